@@ -1,0 +1,4 @@
+//! The `geoflash` command.
+fn main() {
+    println!("geoflash {}", env!("CARGO_PKG_VERSION"));
+}

@@ -1,0 +1,28 @@
+//! # geoflash
+//!
+//! A flash-aware spatial indexing engine. The crate is layered as described in
+//! `docs/architecture.md`:
+//!
+//! | layer | module |
+//! |---|---|
+//! | geometry | [`geom`] |
+//! | devices and the flash simulator | [`storage`] |
+//! | page codec | [`page`] |
+//! | metrics | [`metrics`] |
+//!
+//! Every fallible function returns [`Result`]; nothing that a user or a device
+//! can feed makes the library panic.
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+#![deny(clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod error;
+pub mod geom;
+pub mod metrics;
+pub mod page;
+pub mod storage;
+pub mod store;
+pub mod units;
+
+pub use error::{Error, Result};

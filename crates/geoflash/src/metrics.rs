@@ -1,0 +1,1 @@
+//! The `Stats` record. Placeholder; being written.

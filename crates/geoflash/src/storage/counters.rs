@@ -1,0 +1,162 @@
+//! Device counters: host-side I/O counts kept by every device, and the NAND
+//! counters that only the flash simulator fills.
+use serde::{Deserialize, Serialize};
+
+use super::PageId;
+
+/// Host-side I/O counters, kept by every device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoCounters {
+    /// Pages read.
+    pub pages_read: u64,
+    /// Pages written.
+    pub pages_written: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Bytes written.
+    pub bytes_written: u64,
+    /// `read_batch` calls (a single `read` counts as a batch of one).
+    pub read_batches: u64,
+    /// `write_batch` calls.
+    pub write_batches: u64,
+    /// Reads of the page right after the previously read page.
+    pub sequential_reads: u64,
+    /// Other reads.
+    pub random_reads: u64,
+    /// Writes of the page right after the previously written page.
+    pub sequential_writes: u64,
+    /// Other writes.
+    pub random_writes: u64,
+    /// `sync` calls.
+    pub syncs: u64,
+    /// Pages trimmed.
+    pub pages_trimmed: u64,
+    /// Wall-clock nanoseconds spent inside read calls.
+    pub read_time_ns: u64,
+    /// Wall-clock nanoseconds spent inside write calls.
+    pub write_time_ns: u64,
+    /// Wall-clock nanoseconds spent inside sync calls.
+    pub sync_time_ns: u64,
+}
+
+/// NAND-level counters of the flash simulator (and the simulated time of the
+/// disk model). Zero on real devices.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SimCounters {
+    /// NAND page reads (host reads, read-modify-write reads and GC reads).
+    pub nand_reads: u64,
+    /// NAND page programs (host writes and GC copies).
+    pub nand_programs: u64,
+    /// Block erases.
+    pub nand_erases: u64,
+    /// Valid pages copied by garbage collection.
+    pub gc_copies: u64,
+    /// Garbage collection invocations.
+    pub gc_runs: u64,
+    /// Blocks retired because they reached the erase limit.
+    pub retired_blocks: u64,
+    /// NAND programs ÷ host flash-page writes (`device_write_amplification`).
+    pub device_write_amplification: f64,
+    /// Lowest erase count of any block.
+    pub erase_count_min: u64,
+    /// Mean erase count.
+    pub erase_count_mean: f64,
+    /// Highest erase count of any block.
+    pub erase_count_max: u64,
+    /// Simulated elapsed time in nanoseconds.
+    pub sim_time_ns: u64,
+}
+
+/// Everything a device reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceStats {
+    /// Host-side counters.
+    pub io: IoCounters,
+    /// Simulator counters (`None` on real devices).
+    pub sim: Option<SimCounters>,
+}
+
+/// Keeps [`IoCounters`] for a device, classifying each access as sequential
+/// (the page right after the previous one of the same direction) or random.
+#[derive(Debug, Default)]
+pub struct IoTracker {
+    counters: IoCounters,
+    last_read: Option<PageId>,
+    last_write: Option<PageId>,
+}
+
+impl IoTracker {
+    /// Records a batch of reads of `page_size`-byte pages that took `ns` nanoseconds.
+    pub fn record_reads(&mut self, pages: &[PageId], page_size: usize, ns: u64) {
+        let c = &mut self.counters;
+        c.read_batches += 1;
+        c.read_time_ns += ns;
+        for &p in pages {
+            c.pages_read += 1;
+            c.bytes_read += page_size as u64;
+            if self.last_read.map(|l| l.wrapping_add(1)) == Some(p) {
+                c.sequential_reads += 1;
+            } else {
+                c.random_reads += 1;
+            }
+            self.last_read = Some(p);
+        }
+    }
+
+    /// Records a batch of writes of `page_size`-byte pages that took `ns` nanoseconds.
+    pub fn record_writes(&mut self, pages: &[PageId], page_size: usize, ns: u64) {
+        let c = &mut self.counters;
+        c.write_batches += 1;
+        c.write_time_ns += ns;
+        for &p in pages {
+            c.pages_written += 1;
+            c.bytes_written += page_size as u64;
+            if self.last_write.map(|l| l.wrapping_add(1)) == Some(p) {
+                c.sequential_writes += 1;
+            } else {
+                c.random_writes += 1;
+            }
+            self.last_write = Some(p);
+        }
+    }
+
+    /// Records a sync that took `ns` nanoseconds.
+    pub fn record_sync(&mut self, ns: u64) {
+        self.counters.syncs += 1;
+        self.counters.sync_time_ns += ns;
+    }
+
+    /// Records trimmed pages.
+    pub fn record_trim(&mut self, pages: usize) {
+        self.counters.pages_trimmed += pages as u64;
+    }
+
+    /// The counters so far.
+    pub fn counters(&self) -> IoCounters {
+        self.counters
+    }
+
+    /// Resets the counters and the sequential-access memory.
+    pub fn reset(&mut self) {
+        *self = IoTracker::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_sequential_and_random() {
+        let mut t = IoTracker::default();
+        t.record_writes(&[3, 4, 5, 9], 4096, 10);
+        t.record_reads(&[9, 10, 2], 4096, 5);
+        let c = t.counters();
+        assert_eq!((c.sequential_writes, c.random_writes), (2, 2));
+        assert_eq!((c.sequential_reads, c.random_reads), (1, 2));
+        assert_eq!(c.bytes_written, 4 * 4096);
+        assert_eq!((c.read_batches, c.write_batches), (1, 1));
+        t.reset();
+        assert_eq!(t.counters(), IoCounters::default());
+    }
+}

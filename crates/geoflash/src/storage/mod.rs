@@ -1,0 +1,155 @@
+//! Page devices: numbered fixed-size pages with batched reads and writes.
+//!
+//! Every device implements [`PageDevice`]. Devices compose like foyer's
+//! decorators: [`FaultyDevice`](faulty::FaultyDevice) wraps any device to
+//! inject crashes and errors; [`FlashSim`](flashsim::FlashSim) and
+//! [`HddSim`](hddsim::HddSim) model hardware that is not present;
+//! [`FileDevice`](file::FileDevice) is the real thing (buffered or `O_DIRECT`,
+//! batches through io_uring where the kernel permits).
+//!
+//! Contract shared by all devices:
+//! - a page never written (or trimmed) reads as zeros;
+//! - `read_batch`/`write_batch` take `pages.len() * page_size` bytes, page `i`
+//!   at offset `i * page_size`; the batch is submitted to the device at once;
+//! - a page id `>= capacity()` is an [`Error::PageOutOfRange`](crate::Error);
+//! - `sync` makes every completed write durable.
+
+pub mod counters;
+pub mod faulty;
+pub mod file;
+pub mod flashsim;
+pub mod hddsim;
+pub mod mem;
+pub mod spec;
+
+pub use counters::{DeviceStats, IoCounters, IoTracker, SimCounters};
+
+use crate::{Error, Result};
+
+/// Number of a page on a device (page 0 is the first).
+pub type PageId = u64;
+
+/// A device of numbered fixed-size pages. Methods take `&self`: devices are
+/// shared by concurrent readers and synchronise internally.
+pub trait PageDevice: Send + Sync {
+    /// Size of one page in bytes (a power of two from 512 to 65536).
+    fn page_size(&self) -> usize;
+
+    /// Logical capacity in pages: valid page ids are `0..capacity()`.
+    fn capacity(&self) -> u64;
+
+    /// Reads `pages.len()` pages into `buf` (page `i` at `i * page_size`), submitted as one batch.
+    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()>;
+
+    /// Writes `pages.len()` pages from `data` (page `i` at `i * page_size`), submitted as one batch.
+    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()>;
+
+    /// Makes every completed write durable.
+    fn sync(&self) -> Result<()>;
+
+    /// Declares pages unused: they read as zeros afterwards and a flash device may reclaim them.
+    fn trim(&self, pages: &[PageId]) -> Result<()>;
+
+    /// Counters since the device was opened (or since [`PageDevice::reset_stats`]).
+    fn stats(&self) -> DeviceStats;
+
+    /// Resets the counters (not the contents).
+    fn reset_stats(&self);
+
+    /// One-line description: kind, parameters and, for files, the I/O engine in use.
+    fn describe(&self) -> String;
+
+    /// Reads one page.
+    fn read(&self, page: PageId, buf: &mut [u8]) -> Result<()> {
+        self.read_batch(&[page], buf)
+    }
+
+    /// Writes one page.
+    fn write(&self, page: PageId, data: &[u8]) -> Result<()> {
+        self.write_batch(&[page], data)
+    }
+}
+
+/// Checks a batch request against a device's geometry: buffer length and page ids.
+/// Every device calls this first so that bad input is reported the same way everywhere.
+pub fn check_batch(
+    pages: &[PageId],
+    buf_len: usize,
+    page_size: usize,
+    capacity: u64,
+) -> Result<()> {
+    let expected = pages
+        .len()
+        .checked_mul(page_size)
+        .ok_or_else(|| Error::invalid("batch too large"))?;
+    if buf_len != expected {
+        return Err(Error::BufferSize {
+            expected,
+            got: buf_len,
+        });
+    }
+    if let Some(&page) = pages.iter().find(|&&p| p >= capacity) {
+        return Err(Error::PageOutOfRange { page, capacity });
+    }
+    Ok(())
+}
+
+impl<D: PageDevice + ?Sized> PageDevice for std::sync::Arc<D> {
+    fn page_size(&self) -> usize {
+        (**self).page_size()
+    }
+    fn capacity(&self) -> u64 {
+        (**self).capacity()
+    }
+    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
+        (**self).read_batch(pages, buf)
+    }
+    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
+        (**self).write_batch(pages, data)
+    }
+    fn sync(&self) -> Result<()> {
+        (**self).sync()
+    }
+    fn trim(&self, pages: &[PageId]) -> Result<()> {
+        (**self).trim(pages)
+    }
+    fn stats(&self) -> DeviceStats {
+        (**self).stats()
+    }
+    fn reset_stats(&self) {
+        (**self).reset_stats()
+    }
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+}
+
+impl PageDevice for Box<dyn PageDevice> {
+    fn page_size(&self) -> usize {
+        (**self).page_size()
+    }
+    fn capacity(&self) -> u64 {
+        (**self).capacity()
+    }
+    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
+        (**self).read_batch(pages, buf)
+    }
+    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
+        (**self).write_batch(pages, data)
+    }
+    fn sync(&self) -> Result<()> {
+        (**self).sync()
+    }
+    fn trim(&self, pages: &[PageId]) -> Result<()> {
+        (**self).trim(pages)
+    }
+    fn stats(&self) -> DeviceStats {
+        (**self).stats()
+    }
+    fn reset_stats(&self) {
+        (**self).reset_stats()
+    }
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+}

@@ -1,0 +1,93 @@
+//! Node stores: how index nodes reach a device.
+//!
+//! The index algorithms (insert, split, reinsert, delete, condense, search)
+//! are written once against [`NodeStore`] and run unchanged on every store.
+//! Stores never know which index uses them.
+//!
+//! Contract (see `docs/architecture.md`):
+//! - [`NodeStore::get`] returns the newest version of a node with entries in
+//!   ascending key order, whatever the store;
+//! - everything between [`NodeStore::begin_op`] and [`NodeStore::commit_op`]
+//!   is one atomic operation; a store flushes only between operations;
+//! - changes are entry-level ([`EntryChange`]), addressed by key.
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::page::{Entry, Node};
+use crate::storage::PageId;
+use crate::Result;
+
+/// Identifier of one user operation (insert, delete, update) inside a store.
+pub type OpId = u64;
+
+/// One entry-level change of a node.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum EntryChange {
+    /// Insert the entry, or replace the entry with the same key.
+    Upsert(Entry),
+    /// Remove the entry with this key (no-op if absent).
+    Remove(u64),
+}
+
+/// Tree metadata kept by the store and made durable like a node.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TreeMeta {
+    /// Page id of the root node (`None` for an empty tree that has no root yet).
+    pub root: Option<PageId>,
+    /// Number of levels (0 for an empty tree, 1 when the root is a leaf).
+    pub height: u16,
+    /// Number of records (leaf entries) in the tree.
+    pub records: u64,
+}
+
+/// Counters every store keeps (a part of [`crate::metrics`]' record).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct StoreStats {
+    /// Nodes requested through `get`.
+    pub node_gets: u64,
+    /// `get` calls answered from memory (buffer hit).
+    pub buffer_hits: u64,
+    /// `get` calls that read the device.
+    pub buffer_misses: u64,
+    /// Node pages read from the device.
+    pub node_reads: u64,
+    /// Node pages written to the device.
+    pub node_writes: u64,
+    /// Nodes created.
+    pub nodes_created: u64,
+    /// Nodes deleted.
+    pub nodes_deleted: u64,
+    /// Flush events.
+    pub flushes: u64,
+    /// Nodes written by flushes.
+    pub flushed_nodes: u64,
+    /// Operations committed.
+    pub ops_committed: u64,
+    /// Peak bytes of memory used by buffers (per the shared accounting function).
+    pub peak_buffer_bytes: u64,
+}
+
+/// How nodes reach the device. See the module documentation for the contract.
+pub trait NodeStore: Send + Sync {
+    /// The newest version of node `id`; many readers at once.
+    fn get(&self, id: PageId) -> Result<Arc<Node>>;
+    /// Starts one user operation.
+    fn begin_op(&mut self) -> Result<OpId>;
+    /// Creates a node and returns its page id (from the free list, else the end of the device).
+    fn create(&mut self, level: u16, entries: Vec<Entry>) -> Result<PageId>;
+    /// Applies entry-level changes to node `id` (at `level`).
+    fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) -> Result<()>;
+    /// Deletes node `id`; its page returns to the free list once the deletion is durable.
+    fn delete(&mut self, id: PageId) -> Result<()>;
+    /// Replaces the tree metadata.
+    fn set_meta(&mut self, meta: TreeMeta) -> Result<()>;
+    /// Ends operation `op`; acknowledged per the durability mode.
+    fn commit_op(&mut self, op: OpId) -> Result<()>;
+    /// The current tree metadata.
+    fn meta(&self) -> TreeMeta;
+    /// Flushes everything and syncs: the index needs no recovery after it.
+    fn checkpoint(&mut self) -> Result<()>;
+    /// Counters since the store was opened.
+    fn stats(&self) -> StoreStats;
+}
