@@ -1,2 +1,8 @@
-//! The geoflash workbench: device benchmarks now; datasets, workloads and the results store later.
+//! The geoflash workbench. Today: the device benchmark behind `geoflash devbench`.
+//! Datasets, workload files, the runner and the results store follow.
 #![deny(missing_docs)]
+#![deny(unsafe_code)]
+#![deny(clippy::unwrap_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod devbench;

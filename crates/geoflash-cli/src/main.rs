@@ -1,4 +1,130 @@
-//! The `geoflash` command.
-fn main() {
-    println!("geoflash {}", env!("CARGO_PKG_VERSION"));
+//! The `geoflash` command. Exit codes: 0 success, 2 bad input, 1 failure.
+//! With `--json` the JSON record is the last line of standard output;
+//! progress bars go to standard error.
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use geoflash::storage::spec::DeviceSpec;
+use geoflash::units::parse_size;
+use geoflash_bench::devbench::{self, DevbenchConfig, Pattern};
+use indicatif::{ProgressBar, ProgressStyle};
+
+mod output;
+
+/// geoflash: a flash-aware spatial indexing engine and its workbench.
+#[derive(Parser)]
+#[command(name = "geoflash", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs a fixed pattern of page reads and writes against a device and prints its counters.
+    Devbench(DevbenchArgs),
+}
+
+#[derive(clap::Args)]
+struct DevbenchArgs {
+    /// Device spec: file:PATH?direct=true&engine=uring|psync, mem:, flashsim:preset=NAME&key=value, hddsim:preset=NAME
+    #[arg(long)]
+    device: String,
+    /// seq-read, seq-write, random-read, random-write or mixed.
+    #[arg(long, default_value = "random-read")]
+    pattern: String,
+    /// Number of page operations.
+    #[arg(long, default_value_t = 10_000)]
+    count: u64,
+    /// Pages per batch submitted at once.
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Page size (bytes or a size such as 4KiB).
+    #[arg(long, default_value = "4096")]
+    page_size: String,
+    /// Seed of the random page ids.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Region of the device that page ids are drawn from (capped by its capacity).
+    #[arg(long, default_value = "256MiB")]
+    region: String,
+    /// Share of batches that read in the mixed pattern.
+    #[arg(long, default_value_t = 0.5)]
+    read_fraction: f64,
+    /// Do not fill the region before a read pattern.
+    #[arg(long)]
+    no_prefill: bool,
+    /// Print the report as JSON (last line of standard output).
+    #[arg(long)]
+    json: bool,
+}
+
+/// An error with the exit code it maps to.
+struct Failure {
+    code: u8,
+    error: anyhow::Error,
+}
+
+impl From<geoflash::Error> for Failure {
+    fn from(e: geoflash::Error) -> Self {
+        let code = if e.is_user_error() { 2 } else { 1 };
+        Failure { code, error: e.into() }
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(error: anyhow::Error) -> Self {
+        Failure { code: 1, error }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Devbench(args) => cmd_devbench(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("geoflash: error: {:#}", f.error);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn progress_bar(len: u64, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    let style = ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})")
+        .map(|s| s.progress_chars("=> "))
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar.set_message(what.to_string());
+    bar
+}
+
+fn cmd_devbench(a: DevbenchArgs) -> Result<(), Failure> {
+    let page_size = usize::try_from(parse_size(&a.page_size)?)
+        .map_err(|_| geoflash::Error::invalid("page size too large"))?;
+    let spec = DeviceSpec::parse(&a.device)?;
+    let default_path = PathBuf::from("devbench.dat");
+    let device = spec.open(page_size, Some(&default_path))?;
+    let cfg = DevbenchConfig {
+        pattern: a.pattern.parse::<Pattern>()?,
+        count: a.count,
+        batch: a.batch,
+        seed: a.seed,
+        region_bytes: parse_size(&a.region)?,
+        read_fraction: a.read_fraction,
+        prefill: !a.no_prefill,
+    };
+    let bar = progress_bar(cfg.count, "devbench");
+    let report = devbench::run(device.as_ref(), &cfg, &|done| bar.set_position(done))?;
+    bar.finish_and_clear();
+    if a.json {
+        output::print_json(&report)?;
+    } else {
+        output::print_devbench_table(&report);
+    }
+    Ok(())
 }

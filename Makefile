@@ -1,0 +1,48 @@
+# geoflash — build, test and benchmark tiers (see README.md).
+# `make demo` and `make test` work on a fresh machine: `setup` installs what is missing.
+
+CARGO ?= cargo
+GEOFLASH_PROPTEST_CASES ?= 64
+export GEOFLASH_PROPTEST_CASES
+DEMO_DIR ?= target/demo
+
+.PHONY: all setup build demo test lint unit test-long bench fuzz clean
+
+all: build
+
+## Install the toolchain pieces the project needs when they are missing.
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	$(CARGO) build --release -p geoflash-cli
+
+## The main job on embedded defaults: the device benchmark on the flash
+## simulator, the disk model and a real file, printed side by side.
+demo: build
+	@bash scripts/demo.sh $(DEMO_DIR)
+
+## What CI runs: formatting, lints, every unit, property and crash test at moderate counts.
+test: setup lint unit
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+unit:
+	$(CARGO) test --workspace
+
+## Large property-test counts and full crash campaigns (not in CI).
+test-long: setup
+	GEOFLASH_PROPTEST_CASES=2000 GEOFLASH_LONG=1 $(CARGO) test --workspace --release -- --include-ignored
+
+## Criterion benchmarks.
+bench: setup
+	$(CARGO) bench -p geoflash
+
+## Coverage-guided fuzzing of the page codec (needs cargo-fuzz; outside CI).
+fuzz: setup
+	@bash scripts/fuzz.sh
+
+clean:
+	$(CARGO) clean
