@@ -1,0 +1,356 @@
+//! The only `unsafe` code of geoflash: aligned buffers for direct I/O, the
+//! io_uring submission loop, and `fallocate` for hole punching.
+//!
+//! Everything here is small and checked before the unsafe step: spans are
+//! validated against their buffer before any pointer is handed to the
+//! kernel, and the submission loop never returns while the kernel may still
+//! touch a buffer.
+#![allow(unsafe_code)]
+
+use std::alloc::{self, Layout};
+use std::fs::File;
+use std::io;
+use std::ops::{Deref, DerefMut};
+use std::os::unix::io::AsRawFd;
+use std::ptr::NonNull;
+
+use io_uring::{opcode, types, IoUring};
+
+use crate::storage::PageId;
+use crate::{Error, Result};
+
+/// A zeroed heap buffer whose address is a multiple of its alignment, as
+/// `O_DIRECT` requires. Dereferences to `[u8]`.
+pub struct AlignedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+    layout: Layout,
+}
+
+// SAFETY: `AlignedBuf` owns its allocation exclusively (like `Box<[u8]>`);
+// shared references only give `&[u8]`, so sending or sharing it across
+// threads is as safe as for `Vec<u8>`.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: see `Send` above; `&AlignedBuf` only permits reads.
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// A zeroed buffer of `len` bytes aligned to `align` (a power of two).
+    pub fn new(len: usize, align: usize) -> Result<Self> {
+        if !align.is_power_of_two() {
+            return Err(Error::invalid(format!(
+                "buffer alignment {align} is not a power of two"
+            )));
+        }
+        // Never allocate zero bytes (undefined for `alloc_zeroed`).
+        let size = len.max(1);
+        let layout = Layout::from_size_align(size, align).map_err(|_| {
+            Error::invalid(format!(
+                "aligned buffer of {len} bytes (alignment {align}) is too large"
+            ))
+        })?;
+        // SAFETY: `layout` has a non-zero size (at least 1 byte).
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            alloc::handle_alloc_error(layout)
+        };
+        Ok(AlignedBuf { ptr, len, layout })
+    }
+
+    /// The alignment of the buffer's address in bytes.
+    pub fn align(&self) -> usize {
+        self.layout.align()
+    }
+}
+
+impl Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `ptr` points to an initialised (zeroed) allocation of at
+        // least `len` bytes that this value owns for its whole lifetime.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`; `&mut self` guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` was returned by `alloc_zeroed` with exactly `layout`
+        // and is freed only here.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlignedBuf")
+            .field("len", &self.len)
+            .field("align", &self.layout.align())
+            .finish()
+    }
+}
+
+/// One contiguous I/O: `len` bytes at `file_offset` in the file and
+/// `buf_offset` in the caller's buffer; `page` is its first page (for errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub page: PageId,
+    pub file_offset: u64,
+    pub buf_offset: usize,
+    pub len: usize,
+}
+
+/// An io_uring instance used for batched page I/O.
+pub(crate) struct Ring {
+    ring: IoUring,
+}
+
+impl std::fmt::Debug for Ring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ring")
+            .field("entries", &self.ring.params().sq_entries())
+            .finish()
+    }
+}
+
+/// Errors of `io_uring_enter` that only mean "try again".
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
+    )
+}
+
+impl Ring {
+    /// Creates a ring with `entries` submission slots.
+    pub fn new(entries: u32) -> io::Result<Ring> {
+        #[cfg(test)]
+        if tests_hook::uring_disabled() {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "io_uring disabled by a test",
+            ));
+        }
+        Ok(Ring {
+            ring: IoUring::new(entries)?,
+        })
+    }
+
+    /// Reads every span into `buf`. `out[i]` receives the byte count (or
+    /// error) of span `i`. An `Err` return means the ring itself failed
+    /// (nothing is in flight then) and should no longer be used.
+    pub fn read(
+        &mut self,
+        file: &File,
+        buf: &mut [u8],
+        spans: &[Span],
+        out: &mut Vec<io::Result<usize>>,
+    ) -> io::Result<()> {
+        check_spans(buf.len(), spans)?;
+        self.run(file, buf.as_mut_ptr(), spans, false, out)
+    }
+
+    /// Writes every span from `buf`; see [`Ring::read`].
+    pub fn write(
+        &mut self,
+        file: &File,
+        buf: &[u8],
+        spans: &[Span],
+        out: &mut Vec<io::Result<usize>>,
+    ) -> io::Result<()> {
+        check_spans(buf.len(), spans)?;
+        // The pointer is only read by the kernel for a write.
+        self.run(file, buf.as_ptr().cast_mut(), spans, true, out)
+    }
+
+    /// Submits the spans in chunks of at most the ring's size; waits for all
+    /// completions of a chunk before the next. Spans were checked against
+    /// the buffer by the caller.
+    fn run(
+        &mut self,
+        file: &File,
+        base: *mut u8,
+        spans: &[Span],
+        write: bool,
+        out: &mut Vec<io::Result<usize>>,
+    ) -> io::Result<()> {
+        out.clear();
+        out.resize_with(spans.len(), || Ok(0));
+        let fd = types::Fd(file.as_raw_fd());
+        let chunk = (self.ring.params().sq_entries() as usize).max(1);
+        for (c, group) in spans.chunks(chunk).enumerate() {
+            let first = c * chunk;
+            for (i, s) in group.iter().enumerate() {
+                // `check_spans` guarantees `buf_offset + len <= buf.len()`
+                // and `len <= u32::MAX`.
+                let len = s.len as u32;
+                // SAFETY: `buf_offset` is within the buffer (checked), so the
+                // resulting pointer stays inside the same allocation.
+                let ptr = unsafe { base.add(s.buf_offset) };
+                let entry = if write {
+                    opcode::Write::new(fd, ptr.cast_const(), len)
+                        .offset(s.file_offset)
+                        .build()
+                } else {
+                    opcode::Read::new(fd, ptr, len)
+                        .offset(s.file_offset)
+                        .build()
+                };
+                let entry = entry.user_data((first + i) as u64);
+                // SAFETY: the entry points at `len` bytes inside the caller's
+                // buffer, which stays borrowed (and alive) until this
+                // function returns, and this function does not return while
+                // any submitted entry is still in flight (see the wait loop
+                // below). The fd belongs to `file`, borrowed for as long.
+                let pushed = unsafe { self.ring.submission().push(&entry) };
+                if pushed.is_err() {
+                    // Cannot happen: the queue is empty at the start of each
+                    // chunk and a chunk is at most the queue's size.
+                    return Err(io::Error::other("io_uring submission queue full"));
+                }
+            }
+            self.wait_all(group.len(), out)?;
+        }
+        Ok(())
+    }
+
+    /// Submits what is queued and collects `count` completions into `out`.
+    fn wait_all(&mut self, count: usize, out: &mut [io::Result<usize>]) -> io::Result<()> {
+        let mut done = 0usize;
+        while done < count {
+            if let Err(e) = self.ring.submit_and_wait(count - done) {
+                if !is_transient(&e) {
+                    let unsubmitted = self.ring.submission().len();
+                    let in_flight = count - done - unsubmitted.min(count - done);
+                    if in_flight == 0 {
+                        // Nothing reached the kernel: no buffer is in use;
+                        // the caller drops this ring (with its unsubmitted
+                        // entries) and never uses it again.
+                        return Err(e);
+                    }
+                    // The kernel holds pointers into the caller's buffer and
+                    // the ring cannot be waited on: returning would let the
+                    // kernel write into freed memory. This needs a kernel
+                    // failure that io_uring_enter does not document.
+                    tracing::error!(error = %e, in_flight, "io_uring failed with I/O in flight; aborting");
+                    std::process::abort();
+                }
+            }
+            for cqe in self.ring.completion() {
+                let idx = cqe.user_data() as usize;
+                let res = cqe.result();
+                let r = if res < 0 {
+                    Err(io::Error::from_raw_os_error(-res))
+                } else {
+                    Ok(res as usize)
+                };
+                if let Some(slot) = out.get_mut(idx) {
+                    *slot = r;
+                }
+                done += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks that every span lies inside a buffer of `buf_len` bytes and fits
+/// one io_uring request.
+fn check_spans(buf_len: usize, spans: &[Span]) -> io::Result<()> {
+    for s in spans {
+        let inside = matches!(s.buf_offset.checked_add(s.len), Some(end) if end <= buf_len);
+        if !inside || u32::try_from(s.len).is_err() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("I/O span {s:?} outside a buffer of {buf_len} bytes"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Deallocates the byte range `offset..offset+len` of `file` (the file size
+/// is kept); it reads as zeros afterwards.
+pub(crate) fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let off = libc::off_t::try_from(offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
+    let len = libc::off_t::try_from(len)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "length too large"))?;
+    loop {
+        // SAFETY: `fallocate` takes plain integers and a valid open fd owned
+        // by `file`; it touches no memory of this process.
+        let r = unsafe {
+            libc::fallocate(
+                file.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                off,
+                len,
+            )
+        };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests_hook {
+    use std::cell::Cell;
+
+    thread_local! {
+        static URING_DISABLED: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Makes `Ring::new` fail on this thread (to test the fallback).
+    pub fn set_uring_disabled(v: bool) {
+        URING_DISABLED.with(|c| c.set(v));
+    }
+
+    pub fn uring_disabled() -> bool {
+        URING_DISABLED.with(|c| c.get())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_buf_is_aligned_and_zeroed() {
+        for (len, align) in [(0, 4096), (1, 4096), (8192, 4096), (65536, 65536)] {
+            let b = AlignedBuf::new(len, align).unwrap();
+            assert_eq!(b.len(), len);
+            assert_eq!(b.as_ptr() as usize % align, 0);
+            assert!(b.iter().all(|&x| x == 0));
+            assert_eq!(b.align(), align);
+        }
+        assert!(AlignedBuf::new(16, 3000).is_err());
+    }
+
+    #[test]
+    fn spans_outside_the_buffer_are_rejected() {
+        let s = Span {
+            page: 0,
+            file_offset: 0,
+            buf_offset: 4096,
+            len: 4096,
+        };
+        assert!(check_spans(8192, &[s]).is_ok());
+        assert!(check_spans(8191, &[s]).is_err());
+        let s2 = Span {
+            buf_offset: usize::MAX,
+            ..s
+        };
+        assert!(check_spans(8192, &[s2]).is_err());
+    }
+}

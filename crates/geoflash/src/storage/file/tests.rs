@@ -1,0 +1,438 @@
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use proptest::prelude::*;
+
+use super::*;
+
+/// A temporary directory under the workspace's `target/` (a real disk
+/// filesystem here; `/tmp` may be tmpfs elsewhere).
+fn test_dir() -> tempfile::TempDir {
+    let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/test-tmp");
+    std::fs::create_dir_all(&base).unwrap();
+    tempfile::tempdir_in(&base).unwrap()
+}
+
+fn opts(direct: bool, engine: IoEngine, capacity_pages: u64) -> FileDeviceOptions {
+    FileDeviceOptions {
+        direct,
+        engine,
+        capacity_pages,
+    }
+}
+
+/// Opens a device; `None` (with a message) when the test directory's
+/// filesystem refuses `O_DIRECT` or io_uring is unavailable for an explicit
+/// `Uring` request.
+fn open_or_skip(path: &Path, ps: usize, o: FileDeviceOptions) -> Option<FileDevice> {
+    match FileDevice::open(path, ps, o) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            let msg = e.to_string();
+            if msg.contains("refuses O_DIRECT") || msg.contains("io_uring requested") {
+                eprintln!("SKIPPED ({o:?}): {msg}");
+                None
+            } else {
+                panic!("open failed: {msg}");
+            }
+        }
+    }
+}
+
+fn uring_available() -> bool {
+    let dir = test_dir();
+    let d = FileDevice::open(
+        &dir.path().join("probe"),
+        4096,
+        opts(false, IoEngine::Auto, 0),
+    )
+    .unwrap();
+    d.engine() == IoEngine::Uring
+}
+
+fn pattern(page: PageId, seed: u8, ps: usize) -> Vec<u8> {
+    (0..ps)
+        .map(|i| (i as u64 ^ page.wrapping_mul(131) ^ seed as u64) as u8)
+        .collect()
+}
+
+const CONFIGS: [(bool, IoEngine); 4] = [
+    (false, IoEngine::Psync),
+    (false, IoEngine::Uring),
+    (true, IoEngine::Psync),
+    (true, IoEngine::Uring),
+];
+
+#[test]
+fn this_machine_runs_direct_io_and_io_uring() {
+    // Documents (and checks) what the other tests exercise on this machine:
+    // if this fails the direct/uring tests below would only print SKIPPED.
+    let dir = test_dir();
+    let d = FileDevice::open(&dir.path().join("f"), 4096, opts(true, IoEngine::Auto, 0));
+    match d {
+        Ok(d) => eprintln!("direct I/O works; Auto resolved to {}", d.engine()),
+        Err(e) => eprintln!("direct I/O unavailable here: {e}"),
+    }
+    eprintln!("io_uring available: {}", uring_available());
+}
+
+#[test]
+fn round_trip_all_modes_and_engines() {
+    for (direct, engine) in CONFIGS {
+        for ps in [512usize, 4096, 65536] {
+            let dir = test_dir();
+            let path = dir.path().join("pages.dat");
+            let Some(d) = open_or_skip(&path, ps, opts(direct, engine, 1 << 20)) else {
+                continue;
+            };
+            assert_eq!(d.engine(), engine, "{}", d.describe());
+            assert_eq!(d.is_direct(), direct);
+            // Consecutive and scattered pages, including a duplicate (last wins).
+            let pages: Vec<PageId> = vec![5, 6, 7, 100, 3, 4000, 6];
+            let mut data = Vec::new();
+            for (i, &p) in pages.iter().enumerate() {
+                data.extend(pattern(p, i as u8, ps));
+            }
+            d.write_batch(&pages, &data).unwrap();
+            // Read into a deliberately misaligned buffer (bounce path) and an
+            // aligned one (direct path).
+            let want: Vec<PageId> = vec![6, 5, 7, 100, 3, 4000, 9, 999_999];
+            let mut storage = vec![0xAAu8; want.len() * ps + 1];
+            let misaligned = &mut storage[1..];
+            d.read_batch(&want, misaligned).unwrap();
+            let mut aligned = d.alloc_buf(want.len()).unwrap();
+            d.read_batch(&want, &mut aligned).unwrap();
+            for buf in [&*misaligned, &aligned[..]] {
+                let page = |i: usize| &buf[i * ps..(i + 1) * ps];
+                assert_eq!(page(0), pattern(6, 6, ps), "dup: last wins");
+                assert_eq!(page(1), pattern(5, 0, ps));
+                assert_eq!(page(2), pattern(7, 2, ps));
+                assert_eq!(page(3), pattern(100, 3, ps));
+                assert_eq!(page(4), pattern(3, 4, ps));
+                assert_eq!(page(5), pattern(4000, 5, ps));
+                assert!(page(6).iter().all(|&b| b == 0), "never written");
+                assert!(page(7).iter().all(|&b| b == 0), "beyond end of file");
+            }
+            let s = d.stats().io;
+            assert_eq!(s.pages_written, 7);
+            assert_eq!(s.pages_read, 16);
+            assert_eq!((s.read_batches, s.write_batches), (2, 1));
+            // Trimmed pages read as zeros; neighbours are untouched.
+            d.trim(&[6, 5, 100]).unwrap();
+            let mut one = vec![1u8; ps];
+            for p in [5, 6, 100] {
+                d.read(p, &mut one).unwrap();
+                assert!(one.iter().all(|&b| b == 0), "trimmed page {p}");
+            }
+            d.read(7, &mut one).unwrap();
+            assert_eq!(one, pattern(7, 2, ps));
+            assert_eq!(d.stats().io.pages_trimmed, 3);
+        }
+    }
+}
+
+#[test]
+fn batches_larger_than_the_ring() {
+    for (direct, engine) in CONFIGS {
+        let ps = 512;
+        let dir = test_dir();
+        let Some(d) = open_or_skip(&dir.path().join("f"), ps, opts(direct, engine, 0)) else {
+            continue;
+        };
+        // 700 scattered pages (no merging possible) plus a long run (merged
+        // into spans of at most 1 MiB).
+        let mut pages: Vec<PageId> = (0..700).map(|i| i * 3 + 1).collect();
+        pages.extend(5000..8000);
+        let data: Vec<u8> = pages.iter().flat_map(|&p| pattern(p, 9, ps)).collect();
+        d.write_batch(&pages, &data).unwrap();
+        let mut rev = pages.clone();
+        rev.reverse();
+        let mut buf = vec![0u8; rev.len() * ps];
+        d.read_batch(&rev, &mut buf).unwrap();
+        for (i, &p) in rev.iter().enumerate() {
+            assert_eq!(&buf[i * ps..(i + 1) * ps], pattern(p, 9, ps), "page {p}");
+        }
+    }
+}
+
+#[test]
+fn reopen_after_sync_reads_back() {
+    for (direct, engine) in CONFIGS {
+        let dir = test_dir();
+        let path = dir.path().join("f");
+        let ps = 4096;
+        {
+            let Some(d) = open_or_skip(&path, ps, opts(direct, engine, 0)) else {
+                continue;
+            };
+            d.write_batch(&[2, 0], &[pattern(2, 1, ps), pattern(0, 1, ps)].concat())
+                .unwrap();
+            d.sync().unwrap();
+            assert_eq!(d.stats().io.syncs, 1);
+        }
+        let d = FileDevice::open(&path, ps, opts(direct, IoEngine::Auto, 0)).unwrap();
+        let mut buf = vec![0u8; 3 * ps];
+        d.read_batch(&[0, 1, 2], &mut buf).unwrap();
+        assert_eq!(&buf[..ps], pattern(0, 1, ps));
+        assert!(buf[ps..2 * ps].iter().all(|&b| b == 0));
+        assert_eq!(&buf[2 * ps..], pattern(2, 1, ps));
+    }
+}
+
+#[test]
+fn bad_input_is_an_error() {
+    let dir = test_dir();
+    let path = dir.path().join("f");
+    for ps in [0, 100, 1000, 4097, 131072] {
+        assert!(matches!(
+            FileDevice::open(&path, ps, FileDeviceOptions::default()),
+            Err(Error::InvalidInput(_))
+        ));
+    }
+    assert!(FileDevice::open(&path, 4096, opts(false, IoEngine::Psync, u64::MAX)).is_err());
+    for (direct, engine) in CONFIGS {
+        let Some(d) = open_or_skip(&path, 4096, opts(direct, engine, 8)) else {
+            continue;
+        };
+        assert_eq!(d.capacity(), 8);
+        let mut buf = vec![0u8; 4096];
+        assert!(matches!(
+            d.read(8, &mut buf),
+            Err(Error::PageOutOfRange {
+                page: 8,
+                capacity: 8
+            })
+        ));
+        assert!(matches!(
+            d.write(8, &buf),
+            Err(Error::PageOutOfRange { .. })
+        ));
+        assert!(matches!(d.trim(&[1, 8]), Err(Error::PageOutOfRange { .. })));
+        assert!(matches!(
+            d.write(0, &buf[..100]),
+            Err(Error::BufferSize {
+                expected: 4096,
+                got: 100
+            })
+        ));
+        assert!(matches!(
+            d.read_batch(&[0, 1], &mut buf),
+            Err(Error::BufferSize { .. })
+        ));
+    }
+}
+
+#[test]
+fn raw_direct_io_refuses_misaligned_buffers() {
+    let dir = test_dir();
+    let ps = 4096;
+    for engine in [IoEngine::Psync, IoEngine::Uring] {
+        let Some(d) = open_or_skip(&dir.path().join("f"), ps, opts(true, engine, 0)) else {
+            continue;
+        };
+        let mut buf = d.alloc_buf(3).unwrap();
+        assert_eq!(buf.as_ptr() as usize % d.buf_align(), 0);
+        buf.copy_from_slice(&[pattern(1, 0, ps), pattern(2, 0, ps), pattern(3, 0, ps)].concat());
+        d.write_batch_raw(&[1, 2, 3], &buf).unwrap();
+        let mut back = d.alloc_buf(2).unwrap();
+        d.read_batch_raw(&[3, 1], &mut back).unwrap();
+        assert_eq!(&back[..ps], pattern(3, 0, ps));
+        assert_eq!(&back[ps..], pattern(1, 0, ps));
+        // Misaligned by 8 bytes: a clear error naming address and alignment.
+        let mut big = d.alloc_buf(3).unwrap();
+        let addr = big.as_ptr() as usize + 8;
+        let err = d.read_batch_raw(&[1], &mut big[8..8 + ps]).unwrap_err();
+        assert!(
+            matches!(err, Error::MisalignedBuffer { addr: a, align: 4096 } if a == addr),
+            "{err}"
+        );
+        assert!(err.to_string().contains("O_DIRECT"), "{err}");
+        assert!(matches!(
+            d.write_batch_raw(&[1], &big[8..8 + ps]),
+            Err(Error::MisalignedBuffer { .. })
+        ));
+        // The same misaligned slice is fine through the bouncing trait call.
+        d.read_batch(&[1], &mut big[8..8 + ps]).unwrap();
+        assert_eq!(&big[8..8 + ps], pattern(1, 0, ps));
+    }
+    // Buffered mode has no alignment rule.
+    let d = FileDevice::open(&dir.path().join("g"), ps, opts(false, IoEngine::Psync, 0)).unwrap();
+    let mut v = vec![0u8; ps + 1];
+    d.read_batch_raw(&[0], &mut v[1..]).unwrap();
+}
+
+#[test]
+fn check_direct_alignment_rules() {
+    check_direct_alignment(8192, 4096, 4096).unwrap();
+    check_direct_alignment(8192, 512, 4096).unwrap();
+    assert!(matches!(
+        check_direct_alignment(8193, 4096, 4096),
+        Err(Error::MisalignedBuffer {
+            addr: 8193,
+            align: 4096
+        })
+    ));
+    assert!(matches!(
+        check_direct_alignment(8192, 100, 4096),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(check_direct_alignment(0, 0, 0).is_err());
+}
+
+#[test]
+fn auto_falls_back_to_psync_and_explicit_uring_is_an_error() {
+    let dir = test_dir();
+    let path = dir.path().join("f");
+    sys::tests_hook::set_uring_disabled(true);
+    let auto = FileDevice::open(&path, 4096, opts(false, IoEngine::Auto, 0));
+    let explicit = FileDevice::open(&path, 4096, opts(false, IoEngine::Uring, 0));
+    sys::tests_hook::set_uring_disabled(false);
+    let auto = auto.unwrap();
+    assert_eq!(auto.engine(), IoEngine::Psync);
+    assert!(auto.describe().contains("engine=psync"));
+    let err = explicit.unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("io_uring requested but unavailable"), "{msg}");
+    assert!(msg.contains("disabled by a test"), "{msg}");
+    // The fallback device works.
+    auto.write(1, &pattern(1, 0, 4096)).unwrap();
+    let mut buf = vec![0u8; 4096];
+    auto.read(1, &mut buf).unwrap();
+    assert_eq!(buf, pattern(1, 0, 4096));
+}
+
+#[test]
+fn describe_names_path_mode_engine_and_page_size() {
+    let dir = test_dir();
+    let path = dir.path().join("f");
+    let Some(d) = open_or_skip(&path, 8192, FileDeviceOptions::default()) else {
+        return;
+    };
+    let s = d.describe();
+    assert!(s.contains(&path.display().to_string()), "{s}");
+    assert!(s.contains("direct=on"), "{s}");
+    assert!(s.contains(&format!("engine={}", d.engine())), "{s}");
+    assert!(s.contains("page_size=8192"), "{s}");
+    assert_eq!(d.capacity(), DEFAULT_CAPACITY_BYTES / 8192);
+    assert_ne!(d.engine(), IoEngine::Auto);
+    let b = FileDevice::open(&path, 8192, opts(false, IoEngine::Psync, 0)).unwrap();
+    assert!(b.describe().contains("direct=off engine=psync"));
+}
+
+#[test]
+fn engine_names_parse() {
+    for e in [IoEngine::Auto, IoEngine::Uring, IoEngine::Psync] {
+        assert_eq!(e.to_string().parse::<IoEngine>().unwrap(), e);
+    }
+    assert_eq!("io_uring".parse::<IoEngine>().unwrap(), IoEngine::Uring);
+    assert!("aio".parse::<IoEngine>().is_err());
+}
+
+#[test]
+fn device_is_send_and_sync_and_shareable() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<FileDevice>();
+    assert_send_sync::<AlignedBuf>();
+    let dir = test_dir();
+    let Some(d) = open_or_skip(&dir.path().join("f"), 4096, FileDeviceOptions::default()) else {
+        return;
+    };
+    let d = std::sync::Arc::new(d);
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let d = d.clone();
+            s.spawn(move || {
+                for i in 0..20u64 {
+                    let p = t * 100 + i;
+                    d.write(p, &pattern(p, t as u8, 4096)).unwrap();
+                    let mut buf = vec![0u8; 4096];
+                    d.read(p, &mut buf).unwrap();
+                    assert_eq!(buf, pattern(p, t as u8, 4096));
+                }
+            });
+        }
+    });
+    assert_eq!(d.stats().io.pages_written, 80);
+    d.reset_stats();
+    assert_eq!(d.stats().io, Default::default());
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Write(Vec<(PageId, u8)>),
+    Read(Vec<PageId>),
+    Trim(Vec<PageId>),
+    Sync,
+}
+
+fn op_strategy(max_page: PageId) -> impl Strategy<Value = Op> {
+    let page = 0..max_page;
+    prop_oneof![
+        4 => prop::collection::vec((page.clone(), any::<u8>()), 1..12).prop_map(Op::Write),
+        4 => prop::collection::vec(page.clone(), 1..12).prop_map(Op::Read),
+        2 => prop::collection::vec(page, 1..5).prop_map(Op::Trim),
+        1 => Just(Op::Sync),
+    ]
+}
+
+fn proptest_cases() -> u32 {
+    std::env::var("GEOFLASH_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(32)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(proptest_cases()))]
+
+    #[test]
+    fn random_operations_match_a_hashmap(
+        config in 0usize..4,
+        big_pages in any::<bool>(),
+        misalign in any::<bool>(),
+        ops in prop::collection::vec(op_strategy(40), 1..30),
+    ) {
+        let (direct, engine) = CONFIGS[config];
+        let ps = if big_pages { 4096 } else { 512 };
+        let dir = test_dir();
+        let Some(d) = open_or_skip(&dir.path().join("f"), ps, opts(direct, engine, 40)) else {
+            return Ok(());
+        };
+        let mut oracle: HashMap<PageId, Vec<u8>> = HashMap::new();
+        let shift = usize::from(misalign);
+        for op in ops {
+            match op {
+                Op::Write(w) => {
+                    let pages: Vec<PageId> = w.iter().map(|&(p, _)| p).collect();
+                    let mut storage = vec![0u8; pages.len() * ps + shift];
+                    let data = &mut storage[shift..];
+                    for (i, &(p, seed)) in w.iter().enumerate() {
+                        let v = pattern(p, seed, ps);
+                        data[i * ps..(i + 1) * ps].copy_from_slice(&v);
+                        oracle.insert(p, v);
+                    }
+                    d.write_batch(&pages, data).unwrap();
+                }
+                Op::Read(pages) => {
+                    let mut storage = vec![0x55u8; pages.len() * ps + shift];
+                    let buf = &mut storage[shift..];
+                    d.read_batch(&pages, buf).unwrap();
+                    for (i, p) in pages.iter().enumerate() {
+                        let got = &buf[i * ps..(i + 1) * ps];
+                        match oracle.get(p) {
+                            Some(v) => prop_assert_eq!(got, &v[..], "page {}", p),
+                            None => prop_assert!(got.iter().all(|&b| b == 0), "page {} not zero", p),
+                        }
+                    }
+                }
+                Op::Trim(pages) => {
+                    d.trim(&pages).unwrap();
+                    for p in pages {
+                        oracle.remove(&p);
+                    }
+                }
+                Op::Sync => d.sync().unwrap(),
+            }
+        }
+    }
+}
