@@ -17,6 +17,7 @@
 #![deny(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod cache;
 pub mod error;
 pub mod geom;
 pub mod metrics;

@@ -18,6 +18,12 @@ use crate::page::{Entry, Node};
 use crate::storage::PageId;
 use crate::Result;
 
+pub mod accounting;
+
+pub mod alloc;
+
+pub mod plain;
+
 /// Identifier of one user operation (insert, delete, update) inside a store.
 pub type OpId = u64;
 

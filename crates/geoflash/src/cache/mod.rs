@@ -1,0 +1,592 @@
+//! Replacement policies over page ids, and a byte-budgeted [`Cache`] that
+//! evicts through them.
+//!
+//! Modelled on foyer's eviction trait: a policy only orders page ids
+//! ([`ReplacementPolicy`]); the values live in the [`Cache`], which charges
+//! each value the bytes the caller gives it (for nodes, the shared
+//! accounting function `crate::store::accounting::node_bytes`) and evicts
+//! until it fits its budget, handing the evicted `(id, value)` pairs back so
+//! that a store can write the dirty ones.
+//!
+//! Policies (every operation is O(1) except HLRU's, which are O(log h) for
+//! h distinct node heights):
+//! - [`lru::Lru`]: least recently used;
+//! - [`hlru::Hlru`]: height-aware LRU (FESTIval's "hierarchical LRU"), see
+//!   its documentation for the exact definition;
+//! - [`s2q::S2q`]: simplified 2Q (Johnson & Shasha, VLDB 1994, §2.1);
+//! - [`two_q::TwoQ`]: full 2Q with A1in, the ghost queue A1out and Am.
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+
+use crate::storage::PageId;
+use crate::{Error, Result};
+
+pub mod hlru;
+pub mod lru;
+pub mod s2q;
+pub mod two_q;
+
+pub use hlru::Hlru;
+pub use lru::Lru;
+pub use s2q::S2q;
+pub use two_q::TwoQ;
+
+/// What a policy may know about a cached page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EntryMeta {
+    /// Height of the node in its tree (0 for leaves).
+    pub height: u16,
+    /// Bytes charged for the value (per the shared accounting function).
+    pub size: usize,
+}
+
+/// A replacement policy: decides which resident page leaves the cache next.
+///
+/// The cache calls [`insert`](ReplacementPolicy::insert) when a page becomes
+/// resident, [`access`](ReplacementPolicy::access) on every hit,
+/// [`remove`](ReplacementPolicy::remove) when a page leaves for another
+/// reason than eviction (deleted, invalidated), and
+/// [`pop_victim`](ReplacementPolicy::pop_victim) to choose and forget the
+/// next victim.
+pub trait ReplacementPolicy: Send + fmt::Debug {
+    /// Short name of the policy (`lru`, `hlru`, `s2q`, `2q`).
+    fn name(&self) -> &'static str;
+    /// A page becomes resident (it must not be resident already; if it is,
+    /// this counts as an access).
+    fn insert(&mut self, id: PageId, meta: EntryMeta);
+    /// A resident page is used again (its metadata may have changed).
+    fn access(&mut self, id: PageId, meta: EntryMeta);
+    /// A resident page leaves without being a victim; returns whether it was resident.
+    fn remove(&mut self, id: PageId) -> bool;
+    /// Chooses a victim among the resident pages and forgets it.
+    fn pop_victim(&mut self) -> Option<PageId>;
+    /// Whether the page is resident (ghost entries of 2Q's A1out are not).
+    fn contains(&self, id: PageId) -> bool;
+    /// Number of resident pages.
+    fn len(&self) -> usize;
+    /// Whether no page is resident.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The policies geoflash offers, as named on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PolicyKind {
+    /// Least recently used.
+    Lru,
+    /// Height-aware LRU (FESTIval's HLRU).
+    Hlru,
+    /// Simplified 2Q (the default of the seeds' eFIND read buffer).
+    #[default]
+    S2q,
+    /// Full 2Q.
+    TwoQ,
+}
+
+impl PolicyKind {
+    /// Every policy, in a fixed order (for tests and sweeps).
+    pub const ALL: [PolicyKind; 4] = [
+        PolicyKind::Lru,
+        PolicyKind::Hlru,
+        PolicyKind::S2q,
+        PolicyKind::TwoQ,
+    ];
+
+    /// The command-line name: `lru`, `hlru`, `s2q` or `2q`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::Lru => "lru",
+            PolicyKind::Hlru => "hlru",
+            PolicyKind::S2q => "s2q",
+            PolicyKind::TwoQ => "2q",
+        }
+    }
+
+    /// A policy of this kind for a cache of `budget` bytes, with the
+    /// default parameters (2Q: Kin = 25%, Kout = 50% of the budget).
+    pub fn build(self, budget: usize) -> Box<dyn ReplacementPolicy> {
+        match self {
+            PolicyKind::Lru => Box::new(Lru::new()),
+            PolicyKind::Hlru => Box::new(Hlru::new()),
+            PolicyKind::S2q => Box::new(S2q::new(budget)),
+            PolicyKind::TwoQ => Box::new(TwoQ::new(budget)),
+        }
+    }
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for PolicyKind {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "lru" => Ok(PolicyKind::Lru),
+            "hlru" => Ok(PolicyKind::Hlru),
+            "s2q" => Ok(PolicyKind::S2q),
+            "2q" | "f2q" | "twoq" => Ok(PolicyKind::TwoQ),
+            _ => Err(Error::invalid(format!(
+                "unknown buffer policy {s:?}: expected one of lru, hlru, s2q, 2q"
+            ))),
+        }
+    }
+}
+
+/// Bytes that make up `fraction` of `budget` (rounded down).
+pub(crate) fn fraction_of(budget: usize, fraction: f64) -> usize {
+    let f = if fraction.is_finite() {
+        fraction.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    (budget as f64 * f) as usize
+}
+
+/// An ordered set of page ids with O(1) push at the front, removal of any
+/// member, and pop at the back: the doubly linked list behind every policy
+/// (front = most recent, back = oldest).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct LinkedSet {
+    links: HashMap<PageId, Link>,
+    head: Option<PageId>,
+    tail: Option<PageId>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Link {
+    prev: Option<PageId>,
+    next: Option<PageId>,
+}
+
+impl LinkedSet {
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+
+    pub(crate) fn contains(&self, id: PageId) -> bool {
+        self.links.contains_key(&id)
+    }
+
+    /// Puts `id` at the front (moving it there if present).
+    pub(crate) fn push_front(&mut self, id: PageId) {
+        self.remove(id);
+        let link = Link {
+            prev: None,
+            next: self.head,
+        };
+        if let Some(h) = self.head {
+            if let Some(l) = self.links.get_mut(&h) {
+                l.prev = Some(id);
+            }
+        }
+        self.head = Some(id);
+        if self.tail.is_none() {
+            self.tail = Some(id);
+        }
+        self.links.insert(id, link);
+    }
+
+    /// Removes `id`; returns whether it was present.
+    pub(crate) fn remove(&mut self, id: PageId) -> bool {
+        let Some(link) = self.links.remove(&id) else {
+            return false;
+        };
+        match link.prev {
+            Some(p) => {
+                if let Some(l) = self.links.get_mut(&p) {
+                    l.next = link.next;
+                }
+            }
+            None => self.head = link.next,
+        }
+        match link.next {
+            Some(n) => {
+                if let Some(l) = self.links.get_mut(&n) {
+                    l.prev = link.prev;
+                }
+            }
+            None => self.tail = link.prev,
+        }
+        true
+    }
+
+    /// Removes and returns the back (oldest) member.
+    pub(crate) fn pop_back(&mut self) -> Option<PageId> {
+        let t = self.tail?;
+        self.remove(t);
+        Some(t)
+    }
+
+    /// The back (oldest) member.
+    #[cfg(test)]
+    pub(crate) fn back(&self) -> Option<PageId> {
+        self.tail
+    }
+
+    /// Members from front (newest) to back (oldest).
+    #[cfg(test)]
+    pub(crate) fn to_vec(&self) -> Vec<PageId> {
+        let mut out = Vec::with_capacity(self.len());
+        let mut cur = self.head;
+        while let Some(id) = cur {
+            out.push(id);
+            cur = self.links.get(&id).and_then(|l| l.next);
+        }
+        out
+    }
+}
+
+/// One cached value with its charge.
+#[derive(Debug)]
+struct Slot<V> {
+    value: V,
+    meta: EntryMeta,
+}
+
+/// Values by page id within a byte budget, evicting through a [`ReplacementPolicy`].
+///
+/// [`insert`](Cache::insert) evicts down to the budget and returns the
+/// victims; [`insert_pinned`](Cache::insert_pinned) never evicts (a store
+/// uses it inside an operation, where no-steal forbids writes) and lets the
+/// cache overshoot until the next [`evict_to_budget`](Cache::evict_to_budget).
+/// A value larger than the whole budget is still admitted by `insert` and
+/// immediately returned as a victim.
+#[derive(Debug)]
+pub struct Cache<V> {
+    policy: Box<dyn ReplacementPolicy>,
+    slots: HashMap<PageId, Slot<V>>,
+    budget: usize,
+    used: usize,
+    peak: usize,
+}
+
+impl<V> Cache<V> {
+    /// A cache of `budget` bytes with a policy of `kind` (default parameters).
+    pub fn new(kind: PolicyKind, budget: usize) -> Self {
+        Self::with_policy(kind.build(budget), budget)
+    }
+
+    /// A cache of `budget` bytes with the given policy (which must be empty).
+    pub fn with_policy(policy: Box<dyn ReplacementPolicy>, budget: usize) -> Self {
+        Cache {
+            policy,
+            slots: HashMap::new(),
+            budget,
+            used: 0,
+            peak: 0,
+        }
+    }
+
+    /// Name of the policy.
+    pub fn policy_name(&self) -> &'static str {
+        self.policy.name()
+    }
+
+    /// The budget in bytes.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Bytes charged for the resident values.
+    pub fn used_bytes(&self) -> usize {
+        self.used
+    }
+
+    /// Largest value [`used_bytes`](Cache::used_bytes) has had.
+    pub fn peak_bytes(&self) -> usize {
+        self.peak
+    }
+
+    /// Number of resident values.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether nothing is resident.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Whether `id` is resident.
+    pub fn contains(&self, id: PageId) -> bool {
+        self.slots.contains_key(&id)
+    }
+
+    /// The value of `id`, counting as an access for the policy.
+    pub fn get(&mut self, id: PageId) -> Option<&V> {
+        let slot = self.slots.get(&id)?;
+        self.policy.access(id, slot.meta);
+        Some(&slot.value)
+    }
+
+    /// The value of `id` for changing in place, counting as an access. Call
+    /// [`resize`](Cache::resize) if its size changes.
+    pub fn get_mut(&mut self, id: PageId) -> Option<&mut V> {
+        let slot = self.slots.get_mut(&id)?;
+        self.policy.access(id, slot.meta);
+        Some(&mut slot.value)
+    }
+
+    /// The value of `id` without telling the policy.
+    pub fn peek(&self, id: PageId) -> Option<&V> {
+        self.slots.get(&id).map(|s| &s.value)
+    }
+
+    /// The value of `id` for changing in place, without telling the policy.
+    pub fn peek_mut(&mut self, id: PageId) -> Option<&mut V> {
+        self.slots.get_mut(&id).map(|s| &mut s.value)
+    }
+
+    /// Changes the charge of a resident value (no eviction); returns whether it is resident.
+    pub fn resize(&mut self, id: PageId, meta: EntryMeta) -> bool {
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return false;
+        };
+        self.used = self.used - slot.meta.size + meta.size;
+        slot.meta = meta;
+        self.peak = self.peak.max(self.used);
+        true
+    }
+
+    /// Inserts or replaces `id` without evicting anything (the cache may
+    /// overshoot its budget); returns the replaced value.
+    pub fn insert_pinned(&mut self, id: PageId, value: V, meta: EntryMeta) -> Option<V> {
+        let old = match self.slots.insert(id, Slot { value, meta }) {
+            Some(old) => {
+                self.used -= old.meta.size;
+                self.policy.access(id, meta);
+                Some(old.value)
+            }
+            None => {
+                self.policy.insert(id, meta);
+                None
+            }
+        };
+        self.used += meta.size;
+        self.peak = self.peak.max(self.used);
+        old
+    }
+
+    /// Inserts or replaces `id`, then evicts down to the budget; returns the
+    /// victims (possibly `id` itself when it alone exceeds the budget). A
+    /// replaced value is dropped.
+    pub fn insert(&mut self, id: PageId, value: V, meta: EntryMeta) -> Vec<(PageId, V)> {
+        self.insert_pinned(id, value, meta);
+        self.evict_to_budget()
+    }
+
+    /// Removes `id` (not an eviction) and returns its value.
+    pub fn remove(&mut self, id: PageId) -> Option<V> {
+        let slot = self.slots.remove(&id)?;
+        self.policy.remove(id);
+        self.used -= slot.meta.size;
+        Some(slot.value)
+    }
+
+    /// Evicts one victim chosen by the policy.
+    pub fn evict_one(&mut self) -> Option<(PageId, V)> {
+        loop {
+            let id = self.policy.pop_victim()?;
+            // The policy and the slots agree by construction; skip ids that
+            // are not resident rather than trusting that blindly.
+            if let Some(slot) = self.slots.remove(&id) {
+                self.used -= slot.meta.size;
+                return Some((id, slot.value));
+            }
+        }
+    }
+
+    /// Evicts until the values fit the budget; returns the victims in eviction order.
+    pub fn evict_to_budget(&mut self) -> Vec<(PageId, V)> {
+        let mut out = Vec::new();
+        while self.used > self.budget {
+            match self.evict_one() {
+                Some(v) => out.push(v),
+                None => break,
+            }
+        }
+        out
+    }
+
+    /// Removes every value (in no particular order), without telling anybody.
+    pub fn drain(&mut self) -> Vec<(PageId, V)> {
+        let ids: Vec<PageId> = self.slots.keys().copied().collect();
+        ids.into_iter()
+            .filter_map(|id| self.remove(id).map(|v| (id, v)))
+            .collect()
+    }
+
+    /// Resident ids and values, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (PageId, &V)> {
+        self.slots.iter().map(|(&id, s)| (id, &s.value))
+    }
+
+    /// Resident ids and values for changing in place (charges unchanged), in no particular order.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (PageId, &mut V)> {
+        self.slots.iter_mut().map(|(&id, s)| (id, &mut s.value))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    pub(crate) fn meta(size: usize) -> EntryMeta {
+        EntryMeta { height: 0, size }
+    }
+
+    pub(crate) fn cases() -> u32 {
+        std::env::var("GEOFLASH_PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(64)
+    }
+
+    #[test]
+    fn linked_set_order() {
+        let mut s = LinkedSet::new();
+        for i in 1..=4 {
+            s.push_front(i);
+        }
+        assert_eq!(s.to_vec(), vec![4, 3, 2, 1]);
+        s.push_front(2);
+        assert_eq!(s.to_vec(), vec![2, 4, 3, 1]);
+        assert!(s.remove(4));
+        assert!(!s.remove(4));
+        assert_eq!(s.pop_back(), Some(1));
+        assert_eq!(s.back(), Some(3));
+        assert_eq!(s.to_vec(), vec![2, 3]);
+        assert_eq!(s.pop_back(), Some(3));
+        assert_eq!(s.pop_back(), Some(2));
+        assert_eq!(s.pop_back(), None);
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn policy_names_parse() {
+        for k in PolicyKind::ALL {
+            assert_eq!(k.name().parse::<PolicyKind>().unwrap(), k);
+            assert_eq!(k.build(100).name(), k.name());
+        }
+        assert_eq!(" LRU ".parse::<PolicyKind>().unwrap(), PolicyKind::Lru);
+        let e = "arcx".parse::<PolicyKind>().unwrap_err().to_string();
+        assert!(e.contains("arcx") && e.contains("s2q"), "{e}");
+    }
+
+    #[test]
+    fn oversized_value_is_returned_as_victim() {
+        let mut c: Cache<u32> = Cache::new(PolicyKind::Lru, 10);
+        assert!(c.insert(1, 1, meta(4)).is_empty());
+        let v = c.insert(2, 2, meta(20));
+        // LRU evicts 1 first, then 2 itself.
+        assert_eq!(v, vec![(1, 1), (2, 2)]);
+        assert_eq!(c.used_bytes(), 0);
+        assert_eq!(c.peak_bytes(), 24);
+    }
+
+    #[test]
+    fn pinned_overshoots_until_evict() {
+        let mut c: Cache<u32> = Cache::new(PolicyKind::S2q, 10);
+        for i in 0..5 {
+            assert!(c.insert_pinned(i, i as u32, meta(5)).is_none());
+        }
+        assert_eq!(c.used_bytes(), 25);
+        let ev = c.evict_to_budget();
+        assert_eq!(ev.len(), 3);
+        assert_eq!(c.used_bytes(), 10);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.insert_pinned(ev.len() as u64 + 10, 7, meta(1)), None);
+        assert!(c.resize(13, meta(3)));
+        assert_eq!(c.used_bytes(), 13);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u64, usize),
+        Pinned(u64, usize),
+        Get(u64),
+        Remove(u64),
+        Evict,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u64..40, 1usize..30).prop_map(|(i, s)| Op::Insert(i, s)),
+            1 => (0u64..40, 1usize..30).prop_map(|(i, s)| Op::Pinned(i, s)),
+            4 => (0u64..40).prop_map(Op::Get),
+            1 => (0u64..40).prop_map(Op::Remove),
+            1 => Just(Op::Evict),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+        /// The cache holds exactly what was inserted minus what was removed or
+        /// evicted, and never exceeds its budget after an evicting call.
+        #[test]
+        fn cache_matches_model(kind in prop::sample::select(PolicyKind::ALL.to_vec()),
+                               budget in 0usize..200,
+                               ops in prop::collection::vec(op(), 1..300)) {
+            let mut c: Cache<(u64, usize)> = Cache::new(kind, budget);
+            let mut model: BTreeMap<u64, usize> = BTreeMap::new();
+            let mut pinned = false;
+            let mut stamp = 0usize;
+            for op in ops {
+                stamp += 1;
+                let evicted = match op {
+                    Op::Insert(id, size) => {
+                        model.insert(id, stamp);
+                        pinned = false;
+                        c.insert(id, (id, stamp), meta(size))
+                    }
+                    Op::Pinned(id, size) => {
+                        model.insert(id, stamp);
+                        pinned = true;
+                        c.insert_pinned(id, (id, stamp), meta(size));
+                        Vec::new()
+                    }
+                    Op::Get(id) => {
+                        prop_assert_eq!(c.get(id).map(|v| v.1), model.get(&id).copied());
+                        Vec::new()
+                    }
+                    Op::Remove(id) => {
+                        prop_assert_eq!(c.remove(id).map(|v| v.1), model.remove(&id));
+                        Vec::new()
+                    }
+                    Op::Evict => {
+                        pinned = false;
+                        c.evict_to_budget()
+                    }
+                };
+                for (id, (vid, st)) in evicted {
+                    prop_assert_eq!(id, vid);
+                    prop_assert_eq!(model.remove(&id), Some(st));
+                }
+                if !pinned {
+                    prop_assert!(c.used_bytes() <= budget);
+                }
+                prop_assert_eq!(c.len(), model.len());
+                for (&id, &st) in &model {
+                    prop_assert_eq!(c.peek(id).map(|v| v.1), Some(st));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! Full 2Q (Johnson & Shasha, VLDB 1994, section 2.2).
+//!
+//! Three queues: `A1in`, a resident FIFO of pages seen once; `A1out`, a
+//! *ghost* FIFO of the ids of pages evicted from `A1in` (no values); `Am`, a
+//! resident LRU of pages referenced again after leaving `A1in`.
+//! - hit in `Am`: move to the front of `Am`;
+//! - hit in `A1in`: nothing (correlated references do not promote);
+//! - miss on a page remembered in `A1out`: it enters `Am`;
+//! - other miss: it enters `A1in`;
+//! - victim: when `A1in` holds more than `Kin` bytes (or `Am` is empty) the
+//!   back of `A1in`, whose id moves to the front of `A1out` (trimmed to
+//!   `Kout` bytes of the pages it remembers); otherwise the back of `Am`.
+//!
+//! Sizes are in bytes of the budget, the paper's page counts scaled by the
+//! page sizes: defaults `Kin` = 25% and `Kout` = 50% of the budget, as the
+//! paper recommends.
+use std::collections::HashMap;
+
+use super::{fraction_of, EntryMeta, LinkedSet, ReplacementPolicy};
+use crate::storage::PageId;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Queue {
+    A1in,
+    Am,
+}
+
+/// Full 2Q; see the module documentation.
+#[derive(Debug, Clone)]
+pub struct TwoQ {
+    a1in: LinkedSet,
+    am: LinkedSet,
+    a1out: LinkedSet,
+    resident: HashMap<PageId, (Queue, usize)>,
+    ghost_size: HashMap<PageId, usize>,
+    a1in_bytes: usize,
+    a1out_bytes: usize,
+    kin: usize,
+    kout: usize,
+}
+
+impl TwoQ {
+    /// Default share of the budget for `A1in`.
+    pub const DEFAULT_KIN: f64 = 0.25;
+    /// Default share of the budget remembered by `A1out`.
+    pub const DEFAULT_KOUT: f64 = 0.50;
+
+    /// Full 2Q for a cache of `budget` bytes with `Kin` = 25%, `Kout` = 50%.
+    pub fn new(budget: usize) -> Self {
+        Self::with_fractions(budget, Self::DEFAULT_KIN, Self::DEFAULT_KOUT)
+    }
+
+    /// Full 2Q with `Kin` and `Kout` as fractions (0 to 1) of `budget`.
+    pub fn with_fractions(budget: usize, kin: f64, kout: f64) -> Self {
+        Self::with_sizes(fraction_of(budget, kin), fraction_of(budget, kout))
+    }
+
+    /// Full 2Q with `Kin` and `Kout` in bytes.
+    pub fn with_sizes(kin_bytes: usize, kout_bytes: usize) -> Self {
+        TwoQ {
+            a1in: LinkedSet::new(),
+            am: LinkedSet::new(),
+            a1out: LinkedSet::new(),
+            resident: HashMap::new(),
+            ghost_size: HashMap::new(),
+            a1in_bytes: 0,
+            a1out_bytes: 0,
+            kin: kin_bytes,
+            kout: kout_bytes,
+        }
+    }
+
+    fn forget_resident(&mut self, id: PageId) -> Option<(Queue, usize)> {
+        let (q, size) = self.resident.remove(&id)?;
+        match q {
+            Queue::A1in => {
+                self.a1in.remove(id);
+                self.a1in_bytes -= size;
+            }
+            Queue::Am => {
+                self.am.remove(id);
+            }
+        }
+        Some((q, size))
+    }
+
+    fn forget_ghost(&mut self, id: PageId) -> bool {
+        match self.ghost_size.remove(&id) {
+            Some(size) => {
+                self.a1out.remove(id);
+                self.a1out_bytes -= size;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn remember_ghost(&mut self, id: PageId, size: usize) {
+        self.a1out.push_front(id);
+        self.ghost_size.insert(id, size);
+        self.a1out_bytes += size;
+        while self.a1out_bytes > self.kout {
+            let Some(old) = self.a1out.pop_back() else {
+                break;
+            };
+            if let Some(s) = self.ghost_size.remove(&old) {
+                self.a1out_bytes -= s;
+            }
+        }
+    }
+
+    /// Whether `id` is remembered in the ghost queue `A1out`.
+    pub fn is_ghost(&self, id: PageId) -> bool {
+        self.ghost_size.contains_key(&id)
+    }
+
+    #[cfg(test)]
+    fn queues(&self) -> (Vec<PageId>, Vec<PageId>, Vec<PageId>) {
+        (self.a1in.to_vec(), self.a1out.to_vec(), self.am.to_vec())
+    }
+}
+
+impl ReplacementPolicy for TwoQ {
+    fn name(&self) -> &'static str {
+        "2q"
+    }
+
+    fn insert(&mut self, id: PageId, meta: EntryMeta) {
+        if self.resident.contains_key(&id) {
+            self.access(id, meta);
+            return;
+        }
+        if self.forget_ghost(id) {
+            self.am.push_front(id);
+            self.resident.insert(id, (Queue::Am, meta.size));
+        } else {
+            self.a1in.push_front(id);
+            self.a1in_bytes += meta.size;
+            self.resident.insert(id, (Queue::A1in, meta.size));
+        }
+    }
+
+    fn access(&mut self, id: PageId, meta: EntryMeta) {
+        match self.resident.get_mut(&id) {
+            Some((Queue::Am, size)) => {
+                *size = meta.size;
+                self.am.push_front(id);
+            }
+            Some((Queue::A1in, size)) => {
+                self.a1in_bytes = self.a1in_bytes - *size + meta.size;
+                *size = meta.size;
+            }
+            None => {}
+        }
+    }
+
+    fn remove(&mut self, id: PageId) -> bool {
+        self.forget_ghost(id);
+        self.forget_resident(id).is_some()
+    }
+
+    fn pop_victim(&mut self) -> Option<PageId> {
+        let from_a1in = self.a1in_bytes > self.kin || self.am.is_empty();
+        let id = if from_a1in {
+            self.a1in.back_or(&self.am)
+        } else {
+            self.am.back_or(&self.a1in)
+        }?;
+        if let Some((Queue::A1in, size)) = self.forget_resident(id) {
+            self.remember_ghost(id, size);
+        }
+        Some(id)
+    }
+
+    fn contains(&self, id: PageId) -> bool {
+        self.resident.contains_key(&id)
+    }
+
+    fn len(&self) -> usize {
+        self.resident.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::tests::meta;
+    use crate::cache::{Cache, Lru};
+
+    #[test]
+    fn reference_behaviour() {
+        // Kin = 1 page, Kout = 2 pages (all pages of size 1).
+        let mut p = TwoQ::with_sizes(1, 2);
+        p.insert(1, meta(1));
+        p.insert(2, meta(1));
+        // A hit in A1in does nothing.
+        p.access(1, meta(1));
+        assert_eq!(p.queues(), (vec![2, 1], vec![], vec![]));
+        // A1in above Kin: its back (1) goes to the ghost queue.
+        assert_eq!(p.pop_victim(), Some(1));
+        assert!(!p.contains(1) && p.is_ghost(1));
+        // A miss on a ghost enters Am.
+        p.insert(1, meta(1));
+        assert_eq!(p.queues(), (vec![2], vec![], vec![1]));
+        // A1in = [2] is not above Kin = 1: Am's back is the victim, not ghosted.
+        assert_eq!(p.pop_victim(), Some(1));
+        assert!(!p.is_ghost(1));
+        for id in 3..=6 {
+            p.insert(id, meta(1));
+        }
+        assert_eq!(p.pop_victim(), Some(2));
+        assert_eq!(p.pop_victim(), Some(3));
+        assert_eq!(p.pop_victim(), Some(4));
+        // Kout = 2: only the two most recent ghosts are remembered.
+        assert_eq!(p.queues(), (vec![6, 5], vec![4, 3], vec![]));
+        assert!(p.remove(5));
+        assert_eq!(p.len(), 1);
+    }
+
+    #[test]
+    fn resists_a_scan() {
+        fn hot_survivors(mut c: Cache<()>) -> usize {
+            // Hot pages 0..4: used, evicted into A1out by a few cold pages,
+            // used again (promoted to Am), then a long scan.
+            let touch = |c: &mut Cache<()>, id: u64| {
+                if c.get(id).is_none() {
+                    c.insert(id, (), meta(1));
+                }
+            };
+            for id in 0..4 {
+                touch(&mut c, id);
+            }
+            for id in 50..58 {
+                touch(&mut c, id);
+            }
+            for id in 0..4 {
+                touch(&mut c, id);
+            }
+            for id in 100..200 {
+                touch(&mut c, id);
+            }
+            (0..4).filter(|&id| c.contains(id)).count()
+        }
+        assert_eq!(
+            hot_survivors(Cache::with_policy(Box::new(Lru::new()), 8)),
+            0
+        );
+        assert_eq!(
+            hot_survivors(Cache::with_policy(Box::new(TwoQ::new(8)), 8)),
+            4
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! PlainStore (in progress).
