@@ -20,6 +20,8 @@
 pub mod cache;
 pub mod error;
 pub mod geom;
+pub mod index;
+pub mod manifest;
 pub mod metrics;
 pub mod page;
 pub mod storage;

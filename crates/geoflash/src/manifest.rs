@@ -1,0 +1,276 @@
+//! The index directory: `manifest.json` (format version, kind, parameters,
+//! device, coordinate reference), the advisory lock that lets one writer or
+//! many readers open it, and atomic replacement of small files.
+//!
+//! Layout of an index directory (see `docs/architecture.md`):
+//! `manifest.json`, `pages.dat` (node pages), `log.dat` (FAST/eFIND),
+//! `objects.dat` (geometry heap), `device.img` (simulated devices), `LOCK`.
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Newest manifest format this build writes and reads.
+pub const MANIFEST_VERSION: u16 = 1;
+
+/// File name of the manifest inside an index directory.
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// File name of the lock inside an index directory.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// Coordinate reference of the indexed data: kNN distances and window sizes
+/// are in these units.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Crs {
+    /// CRS identifier, e.g. `EPSG:4326`, or `unknown`.
+    pub name: String,
+    /// Units of the coordinates, e.g. `degree`, `metre`, `unit`.
+    pub units: String,
+}
+
+impl Default for Crs {
+    fn default() -> Self {
+        Crs {
+            name: "unknown".into(),
+            units: "unit".into(),
+        }
+    }
+}
+
+/// The manifest of an index directory. `index` and `store` hold the typed
+/// parameters of the index and store layers as JSON values, so this module
+/// does not depend on them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Manifest format version.
+    pub format_version: u16,
+    /// Version of geoflash that created the index.
+    pub created_by: String,
+    /// Index kind, e.g. `rstar`.
+    pub kind: String,
+    /// Page size in bytes.
+    pub page_size: usize,
+    /// Device spec string.
+    pub device: String,
+    /// Coordinate reference.
+    #[serde(default)]
+    pub crs: Crs,
+    /// Index parameters (split, M, m, reinsert %, Hilbert domain…).
+    pub index: serde_json::Value,
+    /// Store kind and parameters.
+    pub store: serde_json::Value,
+}
+
+impl Manifest {
+    /// Reads and validates `dir/manifest.json`. A missing file, bad JSON or a
+    /// newer format version are clear errors.
+    pub fn load(dir: &Path) -> Result<Manifest> {
+        let path = dir.join(MANIFEST_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                Error::invalid(format!(
+                    "{} is not an index directory (no {MANIFEST_FILE})",
+                    dir.display()
+                ))
+            } else {
+                Error::Io {
+                    path: path.clone(),
+                    page: None,
+                    source,
+                }
+            }
+        })?;
+        // Check the version first, so a newer layout is refused rather than misread.
+        let raw: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            Error::corrupt(None, format!("{}: not valid JSON: {e}", path.display()))
+        })?;
+        let version = raw
+            .get("format_version")
+            .and_then(|v| v.as_u64())
+            .ok_or_else(|| {
+                Error::corrupt(None, format!("{}: no format_version", path.display()))
+            })?;
+        if version > u64::from(MANIFEST_VERSION) {
+            return Err(Error::UnsupportedVersion {
+                found: u16::try_from(version).unwrap_or(u16::MAX),
+                supported: MANIFEST_VERSION,
+            });
+        }
+        serde_json::from_value(raw)
+            .map_err(|e| Error::corrupt(None, format!("{}: {e}", path.display())))
+    }
+
+    /// Writes the manifest atomically (temporary file, sync, rename, sync the directory).
+    pub fn store(&self, dir: &Path) -> Result<()> {
+        let text = serde_json::to_vec_pretty(self)
+            .map_err(|e| Error::invalid(format!("manifest does not serialise: {e}")))?;
+        write_atomic(dir, MANIFEST_FILE, &text)
+    }
+}
+
+fn io(path: &Path, source: std::io::Error) -> Error {
+    Error::Io {
+        path: path.to_path_buf(),
+        page: None,
+        source,
+    }
+}
+
+/// Replaces `dir/name` with `data` atomically: write `name.tmp`, sync it,
+/// rename over `name`, sync the directory. A crash leaves either the old or
+/// the new file, never a mix.
+pub fn write_atomic(dir: &Path, name: &str, data: &[u8]) -> Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let dst = dir.join(name);
+    {
+        let mut f = File::create(&tmp).map_err(|e| io(&tmp, e))?;
+        f.write_all(data).map_err(|e| io(&tmp, e))?;
+        f.sync_all().map_err(|e| io(&tmp, e))?;
+    }
+    std::fs::rename(&tmp, &dst).map_err(|e| io(&dst, e))?;
+    sync_dir(dir)
+}
+
+/// Syncs a directory so that file creations and renames in it are durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io(dir, e))
+}
+
+/// How an index directory is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Shared: many readers at once, no writer.
+    Read,
+    /// Exclusive: one writer, no reader in another process.
+    Write,
+}
+
+/// An advisory lock on an index directory (`LOCK`), held until dropped.
+#[derive(Debug)]
+pub struct DirLock {
+    _file: File,
+    path: PathBuf,
+    access: Access,
+}
+
+impl DirLock {
+    /// Takes the lock without waiting; an error says who holds it when it is taken.
+    pub fn acquire(dir: &Path, access: Access) -> Result<DirLock> {
+        let path = dir.join(LOCK_FILE);
+        let file = match access {
+            Access::Write => OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .read(true)
+                .write(true)
+                .open(&path),
+            // A reader of a read-only directory may find no lock file and cannot create one:
+            // then no writer can run either, and reading without a lock is safe.
+            Access::Read => OpenOptions::new().read(true).open(&path).or_else(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    OpenOptions::new()
+                        .create(true)
+                        .truncate(false)
+                        .read(true)
+                        .write(true)
+                        .open(&path)
+                } else {
+                    Err(e)
+                }
+            }),
+        }
+        .map_err(|e| io(&path, e))?;
+        let res = match access {
+            Access::Write => file.try_lock(),
+            Access::Read => file.try_lock_shared(),
+        };
+        match res {
+            Ok(()) => Ok(DirLock {
+                _file: file,
+                path,
+                access,
+            }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(Error::invalid(format!(
+                "{} is locked by another process ({}): one writer or many readers at a time",
+                dir.display(),
+                match access {
+                    Access::Write => "a reader or a writer has it open",
+                    Access::Read => "a writer has it open",
+                }
+            ))),
+            Err(std::fs::TryLockError::Error(e)) => Err(io(&path, e)),
+        }
+    }
+
+    /// How the lock is held.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// Path of the lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Manifest {
+        Manifest {
+            format_version: MANIFEST_VERSION,
+            created_by: "test".into(),
+            kind: "rstar".into(),
+            page_size: 4096,
+            device: "mem:".into(),
+            crs: Crs::default(),
+            index: serde_json::json!({"max_entries": 101}),
+            store: serde_json::json!({"kind": "plain"}),
+        }
+    }
+
+    #[test]
+    fn round_trip_and_version_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = sample();
+        m.store(dir.path()).unwrap();
+        assert_eq!(Manifest::load(dir.path()).unwrap(), m);
+        let mut newer = serde_json::to_value(&m).unwrap();
+        newer["format_version"] = serde_json::json!(MANIFEST_VERSION + 1);
+        std::fs::write(dir.path().join(MANIFEST_FILE), newer.to_string()).unwrap();
+        assert!(matches!(
+            Manifest::load(dir.path()),
+            Err(Error::UnsupportedVersion { .. })
+        ));
+        std::fs::write(dir.path().join(MANIFEST_FILE), "{not json").unwrap();
+        assert!(matches!(
+            Manifest::load(dir.path()),
+            Err(Error::Corrupt { .. })
+        ));
+        let empty = tempfile::tempdir().unwrap();
+        assert!(Manifest::load(empty.path())
+            .unwrap_err()
+            .to_string()
+            .contains("not an index directory"));
+    }
+
+    #[test]
+    fn one_writer_or_many_readers() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = DirLock::acquire(dir.path(), Access::Write).unwrap();
+        assert!(DirLock::acquire(dir.path(), Access::Write).is_err());
+        assert!(DirLock::acquire(dir.path(), Access::Read).is_err());
+        drop(w);
+        let r1 = DirLock::acquire(dir.path(), Access::Read).unwrap();
+        let _r2 = DirLock::acquire(dir.path(), Access::Read).unwrap();
+        assert!(DirLock::acquire(dir.path(), Access::Write).is_err());
+        assert_eq!(r1.access(), Access::Read);
+    }
+}
