@@ -19,9 +19,8 @@ use crate::storage::PageId;
 use crate::Result;
 
 pub mod accounting;
-
 pub mod alloc;
-
+pub mod mem;
 pub mod plain;
 
 /// Identifier of one user operation (insert, delete, update) inside a store.

@@ -1,0 +1,144 @@
+//! Deletion: FindLeaf, CondenseTree (underfull nodes are removed and their
+//! entries reinserted at their own level) and shortening of the tree.
+use super::ops::{contains, mbr};
+use super::{diff, RTree, Step};
+use crate::geom::Rect;
+use crate::page::Entry;
+use crate::storage::PageId;
+use crate::store::{NodeStore, TreeMeta};
+use crate::{Error, Result};
+
+impl<S: NodeStore> RTree<S> {
+    /// The path from the root to the leaf holding record `(id, rect)`; an
+    /// error naming the record when it is absent.
+    pub(crate) fn find_record(&self, id: u64, rect: &Rect) -> Result<Vec<Step>> {
+        let absent = || {
+            Error::invalid(format!(
+                "object {id} with rectangle ({}, {}, {}, {}) is not in the index",
+                rect.min_x, rect.min_y, rect.max_x, rect.max_y
+            ))
+        };
+        let Some(root) = self.store.meta().root else {
+            return Err(absent());
+        };
+        let mut path = Vec::new();
+        if self.find_in(root, id, rect, &mut path)? {
+            Ok(path)
+        } else {
+            Err(absent())
+        }
+    }
+
+    fn find_in(&self, page: PageId, id: u64, rect: &Rect, path: &mut Vec<Step>) -> Result<bool> {
+        let node = self.store.get(page)?;
+        path.push(Step {
+            id: page,
+            node: node.clone(),
+        });
+        if node.level == 0 {
+            if node.entries.iter().any(|e| e.key == id && e.rect == *rect) {
+                return Ok(true);
+            }
+        } else {
+            for e in node.entries.iter().filter(|e| contains(&e.rect, rect)) {
+                if self.find_in(e.key, id, rect, path)? {
+                    return Ok(true);
+                }
+            }
+        }
+        path.pop();
+        Ok(false)
+    }
+
+    /// Removes record `id` from the leaf at the end of `path` inside an open
+    /// operation, condenses the tree and shortens it.
+    pub(crate) fn delete_in_op(
+        &mut self,
+        id: u64,
+        path: Vec<Step>,
+        meta: &mut TreeMeta,
+    ) -> Result<()> {
+        let m = self.params.min_entries;
+        let mut orphans: Vec<(u16, Entry)> = Vec::new();
+        let mut remove: Option<u64> = Some(id);
+        let mut update: Option<Entry> = None;
+        let mut i = path.len();
+        while i > 0 {
+            i -= 1;
+            let Some(step) = path.get(i) else { break };
+            let level = step.node.level;
+            let mut entries = step.node.entries.clone();
+            if let Some(k) = remove.take() {
+                entries.retain(|e| e.key != k);
+            }
+            if let Some(u) = update.take() {
+                if let Some(slot) = entries.iter_mut().find(|e| e.key == u.key) {
+                    slot.rect = u.rect;
+                }
+            }
+            if i > 0 && entries.len() < m {
+                // CondenseTree: eliminate the node, keep its entries for reinsertion.
+                self.store.delete(step.id)?;
+                orphans.extend(entries.into_iter().map(|e| (level, e)));
+                remove = Some(step.id);
+                continue;
+            }
+            let changes = diff(&step.node.entries, &entries);
+            if !changes.is_empty() {
+                self.store.modify(step.id, level, &changes)?;
+            }
+            if i > 0 {
+                let (Some(parent), Some(rect)) = (path.get(i - 1), mbr(&entries)) else {
+                    return Err(Error::corrupt(Some(step.id), "node left without entries"));
+                };
+                let current = parent.node.entries.iter().find(|e| e.key == step.id);
+                match current {
+                    Some(c) if c.rect == rect => break,
+                    Some(c) => {
+                        update = Some(Entry {
+                            key: step.id,
+                            rect,
+                            payload: c.payload,
+                        })
+                    }
+                    None => {
+                        return Err(Error::corrupt(
+                            Some(parent.id),
+                            "child entry missing from its parent",
+                        ))
+                    }
+                }
+            }
+        }
+        meta.records = meta.records.saturating_sub(1);
+        for (level, e) in orphans {
+            self.reinsert_entry(level, e, meta)?;
+        }
+        self.shorten(meta)
+    }
+
+    /// Replaces an internal root with a single child by that child, and
+    /// drops an empty leaf root.
+    fn shorten(&mut self, meta: &mut TreeMeta) -> Result<()> {
+        while let Some(root) = meta.root {
+            let node = self.store.get(root)?;
+            match (node.level, node.entries.as_slice()) {
+                (0, []) => {
+                    self.store.delete(root)?;
+                    meta.root = None;
+                    meta.height = 0;
+                }
+                (_, []) => {
+                    return Err(Error::corrupt(Some(root), "internal root without entries"));
+                }
+                (l, [only]) if l > 0 => {
+                    self.store.delete(root)?;
+                    meta.root = Some(only.key);
+                    meta.height = meta.height.saturating_sub(1);
+                }
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+}

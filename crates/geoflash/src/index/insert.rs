@@ -1,0 +1,189 @@
+//! Insertion: ChooseLeaf/ChooseSubtree, overflow treatment (split or R*
+//! forced reinsertion) and AdjustTree, through entry-level store changes.
+use std::collections::VecDeque;
+
+use super::ops::{area, enlargement, mbr};
+use super::params::IndexKind;
+use super::{diff, duplicate_id, rstar, split, RTree, Step};
+use crate::geom::Rect;
+use crate::page::Entry;
+use crate::storage::PageId;
+use crate::store::{NodeStore, TreeMeta};
+use crate::{Error, Result};
+
+impl<S: NodeStore> RTree<S> {
+    /// The path from `root` to the node at `target` level where an entry
+    /// with rectangle `rect` goes.
+    pub(crate) fn choose_path(&self, root: PageId, rect: &Rect, target: u16) -> Result<Vec<Step>> {
+        let mut path = Vec::new();
+        let mut id = root;
+        loop {
+            let node = self.store.get(id)?;
+            if node.level < target {
+                return Err(Error::corrupt(
+                    Some(id),
+                    format!(
+                        "node at level {} reached while looking for level {target}",
+                        node.level
+                    ),
+                ));
+            }
+            if node.level == target {
+                path.push(Step { id, node });
+                return Ok(path);
+            }
+            let child = match self.params.kind {
+                IndexKind::RStar if node.level == 1 => {
+                    rstar::choose_by_overlap(&node.entries, rect)
+                }
+                _ => choose_by_enlargement(&node.entries, rect),
+            }
+            .ok_or_else(|| Error::corrupt(Some(id), "internal node without entries"))?;
+            path.push(Step { id, node });
+            id = child;
+        }
+    }
+
+    /// Adds `entry` to the last node of `path` and treats overflows and MBR
+    /// changes up to the root. Entries removed by a forced reinsertion are
+    /// appended to `pending` with their level, nearest to the centre first.
+    pub(crate) fn insert_along(
+        &mut self,
+        path: Vec<Step>,
+        entry: Entry,
+        meta: &mut TreeMeta,
+        reinserted: &mut Vec<u16>,
+        pending: &mut VecDeque<(u16, Entry)>,
+    ) -> Result<()> {
+        let max = self.params.max_entries;
+        let reinsert_count = self.params.reinsert_count();
+        let mut add: Option<Entry> = Some(entry);
+        let mut update: Option<Entry> = None;
+        let mut i = path.len();
+        while i > 0 {
+            i -= 1;
+            let Some(step) = path.get(i) else { break };
+            let level = step.node.level;
+            let mut entries = step.node.entries.clone();
+            if let Some(u) = update.take() {
+                let slot = entries.iter_mut().find(|e| e.key == u.key).ok_or_else(|| {
+                    Error::corrupt(Some(step.id), "child entry missing from its parent")
+                })?;
+                slot.rect = u.rect;
+            }
+            if let Some(a) = add.take() {
+                if entries.iter().any(|e| e.key == a.key) {
+                    return Err(if level == 0 {
+                        duplicate_id(a.key)
+                    } else {
+                        Error::corrupt(Some(step.id), format!("child {} appears twice", a.key))
+                    });
+                }
+                entries.push(a);
+            }
+
+            if entries.len() <= max {
+                let changes = diff(&step.node.entries, &entries);
+                if !changes.is_empty() {
+                    self.store.modify(step.id, level, &changes)?;
+                }
+                update = self.parent_update(&path, i, &entries)?;
+                if update.is_none() {
+                    break;
+                }
+            } else if reinsert_count > 0 && i > 0 && !reinserted.contains(&level) {
+                reinserted.push(level);
+                let (keep, removed) = rstar::pick_reinsert(entries, reinsert_count);
+                let changes = diff(&step.node.entries, &keep);
+                self.store.modify(step.id, level, &changes)?;
+                pending.extend(removed.into_iter().map(|e| (level, e)));
+                update = self.parent_update(&path, i, &keep)?;
+                if update.is_none() {
+                    break;
+                }
+            } else {
+                let (a, b) = split::split(&self.params, entries)?;
+                let changes = diff(&step.node.entries, &a);
+                self.store.modify(step.id, level, &changes)?;
+                let (ra, rb) = match (mbr(&a), mbr(&b)) {
+                    (Some(ra), Some(rb)) => (ra, rb),
+                    _ => {
+                        return Err(Error::corrupt(
+                            Some(step.id),
+                            "split produced an empty group",
+                        ))
+                    }
+                };
+                let new_id = self.store.create(level, b)?;
+                let left = Entry {
+                    key: step.id,
+                    rect: ra,
+                    payload: 0,
+                };
+                let right = Entry {
+                    key: new_id,
+                    rect: rb,
+                    payload: 0,
+                };
+                if i == 0 {
+                    let root = self.store.create(level + 1, vec![left, right])?;
+                    meta.root = Some(root);
+                    meta.height = meta.height.saturating_add(1);
+                    break;
+                }
+                update = Some(left);
+                add = Some(right);
+            }
+        }
+        Ok(())
+    }
+
+    /// The new entry of `path[i]` in its parent when its MBR changed (`None`
+    /// at the root or when the parent's rectangle is already right).
+    fn parent_update(&self, path: &[Step], i: usize, entries: &[Entry]) -> Result<Option<Entry>> {
+        if i == 0 {
+            return Ok(None);
+        }
+        let (Some(step), Some(parent)) = (path.get(i), path.get(i - 1)) else {
+            return Ok(None);
+        };
+        let Some(rect) = mbr(entries) else {
+            return Err(Error::corrupt(Some(step.id), "node left without entries"));
+        };
+        let current = parent
+            .node
+            .entries
+            .iter()
+            .find(|e| e.key == step.id)
+            .ok_or_else(|| {
+                Error::corrupt(Some(parent.id), "child entry missing from its parent")
+            })?;
+        if current.rect == rect {
+            Ok(None)
+        } else {
+            Ok(Some(Entry {
+                key: step.id,
+                rect,
+                payload: current.payload,
+            }))
+        }
+    }
+}
+
+/// Guttman's ChooseLeaf step: the child needing the least enlargement, ties
+/// by the smallest area, then the first in key order.
+pub(crate) fn choose_by_enlargement(entries: &[Entry], rect: &Rect) -> Option<PageId> {
+    let mut best: Option<(f64, f64, PageId)> = None;
+    for e in entries {
+        let enl = enlargement(&e.rect, rect);
+        let a = area(&e.rect);
+        let better = match best {
+            None => true,
+            Some((be, ba, _)) => enl < be || (enl == be && a < ba),
+        };
+        if better {
+            best = Some((enl, a, e.key));
+        }
+    }
+    best.map(|(_, _, k)| k)
+}

@@ -1,0 +1,317 @@
+//! The R-tree family written once against [`NodeStore`]: Guttman's R-tree
+//! (linear, quadratic and exponential split), the R*-tree (ChooseSubtree with
+//! overlap enlargement, the R* split, forced reinsertion), deletion with
+//! CondenseTree, updates, and queries (range, containment, within, point,
+//! kNN, batched range queries).
+//!
+//! The algorithms never know which store they run on: they read nodes with
+//! [`NodeStore::get`] and change them with entry-level
+//! [`NodeStore::modify`] calls, one user operation between
+//! [`NodeStore::begin_op`] and [`NodeStore::commit_op`].
+//!
+//! # Records and object ids
+//! Leaf entries are records: `key` is the object id, `rect` its MBR. Object
+//! ids must be unique in a tree. The tree checks this where it costs nothing:
+//! inserting an id that is already in the leaf the new rectangle goes to is an
+//! [`Error::InvalidInput`] and leaves the tree unchanged. A duplicate id that
+//! lands in another leaf is not detected here (that needs an id index; the
+//! object heap of the `Index` layer keeps one); a tree that holds such
+//! duplicates may refuse a later operation that moves both into one leaf.
+//!
+//! Deleting is by `(id, rect)` as in the `rtree` package: the exact rectangle
+//! the object was inserted with. Deleting an absent pair is an error and leaves
+//! the tree unchanged. [`RTree::update`] is a delete and an insert in one
+//! operation.
+//!
+//! # Levels
+//! Leaves are level 0; the root is level `height - 1`. The R*-tree's forced
+//! reinsertion happens at most once per level during one insertion (the first
+//! overflow of a level that is not the root's), removing
+//! [`TreeParams::reinsert_count`] entries farthest from the node's centre and
+//! reinserting them nearest first ("close reinsert").
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::geom::Rect;
+use crate::page::{Entry, Node};
+use crate::storage::PageId;
+use crate::store::{EntryChange, NodeStore, TreeMeta};
+use crate::{Error, Result};
+
+mod check;
+mod delete;
+mod insert;
+mod ops;
+pub mod params;
+pub mod query;
+mod rstar;
+mod split;
+#[cfg(test)]
+mod tests;
+
+pub use check::TreeReport;
+pub use params::{IndexKind, SplitKind, TreeParams};
+pub use query::{Hit, KnnResult, Neighbor, Predicate, QueryResult, QueryStats};
+
+/// Euclidean distance from a point to the nearest point of a rectangle (0
+/// inside): the distance kNN queries report, in the units of the coordinates.
+pub fn min_dist(p: &crate::geom::Point, r: &Rect) -> f64 {
+    ops::min_dist(p, r)
+}
+
+/// An R-tree (any member of the family) over a node store.
+#[derive(Debug)]
+pub struct RTree<S: NodeStore> {
+    store: S,
+    params: TreeParams,
+}
+
+/// One node on a root-to-node path.
+#[derive(Debug, Clone)]
+pub(crate) struct Step {
+    pub(crate) id: PageId,
+    pub(crate) node: Arc<Node>,
+}
+
+impl<S: NodeStore> RTree<S> {
+    /// A new, empty tree on `store`; the parameters are verified. The store
+    /// must not hold a tree yet.
+    pub fn create(store: S, params: TreeParams) -> Result<Self> {
+        params.verify()?;
+        if params.kind == IndexKind::Hilbert {
+            return Err(Error::invalid(
+                "the Hilbert R-tree is not implemented yet; use rtree or rstar",
+            ));
+        }
+        let meta = store.meta();
+        if meta.root.is_some() || meta.records > 0 {
+            return Err(Error::invalid(
+                "the store already holds a tree; open it instead of creating one",
+            ));
+        }
+        Ok(RTree { store, params })
+    }
+
+    /// The tree already kept by `store`, built with `params`.
+    pub fn open(store: S, params: TreeParams) -> Result<Self> {
+        params.verify()?;
+        if params.kind == IndexKind::Hilbert {
+            return Err(Error::invalid(
+                "the Hilbert R-tree is not implemented yet; use rtree or rstar",
+            ));
+        }
+        Ok(RTree { store, params })
+    }
+
+    /// The tree's parameters.
+    pub fn params(&self) -> &TreeParams {
+        &self.params
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The store, mutably (e.g. to checkpoint it).
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
+    /// Gives the store back.
+    pub fn into_store(self) -> S {
+        self.store
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        self.store.meta().records
+    }
+
+    /// True when the tree holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of levels (0 for an empty tree, 1 when the root is a leaf).
+    pub fn height(&self) -> u16 {
+        self.store.meta().height
+    }
+
+    /// Inserts object `id` with MBR `rect`, as one store operation.
+    pub fn insert(&mut self, id: u64, rect: Rect) -> Result<()> {
+        let rect = checked(rect)?;
+        let mut meta = self.store.meta();
+        let entry = Entry {
+            key: id,
+            rect,
+            payload: 0,
+        };
+        // Validate before the operation starts, so an error changes nothing.
+        let path = match meta.root {
+            Some(root) => Some(self.leaf_path_for_insert(root, &entry)?),
+            None => None,
+        };
+        let op = self.store.begin_op()?;
+        self.insert_record_in_op(entry, path, &mut meta)?;
+        self.store.set_meta(meta)?;
+        self.store.commit_op(op)
+    }
+
+    /// Deletes object `id` whose MBR is `rect` (the rectangle it was inserted
+    /// with), as one store operation. An absent pair is an error and the tree
+    /// is unchanged.
+    pub fn delete(&mut self, id: u64, rect: Rect) -> Result<()> {
+        let rect = checked(rect)?;
+        let path = self.find_record(id, &rect)?;
+        let mut meta = self.store.meta();
+        let op = self.store.begin_op()?;
+        self.delete_in_op(id, path, &mut meta)?;
+        self.store.set_meta(meta)?;
+        self.store.commit_op(op)
+    }
+
+    /// Moves object `id` from `old` to `new` (a delete and an insert in one
+    /// store operation). An absent `(id, old)` is an error and the tree is unchanged.
+    pub fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
+        let old = checked(old)?;
+        let new = checked(new)?;
+        let path = self.find_record(id, &old)?;
+        let mut meta = self.store.meta();
+        let op = self.store.begin_op()?;
+        self.delete_in_op(id, path, &mut meta)?;
+        let entry = Entry {
+            key: id,
+            rect: new,
+            payload: 0,
+        };
+        let path = match meta.root {
+            Some(root) => Some(self.leaf_path_for_insert(root, &entry)?),
+            None => None,
+        };
+        self.insert_record_in_op(entry, path, &mut meta)?;
+        self.store.set_meta(meta)?;
+        self.store.commit_op(op)
+    }
+
+    /// Path to the leaf a new record goes to, refusing an id already there.
+    fn leaf_path_for_insert(&self, root: PageId, entry: &Entry) -> Result<Vec<Step>> {
+        let path = self.choose_path(root, &entry.rect, 0)?;
+        if let Some(leaf) = path.last() {
+            if leaf
+                .node
+                .entries
+                .binary_search_by_key(&entry.key, |e| e.key)
+                .is_ok()
+            {
+                return Err(duplicate_id(entry.key));
+            }
+        }
+        Ok(path)
+    }
+
+    /// Inserts a record inside an open operation; `path` leads to its leaf
+    /// (`None` for an empty tree).
+    fn insert_record_in_op(
+        &mut self,
+        entry: Entry,
+        path: Option<Vec<Step>>,
+        meta: &mut TreeMeta,
+    ) -> Result<()> {
+        match path {
+            None => {
+                let root = self.store.create(0, vec![entry])?;
+                meta.root = Some(root);
+                meta.height = 1;
+            }
+            Some(path) => {
+                let mut reinserted = Vec::new();
+                self.insert_with_reinsertions(path, entry, meta, &mut reinserted)?;
+            }
+        }
+        meta.records += 1;
+        Ok(())
+    }
+
+    /// Inserts `entry` along `path`, then every entry a forced reinsertion
+    /// removed on the way (all sharing `reinserted`, the levels already
+    /// treated during this insertion).
+    fn insert_with_reinsertions(
+        &mut self,
+        path: Vec<Step>,
+        entry: Entry,
+        meta: &mut TreeMeta,
+        reinserted: &mut Vec<u16>,
+    ) -> Result<()> {
+        let mut pending: VecDeque<(u16, Entry)> = VecDeque::new();
+        self.insert_along(path, entry, meta, reinserted, &mut pending)?;
+        while let Some((level, e)) = pending.pop_front() {
+            let root = meta
+                .root
+                .ok_or_else(|| Error::corrupt(None, "tree lost its root during an insertion"))?;
+            let path = self.choose_path(root, &e.rect, level)?;
+            self.insert_along(path, e, meta, reinserted, &mut pending)?;
+        }
+        Ok(())
+    }
+
+    /// Inserts an entry of level `level` (a record at 0, a child entry above)
+    /// inside an open operation; used to reinsert orphans.
+    fn reinsert_entry(&mut self, level: u16, entry: Entry, meta: &mut TreeMeta) -> Result<()> {
+        let root = meta
+            .root
+            .ok_or_else(|| Error::corrupt(None, "reinsertion into a tree without root"))?;
+        let path = self.choose_path(root, &entry.rect, level)?;
+        let mut reinserted = Vec::new();
+        self.insert_with_reinsertions(path, entry, meta, &mut reinserted)
+    }
+}
+
+/// The rectangle after the checks of [`Rect::new`] (its fields are public, so
+/// a caller can build one that `Rect::new` would refuse).
+fn checked(r: Rect) -> Result<Rect> {
+    Rect::new(r.min_x, r.min_y, r.max_x, r.max_y)
+}
+
+fn duplicate_id(id: u64) -> Error {
+    Error::invalid(format!(
+        "object id {id} is already in the index (object ids must be unique)"
+    ))
+}
+
+/// The entry-level changes that turn `old` (sorted by key) into `new` (any order).
+pub(crate) fn diff(old: &[Entry], new: &[Entry]) -> Vec<EntryChange> {
+    let mut new_sorted: Vec<Entry> = new.to_vec();
+    new_sorted.sort_by_key(|e| e.key);
+    let mut changes = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    loop {
+        match (old.get(i), new_sorted.get(j)) {
+            (None, None) => break,
+            (Some(o), None) => {
+                changes.push(EntryChange::Remove(o.key));
+                i += 1;
+            }
+            (None, Some(n)) => {
+                changes.push(EntryChange::Upsert(*n));
+                j += 1;
+            }
+            (Some(o), Some(n)) => {
+                if o.key < n.key {
+                    changes.push(EntryChange::Remove(o.key));
+                    i += 1;
+                } else if n.key < o.key {
+                    changes.push(EntryChange::Upsert(*n));
+                    j += 1;
+                } else {
+                    if o != n {
+                        changes.push(EntryChange::Upsert(*n));
+                    }
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+    }
+    changes
+}

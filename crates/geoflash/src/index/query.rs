@@ -1,0 +1,409 @@
+//! Queries: one traversal path through [`NodeStore::get`] driven by a
+//! [`Selection`] (as rstar's `SelectionFunction`), used by the intersection,
+//! containment, within and point queries and by batched range queries; and
+//! kNN by best-first search (Hjaltason and Samet), as an iterator and as a
+//! k-bounded call that can return every item tied at the k-th distance.
+//!
+//! Every query reports its candidates (records that passed the MBR filter)
+//! and results. The index holds MBRs only, so without a refinement step on
+//! exact geometry (the `objects` layer) results equal candidates.
+//!
+//! Predicates read as shapely's `predicate(window, object)`:
+//! [`Predicate::Contains`] finds objects inside the window,
+//! [`Predicate::Within`] objects that contain the window. Rectangles are
+//! closed: touching counts as intersecting.
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
+use serde::{Deserialize, Serialize};
+
+use super::ops::{contains, contains_point, intersects, min_dist};
+use super::{checked, RTree};
+use crate::geom::{Point, Rect};
+use crate::page::Entry;
+use crate::storage::PageId;
+use crate::store::NodeStore;
+use crate::{Error, Result};
+
+/// The spatial predicate of a range query, as `predicate(window, object)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Predicate {
+    /// Objects whose MBR shares a point with the window.
+    Intersects,
+    /// Objects whose MBR lies inside the window (boundary included).
+    Contains,
+    /// Objects whose MBR contains the window.
+    Within,
+}
+
+/// Decides which subtrees a traversal enters and which records it reports.
+pub trait Selection {
+    /// Enter the subtree whose MBR is `rect`?
+    fn descend(&self, rect: &Rect) -> bool;
+    /// Report the record whose MBR is `rect`?
+    fn select(&self, rect: &Rect) -> bool;
+}
+
+/// A range query: a window and a predicate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    /// The query window.
+    pub rect: Rect,
+    /// The predicate.
+    pub predicate: Predicate,
+}
+
+impl Selection for Window {
+    fn descend(&self, rect: &Rect) -> bool {
+        match self.predicate {
+            Predicate::Intersects | Predicate::Contains => intersects(rect, &self.rect),
+            Predicate::Within => contains(rect, &self.rect),
+        }
+    }
+
+    fn select(&self, rect: &Rect) -> bool {
+        match self.predicate {
+            Predicate::Intersects => intersects(rect, &self.rect),
+            Predicate::Contains => contains(&self.rect, rect),
+            Predicate::Within => contains(rect, &self.rect),
+        }
+    }
+}
+
+/// A point query: objects whose MBR contains the point.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PointSelection(pub Point);
+
+impl Selection for PointSelection {
+    fn descend(&self, rect: &Rect) -> bool {
+        contains_point(rect, &self.0)
+    }
+
+    fn select(&self, rect: &Rect) -> bool {
+        contains_point(rect, &self.0)
+    }
+}
+
+/// A record found by a query.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Hit {
+    /// Object id.
+    pub id: u64,
+    /// Its MBR.
+    pub rect: Rect,
+}
+
+/// What a query did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueryStats {
+    /// Nodes read through the store (`get` calls).
+    pub nodes_visited: u64,
+    /// Records that passed the filter step on MBRs (kNN: records whose
+    /// distance was computed).
+    pub candidates: u64,
+    /// Records returned.
+    pub results: u64,
+}
+
+/// Answer of a range or point query.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueryResult {
+    /// Records found, in traversal order.
+    pub hits: Vec<Hit>,
+    /// What the query did.
+    pub stats: QueryStats,
+}
+
+/// A neighbour found by a kNN query.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Neighbor {
+    /// Object id.
+    pub id: u64,
+    /// Its MBR.
+    pub rect: Rect,
+    /// Euclidean distance from the query point to the MBR (0 inside), in the
+    /// units of the coordinates.
+    pub distance: f64,
+}
+
+/// Answer of a kNN query: neighbours by ascending distance (ties by id).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KnnResult {
+    /// The neighbours.
+    pub neighbors: Vec<Neighbor>,
+    /// What the query did.
+    pub stats: QueryStats,
+}
+
+/// Answers of a batch of range queries run in one traversal.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BatchResult {
+    /// One answer per window, in the order given (`nodes_visited` counts
+    /// the nodes each window needed).
+    pub results: Vec<QueryResult>,
+    /// Nodes the shared traversal read (each at most once).
+    pub nodes_visited: u64,
+}
+
+fn checked_point(p: Point) -> Result<Point> {
+    if p.x.is_finite() && p.y.is_finite() {
+        Ok(p)
+    } else {
+        Err(Error::invalid(format!(
+            "query point ({}, {}) has a non-finite coordinate",
+            p.x, p.y
+        )))
+    }
+}
+
+impl<S: NodeStore> RTree<S> {
+    /// The one traversal every range query uses: depth-first through
+    /// [`NodeStore::get`], entering subtrees `sel` descends into and calling
+    /// `visit` for each record it selects.
+    pub fn select<F: Selection + ?Sized>(
+        &self,
+        sel: &F,
+        mut visit: impl FnMut(&Entry),
+    ) -> Result<QueryStats> {
+        let mut stats = QueryStats::default();
+        let Some(root) = self.store.meta().root else {
+            return Ok(stats);
+        };
+        let mut stack: Vec<PageId> = vec![root];
+        while let Some(id) = stack.pop() {
+            let node = self.store.get(id)?;
+            stats.nodes_visited += 1;
+            if node.level == 0 {
+                for e in node.entries.iter().filter(|e| sel.select(&e.rect)) {
+                    stats.candidates += 1;
+                    stats.results += 1;
+                    visit(e);
+                }
+            } else {
+                // Pushed in reverse so children are visited in key order.
+                for e in node.entries.iter().rev().filter(|e| sel.descend(&e.rect)) {
+                    stack.push(e.key);
+                }
+            }
+        }
+        Ok(stats)
+    }
+
+    fn collect<F: Selection + ?Sized>(&self, sel: &F) -> Result<QueryResult> {
+        let mut hits = Vec::new();
+        let stats = self.select(sel, |e| {
+            hits.push(Hit {
+                id: e.key,
+                rect: e.rect,
+            })
+        })?;
+        Ok(QueryResult { hits, stats })
+    }
+
+    /// Records related to `window` by `predicate`.
+    pub fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {
+        let rect = checked(window)?;
+        self.collect(&Window { rect, predicate })
+    }
+
+    /// Records whose MBR contains the point.
+    pub fn query_point(&self, point: Point) -> Result<QueryResult> {
+        let p = checked_point(point)?;
+        self.collect(&PointSelection(p))
+    }
+
+    /// Range queries of many windows with one predicate in one traversal:
+    /// each node is read once for all windows that need it.
+    pub fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
+        let sels: Vec<Window> = windows
+            .iter()
+            .map(|w| checked(*w).map(|rect| Window { rect, predicate }))
+            .collect::<Result<_>>()?;
+        let mut out = BatchResult {
+            results: vec![QueryResult::default(); sels.len()],
+            nodes_visited: 0,
+        };
+        let Some(root) = self.store.meta().root else {
+            return Ok(out);
+        };
+        if sels.is_empty() {
+            return Ok(out);
+        }
+        let mut stack: Vec<(PageId, Vec<usize>)> = vec![(root, (0..sels.len()).collect())];
+        while let Some((id, active)) = stack.pop() {
+            let node = self.store.get(id)?;
+            out.nodes_visited += 1;
+            for &w in &active {
+                if let Some(r) = out.results.get_mut(w) {
+                    r.stats.nodes_visited += 1;
+                }
+            }
+            if node.level == 0 {
+                for e in &node.entries {
+                    for &w in &active {
+                        if let (Some(sel), Some(r)) = (sels.get(w), out.results.get_mut(w)) {
+                            if sel.select(&e.rect) {
+                                r.hits.push(Hit {
+                                    id: e.key,
+                                    rect: e.rect,
+                                });
+                                r.stats.candidates += 1;
+                                r.stats.results += 1;
+                            }
+                        }
+                    }
+                }
+            } else {
+                for e in node.entries.iter().rev() {
+                    let sub: Vec<usize> = active
+                        .iter()
+                        .copied()
+                        .filter(|&w| sels.get(w).is_some_and(|s| s.descend(&e.rect)))
+                        .collect();
+                    if !sub.is_empty() {
+                        stack.push((e.key, sub));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Neighbours of `point` by ascending distance, lazily (best-first search).
+    pub fn nearest_iter(&self, point: Point) -> Result<NearestIter<'_, S>> {
+        let p = checked_point(point)?;
+        let mut heap = BinaryHeap::new();
+        if let Some(root) = self.store.meta().root {
+            heap.push(Reverse(Item {
+                dist: 0.0,
+                is_node: true,
+                key: root,
+                rect: None,
+            }));
+        }
+        Ok(NearestIter {
+            tree: self,
+            point: p,
+            heap,
+            stats: QueryStats::default(),
+            failed: false,
+        })
+    }
+
+    /// The `k` nearest records to `point` with their distances. With
+    /// `ties`, every record at the k-th distance is returned too (so the
+    /// answer may hold more than `k`). Equal to the first items of
+    /// [`RTree::nearest_iter`].
+    pub fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
+        let mut it = self.nearest_iter(point)?;
+        let mut neighbors: Vec<Neighbor> = Vec::with_capacity(k);
+        while neighbors.len() < k {
+            match it.next() {
+                Some(n) => neighbors.push(n?),
+                None => break,
+            }
+        }
+        if let (true, Some(kth)) = (ties, neighbors.last().map(|l| l.distance)) {
+            for n in it.by_ref() {
+                let n = n?;
+                if n.distance > kth {
+                    break;
+                }
+                neighbors.push(n);
+            }
+        }
+        let mut stats = it.stats();
+        stats.results = neighbors.len() as u64;
+        Ok(KnnResult { neighbors, stats })
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Item {
+    dist: f64,
+    is_node: bool,
+    key: u64,
+    rect: Option<Rect>,
+}
+
+impl PartialEq for Item {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Item {}
+impl PartialOrd for Item {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Item {
+    /// By distance, records before nodes at equal distance, then by key.
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.dist
+            .total_cmp(&other.dist)
+            .then(self.is_node.cmp(&other.is_node))
+            .then(self.key.cmp(&other.key))
+    }
+}
+
+/// Neighbours by ascending distance (ties by id), produced by best-first
+/// search; see [`RTree::nearest_iter`].
+#[derive(Debug)]
+pub struct NearestIter<'a, S: NodeStore> {
+    tree: &'a RTree<S>,
+    point: Point,
+    heap: BinaryHeap<Reverse<Item>>,
+    stats: QueryStats,
+    failed: bool,
+}
+
+impl<S: NodeStore> NearestIter<'_, S> {
+    /// What the search did so far (`results` counts neighbours produced).
+    pub fn stats(&self) -> QueryStats {
+        self.stats
+    }
+}
+
+impl<S: NodeStore> Iterator for NearestIter<'_, S> {
+    type Item = Result<Neighbor>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        while let Some(Reverse(item)) = self.heap.pop() {
+            if !item.is_node {
+                let rect = item.rect?;
+                self.stats.results += 1;
+                return Some(Ok(Neighbor {
+                    id: item.key,
+                    rect,
+                    distance: item.dist,
+                }));
+            }
+            let node = match self.tree.store.get(item.key) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            };
+            self.stats.nodes_visited += 1;
+            let leaf = node.level == 0;
+            for e in &node.entries {
+                if leaf {
+                    self.stats.candidates += 1;
+                }
+                self.heap.push(Reverse(Item {
+                    dist: min_dist(&self.point, &e.rect),
+                    is_node: !leaf,
+                    key: e.key,
+                    rect: if leaf { Some(e.rect) } else { None },
+                }));
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,371 @@
+//! Index tests: random operation sequences against a brute-force oracle,
+//! with every structural invariant checked after each operation.
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::geom::Point;
+use crate::store::mem::MemStore;
+
+fn cases() -> u32 {
+    std::env::var("GEOFLASH_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64)
+}
+
+fn r(x0: f64, y0: f64, x1: f64, y1: f64) -> Rect {
+    Rect::new(x0, y0, x1, y1).unwrap()
+}
+
+/// Every configuration under test: (kind, split, M).
+fn configs(max: usize) -> Vec<TreeParams> {
+    let mut v = vec![
+        TreeParams::new(IndexKind::RTree, max).with_split(SplitKind::Linear),
+        TreeParams::new(IndexKind::RTree, max).with_split(SplitKind::Quadratic),
+        TreeParams::new(IndexKind::RStar, max),
+    ];
+    if max <= 12 {
+        v.push(TreeParams::new(IndexKind::RTree, max).with_split(SplitKind::Exponential));
+    }
+    v
+}
+
+/// Brute-force oracle.
+#[derive(Default, Clone)]
+struct Oracle {
+    items: Vec<(u64, Rect)>,
+}
+
+impl Oracle {
+    fn query(&self, w: &Rect, p: Predicate) -> BTreeSet<u64> {
+        let sel = query::Window {
+            rect: *w,
+            predicate: p,
+        };
+        self.items
+            .iter()
+            .filter(|(_, r)| query::Selection::select(&sel, r))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    fn point(&self, p: &Point) -> BTreeSet<u64> {
+        self.items
+            .iter()
+            .filter(|(_, r)| ops::contains_point(r, p))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    fn dists(&self, p: &Point) -> Vec<(f64, u64)> {
+        let mut d: Vec<(f64, u64)> = self
+            .items
+            .iter()
+            .map(|(id, r)| (min_dist(p, r), *id))
+            .collect();
+        d.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        d
+    }
+}
+
+fn ids(res: &QueryResult) -> BTreeSet<u64> {
+    let set: BTreeSet<u64> = res.hits.iter().map(|h| h.id).collect();
+    assert_eq!(set.len(), res.hits.len(), "a record reported twice");
+    set
+}
+
+/// Checks every query kind against the oracle.
+fn check_queries<S: NodeStore>(t: &RTree<S>, o: &Oracle, w: &Rect, p: &Point, k: usize) {
+    for pred in [
+        Predicate::Intersects,
+        Predicate::Contains,
+        Predicate::Within,
+    ] {
+        let res = t.query(*w, pred).unwrap();
+        assert_eq!(ids(&res), o.query(w, pred), "{pred:?} {w:?}");
+        assert_eq!(res.stats.results, res.hits.len() as u64);
+    }
+    let batch = t
+        .query_batch(&[*w, r(p.x, p.y, p.x, p.y)], Predicate::Intersects)
+        .unwrap();
+    assert_eq!(batch.results.len(), 2);
+    assert_eq!(ids(&batch.results[0]), o.query(w, Predicate::Intersects));
+    assert_eq!(ids(&batch.results[1]), o.point(p));
+    assert_eq!(ids(&t.query_point(*p).unwrap()), o.point(p));
+
+    let truth = o.dists(p);
+    let knn = t.nearest(*p, k, false).unwrap();
+    let want: Vec<f64> = truth.iter().take(k).map(|x| x.0).collect();
+    let got: Vec<f64> = knn.neighbors.iter().map(|n| n.distance).collect();
+    assert_eq!(got, want, "kNN distances");
+    for n in &knn.neighbors {
+        assert!(
+            truth.contains(&(n.distance, n.id)),
+            "neighbour {n:?} has the wrong distance"
+        );
+    }
+    let with_ties = t.nearest(*p, k, true).unwrap();
+    let expect: BTreeSet<u64> = match want.last() {
+        Some(&kth) => truth.iter().filter(|x| x.0 <= kth).map(|x| x.1).collect(),
+        None => BTreeSet::new(),
+    };
+    let got: BTreeSet<u64> = with_ties.neighbors.iter().map(|n| n.id).collect();
+    assert_eq!(got, expect, "kNN with ties");
+    // The iterator form agrees with the bounded form.
+    let iter: Vec<Neighbor> = t
+        .nearest_iter(*p)
+        .unwrap()
+        .take(k)
+        .collect::<Result<_>>()
+        .unwrap();
+    assert_eq!(iter, knn.neighbors);
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(Rect),
+    Delete(usize),
+    Update(usize, Rect),
+    DeleteAbsent(Rect),
+    Query(Rect, Point, usize),
+}
+
+fn rect_strategy() -> impl Strategy<Value = Rect> {
+    // Coarse coordinates so that ties, touching and identical rectangles are common.
+    (0i32..40, 0i32..40, 0i32..6, 0i32..6).prop_map(|(x, y, w, h)| {
+        let (x, y) = (f64::from(x) * 0.5, f64::from(y) * 0.5);
+        r(x, y, x + f64::from(w) * 0.5, y + f64::from(h) * 0.5)
+    })
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => rect_strategy().prop_map(Op::Insert),
+        2 => any::<usize>().prop_map(Op::Delete),
+        1 => (any::<usize>(), rect_strategy()).prop_map(|(i, r)| Op::Update(i, r)),
+        1 => rect_strategy().prop_map(Op::DeleteAbsent),
+        1 => (rect_strategy(), (0i32..44, 0i32..44), 0usize..12)
+            .prop_map(|(w, (x, y), k)| Op::Query(w, Point { x: f64::from(x) * 0.5, y: f64::from(y) * 0.5 }, k)),
+    ]
+}
+
+/// Runs `ops` on a fresh tree of `params` over `store`, checking against the oracle.
+fn run_ops<S: NodeStore>(store: S, params: TreeParams, ops: &[Op]) -> RTree<S> {
+    let mut t = RTree::create(store, params).unwrap();
+    let mut o = Oracle::default();
+    let mut next_id = 0u64;
+    for op in ops {
+        match op {
+            Op::Insert(rect) => {
+                next_id += 1;
+                t.insert(next_id * 7 % 1000 + next_id * 1000, *rect)
+                    .unwrap();
+                o.items.push((next_id * 7 % 1000 + next_id * 1000, *rect));
+            }
+            Op::Delete(i) if !o.items.is_empty() => {
+                let (id, rect) = o.items.swap_remove(i % o.items.len());
+                t.delete(id, rect).unwrap();
+            }
+            Op::Update(i, new) if !o.items.is_empty() => {
+                let j = i % o.items.len();
+                let (id, old) = o.items[j];
+                t.update(id, old, *new).unwrap();
+                o.items[j].1 = *new;
+            }
+            Op::DeleteAbsent(rect) => {
+                let before = t.store().stats().ops_committed;
+                let err = t.delete(u64::MAX, *rect).unwrap_err();
+                assert!(err.to_string().contains("not in the index"), "{err}");
+                assert_eq!(t.store().stats().ops_committed, before);
+            }
+            Op::Query(w, p, k) => check_queries(&t, &o, w, p, *k),
+            _ => {}
+        }
+        let rep = t.check().unwrap_or_else(|e| panic!("after {op:?}: {e}"));
+        assert_eq!(rep.records, o.items.len() as u64);
+    }
+    let all = r(-100.0, -100.0, 100.0, 100.0);
+    assert_eq!(
+        ids(&t.query(all, Predicate::Intersects).unwrap()),
+        o.items.iter().map(|x| x.0).collect()
+    );
+    t
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    #[test]
+    fn random_operations_agree_with_the_oracle_small_pages(
+        ops in prop::collection::vec(op_strategy(), 1..250),
+        max in 4usize..9,
+    ) {
+        for p in configs(max) {
+            run_ops(MemStore::new(), p, &ops);
+        }
+    }
+
+    #[test]
+    fn random_operations_agree_with_the_oracle_page_sizes(
+        ops in prop::collection::vec(op_strategy(), 1..300),
+    ) {
+        // M of a 512-byte and of a 4 KiB page.
+        for page in [512usize, 4096] {
+            let max = crate::page::max_entries(page, false);
+            for p in configs(max) {
+                run_ops(MemStore::new(), p, &ops);
+            }
+        }
+    }
+}
+
+#[test]
+fn many_objects_with_small_nodes_grow_and_shrink_the_tree() {
+    for p in configs(4) {
+        let mut t = RTree::create(MemStore::new(), p).unwrap();
+        let mut items = Vec::new();
+        for i in 0..600u64 {
+            let x = ((i * 37) % 101) as f64;
+            let y = ((i * 53) % 97) as f64;
+            let rect = r(x, y, x + (i % 3) as f64, y + (i % 5) as f64);
+            t.insert(i, rect).unwrap();
+            items.push((i, rect));
+        }
+        let rep = t.check().unwrap();
+        assert!(rep.height >= 4, "{p:?}: height {}", rep.height);
+        assert_eq!(rep.records, 600);
+        for (n, (i, rect)) in items.iter().enumerate() {
+            t.delete(*i, *rect).unwrap();
+            if n % 50 == 0 {
+                t.check().unwrap();
+            }
+        }
+        let rep = t.check().unwrap();
+        assert_eq!((rep.height, rep.records), (0, 0));
+        assert_eq!(t.store().node_count(), 0, "{p:?}: every node freed");
+    }
+}
+
+#[test]
+fn bad_input_is_refused_and_leaves_the_tree_unchanged() {
+    let mut t = RTree::create(MemStore::new(), TreeParams::new(IndexKind::RStar, 6)).unwrap();
+    for i in 0..30u64 {
+        let x = i as f64;
+        t.insert(i, r(x, x, x + 1.0, x + 1.0)).unwrap();
+    }
+    let before: Vec<Hit> = t
+        .query(r(-1e9, -1e9, 1e9, 1e9), Predicate::Intersects)
+        .unwrap()
+        .hits;
+    let nan = Rect {
+        min_x: f64::NAN,
+        min_y: 0.0,
+        max_x: 1.0,
+        max_y: 1.0,
+    };
+    let inverted = Rect {
+        min_x: 2.0,
+        min_y: 0.0,
+        max_x: 1.0,
+        max_y: 1.0,
+    };
+    assert!(t.insert(99, nan).is_err());
+    assert!(t.insert(99, inverted).is_err());
+    assert!(t.query(nan, Predicate::Intersects).is_err());
+    assert!(t
+        .query_point(Point {
+            x: f64::INFINITY,
+            y: 0.0
+        })
+        .is_err());
+    assert!(t
+        .nearest_iter(Point {
+            x: f64::NAN,
+            y: 0.0
+        })
+        .is_err());
+    let dup = t.insert(5, r(5.0, 5.0, 6.0, 6.0)).unwrap_err();
+    assert!(dup.to_string().contains("already in the index"), "{dup}");
+    let absent = t.delete(5, r(5.0, 5.0, 6.5, 6.0)).unwrap_err();
+    assert!(absent.to_string().contains("not in the index"), "{absent}");
+    assert!(t
+        .update(77, r(0.0, 0.0, 1.0, 1.0), r(1.0, 1.0, 2.0, 2.0))
+        .is_err());
+    let after: Vec<Hit> = t
+        .query(r(-1e9, -1e9, 1e9, 1e9), Predicate::Intersects)
+        .unwrap()
+        .hits;
+    assert_eq!(before, after);
+    assert_eq!(t.len(), 30);
+    t.check().unwrap();
+    // Creating on a store that already holds a tree is refused.
+    let store = t.into_store();
+    assert!(RTree::create(store, TreeParams::new(IndexKind::RStar, 6)).is_err());
+}
+
+#[test]
+fn same_operations_build_the_same_tree_twice() {
+    let ops: Vec<(u64, Rect)> = (0..200u64)
+        .map(|i| {
+            let x = ((i * 31) % 89) as f64;
+            (i, r(x, (i % 13) as f64, x + 1.0, (i % 13) as f64 + 2.0))
+        })
+        .collect();
+    let build = || {
+        let mut t = RTree::create(MemStore::new(), TreeParams::new(IndexKind::RStar, 8)).unwrap();
+        for (i, rect) in &ops {
+            t.insert(*i, *rect).unwrap();
+        }
+        for (i, rect) in ops.iter().step_by(3) {
+            t.delete(*i, *rect).unwrap();
+        }
+        let s = t.into_store();
+        s.page_ids()
+            .into_iter()
+            .map(|p| (p, s.get(p).unwrap()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(build(), build());
+}
+
+#[test]
+fn knn_ties_return_every_item_at_the_kth_distance() {
+    let mut t = RTree::create(MemStore::new(), TreeParams::new(IndexKind::RTree, 4)).unwrap();
+    // Eight unit squares at distance exactly 1 from the origin, one farther.
+    let pts = [(1.0, 0.0), (-2.0, 0.0), (0.0, 1.0), (0.0, -2.0)];
+    for (i, (x, y)) in pts.iter().enumerate() {
+        t.insert(i as u64, r(*x, *y, x + 1.0, y + 1.0)).unwrap();
+    }
+    t.insert(10, r(5.0, 5.0, 6.0, 6.0)).unwrap();
+    let o = Point { x: 0.0, y: 0.0 };
+    let one = t.nearest(o, 1, false).unwrap();
+    assert_eq!(one.neighbors.len(), 1);
+    assert_eq!(one.neighbors[0].distance, 1.0);
+    let all = t.nearest(o, 1, true).unwrap();
+    assert_eq!(all.neighbors.len(), 4);
+    assert!(all.neighbors.iter().all(|n| n.distance == 1.0));
+    assert_eq!(all.stats.results, 4);
+    assert!(all.stats.candidates >= 4);
+    assert_eq!(t.nearest(o, 0, true).unwrap().neighbors.len(), 0);
+    assert_eq!(t.nearest(o, 100, false).unwrap().neighbors.len(), 5);
+}
+
+#[test]
+fn diff_produces_minimal_changes() {
+    let e = |k: u64, x: f64| Entry {
+        key: k,
+        rect: r(x, 0.0, x, 0.0),
+        payload: 0,
+    };
+    let old = vec![e(1, 1.0), e(2, 2.0), e(3, 3.0)];
+    let new = vec![e(4, 4.0), e(2, 2.5), e(1, 1.0)];
+    let mut applied = old.clone();
+    let changes = diff(&old, &new);
+    assert_eq!(changes.len(), 3);
+    crate::store::mem::apply_changes(&mut applied, &changes);
+    let mut want = new.clone();
+    want.sort_by_key(|x| x.key);
+    assert_eq!(applied, want);
+}
