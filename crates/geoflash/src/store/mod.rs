@@ -23,6 +23,8 @@ pub mod alloc;
 pub mod mem;
 pub mod plain;
 
+pub use plain::{PlainConfig, PlainStore};
+
 /// Identifier of one user operation (insert, delete, update) inside a store.
 pub type OpId = u64;
 

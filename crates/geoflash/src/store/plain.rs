@@ -1,1 +1,1409 @@
-//! PlainStore (in progress).
+//! `PlainStore`: the **disk-based baseline** of the seeds' experiments.
+//!
+//! Nodes are written in place, one node per page, as a classic disk-based
+//! R-tree does (the configurations the papers call "R-tree" and "R*-tree",
+//! against which FAST and eFIND are measured). An optional in-memory node
+//! buffer of a size in bytes (charged by
+//! [`accounting::node_bytes`](super::accounting::node_bytes)) with a
+//! replacement policy from [`crate::cache`] keeps nodes between uses:
+//! - buffer 0: no buffer. Every `get` reads the device; nodes changed by an
+//!   operation are held until [`commit_op`](NodeStore::commit_op) and written
+//!   through there;
+//! - buffer > 0: a write-back buffer. Dirty nodes are written when they are
+//!   evicted and at [`checkpoint`](NodeStore::checkpoint).
+//!
+//! Writes happen only between operations (no-steal): inside an operation the
+//! buffer may overshoot its size; `commit_op` evicts back to it.
+//!
+//! **Page 0** is the header page ([`PageKind::Header`]): format version, page
+//! size, payload flag, [`TreeMeta`], an opaque user blob (the index layer's
+//! parameters, [`PlainStore::set_user_meta`]), the LSN, the next page id and
+//! the free list. A free list longer than what page 0 holds continues in a
+//! chain of [`PageKind::Free`] pages, which are themselves free pages (a free
+//! page holds nothing else, so it can hold the list; on open the chain pages
+//! return to the free list). The header is written at `checkpoint` (and
+//! at `create`).
+//!
+//! Durability: none beyond `checkpoint`. As in the papers' baseline there is
+//! no log, so a crash loses everything since the last checkpoint and a crash
+//! during a checkpoint (or after a write-back eviction) can leave the pages
+//! inconsistent with the header. Deleted pages are reused only after the
+//! checkpoint that records their deletion ([`PageAllocator`]).
+//!
+//! Concurrency: `get(&self)` is safe from many threads. The buffer sits
+//! behind one mutex; device reads on a miss happen outside it, and write-back
+//! of dirty victims happens under it (so no reader can see a stale page).
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::accounting::node_bytes;
+use super::alloc::PageAllocator;
+use super::{EntryChange, NodeStore, OpId, StoreStats, TreeMeta};
+use crate::cache::{Cache, EntryMeta, PolicyKind};
+use crate::geom::Rect;
+use crate::page::{self, Entry, Node, PageKind};
+use crate::storage::{PageDevice, PageId};
+use crate::{Error, Result};
+
+/// Configuration of a [`PlainStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlainConfig {
+    /// Node buffer size in bytes (0 = no buffer: write-through at commit).
+    pub buffer_bytes: usize,
+    /// Replacement policy of the buffer.
+    pub policy: PolicyKind,
+    /// Whether node pages carry the entries' payloads (the Hilbert R-tree needs them).
+    pub with_payload: bool,
+}
+
+impl Default for PlainConfig {
+    /// 512 KiB, simplified 2Q, no payloads.
+    fn default() -> Self {
+        PlainConfig {
+            buffer_bytes: 512 * 1024,
+            policy: PolicyKind::S2q,
+            with_payload: false,
+        }
+    }
+}
+
+/// Header page magic (first bytes of page 0's body).
+const HEADER_MAGIC: [u8; 8] = *b"GFPLAIN\0";
+/// Version of the header page body.
+const HEADER_VERSION: u16 = 1;
+/// Bytes of the fixed part of the header body.
+const HEADER_FIXED: usize = 8 + 2 + 1 + 1 + 4 + 8 + 2 + 8 + 8 + 8 + 8 + 4 + 4 + 8;
+/// Bytes of the fixed part of a free-list chain page body.
+const CHAIN_FIXED: usize = 8 + 4;
+/// Encoding of "no root".
+const NO_ROOT: u64 = u64::MAX;
+
+/// A buffered node.
+#[derive(Debug, Clone)]
+struct Slot {
+    node: Arc<Node>,
+    dirty: bool,
+}
+
+#[derive(Debug)]
+struct Inner {
+    cache: Cache<Slot>,
+    in_op: bool,
+    stats: StoreStats,
+}
+
+/// The disk-based node store (nodes in place, optional buffer). See the module documentation.
+pub struct PlainStore {
+    device: Arc<dyn PageDevice>,
+    config: PlainConfig,
+    page_size: usize,
+    max_entries: usize,
+    alloc: PageAllocator,
+    meta: TreeMeta,
+    user_meta: Vec<u8>,
+    lsn: u64,
+    next_op: OpId,
+    current_op: Option<OpId>,
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for PlainStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlainStore")
+            .field("device", &self.device.describe())
+            .field("config", &self.config)
+            .field("meta", &self.meta)
+            .field("next_page", &self.alloc.next_page())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PlainStore {
+    /// Formats `device` as an empty store (writes and syncs page 0).
+    pub fn create(device: Arc<dyn PageDevice>, config: PlainConfig) -> Result<Self> {
+        let alloc = PageAllocator::new(1, device.capacity())?;
+        let store = Self::assemble(device, config, alloc, TreeMeta::default(), Vec::new(), 0)?;
+        store.write_header()?;
+        store.device.sync()?;
+        Ok(store)
+    }
+
+    /// Opens a store formatted by [`create`](Self::create): reads page 0 and
+    /// the free-list chain. A blank or corrupt header, another page size or
+    /// another payload setting is an error.
+    pub fn open(device: Arc<dyn PageDevice>, config: PlainConfig) -> Result<Self> {
+        let ps = device.page_size();
+        let mut buf = vec![0u8; ps];
+        device.read(0, &mut buf)?;
+        if page::is_blank(&buf) {
+            return Err(Error::corrupt(
+                Some(0),
+                "page 0 is blank: the device holds no plain store (create one first)",
+            ));
+        }
+        let (h, body) = page::decode_raw(&buf, Some(0))?;
+        if h.kind != PageKind::Header {
+            return Err(Error::corrupt(
+                Some(0),
+                format!("page 0 is a {:?} page, not a store header", h.kind),
+            ));
+        }
+        let hdr = Header::decode(body)?;
+        if hdr.page_size != ps {
+            return Err(Error::corrupt(
+                Some(0),
+                format!(
+                    "the store was created with {}-byte pages but the device has {ps}-byte pages",
+                    hdr.page_size
+                ),
+            ));
+        }
+        if hdr.with_payload != config.with_payload {
+            return Err(Error::invalid(format!(
+                "the store was created {} entry payloads but opened {} them",
+                if hdr.with_payload { "with" } else { "without" },
+                if config.with_payload {
+                    "with"
+                } else {
+                    "without"
+                },
+            )));
+        }
+        let mut free = hdr.free;
+        let mut chain = hdr.chain_head;
+        let mut seen = HashSet::new();
+        while chain != 0 {
+            if !seen.insert(chain) || chain >= hdr.next_page {
+                return Err(Error::corrupt(
+                    Some(chain),
+                    "free-list chain loops or points outside the allocated pages",
+                ));
+            }
+            device.read(chain, &mut buf)?;
+            let (h, body) = page::decode_raw(&buf, Some(chain))?;
+            if h.kind != PageKind::Free {
+                return Err(Error::corrupt(
+                    Some(chain),
+                    format!("expected a free-list page, found a {:?} page", h.kind),
+                ));
+            }
+            let mut r = Reader::new(body, chain);
+            let next = r.u64()?;
+            let n = r.u32()?;
+            for _ in 0..n {
+                free.push(r.u64()?);
+            }
+            chain = next;
+        }
+        if free.len() as u64 != hdr.free_total {
+            return Err(Error::corrupt(
+                Some(0),
+                format!(
+                    "the header announces {} free pages but the free list holds {}",
+                    hdr.free_total,
+                    free.len()
+                ),
+            ));
+        }
+        let alloc = PageAllocator::restore(1, hdr.next_page, free, device.capacity())
+            .map_err(|e| Error::corrupt(Some(0), format!("free list: {e}")))?;
+        Self::assemble(device, config, alloc, hdr.meta, hdr.user_meta, hdr.lsn)
+    }
+
+    fn assemble(
+        device: Arc<dyn PageDevice>,
+        config: PlainConfig,
+        alloc: PageAllocator,
+        meta: TreeMeta,
+        user_meta: Vec<u8>,
+        lsn: u64,
+    ) -> Result<Self> {
+        let page_size = device.page_size();
+        crate::units::check_page_size(page_size)?;
+        let max_entries = page::max_entries(page_size, config.with_payload);
+        if HEADER_FIXED + 8 > page::max_raw_body(page_size) {
+            return Err(Error::invalid(format!(
+                "{page_size}-byte pages are too small for the store header"
+            )));
+        }
+        Ok(PlainStore {
+            device,
+            config,
+            page_size,
+            max_entries,
+            alloc,
+            meta,
+            user_meta,
+            lsn,
+            next_op: lsn + 1,
+            current_op: None,
+            inner: Mutex::new(Inner {
+                cache: Cache::new(config.policy, config.buffer_bytes),
+                in_op: false,
+                stats: StoreStats::default(),
+            }),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> PlainConfig {
+        self.config
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Arc<dyn PageDevice> {
+        &self.device
+    }
+
+    /// Page size in bytes.
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// M: the most entries a node of this store holds.
+    pub fn max_entries(&self) -> usize {
+        self.max_entries
+    }
+
+    /// The page allocator (free list, next page).
+    pub fn allocator(&self) -> &PageAllocator {
+        &self.alloc
+    }
+
+    /// The opaque blob the index layer keeps in the header page.
+    pub fn user_meta(&self) -> &[u8] {
+        &self.user_meta
+    }
+
+    /// The largest user blob the header page holds.
+    pub fn max_user_meta(&self) -> usize {
+        page::max_raw_body(self.page_size).saturating_sub(HEADER_FIXED)
+    }
+
+    /// Replaces the user blob; durable at the next checkpoint. Too large for
+    /// the header page is an error.
+    pub fn set_user_meta(&mut self, blob: Vec<u8>) -> Result<()> {
+        let max = self.max_user_meta();
+        if blob.len() > max {
+            return Err(Error::invalid(format!(
+                "user metadata of {} bytes does not fit the {}-byte header page (at most {max} bytes)",
+                blob.len(),
+                self.page_size
+            )));
+        }
+        self.user_meta = blob;
+        Ok(())
+    }
+
+    /// Bytes the buffer holds now (per the shared accounting function).
+    pub fn buffered_bytes(&self) -> usize {
+        self.lock().cache.used_bytes()
+    }
+
+    /// Number of buffered nodes that are not yet on the device.
+    pub fn dirty_nodes(&self) -> usize {
+        self.lock().cache.iter().filter(|(_, s)| s.dirty).count()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A poisoned lock only means another thread panicked; the state is consistent.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn check_node_page(&self, id: PageId) -> Result<()> {
+        if self.alloc.is_allocated(id) {
+            return Ok(());
+        }
+        let why = if id == 0 {
+            "page 0 is the store header".to_string()
+        } else if self.alloc.is_pending(id) || self.alloc.free_pages().any(|p| p == id) {
+            "the node was deleted".to_string()
+        } else {
+            format!(
+                "no node was created there (nodes occupy pages 1..{})",
+                self.alloc.next_page()
+            )
+        };
+        Err(Error::invalid(format!("no node at page {id}: {why}")))
+    }
+
+    /// Checks that a node can be stored: fits a page, keys strictly
+    /// ascending, rectangles valid, payloads allowed.
+    fn check_node(&self, node: &Node) -> Result<()> {
+        let n = node.entries.len();
+        if n > self.max_entries {
+            return Err(Error::invalid(format!(
+                "node with {n} entries does not fit a {}-byte page (at most {} entries{})",
+                self.page_size,
+                self.max_entries,
+                if self.config.with_payload {
+                    " with payload"
+                } else {
+                    ""
+                }
+            )));
+        }
+        let mut prev: Option<u64> = None;
+        for e in &node.entries {
+            if prev.is_some_and(|p| e.key <= p) {
+                return Err(Error::invalid(format!(
+                    "duplicate entry key {} in a node",
+                    e.key
+                )));
+            }
+            prev = Some(e.key);
+            let r = e.rect;
+            Rect::new(r.min_x, r.min_y, r.max_x, r.max_y)
+                .map_err(|err| Error::invalid(format!("entry with key {}: {err}", e.key)))?;
+            if !self.config.with_payload && e.payload != 0 {
+                return Err(Error::invalid(format!(
+                    "entry with key {} has payload {} but the store keeps no payloads",
+                    e.key, e.payload
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads and decodes node `id` from the device (no buffer involved).
+    fn read_node(&self, id: PageId) -> Result<Node> {
+        let mut buf = vec![0u8; self.page_size];
+        self.device.read(id, &mut buf)?;
+        if page::is_blank(&buf) {
+            return Err(Error::corrupt(
+                Some(id),
+                "node page is blank (never written)",
+            ));
+        }
+        let (_, node) = page::decode_node(&buf, Some(id))?;
+        Ok(node)
+    }
+
+    /// Writes `nodes` (sorted by page id) in one batch and counts them as a flush.
+    fn write_nodes(&self, inner: &mut Inner, mut nodes: Vec<(PageId, Arc<Node>)>) -> Result<()> {
+        if nodes.is_empty() {
+            return Ok(());
+        }
+        nodes.sort_by_key(|(id, _)| *id);
+        let ps = self.page_size;
+        let mut data = vec![0u8; nodes.len() * ps];
+        for ((_, node), chunk) in nodes.iter().zip(data.chunks_exact_mut(ps)) {
+            page::encode_node(node, self.lsn, self.config.with_payload, chunk)?;
+        }
+        let ids: Vec<PageId> = nodes.iter().map(|(id, _)| *id).collect();
+        self.device.write_batch(&ids, &data)?;
+        let n = nodes.len() as u64;
+        inner.stats.node_writes += n;
+        inner.stats.flushes += 1;
+        inner.stats.flushed_nodes += n;
+        Ok(())
+    }
+
+    /// Evicts the buffer down to its budget, writing the dirty victims. On a
+    /// write error the victims return to the buffer, still dirty.
+    fn evict(&self, inner: &mut Inner) -> Result<()> {
+        let victims = inner.cache.evict_to_budget();
+        let dirty: Vec<(PageId, Arc<Node>)> = victims
+            .iter()
+            .filter(|(_, s)| s.dirty)
+            .map(|(id, s)| (*id, Arc::clone(&s.node)))
+            .collect();
+        if let Err(e) = self.write_nodes(inner, dirty) {
+            for (id, slot) in victims.into_iter().filter(|(_, s)| s.dirty) {
+                let m = meta_of(&slot.node);
+                inner.cache.insert_pinned(id, slot, m);
+            }
+            note_peak(inner);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The current version of node `id` for a change (buffer, else device).
+    fn current(&self, inner: &mut Inner, id: PageId) -> Result<Arc<Node>> {
+        if let Some(slot) = inner.cache.peek(id) {
+            return Ok(Arc::clone(&slot.node));
+        }
+        let node = self.read_node(id)?;
+        inner.stats.node_reads += 1;
+        Ok(Arc::new(node))
+    }
+
+    /// Puts a changed node in the buffer (dirty, no eviction inside an operation).
+    fn install(&self, inner: &mut Inner, id: PageId, node: Node) -> Result<()> {
+        let m = meta_of(&node);
+        inner.cache.insert_pinned(
+            id,
+            Slot {
+                node: Arc::new(node),
+                dirty: true,
+            },
+            m,
+        );
+        note_peak(inner);
+        if !inner.in_op {
+            self.evict(inner)?;
+        }
+        Ok(())
+    }
+
+    fn write_header(&self) -> Result<()> {
+        let ps = self.page_size;
+        let free = self.alloc.free_after_durable();
+        let room = page::max_raw_body(ps);
+        let header_slots = room.saturating_sub(HEADER_FIXED + self.user_meta.len()) / 8;
+        let chain_slots = room.saturating_sub(CHAIN_FIXED) / 8;
+        let (in_header, rest) = free.split_at(free.len().min(header_slots));
+        // The chain lives in free pages themselves: the last ids of the list.
+        let chunks: Vec<&[u64]> = rest.chunks(chain_slots.max(1)).collect();
+        let chain_pages: Vec<PageId> = free.iter().rev().take(chunks.len()).copied().collect();
+        let mut pages = vec![0u64];
+        let mut data = vec![0u8; ps * (1 + chunks.len())];
+        let hdr = Header {
+            page_size: ps,
+            with_payload: self.config.with_payload,
+            meta: self.meta.clone(),
+            next_page: self.alloc.next_page(),
+            lsn: self.lsn,
+            free_total: free.len() as u64,
+            chain_head: chain_pages.first().copied().unwrap_or(0),
+            user_meta: self.user_meta.clone(),
+            free: in_header.to_vec(),
+        };
+        let body = hdr.encode();
+        let (first, tail) = data.split_at_mut(ps);
+        page::encode_raw(PageKind::Header, self.lsn, &body, first)?;
+        for (i, (ids, chunk)) in chunks.iter().zip(tail.chunks_exact_mut(ps)).enumerate() {
+            let next = chain_pages.get(i + 1).copied().unwrap_or(0);
+            let mut b = Vec::with_capacity(CHAIN_FIXED + ids.len() * 8);
+            b.extend_from_slice(&next.to_le_bytes());
+            b.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+            for id in *ids {
+                b.extend_from_slice(&id.to_le_bytes());
+            }
+            page::encode_raw(PageKind::Free, self.lsn, &b, chunk)?;
+            pages.push(chain_pages.get(i).copied().unwrap_or(0));
+        }
+        self.device.write_batch(&pages, &data)
+    }
+}
+
+fn meta_of(node: &Node) -> EntryMeta {
+    EntryMeta {
+        height: node.level,
+        size: node_bytes(node),
+    }
+}
+
+fn note_peak(inner: &mut Inner) {
+    let used = inner.cache.used_bytes() as u64;
+    if used > inner.stats.peak_buffer_bytes {
+        inner.stats.peak_buffer_bytes = used;
+    }
+}
+
+/// Applies entry-level changes, keeping the entries in ascending key order.
+fn apply_changes(entries: &mut Vec<Entry>, changes: &[EntryChange]) {
+    for c in changes {
+        match c {
+            EntryChange::Upsert(e) => match entries.binary_search_by_key(&e.key, |x| x.key) {
+                Ok(i) => {
+                    if let Some(slot) = entries.get_mut(i) {
+                        *slot = *e;
+                    }
+                }
+                Err(i) => entries.insert(i, *e),
+            },
+            EntryChange::Remove(key) => {
+                if let Ok(i) = entries.binary_search_by_key(key, |x| x.key) {
+                    entries.remove(i);
+                }
+            }
+        }
+    }
+}
+
+impl NodeStore for PlainStore {
+    fn get(&self, id: PageId) -> Result<Arc<Node>> {
+        self.check_node_page(id)?;
+        {
+            let mut inner = self.lock();
+            inner.stats.node_gets += 1;
+            if let Some(slot) = inner.cache.get(id) {
+                let node = Arc::clone(&slot.node);
+                inner.stats.buffer_hits += 1;
+                return Ok(node);
+            }
+            inner.stats.buffer_misses += 1;
+        }
+        // Read outside the lock: a node absent from the buffer is current on the device.
+        let node = Arc::new(self.read_node(id)?);
+        let mut inner = self.lock();
+        inner.stats.node_reads += 1;
+        if let Some(slot) = inner.cache.peek(id) {
+            // Another reader buffered it meanwhile.
+            return Ok(Arc::clone(&slot.node));
+        }
+        if self.config.buffer_bytes > 0 {
+            let m = meta_of(&node);
+            let slot = Slot {
+                node: Arc::clone(&node),
+                dirty: false,
+            };
+            inner.cache.insert_pinned(id, slot, m);
+            note_peak(&mut inner);
+            if !inner.in_op {
+                self.evict(&mut inner)?;
+            }
+        }
+        Ok(node)
+    }
+
+    fn begin_op(&mut self) -> Result<OpId> {
+        if let Some(op) = self.current_op {
+            return Err(Error::invalid(format!(
+                "operation {op} is still running: commit it before beginning another"
+            )));
+        }
+        let op = self.next_op;
+        self.next_op += 1;
+        self.current_op = Some(op);
+        self.lock().in_op = true;
+        Ok(op)
+    }
+
+    fn create(&mut self, level: u16, mut entries: Vec<Entry>) -> Result<PageId> {
+        entries.sort_by_key(|e| e.key);
+        let node = Node { level, entries };
+        self.check_node(&node)?;
+        let id = self.alloc.allocate()?;
+        let inner = &mut *self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.stats.nodes_created += 1;
+        self.install(inner, id, node)?;
+        Ok(id)
+    }
+
+    fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) -> Result<()> {
+        self.check_node_page(id)?;
+        let inner = &mut *self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.current(inner, id)?;
+        if current.level != level {
+            return Err(Error::invalid(format!(
+                "node {id} is at level {} but was modified as a level-{level} node",
+                current.level
+            )));
+        }
+        let mut node = Node::clone(&current);
+        apply_changes(&mut node.entries, changes);
+        self.check_node(&node)?;
+        self.install(inner, id, node)
+    }
+
+    fn delete(&mut self, id: PageId) -> Result<()> {
+        self.check_node_page(id)?;
+        self.alloc.release(id)?;
+        let mut inner = self.lock();
+        inner.cache.remove(id);
+        inner.stats.nodes_deleted += 1;
+        Ok(())
+    }
+
+    fn set_meta(&mut self, meta: TreeMeta) -> Result<()> {
+        if let Some(root) = meta.root {
+            self.check_node_page(root)
+                .map_err(|e| Error::invalid(format!("tree root: {e}")))?;
+        }
+        self.meta = meta;
+        Ok(())
+    }
+
+    fn commit_op(&mut self, op: OpId) -> Result<()> {
+        match self.current_op {
+            Some(cur) if cur == op => {}
+            Some(cur) => {
+                return Err(Error::invalid(format!(
+                    "commit of operation {op} while operation {cur} is running"
+                )))
+            }
+            None => {
+                return Err(Error::invalid(format!(
+                    "commit of operation {op} but no operation is running"
+                )))
+            }
+        }
+        self.current_op = None;
+        self.lsn = op;
+        let inner = &mut *self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.in_op = false;
+        inner.stats.ops_committed += 1;
+        self.evict(inner)
+    }
+
+    fn meta(&self) -> TreeMeta {
+        self.meta.clone()
+    }
+
+    fn checkpoint(&mut self) -> Result<()> {
+        if let Some(op) = self.current_op {
+            return Err(Error::invalid(format!(
+                "checkpoint while operation {op} is running: commit it first"
+            )));
+        }
+        {
+            let inner = &mut *self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            let dirty: Vec<(PageId, Arc<Node>)> = inner
+                .cache
+                .iter()
+                .filter(|(_, s)| s.dirty)
+                .map(|(id, s)| (id, Arc::clone(&s.node)))
+                .collect();
+            self.write_nodes(inner, dirty)?;
+            for (_, slot) in inner.cache.iter_mut() {
+                slot.dirty = false;
+            }
+            self.evict(inner)?;
+        }
+        self.write_header()?;
+        self.device.sync()?;
+        self.alloc.make_durable();
+        Ok(())
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.lock().stats
+    }
+}
+
+/// The decoded body of page 0.
+#[derive(Debug, Clone, PartialEq)]
+struct Header {
+    page_size: usize,
+    with_payload: bool,
+    meta: TreeMeta,
+    next_page: PageId,
+    lsn: u64,
+    free_total: u64,
+    chain_head: PageId,
+    user_meta: Vec<u8>,
+    /// The free ids held by page 0 itself.
+    free: Vec<PageId>,
+}
+
+impl Header {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(HEADER_FIXED + self.user_meta.len() + 8 * self.free.len());
+        b.extend_from_slice(&HEADER_MAGIC);
+        b.extend_from_slice(&HEADER_VERSION.to_le_bytes());
+        b.push(u8::from(self.with_payload));
+        b.push(0);
+        b.extend_from_slice(&(self.page_size as u32).to_le_bytes());
+        b.extend_from_slice(&self.meta.root.unwrap_or(NO_ROOT).to_le_bytes());
+        b.extend_from_slice(&self.meta.height.to_le_bytes());
+        b.extend_from_slice(&self.meta.records.to_le_bytes());
+        b.extend_from_slice(&self.next_page.to_le_bytes());
+        b.extend_from_slice(&self.lsn.to_le_bytes());
+        b.extend_from_slice(&self.free_total.to_le_bytes());
+        b.extend_from_slice(&(self.user_meta.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(self.free.len() as u32).to_le_bytes());
+        b.extend_from_slice(&self.chain_head.to_le_bytes());
+        b.extend_from_slice(&self.user_meta);
+        for id in &self.free {
+            b.extend_from_slice(&id.to_le_bytes());
+        }
+        b
+    }
+
+    fn decode(body: &[u8]) -> Result<Header> {
+        let mut r = Reader::new(body, 0);
+        if r.bytes(8)? != HEADER_MAGIC {
+            return Err(Error::corrupt(
+                Some(0),
+                "page 0 is not a plain-store header (bad magic)",
+            ));
+        }
+        let version = r.u16()?;
+        if version > HEADER_VERSION {
+            return Err(Error::UnsupportedVersion {
+                found: version,
+                supported: HEADER_VERSION,
+            });
+        }
+        let with_payload = match r.u8()? {
+            0 => false,
+            1 => true,
+            b => {
+                return Err(Error::corrupt(
+                    Some(0),
+                    format!("bad payload flag {b} in the store header"),
+                ))
+            }
+        };
+        r.u8()?;
+        let page_size = r.u32()? as usize;
+        let root = r.u64()?;
+        let height = r.u16()?;
+        let records = r.u64()?;
+        let next_page = r.u64()?;
+        let lsn = r.u64()?;
+        let free_total = r.u64()?;
+        let user_len = r.u32()? as usize;
+        let free_here = r.u32()?;
+        let chain_head = r.u64()?;
+        let user_meta = r.bytes(user_len)?.to_vec();
+        let mut free = Vec::new();
+        for _ in 0..free_here {
+            free.push(r.u64()?);
+        }
+        Ok(Header {
+            page_size,
+            with_payload,
+            meta: TreeMeta {
+                root: (root != NO_ROOT).then_some(root),
+                height,
+                records,
+            },
+            next_page,
+            lsn,
+            free_total,
+            chain_head,
+            user_meta,
+            free,
+        })
+    }
+}
+
+/// A bounds-checked little-endian reader whose errors name the page.
+struct Reader<'a> {
+    buf: &'a [u8],
+    off: usize,
+    page: PageId,
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a [u8], page: PageId) -> Self {
+        Reader { buf, off: 0, page }
+    }
+
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8]> {
+        let end = self.off.checked_add(n);
+        let s = end
+            .and_then(|e| self.buf.get(self.off..e))
+            .ok_or_else(|| Error::corrupt(Some(self.page), "store metadata page is truncated"))?;
+        self.off += n;
+        Ok(s)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
+        let s = self.bytes(N)?;
+        s.try_into()
+            .map_err(|_| Error::corrupt(Some(self.page), "store metadata page is truncated"))
+    }
+
+    fn u8(&mut self) -> Result<u8> {
+        Ok(u8::from_le_bytes(self.array()?))
+    }
+
+    fn u16(&mut self) -> Result<u16> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::mem::MemDevice;
+    use crate::store::accounting::node_bytes_for;
+    use proptest::prelude::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    fn cases() -> u32 {
+        std::env::var("GEOFLASH_PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(32)
+    }
+
+    fn dev(ps: usize, cap: u64) -> Arc<dyn PageDevice> {
+        Arc::new(MemDevice::new(ps, cap).unwrap())
+    }
+
+    fn entry(key: u64, version: u64, with_payload: bool) -> Entry {
+        let (k, v) = (key as f64, version as f64);
+        Entry {
+            key,
+            rect: Rect::new(k, v, k + 1.0, v + 2.0).unwrap(),
+            payload: if with_payload { key * 3 + version } else { 0 },
+        }
+    }
+
+    fn cfg(buffer_bytes: usize, policy: PolicyKind, with_payload: bool) -> PlainConfig {
+        PlainConfig {
+            buffer_bytes,
+            policy,
+            with_payload,
+        }
+    }
+
+    fn writes(s: &PlainStore) -> u64 {
+        s.device().stats().io.pages_written
+    }
+
+    fn reads(s: &PlainStore) -> u64 {
+        s.device().stats().io.pages_read
+    }
+
+    /// Creates one leaf with `keys` in its own operation.
+    fn leaf(s: &mut PlainStore, keys: &[u64]) -> PageId {
+        let op = s.begin_op().unwrap();
+        let wp = s.config().with_payload;
+        let id = s
+            .create(0, keys.iter().map(|&k| entry(k, 0, wp)).collect())
+            .unwrap();
+        s.commit_op(op).unwrap();
+        id
+    }
+
+    #[test]
+    fn entries_come_back_sorted_and_changes_apply_by_key() {
+        let mut s = PlainStore::create(dev(4096, 64), PlainConfig::default()).unwrap();
+        let id = leaf(&mut s, &[9, 3, 7]);
+        assert_eq!(
+            s.get(id)
+                .unwrap()
+                .entries
+                .iter()
+                .map(|e| e.key)
+                .collect::<Vec<_>>(),
+            vec![3, 7, 9]
+        );
+        let op = s.begin_op().unwrap();
+        s.modify(
+            id,
+            0,
+            &[
+                EntryChange::Upsert(entry(5, 0, false)),
+                EntryChange::Upsert(entry(7, 4, false)),
+                EntryChange::Remove(3),
+                EntryChange::Remove(100),
+                EntryChange::Upsert(entry(1, 0, false)),
+            ],
+        )
+        .unwrap();
+        s.commit_op(op).unwrap();
+        let n = s.get(id).unwrap();
+        assert_eq!(
+            n.entries.iter().map(|e| e.key).collect::<Vec<_>>(),
+            vec![1, 5, 7, 9]
+        );
+        assert_eq!(n.entries[2], entry(7, 4, false));
+        // Level mismatch and duplicate keys are refused.
+        let op = s.begin_op().unwrap();
+        assert!(s.modify(id, 1, &[]).is_err());
+        assert!(s
+            .create(0, vec![entry(1, 0, false), entry(1, 1, false)])
+            .is_err());
+        s.commit_op(op).unwrap();
+    }
+
+    #[test]
+    fn node_too_big_is_a_clear_error_and_changes_nothing() {
+        let mut s = PlainStore::create(dev(512, 64), cfg(0, PolicyKind::Lru, false)).unwrap();
+        let m = s.max_entries();
+        assert_eq!(m, page::max_entries(512, false));
+        let keys: Vec<u64> = (0..=m as u64).collect();
+        let op = s.begin_op().unwrap();
+        let e = s
+            .create(0, keys.iter().map(|&k| entry(k, 0, false)).collect())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("does not fit") && e.contains("512"), "{e}");
+        s.commit_op(op).unwrap();
+        let id = leaf(&mut s, &keys[..m]);
+        let op = s.begin_op().unwrap();
+        let e = s
+            .modify(id, 0, &[EntryChange::Upsert(entry(999, 0, false))])
+            .unwrap_err();
+        assert!(e.to_string().contains("does not fit"), "{e}");
+        s.commit_op(op).unwrap();
+        assert_eq!(s.get(id).unwrap().entries.len(), m);
+        // A payload in a store without payloads is refused too.
+        let op = s.begin_op().unwrap();
+        assert!(s.create(0, vec![entry(1, 0, true)]).is_err());
+        s.commit_op(op).unwrap();
+    }
+
+    #[test]
+    fn bad_page_ids_and_full_device_are_errors() {
+        let mut s = PlainStore::create(dev(512, 3), PlainConfig::default()).unwrap();
+        for id in [0, 1, 2, 3, 1 << 40, u64::MAX] {
+            assert!(s.get(id).is_err(), "page {id}");
+        }
+        let a = leaf(&mut s, &[1]);
+        let _b = leaf(&mut s, &[2]);
+        let op = s.begin_op().unwrap();
+        assert!(matches!(s.create(0, vec![]), Err(Error::DeviceFull(_))));
+        assert!(s.delete(7).is_err());
+        s.delete(a).unwrap();
+        assert!(s.delete(a).is_err());
+        assert!(s.get(a).unwrap_err().to_string().contains("deleted"));
+        s.commit_op(op).unwrap();
+        // Mis-nested operations.
+        assert!(s.commit_op(42).is_err());
+        let op = s.begin_op().unwrap();
+        assert!(s.begin_op().is_err());
+        assert!(s.checkpoint().is_err());
+        s.commit_op(op).unwrap();
+        // A device read error (page beyond the device) is an error, not a panic.
+        let small = dev(512, 2);
+        let mut s2 = PlainStore::create(Arc::clone(&small), PlainConfig::default()).unwrap();
+        leaf(&mut s2, &[1]);
+        s2.checkpoint().unwrap();
+        let big = dev(512, 100);
+        let mut buf = vec![0u8; 512];
+        small.read(0, &mut buf).unwrap();
+        big.write(0, &buf).unwrap();
+        // The header claims node pages the new device never received.
+        let s3 = PlainStore::open(big, PlainConfig::default()).unwrap();
+        assert!(matches!(s3.get(1), Err(Error::Corrupt { .. })));
+    }
+
+    #[test]
+    fn open_refuses_blank_corrupt_and_mismatched_headers() {
+        let d = dev(512, 16);
+        let e = PlainStore::open(Arc::clone(&d), PlainConfig::default()).unwrap_err();
+        assert!(e.to_string().contains("blank"), "{e}");
+        let mut s = PlainStore::create(Arc::clone(&d), PlainConfig::default()).unwrap();
+        s.checkpoint().unwrap();
+        let e = PlainStore::open(Arc::clone(&d), cfg(0, PolicyKind::Lru, true)).unwrap_err();
+        assert!(e.to_string().contains("payload"), "{e}");
+        let mut buf = vec![0u8; 512];
+        d.read(0, &mut buf).unwrap();
+        buf[100] ^= 0x55;
+        d.write(0, &buf).unwrap();
+        assert!(matches!(
+            PlainStore::open(Arc::clone(&d), PlainConfig::default()),
+            Err(Error::Corrupt { .. })
+        ));
+        // A valid page of another kind at page 0.
+        page::encode_raw(PageKind::Meta, 0, b"hello", &mut buf).unwrap();
+        d.write(0, &buf).unwrap();
+        assert!(PlainStore::open(Arc::clone(&d), PlainConfig::default()).is_err());
+        // A header whose magic is wrong.
+        page::encode_raw(PageKind::Header, 0, &[7u8; 120], &mut buf).unwrap();
+        d.write(0, &buf).unwrap();
+        let e = PlainStore::open(d, PlainConfig::default()).unwrap_err();
+        assert!(e.to_string().contains("magic"), "{e}");
+    }
+
+    #[test]
+    fn meta_and_user_meta_survive_reopen() {
+        let d = dev(512, 64);
+        let mut s = PlainStore::create(Arc::clone(&d), PlainConfig::default()).unwrap();
+        let root = leaf(&mut s, &[1, 2]);
+        let meta = TreeMeta {
+            root: Some(root),
+            height: 1,
+            records: 2,
+        };
+        s.set_meta(meta.clone()).unwrap();
+        assert!(s
+            .set_meta(TreeMeta {
+                root: Some(55),
+                ..meta.clone()
+            })
+            .is_err());
+        let max = s.max_user_meta();
+        assert!(s.set_user_meta(vec![1; max + 1]).is_err());
+        s.set_user_meta(b"{\"kind\":\"rstar\"}".to_vec()).unwrap();
+        s.checkpoint().unwrap();
+        let r = PlainStore::open(d, PlainConfig::default()).unwrap();
+        assert_eq!(r.meta(), meta);
+        assert_eq!(r.user_meta(), b"{\"kind\":\"rstar\"}");
+        assert_eq!(r.get(root).unwrap().entries.len(), 2);
+    }
+
+    #[test]
+    fn freed_pages_are_reused_only_after_checkpoint_and_long_free_lists_chain() {
+        let d = dev(512, 1024);
+        let mut s = PlainStore::create(Arc::clone(&d), cfg(4096, PolicyKind::TwoQ, false)).unwrap();
+        let ids: Vec<PageId> = (0..300).map(|i| leaf(&mut s, &[i])).collect();
+        assert_eq!(
+            ids,
+            (1..=300).collect::<Vec<_>>(),
+            "pages allocated in order"
+        );
+        let op = s.begin_op().unwrap();
+        for &id in &ids[..250] {
+            s.delete(id).unwrap();
+        }
+        s.commit_op(op).unwrap();
+        // Not durable yet: new pages come from the end.
+        assert_eq!(leaf(&mut s, &[1000]), 301);
+        s.checkpoint().unwrap();
+        let free: Vec<PageId> = s.allocator().free_pages().collect();
+        assert_eq!(free, (1..=250).collect::<Vec<_>>());
+        // 250 ids do not fit the 512-byte header page: the list chains.
+        assert!(250 * 8 > page::max_raw_body(512));
+        let mut r = PlainStore::open(Arc::clone(&d), cfg(0, PolicyKind::Lru, false)).unwrap();
+        assert_eq!(r.allocator(), s.allocator());
+        for &id in &ids[250..] {
+            assert_eq!(r.get(id).unwrap().entries[0].key, id - 1);
+        }
+        assert_eq!(r.get(301).unwrap().entries[0].key, 1000);
+        // Durable free pages are reused, lowest first.
+        assert_eq!(leaf(&mut r, &[5]), 1);
+        assert_eq!(leaf(&mut r, &[6]), 2);
+    }
+
+    #[test]
+    fn no_buffer_reads_every_get_and_writes_through_at_commit() {
+        let mut s = PlainStore::create(dev(4096, 64), cfg(0, PolicyKind::Lru, false)).unwrap();
+        let w0 = writes(&s);
+        let op = s.begin_op().unwrap();
+        let a = s.create(0, vec![entry(1, 0, false)]).unwrap();
+        let b = s.create(0, vec![entry(2, 0, false)]).unwrap();
+        s.modify(a, 0, &[EntryChange::Upsert(entry(3, 0, false))])
+            .unwrap();
+        // Inside the operation: nothing written, changed nodes readable.
+        assert_eq!(writes(&s), w0);
+        assert_eq!(s.get(a).unwrap().entries.len(), 2);
+        s.commit_op(op).unwrap();
+        assert_eq!(
+            writes(&s),
+            w0 + 2,
+            "write-through at commit, one write per node"
+        );
+        assert_eq!(s.buffered_bytes(), 0);
+        let r0 = reads(&s);
+        for _ in 0..3 {
+            s.get(b).unwrap();
+        }
+        assert_eq!(reads(&s), r0 + 3);
+        let st = s.stats();
+        assert_eq!(st.node_writes, 2);
+        assert_eq!(st.nodes_created, 2);
+        assert_eq!(st.ops_committed, 1);
+        assert_eq!(st.node_gets, 4);
+        assert_eq!(st.buffer_hits, 1);
+        assert_eq!(st.buffer_misses, 3);
+        assert_eq!(st.node_reads, 3);
+        assert_eq!(
+            st.peak_buffer_bytes as usize,
+            node_bytes_for(1) + node_bytes_for(2)
+        );
+    }
+
+    #[test]
+    fn write_back_buffer_hits_and_writes_on_eviction_and_checkpoint() {
+        let budget = 3 * node_bytes_for(1);
+        let mut s = PlainStore::create(dev(4096, 64), cfg(budget, PolicyKind::Lru, false)).unwrap();
+        let w0 = writes(&s);
+        let ids: Vec<PageId> = (0..3).map(|i| leaf(&mut s, &[i])).collect();
+        assert_eq!(writes(&s), w0, "three nodes fit: nothing written");
+        assert_eq!(s.dirty_nodes(), 3);
+        let r0 = reads(&s);
+        s.get(ids[0]).unwrap();
+        assert_eq!(reads(&s), r0);
+        // A fourth node evicts the least recently used (ids[1]), which is dirty.
+        leaf(&mut s, &[9]);
+        assert_eq!(writes(&s), w0 + 1);
+        assert_eq!(s.stats().node_writes, 1);
+        s.checkpoint().unwrap();
+        assert_eq!(s.dirty_nodes(), 0);
+        assert_eq!(s.stats().node_writes, 4);
+        assert!(s.buffered_bytes() <= budget);
+        // Clean evictions write nothing.
+        let w1 = writes(&s);
+        s.get(ids[1]).unwrap();
+        assert_eq!(writes(&s), w1);
+        assert_eq!(
+            s.stats().peak_buffer_bytes as usize,
+            budget + node_bytes_for(1)
+        );
+    }
+
+    #[test]
+    fn concurrent_readers_agree() {
+        let mut s = PlainStore::create(
+            dev(4096, 4096),
+            cfg(8 * node_bytes_for(4), PolicyKind::S2q, false),
+        )
+        .unwrap();
+        let ids: Vec<PageId> = (0..64)
+            .map(|i| leaf(&mut s, &[i, i + 100, i + 200, i + 300]))
+            .collect();
+        s.checkpoint().unwrap();
+        let s = Arc::new(s);
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                let s = Arc::clone(&s);
+                let ids = ids.clone();
+                std::thread::spawn(move || {
+                    for round in 0..50usize {
+                        let i = (round * 7 + t * 13) % ids.len();
+                        let n = s.get(ids[i]).unwrap();
+                        assert_eq!(n.entries[0].key, i as u64);
+                        assert_eq!(n.entries.len(), 4);
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let st = s.stats();
+        assert_eq!(st.node_gets, 200);
+        assert_eq!(st.buffer_hits + st.buffer_misses, 200);
+        assert!(s.buffered_bytes() <= 8 * node_bytes_for(4));
+    }
+
+    // ---------------------------------------------------------------
+    // Oracle test.
+
+    #[derive(Debug, Clone)]
+    enum Mutation {
+        Create {
+            level: u16,
+            keys: Vec<u64>,
+        },
+        Modify {
+            pick: usize,
+            changes: Vec<(bool, u64, u64)>,
+        },
+        Delete {
+            pick: usize,
+        },
+        Get {
+            pick: usize,
+        },
+        Meta {
+            pick: usize,
+            records: u64,
+        },
+    }
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Op(Vec<Mutation>),
+        Get(usize),
+        Checkpoint,
+        Reopen,
+    }
+
+    fn mutation() -> impl Strategy<Value = Mutation> {
+        prop_oneof![
+            3 => (0u16..3, prop::collection::vec(0u64..40, 0..14))
+                .prop_map(|(level, keys)| Mutation::Create { level, keys }),
+            4 => (any::<usize>(), prop::collection::vec((any::<bool>(), 0u64..40, 0u64..5), 1..6))
+                .prop_map(|(pick, changes)| Mutation::Modify { pick, changes }),
+            1 => any::<usize>().prop_map(|pick| Mutation::Delete { pick }),
+            2 => any::<usize>().prop_map(|pick| Mutation::Get { pick }),
+            1 => (any::<usize>(), 0u64..1000).prop_map(|(pick, records)| Mutation::Meta { pick, records }),
+        ]
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            8 => prop::collection::vec(mutation(), 1..5).prop_map(Step::Op),
+            3 => any::<usize>().prop_map(Step::Get),
+            1 => Just(Step::Checkpoint),
+            1 => Just(Step::Reopen),
+        ]
+    }
+
+    struct Model {
+        nodes: BTreeMap<PageId, Node>,
+        /// Deleted since the last checkpoint: must not be handed out again yet.
+        pending: BTreeSet<PageId>,
+        meta: TreeMeta,
+    }
+
+    impl Model {
+        fn pick(&self, pick: usize) -> Option<PageId> {
+            if self.nodes.is_empty() {
+                None
+            } else {
+                self.nodes.keys().nth(pick % self.nodes.len()).copied()
+            }
+        }
+    }
+
+    fn check_all(s: &PlainStore, m: &Model) -> std::result::Result<(), TestCaseError> {
+        for (&id, node) in &m.nodes {
+            let got = s.get(id).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(&*got, node, "page {}", id);
+        }
+        prop_assert_eq!(s.meta(), m.meta.clone());
+        Ok(())
+    }
+
+    fn run(
+        ps: usize,
+        policy: PolicyKind,
+        buffer: usize,
+        with_payload: bool,
+        steps: Vec<Step>,
+    ) -> std::result::Result<(), TestCaseError> {
+        let config = cfg(buffer, policy, with_payload);
+        let d = dev(ps, 1 << 16);
+        let mut s = PlainStore::create(Arc::clone(&d), config).unwrap();
+        let max = s.max_entries();
+        let mut m = Model {
+            nodes: BTreeMap::new(),
+            pending: BTreeSet::new(),
+            meta: TreeMeta::default(),
+        };
+        for st in steps {
+            match st {
+                Step::Op(muts) => {
+                    let w0 = writes(&s);
+                    let op = s.begin_op().unwrap();
+                    for mu in muts {
+                        match mu {
+                            Mutation::Create { level, keys } => {
+                                let uniq: BTreeSet<u64> = keys.iter().copied().collect();
+                                let entries: Vec<Entry> =
+                                    keys.iter().map(|&k| entry(k, 0, with_payload)).collect();
+                                let r = s.create(level, entries);
+                                if uniq.len() != keys.len() || keys.len() > max {
+                                    prop_assert!(r.is_err());
+                                } else {
+                                    let id = r.map_err(|e| TestCaseError::fail(e.to_string()))?;
+                                    prop_assert!(
+                                        !m.nodes.contains_key(&id),
+                                        "page {} handed out twice",
+                                        id
+                                    );
+                                    prop_assert!(
+                                        !m.pending.contains(&id),
+                                        "page {} reused before its deletion was durable",
+                                        id
+                                    );
+                                    let entries =
+                                        uniq.iter().map(|&k| entry(k, 0, with_payload)).collect();
+                                    m.nodes.insert(id, Node { level, entries });
+                                }
+                            }
+                            Mutation::Modify { pick, changes } => {
+                                let Some(id) = m.pick(pick) else { continue };
+                                let level = m.nodes[&id].level;
+                                let ch: Vec<EntryChange> = changes
+                                    .iter()
+                                    .map(|&(up, k, v)| {
+                                        if up {
+                                            EntryChange::Upsert(entry(k, v, with_payload))
+                                        } else {
+                                            EntryChange::Remove(k)
+                                        }
+                                    })
+                                    .collect();
+                                let mut map: BTreeMap<u64, Entry> =
+                                    m.nodes[&id].entries.iter().map(|e| (e.key, *e)).collect();
+                                for c in &ch {
+                                    match c {
+                                        EntryChange::Upsert(e) => {
+                                            map.insert(e.key, *e);
+                                        }
+                                        EntryChange::Remove(k) => {
+                                            map.remove(k);
+                                        }
+                                    }
+                                }
+                                let r = s.modify(id, level, &ch);
+                                if map.len() > max {
+                                    prop_assert!(r.is_err());
+                                } else {
+                                    r.map_err(|e| TestCaseError::fail(e.to_string()))?;
+                                    m.nodes.insert(
+                                        id,
+                                        Node {
+                                            level,
+                                            entries: map.into_values().collect(),
+                                        },
+                                    );
+                                }
+                            }
+                            Mutation::Delete { pick } => {
+                                let Some(id) = m.pick(pick) else { continue };
+                                s.delete(id).unwrap();
+                                m.nodes.remove(&id);
+                                m.pending.insert(id);
+                                prop_assert!(s.get(id).is_err());
+                                if m.meta.root == Some(id) {
+                                    m.meta.root = None;
+                                    s.set_meta(m.meta.clone()).unwrap();
+                                }
+                            }
+                            Mutation::Get { pick } => {
+                                let Some(id) = m.pick(pick) else { continue };
+                                prop_assert_eq!(&*s.get(id).unwrap(), &m.nodes[&id]);
+                            }
+                            Mutation::Meta { pick, records } => {
+                                m.meta = TreeMeta {
+                                    root: m.pick(pick),
+                                    height: (records % 7) as u16,
+                                    records,
+                                };
+                                s.set_meta(m.meta.clone()).unwrap();
+                            }
+                        }
+                    }
+                    prop_assert_eq!(writes(&s), w0, "no write inside an operation");
+                    s.commit_op(op).unwrap();
+                    prop_assert!(s.buffered_bytes() <= buffer);
+                    if buffer == 0 {
+                        prop_assert_eq!(s.dirty_nodes(), 0);
+                    }
+                }
+                Step::Get(pick) => {
+                    if let Some(id) = m.pick(pick) {
+                        prop_assert_eq!(&*s.get(id).unwrap(), &m.nodes[&id]);
+                    }
+                    prop_assert!(s.buffered_bytes() <= buffer);
+                }
+                Step::Checkpoint => {
+                    s.checkpoint().unwrap();
+                    m.pending.clear();
+                    prop_assert_eq!(s.dirty_nodes(), 0);
+                }
+                Step::Reopen => {
+                    s.checkpoint().unwrap();
+                    m.pending.clear();
+                    let before = s.allocator().clone();
+                    drop(s);
+                    s = PlainStore::open(Arc::clone(&d), config).unwrap();
+                    prop_assert_eq!(s.allocator(), &before);
+                    check_all(&s, &m)?;
+                }
+            }
+        }
+        check_all(&s, &m)?;
+        s.checkpoint().unwrap();
+        let r = PlainStore::open(d, config).unwrap();
+        check_all(&r, &m)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+        #[test]
+        fn plain_store_matches_oracle(
+            ps in prop::sample::select(vec![512usize, 4096]),
+            policy in prop::sample::select(PolicyKind::ALL.to_vec()),
+            size in 0usize..3,
+            with_payload in any::<bool>(),
+            steps in prop::collection::vec(step(), 1..60),
+        ) {
+            let buffer = [0, 3 * node_bytes_for(6), 1 << 20][size];
+            run(ps, policy, buffer, with_payload, steps)?;
+        }
+    }
+}
