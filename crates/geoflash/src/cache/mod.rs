@@ -19,6 +19,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
+use serde::{Deserialize, Serialize};
+
 use crate::storage::PageId;
 use crate::{Error, Result};
 
@@ -71,17 +73,22 @@ pub trait ReplacementPolicy: Send + fmt::Debug {
     }
 }
 
-/// The policies geoflash offers, as named on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// The policies geoflash offers, as named on the command line (and in
+/// manifests: serialized as `"lru"`, `"hlru"`, `"s2q"`, `"2q"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum PolicyKind {
     /// Least recently used.
+    #[serde(rename = "lru")]
     Lru,
     /// Height-aware LRU (FESTIval's HLRU).
+    #[serde(rename = "hlru")]
     Hlru,
-    /// Simplified 2Q (the default of the seeds' eFIND read buffer).
+    /// Simplified 2Q (geoflash's default buffer policy).
     #[default]
+    #[serde(rename = "s2q")]
     S2q,
     /// Full 2Q.
+    #[serde(rename = "2q")]
     TwoQ,
 }
 
@@ -451,6 +458,13 @@ pub(crate) mod tests {
         EntryMeta { height: 0, size }
     }
 
+    fn meta_h(id: u64, size: usize) -> EntryMeta {
+        EntryMeta {
+            height: (id % 3) as u16,
+            size,
+        }
+    }
+
     pub(crate) fn cases() -> u32 {
         std::env::var("GEOFLASH_PROPTEST_CASES")
             .ok()
@@ -485,6 +499,11 @@ pub(crate) mod tests {
             assert_eq!(k.build(100).name(), k.name());
         }
         assert_eq!(" LRU ".parse::<PolicyKind>().unwrap(), PolicyKind::Lru);
+        for k in PolicyKind::ALL {
+            let json = serde_json::to_string(&k).unwrap();
+            assert_eq!(json, format!("\"{}\"", k.name()));
+            assert_eq!(serde_json::from_str::<PolicyKind>(&json).unwrap(), k);
+        }
         let e = "arcx".parse::<PolicyKind>().unwrap_err().to_string();
         assert!(e.contains("arcx") && e.contains("s2q"), "{e}");
     }
@@ -554,12 +573,12 @@ pub(crate) mod tests {
                     Op::Insert(id, size) => {
                         model.insert(id, stamp);
                         pinned = false;
-                        c.insert(id, (id, stamp), meta(size))
+                        c.insert(id, (id, stamp), meta_h(id, size))
                     }
                     Op::Pinned(id, size) => {
                         model.insert(id, stamp);
                         pinned = true;
-                        c.insert_pinned(id, (id, stamp), meta(size));
+                        c.insert_pinned(id, (id, stamp), meta_h(id, size));
                         Vec::new()
                     }
                     Op::Get(id) => {

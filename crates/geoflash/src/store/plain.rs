@@ -36,6 +36,8 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use serde::{Deserialize, Serialize};
+
 use super::accounting::node_bytes;
 use super::alloc::PageAllocator;
 use super::{EntryChange, NodeStore, OpId, StoreStats, TreeMeta};
@@ -46,7 +48,7 @@ use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
 
 /// Configuration of a [`PlainStore`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlainConfig {
     /// Node buffer size in bytes (0 = no buffer: write-through at commit).
     pub buffer_bytes: usize,
