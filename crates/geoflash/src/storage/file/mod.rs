@@ -110,10 +110,10 @@ impl Default for FileDeviceOptions {
 /// `O_DIRECT` I/O: the address must be a multiple of `align` and the length
 /// a multiple of 512 bytes.
 pub fn check_direct_alignment(addr: usize, len: usize, align: usize) -> Result<()> {
-    if align == 0 || addr % align != 0 {
+    if addr.checked_rem(align) != Some(0) {
         return Err(Error::MisalignedBuffer { addr, align });
     }
-    if len % 512 != 0 {
+    if len.checked_rem(512) != Some(0) {
         return Err(Error::invalid(format!(
             "direct I/O buffer length {len} is not a multiple of 512 bytes"
         )));
@@ -336,7 +336,7 @@ impl FileDevice {
 
     /// True if direct I/O may use `buf` as it is.
     fn usable_directly(&self, buf: &[u8]) -> bool {
-        !self.direct || (buf.as_ptr() as usize) % DIRECT_MEM_ALIGN == 0
+        !self.direct || (buf.as_ptr() as usize).checked_rem(DIRECT_MEM_ALIGN) == Some(0)
     }
 
     fn take_bounce(&self, len: usize) -> Result<AlignedBuf> {
@@ -386,7 +386,9 @@ impl FileDevice {
             return Ok(());
         }
         let spans = self.spans(pages, 0..pages.len());
-        if let Some(results) = self.with_ring(|ring, out| ring.read(&self.file, buf, &spans, out))? {
+        if let Some(results) =
+            self.with_ring(|ring, out| ring.read(&self.file, buf, &spans, out))?
+        {
             for (s, r) in spans.iter().zip(results) {
                 match r {
                     Ok(n) if n >= s.len => {}
@@ -469,7 +471,9 @@ impl FileDevice {
             return Err(Error::invalid("internal: span outside its buffer"));
         };
         while done < s.len {
-            let Some(rest) = region.get_mut(done..) else { break };
+            let Some(rest) = region.get_mut(done..) else {
+                break;
+            };
             match self.file.read_at(rest, s.file_offset + done as u64) {
                 Ok(0) => {
                     rest.fill(0);
@@ -491,7 +495,9 @@ impl FileDevice {
             return Err(Error::invalid("internal: span outside its buffer"));
         };
         while done < s.len {
-            let Some(rest) = region.get(done..) else { break };
+            let Some(rest) = region.get(done..) else {
+                break;
+            };
             match self.file.write_at(rest, s.file_offset + done as u64) {
                 Ok(0) => {
                     let e = io::Error::new(io::ErrorKind::WriteZero, "write returned 0 bytes");
