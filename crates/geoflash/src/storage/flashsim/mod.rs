@@ -1,0 +1,426 @@
+//! `FlashSim`: a NAND flash simulator behind the [`PageDevice`] interface.
+//!
+//! It plays the role Flash-DBSim plays in the flash-simulator paper (Carniel
+//! et al.): the index runs unchanged on an emulated NAND device and every
+//! NAND read, program and erase is counted, with the FTL and GC settings that
+//! the paper left unreported made explicit parameters ([`FlashSimConfig`]).
+//!
+//! - [`config`]: geometry, FTL parameters, latencies, presets, `key=value` overrides;
+//! - `ftl`: the page-mapping FTL (out-of-place updates, trim, greedy or
+//!   cost-benefit GC, dynamic and static wear levelling, block retirement);
+//! - `timing`: latencies and the overlap of operations on different planes and channels.
+//!
+//! # Host pages and flash pages
+//! The host (index) page size is fixed at construction. A host page of `k`
+//! flash pages (host ≥ flash) is stored as `k` logical flash pages (the seeds'
+//! 16 KiB node on 2 KiB flash pages = 8 programs per write, 8 reads per read).
+//! Host pages smaller than a flash page share it: writing one is a
+//! read-modify-write of its flash page (a NAND read, if the flash page holds
+//! data and the batch does not rewrite all of it, then a program); host pages
+//! of one batch that fall into the same flash page are merged into one
+//! program, as a device write buffer would. Reading a flash page that holds no
+//! data (never written, or trimmed) costs no NAND operation and returns zeros.
+//! Trimming a host page unmaps its flash pages; a flash page shared by smaller
+//! host pages is unmapped when all of them are trimmed.
+//!
+//! # Counters
+//! `device_write_amplification` = NAND programs ÷ host flash-page programs
+//! (after the merging above), so a sequential workload scores exactly 1.
+//! `retired_blocks` and the erase-count spread describe the device's state
+//! (they are not reset by `reset_stats`); the other counters and
+//! `sim_time_ns` count from the last reset.
+//!
+//! # Contents
+//! Data lives in a hash map by host page (sparse), written after the FTL has
+//! placed the page; the FTL tables decide every count and time. A batch that
+//! fails with [`Error::DeviceFull`] may have written a prefix of its pages.
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::Instant;
+
+pub mod config;
+mod ftl;
+mod timing;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::{FlashSimConfig, GcPolicy, CONFIG_KEYS, PRESETS};
+
+use super::{check_batch, DeviceStats, IoTracker, PageDevice, PageId, SimCounters};
+use crate::units::check_page_size;
+use crate::{Error, Result};
+use ftl::{Ftl, NandCounters};
+use timing::Timeline;
+
+/// A simulated NAND flash device with a page-mapping FTL (see the module documentation).
+#[derive(Debug)]
+pub struct FlashSim {
+    config: FlashSimConfig,
+    host_page_size: usize,
+    /// Flash pages per host page (1 when the host page is not larger).
+    flash_per_host: u64,
+    /// Host pages per flash page (1 when the host page is not smaller).
+    host_per_flash: u64,
+    capacity: u64,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    ftl: Ftl,
+    timeline: Timeline,
+    data: HashMap<PageId, Box<[u8]>>,
+    tracker: IoTracker,
+    /// FTL counters at the last reset.
+    base: NandCounters,
+    /// Clock at the last reset.
+    time_base: u64,
+}
+
+/// Extra simulator counters beyond [`SimCounters`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlashSimDetail {
+    /// Flash-page programs of host data since the last reset (the write-amplification denominator).
+    pub host_flash_programs: u64,
+    /// Pages copied by static wear levelling since the last reset (included in `gc_copies`).
+    pub wear_leveling_copies: u64,
+    /// Blocks migrated by static wear levelling since the last reset.
+    pub wear_leveling_migrations: u64,
+    /// Logical flash pages currently holding data.
+    pub mapped_flash_pages: u64,
+    /// Logical flash pages of the device.
+    pub logical_flash_pages: u64,
+}
+
+impl FlashSim {
+    /// A fresh (erased) simulated device for `host_page_size`-byte host pages.
+    pub fn new(config: FlashSimConfig, host_page_size: usize) -> Result<FlashSim> {
+        config.validate()?;
+        check_page_size(host_page_size)?;
+        let flash = config.flash_page_size;
+        let (flash_per_host, host_per_flash) = if host_page_size >= flash {
+            ((host_page_size / flash) as u64, 1)
+        } else {
+            (1, (flash / host_page_size) as u64)
+        };
+        let ftl = Ftl::new(&config)?;
+        let logical = ftl.logical_pages();
+        let capacity = if flash_per_host > 1 {
+            logical / flash_per_host
+        } else {
+            logical.saturating_mul(host_per_flash)
+        };
+        if capacity == 0 {
+            return Err(Error::invalid(format!(
+                "flashsim: {logical} logical flash pages of {flash} bytes cannot hold one host page of {host_page_size} bytes"
+            )));
+        }
+        let planes = usize::try_from(config.planes())
+            .map_err(|_| Error::invalid("flashsim: too many planes"))?;
+        let timeline = Timeline::new(
+            planes,
+            config.channels as usize,
+            config.read_ns,
+            config.program_ns,
+            config.erase_ns,
+            config.transfer_ns_per_page(),
+        );
+        Ok(FlashSim {
+            config,
+            host_page_size,
+            flash_per_host,
+            host_per_flash,
+            capacity,
+            inner: Mutex::new(Inner {
+                ftl,
+                timeline,
+                data: HashMap::new(),
+                tracker: IoTracker::default(),
+                base: NandCounters::default(),
+                time_base: 0,
+            }),
+        })
+    }
+
+    /// Parses the parameter part of a `flashsim:` spec (see
+    /// [`FlashSimConfig::from_params`]) and builds the device.
+    pub fn from_params(params: &str, host_page_size: usize) -> Result<FlashSim> {
+        FlashSim::new(FlashSimConfig::from_params(params)?, host_page_size)
+    }
+
+    /// The configuration this device was built with.
+    pub fn config(&self) -> &FlashSimConfig {
+        &self.config
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A poisoned lock only means another thread panicked mid-call.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Simulator counters not in [`SimCounters`].
+    pub fn detail(&self) -> FlashSimDetail {
+        let inner = self.lock();
+        let c = inner.ftl.counters;
+        let b = inner.base;
+        FlashSimDetail {
+            host_flash_programs: c.host_programs - b.host_programs,
+            wear_leveling_copies: c.wl_copies - b.wl_copies,
+            wear_leveling_migrations: c.wl_migrations - b.wl_migrations,
+            mapped_flash_pages: inner.ftl.mapped_count(),
+            logical_flash_pages: inner.ftl.logical_pages(),
+        }
+    }
+
+    /// Checks the FTL's invariants (every logical page mapped at most once,
+    /// forward and reverse maps agree, valid-page counts per block, free-block,
+    /// retirement and erase-count accounting, erase counts within the limit)
+    /// and that the stored contents agree with the mapping. For tests and `verify`.
+    pub fn check_invariants(&self) -> Result<()> {
+        let inner = self.lock();
+        inner.ftl.check_invariants()?;
+        let mut lfps = HashSet::new();
+        for &h in inner.data.keys() {
+            for lfp in self.flash_pages_of(h) {
+                if !inner.ftl.is_mapped(lfp) {
+                    return Err(Error::corrupt(
+                        Some(h),
+                        format!(
+                            "flashsim: host page {h} holds data but flash page {lfp} is unmapped"
+                        ),
+                    ));
+                }
+                lfps.insert(lfp);
+            }
+        }
+        let mapped = inner.ftl.mapped_count();
+        if mapped != lfps.len() as u64 {
+            return Err(Error::corrupt(
+                None,
+                format!(
+                    "flashsim: {mapped} flash pages mapped but host data covers {}",
+                    lfps.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The logical flash pages of host page `h`.
+    fn flash_pages_of(&self, h: PageId) -> std::ops::Range<u64> {
+        if self.host_per_flash > 1 {
+            let lfp = h / self.host_per_flash;
+            lfp..lfp + 1
+        } else {
+            let first = h * self.flash_per_host;
+            first..first + self.flash_per_host
+        }
+    }
+
+    /// The host pages sharing flash page `lfp` (when host pages are smaller).
+    fn host_pages_of(&self, lfp: u64) -> std::ops::Range<u64> {
+        let first = lfp * self.host_per_flash;
+        first..(first + self.host_per_flash).min(self.capacity)
+    }
+}
+
+impl PageDevice for FlashSim {
+    fn page_size(&self) -> usize {
+        self.host_page_size
+    }
+
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
+        check_batch(pages, buf.len(), self.host_page_size, self.capacity)?;
+        let start = Instant::now();
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        let t0 = inner.timeline.begin();
+        let mut read_lfps = HashSet::new();
+        for (&h, out) in pages.iter().zip(buf.chunks_exact_mut(self.host_page_size)) {
+            for lfp in self.flash_pages_of(h) {
+                // A flash page shared by several requested host pages is read once.
+                if self.host_per_flash == 1 || read_lfps.insert(lfp) {
+                    inner.ftl.read(lfp, t0, &mut inner.timeline);
+                }
+            }
+            match inner.data.get(&h) {
+                Some(d) => out.copy_from_slice(d),
+                None => out.fill(0),
+            }
+        }
+        inner.timeline.finish();
+        let ns = start.elapsed().as_nanos() as u64;
+        inner.tracker.record_reads(pages, self.host_page_size, ns);
+        Ok(())
+    }
+
+    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
+        check_batch(pages, data.len(), self.host_page_size, self.capacity)?;
+        let start = Instant::now();
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        inner.ftl.check_capacity()?;
+        let t0 = inner.timeline.begin();
+        let result = if self.host_per_flash == 1 {
+            let mut r = Ok(());
+            for (&h, chunk) in pages.iter().zip(data.chunks_exact(self.host_page_size)) {
+                if let Err(e) = self
+                    .flash_pages_of(h)
+                    .try_for_each(|lfp| inner.ftl.write(lfp, t0, &mut inner.timeline).map(drop))
+                {
+                    r = Err(e);
+                    break;
+                }
+                inner.data.insert(h, chunk.into());
+            }
+            r
+        } else {
+            self.write_shared(inner, pages, data, t0)
+        };
+        inner.timeline.finish();
+        let ns = start.elapsed().as_nanos() as u64;
+        inner.tracker.record_writes(pages, self.host_page_size, ns);
+        result
+    }
+
+    fn sync(&self) -> Result<()> {
+        // Programs complete before a batch returns: nothing is volatile.
+        self.lock().tracker.record_sync(0);
+        Ok(())
+    }
+
+    fn trim(&self, pages: &[PageId]) -> Result<()> {
+        check_batch(pages, 0, 0, self.capacity)?;
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        for &h in pages {
+            inner.data.remove(&h);
+            for lfp in self.flash_pages_of(h) {
+                let unused = self.host_per_flash == 1
+                    || self
+                        .host_pages_of(lfp)
+                        .all(|other| !inner.data.contains_key(&other));
+                if unused {
+                    inner.ftl.trim(lfp);
+                }
+            }
+        }
+        inner.tracker.record_trim(pages.len());
+        Ok(())
+    }
+
+    fn stats(&self) -> DeviceStats {
+        let inner = self.lock();
+        let c = inner.ftl.counters;
+        let b = inner.base;
+        let host = c.host_programs - b.host_programs;
+        let programs = c.programs - b.programs;
+        let (erase_count_min, erase_count_mean, erase_count_max) = inner.ftl.erase_spread();
+        DeviceStats {
+            io: inner.tracker.counters(),
+            sim: Some(SimCounters {
+                nand_reads: c.reads - b.reads,
+                nand_programs: programs,
+                nand_erases: c.erases - b.erases,
+                gc_copies: c.gc_copies - b.gc_copies,
+                gc_runs: c.gc_runs - b.gc_runs,
+                retired_blocks: inner.ftl.retired_blocks(),
+                device_write_amplification: if host == 0 {
+                    0.0
+                } else {
+                    programs as f64 / host as f64
+                },
+                erase_count_min,
+                erase_count_mean,
+                erase_count_max,
+                sim_time_ns: inner.timeline.now() - inner.time_base,
+            }),
+        }
+    }
+
+    fn reset_stats(&self) {
+        let mut inner = self.lock();
+        inner.tracker.reset();
+        inner.base = inner.ftl.counters;
+        inner.time_base = inner.timeline.now();
+    }
+
+    fn describe(&self) -> String {
+        let c = &self.config;
+        format!(
+            "flashsim: preset={} capacity={} B ({} blocks of {} × {} B pages) planes={} \
+             ({} channels × {} dies × {} planes) op={} gc={} gc_threshold={} wl_threshold={} \
+             erase_limit={} read={}ns program={}ns erase={}ns transfer={}ns/B; \
+             host page {} B, {} host pages",
+            c.preset,
+            c.capacity,
+            c.blocks(),
+            c.pages_per_block,
+            c.flash_page_size,
+            c.planes(),
+            c.channels,
+            c.dies_per_channel,
+            c.planes_per_die,
+            c.over_provisioning,
+            c.gc_policy.name(),
+            c.gc_threshold,
+            c.wear_leveling_threshold,
+            c.erase_limit,
+            c.read_ns,
+            c.program_ns,
+            c.erase_ns,
+            c.transfer_ns_per_byte,
+            self.host_page_size,
+            self.capacity
+        )
+    }
+}
+
+impl FlashSim {
+    /// Writes host pages smaller than a flash page: one (read-modify-)write per
+    /// distinct flash page of the batch, in order of first appearance.
+    fn write_shared(
+        &self,
+        inner: &mut Inner,
+        pages: &[PageId],
+        data: &[u8],
+        t0: u64,
+    ) -> Result<()> {
+        let mut order: Vec<u64> = Vec::new();
+        let mut members: HashMap<u64, Vec<(PageId, usize)>> = HashMap::new();
+        for (i, &h) in pages.iter().enumerate() {
+            let lfp = h / self.host_per_flash;
+            let list = members.entry(lfp).or_default();
+            if list.is_empty() {
+                order.push(lfp);
+            }
+            list.push((h, i));
+        }
+        for lfp in order {
+            let Some(list) = members.get(&lfp) else {
+                continue;
+            };
+            let covered: HashSet<PageId> = list.iter().map(|&(h, _)| h).collect();
+            let whole = self.host_pages_of(lfp).all(|h| covered.contains(&h));
+            let ready = if whole {
+                t0
+            } else {
+                // Read-modify-write: the rest of the flash page comes from NAND.
+                inner.ftl.read(lfp, t0, &mut inner.timeline)
+            };
+            inner.ftl.write(lfp, ready, &mut inner.timeline)?;
+            for &(h, i) in list {
+                let off = i * self.host_page_size;
+                if let Some(chunk) = data.get(off..off + self.host_page_size) {
+                    inner.data.insert(h, chunk.into());
+                }
+            }
+        }
+        Ok(())
+    }
+}
