@@ -436,3 +436,79 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn merged_span_crossing_the_end_of_file_reads_zeros_after_it() {
+    for (direct, engine) in CONFIGS {
+        let ps = 4096;
+        let dir = test_dir();
+        let Some(d) = open_or_skip(&dir.path().join("f"), ps, opts(direct, engine, 0)) else {
+            continue;
+        };
+        d.write(10, &pattern(10, 3, ps)).unwrap();
+        // Pages 9..=12 form one I/O; the file ends after page 10.
+        let mut buf = vec![0x77u8; 4 * ps];
+        d.read_batch(&[9, 10, 11, 12], &mut buf).unwrap();
+        assert!(buf[..ps].iter().all(|&b| b == 0));
+        assert_eq!(&buf[ps..2 * ps], pattern(10, 3, ps));
+        assert!(buf[2 * ps..].iter().all(|&b| b == 0));
+    }
+}
+
+#[test]
+fn trim_without_hole_punching_writes_zeros() {
+    for (direct, engine) in CONFIGS {
+        let ps = 512;
+        let dir = test_dir();
+        let Some(d) = open_or_skip(&dir.path().join("f"), ps, opts(direct, engine, 0)) else {
+            continue;
+        };
+        d.punch_hole_works.store(false, Ordering::Relaxed);
+        let pages: Vec<PageId> = (0..3000).collect();
+        let data: Vec<u8> = pages.iter().flat_map(|&p| pattern(p, 1, ps)).collect();
+        d.write_batch(&pages, &data).unwrap();
+        // A run longer than one zero buffer (1 MiB = 2048 pages) and a single page.
+        let trimmed: Vec<PageId> = (100..2900).chain([2950]).collect();
+        d.trim(&trimmed).unwrap();
+        let mut buf = vec![1u8; pages.len() * ps];
+        d.read_batch(&pages, &mut buf).unwrap();
+        for &p in &pages {
+            let got = &buf[p as usize * ps..(p as usize + 1) * ps];
+            if (100..2900).contains(&p) || p == 2950 {
+                assert!(got.iter().all(|&b| b == 0), "page {p} not trimmed");
+            } else {
+                assert_eq!(got, pattern(p, 1, ps), "page {p}");
+            }
+        }
+        assert_eq!(d.stats().io.pages_trimmed, trimmed.len() as u64);
+    }
+}
+
+#[test]
+fn os_errors_name_the_path_and_the_page() {
+    // A page far beyond the largest file ext4 (or most filesystems) allows:
+    // the write fails in the kernel with EFBIG.
+    let ps = 4096;
+    let far: PageId = 1 << 40; // offset 2^52 bytes
+    for (direct, engine) in CONFIGS {
+        let dir = test_dir();
+        let path = dir.path().join("f");
+        let Some(d) = open_or_skip(&path, ps, opts(direct, engine, far + 1)) else {
+            continue;
+        };
+        let buf = d.alloc_buf(1).unwrap();
+        match d.write(far, &buf) {
+            Err(Error::Io {
+                path: p,
+                page,
+                source,
+            }) => {
+                assert_eq!(p, path);
+                assert_eq!(page, Some(far));
+                eprintln!("{engine} direct={direct}: {source}");
+            }
+            Ok(()) => eprintln!("filesystem accepted a write at 2^52 bytes; nothing to check"),
+            Err(e) => panic!("unexpected error {e}"),
+        }
+    }
+}
