@@ -45,6 +45,11 @@ pub const RING_ENTRIES: u32 = 256;
 /// Largest single I/O built by merging consecutive pages of a batch.
 const MAX_SPAN_BYTES: usize = 1 << 20;
 
+/// Idle io_uring instances kept for reuse. A caller that finds none idle
+/// (another thread is using it) creates its own, so concurrent batches do not
+/// wait for each other.
+const MAX_IDLE_RINGS: usize = 4;
+
 /// Largest bounce buffer kept for reuse (larger ones are freed after use).
 const MAX_POOLED_BYTES: usize = 16 << 20;
 
@@ -129,8 +134,10 @@ pub struct FileDevice {
     page_size: usize,
     capacity: u64,
     direct: bool,
-    /// `Some` while io_uring is in use; dropped for good if the ring fails.
-    ring: Option<Mutex<Option<Ring>>>,
+    /// True while io_uring is in use; cleared for good if a ring fails.
+    uring: AtomicBool,
+    /// Idle rings (taken by a batch, returned after it).
+    rings: Mutex<Vec<Ring>>,
     bounce: Mutex<Vec<AlignedBuf>>,
     tracker: Mutex<IoTracker>,
     punch_hole_works: AtomicBool,
@@ -200,7 +207,8 @@ impl FileDevice {
             page_size,
             capacity,
             direct: opts.direct,
-            ring: None,
+            uring: AtomicBool::new(false),
+            rings: Mutex::new(Vec::new()),
             bounce: Mutex::new(Vec::new()),
             tracker: Mutex::new(IoTracker::default()),
             punch_hole_works: AtomicBool::new(true),
@@ -216,16 +224,21 @@ impl FileDevice {
                         format!("io_uring requested but unavailable: {e}"),
                     ),
                 })?;
-                dev.ring = Some(Mutex::new(Some(ring)));
+                dev.enable_uring(ring);
             }
             IoEngine::Auto => match dev.probe_uring() {
-                Ok(ring) => dev.ring = Some(Mutex::new(Some(ring))),
+                Ok(ring) => dev.enable_uring(ring),
                 Err(e) => {
                     tracing::info!(path = %path.display(), error = %e, "io_uring unavailable, using psync");
                 }
             },
         }
         Ok(dev)
+    }
+
+    fn enable_uring(&mut self, ring: Ring) {
+        self.uring.store(true, Ordering::Relaxed);
+        lock(&self.rings).push(ring);
     }
 
     /// Creates a ring and reads page 0 through it.
@@ -249,9 +262,10 @@ impl FileDevice {
 
     /// The engine actually in use: [`IoEngine::Uring`] or [`IoEngine::Psync`].
     pub fn engine(&self) -> IoEngine {
-        match &self.ring {
-            Some(m) if lock(m).is_some() => IoEngine::Uring,
-            _ => IoEngine::Psync,
+        if self.uring.load(Ordering::Relaxed) {
+            IoEngine::Uring
+        } else {
+            IoEngine::Psync
         }
     }
 
@@ -442,24 +456,42 @@ impl FileDevice {
         Ok(())
     }
 
-    /// Runs `f` on the ring if io_uring is in use; `Ok(None)` means "use psync".
-    /// A ring that fails as a whole is dropped (with a warning) and the
-    /// device continues with psync.
+    /// Runs `f` on a ring if io_uring is in use; `Ok(None)` means "use psync".
+    /// Takes an idle ring or creates one (so concurrent batches run in
+    /// parallel). A ring that fails as a whole switches the device to psync
+    /// for good (with a warning).
     fn with_ring(
         &self,
         f: impl FnOnce(&mut Ring, &mut Vec<io::Result<usize>>) -> io::Result<()>,
     ) -> Result<Option<Vec<io::Result<usize>>>> {
-        let Some(m) = &self.ring else { return Ok(None) };
-        let mut guard = lock(m);
-        let Some(ring) = guard.as_mut() else {
+        if !self.uring.load(Ordering::Relaxed) {
             return Ok(None);
+        }
+        let idle = lock(&self.rings).pop();
+        let mut ring = match idle {
+            Some(r) => r,
+            None => match Ring::new(RING_ENTRIES) {
+                Ok(r) => r,
+                Err(e) => {
+                    // Out of rings (memory lock limit, ...): this batch uses psync.
+                    tracing::debug!(error = %e, "no extra io_uring instance; batch uses psync");
+                    return Ok(None);
+                }
+            },
         };
         let mut out = Vec::new();
-        match f(ring, &mut out) {
-            Ok(()) => Ok(Some(out)),
+        match f(&mut ring, &mut out) {
+            Ok(()) => {
+                let mut idle = lock(&self.rings);
+                if idle.len() < MAX_IDLE_RINGS {
+                    idle.push(ring);
+                }
+                Ok(Some(out))
+            }
             Err(e) => {
                 tracing::warn!(path = %self.path.display(), error = %e, "io_uring failed; continuing with psync");
-                *guard = None;
+                self.uring.store(false, Ordering::Relaxed);
+                lock(&self.rings).clear();
                 Ok(None)
             }
         }
