@@ -30,6 +30,12 @@
 //! inconsistent with the header. Deleted pages are reused only after the
 //! checkpoint that records their deletion ([`PageAllocator`]).
 //!
+//! Errors: the first failed device write or sync (an I/O error, a full
+//! device) is sticky: the store refuses every later change with an error
+//! naming the first failure, keeps answering `get` from its buffer (the
+//! nodes that could not be written stay there), and can be reopened from its
+//! last checkpoint.
+//!
 //! Concurrency: `get(&self)` is safe from many threads. The buffer sits
 //! behind one mutex; device reads on a miss happen outside it, and write-back
 //! of dirty victims happens under it (so no reader can see a stale page).
@@ -92,6 +98,17 @@ struct Inner {
     cache: Cache<Slot>,
     in_op: bool,
     stats: StoreStats,
+    /// The first failed device write or sync: the store takes no more changes.
+    failure: Option<Failure>,
+}
+
+/// Why the store stopped taking changes (sticky, as redb's `CheckedBackend`).
+#[derive(Debug, Clone)]
+enum Failure {
+    /// The device was full.
+    Full(String),
+    /// Any other write or sync failure.
+    Io(String),
 }
 
 /// The disk-based node store (nodes in place, optional buffer). See the module documentation.
@@ -121,13 +138,24 @@ impl std::fmt::Debug for PlainStore {
 }
 
 impl PlainStore {
-    /// Formats `device` as an empty store (writes and syncs page 0).
+    /// Formats `device` as an empty store (writes and syncs page 0),
+    /// overwriting whatever the device held.
     pub fn create(device: Arc<dyn PageDevice>, config: PlainConfig) -> Result<Self> {
         let alloc = PageAllocator::new(1, device.capacity())?;
         let store = Self::assemble(device, config, alloc, TreeMeta::default(), Vec::new(), 0)?;
         store.write_header()?;
         store.device.sync()?;
         Ok(store)
+    }
+
+    /// An empty store on a fresh [`MemDevice`](crate::storage::mem::MemDevice)
+    /// of `page_size`-byte pages (for tests and `mem:` indexes).
+    pub fn create_in_memory(page_size: usize, config: PlainConfig) -> Result<Self> {
+        let device = crate::storage::mem::MemDevice::new(
+            page_size,
+            crate::storage::mem::MemDevice::DEFAULT_CAPACITY,
+        )?;
+        Self::create(Arc::new(device), config)
     }
 
     /// Opens a store formatted by [`create`](Self::create): reads page 0 and
@@ -243,6 +271,7 @@ impl PlainStore {
                 cache: Cache::new(config.policy, config.buffer_bytes),
                 in_op: false,
                 stats: StoreStats::default(),
+                failure: None,
             }),
         })
     }
@@ -305,6 +334,27 @@ impl PlainStore {
     /// Number of buffered nodes that are not yet on the device.
     pub fn dirty_nodes(&self) -> usize {
         self.lock().cache.iter().filter(|(_, s)| s.dirty).count()
+    }
+
+    /// An error if an earlier write or sync failed: the store then takes no
+    /// more changes (its buffer still answers `get`); reopen it from its last
+    /// checkpoint.
+    fn check_usable(&self) -> Result<()> {
+        let failure = self.lock().failure.clone();
+        match failure {
+            None => Ok(()),
+            Some(Failure::Full(msg)) => Err(Error::DeviceFull(format!(
+                "the store takes no more changes after an earlier write failed: {msg}"
+            ))),
+            Some(Failure::Io(msg)) => Err(Error::Io {
+                path: self.device.describe().into(),
+                page: None,
+                source: std::io::Error::other(format!(
+                    "the store takes no more changes after an earlier write or sync failed \
+                     (reopen it from its last checkpoint): {msg}"
+                )),
+            }),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -393,7 +443,9 @@ impl PlainStore {
             page::encode_node(node, self.lsn, self.config.with_payload, chunk)?;
         }
         let ids: Vec<PageId> = nodes.iter().map(|(id, _)| *id).collect();
-        self.device.write_batch(&ids, &data)?;
+        self.device
+            .write_batch(&ids, &data)
+            .map_err(|e| note_failure(inner, e))?;
         let n = nodes.len() as u64;
         inner.stats.node_writes += n;
         inner.stats.flushes += 1;
@@ -490,6 +542,17 @@ impl PlainStore {
     }
 }
 
+/// Records the first device write or sync failure and passes the error on.
+fn note_failure(inner: &mut Inner, e: Error) -> Error {
+    if inner.failure.is_none() {
+        inner.failure = Some(match &e {
+            Error::DeviceFull(_) => Failure::Full(e.to_string()),
+            _ => Failure::Io(e.to_string()),
+        });
+    }
+    e
+}
+
 fn meta_of(node: &Node) -> EntryMeta {
     EntryMeta {
         height: node.level,
@@ -554,14 +617,19 @@ impl NodeStore for PlainStore {
             };
             inner.cache.insert_pinned(id, slot, m);
             note_peak(&mut inner);
-            if !inner.in_op {
-                self.evict(&mut inner)?;
+            if !inner.in_op && inner.failure.is_none() {
+                // A failed write-back is recorded (sticky) and reported by the
+                // next change; the reader still gets its node.
+                if let Err(e) = self.evict(&mut inner) {
+                    tracing::warn!("plain store: write-back during a read failed: {e}");
+                }
             }
         }
         Ok(node)
     }
 
     fn begin_op(&mut self) -> Result<OpId> {
+        self.check_usable()?;
         if let Some(op) = self.current_op {
             return Err(Error::invalid(format!(
                 "operation {op} is still running: commit it before beginning another"
@@ -575,6 +643,7 @@ impl NodeStore for PlainStore {
     }
 
     fn create(&mut self, level: u16, mut entries: Vec<Entry>) -> Result<PageId> {
+        self.check_usable()?;
         entries.sort_by_key(|e| e.key);
         let node = Node { level, entries };
         self.check_node(&node)?;
@@ -586,6 +655,7 @@ impl NodeStore for PlainStore {
     }
 
     fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) -> Result<()> {
+        self.check_usable()?;
         self.check_node_page(id)?;
         let inner = &mut *self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.current(inner, id)?;
@@ -602,6 +672,7 @@ impl NodeStore for PlainStore {
     }
 
     fn delete(&mut self, id: PageId) -> Result<()> {
+        self.check_usable()?;
         self.check_node_page(id)?;
         self.alloc.release(id)?;
         let mut inner = self.lock();
@@ -611,6 +682,7 @@ impl NodeStore for PlainStore {
     }
 
     fn set_meta(&mut self, meta: TreeMeta) -> Result<()> {
+        self.check_usable()?;
         if let Some(root) = meta.root {
             self.check_node_page(root)
                 .map_err(|e| Error::invalid(format!("tree root: {e}")))?;
@@ -634,6 +706,7 @@ impl NodeStore for PlainStore {
             }
         }
         self.current_op = None;
+        self.check_usable()?;
         self.lsn = op;
         let inner = &mut *self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.in_op = false;
@@ -646,6 +719,7 @@ impl NodeStore for PlainStore {
     }
 
     fn checkpoint(&mut self) -> Result<()> {
+        self.check_usable()?;
         if let Some(op) = self.current_op {
             return Err(Error::invalid(format!(
                 "checkpoint while operation {op} is running: commit it first"
@@ -665,8 +739,9 @@ impl NodeStore for PlainStore {
             }
             self.evict(inner)?;
         }
-        self.write_header()?;
-        self.device.sync()?;
+        self.write_header()
+            .and_then(|()| self.device.sync())
+            .map_err(|e| note_failure(&mut self.lock(), e))?;
         self.alloc.make_durable();
         Ok(())
     }
@@ -1165,6 +1240,50 @@ mod tests {
         assert_eq!(st.node_gets, 200);
         assert_eq!(st.buffer_hits + st.buffer_misses, 200);
         assert!(s.buffered_bytes() <= 8 * node_bytes_for(4));
+    }
+
+    #[test]
+    fn failed_writes_are_sticky_and_keep_the_buffer() {
+        use crate::storage::faulty::{FaultPlan, FaultyDevice};
+        // Write calls: 1 = header at create, 2 = first commit, 3 = second commit (fails).
+        let d: Arc<dyn PageDevice> = Arc::new(FaultyDevice::new(
+            MemDevice::new(512, 64).unwrap(),
+            FaultPlan::none().fail_write(3),
+        ));
+        let mut s = PlainStore::create(d, cfg(0, PolicyKind::Lru, false)).unwrap();
+        let a = leaf(&mut s, &[1]);
+        let op = s.begin_op().unwrap();
+        s.modify(a, 0, &[EntryChange::Upsert(entry(2, 0, false))])
+            .unwrap();
+        assert!(s.commit_op(op).is_err());
+        // The change is still visible; no more changes are taken.
+        assert_eq!(s.get(a).unwrap().entries.len(), 2);
+        assert_eq!(s.dirty_nodes(), 1);
+        let e = s.begin_op().unwrap_err().to_string();
+        assert!(e.contains("earlier"), "{e}");
+        assert!(s.checkpoint().is_err());
+
+        // A full device is reported as such, and sticks too.
+        let d: Arc<dyn PageDevice> = Arc::new(FaultyDevice::new(
+            MemDevice::new(512, 64).unwrap(),
+            FaultPlan::none().full_at_page(3),
+        ));
+        let mut s = PlainStore::create(d, cfg(0, PolicyKind::S2q, false)).unwrap();
+        leaf(&mut s, &[1]);
+        leaf(&mut s, &[2]);
+        let op = s.begin_op().unwrap();
+        s.create(0, vec![entry(3, 0, false)]).unwrap();
+        assert!(matches!(s.commit_op(op), Err(Error::DeviceFull(_))));
+        assert!(matches!(s.begin_op(), Err(Error::DeviceFull(_))));
+        assert_eq!(s.get(3).unwrap().entries[0].key, 3);
+    }
+
+    #[test]
+    fn in_memory_store() {
+        let mut s = PlainStore::create_in_memory(1024, PlainConfig::default()).unwrap();
+        let id = leaf(&mut s, &[4, 2]);
+        assert_eq!(s.get(id).unwrap().entries[0].key, 2);
+        assert!(PlainStore::create_in_memory(1000, PlainConfig::default()).is_err());
     }
 
     // ---------------------------------------------------------------
