@@ -3,7 +3,7 @@
 //! The value is serde-serialisable so a store or a manifest can keep it.
 use serde::{Deserialize, Serialize};
 
-use crate::geom::Rect;
+use crate::geom::HilbertDomain;
 use crate::{Error, Result};
 
 /// Which member of the R-tree family.
@@ -51,7 +51,7 @@ pub struct TreeParams {
     /// of a level during one insertion (0 disables forced reinsertion).
     pub reinsert_percent: u8,
     /// Hilbert R-tree: the domain mapped onto the Hilbert curve (fixed at creation).
-    pub hilbert_domain: Option<Rect>,
+    pub hilbert_domain: Option<HilbertDomain>,
 }
 
 impl TreeParams {
@@ -82,6 +82,17 @@ impl TreeParams {
         Ok(p)
     }
 
+    /// Parameters for pages of `page_size` bytes: M from the page codec
+    /// ([`crate::page::max_entries`]; entries carry a payload in the Hilbert
+    /// R-tree), m = ⌈M/2⌉, verified.
+    pub fn for_page(kind: IndexKind, page_size: usize) -> Result<Self> {
+        let capacity = crate::page::max_entries(page_size, kind == IndexKind::Hilbert);
+        TreeParams::for_capacity(kind, capacity).map_err(|e| match e {
+            Error::InvalidInput(msg) => Error::invalid(format!("page size {page_size} B: {msg}")),
+            other => other,
+        })
+    }
+
     /// This value with split `split`.
     pub fn with_split(mut self, split: SplitKind) -> Self {
         self.split = split;
@@ -101,7 +112,7 @@ impl TreeParams {
     }
 
     /// This value with a Hilbert domain.
-    pub fn with_hilbert_domain(mut self, domain: Rect) -> Self {
+    pub fn with_hilbert_domain(mut self, domain: HilbertDomain) -> Self {
         self.hilbert_domain = Some(domain);
         self
     }
@@ -161,9 +172,10 @@ impl TreeParams {
                 None => return Err(Error::invalid(
                     "a Hilbert R-tree needs a Hilbert domain (the extent mapped onto the curve)",
                 )),
-                Some(d) if !(d.max_x > d.min_x && d.max_y > d.min_y) => {
+                Some(d) if !(d.extent().width() > 0.0 && d.extent().height() > 0.0) => {
                     return Err(Error::invalid(format!(
-                        "the Hilbert domain {d:?} has zero width or height"
+                        "the Hilbert domain {:?} has zero width or height",
+                        d.extent()
                     )))
                 }
                 Some(_) => {}
@@ -185,6 +197,17 @@ mod tests {
         assert_eq!(p.min_entries, 28);
         assert_eq!(TreeParams::new(IndexKind::RStar, 10).reinsert_count(), 3);
         assert_eq!(TreeParams::new(IndexKind::RTree, 10).reinsert_count(), 0);
+    }
+
+    #[test]
+    fn page_sizes_give_the_codec_capacities() {
+        let p = TreeParams::for_page(IndexKind::RStar, 4096).unwrap();
+        assert_eq!(p.max_entries, crate::page::max_entries(4096, false));
+        assert_eq!(p.min_entries, p.max_entries.div_ceil(2));
+        let err = TreeParams::for_page(IndexKind::RTree, 64)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("page size 64"), "{err}");
     }
 
     #[test]
