@@ -1,1 +1,924 @@
-//! The `Stats` record. Placeholder; being written.
+//! The `Stats` record: one per operation batch (a build, a run of queries, a
+//! recovery …), a superset of FESTIval's Execution table (see
+//! `docs/architecture.md`, "Metrics").
+//!
+//! The JSON form is flat: every field is a `snake_case` scalar whose name is a
+//! column of the results table ([`Stats::COLUMNS`] lists them in order,
+//! [`Stats::to_columns`] pairs them with their values). The only
+//! non-scalar fields are [`Stats::node_reads_by_level`] and
+//! [`Stats::node_writes_by_level`], JSON arrays indexed by node level (0 =
+//! leaves), which a results table stores as JSON text.
+//!
+//! Names that are easy to confuse are distinct:
+//! - `device_write_amplification` (from the flash simulator): NAND page
+//!   programs ÷ host flash-page writes, inside the device;
+//! - `build_rewrite_factor`: bytes written to the device during a build ÷ the
+//!   final index bytes (`index_bytes`), what the index and store cost on top
+//!   of writing the index once.
+//!
+//! Time is split three ways — wall-clock (`wall_*`), CPU (`cpu_*`) and
+//! simulated device time (`sim_*`) — and into the phases of [`Phase`]. The
+//! `read_time_ns` / `write_time_ns` / `sync_time_ns` columns come from the
+//! device's own counters (time inside device calls); `wall_read_ns` and
+//! friends are measured by the store or runner around its phases (including
+//! decoding, waiting, retries). `sim_time_ns` is the simulator's total
+//! simulated time for the batch; the `sim_*_ns` phase columns split it.
+use serde::{Deserialize, Serialize};
+
+use crate::storage::{DeviceStats, IoCounters, SimCounters};
+use crate::store::StoreStats;
+use crate::{Error, Result};
+
+/// A phase of work that time is attributed to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Index algorithms: choose-subtree, split, reinsert, condense.
+    Index,
+    /// Filter step of queries (MBR tests while traversing).
+    Filter,
+    /// Refinement step of queries (exact geometry tests).
+    Refinement,
+    /// Reading node pages.
+    Read,
+    /// Writing node pages.
+    Write,
+    /// Flushing buffered nodes or modifications.
+    Flush,
+    /// Writing and syncing the modification log.
+    Log,
+    /// Log compaction.
+    Compaction,
+    /// Recovery after a crash or restart.
+    Recovery,
+}
+
+impl Phase {
+    /// Every phase, in column order.
+    pub const ALL: [Phase; 9] = [
+        Phase::Index,
+        Phase::Filter,
+        Phase::Refinement,
+        Phase::Read,
+        Phase::Write,
+        Phase::Flush,
+        Phase::Log,
+        Phase::Compaction,
+        Phase::Recovery,
+    ];
+
+    fn position(self) -> usize {
+        match self {
+            Phase::Index => 0,
+            Phase::Filter => 1,
+            Phase::Refinement => 2,
+            Phase::Read => 3,
+            Phase::Write => 4,
+            Phase::Flush => 5,
+            Phase::Log => 6,
+            Phase::Compaction => 7,
+            Phase::Recovery => 8,
+        }
+    }
+}
+
+/// Which clock a time was measured on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Clock {
+    /// Wall-clock time.
+    Wall,
+    /// CPU time of the process.
+    Cpu,
+    /// Simulated device time (flash or disk simulator).
+    Sim,
+}
+
+macro_rules! phase_times {
+    ($(#[$meta:meta])* $name:ident, $clock:literal,
+     [$index:ident, $filter:ident, $refinement:ident, $read:ident, $write:ident,
+      $flush:ident, $log:ident, $compaction:ident, $recovery:ident]) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct $name {
+            #[doc = concat!("Nanoseconds of ", $clock, " time in the index algorithms.")]
+            pub $index: u64,
+            #[doc = concat!("Nanoseconds of ", $clock, " time in the filter step of queries.")]
+            pub $filter: u64,
+            #[doc = concat!("Nanoseconds of ", $clock, " time in the refinement step of queries.")]
+            pub $refinement: u64,
+            #[doc = concat!("Nanoseconds of ", $clock, " time reading node pages.")]
+            pub $read: u64,
+            #[doc = concat!("Nanoseconds of ", $clock, " time writing node pages.")]
+            pub $write: u64,
+            #[doc = concat!("Nanoseconds of ", $clock, " time flushing buffers.")]
+            pub $flush: u64,
+            #[doc = concat!("Nanoseconds of ", $clock, " time writing and syncing the log.")]
+            pub $log: u64,
+            #[doc = concat!("Nanoseconds of ", $clock, " time compacting the log.")]
+            pub $compaction: u64,
+            #[doc = concat!("Nanoseconds of ", $clock, " time in recovery.")]
+            pub $recovery: u64,
+        }
+
+        impl $name {
+            fn slot(&mut self, phase: Phase) -> &mut u64 {
+                match phase {
+                    Phase::Index => &mut self.$index,
+                    Phase::Filter => &mut self.$filter,
+                    Phase::Refinement => &mut self.$refinement,
+                    Phase::Read => &mut self.$read,
+                    Phase::Write => &mut self.$write,
+                    Phase::Flush => &mut self.$flush,
+                    Phase::Log => &mut self.$log,
+                    Phase::Compaction => &mut self.$compaction,
+                    Phase::Recovery => &mut self.$recovery,
+                }
+            }
+
+            /// The times in [`Phase::ALL`] order.
+            pub fn to_array(&self) -> [u64; 9] {
+                [
+                    self.$index,
+                    self.$filter,
+                    self.$refinement,
+                    self.$read,
+                    self.$write,
+                    self.$flush,
+                    self.$log,
+                    self.$compaction,
+                    self.$recovery,
+                ]
+            }
+
+            fn add(&mut self, other: &$name) {
+                for phase in Phase::ALL {
+                    let v = other.to_array()[phase.position()];
+                    let s = self.slot(phase);
+                    *s = s.saturating_add(v);
+                }
+            }
+        }
+    };
+}
+
+phase_times!(
+    /// Wall-clock time by phase (flattened into [`Stats`] as `wall_*_ns`).
+    WallTimes,
+    "wall-clock",
+    [
+        wall_index_ns,
+        wall_filter_ns,
+        wall_refinement_ns,
+        wall_read_ns,
+        wall_write_ns,
+        wall_flush_ns,
+        wall_log_ns,
+        wall_compaction_ns,
+        wall_recovery_ns
+    ]
+);
+
+phase_times!(
+    /// CPU time by phase (flattened into [`Stats`] as `cpu_*_ns`).
+    CpuTimes,
+    "CPU",
+    [
+        cpu_index_ns,
+        cpu_filter_ns,
+        cpu_refinement_ns,
+        cpu_read_ns,
+        cpu_write_ns,
+        cpu_flush_ns,
+        cpu_log_ns,
+        cpu_compaction_ns,
+        cpu_recovery_ns
+    ]
+);
+
+phase_times!(
+    /// Simulated device time by phase (flattened into [`Stats`] as `sim_*_ns`).
+    SimTimes,
+    "simulated device",
+    [
+        sim_index_ns,
+        sim_filter_ns,
+        sim_refinement_ns,
+        sim_read_ns,
+        sim_write_ns,
+        sim_flush_ns,
+        sim_log_ns,
+        sim_compaction_ns,
+        sim_recovery_ns
+    ]
+);
+
+/// The metrics of one operation batch. See the module documentation for the
+/// column conventions. Every counter is a delta over the batch except where a
+/// field says it is a snapshot or a peak.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Name of the batch: the operation (`build`, `insert`, `range_query`,
+    /// `knn`, `recover` …), possibly with a suffix chosen by the runner.
+    pub label: String,
+    /// User operations in the batch (inserts, deletes, queries …).
+    pub operations: u64,
+
+    /// Total wall-clock nanoseconds of the batch.
+    pub wall_time_ns: u64,
+    /// Total CPU nanoseconds of the batch.
+    pub cpu_time_ns: u64,
+    /// Wall-clock time by phase.
+    #[serde(flatten)]
+    pub wall: WallTimes,
+    /// CPU time by phase.
+    #[serde(flatten)]
+    pub cpu: CpuTimes,
+    /// Simulated device time by phase (total in `sim_time_ns`).
+    #[serde(flatten)]
+    pub sim_phases: SimTimes,
+
+    /// Node pages read from the device, by node level (index 0 = leaves).
+    pub node_reads_by_level: Vec<u64>,
+    /// Node pages written to the device, by node level (index 0 = leaves).
+    pub node_writes_by_level: Vec<u64>,
+    /// Node pages read from the device (all levels).
+    pub node_reads: u64,
+    /// Node pages written to the device (all levels).
+    pub node_writes: u64,
+    /// Nodes requested from the store (`NodeStore::get`).
+    pub node_gets: u64,
+
+    /// True when the device is simulated (the NAND columns are meaningful).
+    pub device_simulated: bool,
+    /// Host-side device counters: pages and bytes read and written, batches,
+    /// sequential/random accesses, syncs, trims, time inside device calls.
+    #[serde(flatten)]
+    pub io: IoCounters,
+    /// NAND counters of the flash simulator (zeros on real devices). The
+    /// erase-count columns are snapshots at the end of the batch.
+    #[serde(flatten)]
+    pub sim: SimCounters,
+
+    /// Bytes of the index at the end of the batch (pages in use × page size),
+    /// the denominator of `build_rewrite_factor`; 0 when not measured.
+    pub index_bytes: u64,
+    /// Bytes written to the device during the batch ÷ `index_bytes` (0 when
+    /// `index_bytes` is 0). Meaningful for builds.
+    pub build_rewrite_factor: f64,
+
+    /// Node requests answered from memory.
+    pub buffer_hits: u64,
+    /// Node requests that read the device.
+    pub buffer_misses: u64,
+    /// Flush events.
+    pub flushes: u64,
+    /// Nodes written by flushes.
+    pub flushed_nodes: u64,
+    /// Nodes written by flushes although unmodified (FAST's and eFIND's
+    /// flushing units may include them).
+    pub unmodified_nodes_flushed: u64,
+    /// Nodes created.
+    pub nodes_created: u64,
+    /// Nodes deleted.
+    pub nodes_deleted: u64,
+    /// Operations committed by the store.
+    pub ops_committed: u64,
+
+    /// Node splits.
+    pub splits: u64,
+    /// Entries reinserted (R*-tree forced reinsertion, condense-tree).
+    pub reinsertions: u64,
+    /// Node merges (underflow handling).
+    pub merges: u64,
+
+    /// Query candidates: objects whose MBR passed the filter step.
+    pub query_candidates: u64,
+    /// Query results: objects reported (after refinement when it runs).
+    pub query_results: u64,
+
+    /// Bytes appended to the modification log.
+    pub log_bytes: u64,
+    /// Records appended to the modification log.
+    pub log_records: u64,
+
+    /// Peak bytes of buffer memory (shared accounting function), a peak, not a sum.
+    pub peak_buffer_bytes: u64,
+}
+
+fn add_levels(into: &mut Vec<u64>, from: &[u64]) {
+    if into.len() < from.len() {
+        into.resize(from.len(), 0);
+    }
+    for (a, b) in into.iter_mut().zip(from) {
+        *a = a.saturating_add(*b);
+    }
+}
+
+fn add_io(a: &mut IoCounters, b: &IoCounters) {
+    let IoCounters {
+        pages_read,
+        pages_written,
+        bytes_read,
+        bytes_written,
+        read_batches,
+        write_batches,
+        sequential_reads,
+        random_reads,
+        sequential_writes,
+        random_writes,
+        syncs,
+        pages_trimmed,
+        read_time_ns,
+        write_time_ns,
+        sync_time_ns,
+    } = *b;
+    a.pages_read = a.pages_read.saturating_add(pages_read);
+    a.pages_written = a.pages_written.saturating_add(pages_written);
+    a.bytes_read = a.bytes_read.saturating_add(bytes_read);
+    a.bytes_written = a.bytes_written.saturating_add(bytes_written);
+    a.read_batches = a.read_batches.saturating_add(read_batches);
+    a.write_batches = a.write_batches.saturating_add(write_batches);
+    a.sequential_reads = a.sequential_reads.saturating_add(sequential_reads);
+    a.random_reads = a.random_reads.saturating_add(random_reads);
+    a.sequential_writes = a.sequential_writes.saturating_add(sequential_writes);
+    a.random_writes = a.random_writes.saturating_add(random_writes);
+    a.syncs = a.syncs.saturating_add(syncs);
+    a.pages_trimmed = a.pages_trimmed.saturating_add(pages_trimmed);
+    a.read_time_ns = a.read_time_ns.saturating_add(read_time_ns);
+    a.write_time_ns = a.write_time_ns.saturating_add(write_time_ns);
+    a.sync_time_ns = a.sync_time_ns.saturating_add(sync_time_ns);
+}
+
+/// Host flash-page writes behind a simulator record: NAND programs ÷ write amplification.
+fn host_flash_writes(s: &SimCounters) -> f64 {
+    if s.device_write_amplification > 0.0 && s.device_write_amplification.is_finite() {
+        s.nand_programs as f64 / s.device_write_amplification
+    } else {
+        0.0
+    }
+}
+
+/// Sums `b` into `a`. Write amplification is recombined from the NAND
+/// programs and host writes of both; the erase-count snapshot is `b`'s (the
+/// later batch) when `b` has one.
+fn add_sim(a: &mut SimCounters, b: &SimCounters) {
+    let SimCounters {
+        nand_reads,
+        nand_programs,
+        nand_erases,
+        gc_copies,
+        gc_runs,
+        retired_blocks,
+        device_write_amplification: _,
+        erase_count_min,
+        erase_count_mean,
+        erase_count_max,
+        sim_time_ns,
+    } = *b;
+    let host = host_flash_writes(a) + host_flash_writes(b);
+    a.nand_reads = a.nand_reads.saturating_add(nand_reads);
+    a.nand_programs = a.nand_programs.saturating_add(nand_programs);
+    a.nand_erases = a.nand_erases.saturating_add(nand_erases);
+    a.gc_copies = a.gc_copies.saturating_add(gc_copies);
+    a.gc_runs = a.gc_runs.saturating_add(gc_runs);
+    a.retired_blocks = a.retired_blocks.saturating_add(retired_blocks);
+    a.sim_time_ns = a.sim_time_ns.saturating_add(sim_time_ns);
+    a.device_write_amplification = if host > 0.0 {
+        a.nand_programs as f64 / host
+    } else {
+        0.0
+    };
+    if erase_count_max > 0 || erase_count_mean > 0.0 {
+        a.erase_count_min = erase_count_min;
+        a.erase_count_mean = erase_count_mean;
+        a.erase_count_max = erase_count_max;
+    }
+}
+
+impl Stats {
+    /// Column names of the flat JSON form, in serialization order.
+    pub const COLUMNS: &'static [&'static str] = &[
+        "label",
+        "operations",
+        "wall_time_ns",
+        "cpu_time_ns",
+        "wall_index_ns",
+        "wall_filter_ns",
+        "wall_refinement_ns",
+        "wall_read_ns",
+        "wall_write_ns",
+        "wall_flush_ns",
+        "wall_log_ns",
+        "wall_compaction_ns",
+        "wall_recovery_ns",
+        "cpu_index_ns",
+        "cpu_filter_ns",
+        "cpu_refinement_ns",
+        "cpu_read_ns",
+        "cpu_write_ns",
+        "cpu_flush_ns",
+        "cpu_log_ns",
+        "cpu_compaction_ns",
+        "cpu_recovery_ns",
+        "sim_index_ns",
+        "sim_filter_ns",
+        "sim_refinement_ns",
+        "sim_read_ns",
+        "sim_write_ns",
+        "sim_flush_ns",
+        "sim_log_ns",
+        "sim_compaction_ns",
+        "sim_recovery_ns",
+        "node_reads_by_level",
+        "node_writes_by_level",
+        "node_reads",
+        "node_writes",
+        "node_gets",
+        "device_simulated",
+        "pages_read",
+        "pages_written",
+        "bytes_read",
+        "bytes_written",
+        "read_batches",
+        "write_batches",
+        "sequential_reads",
+        "random_reads",
+        "sequential_writes",
+        "random_writes",
+        "syncs",
+        "pages_trimmed",
+        "read_time_ns",
+        "write_time_ns",
+        "sync_time_ns",
+        "nand_reads",
+        "nand_programs",
+        "nand_erases",
+        "gc_copies",
+        "gc_runs",
+        "retired_blocks",
+        "device_write_amplification",
+        "erase_count_min",
+        "erase_count_mean",
+        "erase_count_max",
+        "sim_time_ns",
+        "index_bytes",
+        "build_rewrite_factor",
+        "buffer_hits",
+        "buffer_misses",
+        "flushes",
+        "flushed_nodes",
+        "unmodified_nodes_flushed",
+        "nodes_created",
+        "nodes_deleted",
+        "ops_committed",
+        "splits",
+        "reinsertions",
+        "merges",
+        "query_candidates",
+        "query_results",
+        "log_bytes",
+        "log_records",
+        "peak_buffer_bytes",
+    ];
+
+    /// An empty record named `label`.
+    pub fn new(label: impl Into<String>) -> Stats {
+        Stats {
+            label: label.into(),
+            ..Stats::default()
+        }
+    }
+
+    /// A record holding a device's counters (host I/O and, for simulators, NAND).
+    pub fn from_device(device: &DeviceStats) -> Stats {
+        let mut s = Stats::default();
+        s.set_device(device);
+        s
+    }
+
+    /// Replaces the device columns with `device`'s counters.
+    pub fn set_device(&mut self, device: &DeviceStats) {
+        self.io = device.io;
+        self.device_simulated = device.sim.is_some();
+        self.sim = device.sim.unwrap_or_default();
+    }
+
+    /// Adds a store's counters (node traffic, buffer hits and misses, flushes,
+    /// created and deleted nodes, committed operations); the buffer peak is
+    /// the larger of the two.
+    pub fn absorb_store(&mut self, store: &StoreStats) {
+        let StoreStats {
+            node_gets,
+            buffer_hits,
+            buffer_misses,
+            node_reads,
+            node_writes,
+            nodes_created,
+            nodes_deleted,
+            flushes,
+            flushed_nodes,
+            ops_committed,
+            peak_buffer_bytes,
+            ..
+        } = *store;
+        self.node_gets = self.node_gets.saturating_add(node_gets);
+        self.buffer_hits = self.buffer_hits.saturating_add(buffer_hits);
+        self.buffer_misses = self.buffer_misses.saturating_add(buffer_misses);
+        self.node_reads = self.node_reads.saturating_add(node_reads);
+        self.node_writes = self.node_writes.saturating_add(node_writes);
+        self.nodes_created = self.nodes_created.saturating_add(nodes_created);
+        self.nodes_deleted = self.nodes_deleted.saturating_add(nodes_deleted);
+        self.flushes = self.flushes.saturating_add(flushes);
+        self.flushed_nodes = self.flushed_nodes.saturating_add(flushed_nodes);
+        self.ops_committed = self.ops_committed.saturating_add(ops_committed);
+        self.peak_buffer_bytes = self.peak_buffer_bytes.max(peak_buffer_bytes);
+    }
+
+    /// Adds `ns` nanoseconds measured on `clock` to `phase`.
+    pub fn add_time(&mut self, clock: Clock, phase: Phase, ns: u64) {
+        let slot = match clock {
+            Clock::Wall => self.wall.slot(phase),
+            Clock::Cpu => self.cpu.slot(phase),
+            Clock::Sim => self.sim_phases.slot(phase),
+        };
+        *slot = slot.saturating_add(ns);
+    }
+
+    /// Nanoseconds attributed to `phase` on `clock`.
+    pub fn time(&self, clock: Clock, phase: Phase) -> u64 {
+        let arr = match clock {
+            Clock::Wall => self.wall.to_array(),
+            Clock::Cpu => self.cpu.to_array(),
+            Clock::Sim => self.sim_phases.to_array(),
+        };
+        arr.get(phase.position()).copied().unwrap_or(0)
+    }
+
+    /// Counts a node page read at `level`.
+    pub fn record_node_read(&mut self, level: u16) {
+        self.node_reads = self.node_reads.saturating_add(1);
+        bump_level(&mut self.node_reads_by_level, level);
+    }
+
+    /// Counts a node page written at `level`.
+    pub fn record_node_write(&mut self, level: u16) {
+        self.node_writes = self.node_writes.saturating_add(1);
+        bump_level(&mut self.node_writes_by_level, level);
+    }
+
+    /// Sets `index_bytes` and recomputes `build_rewrite_factor` = bytes
+    /// written ÷ `index_bytes` (0 when `index_bytes` is 0).
+    pub fn set_index_bytes(&mut self, index_bytes: u64) {
+        self.index_bytes = index_bytes;
+        self.build_rewrite_factor = if index_bytes > 0 {
+            self.io.bytes_written as f64 / index_bytes as f64
+        } else {
+            0.0
+        };
+    }
+
+    /// Buffer hit ratio, hits ÷ (hits + misses), 0 without requests.
+    pub fn buffer_hit_ratio(&self) -> f64 {
+        let total = self.buffer_hits.saturating_add(self.buffer_misses);
+        if total == 0 {
+            0.0
+        } else {
+            self.buffer_hits as f64 / total as f64
+        }
+    }
+
+    /// Sums `other` (a later batch) into `self`: counters and times add,
+    /// per-level counts add level by level, peaks take the maximum, the
+    /// device write amplification is recombined from both batches' NAND
+    /// programs and host writes, erase-count snapshots and `index_bytes` are
+    /// the later batch's (when it has them) and `build_rewrite_factor` is
+    /// recomputed. The label stays `self`'s unless it is empty.
+    pub fn merge(&mut self, other: &Stats) {
+        if self.label.is_empty() {
+            self.label.clone_from(&other.label);
+        }
+        self.operations = self.operations.saturating_add(other.operations);
+        self.wall_time_ns = self.wall_time_ns.saturating_add(other.wall_time_ns);
+        self.cpu_time_ns = self.cpu_time_ns.saturating_add(other.cpu_time_ns);
+        self.wall.add(&other.wall);
+        self.cpu.add(&other.cpu);
+        self.sim_phases.add(&other.sim_phases);
+        add_levels(&mut self.node_reads_by_level, &other.node_reads_by_level);
+        add_levels(&mut self.node_writes_by_level, &other.node_writes_by_level);
+        self.node_reads = self.node_reads.saturating_add(other.node_reads);
+        self.node_writes = self.node_writes.saturating_add(other.node_writes);
+        self.node_gets = self.node_gets.saturating_add(other.node_gets);
+        self.device_simulated |= other.device_simulated;
+        add_io(&mut self.io, &other.io);
+        add_sim(&mut self.sim, &other.sim);
+        let index_bytes = if other.index_bytes > 0 {
+            other.index_bytes
+        } else {
+            self.index_bytes
+        };
+        self.set_index_bytes(index_bytes);
+        for (a, b) in [
+            (&mut self.buffer_hits, other.buffer_hits),
+            (&mut self.buffer_misses, other.buffer_misses),
+            (&mut self.flushes, other.flushes),
+            (&mut self.flushed_nodes, other.flushed_nodes),
+            (
+                &mut self.unmodified_nodes_flushed,
+                other.unmodified_nodes_flushed,
+            ),
+            (&mut self.nodes_created, other.nodes_created),
+            (&mut self.nodes_deleted, other.nodes_deleted),
+            (&mut self.ops_committed, other.ops_committed),
+            (&mut self.splits, other.splits),
+            (&mut self.reinsertions, other.reinsertions),
+            (&mut self.merges, other.merges),
+            (&mut self.query_candidates, other.query_candidates),
+            (&mut self.query_results, other.query_results),
+            (&mut self.log_bytes, other.log_bytes),
+            (&mut self.log_records, other.log_records),
+        ] {
+            *a = a.saturating_add(b);
+        }
+        self.peak_buffer_bytes = self.peak_buffer_bytes.max(other.peak_buffer_bytes);
+    }
+
+    /// The record as one line of JSON (the flat form of the module documentation).
+    pub fn to_json(&self) -> Result<String> {
+        serde_json::to_string(&self.sanitized())
+            .map_err(|e| Error::invalid(format!("cannot serialize statistics: {e}")))
+    }
+
+    /// Parses a record written by [`Stats::to_json`]. Missing columns (a
+    /// record written before they existed) are zero; unknown ones are ignored.
+    pub fn from_json(text: &str) -> Result<Stats> {
+        let bad = |e: serde_json::Error| Error::invalid(format!("not a statistics record: {e}"));
+        let given: serde_json::Value = serde_json::from_str(text).map_err(bad)?;
+        let serde_json::Value::Object(given) = given else {
+            return Err(Error::invalid(
+                "not a statistics record: expected a JSON object",
+            ));
+        };
+        let mut full = match serde_json::to_value(Stats::default()).map_err(bad)? {
+            serde_json::Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        };
+        full.extend(given);
+        serde_json::from_value(serde_json::Value::Object(full)).map_err(bad)
+    }
+
+    /// `(column, value)` pairs in [`Stats::COLUMNS`] order, for a results table.
+    pub fn to_columns(&self) -> Vec<(&'static str, serde_json::Value)> {
+        let value = serde_json::to_value(self.sanitized()).unwrap_or(serde_json::Value::Null);
+        Self::COLUMNS
+            .iter()
+            .map(|&name| {
+                (
+                    name,
+                    value.get(name).cloned().unwrap_or(serde_json::Value::Null),
+                )
+            })
+            .collect()
+    }
+
+    /// A copy whose floating-point fields are finite (non-finite values, which
+    /// JSON cannot carry, become 0).
+    fn sanitized(&self) -> Stats {
+        let fix = |v: f64| if v.is_finite() { v } else { 0.0 };
+        let mut s = self.clone();
+        s.build_rewrite_factor = fix(s.build_rewrite_factor);
+        s.sim.device_write_amplification = fix(s.sim.device_write_amplification);
+        s.sim.erase_count_mean = fix(s.sim.erase_count_mean);
+        s
+    }
+}
+
+fn bump_level(levels: &mut Vec<u64>, level: u16) {
+    let i = usize::from(level);
+    if levels.len() <= i {
+        levels.resize(i + 1, 0);
+    }
+    if let Some(v) = levels.get_mut(i) {
+        *v = v.saturating_add(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+    use std::collections::HashSet;
+
+    /// The keys of a JSON object in document order, duplicates kept.
+    struct Keys(Vec<String>);
+
+    impl<'de> Deserialize<'de> for Keys {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Keys, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Keys;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("an object")
+                }
+                fn visit_map<A: MapAccess<'de>>(
+                    self,
+                    mut m: A,
+                ) -> std::result::Result<Keys, A::Error> {
+                    let mut keys = Vec::new();
+                    while let Some(k) = m.next_key::<String>()? {
+                        m.next_value::<IgnoredAny>()?;
+                        keys.push(k);
+                    }
+                    Ok(Keys(keys))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+
+    fn sample() -> Stats {
+        let mut s = Stats::new("build");
+        s.operations = 1000;
+        s.wall_time_ns = 5_000_000;
+        s.cpu_time_ns = 4_000_000;
+        s.add_time(Clock::Wall, Phase::Flush, 300);
+        s.add_time(Clock::Cpu, Phase::Index, 200);
+        s.add_time(Clock::Sim, Phase::Log, 100);
+        s.record_node_read(0);
+        s.record_node_read(2);
+        s.record_node_write(1);
+        s.set_device(&DeviceStats {
+            io: IoCounters {
+                pages_written: 10,
+                bytes_written: 40960,
+                pages_read: 3,
+                ..IoCounters::default()
+            },
+            sim: Some(SimCounters {
+                nand_programs: 15,
+                device_write_amplification: 1.5,
+                erase_count_max: 2,
+                erase_count_mean: 0.5,
+                sim_time_ns: 77,
+                ..SimCounters::default()
+            }),
+        });
+        s.set_index_bytes(8192);
+        s.splits = 4;
+        s.log_bytes = 123;
+        s.peak_buffer_bytes = 4096;
+        s
+    }
+
+    #[test]
+    fn json_keys_unique_snake_case_and_listed() {
+        let json = sample().to_json().unwrap();
+        let Keys(keys) = serde_json::from_str(&json).unwrap();
+        let unique: HashSet<&String> = keys.iter().collect();
+        assert_eq!(unique.len(), keys.len(), "duplicate keys in {keys:?}");
+        for k in &keys {
+            assert!(
+                k.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                    && !k.starts_with('_')
+                    && !k.ends_with('_')
+                    && !k.contains("__"),
+                "{k} is not snake_case"
+            );
+        }
+        assert_eq!(keys, Stats::COLUMNS);
+        // The two easily confused names are both there, distinct.
+        assert!(keys.iter().any(|k| k == "device_write_amplification"));
+        assert!(keys.iter().any(|k| k == "build_rewrite_factor"));
+        // Flat: nothing but scalars, except the per-level arrays.
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        for (k, val) in v.as_object().unwrap() {
+            assert!(!val.is_object(), "{k} is nested");
+            assert_eq!(val.is_array(), k.ends_with("_by_level"), "{k}");
+        }
+    }
+
+    #[test]
+    fn json_round_trip() {
+        let s = sample();
+        let back = Stats::from_json(&s.to_json().unwrap()).unwrap();
+        assert_eq!(back, s);
+        let d = Stats::default();
+        assert_eq!(Stats::from_json(&d.to_json().unwrap()).unwrap(), d);
+        assert!(Stats::from_json("{\"label\": 3}").is_err());
+        assert!(Stats::from_json("[1, 2]").is_err());
+        assert!(Stats::from_json("not json").is_err());
+        // Older records without some columns still load, the columns as zero.
+        let partial = Stats::from_json(r#"{"label":"x","splits":2}"#).unwrap();
+        assert_eq!((partial.label.as_str(), partial.splits), ("x", 2));
+        assert_eq!(partial.io, IoCounters::default());
+        // Non-finite ratios never reach the JSON.
+        let mut n = sample();
+        n.build_rewrite_factor = f64::NAN;
+        let back = Stats::from_json(&n.to_json().unwrap()).unwrap();
+        assert_eq!(back.build_rewrite_factor, 0.0);
+    }
+
+    #[test]
+    fn columns_follow_fields() {
+        let s = sample();
+        let cols = s.to_columns();
+        assert_eq!(cols.len(), Stats::COLUMNS.len());
+        let get = |name: &str| cols.iter().find(|(k, _)| *k == name).unwrap().1.clone();
+        assert_eq!(get("label"), serde_json::json!("build"));
+        assert_eq!(get("wall_flush_ns"), serde_json::json!(300));
+        assert_eq!(get("cpu_index_ns"), serde_json::json!(200));
+        assert_eq!(get("sim_log_ns"), serde_json::json!(100));
+        assert_eq!(get("sim_time_ns"), serde_json::json!(77));
+        assert_eq!(get("node_reads_by_level"), serde_json::json!([1, 0, 1]));
+        assert_eq!(get("build_rewrite_factor"), serde_json::json!(5.0));
+        assert_eq!(get("device_write_amplification"), serde_json::json!(1.5));
+        assert_eq!(get("device_simulated"), serde_json::json!(true));
+    }
+
+    #[test]
+    fn times_by_clock_and_phase() {
+        let mut s = Stats::default();
+        for (i, phase) in Phase::ALL.into_iter().enumerate() {
+            s.add_time(Clock::Wall, phase, i as u64 + 1);
+            s.add_time(Clock::Cpu, phase, 10 * (i as u64 + 1));
+            s.add_time(Clock::Sim, phase, 100 * (i as u64 + 1));
+        }
+        for (i, phase) in Phase::ALL.into_iter().enumerate() {
+            assert_eq!(s.time(Clock::Wall, phase), i as u64 + 1);
+            assert_eq!(s.time(Clock::Cpu, phase), 10 * (i as u64 + 1));
+            assert_eq!(s.time(Clock::Sim, phase), 100 * (i as u64 + 1));
+        }
+        assert_eq!(s.wall.wall_recovery_ns, 9);
+        assert_eq!(s.cpu.cpu_read_ns, 40);
+        assert_eq!(s.sim_phases.sim_filter_ns, 200);
+    }
+
+    #[test]
+    fn device_and_store_helpers() {
+        let real = Stats::from_device(&DeviceStats {
+            io: IoCounters {
+                pages_read: 7,
+                ..IoCounters::default()
+            },
+            sim: None,
+        });
+        assert!(!real.device_simulated);
+        assert_eq!(real.io.pages_read, 7);
+        assert_eq!(real.sim, SimCounters::default());
+        let mut s = Stats::new("q");
+        let st = StoreStats {
+            buffer_hits: 3,
+            buffer_misses: 1,
+            flushes: 2,
+            flushed_nodes: 9,
+            peak_buffer_bytes: 100,
+            ..StoreStats::default()
+        };
+        s.absorb_store(&st);
+        s.absorb_store(&StoreStats {
+            peak_buffer_bytes: 50,
+            ..st
+        });
+        assert_eq!((s.buffer_hits, s.buffer_misses), (6, 2));
+        assert_eq!((s.flushes, s.flushed_nodes), (4, 18));
+        assert_eq!(s.peak_buffer_bytes, 100);
+        assert_eq!(s.buffer_hit_ratio(), 0.75);
+        assert_eq!(Stats::default().buffer_hit_ratio(), 0.0);
+    }
+
+    #[test]
+    fn merge_sums_and_recombines() {
+        let a = sample();
+        let mut b = sample();
+        b.label = "other".into();
+        b.sim.nand_programs = 30; // 30 programs for 10 host writes: WA 3
+        b.sim.device_write_amplification = 3.0;
+        b.sim.erase_count_max = 5;
+        b.index_bytes = 0;
+        b.peak_buffer_bytes = 10;
+        b.record_node_read(4);
+        let mut m = a.clone();
+        m.merge(&b);
+        assert_eq!(m.label, "build");
+        assert_eq!(m.operations, 2000);
+        assert_eq!(m.io.bytes_written, 2 * 40960);
+        assert_eq!(m.sim.nand_programs, 45);
+        // (15 + 30) programs over (10 + 10) host writes.
+        assert!((m.sim.device_write_amplification - 2.25).abs() < 1e-12);
+        assert_eq!(m.sim.erase_count_max, 5);
+        assert_eq!(m.node_reads_by_level, vec![2, 0, 2, 0, 1]);
+        assert_eq!(m.node_reads, 5);
+        assert_eq!(m.node_writes_by_level, vec![0, 2]);
+        assert_eq!(m.index_bytes, 8192);
+        assert_eq!(m.build_rewrite_factor, 10.0);
+        assert_eq!(m.peak_buffer_bytes, 4096);
+        assert_eq!(m.splits, 8);
+        assert_eq!(m.time(Clock::Wall, Phase::Flush), 600);
+        assert_eq!(m.sim.sim_time_ns, 154);
+        // Merging into an empty record gives the record back.
+        let mut e = Stats::default();
+        e.merge(&a);
+        assert_eq!(e, a);
+    }
+}
