@@ -6,3 +6,5 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod devbench;
+pub mod formats;
+pub mod generate;

@@ -24,19 +24,46 @@ pub fn print_devbench_table(r: &DevbenchReport) {
     row("wall time (ms)", format!("{:.3}", r.wall_ns as f64 / 1e6));
     row("ops/s (wall)", format!("{:.0}", r.ops_per_sec));
     row("MB/s (wall)", format!("{:.2}", r.mb_per_sec));
-    row("pages read / written", format!("{} / {}", io.pages_read, io.pages_written));
-    row("batches read / written", format!("{} / {}", io.read_batches, io.write_batches));
-    row("sequential / random reads", format!("{} / {}", io.sequential_reads, io.random_reads));
-    row("sequential / random writes", format!("{} / {}", io.sequential_writes, io.random_writes));
+    row(
+        "pages read / written",
+        format!("{} / {}", io.pages_read, io.pages_written),
+    );
+    row(
+        "batches read / written",
+        format!("{} / {}", io.read_batches, io.write_batches),
+    );
+    row(
+        "sequential / random reads",
+        format!("{} / {}", io.sequential_reads, io.random_reads),
+    );
+    row(
+        "sequential / random writes",
+        format!("{} / {}", io.sequential_writes, io.random_writes),
+    );
     if let Some(s) = &r.stats.sim {
-        row("simulated time (ms)", format!("{:.3}", s.sim_time_ns as f64 / 1e6));
+        row(
+            "simulated time (ms)",
+            format!("{:.3}", s.sim_time_ns as f64 / 1e6),
+        );
         if let Some(x) = r.sim_ops_per_sec {
             row("ops/s (simulated)", format!("{x:.0}"));
         }
-        row("NAND reads / programs", format!("{} / {}", s.nand_reads, s.nand_programs));
+        row(
+            "NAND reads / programs",
+            format!("{} / {}", s.nand_reads, s.nand_programs),
+        );
         row("NAND erases", s.nand_erases);
         row("GC copies", s.gc_copies);
-        row("write amplification", format!("{:.3}", s.device_write_amplification));
-        row("erase count min/mean/max", format!("{} / {:.2} / {}", s.erase_count_min, s.erase_count_mean, s.erase_count_max));
+        row(
+            "write amplification",
+            format!("{:.3}", s.device_write_amplification),
+        );
+        row(
+            "erase count min/mean/max",
+            format!(
+                "{} / {:.2} / {}",
+                s.erase_count_min, s.erase_count_mean, s.erase_count_max
+            ),
+        );
     }
 }

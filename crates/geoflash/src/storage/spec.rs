@@ -1,1 +1,371 @@
-//! Placeholder; being written.
+//! Device spec strings, the same in the CLI, workload files and Python:
+//!
+//! | spec | device |
+//! |---|---|
+//! | `file` | the index directory's own file (the caller supplies the path), direct I/O |
+//! | `file:PATH?direct=true\|false&engine=auto\|uring\|psync&capacity=SIZE` | a file; defaults `direct=true`, `engine=auto` |
+//! | `mem:` or `mem:capacity=SIZE` | [`MemDevice`](super::mem::MemDevice) |
+//! | `flashsim:preset=NAME&key=value…` | [`FlashSim`](super::flashsim::FlashSim); keys in [`FlashSimConfig::set`](super::flashsim::FlashSimConfig::set) |
+//! | `hddsim:preset=NAME&key=value…` | [`HddSim`](super::hddsim::HddSim); keys in [`HddSimConfig::set`](super::hddsim::HddSimConfig::set) |
+//!
+//! `SIZE` accepts the forms of [`parse_size`](crate::units::parse_size).
+//! A `capacity` is a size in bytes, rounded down to whole pages.
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::file::{FileDevice, FileDeviceOptions, IoEngine};
+use super::flashsim::{FlashSim, FlashSimConfig};
+use super::hddsim::{HddSim, HddSimConfig};
+use super::mem::MemDevice;
+use super::PageDevice;
+use crate::units::{check_page_size, parse_size};
+use crate::{Error, Result};
+
+/// A parsed device spec string.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeviceSpec {
+    /// A file device.
+    File {
+        /// Path of the file; `None` for plain `file` (the caller's default path).
+        path: Option<PathBuf>,
+        /// `O_DIRECT` on or off.
+        direct: bool,
+        /// I/O engine.
+        engine: IoEngine,
+        /// Logical capacity in bytes (`None` for the device's default).
+        capacity: Option<u64>,
+    },
+    /// An in-memory device.
+    Mem {
+        /// Logical capacity in bytes (`None` for the default).
+        capacity: Option<u64>,
+    },
+    /// The NAND flash simulator, with a preset and overrides in the order given.
+    FlashSim {
+        /// The `key=value` pairs, `preset` included.
+        params: Vec<(String, String)>,
+    },
+    /// The magnetic disk model, with a preset and overrides in the order given.
+    HddSim {
+        /// The `key=value` pairs, `preset` included.
+        params: Vec<(String, String)>,
+    },
+}
+
+/// Splits `a=b&c=d` into pairs; an error for an element without `=` or with an empty key.
+fn parse_params(spec: &str, text: &str) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for part in text.split('&').filter(|p| !p.trim().is_empty()) {
+        let (k, v) = part.split_once('=').ok_or_else(|| {
+            Error::invalid(format!(
+                "device spec {spec:?}: parameter {part:?} is not of the form key=value"
+            ))
+        })?;
+        let k = k.trim();
+        if k.is_empty() {
+            return Err(Error::invalid(format!(
+                "device spec {spec:?}: empty parameter name in {part:?}"
+            )));
+        }
+        out.push((k.to_string(), v.trim().to_string()));
+    }
+    Ok(out)
+}
+
+fn parse_bool(spec: &str, key: &str, v: &str) -> Result<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(Error::invalid(format!(
+            "device spec {spec:?}: {key}={v:?} is not true or false"
+        ))),
+    }
+}
+
+fn parse_engine(spec: &str, v: &str) -> Result<IoEngine> {
+    match v.to_ascii_lowercase().as_str() {
+        "auto" => Ok(IoEngine::Auto),
+        "uring" | "io_uring" => Ok(IoEngine::Uring),
+        "psync" => Ok(IoEngine::Psync),
+        _ => Err(Error::invalid(format!(
+            "device spec {spec:?}: engine={v:?} is not auto, uring or psync"
+        ))),
+    }
+}
+
+impl DeviceSpec {
+    /// Parses a spec string (see the module documentation).
+    pub fn parse(spec: &str) -> Result<DeviceSpec> {
+        let s = spec.trim();
+        let (kind, rest) = match s.split_once(':') {
+            Some((k, r)) => (k, r),
+            None => (s, ""),
+        };
+        match kind.to_ascii_lowercase().as_str() {
+            "file" => {
+                let (path, query) = match rest.split_once('?') {
+                    Some((p, q)) => (p, q),
+                    None => (rest, ""),
+                };
+                let mut direct = true;
+                let mut engine = IoEngine::Auto;
+                let mut capacity = None;
+                for (k, v) in parse_params(spec, query)? {
+                    match k.as_str() {
+                        "direct" => direct = parse_bool(spec, &k, &v)?,
+                        "engine" => engine = parse_engine(spec, &v)?,
+                        "capacity" => capacity = Some(parse_size(&v)?),
+                        _ => {
+                            return Err(Error::invalid(format!(
+                                "device spec {spec:?}: unknown file parameter {k:?} (valid: direct, engine, capacity)"
+                            )))
+                        }
+                    }
+                }
+                let path = (!path.is_empty()).then(|| PathBuf::from(path));
+                Ok(DeviceSpec::File { path, direct, engine, capacity })
+            }
+            "mem" => {
+                let mut capacity = None;
+                for (k, v) in parse_params(spec, rest)? {
+                    match k.as_str() {
+                        "capacity" => capacity = Some(parse_size(&v)?),
+                        _ => {
+                            return Err(Error::invalid(format!(
+                                "device spec {spec:?}: unknown mem parameter {k:?} (valid: capacity)"
+                            )))
+                        }
+                    }
+                }
+                Ok(DeviceSpec::Mem { capacity })
+            }
+            "flashsim" => Ok(DeviceSpec::FlashSim { params: parse_params(spec, rest)? }),
+            "hddsim" => Ok(DeviceSpec::HddSim { params: parse_params(spec, rest)? }),
+            "hybrid" => Err(Error::invalid(format!(
+                "device spec {spec:?}: hybrid devices are not available in this version"
+            ))),
+            _ => Err(Error::invalid(format!(
+                "unknown device spec {spec:?}: expected file, file:PATH?…, mem:, flashsim:preset=NAME&…, hddsim:preset=NAME&…"
+            ))),
+        }
+    }
+
+    /// Opens the device for pages of `page_size` bytes. `default_path` is the
+    /// file used by a plain `file` spec (the index directory's `pages.dat`).
+    pub fn open(
+        &self,
+        page_size: usize,
+        default_path: Option<&Path>,
+    ) -> Result<Arc<dyn PageDevice>> {
+        check_page_size(page_size)?;
+        let pages = |bytes: u64| -> Result<u64> {
+            let p = bytes / page_size as u64;
+            if p == 0 {
+                return Err(Error::invalid(format!(
+                    "capacity of {bytes} bytes holds no page of {page_size} bytes"
+                )));
+            }
+            Ok(p)
+        };
+        Ok(match self {
+            DeviceSpec::File {
+                path,
+                direct,
+                engine,
+                capacity,
+            } => {
+                let path = path.as_deref().or(default_path).ok_or_else(|| {
+                    Error::invalid("device spec \"file\" needs a path here: use file:PATH")
+                })?;
+                let mut opts = FileDeviceOptions {
+                    direct: *direct,
+                    engine: *engine,
+                    ..FileDeviceOptions::default()
+                };
+                if let Some(c) = capacity {
+                    opts.capacity_pages = pages(*c)?;
+                }
+                Arc::new(FileDevice::open(path, page_size, opts)?)
+            }
+            DeviceSpec::Mem { capacity } => {
+                let cap = match capacity {
+                    Some(c) => pages(*c)?,
+                    None => MemDevice::DEFAULT_CAPACITY,
+                };
+                Arc::new(MemDevice::new(page_size, cap)?)
+            }
+            DeviceSpec::FlashSim { params } => {
+                Arc::new(FlashSim::new(flashsim_config(params)?, page_size)?)
+            }
+            DeviceSpec::HddSim { params } => {
+                Arc::new(HddSim::new(hddsim_config(params)?, page_size)?)
+            }
+        })
+    }
+}
+
+/// Builds a simulator config from spec parameters: `preset` first (default `seed-tc58`), then overrides in order.
+fn flashsim_config(params: &[(String, String)]) -> Result<FlashSimConfig> {
+    let preset = params
+        .iter()
+        .find(|(k, _)| k == "preset")
+        .map_or("seed-tc58", |(_, v)| v.as_str());
+    let mut cfg = FlashSimConfig::preset(preset)?;
+    for (k, v) in params.iter().filter(|(k, _)| k != "preset") {
+        cfg.set(k, v)?;
+    }
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// Builds a disk-model config from spec parameters: `preset` first (default `7200rpm`), then overrides.
+fn hddsim_config(params: &[(String, String)]) -> Result<HddSimConfig> {
+    let preset = params
+        .iter()
+        .find(|(k, _)| k == "preset")
+        .map_or("7200rpm", |(_, v)| v.as_str());
+    let mut cfg = HddSimConfig::preset(preset)?;
+    for (k, v) in params.iter().filter(|(k, _)| k != "preset") {
+        cfg.set(k, v)?;
+    }
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+fn fmt_params(f: &mut fmt::Formatter<'_>, params: &[(String, String)]) -> fmt::Result {
+    let joined: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    write!(f, "{}", joined.join("&"))
+}
+
+impl fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceSpec::File {
+                path,
+                direct,
+                engine,
+                capacity,
+            } => {
+                write!(f, "file")?;
+                if let Some(p) = path {
+                    write!(f, ":{}", p.display())?;
+                }
+                let engine = match engine {
+                    IoEngine::Auto => "auto",
+                    IoEngine::Uring => "uring",
+                    IoEngine::Psync => "psync",
+                };
+                write!(f, "?direct={direct}&engine={engine}")?;
+                if let Some(c) = capacity {
+                    write!(f, "&capacity={c}")?;
+                }
+                Ok(())
+            }
+            DeviceSpec::Mem { capacity } => match capacity {
+                Some(c) => write!(f, "mem:capacity={c}"),
+                None => write!(f, "mem:"),
+            },
+            DeviceSpec::FlashSim { params } => {
+                write!(f, "flashsim:")?;
+                fmt_params(f, params)
+            }
+            DeviceSpec::HddSim { params } => {
+                write!(f, "hddsim:")?;
+                fmt_params(f, params)
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for DeviceSpec {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        DeviceSpec::parse(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_contract_forms() {
+        assert_eq!(
+            DeviceSpec::parse("file").unwrap(),
+            DeviceSpec::File {
+                path: None,
+                direct: true,
+                engine: IoEngine::Auto,
+                capacity: None
+            }
+        );
+        assert_eq!(
+            DeviceSpec::parse("file:/tmp/x.dat?direct=false&engine=psync&capacity=1MiB").unwrap(),
+            DeviceSpec::File {
+                path: Some("/tmp/x.dat".into()),
+                direct: false,
+                engine: IoEngine::Psync,
+                capacity: Some(1 << 20)
+            }
+        );
+        assert_eq!(
+            DeviceSpec::parse("mem:").unwrap(),
+            DeviceSpec::Mem { capacity: None }
+        );
+        assert_eq!(
+            DeviceSpec::parse("flashsim:preset=seed-tc58&gc=greedy").unwrap(),
+            DeviceSpec::FlashSim {
+                params: vec![
+                    ("preset".into(), "seed-tc58".into()),
+                    ("gc".into(), "greedy".into())
+                ]
+            }
+        );
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in [
+            "file:/a/b?direct=false&engine=uring",
+            "mem:",
+            "mem:capacity=4096",
+            "flashsim:preset=nvme&op=0.1",
+            "hddsim:preset=7200rpm",
+        ] {
+            let spec = DeviceSpec::parse(s).unwrap();
+            assert_eq!(DeviceSpec::parse(&spec.to_string()).unwrap(), spec, "{s}");
+        }
+    }
+
+    #[test]
+    fn bad_specs_are_clear_errors() {
+        for (s, needle) in [
+            ("tape:", "unknown device spec"),
+            ("file:/x?direct=maybe", "not true or false"),
+            ("file:/x?engine=aio", "engine"),
+            ("file:/x?colour=red", "unknown file parameter"),
+            ("mem:size=3", "unknown mem parameter"),
+            ("flashsim:preset", "key=value"),
+            ("hybrid:fast=(mem:);slow=(mem:)", "hybrid"),
+        ] {
+            let e = DeviceSpec::parse(s).unwrap_err().to_string();
+            assert!(e.contains(needle), "{s}: {e}");
+        }
+    }
+
+    #[test]
+    fn opens_mem_and_rejects_bad_page_sizes() {
+        let d = DeviceSpec::parse("mem:capacity=64KiB")
+            .unwrap()
+            .open(4096, None)
+            .unwrap();
+        assert_eq!(d.capacity(), 16);
+        assert!(DeviceSpec::parse("mem:").unwrap().open(3000, None).is_err());
+        assert!(DeviceSpec::parse("mem:capacity=100")
+            .unwrap()
+            .open(4096, None)
+            .is_err());
+        assert!(DeviceSpec::parse("file").unwrap().open(4096, None).is_err());
+    }
+}

@@ -1,0 +1,609 @@
+//! Synthetic datasets with a seed, following the standard definitions so
+//! results compare with other papers:
+//!
+//! - `uniform`, `gaussian`, `diagonal`, `bit`, `sierpinski`, `parcel`: the six
+//!   distributions of "Spatial Data Generators" (Vu, Belussi, Migliorini,
+//!   Eldawy, SpatialGems 2019; the Spider generator), in the unit square;
+//! - `thomas` and `hier-thomas`: Neyman–Scott cluster processes (a Thomas
+//!   process: parents uniform, children Gaussian around them; the hierarchical
+//!   variant nests clusters in clusters), the clustering used by Apache
+//!   Sedona's SpatialBench;
+//! - `buildings`: small boxes with heavy-tailed (log-normal) sizes placed by a
+//!   hierarchical Thomas process, shaped like the seeds' OpenStreetMap
+//!   building footprints (many tiny objects, dense towns, a few huge ones).
+//!
+//! Every generator takes the seed, so the same parameters give the same data.
+//! Boxes (`--geometry box`) are centred on the generated point with width and
+//! height drawn uniformly from `[0, max_size]` (Spider's definition), except
+//! `parcel`, which partitions the square itself, and `buildings`.
+use std::str::FromStr;
+
+use geoflash::geom::Rect;
+use geoflash::{Error, Result};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution as _, LogNormal, Normal};
+use serde::Serialize;
+
+/// A named distribution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Distribution {
+    /// Spider uniform: x, y ~ U(0, 1).
+    Uniform,
+    /// Spider gaussian: x, y ~ N(0.5, 0.1²), kept in the unit square by redrawing.
+    Gaussian,
+    /// Spider diagonal: a share `percentage` exactly on y = x, the rest spread around it by N(0, (buffer/5)²).
+    Diagonal,
+    /// Spider bit: each coordinate Σ bᵢ/2ⁱ over `digits` bits, bᵢ ~ Bernoulli(`probability`).
+    Bit,
+    /// Spider sierpinski: the chaos game on the triangle (0,0), (1,0), (0.5, √3/2).
+    Sierpinski,
+    /// Spider parcel: recursive splits of the unit square, then dithered shrinking.
+    Parcel,
+    /// Thomas cluster process.
+    Thomas,
+    /// Hierarchical Thomas process (clusters of clusters).
+    HierThomas,
+    /// Building-like boxes (hierarchical Thomas centres, log-normal sizes).
+    Buildings,
+}
+
+impl FromStr for Distribution {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "uniform" => Distribution::Uniform,
+            "gaussian" => Distribution::Gaussian,
+            "diagonal" => Distribution::Diagonal,
+            "bit" => Distribution::Bit,
+            "sierpinski" => Distribution::Sierpinski,
+            "parcel" => Distribution::Parcel,
+            "thomas" => Distribution::Thomas,
+            "hier-thomas" => Distribution::HierThomas,
+            "buildings" => Distribution::Buildings,
+            _ => {
+                return Err(Error::invalid(format!(
+                    "unknown distribution {s:?}: use uniform, gaussian, diagonal, bit, sierpinski, parcel, thomas, hier-thomas or buildings"
+                )))
+            }
+        })
+    }
+}
+
+/// Points or boxes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GeometryKind {
+    /// Degenerate rectangles (min = max).
+    Point,
+    /// Rectangles.
+    Box,
+}
+
+impl FromStr for GeometryKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "point" => Ok(GeometryKind::Point),
+            "box" => Ok(GeometryKind::Box),
+            _ => Err(Error::invalid(format!(
+                "unknown geometry {s:?}: use point or box"
+            ))),
+        }
+    }
+}
+
+/// Parameters of a generator, with Spider's defaults.
+#[derive(Debug, Clone, Serialize)]
+pub struct GenParams {
+    /// Distribution.
+    pub distribution: Distribution,
+    /// Points or boxes.
+    pub geometry: GeometryKind,
+    /// Number of objects.
+    pub count: usize,
+    /// Seed.
+    pub seed: u64,
+    /// Largest box width and height (boxes only), as a fraction of the unit square's side.
+    pub max_size: f64,
+    /// `diagonal`: share of points exactly on the diagonal.
+    pub percentage: f64,
+    /// `diagonal`: width of the band around the diagonal.
+    pub buffer: f64,
+    /// `bit`: probability of a one bit.
+    pub probability: f64,
+    /// `bit`: number of bits per coordinate.
+    pub digits: u32,
+    /// `parcel`: splits fall in `[split_range, 1 - split_range]` of the side.
+    pub split_range: f64,
+    /// `parcel`: each side shrinks by a factor drawn from `[0, dither]`.
+    pub dither: f64,
+    /// Thomas processes: mean number of objects per cluster.
+    pub cluster_size: f64,
+    /// Thomas processes: standard deviation of a cluster (innermost level for `hier-thomas`).
+    pub cluster_sigma: f64,
+}
+
+impl GenParams {
+    /// Spider's defaults for `distribution`, `geometry`, `count` and `seed`.
+    pub fn new(
+        distribution: Distribution,
+        geometry: GeometryKind,
+        count: usize,
+        seed: u64,
+    ) -> Self {
+        GenParams {
+            distribution,
+            geometry,
+            count,
+            seed,
+            max_size: 0.01,
+            percentage: 0.5,
+            buffer: 0.5,
+            probability: 0.2,
+            digits: 10,
+            split_range: 0.2,
+            dither: 0.5,
+            cluster_size: 100.0,
+            cluster_sigma: 0.01,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let unit = |name: &str, v: f64| {
+            if (0.0..=1.0).contains(&v) {
+                Ok(())
+            } else {
+                Err(Error::invalid(format!("{name} = {v} must be in [0, 1]")))
+            }
+        };
+        unit("max_size", self.max_size)?;
+        unit("percentage", self.percentage)?;
+        unit("buffer", self.buffer)?;
+        unit("probability", self.probability)?;
+        unit("dither", self.dither)?;
+        if !(0.0..=0.5).contains(&self.split_range) {
+            return Err(Error::invalid(format!(
+                "split_range = {} must be in [0, 0.5]",
+                self.split_range
+            )));
+        }
+        if !(1..=52).contains(&self.digits) {
+            return Err(Error::invalid(format!(
+                "digits = {} must be in 1..=52",
+                self.digits
+            )));
+        }
+        if !(self.cluster_size >= 1.0 && self.cluster_size.is_finite()) {
+            return Err(Error::invalid(format!(
+                "cluster_size = {} must be at least 1",
+                self.cluster_size
+            )));
+        }
+        if !(self.cluster_sigma > 0.0 && self.cluster_sigma <= 1.0) {
+            return Err(Error::invalid(format!(
+                "cluster_sigma = {} must be in (0, 1]",
+                self.cluster_sigma
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn normal(mean: f64, sd: f64) -> Result<Normal<f64>> {
+    Normal::new(mean, sd)
+        .map_err(|e| Error::invalid(format!("normal distribution N({mean}, {sd}): {e}")))
+}
+
+/// Draws from `d` until the value falls in the unit interval (Spider redraws points outside the square).
+fn in_unit(rng: &mut ChaCha8Rng, d: &Normal<f64>) -> f64 {
+    for _ in 0..64 {
+        let v = d.sample(rng);
+        if (0.0..=1.0).contains(&v) {
+            return v;
+        }
+    }
+    rng.gen::<f64>()
+}
+
+/// Generates the dataset: `count` rectangles, in generation order (ids are positions).
+pub fn generate(p: &GenParams) -> Result<Vec<Rect>> {
+    p.validate()?;
+    let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
+    let rects = match p.distribution {
+        Distribution::Parcel => parcels(p, &mut rng)?,
+        Distribution::Buildings => buildings(p, &mut rng)?,
+        _ => {
+            let pts = points(p, &mut rng)?;
+            pts.into_iter()
+                .map(|(x, y)| to_geometry(p, &mut rng, x, y))
+                .collect::<Result<Vec<_>>>()?
+        }
+    };
+    Ok(rects)
+}
+
+fn to_geometry(p: &GenParams, rng: &mut ChaCha8Rng, x: f64, y: f64) -> Result<Rect> {
+    match p.geometry {
+        GeometryKind::Point => Rect::new(x, y, x, y),
+        GeometryKind::Box => {
+            let w = rng.gen::<f64>() * p.max_size;
+            let h = rng.gen::<f64>() * p.max_size;
+            Rect::new(x - w / 2.0, y - h / 2.0, x + w / 2.0, y + h / 2.0)
+        }
+    }
+}
+
+fn points(p: &GenParams, rng: &mut ChaCha8Rng) -> Result<Vec<(f64, f64)>> {
+    let n = p.count;
+    let mut out = Vec::with_capacity(n);
+    match p.distribution {
+        Distribution::Uniform => out.extend((0..n).map(|_| (rng.gen::<f64>(), rng.gen::<f64>()))),
+        Distribution::Gaussian => {
+            let d = normal(0.5, 0.1)?;
+            out.extend((0..n).map(|_| (in_unit(rng, &d), in_unit(rng, &d))));
+        }
+        Distribution::Diagonal => {
+            let d = normal(0.0, (p.buffer / 5.0).max(f64::MIN_POSITIVE))?;
+            for _ in 0..n {
+                let c: f64 = rng.gen();
+                if rng.gen::<f64>() < p.percentage {
+                    out.push((c, c));
+                } else {
+                    let off = d.sample(rng) / std::f64::consts::SQRT_2;
+                    out.push(((c + off).clamp(0.0, 1.0), (c - off).clamp(0.0, 1.0)));
+                }
+            }
+        }
+        Distribution::Bit => {
+            let coord = |rng: &mut ChaCha8Rng| {
+                (1..=p.digits).fold(0.0, |acc, i| {
+                    if rng.gen::<f64>() < p.probability {
+                        acc + 0.5f64.powi(i as i32)
+                    } else {
+                        acc
+                    }
+                })
+            };
+            out.extend((0..n).map(|_| (coord(rng), coord(rng))));
+        }
+        Distribution::Sierpinski => {
+            let v = [(0.0, 0.0), (1.0, 0.0), (0.5, 3f64.sqrt() / 2.0)];
+            let (mut x, mut y) = (0.0, 0.0);
+            for _ in 0..n {
+                let (vx, vy) = v[rng.gen_range(0..3)];
+                x = (x + vx) / 2.0;
+                y = (y + vy) / 2.0;
+                out.push((x, y));
+            }
+        }
+        Distribution::Thomas => thomas(rng, n, &[(p.cluster_sigma, p.cluster_size)], &mut out)?,
+        Distribution::HierThomas => hier_thomas(rng, n, p.cluster_sigma, p.cluster_size, &mut out)?,
+        Distribution::Parcel | Distribution::Buildings => {
+            return Err(Error::invalid(
+                "internal: parcel and buildings are not point processes",
+            ))
+        }
+    }
+    Ok(out)
+}
+
+/// A Thomas process of `n` points, possibly nested. `levels[0] = (σ, size)`:
+/// ⌈n / size⌉ parents; each point picks a parent uniformly (so cluster sizes
+/// are multinomial, close to Poisson(size)) and is displaced from it by a
+/// Gaussian of standard deviation σ (points leaving the square are redrawn).
+/// The parents are uniform in the square for the last level, else a Thomas
+/// process of `levels[1..]` themselves.
+fn thomas(
+    rng: &mut ChaCha8Rng,
+    n: usize,
+    levels: &[(f64, f64)],
+    out: &mut Vec<(f64, f64)>,
+) -> Result<()> {
+    let Some((&(sigma, size), rest)) = levels.split_first() else {
+        out.extend((0..n).map(|_| (rng.gen::<f64>(), rng.gen::<f64>())));
+        return Ok(());
+    };
+    let parents_n = ((n as f64 / size).ceil() as usize).max(1);
+    let mut parents = Vec::with_capacity(parents_n);
+    thomas(rng, parents_n, rest, &mut parents)?;
+    let d = normal(0.0, sigma)?;
+    for _ in 0..n {
+        let (px, py) = parents[rng.gen_range(0..parents.len())];
+        let mut pt = (px, py);
+        for _ in 0..64 {
+            let c = (px + d.sample(rng), py + d.sample(rng));
+            if (0.0..=1.0).contains(&c.0) && (0.0..=1.0).contains(&c.1) {
+                pt = c;
+                break;
+            }
+        }
+        out.push(pt);
+    }
+    Ok(())
+}
+
+/// Three nested levels: blocks (σ, `cluster_size` objects each) inside towns
+/// (5σ, 10 blocks each) inside regions (25σ, 10 towns each), regions uniform.
+fn hier_thomas(
+    rng: &mut ChaCha8Rng,
+    n: usize,
+    sigma: f64,
+    cluster_size: f64,
+    out: &mut Vec<(f64, f64)>,
+) -> Result<()> {
+    let levels = [
+        (sigma, cluster_size),
+        ((sigma * 5.0).min(1.0), 10.0),
+        ((sigma * 25.0).min(1.0), 10.0),
+    ];
+    thomas(rng, n, &levels, out)
+}
+
+/// Spider's parcel: split the largest pending box at a random position of its
+/// longer side (in `[split_range, 1 - split_range]`) until there are `count`
+/// boxes, then shrink each side by a factor drawn from `[0, dither]`.
+fn parcels(p: &GenParams, rng: &mut ChaCha8Rng) -> Result<Vec<Rect>> {
+    let mut boxes: std::collections::VecDeque<[f64; 4]> =
+        std::collections::VecDeque::with_capacity(p.count);
+    if p.count > 0 {
+        boxes.push_back([0.0, 0.0, 1.0, 1.0]);
+    }
+    while boxes.len() < p.count {
+        let Some([x0, y0, x1, y1]) = boxes.pop_front() else {
+            break;
+        };
+        let t = p.split_range + rng.gen::<f64>() * (1.0 - 2.0 * p.split_range);
+        if x1 - x0 >= y1 - y0 {
+            let xm = x0 + (x1 - x0) * t;
+            boxes.push_back([x0, y0, xm, y1]);
+            boxes.push_back([xm, y0, x1, y1]);
+        } else {
+            let ym = y0 + (y1 - y0) * t;
+            boxes.push_back([x0, y0, x1, ym]);
+            boxes.push_back([x0, ym, x1, y1]);
+        }
+    }
+    boxes
+        .into_iter()
+        .map(|[x0, y0, x1, y1]| {
+            let (w, h) = (x1 - x0, y1 - y0);
+            let (nw, nh) = (
+                w * (1.0 - rng.gen::<f64>() * p.dither),
+                h * (1.0 - rng.gen::<f64>() * p.dither),
+            );
+            let (cx, cy) = ((x0 + x1) / 2.0, (y0 + y1) / 2.0);
+            match p.geometry {
+                GeometryKind::Point => Rect::new(cx, cy, cx, cy),
+                GeometryKind::Box => {
+                    Rect::new(cx - nw / 2.0, cy - nh / 2.0, cx + nw / 2.0, cy + nh / 2.0)
+                }
+            }
+        })
+        .collect()
+}
+
+/// Building-like boxes: centres from the hierarchical Thomas process; side
+/// lengths log-normal with median `max_size / 100` and σ = 0.8 (heavy right
+/// tail: a few objects a hundred times the median), aspect ratio in [0.5, 2].
+fn buildings(p: &GenParams, rng: &mut ChaCha8Rng) -> Result<Vec<Rect>> {
+    let mut centres = Vec::with_capacity(p.count);
+    hier_thomas(rng, p.count, p.cluster_sigma, p.cluster_size, &mut centres)?;
+    let median = (p.max_size / 100.0).max(1e-9);
+    let size = LogNormal::new(median.ln(), 0.8)
+        .map_err(|e| Error::invalid(format!("log-normal sizes: {e}")))?;
+    centres
+        .into_iter()
+        .map(|(x, y)| match p.geometry {
+            GeometryKind::Point => Rect::new(x, y, x, y),
+            GeometryKind::Box => {
+                let s = size.sample(rng).min(p.max_size.max(median));
+                let aspect = 0.5 + 1.5 * rng.gen::<f64>();
+                let (w, h) = (s * aspect.sqrt(), s / aspect.sqrt());
+                Rect::new(x - w / 2.0, y - h / 2.0, x + w / 2.0, y + h / 2.0)
+            }
+        })
+        .collect()
+}
+
+/// The order in which objects are inserted (it decides how much a write buffer absorbs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InsertionOrder {
+    /// As generated or read.
+    AsGenerated,
+    /// A seeded random permutation.
+    Random,
+    /// Sorted by the Hilbert value of the centre (order 16 over the data's extent).
+    Hilbert,
+    /// OpenStreetMap-like editing sessions: runs of spatially nearby objects
+    /// (consecutive in Hilbert order, run lengths geometric with mean 200), the runs in random order.
+    Sessions,
+}
+
+impl FromStr for InsertionOrder {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "as-generated" => InsertionOrder::AsGenerated,
+            "random" => InsertionOrder::Random,
+            "hilbert" => InsertionOrder::Hilbert,
+            "sessions" => InsertionOrder::Sessions,
+            _ => {
+                return Err(Error::invalid(format!(
+                    "unknown order {s:?}: use as-generated, random, hilbert or sessions"
+                )))
+            }
+        })
+    }
+}
+
+/// Returns the permutation of `0..rects.len()` giving the insertion order.
+pub fn order(rects: &[Rect], order: InsertionOrder, seed: u64) -> Result<Vec<usize>> {
+    let mut idx: Vec<usize> = (0..rects.len()).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5EED_0DE5);
+    match order {
+        InsertionOrder::AsGenerated => {}
+        InsertionOrder::Random => idx.shuffle(&mut rng),
+        InsertionOrder::Hilbert => hilbert_sort(rects, &mut idx)?,
+        InsertionOrder::Sessions => {
+            hilbert_sort(rects, &mut idx)?;
+            let mut runs: Vec<&[usize]> = Vec::new();
+            let mut rest = &idx[..];
+            while !rest.is_empty() {
+                // geometric run length with mean 200
+                let len = (1.0
+                    + (rng.gen::<f64>().max(f64::MIN_POSITIVE)).ln() / (1.0 - 1.0 / 200.0f64).ln())
+                    as usize;
+                let (run, tail) = rest.split_at(len.clamp(1, rest.len()));
+                runs.push(run);
+                rest = tail;
+            }
+            runs.shuffle(&mut rng);
+            idx = runs.concat();
+        }
+    }
+    Ok(idx)
+}
+
+fn hilbert_sort(rects: &[Rect], idx: &mut [usize]) -> Result<()> {
+    let Some(extent) = Rect::union_all(rects.iter()) else {
+        return Ok(());
+    };
+    let domain = geoflash::geom::HilbertDomain::new(extent, 16)?;
+    let keys: Vec<u64> = rects.iter().map(|r| domain.hilbert(&r.center())).collect();
+    idx.sort_by_key(|&i| keys.get(i).copied().unwrap_or(0));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [Distribution; 9] = [
+        Distribution::Uniform,
+        Distribution::Gaussian,
+        Distribution::Diagonal,
+        Distribution::Bit,
+        Distribution::Sierpinski,
+        Distribution::Parcel,
+        Distribution::Thomas,
+        Distribution::HierThomas,
+        Distribution::Buildings,
+    ];
+
+    fn gen(d: Distribution, g: GeometryKind, n: usize) -> Vec<Rect> {
+        generate(&GenParams::new(d, g, n, 7)).unwrap()
+    }
+
+    #[test]
+    fn every_distribution_is_exact_in_count_deterministic_and_near_the_unit_square() {
+        for d in ALL {
+            for g in [GeometryKind::Point, GeometryKind::Box] {
+                let a = gen(d, g, 2000);
+                assert_eq!(a.len(), 2000, "{d:?}");
+                assert_eq!(a, gen(d, g, 2000), "{d:?} not deterministic");
+                for r in &a {
+                    let c = r.center();
+                    assert!(
+                        (0.0..=1.0).contains(&c.x) && (0.0..=1.0).contains(&c.y),
+                        "{d:?} {r:?}"
+                    );
+                    if g == GeometryKind::Point {
+                        assert!(r.min_x == r.max_x && r.min_y == r.max_y);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn distribution_shapes() {
+        let mean = |v: &[Rect]| v.iter().map(|r| r.center().x).sum::<f64>() / v.len() as f64;
+        let g = gen(Distribution::Gaussian, GeometryKind::Point, 20_000);
+        assert!((mean(&g) - 0.5).abs() < 0.01);
+        let within_2sd =
+            g.iter().filter(|r| (r.min_x - 0.5).abs() < 0.2).count() as f64 / g.len() as f64;
+        assert!((within_2sd - 0.954).abs() < 0.02, "{within_2sd}");
+        let diag = gen(Distribution::Diagonal, GeometryKind::Point, 20_000);
+        let on = diag.iter().filter(|r| r.min_x == r.min_y).count() as f64 / 20_000.0;
+        assert!((on - 0.5).abs() < 0.02, "{on}");
+        for r in gen(Distribution::Bit, GeometryKind::Point, 1000) {
+            let scaled = r.min_x * 1024.0;
+            assert_eq!(
+                scaled,
+                scaled.round(),
+                "bit coordinates are multiples of 2^-10"
+            );
+        }
+        for r in gen(Distribution::Sierpinski, GeometryKind::Point, 5000) {
+            // inside the triangle (0,0),(1,0),(0.5,√3/2)
+            let h = 3f64.sqrt();
+            assert!(r.min_y <= h * r.min_x + 1e-9 && r.min_y <= h * (1.0 - r.min_x) + 1e-9);
+        }
+        // parcels: disjoint interiors, inside the square
+        let parcels = gen(Distribution::Parcel, GeometryKind::Box, 300);
+        for (i, a) in parcels.iter().enumerate() {
+            assert!(a.min_x >= 0.0 && a.max_x <= 1.0 && a.min_y >= 0.0 && a.max_y <= 1.0);
+            for b in &parcels[i + 1..] {
+                let ix = a.max_x.min(b.max_x) - a.min_x.max(b.min_x);
+                let iy = a.max_y.min(b.max_y) - a.min_y.max(b.min_y);
+                assert!(ix <= 1e-12 || iy <= 1e-12, "parcels overlap");
+            }
+        }
+        // clustering: thomas points have far smaller nearest-cluster spread than uniform
+        let t = gen(Distribution::Thomas, GeometryKind::Point, 4000);
+        let cells = |v: &[Rect]| {
+            let mut s = std::collections::HashSet::new();
+            for r in v {
+                s.insert(((r.min_x * 50.0) as i32, (r.min_y * 50.0) as i32));
+            }
+            s.len()
+        };
+        assert!(cells(&t) * 2 < cells(&gen(Distribution::Uniform, GeometryKind::Point, 4000)));
+    }
+
+    #[test]
+    fn orders_are_permutations_and_hilbert_is_local() {
+        let data = gen(Distribution::Uniform, GeometryKind::Point, 5000);
+        let step = |idx: &[usize]| {
+            idx.windows(2)
+                .map(|w| {
+                    let (a, b) = (data[w[0]].center(), data[w[1]].center());
+                    ((a.x - b.x).powi(2) + (a.y - b.y).powi(2)).sqrt()
+                })
+                .sum::<f64>()
+        };
+        let mut lens = Vec::new();
+        for o in [
+            InsertionOrder::AsGenerated,
+            InsertionOrder::Random,
+            InsertionOrder::Hilbert,
+            InsertionOrder::Sessions,
+        ] {
+            let idx = order(&data, o, 3).unwrap();
+            let mut sorted = idx.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..5000).collect::<Vec<_>>(), "{o:?}");
+            lens.push(step(&idx));
+        }
+        // path length: hilbert << sessions << random
+        assert!(lens[2] * 10.0 < lens[1], "{lens:?}");
+        assert!(lens[3] < lens[1] / 3.0 && lens[3] > lens[2], "{lens:?}");
+    }
+
+    #[test]
+    fn bad_parameters() {
+        assert!("zipf".parse::<Distribution>().is_err());
+        assert!("line".parse::<GeometryKind>().is_err());
+        assert!("sorted".parse::<InsertionOrder>().is_err());
+        let mut p = GenParams::new(Distribution::Bit, GeometryKind::Point, 10, 1);
+        p.digits = 0;
+        assert!(generate(&p).is_err());
+        let mut p = GenParams::new(Distribution::Parcel, GeometryKind::Box, 10, 1);
+        p.split_range = 0.7;
+        assert!(generate(&p).is_err());
+    }
+}
