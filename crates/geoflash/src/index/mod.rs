@@ -38,6 +38,7 @@ use crate::storage::PageId;
 use crate::store::{EntryChange, NodeStore, TreeMeta};
 use crate::{Error, Result};
 
+pub mod bulk;
 mod check;
 mod delete;
 mod insert;
@@ -49,6 +50,7 @@ mod split;
 #[cfg(test)]
 mod tests;
 
+pub use bulk::BulkMethod;
 pub use check::TreeReport;
 pub use params::{IndexKind, SplitKind, TreeParams};
 pub use query::{Hit, KnnResult, Neighbor, Predicate, QueryResult, QueryStats};

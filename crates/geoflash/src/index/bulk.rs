@@ -1,0 +1,275 @@
+//! Bulk loading: STR (Sort-Tile-Recursive, Leutenegger et al. 1997) and
+//! Hilbert packing (Kamel and Faloutsos 1993), level by level from the
+//! leaves up, every node created once with its final entries (so each page
+//! is written once, in allocation order).
+//!
+//! Nodes hold `⌊M · fill⌋` entries (at least m); the entries of a level are
+//! spread evenly over its nodes so every node holds between m and M entries.
+//! Each node is created in its own store operation and the metadata is set
+//! by the last one: a crash in the middle leaves an empty tree (and pages
+//! that the next checkpointed free-space scan does not know about: bulk
+//! loads are meant to be followed by a checkpoint).
+use std::collections::HashSet;
+
+use super::ops::{center, mbr};
+use super::params::{IndexKind, TreeParams};
+use super::{checked, RTree};
+use crate::geom::{HilbertDomain, Rect};
+use crate::page::Entry;
+use crate::store::NodeStore;
+use crate::{Error, Result};
+
+/// How a bulk load orders the entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BulkMethod {
+    /// Sort-Tile-Recursive: vertical slices by centre x, runs by centre y.
+    Str,
+    /// Hilbert packing: entries by the Hilbert value of their centre.
+    Hilbert,
+}
+
+/// Sizes of `groups` groups spreading `k` entries evenly.
+fn even_sizes(k: usize, groups: usize) -> Vec<usize> {
+    let groups = groups.max(1);
+    let (base, extra) = (k / groups, k % groups);
+    (0..groups).map(|i| base + usize::from(i < extra)).collect()
+}
+
+/// Number of nodes for `k` entries at `cap` per node, such that an even
+/// spread gives every node between m and M entries.
+fn node_count(k: usize, cap: usize, m: usize) -> usize {
+    let g = k.div_ceil(cap.max(1)).max(1);
+    if g > 1 && k / g < m {
+        (k / m).max(1)
+    } else {
+        g
+    }
+}
+
+impl<S: NodeStore> RTree<S> {
+    /// A new tree on the empty `store` holding `items` (object id,
+    /// rectangle), built bottom-up by `method` at fill factor `fill` in
+    /// (0, 1]. Object ids must be unique; rectangles are validated.
+    pub fn bulk_load(
+        store: S,
+        params: TreeParams,
+        items: Vec<(u64, Rect)>,
+        method: BulkMethod,
+        fill: f64,
+    ) -> Result<Self> {
+        let mut tree = RTree::create(store, params)?;
+        if !(fill > 0.0 && fill <= 1.0) {
+            return Err(Error::invalid(format!(
+                "bulk-load fill factor {fill} must be in (0, 1]"
+            )));
+        }
+        let mut seen = HashSet::with_capacity(items.len());
+        let mut level_entries = Vec::with_capacity(items.len());
+        for (id, rect) in items {
+            let rect = checked(rect)?;
+            if !seen.insert(id) {
+                return Err(Error::invalid(format!(
+                    "object id {id} appears twice in the bulk-load input (object ids must be unique)"
+                )));
+            }
+            level_entries.push(Entry {
+                key: id,
+                rect,
+                payload: 0,
+            });
+        }
+        drop(seen);
+        let records = level_entries.len() as u64;
+        if records == 0 {
+            return Ok(tree);
+        }
+        let p = tree.params;
+        let cap =
+            ((p.max_entries as f64 * fill).floor() as usize).clamp(p.min_entries, p.max_entries);
+        let domain = match (method, p.hilbert_domain) {
+            (BulkMethod::Str, _) if p.kind != IndexKind::Hilbert => None,
+            (_, Some(d)) => Some(d),
+            (_, None) => {
+                let extent =
+                    mbr(&level_entries).ok_or_else(|| Error::invalid("bulk load of no entries"))?;
+                Some(HilbertDomain::new(extent, HilbertDomain::DEFAULT_ORDER)?)
+            }
+        };
+        let mut level: u16 = 0;
+        loop {
+            let k = level_entries.len();
+            let groups = if k <= cap {
+                vec![level_entries]
+            } else {
+                tree.pack(level_entries, cap, method, domain)?
+            };
+            let mut parents = Vec::with_capacity(groups.len());
+            let single = groups.len() == 1;
+            for g in groups {
+                let rect =
+                    mbr(&g).ok_or_else(|| Error::corrupt(None, "bulk load made an empty node"))?;
+                let op = tree.store.begin_op()?;
+                let id = tree.store.create(level, g)?;
+                if single {
+                    tree.store.set_meta(crate::store::TreeMeta {
+                        root: Some(id),
+                        height: level + 1,
+                        records,
+                    })?;
+                }
+                tree.store.commit_op(op)?;
+                parents.push(Entry {
+                    key: id,
+                    rect,
+                    payload: 0,
+                });
+            }
+            if single {
+                return Ok(tree);
+            }
+            level_entries = parents;
+            level += 1;
+        }
+    }
+
+    /// Cuts one level's entries into node groups.
+    fn pack(
+        &self,
+        mut entries: Vec<Entry>,
+        cap: usize,
+        method: BulkMethod,
+        domain: Option<HilbertDomain>,
+    ) -> Result<Vec<Vec<Entry>>> {
+        let k = entries.len();
+        let m = self.params.min_entries;
+        let sizes = even_sizes(k, node_count(k, cap, m));
+        let mut out = Vec::with_capacity(sizes.len());
+        match (method, domain) {
+            (BulkMethod::Hilbert, Some(d)) => {
+                entries.sort_by_cached_key(|e| (d.hilbert_rect(&e.rect), e.key));
+                let mut rest = entries.into_iter();
+                for s in sizes {
+                    out.push(rest.by_ref().take(s).collect());
+                }
+            }
+            _ => {
+                let cx = |e: &Entry| center(&e.rect).0;
+                let cy = |e: &Entry| center(&e.rect).1;
+                entries.sort_by(|a, b| cx(a).total_cmp(&cx(b)).then(a.key.cmp(&b.key)));
+                let slices = (sizes.len() as f64).sqrt().ceil().max(1.0) as usize;
+                let per_slice = sizes.len().div_ceil(slices).max(1);
+                let mut rest = entries.into_iter();
+                for slice_sizes in sizes.chunks(per_slice) {
+                    let n: usize = slice_sizes.iter().sum();
+                    let mut slice: Vec<Entry> = rest.by_ref().take(n).collect();
+                    slice.sort_by(|a, b| cy(a).total_cmp(&cy(b)).then(a.key.cmp(&b.key)));
+                    let mut it = slice.into_iter();
+                    for &s in slice_sizes {
+                        out.push(it.by_ref().take(s).collect());
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::{Predicate, SplitKind};
+    use crate::store::mem::MemStore;
+
+    #[test]
+    fn even_spread_keeps_every_node_within_bounds() {
+        for big_m in 3..30usize {
+            let m = big_m.div_ceil(2);
+            for cap in m..=big_m {
+                for k in (big_m + 1)..400 {
+                    let sizes = even_sizes(k, node_count(k, cap, m));
+                    assert_eq!(sizes.iter().sum::<usize>(), k);
+                    assert!(
+                        sizes.iter().all(|&s| s >= m && s <= big_m),
+                        "M={big_m} cap={cap} k={k}: {sizes:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bulk_loaded_trees_are_sound_and_answer_like_inserted_ones() {
+        let items: Vec<(u64, Rect)> = (0..3000u64)
+            .map(|i| {
+                let x = ((i * 7919) % 1009) as f64 / 10.0;
+                let y = ((i * 104_729) % 997) as f64 / 10.0;
+                (
+                    i,
+                    Rect::new(x, y, x + (i % 4) as f64, y + (i % 3) as f64).unwrap(),
+                )
+            })
+            .collect();
+        for method in [BulkMethod::Str, BulkMethod::Hilbert] {
+            for fill in [1.0, 0.7, 0.01] {
+                for params in [
+                    TreeParams::new(IndexKind::RStar, 12),
+                    TreeParams::new(IndexKind::RTree, 7).with_split(SplitKind::Linear),
+                ] {
+                    for n in [0usize, 1, 7, 12, 13, 100, 3000] {
+                        let sub = items[..n].to_vec();
+                        let mut t =
+                            RTree::bulk_load(MemStore::new(), params, sub.clone(), method, fill)
+                                .unwrap();
+                        let rep = t.check().unwrap();
+                        assert_eq!(rep.records, n as u64);
+                        let w = Rect::new(20.0, 20.0, 40.0, 35.0).unwrap();
+                        let mut got: Vec<u64> = t
+                            .query(w, Predicate::Intersects)
+                            .unwrap()
+                            .hits
+                            .iter()
+                            .map(|h| h.id)
+                            .collect();
+                        got.sort_unstable();
+                        let want: Vec<u64> = sub
+                            .iter()
+                            .filter(|(_, r)| r.intersects(&w))
+                            .map(|(i, _)| *i)
+                            .collect();
+                        assert_eq!(got, want);
+                        // The tree stays updatable.
+                        for (id, r) in sub.iter().take(50) {
+                            t.delete(*id, *r).unwrap();
+                        }
+                        t.insert(1_000_000, w).unwrap();
+                        t.check().unwrap();
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bulk_load_refuses_bad_input() {
+        let r = Rect::new(0.0, 0.0, 1.0, 1.0).unwrap();
+        let p = TreeParams::new(IndexKind::RStar, 8);
+        let dup = RTree::bulk_load(
+            MemStore::new(),
+            p,
+            vec![(1, r), (1, r)],
+            BulkMethod::Str,
+            1.0,
+        );
+        assert!(dup.unwrap_err().to_string().contains("twice"));
+        let bad = RTree::bulk_load(MemStore::new(), p, vec![(1, r)], BulkMethod::Str, 0.0);
+        assert!(bad.unwrap_err().to_string().contains("fill"));
+        let nan = Rect {
+            min_x: f64::NAN,
+            ..r
+        };
+        assert!(
+            RTree::bulk_load(MemStore::new(), p, vec![(1, nan)], BulkMethod::Str, 1.0).is_err()
+        );
+    }
+}
