@@ -14,7 +14,8 @@
 //! - [`hlru::Hlru`]: height-aware LRU (FESTIval's "hierarchical LRU"), see
 //!   its documentation for the exact definition;
 //! - [`s2q::S2q`]: simplified 2Q (Johnson & Shasha, VLDB 1994, §2.1);
-//! - [`two_q::TwoQ`]: full 2Q with A1in, the ghost queue A1out and Am.
+//! - [`two_q::TwoQ`]: full 2Q with A1in, the ghost queue A1out and Am;
+//! - [`arc::Arc`]: the Adaptive Replacement Cache (Megiddo & Modha 2003).
 use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
@@ -24,11 +25,13 @@ use serde::{Deserialize, Serialize};
 use crate::storage::PageId;
 use crate::{Error, Result};
 
+pub mod arc;
 pub mod hlru;
 pub mod lru;
 pub mod s2q;
 pub mod two_q;
 
+pub use arc::Arc;
 pub use hlru::Hlru;
 pub use lru::Lru;
 pub use s2q::S2q;
@@ -52,7 +55,7 @@ pub struct EntryMeta {
 /// [`pop_victim`](ReplacementPolicy::pop_victim) to choose and forget the
 /// next victim.
 pub trait ReplacementPolicy: Send + fmt::Debug {
-    /// Short name of the policy (`lru`, `hlru`, `s2q`, `2q`).
+    /// Short name of the policy (`lru`, `hlru`, `s2q`, `2q`, `arc`).
     fn name(&self) -> &'static str;
     /// A page becomes resident (it must not be resident already; if it is,
     /// this counts as an access).
@@ -74,7 +77,7 @@ pub trait ReplacementPolicy: Send + fmt::Debug {
 }
 
 /// The policies geoflash offers, as named on the command line (and in
-/// manifests: serialized as `"lru"`, `"hlru"`, `"s2q"`, `"2q"`).
+/// manifests: serialized as `"lru"`, `"hlru"`, `"s2q"`, `"2q"`, `"arc"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum PolicyKind {
     /// Least recently used.
@@ -90,24 +93,29 @@ pub enum PolicyKind {
     /// Full 2Q.
     #[serde(rename = "2q")]
     TwoQ,
+    /// Adaptive Replacement Cache.
+    #[serde(rename = "arc")]
+    Arc,
 }
 
 impl PolicyKind {
     /// Every policy, in a fixed order (for tests and sweeps).
-    pub const ALL: [PolicyKind; 4] = [
+    pub const ALL: [PolicyKind; 5] = [
         PolicyKind::Lru,
         PolicyKind::Hlru,
         PolicyKind::S2q,
         PolicyKind::TwoQ,
+        PolicyKind::Arc,
     ];
 
-    /// The command-line name: `lru`, `hlru`, `s2q` or `2q`.
+    /// The command-line name: `lru`, `hlru`, `s2q`, `2q` or `arc`.
     pub fn name(self) -> &'static str {
         match self {
             PolicyKind::Lru => "lru",
             PolicyKind::Hlru => "hlru",
             PolicyKind::S2q => "s2q",
             PolicyKind::TwoQ => "2q",
+            PolicyKind::Arc => "arc",
         }
     }
 
@@ -119,6 +127,7 @@ impl PolicyKind {
             PolicyKind::Hlru => Box::new(Hlru::new()),
             PolicyKind::S2q => Box::new(S2q::new(budget)),
             PolicyKind::TwoQ => Box::new(TwoQ::new(budget)),
+            PolicyKind::Arc => Box::new(Arc::new(budget)),
         }
     }
 }
@@ -138,8 +147,9 @@ impl FromStr for PolicyKind {
             "hlru" => Ok(PolicyKind::Hlru),
             "s2q" => Ok(PolicyKind::S2q),
             "2q" | "f2q" | "twoq" => Ok(PolicyKind::TwoQ),
+            "arc" => Ok(PolicyKind::Arc),
             _ => Err(Error::invalid(format!(
-                "unknown buffer policy {s:?}: expected one of lru, hlru, s2q, 2q"
+                "unknown buffer policy {s:?}: expected one of lru, hlru, s2q, 2q, arc"
             ))),
         }
     }

@@ -1,0 +1,280 @@
+//! ARC, the Adaptive Replacement Cache (Megiddo & Modha, FAST 2003), in bytes.
+//!
+//! Resident lists `T1` (seen once recently) and `T2` (seen at least twice),
+//! ghost lists `B1` and `B2` (ids recently evicted from `T1` and `T2`), and a
+//! target `p` for the bytes of `T1` that adapts to the workload:
+//! - hit in `T1` or `T2`: move to the front of `T2`;
+//! - miss remembered in `B1`: `p` grows by `max(|B2| / |B1|, 1)` times the
+//!   page's size (recency pays), the page enters `T2`;
+//! - miss remembered in `B2`: `p` shrinks likewise (frequency pays), the page
+//!   enters `T2`;
+//! - other miss: the page enters `T1`; ghosts are trimmed so that
+//!   `T1 + B1` stays within the budget `c` and everything within `2c`;
+//! - victim (the paper's REPLACE): the back of `T1` (remembered in `B1`)
+//!   when `T1` holds more than `p` bytes, or exactly `p` and the last miss
+//!   was remembered in `B2`; otherwise the back of `T2` (remembered in `B2`).
+//!
+//! Sizes are bytes instead of the paper's page counts, so that a buffer of
+//! mixed node sizes adapts the same way.
+use std::collections::HashMap;
+
+use super::{EntryMeta, LinkedSet, ReplacementPolicy};
+use crate::storage::PageId;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum List {
+    T1,
+    T2,
+    B1,
+    B2,
+}
+
+/// ARC; see the module documentation.
+#[derive(Debug, Clone)]
+pub struct Arc {
+    t1: LinkedSet,
+    t2: LinkedSet,
+    b1: LinkedSet,
+    b2: LinkedSet,
+    /// Where each known id is, and its size.
+    place: HashMap<PageId, (List, usize)>,
+    bytes: [usize; 4],
+    /// Target bytes of `T1`.
+    p: usize,
+    /// The budget `c` in bytes.
+    c: usize,
+    resident: usize,
+    last_miss_in_b2: bool,
+}
+
+impl Arc {
+    /// ARC for a cache of `budget` bytes.
+    pub fn new(budget: usize) -> Self {
+        Arc {
+            t1: LinkedSet::new(),
+            t2: LinkedSet::new(),
+            b1: LinkedSet::new(),
+            b2: LinkedSet::new(),
+            place: HashMap::new(),
+            bytes: [0; 4],
+            p: 0,
+            c: budget,
+            resident: 0,
+            last_miss_in_b2: false,
+        }
+    }
+
+    /// The current target bytes of `T1`.
+    pub fn target_t1(&self) -> usize {
+        self.p
+    }
+
+    fn list_mut(&mut self, l: List) -> &mut LinkedSet {
+        match l {
+            List::T1 => &mut self.t1,
+            List::T2 => &mut self.t2,
+            List::B1 => &mut self.b1,
+            List::B2 => &mut self.b2,
+        }
+    }
+
+    fn idx(l: List) -> usize {
+        match l {
+            List::T1 => 0,
+            List::T2 => 1,
+            List::B1 => 2,
+            List::B2 => 3,
+        }
+    }
+
+    fn unlink(&mut self, id: PageId) -> Option<(List, usize)> {
+        let (l, size) = self.place.remove(&id)?;
+        self.list_mut(l).remove(id);
+        self.bytes[Self::idx(l)] -= size;
+        if matches!(l, List::T1 | List::T2) {
+            self.resident -= 1;
+        }
+        Some((l, size))
+    }
+
+    fn link_front(&mut self, id: PageId, l: List, size: usize) {
+        self.list_mut(l).push_front(id);
+        self.bytes[Self::idx(l)] += size;
+        self.place.insert(id, (l, size));
+        if matches!(l, List::T1 | List::T2) {
+            self.resident += 1;
+        }
+    }
+
+    fn drop_back(&mut self, l: List) -> bool {
+        match self.list_mut(l).pop_back() {
+            Some(id) => {
+                if let Some((_, size)) = self.place.remove(&id) {
+                    self.bytes[Self::idx(l)] -= size;
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn trim_ghosts(&mut self) {
+        let [t1, t2, _, _] = self.bytes;
+        while self.bytes[2] > 0 && t1 + self.bytes[2] > self.c {
+            if !self.drop_back(List::B1) {
+                break;
+            }
+        }
+        while self.bytes[3] > 0 && t1 + t2 + self.bytes[2] + self.bytes[3] > 2 * self.c {
+            if !self.drop_back(List::B2) {
+                break;
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn lists(&self) -> [Vec<PageId>; 4] {
+        [
+            self.t1.to_vec(),
+            self.t2.to_vec(),
+            self.b1.to_vec(),
+            self.b2.to_vec(),
+        ]
+    }
+}
+
+impl ReplacementPolicy for Arc {
+    fn name(&self) -> &'static str {
+        "arc"
+    }
+
+    fn insert(&mut self, id: PageId, meta: EntryMeta) {
+        let size = meta.size;
+        match self.place.get(&id).map(|&(l, _)| l) {
+            Some(List::T1 | List::T2) => self.access(id, meta),
+            Some(List::B1) => {
+                let ratio = (self.bytes[3] / self.bytes[2].max(1)).max(1);
+                self.p = self
+                    .c
+                    .min(self.p.saturating_add(ratio.saturating_mul(size.max(1))));
+                self.unlink(id);
+                self.link_front(id, List::T2, size);
+                self.last_miss_in_b2 = false;
+            }
+            Some(List::B2) => {
+                let ratio = (self.bytes[2] / self.bytes[3].max(1)).max(1);
+                self.p = self.p.saturating_sub(ratio.saturating_mul(size.max(1)));
+                self.unlink(id);
+                self.link_front(id, List::T2, size);
+                self.last_miss_in_b2 = true;
+            }
+            None => {
+                self.link_front(id, List::T1, size);
+                self.last_miss_in_b2 = false;
+                self.trim_ghosts();
+            }
+        }
+    }
+
+    fn access(&mut self, id: PageId, meta: EntryMeta) {
+        if let Some(&(List::T1 | List::T2, _)) = self.place.get(&id) {
+            self.unlink(id);
+            self.link_front(id, List::T2, meta.size);
+        }
+    }
+
+    fn remove(&mut self, id: PageId) -> bool {
+        matches!(self.unlink(id), Some((List::T1 | List::T2, _)))
+    }
+
+    fn pop_victim(&mut self) -> Option<PageId> {
+        let t1 = self.bytes[0];
+        let from_t1 = !self.t1.is_empty()
+            && (t1 > self.p || (self.last_miss_in_b2 && t1 == self.p) || self.t2.is_empty());
+        let (from, ghost) = if from_t1 {
+            (List::T1, List::B1)
+        } else {
+            (List::T2, List::B2)
+        };
+        let id = self.list_mut(from).back_or(&LinkedSet::new())?;
+        let (_, size) = self.unlink(id)?;
+        self.link_front(id, ghost, size);
+        self.trim_ghosts();
+        Some(id)
+    }
+
+    fn contains(&self, id: PageId) -> bool {
+        matches!(self.place.get(&id), Some((List::T1 | List::T2, _)))
+    }
+
+    fn len(&self) -> usize {
+        self.resident
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::tests::meta;
+    use crate::cache::{Cache, Lru};
+
+    #[test]
+    fn reference_behaviour() {
+        // c = 4 pages of size 1.
+        let mut a = Arc::new(4);
+        for id in 1..=4 {
+            a.insert(id, meta(1));
+        }
+        a.access(2, meta(1));
+        assert_eq!(a.lists(), [vec![4, 3, 1], vec![2], vec![], vec![]]);
+        // T1 (3 bytes) > p (0): T1's back goes to B1.
+        assert_eq!(a.pop_victim(), Some(1));
+        assert_eq!(a.lists()[2], vec![1]);
+        assert!(!a.contains(1));
+        // A miss remembered in B1 raises p and enters T2.
+        a.insert(1, meta(1));
+        assert_eq!(a.target_t1(), 1);
+        assert_eq!(a.lists(), [vec![4, 3], vec![1, 2], vec![], vec![]]);
+        assert_eq!(a.pop_victim(), Some(3));
+        // T1 is at its target p: T2's back goes to B2.
+        assert_eq!(a.pop_victim(), Some(2));
+        assert_eq!(a.lists(), [vec![4], vec![1], vec![3], vec![2]]);
+        // A miss remembered in B2 lowers p and enters T2.
+        a.insert(2, meta(1));
+        assert_eq!(a.target_t1(), 0);
+        assert_eq!(a.lists(), [vec![4], vec![2, 1], vec![3], vec![]]);
+        // p = 0 and the last miss was in B2: T1 gives the victim.
+        assert_eq!(a.pop_victim(), Some(4));
+        assert_eq!(a.len(), 2);
+        assert!(a.remove(2));
+        assert!(!a.remove(3), "ghosts are not resident");
+    }
+
+    #[test]
+    fn resists_a_scan() {
+        fn hot_survivors(mut c: Cache<()>) -> usize {
+            let touch = |c: &mut Cache<()>, id: u64| {
+                if c.get(id).is_none() {
+                    c.insert(id, (), meta(1));
+                }
+            };
+            for _ in 0..3 {
+                for id in 0..4 {
+                    touch(&mut c, id);
+                }
+            }
+            for id in 100..200 {
+                touch(&mut c, id);
+            }
+            (0..4).filter(|&id| c.contains(id)).count()
+        }
+        assert_eq!(
+            hot_survivors(Cache::with_policy(Box::new(Lru::new()), 8)),
+            0
+        );
+        assert_eq!(
+            hot_survivors(Cache::with_policy(Box::new(Arc::new(8)), 8)),
+            4
+        );
+    }
+}
