@@ -273,6 +273,14 @@ impl PageDevice for FlashSim {
                     .flash_pages_of(h)
                     .try_for_each(|lfp| inner.ftl.write(lfp, t0, &mut inner.timeline).map(drop))
                 {
+                    // A host page of several flash pages failed half-way: if it
+                    // held nothing before, unmap the part written (it still
+                    // reads as zeros); otherwise it keeps its old contents.
+                    if !inner.data.contains_key(&h) {
+                        for lfp in self.flash_pages_of(h) {
+                            inner.ftl.trim(lfp);
+                        }
+                    }
                     r = Err(e);
                     break;
                 }

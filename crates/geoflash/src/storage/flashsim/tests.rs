@@ -524,6 +524,47 @@ fn worn_out_blocks_retire_and_the_device_fills() {
 }
 
 #[test]
+fn wearing_out_keeps_multi_page_host_pages_consistent() {
+    // Host pages of 2 and 4 flash pages: a write may fail after some of its
+    // flash pages were programmed; the device stays consistent and the page
+    // keeps its old contents (or zeros).
+    for host in [1024usize, 2048] {
+        let d = device(
+            "page_size=512&ppb=4&blocks=40&op=0.5&erase_limit=4&wl_threshold=2",
+            host,
+        );
+        let cap = d.capacity();
+        let mut oracle = HashMap::new();
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut failed = false;
+        for i in 0..100_000u64 {
+            let h = rng.gen_range(0..cap);
+            let c = content(h, i as u8, host);
+            match d.write(h, &c) {
+                Ok(()) => {
+                    oracle.insert(h, c);
+                }
+                Err(e) => {
+                    assert!(matches!(e, Error::DeviceFull(_)), "{e}");
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        assert!(failed, "host {host}: the device must wear out");
+        d.check_invariants().unwrap();
+        for h in 0..cap {
+            let mut buf = vec![0u8; host];
+            d.read(h, &mut buf).unwrap();
+            assert_eq!(
+                buf,
+                oracle.get(&h).cloned().unwrap_or_else(|| vec![0; host])
+            );
+        }
+    }
+}
+
+#[test]
 fn wear_levelling_narrows_the_erase_spread() {
     // Half the pages are written once (cold), the other half rewritten over and
     // over. Without static wear levelling the cold blocks are never erased
