@@ -29,6 +29,7 @@ fn data_file() -> PathBuf {
             direct: true,
             engine: IoEngine::Auto,
             capacity_pages: PAGES,
+            read_only: false,
         };
         let dev = FileDevice::open(&path, PAGE, opts).expect("open bench file");
         let run = 256u64;
@@ -55,6 +56,7 @@ fn random_reads(c: &mut Criterion) {
             direct: true,
             engine,
             capacity_pages: PAGES,
+            read_only: false,
         };
         let dev = match FileDevice::open(&path, PAGE, opts) {
             Ok(d) => d,

@@ -99,6 +99,9 @@ pub struct FileDeviceOptions {
     /// Logical capacity in pages; `0` (the default) means
     /// [`DEFAULT_CAPACITY_BYTES`] / page size.
     pub capacity_pages: u64,
+    /// Open the file read-only (it must exist; writes and trims are errors).
+    /// Default `false`.
+    pub read_only: bool,
 }
 
 impl Default for FileDeviceOptions {
@@ -107,6 +110,7 @@ impl Default for FileDeviceOptions {
             direct: true,
             engine: IoEngine::Auto,
             capacity_pages: 0,
+            read_only: false,
         }
     }
 }
@@ -134,6 +138,8 @@ pub struct FileDevice {
     page_size: usize,
     capacity: u64,
     direct: bool,
+    /// Opened read-only.
+    read_only: bool,
     /// True while io_uring is in use; cleared for good if a ring fails.
     uring: AtomicBool,
     /// Idle rings (taken by a batch, returned after it).
@@ -180,7 +186,10 @@ impl FileDevice {
             )));
         }
         let mut oo = OpenOptions::new();
-        oo.read(true).write(true).create(true).truncate(false);
+        oo.read(true);
+        if !opts.read_only {
+            oo.write(true).create(true).truncate(false);
+        }
         if opts.direct {
             oo.custom_flags(libc::O_DIRECT);
         }
@@ -212,6 +221,7 @@ impl FileDevice {
             bounce: Mutex::new(Vec::new()),
             tracker: Mutex::new(IoTracker::default()),
             punch_hole_works: AtomicBool::new(true),
+            read_only: opts.read_only,
         };
         match opts.engine {
             IoEngine::Psync => {}
@@ -311,12 +321,28 @@ impl FileDevice {
     /// must be aligned to [`DIRECT_MEM_ALIGN`], else [`Error::MisalignedBuffer`].
     pub fn write_batch_raw(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         check_batch(pages, data.len(), self.page_size, self.capacity)?;
+        self.check_writable()?;
         if self.direct {
             check_direct_alignment(data.as_ptr() as usize, data.len(), DIRECT_MEM_ALIGN)?;
         }
         let start = Instant::now();
         self.write_from(pages, data)?;
         self.record(Dir::Write, pages, start);
+        Ok(())
+    }
+
+    /// An error if the device was opened read-only.
+    fn check_writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::Io {
+                path: self.path.clone(),
+                page: None,
+                source: io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "the device was opened read-only",
+                ),
+            });
+        }
         Ok(())
     }
 
@@ -612,6 +638,7 @@ impl PageDevice for FileDevice {
 
     fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         check_batch(pages, data.len(), self.page_size, self.capacity)?;
+        self.check_writable()?;
         let start = Instant::now();
         if self.usable_directly(data) {
             self.write_from(pages, data)?;
@@ -645,6 +672,7 @@ impl PageDevice for FileDevice {
 
     fn trim(&self, pages: &[PageId]) -> Result<()> {
         check_batch(pages, 0, 0, self.capacity)?;
+        self.check_writable()?;
         let mut sorted = pages.to_vec();
         sorted.sort_unstable();
         sorted.dedup();

@@ -18,6 +18,7 @@ fn opts(direct: bool, engine: IoEngine, capacity_pages: u64) -> FileDeviceOption
         direct,
         engine,
         capacity_pages,
+        read_only: false,
     }
 }
 
@@ -510,5 +511,46 @@ fn os_errors_name_the_path_and_the_page() {
             Ok(()) => eprintln!("filesystem accepted a write at 2^52 bytes; nothing to check"),
             Err(e) => panic!("unexpected error {e}"),
         }
+    }
+}
+
+#[test]
+fn read_only_open_reads_and_refuses_writes() {
+    let dir = test_dir();
+    let path = dir.path().join("ro.dat");
+    let missing = FileDevice::open(
+        &dir.path().join("absent.dat"),
+        4096,
+        FileDeviceOptions {
+            read_only: true,
+            direct: false,
+            ..FileDeviceOptions::default()
+        },
+    );
+    assert!(missing.is_err(), "read-only open does not create files");
+    {
+        let d = FileDevice::open(&path, 4096, opts(false, IoEngine::Psync, 16)).unwrap();
+        d.write(3, &[7u8; 4096]).unwrap();
+        d.sync().unwrap();
+    }
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o444);
+    std::fs::set_permissions(&path, perms).unwrap();
+    for engine in [IoEngine::Psync, IoEngine::Auto] {
+        let d = FileDevice::open(
+            &path,
+            4096,
+            FileDeviceOptions {
+                read_only: true,
+                ..opts(false, engine, 16)
+            },
+        )
+        .unwrap();
+        let mut buf = vec![0u8; 4096];
+        d.read(3, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 7));
+        let e = d.write(3, &buf).unwrap_err().to_string();
+        assert!(e.contains("read-only"), "{e}");
+        assert!(d.trim(&[3]).is_err());
     }
 }
