@@ -16,9 +16,7 @@
 //!
 //! Sizes are bytes instead of the paper's page counts, so that a buffer of
 //! mixed node sizes adapts the same way.
-use std::collections::HashMap;
-
-use super::{EntryMeta, LinkedSet, ReplacementPolicy};
+use super::{EntryMeta, IdMap, LinkedSet, ReplacementPolicy};
 use crate::storage::PageId;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +35,7 @@ pub struct Arc {
     b1: LinkedSet,
     b2: LinkedSet,
     /// Where each known id is, and its size.
-    place: HashMap<PageId, (List, usize)>,
+    place: IdMap<(List, usize)>,
     bytes: [usize; 4],
     /// Target bytes of `T1`.
     p: usize,
@@ -55,7 +53,7 @@ impl Arc {
             t2: LinkedSet::new(),
             b1: LinkedSet::new(),
             b2: LinkedSet::new(),
-            place: HashMap::new(),
+            place: IdMap::default(),
             bytes: [0; 4],
             p: 0,
             c: budget,

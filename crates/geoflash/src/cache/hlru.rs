@@ -16,16 +16,16 @@
 //! parent, and it refuses to admit a node when evicting lower nodes would not
 //! make room; geoflash always admits (a store must be able to hold the nodes
 //! it is writing) and always evicts the lowest level first.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use super::{EntryMeta, LinkedSet, ReplacementPolicy};
+use super::{EntryMeta, IdMap, LinkedSet, ReplacementPolicy};
 use crate::storage::PageId;
 
 /// Height-aware LRU; see the module documentation.
 #[derive(Debug, Default, Clone)]
 pub struct Hlru {
     by_height: BTreeMap<u16, LinkedSet>,
-    height_of: HashMap<PageId, u16>,
+    height_of: IdMap<u16>,
 }
 
 impl Hlru {

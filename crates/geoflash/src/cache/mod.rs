@@ -155,6 +155,30 @@ impl FromStr for PolicyKind {
     }
 }
 
+/// A fast hasher for page ids (Fibonacci hashing; page ids come from the
+/// store's allocator, not from an adversary, so no DoS-resistant hashing).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// A hash map keyed by page id with [`IdHasher`].
+pub(crate) type IdMap<V> = HashMap<PageId, V, std::hash::BuildHasherDefault<IdHasher>>;
+
 /// Bytes that make up `fraction` of `budget` (rounded down).
 pub(crate) fn fraction_of(budget: usize, fraction: f64) -> usize {
     let f = if fraction.is_finite() {
@@ -170,7 +194,7 @@ pub(crate) fn fraction_of(budget: usize, fraction: f64) -> usize {
 /// (front = most recent, back = oldest).
 #[derive(Debug, Default, Clone)]
 pub(crate) struct LinkedSet {
-    links: HashMap<PageId, Link>,
+    links: IdMap<Link>,
     head: Option<PageId>,
     tail: Option<PageId>,
 }
@@ -285,7 +309,7 @@ struct Slot<V> {
 #[derive(Debug)]
 pub struct Cache<V> {
     policy: Box<dyn ReplacementPolicy>,
-    slots: HashMap<PageId, Slot<V>>,
+    slots: IdMap<Slot<V>>,
     budget: usize,
     used: usize,
     peak: usize,
@@ -301,7 +325,7 @@ impl<V> Cache<V> {
     pub fn with_policy(policy: Box<dyn ReplacementPolicy>, budget: usize) -> Self {
         Cache {
             policy,
-            slots: HashMap::new(),
+            slots: IdMap::default(),
             budget,
             used: 0,
             peak: 0,

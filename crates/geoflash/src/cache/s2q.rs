@@ -11,9 +11,7 @@
 //!   when `Am` is empty).
 //!
 //! A sequential scan only passes through `A1` and cannot flush `Am`.
-use std::collections::HashMap;
-
-use super::{fraction_of, EntryMeta, LinkedSet, ReplacementPolicy};
+use super::{fraction_of, EntryMeta, IdMap, LinkedSet, ReplacementPolicy};
 use crate::storage::PageId;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +25,7 @@ enum Queue {
 pub struct S2q {
     a1: LinkedSet,
     am: LinkedSet,
-    where_: HashMap<PageId, (Queue, usize)>,
+    where_: IdMap<(Queue, usize)>,
     a1_bytes: usize,
     threshold: usize,
 }
@@ -46,7 +44,7 @@ impl S2q {
         S2q {
             a1: LinkedSet::new(),
             am: LinkedSet::new(),
-            where_: HashMap::new(),
+            where_: IdMap::default(),
             a1_bytes: 0,
             threshold: a1_bytes,
         }

@@ -14,9 +14,7 @@
 //! Sizes are in bytes of the budget, the paper's page counts scaled by the
 //! page sizes: defaults `Kin` = 25% and `Kout` = 50% of the budget, as the
 //! paper recommends.
-use std::collections::HashMap;
-
-use super::{fraction_of, EntryMeta, LinkedSet, ReplacementPolicy};
+use super::{fraction_of, EntryMeta, IdMap, LinkedSet, ReplacementPolicy};
 use crate::storage::PageId;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,8 +29,8 @@ pub struct TwoQ {
     a1in: LinkedSet,
     am: LinkedSet,
     a1out: LinkedSet,
-    resident: HashMap<PageId, (Queue, usize)>,
-    ghost_size: HashMap<PageId, usize>,
+    resident: IdMap<(Queue, usize)>,
+    ghost_size: IdMap<usize>,
     a1in_bytes: usize,
     a1out_bytes: usize,
     kin: usize,
@@ -61,8 +59,8 @@ impl TwoQ {
             a1in: LinkedSet::new(),
             am: LinkedSet::new(),
             a1out: LinkedSet::new(),
-            resident: HashMap::new(),
-            ghost_size: HashMap::new(),
+            resident: IdMap::default(),
+            ghost_size: IdMap::default(),
             a1in_bytes: 0,
             a1out_bytes: 0,
             kin: kin_bytes,
