@@ -16,7 +16,7 @@
 //! write or sync call fails with [`Error::InjectedFault`] and every later call
 //! fails too, like redb's `CheckedBackend`) and a full device
 //! ([`Error::DeviceFull`] for pages at or beyond a limit, or beyond a number of
-//! distinct pages written).
+//! distinct pages written). An error of the inner device is sticky too.
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -38,6 +38,8 @@ pub const SECTOR_SIZE: usize = 512;
 pub struct FaultPlan {
     /// Crash while the `n`-th page write is in flight (`Some(0)`: at the first write call, before any page).
     pub crash_at_write: Option<u64>,
+    /// Crash during the `n`-th `sync` call, before any of it is durable.
+    pub crash_at_sync: Option<u64>,
     /// Seed of the random decisions (crash point of `random_crash`, fate of unsynced writes).
     pub seed: u64,
     /// The `n`-th `read_batch` call fails (and every later call).
@@ -84,6 +86,14 @@ impl FaultPlan {
             seed,
             ..FaultPlan::default()
         }
+    }
+
+    /// Crash during the `n`-th `sync` call (1-based): its unsynced writes meet
+    /// the same fates as at any crash and the call returns [`Error::Crashed`].
+    /// Combines with a write crash point (whichever comes first).
+    pub fn crash_at_sync(mut self, n: u64) -> Self {
+        self.crash_at_sync = Some(n);
+        self
     }
 
     /// Sets the seed of the crash decisions.
@@ -362,6 +372,12 @@ impl<D: PageDevice> FaultyDevice<D> {
         Error::InjectedFault(reason)
     }
 
+    /// Makes an error of the inner device sticky and returns it.
+    fn inner_failed(st: &mut State, e: Error) -> Error {
+        st.failed = Some(format!("the inner device failed earlier: {e}"));
+        e
+    }
+
     fn push_write(st: &mut State, page: PageId, data: Option<Box<[u8]>>) {
         st.newest.insert(page, st.log.len());
         st.log.push((page, data));
@@ -408,7 +424,9 @@ impl<D: PageDevice> PageDevice for FaultyDevice<D> {
         }
         if !missing.is_empty() {
             let mut tmp = vec![0u8; missing.len() * self.page_size];
-            self.inner.read_batch(&missing, &mut tmp)?;
+            if let Err(e) = self.inner.read_batch(&missing, &mut tmp) {
+                return Err(Self::inner_failed(&mut st, e));
+            }
             for (&slot, data) in missing_slots.iter().zip(tmp.chunks_exact(self.page_size)) {
                 let off = slot * self.page_size;
                 if let Some(out) = buf.get_mut(off..off + self.page_size) {
@@ -491,6 +509,14 @@ impl<D: PageDevice> PageDevice for FaultyDevice<D> {
         let mut st = self.lock();
         Self::check_alive(&st)?;
         st.sync_calls += 1;
+        if self.plan.crash_at_sync == Some(st.sync_calls) {
+            let reason = format!(
+                "crashed as planned during sync call {}; recover from the durable device",
+                st.sync_calls
+            );
+            self.crash(&mut st, reason.clone())?;
+            return Err(Error::Crashed(reason));
+        }
         if self.plan.fail_sync == Some(st.sync_calls) {
             let n = st.sync_calls;
             return Err(Self::fail(
@@ -514,13 +540,18 @@ impl<D: PageDevice> PageDevice for FaultyDevice<D> {
                 None => {}
             }
         }
-        if !trims.is_empty() {
-            self.inner.trim(&trims)?;
+        let applied = (|| {
+            if !trims.is_empty() {
+                self.inner.trim(&trims)?;
+            }
+            if !pages.is_empty() {
+                self.inner.write_batch(&pages, &data)?;
+            }
+            self.inner.sync()
+        })();
+        if let Err(e) = applied {
+            return Err(Self::inner_failed(&mut st, e));
         }
-        if !pages.is_empty() {
-            self.inner.write_batch(&pages, &data)?;
-        }
-        self.inner.sync()?;
         st.log.clear();
         st.newest.clear();
         let ns = start.elapsed().as_nanos() as u64;
@@ -713,6 +744,42 @@ mod tests {
             }
         }
         assert_eq!(fates.len(), 3, "kept, dropped and torn writes all occur");
+    }
+
+    #[test]
+    fn crash_during_each_sync() {
+        let ops = script();
+        for seed in 0..4 {
+            for n in 1..=3 {
+                let (oracle, dev) = run(&ops, FaultPlan::none().crash_at_sync(n).with_seed(seed));
+                assert!(dev.is_crashed());
+                assert!(
+                    !dev.crash_records().is_empty(),
+                    "sync {n} had unsynced writes"
+                );
+                oracle.check(dev.durable());
+            }
+        }
+    }
+
+    #[test]
+    fn inner_errors_are_sticky() {
+        let inner = FaultyDevice::new(
+            MemDevice::new(PS, CAP).unwrap(),
+            FaultPlan::none().fail_sync(2),
+        );
+        let dev = FaultyDevice::new(inner, FaultPlan::none());
+        let page = content(1);
+        dev.write(0, &page).unwrap();
+        dev.sync().unwrap();
+        dev.write(1, &page).unwrap();
+        assert!(matches!(dev.sync(), Err(Error::InjectedFault(_))));
+        let mut buf = vec![0u8; PS];
+        assert!(matches!(
+            dev.read(0, &mut buf),
+            Err(Error::InjectedFault(_))
+        ));
+        assert!(matches!(dev.write(2, &page), Err(Error::InjectedFault(_))));
     }
 
     #[test]

@@ -309,6 +309,22 @@ impl HddSimConfig {
 }
 
 /// A simulated hard disk. See the [module docs](self) for the model.
+///
+/// ```
+/// use geoflash::storage::hddsim::{HddSim, HddSimConfig};
+/// use geoflash::storage::PageDevice;
+///
+/// let mut config = HddSimConfig::preset("7200rpm")?;
+/// config.set("write_cache_bytes", "8MiB")?;
+/// let disk = HddSim::new(config, 4096)?;
+/// disk.write(12_345, &[7u8; 4096])?; // acknowledged by the cache: microseconds
+/// let mut buf = [0u8; 4096];
+/// disk.read(999_999, &mut buf)?; // a random read: command, seek, rotation, transfer
+/// disk.sync()?; // destages the cached write
+/// let ms = disk.stats().sim.map_or(0, |s| s.sim_time_ns) as f64 / 1e6;
+/// assert!(ms > 10.0 && ms < 100.0, "{ms} ms");
+/// # Ok::<(), geoflash::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct HddSim {
     config: HddSimConfig,
