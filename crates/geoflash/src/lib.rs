@@ -21,6 +21,7 @@ pub mod cache;
 pub mod error;
 pub mod geom;
 pub mod index;
+pub mod index_dir;
 pub mod manifest;
 pub mod metrics;
 pub mod page;
@@ -29,3 +30,4 @@ pub mod store;
 pub mod units;
 
 pub use error::{Error, Result};
+pub use index_dir::{Index, IndexOptions};

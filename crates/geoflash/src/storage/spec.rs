@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `file` | the index directory's own file (the caller supplies the path), direct I/O |
 //! | `file:PATH?direct=true\|false&engine=auto\|uring\|psync&capacity=SIZE` | a file; defaults `direct=true`, `engine=auto` |
+//! | `file?direct=…&engine=…` | the index directory's own file, with options |
 //! | `mem:` or `mem:capacity=SIZE` | [`MemDevice`](super::mem::MemDevice) |
 //! | `flashsim:preset=NAME&key=value…` | [`FlashSim`](super::flashsim::FlashSim); keys in [`FlashSimConfig::set`](super::flashsim::FlashSimConfig::set) |
 //! | `hddsim:preset=NAME&key=value…` | [`HddSim`](super::hddsim::HddSim); keys in [`HddSimConfig::set`](super::hddsim::HddSimConfig::set) |
@@ -98,9 +99,13 @@ impl DeviceSpec {
     /// Parses a spec string (see the module documentation).
     pub fn parse(spec: &str) -> Result<DeviceSpec> {
         let s = spec.trim();
+        // `file?opts` is the index directory's own file with options.
         let (kind, rest) = match s.split_once(':') {
-            Some((k, r)) => (k, r),
-            None => (s, ""),
+            Some((k, r)) if !k.contains('?') => (k, r),
+            _ => match s.split_once('?') {
+                Some((k, r)) => (k, s.get(k.len()..).unwrap_or(r)),
+                None => (s, ""),
+            },
         };
         match kind.to_ascii_lowercase().as_str() {
             "file" => {

@@ -98,3 +98,38 @@ pub trait NodeStore: Send + Sync {
     /// Counters since the store was opened.
     fn stats(&self) -> StoreStats;
 }
+
+/// A boxed store is a store: the index front end holds whichever store the
+/// manifest names as `Box<dyn NodeStore>`.
+impl NodeStore for Box<dyn NodeStore> {
+    fn get(&self, id: PageId) -> Result<Arc<Node>> {
+        (**self).get(id)
+    }
+    fn begin_op(&mut self) -> Result<OpId> {
+        (**self).begin_op()
+    }
+    fn create(&mut self, level: u16, entries: Vec<Entry>) -> Result<PageId> {
+        (**self).create(level, entries)
+    }
+    fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) -> Result<()> {
+        (**self).modify(id, level, changes)
+    }
+    fn delete(&mut self, id: PageId) -> Result<()> {
+        (**self).delete(id)
+    }
+    fn set_meta(&mut self, meta: TreeMeta) -> Result<()> {
+        (**self).set_meta(meta)
+    }
+    fn commit_op(&mut self, op: OpId) -> Result<()> {
+        (**self).commit_op(op)
+    }
+    fn meta(&self) -> TreeMeta {
+        (**self).meta()
+    }
+    fn checkpoint(&mut self) -> Result<()> {
+        (**self).checkpoint()
+    }
+    fn stats(&self) -> StoreStats {
+        (**self).stats()
+    }
+}

@@ -1,0 +1,551 @@
+//! [`Index`]: an R-tree-family index opened from (or created in) an index
+//! directory — the manifest, the advisory lock, the device, the node store
+//! and the tree put together. This is the type the command line and the
+//! Python package use; the layers below know nothing of directories.
+//!
+//! An index on a `file` device lives in its directory (`pages.dat`) and can
+//! be reopened. Indexes on `mem:`, `flashsim:` and `hddsim:` devices live only
+//! in their process in this version (the simulator state is not saved yet);
+//! their directory keeps the manifest for the record.
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cache::PolicyKind;
+use crate::geom::{Point, Rect};
+use crate::index::query::{BatchResult, KnnResult, Predicate, QueryResult};
+use crate::index::{IndexKind, RTree, SplitKind, TreeParams};
+use crate::manifest::{Access, Crs, DirLock, Manifest, MANIFEST_VERSION};
+use crate::metrics::Stats;
+use crate::storage::file::{FileDevice, FileDeviceOptions};
+use crate::storage::spec::DeviceSpec;
+use crate::storage::PageDevice;
+use crate::store::plain::{PlainConfig, PlainStore};
+use crate::store::NodeStore;
+use crate::{Error, Result};
+
+/// File of node pages inside an index directory.
+pub const PAGES_FILE: &str = "pages.dat";
+
+/// Which node store an index uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// The disk-based baseline: nodes in place, optional buffer.
+    Plain,
+    /// The eFIND framework.
+    Efind,
+    /// The FAST framework.
+    Fast,
+}
+
+impl std::str::FromStr for StoreKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "plain" => Ok(StoreKind::Plain),
+            "efind" => Ok(StoreKind::Efind),
+            "fast" => Ok(StoreKind::Fast),
+            _ => Err(Error::invalid(format!(
+                "unknown store {s:?}: use plain, efind or fast"
+            ))),
+        }
+    }
+}
+
+/// Store parameters recorded in the manifest.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StoreOptions {
+    /// Which store.
+    pub kind: StoreKind,
+    /// Memory budget of the store in bytes (`--buffer`).
+    pub buffer_bytes: usize,
+    /// Replacement policy of the buffer (`--buffer-policy`).
+    pub policy: PolicyKind,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            kind: StoreKind::Plain,
+            buffer_bytes: 512 * 1024,
+            policy: PolicyKind::S2q,
+        }
+    }
+}
+
+/// Everything needed to create an index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexOptions {
+    /// Tree kind.
+    pub kind: IndexKind,
+    /// Split of the R-tree.
+    pub split: SplitKind,
+    /// Page (node) size in bytes.
+    pub page_size: usize,
+    /// M; `None` for the most a page holds.
+    pub max_entries: Option<usize>,
+    /// m; `None` for ⌈M/2⌉.
+    pub min_entries: Option<usize>,
+    /// R*-tree forced-reinsertion percentage.
+    pub reinsert_percent: u8,
+    /// Store and memory budget.
+    pub store: StoreOptions,
+    /// Device spec string.
+    pub device: String,
+    /// Coordinate reference of the data.
+    pub crs: Crs,
+}
+
+impl Default for IndexOptions {
+    fn default() -> Self {
+        IndexOptions {
+            kind: IndexKind::RStar,
+            split: SplitKind::Quadratic,
+            page_size: 4096,
+            max_entries: None,
+            min_entries: None,
+            reinsert_percent: crate::index::params::DEFAULT_REINSERT_PERCENT,
+            store: StoreOptions::default(),
+            device: "file".into(),
+            crs: Crs::default(),
+        }
+    }
+}
+
+impl IndexOptions {
+    /// The verified tree parameters these options describe.
+    pub fn tree_params(&self) -> Result<TreeParams> {
+        let capacity = crate::page::max_entries(self.page_size, self.kind == IndexKind::Hilbert);
+        let mut p = match self.max_entries {
+            None => TreeParams::for_page(self.kind, self.page_size)?,
+            Some(m) if m > capacity => {
+                return Err(Error::invalid(format!(
+                    "max entries {m} does not fit a page of {} bytes, which holds at most {capacity} entries",
+                    self.page_size
+                )))
+            }
+            Some(m) => TreeParams::new(self.kind, m),
+        };
+        p = p
+            .with_split(self.split)
+            .with_reinsert_percent(self.reinsert_percent);
+        if let Some(m) = self.min_entries {
+            p = p.with_min_entries(m);
+        }
+        p.verify()?;
+        Ok(p)
+    }
+}
+
+/// An open index.
+pub struct Index {
+    dir: Option<PathBuf>,
+    manifest: Manifest,
+    tree: RTree<Box<dyn NodeStore>>,
+    device: Arc<dyn PageDevice>,
+    access: Access,
+    _lock: Option<DirLock>,
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index")
+            .field("dir", &self.dir)
+            .field("kind", &self.manifest.kind)
+            .field("device", &self.device.describe())
+            .field("records", &self.tree.len())
+            .finish()
+    }
+}
+
+fn store_config(opts: &StoreOptions, kind: IndexKind) -> Result<PlainConfig> {
+    match opts.kind {
+        StoreKind::Plain => Ok(PlainConfig {
+            buffer_bytes: opts.buffer_bytes,
+            policy: opts.policy,
+            with_payload: kind == IndexKind::Hilbert,
+        }),
+        other => Err(Error::invalid(format!(
+            "the {other:?} store is not available in this version; use --store plain"
+        ))),
+    }
+}
+
+fn kind_name(kind: IndexKind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
+}
+
+impl Index {
+    /// Creates a new index in `dir` (created if missing; it must not hold an index yet).
+    pub fn create(dir: &Path, opts: &IndexOptions) -> Result<Index> {
+        let params = opts.tree_params()?;
+        let plain = store_config(&opts.store, opts.kind)?;
+        let spec = DeviceSpec::parse(&opts.device)?;
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+            path: dir.to_path_buf(),
+            page: None,
+            source,
+        })?;
+        let lock = DirLock::acquire(dir, Access::Write)?;
+        if dir.join(crate::manifest::MANIFEST_FILE).exists() {
+            return Err(Error::invalid(format!(
+                "{} already holds an index; open it, or remove it first",
+                dir.display()
+            )));
+        }
+        let pages = dir.join(PAGES_FILE);
+        if matches!(spec, DeviceSpec::File { path: None, .. }) && pages.exists() {
+            std::fs::remove_file(&pages).map_err(|source| Error::Io {
+                path: pages.clone(),
+                page: None,
+                source,
+            })?;
+        }
+        let device = spec.open(opts.page_size, Some(&pages))?;
+        let store = PlainStore::create(device.clone(), plain)?;
+        let tree = RTree::create(Box::new(store) as Box<dyn NodeStore>, params)?;
+        let manifest = Manifest {
+            format_version: MANIFEST_VERSION,
+            created_by: format!("geoflash {}", env!("CARGO_PKG_VERSION")),
+            kind: kind_name(opts.kind),
+            page_size: opts.page_size,
+            device: spec.to_string(),
+            crs: opts.crs.clone(),
+            index: serde_json::to_value(params).map_err(|e| Error::invalid(e.to_string()))?,
+            store: serde_json::to_value(opts.store).map_err(|e| Error::invalid(e.to_string()))?,
+        };
+        manifest.store(dir)?;
+        let mut index = Index {
+            dir: Some(dir.to_path_buf()),
+            manifest,
+            tree,
+            device,
+            access: Access::Write,
+            _lock: Some(lock),
+        };
+        index.checkpoint()?;
+        Ok(index)
+    }
+
+    /// A new index with no directory (any device; it lives in this process).
+    pub fn create_temporary(opts: &IndexOptions) -> Result<Index> {
+        let params = opts.tree_params()?;
+        let plain = store_config(&opts.store, opts.kind)?;
+        let spec = DeviceSpec::parse(&opts.device)?;
+        if matches!(spec, DeviceSpec::File { path: None, .. }) {
+            return Err(Error::invalid(
+                "an index without a directory needs a device other than plain \"file\" (e.g. mem:)",
+            ));
+        }
+        let device = spec.open(opts.page_size, None)?;
+        let store = PlainStore::create(device.clone(), plain)?;
+        let tree = RTree::create(Box::new(store) as Box<dyn NodeStore>, params)?;
+        let manifest = Manifest {
+            format_version: MANIFEST_VERSION,
+            created_by: format!("geoflash {}", env!("CARGO_PKG_VERSION")),
+            kind: kind_name(opts.kind),
+            page_size: opts.page_size,
+            device: spec.to_string(),
+            crs: opts.crs.clone(),
+            index: serde_json::to_value(params).map_err(|e| Error::invalid(e.to_string()))?,
+            store: serde_json::to_value(opts.store).map_err(|e| Error::invalid(e.to_string()))?,
+        };
+        Ok(Index {
+            dir: None,
+            manifest,
+            tree,
+            device,
+            access: Access::Write,
+            _lock: None,
+        })
+    }
+
+    /// Opens the index in `dir` for reading (shared) or writing (exclusive).
+    /// `buffer` overrides the store's memory budget for this session.
+    pub fn open(dir: &Path, access: Access) -> Result<Index> {
+        let lock = DirLock::acquire(dir, access)?;
+        let manifest = Manifest::load(dir)?;
+        let params: TreeParams = serde_json::from_value(manifest.index.clone())
+            .map_err(|e| Error::corrupt(None, format!("manifest index parameters: {e}")))?;
+        let store_opts: StoreOptions = serde_json::from_value(manifest.store.clone())
+            .map_err(|e| Error::corrupt(None, format!("manifest store parameters: {e}")))?;
+        let spec = DeviceSpec::parse(&manifest.device)?;
+        let device: Arc<dyn PageDevice> = match &spec {
+            DeviceSpec::File { path, direct, engine, capacity } => {
+                let path = path.clone().unwrap_or_else(|| dir.join(PAGES_FILE));
+                let capacity_pages = capacity.map_or(0, |c| c / manifest.page_size as u64);
+                let opts = FileDeviceOptions {
+                    direct: *direct,
+                    engine: *engine,
+                    capacity_pages,
+                    read_only: access == Access::Read,
+                };
+                Arc::new(FileDevice::open(&path, manifest.page_size, opts)?)
+            }
+            other => {
+                return Err(Error::invalid(format!(
+                    "the index in {} was built on device {other}, which lives only in its process in this version; rebuild it",
+                    dir.display()
+                )))
+            }
+        };
+        let plain = store_config(&store_opts, params.kind)?;
+        let store = PlainStore::open(device.clone(), plain)?;
+        let tree = RTree::open(Box::new(store) as Box<dyn NodeStore>, params)?;
+        Ok(Index {
+            dir: Some(dir.to_path_buf()),
+            manifest,
+            tree,
+            device,
+            access,
+            _lock: Some(lock),
+        })
+    }
+
+    fn writable(&self) -> Result<()> {
+        if self.access == Access::Read {
+            return Err(Error::invalid("the index is open read-only"));
+        }
+        Ok(())
+    }
+
+    /// The manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The directory, if the index has one.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// The tree (for queries and inspection).
+    pub fn tree(&self) -> &RTree<Box<dyn NodeStore>> {
+        &self.tree
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Arc<dyn PageDevice> {
+        &self.device
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        self.tree.len()
+    }
+
+    /// True when the index holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.tree.is_empty()
+    }
+
+    /// Inserts object `id` with MBR `rect` (one atomic operation).
+    pub fn insert(&mut self, id: u64, rect: Rect) -> Result<()> {
+        self.writable()?;
+        self.tree.insert(id, rect)
+    }
+
+    /// Deletes object `id` with MBR `rect`; an error if it is absent.
+    pub fn delete(&mut self, id: u64, rect: Rect) -> Result<()> {
+        self.writable()?;
+        self.tree.delete(id, rect)
+    }
+
+    /// Moves object `id` from `old` to `new`.
+    pub fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
+        self.writable()?;
+        self.tree.update(id, old, new)
+    }
+
+    /// Range query.
+    pub fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {
+        self.tree.query(window, predicate)
+    }
+
+    /// Batched range queries in one traversal.
+    pub fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
+        self.tree.query_batch(windows, predicate)
+    }
+
+    /// The `k` nearest objects to `point` (and every object tied with the k-th when `ties`).
+    pub fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
+        self.tree.nearest(point, k, ties)
+    }
+
+    /// Flushes everything and syncs the device.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        if self.access == Access::Read {
+            return Ok(());
+        }
+        self.tree.store_mut().checkpoint()
+    }
+
+    /// Device and store counters so far, as one [`Stats`] record labelled `label`.
+    pub fn stats(&self, label: &str) -> Stats {
+        let mut s = Stats::new(label);
+        s.set_device(&self.device.stats());
+        s.absorb_store(&self.tree.store().stats());
+        s
+    }
+
+    /// Checkpoints (when writable) and closes the index.
+    pub fn close(mut self) -> Result<()> {
+        self.checkpoint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rect(i: u64) -> Rect {
+        let x = (i * 7919 % 1000) as f64;
+        let y = (i * 104_729 % 997) as f64;
+        Rect::new(x, y, x + 5.0, y + 5.0).unwrap()
+    }
+
+    fn file_opts() -> IndexOptions {
+        IndexOptions {
+            page_size: 1024,
+            device: "file?direct=false".into(),
+            ..IndexOptions::default()
+        }
+    }
+
+    #[test]
+    fn create_close_reopen_read_only_answers_identically() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("idx");
+        let mut idx = Index::create(&path, &file_opts()).unwrap();
+        for i in 0..2000 {
+            idx.insert(i, rect(i)).unwrap();
+        }
+        let window = Rect::new(100.0, 100.0, 400.0, 300.0).unwrap();
+        let mut before: Vec<u64> = idx
+            .query(window, Predicate::Intersects)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|h| h.id)
+            .collect();
+        before.sort_unstable();
+        assert!(!before.is_empty());
+        idx.close().unwrap();
+
+        let ro = Index::open(&path, Access::Read).unwrap();
+        assert_eq!(ro.len(), 2000);
+        let mut after: Vec<u64> = ro
+            .query(window, Predicate::Intersects)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|h| h.id)
+            .collect();
+        after.sort_unstable();
+        assert_eq!(before, after);
+        ro.tree().check().unwrap();
+        // a second reader shares; a writer is refused while readers hold it
+        let ro2 = Index::open(&path, Access::Read).unwrap();
+        assert!(Index::open(&path, Access::Write)
+            .unwrap_err()
+            .to_string()
+            .contains("locked"));
+        drop(ro2);
+        let mut ro = ro;
+        assert!(ro
+            .insert(9999, rect(1))
+            .unwrap_err()
+            .to_string()
+            .contains("read-only"));
+        drop(ro);
+
+        let mut w = Index::open(&path, Access::Write).unwrap();
+        w.delete(5, rect(5)).unwrap();
+        w.close().unwrap();
+        assert_eq!(Index::open(&path, Access::Read).unwrap().len(), 1999);
+    }
+
+    #[test]
+    fn bad_creation_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("idx");
+        Index::create(&path, &file_opts()).unwrap().close().unwrap();
+        assert!(Index::create(&path, &file_opts())
+            .unwrap_err()
+            .to_string()
+            .contains("already holds"));
+        let bad = [
+            IndexOptions {
+                page_size: 3000,
+                ..file_opts()
+            },
+            IndexOptions {
+                max_entries: Some(10_000),
+                ..file_opts()
+            },
+            IndexOptions {
+                min_entries: Some(1),
+                ..file_opts()
+            },
+            IndexOptions {
+                device: "tape:".into(),
+                ..file_opts()
+            },
+            IndexOptions {
+                store: StoreOptions {
+                    kind: StoreKind::Efind,
+                    ..StoreOptions::default()
+                },
+                ..file_opts()
+            },
+        ];
+        for (i, o) in bad.iter().enumerate() {
+            let e = Index::create(&dir.path().join(format!("bad{i}")), o).unwrap_err();
+            assert!(e.is_user_error(), "{e}");
+        }
+        assert!(Index::open(dir.path(), Access::Read)
+            .unwrap_err()
+            .to_string()
+            .contains("not an index directory"));
+    }
+
+    #[test]
+    fn simulated_devices_live_in_their_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = IndexOptions {
+            device: "flashsim:preset=seed-tc58".into(),
+            ..IndexOptions::default()
+        };
+        let mut idx = Index::create(&dir.path().join("sim"), &opts).unwrap();
+        for i in 0..500 {
+            idx.insert(i, rect(i)).unwrap();
+        }
+        idx.checkpoint().unwrap();
+        let s = idx.stats("build");
+        assert!(s.device_simulated && s.sim.nand_programs > 0);
+        idx.close().unwrap();
+        let e = Index::open(&dir.path().join("sim"), Access::Read)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lives only in its process"), "{e}");
+
+        let mut t = Index::create_temporary(&IndexOptions {
+            device: "mem:".into(),
+            ..IndexOptions::default()
+        })
+        .unwrap();
+        t.insert(1, rect(1)).unwrap();
+        assert_eq!(
+            t.nearest(Point::new(0.0, 0.0).unwrap(), 1, false)
+                .unwrap()
+                .neighbors
+                .len(),
+            1
+        );
+    }
+}
