@@ -17,6 +17,13 @@
 //! fails too, like redb's `CheckedBackend`) and a full device
 //! ([`Error::DeviceFull`] for pages at or beyond a limit, or beyond a number of
 //! distinct pages written). An error of the inner device is sticky too.
+//!
+//! Details: a trim is an unsynced write of zeros that a crash keeps or drops
+//! (never tears); the pages of a crashing batch after the crash point never
+//! reach the device; [`FaultyDevice::into_inner`] without a crash drops every
+//! unsynced write. `stats()` reports this wrapper's host-visible I/O (reads
+//! served from the overlay count like any read) and, as `sim`, the inner
+//! device's simulator counters, which see only what reached the durable medium.
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Instant;
