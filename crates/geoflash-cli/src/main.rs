@@ -11,6 +11,7 @@ use geoflash_bench::devbench::{self, DevbenchConfig, Pattern};
 use geoflash_bench::{formats, generate};
 use indicatif::{ProgressBar, ProgressStyle};
 
+mod index_cmds;
 mod output;
 
 /// geoflash: a flash-aware spatial indexing engine and its workbench.
@@ -25,6 +26,22 @@ struct Cli {
 enum Command {
     /// Runs a fixed pattern of page reads and writes against a device and prints its counters.
     Devbench(DevbenchArgs),
+    /// Builds an index from a dataset file (one insertion per object, or a bulk load).
+    Build(index_cmds::BuildArgs),
+    /// Inserts the objects of a dataset file into an index.
+    Insert(index_cmds::ChangeArgs),
+    /// Deletes the objects of a dataset file from an index.
+    Delete(index_cmds::ChangeArgs),
+    /// Range queries: per window the number of objects (and their ids with --ids).
+    Query(index_cmds::QueryArgs),
+    /// The k nearest objects to a point.
+    Knn(index_cmds::KnnArgs),
+    /// Shows an index's manifest and tree structure.
+    Inspect(index_cmds::DirArgs),
+    /// Checks checksums and every structural invariant (exit 1 on a defect).
+    Verify(index_cmds::DirArgs),
+    /// Flushes an index and syncs its device.
+    Checkpoint(index_cmds::DirArgs),
     /// Generates a synthetic dataset (CSV `id,minx,miny,maxx,maxy` or GeoJSON, by extension).
     Generate(GenerateArgs),
 }
@@ -92,9 +109,11 @@ struct DevbenchArgs {
 }
 
 /// An error with the exit code it maps to.
-struct Failure {
-    code: u8,
-    error: anyhow::Error,
+pub struct Failure {
+    /// Exit code.
+    pub code: u8,
+    /// What went wrong.
+    pub error: anyhow::Error,
 }
 
 impl From<geoflash::Error> for Failure {
@@ -118,17 +137,25 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Devbench(args) => cmd_devbench(args),
         Command::Generate(args) => cmd_generate(args),
+        Command::Build(a) => index_cmds::build(a),
+        Command::Insert(a) => index_cmds::change(a, false),
+        Command::Delete(a) => index_cmds::change(a, true),
+        Command::Query(a) => index_cmds::query(a),
+        Command::Knn(a) => index_cmds::knn(a),
+        Command::Inspect(a) => index_cmds::inspect(a),
+        Command::Verify(a) => index_cmds::verify(a),
+        Command::Checkpoint(a) => index_cmds::checkpoint(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("geoflash: error: {:#}", f.error);
+            eprintln!("geoflash: error: {}", f.error);
             ExitCode::from(f.code)
         }
     }
 }
 
-fn progress_bar(len: u64, what: &str) -> ProgressBar {
+pub fn progress_bar(len: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
     let style = ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})")
         .map(|s| s.progress_chars("=> "))

@@ -8,7 +8,8 @@ pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn row(name: &str, value: impl std::fmt::Display) {
+/// Prints one `name value` line of a table.
+pub fn row(name: &str, value: impl std::fmt::Display) {
     println!("{name:<28} {value}");
 }
 

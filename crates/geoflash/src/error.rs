@@ -40,7 +40,7 @@ pub enum Error {
     },
 
     /// An I/O error from the operating system, with the file and page involved.
-    #[error("I/O error on {path} (page {page:?}): {source}")]
+    #[error("I/O error on {}{}: {source}", path.display(), page.map(|p| format!(" (page {p})")).unwrap_or_default())]
     Io {
         /// File involved.
         path: PathBuf,

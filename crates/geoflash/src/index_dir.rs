@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::cache::PolicyKind;
 use crate::geom::{Point, Rect};
 use crate::index::query::{BatchResult, KnnResult, Predicate, QueryResult};
-use crate::index::{IndexKind, RTree, SplitKind, TreeParams};
+use crate::index::{BulkMethod, IndexKind, RTree, SplitKind, TreeParams};
 use crate::manifest::{Access, Crs, DirLock, Manifest, MANIFEST_VERSION};
 use crate::metrics::Stats;
 use crate::storage::file::{FileDevice, FileDeviceOptions};
@@ -181,70 +181,41 @@ fn kind_name(kind: IndexKind) -> String {
 }
 
 impl Index {
-    /// Creates a new index in `dir` (created if missing; it must not hold an index yet).
+    /// Creates a new, empty index in `dir` (created if missing; it must not hold an index yet).
     pub fn create(dir: &Path, opts: &IndexOptions) -> Result<Index> {
-        let params = opts.tree_params()?;
-        let plain = store_config(&opts.store, opts.kind)?;
-        let spec = DeviceSpec::parse(&opts.device)?;
-        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
-            path: dir.to_path_buf(),
-            page: None,
-            source,
-        })?;
-        let lock = DirLock::acquire(dir, Access::Write)?;
-        if dir.join(crate::manifest::MANIFEST_FILE).exists() {
-            return Err(Error::invalid(format!(
-                "{} already holds an index; open it, or remove it first",
-                dir.display()
-            )));
-        }
-        let pages = dir.join(PAGES_FILE);
-        if matches!(spec, DeviceSpec::File { path: None, .. }) && pages.exists() {
-            std::fs::remove_file(&pages).map_err(|source| Error::Io {
-                path: pages.clone(),
-                page: None,
-                source,
-            })?;
-        }
-        let device = spec.open(opts.page_size, Some(&pages))?;
-        let store = PlainStore::create(device.clone(), plain)?;
-        let tree = RTree::create(Box::new(store) as Box<dyn NodeStore>, params)?;
-        let manifest = Manifest {
-            format_version: MANIFEST_VERSION,
-            created_by: format!("geoflash {}", env!("CARGO_PKG_VERSION")),
-            kind: kind_name(opts.kind),
-            page_size: opts.page_size,
-            device: spec.to_string(),
-            crs: opts.crs.clone(),
-            index: serde_json::to_value(params).map_err(|e| Error::invalid(e.to_string()))?,
-            store: serde_json::to_value(opts.store).map_err(|e| Error::invalid(e.to_string()))?,
-        };
-        manifest.store(dir)?;
-        let mut index = Index {
-            dir: Some(dir.to_path_buf()),
-            manifest,
-            tree,
-            device,
-            access: Access::Write,
-            _lock: Some(lock),
-        };
-        index.checkpoint()?;
-        Ok(index)
+        Index::create_with(Some(dir), opts, RTree::create)
     }
 
-    /// A new index with no directory (any device; it lives in this process).
+    /// A new, empty index with no directory (any device but a plain `file`;
+    /// it lives in this process).
     pub fn create_temporary(opts: &IndexOptions) -> Result<Index> {
+        Index::create_with(None, opts, RTree::create)
+    }
+
+    /// A new index in `dir` (or in this process only, for `None`) holding
+    /// `items`, built bottom-up by `method` at fill factor `fill` in (0, 1],
+    /// each page written once.
+    pub fn bulk_load(
+        dir: Option<&Path>,
+        opts: &IndexOptions,
+        items: Vec<(u64, Rect)>,
+        method: BulkMethod,
+        fill: f64,
+    ) -> Result<Index> {
+        Index::create_with(dir, opts, |store, params| {
+            RTree::bulk_load(store, params, items, method, fill)
+        })
+    }
+
+    /// Creates the directory, manifest, device and store, and lets `build` make the tree.
+    fn create_with(
+        dir: Option<&Path>,
+        opts: &IndexOptions,
+        build: impl FnOnce(Box<dyn NodeStore>, TreeParams) -> Result<RTree<Box<dyn NodeStore>>>,
+    ) -> Result<Index> {
         let params = opts.tree_params()?;
         let plain = store_config(&opts.store, opts.kind)?;
         let spec = DeviceSpec::parse(&opts.device)?;
-        if matches!(spec, DeviceSpec::File { path: None, .. }) {
-            return Err(Error::invalid(
-                "an index without a directory needs a device other than plain \"file\" (e.g. mem:)",
-            ));
-        }
-        let device = spec.open(opts.page_size, None)?;
-        let store = PlainStore::create(device.clone(), plain)?;
-        let tree = RTree::create(Box::new(store) as Box<dyn NodeStore>, params)?;
         let manifest = Manifest {
             format_version: MANIFEST_VERSION,
             created_by: format!("geoflash {}", env!("CARGO_PKG_VERSION")),
@@ -255,19 +226,59 @@ impl Index {
             index: serde_json::to_value(params).map_err(|e| Error::invalid(e.to_string()))?,
             store: serde_json::to_value(opts.store).map_err(|e| Error::invalid(e.to_string()))?,
         };
-        Ok(Index {
-            dir: None,
+        let (lock, device) = match dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir)
+                    .map_err(|source| Error::Io { path: dir.to_path_buf(), page: None, source })?;
+                let lock = DirLock::acquire(dir, Access::Write)?;
+                if dir.join(crate::manifest::MANIFEST_FILE).exists() {
+                    return Err(Error::invalid(format!(
+                        "{} already holds an index; open it, or remove it first",
+                        dir.display()
+                    )));
+                }
+                let pages = dir.join(PAGES_FILE);
+                if matches!(spec, DeviceSpec::File { path: None, .. }) && pages.exists() {
+                    std::fs::remove_file(&pages)
+                        .map_err(|source| Error::Io { path: pages.clone(), page: None, source })?;
+                }
+                (Some(lock), spec.open(opts.page_size, Some(&pages))?)
+            }
+            None if matches!(spec, DeviceSpec::File { path: None, .. }) => {
+                return Err(Error::invalid(
+                    "an index without a directory needs a device other than plain \"file\" (e.g. mem:)",
+                ))
+            }
+            None => (None, spec.open(opts.page_size, None)?),
+        };
+        let store = PlainStore::create(device.clone(), plain)?;
+        let tree = build(Box::new(store), params)?;
+        let mut index = Index {
+            dir: dir.map(Path::to_path_buf),
             manifest,
             tree,
             device,
             access: Access::Write,
-            _lock: None,
-        })
+            _lock: lock,
+        };
+        index.checkpoint()?;
+        // The manifest is written last: a directory without one holds no index.
+        if let Some(dir) = dir {
+            index.manifest.store(dir)?;
+        }
+        Ok(index)
     }
 
     /// Opens the index in `dir` for reading (shared) or writing (exclusive).
     /// `buffer` overrides the store's memory budget for this session.
     pub fn open(dir: &Path, access: Access) -> Result<Index> {
+        if !dir.join(crate::manifest::MANIFEST_FILE).is_file() {
+            return Err(Error::invalid(format!(
+                "{} is not an index directory (no {})",
+                dir.display(),
+                crate::manifest::MANIFEST_FILE
+            )));
+        }
         let lock = DirLock::acquire(dir, access)?;
         let manifest = Manifest::load(dir)?;
         let params: TreeParams = serde_json::from_value(manifest.index.clone())

@@ -50,7 +50,8 @@ fn node_count(k: usize, cap: usize, m: usize) -> usize {
 impl<S: NodeStore> RTree<S> {
     /// A new tree on the empty `store` holding `items` (object id,
     /// rectangle), built bottom-up by `method` at fill factor `fill` in
-    /// (0, 1]. Object ids must be unique; rectangles are validated.
+    /// (0, 1]. Object ids must be unique; rectangles are validated. A
+    /// Hilbert R-tree is always packed in Hilbert order (in its own domain).
     pub fn bulk_load(
         store: S,
         params: TreeParams,
@@ -64,6 +65,12 @@ impl<S: NodeStore> RTree<S> {
                 "bulk-load fill factor {fill} must be in (0, 1]"
             )));
         }
+        let hilbert_tree = params.kind == IndexKind::Hilbert;
+        let tree_domain = if hilbert_tree {
+            Some(tree.domain()?)
+        } else {
+            None
+        };
         let mut seen = HashSet::with_capacity(items.len());
         let mut level_entries = Vec::with_capacity(items.len());
         for (id, rect) in items {
@@ -76,7 +83,7 @@ impl<S: NodeStore> RTree<S> {
             level_entries.push(Entry {
                 key: id,
                 rect,
-                payload: 0,
+                payload: tree_domain.map_or(0, |d| super::hilbert::record_value(&d, &rect, id)),
             });
         }
         drop(seen);
@@ -101,16 +108,28 @@ impl<S: NodeStore> RTree<S> {
             let k = level_entries.len();
             let groups = if k <= cap {
                 vec![level_entries]
+            } else if hilbert_tree {
+                // A Hilbert R-tree is packed in Hilbert order; upper levels
+                // keep the order of the level below.
+                if level == 0 {
+                    level_entries.sort_by(super::hilbert::hilbert_order);
+                }
+                let m = p.min_entries;
+                let mut it = level_entries.into_iter();
+                even_sizes(k, node_count(k, cap, m))
+                    .into_iter()
+                    .map(|s| it.by_ref().take(s).collect())
+                    .collect()
             } else {
                 tree.pack(level_entries, cap, method, domain)?
             };
             let mut parents = Vec::with_capacity(groups.len());
             let single = groups.len() == 1;
             for g in groups {
-                let rect =
-                    mbr(&g).ok_or_else(|| Error::corrupt(None, "bulk load made an empty node"))?;
+                let mut parent = tree.entry_for(0, &g)?;
                 let op = tree.store.begin_op()?;
                 let id = tree.store.create(level, g)?;
+                parent.key = id;
                 if single {
                     tree.store.set_meta(crate::store::TreeMeta {
                         root: Some(id),
@@ -119,11 +138,7 @@ impl<S: NodeStore> RTree<S> {
                     })?;
                 }
                 tree.store.commit_op(op)?;
-                parents.push(Entry {
-                    key: id,
-                    rect,
-                    payload: 0,
-                });
+                parents.push(parent);
             }
             if single {
                 return Ok(tree);
@@ -215,6 +230,9 @@ mod tests {
                 for params in [
                     TreeParams::new(IndexKind::RStar, 12),
                     TreeParams::new(IndexKind::RTree, 7).with_split(SplitKind::Linear),
+                    TreeParams::new(IndexKind::Hilbert, 6).with_hilbert_domain(
+                        HilbertDomain::new(Rect::new(0.0, 0.0, 50.0, 50.0).unwrap(), 5).unwrap(),
+                    ),
                 ] {
                     for n in [0usize, 1, 7, 12, 13, 100, 3000] {
                         let sub = items[..n].to_vec();
@@ -271,5 +289,19 @@ mod tests {
         assert!(
             RTree::bulk_load(MemStore::new(), p, vec![(1, nan)], BulkMethod::Str, 1.0).is_err()
         );
+    }
+}
+
+impl std::str::FromStr for BulkMethod {
+    type Err = crate::Error;
+    /// `str` or `hilbert`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "str" => Ok(BulkMethod::Str),
+            "hilbert" => Ok(BulkMethod::Hilbert),
+            _ => Err(crate::Error::invalid(format!(
+                "unknown bulk-load method {s:?}: use str or hilbert"
+            ))),
+        }
     }
 }

@@ -178,6 +178,12 @@ impl TreeParams {
                         d.extent()
                     )))
                 }
+                Some(d) if d.order() > 16 => {
+                    return Err(Error::invalid(format!(
+                        "the Hilbert R-tree needs a domain of order at most 16 (got {}): record values keep the low 32 bits for the object id",
+                        d.order()
+                    )))
+                }
                 Some(_) => {}
             }
         }
@@ -246,5 +252,35 @@ mod tests {
         let s = serde_json::to_string(&p).unwrap();
         let q: TreeParams = serde_json::from_str(&s).unwrap();
         assert_eq!(p, q);
+    }
+}
+
+impl std::str::FromStr for IndexKind {
+    type Err = Error;
+    /// `rtree`, `rstar` or `hilbert` (the command line's names).
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "rtree" => Ok(IndexKind::RTree),
+            "rstar" => Ok(IndexKind::RStar),
+            "hilbert" => Ok(IndexKind::Hilbert),
+            _ => Err(Error::invalid(format!(
+                "unknown index kind {s:?}: use rtree, rstar or hilbert"
+            ))),
+        }
+    }
+}
+
+impl std::str::FromStr for SplitKind {
+    type Err = Error;
+    /// `linear`, `quadratic` or `exponential`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "linear" => Ok(SplitKind::Linear),
+            "quadratic" => Ok(SplitKind::Quadratic),
+            "exponential" => Ok(SplitKind::Exponential),
+            _ => Err(Error::invalid(format!(
+                "unknown split {s:?}: use linear, quadratic or exponential"
+            ))),
+        }
     }
 }

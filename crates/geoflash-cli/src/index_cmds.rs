@@ -1,0 +1,538 @@
+//! The index commands: build, insert, delete, query, knn, inspect, verify, checkpoint.
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use geoflash::geom::{Point, Rect};
+use geoflash::index::query::Predicate;
+use geoflash::index::BulkMethod;
+use geoflash::index_dir::{StoreKind, StoreOptions};
+use geoflash::manifest::{Access, Crs};
+use geoflash::units::parse_size;
+use geoflash::{Error, Index, IndexOptions};
+use geoflash_bench::formats;
+use serde_json::json;
+
+use crate::output::{print_json, row};
+use crate::{progress_bar, Failure};
+
+/// Options of `build`.
+#[derive(clap::Args)]
+pub struct BuildArgs {
+    /// Dataset file (CSV `id,minx,miny,maxx,maxy` with a header).
+    #[arg(long)]
+    input: PathBuf,
+    /// Index directory to create.
+    #[arg(long)]
+    index: PathBuf,
+    /// rtree, rstar or hilbert.
+    #[arg(long, default_value = "rstar")]
+    kind: String,
+    /// Split of the R-tree: linear, quadratic or exponential.
+    #[arg(long, default_value = "quadratic")]
+    split: String,
+    /// Node store: plain (efind and fast are not available in this version).
+    #[arg(long, default_value = "plain")]
+    store: String,
+    /// Page (node) size.
+    #[arg(long, default_value = "4096")]
+    page_size: String,
+    /// Memory budget of the store.
+    #[arg(long, default_value = "512KiB")]
+    buffer: String,
+    /// Replacement policy of the buffer: lru, hlru, s2q or 2q.
+    #[arg(long, default_value = "s2q")]
+    buffer_policy: String,
+    /// Device spec (file, file:PATH?…, mem:, flashsim:…, hddsim:…).
+    #[arg(long, default_value = "file")]
+    device: String,
+    /// Maximum entries per node, M (default: as many as a page holds).
+    #[arg(long)]
+    max_entries: Option<usize>,
+    /// Minimum fill: a fraction of M in (0, 0.5] (e.g. 0.4) or an entry count m ≥ 2.
+    #[arg(long)]
+    min_fill: Option<String>,
+    /// R*-tree forced-reinsertion percentage.
+    #[arg(long, default_value_t = 30)]
+    reinsert: u8,
+    /// Bulk load instead of inserting one by one: str or hilbert.
+    #[arg(long)]
+    bulk: Option<String>,
+    /// Fill factor of bulk-loaded nodes.
+    #[arg(long, default_value_t = 1.0)]
+    fill: f64,
+    /// CRS of the coordinates (recorded in the manifest).
+    #[arg(long, default_value = "unknown")]
+    crs: String,
+    /// Units of the coordinates (kNN distances are in these units).
+    #[arg(long, default_value = "unit")]
+    units: String,
+    /// Print the Stats record as JSON (last line of standard output).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `insert` and `delete`.
+#[derive(clap::Args)]
+pub struct ChangeArgs {
+    /// Index directory.
+    #[arg(long)]
+    index: PathBuf,
+    /// Dataset file (CSV `id,minx,miny,maxx,maxy` with a header).
+    #[arg(long)]
+    input: PathBuf,
+    /// Print the Stats record as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `query`.
+#[derive(clap::Args)]
+pub struct QueryArgs {
+    /// Index directory.
+    #[arg(long)]
+    index: PathBuf,
+    /// One window MINX,MINY,MAXX,MAXY.
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "windows")]
+    window: Option<String>,
+    /// CSV file of windows (`minx,miny,maxx,maxy` with a header).
+    #[arg(long)]
+    windows: Option<PathBuf>,
+    /// intersects, contains (objects inside the window) or within (objects containing the window).
+    #[arg(long, default_value = "intersects")]
+    predicate: String,
+    /// Print the ids found.
+    #[arg(long)]
+    ids: bool,
+    /// Print JSON (last line of standard output).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `knn`.
+#[derive(clap::Args)]
+pub struct KnnArgs {
+    /// Index directory.
+    #[arg(long)]
+    index: PathBuf,
+    /// Query point X,Y.
+    #[arg(long, allow_hyphen_values = true)]
+    point: String,
+    /// Number of neighbours.
+    #[arg(long, default_value_t = 1)]
+    k: usize,
+    /// Also return every object tied at the k-th distance.
+    #[arg(long)]
+    ties: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `inspect`, `verify` and `checkpoint`.
+#[derive(clap::Args)]
+pub struct DirArgs {
+    /// Index directory.
+    #[arg(long)]
+    index: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn numbers(text: &str, n: usize, what: &str) -> Result<Vec<f64>, Failure> {
+    let v: Vec<f64> = text
+        .split(',')
+        .map(|t| t.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| {
+            Error::invalid(format!(
+                "{what} {text:?} is not {n} comma-separated numbers"
+            ))
+        })?;
+    if v.len() != n {
+        return Err(Error::invalid(format!(
+            "{what} {text:?} has {} numbers, expected {n}",
+            v.len()
+        ))
+        .into());
+    }
+    Ok(v)
+}
+
+fn parse_window(text: &str) -> Result<Rect, Failure> {
+    let v = numbers(text, 4, "window")?;
+    Ok(Rect::new(v[0], v[1], v[2], v[3])?)
+}
+
+fn read_windows(path: &Path) -> Result<Vec<Rect>, Failure> {
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .trim(csv::Trim::All)
+        .from_path(path)
+        .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+    let mut out = Vec::new();
+    for (i, rec) in rdr.records().enumerate() {
+        let rec = rec.map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+        let line: Vec<&str> = rec.iter().collect();
+        let r = parse_window(&line.join(",")).map_err(|f| {
+            Error::invalid(format!(
+                "{}: window {}: {:#}",
+                path.display(),
+                i + 1,
+                f.error
+            ))
+        })?;
+        out.push(r);
+    }
+    Ok(out)
+}
+
+fn parse_predicate(s: &str) -> Result<Predicate, Failure> {
+    match s {
+        "intersects" => Ok(Predicate::Intersects),
+        "contains" => Ok(Predicate::Contains),
+        "within" => Ok(Predicate::Within),
+        _ => Err(Error::invalid(format!(
+            "unknown predicate {s:?}: use intersects, contains or within"
+        ))
+        .into()),
+    }
+}
+
+fn read_input(path: &Path) -> Result<Vec<(u64, Rect)>, Failure> {
+    match formats::Format::from_path(path)? {
+        formats::Format::Csv => Ok(formats::read_csv(path)?),
+        formats::Format::GeoJson => Err(Error::invalid(format!(
+            "{}: GeoJSON input is not available in this version; use CSV id,minx,miny,maxx,maxy",
+            path.display()
+        ))
+        .into()),
+    }
+}
+
+/// Set by Ctrl-C: long loops stop at the next operation boundary.
+fn interrupt_flag() -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let f = flag.clone();
+    // If a handler is already installed (tests), the flag simply stays false.
+    let _ = ctrlc::set_handler(move || f.store(true, Ordering::SeqCst));
+    flag
+}
+
+fn min_entries(text: &str, max: usize) -> Result<usize, Failure> {
+    if let Ok(m) = text.parse::<usize>() {
+        return Ok(m);
+    }
+    let f: f64 = text.parse().map_err(|_| {
+        Error::invalid(format!(
+            "min fill {text:?} is neither a fraction nor an entry count"
+        ))
+    })?;
+    if !(f > 0.0 && f <= 0.5) {
+        return Err(Error::invalid(format!("min fill {f} must be in (0, 0.5]")).into());
+    }
+    Ok(((f * max as f64).ceil() as usize).max(2))
+}
+
+/// Applies `op` to each record with a progress bar, stopping early on Ctrl-C; returns the count done.
+fn apply_all(
+    index: &mut Index,
+    records: &[(u64, Rect)],
+    what: &str,
+    op: impl Fn(&mut Index, u64, Rect) -> geoflash::Result<()>,
+) -> Result<u64, Failure> {
+    let stop = interrupt_flag();
+    let bar = progress_bar(records.len() as u64, what);
+    let mut done = 0u64;
+    for &(id, rect) in records {
+        if stop.load(Ordering::SeqCst) {
+            bar.abandon_with_message(format!("{what}: interrupted after {done} operations"));
+            break;
+        }
+        op(index, id, rect).map_err(|e| {
+            Error::invalid(format!(
+                "{what} of object {id} failed after {done} operations: {e}"
+            ))
+        })?;
+        done += 1;
+        if done % 1024 == 0 {
+            bar.set_position(done);
+        }
+    }
+    bar.finish_and_clear();
+    Ok(done)
+}
+
+fn print_stats(
+    index: &Index,
+    label: &str,
+    ops: u64,
+    start: Instant,
+    json: bool,
+) -> Result<(), Failure> {
+    let mut s = index.stats(label);
+    s.operations = ops;
+    s.wall_time_ns = start.elapsed().as_nanos() as u64;
+    if let Ok(r) = index.tree().inspect() {
+        s.set_index_bytes(r.nodes * index.manifest().page_size as u64);
+    }
+    if json {
+        print_json(&s)?;
+    } else {
+        row("operations", ops);
+        row("records", index.len());
+        row("height", index.tree().height());
+        row(
+            "wall time (ms)",
+            format!("{:.1}", s.wall_time_ns as f64 / 1e6),
+        );
+        row(
+            "pages read / written",
+            format!("{} / {}", s.io.pages_read, s.io.pages_written),
+        );
+        row(
+            "buffer hits / misses",
+            format!("{} / {}", s.buffer_hits, s.buffer_misses),
+        );
+        row(
+            "build rewrite factor",
+            format!("{:.3}", s.build_rewrite_factor),
+        );
+        if s.device_simulated {
+            row(
+                "simulated time (ms)",
+                format!("{:.1}", s.sim.sim_time_ns as f64 / 1e6),
+            );
+            row(
+                "NAND reads / programs / erases",
+                format!(
+                    "{} / {} / {}",
+                    s.sim.nand_reads, s.sim.nand_programs, s.sim.nand_erases
+                ),
+            );
+            row(
+                "device write amplification",
+                format!("{:.3}", s.sim.device_write_amplification),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `geoflash build`.
+pub fn build(a: BuildArgs) -> Result<(), Failure> {
+    let page_size = usize::try_from(parse_size(&a.page_size)?)
+        .map_err(|_| Error::invalid("page size too large"))?;
+    let kind = a.kind.parse()?;
+    let mut opts = IndexOptions {
+        kind,
+        split: a.split.parse()?,
+        page_size,
+        max_entries: a.max_entries,
+        min_entries: None,
+        reinsert_percent: a.reinsert,
+        store: StoreOptions {
+            kind: a.store.parse::<StoreKind>()?,
+            buffer_bytes: usize::try_from(parse_size(&a.buffer)?)
+                .map_err(|_| Error::invalid("buffer too large"))?,
+            policy: a.buffer_policy.parse()?,
+        },
+        device: a.device.clone(),
+        crs: Crs {
+            name: a.crs.clone(),
+            units: a.units.clone(),
+        },
+    };
+    if let Some(f) = &a.min_fill {
+        let max = match opts.max_entries {
+            Some(m) => m,
+            None => opts.tree_params()?.max_entries,
+        };
+        opts.min_entries = Some(min_entries(f, max)?);
+    }
+    opts.tree_params()?;
+    let records = read_input(&a.input)?;
+    let start = Instant::now();
+    let (index, ops) = match &a.bulk {
+        Some(method) => {
+            let method: BulkMethod = method.parse()?;
+            let n = records.len() as u64;
+            (
+                Index::bulk_load(Some(&a.index), &opts, records, method, a.fill)?,
+                n,
+            )
+        }
+        None => {
+            let mut index = Index::create(&a.index, &opts)?;
+            let done = apply_all(&mut index, &records, "build", |ix, id, r| ix.insert(id, r))?;
+            index.checkpoint()?;
+            (index, done)
+        }
+    };
+    print_stats(&index, "build", ops, start, a.json)?;
+    index.close()?;
+    Ok(())
+}
+
+/// `geoflash insert` and `geoflash delete`.
+pub fn change(a: ChangeArgs, delete: bool) -> Result<(), Failure> {
+    let records = read_input(&a.input)?;
+    let mut index = Index::open(&a.index, Access::Write)?;
+    index.device().reset_stats();
+    let start = Instant::now();
+    let (label, done) = if delete {
+        (
+            "delete",
+            apply_all(&mut index, &records, "delete", |ix, id, r| ix.delete(id, r))?,
+        )
+    } else {
+        (
+            "insert",
+            apply_all(&mut index, &records, "insert", |ix, id, r| ix.insert(id, r))?,
+        )
+    };
+    index.checkpoint()?;
+    print_stats(&index, label, done, start, a.json)?;
+    index.close()?;
+    Ok(())
+}
+
+/// `geoflash query`.
+pub fn query(a: QueryArgs) -> Result<(), Failure> {
+    let windows = match (&a.window, &a.windows) {
+        (Some(w), None) => vec![parse_window(w)?],
+        (None, Some(f)) => read_windows(f)?,
+        _ => {
+            return Err(
+                Error::invalid("give --window MINX,MINY,MAXX,MAXY or --windows FILE").into(),
+            )
+        }
+    };
+    let predicate = parse_predicate(&a.predicate)?;
+    let index = Index::open(&a.index, Access::Read)?;
+    let start = Instant::now();
+    let mut answers = Vec::with_capacity(windows.len());
+    let (mut candidates, mut results) = (0u64, 0u64);
+    for w in &windows {
+        let r = index.query(*w, predicate)?;
+        candidates += r.stats.candidates;
+        results += r.stats.results;
+        let mut ids: Vec<u64> = r.hits.iter().map(|h| h.id).collect();
+        ids.sort_unstable();
+        answers.push(ids);
+    }
+    let mut stats = index.stats("query");
+    stats.operations = windows.len() as u64;
+    stats.wall_time_ns = start.elapsed().as_nanos() as u64;
+    stats.query_candidates = candidates;
+    stats.query_results = results;
+    if a.json {
+        let per: Vec<serde_json::Value> = answers
+            .iter()
+            .map(|ids| {
+                if a.ids {
+                    json!({"count": ids.len(), "ids": ids})
+                } else {
+                    json!({"count": ids.len()})
+                }
+            })
+            .collect();
+        print_json(&json!({"windows": per, "stats": stats}))?;
+    } else {
+        for (i, ids) in answers.iter().enumerate() {
+            if a.ids {
+                let list: Vec<String> = ids.iter().map(u64::to_string).collect();
+                println!("window {i}: {} [{}]", ids.len(), list.join(" "));
+            } else {
+                println!("window {i}: {}", ids.len());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `geoflash knn`.
+pub fn knn(a: KnnArgs) -> Result<(), Failure> {
+    let v = numbers(&a.point, 2, "point")?;
+    let point = Point::new(v[0], v[1])?;
+    let index = Index::open(&a.index, Access::Read)?;
+    let r = index.nearest(point, a.k, a.ties)?;
+    if a.json {
+        print_json(&json!({
+            "neighbors": r.neighbors.iter().map(|n| json!({"id": n.id, "distance": n.distance})).collect::<Vec<_>>(),
+            "units": index.manifest().crs.units,
+            "stats": r.stats,
+        }))?;
+    } else {
+        for n in &r.neighbors {
+            println!("{} {}", n.id, n.distance);
+        }
+    }
+    Ok(())
+}
+
+/// `geoflash inspect`.
+pub fn inspect(a: DirArgs) -> Result<(), Failure> {
+    let index = Index::open(&a.index, Access::Read)?;
+    let report = index.tree().inspect()?;
+    if a.json {
+        print_json(&json!({"manifest": index.manifest(), "tree": report}))?;
+    } else {
+        let m = index.manifest();
+        row("kind", &m.kind);
+        row("page size", m.page_size);
+        row("device", index.device().describe());
+        row("crs / units", format!("{} / {}", m.crs.name, m.crs.units));
+        row("records", report.records);
+        row("height", report.height);
+        row(
+            "M / m",
+            format!("{} / {}", report.max_entries, report.min_entries),
+        );
+        row("nodes (pages)", report.nodes);
+        for l in &report.levels {
+            row(
+                &format!("level {}", l.level),
+                format!(
+                    "{} nodes, fill {:.2}/{:.2}/{:.2}, coverage {:.6e}, overlap {:.6e}",
+                    l.nodes, l.fill_min, l.fill_mean, l.fill_max, l.coverage, l.overlap
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `geoflash verify`: checksums of every node and every structural invariant; exit 1 on a defect.
+pub fn verify(a: DirArgs) -> Result<(), Failure> {
+    let index = Index::open(&a.index, Access::Read)?;
+    let report = index.tree().check().map_err(|e| Failure {
+        code: 1,
+        error: anyhow::anyhow!("index is defective: {e}"),
+    })?;
+    if a.json {
+        print_json(&json!({"ok": true, "report": report}))?;
+    } else {
+        println!(
+            "ok: {} records, height {}, {} nodes",
+            report.records,
+            report.height,
+            report.nodes_per_level.iter().sum::<u64>()
+        );
+    }
+    Ok(())
+}
+
+/// `geoflash checkpoint`.
+pub fn checkpoint(a: DirArgs) -> Result<(), Failure> {
+    let mut index = Index::open(&a.index, Access::Write)?;
+    index.checkpoint()?;
+    if a.json {
+        print_json(&json!({"ok": true}))?;
+    } else {
+        println!("checkpointed {}", a.index.display());
+    }
+    Ok(())
+}
