@@ -1279,6 +1279,44 @@ mod tests {
     }
 
     #[test]
+    fn hlru_keeps_upper_levels_through_a_leaf_scan() {
+        fn root_hit_after_scan(policy: PolicyKind) -> bool {
+            let budget = 3 * node_bytes_for(1);
+            let mut s = PlainStore::create(dev(4096, 256), cfg(budget, policy, false)).unwrap();
+            let leaves: Vec<PageId> = (0..20).map(|i| leaf(&mut s, &[i])).collect();
+            let op = s.begin_op().unwrap();
+            let root = s.create(1, vec![entry(leaves[0], 0, false)]).unwrap();
+            s.commit_op(op).unwrap();
+            s.checkpoint().unwrap();
+            s.get(root).unwrap();
+            for &l in &leaves {
+                s.get(l).unwrap();
+            }
+            let hits = s.stats().buffer_hits;
+            s.get(root).unwrap();
+            s.stats().buffer_hits == hits + 1
+        }
+        assert!(root_hit_after_scan(PolicyKind::Hlru));
+        assert!(!root_hit_after_scan(PolicyKind::Lru));
+    }
+
+    #[test]
+    fn a_header_beyond_the_device_is_refused() {
+        let big = dev(512, 100);
+        let mut s = PlainStore::create(Arc::clone(&big), PlainConfig::default()).unwrap();
+        for i in 0..10 {
+            leaf(&mut s, &[i]);
+        }
+        s.checkpoint().unwrap();
+        let small = dev(512, 5);
+        let mut buf = vec![0u8; 512];
+        big.read(0, &mut buf).unwrap();
+        small.write(0, &buf).unwrap();
+        let e = PlainStore::open(small, PlainConfig::default()).unwrap_err();
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    }
+
+    #[test]
     fn in_memory_store() {
         let mut s = PlainStore::create_in_memory(1024, PlainConfig::default()).unwrap();
         let id = leaf(&mut s, &[4, 2]);
