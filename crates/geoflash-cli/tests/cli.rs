@@ -1,0 +1,363 @@
+//! The command-line contract: exit codes, the JSON record as the last line of
+//! standard output, and answers that agree with a brute-force scan.
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn geoflash(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_geoflash"))
+        .args(args)
+        .output()
+        .expect("run geoflash")
+}
+
+fn last_json(out: &Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().last().unwrap_or_else(|| {
+        panic!(
+            "no output; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("last line is not JSON ({e}): {line}"))
+}
+
+fn ok(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn read_csv(p: &Path) -> Vec<(u64, [f64; 4])> {
+    std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let v: Vec<&str> = l.split(',').collect();
+            (
+                v[0].parse().unwrap(),
+                [
+                    v[1].parse().unwrap(),
+                    v[2].parse().unwrap(),
+                    v[3].parse().unwrap(),
+                    v[4].parse().unwrap(),
+                ],
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn generate_build_query_knn_agree_with_brute_force() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    let out = ok(geoflash(&[
+        "generate",
+        "--distribution",
+        "gaussian",
+        "--geometry",
+        "box",
+        "--count",
+        "3000",
+        "--seed",
+        "5",
+        "--order",
+        "random",
+        "--out",
+        s(&data),
+        "--json",
+    ]));
+    assert_eq!(last_json(&out)["count"], 3000);
+    let records = read_csv(&data);
+    assert_eq!(records.len(), 3000);
+
+    for (i, extra) in [
+        vec!["--kind", "rstar"],
+        vec![
+            "--kind",
+            "rtree",
+            "--split",
+            "linear",
+            "--page-size",
+            "1024",
+        ],
+        vec!["--bulk", "str", "--page-size", "512"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let idx = dir.path().join(format!("idx{i}"));
+        let mut args = vec![
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(&idx),
+            "--device",
+            "file?direct=false",
+            "--json",
+        ];
+        args.extend(extra);
+        let stats = last_json(&ok(geoflash(&args)));
+        assert_eq!(stats["operations"], 3000);
+        assert!(stats["pages_written"].as_u64().unwrap() > 0);
+
+        let window = [0.4, 0.4, 0.55, 0.6];
+        let w = format!("{},{},{},{}", window[0], window[1], window[2], window[3]);
+        for predicate in ["intersects", "contains", "within"] {
+            let out = ok(geoflash(&[
+                "query",
+                "--index",
+                s(&idx),
+                "--window",
+                &w,
+                "--predicate",
+                predicate,
+                "--ids",
+                "--json",
+            ]));
+            let mut got: Vec<u64> = last_json(&out)["windows"][0]["ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .collect();
+            got.sort_unstable();
+            let mut want: Vec<u64> = records
+                .iter()
+                .filter(|(_, r)| match predicate {
+                    "intersects" => {
+                        r[0] <= window[2]
+                            && window[0] <= r[2]
+                            && r[1] <= window[3]
+                            && window[1] <= r[3]
+                    }
+                    "contains" => {
+                        window[0] <= r[0]
+                            && r[2] <= window[2]
+                            && window[1] <= r[1]
+                            && r[3] <= window[3]
+                    }
+                    _ => {
+                        r[0] <= window[0]
+                            && window[2] <= r[2]
+                            && r[1] <= window[1]
+                            && window[3] <= r[3]
+                    }
+                })
+                .map(|(id, _)| *id)
+                .collect();
+            want.sort_unstable();
+            assert_eq!(got, want, "{predicate}");
+        }
+        let knn = last_json(&ok(geoflash(&[
+            "knn",
+            "--index",
+            s(&idx),
+            "--point",
+            "0.5,0.5",
+            "--k",
+            "5",
+            "--json",
+        ])));
+        let mut dists: Vec<f64> = records
+            .iter()
+            .map(|(_, r)| {
+                let dx = (r[0] - 0.5).max(0.0).max(0.5 - r[2]);
+                let dy = (r[1] - 0.5).max(0.0).max(0.5 - r[3]);
+                (dx * dx + dy * dy).sqrt()
+            })
+            .collect();
+        dists.sort_by(f64::total_cmp);
+        let got: Vec<f64> = knn["neighbors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["distance"].as_f64().unwrap())
+            .collect();
+        assert_eq!(got.len(), 5);
+        for (g, w) in got.iter().zip(&dists) {
+            assert!((g - w).abs() < 1e-12, "{got:?} vs {:?}", &dists[..5]);
+        }
+        ok(geoflash(&["verify", "--index", s(&idx)]));
+        let insp = last_json(&ok(geoflash(&["inspect", "--index", s(&idx), "--json"])));
+        assert_eq!(insp["tree"]["records"], 3000);
+    }
+}
+
+#[test]
+fn insert_and_delete_change_an_existing_index() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let a = dir.path().join("a.csv");
+    let idx = dir.path().join("idx");
+    ok(geoflash(&[
+        "generate",
+        "--distribution",
+        "uniform",
+        "--count",
+        "500",
+        "--out",
+        s(&a),
+    ]));
+    ok(geoflash(&[
+        "build",
+        "--input",
+        s(&a),
+        "--index",
+        s(&idx),
+        "--device",
+        "file?direct=false",
+    ]));
+    let del = dir.path().join("del.csv");
+    let rows: Vec<String> = std::fs::read_to_string(&a)
+        .unwrap()
+        .lines()
+        .take(101)
+        .map(String::from)
+        .collect();
+    std::fs::write(&del, rows.join("\n") + "\n").unwrap();
+    ok(geoflash(&[
+        "delete",
+        "--index",
+        s(&idx),
+        "--input",
+        s(&del),
+    ]));
+    let count = |idx: &Path| {
+        last_json(&ok(geoflash(&[
+            "query",
+            "--index",
+            s(idx),
+            "--window",
+            "0,0,1,1",
+            "--json",
+        ])))["windows"][0]["count"]
+            .clone()
+    };
+    assert_eq!(count(&idx), 400);
+    // deleting again fails (absent objects) with a clear error and leaves the index usable
+    let out = geoflash(&["delete", "--index", s(&idx), "--input", s(&del)]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("object"));
+    ok(geoflash(&[
+        "insert",
+        "--index",
+        s(&idx),
+        "--input",
+        s(&del),
+    ]));
+    assert_eq!(count(&idx), 500);
+    ok(geoflash(&["checkpoint", "--index", s(&idx)]));
+    ok(geoflash(&["verify", "--index", s(&idx)]));
+}
+
+#[test]
+fn bad_input_exits_2_with_a_message() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let d = dir.path().join("d.csv");
+    ok(geoflash(&[
+        "generate",
+        "--distribution",
+        "uniform",
+        "--count",
+        "50",
+        "--out",
+        s(&d),
+    ]));
+    let idx = dir.path().join("i");
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["devbench", "--device", "tape:"],
+        vec!["devbench", "--device", "mem:", "--page-size", "3000"],
+        vec!["devbench", "--device", "flashsim:preset=nope"],
+        vec!["devbench", "--device", "flashsim:blocks=0"],
+        vec![
+            "generate",
+            "--distribution",
+            "zipf",
+            "--count",
+            "5",
+            "--out",
+            s(&d),
+        ],
+        vec![
+            "build",
+            "--input",
+            s(&d),
+            "--index",
+            s(&idx),
+            "--kind",
+            "btree",
+        ],
+        vec![
+            "build",
+            "--input",
+            s(&d),
+            "--index",
+            s(&idx),
+            "--page-size",
+            "4000",
+        ],
+        vec![
+            "build",
+            "--input",
+            s(&d),
+            "--index",
+            s(&idx),
+            "--store",
+            "efind",
+        ],
+        vec!["query", "--index", s(&idx), "--window", "0,0,1,1"],
+        vec!["knn", "--index", s(&idx), "--point", "nan,1"],
+    ];
+    for args in cases {
+        let out = geoflash(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("error"),
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn devbench_json_counts_on_every_simulated_device() {
+    for spec in [
+        "mem:",
+        "flashsim:preset=seed-tc58",
+        "flashsim:preset=nvme",
+        "hddsim:preset=7200rpm",
+    ] {
+        let out = ok(geoflash(&[
+            "devbench",
+            "--device",
+            spec,
+            "--pattern",
+            "random-write",
+            "--count",
+            "500",
+            "--batch",
+            "8",
+            "--json",
+        ]));
+        let v = last_json(&out);
+        assert_eq!(v["stats"]["io"]["pages_written"], 500, "{spec}");
+        if spec != "mem:" {
+            assert!(
+                v["stats"]["sim"]["sim_time_ns"].as_u64().unwrap() > 0,
+                "{spec}"
+            );
+        }
+    }
+}
