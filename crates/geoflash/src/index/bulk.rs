@@ -190,6 +190,20 @@ impl<S: NodeStore> RTree<S> {
     }
 }
 
+impl std::str::FromStr for BulkMethod {
+    type Err = crate::Error;
+    /// `str` or `hilbert`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "str" => Ok(BulkMethod::Str),
+            "hilbert" => Ok(BulkMethod::Hilbert),
+            _ => Err(crate::Error::invalid(format!(
+                "unknown bulk-load method {s:?}: use str or hilbert"
+            ))),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,19 +303,5 @@ mod tests {
         assert!(
             RTree::bulk_load(MemStore::new(), p, vec![(1, nan)], BulkMethod::Str, 1.0).is_err()
         );
-    }
-}
-
-impl std::str::FromStr for BulkMethod {
-    type Err = crate::Error;
-    /// `str` or `hilbert`.
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "str" => Ok(BulkMethod::Str),
-            "hilbert" => Ok(BulkMethod::Hilbert),
-            _ => Err(crate::Error::invalid(format!(
-                "unknown bulk-load method {s:?}: use str or hilbert"
-            ))),
-        }
     }
 }

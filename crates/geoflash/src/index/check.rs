@@ -1,12 +1,16 @@
 //! Structural invariant checker: balanced height, node levels, fill bounds
 //! (except the root), each parent rectangle equal to the union of its
 //! child's entries, keys unique and ascending in a node, no page reachable
-//! twice, and the record count of the metadata.
+//! twice, and the record count of the metadata. In a Hilbert R-tree also:
+//! each record carries its Hilbert value, each internal entry the largest
+//! value of its subtree, and siblings are in Hilbert (B+-tree) order.
 use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
+use super::hilbert::{hilbert_order, record_value};
 use super::ops::mbr;
+use super::params::IndexKind;
 use super::RTree;
 use crate::geom::Rect;
 use crate::storage::PageId;
@@ -73,7 +77,7 @@ impl<S: NodeStore> RTree<S> {
         parent_rect: Option<Rect>,
         seen: &mut HashSet<PageId>,
         report: &mut TreeReport,
-    ) -> Result<()> {
+    ) -> Result<(u64, u64)> {
         let bad = |reason: String| Err(Error::corrupt(Some(id), reason));
         if !seen.insert(id) {
             return bad("page reachable twice".into());
@@ -119,13 +123,50 @@ impl<S: NodeStore> RTree<S> {
         if let Some(c) = report.entries_per_level.get_mut(l) {
             *c += n as u64;
         }
+        let hilbert = self.params.kind == IndexKind::Hilbert;
+        let mut range: Option<(u64, u64)> = None;
+        let mut widen = |lo: u64, hi: u64| {
+            range = Some(range.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+        };
         if level == 0 {
+            for e in &node.entries {
+                widen(e.payload, e.payload);
+            }
             report.records += n as u64;
-            return Ok(());
+            if hilbert {
+                let d = self.domain()?;
+                if let Some(e) = node
+                    .entries
+                    .iter()
+                    .find(|e| e.payload != record_value(&d, &e.rect, e.key))
+                {
+                    return bad(format!("record {} carries a wrong Hilbert value", e.key));
+                }
+            }
+        } else {
+            let mut children: Vec<_> = node.entries.clone();
+            children.sort_by(hilbert_order);
+            let mut prev_max: Option<u64> = None;
+            for e in &children {
+                let (lo, hi) = self.check_node(e.key, level - 1, Some(e.rect), seen, report)?;
+                widen(lo, hi);
+                if hilbert {
+                    if e.payload != hi {
+                        return bad(format!(
+                            "entry of child {} holds LHV {} but the subtree's largest Hilbert value is {hi}",
+                            e.key, e.payload
+                        ));
+                    }
+                    if prev_max.is_some_and(|p| p > lo) {
+                        return bad(format!("children out of Hilbert order at child {}", e.key));
+                    }
+                    prev_max = Some(hi);
+                }
+            }
         }
-        for e in &node.entries {
-            self.check_node(e.key, level - 1, Some(e.rect), seen, report)?;
+        if !hilbert && node.entries.iter().any(|e| e.payload != 0) {
+            return bad("a payload in an R-tree without payloads".into());
         }
-        Ok(())
+        Ok(range.unwrap_or((0, 0)))
     }
 }

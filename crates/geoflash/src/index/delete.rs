@@ -1,6 +1,7 @@
 //! Deletion: FindLeaf, CondenseTree (underfull nodes are removed and their
 //! entries reinserted at their own level) and shortening of the tree.
-use super::ops::{contains, mbr};
+use super::ops::contains;
+use super::params::IndexKind;
 use super::{diff, RTree, Step};
 use crate::geom::Rect;
 use crate::page::Entry;
@@ -73,7 +74,7 @@ impl<S: NodeStore> RTree<S> {
             }
             if let Some(u) = update.take() {
                 if let Some(slot) = entries.iter_mut().find(|e| e.key == u.key) {
-                    slot.rect = u.rect;
+                    *slot = u;
                 }
             }
             if i > 0 && entries.len() < m {
@@ -87,32 +88,24 @@ impl<S: NodeStore> RTree<S> {
             if !changes.is_empty() {
                 self.store.modify(step.id, level, &changes)?;
             }
-            if i > 0 {
-                let (Some(parent), Some(rect)) = (path.get(i - 1), mbr(&entries)) else {
-                    return Err(Error::corrupt(Some(step.id), "node left without entries"));
-                };
-                let current = parent.node.entries.iter().find(|e| e.key == step.id);
-                match current {
-                    Some(c) if c.rect == rect => break,
-                    Some(c) => {
-                        update = Some(Entry {
-                            key: step.id,
-                            rect,
-                            payload: c.payload,
-                        })
-                    }
-                    None => {
-                        return Err(Error::corrupt(
-                            Some(parent.id),
-                            "child entry missing from its parent",
-                        ))
-                    }
-                }
+            match self.changed_parent_entry(&path, i, &entries)? {
+                Some(u) => update = Some(u),
+                None => break,
             }
         }
         meta.records = meta.records.saturating_sub(1);
-        for (level, e) in orphans {
-            self.reinsert_entry(level, e, meta)?;
+        if self.params.kind == IndexKind::Hilbert {
+            let mut records = Vec::new();
+            for (level, e) in orphans {
+                self.take_records(level, e, &mut records)?;
+            }
+            for e in records {
+                self.reinsert_entry(0, e, meta)?;
+            }
+        } else {
+            for (level, e) in orphans {
+                self.reinsert_entry(level, e, meta)?;
+            }
         }
         self.shorten(meta)
     }

@@ -14,7 +14,13 @@ use crate::{Error, Result};
 impl<S: NodeStore> RTree<S> {
     /// The path from `root` to the node at `target` level where an entry
     /// with rectangle `rect` goes.
-    pub(crate) fn choose_path(&self, root: PageId, rect: &Rect, target: u16) -> Result<Vec<Step>> {
+    pub(crate) fn choose_path(
+        &self,
+        root: PageId,
+        entry: &Entry,
+        target: u16,
+    ) -> Result<Vec<Step>> {
+        let rect = &entry.rect;
         let mut path = Vec::new();
         let mut id = root;
         loop {
@@ -33,6 +39,7 @@ impl<S: NodeStore> RTree<S> {
                 return Ok(path);
             }
             let child = match self.params.kind {
+                IndexKind::Hilbert => super::hilbert::choose_by_lhv(&node.entries, entry.payload),
                 IndexKind::RStar if node.level == 1 => {
                     rstar::choose_by_overlap(&node.entries, rect)
                 }
@@ -87,7 +94,7 @@ impl<S: NodeStore> RTree<S> {
                 if !changes.is_empty() {
                     self.store.modify(step.id, level, &changes)?;
                 }
-                update = self.parent_update(&path, i, &entries)?;
+                update = self.changed_parent_entry(&path, i, &entries)?;
                 if update.is_none() {
                     break;
                 }
@@ -97,7 +104,7 @@ impl<S: NodeStore> RTree<S> {
                 let changes = diff(&step.node.entries, &keep);
                 self.store.modify(step.id, level, &changes)?;
                 pending.extend(removed.into_iter().map(|e| (level, e)));
-                update = self.parent_update(&path, i, &keep)?;
+                update = self.changed_parent_entry(&path, i, &keep)?;
                 if update.is_none() {
                     break;
                 }
@@ -136,37 +143,6 @@ impl<S: NodeStore> RTree<S> {
             }
         }
         Ok(())
-    }
-
-    /// The new entry of `path[i]` in its parent when its MBR changed (`None`
-    /// at the root or when the parent's rectangle is already right).
-    fn parent_update(&self, path: &[Step], i: usize, entries: &[Entry]) -> Result<Option<Entry>> {
-        if i == 0 {
-            return Ok(None);
-        }
-        let (Some(step), Some(parent)) = (path.get(i), path.get(i - 1)) else {
-            return Ok(None);
-        };
-        let Some(rect) = mbr(entries) else {
-            return Err(Error::corrupt(Some(step.id), "node left without entries"));
-        };
-        let current = parent
-            .node
-            .entries
-            .iter()
-            .find(|e| e.key == step.id)
-            .ok_or_else(|| {
-                Error::corrupt(Some(parent.id), "child entry missing from its parent")
-            })?;
-        if current.rect == rect {
-            Ok(None)
-        } else {
-            Ok(Some(Entry {
-                key: step.id,
-                rect,
-                payload: current.payload,
-            }))
-        }
     }
 }
 

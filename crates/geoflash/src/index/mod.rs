@@ -37,11 +37,14 @@ use crate::page::{Entry, Node};
 use crate::storage::PageId;
 use crate::store::{EntryChange, NodeStore, TreeMeta};
 use crate::{Error, Result};
+use ops::mbr;
 
 pub mod bulk;
 mod check;
 mod delete;
+mod hilbert;
 mod insert;
+pub mod inspect;
 mod ops;
 pub mod params;
 pub mod query;
@@ -52,6 +55,7 @@ mod tests;
 
 pub use bulk::BulkMethod;
 pub use check::TreeReport;
+pub use inspect::{InspectReport, LevelReport};
 pub use params::{IndexKind, SplitKind, TreeParams};
 pub use query::{Hit, KnnResult, Neighbor, Predicate, QueryResult, QueryStats};
 
@@ -80,11 +84,6 @@ impl<S: NodeStore> RTree<S> {
     /// must not hold a tree yet.
     pub fn create(store: S, params: TreeParams) -> Result<Self> {
         params.verify()?;
-        if params.kind == IndexKind::Hilbert {
-            return Err(Error::invalid(
-                "the Hilbert R-tree is not implemented yet; use rtree or rstar",
-            ));
-        }
         let meta = store.meta();
         if meta.root.is_some() || meta.records > 0 {
             return Err(Error::invalid(
@@ -97,11 +96,6 @@ impl<S: NodeStore> RTree<S> {
     /// The tree already kept by `store`, built with `params`.
     pub fn open(store: S, params: TreeParams) -> Result<Self> {
         params.verify()?;
-        if params.kind == IndexKind::Hilbert {
-            return Err(Error::invalid(
-                "the Hilbert R-tree is not implemented yet; use rtree or rstar",
-            ));
-        }
         Ok(RTree { store, params })
     }
 
@@ -144,11 +138,7 @@ impl<S: NodeStore> RTree<S> {
     pub fn insert(&mut self, id: u64, rect: Rect) -> Result<()> {
         let rect = checked(rect)?;
         let mut meta = self.store.meta();
-        let entry = Entry {
-            key: id,
-            rect,
-            payload: 0,
-        };
+        let entry = self.record(id, rect)?;
         // Validate before the operation starts, so an error changes nothing.
         let path = match meta.root {
             Some(root) => Some(self.leaf_path_for_insert(root, &entry)?),
@@ -182,11 +172,7 @@ impl<S: NodeStore> RTree<S> {
         let mut meta = self.store.meta();
         let op = self.store.begin_op()?;
         self.delete_in_op(id, path, &mut meta)?;
-        let entry = Entry {
-            key: id,
-            rect: new,
-            payload: 0,
-        };
+        let entry = self.record(id, new)?;
         let path = match meta.root {
             Some(root) => Some(self.leaf_path_for_insert(root, &entry)?),
             None => None,
@@ -198,7 +184,7 @@ impl<S: NodeStore> RTree<S> {
 
     /// Path to the leaf a new record goes to, refusing an id already there.
     fn leaf_path_for_insert(&self, root: PageId, entry: &Entry) -> Result<Vec<Step>> {
-        let path = self.choose_path(root, &entry.rect, 0)?;
+        let path = self.choose_path(root, entry, 0)?;
         if let Some(leaf) = path.last() {
             if leaf
                 .node
@@ -245,13 +231,16 @@ impl<S: NodeStore> RTree<S> {
         meta: &mut TreeMeta,
         reinserted: &mut Vec<u16>,
     ) -> Result<()> {
+        if self.params.kind == IndexKind::Hilbert {
+            return self.hilbert_insert_along(path, entry, meta);
+        }
         let mut pending: VecDeque<(u16, Entry)> = VecDeque::new();
         self.insert_along(path, entry, meta, reinserted, &mut pending)?;
         while let Some((level, e)) = pending.pop_front() {
             let root = meta
                 .root
                 .ok_or_else(|| Error::corrupt(None, "tree lost its root during an insertion"))?;
-            let path = self.choose_path(root, &e.rect, level)?;
+            let path = self.choose_path(root, &e, level)?;
             self.insert_along(path, e, meta, reinserted, &mut pending)?;
         }
         Ok(())
@@ -263,9 +252,64 @@ impl<S: NodeStore> RTree<S> {
         let root = meta
             .root
             .ok_or_else(|| Error::corrupt(None, "reinsertion into a tree without root"))?;
-        let path = self.choose_path(root, &entry.rect, level)?;
+        let path = self.choose_path(root, &entry, level)?;
         let mut reinserted = Vec::new();
         self.insert_with_reinsertions(path, entry, meta, &mut reinserted)
+    }
+}
+
+impl<S: NodeStore> RTree<S> {
+    /// The leaf entry of a record (its Hilbert value as payload in a Hilbert R-tree).
+    fn record(&self, id: u64, rect: Rect) -> Result<Entry> {
+        let payload = match self.params.kind {
+            IndexKind::Hilbert => hilbert::record_value(&self.domain()?, &rect, id),
+            _ => 0,
+        };
+        Ok(Entry {
+            key: id,
+            rect,
+            payload,
+        })
+    }
+
+    /// The entry of node `id` holding `entries` in its parent: their MBR and,
+    /// in a Hilbert R-tree, their largest Hilbert value.
+    pub(crate) fn entry_for(&self, id: PageId, entries: &[Entry]) -> Result<Entry> {
+        let rect =
+            mbr(entries).ok_or_else(|| Error::corrupt(Some(id), "node left without entries"))?;
+        let payload = match self.params.kind {
+            IndexKind::Hilbert => entries.iter().map(|e| e.payload).max().unwrap_or(0),
+            _ => 0,
+        };
+        Ok(Entry {
+            key: id,
+            rect,
+            payload,
+        })
+    }
+
+    /// The new entry of `path[i]` (now holding `entries`) in its parent when
+    /// it changed; `None` at the root or when the parent's entry is right.
+    pub(crate) fn changed_parent_entry(
+        &self,
+        path: &[Step],
+        i: usize,
+        entries: &[Entry],
+    ) -> Result<Option<Entry>> {
+        let (Some(step), Some(parent)) = (path.get(i), i.checked_sub(1).and_then(|p| path.get(p)))
+        else {
+            return Ok(None);
+        };
+        let new = self.entry_for(step.id, entries)?;
+        let current = parent
+            .node
+            .entries
+            .iter()
+            .find(|e| e.key == step.id)
+            .ok_or_else(|| {
+                Error::corrupt(Some(parent.id), "child entry missing from its parent")
+            })?;
+        Ok(if *current == new { None } else { Some(new) })
     }
 }
 

@@ -191,6 +191,36 @@ impl TreeParams {
     }
 }
 
+impl std::str::FromStr for IndexKind {
+    type Err = Error;
+    /// `rtree`, `rstar` or `hilbert` (the command line's names).
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "rtree" => Ok(IndexKind::RTree),
+            "rstar" => Ok(IndexKind::RStar),
+            "hilbert" => Ok(IndexKind::Hilbert),
+            _ => Err(Error::invalid(format!(
+                "unknown index kind {s:?}: use rtree, rstar or hilbert"
+            ))),
+        }
+    }
+}
+
+impl std::str::FromStr for SplitKind {
+    type Err = Error;
+    /// `linear`, `quadratic` or `exponential`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "linear" => Ok(SplitKind::Linear),
+            "quadratic" => Ok(SplitKind::Quadratic),
+            "exponential" => Ok(SplitKind::Exponential),
+            _ => Err(Error::invalid(format!(
+                "unknown split {s:?}: use linear, quadratic or exponential"
+            ))),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,35 +282,5 @@ mod tests {
         let s = serde_json::to_string(&p).unwrap();
         let q: TreeParams = serde_json::from_str(&s).unwrap();
         assert_eq!(p, q);
-    }
-}
-
-impl std::str::FromStr for IndexKind {
-    type Err = Error;
-    /// `rtree`, `rstar` or `hilbert` (the command line's names).
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "rtree" => Ok(IndexKind::RTree),
-            "rstar" => Ok(IndexKind::RStar),
-            "hilbert" => Ok(IndexKind::Hilbert),
-            _ => Err(Error::invalid(format!(
-                "unknown index kind {s:?}: use rtree, rstar or hilbert"
-            ))),
-        }
-    }
-}
-
-impl std::str::FromStr for SplitKind {
-    type Err = Error;
-    /// `linear`, `quadratic` or `exponential`.
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "linear" => Ok(SplitKind::Linear),
-            "quadratic" => Ok(SplitKind::Quadratic),
-            "exponential" => Ok(SplitKind::Exponential),
-            _ => Err(Error::invalid(format!(
-                "unknown split {s:?}: use linear, quadratic or exponential"
-            ))),
-        }
     }
 }

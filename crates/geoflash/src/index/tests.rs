@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 
 use super::*;
-use crate::geom::Point;
+use crate::geom::{HilbertDomain, Point};
 use crate::store::mem::MemStore;
 
 fn cases() -> u32 {
@@ -29,7 +29,25 @@ fn configs(max: usize) -> Vec<TreeParams> {
     if max <= 12 {
         v.push(TreeParams::new(IndexKind::RTree, max).with_split(SplitKind::Exponential));
     }
+    // Hilbert R-trees: a coarse domain covering the data (many equal values)
+    // and a fine one covering a part of it (centres outside are clamped).
+    let coarse = HilbertDomain::new(r(0.0, 0.0, 25.0, 25.0), 3).unwrap();
+    let fine = HilbertDomain::new(r(5.0, 5.0, 15.0, 15.0), 16).unwrap();
+    v.push(TreeParams::new(IndexKind::Hilbert, max).with_hilbert_domain(coarse));
+    v.push(TreeParams::new(IndexKind::Hilbert, max).with_hilbert_domain(fine));
     v
+}
+
+/// `p` with the M of a page of `page` bytes (Hilbert entries carry a payload).
+/// The exponential split is left out above M = 20 (refused there).
+fn for_page(p: TreeParams, page: usize) -> Option<TreeParams> {
+    let max = crate::page::max_entries(page, p.kind == IndexKind::Hilbert);
+    let p = TreeParams {
+        max_entries: max,
+        min_entries: max.div_ceil(2),
+        ..p
+    };
+    p.verify().is_ok().then_some(p)
 }
 
 /// Brute-force oracle.
@@ -213,8 +231,7 @@ proptest! {
     ) {
         // M of a 512-byte and of a 4 KiB page.
         for page in [512usize, 4096] {
-            let max = crate::page::max_entries(page, false);
-            for p in configs(max) {
+            for p in configs(12).into_iter().filter_map(|p| for_page(p, page)) {
                 run_ops(MemStore::new(), p, &ops);
             }
         }
@@ -440,9 +457,9 @@ mod plain {
             ops in prop::collection::vec(op_strategy(), 1..200),
         ) {
             for page in [512usize, 4096] {
-                let max = crate::page::max_entries(page, false);
                 for cfg in buffers(page) {
-                    for params in configs(max) {
+                    for params in configs(12).into_iter().filter_map(|p| for_page(p, page)) {
+                        let cfg = PlainConfig { with_payload: params.kind == IndexKind::Hilbert, ..cfg };
                         let dev = Arc::new(MemDevice::new(page, 1 << 20).unwrap());
                         let store = PlainStore::create(dev.clone(), cfg).unwrap();
                         let mut t = run_ops(store, params, &ops);
@@ -464,12 +481,12 @@ mod plain {
     fn plain_and_mem_stores_build_the_same_tree_by_insertion() {
         // Without deletions both stores allocate pages in the same order, so
         // the same insertions give the same logical pages.
-        for params in configs(12) {
+        for params in configs(12).into_iter().filter_map(|p| for_page(p, 512)) {
             let dev = Arc::new(MemDevice::new(512, 1 << 20).unwrap());
             let cfg = PlainConfig {
                 buffer_bytes: 4096,
                 policy: PolicyKind::S2q,
-                with_payload: false,
+                with_payload: params.kind == IndexKind::Hilbert,
             };
             let mut a = RTree::create(MemStore::new(), params).unwrap();
             let mut b = RTree::create(PlainStore::create(dev, cfg).unwrap(), params).unwrap();

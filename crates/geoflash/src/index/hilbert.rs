@@ -1,0 +1,228 @@
+//! The Hilbert R-tree (Kamel and Faloutsos 1994): a B+-tree on the Hilbert
+//! value of the rectangles' centres, with MBRs.
+//!
+//! - Every entry's `payload` holds a Hilbert value: a record's own (the
+//!   value of its centre in the tree's fixed [`HilbertDomain`]; centres
+//!   outside the domain are clamped to its border cells, which keeps the tree
+//!   correct, only less well clustered), an internal entry's largest Hilbert
+//!   value (LHV) of its subtree.
+//! - Inside a node the entries are ordered by `(payload, key)` (the store
+//!   keeps them by key; the tree sorts on reading). Between siblings the
+//!   order is a B+-tree's: every value under one child is at most every value
+//!   under the next.
+//! - ChooseLeaf descends into the first child whose LHV is at least the new
+//!   value (else the last child).
+//! - Overflow uses deferred splitting with s = 2 cooperating siblings
+//!   ("2-to-3"): the overflowing node and its right sibling (the left one for
+//!   the last child) share their entries evenly when they fit in two nodes;
+//!   otherwise a third node is created and the entries spread over three.
+//!   The root splits 1-to-2.
+//! - Deletion is the R-tree's CondenseTree (instead of the paper's merging
+//!   with siblings): the records under an underfull node are reinserted one
+//!   by one (whole subtrees cannot be, their value ranges would overlap
+//!   their new siblings'), so the B+-tree order holds.
+//! - Record values: see [`record_value`]; the domain's order is at most 16.
+use std::cmp::Ordering;
+
+use super::{diff, duplicate_id, RTree, Step};
+use crate::geom::HilbertDomain;
+use crate::page::Entry;
+use crate::storage::PageId;
+use crate::store::{NodeStore, TreeMeta};
+use crate::{Error, Result};
+
+/// The value a record carries: the Hilbert value of its centre (domain
+/// order ≤ 16, so below 2^32) in the high 32 bits and the low 32 bits of its
+/// object id in the low ones, so values are distinct (unless two ids in the
+/// same cell agree modulo 2^32) and siblings never tie.
+pub(crate) fn record_value(domain: &HilbertDomain, rect: &crate::geom::Rect, id: u64) -> u64 {
+    (domain.hilbert_rect(rect) << 32) | (id & 0xFFFF_FFFF)
+}
+
+/// Order of entries in a Hilbert R-tree node.
+pub(crate) fn hilbert_order(a: &Entry, b: &Entry) -> Ordering {
+    a.payload.cmp(&b.payload).then(a.key.cmp(&b.key))
+}
+
+/// The child to descend into for Hilbert value `h`: the first (in Hilbert
+/// order) whose LHV is at least `h`, else the last.
+pub(crate) fn choose_by_lhv(entries: &[Entry], h: u64) -> Option<PageId> {
+    let mut best: Option<&Entry> = None;
+    let mut last: Option<&Entry> = None;
+    for e in entries {
+        if e.payload >= h && best.is_none_or(|b| hilbert_order(e, b) == Ordering::Less) {
+            best = Some(e);
+        }
+        if last.is_none_or(|l| hilbert_order(e, l) == Ordering::Greater) {
+            last = Some(e);
+        }
+    }
+    best.or(last).map(|e| e.key)
+}
+
+/// Spreads `entries` (sorted) evenly over `n` groups, in order.
+fn spread(entries: Vec<Entry>, n: usize) -> Vec<Vec<Entry>> {
+    let n = n.max(1);
+    let k = entries.len();
+    let (base, extra) = (k / n, k % n);
+    let mut it = entries.into_iter();
+    (0..n)
+        .map(|i| it.by_ref().take(base + usize::from(i < extra)).collect())
+        .collect()
+}
+
+impl<S: NodeStore> RTree<S> {
+    /// The tree's Hilbert domain (verified present for Hilbert trees).
+    pub(crate) fn domain(&self) -> Result<HilbertDomain> {
+        self.params
+            .hilbert_domain
+            .ok_or_else(|| Error::invalid("a Hilbert R-tree needs a Hilbert domain"))
+    }
+
+    /// Deletes the subtree under the orphaned entry `e` of level `level` and
+    /// returns its records (a Hilbert R-tree reinserts records only).
+    pub(crate) fn take_records(
+        &mut self,
+        level: u16,
+        e: Entry,
+        out: &mut Vec<Entry>,
+    ) -> Result<()> {
+        if level == 0 {
+            out.push(e);
+            return Ok(());
+        }
+        let node = self.store.get(e.key)?;
+        self.store.delete(e.key)?;
+        for c in &node.entries {
+            self.take_records(node.level, *c, out)?;
+        }
+        Ok(())
+    }
+
+    /// Adds `entry` to the last node of `path` and treats overflow by
+    /// deferred splitting, adjusting MBRs and LHVs up to the root.
+    pub(crate) fn hilbert_insert_along(
+        &mut self,
+        path: Vec<Step>,
+        entry: Entry,
+        meta: &mut TreeMeta,
+    ) -> Result<()> {
+        let max = self.params.max_entries;
+        let mut add: Option<Entry> = Some(entry);
+        // Replacements of child entries of the current node (rect and LHV).
+        let mut updates: Vec<Entry> = Vec::new();
+        let mut i = path.len();
+        while i > 0 {
+            i -= 1;
+            let Some(step) = path.get(i) else { break };
+            let level = step.node.level;
+            let mut entries = step.node.entries.clone();
+            for u in updates.drain(..) {
+                let slot = entries.iter_mut().find(|e| e.key == u.key).ok_or_else(|| {
+                    Error::corrupt(Some(step.id), "child entry missing from its parent")
+                })?;
+                *slot = u;
+            }
+            if let Some(a) = add.take() {
+                if entries.iter().any(|e| e.key == a.key) {
+                    return Err(if level == 0 {
+                        duplicate_id(a.key)
+                    } else {
+                        Error::corrupt(Some(step.id), format!("child {} appears twice", a.key))
+                    });
+                }
+                entries.push(a);
+            }
+            if entries.len() <= max {
+                let changes = diff(&step.node.entries, &entries);
+                if !changes.is_empty() {
+                    self.store.modify(step.id, level, &changes)?;
+                }
+                match self.changed_parent_entry(&path, i, &entries)? {
+                    Some(u) => updates.push(u),
+                    None => break,
+                }
+                continue;
+            }
+            entries.sort_by(hilbert_order);
+            let Some(parent) = i.checked_sub(1).and_then(|p| path.get(p)) else {
+                // The root splits 1-to-2.
+                let mut groups = spread(entries, 2).into_iter();
+                let (Some(a), Some(b)) = (groups.next(), groups.next()) else {
+                    return Err(Error::corrupt(Some(step.id), "root split failed"));
+                };
+                self.store
+                    .modify(step.id, level, &diff(&step.node.entries, &a))?;
+                let left = self.entry_for(step.id, &a)?;
+                let b_id = self.store.create(level, b.clone())?;
+                let right = self.entry_for(b_id, &b)?;
+                let root = self.store.create(level + 1, vec![left, right])?;
+                meta.root = Some(root);
+                meta.height = meta.height.saturating_add(1);
+                break;
+            };
+            // Cooperating sibling: the next in Hilbert order, else the previous.
+            let mut order: Vec<Entry> = parent.node.entries.clone();
+            order.sort_by(hilbert_order);
+            let pos = order.iter().position(|e| e.key == step.id).ok_or_else(|| {
+                Error::corrupt(Some(parent.id), "child entry missing from its parent")
+            })?;
+            let sib_pos = if pos + 1 < order.len() {
+                pos + 1
+            } else {
+                pos.wrapping_sub(1)
+            };
+            let Some(sib_id) = order.get(sib_pos).map(|e| e.key) else {
+                // An only child (a root with one child while orphans are
+                // reinserted after a deletion): split 1-to-2.
+                let mut groups = spread(entries, 2).into_iter();
+                let (Some(a), Some(b)) = (groups.next(), groups.next()) else {
+                    return Err(Error::corrupt(Some(step.id), "split failed"));
+                };
+                self.store
+                    .modify(step.id, level, &diff(&step.node.entries, &a))?;
+                updates.push(self.entry_for(step.id, &a)?);
+                let b_id = self.store.create(level, b.clone())?;
+                add = Some(self.entry_for(b_id, &b)?);
+                continue;
+            };
+            let sib = self.store.get(sib_id)?;
+            if sib.level != level {
+                return Err(Error::corrupt(Some(sib_id), "sibling at another level"));
+            }
+            // (first, second) in Hilbert order.
+            type Member<'a> = (PageId, &'a [Entry]);
+            let (first, second): (Member<'_>, Member<'_>) = if sib_pos > pos {
+                ((step.id, &step.node.entries), (sib_id, &sib.entries))
+            } else {
+                ((sib_id, &sib.entries), (step.id, &step.node.entries))
+            };
+            let mut all: Vec<Entry> = entries;
+            all.extend(sib.entries.iter().copied());
+            all.sort_by(hilbert_order);
+            if all.len() <= 2 * max {
+                let mut groups = spread(all, 2).into_iter();
+                let (Some(a), Some(b)) = (groups.next(), groups.next()) else {
+                    return Err(Error::corrupt(Some(step.id), "redistribution failed"));
+                };
+                self.store.modify(first.0, level, &diff(first.1, &a))?;
+                self.store.modify(second.0, level, &diff(second.1, &b))?;
+                updates.push(self.entry_for(first.0, &a)?);
+                updates.push(self.entry_for(second.0, &b)?);
+            } else {
+                let mut groups = spread(all, 3).into_iter();
+                let (Some(a), Some(b), Some(c)) = (groups.next(), groups.next(), groups.next())
+                else {
+                    return Err(Error::corrupt(Some(step.id), "2-to-3 split failed"));
+                };
+                self.store.modify(first.0, level, &diff(first.1, &a))?;
+                self.store.modify(second.0, level, &diff(second.1, &b))?;
+                updates.push(self.entry_for(first.0, &a)?);
+                updates.push(self.entry_for(second.0, &b)?);
+                let c_id = self.store.create(level, c.clone())?;
+                add = Some(self.entry_for(c_id, &c)?);
+            }
+        }
+        Ok(())
+    }
+}
