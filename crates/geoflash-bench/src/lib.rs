@@ -8,3 +8,4 @@
 pub mod devbench;
 pub mod formats;
 pub mod generate;
+pub mod windows;

@@ -257,7 +257,7 @@ fn apply_all(
             ))
         })?;
         done += 1;
-        if done % 1024 == 0 {
+        if done.is_multiple_of(1024) {
             bar.set_position(done);
         }
     }
@@ -444,9 +444,9 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
         for (i, ids) in answers.iter().enumerate() {
             if a.ids {
                 let list: Vec<String> = ids.iter().map(u64::to_string).collect();
-                println!("window {i}: {} [{}]", ids.len(), list.join(" "));
+                outln!("window {i}: {} [{}]", ids.len(), list.join(" "));
             } else {
-                println!("window {i}: {}", ids.len());
+                outln!("window {i}: {}", ids.len());
             }
         }
     }
@@ -467,7 +467,7 @@ pub fn knn(a: KnnArgs) -> Result<(), Failure> {
         }))?;
     } else {
         for n in &r.neighbors {
-            println!("{} {}", n.id, n.distance);
+            outln!("{} {}", n.id, n.distance);
         }
     }
     Ok(())
@@ -515,7 +515,7 @@ pub fn verify(a: DirArgs) -> Result<(), Failure> {
     if a.json {
         print_json(&json!({"ok": true, "report": report}))?;
     } else {
-        println!(
+        outln!(
             "ok: {} records, height {}, {} nodes",
             report.records,
             report.height,
@@ -532,7 +532,7 @@ pub fn checkpoint(a: DirArgs) -> Result<(), Failure> {
     if a.json {
         print_json(&json!({"ok": true}))?;
     } else {
-        println!("checkpointed {}", a.index.display());
+        outln!("checkpointed {}", a.index.display());
     }
     Ok(())
 }

@@ -11,8 +11,9 @@ use geoflash_bench::devbench::{self, DevbenchConfig, Pattern};
 use geoflash_bench::{formats, generate};
 use indicatif::{ProgressBar, ProgressStyle};
 
-mod index_cmds;
+#[macro_use]
 mod output;
+mod index_cmds;
 
 /// geoflash: a flash-aware spatial indexing engine and its workbench.
 #[derive(Parser)]
@@ -27,7 +28,7 @@ enum Command {
     /// Runs a fixed pattern of page reads and writes against a device and prints its counters.
     Devbench(DevbenchArgs),
     /// Builds an index from a dataset file (one insertion per object, or a bulk load).
-    Build(index_cmds::BuildArgs),
+    Build(Box<index_cmds::BuildArgs>),
     /// Inserts the objects of a dataset file into an index.
     Insert(index_cmds::ChangeArgs),
     /// Deletes the objects of a dataset file from an index.
@@ -42,8 +43,35 @@ enum Command {
     Verify(index_cmds::DirArgs),
     /// Flushes an index and syncs its device.
     Checkpoint(index_cmds::DirArgs),
+    /// Generates query windows of a given selectivity over a dataset's extent (CSV minx,miny,maxx,maxy).
+    Windows(WindowsArgs),
     /// Generates a synthetic dataset (CSV `id,minx,miny,maxx,maxy` or GeoJSON, by extension).
     Generate(GenerateArgs),
+}
+
+#[derive(clap::Args)]
+struct WindowsArgs {
+    /// Dataset whose extent (and objects, for on-data placement) the windows follow.
+    #[arg(long)]
+    input: PathBuf,
+    /// Window area as a share of the extent: 0.01% or 0.0001.
+    #[arg(long)]
+    selectivity: String,
+    /// Number of windows.
+    #[arg(long, default_value_t = 100)]
+    count: usize,
+    /// Width/height ratio.
+    #[arg(long, default_value_t = 1.0)]
+    aspect: f64,
+    /// uniform or on-data.
+    #[arg(long, default_value = "uniform")]
+    placement: String,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output CSV file.
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -137,7 +165,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Devbench(args) => cmd_devbench(args),
         Command::Generate(args) => cmd_generate(args),
-        Command::Build(a) => index_cmds::build(a),
+        Command::Windows(args) => cmd_windows(args),
+        Command::Build(a) => index_cmds::build(*a),
         Command::Insert(a) => index_cmds::change(a, false),
         Command::Delete(a) => index_cmds::change(a, true),
         Command::Query(a) => index_cmds::query(a),
@@ -220,7 +249,28 @@ fn cmd_generate(a: GenerateArgs) -> Result<(), Failure> {
     if a.json {
         output::print_json(&summary)?;
     } else {
-        println!("wrote {written} objects to {}", a.out.display());
+        outln!("wrote {written} objects to {}", a.out.display());
     }
+    Ok(())
+}
+
+fn cmd_windows(a: WindowsArgs) -> Result<(), Failure> {
+    let records = formats::read_csv(&a.input)?;
+    let rects: Vec<geoflash::geom::Rect> = records.iter().map(|(_, r)| *r).collect();
+    let extent = geoflash::geom::Rect::union_all(rects.iter()).ok_or_else(|| {
+        geoflash::Error::invalid(format!("{} holds no object", a.input.display()))
+    })?;
+    let sel = geoflash_bench::windows::parse_selectivity(&a.selectivity)?;
+    let ws = geoflash_bench::windows::windows(
+        extent,
+        sel,
+        a.aspect,
+        a.count,
+        a.placement.parse()?,
+        &rects,
+        a.seed,
+    )?;
+    geoflash_bench::windows::write_windows(&a.out, &ws)?;
+    outln!("wrote {} windows to {}", ws.len(), a.out.display());
     Ok(())
 }

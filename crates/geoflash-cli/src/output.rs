@@ -1,16 +1,39 @@
 //! Printing results: readable tables by default, one JSON line with `--json`.
 use geoflash_bench::devbench::DevbenchReport;
 use serde::Serialize;
+use std::io::Write;
+
+/// Writes one line to standard output. A closed pipe (`geoflash query … | head`)
+/// ends the process quietly with success, as Unix tools do; another write
+/// error ends it with exit code 1.
+pub fn write_line(args: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("geoflash: error: cannot write to standard output: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// `println!` through [`write_line`].
+#[macro_export]
+macro_rules! outln {
+    ($($t:tt)*) => {
+        $crate::output::write_line(format_args!($($t)*))
+    };
+}
 
 /// Prints `value` as one JSON line on standard output.
 pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string(value)?);
+    outln!("{}", serde_json::to_string(value)?);
     Ok(())
 }
 
 /// Prints one `name value` line of a table.
 pub fn row(name: &str, value: impl std::fmt::Display) {
-    println!("{name:<28} {value}");
+    outln!("{name:<28} {value}");
 }
 
 /// Prints a devbench report as a two-column table.
@@ -48,6 +71,9 @@ pub fn print_devbench_table(r: &DevbenchReport) {
         );
         if let Some(x) = r.sim_ops_per_sec {
             row("ops/s (simulated)", format!("{x:.0}"));
+        }
+        if s.nand_reads + s.nand_programs + s.nand_erases == 0 {
+            return;
         }
         row(
             "NAND reads / programs",
