@@ -780,3 +780,130 @@ impl Ftl {
         Ok(())
     }
 }
+
+/// The persistent part of the FTL's state: everything else is derived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FtlImage {
+    /// Per block: state (0 free, 1 open, 2 full, 3 retired), write pointer,
+    /// erase count, sequence number of its last program.
+    pub(crate) blocks: Vec<(u8, u32, u32, u64)>,
+    /// The forward map (`u32::MAX` = unmapped).
+    pub(crate) l2p: Vec<u32>,
+    pub(crate) next_plane: u64,
+    pub(crate) seq: u64,
+    pub(crate) wl_cursor: u64,
+}
+
+impl Ftl {
+    /// The state to save.
+    pub(crate) fn export(&self) -> FtlImage {
+        FtlImage {
+            blocks: self
+                .blocks
+                .iter()
+                .map(|b| {
+                    let state = match b.state {
+                        BlockState::Free => 0,
+                        BlockState::Open => 1,
+                        BlockState::Full => 2,
+                        BlockState::Retired => 3,
+                    };
+                    (state, b.write_ptr, b.erase_count, b.last_write)
+                })
+                .collect(),
+            l2p: self.l2p.clone(),
+            next_plane: self.next_plane as u64,
+            seq: self.seq,
+            wl_cursor: self.wl_cursor as u64,
+        }
+    }
+
+    /// Rebuilds an FTL from a saved image for `cfg`, deriving the reverse map,
+    /// valid counts, free lists, GC buckets and erase histogram, and checking
+    /// every invariant: a damaged image is an error, never a panic.
+    pub(crate) fn restore(cfg: &FlashSimConfig, image: FtlImage) -> Result<Ftl> {
+        let bad = |msg: String| Error::corrupt(None, format!("flashsim state: {msg}"));
+        let mut ftl = Ftl::new(cfg)?;
+        if image.blocks.len() != ftl.blocks.len() || image.l2p.len() != ftl.l2p.len() {
+            return Err(bad(format!(
+                "{} blocks and {} logical pages saved, the configuration has {} and {}",
+                image.blocks.len(),
+                image.l2p.len(),
+                ftl.blocks.len(),
+                ftl.l2p.len()
+            )));
+        }
+        ftl.p2l.fill(NONE);
+        for (lfp, &ppn) in image.l2p.iter().enumerate() {
+            if ppn == NONE {
+                continue;
+            }
+            match ftl.p2l.get_mut(ppn as usize) {
+                Some(slot) if *slot == NONE => *slot = lfp as u32,
+                Some(_) => return Err(bad(format!("physical page {ppn} mapped twice"))),
+                None => return Err(bad(format!("logical page {lfp} maps beyond the device"))),
+            }
+        }
+        ftl.l2p = image.l2p;
+        for plane in &mut ftl.planes {
+            plane.free.clear();
+            plane.open = None;
+            plane.buckets.iter_mut().for_each(Vec::clear);
+        }
+        ftl.erase_hist.clear();
+        ftl.retired = 0;
+        let ppb = ftl.ppb as usize;
+        for (bi, &(state, write_ptr, erase_count, last_write)) in image.blocks.iter().enumerate() {
+            if write_ptr > ftl.ppb || erase_count > ftl.erase_limit {
+                return Err(bad(format!(
+                    "block {bi} has write pointer {write_ptr} and erase count {erase_count}"
+                )));
+            }
+            let valid = ftl.p2l[bi * ppb..(bi + 1) * ppb]
+                .iter()
+                .filter(|&&l| l != NONE)
+                .count() as u32;
+            let p = ftl.plane_of(bi);
+            let blk = &mut ftl.blocks[bi];
+            blk.write_ptr = write_ptr;
+            blk.erase_count = erase_count;
+            blk.last_write = last_write;
+            blk.valid = valid;
+            blk.state = match state {
+                0 => BlockState::Free,
+                1 => BlockState::Open,
+                2 => BlockState::Full,
+                3 => BlockState::Retired,
+                s => return Err(bad(format!("block {bi} has unknown state {s}"))),
+            };
+            match blk.state {
+                BlockState::Free => {
+                    ftl.planes[p].free.push(Reverse((erase_count, bi as u32)));
+                }
+                BlockState::Open => {
+                    if ftl.planes[p].open.replace(bi as u32).is_some() {
+                        return Err(bad(format!("plane {p} has two open blocks")));
+                    }
+                }
+                BlockState::Full => ftl.bucket_insert(bi),
+                BlockState::Retired => ftl.retired += 1,
+            }
+            if state != 3 {
+                *ftl.erase_hist.entry(erase_count).or_insert(0) += 1;
+            }
+        }
+        ftl.next_plane = usize::try_from(image.next_plane)
+            .ok()
+            .filter(|&n| n < ftl.nplanes)
+            .ok_or_else(|| bad(format!("next plane {} out of range", image.next_plane)))?;
+        ftl.seq = image.seq;
+        ftl.wl_cursor = (image.wl_cursor % ftl.blocks.len().max(1) as u64) as usize;
+        if ftl.blocks.iter().any(|b| b.last_write > ftl.seq) {
+            return Err(bad(
+                "a block was written after the last sequence number".into()
+            ));
+        }
+        ftl.check_invariants()?;
+        Ok(ftl)
+    }
+}

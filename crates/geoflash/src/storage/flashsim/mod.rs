@@ -8,7 +8,9 @@
 //! - [`config`]: geometry, FTL parameters, latencies, presets, `key=value` overrides;
 //! - `ftl`: the page-mapping FTL (out-of-place updates, trim, greedy or
 //!   cost-benefit GC, dynamic and static wear levelling, block retirement);
-//! - `timing`: latencies and the overlap of operations on different planes and channels.
+//! - `timing`: latencies and the overlap of operations on different planes and channels;
+//! - `persist`: [`FlashSim::save`] / [`FlashSim::load`] of the whole state
+//!   (the `device.img` of a simulated index), checksummed and validated on load.
 //!
 //! # Host pages and flash pages
 //! The host (index) page size is fixed at construction. A host page of `k`
@@ -40,6 +42,7 @@ use std::time::Instant;
 
 pub mod config;
 mod ftl;
+mod persist;
 mod timing;
 
 #[cfg(test)]
