@@ -550,7 +550,7 @@ pub fn decode_node(buf: &[u8], page: Option<u64>) -> Result<(PageHeader, Node)> 
         (k, _) => {
             return Err(corrupt(
                 page,
-                format!("expected a node page, found a {k:?} page"),
+                format!("expected a node page, found a page of kind {k:?}"),
             ))
         }
     }
@@ -622,7 +622,10 @@ pub fn decode_raw(buf: &[u8], page: Option<u64>) -> Result<(PageHeader, &[u8])> 
     if h.kind.is_node() {
         return Err(corrupt(
             page,
-            format!("expected a non-node page, found a {:?} page", h.kind),
+            format!(
+                "expected a non-node page, found a page of kind {:?}",
+                h.kind
+            ),
         ));
     }
     let len = usize::try_from(h.body_len)
