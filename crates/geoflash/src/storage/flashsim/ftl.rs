@@ -907,3 +907,43 @@ impl Ftl {
         Ok(ftl)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Greedy takes the block with most invalid pages; cost-benefit prefers an
+    /// old block with fewer invalid pages over a young one.
+    #[test]
+    fn victim_selection_by_policy() {
+        let victim = |policy: &str| {
+            // 16 blocks of 4 pages, one plane: 44 logical pages.
+            let cfg = FlashSimConfig::from_params(&format!(
+                "page_size=512&ppb=4&blocks=16&op=0.3&gc={policy}"
+            ))
+            .unwrap();
+            let mut ftl = Ftl::new(&cfg).unwrap();
+            let mut tl = Timeline::new(1, 1, 1, 1, 1, 0);
+            // Block 0 ("A"): pages 0..4, sequence numbers 1..4; eight filler
+            // blocks: pages 4..36; block 9 ("B"): pages 36..40, sequence 37..40.
+            for lfp in 0..40 {
+                ftl.write(lfp, 0, &mut tl).unwrap();
+            }
+            let a = ftl.block_of(ftl.l2p[0]);
+            let b = ftl.block_of(ftl.l2p[36]);
+            // A keeps 3 valid pages, B 2.
+            ftl.trim(1);
+            ftl.trim(36);
+            ftl.trim(37);
+            ftl.check_invariants().unwrap();
+            (ftl.select_victim(0), a, b)
+        };
+        // Greedy: B (2 invalid pages) over A (1).
+        let (v, _, b) = victim("greedy");
+        assert_eq!(v, Some(b));
+        // Cost-benefit at sequence 40: A: u = 3/4, age 40 − 4 + 1 = 37,
+        // (1/4)/(3/2) × 37 ≈ 6.2; B: u = 1/2, age 40 − 40 + 1 = 1, (1/2)/1 × 1 = 0.5.
+        let (v, a, _) = victim("cost-benefit");
+        assert_eq!(v, Some(a));
+    }
+}
