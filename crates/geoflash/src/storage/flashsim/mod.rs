@@ -25,6 +25,17 @@
 //! Trimming a host page unmaps its flash pages; a flash page shared by smaller
 //! host pages is unmapped when all of them are trimmed.
 //!
+//! # Time
+//! `sim_time_ns` is a simulated clock. A batch is issued at once: its NAND
+//! operations overlap across planes and channels (each keeps a busy-until
+//! time; host writes are striped round-robin over the planes, so a write
+//! batch lands on consecutive planes, which sit on different channels), and
+//! the clock advances to the batch's last completion; separate calls
+//! accumulate. Garbage collection and wear levelling triggered by a write are
+//! charged to it (on-die copybacks and erases on the planes involved). The
+//! planes of a die are modelled as independent units, an idealised
+//! multi-plane operation; with one plane per die this is the per-die model.
+//!
 //! # Counters
 //! `device_write_amplification` = NAND programs ÷ host flash-page programs
 //! (after the merging above), so a sequential workload scores exactly 1.
