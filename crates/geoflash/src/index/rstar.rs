@@ -17,16 +17,33 @@ const OVERLAP_CANDIDATES: usize = 32;
 /// its siblings grows least, ties by least area enlargement, then least area,
 /// then the first in key order.
 pub(crate) fn choose_by_overlap(entries: &[Entry], rect: &Rect) -> Option<PageId> {
+    // Growing a rectangle never decreases its overlap with others, so a child
+    // that already contains `rect` has the least possible overlap enlargement
+    // (zero) and zero area enlargement: the rule then picks the smallest such
+    // child (first in key order on ties) without the quadratic scan.
+    let mut containing: Option<(f64, PageId)> = None;
+    for e in entries {
+        if e.rect.contains(rect) {
+            let a = area(&e.rect);
+            if containing.is_none_or(|(ba, _)| a < ba) {
+                containing = Some((a, e.key));
+            }
+        }
+    }
+    if let Some((_, key)) = containing {
+        return Some(key);
+    }
     let mut candidates: Vec<usize> = (0..entries.len()).collect();
     if entries.len() > OVERLAP_CANDIDATES {
         let enl: Vec<f64> = entries.iter().map(|e| enlargement(&e.rect, rect)).collect();
-        candidates.sort_by(|&a, &b| {
+        let by_enlargement = |a: &usize, b: &usize| {
             let (ea, eb) = (
-                enl.get(a).copied().unwrap_or(0.0),
-                enl.get(b).copied().unwrap_or(0.0),
+                enl.get(*a).copied().unwrap_or(0.0),
+                enl.get(*b).copied().unwrap_or(0.0),
             );
-            ea.total_cmp(&eb).then(a.cmp(&b))
-        });
+            ea.total_cmp(&eb).then(a.cmp(b))
+        };
+        candidates.select_nth_unstable_by(OVERLAP_CANDIDATES - 1, by_enlargement);
         candidates.truncate(OVERLAP_CANDIDATES);
         candidates.sort_unstable();
     }

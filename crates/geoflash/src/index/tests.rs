@@ -25,6 +25,8 @@ fn configs(max: usize) -> Vec<TreeParams> {
         TreeParams::new(IndexKind::RTree, max).with_split(SplitKind::Linear),
         TreeParams::new(IndexKind::RTree, max).with_split(SplitKind::Quadratic),
         TreeParams::new(IndexKind::RStar, max),
+        TreeParams::new(IndexKind::RStar, max).with_reinsert_percent(40),
+        TreeParams::new(IndexKind::RStar, max).with_reinsert_percent(0),
     ];
     if max <= 12 {
         v.push(TreeParams::new(IndexKind::RTree, max).with_split(SplitKind::Exponential));
@@ -474,6 +476,64 @@ mod plain {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn two_threads_querying_one_tree_agree_with_one_thread() {
+        let dev = Arc::new(MemDevice::new(512, 1 << 20).unwrap());
+        let cfg = PlainConfig {
+            buffer_bytes: 8 * 512,
+            policy: PolicyKind::S2q,
+            with_payload: false,
+        };
+        let params = TreeParams::for_page(IndexKind::RStar, 512).unwrap();
+        let mut t = RTree::create(PlainStore::create(dev, cfg).unwrap(), params).unwrap();
+        for i in 0..2000u64 {
+            let x = ((i * 7919) % 1000) as f64 / 10.0;
+            let y = ((i * 104_729) % 997) as f64 / 10.0;
+            t.insert(i, r(x, y, x + (i % 4) as f64, y + (i % 3) as f64))
+                .unwrap();
+        }
+        let windows: Vec<Rect> = (0..200)
+            .map(|i| {
+                let x = f64::from(i % 20) * 5.0;
+                let y = f64::from(i / 20) * 10.0;
+                r(x, y, x + 7.0, y + 4.0)
+            })
+            .collect();
+        let answer = |t: &RTree<PlainStore>, w: &Rect| -> (Vec<u64>, Vec<u64>) {
+            let mut ids: Vec<u64> = t
+                .query(*w, Predicate::Intersects)
+                .unwrap()
+                .hits
+                .iter()
+                .map(|h| h.id)
+                .collect();
+            ids.sort_unstable();
+            let p = Point {
+                x: w.min_x,
+                y: w.max_y,
+            };
+            let knn = t
+                .nearest(p, 10, true)
+                .unwrap()
+                .neighbors
+                .iter()
+                .map(|n| n.id)
+                .collect();
+            (ids, knn)
+        };
+        let single: Vec<_> = windows.iter().map(|w| answer(&t, w)).collect();
+        let tree = &t;
+        let results: Vec<Vec<_>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..2)
+                .map(|_| s.spawn(|| windows.iter().map(|w| answer(tree, w)).collect::<Vec<_>>()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for r in results {
+            assert_eq!(r, single);
         }
     }
 
