@@ -289,7 +289,10 @@ impl Rect {
 
     /// Area of the intersection (0 when disjoint or touching).
     pub fn overlap_area(&self, other: &Rect) -> f64 {
-        self.intersection(other).map_or(0.0, |r| r.area())
+        // Branch-free: this is the inner loop of the R*-tree's ChooseSubtree.
+        let w = (self.max_x.min(other.max_x) - self.min_x.max(other.min_x)).max(0.0);
+        let h = (self.max_y.min(other.max_y) - self.min_y.max(other.min_y)).max(0.0);
+        w * h
     }
 
     /// Squared distance between the centres (the R*-tree's reinsertion order).
