@@ -4,9 +4,12 @@
 //! Python package use; the layers below know nothing of directories.
 //!
 //! An index on a `file` device lives in its directory (`pages.dat`) and can
-//! be reopened. Indexes on `mem:`, `flashsim:` and `hddsim:` devices live only
-//! in their process in this version (the simulator state is not saved yet);
-//! their directory keeps the manifest for the record.
+//! be reopened; one on a `flashsim:` device keeps the simulator's state in
+//! `device.img` (saved at every checkpoint), so a later command reopens the
+//! same simulated NAND with its contents, mapping and wear (counters count
+//! from each opening). Indexes on `mem:`
+//! and `hddsim:` devices live only in their process; their directory keeps
+//! the manifest for the record.
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -19,6 +22,7 @@ use crate::index::{BulkMethod, IndexKind, RTree, SplitKind, TreeParams};
 use crate::manifest::{Access, Crs, DirLock, Manifest, MANIFEST_VERSION};
 use crate::metrics::Stats;
 use crate::storage::file::{FileDevice, FileDeviceOptions};
+use crate::storage::flashsim::FlashSim;
 use crate::storage::spec::DeviceSpec;
 use crate::storage::PageDevice;
 use crate::store::plain::{PlainConfig, PlainStore};
@@ -27,6 +31,9 @@ use crate::{Error, Result};
 
 /// File of node pages inside an index directory.
 pub const PAGES_FILE: &str = "pages.dat";
+
+/// File of the saved flash-simulator state inside an index directory.
+pub const DEVICE_IMAGE_FILE: &str = "device.img";
 
 /// Which node store an index uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,8 +152,28 @@ pub struct Index {
     manifest: Manifest,
     tree: RTree<Box<dyn NodeStore>>,
     device: Arc<dyn PageDevice>,
+    /// The flash simulator behind `device`, when it is one: its state is
+    /// saved to `device.img` at each checkpoint so later commands can reopen it.
+    sim: Option<Arc<FlashSim>>,
     access: Access,
     _lock: Option<DirLock>,
+}
+
+/// Opens the device a spec names; a flash simulator is also returned as
+/// itself so its state can be saved.
+fn open_device(
+    spec: &DeviceSpec,
+    page_size: usize,
+    default_path: Option<&Path>,
+) -> Result<(Arc<dyn PageDevice>, Option<Arc<FlashSim>>)> {
+    match spec {
+        DeviceSpec::FlashSim { params } => {
+            let joined: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let sim = Arc::new(FlashSim::from_params(&joined.join("&"), page_size)?);
+            Ok((sim.clone(), Some(sim)))
+        }
+        other => Ok((other.open(page_size, default_path)?, None)),
+    }
 }
 
 impl std::fmt::Debug for Index {
@@ -226,7 +253,7 @@ impl Index {
             index: serde_json::to_value(params).map_err(|e| Error::invalid(e.to_string()))?,
             store: serde_json::to_value(opts.store).map_err(|e| Error::invalid(e.to_string()))?,
         };
-        let (lock, device) = match dir {
+        let (lock, (device, sim)) = match dir {
             Some(dir) => {
                 std::fs::create_dir_all(dir)
                     .map_err(|source| Error::Io { path: dir.to_path_buf(), page: None, source })?;
@@ -242,14 +269,14 @@ impl Index {
                     std::fs::remove_file(&pages)
                         .map_err(|source| Error::Io { path: pages.clone(), page: None, source })?;
                 }
-                (Some(lock), spec.open(opts.page_size, Some(&pages))?)
+                (Some(lock), open_device(&spec, opts.page_size, Some(&pages))?)
             }
             None if matches!(spec, DeviceSpec::File { path: None, .. }) => {
                 return Err(Error::invalid(
                     "an index without a directory needs a device other than plain \"file\" (e.g. mem:)",
                 ))
             }
-            None => (None, spec.open(opts.page_size, None)?),
+            None => (None, open_device(&spec, opts.page_size, None)?),
         };
         let store = PlainStore::create(device.clone(), plain)?;
         let tree = build(Box::new(store), params)?;
@@ -258,6 +285,7 @@ impl Index {
             manifest,
             tree,
             device,
+            sim,
             access: Access::Write,
             _lock: lock,
         };
@@ -286,6 +314,7 @@ impl Index {
         let store_opts: StoreOptions = serde_json::from_value(manifest.store.clone())
             .map_err(|e| Error::corrupt(None, format!("manifest store parameters: {e}")))?;
         let spec = DeviceSpec::parse(&manifest.device)?;
+        let mut sim = None;
         let device: Arc<dyn PageDevice> = match &spec {
             DeviceSpec::File { path, direct, engine, capacity } => {
                 let path = path.clone().unwrap_or_else(|| dir.join(PAGES_FILE));
@@ -297,6 +326,18 @@ impl Index {
                     read_only: access == Access::Read,
                 };
                 Arc::new(FileDevice::open(&path, manifest.page_size, opts)?)
+            }
+            DeviceSpec::FlashSim { .. } => {
+                let image = dir.join(DEVICE_IMAGE_FILE);
+                if !image.is_file() {
+                    return Err(Error::invalid(format!(
+                        "the index in {} was built on {spec} but its simulator state ({DEVICE_IMAGE_FILE}) is missing",
+                        dir.display()
+                    )));
+                }
+                let loaded = Arc::new(FlashSim::load(&image)?);
+                sim = Some(loaded.clone());
+                loaded
             }
             other => {
                 return Err(Error::invalid(format!(
@@ -313,6 +354,7 @@ impl Index {
             manifest,
             tree,
             device,
+            sim,
             access,
             _lock: Some(lock),
         })
@@ -388,12 +430,17 @@ impl Index {
         self.tree.nearest(point, k, ties)
     }
 
-    /// Flushes everything and syncs the device.
+    /// Flushes everything and syncs the device; a simulated flash device's
+    /// state is saved to `device.img` (atomically) so a later command can reopen it.
     pub fn checkpoint(&mut self) -> Result<()> {
         if self.access == Access::Read {
             return Ok(());
         }
-        self.tree.store_mut().checkpoint()
+        self.tree.store_mut().checkpoint()?;
+        if let (Some(sim), Some(dir)) = (&self.sim, &self.dir) {
+            sim.save(&dir.join(DEVICE_IMAGE_FILE))?;
+        }
+        Ok(())
     }
 
     /// Device and store counters so far, as one [`Stats`] record labelled `label`.
@@ -539,8 +586,34 @@ mod tests {
         idx.checkpoint().unwrap();
         let s = idx.stats("build");
         assert!(s.device_simulated && s.sim.nand_programs > 0);
+        let programs = s.sim.nand_programs;
+        let window = Rect::new(0.0, 0.0, 500.0, 500.0).unwrap();
+        let before = idx.query(window, Predicate::Intersects).unwrap().hits.len();
         idx.close().unwrap();
+        // the simulated NAND comes back with its contents and counters
+        let ro = Index::open(&dir.path().join("sim"), Access::Read).unwrap();
+        assert_eq!(
+            ro.query(window, Predicate::Intersects).unwrap().hits.len(),
+            before
+        );
+        // counters count from the opening: the reopened device has programmed nothing yet
+        assert!(programs > 0);
+        assert_eq!(ro.stats("reopen").sim.nand_programs, 0);
+        drop(ro);
+        std::fs::remove_file(dir.path().join("sim").join(DEVICE_IMAGE_FILE)).unwrap();
         let e = Index::open(&dir.path().join("sim"), Access::Read)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("device.img"), "{e}");
+        let hdd = IndexOptions {
+            device: "hddsim:preset=7200rpm".into(),
+            ..IndexOptions::default()
+        };
+        Index::create(&dir.path().join("hdd"), &hdd)
+            .unwrap()
+            .close()
+            .unwrap();
+        let e = Index::open(&dir.path().join("hdd"), Access::Read)
             .unwrap_err()
             .to_string();
         assert!(e.contains("lives only in its process"), "{e}");
