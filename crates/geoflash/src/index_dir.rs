@@ -147,6 +147,27 @@ impl IndexOptions {
 }
 
 /// An open index.
+///
+/// ```
+/// use geoflash::geom::{Point, Rect};
+/// use geoflash::index::query::Predicate;
+/// use geoflash::{Index, IndexOptions};
+///
+/// let opts = IndexOptions { device: "flashsim:preset=seed-tc58".into(), ..IndexOptions::default() };
+/// let mut index = Index::create_temporary(&opts)?;
+/// for i in 0..1000u64 {
+///     let x = (i % 40) as f64;
+///     let y = (i / 40) as f64;
+///     index.insert(i, Rect::new(x, y, x + 0.5, y + 0.5)?)?;
+/// }
+/// index.checkpoint()?;
+/// let found = index.query(Rect::new(0.0, 0.0, 2.0, 2.0)?, Predicate::Intersects)?;
+/// assert_eq!(found.hits.len(), 9);
+/// let near = index.nearest(Point::new(10.2, 3.2)?, 1, false)?;
+/// assert_eq!(near.neighbors[0].id, 3 * 40 + 10);
+/// println!("NAND programs: {}", index.stats("example").sim.nand_programs);
+/// # Ok::<(), geoflash::Error>(())
+/// ```
 pub struct Index {
     dir: Option<PathBuf>,
     manifest: Manifest,
