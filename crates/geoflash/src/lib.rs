@@ -24,6 +24,7 @@ pub mod index;
 pub mod index_dir;
 pub mod manifest;
 pub mod metrics;
+pub mod objects;
 pub mod page;
 pub mod storage;
 pub mod store;

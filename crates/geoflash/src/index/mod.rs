@@ -48,6 +48,7 @@ pub mod inspect;
 mod ops;
 pub mod params;
 pub mod query;
+pub mod refine;
 mod rstar;
 mod split;
 #[cfg(test)]
