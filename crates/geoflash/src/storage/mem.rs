@@ -141,6 +141,71 @@ mod tests {
         assert!(buf[..512].iter().all(|&b| b == 0));
     }
 
+    fn cases() -> u32 {
+        std::env::var("GEOFLASH_PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(64)
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Write(Vec<u64>, u8),
+        Read(Vec<u64>),
+        Trim(Vec<u64>),
+        Sync,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        let ids = proptest::collection::vec(0u64..32, 1..6);
+        prop_oneof![
+            (ids.clone(), any::<u8>()).prop_map(|(p, b)| Op::Write(p, b)),
+            ids.clone().prop_map(Op::Read),
+            ids.prop_map(Op::Trim),
+            Just(Op::Sync),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(cases()))]
+        /// Any sequence of batched writes, reads, trims and syncs reads back
+        /// what was last written (zeros for never-written or trimmed pages).
+        #[test]
+        fn reads_return_the_last_write(ops in proptest::collection::vec(op(), 1..60)) {
+            let d = MemDevice::new(512, 32).unwrap();
+            let mut oracle: HashMap<u64, u8> = HashMap::new();
+            for op in ops {
+                match op {
+                    Op::Write(pages, b) => {
+                        // a page repeated in one batch: the last copy wins
+                        let data: Vec<u8> = pages.iter().enumerate().flat_map(|(i, _)| vec![b.wrapping_add(i as u8); 512]).collect();
+                        d.write_batch(&pages, &data).unwrap();
+                        for (i, p) in pages.iter().enumerate() {
+                            oracle.insert(*p, b.wrapping_add(i as u8));
+                        }
+                    }
+                    Op::Read(pages) => {
+                        let mut buf = vec![0xAAu8; pages.len() * 512];
+                        d.read_batch(&pages, &mut buf).unwrap();
+                        for (p, chunk) in pages.iter().zip(buf.chunks(512)) {
+                            let want = oracle.get(p).copied().unwrap_or(0);
+                            proptest::prop_assert!(chunk.iter().all(|&x| x == want));
+                        }
+                    }
+                    Op::Trim(pages) => {
+                        d.trim(&pages).unwrap();
+                        for p in &pages {
+                            oracle.remove(p);
+                        }
+                    }
+                    Op::Sync => d.sync().unwrap(),
+                }
+            }
+            proptest::prop_assert_eq!(d.pages_in_use(), oracle.len());
+        }
+    }
+
     #[test]
     fn bad_input_is_an_error() {
         assert!(MemDevice::new(1000, 4).is_err());
