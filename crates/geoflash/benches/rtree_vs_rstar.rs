@@ -113,7 +113,12 @@ fn main() {
         }
         r_page.push(t.elapsed().as_secs_f64());
     }
-    rows.push(("insert N one by one (s)", median(g), median(r), median(r_page)));
+    rows.push((
+        "insert N one by one (s)",
+        median(g),
+        median(r),
+        median(r_page),
+    ));
 
     // bulk load
     let (mut g, mut r) = (Vec::new(), Vec::new());
@@ -171,7 +176,12 @@ fn main() {
             total += a.len();
         }
     }
-    rows.push(("100 range queries at 0.01% (ms)", median(g), median(r), f64::NAN));
+    rows.push((
+        "100 range queries at 0.01% (ms)",
+        median(g),
+        median(r),
+        f64::NAN,
+    ));
 
     // kNN
     let (mut g, mut r) = (Vec::new(), Vec::new());
@@ -220,7 +230,11 @@ fn main() {
         if rp.is_nan() {
             println!("| {name} | {g:.3} | {r:.3} | {:.2} | | |", g / r);
         } else {
-            println!("| {name} | {g:.3} | {r:.3} | {:.2} | {rp:.3} | {:.2} |", g / r, g / rp);
+            println!(
+                "| {name} | {g:.3} | {r:.3} | {:.2} | {rp:.3} | {:.2} |",
+                g / r,
+                g / rp
+            );
         }
     }
 }

@@ -2,13 +2,13 @@
 //! forced reinsertion) and AdjustTree, through entry-level store changes.
 use std::collections::VecDeque;
 
-use super::ops::{area, enlargement, mbr};
+use super::ops::{area, enlargement, mbr, union};
 use super::params::IndexKind;
 use super::{diff, duplicate_id, rstar, split, RTree, Step};
 use crate::geom::Rect;
 use crate::page::Entry;
 use crate::storage::PageId;
-use crate::store::{NodeStore, TreeMeta};
+use crate::store::{EntryChange, NodeStore, TreeMeta};
 use crate::{Error, Result};
 
 impl<S: NodeStore> RTree<S> {
@@ -71,15 +71,34 @@ impl<S: NodeStore> RTree<S> {
             i -= 1;
             let Some(step) = path.get(i) else { break };
             let level = step.node.level;
+            if let Some(next) = self.grow_in_place(&path, i, &mut update, &mut add)? {
+                match next {
+                    Some(u) => {
+                        update = Some(u);
+                        continue;
+                    }
+                    None => break,
+                }
+            }
             let mut entries = step.node.entries.clone();
+            // The changes of this node when it does not overflow, built
+            // directly (the node's entries are in key order).
+            let mut changes: Vec<EntryChange> = Vec::with_capacity(2);
             if let Some(u) = update.take() {
-                let slot = entries.iter_mut().find(|e| e.key == u.key).ok_or_else(|| {
-                    Error::corrupt(Some(step.id), "child entry missing from its parent")
-                })?;
-                slot.rect = u.rect;
+                let i = entries
+                    .binary_search_by_key(&u.key, |e| e.key)
+                    .map_err(|_| {
+                        Error::corrupt(Some(step.id), "child entry missing from its parent")
+                    })?;
+                if let Some(slot) = entries.get_mut(i) {
+                    if slot.rect != u.rect {
+                        slot.rect = u.rect;
+                        changes.push(EntryChange::Upsert(*slot));
+                    }
+                }
             }
             if let Some(a) = add.take() {
-                if entries.iter().any(|e| e.key == a.key) {
+                if entries.binary_search_by_key(&a.key, |e| e.key).is_ok() {
                     return Err(if level == 0 {
                         duplicate_id(a.key)
                     } else {
@@ -87,10 +106,10 @@ impl<S: NodeStore> RTree<S> {
                     });
                 }
                 entries.push(a);
+                changes.push(EntryChange::Upsert(a));
             }
 
             if entries.len() <= max {
-                let changes = diff(&step.node.entries, &entries);
                 if !changes.is_empty() {
                     self.store.modify(step.id, level, &changes)?;
                 }
@@ -143,6 +162,88 @@ impl<S: NodeStore> RTree<S> {
             }
         }
         Ok(())
+    }
+}
+
+impl<S: NodeStore> RTree<S> {
+    /// The common case of [`RTree::insert_along`] without copying the node:
+    /// `path[i]` does not overflow and its entries only grow (an added entry,
+    /// a child whose rectangle grew), so its MBR in the parent is the old one
+    /// grown by the new rectangles. Returns `None` (nothing done) when the
+    /// case does not apply, else the parent entry to update next (`None`:
+    /// stop). Takes `update` and `add` when it applies.
+    fn grow_in_place(
+        &mut self,
+        path: &[Step],
+        i: usize,
+        update: &mut Option<Entry>,
+        add: &mut Option<Entry>,
+    ) -> Result<Option<Option<Entry>>> {
+        let Some(step) = path.get(i) else {
+            return Ok(None);
+        };
+        let old = &step.node.entries;
+        if old.len() + usize::from(add.is_some()) > self.params.max_entries {
+            return Ok(None);
+        }
+        let mut changes: Vec<EntryChange> = Vec::with_capacity(2);
+        if let Some(u) = update {
+            let Ok(pos) = old.binary_search_by_key(&u.key, |e| e.key) else {
+                return Err(Error::corrupt(
+                    Some(step.id),
+                    "child entry missing from its parent",
+                ));
+            };
+            let Some(cur) = old.get(pos) else {
+                return Ok(None);
+            };
+            if !u.rect.contains(&cur.rect) {
+                return Ok(None);
+            }
+            if cur.rect != u.rect {
+                changes.push(EntryChange::Upsert(Entry {
+                    rect: u.rect,
+                    ..*cur
+                }));
+            }
+        }
+        if let Some(a) = add {
+            if old.binary_search_by_key(&a.key, |e| e.key).is_ok() {
+                return Err(if step.node.level == 0 {
+                    duplicate_id(a.key)
+                } else {
+                    Error::corrupt(Some(step.id), format!("child {} appears twice", a.key))
+                });
+            }
+            changes.push(EntryChange::Upsert(*a));
+        }
+        *update = None;
+        *add = None;
+        if !changes.is_empty() {
+            self.store.modify(step.id, step.node.level, &changes)?;
+        }
+        let Some(parent) = i.checked_sub(1).and_then(|p| path.get(p)) else {
+            return Ok(Some(None));
+        };
+        let current = parent
+            .node
+            .entries
+            .binary_search_by_key(&step.id, |e| e.key)
+            .ok()
+            .and_then(|p| parent.node.entries.get(p))
+            .ok_or_else(|| {
+                Error::corrupt(Some(parent.id), "child entry missing from its parent")
+            })?;
+        let mut new = *current;
+        for c in &changes {
+            if let EntryChange::Upsert(e) = c {
+                new.rect = union(&new.rect, &e.rect);
+                if self.params.kind == IndexKind::Hilbert {
+                    new.payload = new.payload.max(e.payload);
+                }
+            }
+        }
+        Ok(Some(if new == *current { None } else { Some(new) }))
     }
 }
 

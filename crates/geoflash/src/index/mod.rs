@@ -329,7 +329,9 @@ fn duplicate_id(id: u64) -> Error {
 /// The entry-level changes that turn `old` (sorted by key) into `new` (any order).
 pub(crate) fn diff(old: &[Entry], new: &[Entry]) -> Vec<EntryChange> {
     let mut new_sorted: Vec<Entry> = new.to_vec();
-    new_sorted.sort_by_key(|e| e.key);
+    if !new_sorted.is_sorted_by_key(|e| e.key) {
+        new_sorted.sort_unstable_by_key(|e| e.key);
+    }
     let mut changes = Vec::new();
     let (mut i, mut j) = (0, 0);
     loop {

@@ -288,6 +288,7 @@ impl<S: NodeStore> RTree<S> {
             heap,
             stats: QueryStats::default(),
             failed: false,
+            bound: None,
         })
     }
 
@@ -297,6 +298,14 @@ impl<S: NodeStore> RTree<S> {
     /// [`RTree::nearest_iter`].
     pub fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
         let mut it = self.nearest_iter(point)?;
+        // Nothing farther than the k-th nearest record seen so far can be in
+        // the answer (ties included), so the search need not queue it.
+        if k > 0 {
+            it.bound = Some(Bound {
+                k,
+                best: BinaryHeap::with_capacity(k + 1),
+            });
+        }
         let mut neighbors: Vec<Neighbor> = Vec::with_capacity(k);
         while neighbors.len() < k {
             match it.next() {
@@ -357,6 +366,40 @@ pub struct NearestIter<'a, S: NodeStore> {
     heap: BinaryHeap<Reverse<Item>>,
     stats: QueryStats,
     failed: bool,
+    /// Pruning for a k-bounded search (`None` for an open-ended iterator).
+    bound: Option<Bound>,
+}
+
+/// The `k` smallest record distances queued so far (as bit patterns of
+/// non-negative floats, which order like the floats): an item farther than
+/// the largest of them cannot be among the `k` nearest or tied with the k-th.
+#[derive(Debug)]
+struct Bound {
+    k: usize,
+    best: BinaryHeap<u64>,
+}
+
+impl Bound {
+    /// The pruning distance, once `k` records are known.
+    #[inline]
+    fn limit(&self) -> f64 {
+        match self.best.peek() {
+            Some(&bits) if self.best.len() >= self.k => f64::from_bits(bits),
+            _ => f64::INFINITY,
+        }
+    }
+
+    /// Notes a queued record distance.
+    #[inline]
+    fn note(&mut self, dist: f64) {
+        let bits = dist.to_bits();
+        if self.best.len() < self.k {
+            self.best.push(bits);
+        } else if self.best.peek().is_some_and(|&top| bits < top) {
+            self.best.pop();
+            self.best.push(bits);
+        }
+    }
 }
 
 impl<S: NodeStore> NearestIter<'_, S> {
@@ -383,6 +426,10 @@ impl<S: NodeStore> Iterator for NearestIter<'_, S> {
                     distance: item.dist,
                 }));
             }
+            if self.bound.as_ref().is_some_and(|b| item.dist > b.limit()) {
+                // Queued before the bound tightened: nothing in it can answer.
+                continue;
+            }
             let node = match self.tree.store.get(item.key) {
                 Ok(n) => n,
                 Err(e) => {
@@ -392,12 +439,23 @@ impl<S: NodeStore> Iterator for NearestIter<'_, S> {
             };
             self.stats.nodes_visited += 1;
             let leaf = node.level == 0;
+            if leaf {
+                self.stats.candidates += node.entries.len() as u64;
+            }
+            let mut limit = self.bound.as_ref().map_or(f64::INFINITY, Bound::limit);
             for e in &node.entries {
+                let dist = min_dist(&self.point, &e.rect);
+                if dist > limit {
+                    continue;
+                }
                 if leaf {
-                    self.stats.candidates += 1;
+                    if let Some(b) = self.bound.as_mut() {
+                        b.note(dist);
+                        limit = b.limit();
+                    }
                 }
                 self.heap.push(Reverse(Item {
-                    dist: min_dist(&self.point, &e.rect),
+                    dist,
                     is_node: !leaf,
                     key: e.key,
                     rect: if leaf { Some(e.rect) } else { None },

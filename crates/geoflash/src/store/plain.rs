@@ -382,7 +382,49 @@ impl PlainStore {
     /// Checks that a node can be stored: fits a page, keys strictly
     /// ascending, rectangles valid, payloads allowed.
     fn check_node(&self, node: &Node) -> Result<()> {
-        let n = node.entries.len();
+        self.check_len(node.entries.len())?;
+        let mut prev: Option<u64> = None;
+        for e in &node.entries {
+            if prev.is_some_and(|p| e.key <= p) {
+                return Err(Error::invalid(format!(
+                    "duplicate entry key {} in a node",
+                    e.key
+                )));
+            }
+            prev = Some(e.key);
+            self.check_entry(e)?;
+        }
+        Ok(())
+    }
+
+    /// Checks one entry: rectangle valid (as [`Rect::new`] would accept it),
+    /// payload allowed. The common valid case costs a few comparisons.
+    #[inline]
+    fn check_entry(&self, e: &Entry) -> Result<()> {
+        let r = e.rect;
+        let fine = |v: f64| v.is_finite() && v.abs() <= crate::geom::MAX_COORD;
+        if !(fine(r.min_x)
+            && fine(r.min_y)
+            && fine(r.max_x)
+            && fine(r.max_y)
+            && r.min_x <= r.max_x
+            && r.min_y <= r.max_y)
+        {
+            // Rect::new names the problem.
+            Rect::new(r.min_x, r.min_y, r.max_x, r.max_y)
+                .map_err(|err| Error::invalid(format!("entry with key {}: {err}", e.key)))?;
+        }
+        if !self.config.with_payload && e.payload != 0 {
+            return Err(Error::invalid(format!(
+                "entry with key {} has payload {} but the store keeps no payloads",
+                e.key, e.payload
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks that `n` entries fit a page.
+    fn check_len(&self, n: usize) -> Result<()> {
         if n > self.max_entries {
             return Err(Error::invalid(format!(
                 "node with {n} entries does not fit a {}-byte page (at most {} entries{})",
@@ -394,25 +436,6 @@ impl PlainStore {
                     ""
                 }
             )));
-        }
-        let mut prev: Option<u64> = None;
-        for e in &node.entries {
-            if prev.is_some_and(|p| e.key <= p) {
-                return Err(Error::invalid(format!(
-                    "duplicate entry key {} in a node",
-                    e.key
-                )));
-            }
-            prev = Some(e.key);
-            let r = e.rect;
-            Rect::new(r.min_x, r.min_y, r.max_x, r.max_y)
-                .map_err(|err| Error::invalid(format!("entry with key {}: {err}", e.key)))?;
-            if !self.config.with_payload && e.payload != 0 {
-                return Err(Error::invalid(format!(
-                    "entry with key {} has payload {} but the store keeps no payloads",
-                    e.key, e.payload
-                )));
-            }
         }
         Ok(())
     }
@@ -665,9 +688,17 @@ impl NodeStore for PlainStore {
                 current.level
             )));
         }
+        // The current entries were checked when they were stored, and
+        // `apply_changes` keeps keys unique and ascending: only the new
+        // entries and the length need checking.
+        for c in changes {
+            if let EntryChange::Upsert(e) = c {
+                self.check_entry(e)?;
+            }
+        }
         let mut node = Node::clone(&current);
         apply_changes(&mut node.entries, changes);
-        self.check_node(&node)?;
+        self.check_len(node.entries.len())?;
         self.install(inner, id, node)
     }
 
