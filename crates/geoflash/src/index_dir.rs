@@ -176,6 +176,8 @@ pub struct Index {
     /// The flash simulator behind `device`, when it is one: its state is
     /// saved to `device.img` at each checkpoint so later commands can reopen it.
     sim: Option<Arc<FlashSim>>,
+    /// The object heap (`objects.dat`), when the index stores geometries.
+    objects: Option<crate::objects::Heap>,
     access: Access,
     _lock: Option<DirLock>,
 }
@@ -307,6 +309,7 @@ impl Index {
             tree,
             device,
             sim,
+            objects: None,
             access: Access::Write,
             _lock: lock,
         };
@@ -376,6 +379,7 @@ impl Index {
             tree,
             device,
             sim,
+            objects: open_objects(dir, access)?,
             access,
             _lock: Some(lock),
         })
@@ -457,6 +461,9 @@ impl Index {
         if self.access == Access::Read {
             return Ok(());
         }
+        if let Some(heap) = &self.objects {
+            heap.sync()?;
+        }
         self.tree.store_mut().checkpoint()?;
         if let (Some(sim), Some(dir)) = (&self.sim, &self.dir) {
             sim.save(&dir.join(DEVICE_IMAGE_FILE))?;
@@ -475,6 +482,110 @@ impl Index {
     /// Checkpoints (when writable) and closes the index.
     pub fn close(mut self) -> Result<()> {
         self.checkpoint()
+    }
+}
+
+/// The object heap of the index in `dir`, if it has one.
+fn open_objects(dir: &Path, access: Access) -> Result<Option<crate::objects::Heap>> {
+    let path = dir.join(crate::objects::OBJECTS_FILE);
+    if !path.exists() {
+        return Ok(None);
+    }
+    crate::objects::Heap::open(&path, access == Access::Read).map(Some)
+}
+
+/// Exact geometries: the object heap and refined queries.
+impl Index {
+    /// A new index in `dir` holding `objects`: their MBRs bulk-loaded into
+    /// the tree as [`Index::bulk_load`] does, their geometries in the heap.
+    pub fn bulk_load_objects(
+        dir: &Path,
+        opts: &IndexOptions,
+        objects: &[(u64, crate::objects::Geometry)],
+        method: BulkMethod,
+        fill: f64,
+    ) -> Result<Index> {
+        let items = objects
+            .iter()
+            .map(|(id, g)| {
+                crate::objects::geometry::bounding_rect(g)
+                    .map(|r| (*id, r))
+                    .map_err(|e| Error::invalid(format!("object {id}: {e}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut index = Index::bulk_load(Some(dir), opts, items, method, fill)?;
+        let heap = index.objects_mut()?;
+        for (id, g) in objects {
+            heap.put(*id, &[], g)?;
+        }
+        index.checkpoint()?;
+        Ok(index)
+    }
+
+    /// The object heap, if the index has one.
+    pub fn objects(&self) -> Option<&crate::objects::Heap> {
+        self.objects.as_ref()
+    }
+
+    /// The object heap, created in the index directory when missing.
+    fn objects_mut(&mut self) -> Result<&mut crate::objects::Heap> {
+        self.writable()?;
+        let heap = match self.objects.take() {
+            Some(h) => h,
+            None => {
+                let dir = self.dir.as_deref().ok_or_else(|| {
+                    Error::invalid("an object heap needs an index directory; this index has none")
+                })?;
+                crate::objects::Heap::open_or_create(&dir.join(crate::objects::OBJECTS_FILE))?
+            }
+        };
+        Ok(self.objects.insert(heap))
+    }
+
+    /// Inserts object `id` with its exact geometry: the WKB goes to the
+    /// object heap (created on first use), the MBR into the tree. An error
+    /// if `id` is already in the heap; nothing changes on an error.
+    pub fn insert_object(&mut self, id: u64, geometry: &crate::objects::Geometry) -> Result<()> {
+        let rect = crate::objects::geometry::bounding_rect(geometry)
+            .map_err(|e| Error::invalid(format!("object {id}: {e}")))?;
+        if self.objects_mut()?.contains(id) {
+            return Err(Error::invalid(format!(
+                "object {id} is already in the object heap; delete it first"
+            )));
+        }
+        self.tree.insert(id, rect)?;
+        if let Err(e) = self.objects_mut().and_then(|h| h.put(id, &[], geometry)) {
+            let _ = self.tree.delete(id, rect);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Deletes object `id` from the tree and the object heap.
+    pub fn delete_object(&mut self, id: u64) -> Result<()> {
+        let heap = self.objects_mut()?;
+        let g = heap
+            .get(id)?
+            .ok_or_else(|| Error::invalid(format!("object {id} is not in the object heap")))?;
+        let rect = crate::objects::geometry::bounding_rect(&g)?;
+        self.tree.delete(id, rect)?;
+        self.objects_mut()?.delete(id)
+    }
+
+    /// Range query with refinement: the filter step on MBRs, then the exact
+    /// geometries from the object heap ([`crate::index::refine::refine`]).
+    /// `stats.candidates` counts the filter step's answers, `stats.results`
+    /// the refined ones. An error if the index has no object heap.
+    pub fn query_refined(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {
+        let heap = self.objects.as_ref().ok_or_else(|| {
+            Error::invalid(format!(
+                "the index{} has no object heap ({}): build it from a file with geometries (GeoJSON) to use refinement",
+                self.dir.as_deref().map(|d| format!(" in {}", d.display())).unwrap_or_default(),
+                crate::objects::OBJECTS_FILE
+            ))
+        })?;
+        let filtered = self.tree.query(window, predicate)?;
+        crate::index::refine::refine(filtered, heap, window, predicate)
     }
 }
 
@@ -652,5 +763,86 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    #[test]
+    fn objects_are_stored_refined_and_reopened() {
+        use crate::objects::Geometry;
+        use geo::{line_string, polygon};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("idx");
+        let mut idx = Index::create(&path, &file_opts()).unwrap();
+        let no_heap = idx
+            .query_refined(
+                Rect::new(0.0, 0.0, 1.0, 1.0).unwrap(),
+                Predicate::Intersects,
+            )
+            .unwrap_err();
+        assert!(no_heap.to_string().contains("no object heap"), "{no_heap}");
+        // thin diagonal triangles: the window at the empty corner of each MBR
+        for i in 0..50u64 {
+            let x = i as f64 * 20.0;
+            let tri: Geometry =
+                polygon![(x: x, y: 0.0), (x: x + 10.0, y: 10.0), (x: x + 10.0, y: 9.0), (x: x, y: 0.0)]
+                    .into();
+            idx.insert_object(i, &tri).unwrap();
+        }
+        let line: Geometry = line_string![(x: 0.0, y: 50.0), (x: 1000.0, y: 50.0)].into();
+        idx.insert_object(1000, &line).unwrap();
+        assert!(idx
+            .insert_object(3, &line)
+            .unwrap_err()
+            .to_string()
+            .contains("already"));
+        assert_eq!(idx.len(), 51);
+        let corner = Rect::new(0.0, 8.0, 2.0, 10.0).unwrap();
+        let r = idx.query_refined(corner, Predicate::Intersects).unwrap();
+        assert_eq!((r.stats.candidates, r.stats.results), (1, 0));
+        let band = Rect::new(-1.0, 5.0, 1001.0, 60.0).unwrap();
+        let r = idx.query_refined(band, Predicate::Contains).unwrap();
+        assert_eq!(r.stats.results, 1, "only the line lies inside the band");
+        idx.delete_object(1000).unwrap();
+        assert!(idx.delete_object(1000).is_err());
+        idx.close().unwrap();
+
+        let ro = Index::open(&path, Access::Read).unwrap();
+        assert_eq!(ro.objects().unwrap().len(), 50);
+        let w = Rect::new(0.0, 0.0, 1000.0, 10.0).unwrap();
+        let r = ro.query_refined(w, Predicate::Contains).unwrap();
+        assert_eq!(r.stats.results, 50);
+        let r = ro
+            .query_refined(Rect::new(9.5, 9.0, 9.8, 9.3).unwrap(), Predicate::Within)
+            .unwrap();
+        assert_eq!(r.hits.iter().map(|h| h.id).collect::<Vec<_>>(), vec![0]);
+        drop(ro);
+
+        let objs: Vec<(u64, Geometry)> = (0..300u64)
+            .map(|i| {
+                let x = (i % 20) as f64 * 3.0;
+                let y = (i / 20) as f64 * 3.0;
+                (
+                    i,
+                    polygon![(x: x, y: y), (x: x + 2.0, y: y), (x: x, y: y + 2.0), (x: x, y: y)]
+                        .into(),
+                )
+            })
+            .collect();
+        let bulk = Index::bulk_load_objects(
+            &dir.path().join("bulk"),
+            &file_opts(),
+            &objs,
+            BulkMethod::Str,
+            1.0,
+        )
+        .unwrap();
+        // the window touches each triangle's MBR corner (x+2, y+2) only
+        let r = bulk
+            .query_refined(
+                Rect::new(1.5, 1.5, 2.5, 2.5).unwrap(),
+                Predicate::Intersects,
+            )
+            .unwrap();
+        assert_eq!((r.stats.candidates, r.stats.results), (1, 0));
+        assert_eq!(bulk.objects().unwrap().len(), 300);
     }
 }
