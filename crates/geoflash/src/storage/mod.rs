@@ -21,6 +21,7 @@ pub mod flashsim;
 pub mod hddsim;
 pub mod mem;
 pub mod spec;
+pub mod trace;
 
 pub use counters::{DeviceStats, IoCounters, IoTracker, SimCounters};
 

@@ -21,6 +21,7 @@
 //! | `read_us`, `program_us`, `erase_us` | latencies in µs (decimals allowed) |
 //! | `read_ns`, `program_ns`, `erase_ns` | the same in ns |
 //! | `transfer_ns_per_byte` | channel transfer time, ns per byte |
+//! | `ftl` | `page` (the default page-mapping FTL) or `flashdbsim` (the Flash-DBSim compatibility mode, see `flashdbsim`) |
 use serde::{Deserialize, Serialize};
 
 use crate::units::parse_size;
@@ -45,6 +46,31 @@ impl GcPolicy {
         match self {
             GcPolicy::Greedy => "greedy",
             GcPolicy::CostBenefit => "cost-benefit",
+        }
+    }
+}
+
+/// Which flash translation layer the simulator runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FtlMode {
+    /// The page-mapping FTL with over-provisioning, GC below a free-block
+    /// threshold, static wear levelling and parallel timing (module `ftl`).
+    #[default]
+    Page,
+    /// The Flash-DBSim compatibility mode (FTL01 and its NAND device): one
+    /// reserved block, GC only when no free page is left, latencies summed
+    /// without parallelism (module `flashdbsim`). Ignores `op`, `gc`,
+    /// `gc_threshold` and the parallel geometry.
+    FlashDbSim,
+}
+
+impl FtlMode {
+    /// The name used in device specs (`page`, `flashdbsim`).
+    pub fn name(self) -> &'static str {
+        match self {
+            FtlMode::Page => "page",
+            FtlMode::FlashDbSim => "flashdbsim",
         }
     }
 }
@@ -94,8 +120,12 @@ pub struct FlashSimConfig {
     pub program_ns: u64,
     /// Erase latency of one block, in nanoseconds.
     pub erase_ns: u64,
-    /// Channel transfer time in nanoseconds per byte (0 = not modelled).
+    /// Channel transfer time in nanoseconds per byte (0 = not modelled). In
+    /// `ftl=flashdbsim` mode, Flash-DBSim's serial access time per byte of a read.
     pub transfer_ns_per_byte: f64,
+    /// The flash translation layer (`page` unless the spec says `ftl=flashdbsim`).
+    #[serde(default)]
+    pub ftl: FtlMode,
 }
 
 /// The keys accepted by [`FlashSimConfig::set`], with what each sets.
@@ -117,6 +147,7 @@ pub const CONFIG_KEYS: &[(&str, &str)] = &[
     ("program_us", "page program latency in microseconds (or program_ns)"),
     ("erase_us", "block erase latency in microseconds (or erase_ns)"),
     ("transfer_ns_per_byte", "channel transfer time in nanoseconds per byte"),
+    ("ftl", "flash translation layer: page (default) or flashdbsim (Flash-DBSim compatibility)"),
 ];
 
 /// Names of the presets.
@@ -163,6 +194,7 @@ impl FlashSimConfig {
             program_ns: 300_000,
             erase_ns: 2_500_000,
             transfer_ns_per_byte: 0.0,
+            ftl: FtlMode::Page,
         }
     }
 
@@ -209,6 +241,7 @@ impl FlashSimConfig {
             program_ns: 600_000,
             erase_ns: 3_000_000,
             transfer_ns_per_byte: 1.25,
+            ftl: FtlMode::Page,
         }
     }
 
@@ -320,6 +353,17 @@ impl FlashSimConfig {
             "program_ns" => self.program_ns = parse_int(key, value)?,
             "erase_ns" => self.erase_ns = parse_int(key, value)?,
             "transfer_ns_per_byte" => self.transfer_ns_per_byte = parse_f64(key, value)?,
+            "ftl" => {
+                self.ftl = match value {
+                    "page" => FtlMode::Page,
+                    "flashdbsim" | "flash-dbsim" | "flash_dbsim" => FtlMode::FlashDbSim,
+                    other => {
+                        return Err(Error::invalid(format!(
+                            "unknown flashsim ftl {other:?} (valid: page, flashdbsim)"
+                        )))
+                    }
+                }
+            }
             other => {
                 let keys: Vec<&str> = CONFIG_KEYS.iter().map(|(k, _)| *k).collect();
                 return Err(Error::invalid(format!(
@@ -349,9 +393,19 @@ impl FlashSimConfig {
             .saturating_mul(u64::from(self.pages_per_block))
     }
 
-    /// Number of logical (host-visible) flash pages: physical × (1 − op), rounded down.
+    /// Number of logical (host-visible) flash pages: physical × (1 − op),
+    /// rounded down; in `ftl=flashdbsim` mode every page but those of the one
+    /// reserved block (the pages the host never allocates are the only spare).
     pub fn logical_flash_pages(&self) -> u64 {
-        (self.physical_pages() as f64 * (1.0 - self.over_provisioning)).floor() as u64
+        match self.ftl {
+            FtlMode::Page => {
+                (self.physical_pages() as f64 * (1.0 - self.over_provisioning)).floor() as u64
+            }
+            FtlMode::FlashDbSim => self
+                .blocks()
+                .saturating_sub(1)
+                .saturating_mul(u64::from(self.pages_per_block)),
+        }
     }
 
     /// Blocks that must stay out of the logical space: per plane the GC
@@ -420,6 +474,14 @@ impl FlashSimConfig {
                 "transfer_ns_per_byte {} must be a finite number >= 0",
                 self.transfer_ns_per_byte
             ));
+        }
+        if self.ftl == FtlMode::FlashDbSim {
+            if blocks < 2 {
+                return bad(format!(
+                    "ftl=flashdbsim needs at least 2 blocks (one is the reserved block), got {blocks}"
+                ));
+            }
+            return Ok(());
         }
         let planes = self.planes();
         if blocks < planes {

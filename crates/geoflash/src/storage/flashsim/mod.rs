@@ -8,6 +8,10 @@
 //! - [`config`]: geometry, FTL parameters, latencies, presets, `key=value` overrides;
 //! - `ftl`: the page-mapping FTL (out-of-place updates, trim, greedy or
 //!   cost-benefit GC, dynamic and static wear levelling, block retirement);
+//! - `flashdbsim`: the Flash-DBSim compatibility mode (`ftl=flashdbsim`):
+//!   FTL01's rules (one reserved block, GC only when no page is free, victim
+//!   with the most dead pages, dead-block batch erase, wear-levelling swap)
+//!   and latencies summed per operation without parallelism;
 //! - `timing`: latencies and the overlap of operations on different planes and channels;
 //! - `persist`: [`FlashSim::save`] / [`FlashSim::load`] of the whole state
 //!   (the `device.img` of a simulated index), checksummed and validated on load.
@@ -52,6 +56,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 pub mod config;
+mod flashdbsim;
 mod ftl;
 mod persist;
 mod timing;
@@ -59,12 +64,13 @@ mod timing;
 #[cfg(test)]
 mod tests;
 
-pub use config::{FlashSimConfig, GcPolicy, CONFIG_KEYS, PRESETS};
+pub use config::{FlashSimConfig, FtlMode, GcPolicy, CONFIG_KEYS, PRESETS};
 
 use super::{check_batch, DeviceStats, IoTracker, PageDevice, PageId, SimCounters};
 use crate::units::check_page_size;
 use crate::{Error, Result};
-use ftl::{Ftl, NandCounters};
+use flashdbsim::Engine;
+use ftl::NandCounters;
 use timing::Timeline;
 
 /// A simulated NAND flash device with a page-mapping FTL (see the module documentation).
@@ -82,7 +88,7 @@ pub struct FlashSim {
 
 #[derive(Debug)]
 struct Inner {
-    ftl: Ftl,
+    ftl: Engine,
     timeline: Timeline,
     data: HashMap<PageId, Box<[u8]>>,
     tracker: IoTracker,
@@ -118,7 +124,7 @@ impl FlashSim {
         } else {
             (1, (flash / host_page_size) as u64)
         };
-        let ftl = Ftl::new(&config)?;
+        let ftl = Engine::new(&config)?;
         let logical = ftl.logical_pages();
         let capacity = if flash_per_host > 1 {
             logical / flash_per_host
@@ -176,7 +182,7 @@ impl FlashSim {
     /// Simulator counters not in [`SimCounters`].
     pub fn detail(&self) -> FlashSimDetail {
         let inner = self.lock();
-        let c = inner.ftl.counters;
+        let c = inner.ftl.counters();
         let b = inner.base;
         FlashSimDetail {
             host_flash_programs: c.host_programs - b.host_programs,
@@ -338,7 +344,7 @@ impl PageDevice for FlashSim {
 
     fn stats(&self) -> DeviceStats {
         let inner = self.lock();
-        let c = inner.ftl.counters;
+        let c = inner.ftl.counters();
         let b = inner.base;
         let host = c.host_programs - b.host_programs;
         let programs = c.programs - b.programs;
@@ -360,7 +366,7 @@ impl PageDevice for FlashSim {
                 erase_count_min,
                 erase_count_mean,
                 erase_count_max,
-                sim_time_ns: inner.timeline.now() - inner.time_base,
+                sim_time_ns: inner.ftl.now(&inner.timeline) - inner.time_base,
             }),
         }
     }
@@ -368,18 +374,19 @@ impl PageDevice for FlashSim {
     fn reset_stats(&self) {
         let mut inner = self.lock();
         inner.tracker.reset();
-        inner.base = inner.ftl.counters;
-        inner.time_base = inner.timeline.now();
+        inner.base = inner.ftl.counters();
+        inner.time_base = inner.ftl.now(&inner.timeline);
     }
 
     fn describe(&self) -> String {
         let c = &self.config;
         format!(
-            "flashsim: preset={} capacity={} B ({} blocks of {} × {} B pages) planes={} \
+            "flashsim: preset={} ftl={} capacity={} B ({} blocks of {} × {} B pages) planes={} \
              ({} channels × {} dies × {} planes) op={} gc={} gc_threshold={} wl_threshold={} \
              erase_limit={} read={}ns program={}ns erase={}ns transfer={}ns/B; \
              host page {} B, {} host pages",
             c.preset,
+            c.ftl.name(),
             c.capacity,
             c.blocks(),
             c.pages_per_block,

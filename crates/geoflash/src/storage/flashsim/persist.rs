@@ -18,7 +18,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::ftl::{Ftl, FtlImage};
+use super::flashdbsim::Engine;
+use super::ftl::FtlImage;
 use super::{FlashSim, FlashSimConfig};
 use crate::{Error, Result};
 
@@ -235,7 +236,7 @@ impl FlashSim {
             seq,
             wl_cursor,
         };
-        let ftl = Ftl::restore(&sim.config, image)?;
+        let ftl = Engine::restore(&sim.config, image)?;
         let npages = c.count(8 + sim.host_page_size)?;
         {
             let mut inner = sim.lock();

@@ -721,6 +721,7 @@ fn bad_configurations_are_errors() {
             "preset" => "nvme",
             "capacity" | "page_size" => "4KiB",
             "gc" => "greedy",
+            "ftl" => "flashdbsim",
             "op" | "transfer_ns_per_byte" => "0.5",
             _ => "3",
         };
