@@ -36,9 +36,16 @@ fn even_sizes(k: usize, groups: usize) -> Vec<usize> {
     (0..groups).map(|i| base + usize::from(i < extra)).collect()
 }
 
+/// Size of group `i` of [`even_sizes`]`(k, groups)`, without the vector.
+pub(crate) fn even_sizes_at(k: usize, groups: usize, i: usize) -> usize {
+    let groups = groups.max(1);
+    let (base, extra) = (k / groups, k % groups);
+    base + usize::from(i < extra)
+}
+
 /// Number of nodes for `k` entries at `cap` per node, such that an even
 /// spread gives every node between m and M entries.
-fn node_count(k: usize, cap: usize, m: usize) -> usize {
+pub(crate) fn node_count(k: usize, cap: usize, m: usize) -> usize {
     let g = k.div_ceil(cap.max(1)).max(1);
     if g > 1 && k / g < m {
         (k / m).max(1)

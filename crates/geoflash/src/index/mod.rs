@@ -42,6 +42,7 @@ use ops::mbr;
 pub mod bulk;
 mod check;
 mod delete;
+pub mod external;
 mod hilbert;
 mod insert;
 pub mod inspect;
@@ -56,6 +57,7 @@ mod tests;
 
 pub use bulk::BulkMethod;
 pub use check::TreeReport;
+pub use external::{ExternalBulkConfig, ExternalBulkReport};
 pub use inspect::{InspectReport, LevelReport};
 pub use params::{IndexKind, SplitKind, TreeParams};
 pub use query::{Hit, KnnResult, Neighbor, Predicate, QueryResult, QueryStats};
