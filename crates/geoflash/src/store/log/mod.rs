@@ -1,0 +1,327 @@
+//! The sequential modification log shared by the eFIND and FAST stores.
+//!
+//! The log records the entry-level changes a store buffers in memory (NEW,
+//! MOD, DEL, META), the end of every operation (COMMIT), the pages a flush
+//! made durable (FLUSH), full page images protecting in-place flushes against
+//! torn writes (PAGE_IMAGE) and checkpoints (CHECKPOINT). Record payloads are
+//! opaque bytes to the log, except what recovery must understand: the
+//! operation a record belongs to and the pages a FLUSH covers (see
+//! [`record`]).
+//!
+//! Modules, after fjall's journal:
+//! - [`record`]: the framed record format and the log-page format;
+//! - [`writer`]: [`Log`], appends, group commit, `flush`/`sync`, capacity,
+//!   compaction;
+//! - [`reader`]: [`LogReader`], scans oldest-first and newest-first; a torn
+//!   tail is normal and ignored, damage before the tail is an error naming the
+//!   position;
+//! - [`recovery`]: the restart/compaction algorithm shared by eFIND
+//!   (Algorithm 7) and FAST (Algorithm 5), [`recover`].
+//!
+//! # Layout on the device
+//!
+//! The log occupies a page range `first_page .. first_page + pages` of a
+//! [`PageDevice`]: the whole of `log.dat` next to `pages.dat` on real devices,
+//! or a region of the same simulated device. All its I/O goes through the
+//! device, so the device counters include it; [`LogStats`] counts it apart.
+//!
+//! | pages of the range | content |
+//! |---|---|
+//! | 0, 1 | superblock slots (double-buffered, see below) |
+//! | 2 .. 2 + R | log region 0 |
+//! | 2 + R .. 2 + 2R | log region 1 |
+//!
+//! with `R = (pages − 2) / 2` ([`LogLayout::region_pages`]). One region is
+//! *live*; the other receives the next compaction.
+//!
+//! **Superblock.** Written with a CRC-32C, in slot `seq % 2`, so a write
+//! never overwrites the newest valid copy; at open the valid slot with the
+//! higher sequence number wins and a torn slot is ignored. It names the index
+//! (a 128-bit id: a log from another index is refused), a random log id
+//! (stale pages of an earlier log on the same device are refused), the live
+//! region and its epoch, and the highest epoch ever reserved.
+//!
+//! **Log pages.** A region is a byte stream cut into pages; each page carries
+//! a header (magic, CRC-32C, log id, epoch, position, durable position, data
+//! length, see [`record`]) and up to `page_size − 40` bytes of the stream.
+//! Records may span pages. A page is valid when its checksum is right and it
+//! names this log, the live epoch and its own position; the stream ends at
+//! the first invalid page.
+//!
+//! **No rewrite in place.** A log page that holds acknowledged records is
+//! never written again: `flush` pads the last, partial page and the next flush
+//! starts at the next page position (the "next page" choice rather than
+//! ping-pong). A torn write can therefore only damage pages that held nothing
+//! acknowledged. The price is one page per forced flush even when it carries
+//! a few bytes; group commit amortises it, and flushes that need no
+//! durability (the buffer filling up) write whole pages only and keep the
+//! remainder in memory.
+//!
+//! **Epochs.** Each time a region is (re)written, by compaction or by restart,
+//! it gets a fresh epoch, first *reserved* in the superblock (one superblock
+//! write and sync) before any page of it is written, so that pages left over
+//! by an interrupted compaction can never be taken for pages of a later one.
+//!
+//! **Compaction and restart switch atomically.** [`Log::compact`] (and
+//! [`Log::open`], which runs restart) syncs the live log, scans it, keeps the
+//! records [`recover`] says survive, writes them to the other region, syncs,
+//! and then writes the superblock naming the other region: the switch is one
+//! superblock write. A crash before that write is durable leaves the old log
+//! live and whole; after it, the new one. This replaces the design's "write
+//! new file, sync, rename, sync directory" with the same guarantee and works
+//! on a region of a simulated device as well as on `log.dat`.
+//!
+//! **Detecting damage before the tail.** Each page records how many pages of
+//! its region were durable when it was written. If the first invalid page is
+//! followed (within [`LOOKAHEAD_PAGES`] pages) by a valid page saying that the
+//! invalid one had been made durable, the damage is not a torn tail but
+//! corruption, and opening fails with an error naming the page. Damage to the
+//! last synced batch is indistinguishable from a torn tail, as in every
+//! write-ahead log without an external end marker.
+//!
+//! # Durability modes
+//!
+//! [`Durability::Sync`] syncs at every commit; [`Durability::Group`] syncs
+//! every `ops` commits or when the oldest unsynced commit is `millis` old
+//! (checked at each commit and by [`Log::maybe_sync`]: there is no background
+//! thread); [`Durability::None`] never syncs on its own, as in the papers.
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::storage::{PageDevice, PageId};
+use crate::units::check_page_size;
+use crate::{Error, Result};
+
+pub mod reader;
+pub mod record;
+pub mod recovery;
+mod superblock;
+pub mod writer;
+
+#[cfg(test)]
+mod tests;
+
+pub use reader::LogReader;
+pub use record::{Record, RecordKind};
+pub use recovery::{recover, Recovered};
+pub use writer::{CompactReport, Log};
+
+/// Log sequence number: 1 for the first record ever appended, strictly
+/// increasing; 0 means "no record".
+pub type Lsn = u64;
+
+/// Operation id used by records that belong to no operation (FLUSH,
+/// PAGE_IMAGE, CHECKPOINT, or changes made outside an operation).
+pub const NO_OP: crate::store::OpId = 0;
+
+/// Pages examined past the first invalid page to tell a torn tail from
+/// corruption before the tail.
+pub const LOOKAHEAD_PAGES: u64 = 64;
+
+/// When commits become durable. See the [module docs](self).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Durability {
+    /// Every commit is durable when [`Log::commit`] returns.
+    Sync,
+    /// Durable every `ops` commits or when the oldest unsynced commit is `millis` old.
+    Group {
+        /// Commits per sync (at least 1).
+        ops: u32,
+        /// Longest wait of a commit for its sync, in milliseconds.
+        millis: u32,
+    },
+    /// Nothing is forced: durable only at explicit syncs, compactions and checkpoints.
+    None,
+}
+
+impl Default for Durability {
+    fn default() -> Self {
+        Durability::Group {
+            ops: 64,
+            millis: 10,
+        }
+    }
+}
+
+impl Durability {
+    /// Parses `sync`, `none`, `group` (defaults) or `group:N,T` (N commits, T milliseconds).
+    pub fn parse(s: &str) -> Result<Durability> {
+        let t = s.trim();
+        match t {
+            "sync" => Ok(Durability::Sync),
+            "none" => Ok(Durability::None),
+            "group" => Ok(Durability::default()),
+            _ => {
+                let rest = t.strip_prefix("group:").ok_or_else(|| {
+                    Error::invalid(format!(
+                        "durability {s:?}: expected sync, group, group:N,T or none"
+                    ))
+                })?;
+                let (n, ms) = rest.split_once(',').ok_or_else(|| {
+                    Error::invalid(format!(
+                        "group commit {rest:?}: expected N,T (commits, milliseconds)"
+                    ))
+                })?;
+                let ops: u32 = n.trim().parse().map_err(|_| {
+                    Error::invalid(format!("group commit count {n:?} is not a number"))
+                })?;
+                let millis: u32 = ms.trim().parse().map_err(|_| {
+                    Error::invalid(format!(
+                        "group commit time {ms:?} is not a number of milliseconds"
+                    ))
+                })?;
+                let d = Durability::Group { ops, millis };
+                d.validate()?;
+                Ok(d)
+            }
+        }
+    }
+
+    /// Checks the parameters (a group of at least one commit).
+    pub fn validate(&self) -> Result<()> {
+        if let Durability::Group { ops: 0, .. } = self {
+            return Err(Error::invalid(
+                "group commit needs at least 1 operation per sync",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Parameters of a log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogConfig {
+    /// Identity of the index the log belongs to; a log naming another index is refused.
+    pub index_id: u128,
+    /// When commits become durable.
+    pub durability: Durability,
+}
+
+impl LogConfig {
+    /// A configuration with the default durability (group commit).
+    pub fn new(index_id: u128) -> Self {
+        LogConfig {
+            index_id,
+            durability: Durability::default(),
+        }
+    }
+
+    /// The same configuration with another durability mode.
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+}
+
+/// Counters of one log since it was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogStats {
+    /// Records appended.
+    pub records: u64,
+    /// Bytes of records appended (framing included).
+    pub bytes: u64,
+    /// Log pages written (appends and compactions; superblocks apart).
+    pub pages_written: u64,
+    /// Log pages read (scans at open and compaction; superblocks included).
+    pub pages_read: u64,
+    /// Device syncs issued by the log.
+    pub syncs: u64,
+    /// Compactions, restart included.
+    pub compactions: u64,
+    /// Superblock writes.
+    pub superblock_writes: u64,
+    /// Records written again by compactions.
+    pub records_rewritten: u64,
+    /// Log pages trimmed after compactions.
+    pub pages_trimmed: u64,
+}
+
+/// Where a log lives: a page range of a device, split into two superblock
+/// slots and two regions. See the [module docs](self).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogLayout {
+    /// First page of the range on the device.
+    pub first_page: PageId,
+    /// Pages in the range.
+    pub pages: u64,
+    /// Page size of the device.
+    pub page_size: usize,
+}
+
+/// Pages of the range before the regions (the two superblock slots).
+pub(crate) const SUPERBLOCK_PAGES: u64 = 2;
+
+impl LogLayout {
+    /// A layout of `pages` pages from `first_page` on a device of `page_size`-byte pages.
+    /// At least 4 pages (two superblocks and one page per region).
+    pub fn new(first_page: PageId, pages: u64, page_size: usize) -> Result<Self> {
+        check_page_size(page_size)?;
+        if pages < SUPERBLOCK_PAGES + 2 {
+            return Err(Error::invalid(format!(
+                "a log needs at least 4 pages (two superblocks and two regions), got {pages}"
+            )));
+        }
+        first_page
+            .checked_add(pages)
+            .ok_or_else(|| Error::invalid("log page range overflows the page numbering"))?;
+        Ok(LogLayout {
+            first_page,
+            pages,
+            page_size,
+        })
+    }
+
+    /// The layout of a log on `dev` from `first_page` for `pages` pages, checked against the device.
+    pub fn on_device(dev: &dyn PageDevice, first_page: PageId, pages: u64) -> Result<Self> {
+        let layout = LogLayout::new(first_page, pages, dev.page_size())?;
+        let end = first_page.saturating_add(pages);
+        if end > dev.capacity() {
+            return Err(Error::invalid(format!(
+                "log pages {first_page}..{end} extend beyond the device's {} pages",
+                dev.capacity()
+            )));
+        }
+        Ok(layout)
+    }
+
+    /// Pages needed for a log whose live region holds `capacity_bytes` of records
+    /// (the `--log-capacity` of the stores): two superblocks and two regions.
+    pub fn pages_for_capacity(capacity_bytes: u64, page_size: usize) -> Result<u64> {
+        check_page_size(page_size)?;
+        let per_page = record::data_per_page(page_size) as u64;
+        if capacity_bytes < page_size as u64 {
+            return Err(Error::invalid(format!(
+                "log capacity of {capacity_bytes} bytes is smaller than one page ({page_size} bytes)"
+            )));
+        }
+        let region = capacity_bytes.div_ceil(per_page);
+        region
+            .checked_mul(2)
+            .and_then(|r| r.checked_add(SUPERBLOCK_PAGES))
+            .ok_or_else(|| Error::invalid("log capacity too large"))
+    }
+
+    /// Pages of one region.
+    pub fn region_pages(&self) -> u64 {
+        (self.pages - SUPERBLOCK_PAGES) / 2
+    }
+
+    /// Bytes of records one region holds at most (page headers excluded).
+    pub fn capacity_bytes(&self) -> u64 {
+        self.region_pages() * record::data_per_page(self.page_size) as u64
+    }
+
+    /// Device page of superblock slot `slot` (0 or 1).
+    pub(crate) fn superblock_page(&self, slot: u64) -> PageId {
+        self.first_page + (slot & 1)
+    }
+
+    /// Device page of position `pos` of region `region` (0 or 1).
+    pub(crate) fn region_page(&self, region: u8, pos: u64) -> PageId {
+        self.first_page + SUPERBLOCK_PAGES + u64::from(region & 1) * self.region_pages() + pos
+    }
+}
+
+/// A device handle shared by the log's parts.
+pub(crate) type SharedDevice = Arc<dyn PageDevice>;

@@ -1,0 +1,158 @@
+//! Restart and compaction: the algorithm shared by eFIND (Algorithm 7) and
+//! FAST (Algorithm 5).
+//!
+//! Both papers scan the log newest-first, collect the pages of FLUSH records,
+//! push every other record whose page is not among them on a stack, and pop
+//! the stack into the buffer and a new log, which restores the original order.
+//! [`recover`] does the same and adds what crash safety needs:
+//!
+//! - **Incomplete operations.** A record of an operation (`op != NO_OP`) whose
+//!   COMMIT is not in the log (the newest-first scan meets the COMMIT before
+//!   the operation's records) is dropped: the crash interrupted it or its
+//!   commit was not durable. Their ids are reported.
+//! - **FLUSH.** Records of a page older than a FLUSH covering the page are
+//!   obsolete (the page on the device holds them). The FLUSH itself is dropped.
+//! - **Complete contents.** A surviving NEW or PAGE_IMAGE holds the whole page,
+//!   so older records of that page are obsolete too; the newest surviving META
+//!   makes older META records obsolete.
+//! - **CHECKPOINT.** Nothing older than the newest CHECKPOINT is needed; the
+//!   CHECKPOINT record itself survives (it may carry the store's payload).
+//! - **COMMIT.** A COMMIT survives when a record of its operation survives, and
+//!   the newest COMMIT always survives, so the newest committed operation is
+//!   known after any number of compactions.
+//!
+//! Compaction writes exactly the survivors; therefore recovering a compacted
+//! log followed by more records gives the same survivors as recovering the
+//! uncompacted log followed by the same records, provided compaction runs
+//! between operations (the store contract: flushes and compactions happen
+//! only there).
+use std::collections::HashSet;
+
+use crate::storage::PageId;
+use crate::store::OpId;
+
+use super::record::{Record, RecordKind};
+use super::{Lsn, NO_OP};
+
+/// What restart recovered from a log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// Surviving records in their original order (original LSNs): replay them into the buffer.
+    pub records: Vec<Record>,
+    /// Operations with surviving records, in commit order (every one has its COMMIT among `records`).
+    pub committed_ops: Vec<OpId>,
+    /// Operations dropped because their COMMIT is missing.
+    pub incomplete_ops: Vec<OpId>,
+    /// The newest committed operation in the log.
+    pub last_committed_op: Option<OpId>,
+    /// The largest operation id in the log, complete or not (new operations should start above it).
+    pub max_op: OpId,
+    /// The largest LSN in the log (0 if empty).
+    pub last_lsn: Lsn,
+    /// Records scanned.
+    pub scanned: u64,
+    /// Records dropped as obsolete (flushed, superseded, before a checkpoint, FLUSH records).
+    pub obsolete: u64,
+    /// Records dropped because their operation did not commit.
+    pub incomplete: u64,
+    /// The scan ended in a torn record (set by the log; `recover` itself leaves it false).
+    pub torn_tail: bool,
+}
+
+/// Computes the survivors of `records` (oldest first). See the [module docs](self).
+pub fn recover(records: Vec<Record>) -> Recovered {
+    let mut out = Recovered {
+        scanned: records.len() as u64,
+        ..Recovered::default()
+    };
+    out.last_lsn = records.iter().map(|r| r.lsn).max().unwrap_or(0);
+    out.max_op = records.iter().map(|r| r.op).max().unwrap_or(NO_OP);
+
+    let mut flushed: HashSet<PageId> = HashSet::new();
+    let mut complete: HashSet<PageId> = HashSet::new();
+    let mut committed: HashSet<OpId> = HashSet::new();
+    let mut ops_kept: HashSet<OpId> = HashSet::new();
+    let mut incomplete: Vec<OpId> = Vec::new();
+    let mut meta_kept = false;
+    // Newest-first stack of survivors (COMMITs tentatively).
+    let mut stack: Vec<Record> = Vec::new();
+    let mut newest_commit: Option<Lsn> = None;
+
+    let mut iter = records.into_iter().rev();
+    for rec in iter.by_ref() {
+        match rec.kind {
+            RecordKind::Checkpoint => {
+                stack.push(rec);
+                break;
+            }
+            RecordKind::Flush => {
+                match rec.flushed_pages() {
+                    Ok(pages) => flushed.extend(pages),
+                    Err(_) => {
+                        // A FLUSH whose page list does not parse cannot make anything
+                        // obsolete; keeping older records is the safe side.
+                        tracing::warn!(
+                            lsn = rec.lsn,
+                            "FLUSH record with a malformed page list ignored"
+                        );
+                    }
+                }
+                out.obsolete += 1;
+            }
+            RecordKind::Commit => {
+                committed.insert(rec.op);
+                if newest_commit.is_none() {
+                    newest_commit = Some(rec.lsn);
+                    out.last_committed_op = Some(rec.op);
+                }
+                stack.push(rec);
+            }
+            RecordKind::Meta
+            | RecordKind::New
+            | RecordKind::Mod
+            | RecordKind::Del
+            | RecordKind::PageImage => {
+                if rec.op != NO_OP && !committed.contains(&rec.op) {
+                    if !incomplete.contains(&rec.op) {
+                        incomplete.push(rec.op);
+                    }
+                    out.incomplete += 1;
+                    continue;
+                }
+                let keep = if rec.kind == RecordKind::Meta {
+                    !std::mem::replace(&mut meta_kept, true)
+                } else {
+                    !flushed.contains(&rec.page) && !complete.contains(&rec.page)
+                };
+                if !keep {
+                    out.obsolete += 1;
+                    continue;
+                }
+                if matches!(rec.kind, RecordKind::New | RecordKind::PageImage) {
+                    complete.insert(rec.page);
+                }
+                ops_kept.insert(rec.op);
+                stack.push(rec);
+            }
+        }
+    }
+    out.obsolete += iter.count() as u64;
+
+    // Pop the stack: original order. Decide COMMITs now that all survivors are known.
+    let mut kept = Vec::with_capacity(stack.len());
+    while let Some(rec) = stack.pop() {
+        if rec.kind == RecordKind::Commit {
+            if ops_kept.contains(&rec.op) && rec.op != NO_OP {
+                out.committed_ops.push(rec.op);
+            } else if newest_commit != Some(rec.lsn) {
+                out.obsolete += 1;
+                continue;
+            }
+        }
+        kept.push(rec);
+    }
+    incomplete.reverse();
+    out.incomplete_ops = incomplete;
+    out.records = kept;
+    out
+}

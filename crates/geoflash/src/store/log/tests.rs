@@ -1,0 +1,995 @@
+//! Tests of the log: record format, writer, reader, recovery, compaction,
+//! crashes on `FaultyDevice`.
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::record::{decode, Decoded};
+use super::*;
+use crate::storage::faulty::{FaultPlan, FaultyDevice};
+use crate::storage::mem::MemDevice;
+use crate::storage::{DeviceStats, PageDevice, PageId};
+use crate::store::OpId;
+use crate::Error;
+
+const PS: usize = 1024;
+const LOG_PAGES: u64 = 2 + 2 * 96;
+const INDEX: u128 = 0x1234_5678_9abc_def0_0fed_cba9_8765_4321;
+
+fn cases(var: &str, default: u32) -> u32 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn mem() -> Arc<MemDevice> {
+    Arc::new(MemDevice::new(PS, 4096).unwrap())
+}
+
+fn config(d: Durability) -> LogConfig {
+    LogConfig::new(INDEX).with_durability(d)
+}
+
+fn rec(kind: RecordKind, op: OpId, page: PageId, len: usize) -> Record {
+    let payload = (0..len)
+        .map(|i| (i as u64 * 31 + page * 7 + op) as u8)
+        .collect();
+    Record::new(kind, op, page, payload)
+}
+
+/// Copies the first `pages` pages of a device into a fresh memory device.
+fn copy(src: &dyn PageDevice, pages: u64) -> Arc<MemDevice> {
+    let dst = MemDevice::new(src.page_size(), src.capacity()).unwrap();
+    let mut buf = vec![0u8; src.page_size()];
+    for p in 0..pages {
+        src.read(p, &mut buf).unwrap();
+        if buf.iter().any(|&b| b != 0) {
+            dst.write(p, &buf).unwrap();
+        }
+    }
+    Arc::new(dst)
+}
+
+// ---------------------------------------------------------------------------
+// Record format.
+
+#[test]
+fn every_record_kind_round_trips() {
+    for (i, kind) in RecordKind::ALL.into_iter().enumerate() {
+        assert_eq!(RecordKind::from_u8(kind.as_u8()), Some(kind));
+        for len in [0usize, 1, 100, 5000] {
+            let mut r = rec(kind, i as u64 + 3, 77 + i as u64, len);
+            if kind == RecordKind::Flush {
+                r = Record::flush(&[1, 5, 9, u64::MAX]).unwrap();
+            }
+            r.lsn = 1000 + i as u64;
+            let bytes = r.encode().unwrap();
+            assert_eq!(bytes.len(), r.encoded_len());
+            assert_eq!(decode(&bytes), Decoded::Record(r.clone(), bytes.len()));
+            // Any truncation is incomplete, any flipped bit is corrupt.
+            for cut in [0, 3, 4, 20, bytes.len() - 1] {
+                assert_eq!(
+                    decode(&bytes[..cut]),
+                    Decoded::Incomplete,
+                    "{kind:?} cut {cut}"
+                );
+            }
+            for at in [4, 9, 16, 20, 30, bytes.len() - 1] {
+                let mut bad = bytes.clone();
+                bad[at] ^= 0x10;
+                assert!(
+                    matches!(decode(&bad), Decoded::Corrupt(_)),
+                    "{kind:?} flip {at}"
+                );
+            }
+        }
+    }
+    assert_eq!(RecordKind::from_u8(0), None);
+    assert_eq!(RecordKind::from_u8(9), None);
+    let f = Record::flush(&[4, 2]).unwrap();
+    assert_eq!(f.flushed_pages().unwrap(), vec![4, 2]);
+    assert!(rec(RecordKind::Mod, 1, 1, 3).flushed_pages().is_err());
+    let mut bad = f.clone();
+    bad.payload.pop();
+    assert!(bad.flushed_pages().is_err());
+}
+
+#[test]
+fn durability_parses() {
+    assert_eq!(Durability::parse("sync").unwrap(), Durability::Sync);
+    assert_eq!(Durability::parse("none").unwrap(), Durability::None);
+    assert_eq!(Durability::parse("group").unwrap(), Durability::default());
+    assert_eq!(
+        Durability::parse("group:8,25").unwrap(),
+        Durability::Group { ops: 8, millis: 25 }
+    );
+    for bad in ["", "fast", "group:0,5", "group:3", "group:x,1"] {
+        assert!(Durability::parse(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn layout_is_checked() {
+    assert!(LogLayout::new(0, 3, PS).is_err());
+    assert!(LogLayout::new(0, 4, 1000).is_err());
+    let dev = mem();
+    assert!(LogLayout::on_device(dev.as_ref(), 4000, 200).is_err());
+    let l = LogLayout::new(10, 2 + 2 * 5, PS).unwrap();
+    assert_eq!(l.region_pages(), 5);
+    assert_eq!(l.capacity_bytes(), 5 * (PS as u64 - 40));
+    assert_eq!(l.region_page(0, 0), 12);
+    assert_eq!(l.region_page(1, 4), 21);
+    let pages = LogLayout::pages_for_capacity(10 << 20, 4096).unwrap();
+    assert!(LogLayout::new(0, pages, 4096).unwrap().capacity_bytes() >= 10 << 20);
+    assert!(
+        LogLayout::pages_for_capacity(100, 4096).is_err(),
+        "log smaller than one page"
+    );
+    assert!(Log::create(
+        dev.clone(),
+        0,
+        LOG_PAGES,
+        config(Durability::Group { ops: 0, millis: 1 })
+    )
+    .is_err());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases("GEOFLASH_PROPTEST_CASES", 64)))]
+
+    #[test]
+    fn decoding_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let _ = decode(&bytes);
+        let _ = record::check_page(&bytes);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Recovery algorithm.
+
+fn lsns(records: &[Record]) -> Vec<Lsn> {
+    records.iter().map(|r| r.lsn).collect()
+}
+
+fn numbered(mut records: Vec<Record>) -> Vec<Record> {
+    for (i, r) in records.iter_mut().enumerate() {
+        r.lsn = i as u64 + 1;
+    }
+    records
+}
+
+#[test]
+fn fast_paper_example() {
+    // Fig. 5a of the FAST paper: changes of C, G, B, D, then FLUSH(B, C, D): only G survives.
+    let (b, c, d, g) = (2, 3, 4, 7);
+    let log = numbered(vec![
+        rec(RecordKind::Mod, NO_OP, c, 10),
+        rec(RecordKind::Mod, NO_OP, g, 10),
+        rec(RecordKind::Mod, NO_OP, b, 10),
+        rec(RecordKind::Mod, NO_OP, d, 10),
+        Record::flush(&[b, c, d]).unwrap(),
+    ]);
+    let r = recover(log);
+    assert_eq!(lsns(&r.records), vec![2]);
+    assert_eq!((r.scanned, r.obsolete, r.incomplete), (5, 4, 0));
+}
+
+#[test]
+fn recovery_rules() {
+    let log = numbered(vec![
+        rec(RecordKind::Mod, 1, 10, 5), // 1: superseded by the NEW of op 2
+        rec(RecordKind::Meta, 1, 0, 5), // 2: superseded by META of op 3
+        Record::commit(1),              // 3: dropped: no record of op 1 survives
+        rec(RecordKind::New, 2, 10, 5), // 4
+        rec(RecordKind::Mod, 2, 11, 5), // 5: flushed by 8
+        Record::commit(2),              // 6
+        rec(RecordKind::PageImage, NO_OP, 12, 5), // 7
+        Record::flush(&[11]).unwrap(),  // 8
+        rec(RecordKind::Mod, 3, 11, 5), // 9
+        rec(RecordKind::Meta, 3, 0, 5), // 10
+        Record::commit(3),              // 11
+        rec(RecordKind::Mod, 4, 13, 5), // 12: op 4 never commits
+        rec(RecordKind::Del, 4, 10, 0), // 13
+    ]);
+    let r = recover(log.clone());
+    assert_eq!(lsns(&r.records), vec![4, 6, 7, 9, 10, 11]);
+    assert_eq!(r.committed_ops, vec![2, 3]);
+    assert_eq!(r.incomplete_ops, vec![4]);
+    assert_eq!(r.last_committed_op, Some(3));
+    assert_eq!((r.max_op, r.last_lsn, r.incomplete), (4, 13, 2));
+    // Recovering the survivors changes nothing.
+    assert_eq!(recover(r.records.clone()).records, r.records);
+
+    // A checkpoint: nothing older survives; the newest COMMIT always survives.
+    let mut more = log[..11].to_vec();
+    more.push(Record::new(RecordKind::Checkpoint, NO_OP, 0, vec![1, 2]));
+    more.push(rec(RecordKind::Mod, 5, 20, 3));
+    more.push(Record::commit(5));
+    more.push(Record::flush(&[20]).unwrap());
+    let r = recover(numbered(more));
+    assert_eq!(lsns(&r.records), vec![12, 14]);
+    assert_eq!(r.committed_ops, Vec::<OpId>::new());
+    assert_eq!(r.last_committed_op, Some(5));
+}
+
+// ---------------------------------------------------------------------------
+// Writer and reader.
+
+#[test]
+fn append_sync_reopen() {
+    let dev = mem();
+    let mut log = Log::create(dev.clone(), 8, LOG_PAGES, config(Durability::Sync)).unwrap();
+    let mut appended = Vec::new();
+    for op in 1..=20u64 {
+        for k in 0..3 {
+            let mut r = rec(
+                RecordKind::Mod,
+                op,
+                op * 10 + k,
+                50 + (op as usize * 97) % 1500,
+            );
+            r.lsn = log.append(r.clone()).unwrap();
+            appended.push(r);
+        }
+        let mut c = Record::commit(op);
+        c.lsn = log.commit(op).unwrap();
+        assert_eq!(log.durable_lsn(), c.lsn);
+        assert_eq!(log.durable_op(), Some(op));
+        appended.push(c);
+    }
+    assert_eq!(log.stats().records, 80);
+    assert_eq!(log.stats().syncs, 21);
+    assert_eq!(log.records(), 80);
+    let reader = LogReader::open(dev.clone(), 8, LOG_PAGES, INDEX).unwrap();
+    assert_eq!(reader.oldest_first().cloned().collect::<Vec<_>>(), appended);
+    let mut rev: Vec<Record> = reader.newest_first().cloned().collect();
+    rev.reverse();
+    assert_eq!(rev, appended);
+    assert!(!reader.torn_tail());
+    drop(log);
+    let (mut log, r) = Log::open(dev.clone(), 8, LOG_PAGES, config(Durability::Sync)).unwrap();
+    assert_eq!(r.records, appended);
+    assert_eq!(r.committed_ops, (1..=20).collect::<Vec<_>>());
+    assert_eq!(log.live_region(), 1, "restart switched regions");
+    assert_eq!(log.next_lsn(), 81);
+    let lsn = log.append(rec(RecordKind::Del, 21, 5, 0)).unwrap();
+    assert_eq!(lsn, 81);
+    log.commit(21).unwrap();
+    drop(log);
+    let (_, r) = Log::open(dev, 8, LOG_PAGES, config(Durability::Sync)).unwrap();
+    assert_eq!(r.records.len(), 82);
+    assert_eq!(r.last_committed_op, Some(21));
+}
+
+#[test]
+fn log_io_is_counted_by_the_device() {
+    let dev = mem();
+    let mut log = Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+    let before = dev.stats().io;
+    for op in 1..=5 {
+        log.append(rec(RecordKind::Mod, op, 1, 30)).unwrap();
+        log.commit(op).unwrap();
+    }
+    let after = dev.stats().io;
+    let s = log.stats();
+    assert_eq!(after.pages_written - before.pages_written, s.pages_written);
+    assert_eq!(s.pages_written, 5, "one page per synced commit");
+    assert_eq!(after.syncs - before.syncs, 5);
+    let rep = log.compact().unwrap();
+    assert_eq!(rep.records_before, 10);
+    assert_eq!(rep.records_after, 10);
+    assert_eq!(log.stats().compactions, 1);
+    assert_eq!(
+        log.stats().superblock_writes,
+        4,
+        "two at create, reservation and switch"
+    );
+    assert!(log.stats().pages_read >= 5);
+    assert_eq!(dev.stats().io.pages_trimmed, 5);
+}
+
+#[test]
+fn group_and_none_modes() {
+    let dev = mem();
+    let mut log = Log::create(
+        dev.clone(),
+        0,
+        LOG_PAGES,
+        config(Durability::Group {
+            ops: 3,
+            millis: u32::MAX,
+        }),
+    )
+    .unwrap();
+    let syncs = log.stats().syncs;
+    for op in 1..=7 {
+        log.append(rec(RecordKind::Mod, op, op, 20)).unwrap();
+        log.commit(op).unwrap();
+        let expect = (op / 3) * 3;
+        assert_eq!(
+            log.durable_op(),
+            (expect > 0).then_some(expect),
+            "after op {op}"
+        );
+    }
+    assert_eq!(log.stats().syncs - syncs, 2);
+    log.maybe_sync().unwrap();
+    assert_eq!(
+        log.durable_op(),
+        Some(6),
+        "the group of 3 is not complete and no time passed"
+    );
+
+    let mut log = Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::None)).unwrap();
+    let syncs = dev.stats().io.syncs;
+    for op in 1..=100 {
+        log.append(rec(RecordKind::Mod, op, op, 400)).unwrap();
+        log.commit(op).unwrap();
+    }
+    assert_eq!(
+        dev.stats().io.syncs,
+        syncs,
+        "durability none never syncs by itself"
+    );
+    assert_eq!(log.durable_op(), None);
+    assert!(
+        log.stats().pages_written >= 5,
+        "full pages are written as the buffer fills"
+    );
+    log.sync().unwrap();
+    assert_eq!(log.durable_op(), Some(100));
+    assert_eq!(log.durable_lsn(), 200);
+    log.sync_to(200).unwrap();
+    assert_eq!(log.stats().syncs, 2, "create's sync and one explicit sync");
+}
+
+/// A device that counts writes per page.
+struct Recording {
+    inner: MemDevice,
+    writes: Mutex<HashMap<PageId, u32>>,
+}
+
+impl PageDevice for Recording {
+    fn page_size(&self) -> usize {
+        self.inner.page_size()
+    }
+    fn capacity(&self) -> u64 {
+        self.inner.capacity()
+    }
+    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> crate::Result<()> {
+        self.inner.read_batch(pages, buf)
+    }
+    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> crate::Result<()> {
+        let mut w = self.writes.lock().unwrap();
+        for p in pages {
+            *w.entry(*p).or_default() += 1;
+        }
+        self.inner.write_batch(pages, data)
+    }
+    fn sync(&self) -> crate::Result<()> {
+        self.inner.sync()
+    }
+    fn trim(&self, pages: &[PageId]) -> crate::Result<()> {
+        self.inner.trim(pages)
+    }
+    fn stats(&self) -> DeviceStats {
+        self.inner.stats()
+    }
+    fn reset_stats(&self) {}
+    fn describe(&self) -> String {
+        "recording".into()
+    }
+}
+
+#[test]
+fn log_pages_are_never_rewritten_in_place() {
+    let dev = Arc::new(Recording {
+        inner: MemDevice::new(PS, 1024).unwrap(),
+        writes: Mutex::new(HashMap::new()),
+    });
+    let mut log = Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+    let mut op = 0;
+    while log.fill_ratio() < 0.9 {
+        op += 1;
+        log.append(rec(RecordKind::Mod, op, op, 40)).unwrap();
+        log.commit(op).unwrap();
+    }
+    let writes = dev.writes.lock().unwrap();
+    for (&page, &n) in writes.iter() {
+        if page >= 2 {
+            assert_eq!(n, 1, "log page {page} written {n} times");
+        }
+    }
+    assert!(writes.len() > 80);
+}
+
+#[test]
+fn full_log_is_refused_and_compaction_frees_it() {
+    let dev = mem();
+    let pages = 2 + 2 * 6;
+    let mut log = Log::create(
+        dev.clone(),
+        0,
+        pages,
+        config(Durability::Group {
+            ops: 4,
+            millis: u32::MAX,
+        }),
+    )
+    .unwrap();
+    let mut op = 0;
+    let err = loop {
+        op += 1;
+        match log.append(rec(RecordKind::Mod, op, op % 4, 100)) {
+            Ok(_) => log.commit(op).map(|_| ()).unwrap(),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, Error::DeviceFull(_)), "{err}");
+    log.abandon_op(op);
+    assert!(log.free_bytes() < 200);
+    // Compaction packs the records (no padding between group commits).
+    let rep = log.compact().unwrap();
+    assert_eq!(rep.records_after, rep.records_before);
+    assert_eq!(rep.records_after, 2 * (op - 1));
+    assert!(log.free_bytes() > 900);
+    // Flush every page: compaction keeps only the newest COMMIT.
+    log.append(Record::flush(&[0, 1, 2, 3]).unwrap()).unwrap();
+    let rep = log.compact().unwrap();
+    assert_eq!(rep.records_after, 1);
+    assert!(log.free_bytes() > 4000);
+    log.append(rec(RecordKind::Mod, op + 1, 1, 100)).unwrap();
+    log.commit(op + 1).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    let (_, r) = Log::open(dev, 0, pages, config(Durability::Sync)).unwrap();
+    assert_eq!(r.committed_ops, vec![op + 1]);
+    // The older COMMIT is neither the newest nor has records left.
+    assert_eq!(r.records.len(), 2);
+    assert_eq!(r.last_committed_op, Some(op + 1));
+    assert_eq!(
+        r.incomplete_ops,
+        Vec::<OpId>::new(),
+        "op {op} never reached the log"
+    );
+}
+
+#[test]
+fn compaction_refuses_survivors_that_do_not_fit_and_an_open_op() {
+    let dev = mem();
+    let pages = 2 + 2 * 4;
+    let mut log = Log::create(dev, 0, pages, config(Durability::None)).unwrap();
+    log.append(rec(RecordKind::New, 1, 1, 2500)).unwrap();
+    assert!(matches!(log.compact(), Err(Error::InvalidInput(_))));
+    log.commit(1).unwrap();
+    // Survivors fill the region: compaction works but frees nothing.
+    let rep = log.compact().unwrap();
+    assert_eq!(rep.records_after, 2);
+    assert!(matches!(
+        log.append(rec(RecordKind::Mod, 2, 1, 2000)),
+        Err(Error::DeviceFull(_))
+    ));
+}
+
+#[test]
+fn another_index_blank_and_bad_superblocks() {
+    let dev = mem();
+    let err = Log::open(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap_err();
+    assert!(err.to_string().contains("never created"), "{err}");
+    let mut log = Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+    log.append(rec(RecordKind::Mod, 1, 1, 10)).unwrap();
+    log.commit(1).unwrap();
+    drop(log);
+    let other = LogConfig::new(INDEX + 1);
+    let err = Log::open(dev.clone(), 0, LOG_PAGES, other).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }));
+    assert!(err.to_string().contains("another index"), "{err}");
+    assert!(LogReader::open(dev.clone(), 0, LOG_PAGES, INDEX + 1).is_err());
+    // Another layout of the same pages.
+    let err = Log::open(dev.clone(), 0, LOG_PAGES + 2, config(Durability::Sync)).unwrap_err();
+    assert!(err.to_string().contains("regions of"), "{err}");
+    // One damaged superblock slot is tolerated, two are an error.
+    let mut buf = vec![0u8; PS];
+    dev.read(1, &mut buf).unwrap();
+    buf[100] ^= 1;
+    dev.write(1, &buf).unwrap();
+    let (_, r) = Log::open(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+    assert_eq!(r.committed_ops, vec![1]);
+    for slot in 0..2 {
+        dev.read(slot, &mut buf).unwrap();
+        buf[20] ^= 1;
+        dev.write(slot, &buf).unwrap();
+    }
+    let err = Log::open(dev, 0, LOG_PAGES, config(Durability::Sync)).unwrap_err();
+    assert!(err.to_string().contains("no valid log superblock"), "{err}");
+}
+
+#[test]
+fn torn_last_record_is_ignored() {
+    let dev = mem();
+    let mut log = Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+    log.append(rec(RecordKind::Mod, 1, 1, 100)).unwrap();
+    log.commit(1).unwrap();
+    // A record spanning three pages, written but never synced.
+    log.append(rec(RecordKind::PageImage, NO_OP, 9, 2500))
+        .unwrap();
+    log.flush().unwrap();
+    drop(log);
+    // Its second page is lost (the first and third landed).
+    let layout = LogLayout::new(0, LOG_PAGES, PS).unwrap();
+    dev.write(layout.region_page(0, 2), &vec![0u8; PS]).unwrap();
+    let reader = LogReader::open(dev.clone(), 0, LOG_PAGES, INDEX).unwrap();
+    assert!(reader.torn_tail());
+    assert_eq!(reader.len(), 2);
+    let (_, r) = Log::open(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+    assert!(r.torn_tail);
+    assert_eq!(lsns(&r.records), vec![1, 2]);
+    // A torn page (a sector prefix of new content) is a torn tail too.
+    let (mut log, _) = Log::open(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+    log.append(rec(RecordKind::Mod, 5, 3, 1500)).unwrap();
+    log.flush().unwrap();
+    let region = log.live_region();
+    drop(log);
+    let mut buf = vec![0u8; PS];
+    let p = layout.region_page(region, 2);
+    dev.read(p, &mut buf).unwrap();
+    buf[512..].fill(0);
+    dev.write(p, &buf).unwrap();
+    let (_, r) = Log::open(dev, 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+    assert_eq!(lsns(&r.records), vec![1, 2]);
+}
+
+#[test]
+fn corruption_before_the_tail_names_the_position() {
+    let dev = mem();
+    let mut log = Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+    for op in 1..=6 {
+        log.append(rec(RecordKind::Mod, op, op, 300)).unwrap();
+        log.commit(op).unwrap();
+    }
+    drop(log);
+    let layout = LogLayout::new(0, LOG_PAGES, PS).unwrap();
+    let page = layout.region_page(0, 2);
+    let mut buf = vec![0u8; PS];
+    dev.read(page, &mut buf).unwrap();
+    buf[200] ^= 0x40;
+    dev.write(page, &buf).unwrap();
+    let err = Log::open(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, Error::Corrupt { page: Some(p), .. } if p == page),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("page 2") && msg.contains("before its tail"),
+        "{msg}"
+    );
+    assert!(LogReader::open(dev.clone(), 0, LOG_PAGES, INDEX).is_err());
+    // Undo the damage: the log opens again.
+    buf[200] ^= 0x40;
+    dev.write(page, &buf).unwrap();
+    let (_, r) = Log::open(dev, 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+    assert_eq!(r.committed_ops, (1..=6).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_bad_record_inside_valid_pages_is_corruption() {
+    // A page whose checksum was recomputed over a damaged record (a bug or a
+    // tool) still fails on the record's own checksum.
+    let dev = mem();
+    let mut log = Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+    log.append(rec(RecordKind::Mod, 1, 1, 100)).unwrap();
+    log.commit(1).unwrap();
+    drop(log);
+    let layout = LogLayout::new(0, LOG_PAGES, PS).unwrap();
+    let p = layout.region_page(0, 0);
+    let mut buf = vec![0u8; PS];
+    dev.read(p, &mut buf).unwrap();
+    let u64_at = |o: usize| u64::from_le_bytes(buf[o..o + 8].try_into().unwrap());
+    let h = record::PageHeader {
+        log_id: u64_at(8),
+        epoch: u64_at(16),
+        position: 0,
+        durable_pos: 0,
+        data_len: u32::from_le_bytes(buf[36..40].try_into().unwrap()),
+    };
+    let mut data = buf[40..40 + h.data_len as usize].to_vec();
+    data[50] ^= 1;
+    let mut page = vec![0u8; PS];
+    record::encode_page(&h, &data, &mut page).unwrap();
+    assert!(matches!(
+        record::check_page(&page),
+        record::PageCheck::Valid(..)
+    ));
+    dev.write(p, &page).unwrap();
+    let err = LogReader::open(dev, 0, LOG_PAGES, INDEX).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("record checksum") && msg.contains("offset 40"),
+        "{msg}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Random scripts.
+
+#[derive(Debug, Clone)]
+enum Action {
+    Op { op: OpId, records: Vec<Record> },
+    Flush(Vec<PageId>),
+    Image(PageId, usize),
+    Checkpoint,
+    Sync,
+    Compact,
+}
+
+fn script(seed: u64, len: usize) -> (Durability, Vec<Action>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let durability = match rng.gen_range(0..3) {
+        0 => Durability::Sync,
+        1 => Durability::Group {
+            ops: rng.gen_range(1..4),
+            millis: u32::MAX,
+        },
+        _ => Durability::None,
+    };
+    let mut actions = Vec::new();
+    let mut op = 0;
+    for _ in 0..len {
+        let a = match rng.gen_range(0..20) {
+            0..=10 => {
+                op += 1;
+                let n = rng.gen_range(1..4);
+                let records = (0..n)
+                    .map(|_| {
+                        let kind = [
+                            RecordKind::New,
+                            RecordKind::Mod,
+                            RecordKind::Mod,
+                            RecordKind::Del,
+                            RecordKind::Meta,
+                        ][rng.gen_range(0..5)];
+                        let size = if rng.gen_bool(0.1) {
+                            rng.gen_range(900..2500)
+                        } else {
+                            rng.gen_range(0..200)
+                        };
+                        rec(kind, op, rng.gen_range(1..12), size)
+                    })
+                    .collect();
+                Action::Op { op, records }
+            }
+            11 | 12 => Action::Flush(
+                (0..rng.gen_range(1..4))
+                    .map(|_| rng.gen_range(1..12))
+                    .collect(),
+            ),
+            13 => Action::Image(rng.gen_range(1..12), PS),
+            14 => Action::Checkpoint,
+            15..=17 => Action::Sync,
+            _ => Action::Compact,
+        };
+        actions.push(a);
+    }
+    (durability, actions)
+}
+
+/// Runs `actions` on a new log; returns every record appended or being
+/// appended (with its LSN), how many of them are acknowledged (durable when a
+/// call returned), and the first error.
+fn run(
+    dev: Arc<dyn PageDevice>,
+    durability: Durability,
+    actions: &[Action],
+) -> (Vec<Record>, usize, Option<Error>) {
+    let mut appended: Vec<Record> = Vec::new();
+    let mut acked = 0;
+    let mut log = match Log::create(dev, 0, LOG_PAGES, config(durability)) {
+        Ok(l) => l,
+        Err(e) => return (appended, 0, Some(e)),
+    };
+    let add = |log: &mut Log, appended: &mut Vec<Record>, r: Record| -> crate::Result<()> {
+        let mut r = r;
+        r.lsn = log.next_lsn();
+        let commit = r.kind == RecordKind::Commit;
+        appended.push(r.clone());
+        if commit {
+            log.commit(r.op).map(|_| ())
+        } else {
+            log.append(r).map(|_| ())
+        }
+    };
+    for a in actions {
+        let res = match a {
+            Action::Op { op, records } => records
+                .iter()
+                .try_for_each(|r| add(&mut log, &mut appended, r.clone()))
+                .and_then(|()| add(&mut log, &mut appended, Record::commit(*op))),
+            Action::Flush(pages) => add(&mut log, &mut appended, Record::flush(pages).unwrap()),
+            Action::Image(page, len) => add(
+                &mut log,
+                &mut appended,
+                rec(RecordKind::PageImage, NO_OP, *page, *len),
+            ),
+            Action::Checkpoint => add(
+                &mut log,
+                &mut appended,
+                Record::new(RecordKind::Checkpoint, NO_OP, 0, vec![7]),
+            ),
+            Action::Sync => log.sync(),
+            Action::Compact => log.compact().map(|_| ()),
+        };
+        if let Err(e) = res {
+            return (appended, acked, Some(e));
+        }
+        let durable = log.durable_lsn();
+        acked = appended.iter().take_while(|r| r.lsn <= durable).count();
+    }
+    (appended, acked, None)
+}
+
+/// Checks a recovered log against the appended records: it is the recovery of
+/// a prefix of them that holds every acknowledged record, made of whole
+/// records, with no record of an operation that did not commit.
+fn check_recovered(r: &Recovered, appended: &[Record], acked: usize) -> Result<usize, String> {
+    let by_lsn: HashMap<Lsn, &Record> = appended.iter().map(|r| (r.lsn, r)).collect();
+    for x in &r.records {
+        if by_lsn.get(&x.lsn) != Some(&x) {
+            return Err(format!(
+                "recovered record {} was never appended as such",
+                x.lsn
+            ));
+        }
+    }
+    let n = (acked..=appended.len())
+        .find(|&n| recover(appended[..n].to_vec()).records == r.records)
+        .ok_or_else(|| {
+            format!(
+                "recovered {:?} is no prefix's recovery (acked {acked} of {})",
+                lsns(&r.records),
+                appended.len()
+            )
+        })?;
+    let committed: HashSet<OpId> = appended[..n]
+        .iter()
+        .filter(|x| x.kind == RecordKind::Commit)
+        .map(|x| x.op)
+        .collect();
+    for x in &r.records {
+        if x.op != NO_OP && !committed.contains(&x.op) {
+            return Err(format!("record {} of uncommitted op {}", x.lsn, x.op));
+        }
+    }
+    for op in &r.committed_ops {
+        if !committed.contains(op) {
+            return Err(format!("op {op} listed as committed"));
+        }
+    }
+    Ok(n)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases("GEOFLASH_PROPTEST_CASES", 64)))]
+
+    #[test]
+    fn reopen_returns_exactly_the_durable_records(seed in any::<u64>(), len in 1usize..40) {
+        let (durability, actions) = script(seed, len);
+        let dev = mem();
+        let (appended, acked, err) = run(dev.clone(), durability, &actions);
+        prop_assert!(err.is_none(), "{:?}", err);
+        // The log was dropped without a final sync: what it had not written is
+        // lost (a memory device keeps everything written).
+        let (_, r) = Log::open(dev, 0, LOG_PAGES, config(durability)).unwrap();
+        let n = check_recovered(&r, &appended, acked).map_err(TestCaseError::fail)?;
+        if matches!(actions.last(), Some(Action::Sync | Action::Compact)) {
+            prop_assert_eq!(n, appended.len());
+        }
+    }
+
+    #[test]
+    fn compaction_does_not_change_what_survives(seed in any::<u64>(), len in 1usize..40) {
+        let (_, mut actions) = script(seed, len);
+        actions.push(Action::Sync);
+        let plain: Vec<Action> = actions.iter().filter(|a| !matches!(a, Action::Compact)).cloned().collect();
+        let (a, _, e1) = run(mem(), Durability::Sync, &actions);
+        let (b, _, e2) = run(mem(), Durability::Sync, &plain);
+        prop_assert!(e1.is_none() && e2.is_none());
+        prop_assert_eq!(&a, &b);
+        let dev = mem();
+        run(dev.clone(), Durability::Sync, &actions);
+        let (_, r) = Log::open(dev, 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+        prop_assert_eq!(r.records, recover(b).records);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Crashes.
+
+fn crash_cases() -> u64 {
+    u64::from(cases("GEOFLASH_CRASH_CASES", 200))
+}
+
+fn unwrap_faulty<D: PageDevice + 'static>(dev: Arc<FaultyDevice<D>>) -> Arc<dyn PageDevice> {
+    match Arc::try_unwrap(dev) {
+        Ok(d) => Arc::new(d.into_inner()),
+        Err(_) => panic!("the log still holds the device"),
+    }
+}
+
+#[test]
+fn crashes_recover_a_prefix_with_every_acknowledged_record() {
+    let mut outcomes = HashSet::new();
+    let mut torn = 0;
+    for case in 0..crash_cases() {
+        let seed = case ^ 0x5eed;
+        let (durability, actions) = script(seed, 30);
+        let counting = Arc::new(FaultyDevice::new(
+            MemDevice::new(PS, 4096).unwrap(),
+            FaultPlan::none(),
+        ));
+        let (_, _, err) = run(counting.clone(), durability, &actions);
+        assert!(err.is_none(), "{err:?}");
+        let writes = counting.writes_seen();
+        let plan = if case % 4 == 3 {
+            FaultPlan::none()
+                .crash_at_sync(1 + case % 7)
+                .with_seed(seed)
+        } else {
+            FaultPlan::random_crash(seed, writes)
+        };
+        let dev = Arc::new(FaultyDevice::new(
+            MemDevice::new(PS, 4096).unwrap(),
+            plan.clone(),
+        ));
+        let (appended, acked, err) = run(dev.clone(), durability, &actions);
+        if err.is_none() {
+            dev.crash_now().unwrap();
+        } else {
+            assert!(
+                matches!(err, Some(Error::Crashed(_))),
+                "case {case}: {err:?}"
+            );
+        }
+        let durable = unwrap_faulty(dev);
+        let (log, r) = match Log::open(durable.clone(), 0, LOG_PAGES, config(durability)) {
+            Ok(x) => x,
+            Err(e)
+                if e.to_string().contains("never created")
+                    || e.to_string().contains("no valid log superblock") =>
+            {
+                // The crash hit `create` before its superblocks were durable.
+                assert_eq!(acked, 0);
+                assert!(appended.is_empty(), "case {case}");
+                continue;
+            }
+            Err(e) => panic!("case {case} ({plan:?}): {e}"),
+        };
+        torn += usize::from(r.torn_tail);
+        let n = check_recovered(&r, &appended, acked)
+            .unwrap_or_else(|e| panic!("case {case} ({plan:?}): {e}"));
+        outcomes.insert(n == appended.len());
+        drop(log);
+        // Restart is idempotent.
+        let (_, again) = Log::open(durable, 0, LOG_PAGES, config(durability)).unwrap();
+        assert_eq!(again.records, r.records, "case {case}");
+    }
+    if crash_cases() >= 50 {
+        assert_eq!(
+            outcomes.len(),
+            2,
+            "crashes lose unacknowledged records in some cases and none in others"
+        );
+        assert!(torn > 0, "some crash leaves a torn record");
+    }
+}
+
+/// A synced log with records, on a memory device; the records and the writes it took.
+fn prepared() -> (Arc<MemDevice>, Vec<Record>) {
+    let (_, mut actions) = script(42, 40);
+    actions.push(Action::Sync);
+    let dev = mem();
+    let (appended, acked, err) = run(dev.clone(), Durability::Sync, &actions);
+    assert!(err.is_none());
+    assert_eq!(acked, appended.len());
+    (dev, appended)
+}
+
+#[test]
+fn crash_during_compaction_leaves_the_old_or_the_new_log() {
+    let (base, appended) = prepared();
+    let expect = recover(appended.clone()).records;
+    let counting = Arc::new(FaultyDevice::new(
+        copy(base.as_ref(), LOG_PAGES),
+        FaultPlan::none(),
+    ));
+    let (mut log, _) = Log::open(counting.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+    log.append(rec(RecordKind::Mod, 1000, 3, 50)).unwrap();
+    log.commit(1000).unwrap();
+    let mut expect_after = expect.clone();
+    expect_after.push(Record {
+        lsn: log.last_lsn() - 1,
+        ..rec(RecordKind::Mod, 1000, 3, 50)
+    });
+    expect_after.push(Record {
+        lsn: log.last_lsn(),
+        ..Record::commit(1000)
+    });
+    let expect_after = recover(expect_after).records;
+    let (w0, s0) = (counting.writes_seen(), log.stats().syncs);
+    log.compact().unwrap();
+    let (w1, s1) = (counting.writes_seen(), log.stats().syncs);
+    assert!(w1 > w0 + 2);
+    assert_eq!(s1, s0 + 3, "reservation, pages, switch");
+    let mut regions = HashSet::new();
+    let points: Vec<FaultPlan> = (w0 + 1..=w1)
+        .map(|k| FaultPlan::crash_after_writes(k).with_seed(k))
+        .chain((s0 + 1..=s1).flat_map(|s| {
+            (0..3).map(move |seed| FaultPlan::none().crash_at_sync(s).with_seed(seed))
+        }))
+        .collect();
+    for plan in points {
+        let dev = Arc::new(FaultyDevice::new(
+            copy(base.as_ref(), LOG_PAGES),
+            plan.clone(),
+        ));
+        let (mut log, _) = Log::open(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+        log.append(rec(RecordKind::Mod, 1000, 3, 50)).unwrap();
+        log.commit(1000).unwrap();
+        let err = log.compact().unwrap_err();
+        assert!(matches!(err, Error::Crashed(_)), "{plan:?}: {err}");
+        drop(log);
+        let durable = unwrap_faulty(dev);
+        let reader = LogReader::open(durable.clone(), 0, LOG_PAGES, INDEX).unwrap();
+        regions.insert(reader.live_region());
+        let (_, r) = Log::open(durable, 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+        assert_eq!(r.records, expect_after, "{plan:?}");
+    }
+    assert_eq!(regions.len(), 2, "crashes before and after the switch");
+}
+
+#[test]
+fn crash_during_restart_keeps_the_old_log() {
+    let (base, appended) = prepared();
+    let expect = recover(appended).records;
+    let counting = Arc::new(FaultyDevice::new(
+        copy(base.as_ref(), LOG_PAGES),
+        FaultPlan::none(),
+    ));
+    let (log, _) = Log::open(counting.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+    drop(log);
+    let writes = counting.writes_seen();
+    for k in 1..=writes {
+        let dev = Arc::new(FaultyDevice::new(
+            copy(base.as_ref(), LOG_PAGES),
+            FaultPlan::crash_after_writes(k).with_seed(k),
+        ));
+        let err = Log::open(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap_err();
+        assert!(matches!(err, Error::Crashed(_)), "{err}");
+        let durable = unwrap_faulty(dev);
+        let (log, r) = Log::open(durable.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+        assert_eq!(r.records, expect, "crash at write {k}");
+        drop(log);
+        let (_, r) = Log::open(durable, 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+        assert_eq!(r.records, expect, "crash at write {k}, second restart");
+    }
+}
+
+#[test]
+fn device_errors_are_sticky() {
+    let dev = Arc::new(FaultyDevice::new(
+        MemDevice::new(PS, 4096).unwrap(),
+        FaultPlan::none().fail_sync(3),
+    ));
+    let mut log = Log::create(dev, 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+    log.append(rec(RecordKind::Mod, 1, 1, 10)).unwrap();
+    log.commit(1).unwrap();
+    log.append(rec(RecordKind::Mod, 2, 1, 10)).unwrap();
+    assert!(log.commit(2).is_err());
+    assert_eq!(log.durable_op(), Some(1));
+    assert!(log.append(rec(RecordKind::Mod, 3, 1, 10)).is_err());
+    assert!(log.sync().is_err());
+}
