@@ -9,6 +9,7 @@ use geoflash::index::query::Predicate;
 use geoflash::index::BulkMethod;
 use geoflash::index_dir::{StoreKind, StoreOptions};
 use geoflash::manifest::{Access, Crs};
+use geoflash::objects::Geometry;
 use geoflash::units::parse_size;
 use geoflash::{Error, Index, IndexOptions};
 use geoflash_bench::formats;
@@ -20,7 +21,8 @@ use crate::{progress_bar, Failure};
 /// Options of `build`.
 #[derive(clap::Args)]
 pub struct BuildArgs {
-    /// Dataset file (CSV `id,minx,miny,maxx,maxy` with a header).
+    /// Dataset file: CSV `id,minx,miny,maxx,maxy` with a header, or GeoJSON
+    /// (any geometries: stored in the index's object heap for `query --refine`).
     #[arg(long)]
     input: PathBuf,
     /// Index directory to create.
@@ -79,7 +81,8 @@ pub struct ChangeArgs {
     /// Index directory.
     #[arg(long)]
     index: PathBuf,
-    /// Dataset file (CSV `id,minx,miny,maxx,maxy` with a header).
+    /// Dataset file: CSV `id,minx,miny,maxx,maxy` with a header, or GeoJSON
+    /// (any geometries: stored in the index's object heap for `query --refine`).
     #[arg(long)]
     input: PathBuf,
     /// Print the Stats record as JSON.
@@ -102,6 +105,10 @@ pub struct QueryArgs {
     /// intersects, contains (objects inside the window) or within (objects containing the window).
     #[arg(long, default_value = "intersects")]
     predicate: String,
+    /// Refine the MBR answers on the exact geometries of the object heap
+    /// (indexes built from GeoJSON).
+    #[arg(long)]
+    refine: bool,
     /// Print the ids found.
     #[arg(long)]
     ids: bool,
@@ -210,6 +217,82 @@ fn read_input(path: &Path) -> Result<Vec<(u64, Rect)>, Failure> {
         ))
         .into()),
     }
+}
+
+/// Applies `op` to each object with a progress bar, stopping early on Ctrl-C; returns the count done.
+fn apply_objects(
+    index: &mut Index,
+    objects: &[(u64, Geometry)],
+    what: &str,
+    op: impl Fn(&mut Index, u64, &Geometry) -> geoflash::Result<()>,
+) -> Result<u64, Failure> {
+    let stop = interrupt_flag();
+    let bar = progress_bar(objects.len() as u64, what);
+    let mut done = 0u64;
+    for (id, g) in objects {
+        if stop.load(Ordering::SeqCst) {
+            bar.abandon_with_message(format!("{what}: interrupted after {done} operations"));
+            break;
+        }
+        op(index, *id, g).map_err(|e| {
+            Error::invalid(format!(
+                "{what} of object {id} failed after {done} operations: {e}"
+            ))
+        })?;
+        done += 1;
+        if done.is_multiple_of(1024) {
+            bar.set_position(done);
+        }
+    }
+    bar.finish_and_clear();
+    Ok(done)
+}
+
+/// `geoflash build` from GeoJSON: geometries in the object heap, MBRs in the tree.
+fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
+    let objects = formats::read_geojson(&a.input)?;
+    let start = Instant::now();
+    let (index, ops) = match &a.bulk {
+        Some(method) => {
+            let method: BulkMethod = method.parse()?;
+            let index = Index::bulk_load_objects(&a.index, opts, &objects, method, a.fill)?;
+            (index, objects.len() as u64)
+        }
+        None => {
+            let mut index = Index::create(&a.index, opts)?;
+            let done = apply_objects(&mut index, &objects, "build", |ix, id, g| {
+                ix.insert_object(id, g)
+            })?;
+            index.checkpoint()?;
+            (index, done)
+        }
+    };
+    print_stats(&index, "build", ops, start, a.json)?;
+    index.close()?;
+    Ok(())
+}
+
+/// `geoflash insert` and `geoflash delete` from GeoJSON (the object heap and the tree).
+fn change_objects(a: &ChangeArgs, delete: bool) -> Result<(), Failure> {
+    let objects = formats::read_geojson(&a.input)?;
+    let mut index = Index::open(&a.index, Access::Write)?;
+    index.device().reset_stats();
+    let start = Instant::now();
+    let (label, done) = if delete {
+        let done = apply_objects(&mut index, &objects, "delete", |ix, id, _| {
+            ix.delete_object(id)
+        })?;
+        ("delete", done)
+    } else {
+        let done = apply_objects(&mut index, &objects, "insert", |ix, id, g| {
+            ix.insert_object(id, g)
+        })?;
+        ("insert", done)
+    };
+    index.checkpoint()?;
+    print_stats(&index, label, done, start, a.json)?;
+    index.close()?;
+    Ok(())
 }
 
 /// Set by Ctrl-C: long loops stop at the next operation boundary.
@@ -353,6 +436,9 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
         opts.min_entries = Some(min_entries(f, max)?);
     }
     opts.tree_params()?;
+    if formats::Format::from_path(&a.input)? == formats::Format::GeoJson {
+        return build_objects(&a, &opts);
+    }
     let records = read_input(&a.input)?;
     let start = Instant::now();
     let (index, ops) = match &a.bulk {
@@ -378,6 +464,9 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
 
 /// `geoflash insert` and `geoflash delete`.
 pub fn change(a: ChangeArgs, delete: bool) -> Result<(), Failure> {
+    if formats::Format::from_path(&a.input)? == formats::Format::GeoJson {
+        return change_objects(&a, delete);
+    }
     let records = read_input(&a.input)?;
     let mut index = Index::open(&a.index, Access::Write)?;
     index.device().reset_stats();
@@ -416,7 +505,11 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
     let mut answers = Vec::with_capacity(windows.len());
     let (mut candidates, mut results) = (0u64, 0u64);
     for w in &windows {
-        let r = index.query(*w, predicate)?;
+        let r = if a.refine {
+            index.query_refined(*w, predicate)?
+        } else {
+            index.query(*w, predicate)?
+        };
         candidates += r.stats.candidates;
         results += r.stats.results;
         let mut ids: Vec<u64> = r.hits.iter().map(|h| h.id).collect();

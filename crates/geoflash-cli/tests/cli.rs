@@ -361,3 +361,211 @@ fn devbench_json_counts_on_every_simulated_device() {
         }
     }
 }
+
+#[test]
+fn geojson_build_and_refined_queries_agree_with_exact_brute_force() {
+    use geoflash::geom::Rect;
+    use geoflash::index::query::Predicate;
+    use geoflash::index::refine::satisfies;
+    use geoflash::objects::geometry::window_geometry;
+
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // thin diagonal triangles (most of each MBR is empty), horizontal lines and points
+    let mut features = Vec::new();
+    for i in 0..400u64 {
+        let (x, y) = ((i % 20) as f64 * 20.0, (i / 20) as f64 * 20.0);
+        let geom = match i % 5 {
+            3 => format!(
+                r#"{{"type":"LineString","coordinates":[[{x},{y}],[{},{y}]]}}"#,
+                x + 15.0
+            ),
+            4 => format!(
+                r#"{{"type":"Point","coordinates":[{},{}]}}"#,
+                x + 5.0,
+                y + 5.0
+            ),
+            _ => format!(
+                r#"{{"type":"Polygon","coordinates":[[[{x},{y}],[{},{}],[{},{}],[{x},{y}]]]}}"#,
+                x + 10.0,
+                y + 10.0,
+                x + 10.0,
+                y + 9.0
+            ),
+        };
+        features.push(format!(
+            r#"{{"type":"Feature","id":{},"properties":{{}},"geometry":{geom}}}"#,
+            1000 + i
+        ));
+    }
+    let data = dir.path().join("g.geojson");
+    std::fs::write(
+        &data,
+        format!(
+            r#"{{"type":"FeatureCollection","features":[{}]}}"#,
+            features.join(",")
+        ),
+    )
+    .unwrap();
+    let objects = geoflash_bench::formats::read_geojson(&data).unwrap();
+    assert_eq!(objects.len(), 400);
+
+    let windows = [
+        [0.0, 8.0, 2.0, 10.0],      // the empty corner of the first triangle's MBR
+        [0.0, 0.0, 105.0, 105.0],   // a block of objects
+        [-5.0, 3.0, 400.0, 3.5],    // a thin band across a row
+        [29.5, 129.0, 29.8, 129.3], // inside one triangle
+    ];
+    for (k, extra) in [vec![], vec!["--bulk", "str"]].into_iter().enumerate() {
+        let idx = dir.path().join(format!("gidx{k}"));
+        let mut args = vec![
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(&idx),
+            "--device",
+            "file?direct=false",
+            "--page-size",
+            "512",
+            "--json",
+        ];
+        args.extend(extra);
+        assert_eq!(last_json(&ok(geoflash(&args)))["operations"], 400);
+        assert!(idx.join("objects.dat").is_file());
+
+        let mut refined_away = 0;
+        for w in windows {
+            let wtext = format!("{},{},{},{}", w[0], w[1], w[2], w[3]);
+            let wg = window_geometry(&Rect::new(w[0], w[1], w[2], w[3]).unwrap());
+            for (name, p) in [
+                ("intersects", Predicate::Intersects),
+                ("contains", Predicate::Contains),
+                ("within", Predicate::Within),
+            ] {
+                let out = last_json(&ok(geoflash(&[
+                    "query",
+                    "--index",
+                    s(&idx),
+                    "--window",
+                    &wtext,
+                    "--predicate",
+                    name,
+                    "--refine",
+                    "--ids",
+                    "--json",
+                ])));
+                let got: Vec<u64> = out["windows"][0]["ids"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_u64().unwrap())
+                    .collect();
+                let mut want: Vec<u64> = objects
+                    .iter()
+                    .filter(|(_, g)| satisfies(&wg, g, p))
+                    .map(|(id, _)| *id)
+                    .collect();
+                want.sort_unstable();
+                assert_eq!(got, want, "window {wtext} predicate {name}");
+                let (c, r) = (
+                    out["stats"]["query_candidates"].as_u64().unwrap(),
+                    out["stats"]["query_results"].as_u64().unwrap(),
+                );
+                assert_eq!(r, want.len() as u64);
+                assert!(c >= r);
+                refined_away += c - r;
+            }
+        }
+        assert!(refined_away > 0, "refinement removed no candidate");
+        // the corner window: one MBR candidate, no exact answer
+        let out = last_json(&ok(geoflash(&[
+            "query",
+            "--index",
+            s(&idx),
+            "--window",
+            "0,8,2,10",
+            "--refine",
+            "--json",
+        ])));
+        assert_eq!(out["stats"]["query_candidates"], 1);
+        assert_eq!(out["windows"][0]["count"], 0);
+        // within: the small window lies inside triangle 1000 + 6*20 + 1
+        let out = last_json(&ok(geoflash(&[
+            "query",
+            "--index",
+            s(&idx),
+            "--window",
+            "29.5,129,29.8,129.3",
+            "--predicate",
+            "within",
+            "--refine",
+            "--ids",
+            "--json",
+        ])));
+        assert_eq!(out["windows"][0]["ids"], serde_json::json!([1121]));
+    }
+
+    // insert and delete take GeoJSON too (heap and tree together)
+    let idx = dir.path().join("gidx0");
+    let extra = dir.path().join("extra.geojson");
+    std::fs::write(
+        &extra,
+        r#"{"type":"FeatureCollection","features":[{"type":"Feature","id":5,"properties":{},"geometry":{"type":"LineString","coordinates":[[-50,-50],[-40,-41]]}}]}"#,
+    )
+    .unwrap();
+    let count = |idx: &Path| {
+        let out = last_json(&ok(geoflash(&[
+            "query",
+            "--index",
+            s(idx),
+            "--window",
+            "-45,-46,-44,-45",
+            "--refine",
+            "--json",
+        ])));
+        out["windows"][0]["count"].as_u64().unwrap()
+    };
+    assert_eq!(count(&idx), 0);
+    ok(geoflash(&[
+        "insert",
+        "--index",
+        s(&idx),
+        "--input",
+        s(&extra),
+    ]));
+    assert_eq!(count(&idx), 1);
+    let again = geoflash(&["insert", "--index", s(&idx), "--input", s(&extra)]);
+    assert_eq!(again.status.code(), Some(2), "a duplicate id is refused");
+    ok(geoflash(&[
+        "delete",
+        "--index",
+        s(&idx),
+        "--input",
+        s(&extra),
+    ]));
+    assert_eq!(count(&idx), 0);
+
+    // an index without a heap: --refine is a clear input error
+    let csv = dir.path().join("r.csv");
+    std::fs::write(&csv, "id,minx,miny,maxx,maxy\n1,0,0,1,1\n").unwrap();
+    let plain = dir.path().join("plain");
+    ok(geoflash(&[
+        "build",
+        "--input",
+        s(&csv),
+        "--index",
+        s(&plain),
+        "--device",
+        "file?direct=false",
+    ]));
+    let out = geoflash(&[
+        "query",
+        "--index",
+        s(&plain),
+        "--window",
+        "0,0,1,1",
+        "--refine",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no object heap"));
+}
