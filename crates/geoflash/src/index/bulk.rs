@@ -9,8 +9,6 @@
 //! by the last one: a crash in the middle leaves an empty tree (and pages
 //! that the next checkpointed free-space scan does not know about: bulk
 //! loads are meant to be followed by a checkpoint).
-use std::collections::HashSet;
-
 use super::ops::{center, mbr};
 use super::params::{IndexKind, TreeParams};
 use super::{checked, RTree};
@@ -78,22 +76,30 @@ impl<S: NodeStore> RTree<S> {
         } else {
             None
         };
-        let mut seen = HashSet::with_capacity(items.len());
         let mut level_entries = Vec::with_capacity(items.len());
+        // Ids strictly ascending (the common case) are unique without a set.
+        let mut ascending = true;
+        let mut prev: Option<u64> = None;
         for (id, rect) in items {
             let rect = checked(rect)?;
-            if !seen.insert(id) {
-                return Err(Error::invalid(format!(
-                    "object id {id} appears twice in the bulk-load input (object ids must be unique)"
-                )));
-            }
+            ascending &= prev.is_none_or(|p| p < id);
+            prev = Some(id);
             level_entries.push(Entry {
                 key: id,
                 rect,
                 payload: tree_domain.map_or(0, |d| super::hilbert::record_value(&d, &rect, id)),
             });
         }
-        drop(seen);
+        if !ascending {
+            let mut ids: Vec<u64> = level_entries.iter().map(|e| e.key).collect();
+            ids.sort_unstable();
+            if let Some(w) = ids.windows(2).find(|w| w.first() == w.get(1)) {
+                let id = w.first().copied().unwrap_or_default();
+                return Err(Error::invalid(format!(
+                    "object id {id} appears twice in the bulk-load input (object ids must be unique)"
+                )));
+            }
+        }
         let records = level_entries.len() as u64;
         if records == 0 {
             return Ok(tree);
@@ -176,16 +182,19 @@ impl<S: NodeStore> RTree<S> {
                 }
             }
             _ => {
-                let cx = |e: &Entry| center(&e.rect).0;
-                let cy = |e: &Entry| center(&e.rect).1;
-                entries.sort_by(|a, b| cx(a).total_cmp(&cx(b)).then(a.key.cmp(&b.key)));
+                // Keys are unique, so an unstable sort by (centre, key) gives
+                // the order of a stable one; the centre is compared through
+                // an order-preserving integer image of its bits.
+                let cx = |e: &Entry| ordered_bits(center(&e.rect).0);
+                let cy = |e: &Entry| ordered_bits(center(&e.rect).1);
+                entries.sort_unstable_by_key(|e| (cx(e), e.key));
                 let slices = (sizes.len() as f64).sqrt().ceil().max(1.0) as usize;
                 let per_slice = sizes.len().div_ceil(slices).max(1);
                 let mut rest = entries.into_iter();
                 for slice_sizes in sizes.chunks(per_slice) {
                     let n: usize = slice_sizes.iter().sum();
                     let mut slice: Vec<Entry> = rest.by_ref().take(n).collect();
-                    slice.sort_by(|a, b| cy(a).total_cmp(&cy(b)).then(a.key.cmp(&b.key)));
+                    slice.sort_unstable_by_key(|e| (cy(e), e.key));
                     let mut it = slice.into_iter();
                     for &s in slice_sizes {
                         out.push(it.by_ref().take(s).collect());
@@ -194,6 +203,17 @@ impl<S: NodeStore> RTree<S> {
             }
         }
         Ok(out)
+    }
+}
+
+/// An integer whose order is [`f64::total_cmp`]'s order of `v`.
+#[inline]
+fn ordered_bits(v: f64) -> u64 {
+    let b = v.to_bits();
+    if b >> 63 == 1 {
+        !b
+    } else {
+        b | (1 << 63)
     }
 }
 

@@ -402,6 +402,14 @@ impl Bound {
     }
 }
 
+/// A bound on squared distances above `(limit · (1 + 1e-9))²`: a squared
+/// distance beyond it has a square root beyond `limit` despite rounding.
+#[inline]
+fn widen_sq(limit: f64) -> f64 {
+    let l = limit * (1.0 + 1e-9);
+    l * l
+}
+
 impl<S: NodeStore> NearestIter<'_, S> {
     /// What the search did so far (`results` counts neighbours produced).
     pub fn stats(&self) -> QueryStats {
@@ -443,7 +451,13 @@ impl<S: NodeStore> Iterator for NearestIter<'_, S> {
                 self.stats.candidates += node.entries.len() as u64;
             }
             let mut limit = self.bound.as_ref().map_or(f64::INFINITY, Bound::limit);
+            // Squared-distance prefilter, widened so that it never drops an
+            // entry the exact test below would keep.
+            let mut limit_sq = widen_sq(limit);
             for e in &node.entries {
+                if e.rect.min_dist_sq_point(&self.point) > limit_sq {
+                    continue;
+                }
                 let dist = min_dist(&self.point, &e.rect);
                 if dist > limit {
                     continue;
@@ -452,6 +466,7 @@ impl<S: NodeStore> Iterator for NearestIter<'_, S> {
                     if let Some(b) = self.bound.as_mut() {
                         b.note(dist);
                         limit = b.limit();
+                        limit_sq = widen_sq(limit);
                     }
                 }
                 self.heap.push(Reverse(Item {

@@ -3,7 +3,7 @@
 //! choice of entries for forced reinsertion. The R* split is in `split`.
 use std::cmp::Ordering;
 
-use super::ops::{area, center, enlargement, overlap, union};
+use super::ops::{area, center, enlargement, intersects, overlap, union};
 use crate::geom::Rect;
 use crate::page::Entry;
 use crate::storage::PageId;
@@ -53,7 +53,10 @@ pub(crate) fn choose_by_overlap(entries: &[Entry], rect: &Rect) -> Option<PageId
         let grown = union(&e.rect, rect);
         let mut delta = 0.0;
         for (j, other) in entries.iter().enumerate() {
-            if j != i {
+            // A sibling disjoint from `grown` overlaps neither rectangle and
+            // would add exactly 0.0: skipping it leaves the sum unchanged and
+            // spares the dependent additions (most siblings are disjoint).
+            if j != i && intersects(&grown, &other.rect) {
                 delta += overlap(&grown, &other.rect) - overlap(&e.rect, &other.rect);
             }
         }
