@@ -527,7 +527,10 @@ impl Index {
         self.objects.as_ref()
     }
 
-    /// The object heap, created in the index directory when missing.
+    /// The object heap, created in the index directory when missing. An
+    /// opened index already holds its heap if it has one, so a heap file
+    /// found here is a leftover of an earlier, unfinished build in the same
+    /// directory (no manifest then): it is replaced.
     fn objects_mut(&mut self) -> Result<&mut crate::objects::Heap> {
         self.writable()?;
         let heap = match self.objects.take() {
@@ -536,7 +539,15 @@ impl Index {
                 let dir = self.dir.as_deref().ok_or_else(|| {
                     Error::invalid("an object heap needs an index directory; this index has none")
                 })?;
-                crate::objects::Heap::open_or_create(&dir.join(crate::objects::OBJECTS_FILE))?
+                let path = dir.join(crate::objects::OBJECTS_FILE);
+                if path.exists() {
+                    std::fs::remove_file(&path).map_err(|source| Error::Io {
+                        path: path.clone(),
+                        page: None,
+                        source,
+                    })?;
+                }
+                crate::objects::Heap::create(&path)?
             }
         };
         Ok(self.objects.insert(heap))
@@ -804,6 +815,18 @@ mod tests {
         idx.delete_object(1000).unwrap();
         assert!(idx.delete_object(1000).is_err());
         idx.close().unwrap();
+        // a heap left by an unfinished build (no manifest) does not leak into a new index
+        let stale = dir.path().join("stale");
+        std::fs::create_dir_all(&stale).unwrap();
+        std::fs::copy(
+            path.join(crate::objects::OBJECTS_FILE),
+            stale.join(crate::objects::OBJECTS_FILE),
+        )
+        .unwrap();
+        let mut fresh = Index::create(&stale, &file_opts()).unwrap();
+        fresh.insert_object(3, &line).unwrap();
+        assert_eq!(fresh.objects().unwrap().len(), 1);
+        drop(fresh);
 
         let ro = Index::open(&path, Access::Read).unwrap();
         assert_eq!(ro.objects().unwrap().len(), 50);
