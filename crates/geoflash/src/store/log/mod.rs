@@ -79,6 +79,34 @@
 //! last synced batch is indistinguishable from a torn tail, as in every
 //! write-ahead log without an external end marker.
 //!
+//! # How a store uses the log
+//!
+//! - Each operation: `append` its NEW / MOD / DEL / META records with its
+//!   operation id, then [`Log::commit`]; the durability mode decides when the
+//!   commit is durable ([`Log::durable_op`] tells which operations are
+//!   acknowledged).
+//! - Each flush (between operations): for pages written in place, `append`
+//!   a PAGE_IMAGE of each (full new content, torn-write protection), then
+//!   [`Log::sync_to`] the newest LSN the pages contain (the log is durable
+//!   before the page), write the pages, sync the page device, then `append`
+//!   FLUSH of the pages. After a crash before the FLUSH, the images restore
+//!   pages that tore; after it, images and older records are obsolete.
+//! - When [`Log::fill_ratio`] passes the store's threshold, or `append`
+//!   returns [`Error::DeviceFull`]: [`Log::compact`] between operations; if
+//!   the [`CompactReport`] shows too little freed, flush pages (FLUSH records
+//!   make their records obsolete) and compact again.
+//! - A checkpoint: flush everything, sync the pages, `append` CHECKPOINT and
+//!   sync: restart then needs nothing older.
+//! - At open: [`Log::open`] returns the survivors in their original order
+//!   ([`Recovered::records`]); replay them into the buffer. Operation ids of
+//!   new operations start above [`Recovered::max_op`]. A read-only open uses
+//!   [`LogReader`] and [`LogReader::recover`], which write nothing.
+//!
+//! Restart always writes the survivors to the other region (even when there
+//! are none): that is what lets the log never continue a region whose tail a
+//! crash left in an unknown state. Its cost is one scan, the survivors'
+//! pages, two superblock writes and three syncs.
+//!
 //! # Durability modes
 //!
 //! [`Durability::Sync`] syncs at every commit; [`Durability::Group`] syncs

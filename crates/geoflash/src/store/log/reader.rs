@@ -214,6 +214,15 @@ impl LogReader {
         self.records
     }
 
+    /// What restart would recover from this log (nothing is written).
+    /// An index opened read-only refuses a log whose recovery has records to replay.
+    pub fn recover(self) -> super::Recovered {
+        let torn = self.torn_tail;
+        let mut r = super::recover(self.records);
+        r.torn_tail = torn;
+        r
+    }
+
     /// Number of whole records.
     pub fn len(&self) -> usize {
         self.records.len()

@@ -993,3 +993,42 @@ fn device_errors_are_sticky() {
     assert!(log.append(rec(RecordKind::Mod, 3, 1, 10)).is_err());
     assert!(log.sync().is_err());
 }
+
+#[test]
+fn log_in_its_own_file() {
+    use crate::storage::file::{FileDevice, FileDeviceOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.dat");
+    let opts = FileDeviceOptions {
+        direct: false,
+        capacity_pages: LOG_PAGES,
+        ..FileDeviceOptions::default()
+    };
+    let open =
+        || -> Arc<dyn PageDevice> { Arc::new(FileDevice::open(&path, PS, opts.clone()).unwrap()) };
+    let mut log = Log::create(
+        open(),
+        0,
+        LOG_PAGES,
+        config(Durability::Group {
+            ops: 2,
+            millis: u32::MAX,
+        }),
+    )
+    .unwrap();
+    for op in 1..=9 {
+        log.append(rec(RecordKind::New, op, op, 700)).unwrap();
+        log.commit(op).unwrap();
+    }
+    assert_eq!(log.durable_op(), Some(8));
+    drop(log);
+    let (_, r) = Log::open(open(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+    assert_eq!(
+        r.committed_ops,
+        (1..=8).collect::<Vec<_>>(),
+        "op 9 was never synced"
+    );
+    let reader = LogReader::open(open(), 0, LOG_PAGES, INDEX).unwrap();
+    let again = reader.recover();
+    assert_eq!(again.records, r.records);
+}

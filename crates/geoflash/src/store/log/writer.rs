@@ -196,13 +196,14 @@ impl Log {
         }
     }
 
-    /// Runs `f`, making any error sticky.
+    /// Runs `f`, making any error but bad input sticky: after a failed device
+    /// call the log's view of what reached the device is uncertain.
     fn guard<T>(&mut self, f: impl FnOnce(&mut Log) -> Result<T>) -> Result<T> {
         self.check_alive()?;
         match f(self) {
             Ok(v) => Ok(v),
             Err(e) => {
-                if !matches!(e, Error::InvalidInput(_) | Error::DeviceFull(_)) {
+                if !matches!(e, Error::InvalidInput(_)) {
                     self.failed = Some(e.to_string());
                 }
                 Err(e)
@@ -224,15 +225,16 @@ impl Log {
     /// record is durable after the next sync. [`Error::DeviceFull`] when the
     /// live region has no room: compact (or flush pages, then compact).
     pub fn append(&mut self, mut rec: Record) -> Result<Lsn> {
+        self.check_alive()?;
+        let len = rec.encoded_len();
+        if self.pages_needed(len) > self.layout.region_pages() {
+            return Err(Error::DeviceFull(format!(
+                "log full: a {len}-byte record does not fit ({} of {} bytes used); compact the log or flush pages",
+                self.used_bytes(),
+                self.capacity_bytes()
+            )));
+        }
         self.guard(|log| {
-            let len = rec.encoded_len();
-            if log.pages_needed(len) > log.layout.region_pages() {
-                return Err(Error::DeviceFull(format!(
-                    "log full: a {len}-byte record does not fit ({} of {} bytes used); compact the log or flush pages",
-                    log.used_bytes(),
-                    log.capacity_bytes()
-                )));
-            }
             rec.lsn = log.next_lsn;
             rec.encode_into(&mut log.buf)?;
             log.next_lsn += 1;
