@@ -9,6 +9,7 @@
 use std::str::FromStr;
 use std::time::Instant;
 
+use geoflash::storage::trace::{replay_with_progress, ReplaySummary, Trace};
 use geoflash::storage::{DeviceStats, PageDevice, PageId};
 use geoflash::{Error, Result};
 use rand::{Rng, SeedableRng};
@@ -225,6 +226,46 @@ fn fill_region(device: &dyn PageDevice, region_pages: u64, page: &[u8]) -> Resul
         first += n;
     }
     device.sync()
+}
+
+/// What replaying a trace measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceReplayReport {
+    /// The device, as it describes itself.
+    pub device: String,
+    /// The trace file replayed.
+    pub trace: String,
+    /// Page size in bytes (the trace's).
+    pub page_size: usize,
+    /// What was submitted: records, batches, syncs, trims, pages.
+    pub replayed: ReplaySummary,
+    /// Wall-clock time of the replay, in nanoseconds.
+    pub wall_ns: u64,
+    /// The device's counters for the replay (reset before it starts).
+    pub stats: DeviceStats,
+}
+
+/// Replays `trace` (read from `name`) on `device`, call by call with its
+/// batch boundaries, syncs and trims; the device's counters are reset first,
+/// so on a fresh device of the recorded model they equal the recorded run's.
+pub fn replay_trace(
+    device: &dyn PageDevice,
+    trace: &Trace,
+    name: &str,
+    progress: &dyn Fn(u64),
+) -> Result<TraceReplayReport> {
+    device.reset_stats();
+    let start = Instant::now();
+    let replayed = replay_with_progress(trace, device, progress)?;
+    let wall_ns = start.elapsed().as_nanos() as u64;
+    Ok(TraceReplayReport {
+        device: device.describe(),
+        trace: name.to_string(),
+        page_size: trace.page_size,
+        replayed,
+        wall_ns,
+        stats: device.stats(),
+    })
 }
 
 #[cfg(test)]

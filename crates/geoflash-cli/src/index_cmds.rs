@@ -70,6 +70,10 @@ pub struct BuildArgs {
     /// Units of the coordinates (kNN distances are in these units).
     #[arg(long, default_value = "unit")]
     units: String,
+    /// Record the I/O trace of the index device in this file (replay it with
+    /// `devbench --trace`); the build is re-run on a scratch device to record it.
+    #[arg(long)]
+    record_trace: Option<PathBuf>,
     /// Print the Stats record as JSON (last line of standard output).
     #[arg(long)]
     json: bool,
@@ -437,9 +441,13 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
     }
     opts.tree_params()?;
     if formats::Format::from_path(&a.input)? == formats::Format::GeoJson {
+        if a.record_trace.is_some() {
+            return Err(Error::invalid("--record-trace needs a CSV input in this version").into());
+        }
         return build_objects(&a, &opts);
     }
     let records = read_input(&a.input)?;
+    let trace_input = a.record_trace.as_ref().map(|_| records.clone());
     let start = Instant::now();
     let (index, ops) = match &a.bulk {
         Some(method) => {
@@ -457,6 +465,15 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
             (index, done)
         }
     };
+    if let (Some(path), Some(mut input)) = (&a.record_trace, trace_input) {
+        input.truncate(ops as usize);
+        let bulk = match &a.bulk {
+            Some(m) => Some((m.parse::<BulkMethod>()?, a.fill)),
+            None => None,
+        };
+        let stats = index.device().stats();
+        crate::trace_cmd::record_build(path, &a.index, &opts, input, bulk, &stats)?;
+    }
     print_stats(&index, "build", ops, start, a.json)?;
     index.close()?;
     Ok(())

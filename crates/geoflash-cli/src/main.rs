@@ -14,6 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 #[macro_use]
 mod output;
 mod index_cmds;
+mod trace_cmd;
 
 /// geoflash: a flash-aware spatial indexing engine and its workbench.
 #[derive(Parser)]
@@ -131,6 +132,13 @@ struct DevbenchArgs {
     /// Do not fill the region before a read pattern.
     #[arg(long)]
     no_prefill: bool,
+    /// Replay this I/O trace (recorded with --record-trace) on the device
+    /// instead of running a pattern; the page size is the trace's.
+    #[arg(long, conflicts_with = "record_trace")]
+    trace: Option<PathBuf>,
+    /// Record the run's device I/O (prefill included) as a trace in this file.
+    #[arg(long)]
+    record_trace: Option<PathBuf>,
     /// Print the report as JSON (last line of standard output).
     #[arg(long)]
     json: bool,
@@ -195,11 +203,22 @@ pub fn progress_bar(len: u64, what: &str) -> ProgressBar {
 }
 
 fn cmd_devbench(a: DevbenchArgs) -> Result<(), Failure> {
+    if let Some(trace) = &a.trace {
+        return trace_cmd::replay(&a.device, trace, a.json);
+    }
     let page_size = usize::try_from(parse_size(&a.page_size)?)
         .map_err(|_| geoflash::Error::invalid("page size too large"))?;
     let spec = DeviceSpec::parse(&a.device)?;
     let default_path = PathBuf::from("devbench.dat");
-    let device = spec.open(page_size, Some(&default_path))?;
+    let mut device = spec.open(page_size, Some(&default_path))?;
+    let mut recorder = None;
+    if let Some(path) = &a.record_trace {
+        let traced = std::sync::Arc::new(geoflash::storage::trace::TraceDevice::create(
+            device, path, true,
+        )?);
+        recorder = Some(traced.clone());
+        device = traced;
+    }
     let cfg = DevbenchConfig {
         pattern: a.pattern.parse::<Pattern>()?,
         count: a.count,
@@ -212,6 +231,9 @@ fn cmd_devbench(a: DevbenchArgs) -> Result<(), Failure> {
     let bar = progress_bar(cfg.count, "devbench");
     let report = devbench::run(device.as_ref(), &cfg, &|done| bar.set_position(done))?;
     bar.finish_and_clear();
+    if let Some(r) = recorder {
+        r.finish()?;
+    }
     if a.json {
         output::print_json(&report)?;
     } else {
