@@ -9,7 +9,8 @@
 //! reported; answers are checked to be equal between the two libraries.
 //!
 //! Run: `cargo bench -p geoflash --bench rtree_vs_rstar` (N from
-//! `GEOFLASH_BENCH_N`, default 1,000,000).
+//! `GEOFLASH_BENCH_N`, default 1,000,000; `GEOFLASH_BENCH_PROFILE_QUERIES=n`
+//! repeats geoflash's queries n times more, untimed, for a profiler).
 use std::time::Instant;
 
 use geoflash::cache::PolicyKind;
@@ -121,9 +122,10 @@ fn main() {
     ));
 
     // bulk load
-    let (mut g, mut r) = (Vec::new(), Vec::new());
+    let (mut g, mut r, mut r_page) = (Vec::new(), Vec::new(), Vec::new());
     let mut gtree = None;
     let mut rtree = None;
+    let mut ptree = None;
     for _ in 0..reps {
         let items = data.clone();
         let t = Instant::now();
@@ -135,12 +137,21 @@ fn main() {
         let rt = RStarTree::bulk_load(o);
         r.push(t.elapsed().as_secs_f64());
         rtree = Some(rt);
+        let o = objs.clone();
+        let t = Instant::now();
+        let pt: RStarTree<Obj, PageParams> = RStarTree::bulk_load_with_params(o);
+        r_page.push(t.elapsed().as_secs_f64());
+        ptree = Some(pt);
     }
-    rows.push(("STR bulk load (s)", median(g), median(r), f64::NAN));
-    let (gtree, rtree) = (gtree.expect("tree"), rtree.expect("tree"));
+    rows.push(("STR bulk load (s)", median(g), median(r), median(r_page)));
+    let (gtree, rtree, ptree) = (
+        gtree.expect("tree"),
+        rtree.expect("tree"),
+        ptree.expect("tree"),
+    );
 
     // range queries (on the bulk-loaded trees), answers compared
-    let (mut g, mut r) = (Vec::new(), Vec::new());
+    let (mut g, mut r, mut r_page) = (Vec::new(), Vec::new(), Vec::new());
     let mut total = 0usize;
     for _ in 0..reps {
         let t = Instant::now();
@@ -169,6 +180,23 @@ fn main() {
             );
         }
         r.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        let mut pa: Vec<Vec<u64>> = Vec::with_capacity(100);
+        for w in &windows {
+            let env = AABB::from_corners([w.min_x, w.min_y], [w.max_x, w.max_y]);
+            pa.push(
+                ptree
+                    .locate_in_envelope_intersecting(&env)
+                    .map(|o| o.data)
+                    .collect(),
+            );
+        }
+        r_page.push(t.elapsed().as_secs_f64() * 1e3);
+        for (a, b) in pa.iter_mut().zip(ra.iter_mut()) {
+            a.sort_unstable();
+            b.sort_unstable();
+            assert_eq!(a, b, "rstar range answers differ between node sizes");
+        }
         for (a, b) in ga.iter_mut().zip(ra.iter_mut()) {
             a.sort_unstable();
             b.sort_unstable();
@@ -180,11 +208,11 @@ fn main() {
         "100 range queries at 0.01% (ms)",
         median(g),
         median(r),
-        f64::NAN,
+        median(r_page),
     ));
 
     // kNN
-    let (mut g, mut r) = (Vec::new(), Vec::new());
+    let (mut g, mut r, mut r_page) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..reps {
         let t = Instant::now();
         let ga: Vec<Vec<f64>> = points
@@ -212,13 +240,46 @@ fn main() {
             })
             .collect();
         r.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        let pa: Vec<Vec<f64>> = points
+            .iter()
+            .map(|p| {
+                ptree
+                    .nearest_neighbor_iter_with_distance_2(&[p.x, p.y])
+                    .take(10)
+                    .map(|(_, d2)| d2.sqrt())
+                    .collect()
+            })
+            .collect();
+        r_page.push(t.elapsed().as_secs_f64() * 1e3);
+        assert_eq!(pa, ra, "rstar kNN distances differ between node sizes");
         for (a, b) in ga.iter().zip(&ra) {
             for (x, y) in a.iter().zip(b) {
                 assert!((x - y).abs() < 1e-12, "kNN distances differ");
             }
         }
     }
-    rows.push(("100 kNN, k = 10 (ms)", median(g), median(r), f64::NAN));
+    rows.push(("100 kNN, k = 10 (ms)", median(g), median(r), median(r_page)));
+
+    // For profiling the query phases (`perf record`): repeat geoflash's
+    // queries untimed `GEOFLASH_BENCH_PROFILE_QUERIES` times (default 0).
+    let profile = env("GEOFLASH_BENCH_PROFILE_QUERIES", 0);
+    let mut sink = 0usize;
+    for _ in 0..profile {
+        for w in &windows {
+            sink += gtree
+                .query(*w, Predicate::Intersects)
+                .expect("query")
+                .hits
+                .len();
+        }
+        for p in &points {
+            sink += gtree.nearest(*p, 10, false).expect("knn").neighbors.len();
+        }
+    }
+    if profile > 0 {
+        println!("profiling loop: {sink} answers");
+    }
 
     println!(
         "N = {n}, repetitions = {reps}, medians; range answers equal ({} results per run)",
