@@ -58,7 +58,9 @@ pub enum RecordKind {
     Mod,
     /// A node was deleted.
     Del,
-    /// Pages made durable on the device; earlier records of these pages are obsolete.
+    /// Pages made durable on the device; earlier records of these pages are
+    /// obsolete. For a deleted page it means the deletion is durable (for
+    /// example the free list holding the page has been written).
     Flush,
     /// The operation `Record::op` is complete.
     Commit,

@@ -1004,8 +1004,7 @@ fn log_in_its_own_file() {
         capacity_pages: LOG_PAGES,
         ..FileDeviceOptions::default()
     };
-    let open =
-        || -> Arc<dyn PageDevice> { Arc::new(FileDevice::open(&path, PS, opts.clone()).unwrap()) };
+    let open = || -> Arc<dyn PageDevice> { Arc::new(FileDevice::open(&path, PS, opts).unwrap()) };
     let mut log = Log::create(
         open(),
         0,
@@ -1031,4 +1030,11 @@ fn log_in_its_own_file() {
     let reader = LogReader::open(open(), 0, LOG_PAGES, INDEX).unwrap();
     let again = reader.recover();
     assert_eq!(again.records, r.records);
+}
+
+#[test]
+fn the_log_can_be_shared_between_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Log>();
+    send_sync::<LogReader>();
 }

@@ -159,6 +159,8 @@ impl Log {
         log.durable_lsn = log.last_lsn;
         log.last_commit = rec.last_committed_op.map(|op| (0, op));
         log.durable_op = rec.last_committed_op;
+        // The old region's valid pages are trimmed after the switch.
+        log.next_pos = s.pages;
         log.rewrite(&rec.records)?;
         Ok((log, rec))
     }
