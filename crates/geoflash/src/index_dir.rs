@@ -182,13 +182,16 @@ pub struct Index {
     _lock: Option<DirLock>,
 }
 
+/// A device, and the flash simulator behind it when it is one.
+type OpenedDevice = (Arc<dyn PageDevice>, Option<Arc<FlashSim>>);
+
 /// Opens the device a spec names; a flash simulator is also returned as
 /// itself so its state can be saved.
 fn open_device(
     spec: &DeviceSpec,
     page_size: usize,
     default_path: Option<&Path>,
-) -> Result<(Arc<dyn PageDevice>, Option<Arc<FlashSim>>)> {
+) -> Result<OpenedDevice> {
     match spec {
         DeviceSpec::FlashSim { params } => {
             let joined: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
