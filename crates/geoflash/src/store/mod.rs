@@ -20,6 +20,7 @@ use crate::Result;
 
 pub mod accounting;
 pub mod alloc;
+pub mod efind;
 pub mod log;
 pub mod mem;
 pub mod plain;

@@ -1,0 +1,269 @@
+//! Flushing (Alg. 3), the flushing policies and temporal control on writes
+//! (Alg. 4) and reads (Alg. 5).
+//!
+//! Area definitions (the paper leaves them open):
+//! - the **modified area** of a buffered page is the area of the MBR of the
+//!   entry versions buffered for it (its mod tree's `Some` entries; removals
+//!   carry no rectangle; a DEL page has none, area 0);
+//! - the **overlapping modified area** of a candidate page is the sum, over
+//!   the other candidates of the flush (the p% oldest pages), of the area of
+//!   the intersection of the two modified MBRs;
+//! - α = Σ modified area of the unit / Σ modified area of every buffered page;
+//!   β = Σ overlapping modified area of the unit / Σ over every candidate.
+//!   A zero denominator makes the factor 1 (it then ranks nothing).
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::write_buffer::Status;
+use super::EfindStore;
+use crate::page::{self, Node};
+use crate::storage::PageId;
+use crate::Result;
+
+/// Flushing policy: how a flushing unit's degree is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum FlushPolicy {
+    /// FP_m = Σ mod_count.
+    M,
+    /// FP_mh = Σ mod_count·(h+1) (the paper's best, default).
+    #[default]
+    Mh,
+    /// FP_mha = FP_mh·α.
+    Mha,
+    /// FP_mhao = FP_mha·β.
+    Mhao,
+}
+
+/// What the flushing algorithm knows about one candidate page.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PageInfo {
+    /// Page id.
+    pub id: PageId,
+    /// Node height (0 = leaf).
+    pub height: u16,
+    /// Modifications since the last flush.
+    pub mod_count: u64,
+    /// Modified area (see the module documentation).
+    pub area: f64,
+    /// Overlapping modified area (see the module documentation).
+    pub overlap: f64,
+}
+
+/// The flushing degree of a unit under `policy`; `total_area` and
+/// `total_overlap` are the denominators of α and β.
+pub fn degree(policy: FlushPolicy, unit: &[PageInfo], total_area: f64, total_overlap: f64) -> f64 {
+    let m: f64 = unit.iter().map(|p| p.mod_count as f64).sum();
+    let mh: f64 = unit
+        .iter()
+        .map(|p| p.mod_count as f64 * (f64::from(p.height) + 1.0))
+        .sum();
+    let ratio = |part: f64, total: f64| if total > 0.0 { part / total } else { 1.0 };
+    let alpha = ratio(unit.iter().map(|p| p.area).sum(), total_area);
+    let beta = ratio(unit.iter().map(|p| p.overlap).sum(), total_overlap);
+    match policy {
+        FlushPolicy::M => m,
+        FlushPolicy::Mh => mh,
+        FlushPolicy::Mha => mh * alpha,
+        FlushPolicy::Mhao => mh * alpha * beta,
+    }
+}
+
+/// Chooses the unit to flush among `pages` (sorted by id here): consecutive
+/// groups of `unit` pages, the first of the highest degree.
+pub fn choose_unit(
+    policy: FlushPolicy,
+    mut pages: Vec<PageInfo>,
+    unit: usize,
+    total_area: f64,
+    total_overlap: f64,
+) -> Vec<PageId> {
+    pages.sort_by_key(|p| p.id);
+    let mut best: Option<(f64, &[PageInfo])> = None;
+    for fu in pages.chunks(unit.max(1)) {
+        let d = degree(policy, fu, total_area, total_overlap);
+        if best.is_none_or(|(b, _)| d > b) {
+            best = Some((d, fu));
+        }
+    }
+    best.map(|(_, fu)| fu.iter().map(|p| p.id).collect())
+        .unwrap_or_default()
+}
+
+/// Outcome of temporal control on writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcChoice {
+    /// Pages near recently written pages (sequential).
+    Seq,
+    /// Pages far from every recently written page (stride).
+    Str,
+    /// Seq ∪ Str.
+    Both,
+    /// Neither fills a unit: the input unchanged.
+    Fallback,
+}
+
+/// Temporal control on writes (Alg. 4): `ids` within `seq` of a page of `wq`
+/// form Seq, those farther than `stride` from all of them form Str. Returns
+/// Seq if it fills a unit, else Str, else Seq ∪ Str, else the input.
+pub fn temporal_control_writes(
+    ids: &[PageId],
+    wq: &VecDeque<PageId>,
+    unit: usize,
+    seq: u64,
+    stride: u64,
+) -> (Vec<PageId>, TcChoice) {
+    if wq.is_empty() {
+        return (ids.to_vec(), TcChoice::Fallback);
+    }
+    let mut s = Vec::new();
+    let mut t = Vec::new();
+    for &id in ids {
+        let d = wq.iter().map(|&w| w.abs_diff(id)).min().unwrap_or(u64::MAX);
+        if d <= seq {
+            s.push(id);
+        } else if d > stride {
+            t.push(id);
+        }
+    }
+    let unit = unit.max(1);
+    if s.len() >= unit {
+        (s, TcChoice::Seq)
+    } else if t.len() >= unit {
+        (t, TcChoice::Str)
+    } else if s.len() + t.len() >= unit {
+        s.extend(t);
+        (s, TcChoice::Both)
+    } else {
+        (ids.to_vec(), TcChoice::Fallback)
+    }
+}
+
+impl EfindStore {
+    /// One flush (Alg. 3): writes one flushing unit as one device batch.
+    /// Returns the number of buffered pages it removed.
+    pub(super) fn flush_once(&mut self) -> Result<usize> {
+        if self.wb.is_empty() {
+            return Ok(0);
+        }
+        let mut rows: Vec<(PageId, u64)> =
+            self.wb.iter().map(|(id, r)| (id, r.timestamp)).collect();
+        rows.sort_by_key(|&(id, ts)| (ts, id));
+        let n = (rows.len() * usize::from(self.config.flush_percent))
+            .div_ceil(100)
+            .max(1);
+        let mut ids: Vec<PageId> = rows.iter().take(n).map(|&(id, _)| id).collect();
+        if let Some(tc) = self.config.temporal_control {
+            let (picked, choice) = {
+                let inner = self.lock();
+                temporal_control_writes(
+                    &ids,
+                    &inner.wq,
+                    self.config.flush_unit,
+                    tc.seq_distance,
+                    tc.stride_distance,
+                )
+            };
+            let mut inner = self.lock();
+            match choice {
+                TcChoice::Seq => inner.estats.tc_seq += 1,
+                TcChoice::Str => inner.estats.tc_str += 1,
+                TcChoice::Both => inner.estats.tc_both += 1,
+                TcChoice::Fallback => inner.estats.tc_fallback += 1,
+            }
+            ids = picked;
+        }
+        let mbrs: Vec<(PageId, Option<crate::geom::Rect>)> = ids
+            .iter()
+            .map(|&id| (id, self.wb.get(id).and_then(|r| r.modified_mbr())))
+            .collect();
+        let total_area: f64 = self
+            .wb
+            .iter()
+            .filter_map(|(_, r)| r.modified_mbr())
+            .map(|m| m.area())
+            .sum();
+        let infos: Vec<PageInfo> = mbrs
+            .iter()
+            .filter_map(|&(id, mbr)| {
+                let row = self.wb.get(id)?;
+                let overlap = mbr.map_or(0.0, |m| {
+                    mbrs.iter()
+                        .filter(|(o, _)| *o != id)
+                        .filter_map(|(_, om)| om.map(|om| m.overlap_area(&om)))
+                        .sum()
+                });
+                Some(PageInfo {
+                    id,
+                    height: row.height,
+                    mod_count: row.mod_count,
+                    area: mbr.map_or(0.0, |m| m.area()),
+                    overlap,
+                })
+            })
+            .collect();
+        let total_overlap: f64 = infos.iter().map(|p| p.overlap).sum();
+        let chosen = choose_unit(
+            self.config.policy,
+            infos,
+            self.config.flush_unit,
+            total_area,
+            total_overlap,
+        );
+        self.write_pages(&chosen)?;
+        Ok(chosen.len())
+    }
+
+    /// Writes the buffered pages `ids` (sorted) as one batch, applies
+    /// temporal control on reads, and removes them from the write buffer.
+    pub(super) fn write_pages(&mut self, ids: &[PageId]) -> Result<()> {
+        let mut pages: Vec<(PageId, Arc<Node>)> = Vec::new();
+        let mut ids = ids.to_vec();
+        ids.sort_unstable();
+        for &id in &ids {
+            match self.wb.get(id).map(|r| r.status) {
+                Some(Status::Del) | None => {}
+                Some(_) => pages.push((id, self.retrieve(id)?)),
+            }
+        }
+        if !pages.is_empty() {
+            let ps = self.page_size;
+            let mut data = vec![0u8; pages.len() * ps];
+            for ((_, node), chunk) in pages.iter().zip(data.chunks_exact_mut(ps)) {
+                page::encode_node(node, self.lsn, self.config.with_payload, chunk)?;
+            }
+            let pids: Vec<PageId> = pages.iter().map(|(id, _)| *id).collect();
+            self.device.write_batch(&pids, &data)?;
+        }
+        let mut inner = self.lock();
+        let n = pages.len() as u64;
+        inner.stats.node_writes += n;
+        inner.stats.flushes += 1;
+        inner.stats.flushed_nodes += n;
+        let tc = self.config.temporal_control;
+        for (id, node) in pages {
+            // Alg. 5: keep the read buffer in step; pre-cache pages read recently.
+            let cached = inner.rb.peek(id).is_some();
+            let recently_read = tc.is_some() && inner.rq.contains(&id);
+            if cached || recently_read {
+                let m = super::meta_of(&node);
+                inner.rb.insert(id, node, m);
+                if recently_read && !cached {
+                    inner.estats.precached += 1;
+                }
+            }
+            if let Some(tc) = tc {
+                inner.wq.push_back(id);
+                while inner.wq.len() > tc.wq_capacity {
+                    inner.wq.pop_front();
+                }
+            }
+        }
+        drop(inner);
+        for id in ids {
+            self.wb.remove(id);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,444 @@
+//! eFIND store tests: the policy functions, temporal control, and oracle
+//! property tests of the R-tree family on `EfindStore` with small buffers.
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::flush::{choose_unit, degree, temporal_control_writes, PageInfo, TcChoice};
+use super::write_buffer::{merge, Status, WbEntry};
+use super::*;
+use crate::geom::{HilbertDomain, Rect};
+use crate::index::{IndexKind, Predicate, RTree, TreeParams};
+use crate::storage::mem::MemDevice;
+use crate::store::plain::{PlainConfig, PlainStore};
+
+fn cases() -> u32 {
+    std::env::var("GEOFLASH_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64)
+}
+
+fn r(x0: f64, y0: f64, x1: f64, y1: f64) -> Rect {
+    Rect::new(x0, y0, x1, y1).unwrap()
+}
+
+fn info(id: PageId, height: u16, mod_count: u64) -> PageInfo {
+    PageInfo {
+        id,
+        height,
+        mod_count,
+        area: 0.0,
+        overlap: 0.0,
+    }
+}
+
+#[test]
+fn worked_example_fp_mh_prefers_the_unit_with_the_internal_node() {
+    // p = 60%, s = 2: the candidates sorted by page id form the units
+    // {N1, L3} and {I1, L2}. N1 is a leaf with 4 modifications, L3 a leaf
+    // with 1; I1 an internal node (h = 1) with 2, L2 a leaf with 2.
+    let (n1, l3, i1, l2) = (
+        info(10, 0, 4),
+        info(11, 0, 1),
+        info(20, 1, 2),
+        info(21, 0, 2),
+    );
+    assert_eq!(degree(FlushPolicy::Mh, &[n1, l3], 0.0, 0.0), 5.0);
+    assert_eq!(degree(FlushPolicy::Mh, &[i1, l2], 0.0, 0.0), 6.0);
+    let cands = vec![l2, n1, i1, l3];
+    assert_eq!(
+        choose_unit(FlushPolicy::Mh, cands.clone(), 2, 0.0, 0.0),
+        vec![20, 21]
+    );
+    // FP_m ignores heights: {N1, L3} (5) beats {I1, L2} (4).
+    assert_eq!(
+        choose_unit(FlushPolicy::M, cands, 2, 0.0, 0.0),
+        vec![10, 11]
+    );
+}
+
+#[test]
+fn area_policies_weigh_by_alpha_and_beta() {
+    let a = PageInfo {
+        area: 1.0,
+        overlap: 0.0,
+        ..info(1, 0, 3)
+    };
+    let b = PageInfo {
+        area: 3.0,
+        overlap: 2.0,
+        ..info(2, 0, 2)
+    };
+    assert_eq!(degree(FlushPolicy::Mha, &[a], 4.0, 2.0), 0.75);
+    assert_eq!(degree(FlushPolicy::Mha, &[b], 4.0, 2.0), 1.5);
+    assert_eq!(degree(FlushPolicy::Mhao, &[a], 4.0, 2.0), 0.0);
+    assert_eq!(degree(FlushPolicy::Mhao, &[b], 4.0, 2.0), 1.5);
+    assert_eq!(
+        choose_unit(FlushPolicy::Mha, vec![a, b], 1, 4.0, 2.0),
+        vec![2]
+    );
+    assert_eq!(
+        choose_unit(FlushPolicy::Mh, vec![a, b], 1, 4.0, 2.0),
+        vec![1]
+    );
+}
+
+#[test]
+fn temporal_control_on_writes_follows_algorithm_4() {
+    let wq: VecDeque<PageId> = [500].into_iter().collect();
+    // 495, 505, 510 sequential; 300, 700 stride; 450 neither.
+    let ids = [300, 450, 495, 505, 510, 700];
+    assert_eq!(
+        temporal_control_writes(&ids, &wq, 3, 10, 100),
+        (vec![495, 505, 510], TcChoice::Seq)
+    );
+    assert_eq!(
+        temporal_control_writes(&ids, &wq, 4, 10, 100).1,
+        TcChoice::Both
+    );
+    assert_eq!(
+        temporal_control_writes(&[300, 700, 450, 505], &wq, 2, 10, 100),
+        (vec![300, 700], TcChoice::Str)
+    );
+    assert_eq!(
+        temporal_control_writes(&ids, &wq, 6, 10, 100),
+        (ids.to_vec(), TcChoice::Fallback)
+    );
+    assert_eq!(
+        temporal_control_writes(&ids, &VecDeque::new(), 2, 10, 100).1,
+        TcChoice::Fallback
+    );
+}
+
+#[test]
+fn merge_applies_newest_versions_and_removals() {
+    let e = |k: u64, x: f64| Entry {
+        key: k,
+        rect: r(x, x, x + 1.0, x + 1.0),
+        payload: 0,
+    };
+    let base = Node {
+        level: 0,
+        entries: vec![e(1, 0.0), e(3, 0.0), e(5, 0.0)],
+    };
+    let mut mods = BTreeMap::new();
+    mods.insert(0, Some(e(0, 2.0)));
+    mods.insert(3, None);
+    mods.insert(5, Some(e(5, 9.0)));
+    mods.insert(7, Some(e(7, 1.0)));
+    mods.insert(8, None);
+    let row = WbEntry {
+        height: 0,
+        mod_count: 5,
+        timestamp: 1,
+        status: Status::Mod,
+        mods,
+    };
+    let m = merge(&base, &row);
+    assert_eq!(m.entries, vec![e(0, 2.0), e(1, 0.0), e(5, 9.0), e(7, 1.0)]);
+}
+
+#[test]
+fn contradictory_parameters_are_refused() {
+    let d = EfindConfig::default();
+    assert!(d.verify().is_ok());
+    for bad in [
+        EfindConfig {
+            read_buffer_percent: 100,
+            ..d
+        },
+        EfindConfig { flush_unit: 0, ..d },
+        EfindConfig {
+            flush_percent: 0,
+            ..d
+        },
+        EfindConfig {
+            flush_percent: 101,
+            ..d
+        },
+        EfindConfig {
+            temporal_control: Some(TemporalControl {
+                seq_distance: 100,
+                stride_distance: 10,
+                ..TemporalControl::default()
+            }),
+            ..d
+        },
+    ] {
+        assert!(EfindStore::create_in_memory(512, bad).is_err(), "{bad:?}");
+    }
+}
+
+/// Small-buffer configurations: constant flushing, every policy, temporal
+/// control on (tiny queues) and off, units of 1, 2 and 5 pages.
+fn small_configs() -> Vec<EfindConfig> {
+    let tc = TemporalControl {
+        rq_capacity: 4,
+        wq_capacity: 3,
+        seq_distance: 2,
+        stride_distance: 6,
+    };
+    vec![
+        EfindConfig {
+            buffer_bytes: 1500,
+            flush_unit: 2,
+            ..EfindConfig::default()
+        },
+        EfindConfig {
+            buffer_bytes: 3000,
+            flush_unit: 1,
+            policy: FlushPolicy::M,
+            temporal_control: Some(tc),
+            ..EfindConfig::default()
+        },
+        EfindConfig {
+            buffer_bytes: 2500,
+            flush_percent: 100,
+            policy: FlushPolicy::Mha,
+            temporal_control: Some(tc),
+            read_policy: PolicyKind::Lru,
+            ..EfindConfig::default()
+        },
+        EfindConfig {
+            buffer_bytes: 4000,
+            flush_percent: 20,
+            flush_unit: 3,
+            policy: FlushPolicy::Mhao,
+            temporal_control: None,
+            read_buffer_percent: 0,
+            ..EfindConfig::default()
+        },
+        EfindConfig {
+            buffer_bytes: 8000,
+            read_buffer_percent: 50,
+            read_policy: PolicyKind::TwoQ,
+            temporal_control: Some(tc),
+            ..EfindConfig::default()
+        },
+    ]
+}
+
+fn params(kind: IndexKind, page: usize) -> TreeParams {
+    if kind == IndexKind::Hilbert {
+        let max = crate::page::max_entries(page, true);
+        TreeParams::new(kind, max)
+            .with_hilbert_domain(HilbertDomain::new(r(0.0, 0.0, 25.0, 25.0), 8).unwrap())
+    } else {
+        TreeParams::for_page(kind, page).unwrap()
+    }
+}
+
+fn ids_in<S: NodeStore>(t: &RTree<S>, w: Rect) -> BTreeSet<u64> {
+    t.query(w, Predicate::Intersects)
+        .unwrap()
+        .hits
+        .iter()
+        .map(|h| h.id)
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(Rect),
+    Delete(usize),
+    Query(Rect),
+}
+
+fn rect_strategy() -> impl Strategy<Value = Rect> {
+    (0i32..40, 0i32..40, 0i32..6, 0i32..6).prop_map(|(x, y, w, h)| {
+        let (x, y) = (f64::from(x) * 0.5, f64::from(y) * 0.5);
+        r(x, y, x + f64::from(w) * 0.5, y + f64::from(h) * 0.5)
+    })
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => rect_strategy().prop_map(Op::Insert),
+        3 => any::<usize>().prop_map(Op::Delete),
+        1 => rect_strategy().prop_map(Op::Query),
+    ]
+}
+
+/// Runs `ops` against a brute-force oracle with `check` after each, then
+/// checkpoints, reopens and compares. Returns the store's stats before the checkpoint.
+fn run(kind: IndexKind, cfg: EfindConfig, ops: &[Op]) -> StoreStats {
+    let page = 512;
+    let cfg = EfindConfig {
+        with_payload: kind == IndexKind::Hilbert,
+        ..cfg
+    };
+    let dev = Arc::new(MemDevice::new(page, 1 << 20).unwrap());
+    let p = params(kind, page);
+    let mut t = RTree::create(EfindStore::create(dev.clone(), cfg).unwrap(), p).unwrap();
+    let mut oracle: Vec<(u64, Rect)> = Vec::new();
+    let mut next = 0u64;
+    for op in ops {
+        match op {
+            Op::Insert(rect) => {
+                next += 1;
+                t.insert(next, *rect).unwrap();
+                oracle.push((next, *rect));
+            }
+            Op::Delete(i) if !oracle.is_empty() => {
+                let (id, rect) = oracle.swap_remove(i % oracle.len());
+                t.delete(id, rect).unwrap();
+            }
+            Op::Query(w) => {
+                let want: BTreeSet<u64> = oracle
+                    .iter()
+                    .filter(|(_, x)| x.intersects(w))
+                    .map(|x| x.0)
+                    .collect();
+                assert_eq!(ids_in(&t, *w), want, "query {w:?}");
+            }
+            Op::Delete(_) => {}
+        }
+        let rep = t
+            .check()
+            .unwrap_or_else(|e| panic!("{kind:?} {cfg:?} after {op:?}: {e}"));
+        assert_eq!(rep.records, oracle.len() as u64);
+    }
+    let all = r(-100.0, -100.0, 100.0, 100.0);
+    let want: BTreeSet<u64> = oracle.iter().map(|x| x.0).collect();
+    assert_eq!(ids_in(&t, all), want);
+    let stats = t.store().stats();
+    let report = t.check().unwrap();
+    t.store_mut().checkpoint().unwrap();
+    assert_eq!(t.store().buffered_pages(), 0);
+    drop(t);
+    let t = RTree::open(EfindStore::open(dev, cfg).unwrap(), p).unwrap();
+    assert_eq!(t.check().unwrap(), report);
+    assert_eq!(ids_in(&t, all), want);
+    stats
+}
+
+fn efind_cases() -> u32 {
+    (cases() / 4).max(4)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(efind_cases()))]
+
+    #[test]
+    fn efind_store_agrees_with_the_oracle_and_survives_reopen(
+        ops in prop::collection::vec(op_strategy(), 1..200),
+    ) {
+        for kind in [IndexKind::RTree, IndexKind::RStar, IndexKind::Hilbert] {
+            for cfg in small_configs() {
+                run(kind, cfg, &ops);
+            }
+        }
+    }
+}
+
+fn build_ops(n: u64) -> Vec<Op> {
+    (0..n)
+        .map(|i| {
+            let x = ((i * 7919) % 40) as f64 * 0.5;
+            let y = ((i * 104_729) % 37) as f64 * 0.5;
+            if i % 7 == 6 {
+                Op::Delete((i * 31) as usize)
+            } else {
+                Op::Insert(r(x, y, x + (i % 4) as f64 * 0.5, y + (i % 3) as f64 * 0.5))
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn small_buffers_flush_one_unit_at_a_time_and_use_temporal_control() {
+    let ops = build_ops(600);
+    for kind in [IndexKind::RTree, IndexKind::RStar, IndexKind::Hilbert] {
+        for cfg in small_configs() {
+            let s = run(kind, cfg, &ops);
+            assert!(s.flushes > 0, "{kind:?} {cfg:?}: no flush");
+            assert!(
+                s.flushed_nodes <= s.flushes * cfg.flush_unit as u64,
+                "{kind:?} {cfg:?}: {s:?}"
+            );
+            assert!(s.node_reads > 0 && s.buffer_misses >= s.node_reads);
+        }
+    }
+    // Temporal control decisions are counted.
+    let cfg = small_configs()[1];
+    let mut t = RTree::create(
+        EfindStore::create_in_memory(512, cfg).unwrap(),
+        params(IndexKind::RTree, 512),
+    )
+    .unwrap();
+    for (i, op) in ops.iter().enumerate() {
+        if let Op::Insert(rect) = op {
+            t.insert(i as u64, *rect).unwrap();
+        }
+    }
+    let e = t.store().efind_stats();
+    assert!(e.tc_seq + e.tc_str + e.tc_both + e.tc_fallback > 0, "{e:?}");
+    assert!(t.store().write_buffer_bytes() <= 3000 - 600);
+}
+
+#[test]
+fn efind_and_plain_stores_build_the_same_tree() {
+    for kind in [IndexKind::RTree, IndexKind::RStar, IndexKind::Hilbert] {
+        let page = 512;
+        let p = params(kind, page);
+        let payload = kind == IndexKind::Hilbert;
+        let pdev = Arc::new(MemDevice::new(page, 1 << 20).unwrap());
+        let edev = Arc::new(MemDevice::new(page, 1 << 20).unwrap());
+        let pcfg = PlainConfig {
+            buffer_bytes: 4096,
+            policy: PolicyKind::S2q,
+            with_payload: payload,
+        };
+        let ecfg = EfindConfig {
+            buffer_bytes: 4096,
+            with_payload: payload,
+            ..EfindConfig::default()
+        };
+        let mut a = RTree::create(PlainStore::create(pdev, pcfg).unwrap(), p).unwrap();
+        let mut b = RTree::create(EfindStore::create(edev.clone(), ecfg).unwrap(), p).unwrap();
+        let mut live = Vec::new();
+        for (i, op) in build_ops(500).iter().enumerate() {
+            match op {
+                Op::Insert(rect) => {
+                    a.insert(i as u64, *rect).unwrap();
+                    b.insert(i as u64, *rect).unwrap();
+                    live.push((i as u64, *rect));
+                }
+                Op::Delete(j) if !live.is_empty() => {
+                    let (id, rect) = live.swap_remove(j % live.len());
+                    a.delete(id, rect).unwrap();
+                    b.delete(id, rect).unwrap();
+                }
+                _ => {}
+            }
+        }
+        a.store_mut().checkpoint().unwrap();
+        b.store_mut().checkpoint().unwrap();
+        assert_eq!(a.check().unwrap(), b.check().unwrap());
+        assert_eq!(a.store().meta(), b.store().meta());
+        let next = a.store().allocator().next_page();
+        assert_eq!(next, b.store().allocator().next_page());
+        let mut compared = 0;
+        for id in 1..next {
+            if a.store().allocator().is_allocated(id) {
+                assert_eq!(
+                    a.store().get(id).unwrap(),
+                    b.store().get(id).unwrap(),
+                    "{kind:?} page {id}"
+                );
+                compared += 1;
+            }
+        }
+        assert!(compared > 10);
+        // Reading the pages straight from the device gives the same nodes.
+        drop(b);
+        let b = EfindStore::open(edev, ecfg).unwrap();
+        for id in 1..next {
+            if a.store().allocator().is_allocated(id) {
+                assert_eq!(a.store().get(id).unwrap(), b.get(id).unwrap());
+            }
+        }
+    }
+}

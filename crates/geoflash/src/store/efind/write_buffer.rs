@@ -1,0 +1,229 @@
+//! The eFIND write buffer table: `page_id -> (h, mod_count, timestamp,
+//! status, mod_tree)`, with the ordered map `entry_key -> latest entry or
+//! removal` of each page (absent for DEL).
+//!
+//! Size: the bytes of buffered modifications, per
+//! [`changes_bytes`](crate::store::accounting::changes_bytes): a fixed charge
+//! per buffered page plus one per element of its mod tree. The buffer is
+//! "full" when this exceeds the write share of the total buffer.
+use std::collections::{BTreeMap, HashMap};
+
+use crate::geom::Rect;
+use crate::page::{Entry, Node};
+use crate::storage::PageId;
+use crate::store::accounting::changes_bytes;
+use crate::store::EntryChange;
+
+/// Status of a buffered page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Created since it was last flushed: the mod tree holds the whole node.
+    New,
+    /// Modified: the mod tree holds changes to apply to the stored page.
+    Mod,
+    /// Deleted: nothing to write.
+    Del,
+}
+
+/// One row of the write buffer table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WbEntry {
+    /// Node height (level; 0 for leaves).
+    pub height: u16,
+    /// Number of entry-level modifications since the page was last flushed.
+    pub mod_count: u64,
+    /// Logical time of the last modification.
+    pub timestamp: u64,
+    /// NEW, MOD or DEL.
+    pub status: Status,
+    /// `entry key -> Some(latest entry)` or `None` (removed); empty for DEL.
+    pub mods: BTreeMap<u64, Option<Entry>>,
+}
+
+impl WbEntry {
+    /// The MBR of the buffered entry versions (the page's "modified area"), if any.
+    pub fn modified_mbr(&self) -> Option<Rect> {
+        self.mods
+            .values()
+            .flatten()
+            .map(|e| e.rect)
+            .reduce(|a, b| a.union(&b))
+    }
+}
+
+/// The write buffer table.
+#[derive(Debug, Default, Clone)]
+pub struct WriteBuffer {
+    map: HashMap<PageId, WbEntry>,
+    elements: usize,
+    clock: u64,
+}
+
+impl WriteBuffer {
+    /// An empty buffer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bytes of buffered modifications.
+    pub fn bytes(&self) -> usize {
+        changes_bytes(self.map.len(), self.elements)
+    }
+
+    /// Number of buffered pages.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether no page is buffered.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The row of page `id`.
+    pub fn get(&self, id: PageId) -> Option<&WbEntry> {
+        self.map.get(&id)
+    }
+
+    /// Every row.
+    pub fn iter(&self) -> impl Iterator<Item = (PageId, &WbEntry)> {
+        self.map.iter().map(|(k, v)| (*k, v))
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    /// Buffers a created node (status NEW).
+    pub fn create(&mut self, id: PageId, level: u16, entries: &[Entry]) {
+        let ts = self.tick();
+        self.remove(id);
+        let mods: BTreeMap<u64, Option<Entry>> =
+            entries.iter().map(|e| (e.key, Some(*e))).collect();
+        self.elements += mods.len();
+        self.map.insert(
+            id,
+            WbEntry {
+                height: level,
+                mod_count: entries.len().max(1) as u64,
+                timestamp: ts,
+                status: Status::New,
+                mods,
+            },
+        );
+    }
+
+    /// Buffers entry-level changes of page `id` (status MOD unless NEW).
+    pub fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) {
+        let ts = self.tick();
+        let row = self.map.entry(id).or_insert_with(|| WbEntry {
+            height: level,
+            mod_count: 0,
+            timestamp: ts,
+            status: Status::Mod,
+            mods: BTreeMap::new(),
+        });
+        if row.status == Status::Del {
+            // Resurrection cannot happen (deleted pages are not reused before
+            // a checkpoint); treat it as a fresh modification.
+            row.status = Status::Mod;
+        }
+        let before = row.mods.len();
+        for c in changes {
+            match c {
+                EntryChange::Upsert(e) => {
+                    row.mods.insert(e.key, Some(*e));
+                }
+                EntryChange::Remove(k) => {
+                    if row.status == Status::New {
+                        row.mods.remove(k);
+                    } else {
+                        row.mods.insert(*k, None);
+                    }
+                }
+            }
+        }
+        let after = row.mods.len();
+        row.mod_count += changes.len() as u64;
+        row.timestamp = ts;
+        row.height = level;
+        self.elements = self.elements + after - before;
+    }
+
+    /// Buffers the deletion of page `id`: a NEW page leaves the buffer, any
+    /// other becomes DEL.
+    pub fn delete(&mut self, id: PageId, level: u16) {
+        let ts = self.tick();
+        let was_new = self.map.get(&id).is_some_and(|r| r.status == Status::New);
+        self.remove(id);
+        if !was_new {
+            self.map.insert(
+                id,
+                WbEntry {
+                    height: level,
+                    mod_count: 1,
+                    timestamp: ts,
+                    status: Status::Del,
+                    mods: BTreeMap::new(),
+                },
+            );
+        }
+    }
+
+    /// Removes the row of page `id` (after it was flushed).
+    pub fn remove(&mut self, id: PageId) -> Option<WbEntry> {
+        let row = self.map.remove(&id)?;
+        self.elements -= row.mods.len();
+        Some(row)
+    }
+}
+
+/// Merges a stored node with a buffered row (Alg. 2's merge, O(n + m)):
+/// newer versions replace, new entries are added, removals drop.
+pub fn merge(base: &Node, row: &WbEntry) -> Node {
+    let mut out = Vec::with_capacity(base.entries.len() + row.mods.len());
+    let mut a = base.entries.iter().peekable();
+    let mut b = row.mods.iter().peekable();
+    loop {
+        match (a.peek(), b.peek()) {
+            (Some(x), Some((k, v))) => {
+                if x.key < **k {
+                    out.push(**x);
+                    a.next();
+                } else {
+                    if x.key == **k {
+                        a.next();
+                    }
+                    if let Some(e) = v {
+                        out.push(*e);
+                    }
+                    b.next();
+                }
+            }
+            (Some(x), None) => {
+                out.push(**x);
+                a.next();
+            }
+            (None, Some((_, v))) => {
+                if let Some(e) = v {
+                    out.push(*e);
+                }
+                b.next();
+            }
+            (None, None) => break,
+        }
+    }
+    Node {
+        level: base.level,
+        entries: out,
+    }
+}
+
+/// The node a NEW row describes.
+pub fn new_node(row: &WbEntry) -> Node {
+    Node {
+        level: row.height,
+        entries: row.mods.values().flatten().copied().collect(),
+    }
+}
