@@ -104,13 +104,13 @@ fn main() {
         let t = Instant::now();
         let mut rt: RStarTree<Obj> = RStarTree::new();
         for o in &objs {
-            rt.insert(o.clone());
+            rt.insert(*o);
         }
         r.push(t.elapsed().as_secs_f64());
         let t = Instant::now();
         let mut rt: RStarTree<Obj, PageParams> = RStarTree::new_with_params();
         for o in &objs {
-            rt.insert(o.clone());
+            rt.insert(*o);
         }
         r_page.push(t.elapsed().as_secs_f64());
     }

@@ -277,9 +277,8 @@ impl<S: NodeStore> RTree<S> {
         if let Some(root) = self.store.meta().root {
             heap.push(Reverse(Item {
                 dist: 0.0,
-                is_node: true,
                 key: root,
-                rect: None,
+                slot: NODE,
             }));
         }
         Ok(NearestIter {
@@ -289,6 +288,7 @@ impl<S: NodeStore> RTree<S> {
             stats: QueryStats::default(),
             failed: false,
             bound: None,
+            rects: Vec::new(),
         })
     }
 
@@ -328,31 +328,46 @@ impl<S: NodeStore> RTree<S> {
     }
 }
 
+/// A queued node or record, small so that heap moves are cheap: a record's
+/// rectangle waits in [`NearestIter`]'s side table at `slot`.
 #[derive(Debug, Clone, Copy)]
 struct Item {
     dist: f64,
-    is_node: bool,
     key: u64,
-    rect: Option<Rect>,
+    /// Index of the record's rectangle, [`NODE`] for a node.
+    slot: usize,
+}
+
+/// `Item::slot` of a node.
+const NODE: usize = usize::MAX;
+
+impl Item {
+    #[inline]
+    fn is_node(&self) -> bool {
+        self.slot == NODE
+    }
 }
 
 impl PartialEq for Item {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == Ordering::Equal
     }
 }
 impl Eq for Item {}
 impl PartialOrd for Item {
+    #[inline]
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
 impl Ord for Item {
     /// By distance, records before nodes at equal distance, then by key.
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
         self.dist
             .total_cmp(&other.dist)
-            .then(self.is_node.cmp(&other.is_node))
+            .then(self.is_node().cmp(&other.is_node()))
             .then(self.key.cmp(&other.key))
     }
 }
@@ -368,6 +383,8 @@ pub struct NearestIter<'a, S: NodeStore> {
     failed: bool,
     /// Pruning for a k-bounded search (`None` for an open-ended iterator).
     bound: Option<Bound>,
+    /// Rectangles of the queued records (see [`Item`]).
+    rects: Vec<Rect>,
 }
 
 /// The `k` smallest record distances queued so far (as bit patterns of
@@ -425,8 +442,8 @@ impl<S: NodeStore> Iterator for NearestIter<'_, S> {
             return None;
         }
         while let Some(Reverse(item)) = self.heap.pop() {
-            if !item.is_node {
-                let rect = item.rect?;
+            if !item.is_node() {
+                let rect = *self.rects.get(item.slot)?;
                 self.stats.results += 1;
                 return Some(Ok(Neighbor {
                     id: item.key,
@@ -469,11 +486,16 @@ impl<S: NodeStore> Iterator for NearestIter<'_, S> {
                         limit_sq = widen_sq(limit);
                     }
                 }
+                let slot = if leaf {
+                    self.rects.push(e.rect);
+                    self.rects.len() - 1
+                } else {
+                    NODE
+                };
                 self.heap.push(Reverse(Item {
                     dist,
-                    is_node: !leaf,
                     key: e.key,
-                    rect: if leaf { Some(e.rect) } else { None },
+                    slot,
                 }));
             }
         }
