@@ -224,7 +224,7 @@ impl EfindStore {
         for &id in &ids {
             match self.wb.get(id).map(|r| r.status) {
                 Some(Status::Del) | None => {}
-                Some(_) => pages.push((id, self.retrieve(id)?)),
+                Some(_) => pages.push((id, self.retrieve(id, false)?)),
             }
         }
         if !pages.is_empty() {

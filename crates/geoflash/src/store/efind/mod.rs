@@ -510,7 +510,7 @@ impl NodeStore for EfindStore {
     fn get(&self, id: PageId) -> Result<Arc<Node>> {
         self.check_node_page(id)?;
         self.lock().stats.node_gets += 1;
-        self.retrieve(id)
+        self.retrieve(id, true)
     }
 
     fn begin_op(&mut self) -> Result<OpId> {
@@ -544,7 +544,7 @@ impl NodeStore for EfindStore {
 
     fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) -> Result<()> {
         self.check_node_page(id)?;
-        let current = self.retrieve(id)?;
+        let current = self.retrieve(id, false)?;
         if current.level != level {
             return Err(Error::invalid(format!(
                 "node {id} is at level {} but was modified as a level-{level} node",

@@ -12,15 +12,20 @@ use crate::{Error, Result};
 impl EfindStore {
     /// The page as stored on the device (read buffer, else a device read,
     /// which enters the read buffer and RQ).
-    pub(super) fn stored(&self, id: PageId) -> Result<Arc<Node>> {
+    /// `count`: whether this is a `get` (counted as a buffer hit or miss).
+    pub(super) fn stored(&self, id: PageId, count: bool) -> Result<Arc<Node>> {
         {
             let mut inner = self.lock();
             if let Some(n) = inner.rb.get(id) {
                 let n = Arc::clone(n);
-                inner.stats.buffer_hits += 1;
+                if count {
+                    inner.stats.buffer_hits += 1;
+                }
                 return Ok(n);
             }
-            inner.stats.buffer_misses += 1;
+            if count {
+                inner.stats.buffer_misses += 1;
+            }
         }
         let mut buf = vec![0u8; self.page_size];
         self.device.read(id, &mut buf)?;
@@ -47,21 +52,23 @@ impl EfindStore {
         Ok(node)
     }
 
-    /// Alg. 2: the newest version of page `id`.
-    pub(super) fn retrieve(&self, id: PageId) -> Result<Arc<Node>> {
+    /// Alg. 2: the newest version of page `id`; `count` as in [`Self::stored`].
+    pub(super) fn retrieve(&self, id: PageId, count: bool) -> Result<Arc<Node>> {
         match self.wb.get(id) {
             Some(row) if row.status == Status::New => {
-                self.lock().stats.buffer_hits += 1;
+                if count {
+                    self.lock().stats.buffer_hits += 1;
+                }
                 Ok(Arc::new(new_node(row)))
             }
             Some(row) if row.status == Status::Del => Err(Error::invalid(format!(
                 "no node at page {id}: the node was deleted"
             ))),
             Some(row) => {
-                let base = self.stored(id)?;
+                let base = self.stored(id, count)?;
                 Ok(Arc::new(merge(&base, row)))
             }
-            None => self.stored(id),
+            None => self.stored(id, count),
         }
     }
 }

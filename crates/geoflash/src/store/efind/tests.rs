@@ -358,7 +358,11 @@ fn small_buffers_flush_one_unit_at_a_time_and_use_temporal_control() {
                 s.flushed_nodes <= s.flushes * cfg.flush_unit as u64,
                 "{kind:?} {cfg:?}: {s:?}"
             );
-            assert!(s.node_reads > 0 && s.buffer_misses >= s.node_reads);
+            assert!(
+                s.buffer_misses > 0 && s.node_reads >= s.buffer_misses,
+                "{s:?}"
+            );
+            assert_eq!(s.buffer_hits + s.buffer_misses, s.node_gets);
         }
     }
     // Temporal control decisions are counted.
@@ -441,4 +445,43 @@ fn efind_and_plain_stores_build_the_same_tree() {
             }
         }
     }
+}
+
+#[test]
+fn efind_writes_fewer_pages_than_plain_with_the_same_buffer() {
+    // 4 KiB pages, 64 KiB of buffer, 6000 insertions in random order:
+    // eFIND's entry-level buffer must write fewer pages than the plain
+    // store's node buffer of the same size.
+    let page = 4096;
+    let p = params(IndexKind::RTree, page);
+    let pcfg = PlainConfig {
+        buffer_bytes: 64 * 1024,
+        policy: PolicyKind::Lru,
+        with_payload: false,
+    };
+    let ecfg = EfindConfig {
+        buffer_bytes: 64 * 1024,
+        ..EfindConfig::default()
+    };
+    let mut a = RTree::create(PlainStore::create_in_memory(page, pcfg).unwrap(), p).unwrap();
+    let mut b = RTree::create(EfindStore::create_in_memory(page, ecfg).unwrap(), p).unwrap();
+    for i in 0..6000u64 {
+        let x = ((i * 7919) % 1000) as f64 / 40.0;
+        let y = ((i * 104_729) % 997) as f64 / 40.0;
+        let rect = r(x, y, x + 0.1, y + 0.1);
+        a.insert(i, rect).unwrap();
+        b.insert(i, rect).unwrap();
+    }
+    a.store_mut().checkpoint().unwrap();
+    b.store_mut().checkpoint().unwrap();
+    let (sa, sb) = (a.store().stats(), b.store().stats());
+    println!(
+        "plain: {sa:?}\nefind: {sb:?}\n{:?}",
+        b.store().efind_stats()
+    );
+    assert!(sb.node_writes < sa.node_writes, "plain {sa:?} efind {sb:?}");
+    assert_eq!(
+        ids_in(&a, r(0.0, 0.0, 30.0, 30.0)),
+        ids_in(&b, r(0.0, 0.0, 30.0, 30.0))
+    );
 }
