@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use geoflash::geom::Rect;
 use geoflash::index::{BulkMethod, IndexKind, RTree};
+use geoflash::index_dir::StoreKind;
 use geoflash::storage::spec::DeviceSpec;
 use geoflash::storage::trace::{Trace, TraceDevice};
 use geoflash::storage::{DeviceStats, PageDevice};
@@ -96,6 +97,13 @@ pub fn record_build(
     bulk: Option<(BulkMethod, f64)>,
     expected: &DeviceStats,
 ) -> Result<(), Failure> {
+    if opts.store.kind != StoreKind::Plain {
+        return Err(Error::invalid(format!(
+            "--record-trace re-runs the build on the plain store only in this version, not on {:?}",
+            opts.store.kind
+        ))
+        .into());
+    }
     let spec = DeviceSpec::parse(&opts.device)?;
     if matches!(spec, DeviceSpec::File { path: Some(_), .. }) {
         return Err(Error::invalid(
