@@ -238,6 +238,46 @@ mod tests {
     use crate::store::mem::MemStore;
 
     #[test]
+    fn ordered_bits_order_like_total_cmp() {
+        let vals = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -2.5,
+            -1.0,
+            -f64::MIN_POSITIVE,
+            -0.0,
+            0.0,
+            f64::MIN_POSITIVE,
+            0.5,
+            1.0,
+            3.75,
+            1e300,
+            f64::INFINITY,
+        ];
+        for a in vals {
+            for b in vals {
+                assert_eq!(
+                    ordered_bits(a).cmp(&ordered_bits(b)),
+                    a.total_cmp(&b),
+                    "{a} vs {b}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn even_sizes_at_matches_even_sizes() {
+        for k in 0..60 {
+            for g in 1..9 {
+                let all = even_sizes(k, g);
+                for (i, s) in all.iter().enumerate() {
+                    assert_eq!(even_sizes_at(k, g, i), *s);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn even_spread_keeps_every_node_within_bounds() {
         for big_m in 3..30usize {
             let m = big_m.div_ceil(2);
