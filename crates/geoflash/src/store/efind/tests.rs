@@ -485,3 +485,42 @@ fn efind_writes_fewer_pages_than_plain_with_the_same_buffer() {
         ids_in(&b, r(0.0, 0.0, 30.0, 30.0))
     );
 }
+
+#[test]
+fn new_and_deleted_pages_need_no_io_and_each_flush_is_one_batch() {
+    let dev = Arc::new(MemDevice::new(512, 1 << 16).unwrap());
+    let cfg = EfindConfig {
+        buffer_bytes: 2000,
+        flush_unit: 2,
+        ..EfindConfig::default()
+    };
+    let mut s = EfindStore::create(dev.clone(), cfg).unwrap();
+    let e = |k: u64| Entry {
+        key: k,
+        rect: r(0.0, 0.0, 1.0, 1.0),
+        payload: 0,
+    };
+    let op = s.begin_op().unwrap();
+    let a = s.create(0, vec![e(2), e(1)]).unwrap();
+    let b = s.create(0, vec![e(3)]).unwrap();
+    s.commit_op(op).unwrap();
+    let before = dev.stats().io;
+    assert_eq!(s.get(a).unwrap().entries, vec![e(1), e(2)]);
+    let op = s.begin_op().unwrap();
+    s.delete(b).unwrap();
+    s.commit_op(op).unwrap();
+    assert!(s.get(b).is_err());
+    assert_eq!(dev.stats().io.pages_read, before.pages_read);
+    assert_eq!(s.stats().node_reads, 0);
+    // Insertions only (no DEL rows): one device batch per flush.
+    let mut t = RTree::create(s, params(IndexKind::RTree, 512)).unwrap();
+    for i in 0..300u64 {
+        let x = ((i * 7919) % 100) as f64 / 5.0;
+        t.insert(i + 10, r(x, x, x + 1.0, x + 1.0)).unwrap();
+    }
+    let st = t.store().stats();
+    assert!(st.flushes > 5, "{st:?}");
+    let io = dev.stats().io;
+    assert_eq!(io.write_batches, before.write_batches + st.flushes);
+    assert_eq!(io.pages_written, before.pages_written + st.node_writes);
+}
