@@ -23,6 +23,15 @@
 //!
 //! Durability: none beyond `checkpoint` yet (the log comes later): a crash
 //! loses the write buffer.
+//!
+//! Errors: a failed flush batch leaves the write buffer untouched (rows are
+//! removed only after their batch was written), so the error surfaces from
+//! `commit_op`/`checkpoint` and a later flush retries the same pages.
+//!
+//! Deleted pages: a NEW page deleted before its first flush simply leaves
+//! the write buffer; any other becomes a DEL row (nothing is written for it;
+//! its height is the buffered row's, else 0). The page returns to the free
+//! list only after the checkpoint that records the deletion.
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -364,7 +373,7 @@ impl EfindStore {
             alloc,
             meta,
             lsn,
-            next_op: lsn + 1,
+            next_op: lsn.saturating_add(1),
             current_op: None,
             wb: WriteBuffer::new(),
             inner: Mutex::new(Inner {
@@ -520,7 +529,7 @@ impl NodeStore for EfindStore {
             )));
         }
         let op = self.next_op;
-        self.next_op += 1;
+        self.next_op = self.next_op.saturating_add(1);
         self.current_op = Some(op);
         Ok(op)
     }
