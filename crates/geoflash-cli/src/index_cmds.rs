@@ -9,7 +9,6 @@ use geoflash::index::query::Predicate;
 use geoflash::index::BulkMethod;
 use geoflash::index_dir::{StoreKind, StoreOptions};
 use geoflash::manifest::{Access, Crs};
-use geoflash::objects::Geometry;
 use geoflash::units::parse_size;
 use geoflash::{Error, Index, IndexOptions};
 use geoflash_bench::formats;
@@ -223,35 +222,6 @@ fn read_input(path: &Path) -> Result<Vec<(u64, Rect)>, Failure> {
     }
 }
 
-/// Applies `op` to each object with a progress bar, stopping early on Ctrl-C; returns the count done.
-fn apply_objects(
-    index: &mut Index,
-    objects: &[(u64, Geometry)],
-    what: &str,
-    op: impl Fn(&mut Index, u64, &Geometry) -> geoflash::Result<()>,
-) -> Result<u64, Failure> {
-    let stop = interrupt_flag();
-    let bar = progress_bar(objects.len() as u64, what);
-    let mut done = 0u64;
-    for (id, g) in objects {
-        if stop.load(Ordering::SeqCst) {
-            bar.abandon_with_message(format!("{what}: interrupted after {done} operations"));
-            break;
-        }
-        op(index, *id, g).map_err(|e| {
-            Error::invalid(format!(
-                "{what} of object {id} failed after {done} operations: {e}"
-            ))
-        })?;
-        done += 1;
-        if done.is_multiple_of(1024) {
-            bar.set_position(done);
-        }
-    }
-    bar.finish_and_clear();
-    Ok(done)
-}
-
 /// `geoflash build` from GeoJSON: geometries in the object heap, MBRs in the tree.
 fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
     let objects = formats::read_geojson(&a.input)?;
@@ -264,7 +234,7 @@ fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
         }
         None => {
             let mut index = Index::create(&a.index, opts)?;
-            let done = apply_objects(&mut index, &objects, "build", |ix, id, g| {
+            let done = apply_all(&mut index, &objects, "build", |ix, id, g| {
                 ix.insert_object(id, g)
             })?;
             index.checkpoint()?;
@@ -283,12 +253,12 @@ fn change_objects(a: &ChangeArgs, delete: bool) -> Result<(), Failure> {
     index.device().reset_stats();
     let start = Instant::now();
     let (label, done) = if delete {
-        let done = apply_objects(&mut index, &objects, "delete", |ix, id, _| {
+        let done = apply_all(&mut index, &objects, "delete", |ix, id, _| {
             ix.delete_object(id)
         })?;
         ("delete", done)
     } else {
-        let done = apply_objects(&mut index, &objects, "insert", |ix, id, g| {
+        let done = apply_all(&mut index, &objects, "insert", |ix, id, g| {
             ix.insert_object(id, g)
         })?;
         ("insert", done)
@@ -323,22 +293,23 @@ fn min_entries(text: &str, max: usize) -> Result<usize, Failure> {
     Ok(((f * max as f64).ceil() as usize).max(2))
 }
 
-/// Applies `op` to each record with a progress bar, stopping early on Ctrl-C; returns the count done.
-fn apply_all(
+/// Applies `op` to each `(id, item)` with a progress bar, stopping early on
+/// Ctrl-C (at an operation boundary); returns the count done.
+fn apply_all<T>(
     index: &mut Index,
-    records: &[(u64, Rect)],
+    items: &[(u64, T)],
     what: &str,
-    op: impl Fn(&mut Index, u64, Rect) -> geoflash::Result<()>,
+    op: impl Fn(&mut Index, u64, &T) -> geoflash::Result<()>,
 ) -> Result<u64, Failure> {
     let stop = interrupt_flag();
-    let bar = progress_bar(records.len() as u64, what);
+    let bar = progress_bar(items.len() as u64, what);
     let mut done = 0u64;
-    for &(id, rect) in records {
+    for (id, item) in items {
         if stop.load(Ordering::SeqCst) {
             bar.abandon_with_message(format!("{what}: interrupted after {done} operations"));
             break;
         }
-        op(index, id, rect).map_err(|e| {
+        op(index, *id, item).map_err(|e| {
             Error::invalid(format!(
                 "{what} of object {id} failed after {done} operations: {e}"
             ))
@@ -460,7 +431,7 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
         }
         None => {
             let mut index = Index::create(&a.index, &opts)?;
-            let done = apply_all(&mut index, &records, "build", |ix, id, r| ix.insert(id, r))?;
+            let done = apply_all(&mut index, &records, "build", |ix, id, r| ix.insert(id, *r))?;
             index.checkpoint()?;
             (index, done)
         }
@@ -491,12 +462,16 @@ pub fn change(a: ChangeArgs, delete: bool) -> Result<(), Failure> {
     let (label, done) = if delete {
         (
             "delete",
-            apply_all(&mut index, &records, "delete", |ix, id, r| ix.delete(id, r))?,
+            apply_all(&mut index, &records, "delete", |ix, id, r| {
+                ix.delete(id, *r)
+            })?,
         )
     } else {
         (
             "insert",
-            apply_all(&mut index, &records, "insert", |ix, id, r| ix.insert(id, r))?,
+            apply_all(&mut index, &records, "insert", |ix, id, r| {
+                ix.insert(id, *r)
+            })?,
         )
     };
     index.checkpoint()?;

@@ -95,62 +95,41 @@ pub fn check_batch(
     Ok(())
 }
 
-impl<D: PageDevice + ?Sized> PageDevice for std::sync::Arc<D> {
-    fn page_size(&self) -> usize {
-        (**self).page_size()
-    }
-    fn capacity(&self) -> u64 {
-        (**self).capacity()
-    }
-    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
-        (**self).read_batch(pages, buf)
-    }
-    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
-        (**self).write_batch(pages, data)
-    }
-    fn sync(&self) -> Result<()> {
-        (**self).sync()
-    }
-    fn trim(&self, pages: &[PageId]) -> Result<()> {
-        (**self).trim(pages)
-    }
-    fn stats(&self) -> DeviceStats {
-        (**self).stats()
-    }
-    fn reset_stats(&self) {
-        (**self).reset_stats()
-    }
-    fn describe(&self) -> String {
-        (**self).describe()
-    }
+/// Forwards every call through a pointer, so `Arc<dyn PageDevice>`,
+/// `Box<dyn PageDevice>` and their concrete forms are devices too.
+macro_rules! forward_page_device {
+    ($($ptr:ident)::+) => {
+        impl<D: PageDevice + ?Sized> PageDevice for $($ptr)::+<D> {
+            fn page_size(&self) -> usize {
+                (**self).page_size()
+            }
+            fn capacity(&self) -> u64 {
+                (**self).capacity()
+            }
+            fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
+                (**self).read_batch(pages, buf)
+            }
+            fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
+                (**self).write_batch(pages, data)
+            }
+            fn sync(&self) -> Result<()> {
+                (**self).sync()
+            }
+            fn trim(&self, pages: &[PageId]) -> Result<()> {
+                (**self).trim(pages)
+            }
+            fn stats(&self) -> DeviceStats {
+                (**self).stats()
+            }
+            fn reset_stats(&self) {
+                (**self).reset_stats()
+            }
+            fn describe(&self) -> String {
+                (**self).describe()
+            }
+        }
+    };
 }
 
-impl PageDevice for Box<dyn PageDevice> {
-    fn page_size(&self) -> usize {
-        (**self).page_size()
-    }
-    fn capacity(&self) -> u64 {
-        (**self).capacity()
-    }
-    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
-        (**self).read_batch(pages, buf)
-    }
-    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
-        (**self).write_batch(pages, data)
-    }
-    fn sync(&self) -> Result<()> {
-        (**self).sync()
-    }
-    fn trim(&self, pages: &[PageId]) -> Result<()> {
-        (**self).trim(pages)
-    }
-    fn stats(&self) -> DeviceStats {
-        (**self).stats()
-    }
-    fn reset_stats(&self) {
-        (**self).reset_stats()
-    }
-    fn describe(&self) -> String {
-        (**self).describe()
-    }
-}
+forward_page_device!(std::sync::Arc);
+forward_page_device!(Box);
