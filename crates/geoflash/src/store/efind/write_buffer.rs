@@ -3,7 +3,7 @@
 //! removal` of each page (absent for DEL).
 //!
 //! Size: the bytes of buffered modifications, per
-//! [`changes_bytes`](crate::store::accounting::changes_bytes): a fixed charge
+//! [`changes_bytes`]: a fixed charge
 //! per buffered page plus one per element of its mod tree. The buffer is
 //! "full" when this exceeds the write share of the total buffer.
 use std::collections::{BTreeMap, HashMap};
