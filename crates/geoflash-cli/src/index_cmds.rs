@@ -9,6 +9,7 @@ use geoflash::index::query::Predicate;
 use geoflash::index::BulkMethod;
 use geoflash::index_dir::{StoreKind, StoreOptions};
 use geoflash::manifest::{Access, Crs};
+use geoflash::store::efind::{EfindConfig, FlushPolicy};
 use geoflash::units::parse_size;
 use geoflash::{Error, Index, IndexOptions};
 use geoflash_bench::formats;
@@ -33,9 +34,25 @@ pub struct BuildArgs {
     /// Split of the R-tree: linear, quadratic or exponential.
     #[arg(long, default_value = "quadratic")]
     split: String,
-    /// Node store: plain (efind and fast are not available in this version).
+    /// Node store: plain (the disk-based baseline) or efind (no log yet:
+    /// consistent at checkpoints; fast is not available in this version).
     #[arg(long, default_value = "plain")]
     store: String,
+    /// eFIND: p, the percentage of oldest buffered pages a flush considers.
+    #[arg(long)]
+    flush_percent: Option<u8>,
+    /// eFIND: s, pages per flushing unit.
+    #[arg(long)]
+    flush_unit: Option<usize>,
+    /// eFIND: flushing policy m, mh, mha or mhao.
+    #[arg(long)]
+    flush_policy: Option<String>,
+    /// eFIND: share of the buffer given to the read buffer, in percent.
+    #[arg(long)]
+    read_buffer_percent: Option<u8>,
+    /// eFIND: temporal control on or off.
+    #[arg(long)]
+    temporal_control: Option<String>,
     /// Page (node) size.
     #[arg(long, default_value = "4096")]
     page_size: String,
@@ -379,6 +396,56 @@ fn print_stats(
     Ok(())
 }
 
+/// eFIND parameters given on the command line (`None` when none is given).
+fn efind_config(a: &BuildArgs) -> Result<Option<EfindConfig>, Failure> {
+    let given = a.flush_percent.is_some()
+        || a.flush_unit.is_some()
+        || a.flush_policy.is_some()
+        || a.read_buffer_percent.is_some()
+        || a.temporal_control.is_some();
+    if !given {
+        return Ok(None);
+    }
+    if a.store != "efind" {
+        return Err(
+            Error::invalid("the flush and read-buffer flags apply to --store efind").into(),
+        );
+    }
+    let mut c = EfindConfig::default();
+    if let Some(p) = a.flush_percent {
+        c.flush_percent = p;
+    }
+    if let Some(s) = a.flush_unit {
+        c.flush_unit = s;
+    }
+    if let Some(p) = &a.flush_policy {
+        c.policy = match p.as_str() {
+            "m" => FlushPolicy::M,
+            "mh" => FlushPolicy::Mh,
+            "mha" => FlushPolicy::Mha,
+            "mhao" => FlushPolicy::Mhao,
+            _ => {
+                return Err(Error::invalid(format!(
+                    "unknown flush policy {p:?}: use m, mh, mha or mhao"
+                ))
+                .into())
+            }
+        };
+    }
+    if let Some(r) = a.read_buffer_percent {
+        c.read_buffer_percent = r;
+    }
+    match a.temporal_control.as_deref() {
+        None | Some("on") => {}
+        Some("off") => c.temporal_control = None,
+        Some(t) => {
+            return Err(Error::invalid(format!("temporal control {t:?}: use on or off")).into())
+        }
+    }
+    c.verify()?;
+    Ok(Some(c))
+}
+
 /// `geoflash build`.
 pub fn build(a: BuildArgs) -> Result<(), Failure> {
     let page_size = usize::try_from(parse_size(&a.page_size)?)
@@ -396,6 +463,7 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
             buffer_bytes: usize::try_from(parse_size(&a.buffer)?)
                 .map_err(|_| Error::invalid("buffer too large"))?,
             policy: a.buffer_policy.parse()?,
+            efind: efind_config(&a)?,
         },
         device: a.device.clone(),
         crs: Crs {

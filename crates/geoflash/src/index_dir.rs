@@ -25,6 +25,7 @@ use crate::storage::file::{FileDevice, FileDeviceOptions};
 use crate::storage::flashsim::FlashSim;
 use crate::storage::spec::DeviceSpec;
 use crate::storage::PageDevice;
+use crate::store::efind::{EfindConfig, EfindStore};
 use crate::store::plain::{PlainConfig, PlainStore};
 use crate::store::NodeStore;
 use crate::{Error, Result};
@@ -68,8 +69,13 @@ pub struct StoreOptions {
     pub kind: StoreKind,
     /// Memory budget of the store in bytes (`--buffer`).
     pub buffer_bytes: usize,
-    /// Replacement policy of the buffer (`--buffer-policy`).
+    /// Replacement policy of the buffer (`--buffer-policy`; eFIND's read buffer).
     pub policy: PolicyKind,
+    /// eFIND's parameters (`None`: the paper's final configuration). Its
+    /// `buffer_bytes`, `read_policy` and `with_payload` are taken from the
+    /// fields above and the tree kind.
+    #[serde(default)]
+    pub efind: Option<EfindConfig>,
 }
 
 impl Default for StoreOptions {
@@ -78,6 +84,7 @@ impl Default for StoreOptions {
             kind: StoreKind::Plain,
             buffer_bytes: 512 * 1024,
             policy: PolicyKind::S2q,
+            efind: None,
         }
     }
 }
@@ -213,16 +220,44 @@ impl std::fmt::Debug for Index {
     }
 }
 
-fn store_config(opts: &StoreOptions, kind: IndexKind) -> Result<PlainConfig> {
+/// Creates (`fresh`) or opens the store the options name on `device`.
+fn make_store(
+    device: Arc<dyn PageDevice>,
+    opts: &StoreOptions,
+    kind: IndexKind,
+    fresh: bool,
+) -> Result<Box<dyn NodeStore>> {
+    let with_payload = kind == IndexKind::Hilbert;
     match opts.kind {
-        StoreKind::Plain => Ok(PlainConfig {
-            buffer_bytes: opts.buffer_bytes,
-            policy: opts.policy,
-            with_payload: kind == IndexKind::Hilbert,
-        }),
-        other => Err(Error::invalid(format!(
-            "the {other:?} store is not available in this version; use --store plain"
-        ))),
+        StoreKind::Plain => {
+            let cfg = PlainConfig {
+                buffer_bytes: opts.buffer_bytes,
+                policy: opts.policy,
+                with_payload,
+            };
+            Ok(Box::new(if fresh {
+                PlainStore::create(device, cfg)?
+            } else {
+                PlainStore::open(device, cfg)?
+            }))
+        }
+        StoreKind::Efind => {
+            let cfg = EfindConfig {
+                buffer_bytes: opts.buffer_bytes,
+                read_policy: opts.policy,
+                with_payload,
+                ..opts.efind.unwrap_or_default()
+            };
+            cfg.verify()?;
+            Ok(Box::new(if fresh {
+                EfindStore::create(device, cfg)?
+            } else {
+                EfindStore::open(device, cfg)?
+            }))
+        }
+        StoreKind::Fast => Err(Error::invalid(
+            "the fast store is not available in this version; use --store plain or efind",
+        )),
     }
 }
 
@@ -267,7 +302,14 @@ impl Index {
         build: impl FnOnce(Box<dyn NodeStore>, TreeParams) -> Result<RTree<Box<dyn NodeStore>>>,
     ) -> Result<Index> {
         let params = opts.tree_params()?;
-        let plain = store_config(&opts.store, opts.kind)?;
+        if opts.store.kind == StoreKind::Fast {
+            return Err(Error::invalid(
+                "the fast store is not available in this version; use --store plain or efind",
+            ));
+        }
+        if let Some(e) = &opts.store.efind {
+            e.verify()?;
+        }
         let spec = DeviceSpec::parse(&opts.device)?;
         let manifest = Manifest {
             format_version: MANIFEST_VERSION,
@@ -304,8 +346,8 @@ impl Index {
             }
             None => (None, open_device(&spec, opts.page_size, None)?),
         };
-        let store = PlainStore::create(device.clone(), plain)?;
-        let tree = build(Box::new(store), params)?;
+        let store = make_store(device.clone(), &opts.store, opts.kind, true)?;
+        let tree = build(store, params)?;
         let mut index = Index {
             dir: dir.map(Path::to_path_buf),
             manifest,
@@ -373,9 +415,8 @@ impl Index {
                 )))
             }
         };
-        let plain = store_config(&store_opts, params.kind)?;
-        let store = PlainStore::open(device.clone(), plain)?;
-        let tree = RTree::open(Box::new(store) as Box<dyn NodeStore>, params)?;
+        let store = make_store(device.clone(), &store_opts, params.kind, false)?;
+        let tree = RTree::open(store, params)?;
         Ok(Index {
             dir: Some(dir.to_path_buf()),
             manifest,
@@ -675,6 +716,60 @@ mod tests {
     }
 
     #[test]
+    fn efind_index_reopens_with_the_same_answers_and_writes_less() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut written = Vec::new();
+        for (name, kind) in [("efind", StoreKind::Efind), ("plain", StoreKind::Plain)] {
+            let opts = IndexOptions {
+                store: StoreOptions {
+                    kind,
+                    buffer_bytes: 64 * 1024,
+                    ..StoreOptions::default()
+                },
+                ..file_opts()
+            };
+            let path = dir.path().join(name);
+            let mut idx = Index::create(&path, &opts).unwrap();
+            for i in 0..3000 {
+                idx.insert(i, rect(i * 7 % 3001)).unwrap();
+            }
+            for i in (0..3000).step_by(3) {
+                idx.delete(i, rect(i * 7 % 3001)).unwrap();
+            }
+            idx.checkpoint().unwrap();
+            written.push(idx.device().stats().io.pages_written);
+            let window = Rect::new(200.0, 100.0, 700.0, 600.0).unwrap();
+            let mut a: Vec<u64> = idx
+                .query(window, Predicate::Intersects)
+                .unwrap()
+                .hits
+                .iter()
+                .map(|h| h.id)
+                .collect();
+            idx.close().unwrap();
+            let ro = Index::open(&path, Access::Read).unwrap();
+            assert_eq!(ro.len(), 2000);
+            ro.tree().check().unwrap();
+            let mut b: Vec<u64> = ro
+                .query(window, Predicate::Intersects)
+                .unwrap()
+                .hits
+                .iter()
+                .map(|h| h.id)
+                .collect();
+            a.sort_unstable();
+            b.sort_unstable();
+            assert_eq!(a, b, "{name}");
+        }
+        assert!(
+            written[0] < written[1],
+            "eFIND wrote {} pages, plain {}",
+            written[0],
+            written[1]
+        );
+    }
+
+    #[test]
     fn bad_creation_requests() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("idx");
@@ -702,7 +797,7 @@ mod tests {
             },
             IndexOptions {
                 store: StoreOptions {
-                    kind: StoreKind::Efind,
+                    kind: StoreKind::Fast,
                     ..StoreOptions::default()
                 },
                 ..file_opts()
