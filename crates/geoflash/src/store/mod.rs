@@ -21,6 +21,7 @@ use crate::Result;
 pub mod accounting;
 pub mod alloc;
 pub mod efind;
+pub(crate) mod header;
 pub mod log;
 pub mod mem;
 pub mod plain;

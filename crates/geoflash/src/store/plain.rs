@@ -15,11 +15,11 @@
 //! Writes happen only between operations (no-steal): inside an operation the
 //! buffer may overshoot its size; `commit_op` evicts back to it.
 //!
-//! **Page 0** is the header page ([`PageKind::Header`]): format version, page
+//! **Page 0** is the header page ([`PageKind::Header`](crate::page::PageKind::Header)): format version, page
 //! size, payload flag, [`TreeMeta`], an opaque user blob (the index layer's
 //! parameters, [`PlainStore::set_user_meta`]), the LSN, the next page id and
 //! the free list. A free list longer than what page 0 holds continues in a
-//! chain of [`PageKind::Free`] pages, which are themselves free pages (a free
+//! chain of [`PageKind::Free`](crate::page::PageKind::Free) pages, which are themselves free pages (a free
 //! page holds nothing else, so it can hold the list; on open the chain pages
 //! return to the free list). The header is written at `checkpoint` (and
 //! at `create`).
@@ -39,17 +39,17 @@
 //! Concurrency: `get(&self)` is safe from many threads. The buffer sits
 //! behind one mutex; device reads on a miss happen outside it, and write-back
 //! of dirty victims happens under it (so no reader can see a stale page).
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
 use super::accounting::node_bytes;
 use super::alloc::PageAllocator;
+use super::header::{Format, Header};
 use super::{EntryChange, NodeStore, OpId, StoreStats, TreeMeta};
 use crate::cache::{Cache, EntryMeta, PolicyKind};
 use crate::geom::Rect;
-use crate::page::{self, Entry, Node, PageKind};
+use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
 
@@ -75,16 +75,13 @@ impl Default for PlainConfig {
     }
 }
 
-/// Header page magic (first bytes of page 0's body).
-const HEADER_MAGIC: [u8; 8] = *b"GFPLAIN\0";
-/// Version of the header page body.
-const HEADER_VERSION: u16 = 1;
-/// Bytes of the fixed part of the header body.
-const HEADER_FIXED: usize = 8 + 2 + 1 + 1 + 4 + 8 + 2 + 8 + 8 + 8 + 8 + 4 + 4 + 8;
-/// Bytes of the fixed part of a free-list chain page body.
-const CHAIN_FIXED: usize = 8 + 4;
-/// Encoding of "no root".
-const NO_ROOT: u64 = u64::MAX;
+/// The header page of a plain store.
+const FORMAT: Format = Format {
+    magic: *b"GFPLAIN\0",
+    user_meta: true,
+    blank: "page 0 is blank: the device holds no plain store (create one first)",
+    bad_magic: "page 0 is not a plain-store header (bad magic)",
+};
 
 /// A buffered node.
 #[derive(Debug, Clone)]
@@ -162,32 +159,7 @@ impl PlainStore {
     /// the free-list chain. A blank or corrupt header, another page size or
     /// another payload setting is an error.
     pub fn open(device: Arc<dyn PageDevice>, config: PlainConfig) -> Result<Self> {
-        let ps = device.page_size();
-        let mut buf = vec![0u8; ps];
-        device.read(0, &mut buf)?;
-        if page::is_blank(&buf) {
-            return Err(Error::corrupt(
-                Some(0),
-                "page 0 is blank: the device holds no plain store (create one first)",
-            ));
-        }
-        let (h, body) = page::decode_raw(&buf, Some(0))?;
-        if h.kind != PageKind::Header {
-            return Err(Error::corrupt(
-                Some(0),
-                format!("page 0 is a {:?} page, not a store header", h.kind),
-            ));
-        }
-        let hdr = Header::decode(body)?;
-        if hdr.page_size != ps {
-            return Err(Error::corrupt(
-                Some(0),
-                format!(
-                    "the store was created with {}-byte pages but the device has {ps}-byte pages",
-                    hdr.page_size
-                ),
-            ));
-        }
+        let hdr = Header::read(&FORMAT, device.as_ref())?;
         if hdr.with_payload != config.with_payload {
             return Err(Error::invalid(format!(
                 "the store was created {} entry payloads but opened {} them",
@@ -199,43 +171,7 @@ impl PlainStore {
                 },
             )));
         }
-        let mut free = hdr.free;
-        let mut chain = hdr.chain_head;
-        let mut seen = HashSet::new();
-        while chain != 0 {
-            if !seen.insert(chain) || chain >= hdr.next_page {
-                return Err(Error::corrupt(
-                    Some(chain),
-                    "free-list chain loops or points outside the allocated pages",
-                ));
-            }
-            device.read(chain, &mut buf)?;
-            let (h, body) = page::decode_raw(&buf, Some(chain))?;
-            if h.kind != PageKind::Free {
-                return Err(Error::corrupt(
-                    Some(chain),
-                    format!("expected a free-list page, found a {:?} page", h.kind),
-                ));
-            }
-            let mut r = Reader::new(body, chain);
-            let next = r.u64()?;
-            let n = r.u32()?;
-            for _ in 0..n {
-                free.push(r.u64()?);
-            }
-            chain = next;
-        }
-        if free.len() as u64 != hdr.free_total {
-            return Err(Error::corrupt(
-                Some(0),
-                format!(
-                    "the header announces {} free pages but the free list holds {}",
-                    hdr.free_total,
-                    free.len()
-                ),
-            ));
-        }
-        let alloc = PageAllocator::restore(1, hdr.next_page, free, device.capacity())
+        let alloc = PageAllocator::restore(1, hdr.next_page, hdr.free, device.capacity())
             .map_err(|e| Error::corrupt(Some(0), format!("free list: {e}")))?;
         Self::assemble(device, config, alloc, hdr.meta, hdr.user_meta, hdr.lsn)
     }
@@ -251,11 +187,7 @@ impl PlainStore {
         let page_size = device.page_size();
         crate::units::check_page_size(page_size)?;
         let max_entries = page::max_entries(page_size, config.with_payload);
-        if HEADER_FIXED + 8 > page::max_raw_body(page_size) {
-            return Err(Error::invalid(format!(
-                "{page_size}-byte pages are too small for the store header"
-            )));
-        }
+        FORMAT.check_page_size(page_size)?;
         Ok(PlainStore {
             device,
             config,
@@ -308,7 +240,7 @@ impl PlainStore {
 
     /// The largest user blob the header page holds.
     pub fn max_user_meta(&self) -> usize {
-        page::max_raw_body(self.page_size).saturating_sub(HEADER_FIXED)
+        FORMAT.max_user_meta(self.page_size)
     }
 
     /// Replaces the user blob; durable at the next checkpoint. Too large for
@@ -525,43 +457,16 @@ impl PlainStore {
     }
 
     fn write_header(&self) -> Result<()> {
-        let ps = self.page_size;
-        let free = self.alloc.free_after_durable();
-        let room = page::max_raw_body(ps);
-        let header_slots = room.saturating_sub(HEADER_FIXED + self.user_meta.len()) / 8;
-        let chain_slots = room.saturating_sub(CHAIN_FIXED) / 8;
-        let (in_header, rest) = free.split_at(free.len().min(header_slots));
-        // The chain lives in free pages themselves: the last ids of the list.
-        let chunks: Vec<&[u64]> = rest.chunks(chain_slots.max(1)).collect();
-        let chain_pages: Vec<PageId> = free.iter().rev().take(chunks.len()).copied().collect();
-        let mut pages = vec![0u64];
-        let mut data = vec![0u8; ps * (1 + chunks.len())];
-        let hdr = Header {
-            page_size: ps,
+        Header {
+            page_size: self.page_size,
             with_payload: self.config.with_payload,
             meta: self.meta.clone(),
             next_page: self.alloc.next_page(),
             lsn: self.lsn,
-            free_total: free.len() as u64,
-            chain_head: chain_pages.first().copied().unwrap_or(0),
             user_meta: self.user_meta.clone(),
-            free: in_header.to_vec(),
-        };
-        let body = hdr.encode();
-        let (first, tail) = data.split_at_mut(ps);
-        page::encode_raw(PageKind::Header, self.lsn, &body, first)?;
-        for (i, (ids, chunk)) in chunks.iter().zip(tail.chunks_exact_mut(ps)).enumerate() {
-            let next = chain_pages.get(i + 1).copied().unwrap_or(0);
-            let mut b = Vec::with_capacity(CHAIN_FIXED + ids.len() * 8);
-            b.extend_from_slice(&next.to_le_bytes());
-            b.extend_from_slice(&(ids.len() as u32).to_le_bytes());
-            for id in *ids {
-                b.extend_from_slice(&id.to_le_bytes());
-            }
-            page::encode_raw(PageKind::Free, self.lsn, &b, chunk)?;
-            pages.push(chain_pages.get(i).copied().unwrap_or(0));
+            free: self.alloc.free_after_durable(),
         }
-        self.device.write_batch(&pages, &data)
+        .write(&FORMAT, self.device.as_ref())
     }
 }
 
@@ -783,151 +688,10 @@ impl NodeStore for PlainStore {
     }
 }
 
-/// The decoded body of page 0.
-#[derive(Debug, Clone, PartialEq)]
-struct Header {
-    page_size: usize,
-    with_payload: bool,
-    meta: TreeMeta,
-    next_page: PageId,
-    lsn: u64,
-    free_total: u64,
-    chain_head: PageId,
-    user_meta: Vec<u8>,
-    /// The free ids held by page 0 itself.
-    free: Vec<PageId>,
-}
-
-impl Header {
-    fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(HEADER_FIXED + self.user_meta.len() + 8 * self.free.len());
-        b.extend_from_slice(&HEADER_MAGIC);
-        b.extend_from_slice(&HEADER_VERSION.to_le_bytes());
-        b.push(u8::from(self.with_payload));
-        b.push(0);
-        b.extend_from_slice(&(self.page_size as u32).to_le_bytes());
-        b.extend_from_slice(&self.meta.root.unwrap_or(NO_ROOT).to_le_bytes());
-        b.extend_from_slice(&self.meta.height.to_le_bytes());
-        b.extend_from_slice(&self.meta.records.to_le_bytes());
-        b.extend_from_slice(&self.next_page.to_le_bytes());
-        b.extend_from_slice(&self.lsn.to_le_bytes());
-        b.extend_from_slice(&self.free_total.to_le_bytes());
-        b.extend_from_slice(&(self.user_meta.len() as u32).to_le_bytes());
-        b.extend_from_slice(&(self.free.len() as u32).to_le_bytes());
-        b.extend_from_slice(&self.chain_head.to_le_bytes());
-        b.extend_from_slice(&self.user_meta);
-        for id in &self.free {
-            b.extend_from_slice(&id.to_le_bytes());
-        }
-        b
-    }
-
-    fn decode(body: &[u8]) -> Result<Header> {
-        let mut r = Reader::new(body, 0);
-        if r.bytes(8)? != HEADER_MAGIC {
-            return Err(Error::corrupt(
-                Some(0),
-                "page 0 is not a plain-store header (bad magic)",
-            ));
-        }
-        let version = r.u16()?;
-        if version > HEADER_VERSION {
-            return Err(Error::UnsupportedVersion {
-                found: version,
-                supported: HEADER_VERSION,
-            });
-        }
-        let with_payload = match r.u8()? {
-            0 => false,
-            1 => true,
-            b => {
-                return Err(Error::corrupt(
-                    Some(0),
-                    format!("bad payload flag {b} in the store header"),
-                ))
-            }
-        };
-        r.u8()?;
-        let page_size = r.u32()? as usize;
-        let root = r.u64()?;
-        let height = r.u16()?;
-        let records = r.u64()?;
-        let next_page = r.u64()?;
-        let lsn = r.u64()?;
-        let free_total = r.u64()?;
-        let user_len = r.u32()? as usize;
-        let free_here = r.u32()?;
-        let chain_head = r.u64()?;
-        let user_meta = r.bytes(user_len)?.to_vec();
-        let mut free = Vec::new();
-        for _ in 0..free_here {
-            free.push(r.u64()?);
-        }
-        Ok(Header {
-            page_size,
-            with_payload,
-            meta: TreeMeta {
-                root: (root != NO_ROOT).then_some(root),
-                height,
-                records,
-            },
-            next_page,
-            lsn,
-            free_total,
-            chain_head,
-            user_meta,
-            free,
-        })
-    }
-}
-
-/// A bounds-checked little-endian reader whose errors name the page.
-struct Reader<'a> {
-    buf: &'a [u8],
-    off: usize,
-    page: PageId,
-}
-
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8], page: PageId) -> Self {
-        Reader { buf, off: 0, page }
-    }
-
-    fn bytes(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.off.checked_add(n);
-        let s = end
-            .and_then(|e| self.buf.get(self.off..e))
-            .ok_or_else(|| Error::corrupt(Some(self.page), "store metadata page is truncated"))?;
-        self.off += n;
-        Ok(s)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
-        let s = self.bytes(N)?;
-        s.try_into()
-            .map_err(|_| Error::corrupt(Some(self.page), "store metadata page is truncated"))
-    }
-
-    fn u8(&mut self) -> Result<u8> {
-        Ok(u8::from_le_bytes(self.array()?))
-    }
-
-    fn u16(&mut self) -> Result<u16> {
-        Ok(u16::from_le_bytes(self.array()?))
-    }
-
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.array()?))
-    }
-
-    fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.array()?))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::page::PageKind;
     use crate::storage::mem::MemDevice;
     use crate::store::accounting::node_bytes_for;
     use proptest::prelude::*;

@@ -39,9 +39,10 @@ use serde::{Deserialize, Serialize};
 
 use super::accounting::node_bytes;
 use super::alloc::PageAllocator;
+use super::header::{Format, Header};
 use super::{EntryChange, NodeStore, OpId, StoreStats, TreeMeta};
 use crate::cache::{Cache, EntryMeta, PolicyKind};
-use crate::page::{self, Entry, Node, PageKind};
+use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
 
@@ -207,16 +208,13 @@ impl std::fmt::Debug for EfindStore {
     }
 }
 
-/// Header page magic.
-const HEADER_MAGIC: [u8; 8] = *b"GFEFIND\0";
-/// Version of the header page body.
-const HEADER_VERSION: u16 = 1;
-/// Bytes of the fixed part of the header body.
-const HEADER_FIXED: usize = 8 + 2 + 1 + 1 + 4 + 8 + 2 + 8 + 8 + 8 + 8 + 4 + 8;
-/// Bytes of the fixed part of a free-list chain page body.
-const CHAIN_FIXED: usize = 8 + 4;
-/// Encoding of "no root".
-const NO_ROOT: u64 = u64::MAX;
+/// The header page of an eFIND store (no user blob).
+const FORMAT: Format = Format {
+    magic: *b"GFEFIND\0",
+    user_meta: false,
+    blank: "page 0 is blank: the device holds no eFIND store",
+    bad_magic: "page 0 is not an eFIND store header (bad magic)",
+};
 
 pub(crate) fn meta_of(node: &Node) -> EntryMeta {
     EntryMeta {
@@ -237,103 +235,15 @@ impl EfindStore {
 
     /// Opens a store formatted by [`create`](Self::create) and checkpointed.
     pub fn open(device: Arc<dyn PageDevice>, config: EfindConfig) -> Result<Self> {
-        let ps = device.page_size();
-        let mut buf = vec![0u8; ps];
-        device.read(0, &mut buf)?;
-        if page::is_blank(&buf) {
-            return Err(Error::corrupt(
-                Some(0),
-                "page 0 is blank: the device holds no eFIND store",
-            ));
-        }
-        let (h, body) = page::decode_raw(&buf, Some(0))?;
-        if h.kind != PageKind::Header {
-            return Err(Error::corrupt(
-                Some(0),
-                format!("page 0 is a {:?} page, not a store header", h.kind),
-            ));
-        }
-        let mut r = Reader::new(body, 0);
-        if r.bytes(8)? != HEADER_MAGIC {
-            return Err(Error::corrupt(
-                Some(0),
-                "page 0 is not an eFIND store header (bad magic)",
-            ));
-        }
-        let version = r.u16()?;
-        if version > HEADER_VERSION {
-            return Err(Error::UnsupportedVersion {
-                found: version,
-                supported: HEADER_VERSION,
-            });
-        }
-        let with_payload = r.u8()? == 1;
-        r.u8()?;
-        let page_size = r.u32()? as usize;
-        let root = r.u64()?;
-        let height = r.u16()?;
-        let records = r.u64()?;
-        let next_page = r.u64()?;
-        let lsn = r.u64()?;
-        let free_total = r.u64()?;
-        let free_here = r.u32()?;
-        let chain_head = r.u64()?;
-        if page_size != ps {
-            return Err(Error::corrupt(Some(0), format!(
-                "the store was created with {page_size}-byte pages but the device has {ps}-byte pages"
-            )));
-        }
-        if with_payload != config.with_payload {
+        let hdr = Header::read(&FORMAT, device.as_ref())?;
+        if hdr.with_payload != config.with_payload {
             return Err(Error::invalid(
                 "the store was created with another entry-payload setting",
             ));
         }
-        let mut free = Vec::new();
-        for _ in 0..free_here {
-            free.push(r.u64()?);
-        }
-        let mut chain = chain_head;
-        let mut seen = HashSet::new();
-        while chain != 0 {
-            if !seen.insert(chain) || chain >= next_page {
-                return Err(Error::corrupt(
-                    Some(chain),
-                    "free-list chain loops or points outside the allocated pages",
-                ));
-            }
-            device.read(chain, &mut buf)?;
-            let (h, body) = page::decode_raw(&buf, Some(chain))?;
-            if h.kind != PageKind::Free {
-                return Err(Error::corrupt(
-                    Some(chain),
-                    format!("expected a free-list page, found a {:?} page", h.kind),
-                ));
-            }
-            let mut r = Reader::new(body, chain);
-            let next = r.u64()?;
-            let n = r.u32()?;
-            for _ in 0..n {
-                free.push(r.u64()?);
-            }
-            chain = next;
-        }
-        if free.len() as u64 != free_total {
-            return Err(Error::corrupt(
-                Some(0),
-                format!(
-                    "the header announces {free_total} free pages but the free list holds {}",
-                    free.len()
-                ),
-            ));
-        }
-        let alloc = PageAllocator::restore(1, next_page, free, device.capacity())
+        let alloc = PageAllocator::restore(1, hdr.next_page, hdr.free, device.capacity())
             .map_err(|e| Error::corrupt(Some(0), format!("free list: {e}")))?;
-        let meta = TreeMeta {
-            root: (root != NO_ROOT).then_some(root),
-            height,
-            records,
-        };
-        Self::assemble(device, config, alloc, meta, lsn)
+        Self::assemble(device, config, alloc, hdr.meta, hdr.lsn)
     }
 
     /// An empty store on a fresh in-memory device of `page_size`-byte pages.
@@ -355,11 +265,7 @@ impl EfindStore {
         config.verify()?;
         let page_size = device.page_size();
         crate::units::check_page_size(page_size)?;
-        if HEADER_FIXED + 8 > page::max_raw_body(page_size) {
-            return Err(Error::invalid(format!(
-                "{page_size}-byte pages are too small for the store header"
-            )));
-        }
+        FORMAT.check_page_size(page_size)?;
         let read_budget = config.buffer_bytes / 100 * usize::from(config.read_buffer_percent)
             + config.buffer_bytes % 100 * usize::from(config.read_buffer_percent) / 100;
         let write_budget = config.buffer_bytes - read_budget;
@@ -471,47 +377,16 @@ impl EfindStore {
     }
 
     fn write_header(&self) -> Result<()> {
-        let ps = self.page_size;
-        let free = self.alloc.free_after_durable();
-        let room = page::max_raw_body(ps);
-        let header_slots = room.saturating_sub(HEADER_FIXED) / 8;
-        let chain_slots = room.saturating_sub(CHAIN_FIXED) / 8;
-        let (in_header, rest) = free.split_at(free.len().min(header_slots));
-        let chunks: Vec<&[u64]> = rest.chunks(chain_slots.max(1)).collect();
-        let chain_pages: Vec<PageId> = free.iter().rev().take(chunks.len()).copied().collect();
-        let mut b = Vec::with_capacity(HEADER_FIXED + 8 * in_header.len());
-        b.extend_from_slice(&HEADER_MAGIC);
-        b.extend_from_slice(&HEADER_VERSION.to_le_bytes());
-        b.push(u8::from(self.config.with_payload));
-        b.push(0);
-        b.extend_from_slice(&(ps as u32).to_le_bytes());
-        b.extend_from_slice(&self.meta.root.unwrap_or(NO_ROOT).to_le_bytes());
-        b.extend_from_slice(&self.meta.height.to_le_bytes());
-        b.extend_from_slice(&self.meta.records.to_le_bytes());
-        b.extend_from_slice(&self.alloc.next_page().to_le_bytes());
-        b.extend_from_slice(&self.lsn.to_le_bytes());
-        b.extend_from_slice(&(free.len() as u64).to_le_bytes());
-        b.extend_from_slice(&(in_header.len() as u32).to_le_bytes());
-        b.extend_from_slice(&chain_pages.first().copied().unwrap_or(0).to_le_bytes());
-        for id in in_header {
-            b.extend_from_slice(&id.to_le_bytes());
+        Header {
+            page_size: self.page_size,
+            with_payload: self.config.with_payload,
+            meta: self.meta.clone(),
+            next_page: self.alloc.next_page(),
+            lsn: self.lsn,
+            user_meta: Vec::new(),
+            free: self.alloc.free_after_durable(),
         }
-        let mut pages = vec![0u64];
-        let mut data = vec![0u8; ps * (1 + chunks.len())];
-        let (first, tail) = data.split_at_mut(ps);
-        page::encode_raw(PageKind::Header, self.lsn, &b, first)?;
-        for (i, (ids, chunk)) in chunks.iter().zip(tail.chunks_exact_mut(ps)).enumerate() {
-            let next = chain_pages.get(i + 1).copied().unwrap_or(0);
-            let mut c = Vec::with_capacity(CHAIN_FIXED + ids.len() * 8);
-            c.extend_from_slice(&next.to_le_bytes());
-            c.extend_from_slice(&(ids.len() as u32).to_le_bytes());
-            for id in *ids {
-                c.extend_from_slice(&id.to_le_bytes());
-            }
-            page::encode_raw(PageKind::Free, self.lsn, &c, chunk)?;
-            pages.push(chain_pages.get(i).copied().unwrap_or(0));
-        }
-        self.device.write_batch(&pages, &data)
+        .write(&FORMAT, self.device.as_ref())
     }
 }
 
@@ -648,49 +523,5 @@ impl NodeStore for EfindStore {
 
     fn stats(&self) -> StoreStats {
         self.lock().stats
-    }
-}
-
-struct Reader<'a> {
-    buf: &'a [u8],
-    off: usize,
-    page: PageId,
-}
-
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8], page: PageId) -> Self {
-        Reader { buf, off: 0, page }
-    }
-
-    fn bytes(&mut self, n: usize) -> Result<&'a [u8]> {
-        let s = self
-            .off
-            .checked_add(n)
-            .and_then(|e| self.buf.get(self.off..e))
-            .ok_or_else(|| Error::corrupt(Some(self.page), "store metadata page is truncated"))?;
-        self.off += n;
-        Ok(s)
-    }
-
-    fn arr<const N: usize>(&mut self) -> Result<[u8; N]> {
-        let mut a = [0u8; N];
-        a.copy_from_slice(self.bytes(N)?);
-        Ok(a)
-    }
-
-    fn u8(&mut self) -> Result<u8> {
-        Ok(u8::from_le_bytes(self.arr()?))
-    }
-
-    fn u16(&mut self) -> Result<u16> {
-        Ok(u16::from_le_bytes(self.arr()?))
-    }
-
-    fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.arr()?))
-    }
-
-    fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.arr()?))
     }
 }
