@@ -4,12 +4,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use geoflash::geom::Rect;
-use geoflash::index::{BulkMethod, IndexKind, RTree};
-use geoflash::index_dir::StoreKind;
+use geoflash::index::{BulkMethod, RTree};
+use geoflash::index_dir::make_store;
 use geoflash::storage::spec::DeviceSpec;
 use geoflash::storage::trace::{Trace, TraceDevice};
 use geoflash::storage::{DeviceStats, PageDevice};
-use geoflash::store::{NodeStore, PlainConfig, PlainStore};
+
 use geoflash::{Error, IndexOptions};
 use geoflash_bench::devbench;
 
@@ -97,13 +97,6 @@ pub fn record_build(
     bulk: Option<(BulkMethod, f64)>,
     expected: &DeviceStats,
 ) -> Result<(), Failure> {
-    if opts.store.kind != StoreKind::Plain {
-        return Err(Error::invalid(format!(
-            "--record-trace re-runs the build on the plain store only in this version, not on {:?}",
-            opts.store.kind
-        ))
-        .into());
-    }
     let spec = DeviceSpec::parse(&opts.device)?;
     if matches!(spec, DeviceSpec::File { path: Some(_), .. }) {
         return Err(Error::invalid(
@@ -135,12 +128,7 @@ fn replicate(
     expected: &DeviceStats,
 ) -> Result<(), Failure> {
     let params = opts.tree_params()?;
-    let config = PlainConfig {
-        buffer_bytes: opts.store.buffer_bytes,
-        policy: opts.store.policy,
-        with_payload: opts.kind == IndexKind::Hilbert,
-    };
-    let store: Box<dyn NodeStore> = Box::new(PlainStore::create(traced.clone(), config)?);
+    let store = make_store(traced.clone(), &opts.store, opts.kind, true)?;
     let mut tree = match bulk {
         Some((method, fill)) => RTree::bulk_load(store, params, records, method, fill)?,
         None => {

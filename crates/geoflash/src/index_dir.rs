@@ -220,8 +220,10 @@ impl std::fmt::Debug for Index {
     }
 }
 
-/// Creates (`fresh`) or opens the store the options name on `device`.
-fn make_store(
+/// Creates (`fresh`) or opens the store the options name on `device` (the
+/// one place that maps store options to a store; tools that replay a build
+/// on another device use it too).
+pub fn make_store(
     device: Arc<dyn PageDevice>,
     opts: &StoreOptions,
     kind: IndexKind,
