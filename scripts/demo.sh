@@ -2,8 +2,9 @@
 # The demo, on embedded defaults: a building-like dataset indexed by the
 # R*-tree on the disk-based plain store, once on the simulated TC58 NAND
 # flash of the seeds and once on a real file with O_DIRECT, followed by 100
-# range queries at 0.01% selectivity and a kNN query; then the device
-# benchmark on the simulators and on the real file (batch 1 against 64).
+# range queries at 0.01% selectivity and a kNN query; eFIND against the
+# plain store on random insertion order; then the device benchmark on the
+# simulators and on the real file (batch 1 against 64).
 set -euo pipefail
 dir=${1:-target/demo}
 bin=target/release/geoflash
@@ -34,6 +35,13 @@ say "100 range queries at 0.01% of the extent (counts of the first five windows)
 "$bin" query --index "$dir/rstar-file" --windows "$dir/windows.csv" | head -5
 say "the 5 nearest buildings to the centre of the square"
 "$bin" knn --index "$dir/rstar-file" --point 0.5,0.5 --k 5
+
+say "eFIND against the plain store on simulated flash: 30,000 boxes in random order (page writes, NAND programs)"
+"$bin" generate --distribution buildings --geometry box --count 30000 --seed 8 --order random --out "$dir/random.csv"
+for store in plain efind; do
+    echo "-- --store $store"
+    "$bin" build --input "$dir/random.csv" --index "$dir/random-$store" --store "$store" --device "flashsim:preset=seed-tc58"
+done
 
 say "STR bulk load of the same data (each page written once)"
 "$bin" build --input "$dir/buildings.csv" --index "$dir/rstar-str" --bulk str --device "file?direct=$direct"
