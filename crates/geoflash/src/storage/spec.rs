@@ -210,32 +210,47 @@ impl DeviceSpec {
     }
 }
 
-/// Builds a simulator config from spec parameters: `preset` first (default `seed-tc58`), then overrides in order.
-fn flashsim_config(params: &[(String, String)]) -> Result<FlashSimConfig> {
-    let preset = params
+/// Builds a simulator's config from spec parameters: `preset` first (else
+/// `default_preset`), then the other keys in order, then validation.
+fn sim_config<C>(
+    params: &[(String, String)],
+    default_preset: &str,
+    preset: impl Fn(&str) -> Result<C>,
+    set: impl Fn(&mut C, &str, &str) -> Result<()>,
+    validate: impl Fn(&C) -> Result<()>,
+) -> Result<C> {
+    let name = params
         .iter()
         .find(|(k, _)| k == "preset")
-        .map_or("seed-tc58", |(_, v)| v.as_str());
-    let mut cfg = FlashSimConfig::preset(preset)?;
+        .map_or(default_preset, |(_, v)| v.as_str());
+    let mut cfg = preset(name)?;
     for (k, v) in params.iter().filter(|(k, _)| k != "preset") {
-        cfg.set(k, v)?;
+        set(&mut cfg, k, v)?;
     }
-    cfg.validate()?;
+    validate(&cfg)?;
     Ok(cfg)
 }
 
-/// Builds a disk-model config from spec parameters: `preset` first (default `7200rpm`), then overrides.
+/// The flash simulator's config (default preset `seed-tc58`).
+fn flashsim_config(params: &[(String, String)]) -> Result<FlashSimConfig> {
+    sim_config(
+        params,
+        "seed-tc58",
+        FlashSimConfig::preset,
+        FlashSimConfig::set,
+        FlashSimConfig::validate,
+    )
+}
+
+/// The disk model's config (default preset `7200rpm`).
 fn hddsim_config(params: &[(String, String)]) -> Result<HddSimConfig> {
-    let preset = params
-        .iter()
-        .find(|(k, _)| k == "preset")
-        .map_or("7200rpm", |(_, v)| v.as_str());
-    let mut cfg = HddSimConfig::preset(preset)?;
-    for (k, v) in params.iter().filter(|(k, _)| k != "preset") {
-        cfg.set(k, v)?;
-    }
-    cfg.validate()?;
-    Ok(cfg)
+    sim_config(
+        params,
+        "7200rpm",
+        HddSimConfig::preset,
+        HddSimConfig::set,
+        HddSimConfig::validate,
+    )
 }
 
 fn fmt_params(f: &mut fmt::Formatter<'_>, params: &[(String, String)]) -> fmt::Result {
