@@ -102,6 +102,47 @@ pub trait NodeStore: Send + Sync {
     fn stats(&self) -> StoreStats;
 }
 
+/// The operation bracket shared by the stores: which operation is running
+/// and which id comes next, with the errors for misnested calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct OpBracket {
+    /// The running operation, if any.
+    pub(crate) current: Option<OpId>,
+    /// The id the next operation gets.
+    pub(crate) next: OpId,
+}
+
+impl OpBracket {
+    /// Starts an operation; an error while another one runs.
+    pub(crate) fn begin(&mut self) -> Result<OpId> {
+        if let Some(op) = self.current {
+            return Err(crate::Error::invalid(format!(
+                "operation {op} is still running: commit it before beginning another"
+            )));
+        }
+        let op = self.next;
+        self.next = self.next.saturating_add(1);
+        self.current = Some(op);
+        Ok(op)
+    }
+
+    /// Ends operation `op`; an error if it is not the running one.
+    pub(crate) fn end(&mut self, op: OpId) -> Result<()> {
+        match self.current {
+            Some(cur) if cur == op => {
+                self.current = None;
+                Ok(())
+            }
+            Some(cur) => Err(crate::Error::invalid(format!(
+                "commit of operation {op} while operation {cur} is running"
+            ))),
+            None => Err(crate::Error::invalid(format!(
+                "commit of operation {op} but no operation is running"
+            ))),
+        }
+    }
+}
+
 /// A boxed store is a store: the index front end holds whichever store the
 /// manifest names as `Box<dyn NodeStore>`.
 impl NodeStore for Box<dyn NodeStore> {

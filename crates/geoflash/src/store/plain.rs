@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use super::accounting::node_bytes;
 use super::alloc::PageAllocator;
 use super::header::{Format, Header};
-use super::{EntryChange, NodeStore, OpId, StoreStats, TreeMeta};
+use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::cache::{Cache, EntryMeta, PolicyKind};
 use crate::geom::Rect;
 use crate::page::{self, Entry, Node};
@@ -118,8 +118,7 @@ pub struct PlainStore {
     meta: TreeMeta,
     user_meta: Vec<u8>,
     lsn: u64,
-    next_op: OpId,
-    current_op: Option<OpId>,
+    ops: OpBracket,
     inner: Mutex<Inner>,
 }
 
@@ -197,8 +196,10 @@ impl PlainStore {
             meta,
             user_meta,
             lsn,
-            next_op: lsn + 1,
-            current_op: None,
+            ops: OpBracket {
+                current: None,
+                next: lsn + 1,
+            },
             inner: Mutex::new(Inner {
                 cache: Cache::new(config.policy, config.buffer_bytes),
                 in_op: false,
@@ -558,14 +559,7 @@ impl NodeStore for PlainStore {
 
     fn begin_op(&mut self) -> Result<OpId> {
         self.check_usable()?;
-        if let Some(op) = self.current_op {
-            return Err(Error::invalid(format!(
-                "operation {op} is still running: commit it before beginning another"
-            )));
-        }
-        let op = self.next_op;
-        self.next_op += 1;
-        self.current_op = Some(op);
+        let op = self.ops.begin()?;
         self.lock().in_op = true;
         Ok(op)
     }
@@ -629,20 +623,7 @@ impl NodeStore for PlainStore {
     }
 
     fn commit_op(&mut self, op: OpId) -> Result<()> {
-        match self.current_op {
-            Some(cur) if cur == op => {}
-            Some(cur) => {
-                return Err(Error::invalid(format!(
-                    "commit of operation {op} while operation {cur} is running"
-                )))
-            }
-            None => {
-                return Err(Error::invalid(format!(
-                    "commit of operation {op} but no operation is running"
-                )))
-            }
-        }
-        self.current_op = None;
+        self.ops.end(op)?;
         self.check_usable()?;
         self.lsn = op;
         let inner = &mut *self.inner.lock().unwrap_or_else(|e| e.into_inner());
@@ -657,7 +638,7 @@ impl NodeStore for PlainStore {
 
     fn checkpoint(&mut self) -> Result<()> {
         self.check_usable()?;
-        if let Some(op) = self.current_op {
+        if let Some(op) = self.ops.current {
             return Err(Error::invalid(format!(
                 "checkpoint while operation {op} is running: commit it first"
             )));

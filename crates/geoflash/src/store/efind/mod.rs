@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use super::accounting::node_bytes;
 use super::alloc::PageAllocator;
 use super::header::{Format, Header};
-use super::{EntryChange, NodeStore, OpId, StoreStats, TreeMeta};
+use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::cache::{Cache, EntryMeta, PolicyKind};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
@@ -191,8 +191,7 @@ pub struct EfindStore {
     alloc: PageAllocator,
     meta: TreeMeta,
     lsn: u64,
-    next_op: OpId,
-    current_op: Option<OpId>,
+    ops: OpBracket,
     wb: WriteBuffer,
     inner: Mutex<Inner>,
 }
@@ -279,8 +278,10 @@ impl EfindStore {
             alloc,
             meta,
             lsn,
-            next_op: lsn.saturating_add(1),
-            current_op: None,
+            ops: OpBracket {
+                current: None,
+                next: lsn.saturating_add(1),
+            },
             wb: WriteBuffer::new(),
             inner: Mutex::new(Inner {
                 rb: Cache::new(config.read_policy, read_budget),
@@ -398,14 +399,7 @@ impl NodeStore for EfindStore {
     }
 
     fn begin_op(&mut self) -> Result<OpId> {
-        if let Some(op) = self.current_op {
-            return Err(Error::invalid(format!(
-                "operation {op} is still running: commit it before beginning another"
-            )));
-        }
-        let op = self.next_op;
-        self.next_op = self.next_op.saturating_add(1);
-        self.current_op = Some(op);
+        let op = self.ops.begin()?;
         Ok(op)
     }
 
@@ -477,20 +471,7 @@ impl NodeStore for EfindStore {
     }
 
     fn commit_op(&mut self, op: OpId) -> Result<()> {
-        match self.current_op {
-            Some(cur) if cur == op => {}
-            Some(cur) => {
-                return Err(Error::invalid(format!(
-                    "commit of operation {op} while operation {cur} is running"
-                )))
-            }
-            None => {
-                return Err(Error::invalid(format!(
-                    "commit of operation {op} but no operation is running"
-                )))
-            }
-        }
-        self.current_op = None;
+        self.ops.end(op)?;
         self.lsn = op;
         self.lock().stats.ops_committed += 1;
         while self.wb.bytes() > self.write_budget {
@@ -506,7 +487,7 @@ impl NodeStore for EfindStore {
     }
 
     fn checkpoint(&mut self) -> Result<()> {
-        if let Some(op) = self.current_op {
+        if let Some(op) = self.ops.current {
             return Err(Error::invalid(format!(
                 "checkpoint while operation {op} is running: commit it first"
             )));
