@@ -1,7 +1,7 @@
 //! Structural invariant checker: balanced height, node levels, fill bounds
 //! (except the root), each parent rectangle equal to the union of its
-//! child's entries, keys unique and ascending in a node, no page reachable
-//! twice, and the record count of the metadata. In a Hilbert R-tree also:
+//! child's entries, keys unique and ascending in a node, object ids unique
+//! in the tree, no page reachable twice, and the record count of the metadata. In a Hilbert R-tree also:
 //! each record carries its Hilbert value, each internal entry the largest
 //! value of its subtree, and siblings are in Hilbert (B+-tree) order.
 use std::collections::HashSet;
@@ -58,6 +58,8 @@ impl<S: NodeStore> RTree<S> {
         }
         let mut seen = HashSet::new();
         self.check_node(root, meta.height - 1, None, &mut seen, &mut report)?;
+        // Object ids unique across leaves (a second walk, through the store's cache).
+        self.collect_ids()?;
         if report.records != meta.records {
             return Err(Error::corrupt(
                 None,

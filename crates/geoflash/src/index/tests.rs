@@ -325,6 +325,43 @@ fn bad_input_is_refused_and_leaves_the_tree_unchanged() {
 }
 
 #[test]
+fn a_duplicate_id_anywhere_in_the_tree_is_refused() {
+    // Object 3 sits far from where its duplicate's rectangle goes, so the
+    // leaf check alone would not see it; the id set must.
+    let far = r(1000.0, 1000.0, 1001.0, 1001.0);
+    let items: Vec<(u64, Rect)> = (0..200u64)
+        .map(|i| {
+            let x = (i % 20) as f64;
+            (i, r(x, (i / 20) as f64, x + 0.5, (i / 20) as f64 + 0.5))
+        })
+        .collect();
+    for params in configs(6) {
+        let mut t = RTree::create(MemStore::new(), params).unwrap();
+        for (i, rect) in &items {
+            t.insert(*i, *rect).unwrap();
+        }
+        let err = t.insert(3, far).unwrap_err();
+        assert!(err.to_string().contains("already in the index"), "{err}");
+        assert_eq!(t.len(), 200);
+        t.check().unwrap();
+        // After a delete the id is free again; the set follows updates.
+        t.delete(3, items[3].1).unwrap();
+        t.insert(3, far).unwrap();
+        t.update(3, far, items[3].1).unwrap();
+        assert!(t.insert(3, far).is_err());
+        // Reopened and bulk-loaded trees build their set at the first insertion.
+        let mut t = RTree::open(t.into_store(), params).unwrap();
+        assert!(t.insert(150, far).is_err());
+        t.insert(1000, far).unwrap();
+        let mut b =
+            RTree::bulk_load(MemStore::new(), params, items.clone(), BulkMethod::Str, 1.0).unwrap();
+        assert!(b.insert(42, far).is_err());
+        b.insert(4242, far).unwrap();
+        b.check().unwrap();
+    }
+}
+
+#[test]
 fn same_operations_build_the_same_tree_twice() {
     let ops: Vec<(u64, Rect)> = (0..200u64)
         .map(|i| {
