@@ -215,8 +215,9 @@ impl EfindStore {
         Ok(chosen.len())
     }
 
-    /// Writes the buffered pages `ids` (sorted) as one batch, applies
-    /// temporal control on reads, and removes them from the write buffer.
+    /// Writes the buffered pages `ids` as one batch with the flush protocol
+    /// (page images, see the [module docs](super)), applies temporal control
+    /// on reads, and removes them from the write buffer.
     pub(super) fn write_pages(&mut self, ids: &[PageId]) -> Result<()> {
         let mut pages: Vec<(PageId, Arc<Node>)> = Vec::new();
         let mut ids = ids.to_vec();
@@ -227,15 +228,14 @@ impl EfindStore {
                 Some(_) => pages.push((id, self.retrieve(id, false)?)),
             }
         }
-        if !pages.is_empty() {
-            let ps = self.page_size;
-            let mut data = vec![0u8; pages.len() * ps];
-            for ((_, node), chunk) in pages.iter().zip(data.chunks_exact_mut(ps)) {
-                page::encode_node(node, self.lsn, self.config.with_payload, chunk)?;
-            }
-            let pids: Vec<PageId> = pages.iter().map(|(id, _)| *id).collect();
-            self.device.write_batch(&pids, &data)?;
+        let ps = self.page_size;
+        let lsn = self.log.as_ref().map_or(0, |l| l.last_lsn());
+        let mut data = vec![0u8; pages.len() * ps];
+        for ((_, node), chunk) in pages.iter().zip(data.chunks_exact_mut(ps)) {
+            page::encode_node(node, lsn, self.config.with_payload, chunk)?;
         }
+        let pids: Vec<PageId> = pages.iter().map(|(id, _)| *id).collect();
+        self.write_protected(&pids, &data, &ids)?;
         let mut inner = self.lock();
         let n = pages.len() as u64;
         inner.stats.node_writes += n;

@@ -1,37 +1,77 @@
 //! `EfindStore`: the eFIND framework (seed `efind-framework.txt`, reading
 //! guide `NOTES-efind.md`) as a node store, so that the R-tree, the R*-tree
 //! and the Hilbert R-tree become flash-aware without changing their
-//! algorithms.
+//! algorithms, made crash-safe with the shared [log](crate::store::log).
 //!
 //! - **Write buffer** ([`write_buffer`]): entry-level modifications per page
 //!   (NEW/MOD/DEL), sized in bytes of modifications; its budget is the total
 //!   buffer minus the read-buffer share.
 //! - **Read buffer**: `read_buffer_percent` of the total buffer, pages as
 //!   stored on the device, managed by a [`crate::cache`] policy.
-//! - **RetrievePage** (Alg. 2, `retrieve.rs`) answers every `get`.
+//! - **RetrievePage** (Alg. 2, `retrieve.rs`) answers every `get`; a page read
+//!   from the device has its checksum verified (a torn page is an error).
 //! - **Flushing** (Alg. 3, [`flush`]): at `commit_op`, while the write buffer
 //!   is over budget, one flushing unit of `flush_unit` pages chosen among the
 //!   `flush_percent`% oldest buffered pages by the [`FlushPolicy`] is written
 //!   as one device batch. Never inside an operation.
 //! - **Temporal control** (Algs. 4–5): optional RQ/WQ FIFO queues.
-//! - `checkpoint` writes every buffered page (one batch), then the header
-//!   page, then syncs.
+//! - **Log** ([`durability`](self#durability), `logging.rs`, `restart.rs`).
 //!
-//! Page 0 is the header page (as in [`PlainStore`](super::PlainStore)): tree
-//! metadata, next page id, LSN and the free list, continued in a chain of
-//! free pages when it does not fit page 0.
+//! # Where things live
 //!
-//! Durability: none beyond `checkpoint` yet (the log comes later): a crash
-//! loses the write buffer.
+//! Page 0 is the store's identity page, written once at creation: the
+//! header format shared with [`PlainStore`](super::PlainStore) (magic
+//! `GFEFINDL`) whose user blob names the index (a random 128-bit id, which
+//! the log's superblock repeats: a log of another index is refused) and the
+//! log's place: pages `first .. first + pages` either of the same device
+//! (the last pages of its capacity; node pages are allocated below them) or
+//! of a separate log device (`log.dat` next to `pages.dat`). Page 0 is never
+//! rewritten, so no crash can tear it. Everything that changes — tree
+//! metadata, next page id, free list, newest operation — is in the log:
+//! META records per operation and a CHECKPOINT record at each checkpoint.
 //!
-//! Errors: a failed flush batch leaves the write buffer untouched (rows are
-//! removed only after their batch was written), so the error surfaces from
-//! `commit_op`/`checkpoint` and a later flush retries the same pages.
+//! # Durability
+//!
+//! - **Operations.** The NEW/MOD/DEL/META records of an operation are kept
+//!   in memory while it runs and appended with its id at `commit_op`,
+//!   followed by its COMMIT; the [`Durability`] mode decides when the COMMIT
+//!   is durable ([`EfindStore::durable_op`]). A failed operation leaves
+//!   nothing in the log.
+//! - **Flushes** (between operations). With `sync` and `group` durability
+//!   every page written in place is protected by a full **page image** in
+//!   the log: PAGE_IMAGE records of the unit, log synced (so the log is
+//!   durable beyond every change the pages contain, whose LSN they carry),
+//!   the unit written as one batch, the device synced, then a FLUSH record.
+//!   A crash that tears a page before the FLUSH is durable leaves its image,
+//!   which restart writes back. With `none` (the papers' mode) there are no
+//!   images and no syncs: the log's buffered records are written (not
+//!   synced) before the pages, which protects against a killed process but
+//!   not against power loss.
+//! - **Compaction** (Alg. 7 without reinsertion, [`crate::store::log`]):
+//!   after an operation, when the log is more than 75% full; if the
+//!   survivors still fill more than half of it, half of the buffered pages
+//!   are flushed (forced flushes: their FLUSH records make their changes
+//!   obsolete) and the log is compacted again.
+//! - **Checkpoint**: every buffered page flushed (protected, in chunks that
+//!   fit the log), then a CHECKPOINT record carrying the metadata and the
+//!   free list, synced: restart needs nothing older, and deleted pages
+//!   become reusable.
+//! - **Restart** at open ([`EfindStore::open`]): the log's restart keeps the
+//!   survivors; surviving page images are written back (restoring torn
+//!   pages) and synced; the newest CHECKPOINT gives the state, the later
+//!   records are replayed into the write buffer (operation ids continue
+//!   above the largest in the log); when anything was replayed, the
+//!   allocator is rebuilt from the pages reachable from the root (every
+//!   other page below the end is free). [`EfindStore::restart_report`] tells
+//!   what was done. A crash during restart leaves the same log to recover.
+//! - **Sticky failure**: after an error of the device or the log, the store
+//!   refuses every further change with an error saying so, until reopened
+//!   (which runs restart).
 //!
 //! Deleted pages: a NEW page deleted before its first flush simply leaves
-//! the write buffer; any other becomes a DEL row (nothing is written for it;
-//! its height is the buffered row's, else 0). The page returns to the free
-//! list only after the checkpoint that records the deletion.
+//! the write buffer; any other becomes a DEL row (nothing is written for it).
+//! The page returns to the free list after the checkpoint that records the
+//! deletion, or at the next restart if it is unreachable then.
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -44,9 +84,15 @@ use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::cache::{Cache, EntryMeta, PolicyKind};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
+use crate::store::log::{Durability, Log, LogStats, Record, RecordKind};
 use crate::{Error, Result};
 
+#[cfg(test)]
+mod crash_tests;
 pub mod flush;
+mod logging;
+pub mod records;
+mod restart;
 mod retrieve;
 #[cfg(test)]
 mod tests;
@@ -54,6 +100,15 @@ pub mod write_buffer;
 
 pub use flush::FlushPolicy;
 use write_buffer::WriteBuffer;
+
+pub use restart::RestartReport;
+
+/// Default log capacity: 10 MiB of records (the paper's log size).
+pub const DEFAULT_LOG_CAPACITY: u64 = 10 * 1024 * 1024;
+
+fn default_log_capacity() -> u64 {
+    DEFAULT_LOG_CAPACITY
+}
 
 /// Temporal control parameters (Algs. 4–5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,6 +154,14 @@ pub struct EfindConfig {
     pub temporal_control: Option<TemporalControl>,
     /// Whether node pages carry the entries' payloads (the Hilbert R-tree needs them).
     pub with_payload: bool,
+    /// Bytes of records the log holds before it must be compacted (one
+    /// region; the log takes two regions and two superblock pages). Used at
+    /// creation; an opened store keeps the size it was created with.
+    #[serde(default = "default_log_capacity")]
+    pub log_capacity: u64,
+    /// When committed operations become durable.
+    #[serde(default)]
+    pub durability: Durability,
 }
 
 impl Default for EfindConfig {
@@ -113,13 +176,17 @@ impl Default for EfindConfig {
             policy: FlushPolicy::Mh,
             temporal_control: Some(TemporalControl::default()),
             with_payload: false,
+            log_capacity: DEFAULT_LOG_CAPACITY,
+            durability: Durability::default(),
         }
     }
 }
 
 impl EfindConfig {
-    /// Refuses contradictory parameters.
+    /// Refuses contradictory parameters that do not depend on the page size
+    /// ([`EfindConfig::verify_for_page`] checks the rest).
     pub fn verify(&self) -> Result<()> {
+        self.durability.validate()?;
         if self.read_buffer_percent >= 100 {
             return Err(Error::invalid(format!(
                 "read buffer share {}% leaves no write buffer (must be below 100%)",
@@ -152,6 +219,36 @@ impl EfindConfig {
         }
         Ok(())
     }
+
+    /// The smallest log capacity for `page_size`-byte pages: the log must
+    /// always have room for a flushing unit's page images and an operation
+    /// after a compaction, so it holds at least `8 × (flush_unit + 2)` pages.
+    pub fn min_log_capacity(&self, page_size: usize) -> u64 {
+        (self.flush_unit as u64)
+            .saturating_add(2)
+            .saturating_mul(8)
+            .saturating_mul(page_size as u64)
+    }
+
+    /// [`verify`](Self::verify), and the log capacity against the page size.
+    pub fn verify_for_page(&self, page_size: usize) -> Result<()> {
+        self.verify()?;
+        crate::units::check_page_size(page_size)?;
+        if self.log_capacity < page_size as u64 {
+            return Err(Error::invalid(format!(
+                "log capacity of {} bytes is smaller than one page ({page_size} bytes)",
+                self.log_capacity
+            )));
+        }
+        let min = self.min_log_capacity(page_size);
+        if self.log_capacity < min {
+            return Err(Error::invalid(format!(
+                "log capacity of {} bytes is too small for {page_size}-byte pages and flushing units of {} pages: at least {min} bytes (8 x (unit + 2) pages)",
+                self.log_capacity, self.flush_unit
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// eFIND-specific counters (beside [`StoreStats`]).
@@ -169,6 +266,16 @@ pub struct EfindStats {
     pub precached: u64,
     /// Peak bytes of the write buffer.
     pub peak_write_buffer_bytes: u64,
+    /// Flushes forced by the log (compaction could not free enough).
+    pub forced_flushes: u64,
+    /// Log compactions run by the store (restart excluded).
+    pub compactions: u64,
+    /// PAGE_IMAGE records appended (torn-write protection).
+    pub page_images: u64,
+    /// Bytes of PAGE_IMAGE records appended.
+    pub page_image_bytes: u64,
+    /// Checkpoints.
+    pub checkpoints: u64,
 }
 
 #[derive(Debug)]
@@ -178,6 +285,19 @@ struct Inner {
     wq: VecDeque<PageId>,
     stats: StoreStats,
     estats: EfindStats,
+}
+
+/// Where the log of a store lives (see the [module docs](self)).
+#[derive(Clone)]
+pub(crate) struct LogPlace {
+    /// The device holding the log (the store's device or a separate one).
+    pub(crate) device: Arc<dyn PageDevice>,
+    /// Whether it is a separate device.
+    pub(crate) separate: bool,
+    /// First page of the log's range.
+    pub(crate) first_page: PageId,
+    /// Pages of the range.
+    pub(crate) pages: u64,
 }
 
 /// The eFIND node store. See the module documentation.
@@ -190,10 +310,23 @@ pub struct EfindStore {
     write_budget: usize,
     alloc: PageAllocator,
     meta: TreeMeta,
-    lsn: u64,
     ops: OpBracket,
     wb: WriteBuffer,
     inner: Mutex<Inner>,
+    index_id: u128,
+    place: LogPlace,
+    /// The log (`None` when opened read-only).
+    log: Option<Log>,
+    /// Records of the running operation, appended at its commit.
+    pending: Vec<Record>,
+    /// Whether the running operation changed the metadata.
+    meta_dirty: bool,
+    /// Newest committed operation.
+    last_op: Option<OpId>,
+    /// Sticky failure: why the store refuses changes.
+    failed: Option<String>,
+    /// What restart did when the store was opened.
+    restart: Option<RestartReport>,
 }
 
 impl std::fmt::Debug for EfindStore {
@@ -203,17 +336,21 @@ impl std::fmt::Debug for EfindStore {
             .field("config", &self.config)
             .field("meta", &self.meta)
             .field("buffered_pages", &self.wb.len())
+            .field("log", &self.log)
             .finish_non_exhaustive()
     }
 }
 
-/// The header page of an eFIND store (no user blob).
+/// The identity page of an eFIND store (user blob: index id and log place).
 const FORMAT: Format = Format {
-    magic: *b"GFEFIND\0",
-    user_meta: false,
+    magic: *b"GFEFINDL",
+    user_meta: true,
     blank: "page 0 is blank: the device holds no eFIND store",
-    bad_magic: "page 0 is not an eFIND store header (bad magic)",
+    bad_magic: "page 0 is not an eFIND store header (bad magic, or a store of an older format)",
 };
+
+/// Bytes of the user blob of page 0.
+const BLOB_LEN: usize = 16 + 8 + 8 + 1;
 
 pub(crate) fn meta_of(node: &Node) -> EntryMeta {
     EntryMeta {
@@ -223,26 +360,115 @@ pub(crate) fn meta_of(node: &Node) -> EntryMeta {
 }
 
 impl EfindStore {
-    /// Formats `device` as an empty store (writes and syncs page 0).
+    /// Formats `device` as an empty store whose log occupies the last pages
+    /// of the same device (`2 + 2 × ⌈log_capacity / (page − 40)⌉` pages);
+    /// node pages are allocated below it. Everything is synced when this returns.
     pub fn create(device: Arc<dyn PageDevice>, config: EfindConfig) -> Result<Self> {
-        let alloc = PageAllocator::new(1, device.capacity())?;
-        let store = Self::assemble(device, config, alloc, TreeMeta::default(), 0)?;
-        store.write_header()?;
+        Self::create_inner(device, None, config)
+    }
+
+    /// Formats `device` as an empty store whose log occupies the first pages
+    /// of `log_device` (for example `log.dat` next to `pages.dat`).
+    pub fn create_with_log(
+        device: Arc<dyn PageDevice>,
+        log_device: Arc<dyn PageDevice>,
+        config: EfindConfig,
+    ) -> Result<Self> {
+        Self::create_inner(device, Some(log_device), config)
+    }
+
+    fn create_inner(
+        device: Arc<dyn PageDevice>,
+        log_device: Option<Arc<dyn PageDevice>>,
+        config: EfindConfig,
+    ) -> Result<Self> {
+        let ps = device.page_size();
+        config.verify_for_page(ps)?;
+        let pages = crate::store::log::LogLayout::pages_for_capacity(config.log_capacity, ps)?;
+        let place = match log_device {
+            Some(ld) => {
+                if ld.page_size() != ps {
+                    return Err(Error::invalid(format!(
+                        "the log device has {}-byte pages but the store {ps}-byte pages",
+                        ld.page_size()
+                    )));
+                }
+                if ld.capacity() < pages {
+                    return Err(Error::invalid(format!(
+                        "a log of {} bytes needs {pages} pages but the log device has {}",
+                        config.log_capacity,
+                        ld.capacity()
+                    )));
+                }
+                LogPlace {
+                    device: ld,
+                    separate: true,
+                    first_page: 0,
+                    pages,
+                }
+            }
+            None => {
+                let cap = device.capacity();
+                if cap < pages.saturating_add(16) {
+                    return Err(Error::invalid(format!(
+                        "a log of {} bytes needs {pages} pages at the end of the device, which has only {cap} pages",
+                        config.log_capacity
+                    )));
+                }
+                LogPlace {
+                    device: device.clone(),
+                    separate: false,
+                    first_page: cap - pages,
+                    pages,
+                }
+            }
+        };
+        let index_id = loop {
+            let id: u128 = rand::random();
+            if id != 0 {
+                break id;
+            }
+        };
+        let alloc = PageAllocator::new(1, Self::data_capacity(&device, &place))?;
+        let mut store =
+            Self::assemble(device, config, alloc, TreeMeta::default(), place, index_id)?;
+        store.write_identity()?;
         store.device.sync()?;
+        let log = Log::create(
+            store.place.device.clone(),
+            store.place.first_page,
+            store.place.pages,
+            store.log_config(),
+        )?;
+        store.log = Some(log);
+        store.append_checkpoint()?;
         Ok(store)
     }
 
-    /// Opens a store formatted by [`create`](Self::create) and checkpointed.
+    /// Opens a store made by [`create`](Self::create) and runs restart (see
+    /// the [module docs](self)); the log's size is the one it was created with.
     pub fn open(device: Arc<dyn PageDevice>, config: EfindConfig) -> Result<Self> {
-        let hdr = Header::read(&FORMAT, device.as_ref())?;
-        if hdr.with_payload != config.with_payload {
-            return Err(Error::invalid(
-                "the store was created with another entry-payload setting",
-            ));
-        }
-        let alloc = PageAllocator::restore(1, hdr.next_page, hdr.free, device.capacity())
-            .map_err(|e| Error::corrupt(Some(0), format!("free list: {e}")))?;
-        Self::assemble(device, config, alloc, hdr.meta, hdr.lsn)
+        Self::open_inner(device, None, config, false)
+    }
+
+    /// Opens a store made by [`create_with_log`](Self::create_with_log) and runs restart.
+    pub fn open_with_log(
+        device: Arc<dyn PageDevice>,
+        log_device: Arc<dyn PageDevice>,
+        config: EfindConfig,
+    ) -> Result<Self> {
+        Self::open_inner(device, Some(log_device), config, false)
+    }
+
+    /// Opens a store for reading only: nothing is written, changes are
+    /// refused, and a store whose log holds anything to recover (it was not
+    /// checkpointed before it closed) is an error saying so.
+    pub fn open_read_only(
+        device: Arc<dyn PageDevice>,
+        log_device: Option<Arc<dyn PageDevice>>,
+        config: EfindConfig,
+    ) -> Result<Self> {
+        Self::open_inner(device, log_device, config, true)
     }
 
     /// An empty store on a fresh in-memory device of `page_size`-byte pages.
@@ -254,12 +480,25 @@ impl EfindStore {
         Self::create(Arc::new(device), config)
     }
 
+    fn data_capacity(device: &Arc<dyn PageDevice>, place: &LogPlace) -> u64 {
+        if place.separate {
+            device.capacity()
+        } else {
+            place.first_page
+        }
+    }
+
+    fn log_config(&self) -> crate::store::log::LogConfig {
+        crate::store::log::LogConfig::new(self.index_id).with_durability(self.config.durability)
+    }
+
     fn assemble(
         device: Arc<dyn PageDevice>,
         config: EfindConfig,
         alloc: PageAllocator,
         meta: TreeMeta,
-        lsn: u64,
+        place: LogPlace,
+        index_id: u128,
     ) -> Result<Self> {
         config.verify()?;
         let page_size = device.page_size();
@@ -277,10 +516,9 @@ impl EfindStore {
             write_budget,
             alloc,
             meta,
-            lsn,
             ops: OpBracket {
                 current: None,
-                next: lsn.saturating_add(1),
+                next: 1,
             },
             wb: WriteBuffer::new(),
             inner: Mutex::new(Inner {
@@ -290,6 +528,14 @@ impl EfindStore {
                 stats: StoreStats::default(),
                 estats: EfindStats::default(),
             }),
+            index_id,
+            place,
+            log: None,
+            pending: Vec::new(),
+            meta_dirty: false,
+            last_op: None,
+            failed: None,
+            restart: None,
         })
     }
 
@@ -306,6 +552,16 @@ impl EfindStore {
     /// The device.
     pub fn device(&self) -> &Arc<dyn PageDevice> {
         &self.device
+    }
+
+    /// The device holding the log (the store's device unless a separate one was given).
+    pub fn log_device(&self) -> &Arc<dyn PageDevice> {
+        &self.place.device
+    }
+
+    /// The log's page range on its device: `(first_page, pages)`.
+    pub fn log_range(&self) -> (PageId, u64) {
+        (self.place.first_page, self.place.pages)
     }
 
     /// The page allocator.
@@ -328,9 +584,70 @@ impl EfindStore {
         self.lock().estats
     }
 
+    /// Counters of the log since the store was opened (zero when read-only).
+    pub fn log_stats(&self) -> LogStats {
+        self.log.as_ref().map(Log::stats).unwrap_or_default()
+    }
+
+    /// What restart did when the store was opened (`None` for a created store).
+    pub fn restart_report(&self) -> Option<&RestartReport> {
+        self.restart.as_ref()
+    }
+
+    /// The newest committed operation (acknowledged or not).
+    pub fn last_op(&self) -> Option<OpId> {
+        self.last_op
+    }
+
+    /// The newest operation whose commit is durable: it and every earlier
+    /// operation survive any crash.
+    pub fn durable_op(&self) -> Option<OpId> {
+        self.log.as_ref().and_then(Log::durable_op)
+    }
+
+    /// Makes every committed operation durable now (a log sync).
+    pub fn sync(&mut self) -> Result<()> {
+        self.check_writable()?;
+        self.guard(|s| s.log_mut()?.sync())
+    }
+
+    /// Why the store refuses changes, if it does (sticky failure or read-only).
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A poisoned lock only means another thread panicked; the state is consistent.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if let Some(why) = &self.failed {
+            return Err(Error::InjectedFault(format!(
+                "the eFIND store refuses changes after an earlier failure ({why}); reopen it to recover"
+            )));
+        }
+        if self.log.is_none() {
+            return Err(Error::invalid("the eFIND store is open read-only"));
+        }
+        Ok(())
+    }
+
+    /// Runs `f`; an error other than bad input makes the store refuse every later change.
+    fn guard<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        let r = f(self);
+        if let Err(e) = &r {
+            if !e.is_user_error() {
+                self.failed = Some(e.to_string());
+            }
+        }
+        r
+    }
+
+    fn log_mut(&mut self) -> Result<&mut Log> {
+        self.log
+            .as_mut()
+            .ok_or_else(|| Error::invalid("the eFIND store is open read-only"))
     }
 
     fn check_node_page(&self, id: PageId) -> Result<()> {
@@ -369,6 +686,12 @@ impl EfindStore {
         Ok(())
     }
 
+    fn check_in_op(&self, what: &str) -> Result<OpId> {
+        self.ops.current.ok_or_else(|| {
+            Error::invalid(format!("{what} outside an operation: call begin_op first"))
+        })
+    }
+
     fn note_peak(&self) {
         let wb = self.wb.bytes() as u64;
         let mut inner = self.lock();
@@ -377,18 +700,53 @@ impl EfindStore {
         inner.estats.peak_write_buffer_bytes = inner.estats.peak_write_buffer_bytes.max(wb);
     }
 
-    fn write_header(&self) -> Result<()> {
+    /// Writes the identity page (page 0, never rewritten).
+    fn write_identity(&self) -> Result<()> {
+        let mut blob = Vec::with_capacity(BLOB_LEN);
+        blob.extend_from_slice(&self.index_id.to_le_bytes());
+        blob.extend_from_slice(&self.place.first_page.to_le_bytes());
+        blob.extend_from_slice(&self.place.pages.to_le_bytes());
+        blob.push(u8::from(self.place.separate));
         Header {
             page_size: self.page_size,
             with_payload: self.config.with_payload,
-            meta: self.meta.clone(),
-            next_page: self.alloc.next_page(),
-            lsn: self.lsn,
-            user_meta: Vec::new(),
-            free: self.alloc.free_after_durable(),
+            meta: TreeMeta::default(),
+            next_page: 1,
+            lsn: 0,
+            user_meta: blob,
+            free: Vec::new(),
         }
         .write(&FORMAT, self.device.as_ref())
     }
+}
+
+/// Reads the identity blob of page 0: index id, log first page, log pages, separate.
+fn parse_identity(blob: &[u8]) -> Result<(u128, PageId, u64, bool)> {
+    let bad = || Error::corrupt(Some(0), "the eFIND identity page names no log (bad blob)");
+    if blob.len() != BLOB_LEN {
+        return Err(bad());
+    }
+    let id = u128::from_le_bytes(
+        blob.get(0..16)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(bad)?,
+    );
+    let first = u64::from_le_bytes(
+        blob.get(16..24)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(bad)?,
+    );
+    let pages = u64::from_le_bytes(
+        blob.get(24..32)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(bad)?,
+    );
+    let separate = match blob.get(32) {
+        Some(0) => false,
+        Some(1) => true,
+        _ => return Err(bad()),
+    };
+    Ok((id, first, pages, separate))
 }
 
 impl NodeStore for EfindStore {
@@ -399,11 +757,16 @@ impl NodeStore for EfindStore {
     }
 
     fn begin_op(&mut self) -> Result<OpId> {
+        self.check_writable()?;
         let op = self.ops.begin()?;
+        self.pending.clear();
+        self.meta_dirty = false;
         Ok(op)
     }
 
     fn create(&mut self, level: u16, mut entries: Vec<Entry>) -> Result<PageId> {
+        self.check_writable()?;
+        let op = self.check_in_op("create")?;
         entries.sort_unstable_by_key(|e| e.key);
         self.check_len(entries.len())?;
         self.check_entries(&entries)?;
@@ -413,7 +776,13 @@ impl NodeStore for EfindStore {
         {
             return Err(Error::invalid("duplicate entry key in a created node"));
         }
-        let id = self.alloc.allocate()?;
+        let id = self.guard(|s| s.alloc.allocate())?;
+        self.pending.push(Record::new(
+            RecordKind::New,
+            op,
+            id,
+            records::encode_new(level, &entries),
+        ));
         self.wb.create(id, level, &entries);
         self.lock().stats.nodes_created += 1;
         self.note_peak();
@@ -421,8 +790,10 @@ impl NodeStore for EfindStore {
     }
 
     fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) -> Result<()> {
+        self.check_writable()?;
+        let op = self.check_in_op("modify")?;
         self.check_node_page(id)?;
-        let current = self.retrieve(id, false)?;
+        let current = self.guard(|s| s.retrieve(id, false))?;
         if current.level != level {
             return Err(Error::invalid(format!(
                 "node {id} is at level {} but was modified as a level-{level} node",
@@ -445,15 +816,32 @@ impl NodeStore for EfindStore {
             };
         }
         self.check_len(after.len())?;
+        self.pending.push(Record::new(
+            RecordKind::Mod,
+            op,
+            id,
+            records::encode_mod(level, changes),
+        ));
         self.wb.modify(id, level, changes);
         self.note_peak();
         Ok(())
     }
 
     fn delete(&mut self, id: PageId) -> Result<()> {
+        self.check_writable()?;
+        let op = self.check_in_op("delete")?;
         self.check_node_page(id)?;
-        let level = self.wb.get(id).map(|r| r.height).unwrap_or(0);
+        let level = match self.wb.get(id) {
+            Some(r) => r.height,
+            None => self.guard(|s| s.retrieve(id, false))?.level,
+        };
         self.alloc.release(id)?;
+        self.pending.push(Record::new(
+            RecordKind::Del,
+            op,
+            id,
+            records::encode_del(level),
+        ));
         self.wb.delete(id, level);
         let mut inner = self.lock();
         inner.rb.remove(id);
@@ -462,24 +850,21 @@ impl NodeStore for EfindStore {
     }
 
     fn set_meta(&mut self, meta: TreeMeta) -> Result<()> {
+        self.check_writable()?;
+        self.check_in_op("set_meta")?;
         if let Some(root) = meta.root {
             self.check_node_page(root)
                 .map_err(|e| Error::invalid(format!("tree root: {e}")))?;
         }
         self.meta = meta;
+        self.meta_dirty = true;
         Ok(())
     }
 
     fn commit_op(&mut self, op: OpId) -> Result<()> {
+        self.check_writable()?;
         self.ops.end(op)?;
-        self.lsn = op;
-        self.lock().stats.ops_committed += 1;
-        while self.wb.bytes() > self.write_budget {
-            if self.flush_once()? == 0 {
-                break;
-            }
-        }
-        Ok(())
+        self.guard(|s| s.commit_logged(op))
     }
 
     fn meta(&self) -> TreeMeta {
@@ -487,19 +872,17 @@ impl NodeStore for EfindStore {
     }
 
     fn checkpoint(&mut self) -> Result<()> {
+        if self.log.is_none() && self.failed.is_none() {
+            // Read-only: nothing to make durable.
+            return Ok(());
+        }
+        self.check_writable()?;
         if let Some(op) = self.ops.current {
             return Err(Error::invalid(format!(
                 "checkpoint while operation {op} is running: commit it first"
             )));
         }
-        if !self.wb.is_empty() {
-            let ids: Vec<PageId> = self.wb.iter().map(|(id, _)| id).collect();
-            self.write_pages(&ids)?;
-        }
-        self.write_header()?;
-        self.device.sync()?;
-        self.alloc.make_durable();
-        Ok(())
+        self.guard(Self::checkpoint_logged)
     }
 
     fn stats(&self) -> StoreStats {

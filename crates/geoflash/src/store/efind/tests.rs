@@ -488,13 +488,16 @@ fn efind_writes_fewer_pages_than_plain_with_the_same_buffer() {
 
 #[test]
 fn new_and_deleted_pages_need_no_io_and_each_flush_is_one_batch() {
+    // The log on its own device: `dev` sees node pages only.
     let dev = Arc::new(MemDevice::new(512, 1 << 16).unwrap());
+    let log_dev = Arc::new(MemDevice::new(512, 1 << 16).unwrap());
     let cfg = EfindConfig {
         buffer_bytes: 2000,
         flush_unit: 2,
+        log_capacity: 64 * 1024,
         ..EfindConfig::default()
     };
-    let mut s = EfindStore::create(dev.clone(), cfg).unwrap();
+    let mut s = EfindStore::create_with_log(dev.clone(), log_dev, cfg).unwrap();
     let e = |k: u64| Entry {
         key: k,
         rect: r(0.0, 0.0, 1.0, 1.0),

@@ -1,0 +1,245 @@
+//! The store's side of the log: committing an operation's records, keeping
+//! room in the log (compaction and forced flushes), the protected flush of a
+//! unit and the checkpoint. See the [module docs](super) ("Durability").
+use std::sync::Arc;
+
+use super::records::{self, CheckpointState, MetaState};
+use super::EfindStore;
+use crate::page::Node;
+use crate::storage::PageId;
+use crate::store::log::{Durability, Record, RecordKind, NO_OP};
+use crate::store::OpId;
+use crate::{Error, Result};
+
+/// Compact after an operation when the log is fuller than this.
+const COMPACT_AT: f64 = 0.75;
+/// After a compaction the survivors should fill at most this share, else forced flushes.
+const AFTER_COMPACT_MAX: f64 = 0.5;
+
+impl EfindStore {
+    fn meta_state(&self) -> MetaState {
+        MetaState {
+            meta: self.meta.clone(),
+            next_page: self.alloc.next_page(),
+        }
+    }
+
+    /// Bytes of log room a batch of records needs: the records, and one page
+    /// for the padding of each sync they may cause.
+    fn room_for(&self, record_bytes: u64) -> u64 {
+        let dpp = crate::store::log::record::data_per_page(self.page_size) as u64;
+        record_bytes.saturating_add(2 * dpp)
+    }
+
+    /// Makes sure the log can take `bytes` more (compacting if needed;
+    /// never flushes pages, so it is safe while the write buffer holds an
+    /// operation that is not logged yet).
+    fn ensure_room(&mut self, bytes: u64) -> Result<()> {
+        let need = self.room_for(bytes);
+        if self.log_mut()?.free_bytes() >= need {
+            return Ok(());
+        }
+        self.compact_log()?;
+        let log = self.log_mut()?;
+        if log.free_bytes() >= need {
+            return Ok(());
+        }
+        Err(Error::DeviceFull(format!(
+            "the log cannot take {bytes} more bytes even after compaction ({} of {} bytes used): raise the log capacity",
+            log.used_bytes(),
+            log.capacity_bytes()
+        )))
+    }
+
+    fn compact_log(&mut self) -> Result<()> {
+        self.log_mut()?.compact()?;
+        self.lock().estats.compactions += 1;
+        Ok(())
+    }
+
+    /// After an operation: appends its records and COMMIT, flushes while the
+    /// write buffer is over budget, and keeps the log below its threshold.
+    pub(super) fn commit_logged(&mut self, op: OpId) -> Result<()> {
+        let mut recs = std::mem::take(&mut self.pending);
+        if std::mem::take(&mut self.meta_dirty) {
+            recs.push(Record::new(
+                RecordKind::Meta,
+                op,
+                0,
+                records::encode_meta(&self.meta_state()),
+            ));
+        }
+        let bytes: u64 = recs.iter().map(|r| r.encoded_len() as u64).sum::<u64>()
+            + Record::commit(op).encoded_len() as u64;
+        self.ensure_room(bytes)?;
+        let log = self.log_mut()?;
+        for r in recs {
+            log.append(r)?;
+        }
+        log.commit(op)?;
+        self.last_op = Some(op);
+        self.lock().stats.ops_committed += 1;
+        while self.wb.bytes() > self.write_budget {
+            if self.flush_once()? == 0 {
+                break;
+            }
+        }
+        self.keep_log_room()
+    }
+
+    /// Compacts when the log passes [`COMPACT_AT`]; when the survivors still
+    /// fill more than [`AFTER_COMPACT_MAX`], flushes half of the buffered
+    /// pages and compacts again (between operations only).
+    fn keep_log_room(&mut self) -> Result<()> {
+        if self.log_mut()?.fill_ratio() <= COMPACT_AT {
+            return Ok(());
+        }
+        self.compact_log()?;
+        while self.log_mut()?.fill_ratio() > AFTER_COMPACT_MAX && !self.wb.is_empty() {
+            let target = self.wb.len() / 2;
+            while self.wb.len() > target {
+                if self.flush_once()? == 0 {
+                    break;
+                }
+                self.lock().estats.forced_flushes += 1;
+            }
+            self.compact_log()?;
+        }
+        Ok(())
+    }
+
+    /// Writes `pages` (encoded, in ascending id order, `data` holding them
+    /// back to back) in place with the flush protocol, then appends FLUSH of
+    /// `flushed` (the written pages and the buffered deletions).
+    pub(super) fn write_protected(
+        &mut self,
+        pages: &[PageId],
+        data: &[u8],
+        flushed: &[PageId],
+    ) -> Result<()> {
+        let ps = self.page_size;
+        let protect = self.config.durability != Durability::None;
+        let flush_rec = Record::flush(flushed)?;
+        if !pages.is_empty() {
+            if protect {
+                let image_bytes = pages.len() as u64 * (ps + records_header()) as u64;
+                self.ensure_room(image_bytes + flush_rec.encoded_len() as u64)?;
+                let log = self.log_mut()?;
+                for (&id, chunk) in pages.iter().zip(data.chunks_exact(ps)) {
+                    log.append(Record::new(
+                        RecordKind::PageImage,
+                        NO_OP,
+                        id,
+                        chunk.to_vec(),
+                    ))?;
+                }
+                let last = log.last_lsn();
+                log.sync_to(last)?;
+                let mut inner = self.lock();
+                inner.estats.page_images += pages.len() as u64;
+                inner.estats.page_image_bytes += image_bytes;
+            } else {
+                self.ensure_room(flush_rec.encoded_len() as u64)?;
+                // The log's records reach the device before the pages (no sync).
+                self.log_mut()?.flush()?;
+            }
+            self.device.write_batch(pages, data)?;
+            if protect {
+                self.device.sync()?;
+            }
+        } else {
+            self.ensure_room(flush_rec.encoded_len() as u64)?;
+        }
+        self.log_mut()?.append(flush_rec)?;
+        Ok(())
+    }
+
+    /// The CHECKPOINT record of the current state, appended and synced; the
+    /// pending deletions become reusable.
+    pub(super) fn append_checkpoint(&mut self) -> Result<()> {
+        let state = CheckpointState {
+            last_op: self
+                .last_op
+                .unwrap_or(0)
+                .max(self.ops.next.saturating_sub(1)),
+            meta: self.meta_state(),
+            free: self.alloc.free_after_durable(),
+        };
+        let rec = Record::new(
+            RecordKind::Checkpoint,
+            NO_OP,
+            0,
+            records::encode_checkpoint(&state),
+        );
+        self.ensure_room(rec.encoded_len() as u64)?;
+        let log = self.log_mut()?;
+        log.append(rec)?;
+        log.sync()?;
+        self.alloc.make_durable();
+        self.lock().estats.checkpoints += 1;
+        Ok(())
+    }
+
+    /// Flushes every buffered page (in chunks whose images fit a quarter of
+    /// the log), syncs, and appends a CHECKPOINT.
+    pub(super) fn checkpoint_logged(&mut self) -> Result<()> {
+        let cap = self.log_mut()?.capacity_bytes();
+        let per_page = (self.page_size + records_header()) as u64;
+        let chunk = usize::try_from((cap / 4 / per_page).max(1)).unwrap_or(usize::MAX);
+        let mut ids: Vec<PageId> = self.wb.iter().map(|(id, _)| id).collect();
+        ids.sort_unstable();
+        for part in ids.chunks(chunk) {
+            self.write_pages(part)?;
+            self.keep_log_room()?;
+        }
+        self.device.sync()?;
+        self.append_checkpoint()?;
+        if self.log_mut()?.fill_ratio() > AFTER_COMPACT_MAX {
+            self.compact_log()?;
+        }
+        Ok(())
+    }
+
+    /// Pages reachable from the root (internal nodes read through
+    /// RetrievePage, leaves named by their parents), for restart's allocator.
+    pub(super) fn reachable_pages(&self) -> Result<std::collections::BTreeSet<PageId>> {
+        let mut seen = std::collections::BTreeSet::new();
+        let Some(root) = self.meta.root else {
+            return Ok(seen);
+        };
+        let limit = self.alloc.next_page();
+        let mut stack: Vec<(PageId, Option<u16>)> = vec![(root, None)];
+        while let Some((id, want_level)) = stack.pop() {
+            if id == 0 || id >= limit || !seen.insert(id) {
+                return Err(Error::corrupt(
+                    Some(id),
+                    "restart: the tree names a page twice, page 0, or a page beyond the allocated ones",
+                ));
+            }
+            if want_level == Some(0) {
+                continue;
+            }
+            let node: Arc<Node> = self.retrieve(id, false)?;
+            if want_level.is_some_and(|l| l != node.level) {
+                return Err(Error::corrupt(
+                    Some(id),
+                    format!(
+                        "restart: node at level {} where its parent expects level {want_level:?}",
+                        node.level
+                    ),
+                ));
+            }
+            if node.level > 0 {
+                for e in &node.entries {
+                    stack.push((e.key, Some(node.level - 1)));
+                }
+            }
+        }
+        Ok(seen)
+    }
+}
+
+/// Framing bytes of one record.
+fn records_header() -> usize {
+    crate::store::log::record::RECORD_HEADER
+}

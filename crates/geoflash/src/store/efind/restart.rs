@@ -1,0 +1,228 @@
+//! Opening a store: restart (Alg. 7 with page images and the allocator
+//! rebuilt), or a read-only open that refuses a log needing recovery. See
+//! the [module docs](super) ("Durability").
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::records::{self, CheckpointState, MetaState};
+use super::{parse_identity, EfindConfig, EfindStore, LogPlace, FORMAT};
+use crate::storage::{PageDevice, PageId};
+use crate::store::alloc::PageAllocator;
+use crate::store::header::Header;
+use crate::store::log::{Log, LogConfig, LogReader, Record, RecordKind};
+use crate::store::{OpId, TreeMeta};
+use crate::{Error, Result};
+
+/// What restart did when a store was opened.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartReport {
+    /// Records found in the log.
+    pub records_scanned: u64,
+    /// Surviving records (checkpoint and COMMITs included).
+    pub records_kept: u64,
+    /// NEW / MOD / DEL / META records replayed into the write buffer.
+    pub changes_replayed: u64,
+    /// Committed operations with replayed records.
+    pub ops_replayed: u64,
+    /// Operations dropped because their COMMIT was not durable.
+    pub incomplete_ops: u64,
+    /// Records dropped as obsolete (flushed, superseded, before the checkpoint).
+    pub obsolete_records: u64,
+    /// Pages written back from their page images (torn-write repair).
+    pub pages_restored: u64,
+    /// The log ended in a torn record (normal after a crash).
+    pub torn_tail: bool,
+    /// The newest committed operation in the log.
+    pub last_committed_op: Option<OpId>,
+    /// Pages buffered in the write buffer after replay.
+    pub buffered_pages: u64,
+    /// Whether the allocator was rebuilt from the reachable pages.
+    pub allocator_rebuilt: bool,
+    /// Free pages after restart.
+    pub free_pages: u64,
+    /// Records in the tree after restart.
+    pub records_in_tree: u64,
+}
+
+impl RestartReport {
+    /// True when restart had something to do (replay or repair).
+    pub fn recovered_anything(&self) -> bool {
+        self.changes_replayed > 0 || self.pages_restored > 0 || self.incomplete_ops > 0
+    }
+}
+
+/// Whether a survivor needs replay (anything but CHECKPOINT, COMMIT and FLUSH).
+fn needs_replay(r: &Record) -> bool {
+    r.kind.is_page_change() || r.kind == RecordKind::Meta
+}
+
+impl EfindStore {
+    pub(super) fn open_inner(
+        device: Arc<dyn PageDevice>,
+        log_device: Option<Arc<dyn PageDevice>>,
+        config: EfindConfig,
+        read_only: bool,
+    ) -> Result<Self> {
+        config.verify()?;
+        let hdr = Header::read(&FORMAT, device.as_ref())?;
+        if hdr.with_payload != config.with_payload {
+            return Err(Error::invalid(
+                "the store was created with another entry-payload setting",
+            ));
+        }
+        let (index_id, first_page, pages, separate) = parse_identity(&hdr.user_meta)?;
+        let log_dev = match (separate, log_device) {
+            (true, Some(d)) => d,
+            (true, None) => {
+                return Err(Error::invalid(
+                    "the eFIND store keeps its log on a separate device (log.dat): open it with that device",
+                ))
+            }
+            (false, None) => device.clone(),
+            (false, Some(_)) => {
+                return Err(Error::invalid(
+                    "the eFIND store keeps its log on its own device, but a separate log device was given",
+                ))
+            }
+        };
+        let place = LogPlace {
+            device: log_dev,
+            separate,
+            first_page,
+            pages,
+        };
+        let cap = Self::data_capacity(&device, &place);
+        let log_config = LogConfig::new(index_id).with_durability(config.durability);
+        let (log, rec) = if read_only {
+            let reader = LogReader::open(place.device.clone(), first_page, pages, index_id)?;
+            let rec = reader.recover();
+            if rec.records.iter().any(needs_replay) {
+                return Err(Error::invalid(format!(
+                    "the index needs recovery ({} changes of committed operations are only in its log): open it for writing, or run `geoflash recover`",
+                    rec.records.iter().filter(|r| needs_replay(r)).count()
+                )));
+            }
+            (None, rec)
+        } else {
+            let (log, rec) = Log::open(place.device.clone(), first_page, pages, log_config)?;
+            (Some(log), rec)
+        };
+        let mut report = RestartReport {
+            records_scanned: rec.scanned,
+            records_kept: rec.records.len() as u64,
+            ops_replayed: rec.committed_ops.len() as u64,
+            incomplete_ops: rec.incomplete_ops.len() as u64,
+            obsolete_records: rec.obsolete,
+            torn_tail: rec.torn_tail,
+            last_committed_op: rec.last_committed_op,
+            ..RestartReport::default()
+        };
+        // 1. Torn-write repair: write the surviving page images back.
+        let ps = device.page_size();
+        let images: Vec<&Record> = rec
+            .records
+            .iter()
+            .filter(|r| r.kind == RecordKind::PageImage)
+            .collect();
+        if !images.is_empty() {
+            let mut ids = Vec::with_capacity(images.len());
+            let mut data = Vec::with_capacity(images.len() * ps);
+            for r in &images {
+                if r.payload.len() != ps || r.page == 0 || r.page >= cap {
+                    return Err(Error::corrupt(
+                        Some(r.page),
+                        format!(
+                            "log record {}: a page image of {} bytes for page {} does not fit this store",
+                            r.lsn,
+                            r.payload.len(),
+                            r.page
+                        ),
+                    ));
+                }
+                ids.push(r.page);
+                data.extend_from_slice(&r.payload);
+            }
+            device.write_batch(&ids, &data)?;
+            device.sync()?;
+            report.pages_restored = ids.len() as u64;
+        }
+        // 2. The state of the newest checkpoint, then the later records.
+        let mut ck = CheckpointState {
+            last_op: hdr.lsn,
+            meta: MetaState {
+                meta: hdr.meta.clone(),
+                next_page: hdr.next_page,
+            },
+            free: hdr.free.clone(),
+        };
+        let mut store = Self::assemble(
+            device,
+            config,
+            PageAllocator::new(1, cap)?,
+            TreeMeta::default(),
+            place,
+            index_id,
+        )?;
+        let mut meta: Option<MetaState> = None;
+        let mut next_page: PageId = 1;
+        for r in &rec.records {
+            match r.kind {
+                RecordKind::Checkpoint => ck = records::decode_checkpoint(r)?,
+                RecordKind::New => {
+                    let (level, entries) = records::decode_new(r)?;
+                    store.wb.create(r.page, level, &entries);
+                    next_page = next_page.max(r.page.saturating_add(1));
+                }
+                RecordKind::Mod => {
+                    let (level, changes) = records::decode_mod(r)?;
+                    store.wb.modify(r.page, level, &changes);
+                }
+                RecordKind::Del => {
+                    let level = records::decode_del(r)?;
+                    store.wb.delete(r.page, level);
+                }
+                RecordKind::Meta => meta = Some(records::decode_meta(r)?),
+                RecordKind::PageImage => {
+                    store.wb.remove(r.page);
+                }
+                RecordKind::Commit | RecordKind::Flush => {}
+            }
+            if needs_replay(r) && r.kind != RecordKind::PageImage {
+                report.changes_replayed += 1;
+            }
+        }
+        let replayed = rec.records.iter().any(needs_replay);
+        let state = meta.unwrap_or_else(|| ck.meta.clone());
+        next_page = next_page.max(state.next_page).max(ck.meta.next_page).max(1);
+        if next_page > cap {
+            return Err(Error::corrupt(
+                None,
+                format!("the log names page {next_page}, beyond the store's {cap} pages"),
+            ));
+        }
+        store.meta = state.meta;
+        let last_op = rec.last_committed_op.unwrap_or(0).max(ck.last_op);
+        store.last_op = (last_op > 0).then_some(last_op);
+        store.ops.next = rec.max_op.max(ck.last_op).max(hdr.lsn).saturating_add(1);
+        // 3. The allocator: from the checkpoint when nothing was replayed,
+        //    else from the pages reachable from the root.
+        if replayed {
+            store.alloc = PageAllocator::restore(1, next_page, std::iter::empty(), cap)?;
+            let reachable = store.reachable_pages()?;
+            let free: Vec<PageId> = (1..next_page).filter(|p| !reachable.contains(p)).collect();
+            // Buffered deletions of unreachable pages are settled: nothing refers to them.
+            store.alloc = PageAllocator::restore(1, next_page, free, cap)?;
+            report.allocator_rebuilt = true;
+        } else {
+            store.alloc = PageAllocator::restore(1, next_page, ck.free.iter().copied(), cap)
+                .map_err(|e| Error::corrupt(None, format!("checkpoint free list: {e}")))?;
+        }
+        report.free_pages = store.alloc.free_pages().count() as u64;
+        report.buffered_pages = store.wb.len() as u64;
+        report.records_in_tree = store.meta.records;
+        store.log = log;
+        store.restart = Some(report);
+        Ok(store)
+    }
+}
