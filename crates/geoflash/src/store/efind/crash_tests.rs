@@ -1,1 +1,413 @@
+//! Crash tests of the eFIND store on `FaultyDevice`: seeded random operation
+//! sequences (inserts, deletes, updates, checkpoints) on the R-tree
+//! (quadratic split), the R*-tree and the Hilbert R-tree, with small buffers
+//! and a small log so that flushes, compactions, forced flushes and temporal
+//! control all happen; crashes at seeded random page writes (unsynced writes
+//! kept, dropped or torn — mid-flush torn pages included) or during a sync,
+//! and for some cases a second crash during restart itself. After recovery
+//! the tree must pass its structural checks and hold exactly the state after
+//! a prefix of the operations that includes every acknowledged one (an
+//! oracle replays the sequence).
+//!
+//! `GEOFLASH_CRASH_CASES` sets the number of cases per tree kind (default 200;
+//! `make test-long` runs 4000 per kind).
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::*;
+use crate::geom::{HilbertDomain, Rect};
+use crate::index::{IndexKind, Predicate, RTree, SplitKind, TreeParams};
+use crate::storage::faulty::{FaultPlan, FaultyDevice};
+use crate::storage::mem::MemDevice;
+
+const PAGE: usize = 1024;
+const DEV_PAGES: u64 = 4096;
+
+fn crash_cases() -> u64 {
+    std::env::var("GEOFLASH_CRASH_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200)
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Insert(u64, Rect),
+    Delete(u64, Rect),
+    Update(u64, Rect, Rect),
+    Checkpoint,
+}
+
+fn rect(rng: &mut ChaCha8Rng) -> Rect {
+    let x = f64::from(rng.gen_range(0..200u32)) * 0.25;
+    let y = f64::from(rng.gen_range(0..200u32)) * 0.25;
+    let w = f64::from(rng.gen_range(0..8u32)) * 0.25;
+    let h = f64::from(rng.gen_range(0..8u32)) * 0.25;
+    Rect::new(x, y, x + w, y + h).unwrap()
+}
+
+/// A random script: inserts, deletes and updates of live objects, and a few checkpoints.
+fn script(seed: u64, len: usize) -> Vec<Op> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut live: Vec<(u64, Rect)> = Vec::new();
+    let mut next = 1u64;
+    let mut ops = Vec::with_capacity(len);
+    while ops.len() < len {
+        let roll = rng.gen_range(0..100u32);
+        if roll < 2 {
+            ops.push(Op::Checkpoint);
+        } else if roll < 62 || live.is_empty() {
+            let r = rect(&mut rng);
+            live.push((next, r));
+            ops.push(Op::Insert(next, r));
+            next += 1;
+        } else if roll < 85 {
+            let i = rng.gen_range(0..live.len());
+            let (id, r) = live.swap_remove(i);
+            ops.push(Op::Delete(id, r));
+        } else {
+            let i = rng.gen_range(0..live.len());
+            let new = rect(&mut rng);
+            let (id, old) = live[i];
+            live[i].1 = new;
+            ops.push(Op::Update(id, old, new));
+        }
+    }
+    ops
+}
+
+type State = BTreeMap<u64, [u64; 4]>;
+
+fn bits(r: &Rect) -> [u64; 4] {
+    [
+        r.min_x.to_bits(),
+        r.min_y.to_bits(),
+        r.max_x.to_bits(),
+        r.max_y.to_bits(),
+    ]
+}
+
+/// The oracle's state after each prefix of the data operations (checkpoints
+/// excluded): `states[k]` after the first `k`.
+fn prefix_states(ops: &[Op]) -> Vec<State> {
+    let mut s = State::new();
+    let mut out = vec![s.clone()];
+    for op in ops {
+        match op {
+            Op::Insert(id, r) => {
+                s.insert(*id, bits(r));
+            }
+            Op::Delete(id, _) => {
+                s.remove(id);
+            }
+            Op::Update(id, _, new) => {
+                s.insert(*id, bits(new));
+            }
+            Op::Checkpoint => continue,
+        }
+        out.push(s.clone());
+    }
+    out
+}
+
+fn params(kind: IndexKind) -> TreeParams {
+    let p = TreeParams::new(kind, 8).with_split(SplitKind::Quadratic);
+    if kind == IndexKind::Hilbert {
+        p.with_hilbert_domain(
+            HilbertDomain::new(Rect::new(0.0, 0.0, 52.0, 52.0).unwrap(), 10).unwrap(),
+        )
+    } else {
+        p
+    }
+}
+
+fn config(kind: IndexKind, case: u64) -> EfindConfig {
+    let tc = TemporalControl {
+        rq_capacity: 4,
+        wq_capacity: 3,
+        seq_distance: 2,
+        stride_distance: 6,
+    };
+    let base = EfindConfig {
+        buffer_bytes: 2500 + 500 * (case % 4) as usize,
+        flush_unit: 1 + (case % 3) as usize,
+        policy: [FlushPolicy::Mh, FlushPolicy::M, FlushPolicy::Mha][(case % 3) as usize],
+        temporal_control: Some(tc),
+        with_payload: kind == IndexKind::Hilbert,
+        durability: if case % 5 == 4 {
+            Durability::Group {
+                ops: 3,
+                millis: 1_000_000,
+            }
+        } else {
+            Durability::Sync
+        },
+        ..EfindConfig::default()
+    };
+    EfindConfig {
+        log_capacity: base.min_log_capacity(PAGE),
+        ..base
+    }
+}
+
+/// What a run did before it stopped.
+struct Outcome {
+    /// Data operations acknowledged (durable when their call returned or later).
+    acked: usize,
+    /// Data operations attempted (the last one may have been cut by the crash).
+    attempted: usize,
+    /// The error that stopped the run, if any.
+    err: Option<Error>,
+}
+
+/// Runs `ops` on a fresh store on `dev` until the first error.
+fn run(dev: Arc<dyn PageDevice>, kind: IndexKind, cfg: EfindConfig, ops: &[Op]) -> Outcome {
+    let mut out = Outcome {
+        acked: 0,
+        attempted: 0,
+        err: None,
+    };
+    let store = match EfindStore::create(dev, cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            out.err = Some(e);
+            return out;
+        }
+    };
+    let mut t = RTree::create(store, params(kind)).unwrap();
+    // Data operation count at each committed op id, to turn durable op ids into counts.
+    let mut done_at: Vec<(OpId, usize)> = Vec::new();
+    for op in ops {
+        let r = match op {
+            Op::Insert(id, r) => t.insert(*id, *r),
+            Op::Delete(id, r) => t.delete(*id, *r),
+            Op::Update(id, old, new) => t.update(*id, *old, *new),
+            Op::Checkpoint => t.store_mut().checkpoint(),
+        };
+        if !matches!(op, Op::Checkpoint) {
+            out.attempted += 1;
+        }
+        if let Err(e) = r {
+            out.err = Some(e);
+            break;
+        }
+        if !matches!(op, Op::Checkpoint) {
+            if let Some(last) = t.store().last_op() {
+                done_at.push((last, out.attempted));
+            }
+        }
+        match t.store().durable_op() {
+            Some(d) => {
+                out.acked = done_at
+                    .iter()
+                    .filter(|(op, _)| *op <= d)
+                    .map(|(_, n)| *n)
+                    .max()
+                    .unwrap_or(0);
+            }
+            None => {}
+        }
+        if matches!(op, Op::Checkpoint) {
+            out.acked = out.attempted;
+        }
+    }
+    out
+}
+
+fn unwrap_faulty(dev: Arc<FaultyDevice<MemDevice>>) -> MemDevice {
+    match Arc::try_unwrap(dev) {
+        Ok(d) => d.into_inner(),
+        Err(_) => panic!("the store still holds the device"),
+    }
+}
+
+fn tree_state<S: NodeStore>(t: &RTree<S>) -> State {
+    let all = Rect::new(-1e9, -1e9, 1e9, 1e9).unwrap();
+    let hits = t.query(all, Predicate::Intersects).unwrap().hits;
+    let n = hits.len();
+    let s: State = hits.into_iter().map(|h| (h.id, bits(&h.rect))).collect();
+    assert_eq!(s.len(), n, "an object appears twice in the tree");
+    s
+}
+
+/// Coverage counters of a campaign.
+#[derive(Debug, Default)]
+struct Seen {
+    pages_restored: u64,
+    incomplete: u64,
+    lost_unacked: u64,
+    restart_crashes: u64,
+    compactions: u64,
+    forced_flushes: u64,
+    crashed_in_run: u64,
+}
+
+fn campaign(kind: IndexKind) {
+    let mut seen = Seen::default();
+    for case in 0..crash_cases() {
+        let seed = case.wrapping_mul(0x9e37_79b9) ^ (kind as u64) << 40;
+        let cfg = config(kind, case);
+        let len = 60 + (case % 5) as usize * 20;
+        let ops = script(seed, len);
+        let states = prefix_states(&ops);
+        // 1. Count the writes and syncs of a faultless run.
+        let counting = Arc::new(FaultyDevice::new(
+            MemDevice::new(PAGE, DEV_PAGES).unwrap(),
+            FaultPlan::none(),
+        ));
+        let o = run(counting.clone(), kind, cfg, &ops);
+        assert!(o.err.is_none(), "{kind:?} case {case}: {:?}", o.err);
+        let writes = counting.writes_seen();
+        let syncs = counting.stats().io.syncs;
+        // 2. The same run, crashing.
+        let plan = if case % 4 == 3 {
+            FaultPlan::none()
+                .crash_at_sync(1 + seed % syncs.max(1))
+                .with_seed(seed)
+        } else {
+            FaultPlan::random_crash(seed, writes)
+        };
+        let dev = Arc::new(FaultyDevice::new(
+            MemDevice::new(PAGE, DEV_PAGES).unwrap(),
+            plan.clone(),
+        ));
+        let o = run(dev.clone(), kind, cfg, &ops);
+        match &o.err {
+            None => dev.crash_now().unwrap(),
+            Some(Error::Crashed(_)) => seen.crashed_in_run += 1,
+            Some(e) => panic!("{kind:?} case {case} ({plan:?}): unexpected error {e}"),
+        }
+        let mut durable = unwrap_faulty(dev);
+        // 3. Sometimes crash during restart too.
+        if case % 3 == 1 {
+            let rdev = Arc::new(FaultyDevice::new(
+                durable,
+                FaultPlan::random_crash(seed ^ 0xabc, 40),
+            ));
+            match EfindStore::open(rdev.clone(), cfg) {
+                Ok(s) => {
+                    drop(s);
+                    rdev.crash_now().unwrap();
+                }
+                Err(Error::Crashed(_)) => seen.restart_crashes += 1,
+                Err(_) if o.attempted == 0 => {}
+                Err(e) => panic!("{kind:?} case {case}: restart before the crash: {e}"),
+            }
+            durable = unwrap_faulty(rdev);
+        }
+        // 4. Recover and compare with the oracle.
+        let dev: Arc<dyn PageDevice> = Arc::new(durable);
+        let store = match EfindStore::open(dev.clone(), cfg) {
+            Ok(s) => s,
+            Err(e) => {
+                // Only a crash during creation may leave no store at all.
+                assert_eq!(o.acked, 0, "{kind:?} case {case} ({plan:?}): {e}");
+                assert!(o.attempted <= 1, "{kind:?} case {case}: {e}");
+                continue;
+            }
+        };
+        let report = store.restart_report().cloned().unwrap_or_default();
+        seen.pages_restored += report.pages_restored;
+        seen.incomplete += report.incomplete_ops;
+        let t = RTree::open(store, params(kind)).unwrap();
+        let rep = t
+            .check()
+            .unwrap_or_else(|e| panic!("{kind:?} case {case} ({plan:?}): structure: {e}"));
+        let got = tree_state(&t);
+        assert_eq!(rep.records, got.len() as u64, "{kind:?} case {case}");
+        let hi = o.attempted.min(states.len() - 1);
+        let k = (o.acked..=hi).find(|&k| states[k] == got).unwrap_or_else(|| {
+            panic!(
+                "{kind:?} case {case} ({plan:?}): recovered {} objects, no prefix of {}..={hi} operations matches (report {report:?})",
+                got.len(),
+                o.acked
+            )
+        });
+        if k < o.attempted {
+            seen.lost_unacked += 1;
+        }
+        // 5. The recovered store keeps working and survives a clean reopen.
+        let mut t = t;
+        let mut expect = got;
+        let extra = Rect::new(1.0, 1.0, 2.0, 2.0).unwrap();
+        for i in 0..12u64 {
+            t.insert(1_000_000 + i, extra).unwrap();
+            expect.insert(1_000_000 + i, bits(&extra));
+        }
+        if let Some((&id, _)) = expect.iter().next() {
+            let r = states[k]
+                .get(&id)
+                .map(|b| {
+                    Rect::new(
+                        f64::from_bits(b[0]),
+                        f64::from_bits(b[1]),
+                        f64::from_bits(b[2]),
+                        f64::from_bits(b[3]),
+                    )
+                    .unwrap()
+                })
+                .unwrap_or(extra);
+            t.delete(id, r).unwrap();
+            expect.remove(&id);
+        }
+        let es = t.store().efind_stats();
+        seen.compactions += es.compactions;
+        seen.forced_flushes += es.forced_flushes;
+        t.store_mut().checkpoint().unwrap();
+        drop(t);
+        let t = RTree::open(EfindStore::open(dev, cfg).unwrap(), params(kind)).unwrap();
+        t.check().unwrap();
+        assert_eq!(tree_state(&t), expect, "{kind:?} case {case}");
+    }
+    println!("{kind:?}: {} cases, {seen:?}", crash_cases());
+    if crash_cases() >= 60 {
+        assert!(
+            seen.pages_restored > 0,
+            "{kind:?}: no torn-page repair: {seen:?}"
+        );
+        assert!(seen.incomplete > 0 || seen.lost_unacked > 0, "{seen:?}");
+        assert!(seen.restart_crashes > 0, "{seen:?}");
+        assert!(seen.crashed_in_run > 0, "{seen:?}");
+    }
+}
+
+#[test]
+fn crashes_recover_a_prefix_with_every_acknowledged_op_rtree() {
+    campaign(IndexKind::RTree);
+}
+
+#[test]
+fn crashes_recover_a_prefix_with_every_acknowledged_op_rstar() {
+    campaign(IndexKind::RStar);
+}
+
+#[test]
+fn crashes_recover_a_prefix_with_every_acknowledged_op_hilbert() {
+    campaign(IndexKind::Hilbert);
+}
+
+#[test]
+fn the_faultless_script_compacts_and_forces_flushes() {
+    // The configurations of the campaigns do exercise the log paths.
+    let kind = IndexKind::RStar;
+    let cfg = config(kind, 0);
+    let dev = Arc::new(MemDevice::new(PAGE, DEV_PAGES).unwrap());
+    let mut t = RTree::create(EfindStore::create(dev, cfg).unwrap(), params(kind)).unwrap();
+    for op in script(7, 300) {
+        match op {
+            Op::Insert(id, r) => t.insert(id, r).unwrap(),
+            Op::Delete(id, r) => t.delete(id, r).unwrap(),
+            Op::Update(id, a, b) => t.update(id, a, b).unwrap(),
+            Op::Checkpoint => t.store_mut().checkpoint().unwrap(),
+        }
+    }
+    let e = t.store().efind_stats();
+    let l = t.store().log_stats();
+    assert!(e.compactions > 0 && l.compactions > 0, "{e:?} {l:?}");
+    assert!(e.page_images > 0, "{e:?}");
+    assert!(t.store().stats().flushes > 0);
+    assert!(e.tc_seq + e.tc_str + e.tc_both + e.tc_fallback > 0, "{e:?}");
+}
