@@ -74,6 +74,16 @@ impl MemStore {
     }
 }
 
+/// `entries` with `changes` applied ([`apply_changes`]), in a new vector
+/// sized for the result: one allocation and one copy, as a store that keeps
+/// shared `Arc<Node>`s needs when it changes a node readers may hold.
+pub(crate) fn with_changes(entries: &[Entry], changes: &[EntryChange]) -> Vec<Entry> {
+    let mut v = Vec::with_capacity(entries.len() + changes.len());
+    v.extend_from_slice(entries);
+    apply_changes(&mut v, changes);
+    v
+}
+
 /// Applies entry-level changes to a key-sorted entry list, keeping it sorted.
 pub(crate) fn apply_changes(entries: &mut Vec<Entry>, changes: &[EntryChange]) {
     for change in changes {

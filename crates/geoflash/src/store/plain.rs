@@ -496,27 +496,6 @@ fn note_peak(inner: &mut Inner) {
     }
 }
 
-/// Applies entry-level changes, keeping the entries in ascending key order.
-fn apply_changes(entries: &mut Vec<Entry>, changes: &[EntryChange]) {
-    for c in changes {
-        match c {
-            EntryChange::Upsert(e) => match entries.binary_search_by_key(&e.key, |x| x.key) {
-                Ok(i) => {
-                    if let Some(slot) = entries.get_mut(i) {
-                        *slot = *e;
-                    }
-                }
-                Err(i) => entries.insert(i, *e),
-            },
-            EntryChange::Remove(key) => {
-                if let Ok(i) = entries.binary_search_by_key(key, |x| x.key) {
-                    entries.remove(i);
-                }
-            }
-        }
-    }
-}
-
 impl NodeStore for PlainStore {
     fn get(&self, id: PageId) -> Result<Arc<Node>> {
         self.check_node_page(id)?;
@@ -589,15 +568,17 @@ impl NodeStore for PlainStore {
             )));
         }
         // The current entries were checked when they were stored, and
-        // `apply_changes` keeps keys unique and ascending: only the new
+        // `with_changes` keeps keys unique and ascending: only the new
         // entries and the length need checking.
         for c in changes {
             if let EntryChange::Upsert(e) = c {
                 self.check_entry(e)?;
             }
         }
-        let mut node = Node::clone(&current);
-        apply_changes(&mut node.entries, changes);
+        let node = Node {
+            level: current.level,
+            entries: super::mem::with_changes(&current.entries, changes),
+        };
         self.check_len(node.entries.len())?;
         self.install(inner, id, node)
     }
