@@ -1,0 +1,847 @@
+//! `_geoflash.Core`: the engine's [`Index`] plus the record map, with flat,
+//! typed methods. The `rtree`-style API (`geoflash.Index`) is written in
+//! Python on top of it (`python/geoflash/__init__.py`).
+//!
+//! Arrays cross the boundary as native-endian `bytes` (NumPy's
+//! `tobytes()` / `frombuffer`), so the module needs no NumPy at build time.
+//! Long operations (bulk loads, queries, checkpoints) run with the GIL
+//! released; the index sits behind a mutex, so concurrent calls from
+//! several Python threads are serialised.
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Mutex, MutexGuard};
+
+use geoflash_engine::cache::PolicyKind;
+use geoflash_engine::geom::{Point, Rect};
+use geoflash_engine::index::query::{Hit, Predicate};
+use geoflash_engine::index::{BulkMethod, SplitKind};
+use geoflash_engine::index_dir::{StoreKind, StoreOptions};
+use geoflash_engine::manifest::{Access, MANIFEST_FILE};
+use geoflash_engine::objects::geometry::from_wkb;
+use geoflash_engine::objects::Geometry;
+use geoflash_engine::store::efind::{EfindConfig, FlushPolicy};
+use geoflash_engine::store::log::Durability;
+use geoflash_engine::store::NodeStore;
+use geoflash_engine::{Error, Index, IndexOptions, Result};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::records::Records;
+use crate::to_py;
+
+/// An open index and its record map.
+struct State {
+    index: Index,
+    records: Records,
+    writable: bool,
+}
+
+impl State {
+    /// Saves the record map, then checkpoints the engine (in this order, so
+    /// the map is never older than the checkpointed tree).
+    fn checkpoint(&mut self) -> Result<()> {
+        if !self.writable {
+            return Ok(());
+        }
+        if let Some(dir) = self.index.dir() {
+            self.records.save(dir)?;
+        }
+        self.index.checkpoint()
+    }
+
+    fn ids_of(&self, hits: &[Hit]) -> Result<Vec<i64>> {
+        hits.iter().map(|h| self.records.id(h.id)).collect()
+    }
+
+    /// The key of the live entry with user id `id` and MBR exactly `rect`.
+    fn find(&self, id: i64, rect: Rect) -> Result<Option<u64>> {
+        if let Some(key) = self.records.identity_key(id) {
+            let found = self.index.query(rect, Predicate::Contains)?;
+            return Ok(found
+                .hits
+                .iter()
+                .find(|h| h.id == key && h.rect == rect)
+                .map(|h| h.id));
+        }
+        let found = self.index.query(rect, Predicate::Contains)?;
+        for h in &found.hits {
+            if h.rect == rect && self.records.id(h.id)? == id {
+                return Ok(Some(h.id));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// A predicate by name (shapely's reading: `predicate(window, object)`).
+fn predicate(name: &str) -> Result<Predicate> {
+    match name {
+        "intersects" => Ok(Predicate::Intersects),
+        "contains" => Ok(Predicate::Contains),
+        "within" => Ok(Predicate::Within),
+        _ => Err(Error::invalid(format!(
+            "unknown predicate {name:?}: use intersects, contains or within"
+        ))),
+    }
+}
+
+fn from_name<T: serde::de::DeserializeOwned>(what: &str, name: &str, choices: &str) -> Result<T> {
+    serde_json::from_value(serde_json::Value::String(name.to_ascii_lowercase()))
+        .map_err(|_| Error::invalid(format!("unknown {what} {name:?}: use {choices}")))
+}
+
+/// Options known to [`parse_options`].
+const OPTION_NAMES: &str = "kind, split, page_size, max_entries, min_entries, reinsert_percent, \
+     store, buffer, buffer_policy, device, durability, read_buffer_percent, flush_percent, \
+     flush_unit, flush_policy, temporal_control, log_capacity";
+
+/// Index options from the Python keyword arguments (`None` values mean the default).
+fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
+    let mut o = IndexOptions {
+        store: StoreOptions {
+            kind: StoreKind::Efind,
+            ..StoreOptions::default()
+        },
+        ..IndexOptions::default()
+    };
+    let mut efind: Option<EfindConfig> = None;
+    let mut durability: Option<Durability> = None;
+    let bad = |k: &str, e: PyErr| PyValueError::new_err(format!("option {k}: {e}"));
+    for (k, v) in opts.iter() {
+        let key: String = k.extract()?;
+        if v.is_none() {
+            continue;
+        }
+        let key = key.as_str();
+        let text = || v.extract::<String>().map_err(|e| bad(key, e));
+        let int = || v.extract::<u64>().map_err(|e| bad(key, e));
+        let small = |max: u64| -> PyResult<u64> {
+            let n = int()?;
+            if n > max {
+                return Err(PyValueError::new_err(format!(
+                    "option {key}: {n} exceeds {max}"
+                )));
+            }
+            Ok(n)
+        };
+        match key {
+            "kind" => {
+                o.kind =
+                    from_name("index kind", &text()?, "rtree, rstar or hilbert").map_err(to_py)?
+            }
+            "split" => {
+                o.split =
+                    from_name::<SplitKind>("split", &text()?, "linear, quadratic or exponential")
+                        .map_err(to_py)?
+            }
+            "page_size" => o.page_size = small(1 << 24)? as usize,
+            "max_entries" => o.max_entries = Some(small(1 << 24)? as usize),
+            "min_entries" => o.min_entries = Some(small(1 << 24)? as usize),
+            "reinsert_percent" => o.reinsert_percent = small(100)? as u8,
+            "store" => o.store.kind = StoreKind::from_str(&text()?).map_err(to_py)?,
+            "buffer" => {
+                o.store.buffer_bytes = match v.extract::<u64>() {
+                    Ok(n) => n,
+                    Err(_) => geoflash_engine::units::parse_size(&text()?).map_err(to_py)?,
+                } as usize
+            }
+            "buffer_policy" => o.store.policy = PolicyKind::from_str(&text()?).map_err(to_py)?,
+            "device" => o.device = text()?,
+            "durability" => durability = Some(Durability::parse(&text()?).map_err(to_py)?),
+            "log_capacity" => {
+                efind.get_or_insert_with(EfindConfig::default).log_capacity =
+                    match v.extract::<u64>() {
+                        Ok(n) => n,
+                        Err(_) => geoflash_engine::units::parse_size(&text()?).map_err(to_py)?,
+                    }
+            }
+            "read_buffer_percent" => {
+                efind
+                    .get_or_insert_with(EfindConfig::default)
+                    .read_buffer_percent = small(99)? as u8
+            }
+            "flush_percent" => {
+                efind.get_or_insert_with(EfindConfig::default).flush_percent = small(100)? as u8
+            }
+            "flush_unit" => {
+                efind.get_or_insert_with(EfindConfig::default).flush_unit = small(1 << 20)? as usize
+            }
+            "flush_policy" => {
+                let p = text()?;
+                efind.get_or_insert_with(EfindConfig::default).policy = match p.as_str() {
+                    "m" => FlushPolicy::M,
+                    "mh" => FlushPolicy::Mh,
+                    "mha" => FlushPolicy::Mha,
+                    "mhao" => FlushPolicy::Mhao,
+                    _ => {
+                        return Err(PyValueError::new_err(format!(
+                            "unknown flush policy {p:?}: use m, mh, mha or mhao"
+                        )))
+                    }
+                }
+            }
+            "temporal_control" => {
+                let on: bool = v.extract().map_err(|e| bad(key, e))?;
+                let c = efind.get_or_insert_with(EfindConfig::default);
+                c.temporal_control = if on {
+                    c.temporal_control.or(Some(Default::default()))
+                } else {
+                    None
+                };
+            }
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "unknown index option {key:?}; the options are {OPTION_NAMES}"
+                )))
+            }
+        }
+    }
+    if let Some(e) = efind {
+        if o.store.kind != StoreKind::Efind {
+            return Err(PyValueError::new_err(
+                "read_buffer_percent, flush_percent, flush_unit, flush_policy, \
+                 temporal_control and log_capacity apply to store=\"efind\"",
+            ));
+        }
+        o.store.efind = Some(e);
+    }
+    // Durability is the eFIND log's; the plain store (the papers' baseline)
+    // has no log and is consistent at checkpoints only, whatever is asked.
+    if let (Some(d), StoreKind::Efind) = (durability, o.store.kind) {
+        o.store
+            .efind
+            .get_or_insert_with(EfindConfig::default)
+            .durability = d;
+    }
+    Ok(o)
+}
+
+/// Native-endian `f64` boxes (`minx, miny, maxx, maxy` per row) as rectangles.
+fn boxes(bytes: &[u8]) -> Result<Vec<Rect>> {
+    if bytes.len() % 32 != 0 {
+        return Err(Error::invalid(format!(
+            "box buffer of {} bytes is not a whole number of rows of four float64",
+            bytes.len()
+        )));
+    }
+    bytes
+        .chunks_exact(32)
+        .enumerate()
+        .map(|(i, row)| {
+            let mut c = [0f64; 4];
+            for (v, b) in c.iter_mut().zip(row.chunks_exact(8)) {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                *v = f64::from_ne_bytes(a);
+            }
+            Rect::new(c[0], c[1], c[2], c[3]).map_err(|e| Error::invalid(format!("row {i}: {e}")))
+        })
+        .collect()
+}
+
+/// Native-endian `i64` values.
+fn int64s(bytes: &[u8]) -> Result<Vec<i64>> {
+    if bytes.len() % 8 != 0 {
+        return Err(Error::invalid(format!(
+            "id buffer of {} bytes is not a whole number of int64",
+            bytes.len()
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|b| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            i64::from_ne_bytes(a)
+        })
+        .collect())
+}
+
+fn ne_bytes<T: Copy, const N: usize>(values: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() * N);
+    for v in values {
+        out.extend_from_slice(&f(*v));
+    }
+    out
+}
+
+fn rect(minx: f64, miny: f64, maxx: f64, maxy: f64) -> PyResult<Rect> {
+    Rect::new(minx, miny, maxx, maxy).map_err(to_py)
+}
+
+fn bulk_method(name: &str) -> Result<BulkMethod> {
+    BulkMethod::from_str(name)
+}
+
+/// Refuses to create an index over an existing one, then makes the
+/// directory and writes the (empty or given) record map before the engine
+/// creates the index.
+fn prepare_dir(dir: &Path, records: &Records) -> Result<()> {
+    if dir.join(MANIFEST_FILE).exists() {
+        return Err(Error::invalid(format!(
+            "{} already holds an index; open it, or remove it first",
+            dir.display()
+        )));
+    }
+    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+        path: dir.to_path_buf(),
+        page: None,
+        source,
+    })?;
+    records.save(dir)
+}
+
+/// An item of a query answer: (user id, pickled object, (minx, miny, maxx, maxy)).
+type Item<'py> = (i64, Option<Bound<'py, PyBytes>>, (f64, f64, f64, f64));
+
+/// The engine side of `geoflash.Index` (internal: use `geoflash.Index`).
+#[pyclass(module = "geoflash._geoflash")]
+pub struct Core {
+    inner: Mutex<Option<State>>,
+    path: Option<PathBuf>,
+}
+
+impl Core {
+    fn new(state: State) -> Core {
+        Core {
+            path: state.index.dir().map(Path::to_path_buf),
+            inner: Mutex::new(Some(state)),
+        }
+    }
+
+    fn lock(&self) -> PyResult<MutexGuard<'_, Option<State>>> {
+        self.inner
+            .lock()
+            .map_err(|_| PyValueError::new_err("the index is unusable: an earlier call panicked"))
+    }
+
+    /// Runs `f` on the open state.
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> Result<R>) -> PyResult<R> {
+        let mut guard = self.lock()?;
+        let state = guard
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("operation on a closed index"))?;
+        f(state).map_err(to_py)
+    }
+
+    /// [`Core::with`] with the GIL released.
+    fn with_nogil<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut State) -> Result<R> + Send,
+    ) -> PyResult<R> {
+        py.allow_threads(|| self.with(f))
+    }
+
+    fn items<'py>(py: Python<'py>, st: &State, hits: &[Hit]) -> Result<Vec<Item<'py>>> {
+        hits.iter()
+            .map(|h| {
+                Ok((
+                    st.records.id(h.id)?,
+                    st.records.obj(h.id).map(|o| PyBytes::new_bound(py, o)),
+                    (h.rect.min_x, h.rect.min_y, h.rect.max_x, h.rect.max_y),
+                ))
+            })
+            .collect()
+    }
+}
+
+#[pymethods]
+impl Core {
+    /// A new, empty index in `path` (`None`: in this process only).
+    #[staticmethod]
+    #[pyo3(signature = (path, options))]
+    fn create(
+        py: Python<'_>,
+        path: Option<PathBuf>,
+        options: &Bound<'_, PyDict>,
+    ) -> PyResult<Core> {
+        let opts = parse_options(options)?;
+        let state = py
+            .allow_threads(|| -> Result<State> {
+                let records = Records::new();
+                let index = match &path {
+                    Some(dir) => {
+                        prepare_dir(dir, &records)?;
+                        Index::create(dir, &opts)?
+                    }
+                    None => Index::create_temporary(&opts)?,
+                };
+                Ok(State {
+                    index,
+                    records,
+                    writable: true,
+                })
+            })
+            .map_err(to_py)?;
+        Ok(Core::new(state))
+    }
+
+    /// A new index holding `ids` (native int64) with `boxes` (native
+    /// float64, four per row), bulk-loaded by `method` ("str" or "hilbert")
+    /// at fill factor `fill`; `objs` are the pickled objects of the rows.
+    #[staticmethod]
+    #[pyo3(signature = (path, options, ids, boxes, objs=None, method="str", fill=1.0))]
+    #[allow(clippy::too_many_arguments)]
+    fn bulk(
+        py: Python<'_>,
+        path: Option<PathBuf>,
+        options: &Bound<'_, PyDict>,
+        ids: &[u8],
+        boxes: &[u8],
+        objs: Option<Vec<Option<Vec<u8>>>>,
+        method: &str,
+        fill: f64,
+    ) -> PyResult<Core> {
+        let opts = parse_options(options)?;
+        let method = bulk_method(method).map_err(to_py)?;
+        let state = py
+            .allow_threads(|| -> Result<State> {
+                let ids = int64s(ids)?;
+                let rects = self::boxes(boxes)?;
+                if ids.len() != rects.len() {
+                    return Err(Error::invalid(format!(
+                        "{} ids for {} boxes",
+                        ids.len(),
+                        rects.len()
+                    )));
+                }
+                let mut records = Records::new();
+                let mut objs = objs.map(Vec::into_iter);
+                let mut items = Vec::with_capacity(rects.len());
+                for (id, r) in ids.into_iter().zip(rects) {
+                    let obj = objs.as_mut().and_then(|o| o.next()).flatten();
+                    items.push((records.add(id, obj)?, r));
+                }
+                let index = match &path {
+                    Some(dir) => {
+                        prepare_dir(dir, &records)?;
+                        Index::bulk_load(Some(dir), &opts, items, method, fill)?
+                    }
+                    None => Index::bulk_load(None, &opts, items, method, fill)?,
+                };
+                Ok(State {
+                    index,
+                    records,
+                    writable: true,
+                })
+            })
+            .map_err(to_py)?;
+        Ok(Core::new(state))
+    }
+
+    /// A new index in directory `path` holding geometries given as WKB,
+    /// with user ids `ids` (native int64): MBRs bulk-loaded into the tree,
+    /// the geometries in the object heap (`objects.dat`).
+    #[staticmethod]
+    #[pyo3(signature = (path, options, ids, wkbs, method="str", fill=1.0))]
+    fn bulk_geometries(
+        py: Python<'_>,
+        path: PathBuf,
+        options: &Bound<'_, PyDict>,
+        ids: &[u8],
+        wkbs: Vec<Bound<'_, PyBytes>>,
+        method: &str,
+        fill: f64,
+    ) -> PyResult<Core> {
+        let opts = parse_options(options)?;
+        let method = bulk_method(method).map_err(to_py)?;
+        let wkbs: Vec<Vec<u8>> = wkbs.iter().map(|b| b.as_bytes().to_vec()).collect();
+        let state = py
+            .allow_threads(|| -> Result<State> {
+                let ids = int64s(ids)?;
+                if ids.len() != wkbs.len() {
+                    return Err(Error::invalid(format!(
+                        "{} ids for {} geometries",
+                        ids.len(),
+                        wkbs.len()
+                    )));
+                }
+                let mut records = Records::new();
+                let mut objects: Vec<(u64, Geometry)> = Vec::with_capacity(ids.len());
+                for (i, (id, w)) in ids.into_iter().zip(&wkbs).enumerate() {
+                    let g = from_wkb(w, &format!("geometry {i}"))?;
+                    objects.push((records.add(id, None)?, g));
+                }
+                prepare_dir(&path, &records)?;
+                let index = Index::bulk_load_objects(&path, &opts, &objects, method, fill)?;
+                Ok(State {
+                    index,
+                    records,
+                    writable: true,
+                })
+            })
+            .map_err(to_py)?;
+        Ok(Core::new(state))
+    }
+
+    /// Opens the index in directory `path` (for writing unless `readonly`).
+    #[staticmethod]
+    #[pyo3(signature = (path, readonly=false))]
+    fn open(py: Python<'_>, path: PathBuf, readonly: bool) -> PyResult<Core> {
+        let access = if readonly {
+            Access::Read
+        } else {
+            Access::Write
+        };
+        let state = py
+            .allow_threads(|| -> Result<State> {
+                let index = Index::open(&path, access)?;
+                let records = Records::load(&path)?;
+                if let Some(live) = records.live() {
+                    if index.len() != live {
+                        return Err(Error::corrupt(
+                            None,
+                            format!(
+                                "{}: the tree holds {} entries but the id map ({}) knows {live}: \
+                                 the map is older than the index (was the process stopped \
+                                 without flush() or close()?)",
+                                path.display(),
+                                index.len(),
+                                crate::records::RECORDS_FILE
+                            ),
+                        ));
+                    }
+                }
+                Ok(State {
+                    index,
+                    records,
+                    writable: !readonly,
+                })
+            })
+            .map_err(to_py)?;
+        Ok(Core::new(state))
+    }
+
+    /// Inserts entry `id` with the box and optional pickled object.
+    #[pyo3(signature = (id, minx, miny, maxx, maxy, obj=None))]
+    fn insert(
+        &self,
+        id: i64,
+        minx: f64,
+        miny: f64,
+        maxx: f64,
+        maxy: f64,
+        obj: Option<Vec<u8>>,
+    ) -> PyResult<()> {
+        let r = rect(minx, miny, maxx, maxy)?;
+        self.with(|st| {
+            if !st.writable {
+                return Err(Error::invalid("the index is open read-only"));
+            }
+            let key = st.records.add(id, obj)?;
+            if let Err(e) = st.index.insert(key, r) {
+                st.records.undo_add(key);
+                return Err(e);
+            }
+            Ok(())
+        })
+    }
+
+    /// Deletes one entry with user id `id` and exactly this box; False if there is none.
+    fn delete(&self, id: i64, minx: f64, miny: f64, maxx: f64, maxy: f64) -> PyResult<bool> {
+        let r = rect(minx, miny, maxx, maxy)?;
+        self.with(|st| {
+            if !st.writable {
+                return Err(Error::invalid("the index is open read-only"));
+            }
+            let Some(key) = st.find(id, r)? else {
+                return Ok(false);
+            };
+            if st.index.objects().is_some_and(|h| h.contains(key)) {
+                st.index.delete_object(key)?;
+            } else {
+                st.index.delete(key, r)?;
+            }
+            st.records.remove(key);
+            Ok(true)
+        })
+    }
+
+    /// User ids of the entries related to the box by `predicate`.
+    fn query(
+        &self,
+        py: Python<'_>,
+        minx: f64,
+        miny: f64,
+        maxx: f64,
+        maxy: f64,
+        predicate: &str,
+    ) -> PyResult<Vec<i64>> {
+        let (r, p) = (
+            rect(minx, miny, maxx, maxy)?,
+            self::predicate(predicate).map_err(to_py)?,
+        );
+        self.with_nogil(py, |st| {
+            let found = st.index.query(r, p)?;
+            st.ids_of(&found.hits)
+        })
+    }
+
+    /// Number of entries related to the box by `predicate`.
+    fn count(
+        &self,
+        py: Python<'_>,
+        minx: f64,
+        miny: f64,
+        maxx: f64,
+        maxy: f64,
+        predicate: &str,
+    ) -> PyResult<u64> {
+        let (r, p) = (
+            rect(minx, miny, maxx, maxy)?,
+            self::predicate(predicate).map_err(to_py)?,
+        );
+        self.with_nogil(py, |st| {
+            let mut n = 0u64;
+            st.index.tree().select(
+                &geoflash_engine::index::query::Window {
+                    rect: r,
+                    predicate: p,
+                },
+                |_| n += 1,
+            )?;
+            Ok(n)
+        })
+    }
+
+    /// (record keys as native uint64, user ids as native int64, boxes as
+    /// native float64 rows) of the entries related to the box by `predicate`.
+    #[allow(clippy::type_complexity)]
+    fn query_keys<'py>(
+        &self,
+        py: Python<'py>,
+        minx: f64,
+        miny: f64,
+        maxx: f64,
+        maxy: f64,
+        predicate: &str,
+    ) -> PyResult<(
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+    )> {
+        let (r, p) = (
+            rect(minx, miny, maxx, maxy)?,
+            self::predicate(predicate).map_err(to_py)?,
+        );
+        let (keys, ids, rects) = self.with_nogil(py, |st| {
+            let found = st.index.query(r, p)?;
+            let keys: Vec<u64> = found.hits.iter().map(|h| h.id).collect();
+            let rects: Vec<f64> = found
+                .hits
+                .iter()
+                .flat_map(|h| [h.rect.min_x, h.rect.min_y, h.rect.max_x, h.rect.max_y])
+                .collect();
+            Ok((keys, st.ids_of(&found.hits)?, rects))
+        })?;
+        Ok((
+            PyBytes::new_bound(py, &ne_bytes(&keys, u64::to_ne_bytes)),
+            PyBytes::new_bound(py, &ne_bytes(&ids, i64::to_ne_bytes)),
+            PyBytes::new_bound(py, &ne_bytes(&rects, f64::to_ne_bytes)),
+        ))
+    }
+
+    /// (user id, pickled object or None, box) of the entries related to the box.
+    fn query_items<'py>(
+        &self,
+        py: Python<'py>,
+        minx: f64,
+        miny: f64,
+        maxx: f64,
+        maxy: f64,
+        predicate: &str,
+    ) -> PyResult<Vec<Item<'py>>> {
+        let (r, p) = (
+            rect(minx, miny, maxx, maxy)?,
+            self::predicate(predicate).map_err(to_py)?,
+        );
+        let mut guard = self.lock()?;
+        let st = guard
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("operation on a closed index"))?;
+        let found = py.allow_threads(|| st.index.query(r, p)).map_err(to_py)?;
+        Core::items(py, st, &found.hits).map_err(to_py)
+    }
+
+    /// Batched range queries: `boxes` as native float64 rows; returns
+    /// (offsets as native int64, len(boxes)+1; user ids as native int64).
+    #[pyo3(signature = (boxes, predicate="intersects"))]
+    fn query_batch<'py>(
+        &self,
+        py: Python<'py>,
+        boxes: &[u8],
+        predicate: &str,
+    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let p = self::predicate(predicate).map_err(to_py)?;
+        let (offsets, ids) = self.with_nogil(py, |st| {
+            let windows = self::boxes(boxes)?;
+            let batch = st.index.query_batch(&windows, p)?;
+            let mut offsets: Vec<i64> = Vec::with_capacity(windows.len() + 1);
+            let mut ids: Vec<i64> = Vec::new();
+            offsets.push(0);
+            for r in &batch.results {
+                for h in &r.hits {
+                    ids.push(st.records.id(h.id)?);
+                }
+                offsets.push(ids.len() as i64);
+            }
+            Ok((offsets, ids))
+        })?;
+        Ok((
+            PyBytes::new_bound(py, &ne_bytes(&offsets, i64::to_ne_bytes)),
+            PyBytes::new_bound(py, &ne_bytes(&ids, i64::to_ne_bytes)),
+        ))
+    }
+
+    /// The `k` entries nearest to the box (a point when degenerate), and
+    /// with `ties` every entry at the k-th distance, by ascending distance;
+    /// user ids, or items when `items`.
+    #[pyo3(signature = (minx, miny, maxx, maxy, k, ties=true, items=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn nearest(
+        &self,
+        py: Python<'_>,
+        minx: f64,
+        miny: f64,
+        maxx: f64,
+        maxy: f64,
+        k: usize,
+        ties: bool,
+        items: bool,
+    ) -> PyResult<PyObject> {
+        let q = rect(minx, miny, maxx, maxy)?;
+        let mut guard = self.lock()?;
+        let st = guard
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("operation on a closed index"))?;
+        let hits = py
+            .allow_threads(|| -> Result<Vec<Hit>> {
+                if q.is_point() {
+                    let p = Point::new(q.min_x, q.min_y)?;
+                    let found = st.index.nearest(p, k, ties)?;
+                    Ok(found
+                        .neighbors
+                        .iter()
+                        .map(|n| Hit {
+                            id: n.id,
+                            rect: n.rect,
+                        })
+                        .collect())
+                } else {
+                    crate::knn::nearest_to_rect(st.index.tree().store(), q, k, ties)
+                }
+            })
+            .map_err(to_py)?;
+        if items {
+            Ok(Core::items(py, st, &hits).map_err(to_py)?.into_py(py))
+        } else {
+            Ok(st.ids_of(&hits).map_err(to_py)?.into_py(py))
+        }
+    }
+
+    /// WKB of the objects with record keys `keys` (native uint64) from the
+    /// object heap; None where an entry has no stored geometry.
+    fn wkb<'py>(&self, py: Python<'py>, keys: &[u8]) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
+        let keys: Vec<u64> = int64s(keys)
+            .map_err(to_py)?
+            .into_iter()
+            .map(|k| k as u64)
+            .collect();
+        let found = self.with_nogil(py, |st| {
+            let Some(heap) = st.index.objects() else {
+                return Ok(vec![None; keys.len()]);
+            };
+            keys.iter()
+                .map(|&k| heap.get_wkb(k))
+                .collect::<Result<Vec<_>>>()
+        })?;
+        Ok(found
+            .into_iter()
+            .map(|w| w.map(|b| PyBytes::new_bound(py, &b)))
+            .collect())
+    }
+
+    /// True when the index has an object heap (exact geometries).
+    fn has_geometries(&self) -> PyResult<bool> {
+        self.with(|st| Ok(st.index.objects().is_some()))
+    }
+
+    /// The MBR of everything in the index, or None when it is empty.
+    fn bounds(&self) -> PyResult<Option<(f64, f64, f64, f64)>> {
+        self.with(|st| {
+            let store = st.index.tree().store();
+            let Some(root) = store.meta().root else {
+                return Ok(None);
+            };
+            let node = store.get(root)?;
+            Ok(Rect::union_all(node.entries.iter().map(|e| &e.rect))
+                .map(|r| (r.min_x, r.min_y, r.max_x, r.max_y)))
+        })
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        self.with(|st| Ok(st.index.len() as usize))
+    }
+
+    /// Saves the id map and checkpoints the engine (everything durable).
+    fn checkpoint(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_nogil(py, State::checkpoint)
+    }
+
+    /// Checkpoints (when writable) and closes; later calls raise ValueError.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let state = self.lock()?.take();
+        if let Some(mut st) = state {
+            py.allow_threads(move || -> Result<()> {
+                st.checkpoint()?;
+                st.index.close()
+            })
+            .map_err(to_py)?;
+        }
+        Ok(())
+    }
+
+    /// True once closed.
+    #[getter]
+    fn closed(&self) -> PyResult<bool> {
+        Ok(self.lock()?.is_none())
+    }
+
+    /// The index directory, or None.
+    #[getter]
+    fn path(&self) -> Option<PathBuf> {
+        self.path.clone()
+    }
+
+    /// True when the index is open read-only.
+    #[getter]
+    fn readonly(&self) -> PyResult<bool> {
+        self.with(|st| Ok(!st.writable))
+    }
+
+    /// The manifest (kind, page size, device, tree and store parameters) as JSON.
+    fn manifest_json(&self) -> PyResult<String> {
+        self.with(|st| {
+            serde_json::to_string(st.index.manifest()).map_err(|e| Error::invalid(e.to_string()))
+        })
+    }
+
+    /// The device and store counters so far (`geoflash_engine::metrics::Stats`) as JSON.
+    fn stats_json(&self) -> PyResult<String> {
+        self.with(|st| st.index.stats("python").to_json())
+    }
+}
+
+impl Drop for Core {
+    /// An index dropped without `close()` is checkpointed (errors are lost:
+    /// call `close()` to see them).
+    fn drop(&mut self) {
+        if let Ok(mut guard) = self.inner.lock() {
+            if let Some(mut st) = guard.take() {
+                let _ = st.checkpoint();
+            }
+        }
+    }
+}

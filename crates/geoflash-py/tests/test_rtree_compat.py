@@ -1,0 +1,222 @@
+"""Answers identical to the rtree package (libspatialindex) on the same
+random data: intersection, contains, nearest (ties included), count, bounds
+and len, on every store and device, after inserts and deletes with
+duplicate ids, and after reopening."""
+
+import numpy as np
+import pytest
+import rtree
+
+import geoflash
+from conftest import SCALE, make_index, random_boxes
+
+N = int(2000 * SCALE)
+QUERIES = int(60 * SCALE)
+
+
+def build_both(geoflash_index, rng, n=N):
+    """Inserts the same entries (duplicate ids, points) into a geoflash index
+    and an rtree index, then deletes a third of them from both."""
+    ref = rtree.index.Index()
+    boxes = random_boxes(rng, n)
+    ids = rng.integers(0, n // 2, size=n)  # duplicates
+    for i, b in zip(ids, boxes):
+        coords = tuple(b[:2]) if b[0] == b[2] and b[1] == b[3] and rng.random() < 0.5 else tuple(b)
+        geoflash_index.insert(int(i), coords, obj=int(i) * 10)
+        ref.insert(int(i), coords, obj=int(i) * 10)
+    for j in rng.choice(n, size=n // 3, replace=False):
+        geoflash_index.delete(int(ids[j]), tuple(boxes[j]))
+        ref.delete(int(ids[j]), tuple(boxes[j]))
+    return ref
+
+
+def windows(rng, k=QUERIES):
+    return random_boxes(rng, k, max_size=30, points=0.1)
+
+
+def assert_same_answers(idx, ref, rng):
+    assert len(idx) == len(ref)
+    assert idx.bounds == ref.bounds
+    for w in windows(rng):
+        w = tuple(w)
+        assert sorted(idx.intersection(w)) == sorted(ref.intersection(w)), w
+        assert sorted(idx.contains(w)) == sorted(ref.contains(w)), w
+        assert idx.count(w) == ref.count(w), w
+    for w in windows(rng, QUERIES // 2):
+        for k in (1, 3, 10):
+            # a point and a box as the query; ties beyond k are returned by both
+            for q in (tuple(w[:2]), tuple(w)):
+                got, want = list(idx.nearest(q, k)), list(ref.nearest(q, k))
+                assert sorted(got) == sorted(want), (q, k)
+                assert len(got) >= min(k, len(ref))
+
+
+def test_same_answers_as_rtree(config, tmp_path):
+    store, device = config
+    rng = np.random.default_rng(7)
+    idx = make_index(geoflash, tmp_path, store, device)
+    ref = build_both(idx, rng)
+    assert_same_answers(idx, ref, np.random.default_rng(8))
+    # objects come back with their entries
+    w = (20, 20, 60, 60)
+    got = sorted((it.id, it.object, tuple(it.bbox)) for it in idx.intersection(w, objects=True))
+    want = sorted((it.id, it.object, tuple(it.bbox)) for it in ref.intersection(w, objects=True))
+    assert got == want
+    assert sorted(idx.intersection(w, objects="raw")) == sorted(ref.intersection(w, objects="raw"))
+    got = sorted((it.id, it.object) for it in idx.nearest((50, 50), 5, objects=True))
+    want = sorted((it.id, it.object) for it in ref.nearest((50, 50), 5, objects=True))
+    assert got == want
+    idx.close()
+
+
+@pytest.mark.parametrize("config", [c for c in __import__("conftest").CONFIGS if c[1] != "mem:"],
+                         ids=lambda c: f"{c[0]}-{c[1].split(':')[0]}")
+def test_reopen_after_close_answers_identically(config, tmp_path):
+    store, device = config
+    rng = np.random.default_rng(11)
+    idx = make_index(geoflash, tmp_path, store, device)
+    ref = build_both(idx, rng, n=N // 2)
+    path = idx.path
+    idx.close()
+    assert idx.closed
+    with geoflash.Index(path) as again:
+        assert again.properties["store"]["kind"] == store
+        assert_same_answers(again, ref, np.random.default_rng(12))
+        # and it stays writable: more entries, another reopen
+        again.insert(-5, (1.5, 1.5, 2.5, 2.5), obj="new")
+        ref.insert(-5, (1.5, 1.5, 2.5, 2.5), obj="new")
+    with geoflash.Index(path) as again:
+        assert_same_answers(again, ref, np.random.default_rng(13))
+        assert [it.object for it in again.intersection((2, 2, 2, 2), objects=True)
+                if it.id == -5] == ["new"]
+
+
+# Index::open(dir, Access::Read) opens the eFIND store with EfindStore::open,
+# which writes to the device; strict, so this marker goes once the engine
+# opens eFIND read-only (EfindStore::open_read_only).
+EFIND_READ_ONLY = pytest.mark.xfail(
+    raises=OSError, strict=True,
+    reason="the engine's Index::open does not open the eFIND store read-only yet")
+
+
+@pytest.mark.parametrize("store", [
+    "plain", pytest.param("efind", marks=EFIND_READ_ONLY)])
+def test_read_only_reopen(store, tmp_path):
+    rng = np.random.default_rng(21)
+    path = str(tmp_path / "ro")
+    idx = geoflash.Index(path, store=store, page_size=512)
+    ref = build_both(idx, rng, n=N // 4)
+    idx.close()
+    ro = geoflash.Index(path, readonly=True)
+    assert_same_answers(ro, ref, np.random.default_rng(22))
+    with pytest.raises(ValueError, match="read-only"):
+        ro.insert(1, (0, 0, 1, 1))
+    with pytest.raises(ValueError, match="read-only"):
+        ro.delete(1, (0, 0, 1, 1))
+    ro.close()
+
+
+def test_interleaved_false_and_delete_semantics():
+    idx = geoflash.Index(interleaved=False)
+    ref = rtree.index.Index(interleaved=False)
+    for i, c in enumerate([(0, 10, 0, 10), (2, 3, 2, 3), (5, 5, 5, 5), (0, 10, 0, 10)]):
+        idx.insert(i % 3, c)
+        ref.insert(i % 3, c)
+    assert idx.bounds == ref.bounds == [0.0, 10.0, 0.0, 10.0]
+    assert idx.get_bounds(coordinate_interleaved=True) == ref.get_bounds(coordinate_interleaved=True)
+    for w in [(1, 4, 1, 4), (0, 10, 0, 10), (10, 11, 10, 11)]:
+        assert sorted(idx.intersection(w)) == sorted(ref.intersection(w))
+        assert sorted(idx.contains(w)) == sorted(ref.contains(w))
+    got = [it.bounds for it in idx.intersection((2, 3, 2, 3), objects=True) if it.id == 1]
+    want = [it.bounds for it in ref.intersection((2, 3, 2, 3), objects=True) if it.id == 1]
+    assert got == want == [[2.0, 3.0, 2.0, 3.0]]
+    # deleting an absent entry (wrong id or wrong box) changes nothing, as in rtree
+    idx.delete(7, (0, 10, 0, 10))
+    idx.delete(0, (0, 9, 0, 10))
+    assert len(idx) == 4
+    idx.delete(0, (0, 10, 0, 10))  # one of the two (id 0 and id 0 % 3 == 0)
+    ref.delete(0, (0, 10, 0, 10))
+    assert sorted(idx.intersection((0, 10, 0, 10))) == sorted(ref.intersection((0, 10, 0, 10)))
+
+
+def test_empty_index_matches_rtree():
+    idx, ref = geoflash.Index(), rtree.index.Index()
+    assert idx.bounds == ref.bounds
+    assert len(idx) == len(ref) == 0
+    assert list(idx.intersection((0, 0, 1, 1))) == []
+    assert list(idx.nearest((0, 0), 3)) == []
+    assert idx.count((0, 0, 1, 1)) == 0
+
+
+def test_stream_construction_matches_rtree(tmp_path):
+    rng = np.random.default_rng(3)
+    boxes = random_boxes(rng, N // 2)
+    items = [(int(i % 97), tuple(b), {"row": i}) for i, b in enumerate(boxes)]
+    ref = rtree.index.Index(iter(items))
+    for idx in (geoflash.Index(iter(items)), geoflash.Index(str(tmp_path / "s"), iter(items), bulk="hilbert")):
+        assert len(idx) == len(ref)
+        for w in windows(np.random.default_rng(4)):
+            assert sorted(idx.intersection(tuple(w))) == sorted(ref.intersection(tuple(w)))
+        got = sorted(it.object["row"] for it in idx.intersection((0, 0, 30, 30), objects=True))
+        want = sorted(it.object["row"] for it in ref.intersection((0, 0, 30, 30), objects=True))
+        assert got == want
+        idx.close()
+    # the streamed directory index reopens with its objects
+    with geoflash.Index(str(tmp_path / "s")) as again:
+        assert sorted(o["row"] for o in again.intersection((0, 0, 30, 30), objects="raw")) == want
+
+
+def test_numpy_bulk_and_batch_queries_match_rtree(tmp_path):
+    rng = np.random.default_rng(5)
+    boxes = random_boxes(rng, N, integer=False)
+    ids = rng.integers(-1000, 1000, size=N)  # negative and duplicate ids
+    ref = rtree.index.Index()
+    for i, b in zip(ids, boxes):
+        ref.insert(int(i), tuple(b))
+    for idx in (
+        geoflash.Index.from_arrays(ids, boxes),
+        geoflash.Index.from_arrays(ids, boxes, str(tmp_path / "a"), store="plain", page_size=1024),
+        geoflash.Index.from_arrays(ids, boxes, kind="rtree", bulk="hilbert", fill=0.7),
+    ):
+        assert len(idx) == N
+        qs = windows(np.random.default_rng(6))
+        offsets, found = idx.intersection_batch(qs)
+        assert offsets.dtype == found.dtype == np.int64
+        assert len(offsets) == len(qs) + 1 and offsets[0] == 0 and offsets[-1] == len(found)
+        for j, w in enumerate(qs):
+            want = sorted(ref.intersection(tuple(w)))
+            assert sorted(found[offsets[j]:offsets[j + 1]].tolist()) == want
+            assert sorted(idx.intersection(tuple(w))) == want
+        offsets, found = idx.intersection_batch(qs, predicate="contains")
+        for j, w in enumerate(qs):
+            assert sorted(found[offsets[j]:offsets[j + 1]].tolist()) == sorted(ref.contains(tuple(w)))
+        # the bulk-loaded index takes inserts afterwards
+        idx.insert(5, (1, 1, 2, 2))
+        assert len(idx) == N + 1
+        idx.close()
+    # ids default to positions; other integer dtypes are accepted
+    idx = geoflash.Index.from_arrays(None, boxes[:10])
+    assert sorted(idx.intersection((0, 0, 100, 100))) == list(range(10))
+    idx = geoflash.Index.from_arrays(np.arange(10, dtype=np.int32), boxes[:10].astype(np.float32))
+    assert len(idx) == 10
+    offsets, found = idx.intersection_batch(np.empty((0, 4)))
+    assert offsets.tolist() == [0] and len(found) == 0
+
+
+def test_every_kind_and_split_answers_like_rtree():
+    rng = np.random.default_rng(9)
+    boxes = random_boxes(rng, N // 2)
+    ref = rtree.index.Index()
+    for i, b in enumerate(boxes):
+        ref.insert(i, tuple(b))
+    for kw in ({"kind": "rtree", "split": "linear"}, {"kind": "rtree", "split": "quadratic"},
+               {"kind": "rtree", "split": "exponential", "max_entries": 8},
+               {"kind": "rstar", "buffer": 16384, "buffer_policy": "lru", "reinsert_percent": 0},
+               {"store": "efind", "flush_percent": 30, "flush_unit": 2, "flush_policy": "mha",
+                "read_buffer_percent": 40, "temporal_control": False}):
+        idx = geoflash.Index(page_size=512, **kw)
+        for i, b in enumerate(boxes):
+            idx.insert(i, tuple(b))
+        for w in windows(np.random.default_rng(10), 20):
+            assert sorted(idx.intersection(tuple(w))) == sorted(ref.intersection(tuple(w))), kw
+            assert sorted(idx.nearest(tuple(w[:2]), 4)) == sorted(ref.nearest(tuple(w[:2]), 4)), kw
