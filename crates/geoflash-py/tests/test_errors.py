@@ -1,0 +1,232 @@
+"""Bad input raises ValueError, device trouble OSError, damaged data
+CorruptIndexError (an OSError); stats, flushing and threads."""
+
+import os
+import shutil
+import threading
+
+import numpy as np
+import pytest
+
+import geoflash
+from conftest import random_boxes
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("coords", [
+    (NAN, 0, 1, 1), (0, 0, float("inf"), 1), (2, 0, 1, 1), (0, 2, 1, 1),
+    (1, 2, 3), (), ("a", 0, 1, 1), None, (0, 0, 1e300, 1),
+])
+def test_bad_coordinates(coords):
+    idx = geoflash.Index()
+    for call in (lambda: idx.insert(1, coords), lambda: list(idx.intersection(coords)),
+                 lambda: idx.count(coords), lambda: list(idx.nearest(coords)),
+                 lambda: idx.delete(1, coords)):
+        with pytest.raises(ValueError):
+            call()
+    assert len(idx) == 0
+
+
+def test_bad_ids_and_counts():
+    idx = geoflash.Index()
+    for bad in (1.5, "7", None):
+        with pytest.raises(ValueError, match="integer"):
+            idx.insert(bad, (0, 0, 1, 1))
+    with pytest.raises(ValueError, match="num_results"):
+        list(idx.nearest((0, 0), -1))
+    idx.insert(np.int64(3), (0, 0, 1, 1))  # NumPy integers are ids
+    assert list(idx.intersection((0, 0, 1, 1))) == [3]
+
+
+@pytest.mark.parametrize("ids,boxes,match", [
+    (None, np.zeros((3, 3)), "N×4"),
+    (None, np.zeros(4), "N×4"),
+    (None, np.array([["a", "b", "c", "d"]]), "real numbers"),
+    (None, np.zeros((2, 4), dtype=complex), "real numbers"),
+    (np.arange(3), np.zeros((2, 4)), "1-D array of 2"),
+    (np.array([0.5, 1.5]), np.zeros((2, 4)), "integers"),
+    (None, np.array([[0, 0, 1, 1], [0, NAN, 1, 1]]), "row 1"),
+    (None, np.array([[0, 0, 1, 1], [3, 0, 1, 1]]), "row 1.*inverted"),
+])
+def test_bad_arrays(ids, boxes, match):
+    with pytest.raises(ValueError, match=match):
+        geoflash.Index.from_arrays(ids, boxes)
+    idx = geoflash.Index.from_arrays(None, np.zeros((1, 4)))
+    if ids is None:
+        with pytest.raises(ValueError, match=match):
+            idx.intersection_batch(boxes)
+    with pytest.raises(ValueError, match="predicate"):
+        idx.intersection_batch(np.zeros((1, 4)), predicate="overlaps")
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"store": "tape"}, "unknown store"),
+    ({"kind": "quadtree"}, "unknown index kind"),
+    ({"split": "random"}, "unknown split"),
+    ({"buffer": "12XB"}, "unknown unit"),
+    ({"page_size": 3000}, "power of two"),
+    ({"device": "tape:"}, "unknown device"),
+    ({"durability": "sometimes"}, "durability"),
+    ({"colour": "red"}, "unknown index option"),
+    ({"store": "plain", "flush_percent": 10}, "apply to store"),
+    ({"flush_policy": "lifo"}, "flush policy"),
+    ({"read_buffer_percent": 100}, "exceeds 99"),
+    ({"buffer_policy": "mru"}, "buffer policy"),
+])
+def test_bad_options(kw, match):
+    with pytest.raises(ValueError, match=match):
+        geoflash.Index(**kw)
+
+
+def test_closed_index_and_misuse(tmp_path):
+    idx = geoflash.Index(str(tmp_path / "c"))
+    idx.insert(1, (0, 0, 1, 1))
+    idx.close()
+    idx.close()  # closing twice is harmless
+    for call in (lambda: idx.insert(2, (0, 0, 1, 1)), lambda: list(idx.intersection((0, 0, 1, 1))),
+                 lambda: len(idx), lambda: idx.bounds, lambda: idx.stats, lambda: idx.flush(),
+                 lambda: idx.intersection_batch(np.zeros((1, 4)))):
+        with pytest.raises(ValueError, match="closed"):
+            call()
+    assert repr(idx) == "geoflash.Index(closed)"
+    with pytest.raises(ValueError, match="already holds an index"):
+        geoflash.Index(str(tmp_path / "c"), iter([(1, (0, 0, 1, 1), None)]))
+    with pytest.raises(ValueError, match="already holds an index"):
+        geoflash.Index.from_arrays(None, np.zeros((1, 4)), str(tmp_path / "c"))
+    with pytest.raises(ValueError, match="no index to open read-only"):
+        geoflash.Index(str(tmp_path / "nothing"), readonly=True)
+    with pytest.raises(ValueError, match="triple"):
+        geoflash.Index(iter([(1, (0, 0, 1, 1))]))
+    with pytest.raises(ValueError, match="at most two"):
+        geoflash.Index(None, [], 3)
+    with pytest.raises(ValueError, match="device other than"):
+        geoflash.Index(device="file")
+
+
+def test_device_errors_are_oserrors(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(OSError) as e:
+        geoflash.Index(str(blocker / "idx"))
+    assert not isinstance(e.value, geoflash.CorruptIndexError)
+    assert e.value.errno is not None  # the OS error number is kept (NotADirectoryError here)
+
+
+def _built(tmp_path, name="d", n=300, **kw):
+    path = str(tmp_path / name)
+    idx = geoflash.Index(path, page_size=512, device="file?direct=false", **kw)
+    for i, b in enumerate(random_boxes(np.random.default_rng(0), n)):
+        idx.insert(i % 50, tuple(b), obj=i)
+    idx.close()
+    return path
+
+
+def test_corrupt_id_map_and_pages(tmp_path):
+    path = _built(tmp_path)
+    records = os.path.join(path, "pyrecords.dat")
+    data = bytearray(open(records, "rb").read())
+    data[40] ^= 0xFF
+    open(records, "wb").write(bytes(data))
+    with pytest.raises(geoflash.CorruptIndexError, match="checksum"):
+        geoflash.Index(path)
+    assert issubclass(geoflash.CorruptIndexError, OSError)
+
+    path = _built(tmp_path, "p", store="plain")
+    pages = os.path.join(path, "pages.dat")
+    size = os.path.getsize(pages)
+    with open(pages, "r+b") as f:  # scramble every page but the header page
+        for off in range(512, size, 512):
+            f.seek(off + 40)
+            f.write(b"\xA5" * 64)
+    with pytest.raises(geoflash.CorruptIndexError):
+        idx = geoflash.Index(path)
+        list(idx.intersection((0, 0, 100, 100)))
+
+
+def test_stale_id_map_is_refused(tmp_path):
+    path = _built(tmp_path)
+    old = open(os.path.join(path, "pyrecords.dat"), "rb").read()
+    with geoflash.Index(path) as idx:
+        idx.insert(1000, (1, 1, 2, 2))
+    open(os.path.join(path, "pyrecords.dat"), "wb").write(old)
+    with pytest.raises(geoflash.CorruptIndexError, match="older than the index"):
+        geoflash.Index(path)
+
+
+def test_index_built_without_python_is_read_by_record_key(tmp_path):
+    """A directory without pyrecords.dat (built by the command line): ids are
+    the record keys; deletes work, inserts are refused with a clear message."""
+    path = _built(tmp_path, "cli", n=100)
+    ids = sorted(geoflash.Index(path).intersection((0, 0, 100, 100)))
+    os.remove(os.path.join(path, "pyrecords.dat"))
+    with geoflash.Index(path) as idx:
+        keys = sorted(idx.intersection((0, 0, 100, 100)))
+        assert keys == list(range(100)) and ids != keys
+        with pytest.raises(ValueError, match="built outside Python"):
+            idx.insert(5, (0, 0, 1, 1))
+        box = next(it.bbox for it in idx.intersection((0, 0, 100, 100), objects=True) if it.id == 42)
+        idx.delete(42, box)
+        assert 42 not in set(idx.intersection((0, 0, 100, 100)))
+
+
+def test_stats_flush_and_properties(tmp_path):
+    idx = geoflash.Index(str(tmp_path / "s"), device="flashsim:preset=seed-tc58", page_size=2048)
+    for i, b in enumerate(random_boxes(np.random.default_rng(1), 500)):
+        idx.insert(i, tuple(b))
+    idx.flush()
+    s = idx.stats
+    assert isinstance(s, dict) and s["device_simulated"] is True
+    assert s["nand_programs"] > 0 and s["pages_written"] > 0
+    p = idx.properties
+    assert p["page_size"] == 2048 and p["store"]["kind"] == "efind"
+    assert p["device"].startswith("flashsim:")
+    assert idx.path == str(tmp_path / "s")
+    idx.checkpoint()
+    idx.close()
+    with geoflash.Index(str(tmp_path / "s")) as again:
+        assert len(again) == 500
+
+
+def test_durability_modes_build_the_same_index(tmp_path):
+    rng = np.random.default_rng(2)
+    boxes = random_boxes(rng, 300)
+    answers = []
+    for mode in ("sync", "group", "group:8,5", "none"):
+        with geoflash.Index(str(tmp_path / mode.replace(":", "_").replace(",", "_")),
+                            durability=mode, page_size=512, device="file?direct=false") as idx:
+            assert idx.properties["store"]["efind"]["durability"] is not None
+            for i, b in enumerate(boxes):
+                idx.insert(i, tuple(b))
+            answers.append(sorted(idx.intersection((10, 10, 60, 60))))
+    assert all(a == answers[0] for a in answers) and answers[0]
+
+
+def test_queries_from_many_threads_agree_with_one(tmp_path):
+    rng = np.random.default_rng(3)
+    boxes = random_boxes(rng, 3000, integer=False)
+    idx = geoflash.Index.from_arrays(None, boxes, str(tmp_path / "t"), page_size=1024)
+    windows = random_boxes(np.random.default_rng(4), 200, max_size=20)
+    want = idx.intersection_batch(windows)
+    results = [None] * 4
+    errors = []
+
+    def run(k):
+        try:
+            results[k] = (idx.intersection_batch(windows),
+                          [sorted(idx.intersection(tuple(w))) for w in windows[:50]])
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for (offsets, ids), singles in results:
+        assert offsets.tolist() == want[0].tolist() and ids.tolist() == want[1].tolist()
+        for j, s in enumerate(singles):
+            assert s == sorted(want[1][want[0][j]:want[0][j + 1]].tolist())
+    idx.close()
+    shutil.rmtree(tmp_path / "t")
