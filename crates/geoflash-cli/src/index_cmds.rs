@@ -631,7 +631,10 @@ pub fn inspect(a: DirArgs) -> Result<(), Failure> {
     let index = Index::open(&a.index, Access::Read)?;
     let report = index.tree().inspect()?;
     if a.json {
-        print_json(&json!({"manifest": index.manifest(), "tree": report}))?;
+        let objects = index.objects().map(|h| {
+            json!({"objects": h.len(), "file_bytes": h.file_bytes(), "live_bytes": h.live_bytes()})
+        });
+        print_json(&json!({"manifest": index.manifest(), "tree": report, "objects": objects}))?;
     } else {
         let m = index.manifest();
         row("kind", &m.kind);
@@ -645,6 +648,18 @@ pub fn inspect(a: DirArgs) -> Result<(), Failure> {
             format!("{} / {}", report.max_entries, report.min_entries),
         );
         row("nodes (pages)", report.nodes);
+        match index.objects() {
+            Some(h) => row(
+                "object heap",
+                format!(
+                    "{} objects, {} bytes ({} live)",
+                    h.len(),
+                    h.file_bytes(),
+                    h.live_bytes()
+                ),
+            ),
+            None => row("object heap", "none (built from rectangles)"),
+        }
         for l in &report.levels {
             row(
                 &format!("level {}", l.level),

@@ -201,6 +201,7 @@ fn generate_build_query_knn_agree_with_brute_force() {
         ok(geoflash(&["verify", "--index", s(&idx)]));
         let insp = last_json(&ok(geoflash(&["inspect", "--index", s(&idx), "--json"])));
         assert_eq!(insp["tree"]["records"], 3000);
+        assert!(insp["objects"].is_null(), "a CSV of rectangles has no object heap");
     }
 }
 
@@ -475,6 +476,8 @@ fn geojson_build_and_refined_queries_agree_with_exact_brute_force() {
         args.extend(extra);
         assert_eq!(last_json(&ok(geoflash(&args)))["operations"], 400);
         assert!(idx.join("objects.dat").is_file());
+        let insp = last_json(&ok(geoflash(&["inspect", "--index", s(&idx), "--json"])));
+        assert_eq!(insp["objects"]["objects"], 400);
 
         let mut refined_away = 0;
         for w in windows {
