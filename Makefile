@@ -6,7 +6,7 @@ GEOFLASH_PROPTEST_CASES ?= 64
 export GEOFLASH_PROPTEST_CASES
 DEMO_DIR ?= target/demo
 
-.PHONY: all setup build demo test lint unit test-long bench fuzz clean
+.PHONY: all setup build demo test lint unit python test-long bench fuzz clean
 
 all: build
 
@@ -22,8 +22,9 @@ build: setup
 demo: build
 	@bash scripts/demo.sh $(DEMO_DIR)
 
-## What CI runs: formatting, lints, every unit, property and crash test at moderate counts.
-test: setup lint unit
+## What CI runs: formatting, lints, every unit, property and crash test at
+## moderate counts, and the Python package's pytest suite.
+test: setup lint unit python
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -31,6 +32,10 @@ lint:
 
 unit:
 	$(CARGO) test --workspace
+
+## The Python package: a venv in .venv, `pip install ./crates/geoflash-py`, pytest.
+python:
+	@bash scripts/python-test.sh
 
 ## Large property-test counts and full crash campaigns (not in CI).
 test-long: setup
