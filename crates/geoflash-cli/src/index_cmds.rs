@@ -1,4 +1,4 @@
-//! The index commands: build, insert, delete, query, knn, inspect, verify, checkpoint.
+//! The index commands: build, insert, delete, query, knn, inspect, verify, checkpoint, recover.
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -10,6 +10,7 @@ use geoflash::index::BulkMethod;
 use geoflash::index_dir::{StoreKind, StoreOptions};
 use geoflash::manifest::{Access, Crs};
 use geoflash::store::efind::{EfindConfig, FlushPolicy};
+use geoflash::store::log::Durability;
 use geoflash::units::parse_size;
 use geoflash::{Error, Index, IndexOptions};
 use geoflash_bench::formats;
@@ -34,8 +35,8 @@ pub struct BuildArgs {
     /// Split of the R-tree: linear, quadratic or exponential.
     #[arg(long, default_value = "quadratic")]
     split: String,
-    /// Node store: plain (the disk-based baseline) or efind (no log yet:
-    /// consistent at checkpoints; fast is not available in this version).
+    /// Node store: plain (the disk-based baseline) or efind (crash-safe with
+    /// its log; fast is not available in this version).
     #[arg(long, default_value = "plain")]
     store: String,
     /// eFIND: p, the percentage of oldest buffered pages a flush considers.
@@ -53,6 +54,22 @@ pub struct BuildArgs {
     /// eFIND: temporal control on or off.
     #[arg(long)]
     temporal_control: Option<String>,
+    /// eFIND: bytes of records the log holds before compaction (default 10MiB).
+    #[arg(long)]
+    log_capacity: Option<String>,
+    /// eFIND: when operations become durable: sync (each one), group (every
+    /// N operations or T ms, see --group-commit; the default) or none (the papers' mode).
+    #[arg(long)]
+    durability: Option<String>,
+    /// eFIND: group commit as N,T: sync every N operations or when the oldest
+    /// unsynced one is T milliseconds old (implies --durability group).
+    #[arg(long)]
+    group_commit: Option<String>,
+    /// Print `acked K` on standard output (flushed) each time the first K
+    /// operations are durable, checked every N operations and at the end
+    /// (stores without a log checkpoint every N operations to get there).
+    #[arg(long)]
+    ack_every: Option<u64>,
     /// Page (node) size.
     #[arg(long, default_value = "4096")]
     page_size: String,
@@ -153,6 +170,17 @@ pub struct KnnArgs {
     #[arg(long)]
     ties: bool,
     /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `recover`.
+#[derive(clap::Args)]
+pub struct RecoverArgs {
+    /// Index directory.
+    #[arg(long)]
+    index: PathBuf,
+    /// Print JSON (last line of standard output).
     #[arg(long)]
     json: bool,
 }
@@ -310,6 +338,76 @@ fn min_entries(text: &str, max: usize) -> Result<usize, Failure> {
     Ok(((f * max as f64).ceil() as usize).max(2))
 }
 
+/// `--ack-every`: which operations are durable, printed as `acked K`.
+struct Acker {
+    every: u64,
+    /// (operation id, operations done when it committed), oldest first.
+    pending: std::collections::VecDeque<(geoflash::store::OpId, u64)>,
+    acked: u64,
+}
+
+impl Acker {
+    fn new(every: Option<u64>) -> Result<Option<Acker>, Failure> {
+        match every {
+            None => Ok(None),
+            Some(0) => Err(Error::invalid("--ack-every needs at least 1 operation").into()),
+            Some(every) => Ok(Some(Acker {
+                every,
+                pending: std::collections::VecDeque::new(),
+                acked: 0,
+            })),
+        }
+    }
+
+    /// After operation number `done`.
+    fn after_op(&mut self, index: &mut Index, done: u64) -> geoflash::Result<()> {
+        if let Some(op) = index.last_committed_op() {
+            self.pending.push_back((op, done));
+        }
+        if done.is_multiple_of(self.every) {
+            self.check(index, done)?;
+        }
+        Ok(())
+    }
+
+    /// Prints `acked K` if more operations are durable than last printed.
+    fn check(&mut self, index: &mut Index, done: u64) -> geoflash::Result<()> {
+        let k = match index.durable_op() {
+            Some(d) => {
+                let mut k = self.acked;
+                while let Some(&(op, n)) = self.pending.front() {
+                    if op > d {
+                        break;
+                    }
+                    k = n;
+                    self.pending.pop_front();
+                }
+                k
+            }
+            None if index.last_committed_op().is_none() => {
+                // A store without a log: durable after a checkpoint.
+                index.checkpoint()?;
+                done
+            }
+            None => self.acked,
+        };
+        if k > self.acked {
+            self.acked = k;
+            outln!("acked {k}");
+        }
+        Ok(())
+    }
+
+    /// After the final checkpoint: everything done is durable.
+    fn finish(&mut self, done: u64) {
+        self.pending.clear();
+        if done > self.acked {
+            self.acked = done;
+            outln!("acked {done}");
+        }
+    }
+}
+
 /// Applies `op` to each `(id, item)` with a progress bar, stopping early on
 /// Ctrl-C (at an operation boundary); returns the count done.
 fn apply_all<T>(
@@ -317,6 +415,17 @@ fn apply_all<T>(
     items: &[(u64, T)],
     what: &str,
     op: impl Fn(&mut Index, u64, &T) -> geoflash::Result<()>,
+) -> Result<u64, Failure> {
+    apply_all_acked(index, items, what, op, None)
+}
+
+/// [`apply_all`] printing `acked K` lines when `acker` is given.
+fn apply_all_acked<T>(
+    index: &mut Index,
+    items: &[(u64, T)],
+    what: &str,
+    op: impl Fn(&mut Index, u64, &T) -> geoflash::Result<()>,
+    mut acker: Option<&mut Acker>,
 ) -> Result<u64, Failure> {
     let stop = interrupt_flag();
     let bar = progress_bar(items.len() as u64, what);
@@ -332,6 +441,9 @@ fn apply_all<T>(
             ))
         })?;
         done += 1;
+        if let Some(a) = acker.as_deref_mut() {
+            a.after_op(index, done)?;
+        }
         if done.is_multiple_of(1024) {
             bar.set_position(done);
         }
@@ -402,14 +514,18 @@ fn efind_config(a: &BuildArgs) -> Result<Option<EfindConfig>, Failure> {
         || a.flush_unit.is_some()
         || a.flush_policy.is_some()
         || a.read_buffer_percent.is_some()
-        || a.temporal_control.is_some();
+        || a.temporal_control.is_some()
+        || a.log_capacity.is_some()
+        || a.durability.is_some()
+        || a.group_commit.is_some();
     if !given {
         return Ok(None);
     }
     if a.store != "efind" {
-        return Err(
-            Error::invalid("the flush and read-buffer flags apply to --store efind").into(),
-        );
+        return Err(Error::invalid(
+            "the flush, read-buffer, log and durability flags apply to --store efind",
+        )
+        .into());
     }
     let mut c = EfindConfig::default();
     if let Some(p) = a.flush_percent {
@@ -442,6 +558,20 @@ fn efind_config(a: &BuildArgs) -> Result<Option<EfindConfig>, Failure> {
             return Err(Error::invalid(format!("temporal control {t:?}: use on or off")).into())
         }
     }
+    if let Some(l) = &a.log_capacity {
+        c.log_capacity = parse_size(l)?;
+    }
+    c.durability = match (a.durability.as_deref(), &a.group_commit) {
+        (None | Some("group"), Some(g)) => Durability::parse(&format!("group:{g}"))?,
+        (Some(d), Some(_)) => {
+            return Err(Error::invalid(format!(
+                "--group-commit goes with --durability group, not {d}"
+            ))
+            .into())
+        }
+        (Some(d), None) => Durability::parse(d)?,
+        (None, None) => Durability::default(),
+    };
     c.verify()?;
     Ok(Some(c))
 }
@@ -498,9 +628,19 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
             )
         }
         None => {
+            let mut acker = Acker::new(a.ack_every)?;
             let mut index = Index::create(&a.index, &opts)?;
-            let done = apply_all(&mut index, &records, "build", |ix, id, r| ix.insert(id, *r))?;
+            let done = apply_all_acked(
+                &mut index,
+                &records,
+                "build",
+                |ix, id, r| ix.insert(id, *r),
+                acker.as_mut(),
+            )?;
             index.checkpoint()?;
+            if let Some(a) = acker.as_mut() {
+                a.finish(done);
+            }
             (index, done)
         }
     };
@@ -701,6 +841,45 @@ pub fn checkpoint(a: DirArgs) -> Result<(), Failure> {
         print_json(&json!({"ok": true}))?;
     } else {
         outln!("checkpointed {}", a.index.display());
+    }
+    Ok(())
+}
+
+/// `geoflash recover`: opens the index for writing, which runs restart
+/// (replays the log's committed operations, repairs torn pages), then
+/// checkpoints it, and prints what restart did.
+pub fn recover(a: RecoverArgs) -> Result<(), Failure> {
+    let mut index = Index::open(&a.index, Access::Write)?;
+    let report = index.restart_report().cloned();
+    index.checkpoint()?;
+    let records = index.len();
+    index.close()?;
+    match report {
+        Some(r) => {
+            if a.json {
+                print_json(&json!({"recovered": r.recovered_anything(), "restart": r}))?;
+            } else {
+                row("records scanned", r.records_scanned);
+                row("changes replayed", r.changes_replayed);
+                row("operations replayed", r.ops_replayed);
+                row("incomplete operations", r.incomplete_ops);
+                row("pages restored", r.pages_restored);
+                row("torn tail", r.torn_tail);
+                row(
+                    "last committed operation",
+                    r.last_committed_op
+                        .map_or("none".to_string(), |o| o.to_string()),
+                );
+                row("records", records);
+            }
+        }
+        None => {
+            if a.json {
+                print_json(&json!({"recovered": false, "restart": null}))?;
+            } else {
+                outln!("nothing to recover: the index's store keeps no log");
+            }
+        }
     }
     Ok(())
 }

@@ -44,6 +44,8 @@ enum Command {
     Verify(index_cmds::DirArgs),
     /// Flushes an index and syncs its device.
     Checkpoint(index_cmds::DirArgs),
+    /// Runs recovery (restart) on an index and prints what it replayed.
+    Recover(index_cmds::RecoverArgs),
     /// Generates query windows of a given selectivity over a dataset's extent (CSV minx,miny,maxx,maxy).
     Windows(WindowsArgs),
     /// Generates a synthetic dataset (CSV `id,minx,miny,maxx,maxy` or GeoJSON, by extension).
@@ -182,6 +184,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => index_cmds::inspect(a),
         Command::Verify(a) => index_cmds::verify(a),
         Command::Checkpoint(a) => index_cmds::checkpoint(a),
+        Command::Recover(a) => index_cmds::recover(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

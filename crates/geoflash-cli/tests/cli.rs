@@ -201,7 +201,10 @@ fn generate_build_query_knn_agree_with_brute_force() {
         ok(geoflash(&["verify", "--index", s(&idx)]));
         let insp = last_json(&ok(geoflash(&["inspect", "--index", s(&idx), "--json"])));
         assert_eq!(insp["tree"]["records"], 3000);
-        assert!(insp["objects"].is_null(), "a CSV of rectangles has no object heap");
+        assert!(
+            insp["objects"].is_null(),
+            "a CSV of rectangles has no object heap"
+        );
     }
 }
 
@@ -614,4 +617,207 @@ fn geojson_build_and_refined_queries_agree_with_exact_brute_force() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no object heap"));
+}
+
+/// `n` small rectangles with ids `1..=n` in a CSV file.
+fn write_rects(path: &Path, n: u64) {
+    let mut text = String::from("id,minx,miny,maxx,maxy\n");
+    for i in 1..=n {
+        let x = (i * 7919 % 10_000) as f64 / 10.0;
+        let y = (i * 104_729 % 9_973) as f64 / 10.0;
+        text.push_str(&format!("{i},{x},{y},{},{}\n", x + 0.5, y + 0.5));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+fn all_ids(idx: &Path) -> Vec<u64> {
+    let out = last_json(&ok(geoflash(&[
+        "query",
+        "--index",
+        s(idx),
+        "--window",
+        "-10,-10,2000,2000",
+        "--ids",
+        "--json",
+    ])));
+    let mut ids: Vec<u64> = out["windows"][0]["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+#[test]
+fn efind_build_acks_recovers_and_refuses_bad_log_flags() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 3000);
+    let idx = dir.path().join("idx");
+    let out = ok(geoflash(&[
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&idx),
+        "--store",
+        "efind",
+        "--durability",
+        "sync",
+        "--log-capacity",
+        "1MiB",
+        "--ack-every",
+        "1000",
+        "--page-size",
+        "1024",
+        "--buffer",
+        "32KiB",
+        "--device",
+        "file?direct=false",
+    ]));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let acks: Vec<&str> = stdout.lines().filter(|l| l.starts_with("acked ")).collect();
+    assert_eq!(
+        acks,
+        vec!["acked 1000", "acked 2000", "acked 3000"],
+        "{stdout}"
+    );
+    assert!(idx.join("log.dat").is_file());
+    let manifest = std::fs::read_to_string(idx.join("manifest.json")).unwrap();
+    assert!(
+        manifest.contains("Sync") && manifest.contains("1048576"),
+        "{manifest}"
+    );
+    // A clean index: recover has nothing to replay.
+    let r = last_json(&ok(geoflash(&["recover", "--index", s(&idx), "--json"])));
+    assert_eq!(r["recovered"], false, "{r}");
+    assert_eq!(r["restart"]["changes_replayed"], 0, "{r}");
+    assert_eq!(all_ids(&idx), (1..=3000).collect::<Vec<_>>());
+    // Group commit acknowledges too (at the latest with the final checkpoint).
+    let g = dir.path().join("group");
+    let out = ok(geoflash(&[
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&g),
+        "--store",
+        "efind",
+        "--group-commit",
+        "100,1000",
+        "--ack-every",
+        "500",
+        "--device",
+        "file?direct=false",
+    ]));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().filter(|l| l.starts_with("acked ")).last();
+    assert_eq!(last, Some("acked 3000"), "{stdout}");
+    // Bad log and durability flags are input errors.
+    for extra in [
+        vec!["--log-capacity", "100"],
+        vec!["--durability", "always"],
+        vec!["--durability", "sync", "--group-commit", "5,5"],
+        vec!["--group-commit", "0,5"],
+        vec!["--ack-every", "0"],
+    ] {
+        let bad = dir.path().join("bad");
+        let mut args = vec![
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(&bad),
+            "--store",
+            "efind",
+            "--device",
+            "file?direct=false",
+        ];
+        args.extend(extra.iter().copied());
+        let out = geoflash(&args);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {out:?}");
+        let _ = std::fs::remove_dir_all(&bad);
+    }
+    let plain = dir.path().join("p");
+    let out = geoflash(&[
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&plain),
+        "--durability",
+        "sync",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "durability needs --store efind");
+}
+
+#[test]
+fn sigkill_during_an_efind_build_loses_no_acknowledged_operation() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    let n = 40_000u64;
+    write_rects(&data, n);
+    let idx = dir.path().join("idx");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_geoflash"))
+        .args([
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(&idx),
+            "--store",
+            "efind",
+            "--durability",
+            "sync",
+            "--ack-every",
+            "1000",
+            "--page-size",
+            "1024",
+            "--buffer",
+            "64KiB",
+            "--log-capacity",
+            "1MiB",
+            "--device",
+            "file?direct=false",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<u64>();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(k) = line.strip_prefix("acked ") {
+                let _ = tx.send(k.trim().parse().unwrap());
+            }
+        }
+    });
+    // Wait for the first acknowledgement, then kill at a random moment.
+    let first = rx.recv_timeout(std::time::Duration::from_secs(120)).ok();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    std::thread::sleep(std::time::Duration::from_millis(u64::from(nanos % 400)));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    reader.join().unwrap();
+    let last_acked = rx.try_iter().last().or(first).unwrap_or(0);
+    assert!(
+        last_acked > 0,
+        "the build acknowledged nothing before the kill"
+    );
+    let r = last_json(&ok(geoflash(&["recover", "--index", s(&idx), "--json"])));
+    let ids = all_ids(&idx);
+    let k = ids.len() as u64;
+    assert!(k >= last_acked, "acked {last_acked}, recovered {k}: {r}");
+    assert_eq!(ids, (1..=k).collect::<Vec<_>>(), "not a prefix: {r}");
+    ok(geoflash(&["verify", "--index", s(&idx)]));
+    println!("killed after acked {last_acked}; recovered the first {k} of {n}: {r}");
 }

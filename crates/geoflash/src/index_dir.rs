@@ -3,6 +3,17 @@
 //! and the tree put together. This is the type the command line and the
 //! Python package use; the layers below know nothing of directories.
 //!
+//! **The eFIND log.** An eFIND index on a `file` device keeps its log in
+//! `log.dat` next to `pages.dat` (same page size and direct-I/O setting, the
+//! log's pages from page 0). On every other device (`flashsim:`, `hddsim:`,
+//! `mem:`, `hybrid:`) the log is a region of the same device: its last
+//! `2 + 2 × ⌈log_capacity / (page_size − 40)⌉` pages, node pages being
+//! allocated below it (see [`crate::store::efind`]). Opening an index for
+//! writing runs restart (recovery); opening it read-only when its log holds
+//! changes to recover is an error saying so. A simulated device's state
+//! reaches `device.img` only at checkpoints, so after a killed process a
+//! simulated index comes back as of its last checkpoint.
+//!
 //! An index on a `file` device lives in its directory (`pages.dat`) and can
 //! be reopened; one on a `flashsim:` device keeps the simulator's state in
 //! `device.img` (saved at every checkpoint), so a later command reopens the
@@ -25,13 +36,16 @@ use crate::storage::file::{FileDevice, FileDeviceOptions};
 use crate::storage::flashsim::FlashSim;
 use crate::storage::spec::DeviceSpec;
 use crate::storage::PageDevice;
-use crate::store::efind::{EfindConfig, EfindStore};
+use crate::store::efind::{EfindConfig, EfindStore, RestartReport};
 use crate::store::plain::{PlainConfig, PlainStore};
-use crate::store::NodeStore;
+use crate::store::{NodeStore, OpId};
 use crate::{Error, Result};
 
 /// File of node pages inside an index directory.
 pub const PAGES_FILE: &str = "pages.dat";
+
+/// File of the eFIND log inside an index directory (file devices).
+pub const LOG_FILE: &str = "log.dat";
 
 /// File of the saved flash-simulator state inside an index directory.
 pub const DEVICE_IMAGE_FILE: &str = "device.img";
@@ -180,6 +194,10 @@ pub struct Index {
     manifest: Manifest,
     tree: RTree<Box<dyn NodeStore>>,
     device: Arc<dyn PageDevice>,
+    /// The log's own device (`log.dat`), when the store keeps its log apart.
+    log_device: Option<Arc<dyn PageDevice>>,
+    /// What restart did when the index was opened.
+    restart: Option<RestartReport>,
     /// The flash simulator behind `device`, when it is one: its state is
     /// saved to `device.img` at each checkpoint so later commands can reopen it.
     sim: Option<Arc<FlashSim>>,
@@ -222,13 +240,43 @@ impl std::fmt::Debug for Index {
 
 /// Creates (`fresh`) or opens the store the options name on `device` (the
 /// one place that maps store options to a store; tools that replay a build
-/// on another device use it too).
+/// on another device use it too). A store with a log keeps it in a region
+/// of `device`; see [`make_store_with_log`].
 pub fn make_store(
     device: Arc<dyn PageDevice>,
     opts: &StoreOptions,
     kind: IndexKind,
     fresh: bool,
 ) -> Result<Box<dyn NodeStore>> {
+    let how = if fresh {
+        StoreOpen::Create
+    } else {
+        StoreOpen::Write
+    };
+    make_store_with_log(device, None, opts, kind, how).map(|(s, _)| s)
+}
+
+/// How [`make_store_with_log`] obtains its store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreOpen {
+    /// Format the device as a new, empty store.
+    Create,
+    /// Open for writing (stores with a log run restart).
+    Write,
+    /// Open for reading only (a store whose log needs recovery is refused).
+    Read,
+}
+
+/// [`make_store`] with the log on `log_device` when given (else in a region
+/// of `device`), also returning what restart did (stores with a log).
+pub fn make_store_with_log(
+    device: Arc<dyn PageDevice>,
+    log_device: Option<Arc<dyn PageDevice>>,
+    opts: &StoreOptions,
+    kind: IndexKind,
+    how: StoreOpen,
+) -> Result<(Box<dyn NodeStore>, Option<RestartReport>)> {
+    let fresh = how == StoreOpen::Create;
     let with_payload = kind == IndexKind::Hilbert;
     match opts.kind {
         StoreKind::Plain => {
@@ -237,11 +285,12 @@ pub fn make_store(
                 policy: opts.policy,
                 with_payload,
             };
-            Ok(Box::new(if fresh {
+            let store: Box<dyn NodeStore> = Box::new(if fresh {
                 PlainStore::create(device, cfg)?
             } else {
                 PlainStore::open(device, cfg)?
-            }))
+            });
+            Ok((store, None))
         }
         StoreKind::Efind => {
             let cfg = EfindConfig {
@@ -251,11 +300,15 @@ pub fn make_store(
                 ..opts.efind.unwrap_or_default()
             };
             cfg.verify()?;
-            Ok(Box::new(if fresh {
-                EfindStore::create(device, cfg)?
-            } else {
-                EfindStore::open(device, cfg)?
-            }))
+            let store = match (how, log_device) {
+                (StoreOpen::Create, None) => EfindStore::create(device, cfg)?,
+                (StoreOpen::Create, Some(l)) => EfindStore::create_with_log(device, l, cfg)?,
+                (StoreOpen::Write, None) => EfindStore::open(device, cfg)?,
+                (StoreOpen::Write, Some(l)) => EfindStore::open_with_log(device, l, cfg)?,
+                (StoreOpen::Read, l) => EfindStore::open_read_only(device, l, cfg)?,
+            };
+            let report = store.restart_report().cloned();
+            Ok((Box::new(store), report))
         }
         StoreKind::Fast => Err(Error::invalid(
             "the fast store is not available in this version; use --store plain or efind",
@@ -310,7 +363,12 @@ impl Index {
             ));
         }
         if let Some(e) = &opts.store.efind {
-            e.verify()?;
+            e.verify_for_page(opts.page_size)?;
+        }
+        let mut store_opts = opts.store;
+        if store_opts.kind == StoreKind::Efind {
+            // The manifest records every eFIND parameter, durability and log size included.
+            store_opts.efind = Some(store_opts.efind.unwrap_or_default());
         }
         let spec = DeviceSpec::parse(&opts.device)?;
         let manifest = Manifest {
@@ -321,9 +379,9 @@ impl Index {
             device: spec.to_string(),
             crs: opts.crs.clone(),
             index: serde_json::to_value(params).map_err(|e| Error::invalid(e.to_string()))?,
-            store: serde_json::to_value(opts.store).map_err(|e| Error::invalid(e.to_string()))?,
+            store: serde_json::to_value(store_opts).map_err(|e| Error::invalid(e.to_string()))?,
         };
-        let (lock, (device, sim)) = match dir {
+        let (lock, (device, sim), log_device) = match dir {
             Some(dir) => {
                 std::fs::create_dir_all(dir)
                     .map_err(|source| Error::Io { path: dir.to_path_buf(), page: None, source })?;
@@ -339,22 +397,36 @@ impl Index {
                     std::fs::remove_file(&pages)
                         .map_err(|source| Error::Io { path: pages.clone(), page: None, source })?;
                 }
-                (Some(lock), open_device(&spec, opts.page_size, Some(&pages))?)
+                let log = dir.join(LOG_FILE);
+                if log.exists() {
+                    std::fs::remove_file(&log)
+                        .map_err(|source| Error::Io { path: log.clone(), page: None, source })?;
+                }
+                let log_device = open_log_device(&spec, &store_opts, dir, opts.page_size, Access::Write)?;
+                (Some(lock), open_device(&spec, opts.page_size, Some(&pages))?, log_device)
             }
             None if matches!(spec, DeviceSpec::File { path: None, .. }) => {
                 return Err(Error::invalid(
                     "an index without a directory needs a device other than plain \"file\" (e.g. mem:)",
                 ))
             }
-            None => (None, open_device(&spec, opts.page_size, None)?),
+            None => (None, open_device(&spec, opts.page_size, None)?, None),
         };
-        let store = make_store(device.clone(), &opts.store, opts.kind, true)?;
+        let (store, _) = make_store_with_log(
+            device.clone(),
+            log_device.clone(),
+            &store_opts,
+            opts.kind,
+            StoreOpen::Create,
+        )?;
         let tree = build(store, params)?;
         let mut index = Index {
             dir: dir.map(Path::to_path_buf),
             manifest,
             tree,
             device,
+            log_device,
+            restart: None,
             sim,
             objects: None,
             access: Access::Write,
@@ -417,13 +489,26 @@ impl Index {
                 )))
             }
         };
-        let store = make_store(device.clone(), &store_opts, params.kind, false)?;
+        let log_device = open_log_device(&spec, &store_opts, dir, manifest.page_size, access)?;
+        let how = match access {
+            Access::Read => StoreOpen::Read,
+            Access::Write => StoreOpen::Write,
+        };
+        let (store, restart) = make_store_with_log(
+            device.clone(),
+            log_device.clone(),
+            &store_opts,
+            params.kind,
+            how,
+        )?;
         let tree = RTree::open(store, params)?;
         Ok(Index {
             dir: Some(dir.to_path_buf()),
             manifest,
             tree,
             device,
+            log_device,
+            restart,
             sim,
             objects: open_objects(dir, access)?,
             access,
@@ -517,18 +602,92 @@ impl Index {
         Ok(())
     }
 
-    /// Device and store counters so far, as one [`Stats`] record labelled `label`.
+    /// Device and store counters so far, as one [`Stats`] record labelled
+    /// `label`. The I/O of a separate log device (`log.dat`) is added to the
+    /// device counters; the log's own columns come from the store.
     pub fn stats(&self, label: &str) -> Stats {
         let mut s = Stats::new(label);
-        s.set_device(&self.device.stats());
+        let mut dev = self.device.stats();
+        if let Some(log) = &self.log_device {
+            add_io(&mut dev.io, &log.stats().io);
+        }
+        s.set_device(&dev);
         s.absorb_store(&self.tree.store().stats());
         s
+    }
+
+    /// The device of the log when it is a separate file (`log.dat`), else `None`.
+    pub fn log_device(&self) -> Option<&Arc<dyn PageDevice>> {
+        self.log_device.as_ref()
+    }
+
+    /// What restart (recovery) did when the index was opened for writing
+    /// (`None` for stores without a log, and for created indexes).
+    pub fn restart_report(&self) -> Option<&RestartReport> {
+        self.restart.as_ref()
+    }
+
+    /// The newest committed operation of a store with a log.
+    pub fn last_committed_op(&self) -> Option<OpId> {
+        self.tree.store().last_committed_op()
+    }
+
+    /// The newest operation whose commit is durable (stores with a log): it
+    /// and every earlier operation survive a crash. `None` for stores whose
+    /// operations are durable only after [`checkpoint`](Self::checkpoint).
+    pub fn durable_op(&self) -> Option<OpId> {
+        self.tree.store().durable_op()
     }
 
     /// Checkpoints (when writable) and closes the index.
     pub fn close(mut self) -> Result<()> {
         self.checkpoint()
     }
+}
+
+/// Adds the I/O counters `b` to `a`.
+fn add_io(a: &mut crate::storage::IoCounters, b: &crate::storage::IoCounters) {
+    a.pages_read += b.pages_read;
+    a.pages_written += b.pages_written;
+    a.bytes_read += b.bytes_read;
+    a.bytes_written += b.bytes_written;
+    a.read_batches += b.read_batches;
+    a.write_batches += b.write_batches;
+    a.sequential_reads += b.sequential_reads;
+    a.random_reads += b.random_reads;
+    a.sequential_writes += b.sequential_writes;
+    a.random_writes += b.random_writes;
+    a.syncs += b.syncs;
+    a.pages_trimmed += b.pages_trimmed;
+    a.read_time_ns += b.read_time_ns;
+    a.write_time_ns += b.write_time_ns;
+    a.sync_time_ns += b.sync_time_ns;
+}
+
+/// The log device of an eFIND index on a `file` device: `log.dat` in `dir`
+/// (same direct-I/O and engine settings). `None` for other stores and
+/// devices, whose log (if any) is a region of the index device.
+fn open_log_device(
+    spec: &DeviceSpec,
+    store: &StoreOptions,
+    dir: &Path,
+    page_size: usize,
+    access: Access,
+) -> Result<Option<Arc<dyn PageDevice>>> {
+    let DeviceSpec::File { direct, engine, .. } = spec else {
+        return Ok(None);
+    };
+    if store.kind != StoreKind::Efind {
+        return Ok(None);
+    }
+    let path = dir.join(LOG_FILE);
+    let opts = FileDeviceOptions {
+        direct: *direct,
+        engine: *engine,
+        capacity_pages: 0,
+        read_only: access == Access::Read,
+    };
+    Ok(Some(Arc::new(FileDevice::open(&path, page_size, opts)?)))
 }
 
 /// The object heap of the index in `dir`, if it has one.
@@ -771,6 +930,113 @@ mod tests {
         );
     }
 
+    fn efind_opts(durability: crate::store::log::Durability) -> IndexOptions {
+        IndexOptions {
+            store: StoreOptions {
+                kind: StoreKind::Efind,
+                buffer_bytes: 16 * 1024,
+                efind: Some(EfindConfig {
+                    durability,
+                    log_capacity: 256 * 1024,
+                    ..EfindConfig::default()
+                }),
+                ..StoreOptions::default()
+            },
+            ..file_opts()
+        }
+    }
+
+    fn ids_in_all(idx: &Index) -> Vec<u64> {
+        let all = Rect::new(-1e9, -1e9, 1e9, 1e9).unwrap();
+        let mut v: Vec<u64> = idx
+            .query(all, Predicate::Intersects)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|h| h.id)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn efind_log_in_log_dat_recovers_an_index_closed_without_checkpoint() {
+        use crate::store::log::Durability;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("idx");
+        let mut idx = Index::create(&path, &efind_opts(Durability::Sync)).unwrap();
+        assert!(path.join(LOG_FILE).is_file());
+        for i in 0..1500 {
+            idx.insert(i, rect(i)).unwrap();
+        }
+        for i in (0..1500).step_by(5) {
+            idx.delete(i, rect(i)).unwrap();
+        }
+        let last = idx.last_committed_op().unwrap();
+        assert_eq!(
+            idx.durable_op(),
+            Some(last),
+            "sync: every commit is durable"
+        );
+        let log_io = idx.log_device().unwrap().stats().io.pages_written;
+        assert!(log_io > 0);
+        let s = idx.stats("build");
+        assert!(s.io.pages_written >= log_io + idx.device().stats().io.pages_written);
+        // The manifest records the durability and the log size.
+        let m = serde_json::to_string(&idx.manifest().store).unwrap();
+        assert!(m.contains("Sync") && m.contains("log_capacity"), "{m}");
+        // "Crash": drop without checkpoint (the writes reached the files).
+        drop(idx);
+        let e = Index::open(&path, Access::Read).unwrap_err().to_string();
+        assert!(e.contains("needs recovery"), "{e}");
+        let idx = Index::open(&path, Access::Write).unwrap();
+        let r = idx.restart_report().unwrap().clone();
+        assert!(r.changes_replayed > 0 && r.records_in_tree == 1200, "{r:?}");
+        assert_eq!(idx.len(), 1200);
+        idx.tree().check().unwrap();
+        let want: Vec<u64> = (0..1500).filter(|i| i % 5 != 0).collect();
+        assert_eq!(ids_in_all(&idx), want);
+        idx.close().unwrap();
+        // After the checkpoint of close, read-only opens need no recovery.
+        let ro = Index::open(&path, Access::Read).unwrap();
+        assert_eq!(ids_in_all(&ro), want);
+        drop(ro);
+        // A log of another index is refused.
+        let other = dir.path().join("other");
+        Index::create(&other, &efind_opts(Durability::Sync))
+            .unwrap()
+            .close()
+            .unwrap();
+        std::fs::copy(other.join(LOG_FILE), path.join(LOG_FILE)).unwrap();
+        let e = Index::open(&path, Access::Write).unwrap_err().to_string();
+        assert!(e.contains("another index"), "{e}");
+    }
+
+    #[test]
+    fn efind_on_simulated_flash_keeps_its_log_in_a_region_of_the_device() {
+        use crate::store::log::Durability;
+        let dir = tempfile::tempdir().unwrap();
+        let opts = IndexOptions {
+            device: "flashsim:preset=seed-tc58".into(),
+            ..efind_opts(Durability::Group {
+                ops: 16,
+                millis: 50,
+            })
+        };
+        let path = dir.path().join("sim");
+        let mut idx = Index::create(&path, &opts).unwrap();
+        assert!(idx.log_device().is_none() && !path.join(LOG_FILE).exists());
+        for i in 0..800 {
+            idx.insert(i, rect(i)).unwrap();
+        }
+        let s = idx.stats("build");
+        assert!(s.sim.nand_programs > 0);
+        idx.close().unwrap();
+        let ro = Index::open(&path, Access::Read).unwrap();
+        assert_eq!(ids_in_all(&ro), (0..800).collect::<Vec<_>>());
+        ro.tree().check().unwrap();
+    }
+
     #[test]
     fn bad_creation_requests() {
         let dir = tempfile::tempdir().unwrap();
@@ -800,6 +1066,17 @@ mod tests {
             IndexOptions {
                 store: StoreOptions {
                     kind: StoreKind::Fast,
+                    ..StoreOptions::default()
+                },
+                ..file_opts()
+            },
+            IndexOptions {
+                store: StoreOptions {
+                    kind: StoreKind::Efind,
+                    efind: Some(EfindConfig {
+                        log_capacity: 512,
+                        ..EfindConfig::default()
+                    }),
                     ..StoreOptions::default()
                 },
                 ..file_opts()

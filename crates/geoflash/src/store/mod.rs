@@ -100,6 +100,17 @@ pub trait NodeStore: Send + Sync {
     fn checkpoint(&mut self) -> Result<()>;
     /// Counters since the store was opened.
     fn stats(&self) -> StoreStats;
+    /// The newest committed operation, for stores that log their operations
+    /// (`None` for the others).
+    fn last_committed_op(&self) -> Option<OpId> {
+        None
+    }
+    /// The newest operation whose commit is durable: it and every earlier
+    /// operation survive a crash. `None` for stores without a log, whose
+    /// operations are durable only after [`checkpoint`](Self::checkpoint).
+    fn durable_op(&self) -> Option<OpId> {
+        None
+    }
 }
 
 /// The operation bracket shared by the stores: which operation is running
@@ -175,5 +186,11 @@ impl NodeStore for Box<dyn NodeStore> {
     }
     fn stats(&self) -> StoreStats {
         (**self).stats()
+    }
+    fn last_committed_op(&self) -> Option<OpId> {
+        (**self).last_committed_op()
+    }
+    fn durable_op(&self) -> Option<OpId> {
+        (**self).durable_op()
     }
 }

@@ -888,4 +888,12 @@ impl NodeStore for EfindStore {
     fn stats(&self) -> StoreStats {
         self.lock().stats
     }
+
+    fn last_committed_op(&self) -> Option<OpId> {
+        self.last_op
+    }
+
+    fn durable_op(&self) -> Option<OpId> {
+        EfindStore::durable_op(self)
+    }
 }
