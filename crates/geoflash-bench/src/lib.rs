@@ -8,4 +8,9 @@
 pub mod devbench;
 pub mod formats;
 pub mod generate;
+pub mod import;
+pub mod report;
+pub mod results;
+pub mod runner;
 pub mod windows;
+pub mod workload;

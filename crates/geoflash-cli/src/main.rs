@@ -13,7 +13,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 #[macro_use]
 mod output;
+mod bench_cmd;
+mod import_cmd;
 mod index_cmds;
+mod report_cmd;
 mod trace_cmd;
 
 /// geoflash: a flash-aware spatial indexing engine and its workbench.
@@ -50,6 +53,12 @@ enum Command {
     Windows(WindowsArgs),
     /// Generates a synthetic dataset (CSV `id,minx,miny,maxx,maxy` or GeoJSON, by extension).
     Generate(GenerateArgs),
+    /// Runs a workload file (TOML) and records every step's metrics in a results store.
+    Bench(bench_cmd::BenchArgs),
+    /// Writes tables, plots and an HTML page from a results store.
+    Report(report_cmd::ReportArgs),
+    /// Converts a dataset file (CSV with WKT or min/max columns, GeoJSON) to CSV or GeoJSON in an insertion order.
+    Import(import_cmd::ImportArgs),
 }
 
 #[derive(clap::Args)]
@@ -185,6 +194,9 @@ fn main() -> ExitCode {
         Command::Verify(a) => index_cmds::verify(a),
         Command::Checkpoint(a) => index_cmds::checkpoint(a),
         Command::Recover(a) => index_cmds::recover(a),
+        Command::Bench(a) => bench_cmd::bench(a),
+        Command::Report(a) => report_cmd::report(a),
+        Command::Import(a) => import_cmd::import(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,686 @@
+//! Reports from a results store: per workload step (and selectivity or k) a
+//! table of the chosen metrics by configuration (averaged over
+//! repetitions), gains over a baseline configuration as (ref − v)/ref, bar
+//! charts (SVG, by `plotters`) of each metric by configuration, line charts
+//! by page size when a step was run at several page sizes, and an HTML page
+//! linking them. Tables are written as CSV (`summary.csv`) and Markdown
+//! (`summary.md`).
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use geoflash::{Error, Result};
+use plotters::prelude::*;
+
+use crate::results::ResultsStore;
+
+/// The metrics a report shows by default (those that are all zero in a panel are left out).
+pub const DEFAULT_METRICS: &[&str] = &[
+    "pages_written",
+    "pages_read",
+    "nand_erases",
+    "wall_time_ns",
+    "sim_time_ns",
+];
+
+/// What to report.
+#[derive(Debug, Clone, Default)]
+pub struct ReportOptions {
+    /// Metrics (columns of `results`); empty for [`DEFAULT_METRICS`].
+    pub metrics: Vec<String>,
+    /// Index configuration (name, or the name before `[`) that gains are computed against.
+    pub baseline: Option<String>,
+}
+
+/// What [`write_report`] wrote.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ReportSummary {
+    /// The HTML page.
+    pub html: PathBuf,
+    /// Tables (CSV and Markdown).
+    pub tables: Vec<PathBuf>,
+    /// Plots (SVG).
+    pub plots: Vec<PathBuf>,
+    /// Panels (workload × step × parameter).
+    pub panels: usize,
+}
+
+/// One bar of a panel: a configuration's mean values.
+#[derive(Debug, Clone)]
+struct Bar {
+    /// index name · dataset (order)
+    label: String,
+    index_name: String,
+    group: String,
+    page_size: i64,
+    repetitions: usize,
+    values: Vec<f64>,
+}
+
+/// The results of one step (and parameter) of one workload.
+#[derive(Debug, Clone)]
+struct Panel {
+    workload: String,
+    scale: String,
+    step_index: i64,
+    step_kind: String,
+    parameter: String,
+    bars: Vec<Bar>,
+}
+
+impl Panel {
+    fn title(&self) -> String {
+        let mut t = format!(
+            "{} ({}) — step {} {}",
+            self.workload, self.scale, self.step_index, self.step_kind
+        );
+        if !self.parameter.is_empty() {
+            t.push_str(&format!(" [{}]", self.parameter));
+        }
+        t
+    }
+
+    fn slug(&self) -> String {
+        let raw = format!(
+            "{}-{}-{}-{}-{}",
+            self.workload, self.scale, self.step_index, self.step_kind, self.parameter
+        );
+        raw.chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect::<String>()
+            .split('-')
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("-")
+    }
+}
+
+fn db_err(e: rusqlite::Error) -> Error {
+    Error::invalid(format!("results store: {e}"))
+}
+
+fn io_err(path: &Path, source: std::io::Error) -> Error {
+    Error::Io {
+        path: path.to_path_buf(),
+        page: None,
+        source,
+    }
+}
+
+/// The name of an index configuration without its varied page size, for line-chart series.
+fn without_page_size(name: &str) -> String {
+    let Some((base, rest)) = name.split_once('[') else {
+        return name.to_string();
+    };
+    let inner = rest.trim_end_matches(']');
+    let kept: Vec<&str> = inner
+        .split(',')
+        .filter(|p| !p.starts_with("page_size="))
+        .collect();
+    if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}[{}]", kept.join(","))
+    }
+}
+
+fn load_panels(store: &ResultsStore, metrics: &[String]) -> Result<Vec<Panel>> {
+    let conn = store.connection();
+    // Check the metric names against the table's columns (no SQL from users).
+    let columns: Vec<String> = {
+        let mut st = conn.prepare("PRAGMA table_info(results)").map_err(db_err)?;
+        let rows = st
+            .query_map([], |r| r.get::<_, String>(1))
+            .map_err(db_err)?;
+        rows.collect::<std::result::Result<_, _>>()
+            .map_err(db_err)?
+    };
+    for m in metrics {
+        if !columns.iter().any(|c| c == m) {
+            return Err(Error::invalid(format!(
+                "unknown metric {m:?}: use a column of the results table (e.g. pages_written, nand_erases, wall_time_ns)"
+            )));
+        }
+    }
+    let avgs: Vec<String> = metrics
+        .iter()
+        .map(|m| format!("avg(CAST({m} AS REAL))"))
+        .collect();
+    let sql = format!(
+        "SELECT workload, scale, step_index, step_kind, parameter, index_name, dataset, insertion_order,
+                page_size, count(*), {}
+         FROM results_full WHERE status = 'ok'
+         GROUP BY workload, scale, step_index, step_kind, parameter, index_name, dataset, insertion_order, page_size
+         ORDER BY workload, scale, step_index, parameter, min(config_id)",
+        avgs.join(", ")
+    );
+    let mut st = conn.prepare(&sql).map_err(db_err)?;
+    let mut rows = st.query([]).map_err(db_err)?;
+    let mut panels: BTreeMap<(String, String, i64, String, String), Panel> = BTreeMap::new();
+    let mut order = Vec::new();
+    while let Some(r) = rows.next().map_err(db_err)? {
+        let workload: String = r.get(0).map_err(db_err)?;
+        let scale: String = r.get(1).map_err(db_err)?;
+        let step_index: i64 = r.get(2).map_err(db_err)?;
+        let step_kind: String = r.get(3).map_err(db_err)?;
+        let parameter: String = r.get(4).map_err(db_err)?;
+        let index_name: String = r.get(5).map_err(db_err)?;
+        let dataset: String = r.get(6).map_err(db_err)?;
+        let ord: String = r.get(7).map_err(db_err)?;
+        let page_size: i64 = r.get(8).map_err(db_err)?;
+        let n: i64 = r.get(9).map_err(db_err)?;
+        let mut values = Vec::with_capacity(metrics.len());
+        for i in 0..metrics.len() {
+            values.push(
+                r.get::<_, Option<f64>>(10 + i)
+                    .map_err(db_err)?
+                    .unwrap_or(0.0),
+            );
+        }
+        let key = (
+            workload.clone(),
+            scale.clone(),
+            step_index,
+            step_kind.clone(),
+            parameter.clone(),
+        );
+        let panel = panels.entry(key.clone()).or_insert_with(|| {
+            order.push(key);
+            Panel {
+                workload,
+                scale,
+                step_index,
+                step_kind,
+                parameter,
+                bars: Vec::new(),
+            }
+        });
+        panel.bars.push(Bar {
+            label: format!("{index_name} · {dataset} ({ord})"),
+            index_name,
+            group: format!("{dataset} ({ord})"),
+            page_size,
+            repetitions: usize::try_from(n).unwrap_or(0),
+            values,
+        });
+    }
+    Ok(order
+        .into_iter()
+        .filter_map(|k| panels.remove(&k))
+        .collect())
+}
+
+fn is_baseline(index_name: &str, baseline: &str) -> bool {
+    index_name == baseline || index_name.split('[').next() == Some(baseline)
+}
+
+/// Gain of each bar over the baseline bar of the same dataset, order and page size.
+fn gains(panel: &Panel, metric: usize, baseline: &str) -> Vec<Option<f64>> {
+    panel
+        .bars
+        .iter()
+        .map(|b| {
+            let reference = panel.bars.iter().find(|r| {
+                is_baseline(&r.index_name, baseline)
+                    && r.group == b.group
+                    && r.page_size == b.page_size
+            })?;
+            let rv = *reference.values.get(metric)?;
+            let v = *b.values.get(metric)?;
+            (rv != 0.0).then(|| (rv - v) / rv)
+        })
+        .collect()
+}
+
+fn fmt_value(metric: &str, v: f64) -> String {
+    if metric.ends_with("_ns") {
+        format!("{:.3} ms", v / 1e6)
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn bar_chart(path: &Path, title: &str, metric: &str, bars: &[(String, f64)]) -> Result<()> {
+    let plot_err =
+        |e: &dyn std::fmt::Display| Error::invalid(format!("plot {}: {e}", path.display()));
+    let height = 120 + 28 * bars.len() as u32;
+    let root = SVGBackend::new(path, (900, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| plot_err(&e))?;
+    let max = bars.iter().map(|b| b.1).fold(0.0f64, f64::max);
+    let max = if max > 0.0 { max * 1.1 } else { 1.0 };
+    let n = bars.len() as u32;
+    let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(330)
+        .build_cartesian_2d(0.0..max, (0u32..n).into_segmented())
+        .map_err(|e| plot_err(&e))?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .x_desc(metric)
+        .y_labels(bars.len().max(1))
+        .y_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+                labels.get(*i as usize).cloned().unwrap_or_default()
+            }
+            SegmentValue::Last => String::new(),
+        })
+        .draw()
+        .map_err(|e| plot_err(&e))?;
+    chart
+        .draw_series(
+            Histogram::horizontal(&chart)
+                .style(BLUE.mix(0.6).filled())
+                .margin(4)
+                .data(bars.iter().enumerate().map(|(i, b)| (i as u32, b.1))),
+        )
+        .map_err(|e| plot_err(&e))?;
+    root.present().map_err(|e| plot_err(&e))?;
+    Ok(())
+}
+
+fn line_chart(
+    path: &Path,
+    title: &str,
+    metric: &str,
+    series: &BTreeMap<String, Vec<(i64, f64)>>,
+) -> Result<()> {
+    let plot_err =
+        |e: &dyn std::fmt::Display| Error::invalid(format!("plot {}: {e}", path.display()));
+    let root = SVGBackend::new(path, (900, 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| plot_err(&e))?;
+    let xs = series.values().flatten().map(|p| p.0 as f64);
+    let (lo, hi) = xs.fold((f64::MAX, 0.0f64), |(a, b), x| (a.min(x), b.max(x)));
+    let ymax = series
+        .values()
+        .flatten()
+        .map(|p| p.1)
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.1;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(80)
+        .build_cartesian_2d((lo.max(1.0)..hi.max(lo + 1.0)).log_scale(), 0.0..ymax)
+        .map_err(|e| plot_err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("page size (bytes)")
+        .y_desc(metric)
+        .draw()
+        .map_err(|e| plot_err(&e))?;
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let mut pts = pts.clone();
+        pts.sort_by_key(|p| p.0);
+        chart
+            .draw_series(LineSeries::new(
+                pts.iter().map(|p| (p.0 as f64, p.1)),
+                color.stroke_width(2),
+            ))
+            .map_err(|e| plot_err(&e))?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| plot_err(&e))?;
+    root.present().map_err(|e| plot_err(&e))?;
+    Ok(())
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains(',') || s.contains('"') || s.contains('\n') {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Writes the report of the results store at `results` into directory `out`.
+pub fn write_report(results: &Path, out: &Path, opts: &ReportOptions) -> Result<ReportSummary> {
+    if !results.is_file() {
+        return Err(Error::invalid(format!(
+            "results store {} does not exist",
+            results.display()
+        )));
+    }
+    let store = ResultsStore::open(results)?;
+    let metrics: Vec<String> = if opts.metrics.is_empty() {
+        DEFAULT_METRICS.iter().map(|s| s.to_string()).collect()
+    } else {
+        opts.metrics.clone()
+    };
+    let panels = load_panels(&store, &metrics)?;
+    if panels.is_empty() {
+        return Err(Error::invalid(format!(
+            "results store {} holds no successful result",
+            results.display()
+        )));
+    }
+    let plots_dir = out.join("plots");
+    std::fs::create_dir_all(&plots_dir).map_err(|e| io_err(&plots_dir, e))?;
+    let mut summary = ReportSummary {
+        html: out.join("index.html"),
+        panels: panels.len(),
+        ..ReportSummary::default()
+    };
+    let mut csv = String::from(
+        "workload,scale,step_index,step_kind,parameter,configuration,page_size,repetitions",
+    );
+    for m in &metrics {
+        csv.push(',');
+        csv.push_str(m);
+        if opts.baseline.is_some() {
+            csv.push_str(&format!(",{m}_gain"));
+        }
+    }
+    csv.push('\n');
+    let mut md = String::from("# geoflash report\n");
+    let mut html = String::from(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>geoflash report</title>\n<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:100%;display:block;margin:0.5em 0}</style></head><body>\n<h1>geoflash report</h1>\n",
+    );
+    let _ = writeln!(
+        html,
+        "<p>Results: <code>{}</code>. Tables: <a href=\"summary.csv\">summary.csv</a>, <a href=\"summary.md\">summary.md</a>. Values are means over repetitions{}.</p>",
+        html_escape(&results.display().to_string()),
+        match &opts.baseline {
+            Some(b) => format!("; gains are (ref − value)/ref against <b>{}</b>", html_escape(b)),
+            None => String::new(),
+        }
+    );
+    for panel in &panels {
+        let title = panel.title();
+        let slug = panel.slug();
+        let shown: Vec<usize> = (0..metrics.len())
+            .filter(|&m| {
+                panel
+                    .bars
+                    .iter()
+                    .any(|b| b.values.get(m).is_some_and(|v| *v != 0.0))
+            })
+            .collect();
+        let all_gains: Vec<Vec<Option<f64>>> = (0..metrics.len())
+            .map(|m| match &opts.baseline {
+                Some(b) => gains(panel, m, b),
+                None => vec![None; panel.bars.len()],
+            })
+            .collect();
+        // CSV: every metric
+        for (bi, b) in panel.bars.iter().enumerate() {
+            let _ = write!(
+                csv,
+                "{},{},{},{},{},{},{},{}",
+                csv_field(&panel.workload),
+                csv_field(&panel.scale),
+                panel.step_index,
+                csv_field(&panel.step_kind),
+                csv_field(&panel.parameter),
+                csv_field(&b.label),
+                b.page_size,
+                b.repetitions
+            );
+            for (m, v) in b.values.iter().enumerate() {
+                let _ = write!(csv, ",{v}");
+                if opts.baseline.is_some() {
+                    let g = all_gains
+                        .get(m)
+                        .and_then(|g| g.get(bi).copied().flatten())
+                        .map(|g| g.to_string())
+                        .unwrap_or_default();
+                    let _ = write!(csv, ",{g}");
+                }
+            }
+            csv.push('\n');
+        }
+        // Markdown and HTML tables: the metrics that are not all zero
+        let _ = writeln!(md, "\n## {title}\n");
+        let _ = writeln!(html, "<h2 id=\"{slug}\">{}</h2>", html_escape(&title));
+        let mut header = vec!["configuration".to_string(), "reps".to_string()];
+        for &m in &shown {
+            let name = metrics.get(m).cloned().unwrap_or_default();
+            header.push(name.clone());
+            if opts.baseline.is_some() {
+                header.push(format!("{name} gain"));
+            }
+        }
+        let _ = writeln!(md, "| {} |", header.join(" | "));
+        let _ = writeln!(md, "|{}", "---|".repeat(header.len()));
+        html.push_str("<table><tr>");
+        for h in &header {
+            let _ = write!(html, "<th>{}</th>", html_escape(h));
+        }
+        html.push_str("</tr>\n");
+        for (bi, b) in panel.bars.iter().enumerate() {
+            let mut cells = vec![b.label.clone(), b.repetitions.to_string()];
+            for &m in &shown {
+                let name = metrics.get(m).map(String::as_str).unwrap_or("");
+                cells.push(fmt_value(name, b.values.get(m).copied().unwrap_or(0.0)));
+                if opts.baseline.is_some() {
+                    cells.push(
+                        all_gains
+                            .get(m)
+                            .and_then(|g| g.get(bi).copied().flatten())
+                            .map(|g| format!("{:+.1}%", g * 100.0))
+                            .unwrap_or_else(|| "–".into()),
+                    );
+                }
+            }
+            let _ = writeln!(md, "| {} |", cells.join(" | "));
+            html.push_str("<tr>");
+            for c in &cells {
+                let _ = write!(html, "<td>{}</td>", html_escape(c));
+            }
+            html.push_str("</tr>\n");
+        }
+        html.push_str("</table>\n");
+        // Plots
+        let page_sizes: std::collections::BTreeSet<i64> =
+            panel.bars.iter().map(|b| b.page_size).collect();
+        for &m in &shown {
+            let metric = metrics.get(m).cloned().unwrap_or_default();
+            let file = format!("{slug}-{metric}.svg");
+            let path = plots_dir.join(&file);
+            let bars: Vec<(String, f64)> = panel
+                .bars
+                .iter()
+                .map(|b| (b.label.clone(), b.values.get(m).copied().unwrap_or(0.0)))
+                .collect();
+            bar_chart(&path, &title, &metric, &bars)?;
+            let _ = writeln!(
+                html,
+                "<img src=\"plots/{file}\" alt=\"{} by configuration\">",
+                html_escape(&metric)
+            );
+            summary.plots.push(path);
+            if page_sizes.len() > 1 {
+                let mut series: BTreeMap<String, Vec<(i64, f64)>> = BTreeMap::new();
+                for b in &panel.bars {
+                    series
+                        .entry(format!(
+                            "{} · {}",
+                            without_page_size(&b.index_name),
+                            b.group
+                        ))
+                        .or_default()
+                        .push((b.page_size, b.values.get(m).copied().unwrap_or(0.0)));
+                }
+                let file = format!("{slug}-{metric}-by-page-size.svg");
+                let path = plots_dir.join(&file);
+                line_chart(&path, &title, &metric, &series)?;
+                let _ = writeln!(
+                    html,
+                    "<img src=\"plots/{file}\" alt=\"{} by page size\">",
+                    html_escape(&metric)
+                );
+                summary.plots.push(path);
+            }
+        }
+    }
+    html.push_str("</body></html>\n");
+    for (name, text) in [("summary.csv", &csv), ("summary.md", &md)] {
+        let p = out.join(name);
+        std::fs::write(&p, text).map_err(|e| io_err(&p, e))?;
+        summary.tables.push(p);
+    }
+    std::fs::write(&summary.html, &html).map_err(|e| io_err(&summary.html, e))?;
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::{run, RunOptions};
+    use crate::workload::{Scale, Workload};
+
+    const W: &str = r#"
+name = "report-test"
+[[dataset]]
+name = "u"
+generator = "uniform"
+count = 400
+order = "random"
+[[index]]
+name = "plain"
+store = "plain"
+page_size = [1024, 2048]
+buffer = "8KiB"
+device = "flashsim:preset=seed-tc58"
+[[index]]
+name = "efind"
+store = "efind"
+page_size = [1024, 2048]
+buffer = "8KiB"
+device = "flashsim:preset=seed-tc58"
+[[step]]
+kind = "build"
+[[step]]
+kind = "range_queries"
+selectivity = "1%"
+count = 10
+"#;
+
+    #[test]
+    fn report_has_tables_plots_and_gains() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.sqlite");
+        let w = Workload::parse(W, Path::new("w.toml"), Scale::Smoke).unwrap();
+        let mut st = ResultsStore::open(&db).unwrap();
+        run(&w, &mut st, &RunOptions::default()).unwrap();
+        drop(st);
+        let out = dir.path().join("report");
+        let s = write_report(
+            &db,
+            &out,
+            &ReportOptions {
+                metrics: vec![],
+                baseline: Some("plain".into()),
+            },
+        )
+        .unwrap();
+        assert_eq!(s.panels, 2);
+        let html = std::fs::read_to_string(&s.html).unwrap();
+        // every plot exists, is SVG and is linked from the page
+        assert!(!s.plots.is_empty());
+        for p in &s.plots {
+            let text = std::fs::read_to_string(p).unwrap();
+            assert!(
+                text.starts_with("<svg") || text.contains("<svg"),
+                "{}",
+                p.display()
+            );
+            assert!(text.contains("<rect") || text.contains("<polyline") || text.contains("<path"));
+            let name = p.file_name().unwrap().to_str().unwrap();
+            assert!(html.contains(name), "{name} not linked");
+        }
+        // page sizes vary: line charts exist
+        assert!(s
+            .plots
+            .iter()
+            .any(|p| p.to_str().unwrap().ends_with("by-page-size.svg")));
+        // gains: (ref - v)/ref against the plain row of the same page size; 0 for plain itself
+        let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+        let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        let col = |h: &str| header.iter().position(|x| *x == h).unwrap();
+        let (gi, vi, ci, pi) = (
+            col("pages_written_gain"),
+            col("pages_written"),
+            col("configuration"),
+            col("page_size"),
+        );
+        let rows: Vec<Vec<&str>> = csv
+            .lines()
+            .skip(1)
+            .filter(|l| l.contains(",build,"))
+            .map(|l| l.split(',').collect())
+            .collect();
+        let mut seen = 0;
+        for f in &rows {
+            let reference = rows
+                .iter()
+                .find(|r| r[ci].starts_with("plain") && r[pi] == f[pi])
+                .unwrap();
+            let rv: f64 = reference[vi].parse().unwrap();
+            let v: f64 = f[vi].parse().unwrap();
+            let g: f64 = f[gi].parse().unwrap();
+            assert!((g - (rv - v) / rv).abs() < 1e-12, "{f:?}");
+            if f[ci].starts_with("plain") {
+                assert_eq!(g, 0.0);
+            }
+            seen += 1;
+        }
+        assert_eq!(seen, 4);
+        assert!(std::fs::read_to_string(out.join("summary.md"))
+            .unwrap()
+            .contains("| configuration |"));
+    }
+
+    #[test]
+    fn bad_metric_and_missing_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = write_report(
+            &dir.path().join("none.sqlite"),
+            dir.path(),
+            &ReportOptions::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("does not exist"), "{e}");
+        let db = dir.path().join("r.sqlite");
+        ResultsStore::open(&db).unwrap();
+        let e = write_report(
+            &db,
+            dir.path(),
+            &ReportOptions {
+                metrics: vec!["pages_written; DROP TABLE results".into()],
+                baseline: None,
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("unknown metric"), "{e}");
+        let e = write_report(&db, dir.path(), &ReportOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no successful result"), "{e}");
+        assert_eq!(without_page_size("a[page_size=1024,store=x]"), "a[store=x]");
+        assert_eq!(without_page_size("a[page_size=1024]"), "a");
+    }
+}

@@ -1,0 +1,1029 @@
+//! The runner: executes a workload's cross product, each configuration on a
+//! fresh index, and records one [`Stats`] row per step (per selectivity, per
+//! k) in a [`ResultsStore`].
+//!
+//! Per step the device counters are reset and the store's counters are
+//! differenced, so every row holds that step's work only. Build, mixed and
+//! delete steps end with a checkpoint (flush and sync), inside the
+//! measurement, as FESTIval's protocol flushed at the end of a workload.
+//! Configurations already complete in the results store are skipped unless
+//! `force`; one that fails is recorded with status `error`, left incomplete
+//! (so a later run retries it) and the run goes on with the next.
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use geoflash::geom::{Point, Rect};
+use geoflash::index::query::Predicate;
+use geoflash::metrics::Stats;
+use geoflash::storage::spec::DeviceSpec;
+use geoflash::store::StoreStats;
+use geoflash::{Error, Index, Result};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::generate;
+use crate::results::{ConfigRow, ResultsStore, StepRow};
+use crate::windows::{windows, Placement};
+use crate::workload::{
+    predicate_name, BuildMethod, Configuration, DatasetConfig, DatasetSource, Step, WindowSource,
+    Workload,
+};
+
+/// How to run a workload.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Re-run configurations already complete in the results store.
+    pub force: bool,
+    /// Only the index configurations with these names (base or expanded); all when empty.
+    pub only: Vec<String>,
+    /// Draw progress bars on standard error.
+    pub progress: bool,
+    /// The command line, recorded with the run.
+    pub command: String,
+    /// Directory for the index directories of `file` devices (default: the system's temporary directory).
+    pub workdir: Option<PathBuf>,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunSummary {
+    /// The run's id in the results store.
+    pub run_id: i64,
+    /// Configurations in the cross product (after `only`).
+    pub configurations: usize,
+    /// Configurations executed.
+    pub executed: usize,
+    /// Configurations skipped because already complete.
+    pub skipped_complete: usize,
+    /// Result rows written.
+    pub rows: usize,
+    /// Steps skipped as unsupported (with the reason).
+    pub unsupported: Vec<String>,
+    /// Configurations that failed (with the error).
+    pub failures: Vec<String>,
+}
+
+/// The records of a dataset in its insertion order.
+fn load_dataset(
+    d: &DatasetConfig,
+    cache: &mut HashMap<String, std::sync::Arc<Vec<(u64, Rect)>>>,
+) -> Result<Vec<(u64, Rect)>> {
+    let base = match cache.get(&d.name) {
+        Some(b) => b.clone(),
+        None => {
+            let recs: Vec<(u64, Rect)> = match &d.source {
+                DatasetSource::Generator(p) => generate::generate(p)?
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, r)| (i as u64, r))
+                    .collect(),
+                DatasetSource::File(path) => crate::import::read_rects(path)?,
+            };
+            if recs.is_empty() {
+                return Err(Error::invalid(format!("dataset {:?} is empty", d.name)));
+            }
+            let arc = std::sync::Arc::new(recs);
+            cache.insert(d.name.clone(), arc.clone());
+            arc
+        }
+    };
+    let rects: Vec<Rect> = base.iter().map(|(_, r)| *r).collect();
+    let perm = generate::order(&rects, d.order, d.seed)?;
+    Ok(perm.iter().filter_map(|&i| base.get(i).copied()).collect())
+}
+
+fn order_name(d: &DatasetConfig) -> String {
+    serde_json::to_value(d.order)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
+}
+
+/// Store counters of `after` minus `before` (the peak stays `after`'s).
+fn store_delta(after: &StoreStats, before: &StoreStats) -> StoreStats {
+    StoreStats {
+        node_gets: after.node_gets.saturating_sub(before.node_gets),
+        buffer_hits: after.buffer_hits.saturating_sub(before.buffer_hits),
+        buffer_misses: after.buffer_misses.saturating_sub(before.buffer_misses),
+        node_reads: after.node_reads.saturating_sub(before.node_reads),
+        node_writes: after.node_writes.saturating_sub(before.node_writes),
+        nodes_created: after.nodes_created.saturating_sub(before.nodes_created),
+        nodes_deleted: after.nodes_deleted.saturating_sub(before.nodes_deleted),
+        flushes: after.flushes.saturating_sub(before.flushes),
+        flushed_nodes: after.flushed_nodes.saturating_sub(before.flushed_nodes),
+        ops_committed: after.ops_committed.saturating_sub(before.ops_committed),
+        ..*after
+    }
+}
+
+/// Runs `work` on `index` as one measured step labelled `label`.
+fn measure(
+    index: &mut Index,
+    label: &str,
+    work: impl FnOnce(&mut Index, &mut Stats) -> Result<()>,
+) -> Result<Stats> {
+    index.device().reset_stats();
+    let before = index.tree().store().stats();
+    let cpu = cpu_time::ProcessTime::try_now().ok();
+    let wall = Instant::now();
+    let mut s = Stats::new(label);
+    work(index, &mut s)?;
+    s.wall_time_ns = u64::try_from(wall.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    if let Some(c) = cpu {
+        if let Ok(d) = c.try_elapsed() {
+            s.cpu_time_ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        }
+    }
+    s.set_device(&index.device().stats());
+    let after = index.tree().store().stats();
+    s.absorb_store(&store_delta(&after, &before));
+    let nodes = after.nodes_created.saturating_sub(after.nodes_deleted);
+    s.set_index_bytes(nodes.saturating_mul(index.manifest().page_size as u64));
+    Ok(s)
+}
+
+/// The state of one configuration's execution.
+struct Exec<'a> {
+    /// The dataset in insertion order.
+    data: &'a [(u64, Rect)],
+    /// The extent of the whole dataset.
+    extent: Rect,
+    /// Objects `data[..next]` have been offered to the index.
+    next: usize,
+    /// Objects in the index now.
+    live: Vec<(u64, Rect)>,
+    bar: ProgressBar,
+    /// The store's name.
+    store: String,
+}
+
+fn bar_style() -> ProgressStyle {
+    ProgressStyle::with_template("  {msg} [{bar:30}] {pos}/{len} ({per_sec}, eta {eta})")
+        .map(|s| s.progress_chars("=> "))
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+}
+
+/// A finished row: parameter, status, message, metrics.
+struct Row {
+    parameter: String,
+    status: &'static str,
+    message: String,
+    stats: Stats,
+}
+
+fn ok_row(parameter: String, stats: Stats) -> Row {
+    Row {
+        parameter,
+        status: "ok",
+        message: String::new(),
+        stats,
+    }
+}
+
+fn knn_points(
+    extent: &Rect,
+    data: &[(u64, Rect)],
+    count: usize,
+    placement: Placement,
+    seed: u64,
+) -> Result<Vec<Point>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..count)
+        .map(|_| match placement {
+            Placement::Uniform => Point::new(
+                extent.min_x + rng.gen::<f64>() * extent.width(),
+                extent.min_y + rng.gen::<f64>() * extent.height(),
+            ),
+            Placement::OnData => {
+                let i = rng.gen_range(0..data.len().max(1));
+                let c = data
+                    .get(i)
+                    .map(|(_, r)| r.center())
+                    .ok_or_else(|| Error::invalid("kNN points on data need a non-empty dataset"))?;
+                Ok(c)
+            }
+        })
+        .collect()
+}
+
+fn read_windows_file(path: &Path) -> Result<Vec<Rect>> {
+    let file = std::fs::File::open(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        page: None,
+        source,
+    })?;
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .trim(csv::Trim::All)
+        .from_reader(std::io::BufReader::new(file));
+    let mut out = Vec::new();
+    for (n, rec) in rdr.records().enumerate() {
+        let rec = rec.map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+        let v: Vec<f64> = rec
+            .iter()
+            .map(|x| x.parse::<f64>())
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|_| {
+                Error::invalid(format!(
+                    "{}: window {}: not four numbers minx,miny,maxx,maxy",
+                    path.display(),
+                    n + 1
+                ))
+            })?;
+        let [a, b, c, d] = v.as_slice() else {
+            return Err(Error::invalid(format!(
+                "{}: window {}: expected minx,miny,maxx,maxy",
+                path.display(),
+                n + 1
+            )));
+        };
+        out.push(
+            Rect::new(*a, *b, *c, *d).map_err(|e| {
+                Error::invalid(format!("{}: window {}: {e}", path.display(), n + 1))
+            })?,
+        );
+    }
+    if out.is_empty() {
+        return Err(Error::invalid(format!("{}: no window", path.display())));
+    }
+    Ok(out)
+}
+
+fn run_queries(
+    index: &Index,
+    s: &mut Stats,
+    ws: &[Rect],
+    p: Predicate,
+    reps: u32,
+    bar: &ProgressBar,
+) -> Result<()> {
+    bar.set_length(ws.len() as u64 * u64::from(reps));
+    bar.set_position(0);
+    for _ in 0..reps {
+        for w in ws {
+            let r = index.query(*w, p)?;
+            s.operations += 1;
+            s.query_candidates += r.stats.candidates;
+            s.query_results += r.hits.len() as u64;
+            bar.inc(1);
+        }
+    }
+    Ok(())
+}
+
+impl Exec<'_> {
+    fn insert_next(&mut self, index: &mut Index) -> Result<()> {
+        let Some(&(id, r)) = self.data.get(self.next) else {
+            return Err(Error::invalid(format!(
+                "the dataset's {} objects are all inserted: a mixed step needs objects left \
+                 (give the build step a fraction below 1)",
+                self.data.len()
+            )));
+        };
+        index.insert(id, r)?;
+        self.live.push((id, r));
+        self.next += 1;
+        Ok(())
+    }
+
+    fn step(&mut self, index: &mut Index, step: &Step) -> Result<Vec<Row>> {
+        let label = step.kind();
+        let bar = self.bar.clone();
+        bar.set_message(label.to_string());
+        match step {
+            Step::Build { .. } => Err(Error::invalid("a build step must come first")),
+            Step::RangeQueries {
+                windows: source,
+                predicate,
+                repetitions,
+                seed,
+            } => {
+                let batches: Vec<(String, Vec<Rect>)> = match source {
+                    WindowSource::File(p) => vec![(
+                        format!("windows={}", p.file_name().and_then(|n| n.to_str()).unwrap_or("")),
+                        read_windows_file(p)?,
+                    )],
+                    WindowSource::Generated {
+                        selectivities,
+                        labels,
+                        count,
+                        aspect,
+                        placement,
+                    } => {
+                        let data: Vec<Rect> = self.data.iter().map(|(_, r)| *r).collect();
+                        selectivities
+                            .iter()
+                            .zip(labels)
+                            .map(|(sel, l)| {
+                                windows(self.extent, *sel, *aspect, *count, *placement, &data, *seed)
+                                    .map(|w| (format!("selectivity={l}"), w))
+                            })
+                            .collect::<Result<_>>()?
+                    }
+                };
+                let mut rows = Vec::new();
+                for (param, ws) in batches {
+                    let s = measure(index, label, |ix, s| {
+                        run_queries(ix, s, &ws, *predicate, *repetitions, &bar)
+                    })?;
+                    rows.push(ok_row(
+                        format!("{param};predicate={}", predicate_name(*predicate)),
+                        s,
+                    ));
+                }
+                Ok(rows)
+            }
+            Step::Knn {
+                k,
+                count,
+                placement,
+                seed,
+            } => {
+                let points = knn_points(&self.extent, self.data, *count, *placement, *seed)?;
+                let mut rows = Vec::new();
+                for &kk in k {
+                    bar.set_length(points.len() as u64);
+                    bar.set_position(0);
+                    let s = measure(index, label, |ix, s| {
+                        for p in &points {
+                            let r = ix.nearest(*p, kk, false)?;
+                            s.operations += 1;
+                            s.query_candidates += r.stats.candidates;
+                            s.query_results += r.neighbors.len() as u64;
+                            bar.inc(1);
+                        }
+                        Ok(())
+                    })?;
+                    rows.push(ok_row(format!("k={kk}"), s));
+                }
+                Ok(rows)
+            }
+            Step::Mixed {
+                operations,
+                insert_ratio,
+                selectivity,
+                predicate,
+                seed,
+            } => {
+                let mut rng = ChaCha8Rng::seed_from_u64(*seed);
+                let plan: Vec<bool> = (0..*operations)
+                    .map(|_| rng.gen::<f64>() < *insert_ratio)
+                    .collect();
+                let inserts = plan.iter().filter(|x| **x).count();
+                let left = self.data.len() - self.next.min(self.data.len());
+                if inserts > left {
+                    return Err(Error::invalid(format!(
+                        "the mixed step inserts {inserts} objects but only {left} of the dataset are left: \
+                         lower the build step's fraction or the mixed step's operations"
+                    )));
+                }
+                let queries = plan.len() - inserts;
+                let ws = windows(
+                    self.extent,
+                    *selectivity,
+                    1.0,
+                    queries,
+                    Placement::Uniform,
+                    &[],
+                    seed.wrapping_add(1),
+                )?;
+                bar.set_length(plan.len() as u64);
+                bar.set_position(0);
+                let s = measure(index, label, |ix, s| {
+                    let mut wi = ws.iter();
+                    for is_insert in &plan {
+                        if *is_insert {
+                            self.insert_next(ix)?;
+                        } else if let Some(w) = wi.next() {
+                            let r = ix.query(*w, *predicate)?;
+                            s.query_candidates += r.stats.candidates;
+                            s.query_results += r.hits.len() as u64;
+                        }
+                        s.operations += 1;
+                        bar.inc(1);
+                    }
+                    ix.checkpoint()
+                })?;
+                Ok(vec![ok_row(format!("insert_ratio={insert_ratio}"), s)])
+            }
+            Step::Delete { fraction, seed } => {
+                let n = ((self.live.len() as f64) * fraction).round() as usize;
+                let mut rng = ChaCha8Rng::seed_from_u64(*seed);
+                // choose n live objects at random
+                for i in 0..n.min(self.live.len()) {
+                    let j = rng.gen_range(i..self.live.len());
+                    self.live.swap(i, j);
+                }
+                let victims: Vec<(u64, Rect)> = self.live.drain(..n.min(self.live.len())).collect();
+                bar.set_length(victims.len() as u64);
+                bar.set_position(0);
+                let s = measure(index, label, |ix, s| {
+                    for (id, r) in &victims {
+                        ix.delete(*id, *r)?;
+                        s.operations += 1;
+                        bar.inc(1);
+                    }
+                    ix.checkpoint()
+                })?;
+                Ok(vec![ok_row(format!("fraction={fraction}"), s)])
+            }
+            Step::Checkpoint => {
+                let s = measure(index, label, |ix, _| ix.checkpoint())?;
+                Ok(vec![ok_row(String::new(), s)])
+            }
+            Step::CrashAndRecover => Ok(vec![Row {
+                parameter: String::new(),
+                status: "skipped",
+                message: format!(
+                    "crash_and_recover is not supported by store {} in this version (no recovery log yet)",
+                    self.store
+                ),
+                stats: Stats::new(label),
+            }]),
+        }
+    }
+}
+
+/// Creates the index of a configuration (`file` devices get a fresh directory in `workdir`).
+fn create_index(
+    c: &Configuration,
+    workdir: Option<&Path>,
+) -> Result<(Index, Option<tempfile::TempDir>)> {
+    let opts = c.index.options()?;
+    let is_file = matches!(DeviceSpec::parse(&opts.device)?, DeviceSpec::File { .. });
+    if !is_file {
+        return Ok((Index::create_temporary(&opts)?, None));
+    }
+    let dir = match workdir {
+        Some(w) => tempfile::Builder::new()
+            .prefix("geoflash-bench-")
+            .tempdir_in(w),
+        None => tempfile::Builder::new().prefix("geoflash-bench-").tempdir(),
+    }
+    .map_err(|source| Error::Io {
+        path: workdir.map(Path::to_path_buf).unwrap_or_default(),
+        page: None,
+        source,
+    })?;
+    let index = Index::create(&dir.path().join("index"), &opts)?;
+    Ok((index, Some(dir)))
+}
+
+/// Builds the index of configuration `c` over `data` as its first step.
+fn build(
+    c: &Configuration,
+    step: &Step,
+    data: &[(u64, Rect)],
+    workdir: Option<&Path>,
+    bar: &ProgressBar,
+) -> Result<(Index, Option<tempfile::TempDir>, Stats, usize)> {
+    let Step::Build {
+        method,
+        fill,
+        fraction,
+    } = step
+    else {
+        return Err(Error::invalid("the first step must be a build"));
+    };
+    let n = ((data.len() as f64) * fraction).round() as usize;
+    let n = n.clamp(1, data.len().max(1)).min(data.len());
+    let load = data.get(..n).unwrap_or(data);
+    bar.set_message("build");
+    bar.set_length(load.len() as u64);
+    bar.set_position(0);
+    match method {
+        BuildMethod::Insert => {
+            let (mut index, dir) = create_index(c, workdir)?;
+            let s = measure(&mut index, "build", |ix, s| {
+                for (i, (id, r)) in load.iter().enumerate() {
+                    ix.insert(*id, *r)?;
+                    if i % 256 == 0 {
+                        bar.set_position(i as u64);
+                    }
+                }
+                s.operations = load.len() as u64;
+                ix.checkpoint()
+            })?;
+            Ok((index, dir, s, n))
+        }
+        BuildMethod::Bulk(m) => {
+            // The bulk load creates the index, so the measurement wraps creation.
+            let opts = c.index.options()?;
+            let is_file = matches!(DeviceSpec::parse(&opts.device)?, DeviceSpec::File { .. });
+            let dir = if is_file {
+                Some(
+                    match workdir {
+                        Some(w) => tempfile::Builder::new()
+                            .prefix("geoflash-bench-")
+                            .tempdir_in(w),
+                        None => tempfile::Builder::new().prefix("geoflash-bench-").tempdir(),
+                    }
+                    .map_err(|source| Error::Io {
+                        path: workdir.map(Path::to_path_buf).unwrap_or_default(),
+                        page: None,
+                        source,
+                    })?,
+                )
+            } else {
+                None
+            };
+            let cpu = cpu_time::ProcessTime::try_now().ok();
+            let wall = Instant::now();
+            let index_dir = dir.as_ref().map(|d| d.path().join("index"));
+            let mut index =
+                Index::bulk_load(index_dir.as_deref(), &opts, load.to_vec(), *m, *fill)?;
+            index.checkpoint()?;
+            let mut s = Stats::new("build");
+            s.wall_time_ns = u64::try_from(wall.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            if let Some(d) = cpu.and_then(|c| c.try_elapsed().ok()) {
+                s.cpu_time_ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+            }
+            s.operations = load.len() as u64;
+            s.set_device(&index.device().stats());
+            let st = index.tree().store().stats();
+            s.absorb_store(&st);
+            s.set_index_bytes(
+                st.nodes_created
+                    .saturating_sub(st.nodes_deleted)
+                    .saturating_mul(opts.page_size as u64),
+            );
+            bar.set_position(load.len() as u64);
+            Ok((index, dir, s, n))
+        }
+    }
+}
+
+/// Runs workload `w`, recording into `store`.
+pub fn run(w: &Workload, store: &mut ResultsStore, opts: &RunOptions) -> Result<RunSummary> {
+    let configs = w.configurations(&opts.only);
+    if configs.is_empty() {
+        return Err(Error::invalid(format!(
+            "no index configuration of workload {:?} is named {}",
+            w.name,
+            opts.only.join(" or ")
+        )));
+    }
+    let run_id = store.begin_run(
+        &w.name,
+        &w.path.display().to_string(),
+        &w.text,
+        w.scale.name(),
+        &opts.command,
+    )?;
+    let multi = MultiProgress::with_draw_target(if opts.progress {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    });
+    let overall = multi.add(ProgressBar::new(configs.len() as u64));
+    overall.set_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} configurations (eta {eta})")
+            .map(|s| s.progress_chars("=> "))
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    overall.set_message(w.name.clone());
+    let step_bar = multi.add(ProgressBar::new(0));
+    step_bar.set_style(bar_style());
+    let mut summary = RunSummary {
+        run_id,
+        configurations: configs.len(),
+        ..RunSummary::default()
+    };
+    let mut cache = HashMap::new();
+    for c in &configs {
+        overall.inc(1);
+        let key = c.key(&w.name, w.scale)?;
+        if !opts.force && store.is_complete(&key)? {
+            summary.skipped_complete += 1;
+            continue;
+        }
+        let what = format!(
+            "{} / {} ({}) / rep {}",
+            c.dataset.name,
+            c.index.name,
+            order_name(&c.dataset),
+            c.repetition
+        );
+        overall.set_message(what.clone());
+        let data = match load_dataset(&c.dataset, &mut cache) {
+            Ok(d) => d,
+            Err(e) => {
+                // A dataset that cannot be read fails the whole run: nothing else can use it.
+                store.finish_run(run_id)?;
+                return Err(e);
+            }
+        };
+        let config_json = serde_json::to_string(c)
+            .map_err(|e| Error::invalid(format!("cannot serialize configuration: {e}")))?;
+        let order = order_name(&c.dataset);
+        let row = ConfigRow {
+            key: &key,
+            workload: &w.name,
+            scale: w.scale.name(),
+            dataset: &c.dataset.name,
+            insertion_order: &order,
+            dataset_count: data.len() as u64,
+            index_name: &c.index.name,
+            index_kind: &c.index.kind,
+            split: &c.index.split,
+            page_size: c.index.page_size as u64,
+            store: &c.index.store,
+            buffer_bytes: c.index.buffer_bytes as u64,
+            buffer_policy: &c.index.buffer_policy,
+            device: &c.index.device,
+            repetition: c.repetition,
+            config_json: &config_json,
+        };
+        let config_id = store.begin_configuration(run_id, &row)?;
+        summary.executed += 1;
+        match execute(
+            w,
+            c,
+            &data,
+            store,
+            run_id,
+            config_id,
+            opts,
+            &step_bar,
+            &mut summary,
+        ) {
+            Ok(()) => store.complete_configuration(config_id)?,
+            Err(Failed::Store(e)) => return Err(e),
+            Err(Failed::Step(e)) => summary.failures.push(format!("{what}: {e}")),
+        }
+    }
+    step_bar.finish_and_clear();
+    overall.finish_and_clear();
+    store.finish_run(run_id)?;
+    Ok(summary)
+}
+
+enum Failed {
+    /// The results store failed: stop the run.
+    Store(Error),
+    /// A step failed: recorded, the run goes on.
+    Step(Error),
+}
+
+#[allow(clippy::too_many_arguments)]
+fn execute(
+    w: &Workload,
+    c: &Configuration,
+    data: &[(u64, Rect)],
+    store: &mut ResultsStore,
+    run_id: i64,
+    config_id: i64,
+    opts: &RunOptions,
+    bar: &ProgressBar,
+    summary: &mut RunSummary,
+) -> std::result::Result<(), Failed> {
+    let step_json = |s: &Step| serde_json::to_string(s).unwrap_or_default();
+    let mut record = |store: &mut ResultsStore, i: usize, s: &Step, r: &Row| {
+        summary.rows += 1;
+        store
+            .record(
+                run_id,
+                config_id,
+                &StepRow {
+                    step_index: i,
+                    step_kind: s.kind(),
+                    parameter: &r.parameter,
+                    step_json: &step_json(s),
+                    status: r.status,
+                    message: &r.message,
+                    stats: &r.stats,
+                },
+            )
+            .map_err(Failed::Store)
+    };
+    let fail = |store: &mut ResultsStore, i: usize, s: &Step, e: Error| {
+        let r = store.record(
+            run_id,
+            config_id,
+            &StepRow {
+                step_index: i,
+                step_kind: s.kind(),
+                parameter: "",
+                step_json: &step_json(s),
+                status: "error",
+                message: &e.to_string(),
+                stats: &Stats::new(s.kind()),
+            },
+        );
+        match r {
+            Ok(_) => Failed::Step(e),
+            Err(se) => Failed::Store(se),
+        }
+    };
+    let Some(first) = w.steps.first() else {
+        return Ok(());
+    };
+    let (mut index, _dir, s, next) = match build(c, first, data, opts.workdir.as_deref(), bar) {
+        Ok(x) => x,
+        Err(e) => return Err(fail(store, 0, first, e)),
+    };
+    store
+        .set_device_description(config_id, &index.device().describe())
+        .map_err(Failed::Store)?;
+    record(
+        store,
+        0,
+        first,
+        &Row {
+            parameter: String::new(),
+            status: "ok",
+            message: String::new(),
+            stats: s,
+        },
+    )?;
+    let extent = Rect::union_all(data.iter().map(|(_, r)| r))
+        .ok_or_else(|| Failed::Step(Error::invalid("empty dataset")))?;
+    let mut exec = Exec {
+        data,
+        extent,
+        next,
+        live: data.get(..next).unwrap_or(data).to_vec(),
+        bar: bar.clone(),
+        store: c.index.store.clone(),
+    };
+    for (i, step) in w.steps.iter().enumerate().skip(1) {
+        match exec.step(&mut index, step) {
+            Ok(rows) => {
+                for r in rows {
+                    if r.status == "skipped" {
+                        summary.unsupported.push(r.message.clone());
+                    }
+                    record(store, i, step, &r)?;
+                }
+            }
+            Err(e) => return Err(fail(store, i, step, e)),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::Scale;
+
+    const W: &str = r#"
+name = "runner-test"
+[[dataset]]
+name = "u"
+generator = "uniform"
+geometry = "box"
+count = 600
+order = ["random", "hilbert"]
+
+[[index]]
+name = "plain"
+store = "plain"
+page_size = 1024
+buffer = "16KiB"
+device = ["mem:", "flashsim:preset=seed-tc58"]
+
+[[step]]
+kind = "build"
+fraction = 0.8
+
+[[step]]
+kind = "range_queries"
+selectivity = ["0.1%", "1%"]
+count = 20
+
+[[step]]
+kind = "knn"
+k = [1, 5]
+count = 10
+
+[[step]]
+kind = "mixed"
+operations = 100
+insert_ratio = 0.5
+
+[[step]]
+kind = "delete"
+fraction = 0.25
+
+[[step]]
+kind = "crash_and_recover"
+"#;
+
+    fn count(st: &ResultsStore, sql: &str) -> i64 {
+        st.connection().query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
+    #[test]
+    fn runs_every_configuration_and_step_and_resumes() {
+        let w = Workload::parse(W, Path::new("w.toml"), Scale::Smoke).unwrap();
+        let mut st = ResultsStore::in_memory().unwrap();
+        let s = run(&w, &mut st, &RunOptions::default()).unwrap();
+        assert!(s.failures.is_empty(), "{:?}", s.failures);
+        assert_eq!(s.configurations, 4);
+        // per configuration: build, 2 selectivities, 2 k, mixed, delete, crash (skipped)
+        assert_eq!(s.rows, 4 * 8);
+        assert_eq!(count(&st, "SELECT count(*) FROM results"), 32);
+        assert_eq!(
+            count(&st, "SELECT count(*) FROM results WHERE status = 'skipped'"),
+            4
+        );
+        assert_eq!(s.unsupported.len(), 4);
+        // builds insert 80% of 600 objects and write pages; the device counts them
+        assert_eq!(
+            count(
+                &st,
+                "SELECT min(operations) FROM results WHERE step_kind = 'build'"
+            ),
+            480
+        );
+        assert!(
+            count(
+                &st,
+                "SELECT min(pages_written) FROM results WHERE step_kind = 'build'"
+            ) > 0
+        );
+        assert!(
+            count(
+                &st,
+                "SELECT min(index_bytes) FROM results WHERE step_kind = 'build'"
+            ) > 0
+        );
+        // the flash simulator's rows carry NAND counters, the memory device's do not
+        assert!(count(&st, "SELECT min(nand_programs) FROM results_full WHERE device LIKE 'flashsim%' AND step_kind = 'build'") > 0);
+        assert_eq!(
+            count(
+                &st,
+                "SELECT max(device_simulated) FROM results_full WHERE device = 'mem:'"
+            ),
+            0
+        );
+        // queries: the 1% windows return more than the 0.1% ones
+        let q = |sel: &str| {
+            count(
+                &st,
+                &format!("SELECT sum(query_results) FROM results WHERE parameter LIKE 'selectivity={sel};%'"),
+            )
+        };
+        assert!(q("1%") > q("0.1%"), "{} vs {}", q("1%"), q("0.1%"));
+        // kNN returns k per point
+        assert_eq!(
+            count(
+                &st,
+                "SELECT sum(query_results) FROM results WHERE parameter = 'k=5'"
+            ),
+            4 * 10 * 5
+        );
+        // delete removes a quarter of the live objects
+        let live_after_mixed = count(
+            &st,
+            "SELECT max(operations) FROM results WHERE step_kind = 'delete'",
+        );
+        assert!(
+            live_after_mixed > 100 && live_after_mixed < 150,
+            "{live_after_mixed}"
+        );
+        // configuration rows are complete, with a device description
+        assert_eq!(
+            count(
+                &st,
+                "SELECT count(*) FROM configurations WHERE completed_at IS NOT NULL"
+            ),
+            4
+        );
+        assert_eq!(
+            count(
+                &st,
+                "SELECT count(*) FROM configurations WHERE device_description = ''"
+            ),
+            0
+        );
+        // a second run skips everything; --force re-runs and replaces
+        let s2 = run(&w, &mut st, &RunOptions::default()).unwrap();
+        assert_eq!((s2.skipped_complete, s2.executed, s2.rows), (4, 0, 0));
+        let s3 = run(
+            &w,
+            &mut st,
+            &RunOptions {
+                force: true,
+                only: vec!["plain[device=mem:]".into()],
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!((s3.executed, s3.rows), (2, 16));
+        assert_eq!(count(&st, "SELECT count(*) FROM results"), 32);
+        assert_eq!(
+            count(
+                &st,
+                "SELECT count(*) FROM runs WHERE finished_at IS NOT NULL"
+            ),
+            3
+        );
+    }
+
+    #[test]
+    fn same_configuration_same_counts() {
+        // Deterministic: the same workload twice gives the same device counts.
+        let w = Workload::parse(W, Path::new("w.toml"), Scale::Smoke).unwrap();
+        let mut a = ResultsStore::in_memory().unwrap();
+        let mut b = ResultsStore::in_memory().unwrap();
+        run(&w, &mut a, &RunOptions::default()).unwrap();
+        run(&w, &mut b, &RunOptions::default()).unwrap();
+        let sql = "SELECT group_concat(pages_written || '/' || pages_read || '/' || nand_erases || '/' || query_results, ',') FROM (SELECT * FROM results ORDER BY result_id)";
+        let ga: String = a.connection().query_row(sql, [], |r| r.get(0)).unwrap();
+        let gb: String = b.connection().query_row(sql, [], |r| r.get(0)).unwrap();
+        assert_eq!(ga, gb);
+    }
+
+    #[test]
+    fn a_failing_configuration_is_recorded_and_the_run_goes_on() {
+        // The mixed step needs more objects than the build leaves.
+        let text = W.replace("fraction = 0.8", "fraction = 0.99");
+        let w = Workload::parse(&text, Path::new("w.toml"), Scale::Smoke).unwrap();
+        let mut st = ResultsStore::in_memory().unwrap();
+        let s = run(&w, &mut st, &RunOptions::default()).unwrap();
+        assert_eq!(s.failures.len(), 4);
+        assert!(
+            s.failures[0].contains("objects are all inserted") || s.failures[0].contains("left"),
+            "{}",
+            s.failures[0]
+        );
+        assert_eq!(
+            count(
+                &st,
+                "SELECT count(*) FROM results WHERE status = 'error' AND step_kind = 'mixed'"
+            ),
+            4
+        );
+        assert_eq!(
+            count(
+                &st,
+                "SELECT count(*) FROM configurations WHERE completed_at IS NULL"
+            ),
+            4
+        );
+    }
+
+    #[test]
+    fn bulk_build_and_windows_file() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::windows::write_windows(
+            &dir.path().join("w.csv"),
+            &[
+                Rect::new(0.0, 0.0, 0.5, 0.5).unwrap(),
+                Rect::new(0.0, 0.0, 1.0, 1.0).unwrap(),
+            ],
+        )
+        .unwrap();
+        let text = r#"
+name = "bulk"
+[[dataset]]
+name = "g"
+generator = "gaussian"
+count = 300
+[[index]]
+name = "e"
+store = "efind"
+device = "flashsim:preset=seed-tc58"
+[[step]]
+kind = "build"
+method = "bulk"
+bulk = "hilbert"
+[[step]]
+kind = "range_queries"
+windows = "w.csv"
+repetitions = 2
+[[step]]
+kind = "checkpoint"
+"#;
+        let path = dir.path().join("b.toml");
+        std::fs::write(&path, text).unwrap();
+        let w = Workload::load(&path, Scale::Small).unwrap();
+        let mut st = ResultsStore::in_memory().unwrap();
+        let s = run(&w, &mut st, &RunOptions::default()).unwrap();
+        assert!(s.failures.is_empty(), "{:?}", s.failures);
+        assert_eq!(
+            count(
+                &st,
+                "SELECT operations FROM results WHERE step_kind = 'range_queries'"
+            ),
+            4
+        );
+        // the whole unit square holds every point, twice
+        let r = count(
+            &st,
+            "SELECT query_results FROM results WHERE step_kind = 'range_queries'",
+        );
+        assert!(r >= 600, "{r}");
+        assert!(
+            count(
+                &st,
+                "SELECT pages_written FROM results WHERE step_kind = 'build'"
+            ) > 0
+        );
+    }
+}

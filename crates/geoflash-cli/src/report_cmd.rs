@@ -1,0 +1,51 @@
+//! `geoflash report --results RESULTS.sqlite --out DIR`: tables, plots and an HTML page.
+use std::path::PathBuf;
+
+use geoflash_bench::report::{write_report, ReportOptions};
+
+use crate::output::{print_json, row};
+use crate::Failure;
+
+/// Options of `report`.
+#[derive(clap::Args)]
+#[command(
+    after_help = "Examples:\n  geoflash report --results results.sqlite --out report/\n  geoflash report --results r.sqlite --out report/ --metric nand_erases --metric sim_time_ns --baseline plain"
+)]
+pub struct ReportArgs {
+    /// Results store written by `geoflash bench`.
+    #[arg(long)]
+    results: PathBuf,
+    /// Output directory (index.html, summary.csv, summary.md, plots/).
+    #[arg(long)]
+    out: PathBuf,
+    /// Metric to show (a column of the results table; repeatable; default:
+    /// pages_written, pages_read, nand_erases, wall_time_ns, sim_time_ns).
+    #[arg(long = "metric")]
+    metrics: Vec<String>,
+    /// Index configuration that gains (ref − value)/ref are computed against.
+    #[arg(long)]
+    baseline: Option<String>,
+    /// Print the summary as JSON (last line of standard output).
+    #[arg(long)]
+    json: bool,
+}
+
+/// `geoflash report`.
+pub fn report(a: ReportArgs) -> Result<(), Failure> {
+    let s = write_report(
+        &a.results,
+        &a.out,
+        &ReportOptions {
+            metrics: a.metrics.clone(),
+            baseline: a.baseline.clone(),
+        },
+    )?;
+    if a.json {
+        print_json(&s)?;
+    } else {
+        row("report", s.html.display());
+        row("panels", s.panels);
+        row("plots", s.plots.len());
+    }
+    Ok(())
+}
