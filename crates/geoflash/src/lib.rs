@@ -20,6 +20,7 @@
 pub mod cache;
 pub mod error;
 pub mod geom;
+pub mod grid;
 pub mod index;
 pub mod index_dir;
 pub mod manifest;

@@ -1,0 +1,920 @@
+//! The two-level grid file over a [`BucketLayer`]: directory maintenance
+//! (splits and merges with propagation), queries, checkpoint and open.
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::geom::{Point, Rect};
+use crate::storage::{PageDevice, PageId};
+use crate::{Error, Result};
+
+use super::buffer::HotCold;
+use super::codec::{self, PageKind, Reader, Writer};
+use super::dir::{CellBox, Grid, SubDir};
+use super::{
+    next_fit, Alloc, BucketLayer, DeleteOutcome, Dist, GridOptions, GridPoint, GridStats,
+    InsertOutcome, KBest,
+};
+
+const META_VERSION: u16 = 1;
+
+/// A two-level grid file of 2-D points on a [`PageDevice`]; see the
+/// [module documentation](super) for the structure and its guarantees.
+pub struct GridFile<L: BucketLayer> {
+    dev: Arc<dyn PageDevice>,
+    opts: GridOptions,
+    root: Grid,
+    dirs: HotCold<SubDir>,
+    layer: L,
+    alloc: Alloc,
+    meta_chain: Vec<PageId>,
+    stats: GridStats,
+}
+
+impl<L: BucketLayer> std::fmt::Debug for GridFile<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GridFile")
+            .field("kind", &L::NAME)
+            .field("device", &self.dev.describe())
+            .field("root_cells", &self.root.cells.len())
+            .field("pages_in_use", &self.alloc.in_use())
+            .finish()
+    }
+}
+
+fn coord(p: &GridPoint, axis: usize) -> f64 {
+    if axis == 0 {
+        p.x
+    } else {
+        p.y
+    }
+}
+
+/// The existing boundary inside `bx` that best balances `pts` while leaving
+/// points on both sides.
+fn best_existing(g: &Grid, bx: &CellBox, pts: &[GridPoint]) -> Option<(usize, usize)> {
+    let n = pts.len();
+    let mut best: Option<(usize, usize, usize)> = None;
+    for axis in 0..2 {
+        let (a, b) = bx.span(axis);
+        for i in a..b.saturating_sub(1) {
+            let Some(&v) = g.scale(axis).get(i) else {
+                continue;
+            };
+            let lo = pts.iter().filter(|p| coord(p, axis) < v).count();
+            if lo == 0 || lo == n {
+                continue;
+            }
+            let score = lo.max(n - lo);
+            if best.is_none_or(|(s, _, _)| score < s) {
+                best = Some((score, axis, i));
+            }
+        }
+    }
+    best.map(|(_, a, i)| (a, i))
+}
+
+/// A new boundary at the median of `pts` along the axis with the larger
+/// spread (that has two distinct values); points `< v` go below it.
+fn data_boundary(pts: &[GridPoint]) -> Option<(usize, f64)> {
+    let mut cands = Vec::new();
+    for axis in 0..2 {
+        let mut v: Vec<f64> = pts.iter().map(|p| coord(p, axis)).collect();
+        v.sort_by(f64::total_cmp);
+        let (Some(&lo), Some(&hi)) = (v.first(), v.last()) else {
+            continue;
+        };
+        if hi > lo {
+            let mut m = v.get(v.len() / 2).copied().unwrap_or(hi);
+            if m <= lo {
+                m = v.iter().copied().find(|&x| x > lo).unwrap_or(hi);
+            }
+            cands.push((hi - lo, axis, m));
+        }
+    }
+    cands
+        .into_iter()
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, axis, m)| (axis, m))
+}
+
+/// Neighbours of reference `v` whose box forms a box with `v`'s: `(neighbour,
+/// axis, neighbour is on the high side, union box)`.
+fn box_neighbours(g: &Grid, v: u64) -> Result<Vec<(u64, usize, bool, CellBox)>> {
+    let bx = g.find_box(v)?;
+    let mut out = Vec::new();
+    for axis in 0..2 {
+        let other = 1 - axis;
+        let (a, b) = bx.span(axis);
+        let (oa, ob) = bx.span(other);
+        for high in [false, true] {
+            let k = if high {
+                if b >= g.n(axis) {
+                    continue;
+                }
+                b
+            } else {
+                if a == 0 {
+                    continue;
+                }
+                a - 1
+            };
+            let (c, r) = if axis == 0 { (k, oa) } else { (oa, k) };
+            let m = g.cell(c, r)?;
+            if m == v {
+                continue;
+            }
+            let mb = g.find_box(m)?;
+            let (ma, mbb) = mb.span(axis);
+            let adjacent = if high { ma == b } else { mbb == a };
+            if adjacent && mb.span(other) == (oa, ob) {
+                let mut u = bx;
+                if axis == 0 {
+                    u.c0 = a.min(ma);
+                    u.c1 = b.max(mbb);
+                } else {
+                    u.r0 = a.min(ma);
+                    u.r1 = b.max(mbb);
+                }
+                out.push((m, axis, high, u));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn in_rect(r: &Rect, p: &GridPoint) -> bool {
+    p.x >= r.min_x && p.x <= r.max_x && p.y >= r.min_y && p.y <= r.max_y
+}
+
+impl<L: BucketLayer> GridFile<L> {
+    /// Creates an empty grid file on `dev` (overwriting whatever it holds)
+    /// and checkpoints it, so that [`GridFile::open`] finds it.
+    pub fn create(dev: Arc<dyn PageDevice>, opts: GridOptions) -> Result<Self> {
+        opts.validate()?;
+        let ps = dev.page_size();
+        let mut alloc = Alloc::new(1, dev.capacity());
+        let mut layer = L::new(&opts, ps)?;
+        let b = layer
+            .rewrite(&*dev, &mut alloc, &[], vec![Vec::new()])?
+            .first()
+            .copied()
+            .ok_or_else(|| Error::invalid("bucket layer created no bucket"))?;
+        let sd = alloc.alloc()?;
+        let mut dirs = HotCold::new(opts.dir_hot_pages, opts.cold_pages)?;
+        dirs.put(&*dev, sd, SubDir(Grid::single(opts.domain, b)))?;
+        let root = Grid::single(opts.domain, sd);
+        let mut g = GridFile {
+            dev,
+            opts,
+            root,
+            dirs,
+            layer,
+            alloc,
+            meta_chain: Vec::new(),
+            stats: GridStats::default(),
+        };
+        g.checkpoint()?;
+        Ok(g)
+    }
+
+    /// Opens the grid file that the last [`GridFile::checkpoint`] left on
+    /// `dev`. The domain comes from the device (`opts.domain` is ignored);
+    /// the buffer sizes from `opts`. LB-Grid rebuilds its BTT here.
+    pub fn open(dev: Arc<dyn PageDevice>, opts: GridOptions) -> Result<Self> {
+        let ps = dev.page_size();
+        let mut page = vec![0u8; ps];
+        dev.read(0, &mut page)?;
+        let sp = codec::unframe_kind(0, &page, PageKind::Super)?;
+        let mut r = Reader::new(sp, Some(0));
+        let kind = r.u8()?;
+        if kind != L::KIND {
+            return Err(Error::invalid(format!(
+                "the device holds a grid file of kind {kind}, not {} (kind {})",
+                L::NAME,
+                L::KIND
+            )));
+        }
+        let stored_ps = r.u32()? as usize;
+        if stored_ps != ps {
+            return Err(Error::invalid(format!(
+                "grid file written with {stored_ps}-byte pages opened with {ps}-byte pages"
+            )));
+        }
+        let mut next = r.u64()?;
+        let total = r.u64()?;
+        let mut meta = Vec::new();
+        let mut chain = Vec::new();
+        while next != 0 {
+            if chain.contains(&next) || chain.len() as u64 > dev.capacity() {
+                return Err(Error::corrupt(Some(next), "grid metadata chain loops"));
+            }
+            chain.push(next);
+            dev.read(next, &mut page)?;
+            let p = codec::unframe_kind(next, &page, PageKind::Meta)?;
+            let mut cr = Reader::new(p, Some(next));
+            let nn = cr.u64()?;
+            let len = cr.count(1)?;
+            meta.extend_from_slice(p.get(12..12 + len).unwrap_or_default());
+            next = nn;
+        }
+        if meta.len() as u64 != total {
+            return Err(Error::corrupt(
+                Some(0),
+                format!(
+                    "grid metadata of {} bytes where {total} were recorded",
+                    meta.len()
+                ),
+            ));
+        }
+        let mut r = Reader::new(&meta, None);
+        let v = r.u32()?;
+        if v != u32::from(META_VERSION) {
+            return Err(Error::UnsupportedVersion {
+                found: u16::try_from(v).unwrap_or(u16::MAX),
+                supported: META_VERSION,
+            });
+        }
+        let alloc_next = r.u64()?;
+        let root = Grid::decode_from(&mut r, None)?;
+        let mut opts = opts;
+        opts.domain = root.region;
+        opts.validate()?;
+        let mut dirs: HotCold<SubDir> = HotCold::new(opts.dir_hot_pages, opts.cold_pages)?;
+        let sds: Vec<PageId> = root.boxes().into_iter().map(|(p, _)| p).collect();
+        let mut live = HashSet::new();
+        for group in sds.chunks(opts.dir_hot_pages) {
+            for sd in dirs.fetch_many(&*dev, group)? {
+                live.extend(sd.0.cells.iter().copied());
+            }
+        }
+        let (layer, layer_pages) = L::open(&opts, &*dev, &mut r, &live)?;
+        let mut used: HashSet<PageId> = HashSet::new();
+        used.insert(0);
+        for p in chain.iter().chain(&sds).chain(&layer_pages) {
+            if *p >= alloc_next || !used.insert(*p) {
+                return Err(Error::corrupt(
+                    Some(*p),
+                    format!("grid page {p} is used twice or lies beyond the allocated {alloc_next} pages"),
+                ));
+            }
+        }
+        let mut alloc = Alloc::new(alloc_next, dev.capacity());
+        for p in 1..alloc_next {
+            if !used.contains(&p) {
+                alloc.free(p);
+            }
+        }
+        Ok(GridFile {
+            dev,
+            opts,
+            root,
+            dirs,
+            layer,
+            alloc,
+            meta_chain: chain,
+            stats: GridStats::default(),
+        })
+    }
+
+    /// Writes every dirty page in batches, then the metadata chain and page
+    /// 0, and syncs: after it returns, [`GridFile::open`] finds this state.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        let dev = Arc::clone(&self.dev);
+        let ps = dev.page_size();
+        self.layer.flush(&*dev)?;
+        self.dirs.flush_all(&*dev)?;
+        let chunk = codec::payload_capacity(ps).saturating_sub(12);
+        if chunk == 0 {
+            return Err(Error::invalid("page too small for grid metadata"));
+        }
+        let n = self.encode_meta()?.len().div_ceil(chunk).max(1);
+        let mut chain = Vec::with_capacity(n);
+        for _ in 0..n {
+            chain.push(self.alloc.alloc()?);
+        }
+        // The length does not depend on the allocator's state, only its value does.
+        let meta = self.encode_meta()?;
+        let mut data = Vec::with_capacity(n * ps);
+        for (i, &p) in chain.iter().enumerate() {
+            let part = meta
+                .get(i * chunk..((i + 1) * chunk).min(meta.len()))
+                .unwrap_or_default();
+            let mut w = Writer::default();
+            w.u64(chain.get(i + 1).copied().unwrap_or(0));
+            w.len(part.len())?;
+            w.buf.extend_from_slice(part);
+            let _ = p;
+            data.extend_from_slice(&codec::frame(PageKind::Meta, &w.buf, ps)?);
+        }
+        dev.write_batch(&chain, &data)?;
+        dev.sync()?;
+        let mut w = Writer::default();
+        w.u8(L::KIND);
+        w.len(ps)?;
+        w.u64(chain.first().copied().unwrap_or(0));
+        w.u64(meta.len() as u64);
+        dev.write(0, &codec::frame(PageKind::Super, &w.buf, ps)?)?;
+        dev.sync()?;
+        for p in std::mem::replace(&mut self.meta_chain, chain) {
+            self.alloc.free(p);
+        }
+        Ok(())
+    }
+
+    fn encode_meta(&self) -> Result<Vec<u8>> {
+        let mut w = Writer::default();
+        w.u32(u32::from(META_VERSION));
+        w.u64(self.alloc.next());
+        self.root.encode_into(&mut w)?;
+        self.layer.encode_meta(&mut w)?;
+        Ok(w.buf)
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Arc<dyn PageDevice> {
+        &self.dev
+    }
+
+    /// The options in force (the domain as stored).
+    pub fn options(&self) -> &GridOptions {
+        &self.opts
+    }
+
+    /// Points a bucket holds at most.
+    pub fn bucket_capacity(&self) -> usize {
+        self.layer.capacity()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> GridStats {
+        GridStats {
+            dir_buffer: self.dirs.stats(),
+            bucket_buffer: self.layer.buffer_stats(),
+            ..self.stats
+        }
+    }
+
+    /// Pages in use on the device (page 0 and the metadata chain included).
+    pub fn pages_in_use(&self) -> u64 {
+        self.alloc.in_use()
+    }
+
+    /// The in-memory root directory.
+    pub fn root(&self) -> &Grid {
+        &self.root
+    }
+
+    /// The bucket layer (for inspection).
+    pub fn layer(&self) -> &L {
+        &self.layer
+    }
+
+    fn max_dir_bytes(&self) -> usize {
+        codec::payload_capacity(self.dev.page_size())
+    }
+
+    /// Normalises and checks a point to insert or delete: finite and inside the domain.
+    fn check_point(&self, x: f64, y: f64) -> Result<(f64, f64)> {
+        let d = &self.opts.domain;
+        if !(x.is_finite() && y.is_finite())
+            || x < d.min_x
+            || x > d.max_x
+            || y < d.min_y
+            || y > d.max_y
+        {
+            return Err(Error::invalid(format!(
+                "point ({x}, {y}) lies outside the grid's domain ({}, {}, {}, {})",
+                d.min_x, d.min_y, d.max_x, d.max_y
+            )));
+        }
+        // -0.0 and 0.0 are one point.
+        Ok((x + 0.0, y + 0.0))
+    }
+
+    fn subdir(&mut self, p: PageId) -> Result<Arc<SubDir>> {
+        self.dirs.fetch(&*self.dev, p)
+    }
+
+    /// Inserts point `(x, y)` with `id`. GFFM refuses a point it holds;
+    /// LB-Grid replaces its id (see the module docs).
+    pub fn insert(&mut self, x: f64, y: f64, id: u64) -> Result<()> {
+        let (x, y) = self.check_point(x, y)?;
+        let dev = Arc::clone(&self.dev);
+        let sdp = self.root.lookup(x, y)?;
+        let b = self.subdir(sdp)?.0.lookup(x, y)?;
+        match self
+            .layer
+            .insert(&*dev, &mut self.alloc, b, GridPoint { x, y, id })?
+        {
+            InsertOutcome::Done => Ok(()),
+            InsertOutcome::Duplicate => Err(Error::invalid(format!(
+                "point ({x}, {y}) is already in the grid file (points are unique)"
+            ))),
+            InsertOutcome::Full(pts) => self.split_bucket(sdp, b, pts),
+        }
+    }
+
+    /// Splits bucket `b` of sub-directory `sdp`, which must hold `pts`.
+    fn split_bucket(&mut self, sdp: PageId, b: u64, pts: Vec<GridPoint>) -> Result<()> {
+        let dev = Arc::clone(&self.dev);
+        let cap = self.layer.capacity();
+        let mut g = self.subdir(sdp)?.0.clone();
+        let bx = g.find_box(b)?;
+        let mut stack = vec![(bx, pts)];
+        let mut done: Vec<(CellBox, Vec<GridPoint>)> = Vec::new();
+        while let Some((mut bx, pts)) = stack.pop() {
+            if pts.len() <= cap {
+                done.push((bx, pts));
+                continue;
+            }
+            let (axis, i) = match best_existing(&g, &bx, &pts) {
+                Some(s) => s,
+                None => {
+                    let (axis, v) = data_boundary(&pts).ok_or_else(|| {
+                        Error::corrupt(
+                            None,
+                            format!(
+                                "bucket {b} overflows with {} copies of one point",
+                                pts.len()
+                            ),
+                        )
+                    })?;
+                    let c = g.insert_boundary(axis, v)?;
+                    for (ob, _) in stack.iter_mut().chain(done.iter_mut()) {
+                        ob.widen_after_insert(axis, c);
+                    }
+                    bx.widen_after_insert(axis, c);
+                    (axis, c)
+                }
+            };
+            let v = *g
+                .scale(axis)
+                .get(i)
+                .ok_or_else(|| Error::invalid("split boundary vanished"))?;
+            let (lo, hi) = bx.split(axis, i);
+            let (pl, ph): (Vec<GridPoint>, Vec<GridPoint>) =
+                pts.into_iter().partition(|p| coord(p, axis) < v);
+            stack.push((lo, pl));
+            stack.push((hi, ph));
+        }
+        self.stats.bucket_splits += done.len().saturating_sub(1) as u64;
+        let (boxes, pieces): (Vec<CellBox>, Vec<Vec<GridPoint>>) = done.into_iter().unzip();
+        let ids = self.layer.rewrite(&*dev, &mut self.alloc, &[b], pieces)?;
+        for (bx, id) in boxes.iter().zip(ids) {
+            g.fill(bx, id);
+        }
+        self.dirs.put(&*dev, sdp, SubDir(g))?;
+        self.split_subdirs(sdp)
+    }
+
+    /// Splits sub-directory `p` (and its halves) until each fits a page;
+    /// every split is propagated to the root directory.
+    fn split_subdirs(&mut self, p: PageId) -> Result<()> {
+        let dev = Arc::clone(&self.dev);
+        let max = self.max_dir_bytes();
+        let mut work = vec![p];
+        while let Some(p) = work.pop() {
+            let mut g = self.subdir(p)?.0.clone();
+            if g.encoded_len() <= max {
+                continue;
+            }
+            let axis = if g.xs.len() >= g.ys.len() { 0 } else { 1 };
+            let i = g.scale(axis).len() / 2;
+            let v = *g.scale(axis).get(i).ok_or_else(|| {
+                Error::invalid("sub-directory too large for its page without a boundary")
+            })?;
+            // Buckets straddling the boundary are split at it.
+            for (bref, bx) in g.boxes() {
+                let (a, b) = bx.span(axis);
+                if a <= i && b > i + 1 {
+                    let pts = self.layer.read_one(&*dev, bref)?;
+                    let (pl, ph): (Vec<GridPoint>, Vec<GridPoint>) =
+                        pts.into_iter().partition(|q| coord(q, axis) < v);
+                    let ids = self
+                        .layer
+                        .rewrite(&*dev, &mut self.alloc, &[bref], vec![pl, ph])?;
+                    let (lo, hi) = bx.split(axis, i);
+                    if let (Some(&l), Some(&h)) = (ids.first(), ids.get(1)) {
+                        g.fill(&lo, l);
+                        g.fill(&hi, h);
+                    }
+                    self.stats.bucket_splits += 1;
+                }
+            }
+            let (mut lo, mut hi) = g.split_at(axis, i)?;
+            lo.remove_redundant();
+            hi.remove_redundant();
+            let j = match self.root.scale(axis).iter().position(|&b| b == v) {
+                Some(j) => j,
+                None => self.root.insert_boundary(axis, v)?,
+            };
+            let rb = self.root.find_box(p)?;
+            let newp = self.alloc.alloc()?;
+            let (_, rhi) = rb.split(axis, j);
+            self.root.fill(&rhi, newp);
+            self.dirs.put(&*dev, p, SubDir(lo))?;
+            self.dirs.put(&*dev, newp, SubDir(hi))?;
+            self.stats.dir_splits += 1;
+            work.push(p);
+            work.push(newp);
+        }
+        Ok(())
+    }
+
+    /// Deletes the point at `(x, y)`; a bucket left at or below the merge
+    /// threshold merges with a neighbour (see the module docs).
+    pub fn delete(&mut self, x: f64, y: f64) -> Result<DeleteOutcome> {
+        let (x, y) = self.check_point(x, y)?;
+        let dev = Arc::clone(&self.dev);
+        let sdp = self.root.lookup(x, y)?;
+        let b = self.subdir(sdp)?.0.lookup(x, y)?;
+        let (out, est) = self.layer.delete(&*dev, &mut self.alloc, b, x, y)?;
+        let cap = self.layer.capacity();
+        if out != DeleteOutcome::NotFound && (est as f64) <= self.opts.merge_threshold * cap as f64
+        {
+            self.try_merge(sdp, b)?;
+        }
+        Ok(out)
+    }
+
+    fn try_merge(&mut self, sdp: PageId, b: u64) -> Result<()> {
+        let dev = Arc::clone(&self.dev);
+        let limit = self.opts.merge_fill * self.layer.capacity() as f64;
+        let mut g = self.subdir(sdp)?.0.clone();
+        for (m, _, _, union) in box_neighbours(&g, b)? {
+            let both = self.layer.read_many(&*dev, &[b, m])?;
+            let total: usize = both.iter().map(Vec::len).sum();
+            if total as f64 > limit {
+                continue;
+            }
+            let all: Vec<GridPoint> = both.into_iter().flatten().collect();
+            let ids = self
+                .layer
+                .rewrite(&*dev, &mut self.alloc, &[b, m], vec![all])?;
+            let id = ids
+                .first()
+                .copied()
+                .ok_or_else(|| Error::invalid("merge produced no bucket"))?;
+            g.fill(&union, id);
+            g.remove_redundant();
+            self.dirs.put(&*dev, sdp, SubDir(g))?;
+            self.stats.bucket_merges += 1;
+            return self.try_merge_subdir(sdp);
+        }
+        Ok(())
+    }
+
+    /// Merges sub-directory `p` into a neighbour when it has shrunk to a
+    /// quarter of a page and the merged grid fits a page.
+    fn try_merge_subdir(&mut self, p: PageId) -> Result<()> {
+        let dev = Arc::clone(&self.dev);
+        let max = self.max_dir_bytes();
+        let g = self.subdir(p)?.0.clone();
+        if g.encoded_len() * 4 > max {
+            return Ok(());
+        }
+        for (q, axis, high, union) in box_neighbours(&self.root, p)? {
+            let gq = self.subdir(q)?.0.clone();
+            let mut merged = if high {
+                Grid::merge(&g, &gq, axis)?
+            } else {
+                Grid::merge(&gq, &g, axis)?
+            };
+            merged.remove_redundant();
+            if merged.encoded_len() > max {
+                continue;
+            }
+            self.dirs.put(&*dev, p, SubDir(merged))?;
+            self.dirs.remove(q);
+            self.alloc.free(q);
+            self.root.fill(&union, p);
+            self.root.remove_redundant();
+            self.stats.dir_merges += 1;
+            return Ok(());
+        }
+        Ok(())
+    }
+
+    fn check_query_point(x: f64, y: f64) -> Result<Point> {
+        Point::new(x, y)
+    }
+
+    /// The id of the point at `(x, y)`, if present (one sub-directory read,
+    /// one bucket read). A point outside the domain is simply absent.
+    pub fn get(&mut self, x: f64, y: f64) -> Result<Option<u64>> {
+        Self::check_query_point(x, y)?;
+        let (x, y) = (x + 0.0, y + 0.0);
+        if self.check_point(x, y).is_err() {
+            return Ok(None);
+        }
+        let dev = Arc::clone(&self.dev);
+        let sdp = self.root.lookup(x, y)?;
+        let b = self.subdir(sdp)?.0.lookup(x, y)?;
+        let pts = self.layer.read_one(&*dev, b)?;
+        Ok(pts.iter().find(|p| p.at(x, y)).map(|p| p.id))
+    }
+
+    /// Points inside `r` (closed), the plain way: sub-directories and buckets
+    /// read one at a time.
+    pub fn range(&mut self, r: &Rect) -> Result<Vec<GridPoint>> {
+        let dev = Arc::clone(&self.dev);
+        let mut out = Vec::new();
+        let Some(rb) = self.root.cells_of(r) else {
+            return Ok(out);
+        };
+        for sdp in self.root.refs_in(&rb) {
+            let sd = self.subdir(sdp)?;
+            let Some(bb) = sd.0.cells_of(r) else { continue };
+            for b in sd.0.refs_in(&bb) {
+                out.extend(
+                    self.layer
+                        .read_one(&*dev, b)?
+                        .into_iter()
+                        .filter(|p| in_rect(r, p)),
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// Points inside `r` (closed), Algorithm 6: sub-directories fetched in
+    /// groups that fit the directory buffer; per sub-directory, the
+    /// intersecting buckets grouped next-fit into batches that fit the
+    /// bucket buffer (LBB), each batch one device read.
+    pub fn range_batched(&mut self, r: &Rect) -> Result<Vec<GridPoint>> {
+        let dev = Arc::clone(&self.dev);
+        let mut out = Vec::new();
+        let Some(rb) = self.root.cells_of(r) else {
+            return Ok(out);
+        };
+        let sds = self.root.refs_in(&rb);
+        let lbb = self.opts.bucket_hot_pages;
+        for group in sds.chunks(self.opts.dir_hot_pages) {
+            for sd in self.dirs.fetch_many(&*dev, group)? {
+                let Some(bb) = sd.0.cells_of(r) else { continue };
+                let buckets = sd.0.refs_in(&bb);
+                let layer = &self.layer;
+                let groups = next_fit(&buckets, |b| layer.pages_of(b), lbb);
+                for bg in groups {
+                    for pts in self.layer.read_many(&*dev, &bg)? {
+                        out.extend(pts.into_iter().filter(|p| in_rect(r, p)));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The `k` nearest points to `(x, y)` with their distances, nearest
+    /// first, the plain way: buckets read one at a time, closest first.
+    pub fn knn(&mut self, x: f64, y: f64, k: usize) -> Result<Vec<(f64, GridPoint)>> {
+        self.knn_impl(x, y, k, 1, 1)
+    }
+
+    /// The `k` nearest points, Algorithm 7: ring-by-ring traversal of the
+    /// root directory from the query's cell; the buckets of the reached
+    /// sub-directories wait in a min-heap on mindist, and as many of the
+    /// closest as fit the bucket buffer are prefetched in one batch. The
+    /// listing's `size ≤ k` / `size > k` tests are corrected to `< k` / `≥ k`.
+    ///
+    /// Within a sub-directory the buckets are taken in exact mindist order
+    /// (the order the thesis' per-sub-directory rings approximate). The
+    /// search stops when k points are known and neither a queued bucket nor
+    /// anything beyond the rings seen so far can be closer than the k-th.
+    pub fn knn_prefetch(&mut self, x: f64, y: f64, k: usize) -> Result<Vec<(f64, GridPoint)>> {
+        let (lbb, dg) = (self.opts.bucket_hot_pages, self.opts.dir_hot_pages);
+        self.knn_impl(x, y, k, lbb, dg)
+    }
+
+    fn knn_impl(
+        &mut self,
+        x: f64,
+        y: f64,
+        k: usize,
+        budget: usize,
+        dir_group: usize,
+    ) -> Result<Vec<(f64, GridPoint)>> {
+        let p = Self::check_query_point(x, y)?;
+        let mut best = KBest::new(k);
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let dev = Arc::clone(&self.dev);
+        let (rc, rr) = self.root.locate(p.x, p.y);
+        let (nx, ny) = (self.root.nx(), self.root.ny());
+        let sd_boxes: HashMap<u64, CellBox> = self.root.boxes().into_iter().collect();
+        let mut cellq: BinaryHeap<Reverse<(Dist, u64)>> = BinaryHeap::new();
+        let mut seen_sd: HashSet<u64> = HashSet::new();
+        let mut seen_b: HashSet<u64> = HashSet::new();
+        let mut ring = 0usize;
+        loop {
+            let bx = CellBox {
+                c0: rc.saturating_sub(ring),
+                c1: (rc + ring + 1).min(nx),
+                r0: rr.saturating_sub(ring),
+                r1: (rr + ring + 1).min(ny),
+            };
+            let covers_all = bx.c0 == 0 && bx.r0 == 0 && bx.c1 == nx && bx.r1 == ny;
+            let mut ring_sds: Vec<(Dist, u64)> = Vec::new();
+            for r in bx.r0..bx.r1 {
+                for c in bx.c0..bx.c1 {
+                    if c.abs_diff(rc).max(r.abs_diff(rr)) != ring {
+                        continue;
+                    }
+                    let s = self.root.cell(c, r)?;
+                    if seen_sd.contains(&s) {
+                        continue;
+                    }
+                    let sb = sd_boxes
+                        .get(&s)
+                        .ok_or_else(|| Error::corrupt(None, "root directory box missing"))?;
+                    let md = self.root.box_mindist(sb, &p);
+                    if md < best.kth() {
+                        seen_sd.insert(s);
+                        ring_sds.push((Dist(md), s));
+                    }
+                }
+            }
+            ring_sds.sort();
+            let ids: Vec<u64> = ring_sds.iter().map(|t| t.1).collect();
+            for group in ids.chunks(dir_group.max(1)) {
+                let sds = if group.len() == 1 {
+                    vec![self.subdir(group[0])?]
+                } else {
+                    self.dirs.fetch_many(&*dev, group)?
+                };
+                for sd in sds {
+                    for (bref, bb) in sd.0.boxes() {
+                        if seen_b.insert(bref) {
+                            cellq.push(Reverse((Dist(sd.0.box_mindist(&bb, &p)), bref)));
+                        }
+                    }
+                }
+            }
+            // Nothing outside the rings seen so far is closer than `bound`.
+            let bound = if covers_all {
+                f64::INFINITY
+            } else {
+                let br = self.root.box_rect(&bx);
+                let mut b = f64::INFINITY;
+                if bx.c0 > 0 {
+                    b = b.min(p.x - br.min_x);
+                }
+                if bx.c1 < nx {
+                    b = b.min(br.max_x - p.x);
+                }
+                if bx.r0 > 0 {
+                    b = b.min(p.y - br.min_y);
+                }
+                if bx.r1 < ny {
+                    b = b.min(br.max_y - p.y);
+                }
+                b.max(0.0)
+            };
+            while let Some(&Reverse((Dist(d), _))) = cellq.peek() {
+                if d >= bound || d >= best.kth() {
+                    break;
+                }
+                let mut group = Vec::new();
+                let mut used = 0usize;
+                while let Some(&Reverse((Dist(d2), b2))) = cellq.peek() {
+                    if d2 >= bound || d2 >= best.kth() {
+                        break;
+                    }
+                    let n = self.layer.pages_of(b2).max(1);
+                    if !group.is_empty() && used + n > budget {
+                        break;
+                    }
+                    cellq.pop();
+                    group.push(b2);
+                    used += n;
+                }
+                let all = if group.len() == 1 {
+                    vec![self.layer.read_one(&*dev, group[0])?]
+                } else {
+                    self.layer.read_many(&*dev, &group)?
+                };
+                for q in all.iter().flatten() {
+                    best.offer(q.point().distance(&p), q);
+                }
+            }
+            if covers_all || best.kth() <= bound {
+                break;
+            }
+            ring += 1;
+        }
+        Ok(best.into_sorted())
+    }
+
+    /// Ids of many points (`None` where absent), the plain way: one
+    /// [`GridFile::get`] per point.
+    pub fn group_get_plain(&mut self, pts: &[(f64, f64)]) -> Result<Vec<Option<u64>>> {
+        pts.iter().map(|&(x, y)| self.get(x, y)).collect()
+    }
+
+    /// Ids of many points, Algorithm 8: the points grouped by
+    /// sub-directory; sub-directories fetched in groups that fit the
+    /// directory buffer; the buckets they need, across the sub-directories
+    /// of a group, read next-fit in batches that fit the bucket buffer.
+    pub fn group_get(&mut self, pts: &[(f64, f64)]) -> Result<Vec<Option<u64>>> {
+        let dev = Arc::clone(&self.dev);
+        let mut out = vec![None; pts.len()];
+        let mut table: Vec<(PageId, Vec<usize>)> = Vec::new();
+        let mut at: HashMap<PageId, usize> = HashMap::new();
+        for (i, &(x, y)) in pts.iter().enumerate() {
+            Self::check_query_point(x, y)?;
+            let Ok((x, y)) = self.check_point(x, y) else {
+                continue;
+            };
+            let sdp = self.root.lookup(x, y)?;
+            let slot = *at.entry(sdp).or_insert_with(|| {
+                table.push((sdp, Vec::new()));
+                table.len() - 1
+            });
+            if let Some(t) = table.get_mut(slot) {
+                t.1.push(i);
+            }
+        }
+        let lbb = self.opts.bucket_hot_pages;
+        for group in table.chunks(self.opts.dir_hot_pages) {
+            let ids: Vec<PageId> = group.iter().map(|t| t.0).collect();
+            let sds = self.dirs.fetch_many(&*dev, &ids)?;
+            let mut buckets: Vec<u64> = Vec::new();
+            let mut wanted: HashMap<u64, Vec<usize>> = HashMap::new();
+            for (sd, (_, idxs)) in sds.iter().zip(group) {
+                for &i in idxs {
+                    let (x, y) = pts.get(i).copied().unwrap_or_default();
+                    let b = sd.0.lookup(x + 0.0, y + 0.0)?;
+                    wanted
+                        .entry(b)
+                        .or_insert_with(|| {
+                            buckets.push(b);
+                            Vec::new()
+                        })
+                        .push(i);
+                }
+            }
+            let layer = &self.layer;
+            let groups = next_fit(&buckets, |b| layer.pages_of(b), lbb);
+            for bg in groups {
+                let all = self.layer.read_many(&*dev, &bg)?;
+                for (b, bpts) in bg.iter().zip(all) {
+                    for &i in wanted.get(b).map(Vec::as_slice).unwrap_or_default() {
+                        let (x, y) = pts.get(i).copied().unwrap_or_default();
+                        let (x, y) = (x + 0.0, y + 0.0);
+                        if let Some(slot) = out.get_mut(i) {
+                            *slot = bpts.iter().find(|p| p.at(x, y)).map(|p| p.id);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Checks every structural invariant (root boxes equal sub-directory
+    /// regions, every point inside its bucket's region, bucket sizes) and
+    /// returns the number of points.
+    pub fn verify(&mut self) -> Result<u64> {
+        let dev = Arc::clone(&self.dev);
+        let cap = self.layer.capacity();
+        let mut n = 0u64;
+        let mut seen = HashSet::new();
+        for (sdp, rb) in self.root.boxes() {
+            let sd = self.subdir(sdp)?;
+            if self.root.box_rect(&rb) != sd.0.region {
+                return Err(Error::corrupt(
+                    Some(sdp),
+                    "sub-directory region differs from its root cells",
+                ));
+            }
+            for (b, bb) in sd.0.boxes() {
+                if !seen.insert(b) {
+                    return Err(Error::corrupt(
+                        Some(sdp),
+                        format!("bucket {b} referenced by two sub-directories"),
+                    ));
+                }
+                let rect = sd.0.box_rect(&bb);
+                let pts = self.layer.read_one(&*dev, b)?;
+                if pts.len() > cap && !L::BLIND_UPDATES {
+                    return Err(Error::corrupt(
+                        None,
+                        format!("bucket {b} holds {} points, capacity {cap}", pts.len()),
+                    ));
+                }
+                for q in &pts {
+                    if !in_rect(&rect, q) || sd.0.lookup(q.x, q.y)? != b {
+                        return Err(Error::corrupt(
+                            None,
+                            format!("point ({}, {}) lies outside bucket {b}'s region", q.x, q.y),
+                        ));
+                    }
+                }
+                n += pts.len() as u64;
+            }
+        }
+        Ok(n)
+    }
+}

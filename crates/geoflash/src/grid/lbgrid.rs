@@ -1,0 +1,610 @@
+//! LB-Grid's buckets: **log-buckets** and the in-memory **BTT** (bucket
+//! translation table).
+//!
+//! A bucket reference in a sub-directory is a *logical* bucket id. Every
+//! insert or delete appends a [`LogRecord`] (point, operation, bucket id,
+//! timestamp) to the *working* log-bucket in memory, and the BTT entry of the
+//! bucket lists the log-bucket pages holding its records. A full working
+//! log-bucket is sealed into the log-bucket buffer (a [`HotCold`] pair), so
+//! log-buckets reach the device append-only in batch writes of the cold
+//! list. A log-bucket may hold records of many logical buckets.
+//!
+//! - **readBucket** (Algorithm 1): the pages of `BTT[B]` that are not in
+//!   memory are read in **one** batch; the records of `B` are replayed in
+//!   timestamp order (the last record of a point wins; a delete removes it).
+//!   [`BucketLayer::read_many`] does the same for a group of buckets.
+//! - **Insert** (Algorithm 2): while the bucket's estimated size is below
+//!   its capacity (the records of one log-bucket), the record is appended
+//!   without reading anything; otherwise the bucket is read, and split if it
+//!   really is full.
+//! - **Delete** (Algorithm 3): a delete record is appended without reading;
+//!   at or below the occupancy threshold the grid file tries a merge.
+//! - Split and merge give the resulting buckets **fresh** logical ids and
+//!   append their live records anew; the old ids leave the BTT. A
+//!   log-bucket page no BTT entry lists any more is freed.
+//!
+//! **Persistence of the BTT: rebuilt at open.** A checkpoint writes the
+//! sealed log-buckets, the working log-bucket and, in the metadata, the
+//! list of log-bucket pages some bucket still uses, the working page, the
+//! next bucket id and the clock. [`BucketLayer::open`] reads every listed
+//! page (in batches), keeps the records of buckets that a sub-directory
+//! still references (ids are never reused, so records of split or merged
+//! buckets are recognised as dead), and rebuilds each BTT list and exact
+//! size by replay. Its cost is one read of every live log-bucket page.
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::storage::{PageDevice, PageId};
+use crate::{Error, Result};
+
+use super::buffer::{BufferStats, HotCold, PageValue};
+use super::codec::{self, PageKind, Reader, Writer};
+use super::{Alloc, BucketLayer, DeleteOutcome, GridOptions, GridPoint, InsertOutcome};
+
+/// Bytes of one encoded log record.
+const RECORD_BYTES: usize = 41;
+
+/// What a log record does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogOp {
+    /// The point is (now) in the bucket with this id.
+    Insert,
+    /// The point is no longer in the bucket.
+    Delete,
+}
+
+/// One log record.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogRecord {
+    /// The point (its id is 0 in delete records).
+    pub point: GridPoint,
+    /// The operation.
+    pub op: LogOp,
+    /// Logical bucket id.
+    pub bucket: u64,
+    /// Timestamp (a counter over the whole grid file).
+    pub ts: u64,
+}
+
+/// A decoded log-bucket page.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LogPage(pub Vec<LogRecord>);
+
+impl PageValue for LogPage {
+    fn encode(&self, page_size: usize) -> Result<Vec<u8>> {
+        let mut w = Writer::default();
+        w.len(self.0.len())?;
+        for r in &self.0 {
+            w.f64(r.point.x);
+            w.f64(r.point.y);
+            w.u64(r.point.id);
+            w.u64(r.bucket);
+            w.u64(r.ts);
+            w.u8(match r.op {
+                LogOp::Insert => 1,
+                LogOp::Delete => 2,
+            });
+        }
+        codec::frame(PageKind::LogBucket, &w.buf, page_size)
+    }
+
+    fn decode(id: PageId, page: &[u8]) -> Result<Self> {
+        let p = codec::unframe_kind(id, page, PageKind::LogBucket)?;
+        let mut r = Reader::new(p, Some(id));
+        let n = r.count(RECORD_BYTES)?;
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            let point = GridPoint {
+                x: r.f64()?,
+                y: r.f64()?,
+                id: r.u64()?,
+            };
+            let bucket = r.u64()?;
+            let ts = r.u64()?;
+            let op = match r.u8()? {
+                1 => LogOp::Insert,
+                2 => LogOp::Delete,
+                o => {
+                    return Err(Error::corrupt(
+                        Some(id),
+                        format!("unknown log operation {o}"),
+                    ))
+                }
+            };
+            v.push(LogRecord {
+                point,
+                op,
+                bucket,
+                ts,
+            });
+        }
+        Ok(LogPage(v))
+    }
+}
+
+/// One BTT entry.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BttEntry {
+    /// Log-bucket pages holding records of the bucket, oldest first.
+    pub pages: Vec<PageId>,
+    /// Points in the bucket: exact after a read, else counted from the
+    /// records appended since (deletes assumed to hit).
+    pub est: usize,
+}
+
+/// LB-Grid's bucket layer (see the module docs).
+#[derive(Debug)]
+pub struct LogBuckets {
+    buf: HotCold<LogPage>,
+    cap: usize,
+    btt: HashMap<u64, BttEntry>,
+    refs: HashMap<PageId, u32>,
+    work: Vec<LogRecord>,
+    work_page: Option<PageId>,
+    next_bucket: u64,
+    ts: u64,
+}
+
+/// Replays records (any order) into the live points.
+fn replay(mut recs: Vec<LogRecord>) -> Vec<GridPoint> {
+    recs.sort_by_key(|r| r.ts);
+    let mut live: HashMap<(u64, u64), (u64, GridPoint)> = HashMap::new();
+    for r in recs {
+        let key = (r.point.x.to_bits(), r.point.y.to_bits());
+        match r.op {
+            LogOp::Insert => {
+                live.insert(key, (r.ts, r.point));
+            }
+            LogOp::Delete => {
+                live.remove(&key);
+            }
+        }
+    }
+    let mut v: Vec<(u64, GridPoint)> = live.into_values().collect();
+    v.sort_by_key(|t| t.0);
+    v.into_iter().map(|t| t.1).collect()
+}
+
+impl LogBuckets {
+    /// The BTT entry of bucket `b`.
+    pub fn btt(&self, b: u64) -> Option<&BttEntry> {
+        self.btt.get(&b)
+    }
+
+    /// Logical buckets in the BTT.
+    pub fn buckets(&self) -> usize {
+        self.btt.len()
+    }
+
+    /// Mean length of the BTT lists (the thesis' L).
+    pub fn mean_list_len(&self) -> f64 {
+        if self.btt.is_empty() {
+            return 0.0;
+        }
+        self.btt.values().map(|e| e.pages.len()).sum::<usize>() as f64 / self.btt.len() as f64
+    }
+
+    fn entry(&mut self, b: u64) -> Result<&mut BttEntry> {
+        self.btt
+            .get_mut(&b)
+            .ok_or_else(|| Error::corrupt(None, format!("logical bucket {b} is not in the BTT")))
+    }
+
+    /// Appends a record to the working log-bucket, sealing it first if full.
+    fn append(&mut self, dev: &dyn PageDevice, alloc: &mut Alloc, rec: LogRecord) -> Result<()> {
+        let wp = match self.work_page {
+            Some(p) => p,
+            None => {
+                let p = alloc.alloc()?;
+                self.work_page = Some(p);
+                p
+            }
+        };
+        let wp = if self.work.len() >= self.cap {
+            self.seal(dev, alloc, wp)?
+        } else {
+            wp
+        };
+        self.work.push(rec);
+        let e = self.entry(rec.bucket)?;
+        if e.pages.last() != Some(&wp) {
+            e.pages.push(wp);
+            *self.refs.entry(wp).or_insert(0) += 1;
+        }
+        Ok(())
+    }
+
+    /// Moves the full working log-bucket into the buffer (dirty) and starts a new one.
+    fn seal(&mut self, dev: &dyn PageDevice, alloc: &mut Alloc, wp: PageId) -> Result<PageId> {
+        let recs = std::mem::take(&mut self.work);
+        if self.refs.get(&wp).copied().unwrap_or(0) == 0 {
+            // No live bucket needs it: reuse the page.
+            return Ok(wp);
+        }
+        self.buf.put(dev, wp, LogPage(recs))?;
+        let np = alloc.alloc()?;
+        self.work_page = Some(np);
+        Ok(np)
+    }
+
+    fn drop_bucket(&mut self, alloc: &mut Alloc, b: u64) {
+        let Some(e) = self.btt.remove(&b) else { return };
+        self.work.retain(|r| r.bucket != b);
+        for p in e.pages {
+            let left = match self.refs.get_mut(&p) {
+                Some(n) => {
+                    *n = n.saturating_sub(1);
+                    *n
+                }
+                None => 0,
+            };
+            if left == 0 {
+                self.refs.remove(&p);
+                if Some(p) != self.work_page {
+                    self.buf.remove(p);
+                    alloc.free(p);
+                }
+            }
+        }
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.ts += 1;
+        self.ts
+    }
+}
+
+impl BucketLayer for LogBuckets {
+    const KIND: u8 = 2;
+    const NAME: &'static str = "lbgrid";
+    const BLIND_UPDATES: bool = true;
+
+    fn new(opts: &GridOptions, page_size: usize) -> Result<Self> {
+        let cap = codec::payload_capacity(page_size).saturating_sub(4) / RECORD_BYTES;
+        if cap < 2 {
+            return Err(Error::invalid(format!(
+                "{page_size}-byte pages hold fewer than 2 log records"
+            )));
+        }
+        Ok(LogBuckets {
+            buf: HotCold::new(opts.bucket_hot_pages, opts.cold_pages)?,
+            cap,
+            btt: HashMap::new(),
+            refs: HashMap::new(),
+            work: Vec::new(),
+            work_page: None,
+            next_bucket: 1,
+            ts: 0,
+        })
+    }
+
+    fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    fn pages_of(&self, b: u64) -> usize {
+        self.btt.get(&b).map_or(0, |e| {
+            e.pages
+                .iter()
+                .filter(|p| Some(**p) != self.work_page)
+                .count()
+        })
+    }
+
+    fn rewrite(
+        &mut self,
+        dev: &dyn PageDevice,
+        alloc: &mut Alloc,
+        old: &[u64],
+        pieces: Vec<Vec<GridPoint>>,
+    ) -> Result<Vec<u64>> {
+        for &b in old {
+            self.drop_bucket(alloc, b);
+        }
+        let mut ids = Vec::with_capacity(pieces.len());
+        for piece in pieces {
+            let id = self.next_bucket;
+            self.next_bucket += 1;
+            self.btt.insert(
+                id,
+                BttEntry {
+                    pages: Vec::new(),
+                    est: piece.len(),
+                },
+            );
+            for point in piece {
+                let ts = self.tick();
+                self.append(
+                    dev,
+                    alloc,
+                    LogRecord {
+                        point,
+                        op: LogOp::Insert,
+                        bucket: id,
+                        ts,
+                    },
+                )?;
+            }
+            ids.push(id);
+        }
+        Ok(ids)
+    }
+
+    fn read_many(&mut self, dev: &dyn PageDevice, bs: &[u64]) -> Result<Vec<Vec<GridPoint>>> {
+        let mut pages: Vec<PageId> = Vec::new();
+        for b in bs {
+            let e = self.btt.get(b).ok_or_else(|| {
+                Error::corrupt(None, format!("logical bucket {b} is not in the BTT"))
+            })?;
+            for &p in &e.pages {
+                if Some(p) != self.work_page && !pages.contains(&p) {
+                    pages.push(p);
+                }
+            }
+        }
+        let vals: HashMap<PageId, Arc<LogPage>> = if pages.is_empty() {
+            HashMap::new()
+        } else {
+            pages
+                .iter()
+                .copied()
+                .zip(self.buf.fetch_many(dev, &pages)?)
+                .collect()
+        };
+        let mut out = Vec::with_capacity(bs.len());
+        for b in bs {
+            let mut recs = Vec::new();
+            let list = self.btt.get(b).map(|e| e.pages.clone()).unwrap_or_default();
+            for p in list {
+                if Some(p) == self.work_page {
+                    recs.extend(self.work.iter().filter(|r| r.bucket == *b).copied());
+                } else if let Some(lp) = vals.get(&p) {
+                    recs.extend(lp.0.iter().filter(|r| r.bucket == *b).copied());
+                }
+            }
+            let pts = replay(recs);
+            if let Some(e) = self.btt.get_mut(b) {
+                e.est = pts.len();
+            }
+            out.push(pts);
+        }
+        Ok(out)
+    }
+
+    fn read_one(&mut self, dev: &dyn PageDevice, b: u64) -> Result<Vec<GridPoint>> {
+        Ok(self
+            .read_many(dev, &[b])?
+            .into_iter()
+            .next()
+            .unwrap_or_default())
+    }
+
+    fn insert(
+        &mut self,
+        dev: &dyn PageDevice,
+        alloc: &mut Alloc,
+        b: u64,
+        p: GridPoint,
+    ) -> Result<InsertOutcome> {
+        let est = self.entry(b)?.est;
+        if est < self.cap {
+            let ts = self.tick();
+            self.append(
+                dev,
+                alloc,
+                LogRecord {
+                    point: p,
+                    op: LogOp::Insert,
+                    bucket: b,
+                    ts,
+                },
+            )?;
+            self.entry(b)?.est = est + 1;
+            return Ok(InsertOutcome::Done);
+        }
+        let mut pts = self.read_one(dev, b)?;
+        let exists = pts.iter().position(|q| q.at(p.x, p.y));
+        let after = pts.len() + usize::from(exists.is_none());
+        if after <= self.cap {
+            let ts = self.tick();
+            self.append(
+                dev,
+                alloc,
+                LogRecord {
+                    point: p,
+                    op: LogOp::Insert,
+                    bucket: b,
+                    ts,
+                },
+            )?;
+            self.entry(b)?.est = after;
+            return Ok(InsertOutcome::Done);
+        }
+        match exists {
+            Some(i) => {
+                if let Some(q) = pts.get_mut(i) {
+                    *q = p;
+                }
+            }
+            None => pts.push(p),
+        }
+        Ok(InsertOutcome::Full(pts))
+    }
+
+    fn delete(
+        &mut self,
+        dev: &dyn PageDevice,
+        alloc: &mut Alloc,
+        b: u64,
+        x: f64,
+        y: f64,
+    ) -> Result<(DeleteOutcome, usize)> {
+        let ts = self.tick();
+        let point = GridPoint { x, y, id: 0 };
+        self.append(
+            dev,
+            alloc,
+            LogRecord {
+                point,
+                op: LogOp::Delete,
+                bucket: b,
+                ts,
+            },
+        )?;
+        let e = self.entry(b)?;
+        e.est = e.est.saturating_sub(1);
+        Ok((DeleteOutcome::Logged, e.est))
+    }
+
+    fn flush(&mut self, dev: &dyn PageDevice) -> Result<()> {
+        self.buf.flush_all(dev)?;
+        if let Some(wp) = self.work_page {
+            dev.write(wp, &LogPage(self.work.clone()).encode(dev.page_size())?)?;
+        }
+        Ok(())
+    }
+
+    fn encode_meta(&self, w: &mut Writer) -> Result<()> {
+        w.u64(self.next_bucket);
+        w.u64(self.ts);
+        w.u64(self.work_page.unwrap_or(0));
+        let mut pages: Vec<PageId> = self
+            .refs
+            .keys()
+            .copied()
+            .filter(|p| Some(*p) != self.work_page)
+            .collect();
+        pages.sort_unstable();
+        w.len(pages.len())?;
+        pages.iter().for_each(|p| w.u64(*p));
+        Ok(())
+    }
+
+    fn open(
+        opts: &GridOptions,
+        dev: &dyn PageDevice,
+        r: &mut Reader<'_>,
+        live: &HashSet<u64>,
+    ) -> Result<(Self, Vec<PageId>)> {
+        let mut layer = Self::new(opts, dev.page_size())?;
+        layer.next_bucket = r.u64()?;
+        layer.ts = r.u64()?;
+        let wp = r.u64()?;
+        let n = r.count(8)?;
+        let mut pages = Vec::with_capacity(n);
+        for _ in 0..n {
+            pages.push(r.u64()?);
+        }
+        if let Some(b) = live.iter().find(|&&b| b >= layer.next_bucket || b == 0) {
+            return Err(Error::corrupt(
+                Some(0),
+                format!("sub-directory refers to logical bucket {b}, never allocated"),
+            ));
+        }
+        for &b in live {
+            layer.btt.insert(b, BttEntry::default());
+        }
+        let mut recs: HashMap<u64, Vec<LogRecord>> = HashMap::new();
+        let ps = dev.page_size();
+        let mut take = |layer: &mut LogBuckets, p: PageId, lp: &LogPage| {
+            for rec in &lp.0 {
+                if let Some(e) = layer.btt.get_mut(&rec.bucket) {
+                    if e.pages.last() != Some(&p) {
+                        e.pages.push(p);
+                        *layer.refs.entry(p).or_insert(0) += 1;
+                    }
+                    recs.entry(rec.bucket).or_default().push(*rec);
+                }
+            }
+        };
+        for chunk in pages.chunks(opts.bucket_hot_pages.max(1)) {
+            let mut buf = vec![0u8; chunk.len() * ps];
+            dev.read_batch(chunk, &mut buf)?;
+            for (i, &p) in chunk.iter().enumerate() {
+                let page = buf.get(i * ps..(i + 1) * ps).unwrap_or_default();
+                let lp = LogPage::decode(p, page)?;
+                take(&mut layer, p, &lp);
+            }
+        }
+        let mut used: Vec<PageId> = layer.refs.keys().copied().collect();
+        if wp != 0 {
+            let mut page = vec![0u8; ps];
+            dev.read(wp, &mut page)?;
+            let lp = LogPage::decode(wp, &page)?;
+            take(&mut layer, wp, &lp);
+            layer.work =
+                lp.0.into_iter()
+                    .filter(|r| live.contains(&r.bucket))
+                    .collect();
+            layer.work_page = Some(wp);
+            used.push(wp);
+        }
+        for (b, rs) in recs {
+            if let Some(e) = layer.btt.get_mut(&b) {
+                e.est = replay(rs).len();
+            }
+        }
+        if let Some(rec) = layer.work.iter().find(|r| r.ts > layer.ts) {
+            return Err(Error::corrupt(
+                Some(wp),
+                format!(
+                    "log record with timestamp {} after the clock {}",
+                    rec.ts, layer.ts
+                ),
+            ));
+        }
+        Ok((layer, used))
+    }
+
+    fn buffer_stats(&self) -> BufferStats {
+        self.buf.stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_keeps_last_record_and_drops_deleted() {
+        let p = |x: f64, id| GridPoint { x, y: 0.0, id };
+        let r = |point, op, ts| LogRecord {
+            point,
+            op,
+            bucket: 1,
+            ts,
+        };
+        let out = replay(vec![
+            r(p(1.0, 1), LogOp::Insert, 1),
+            r(p(2.0, 2), LogOp::Insert, 2),
+            r(p(1.0, 0), LogOp::Delete, 3),
+            r(p(2.0, 5), LogOp::Insert, 4),
+            r(p(1.0, 6), LogOp::Insert, 5),
+        ]);
+        assert_eq!(out, vec![p(2.0, 5), p(1.0, 6)]);
+    }
+
+    #[test]
+    fn log_page_round_trip_and_bad_op() {
+        let lp = LogPage(vec![LogRecord {
+            point: GridPoint {
+                x: 1.5,
+                y: 2.5,
+                id: 3,
+            },
+            op: LogOp::Delete,
+            bucket: 9,
+            ts: 11,
+        }]);
+        let enc = lp.encode(512).unwrap();
+        assert_eq!(LogPage::decode(2, &enc).unwrap(), lp);
+        let mut w = Writer::default();
+        w.u32(1);
+        for _ in 0..5 {
+            w.u64(0);
+        }
+        w.u8(7);
+        let bad = codec::frame(PageKind::LogBucket, &w.buf, 512).unwrap();
+        assert!(LogPage::decode(2, &bad).is_err());
+    }
+}

@@ -1,0 +1,487 @@
+//! Oracle tests of GFFM and LB-Grid: random insert/delete/query sequences
+//! against a brute-force map, with checkpoints and reopens in between.
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::storage::mem::MemDevice;
+
+fn cases() -> u32 {
+    std::env::var("GEOFLASH_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64)
+}
+
+fn domain() -> Rect {
+    Rect::new(0.0, 0.0, 100.0, 100.0).unwrap()
+}
+
+/// Small buffers so that eviction, cold batches and group splitting happen.
+fn small_opts() -> GridOptions {
+    GridOptions {
+        dir_hot_pages: 3,
+        bucket_hot_pages: 4,
+        cold_pages: 3,
+        ..GridOptions::new(domain())
+    }
+}
+
+fn mem(page: usize) -> Arc<dyn PageDevice> {
+    Arc::new(MemDevice::new(page, 1 << 20).unwrap())
+}
+
+/// The brute-force oracle: point (as bits) to id.
+#[derive(Debug, Default, Clone)]
+struct Oracle(BTreeMap<(u64, u64), (f64, f64, u64)>);
+
+impl Oracle {
+    fn key(x: f64, y: f64) -> (u64, u64) {
+        ((x + 0.0).to_bits(), (y + 0.0).to_bits())
+    }
+    fn get(&self, x: f64, y: f64) -> Option<u64> {
+        self.0.get(&Self::key(x, y)).map(|t| t.2)
+    }
+    fn range(&self, r: &Rect) -> Vec<(u64, u64, u64)> {
+        let mut v: Vec<_> = self
+            .0
+            .values()
+            .filter(|(x, y, _)| *x >= r.min_x && *x <= r.max_x && *y >= r.min_y && *y <= r.max_y)
+            .map(|(x, y, id)| (x.to_bits(), y.to_bits(), *id))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+    fn knn_dists(&self, x: f64, y: f64, k: usize) -> Vec<f64> {
+        let p = Point { x, y };
+        let mut d: Vec<f64> = self
+            .0
+            .values()
+            .map(|(a, b, _)| Point { x: *a, y: *b }.distance(&p))
+            .collect();
+        d.sort_by(f64::total_cmp);
+        d.truncate(k);
+        d
+    }
+}
+
+fn sorted(v: Vec<GridPoint>) -> Vec<(u64, u64, u64)> {
+    let mut v: Vec<_> = v
+        .into_iter()
+        .map(|p| (p.x.to_bits(), p.y.to_bits(), p.id))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(f64, f64, u64),
+    Delete(f64, f64),
+    Get(f64, f64),
+    Range(Rect),
+    Knn(f64, f64, usize),
+    Group(Vec<(f64, f64)>),
+    Reopen,
+}
+
+/// Coordinates on a lattice (collisions and equal coordinates are common),
+/// sometimes at the domain's edges.
+fn coord() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        8 => (0u32..=400).prop_map(|v| f64::from(v) / 4.0),
+        1 => Just(0.0),
+        1 => Just(100.0),
+        1 => (0u32..=20).prop_map(|v| 50.0 + f64::from(v) / 64.0),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        40 => (coord(), coord(), any::<u64>()).prop_map(|(x, y, id)| Op::Insert(x, y, id)),
+        18 => (coord(), coord()).prop_map(|(x, y)| Op::Delete(x, y)),
+        3 => (coord(), coord()).prop_map(|(x, y)| Op::Get(x, y)),
+        3 => (coord(), coord(), 0.0..60.0f64, 0.0..60.0f64)
+            .prop_map(|(x, y, w, h)| Op::Range(Rect::new(x - 5.0, y - 5.0, x + w, y + h).unwrap())),
+        3 => (-10.0..110.0f64, -10.0..110.0f64, 0usize..40).prop_map(|(x, y, k)| Op::Knn(x, y, k)),
+        2 => prop::collection::vec((coord(), coord()), 0..30).prop_map(Op::Group),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+/// Runs `ops` on a fresh grid file of layer `L`, checking every answer
+/// against the oracle. `checks_duplicates`: GFFM refuses a present point
+/// and reports deletes; LB-Grid replaces and logs.
+fn run<L: BucketLayer>(
+    page: usize,
+    opts: GridOptions,
+    ops: &[Op],
+    prefill: &[(f64, f64)],
+) -> GridFile<L> {
+    let dev = mem(page);
+    let mut g: GridFile<L> = GridFile::create(Arc::clone(&dev), opts.clone()).unwrap();
+    let mut o = Oracle::default();
+    let gffm = L::KIND == gffm::InPlaceBuckets::KIND;
+    let all = prefill
+        .iter()
+        .map(|&(x, y)| Op::Insert(x, y, (x * 1000.0 + y) as u64))
+        .chain(ops.iter().cloned());
+    for op in all {
+        match op {
+            Op::Insert(x, y, id) => {
+                let had = o.get(x, y).is_some();
+                let res = g.insert(x, y, id);
+                if gffm && had {
+                    assert!(res.is_err(), "duplicate ({x}, {y}) accepted");
+                } else {
+                    res.unwrap();
+                    o.0.insert(Oracle::key(x, y), (x + 0.0, y + 0.0, id));
+                }
+            }
+            Op::Delete(x, y) => {
+                let had = o.0.remove(&Oracle::key(x, y)).is_some();
+                let out = g.delete(x, y).unwrap();
+                if gffm {
+                    assert_eq!(
+                        out,
+                        if had {
+                            DeleteOutcome::Removed
+                        } else {
+                            DeleteOutcome::NotFound
+                        }
+                    );
+                } else {
+                    assert_eq!(out, DeleteOutcome::Logged);
+                }
+            }
+            Op::Get(x, y) => assert_eq!(g.get(x, y).unwrap(), o.get(x, y)),
+            Op::Range(r) => {
+                let want = o.range(&r);
+                assert_eq!(sorted(g.range(&r).unwrap()), want);
+                assert_eq!(sorted(g.range_batched(&r).unwrap()), want);
+            }
+            Op::Knn(x, y, k) => {
+                let want = o.knn_dists(x, y, k);
+                for got in [g.knn(x, y, k).unwrap(), g.knn_prefetch(x, y, k).unwrap()] {
+                    let d: Vec<f64> = got.iter().map(|t| t.0).collect();
+                    assert_eq!(d, want, "kNN distances of ({x}, {y}), k = {k}");
+                    for (_, p) in got {
+                        assert_eq!(o.get(p.x, p.y), Some(p.id));
+                    }
+                }
+            }
+            Op::Group(pts) => {
+                let want: Vec<Option<u64>> = pts.iter().map(|&(x, y)| o.get(x, y)).collect();
+                assert_eq!(g.group_get(&pts).unwrap(), want);
+                assert_eq!(g.group_get_plain(&pts).unwrap(), want);
+            }
+            Op::Reopen => {
+                g.checkpoint().unwrap();
+                let in_use = g.pages_in_use();
+                drop(g);
+                g = GridFile::open(Arc::clone(&dev), opts.clone()).unwrap();
+                assert_eq!(
+                    g.pages_in_use(),
+                    in_use,
+                    "free space recomputed differently at open"
+                );
+            }
+        }
+    }
+    assert_eq!(g.verify().unwrap(), o.0.len() as u64);
+    assert_eq!(sorted(g.range(&domain()).unwrap()), o.range(&domain()));
+    // A final reopen finds the same points.
+    g.checkpoint().unwrap();
+    let mut h: GridFile<L> = GridFile::open(dev, opts).unwrap();
+    assert_eq!(
+        sorted(h.range_batched(&domain()).unwrap()),
+        o.range(&domain())
+    );
+    assert_eq!(h.verify().unwrap(), o.0.len() as u64);
+    h
+}
+
+fn prefill(n: usize, seed: u64) -> Vec<(f64, f64)> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut seen = std::collections::HashSet::new();
+    let mut v = Vec::new();
+    while v.len() < n {
+        let (x, y) = (
+            f64::from(rng.gen_range(0u32..=400)) / 4.0,
+            f64::from(rng.gen_range(0u32..=400)) / 4.0,
+        );
+        if seen.insert((x.to_bits(), y.to_bits())) {
+            v.push((x, y));
+        }
+    }
+    v
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    #[test]
+    fn gffm_agrees_with_the_oracle(ops in prop::collection::vec(op(), 1..300), n in 0usize..400, seed in any::<u64>()) {
+        run::<gffm::InPlaceBuckets>(512, small_opts(), &ops, &prefill(n, seed));
+    }
+
+    #[test]
+    fn lbgrid_agrees_with_the_oracle(ops in prop::collection::vec(op(), 1..300), n in 0usize..400, seed in any::<u64>()) {
+        run::<lbgrid::LogBuckets>(512, small_opts(), &ops, &prefill(n, seed));
+    }
+}
+
+#[test]
+fn thousands_of_points_split_directories_and_shrink_back() {
+    for kind in 0..2 {
+        let dev = mem(512);
+        let pts = prefill(3000, 7);
+        let opts = small_opts();
+        macro_rules! body {
+            ($g:expr) => {{
+                let mut g = $g;
+                for (i, &(x, y)) in pts.iter().enumerate() {
+                    g.insert(x, y, i as u64).unwrap();
+                }
+                let s = g.stats();
+                assert!(s.bucket_splits > 50 && s.dir_splits > 3, "{s:?}");
+                assert!(g.root().cells.len() > 3);
+                assert_eq!(g.verify().unwrap(), 3000);
+                for &(x, y) in pts.iter().skip(100) {
+                    g.delete(x, y).unwrap();
+                }
+                let s = g.stats();
+                assert!(s.bucket_merges > 20 && s.dir_merges > 0, "{s:?}");
+                assert_eq!(g.verify().unwrap(), 100);
+                let mut got = g.range(&domain()).unwrap();
+                got.sort_by_key(|p| p.id);
+                assert_eq!(
+                    got.iter().map(|p| p.id).collect::<Vec<_>>(),
+                    (0..100).collect::<Vec<u64>>()
+                );
+            }};
+        }
+        if kind == 0 {
+            body!(Gffm::create(Arc::clone(&dev), opts).unwrap());
+        } else {
+            body!(LbGrid::create(Arc::clone(&dev), opts).unwrap());
+        }
+    }
+}
+
+#[test]
+fn bad_input_is_refused() {
+    let dev = mem(512);
+    let mut g = Gffm::create(Arc::clone(&dev), small_opts()).unwrap();
+    assert!(matches!(
+        g.insert(100.5, 3.0, 1),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        g.insert(f64::NAN, 3.0, 1),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(g.delete(-1.0, 0.0).is_err());
+    g.insert(1.0, 1.0, 1).unwrap();
+    let e = g.insert(1.0, 1.0, 2).unwrap_err();
+    assert!(e.to_string().contains("already"), "{e}");
+    assert_eq!(g.get(1.0, 1.0).unwrap(), Some(1));
+    assert_eq!(g.get(-0.0 + 1.0, 1.0).unwrap(), Some(1));
+    assert_eq!(g.get(500.0, 1.0).unwrap(), None);
+    assert!(g.get(f64::INFINITY, 1.0).is_err());
+    assert!(g.knn(1.0, f64::NAN, 3).is_err());
+    // Bad options.
+    let mut o = small_opts();
+    o.cold_pages = 0;
+    assert!(Gffm::create(mem(512), o).is_err());
+    let mut o = small_opts();
+    o.merge_threshold = 0.9;
+    assert!(LbGrid::create(mem(512), o).is_err());
+    // Opening with the wrong kind, the wrong page size or garbage.
+    g.checkpoint().unwrap();
+    let e = LbGrid::open(Arc::clone(&dev), small_opts()).unwrap_err();
+    assert!(e.to_string().contains("kind"), "{e}");
+    assert!(Gffm::open(mem(512), small_opts()).is_err());
+    // A device too small.
+    let tiny: Arc<dyn PageDevice> = Arc::new(MemDevice::new(512, 3).unwrap());
+    assert!(matches!(
+        Gffm::create(tiny, small_opts()),
+        Err(Error::DeviceFull(_))
+    ));
+}
+
+#[test]
+fn corrupted_pages_are_errors_not_panics() {
+    let dev = Arc::new(MemDevice::new(512, 4096).unwrap());
+    let d: Arc<dyn PageDevice> = dev.clone();
+    let mut g = LbGrid::create(Arc::clone(&d), small_opts()).unwrap();
+    for (i, &(x, y)) in prefill(500, 3).iter().enumerate() {
+        g.insert(x, y, i as u64).unwrap();
+    }
+    g.checkpoint().unwrap();
+    let used = g.pages_in_use();
+    drop(g);
+    let mut page = vec![0u8; 512];
+    let mut errors = 0;
+    for p in 0..used + 2 {
+        dev.read(p, &mut page).unwrap();
+        let saved = page.clone();
+        page[40] ^= 0x10;
+        dev.write(p, &page).unwrap();
+        if let Ok(mut g) = LbGrid::open(Arc::clone(&d), small_opts()) {
+            // Damage the open does not read shows up as an error on use.
+            if g.verify().is_err() {
+                errors += 1;
+            }
+        } else {
+            errors += 1;
+        }
+        dev.write(p, &saved).unwrap();
+    }
+    assert!(
+        errors as u64 >= used / 2,
+        "only {errors} of {used} damaged pages noticed"
+    );
+    let mut g = LbGrid::open(d, small_opts()).unwrap();
+    assert_eq!(g.verify().unwrap(), 500);
+}
+
+#[test]
+fn lbgrid_rebuilds_the_btt_at_open() {
+    let dev = mem(512);
+    let mut g = LbGrid::create(Arc::clone(&dev), small_opts()).unwrap();
+    let pts = prefill(800, 11);
+    for (i, &(x, y)) in pts.iter().enumerate() {
+        g.insert(x, y, i as u64).unwrap();
+    }
+    for &(x, y) in pts.iter().step_by(3) {
+        g.delete(x, y).unwrap();
+    }
+    // Upserts: same point, new id.
+    for &(x, y) in pts.iter().skip(1).step_by(3).take(50) {
+        g.insert(x, y, 99_999).unwrap();
+    }
+    let before = sorted(g.range(&domain()).unwrap());
+    let lists: Vec<(u64, usize)> = g.root().boxes().iter().map(|t| (t.0, 0)).collect();
+    assert!(!lists.is_empty());
+    let mean = g.layer().mean_list_len();
+    g.checkpoint().unwrap();
+    let mut h = LbGrid::open(Arc::clone(&dev), small_opts()).unwrap();
+    assert_eq!(h.layer().buckets(), g.layer().buckets());
+    assert!(h.layer().mean_list_len() <= mean + 1e-9);
+    assert_eq!(sorted(h.range(&domain()).unwrap()), before);
+    // The rebuilt sizes are exact: a point query for each gives the right id.
+    for (i, &(x, y)) in pts.iter().enumerate().take(200) {
+        let want = if i % 3 == 0 {
+            None
+        } else if i % 3 == 1 && i / 3 < 50 {
+            Some(99_999)
+        } else {
+            Some(i as u64)
+        };
+        assert_eq!(h.get(x, y).unwrap(), want, "point {i}");
+    }
+    h.verify().unwrap();
+}
+
+#[test]
+fn gffm_writes_leave_in_cold_list_batches() {
+    let dev = mem(512);
+    let opts = GridOptions {
+        cold_pages: 8,
+        ..small_opts()
+    };
+    let mut g = Gffm::create(Arc::clone(&dev), opts).unwrap();
+    dev.reset_stats();
+    let b0 = g.stats();
+    for (i, &(x, y)) in prefill(2000, 5).iter().enumerate() {
+        g.insert(x, y, i as u64).unwrap();
+    }
+    let s = dev.stats().io;
+    let mut b = g.stats();
+    b.dir_buffer.pages_written -= b0.dir_buffer.pages_written;
+    b.bucket_buffer.pages_written -= b0.bucket_buffer.pages_written;
+    b.dir_buffer.write_batches -= b0.dir_buffer.write_batches;
+    b.bucket_buffer.write_batches -= b0.bucket_buffer.write_batches;
+    // Every write of the run was a cold-list batch of one of the buffers,
+    // nearly all of them full.
+    assert_eq!(
+        b.dir_buffer.pages_written + b.bucket_buffer.pages_written,
+        s.pages_written
+    );
+    assert_eq!(
+        b.dir_buffer.write_batches + b.bucket_buffer.write_batches,
+        s.write_batches
+    );
+    assert!(s.pages_written * 10 >= s.write_batches * 8 * 9, "{s:?}");
+}
+
+#[test]
+fn batched_queries_issue_fewer_reads_than_plain_ones() {
+    for lb in [false, true] {
+        let dev = mem(4096);
+        let opts = GridOptions {
+            dir_hot_pages: 8,
+            bucket_hot_pages: 64,
+            cold_pages: 16,
+            ..GridOptions::new(domain())
+        };
+        let pts = prefill(20_000, 9);
+        let r = Rect::new(10.0, 10.0, 60.0, 70.0).unwrap();
+        let q: Vec<(f64, f64)> = pts.iter().step_by(97).copied().collect();
+        let mut reads = Vec::new();
+        macro_rules! measure {
+            ($g:expr) => {{
+                let mut g = $g;
+                for (i, &(x, y)) in pts.iter().enumerate() {
+                    g.insert(x, y, i as u64).unwrap();
+                }
+                g.checkpoint().unwrap();
+                for batched in [false, true] {
+                    let mut g2 = GridFile::open(Arc::clone(&dev), opts.clone()).unwrap();
+                    g2 = std::mem::replace(&mut g, g2);
+                    drop(g2);
+                    dev.reset_stats();
+                    let a = if batched {
+                        g.range_batched(&r).unwrap()
+                    } else {
+                        g.range(&r).unwrap()
+                    };
+                    let k = if batched {
+                        g.knn_prefetch(30.0, 30.0, 500).unwrap()
+                    } else {
+                        g.knn(30.0, 30.0, 500).unwrap()
+                    };
+                    let gp = if batched {
+                        g.group_get(&q).unwrap()
+                    } else {
+                        g.group_get_plain(&q).unwrap()
+                    };
+                    assert!(!a.is_empty() && k.len() == 500 && gp.iter().all(Option::is_some));
+                    reads.push(dev.stats().io.read_batches);
+                }
+            }};
+        }
+        if lb {
+            measure!(LbGrid::create(Arc::clone(&dev), opts.clone()).unwrap());
+        } else {
+            measure!(Gffm::create(Arc::clone(&dev), opts.clone()).unwrap());
+        }
+        assert!(
+            reads[1] * 3 < reads[0],
+            "lb={lb}: read batches plain {} vs batched {}",
+            reads[0],
+            reads[1]
+        );
+    }
+}
+
+#[test]
+fn next_fit_groups_in_order_within_the_budget() {
+    let g = next_fit(&[1usize, 2, 3, 1, 5, 1], |n| n, 4);
+    assert_eq!(g, vec![vec![1, 2], vec![3, 1], vec![5], vec![1]]);
+    assert!(next_fit(&[] as &[usize], |n| n, 4).is_empty());
+}
