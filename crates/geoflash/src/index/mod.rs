@@ -44,6 +44,7 @@ pub mod bulk;
 mod check;
 mod delete;
 pub mod external;
+pub mod fortree;
 mod hilbert;
 mod ids;
 mod insert;
