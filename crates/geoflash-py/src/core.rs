@@ -5,11 +5,14 @@
 //! Arrays cross the boundary as native-endian `bytes` (NumPy's
 //! `tobytes()` / `frombuffer`), so the module needs no NumPy at build time.
 //! Long operations (bulk loads, queries, checkpoints) run with the GIL
-//! released; the index sits behind a mutex, so concurrent calls from
-//! several Python threads are serialised.
+//! released. The index sits behind a read-write lock: queries from several
+//! Python threads run in parallel, changes one at a time. No call takes
+//! the GIL back while it holds the lock (a thread holding the GIL may be
+//! waiting for the lock), so answers are built into Python objects after
+//! the lock is released.
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use geoflash_engine::cache::PolicyKind;
 use geoflash_engine::geom::{Point, Rect};
@@ -295,10 +298,27 @@ fn prepare_dir(dir: &Path, records: &Records) -> Result<()> {
 /// An item of a query answer: (user id, pickled object, (minx, miny, maxx, maxy)).
 type Item<'py> = (i64, Option<Bound<'py, PyBytes>>, (f64, f64, f64, f64));
 
+/// An item before it becomes Python objects (built under the lock).
+type RawItem = (i64, Option<Vec<u8>>, (f64, f64, f64, f64));
+
+fn poisoned() -> PyErr {
+    PyValueError::new_err("the index is unusable: an earlier call panicked")
+}
+
+fn closed() -> PyErr {
+    PyValueError::new_err("operation on a closed index")
+}
+
+fn to_items(py: Python<'_>, raw: Vec<RawItem>) -> Vec<Item<'_>> {
+    raw.into_iter()
+        .map(|(id, obj, b)| (id, obj.map(|o| PyBytes::new_bound(py, &o)), b))
+        .collect()
+}
+
 /// The engine side of `geoflash.Index` (internal: use `geoflash.Index`).
 #[pyclass(module = "geoflash._geoflash")]
 pub struct Core {
-    inner: Mutex<Option<State>>,
+    inner: RwLock<Option<State>>,
     path: Option<PathBuf>,
 }
 
@@ -306,40 +326,47 @@ impl Core {
     fn new(state: State) -> Core {
         Core {
             path: state.index.dir().map(Path::to_path_buf),
-            inner: Mutex::new(Some(state)),
+            inner: RwLock::new(Some(state)),
         }
     }
 
-    fn lock(&self) -> PyResult<MutexGuard<'_, Option<State>>> {
-        self.inner
-            .lock()
-            .map_err(|_| PyValueError::new_err("the index is unusable: an earlier call panicked"))
+    fn lock(&self) -> PyResult<RwLockWriteGuard<'_, Option<State>>> {
+        self.inner.write().map_err(|_| poisoned())
     }
 
-    /// Runs `f` on the open state.
+    fn lock_read(&self) -> PyResult<RwLockReadGuard<'_, Option<State>>> {
+        self.inner.read().map_err(|_| poisoned())
+    }
+
+    /// Runs `f` on the open state, exclusively.
     fn with<R>(&self, f: impl FnOnce(&mut State) -> Result<R>) -> PyResult<R> {
         let mut guard = self.lock()?;
-        let state = guard
-            .as_mut()
-            .ok_or_else(|| PyValueError::new_err("operation on a closed index"))?;
+        let state = guard.as_mut().ok_or_else(closed)?;
         f(state).map_err(to_py)
     }
 
-    /// [`Core::with`] with the GIL released.
-    fn with_nogil<R: Send>(
-        &self,
-        py: Python<'_>,
-        f: impl FnOnce(&mut State) -> Result<R> + Send,
-    ) -> PyResult<R> {
-        py.allow_threads(|| self.with(f))
+    /// Runs `f` on the open state, shared with other readers.
+    fn read<R>(&self, f: impl FnOnce(&State) -> Result<R>) -> PyResult<R> {
+        let guard = self.lock_read()?;
+        let state = guard.as_ref().ok_or_else(closed)?;
+        f(state).map_err(to_py)
     }
 
-    fn items<'py>(py: Python<'py>, st: &State, hits: &[Hit]) -> Result<Vec<Item<'py>>> {
+    /// [`Core::read`] with the GIL released.
+    fn read_nogil<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&State) -> Result<R> + Send,
+    ) -> PyResult<R> {
+        py.allow_threads(|| self.read(f))
+    }
+
+    fn raw_items(st: &State, hits: &[Hit]) -> Result<Vec<RawItem>> {
         hits.iter()
             .map(|h| {
                 Ok((
                     st.records.id(h.id)?,
-                    st.records.obj(h.id).map(|o| PyBytes::new_bound(py, o)),
+                    st.records.obj(h.id).map(<[u8]>::to_vec),
                     (h.rect.min_x, h.rect.min_y, h.rect.max_x, h.rect.max_y),
                 ))
             })
@@ -573,7 +600,7 @@ impl Core {
             rect(minx, miny, maxx, maxy)?,
             self::predicate(predicate).map_err(to_py)?,
         );
-        self.with_nogil(py, |st| {
+        self.read_nogil(py, |st| {
             let found = st.index.query(r, p)?;
             st.ids_of(&found.hits)
         })
@@ -593,7 +620,7 @@ impl Core {
             rect(minx, miny, maxx, maxy)?,
             self::predicate(predicate).map_err(to_py)?,
         );
-        self.with_nogil(py, |st| {
+        self.read_nogil(py, |st| {
             let mut n = 0u64;
             st.index.tree().select(
                 &geoflash_engine::index::query::Window {
@@ -626,7 +653,7 @@ impl Core {
             rect(minx, miny, maxx, maxy)?,
             self::predicate(predicate).map_err(to_py)?,
         );
-        let (keys, ids, rects) = self.with_nogil(py, |st| {
+        let (keys, ids, rects) = self.read_nogil(py, |st| {
             let found = st.index.query(r, p)?;
             let keys: Vec<u64> = found.hits.iter().map(|h| h.id).collect();
             let rects: Vec<f64> = found
@@ -657,12 +684,8 @@ impl Core {
             rect(minx, miny, maxx, maxy)?,
             self::predicate(predicate).map_err(to_py)?,
         );
-        let mut guard = self.lock()?;
-        let st = guard
-            .as_mut()
-            .ok_or_else(|| PyValueError::new_err("operation on a closed index"))?;
-        let found = py.allow_threads(|| st.index.query(r, p)).map_err(to_py)?;
-        Core::items(py, st, &found.hits).map_err(to_py)
+        let raw = self.read_nogil(py, |st| Core::raw_items(st, &st.index.query(r, p)?.hits))?;
+        Ok(to_items(py, raw))
     }
 
     /// Batched range queries: `boxes` as native float64 rows; returns
@@ -675,7 +698,7 @@ impl Core {
         predicate: &str,
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
         let p = self::predicate(predicate).map_err(to_py)?;
-        let (offsets, ids) = self.with_nogil(py, |st| {
+        let (offsets, ids) = self.read_nogil(py, |st| {
             let windows = self::boxes(boxes)?;
             let batch = st.index.query_batch(&windows, p)?;
             let mut offsets: Vec<i64> = Vec::with_capacity(windows.len() + 1);
@@ -712,33 +735,31 @@ impl Core {
         items: bool,
     ) -> PyResult<PyObject> {
         let q = rect(minx, miny, maxx, maxy)?;
-        let mut guard = self.lock()?;
-        let st = guard
-            .as_mut()
-            .ok_or_else(|| PyValueError::new_err("operation on a closed index"))?;
-        let hits = py
-            .allow_threads(|| -> Result<Vec<Hit>> {
-                if q.is_point() {
-                    let p = Point::new(q.min_x, q.min_y)?;
-                    let found = st.index.nearest(p, k, ties)?;
-                    Ok(found
-                        .neighbors
-                        .iter()
-                        .map(|n| Hit {
-                            id: n.id,
-                            rect: n.rect,
-                        })
-                        .collect())
-                } else {
-                    crate::knn::nearest_to_rect(st.index.tree().store(), q, k, ties)
-                }
-            })
-            .map_err(to_py)?;
-        if items {
-            Ok(Core::items(py, st, &hits).map_err(to_py)?.into_py(py))
-        } else {
-            Ok(st.ids_of(&hits).map_err(to_py)?.into_py(py))
-        }
+        let found = self.read_nogil(py, |st| {
+            let hits = if q.is_point() {
+                let p = Point::new(q.min_x, q.min_y)?;
+                let found = st.index.nearest(p, k, ties)?;
+                found
+                    .neighbors
+                    .iter()
+                    .map(|n| Hit {
+                        id: n.id,
+                        rect: n.rect,
+                    })
+                    .collect()
+            } else {
+                crate::knn::nearest_to_rect(st.index.tree().store(), q, k, ties)?
+            };
+            if items {
+                Ok(Err(Core::raw_items(st, &hits)?))
+            } else {
+                Ok(Ok(st.ids_of(&hits)?))
+            }
+        })?;
+        Ok(match found {
+            Ok(ids) => ids.into_py(py),
+            Err(raw) => to_items(py, raw).into_py(py),
+        })
     }
 
     /// WKB of the objects with record keys `keys` (native uint64) from the
@@ -749,7 +770,7 @@ impl Core {
             .into_iter()
             .map(|k| k as u64)
             .collect();
-        let found = self.with_nogil(py, |st| {
+        let found = self.read_nogil(py, |st| {
             let Some(heap) = st.index.objects() else {
                 return Ok(vec![None; keys.len()]);
             };
@@ -765,12 +786,12 @@ impl Core {
 
     /// True when the index has an object heap (exact geometries).
     fn has_geometries(&self) -> PyResult<bool> {
-        self.with(|st| Ok(st.index.objects().is_some()))
+        self.read(|st| Ok(st.index.objects().is_some()))
     }
 
     /// The MBR of everything in the index, or None when it is empty.
     fn bounds(&self) -> PyResult<Option<(f64, f64, f64, f64)>> {
-        self.with(|st| {
+        self.read(|st| {
             let store = st.index.tree().store();
             let Some(root) = store.meta().root else {
                 return Ok(None);
@@ -782,12 +803,12 @@ impl Core {
     }
 
     fn __len__(&self) -> PyResult<usize> {
-        self.with(|st| Ok(st.index.len() as usize))
+        self.read(|st| Ok(st.index.len() as usize))
     }
 
     /// Saves the id map and checkpoints the engine (everything durable).
     fn checkpoint(&self, py: Python<'_>) -> PyResult<()> {
-        self.with_nogil(py, State::checkpoint)
+        py.allow_threads(|| self.with(State::checkpoint))
     }
 
     /// Checkpoints (when writable) and closes; later calls raise ValueError.
@@ -806,7 +827,7 @@ impl Core {
     /// True once closed.
     #[getter]
     fn closed(&self) -> PyResult<bool> {
-        Ok(self.lock()?.is_none())
+        Ok(self.lock_read()?.is_none())
     }
 
     /// The index directory, or None.
@@ -818,19 +839,19 @@ impl Core {
     /// True when the index is open read-only.
     #[getter]
     fn readonly(&self) -> PyResult<bool> {
-        self.with(|st| Ok(!st.writable))
+        self.read(|st| Ok(!st.writable))
     }
 
     /// The manifest (kind, page size, device, tree and store parameters) as JSON.
     fn manifest_json(&self) -> PyResult<String> {
-        self.with(|st| {
+        self.read(|st| {
             serde_json::to_string(st.index.manifest()).map_err(|e| Error::invalid(e.to_string()))
         })
     }
 
     /// The device and store counters so far (`geoflash_engine::metrics::Stats`) as JSON.
     fn stats_json(&self) -> PyResult<String> {
-        self.with(|st| st.index.stats("python").to_json())
+        self.read(|st| st.index.stats("python").to_json())
     }
 }
 
@@ -838,8 +859,8 @@ impl Drop for Core {
     /// An index dropped without `close()` is checkpointed (errors are lost:
     /// call `close()` to see them).
     fn drop(&mut self) {
-        if let Ok(mut guard) = self.inner.lock() {
-            if let Some(mut st) = guard.take() {
+        if let Ok(inner) = self.inner.get_mut() {
+            if let Some(mut st) = inner.take() {
                 let _ = st.checkpoint();
             }
         }
