@@ -106,6 +106,11 @@ impl<T: PageValue> HotCold<T> {
         self.slots.contains_key(&id)
     }
 
+    /// The value of resident page `id`, without touching the lists.
+    pub fn peek(&self, id: PageId) -> Option<&T> {
+        self.slots.get(&id).map(|s| &*s.val)
+    }
+
     /// True if page `id` is resident and dirty.
     pub fn is_dirty(&self, id: PageId) -> bool {
         self.slots.get(&id).is_some_and(|s| s.dirty)

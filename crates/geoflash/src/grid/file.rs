@@ -776,19 +776,28 @@ impl<L: BucketLayer> GridFile<L> {
                 if d >= bound || d >= best.kth() {
                     break;
                 }
+                // While fewer than k points are known, prefetch only the
+                // closest buckets expected to hold twice the missing points;
+                // once k are known, every queued bucket closer than the k-th
+                // (the buffer permitting).
+                let need = best.missing();
                 let mut group = Vec::new();
                 let mut used = 0usize;
+                let mut expected = 0usize;
                 while let Some(&Reverse((Dist(d2), b2))) = cellq.peek() {
                     if d2 >= bound || d2 >= best.kth() {
                         break;
                     }
                     let n = self.layer.pages_of(b2).max(1);
-                    if !group.is_empty() && used + n > budget {
+                    if !group.is_empty()
+                        && (used + n > budget || (need > 0 && expected >= 2 * need))
+                    {
                         break;
                     }
                     cellq.pop();
                     group.push(b2);
                     used += n;
+                    expected += self.layer.size_hint(b2);
                 }
                 let all = if group.len() == 1 {
                     vec![self.layer.read_one(&*dev, group[0])?]

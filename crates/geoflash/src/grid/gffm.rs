@@ -79,6 +79,11 @@ impl BucketLayer for InPlaceBuckets {
         1
     }
 
+    fn size_hint(&self, b: u64) -> usize {
+        // A resident page is exact; otherwise a grid file's typical fill (ln 2).
+        self.buf.peek(b).map_or(self.cap * 69 / 100, |p| p.0.len())
+    }
+
     fn rewrite(
         &mut self,
         dev: &dyn PageDevice,

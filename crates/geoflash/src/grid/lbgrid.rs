@@ -282,6 +282,10 @@ impl BucketLayer for LogBuckets {
         self.cap
     }
 
+    fn size_hint(&self, b: u64) -> usize {
+        self.btt.get(&b).map_or(0, |e| e.est)
+    }
+
     fn pages_of(&self, b: u64) -> usize {
         self.btt.get(&b).map_or(0, |e| {
             e.pages

@@ -279,6 +279,9 @@ pub trait BucketLayer: Sized + Send {
     fn capacity(&self) -> usize;
     /// Pages that reading bucket `b` takes (for grouping batched reads).
     fn pages_of(&self, b: u64) -> usize;
+    /// Points bucket `b` is expected to hold, without reading it (exact
+    /// when known; for kNN prefetch sizing).
+    fn size_hint(&self, b: u64) -> usize;
     /// Creates buckets with these points (replacing `old`, which are
     /// dropped) and returns their references, one per piece, in order.
     fn rewrite(
@@ -363,6 +366,10 @@ impl KBest {
         } else {
             self.heap.peek().map_or(f64::INFINITY, |t| t.0 .0)
         }
+    }
+    /// Points still missing to k.
+    fn missing(&self) -> usize {
+        self.k.saturating_sub(self.heap.len())
     }
     fn offer(&mut self, d: f64, p: &GridPoint) {
         // Fewer than k: take it (the listing's `size <= k` is off by one).
