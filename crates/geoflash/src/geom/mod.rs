@@ -122,7 +122,7 @@ impl TryFrom<RectRepr> for Rect {
 /// Distance along one axis from `v` to the interval `[lo, hi]` (0 inside).
 #[inline]
 fn axis_gap(v: f64, lo: f64, hi: f64) -> f64 {
-    (lo - v).max(v - hi).max(0.0)
+    fmax(fmax(lo - v, v - hi), 0.0)
 }
 
 impl Rect {
@@ -251,10 +251,10 @@ impl Rect {
     /// The smallest rectangle covering both.
     pub fn union(&self, other: &Rect) -> Rect {
         Rect {
-            min_x: self.min_x.min(other.min_x),
-            min_y: self.min_y.min(other.min_y),
-            max_x: self.max_x.max(other.max_x),
-            max_y: self.max_y.max(other.max_y),
+            min_x: fmin(self.min_x, other.min_x),
+            min_y: fmin(self.min_y, other.min_y),
+            max_x: fmax(self.max_x, other.max_x),
+            max_y: fmax(self.max_y, other.max_y),
         }
     }
 
@@ -270,7 +270,7 @@ impl Rect {
 
     /// Area added to `self` by covering `other` too (Guttman's enlargement), ≥ 0.
     pub fn enlargement(&self, other: &Rect) -> f64 {
-        (self.union(other).area() - self.area()).max(0.0)
+        fmax(self.union(other).area() - self.area(), 0.0)
     }
 
     /// The common part of the closed rectangles, `None` when disjoint (a
@@ -280,18 +280,26 @@ impl Rect {
             return None;
         }
         Some(Rect {
-            min_x: self.min_x.max(other.min_x),
-            min_y: self.min_y.max(other.min_y),
-            max_x: self.max_x.min(other.max_x),
-            max_y: self.max_y.min(other.max_y),
+            min_x: fmax(self.min_x, other.min_x),
+            min_y: fmax(self.min_y, other.min_y),
+            max_x: fmin(self.max_x, other.max_x),
+            max_y: fmin(self.max_y, other.max_y),
         })
     }
 
     /// Area of the intersection (0 when disjoint or touching).
     pub fn overlap_area(&self, other: &Rect) -> f64 {
-        // Branch-free: this is the inner loop of the R*-tree's ChooseSubtree.
-        let w = (self.max_x.min(other.max_x) - self.min_x.max(other.min_x)).max(0.0);
-        let h = (self.max_y.min(other.max_y) - self.min_y.max(other.min_y)).max(0.0);
+        // The inner loop of the R*-tree's ChooseSubtree: plain comparisons
+        // compile to single min/max instructions, where `f64::min`/`max`
+        // add NaN handling (rectangles hold no NaN: `Rect::new` refuses it).
+        let w = fmax(
+            fmin(self.max_x, other.max_x) - fmax(self.min_x, other.min_x),
+            0.0,
+        );
+        let h = fmax(
+            fmin(self.max_y, other.max_y) - fmax(self.min_y, other.min_y),
+            0.0,
+        );
         w * h
     }
 
@@ -321,12 +329,14 @@ impl Rect {
 
     /// Squared distance between the nearest points of two rectangles (0 when they intersect).
     pub fn min_dist_sq_rect(&self, other: &Rect) -> f64 {
-        let dx = (other.min_x - self.max_x)
-            .max(self.min_x - other.max_x)
-            .max(0.0);
-        let dy = (other.min_y - self.max_y)
-            .max(self.min_y - other.max_y)
-            .max(0.0);
+        let dx = fmax(
+            fmax(other.min_x - self.max_x, self.min_x - other.max_x),
+            0.0,
+        );
+        let dy = fmax(
+            fmax(other.min_y - self.max_y, self.min_y - other.max_y),
+            0.0,
+        );
         dx * dx + dy * dy
     }
 
@@ -351,6 +361,26 @@ impl Rect {
         let via_x = sq(p.x, near(p.x, self.min_x, self.max_x)) + fy;
         let via_y = sq(p.y, near(p.y, self.min_y, self.max_y)) + fx;
         via_x.min(via_y)
+    }
+}
+
+/// The smaller of two numbers that are not NaN (one `minsd`).
+#[inline(always)]
+fn fmin(a: f64, b: f64) -> f64 {
+    if a < b {
+        a
+    } else {
+        b
+    }
+}
+
+/// The larger of two numbers that are not NaN (one `maxsd`).
+#[inline(always)]
+fn fmax(a: f64, b: f64) -> f64 {
+    if a > b {
+        a
+    } else {
+        b
     }
 }
 
