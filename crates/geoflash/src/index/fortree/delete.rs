@@ -157,7 +157,7 @@ impl<S: NodeStore> Fortree<S> {
         }
         self.shorten()?;
         // Reinsert, highest level first (records last), each at its level.
-        orphans.sort_by(|a, b| b.0.cmp(&a.0));
+        orphans.sort_by_key(|o| std::cmp::Reverse(o.0));
         for (level, e) in orphans {
             self.reinsert(level, e)?;
         }

@@ -1,6 +1,6 @@
 //! Insertion: ChooseLeaf over units, AddElement (an O-node instead of a
 //! split), merge-back and AdjustTree.
-use super::{checked, Access, Fortree, OntEntry, Step};
+use super::{checked, Access, Fortree, Step};
 use crate::geom::Rect;
 use crate::index::ops::{area, enlargement, mbr};
 use crate::page::{Entry, Node};
@@ -235,11 +235,7 @@ impl<S: NodeStore> Fortree<S> {
         }
         if !placed {
             let o = self.create_node(level, vec![entry]);
-            self.ont
-                .entry(primary)
-                .or_insert_with(OntEntry::default)
-                .overflow
-                .push(o);
+            self.ont.entry(primary).or_default().overflow.push(o);
             self.stats.overflow_nodes_created += 1;
         }
         let due = self.ont.get(&primary).is_some_and(|e| {

@@ -178,7 +178,7 @@ impl FortreeConfig {
         if self.min_entries < 1 || 2 * self.min_entries > self.max_entries + 1 {
             return Err(Error::invalid(format!(
                 "FOR-tree: min_entries (m) must be in 1..=(M+1)/2 = 1..={}, got {}",
-                (self.max_entries + 1) / 2,
+                self.max_entries.div_ceil(2),
                 self.min_entries
             )));
         }
