@@ -222,7 +222,7 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
 
 /// Native-endian `f64` boxes (`minx, miny, maxx, maxy` per row) as rectangles.
 fn boxes(bytes: &[u8]) -> Result<Vec<Rect>> {
-    if bytes.len() % 32 != 0 {
+    if !bytes.chunks_exact(32).remainder().is_empty() {
         return Err(Error::invalid(format!(
             "box buffer of {} bytes is not a whole number of rows of four float64",
             bytes.len()
@@ -245,7 +245,7 @@ fn boxes(bytes: &[u8]) -> Result<Vec<Rect>> {
 
 /// Native-endian `i64` values.
 fn int64s(bytes: &[u8]) -> Result<Vec<i64>> {
-    if bytes.len() % 8 != 0 {
+    if !bytes.chunks_exact(8).remainder().is_empty() {
         return Err(Error::invalid(format!(
             "id buffer of {} bytes is not a whole number of int64",
             bytes.len()
