@@ -2,13 +2,13 @@
 //! nodes created since the last flush under provisional ids, and the
 //! choice of the flushing units (see the module documentation of
 //! [`super`]).
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::index::diff;
 use crate::page::Node;
 use crate::storage::PageId;
-use crate::store::accounting::node_bytes;
+use crate::store::accounting::{changes_bytes, node_bytes};
 use crate::store::EntryChange;
 
 /// Provisional ids of nodes not yet in the store start here (far above any
@@ -24,8 +24,10 @@ pub(super) fn is_virtual(id: PageId) -> bool {
 struct Slot {
     /// The current version.
     node: Arc<Node>,
-    /// The version the store holds (`None` for a node not yet in the store).
-    base: Option<Arc<Node>>,
+    /// True when the store holds a version of the node.
+    stored: bool,
+    /// Keys whose entries differ from the stored version (upserted or removed).
+    changed: BTreeSet<u64>,
     dirty: bool,
     /// Changes since the last flush.
     updates: u64,
@@ -36,11 +38,14 @@ struct Slot {
 }
 
 impl Slot {
+    /// The node and, for a changed stored node, its changed keys (charged
+    /// as buffered changes by the shared accounting function).
     fn bytes(&self) -> usize {
         let b = node_bytes(&self.node);
-        match &self.base {
-            Some(base) if !Arc::ptr_eq(base, &self.node) => b + node_bytes(base),
-            _ => b,
+        if self.changed.is_empty() {
+            b
+        } else {
+            b + changes_bytes(1, self.changed.len())
         }
     }
 }
@@ -56,7 +61,7 @@ pub(super) struct Buffer {
 }
 
 impl Buffer {
-    /// Bytes charged for every buffered node (both versions of a changed node).
+    /// Bytes charged for every buffered node and the changed keys of stored ones.
     pub(super) fn bytes(&self) -> usize {
         self.slots.values().map(Slot::bytes).sum()
     }
@@ -81,8 +86,9 @@ impl Buffer {
         self.slots.insert(
             id,
             Slot {
-                base: Some(Arc::clone(&node)),
                 node,
+                stored: true,
+                changed: BTreeSet::new(),
                 dirty: false,
                 updates: 0,
                 last_update: 0,
@@ -100,12 +106,21 @@ impl Buffer {
                 level: node.level,
                 entries: Vec::new(),
             }),
-            base: None,
+            stored: !is_virtual(id),
+            changed: BTreeSet::new(),
             dirty: true,
             updates: 0,
             last_update: tick,
             last_use: clock,
         });
+        if slot.stored {
+            for c in diff(&slot.node.entries, &node.entries) {
+                slot.changed.insert(match c {
+                    EntryChange::Upsert(e) => e.key,
+                    EntryChange::Remove(k) => k,
+                });
+            }
+        }
         slot.node = Arc::new(node);
         slot.dirty = true;
         slot.updates += 1;
@@ -181,6 +196,10 @@ impl Buffer {
             let mut node = Node::clone(&slot.node);
             for e in &mut node.entries {
                 if let Some(r) = map.get(&e.key) {
+                    if slot.stored {
+                        slot.changed.remove(&e.key);
+                        slot.changed.insert(*r);
+                    }
                     e.key = *r;
                 }
             }
@@ -192,7 +211,8 @@ impl Buffer {
         // when they referred to other materialised nodes).
         for real in map.values() {
             if let Some(slot) = self.slots.get_mut(real) {
-                slot.base = Some(Arc::clone(&slot.node));
+                slot.stored = true;
+                slot.changed.clear();
                 slot.dirty = false;
                 slot.updates = 0;
             }
@@ -203,14 +223,27 @@ impl Buffer {
     /// to the current one (`None` when `id` is not buffered or not stored).
     pub(super) fn changes_of(&self, id: PageId) -> Option<(u16, Vec<EntryChange>)> {
         let slot = self.slots.get(&id)?;
-        let base = slot.base.as_ref()?;
-        Some((slot.node.level, diff(&base.entries, &slot.node.entries)))
+        if !slot.stored {
+            return None;
+        }
+        let entries = &slot.node.entries;
+        let changes = slot
+            .changed
+            .iter()
+            .map(|k| match entries.binary_search_by_key(k, |e| e.key) {
+                Ok(i) => entries
+                    .get(i)
+                    .map_or(EntryChange::Remove(*k), |e| EntryChange::Upsert(*e)),
+                Err(_) => EntryChange::Remove(*k),
+            })
+            .collect();
+        Some((slot.node.level, changes))
     }
 
     /// After a write: the stored version is the current one.
     pub(super) fn mark_clean(&mut self, id: PageId) {
         if let Some(slot) = self.slots.get_mut(&id) {
-            slot.base = Some(Arc::clone(&slot.node));
+            slot.changed.clear();
             slot.dirty = false;
             slot.updates = 0;
         }

@@ -75,9 +75,11 @@
 //! # Buffer and flushing
 //! The FOR-tree keeps its own buffer of decoded nodes within
 //! [`FortreeConfig::buffer_bytes`] (charged by the shared
-//! [`node_bytes`](crate::store::accounting::node_bytes)): changed (dirty)
-//! nodes, nodes created since the last flush, and clean nodes kept for
-//! reading. After each operation, if the buffer is over budget, clean nodes
+//! [`node_bytes`](crate::store::accounting::node_bytes), plus
+//! [`changes_bytes`](crate::store::accounting::changes_bytes) for the keys
+//! a changed node differs in from its stored version — what a flush sends
+//! to the store as entry-level changes): changed (dirty) nodes, nodes
+//! created since the last flush, and clean nodes kept for reading. After each operation, if the buffer is over budget, clean nodes
 //! are dropped least recently used first; if dirty nodes alone exceed it,
 //! a *flush* writes the dirty nodes grouped into *flushing units* of
 //! [`FortreeConfig::flush_unit`] consecutive page ids (the original's
