@@ -91,16 +91,7 @@ def test_reopen_after_close_answers_identically(config, tmp_path):
                 if it.id == -5] == ["new"]
 
 
-# Index::open(dir, Access::Read) opens the eFIND store with EfindStore::open,
-# which writes to the device; strict, so this marker goes once the engine
-# opens eFIND read-only (EfindStore::open_read_only).
-EFIND_READ_ONLY = pytest.mark.xfail(
-    raises=OSError, strict=True,
-    reason="the engine's Index::open does not open the eFIND store read-only yet")
-
-
-@pytest.mark.parametrize("store", [
-    "plain", pytest.param("efind", marks=EFIND_READ_ONLY)])
+@pytest.mark.parametrize("store", ["plain", "efind"])
 def test_read_only_reopen(store, tmp_path):
     rng = np.random.default_rng(21)
     path = str(tmp_path / "ro")
