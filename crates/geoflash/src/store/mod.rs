@@ -21,11 +21,13 @@ use crate::Result;
 pub mod accounting;
 pub mod alloc;
 pub mod efind;
+pub mod fast;
 pub(crate) mod header;
 pub mod log;
 pub mod mem;
 pub mod plain;
 
+pub use fast::{FastConfig, FastStore};
 pub use plain::{PlainConfig, PlainStore};
 
 /// Identifier of one user operation (insert, delete, update) inside a store.
@@ -76,6 +78,45 @@ pub struct StoreStats {
     pub ops_committed: u64,
     /// Peak bytes of memory used by buffers (per the shared accounting function).
     pub peak_buffer_bytes: u64,
+    /// Log records appended (stores with a log).
+    #[serde(default)]
+    pub log_records: u64,
+    /// Bytes of log records appended, framing included.
+    #[serde(default)]
+    pub log_bytes: u64,
+    /// Log pages written (appends and compactions).
+    #[serde(default)]
+    pub log_pages_written: u64,
+    /// Log compactions (restart at open excluded).
+    #[serde(default)]
+    pub compactions: u64,
+    /// Log syncs (stores with a log).
+    #[serde(default)]
+    pub log_syncs: u64,
+    /// Full page images logged before in-place writes (torn-write protection).
+    #[serde(default)]
+    pub page_images: u64,
+    /// Bytes of those page images in the log, framing included.
+    #[serde(default)]
+    pub page_image_bytes: u64,
+    /// Flushes forced by the log (its compaction could not free enough).
+    #[serde(default)]
+    pub forced_flushes: u64,
+    /// eFIND temporal control on writes: Seq chosen.
+    #[serde(default)]
+    pub tc_seq: u64,
+    /// eFIND temporal control on writes: Str chosen.
+    #[serde(default)]
+    pub tc_str: u64,
+    /// eFIND temporal control on writes: Seq ∪ Str chosen.
+    #[serde(default)]
+    pub tc_both: u64,
+    /// eFIND temporal control on writes: fell back to the oldest pages.
+    #[serde(default)]
+    pub tc_fallback: u64,
+    /// eFIND temporal control on reads: flushed pages pre-cached (a read after the write avoided).
+    #[serde(default)]
+    pub precached: u64,
 }
 
 /// How nodes reach the device. See the module documentation for the contract.

@@ -1,0 +1,367 @@
+//! Crash tests of the FAST store on `FaultyDevice`: seeded random workloads
+//! (inserts, deletes, updates) on the R-tree (quadratic split), the R*-tree
+//! and the Hilbert R-tree with small buffers and a small log (flushes,
+//! compactions and emergency flushes all happen), the log on the same
+//! device as the nodes. The device crashes at a seeded random page write
+//! (unsynced writes kept, dropped or torn: torn page writes in the middle of
+//! flushes included) and, for half of the cases, a second time during the
+//! restart that follows. After recovery the tree must pass its structural
+//! checks and hold exactly the state after a prefix of the operations that
+//! includes every acknowledged one: with `Durability::Sync` every operation
+//! that returned, with group commit every operation up to
+//! [`FastStore::durable_op`] when the crash came.
+//!
+//! `GEOFLASH_CRASH_CASES` sets the number of cases per tree kind (default 12).
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::heap::splitmix;
+use super::tests::{all_ids, params, r, with_kind, Op, Oracle, PAGE};
+use super::*;
+use crate::index::{IndexKind, Predicate, RTree};
+use crate::storage::faulty::{FaultPlan, FaultyDevice};
+use crate::storage::mem::MemDevice;
+
+const DEV_PAGES: u64 = 1 << 12;
+
+fn crash_cases() -> u64 {
+    std::env::var("GEOFLASH_CRASH_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12)
+}
+
+/// A random workload from `seed`.
+fn workload(seed: u64, len: usize) -> Vec<Op> {
+    let mut s = seed;
+    let rect = |s: &mut u64| {
+        let x = (splitmix(s) % 40) as f64 * 0.5;
+        let y = (splitmix(s) % 40) as f64 * 0.5;
+        let w = (splitmix(s) % 6) as f64 * 0.5;
+        let h = (splitmix(s) % 6) as f64 * 0.5;
+        r(x, y, x + w, y + h)
+    };
+    (0..len)
+        .map(|_| match splitmix(&mut s) % 10 {
+            0..=5 => Op::Insert(rect(&mut s)),
+            6..=8 => Op::Delete(splitmix(&mut s) as usize),
+            _ => {
+                let i = splitmix(&mut s) as usize;
+                Op::Update(i, rect(&mut s))
+            }
+        })
+        .collect()
+}
+
+fn config(kind: IndexKind, case: u64) -> FastConfig {
+    let policies = [
+        FastPolicy::Fast,
+        FastPolicy::FastStar,
+        FastPolicy::FlushAll,
+        FastPolicy::Random,
+    ];
+    with_kind(
+        FastConfig {
+            buffer_bytes: 1500 + 700 * (case % 4) as usize,
+            flush_unit: 1 + (case % 5) as usize,
+            policy: policies[(case % 4) as usize],
+            log_capacity: (10 + 2 * (case % 3)) << 10,
+            durability: if case % 5 == 3 {
+                Durability::Group {
+                    ops: 3,
+                    millis: 1_000_000,
+                }
+            } else {
+                Durability::Sync
+            },
+            seed: case,
+            ..FastConfig::default()
+        },
+        kind,
+    )
+}
+
+type State = BTreeMap<u64, [u64; 4]>;
+
+fn state_of(o: &Oracle) -> State {
+    o.items
+        .iter()
+        .map(|(id, x)| {
+            (
+                *id,
+                [
+                    x.min_x.to_bits(),
+                    x.min_y.to_bits(),
+                    x.max_x.to_bits(),
+                    x.max_y.to_bits(),
+                ],
+            )
+        })
+        .collect()
+}
+
+fn tree_state<S: NodeStore>(t: &RTree<S>) -> State {
+    let all = r(-100.0, -100.0, 100.0, 100.0);
+    t.query(all, Predicate::Intersects)
+        .unwrap()
+        .hits
+        .iter()
+        .map(|h| {
+            (
+                h.id,
+                [
+                    h.rect.min_x.to_bits(),
+                    h.rect.min_y.to_bits(),
+                    h.rect.max_x.to_bits(),
+                    h.rect.max_y.to_bits(),
+                ],
+            )
+        })
+        .collect()
+}
+
+/// What one case saw.
+struct Outcome {
+    /// A crash interrupted the workload (rather than the end-of-run crash).
+    crashed_mid_run: bool,
+    /// Mutating operations acknowledged.
+    acked: usize,
+    /// Page images written back by the final restart.
+    restored: u64,
+}
+
+/// One case: run the workload until the crash, recover (possibly crashing
+/// again during restart), verify.
+fn crash_case(kind: IndexKind, case: u64) -> Outcome {
+    let seed = splitmix(&mut (case.wrapping_mul(0x1000_0001) ^ kind as u64));
+    let cfg = config(kind, case);
+    let ops = workload(seed, 200);
+    // Crash somewhere in the first 500 page writes (a whole run writes 300 to 700).
+    let plan = FaultPlan::random_crash(seed, 500);
+    let second = (case % 2 == 1).then(|| FaultPlan::random_crash(seed ^ 0xABCD, 12));
+    run_crash(kind, cfg, &ops, plan, second, &format!("case {case}"))
+}
+
+/// Runs `ops` on a FAST store over a device failing per `plan`, then
+/// restarts (crashing during the restart per `second`, if any), restarts
+/// again and verifies the recovered tree.
+fn run_crash(
+    kind: IndexKind,
+    cfg: FastConfig,
+    ops: &[Op],
+    plan: FaultPlan,
+    second: Option<FaultPlan>,
+    case: &str,
+) -> Outcome {
+    let seed = plan.seed;
+    let p = params(kind, PAGE);
+    let mem = Arc::new(MemDevice::new(PAGE, DEV_PAGES).unwrap());
+    let log_pages = cfg.log_pages(PAGE).unwrap();
+    {
+        let dev: Arc<dyn PageDevice> = mem.clone();
+        let log = LogPlacement::tail_of(&dev, log_pages).unwrap();
+        FastStore::create(dev, log, cfg).unwrap();
+    }
+    let fdev = Arc::new(FaultyDevice::new(mem.clone(), plan));
+    let dev: Arc<dyn PageDevice> = fdev.clone();
+    let log = LogPlacement::tail_of(&dev, log_pages).unwrap();
+    let mut o = Oracle::default();
+    // states[k]: the state after the first k mutating operations.
+    let mut states = vec![State::new()];
+    let mut acked = 0usize;
+    let mut in_flight: Option<State> = None;
+    let mut crashed_mid_run = false;
+    match FastStore::open(dev.clone(), log.clone(), cfg) {
+        Err(e) => {
+            assert!(matches!(e, Error::Crashed(_)), "{e}");
+            crashed_mid_run = true;
+        }
+        Ok(store) => {
+            let mut t = RTree::open(store, p).unwrap();
+            for op in ops {
+                let mut next = o.clone();
+                // What the state would be if the operation completes.
+                let mutates = match op {
+                    Op::Insert(x) => {
+                        next.next += 1;
+                        next.items.push((next.next, *x));
+                        true
+                    }
+                    Op::Delete(i) if !next.items.is_empty() => {
+                        let j = i % next.items.len();
+                        next.items.swap_remove(j);
+                        true
+                    }
+                    Op::Update(i, x) if !next.items.is_empty() => {
+                        let j = i % next.items.len();
+                        next.items[j].1 = *x;
+                        true
+                    }
+                    _ => false,
+                };
+                if !mutates {
+                    continue;
+                }
+                match o.apply(&mut t, op) {
+                    Ok(_) => {
+                        assert_eq!(o, next);
+                        states.push(state_of(&o));
+                        if cfg.durability == Durability::Sync {
+                            acked = states.len() - 1;
+                        } else {
+                            acked = t.store().durable_op().unwrap_or(0) as usize;
+                        }
+                    }
+                    Err(e) => {
+                        assert!(
+                            matches!(e, Error::Crashed(_)) || fdev.is_crashed(),
+                            "{kind:?} {case}: {e}"
+                        );
+                        in_flight = Some(state_of(&next));
+                        crashed_mid_run = true;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    if std::env::var("GEOFLASH_DEBUG_WRITES").is_ok() {
+        eprintln!("{case}: {} writes", fdev.writes_seen());
+    }
+    // The power fails now if it has not already.
+    fdev.crash_now().unwrap();
+    drop(dev);
+    drop(log);
+
+    // Restart, crashing during it.
+    if let Some(plan) = second {
+        let fdev = Arc::new(FaultyDevice::new(mem.clone(), plan));
+        let dev: Arc<dyn PageDevice> = fdev.clone();
+        let log = LogPlacement::tail_of(&dev, log_pages).unwrap();
+        if let Ok(store) = FastStore::open(dev, log, cfg) {
+            drop(store);
+        }
+        fdev.crash_now().unwrap();
+    }
+    let dev: Arc<dyn PageDevice> = mem;
+    let log = LogPlacement::tail_of(&dev, log_pages).unwrap();
+    let store = FastStore::open(dev.clone(), log.clone(), cfg)
+        .unwrap_or_else(|e| panic!("{kind:?} {case}: restart failed: {e}"));
+    let restored = store.fast_stats().restored_pages;
+    let mut t = RTree::open(store, p).unwrap();
+    t.check()
+        .unwrap_or_else(|e| panic!("{kind:?} {case}: structure after restart: {e}"));
+    let got = tree_state(&t);
+    let k = states
+        .iter()
+        .rposition(|s| *s == got)
+        .or_else(|| (in_flight.as_ref() == Some(&got)).then_some(states.len()));
+    let Some(k) = k else {
+        panic!(
+            "{kind:?} {case} {cfg:?}: the recovered tree ({} records) is no prefix of the workload ({} ops done, {acked} acknowledged)",
+            got.len(),
+            states.len() - 1
+        );
+    };
+    assert!(
+        k >= acked,
+        "{kind:?} {case} {cfg:?}: recovered the state after {k} operations but {acked} were acknowledged"
+    );
+    // The recovered store keeps working.
+    let mut o2 = Oracle {
+        items: got
+            .iter()
+            .map(|(id, b)| {
+                (
+                    *id,
+                    r(
+                        f64::from_bits(b[0]),
+                        f64::from_bits(b[1]),
+                        f64::from_bits(b[2]),
+                        f64::from_bits(b[3]),
+                    ),
+                )
+            })
+            .collect(),
+        next: 1_000_000,
+    };
+    for op in workload(seed ^ 7, 30) {
+        o2.apply(&mut t, &op).unwrap();
+    }
+    t.check().unwrap();
+    assert_eq!(all_ids(&t), o2.ids());
+    Outcome {
+        crashed_mid_run,
+        acked,
+        restored,
+    }
+}
+
+fn campaign(kind: IndexKind) {
+    let n = crash_cases();
+    let mut mid = 0;
+    let mut acked = 0;
+    for case in 0..n {
+        let out = crash_case(kind, case);
+        mid += u64::from(out.crashed_mid_run);
+        acked += out.acked;
+    }
+    // The crash points must actually interrupt most runs.
+    assert!(
+        mid * 2 >= n,
+        "{kind:?}: only {mid} of {n} runs crashed mid-run"
+    );
+    assert!(acked > 0);
+}
+
+#[test]
+fn crashes_recover_a_prefix_with_every_acknowledged_op_rtree() {
+    campaign(IndexKind::RTree);
+}
+
+#[test]
+fn crashes_recover_a_prefix_with_every_acknowledged_op_rstar() {
+    campaign(IndexKind::RStar);
+}
+
+#[test]
+fn crashes_recover_a_prefix_with_every_acknowledged_op_hilbert() {
+    campaign(IndexKind::Hilbert);
+}
+
+#[test]
+fn torn_flushes_are_restored_from_their_page_images() {
+    // Crash at every page write of a stretch of a run with a flush per few
+    // operations: some crashes fall between a flush's durable images and
+    // its FLUSH record, with pages of the batch torn or dropped; restart
+    // writes the images back.
+    let cfg = with_kind(
+        FastConfig {
+            buffer_bytes: 1500,
+            flush_unit: 5,
+            policy: FastPolicy::Fast,
+            durability: Durability::Sync,
+            log_capacity: 16 << 10,
+            ..FastConfig::default()
+        },
+        IndexKind::RTree,
+    );
+    let ops = workload(11, 80);
+    let mut restored = 0;
+    for crash_at in 40..140u64 {
+        let plan = FaultPlan::crash_after_writes(crash_at).with_seed(crash_at);
+        restored += run_crash(
+            IndexKind::RTree,
+            cfg,
+            &ops,
+            plan,
+            None,
+            &format!("write {crash_at}"),
+        )
+        .restored;
+    }
+    assert!(
+        restored > 0,
+        "no crash point fell between a flush's images and its FLUSH"
+    );
+}

@@ -1,0 +1,214 @@
+//! Committing, flushing (Alg. 4) with torn-write protection, checkpoints,
+//! log compaction and emergency flushes. See the [module docs](super).
+use super::codec;
+use super::table::Row;
+use super::{FastStore, COMPACT_AT, EMERGENCY_AT};
+use crate::page;
+use crate::storage::PageId;
+use crate::store::log::record::RECORD_HEADER;
+use crate::store::log::{Record, RecordKind, NO_OP};
+use crate::store::OpId;
+use crate::{Error, Result};
+
+impl FastStore {
+    /// Appends the running operation's records, its META if the metadata
+    /// or the allocation changed, and its COMMIT (durability per the mode).
+    pub(super) fn commit_records(&mut self, op: OpId) -> Result<()> {
+        let m = self.meta_record();
+        let state = (m.meta.clone(), m.next_page, m.pages.len());
+        if state != self.logged {
+            self.staged
+                .push(Record::new(RecordKind::Meta, op, 0, codec::encode_meta(&m)));
+        }
+        let need: u64 = self
+            .staged
+            .iter()
+            .map(|r| r.encoded_len() as u64)
+            .sum::<u64>()
+            + RECORD_HEADER as u64
+            + self.page_size as u64;
+        if self.log.free_bytes() < need {
+            self.compact_log()?;
+            if self.log.free_bytes() < need {
+                return Err(Error::DeviceFull(format!(
+                    "the log cannot hold one operation's {need} bytes of records ({} of {} bytes free after compaction): give the store a larger log",
+                    self.log.free_bytes(),
+                    self.log.capacity_bytes()
+                )));
+            }
+        }
+        self.max_op_bytes = self.max_op_bytes.max(need);
+        for rec in std::mem::take(&mut self.staged) {
+            self.log.append(rec)?;
+        }
+        self.log.commit(op)?;
+        self.logged = state;
+        Ok(())
+    }
+
+    /// Between operations: flush while the table is over budget, then keep
+    /// the log below its thresholds.
+    pub(super) fn after_commit(&mut self) -> Result<()> {
+        while self.table.bytes() > self.config.buffer_bytes && !self.table.is_empty() {
+            self.flush_once()?;
+        }
+        if self.log.fill_ratio() >= COMPACT_AT || self.log.free_bytes() < self.reserve() {
+            self.compact_log()?;
+            if self.log.fill_ratio() >= EMERGENCY_AT || self.log.free_bytes() < self.reserve() {
+                self.fstats.emergency_flushes += 1;
+                self.checkpoint_inner()?;
+                self.compact_log()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Log bytes kept free between operations for the next one: twice the
+    /// largest operation seen, at least 4 pages.
+    fn reserve(&self) -> u64 {
+        self.max_op_bytes
+            .saturating_mul(2)
+            .max(4 * self.page_size as u64)
+            .min(self.log.capacity_bytes() / 2)
+    }
+
+    /// Compacts the log (FAST's log compaction).
+    pub(super) fn compact_log(&mut self) -> Result<()> {
+        self.log.compact()?;
+        self.fstats.compactions += 1;
+        Ok(())
+    }
+
+    /// One flush (Alg. 4): the unit the policy chooses, as one device batch.
+    pub(super) fn flush_once(&mut self) -> Result<()> {
+        let ids = self
+            .heap
+            .choose(self.config.policy, self.clock, &mut self.rng);
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.flush_pages(&ids)
+    }
+
+    /// Writes the buffered nodes `ids` (protected) and removes their rows.
+    pub(super) fn flush_pages(&mut self, ids: &[PageId]) -> Result<()> {
+        let mut ids = ids.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut pages: Vec<(PageId, Vec<u8>)> = Vec::new();
+        let lsn = self.log.last_lsn();
+        let mut updates = 0u64;
+        for &id in &ids {
+            let Some(row) = self.table.get(id) else {
+                continue;
+            };
+            updates += row.updates;
+            if matches!(row.row, Row::Del { .. }) {
+                continue;
+            }
+            let node = self.retrieve(id, false)?;
+            let mut buf = vec![0u8; self.page_size];
+            page::encode_node(&node, lsn, self.config.with_payload, &mut buf)?;
+            pages.push((id, buf));
+        }
+        let written = self.write_protected(&pages)?;
+        for &id in &ids {
+            if let Some(row) = self.table.remove(id) {
+                self.heap.touch(id, row.updates, 0, None);
+            }
+        }
+        self.fstats.flushed_updates += updates;
+        let mut inner = self.lock();
+        inner.stats.flushes += written.max(1);
+        inner.stats.flushed_nodes += pages.len() as u64;
+        inner.stats.node_writes += pages.len() as u64;
+        Ok(())
+    }
+
+    /// The protected in-place write of `pages`: PAGE_IMAGE records, log
+    /// synced, one device batch, device synced, FLUSH record. Pages go in
+    /// chunks when the log cannot hold all their images (each chunk is one
+    /// batch). Returns the number of batches.
+    pub(super) fn write_protected(&mut self, pages: &[(PageId, Vec<u8>)]) -> Result<u64> {
+        let ps = self.page_size as u64;
+        let image = RECORD_HEADER as u64 + ps;
+        let mut rest = pages;
+        let mut batches = 0;
+        while !rest.is_empty() {
+            let reserve = |n: u64| (RECORD_HEADER as u64 + 4 + 8 * n) + ps;
+            let fits = |free: u64| {
+                let mut n = rest.len() as u64;
+                while n > 0 && n * image + reserve(n) > free {
+                    n -= 1;
+                }
+                n
+            };
+            let mut n = fits(self.log.free_bytes());
+            if n < rest.len() as u64 {
+                self.compact_log()?;
+                n = fits(self.log.free_bytes());
+            }
+            if n == 0 {
+                return Err(Error::DeviceFull(format!(
+                    "the log ({} bytes, {} free after compaction) cannot hold one page image: give the store a larger log",
+                    self.log.capacity_bytes(),
+                    self.log.free_bytes()
+                )));
+            }
+            let (chunk, tail) = rest.split_at((n as usize).min(rest.len()));
+            rest = tail;
+            let mut last = 0;
+            for (id, bytes) in chunk {
+                last = self.log.append(Record::new(
+                    RecordKind::PageImage,
+                    NO_OP,
+                    *id,
+                    bytes.clone(),
+                ))?;
+            }
+            self.fstats.page_images += chunk.len() as u64;
+            self.log.sync_to(last)?;
+            let ids: Vec<PageId> = chunk.iter().map(|(id, _)| *id).collect();
+            let data: Vec<u8> = chunk.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+            self.device.write_batch(&ids, &data)?;
+            self.device.sync()?;
+            self.log.append(Record::flush(&ids)?)?;
+            batches += 1;
+        }
+        Ok(batches)
+    }
+
+    /// Flushes every buffered node, then appends and syncs a CHECKPOINT
+    /// with the state (the free list including this epoch's deletions).
+    pub(super) fn checkpoint_inner(&mut self) -> Result<()> {
+        let ids = self.table.ids();
+        if !ids.is_empty() {
+            // The whole table goes as one flush, in chunks only when the
+            // log is too small for all the images.
+            self.flush_pages(&ids)?;
+        }
+        self.table.clear();
+        self.heap.clear();
+        let state = codec::MetaRecord {
+            meta: self.meta.clone(),
+            next_page: self.alloc.next_page(),
+            pages: self.alloc.free_after_durable(),
+        };
+        let rec = Record::new(
+            RecordKind::Checkpoint,
+            NO_OP,
+            0,
+            codec::encode_checkpoint(self.last_op, &state),
+        );
+        if self.log.free_bytes() < (rec.encoded_len() + self.page_size) as u64 {
+            self.compact_log()?;
+        }
+        self.log.append(rec)?;
+        self.log.sync()?;
+        self.alloc.make_durable();
+        self.reused.clear();
+        self.logged = (self.meta.clone(), self.alloc.next_page(), 0);
+        self.durable_floor = self.last_op;
+        Ok(())
+    }
+}

@@ -1,0 +1,833 @@
+//! `FastStore`: the FAST and FAST* frameworks (seed `fast-framework.txt`,
+//! reading guide `NOTES-fast.md`; Sarwat, Mokbel, Zhou and Nath,
+//! GeoInformatica 2013) as a node store, so that the R-tree, the R*-tree and
+//! the Hilbert R-tree become flash-aware without changing their algorithms.
+//!
+//! - **Tree modifications table** ([`table`]): `node id -> NEW (the whole
+//!   node) | MOD (the list of (timestamp, change) in arrival order) | DEL`.
+//!   Its size, by the shared accounting ([`crate::store::accounting`]), is
+//!   the store's memory; FAST keeps no node cache (the paper's memory holds
+//!   modifications only).
+//! - **RetrieveNode** (Alg. 3): the table is checked before the device: NEW
+//!   answers from memory, DEL is an error, MOD reads the stored node and
+//!   applies the list in order, no row reads the device. Pages read from the
+//!   device have their checksum verified.
+//! - **Flushing** (Alg. 4, [`heap`]): at `commit_op` (between operations:
+//!   no-steal), while the table exceeds `buffer_bytes`, the [`FastPolicy`]
+//!   chooses a flushing unit (a group of `flush_unit` consecutive page ids,
+//!   fixed at node creation); its buffered nodes are built by RetrieveNode
+//!   and written as one device batch, then leave the table.
+//! - **Log** ([`crate::store::log`]): each operation's NEW/MOD/DEL/META
+//!   records are kept in memory while it runs and appended at `commit_op`
+//!   with its COMMIT; the [`Durability`] mode decides when the COMMIT is
+//!   durable ([`FastStore::durable_op`]).
+//!
+//! # Where things live
+//!
+//! Page 0 of the node device is the store's identity page, written once at
+//! creation and never again (so no crash can tear it): the header format
+//! shared with the other stores (magic `GFFAST\0\0`) whose user blob holds
+//! the index id (random, 128 bits; the log's superblock repeats it) and the
+//! log's page range. The log lives in a page range of the same device (its
+//! last pages; node pages are allocated below them) or of a separate device
+//! (`log.dat` next to `pages.dat`), see [`LogPlacement`]. Everything that
+//! changes (tree metadata, next page, free list, last operation) is in the
+//! log: META records per operation, CHECKPOINT records at checkpoints.
+//!
+//! # Durability and crash safety
+//!
+//! - **Flushes are protected against torn writes** by full page images in
+//!   the log: PAGE_IMAGE of each page, log synced (the log is then durable
+//!   beyond every change the pages contain, whose LSN they carry), pages
+//!   written as one batch, device synced, FLUSH record. A crash that tears a
+//!   page before the FLUSH is durable leaves its image, which restart writes
+//!   back. The cost: each flushed page is written twice (once to the log,
+//!   sequentially) and each flush syncs twice. DEL rows write nothing: their
+//!   DEL records stay in the log until the next checkpoint, which makes the
+//!   page reusable.
+//! - **Compaction** (FAST's log compaction = Alg. 5 without reinsertion):
+//!   after an operation, when the log is more than 75% full or has less
+//!   room than twice the largest operation so far; if the survivors still
+//!   fill more than half of it (or leave less than that room), an
+//!   **emergency flush** writes everything (a checkpoint) and the log is
+//!   compacted again. An operation whose records do not fit even a
+//!   compacted log is an error (the log is too small for the workload).
+//! - **Checkpoint**: every buffered node flushed (protected, in chunks that
+//!   fit the log), then a CHECKPOINT record with the metadata and the free
+//!   list (deleted pages included), synced: restart needs nothing older.
+//! - **Restart** at [`FastStore::open`] (Alg. 5): the log's restart keeps
+//!   the survivors (committed operations only; records older than a FLUSH
+//!   of their page dropped); surviving page images are written back and
+//!   synced; the newest CHECKPOINT gives the state; the later records are
+//!   replayed into the table. The allocation state comes from the newest
+//!   META, which carries the pages taken from the free list since the
+//!   checkpoint. A crash during restart leaves a log that recovers the same.
+//! - **Sticky failure**: after an error of the device or the log, the store
+//!   refuses every further change until reopened (which runs restart).
+//!
+//! Deviations from the paper, decided here: entries are addressed by key
+//! (contract); flushes rewrite only the buffered nodes of a unit; Algorithm
+//! 1's missing cases (a change to a node with a DEL entry, the DEL of a NEW
+//! node) are: the first is an error (a deleted page is not reused before a
+//! checkpoint), the second drops the row.
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+
+use super::alloc::PageAllocator;
+use super::header::{Format, Header};
+use super::log::{
+    record::RECORD_HEADER, Durability, Log, LogConfig, LogLayout, Record, RecordKind,
+};
+use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
+use crate::page::{self, Entry, Node};
+use crate::storage::{PageDevice, PageId};
+use crate::{Error, Result};
+
+pub mod codec;
+#[cfg(test)]
+mod crash_tests;
+mod flush;
+pub mod heap;
+mod recovery;
+pub mod table;
+#[cfg(test)]
+pub(crate) mod tests;
+
+use codec::MetaRecord;
+pub use heap::FastPolicy;
+use heap::FlushHeap;
+use table::{ModTable, Row};
+
+/// Log fill ratio after an operation that triggers a compaction.
+pub const COMPACT_AT: f64 = 0.75;
+/// Fill ratio after a compaction that triggers an emergency flush.
+pub const EMERGENCY_AT: f64 = 0.5;
+
+/// Configuration of a [`FastStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FastConfig {
+    /// Memory for the tree modifications table, in bytes (shared accounting).
+    pub buffer_bytes: usize,
+    /// Pages per flushing unit (≥ 1): the eFIND paper's comparison uses 5;
+    /// the FAST paper's 16 KB on SSDs is `16 KiB / page size`.
+    pub flush_unit: usize,
+    /// Flushing policy.
+    pub policy: FastPolicy,
+    /// When commits become durable.
+    pub durability: Durability,
+    /// Bytes of log records one log region holds (the paper's log file
+    /// size); used by [`FastConfig::log_pages`] to size the log's page range.
+    pub log_capacity: u64,
+    /// Whether node pages carry the entries' payloads (the Hilbert R-tree needs them).
+    pub with_payload: bool,
+    /// Seed of the random policy.
+    pub seed: u64,
+}
+
+impl Default for FastConfig {
+    /// 512 KiB, units of 5 pages, FAST*, group commit, a 10 MiB log.
+    fn default() -> Self {
+        FastConfig {
+            buffer_bytes: 512 * 1024,
+            flush_unit: 5,
+            policy: FastPolicy::FastStar,
+            durability: Durability::default(),
+            log_capacity: 10 << 20,
+            with_payload: false,
+            seed: 0x5EED,
+        }
+    }
+}
+
+impl FastConfig {
+    /// Refuses contradictory parameters.
+    pub fn verify(&self) -> Result<()> {
+        if self.flush_unit == 0 {
+            return Err(Error::invalid(
+                "flushing unit size 0: a unit holds at least one page",
+            ));
+        }
+        self.durability.validate()
+    }
+
+    /// Pages of the log's range for `log_capacity` with `page_size`-byte pages.
+    pub fn log_pages(&self, page_size: usize) -> Result<u64> {
+        LogLayout::pages_for_capacity(self.log_capacity, page_size)
+    }
+}
+
+/// Where the log lives: pages `first_page .. first_page + pages` of `device`.
+/// When `device` is the node device itself, the range must be its tail:
+/// node pages are allocated below `first_page`.
+#[derive(Clone)]
+pub struct LogPlacement {
+    /// The device holding the log (the node device or a separate one).
+    pub device: Arc<dyn PageDevice>,
+    /// First page of the log's range.
+    pub first_page: PageId,
+    /// Pages of the range.
+    pub pages: u64,
+}
+
+impl std::fmt::Debug for LogPlacement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogPlacement")
+            .field("device", &self.device.describe())
+            .field("first_page", &self.first_page)
+            .field("pages", &self.pages)
+            .finish()
+    }
+}
+
+impl LogPlacement {
+    /// The last `pages` pages of `device` (the node device: nodes below).
+    pub fn tail_of(device: &Arc<dyn PageDevice>, pages: u64) -> Result<Self> {
+        let cap = device.capacity();
+        if pages.saturating_add(2) > cap {
+            return Err(Error::invalid(format!(
+                "a log of {pages} pages leaves no room for nodes on a device of {cap} pages"
+            )));
+        }
+        Ok(LogPlacement {
+            device: Arc::clone(device),
+            first_page: cap - pages,
+            pages,
+        })
+    }
+
+    /// The whole of a separate log device (`log.dat`).
+    pub fn whole(device: Arc<dyn PageDevice>) -> Self {
+        let pages = device.capacity();
+        LogPlacement {
+            device,
+            first_page: 0,
+            pages,
+        }
+    }
+
+    fn same_device(&self, nodes: &Arc<dyn PageDevice>) -> bool {
+        std::ptr::eq(
+            Arc::as_ptr(&self.device) as *const u8,
+            Arc::as_ptr(nodes) as *const u8,
+        )
+    }
+}
+
+/// FAST-specific counters (beside [`StoreStats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FastStats {
+    /// Log compactions (restart at open excluded).
+    pub compactions: u64,
+    /// Emergency flushes (compaction freed too little).
+    pub emergency_flushes: u64,
+    /// Page images written to the log (torn-write protection).
+    pub page_images: u64,
+    /// Records replayed into the table at open.
+    pub replayed_records: u64,
+    /// Page images written back to the device at open.
+    pub restored_pages: u64,
+    /// Peak bytes of the modifications table.
+    pub peak_table_bytes: u64,
+    /// Buffered updates flushed (the sum of the flushed units' update counts).
+    pub flushed_updates: u64,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    stats: StoreStats,
+}
+
+/// The FAST node store. See the module documentation.
+pub struct FastStore {
+    device: Arc<dyn PageDevice>,
+    log: Log,
+    placement: LogPlacement,
+    index_id: u128,
+    config: FastConfig,
+    page_size: usize,
+    max_entries: usize,
+    alloc: PageAllocator,
+    meta: TreeMeta,
+    /// Pages taken from the durable free list since the last checkpoint.
+    reused: BTreeSet<PageId>,
+    /// (meta, next page, reused count) as last logged.
+    logged: (TreeMeta, PageId, usize),
+    ops: OpBracket,
+    last_op: OpId,
+    /// Operations up to this one are durable (checkpoint or restart).
+    durable_floor: OpId,
+    table: ModTable,
+    heap: FlushHeap,
+    clock: u64,
+    rng: u64,
+    staged: Vec<Record>,
+    /// Log bytes of the largest operation so far (headroom kept for the next).
+    max_op_bytes: u64,
+    failed: Option<String>,
+    fstats: FastStats,
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for FastStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FastStore")
+            .field("device", &self.device.describe())
+            .field("log", &self.placement)
+            .field("config", &self.config)
+            .field("meta", &self.meta)
+            .field("buffered_nodes", &self.table.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The identity page of a FAST store.
+const FORMAT: Format = Format {
+    magic: *b"GFFAST\0\0",
+    user_meta: true,
+    blank: "page 0 is blank: the device holds no FAST store",
+    bad_magic: "page 0 is not a FAST store header (bad magic)",
+};
+
+/// Bytes of the identity blob: index id, log first page, log pages.
+const IDENTITY_BYTES: usize = 16 + 8 + 8;
+
+fn identity_blob(index_id: u128, log: &LogPlacement) -> Vec<u8> {
+    let mut b = Vec::with_capacity(IDENTITY_BYTES);
+    b.extend_from_slice(&index_id.to_le_bytes());
+    b.extend_from_slice(&log.first_page.to_le_bytes());
+    b.extend_from_slice(&log.pages.to_le_bytes());
+    b
+}
+
+fn parse_identity(blob: &[u8]) -> Result<(u128, PageId, u64)> {
+    let bad = || Error::corrupt(Some(0), "the FAST identity blob of page 0 is malformed");
+    if blob.len() != IDENTITY_BYTES {
+        return Err(bad());
+    }
+    let id = blob
+        .get(0..16)
+        .and_then(|b| b.try_into().ok())
+        .map(u128::from_le_bytes)
+        .ok_or_else(bad)?;
+    let first = blob
+        .get(16..24)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_le_bytes)
+        .ok_or_else(bad)?;
+    let pages = blob
+        .get(24..32)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_le_bytes)
+        .ok_or_else(bad)?;
+    Ok((id, first, pages))
+}
+
+impl FastStore {
+    /// Formats `device` as an empty store with its log at `log` (page 0 and
+    /// a fresh log, both synced).
+    pub fn create(
+        device: Arc<dyn PageDevice>,
+        log: LogPlacement,
+        config: FastConfig,
+    ) -> Result<Self> {
+        config.verify()?;
+        let node_capacity = Self::node_capacity(&device, &log)?;
+        let index_id: u128 = loop {
+            let id: u128 = rand::random();
+            if id != 0 {
+                break id;
+            }
+        };
+        let page_size = device.page_size();
+        crate::units::check_page_size(page_size)?;
+        FORMAT.check_page_size(page_size)?;
+        Header {
+            page_size,
+            with_payload: config.with_payload,
+            meta: TreeMeta::default(),
+            next_page: 1,
+            lsn: 0,
+            user_meta: identity_blob(index_id, &log),
+            free: Vec::new(),
+        }
+        .write(&FORMAT, device.as_ref())?;
+        device.sync()?;
+        let lc = LogConfig::new(index_id).with_durability(config.durability);
+        let l = Log::create(Arc::clone(&log.device), log.first_page, log.pages, lc)?;
+        let alloc = PageAllocator::new(1, node_capacity)?;
+        Self::assemble(device, l, log, index_id, config, alloc)
+    }
+
+    /// Opens a store made by [`create`](Self::create) and runs restart (see
+    /// the module documentation). `log` must name the range given at creation.
+    pub fn open(
+        device: Arc<dyn PageDevice>,
+        log: LogPlacement,
+        config: FastConfig,
+    ) -> Result<Self> {
+        config.verify()?;
+        let node_capacity = Self::node_capacity(&device, &log)?;
+        let hdr = Header::read(&FORMAT, device.as_ref())?;
+        if hdr.with_payload != config.with_payload {
+            return Err(Error::invalid(
+                "the store was created with another entry-payload setting",
+            ));
+        }
+        let (index_id, first, pages) = parse_identity(&hdr.user_meta)?;
+        if (first, pages) != (log.first_page, log.pages) {
+            return Err(Error::invalid(format!(
+                "the store's log is at pages {first}..{} but pages {}..{} were given",
+                first.saturating_add(pages),
+                log.first_page,
+                log.first_page.saturating_add(log.pages)
+            )));
+        }
+        let lc = LogConfig::new(index_id).with_durability(config.durability);
+        let (l, rec) = Log::open(Arc::clone(&log.device), log.first_page, log.pages, lc)?;
+        let alloc = PageAllocator::new(1, node_capacity)?;
+        let mut store = Self::assemble(device, l, log, index_id, config, alloc)?;
+        store.restart(rec)?;
+        Ok(store)
+    }
+
+    /// An empty store on a fresh in-memory device of `page_size`-byte pages,
+    /// its log in the device's last pages (sized by `config.log_capacity`).
+    pub fn create_in_memory(page_size: usize, config: FastConfig) -> Result<Self> {
+        let device: Arc<dyn PageDevice> = Arc::new(crate::storage::mem::MemDevice::new(
+            page_size,
+            crate::storage::mem::MemDevice::DEFAULT_CAPACITY,
+        )?);
+        let log = LogPlacement::tail_of(&device, config.log_pages(page_size)?)?;
+        Self::create(device, log, config)
+    }
+
+    fn node_capacity(device: &Arc<dyn PageDevice>, log: &LogPlacement) -> Result<u64> {
+        if log.device.page_size() != device.page_size() {
+            return Err(Error::invalid(format!(
+                "the log device has {}-byte pages but the node device {}-byte pages",
+                log.device.page_size(),
+                device.page_size()
+            )));
+        }
+        let layout = LogLayout::on_device(log.device.as_ref(), log.first_page, log.pages)?;
+        // The log must hold a few page images beside an operation's records.
+        let need = 4 * (RECORD_HEADER + device.page_size()) as u64;
+        if layout.capacity_bytes() < need {
+            return Err(Error::invalid(format!(
+                "a log of {} pages holds {} bytes of records: too small for the page images of a flush (at least {need} bytes)",
+                log.pages,
+                layout.capacity_bytes()
+            )));
+        }
+        if log.same_device(device) {
+            let end = log.first_page.saturating_add(log.pages);
+            if end != device.capacity() || log.first_page < 2 {
+                return Err(Error::invalid(
+                    "a log on the node device must occupy its last pages, above page 1",
+                ));
+            }
+            Ok(log.first_page)
+        } else {
+            Ok(device.capacity())
+        }
+    }
+
+    fn assemble(
+        device: Arc<dyn PageDevice>,
+        log: Log,
+        placement: LogPlacement,
+        index_id: u128,
+        config: FastConfig,
+        alloc: PageAllocator,
+    ) -> Result<Self> {
+        let page_size = device.page_size();
+        crate::units::check_page_size(page_size)?;
+        let next = alloc.next_page();
+        Ok(FastStore {
+            max_entries: page::max_entries(page_size, config.with_payload),
+            device,
+            log,
+            placement,
+            index_id,
+            config,
+            page_size,
+            alloc,
+            meta: TreeMeta::default(),
+            reused: BTreeSet::new(),
+            logged: (TreeMeta::default(), next, 0),
+            ops: OpBracket {
+                current: None,
+                next: 1,
+            },
+            last_op: 0,
+            durable_floor: 0,
+            table: ModTable::new(),
+            heap: FlushHeap::new(config.flush_unit),
+            clock: 0,
+            rng: config.seed,
+            staged: Vec::new(),
+            max_op_bytes: 0,
+            failed: None,
+            fstats: FastStats::default(),
+            inner: Mutex::new(Inner::default()),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> FastConfig {
+        self.config
+    }
+
+    /// M: the most entries a node of this store holds.
+    pub fn max_entries(&self) -> usize {
+        self.max_entries
+    }
+
+    /// The node device.
+    pub fn device(&self) -> &Arc<dyn PageDevice> {
+        &self.device
+    }
+
+    /// Where the log lives.
+    pub fn log_placement(&self) -> &LogPlacement {
+        &self.placement
+    }
+
+    /// The index id (repeated in the log's superblock).
+    pub fn index_id(&self) -> u128 {
+        self.index_id
+    }
+
+    /// The page allocator.
+    pub fn allocator(&self) -> &PageAllocator {
+        &self.alloc
+    }
+
+    /// Bytes of the modifications table (shared accounting).
+    pub fn table_bytes(&self) -> usize {
+        self.table.bytes()
+    }
+
+    /// Nodes with a row in the table.
+    pub fn buffered_nodes(&self) -> usize {
+        self.table.len()
+    }
+
+    /// The newest operation whose COMMIT is durable (acknowledged).
+    pub fn durable_op(&self) -> Option<OpId> {
+        let floor = (self.durable_floor > 0).then_some(self.durable_floor);
+        self.log.durable_op().max(floor)
+    }
+
+    /// The log's counters.
+    pub fn log_stats(&self) -> super::log::LogStats {
+        self.log.stats()
+    }
+
+    /// FAST-specific counters.
+    pub fn fast_stats(&self) -> FastStats {
+        self.fstats
+    }
+
+    /// Makes every committed operation durable now (whatever the mode).
+    pub fn sync_log(&mut self) -> Result<()> {
+        self.guard(|s| s.log.sync())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A poisoned lock only means another thread panicked; the state is consistent.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn check_alive(&self) -> Result<()> {
+        match &self.failed {
+            Some(why) => Err(Error::InjectedFault(format!(
+                "the FAST store failed earlier and accepts no change until reopened: {why}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `f`; an error other than bad input makes the store fail (sticky).
+    fn guard<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        self.check_alive()?;
+        match f(self) {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                if !matches!(e, Error::InvalidInput(_)) {
+                    self.failed = Some(e.to_string());
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn check_node_page(&self, id: PageId) -> Result<()> {
+        if self.alloc.is_allocated(id) {
+            return Ok(());
+        }
+        Err(Error::invalid(format!(
+            "no node at page {id}: {}",
+            if id == 0 {
+                "page 0 is the store header"
+            } else {
+                "no live node was created there"
+            }
+        )))
+    }
+
+    fn check_entries(&self, entries: impl IntoIterator<Item = Entry>) -> Result<()> {
+        for e in entries {
+            if !self.config.with_payload && e.payload != 0 {
+                return Err(Error::invalid(format!(
+                    "entry with key {} has payload {} but the store keeps no payloads",
+                    e.key, e.payload
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_len(&self, n: usize) -> Result<()> {
+        if n > self.max_entries {
+            return Err(Error::invalid(format!(
+                "node with {n} entries does not fit a {}-byte page (at most {} entries)",
+                self.page_size, self.max_entries
+            )));
+        }
+        Ok(())
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    fn note_peak(&mut self) {
+        let b = self.table.bytes() as u64;
+        self.fstats.peak_table_bytes = self.fstats.peak_table_bytes.max(b);
+        let mut inner = self.lock();
+        inner.stats.peak_buffer_bytes = inner.stats.peak_buffer_bytes.max(b);
+    }
+
+    /// The node as stored on the device (checksum verified).
+    fn stored(&self, id: PageId) -> Result<Node> {
+        let mut buf = vec![0u8; self.page_size];
+        self.device.read(id, &mut buf)?;
+        if page::is_blank(&buf) {
+            return Err(Error::corrupt(
+                Some(id),
+                "node page is blank (never written)",
+            ));
+        }
+        let (_, node) = page::decode_node(&buf, Some(id))?;
+        self.lock().stats.node_reads += 1;
+        Ok(node)
+    }
+
+    /// RetrieveNode (Alg. 3): the newest version of node `id`, the table
+    /// checked before the device. `count`: a `get` (hit/miss counted).
+    fn retrieve(&self, id: PageId, count: bool) -> Result<Node> {
+        match self.table.get(id).map(|r| &r.row) {
+            Some(Row::New(n)) => {
+                if count {
+                    self.lock().stats.buffer_hits += 1;
+                }
+                Ok(n.clone())
+            }
+            Some(Row::Del { .. }) => Err(Error::invalid(format!(
+                "no node at page {id}: the node was deleted"
+            ))),
+            Some(Row::Mod { mods, .. }) => {
+                if count {
+                    self.lock().stats.buffer_misses += 1;
+                }
+                let mut n = self.stored(id)?;
+                table::apply(&mut n, mods.iter().map(|m| m.change));
+                Ok(n)
+            }
+            None => {
+                if count {
+                    self.lock().stats.buffer_misses += 1;
+                }
+                self.stored(id)
+            }
+        }
+    }
+
+    /// Allocates a page; a page from the durable free list is remembered
+    /// (logged with META) until the next checkpoint.
+    fn allocate(&mut self) -> Result<PageId> {
+        let end = self.alloc.next_page();
+        let id = self.alloc.allocate()?;
+        if id < end {
+            self.reused.insert(id);
+        }
+        Ok(id)
+    }
+
+    fn meta_record(&self) -> MetaRecord {
+        MetaRecord {
+            meta: self.meta.clone(),
+            next_page: self.alloc.next_page(),
+            pages: self.reused.iter().copied().collect(),
+        }
+    }
+
+    fn stage(&mut self, kind: RecordKind, page: PageId, payload: Vec<u8>) -> Result<()> {
+        let op = self
+            .ops
+            .current
+            .ok_or_else(|| Error::invalid("a change outside an operation: call begin_op first"))?;
+        self.staged.push(Record::new(kind, op, page, payload));
+        Ok(())
+    }
+}
+
+impl NodeStore for FastStore {
+    fn get(&self, id: PageId) -> Result<Arc<Node>> {
+        self.check_node_page(id)?;
+        self.lock().stats.node_gets += 1;
+        self.retrieve(id, true).map(Arc::new)
+    }
+
+    fn begin_op(&mut self) -> Result<OpId> {
+        self.check_alive()?;
+        self.guard(|s| s.log.maybe_sync())?;
+        let op = self.ops.begin()?;
+        self.staged.clear();
+        Ok(op)
+    }
+
+    fn create(&mut self, level: u16, mut entries: Vec<Entry>) -> Result<PageId> {
+        self.check_alive()?;
+        entries.sort_unstable_by_key(|e| e.key);
+        self.check_len(entries.len())?;
+        self.check_entries(entries.iter().copied())?;
+        if entries
+            .windows(2)
+            .any(|w| matches!(w, [a, b] if a.key == b.key))
+        {
+            return Err(Error::invalid("duplicate entry key in a created node"));
+        }
+        if self.ops.current.is_none() {
+            return Err(Error::invalid(
+                "a change outside an operation: call begin_op first",
+            ));
+        }
+        let id = self.allocate()?;
+        let node = Node { level, entries };
+        self.stage(RecordKind::New, id, codec::encode_node(&node))?;
+        let ts = self.tick();
+        let t = self.table.create(id, node, ts);
+        self.heap.touch(id, t.before, t.after, Some(ts));
+        self.lock().stats.nodes_created += 1;
+        self.note_peak();
+        Ok(id)
+    }
+
+    fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) -> Result<()> {
+        self.check_alive()?;
+        self.check_node_page(id)?;
+        self.check_entries(changes.iter().filter_map(|c| match c {
+            EntryChange::Upsert(e) => Some(*e),
+            EntryChange::Remove(_) => None,
+        }))?;
+        // Validation against the buffered row only: FAST does not read a
+        // node again to modify it (its descent already did).
+        match self.table.get(id).map(|r| &r.row) {
+            Some(Row::New(n)) => {
+                if n.level != level {
+                    return Err(Error::invalid(format!(
+                        "node {id} is at level {} but was modified as a level-{level} node",
+                        n.level
+                    )));
+                }
+                let mut after = n.clone();
+                table::apply(&mut after, changes.iter().copied());
+                self.check_len(after.entries.len())?;
+            }
+            Some(Row::Mod { level: l, .. }) if *l != level => {
+                return Err(Error::invalid(format!(
+                    "node {id} is at level {l} but was modified as a level-{level} node"
+                )));
+            }
+            _ => {}
+        }
+        self.stage(RecordKind::Mod, id, codec::encode_changes(level, changes))?;
+        let ts = self.tick();
+        let t = self.table.modify(id, level, changes, ts)?;
+        self.heap.touch(id, t.before, t.after, Some(ts));
+        self.note_peak();
+        Ok(())
+    }
+
+    fn delete(&mut self, id: PageId) -> Result<()> {
+        self.check_alive()?;
+        self.check_node_page(id)?;
+        let level = self.table.get(id).map(|r| r.level()).unwrap_or(0);
+        self.stage(RecordKind::Del, id, codec::encode_level(level))?;
+        self.alloc.release(id)?;
+        let ts = self.tick();
+        let t = self.table.delete(id, level, ts);
+        self.heap.touch(id, t.before, t.after, Some(ts));
+        self.lock().stats.nodes_deleted += 1;
+        Ok(())
+    }
+
+    fn set_meta(&mut self, meta: TreeMeta) -> Result<()> {
+        if let Some(root) = meta.root {
+            self.check_node_page(root)
+                .map_err(|e| Error::invalid(format!("tree root: {e}")))?;
+        }
+        self.meta = meta;
+        Ok(())
+    }
+
+    fn commit_op(&mut self, op: OpId) -> Result<()> {
+        self.check_alive()?;
+        if self.ops.current != Some(op) {
+            return self.ops.end(op);
+        }
+        self.guard(|s| s.commit_records(op))?;
+        self.ops.end(op)?;
+        self.last_op = op;
+        self.lock().stats.ops_committed += 1;
+        self.guard(|s| s.after_commit())
+    }
+
+    fn meta(&self) -> TreeMeta {
+        self.meta.clone()
+    }
+
+    fn checkpoint(&mut self) -> Result<()> {
+        if let Some(op) = self.ops.current {
+            return Err(Error::invalid(format!(
+                "checkpoint while operation {op} is running: commit it first"
+            )));
+        }
+        self.guard(|s| {
+            s.checkpoint_inner()?;
+            s.compact_log()
+        })
+    }
+
+    fn stats(&self) -> StoreStats {
+        let mut s = self.lock().stats;
+        let l = self.log.stats();
+        s.log_records = l.records;
+        s.log_bytes = l.bytes;
+        s.log_pages_written = l.pages_written;
+        s.compactions = self.fstats.compactions;
+        s.log_syncs = l.syncs;
+        s.page_images = self.fstats.page_images;
+        s.page_image_bytes = self
+            .fstats
+            .page_images
+            .saturating_mul((RECORD_HEADER + self.page_size) as u64);
+        s.forced_flushes = self.fstats.emergency_flushes;
+        s
+    }
+}

@@ -1,0 +1,354 @@
+//! The tree modifications table of FAST (Section 4 of the paper):
+//! `node id -> (status, content)`, with
+//!
+//! - **NEW**: the complete in-memory node (created since its last flush);
+//! - **MOD**: the list of modifications `(timestamp, change)` in arrival
+//!   order, repeats allowed as in the paper (a key changed twice appears
+//!   twice; RetrieveNode applies the list in order, so the last one wins).
+//!   Changes address entries by key, per the node-store contract, where the
+//!   paper's GiST implementation used slots;
+//! - **DEL**: nothing (the node was deleted).
+//!
+//! Memory, per the shared accounting ([`crate::store::accounting`]): a NEW
+//! row costs the bytes of its decoded node ([`node_bytes`]), a MOD row
+//! [`changes_bytes`]`(1, list length)`, a DEL row [`changes_bytes`]`(1, 0)`.
+//!
+//! Each row also counts its buffered *updates* (what FAST's FlushHeap
+//! orders units by): 1 for a creation or a deletion, plus one per
+//! entry-level change since the last flush.
+use std::collections::HashMap;
+
+use crate::page::{Entry, Node};
+use crate::storage::PageId;
+use crate::store::accounting::{changes_bytes, node_bytes};
+use crate::store::EntryChange;
+use crate::{Error, Result};
+
+/// One modification of a MOD row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Modification {
+    /// Logical time of arrival (the table's clock).
+    pub timestamp: u64,
+    /// The change.
+    pub change: EntryChange,
+}
+
+/// Status and content of a row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Row {
+    /// Created since its last flush: the whole node.
+    New(Node),
+    /// Modified: the level and the modifications in arrival order.
+    Mod {
+        /// Node level.
+        level: u16,
+        /// Modifications in arrival order.
+        mods: Vec<Modification>,
+    },
+    /// Deleted: nothing is written for it.
+    Del {
+        /// Level the node had.
+        level: u16,
+    },
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableEntry {
+    /// Status and content.
+    pub row: Row,
+    /// Buffered updates (see the module documentation).
+    pub updates: u64,
+    /// Timestamp of the last update.
+    pub last_update: u64,
+}
+
+impl TableEntry {
+    /// Bytes the row costs (shared accounting).
+    pub fn bytes(&self) -> usize {
+        match &self.row {
+            Row::New(n) => node_bytes(n),
+            Row::Mod { mods, .. } => changes_bytes(1, mods.len()),
+            Row::Del { .. } => changes_bytes(1, 0),
+        }
+    }
+
+    /// The level of the node.
+    pub fn level(&self) -> u16 {
+        match &self.row {
+            Row::New(n) => n.level,
+            Row::Mod { level, .. } | Row::Del { level } => *level,
+        }
+    }
+}
+
+/// Applies `changes` in order to the entries of `node` (kept sorted by key).
+pub fn apply(node: &mut Node, changes: impl IntoIterator<Item = EntryChange>) {
+    for c in changes {
+        match c {
+            EntryChange::Upsert(e) => upsert(&mut node.entries, e),
+            EntryChange::Remove(k) => {
+                if let Ok(i) = node.entries.binary_search_by_key(&k, |e| e.key) {
+                    node.entries.remove(i);
+                }
+            }
+        }
+    }
+}
+
+fn upsert(entries: &mut Vec<Entry>, e: Entry) {
+    match entries.binary_search_by_key(&e.key, |x| x.key) {
+        Ok(i) => {
+            if let Some(slot) = entries.get_mut(i) {
+                *slot = e;
+            }
+        }
+        Err(i) => entries.insert(i, e),
+    }
+}
+
+/// The tree modifications table.
+#[derive(Debug, Default, Clone)]
+pub struct ModTable {
+    rows: HashMap<PageId, TableEntry>,
+    bytes: usize,
+}
+
+/// What a table change did to a row's updates (for the FlushHeap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Touch {
+    /// Updates the row had before (0 if it had none).
+    pub before: u64,
+    /// Updates it has now (0 if the row is gone).
+    pub after: u64,
+}
+
+impl ModTable {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bytes of the table (shared accounting).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Rows.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The row of `id`.
+    pub fn get(&self, id: PageId) -> Option<&TableEntry> {
+        self.rows.get(&id)
+    }
+
+    /// Every row (no particular order).
+    pub fn iter(&self) -> impl Iterator<Item = (PageId, &TableEntry)> {
+        self.rows.iter().map(|(k, v)| (*k, v))
+    }
+
+    /// Every page id, ascending.
+    pub fn ids(&self) -> Vec<PageId> {
+        let mut v: Vec<PageId> = self.rows.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    fn put(&mut self, id: PageId, row: TableEntry) -> u64 {
+        let before = self.remove(id).map_or(0, |r| r.updates);
+        self.bytes += row.bytes();
+        self.rows.insert(id, row);
+        before
+    }
+
+    /// A created node (entries sorted by key): status NEW.
+    pub fn create(&mut self, id: PageId, node: Node, ts: u64) -> Touch {
+        let before = self.put(
+            id,
+            TableEntry {
+                row: Row::New(node),
+                updates: 1,
+                last_update: ts,
+            },
+        );
+        Touch { before, after: 1 }
+    }
+
+    /// Entry-level changes of node `id`: applied to a NEW node, appended to
+    /// a MOD list, or a new MOD row. An error for a deleted node.
+    pub fn modify(
+        &mut self,
+        id: PageId,
+        level: u16,
+        changes: &[EntryChange],
+        ts: u64,
+    ) -> Result<Touch> {
+        let n = changes.len() as u64;
+        if matches!(self.rows.get(&id).map(|r| &r.row), Some(Row::Del { .. })) {
+            return Err(Error::invalid(format!(
+                "no node at page {id}: the node was deleted"
+            )));
+        }
+        let mut row = match self.remove(id) {
+            Some(r) => r,
+            None => TableEntry {
+                row: Row::Mod {
+                    level,
+                    mods: Vec::new(),
+                },
+                updates: 0,
+                last_update: ts,
+            },
+        };
+        let before = row.updates;
+        match &mut row.row {
+            Row::New(node) => apply(node, changes.iter().copied()),
+            Row::Mod { mods, .. } => mods.extend(changes.iter().map(|&change| Modification {
+                timestamp: ts,
+                change,
+            })),
+            Row::Del { .. } => {}
+        }
+        row.updates = row.updates.saturating_add(n);
+        row.last_update = ts;
+        let after = row.updates;
+        self.bytes += row.bytes();
+        self.rows.insert(id, row);
+        Ok(Touch { before, after })
+    }
+
+    /// Deletion of node `id`: a NEW row (never flushed) leaves the table,
+    /// any other becomes DEL.
+    pub fn delete(&mut self, id: PageId, level: u16, ts: u64) -> Touch {
+        match self.remove(id) {
+            Some(TableEntry {
+                row: Row::New(_),
+                updates,
+                ..
+            }) => Touch {
+                before: updates,
+                after: 0,
+            },
+            other => {
+                let before = other.map_or(0, |r| r.updates);
+                let after = before.saturating_add(1);
+                self.put(
+                    id,
+                    TableEntry {
+                        row: Row::Del { level },
+                        updates: after,
+                        last_update: ts,
+                    },
+                );
+                Touch { before, after }
+            }
+        }
+    }
+
+    /// Removes the row of `id` (after a flush).
+    pub fn remove(&mut self, id: PageId) -> Option<TableEntry> {
+        let row = self.rows.remove(&id)?;
+        self.bytes -= row.bytes();
+        Some(row)
+    }
+
+    /// Empties the table.
+    pub fn clear(&mut self) {
+        self.rows.clear();
+        self.bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::geom::Rect;
+
+    fn e(k: u64, x: f64) -> Entry {
+        Entry {
+            key: k,
+            rect: Rect::new(x, x, x + 1.0, x + 1.0).unwrap(),
+            payload: 0,
+        }
+    }
+
+    #[test]
+    fn mod_lists_keep_arrival_order_and_repeats() {
+        let mut t = ModTable::new();
+        let ch1 = [EntryChange::Upsert(e(5, 1.0)), EntryChange::Remove(2)];
+        let ch2 = [EntryChange::Upsert(e(5, 3.0))];
+        assert_eq!(
+            t.modify(9, 0, &ch1, 1).unwrap(),
+            Touch {
+                before: 0,
+                after: 2
+            }
+        );
+        assert_eq!(
+            t.modify(9, 0, &ch2, 2).unwrap(),
+            Touch {
+                before: 2,
+                after: 3
+            }
+        );
+        let row = t.get(9).unwrap();
+        let Row::Mod { mods, .. } = &row.row else {
+            panic!("not MOD")
+        };
+        // Key 5 appears twice, in arrival order.
+        assert_eq!(mods.len(), 3);
+        assert_eq!(mods[0].timestamp, 1);
+        assert_eq!(mods[2].change, ch2[0]);
+        assert_eq!(t.bytes(), changes_bytes(1, 3));
+        // Applying the list: the last version wins, removals drop.
+        let mut n = Node {
+            level: 0,
+            entries: vec![e(1, 0.0), e(2, 0.0), e(5, 0.0)],
+        };
+        apply(&mut n, mods.iter().map(|m| m.change));
+        assert_eq!(n.entries, vec![e(1, 0.0), e(5, 3.0)]);
+    }
+
+    #[test]
+    fn new_rows_absorb_changes_and_leave_on_delete() {
+        let mut t = ModTable::new();
+        t.create(
+            3,
+            Node {
+                level: 1,
+                entries: vec![e(1, 0.0)],
+            },
+            1,
+        );
+        t.modify(3, 1, &[EntryChange::Upsert(e(0, 2.0))], 2)
+            .unwrap();
+        let Row::New(n) = &t.get(3).unwrap().row else {
+            panic!("not NEW")
+        };
+        assert_eq!(n.entries, vec![e(0, 2.0), e(1, 0.0)]);
+        assert_eq!(t.bytes(), node_bytes(n));
+        assert_eq!(
+            t.delete(3, 1, 3),
+            Touch {
+                before: 2,
+                after: 0
+            }
+        );
+        assert!(t.is_empty() && t.bytes() == 0);
+        // A stored node becomes DEL, and cannot be modified afterwards.
+        t.modify(4, 0, &[EntryChange::Remove(1)], 4).unwrap();
+        t.delete(4, 0, 5);
+        assert!(matches!(t.get(4).unwrap().row, Row::Del { level: 0 }));
+        assert!(t.modify(4, 0, &[EntryChange::Remove(1)], 6).is_err());
+        assert_eq!(t.bytes(), changes_bytes(1, 0));
+        t.clear();
+        assert_eq!(t.bytes(), 0);
+    }
+}
