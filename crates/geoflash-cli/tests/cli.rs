@@ -713,7 +713,7 @@ fn efind_build_acks_recovers_and_refuses_bad_log_flags() {
         "file?direct=false",
     ]));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let last = stdout.lines().filter(|l| l.starts_with("acked ")).last();
+    let last = stdout.lines().rfind(|l| l.starts_with("acked "));
     assert_eq!(last, Some("acked 3000"), "{stdout}");
     // Bad log and durability flags are input errors.
     for extra in [

@@ -301,6 +301,39 @@ pub struct Stats {
     pub log_bytes: u64,
     /// Records appended to the modification log.
     pub log_records: u64,
+    /// Log pages written (appends and compactions; also counted in `pages_written`).
+    #[serde(default)]
+    pub log_pages_written: u64,
+    /// Log syncs (also counted in `syncs`).
+    #[serde(default)]
+    pub log_syncs: u64,
+    /// Log compactions.
+    #[serde(default)]
+    pub compactions: u64,
+    /// Flushes forced by the log (compaction could not free enough).
+    #[serde(default)]
+    pub forced_flushes: u64,
+    /// Full page images logged before in-place writes (torn-write protection).
+    #[serde(default)]
+    pub page_images: u64,
+    /// Bytes of page images in the log.
+    #[serde(default)]
+    pub page_image_bytes: u64,
+    /// eFIND temporal control on writes: Seq chosen.
+    #[serde(default)]
+    pub tc_seq: u64,
+    /// eFIND temporal control on writes: Str chosen.
+    #[serde(default)]
+    pub tc_str: u64,
+    /// eFIND temporal control on writes: Seq ∪ Str chosen.
+    #[serde(default)]
+    pub tc_both: u64,
+    /// eFIND temporal control on writes: fallback to the oldest pages.
+    #[serde(default)]
+    pub tc_fallback: u64,
+    /// eFIND temporal control on reads: flushed pages pre-cached (interleaved reads avoided).
+    #[serde(default)]
+    pub precached: u64,
 
     /// Peak bytes of buffer memory (shared accounting function), a peak, not a sum.
     pub peak_buffer_bytes: u64,
@@ -479,6 +512,17 @@ impl Stats {
         "query_results",
         "log_bytes",
         "log_records",
+        "log_pages_written",
+        "log_syncs",
+        "compactions",
+        "forced_flushes",
+        "page_images",
+        "page_image_bytes",
+        "tc_seq",
+        "tc_str",
+        "tc_both",
+        "tc_fallback",
+        "precached",
         "peak_buffer_bytes",
     ];
 
@@ -520,6 +564,19 @@ impl Stats {
             flushed_nodes,
             ops_committed,
             peak_buffer_bytes,
+            log_records,
+            log_bytes,
+            log_pages_written,
+            log_syncs,
+            compactions,
+            forced_flushes,
+            page_images,
+            page_image_bytes,
+            tc_seq,
+            tc_str,
+            tc_both,
+            tc_fallback,
+            precached,
             ..
         } = *store;
         self.node_gets = self.node_gets.saturating_add(node_gets);
@@ -533,6 +590,19 @@ impl Stats {
         self.flushed_nodes = self.flushed_nodes.saturating_add(flushed_nodes);
         self.ops_committed = self.ops_committed.saturating_add(ops_committed);
         self.peak_buffer_bytes = self.peak_buffer_bytes.max(peak_buffer_bytes);
+        self.log_records = self.log_records.saturating_add(log_records);
+        self.log_bytes = self.log_bytes.saturating_add(log_bytes);
+        self.log_pages_written = self.log_pages_written.saturating_add(log_pages_written);
+        self.log_syncs = self.log_syncs.saturating_add(log_syncs);
+        self.compactions = self.compactions.saturating_add(compactions);
+        self.forced_flushes = self.forced_flushes.saturating_add(forced_flushes);
+        self.page_images = self.page_images.saturating_add(page_images);
+        self.page_image_bytes = self.page_image_bytes.saturating_add(page_image_bytes);
+        self.tc_seq = self.tc_seq.saturating_add(tc_seq);
+        self.tc_str = self.tc_str.saturating_add(tc_str);
+        self.tc_both = self.tc_both.saturating_add(tc_both);
+        self.tc_fallback = self.tc_fallback.saturating_add(tc_fallback);
+        self.precached = self.precached.saturating_add(precached);
     }
 
     /// Adds `ns` nanoseconds measured on `clock` to `phase`.
@@ -637,6 +707,17 @@ impl Stats {
             (&mut self.query_results, other.query_results),
             (&mut self.log_bytes, other.log_bytes),
             (&mut self.log_records, other.log_records),
+            (&mut self.log_pages_written, other.log_pages_written),
+            (&mut self.log_syncs, other.log_syncs),
+            (&mut self.compactions, other.compactions),
+            (&mut self.forced_flushes, other.forced_flushes),
+            (&mut self.page_images, other.page_images),
+            (&mut self.page_image_bytes, other.page_image_bytes),
+            (&mut self.tc_seq, other.tc_seq),
+            (&mut self.tc_str, other.tc_str),
+            (&mut self.tc_both, other.tc_both),
+            (&mut self.tc_fallback, other.tc_fallback),
+            (&mut self.precached, other.precached),
         ] {
             *a = a.saturating_add(b);
         }

@@ -199,16 +199,13 @@ fn run(dev: Arc<dyn PageDevice>, kind: IndexKind, cfg: EfindConfig, ops: &[Op]) 
                 done_at.push((last, out.attempted));
             }
         }
-        match t.store().durable_op() {
-            Some(d) => {
-                out.acked = done_at
-                    .iter()
-                    .filter(|(op, _)| *op <= d)
-                    .map(|(_, n)| *n)
-                    .max()
-                    .unwrap_or(0);
-            }
-            None => {}
+        if let Some(d) = t.store().durable_op() {
+            out.acked = done_at
+                .iter()
+                .filter(|(op, _)| *op <= d)
+                .map(|(_, n)| *n)
+                .max()
+                .unwrap_or(0);
         }
         if matches!(op, Op::Checkpoint) {
             out.acked = out.attempted;
@@ -410,4 +407,19 @@ fn the_faultless_script_compacts_and_forces_flushes() {
     assert!(e.page_images > 0, "{e:?}");
     assert!(t.store().stats().flushes > 0);
     assert!(e.tc_seq + e.tc_str + e.tc_both + e.tc_fallback > 0, "{e:?}");
+    // The store's counters carry the log and eFIND columns into the metrics record.
+    let st = t.store().stats();
+    assert_eq!((st.log_records, st.log_bytes), (l.records, l.bytes));
+    assert_eq!((st.log_syncs, st.compactions), (l.syncs, e.compactions));
+    assert_eq!(
+        (st.page_images, st.tc_seq, st.tc_fallback),
+        (e.page_images, e.tc_seq, e.tc_fallback)
+    );
+    let mut m = crate::metrics::Stats::new("build");
+    m.absorb_store(&st);
+    assert_eq!(
+        (m.log_records, m.page_images, m.compactions),
+        (l.records, e.page_images, e.compactions)
+    );
+    assert!(m.log_pages_written > 0 && m.log_syncs > 0);
 }

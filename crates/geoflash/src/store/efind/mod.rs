@@ -886,7 +886,26 @@ impl NodeStore for EfindStore {
     }
 
     fn stats(&self) -> StoreStats {
-        self.lock().stats
+        let inner = self.lock();
+        let (s, e) = (inner.stats, inner.estats);
+        drop(inner);
+        let l = self.log_stats();
+        StoreStats {
+            log_records: l.records,
+            log_bytes: l.bytes,
+            log_pages_written: l.pages_written,
+            log_syncs: l.syncs,
+            compactions: e.compactions,
+            page_images: e.page_images,
+            page_image_bytes: e.page_image_bytes,
+            forced_flushes: e.forced_flushes,
+            tc_seq: e.tc_seq,
+            tc_str: e.tc_str,
+            tc_both: e.tc_both,
+            tc_fallback: e.tc_fallback,
+            precached: e.precached,
+            ..s
+        }
     }
 
     fn last_committed_op(&self) -> Option<OpId> {
