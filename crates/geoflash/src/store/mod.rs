@@ -21,11 +21,13 @@ use crate::Result;
 pub mod accounting;
 pub mod alloc;
 pub mod efind;
+pub mod fast;
 pub(crate) mod header;
 pub mod log;
 pub mod mem;
 pub mod plain;
 
+pub use fast::{FastConfig, FastStore};
 pub use plain::{PlainConfig, PlainStore};
 
 /// Identifier of one user operation (insert, delete, update) inside a store.
