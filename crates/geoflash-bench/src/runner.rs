@@ -126,6 +126,9 @@ fn measure(
     work: impl FnOnce(&mut Index, &mut Stats) -> Result<()>,
 ) -> Result<Stats> {
     index.device().reset_stats();
+    if let Some(log) = index.log_device() {
+        log.reset_stats();
+    }
     let before = index.tree().store().stats();
     let cpu = cpu_time::ProcessTime::try_now().ok();
     let wall = Instant::now();
@@ -137,7 +140,11 @@ fn measure(
             s.cpu_time_ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         }
     }
-    s.set_device(&index.device().stats());
+    // Index::stats adds a separate log file's I/O to the device counters.
+    let full = index.stats(label);
+    s.io = full.io;
+    s.sim = full.sim;
+    s.device_simulated = full.device_simulated;
     let after = index.tree().store().stats();
     s.absorb_store(&store_delta(&after, &before));
     let nodes = after.nodes_created.saturating_sub(after.nodes_deleted);
@@ -303,7 +310,10 @@ impl Exec<'_> {
             } => {
                 let batches: Vec<(String, Vec<Rect>)> = match source {
                     WindowSource::File(p) => vec![(
-                        format!("windows={}", p.file_name().and_then(|n| n.to_str()).unwrap_or("")),
+                        format!(
+                            "windows={}",
+                            p.file_name().and_then(|n| n.to_str()).unwrap_or("")
+                        ),
                         read_windows_file(p)?,
                     )],
                     WindowSource::Generated {
@@ -318,8 +328,16 @@ impl Exec<'_> {
                             .iter()
                             .zip(labels)
                             .map(|(sel, l)| {
-                                windows(self.extent, *sel, *aspect, *count, *placement, &data, *seed)
-                                    .map(|w| (format!("selectivity={l}"), w))
+                                windows(
+                                    self.extent,
+                                    *sel,
+                                    *aspect,
+                                    *count,
+                                    *placement,
+                                    &data,
+                                    *seed,
+                                )
+                                .map(|w| (format!("selectivity={l}"), w))
                             })
                             .collect::<Result<_>>()?
                     }
@@ -434,17 +452,98 @@ impl Exec<'_> {
                 let s = measure(index, label, |ix, _| ix.checkpoint())?;
                 Ok(vec![ok_row(String::new(), s)])
             }
-            Step::CrashAndRecover => Ok(vec![Row {
-                parameter: String::new(),
-                status: "skipped",
-                message: format!(
-                    "crash_and_recover is not supported by store {} in this version (no recovery log yet)",
-                    self.store
-                ),
-                stats: Stats::new(label),
-            }]),
+            Step::CrashAndRecover { .. } => Err(Error::invalid(
+                "crash_and_recover is run by the configuration's loop",
+            )),
         }
     }
+}
+
+/// Crash and recover: `operations` inserts without a checkpoint, the index
+/// dropped without flushing (a crash at an operation boundary), then
+/// reopened, which runs recovery from the log. The row measures the reopen.
+fn crash_and_recover(exec: &mut Exec, index: Index, operations: usize) -> Result<(Index, Row)> {
+    let skipped = |index: Index, message: String| {
+        Ok((
+            index,
+            Row {
+                parameter: String::new(),
+                status: "skipped",
+                message,
+                stats: Stats::new("crash_and_recover"),
+            },
+        ))
+    };
+    if exec.store != "efind" {
+        return skipped(
+            index,
+            format!(
+                "crash_and_recover is not supported by store {} in this version (it keeps no log; efind does)",
+                exec.store
+            ),
+        );
+    }
+    let Some(dir) = index.dir().map(Path::to_path_buf) else {
+        let device = index.manifest().device.clone();
+        return skipped(
+            index,
+            format!(
+                "crash_and_recover needs a file device: an index on {} lives in this process only",
+                device
+            ),
+        );
+    };
+    let mut index = index;
+    let before = exec.live.len();
+    exec.bar.set_message("crash_and_recover");
+    for _ in 0..operations {
+        exec.insert_next(&mut index)?;
+    }
+    // The crash: no checkpoint, no close.
+    drop(index);
+    let cpu = cpu_time::ProcessTime::try_now().ok();
+    let wall = Instant::now();
+    let index = Index::open(&dir, geoflash::manifest::Access::Write)?;
+    let mut s = index.stats("crash_and_recover");
+    s.wall_time_ns = u64::try_from(wall.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    if let Some(d) = cpu.and_then(|c| c.try_elapsed().ok()) {
+        s.cpu_time_ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    }
+    s.add_time(
+        geoflash::metrics::Clock::Wall,
+        geoflash::metrics::Phase::Recovery,
+        s.wall_time_ns,
+    );
+    let recovered = usize::try_from(index.len()).unwrap_or(usize::MAX);
+    if recovered < before || recovered > before + operations {
+        return Err(Error::corrupt(
+            None,
+            format!(
+                "after the crash the index holds {recovered} records: expected between {before} \
+             (the last checkpoint) and {} (every insert)",
+                before + operations
+            ),
+        ));
+    }
+    // The inserts that did not survive are gone from the live set.
+    exec.live.truncate(recovered);
+    let report = index
+        .restart_report()
+        .and_then(|r| serde_json::to_string(r).ok())
+        .unwrap_or_default();
+    s.operations = (recovered - before) as u64;
+    Ok((
+        index,
+        Row {
+            parameter: format!("operations={operations}"),
+            status: "ok",
+            message: format!(
+                "{} of {operations} inserts after the last checkpoint recovered; restart: {report}",
+                recovered - before
+            ),
+            stats: s,
+        },
+    ))
 }
 
 /// Creates the index of a configuration (`file` devices get a fresh directory in `workdir`).
@@ -750,6 +849,19 @@ fn execute(
         store: c.index.store.clone(),
     };
     for (i, step) in w.steps.iter().enumerate().skip(1) {
+        if let Step::CrashAndRecover { operations } = step {
+            match crash_and_recover(&mut exec, index, *operations) {
+                Ok((ix, r)) => {
+                    index = ix;
+                    if r.status == "skipped" {
+                        summary.unsupported.push(r.message.clone());
+                    }
+                    record(store, i, step, &r)?;
+                    continue;
+                }
+                Err(e) => return Err(fail(store, i, step, e)),
+            }
+        }
         match exec.step(&mut index, step) {
             Ok(rows) => {
                 for r in rows {
@@ -1025,5 +1137,84 @@ kind = "checkpoint"
                 "SELECT pages_written FROM results WHERE step_kind = 'build'"
             ) > 0
         );
+    }
+
+    #[test]
+    fn crash_and_recover_on_a_file_device() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = r#"
+name = "crash"
+[[dataset]]
+name = "u"
+generator = "uniform"
+count = 500
+[[index]]
+name = "e"
+store = "efind"
+page_size = 1024
+buffer = "16KiB"
+device = "file"
+efind = { durability = ["sync", "none"] }
+[[index]]
+name = "p"
+store = "plain"
+device = "file"
+[[step]]
+kind = "build"
+fraction = 0.8
+[[step]]
+kind = "crash_and_recover"
+operations = 50
+[[step]]
+kind = "range_queries"
+windows = "WINDOWS"
+"#;
+        let wdir = tempfile::tempdir().unwrap();
+        let wfile = wdir.path().join("all.csv");
+        crate::windows::write_windows(&wfile, &[Rect::new(-1.0, -1.0, 2.0, 2.0).unwrap()]).unwrap();
+        let text = text.replace("WINDOWS", wfile.to_str().unwrap());
+        let w = Workload::parse(&text, Path::new("c.toml"), Scale::Smoke).unwrap();
+        let mut st = ResultsStore::in_memory().unwrap();
+        let s = run(
+            &w,
+            &mut st,
+            &RunOptions {
+                workdir: Some(dir.path().to_path_buf()),
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+        assert!(s.failures.is_empty(), "{:?}", s.failures);
+        let get = |sql: &str| count(&st, sql);
+        // sync durability: every acknowledged insert survives; the query sees them all
+        assert_eq!(
+            get("SELECT operations FROM results_full WHERE step_kind = 'crash_and_recover' AND index_name LIKE '%sync%'"),
+            50
+        );
+        assert_eq!(
+            get("SELECT query_results FROM results_full WHERE step_kind = 'range_queries' AND index_name LIKE '%sync%'"),
+            450
+        );
+        // no durability: between none and all of them, and the query agrees with the recovered count
+        let kept = get("SELECT operations FROM results_full WHERE step_kind = 'crash_and_recover' AND index_name LIKE '%none%'");
+        assert!((0..=50).contains(&kept), "{kept}");
+        assert_eq!(
+            get("SELECT query_results FROM results_full WHERE step_kind = 'range_queries' AND index_name LIKE '%none%'"),
+            400 + kept
+        );
+        // recovery read the device
+        assert!(get("SELECT min(pages_read) FROM results WHERE step_kind = 'crash_and_recover' AND status = 'ok'") > 0);
+        // the plain store says it cannot
+        assert_eq!(
+            get("SELECT count(*) FROM results WHERE status = 'skipped'"),
+            1
+        );
+        assert!(
+            s.unsupported[0].contains("store plain"),
+            "{:?}",
+            s.unsupported
+        );
+        // nothing left behind in the work directory
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

@@ -118,6 +118,10 @@ pub struct EfindParams {
     pub read_buffer_percent: Option<u8>,
     /// Temporal control on or off.
     pub temporal_control: Option<bool>,
+    /// Durability of the log: sync, group, group:N,T or none.
+    pub durability: Option<String>,
+    /// Bytes of the log.
+    pub log_capacity: Option<u64>,
 }
 
 /// One index configuration (after expanding parameter lists).
@@ -174,6 +178,12 @@ impl IndexConfig {
                 }
                 if p.temporal_control == Some(false) {
                     c.temporal_control = None;
+                }
+                if let Some(d) = &p.durability {
+                    c.durability = geoflash::store::log::Durability::parse(d)?;
+                }
+                if let Some(l) = p.log_capacity {
+                    c.log_capacity = l;
                 }
                 c.verify()?;
                 Some(c)
@@ -332,8 +342,13 @@ pub enum Step {
     },
     /// Flushes and syncs (a checkpoint).
     Checkpoint,
-    /// Crash at an operation boundary and recover.
-    CrashAndRecover,
+    /// Inserts `operations` more objects without a checkpoint, crashes (the
+    /// index is dropped without flushing) and reopens it, which recovers
+    /// from the log. Needs a store with a log (efind) on a `file` device.
+    CrashAndRecover {
+        /// Inserts between the last checkpoint and the crash.
+        operations: usize,
+    },
 }
 
 impl Step {
@@ -346,7 +361,7 @@ impl Step {
             Step::Mixed { .. } => "mixed",
             Step::Delete { .. } => "delete",
             Step::Checkpoint => "checkpoint",
-            Step::CrashAndRecover => "crash_and_recover",
+            Step::CrashAndRecover { .. } => "crash_and_recover",
         }
     }
 }
@@ -864,6 +879,19 @@ fn parse_dataset(cx: &Ctx, d: &RawDataset, i: usize, base: &Path) -> Result<Vec<
             DatasetSource::Generator(p)
         }
         (None, Some(f)) => {
+            let p = base.join(f.get_ref());
+            if !p.is_file() {
+                return Err(cx.err(
+                    &f.span(),
+                    &key("file"),
+                    format!("dataset file {} does not exist", p.display()),
+                ));
+            }
+            cx.at(
+                &f.span(),
+                &key("file"),
+                crate::import::InputFormat::from_path(&p),
+            )?;
             for (k, v) in [("geometry", &d.geometry), ("count", &d.count)] {
                 if let Some(v) = v {
                     return Err(cx.err(
@@ -880,19 +908,6 @@ fn parse_dataset(cx: &Ctx, d: &RawDataset, i: usize, base: &Path) -> Result<Vec<
                     "applies to generated datasets only, not to a file",
                 ));
             }
-            let p = base.join(f.get_ref());
-            if !p.is_file() {
-                return Err(cx.err(
-                    &f.span(),
-                    &key("file"),
-                    format!("dataset file {} does not exist", p.display()),
-                ));
-            }
-            cx.at(
-                &f.span(),
-                &key("file"),
-                crate::import::InputFormat::from_path(&p),
-            )?;
             DatasetSource::File(p)
         }
         (Some(g), Some(_)) => {
@@ -951,6 +966,8 @@ const EFIND_KEYS: &[&str] = &[
     "flush_policy",
     "read_buffer_percent",
     "temporal_control",
+    "durability",
+    "log_capacity",
 ];
 
 fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
@@ -1095,6 +1112,12 @@ fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
                             "flush_unit" => {
                                 at(as_uint(v).map(|n| e.flush_unit = Some(n as usize)))?
                             }
+                            "durability" => at(as_str(v).and_then(|s| {
+                                geoflash::store::log::Durability::parse(&s)?;
+                                e.durability = Some(s);
+                                Ok(())
+                            }))?,
+                            "log_capacity" => at(as_size(v).map(|n| e.log_capacity = Some(n)))?,
                             "flush_policy" => at(as_str(v).and_then(|s| {
                                 parse_flush_policy(&s)?;
                                 e.flush_policy = Some(s);
@@ -1228,7 +1251,7 @@ const STEP_KEYS: &[(&str, &[&str])] = &[
     ),
     ("delete", &["fraction", "seed"]),
     ("checkpoint", &[]),
-    ("crash_and_recover", &[]),
+    ("crash_and_recover", &["operations"]),
 ];
 
 fn parse_step(cx: &Ctx, s: &RawStep, i: usize, base: &Path) -> Result<Step> {
@@ -1502,7 +1525,16 @@ fn parse_step(cx: &Ctx, s: &RawStep, i: usize, base: &Path) -> Result<Step> {
             seed,
         },
         "checkpoint" => Step::Checkpoint,
-        _ => Step::CrashAndRecover,
+        _ => {
+            let operations = match &s.operations {
+                None => 0,
+                Some(v) => cx.scaled(v, &key("operations"))?,
+            };
+            Step::CrashAndRecover {
+                operations: usize::try_from(operations)
+                    .map_err(|_| Error::invalid("operations too large"))?,
+            }
+        }
     })
 }
 

@@ -55,10 +55,13 @@ pub fn bench(a: BenchArgs) -> Result<(), Failure> {
             }))?;
         } else {
             for c in &configs {
+                let order = serde_json::to_value(c.dataset.order)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default();
                 outln!(
-                    "{} ({:?}) · {} · rep {}",
+                    "{} ({order}) · {} · rep {}",
                     c.dataset.name,
-                    c.dataset.order,
                     c.index.name,
                     c.repetition
                 );

@@ -22,7 +22,7 @@ use crate::{progress_bar, Failure};
 /// Options of `build`.
 #[derive(clap::Args)]
 pub struct BuildArgs {
-    /// Dataset file: CSV `id,minx,miny,maxx,maxy` with a header, or GeoJSON
+    /// Dataset file: CSV `id,minx,miny,maxx,maxy` with a header (or with a `wkt` column), or GeoJSON
     /// (any geometries: stored in the index's object heap for `query --refine`).
     #[arg(long)]
     input: PathBuf,
@@ -118,7 +118,7 @@ pub struct ChangeArgs {
     /// Index directory.
     #[arg(long)]
     index: PathBuf,
-    /// Dataset file: CSV `id,minx,miny,maxx,maxy` with a header, or GeoJSON
+    /// Dataset file: CSV `id,minx,miny,maxx,maxy` with a header (or with a `wkt` column), or GeoJSON
     /// (any geometries: stored in the index's object heap for `query --refine`).
     #[arg(long)]
     input: PathBuf,
@@ -258,7 +258,7 @@ fn parse_predicate(s: &str) -> Result<Predicate, Failure> {
 
 fn read_input(path: &Path) -> Result<Vec<(u64, Rect)>, Failure> {
     match formats::Format::from_path(path)? {
-        formats::Format::Csv => Ok(formats::read_csv(path)?),
+        formats::Format::Csv => Ok(geoflash_bench::import::read_rects(path)?),
         formats::Format::GeoJson => Err(Error::invalid(format!(
             "{}: GeoJSON input is not available in this version; use CSV id,minx,miny,maxx,maxy",
             path.display()
