@@ -593,15 +593,41 @@ fn measure_pages_written_against_the_rtree() {
     use crate::cache::PolicyKind;
     use crate::index::{IndexKind, RTree, SplitKind, TreeParams};
     let data = rects(20_000, 2015);
-    let (dev, store) = plain(4096);
-    let mut f = Fortree::create(store, FortreeConfig::for_page_size(4096).unwrap()).unwrap();
-    for (id, rect) in &data {
-        f.insert(*id, *rect).unwrap();
+    let build = |flush_unit: usize, flush_fraction: f64| {
+        let (dev, store) = plain(4096);
+        let cfg = FortreeConfig {
+            flush_unit,
+            flush_fraction,
+            ..FortreeConfig::for_page_size(4096).unwrap()
+        };
+        let mut f = Fortree::create(store, cfg).unwrap();
+        for (id, rect) in &data {
+            f.insert(*id, *rect).unwrap();
+        }
+        f.checkpoint().unwrap();
+        let io = dev.stats().io;
+        let rep = f.check().unwrap();
+        let s = f.stats();
+        println!(
+            "FOR-tree (flush unit {flush_unit}, fraction {flush_fraction}): pages written {}, \
+             read {}, write batches {}, flushes {}, merge-backs {}, O-nodes {}, height {}, \
+             nodes {:?}",
+            io.pages_written,
+            io.pages_read,
+            io.write_batches,
+            s.flushes,
+            s.merge_backs,
+            rep.overflow_nodes,
+            rep.height,
+            rep.nodes_per_level
+        );
+        assert_eq!(rep.records, 20_000);
+        f
+    };
+    for (u, fr) in [(1, 0.1), (5, 0.5)] {
+        build(u, fr);
     }
-    f.checkpoint().unwrap();
-    let fio = dev.stats().io;
-    let frep = f.check().unwrap();
-    let fs = f.stats();
+    let mut f = build(5, 0.1);
 
     let dev2: Arc<dyn PageDevice> = Arc::new(MemDevice::new(4096, 1 << 20).unwrap());
     let cfg = PlainConfig {
@@ -620,22 +646,9 @@ fn measure_pages_written_against_the_rtree() {
     let rio = dev2.stats().io;
     let rrep = t.check().unwrap();
     println!(
-        "FOR-tree: pages written {}, read {}, write batches {}, flushes {}, merge-backs {}, \
-         O-nodes {}, height {}, nodes {:?}",
-        fio.pages_written,
-        fio.pages_read,
-        fio.write_batches,
-        fs.flushes,
-        fs.merge_backs,
-        frep.overflow_nodes,
-        frep.height,
-        frep.nodes_per_level
-    );
-    println!(
         "R-tree:   pages written {}, read {}, write batches {}, height {}, nodes {:?}",
         rio.pages_written, rio.pages_read, rio.write_batches, rrep.height, rrep.nodes_per_level
     );
-    assert_eq!(frep.records, 20_000);
     assert_eq!(rrep.records, 20_000);
     let w = r(100.0, 100.0, 300.0, 250.0);
     let mut a: Vec<u64> = f
