@@ -2,7 +2,8 @@
 //! split), merge-back and AdjustTree.
 use super::{checked, Access, Fortree, Step};
 use crate::geom::Rect;
-use crate::index::ops::{area, enlargement, mbr};
+use crate::index::insert::choose_by_enlargement;
+use crate::index::ops::mbr;
 use crate::page::{Entry, Node};
 use crate::storage::PageId;
 use crate::store::NodeStore;
@@ -79,28 +80,17 @@ impl<S: NodeStore> Fortree<S> {
                 return Ok(path);
             }
             let nodes = self.unit(id)?;
-            let mut best: Option<(f64, f64, PageId)> = None;
-            for (_, node) in &nodes {
-                if node.level != level {
-                    return Err(Error::corrupt(
-                        Some(id),
-                        format!("node at level {} in a unit of level {level}", node.level),
-                    ));
-                }
-                for e in &node.entries {
-                    let enl = enlargement(&e.rect, rect);
-                    let a = area(&e.rect);
-                    let better = match best {
-                        None => true,
-                        Some((be, ba, _)) => enl < be || (enl == be && a < ba),
-                    };
-                    if better {
-                        best = Some((enl, a, e.key));
-                    }
-                }
+            if let Some((_, node)) = nodes.iter().find(|(_, n)| n.level != level) {
+                return Err(Error::corrupt(
+                    Some(id),
+                    format!("node at level {} in a unit of level {level}", node.level),
+                ));
             }
-            id = best
-                .map(|b| b.2)
+            let all: Vec<Entry> = nodes
+                .iter()
+                .flat_map(|(_, n)| n.entries.iter().copied())
+                .collect();
+            id = choose_by_enlargement(&all, rect)
                 .ok_or_else(|| Error::corrupt(Some(id), "internal unit without entries"))?;
             level -= 1;
         }

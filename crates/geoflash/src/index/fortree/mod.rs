@@ -479,6 +479,15 @@ impl<S: NodeStore> Fortree<S> {
             .sum())
     }
 
+    /// The store's metadata for this tree: the head page, height and records.
+    fn tree_meta(&self) -> TreeMeta {
+        TreeMeta {
+            root: Some(self.head),
+            height: self.height,
+            records: self.records,
+        }
+    }
+
     /// After a query: drops clean nodes beyond the budget (a query changes nothing).
     fn after_query(&mut self) {
         self.buf.evict_clean(self.config.buffer_bytes);
@@ -526,11 +535,7 @@ impl<S: NodeStore> Fortree<S> {
                 self.buf.mark_clean(id);
             }
         }
-        self.store.set_meta(TreeMeta {
-            root: Some(self.head),
-            height: self.height,
-            records: self.records,
-        })?;
+        self.store.set_meta(self.tree_meta())?;
         self.store.commit_op(op)?;
         self.stats.flushes += 1;
         self.stats.flushed_nodes += written;

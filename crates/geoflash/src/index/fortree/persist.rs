@@ -26,7 +26,7 @@ use crate::geom::Rect;
 use crate::index::diff;
 use crate::page::Entry;
 use crate::storage::PageId;
-use crate::store::{NodeStore, TreeMeta};
+use crate::store::NodeStore;
 use crate::{Error, Result};
 
 /// Entry kind: format marker.
@@ -142,11 +142,7 @@ impl<S: NodeStore> Fortree<S> {
         if !changes.is_empty() {
             self.store.modify(self.head, 0, &changes)?;
         }
-        self.store.set_meta(TreeMeta {
-            root: Some(self.head),
-            height: self.height,
-            records: self.records,
-        })?;
+        self.store.set_meta(self.tree_meta())?;
         self.store.commit_op(op)?;
         self.continuation = pages;
         Ok(())
