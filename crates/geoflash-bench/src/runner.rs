@@ -546,27 +546,34 @@ fn crash_and_recover(exec: &mut Exec, index: Index, operations: usize) -> Result
     ))
 }
 
+/// A fresh directory in `workdir` (or the temporary directory) for an index
+/// on a `file` device; `None` for other devices, whose indexes need none.
+fn scratch_dir(device: &str, workdir: Option<&Path>) -> Result<Option<tempfile::TempDir>> {
+    if !matches!(DeviceSpec::parse(device)?, DeviceSpec::File { .. }) {
+        return Ok(None);
+    }
+    let b = tempfile::Builder::new().prefix("geoflash-bench-").clone();
+    match workdir {
+        Some(w) => b.tempdir_in(w),
+        None => b.tempdir(),
+    }
+    .map(Some)
+    .map_err(|source| Error::Io {
+        path: workdir.map(Path::to_path_buf).unwrap_or_default(),
+        page: None,
+        source,
+    })
+}
+
 /// Creates the index of a configuration (`file` devices get a fresh directory in `workdir`).
 fn create_index(
     c: &Configuration,
     workdir: Option<&Path>,
 ) -> Result<(Index, Option<tempfile::TempDir>)> {
     let opts = c.index.options()?;
-    let is_file = matches!(DeviceSpec::parse(&opts.device)?, DeviceSpec::File { .. });
-    if !is_file {
+    let Some(dir) = scratch_dir(&opts.device, workdir)? else {
         return Ok((Index::create_temporary(&opts)?, None));
-    }
-    let dir = match workdir {
-        Some(w) => tempfile::Builder::new()
-            .prefix("geoflash-bench-")
-            .tempdir_in(w),
-        None => tempfile::Builder::new().prefix("geoflash-bench-").tempdir(),
-    }
-    .map_err(|source| Error::Io {
-        path: workdir.map(Path::to_path_buf).unwrap_or_default(),
-        page: None,
-        source,
-    })?;
+    };
     let index = Index::create(&dir.path().join("index"), &opts)?;
     Ok((index, Some(dir)))
 }
@@ -611,24 +618,7 @@ fn build(
         BuildMethod::Bulk(m) => {
             // The bulk load creates the index, so the measurement wraps creation.
             let opts = c.index.options()?;
-            let is_file = matches!(DeviceSpec::parse(&opts.device)?, DeviceSpec::File { .. });
-            let dir = if is_file {
-                Some(
-                    match workdir {
-                        Some(w) => tempfile::Builder::new()
-                            .prefix("geoflash-bench-")
-                            .tempdir_in(w),
-                        None => tempfile::Builder::new().prefix("geoflash-bench-").tempdir(),
-                    }
-                    .map_err(|source| Error::Io {
-                        path: workdir.map(Path::to_path_buf).unwrap_or_default(),
-                        page: None,
-                        source,
-                    })?,
-                )
-            } else {
-                None
-            };
+            let dir = scratch_dir(&opts.device, workdir)?;
             let cpu = cpu_time::ProcessTime::try_now().ok();
             let wall = Instant::now();
             let index_dir = dir.as_ref().map(|d| d.path().join("index"));
