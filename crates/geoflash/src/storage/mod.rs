@@ -19,6 +19,7 @@ pub mod faulty;
 pub mod file;
 pub mod flashsim;
 pub mod hddsim;
+pub mod hybrid;
 pub mod mem;
 pub mod spec;
 pub mod trace;
