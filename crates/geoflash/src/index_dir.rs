@@ -310,9 +310,39 @@ pub fn make_store_with_log(
             let report = store.restart_report().cloned();
             Ok((Box::new(store), report))
         }
-        StoreKind::Fast => Err(Error::invalid(
-            "the fast store is not available in this version; use --store plain or efind",
-        )),
+        StoreKind::Fast => {
+            use crate::store::fast::{FastConfig, FastStore, LogPlacement};
+            // Durability, log size and flushing unit as for eFIND (the
+            // manifest's store parameters); FAST* policy.
+            let e = opts.efind.unwrap_or_default();
+            let cfg = FastConfig {
+                buffer_bytes: opts.buffer_bytes,
+                flush_unit: e.flush_unit,
+                durability: e.durability,
+                log_capacity: e.log_capacity,
+                with_payload,
+                ..FastConfig::default()
+            };
+            cfg.verify()?;
+            let pages = cfg.log_pages(device.page_size())?;
+            // The log as eFIND places it: `log.dat` from page 0 when given,
+            // else the last pages of the node device.
+            let log = match log_device {
+                Some(l) => LogPlacement {
+                    device: l,
+                    first_page: 0,
+                    pages,
+                },
+                None => LogPlacement::tail_of(&device, pages)?,
+            };
+            // A read-only open runs restart too (FAST has no read-only restart yet).
+            let store = if fresh {
+                FastStore::create(device, log, cfg)?
+            } else {
+                FastStore::open(device, log, cfg)?
+            };
+            Ok((Box::new(store), None))
+        }
     }
 }
 

@@ -9,7 +9,7 @@
 //! checks and hold exactly the state after a prefix of the operations that
 //! includes every acknowledged one: with `Durability::Sync` every operation
 //! that returned, with group commit every operation up to
-//! [`FastStore::durable_op`] when the crash came.
+//! [`NodeStore::durable_op`] when the crash came.
 //!
 //! `GEOFLASH_CRASH_CASES` sets the number of cases per tree kind (default 12).
 use std::collections::BTreeMap;

@@ -20,7 +20,7 @@
 //! - **Log** ([`crate::store::log`]): each operation's NEW/MOD/DEL/META
 //!   records are kept in memory while it runs and appended at `commit_op`
 //!   with its COMMIT; the [`Durability`] mode decides when the COMMIT is
-//!   durable ([`FastStore::durable_op`]).
+//!   durable ([`NodeStore::durable_op`]).
 //!
 //! # Where things live
 //!
@@ -515,12 +515,6 @@ impl FastStore {
         self.table.len()
     }
 
-    /// The newest operation whose COMMIT is durable (acknowledged).
-    pub fn durable_op(&self) -> Option<OpId> {
-        let floor = (self.durable_floor > 0).then_some(self.durable_floor);
-        self.log.durable_op().max(floor)
-    }
-
     /// The log's counters.
     pub fn log_stats(&self) -> super::log::LogStats {
         self.log.stats()
@@ -812,6 +806,16 @@ impl NodeStore for FastStore {
             s.checkpoint_inner()?;
             s.compact_log()
         })
+    }
+
+    fn last_committed_op(&self) -> Option<OpId> {
+        (self.last_op > 0).then_some(self.last_op)
+    }
+
+    /// The newest operation whose COMMIT is durable (acknowledged).
+    fn durable_op(&self) -> Option<OpId> {
+        let floor = (self.durable_floor > 0).then_some(self.durable_floor);
+        self.log.durable_op().max(floor)
     }
 
     fn stats(&self) -> StoreStats {

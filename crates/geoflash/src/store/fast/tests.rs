@@ -584,3 +584,33 @@ fn a_device_error_makes_the_store_refuse_changes_until_reopened() {
     .unwrap();
     t.check().unwrap();
 }
+
+#[test]
+fn index_dir_makes_a_fast_store_that_reopens() {
+    use crate::index_dir::{make_store_with_log, StoreKind, StoreOpen, StoreOptions};
+    let opts = StoreOptions {
+        kind: StoreKind::Fast,
+        buffer_bytes: 4096,
+        ..StoreOptions::default()
+    };
+    let dev: Arc<dyn PageDevice> = Arc::new(MemDevice::new(PAGE, 1 << 16).unwrap());
+    let p = params(IndexKind::RStar, PAGE);
+    let (s, _) = make_store_with_log(
+        dev.clone(),
+        None,
+        &opts,
+        IndexKind::RStar,
+        StoreOpen::Create,
+    )
+    .unwrap();
+    let mut t = RTree::create(s, p).unwrap();
+    let o = run_oracle(&mut t, &build_ops(300, 9));
+    assert!(t.store().durable_op().is_some());
+    assert!(t.store().stats().flushes > 0);
+    t.store_mut().checkpoint().unwrap();
+    drop(t);
+    let (s, _) = make_store_with_log(dev, None, &opts, IndexKind::RStar, StoreOpen::Write).unwrap();
+    let t = RTree::open(s, p).unwrap();
+    t.check().unwrap();
+    assert_eq!(all_ids(&t), o.ids());
+}
