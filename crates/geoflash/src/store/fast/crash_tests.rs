@@ -365,3 +365,13 @@ fn torn_flushes_are_restored_from_their_page_images() {
         "no crash point fell between a flush's images and its FLUSH"
     );
 }
+
+/// Known failure (open bug): with `GEOFLASH_CRASH_CASES=80` the R*-tree's
+/// case 21 (FAST*, `Sync`, a second crash during restart) recovers the
+/// state after 92 operations although 93 were acknowledged. Kept as an
+/// ignored regression test until fixed.
+#[test]
+#[ignore = "open bug: an acknowledged operation lost (R*-tree, case 21)"]
+fn regression_rstar_case_21_keeps_every_acknowledged_op() {
+    crash_case(IndexKind::RStar, 21);
+}
