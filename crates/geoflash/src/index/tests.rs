@@ -606,3 +606,88 @@ mod plain {
         }
     }
 }
+
+/// Every tree, built by insertion and by bulk loading, answers range queries
+/// with the same ids as the `rstar` crate and kNN with the same distances.
+#[test]
+fn answers_equal_those_of_the_rstar_crate() {
+    use rand::{Rng, SeedableRng};
+    type Obj = ::rstar::primitives::GeomWithData<::rstar::primitives::Rectangle<[f64; 2]>, u64>;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let data: Vec<(u64, Rect)> = (0..3000u64)
+        .map(|i| {
+            let (x, y): (f64, f64) = (rng.gen(), rng.gen());
+            let (w, h) = (rng.gen::<f64>() * 0.02, rng.gen::<f64>() * 0.02);
+            (i, r(x, y, x + w, y + h))
+        })
+        .collect();
+    let reference = ::rstar::RTree::bulk_load(
+        data.iter()
+            .map(|(id, b)| {
+                Obj::new(
+                    ::rstar::primitives::Rectangle::from_corners(
+                        [b.min_x, b.min_y],
+                        [b.max_x, b.max_y],
+                    ),
+                    *id,
+                )
+            })
+            .collect(),
+    );
+    let windows: Vec<Rect> = (0..40)
+        .map(|_| {
+            let (x, y, s): (f64, f64, f64) = (rng.gen(), rng.gen(), rng.gen::<f64>() * 0.1);
+            r(x, y, x + s, y + s)
+        })
+        .collect();
+    let points: Vec<Point> = (0..20)
+        .map(|_| Point::new(rng.gen(), rng.gen()).unwrap())
+        .collect();
+    let domain = HilbertDomain::new(r(0.0, 0.0, 1.1, 1.1), 16).unwrap();
+    let kinds = [
+        TreeParams::new(IndexKind::RTree, 16).with_split(SplitKind::Linear),
+        TreeParams::new(IndexKind::RTree, 16).with_split(SplitKind::Quadratic),
+        TreeParams::new(IndexKind::RStar, 16),
+        TreeParams::new(IndexKind::Hilbert, 16).with_hilbert_domain(domain),
+    ];
+    for params in kinds {
+        let mut inserted = RTree::create(MemStore::new(), params).unwrap();
+        for (id, b) in &data {
+            inserted.insert(*id, *b).unwrap();
+        }
+        let bulk =
+            RTree::bulk_load(MemStore::new(), params, data.clone(), BulkMethod::Str, 1.0).unwrap();
+        for tree in [&inserted, &bulk] {
+            for w in &windows {
+                let env = ::rstar::AABB::from_corners([w.min_x, w.min_y], [w.max_x, w.max_y]);
+                let want: BTreeSet<u64> = reference
+                    .locate_in_envelope_intersecting(&env)
+                    .map(|o| o.data)
+                    .collect();
+                let res = tree.query(*w, Predicate::Intersects).unwrap();
+                assert_eq!(ids(&res), want, "{params:?} window {w:?}");
+            }
+            for p in &points {
+                let want: Vec<f64> = reference
+                    .nearest_neighbor_iter_with_distance_2(&[p.x, p.y])
+                    .take(10)
+                    .map(|(_, d2)| d2.sqrt())
+                    .collect();
+                let got: Vec<f64> = tree
+                    .nearest(*p, 10, false)
+                    .unwrap()
+                    .neighbors
+                    .iter()
+                    .map(|n| n.distance)
+                    .collect();
+                assert_eq!(got.len(), want.len());
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        (g - w).abs() < 1e-12,
+                        "{params:?} kNN at {p:?}: {got:?} vs {want:?}"
+                    );
+                }
+            }
+        }
+    }
+}
