@@ -24,10 +24,10 @@ fi
 rm -f "$dir/probe.dat"
 
 say "R*-tree, plain store, 512 KiB S2Q buffer, 4 KiB pages, on the simulated TC58 NAND (flashsim:preset=seed-tc58)"
-"$bin" build --input "$dir/buildings.csv" --index "$dir/rstar-flashsim" --device "flashsim:preset=seed-tc58"
+"$bin" build --input "$dir/buildings.csv" --index "$dir/rstar-flashsim" --store plain --device "flashsim:preset=seed-tc58"
 
 say "the same on a real file with O_DIRECT=$direct"
-"$bin" build --input "$dir/buildings.csv" --index "$dir/rstar-file" --device "file?direct=$direct"
+"$bin" build --input "$dir/buildings.csv" --index "$dir/rstar-file" --store plain --device "file?direct=$direct"
 "$bin" inspect --index "$dir/rstar-file"
 "$bin" verify --index "$dir/rstar-file"
 
@@ -36,15 +36,15 @@ say "100 range queries at 0.01% of the extent (counts of the first five windows)
 say "the 5 nearest buildings to the centre of the square"
 "$bin" knn --index "$dir/rstar-file" --point 0.5,0.5 --k 5
 
-say "eFIND against the plain store on simulated flash: 30,000 boxes in random order (page writes, NAND programs)"
+say "eFIND and FAST against the plain store on simulated flash: 30,000 boxes in random order (page writes, NAND programs)"
 "$bin" generate --distribution buildings --geometry box --count 30000 --seed 8 --order random --out "$dir/random.csv"
-for store in plain efind; do
+for store in plain efind fast; do
     echo "-- --store $store"
     "$bin" build --input "$dir/random.csv" --index "$dir/random-$store" --store "$store" --device "flashsim:preset=seed-tc58"
 done
 
 say "STR bulk load of the same data (each page written once)"
-"$bin" build --input "$dir/buildings.csv" --index "$dir/rstar-str" --bulk str --device "file?direct=$direct"
+"$bin" build --input "$dir/buildings.csv" --index "$dir/rstar-str" --store plain --bulk str --device "file?direct=$direct"
 
 run() { say "geoflash devbench $*"; "$bin" devbench "$@"; }
 run --device "flashsim:preset=seed-tc58" --pattern random-write --count 100000 --batch 16

@@ -474,11 +474,11 @@ fn crash_and_recover(exec: &mut Exec, index: Index, operations: usize) -> Result
             },
         ))
     };
-    if exec.store != "efind" {
+    if exec.store != "efind" && exec.store != "fast" {
         return skipped(
             index,
             format!(
-                "crash_and_recover is not supported by store {} in this version (it keeps no log; efind does)",
+                "crash_and_recover is not supported by store {} in this version (it keeps no log; efind and fast do)",
                 exec.store
             ),
         );

@@ -36,6 +36,7 @@ use geoflash::index_dir::{StoreKind, StoreOptions};
 use geoflash::manifest::Crs;
 use geoflash::storage::spec::DeviceSpec;
 use geoflash::store::efind::{EfindConfig, FlushPolicy};
+use geoflash::store::fast::{FastConfig, FastPolicy};
 use geoflash::units::parse_size;
 use geoflash::{Error, IndexOptions, Result};
 use serde::{Deserialize, Serialize};
@@ -152,8 +153,47 @@ pub struct IndexConfig {
     pub device: String,
     /// eFIND parameters.
     pub efind: Option<EfindParams>,
-    /// FAST parameters (recorded; checked by the FAST store when it exists).
-    pub fast: Option<serde_json::Map<String, serde_json::Value>>,
+    /// FAST parameters.
+    pub fast: Option<FastParams>,
+}
+
+/// FAST parameters of one configuration (`None`: the store's default).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct FastParams {
+    /// Flushing policy fast, fast-star, flush-all or random.
+    pub policy: Option<String>,
+    /// Pages per flushing unit.
+    pub flush_unit: Option<usize>,
+    /// Durability of the log: sync, group, group:N,T or none.
+    pub durability: Option<String>,
+    /// Bytes of the log.
+    pub log_capacity: Option<u64>,
+    /// Seed of the random policy.
+    pub seed: Option<u64>,
+}
+
+impl FastParams {
+    /// The store configuration these parameters describe (checked).
+    pub fn config(&self) -> Result<FastConfig> {
+        let mut c = FastConfig::default();
+        if let Some(p) = &self.policy {
+            c.policy = FastPolicy::parse(p)?;
+        }
+        if let Some(u) = self.flush_unit {
+            c.flush_unit = u;
+        }
+        if let Some(d) = &self.durability {
+            c.durability = geoflash::store::log::Durability::parse(d)?;
+        }
+        if let Some(l) = self.log_capacity {
+            c.log_capacity = l;
+        }
+        if let Some(seed) = self.seed {
+            c.seed = seed;
+        }
+        c.verify()?;
+        Ok(c)
+    }
 }
 
 impl IndexConfig {
@@ -201,6 +241,7 @@ impl IndexConfig {
                 buffer_bytes: self.buffer_bytes,
                 policy: self.buffer_policy.parse()?,
                 efind,
+                fast: self.fast.as_ref().map(FastParams::config).transpose()?,
             },
             device: self.device.clone(),
             crs: Crs::default(),
@@ -647,10 +688,6 @@ fn as_selectivity(v: &toml::Value) -> Result<(f64, String)> {
     }
 }
 
-fn json_of(v: &toml::Value) -> serde_json::Value {
-    serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
-}
-
 impl Workload {
     /// Reads and checks the workload file at `path` at `scale`.
     pub fn load(path: &Path, scale: Scale) -> Result<Workload> {
@@ -970,6 +1007,8 @@ const EFIND_KEYS: &[&str] = &[
     "log_capacity",
 ];
 
+const FAST_KEYS: &[&str] = &["policy", "flush_unit", "durability", "log_capacity", "seed"];
+
 fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
     let key = |k: &str| format!("index[{i}].{k}");
     let mut dims = Vec::new();
@@ -990,7 +1029,7 @@ fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
             dims.push(d);
         }
     }
-    for (table, allowed) in [("efind", Some(EFIND_KEYS)), ("fast", None)] {
+    for (table, allowed) in [("efind", Some(EFIND_KEYS)), ("fast", Some(FAST_KEYS))] {
         let t = match table {
             "efind" => &x.efind,
             _ => &x.fast,
@@ -1138,9 +1177,24 @@ fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
                             })?,
                         }
                     } else if let Some(p) = other.strip_prefix("fast.") {
-                        c.fast
-                            .get_or_insert_with(serde_json::Map::new)
-                            .insert(p.to_string(), json_of(v));
+                        let f = c.fast.get_or_insert_with(FastParams::default);
+                        match p {
+                            "policy" => at(as_str(v).and_then(|s| {
+                                FastPolicy::parse(&s)?;
+                                f.policy = Some(s);
+                                Ok(())
+                            }))?,
+                            "flush_unit" => {
+                                at(as_uint(v).map(|n| f.flush_unit = Some(n as usize)))?
+                            }
+                            "durability" => at(as_str(v).and_then(|s| {
+                                geoflash::store::log::Durability::parse(&s)?;
+                                f.durability = Some(s);
+                                Ok(())
+                            }))?,
+                            "log_capacity" => at(as_size(v).map(|n| f.log_capacity = Some(n)))?,
+                            _ => at(as_uint(v).map(|n| f.seed = Some(n)))?,
+                        }
                     }
                 }
             }

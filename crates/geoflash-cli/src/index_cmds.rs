@@ -10,6 +10,7 @@ use geoflash::index::BulkMethod;
 use geoflash::index_dir::{StoreKind, StoreOptions};
 use geoflash::manifest::{Access, Crs};
 use geoflash::store::efind::{EfindConfig, FlushPolicy};
+use geoflash::store::fast::{FastConfig, FastPolicy};
 use geoflash::store::log::Durability;
 use geoflash::units::parse_size;
 use geoflash::{Error, Index, IndexOptions};
@@ -35,14 +36,18 @@ pub struct BuildArgs {
     /// Split of the R-tree: linear, quadratic or exponential.
     #[arg(long, default_value = "quadratic")]
     split: String,
-    /// Node store: plain (the disk-based baseline) or efind (crash-safe with
-    /// its log; fast is not available in this version).
-    #[arg(long, default_value = "plain")]
+    /// Node store: efind or fast (the two flash-aware frameworks, crash-safe
+    /// with their log), or plain (the disk-based baseline of the papers).
+    #[arg(long, default_value = "efind")]
     store: String,
+    /// FAST: flushing policy fast (most updates), fast-star (most updates,
+    /// least recently updated; the default), flush-all or random.
+    #[arg(long)]
+    fast_policy: Option<String>,
     /// eFIND: p, the percentage of oldest buffered pages a flush considers.
     #[arg(long)]
     flush_percent: Option<u8>,
-    /// eFIND: s, pages per flushing unit.
+    /// eFIND and FAST: pages per flushing unit (eFIND's s; FAST's unit, default 5).
     #[arg(long)]
     flush_unit: Option<usize>,
     /// eFIND: flushing policy m, mh, mha or mhao.
@@ -54,14 +59,14 @@ pub struct BuildArgs {
     /// eFIND: temporal control on or off.
     #[arg(long)]
     temporal_control: Option<String>,
-    /// eFIND: bytes of records the log holds before compaction (default 10MiB).
+    /// eFIND and FAST: bytes of records the log holds before compaction (default 10MiB).
     #[arg(long)]
     log_capacity: Option<String>,
-    /// eFIND: when operations become durable: sync (each one), group (every
+    /// eFIND and FAST: when operations become durable: sync (each one), group (every
     /// N operations or T ms, see --group-commit; the default) or none (the papers' mode).
     #[arg(long)]
     durability: Option<String>,
-    /// eFIND: group commit as N,T: sync every N operations or when the oldest
+    /// eFIND and FAST: group commit as N,T: sync every N operations or when the oldest
     /// unsynced one is T milliseconds old (implies --durability group).
     #[arg(long)]
     group_commit: Option<String>,
@@ -508,24 +513,57 @@ fn print_stats(
     Ok(())
 }
 
+/// The durability the flags ask for (`None` when neither is given).
+fn durability_flags(a: &BuildArgs) -> Result<Option<Durability>, Failure> {
+    Ok(Some(match (a.durability.as_deref(), &a.group_commit) {
+        (None | Some("group"), Some(g)) => Durability::parse(&format!("group:{g}"))?,
+        (Some(d), Some(_)) => {
+            return Err(Error::invalid(format!(
+                "--group-commit goes with --durability group, not {d}"
+            ))
+            .into())
+        }
+        (Some(d), None) => Durability::parse(d)?,
+        (None, None) => return Ok(None),
+    }))
+}
+
+/// Refuses a flag given for a store it does not apply to.
+fn only_for(given: bool, flags: &str, wanted: &[&str], store: &str) -> Result<(), Failure> {
+    if given && !wanted.contains(&store) {
+        return Err(Error::invalid(format!(
+            "{flags} apply to --store {}, not {store}",
+            wanted.join(" or ")
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 /// eFIND parameters given on the command line (`None` when none is given).
 fn efind_config(a: &BuildArgs) -> Result<Option<EfindConfig>, Failure> {
-    let given = a.flush_percent.is_some()
-        || a.flush_unit.is_some()
+    let efind_only = a.flush_percent.is_some()
         || a.flush_policy.is_some()
         || a.read_buffer_percent.is_some()
-        || a.temporal_control.is_some()
+        || a.temporal_control.is_some();
+    only_for(
+        efind_only,
+        "--flush-percent, --flush-policy, --read-buffer-percent and --temporal-control",
+        &["efind"],
+        &a.store,
+    )?;
+    let shared = a.flush_unit.is_some()
         || a.log_capacity.is_some()
         || a.durability.is_some()
         || a.group_commit.is_some();
-    if !given {
+    only_for(
+        shared,
+        "--flush-unit, --log-capacity, --durability and --group-commit",
+        &["efind", "fast"],
+        &a.store,
+    )?;
+    if a.store != "efind" || !(efind_only || shared) {
         return Ok(None);
-    }
-    if a.store != "efind" {
-        return Err(Error::invalid(
-            "the flush, read-buffer, log and durability flags apply to --store efind",
-        )
-        .into());
     }
     let mut c = EfindConfig::default();
     if let Some(p) = a.flush_percent {
@@ -561,17 +599,38 @@ fn efind_config(a: &BuildArgs) -> Result<Option<EfindConfig>, Failure> {
     if let Some(l) = &a.log_capacity {
         c.log_capacity = parse_size(l)?;
     }
-    c.durability = match (a.durability.as_deref(), &a.group_commit) {
-        (None | Some("group"), Some(g)) => Durability::parse(&format!("group:{g}"))?,
-        (Some(d), Some(_)) => {
-            return Err(Error::invalid(format!(
-                "--group-commit goes with --durability group, not {d}"
-            ))
-            .into())
-        }
-        (Some(d), None) => Durability::parse(d)?,
-        (None, None) => Durability::default(),
-    };
+    if let Some(d) = durability_flags(a)? {
+        c.durability = d;
+    }
+    c.verify()?;
+    Ok(Some(c))
+}
+
+/// FAST parameters given on the command line (`None` when none is given;
+/// the shared flags were checked by [`efind_config`]).
+fn fast_config(a: &BuildArgs) -> Result<Option<FastConfig>, Failure> {
+    only_for(
+        a.fast_policy.is_some(),
+        "--fast-policy",
+        &["fast"],
+        &a.store,
+    )?;
+    if a.store != "fast" {
+        return Ok(None);
+    }
+    let mut c = FastConfig::default();
+    if let Some(p) = &a.fast_policy {
+        c.policy = FastPolicy::parse(p)?;
+    }
+    if let Some(s) = a.flush_unit {
+        c.flush_unit = s;
+    }
+    if let Some(l) = &a.log_capacity {
+        c.log_capacity = parse_size(l)?;
+    }
+    if let Some(d) = durability_flags(a)? {
+        c.durability = d;
+    }
     c.verify()?;
     Ok(Some(c))
 }
@@ -594,6 +653,7 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
                 .map_err(|_| Error::invalid("buffer too large"))?,
             policy: a.buffer_policy.parse()?,
             efind: efind_config(&a)?,
+            fast: fast_config(&a)?,
         },
         device: a.device.clone(),
         crs: Crs {

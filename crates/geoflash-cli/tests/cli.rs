@@ -328,6 +328,8 @@ fn bad_input_exits_2_with_a_message() {
             s(&idx),
             "--store",
             "fast",
+            "--flush-unit",
+            "0",
         ],
         vec![
             "build",
@@ -357,6 +359,8 @@ fn bad_input_exits_2_with_a_message() {
             s(&d),
             "--index",
             s(&idx),
+            "--store",
+            "plain",
             "--flush-policy",
             "mh",
         ],
@@ -747,14 +751,47 @@ fn efind_build_acks_recovers_and_refuses_bad_log_flags() {
         s(&data),
         "--index",
         s(&plain),
+        "--store",
+        "plain",
         "--durability",
         "sync",
     ]);
-    assert_eq!(out.status.code(), Some(2), "durability needs --store efind");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "durability needs --store efind or fast"
+    );
+    // --fast-policy applies to --store fast only, and must be a policy
+    for (store, policy) in [("efind", "fast"), ("fast", "lifo")] {
+        let out = geoflash(&[
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(&dir.path().join("f")),
+            "--store",
+            store,
+            "--fast-policy",
+            policy,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{store} {policy}: {out:?}");
+    }
 }
 
 #[test]
 fn sigkill_during_an_efind_build_loses_no_acknowledged_operation() {
+    sigkill_during_a_build_loses_no_acknowledged_operation("efind");
+}
+
+#[test]
+fn sigkill_during_a_fast_build_loses_no_acknowledged_operation() {
+    sigkill_during_a_build_loses_no_acknowledged_operation("fast");
+}
+
+/// `build --store STORE --durability sync --ack-every 1000` killed with
+/// SIGKILL at a random moment, then `recover`: the index holds exactly the
+/// first K objects for some K at least the last acknowledged count.
+fn sigkill_during_a_build_loses_no_acknowledged_operation(store: &str) {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -770,7 +807,7 @@ fn sigkill_during_an_efind_build_loses_no_acknowledged_operation() {
             "--index",
             s(&idx),
             "--store",
-            "efind",
+            store,
             "--durability",
             "sync",
             "--ack-every",
@@ -819,5 +856,5 @@ fn sigkill_during_an_efind_build_loses_no_acknowledged_operation() {
     assert!(k >= last_acked, "acked {last_acked}, recovered {k}: {r}");
     assert_eq!(ids, (1..=k).collect::<Vec<_>>(), "not a prefix: {r}");
     ok(geoflash(&["verify", "--index", s(&idx)]));
-    println!("killed after acked {last_acked}; recovered the first {k} of {n}: {r}");
+    println!("{store}: killed after acked {last_acked}; recovered the first {k} of {n}: {r}");
 }

@@ -54,6 +54,8 @@ fn build_trace_replays_to_the_same_counters_in_both_ftl_modes() {
         s(&csv),
         "--index",
         s(&dir.path().join("idx")),
+        "--store",
+        "plain",
         "--page-size",
         "1024",
         "--buffer",

@@ -129,6 +129,7 @@ fn every_shipped_workload_checks_at_every_scale() {
         "efind-ablation",
         "hdd-vs-ssd",
         "simulator-vs-ssd",
+        "fast-policies",
     ] {
         assert!(
             files
@@ -161,19 +162,25 @@ fn every_shipped_workload_checks_at_every_scale() {
     assert!(!dir.path().join("unused.sqlite").exists());
 }
 
-/// Every shipped workload runs at smoke scale, except the FAST
-/// configurations (the FAST store is not available yet) and the largest
-/// sweeps, which run a subset: one index configuration each.
+/// Every shipped workload runs at smoke scale; the largest sweeps run a
+/// subset: one or two index configurations each.
 #[test]
 fn shipped_workloads_run_at_smoke_scale() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("r.sqlite");
     for (name, only) in [
         ("efind-vs-plain", vec!["plain[page_size=4KiB]", "efind[page_size=4KiB]"]),
-        ("efind-vs-fast", vec!["efind[kind=rstar,page_size=2KiB]"]),
+        ("efind-vs-fast", vec![
+            "efind[page_size=2KiB,device=flashsim:preset=seed-tc58,efind.durability=none]",
+            "fast[page_size=2KiB,device=file,fast.durability=group]",
+        ]),
+        ("fast-policies", vec!["fast[fast.policy=fast-star]", "fast[fast.policy=flush-all]"]),
         ("efind-ablation", vec!["efind[efind.flush_percent=60,efind.flush_policy=mhao,efind.flush_unit=5,efind.temporal_control=on]"]),
         ("hdd-vs-ssd", vec!["rstar[page_size=4KiB,reinsert=30,device=hddsim:preset=7200rpm]"]),
-        ("simulator-vs-ssd", vec!["rstar[page_size=2KiB,device=flashsim:preset=seed-tc58]"]),
+        ("simulator-vs-ssd", vec![
+            "rstar[page_size=2KiB,device=flashsim:preset=seed-tc58]",
+            "fast-rstar[page_size=2KiB,device=flashsim:preset=seed-tc58]",
+        ]),
     ] {
         let w = workloads_dir().join(format!("{name}.toml"));
         let mut args = vec![
@@ -202,29 +209,47 @@ fn shipped_workloads_run_at_smoke_scale() {
     }
 }
 
+/// A crash and recovery on the FAST store's log, as on eFIND's.
 #[test]
-fn fast_configurations_fail_clearly_and_are_retried() {
+fn fast_crash_and_recover_runs_on_a_file() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("r.sqlite");
-    let w = workloads_dir().join("efind-vs-fast.toml");
-    let out = geoflash(&[
+    let smoke = std::fs::read_to_string(workloads_dir().join("smoke.toml")).unwrap();
+    let text = smoke
+        .replacen("store = \"efind\"", "store = \"fast\"", 1)
+        .replacen(
+            "efind = { durability = \"sync\" }",
+            "fast = { durability = \"sync\", policy = \"fast\" }",
+            1,
+        );
+    assert!(text.contains("fast = {"), "smoke.toml changed shape");
+    let w = dir.path().join("fast-smoke.toml");
+    std::fs::write(&w, text).unwrap();
+    let out = ok(geoflash(&[
         "bench",
         s(&w),
         "--results",
         s(&db),
         "--scale",
         "smoke",
+        "--workdir",
+        s(dir.path()),
         "--index",
-        "fast[kind=rtree,page_size=2KiB]",
-    ]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    if out.status.success() {
-        // The FAST store has landed: nothing to check here.
-        return;
-    }
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("fast"), "{err}");
-    assert!(err.contains("1 of 1 configurations failed"), "{err}");
+        "efind[device=file]",
+        "--json",
+    ]));
+    let j = last_json(&out);
+    assert!(j["failures"].as_array().unwrap().is_empty(), "{j}");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let (status, recovered): (String, i64) = conn
+        .query_row(
+            "SELECT status, operations FROM results WHERE step_kind = 'crash_and_recover'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(status, "ok");
+    assert!(recovered > 0);
 }
 
 #[test]

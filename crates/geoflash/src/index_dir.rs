@@ -37,6 +37,7 @@ use crate::storage::flashsim::FlashSim;
 use crate::storage::spec::DeviceSpec;
 use crate::storage::PageDevice;
 use crate::store::efind::{EfindConfig, EfindStore, RestartReport};
+use crate::store::fast::{FastConfig, FastStore, LogPlacement};
 use crate::store::plain::{PlainConfig, PlainStore};
 use crate::store::{NodeStore, OpId};
 use crate::{Error, Result};
@@ -90,6 +91,11 @@ pub struct StoreOptions {
     /// fields above and the tree kind.
     #[serde(default)]
     pub efind: Option<EfindConfig>,
+    /// FAST's parameters (`None`: FAST*, units of 5 pages, group commit, a
+    /// 10 MiB log). Its `buffer_bytes` and `with_payload` are taken from the
+    /// fields above and the tree kind.
+    #[serde(default)]
+    pub fast: Option<FastConfig>,
 }
 
 impl Default for StoreOptions {
@@ -99,6 +105,7 @@ impl Default for StoreOptions {
             buffer_bytes: 512 * 1024,
             policy: PolicyKind::S2q,
             efind: None,
+            fast: None,
         }
     }
 }
@@ -311,17 +318,10 @@ pub fn make_store_with_log(
             Ok((Box::new(store), report))
         }
         StoreKind::Fast => {
-            use crate::store::fast::{FastConfig, FastStore, LogPlacement};
-            // Durability, log size and flushing unit as for eFIND (the
-            // manifest's store parameters); FAST* policy.
-            let e = opts.efind.unwrap_or_default();
             let cfg = FastConfig {
                 buffer_bytes: opts.buffer_bytes,
-                flush_unit: e.flush_unit,
-                durability: e.durability,
-                log_capacity: e.log_capacity,
                 with_payload,
-                ..FastConfig::default()
+                ..opts.fast.unwrap_or_default()
             };
             cfg.verify()?;
             let pages = cfg.log_pages(device.page_size())?;
@@ -335,13 +335,13 @@ pub fn make_store_with_log(
                 },
                 None => LogPlacement::tail_of(&device, pages)?,
             };
-            // A read-only open runs restart too (FAST has no read-only restart yet).
-            let store = if fresh {
-                FastStore::create(device, log, cfg)?
-            } else {
-                FastStore::open(device, log, cfg)?
+            let store = match how {
+                StoreOpen::Create => FastStore::create(device, log, cfg)?,
+                StoreOpen::Write => FastStore::open(device, log, cfg)?,
+                StoreOpen::Read => FastStore::open_read_only(device, log, cfg)?,
             };
-            Ok((Box::new(store), None))
+            let report = store.restart_report().cloned();
+            Ok((Box::new(store), report))
         }
     }
 }
@@ -387,11 +387,6 @@ impl Index {
         build: impl FnOnce(Box<dyn NodeStore>, TreeParams) -> Result<RTree<Box<dyn NodeStore>>>,
     ) -> Result<Index> {
         let params = opts.tree_params()?;
-        if opts.store.kind == StoreKind::Fast {
-            return Err(Error::invalid(
-                "the fast store is not available in this version; use --store plain or efind",
-            ));
-        }
         if let Some(e) = &opts.store.efind {
             e.verify_for_page(opts.page_size)?;
         }
@@ -399,6 +394,12 @@ impl Index {
         if store_opts.kind == StoreKind::Efind {
             // The manifest records every eFIND parameter, durability and log size included.
             store_opts.efind = Some(store_opts.efind.unwrap_or_default());
+        }
+        if store_opts.kind == StoreKind::Fast {
+            // Likewise every FAST parameter.
+            let f = store_opts.fast.unwrap_or_default();
+            f.verify()?;
+            store_opts.fast = Some(f);
         }
         let spec = DeviceSpec::parse(&opts.device)?;
         let manifest = Manifest {
@@ -707,7 +708,7 @@ fn open_log_device(
     let DeviceSpec::File { direct, engine, .. } = spec else {
         return Ok(None);
     };
-    if store.kind != StoreKind::Efind {
+    if store.kind == StoreKind::Plain {
         return Ok(None);
     }
     let path = dir.join(LOG_FILE);
@@ -907,10 +908,14 @@ mod tests {
     }
 
     #[test]
-    fn efind_index_reopens_with_the_same_answers_and_writes_less() {
+    fn logged_indexes_reopen_with_the_same_answers_and_write_less() {
         let dir = tempfile::tempdir().unwrap();
         let mut written = Vec::new();
-        for (name, kind) in [("efind", StoreKind::Efind), ("plain", StoreKind::Plain)] {
+        for (name, kind) in [
+            ("efind", StoreKind::Efind),
+            ("plain", StoreKind::Plain),
+            ("fast", StoreKind::Fast),
+        ] {
             let opts = IndexOptions {
                 store: StoreOptions {
                     kind,
@@ -953,22 +958,29 @@ mod tests {
             assert_eq!(a, b, "{name}");
         }
         assert!(
-            written[0] < written[1],
-            "eFIND wrote {} pages, plain {}",
+            written[0] < written[1] && written[2] < written[1],
+            "eFIND wrote {} pages, plain {}, FAST {}",
             written[0],
-            written[1]
+            written[1],
+            written[2]
         );
     }
 
-    fn efind_opts(durability: crate::store::log::Durability) -> IndexOptions {
+    /// A store with a log (eFIND or FAST): 16 KiB of memory, a 256 KiB log.
+    fn logged_opts(kind: StoreKind, durability: crate::store::log::Durability) -> IndexOptions {
         IndexOptions {
             store: StoreOptions {
-                kind: StoreKind::Efind,
+                kind,
                 buffer_bytes: 16 * 1024,
-                efind: Some(EfindConfig {
+                efind: (kind == StoreKind::Efind).then_some(EfindConfig {
                     durability,
                     log_capacity: 256 * 1024,
                     ..EfindConfig::default()
+                }),
+                fast: (kind == StoreKind::Fast).then_some(FastConfig {
+                    durability,
+                    log_capacity: 256 * 1024,
+                    ..FastConfig::default()
                 }),
                 ..StoreOptions::default()
             },
@@ -991,10 +1003,19 @@ mod tests {
 
     #[test]
     fn efind_log_in_log_dat_recovers_an_index_closed_without_checkpoint() {
+        log_in_log_dat_recovers_an_index_closed_without_checkpoint(StoreKind::Efind);
+    }
+
+    #[test]
+    fn fast_log_in_log_dat_recovers_an_index_closed_without_checkpoint() {
+        log_in_log_dat_recovers_an_index_closed_without_checkpoint(StoreKind::Fast);
+    }
+
+    fn log_in_log_dat_recovers_an_index_closed_without_checkpoint(kind: StoreKind) {
         use crate::store::log::Durability;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("idx");
-        let mut idx = Index::create(&path, &efind_opts(Durability::Sync)).unwrap();
+        let mut idx = Index::create(&path, &logged_opts(kind, Durability::Sync)).unwrap();
         assert!(path.join(LOG_FILE).is_file());
         for i in 0..1500 {
             idx.insert(i, rect(i)).unwrap();
@@ -1033,7 +1054,7 @@ mod tests {
         drop(ro);
         // A log of another index is refused.
         let other = dir.path().join("other");
-        Index::create(&other, &efind_opts(Durability::Sync))
+        Index::create(&other, &logged_opts(kind, Durability::Sync))
             .unwrap()
             .close()
             .unwrap();
@@ -1043,15 +1064,24 @@ mod tests {
     }
 
     #[test]
-    fn efind_on_simulated_flash_keeps_its_log_in_a_region_of_the_device() {
+    fn logged_stores_on_simulated_flash_keep_their_log_in_a_region_of_the_device() {
+        for kind in [StoreKind::Efind, StoreKind::Fast] {
+            logged_store_on_simulated_flash(kind);
+        }
+    }
+
+    fn logged_store_on_simulated_flash(kind: StoreKind) {
         use crate::store::log::Durability;
         let dir = tempfile::tempdir().unwrap();
         let opts = IndexOptions {
             device: "flashsim:preset=seed-tc58".into(),
-            ..efind_opts(Durability::Group {
-                ops: 16,
-                millis: 50,
-            })
+            ..logged_opts(
+                kind,
+                Durability::Group {
+                    ops: 16,
+                    millis: 50,
+                },
+            )
         };
         let path = dir.path().join("sim");
         let mut idx = Index::create(&path, &opts).unwrap();
@@ -1096,6 +1126,21 @@ mod tests {
             IndexOptions {
                 store: StoreOptions {
                     kind: StoreKind::Fast,
+                    fast: Some(FastConfig {
+                        flush_unit: 0,
+                        ..FastConfig::default()
+                    }),
+                    ..StoreOptions::default()
+                },
+                ..file_opts()
+            },
+            IndexOptions {
+                store: StoreOptions {
+                    kind: StoreKind::Fast,
+                    fast: Some(FastConfig {
+                        log_capacity: 512,
+                        ..FastConfig::default()
+                    }),
                     ..StoreOptions::default()
                 },
                 ..file_opts()

@@ -3,59 +3,16 @@
 //! the [module docs](super) ("Durability").
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 use super::records::{self, CheckpointState, MetaState};
 use super::{parse_identity, EfindConfig, EfindStore, LogPlace, FORMAT};
 use crate::storage::{PageDevice, PageId};
 use crate::store::alloc::PageAllocator;
 use crate::store::header::Header;
-use crate::store::log::{Log, LogConfig, LogReader, Record, RecordKind};
-use crate::store::{OpId, TreeMeta};
+use crate::store::log::{needs_replay, Log, LogConfig, LogReader, Record, RecordKind};
+use crate::store::TreeMeta;
 use crate::{Error, Result};
 
-/// What restart did when a store was opened.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RestartReport {
-    /// Records found in the log.
-    pub records_scanned: u64,
-    /// Surviving records (checkpoint and COMMITs included).
-    pub records_kept: u64,
-    /// NEW / MOD / DEL / META records replayed into the write buffer.
-    pub changes_replayed: u64,
-    /// Committed operations with replayed records.
-    pub ops_replayed: u64,
-    /// Operations dropped because their COMMIT was not durable.
-    pub incomplete_ops: u64,
-    /// Records dropped as obsolete (flushed, superseded, before the checkpoint).
-    pub obsolete_records: u64,
-    /// Pages written back from their page images (torn-write repair).
-    pub pages_restored: u64,
-    /// The log ended in a torn record (normal after a crash).
-    pub torn_tail: bool,
-    /// The newest committed operation in the log.
-    pub last_committed_op: Option<OpId>,
-    /// Pages buffered in the write buffer after replay.
-    pub buffered_pages: u64,
-    /// Whether the allocator was rebuilt from the reachable pages.
-    pub allocator_rebuilt: bool,
-    /// Free pages after restart.
-    pub free_pages: u64,
-    /// Records in the tree after restart.
-    pub records_in_tree: u64,
-}
-
-impl RestartReport {
-    /// True when restart had something to do (replay or repair).
-    pub fn recovered_anything(&self) -> bool {
-        self.changes_replayed > 0 || self.pages_restored > 0 || self.incomplete_ops > 0
-    }
-}
-
-/// Whether a survivor needs replay (anything but CHECKPOINT, COMMIT and FLUSH).
-fn needs_replay(r: &Record) -> bool {
-    r.kind.is_page_change() || r.kind == RecordKind::Meta
-}
+pub use crate::store::log::RestartReport;
 
 impl EfindStore {
     pub(super) fn open_inner(
@@ -108,16 +65,7 @@ impl EfindStore {
             let (log, rec) = Log::open(place.device.clone(), first_page, pages, log_config)?;
             (Some(log), rec)
         };
-        let mut report = RestartReport {
-            records_scanned: rec.scanned,
-            records_kept: rec.records.len() as u64,
-            ops_replayed: rec.committed_ops.len() as u64,
-            incomplete_ops: rec.incomplete_ops.len() as u64,
-            obsolete_records: rec.obsolete,
-            torn_tail: rec.torn_tail,
-            last_committed_op: rec.last_committed_op,
-            ..RestartReport::default()
-        };
+        let mut report = RestartReport::from_recovered(&rec);
         // 1. Torn-write repair: write the surviving page images back.
         let ps = device.page_size();
         let images: Vec<&Record> = rec

@@ -78,7 +78,8 @@ use serde::{Deserialize, Serialize};
 use super::alloc::PageAllocator;
 use super::header::{Format, Header};
 use super::log::{
-    record::RECORD_HEADER, Durability, Log, LogConfig, LogLayout, Record, RecordKind,
+    needs_replay, record::RECORD_HEADER, Durability, Log, LogConfig, LogLayout, LogReader, Record,
+    RecordKind, RestartReport,
 };
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::page::{self, Entry, Node};
@@ -266,6 +267,10 @@ pub struct FastStore {
     /// Log bytes of the largest operation so far (headroom kept for the next).
     max_op_bytes: u64,
     failed: Option<String>,
+    /// Opened by [`FastStore::open_read_only`]: every change is refused.
+    read_only: bool,
+    /// What restart did at open.
+    restart: Option<RestartReport>,
     fstats: FastStats,
     inner: Mutex<Inner>,
 }
@@ -369,7 +374,87 @@ impl FastStore {
     ) -> Result<Self> {
         config.verify()?;
         let node_capacity = Self::node_capacity(&device, &log)?;
-        let hdr = Header::read(&FORMAT, device.as_ref())?;
+        let (index_id, _) = Self::identity(device.as_ref(), &log, &config)?;
+        let lc = LogConfig::new(index_id).with_durability(config.durability);
+        let (l, rec) = Log::open(Arc::clone(&log.device), log.first_page, log.pages, lc)?;
+        let alloc = PageAllocator::new(1, node_capacity)?;
+        let mut store = Self::assemble(device, l, log, index_id, config, alloc)?;
+        let report = RestartReport::from_recovered(&rec);
+        store.restart(rec)?;
+        store.restart = Some(store.complete_report(report));
+        Ok(store)
+    }
+
+    /// Opens a store made by [`create`](Self::create) for reading only:
+    /// nothing is written to the device or the log, changes are refused,
+    /// and a store whose log holds changes to replay (it was not
+    /// checkpointed before it closed) is an error saying so. The store's
+    /// own log object then lives on a scratch in-memory device.
+    pub fn open_read_only(
+        device: Arc<dyn PageDevice>,
+        log: LogPlacement,
+        config: FastConfig,
+    ) -> Result<Self> {
+        config.verify()?;
+        let node_capacity = Self::node_capacity(&device, &log)?;
+        let (index_id, _) = Self::identity(device.as_ref(), &log, &config)?;
+        let reader = LogReader::open(Arc::clone(&log.device), log.first_page, log.pages, index_id)?;
+        let rec = reader.recover();
+        let pending = rec.records.iter().filter(|r| needs_replay(r)).count();
+        if pending > 0 {
+            return Err(Error::invalid(format!(
+                "the index needs recovery ({pending} changes of committed operations are only in its log): open it for writing, or run `geoflash recover`"
+            )));
+        }
+        let scratch: Arc<dyn PageDevice> = Arc::new(crate::storage::mem::MemDevice::new(
+            device.page_size(),
+            log.pages,
+        )?);
+        let lc = LogConfig::new(index_id).with_durability(Durability::None);
+        let l = Log::create(scratch, 0, log.pages, lc)?;
+        let alloc = PageAllocator::new(1, node_capacity)?;
+        let mut store = Self::assemble(device, l, log, index_id, config, alloc)?;
+        let report = RestartReport::from_recovered(&rec);
+        // Nothing to replay: restart only restores the newest checkpoint's state.
+        store.restart(rec)?;
+        store.restart = Some(store.complete_report(report));
+        store.read_only = true;
+        Ok(store)
+    }
+
+    /// `report` with what replay left behind.
+    fn complete_report(&self, mut report: RestartReport) -> RestartReport {
+        report.changes_replayed = self.fstats.replayed_records;
+        report.pages_restored = self.fstats.restored_pages;
+        report.buffered_pages = self.table.len() as u64;
+        report.free_pages = self.alloc.free_pages().count() as u64;
+        report.records_in_tree = self.meta.records;
+        report
+    }
+
+    /// What restart did when the store was opened (`None` for a new store).
+    pub fn restart_report(&self) -> Option<&RestartReport> {
+        self.restart.as_ref()
+    }
+
+    /// An empty store on a fresh in-memory device of `page_size`-byte pages,
+    /// its log in the device's last pages (sized by `config.log_capacity`).
+    pub fn create_in_memory(page_size: usize, config: FastConfig) -> Result<Self> {
+        let device: Arc<dyn PageDevice> = Arc::new(crate::storage::mem::MemDevice::new(
+            page_size,
+            crate::storage::mem::MemDevice::DEFAULT_CAPACITY,
+        )?);
+        let log = LogPlacement::tail_of(&device, config.log_pages(page_size)?)?;
+        Self::create(device, log, config)
+    }
+
+    /// Reads page 0: the index id and header, checked against `log` and `config`.
+    fn identity(
+        device: &dyn PageDevice,
+        log: &LogPlacement,
+        config: &FastConfig,
+    ) -> Result<(u128, Header)> {
+        let hdr = Header::read(&FORMAT, device)?;
         if hdr.with_payload != config.with_payload {
             return Err(Error::invalid(
                 "the store was created with another entry-payload setting",
@@ -384,23 +469,7 @@ impl FastStore {
                 log.first_page.saturating_add(log.pages)
             )));
         }
-        let lc = LogConfig::new(index_id).with_durability(config.durability);
-        let (l, rec) = Log::open(Arc::clone(&log.device), log.first_page, log.pages, lc)?;
-        let alloc = PageAllocator::new(1, node_capacity)?;
-        let mut store = Self::assemble(device, l, log, index_id, config, alloc)?;
-        store.restart(rec)?;
-        Ok(store)
-    }
-
-    /// An empty store on a fresh in-memory device of `page_size`-byte pages,
-    /// its log in the device's last pages (sized by `config.log_capacity`).
-    pub fn create_in_memory(page_size: usize, config: FastConfig) -> Result<Self> {
-        let device: Arc<dyn PageDevice> = Arc::new(crate::storage::mem::MemDevice::new(
-            page_size,
-            crate::storage::mem::MemDevice::DEFAULT_CAPACITY,
-        )?);
-        let log = LogPlacement::tail_of(&device, config.log_pages(page_size)?)?;
-        Self::create(device, log, config)
+        Ok((index_id, hdr))
     }
 
     fn node_capacity(device: &Arc<dyn PageDevice>, log: &LogPlacement) -> Result<u64> {
@@ -470,6 +539,8 @@ impl FastStore {
             staged: Vec::new(),
             max_op_bytes: 0,
             failed: None,
+            read_only: false,
+            restart: None,
             fstats: FastStats::default(),
             inner: Mutex::new(Inner::default()),
         })
@@ -536,6 +607,11 @@ impl FastStore {
     }
 
     fn check_alive(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::invalid(
+                "the FAST store is open read-only: it accepts no change",
+            ));
+        }
         match &self.failed {
             Some(why) => Err(Error::InjectedFault(format!(
                 "the FAST store failed earlier and accepts no change until reopened: {why}"

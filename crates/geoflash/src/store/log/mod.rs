@@ -124,6 +124,7 @@ use crate::{Error, Result};
 pub mod reader;
 pub mod record;
 pub mod recovery;
+pub mod report;
 mod superblock;
 pub mod writer;
 
@@ -133,6 +134,7 @@ mod tests;
 pub use reader::LogReader;
 pub use record::{Record, RecordKind};
 pub use recovery::{recover, Recovered};
+pub use report::{needs_replay, RestartReport};
 pub use writer::{CompactReport, Log};
 
 /// Log sequence number: 1 for the first record ever appended, strictly
