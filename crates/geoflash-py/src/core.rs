@@ -23,6 +23,7 @@ use geoflash_engine::manifest::{Access, MANIFEST_FILE};
 use geoflash_engine::objects::geometry::from_wkb;
 use geoflash_engine::objects::Geometry;
 use geoflash_engine::store::efind::{EfindConfig, FlushPolicy};
+use geoflash_engine::store::fast::{FastConfig, FastPolicy};
 use geoflash_engine::store::log::Durability;
 use geoflash_engine::store::NodeStore;
 use geoflash_engine::{Error, Index, IndexOptions, Result};
@@ -97,7 +98,7 @@ fn from_name<T: serde::de::DeserializeOwned>(what: &str, name: &str, choices: &s
 /// Options known to [`parse_options`].
 const OPTION_NAMES: &str = "kind, split, page_size, max_entries, min_entries, reinsert_percent, \
      store, buffer, buffer_policy, device, durability, read_buffer_percent, flush_percent, \
-     flush_unit, flush_policy, temporal_control, log_capacity";
+     flush_unit, flush_policy, temporal_control, log_capacity, fast_policy";
 
 /// Index options from the Python keyword arguments (`None` values mean the default).
 fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
@@ -110,6 +111,10 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
     };
     let mut efind: Option<EfindConfig> = None;
     let mut durability: Option<Durability> = None;
+    // Options that both logged stores (eFIND and FAST) take.
+    let mut flush_unit: Option<usize> = None;
+    let mut log_capacity: Option<u64> = None;
+    let mut fast_policy: Option<FastPolicy> = None;
     let bad = |k: &str, e: PyErr| PyValueError::new_err(format!("option {k}: {e}"));
     for (k, v) in opts.iter() {
         let key: String = k.extract()?;
@@ -153,12 +158,12 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
             "device" => o.device = text()?,
             "durability" => durability = Some(Durability::parse(&text()?).map_err(to_py)?),
             "log_capacity" => {
-                efind.get_or_insert_with(EfindConfig::default).log_capacity =
-                    match v.extract::<u64>() {
-                        Ok(n) => n,
-                        Err(_) => geoflash_engine::units::parse_size(&text()?).map_err(to_py)?,
-                    }
+                log_capacity = Some(match v.extract::<u64>() {
+                    Ok(n) => n,
+                    Err(_) => geoflash_engine::units::parse_size(&text()?).map_err(to_py)?,
+                })
             }
+            "fast_policy" => fast_policy = Some(FastPolicy::parse(&text()?).map_err(to_py)?),
             "read_buffer_percent" => {
                 efind
                     .get_or_insert_with(EfindConfig::default)
@@ -167,9 +172,7 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
             "flush_percent" => {
                 efind.get_or_insert_with(EfindConfig::default).flush_percent = small(100)? as u8
             }
-            "flush_unit" => {
-                efind.get_or_insert_with(EfindConfig::default).flush_unit = small(1 << 20)? as usize
-            }
+            "flush_unit" => flush_unit = Some(small(1 << 20)? as usize),
             "flush_policy" => {
                 let p = text()?;
                 efind.get_or_insert_with(EfindConfig::default).policy = match p.as_str() {
@@ -200,22 +203,57 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
             }
         }
     }
-    if let Some(e) = efind {
-        if o.store.kind != StoreKind::Efind {
-            return Err(PyValueError::new_err(
-                "read_buffer_percent, flush_percent, flush_unit, flush_policy, \
-                 temporal_control and log_capacity apply to store=\"efind\"",
-            ));
-        }
-        o.store.efind = Some(e);
+    if efind.is_some() && o.store.kind != StoreKind::Efind {
+        return Err(PyValueError::new_err(
+            "read_buffer_percent, flush_percent, flush_policy and temporal_control \
+             apply to store=\"efind\"",
+        ));
     }
-    // Durability is the eFIND log's; the plain store (the papers' baseline)
-    // has no log and is consistent at checkpoints only, whatever is asked.
-    if let (Some(d), StoreKind::Efind) = (durability, o.store.kind) {
-        o.store
-            .efind
-            .get_or_insert_with(EfindConfig::default)
-            .durability = d;
+    if fast_policy.is_some() && o.store.kind != StoreKind::Fast {
+        return Err(PyValueError::new_err(
+            "fast_policy applies to store=\"fast\"",
+        ));
+    }
+    // Durability, log size and flushing unit are those of the eFIND or FAST
+    // log; the plain store (the papers' baseline) has no log and is
+    // consistent at checkpoints only, whatever is asked.
+    match o.store.kind {
+        StoreKind::Efind => {
+            let mut e = efind.unwrap_or_default();
+            if let Some(d) = durability {
+                e.durability = d;
+            }
+            if let Some(u) = flush_unit {
+                e.flush_unit = u;
+            }
+            if let Some(l) = log_capacity {
+                e.log_capacity = l;
+            }
+            o.store.efind = Some(e);
+        }
+        StoreKind::Fast => {
+            let mut f = FastConfig::default();
+            if let Some(d) = durability {
+                f.durability = d;
+            }
+            if let Some(u) = flush_unit {
+                f.flush_unit = u;
+            }
+            if let Some(l) = log_capacity {
+                f.log_capacity = l;
+            }
+            if let Some(p) = fast_policy {
+                f.policy = p;
+            }
+            o.store.fast = Some(f);
+        }
+        StoreKind::Plain => {
+            if flush_unit.is_some() || log_capacity.is_some() {
+                return Err(PyValueError::new_err(
+                    "flush_unit and log_capacity apply to store=\"efind\" or \"fast\"",
+                ));
+            }
+        }
     }
     Ok(o)
 }

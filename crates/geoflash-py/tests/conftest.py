@@ -14,6 +14,9 @@ CONFIGS = [
     ("plain", "file"),
     ("efind", "flashsim:preset=seed-tc58"),
     ("plain", "flashsim:preset=seed-tc58"),
+    ("fast", "mem:"),
+    ("fast", "file"),
+    ("fast", "flashsim:preset=seed-tc58"),
 ]
 
 # Data size of the comparisons against rtree (scaled by GEOFLASH_PY_SCALE).

@@ -91,7 +91,7 @@ def test_reopen_after_close_answers_identically(config, tmp_path):
                 if it.id == -5] == ["new"]
 
 
-@pytest.mark.parametrize("store", ["plain", "efind"])
+@pytest.mark.parametrize("store", ["plain", "efind", "fast"])
 def test_read_only_reopen(store, tmp_path):
     rng = np.random.default_rng(21)
     path = str(tmp_path / "ro")
@@ -204,7 +204,9 @@ def test_every_kind_and_split_answers_like_rtree():
                {"kind": "rtree", "split": "exponential", "max_entries": 8},
                {"kind": "rstar", "buffer": 16384, "buffer_policy": "lru", "reinsert_percent": 0},
                {"store": "efind", "flush_percent": 30, "flush_unit": 2, "flush_policy": "mha",
-                "read_buffer_percent": 40, "temporal_control": False}):
+                "read_buffer_percent": 40, "temporal_control": False},
+               {"store": "fast", "fast_policy": "fast", "flush_unit": 3, "buffer": 8192},
+               {"store": "fast", "fast_policy": "flush-all", "durability": "sync"}):
         idx = geoflash.Index(page_size=512, **kw)
         for i, b in enumerate(boxes):
             idx.insert(i, tuple(b))

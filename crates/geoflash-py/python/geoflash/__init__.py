@@ -95,14 +95,16 @@ class Index:
       new index (``bulk`` = ``"str"`` or ``"hilbert"`` at fill factor ``fill``).
     - ``kind``: ``"rtree"``, ``"rstar"`` or ``"hilbert"``; ``split``:
       ``"linear"``, ``"quadratic"`` (default) or ``"exponential"``.
-    - ``store``: ``"efind"`` (default) or ``"plain"``; ``buffer``: its memory
+    - ``store``: ``"efind"`` (default), ``"fast"`` or ``"plain"``; ``buffer``: its memory
       budget (``"512KiB"`` or bytes); ``device``: a device string of the
       command line (``"file"``, ``"file?direct=false"``, ``"mem:"``,
       ``"flashsim:preset=seed-tc58"``, ...), by default ``"file"`` with a
       path and ``"mem:"`` without.
     - ``store_params``: ``max_entries``, ``min_entries``, ``reinsert_percent``,
-      ``buffer_policy``, and eFIND's ``read_buffer_percent``,
-      ``flush_percent``, ``flush_unit``, ``flush_policy``, ``temporal_control``.
+      ``buffer_policy``, eFIND's ``read_buffer_percent``,
+      ``flush_percent``, ``flush_policy``, ``temporal_control``, FAST's
+      ``fast_policy`` (``"fast"``, ``"fast-star"``, ``"flush-all"``,
+      ``"random"``), and ``flush_unit`` and ``log_capacity`` of either.
     - ``interleaved``: coordinates as ``(minx, miny, maxx, maxy)`` (True) or
       ``(minx, maxx, miny, maxy)`` (False); a point ``(x, y)`` is accepted
       everywhere.
