@@ -1,5 +1,5 @@
 //! Reports from a results store: per workload step (and selectivity or k) a
-//! table of the chosen metrics by configuration (averaged over
+//! table of the chosen metrics by configuration (medians over
 //! repetitions), gains over a baseline configuration as (ref − v)/ref, bar
 //! charts (SVG, by `plotters`) of each metric by configuration, line charts
 //! by page size when a step was run at several page sizes, and an HTML page
@@ -45,7 +45,7 @@ pub struct ReportSummary {
     pub panels: usize,
 }
 
-/// One bar of a panel: a configuration's mean values.
+/// One bar of a panel: a configuration's median values over its repetitions.
 #[derive(Debug, Clone)]
 struct Bar {
     /// index name · dataset (order)
@@ -142,21 +142,24 @@ fn load_panels(store: &ResultsStore, metrics: &[String]) -> Result<Vec<Panel>> {
             )));
         }
     }
-    let avgs: Vec<String> = metrics
+    let cols: Vec<String> = metrics
         .iter()
-        .map(|m| format!("avg(CAST({m} AS REAL))"))
+        .map(|m| format!("CAST({m} AS REAL)"))
         .collect();
     let sql = format!(
         "SELECT workload, scale, step_index, step_kind, parameter, index_name, dataset, insertion_order,
-                page_size, count(*), {}
+                page_size, {}
          FROM results_full WHERE status = 'ok'
-         GROUP BY workload, scale, step_index, step_kind, parameter, index_name, dataset, insertion_order, page_size
-         ORDER BY workload, scale, step_index, parameter, min(config_id)",
-        avgs.join(", ")
+         ORDER BY workload, scale, step_index, parameter, config_id",
+        cols.join(", ")
     );
     let mut st = conn.prepare(&sql).map_err(db_err)?;
     let mut rows = st.query([]).map_err(db_err)?;
-    let mut panels: BTreeMap<(String, String, i64, String, String), Panel> = BTreeMap::new();
+    // panel key -> (bar key -> the metric values of every repetition)
+    type BarKey = (String, String, String, i64);
+    type PanelKey = (String, String, i64, String, String);
+    let mut panels: BTreeMap<PanelKey, Panel> = BTreeMap::new();
+    let mut samples: BTreeMap<PanelKey, Vec<(BarKey, Vec<f64>)>> = BTreeMap::new();
     let mut order = Vec::new();
     while let Some(r) = rows.next().map_err(db_err)? {
         let workload: String = r.get(0).map_err(db_err)?;
@@ -168,11 +171,10 @@ fn load_panels(store: &ResultsStore, metrics: &[String]) -> Result<Vec<Panel>> {
         let dataset: String = r.get(6).map_err(db_err)?;
         let ord: String = r.get(7).map_err(db_err)?;
         let page_size: i64 = r.get(8).map_err(db_err)?;
-        let n: i64 = r.get(9).map_err(db_err)?;
         let mut values = Vec::with_capacity(metrics.len());
         for i in 0..metrics.len() {
             values.push(
-                r.get::<_, Option<f64>>(10 + i)
+                r.get::<_, Option<f64>>(9 + i)
                     .map_err(db_err)?
                     .unwrap_or(0.0),
             );
@@ -184,8 +186,8 @@ fn load_panels(store: &ResultsStore, metrics: &[String]) -> Result<Vec<Panel>> {
             step_kind.clone(),
             parameter.clone(),
         );
-        let panel = panels.entry(key.clone()).or_insert_with(|| {
-            order.push(key);
+        panels.entry(key.clone()).or_insert_with(|| {
+            order.push(key.clone());
             Panel {
                 workload,
                 scale,
@@ -195,14 +197,35 @@ fn load_panels(store: &ResultsStore, metrics: &[String]) -> Result<Vec<Panel>> {
                 bars: Vec::new(),
             }
         });
-        panel.bars.push(Bar {
-            label: format!("{index_name} · {dataset} ({ord})"),
-            index_name,
-            group: format!("{dataset} ({ord})"),
-            page_size,
-            repetitions: usize::try_from(n).unwrap_or(0),
-            values,
-        });
+        samples
+            .entry(key)
+            .or_default()
+            .push(((index_name, dataset, ord, page_size), values));
+    }
+    for (key, rows) in samples {
+        let Some(panel) = panels.get_mut(&key) else {
+            continue;
+        };
+        let mut bars: Vec<(BarKey, Vec<Vec<f64>>)> = Vec::new();
+        for (bar, values) in rows {
+            match bars.iter_mut().find(|(b, _)| *b == bar) {
+                Some((_, v)) => v.push(values),
+                None => bars.push((bar, vec![values])),
+            }
+        }
+        for ((index_name, dataset, ord, page_size), reps) in bars {
+            let values = (0..metrics.len())
+                .map(|m| median(reps.iter().filter_map(|v| v.get(m).copied()).collect()))
+                .collect();
+            panel.bars.push(Bar {
+                label: format!("{index_name} · {dataset} ({ord})"),
+                index_name,
+                group: format!("{dataset} ({ord})"),
+                page_size,
+                repetitions: reps.len(),
+                values,
+            });
+        }
     }
     Ok(order
         .into_iter()
@@ -210,21 +233,78 @@ fn load_panels(store: &ResultsStore, metrics: &[String]) -> Result<Vec<Panel>> {
         .collect())
 }
 
+/// The median of `v` (the mean of the two middle values for an even count; 0 when empty).
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    let hi = v.get(n / 2).copied().unwrap_or(0.0);
+    if n % 2 == 1 {
+        hi
+    } else {
+        (v.get(n / 2 - 1).copied().unwrap_or(hi) + hi) / 2.0
+    }
+}
+
+/// The varied parameters of a configuration name (`efind[device=file,efind.durability=none]`)
+/// without its page size, store-specific keys (`efind.x`, `fast.x`) renamed
+/// `store.x` so that the same setting of two stores compares equal.
+fn variant(name: &str) -> BTreeMap<String, String> {
+    let Some((_, rest)) = name.split_once('[') else {
+        return BTreeMap::new();
+    };
+    rest.trim_end_matches(']')
+        .split(',')
+        .filter_map(|p| p.split_once('='))
+        .filter(|(k, _)| *k != "page_size")
+        .map(|(k, v)| {
+            let k = match k.split_once('.') {
+                Some(("efind" | "fast", rest)) => format!("store.{rest}"),
+                _ => k.to_string(),
+            };
+            (k, v.to_string())
+        })
+        .collect()
+}
+
 fn is_baseline(index_name: &str, baseline: &str) -> bool {
     index_name == baseline || index_name.split('[').next() == Some(baseline)
 }
 
-/// Gain of each bar over the baseline bar of the same dataset, order and page size.
+/// Gain of each bar over its baseline bar: a configuration of the baseline
+/// with the same dataset, order and page size whose varied parameters
+/// (device, durability, …) do not contradict the bar's, the one sharing the
+/// most of them (so `efind[device=file,efind.durability=none]` is compared
+/// with `fast[device=file,fast.durability=none]`, not with FAST on another device).
 fn gains(panel: &Panel, metric: usize, baseline: &str) -> Vec<Option<f64>> {
     panel
         .bars
         .iter()
         .map(|b| {
-            let reference = panel.bars.iter().find(|r| {
-                is_baseline(&r.index_name, baseline)
-                    && r.group == b.group
-                    && r.page_size == b.page_size
-            })?;
+            let mine = variant(&b.index_name);
+            let reference = panel
+                .bars
+                .iter()
+                .filter(|r| {
+                    is_baseline(&r.index_name, baseline)
+                        && r.group == b.group
+                        && r.page_size == b.page_size
+                })
+                .filter_map(|r| {
+                    let theirs = variant(&r.index_name);
+                    let conflict = theirs
+                        .iter()
+                        .any(|(k, v)| mine.get(k).is_some_and(|m| m != v));
+                    let shared = theirs
+                        .iter()
+                        .filter(|(k, v)| mine.get(*k) == Some(*v))
+                        .count();
+                    (!conflict).then_some((shared, r))
+                })
+                .max_by_key(|(shared, _)| *shared)
+                .map(|(_, r)| r)?;
             let rv = *reference.values.get(metric)?;
             let v = *b.values.get(metric)?;
             (rv != 0.0).then(|| (rv - v) / rv)
@@ -399,7 +479,7 @@ pub fn write_report(results: &Path, out: &Path, opts: &ReportOptions) -> Result<
     );
     let _ = writeln!(
         html,
-        "<p>Results: <code>{}</code>. Tables: <a href=\"summary.csv\">summary.csv</a>, <a href=\"summary.md\">summary.md</a>. Values are means over repetitions{}.</p>",
+        "<p>Results: <code>{}</code>. Tables: <a href=\"summary.csv\">summary.csv</a>, <a href=\"summary.md\">summary.md</a>. Values are medians over repetitions{}.</p>",
         html_escape(&results.display().to_string()),
         match &opts.baseline {
             Some(b) => format!("; gains are (ref − value)/ref against <b>{}</b>", html_escape(b)),
@@ -576,6 +656,41 @@ kind = "range_queries"
 selectivity = "1%"
 count = 10
 "#;
+
+    #[test]
+    fn medians_and_baseline_variants() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(vec![]), 0.0);
+        let bar = |name: &str, v: f64| Bar {
+            label: name.into(),
+            index_name: name.into(),
+            group: "d (o)".into(),
+            page_size: 4096,
+            repetitions: 3,
+            values: vec![v],
+        };
+        let panel = Panel {
+            workload: "w".into(),
+            scale: "smoke".into(),
+            step_index: 0,
+            step_kind: "build".into(),
+            parameter: String::new(),
+            bars: vec![
+                bar("fast[device=mem:,fast.durability=none]", 10.0),
+                bar("fast[device=file,fast.durability=none]", 20.0),
+                bar("fast[device=file,fast.durability=group]", 40.0),
+                bar("efind[device=file,efind.durability=group]", 30.0),
+                bar("plain[device=file]", 50.0),
+            ],
+        };
+        let g = gains(&panel, 0, "fast");
+        // eFIND on file with group commit against FAST on file with group commit
+        assert_eq!(g[3], Some(0.25));
+        // plain (no durability) against a FAST configuration on the same device
+        assert!(g[4].is_some_and(|x| x < 0.0));
+        assert_eq!(g[0], Some(0.0));
+    }
 
     #[test]
     fn report_has_tables_plots_and_gains() {

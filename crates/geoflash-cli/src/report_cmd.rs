@@ -25,6 +25,9 @@ pub struct ReportArgs {
     /// Index configuration that gains (ref − value)/ref are computed against.
     #[arg(long)]
     baseline: Option<String>,
+    /// Also print the Markdown tables (summary.md) on standard output.
+    #[arg(long)]
+    print: bool,
     /// Print the summary as JSON (last line of standard output).
     #[arg(long)]
     json: bool,
@@ -40,6 +43,15 @@ pub fn report(a: ReportArgs) -> Result<(), Failure> {
             baseline: a.baseline.clone(),
         },
     )?;
+    if a.print {
+        let md = a.out.join("summary.md");
+        let text = std::fs::read_to_string(&md).map_err(|source| geoflash::Error::Io {
+            path: md.clone(),
+            page: None,
+            source,
+        })?;
+        outln!("{text}");
+    }
     if a.json {
         print_json(&s)?;
     } else {
