@@ -30,6 +30,9 @@ pub struct ReportOptions {
     pub metrics: Vec<String>,
     /// Index configuration (name, or the name before `[`) that gains are computed against.
     pub baseline: Option<String>,
+    /// Configuration (name before `[`) whose gains over the baseline make
+    /// the headline table (`headline.md`); needs `baseline`.
+    pub headline: Option<String>,
 }
 
 /// What [`write_report`] wrote.
@@ -43,6 +46,8 @@ pub struct ReportSummary {
     pub plots: Vec<PathBuf>,
     /// Panels (workload × step × parameter).
     pub panels: usize,
+    /// The headline table (`headline.md`), when asked for.
+    pub headline: Option<PathBuf>,
 }
 
 /// One bar of a panel: a configuration's median values over its repetitions.
@@ -273,43 +278,105 @@ fn is_baseline(index_name: &str, baseline: &str) -> bool {
     index_name == baseline || index_name.split('[').next() == Some(baseline)
 }
 
-/// Gain of each bar over its baseline bar: a configuration of the baseline
-/// with the same dataset, order and page size whose varied parameters
-/// (device, durability, …) do not contradict the bar's, the one sharing the
-/// most of them (so `efind[device=file,efind.durability=none]` is compared
-/// with `fast[device=file,fast.durability=none]`, not with FAST on another device).
+/// The baseline bar of `b`: a configuration of the baseline with the same
+/// dataset, order and page size whose varied parameters (device,
+/// durability, …) do not contradict `b`'s, the one sharing the most of them
+/// (so `efind[device=file,efind.durability=none]` is compared with
+/// `fast[device=file,fast.durability=none]`, not with FAST on another device).
+fn reference_of<'a>(panel: &'a Panel, b: &Bar, baseline: &str) -> Option<&'a Bar> {
+    let mine = variant(&b.index_name);
+    panel
+        .bars
+        .iter()
+        .filter(|r| {
+            is_baseline(&r.index_name, baseline) && r.group == b.group && r.page_size == b.page_size
+        })
+        .filter_map(|r| {
+            let theirs = variant(&r.index_name);
+            let conflict = theirs
+                .iter()
+                .any(|(k, v)| mine.get(k).is_some_and(|m| m != v));
+            let shared = theirs
+                .iter()
+                .filter(|(k, v)| mine.get(*k) == Some(*v))
+                .count();
+            (!conflict).then_some((shared, r))
+        })
+        .max_by_key(|(shared, _)| *shared)
+        .map(|(_, r)| r)
+}
+
+/// Gain of each bar over its baseline bar ([`reference_of`]) as (ref − v)/ref.
 fn gains(panel: &Panel, metric: usize, baseline: &str) -> Vec<Option<f64>> {
     panel
         .bars
         .iter()
         .map(|b| {
-            let mine = variant(&b.index_name);
-            let reference = panel
-                .bars
-                .iter()
-                .filter(|r| {
-                    is_baseline(&r.index_name, baseline)
-                        && r.group == b.group
-                        && r.page_size == b.page_size
-                })
-                .filter_map(|r| {
-                    let theirs = variant(&r.index_name);
-                    let conflict = theirs
-                        .iter()
-                        .any(|(k, v)| mine.get(k).is_some_and(|m| m != v));
-                    let shared = theirs
-                        .iter()
-                        .filter(|(k, v)| mine.get(*k) == Some(*v))
-                        .count();
-                    (!conflict).then_some((shared, r))
-                })
-                .max_by_key(|(shared, _)| *shared)
-                .map(|(_, r)| r)?;
-            let rv = *reference.values.get(metric)?;
+            let rv = *reference_of(panel, b, baseline)?.values.get(metric)?;
             let v = *b.values.get(metric)?;
             (rv != 0.0).then(|| (rv - v) / rv)
         })
         .collect()
+}
+
+/// The headline table: one row per configuration of `target` and panel,
+/// with the first of `metrics` that is non-zero for it (simulated time on a
+/// simulator, wall time on a real device, …), its baseline's value and the
+/// gain (ref − v)/ref.
+fn headline(panels: &[Panel], metrics: &[String], target: &str, baseline: &str) -> String {
+    let mut md = format!(
+        "| step | dataset (order) | {target} configuration | page | metric | {baseline} | {target} | gain |\n|---|---|---|---:|---|---:|---:|---:|\n"
+    );
+    for panel in panels {
+        let step = if panel.parameter.is_empty() {
+            panel.step_kind.clone()
+        } else {
+            format!(
+                "{} {}",
+                panel.step_kind,
+                panel.parameter.split(';').next().unwrap_or("")
+            )
+        };
+        for b in panel
+            .bars
+            .iter()
+            .filter(|b| is_baseline(&b.index_name, target))
+        {
+            let Some(r) = reference_of(panel, b, baseline) else {
+                continue;
+            };
+            let Some((m, v)) = b
+                .values
+                .iter()
+                .enumerate()
+                .find(|(_, v)| **v != 0.0)
+                .map(|(m, v)| (m, *v))
+            else {
+                continue;
+            };
+            let (Some(metric), Some(rv)) = (metrics.get(m), r.values.get(m).copied()) else {
+                continue;
+            };
+            let gain = if rv != 0.0 {
+                format!("{:+.0} %", (rv - v) / rv * 100.0)
+            } else {
+                "–".into()
+            };
+            let shown = b
+                .index_name
+                .split_once('[')
+                .map_or("", |(_, rest)| rest.trim_end_matches(']'));
+            let _ = writeln!(
+                md,
+                "| {step} | {} | {shown} | {} KiB | {metric} | {} | {} | {gain} |",
+                b.group,
+                b.page_size / 1024,
+                fmt_value(metric, rv),
+                fmt_value(metric, v),
+            );
+        }
+    }
+    md
 }
 
 fn fmt_value(metric: &str, v: f64) -> String {
@@ -614,6 +681,24 @@ pub fn write_report(results: &Path, out: &Path, opts: &ReportOptions) -> Result<
             }
         }
     }
+    if let Some(target) = &opts.headline {
+        let Some(baseline) = &opts.baseline else {
+            return Err(Error::invalid(
+                "a headline table needs a baseline (--baseline)",
+            ));
+        };
+        let table = headline(&panels, &metrics, target, baseline);
+        let p = out.join("headline.md");
+        std::fs::write(&p, &table).map_err(|e| io_err(&p, e))?;
+        summary.headline = Some(p);
+        let _ = writeln!(
+            html,
+            "<h2>Headline: {} against {}</h2>\n<pre>{}</pre>",
+            html_escape(target),
+            html_escape(baseline),
+            html_escape(&table)
+        );
+    }
     html.push_str("</body></html>\n");
     for (name, text) in [("summary.csv", &csv), ("summary.md", &md)] {
         let p = out.join(name);
@@ -684,6 +769,8 @@ count = 10
                 bar("plain[device=file]", 50.0),
             ],
         };
+        let table = headline(&[panel.clone()], &["sim_time_ns".into()], "efind", "fast");
+        assert!(table.contains("| device=file,efind.durability=group | 4 KiB | sim_time_ns | 0.000 ms | 0.000 ms | +25 % |"), "{table}");
         let g = gains(&panel, 0, "fast");
         // eFIND on file with group commit against FAST on file with group commit
         assert_eq!(g[3], Some(0.25));
@@ -707,6 +794,7 @@ count = 10
             &ReportOptions {
                 metrics: vec![],
                 baseline: Some("plain".into()),
+                headline: None,
             },
         )
         .unwrap();
@@ -786,6 +874,7 @@ count = 10
             &ReportOptions {
                 metrics: vec!["pages_written; DROP TABLE results".into()],
                 baseline: None,
+                headline: None,
             },
         )
         .unwrap_err()

@@ -815,7 +815,7 @@ impl Workload {
         let mut out = Vec::new();
         for d in &self.datasets {
             for x in &self.indexes {
-                if !only.is_empty() && !only.iter().any(|o| *o == x.base_name || *o == x.name) {
+                if !only.is_empty() && !only.iter().any(|o| selects(o, x)) {
                     continue;
                 }
                 for repetition in 0..self.repetitions {
@@ -829,6 +829,31 @@ impl Workload {
         }
         out
     }
+}
+
+/// Whether the `--index` filter `filter` selects configuration `x`: its
+/// full name (`efind[page_size=4KiB]`), its base name (`efind`), or a base
+/// name (or `*`) with some varied parameters that must all match
+/// (`*[page_size=4KiB]`, `efind[device=file]`).
+fn selects(filter: &str, x: &IndexConfig) -> bool {
+    if filter == x.base_name || filter == x.name {
+        return true;
+    }
+    let Some((base, rest)) = filter.split_once('[') else {
+        return false;
+    };
+    if base != "*" && base != x.base_name {
+        return false;
+    }
+    let varied: Vec<&str> = x
+        .name
+        .split_once('[')
+        .map(|(_, r)| r.trim_end_matches(']').split(',').collect())
+        .unwrap_or_default();
+    rest.trim_end_matches(']')
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .all(|p| varied.contains(&p))
 }
 
 const GEN_PARAMS: &[&str] = &[
@@ -1661,6 +1686,19 @@ k = [1, 10]
         );
         assert_eq!(w.configurations(&[]).len(), 2 * 4 * 2);
         assert_eq!(w.configurations(&["efind".into()]).len(), 2 * 2 * 2);
+        // filters by varied parameters, with a base name or `*`
+        assert_eq!(w.configurations(&["*[page_size=1KiB]".into()]).len(), 2 * 2);
+        assert_eq!(
+            w.configurations(&["efind[efind.flush_policy=mh]".into()])
+                .len(),
+            2 * 2
+        );
+        assert_eq!(
+            w.configurations(&["plain[efind.flush_policy=mh]".into()])
+                .len(),
+            0
+        );
+        assert_eq!(w.configurations(&["*[page_size=4KiB]".into()]).len(), 0);
         match &w.steps[1] {
             Step::RangeQueries {
                 windows:

@@ -26,7 +26,9 @@ pub struct BenchArgs {
     /// Re-run configurations already complete in the results store.
     #[arg(long)]
     force: bool,
-    /// Run only the index configurations with this name (repeatable).
+    /// Run only the index configurations with this name (repeatable): a full
+    /// name (`efind[page_size=4KiB]`), a base name (`efind`), or a base name
+    /// or `*` with varied parameters that must match (`*[page_size=4KiB]`).
     #[arg(long = "index")]
     only: Vec<String>,
     /// Directory for the indexes of `file` devices (default: the temporary directory).

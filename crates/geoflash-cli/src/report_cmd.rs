@@ -28,6 +28,10 @@ pub struct ReportArgs {
     /// Also print the Markdown tables (summary.md) on standard output.
     #[arg(long)]
     print: bool,
+    /// Write and print a headline table: the gains of this configuration
+    /// (name before `[`) over the baseline, one row per step and variant.
+    #[arg(long, requires = "baseline")]
+    headline: Option<String>,
     /// Print the summary as JSON (last line of standard output).
     #[arg(long)]
     json: bool,
@@ -41,12 +45,13 @@ pub fn report(a: ReportArgs) -> Result<(), Failure> {
         &ReportOptions {
             metrics: a.metrics.clone(),
             baseline: a.baseline.clone(),
+            headline: a.headline.clone(),
         },
     )?;
-    if a.print {
-        let md = a.out.join("summary.md");
-        let text = std::fs::read_to_string(&md).map_err(|source| geoflash::Error::Io {
-            path: md.clone(),
+    let printed = a.print.then(|| a.out.join("summary.md"));
+    for md in printed.iter().chain(&s.headline) {
+        let text = std::fs::read_to_string(md).map_err(|source| geoflash::Error::Io {
+            path: md.to_path_buf(),
             page: None,
             source,
         })?;
