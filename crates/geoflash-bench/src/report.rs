@@ -769,7 +769,12 @@ count = 10
                 bar("plain[device=file]", 50.0),
             ],
         };
-        let table = headline(&[panel.clone()], &["sim_time_ns".into()], "efind", "fast");
+        let table = headline(
+            std::slice::from_ref(&panel),
+            &["sim_time_ns".into()],
+            "efind",
+            "fast",
+        );
         assert!(table.contains("| device=file,efind.durability=group | 4 KiB | sim_time_ns | 0.000 ms | 0.000 ms | +25 % |"), "{table}");
         let g = gains(&panel, 0, "fast");
         // eFIND on file with group commit against FAST on file with group commit
