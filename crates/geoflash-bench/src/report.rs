@@ -362,10 +362,11 @@ fn headline(panels: &[Panel], metrics: &[String], target: &str, baseline: &str) 
             } else {
                 "–".into()
             };
-            let shown = b
-                .index_name
-                .split_once('[')
-                .map_or("", |(_, rest)| rest.trim_end_matches(']'));
+            let shown = variant(&b.index_name)
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ");
             let _ = writeln!(
                 md,
                 "| {step} | {} | {shown} | {} KiB | {metric} | {} | {} | {gain} |",
@@ -775,7 +776,7 @@ count = 10
             "efind",
             "fast",
         );
-        assert!(table.contains("| device=file,efind.durability=group | 4 KiB | sim_time_ns | 0.000 ms | 0.000 ms | +25 % |"), "{table}");
+        assert!(table.contains("| device=file, store.durability=group | 4 KiB | sim_time_ns | 0.000 ms | 0.000 ms | +25 % |"), "{table}");
         let g = gains(&panel, 0, "fast");
         // eFIND on file with group commit against FAST on file with group commit
         assert_eq!(g[3], Some(0.25));
