@@ -390,11 +390,22 @@ fn fmt_value(metric: &str, v: f64) -> String {
     }
 }
 
+/// How a metric is plotted: the divisor and the axis label (`_ns` times in ms).
+fn plot_unit(metric: &str) -> (f64, String) {
+    match metric.strip_suffix("_ns") {
+        Some(base) => (1e6, format!("{base} (ms)")),
+        None => (1.0, metric.to_string()),
+    }
+}
+
 fn bar_chart(path: &Path, title: &str, metric: &str, bars: &[(String, f64)]) -> Result<()> {
     let plot_err =
         |e: &dyn std::fmt::Display| Error::invalid(format!("plot {}: {e}", path.display()));
     let height = 120 + 28 * bars.len() as u32;
-    let root = SVGBackend::new(path, (900, height)).into_drawing_area();
+    // Room for the longest label at about 6.5 px a character.
+    let longest = bars.iter().map(|b| b.0.chars().count()).max().unwrap_or(0) as u32;
+    let label_area = (longest * 13 / 2 + 20).clamp(120, 900);
+    let root = SVGBackend::new(path, (label_area + 600, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| plot_err(&e))?;
     let max = bars.iter().map(|b| b.1).fold(0.0f64, f64::max);
     let max = if max > 0.0 { max * 1.1 } else { 1.0 };
@@ -404,7 +415,7 @@ fn bar_chart(path: &Path, title: &str, metric: &str, bars: &[(String, f64)]) -> 
         .caption(title, ("sans-serif", 16))
         .margin(10)
         .x_label_area_size(40)
-        .y_label_area_size(330)
+        .y_label_area_size(label_area)
         .build_cartesian_2d(0.0..max, (0u32..n).into_segmented())
         .map_err(|e| plot_err(&e))?;
     chart
@@ -646,12 +657,18 @@ pub fn write_report(results: &Path, out: &Path, opts: &ReportOptions) -> Result<
             let metric = metrics.get(m).cloned().unwrap_or_default();
             let file = format!("{slug}-{metric}.svg");
             let path = plots_dir.join(&file);
+            // Configurations without this metric (simulated time on a real
+            // device) are left out of its chart; times are shown in ms.
+            let (scale, unit) = plot_unit(&metric);
             let bars: Vec<(String, f64)> = panel
                 .bars
                 .iter()
-                .map(|b| (b.label.clone(), b.values.get(m).copied().unwrap_or(0.0)))
+                .filter_map(|b| {
+                    let v = b.values.get(m).copied().unwrap_or(0.0);
+                    (v != 0.0).then(|| (b.label.clone(), v / scale))
+                })
                 .collect();
-            bar_chart(&path, &title, &metric, &bars)?;
+            bar_chart(&path, &title, &unit, &bars)?;
             let _ = writeln!(
                 html,
                 "<img src=\"plots/{file}\" alt=\"{} by configuration\">",
@@ -660,7 +677,12 @@ pub fn write_report(results: &Path, out: &Path, opts: &ReportOptions) -> Result<
             summary.plots.push(path);
             if page_sizes.len() > 1 {
                 let mut series: BTreeMap<String, Vec<(i64, f64)>> = BTreeMap::new();
+                let (scale, unit) = plot_unit(&metric);
                 for b in &panel.bars {
+                    let v = b.values.get(m).copied().unwrap_or(0.0);
+                    if v == 0.0 {
+                        continue;
+                    }
                     series
                         .entry(format!(
                             "{} · {}",
@@ -668,11 +690,11 @@ pub fn write_report(results: &Path, out: &Path, opts: &ReportOptions) -> Result<
                             b.group
                         ))
                         .or_default()
-                        .push((b.page_size, b.values.get(m).copied().unwrap_or(0.0)));
+                        .push((b.page_size, v / scale));
                 }
                 let file = format!("{slug}-{metric}-by-page-size.svg");
                 let path = plots_dir.join(&file);
-                line_chart(&path, &title, &metric, &series)?;
+                line_chart(&path, &title, &unit, &series)?;
                 let _ = writeln!(
                     html,
                     "<img src=\"plots/{file}\" alt=\"{} by page size\">",

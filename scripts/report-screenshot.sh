@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Renders a report's index.html in headless Chromium and saves a PNG, so a
+# person (or a review) can check that the page opens and its plots render:
+#   bash scripts/report-screenshot.sh demo/report demo/report.png
+# Installs Debian's chromium when it is missing (root, apt-get).
+set -euo pipefail
+report=${1:-demo/report}
+out=${2:-$report/screenshot.png}
+if ! command -v chromium >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+page="file://$(cd "$report" && pwd)/index.html"
+chromium --headless --no-sandbox --disable-gpu --hide-scrollbars \
+    --window-size=1400,3000 --screenshot="$out" "$page" 2>/dev/null
+echo "wrote $out"
