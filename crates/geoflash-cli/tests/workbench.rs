@@ -175,7 +175,7 @@ fn shipped_workloads_run_at_smoke_scale() {
             "fast[page_size=2KiB,device=file,fast.durability=group]",
         ]),
         ("fast-policies", vec!["fast[fast.policy=fast-star]", "fast[fast.policy=flush-all]"]),
-        ("efind-ablation", vec!["efind[efind.flush_percent=60,efind.flush_policy=mhao,efind.flush_unit=5,efind.temporal_control=on]"]),
+        ("efind-ablation", vec!["policy[efind.flush_policy=mhao]", "temporal"]),
         ("hdd-vs-ssd", vec!["rstar[page_size=4KiB,reinsert=30,device=hddsim:preset=7200rpm]"]),
         ("simulator-vs-ssd", vec![
             "rstar[page_size=2KiB,device=flashsim:preset=seed-tc58]",
