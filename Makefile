@@ -41,7 +41,7 @@ python:
 
 ## Large property-test counts and full crash campaigns (not in CI).
 test-long: setup
-	GEOFLASH_PROPTEST_CASES=2000 GEOFLASH_CRASH_CASES=4000 GEOFLASH_LONG=1 $(CARGO) test --workspace --release -- --include-ignored
+	GEOFLASH_PROPTEST_CASES=2000 GEOFLASH_CRASH_CASES=10000 GEOFLASH_LONG=1 $(CARGO) test --workspace --release -- --include-ignored
 
 ## Criterion benchmarks.
 bench: setup

@@ -10,7 +10,7 @@
 //! oracle replays the sequence).
 //!
 //! `GEOFLASH_CRASH_CASES` sets the number of cases per tree kind (default 200;
-//! `make test-long` runs 4000 per kind).
+//! `make test-long` runs 10,000 per kind).
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
