@@ -565,12 +565,18 @@ fn scratch_dir(device: &str, workdir: Option<&Path>) -> Result<Option<tempfile::
     })
 }
 
-/// Creates the index of a configuration (`file` devices get a fresh directory in `workdir`).
+/// Creates the index of a configuration (`file` devices get a fresh
+/// directory in `workdir`); a Hilbert R-tree's domain is the extent of the
+/// whole dataset `data`.
 fn create_index(
     c: &Configuration,
+    data: &[(u64, Rect)],
     workdir: Option<&Path>,
 ) -> Result<(Index, Option<tempfile::TempDir>)> {
-    let opts = c.index.options()?;
+    let opts = c
+        .index
+        .options()?
+        .with_domain_of(data.iter().map(|(_, r)| r));
     let Some(dir) = scratch_dir(&opts.device, workdir)? else {
         return Ok((Index::create_temporary(&opts)?, None));
     };
@@ -602,7 +608,7 @@ fn build(
     bar.set_position(0);
     match method {
         BuildMethod::Insert => {
-            let (mut index, dir) = create_index(c, workdir)?;
+            let (mut index, dir) = create_index(c, data, workdir)?;
             let s = measure(&mut index, "build", |ix, s| {
                 for (i, (id, r)) in load.iter().enumerate() {
                     ix.insert(*id, *r)?;
@@ -617,7 +623,10 @@ fn build(
         }
         BuildMethod::Bulk(m) => {
             // The bulk load creates the index, so the measurement wraps creation.
-            let opts = c.index.options()?;
+            let opts = c
+                .index
+                .options()?
+                .with_domain_of(data.iter().map(|(_, r)| r));
             let dir = scratch_dir(&opts.device, workdir)?;
             let cpu = cpu_time::ProcessTime::try_now().ok();
             let wall = Instant::now();

@@ -30,6 +30,7 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use geoflash::geom::Rect;
 use geoflash::index::query::Predicate;
 use geoflash::index::BulkMethod;
 use geoflash::index_dir::{StoreKind, StoreOptions};
@@ -245,8 +246,15 @@ impl IndexConfig {
             },
             device: self.device.clone(),
             crs: Crs::default(),
+            hilbert_domain: None,
         };
-        opts.tree_params()?;
+        // A Hilbert R-tree's domain comes from the dataset when the index is
+        // created; check the other parameters with a stand-in domain.
+        let mut check = opts.clone();
+        if check.kind == geoflash::index::IndexKind::Hilbert && check.hilbert_domain.is_none() {
+            check.hilbert_domain = Some(Rect::new(0.0, 0.0, 1.0, 1.0)?);
+        }
+        check.tree_params()?;
         DeviceSpec::parse(&self.device)?;
         Ok(opts)
     }

@@ -96,6 +96,11 @@ pub struct BuildArgs {
     /// R*-tree forced-reinsertion percentage.
     #[arg(long, default_value_t = 30)]
     reinsert: u8,
+    /// Hilbert R-tree: the extent mapped onto the curve, MINX,MINY,MAXX,MAXY
+    /// (default: the input's extent; later objects outside it are clamped
+    /// to its border cells).
+    #[arg(long)]
+    hilbert_domain: Option<String>,
     /// Bulk load instead of inserting one by one: str or hilbert.
     #[arg(long)]
     bulk: Option<String>,
@@ -275,6 +280,12 @@ fn read_input(path: &Path) -> Result<Vec<(u64, Rect)>, Failure> {
 /// `geoflash build` from GeoJSON: geometries in the object heap, MBRs in the tree.
 fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
     let objects = formats::read_geojson(&a.input)?;
+    let bounds: Vec<Rect> = objects
+        .iter()
+        .filter_map(|(_, g)| geoflash::objects::geometry::bounding_rect(g).ok())
+        .collect();
+    let opts = &opts.with_domain_of(&bounds);
+    opts.tree_params()?;
     let start = Instant::now();
     let (index, ops) = match &a.bulk {
         Some(method) => {
@@ -660,6 +671,13 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
             name: a.crs.clone(),
             units: a.units.clone(),
         },
+        hilbert_domain: match &a.hilbert_domain {
+            Some(d) => Some(
+                numbers(d, 4, "Hilbert domain")
+                    .and_then(|v| Ok(Rect::new(v[0], v[1], v[2], v[3])?))?,
+            ),
+            None => None,
+        },
     };
     if let Some(f) = &a.min_fill {
         let max = match opts.max_entries {
@@ -668,7 +686,9 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
         };
         opts.min_entries = Some(min_entries(f, max)?);
     }
-    opts.tree_params()?;
+    if opts.kind != geoflash::index::IndexKind::Hilbert || opts.hilbert_domain.is_some() {
+        opts.tree_params()?;
+    }
     if formats::Format::from_path(&a.input)? == formats::Format::GeoJson {
         if a.record_trace.is_some() {
             return Err(Error::invalid("--record-trace needs a CSV input in this version").into());
@@ -676,6 +696,8 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
         return build_objects(&a, &opts);
     }
     let records = read_input(&a.input)?;
+    let opts = opts.with_domain_of(records.iter().map(|(_, r)| r));
+    opts.tree_params()?;
     let trace_input = a.record_trace.as_ref().map(|_| records.clone());
     let start = Instant::now();
     let (index, ops) = match &a.bulk {

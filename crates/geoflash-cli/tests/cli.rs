@@ -89,6 +89,27 @@ fn generate_build_query_knn_agree_with_brute_force() {
             "1024",
         ],
         vec!["--bulk", "str", "--page-size", "512"],
+        // the Hilbert R-tree: domain from the input, or given (objects
+        // outside it are clamped), by insertion and by Hilbert packing
+        vec!["--kind", "hilbert", "--page-size", "1024"],
+        vec![
+            "--kind",
+            "hilbert",
+            "--hilbert-domain",
+            "0.2,0.2,0.8,0.8",
+            "--store",
+            "fast",
+            "--page-size",
+            "2048",
+        ],
+        vec![
+            "--kind",
+            "hilbert",
+            "--bulk",
+            "hilbert",
+            "--page-size",
+            "1024",
+        ],
         vec![
             "--store",
             "efind",

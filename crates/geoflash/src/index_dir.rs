@@ -27,7 +27,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::PolicyKind;
-use crate::geom::{Point, Rect};
+use crate::geom::{HilbertDomain, Point, Rect};
 use crate::index::query::{BatchResult, KnnResult, Predicate, QueryResult};
 use crate::index::{BulkMethod, IndexKind, RTree, SplitKind, TreeParams};
 use crate::manifest::{Access, Crs, DirLock, Manifest, MANIFEST_VERSION};
@@ -131,6 +131,12 @@ pub struct IndexOptions {
     pub device: String,
     /// Coordinate reference of the data.
     pub crs: Crs,
+    /// The extent a Hilbert R-tree maps onto its curve (order 16), fixed at
+    /// creation and recorded in the manifest; objects outside it are
+    /// clamped to its border cells (correct, less well clustered).
+    /// Required to create an empty Hilbert R-tree; a bulk load without it
+    /// uses the extent of its items.
+    pub hilbert_domain: Option<Rect>,
 }
 
 impl Default for IndexOptions {
@@ -145,6 +151,7 @@ impl Default for IndexOptions {
             store: StoreOptions::default(),
             device: "file".into(),
             crs: Crs::default(),
+            hilbert_domain: None,
         }
     }
 }
@@ -154,7 +161,10 @@ impl IndexOptions {
     pub fn tree_params(&self) -> Result<TreeParams> {
         let capacity = crate::page::max_entries(self.page_size, self.kind == IndexKind::Hilbert);
         let mut p = match self.max_entries {
-            None => TreeParams::for_page(self.kind, self.page_size)?,
+            // A page too small for a node: for_page's error names it.
+            None if capacity < 3 => TreeParams::for_page(self.kind, self.page_size)?,
+            // Verified below, once the Hilbert domain is set.
+            None => TreeParams::new(self.kind, capacity),
             Some(m) if m > capacity => {
                 return Err(Error::invalid(format!(
                     "max entries {m} does not fit a page of {} bytes, which holds at most {capacity} entries",
@@ -169,8 +179,33 @@ impl IndexOptions {
         if let Some(m) = self.min_entries {
             p = p.with_min_entries(m);
         }
+        if let (IndexKind::Hilbert, Some(extent)) = (self.kind, self.hilbert_domain) {
+            p = p.with_hilbert_domain(HilbertDomain::new(extent, HilbertDomain::DEFAULT_ORDER)?);
+        }
         p.verify()?;
         Ok(p)
+    }
+
+    /// These options with, for a Hilbert R-tree without a domain, the
+    /// extent of `items` as its domain (widened where it is flat, so the
+    /// curve has an area to cover).
+    pub fn with_domain_of<'a>(&self, items: impl IntoIterator<Item = &'a Rect>) -> IndexOptions {
+        let mut o = self.clone();
+        if o.kind != IndexKind::Hilbert || o.hilbert_domain.is_some() {
+            return o;
+        }
+        o.hilbert_domain = Rect::union_all(items).and_then(|e| {
+            let pad = |lo: f64, hi: f64| {
+                if hi > lo {
+                    0.0
+                } else {
+                    lo.abs().max(1.0) * 1e-9
+                }
+            };
+            let (px, py) = (pad(e.min_x, e.max_x), pad(e.min_y, e.max_y));
+            Rect::new(e.min_x - px, e.min_y - py, e.max_x + px, e.max_y + py).ok()
+        });
+        o
     }
 }
 
@@ -375,7 +410,8 @@ impl Index {
         method: BulkMethod,
         fill: f64,
     ) -> Result<Index> {
-        Index::create_with(dir, opts, |store, params| {
+        let opts = opts.with_domain_of(items.iter().map(|(_, r)| r));
+        Index::create_with(dir, &opts, |store, params| {
             RTree::bulk_load(store, params, items, method, fill)
         })
     }
@@ -839,6 +875,7 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     fn rect(i: u64) -> Rect {
         let x = (i * 7919 % 1000) as f64;
@@ -1095,6 +1132,59 @@ mod tests {
         let ro = Index::open(&path, Access::Read).unwrap();
         assert_eq!(ids_in_all(&ro), (0..800).collect::<Vec<_>>());
         ro.tree().check().unwrap();
+    }
+
+    #[test]
+    fn hilbert_indexes_keep_their_domain_in_the_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        let hilbert = IndexOptions {
+            kind: IndexKind::Hilbert,
+            page_size: 1024,
+            ..file_opts()
+        };
+        // An empty Hilbert R-tree needs its domain.
+        let e = Index::create(&dir.path().join("none"), &hilbert).unwrap_err();
+        assert!(
+            e.is_user_error() && e.to_string().contains("Hilbert domain"),
+            "{e}"
+        );
+        let items: Vec<(u64, Rect)> = (0..1500).map(|i| (i, rect(i))).collect();
+        let window = Rect::new(100.0, 0.0, 900.0, 400.0).unwrap();
+        let want: BTreeSet<u64> = items
+            .iter()
+            .filter(|(_, r)| r.intersects(&window))
+            .map(|(id, _)| *id)
+            .collect();
+        // By insertion with a domain smaller than the data (clamped), and
+        // bulk-loaded with the items' extent as its domain.
+        let given = IndexOptions {
+            hilbert_domain: Some(Rect::new(0.0, 0.0, 300.0, 300.0).unwrap()),
+            ..hilbert.clone()
+        };
+        let p1 = dir.path().join("inserted");
+        let mut a = Index::create(&p1, &given).unwrap();
+        for (id, r) in &items {
+            a.insert(*id, *r).unwrap();
+        }
+        a.close().unwrap();
+        let p2 = dir.path().join("bulk");
+        Index::bulk_load(Some(&p2), &hilbert, items.clone(), BulkMethod::Hilbert, 1.0)
+            .unwrap()
+            .close()
+            .unwrap();
+        for p in [&p1, &p2] {
+            let ix = Index::open(p, Access::Write).unwrap();
+            assert!(ix.manifest().index.to_string().contains("hilbert_domain"));
+            ix.tree().check().unwrap();
+            let got: BTreeSet<u64> = ix
+                .query(window, Predicate::Intersects)
+                .unwrap()
+                .hits
+                .iter()
+                .map(|h| h.id)
+                .collect();
+            assert_eq!(got, want, "{}", p.display());
+        }
     }
 
     #[test]
