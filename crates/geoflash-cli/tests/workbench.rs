@@ -169,18 +169,36 @@ fn shipped_workloads_run_at_smoke_scale() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("r.sqlite");
     for (name, only) in [
-        ("efind-vs-plain", vec!["plain[page_size=4KiB]", "efind[page_size=4KiB]"]),
-        ("efind-vs-fast", vec![
-            "efind[page_size=2KiB,device=flashsim:preset=seed-tc58,efind.durability=none]",
-            "fast[page_size=2KiB,device=file,fast.durability=group]",
-        ]),
-        ("fast-policies", vec!["fast[fast.policy=fast-star]", "fast[fast.policy=flush-all]"]),
-        ("efind-ablation", vec!["policy[efind.flush_policy=mhao]", "temporal"]),
-        ("hdd-vs-ssd", vec!["rstar[page_size=4KiB,reinsert=30,device=hddsim:preset=7200rpm]"]),
-        ("simulator-vs-ssd", vec![
-            "rstar[page_size=2KiB,device=flashsim:preset=seed-tc58]",
-            "fast-rstar[page_size=2KiB,device=flashsim:preset=seed-tc58]",
-        ]),
+        (
+            "efind-vs-plain",
+            vec!["plain[page_size=4KiB]", "efind[page_size=4KiB]"],
+        ),
+        (
+            "efind-vs-fast",
+            vec![
+                "efind[page_size=2KiB,device=flashsim:preset=seed-tc58,efind.durability=none]",
+                "fast[page_size=2KiB,device=file,fast.durability=group]",
+            ],
+        ),
+        (
+            "fast-policies",
+            vec!["fast[fast.policy=fast-star]", "fast[fast.policy=flush-all]"],
+        ),
+        (
+            "efind-ablation",
+            vec!["policy[efind.flush_policy=mhao]", "temporal"],
+        ),
+        (
+            "hdd-vs-ssd",
+            vec!["rstar[page_size=4KiB,reinsert=30,device=hddsim:preset=7200rpm]"],
+        ),
+        (
+            "simulator-vs-ssd",
+            vec![
+                "rstar[page_size=2KiB,device=flashsim:preset=seed-tc58]",
+                "fast-rstar[page_size=2KiB,device=flashsim:preset=seed-tc58]",
+            ],
+        ),
     ] {
         let w = workloads_dir().join(format!("{name}.toml"));
         let mut args = vec![
