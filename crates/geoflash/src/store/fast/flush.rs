@@ -16,19 +16,18 @@ impl FastStore {
     pub(super) fn commit_records(&mut self, op: OpId) -> Result<()> {
         let m = self.meta_record();
         let state = (m.meta.clone(), m.next_page, m.pages.len());
+        let mut records = self.staged.records(op);
         if state != self.logged {
-            self.staged
-                .push(Record::new(RecordKind::Meta, op, 0, codec::encode_meta(&m)));
+            records.push(Record::new(RecordKind::Meta, op, 0, codec::encode_meta(&m)));
         }
-        let need: u64 = self
-            .staged
-            .iter()
-            .map(|r| r.encoded_len() as u64)
-            .sum::<u64>()
-            + RECORD_HEADER as u64
-            + self.page_size as u64;
+        let need = self.op_room(
+            records.iter().map(|r| r.encoded_len() as u64).sum::<u64>() + RECORD_HEADER as u64,
+        );
         if self.log.free_bytes() < need {
             self.compact_log()?;
+            if self.log.free_bytes() < need {
+                self.flush_untouched()?;
+            }
             if self.log.free_bytes() < need {
                 return Err(Error::DeviceFull(format!(
                     "the log cannot hold one operation's {need} bytes of records ({} of {} bytes free after compaction): give the store a larger log",
@@ -38,12 +37,34 @@ impl FastStore {
             }
         }
         self.max_op_bytes = self.max_op_bytes.max(need);
-        for rec in std::mem::take(&mut self.staged) {
+        self.staged.clear();
+        for rec in records {
             self.log.append(rec)?;
         }
         self.log.commit(op)?;
         self.logged = state;
         Ok(())
+    }
+
+    /// At a commit whose records do not fit the compacted log: flushes the
+    /// buffered nodes the running operation did not change and compacts
+    /// again, which drops their records. Their rows hold committed changes
+    /// only, all in the log already, so this keeps the operation atomic (its
+    /// own nodes stay buffered: nothing of it reaches the device before its
+    /// records and COMMIT are logged).
+    fn flush_untouched(&mut self) -> Result<()> {
+        let ids: Vec<PageId> = self
+            .table
+            .ids()
+            .into_iter()
+            .filter(|&id| !self.staged.touches(id))
+            .collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.fstats.emergency_flushes += 1;
+        self.flush_pages(&ids)?;
+        self.compact_log()
     }
 
     /// Between operations: flush while the table is over budget, then keep
@@ -54,11 +75,19 @@ impl FastStore {
         }
         if self.log.fill_ratio() >= COMPACT_AT || self.log.free_bytes() < self.reserve() {
             self.compact_log()?;
-            if self.log.fill_ratio() >= EMERGENCY_AT || self.log.free_bytes() < self.reserve() {
-                self.fstats.emergency_flushes += 1;
-                self.checkpoint_inner()?;
-                self.compact_log()?;
-            }
+            self.relieve_compacted_log()?;
+        }
+        Ok(())
+    }
+
+    /// Right after a compaction (or restart, which compacts): when the
+    /// survivors still fill too much of the log, an emergency flush (a
+    /// checkpoint) and another compaction.
+    fn relieve_compacted_log(&mut self) -> Result<()> {
+        if self.log.fill_ratio() >= EMERGENCY_AT || self.log.free_bytes() < self.reserve() {
+            self.fstats.emergency_flushes += 1;
+            self.checkpoint_inner()?;
+            self.compact_log()?;
         }
         Ok(())
     }
@@ -125,28 +154,47 @@ impl FastStore {
         Ok(())
     }
 
+    /// Log room an operation whose records (COMMIT included) take `bytes`
+    /// needs: the records, the padding of the sync of its COMMIT, and room
+    /// left for one protected flush after them (with less, the log could
+    /// fill with records of buffered nodes that no flush could then make
+    /// obsolete).
+    pub(super) fn op_room(&self, bytes: u64) -> u64 {
+        bytes + self.page_size as u64 + self.flush_room(1)
+    }
+
+    /// Log bytes a protected flush of `n` pages needs: their images, the
+    /// padding of the sync that follows them and the FLUSH record.
+    fn flush_room(&self, n: u64) -> u64 {
+        let ps = self.page_size as u64;
+        let header = RECORD_HEADER as u64;
+        n * (header + ps) + ps + header + 4 + 8 * n
+    }
+
+    /// How many of `want` pages one protected flush can write with the log's
+    /// free room.
+    fn pages_fitting(&self, want: u64) -> u64 {
+        let free = self.log.free_bytes();
+        let mut n = want;
+        while n > 0 && self.flush_room(n) > free {
+            n -= 1;
+        }
+        n
+    }
+
     /// The protected in-place write of `pages`: PAGE_IMAGE records, log
     /// synced, one device batch, device synced, FLUSH record. Pages go in
     /// chunks when the log cannot hold all their images (each chunk is one
     /// batch). Returns the number of batches.
     pub(super) fn write_protected(&mut self, pages: &[(PageId, Vec<u8>)]) -> Result<u64> {
-        let ps = self.page_size as u64;
-        let image = RECORD_HEADER as u64 + ps;
         let mut rest = pages;
         let mut batches = 0;
         while !rest.is_empty() {
-            let reserve = |n: u64| (RECORD_HEADER as u64 + 4 + 8 * n) + ps;
-            let fits = |free: u64| {
-                let mut n = rest.len() as u64;
-                while n > 0 && n * image + reserve(n) > free {
-                    n -= 1;
-                }
-                n
-            };
-            let mut n = fits(self.log.free_bytes());
-            if n < rest.len() as u64 {
+            let want = rest.len() as u64;
+            let mut n = self.pages_fitting(want);
+            if n < want {
                 self.compact_log()?;
-                n = fits(self.log.free_bytes());
+                n = self.pages_fitting(want);
             }
             if n == 0 {
                 return Err(Error::DeviceFull(format!(

@@ -17,10 +17,13 @@
 //!   chooses a flushing unit (a group of `flush_unit` consecutive page ids,
 //!   fixed at node creation); its buffered nodes are built by RetrieveNode
 //!   and written as one device batch, then leave the table.
-//! - **Log** ([`crate::store::log`]): each operation's NEW/MOD/DEL/META
-//!   records are kept in memory while it runs and appended at `commit_op`
-//!   with its COMMIT; the [`Durability`] mode decides when the COMMIT is
-//!   durable ([`NodeStore::durable_op`]).
+//! - **Log** ([`crate::store::log`]): each operation's changes are kept in
+//!   memory while it runs and appended at `commit_op` as NEW/MOD/DEL
+//!   records coalesced per page (module `staging`: a node created in the
+//!   operation is one NEW with its final content, a modified node one MOD
+//!   with the last change of each key), then META and COMMIT; the
+//!   [`Durability`] mode decides when the COMMIT is durable
+//!   ([`NodeStore::durable_op`]).
 //!
 //! # Where things live
 //!
@@ -50,8 +53,13 @@
 //!   room than twice the largest operation so far; if the survivors still
 //!   fill more than half of it (or leave less than that room), an
 //!   **emergency flush** writes everything (a checkpoint) and the log is
-//!   compacted again. An operation whose records do not fit even a
-//!   compacted log is an error (the log is too small for the workload).
+//!   compacted again. A commit keeps room for one protected flush after
+//!   its records (so buffered nodes can always be flushed and their records
+//!   dropped); when its records do not fit a compacted log, the nodes the
+//!   operation did not change are flushed (their rows hold committed,
+//!   logged changes only) and the log is compacted again. An operation
+//!   whose records do not fit even then is an error (the log is too small
+//!   for the workload).
 //! - **Checkpoint**: every buffered node flushed (protected, in chunks that
 //!   fit the log), then a CHECKPOINT record with the metadata and the free
 //!   list (deleted pages included), synced: restart needs nothing older.
@@ -61,7 +69,11 @@
 //!   synced; the newest CHECKPOINT gives the state; the later records are
 //!   replayed into the table. The allocation state comes from the newest
 //!   META, which carries the pages taken from the free list since the
-//!   checkpoint. A crash during restart leaves a log that recovers the same.
+//!   checkpoint. Restart ends as a commit does (flushes while the table is
+//!   over budget, compaction and emergency flush when the log is too full,
+//!   the largest surviving operation sizing the room kept for the next), so
+//!   the first operation after it has the same room as any other. A crash
+//!   during restart leaves a log that recovers the same.
 //! - **Sticky failure**: after an error of the device or the log, the store
 //!   refuses every further change until reopened (which runs restart).
 //!
@@ -69,7 +81,8 @@
 //! (contract); flushes rewrite only the buffered nodes of a unit; Algorithm
 //! 1's missing cases (a change to a node with a DEL entry, the DEL of a NEW
 //! node) are: the first is an error (a deleted page is not reused before a
-//! checkpoint), the second drops the row.
+//! checkpoint), the second drops the row; the log holds an operation's
+//! changes coalesced per page, the table the paper's arrival-ordered lists.
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -78,8 +91,8 @@ use serde::{Deserialize, Serialize};
 use super::alloc::PageAllocator;
 use super::header::{Format, Header};
 use super::log::{
-    needs_replay, record::RECORD_HEADER, Durability, Log, LogConfig, LogLayout, LogReader, Record,
-    RecordKind, RestartReport,
+    needs_replay, record::RECORD_HEADER, Durability, Log, LogConfig, LogLayout, LogReader,
+    RestartReport,
 };
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::page::{self, Entry, Node};
@@ -92,6 +105,7 @@ mod crash_tests;
 mod flush;
 pub mod heap;
 mod recovery;
+mod staging;
 pub mod table;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -99,6 +113,7 @@ pub(crate) mod tests;
 use codec::MetaRecord;
 pub use heap::FastPolicy;
 use heap::FlushHeap;
+use staging::Staging;
 use table::{ModTable, Row};
 
 /// Log fill ratio after an operation that triggers a compaction.
@@ -263,7 +278,8 @@ pub struct FastStore {
     heap: FlushHeap,
     clock: u64,
     rng: u64,
-    staged: Vec<Record>,
+    /// The running operation's changes, logged (coalesced) at its commit.
+    staged: Staging,
     /// Log bytes of the largest operation so far (headroom kept for the next).
     max_op_bytes: u64,
     failed: Option<String>,
@@ -382,6 +398,9 @@ impl FastStore {
         let report = RestartReport::from_recovered(&rec);
         store.restart(rec)?;
         store.restart = Some(store.complete_report(report));
+        // Restart ends between operations: the table within its budget
+        // and the log with room for the next operation, as after a commit.
+        store.guard(|s| s.after_commit())?;
         Ok(store)
     }
 
@@ -536,7 +555,7 @@ impl FastStore {
             heap: FlushHeap::new(config.flush_unit),
             clock: 0,
             rng: config.seed,
-            staged: Vec::new(),
+            staged: Staging::default(),
             max_op_bytes: 0,
             failed: None,
             read_only: false,
@@ -746,13 +765,11 @@ impl FastStore {
         }
     }
 
-    fn stage(&mut self, kind: RecordKind, page: PageId, payload: Vec<u8>) -> Result<()> {
-        let op = self
-            .ops
+    /// The running operation (an error outside one).
+    fn current_op(&self) -> Result<OpId> {
+        self.ops
             .current
-            .ok_or_else(|| Error::invalid("a change outside an operation: call begin_op first"))?;
-        self.staged.push(Record::new(kind, op, page, payload));
-        Ok(())
+            .ok_or_else(|| Error::invalid("a change outside an operation: call begin_op first"))
     }
 }
 
@@ -782,14 +799,10 @@ impl NodeStore for FastStore {
         {
             return Err(Error::invalid("duplicate entry key in a created node"));
         }
-        if self.ops.current.is_none() {
-            return Err(Error::invalid(
-                "a change outside an operation: call begin_op first",
-            ));
-        }
+        self.current_op()?;
         let id = self.allocate()?;
         let node = Node { level, entries };
-        self.stage(RecordKind::New, id, codec::encode_node(&node))?;
+        self.staged.create(id, &node);
         let ts = self.tick();
         let t = self.table.create(id, node, ts);
         self.heap.touch(id, t.before, t.after, Some(ts));
@@ -800,6 +813,7 @@ impl NodeStore for FastStore {
 
     fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) -> Result<()> {
         self.check_alive()?;
+        self.current_op()?;
         self.check_node_page(id)?;
         self.check_entries(changes.iter().filter_map(|c| match c {
             EntryChange::Upsert(e) => Some(*e),
@@ -826,9 +840,9 @@ impl NodeStore for FastStore {
             }
             _ => {}
         }
-        self.stage(RecordKind::Mod, id, codec::encode_changes(level, changes))?;
         let ts = self.tick();
         let t = self.table.modify(id, level, changes, ts)?;
+        self.staged.modify(id, level, changes);
         self.heap.touch(id, t.before, t.after, Some(ts));
         self.note_peak();
         Ok(())
@@ -836,10 +850,11 @@ impl NodeStore for FastStore {
 
     fn delete(&mut self, id: PageId) -> Result<()> {
         self.check_alive()?;
+        self.current_op()?;
         self.check_node_page(id)?;
         let level = self.table.get(id).map(|r| r.level()).unwrap_or(0);
-        self.stage(RecordKind::Del, id, codec::encode_level(level))?;
         self.alloc.release(id)?;
+        self.staged.delete(id, level);
         let ts = self.tick();
         let t = self.table.delete(id, level, ts);
         self.heap.touch(id, t.before, t.after, Some(ts));

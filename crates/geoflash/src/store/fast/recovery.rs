@@ -9,7 +9,8 @@ use super::codec::{self, MetaRecord};
 use super::FastStore;
 use crate::storage::PageId;
 use crate::store::alloc::PageAllocator;
-use crate::store::log::{RecordKind, Recovered};
+use crate::store::log::{RecordKind, Recovered, NO_OP};
+use crate::store::OpId;
 use crate::{Error, Result};
 
 impl FastStore {
@@ -82,9 +83,14 @@ impl FastStore {
         self.alloc = PageAllocator::restore(1, next, free, self.alloc.capacity())
             .map_err(|e| Error::corrupt(None, format!("log state: {e}")))?;
 
-        // 3. Replay into the table, in the original order.
+        // 3. Replay into the table, in the original order; the largest
+        //    surviving operation sets the log room kept for the next one.
+        let mut op_bytes: BTreeMap<OpId, u64> = BTreeMap::new();
         let mut replayed = 0u64;
         for r in &rec.records {
+            if r.op != NO_OP {
+                *op_bytes.entry(r.op).or_default() += r.encoded_len() as u64;
+            }
             let ts = self.tick();
             let t = match r.kind {
                 RecordKind::New => {
@@ -110,6 +116,8 @@ impl FastStore {
             replayed += 1;
         }
         self.fstats.replayed_records = replayed;
+        // Counted as `commit_records` counts an operation.
+        self.max_op_bytes = op_bytes.values().max().map_or(0, |&b| self.op_room(b));
         self.meta = meta;
         self.reused = reused;
         self.logged = (self.meta.clone(), self.alloc.next_page(), self.reused.len());

@@ -614,3 +614,84 @@ fn index_dir_makes_a_fast_store_that_reopens() {
     t.check().unwrap();
     assert_eq!(all_ids(&t), o.ids());
 }
+
+#[test]
+fn a_commit_that_does_not_fit_the_log_flushes_the_nodes_it_did_not_change() {
+    // A 6 KiB log: an operation of 7 full nodes fits only once the records
+    // of the 3 nodes an earlier operation left buffered are gone.
+    let cfg = FastConfig {
+        buffer_bytes: 1 << 20,
+        log_capacity: 6 << 10,
+        durability: Durability::Sync,
+        ..FastConfig::default()
+    };
+    let (_mem, dev, log) = mem_device(&cfg);
+    let mut s = FastStore::create(dev.clone(), log.clone(), cfg).unwrap();
+    let m = s.max_entries() as u64;
+    let full = |base: u64| -> Vec<Entry> {
+        (0..m)
+            .map(|k| Entry {
+                key: base + k,
+                rect: r(k as f64, 0.0, k as f64 + 1.0, 1.0),
+                payload: 0,
+            })
+            .collect()
+    };
+    let op = s.begin_op().unwrap();
+    let a: Vec<PageId> = (0..3)
+        .map(|i| s.create(0, full(100 * i)).unwrap())
+        .collect();
+    s.commit_op(op).unwrap();
+    assert_eq!(s.buffered_nodes(), 3, "operation 1 stays buffered");
+    assert_eq!(s.fast_stats().emergency_flushes, 0);
+    let free = s.log.free_bytes();
+    let op = s.begin_op().unwrap();
+    let b: Vec<PageId> = (0..7)
+        .map(|i| s.create(0, full(1000 + 100 * i)).unwrap())
+        .collect();
+    let staged: u64 = s
+        .staged
+        .records(op)
+        .iter()
+        .map(|r| r.encoded_len() as u64)
+        .sum();
+    assert!(
+        staged > free,
+        "operation 2 ({staged} bytes) must not fit beside operation 1 ({free} bytes free)"
+    );
+    s.commit_op(op).unwrap();
+    assert!(s.fast_stats().emergency_flushes >= 1);
+    for (i, id) in a.iter().enumerate() {
+        assert_eq!(s.get(*id).unwrap().entries, full(100 * i as u64));
+    }
+    drop(s);
+    let s = FastStore::open(dev, log, cfg).unwrap();
+    for (i, id) in a.iter().enumerate() {
+        assert_eq!(s.get(*id).unwrap().entries, full(100 * i as u64));
+    }
+    for (i, id) in b.iter().enumerate() {
+        assert_eq!(s.get(*id).unwrap().entries, full(1000 + 100 * i as u64));
+    }
+}
+
+#[test]
+fn small_logs_hold_every_operation() {
+    // Logs of 6 and 8 KiB (a dozen page images): operations are logged
+    // coalesced per page, restart leaves room for the next one, and a
+    // commit that does not fit flushes the nodes it did not change.
+    let ops = build_ops(300, 5);
+    for kind in KINDS {
+        for cfg in small_configs() {
+            for log_capacity in [6 << 10, 8 << 10] {
+                run(
+                    kind,
+                    FastConfig {
+                        log_capacity,
+                        ..cfg
+                    },
+                    &ops,
+                );
+            }
+        }
+    }
+}
