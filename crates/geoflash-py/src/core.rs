@@ -840,6 +840,25 @@ impl Core {
         })
     }
 
+    /// The leaves as `rtree`'s `Index.leaves()` has them: (leaf page id,
+    /// user ids of its entries, its MBR as (minx, miny, maxx, maxy)), left
+    /// to right; empty for an empty index. The walk runs with the GIL released.
+    #[allow(clippy::type_complexity)]
+    fn leaves(&self, py: Python<'_>) -> PyResult<Vec<(u64, Vec<i64>, (f64, f64, f64, f64))>> {
+        self.read_nogil(py, |st| {
+            crate::leaves::leaves(st.index.tree().store())?
+                .into_iter()
+                .map(|(id, keys, r)| {
+                    let ids = keys
+                        .iter()
+                        .map(|&k| st.records.id(k))
+                        .collect::<Result<Vec<i64>>>()?;
+                    Ok((id, ids, (r.min_x, r.min_y, r.max_x, r.max_y)))
+                })
+                .collect()
+        })
+    }
+
     fn __len__(&self) -> PyResult<usize> {
         self.read(|st| Ok(st.index.len() as usize))
     }

@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 
 mod core;
 mod knn;
+mod leaves;
 mod records;
 
 use geoflash_engine::Error;

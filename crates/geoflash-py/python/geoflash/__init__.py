@@ -388,6 +388,16 @@ class Index:
         inter = self.interleaved if coordinate_interleaved is None else coordinate_interleaved
         return b if inter else [b[0], b[2], b[1], b[3]]
 
+    def leaves(self) -> list:
+        """The leaf nodes, as ``rtree``'s ``Index.leaves()``: a list of
+        ``(leaf_id, [ids of its entries], [minx, miny, maxx, maxy])``, one
+        per leaf node of the tree, left to right (an empty list for an empty
+        index). ``leaf_id`` is the node's page number; the bounds are the
+        union of the entries' boxes, always ``[minx, miny, maxx, maxy]`` as
+        in ``rtree`` (mins, then maxs, whatever ``interleaved`` says). Every
+        entry is in exactly one leaf."""
+        return [(leaf, ids, list(b)) for leaf, ids, b in self._core.leaves()]
+
     def __len__(self) -> int:
         return len(self._core)
 
