@@ -1,43 +1,158 @@
-//! Dataset files of rectangles with ids: CSV (`id,minx,miny,maxx,maxy`) and
-//! GeoJSON (a FeatureCollection of Points or Polygons with an `id` property).
-//! The format follows the file extension. [`read_geojson`] reads GeoJSON
-//! files of any geometries (points, lines, polygons and their multi forms)
-//! for the object heap.
+//! Dataset files: the one list of formats the workbench reads and writes,
+//! chosen by file extension ([`Format`]), the writers ([`write_dataset`] for
+//! rectangles, [`write_objects`] for geometries) and the readers of CSV
+//! rectangles ([`read_csv`]) and GeoJSON ([`read_geojson`]). The other
+//! readers live in submodules ([`fgb`], [`shp`], [`geoparquet`], [`osm`]);
+//! [`crate::import::read_objects`] dispatches over all of them.
+//!
+//! | format | extensions | read | write |
+//! |---|---|---|---|
+//! | CSV | `.csv` | `id,minx,miny,maxx,maxy`, or a `wkt` column | MBRs |
+//! | GeoJSON | `.geojson`, `.json` | any geometry | geometries |
+//! | FlatGeobuf | `.fgb` | any geometry but curves | geometries |
+//! | GeoParquet | `.parquet`, `.geoparquet` | WKB geometry column (cargo feature `geoparquet`) | geometries (WKB) |
+//! | Shapefile | `.shp` (+ `.dbf`) | points, lines, polygons | no |
+//! | OSM PBF | `.pbf` (`.osm.pbf`) | closed ways as polygons (cargo feature `osm-pbf`) | no |
+//!
+//! Every reader returns `(id, geometry)` pairs in file order, with unique
+//! ids and geometries whose coordinates are finite and at most
+//! [`geoflash::geom::MAX_COORD`] in magnitude; anything else is an
+//! [`Error::InvalidInput`] naming the file and the record, never a panic.
+use std::borrow::Borrow;
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
 
 use geoflash::geom::Rect;
+use geoflash::objects::Geometry;
 use geoflash::{Error, Result};
 
-/// A file format of datasets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub mod fgb;
+pub mod geoparquet;
+pub mod osm;
+pub mod shp;
+
+/// A file format of datasets. [`Format::from_path`] names the format of a
+/// file to read, [`Format::for_output`] the format of a file to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum Format {
-    /// CSV with header `id,minx,miny,maxx,maxy`.
+    /// CSV with header `id,minx,miny,maxx,maxy`, or with a `wkt` (or
+    /// `geometry`, `geom`) column of WKT and an optional `id` column.
+    #[serde(rename = "csv")]
     Csv,
-    /// GeoJSON FeatureCollection.
+    /// GeoJSON: a FeatureCollection, a Feature or a bare Geometry.
+    #[serde(rename = "geojson")]
     GeoJson,
+    /// FlatGeobuf (<https://flatgeobuf.org>), version 3.
+    #[serde(rename = "flatgeobuf")]
+    FlatGeobuf,
+    /// GeoParquet 1.x with a WKB geometry column (cargo feature `geoparquet`).
+    #[serde(rename = "geoparquet")]
+    GeoParquet,
+    /// ESRI Shapefile: the `.shp` and, when present, its `.dbf`.
+    #[serde(rename = "shapefile")]
+    Shapefile,
+    /// OpenStreetMap PBF (`.osm.pbf`; cargo feature `osm-pbf`).
+    #[serde(rename = "osm-pbf")]
+    OsmPbf,
 }
 
 impl Format {
-    /// The format named by `path`'s extension.
-    pub fn from_path(path: &Path) -> Result<Format> {
-        match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
-            Some("csv") => Ok(Format::Csv),
-            Some("geojson") | Some("json") => Ok(Format::GeoJson),
-            Some("fgb") | Some("parquet") => Err(Error::invalid(format!(
-                "{}: FlatGeobuf and GeoParquet output are not available in this version; use .csv or .geojson",
-                path.display()
-            ))),
-            _ => Err(Error::invalid(format!(
-                "{}: unknown dataset format (use a .csv or .geojson extension)",
-                path.display()
-            ))),
+    /// Every format, in the order the documentation lists them.
+    pub const ALL: [Format; 6] = [
+        Format::Csv,
+        Format::GeoJson,
+        Format::FlatGeobuf,
+        Format::GeoParquet,
+        Format::Shapefile,
+        Format::OsmPbf,
+    ];
+
+    /// The file extensions (lower case, without the dot) of the format; the
+    /// first one is the one to write.
+    pub fn extensions(self) -> &'static [&'static str] {
+        match self {
+            Format::Csv => &["csv"],
+            Format::GeoJson => &["geojson", "json"],
+            Format::FlatGeobuf => &["fgb"],
+            Format::GeoParquet => &["parquet", "geoparquet"],
+            Format::Shapefile => &["shp"],
+            Format::OsmPbf => &["pbf"],
         }
+    }
+
+    /// A readable name (`"FlatGeobuf"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Csv => "CSV",
+            Format::GeoJson => "GeoJSON",
+            Format::FlatGeobuf => "FlatGeobuf",
+            Format::GeoParquet => "GeoParquet",
+            Format::Shapefile => "Shapefile",
+            Format::OsmPbf => "OSM PBF",
+        }
+    }
+
+    /// Whether the workbench writes this format ([`write_objects`]).
+    pub fn writable(self) -> bool {
+        !matches!(self, Format::Shapefile | Format::OsmPbf)
+    }
+
+    /// The format of a dataset file to read, by `path`'s extension (case
+    /// insensitive). An unknown extension is an error listing the known ones.
+    pub fn from_path(path: &Path) -> Result<Format> {
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .unwrap_or_default();
+        Format::ALL
+            .into_iter()
+            .find(|f| f.extensions().contains(&ext.as_str()))
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "{}: unknown dataset format; use one of the extensions {}",
+                    path.display(),
+                    Self::list(Format::ALL.into_iter())
+                ))
+            })
+    }
+
+    /// The format of a dataset file to write, by `path`'s extension: as
+    /// [`Format::from_path`], and an error for the formats that are only read.
+    pub fn for_output(path: &Path) -> Result<Format> {
+        let f = Format::from_path(path)?;
+        if f.writable() {
+            Ok(f)
+        } else {
+            Err(Error::invalid(format!(
+                "{}: {} is an input format only; write one of {}",
+                path.display(),
+                f.name(),
+                Self::list(Format::ALL.into_iter().filter(|f| f.writable()))
+            )))
+        }
+    }
+
+    fn list(formats: impl Iterator<Item = Format>) -> String {
+        formats
+            .map(|f| match f {
+                Format::OsmPbf => ".osm.pbf".to_string(),
+                f => format!(".{}", f.extensions()[0]),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
-fn io_err(path: &Path, source: std::io::Error) -> Error {
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+pub(crate) fn io_err(path: &Path, source: std::io::Error) -> Error {
     Error::Io {
         path: path.to_path_buf(),
         page: None,
@@ -45,51 +160,168 @@ fn io_err(path: &Path, source: std::io::Error) -> Error {
     }
 }
 
-/// Writes `(id, rect)` records to `path` in the format of its extension.
+/// An error about `path`: `"{path}: {msg}"`.
+pub(crate) fn bad(path: &Path, msg: impl std::fmt::Display) -> Error {
+    Error::invalid(format!("{}: {msg}", path.display()))
+}
+
+/// An object id from a floating-point attribute (dBase numeric fields,
+/// FlatGeobuf doubles, JSON numbers): a non-negative integer that `f64`
+/// holds exactly (at most 2^53).
+pub(crate) fn id_from_f64(v: f64) -> Option<u64> {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    (v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= EXACT).then_some(v as u64)
+}
+
+/// Collects the objects of a file: checks each geometry
+/// ([`geoflash::objects::geometry::bounding_rect`]) and that ids are unique.
+pub(crate) struct Collector<'p> {
+    path: &'p Path,
+    seen: HashSet<u64>,
+    /// The objects so far, in file order.
+    pub(crate) out: Vec<(u64, Geometry)>,
+}
+
+impl<'p> Collector<'p> {
+    pub(crate) fn new(path: &'p Path) -> Self {
+        Collector {
+            path,
+            seen: HashSet::new(),
+            out: Vec::new(),
+        }
+    }
+
+    /// Adds object `id`; `what` names the record in errors
+    /// (`"feature 3"`), followed by the id.
+    pub(crate) fn push(
+        &mut self,
+        what: impl std::fmt::Display,
+        id: u64,
+        g: Geometry,
+    ) -> Result<()> {
+        geoflash::objects::geometry::bounding_rect(&g)
+            .map_err(|e| bad(self.path, format!("{what} (id {id}): {e}")))?;
+        if !self.seen.insert(id) {
+            return Err(bad(self.path, format!("{what}: duplicate id {id}")));
+        }
+        self.out.push((id, g));
+        Ok(())
+    }
+
+    /// The objects, in file order.
+    pub(crate) fn finish(self) -> Vec<(u64, Geometry)> {
+        self.out
+    }
+}
+
+/// The geometry written for a rectangle record: a point when the rectangle
+/// is a point, else the polygon of its four corners (counter-clockwise from
+/// `(min_x, min_y)`, closed), whose bounding rectangle is the record's,
+/// bit for bit.
+pub fn rect_geometry(r: &Rect) -> Geometry {
+    if r.min_x == r.max_x && r.min_y == r.max_y {
+        return Geometry::Point(geo_types::Point::new(r.min_x, r.min_y));
+    }
+    let ring = vec![
+        geo_types::coord! { x: r.min_x, y: r.min_y },
+        geo_types::coord! { x: r.max_x, y: r.min_y },
+        geo_types::coord! { x: r.max_x, y: r.max_y },
+        geo_types::coord! { x: r.min_x, y: r.max_y },
+        geo_types::coord! { x: r.min_x, y: r.min_y },
+    ];
+    Geometry::Polygon(geo_types::Polygon::new(
+        geo_types::LineString::new(ring),
+        vec![],
+    ))
+}
+
+/// Writes `(id, rect)` records to `path` in the format of its extension
+/// ([`Format::for_output`]): CSV `id,minx,miny,maxx,maxy`, or in the other
+/// formats each rectangle as [`rect_geometry`]. Returns the number written.
 pub fn write_dataset(path: &Path, records: impl Iterator<Item = (u64, Rect)>) -> Result<u64> {
-    let format = Format::from_path(path)?;
+    let format = Format::for_output(path)?;
+    if format == Format::Csv {
+        return write_csv(path, records.map(Ok));
+    }
+    write_objects(path, records.map(|(id, r)| (id, rect_geometry(&r))))
+}
+
+/// Writes `(id, geometry)` objects to `path` in the format of its extension
+/// ([`Format::for_output`]): `.csv` holds their bounding rectangles,
+/// `.geojson`, `.fgb` and `.parquet` the geometries with their ids (GeoJSON
+/// `id` and an `id` property, an unsigned `id` column in FlatGeobuf and
+/// GeoParquet), in the order given. Returns the number written.
+pub fn write_objects<G: Borrow<Geometry>>(
+    path: &Path,
+    objects: impl IntoIterator<Item = (u64, G)>,
+) -> Result<u64> {
+    match Format::for_output(path)? {
+        Format::Csv => write_csv(
+            path,
+            objects.into_iter().map(|(id, g)| {
+                geoflash::objects::geometry::bounding_rect(g.borrow())
+                    .map(|r| (id, r))
+                    .map_err(|e| bad(path, format!("object {id}: {e}")))
+            }),
+        ),
+        Format::GeoJson => write_geojson(path, objects),
+        Format::FlatGeobuf => fgb::write(path, objects),
+        Format::GeoParquet => geoparquet::write(path, objects),
+        // for_output refuses the input-only formats
+        f @ (Format::Shapefile | Format::OsmPbf) => {
+            Err(bad(path, format!("{} output is not supported", f.name())))
+        }
+    }
+}
+
+/// Writes the bytes of a file through `body`, mapping I/O errors to `path`.
+fn write_file(path: &Path, body: impl FnOnce(&mut BufWriter<File>) -> Result<u64>) -> Result<u64> {
     let file = File::create(path).map_err(|e| io_err(path, e))?;
     let mut w = BufWriter::new(file);
-    let mut n = 0u64;
-    let res: std::io::Result<()> = (|| {
-        match format {
-            Format::Csv => {
-                writeln!(w, "id,minx,miny,maxx,maxy")?;
-                for (id, r) in records {
-                    writeln!(w, "{id},{},{},{},{}", r.min_x, r.min_y, r.max_x, r.max_y)?;
-                    n += 1;
-                }
-            }
-            Format::GeoJson => {
-                write!(w, "{{\"type\":\"FeatureCollection\",\"features\":[")?;
-                for (id, r) in records {
-                    if n > 0 {
-                        writeln!(w, ",")?;
-                    }
-                    let geom = if r.min_x == r.max_x && r.min_y == r.max_y {
-                        format!(
-                            "{{\"type\":\"Point\",\"coordinates\":[{},{}]}}",
-                            r.min_x, r.min_y
-                        )
-                    } else {
-                        format!(
-                            "{{\"type\":\"Polygon\",\"coordinates\":[[[{a},{b}],[{c},{b}],[{c},{d}],[{a},{d}],[{a},{b}]]]}}",
-                            a = r.min_x,
-                            b = r.min_y,
-                            c = r.max_x,
-                            d = r.max_y
-                        )
-                    };
-                    write!(w, "{{\"type\":\"Feature\",\"id\":{id},\"properties\":{{\"id\":{id}}},\"geometry\":{geom}}}")?;
-                    n += 1;
-                }
-                writeln!(w, "]}}")?;
-            }
-        }
-        w.flush()
-    })();
-    res.map_err(|e| io_err(path, e))?;
+    let n = body(&mut w)?;
+    w.flush().map_err(|e| io_err(path, e))?;
     Ok(n)
+}
+
+fn write_csv(path: &Path, records: impl Iterator<Item = Result<(u64, Rect)>>) -> Result<u64> {
+    write_file(path, |w| {
+        let io = |e| io_err(path, e);
+        writeln!(w, "id,minx,miny,maxx,maxy").map_err(io)?;
+        let mut n = 0u64;
+        for rec in records {
+            let (id, r) = rec?;
+            writeln!(w, "{id},{},{},{},{}", r.min_x, r.min_y, r.max_x, r.max_y).map_err(io)?;
+            n += 1;
+        }
+        Ok(n)
+    })
+}
+
+fn write_geojson<G: Borrow<Geometry>>(
+    path: &Path,
+    objects: impl IntoIterator<Item = (u64, G)>,
+) -> Result<u64> {
+    write_file(path, |w| {
+        let io = |e| io_err(path, e);
+        write!(w, "{{\"type\":\"FeatureCollection\",\"features\":[").map_err(io)?;
+        let mut n = 0u64;
+        for (id, g) in objects {
+            if n > 0 {
+                writeln!(w, ",").map_err(io)?;
+            }
+            let gj = geojson::Geometry::from(g.borrow());
+            let text =
+                serde_json::to_string(&gj).map_err(|e| bad(path, format!("object {id}: {e}")))?;
+            write!(
+                w,
+                "{{\"type\":\"Feature\",\"id\":{id},\"properties\":{{\"id\":{id}}},\"geometry\":{text}}}"
+            )
+            .map_err(io)?;
+            n += 1;
+        }
+        writeln!(w, "]}}").map_err(io)?;
+        Ok(n)
+    })
 }
 
 /// Reads `(id, rect)` records from a CSV dataset file (`id,minx,miny,maxx,maxy` with a header).
@@ -101,37 +333,36 @@ pub fn read_csv(path: &Path) -> Result<Vec<(u64, Rect)>> {
         .from_reader(BufReader::new(file));
     let mut out = Vec::new();
     for (line, rec) in rdr.records().enumerate() {
-        let rec = rec.map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+        let rec = rec.map_err(|e| bad(path, e))?;
         let at = |i: usize| {
             rec.get(i).ok_or_else(|| {
-                Error::invalid(format!(
-                    "{}: record {} has {} fields, expected id,minx,miny,maxx,maxy",
-                    path.display(),
-                    line + 1,
-                    rec.len()
-                ))
+                bad(
+                    path,
+                    format!(
+                        "record {} has {} fields, expected id,minx,miny,maxx,maxy",
+                        line + 1,
+                        rec.len()
+                    ),
+                )
             })
         };
         let num = |i: usize| -> Result<f64> {
             let s = at(i)?;
-            s.parse::<f64>().map_err(|_| {
-                Error::invalid(format!(
-                    "{}: record {}: {s:?} is not a number",
-                    path.display(),
-                    line + 1
-                ))
-            })
+            s.parse::<f64>()
+                .map_err(|_| bad(path, format!("record {}: {s:?} is not a number", line + 1)))
         };
         let id_s = at(0)?;
         let id = id_s.parse::<u64>().map_err(|_| {
-            Error::invalid(format!(
-                "{}: record {}: id {id_s:?} is not a non-negative integer",
-                path.display(),
-                line + 1
-            ))
+            bad(
+                path,
+                format!(
+                    "record {}: id {id_s:?} is not a non-negative integer",
+                    line + 1
+                ),
+            )
         })?;
         let r = Rect::new(num(1)?, num(2)?, num(3)?, num(4)?)
-            .map_err(|e| Error::invalid(format!("{}: record {}: {e}", path.display(), line + 1)))?;
+            .map_err(|e| bad(path, format!("record {}: {e}", line + 1)))?;
         out.push((id, r));
     }
     Ok(out)
@@ -140,26 +371,26 @@ pub fn read_csv(path: &Path) -> Result<Vec<(u64, Rect)>> {
 /// The id of a feature: the feature's `id`, else an `id` property (a
 /// non-negative integer, or a string holding one), else `None`.
 fn feature_id(f: &geojson::Feature, path: &Path, n: usize) -> Result<Option<u64>> {
-    let bad = |v: &dyn std::fmt::Display| {
-        Error::invalid(format!(
-            "{}: feature {n}: id {v} is not a non-negative integer",
-            path.display()
-        ))
+    let not_id = |v: &dyn std::fmt::Display| {
+        bad(
+            path,
+            format!("feature {n}: id {v} is not a non-negative integer"),
+        )
     };
     let from_json = |v: &serde_json::Value| -> Result<u64> {
         match v {
-            serde_json::Value::Number(x) => x.as_u64().ok_or_else(|| bad(x)),
-            serde_json::Value::String(t) => t.trim().parse().map_err(|_| bad(&format!("{t:?}"))),
-            other => Err(bad(other)),
+            serde_json::Value::Number(x) => x.as_u64().ok_or_else(|| not_id(x)),
+            serde_json::Value::String(t) => t.trim().parse().map_err(|_| not_id(&format!("{t:?}"))),
+            other => Err(not_id(other)),
         }
     };
     match (&f.id, f.properties.as_ref().and_then(|p| p.get("id"))) {
-        (Some(geojson::feature::Id::Number(x)), _) => x.as_u64().map(Some).ok_or_else(|| bad(x)),
+        (Some(geojson::feature::Id::Number(x)), _) => x.as_u64().map(Some).ok_or_else(|| not_id(x)),
         (Some(geojson::feature::Id::String(t)), _) => t
             .trim()
             .parse()
             .map(Some)
-            .map_err(|_| bad(&format!("{t:?}"))),
+            .map_err(|_| not_id(&format!("{t:?}"))),
         (None, Some(v)) => from_json(v).map(Some),
         (None, None) => Ok(None),
     }
@@ -171,40 +402,27 @@ fn feature_id(f: &geojson::Feature, path: &Path, n: usize) -> Result<Option<u64>
 /// Features without geometry, geometries with non-finite or out-of-range
 /// coordinates, empty geometries and duplicate ids are errors naming the
 /// feature.
-pub fn read_geojson(path: &Path) -> Result<Vec<(u64, geoflash::objects::Geometry)>> {
+pub fn read_geojson(path: &Path) -> Result<Vec<(u64, Geometry)>> {
     let file = File::open(path).map_err(|e| io_err(path, e))?;
     let gj = geojson::GeoJson::from_reader(BufReader::new(file))
-        .map_err(|e| Error::invalid(format!("{}: not GeoJSON: {e}", path.display())))?;
+        .map_err(|e| bad(path, format!("not GeoJSON: {e}")))?;
     let features = match gj {
         geojson::GeoJson::FeatureCollection(fc) => fc.features,
         geojson::GeoJson::Feature(f) => vec![f],
         geojson::GeoJson::Geometry(g) => vec![geojson::Feature::from(g)],
     };
-    let mut out = Vec::with_capacity(features.len());
-    let mut seen = std::collections::HashSet::with_capacity(features.len());
+    let mut objects = Collector::new(path);
+    objects.out.reserve(features.len());
     for (n, f) in features.into_iter().enumerate() {
         let id = feature_id(&f, path, n)?.unwrap_or(n as u64);
-        let g = f.geometry.ok_or_else(|| {
-            Error::invalid(format!(
-                "{}: feature {n} (id {id}) has no geometry",
-                path.display()
-            ))
-        })?;
-        let g = geoflash::objects::Geometry::try_from(g).map_err(|e| {
-            Error::invalid(format!("{}: feature {n} (id {id}): {e}", path.display()))
-        })?;
-        geoflash::objects::geometry::bounding_rect(&g).map_err(|e| {
-            Error::invalid(format!("{}: feature {n} (id {id}): {e}", path.display()))
-        })?;
-        if !seen.insert(id) {
-            return Err(Error::invalid(format!(
-                "{}: feature {n}: duplicate id {id}",
-                path.display()
-            )));
-        }
-        out.push((id, g));
+        let g = f
+            .geometry
+            .ok_or_else(|| bad(path, format!("feature {n} (id {id}) has no geometry")))?;
+        let g =
+            Geometry::try_from(g).map_err(|e| bad(path, format!("feature {n} (id {id}): {e}")))?;
+        objects.push(format_args!("feature {n}"), id, g)?;
     }
-    Ok(out)
+    Ok(objects.finish())
 }
 
 #[cfg(test)]
@@ -228,12 +446,9 @@ mod tests {
         let got = read_geojson(&p).unwrap();
         let ids: Vec<u64> = got.iter().map(|(i, _)| *i).collect();
         assert_eq!(ids, vec![7, 12, 2, 40]);
-        assert!(matches!(got[0].1, geoflash::objects::Geometry::Polygon(_)));
-        assert!(matches!(
-            got[1].1,
-            geoflash::objects::Geometry::LineString(_)
-        ));
-        assert!(matches!(got[2].1, geoflash::objects::Geometry::Point(_)));
+        assert!(matches!(got[0].1, Geometry::Polygon(_)));
+        assert!(matches!(got[1].1, Geometry::LineString(_)));
+        assert!(matches!(got[2].1, Geometry::Point(_)));
         // the rectangle datasets written by write_dataset read back as polygons and points
         let recs = vec![
             (3, Rect::new(0.0, 0.0, 1.0, 2.0).unwrap()),
@@ -291,13 +506,35 @@ mod tests {
     }
 
     #[test]
+    fn formats_by_extension() {
+        let f = |p: &str| Format::from_path(Path::new(p));
+        assert_eq!(f("a.CSV").unwrap(), Format::Csv);
+        assert_eq!(f("a.json").unwrap(), Format::GeoJson);
+        assert_eq!(f("a.fgb").unwrap(), Format::FlatGeobuf);
+        assert_eq!(f("a.parquet").unwrap(), Format::GeoParquet);
+        assert_eq!(f("a.shp").unwrap(), Format::Shapefile);
+        assert_eq!(f("monaco-latest.osm.pbf").unwrap(), Format::OsmPbf);
+        for p in ["a.xyz", "a", "a.shx"] {
+            let e = f(p).unwrap_err().to_string();
+            assert!(
+                e.contains("unknown dataset format") && e.contains(".osm.pbf"),
+                "{e}"
+            );
+        }
+        for p in ["a.shp", "a.osm.pbf"] {
+            let e = Format::for_output(Path::new(p)).unwrap_err().to_string();
+            assert!(e.contains("input format only") && e.contains(".fgb"), "{e}");
+        }
+        for fmt in Format::ALL {
+            let p = format!("x.{}", fmt.extensions()[0]);
+            assert_eq!(f(&p).unwrap(), fmt);
+            assert_eq!(Format::for_output(Path::new(&p)).is_ok(), fmt.writable());
+        }
+    }
+
+    #[test]
     fn bad_files_are_clear_errors() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(Format::from_path(Path::new("x.shp")).is_err());
-        assert!(Format::from_path(Path::new("x.parquet"))
-            .unwrap_err()
-            .to_string()
-            .contains("not available"));
         let p = dir.path().join("bad.csv");
         std::fs::write(&p, "id,minx,miny,maxx,maxy\n1,0,0,nan,1\n").unwrap();
         assert!(read_csv(&p).unwrap_err().to_string().contains("record 1"));
@@ -305,5 +542,18 @@ mod tests {
         assert!(read_csv(&p).unwrap_err().to_string().contains("inverted"));
         std::fs::write(&p, "id,minx,miny,maxx,maxy\n-1,0,0,1,1\n").unwrap();
         assert!(read_csv(&p).is_err());
+        let out = dir.path().join("x.shp");
+        let e = write_dataset(&out, std::iter::empty()).unwrap_err();
+        assert!(e.to_string().contains("input format only"), "{e}");
+        assert!(!out.exists());
+    }
+
+    #[test]
+    fn ids_from_floats() {
+        assert_eq!(id_from_f64(7.0), Some(7));
+        assert_eq!(id_from_f64(0.0), Some(0));
+        for v in [-1.0, 0.5, f64::NAN, f64::INFINITY, 1e300] {
+            assert_eq!(id_from_f64(v), None, "{v}");
+        }
     }
 }

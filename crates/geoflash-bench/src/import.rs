@@ -1,55 +1,46 @@
 //! Dataset import: the input formats the workbench and `geoflash build`
-//! read, and `geoflash import`'s conversion to CSV or GeoJSON with a chosen
+//! read, and `geoflash import`'s conversion between formats with a chosen
 //! insertion order.
 //!
-//! Formats (by extension): `.csv` with either the header
+//! Formats (by extension, see [`Format`]): `.csv` with either the header
 //! `id,minx,miny,maxx,maxy` (rectangles) or a `wkt` (or `geometry`, `geom`)
-//! column of WKT geometries and an optional `id` column; `.geojson`/`.json`.
+//! column of WKT geometries and an optional `id` column; `.geojson`/`.json`;
+//! `.fgb` (FlatGeobuf); `.parquet` (GeoParquet, cargo feature `geoparquet`);
+//! `.shp` (Shapefile, ids from the `.dbf`); `.osm.pbf` (OpenStreetMap: closed
+//! ways as polygons). [`read_dataset`] reads any of them, [`import`] writes
+//! any writable one ([`formats::write_objects`]).
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::BufReader;
 use std::path::Path;
 
 use geoflash::geom::Rect;
 use geoflash::objects::Geometry;
 use geoflash::{Error, Result};
 
-use crate::formats;
+use crate::formats::{self, osm::OsmWays, Format};
 use crate::generate::{self, InsertionOrder};
 
-/// An input format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum InputFormat {
-    /// CSV: `id,minx,miny,maxx,maxy`, or WKT geometries in a `wkt` column.
-    Csv,
-    /// GeoJSON.
-    GeoJson,
+/// The format of an input file: the one list of formats is [`Format`];
+/// this name is kept for callers that classify inputs
+/// (`InputFormat::from_path`).
+pub type InputFormat = Format;
+
+/// Options of the readers that have any.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Which closed ways of an OSM PBF file become polygons.
+    pub osm_ways: OsmWays,
 }
 
-impl InputFormat {
-    /// The format of `path`, by extension.
-    pub fn from_path(path: &Path) -> Result<InputFormat> {
-        let ext = path
-            .extension()
-            .and_then(|e| e.to_str())
-            .map(str::to_ascii_lowercase);
-        match ext.as_deref() {
-            Some("csv") => Ok(InputFormat::Csv),
-            Some("geojson") | Some("json") => Ok(InputFormat::GeoJson),
-            _ => Err(Error::invalid(format!(
-                "{}: unknown input format (use .csv or .geojson)",
-                path.display()
-            ))),
-        }
-    }
-}
-
-fn io_err(path: &Path, source: std::io::Error) -> Error {
-    Error::Io {
-        path: path.to_path_buf(),
-        page: None,
-        source,
-    }
+/// The objects of a dataset file.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    /// The file's format.
+    pub format: Format,
+    /// `(id, geometry)` pairs in file order, ids unique.
+    pub objects: Vec<(u64, Geometry)>,
+    /// Records skipped without error (OSM ways whose nodes the file lacks).
+    pub skipped: u64,
 }
 
 /// The WKT column of a CSV header, if it has one.
@@ -60,87 +51,103 @@ fn wkt_column(headers: &csv::StringRecord) -> Option<usize> {
 }
 
 fn csv_headers(path: &Path) -> Result<csv::StringRecord> {
-    let file = File::open(path).map_err(|e| io_err(path, e))?;
+    let file = File::open(path).map_err(|e| formats::io_err(path, e))?;
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .trim(csv::Trim::All)
         .from_reader(BufReader::new(file));
-    rdr.headers()
-        .cloned()
-        .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))
+    rdr.headers().cloned().map_err(|e| formats::bad(path, e))
 }
 
 /// Reads a CSV file with a WKT geometry column (ids from an `id` column,
 /// else positions).
 pub fn read_wkt_csv(path: &Path) -> Result<Vec<(u64, Geometry)>> {
     use std::str::FromStr;
-    let file = File::open(path).map_err(|e| io_err(path, e))?;
+    let file = File::open(path).map_err(|e| formats::io_err(path, e))?;
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .trim(csv::Trim::All)
         .from_reader(BufReader::new(file));
-    let headers = rdr
-        .headers()
-        .cloned()
-        .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
-    let col = wkt_column(&headers).ok_or_else(|| {
-        Error::invalid(format!("{}: no wkt column in the header", path.display()))
-    })?;
+    let headers = rdr.headers().cloned().map_err(|e| formats::bad(path, e))?;
+    let col =
+        wkt_column(&headers).ok_or_else(|| formats::bad(path, "no wkt column in the header"))?;
     let id_col = headers.iter().position(|h| h.eq_ignore_ascii_case("id"));
-    let mut out = Vec::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut objects = formats::Collector::new(path);
     for (n, rec) in rdr.records().enumerate() {
-        let rec = rec.map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
-        let at = |what: &str| format!("{}: record {}: {what}", path.display(), n + 1);
-        let text = rec
-            .get(col)
-            .ok_or_else(|| Error::invalid(at("missing wkt field")))?;
-        let w = wkt::Wkt::<f64>::from_str(text)
-            .map_err(|e| Error::invalid(at(&format!("not WKT: {e}"))))?;
+        let rec = rec.map_err(|e| formats::bad(path, e))?;
+        let what = format!("record {}", n + 1);
+        let at = |msg: &str| formats::bad(path, format!("{what}: {msg}"));
+        let text = rec.get(col).ok_or_else(|| at("missing wkt field"))?;
+        let w = wkt::Wkt::<f64>::from_str(text).map_err(|e| at(&format!("not WKT: {e}")))?;
         let g: Geometry = w
             .try_into()
-            .map_err(|e: wkt::conversion::Error| Error::invalid(at(&format!("{e}"))))?;
+            .map_err(|e: wkt::conversion::Error| at(&format!("{e}")))?;
         let id = match id_col {
             None => n as u64,
             Some(i) => {
                 let s = rec.get(i).unwrap_or("");
-                s.parse::<u64>().map_err(|_| {
-                    Error::invalid(at(&format!("id {s:?} is not a non-negative integer")))
-                })?
+                s.parse::<u64>()
+                    .map_err(|_| at(&format!("id {s:?} is not a non-negative integer")))?
             }
         };
-        geoflash::objects::geometry::bounding_rect(&g)
-            .map_err(|e| Error::invalid(at(&format!("id {id}: {e}"))))?;
-        if !seen.insert(id) {
-            return Err(Error::invalid(at(&format!("duplicate id {id}"))));
-        }
-        out.push((id, g));
+        objects.push(&what, id, g)?;
     }
-    Ok(out)
+    Ok(objects.finish())
 }
 
-/// Reads the geometries of any input file.
-pub fn read_objects(path: &Path) -> Result<Vec<(u64, Geometry)>> {
-    match InputFormat::from_path(path)? {
-        InputFormat::GeoJson => formats::read_geojson(path),
-        InputFormat::Csv => {
+/// Reads the objects of a dataset file in any [`Format`], with the
+/// readers' options.
+pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset> {
+    let format = Format::from_path(path)?;
+    // one clear message for a missing input, whatever the format: bad input
+    // (exit code 2 in the CLI), not an I/O failure
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => {
+            return Err(formats::bad(path, "is a directory, not a dataset file"))
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(formats::bad(path, "no such file"))
+        }
+        Err(e) => return Err(formats::io_err(path, e)),
+    }
+    let mut skipped = 0;
+    let objects = match format {
+        Format::GeoJson => formats::read_geojson(path)?,
+        Format::Csv => {
             if wkt_column(&csv_headers(path)?).is_some() {
-                read_wkt_csv(path)
+                read_wkt_csv(path)?
             } else {
-                Ok(formats::read_csv(path)?
+                formats::read_csv(path)?
                     .into_iter()
                     .map(|(id, r)| (id, geoflash::objects::geometry::window_geometry(&r)))
-                    .collect())
+                    .collect()
             }
         }
-    }
+        Format::FlatGeobuf => formats::fgb::read(path)?,
+        Format::GeoParquet => formats::geoparquet::read(path)?,
+        Format::Shapefile => formats::shp::read(path)?,
+        Format::OsmPbf => {
+            let r = formats::osm::read(path, opts.osm_ways)?;
+            skipped = r.incomplete;
+            r.objects
+        }
+    };
+    Ok(Dataset {
+        format,
+        objects,
+        skipped,
+    })
+}
+
+/// Reads the geometries of any input file (default [`ReadOptions`]).
+pub fn read_objects(path: &Path) -> Result<Vec<(u64, Geometry)>> {
+    Ok(read_dataset(path, &ReadOptions::default())?.objects)
 }
 
 /// Reads the `(id, MBR)` records of any input file.
 pub fn read_rects(path: &Path) -> Result<Vec<(u64, Rect)>> {
-    if InputFormat::from_path(path)? == InputFormat::Csv
-        && wkt_column(&csv_headers(path)?).is_none()
-    {
+    if Format::from_path(path)? == Format::Csv && wkt_column(&csv_headers(path)?).is_none() {
         return formats::read_csv(path);
     }
     read_objects(path)?
@@ -148,32 +155,9 @@ pub fn read_rects(path: &Path) -> Result<Vec<(u64, Rect)>> {
         .map(|(id, g)| {
             geoflash::objects::geometry::bounding_rect(&g)
                 .map(|r| (id, r))
-                .map_err(|e| Error::invalid(format!("{}: object {id}: {e}", path.display())))
+                .map_err(|e| formats::bad(path, format!("object {id}: {e}")))
         })
         .collect()
-}
-
-/// Writes geometries as GeoJSON (a FeatureCollection with ids).
-pub fn write_geojson(path: &Path, objects: &[(u64, Geometry)]) -> Result<()> {
-    let file = File::create(path).map_err(|e| io_err(path, e))?;
-    let mut w = BufWriter::new(file);
-    let res: std::io::Result<()> = (|| {
-        write!(w, "{{\"type\":\"FeatureCollection\",\"features\":[")?;
-        for (n, (id, g)) in objects.iter().enumerate() {
-            if n > 0 {
-                writeln!(w, ",")?;
-            }
-            let gj = geojson::Geometry::from(g);
-            let text = serde_json::to_string(&gj).map_err(std::io::Error::other)?;
-            write!(
-                w,
-                "{{\"type\":\"Feature\",\"id\":{id},\"properties\":{{\"id\":{id}}},\"geometry\":{text}}}"
-            )?;
-        }
-        writeln!(w, "]}}")?;
-        w.flush()
-    })();
-    res.map_err(|e| io_err(path, e))
 }
 
 /// What [`import`] did.
@@ -181,47 +165,59 @@ pub fn write_geojson(path: &Path, objects: &[(u64, Geometry)]) -> Result<()> {
 pub struct ImportReport {
     /// Input file.
     pub input: String,
+    /// Format of the input file.
+    pub input_format: Format,
     /// Output file.
     pub out: String,
+    /// Format of the output file.
+    pub out_format: Format,
     /// Objects written.
     pub count: usize,
+    /// Input records skipped without error (OSM ways with missing nodes).
+    pub skipped: u64,
     /// Insertion order of the output.
     pub order: InsertionOrder,
 }
 
-/// Converts `input` to `out` (`.csv` rectangles or `.geojson` geometries),
-/// in insertion order `order` (seeded by `seed`).
-pub fn import(input: &Path, out: &Path, order: InsertionOrder, seed: u64) -> Result<ImportReport> {
-    let out_format = formats::Format::from_path(out)?;
-    let objects = read_objects(input)?;
-    let rects = objects
+/// Converts `input` (any [`Format`]) to `out` (a writable one: `.csv`
+/// rectangles, `.geojson`, `.fgb` or `.parquet` geometries), in insertion
+/// order `order` (seeded by `seed`).
+pub fn import(
+    input: &Path,
+    out: &Path,
+    order: InsertionOrder,
+    seed: u64,
+    opts: &ReadOptions,
+) -> Result<ImportReport> {
+    let out_format = Format::for_output(out)?;
+    let data = read_dataset(input, opts)?;
+    let rects = data
+        .objects
         .iter()
         .map(|(id, g)| {
             geoflash::objects::geometry::bounding_rect(g)
-                .map_err(|e| Error::invalid(format!("{}: object {id}: {e}", input.display())))
+                .map_err(|e| formats::bad(input, format!("object {id}: {e}")))
         })
         .collect::<Result<Vec<Rect>>>()?;
     let perm = generate::order(&rects, order, seed)?;
-    match out_format {
-        formats::Format::Csv => {
-            let recs = perm.iter().filter_map(|&i| {
-                let (id, _) = objects.get(i)?;
-                Some((*id, *rects.get(i)?))
-            });
-            formats::write_dataset(out, recs)?;
-        }
-        formats::Format::GeoJson => {
-            let ordered: Vec<(u64, Geometry)> = perm
-                .iter()
-                .filter_map(|&i| objects.get(i).cloned())
-                .collect();
-            write_geojson(out, &ordered)?;
-        }
+    let ordered = perm
+        .iter()
+        .filter_map(|&i| data.objects.get(i).map(|(id, g)| (*id, g)));
+    let count = formats::write_objects(out, ordered)?;
+    if count != data.objects.len() as u64 {
+        return Err(Error::invalid(format!(
+            "{}: wrote {count} of {} objects (the order is not a permutation)",
+            out.display(),
+            data.objects.len()
+        )));
     }
     Ok(ImportReport {
         input: input.display().to_string(),
+        input_format: data.format,
         out: out.display().to_string(),
-        count: objects.len(),
+        out_format,
+        count: data.objects.len(),
+        skipped: data.skipped,
         order,
     })
 }
@@ -246,15 +242,36 @@ mod tests {
         assert_eq!(rects[1].1, Rect::new(5.0, 6.0, 5.0, 6.0).unwrap());
         // to GeoJSON and back, to rectangle CSV and back: the same MBRs
         let gj = dir.path().join("d.geojson");
-        let r = import(&wkt, &gj, InsertionOrder::AsGenerated, 1).unwrap();
+        let r = import(
+            &wkt,
+            &gj,
+            InsertionOrder::AsGenerated,
+            1,
+            &ReadOptions::default(),
+        )
+        .unwrap();
         assert_eq!(r.count, 3);
         assert_eq!(read_rects(&gj).unwrap(), rects);
         let csv = dir.path().join("r.csv");
-        import(&gj, &csv, InsertionOrder::AsGenerated, 1).unwrap();
+        import(
+            &gj,
+            &csv,
+            InsertionOrder::AsGenerated,
+            1,
+            &ReadOptions::default(),
+        )
+        .unwrap();
         assert_eq!(read_rects(&csv).unwrap(), rects);
         // a random order is a permutation of the same records
         let shuffled = dir.path().join("s.csv");
-        import(&wkt, &shuffled, InsertionOrder::Random, 3).unwrap();
+        import(
+            &wkt,
+            &shuffled,
+            InsertionOrder::Random,
+            3,
+            &ReadOptions::default(),
+        )
+        .unwrap();
         let mut got = read_rects(&shuffled).unwrap();
         got.sort_by_key(|x| x.0);
         assert_eq!(got, rects);

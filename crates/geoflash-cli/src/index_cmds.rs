@@ -266,20 +266,16 @@ fn parse_predicate(s: &str) -> Result<Predicate, Failure> {
     }
 }
 
+/// The `(id, MBR)` records of a CSV input (the other formats go through
+/// [`build_objects`] and [`change_objects`]).
 fn read_input(path: &Path) -> Result<Vec<(u64, Rect)>, Failure> {
-    match formats::Format::from_path(path)? {
-        formats::Format::Csv => Ok(geoflash_bench::import::read_rects(path)?),
-        formats::Format::GeoJson => Err(Error::invalid(format!(
-            "{}: GeoJSON input is not available in this version; use CSV id,minx,miny,maxx,maxy",
-            path.display()
-        ))
-        .into()),
-    }
+    Ok(geoflash_bench::import::read_rects(path)?)
 }
 
-/// `geoflash build` from GeoJSON: geometries in the object heap, MBRs in the tree.
+/// `geoflash build` from a file of geometries (every input format but CSV):
+/// geometries in the object heap, MBRs in the tree.
 fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
-    let objects = formats::read_geojson(&a.input)?;
+    let objects = geoflash_bench::import::read_objects(&a.input)?;
     let bounds: Vec<Rect> = objects
         .iter()
         .filter_map(|(_, g)| geoflash::objects::geometry::bounding_rect(g).ok())
@@ -307,9 +303,9 @@ fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `geoflash insert` and `geoflash delete` from GeoJSON (the object heap and the tree).
+/// `geoflash insert` and `geoflash delete` from a file of geometries (the object heap and the tree).
 fn change_objects(a: &ChangeArgs, delete: bool) -> Result<(), Failure> {
-    let objects = formats::read_geojson(&a.input)?;
+    let objects = geoflash_bench::import::read_objects(&a.input)?;
     let mut index = Index::open(&a.index, Access::Write)?;
     index.device().reset_stats();
     let start = Instant::now();
@@ -689,7 +685,7 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
     if opts.kind != geoflash::index::IndexKind::Hilbert || opts.hilbert_domain.is_some() {
         opts.tree_params()?;
     }
-    if formats::Format::from_path(&a.input)? == formats::Format::GeoJson {
+    if formats::Format::from_path(&a.input)? != formats::Format::Csv {
         if a.record_trace.is_some() {
             return Err(Error::invalid("--record-trace needs a CSV input in this version").into());
         }
@@ -742,7 +738,7 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
 
 /// `geoflash insert` and `geoflash delete`.
 pub fn change(a: ChangeArgs, delete: bool) -> Result<(), Failure> {
-    if formats::Format::from_path(&a.input)? == formats::Format::GeoJson {
+    if formats::Format::from_path(&a.input)? != formats::Format::Csv {
         return change_objects(&a, delete);
     }
     let records = read_input(&a.input)?;

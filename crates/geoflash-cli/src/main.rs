@@ -106,7 +106,7 @@ struct GenerateArgs {
     /// Largest box side, as a fraction of the unit square (boxes only).
     #[arg(long)]
     max_size: Option<f64>,
-    /// Output file (.csv or .geojson).
+    /// Output file: .csv (id,minx,miny,maxx,maxy), .geojson, .fgb (FlatGeobuf) or .parquet (GeoParquet).
     #[arg(long)]
     out: PathBuf,
     /// Print a JSON summary (last line of standard output).
@@ -268,7 +268,7 @@ fn cmd_generate(a: GenerateArgs) -> Result<(), Failure> {
         params.max_size = m;
     }
     let order: generate::InsertionOrder = a.order.parse()?;
-    formats::Format::from_path(&a.out)?;
+    formats::Format::for_output(&a.out)?;
     let rects = generate::generate(&params)?;
     let perm = generate::order(&rects, order, a.seed)?;
     let records = perm

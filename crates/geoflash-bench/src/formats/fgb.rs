@@ -1,0 +1,468 @@
+//! FlatGeobuf (<https://flatgeobuf.org>, format version 3) through the
+//! `flatgeobuf` crate.
+//!
+//! **Reading.** The file's framing (magic bytes, size-prefixed header, the
+//! optional packed R-tree index, which is skipped, and the size-prefixed
+//! features) is checked here against the file's length, and every header
+//! and feature buffer goes through the flatbuffers verifier of the
+//! `flatgeobuf` crate before it is touched. Geometries and the id property
+//! are then decoded here, with bounds-checked access, instead of through the
+//! crate's geozero and geo-traits readers, which index the coordinate and
+//! `ends` arrays without checks and panic on a verified but inconsistent
+//! feature. Supported geometry types: Point, LineString, Polygon,
+//! MultiPoint, MultiLineString, MultiPolygon, GeometryCollection (Z and M
+//! values are ignored); curves, TINs and polyhedral surfaces are an error.
+//! The id is a column named `id` (any case) of an integer type, a double
+//! holding an integer or a string holding one; without that column it is the
+//! feature's position (0, 1, …). A header that announces more features than
+//! the file holds is an error (a truncated file), as is a feature without
+//! geometry.
+//!
+//! **Writing.** Features in the order given, with an unsigned 64-bit `id`
+//! column, each with its own geometry type (the header's type is Unknown;
+//! geometry collections are refused, as the crate's writer mislabels them in
+//! such a file), and **without the spatial index**: the crate's index sorts the features
+//! along a Hilbert curve, which would lose the insertion order the
+//! workbench chose (`--order`).
+use std::borrow::Borrow;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use flatgeobuf::geozero::{ColumnValue, GeozeroGeometry, PropertyProcessor};
+use flatgeobuf::{ColumnType, FgbWriter, FgbWriterOptions, GeometryType};
+use geo_types::{Coord, LineString};
+use geoflash::objects::Geometry;
+use geoflash::Result;
+
+use super::{bad, id_from_f64, io_err, Collector};
+
+/// Largest header the reader accepts (the `flatgeobuf` crate's limit).
+const MAX_HEADER: u64 = 10 * 1024 * 1024;
+/// Bytes of one node of the packed R-tree index.
+const NODE_BYTES: u64 = 40;
+/// Nesting depth of geometry collections the reader follows.
+const MAX_DEPTH: usize = 32;
+
+/// The bytes of the packed R-tree index of `n` features with `node_size`
+/// entries per node (0 without index); `None` on overflow.
+fn index_bytes(n: u64, node_size: u16) -> Option<u64> {
+    if node_size == 0 || n == 0 {
+        return Some(0);
+    }
+    let node = u64::from(node_size.max(2));
+    let (mut level, mut total) = (n, n);
+    loop {
+        level = level.div_ceil(node);
+        total = total.checked_add(level)?;
+        if level == 1 {
+            break;
+        }
+    }
+    total.checked_mul(NODE_BYTES)
+}
+
+/// Reads a whole FlatGeobuf file (see the module documentation).
+pub fn read(path: &Path) -> Result<Vec<(u64, Geometry)>> {
+    let file = File::open(path).map_err(|e| io_err(path, e))?;
+    let len = file.metadata().map_err(|e| io_err(path, e))?.len();
+    let mut r = BufReader::new(file);
+    let corrupt = |msg: String| bad(path, format!("not a valid FlatGeobuf file: {msg}"));
+    let read_exact = |r: &mut BufReader<File>, buf: &mut [u8], what: &str| {
+        r.read_exact(buf).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                bad(
+                    path,
+                    format!("truncated FlatGeobuf file: it ends inside {what}"),
+                )
+            } else {
+                io_err(path, e)
+            }
+        })
+    };
+
+    let mut magic = [0u8; 8];
+    read_exact(&mut r, &mut magic, "the magic bytes")?;
+    if &magic[0..3] != b"fgb" || &magic[4..7] != b"fgb" || magic[3] != flatgeobuf::VERSION {
+        return Err(corrupt(format!(
+            "magic bytes {magic:02x?} are not those of FlatGeobuf version {}",
+            flatgeobuf::VERSION
+        )));
+    }
+    let mut size = [0u8; 4];
+    read_exact(&mut r, &mut size, "the header size")?;
+    let header_len = u64::from(u32::from_le_bytes(size));
+    let mut pos = 12u64;
+    if !(8..=MAX_HEADER).contains(&header_len) || header_len > len.saturating_sub(pos) {
+        return Err(corrupt(format!(
+            "header size {header_len} is impossible in a file of {len} bytes"
+        )));
+    }
+    let mut header_buf = vec![0u8; header_len as usize + 4];
+    header_buf[..4].copy_from_slice(&size);
+    read_exact(&mut r, &mut header_buf[4..], "the header")?;
+    pos += header_len;
+    let header = flatgeobuf::size_prefixed_root_as_header(&header_buf)
+        .map_err(|e| corrupt(format!("bad header: {e}")))?;
+    let count = header.features_count();
+    let dataset_type = header.geometry_type();
+
+    // the id column and the sizes of the columns before it
+    let columns: Vec<(String, ColumnType)> = header
+        .columns()
+        .map(|cs| {
+            cs.iter()
+                .map(|c| (c.name().to_string(), c.type_()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let id_col = columns
+        .iter()
+        .position(|(n, _)| n.eq_ignore_ascii_case("id"));
+
+    let index = index_bytes(count, header.index_node_size())
+        .filter(|&b| b <= len.saturating_sub(pos))
+        .ok_or_else(|| {
+            corrupt(format!(
+                "the index of {count} features does not fit in a file of {len} bytes"
+            ))
+        })?;
+    r.seek(SeekFrom::Current(index as i64))
+        .map_err(|e| io_err(path, e))?;
+    pos += index;
+
+    let mut objects = Collector::new(path);
+    let mut buf = Vec::new();
+    let mut n = 0u64;
+    while pos < len {
+        let what = format!("feature {n}");
+        read_exact(&mut r, &mut size, &what)?;
+        let feature_len = u64::from(u32::from_le_bytes(size));
+        pos += 4;
+        if feature_len > len.saturating_sub(pos) {
+            return Err(bad(
+                path,
+                format!(
+                    "truncated FlatGeobuf file: {what} has {feature_len} bytes, the file only {} more",
+                    len.saturating_sub(pos)
+                ),
+            ));
+        }
+        buf.clear();
+        buf.extend_from_slice(&size);
+        buf.resize(feature_len as usize + 4, 0);
+        read_exact(&mut r, &mut buf[4..], &what)?;
+        pos += feature_len;
+        let feature = flatgeobuf::size_prefixed_root_as_feature(&buf)
+            .map_err(|e| corrupt(format!("{what}: {e}")))?;
+        let id = match (id_col, feature.properties()) {
+            (Some(col), Some(props)) => property_id(props.bytes(), &columns, col)
+                .map_err(|e| corrupt(format!("{what}: {e}")))?,
+            _ => None,
+        }
+        .unwrap_or(n);
+        let geom = feature
+            .geometry()
+            .ok_or_else(|| bad(path, format!("{what} (id {id}) has no geometry")))?;
+        let ty = if dataset_type == GeometryType::Unknown {
+            geom.type_()
+        } else {
+            dataset_type
+        };
+        let g = decode(&geom, ty, 0).map_err(|e| bad(path, format!("{what} (id {id}): {e}")))?;
+        objects.push(&what, id, g)?;
+        n += 1;
+    }
+    if count != 0 && n != count {
+        return Err(bad(
+            path,
+            format!("truncated FlatGeobuf file: the header announces {count} features, the file holds {n}"),
+        ));
+    }
+    Ok(objects.finish())
+}
+
+/// The value of column `col` in a feature's property bytes (pairs of a
+/// little-endian `u16` column index and a value), as an id; `Ok(None)` when
+/// the feature does not set it. Every slice is bounds-checked.
+fn property_id(
+    bytes: &[u8],
+    columns: &[(String, ColumnType)],
+    col: usize,
+) -> std::result::Result<Option<u64>, String> {
+    let take = |at: usize, n: usize| -> std::result::Result<&[u8], String> {
+        at.checked_add(n)
+            .and_then(|end| bytes.get(at..end))
+            .ok_or_else(|| "property bytes end inside a value".to_string())
+    };
+    let mut at = 0;
+    // a trailing byte after the last value occurs in files of other writers
+    while at + 1 < bytes.len() {
+        let c = usize::from(u16::from_le_bytes([bytes[at], bytes[at + 1]]));
+        at += 2;
+        let ty = columns
+            .get(c)
+            .map(|(_, t)| *t)
+            .ok_or_else(|| format!("property of column {c}, the header has {}", columns.len()))?;
+        let width = match ty {
+            ColumnType::Byte | ColumnType::UByte | ColumnType::Bool => 1,
+            ColumnType::Short | ColumnType::UShort => 2,
+            ColumnType::Int | ColumnType::UInt | ColumnType::Float => 4,
+            ColumnType::Long | ColumnType::ULong | ColumnType::Double => 8,
+            ColumnType::String | ColumnType::Json | ColumnType::DateTime | ColumnType::Binary => {
+                let l = take(at, 4)?;
+                at += 4;
+                u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize
+            }
+            other => return Err(format!("unknown column type {}", other.0)),
+        };
+        let v = take(at, width)?;
+        at += width;
+        if c != col {
+            continue;
+        }
+        let int = |x: i128| u64::try_from(x).map_err(|_| format!("id {x} is negative"));
+        let mut b8 = [0u8; 8];
+        b8[..width.min(8)].copy_from_slice(&v[..width.min(8)]);
+        return match ty {
+            ColumnType::Byte => int(i128::from(v[0] as i8)),
+            ColumnType::UByte => int(i128::from(v[0])),
+            ColumnType::Short => int(i128::from(i16::from_le_bytes([v[0], v[1]]))),
+            ColumnType::UShort => int(i128::from(u16::from_le_bytes([v[0], v[1]]))),
+            ColumnType::Int => int(i128::from(i32::from_le_bytes([v[0], v[1], v[2], v[3]]))),
+            ColumnType::UInt => int(i128::from(u32::from_le_bytes([v[0], v[1], v[2], v[3]]))),
+            ColumnType::Long => int(i128::from(i64::from_le_bytes(b8))),
+            ColumnType::ULong => Ok(u64::from_le_bytes(b8)),
+            ColumnType::Double => {
+                let x = f64::from_le_bytes(b8);
+                id_from_f64(x).ok_or_else(|| format!("id {x} is not a non-negative integer"))
+            }
+            ColumnType::String => {
+                let s = String::from_utf8_lossy(v);
+                s.trim()
+                    .parse()
+                    .map_err(|_| format!("id {s:?} is not a non-negative integer"))
+            }
+            _ => Err(format!(
+                "the id column has type {}, not an integer type",
+                ty.variant_name().unwrap_or("unknown")
+            )),
+        }
+        .map(Some);
+    }
+    Ok(None)
+}
+
+/// The coordinates `from..to` (in pairs) of a flat `xy` array.
+fn coords(xy: &[f64], from: usize, to: usize) -> std::result::Result<Vec<Coord>, String> {
+    xy.get(from * 2..to * 2)
+        .map(|s| {
+            s.chunks_exact(2)
+                .map(|c| Coord { x: c[0], y: c[1] })
+                .collect()
+        })
+        .ok_or_else(|| format!("coordinates {from}..{to} beyond the {} given", xy.len() / 2))
+}
+
+/// The parts of a geometry's coordinates given by its `ends` array (end
+/// offsets in coordinate pairs); one part when `ends` is absent.
+fn parts(g: &flatgeobuf::Geometry<'_>, xy: &[f64]) -> std::result::Result<Vec<Vec<Coord>>, String> {
+    let n = xy.len() / 2;
+    let ends: Vec<usize> = match g.ends() {
+        Some(e) if !e.is_empty() => e.iter().map(|x| x as usize).collect(),
+        _ => vec![n],
+    };
+    let mut out = Vec::with_capacity(ends.len());
+    let mut start = 0;
+    for end in ends {
+        if end < start || end > n {
+            return Err(format!("part end {end} outside {start}..={n}"));
+        }
+        out.push(coords(xy, start, end)?);
+        start = end;
+    }
+    Ok(out)
+}
+
+fn polygon(
+    g: &flatgeobuf::Geometry<'_>,
+    xy: &[f64],
+) -> std::result::Result<geo_types::Polygon, String> {
+    let mut rings = parts(g, xy)?.into_iter().map(LineString::new);
+    let exterior = rings.next().unwrap_or_else(|| LineString::new(vec![]));
+    Ok(geo_types::Polygon::new(exterior, rings.collect()))
+}
+
+/// Decodes a verified geometry table of type `ty` into a [`Geometry`].
+fn decode(
+    g: &flatgeobuf::Geometry<'_>,
+    ty: GeometryType,
+    depth: usize,
+) -> std::result::Result<Geometry, String> {
+    if depth > MAX_DEPTH {
+        return Err(format!(
+            "geometry collections nested deeper than {MAX_DEPTH}"
+        ));
+    }
+    let xy: Vec<f64> = g.xy().map(|v| v.iter().collect()).unwrap_or_default();
+    if !xy.len().is_multiple_of(2) {
+        return Err(format!("odd number ({}) of xy values", xy.len()));
+    }
+    let sub = |f: &dyn Fn(&flatgeobuf::Geometry<'_>) -> std::result::Result<Geometry, String>| {
+        g.parts()
+            .map(|ps| {
+                ps.iter()
+                    .map(|p| f(&p))
+                    .collect::<std::result::Result<Vec<_>, _>>()
+            })
+            .unwrap_or(Ok(vec![]))
+    };
+    Ok(match ty {
+        GeometryType::Point => match coords(&xy, 0, xy.len() / 2)?.as_slice() {
+            [c] => Geometry::Point((*c).into()),
+            cs => return Err(format!("a point with {} coordinates", cs.len())),
+        },
+        GeometryType::MultiPoint => Geometry::MultiPoint(
+            coords(&xy, 0, xy.len() / 2)?
+                .into_iter()
+                .map(geo_types::Point::from)
+                .collect(),
+        ),
+        GeometryType::LineString => {
+            Geometry::LineString(LineString::new(coords(&xy, 0, xy.len() / 2)?))
+        }
+        GeometryType::MultiLineString => {
+            Geometry::MultiLineString(geo_types::MultiLineString::new(
+                parts(g, &xy)?.into_iter().map(LineString::new).collect(),
+            ))
+        }
+        GeometryType::Polygon => Geometry::Polygon(polygon(g, &xy)?),
+        GeometryType::MultiPolygon => {
+            let polys = sub(&|p| {
+                let pxy: Vec<f64> = p.xy().map(|v| v.iter().collect()).unwrap_or_default();
+                polygon(p, &pxy).map(Geometry::Polygon)
+            })?;
+            Geometry::MultiPolygon(geo_types::MultiPolygon::new(
+                polys
+                    .into_iter()
+                    .filter_map(|p| match p {
+                        Geometry::Polygon(p) => Some(p),
+                        _ => None,
+                    })
+                    .collect(),
+            ))
+        }
+        GeometryType::GeometryCollection => {
+            Geometry::GeometryCollection(geo_types::GeometryCollection::new_from(sub(&|p| {
+                decode(p, p.type_(), depth + 1)
+            })?))
+        }
+        other => {
+            return Err(format!(
+                "geometry type {} is not supported",
+                other.variant_name().unwrap_or("unknown")
+            ))
+        }
+    })
+}
+
+/// A borrowed geometry that the FlatGeobuf writer can consume.
+struct Geom<'a>(&'a Geometry);
+
+impl GeozeroGeometry for Geom<'_> {
+    fn process_geom<P: flatgeobuf::geozero::GeomProcessor>(
+        &self,
+        processor: &mut P,
+    ) -> flatgeobuf::geozero::error::Result<()> {
+        self.0.process_geom(processor)
+    }
+}
+
+/// Writes `(id, geometry)` objects as FlatGeobuf (see the module
+/// documentation); returns the number written.
+pub fn write<G: Borrow<Geometry>>(
+    path: &Path,
+    objects: impl IntoIterator<Item = (u64, G)>,
+) -> Result<u64> {
+    let fail = |e: &dyn std::fmt::Display| bad(path, format!("cannot write FlatGeobuf: {e}"));
+    let name = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("geoflash");
+    let options = FgbWriterOptions {
+        write_index: false,
+        detect_type: false,
+        promote_to_multi: false,
+        ..Default::default()
+    };
+    let mut fgb = FgbWriter::create_with_options(name, GeometryType::Unknown, options)
+        .map_err(|e| fail(&e))?;
+    fgb.add_column("id", ColumnType::ULong, |_, col| col.nullable = false);
+    let mut n = 0u64;
+    for (id, g) in objects {
+        if let Geometry::GeometryCollection(_) = g.borrow() {
+            // the crate's writer gives the collection the type of its last
+            // member when the file mixes geometry types: the file would be wrong
+            return Err(fail(&format_args!(
+                "object {id} is a geometry collection, which the flatgeobuf writer cannot store in a file of mixed geometry types; write .geojson or .parquet"
+            )));
+        }
+        let mut prop = Ok(false);
+        fgb.add_feature_geom(Geom(g.borrow()), |f| {
+            prop = f.property(0, "id", &ColumnValue::ULong(id));
+        })
+        .and(prop)
+        .map_err(|e| fail(&format_args!("object {id}: {e}")))?;
+        n += 1;
+    }
+    let file = File::create(path).map_err(|e| io_err(path, e))?;
+    let mut w = BufWriter::new(file);
+    fgb.write(&mut w).map_err(|e| fail(&e))?;
+    std::io::Write::flush(&mut w).map_err(|e| io_err(path, e))?;
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_size_matches_the_crate() {
+        for n in [1usize, 2, 15, 16, 17, 300, 100_000] {
+            for node in [2u16, 16, 300] {
+                assert_eq!(
+                    index_bytes(n as u64, node),
+                    Some(flatgeobuf::packed_r_tree::PackedRTree::index_size(n, node) as u64),
+                    "{n} {node}"
+                );
+            }
+        }
+        assert_eq!(index_bytes(5, 0), Some(0));
+        assert_eq!(index_bytes(u64::MAX, 2), None);
+    }
+
+    #[test]
+    fn property_ids() {
+        let cols = vec![
+            ("name".to_string(), ColumnType::String),
+            ("ID".to_string(), ColumnType::Long),
+        ];
+        let mut b = vec![0, 0, 3, 0, 0, 0, b'a', b'b', b'c', 1, 0];
+        b.extend_from_slice(&42i64.to_le_bytes());
+        assert_eq!(property_id(&b, &cols, 1), Ok(Some(42)));
+        assert_eq!(property_id(&b[..9], &cols, 1), Ok(None));
+        assert!(property_id(&b[..14], &cols, 1)
+            .unwrap_err()
+            .contains("end inside"));
+        let mut neg = b[..11].to_vec();
+        neg.extend_from_slice(&(-1i64).to_le_bytes());
+        assert!(property_id(&neg, &cols, 1)
+            .unwrap_err()
+            .contains("negative"));
+        assert!(property_id(&[9, 0, 1], &cols, 1)
+            .unwrap_err()
+            .contains("column 9"));
+        // a string length beyond the bytes
+        assert!(property_id(&[0, 0, 255, 255, 255, 255, 1], &cols, 1).is_err());
+    }
+}

@@ -1,0 +1,458 @@
+//! GeoParquet (<https://geoparquet.org>, versions 1.0 and 1.1) with WKB
+//! geometries, through the `parquet` crate's column API (no Arrow). Behind
+//! the cargo feature `geoparquet` (on by default); without it both
+//! functions return an error that says so.
+//!
+//! **Reading.** The geometry column is the `primary_column` of the file's
+//! `geo` metadata, whose `encoding` must be `WKB` (the GeoArrow native
+//! encodings of GeoParquet 1.1 are refused with a clear error). A Parquet
+//! file without `geo` metadata is read when it has a top-level binary column
+//! named `geometry`, `geom` or `wkb`, taken as WKB. Ids come from a
+//! top-level integer column named `id` (any case; 32 or 64 bits, signed or
+//! unsigned, negative values refused), else from the row number (0, 1, …).
+//! A null geometry or id is an error naming the row. Compression codecs: the
+//! crate is built with Snappy only (the default of GeoPandas and GDAL);
+//! other codecs give the crate's "disabled feature" error.
+//!
+//! The `parquet` crate validates the file's structure but still asserts
+//! (panics) on some malformed page data; [`read`] catches such a panic at
+//! this boundary and returns it as an error naming the file (the panic hook
+//! still prints the crate's message on standard error). Page checksums,
+//! when a writer stored them, are verified (the crate's `crc` feature).
+//!
+//! **Writing.** Two required columns, `id` (INT64 holding the `u64` ids,
+//! annotated unsigned) and `geometry` (ISO WKB), Snappy-compressed, in row
+//! groups of 64 Ki rows, and the `geo` metadata of GeoParquet 1.1.0:
+//! encoding `WKB`, the geometry types written, the bounding box, and
+//! `"crs": null` (the workbench's coordinates have no declared CRS).
+use std::borrow::Borrow;
+use std::path::Path;
+
+use geoflash::objects::Geometry;
+use geoflash::Result;
+
+#[cfg(not(feature = "geoparquet"))]
+fn disabled(path: &Path) -> geoflash::Error {
+    super::bad(
+        path,
+        "GeoParquet support is not built in (enable the cargo feature `geoparquet` of geoflash-bench)",
+    )
+}
+
+/// Reads the `(id, geometry)` objects of a GeoParquet file (see the module
+/// documentation).
+pub fn read(path: &Path) -> Result<Vec<(u64, Geometry)>> {
+    #[cfg(feature = "geoparquet")]
+    return match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| imp::read(path))) {
+        Ok(r) => r,
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(super::bad(
+                path,
+                format!("corrupt Parquet data: the parquet decoder failed ({msg})"),
+            ))
+        }
+    };
+    #[cfg(not(feature = "geoparquet"))]
+    Err(disabled(path))
+}
+
+/// Writes `(id, geometry)` objects as GeoParquet (see the module
+/// documentation); returns the number written.
+pub fn write<G: Borrow<Geometry>>(
+    path: &Path,
+    objects: impl IntoIterator<Item = (u64, G)>,
+) -> Result<u64> {
+    #[cfg(feature = "geoparquet")]
+    return imp::write(path, objects);
+    #[cfg(not(feature = "geoparquet"))]
+    {
+        drop(objects.into_iter());
+        Err(disabled(path))
+    }
+}
+
+#[cfg(feature = "geoparquet")]
+mod imp {
+    use std::borrow::Borrow;
+    use std::collections::BTreeSet;
+    use std::fs::File;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use geoflash::geom::Rect;
+    use geoflash::objects::geometry::{bounding_rect, from_wkb, to_wkb};
+    use geoflash::objects::Geometry;
+    use geoflash::Result;
+    use parquet::basic::{Compression, ConvertedType, LogicalType, Type as PhysicalType};
+    use parquet::column::reader::ColumnReader;
+    use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::reader::{FileReader, RowGroupReader, SerializedFileReader};
+    use parquet::file::writer::SerializedFileWriter;
+    use parquet::schema::types::ColumnDescriptor;
+
+    use super::super::{bad, io_err, Collector};
+
+    /// Rows per row group written.
+    const ROW_GROUP: usize = 64 * 1024;
+    /// Records per read call.
+    const BATCH: usize = 8 * 1024;
+
+    /// The GeoParquet geometry type name of a geometry.
+    fn type_name(g: &Geometry) -> &'static str {
+        match g {
+            Geometry::Point(_) => "Point",
+            Geometry::Line(_) | Geometry::LineString(_) => "LineString",
+            Geometry::Polygon(_) | Geometry::Rect(_) | Geometry::Triangle(_) => "Polygon",
+            Geometry::MultiPoint(_) => "MultiPoint",
+            Geometry::MultiLineString(_) => "MultiLineString",
+            Geometry::MultiPolygon(_) => "MultiPolygon",
+            Geometry::GeometryCollection(_) => "GeometryCollection",
+        }
+    }
+
+    /// The `geo` metadata of a file written here.
+    fn geo_metadata(types: &BTreeSet<&str>, bbox: Option<Rect>) -> String {
+        let mut column = serde_json::json!({
+            "encoding": "WKB",
+            "geometry_types": types.iter().collect::<Vec<_>>(),
+            "crs": null,
+        });
+        if let Some(b) = bbox {
+            column["bbox"] = serde_json::json!([b.min_x, b.min_y, b.max_x, b.max_y]);
+        }
+        serde_json::json!({
+            "version": "1.1.0",
+            "primary_column": "geometry",
+            "columns": { "geometry": column },
+        })
+        .to_string()
+    }
+
+    pub(super) fn write<G: Borrow<Geometry>>(
+        path: &Path,
+        objects: impl IntoIterator<Item = (u64, G)>,
+    ) -> Result<u64> {
+        let fail = |e: &dyn std::fmt::Display| bad(path, format!("cannot write GeoParquet: {e}"));
+        let schema = parquet::schema::parser::parse_message_type(
+            "message geoflash { REQUIRED INT64 id (INTEGER(64, false)); REQUIRED BYTE_ARRAY geometry; }",
+        )
+        .map_err(|e| fail(&e))?;
+        let props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_created_by(format!("geoflash {}", env!("CARGO_PKG_VERSION")))
+            .build();
+        let file = File::create(path).map_err(|e| io_err(path, e))?;
+        let mut writer = SerializedFileWriter::new(file, Arc::new(schema), Arc::new(props))
+            .map_err(|e| fail(&e))?;
+        let mut types = BTreeSet::new();
+        let mut bbox: Option<Rect> = None;
+        let (mut ids, mut wkbs) = (Vec::new(), Vec::new());
+        let mut n = 0u64;
+        let flush = |writer: &mut SerializedFileWriter<File>,
+                     ids: &mut Vec<i64>,
+                     wkbs: &mut Vec<ByteArray>|
+         -> parquet::errors::Result<()> {
+            if ids.is_empty() {
+                return Ok(());
+            }
+            let mut rg = writer.next_row_group()?;
+            let mut i = 0;
+            while let Some(mut col) = rg.next_column()? {
+                match i {
+                    0 => col.typed::<Int64Type>().write_batch(ids, None, None)?,
+                    _ => col.typed::<ByteArrayType>().write_batch(wkbs, None, None)?,
+                };
+                col.close()?;
+                i += 1;
+            }
+            rg.close()?;
+            ids.clear();
+            wkbs.clear();
+            Ok(())
+        };
+        for (id, g) in objects {
+            let g = g.borrow();
+            let r = bounding_rect(g).map_err(|e| fail(&format_args!("object {id}: {e}")))?;
+            bbox = Some(bbox.map_or(r, |b| b.union(&r)));
+            types.insert(type_name(g));
+            // the column holds the u64 bits; its INTEGER(64, false) annotation says so
+            ids.push(id as i64);
+            wkbs.push(ByteArray::from(
+                to_wkb(g).map_err(|e| fail(&format_args!("object {id}: {e}")))?,
+            ));
+            n += 1;
+            if ids.len() == ROW_GROUP {
+                flush(&mut writer, &mut ids, &mut wkbs).map_err(|e| fail(&e))?;
+            }
+        }
+        flush(&mut writer, &mut ids, &mut wkbs).map_err(|e| fail(&e))?;
+        writer.append_key_value_metadata(KeyValue::new(
+            "geo".to_string(),
+            geo_metadata(&types, bbox),
+        ));
+        writer.close().map_err(|e| fail(&e))?;
+        Ok(n)
+    }
+
+    /// The geometry column's name and encoding from the `geo` metadata.
+    fn geometry_column(path: &Path, geo: &str) -> Result<(String, String)> {
+        let v: serde_json::Value = serde_json::from_str(geo).map_err(|e| {
+            bad(
+                path,
+                format!("the GeoParquet 'geo' metadata is not JSON: {e}"),
+            )
+        })?;
+        let primary = v["primary_column"]
+            .as_str()
+            .ok_or_else(|| bad(path, "the GeoParquet 'geo' metadata has no primary_column"))?;
+        let encoding = v["columns"][primary]["encoding"].as_str().ok_or_else(|| {
+            bad(
+                path,
+                format!("the GeoParquet 'geo' metadata gives no encoding for column {primary:?}"),
+            )
+        })?;
+        Ok((primary.to_string(), encoding.to_string()))
+    }
+
+    /// Whether an integer column holds unsigned values.
+    fn unsigned(c: &ColumnDescriptor) -> bool {
+        matches!(c.logical_type_ref(), Some(LogicalType::Integer(t)) if !t.is_signed)
+            || matches!(
+                c.converted_type(),
+                ConvertedType::UINT_8
+                    | ConvertedType::UINT_16
+                    | ConvertedType::UINT_32
+                    | ConvertedType::UINT_64
+            )
+    }
+
+    /// A whole column chunk of binary values, `None` for nulls.
+    fn read_binary(
+        rg: &dyn RowGroupReader,
+        col: usize,
+    ) -> parquet::errors::Result<Vec<Option<ByteArray>>> {
+        let max_def = rg.metadata().schema_descr().column(col).max_def_level();
+        let ColumnReader::ByteArrayColumnReader(mut r) = rg.get_column_reader(col)? else {
+            return Err(parquet::errors::ParquetError::General(
+                "the geometry column is not binary".into(),
+            ));
+        };
+        let (mut defs, mut vals) = (Vec::new(), Vec::new());
+        while r.read_records(BATCH, Some(&mut defs), None, &mut vals)?.0 > 0 {}
+        Ok(spread(defs, vals, max_def))
+    }
+
+    /// A whole column chunk of integers as `i128` (so that signed and
+    /// unsigned 64-bit values both fit), `None` for nulls.
+    fn read_ints(
+        rg: &dyn RowGroupReader,
+        col: usize,
+        unsigned: bool,
+    ) -> parquet::errors::Result<Vec<Option<i128>>> {
+        let max_def = rg.metadata().schema_descr().column(col).max_def_level();
+        let (mut defs, mut out) = (Vec::new(), Vec::new());
+        match rg.get_column_reader(col)? {
+            ColumnReader::Int64ColumnReader(mut r) => {
+                let mut vals = Vec::new();
+                while r.read_records(BATCH, Some(&mut defs), None, &mut vals)?.0 > 0 {}
+                out.extend(vals.into_iter().map(|v: i64| {
+                    if unsigned {
+                        i128::from(v as u64)
+                    } else {
+                        i128::from(v)
+                    }
+                }));
+            }
+            ColumnReader::Int32ColumnReader(mut r) => {
+                let mut vals = Vec::new();
+                while r.read_records(BATCH, Some(&mut defs), None, &mut vals)?.0 > 0 {}
+                out.extend(vals.into_iter().map(|v: i32| {
+                    if unsigned {
+                        i128::from(v as u32)
+                    } else {
+                        i128::from(v)
+                    }
+                }));
+            }
+            _ => {
+                return Err(parquet::errors::ParquetError::General(
+                    "the id column is not an integer column".into(),
+                ))
+            }
+        }
+        Ok(spread(defs, out, max_def))
+    }
+
+    /// Spreads the non-null `values` over the rows whose definition level is
+    /// `max_def` (all rows when the column is required: `max_def` is 0).
+    fn spread<T>(defs: Vec<i16>, values: Vec<T>, max_def: i16) -> Vec<Option<T>> {
+        if max_def == 0 {
+            return values.into_iter().map(Some).collect();
+        }
+        let mut vals = values.into_iter();
+        defs.into_iter()
+            .map(|d| if d == max_def { vals.next() } else { None })
+            .collect()
+    }
+
+    pub(super) fn read(path: &Path) -> Result<Vec<(u64, Geometry)>> {
+        let file = File::open(path).map_err(|e| io_err(path, e))?;
+        let reader = SerializedFileReader::new(file)
+            .map_err(|e| bad(path, format!("not a valid Parquet file: {e}")))?;
+        let meta = reader.metadata().file_metadata();
+        let schema = meta.schema_descr();
+        let top = |name: &str| {
+            schema
+                .columns()
+                .iter()
+                .position(|c| c.path().parts().len() == 1 && c.name().eq_ignore_ascii_case(name))
+        };
+        let geo = meta
+            .key_value_metadata()
+            .and_then(|kv| kv.iter().find(|kv| kv.key == "geo"))
+            .and_then(|kv| kv.value.as_deref());
+        let (gcol, encoding, gname) = match geo {
+            Some(text) => {
+                let (name, encoding) = geometry_column(path, text)?;
+                let col = schema
+                    .columns()
+                    .iter()
+                    .position(|c| c.path().parts() == [name.clone()])
+                    .ok_or_else(|| {
+                        bad(
+                            path,
+                            format!("the geometry column {name:?} is not in the schema"),
+                        )
+                    })?;
+                (col, encoding, name)
+            }
+            None => {
+                let col = ["geometry", "geom", "wkb"]
+                    .into_iter()
+                    .find_map(top)
+                    .ok_or_else(|| {
+                        bad(
+                            path,
+                            "not a GeoParquet file: no 'geo' metadata and no geometry, geom or wkb column",
+                        )
+                    })?;
+                (
+                    col,
+                    "WKB".to_string(),
+                    schema.column(col).name().to_string(),
+                )
+            }
+        };
+        if !encoding.eq_ignore_ascii_case("WKB") {
+            return Err(bad(
+                path,
+                format!(
+                    "geometry column {gname:?} is encoded as {encoding}; only WKB is supported"
+                ),
+            ));
+        }
+        let gdesc = schema.column(gcol);
+        if gdesc.physical_type() != PhysicalType::BYTE_ARRAY || gdesc.max_rep_level() != 0 {
+            return Err(bad(
+                path,
+                format!("geometry column {gname:?} is not a binary (WKB) column"),
+            ));
+        }
+        let idcol = top("id");
+        if let Some(i) = idcol {
+            let d = schema.column(i);
+            if !matches!(d.physical_type(), PhysicalType::INT32 | PhysicalType::INT64) {
+                return Err(bad(
+                    path,
+                    format!(
+                        "the id column has type {}, not an integer type",
+                        d.physical_type()
+                    ),
+                ));
+            }
+        }
+        let id_unsigned = idcol.is_some_and(|i| unsigned(&schema.column(i)));
+        // codecs this build cannot decode: say so before the decoder does
+        for rg in reader.metadata().row_groups() {
+            for c in [Some(gcol), idcol].into_iter().flatten() {
+                let codec = rg.column(c).compression();
+                if !matches!(codec, Compression::UNCOMPRESSED | Compression::SNAPPY) {
+                    let codec = codec.to_string();
+                    let codec = codec.split('(').next().unwrap_or_default();
+                    return Err(bad(
+                        path,
+                        format!(
+                            "column {:?} is compressed with {codec}; this build reads uncompressed and Snappy-compressed Parquet only (rewrite the file with Snappy, e.g. GeoPandas to_parquet(compression=\"snappy\"))",
+                            rg.column(c).column_descr().name()
+                        ),
+                    ));
+                }
+            }
+        }
+        let pq =
+            |e: parquet::errors::ParquetError| bad(path, format!("cannot read Parquet data: {e}"));
+        let mut objects = Collector::new(path);
+        let mut row = 0u64;
+        for g in 0..reader.num_row_groups() {
+            let rg = reader.get_row_group(g).map_err(pq)?;
+            let rows = usize::try_from(rg.metadata().num_rows()).unwrap_or(0);
+            let geoms = read_binary(rg.as_ref(), gcol).map_err(pq)?;
+            let ids = match idcol {
+                Some(i) => Some(read_ints(rg.as_ref(), i, id_unsigned).map_err(pq)?),
+                None => None,
+            };
+            if geoms.len() != rows || ids.as_ref().is_some_and(|ids| ids.len() != rows) {
+                return Err(bad(
+                    path,
+                    format!("row group {g} announces {rows} rows but its columns hold a different number"),
+                ));
+            }
+            let mut ids = ids.map(Vec::into_iter);
+            for wkb in geoms {
+                let what = format!("row {row}");
+                let id = match ids.as_mut().and_then(Iterator::next) {
+                    None => row,
+                    Some(None) => return Err(bad(path, format!("{what}: the id is null"))),
+                    Some(Some(v)) => u64::try_from(v)
+                        .map_err(|_| bad(path, format!("{what}: id {v} is negative")))?,
+                };
+                let wkb =
+                    wkb.ok_or_else(|| bad(path, format!("{what} (id {id}) has no geometry")))?;
+                let g = from_wkb(wkb.data(), &format!("{}: {what} (id {id})", path.display()))?;
+                objects.push(&what, id, g)?;
+                row += 1;
+            }
+        }
+        Ok(objects.finish())
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn spread_nulls() {
+            assert_eq!(spread(vec![], vec![1, 2], 0), vec![Some(1), Some(2)]);
+            assert_eq!(
+                spread(vec![1, 0, 1], vec![1, 2], 1),
+                vec![Some(1), None, Some(2)]
+            );
+            assert_eq!(
+                spread(vec![2, 1, 2], vec![1, 2], 2),
+                vec![Some(1), None, Some(2)]
+            );
+            // fewer values than levels announce: the missing ones read as nulls
+            assert_eq!(
+                spread(vec![1, 1, 1], vec![1, 2], 1),
+                vec![Some(1), Some(2), None]
+            );
+        }
+    }
+}

@@ -1,0 +1,940 @@
+//! Dataset formats end to end: one dataset written and read back in every
+//! format gives the same ids and bit-identical MBRs; geometries survive the
+//! geometry formats; Shapefile ids; a hand-built OSM PBF; corrupt and
+//! truncated files are errors, never panics.
+use std::path::{Path, PathBuf};
+
+use geoflash::geom::Rect;
+use geoflash::objects::geometry::bounding_rect;
+use geoflash::objects::Geometry;
+use geoflash_bench::formats::{self, Format};
+use geoflash_bench::generate::InsertionOrder;
+use geoflash_bench::import::{self, ReadOptions};
+
+/// Rectangles with awkward coordinates: points, segments, negative and
+/// tiny and huge values, values without a short decimal form.
+fn dataset() -> Vec<(u64, Rect)> {
+    let mut v = vec![
+        (
+            0,
+            Rect::new(0.1 + 0.2, -0.0, 1.0 / 3.0, 2.0f64.sqrt()).unwrap(),
+        ),
+        (7, Rect::new(5.0, 5.0, 5.0, 5.0).unwrap()),
+        (8, Rect::new(-180.0, -90.0, 180.0, 90.0).unwrap()),
+        (9, Rect::new(1e-300, 2.5e-308, 1e-299, 3e-300).unwrap()),
+        (
+            10,
+            Rect::new(-1.23456789012345e12, 4.0, 9.87654321e13, 4.0).unwrap(),
+        ),
+        (11, Rect::new(2.0, -7.25, 2.0, 3.0).unwrap()),
+        (
+            u64::from(u32::MAX) + 5,
+            Rect::new(-3.0, -2.0, -1.0, -1.0).unwrap(),
+        ),
+    ];
+    // and enough boxes for more than one parquet page
+    for i in 0..500u64 {
+        let x = (i as f64) * 0.7313 - 100.0;
+        let y = ((i * 7919) % 1000) as f64 / 13.0;
+        v.push((
+            1000 + i,
+            Rect::new(x, y, x + 0.01 * (i % 7) as f64, y + 1e-9).unwrap(),
+        ));
+    }
+    v
+}
+
+/// The formats written here: every writable one (GeoParquet only with the
+/// `geoparquet` feature).
+fn written() -> Vec<Format> {
+    Format::ALL
+        .into_iter()
+        .filter(|f| f.writable() && (cfg!(feature = "geoparquet") || *f != Format::GeoParquet))
+        .collect()
+}
+
+/// Extensions of the geometry formats written here.
+fn geometry_exts() -> Vec<&'static str> {
+    let mut v = vec!["geojson", "fgb"];
+    if cfg!(feature = "geoparquet") {
+        v.push("parquet");
+    }
+    v
+}
+
+fn bits(r: &Rect) -> [u64; 4] {
+    [r.min_x, r.min_y, r.max_x, r.max_y].map(f64::to_bits)
+}
+
+fn assert_same(got: &[(u64, Rect)], want: &[(u64, Rect)], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: count");
+    for ((gi, gr), (wi, wr)) in got.iter().zip(want) {
+        assert_eq!(gi, wi, "{what}: ids");
+        // -0.0 and 0.0 compare equal; the bits must too, except for the sign of zero
+        let norm = |b: [u64; 4]| b.map(|x| if x == (-0.0f64).to_bits() { 0 } else { x });
+        assert_eq!(
+            norm(bits(gr)),
+            norm(bits(wr)),
+            "{what}: id {gi}: {gr:?} vs {wr:?}"
+        );
+    }
+}
+
+/// Writes the dataset as a shapefile (polygons of the rectangles, the id in
+/// a numeric `ID` field of the .dbf) with the `shapefile` crate's writer.
+fn write_shapefile(path: &Path, recs: &[(u64, Rect)], id_field: Option<&str>) {
+    use shapefile::dbase::{self, FieldValue, TableWriterBuilder};
+    use shapefile::{Point, Polygon, PolygonRing};
+    let name = id_field.unwrap_or("NAME");
+    let table = if id_field.is_some() {
+        TableWriterBuilder::new().add_numeric_field(name.try_into().unwrap(), 20, 0)
+    } else {
+        TableWriterBuilder::new().add_character_field(name.try_into().unwrap(), 20)
+    };
+    let mut w = shapefile::Writer::from_path(path, table).unwrap();
+    for (id, r) in recs {
+        let ring = vec![
+            Point::new(r.min_x, r.min_y),
+            Point::new(r.min_x, r.max_y),
+            Point::new(r.max_x, r.max_y),
+            Point::new(r.max_x, r.min_y),
+            Point::new(r.min_x, r.min_y),
+        ];
+        let poly = Polygon::new(PolygonRing::Outer(ring));
+        let mut rec = dbase::Record::default();
+        let v = match id_field {
+            Some(_) => FieldValue::Numeric(Some(*id as f64)),
+            None => FieldValue::Character(Some(format!("r{id}"))),
+        };
+        rec.insert(name.to_string(), v);
+        w.write_shape_and_record(&poly, &rec).unwrap();
+    }
+}
+
+#[test]
+fn one_dataset_round_trips_through_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let recs = dataset();
+    let mut files = Vec::new();
+    for f in written() {
+        let p = dir.path().join(format!("d.{}", f.extensions()[0]));
+        assert_eq!(
+            formats::write_dataset(&p, recs.iter().copied()).unwrap(),
+            recs.len() as u64
+        );
+        assert_eq!(Format::from_path(&p).unwrap(), f);
+        files.push(p);
+    }
+    let shp = dir.path().join("d.shp");
+    write_shapefile(&shp, &recs, Some("ID"));
+    files.push(shp);
+    for p in &files {
+        let got = import::read_rects(p).unwrap();
+        assert_same(&got, &recs, &p.display().to_string());
+        let objs = import::read_objects(p).unwrap();
+        assert_eq!(objs.len(), recs.len());
+    }
+    // import from each format into each writable one keeps ids, MBRs and order
+    for input in &files {
+        for f in written() {
+            let out = dir.path().join(format!("via.{}", f.extensions()[0]));
+            let r = import::import(
+                input,
+                &out,
+                InsertionOrder::AsGenerated,
+                1,
+                &ReadOptions::default(),
+            )
+            .unwrap();
+            assert_eq!((r.count, r.out_format), (recs.len(), f));
+            assert_same(
+                &import::read_rects(&out).unwrap(),
+                &recs,
+                &format!("{} -> {}", input.display(), out.display()),
+            );
+        }
+    }
+    // a shuffled import is a permutation
+    let out = dir.path().join("shuffled.fgb");
+    import::import(
+        &files[0],
+        &out,
+        InsertionOrder::Random,
+        5,
+        &ReadOptions::default(),
+    )
+    .unwrap();
+    let mut got = import::read_rects(&out).unwrap();
+    assert_ne!(
+        got.iter().map(|x| x.0).collect::<Vec<_>>(),
+        recs.iter().map(|x| x.0).collect::<Vec<_>>()
+    );
+    got.sort_by_key(|x| x.0);
+    let mut want = recs.clone();
+    want.sort_by_key(|x| x.0);
+    assert_same(&got, &want, "shuffled");
+}
+
+fn geometries() -> Vec<(u64, Geometry)> {
+    use geo_types::{
+        line_string, point, polygon, GeometryCollection, MultiLineString, MultiPoint, MultiPolygon,
+    };
+    let square = polygon!(
+        exterior: [(x: 0.0, y: 0.0), (x: 10.0, y: 0.0), (x: 10.0, y: 10.0), (x: 0.0, y: 10.0), (x: 0.0, y: 0.0)],
+        interiors: [[(x: 2.0, y: 2.0), (x: 2.0, y: 4.0), (x: 4.0, y: 4.0), (x: 2.0, y: 2.0)]],
+    );
+    let tri =
+        polygon![(x: 20.0, y: 0.0), (x: 21.5, y: 0.0), (x: 20.0, y: 1.0 / 3.0), (x: 20.0, y: 0.0)];
+    vec![
+        (1, point!(x: -1.5, y: 2.25).into()),
+        (
+            2,
+            line_string![(x: 0.0, y: 0.0), (x: 1e-7, y: 3.0), (x: -4.0, y: 0.1)].into(),
+        ),
+        (3, square.clone().into()),
+        (
+            4,
+            MultiPoint::new(vec![point!(x: 1.0, y: 1.0), point!(x: 2.0, y: 3.0)]).into(),
+        ),
+        (
+            5,
+            MultiLineString::new(vec![
+                line_string![(x: 0.0, y: 0.0), (x: 1.0, y: 1.0)],
+                line_string![(x: 5.0, y: 5.0), (x: 6.0, y: 5.0), (x: 6.0, y: 7.0)],
+            ])
+            .into(),
+        ),
+        (
+            6,
+            MultiPolygon::new(vec![square.clone(), tri.clone()]).into(),
+        ),
+        (
+            7,
+            Geometry::GeometryCollection(GeometryCollection::new_from(vec![
+                point!(x: 9.0, y: 9.0).into(),
+                tri.into(),
+            ])),
+        ),
+    ]
+}
+
+#[test]
+fn geometries_survive_geojson_flatgeobuf_and_geoparquet() {
+    let dir = tempfile::tempdir().unwrap();
+    let geoms = geometries();
+    for ext in geometry_exts() {
+        let p = dir.path().join(format!("g.{ext}"));
+        // the FlatGeobuf writer refuses geometry collections (see formats::fgb)
+        let want: Vec<_> = geoms
+            .iter()
+            .filter(|(_, g)| ext != "fgb" || !matches!(g, Geometry::GeometryCollection(_)))
+            .cloned()
+            .collect();
+        formats::write_objects(&p, want.iter().map(|(i, g)| (*i, g))).unwrap();
+        let back = import::read_objects(&p).unwrap();
+        assert_eq!(back, want, "{ext}");
+    }
+    let p = dir.path().join("gc.fgb");
+    let e = formats::write_objects(&p, geoms.iter().map(|(i, g)| (*i, g))).unwrap_err();
+    assert!(
+        e.to_string().contains("object 7 is a geometry collection"),
+        "{e}"
+    );
+    // CSV output holds the MBRs
+    let p = dir.path().join("g.csv");
+    formats::write_objects(&p, geoms.iter().map(|(i, g)| (*i, g))).unwrap();
+    let want: Vec<(u64, Rect)> = geoms
+        .iter()
+        .map(|(i, g)| (*i, bounding_rect(g).unwrap()))
+        .collect();
+    assert_eq!(import::read_rects(&p).unwrap(), want);
+}
+
+/// A FlatGeobuf file of geometry collections written by the crate itself
+/// (header type GeometryCollection, typed parts) reads back.
+#[test]
+fn flatgeobuf_geometry_collections_read() {
+    use flatgeobuf::geozero::{ColumnValue, PropertyProcessor};
+    use flatgeobuf::{ColumnType, FgbWriter, FgbWriterOptions, GeometryType};
+    let dir = tempfile::tempdir().unwrap();
+    // a point and a line: the crate's writer splits a polygon inside a
+    // collection into two parts (its ring, then an empty polygon)
+    use geo_types::{line_string, point};
+    let gc = Geometry::GeometryCollection(geo_types::GeometryCollection::new_from(vec![
+        point!(x: 1.0, y: -2.0).into(),
+        line_string![(x: 0.0, y: 0.0), (x: 3.0, y: 1.0 / 3.0)].into(),
+    ]));
+    let mut fgb = FgbWriter::create_with_options(
+        "gc",
+        GeometryType::GeometryCollection,
+        FgbWriterOptions {
+            write_index: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    fgb.add_column("fid", ColumnType::Int, |_, _| {});
+    fgb.add_column("ID", ColumnType::Long, |_, _| {});
+    for id in [3i64, 4] {
+        fgb.add_feature_geom(gc.clone(), |f| {
+            f.property(0, "fid", &ColumnValue::Int(-1)).unwrap();
+            f.property(1, "ID", &ColumnValue::Long(id)).unwrap();
+        })
+        .unwrap();
+    }
+    let p = dir.path().join("gc.fgb");
+    fgb.write(std::fs::File::create(&p).unwrap()).unwrap();
+    let back = import::read_objects(&p).unwrap();
+    assert_eq!(back, vec![(3, gc.clone()), (4, gc)]);
+}
+
+#[test]
+fn shapefile_ids_come_from_the_dbf_or_the_record_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let recs: Vec<(u64, Rect)> = dataset().into_iter().take(20).collect();
+    // an id field of another case
+    let shp = dir.path().join("a.shp");
+    write_shapefile(&shp, &recs, Some("Id"));
+    assert_same(&import::read_rects(&shp).unwrap(), &recs, "Id field");
+    let objs = import::read_objects(&shp).unwrap();
+    assert!(matches!(objs[2].1, Geometry::MultiPolygon(_)));
+    // without the .dbf: record numbers from 1
+    std::fs::remove_file(dir.path().join("a.dbf")).unwrap();
+    let numbered: Vec<(u64, Rect)> = recs
+        .iter()
+        .enumerate()
+        .map(|(n, (_, r))| (n as u64 + 1, *r))
+        .collect();
+    assert_same(&import::read_rects(&shp).unwrap(), &numbered, "no dbf");
+    // a .dbf without an id field: record numbers too
+    let shp = dir.path().join("b.shp");
+    write_shapefile(&shp, &recs, None);
+    assert_same(&import::read_rects(&shp).unwrap(), &numbered, "no id field");
+    // the .shx is optional
+    std::fs::remove_file(dir.path().join("b.shx")).unwrap();
+    assert_same(&import::read_rects(&shp).unwrap(), &numbered, "no shx");
+}
+
+/// A .shp of point records whose record `null` (1-based) is a null shape.
+fn shp_with_null(null: usize, records: usize) -> Vec<u8> {
+    let mut body = Vec::new();
+    for n in 1..=records {
+        body.extend((n as i32).to_be_bytes());
+        if n == null {
+            body.extend(2i32.to_be_bytes()); // content length in 16-bit words
+            body.extend(0i32.to_le_bytes()); // null shape
+        } else {
+            body.extend(10i32.to_be_bytes());
+            body.extend(1i32.to_le_bytes()); // point
+            body.extend((n as f64).to_le_bytes());
+            body.extend(2.5f64.to_le_bytes());
+        }
+    }
+    let mut f = Vec::new();
+    f.extend(9994i32.to_be_bytes());
+    f.extend([0u8; 20]);
+    f.extend((((100 + body.len()) / 2) as i32).to_be_bytes());
+    f.extend(1000i32.to_le_bytes());
+    f.extend(1i32.to_le_bytes());
+    for v in [1.0, 2.5, records as f64, 2.5, 0.0, 0.0, 0.0, 0.0] {
+        f.extend(f64::to_le_bytes(v));
+    }
+    f.extend(body);
+    f
+}
+
+#[test]
+fn a_shapefile_without_geometry_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let shp = dir.path().join("n.shp");
+    std::fs::write(&shp, shp_with_null(0, 3)).unwrap();
+    let got = import::read_rects(&shp).unwrap();
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[1], (2, Rect::new(2.0, 2.5, 2.0, 2.5).unwrap()));
+    std::fs::write(&shp, shp_with_null(2, 3)).unwrap();
+    let e = import::read_objects(&shp).unwrap_err().to_string();
+    assert!(e.contains("record 2") && e.contains("no geometry"), "{e}");
+    // a file of null shapes only
+    std::fs::write(&shp, shp_with_null(1, 1)).unwrap();
+    let e = import::read_objects(&shp).unwrap_err().to_string();
+    assert!(e.contains("record 1") && e.contains("no geometry"), "{e}");
+    // not a shapefile at all
+    std::fs::write(&shp, b"id,minx\n1,2\n").unwrap();
+    let e = import::read_objects(&shp).unwrap_err().to_string();
+    assert!(e.contains("shapefile"), "{e}");
+}
+
+// ---- a tiny OSM PBF, built by hand (protobuf wire format) ----
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+fn tag(out: &mut Vec<u8>, field: u32, wire: u32) {
+    varint(out, u64::from(field << 3 | wire));
+}
+fn bytes_field(out: &mut Vec<u8>, field: u32, data: &[u8]) {
+    tag(out, field, 2);
+    varint(out, data.len() as u64);
+    out.extend_from_slice(data);
+}
+fn uint_field(out: &mut Vec<u8>, field: u32, v: u64) {
+    tag(out, field, 0);
+    varint(out, v);
+}
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+fn packed_sint(out: &mut Vec<u8>, field: u32, vals: &[i64]) {
+    let mut b = Vec::new();
+    for v in vals {
+        varint(&mut b, zigzag(*v));
+    }
+    bytes_field(out, field, &b);
+}
+fn packed_uint(out: &mut Vec<u8>, field: u32, vals: &[u64]) {
+    let mut b = Vec::new();
+    for v in vals {
+        varint(&mut b, *v);
+    }
+    bytes_field(out, field, &b);
+}
+fn deltas(v: &[i64]) -> Vec<i64> {
+    let mut prev = 0;
+    v.iter()
+        .map(|x| {
+            let d = x - prev;
+            prev = *x;
+            d
+        })
+        .collect()
+}
+/// A file block: BlobHeader length, BlobHeader, Blob with raw data.
+fn block(out: &mut Vec<u8>, kind: &str, payload: &[u8]) {
+    let mut blob = Vec::new();
+    bytes_field(&mut blob, 1, payload);
+    uint_field(&mut blob, 2, payload.len() as u64);
+    let mut header = Vec::new();
+    bytes_field(&mut header, 1, kind.as_bytes());
+    uint_field(&mut header, 3, blob.len() as u64);
+    out.extend((header.len() as u32).to_be_bytes());
+    out.extend(header);
+    out.extend(blob);
+}
+
+/// Node `i` lies at (10 + i/1000, 50 + i/2000) degrees, in units of 100 nanodegrees.
+fn node_units(i: i64) -> (i64, i64) {
+    (100_000_000 + i * 10_000, 500_000_000 + i * 5_000)
+}
+#[cfg(feature = "osm-pbf")]
+fn degrees(units: i64) -> f64 {
+    1e-9 * (100 * units) as f64
+}
+
+const STRINGS: [&str; 5] = ["", "building", "yes", "no", "house"];
+
+/// Nodes 1..=9 as dense nodes, node 10 as a plain node; ways:
+/// 100 closed building=yes; 101 closed untagged; 102 open building;
+/// 103 closed building=no; 104 closed building referencing the missing
+/// node 99; 105 closed building=house over the plain node.
+fn osm_pbf() -> Vec<u8> {
+    let mut file = Vec::new();
+    let mut hb = Vec::new();
+    bytes_field(&mut hb, 4, b"OsmSchema-V0.6");
+    bytes_field(&mut hb, 4, b"DenseNodes");
+    block(&mut file, "OSMHeader", &hb);
+
+    let mut table = Vec::new();
+    for s in STRINGS {
+        bytes_field(&mut table, 1, s.as_bytes());
+    }
+    // nodes block
+    let ids: Vec<i64> = (1..=9).collect();
+    let (lons, lats): (Vec<i64>, Vec<i64>) = ids.iter().map(|&i| node_units(i)).unzip();
+    let mut dense = Vec::new();
+    packed_sint(&mut dense, 1, &deltas(&ids));
+    packed_sint(&mut dense, 8, &deltas(&lats));
+    packed_sint(&mut dense, 9, &deltas(&lons));
+    let mut group = Vec::new();
+    bytes_field(&mut group, 2, &dense);
+    let mut node = Vec::new();
+    let (lon10, lat10) = node_units(10);
+    uint_field(&mut node, 1, zigzag(10));
+    uint_field(&mut node, 8, zigzag(lat10));
+    uint_field(&mut node, 9, zigzag(lon10));
+    let mut group2 = Vec::new();
+    bytes_field(&mut group2, 1, &node);
+    let mut pb = Vec::new();
+    bytes_field(&mut pb, 1, &table);
+    bytes_field(&mut pb, 2, &group);
+    bytes_field(&mut pb, 2, &group2);
+    block(&mut file, "OSMData", &pb);
+
+    // ways block
+    // (way id, node refs, tags as string-table indices)
+    type Way<'a> = (u64, &'a [i64], &'a [(u64, u64)]);
+    let ways: [Way; 6] = [
+        (100, &[1, 2, 3, 4, 1], &[(1, 2)]),
+        (101, &[2, 3, 5, 2], &[]),
+        (102, &[5, 6, 7], &[(1, 2)]),
+        (103, &[6, 7, 8, 6], &[(1, 3)]),
+        (104, &[1, 99, 3, 1], &[(1, 2)]),
+        (105, &[8, 9, 10, 8], &[(1, 4)]),
+    ];
+    let mut group = Vec::new();
+    for (id, refs, tags) in ways {
+        let mut w = Vec::new();
+        uint_field(&mut w, 1, id);
+        if !tags.is_empty() {
+            packed_uint(&mut w, 2, &tags.iter().map(|t| t.0).collect::<Vec<_>>());
+            packed_uint(&mut w, 3, &tags.iter().map(|t| t.1).collect::<Vec<_>>());
+        }
+        packed_sint(&mut w, 8, &deltas(refs));
+        bytes_field(&mut group, 3, &w);
+    }
+    let mut pb = Vec::new();
+    bytes_field(&mut pb, 1, &table);
+    bytes_field(&mut pb, 2, &group);
+    block(&mut file, "OSMData", &pb);
+    file
+}
+
+#[cfg(feature = "osm-pbf")]
+fn way_rect(nodes: &[i64]) -> Rect {
+    let xs: Vec<f64> = nodes.iter().map(|&i| degrees(node_units(i).0)).collect();
+    let ys: Vec<f64> = nodes.iter().map(|&i| degrees(node_units(i).1)).collect();
+    let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = |v: &[f64]| v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Rect::new(min(&xs), min(&ys), max(&xs), max(&ys)).unwrap()
+}
+
+#[cfg(feature = "osm-pbf")]
+#[test]
+fn osm_pbf_closed_ways_become_polygons() {
+    use geoflash_bench::formats::osm::OsmWays;
+    let dir = tempfile::tempdir().unwrap();
+    let pbf = dir.path().join("tiny.osm.pbf");
+    std::fs::write(&pbf, osm_pbf()).unwrap();
+    // buildings (the default): 100 and 105; 104 lacks a node and is skipped
+    let d = import::read_dataset(&pbf, &ReadOptions::default()).unwrap();
+    assert_eq!(d.format, Format::OsmPbf);
+    assert_eq!(d.skipped, 1);
+    let rects: Vec<(u64, Rect)> = d
+        .objects
+        .iter()
+        .map(|(i, g)| (*i, bounding_rect(g).unwrap()))
+        .collect();
+    assert_eq!(
+        rects,
+        vec![(100, way_rect(&[1, 2, 3, 4])), (105, way_rect(&[8, 9, 10]))]
+    );
+    match &d.objects[0].1 {
+        Geometry::Polygon(p) => {
+            assert_eq!(p.exterior().0.len(), 5);
+            assert_eq!(p.exterior().0[1].x, degrees(node_units(2).0));
+            assert_eq!(p.exterior().0[1].y, degrees(node_units(2).1));
+        }
+        g => panic!("{g:?}"),
+    }
+    // every closed way
+    let opts = ReadOptions {
+        osm_ways: OsmWays::Closed,
+    };
+    let d = import::read_dataset(&pbf, &opts).unwrap();
+    assert_eq!(
+        d.objects.iter().map(|o| o.0).collect::<Vec<_>>(),
+        [100, 101, 103, 105]
+    );
+    // import reports the skipped way and writes the polygons
+    let out = dir.path().join("b.fgb");
+    let r = import::import(
+        &pbf,
+        &out,
+        InsertionOrder::AsGenerated,
+        1,
+        &ReadOptions::default(),
+    )
+    .unwrap();
+    assert_eq!((r.count, r.skipped, r.input_format), (2, 1, Format::OsmPbf));
+    assert_eq!(import::read_rects(&out).unwrap(), rects);
+    // corrupt PBF: clear errors
+    let good = osm_pbf();
+    std::fs::write(&pbf, &good[..good.len() - 7]).unwrap();
+    let e = import::read_objects(&pbf).unwrap_err().to_string();
+    assert!(e.contains("OSM PBF"), "{e}");
+    std::fs::write(&pbf, b"definitely not a pbf").unwrap();
+    let e = import::read_objects(&pbf).unwrap_err().to_string();
+    assert!(e.contains("not a valid OSM PBF"), "{e}");
+}
+
+#[test]
+fn corrupt_flatgeobuf_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.fgb");
+    formats::write_dataset(&good, dataset().into_iter()).unwrap();
+    let bytes = std::fs::read(&good).unwrap();
+    let p = dir.path().join("bad.fgb");
+    // truncated inside a feature, and exactly at a feature boundary
+    std::fs::write(&p, &bytes[..bytes.len() - 10]).unwrap();
+    let e = import::read_objects(&p).unwrap_err().to_string();
+    assert!(e.contains("truncated FlatGeobuf"), "{e}");
+    let boundary = {
+        // the last feature is size-prefixed: find where it starts
+        let mut at = None;
+        for i in (12..bytes.len() - 4).rev() {
+            let n =
+                u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]) as usize;
+            if i + 4 + n == bytes.len() {
+                at = Some(i);
+                break;
+            }
+        }
+        at.unwrap()
+    };
+    std::fs::write(&p, &bytes[..boundary]).unwrap();
+    let e = import::read_objects(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("announces 507 features, the file holds 506"),
+        "{e}"
+    );
+    std::fs::write(&p, &bytes[..5]).unwrap();
+    let e = import::read_objects(&p).unwrap_err().to_string();
+    assert!(e.contains("truncated FlatGeobuf"), "{e}");
+    // flipped magic, flipped header size
+    let mut b = bytes.clone();
+    b[1] ^= 0xff;
+    std::fs::write(&p, &b).unwrap();
+    let e = import::read_objects(&p).unwrap_err().to_string();
+    assert!(e.contains("not a valid FlatGeobuf"), "{e}");
+    let mut b = bytes.clone();
+    b[11] ^= 0x40;
+    std::fs::write(&p, &b).unwrap();
+    let e = import::read_objects(&p).unwrap_err().to_string();
+    assert!(e.contains("FlatGeobuf"), "{e}");
+}
+
+/// Every truncation and many byte flips of a valid file of each format read
+/// as an error or as (possibly different) objects, never as a panic.
+#[test]
+fn damaged_files_never_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let recs: Vec<(u64, Rect)> = dataset().into_iter().take(40).collect();
+    let mut files: Vec<PathBuf> = std::iter::once("csv")
+        .chain(geometry_exts())
+        .map(|ext| {
+            let p = dir.path().join(format!("d.{ext}"));
+            formats::write_dataset(&p, recs.iter().copied()).unwrap();
+            p
+        })
+        .collect();
+    let g = dir.path().join("g.fgb");
+    let geoms = geometries();
+    let no_collection = geoms
+        .iter()
+        .filter(|(_, g)| !matches!(g, Geometry::GeometryCollection(_)));
+    formats::write_objects(&g, no_collection.map(|(i, g)| (*i, g))).unwrap();
+    files.push(g);
+    let shp = dir.path().join("d.shp");
+    write_shapefile(&shp, &recs, Some("ID"));
+    files.push(shp);
+    let pbf = dir.path().join("d.osm.pbf");
+    std::fs::write(&pbf, osm_pbf()).unwrap();
+    files.push(pbf);
+    // damaged copies per file (GEOFLASH_DAMAGE_CASES; make test-long may raise it)
+    let flips: usize = std::env::var("GEOFLASH_DAMAGE_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for file in &files {
+        let good = std::fs::read(file).unwrap();
+        let bad = dir.path().join(format!(
+            "bad.{}",
+            file.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .split_once('.')
+                .unwrap()
+                .1
+        ));
+        let try_bytes = |bytes: &[u8], what: &str| {
+            std::fs::write(&bad, bytes).unwrap();
+            let r = std::panic::catch_unwind(|| import::read_objects(&bad));
+            assert!(r.is_ok(), "{}: {what} panicked", file.display());
+        };
+        let step = (good.len() / 150).max(1);
+        for cut in (0..good.len()).step_by(step) {
+            try_bytes(&good[..cut], &format!("truncated at {cut}"));
+        }
+        for _ in 0..flips {
+            let mut b = good.clone();
+            for _ in 0..1 + next() % 3 {
+                let i = (next() % b.len() as u64) as usize;
+                b[i] ^= 1 << (next() % 8);
+            }
+            try_bytes(&b, "flipped");
+        }
+    }
+}
+
+#[test]
+fn missing_files_and_unknown_extensions() {
+    let dir = tempfile::tempdir().unwrap();
+    for ext in ["csv", "geojson", "fgb", "parquet", "shp", "osm.pbf"] {
+        let p = dir.path().join(format!("missing.{ext}"));
+        let e = import::read_objects(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("missing") && e.contains("no such file"),
+            "{ext}: {e}"
+        );
+    }
+    let p = dir.path().join("data.xlsx");
+    std::fs::write(&p, "x").unwrap();
+    let e = import::read_objects(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("unknown dataset format") && e.contains(".fgb"),
+        "{e}"
+    );
+    let e = import::import(
+        &p,
+        &dir.path().join("o.shp"),
+        InsertionOrder::AsGenerated,
+        1,
+        &ReadOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("input format only"), "{e}");
+}
+
+#[cfg(not(feature = "osm-pbf"))]
+#[test]
+fn without_the_feature_osm_pbf_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("d.osm.pbf");
+    std::fs::write(&p, osm_pbf()).unwrap();
+    let e = import::read_objects(&p).unwrap_err();
+    assert!(e.to_string().contains("cargo feature `osm-pbf`"), "{e}");
+}
+
+#[cfg(not(feature = "geoparquet"))]
+#[test]
+fn without_the_feature_geoparquet_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("d.parquet");
+    let e = formats::write_dataset(&p, dataset().into_iter()).unwrap_err();
+    assert!(e.to_string().contains("cargo feature `geoparquet`"), "{e}");
+    std::fs::write(&p, b"PAR1").unwrap();
+    let e = import::read_objects(&p).unwrap_err();
+    assert!(e.to_string().contains("cargo feature `geoparquet`"), "{e}");
+}
+
+#[cfg(feature = "geoparquet")]
+#[test]
+fn geoparquet_metadata_and_plain_parquet() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("g.parquet");
+    formats::write_objects(&p, geometries().iter().map(|(i, g)| (*i, g))).unwrap();
+    // the 'geo' metadata of GeoParquet 1.1 is there
+    let bytes = std::fs::read(&p).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    for want in [
+        "\"primary_column\":\"geometry\"",
+        "\"encoding\":\"WKB\"",
+        "\"version\":\"1.1.0\"",
+        "\"MultiPolygon\"",
+    ] {
+        assert!(text.contains(want), "{want}");
+    }
+}
+
+/// A row of [`plain_parquet`]: an id and a WKB geometry, `None` for null.
+#[cfg(feature = "geoparquet")]
+type Row = (Option<i32>, Option<Vec<u8>>);
+
+/// Writes a Parquet file with an optional INT32 `ID` and an optional binary
+/// `geom` column (`None` = null), and the given key-value metadata.
+#[cfg(feature = "geoparquet")]
+fn plain_parquet(path: &Path, rows: &[Row], geo: Option<&str>) {
+    use parquet::data_type::{ByteArray, ByteArrayType, Int32Type};
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::writer::SerializedFileWriter;
+    use std::sync::Arc;
+    let schema = parquet::schema::parser::parse_message_type(
+        "message m { OPTIONAL INT32 ID; OPTIONAL BYTE_ARRAY geom; }",
+    )
+    .unwrap();
+    let props = WriterProperties::builder()
+        .set_key_value_metadata(geo.map(|g| vec![KeyValue::new("geo".to_string(), g.to_string())]))
+        .build();
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = SerializedFileWriter::new(file, Arc::new(schema), Arc::new(props)).unwrap();
+    let mut rg = w.next_row_group().unwrap();
+    let defs = |present: Vec<bool>| present.into_iter().map(i16::from).collect::<Vec<_>>();
+    let mut col = rg.next_column().unwrap().unwrap();
+    let ids: Vec<i32> = rows.iter().filter_map(|r| r.0).collect();
+    col.typed::<Int32Type>()
+        .write_batch(
+            &ids,
+            Some(&defs(rows.iter().map(|r| r.0.is_some()).collect())),
+            None,
+        )
+        .unwrap();
+    col.close().unwrap();
+    let mut col = rg.next_column().unwrap().unwrap();
+    let gs: Vec<ByteArray> = rows
+        .iter()
+        .filter_map(|r| r.1.clone().map(ByteArray::from))
+        .collect();
+    col.typed::<ByteArrayType>()
+        .write_batch(
+            &gs,
+            Some(&defs(rows.iter().map(|r| r.1.is_some()).collect())),
+            None,
+        )
+        .unwrap();
+    col.close().unwrap();
+    rg.close().unwrap();
+    w.close().unwrap();
+}
+
+#[cfg(feature = "geoparquet")]
+#[test]
+fn parquet_from_other_writers() {
+    use geoflash::objects::geometry::to_wkb;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("plain.parquet");
+    let geoms = geometries();
+    let wkb = |i: usize| Some(to_wkb(&geoms[i].1).unwrap());
+    // no 'geo' metadata: the `geom` column is taken as WKB, ids from `ID`
+    plain_parquet(&p, &[(Some(5), wkb(0)), (Some(7), wkb(2))], None);
+    let got = import::read_objects(&p).unwrap();
+    assert_eq!(got, vec![(5, geoms[0].1.clone()), (7, geoms[2].1.clone())]);
+    // GeoParquet metadata naming the column
+    let meta = r#"{"version":"1.0.0","primary_column":"geom","columns":{"geom":{"encoding":"WKB","geometry_types":[]}}}"#;
+    plain_parquet(&p, &[(Some(5), wkb(0)), (Some(7), wkb(2))], Some(meta));
+    assert_eq!(import::read_objects(&p).unwrap().len(), 2);
+    // (rows, 'geo' metadata, expected error)
+    type Case<'a> = (&'a [Row], Option<&'a str>, &'a str);
+    let cases: [Case; 6] = [
+        (
+            &[(Some(5), wkb(0)), (Some(7), None)],
+            None,
+            "row 1 (id 7) has no geometry",
+        ),
+        (&[(None, wkb(0))], None, "row 0: the id is null"),
+        (&[(Some(-4), wkb(0))], None, "row 0: id -4 is negative"),
+        (
+            &[(Some(1), Some(vec![1, 2, 3]))],
+            None,
+            "row 0 (id 1): bad WKB",
+        ),
+        (
+            &[(Some(1), wkb(0))],
+            Some(
+                r#"{"version":"1.1.0","primary_column":"geom","columns":{"geom":{"encoding":"point"}}}"#,
+            ),
+            "encoded as point; only WKB",
+        ),
+        (
+            &[(Some(1), wkb(0))],
+            Some(
+                r#"{"version":"1.1.0","primary_column":"shape","columns":{"shape":{"encoding":"WKB"}}}"#,
+            ),
+            "\"shape\" is not in the schema",
+        ),
+    ];
+    for (rows, geo, want) in cases {
+        plain_parquet(&p, rows, geo);
+        let e = import::read_objects(&p).unwrap_err().to_string();
+        assert!(e.contains(want), "wanted {want:?}: {e}");
+    }
+}
+
+/// A real extract (tests/data/README.md): the indexed two-pass reader gives
+/// the polygons that a plain sequential scan of the file with `osmpbf`'s
+/// `ElementReader` gives (all nodes in a map, then the closed building
+/// ways), bit for bit.
+#[cfg(feature = "osm-pbf")]
+#[test]
+fn real_osm_extract_reads_like_a_sequential_scan() {
+    use geoflash_bench::formats::osm::OsmWays;
+    use std::collections::HashMap;
+    let pbf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pyrosm-test.osm.pbf");
+    let d = import::read_dataset(&pbf, &ReadOptions::default()).unwrap();
+    assert_eq!((d.objects.len(), d.skipped), (2171, 48));
+
+    let mut nodes = HashMap::new();
+    let mut ways = Vec::new();
+    osmpbf::ElementReader::from_path(&pbf)
+        .unwrap()
+        .for_each(|e| match e {
+            osmpbf::Element::Node(n) => {
+                nodes.insert(n.id(), (n.lon(), n.lat()));
+            }
+            osmpbf::Element::DenseNode(n) => {
+                nodes.insert(n.id(), (n.lon(), n.lat()));
+            }
+            osmpbf::Element::Way(w) => {
+                let refs: Vec<i64> = w.refs().collect();
+                let building = w.tags().any(|(k, v)| k == "building" && v != "no");
+                if building && refs.len() >= 4 && refs.first() == refs.last() {
+                    ways.push((w.id() as u64, refs));
+                }
+            }
+            _ => {}
+        })
+        .unwrap();
+    let mut want = Vec::new();
+    let mut missing = 0;
+    for (id, refs) in ways {
+        match refs
+            .iter()
+            .map(|r| nodes.get(r))
+            .collect::<Option<Vec<_>>>()
+        {
+            Some(cs) => {
+                let ring: Vec<geo_types::Coord> = cs
+                    .iter()
+                    .map(|&&(x, y)| geo_types::Coord { x, y })
+                    .collect();
+                let poly = geo_types::Polygon::new(geo_types::LineString::new(ring), vec![]);
+                want.push((id, Geometry::Polygon(poly)));
+            }
+            None => missing += 1,
+        }
+    }
+    assert_eq!(missing, 48);
+    assert_eq!(d.objects, want);
+    for (_, g) in &d.objects {
+        let r = bounding_rect(g).unwrap();
+        assert!(
+            r.min_x > 26.9 && r.max_x < 27.0 && r.min_y > 60.5 && r.max_y < 60.55,
+            "{r:?}"
+        );
+    }
+    // every closed way
+    let all = import::read_dataset(
+        &pbf,
+        &ReadOptions {
+            osm_ways: OsmWays::Closed,
+        },
+    )
+    .unwrap();
+    assert_eq!((all.objects.len(), all.skipped), (2229, 74));
+}

@@ -1,0 +1,178 @@
+//! Dataset formats from the command line: `generate --out` FlatGeobuf and
+//! GeoParquet, `import` between formats, `build --input` of a geometry
+//! format, and bad inputs (exit code 2 with a clear message).
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn geoflash(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_geoflash"))
+        .args(args)
+        .output()
+        .expect("run geoflash")
+}
+
+fn ok(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn bad_input(out: Output, want: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(want), "wanted {want:?} in: {err}");
+}
+
+fn last_json(out: &Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().next_back().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("last line is not JSON ({e}): {line}"))
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn sorted_rects(p: &Path) -> Vec<(u64, [u64; 4])> {
+    let mut v: Vec<(u64, [u64; 4])> = geoflash_bench::import::read_rects(p)
+        .unwrap()
+        .into_iter()
+        .map(|(id, r)| (id, [r.min_x, r.min_y, r.max_x, r.max_y].map(f64::to_bits)))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn generate_import_and_build_through_flatgeobuf_and_geoparquet() {
+    let dir = tempfile::tempdir().unwrap();
+    let gen = |out: &Path| {
+        geoflash(&[
+            "generate",
+            "--distribution",
+            "gaussian",
+            "--geometry",
+            "box",
+            "--count",
+            "300",
+            "--seed",
+            "4",
+            "--out",
+            s(out),
+        ])
+    };
+    let csv = dir.path().join("d.csv");
+    let fgb = dir.path().join("d.fgb");
+    // GeoParquet when built in, else a second FlatGeobuf
+    let pq = dir.path().join(if cfg!(feature = "geoparquet") {
+        "d.parquet"
+    } else {
+        "d2.fgb"
+    });
+    for p in [&csv, &fgb, &pq] {
+        ok(gen(p));
+    }
+    let want = sorted_rects(&csv);
+    assert_eq!(want.len(), 300);
+    assert_eq!(sorted_rects(&fgb), want);
+    assert_eq!(sorted_rects(&pq), want);
+    bad_input(gen(&dir.path().join("d.shp")), "input format only");
+
+    // import between the formats, in Hilbert order
+    let out = dir.path().join(if cfg!(feature = "geoparquet") {
+        "h.parquet"
+    } else {
+        "h.geojson"
+    });
+    let o = ok(geoflash(&[
+        "import",
+        "--input",
+        s(&fgb),
+        "--out",
+        s(&out),
+        "--order",
+        "hilbert",
+        "--json",
+    ]));
+    let j = last_json(&o);
+    assert_eq!(j["count"], 300);
+    assert_eq!(j["input_format"], "flatgeobuf");
+    let format = if cfg!(feature = "geoparquet") {
+        "geoparquet"
+    } else {
+        "geojson"
+    };
+    assert_eq!(j["out_format"], format);
+    assert_eq!(sorted_rects(&out), want);
+    let back = dir.path().join("back.fgb");
+    let o = ok(geoflash(&["import", "--input", s(&out), "--out", s(&back)]));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("wrote 300 objects"));
+    assert_eq!(sorted_rects(&back), want);
+
+    // build reads the geometry formats (geometries in the object heap)
+    for input in [&fgb, &pq] {
+        let idx = dir.path().join(format!(
+            "idx-{}",
+            input.file_name().unwrap().to_str().unwrap()
+        ));
+        ok(geoflash(&[
+            "build",
+            "--input",
+            s(input),
+            "--index",
+            s(&idx),
+            "--device",
+            "mem:",
+        ]));
+    }
+}
+
+#[test]
+fn bad_dataset_files_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.csv");
+    let missing = dir.path().join("missing.fgb");
+    bad_input(
+        geoflash(&["import", "--input", s(&missing), "--out", s(&out)]),
+        "missing.fgb: no such file",
+    );
+    let odd = dir.path().join("data.xyz");
+    std::fs::write(&odd, "x").unwrap();
+    bad_input(
+        geoflash(&["import", "--input", s(&odd), "--out", s(&out)]),
+        "unknown dataset format",
+    );
+    let fgb = dir.path().join("bad.fgb");
+    std::fs::write(&fgb, b"fgb\x03fgb\x00\x10\x00").unwrap();
+    bad_input(
+        geoflash(&["import", "--input", s(&fgb), "--out", s(&out)]),
+        "truncated FlatGeobuf",
+    );
+    let pq = dir.path().join("bad.parquet");
+    std::fs::write(&pq, b"PAR1 not really").unwrap();
+    bad_input(
+        geoflash(&["import", "--input", s(&pq), "--out", s(&out)]),
+        if cfg!(feature = "geoparquet") {
+            "not a valid Parquet file"
+        } else {
+            "cargo feature `geoparquet`"
+        },
+    );
+    let pbf = dir.path().join("x.osm.pbf");
+    std::fs::write(&pbf, b"").unwrap();
+    bad_input(
+        geoflash(&[
+            "import",
+            "--input",
+            s(&pbf),
+            "--out",
+            s(&out),
+            "--osm-ways",
+            "open",
+        ]),
+        "buildings or closed",
+    );
+}
