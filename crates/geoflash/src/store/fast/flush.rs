@@ -6,7 +6,7 @@ use super::{FastStore, COMPACT_AT, EMERGENCY_AT};
 use crate::page;
 use crate::storage::PageId;
 use crate::store::log::record::RECORD_HEADER;
-use crate::store::log::{Record, RecordKind, NO_OP};
+use crate::store::log::{Durability, Record, RecordKind, NO_OP};
 use crate::store::OpId;
 use crate::{Error, Result};
 
@@ -163,12 +163,25 @@ impl FastStore {
         bytes + self.page_size as u64 + self.flush_room(1)
     }
 
-    /// Log bytes a protected flush of `n` pages needs: their images, the
-    /// padding of the sync that follows them and the FLUSH record.
+    /// Whether flushes are protected by page images (every durability mode
+    /// but `none`, the papers' mode, which writes no images and syncs
+    /// nothing, as the eFIND store does).
+    fn protect(&self) -> bool {
+        self.config.durability != Durability::None
+    }
+
+    /// Log bytes a flush of `n` pages needs: with protection their images
+    /// and the padding of the sync that follows them; always the FLUSH
+    /// record.
     fn flush_room(&self, n: u64) -> u64 {
         let ps = self.page_size as u64;
         let header = RECORD_HEADER as u64;
-        n * (header + ps) + ps + header + 4 + 8 * n
+        let flush_record = header + 4 + 8 * n;
+        if self.protect() {
+            n * (header + ps) + ps + flush_record
+        } else {
+            flush_record
+        }
     }
 
     /// How many of `want` pages one protected flush can write with the log's
@@ -182,10 +195,12 @@ impl FastStore {
         n
     }
 
-    /// The protected in-place write of `pages`: PAGE_IMAGE records, log
-    /// synced, one device batch, device synced, FLUSH record. Pages go in
-    /// chunks when the log cannot hold all their images (each chunk is one
-    /// batch). Returns the number of batches.
+    /// The in-place write of `pages`. Protected (durability `sync` or
+    /// `group`): PAGE_IMAGE records, log synced, one device batch, device
+    /// synced, FLUSH record; pages go in chunks when the log cannot hold all
+    /// their images (each chunk is one batch). With `none`: the log's
+    /// buffered records written (not synced) before the pages, one batch,
+    /// FLUSH record. Returns the number of batches.
     pub(super) fn write_protected(&mut self, pages: &[(PageId, Vec<u8>)]) -> Result<u64> {
         let mut rest = pages;
         let mut batches = 0;
@@ -205,21 +220,29 @@ impl FastStore {
             }
             let (chunk, tail) = rest.split_at((n as usize).min(rest.len()));
             rest = tail;
-            let mut last = 0;
-            for (id, bytes) in chunk {
-                last = self.log.append(Record::new(
-                    RecordKind::PageImage,
-                    NO_OP,
-                    *id,
-                    bytes.clone(),
-                ))?;
+            let protect = self.protect();
+            if protect {
+                let mut last = 0;
+                for (id, bytes) in chunk {
+                    last = self.log.append(Record::new(
+                        RecordKind::PageImage,
+                        NO_OP,
+                        *id,
+                        bytes.clone(),
+                    ))?;
+                }
+                self.fstats.page_images += chunk.len() as u64;
+                self.log.sync_to(last)?;
+            } else {
+                // The log's records reach the device before the pages (no sync).
+                self.log.flush()?;
             }
-            self.fstats.page_images += chunk.len() as u64;
-            self.log.sync_to(last)?;
             let ids: Vec<PageId> = chunk.iter().map(|(id, _)| *id).collect();
             let data: Vec<u8> = chunk.iter().flat_map(|(_, b)| b.iter().copied()).collect();
             self.device.write_batch(&ids, &data)?;
-            self.device.sync()?;
+            if protect {
+                self.device.sync()?;
+            }
             self.log.append(Record::flush(&ids)?)?;
             batches += 1;
         }

@@ -45,7 +45,10 @@
 //!   written as one batch, device synced, FLUSH record. A crash that tears a
 //!   page before the FLUSH is durable leaves its image, which restart writes
 //!   back. The cost: each flushed page is written twice (once to the log,
-//!   sequentially) and each flush syncs twice. DEL rows write nothing: their
+//!   sequentially) and each flush syncs twice. With durability `none` (the
+//!   papers' mode) there are no images and no syncs, as in the eFIND store:
+//!   the log's buffered records are written (not synced) before the pages,
+//!   and a crash can tear a page. DEL rows write nothing: their
 //!   DEL records stay in the log until the next checkpoint, which makes the
 //!   page reusable.
 //! - **Compaction** (FAST's log compaction = Alg. 5 without reinsertion):
