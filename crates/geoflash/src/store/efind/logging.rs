@@ -140,8 +140,9 @@ impl EfindStore {
                 inner.estats.page_image_bytes += image_bytes;
             } else {
                 self.ensure_room(flush_rec.encoded_len() as u64)?;
-                // The log's records reach the device before the pages (no sync).
-                self.log_mut()?.flush()?;
+                // The records of the pages' changes reach the device before
+                // the pages (no sync).
+                self.log_mut()?.flush_for(pages)?;
             }
             self.device.write_batch(pages, data)?;
             if protect {

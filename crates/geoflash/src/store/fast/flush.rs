@@ -233,11 +233,13 @@ impl FastStore {
                 }
                 self.fstats.page_images += chunk.len() as u64;
                 self.log.sync_to(last)?;
-            } else {
-                // The log's records reach the device before the pages (no sync).
-                self.log.flush()?;
             }
             let ids: Vec<PageId> = chunk.iter().map(|(id, _)| *id).collect();
+            if !protect {
+                // The records of the pages' changes reach the device before
+                // the pages (no sync).
+                self.log.flush_for(&ids)?;
+            }
             let data: Vec<u8> = chunk.iter().flat_map(|(_, b)| b.iter().copied()).collect();
             self.device.write_batch(&ids, &data)?;
             if protect {

@@ -1038,3 +1038,26 @@ fn the_log_can_be_shared_between_threads() {
     send_sync::<Log>();
     send_sync::<LogReader>();
 }
+
+#[test]
+fn flush_for_writes_the_tail_only_for_pages_it_names() {
+    let dev = mem();
+    let mut log = Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::None)).unwrap();
+    log.append(rec(RecordKind::Mod, 1, 5, 100)).unwrap();
+    log.commit(1).unwrap();
+    let before = log.stats().pages_written;
+    log.flush_for(&[6, 7]).unwrap();
+    assert_eq!(log.stats().pages_written, before, "no record names 6 or 7");
+    log.flush_for(&[7, 5]).unwrap();
+    assert_eq!(
+        log.stats().pages_written,
+        before + 1,
+        "the MOD of 5 is written"
+    );
+    log.flush_for(&[5]).unwrap();
+    assert_eq!(log.stats().pages_written, before + 1, "already written");
+    // The written tail holds the COMMIT: a reopen sees operation 1 committed.
+    drop(log);
+    let (_log, recovered) = Log::open(dev, 0, LOG_PAGES, config(Durability::None)).unwrap();
+    assert_eq!(recovered.committed_ops, vec![1]);
+}

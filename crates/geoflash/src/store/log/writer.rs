@@ -1,5 +1,6 @@
 //! [`Log`]: appending records, group commit, flush and sync, capacity,
 //! compaction and restart. See the [module docs](super) for the layout.
+use std::collections::HashSet;
 use std::time::Instant;
 
 use crate::storage::PageId;
@@ -60,6 +61,10 @@ pub struct Log {
     durable_pos: u64,
     /// Record bytes not yet written; starts at a page boundary.
     buf: Vec<u8>,
+    /// Pages named by records appended since the last [`Log::flush`] (a
+    /// superset of the pages with a record in `buf`), for
+    /// [`Log::flush_for`].
+    unwritten_pages: HashSet<PageId>,
     /// LSN of the next record.
     next_lsn: Lsn,
     /// Every record up to this LSN is durable.
@@ -174,6 +179,7 @@ impl Log {
             next_pos: 0,
             durable_pos: 0,
             buf: Vec::new(),
+            unwritten_pages: HashSet::new(),
             next_lsn: sb.lsn_floor + 1,
             durable_lsn: sb.lsn_floor,
             last_lsn: sb.lsn_floor,
@@ -239,6 +245,9 @@ impl Log {
         self.guard(|log| {
             rec.lsn = log.next_lsn;
             rec.encode_into(&mut log.buf)?;
+            if rec.page != 0 {
+                log.unwritten_pages.insert(rec.page);
+            }
             log.next_lsn += 1;
             log.last_lsn = rec.lsn;
             log.stats.records += 1;
@@ -361,8 +370,26 @@ impl Log {
             log.buf = buf;
             res?;
             log.buf.clear();
+            log.unwritten_pages.clear();
             Ok(())
         })
+    }
+
+    /// Write-ahead for pages written in place without a sync (durability
+    /// `none`): writes the buffered tail (as [`Log::flush`]) only when a
+    /// record appended since the last flush names one of `pages`, so that
+    /// a page never reaches the device before the records of its changes,
+    /// without padding a log page for every flush of pages whose records
+    /// are written already. A page not named since the last flush has its
+    /// records, and the COMMITs of their operations, on the device: the
+    /// stores append an operation's records and its COMMIT together at its
+    /// commit, with no [`Log::flush`] in between, and write pages between
+    /// operations only.
+    pub fn flush_for(&mut self, pages: &[PageId]) -> Result<()> {
+        if pages.iter().any(|p| self.unwritten_pages.contains(p)) {
+            self.flush()?;
+        }
+        Ok(())
     }
 
     fn device_sync(&mut self) -> Result<()> {
