@@ -57,6 +57,7 @@ mod rstar;
 mod split;
 #[cfg(test)]
 mod tests;
+pub mod xbr;
 
 pub use bulk::BulkMethod;
 pub use check::TreeReport;

@@ -123,6 +123,14 @@ pub struct StoreStats {
 pub trait NodeStore: Send + Sync {
     /// The newest version of node `id`; many readers at once.
     fn get(&self, id: PageId) -> Result<Arc<Node>>;
+    /// The newest versions of nodes `ids` (in that order): what
+    /// [`get`](Self::get) returns for each, with the device pages that are
+    /// not in memory read as one batch where the store can (Fevgas' thesis:
+    /// an SSD reaches its speed only with many reads in flight). The default
+    /// calls `get` once per id; stores that read pages in place override it.
+    fn get_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
+        ids.iter().map(|&id| self.get(id)).collect()
+    }
     /// Starts one user operation.
     fn begin_op(&mut self) -> Result<OpId>;
     /// Creates a node and returns its page id (from the free list, else the end of the device).
@@ -200,6 +208,9 @@ impl OpBracket {
 impl NodeStore for Box<dyn NodeStore> {
     fn get(&self, id: PageId) -> Result<Arc<Node>> {
         (**self).get(id)
+    }
+    fn get_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
+        (**self).get_batch(ids)
     }
     fn begin_op(&mut self) -> Result<OpId> {
         (**self).begin_op()

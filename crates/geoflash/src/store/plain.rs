@@ -377,14 +377,50 @@ impl PlainStore {
     fn read_node(&self, id: PageId) -> Result<Node> {
         let mut buf = vec![0u8; self.page_size];
         self.device.read(id, &mut buf)?;
-        if page::is_blank(&buf) {
-            return Err(Error::corrupt(
-                Some(id),
-                "node page is blank (never written)",
-            ));
+        decode_node_page(&buf, id)
+    }
+
+    /// Node `id` from the buffer (counted as a get and a hit), or `None`
+    /// (counted as a get and a miss).
+    fn buffered(&self, id: PageId) -> Option<Arc<Node>> {
+        let mut inner = self.lock();
+        inner.stats.node_gets += 1;
+        if let Some(slot) = inner.cache.get(id) {
+            let node = Arc::clone(&slot.node);
+            inner.stats.buffer_hits += 1;
+            return Some(node);
         }
-        let (_, node) = page::decode_node(&buf, Some(id))?;
-        Ok(node)
+        inner.stats.buffer_misses += 1;
+        None
+    }
+
+    /// Takes node `id` just read from the device into the buffer (when there
+    /// is one) and returns the version readers see.
+    fn adopt(&self, id: PageId, node: Node) -> Arc<Node> {
+        let node = Arc::new(node);
+        let mut inner = self.lock();
+        inner.stats.node_reads += 1;
+        if let Some(slot) = inner.cache.peek(id) {
+            // Another reader buffered it meanwhile.
+            return Arc::clone(&slot.node);
+        }
+        if self.config.buffer_bytes > 0 {
+            let m = meta_of(&node);
+            let slot = Slot {
+                node: Arc::clone(&node),
+                dirty: false,
+            };
+            inner.cache.insert_pinned(id, slot, m);
+            note_peak(&mut inner);
+            if !inner.in_op && inner.failure.is_none() {
+                // A failed write-back is recorded (sticky) and reported by the
+                // next change; the reader still gets its node.
+                if let Err(e) = self.evict(&mut inner) {
+                    tracing::warn!("plain store: write-back during a read failed: {e}");
+                }
+            }
+        }
+        node
     }
 
     /// Writes `nodes` (sorted by page id) in one batch and counts them as a flush.
@@ -471,6 +507,18 @@ impl PlainStore {
     }
 }
 
+/// Decodes the node page `id` read from the device; a blank page is corrupt.
+fn decode_node_page(buf: &[u8], id: PageId) -> Result<Node> {
+    if page::is_blank(buf) {
+        return Err(Error::corrupt(
+            Some(id),
+            "node page is blank (never written)",
+        ));
+    }
+    let (_, node) = page::decode_node(buf, Some(id))?;
+    Ok(node)
+}
+
 /// Records the first device write or sync failure and passes the error on.
 fn note_failure(inner: &mut Inner, e: Error) -> Error {
     if inner.failure.is_none() {
@@ -499,41 +547,50 @@ fn note_peak(inner: &mut Inner) {
 impl NodeStore for PlainStore {
     fn get(&self, id: PageId) -> Result<Arc<Node>> {
         self.check_node_page(id)?;
-        {
-            let mut inner = self.lock();
-            inner.stats.node_gets += 1;
-            if let Some(slot) = inner.cache.get(id) {
-                let node = Arc::clone(&slot.node);
-                inner.stats.buffer_hits += 1;
-                return Ok(node);
-            }
-            inner.stats.buffer_misses += 1;
+        if let Some(node) = self.buffered(id) {
+            return Ok(node);
         }
         // Read outside the lock: a node absent from the buffer is current on the device.
-        let node = Arc::new(self.read_node(id)?);
-        let mut inner = self.lock();
-        inner.stats.node_reads += 1;
-        if let Some(slot) = inner.cache.peek(id) {
-            // Another reader buffered it meanwhile.
-            return Ok(Arc::clone(&slot.node));
+        let node = self.read_node(id)?;
+        Ok(self.adopt(id, node))
+    }
+
+    /// Buffered nodes are served from memory; the others are read as one
+    /// device batch (sorted page ids, each page once) and buffered like `get`.
+    fn get_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
+        let mut out: Vec<Option<Arc<Node>>> = Vec::with_capacity(ids.len());
+        let mut missing: Vec<PageId> = Vec::new();
+        for &id in ids {
+            self.check_node_page(id)?;
+            let node = self.buffered(id);
+            if node.is_none() {
+                missing.push(id);
+            }
+            out.push(node);
         }
-        if self.config.buffer_bytes > 0 {
-            let m = meta_of(&node);
-            let slot = Slot {
-                node: Arc::clone(&node),
-                dirty: false,
-            };
-            inner.cache.insert_pinned(id, slot, m);
-            note_peak(&mut inner);
-            if !inner.in_op && inner.failure.is_none() {
-                // A failed write-back is recorded (sticky) and reported by the
-                // next change; the reader still gets its node.
-                if let Err(e) = self.evict(&mut inner) {
-                    tracing::warn!("plain store: write-back during a read failed: {e}");
+        missing.sort_unstable();
+        missing.dedup();
+        if !missing.is_empty() {
+            let ps = self.page_size;
+            let mut buf = vec![0u8; missing.len() * ps];
+            self.device.read_batch(&missing, &mut buf)?;
+            let mut read = std::collections::HashMap::with_capacity(missing.len());
+            for (&id, chunk) in missing.iter().zip(buf.chunks_exact(ps)) {
+                let node = decode_node_page(chunk, id)?;
+                read.insert(id, self.adopt(id, node));
+            }
+            for (slot, &id) in out.iter_mut().zip(ids) {
+                if slot.is_none() {
+                    *slot = read.get(&id).cloned();
                 }
             }
         }
-        Ok(node)
+        out.into_iter()
+            .zip(ids)
+            .map(|(n, &id)| {
+                n.ok_or_else(|| Error::corrupt(Some(id), "node missing from a batch read"))
+            })
+            .collect()
     }
 
     fn begin_op(&mut self) -> Result<OpId> {

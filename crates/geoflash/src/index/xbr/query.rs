@@ -1,0 +1,346 @@
+//! Queries of the xBR+-tree: point location, window (range), distance
+//! range and kNN, and the batch versions of the first three (Fevgas'
+//! thesis §3.6; Roumelis et al., MEDI 2018).
+//!
+//! A *batch* query processes many queries together, level by level from the
+//! root: at each level the nodes any query of the batch needs are read with
+//! one [`NodeStore::get_batch`] per `max_batch` pages (each page once, however
+//! many queries need it), so a store that reads pages in place submits them
+//! as one device batch. The thesis segments the query set into batches that
+//! fit memory; here the caller passes the queries of one batch, and
+//! `max_batch` bounds one read submission. The one-at-a-time versions visit
+//! nodes depth first, one `get` each.
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+
+use super::quad::{self, Domain};
+use super::XbrTree;
+use crate::geom::{Point, Rect};
+use crate::index::Neighbor;
+use crate::page::{Entry, Node};
+use crate::storage::PageId;
+use crate::store::NodeStore;
+use crate::Result;
+
+/// A point found by a query: object id and point.
+pub type Found = (u64, Point);
+
+/// One query as a traversal: which children of an internal node it enters
+/// and which records of a leaf it reports.
+pub trait Probe {
+    /// Appends the pages of the children of internal node `page` to visit.
+    fn children(&self, node: &Node, page: PageId, out: &mut Vec<PageId>) -> Result<()>;
+    /// Reports leaf record `e`?
+    fn select(&self, e: &Entry) -> bool;
+}
+
+/// Points inside a closed window.
+#[derive(Debug, Clone, Copy)]
+pub struct WindowProbe(pub Rect);
+
+impl Probe for WindowProbe {
+    fn children(&self, node: &Node, page: PageId, out: &mut Vec<PageId>) -> Result<()> {
+        for e in &node.entries {
+            if quad::child_ref(e, page)?
+                .dbr
+                .is_some_and(|d| d.intersects(&self.0))
+            {
+                out.push(e.key);
+            }
+        }
+        Ok(())
+    }
+    fn select(&self, e: &Entry) -> bool {
+        self.0.contains_point(&quad::entry_point(e))
+    }
+}
+
+/// Points within a distance of a centre (boundary included).
+#[derive(Debug, Clone, Copy)]
+pub struct DistanceProbe {
+    /// Centre.
+    pub center: Point,
+    /// Radius.
+    pub radius: f64,
+}
+
+impl Probe for DistanceProbe {
+    fn children(&self, node: &Node, page: PageId, out: &mut Vec<PageId>) -> Result<()> {
+        for e in &node.entries {
+            let near = quad::child_ref(e, page)?
+                .dbr
+                .is_some_and(|d| d.min_dist_point(&self.center) <= self.radius);
+            if near {
+                out.push(e.key);
+            }
+        }
+        Ok(())
+    }
+    fn select(&self, e: &Entry) -> bool {
+        quad::entry_point(e).distance(&self.center) <= self.radius
+    }
+}
+
+/// Point location: the one path of a point (none when it lies outside the domain).
+#[derive(Debug, Clone, Copy)]
+pub struct PointProbe {
+    point: Point,
+    /// The point's address; `None` outside the domain.
+    code: Option<u64>,
+}
+
+impl PointProbe {
+    /// The location query of `p` in `domain`.
+    pub fn new(domain: &Domain, p: Point) -> Self {
+        PointProbe {
+            point: p,
+            code: domain.code(&p).ok(),
+        }
+    }
+}
+
+impl Probe for PointProbe {
+    fn children(&self, node: &Node, page: PageId, out: &mut Vec<PageId>) -> Result<()> {
+        if let Some(code) = self.code {
+            out.push(node.entries[quad::route(&node.entries, code, page)?].key);
+        }
+        Ok(())
+    }
+    fn select(&self, e: &Entry) -> bool {
+        self.code.is_some() && quad::entry_point(e) == self.point
+    }
+}
+
+/// Counters of a batch query.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchStats {
+    /// Node visits the queries made (a node needed by 3 queries counts 3).
+    pub visits: u64,
+    /// Distinct node reads requested from the store.
+    pub nodes_read: u64,
+    /// `get_batch` calls (read submissions).
+    pub batches: u64,
+}
+
+impl<S: NodeStore> XbrTree<S> {
+    /// Runs `probe` one node at a time (depth first, one `get` per node).
+    pub fn probe(&self, probe: &impl Probe) -> Result<Vec<Found>> {
+        let mut out = Vec::new();
+        let mut stack: Vec<PageId> = self.store.meta().root.into_iter().collect();
+        let mut children = Vec::new();
+        while let Some(page) = stack.pop() {
+            let node = self.node(page)?;
+            visit(probe, &node, page, &mut out, &mut children)?;
+            stack.append(&mut children);
+        }
+        Ok(out)
+    }
+
+    /// Runs `probes` together, level by level, reading each level's nodes
+    /// in batches of at most `max_batch` pages; `on_read` sees every node
+    /// read. Answers in the order of `probes`.
+    pub fn probe_batch<P: Probe>(
+        &self,
+        probes: &[P],
+        max_batch: usize,
+        on_read: &mut dyn FnMut(PageId, &Arc<Node>),
+    ) -> Result<(Vec<Vec<Found>>, BatchStats)> {
+        let mut out: Vec<Vec<Found>> = vec![Vec::new(); probes.len()];
+        let mut stats = BatchStats::default();
+        let Some(root) = self.store.meta().root else {
+            return Ok((out, stats));
+        };
+        let mut frontier: Vec<(usize, PageId)> = (0..probes.len()).map(|q| (q, root)).collect();
+        let mut children = Vec::new();
+        while !frontier.is_empty() {
+            let mut pages: Vec<PageId> = frontier.iter().map(|&(_, p)| p).collect();
+            pages.sort_unstable();
+            pages.dedup();
+            let mut nodes: HashMap<PageId, Arc<Node>> = HashMap::with_capacity(pages.len());
+            for chunk in pages.chunks(max_batch.max(1)) {
+                for (&id, node) in chunk.iter().zip(self.nodes_batch(chunk)?) {
+                    on_read(id, &node);
+                    nodes.insert(id, node);
+                }
+                stats.batches += 1;
+                stats.nodes_read += chunk.len() as u64;
+            }
+            let mut next = Vec::new();
+            for (q, page) in frontier {
+                stats.visits += 1;
+                let node = &nodes[&page];
+                visit(&probes[q], node, page, &mut out[q], &mut children)?;
+                next.extend(children.drain(..).map(|c| (q, c)));
+            }
+            frontier = next;
+        }
+        Ok((out, stats))
+    }
+
+    /// Points inside the closed window `w` (one node at a time).
+    pub fn range(&self, w: &Rect) -> Result<Vec<Found>> {
+        self.probe(&WindowProbe(*w))
+    }
+
+    /// Points within `radius` of `center` (one node at a time).
+    pub fn within_distance(&self, center: &Point, radius: f64) -> Result<Vec<Found>> {
+        self.probe(&DistanceProbe {
+            center: *center,
+            radius,
+        })
+    }
+
+    /// The id of the point at `p`, if the tree holds it.
+    pub fn point(&self, p: &Point) -> Result<Option<u64>> {
+        Ok(self
+            .probe(&PointProbe::new(&self.domain, *p))?
+            .first()
+            .map(|&(id, _)| id))
+    }
+
+    /// Window queries as one batch (see the module documentation).
+    pub fn range_batch(
+        &self,
+        windows: &[Rect],
+        max_batch: usize,
+    ) -> Result<(Vec<Vec<Found>>, BatchStats)> {
+        let probes: Vec<WindowProbe> = windows.iter().map(|w| WindowProbe(*w)).collect();
+        self.probe_batch(&probes, max_batch, &mut |_, _| {})
+    }
+
+    /// Distance-range queries `(centre, radius)` as one batch.
+    pub fn within_distance_batch(
+        &self,
+        queries: &[(Point, f64)],
+        max_batch: usize,
+    ) -> Result<(Vec<Vec<Found>>, BatchStats)> {
+        let probes: Vec<DistanceProbe> = queries
+            .iter()
+            .map(|&(center, radius)| DistanceProbe { center, radius })
+            .collect();
+        self.probe_batch(&probes, max_batch, &mut |_, _| {})
+    }
+
+    /// Point-location queries as one batch: the id at each point, if any.
+    pub fn point_batch(
+        &self,
+        points: &[Point],
+        max_batch: usize,
+    ) -> Result<(Vec<Option<u64>>, BatchStats)> {
+        let probes: Vec<PointProbe> = points
+            .iter()
+            .map(|p| PointProbe::new(&self.domain, *p))
+            .collect();
+        let (found, stats) = self.probe_batch(&probes, max_batch, &mut |_, _| {})?;
+        Ok((
+            found.iter().map(|f| f.first().map(|&(id, _)| id)).collect(),
+            stats,
+        ))
+    }
+
+    /// The `k` points nearest to `p` by best-first search (Hjaltason and
+    /// Samet) over the DBRs, by ascending distance (which of several points
+    /// tied at the k-th distance is returned is unspecified).
+    pub fn nearest(&self, p: &Point, k: usize) -> Result<Vec<Neighbor>> {
+        let mut out = Vec::with_capacity(k);
+        let Some(root) = self.store.meta().root else {
+            return Ok(out);
+        };
+        let mut heap = BinaryHeap::new();
+        heap.push(Reverse(Item {
+            dist: 0.0,
+            node: true,
+            key: root,
+            point: *p,
+        }));
+        while let Some(Reverse(item)) = heap.pop() {
+            if out.len() >= k {
+                break;
+            }
+            if !item.node {
+                out.push(Neighbor {
+                    id: item.key,
+                    rect: Rect::from_point(item.point),
+                    distance: item.dist,
+                });
+                continue;
+            }
+            let node = self.node(item.key)?;
+            for e in &node.entries {
+                if node.level == 0 {
+                    let q = quad::entry_point(e);
+                    heap.push(Reverse(Item {
+                        dist: q.distance(p),
+                        node: false,
+                        key: e.key,
+                        point: q,
+                    }));
+                } else if let Some(d) = quad::child_ref(e, item.key)?.dbr {
+                    heap.push(Reverse(Item {
+                        dist: d.min_dist_point(p),
+                        node: true,
+                        key: e.key,
+                        point: *p,
+                    }));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// One node of a traversal: records of a leaf that `probe` selects go to
+/// `out`, the children of an internal node it enters to `children`.
+fn visit(
+    probe: &impl Probe,
+    node: &Node,
+    page: PageId,
+    out: &mut Vec<Found>,
+    children: &mut Vec<PageId>,
+) -> Result<()> {
+    if node.level == 0 {
+        out.extend(
+            node.entries
+                .iter()
+                .filter(|e| probe.select(e))
+                .map(|e| (e.key, quad::entry_point(e))),
+        );
+        Ok(())
+    } else {
+        probe.children(node, page, children)
+    }
+}
+
+/// A kNN queue item: a node (by the MINDIST of its DBR) or a point.
+#[derive(Debug, Clone, Copy)]
+struct Item {
+    dist: f64,
+    node: bool,
+    key: u64,
+    point: Point,
+}
+
+impl PartialEq for Item {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Item {}
+
+impl PartialOrd for Item {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Item {
+    /// By distance, points before nodes at equal distance, then by key.
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.dist
+            .total_cmp(&other.dist)
+            .then(self.node.cmp(&other.node))
+            .then(self.key.cmp(&other.key))
+    }
+}

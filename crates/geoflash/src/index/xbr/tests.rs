@@ -1,0 +1,573 @@
+//! xBR+-tree tests: random operation sequences against a brute-force
+//! oracle on every store (memory, plain with and without buffer, eFIND,
+//! FAST), every invariant checked after each operation, reopening after a
+//! checkpoint; bulk loading and bulk insertion against the oracle; batch
+//! queries against the one-at-a-time ones and their device batches; bad input.
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::cache::PolicyKind;
+use crate::geom::Point;
+use crate::storage::mem::MemDevice;
+use crate::storage::PageDevice;
+use crate::store::efind::{EfindConfig, EfindStore};
+use crate::store::fast::LogPlacement;
+use crate::store::mem::MemStore;
+use crate::store::{FastConfig, FastStore, PlainConfig, PlainStore};
+
+const PAGE: usize = 4096;
+
+fn cases() -> u32 {
+    std::env::var("GEOFLASH_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64)
+}
+
+fn pt(x: f64, y: f64) -> Point {
+    Point::new(x, y).unwrap()
+}
+
+fn domain() -> Rect {
+    Rect::new(0.0, 0.0, 64.0, 64.0).unwrap()
+}
+
+/// The stores under test.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Mem,
+    Plain,
+    PlainNoBuffer,
+    Efind,
+    Fast,
+}
+
+fn efind_cfg() -> EfindConfig {
+    EfindConfig {
+        buffer_bytes: 12 * 1024,
+        with_payload: true,
+        log_capacity: 1 << 20,
+        ..EfindConfig::default()
+    }
+}
+
+fn fast_cfg() -> FastConfig {
+    FastConfig {
+        buffer_bytes: 12 * 1024,
+        with_payload: true,
+        log_capacity: 1 << 20,
+        ..FastConfig::default()
+    }
+}
+
+fn plain_cfg(buffer_bytes: usize) -> PlainConfig {
+    PlainConfig {
+        buffer_bytes,
+        policy: PolicyKind::Lru,
+        with_payload: true,
+    }
+}
+
+/// A store of `kind` on `dev` (created fresh or reopened).
+fn store_on(kind: Kind, dev: &Arc<dyn PageDevice>, fresh: bool) -> Box<dyn NodeStore> {
+    let d = Arc::clone(dev);
+    let log = || LogPlacement::tail_of(dev, fast_cfg().log_pages(PAGE).unwrap()).unwrap();
+    match (kind, fresh) {
+        (Kind::Mem, _) => Box::new(MemStore::new()),
+        (Kind::Plain, true) => Box::new(PlainStore::create(d, plain_cfg(16 * 1024)).unwrap()),
+        (Kind::Plain, false) => Box::new(PlainStore::open(d, plain_cfg(16 * 1024)).unwrap()),
+        (Kind::PlainNoBuffer, true) => Box::new(PlainStore::create(d, plain_cfg(0)).unwrap()),
+        (Kind::PlainNoBuffer, false) => Box::new(PlainStore::open(d, plain_cfg(0)).unwrap()),
+        (Kind::Efind, true) => Box::new(EfindStore::create(d, efind_cfg()).unwrap()),
+        (Kind::Efind, false) => Box::new(EfindStore::open(d, efind_cfg()).unwrap()),
+        (Kind::Fast, true) => Box::new(FastStore::create(d, log(), fast_cfg()).unwrap()),
+        (Kind::Fast, false) => Box::new(FastStore::open(d, log(), fast_cfg()).unwrap()),
+    }
+}
+
+fn device() -> Arc<dyn PageDevice> {
+    Arc::new(MemDevice::new(PAGE, 1 << 12).unwrap())
+}
+
+/// Brute-force oracle.
+#[derive(Default, Clone, Debug)]
+struct Oracle {
+    items: Vec<(u64, Point)>,
+}
+
+impl Oracle {
+    fn range(&self, w: &Rect) -> BTreeSet<u64> {
+        self.items
+            .iter()
+            .filter(|(_, p)| w.contains_point(p))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+    fn within(&self, c: &Point, r: f64) -> BTreeSet<u64> {
+        self.items
+            .iter()
+            .filter(|(_, p)| p.distance(c) <= r)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+    fn knn(&self, c: &Point, k: usize) -> Vec<f64> {
+        let mut d: Vec<f64> = self.items.iter().map(|(_, p)| p.distance(c)).collect();
+        d.sort_by(f64::total_cmp);
+        d.truncate(k);
+        d
+    }
+    fn at(&self, p: &Point) -> Option<u64> {
+        self.items.iter().find(|(_, q)| q == p).map(|(id, _)| *id)
+    }
+}
+
+fn ids(found: &[query::Found]) -> BTreeSet<u64> {
+    found.iter().map(|(id, _)| *id).collect()
+}
+
+/// Compares every answer of `t` with the oracle's and checks the invariants.
+fn agree<S: NodeStore>(t: &XbrTree<S>, o: &Oracle) {
+    let rep = t.check().unwrap();
+    assert_eq!(rep.points, o.items.len() as u64);
+    assert_eq!(ids(&t.range(&domain()).unwrap()), o.range(&domain()));
+    for (id, p) in &o.items {
+        assert_eq!(t.point(p).unwrap(), Some(*id));
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u64, u16, u16),
+    InsertAtExisting(u64, usize),
+    InsertExistingId(usize, u16, u16),
+    InsertOutside(u64),
+    Delete(usize),
+    DeleteAbsent(u16, u16),
+    Range(u16, u16, u16, u16),
+    Within(u16, u16, u16),
+    Knn(u16, u16, usize),
+    Point(u16, u16),
+}
+
+/// Grid coordinates: 0..=256 quarter units over the 64 × 64 domain.
+fn coord(c: u16) -> f64 {
+    f64::from(c % 257) / 4.0
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (any::<u64>(), any::<u16>(), any::<u16>()).prop_map(|(i, x, y)| Op::Insert(i % 100_000, x, y)),
+        1 => (any::<u64>(), any::<usize>()).prop_map(|(i, k)| Op::InsertAtExisting(i % 100_000, k)),
+        1 => (any::<usize>(), any::<u16>(), any::<u16>()).prop_map(|(k, x, y)| Op::InsertExistingId(k, x, y)),
+        1 => any::<u64>().prop_map(|i| Op::InsertOutside(i % 100_000)),
+        3 => any::<usize>().prop_map(Op::Delete),
+        1 => (any::<u16>(), any::<u16>()).prop_map(|(x, y)| Op::DeleteAbsent(x, y)),
+        2 => (any::<u16>(), any::<u16>(), any::<u16>(), any::<u16>()).prop_map(|(a, b, c, d)| Op::Range(a, b, c, d)),
+        1 => (any::<u16>(), any::<u16>(), any::<u16>()).prop_map(|(x, y, r)| Op::Within(x, y, r)),
+        1 => (any::<u16>(), any::<u16>(), 1usize..12).prop_map(|(x, y, k)| Op::Knn(x, y, k)),
+        1 => (any::<u16>(), any::<u16>()).prop_map(|(x, y)| Op::Point(x, y)),
+    ]
+}
+
+/// Runs `ops` on `t` and the oracle, comparing after each.
+fn run_ops<S: NodeStore>(t: &mut XbrTree<S>, o: &mut Oracle, ops: &[Op]) {
+    for op in ops {
+        match *op {
+            Op::Insert(id, x, y) => {
+                let p = pt(coord(x), coord(y));
+                let expect_ok = o.items.iter().all(|(i, q)| *i != id && *q != p);
+                let r = t.insert(id, p);
+                assert_eq!(r.is_ok(), expect_ok, "insert {id} at {p:?}: {r:?}");
+                if expect_ok {
+                    o.items.push((id, p));
+                }
+            }
+            Op::InsertAtExisting(id, k) if !o.items.is_empty() => {
+                let p = o.items[k % o.items.len()].1;
+                let e = t.insert(id, p).unwrap_err();
+                assert!(e.to_string().contains("already"), "{e}");
+            }
+            Op::InsertExistingId(k, x, y) if !o.items.is_empty() => {
+                let id = o.items[k % o.items.len()].0;
+                let e = t.insert(id, pt(coord(x), coord(y))).unwrap_err();
+                assert!(
+                    e.is_user_error() && e.to_string().contains("already"),
+                    "{e}"
+                );
+            }
+            Op::InsertOutside(id) => {
+                let e = t.insert(id, pt(64.5, 3.0)).unwrap_err();
+                assert!(e.to_string().contains("outside"), "{e}");
+            }
+            Op::Delete(k) if !o.items.is_empty() => {
+                let (id, p) = o.items.swap_remove(k % o.items.len());
+                t.delete(id, p).unwrap();
+            }
+            Op::DeleteAbsent(x, y) => {
+                let p = pt(coord(x), coord(y));
+                if o.at(&p) != Some(7) {
+                    assert!(t.delete(7, p).is_err());
+                }
+            }
+            Op::Range(a, b, c, d) => {
+                let (x0, x1) = (coord(a).min(coord(c)), coord(a).max(coord(c)));
+                let (y0, y1) = (coord(b).min(coord(d)), coord(b).max(coord(d)));
+                let w = Rect::new(x0, y0, x1, y1).unwrap();
+                assert_eq!(ids(&t.range(&w).unwrap()), o.range(&w));
+            }
+            Op::Within(x, y, r) => {
+                let (c, r) = (pt(coord(x), coord(y)), coord(r) / 4.0);
+                assert_eq!(ids(&t.within_distance(&c, r).unwrap()), o.within(&c, r));
+            }
+            Op::Knn(x, y, k) => {
+                let c = pt(coord(x), coord(y));
+                let got = t.nearest(&c, k).unwrap();
+                let d: Vec<f64> = got.iter().map(|n| n.distance).collect();
+                assert_eq!(d, o.knn(&c, k));
+                for n in &got {
+                    let p = o.items.iter().find(|(i, _)| *i == n.id).unwrap().1;
+                    assert_eq!(p.distance(&c), n.distance);
+                }
+            }
+            Op::Point(x, y) => {
+                let p = pt(coord(x), coord(y));
+                assert_eq!(t.point(&p).unwrap(), o.at(&p));
+            }
+            _ => {}
+        }
+        let rep = t.check().unwrap();
+        assert_eq!(rep.points, o.items.len() as u64);
+    }
+}
+
+/// Batch queries answer like the one-at-a-time ones.
+fn batches_agree<S: NodeStore>(t: &XbrTree<S>, o: &Oracle) {
+    let windows: Vec<Rect> = (0..6)
+        .map(|i| {
+            let a = f64::from(i) * 9.0;
+            Rect::new(a, 64.0 - a - 10.0, a + 12.0, 64.0 - a).unwrap()
+        })
+        .collect();
+    let (got, stats) = t.range_batch(&windows, 2).unwrap();
+    for (w, g) in windows.iter().zip(&got) {
+        assert_eq!(ids(g), o.range(w));
+    }
+    assert!(stats.nodes_read <= stats.visits);
+    let mut points: Vec<Point> = o.items.iter().map(|(_, p)| *p).collect();
+    points.push(pt(1.1, 2.3));
+    points.push(pt(100.0, 2.3));
+    let (found, _) = t.point_batch(&points, 3).unwrap();
+    for (p, f) in points.iter().zip(found) {
+        assert_eq!(f, o.at(p));
+    }
+    let qs = [(pt(10.0, 10.0), 7.5), (pt(60.0, 2.0), 20.0)];
+    let (got, _) = t.within_distance_batch(&qs, 64).unwrap();
+    for ((c, r), g) in qs.iter().zip(&got) {
+        assert_eq!(ids(g), o.within(c, *r));
+    }
+}
+
+/// The whole scenario on one store kind: operations, batches, reopen.
+fn scenario(kind: Kind, max: usize, ops: &[Op]) {
+    let dev = device();
+    let cfg = XbrConfig::new(domain(), max);
+    let mut t = XbrTree::create(store_on(kind, &dev, true), cfg).unwrap();
+    let mut o = Oracle::default();
+    run_ops(&mut t, &mut o, ops);
+    batches_agree(&t, &o);
+    if kind != Kind::Mem {
+        t.checkpoint().unwrap();
+        drop(t);
+        let mut t = XbrTree::open(store_on(kind, &dev, false), cfg).unwrap();
+        agree(&t, &o);
+        // The id set is rebuilt after the reopen.
+        if let Some(&(id, _)) = o.items.first() {
+            assert!(t.insert(id, pt(63.9, 63.9)).is_err());
+        }
+        run_ops(&mut t, &mut o, &ops[..ops.len().min(20)]);
+        agree(&t, &o);
+    }
+}
+
+fn ops_strategy() -> impl Strategy<Value = (usize, Vec<Op>)> {
+    (
+        prop_oneof![Just(3usize), Just(4), Just(7)],
+        prop::collection::vec(op(), 1..160),
+    )
+}
+
+macro_rules! oracle_test {
+    ($name:ident, $kind:expr, $div:expr) => {
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases((cases() / $div).max(1)))]
+            #[test]
+            fn $name((max, ops) in ops_strategy()) {
+                scenario($kind, max, &ops);
+            }
+        }
+    };
+}
+
+oracle_test!(random_ops_agree_with_the_oracle_on_memstore, Kind::Mem, 1);
+oracle_test!(
+    random_ops_agree_with_the_oracle_on_plain_buffered,
+    Kind::Plain,
+    2
+);
+oracle_test!(
+    random_ops_agree_with_the_oracle_on_plain_unbuffered,
+    Kind::PlainNoBuffer,
+    2
+);
+oracle_test!(random_ops_agree_with_the_oracle_on_efind, Kind::Efind, 2);
+oracle_test!(random_ops_agree_with_the_oracle_on_fast, Kind::Fast, 2);
+
+fn distinct_points() -> impl Strategy<Value = Vec<(u64, Point)>> {
+    prop::collection::btree_set((0u16..=256, 0u16..=256), 0..400).prop_map(|s| {
+        s.into_iter()
+            .enumerate()
+            .map(|(i, (x, y))| (i as u64 * 3 + 1, pt(coord(x), coord(y))))
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases((cases() / 2).max(1)))]
+    /// Bulk loading and then bulk insertion build trees that answer like
+    /// the oracle, on every store, and survive a reopen.
+    #[test]
+    fn bulk_load_and_bulk_insert_agree_with_the_oracle(
+        points in distinct_points(),
+        split in 0usize..=100,
+        max in prop_oneof![Just(3usize), Just(5), Just(16)],
+        write_batch in 1usize..40,
+        chunk in 1usize..300,
+        kind in prop_oneof![Just(Kind::Mem), Just(Kind::Plain), Just(Kind::PlainNoBuffer), Just(Kind::Efind), Just(Kind::Fast)],
+    ) {
+        let at = points.len() * split / 100;
+        let (first, rest) = points.split_at(at);
+        let opts = BulkOptions { write_batch, chunk_points: chunk, read_batch: 7 };
+        let dev = device();
+        let cfg = XbrConfig::new(domain(), max);
+        let mut t = XbrTree::bulk_load(store_on(kind, &dev, true), cfg, first, opts).unwrap();
+        let mut o = Oracle { items: first.to_vec() };
+        agree(&t, &o);
+        let chunks = t.bulk_insert(rest, opts).unwrap();
+        prop_assert_eq!(chunks, rest.len().div_ceil(chunk));
+        o.items.extend_from_slice(rest);
+        agree(&t, &o);
+        batches_agree(&t, &o);
+        // Deletes and inserts after the bulk operations.
+        let ops: Vec<Op> = (0..30).map(|i| if i % 3 == 0 { Op::Insert(1_000_000 + i, (i * 37) as u16, (i * 91) as u16) } else { Op::Delete(i as usize * 7) }).collect();
+        run_ops(&mut t, &mut o, &ops);
+        if kind != Kind::Mem {
+            t.checkpoint().unwrap();
+            drop(t);
+            let t = XbrTree::open(store_on(kind, &dev, false), cfg).unwrap();
+            agree(&t, &o);
+        }
+    }
+}
+
+#[test]
+fn bad_input_is_a_clear_error_and_changes_nothing() {
+    let mut t = XbrTree::create(MemStore::new(), XbrConfig::new(domain(), 4)).unwrap();
+    t.insert(1, pt(1.0, 1.0)).unwrap();
+    let e = t.insert(2, pt(-0.5, 1.0)).unwrap_err();
+    assert!(
+        e.is_user_error() && e.to_string().contains("outside"),
+        "{e}"
+    );
+    let e = t.insert(2, pt(1.0, 1.0)).unwrap_err();
+    assert!(
+        e.is_user_error() && e.to_string().contains("distinct points"),
+        "{e}"
+    );
+    let e = t.insert(1, pt(2.0, 1.0)).unwrap_err();
+    assert!(
+        e.is_user_error() && e.to_string().contains("object id 1"),
+        "{e}"
+    );
+    let e = t.delete(1, pt(2.0, 1.0)).unwrap_err();
+    assert!(e.is_user_error() && e.to_string().contains("not in"), "{e}");
+    assert!(t.delete(1, pt(99.0, 1.0)).is_err());
+    // Bulk operations check the whole batch first.
+    let e = t
+        .bulk_insert(
+            &[(5, pt(3.0, 3.0)), (6, pt(3.0, 3.0))],
+            BulkOptions::default(),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("distinct points"), "{e}");
+    let e = t
+        .bulk_insert(
+            &[(5, pt(3.0, 3.0)), (5, pt(4.0, 3.0))],
+            BulkOptions::default(),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("object id 5"), "{e}");
+    let e = t
+        .bulk_insert(
+            &[(5, pt(3.0, 3.0)), (7, pt(1.0, 1.0))],
+            BulkOptions::default(),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("distinct points"), "{e}");
+    let e = XbrTree::bulk_load(
+        MemStore::new(),
+        XbrConfig::new(domain(), 4),
+        &[(1, pt(70.0, 1.0))],
+        BulkOptions::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("outside"), "{e}");
+    assert_eq!(t.len(), 1);
+    t.check().unwrap();
+    // Bad parameters.
+    assert!(XbrTree::create(MemStore::new(), XbrConfig::new(domain(), 2)).is_err());
+    let flat = Rect::new(0.0, 0.0, 10.0, 0.0).unwrap();
+    assert!(XbrTree::create(MemStore::new(), XbrConfig::new(flat, 8)).is_err());
+    let zero = BulkOptions {
+        write_batch: 0,
+        ..BulkOptions::default()
+    };
+    assert!(XbrTree::bulk_load(MemStore::new(), XbrConfig::new(domain(), 4), &[], zero).is_err());
+}
+
+#[test]
+fn points_no_quadrant_separates_are_refused() {
+    let big = Rect::new(0.0, 0.0, 1e12, 1e12).unwrap();
+    let mut t = XbrTree::create(MemStore::new(), XbrConfig::new(big, 3)).unwrap();
+    for i in 0..3 {
+        t.insert(i, pt(5.0 + f64::from(i as u32) * 1e-6, 5.0))
+            .unwrap();
+    }
+    let e = t.insert(3, pt(5.0 + 3e-6, 5.0)).unwrap_err();
+    assert!(
+        e.is_user_error() && e.to_string().contains("finest cell"),
+        "{e}"
+    );
+    assert_eq!(t.len(), 3);
+    t.check().unwrap();
+}
+
+#[test]
+fn deleting_everything_shrinks_the_tree() {
+    let mut t = XbrTree::create(MemStore::new(), XbrConfig::new(domain(), 3)).unwrap();
+    let pts: Vec<(u64, Point)> = (0..200u64)
+        .map(|i| {
+            (
+                i,
+                pt((i % 16) as f64 * 4.0 + 0.5, (i / 16) as f64 * 4.0 + 0.5),
+            )
+        })
+        .collect();
+    for &(id, p) in &pts {
+        t.insert(id, p).unwrap();
+    }
+    assert!(t.height() >= 4);
+    let full = t.store().node_count();
+    for &(id, p) in &pts {
+        t.delete(id, p).unwrap();
+        t.check().unwrap();
+    }
+    assert!(t.is_empty());
+    assert!(t.store().node_count() < full / 4, "empty leaves removed");
+    assert!(t.range(&domain()).unwrap().is_empty());
+}
+
+/// Pages read and read/write batches on a device while `f` runs.
+fn io(dev: &Arc<dyn PageDevice>, f: impl FnOnce()) -> (u64, u64, u64) {
+    dev.reset_stats();
+    f();
+    let s = dev.stats().io;
+    (s.pages_read, s.read_batches, s.write_batches)
+}
+
+#[test]
+fn batch_queries_and_bulk_insertion_submit_fewer_device_batches() {
+    let pts: Vec<(u64, Point)> = (0..3000u64)
+        .map(|i| {
+            (
+                i,
+                pt(
+                    (i * 7919 % 3001) as f64 / 3001.0 * 64.0,
+                    (i * 104_729 % 2999) as f64 / 2999.0 * 64.0,
+                ),
+            )
+        })
+        .collect();
+    let (first, rest) = pts.split_at(2000);
+    let cfg = XbrConfig::new(domain(), 16);
+    let opts = BulkOptions {
+        write_batch: 64,
+        chunk_points: 500,
+        read_batch: 256,
+    };
+    let mk = || {
+        let dev = device();
+        let t = XbrTree::bulk_load(store_on(Kind::PlainNoBuffer, &dev, true), cfg, first, opts)
+            .unwrap();
+        (dev, t)
+    };
+    let (dev_a, mut one) = mk();
+    let (dev_b, mut bulk) = mk();
+    let (_, reads_one, writes_one) = io(&dev_a, || {
+        for &(id, p) in rest {
+            one.insert(id, p).unwrap();
+        }
+    });
+    let (_, reads_bulk, writes_bulk) = io(&dev_b, || {
+        bulk.bulk_insert(rest, opts).unwrap();
+    });
+    assert!(
+        reads_bulk * 10 < reads_one,
+        "read batches: bulk {reads_bulk}, one by one {reads_one}"
+    );
+    assert!(
+        writes_bulk * 10 < writes_one,
+        "write batches: bulk {writes_bulk}, one by one {writes_one}"
+    );
+    assert_eq!(one.check().unwrap().points, 3000);
+    assert_eq!(bulk.check().unwrap().points, 3000);
+    let windows: Vec<Rect> = (0..50)
+        .map(|i| {
+            let a = f64::from(i) * 1.1;
+            Rect::new(a, a, a + 8.0, a + 8.0).unwrap()
+        })
+        .collect();
+    let mut single = Vec::new();
+    let (pages_one, batches_one, _) = io(&dev_b, || {
+        single = windows
+            .iter()
+            .map(|w| ids(&bulk.range(w).unwrap()))
+            .collect();
+    });
+    let mut batched = Vec::new();
+    let (pages_b, batches_b, _) = io(&dev_b, || {
+        batched = bulk
+            .range_batch(&windows, 256)
+            .unwrap()
+            .0
+            .iter()
+            .map(|g| ids(g))
+            .collect();
+    });
+    assert_eq!(single, batched);
+    assert!(
+        pages_b < pages_one,
+        "pages: batched {pages_b}, single {pages_one}"
+    );
+    assert!(
+        batches_b * 10 < batches_one,
+        "batches: batched {batches_b}, single {batches_one}"
+    );
+    assert_eq!(
+        batches_b,
+        u64::from(bulk.height()),
+        "one read batch per level"
+    );
+}
