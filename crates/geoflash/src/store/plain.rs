@@ -764,6 +764,32 @@ mod tests {
     }
 
     #[test]
+    fn get_batch_reads_the_missing_pages_as_one_batch() {
+        for buffer in [0, 2 * node_bytes_for(4)] {
+            let d = dev(4096, 64);
+            let mut s =
+                PlainStore::create(Arc::clone(&d), cfg(buffer, PolicyKind::Lru, false)).unwrap();
+            let ids: Vec<PageId> = (0..6).map(|i| leaf(&mut s, &[i, i + 10, i + 20])).collect();
+            s.checkpoint().unwrap();
+            let s = PlainStore::open(Arc::clone(&d), cfg(buffer, PolicyKind::Lru, false)).unwrap();
+            // Buffer the first one; ask for a repeat and a shuffled order.
+            let first = s.get(ids[0]).unwrap();
+            d.reset_stats();
+            let want = [ids[3], ids[0], ids[5], ids[1], ids[3], ids[2], ids[4]];
+            let got = s.get_batch(&want).unwrap();
+            let io = d.stats().io;
+            assert_eq!(io.read_batches, 1, "buffer {buffer}");
+            let buffered = u64::from(buffer > 0);
+            assert_eq!(io.pages_read, 6 - buffered, "each missing page once");
+            for (id, node) in want.iter().zip(&got) {
+                assert_eq!(node.entries, s.get(*id).unwrap().entries);
+            }
+            assert_eq!(got[1].entries, first.entries);
+            assert!(s.get_batch(&[ids[0], 999]).is_err(), "no node at page 999");
+        }
+    }
+
+    #[test]
     fn entries_come_back_sorted_and_changes_apply_by_key() {
         let mut s = PlainStore::create(dev(4096, 64), PlainConfig::default()).unwrap();
         let id = leaf(&mut s, &[9, 3, 7]);
