@@ -129,7 +129,7 @@ fn measure(
     if let Some(log) = index.log_device() {
         log.reset_stats();
     }
-    let before = index.tree().store().stats();
+    let before = index.structure().store_stats();
     let cpu = cpu_time::ProcessTime::try_now().ok();
     let wall = Instant::now();
     let mut s = Stats::new(label);
@@ -145,7 +145,7 @@ fn measure(
     s.io = full.io;
     s.sim = full.sim;
     s.device_simulated = full.device_simulated;
-    let after = index.tree().store().stats();
+    let after = index.structure().store_stats();
     s.absorb_store(&store_delta(&after, &before));
     let nodes = after.nodes_created.saturating_sub(after.nodes_deleted);
     s.set_index_bytes(nodes.saturating_mul(index.manifest().page_size as u64));
@@ -546,15 +546,16 @@ fn crash_and_recover(exec: &mut Exec, index: Index, operations: usize) -> Result
     ))
 }
 
-/// A fresh directory in `workdir` (or the temporary directory) for an index
-/// on a `file` device; `None` for other devices, whose indexes need none.
+/// A fresh directory in `workdir` (created if missing; or the temporary
+/// directory) for an index on a `file` device; `None` for other devices,
+/// whose indexes need none.
 fn scratch_dir(device: &str, workdir: Option<&Path>) -> Result<Option<tempfile::TempDir>> {
     if !matches!(DeviceSpec::parse(device)?, DeviceSpec::File { .. }) {
         return Ok(None);
     }
     let b = tempfile::Builder::new().prefix("geoflash-bench-").clone();
     match workdir {
-        Some(w) => b.tempdir_in(w),
+        Some(w) => std::fs::create_dir_all(w).and_then(|()| b.tempdir_in(w)),
         None => b.tempdir(),
     }
     .map(Some)
@@ -641,7 +642,7 @@ fn build(
             }
             s.operations = load.len() as u64;
             s.set_device(&index.device().stats());
-            let st = index.tree().store().stats();
+            let st = index.structure().store_stats();
             s.absorb_store(&st);
             s.set_index_bytes(
                 st.nodes_created
@@ -926,6 +927,32 @@ kind = "crash_and_recover"
 
     fn count(st: &ResultsStore, sql: &str) -> i64 {
         st.connection().query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
+    /// The FOR-tree (`kind = "fortree"`) runs every step and answers as the
+    /// R*-tree does on the same data and windows.
+    #[test]
+    fn the_fortree_kind_answers_as_the_rstar_tree() {
+        let text = W.replace(
+            "name = \"plain\"\n",
+            "name = \"plain\"\nkind = [\"rstar\", \"fortree\"]\n",
+        );
+        let w = Workload::parse(&text, Path::new("w.toml"), Scale::Smoke).unwrap();
+        let mut st = ResultsStore::in_memory().unwrap();
+        let s = run(&w, &mut st, &RunOptions::default()).unwrap();
+        assert!(s.failures.is_empty(), "{:?}", s.failures);
+        assert_eq!(s.configurations, 8);
+        let answers = |kind: &str| {
+            count(
+                &st,
+                &format!(
+                    "SELECT sum(query_results) FROM results_full WHERE index_kind = '{kind}' \
+                     AND step_kind IN ('range_queries', 'knn')"
+                ),
+            )
+        };
+        assert!(answers("rstar") > 0);
+        assert_eq!(answers("fortree"), answers("rstar"));
     }
 
     #[test]

@@ -134,7 +134,7 @@ pub struct IndexConfig {
     pub name: String,
     /// The `[[index]]` entry's own name.
     pub base_name: String,
-    /// rtree, rstar or hilbert.
+    /// rtree, rstar, hilbert or fortree.
     pub kind: String,
     /// linear, quadratic or exponential.
     pub split: String,
@@ -230,8 +230,7 @@ impl IndexConfig {
                 Some(c)
             }
         };
-        let opts = IndexOptions {
-            kind: self.kind.parse()?,
+        let mut opts = IndexOptions {
             split: self.split.parse()?,
             page_size: self.page_size,
             max_entries: self.max_entries,
@@ -247,7 +246,9 @@ impl IndexConfig {
             device: self.device.clone(),
             crs: Crs::default(),
             hilbert_domain: None,
+            ..IndexOptions::default()
         };
+        opts.set_kind(&self.kind)?;
         // A Hilbert R-tree's domain comes from the dataset when the index is
         // created; check the other parameters with a stand-in domain.
         let mut check = opts.clone();
@@ -1260,7 +1261,7 @@ fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
                 .map(|d| d.span.clone())
                 .unwrap_or_else(|| dflt.clone())
         };
-        if let Err(e) = c.kind.parse::<geoflash::index::IndexKind>() {
+        if let Err(e) = IndexOptions::default().set_kind(&c.kind) {
             return Err(cx.err(&check_key("kind", &span), &key("kind"), strip_invalid(&e)));
         }
         if let Err(e) = c.split.parse::<geoflash::index::SplitKind>() {

@@ -30,16 +30,27 @@ pub struct BuildArgs {
     /// Index directory to create.
     #[arg(long)]
     index: PathBuf,
-    /// rtree, rstar or hilbert.
+    /// rtree, rstar, hilbert, or fortree (the FOR-tree: overflow nodes
+    /// instead of splits, merge-back; on the plain store with its own buffer).
     #[arg(long, default_value = "rstar")]
     kind: String,
+    /// FOR-tree: reproduce the original root counter (insertions never count
+    /// the unit they insert into, so a leaf root never merges back: the
+    /// seeds' failure). Off by default: the fix counts it.
+    #[arg(long)]
+    fortree_original_root_counter: bool,
+    /// FOR-tree: C_w / C_r, the cost of a page write over a page read in the
+    /// merge-back threshold (default 10).
+    #[arg(long)]
+    fortree_write_read_ratio: Option<f64>,
     /// Split of the R-tree: linear, quadratic or exponential.
     #[arg(long, default_value = "quadratic")]
     split: String,
     /// Node store: efind or fast (the two flash-aware frameworks, crash-safe
     /// with their log), or plain (the disk-based baseline of the papers).
-    #[arg(long, default_value = "efind")]
-    store: String,
+    /// Default efind; plain for --kind fortree (the only store it takes).
+    #[arg(long)]
+    store: Option<String>,
     /// FAST: flushing policy fast (most updates), fast-star (most updates,
     /// least recently updated; the default), flush-all or random.
     #[arg(long)]
@@ -474,15 +485,19 @@ fn print_stats(
     let mut s = index.stats(label);
     s.operations = ops;
     s.wall_time_ns = start.elapsed().as_nanos() as u64;
-    if let Ok(r) = index.tree().inspect() {
-        s.set_index_bytes(r.nodes * index.manifest().page_size as u64);
+    let nodes = match index.structure().fortree() {
+        Some(mut f) => f.check().map(|r| r.nodes_per_level.iter().sum()),
+        None => index.tree().and_then(|t| t.inspect()).map(|r| r.nodes),
+    };
+    if let Ok(nodes) = nodes {
+        s.set_index_bytes(nodes * index.manifest().page_size as u64);
     }
     if json {
         print_json(&s)?;
     } else {
         row("operations", ops);
         row("records", index.len());
-        row("height", index.tree().height());
+        row("height", index.structure().height());
         row(
             "wall time (ms)",
             format!("{:.1}", s.wall_time_ns as f64 / 1e6),
@@ -547,6 +562,17 @@ fn only_for(given: bool, flags: &str, wanted: &[&str], store: &str) -> Result<()
     Ok(())
 }
 
+impl BuildArgs {
+    /// The store: as given, else plain for the FOR-tree and efind otherwise.
+    fn store(&self) -> &str {
+        match &self.store {
+            Some(s) => s,
+            None if self.kind.eq_ignore_ascii_case("fortree") => "plain",
+            None => "efind",
+        }
+    }
+}
+
 /// eFIND parameters given on the command line (`None` when none is given).
 fn efind_config(a: &BuildArgs) -> Result<Option<EfindConfig>, Failure> {
     let efind_only = a.flush_percent.is_some()
@@ -557,7 +583,7 @@ fn efind_config(a: &BuildArgs) -> Result<Option<EfindConfig>, Failure> {
         efind_only,
         "--flush-percent, --flush-policy, --read-buffer-percent and --temporal-control",
         &["efind"],
-        &a.store,
+        a.store(),
     )?;
     let shared = a.flush_unit.is_some()
         || a.log_capacity.is_some()
@@ -567,9 +593,9 @@ fn efind_config(a: &BuildArgs) -> Result<Option<EfindConfig>, Failure> {
         shared,
         "--flush-unit, --log-capacity, --durability and --group-commit",
         &["efind", "fast"],
-        &a.store,
+        a.store(),
     )?;
-    if a.store != "efind" || !(efind_only || shared) {
+    if a.store() != "efind" || !(efind_only || shared) {
         return Ok(None);
     }
     let mut c = EfindConfig::default();
@@ -620,9 +646,9 @@ fn fast_config(a: &BuildArgs) -> Result<Option<FastConfig>, Failure> {
         a.fast_policy.is_some(),
         "--fast-policy",
         &["fast"],
-        &a.store,
+        a.store(),
     )?;
-    if a.store != "fast" {
+    if a.store() != "fast" {
         return Ok(None);
     }
     let mut c = FastConfig::default();
@@ -646,16 +672,14 @@ fn fast_config(a: &BuildArgs) -> Result<Option<FastConfig>, Failure> {
 pub fn build(a: BuildArgs) -> Result<(), Failure> {
     let page_size = usize::try_from(parse_size(&a.page_size)?)
         .map_err(|_| Error::invalid("page size too large"))?;
-    let kind = a.kind.parse()?;
     let mut opts = IndexOptions {
-        kind,
         split: a.split.parse()?,
         page_size,
         max_entries: a.max_entries,
         min_entries: None,
         reinsert_percent: a.reinsert,
         store: StoreOptions {
-            kind: a.store.parse::<StoreKind>()?,
+            kind: a.store().parse::<StoreKind>()?,
             buffer_bytes: usize::try_from(parse_size(&a.buffer)?)
                 .map_err(|_| Error::invalid("buffer too large"))?,
             policy: a.buffer_policy.parse()?,
@@ -674,7 +698,25 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
             ),
             None => None,
         },
+        ..IndexOptions::default()
     };
+    opts.set_kind(&a.kind)?;
+    match &mut opts.fortree {
+        Some(f) => {
+            f.original_root_counter = a.fortree_original_root_counter;
+            if let Some(r) = a.fortree_write_read_ratio {
+                f.write_read_ratio = r;
+            }
+            opts.fortree_config()?;
+        }
+        None if a.fortree_original_root_counter || a.fortree_write_read_ratio.is_some() => {
+            return Err(Error::invalid(
+                "--fortree-original-root-counter and --fortree-write-read-ratio apply to --kind fortree",
+            )
+            .into())
+        }
+        None => {}
+    }
     if let Some(f) = &a.min_fill {
         let max = match opts.max_entries {
             Some(m) => m,
@@ -847,7 +889,10 @@ pub fn knn(a: KnnArgs) -> Result<(), Failure> {
 /// `geoflash inspect`.
 pub fn inspect(a: DirArgs) -> Result<(), Failure> {
     let index = Index::open(&a.index, Access::Read)?;
-    let report = index.tree().inspect()?;
+    if let Some(mut f) = index.structure().fortree() {
+        return inspect_fortree(&index, &mut f, a.json);
+    }
+    let report = index.tree()?.inspect()?;
     if a.json {
         let objects = index.objects().map(|h| {
             json!({"objects": h.len(), "file_bytes": h.file_bytes(), "live_bytes": h.live_bytes()})
@@ -891,10 +936,75 @@ pub fn inspect(a: DirArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `geoflash inspect` of a FOR-tree: its units, overflow nodes and chains.
+fn inspect_fortree(
+    index: &Index,
+    f: &mut geoflash::index::fortree::Fortree<Box<dyn geoflash::store::NodeStore>>,
+    json: bool,
+) -> Result<(), Failure> {
+    let report = f.check()?;
+    let ont_units = f.ont().len();
+    if json {
+        print_json(&json!({
+            "manifest": index.manifest(),
+            "fortree": report,
+            "ont_units": ont_units,
+            "config": f.config(),
+        }))?;
+        return Ok(());
+    }
+    let m = index.manifest();
+    row("kind", &m.kind);
+    row("page size", m.page_size);
+    row("device", index.device().describe());
+    row("records", report.records);
+    row("height", report.height);
+    let c = f.config();
+    row("M / m", format!("{} / {}", c.max_entries, c.min_entries));
+    row("nodes (pages)", report.nodes_per_level.iter().sum::<u64>());
+    row(
+        "overflow nodes",
+        format!(
+            "{} in {ont_units} units, longest chain {}, root chain {}",
+            report.overflow_nodes, report.longest_chain, report.root_chain
+        ),
+    );
+    for (level, (units, nodes)) in report
+        .units_per_level
+        .iter()
+        .zip(&report.nodes_per_level)
+        .enumerate()
+    {
+        row(
+            &format!("level {level}"),
+            format!("{units} units, {nodes} nodes"),
+        );
+    }
+    Ok(())
+}
+
 /// `geoflash verify`: checksums of every node and every structural invariant; exit 1 on a defect.
 pub fn verify(a: DirArgs) -> Result<(), Failure> {
     let index = Index::open(&a.index, Access::Read)?;
-    let report = index.tree().check().map_err(|e| Failure {
+    if let Some(mut f) = index.structure().fortree() {
+        let report = f.check().map_err(|e| Failure {
+            code: 1,
+            error: anyhow::anyhow!("index is defective: {e}"),
+        })?;
+        if a.json {
+            print_json(&json!({"ok": true, "report": report}))?;
+        } else {
+            outln!(
+                "ok: {} records, height {}, {} nodes ({} overflow nodes)",
+                report.records,
+                report.height,
+                report.nodes_per_level.iter().sum::<u64>(),
+                report.overflow_nodes
+            );
+        }
+        return Ok(());
+    }
+    let report = index.tree()?.check().map_err(|e| Failure {
         code: 1,
         error: anyhow::anyhow!("index is defective: {e}"),
     })?;

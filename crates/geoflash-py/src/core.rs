@@ -97,7 +97,7 @@ fn from_name<T: serde::de::DeserializeOwned>(what: &str, name: &str, choices: &s
 
 /// Options known to [`parse_options`].
 const OPTION_NAMES: &str = "kind, split, page_size, max_entries, min_entries, reinsert_percent, \
-     store, buffer, buffer_policy, device, durability, read_buffer_percent, flush_percent, \
+     hilbert_domain, store, buffer, buffer_policy, device, durability, read_buffer_percent, flush_percent, \
      flush_unit, flush_policy, temporal_control, log_capacity, fast_policy";
 
 /// Index options from the Python keyword arguments (`None` values mean the default).
@@ -142,6 +142,11 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
                 o.split =
                     from_name::<SplitKind>("split", &text()?, "linear, quadratic or exponential")
                         .map_err(to_py)?
+            }
+            "hilbert_domain" => {
+                let (x0, y0, x1, y1): (f64, f64, f64, f64) =
+                    v.extract().map_err(|e| bad(key, e))?;
+                o.hilbert_domain = Some(Rect::new(x0, y0, x1, y1).map_err(to_py)?);
             }
             "page_size" => o.page_size = small(1 << 24)? as usize,
             "max_entries" => o.max_entries = Some(small(1 << 24)? as usize),
@@ -423,6 +428,14 @@ impl Core {
         options: &Bound<'_, PyDict>,
     ) -> PyResult<Core> {
         let opts = parse_options(options)?;
+        if opts.kind == geoflash_engine::index::IndexKind::Hilbert && opts.hilbert_domain.is_none()
+        {
+            return Err(PyValueError::new_err(
+                "kind=\"hilbert\" built by insertion needs hilbert_domain=(minx, miny, maxx, maxy), \
+                 the extent mapped onto the Hilbert curve (objects outside it are clamped); \
+                 a bulk load (a stream, from_arrays, from_geoseries) takes the data's extent",
+            ));
+        }
         let state = py
             .allow_threads(|| -> Result<State> {
                 let records = Records::new();
@@ -660,7 +673,7 @@ impl Core {
         );
         self.read_nogil(py, |st| {
             let mut n = 0u64;
-            st.index.tree().select(
+            st.index.tree()?.select(
                 &geoflash_engine::index::query::Window {
                     rect: r,
                     predicate: p,
@@ -786,7 +799,7 @@ impl Core {
                     })
                     .collect()
             } else {
-                crate::knn::nearest_to_rect(st.index.tree().store(), q, k, ties)?
+                crate::knn::nearest_to_rect(st.index.tree()?.store(), q, k, ties)?
             };
             if items {
                 Ok(Err(Core::raw_items(st, &hits)?))
@@ -830,7 +843,7 @@ impl Core {
     /// The MBR of everything in the index, or None when it is empty.
     fn bounds(&self) -> PyResult<Option<(f64, f64, f64, f64)>> {
         self.read(|st| {
-            let store = st.index.tree().store();
+            let store = st.index.tree()?.store();
             let Some(root) = store.meta().root else {
                 return Ok(None);
             };
@@ -846,7 +859,7 @@ impl Core {
     #[allow(clippy::type_complexity)]
     fn leaves(&self, py: Python<'_>) -> PyResult<Vec<(u64, Vec<i64>, (f64, f64, f64, f64))>> {
         self.read_nogil(py, |st| {
-            crate::leaves::leaves(st.index.tree().store())?
+            crate::leaves::leaves(st.index.tree()?.store())?
                 .into_iter()
                 .map(|(id, keys, r)| {
                     let ids = keys

@@ -9,6 +9,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 
+mod bench;
 mod core;
 mod knn;
 mod leaves;
@@ -51,6 +52,7 @@ fn parse_size(text: &str) -> PyResult<u64> {
 fn _geoflash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::bench_run, m)?)?;
     m.add_class::<core::Core>()?;
     m.add(
         "CorruptIndexError",

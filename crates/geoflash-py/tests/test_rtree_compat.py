@@ -3,6 +3,8 @@ random data: intersection, contains, nearest (ties included), count, bounds
 and len, on every store and device, after inserts and deletes with
 duplicate ids, and after reopening."""
 
+import json
+
 import numpy as np
 import pytest
 import rtree
@@ -206,10 +208,35 @@ def test_every_kind_and_split_answers_like_rtree():
                {"store": "efind", "flush_percent": 30, "flush_unit": 2, "flush_policy": "mha",
                 "read_buffer_percent": 40, "temporal_control": False},
                {"store": "fast", "fast_policy": "fast", "flush_unit": 3, "buffer": 8192},
-               {"store": "fast", "fast_policy": "flush-all", "durability": "sync"}):
+               {"store": "fast", "fast_policy": "flush-all", "durability": "sync"},
+               # Hilbert R-trees: a domain covering the data, and one that clamps
+               {"kind": "hilbert", "hilbert_domain": (0, 0, 110, 110)},
+               {"kind": "hilbert", "hilbert_domain": (20.0, 20.0, 60.0, 50.0), "store": "plain"}):
         idx = geoflash.Index(page_size=512, **kw)
         for i, b in enumerate(boxes):
             idx.insert(i, tuple(b))
         for w in windows(np.random.default_rng(10), 20):
             assert sorted(idx.intersection(tuple(w))) == sorted(ref.intersection(tuple(w))), kw
             assert sorted(idx.nearest(tuple(w[:2]), 4)) == sorted(ref.nearest(tuple(w[:2]), 4)), kw
+
+
+def test_hilbert_kind_by_insertion_deletion_and_reopen(tmp_path):
+    with pytest.raises(ValueError, match="hilbert_domain"):
+        geoflash.Index(kind="hilbert")
+    with pytest.raises(ValueError, match="hilbert_domain"):
+        geoflash.Index(kind="hilbert", hilbert_domain=(0, 0, 1))
+    rng = np.random.default_rng(11)
+    path = tmp_path / "h"
+    idx = geoflash.Index(str(path), kind="hilbert", hilbert_domain=(0, 0, 100, 100), page_size=1024)
+    ref = build_both(idx, rng, N // 2)
+    assert_same_answers(idx, ref, np.random.default_rng(12))
+    idx.close()
+    again = geoflash.Index(str(path))
+    assert "hilbert" in json.dumps(again.properties)
+    assert_same_answers(again, ref, np.random.default_rng(13))
+    # a bulk load takes the data's extent without being told
+    boxes = random_boxes(rng, 500)
+    bulk = geoflash.Index.from_arrays(np.arange(500), boxes.astype(np.float64), kind="hilbert")
+    w = (10.0, 10.0, 40.0, 40.0)
+    want = [i for i, b in enumerate(boxes) if b[0] <= w[2] and b[2] >= w[0] and b[1] <= w[3] and b[3] >= w[1]]
+    assert sorted(bulk.intersection(w)) == want

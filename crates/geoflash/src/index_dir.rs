@@ -22,12 +22,13 @@
 //! and `hddsim:` devices live only in their process; their directory keeps
 //! the manifest for the record.
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
 use crate::cache::PolicyKind;
 use crate::geom::{HilbertDomain, Point, Rect};
+use crate::index::fortree::{Fortree, FortreeConfig};
 use crate::index::query::{BatchResult, KnnResult, Predicate, QueryResult};
 use crate::index::{BulkMethod, IndexKind, RTree, SplitKind, TreeParams};
 use crate::manifest::{Access, Crs, DirLock, Manifest, MANIFEST_VERSION};
@@ -40,6 +41,8 @@ use crate::store::efind::{EfindConfig, EfindStore, RestartReport};
 use crate::store::fast::{FastConfig, FastStore, LogPlacement};
 use crate::store::plain::{PlainConfig, PlainStore};
 use crate::store::{NodeStore, OpId};
+pub use crate::structure::FortreeOptions;
+use crate::structure::Structure;
 use crate::{Error, Result};
 
 /// File of node pages inside an index directory.
@@ -137,6 +140,10 @@ pub struct IndexOptions {
     /// Required to create an empty Hilbert R-tree; a bulk load without it
     /// uses the extent of its items.
     pub hilbert_domain: Option<Rect>,
+    /// `Some`: the index is a FOR-tree (`--kind fortree`) with these
+    /// parameters instead of a tree of `kind`; it runs on the plain store
+    /// without a buffer and keeps `store.buffer_bytes` as its own buffer.
+    pub fortree: Option<FortreeOptions>,
 }
 
 impl Default for IndexOptions {
@@ -152,6 +159,7 @@ impl Default for IndexOptions {
             device: "file".into(),
             crs: Crs::default(),
             hilbert_domain: None,
+            fortree: None,
         }
     }
 }
@@ -184,6 +192,56 @@ impl IndexOptions {
         }
         p.verify()?;
         Ok(p)
+    }
+
+    /// Sets the structure from its name: `rtree`, `rstar`, `hilbert`, or
+    /// `fortree` (the FOR-tree, with its default parameters unless some are
+    /// set already).
+    pub fn set_kind(&mut self, name: &str) -> Result<()> {
+        if name.eq_ignore_ascii_case("fortree") {
+            self.kind = IndexKind::RTree;
+            self.fortree.get_or_insert_with(FortreeOptions::default);
+        } else {
+            self.kind = name.parse()?;
+            self.fortree = None;
+        }
+        Ok(())
+    }
+
+    /// The structure's name as the manifest records it (`rstar`, `fortree`, ...).
+    pub fn kind_name(&self) -> String {
+        match self.fortree {
+            Some(_) => "fortree".into(),
+            None => kind_name(self.kind),
+        }
+    }
+
+    /// The FOR-tree's configuration (`None` for an R-tree-family index):
+    /// M and m from `max_entries`/`min_entries` or the page size, the
+    /// buffer from the store's budget. Only the plain store is accepted:
+    /// the FOR-tree buffers and flushes its nodes itself.
+    pub fn fortree_config(&self) -> Result<Option<FortreeConfig>> {
+        let Some(f) = self.fortree else {
+            return Ok(None);
+        };
+        if self.store.kind != StoreKind::Plain {
+            return Err(Error::invalid(
+                "the FOR-tree keeps its own buffer and runs on the plain store (--store plain)",
+            ));
+        }
+        let mut c = FortreeConfig::for_page_size(self.page_size)?;
+        if let Some(m) = self.max_entries {
+            c = FortreeConfig::new(m);
+        }
+        if let Some(m) = self.min_entries {
+            c.min_entries = m;
+        }
+        c.buffer_bytes = self.store.buffer_bytes;
+        c.flush_unit = f.flush_unit;
+        c.write_read_ratio = f.write_read_ratio;
+        c.original_root_counter = f.original_root_counter;
+        c.verify()?;
+        Ok(Some(c))
     }
 
     /// These options with, for a Hilbert R-tree without a domain, the
@@ -234,7 +292,7 @@ impl IndexOptions {
 pub struct Index {
     dir: Option<PathBuf>,
     manifest: Manifest,
-    tree: RTree<Box<dyn NodeStore>>,
+    tree: Structure,
     device: Arc<dyn PageDevice>,
     /// The log's own device (`log.dat`), when the store keeps its log apart.
     log_device: Option<Arc<dyn PageDevice>>,
@@ -410,6 +468,11 @@ impl Index {
         method: BulkMethod,
         fill: f64,
     ) -> Result<Index> {
+        if opts.fortree.is_some() {
+            return Err(Error::invalid(
+                "the FOR-tree has no bulk load: build it by insertion",
+            ));
+        }
         let opts = opts.with_domain_of(items.iter().map(|(_, r)| r));
         Index::create_with(dir, &opts, |store, params| {
             RTree::bulk_load(store, params, items, method, fill)
@@ -423,10 +486,15 @@ impl Index {
         build: impl FnOnce(Box<dyn NodeStore>, TreeParams) -> Result<RTree<Box<dyn NodeStore>>>,
     ) -> Result<Index> {
         let params = opts.tree_params()?;
+        let fortree = opts.fortree_config()?;
         if let Some(e) = &opts.store.efind {
             e.verify_for_page(opts.page_size)?;
         }
         let mut store_opts = opts.store;
+        if fortree.is_some() {
+            // The FOR-tree's buffer is its own (recorded in its parameters).
+            store_opts.buffer_bytes = 0;
+        }
         if store_opts.kind == StoreKind::Efind {
             // The manifest records every eFIND parameter, durability and log size included.
             store_opts.efind = Some(store_opts.efind.unwrap_or_default());
@@ -441,11 +509,15 @@ impl Index {
         let manifest = Manifest {
             format_version: MANIFEST_VERSION,
             created_by: format!("geoflash {}", env!("CARGO_PKG_VERSION")),
-            kind: kind_name(opts.kind),
+            kind: opts.kind_name(),
             page_size: opts.page_size,
             device: spec.to_string(),
             crs: opts.crs.clone(),
-            index: serde_json::to_value(params).map_err(|e| Error::invalid(e.to_string()))?,
+            index: match &fortree {
+                Some(c) => serde_json::to_value(c),
+                None => serde_json::to_value(params),
+            }
+            .map_err(|e| Error::invalid(e.to_string()))?,
             store: serde_json::to_value(store_opts).map_err(|e| Error::invalid(e.to_string()))?,
         };
         let (lock, (device, sim), log_device) = match dir {
@@ -486,7 +558,10 @@ impl Index {
             opts.kind,
             StoreOpen::Create,
         )?;
-        let tree = build(store, params)?;
+        let tree = match fortree {
+            Some(c) => Structure::Fortree(Box::new(Mutex::new(Fortree::create(store, c)?))),
+            None => Structure::RTree(build(store, params)?),
+        };
         let mut index = Index {
             dir: dir.map(Path::to_path_buf),
             manifest,
@@ -519,8 +594,21 @@ impl Index {
         }
         let lock = DirLock::acquire(dir, access)?;
         let manifest = Manifest::load(dir)?;
-        let params: TreeParams = serde_json::from_value(manifest.index.clone())
-            .map_err(|e| Error::corrupt(None, format!("manifest index parameters: {e}")))?;
+        let index_params = |what: &str| {
+            Error::corrupt(
+                None,
+                format!("manifest {what} parameters: {}", manifest.index),
+            )
+        };
+        let (params, fortree) = if manifest.kind == "fortree" {
+            let c: FortreeConfig = serde_json::from_value(manifest.index.clone())
+                .map_err(|_| index_params("FOR-tree"))?;
+            (TreeParams::new(IndexKind::RTree, c.max_entries), Some(c))
+        } else {
+            let p: TreeParams = serde_json::from_value(manifest.index.clone())
+                .map_err(|_| index_params("index"))?;
+            (p, None)
+        };
         let store_opts: StoreOptions = serde_json::from_value(manifest.store.clone())
             .map_err(|e| Error::corrupt(None, format!("manifest store parameters: {e}")))?;
         let spec = DeviceSpec::parse(&manifest.device)?;
@@ -568,7 +656,10 @@ impl Index {
             params.kind,
             how,
         )?;
-        let tree = RTree::open(store, params)?;
+        let tree = match fortree {
+            Some(c) => Structure::Fortree(Box::new(Mutex::new(Fortree::open(store, c)?))),
+            None => Structure::RTree(RTree::open(store, params)?),
+        };
         Ok(Index {
             dir: Some(dir.to_path_buf()),
             manifest,
@@ -600,8 +691,15 @@ impl Index {
         self.dir.as_deref()
     }
 
-    /// The tree (for queries and inspection).
-    pub fn tree(&self) -> &RTree<Box<dyn NodeStore>> {
+    /// The R-tree-family tree (for inspection, checks and direct
+    /// traversals); an error for a FOR-tree index, whose operations go
+    /// through [`Index::structure`].
+    pub fn tree(&self) -> Result<&RTree<Box<dyn NodeStore>>> {
+        self.tree.rtree("this operation")
+    }
+
+    /// The structure the index holds: an R-tree-family tree or a FOR-tree.
+    pub fn structure(&self) -> &Structure {
         &self.tree
     }
 
@@ -662,7 +760,7 @@ impl Index {
         if let Some(heap) = &self.objects {
             heap.sync()?;
         }
-        self.tree.store_mut().checkpoint()?;
+        self.tree.checkpoint()?;
         if let (Some(sim), Some(dir)) = (&self.sim, &self.dir) {
             sim.save(&dir.join(DEVICE_IMAGE_FILE))?;
         }
@@ -679,7 +777,7 @@ impl Index {
             add_io(&mut dev.io, &log.stats().io);
         }
         s.set_device(&dev);
-        s.absorb_store(&self.tree.store().stats());
+        s.absorb_store(&self.tree.store_stats());
         s
     }
 
@@ -696,14 +794,14 @@ impl Index {
 
     /// The newest committed operation of a store with a log.
     pub fn last_committed_op(&self) -> Option<OpId> {
-        self.tree.store().last_committed_op()
+        self.tree.last_committed_op()
     }
 
     /// The newest operation whose commit is durable (stores with a log): it
     /// and every earlier operation survive a crash. `None` for stores whose
     /// operations are durable only after [`checkpoint`](Self::checkpoint).
     pub fn durable_op(&self) -> Option<OpId> {
-        self.tree.store().durable_op()
+        self.tree.durable_op()
     }
 
     /// Checkpoints (when writable) and closes the index.
@@ -922,7 +1020,7 @@ mod tests {
             .collect();
         after.sort_unstable();
         assert_eq!(before, after);
-        ro.tree().check().unwrap();
+        ro.tree().unwrap().check().unwrap();
         // a second reader shares; a writer is refused while readers hold it
         let ro2 = Index::open(&path, Access::Read).unwrap();
         assert!(Index::open(&path, Access::Write)
@@ -982,7 +1080,7 @@ mod tests {
             idx.close().unwrap();
             let ro = Index::open(&path, Access::Read).unwrap();
             assert_eq!(ro.len(), 2000);
-            ro.tree().check().unwrap();
+            ro.tree().unwrap().check().unwrap();
             let mut b: Vec<u64> = ro
                 .query(window, Predicate::Intersects)
                 .unwrap()
@@ -1081,7 +1179,7 @@ mod tests {
         let r = idx.restart_report().unwrap().clone();
         assert!(r.changes_replayed > 0 && r.records_in_tree == 1200, "{r:?}");
         assert_eq!(idx.len(), 1200);
-        idx.tree().check().unwrap();
+        idx.tree().unwrap().check().unwrap();
         let want: Vec<u64> = (0..1500).filter(|i| i % 5 != 0).collect();
         assert_eq!(ids_in_all(&idx), want);
         idx.close().unwrap();
@@ -1131,7 +1229,7 @@ mod tests {
         idx.close().unwrap();
         let ro = Index::open(&path, Access::Read).unwrap();
         assert_eq!(ids_in_all(&ro), (0..800).collect::<Vec<_>>());
-        ro.tree().check().unwrap();
+        ro.tree().unwrap().check().unwrap();
     }
 
     #[test]
@@ -1175,7 +1273,7 @@ mod tests {
         for p in [&p1, &p2] {
             let ix = Index::open(p, Access::Write).unwrap();
             assert!(ix.manifest().index.to_string().contains("hilbert_domain"));
-            ix.tree().check().unwrap();
+            ix.tree().unwrap().check().unwrap();
             let got: BTreeSet<u64> = ix
                 .query(window, Predicate::Intersects)
                 .unwrap()

@@ -29,6 +29,7 @@ pub mod objects;
 pub mod page;
 pub mod storage;
 pub mod store;
+pub mod structure;
 pub mod units;
 
 pub use error::{Error, Result};

@@ -94,7 +94,11 @@ class Index:
     - ``stream``: an iterable of ``(id, coordinates, obj)`` bulk-loaded into a
       new index (``bulk`` = ``"str"`` or ``"hilbert"`` at fill factor ``fill``).
     - ``kind``: ``"rtree"``, ``"rstar"`` or ``"hilbert"``; ``split``:
-      ``"linear"``, ``"quadratic"`` (default) or ``"exponential"``.
+      ``"linear"``, ``"quadratic"`` (default) or ``"exponential"``. A
+      Hilbert R-tree maps ``hilbert_domain=(minx, miny, maxx, maxy)`` onto
+      its curve (objects outside it are clamped): required for an index
+      built by insertion, the data's extent by default for a bulk load
+      (a stream, ``from_arrays``, ``from_geoseries``).
     - ``store``: ``"efind"`` (default), ``"fast"`` or ``"plain"``; ``buffer``: its memory
       budget (``"512KiB"`` or bytes); ``device``: a device string of the
       command line (``"file"``, ``"file?direct=false"``, ``"mem:"``,

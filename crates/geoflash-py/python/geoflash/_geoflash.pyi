@@ -13,6 +13,15 @@ class CorruptIndexError(OSError):
     """The index's data does not decode (checksum, magic, layout, newer format, stale id map)."""
 
 def parse_size(text: str) -> int: ...
+def bench_run(
+    workload: str,
+    results: _Path,
+    scale: str = "small",
+    from_json: bool = False,
+    force: bool = False,
+    only: List[str] = ...,
+    workdir: Optional[_Path] = None,
+) -> str: ...
 
 class Core:
     @staticmethod

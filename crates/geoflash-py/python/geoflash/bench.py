@@ -1,0 +1,93 @@
+"""The workbench from Python: run workloads and read results stores as
+pandas DataFrames.
+
+    import geoflash.bench
+    df = geoflash.bench.run("workloads/efind-vs-fast.toml", "r.sqlite", scale="smoke")
+    df.groupby(["index_name", "step_kind"])["sim_time_ns"].median()
+    all_rows = geoflash.bench.load("r.sqlite")
+
+A workload is a TOML file (see docs/workbench.md) or the same structure
+as a dict (``{"name": ..., "dataset": [...], "index": [...], "step":
+[...]}``). Every row is one execution step of one configuration with every
+metric of the engine's ``Stats`` record and the configuration's columns
+(the results store's ``results_full`` view).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import tempfile
+from typing import Iterable, Mapping, Optional, Union
+
+from . import _geoflash
+
+__all__ = ["run", "load"]
+
+
+def load(results: Union[str, os.PathLike]):
+    """Every result row of the SQLite results store ``results`` as a
+    ``pandas.DataFrame`` (the ``results_full`` view: configuration columns
+    and every metric). Raises ``FileNotFoundError`` when the file does not
+    exist and ``ValueError`` when it is not a results store."""
+    import pandas as pd
+
+    path = os.fspath(results)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"results store {path} does not exist")
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+            return pd.read_sql_query("SELECT * FROM results_full ORDER BY result_id", con)
+    except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
+        raise ValueError(f"{path} is not a geoflash results store: {e}") from None
+
+
+def run(
+    workload: Union[str, os.PathLike, Mapping],
+    results: Optional[Union[str, os.PathLike]] = None,
+    *,
+    scale: str = "small",
+    force: bool = False,
+    only: Iterable[str] = (),
+    workdir: Optional[Union[str, os.PathLike]] = None,
+):
+    """Runs ``workload`` (a TOML file or a dict of the same structure) at
+    ``scale`` (``"smoke"``, ``"small"`` or ``"full"``) and returns the rows
+    of that workload and scale in the results store as a
+    ``pandas.DataFrame``.
+
+    ``results``: the SQLite results store (created if missing; a temporary
+    file when ``None``, its path in ``df.attrs["results"]``). Configurations
+    already complete in it are skipped unless ``force``. ``only`` restricts
+    the run to index configurations by name, as ``geoflash bench --index``
+    (``"efind"``, ``"efind[page_size=4KiB]"``, ``"*[page_size=4KiB]"``).
+    ``df.attrs["summary"]`` holds the run summary (configurations executed
+    and skipped, failures). The GIL is released while it runs.
+    """
+    if results is None:
+        fd, results = tempfile.mkstemp(prefix="geoflash-bench-", suffix=".sqlite")
+        os.close(fd)
+        os.unlink(results)
+    if isinstance(workload, Mapping):
+        text, from_json = json.dumps(workload), True
+    else:
+        text, from_json = os.fspath(workload), False
+    out = json.loads(
+        _geoflash.bench_run(
+            text,
+            os.fspath(results),
+            scale=scale,
+            from_json=from_json,
+            force=force,
+            only=list(only),
+            workdir=None if workdir is None else os.fspath(workdir),
+        )
+    )
+    df = load(results)
+    df = df[(df["workload"] == out["workload"]) & (df["scale"] == out["scale"])].reset_index(
+        drop=True
+    )
+    df.attrs["results"] = os.fspath(results)
+    df.attrs["summary"] = out["summary"]
+    return df
