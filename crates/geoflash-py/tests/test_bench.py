@@ -17,8 +17,11 @@ def small_workload(store="efind"):
         "repetitions": 2,
         "dataset": [{"name": "u", "generator": "uniform", "geometry": "box",
                      "count": 1500, "seed": 3, "params": {"max_size": 0.01}}],
+        # durability none: group commit also syncs on a timer, which makes
+        # the simulated counts vary between repetitions
         "index": [{"name": store, "kind": "rstar", "store": store, "page_size": ["1KiB", "2KiB"],
-                   "buffer": "32KiB", "device": "flashsim:preset=seed-tc58"}],
+                   "buffer": "32KiB", "device": "flashsim:preset=seed-tc58",
+                   store: {"durability": "none"}}],
         "step": [{"kind": "build"},
                  {"kind": "range_queries", "selectivity": ["0.1%", "1%"], "count": 20}],
     }
@@ -60,7 +63,7 @@ def test_bad_workloads_and_stores(tmp_path):
         geoflash.bench.run(bad, tmp_path / "r.sqlite", scale="smoke")
     with pytest.raises(ValueError):
         geoflash.bench.run(small_workload(), tmp_path / "r.sqlite", scale="huge")
-    with pytest.raises(ValueError, match="does not exist|No such file|missing"):
+    with pytest.raises(FileNotFoundError, match="missing.toml"):
         geoflash.bench.run(tmp_path / "missing.toml", tmp_path / "r.sqlite")
     with pytest.raises(FileNotFoundError):
         geoflash.bench.load(tmp_path / "none.sqlite")
