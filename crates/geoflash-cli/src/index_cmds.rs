@@ -986,39 +986,34 @@ fn inspect_fortree(
 /// `geoflash verify`: checksums of every node and every structural invariant; exit 1 on a defect.
 pub fn verify(a: DirArgs) -> Result<(), Failure> {
     let index = Index::open(&a.index, Access::Read)?;
-    if let Some(mut f) = index.structure().fortree() {
-        let report = f.check().map_err(|e| Failure {
-            code: 1,
-            error: anyhow::anyhow!("index is defective: {e}"),
-        })?;
-        if a.json {
-            print_json(&json!({"ok": true, "report": report}))?;
-        } else {
-            outln!(
-                "ok: {} records, height {}, {} nodes ({} overflow nodes)",
-                report.records,
-                report.height,
-                report.nodes_per_level.iter().sum::<u64>(),
-                report.overflow_nodes
-            );
-        }
-        return Ok(());
-    }
-    let report = index.tree()?.check().map_err(|e| Failure {
+    // (records, height, nodes, the FOR-tree's overflow nodes) and the report as JSON.
+    let checked = match index.structure().fortree() {
+        Some(mut f) => f.check().and_then(|r| {
+            let nodes = r.nodes_per_level.iter().sum::<u64>();
+            let line = (r.records, r.height, nodes, Some(r.overflow_nodes));
+            Ok((line, report_json(&r)?))
+        }),
+        None => index.tree()?.check().and_then(|r| {
+            let nodes = r.nodes_per_level.iter().sum::<u64>();
+            Ok(((r.records, r.height, nodes, None), report_json(&r)?))
+        }),
+    };
+    let ((records, height, nodes, overflow), report) = checked.map_err(|e| Failure {
         code: 1,
         error: anyhow::anyhow!("index is defective: {e}"),
     })?;
     if a.json {
         print_json(&json!({"ok": true, "report": report}))?;
     } else {
-        outln!(
-            "ok: {} records, height {}, {} nodes",
-            report.records,
-            report.height,
-            report.nodes_per_level.iter().sum::<u64>()
-        );
+        let overflow = overflow.map_or(String::new(), |o| format!(" ({o} overflow nodes)"));
+        outln!("ok: {records} records, height {height}, {nodes} nodes{overflow}");
     }
     Ok(())
+}
+
+/// A check report as JSON.
+fn report_json(r: &impl serde::Serialize) -> geoflash::Result<serde_json::Value> {
+    serde_json::to_value(r).map_err(|e| Error::invalid(e.to_string()))
 }
 
 /// `geoflash checkpoint`.

@@ -656,12 +656,17 @@ fn write_rects(path: &Path, n: u64) {
 }
 
 fn all_ids(idx: &Path) -> Vec<u64> {
+    window_ids(idx, "-10,-10,2000,2000")
+}
+
+/// The sorted ids `query --window` finds.
+fn window_ids(idx: &Path, window: &str) -> Vec<u64> {
     let out = last_json(&ok(geoflash(&[
         "query",
         "--index",
         s(idx),
         "--window",
-        "-10,-10,2000,2000",
+        window,
         "--ids",
         "--json",
     ])));
@@ -924,23 +929,7 @@ fn fortree_kind_builds_answers_reopens_and_reproduces_the_root_counter_failure()
         .map(|(id, _)| *id)
         .collect();
     want.sort_unstable();
-    let out = last_json(&ok(geoflash(&[
-        "query",
-        "--index",
-        s(&idx),
-        "--window",
-        "100,200,400,500",
-        "--ids",
-        "--json",
-    ])));
-    let mut got: Vec<u64> = out["windows"][0]["ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
-    got.sort_unstable();
-    assert_eq!(got, want);
+    assert_eq!(window_ids(&idx, "100,200,400,500"), want);
     // Deleting the first 300 from the existing index.
     let del = dir.path().join("del.csv");
     let text = std::fs::read_to_string(&data).unwrap();
