@@ -163,10 +163,11 @@ pub fn read_rects(path: &Path) -> Result<Vec<(u64, Rect)>> {
 /// What [`import`] did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ImportReport {
-    /// Input file.
+    /// Input file (or PostGIS table and URL, without its password).
     pub input: String,
-    /// Format of the input file.
-    pub input_format: Format,
+    /// Format of the input: a [`Format`]'s name in JSON (`csv`, `geojson`,
+    /// `flatgeobuf`, `geoparquet`, `shapefile`, `osm-pbf`) or `postgis`.
+    pub input_format: String,
     /// Output file.
     pub out: String,
     /// Format of the output file.
@@ -177,6 +178,45 @@ pub struct ImportReport {
     pub skipped: u64,
     /// Insertion order of the output.
     pub order: InsertionOrder,
+}
+
+/// The JSON name of a format (`osm-pbf`).
+fn format_key(f: Format) -> String {
+    serde_json::to_value(f)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_else(|| f.name().to_string())
+}
+
+/// Writes `objects` (read from `input`, named in errors) to `out` in
+/// insertion order `order` (seeded by `seed`); returns how many.
+fn write_ordered(
+    objects: &[(u64, Geometry)],
+    input: &Path,
+    out: &Path,
+    order: InsertionOrder,
+    seed: u64,
+) -> Result<usize> {
+    let rects = objects
+        .iter()
+        .map(|(id, g)| {
+            geoflash::objects::geometry::bounding_rect(g)
+                .map_err(|e| formats::bad(input, format!("object {id}: {e}")))
+        })
+        .collect::<Result<Vec<Rect>>>()?;
+    let perm = generate::order(&rects, order, seed)?;
+    let ordered = perm
+        .iter()
+        .filter_map(|&i| objects.get(i).map(|(id, g)| (*id, g)));
+    let count = formats::write_objects(out, ordered)?;
+    if count != objects.len() as u64 {
+        return Err(Error::invalid(format!(
+            "{}: wrote {count} of {} objects (the order is not a permutation)",
+            out.display(),
+            objects.len()
+        )));
+    }
+    Ok(objects.len())
 }
 
 /// Converts `input` (any [`Format`]) to `out` (a writable one: `.csv`
@@ -191,33 +231,38 @@ pub fn import(
 ) -> Result<ImportReport> {
     let out_format = Format::for_output(out)?;
     let data = read_dataset(input, opts)?;
-    let rects = data
-        .objects
-        .iter()
-        .map(|(id, g)| {
-            geoflash::objects::geometry::bounding_rect(g)
-                .map_err(|e| formats::bad(input, format!("object {id}: {e}")))
-        })
-        .collect::<Result<Vec<Rect>>>()?;
-    let perm = generate::order(&rects, order, seed)?;
-    let ordered = perm
-        .iter()
-        .filter_map(|&i| data.objects.get(i).map(|(id, g)| (*id, g)));
-    let count = formats::write_objects(out, ordered)?;
-    if count != data.objects.len() as u64 {
-        return Err(Error::invalid(format!(
-            "{}: wrote {count} of {} objects (the order is not a permutation)",
-            out.display(),
-            data.objects.len()
-        )));
-    }
+    let count = write_ordered(&data.objects, input, out, order, seed)?;
     Ok(ImportReport {
         input: input.display().to_string(),
-        input_format: data.format,
+        input_format: format_key(data.format),
         out: out.display().to_string(),
         out_format,
-        count: data.objects.len(),
+        count,
         skipped: data.skipped,
+        order,
+    })
+}
+
+/// Converts the geometries of a PostGIS table ([`crate::postgis`]) to
+/// `out`, like [`import`] a file.
+#[cfg(feature = "postgres")]
+pub fn import_postgis(
+    src: &crate::postgis::PostgisSource,
+    out: &Path,
+    order: InsertionOrder,
+    seed: u64,
+) -> Result<ImportReport> {
+    let out_format = Format::for_output(out)?;
+    let objects = crate::postgis::read(src)?;
+    let what = src.describe();
+    let count = write_ordered(&objects, Path::new(&what), out, order, seed)?;
+    Ok(ImportReport {
+        input: what,
+        input_format: "postgis".into(),
+        out: out.display().to_string(),
+        out_format,
+        count,
+        skipped: 0,
         order,
     })
 }

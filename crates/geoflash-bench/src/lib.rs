@@ -1,5 +1,6 @@
-//! The geoflash workbench. Today: the device benchmark behind `geoflash devbench`.
-//! Datasets, workload files, the runner and the results store follow.
+//! The geoflash workbench: datasets (files, PostGIS, generators), query
+//! windows, workload files, the runner, the results store (SQLite or
+//! PostgreSQL), reports, and the device benchmark behind `geoflash devbench`.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 #![deny(clippy::unwrap_used)]
@@ -9,6 +10,9 @@ pub mod devbench;
 pub mod formats;
 pub mod generate;
 pub mod import;
+pub mod pg;
+pub mod pg_cluster;
+pub mod postgis;
 pub mod report;
 pub mod results;
 pub mod runner;

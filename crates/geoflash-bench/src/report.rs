@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use geoflash::{Error, Result};
 use plotters::prelude::*;
 
-use crate::results::ResultsStore;
+use crate::results::sql::Value;
+use crate::results::{ResultsLocation, ResultsStore};
 
 /// The metrics a report shows by default (those that are all zero in a panel are left out).
 pub const DEFAULT_METRICS: &[&str] = &[
@@ -100,10 +101,6 @@ impl Panel {
     }
 }
 
-fn db_err(e: rusqlite::Error) -> Error {
-    Error::invalid(format!("results store: {e}"))
-}
-
 fn io_err(path: &Path, source: std::io::Error) -> Error {
     Error::Io {
         path: path.to_path_buf(),
@@ -129,17 +126,9 @@ fn without_page_size(name: &str) -> String {
     }
 }
 
-fn load_panels(store: &ResultsStore, metrics: &[String]) -> Result<Vec<Panel>> {
-    let conn = store.connection();
+fn load_panels(store: &mut ResultsStore, metrics: &[String]) -> Result<Vec<Panel>> {
     // Check the metric names against the table's columns (no SQL from users).
-    let columns: Vec<String> = {
-        let mut st = conn.prepare("PRAGMA table_info(results)").map_err(db_err)?;
-        let rows = st
-            .query_map([], |r| r.get::<_, String>(1))
-            .map_err(db_err)?;
-        rows.collect::<std::result::Result<_, _>>()
-            .map_err(db_err)?
-    };
+    let columns = store.columns("results")?;
     for m in metrics {
         if !columns.iter().any(|c| c == m) {
             return Err(Error::invalid(format!(
@@ -149,7 +138,7 @@ fn load_panels(store: &ResultsStore, metrics: &[String]) -> Result<Vec<Panel>> {
     }
     let cols: Vec<String> = metrics
         .iter()
-        .map(|m| format!("CAST({m} AS REAL)"))
+        .map(|m| format!("CAST({m} AS DOUBLE PRECISION)"))
         .collect();
     let sql = format!(
         "SELECT workload, scale, step_index, step_kind, parameter, index_name, dataset, insertion_order,
@@ -158,32 +147,31 @@ fn load_panels(store: &ResultsStore, metrics: &[String]) -> Result<Vec<Panel>> {
          ORDER BY workload, scale, step_index, parameter, config_id",
         cols.join(", ")
     );
-    let mut st = conn.prepare(&sql).map_err(db_err)?;
-    let mut rows = st.query([]).map_err(db_err)?;
+    let rows = store.query(&sql, &[])?;
     // panel key -> (bar key -> the metric values of every repetition)
     type BarKey = (String, String, String, i64);
     type PanelKey = (String, String, i64, String, String);
     let mut panels: BTreeMap<PanelKey, Panel> = BTreeMap::new();
     let mut samples: BTreeMap<PanelKey, Vec<(BarKey, Vec<f64>)>> = BTreeMap::new();
     let mut order = Vec::new();
-    while let Some(r) = rows.next().map_err(db_err)? {
-        let workload: String = r.get(0).map_err(db_err)?;
-        let scale: String = r.get(1).map_err(db_err)?;
-        let step_index: i64 = r.get(2).map_err(db_err)?;
-        let step_kind: String = r.get(3).map_err(db_err)?;
-        let parameter: String = r.get(4).map_err(db_err)?;
-        let index_name: String = r.get(5).map_err(db_err)?;
-        let dataset: String = r.get(6).map_err(db_err)?;
-        let ord: String = r.get(7).map_err(db_err)?;
-        let page_size: i64 = r.get(8).map_err(db_err)?;
-        let mut values = Vec::with_capacity(metrics.len());
-        for i in 0..metrics.len() {
-            values.push(
-                r.get::<_, Option<f64>>(9 + i)
-                    .map_err(db_err)?
-                    .unwrap_or(0.0),
-            );
-        }
+    for r in rows {
+        let text = |i: usize| {
+            r.get(i)
+                .and_then(Value::as_str)
+                .map(String::from)
+                .ok_or_else(|| Error::invalid(format!("results store: column {i} is not text")))
+        };
+        let int = |i: usize| {
+            r.get(i).and_then(Value::as_i64).ok_or_else(|| {
+                Error::invalid(format!("results store: column {i} is not an integer"))
+            })
+        };
+        let (workload, scale, step_index) = (text(0)?, text(1)?, int(2)?);
+        let (step_kind, parameter, index_name) = (text(3)?, text(4)?, text(5)?);
+        let (dataset, ord, page_size) = (text(6)?, text(7)?, int(8)?);
+        let values: Vec<f64> = (0..metrics.len())
+            .map(|i| r.get(9 + i).and_then(Value::as_f64).unwrap_or(0.0))
+            .collect();
         let key = (
             workload.clone(),
             scale.clone(),
@@ -513,25 +501,31 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// Writes the report of the results store at `results` into directory `out`.
-pub fn write_report(results: &Path, out: &Path, opts: &ReportOptions) -> Result<ReportSummary> {
-    if !results.is_file() {
-        return Err(Error::invalid(format!(
-            "results store {} does not exist",
-            results.display()
-        )));
+/// Writes the report of the results store at `results` (an SQLite file
+/// or a PostgreSQL URL) into directory `out`.
+pub fn write_report(
+    results: &ResultsLocation,
+    out: &Path,
+    opts: &ReportOptions,
+) -> Result<ReportSummary> {
+    if let ResultsLocation::Sqlite(p) = results {
+        if !p.is_file() {
+            return Err(Error::invalid(format!(
+                "results store {} does not exist",
+                p.display()
+            )));
+        }
     }
-    let store = ResultsStore::open(results)?;
+    let mut store = ResultsStore::open_location(results)?;
     let metrics: Vec<String> = if opts.metrics.is_empty() {
         DEFAULT_METRICS.iter().map(|s| s.to_string()).collect()
     } else {
         opts.metrics.clone()
     };
-    let panels = load_panels(&store, &metrics)?;
+    let panels = load_panels(&mut store, &metrics)?;
     if panels.is_empty() {
         return Err(Error::invalid(format!(
-            "results store {} holds no successful result",
-            results.display()
+            "results store {results} holds no successful result"
         )));
     }
     let plots_dir = out.join("plots");
@@ -559,7 +553,7 @@ pub fn write_report(results: &Path, out: &Path, opts: &ReportOptions) -> Result<
     let _ = writeln!(
         html,
         "<p>Results: <code>{}</code>. Tables: <a href=\"summary.csv\">summary.csv</a>, <a href=\"summary.md\">summary.md</a>. Values are medians over repetitions{}.</p>",
-        html_escape(&results.display().to_string()),
+        html_escape(&results.to_string()),
         match &opts.baseline {
             Some(b) => format!("; gains are (ref − value)/ref against <b>{}</b>", html_escape(b)),
             None => String::new(),
@@ -817,7 +811,7 @@ count = 10
         drop(st);
         let out = dir.path().join("report");
         let s = write_report(
-            &db,
+            &ResultsLocation::Sqlite(db.clone()),
             &out,
             &ReportOptions {
                 metrics: vec![],
@@ -887,7 +881,7 @@ count = 10
     fn bad_metric_and_missing_store() {
         let dir = tempfile::tempdir().unwrap();
         let e = write_report(
-            &dir.path().join("none.sqlite"),
+            &ResultsLocation::Sqlite(dir.path().join("none.sqlite")),
             dir.path(),
             &ReportOptions::default(),
         )
@@ -897,7 +891,7 @@ count = 10
         let db = dir.path().join("r.sqlite");
         ResultsStore::open(&db).unwrap();
         let e = write_report(
-            &db,
+            &ResultsLocation::Sqlite(db.clone()),
             dir.path(),
             &ReportOptions {
                 metrics: vec!["pages_written; DROP TABLE results".into()],
@@ -908,9 +902,13 @@ count = 10
         .unwrap_err()
         .to_string();
         assert!(e.contains("unknown metric"), "{e}");
-        let e = write_report(&db, dir.path(), &ReportOptions::default())
-            .unwrap_err()
-            .to_string();
+        let e = write_report(
+            &ResultsLocation::Sqlite(db.clone()),
+            dir.path(),
+            &ReportOptions::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("no successful result"), "{e}");
         assert_eq!(without_page_size("a[page_size=1024,store=x]"), "a[store=x]");
         assert_eq!(without_page_size("a[page_size=1024]"), "a");

@@ -81,6 +81,10 @@ fn load_dataset(
                     .map(|(i, r)| (i as u64, r))
                     .collect(),
                 DatasetSource::File(path) => crate::import::read_rects(path)?,
+                #[cfg(feature = "postgres")]
+                DatasetSource::Postgis(src) => crate::postgis::read_rects(src)?,
+                #[cfg(not(feature = "postgres"))]
+                DatasetSource::Postgis(src) => return Err(crate::pg::unsupported(&src.url)),
             };
             if recs.is_empty() {
                 return Err(Error::invalid(format!("dataset {:?} is empty", d.name)));
@@ -780,22 +784,25 @@ fn execute(
     summary: &mut RunSummary,
 ) -> std::result::Result<(), Failed> {
     let step_json = |s: &Step| serde_json::to_string(s).unwrap_or_default();
-    let mut record = |store: &mut ResultsStore, i: usize, s: &Step, r: &Row| {
-        summary.rows += 1;
+    // The rows of one step are recorded in one transaction: all or none.
+    let mut record = |store: &mut ResultsStore, i: usize, s: &Step, rows: &[Row]| {
+        summary.rows += rows.len();
+        let json = step_json(s);
+        let rows: Vec<StepRow> = rows
+            .iter()
+            .map(|r| StepRow {
+                step_index: i,
+                step_kind: s.kind(),
+                parameter: &r.parameter,
+                step_json: &json,
+                status: r.status,
+                message: &r.message,
+                stats: &r.stats,
+            })
+            .collect();
         store
-            .record(
-                run_id,
-                config_id,
-                &StepRow {
-                    step_index: i,
-                    step_kind: s.kind(),
-                    parameter: &r.parameter,
-                    step_json: &step_json(s),
-                    status: r.status,
-                    message: &r.message,
-                    stats: &r.stats,
-                },
-            )
+            .record_step(run_id, config_id, &rows)
+            .map(|_| ())
             .map_err(Failed::Store)
     };
     let fail = |store: &mut ResultsStore, i: usize, s: &Step, e: Error| {
@@ -831,12 +838,12 @@ fn execute(
         store,
         0,
         first,
-        &Row {
+        &[Row {
             parameter: String::new(),
             status: "ok",
             message: String::new(),
             stats: s,
-        },
+        }],
     )?;
     let extent = Rect::union_all(data.iter().map(|(_, r)| r))
         .ok_or_else(|| Failed::Step(Error::invalid("empty dataset")))?;
@@ -856,7 +863,7 @@ fn execute(
                     if r.status == "skipped" {
                         summary.unsupported.push(r.message.clone());
                     }
-                    record(store, i, step, &r)?;
+                    record(store, i, step, std::slice::from_ref(&r))?;
                     continue;
                 }
                 Err(e) => return Err(fail(store, i, step, e)),
@@ -864,12 +871,10 @@ fn execute(
         }
         match exec.step(&mut index, step) {
             Ok(rows) => {
-                for r in rows {
-                    if r.status == "skipped" {
-                        summary.unsupported.push(r.message.clone());
-                    }
-                    record(store, i, step, &r)?;
+                for r in rows.iter().filter(|r| r.status == "skipped") {
+                    summary.unsupported.push(r.message.clone());
                 }
+                record(store, i, step, &rows)?;
             }
             Err(e) => return Err(fail(store, i, step, e)),
         }
@@ -925,8 +930,8 @@ fraction = 0.25
 kind = "crash_and_recover"
 "#;
 
-    fn count(st: &ResultsStore, sql: &str) -> i64 {
-        st.connection().query_row(sql, [], |r| r.get(0)).unwrap()
+    fn count(st: &mut ResultsStore, sql: &str) -> i64 {
+        crate::results::sql::Value::as_i64(&st.query(sql, &[]).unwrap()[0][0]).unwrap()
     }
 
     /// The FOR-tree (`kind = "fortree"`) runs every step and answers as the
@@ -964,60 +969,64 @@ kind = "crash_and_recover"
         assert_eq!(s.configurations, 4);
         // per configuration: build, 2 selectivities, 2 k, mixed, delete, crash (skipped)
         assert_eq!(s.rows, 4 * 8);
-        assert_eq!(count(&st, "SELECT count(*) FROM results"), 32);
+        assert_eq!(count(&mut st, "SELECT count(*) FROM results"), 32);
         assert_eq!(
-            count(&st, "SELECT count(*) FROM results WHERE status = 'skipped'"),
+            count(
+                &mut st,
+                "SELECT count(*) FROM results WHERE status = 'skipped'"
+            ),
             4
         );
         assert_eq!(s.unsupported.len(), 4);
         // builds insert 80% of 600 objects and write pages; the device counts them
         assert_eq!(
             count(
-                &st,
+                &mut st,
                 "SELECT min(operations) FROM results WHERE step_kind = 'build'"
             ),
             480
         );
         assert!(
             count(
-                &st,
+                &mut st,
                 "SELECT min(pages_written) FROM results WHERE step_kind = 'build'"
             ) > 0
         );
         assert!(
             count(
-                &st,
+                &mut st,
                 "SELECT min(index_bytes) FROM results WHERE step_kind = 'build'"
             ) > 0
         );
         // the flash simulator's rows carry NAND counters, the memory device's do not
-        assert!(count(&st, "SELECT min(nand_programs) FROM results_full WHERE device LIKE 'flashsim%' AND step_kind = 'build'") > 0);
+        assert!(count(&mut st, "SELECT min(nand_programs) FROM results_full WHERE device LIKE 'flashsim%' AND step_kind = 'build'") > 0);
         assert_eq!(
             count(
-                &st,
+                &mut st,
                 "SELECT max(device_simulated) FROM results_full WHERE device = 'mem:'"
             ),
             0
         );
         // queries: the 1% windows return more than the 0.1% ones
-        let q = |sel: &str| {
+        let mut q = |sel: &str| {
             count(
-                &st,
+                &mut st,
                 &format!("SELECT sum(query_results) FROM results WHERE parameter LIKE 'selectivity={sel};%'"),
             )
         };
-        assert!(q("1%") > q("0.1%"), "{} vs {}", q("1%"), q("0.1%"));
+        let (wide, narrow) = (q("1%"), q("0.1%"));
+        assert!(wide > narrow, "{wide} vs {narrow}");
         // kNN returns k per point
         assert_eq!(
             count(
-                &st,
+                &mut st,
                 "SELECT sum(query_results) FROM results WHERE parameter = 'k=5'"
             ),
             4 * 10 * 5
         );
         // delete removes a quarter of the live objects
         let live_after_mixed = count(
-            &st,
+            &mut st,
             "SELECT max(operations) FROM results WHERE step_kind = 'delete'",
         );
         assert!(
@@ -1027,14 +1036,14 @@ kind = "crash_and_recover"
         // configuration rows are complete, with a device description
         assert_eq!(
             count(
-                &st,
+                &mut st,
                 "SELECT count(*) FROM configurations WHERE completed_at IS NOT NULL"
             ),
             4
         );
         assert_eq!(
             count(
-                &st,
+                &mut st,
                 "SELECT count(*) FROM configurations WHERE device_description = ''"
             ),
             0
@@ -1053,10 +1062,10 @@ kind = "crash_and_recover"
         )
         .unwrap();
         assert_eq!((s3.executed, s3.rows), (2, 16));
-        assert_eq!(count(&st, "SELECT count(*) FROM results"), 32);
+        assert_eq!(count(&mut st, "SELECT count(*) FROM results"), 32);
         assert_eq!(
             count(
-                &st,
+                &mut st,
                 "SELECT count(*) FROM runs WHERE finished_at IS NOT NULL"
             ),
             3
@@ -1072,8 +1081,8 @@ kind = "crash_and_recover"
         run(&w, &mut a, &RunOptions::default()).unwrap();
         run(&w, &mut b, &RunOptions::default()).unwrap();
         let sql = "SELECT group_concat(pages_written || '/' || pages_read || '/' || nand_erases || '/' || query_results, ',') FROM (SELECT * FROM results ORDER BY result_id)";
-        let ga: String = a.connection().query_row(sql, [], |r| r.get(0)).unwrap();
-        let gb: String = b.connection().query_row(sql, [], |r| r.get(0)).unwrap();
+        let ga = a.query(sql, &[]).unwrap();
+        let gb = b.query(sql, &[]).unwrap();
         assert_eq!(ga, gb);
     }
 
@@ -1092,14 +1101,14 @@ kind = "crash_and_recover"
         );
         assert_eq!(
             count(
-                &st,
+                &mut st,
                 "SELECT count(*) FROM results WHERE status = 'error' AND step_kind = 'mixed'"
             ),
             4
         );
         assert_eq!(
             count(
-                &st,
+                &mut st,
                 "SELECT count(*) FROM configurations WHERE completed_at IS NULL"
             ),
             4
@@ -1146,20 +1155,20 @@ kind = "checkpoint"
         assert!(s.failures.is_empty(), "{:?}", s.failures);
         assert_eq!(
             count(
-                &st,
+                &mut st,
                 "SELECT operations FROM results WHERE step_kind = 'range_queries'"
             ),
             4
         );
         // the whole unit square holds every point, twice
         let r = count(
-            &st,
+            &mut st,
             "SELECT query_results FROM results WHERE step_kind = 'range_queries'",
         );
         assert!(r >= 600, "{r}");
         assert!(
             count(
-                &st,
+                &mut st,
                 "SELECT pages_written FROM results WHERE step_kind = 'build'"
             ) > 0
         );
@@ -1211,7 +1220,7 @@ windows = "WINDOWS"
         )
         .unwrap();
         assert!(s.failures.is_empty(), "{:?}", s.failures);
-        let get = |sql: &str| count(&st, sql);
+        let mut get = |sql: &str| count(&mut st, sql);
         // sync durability: every acknowledged insert survives; the query sees them all
         assert_eq!(
             get("SELECT operations FROM results_full WHERE step_kind = 'crash_and_recover' AND index_name LIKE '%sync%'"),

@@ -91,6 +91,8 @@ pub enum DatasetSource {
     Generator(GenParams),
     /// A dataset file (any format [`crate::import::read_rects`] reads).
     File(PathBuf),
+    /// A PostGIS table (recorded without the URL's password).
+    Postgis(crate::postgis::PostgisSource),
 }
 
 /// A dataset with one insertion order.
@@ -492,6 +494,7 @@ struct RawDataset {
     name: Spanned<String>,
     generator: Option<Spanned<String>>,
     file: Option<Spanned<String>>,
+    postgis: Option<Spanned<toml::Table>>,
     geometry: Val,
     count: Val,
     seed: Val,
@@ -877,14 +880,95 @@ const GEN_PARAMS: &[&str] = &[
     "cluster_sigma",
 ];
 
+/// The keys of a dataset's `postgis` table.
+const POSTGIS_KEYS: &[&str] = &["url", "table", "geometry_column", "id_column"];
+
+/// A dataset's `postgis = { url, table, geometry_column = "geom", id_column }`.
+/// The URL is checked for its form only: the server is read when the
+/// workload runs.
+fn parse_postgis(
+    cx: &Ctx,
+    t: &Spanned<toml::Table>,
+    key: &str,
+) -> Result<crate::postgis::PostgisSource> {
+    let span = t.span();
+    let get = |k: &str| -> Result<Option<String>> {
+        match t.get_ref().get(k) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
+            Some(toml::Value::String(_)) => {
+                Err(cx.err(&span, &format!("{key}.{k}"), "must not be empty"))
+            }
+            Some(other) => Err(cx.err(
+                &span,
+                &format!("{key}.{k}"),
+                format!("expected a string, found {}", other.type_str()),
+            )),
+        }
+    };
+    if let Some(k) = t
+        .get_ref()
+        .keys()
+        .find(|k| !POSTGIS_KEYS.contains(&k.as_str()))
+    {
+        return Err(cx.err(
+            &span,
+            &format!("{key}.{k}"),
+            format!("unknown key (use {})", POSTGIS_KEYS.join(", ")),
+        ));
+    }
+    let required = |k: &str| get(k)?.ok_or_else(|| cx.err(&span, &format!("{key}.{k}"), "missing"));
+    let url = required("url")?;
+    if !crate::pg::is_url(&url) {
+        return Err(cx.err(
+            &span,
+            &format!("{key}.url"),
+            format!(
+                "{:?} is not a PostgreSQL URL (postgresql://user@host/dbname)",
+                crate::pg::redact(&url)
+            ),
+        ));
+    }
+    Ok(crate::postgis::PostgisSource {
+        url,
+        table: required("table")?,
+        geometry_column: get("geometry_column")?.unwrap_or_else(|| "geom".into()),
+        id_column: get("id_column")?,
+    })
+}
+
 fn parse_dataset(cx: &Ctx, d: &RawDataset, i: usize, base: &Path) -> Result<Vec<DatasetConfig>> {
     let key = |k: &str| format!("dataset[{i}].{k}");
     let seed = match &d.seed {
         None => 1,
         Some(v) => cx.int(&v.span(), v.get_ref(), &key("seed"))?,
     };
-    let source = match (&d.generator, &d.file) {
-        (Some(g), None) => {
+    // Generator keys given to a file or PostGIS dataset.
+    let not_generated = |what: &str| -> Result<()> {
+        for (k, v) in [("geometry", &d.geometry), ("count", &d.count)] {
+            if let Some(v) = v {
+                return Err(cx.err(
+                    &v.span(),
+                    &key(k),
+                    format!("applies to generated datasets only, not to {what}"),
+                ));
+            }
+        }
+        if let Some(t) = &d.params {
+            return Err(cx.err(
+                &t.span(),
+                &key("params"),
+                format!("applies to generated datasets only, not to {what}"),
+            ));
+        }
+        Ok(())
+    };
+    let source = match (&d.generator, &d.file, &d.postgis) {
+        (None, None, Some(t)) => {
+            not_generated("a PostGIS table")?;
+            DatasetSource::Postgis(parse_postgis(cx, t, &key("postgis"))?)
+        }
+        (Some(g), None, None) => {
             let dist: Distribution = cx.at(&g.span(), &key("generator"), g.get_ref().parse())?;
             let geometry: GeometryKind = match &d.geometry {
                 None => GeometryKind::Point,
@@ -949,7 +1033,7 @@ fn parse_dataset(cx: &Ctx, d: &RawDataset, i: usize, base: &Path) -> Result<Vec<
             }
             DatasetSource::Generator(p)
         }
-        (None, Some(f)) => {
+        (None, Some(f), None) => {
             let p = base.join(f.get_ref());
             if !p.is_file() {
                 return Err(cx.err(
@@ -963,37 +1047,28 @@ fn parse_dataset(cx: &Ctx, d: &RawDataset, i: usize, base: &Path) -> Result<Vec<
                 &key("file"),
                 crate::import::InputFormat::from_path(&p),
             )?;
-            for (k, v) in [("geometry", &d.geometry), ("count", &d.count)] {
-                if let Some(v) = v {
-                    return Err(cx.err(
-                        &v.span(),
-                        &key(k),
-                        "applies to generated datasets only, not to a file",
-                    ));
-                }
-            }
-            if let Some(t) = &d.params {
-                return Err(cx.err(
-                    &t.span(),
-                    &key("params"),
-                    "applies to generated datasets only, not to a file",
-                ));
-            }
+            not_generated("a file")?;
             DatasetSource::File(p)
         }
-        (Some(g), Some(_)) => {
-            return Err(cx.err(
-                &g.span(),
-                &key("generator"),
-                "give either generator or file, not both",
-            ))
-        }
-        (None, None) => {
+        (None, None, None) => {
             return Err(cx.err(
                 &d.name.span(),
                 &key("name"),
-                "a dataset needs a generator or a file",
+                "a dataset needs a generator, a file or a postgis table",
             ))
+        }
+        (g, f, p) => {
+            let span = g
+                .as_ref()
+                .map(|g| g.span())
+                .or_else(|| f.as_ref().map(|f| f.span()))
+                .or_else(|| p.as_ref().map(|p| p.span()))
+                .unwrap_or_else(|| d.name.span());
+            return Err(cx.err(
+                &span,
+                &key("generator"),
+                "give one of generator, file or postgis, not several",
+            ));
         }
     };
     let orders = match &d.order {

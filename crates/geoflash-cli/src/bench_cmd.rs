@@ -1,8 +1,8 @@
-//! `geoflash bench WORKLOAD.toml --results RESULTS.sqlite`: runs a workload
-//! file's cross product and records every step's metrics.
+//! `geoflash bench WORKLOAD.toml --results RESULTS.sqlite|postgresql://…`:
+//! runs a workload file's cross product and records every step's metrics.
 use std::path::PathBuf;
 
-use geoflash_bench::results::ResultsStore;
+use geoflash_bench::results::{ResultsLocation, ResultsStore};
 use geoflash_bench::runner::{self, RunOptions};
 use geoflash_bench::workload::{Scale, Workload};
 
@@ -12,14 +12,15 @@ use crate::Failure;
 /// Options of `bench`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  geoflash bench workloads/smoke.toml --results results.sqlite --scale smoke\n  geoflash bench workloads/efind-vs-plain.toml --results r.sqlite --scale small --index efind --force\n  geoflash report --results r.sqlite --out report/"
+    after_help = "Examples:\n  geoflash bench workloads/smoke.toml --results results.sqlite --scale smoke\n  geoflash bench workloads/efind-vs-plain.toml --results r.sqlite --scale small --index efind --force\n  geoflash bench workloads/smoke.toml --scale smoke --results postgresql://bench@dbhost/results   (PGPASSWORD for a password)\n  geoflash report --results r.sqlite --out report/"
 )]
 pub struct BenchArgs {
     /// Workload file (TOML; see docs/workbench.md).
     workload: PathBuf,
-    /// Results store (SQLite file, created if missing).
+    /// Results store: an SQLite file (created if missing) or a PostgreSQL
+    /// URL, postgresql://user@host[:port]/dbname (tables created if missing).
     #[arg(long)]
-    results: PathBuf,
+    results: ResultsLocation,
     /// smoke, small or full: which of the workload's counts to use.
     #[arg(long, default_value = "small")]
     scale: String,
@@ -76,7 +77,7 @@ pub fn bench(a: BenchArgs) -> Result<(), Failure> {
         }
         return Ok(());
     }
-    let mut store = ResultsStore::open(&a.results)?;
+    let mut store = ResultsStore::open_location(&a.results)?;
     let opts = RunOptions {
         force: a.force,
         only: a.only.clone(),
@@ -100,7 +101,7 @@ pub fn bench(a: BenchArgs) -> Result<(), Failure> {
     } else {
         row("workload", &w.name);
         row("scale", scale.name());
-        row("results", a.results.display());
+        row("results", &a.results);
         row("run id", summary.run_id);
         row("configurations", summary.configurations);
         row("executed", summary.executed);

@@ -1,7 +1,8 @@
 //! `geoflash import --input FILE --out FILE`: converts a dataset file of any
 //! input format (CSV, GeoJSON, FlatGeobuf, GeoParquet, Shapefile, OSM PBF)
 //! to one of the workbench's output formats (CSV, GeoJSON, FlatGeobuf,
-//! GeoParquet) in a chosen insertion order.
+//! GeoParquet) in a chosen insertion order; or the geometries of a PostGIS
+//! table (`--postgis URL --table T --geometry-column C [--id-column ID]`).
 use std::path::PathBuf;
 
 use geoflash_bench::import;
@@ -12,13 +13,27 @@ use crate::Failure;
 /// Options of `import`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Formats follow the extensions: read .csv, .geojson/.json, .fgb, .parquet, .shp (with its .dbf), .osm.pbf; write .csv (MBRs), .geojson, .fgb, .parquet (geometries).\n\nExamples:\n  geoflash import --input parcels.csv --out parcels.geojson   (CSV with a wkt column)\n  geoflash import --input buildings.geojson --out b.csv --order sessions --seed 7\n  geoflash import --input monaco-latest.osm.pbf --out monaco.fgb   (building footprints)\n  geoflash import --input roads.shp --out roads.parquet --order hilbert"
+    after_help = "Formats follow the extensions: read .csv, .geojson/.json, .fgb, .parquet, .shp (with its .dbf), .osm.pbf; write .csv (MBRs), .geojson, .fgb, .parquet (geometries).\n\nExamples:\n  geoflash import --input parcels.csv --out parcels.geojson   (CSV with a wkt column)\n  geoflash import --input buildings.geojson --out b.csv --order sessions --seed 7\n  geoflash import --input monaco-latest.osm.pbf --out monaco.fgb   (building footprints)\n  geoflash import --input roads.shp --out roads.parquet --order hilbert\n  geoflash import --postgis postgresql://me@localhost/osm --table buildings --geometry-column geom --id-column osm_id --out b.fgb"
 )]
 pub struct ImportArgs {
     /// Input: CSV (id,minx,miny,maxx,maxy or a wkt column), GeoJSON, FlatGeobuf (.fgb),
     /// GeoParquet (.parquet), Shapefile (.shp) or OpenStreetMap PBF (.osm.pbf).
-    #[arg(long)]
-    input: PathBuf,
+    #[arg(long, required_unless_present = "postgis", conflicts_with = "postgis")]
+    input: Option<PathBuf>,
+    /// Read a PostGIS table instead of a file: the server's URL,
+    /// postgresql://user@host[:port]/dbname (PGPASSWORD for a password).
+    #[arg(long, requires = "table")]
+    postgis: Option<String>,
+    /// PostGIS input: the table (or view), optionally schema.table.
+    #[arg(long, requires = "postgis")]
+    table: Option<String>,
+    /// PostGIS input: the geometry (or geography) column.
+    #[arg(long, default_value = "geom", requires = "postgis")]
+    geometry_column: String,
+    /// PostGIS input: an integer column of object ids (default: positions
+    /// 0, 1, … in the table's physical order).
+    #[arg(long, requires = "postgis")]
+    id_column: Option<String>,
     /// Output: .csv (id,minx,miny,maxx,maxy), or .geojson, .fgb, .parquet (geometries with ids).
     #[arg(long)]
     out: PathBuf,
@@ -42,7 +57,13 @@ pub fn import(a: ImportArgs) -> Result<(), Failure> {
     let opts = import::ReadOptions {
         osm_ways: a.osm_ways.parse()?,
     };
-    let r = import::import(&a.input, &a.out, order, a.seed, &opts)?;
+    let r = match (&a.input, &a.postgis) {
+        (Some(input), _) => import::import(input, &a.out, order, a.seed, &opts)?,
+        (None, Some(url)) => postgis(url, &a, order)?,
+        (None, None) => {
+            return Err(geoflash::Error::invalid("give --input FILE or --postgis URL").into())
+        }
+    };
     if a.json {
         print_json(&r)?;
     } else {
@@ -64,4 +85,30 @@ pub fn import(a: ImportArgs) -> Result<(), Failure> {
         );
     }
     Ok(())
+}
+
+/// Imports the PostGIS table of `a`.
+#[cfg(feature = "postgres")]
+fn postgis(
+    url: &str,
+    a: &ImportArgs,
+    order: geoflash_bench::generate::InsertionOrder,
+) -> Result<import::ImportReport, Failure> {
+    let src = geoflash_bench::postgis::PostgisSource {
+        url: url.to_string(),
+        table: a.table.clone().unwrap_or_default(),
+        geometry_column: a.geometry_column.clone(),
+        id_column: a.id_column.clone(),
+    };
+    Ok(import::import_postgis(&src, &a.out, order, a.seed)?)
+}
+
+/// Refuses PostGIS input: built without the `postgres` feature.
+#[cfg(not(feature = "postgres"))]
+fn postgis(
+    url: &str,
+    _: &ImportArgs,
+    _: geoflash_bench::generate::InsertionOrder,
+) -> Result<import::ImportReport, Failure> {
+    Err(geoflash_bench::pg::unsupported(url).into())
 }

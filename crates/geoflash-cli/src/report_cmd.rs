@@ -1,7 +1,9 @@
-//! `geoflash report --results RESULTS.sqlite --out DIR`: tables, plots and an HTML page.
+//! `geoflash report --results RESULTS.sqlite|postgresql://… --out DIR`:
+//! tables, plots and an HTML page.
 use std::path::PathBuf;
 
 use geoflash_bench::report::{write_report, ReportOptions};
+use geoflash_bench::results::ResultsLocation;
 
 use crate::output::{print_json, row};
 use crate::Failure;
@@ -9,12 +11,12 @@ use crate::Failure;
 /// Options of `report`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  geoflash report --results results.sqlite --out report/\n  geoflash report --results r.sqlite --out report/ --metric nand_erases --metric sim_time_ns --baseline plain"
+    after_help = "Examples:\n  geoflash report --results results.sqlite --out report/\n  geoflash report --results r.sqlite --out report/ --metric nand_erases --metric sim_time_ns --baseline plain\n  geoflash report --results postgresql://bench@dbhost/results --out report/"
 )]
 pub struct ReportArgs {
-    /// Results store written by `geoflash bench`.
+    /// Results store written by `geoflash bench`: an SQLite file or a PostgreSQL URL.
     #[arg(long)]
-    results: PathBuf,
+    results: ResultsLocation,
     /// Output directory (index.html, summary.csv, summary.md, plots/).
     #[arg(long)]
     out: PathBuf,

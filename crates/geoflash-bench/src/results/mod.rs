@@ -1,0 +1,740 @@
+//! The results store: an SQLite file, or a PostgreSQL database given a
+//! URL (FESTIval's relational schema's successor; the schema is documented
+//! in `docs/results-schema.md`). Both hold the same tables and view:
+//!
+//! - `runs`: one row per `geoflash bench` invocation (workload, its text,
+//!   scale, host, kernel, version, start and end);
+//! - `configurations`: one row per configuration of a workload's cross
+//!   product (dataset, insertion order, index parameters, repetition, the
+//!   full configuration as JSON, the device's description), unique by its
+//!   key; `completed_at` is set when all its steps are recorded;
+//! - `results`: one row per executed step (and per selectivity or k), with
+//!   the step's parameters and every column of [`Stats`] (`Stats::COLUMNS`);
+//! - the view `results_full` joins the three for SQL and pandas.
+//!
+//! The rows of one step are written in one transaction: an interrupted run
+//! leaves whole steps only, and a configuration without `completed_at` is
+//! re-run (its rows replaced) by the next run. The statements are written
+//! once for both databases ([`sql`]); only the connection differs.
+use std::path::{Path, PathBuf};
+
+use geoflash::metrics::Stats;
+use geoflash::{Error, Result};
+use rusqlite::Connection;
+
+#[cfg(feature = "postgres")]
+mod postgres;
+pub mod sql;
+mod sqlite;
+
+use sql::{column_type, query_one, Dialect, Sql, Value};
+
+/// Schema version (SQLite: `PRAGMA user_version`; PostgreSQL: the comment
+/// on table `results`, `geoflash results schema N`).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Where a results store is: an SQLite file or a PostgreSQL URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResultsLocation {
+    /// An SQLite file (created if missing).
+    Sqlite(PathBuf),
+    /// A PostgreSQL database (`postgresql://user@host/db`); the tables are
+    /// created in its current schema if missing.
+    Postgres(String),
+}
+
+impl ResultsLocation {
+    /// A PostgreSQL URL (`postgresql://…`, `postgres://…`) or else a file path.
+    pub fn parse(s: &str) -> ResultsLocation {
+        if crate::pg::is_url(s) {
+            ResultsLocation::Postgres(s.trim().to_string())
+        } else {
+            ResultsLocation::Sqlite(PathBuf::from(s))
+        }
+    }
+}
+
+impl std::fmt::Display for ResultsLocation {
+    /// The path, or the URL without its password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResultsLocation::Sqlite(p) => write!(f, "{}", p.display()),
+            ResultsLocation::Postgres(u) => f.write_str(&crate::pg::redact(u)),
+        }
+    }
+}
+
+impl std::str::FromStr for ResultsLocation {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        Ok(ResultsLocation::parse(s))
+    }
+}
+
+/// The connection of a store.
+enum Backend {
+    Sqlite(Connection),
+    #[cfg(feature = "postgres")]
+    Postgres(Box<::postgres::Client>),
+}
+
+impl Backend {
+    /// Runs `f` on the connection, in one transaction when `tx` (committed
+    /// when `f` succeeds, rolled back when it fails).
+    fn with<T>(&mut self, tx: bool, f: impl FnOnce(&mut dyn Sql) -> Result<T>) -> Result<T> {
+        match self {
+            Backend::Sqlite(conn) if tx => {
+                let t = conn
+                    .transaction()
+                    .map_err(|e| Error::invalid(format!("results store: {e}")))?;
+                let r = f(&mut sqlite::SqliteSql(&t))?;
+                t.commit()
+                    .map_err(|e| Error::invalid(format!("results store: {e}")))?;
+                Ok(r)
+            }
+            Backend::Sqlite(conn) => f(&mut sqlite::SqliteSql(conn)),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(client) if tx => {
+                let db = |e: ::postgres::Error| {
+                    Error::invalid(format!("results store: {}", crate::pg::message(&e)))
+                };
+                let mut t = client.transaction().map_err(db)?;
+                let r = f(&mut postgres::PgSql(&mut t))?;
+                t.commit().map_err(db)?;
+                Ok(r)
+            }
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(client) => f(&mut postgres::PgSql(client.as_mut())),
+        }
+    }
+}
+
+/// An open results store.
+pub struct ResultsStore {
+    backend: Backend,
+    /// The file, or the URL without its password.
+    location: String,
+}
+
+impl std::fmt::Debug for ResultsStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResultsStore")
+            .field("location", &self.location)
+            .finish()
+    }
+}
+
+/// The columns of `results` that are not `Stats` columns.
+pub const STEP_COLUMNS: &[&str] = &[
+    "result_id",
+    "run_id",
+    "config_id",
+    "step_index",
+    "step_kind",
+    "parameter",
+    "step_json",
+    "status",
+    "message",
+    "recorded_at",
+];
+
+/// The columns of `configurations` that `results_full` adds to `results`.
+const VIEW_COLUMNS: &str =
+    "c.workload, c.scale, c.dataset, c.insertion_order, c.dataset_count, c.index_name,
+         c.index_kind, c.split, c.page_size, c.store, c.buffer_bytes, c.buffer_policy,
+         c.device, c.device_description, c.repetition";
+
+/// The tables, in either dialect (`{key}`: the key type; `{stats}`: the `Stats` columns).
+const TABLES: &str = "CREATE TABLE IF NOT EXISTS runs (
+  run_id {key},
+  workload TEXT NOT NULL,
+  workload_path TEXT NOT NULL,
+  workload_text TEXT NOT NULL,
+  scale TEXT NOT NULL,
+  geoflash_version TEXT NOT NULL,
+  host TEXT NOT NULL,
+  kernel TEXT NOT NULL,
+  command TEXT NOT NULL,
+  started_at BIGINT NOT NULL,
+  finished_at BIGINT
+);
+CREATE TABLE IF NOT EXISTS configurations (
+  config_id {key},
+  config_key TEXT NOT NULL UNIQUE,
+  workload TEXT NOT NULL,
+  scale TEXT NOT NULL,
+  dataset TEXT NOT NULL,
+  insertion_order TEXT NOT NULL,
+  dataset_count BIGINT NOT NULL,
+  index_name TEXT NOT NULL,
+  index_kind TEXT NOT NULL,
+  split TEXT NOT NULL,
+  page_size BIGINT NOT NULL,
+  store TEXT NOT NULL,
+  buffer_bytes BIGINT NOT NULL,
+  buffer_policy TEXT NOT NULL,
+  device TEXT NOT NULL,
+  device_description TEXT NOT NULL DEFAULT '',
+  repetition BIGINT NOT NULL,
+  config_json TEXT NOT NULL,
+  run_id BIGINT REFERENCES runs(run_id),
+  completed_at BIGINT
+);
+CREATE TABLE IF NOT EXISTS results (
+  result_id {key},
+  run_id BIGINT NOT NULL REFERENCES runs(run_id),
+  config_id BIGINT NOT NULL REFERENCES configurations(config_id),
+  step_index BIGINT NOT NULL,
+  step_kind TEXT NOT NULL,
+  parameter TEXT NOT NULL,
+  step_json TEXT NOT NULL,
+  status TEXT NOT NULL,
+  message TEXT NOT NULL,
+  recorded_at BIGINT NOT NULL{stats}
+);
+CREATE INDEX IF NOT EXISTS results_by_config ON results(config_id);";
+
+/// What a new configuration row holds.
+#[derive(Debug, Clone)]
+pub struct ConfigRow<'a> {
+    /// Unique key (the configuration's JSON with workload and scale).
+    pub key: &'a str,
+    /// Workload name.
+    pub workload: &'a str,
+    /// Scale name.
+    pub scale: &'a str,
+    /// Dataset name.
+    pub dataset: &'a str,
+    /// Insertion order name.
+    pub insertion_order: &'a str,
+    /// Objects in the dataset.
+    pub dataset_count: u64,
+    /// Index configuration name.
+    pub index_name: &'a str,
+    /// rtree, rstar, hilbert.
+    pub index_kind: &'a str,
+    /// Split.
+    pub split: &'a str,
+    /// Page size in bytes.
+    pub page_size: u64,
+    /// Store kind.
+    pub store: &'a str,
+    /// Buffer bytes.
+    pub buffer_bytes: u64,
+    /// Buffer policy.
+    pub buffer_policy: &'a str,
+    /// Device spec string.
+    pub device: &'a str,
+    /// Repetition number.
+    pub repetition: u32,
+    /// Full configuration JSON.
+    pub config_json: &'a str,
+}
+
+/// One step result to record.
+#[derive(Debug, Clone)]
+pub struct StepRow<'a> {
+    /// Step position in the workload.
+    pub step_index: usize,
+    /// Step kind.
+    pub step_kind: &'a str,
+    /// The varied parameter of the row (`selectivity=0.01%`, `k=10`) or empty.
+    pub parameter: &'a str,
+    /// The step as JSON.
+    pub step_json: &'a str,
+    /// `ok`, `skipped` or `error`.
+    pub status: &'a str,
+    /// Why a step was skipped or failed.
+    pub message: &'a str,
+    /// The metrics.
+    pub stats: &'a Stats,
+}
+
+/// Seconds since the Unix epoch.
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+fn int(v: u64) -> Value {
+    Value::Int(i64::try_from(v).unwrap_or(i64::MAX))
+}
+
+/// The comment on `results` that holds a PostgreSQL store's schema version.
+const VERSION_COMMENT: &str = "geoflash results schema ";
+
+/// The schema version of the store behind `db` (0: a new store).
+fn schema_version(db: &mut dyn Sql) -> Result<i64> {
+    match db.dialect() {
+        Dialect::Sqlite => Ok(query_one(db, "PRAGMA user_version", &[])?
+            .and_then(|v| v.as_i64())
+            .unwrap_or(0)),
+        Dialect::Postgres => {
+            let c = query_one(
+                db,
+                "SELECT obj_description(to_regclass('results'), 'pg_class')",
+                &[],
+            )?;
+            Ok(c.as_ref()
+                .and_then(Value::as_str)
+                .and_then(|s| s.strip_prefix(VERSION_COMMENT))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0))
+        }
+    }
+}
+
+/// The column names of `table`.
+fn columns(db: &mut dyn Sql, table: &str) -> Result<Vec<String>> {
+    let q = db.dialect().columns_query(table);
+    Ok(db
+        .query(&q, &[])?
+        .into_iter()
+        .filter_map(|r| {
+            r.into_iter()
+                .next()
+                .and_then(|v| v.as_str().map(String::from))
+        })
+        .collect())
+}
+
+/// Creates the tables and the view if missing, adds the `Stats` columns
+/// added since the store was created, and records the schema version (one
+/// transaction).
+fn init(db: &mut dyn Sql) -> Result<()> {
+    let dialect = db.dialect();
+    if dialect == Dialect::Postgres {
+        // Several processes may open a new store at once (sweeps on Dask).
+        db.batch("SELECT pg_advisory_xact_lock(7263540919)")?;
+    }
+    let version = schema_version(db)?;
+    if version > SCHEMA_VERSION {
+        return Err(Error::invalid(format!(
+            "schema version {version} is newer than this geoflash knows ({SCHEMA_VERSION})"
+        )));
+    }
+    let mut stats_cols = String::new();
+    for (name, v) in Stats::default().to_columns() {
+        stats_cols.push_str(&format!(",\n  {name} {}", column_type(&v)));
+    }
+    db.batch(
+        &TABLES
+            .replace("{key}", dialect.key_type())
+            .replace("{stats}", &stats_cols),
+    )?;
+    // Columns added to Stats after the store was created.
+    let existing = columns(db, "results")?;
+    for (name, v) in Stats::default().to_columns() {
+        if !existing.iter().any(|c| c == name) {
+            db.batch(&format!(
+                "ALTER TABLE results ADD COLUMN {name} {}",
+                column_type(&v)
+            ))?;
+        }
+    }
+    db.batch(&format!(
+        "DROP VIEW IF EXISTS results_full;
+CREATE VIEW results_full AS
+  SELECT {VIEW_COLUMNS}, r.*
+  FROM results r JOIN configurations c ON r.config_id = c.config_id;"
+    ))?;
+    match dialect {
+        Dialect::Sqlite => db.batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}")),
+        Dialect::Postgres => db.batch(&format!(
+            "COMMENT ON TABLE results IS '{VERSION_COMMENT}{SCHEMA_VERSION}'"
+        )),
+    }
+}
+
+impl ResultsStore {
+    fn new(backend: Backend, location: String) -> Result<ResultsStore> {
+        let mut store = ResultsStore { backend, location };
+        let location = store.location.clone();
+        store
+            .backend
+            .with(true, init)
+            .map_err(|e| Error::invalid(format!("results store {location}: {}", strip(&e))))?;
+        Ok(store)
+    }
+
+    /// Opens (creating if needed) the SQLite store at `path` and brings its
+    /// schema up to date (columns added to `Stats` since are added to `results`).
+    pub fn open(path: &Path) -> Result<ResultsStore> {
+        let conn = Connection::open(path)
+            .map_err(|e| Error::invalid(format!("results store {}: {e}", path.display())))?;
+        Self::new(Backend::Sqlite(conn), path.display().to_string())
+    }
+
+    /// Opens the store at `location`: an SQLite file, or a PostgreSQL
+    /// database whose tables are created if missing. A server that cannot
+    /// be reached is an error naming the URL (without its password).
+    pub fn open_location(location: &ResultsLocation) -> Result<ResultsStore> {
+        match location {
+            ResultsLocation::Sqlite(p) => Self::open(p),
+            ResultsLocation::Postgres(url) => Self::connect(url),
+        }
+    }
+
+    /// Opens the PostgreSQL store at `url` (see [`crate::pg`]).
+    #[cfg(feature = "postgres")]
+    pub fn connect(url: &str) -> Result<ResultsStore> {
+        let client = crate::pg::connect(url)?;
+        Self::new(Backend::Postgres(Box::new(client)), crate::pg::redact(url))
+    }
+
+    /// Refuses a PostgreSQL URL: this build has no PostgreSQL support.
+    #[cfg(not(feature = "postgres"))]
+    pub fn connect(url: &str) -> Result<ResultsStore> {
+        Err(crate::pg::unsupported(url))
+    }
+
+    /// An in-memory SQLite store (tests).
+    pub fn in_memory() -> Result<ResultsStore> {
+        let conn = Connection::open_in_memory()
+            .map_err(|e| Error::invalid(format!("results store: {e}")))?;
+        Self::new(Backend::Sqlite(conn), ":memory:".into())
+    }
+
+    /// The file, or the URL without its password.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The store's SQL dialect.
+    pub fn dialect(&self) -> Dialect {
+        match self.backend {
+            Backend::Sqlite(_) => Dialect::Sqlite,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
+    /// Runs a query (parameters written `?1, ?2, …` in either dialect) and
+    /// returns its rows. PostgreSQL columns must be integers, floats or text
+    /// (cast aggregates such as `sum` and `avg` with `CAST(… AS DOUBLE PRECISION)`).
+    pub fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>> {
+        self.backend.with(false, |db| db.query(sql, params))
+    }
+
+    /// Runs statements separated by semicolons, without parameters and
+    /// outside any transaction (maintenance: indexes, views of your own).
+    pub fn batch(&mut self, sql: &str) -> Result<()> {
+        self.backend.with(false, |db| db.batch(sql))
+    }
+
+    /// The column names of `table` (or view).
+    pub fn columns(&mut self, table: &str) -> Result<Vec<String>> {
+        self.backend.with(false, |db| columns(db, table))
+    }
+
+    /// Records the start of a run; returns its id.
+    pub fn begin_run(
+        &mut self,
+        workload: &str,
+        path: &str,
+        text: &str,
+        scale: &str,
+        command: &str,
+    ) -> Result<i64> {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let params = [
+            workload.into(),
+            path.into(),
+            text.into(),
+            scale.into(),
+            env!("CARGO_PKG_VERSION").into(),
+            host.as_str().into(),
+            kernel.as_str().into(),
+            command.into(),
+            now().into(),
+        ];
+        self.backend.with(true, |db| {
+            inserted_id(db.query(
+                "INSERT INTO runs (workload, workload_path, workload_text, scale, geoflash_version, host, kernel, command, started_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING run_id",
+                &params,
+            )?)
+        })
+    }
+
+    /// Records the end of run `run_id`.
+    pub fn finish_run(&mut self, run_id: i64) -> Result<()> {
+        self.backend.with(false, |db| {
+            db.execute(
+                "UPDATE runs SET finished_at = ?1 WHERE run_id = ?2",
+                &[now().into(), run_id.into()],
+            )
+            .map(|_| ())
+        })
+    }
+
+    /// True when the configuration `key` has all its steps recorded.
+    pub fn is_complete(&mut self, key: &str) -> Result<bool> {
+        let v = self.backend.with(false, |db| {
+            query_one(
+                db,
+                "SELECT completed_at FROM configurations WHERE config_key = ?1",
+                &[key.into()],
+            )
+        })?;
+        Ok(matches!(v, Some(v) if v != Value::Null))
+    }
+
+    /// Starts configuration `c` in run `run_id`: a new row, or the existing
+    /// one with its earlier results removed (one transaction). Returns its id.
+    pub fn begin_configuration(&mut self, run_id: i64, c: &ConfigRow) -> Result<i64> {
+        self.backend.with(true, |db| {
+            let existing = query_one(
+                db,
+                "SELECT config_id FROM configurations WHERE config_key = ?1",
+                &[c.key.into()],
+            )?
+            .and_then(|v| v.as_i64());
+            match existing {
+                Some(id) => {
+                    db.execute("DELETE FROM results WHERE config_id = ?1", &[id.into()])?;
+                    db.execute(
+                        "UPDATE configurations SET completed_at = NULL, run_id = ?1, dataset_count = ?2 WHERE config_id = ?3",
+                        &[run_id.into(), int(c.dataset_count), id.into()],
+                    )?;
+                    Ok(id)
+                }
+                None => inserted_id(db.query(
+                    "INSERT INTO configurations (config_key, workload, scale, dataset, insertion_order, dataset_count,
+                       index_name, index_kind, split, page_size, store, buffer_bytes, buffer_policy, device,
+                       repetition, config_json, run_id)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+                     RETURNING config_id",
+                    &[
+                        c.key.into(),
+                        c.workload.into(),
+                        c.scale.into(),
+                        c.dataset.into(),
+                        c.insertion_order.into(),
+                        int(c.dataset_count),
+                        c.index_name.into(),
+                        c.index_kind.into(),
+                        c.split.into(),
+                        int(c.page_size),
+                        c.store.into(),
+                        int(c.buffer_bytes),
+                        c.buffer_policy.into(),
+                        c.device.into(),
+                        i64::from(c.repetition).into(),
+                        c.config_json.into(),
+                        run_id.into(),
+                    ],
+                )?),
+            }
+        })
+    }
+
+    /// Records the device description of configuration `config_id`.
+    pub fn set_device_description(&mut self, config_id: i64, description: &str) -> Result<()> {
+        self.backend.with(false, |db| {
+            db.execute(
+                "UPDATE configurations SET device_description = ?1 WHERE config_id = ?2",
+                &[description.into(), config_id.into()],
+            )
+            .map(|_| ())
+        })
+    }
+
+    /// Marks configuration `config_id` complete.
+    pub fn complete_configuration(&mut self, config_id: i64) -> Result<()> {
+        self.backend.with(false, |db| {
+            db.execute(
+                "UPDATE configurations SET completed_at = ?1 WHERE config_id = ?2",
+                &[now().into(), config_id.into()],
+            )
+            .map(|_| ())
+        })
+    }
+
+    /// Records one step result (one transaction); returns its id.
+    pub fn record(&mut self, run_id: i64, config_id: i64, row: &StepRow) -> Result<i64> {
+        let ids = self.record_step(run_id, config_id, std::slice::from_ref(row))?;
+        ids.first()
+            .copied()
+            .ok_or_else(|| Error::invalid("results store: no row recorded"))
+    }
+
+    /// Records the rows of one step (one per selectivity, k, …) in one
+    /// transaction: all of them or, when anything fails, none. Returns their ids.
+    pub fn record_step(
+        &mut self,
+        run_id: i64,
+        config_id: i64,
+        rows: &[StepRow],
+    ) -> Result<Vec<i64>> {
+        let recorded_at = now();
+        self.backend.with(true, |db| {
+            let mut ids = Vec::with_capacity(rows.len());
+            for row in rows {
+                let cols = row.stats.to_columns();
+                let mut names: Vec<&str> = STEP_COLUMNS.iter().skip(1).copied().collect();
+                names.extend(cols.iter().map(|(n, _)| *n));
+                let placeholders: Vec<String> =
+                    (1..=names.len()).map(|i| format!("?{i}")).collect();
+                let sql = format!(
+                    "INSERT INTO results ({}) VALUES ({}) RETURNING result_id",
+                    names.join(", "),
+                    placeholders.join(", ")
+                );
+                let mut values: Vec<Value> = vec![
+                    run_id.into(),
+                    config_id.into(),
+                    int(row.step_index as u64),
+                    row.step_kind.into(),
+                    row.parameter.into(),
+                    row.step_json.into(),
+                    row.status.into(),
+                    row.message.into(),
+                    recorded_at.into(),
+                ];
+                values.extend(cols.into_iter().map(|(_, v)| Value::from_json(v)));
+                ids.push(inserted_id(db.query(&sql, &values)?)?);
+            }
+            Ok(ids)
+        })
+    }
+}
+
+/// The id an `INSERT … RETURNING` returned.
+fn inserted_id(rows: Vec<Vec<Value>>) -> Result<i64> {
+    rows.first()
+        .and_then(|r| r.first())
+        .and_then(Value::as_i64)
+        .ok_or_else(|| Error::invalid("results store: the insert returned no id"))
+}
+
+fn strip(e: &Error) -> String {
+    match e {
+        Error::InvalidInput(m) => m.strip_prefix("results store: ").unwrap_or(m).to_string(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config<'a>(key: &'a str) -> ConfigRow<'a> {
+        ConfigRow {
+            key,
+            workload: "w",
+            scale: "smoke",
+            dataset: "d",
+            insertion_order: "random",
+            dataset_count: 10,
+            index_name: "plain",
+            index_kind: "rstar",
+            split: "quadratic",
+            page_size: 4096,
+            store: "plain",
+            buffer_bytes: 1024,
+            buffer_policy: "lru",
+            device: "mem:",
+            repetition: 0,
+            config_json: "{}",
+        }
+    }
+
+    #[test]
+    fn every_stats_column_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.sqlite");
+        let mut st = ResultsStore::open(&path).unwrap();
+        let run = st
+            .begin_run("w", "w.toml", "name='w'", "smoke", "test")
+            .unwrap();
+        let c = st.begin_configuration(run, &config("k1")).unwrap();
+        let mut s = Stats::new("build");
+        s.operations = 7;
+        s.io.pages_written = 1 << 40;
+        s.build_rewrite_factor = 1.25;
+        s.device_simulated = true;
+        s.node_writes_by_level = vec![3, 1];
+        st.record(
+            run,
+            c,
+            &StepRow {
+                step_index: 0,
+                step_kind: "build",
+                parameter: "",
+                step_json: "{}",
+                status: "ok",
+                message: "",
+                stats: &s,
+            },
+        )
+        .unwrap();
+        assert!(!st.is_complete("k1").unwrap());
+        st.complete_configuration(c).unwrap();
+        assert!(st.is_complete("k1").unwrap());
+        st.finish_run(run).unwrap();
+        drop(st);
+        // reopening keeps the data and the schema
+        let mut st = ResultsStore::open(&path).unwrap();
+        let rows = st
+            .query(
+                "SELECT operations, pages_written, build_rewrite_factor, node_writes_by_level, device_simulated FROM results_full WHERE index_name = 'plain'",
+                &[],
+            )
+            .unwrap();
+        assert_eq!(
+            rows,
+            vec![vec![
+                Value::Int(7),
+                Value::Int(1 << 40),
+                Value::Real(1.25),
+                Value::Text("[3,1]".into()),
+                Value::Int(1)
+            ]]
+        );
+        // every Stats column exists
+        let cols = st.columns("results").unwrap();
+        for name in Stats::COLUMNS {
+            assert!(cols.iter().any(|c| c == name), "{name}");
+        }
+    }
+
+    #[test]
+    fn rerunning_a_configuration_replaces_its_rows() {
+        let mut st = ResultsStore::in_memory().unwrap();
+        let run = st.begin_run("w", "p", "t", "smoke", "c").unwrap();
+        let c = st.begin_configuration(run, &config("k")).unwrap();
+        let s = Stats::new("x");
+        let row = StepRow {
+            step_index: 0,
+            step_kind: "build",
+            parameter: "",
+            step_json: "{}",
+            status: "ok",
+            message: "",
+            stats: &s,
+        };
+        st.record(run, c, &row).unwrap();
+        st.record(run, c, &row).unwrap();
+        let c2 = st.begin_configuration(run, &config("k")).unwrap();
+        assert_eq!(c, c2);
+        let n = st.query("SELECT count(*) FROM results", &[]).unwrap();
+        assert_eq!(n, vec![vec![Value::Int(0)]]);
+    }
+
+    #[test]
+    fn not_a_database_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("junk.sqlite");
+        std::fs::write(&p, vec![7u8; 4096]).unwrap();
+        let e = ResultsStore::open(&p).unwrap_err().to_string();
+        assert!(e.contains("junk.sqlite"), "{e}");
+    }
+}
