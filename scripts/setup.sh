@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what `make test` and `make demo` need when it is missing: a Rust
-# toolchain with rustfmt and clippy, a C compiler, and Python 3 (pyo3's build
-# script runs it; the Python tests need its venv module). Uses Debian's
-# packages only where nothing else provides them.
+# toolchain with rustfmt and clippy, a C compiler, Python 3 (pyo3's build
+# script runs it; the Python tests need its venv module), and a PostgreSQL
+# server with PostGIS (the results-store and PostGIS tests start a
+# throw-away cluster on loopback; without the server binaries they are
+# skipped). Uses Debian's packages only where nothing else provides them.
 set -euo pipefail
 
 need_apt=()
@@ -20,14 +22,32 @@ if ! command -v cargo >/dev/null 2>&1; then
         need_apt+=(cargo rustc rustfmt rust-clippy)
     fi
 fi
-if ((${#need_apt[@]})); then
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "setup: missing ${need_apt[*]}; install them (apt-get needs root)" >&2
-        exit 1
-    fi
+# The newest PostgreSQL server directory (Debian: /usr/lib/postgresql/<version>/bin).
+pg_bindir() {
+    if [ -n "${GEOFLASH_PG_BIN:-}" ]; then echo "$GEOFLASH_PG_BIN"; return; fi
+    ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1
+}
+have_postgis() { ls /usr/share/postgresql/*/extension/postgis.control >/dev/null 2>&1; }
+need_pg=()
+if [ -z "$(pg_bindir)" ] && ! command -v initdb >/dev/null 2>&1; then need_pg+=(postgresql); fi
+have_postgis || need_pg+=(postgis)
+if ((${#need_apt[@]})) && [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing ${need_apt[*]}; install them (apt-get needs root)" >&2
+    exit 1
+fi
+if ((${#need_pg[@]})) && [ "$(id -u)" -ne 0 ]; then
+    echo "setup: note: missing ${need_pg[*]} (Debian packages); the PostgreSQL tests need them (apt-get needs root)" >&2
+    need_pg=()
+fi
+if ((${#need_apt[@]} + ${#need_pg[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq "${need_apt[@]}"
+    apt-get install -y -qq "${need_apt[@]}" "${need_pg[@]}"
+    # `postgis` only recommends the server extension; install it for the server's version
+    if ((${#need_pg[@]})) && ! have_postgis && [ -n "$(pg_bindir)" ]; then
+        v=$(basename "$(dirname "$(pg_bindir)")")
+        apt-get install -y -qq "postgresql-$v-postgis-3"
+    fi
 fi
 if command -v rustup >/dev/null 2>&1; then
     for c in rustfmt clippy; do

@@ -16,5 +16,6 @@ pub mod postgis;
 pub mod report;
 pub mod results;
 pub mod runner;
+pub mod simcorr;
 pub mod windows;
 pub mod workload;

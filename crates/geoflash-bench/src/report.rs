@@ -49,6 +49,9 @@ pub struct ReportSummary {
     pub panels: usize,
     /// The headline table (`headline.md`), when asked for.
     pub headline: Option<PathBuf>,
+    /// Rows of the simulator-vs-device view ([`crate::simcorr`]): steps
+    /// with configurations run on both a `flashsim:` and a `file` device.
+    pub sim_vs_device: usize,
 }
 
 /// One bar of a panel: a configuration's median values over its repetitions.
@@ -111,13 +114,19 @@ fn io_err(path: &Path, source: std::io::Error) -> Error {
 
 /// The name of an index configuration without its varied page size, for line-chart series.
 fn without_page_size(name: &str) -> String {
+    without_param(name, "page_size")
+}
+
+/// The name of an index configuration without its varied parameter `key`
+/// (`a[page_size=1024,device=file]` without `device`: `a[page_size=1024]`).
+pub(crate) fn without_param(name: &str, key: &str) -> String {
     let Some((base, rest)) = name.split_once('[') else {
         return name.to_string();
     };
     let inner = rest.trim_end_matches(']');
     let kept: Vec<&str> = inner
         .split(',')
-        .filter(|p| !p.starts_with("page_size="))
+        .filter(|p| p.split_once('=').map(|(k, _)| k) != Some(key))
         .collect();
     if kept.is_empty() {
         base.to_string()
@@ -227,7 +236,7 @@ fn load_panels(store: &mut ResultsStore, metrics: &[String]) -> Result<Vec<Panel
 }
 
 /// The median of `v` (the mean of the two middle values for an even count; 0 when empty).
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
@@ -697,6 +706,25 @@ pub fn write_report(
                 summary.plots.push(path);
             }
         }
+    }
+    let corr = crate::simcorr::correlations(&mut store)?;
+    summary.sim_vs_device = corr.len();
+    if !corr.is_empty() {
+        let about = "Spearman rank correlation, over the configurations run on both devices, \
+                     of each simulator count with the real device's wall time (medians over \
+                     repetitions): +1 when the simulator ranks the configurations exactly as \
+                     the device does; – for fewer than 3 configurations or a constant side.";
+        let _ = write!(
+            md,
+            "\n## Simulator vs device\n\n{about}\n\n{}",
+            crate::simcorr::markdown(&corr)
+        );
+        let _ = writeln!(
+            html,
+            "<h2 id=\"sim-vs-device\">Simulator vs device</h2>\n<p>{}</p>\n{}",
+            html_escape(about),
+            crate::simcorr::html(&corr, html_escape)
+        );
     }
     if let Some(target) = &opts.headline {
         let Some(baseline) = &opts.baseline else {
