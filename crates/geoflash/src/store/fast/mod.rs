@@ -384,6 +384,19 @@ impl FastStore {
         Self::assemble(device, l, log, index_id, config, alloc)
     }
 
+    /// Checks `config` and the identity page of an existing store; its node
+    /// capacity in pages and its index id.
+    fn check_existing(
+        device: &Arc<dyn PageDevice>,
+        log: &LogPlacement,
+        config: &FastConfig,
+    ) -> Result<(u64, u128)> {
+        config.verify()?;
+        let node_capacity = Self::node_capacity(device, log)?;
+        let (index_id, _) = Self::identity(device.as_ref(), log, config)?;
+        Ok((node_capacity, index_id))
+    }
+
     /// Opens a store made by [`create`](Self::create) and runs restart (see
     /// the module documentation). `log` must name the range given at creation.
     pub fn open(
@@ -391,9 +404,7 @@ impl FastStore {
         log: LogPlacement,
         config: FastConfig,
     ) -> Result<Self> {
-        config.verify()?;
-        let node_capacity = Self::node_capacity(&device, &log)?;
-        let (index_id, _) = Self::identity(device.as_ref(), &log, &config)?;
+        let (node_capacity, index_id) = Self::check_existing(&device, &log, &config)?;
         let lc = LogConfig::new(index_id).with_durability(config.durability);
         let (l, rec) = Log::open(Arc::clone(&log.device), log.first_page, log.pages, lc)?;
         let alloc = PageAllocator::new(1, node_capacity)?;
@@ -417,9 +428,7 @@ impl FastStore {
         log: LogPlacement,
         config: FastConfig,
     ) -> Result<Self> {
-        config.verify()?;
-        let node_capacity = Self::node_capacity(&device, &log)?;
-        let (index_id, _) = Self::identity(device.as_ref(), &log, &config)?;
+        let (node_capacity, index_id) = Self::check_existing(&device, &log, &config)?;
         let reader = LogReader::open(Arc::clone(&log.device), log.first_page, log.pages, index_id)?;
         let rec = reader.recover();
         let pending = rec.records.iter().filter(|r| needs_replay(r)).count();
