@@ -66,12 +66,23 @@ pub struct RunSummary {
     pub failures: Vec<String>,
 }
 
+/// Datasets read so far, by name, in their source's order.
+type DatasetCache = HashMap<String, std::sync::Arc<Vec<(u64, Rect)>>>;
+
 /// The records of a dataset in its insertion order.
-fn load_dataset(
+fn load_dataset(d: &DatasetConfig, cache: &mut DatasetCache) -> Result<Vec<(u64, Rect)>> {
+    let base = source_records(d, cache)?;
+    let rects: Vec<Rect> = base.iter().map(|(_, r)| *r).collect();
+    let perm = generate::order(&rects, d.order, d.seed)?;
+    Ok(perm.iter().filter_map(|&i| base.get(i).copied()).collect())
+}
+
+/// The records of a dataset in its source's order (read once, then cached).
+fn source_records(
     d: &DatasetConfig,
-    cache: &mut HashMap<String, std::sync::Arc<Vec<(u64, Rect)>>>,
-) -> Result<Vec<(u64, Rect)>> {
-    let base = match cache.get(&d.name) {
+    cache: &mut DatasetCache,
+) -> Result<std::sync::Arc<Vec<(u64, Rect)>>> {
+    Ok(match cache.get(&d.name) {
         Some(b) => b.clone(),
         None => {
             let recs: Vec<(u64, Rect)> = match &d.source {
@@ -93,10 +104,7 @@ fn load_dataset(
             cache.insert(d.name.clone(), arc.clone());
             arc
         }
-    };
-    let rects: Vec<Rect> = base.iter().map(|(_, r)| *r).collect();
-    let perm = generate::order(&rects, d.order, d.seed)?;
-    Ok(perm.iter().filter_map(|&i| base.get(i).copied()).collect())
+    })
 }
 
 fn order_name(d: &DatasetConfig) -> String {
@@ -669,6 +677,14 @@ pub fn run(w: &Workload, store: &mut ResultsStore, opts: &RunOptions) -> Result<
             opts.only.join(" or ")
         )));
     }
+    // PostGIS tables are read before anything is recorded: a server that
+    // cannot be reached leaves no trace in the results store.
+    let mut cache = DatasetCache::new();
+    for c in &configs {
+        if matches!(c.dataset.source, DatasetSource::Postgis(_)) {
+            source_records(&c.dataset, &mut cache)?;
+        }
+    }
     let run_id = store.begin_run(
         &w.name,
         &w.path.display().to_string(),
@@ -695,7 +711,6 @@ pub fn run(w: &Workload, store: &mut ResultsStore, opts: &RunOptions) -> Result<
         configurations: configs.len(),
         ..RunSummary::default()
     };
-    let mut cache = HashMap::new();
     for c in &configs {
         overall.inc(1);
         let key = c.key(&w.name, w.scale)?;

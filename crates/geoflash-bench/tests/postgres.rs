@@ -45,6 +45,8 @@ store = "efind"
 page_size = 1024
 buffer = "16KiB"
 device = "flashsim:preset=seed-tc58"
+# group commit (the default) is timed: durability none keeps the counts deterministic
+efind = { durability = "none" }
 [[step]]
 kind = "build"
 fraction = 0.8
@@ -359,6 +361,18 @@ fn an_unreachable_server_is_a_clear_error() {
     .to_string();
     assert!(e.contains("cannot connect") && !e.contains("s3cret"), "{e}");
     assert!(!dir.path().join("out").exists());
+    // a workload whose PostGIS dataset is unreachable records nothing
+    let text = format!(
+        "name = \"unreachable\"\n[[dataset]]\nname = \"b\"\npostgis = {{ url = \"{url}\", table = \"t\" }}\n\
+         [[index]]\nname = \"p\"\ndevice = \"mem:\"\n[[step]]\nkind = \"build\"\n"
+    );
+    let w = Workload::parse(&text, Path::new("u.toml"), Scale::Smoke).unwrap();
+    let mut st = ResultsStore::in_memory().unwrap();
+    let e = run(&w, &mut st, &RunOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot connect") && !e.contains("s3cret"), "{e}");
+    assert_eq!(count(&mut st, "SELECT count(*) FROM runs"), 0);
 }
 
 /// Geometries of every kind with ids, as a dataset to put into PostGIS.

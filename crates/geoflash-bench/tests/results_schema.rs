@@ -62,7 +62,10 @@ fn check(st: &mut ResultsStore) {
         let cols = st.columns(table).unwrap();
         assert!(cols.len() > 5, "{table}");
         for c in cols {
-            assert!(doc.contains(&format!("`{c}`")), "column {table}.{c} is not described in docs/results-schema.md");
+            assert!(
+                doc.contains(&format!("`{c}`")),
+                "column {table}.{c} is not described in docs/results-schema.md"
+            );
         }
     }
     let ex = examples(&doc);
@@ -72,7 +75,10 @@ fn check(st: &mut ResultsStore) {
         if !dialects.contains(&st.dialect()) {
             continue;
         }
-        let wrapped = format!("SELECT count(*) FROM ({}) q", sql.trim().trim_end_matches(';'));
+        let wrapped = format!(
+            "SELECT count(*) FROM ({}) q",
+            sql.trim().trim_end_matches(';')
+        );
         let rows = st
             .query(&wrapped, &[])
             .unwrap_or_else(|e| panic!("{:?}: {e}\n{sql}", st.dialect()));
