@@ -466,13 +466,16 @@ impl ResultsStore {
 
     /// Records the end of run `run_id`.
     pub fn finish_run(&mut self, run_id: i64) -> Result<()> {
-        self.backend.with(false, |db| {
-            db.execute(
-                "UPDATE runs SET finished_at = ?1 WHERE run_id = ?2",
-                &[now().into(), run_id.into()],
-            )
-            .map(|_| ())
-        })
+        self.update(
+            "UPDATE runs SET finished_at = ?1 WHERE run_id = ?2",
+            &[now().into(), run_id.into()],
+        )
+    }
+
+    /// Runs one statement that changes rows (autocommitted).
+    fn update(&mut self, sql: &str, params: &[Value]) -> Result<()> {
+        self.backend
+            .with(false, |db| db.execute(sql, params).map(|_| ()))
     }
 
     /// True when the configuration `key` has all its steps recorded.
@@ -538,24 +541,18 @@ impl ResultsStore {
 
     /// Records the device description of configuration `config_id`.
     pub fn set_device_description(&mut self, config_id: i64, description: &str) -> Result<()> {
-        self.backend.with(false, |db| {
-            db.execute(
-                "UPDATE configurations SET device_description = ?1 WHERE config_id = ?2",
-                &[description.into(), config_id.into()],
-            )
-            .map(|_| ())
-        })
+        self.update(
+            "UPDATE configurations SET device_description = ?1 WHERE config_id = ?2",
+            &[description.into(), config_id.into()],
+        )
     }
 
     /// Marks configuration `config_id` complete.
     pub fn complete_configuration(&mut self, config_id: i64) -> Result<()> {
-        self.backend.with(false, |db| {
-            db.execute(
-                "UPDATE configurations SET completed_at = ?1 WHERE config_id = ?2",
-                &[now().into(), config_id.into()],
-            )
-            .map(|_| ())
-        })
+        self.update(
+            "UPDATE configurations SET completed_at = ?1 WHERE config_id = ?2",
+            &[now().into(), config_id.into()],
+        )
     }
 
     /// Records one step result (one transaction); returns its id.
