@@ -53,11 +53,11 @@ enum Command {
     Windows(WindowsArgs),
     /// Generates a synthetic dataset (CSV `id,minx,miny,maxx,maxy` or GeoJSON, by extension).
     Generate(GenerateArgs),
-    /// Runs a workload file (TOML) and records every step's metrics in a results store.
+    /// Runs a workload file (TOML) and records every step's metrics in a results store (SQLite or PostgreSQL).
     Bench(bench_cmd::BenchArgs),
     /// Writes tables, plots and an HTML page from a results store.
     Report(report_cmd::ReportArgs),
-    /// Converts a dataset file (CSV with WKT or min/max columns, GeoJSON) to CSV or GeoJSON in an insertion order.
+    /// Converts a dataset file (CSV, GeoJSON, FlatGeobuf, GeoParquet, Shapefile, OSM PBF) or a PostGIS table to CSV, GeoJSON, FlatGeobuf or GeoParquet in an insertion order.
     Import(import_cmd::ImportArgs),
 }
 
