@@ -156,6 +156,18 @@ fn bench_into_postgres_equals_sqlite_and_resumes() {
         html.contains("postgresql://geoflash@127.0.0.1"),
         "the page names its store"
     );
+    // a role that may only read reports from the store (opening it changes nothing)
+    pg.batch(
+        "CREATE ROLE reader LOGIN; GRANT SELECT ON runs, configurations, results, results_full TO reader",
+    )
+    .unwrap();
+    let reader = url.replace("geoflash@", "reader@");
+    let out_reader = dir.path().join("reader");
+    write_report(&ResultsLocation::parse(&reader), &out_reader, &opts).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(out_reader.join("summary.csv")).unwrap(),
+        std::fs::read_to_string(out_pg.join("summary.csv")).unwrap()
+    );
 }
 
 #[test]

@@ -302,7 +302,7 @@ fn columns(db: &mut dyn Sql, table: &str) -> Result<Vec<String>> {
 
 /// Creates the tables and the view if missing, adds the `Stats` columns
 /// added since the store was created, and records the schema version (one
-/// transaction).
+/// transaction); changes nothing in a store that is up to date.
 fn init(db: &mut dyn Sql) -> Result<()> {
     let dialect = db.dialect();
     if dialect == Dialect::Postgres {
@@ -314,6 +314,19 @@ fn init(db: &mut dyn Sql) -> Result<()> {
         return Err(Error::invalid(format!(
             "schema version {version} is newer than this geoflash knows ({SCHEMA_VERSION})"
         )));
+    }
+    if version == SCHEMA_VERSION {
+        // Up to date: change nothing (a reader with SELECT rights only can
+        // open it, and readers are not blocked by a re-created view).
+        let results = columns(db, "results")?;
+        let view = columns(db, "results_full")?;
+        if Stats::COLUMNS
+            .iter()
+            .all(|c| results.iter().any(|r| r == c))
+            && results.iter().all(|c| view.contains(c))
+        {
+            return Ok(());
+        }
     }
     let mut stats_cols = String::new();
     for (name, v) in Stats::default().to_columns() {
