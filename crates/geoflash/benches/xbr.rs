@@ -9,7 +9,7 @@
 //!
 //! Run: `cargo bench -p geoflash --bench xbr` (50,000 points for the store
 //! comparison, 100,000 for the batch algorithms; `GEOFLASH_XBR_STORE_POINTS`,
-//! `GEOFLASH_XBR_POINTS` change them, `GEOFLASH_XBR_FILE_DIR` says where the
+//! `GEOFLASH_XBR_POINTS` change them (0 skips the batch part), `GEOFLASH_XBR_FILE_DIR` says where the
 //! O_DIRECT file goes).
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -132,47 +132,65 @@ fn windows(n: usize, side: f64, rng: &mut ChaCha8Rng) -> Vec<Rect> {
         .collect()
 }
 
-/// Part 1: one tree built by insertion on each store, then range queries.
+/// Part 1: one tree built by insertion on each store, then range queries;
+/// on the seed chip as preset (512 MiB) and cut to 28 MiB (the logs take
+/// 20 MiB of it) so that garbage collection runs.
 fn stores(n: usize) {
-    println!("\n### xBR+-tree on the plain store, eFIND and FAST* (`flashsim:preset=seed-tc58`, {n} uniform points inserted one by one, 4 KiB pages, 512 KiB, durability none)\n");
-    println!("| store | build: pages written | NAND programs | erases | simulated s | 1,000 windows 0.01 %: pages read | simulated ms |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("\n### xBR+-tree on the plain store, eFIND and FAST* ({n} uniform points inserted one by one, 4 KiB pages, 512 KiB, durability none)\n");
+    println!("| device | store | build: pages written | NAND programs | erases | GC copies | simulated s | 1,000 windows 0.01 %: pages read | simulated ms |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let pts = points(n, &mut rng);
     let ws = windows(1000, 0.01, &mut rng);
-    for kind in ["plain", "efind", "fast"] {
-        let dev = DeviceSpec::parse("flashsim:preset=seed-tc58")
-            .expect("spec")
-            .open(PAGE, None)
-            .expect("flashsim");
-        let cfg = XbrConfig::for_page(unit(), PAGE);
-        let mut t = XbrTree::create(store(kind, &dev), cfg).expect("create");
-        let build = measure(&dev, || {
-            for &(id, p) in &pts {
-                t.insert(id, p).expect("insert");
+    for spec in [
+        "flashsim:preset=seed-tc58",
+        "flashsim:preset=seed-tc58&capacity=28MiB",
+    ] {
+        for kind in ["plain", "efind", "fast"] {
+            let dev = DeviceSpec::parse(spec)
+                .expect("spec")
+                .open(PAGE, None)
+                .expect("flashsim");
+            let cfg = XbrConfig::for_page(unit(), PAGE);
+            let mut t = XbrTree::create(store(kind, &dev), cfg).expect("create");
+            dev.reset_stats();
+            let gc_before = dev.stats().sim.unwrap_or_default().gc_copies;
+            let mut failed = None;
+            let build = measure(&dev, || {
+                for &(id, p) in &pts {
+                    if let Err(e) = t.insert(id, p) {
+                        failed = Some(e);
+                        return;
+                    }
+                }
+                failed = t.checkpoint().err();
+            });
+            if let Some(e) = failed {
+                println!("| `{spec}` | {kind} | error: {e} | | | | | | |");
+                continue;
             }
-            t.checkpoint().expect("checkpoint");
-        });
-        let q = measure(&dev, || {
-            for w in &ws {
-                std::hint::black_box(t.range(w).expect("range"));
-            }
-        });
-        let rep = t.check().expect("check");
-        eprintln!(
-            "{kind}: height {}, {rep:?}, store {:?}",
-            t.height(),
-            t.store().stats()
-        );
-        println!(
-            "| {kind} | {} | {} | {} | {:.2} | {} | {:.1} |",
-            build.pages_written,
-            build.programs,
-            build.erases,
-            build.sim_ms / 1e3,
-            q.pages_read,
-            q.sim_ms
-        );
+            let gc = dev.stats().sim.unwrap_or_default().gc_copies - gc_before;
+            let q = measure(&dev, || {
+                for w in &ws {
+                    std::hint::black_box(t.range(w).expect("range"));
+                }
+            });
+            let rep = t.check().expect("check");
+            eprintln!(
+                "{spec} {kind}: height {}, {rep:?}, store {:?}",
+                t.height(),
+                t.store().stats()
+            );
+            println!(
+                "| `{spec}` | {kind} | {} | {} | {} | {gc} | {:.2} | {} | {:.1} |",
+                build.pages_written,
+                build.programs,
+                build.erases,
+                build.sim_ms / 1e3,
+                q.pages_read,
+                q.sim_ms
+            );
+        }
     }
 }
 
@@ -232,6 +250,33 @@ fn batches(dev_name: &str, mk: &dyn Fn() -> Arc<dyn PageDevice>, n: usize, sim: 
         &format!("build {n} points: insertion vs bulk loading"),
         c_one,
         c_bulk,
+        sim,
+    );
+    // Bulk loading alone: node by node (the original's writes) vs write
+    // batches of 128, on a plain store without buffer (write-through per operation).
+    let unbuffered = |dev: &Arc<dyn PageDevice>| {
+        let cfg = PlainConfig {
+            buffer_bytes: 0,
+            ..plain_cfg()
+        };
+        PlainStore::create(Arc::clone(dev), cfg).expect("plain")
+    };
+    let load = |write_batch: usize| {
+        let dev = mk();
+        measure(&dev, || {
+            let o = BulkOptions {
+                write_batch,
+                ..opts
+            };
+            let mut t = XbrTree::bulk_load(unbuffered(&dev), cfg, base, o).expect("bulk load");
+            t.checkpoint().expect("checkpoint");
+        })
+    };
+    row(
+        dev_name,
+        "bulk loading, no node buffer: 1 vs 128 nodes per write",
+        load(1),
+        load(128),
         sim,
     );
     // Growth by 10 %: one by one vs bulk insertion (same starting tree: the bulk-loaded one, copied).
@@ -337,6 +382,9 @@ fn main() {
     let n_stores = env_usize("GEOFLASH_XBR_STORE_POINTS", 50_000);
     let n = env_usize("GEOFLASH_XBR_POINTS", 100_000);
     stores(n_stores);
+    if n == 0 {
+        return;
+    }
     println!("\n### Batch algorithms against one-at-a-time processing (plain store, 512 KiB LRU, 4 KiB pages, {n} uniform points)\n");
     println!("| device | step | one at a time (ms) | batched (ms) | gain | read batches | pages read | write batches |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|");
