@@ -976,6 +976,34 @@ kind = "crash_and_recover"
         assert_eq!(fortree, rstar);
     }
 
+    /// The xBR+-tree (`kind = "xbr"`, points) runs every step on every
+    /// store and answers as the R*-tree on the same points.
+    #[test]
+    fn the_xbr_kind_answers_as_the_rstar_tree() {
+        let text = W
+            .replace("geometry = \"box\"", "geometry = \"point\"")
+            .replace(
+                "store = \"plain\"\n",
+                "store = [\"plain\", \"efind\", \"fast\"]\nkind = [\"rstar\", \"xbr\"]\n",
+            );
+        let w = Workload::parse(&text, Path::new("w.toml"), Scale::Smoke).unwrap();
+        let mut st = ResultsStore::in_memory().unwrap();
+        let s = run(&w, &mut st, &RunOptions::default()).unwrap();
+        assert!(s.failures.is_empty(), "{:?}", s.failures);
+        assert_eq!(s.configurations, 24);
+        let answers = |kind: &str| {
+            count(
+                &st,
+                &format!(
+                    "SELECT sum(query_results) FROM results_full WHERE index_kind = '{kind}' \
+                     AND step_kind IN ('range_queries', 'knn')"
+                ),
+            )
+        };
+        assert!(answers("rstar") > 0);
+        assert_eq!(answers("xbr"), answers("rstar"));
+    }
+
     #[test]
     fn runs_every_configuration_and_step_and_resumes() {
         let w = Workload::parse(W, Path::new("w.toml"), Scale::Smoke).unwrap();

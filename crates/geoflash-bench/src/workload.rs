@@ -136,7 +136,7 @@ pub struct IndexConfig {
     pub name: String,
     /// The `[[index]]` entry's own name.
     pub base_name: String,
-    /// rtree, rstar, hilbert or fortree.
+    /// rtree, rstar, hilbert, fortree or xbr (the xBR+-tree, for point data).
     pub kind: String,
     /// linear, quadratic or exponential.
     pub split: String,

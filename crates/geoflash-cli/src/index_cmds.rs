@@ -485,9 +485,10 @@ fn print_stats(
     let mut s = index.stats(label);
     s.operations = ops;
     s.wall_time_ns = start.elapsed().as_nanos() as u64;
-    let nodes = match index.structure().fortree() {
-        Some(mut f) => f.check().map(|r| r.nodes_per_level.iter().sum()),
-        None => index.tree().and_then(|t| t.inspect()).map(|r| r.nodes),
+    let nodes = match (index.structure().fortree(), index.structure().xbr()) {
+        (Some(mut f), _) => f.check().map(|r| r.nodes_per_level.iter().sum()),
+        (None, Some(x)) => x.check().map(|r| r.nodes),
+        (None, None) => index.tree().and_then(|t| t.inspect()).map(|r| r.nodes),
     };
     if let Ok(nodes) = nodes {
         s.set_index_bytes(nodes * index.manifest().page_size as u64);
@@ -892,6 +893,25 @@ pub fn inspect(a: DirArgs) -> Result<(), Failure> {
     if let Some(mut f) = index.structure().fortree() {
         return inspect_fortree(&index, &mut f, a.json);
     }
+    if let Some(x) = index.structure().xbr() {
+        let report = x.check()?;
+        if a.json {
+            print_json(
+                &json!({"manifest": index.manifest(), "xbr": report, "config": x.config()}),
+            )?;
+        } else {
+            let m = index.manifest();
+            row("kind", &m.kind);
+            row("page size", m.page_size);
+            row("device", index.device().describe());
+            row("records", report.points);
+            row("height", x.height());
+            row("nodes", report.nodes);
+            row("leaves", report.leaves);
+            row("fill", format!("{:.2}", report.fill));
+        }
+        return Ok(());
+    }
     let report = index.tree()?.inspect()?;
     if a.json {
         let objects = index.objects().map(|h| {
@@ -987,13 +1007,16 @@ fn inspect_fortree(
 pub fn verify(a: DirArgs) -> Result<(), Failure> {
     let index = Index::open(&a.index, Access::Read)?;
     // (records, height, nodes, the FOR-tree's overflow nodes) and the report as JSON.
-    let checked = match index.structure().fortree() {
-        Some(mut f) => f.check().and_then(|r| {
+    let checked = match (index.structure().fortree(), index.structure().xbr()) {
+        (Some(mut f), _) => f.check().and_then(|r| {
             let nodes = r.nodes_per_level.iter().sum::<u64>();
             let line = (r.records, r.height, nodes, Some(r.overflow_nodes));
             Ok((line, report_json(&r)?))
         }),
-        None => index.tree()?.check().and_then(|r| {
+        (None, Some(x)) => x
+            .check()
+            .and_then(|r| Ok(((r.points, x.height(), r.nodes, None), report_json(&r)?))),
+        (None, None) => index.tree()?.check().and_then(|r| {
             let nodes = r.nodes_per_level.iter().sum::<u64>();
             Ok(((r.records, r.height, nodes, None), report_json(&r)?))
         }),

@@ -30,6 +30,7 @@ use crate::cache::PolicyKind;
 use crate::geom::{HilbertDomain, Point, Rect};
 use crate::index::fortree::{Fortree, FortreeConfig};
 use crate::index::query::{BatchResult, KnnResult, Predicate, QueryResult};
+use crate::index::xbr::{XbrConfig, XbrTree};
 use crate::index::{BulkMethod, IndexKind, RTree, SplitKind, TreeParams};
 use crate::manifest::{Access, Crs, DirLock, Manifest, MANIFEST_VERSION};
 use crate::metrics::Stats;
@@ -138,12 +139,16 @@ pub struct IndexOptions {
     /// creation and recorded in the manifest; objects outside it are
     /// clamped to its border cells (correct, less well clustered).
     /// Required to create an empty Hilbert R-tree; a bulk load without it
-    /// uses the extent of its items.
+    /// uses the extent of its items. An xBR+-tree (`xbr`) takes it as its
+    /// domain: every point must lie inside.
     pub hilbert_domain: Option<Rect>,
     /// `Some`: the index is a FOR-tree (`--kind fortree`) with these
     /// parameters instead of a tree of `kind`; it runs on the plain store
     /// without a buffer and keeps `store.buffer_bytes` as its own buffer.
     pub fortree: Option<FortreeOptions>,
+    /// The index is an xBR+-tree of points (`--kind xbr`, `index::xbr`)
+    /// over `hilbert_domain`, with M from `max_entries` or the page size.
+    pub xbr: bool,
 }
 
 impl Default for IndexOptions {
@@ -160,6 +165,7 @@ impl Default for IndexOptions {
             crs: Crs::default(),
             hilbert_domain: None,
             fortree: None,
+            xbr: false,
         }
     }
 }
@@ -194,26 +200,64 @@ impl IndexOptions {
         Ok(p)
     }
 
-    /// Sets the structure from its name: `rtree`, `rstar`, `hilbert`, or
+    /// Sets the structure from its name: `rtree`, `rstar`, `hilbert`,
     /// `fortree` (the FOR-tree, with its default parameters unless some are
-    /// set already).
+    /// set already) or `xbr` (the xBR+-tree, for points).
     pub fn set_kind(&mut self, name: &str) -> Result<()> {
+        self.xbr = false;
         if name.eq_ignore_ascii_case("fortree") {
             self.kind = IndexKind::RTree;
             self.fortree.get_or_insert_with(FortreeOptions::default);
+        } else if name.eq_ignore_ascii_case("xbr") {
+            self.kind = IndexKind::RTree;
+            self.fortree = None;
+            self.xbr = true;
         } else {
-            self.kind = name.parse()?;
+            self.kind = name.parse().map_err(|_| {
+                Error::invalid(format!(
+                    "unknown index kind {name:?}: use rtree, rstar, hilbert, fortree or xbr"
+                ))
+            })?;
             self.fortree = None;
         }
         Ok(())
     }
 
-    /// The structure's name as the manifest records it (`rstar`, `fortree`, ...).
+    /// The structure's name as the manifest records it (`rstar`, `fortree`, `xbr`, ...).
     pub fn kind_name(&self) -> String {
-        match self.fortree {
-            Some(_) => "fortree".into(),
-            None => kind_name(self.kind),
+        match (self.fortree, self.xbr) {
+            (Some(_), _) => "fortree".into(),
+            (None, true) => "xbr".into(),
+            (None, false) => kind_name(self.kind),
         }
+    }
+
+    /// The xBR+-tree's configuration (`None` for other structures): the
+    /// domain from `hilbert_domain` (required), M from `max_entries` or the
+    /// page size.
+    pub fn xbr_config(&self) -> Result<Option<XbrConfig>> {
+        if !self.xbr {
+            return Ok(None);
+        }
+        let domain = self.hilbert_domain.ok_or_else(|| {
+            Error::invalid(
+                "an xBR+-tree needs its domain (--hilbert-domain, or a build from data, which uses its extent)",
+            )
+        })?;
+        let capacity = crate::page::max_entries(self.page_size, true);
+        let max = match self.max_entries {
+            Some(m) if m > capacity => {
+                return Err(Error::invalid(format!(
+                    "max entries {m} does not fit a page of {} bytes, which holds at most {capacity} xBR+-tree entries",
+                    self.page_size
+                )))
+            }
+            Some(m) => m,
+            None => capacity,
+        };
+        let c = XbrConfig::new(domain, max);
+        c.verify()?;
+        Ok(Some(c))
     }
 
     /// The FOR-tree's configuration (`None` for an R-tree-family index):
@@ -249,7 +293,7 @@ impl IndexOptions {
     /// curve has an area to cover).
     pub fn with_domain_of<'a>(&self, items: impl IntoIterator<Item = &'a Rect>) -> IndexOptions {
         let mut o = self.clone();
-        if o.kind != IndexKind::Hilbert || o.hilbert_domain.is_some() {
+        if (o.kind != IndexKind::Hilbert && !o.xbr) || o.hilbert_domain.is_some() {
             return o;
         }
         o.hilbert_domain = Rect::union_all(items).and_then(|e| {
@@ -376,8 +420,19 @@ pub fn make_store_with_log(
     kind: IndexKind,
     how: StoreOpen,
 ) -> Result<(Box<dyn NodeStore>, Option<RestartReport>)> {
+    make_store_payload(device, log_device, opts, kind == IndexKind::Hilbert, how)
+}
+
+/// [`make_store_with_log`] for entries that carry a payload (`with_payload`:
+/// the Hilbert R-tree, the xBR+-tree) or not.
+pub fn make_store_payload(
+    device: Arc<dyn PageDevice>,
+    log_device: Option<Arc<dyn PageDevice>>,
+    opts: &StoreOptions,
+    with_payload: bool,
+    how: StoreOpen,
+) -> Result<(Box<dyn NodeStore>, Option<RestartReport>)> {
     let fresh = how == StoreOpen::Create;
-    let with_payload = kind == IndexKind::Hilbert;
     match opts.kind {
         StoreKind::Plain => {
             let cfg = PlainConfig {
@@ -474,6 +529,18 @@ impl Index {
             ));
         }
         let opts = opts.with_domain_of(items.iter().map(|(_, r)| r));
+        if opts.xbr {
+            // The xBR+-tree's own bulk load (Z-order, write batches), into
+            // the empty tree the directory is created with.
+            let points = items
+                .iter()
+                .map(|&(id, r)| crate::structure::as_point(id, &r).map(|p| (id, p)))
+                .collect::<Result<Vec<_>>>()?;
+            let mut index = Index::create_with(dir, &opts, RTree::create)?;
+            index.tree.xbr_load(&points)?;
+            index.checkpoint()?;
+            return Ok(index);
+        }
         Index::create_with(dir, &opts, |store, params| {
             RTree::bulk_load(store, params, items, method, fill)
         })
@@ -487,6 +554,7 @@ impl Index {
     ) -> Result<Index> {
         let params = opts.tree_params()?;
         let fortree = opts.fortree_config()?;
+        let xbr = opts.xbr_config()?;
         if let Some(e) = &opts.store.efind {
             e.verify_for_page(opts.page_size)?;
         }
@@ -513,9 +581,10 @@ impl Index {
             page_size: opts.page_size,
             device: spec.to_string(),
             crs: opts.crs.clone(),
-            index: match &fortree {
-                Some(c) => serde_json::to_value(c),
-                None => serde_json::to_value(params),
+            index: match (&fortree, &xbr) {
+                (Some(c), _) => serde_json::to_value(c),
+                (None, Some(c)) => serde_json::to_value(c),
+                (None, None) => serde_json::to_value(params),
             }
             .map_err(|e| Error::invalid(e.to_string()))?,
             store: serde_json::to_value(store_opts).map_err(|e| Error::invalid(e.to_string()))?,
@@ -551,16 +620,17 @@ impl Index {
             }
             None => (None, open_device(&spec, opts.page_size, None)?, None),
         };
-        let (store, _) = make_store_with_log(
+        let (store, _) = make_store_payload(
             device.clone(),
             log_device.clone(),
             &store_opts,
-            opts.kind,
+            opts.kind == IndexKind::Hilbert || xbr.is_some(),
             StoreOpen::Create,
         )?;
-        let tree = match fortree {
-            Some(c) => Structure::Fortree(Box::new(Mutex::new(Fortree::create(store, c)?))),
-            None => Structure::RTree(build(store, params)?),
+        let tree = match (fortree, xbr) {
+            (Some(c), _) => Structure::Fortree(Box::new(Mutex::new(Fortree::create(store, c)?))),
+            (None, Some(c)) => Structure::Xbr(Box::new(XbrTree::create(store, c)?)),
+            (None, None) => Structure::RTree(build(store, params)?),
         };
         let mut index = Index {
             dir: dir.map(Path::to_path_buf),
@@ -600,10 +670,16 @@ impl Index {
                 format!("manifest {what} parameters: {}", manifest.index),
             )
         };
+        let mut xbr: Option<XbrConfig> = None;
         let (params, fortree) = if manifest.kind == "fortree" {
             let c: FortreeConfig = serde_json::from_value(manifest.index.clone())
                 .map_err(|_| index_params("FOR-tree"))?;
             (TreeParams::new(IndexKind::RTree, c.max_entries), Some(c))
+        } else if manifest.kind == "xbr" {
+            let c: XbrConfig = serde_json::from_value(manifest.index.clone())
+                .map_err(|_| index_params("xBR+-tree"))?;
+            xbr = Some(c);
+            (TreeParams::new(IndexKind::RTree, c.max_entries), None)
         } else {
             let p: TreeParams = serde_json::from_value(manifest.index.clone())
                 .map_err(|_| index_params("index"))?;
@@ -649,16 +725,17 @@ impl Index {
             Access::Read => StoreOpen::Read,
             Access::Write => StoreOpen::Write,
         };
-        let (store, restart) = make_store_with_log(
+        let (store, restart) = make_store_payload(
             device.clone(),
             log_device.clone(),
             &store_opts,
-            params.kind,
+            params.kind == IndexKind::Hilbert || xbr.is_some(),
             how,
         )?;
-        let tree = match fortree {
-            Some(c) => Structure::Fortree(Box::new(Mutex::new(Fortree::open(store, c)?))),
-            None => Structure::RTree(RTree::open(store, params)?),
+        let tree = match (fortree, xbr) {
+            (Some(c), _) => Structure::Fortree(Box::new(Mutex::new(Fortree::open(store, c)?))),
+            (None, Some(c)) => Structure::Xbr(Box::new(XbrTree::open(store, c)?)),
+            (None, None) => Structure::RTree(RTree::open(store, params)?),
         };
         Ok(Index {
             dir: Some(dir.to_path_buf()),
@@ -1507,5 +1584,94 @@ mod tests {
             .unwrap();
         assert_eq!((r.stats.candidates, r.stats.results), (1, 0));
         assert_eq!(bulk.objects().unwrap().len(), 300);
+    }
+
+    /// `kind = xbr`: an xBR+-tree of points behind `Index` on every store,
+    /// by insertion and by bulk load, answering like brute force after a
+    /// reopen; boxes and points outside the domain are refused.
+    #[test]
+    fn xbr_index_on_every_store_answers_like_brute_force_after_reopen() {
+        let pts: Vec<(u64, Rect)> = (0..1500u64)
+            .map(|i| {
+                let x = (i * 7919 % 1000) as f64 / 10.0;
+                let y = (i * 104_729 % 997) as f64 / 10.0;
+                (i, Rect::new(x, y, x, y).unwrap())
+            })
+            .collect();
+        let window = Rect::new(20.0, 10.0, 45.0, 60.0).unwrap();
+        let want: BTreeSet<u64> = pts
+            .iter()
+            .filter(|(_, r)| window.contains(r))
+            .map(|(i, _)| *i)
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        for (n, store) in [StoreKind::Plain, StoreKind::Efind, StoreKind::Fast]
+            .into_iter()
+            .enumerate()
+        {
+            let mut opts = IndexOptions {
+                page_size: 1024,
+                device: "file?direct=false".into(),
+                hilbert_domain: Some(Rect::new(0.0, 0.0, 100.0, 100.0).unwrap()),
+                store: StoreOptions {
+                    kind: store,
+                    ..StoreOptions::default()
+                },
+                ..IndexOptions::default()
+            };
+            opts.set_kind("xbr").unwrap();
+            assert_eq!(opts.kind_name(), "xbr");
+            let by_insert = dir.path().join(format!("ins{n}"));
+            let mut idx = Index::create(&by_insert, &opts).unwrap();
+            for &(i, r) in &pts {
+                idx.insert(i, r).unwrap();
+            }
+            let e = idx.insert(9999, rect(1)).unwrap_err();
+            assert!(e.to_string().contains("points"), "{e}");
+            let e = idx
+                .insert(9999, Rect::new(150.0, 1.0, 150.0, 1.0).unwrap())
+                .unwrap_err();
+            assert!(e.to_string().contains("outside"), "{e}");
+            idx.delete(0, pts[0].1).unwrap();
+            idx.close().unwrap();
+            let bulk = dir.path().join(format!("bulk{n}"));
+            opts.hilbert_domain = None; // the extent of the data
+            Index::bulk_load(Some(&bulk), &opts, pts[1..].to_vec(), BulkMethod::Str, 1.0)
+                .unwrap()
+                .close()
+                .unwrap();
+            let mut want = want.clone();
+            want.remove(&0);
+            for path in [&by_insert, &bulk] {
+                let idx = Index::open(path, Access::Read).unwrap();
+                assert_eq!(idx.manifest().kind, "xbr");
+                assert_eq!(idx.len(), 1499);
+                let t = idx.structure().xbr().unwrap();
+                t.check().unwrap();
+                let got: BTreeSet<u64> = idx
+                    .query(window, Predicate::Contains)
+                    .unwrap()
+                    .hits
+                    .iter()
+                    .map(|h| h.id)
+                    .collect();
+                assert_eq!(got, want);
+                let batch = idx
+                    .query_batch(&[window, window], Predicate::Intersects)
+                    .unwrap();
+                assert!(batch.results.iter().all(|r| r.hits.len() == want.len()));
+                let near = idx
+                    .nearest(Point::new(50.0, 50.0).unwrap(), 5, true)
+                    .unwrap();
+                let mut d: Vec<f64> = pts[1..]
+                    .iter()
+                    .map(|(_, r)| r.min_dist_point(&Point::new(50.0, 50.0).unwrap()))
+                    .collect();
+                d.sort_by(f64::total_cmp);
+                assert!(near.neighbors.len() >= 5);
+                assert_eq!(near.neighbors[4].distance, d[4]);
+                assert!(idx.tree().is_err(), "not an R-tree");
+            }
+        }
     }
 }

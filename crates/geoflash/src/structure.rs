@@ -1,8 +1,16 @@
 //! [`Structure`]: the spatial structure an [`Index`](crate::Index) holds —
-//! a tree of the R-tree family, or the FOR-tree, which changes the tree
-//! structure and so is an index of its own (`index::fortree`) — with the
-//! operations the index forwards to either. Both keep their nodes in a
-//! [`NodeStore`] and never know which one.
+//! a tree of the R-tree family, the FOR-tree, which changes the tree
+//! structure and so is an index of its own (`index::fortree`), or the
+//! xBR+-tree of points (`index::xbr`) — with the operations the index
+//! forwards to each. All keep their nodes in a [`NodeStore`] and never know
+//! which one.
+//!
+//! The xBR+-tree indexes points: objects given to it as rectangles must be
+//! degenerate (a point); a box is an error. Its range queries answer every
+//! predicate on points (`intersects` and `contains`: the points in the
+//! window; `within`: a point equal to a degenerate window), batched range
+//! queries use its level-by-level batch algorithm, and an update is a
+//! deletion then an insertion.
 //!
 //! The FOR-tree counts accesses in its overflow node table even when it
 //! answers a query, so its queries take `&mut self`; the index keeps it
@@ -13,7 +21,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::geom::{Point, Rect};
 use crate::index::fortree::{Fortree, FortreeConfig};
-use crate::index::query::{BatchResult, KnnResult, Predicate, QueryResult};
+use crate::index::query::{BatchResult, Hit, KnnResult, Predicate, QueryResult, QueryStats};
+use crate::index::xbr::{BulkOptions, XbrTree};
 use crate::index::RTree;
 use crate::store::{NodeStore, OpId, StoreStats};
 use crate::{Error, Result};
@@ -49,6 +58,8 @@ pub enum Structure {
     /// A FOR-tree (behind a lock: its queries update access counters;
     /// boxed, it is the larger of the two).
     Fortree(Box<Mutex<Fortree<Box<dyn NodeStore>>>>),
+    /// An xBR+-tree of points.
+    Xbr(Box<XbrTree<Box<dyn NodeStore>>>),
 }
 
 impl std::fmt::Debug for Structure {
@@ -56,6 +67,7 @@ impl std::fmt::Debug for Structure {
         let kind = match self {
             Structure::RTree(_) => "RTree",
             Structure::Fortree(_) => "Fortree",
+            Structure::Xbr(_) => "Xbr",
         };
         f.debug_struct("Structure")
             .field("kind", &kind)
@@ -71,13 +83,33 @@ impl Structure {
             Structure::Fortree(_) => Err(Error::invalid(format!(
                 "{what} is not available for a FOR-tree index (it works on R-tree-family indexes)"
             ))),
+            Structure::Xbr(_) => Err(Error::invalid(format!(
+                "{what} is not available for an xBR+-tree index (it works on R-tree-family indexes)"
+            ))),
+        }
+    }
+
+    /// The xBR+-tree (`None` for the other structures).
+    pub fn xbr(&self) -> Option<&XbrTree<Box<dyn NodeStore>>> {
+        match self {
+            Structure::Xbr(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Bulk loads `points` into an empty xBR+-tree with its SSD algorithm
+    /// (default batch sizes); an error for the other structures.
+    pub fn xbr_load(&mut self, points: &[(u64, Point)]) -> Result<()> {
+        match self {
+            Structure::Xbr(t) => t.load(points, BulkOptions::default()),
+            _ => Err(Error::invalid("only an xBR+-tree takes points this way")),
         }
     }
 
     /// The FOR-tree, locked (`None` for an R-tree).
     pub fn fortree(&self) -> Option<MutexGuard<'_, Fortree<Box<dyn NodeStore>>>> {
         match self {
-            Structure::RTree(_) => None,
+            Structure::RTree(_) | Structure::Xbr(_) => None,
             Structure::Fortree(f) => Some(lock(f)),
         }
     }
@@ -87,6 +119,7 @@ impl Structure {
         match self {
             Structure::RTree(t) => t.len(),
             Structure::Fortree(f) => lock(f).len(),
+            Structure::Xbr(t) => t.len(),
         }
     }
 
@@ -95,6 +128,7 @@ impl Structure {
         match self {
             Structure::RTree(t) => t.height(),
             Structure::Fortree(f) => lock(f).height(),
+            Structure::Xbr(t) => t.height(),
         }
     }
 
@@ -108,6 +142,7 @@ impl Structure {
         match self {
             Structure::RTree(t) => t.insert(id, rect),
             Structure::Fortree(f) => get(f).insert(id, rect),
+            Structure::Xbr(t) => t.insert(id, as_point(id, &rect)?),
         }
     }
 
@@ -116,6 +151,7 @@ impl Structure {
         match self {
             Structure::RTree(t) => t.delete(id, rect),
             Structure::Fortree(f) => get(f).delete(id, rect),
+            Structure::Xbr(t) => t.delete(id, as_point(id, &rect)?),
         }
     }
 
@@ -129,6 +165,11 @@ impl Structure {
                 f.delete(id, old)?;
                 f.insert(id, new)
             }
+            Structure::Xbr(t) => {
+                let new = as_point(id, &new)?;
+                t.delete(id, as_point(id, &old)?)?;
+                t.insert(id, new)
+            }
         }
     }
 
@@ -137,6 +178,10 @@ impl Structure {
         match self {
             Structure::RTree(t) => t.query(window, predicate),
             Structure::Fortree(f) => lock(f).query(window, predicate),
+            Structure::Xbr(t) => {
+                let found = t.range(&window)?;
+                Ok(point_answer(found, &window, predicate))
+            }
         }
     }
 
@@ -157,6 +202,18 @@ impl Structure {
                     nodes_visited,
                 })
             }
+            Structure::Xbr(t) => {
+                let (found, stats) = t.range_batch(windows, XBR_READ_BATCH)?;
+                let results = found
+                    .into_iter()
+                    .zip(windows)
+                    .map(|(f, w)| point_answer(f, w, predicate))
+                    .collect();
+                Ok(BatchResult {
+                    results,
+                    nodes_visited: stats.nodes_read,
+                })
+            }
         }
     }
 
@@ -166,6 +223,34 @@ impl Structure {
         match self {
             Structure::RTree(t) => t.nearest(point, k, ties),
             Structure::Fortree(f) => lock(f).nearest(point, k, ties),
+            Structure::Xbr(t) => {
+                // With ties, ask for more until the k-th distance is passed.
+                let mut m = k;
+                loop {
+                    let mut neighbors = t.nearest(&point, m)?;
+                    let kth = neighbors.get(k.wrapping_sub(1)).map(|n| n.distance);
+                    let more =
+                        ties && neighbors.len() == m && kth == neighbors.last().map(|n| n.distance);
+                    if more && k > 0 {
+                        m = m.saturating_mul(2);
+                        continue;
+                    }
+                    if let Some(d) = kth.filter(|_| ties) {
+                        neighbors.retain(|n| n.distance <= d);
+                    } else {
+                        neighbors.truncate(k);
+                    }
+                    let n = neighbors.len() as u64;
+                    return Ok(KnnResult {
+                        neighbors,
+                        stats: QueryStats {
+                            nodes_visited: 0,
+                            candidates: n,
+                            results: n,
+                        },
+                    });
+                }
+            }
         }
     }
 
@@ -175,6 +260,7 @@ impl Structure {
         match self {
             Structure::RTree(t) => t.store_mut().checkpoint(),
             Structure::Fortree(f) => get(f).checkpoint(),
+            Structure::Xbr(t) => t.checkpoint(),
         }
     }
 
@@ -184,6 +270,7 @@ impl Structure {
     pub fn store_stats(&self) -> StoreStats {
         match self {
             Structure::RTree(t) => t.store().stats(),
+            Structure::Xbr(t) => t.store().stats(),
             Structure::Fortree(f) => {
                 let f = lock(f);
                 let own = f.stats();
@@ -204,6 +291,7 @@ impl Structure {
         match self {
             Structure::RTree(t) => t.store().last_committed_op(),
             Structure::Fortree(f) => lock(f).store().last_committed_op(),
+            Structure::Xbr(t) => t.store().last_committed_op(),
         }
     }
 
@@ -212,7 +300,52 @@ impl Structure {
         match self {
             Structure::RTree(t) => t.store().durable_op(),
             Structure::Fortree(f) => lock(f).store().durable_op(),
+            Structure::Xbr(t) => t.store().durable_op(),
         }
+    }
+}
+
+/// Most pages of one batched read of the xBR+-tree's batch queries.
+const XBR_READ_BATCH: usize = 1024;
+
+/// The point of object `id` given as a rectangle; a box is an error (the
+/// xBR+-tree indexes points).
+pub(crate) fn as_point(id: u64, r: &Rect) -> Result<Point> {
+    if !r.is_point() {
+        return Err(Error::invalid(format!(
+            "object {id} is a box {r:?}: the xBR+-tree indexes points (give min = max)"
+        )));
+    }
+    Ok(Point {
+        x: r.min_x,
+        y: r.min_y,
+    })
+}
+
+/// A range answer on points for `predicate` (`contains` and `intersects`
+/// select the same points; `within` only a point equal to the window).
+fn point_answer(
+    found: Vec<crate::index::xbr::query::Found>,
+    window: &Rect,
+    predicate: Predicate,
+) -> QueryResult {
+    let candidates = found.len() as u64;
+    let hits: Vec<Hit> = found
+        .into_iter()
+        .map(|(id, p)| Hit {
+            id,
+            rect: Rect::from_point(p),
+        })
+        .filter(|h| predicate != Predicate::Within || h.rect.contains(window))
+        .collect();
+    QueryResult {
+        stats: QueryStats {
+            // Not counted by the xBR+-tree (the store's counters hold its reads).
+            nodes_visited: 0,
+            candidates,
+            results: hits.len() as u64,
+        },
+        hits,
     }
 }
 

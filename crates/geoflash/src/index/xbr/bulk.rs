@@ -118,35 +118,48 @@ impl<S: NodeStore> XbrTree<S> {
         items: &[(u64, Point)],
         opts: BulkOptions,
     ) -> Result<Self> {
-        opts.verify()?;
         let mut tree = XbrTree::create(store, config)?;
-        let batch = sorted_batch(&tree.domain, items, |_| Ok(false))?;
-        let mut mem = XbrTree::create(MemStore::new(), config)?;
+        tree.load(items, opts)?;
+        Ok(tree)
+    }
+
+    /// Bulk loads `items` into this tree, which must be empty (see
+    /// [`bulk_load`](Self::bulk_load)).
+    pub fn load(&mut self, items: &[(u64, Point)], opts: BulkOptions) -> Result<()> {
+        opts.verify()?;
+        let meta = self.store.meta();
+        if meta.root.is_some() || meta.records > 0 {
+            return Err(Error::invalid(
+                "a bulk load needs an empty xBR+-tree: use bulk insertion to add to one",
+            ));
+        }
+        let batch = sorted_batch(&self.domain, items, |_| Ok(false))?;
+        let mut mem = XbrTree::create(MemStore::new(), self.config)?;
         for &(id, _, p) in &batch {
             mem.insert(id, p)?;
         }
         let meta = mem.store.meta();
         let Some(root) = meta.root else {
-            return Ok(tree);
+            return Ok(());
         };
         let mut writer = Writer {
-            op: Some(tree.store.begin_op()?),
+            op: Some(self.store.begin_op()?),
             in_op: 0,
             limit: opts.write_batch,
         };
-        let new_root = copy_subtree(&mem, root, &mut tree, &mut writer)?;
+        let new_root = copy_subtree(&mem, root, self, &mut writer)?;
         if writer.op.is_none() {
-            writer.op = Some(tree.store.begin_op()?);
+            writer.op = Some(self.store.begin_op()?);
         }
-        tree.store.set_meta(TreeMeta {
+        self.store.set_meta(TreeMeta {
             root: Some(new_root),
             ..meta
         })?;
         if let Some(op) = writer.op.take() {
-            tree.store.commit_op(op)?;
+            self.store.commit_op(op)?;
         }
-        tree.ids = Some(batch.iter().map(|&(id, _, _)| id).collect());
-        Ok(tree)
+        self.ids = Some(batch.iter().map(|&(id, _, _)| id).collect());
+        Ok(())
     }
 
     /// Inserts `items` in chunks (see the module documentation). Returns the
