@@ -890,6 +890,96 @@ fn sigkill_during_a_build_loses_no_acknowledged_operation(store: &str) {
 /// existing index, `verify` and `inspect`; with the original root counter a
 /// small-node build piles everything into the root's overflow chain (the
 /// seeds' failure), and wrong combinations are refused.
+/// `--kind xbr`: the xBR+-tree of points on every store, by insertion and
+/// bulk load, answers windows like a scan, deletes, verifies and inspects;
+/// boxes are refused with exit code 2.
+#[test]
+fn xbr_kind_builds_answers_deletes_and_verifies_on_every_store() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("p.csv");
+    let mut text = String::from("id,minx,miny,maxx,maxy\n");
+    for i in 1..=1200u64 {
+        let x = (i * 7919 % 10_000) as f64 / 10.0;
+        let y = (i * 104_729 % 9_973) as f64 / 10.0;
+        text.push_str(&format!("{i},{x},{y},{x},{y}\n"));
+    }
+    std::fs::write(&data, text).unwrap();
+    let pts = read_csv(&data);
+    let mut want: Vec<u64> = pts
+        .iter()
+        .filter(|(_, r)| (100.0..=400.0).contains(&r[0]) && (200.0..=500.0).contains(&r[1]))
+        .map(|(id, _)| *id)
+        .collect();
+    want.sort_unstable();
+    for (store, bulk) in [
+        ("plain", false),
+        ("efind", false),
+        ("fast", false),
+        ("efind", true),
+    ] {
+        let idx = dir.path().join(format!("{store}-{bulk}"));
+        let mut args = vec![
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(&idx),
+            "--kind",
+            "xbr",
+            "--store",
+            store,
+            "--page-size",
+            "1KiB",
+            "--device",
+            "file?direct=false",
+            "--json",
+        ];
+        if bulk {
+            args.extend_from_slice(&["--bulk", "str"]);
+        }
+        let stats = last_json(&ok(geoflash(&args)));
+        assert!(stats["pages_written"].as_u64().unwrap() > 0, "{stats}");
+        assert_eq!(all_ids(&idx), (1..=1200).collect::<Vec<_>>());
+        assert_eq!(window_ids(&idx, "100,200,400,500"), want);
+        let del = dir.path().join("del.csv");
+        let text = std::fs::read_to_string(&data).unwrap();
+        std::fs::write(&del, text.lines().take(201).collect::<Vec<_>>().join("\n")).unwrap();
+        ok(geoflash(&[
+            "delete",
+            "--index",
+            s(&idx),
+            "--input",
+            s(&del),
+        ]));
+        assert_eq!(all_ids(&idx), (201..=1200).collect::<Vec<_>>());
+        let v = last_json(&ok(geoflash(&["verify", "--index", s(&idx), "--json"])));
+        assert_eq!(v["report"]["points"], 1000, "{v}");
+        let i = last_json(&ok(geoflash(&["inspect", "--index", s(&idx), "--json"])));
+        assert_eq!(i["manifest"]["kind"], "xbr");
+    }
+    let boxes = dir.path().join("r.csv");
+    write_rects(&boxes, 10);
+    let idx = dir.path().join("boxes");
+    let out = geoflash(&[
+        "build",
+        "--input",
+        s(&boxes),
+        "--index",
+        s(&idx),
+        "--kind",
+        "xbr",
+        "--device",
+        "file?direct=false",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("points"));
+}
+
 #[test]
 fn fortree_kind_builds_answers_reopens_and_reproduces_the_root_counter_failure() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
