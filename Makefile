@@ -43,9 +43,11 @@ python:
 test-long: setup
 	GEOFLASH_PROPTEST_CASES=2000 GEOFLASH_CRASH_CASES=10000 GEOFLASH_LONG=1 $(CARGO) test --workspace --release -- --include-ignored
 
-## Criterion benchmarks.
+## Criterion benchmarks, then every shipped workload at small scale
+## (scripts/bench-workloads.sh: results and reports in bench-results/).
 bench: setup
 	$(CARGO) bench -p geoflash
+	@bash scripts/bench-workloads.sh
 
 ## Coverage-guided fuzzing of the page codec (needs cargo-fuzz; outside CI).
 fuzz: setup
