@@ -594,6 +594,10 @@ impl<D: PageDevice> PageDevice for FaultyDevice<D> {
     fn describe(&self) -> String {
         format!("faulty({:?}) over {}", self.plan, self.inner.describe())
     }
+
+    fn hint_tier(&self, pages: &[PageId], tier: super::Tier) -> Result<()> {
+        self.inner.hint_tier(pages, tier)
+    }
 }
 
 #[cfg(test)]

@@ -4,36 +4,42 @@
 //! The logical pages are those of the slow tier (`capacity()` is its
 //! capacity). A **placement map** says which pages live on the fast tier,
 //! each in a slot of its own; every other page lives on the slow tier under
-//! its own number. Pages below [`HybridDevice::with_fast_range`]'s bound are
-//! placed on the fast tier when first touched, and [`HybridDevice::place`]
-//! moves any page (copying its contents). When the fast tier is full a page
-//! meant for it stays on the slow tier and is counted in
-//! [`HybridDevice::fallbacks`] — the graceful fallback the thesis assumes.
+//! its own number. Three ways put a page on the fast tier:
+//! - a **hint** ([`PageDevice::hint_tier`]) from the layer above: the page
+//!   moves to the hinted tier at its next write (a whole-page write, so no
+//!   copy is needed); this is how stores place tree nodes
+//!   ([`crate::store::placement`]) and how H-Grid places hot pages;
+//! - [`HybridDevice::with_fast_range`]: pages below a bound go to the fast
+//!   tier at their first write;
+//! - [`HybridDevice::place`] moves a page at once, copying its contents.
+//!
+//! The fast tier holds at most `fast_pages` pages (its capacity, or less with
+//! [`HybridDevice::with_fast_pages`] / the spec's `&fast_pages=N`). When it is
+//! full a page meant for it stays on the slow tier — the graceful fallback the
+//! thesis assumes — and is counted in [`HybridDevice::fallbacks`]. A trim
+//! frees the page's fast slot.
 //!
 //! A batch is split into its fast and slow parts, each submitted to its tier
-//! as one batch. Counters: host counters of the hybrid device itself; the
-//! simulator counters (when a tier is simulated) add both tiers' NAND
-//! counts and simulated times (the tiers are driven one after the other).
+//! as one batch. Counters: host counters of the hybrid device itself, and
+//! per tier in [`HybridDevice::tier_stats`]; the simulator counters (when a
+//! tier is simulated) add both tiers' NAND counts and simulated times (the
+//! tiers are driven one after the other).
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+pub use super::Tier;
 use super::{check_batch, DeviceStats, IoTracker, PageDevice, PageId, SimCounters};
 use crate::{Error, Result};
 
-/// A 3D XPoint-like tier on the flash simulator: read 7 µs, write 18 µs
-/// (Intel Optane, as measured in the thesis), NVMe-like parallelism.
-pub const XPOINT_SPEC: &str =
-    "flashsim:preset=nvme&read_us=7&program_us=18&erase_us=1&capacity=4GiB&op=0.25";
+/// The spec of a 3D XPoint-like tier on the flash simulator: read 7 µs,
+/// write 18 µs (Intel Optane, Table 4.1 of the thesis); see the `xpoint`
+/// preset of [`FlashSimConfig`](super::flashsim::FlashSimConfig).
+pub const XPOINT_SPEC: &str = "flashsim:preset=xpoint";
 
-/// Which tier a page lives on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tier {
-    /// The fast tier.
-    Fast,
-    /// The slow tier.
-    Slow,
-}
+/// The spec of the thesis' flash tier (Intel DC P3700: read 120 µs, write
+/// 30 µs); the `p3700` preset.
+pub const P3700_SPEC: &str = "flashsim:preset=p3700";
 
 /// Part of a batch for one tier: `(index in the batch, page on the tier)`.
 type Parts = Vec<(usize, u64)>;
@@ -43,7 +49,10 @@ struct Inner {
     slot: HashMap<PageId, u64>,
     free_slots: Vec<u64>,
     next_slot: u64,
+    fast_limit: u64,
     fast_range: u64,
+    /// Pending hints: the tier each page goes to at its next write.
+    hint: HashMap<PageId, Tier>,
     refused: HashSet<PageId>,
     fallbacks: u64,
     tracker: IoTracker,
@@ -64,7 +73,7 @@ impl std::fmt::Debug for HybridDevice {
 
 impl HybridDevice {
     /// A hybrid of `fast` and `slow` (same page size) with every page on the
-    /// slow tier until placed.
+    /// slow tier until placed; the whole fast tier is usable.
     pub fn new(fast: Arc<dyn PageDevice>, slow: Arc<dyn PageDevice>) -> Result<Self> {
         if fast.page_size() != slow.page_size() {
             return Err(Error::invalid(format!(
@@ -73,16 +82,29 @@ impl HybridDevice {
                 slow.page_size()
             )));
         }
+        let inner = Inner {
+            fast_limit: fast.capacity(),
+            ..Inner::default()
+        };
         Ok(HybridDevice {
             fast,
             slow,
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(inner),
         })
     }
 
-    /// Places pages `0..n` on the fast tier when first touched (as far as it has room).
+    /// Places pages `0..n` on the fast tier when first written (as far as it has room).
     pub fn with_fast_range(self, n: u64) -> Self {
         self.lock().fast_range = n;
+        self
+    }
+
+    /// Uses at most `n` pages of the fast tier (at most its capacity).
+    pub fn with_fast_pages(self, n: u64) -> Self {
+        {
+            let mut g = self.lock();
+            g.fast_limit = n.min(self.fast.capacity());
+        }
         self
     }
 
@@ -90,7 +112,8 @@ impl HybridDevice {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Pages meant for the fast tier that stayed on the slow one because it was full.
+    /// Pages meant for the fast tier that stayed on the slow one because it
+    /// was full (each page counted once).
     pub fn fallbacks(&self) -> u64 {
         self.lock().fallbacks
     }
@@ -100,6 +123,11 @@ impl HybridDevice {
         self.lock().slot.len() as u64
     }
 
+    /// Pages the fast tier may hold.
+    pub fn fast_limit(&self) -> u64 {
+        self.lock().fast_limit
+    }
+
     /// The tier page `p` lives on now.
     pub fn tier_of(&self, p: PageId) -> Tier {
         if self.lock().slot.contains_key(&p) {
@@ -107,6 +135,11 @@ impl HybridDevice {
         } else {
             Tier::Slow
         }
+    }
+
+    /// The counters of each tier's own device: `(fast, slow)`.
+    pub fn tier_stats(&self) -> (DeviceStats, DeviceStats) {
+        (self.fast.stats(), self.slow.stats())
     }
 
     /// A fast slot for `p` if it belongs there and one is free.
@@ -119,7 +152,7 @@ impl HybridDevice {
         }
         let s = match g.free_slots.pop() {
             Some(s) => s,
-            None if g.next_slot < self.fast.capacity() => {
+            None if g.next_slot < g.fast_limit => {
                 g.next_slot += 1;
                 g.next_slot - 1
             }
@@ -134,12 +167,13 @@ impl HybridDevice {
         Some(s)
     }
 
-    /// Moves page `p` to `tier`, copying its contents. Returns the tier it
-    /// ended on (the slow one if the fast tier is full).
+    /// Moves page `p` to `tier` now, copying its contents. Returns the tier
+    /// it ended on (the slow one if the fast tier is full).
     pub fn place(&self, p: PageId, tier: Tier) -> Result<Tier> {
         check_batch(&[p], 0, 0, self.capacity())?;
         let ps = self.page_size();
         let mut g = self.lock();
+        g.hint.remove(&p);
         let cur = g.slot.get(&p).copied();
         match (cur, tier) {
             (Some(_), Tier::Fast) | (None, Tier::Slow) => Ok(tier),
@@ -164,18 +198,49 @@ impl HybridDevice {
         }
     }
 
-    /// Splits a batch: `(index in batch, fast slot)` and `(index, slow page)`.
-    fn split(&self, pages: &[PageId], creating: bool) -> (Parts, Parts) {
-        let mut g = self.lock();
+    /// Splits a read batch by where its pages live: `(index in batch, fast
+    /// slot)` and `(index, slow page)`.
+    fn split_read(&self, pages: &[PageId]) -> (Parts, Parts) {
+        let g = self.lock();
         let (mut f, mut s) = (Vec::new(), Vec::new());
         for (i, &p) in pages.iter().enumerate() {
-            let want = creating && p < g.fast_range;
+            match g.slot.get(&p) {
+                Some(&slot) => f.push((i, slot)),
+                None => s.push((i, p)),
+            }
+        }
+        (f, s)
+    }
+
+    /// Splits a write batch, applying pending hints and the fast range: a
+    /// page hinted slow leaves its fast slot (the write replaces the whole
+    /// page), a page hinted fast takes a slot if one is free.
+    fn split_write(&self, pages: &[PageId]) -> Result<(Parts, Parts)> {
+        let mut g = self.lock();
+        let (mut f, mut s) = (Vec::new(), Vec::new());
+        let mut released = Vec::new();
+        for (i, &p) in pages.iter().enumerate() {
+            let hint = g.hint.remove(&p);
+            if hint == Some(Tier::Slow) {
+                if let Some(slot) = g.slot.remove(&p) {
+                    g.free_slots.push(slot);
+                    released.push(slot);
+                }
+            }
+            let want = match hint {
+                Some(t) => t == Tier::Fast,
+                None => p < g.fast_range,
+            };
             match self.fast_slot(&mut g, p, want) {
                 Some(slot) => f.push((i, slot)),
                 None => s.push((i, p)),
             }
         }
-        (f, s)
+        drop(g);
+        if !released.is_empty() {
+            self.fast.trim(&released)?;
+        }
+        Ok((f, s))
     }
 }
 
@@ -218,7 +283,7 @@ impl PageDevice for HybridDevice {
         let ps = self.page_size();
         check_batch(pages, buf.len(), ps, self.capacity())?;
         let start = Instant::now();
-        let (f, s) = self.split(pages, false);
+        let (f, s) = self.split_read(pages);
         for (dev, part) in [(&self.fast, &f), (&self.slow, &s)] {
             if part.is_empty() {
                 continue;
@@ -244,7 +309,7 @@ impl PageDevice for HybridDevice {
         let ps = self.page_size();
         check_batch(pages, data.len(), ps, self.capacity())?;
         let start = Instant::now();
-        let (f, s) = self.split(pages, true);
+        let (f, s) = self.split_write(pages)?;
         for (dev, part) in [(&self.fast, &f), (&self.slow, &s)] {
             if part.is_empty() {
                 continue;
@@ -273,15 +338,22 @@ impl PageDevice for HybridDevice {
 
     fn trim(&self, pages: &[PageId]) -> Result<()> {
         check_batch(pages, 0, 0, self.capacity())?;
-        let (f, s) = self.split(pages, false);
-        let fs: Vec<u64> = f.iter().map(|t| t.1).collect();
-        let ss: Vec<u64> = s.iter().map(|t| t.1).collect();
-        if !fs.is_empty() {
-            self.fast.trim(&fs)?;
+        // A trimmed page leaves the fast tier; both copies read as zeros.
+        let mut slots = Vec::new();
+        {
+            let mut g = self.lock();
+            for p in pages {
+                g.hint.remove(p);
+                if let Some(s) = g.slot.remove(p) {
+                    g.free_slots.push(s);
+                    slots.push(s);
+                }
+            }
         }
-        if !ss.is_empty() {
-            self.slow.trim(&ss)?;
+        if !slots.is_empty() {
+            self.fast.trim(&slots)?;
         }
+        self.slow.trim(pages)?;
         self.lock().tracker.record_trim(pages.len());
         Ok(())
     }
@@ -301,10 +373,20 @@ impl PageDevice for HybridDevice {
 
     fn describe(&self) -> String {
         format!(
-            "hybrid(fast={}; slow={})",
+            "hybrid(fast={}; slow={}; fast_pages={})",
             self.fast.describe(),
-            self.slow.describe()
+            self.slow.describe(),
+            self.fast_limit()
         )
+    }
+
+    fn hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
+        check_batch(pages, 0, 0, self.capacity())?;
+        let mut g = self.lock();
+        for &p in pages {
+            g.hint.insert(p, tier);
+        }
+        Ok(())
     }
 }
 
@@ -378,5 +460,54 @@ mod tests {
         let sim = h.stats().sim.unwrap();
         assert!(sim.sim_time_ns > 0 && sim.nand_programs > 0, "{sim:?}");
         assert!(h.describe().contains("hybrid"));
+    }
+
+    #[test]
+    fn hints_move_pages_at_their_next_write_and_a_full_tier_falls_back() {
+        let f = Arc::new(MemDevice::new(512, 100).unwrap());
+        let s = Arc::new(MemDevice::new(512, 100).unwrap());
+        let h = HybridDevice::new(f.clone(), s.clone())
+            .unwrap()
+            .with_fast_pages(2);
+        assert_eq!(h.fast_limit(), 2);
+        h.write_batch(&[1, 2, 3], &[page(1), page(2), page(3)].concat())
+            .unwrap();
+        assert_eq!(h.fast_pages(), 0);
+        // A hint costs no I/O and moves nothing until the page is written.
+        h.hint_tier(&[1, 2, 3], Tier::Fast).unwrap();
+        assert_eq!(h.tier_of(1), Tier::Slow);
+        let before = (f.stats().io, s.stats().io);
+        assert_eq!(before.0.pages_written, 0);
+        h.write_batch(&[1, 2, 3], &[page(4), page(5), page(6)].concat())
+            .unwrap();
+        // Two fit the capped fast tier; the third falls back and is counted.
+        assert_eq!(h.fast_pages(), 2);
+        assert_eq!(h.fallbacks(), 1);
+        let tiers: Vec<Tier> = [1, 2, 3].iter().map(|&p| h.tier_of(p)).collect();
+        assert_eq!(tiers, vec![Tier::Fast, Tier::Fast, Tier::Slow]);
+        let mut buf = vec![0u8; 3 * 512];
+        h.read_batch(&[1, 2, 3], &mut buf).unwrap();
+        assert_eq!(buf, [page(4), page(5), page(6)].concat());
+        // A slow hint frees the slot at the next write; the freed slot serves another page.
+        h.hint_tier(&[1], Tier::Slow).unwrap();
+        h.hint_tier(&[3], Tier::Fast).unwrap();
+        h.write_batch(&[1, 3], &[page(7), page(8)].concat())
+            .unwrap();
+        assert_eq!((h.tier_of(1), h.tier_of(3)), (Tier::Slow, Tier::Fast));
+        h.read_batch(&[1, 2, 3], &mut buf).unwrap();
+        assert_eq!(buf, [page(7), page(5), page(8)].concat());
+        // A trim frees the slot and the page reads zeros from either tier.
+        h.trim(&[3]).unwrap();
+        assert_eq!(h.tier_of(3), Tier::Slow);
+        let mut one = page(9);
+        h.read(3, &mut one).unwrap();
+        assert_eq!(one, page(0));
+        // Per-tier counters add up to the hybrid's host counters.
+        let (fs, ss) = h.tier_stats();
+        assert_eq!(
+            fs.io.pages_written + ss.io.pages_written,
+            h.stats().io.pages_written
+        );
+        assert!(h.hint_tier(&[100], Tier::Fast).is_err());
     }
 }

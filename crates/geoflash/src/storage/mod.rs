@@ -31,6 +31,17 @@ use crate::{Error, Result};
 /// Number of a page on a device (page 0 is the first).
 pub type PageId = u64;
 
+/// A tier of a two-tier device ([`hybrid::HybridDevice`]): where a page
+/// should live, as hinted by [`PageDevice::hint_tier`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    /// The fast tier (3D XPoint-like).
+    Fast,
+    /// The slow tier (flash).
+    Slow,
+}
+
 /// A device of numbered fixed-size pages. Methods take `&self`: devices are
 /// shared by concurrent readers and synchronise internally.
 pub trait PageDevice: Send + Sync {
@@ -60,6 +71,16 @@ pub trait PageDevice: Send + Sync {
 
     /// One-line description: kind, parameters and, for files, the I/O engine in use.
     fn describe(&self) -> String;
+
+    /// A placement hint from the layer above: `pages` should live on `tier`
+    /// from their next write on. It costs no I/O and never changes what a
+    /// page reads; a device with one tier ignores it (the default). Stores
+    /// give hints per node ([`crate::store::placement`]), grid files per
+    /// page kind; the device never learns what a page holds.
+    fn hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
+        let _ = (pages, tier);
+        Ok(())
+    }
 
     /// Reads one page.
     fn read(&self, page: PageId, buf: &mut [u8]) -> Result<()> {
@@ -127,6 +148,9 @@ macro_rules! forward_page_device {
             }
             fn describe(&self) -> String {
                 (**self).describe()
+            }
+            fn hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
+                (**self).hint_tier(pages, tier)
             }
         }
     };

@@ -8,6 +8,14 @@
 //! | `mem:` or `mem:capacity=SIZE` | [`MemDevice`](super::mem::MemDevice) |
 //! | `flashsim:preset=NAME&key=value…` | [`FlashSim`](super::flashsim::FlashSim); keys in [`FlashSimConfig::set`](super::flashsim::FlashSimConfig::set) |
 //! | `hddsim:preset=NAME&key=value…` | [`HddSim`](super::hddsim::HddSim); keys in [`HddSimConfig::set`](super::hddsim::HddSimConfig::set) |
+//! | `hybrid:fast=(SPEC);slow=(SPEC)[&fast_pages=N]` | [`HybridDevice`](super::hybrid::HybridDevice): two tiers given as specs in parentheses; `fast_pages` caps the pages the fast tier holds |
+//!
+//! Inside a hybrid spec a plain `file` tier is the index directory's file
+//! for the slow tier and the same name with `.fast` before its extension
+//! (`pages.fast.dat`) for the fast tier. The thesis' tiers are the presets
+//! `flashsim:preset=xpoint` (3D XPoint: read 7 µs, write 18 µs) and
+//! `flashsim:preset=p3700` (flash: read 120 µs, write 30 µs), e.g.
+//! `hybrid:fast=(flashsim:preset=xpoint);slow=(flashsim:preset=p3700)&fast_pages=4096`.
 //!
 //! `SIZE` accepts the forms of [`parse_size`](crate::units::parse_size).
 //! A `capacity` is a size in bytes, rounded down to whole pages.
@@ -18,6 +26,7 @@ use std::sync::Arc;
 use super::file::{FileDevice, FileDeviceOptions, IoEngine};
 use super::flashsim::{FlashSim, FlashSimConfig};
 use super::hddsim::{HddSim, HddSimConfig};
+use super::hybrid::HybridDevice;
 use super::mem::MemDevice;
 use super::PageDevice;
 use crate::units::{check_page_size, parse_size};
@@ -52,6 +61,105 @@ pub enum DeviceSpec {
         /// The `key=value` pairs, `preset` included.
         params: Vec<(String, String)>,
     },
+    /// Two tiers: a fast one and a slow one.
+    Hybrid {
+        /// The fast tier's spec.
+        fast: Box<DeviceSpec>,
+        /// The slow tier's spec.
+        slow: Box<DeviceSpec>,
+        /// Pages the fast tier may hold (`None`: its capacity).
+        fast_pages: Option<u64>,
+    },
+}
+
+/// The text inside the parentheses that open `s`, and what follows the
+/// closing one; parentheses nest.
+fn take_parenthesized<'a>(spec: &str, key: &str, s: &'a str) -> Result<(&'a str, &'a str)> {
+    let err = || {
+        Error::invalid(format!(
+            "device spec {spec:?}: {key}= must be followed by a spec in parentheses, e.g. {key}=(mem:)"
+        ))
+    };
+    let rest = s.strip_prefix('(').ok_or_else(err)?;
+    let mut depth = 1usize;
+    for (i, c) in rest.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Ok((&rest[..i], &rest[i + 1..]));
+                }
+            }
+            _ => {}
+        }
+    }
+    Err(err())
+}
+
+/// Parses the part of a hybrid spec after `hybrid:`.
+fn parse_hybrid(spec: &str, rest: &str) -> Result<DeviceSpec> {
+    let mut fast = None;
+    let mut slow = None;
+    let mut fast_pages = None;
+    let mut s = rest.trim();
+    while !s.is_empty() {
+        let (key, after) = s.split_once('=').ok_or_else(|| {
+            Error::invalid(format!(
+                "device spec {spec:?}: expected fast=(SPEC);slow=(SPEC)[&fast_pages=N], found {s:?}"
+            ))
+        })?;
+        let key = key.trim();
+        match key {
+            "fast" | "slow" => {
+                let (inner, tail) = take_parenthesized(spec, key, after.trim_start())?;
+                let inner = DeviceSpec::parse(inner).map_err(|e| {
+                    Error::invalid(format!("device spec {spec:?}: {key} tier: {e}"))
+                })?;
+                if matches!(inner, DeviceSpec::Hybrid { .. }) {
+                    return Err(Error::invalid(format!(
+                        "device spec {spec:?}: a hybrid tier cannot itself be hybrid"
+                    )));
+                }
+                let slot = if key == "fast" { &mut fast } else { &mut slow };
+                if slot.replace(Box::new(inner)).is_some() {
+                    return Err(Error::invalid(format!(
+                        "device spec {spec:?}: {key} given twice"
+                    )));
+                }
+                s = tail.trim_start();
+            }
+            "fast_pages" => {
+                let (v, tail) = match after.find(['&', ';']) {
+                    Some(i) => (&after[..i], &after[i..]),
+                    None => (after, ""),
+                };
+                let n: u64 = v.trim().parse().map_err(|_| {
+                    Error::invalid(format!(
+                        "device spec {spec:?}: fast_pages={v:?} is not a number of pages"
+                    ))
+                })?;
+                fast_pages = Some(n);
+                s = tail;
+            }
+            other => {
+                return Err(Error::invalid(format!(
+                    "device spec {spec:?}: unknown hybrid parameter {other:?} (valid: fast, slow, fast_pages)"
+                )))
+            }
+        }
+        s = s.strip_prefix([';', '&']).unwrap_or(s).trim_start();
+    }
+    match (fast, slow) {
+        (Some(fast), Some(slow)) => Ok(DeviceSpec::Hybrid {
+            fast,
+            slow,
+            fast_pages,
+        }),
+        _ => Err(Error::invalid(format!(
+            "device spec {spec:?}: a hybrid device needs both fast=(SPEC) and slow=(SPEC)"
+        ))),
+    }
 }
 
 /// Splits `a=b&c=d` into pairs; an error for an element without `=` or with an empty key.
@@ -147,11 +255,9 @@ impl DeviceSpec {
             }
             "flashsim" => Ok(DeviceSpec::FlashSim { params: parse_params(spec, rest)? }),
             "hddsim" => Ok(DeviceSpec::HddSim { params: parse_params(spec, rest)? }),
-            "hybrid" => Err(Error::invalid(format!(
-                "device spec {spec:?}: hybrid devices are not available in this version"
-            ))),
+            "hybrid" => parse_hybrid(spec, rest),
             _ => Err(Error::invalid(format!(
-                "unknown device spec {spec:?}: expected file, file:PATH?…, mem:, flashsim:preset=NAME&…, hddsim:preset=NAME&…"
+                "unknown device spec {spec:?}: expected file, file:PATH?…, mem:, flashsim:preset=NAME&…, hddsim:preset=NAME&…, hybrid:fast=(SPEC);slow=(SPEC)"
             ))),
         }
     }
@@ -206,8 +312,32 @@ impl DeviceSpec {
             DeviceSpec::HddSim { params } => {
                 Arc::new(HddSim::new(hddsim_config(params)?, page_size)?)
             }
+            DeviceSpec::Hybrid {
+                fast,
+                slow,
+                fast_pages,
+            } => {
+                let fast_path = default_path.map(fast_tier_path);
+                let f = fast.open(page_size, fast_path.as_deref())?;
+                let s = slow.open(page_size, default_path)?;
+                let h = HybridDevice::new(f, s)?;
+                Arc::new(match fast_pages {
+                    Some(n) => h.with_fast_pages(*n),
+                    None => h,
+                })
+            }
         })
     }
+}
+
+/// The fast tier's file beside `p`: `pages.dat` → `pages.fast.dat`.
+fn fast_tier_path(p: &Path) -> PathBuf {
+    let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("pages");
+    let name = match p.extension().and_then(|e| e.to_str()) {
+        Some(ext) => format!("{stem}.fast.{ext}"),
+        None => format!("{stem}.fast"),
+    };
+    p.with_file_name(name)
 }
 
 /// Builds a simulator's config from spec parameters: `preset` first (else
@@ -294,6 +424,17 @@ impl fmt::Display for DeviceSpec {
                 write!(f, "hddsim:")?;
                 fmt_params(f, params)
             }
+            DeviceSpec::Hybrid {
+                fast,
+                slow,
+                fast_pages,
+            } => {
+                write!(f, "hybrid:fast=({fast});slow=({slow})")?;
+                if let Some(n) = fast_pages {
+                    write!(f, "&fast_pages={n}")?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -352,6 +493,8 @@ mod tests {
             "mem:capacity=4096",
             "flashsim:preset=nvme&op=0.1",
             "hddsim:preset=7200rpm",
+            "hybrid:fast=(flashsim:preset=xpoint);slow=(flashsim:preset=p3700&op=0.1)&fast_pages=64",
+            "hybrid:fast=(mem:capacity=8KiB);slow=(file:/x/p.dat?direct=false)",
         ] {
             let spec = DeviceSpec::parse(s).unwrap();
             assert_eq!(DeviceSpec::parse(&spec.to_string()).unwrap(), spec, "{s}");
@@ -367,11 +510,57 @@ mod tests {
             ("file:/x?colour=red", "unknown file parameter"),
             ("mem:size=3", "unknown mem parameter"),
             ("flashsim:preset", "key=value"),
-            ("hybrid:fast=(mem:);slow=(mem:)", "hybrid"),
+            ("hybrid:fast=(mem:)", "both fast"),
+            ("hybrid:fast=mem:;slow=(mem:)", "parentheses"),
+            ("hybrid:fast=(mem:;slow=(mem:)", "parentheses"),
+            ("hybrid:fast=(tape:);slow=(mem:)", "fast tier"),
+            (
+                "hybrid:fast=(mem:);slow=(mem:)&fast_pages=x",
+                "not a number",
+            ),
+            (
+                "hybrid:fast=(mem:);slow=(mem:)&speed=9",
+                "unknown hybrid parameter",
+            ),
+            ("hybrid:fast=(mem:);fast=(mem:);slow=(mem:)", "given twice"),
+            (
+                "hybrid:fast=(hybrid:fast=(mem:);slow=(mem:));slow=(mem:)",
+                "cannot itself be hybrid",
+            ),
         ] {
             let e = DeviceSpec::parse(s).unwrap_err().to_string();
             assert!(e.contains(needle), "{s}: {e}");
         }
+    }
+
+    #[test]
+    fn hybrid_specs_open_two_tiers_with_a_fast_page_cap() {
+        let spec = DeviceSpec::parse(
+            "hybrid:fast=(mem:capacity=64KiB);slow=(mem:capacity=1MiB)&fast_pages=3",
+        )
+        .unwrap();
+        let d = spec.open(4096, None).unwrap();
+        assert_eq!(d.capacity(), 256);
+        assert!(d.describe().contains("fast_pages=3"), "{}", d.describe());
+        // The sim presets of the thesis open as tiers.
+        let d =
+            DeviceSpec::parse("hybrid:fast=(flashsim:preset=xpoint);slow=(flashsim:preset=p3700)")
+                .unwrap()
+                .open(4096, None)
+                .unwrap();
+        d.write(5, &[1u8; 4096]).unwrap();
+        assert!(d.stats().sim.unwrap().sim_time_ns > 0);
+        // A plain `file` tier is the index's own file, and a `.fast` sibling.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("pages.dat");
+        let d = DeviceSpec::parse("hybrid:fast=(file?direct=false);slow=(file?direct=false)")
+            .unwrap()
+            .open(4096, Some(&p))
+            .unwrap();
+        d.hint_tier(&[1], crate::storage::Tier::Fast).unwrap();
+        d.write_batch(&[1, 2], &[7u8; 8192]).unwrap();
+        d.sync().unwrap();
+        assert!(p.exists() && dir.path().join("pages.fast.dat").exists());
     }
 
     #[test]

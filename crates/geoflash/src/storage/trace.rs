@@ -517,6 +517,10 @@ impl<D: PageDevice> PageDevice for TraceDevice<D> {
     fn describe(&self) -> String {
         format!("trace({})", self.inner.describe())
     }
+
+    fn hint_tier(&self, pages: &[PageId], tier: super::Tier) -> Result<()> {
+        self.inner.hint_tier(pages, tier)
+    }
 }
 
 /// What a replay submitted.

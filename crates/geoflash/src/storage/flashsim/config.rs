@@ -7,7 +7,7 @@
 //!
 //! | key (aliases) | value |
 //! |---|---|
-//! | `preset` | `seed-tc58`, `fast-paper`, `nvme` |
+//! | `preset` | `seed-tc58`, `fast-paper`, `nvme`, `p3700`, `xpoint` |
 //! | `capacity` | raw physical capacity, a size (`512MiB`) |
 //! | `blocks` | physical blocks; sets `capacity` from the page size and pages per block given before it |
 //! | `page_size` (`flash_page_size`) | flash page, a size (`2KiB`) |
@@ -130,7 +130,7 @@ pub struct FlashSimConfig {
 
 /// The keys accepted by [`FlashSimConfig::set`], with what each sets.
 pub const CONFIG_KEYS: &[(&str, &str)] = &[
-    ("preset", "start from a preset: seed-tc58, fast-paper, nvme (replaces every field)"),
+    ("preset", "start from a preset: seed-tc58, fast-paper, nvme, p3700, xpoint (replaces every field)"),
     ("capacity", "raw physical capacity, a size such as 512MiB"),
     ("blocks", "number of physical blocks (sets capacity from the current page size and pages per block)"),
     ("page_size", "flash page size, a size such as 2KiB (alias flash_page_size)"),
@@ -151,7 +151,7 @@ pub const CONFIG_KEYS: &[(&str, &str)] = &[
 ];
 
 /// Names of the presets.
-pub const PRESETS: &[&str] = &["seed-tc58", "fast-paper", "nvme"];
+pub const PRESETS: &[&str] = &["seed-tc58", "fast-paper", "nvme", "p3700", "xpoint"];
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
@@ -245,6 +245,53 @@ impl FlashSimConfig {
         }
     }
 
+    /// The flash tier of the NVM thesis' hybrid experiments (Fevgas, Table
+    /// 4.1: Intel DC P3700): the datasheet's device-level latencies, read
+    /// 120 µs and write 30 µs (the drive's DRAM cache absorbs writes, so
+    /// the sustained program rate of its NAND is not modelled), on the
+    /// `nvme` preset's organisation of 64 parallel units (450K random-read
+    /// IOPS at 120 µs need about 54 requests in flight). 4 KiB flash pages
+    /// (the host page of the experiments), 256 pages per block, erase 3 ms,
+    /// 4 GiB (so that its mapping tables stay small in memory).
+    fn p3700() -> Self {
+        FlashSimConfig {
+            preset: "p3700".into(),
+            capacity: 4 * GIB,
+            flash_page_size: 4096,
+            read_ns: 120_000,
+            program_ns: 30_000,
+            ..Self::nvme()
+        }
+    }
+
+    /// A 3D XPoint tier (Fevgas, Table 4.1: Intel Optane Memory series):
+    /// read 7 µs, write 18 µs. Two parallel units (240K random-read IOPS at
+    /// 7 µs are about 1.7 requests in flight: 3D XPoint reaches its speed at
+    /// low queue depths), 4 KiB pages written in place in the medium, which
+    /// the page-mapping FTL approximates with 64-page blocks, a 1 µs erase
+    /// and 10 % spare; endurance 10^6 writes per cell; 4 GiB.
+    fn xpoint() -> Self {
+        FlashSimConfig {
+            preset: "xpoint".into(),
+            capacity: 4 * GIB,
+            flash_page_size: 4096,
+            pages_per_block: 64,
+            channels: 2,
+            dies_per_channel: 1,
+            planes_per_die: 1,
+            over_provisioning: 0.1,
+            gc_policy: GcPolicy::Greedy,
+            gc_threshold: 2,
+            wear_leveling_threshold: 100,
+            erase_limit: 1_000_000,
+            read_ns: 7_000,
+            program_ns: 18_000,
+            erase_ns: 1_000,
+            transfer_ns_per_byte: 0.0,
+            ftl: FtlMode::Page,
+        }
+    }
+
     /// A preset by name. Every preset uses 7% over-provisioning (the usual
     /// consumer-SSD spare, also MQSim's default), greedy GC below 2 free blocks
     /// per plane and static wear levelling at a spread of 100 erases (MQSim's
@@ -266,11 +313,18 @@ impl FlashSimConfig {
     ///   more than 70 µs NAND latency for NVMe SSDs); ONFI 4.0 channel at 800 MT/s
     ///   (1.25 ns per byte); erase limit 3,000 (~10^3 for TLC per the thesis);
     ///   16 GiB so the mapping tables stay at 8 MiB.
+    /// - `p3700`: the flash tier of the NVM thesis' hybrid experiments (Intel
+    ///   DC P3700, Table 4.1): read 120 µs, write 30 µs, `nvme`'s 64 parallel
+    ///   units, 4 KiB flash pages, 4 GiB.
+    /// - `xpoint`: its 3D XPoint tier (Optane Memory, Table 4.1): read 7 µs,
+    ///   write 18 µs, two parallel units, 4 KiB pages, 4 GiB.
     pub fn preset(name: &str) -> Result<FlashSimConfig> {
         match name.trim() {
             "seed-tc58" => Ok(Self::seed_tc58()),
             "fast-paper" => Ok(Self::fast_paper()),
             "nvme" => Ok(Self::nvme()),
+            "p3700" => Ok(Self::p3700()),
+            "xpoint" => Ok(Self::xpoint()),
             other => Err(Error::invalid(format!(
                 "unknown flashsim preset {other:?} (valid presets: {})",
                 PRESETS.join(", ")
