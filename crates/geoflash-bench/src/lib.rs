@@ -17,5 +17,6 @@ pub mod report;
 pub mod results;
 pub mod runner;
 pub mod simcorr;
+pub mod target;
 pub mod windows;
 pub mod workload;

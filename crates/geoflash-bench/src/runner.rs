@@ -26,10 +26,13 @@ use serde::Serialize;
 
 use crate::generate;
 use crate::results::{ConfigRow, ResultsStore, StepRow};
+use crate::target::grid::GridTarget;
+use crate::target::tree::TreeTarget;
+use crate::target::{tier_note, Target};
 use crate::windows::{windows, Placement};
 use crate::workload::{
-    predicate_name, BuildMethod, Configuration, DatasetConfig, DatasetSource, Step, WindowSource,
-    Workload,
+    predicate_name, BuildMethod, Configuration, DatasetConfig, DatasetSource, GridKind,
+    IndexFamily, MixedQuery, Step, WindowSource, Workload,
 };
 
 /// How to run a workload.
@@ -131,37 +134,31 @@ fn store_delta(after: &StoreStats, before: &StoreStats) -> StoreStats {
     }
 }
 
-/// Runs `work` on `index` as one measured step labelled `label`.
+/// Runs `work` on `target` as one measured step labelled `label`; returns
+/// the step's metrics and, on a hybrid device, the note of its per-tier
+/// counters during the step.
 fn measure(
-    index: &mut Index,
+    target: &mut dyn Target,
     label: &str,
-    work: impl FnOnce(&mut Index, &mut Stats) -> Result<()>,
-) -> Result<Stats> {
-    index.device().reset_stats();
-    if let Some(log) = index.log_device() {
-        log.reset_stats();
-    }
-    let before = index.structure().store_stats();
+    work: impl FnOnce(&mut dyn Target, &mut Stats) -> Result<()>,
+) -> Result<(Stats, String)> {
+    target.reset_device_stats();
+    let before = target.counters();
     let cpu = cpu_time::ProcessTime::try_now().ok();
     let wall = Instant::now();
     let mut s = Stats::new(label);
-    work(index, &mut s)?;
+    work(target, &mut s)?;
     s.wall_time_ns = u64::try_from(wall.elapsed().as_nanos()).unwrap_or(u64::MAX);
     if let Some(c) = cpu {
         if let Ok(d) = c.try_elapsed() {
             s.cpu_time_ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         }
     }
-    // Index::stats adds a separate log file's I/O to the device counters.
-    let full = index.stats(label);
-    s.io = full.io;
-    s.sim = full.sim;
-    s.device_simulated = full.device_simulated;
-    let after = index.structure().store_stats();
+    target.device_stats_into(&mut s);
+    let after = target.counters();
     s.absorb_store(&store_delta(&after, &before));
-    let nodes = after.nodes_created.saturating_sub(after.nodes_deleted);
-    s.set_index_bytes(nodes.saturating_mul(index.manifest().page_size as u64));
-    Ok(s)
+    s.set_index_bytes(target.index_bytes());
+    Ok((s, tier_note(&**target.device())))
 }
 
 /// The state of one configuration's execution.
@@ -193,11 +190,11 @@ struct Row {
     stats: Stats,
 }
 
-fn ok_row(parameter: String, stats: Stats) -> Row {
+fn ok_row(parameter: String, (stats, message): (Stats, String)) -> Row {
     Row {
         parameter,
         status: "ok",
-        message: String::new(),
+        message,
         stats,
     }
 }
@@ -272,7 +269,7 @@ fn read_windows_file(path: &Path) -> Result<Vec<Rect>> {
 }
 
 fn run_queries(
-    index: &Index,
+    target: &mut dyn Target,
     s: &mut Stats,
     ws: &[Rect],
     p: Predicate,
@@ -283,18 +280,32 @@ fn run_queries(
     bar.set_position(0);
     for _ in 0..reps {
         for w in ws {
-            let r = index.query(*w, p)?;
+            let r = target.query(*w, p)?;
             s.operations += 1;
-            s.query_candidates += r.stats.candidates;
-            s.query_results += r.hits.len() as u64;
+            s.query_candidates += r.candidates;
+            s.query_results += r.results;
             bar.inc(1);
         }
     }
     Ok(())
 }
 
+/// `count` loaded objects' centres drawn at random (seeded), for exact point lookups.
+fn live_points(live: &[(u64, Rect)], count: usize, seed: u64) -> Result<Vec<Point>> {
+    if live.is_empty() {
+        return Err(Error::invalid(
+            "point lookups need loaded objects: the index is empty",
+        ));
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    Ok((0..count)
+        .filter_map(|_| live.get(rng.gen_range(0..live.len())))
+        .map(|(_, r)| r.center())
+        .collect())
+}
+
 impl Exec<'_> {
-    fn insert_next(&mut self, index: &mut Index) -> Result<()> {
+    fn insert_next(&mut self, index: &mut dyn Target) -> Result<()> {
         let Some(&(id, r)) = self.data.get(self.next) else {
             return Err(Error::invalid(format!(
                 "the dataset's {} objects are all inserted: a mixed step needs objects left \
@@ -308,7 +319,7 @@ impl Exec<'_> {
         Ok(())
     }
 
-    fn step(&mut self, index: &mut Index, step: &Step) -> Result<Vec<Row>> {
+    fn step(&mut self, index: &mut dyn Target, step: &Step) -> Result<Vec<Row>> {
         let label = step.kind();
         let bar = self.bar.clone();
         bar.set_message(label.to_string());
@@ -379,10 +390,10 @@ impl Exec<'_> {
                     bar.set_position(0);
                     let s = measure(index, label, |ix, s| {
                         for p in &points {
-                            let r = ix.nearest(*p, kk, false)?;
+                            let r = ix.knn(*p, kk)?;
                             s.operations += 1;
-                            s.query_candidates += r.stats.candidates;
-                            s.query_results += r.neighbors.len() as u64;
+                            s.query_candidates += r.candidates;
+                            s.query_results += r.results;
                             bar.inc(1);
                         }
                         Ok(())
@@ -391,11 +402,32 @@ impl Exec<'_> {
                 }
                 Ok(rows)
             }
+            Step::PointQueries { group, count, seed } => {
+                let points = live_points(&self.live, *count, *seed)?;
+                let mut rows = Vec::new();
+                for &g in group {
+                    bar.set_length(points.len() as u64);
+                    bar.set_position(0);
+                    let s = measure(index, label, |ix, s| {
+                        for chunk in points.chunks(g.max(1)) {
+                            let r = ix.point_group(chunk)?;
+                            s.operations += chunk.len() as u64;
+                            s.query_candidates += r.candidates;
+                            s.query_results += r.results;
+                            bar.inc(chunk.len() as u64);
+                        }
+                        Ok(())
+                    })?;
+                    rows.push(ok_row(format!("group={g}"), s));
+                }
+                Ok(rows)
+            }
             Step::Mixed {
                 operations,
                 insert_ratio,
                 selectivity,
                 predicate,
+                query,
                 seed,
             } => {
                 let mut rng = ChaCha8Rng::seed_from_u64(*seed);
@@ -422,22 +454,35 @@ impl Exec<'_> {
                 )?;
                 bar.set_length(plan.len() as u64);
                 bar.set_position(0);
+                let mut pick = ChaCha8Rng::seed_from_u64(seed.wrapping_add(2));
                 let s = measure(index, label, |ix, s| {
                     let mut wi = ws.iter();
                     for is_insert in &plan {
                         if *is_insert {
                             self.insert_next(ix)?;
+                        } else if *query == MixedQuery::Point {
+                            // An exact lookup of an object loaded so far.
+                            let i = pick.gen_range(0..self.live.len().max(1));
+                            if let Some((_, r)) = self.live.get(i) {
+                                let a = ix.point_group(&[r.center()])?;
+                                s.query_candidates += a.candidates;
+                                s.query_results += a.results;
+                            }
                         } else if let Some(w) = wi.next() {
                             let r = ix.query(*w, *predicate)?;
-                            s.query_candidates += r.stats.candidates;
-                            s.query_results += r.hits.len() as u64;
+                            s.query_candidates += r.candidates;
+                            s.query_results += r.results;
                         }
                         s.operations += 1;
                         bar.inc(1);
                     }
                     ix.checkpoint()
                 })?;
-                Ok(vec![ok_row(format!("insert_ratio={insert_ratio}"), s)])
+                let q = match query {
+                    MixedQuery::Range => "",
+                    MixedQuery::Point => ";query=point",
+                };
+                Ok(vec![ok_row(format!("insert_ratio={insert_ratio}{q}"), s)])
             }
             Step::Delete { fraction, seed } => {
                 let n = ((self.live.len() as f64) * fraction).round() as usize;
@@ -474,8 +519,12 @@ impl Exec<'_> {
 /// Crash and recover: `operations` inserts without a checkpoint, the index
 /// dropped without flushing (a crash at an operation boundary), then
 /// reopened, which runs recovery from the log. The row measures the reopen.
-fn crash_and_recover(exec: &mut Exec, index: Index, operations: usize) -> Result<(Index, Row)> {
-    let skipped = |index: Index, message: String| {
+fn crash_and_recover(
+    exec: &mut Exec,
+    target: Box<dyn Target>,
+    operations: usize,
+) -> Result<(Box<dyn Target>, Row)> {
+    let skipped = |index: Box<dyn Target>, message: String| {
         Ok((
             index,
             Row {
@@ -486,6 +535,15 @@ fn crash_and_recover(exec: &mut Exec, index: Index, operations: usize) -> Result
             },
         ))
     };
+    if target.as_index().is_none() {
+        return skipped(
+            target,
+            "crash_and_recover is not supported by this index kind (it keeps no log; \
+             R-trees on the efind and fast stores do)"
+                .to_string(),
+        );
+    }
+    let index = target;
     if exec.store != "efind" && exec.store != "fast" {
         return skipped(
             index,
@@ -495,8 +553,15 @@ fn crash_and_recover(exec: &mut Exec, index: Index, operations: usize) -> Result
             ),
         );
     }
-    let Some(dir) = index.dir().map(Path::to_path_buf) else {
-        let device = index.manifest().device.clone();
+    let Some(dir) = index
+        .as_index()
+        .and_then(|i| i.dir())
+        .map(Path::to_path_buf)
+    else {
+        let device = index
+            .as_index()
+            .map(|i| i.manifest().device.clone())
+            .unwrap_or_default();
         return skipped(
             index,
             format!(
@@ -509,10 +574,10 @@ fn crash_and_recover(exec: &mut Exec, index: Index, operations: usize) -> Result
     let before = exec.live.len();
     exec.bar.set_message("crash_and_recover");
     for _ in 0..operations {
-        exec.insert_next(&mut index)?;
+        exec.insert_next(&mut *index)?;
     }
     // The crash: no checkpoint, no close.
-    drop(index);
+    drop(index.into_index());
     let cpu = cpu_time::ProcessTime::try_now().ok();
     let wall = Instant::now();
     let index = Index::open(&dir, geoflash::manifest::Access::Write)?;
@@ -545,7 +610,7 @@ fn crash_and_recover(exec: &mut Exec, index: Index, operations: usize) -> Result
         .unwrap_or_default();
     s.operations = (recovered - before) as u64;
     Ok((
-        index,
+        Box::new(TreeTarget::new(index)),
         Row {
             parameter: format!("operations={operations}"),
             status: "ok",
@@ -562,7 +627,14 @@ fn crash_and_recover(exec: &mut Exec, index: Index, operations: usize) -> Result
 /// directory) for an index on a `file` device; `None` for other devices,
 /// whose indexes need none.
 fn scratch_dir(device: &str, workdir: Option<&Path>) -> Result<Option<tempfile::TempDir>> {
-    if !matches!(DeviceSpec::parse(device)?, DeviceSpec::File { .. }) {
+    fn has_file(spec: &DeviceSpec) -> bool {
+        match spec {
+            DeviceSpec::File { .. } => true,
+            DeviceSpec::Hybrid { fast, slow, .. } => has_file(fast) || has_file(slow),
+            _ => false,
+        }
+    }
+    if !has_file(&DeviceSpec::parse(device)?) {
         return Ok(None);
     }
     let b = tempfile::Builder::new().prefix("geoflash-bench-").clone();
@@ -578,24 +650,76 @@ fn scratch_dir(device: &str, workdir: Option<&Path>) -> Result<Option<tempfile::
     })
 }
 
+/// The extent of `data`, widened where it is flat (a grid file's domain
+/// needs an area).
+fn padded_extent(data: &[(u64, Rect)]) -> Result<Rect> {
+    let e = Rect::union_all(data.iter().map(|(_, r)| r))
+        .ok_or_else(|| Error::invalid("empty dataset"))?;
+    let pad = |lo: f64, hi: f64| {
+        if hi > lo {
+            0.0
+        } else {
+            lo.abs().max(1.0) * 1e-9
+        }
+    };
+    let (px, py) = (pad(e.min_x, e.max_x), pad(e.min_y, e.max_y));
+    Rect::new(e.min_x - px, e.min_y - py, e.max_x + px, e.max_y + py)
+}
+
 /// Creates the index of a configuration (`file` devices get a fresh
-/// directory in `workdir`); a Hilbert R-tree's domain is the extent of the
-/// whole dataset `data`.
+/// directory in `workdir`): a tree through [`Index`] (a Hilbert R-tree's
+/// domain is the extent of the whole dataset `data`), a grid file over the
+/// extent of `data` on the configuration's device.
 fn create_index(
     c: &Configuration,
     data: &[(u64, Rect)],
     workdir: Option<&Path>,
-) -> Result<(Index, Option<tempfile::TempDir>)> {
-    let opts = c
-        .index
-        .options()?
-        .with_domain_of(data.iter().map(|(_, r)| r));
-    let Some(dir) = scratch_dir(&opts.device, workdir)? else {
-        return Ok((Index::create_temporary(&opts)?, None));
-    };
-    let index = Index::create(&dir.path().join("index"), &opts)?;
-    Ok((index, Some(dir)))
+) -> Result<(Box<dyn Target>, Option<tempfile::TempDir>)> {
+    let dir = scratch_dir(&c.index.device, workdir)?;
+    match c.index.family()? {
+        IndexFamily::Tree => {
+            let opts = c
+                .index
+                .options()?
+                .with_domain_of(data.iter().map(|(_, r)| r));
+            let index = match &dir {
+                None => Index::create_temporary(&opts)?,
+                Some(d) => Index::create(&d.path().join("index"), &opts)?,
+            };
+            Ok((Box::new(TreeTarget::new(index)), dir))
+        }
+        IndexFamily::Grid(kind) => {
+            let opts = c.index.grid_options(padded_extent(data)?)?;
+            let batched = c.index.grid.clone().unwrap_or_default().batched()?;
+            let path = dir.as_ref().map(|d| d.path().join("pages.dat"));
+            let dev =
+                DeviceSpec::parse(&c.index.device)?.open(c.index.page_size, path.as_deref())?;
+            let k = &c.index.kind;
+            let t: Box<dyn Target> = match kind {
+                GridKind::Grid | GridKind::Gffm | GridKind::HGrid => {
+                    Box::new(GridTarget::<geoflash::grid::gffm::InPlaceBuckets>::create(
+                        k, dev, opts, batched,
+                    )?)
+                }
+                GridKind::LbGrid => {
+                    Box::new(GridTarget::<geoflash::grid::lbgrid::LogBuckets>::create(
+                        k, dev, opts, batched,
+                    )?)
+                }
+            };
+            Ok((t, dir))
+        }
+    }
 }
+
+/// A built index: the target, its scratch directory, the build step's
+/// metrics and tier note, and how many objects of the dataset it holds.
+type Built = (
+    Box<dyn Target>,
+    Option<tempfile::TempDir>,
+    (Stats, String),
+    usize,
+);
 
 /// Builds the index of configuration `c` over `data` as its first step.
 fn build(
@@ -604,7 +728,7 @@ fn build(
     data: &[(u64, Rect)],
     workdir: Option<&Path>,
     bar: &ProgressBar,
-) -> Result<(Index, Option<tempfile::TempDir>, Stats, usize)> {
+) -> Result<Built> {
     let Step::Build {
         method,
         fill,
@@ -622,7 +746,7 @@ fn build(
     match method {
         BuildMethod::Insert => {
             let (mut index, dir) = create_index(c, data, workdir)?;
-            let s = measure(&mut index, "build", |ix, s| {
+            let s = measure(&mut *index, "build", |ix, s| {
                 for (i, (id, r)) in load.iter().enumerate() {
                     ix.insert(*id, *r)?;
                     if i % 256 == 0 {
@@ -633,6 +757,12 @@ fn build(
                 ix.checkpoint()
             })?;
             Ok((index, dir, s, n))
+        }
+        BuildMethod::Bulk(_) if c.index.family()? != IndexFamily::Tree => {
+            Err(Error::invalid(format!(
+                "bulk loading is not available for index kind {}: build it by insertion",
+                c.index.kind
+            )))
         }
         BuildMethod::Bulk(m) => {
             // The bulk load creates the index, so the measurement wraps creation.
@@ -662,7 +792,8 @@ fn build(
                     .saturating_mul(opts.page_size as u64),
             );
             bar.set_position(load.len() as u64);
-            Ok((index, dir, s, n))
+            let note = tier_note(&**index.device());
+            Ok((Box::new(TreeTarget::new(index)), dir, (s, note), n))
         }
     }
 }
@@ -842,10 +973,11 @@ fn execute(
     let Some(first) = w.steps.first() else {
         return Ok(());
     };
-    let (mut index, _dir, s, next) = match build(c, first, data, opts.workdir.as_deref(), bar) {
-        Ok(x) => x,
-        Err(e) => return Err(fail(store, 0, first, e)),
-    };
+    let (mut index, _dir, (s, note), next) =
+        match build(c, first, data, opts.workdir.as_deref(), bar) {
+            Ok(x) => x,
+            Err(e) => return Err(fail(store, 0, first, e)),
+        };
     store
         .set_device_description(config_id, &index.device().describe())
         .map_err(Failed::Store)?;
@@ -856,7 +988,7 @@ fn execute(
         &[Row {
             parameter: String::new(),
             status: "ok",
-            message: String::new(),
+            message: note,
             stats: s,
         }],
     )?;
@@ -884,7 +1016,7 @@ fn execute(
                 Err(e) => return Err(fail(store, i, step, e)),
             }
         }
-        match exec.step(&mut index, step) {
+        match exec.step(&mut *index, step) {
             Ok(rows) => {
                 for r in rows.iter().filter(|r| r.status == "skipped") {
                     summary.unsupported.push(r.message.clone());
@@ -1296,5 +1428,284 @@ windows = "WINDOWS"
         );
         // nothing left behind in the work directory
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    const GRID: &str = r#"
+name = "grid-test"
+[[dataset]]
+name = "g"
+generator = "gaussian"
+geometry = "point"
+count = 3000
+
+[[index]]
+name = "grids"
+kind = ["grid", "gffm", "lbgrid"]
+page_size = 1024
+buffer = "64KiB"
+device = "flashsim:preset=seed-tc58"
+grid = { queries = ["plain", "batched"] }
+
+[[index]]
+name = "rstar"
+store = "plain"
+page_size = 1024
+buffer = "64KiB"
+device = "flashsim:preset=seed-tc58"
+
+[[step]]
+kind = "build"
+fraction = 0.6
+
+[[step]]
+kind = "range_queries"
+selectivity = ["0.1%", "1%"]
+count = 20
+
+[[step]]
+kind = "knn"
+k = [1, 10]
+count = 10
+
+[[step]]
+kind = "point_queries"
+group = [1, 10]
+count = 40
+
+[[step]]
+kind = "mixed"
+operations = 400
+insert_ratio = 0.5
+query = "point"
+
+[[step]]
+kind = "mixed"
+operations = 200
+insert_ratio = 0.5
+
+[[step]]
+kind = "delete"
+fraction = 0.2
+
+[[step]]
+kind = "range_queries"
+selectivity = "100%"
+count = 1
+"#;
+
+    #[test]
+    fn grid_kinds_answer_like_the_rstar_tree() {
+        let w = Workload::parse(GRID, Path::new("g.toml"), Scale::Smoke).unwrap();
+        let mut st = ResultsStore::in_memory().unwrap();
+        let s = run(&w, &mut st, &RunOptions::default()).unwrap();
+        assert!(s.failures.is_empty(), "{:?}", s.failures);
+        assert_eq!(s.configurations, 7);
+        // Every query step returns the same number of results on every index.
+        let mut distinct = |sql: &str| count(&mut st, sql);
+        for (kind, param) in [
+            ("range_queries", "selectivity=0.1%;predicate=intersects"),
+            ("range_queries", "selectivity=1%;predicate=intersects"),
+            ("range_queries", "selectivity=100%;predicate=intersects"),
+            ("knn", "k=10"),
+            ("point_queries", "group=1"),
+            ("point_queries", "group=10"),
+            ("mixed", "insert_ratio=0.5;query=point"),
+            ("mixed", "insert_ratio=0.5"),
+        ] {
+            assert_eq!(
+                distinct(&format!(
+                    "SELECT count(DISTINCT query_results) FROM results \
+                     WHERE step_kind = '{kind}' AND parameter = '{param}'"
+                )),
+                1,
+                "{kind} {param}"
+            );
+        }
+        // Point lookups find every point; the whole extent holds every live point.
+        assert_eq!(
+            count(
+                &mut st,
+                "SELECT min(query_results) FROM results WHERE step_kind = 'point_queries'"
+            ),
+            40
+        );
+        let all = count(
+            &mut st,
+            "SELECT max(query_results) FROM results WHERE parameter LIKE 'selectivity=100%%'",
+        );
+        assert!(all > 1500 && all < 3000, "{all}");
+        // Batched range queries issue fewer read batches than plain ones.
+        let mut batches = |q: &str| {
+            count(
+                &mut st,
+                &format!(
+                    "SELECT sum(read_batches) FROM results_full WHERE index_name = 'grids[kind=gffm,grid.queries={q}]' \
+                     AND step_kind = 'range_queries'"
+                ),
+            )
+        };
+        assert!(
+            batches("batched") < batches("plain"),
+            "{} vs {}",
+            batches("batched"),
+            batches("plain")
+        );
+        // The plain grid writes page by page, GFFM in batches.
+        let mut per_batch = |k: &str| {
+            count(
+                &mut st,
+                &format!(
+                    "SELECT max(pages_written / max(write_batches, 1)) FROM results_full \
+                     WHERE index_name = 'grids[kind={k},grid.queries=plain]' AND step_kind = 'build'"
+                ),
+            )
+        };
+        assert!(
+            per_batch("gffm") > per_batch("grid"),
+            "{} vs {}",
+            per_batch("gffm"),
+            per_batch("grid")
+        );
+    }
+
+    #[test]
+    fn grid_kinds_refuse_box_datasets_and_bulk_loads() {
+        let boxes = GRID.replace("geometry = \"point\"", "geometry = \"box\"");
+        let e = Workload::parse(&boxes, Path::new("g.toml"), Scale::Smoke)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("indexes points") && e.contains("geometry = \"point\""),
+            "{e}"
+        );
+        let bulk = GRID.replace("fraction = 0.6", "fraction = 0.6\nmethod = \"bulk\"");
+        let w = Workload::parse(&bulk, Path::new("g.toml"), Scale::Smoke).unwrap();
+        let mut st = ResultsStore::in_memory().unwrap();
+        let s = run(
+            &w,
+            &mut st,
+            &RunOptions {
+                only: vec!["grids[kind=gffm,grid.queries=plain]".into()],
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+        assert!(
+            s.failures[0].contains("bulk loading is not available"),
+            "{:?}",
+            s.failures
+        );
+        let bad = GRID.replace(
+            "queries = [\"plain\", \"batched\"]",
+            "queries = \"sideways\"",
+        );
+        let e = Workload::parse(&bad, Path::new("g.toml"), Scale::Smoke)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("plain or batched") && e.contains("line 15"),
+            "{e}"
+        );
+        let bad = GRID.replace(
+            "kind = [\"grid\", \"gffm\", \"lbgrid\"]",
+            "kind = \"quadtree\"",
+        );
+        let e = Workload::parse(&bad, Path::new("g.toml"), Scale::Smoke)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown index kind") && e.contains("lbgrid"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn hybrid_kinds_use_the_fast_tier_and_answer_alike() {
+        let text = r#"
+name = "hybrid-test"
+[[dataset]]
+name = "g"
+generator = "gaussian"
+count = 3000
+[[index]]
+name = "hgrid"
+kind = "hgrid"
+page_size = 1024
+buffer = "64KiB"
+device = "hybrid:fast=(flashsim:preset=xpoint);slow=(flashsim:preset=p3700)&fast_pages=200"
+grid = { special = [false, true], s = 1.0 }
+[[index]]
+name = "shr"
+kind = "shrtree"
+store = "plain"
+page_size = 1024
+buffer = "16KiB"
+device = "hybrid:fast=(flashsim:preset=xpoint);slow=(flashsim:preset=p3700)"
+[[index]]
+name = "flash"
+kind = "gffm"
+page_size = 1024
+buffer = "64KiB"
+device = "flashsim:preset=p3700"
+[[step]]
+kind = "build"
+fraction = 0.8
+[[step]]
+kind = "point_queries"
+group = [1, 10]
+count = 300
+[[step]]
+kind = "range_queries"
+selectivity = "1%"
+count = 20
+"#;
+        let w = Workload::parse(text, Path::new("h.toml"), Scale::Smoke).unwrap();
+        let mut st = ResultsStore::in_memory().unwrap();
+        let s = run(&w, &mut st, &RunOptions::default()).unwrap();
+        assert!(s.failures.is_empty(), "{:?}", s.failures);
+        assert_eq!(
+            count(
+                &mut st,
+                "SELECT count(DISTINCT query_results) FROM results WHERE step_kind = 'range_queries'"
+            ),
+            1
+        );
+        // Hybrid rows carry per-tier notes; the fast tier was used.
+        let notes: Vec<String> = st
+            .query(
+                "SELECT message FROM results_full WHERE device LIKE 'hybrid%' AND step_kind = 'build'",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|row| row[0].as_str().unwrap_or_default().to_string())
+            .collect();
+        assert_eq!(notes.len(), 3);
+        for n in &notes {
+            assert!(
+                n.contains("pages on fast tier")
+                    && !n.contains("fast: 0 pages read in 0 batches, 0 written"),
+                "{n}"
+            );
+        }
+        let bad = text.replace(
+            "device = \"hybrid:fast=(flashsim:preset=xpoint);slow=(flashsim:preset=p3700)&fast_pages=200\"",
+            "device = \"flashsim:preset=p3700\"",
+        );
+        let e = Workload::parse(&bad, Path::new("h.toml"), Scale::Smoke)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("hgrid") && e.contains("one tier"), "{e}");
+        let e = Workload::parse(
+            &text.replace(
+                "kind = \"shrtree\"\nstore = \"plain\"",
+                "kind = \"shrtree\"\nstore = \"efind\"",
+            ),
+            Path::new("h.toml"),
+            Scale::Smoke,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("shrtree") && e.contains("store"), "{e}");
     }
 }

@@ -158,6 +158,141 @@ pub struct IndexConfig {
     pub efind: Option<EfindParams>,
     /// FAST parameters.
     pub fast: Option<FastParams>,
+    /// Grid-file parameters (the grid kinds only).
+    pub grid: Option<GridParams>,
+}
+
+/// The families of index kinds the runner drives (see [`crate::target`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexFamily {
+    /// The R-tree family through [`geoflash::Index`]: `rtree`, `rstar`,
+    /// `hilbert`, `fortree`, `xbr` (points only), and `shrtree` (an R*-tree on the plain store that hints
+    /// every internal node to the fast tier of a hybrid device).
+    Tree,
+    /// A grid file of points.
+    Grid(GridKind),
+}
+
+/// The grid-file kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GridKind {
+    /// The two-level Grid File: GFFM's in-place buckets behind an LRU buffer
+    /// that writes each dirty page on its own (a cold list of one page).
+    Grid,
+    /// GFFM: in-place buckets, hot/cold buffers writing in batches.
+    Gffm,
+    /// LB-Grid: log-buckets and the BTT.
+    LbGrid,
+    /// H-Grid: GFFM with hot-region placement on a hybrid device.
+    HGrid,
+}
+
+/// Every index kind a workload may name, for messages.
+pub const INDEX_KINDS: &[&str] = &[
+    "rtree", "rstar", "hilbert", "fortree", "xbr", "shrtree", "grid", "gffm", "lbgrid", "hgrid",
+];
+
+impl IndexFamily {
+    /// The family of index kind `kind`; an error listing the kinds.
+    pub fn of(kind: &str) -> Result<IndexFamily> {
+        Ok(match kind {
+            "rtree" | "rstar" | "hilbert" | "fortree" | "xbr" | "shrtree" => IndexFamily::Tree,
+            "grid" => IndexFamily::Grid(GridKind::Grid),
+            "gffm" => IndexFamily::Grid(GridKind::Gffm),
+            "lbgrid" => IndexFamily::Grid(GridKind::LbGrid),
+            "hgrid" => IndexFamily::Grid(GridKind::HGrid),
+            _ => {
+                return Err(Error::invalid(format!(
+                    "unknown index kind {kind:?}: use {}",
+                    INDEX_KINDS.join(", ")
+                )))
+            }
+        })
+    }
+
+    /// True if the family indexes points only.
+    pub fn points_only(self) -> bool {
+        !matches!(self, IndexFamily::Tree)
+    }
+}
+
+/// Grid-file parameters of one configuration (`None`: the default).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GridParams {
+    /// `plain` (one page per read) or `batched` (Algorithms 6–8); default batched.
+    pub queries: Option<String>,
+    /// Share of the buffer given to directory pages (the thesis: 0.75).
+    pub dir_share: Option<f64>,
+    /// Pages of each cold list, the size of every batch write (the thesis: 128).
+    pub cold_pages: Option<usize>,
+    /// H-Grid's selectivity constant s (default 1.5).
+    pub s: Option<f64>,
+    /// H-Grid's special case: every sub-directory on the fast tier.
+    pub special: Option<bool>,
+}
+
+impl GridParams {
+    /// True if queries use the batched algorithms.
+    pub fn batched(&self) -> Result<bool> {
+        match self.queries.as_deref() {
+            None | Some("batched") => Ok(true),
+            Some("plain") => Ok(false),
+            Some(other) => Err(Error::invalid(format!(
+                "grid queries {other:?}: use plain or batched"
+            ))),
+        }
+    }
+}
+
+/// The grid options of a configuration over `domain`: the buffer budget in
+/// pages split between directory pages (`dir_share`, 0.75 by default as in
+/// the thesis' final runs) and bucket pages, each buffer a hot list and a
+/// cold list of `cold_pages` (128 pages by default, at most an eighth of the
+/// budget; one page for kind `grid`, which therefore writes page by page).
+pub fn grid_options(
+    kind: GridKind,
+    params: &GridParams,
+    page_size: usize,
+    buffer_bytes: usize,
+    domain: Rect,
+) -> Result<geoflash::grid::GridOptions> {
+    let pages = buffer_bytes / page_size.max(1);
+    let share = params.dir_share.unwrap_or(0.75);
+    if !(share > 0.0 && share < 1.0) {
+        return Err(Error::invalid(format!(
+            "grid dir_share {share} must lie in (0, 1)"
+        )));
+    }
+    let cold = match (kind, params.cold_pages) {
+        (GridKind::Grid, _) => 1,
+        (_, Some(c)) => c,
+        (_, None) => (pages / 8).clamp(1, 128),
+    };
+    let dir_total = ((pages as f64) * share).round() as usize;
+    let bucket_total = pages.saturating_sub(dir_total);
+    if dir_total < cold + 2 || bucket_total < cold + 2 {
+        return Err(Error::invalid(format!(
+            "a buffer of {buffer_bytes} bytes ({pages} pages of {page_size} bytes) is too small for \
+             grid buffers of 2 hot and {cold} cold pages each"
+        )));
+    }
+    let mut o = geoflash::grid::GridOptions::new(domain);
+    if kind == GridKind::HGrid {
+        let d = geoflash::grid::hot::HybridOptions::default();
+        o.hybrid = Some(geoflash::grid::hot::HybridOptions {
+            s: params.s.unwrap_or(d.s),
+            special: params.special.unwrap_or(d.special),
+        });
+    } else if params.s.is_some() || params.special.is_some() {
+        return Err(Error::invalid(
+            "grid parameters s and special apply to kind hgrid only",
+        ));
+    }
+    o.dir_hot_pages = dir_total - cold;
+    o.bucket_hot_pages = bucket_total - cold;
+    o.cold_pages = cold;
+    o.validate()?;
+    Ok(o)
 }
 
 /// FAST parameters of one configuration (`None`: the store's default).
@@ -200,8 +335,36 @@ impl FastParams {
 }
 
 impl IndexConfig {
-    /// The library options this configuration describes (checked).
+    /// The index family of the configuration's kind.
+    pub fn family(&self) -> Result<IndexFamily> {
+        IndexFamily::of(&self.kind)
+    }
+
+    /// The grid options of a grid kind over `domain` (checked).
+    pub fn grid_options(&self, domain: Rect) -> Result<geoflash::grid::GridOptions> {
+        let IndexFamily::Grid(kind) = self.family()? else {
+            return Err(Error::invalid(format!(
+                "index kind {} is not a grid file",
+                self.kind
+            )));
+        };
+        grid_options(
+            kind,
+            &self.grid.clone().unwrap_or_default(),
+            self.page_size,
+            self.buffer_bytes,
+            domain,
+        )
+    }
+
+    /// The library options of a tree kind (checked).
     pub fn options(&self) -> Result<IndexOptions> {
+        if self.family()? != IndexFamily::Tree {
+            return Err(Error::invalid(format!(
+                "index kind {} is not an R-tree: it has no tree options",
+                self.kind
+            )));
+        }
         let store_kind: StoreKind = self.store.parse()?;
         let efind = match &self.efind {
             None => None,
@@ -232,6 +395,20 @@ impl IndexConfig {
                 Some(c)
             }
         };
+        let shr = self.kind == "shrtree";
+        if shr && store_kind != StoreKind::Plain {
+            return Err(Error::invalid(format!(
+                "index kind shrtree needs store = \"plain\" (store {:?} does not hint its writes)",
+                self.store
+            )));
+        }
+        if shr && !matches!(DeviceSpec::parse(&self.device)?, DeviceSpec::Hybrid { .. }) {
+            return Err(Error::invalid(format!(
+                "index kind shrtree places internal nodes on the fast tier of a hybrid device: \
+                 device {:?} has one tier (use hybrid:fast=(SPEC);slow=(SPEC))",
+                self.device
+            )));
+        }
         let mut opts = IndexOptions {
             split: self.split.parse()?,
             page_size: self.page_size,
@@ -244,13 +421,22 @@ impl IndexConfig {
                 policy: self.buffer_policy.parse()?,
                 efind,
                 fast: self.fast.as_ref().map(FastParams::config).transpose()?,
+                placement: if shr {
+                    geoflash::store::placement::Placement::SHR_TREE
+                } else {
+                    geoflash::store::placement::Placement::None
+                },
             },
             device: self.device.clone(),
             crs: Crs::default(),
             hilbert_domain: None,
             ..IndexOptions::default()
         };
-        opts.set_kind(&self.kind)?;
+        if shr {
+            opts.kind = geoflash::index::IndexKind::RStar;
+        } else {
+            opts.set_kind(&self.kind)?;
+        }
         // A Hilbert R-tree's domain comes from the dataset when the index is
         // created; check the other parameters with a stand-in domain.
         let mut check = opts.clone();
@@ -382,7 +568,20 @@ pub enum Step {
         /// Predicate of the queries.
         #[serde(serialize_with = "ser_predicate")]
         predicate: Predicate,
+        /// The searches: range queries of `selectivity` or exact point
+        /// lookups of loaded objects (the thesis' insert/search mixes).
+        query: MixedQuery,
         /// Seed of the interleaving and of the windows.
+        seed: u64,
+    },
+    /// Exact point lookups of loaded objects, in groups (the thesis' group
+    /// point queries; a group of 1 is a single lookup); one row per group size.
+    PointQueries {
+        /// Group sizes.
+        group: Vec<usize>,
+        /// Points looked up per group size.
+        count: usize,
+        /// Seed of the points.
         seed: u64,
     },
     /// Deletes a share of the loaded objects in random order.
@@ -411,11 +610,22 @@ impl Step {
             Step::RangeQueries { .. } => "range_queries",
             Step::Knn { .. } => "knn",
             Step::Mixed { .. } => "mixed",
+            Step::PointQueries { .. } => "point_queries",
             Step::Delete { .. } => "delete",
             Step::Checkpoint => "checkpoint",
             Step::CrashAndRecover { .. } => "crash_and_recover",
         }
     }
+}
+
+/// What the searches of a mixed step are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MixedQuery {
+    /// Range queries of the step's selectivity.
+    Range,
+    /// Exact point lookups of objects already loaded.
+    Point,
 }
 
 /// One configuration of the cross product: a dataset in one order, one index
@@ -517,6 +727,7 @@ struct RawIndex {
     device: Val,
     efind: Option<Spanned<toml::Table>>,
     fast: Option<Spanned<toml::Table>>,
+    grid: Option<Spanned<toml::Table>>,
 }
 
 #[derive(Deserialize)]
@@ -538,6 +749,8 @@ struct RawStep {
     k: Val,
     operations: Val,
     insert_ratio: Val,
+    query: Val,
+    group: Val,
 }
 
 /// Turns spans into "line N" messages.
@@ -773,6 +986,33 @@ impl Workload {
                 ));
             }
             indexes.extend(parse_index(&cx, x, i)?);
+        }
+        // Point index kinds need point datasets (files are checked when read).
+        for x in &indexes {
+            if !IndexFamily::of(&x.kind).is_ok_and(IndexFamily::points_only) {
+                continue;
+            }
+            for d in &datasets {
+                if let DatasetSource::Generator(g) = &d.source {
+                    if g.geometry != GeometryKind::Point {
+                        let span = raw
+                            .indexes
+                            .iter()
+                            .find(|r| *r.get_ref().name.get_ref() == x.base_name)
+                            .map(|r| r.get_ref().name.span())
+                            .unwrap_or(0..0);
+                        return Err(cx.err(
+                            &span,
+                            "kind",
+                            format!(
+                                "index kind {} indexes points, but dataset {:?} generates boxes: \
+                                 give it geometry = \"point\"",
+                                x.kind, d.name
+                            ),
+                        ));
+                    }
+                }
+            }
         }
         if raw.steps.is_empty() {
             return Err(Error::invalid(format!(
@@ -1118,6 +1358,8 @@ const EFIND_KEYS: &[&str] = &[
 
 const FAST_KEYS: &[&str] = &["policy", "flush_unit", "durability", "log_capacity", "seed"];
 
+const GRID_KEYS: &[&str] = &["queries", "dir_share", "cold_pages", "s", "special"];
+
 fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
     let key = |k: &str| format!("index[{i}].{k}");
     let mut dims = Vec::new();
@@ -1138,10 +1380,15 @@ fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
             dims.push(d);
         }
     }
-    for (table, allowed) in [("efind", Some(EFIND_KEYS)), ("fast", Some(FAST_KEYS))] {
+    for (table, allowed) in [
+        ("efind", Some(EFIND_KEYS)),
+        ("fast", Some(FAST_KEYS)),
+        ("grid", Some(GRID_KEYS)),
+    ] {
         let t = match table {
             "efind" => &x.efind,
-            _ => &x.fast,
+            "fast" => &x.fast,
+            _ => &x.grid,
         };
         if let Some(t) = t {
             for (k, v) in t.get_ref() {
@@ -1206,6 +1453,7 @@ fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
             device: "flashsim:preset=seed-tc58".into(),
             efind: None,
             fast: None,
+            grid: None,
         };
         let mut varied = Vec::new();
         for (d, &j) in dims.iter().zip(&combo) {
@@ -1285,6 +1533,46 @@ fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
                                 ))),
                             })?,
                         }
+                    } else if let Some(p) = other.strip_prefix("grid.") {
+                        let g = c.grid.get_or_insert_with(GridParams::default);
+                        match p {
+                            "queries" => at(as_str(v).and_then(|s| {
+                                g.queries = Some(s);
+                                g.batched().map(|_| ())
+                            }))?,
+                            "dir_share" => at(match v {
+                                toml::Value::Float(f) => {
+                                    g.dir_share = Some(*f);
+                                    Ok(())
+                                }
+                                other => Err(Error::invalid(format!(
+                                    "dir_share {other}: expected a fraction such as 0.75"
+                                ))),
+                            })?,
+                            "s" => at(match v {
+                                toml::Value::Float(f) => {
+                                    g.s = Some(*f);
+                                    Ok(())
+                                }
+                                toml::Value::Integer(i) => {
+                                    g.s = Some(*i as f64);
+                                    Ok(())
+                                }
+                                other => Err(Error::invalid(format!(
+                                    "s {other}: expected a number such as 1.5"
+                                ))),
+                            })?,
+                            "special" => at(match v {
+                                toml::Value::Boolean(b) => {
+                                    g.special = Some(*b);
+                                    Ok(())
+                                }
+                                other => Err(Error::invalid(format!(
+                                    "special {other}: expected true or false"
+                                ))),
+                            })?,
+                            _ => at(as_uint(v).map(|n| g.cold_pages = Some(n as usize)))?,
+                        }
                     } else if let Some(p) = other.strip_prefix("fast.") {
                         let f = c.fast.get_or_insert_with(FastParams::default);
                         match p {
@@ -1336,8 +1624,50 @@ fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
                 .map(|d| d.span.clone())
                 .unwrap_or_else(|| dflt.clone())
         };
-        if let Err(e) = IndexOptions::default().set_kind(&c.kind) {
-            return Err(cx.err(&check_key("kind", &span), &key("kind"), strip_invalid(&e)));
+        let family = match IndexFamily::of(&c.kind) {
+            Ok(f) => f,
+            Err(e) => {
+                return Err(cx.err(&check_key("kind", &span), &key("kind"), strip_invalid(&e)))
+            }
+        };
+        if c.grid.is_some() && !matches!(family, IndexFamily::Grid(_)) {
+            let span = x.grid.as_ref().map(|t| t.span()).unwrap_or(0..0);
+            return Err(cx.err(
+                &span,
+                &key("grid"),
+                format!("grid parameters given for index kind {:?}", c.kind),
+            ));
+        }
+        if family != IndexFamily::Tree {
+            // Grid files have their own buffers and no store.
+            if let Err(e) = DeviceSpec::parse(&c.device) {
+                return Err(cx.err(
+                    &check_key("device", &span),
+                    &key("device"),
+                    strip_invalid(&e),
+                ));
+            }
+            if family == IndexFamily::Grid(GridKind::HGrid)
+                && !matches!(DeviceSpec::parse(&c.device), Ok(DeviceSpec::Hybrid { .. }))
+            {
+                return Err(cx.err(
+                    &check_key("device", &span),
+                    &key("device"),
+                    format!(
+                        "index kind hgrid places hot pages on the fast tier of a hybrid device: \
+                         device {:?} has one tier (use hybrid:fast=(SPEC);slow=(SPEC))",
+                        c.device
+                    ),
+                ));
+            }
+            let unit = Rect::new(0.0, 0.0, 1.0, 1.0)?;
+            if let Err(e) = c.grid_options(unit) {
+                let at = x.grid.as_ref().map(|t| t.span()).unwrap_or(span.clone());
+                return Err(cx.err(&at, &key("grid"), strip_invalid(&e)));
+            }
+            c.store = "none".into();
+            out.push(c);
+            continue;
         }
         if let Err(e) = c.split.parse::<geoflash::index::SplitKind>() {
             return Err(cx.err(&check_key("split", &span), &key("split"), strip_invalid(&e)));
@@ -1368,6 +1698,12 @@ fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
                 "max_entries"
             } else if msg.contains("reinsert") && dims.iter().any(|d| d.key == "reinsert") {
                 "reinsert"
+            } else if msg.contains("shrtree") {
+                if msg.contains("store") {
+                    "store"
+                } else {
+                    "device"
+                }
             } else {
                 "page_size"
             };
@@ -1409,9 +1745,11 @@ const STEP_KEYS: &[(&str, &[&str])] = &[
             "insert_ratio",
             "selectivity",
             "predicate",
+            "query",
             "seed",
         ],
     ),
+    ("point_queries", &["group", "count", "seed"]),
     ("delete", &["fraction", "seed"]),
     ("checkpoint", &[]),
     ("crash_and_recover", &["operations"]),
@@ -1428,7 +1766,7 @@ fn parse_step(cx: &Ctx, s: &RawStep, i: usize, base: &Path) -> Result<Step> {
             format!("unknown step kind {kind:?} (use {})", kinds.join(", ")),
         ));
     };
-    let given: [(&str, &Val); 15] = [
+    let given: [(&str, &Val); 17] = [
         ("method", &s.method),
         ("bulk", &s.bulk),
         ("fill", &s.fill),
@@ -1444,6 +1782,8 @@ fn parse_step(cx: &Ctx, s: &RawStep, i: usize, base: &Path) -> Result<Step> {
         ("k", &s.k),
         ("operations", &s.operations),
         ("insert_ratio", &s.insert_ratio),
+        ("query", &s.query),
+        ("group", &s.group),
     ];
     for (k, v) in given {
         if let Some(v) = v {
@@ -1674,12 +2014,44 @@ fn parse_step(cx: &Ctx, s: &RawStep, i: usize, base: &Path) -> Result<Step> {
                         .0
                 }
             };
+            let query = match &s.query {
+                None => MixedQuery::Range,
+                Some(v) => match cx.string(v, &key("query"))?.as_str() {
+                    "range" => MixedQuery::Range,
+                    "point" => MixedQuery::Point,
+                    other => {
+                        return Err(cx.err(
+                            &v.span(),
+                            &key("query"),
+                            format!("unknown query {other:?}: use range or point"),
+                        ))
+                    }
+                },
+            };
             Step::Mixed {
                 operations: usize::try_from(operations)
                     .map_err(|_| Error::invalid("operations too large"))?,
                 insert_ratio: ratio,
                 selectivity,
                 predicate,
+                query,
+                seed,
+            }
+        }
+        "point_queries" => {
+            let group = match &s.group {
+                None => vec![1],
+                Some(v) => cx.list(v, &key("group"), |x| {
+                    let n = as_uint(x)?;
+                    if n == 0 {
+                        return Err(Error::invalid("a group holds at least 1 point"));
+                    }
+                    usize::try_from(n).map_err(|_| Error::invalid("group too large"))
+                })?,
+            };
+            Step::PointQueries {
+                group,
+                count: count(100)?,
                 seed,
             }
         }

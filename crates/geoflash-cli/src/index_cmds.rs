@@ -686,6 +686,7 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
             policy: a.buffer_policy.parse()?,
             efind: efind_config(&a)?,
             fast: fast_config(&a)?,
+            ..StoreOptions::default()
         },
         device: a.device.clone(),
         crs: Crs {

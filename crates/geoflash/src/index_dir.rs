@@ -40,6 +40,7 @@ use crate::storage::spec::DeviceSpec;
 use crate::storage::PageDevice;
 use crate::store::efind::{EfindConfig, EfindStore, RestartReport};
 use crate::store::fast::{FastConfig, FastStore, LogPlacement};
+use crate::store::placement::Placement;
 use crate::store::plain::{PlainConfig, PlainStore};
 use crate::store::{NodeStore, OpId};
 pub use crate::structure::FortreeOptions;
@@ -100,6 +101,10 @@ pub struct StoreOptions {
     /// fields above and the tree kind.
     #[serde(default)]
     pub fast: Option<FastConfig>,
+    /// Which nodes the store hints to the fast tier of a two-tier device
+    /// ([`Placement`]; `internal-fast` is the sHR-tree). Plain store only.
+    #[serde(default)]
+    pub placement: Placement,
 }
 
 impl Default for StoreOptions {
@@ -110,6 +115,7 @@ impl Default for StoreOptions {
             policy: PolicyKind::S2q,
             efind: None,
             fast: None,
+            placement: Placement::None,
         }
     }
 }
@@ -433,6 +439,12 @@ pub fn make_store_payload(
     how: StoreOpen,
 ) -> Result<(Box<dyn NodeStore>, Option<RestartReport>)> {
     let fresh = how == StoreOpen::Create;
+    if opts.placement != Placement::None && opts.kind != StoreKind::Plain {
+        return Err(Error::invalid(format!(
+            "placement {} needs the plain store: the {:?} store does not hint its writes to a tiered device",
+            opts.placement, opts.kind
+        )));
+    }
     match opts.kind {
         StoreKind::Plain => {
             let cfg = PlainConfig {
@@ -440,12 +452,12 @@ pub fn make_store_payload(
                 policy: opts.policy,
                 with_payload,
             };
-            let store: Box<dyn NodeStore> = Box::new(if fresh {
+            let store = if fresh {
                 PlainStore::create(device, cfg)?
             } else {
                 PlainStore::open(device, cfg)?
-            });
-            Ok((store, None))
+            };
+            Ok((Box::new(store.with_placement(opts.placement)), None))
         }
         StoreKind::Efind => {
             let cfg = EfindConfig {

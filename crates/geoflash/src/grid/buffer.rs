@@ -13,10 +13,22 @@
 //!
 //! Values are decoded pages behind an [`Arc`]: queries keep the values of a
 //! prefetched group while later fetches evict them.
+//!
+//! **Tiers (H-Grid).** Every page carries the [`Tier`] it belongs to (new
+//! pages take the buffer's default, [`Tier::Slow`] unless set). There is
+//! one cold list — one write buffer — per tier, each flushed as one batch
+//! after hinting its pages' tier to the device ([`PageDevice::hint_tier`]),
+//! so H-Grid's flash and 3D XPoint write buffers are the two cold lists.
+//! [`HotCold::set_tier`] re-tags a resident page and marks it dirty (the
+//! thesis' "3DXPoint dirty flag"), so the next flush writes it to its new
+//! tier. A lookup searches the hot list, then the cold lists, then the
+//! device, which reads each page from the tier it lives on — Algorithm 11's
+//! fetch order. With every page on one tier (GFFM, LB-Grid) this is exactly
+//! the single cold list of Algorithms 4–5.
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::storage::{PageDevice, PageId};
+use crate::storage::{PageDevice, PageId, Tier};
 use crate::{Error, Result};
 
 /// A decoded page that the buffer can write and read back.
@@ -48,17 +60,29 @@ struct Slot<T> {
     dirty: bool,
     hot: bool,
     stamp: u64,
+    tier: Tier,
 }
+
+/// The cold list of a tier.
+fn ti(t: Tier) -> usize {
+    match t {
+        Tier::Slow => 0,
+        Tier::Fast => 1,
+    }
+}
+
+const TIERS: [Tier; 2] = [Tier::Slow, Tier::Fast];
 
 /// A hot list and a cold list of pages of one kind (see the module docs).
 #[derive(Debug)]
 pub struct HotCold<T> {
     slots: HashMap<PageId, Slot<T>>,
     hot: BTreeMap<u64, PageId>,
-    cold: BTreeMap<u64, PageId>,
+    cold: [BTreeMap<u64, PageId>; 2],
     hot_cap: usize,
     cold_cap: usize,
     clock: u64,
+    default_tier: Tier,
     stats: BufferStats,
 }
 
@@ -73,12 +97,51 @@ impl<T: PageValue> HotCold<T> {
         Ok(HotCold {
             slots: HashMap::new(),
             hot: BTreeMap::new(),
-            cold: BTreeMap::new(),
+            cold: [BTreeMap::new(), BTreeMap::new()],
             hot_cap,
             cold_cap,
             clock: 0,
+            default_tier: Tier::Slow,
             stats: BufferStats::default(),
         })
+    }
+
+    /// New pages (and pages read from the device) belong to `tier`.
+    pub fn with_default_tier(mut self, tier: Tier) -> Self {
+        self.default_tier = tier;
+        self
+    }
+
+    /// The tier of resident page `id`.
+    pub fn tier_of(&self, id: PageId) -> Option<Tier> {
+        self.slots.get(&id).map(|s| s.tier)
+    }
+
+    /// Moves resident page `id` to `tier`: it is marked dirty so the next
+    /// flush of that tier's write buffer writes it there. Returns false if
+    /// the page is not resident or already on `tier`.
+    pub fn set_tier(&mut self, dev: &dyn PageDevice, id: PageId, tier: Tier) -> Result<bool> {
+        let Some(s) = self.slots.get(&id) else {
+            return Ok(false);
+        };
+        if s.tier == tier {
+            return Ok(false);
+        }
+        let (hot, stamp, old) = (s.hot, s.stamp, s.tier);
+        if !hot {
+            // Into the other tier's write buffer, which may have to flush first.
+            self.cold[ti(old)].remove(&stamp);
+            if self.cold[ti(tier)].len() >= self.cold_cap {
+                self.flush_cold(dev, tier)?;
+                self.drop_cold_lru(tier);
+            }
+            self.cold[ti(tier)].insert(stamp, id);
+        }
+        if let Some(s) = self.slots.get_mut(&id) {
+            s.tier = tier;
+            s.dirty = true;
+        }
+        Ok(true)
     }
 
     /// Pages the hot list holds at most (the group size of batched reads).
@@ -96,9 +159,9 @@ impl<T: PageValue> HotCold<T> {
         self.stats
     }
 
-    /// Pages resident (hot, cold).
+    /// Pages resident (hot, cold — both tiers' cold lists).
     pub fn resident(&self) -> (usize, usize) {
-        (self.hot.len(), self.cold.len())
+        (self.hot.len(), self.cold.iter().map(BTreeMap::len).sum())
     }
 
     /// True if page `id` is resident.
@@ -127,7 +190,7 @@ impl<T: PageValue> HotCold<T> {
             if s.hot {
                 self.hot.remove(&s.stamp);
             } else {
-                self.cold.remove(&s.stamp);
+                self.cold[ti(s.tier)].remove(&s.stamp);
             }
         }
     }
@@ -170,19 +233,22 @@ impl<T: PageValue> HotCold<T> {
         let Some((&vstamp, &v)) = self.hot.iter().next() else {
             return Ok(());
         };
-        let dirty = self.slots.get(&v).is_some_and(|s| s.dirty);
+        let Some((dirty, tier)) = self.slots.get(&v).map(|s| (s.dirty, s.tier)) else {
+            self.hot.remove(&vstamp);
+            return Ok(());
+        };
         if !dirty {
             self.hot.remove(&vstamp);
             self.slots.remove(&v);
             return Ok(());
         }
-        if self.cold.len() >= self.cold_cap {
-            if let Some((&cstamp, &cp)) = self.cold.iter().next() {
+        let list = ti(tier);
+        if self.cold[list].len() >= self.cold_cap {
+            if let Some(&cp) = self.cold[list].values().next() {
                 if self.is_dirty(cp) {
-                    self.flush_cold(dev)?;
+                    self.flush_cold(dev, tier)?;
                 }
-                self.cold.remove(&cstamp);
-                self.slots.remove(&cp);
+                self.drop_cold_lru(tier);
             }
         }
         self.hot.remove(&vstamp);
@@ -191,14 +257,20 @@ impl<T: PageValue> HotCold<T> {
             s.hot = false;
             s.stamp = t;
         }
-        self.cold.insert(t, v);
+        self.cold[list].insert(t, v);
         Ok(())
     }
 
-    /// Writes every dirty page of the cold list in one batch and marks them clean.
-    fn flush_cold(&mut self, dev: &dyn PageDevice) -> Result<()> {
-        let ids: Vec<PageId> = self
-            .cold
+    /// Forgets the least recently used page of `tier`'s cold list (it is clean).
+    fn drop_cold_lru(&mut self, tier: Tier) {
+        if let Some((_, cp)) = self.cold[ti(tier)].pop_first() {
+            self.slots.remove(&cp);
+        }
+    }
+
+    /// Writes every dirty page of `tier`'s cold list in one batch and marks them clean.
+    fn flush_cold(&mut self, dev: &dyn PageDevice, tier: Tier) -> Result<()> {
+        let ids: Vec<PageId> = self.cold[ti(tier)]
             .values()
             .copied()
             .filter(|id| self.is_dirty(*id))
@@ -212,11 +284,18 @@ impl<T: PageValue> HotCold<T> {
         }
         let ps = dev.page_size();
         let mut data = Vec::with_capacity(ids.len() * ps);
+        let mut by_tier: [Vec<PageId>; 2] = [Vec::new(), Vec::new()];
         for id in ids {
             let s = self.slots.get(id).ok_or_else(|| {
                 Error::invalid(format!("grid buffer: page {id} vanished during a flush"))
             })?;
             data.extend_from_slice(&s.val.encode(ps)?);
+            by_tier[ti(s.tier)].push(*id);
+        }
+        for (pages, tier) in by_tier.iter().zip(TIERS) {
+            if !pages.is_empty() {
+                dev.hint_tier(pages, tier)?;
+            }
         }
         dev.write_batch(ids, &data)?;
         self.stats.write_batches += 1;
@@ -323,6 +402,7 @@ impl<T: PageValue> HotCold<T> {
                 dirty,
                 hot: true,
                 stamp: t,
+                tier: self.default_tier,
             },
         );
         self.hot.insert(t, id);
@@ -369,15 +449,17 @@ impl<T: PageValue> HotCold<T> {
 
     /// Writes every dirty page (hot and cold) in batches of the cold list's size.
     pub fn flush_all(&mut self, dev: &dyn PageDevice) -> Result<()> {
-        let mut ids: Vec<PageId> = self
-            .slots
-            .iter()
-            .filter(|(_, s)| s.dirty)
-            .map(|(id, _)| *id)
-            .collect();
-        ids.sort_unstable();
-        for chunk in ids.chunks(self.cold_cap) {
-            self.write_pages(dev, chunk)?;
+        for tier in TIERS {
+            let mut ids: Vec<PageId> = self
+                .slots
+                .iter()
+                .filter(|(_, s)| s.dirty && s.tier == tier)
+                .map(|(id, _)| *id)
+                .collect();
+            ids.sort_unstable();
+            for chunk in ids.chunks(self.cold_cap) {
+                self.write_pages(dev, chunk)?;
+            }
         }
         Ok(())
     }

@@ -5,12 +5,13 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::geom::{Point, Rect};
-use crate::storage::{PageDevice, PageId};
+use crate::storage::{PageDevice, PageId, Tier};
 use crate::{Error, Result};
 
 use super::buffer::HotCold;
 use super::codec::{self, PageKind, Reader, Writer};
 use super::dir::{CellBox, Grid, SubDir};
+use super::hot::HotRegions;
 use super::{
     next_fit, Alloc, BucketLayer, DeleteOutcome, Dist, GridOptions, GridPoint, GridStats,
     InsertOutcome, KBest,
@@ -29,7 +30,12 @@ pub struct GridFile<L: BucketLayer> {
     alloc: Alloc,
     meta_chain: Vec<PageId>,
     stats: GridStats,
+    /// H-Grid's hot-region detector (`None`: a flat grid file).
+    hot: Option<HotRegions>,
 }
+
+/// An H-Grid sub-directory access: its weight and whether it is hot.
+type DirVisit = (f64, bool);
 
 impl<L: BucketLayer> std::fmt::Debug for GridFile<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -161,7 +167,8 @@ impl<L: BucketLayer> GridFile<L> {
             .copied()
             .ok_or_else(|| Error::invalid("bucket layer created no bucket"))?;
         let sd = alloc.alloc()?;
-        let mut dirs = HotCold::new(opts.dir_hot_pages, opts.cold_pages)?;
+        let mut dirs = Self::dir_buffer(&opts)?;
+        let hot = opts.hybrid.map(HotRegions::new).transpose()?;
         dirs.put(&*dev, sd, SubDir(Grid::single(opts.domain, b)))?;
         let root = Grid::single(opts.domain, sd);
         let mut g = GridFile {
@@ -173,9 +180,51 @@ impl<L: BucketLayer> GridFile<L> {
             alloc,
             meta_chain: Vec::new(),
             stats: GridStats::default(),
+            hot,
         };
         g.checkpoint()?;
         Ok(g)
+    }
+
+    /// The sub-directory buffer: H-Grid's special case tags every
+    /// sub-directory for the fast tier.
+    fn dir_buffer(opts: &GridOptions) -> Result<HotCold<SubDir>> {
+        let b = HotCold::new(opts.dir_hot_pages, opts.cold_pages)?;
+        Ok(match opts.hybrid {
+            Some(h) if h.special => b.with_default_tier(Tier::Fast),
+            _ => b,
+        })
+    }
+
+    /// H-Grid: records an access to sub-directory `sdp` (Eq. 4.1); a hot
+    /// one is tagged for the fast tier. Returns its weight and hotness.
+    fn visit_dir(&mut self, sdp: PageId) -> Result<DirVisit> {
+        let Some(h) = self.hot.as_mut() else {
+            return Ok((0.0, false));
+        };
+        let (w, hot) = h.touch_dir(sdp);
+        if hot {
+            self.dirs.set_tier(&*self.dev, sdp, Tier::Fast)?;
+        }
+        Ok((w, hot))
+    }
+
+    /// H-Grid: records an access to buckets `bs` of a sub-directory visited
+    /// as `parent` (Eq. 4.2); hot ones are tagged for the fast tier.
+    fn visit_buckets(&mut self, parent: DirVisit, bs: &[u64]) -> Result<()> {
+        let Some(h) = self.hot.as_mut() else {
+            return Ok(());
+        };
+        let hot: Vec<u64> = bs
+            .iter()
+            .copied()
+            .filter(|&b| h.touch_bucket(b, parent.0, parent.1))
+            .collect();
+        let dev = Arc::clone(&self.dev);
+        for b in hot {
+            self.layer.set_tier(&*dev, b, Tier::Fast)?;
+        }
+        Ok(())
     }
 
     /// Opens the grid file that the last [`GridFile::checkpoint`] left on
@@ -240,7 +289,8 @@ impl<L: BucketLayer> GridFile<L> {
         let mut opts = opts;
         opts.domain = root.region;
         opts.validate()?;
-        let mut dirs: HotCold<SubDir> = HotCold::new(opts.dir_hot_pages, opts.cold_pages)?;
+        let mut dirs = Self::dir_buffer(&opts)?;
+        let hot = opts.hybrid.map(HotRegions::new).transpose()?;
         let sds: Vec<PageId> = root.boxes().into_iter().map(|(p, _)| p).collect();
         let mut live = HashSet::new();
         for group in sds.chunks(opts.dir_hot_pages) {
@@ -274,6 +324,7 @@ impl<L: BucketLayer> GridFile<L> {
             alloc,
             meta_chain: chain,
             stats: GridStats::default(),
+            hot,
         })
     }
 
@@ -348,9 +399,12 @@ impl<L: BucketLayer> GridFile<L> {
 
     /// Counters.
     pub fn stats(&self) -> GridStats {
+        let (hot_dirs, hot_buckets) = self.hot.as_ref().map_or((0, 0), |h| h.hot_counts());
         GridStats {
             dir_buffer: self.dirs.stats(),
             bucket_buffer: self.layer.buffer_stats(),
+            hot_dirs: hot_dirs as u64,
+            hot_buckets: hot_buckets as u64,
             ..self.stats
         }
     }
@@ -403,11 +457,12 @@ impl<L: BucketLayer> GridFile<L> {
         let dev = Arc::clone(&self.dev);
         let sdp = self.root.lookup(x, y)?;
         let b = self.subdir(sdp)?.0.lookup(x, y)?;
+        let wd = self.visit_dir(sdp)?;
         match self
             .layer
             .insert(&*dev, &mut self.alloc, b, GridPoint { x, y, id })?
         {
-            InsertOutcome::Done => Ok(()),
+            InsertOutcome::Done => self.visit_buckets(wd, &[b]),
             InsertOutcome::Duplicate => Err(Error::invalid(format!(
                 "point ({x}, {y}) is already in the grid file (points are unique)"
             ))),
@@ -529,7 +584,9 @@ impl<L: BucketLayer> GridFile<L> {
         let dev = Arc::clone(&self.dev);
         let sdp = self.root.lookup(x, y)?;
         let b = self.subdir(sdp)?.0.lookup(x, y)?;
+        let wd = self.visit_dir(sdp)?;
         let (out, est) = self.layer.delete(&*dev, &mut self.alloc, b, x, y)?;
+        self.visit_buckets(wd, &[b])?;
         let cap = self.layer.capacity();
         if out != DeleteOutcome::NotFound && (est as f64) <= self.opts.merge_threshold * cap as f64
         {
@@ -611,7 +668,9 @@ impl<L: BucketLayer> GridFile<L> {
         let dev = Arc::clone(&self.dev);
         let sdp = self.root.lookup(x, y)?;
         let b = self.subdir(sdp)?.0.lookup(x, y)?;
+        let wd = self.visit_dir(sdp)?;
         let pts = self.layer.read_one(&*dev, b)?;
+        self.visit_buckets(wd, &[b])?;
         Ok(pts.iter().find(|p| p.at(x, y)).map(|p| p.id))
     }
 
@@ -625,6 +684,7 @@ impl<L: BucketLayer> GridFile<L> {
         };
         for sdp in self.root.refs_in(&rb) {
             let sd = self.subdir(sdp)?;
+            let wd = self.visit_dir(sdp)?;
             let Some(bb) = sd.0.cells_of(r) else { continue };
             for b in sd.0.refs_in(&bb) {
                 out.extend(
@@ -633,6 +693,7 @@ impl<L: BucketLayer> GridFile<L> {
                         .into_iter()
                         .filter(|p| in_rect(r, p)),
                 );
+                self.visit_buckets(wd, &[b])?;
             }
         }
         Ok(out)
@@ -651,7 +712,9 @@ impl<L: BucketLayer> GridFile<L> {
         let sds = self.root.refs_in(&rb);
         let lbb = self.opts.bucket_hot_pages;
         for group in sds.chunks(self.opts.dir_hot_pages) {
-            for sd in self.dirs.fetch_many(&*dev, group)? {
+            let fetched = self.dirs.fetch_many(&*dev, group)?;
+            for (sd, &sdp) in fetched.iter().zip(group) {
+                let wd = self.visit_dir(sdp)?;
                 let Some(bb) = sd.0.cells_of(r) else { continue };
                 let buckets = sd.0.refs_in(&bb);
                 let layer = &self.layer;
@@ -660,6 +723,7 @@ impl<L: BucketLayer> GridFile<L> {
                     for pts in self.layer.read_many(&*dev, &bg)? {
                         out.extend(pts.into_iter().filter(|p| in_rect(r, p)));
                     }
+                    self.visit_buckets(wd, &bg)?;
                 }
             }
         }
@@ -707,6 +771,7 @@ impl<L: BucketLayer> GridFile<L> {
         let mut cellq: BinaryHeap<Reverse<(Dist, u64)>> = BinaryHeap::new();
         let mut seen_sd: HashSet<u64> = HashSet::new();
         let mut seen_b: HashSet<u64> = HashSet::new();
+        let mut parent: HashMap<u64, DirVisit> = HashMap::new();
         let mut ring = 0usize;
         loop {
             let bx = CellBox {
@@ -744,9 +809,11 @@ impl<L: BucketLayer> GridFile<L> {
                 } else {
                     self.dirs.fetch_many(&*dev, group)?
                 };
-                for sd in sds {
+                for (sd, &sdp) in sds.iter().zip(group) {
+                    let wd = self.visit_dir(sdp)?;
                     for (bref, bb) in sd.0.boxes() {
                         if seen_b.insert(bref) {
+                            parent.insert(bref, wd);
                             cellq.push(Reverse((Dist(sd.0.box_mindist(&bb, &p)), bref)));
                         }
                     }
@@ -807,6 +874,10 @@ impl<L: BucketLayer> GridFile<L> {
                 for q in all.iter().flatten() {
                     best.offer(q.point().distance(&p), q);
                 }
+                for b in group {
+                    let wd = parent.get(&b).copied().unwrap_or((0.0, false));
+                    self.visit_buckets(wd, &[b])?;
+                }
             }
             if covers_all || best.kth() <= bound {
                 break;
@@ -851,10 +922,13 @@ impl<L: BucketLayer> GridFile<L> {
             let sds = self.dirs.fetch_many(&*dev, &ids)?;
             let mut buckets: Vec<u64> = Vec::new();
             let mut wanted: HashMap<u64, Vec<usize>> = HashMap::new();
-            for (sd, (_, idxs)) in sds.iter().zip(group) {
+            let mut parent: HashMap<u64, DirVisit> = HashMap::new();
+            for (sd, (sdp, idxs)) in sds.iter().zip(group) {
+                let wd = self.visit_dir(*sdp)?;
                 for &i in idxs {
                     let (x, y) = pts.get(i).copied().unwrap_or_default();
                     let b = sd.0.lookup(x + 0.0, y + 0.0)?;
+                    parent.insert(b, wd);
                     wanted
                         .entry(b)
                         .or_insert_with(|| {
@@ -868,6 +942,10 @@ impl<L: BucketLayer> GridFile<L> {
             let groups = next_fit(&buckets, |b| layer.pages_of(b), lbb);
             for bg in groups {
                 let all = self.layer.read_many(&*dev, &bg)?;
+                for b in &bg {
+                    let wd = parent.get(b).copied().unwrap_or((0.0, false));
+                    self.visit_buckets(wd, &[*b])?;
+                }
                 for (b, bpts) in bg.iter().zip(all) {
                     for &i in wanted.get(b).map(Vec::as_slice).unwrap_or_default() {
                         let (x, y) = pts.get(i).copied().unwrap_or_default();

@@ -195,6 +195,10 @@ impl BucketLayer for InPlaceBuckets {
     fn buffer_stats(&self) -> BufferStats {
         self.buf.stats()
     }
+
+    fn set_tier(&mut self, dev: &dyn PageDevice, b: u64, tier: crate::storage::Tier) -> Result<()> {
+        self.buf.set_tier(dev, b, tier).map(|_| ())
+    }
 }
 
 #[cfg(test)]

@@ -50,6 +50,19 @@
 //! BTT is **rebuilt at open** by reading every live log-bucket page (in
 //! batches) and replaying its records — see [`lbgrid`].
 //!
+//! # H-Grid (hybrid storage)
+//! With [`GridOptions::hybrid`] set, a GFFM grid file becomes **H-Grid**
+//! (thesis §4.3): every access to a sub-directory or bucket feeds the
+//! hot-region detector of [`hot`] (Eqs. 4.1–4.2, Algorithms 9–10); a hot
+//! page is re-tagged for the fast tier in its buffer and marked dirty, and
+//! the buffers keep one write buffer (cold list) per tier, each flushed as
+//! one batch after a [`PageDevice::hint_tier`] — so on a
+//! [`HybridDevice`](crate::storage::hybrid::HybridDevice) the hot pages move to
+//! the 3D XPoint tier at their next write and are read from there (the
+//! device reads each page where it lives: Algorithm 11's order, memory
+//! first). The special case puts every sub-directory on the fast tier. On a
+//! device of one tier the hints are ignored and H-Grid behaves as GFFM.
+//!
 //! # Bad input
 //! Points outside the domain or with non-finite coordinates are
 //! [`Error::InvalidInput`]; so is inserting a point GFFM already holds.
@@ -66,6 +79,7 @@ pub mod codec;
 pub mod dir;
 mod file;
 pub mod gffm;
+pub mod hot;
 pub mod lbgrid;
 #[cfg(test)]
 mod tests;
@@ -77,6 +91,9 @@ pub use file::GridFile;
 pub type Gffm = GridFile<gffm::InPlaceBuckets>;
 /// LB-Grid: the two-level grid file with log-buckets and a BTT.
 pub type LbGrid = GridFile<lbgrid::LogBuckets>;
+/// H-Grid: GFFM with [`GridOptions::hybrid`] set (hot-region placement on a
+/// two-tier device).
+pub type HGrid = GridFile<gffm::InPlaceBuckets>;
 
 /// One indexed point.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -123,6 +140,8 @@ pub struct GridOptions {
     pub merge_threshold: f64,
     /// Two buckets merge only if their points fill at most this fraction of one bucket.
     pub merge_fill: f64,
+    /// H-Grid's hot-region placement (`None`: a flat grid file).
+    pub hybrid: Option<hot::HybridOptions>,
 }
 
 impl GridOptions {
@@ -136,6 +155,7 @@ impl GridOptions {
             cold_pages: 128,
             merge_threshold: 0.3,
             merge_fill: 0.7,
+            hybrid: None,
         }
     }
 
@@ -164,6 +184,9 @@ impl GridOptions {
                 self.merge_threshold, self.merge_fill
             )));
         }
+        if let Some(h) = &self.hybrid {
+            h.validate()?;
+        }
         Ok(())
     }
 }
@@ -183,6 +206,10 @@ pub struct GridStats {
     pub dir_buffer: BufferStats,
     /// The bucket (log-bucket) buffer's counters.
     pub bucket_buffer: BufferStats,
+    /// H-Grid: sub-directories in the hybrid table (hot).
+    pub hot_dirs: u64,
+    /// H-Grid: buckets in the hybrid table (hot).
+    pub hot_buckets: u64,
 }
 
 /// What a delete did.
@@ -328,6 +355,13 @@ pub trait BucketLayer: Sized + Send {
     ) -> Result<(Self, Vec<PageId>)>;
     /// The bucket buffer's counters.
     fn buffer_stats(&self) -> BufferStats;
+    /// Moves bucket `b` to `tier` at its next write, if the layer places
+    /// buckets (GFFM's in-place buckets do; LB-Grid's log-buckets, shared
+    /// by many buckets, do not: the default ignores it).
+    fn set_tier(&mut self, dev: &dyn PageDevice, b: u64, tier: crate::storage::Tier) -> Result<()> {
+        let _ = (dev, b, tier);
+        Ok(())
+    }
 }
 
 /// A total order on distances for heaps.

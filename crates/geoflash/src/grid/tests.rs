@@ -120,7 +120,16 @@ fn run<L: BucketLayer>(
     ops: &[Op],
     prefill: &[(f64, f64)],
 ) -> GridFile<L> {
-    let dev = mem(page);
+    run_on(mem(page), opts, ops, prefill)
+}
+
+/// [`run`] on a given device.
+fn run_on<L: BucketLayer>(
+    dev: Arc<dyn PageDevice>,
+    opts: GridOptions,
+    ops: &[Op],
+    prefill: &[(f64, f64)],
+) -> GridFile<L> {
     let mut g: GridFile<L> = GridFile::create(Arc::clone(&dev), opts.clone()).unwrap();
     let mut o = Oracle::default();
     let gffm = L::KIND == gffm::InPlaceBuckets::KIND;
@@ -232,6 +241,102 @@ proptest! {
     fn lbgrid_agrees_with_the_oracle(ops in prop::collection::vec(op(), 1..300), n in 0usize..400, seed in any::<u64>()) {
         run::<lbgrid::LogBuckets>(512, small_opts(), &ops, &prefill(n, seed));
     }
+
+    /// H-Grid on a hybrid device answers like the oracle whatever s, the
+    /// special case and the fast tier's size (a full one falls back), and
+    /// reopens; in the special case every sub-directory written since the
+    /// last reopen sits on the fast tier when it has room.
+    #[test]
+    fn hgrid_agrees_with_the_oracle(
+        ops in prop::collection::vec(op(), 1..300),
+        n in 0usize..400,
+        seed in any::<u64>(),
+        s in prop_oneof![Just(1.0), Just(2.5)],
+        special in any::<bool>(),
+        fast_pages in prop_oneof![Just(3u64), Just(100_000u64)],
+    ) {
+        let h = Arc::new(hybrid_mem(512, fast_pages));
+        let opts = GridOptions {
+            hybrid: Some(hot::HybridOptions { s, special }),
+            ..small_opts()
+        };
+        let g = run_on::<gffm::InPlaceBuckets>(h.clone(), opts, &ops, &prefill(n, seed));
+        prop_assert!(h.fast_pages() <= fast_pages);
+        if special && fast_pages > 1000 {
+            let mut g = g;
+            // Touch every sub-directory (a range over the domain), then flush.
+            g.range(&domain()).unwrap();
+            g.checkpoint().unwrap();
+            for (sd, _) in g.root().boxes() {
+                prop_assert_eq!(h.tier_of(sd), crate::storage::Tier::Fast);
+            }
+        }
+    }
+}
+
+fn hybrid_mem(page: usize, fast_pages: u64) -> crate::storage::hybrid::HybridDevice {
+    crate::storage::hybrid::HybridDevice::new(
+        Arc::new(MemDevice::new(page, 1 << 20).unwrap()),
+        Arc::new(MemDevice::new(page, 1 << 20).unwrap()),
+    )
+    .unwrap()
+    .with_fast_pages(fast_pages)
+}
+
+/// A skewed workload: the hot corner's pages reach the fast tier and are
+/// read there; GFFM on the same data reads everything from the slow tier.
+#[test]
+fn hgrid_moves_the_hot_region_to_the_fast_tier() {
+    use crate::storage::Tier;
+    let pts = prefill(4000, 3);
+    let hot: Vec<(f64, f64)> = pts
+        .iter()
+        .copied()
+        .filter(|&(x, y)| x < 20.0 && y < 20.0)
+        .collect();
+    assert!(hot.len() > 50);
+    let mut reads = Vec::new();
+    for hybrid in [
+        None,
+        Some(hot::HybridOptions {
+            s: 1.0,
+            special: false,
+        }),
+    ] {
+        let dev = Arc::new(hybrid_mem(512, 100_000));
+        let opts = GridOptions {
+            hybrid,
+            ..small_opts()
+        };
+        let mut g = Gffm::create(dev.clone(), opts).unwrap();
+        for (i, &(x, y)) in pts.iter().enumerate() {
+            g.insert(x, y, i as u64).unwrap();
+        }
+        g.checkpoint().unwrap();
+        for _ in 0..20 {
+            for &(x, y) in &hot {
+                assert!(g.get(x, y).unwrap().is_some());
+            }
+        }
+        g.checkpoint().unwrap();
+        dev.reset_stats();
+        for &(x, y) in &hot {
+            assert!(g.get(x, y).unwrap().is_some());
+        }
+        let t = dev.tiers().unwrap();
+        reads.push((t.fast.io.pages_read, t.slow.io.pages_read));
+        let s = g.stats();
+        if hybrid.is_some() {
+            assert!(s.hot_dirs > 0 && s.hot_buckets > 0, "{s:?}");
+            // The hot corner's sub-directory is on the fast tier.
+            let sd = g.root().lookup(1.0, 1.0).unwrap();
+            assert_eq!(dev.tier_of(sd), Tier::Fast);
+        } else {
+            assert_eq!((s.hot_dirs, s.hot_buckets, dev.fast_pages()), (0, 0, 0));
+        }
+    }
+    assert_eq!(reads[0].0, 0);
+    assert!(reads[1].0 > 4 * reads[1].1, "{reads:?}");
 }
 
 #[test]

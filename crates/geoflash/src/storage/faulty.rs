@@ -598,6 +598,10 @@ impl<D: PageDevice> PageDevice for FaultyDevice<D> {
     fn hint_tier(&self, pages: &[PageId], tier: super::Tier) -> Result<()> {
         self.inner.hint_tier(pages, tier)
     }
+
+    fn tiers(&self) -> Option<super::TierReport> {
+        self.inner.tiers()
+    }
 }
 
 #[cfg(test)]

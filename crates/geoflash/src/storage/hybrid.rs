@@ -380,6 +380,18 @@ impl PageDevice for HybridDevice {
         )
     }
 
+    fn tiers(&self) -> Option<super::TierReport> {
+        let (fast, slow) = self.tier_stats();
+        let g = self.lock();
+        Some(super::TierReport {
+            fast,
+            slow,
+            fast_pages: g.slot.len() as u64,
+            fast_limit: g.fast_limit,
+            fallbacks: g.fallbacks,
+        })
+    }
+
     fn hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
         check_batch(pages, 0, 0, self.capacity())?;
         let mut g = self.lock();

@@ -42,6 +42,21 @@ pub enum Tier {
     Slow,
 }
 
+/// Counters of a two-tier device ([`PageDevice::tiers`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TierReport {
+    /// The fast tier's own counters.
+    pub fast: DeviceStats,
+    /// The slow tier's own counters.
+    pub slow: DeviceStats,
+    /// Pages on the fast tier now.
+    pub fast_pages: u64,
+    /// Pages the fast tier may hold.
+    pub fast_limit: u64,
+    /// Pages meant for the fast tier that stayed on the slow one (full tier).
+    pub fallbacks: u64,
+}
+
 /// A device of numbered fixed-size pages. Methods take `&self`: devices are
 /// shared by concurrent readers and synchronise internally.
 pub trait PageDevice: Send + Sync {
@@ -80,6 +95,12 @@ pub trait PageDevice: Send + Sync {
     fn hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
         let _ = (pages, tier);
         Ok(())
+    }
+
+    /// The counters of each tier of a two-tier device; `None` for a device
+    /// of one tier (the default).
+    fn tiers(&self) -> Option<TierReport> {
+        None
     }
 
     /// Reads one page.
@@ -151,6 +172,9 @@ macro_rules! forward_page_device {
             }
             fn hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
                 (**self).hint_tier(pages, tier)
+            }
+            fn tiers(&self) -> Option<TierReport> {
+                (**self).tiers()
             }
         }
     };

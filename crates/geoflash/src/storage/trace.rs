@@ -521,6 +521,10 @@ impl<D: PageDevice> PageDevice for TraceDevice<D> {
     fn hint_tier(&self, pages: &[PageId], tier: super::Tier) -> Result<()> {
         self.inner.hint_tier(pages, tier)
     }
+
+    fn tiers(&self) -> Option<super::TierReport> {
+        self.inner.tiers()
+    }
 }
 
 /// What a replay submitted.

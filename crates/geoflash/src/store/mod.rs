@@ -25,6 +25,7 @@ pub mod fast;
 pub(crate) mod header;
 pub mod log;
 pub mod mem;
+pub mod placement;
 pub mod plain;
 
 pub use fast::{FastConfig, FastStore};

@@ -46,6 +46,7 @@ use serde::{Deserialize, Serialize};
 use super::accounting::node_bytes;
 use super::alloc::PageAllocator;
 use super::header::{Format, Header};
+use super::placement::Placement;
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::cache::{Cache, EntryMeta, PolicyKind};
 use crate::geom::Rect;
@@ -119,6 +120,7 @@ pub struct PlainStore {
     user_meta: Vec<u8>,
     lsn: u64,
     ops: OpBracket,
+    placement: Placement,
     inner: Mutex<Inner>,
 }
 
@@ -200,6 +202,7 @@ impl PlainStore {
                 current: None,
                 next: lsn + 1,
             },
+            placement: Placement::None,
             inner: Mutex::new(Inner {
                 cache: Cache::new(config.policy, config.buffer_bytes),
                 in_op: false,
@@ -212,6 +215,18 @@ impl PlainStore {
     /// The configuration.
     pub fn config(&self) -> PlainConfig {
         self.config
+    }
+
+    /// Hints every node written from now on to the tier `placement` gives
+    /// its level ([`crate::store::placement`]; the sHR-tree on a hybrid device).
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
+    }
+
+    /// The placement in force.
+    pub fn placement(&self) -> Placement {
+        self.placement
     }
 
     /// The device.
@@ -435,6 +450,9 @@ impl PlainStore {
             page::encode_node(node, self.lsn, self.config.with_payload, chunk)?;
         }
         let ids: Vec<PageId> = nodes.iter().map(|(id, _)| *id).collect();
+        self.placement
+            .hint(&*self.device, nodes.iter().map(|(id, n)| (*id, n.level)))
+            .map_err(|e| note_failure(inner, e))?;
         self.device
             .write_batch(&ids, &data)
             .map_err(|e| note_failure(inner, e))?;

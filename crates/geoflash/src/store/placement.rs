@@ -1,0 +1,270 @@
+//! Placement of tree nodes on the tiers of a two-tier device: the store
+//! layer's side of [`PageDevice::hint_tier`].
+//!
+//! A store knows each node's level when it writes it (the index algorithms
+//! pass it to `create` and `modify`); a [`Placement`] maps the level to a
+//! tier and the store hints the device before every batch write. The index
+//! algorithms never learn about tiers, and the device never learns what a
+//! page holds. On a device of one tier the hints are ignored, so a placement
+//! changes nothing there.
+//!
+//! The sHR-tree of Fevgas' thesis (§4.4.2) is [`Placement::FastFromLevel`]`(1)`:
+//! every internal node on the fast (3D XPoint) tier, the leaves on flash.
+//! Implemented by [`PlainStore`](super::plain::PlainStore); the eFIND and
+//! FAST stores refuse a placement (their flushes do not hint yet).
+use serde::{Deserialize, Serialize};
+
+use crate::storage::{PageDevice, PageId, Tier};
+use crate::{Error, Result};
+
+/// Which nodes a store hints to the fast tier.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    /// No hints: every node where the device puts it (on a hybrid device,
+    /// the slow tier).
+    #[default]
+    None,
+    /// Nodes at this level or above on the fast tier, the others on the
+    /// slow one (`1`: the sHR-tree; `0`: every node).
+    FastFromLevel(u16),
+}
+
+impl Placement {
+    /// The sHR-tree's placement: every internal node on the fast tier.
+    pub const SHR_TREE: Placement = Placement::FastFromLevel(1);
+
+    /// Parses `none`, `internal-fast` (the sHR-tree) or `fast-from-level=N`.
+    pub fn parse(s: &str) -> Result<Placement> {
+        match s.trim() {
+            "none" => Ok(Placement::None),
+            "internal-fast" | "shrtree" => Ok(Placement::SHR_TREE),
+            other => other
+                .strip_prefix("fast-from-level=")
+                .and_then(|n| n.parse().ok())
+                .map(Placement::FastFromLevel)
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "unknown placement {other:?}: use none, internal-fast or fast-from-level=N"
+                    ))
+                }),
+        }
+    }
+
+    /// The tier a node of `level` is hinted to (`None`: no hint).
+    pub fn tier(self, level: u16) -> Option<Tier> {
+        match self {
+            Placement::None => None,
+            Placement::FastFromLevel(l) if level >= l => Some(Tier::Fast),
+            Placement::FastFromLevel(_) => Some(Tier::Slow),
+        }
+    }
+
+    /// Hints `dev` with the tier of each `(page, level)` about to be written
+    /// (two calls at most: the fast pages and the slow ones).
+    pub fn hint(
+        self,
+        dev: &dyn PageDevice,
+        nodes: impl IntoIterator<Item = (PageId, u16)>,
+    ) -> Result<()> {
+        if self == Placement::None {
+            return Ok(());
+        }
+        let (mut fast, mut slow) = (Vec::new(), Vec::new());
+        for (p, level) in nodes {
+            match self.tier(level) {
+                Some(Tier::Fast) => fast.push(p),
+                Some(Tier::Slow) => slow.push(p),
+                None => {}
+            }
+        }
+        for (pages, tier) in [(fast, Tier::Fast), (slow, Tier::Slow)] {
+            if !pages.is_empty() {
+                dev.hint_tier(&pages, tier)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Placement::None => f.write_str("none"),
+            Placement::FastFromLevel(1) => f.write_str("internal-fast"),
+            Placement::FastFromLevel(l) => write!(f, "fast-from-level={l}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_prints_and_maps_levels() {
+        for s in [
+            "none",
+            "internal-fast",
+            "fast-from-level=0",
+            "fast-from-level=3",
+        ] {
+            assert_eq!(Placement::parse(s).unwrap().to_string(), s);
+        }
+        assert!(Placement::parse("everywhere").is_err());
+        assert_eq!(Placement::SHR_TREE.tier(0), Some(Tier::Slow));
+        assert_eq!(Placement::SHR_TREE.tier(2), Some(Tier::Fast));
+        assert_eq!(Placement::None.tier(2), None);
+    }
+
+    use crate::geom::Rect;
+    use crate::index::query::Predicate;
+    use crate::index_dir::{Index, IndexOptions, StoreKind, StoreOptions};
+    use proptest::prelude::*;
+
+    fn cases() -> u32 {
+        std::env::var("GEOFLASH_PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(64)
+    }
+
+    fn shr_options(fast_pages: u64, placement: Placement) -> IndexOptions {
+        IndexOptions {
+            page_size: 512,
+            max_entries: Some(6),
+            store: StoreOptions {
+                kind: StoreKind::Plain,
+                buffer_bytes: 2048,
+                placement,
+                ..StoreOptions::default()
+            },
+            device: format!(
+                "hybrid:fast=(mem:capacity=1MiB);slow=(mem:capacity=4MiB)&fast_pages={fast_pages}"
+            ),
+            ..IndexOptions::default()
+        }
+    }
+
+    /// (internal nodes, leaves) reachable from the root.
+    fn node_pages(index: &Index) -> (Vec<PageId>, Vec<PageId>) {
+        let store = index.tree().unwrap().store();
+        let (mut inner, mut leaves) = (Vec::new(), Vec::new());
+        let mut stack: Vec<PageId> = store.meta().root.into_iter().collect();
+        while let Some(p) = stack.pop() {
+            let n = store.get(p).unwrap();
+            if n.level == 0 {
+                leaves.push(p);
+            } else {
+                inner.push(p);
+                stack.extend(n.entries.iter().map(|e| e.key));
+            }
+        }
+        (inner, leaves)
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(f64, f64, f64),
+        Delete(usize),
+        Query(f64, f64, f64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0.0..100.0f64, 0.0..100.0f64, 0.0..3.0f64).prop_map(|(x, y, s)| Op::Insert(x, y, s)),
+            1 => any::<usize>().prop_map(Op::Delete),
+            1 => (0.0..100.0f64, 0.0..100.0f64, 1.0..40.0f64).prop_map(|(x, y, s)| Op::Query(x, y, s)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+        /// The sHR-tree answers like brute force whatever the fast tier's
+        /// size, and after a checkpoint every internal node it holds is on
+        /// the fast tier and every leaf on the slow one, unless the fast
+        /// tier was too small (then the overflow is counted as fallbacks).
+        #[test]
+        fn shr_tree_matches_the_oracle_and_places_internal_nodes_fast(
+            ops in proptest::collection::vec(op(), 1..250),
+            fast_pages in prop_oneof![Just(2u64), Just(1000u64)],
+        ) {
+            let mut index = Index::create_temporary(&shr_options(fast_pages, Placement::SHR_TREE)).unwrap();
+            let mut oracle: Vec<(u64, Rect)> = Vec::new();
+            let mut next = 0u64;
+            for op in ops {
+                match op {
+                    Op::Insert(x, y, s) => {
+                        let r = Rect::new(x, y, x + s, y + s).unwrap();
+                        index.insert(next, r).unwrap();
+                        oracle.push((next, r));
+                        next += 1;
+                    }
+                    Op::Delete(i) if !oracle.is_empty() => {
+                        let (id, r) = oracle.swap_remove(i % oracle.len());
+                        index.delete(id, r).unwrap();
+                    }
+                    Op::Delete(_) => {}
+                    Op::Query(x, y, s) => {
+                        let w = Rect::new(x, y, x + s, y + s).unwrap();
+                        let mut got: Vec<u64> = index.query(w, Predicate::Intersects).unwrap()
+                            .hits.iter().map(|h| h.id).collect();
+                        got.sort_unstable();
+                        let mut want: Vec<u64> = oracle.iter()
+                            .filter(|(_, r)| r.intersects(&w)).map(|(id, _)| *id).collect();
+                        want.sort_unstable();
+                        prop_assert_eq!(got, want);
+                    }
+                }
+            }
+            index.checkpoint().unwrap();
+            let t = index.device().tiers().unwrap();
+            let (inner, leaves) = node_pages(&index);
+            // Nodes written since the last placement decide: internal fast
+            // (as far as room allows), leaves slow.
+            prop_assert!(t.fast_pages <= fast_pages);
+            if fast_pages >= 1000 {
+                prop_assert_eq!(t.fallbacks, 0);
+                prop_assert!(t.fast_pages >= inner.len() as u64, "{:?} {}", t, inner.len());
+            }
+            prop_assert!(t.fast_pages <= (inner.len() + leaves.len()) as u64 + t.fast_limit);
+            if inner.len() as u64 > fast_pages {
+                prop_assert!(t.fallbacks > 0);
+            }
+            let all = Rect::new(-10.0, -10.0, 200.0, 200.0).unwrap();
+            prop_assert_eq!(index.query(all, Predicate::Intersects).unwrap().hits.len(), oracle.len());
+        }
+    }
+
+    #[test]
+    fn internal_nodes_go_fast_leaves_slow_and_other_stores_refuse() {
+        let mut index = Index::create_temporary(&shr_options(1000, Placement::SHR_TREE)).unwrap();
+        for i in 0..400u64 {
+            let (x, y) = ((i % 20) as f64, (i / 20) as f64);
+            index
+                .insert(i, Rect::new(x, y, x + 0.5, y + 0.5).unwrap())
+                .unwrap();
+        }
+        index.checkpoint().unwrap();
+        let (inner, leaves) = node_pages(&index);
+        assert!(inner.len() > 3 && leaves.len() > inner.len());
+        let t = index.device().tiers().unwrap();
+        // Freed pages left the fast tier at their trim or next write; every
+        // live internal node is there, no leaf is.
+        assert_eq!(t.fast_pages as usize, inner.len(), "{t:?}");
+        assert!(t.fast.io.pages_written > 0 && t.slow.io.pages_written > 0);
+        // Without the placement everything stays on the slow tier.
+        let mut flat = Index::create_temporary(&shr_options(1000, Placement::None)).unwrap();
+        for i in 0..100u64 {
+            flat.insert(i, Rect::new(0.0, 0.0, 1.0, 1.0).unwrap())
+                .unwrap();
+        }
+        flat.checkpoint().unwrap();
+        assert_eq!(flat.device().tiers().unwrap().fast_pages, 0);
+        let mut o = shr_options(1000, Placement::SHR_TREE);
+        o.store.kind = StoreKind::Efind;
+        let e = Index::create_temporary(&o).unwrap_err().to_string();
+        assert!(e.contains("needs the plain store"), "{e}");
+    }
+}
