@@ -1081,19 +1081,15 @@ kind = "crash_and_recover"
         crate::results::sql::Value::as_i64(&st.query(sql, &[]).unwrap()[0][0]).unwrap()
     }
 
-    /// The FOR-tree (`kind = "fortree"`) runs every step and answers as the
-    /// R*-tree does on the same data and windows.
-    #[test]
-    fn the_fortree_kind_answers_as_the_rstar_tree() {
-        let text = W.replace(
-            "name = \"plain\"\n",
-            "name = \"plain\"\nkind = [\"rstar\", \"fortree\"]\n",
-        );
-        let w = Workload::parse(&text, Path::new("w.toml"), Scale::Smoke).unwrap();
+    /// Runs workload `text` (configurations of kinds `rstar` and `kind`)
+    /// without failures and checks that `kind` answers the range and kNN
+    /// queries as the R*-tree does on the same data.
+    fn answers_as_the_rstar_tree(text: &str, kind: &str, configurations: usize) {
+        let w = Workload::parse(text, Path::new("w.toml"), Scale::Smoke).unwrap();
         let mut st = ResultsStore::in_memory().unwrap();
         let s = run(&w, &mut st, &RunOptions::default()).unwrap();
         assert!(s.failures.is_empty(), "{:?}", s.failures);
-        assert_eq!(s.configurations, 8);
+        assert_eq!(s.configurations, configurations);
         let mut answers = |kind: &str| {
             count(
                 &mut st,
@@ -1103,9 +1099,20 @@ kind = "crash_and_recover"
                 ),
             )
         };
-        let (rstar, fortree) = (answers("rstar"), answers("fortree"));
+        let (rstar, other) = (answers("rstar"), answers(kind));
         assert!(rstar > 0);
-        assert_eq!(fortree, rstar);
+        assert_eq!(other, rstar);
+    }
+
+    /// The FOR-tree (`kind = "fortree"`) runs every step and answers as the
+    /// R*-tree does on the same data and windows.
+    #[test]
+    fn the_fortree_kind_answers_as_the_rstar_tree() {
+        let text = W.replace(
+            "name = \"plain\"\n",
+            "name = \"plain\"\nkind = [\"rstar\", \"fortree\"]\n",
+        );
+        answers_as_the_rstar_tree(&text, "fortree", 8);
     }
 
     /// The xBR+-tree (`kind = "xbr"`, points) runs every step on every
@@ -1118,23 +1125,7 @@ kind = "crash_and_recover"
                 "store = \"plain\"\n",
                 "store = [\"plain\", \"efind\", \"fast\"]\nkind = [\"rstar\", \"xbr\"]\n",
             );
-        let w = Workload::parse(&text, Path::new("w.toml"), Scale::Smoke).unwrap();
-        let mut st = ResultsStore::in_memory().unwrap();
-        let s = run(&w, &mut st, &RunOptions::default()).unwrap();
-        assert!(s.failures.is_empty(), "{:?}", s.failures);
-        assert_eq!(s.configurations, 24);
-        let mut answers = |kind: &str| {
-            count(
-                &mut st,
-                &format!(
-                    "SELECT sum(query_results) FROM results_full WHERE index_kind = '{kind}' \
-                     AND step_kind IN ('range_queries', 'knn')"
-                ),
-            )
-        };
-        let (rstar, xbr) = (answers("rstar"), answers("xbr"));
-        assert!(rstar > 0);
-        assert_eq!(xbr, rstar);
+        answers_as_the_rstar_tree(&text, "xbr", 24);
     }
 
     #[test]

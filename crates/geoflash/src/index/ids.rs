@@ -15,8 +15,11 @@
 //! its size equals the record count of the tree's metadata and no operation
 //! failed since it was built; otherwise the next insertion rebuilds it.
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use super::RTree;
+use crate::page::Node;
+use crate::storage::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 
@@ -77,24 +80,33 @@ impl<S: NodeStore> RTree<S> {
 
     /// Every object id in the leaves; an id found twice is a corrupt tree.
     pub(crate) fn collect_ids(&self) -> Result<HashSet<u64>> {
-        let meta = self.store.meta();
-        let mut ids = HashSet::with_capacity(usize::try_from(meta.records).unwrap_or(0));
-        let mut stack: Vec<u64> = meta.root.into_iter().collect();
-        while let Some(page) = stack.pop() {
-            let node = self.store.get(page)?;
-            if node.level == 0 {
-                for e in &node.entries {
-                    if !ids.insert(e.key) {
-                        return Err(Error::corrupt(
-                            Some(page),
-                            format!("object id {} appears twice in the tree", e.key),
-                        ));
-                    }
-                }
-            } else {
-                stack.extend(node.entries.iter().map(|e| e.key));
-            }
-        }
-        Ok(ids)
+        leaf_ids(self.store.meta().root, |page| self.store.get(page))
     }
+}
+
+/// Every object id in the leaves of the tree rooted at `root` (nodes read
+/// with `get`; internal entries' keys are child pages); an id found twice
+/// is a corrupt tree. Shared by the R-tree family and the xBR+-tree.
+pub(crate) fn leaf_ids(
+    root: Option<PageId>,
+    get: impl Fn(PageId) -> Result<Arc<Node>>,
+) -> Result<HashSet<u64>> {
+    let mut ids = HashSet::new();
+    let mut stack: Vec<PageId> = root.into_iter().collect();
+    while let Some(page) = stack.pop() {
+        let node = get(page)?;
+        if node.level == 0 {
+            for e in &node.entries {
+                if !ids.insert(e.key) {
+                    return Err(Error::corrupt(
+                        Some(page),
+                        format!("object id {} appears twice in the tree", e.key),
+                    ));
+                }
+            }
+        } else {
+            stack.extend(node.entries.iter().map(|e| e.key));
+        }
+    }
+    Ok(ids)
 }

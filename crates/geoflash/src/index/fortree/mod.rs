@@ -119,7 +119,7 @@ mod check;
 mod delete;
 mod insert;
 mod persist;
-mod query;
+pub(crate) mod query;
 #[cfg(test)]
 mod tests;
 

@@ -147,13 +147,17 @@ fn checked_point(p: Point) -> Result<Point> {
     }
 }
 
-/// A queued unit or record.
+/// A queued unit or record (also the xBR+-tree's kNN queue item).
 #[derive(Debug, Clone, Copy)]
-struct Item {
-    dist: f64,
-    node: bool,
-    key: u64,
-    rect: Option<Rect>,
+pub(crate) struct Item {
+    /// Distance from the query point (MINDIST for a node).
+    pub(crate) dist: f64,
+    /// True for a node (unit), false for a record.
+    pub(crate) node: bool,
+    /// Page id of a node, object id of a record.
+    pub(crate) key: u64,
+    /// A record's rectangle.
+    pub(crate) rect: Option<Rect>,
 }
 
 impl PartialEq for Item {

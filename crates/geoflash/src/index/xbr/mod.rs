@@ -399,24 +399,7 @@ impl<S: NodeStore> XbrTree<S> {
 
     /// Every object id in the leaves; an id found twice is a corrupt tree.
     fn collect_ids(&self) -> Result<HashSet<u64>> {
-        let mut ids = HashSet::new();
-        let mut stack: Vec<PageId> = self.store.meta().root.into_iter().collect();
-        while let Some(page) = stack.pop() {
-            let node = self.node(page)?;
-            if node.level == 0 {
-                for e in &node.entries {
-                    if !ids.insert(e.key) {
-                        return Err(Error::corrupt(
-                            Some(page),
-                            format!("object id {} appears twice in the tree", e.key),
-                        ));
-                    }
-                }
-            } else {
-                stack.extend(node.entries.iter().map(|e| e.key));
-            }
-        }
-        Ok(ids)
+        super::ids::leaf_ids(self.store.meta().root, |page| self.node(page))
     }
 
     /// Keeps the id set in step with a finished operation: `apply` on

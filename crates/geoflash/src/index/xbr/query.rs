@@ -10,13 +10,14 @@
 //! fit memory; here the caller passes the queries of one batch, and
 //! `max_batch` bounds one read submission. The one-at-a-time versions visit
 //! nodes depth first, one `get` each.
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
 use super::quad::{self, Domain};
 use super::XbrTree;
 use crate::geom::{Point, Rect};
+use crate::index::fortree::query::Item;
 use crate::index::Neighbor;
 use crate::page::{Entry, Node};
 use crate::storage::PageId;
@@ -240,8 +241,8 @@ impl<S: NodeStore> XbrTree<S> {
     }
 
     /// The `k` points nearest to `p` by best-first search (Hjaltason and
-    /// Samet) over the DBRs, by ascending distance (which of several points
-    /// tied at the k-th distance is returned is unspecified).
+    /// Samet) over the DBRs, by ascending distance, ties by id (nodes are
+    /// expanded before points at the same distance).
     pub fn nearest(&self, p: &Point, k: usize) -> Result<Vec<Neighbor>> {
         let mut out = Vec::with_capacity(k);
         let Some(root) = self.store.meta().root else {
@@ -252,16 +253,16 @@ impl<S: NodeStore> XbrTree<S> {
             dist: 0.0,
             node: true,
             key: root,
-            point: *p,
+            rect: None,
         }));
         while let Some(Reverse(item)) = heap.pop() {
             if out.len() >= k {
                 break;
             }
-            if !item.node {
+            if let (false, Some(rect)) = (item.node, item.rect) {
                 out.push(Neighbor {
                     id: item.key,
-                    rect: Rect::from_point(item.point),
+                    rect,
                     distance: item.dist,
                 });
                 continue;
@@ -269,19 +270,18 @@ impl<S: NodeStore> XbrTree<S> {
             let node = self.node(item.key)?;
             for e in &node.entries {
                 if node.level == 0 {
-                    let q = quad::entry_point(e);
                     heap.push(Reverse(Item {
-                        dist: q.distance(p),
+                        dist: quad::entry_point(e).distance(p),
                         node: false,
                         key: e.key,
-                        point: q,
+                        rect: Some(e.rect),
                     }));
                 } else if let Some(d) = quad::child_ref(e, item.key)?.dbr {
                     heap.push(Reverse(Item {
                         dist: d.min_dist_point(p),
                         node: true,
                         key: e.key,
-                        point: *p,
+                        rect: None,
                     }));
                 }
             }
@@ -309,38 +309,5 @@ fn visit(
         Ok(())
     } else {
         probe.children(node, page, children)
-    }
-}
-
-/// A kNN queue item: a node (by the MINDIST of its DBR) or a point.
-#[derive(Debug, Clone, Copy)]
-struct Item {
-    dist: f64,
-    node: bool,
-    key: u64,
-    point: Point,
-}
-
-impl PartialEq for Item {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Item {}
-
-impl PartialOrd for Item {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Item {
-    /// By distance, points before nodes at equal distance, then by key.
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.dist
-            .total_cmp(&other.dist)
-            .then(self.node.cmp(&other.node))
-            .then(self.key.cmp(&other.key))
     }
 }
