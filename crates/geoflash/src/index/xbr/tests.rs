@@ -15,6 +15,7 @@ use crate::storage::mem::MemDevice;
 use crate::storage::PageDevice;
 use crate::store::efind::{EfindConfig, EfindStore};
 use crate::store::fast::LogPlacement;
+use crate::store::log::Durability;
 use crate::store::mem::MemStore;
 use crate::store::{FastConfig, FastStore, PlainConfig, PlainStore};
 
@@ -570,4 +571,69 @@ fn batch_queries_and_bulk_insertion_submit_fewer_device_batches() {
         u64::from(bulk.height()),
         "one read batch per level"
     );
+}
+
+/// On the logged stores with durability `sync`, a tree dropped without a
+/// checkpoint (a killed process) reopens through the store's restart with
+/// every acknowledged insertion and deletion.
+#[test]
+fn logged_stores_recover_every_acknowledged_operation_without_checkpoint() {
+    for kind in [Kind::Efind, Kind::Fast] {
+        let dev = device();
+        let cfg = XbrConfig::new(domain(), 5);
+        let sync = |fresh: bool| -> Box<dyn NodeStore> {
+            let d = Arc::clone(&dev);
+            match (kind, fresh) {
+                (Kind::Efind, true) => Box::new(
+                    EfindStore::create(
+                        d,
+                        EfindConfig {
+                            durability: Durability::Sync,
+                            ..efind_cfg()
+                        },
+                    )
+                    .unwrap(),
+                ),
+                (Kind::Efind, false) => Box::new(
+                    EfindStore::open(
+                        d,
+                        EfindConfig {
+                            durability: Durability::Sync,
+                            ..efind_cfg()
+                        },
+                    )
+                    .unwrap(),
+                ),
+                (_, fresh) => {
+                    let c = FastConfig {
+                        durability: Durability::Sync,
+                        ..fast_cfg()
+                    };
+                    let log = LogPlacement::tail_of(&dev, c.log_pages(PAGE).unwrap()).unwrap();
+                    Box::new(if fresh {
+                        FastStore::create(d, log, c).unwrap()
+                    } else {
+                        FastStore::open(d, log, c).unwrap()
+                    })
+                }
+            }
+        };
+        let mut t = XbrTree::create(sync(true), cfg).unwrap();
+        let mut o = Oracle::default();
+        for i in 0..400u64 {
+            let p = pt(
+                (i * 7919 % 257) as f64 / 4.0,
+                (i * 104_729 % 251) as f64 / 4.0,
+            );
+            t.insert(i, p).unwrap();
+            o.items.push((i, p));
+            if i % 3 == 0 {
+                let (id, q) = o.items.swap_remove((i as usize * 13) % o.items.len());
+                t.delete(id, q).unwrap();
+            }
+        }
+        drop(t);
+        let t = XbrTree::open(sync(false), cfg).unwrap();
+        agree(&t, &o);
+    }
 }
