@@ -1095,7 +1095,7 @@ kind = "crash_and_recover"
                 &mut st,
                 &format!(
                     "SELECT sum(query_results) FROM results_full WHERE index_kind = '{kind}' \
-                     AND step_kind IN ('range_queries', 'knn')"
+                     AND step_kind IN ('range_queries', 'knn', 'point_queries')"
                 ),
             )
         };
@@ -1121,6 +1121,10 @@ kind = "crash_and_recover"
     fn the_xbr_kind_answers_as_the_rstar_tree() {
         let text = W
             .replace("geometry = \"box\"", "geometry = \"point\"")
+            .replace(
+                "[[step]]\nkind = \"mixed\"",
+                "[[step]]\nkind = \"point_queries\"\ngroup = [1, 10]\ncount = 20\n\n[[step]]\nkind = \"mixed\"",
+            )
             .replace(
                 "store = \"plain\"\n",
                 "store = [\"plain\", \"efind\", \"fast\"]\nkind = [\"rstar\", \"xbr\"]\n",
