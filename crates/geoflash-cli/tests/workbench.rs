@@ -193,6 +193,22 @@ fn shipped_workloads_run_at_smoke_scale() {
             vec!["rstar[page_size=4KiB,reinsert=30,device=hddsim:preset=7200rpm]"],
         ),
         (
+            "thesis-grid",
+            vec![
+                "gffm[device=flashsim:preset=nvme,grid.queries=batched]",
+                "lbgrid[device=file,grid.queries=plain]",
+                "rstar[device=flashsim:preset=nvme]",
+            ],
+        ),
+        (
+            "thesis-hybrid",
+            vec![
+                "hgrid[grid.special=true]",
+                "gffm[device=flashsim:preset=xpoint]",
+                "shrtree",
+            ],
+        ),
+        (
             "simulator-vs-ssd",
             vec![
                 "rstar[page_size=2KiB,device=flashsim:preset=seed-tc58]",
