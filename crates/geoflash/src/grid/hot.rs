@@ -11,7 +11,10 @@
 //! access (0 before the first, so a first access weighs `F_i − 1`). A
 //! bucket `j` of parent `i` weighs, by Eq. 4.2,
 //!
-//! `W_j = (W_i + F_j) − (1 − t_j / T)`.
+//! `W_j = (W_i + F_j) − (1 − t_j / T)`,
+//!
+//! where `F_j` is the bucket's number of reads, not normalised (the thesis:
+//! "the number of read requests F_j").
 //!
 //! Algorithm 9 (HybridBucketDetect) adds each weight to a cumulative moving
 //! average `CA` (one for sub-directories, one for buckets); a page is **hot**
@@ -21,7 +24,7 @@
 //!
 //! **Deviation:** the weights are compared shifted by the aging term's
 //! range — `W + 1` for sub-directories (`W ∈ [−1, 1]`), `W + 2` for buckets
-//! (`W ∈ [−2, 2]`) — so that they and their average are never negative.
+//! (`W ≥ −2`) — so that they and their average are never negative.
 //! Taken literally, the first access of every page weighs about −1, the
 //! average turns negative, and `W > s · CA` then admits more pages as `s`
 //! grows, the opposite of a selectivity constant; shifted, `s = 1` admits
@@ -86,6 +89,8 @@ struct Access {
 struct Table {
     /// Added to every weight before averaging and comparing (see the deviation).
     shift: f64,
+    /// Normalise access counts to `[0, 1]` (sub-directories) or not (buckets).
+    normalise: bool,
     stats: HashMap<u64, Access>,
     max_count: u64,
     sum: f64,
@@ -102,7 +107,11 @@ impl Table {
         a.last = now;
         let count = a.count;
         self.max_count = self.max_count.max(count);
-        let f = count as f64 / self.max_count.max(1) as f64;
+        let f = if self.normalise {
+            count as f64 / self.max_count.max(1) as f64
+        } else {
+            count as f64
+        };
         let d = (now - prev.min(now)) as f64 / now.max(1) as f64;
         f - d
     }
@@ -147,6 +156,7 @@ impl HotRegions {
             now: 0,
             dirs: Table {
                 shift: 1.0,
+                normalise: true,
                 ..Table::default()
             },
             buckets: Table {
