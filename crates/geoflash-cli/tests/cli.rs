@@ -659,6 +659,15 @@ fn all_ids(idx: &Path) -> Vec<u64> {
     window_ids(idx, "-10,-10,2000,2000")
 }
 
+/// `geoflash delete` of the first `n` rows of the CSV file `data` from `idx`.
+fn delete_first_rows(idx: &Path, data: &Path, n: usize) {
+    let del = data.with_extension("del.csv");
+    let text = std::fs::read_to_string(data).unwrap();
+    let rows: Vec<&str> = text.lines().take(n + 1).collect();
+    std::fs::write(&del, rows.join("\n")).unwrap();
+    ok(geoflash(&["delete", "--index", s(idx), "--input", s(&del)]));
+}
+
 /// The sorted ids `query --window` finds.
 fn window_ids(idx: &Path, window: &str) -> Vec<u64> {
     let out = last_json(&ok(geoflash(&[
@@ -941,16 +950,7 @@ fn xbr_kind_builds_answers_deletes_and_verifies_on_every_store() {
         assert!(stats["pages_written"].as_u64().unwrap() > 0, "{stats}");
         assert_eq!(all_ids(&idx), (1..=1200).collect::<Vec<_>>());
         assert_eq!(window_ids(&idx, "100,200,400,500"), want);
-        let del = dir.path().join("del.csv");
-        let text = std::fs::read_to_string(&data).unwrap();
-        std::fs::write(&del, text.lines().take(201).collect::<Vec<_>>().join("\n")).unwrap();
-        ok(geoflash(&[
-            "delete",
-            "--index",
-            s(&idx),
-            "--input",
-            s(&del),
-        ]));
+        delete_first_rows(&idx, &data, 200);
         assert_eq!(all_ids(&idx), (201..=1200).collect::<Vec<_>>());
         let v = last_json(&ok(geoflash(&["verify", "--index", s(&idx), "--json"])));
         assert_eq!(v["report"]["points"], 1000, "{v}");
@@ -1021,16 +1021,7 @@ fn fortree_kind_builds_answers_reopens_and_reproduces_the_root_counter_failure()
     want.sort_unstable();
     assert_eq!(window_ids(&idx, "100,200,400,500"), want);
     // Deleting the first 300 from the existing index.
-    let del = dir.path().join("del.csv");
-    let text = std::fs::read_to_string(&data).unwrap();
-    std::fs::write(&del, text.lines().take(301).collect::<Vec<_>>().join("\n")).unwrap();
-    ok(geoflash(&[
-        "delete",
-        "--index",
-        s(&idx),
-        "--input",
-        s(&del),
-    ]));
+    delete_first_rows(&idx, &data, 300);
     assert_eq!(all_ids(&idx), (301..=1500).collect::<Vec<_>>());
     let v = last_json(&ok(geoflash(&["verify", "--index", s(&idx), "--json"])));
     assert_eq!(v["report"]["records"], 1200, "{v}");
