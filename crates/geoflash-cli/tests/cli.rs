@@ -1,38 +1,10 @@
 //! The command-line contract: exit codes, the JSON record as the last line of
 //! standard output, and answers that agree with a brute-force scan.
+mod common;
+use common::*;
+
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn geoflash(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_geoflash"))
-        .args(args)
-        .output()
-        .expect("run geoflash")
-}
-
-fn last_json(out: &Output) -> serde_json::Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().last().unwrap_or_else(|| {
-        panic!(
-            "no output; stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("last line is not JSON ({e}): {line}"))
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use std::process::Command;
 
 fn read_csv(p: &Path) -> Vec<(u64, [f64; 4])> {
     std::fs::read_to_string(p)

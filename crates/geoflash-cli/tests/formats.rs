@@ -1,39 +1,16 @@
 //! Dataset formats from the command line: `generate --out` FlatGeobuf and
 //! GeoParquet, `import` between formats, `build --input` of a geometry
 //! format, and bad inputs (exit code 2 with a clear message).
+mod common;
+use common::*;
+
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn geoflash(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_geoflash"))
-        .args(args)
-        .output()
-        .expect("run geoflash")
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use std::process::Output;
 
 fn bad_input(out: Output, want: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains(want), "wanted {want:?} in: {err}");
-}
-
-fn last_json(out: &Output) -> serde_json::Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().next_back().unwrap_or_default();
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("last line is not JSON ({e}): {line}"))
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 fn sorted_rects(p: &Path) -> Vec<(u64, [u64; 4])> {

@@ -4,33 +4,12 @@
 //! server binaries cannot be found.
 #![cfg(feature = "postgres")]
 
+mod common;
+use common::*;
+
 use std::path::Path;
-use std::process::{Command, Output};
 
 use geoflash_bench::pg_cluster::TempCluster;
-
-fn geoflash(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_geoflash"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("run geoflash")
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn last_json(out: &Output) -> serde_json::Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().next_back().unwrap_or("");
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("last line is not JSON ({e}): {line}"))
-}
 
 fn database(name: &str, postgis: bool) -> Option<String> {
     Some(
@@ -59,11 +38,11 @@ fn bench_and_report_with_a_postgres_results_store() {
         &url,
         "--json",
     ];
-    let first = last_json(&ok(geoflash(&args, dir.path())));
+    let first = last_json(&ok(geoflash_in(&args, dir.path())));
     assert_eq!(first["executed"], 4);
     assert!(first["rows"].as_u64().unwrap() > 4);
     // resumable: everything is complete
-    let second = last_json(&ok(geoflash(&args, dir.path())));
+    let second = last_json(&ok(geoflash_in(&args, dir.path())));
     assert_eq!(
         (
             second["executed"].as_u64(),
@@ -72,7 +51,7 @@ fn bench_and_report_with_a_postgres_results_store() {
         (Some(0), Some(4))
     );
     let out = dir.path().join("report");
-    let r = last_json(&ok(geoflash(
+    let r = last_json(&ok(geoflash_in(
         &[
             "report",
             "--results",
@@ -107,7 +86,7 @@ fn an_unreachable_server_fails_cleanly() {
         vec!["report", "--results", url, "--out", "report"],
         vec!["import", "--postgis", url, "--table", "t", "--out", "t.csv"],
     ] {
-        let out = geoflash(&args, dir.path());
+        let out = geoflash_in(&args, dir.path());
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(
@@ -124,7 +103,7 @@ fn an_unreachable_server_fails_cleanly() {
         );
     }
     // a malformed URL is bad input
-    let out = geoflash(
+    let out = geoflash_in(
         &[
             "report",
             "--results",
@@ -154,7 +133,7 @@ fn import_from_postgis() {
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("b.csv");
-    let r = last_json(&ok(geoflash(
+    let r = last_json(&ok(geoflash_in(
         &[
             "import",
             "--postgis",
@@ -180,7 +159,7 @@ fn import_from_postgis() {
         "id,minx,miny,maxx,maxy\n10,-1.5,2.25,-1.5,2.25\n20,1,1,2,5\n30,0,0,4,3\n"
     );
     // a missing table is bad input naming it
-    let o = geoflash(
+    let o = geoflash_in(
         &[
             "import",
             "--postgis",
@@ -195,9 +174,9 @@ fn import_from_postgis() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("nothere"));
     // --table is required with --postgis, and --input conflicts with it
-    let o = geoflash(&["import", "--postgis", &url, "--out", "x.csv"], dir.path());
+    let o = geoflash_in(&["import", "--postgis", &url, "--out", "x.csv"], dir.path());
     assert_eq!(o.status.code(), Some(2));
-    let o = geoflash(
+    let o = geoflash_in(
         &[
             "import",
             "--input",

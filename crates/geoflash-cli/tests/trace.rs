@@ -1,33 +1,7 @@
 //! I/O traces on the command line: a build records the trace of its index
 //! device, devbench replays it on any device and reproduces the counters.
-use std::path::Path;
-use std::process::{Command, Output};
-
-fn geoflash(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_geoflash"))
-        .args(args)
-        .output()
-        .expect("run geoflash")
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn last_json(out: &Output) -> serde_json::Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().last().expect("output");
-    serde_json::from_str(line).expect("JSON last line")
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+mod common;
+use common::*;
 
 #[test]
 fn build_trace_replays_to_the_same_counters_in_both_ftl_modes() {

@@ -1,39 +1,10 @@
 //! The workbench from the command line: `bench`, `report`, `import`, the
 //! shipped workload files, and bad input (exit code 2, errors naming the
 //! line and key, nothing written to the results store).
+mod common;
+use common::*;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn geoflash(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_geoflash"))
-        .args(args)
-        .output()
-        .expect("run geoflash")
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn last_json(out: &Output) -> serde_json::Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().next_back().unwrap_or_else(|| {
-        panic!(
-            "no output; stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("last line is not JSON ({e}): {line}"))
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 fn workloads_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads")
