@@ -6,7 +6,7 @@ GEOFLASH_PROPTEST_CASES ?= 64
 export GEOFLASH_PROPTEST_CASES
 DEMO_DIR ?= demo
 
-.PHONY: all setup build demo test lint unit python test-long bench fuzz clean
+.PHONY: all setup build demo test lint unit python test-long bench bench-peers fuzz clean
 
 all: build
 
@@ -43,11 +43,18 @@ python:
 test-long: setup
 	GEOFLASH_PROPTEST_CASES=2000 GEOFLASH_CRASH_CASES=10000 GEOFLASH_LONG=1 $(CARGO) test --workspace --release -- --include-ignored
 
-## Criterion benchmarks, then every shipped workload at small scale
-## (scripts/bench-workloads.sh: results and reports in bench-results/).
+## Criterion benchmarks, every shipped workload at small scale
+## (scripts/bench-workloads.sh: results and reports in bench-results/), then
+## the peer benchmark.
 bench: setup
 	$(CARGO) bench -p geoflash
 	@bash scripts/bench-workloads.sh
+	@bash scripts/bench-peers.sh
+
+## geoflash against SQLite R*Tree, libspatialindex, DuckDB, PostGIS, shapely
+## and geo-index in one run (scripts/bench-peers.sh; PEERS_ARGS="--scale full").
+bench-peers: setup
+	@bash scripts/bench-peers.sh
 
 ## Coverage-guided fuzzing of the page codec (needs cargo-fuzz; outside CI).
 fuzz: setup

@@ -1,0 +1,62 @@
+"""A smoke run of the peer benchmark (benchmarks/peers): every system builds,
+answers and is checked against the brute-force oracle on a small dataset,
+and the results store, Markdown table and plot are written.
+
+The harness exits 1 when any system answers differently from the oracle;
+under CI=true (strict) a missing peer, server or failed phase fails it too.
+"""
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+RUN = ROOT / "benchmarks" / "peers" / "run.py"
+
+
+def geoflash_bin():
+    for profile in ("debug", "release"):
+        p = ROOT / "target" / profile / "geoflash"
+        if p.exists():
+            return str(p)
+    return None
+
+
+def test_peer_benchmark_smoke_run(tmp_path):
+    bin_ = geoflash_bin()
+    assert bin_, "the geoflash command is not built (cargo build -p geoflash-cli)"
+    out = tmp_path / "out"
+    cmd = [
+        sys.executable, str(RUN), "--scale", "smoke", "--count", "1500", "--datasets", "uniform,helsinki",
+        "--queries", "20", "--warm-repeat", "1", "--out", str(out), "--workdir", str(tmp_path / "work"),
+        "--geoflash-bin", bin_,
+    ]
+    strict = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+    if strict:
+        cmd.append("--strict")
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    assert "WRONG" not in run.stdout
+    md = (out / "results.md").read_text()
+    assert "## uniform (1,500 objects)" in md
+    assert "geoflash ÷ peer" in md
+    con = sqlite3.connect(out / "results.sqlite")
+    rows = con.execute("SELECT system, phase, mismatches, error FROM peer_results").fetchall()
+    systems = {r[0] for r in rows}
+    for must in ("geoflash", "geoflash (memory)", "sqlite-rtree", "rtree", "rtree (memory)", "duckdb",
+                 "shapely-strtree (memory)", "geo-index (memory)"):
+        assert must in systems, (must, sorted(systems))
+    if strict:
+        assert "postgis" in systems
+        assert not [r for r in rows if r[3]], [r for r in rows if r[3]]
+    # every query phase was checked against the oracle and agreed
+    checked = [r for r in rows if r[1].startswith("windows") or r[1] == "knn"]
+    assert checked and all(r[2] == 0 for r in checked if r[3] is None)
+    # builds measured the bytes the kernel counts
+    (written,) = con.execute(
+        "SELECT bytes_written FROM peer_results WHERE system='geoflash' AND phase='build insert' AND dataset='uniform'"
+    ).fetchone()
+    assert written and written > 0
+    assert (out / "peers.png").stat().st_size > 10_000
