@@ -77,7 +77,7 @@ def markdown(run: dict, rows: List[dict]) -> str:
         f"# Peer benchmark ({run['scale']}, {run['n']:,} objects per generated dataset; {run['started']}, {run['host']})",
         "",
         "Times are medians where repeated; cold = first pass in a new process after opening, warm = median of later passes;"
-        " queries are 100 per row (ms for all 100). MB written: the kernel's count (`/proc/PID/io`), the server's for PostGIS."
+        f" queries are {run.get('queries', 100)} per row (ms for all of them). MB written: the kernel's count (`/proc/PID/io`), the server's for PostGIS."
         f" {DASH}: the system has no such operation.",
         "",
     ]
@@ -121,8 +121,10 @@ def ratio_table(systems: Dict[str, Dict[str, dict]], qphases: List[str]) -> List
             cols += [(f"{q} cold", q, "cold_s"), (f"{q} warm", q, "warm_s")]
         out += [f"{ours} ÷ peer (below 1: {ours} is better)", "",
                 "| peer | " + " | ".join(c[0] for c in cols) + " |", "|" + "---|" * (len(cols) + 1)]
+        in_memory = ours.endswith("(memory)")
         for peer, phases in systems.items():
-            if peer.startswith("geoflash"):
+            # disk against disk, memory against memory
+            if peer.startswith("geoflash") or peer.endswith("(memory)") != in_memory:
                 continue
             cells = []
             for _l, phase, metric in cols:

@@ -207,7 +207,7 @@ def main(argv=None) -> int:
     lineup = [s for s in peers.make_systems(cluster=cluster, only=only) if not _needs_missing(s, missing)]
     rows = []
     run = {"started": datetime.datetime.now().isoformat(timespec="seconds"), "host": platform.node(),
-           "scale": a.scale, "n": n, "python": platform.python_version()}
+           "scale": a.scale, "n": n, "python": platform.python_version(), "queries": a.queries}
     try:
         for ds in [d for d in a.datasets.split(",") if d]:
             data = make_dataset(ds, n, work, bin_)
