@@ -187,6 +187,9 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", help="where indexes are built (default: a temporary directory)")
     ap.add_argument("--geoflash-bin")
     ap.add_argument("--no-postgis", action="store_true")
+    ap.add_argument("--geoflash-variant", action="append", default=[], metavar="NAME:key=value,...",
+                    help="an extra geoflash configuration (Index keyword arguments), e.g."
+                         " 'buffered:device=file?direct=false,buffer=64MiB'; 'mem-NAME:...' in memory")
     ap.add_argument("--strict", action="store_true", default=strict_default())
     a = ap.parse_args(argv)
 
@@ -204,7 +207,11 @@ def main(argv=None) -> int:
         cluster = pgtemp.TempCluster(pgtemp.find_bindir())
     pg = {"port": cluster.port, "data": cluster.data} if cluster else None
     only = [s for s in a.systems.split(",") if s]
-    lineup = [s for s in peers.make_systems(cluster=cluster, only=only) if not _needs_missing(s, missing)]
+    try:
+        lineup = peers.make_systems(cluster=cluster, only=only, variants=a.geoflash_variant)
+    except ValueError as e:
+        ap.error(str(e))
+    lineup = [s for s in lineup if not _needs_missing(s, missing)]
     rows = []
     run = {"started": datetime.datetime.now().isoformat(timespec="seconds"), "host": platform.node(),
            "scale": a.scale, "n": n, "python": platform.python_version(), "queries": a.queries}
@@ -252,7 +259,8 @@ def _needs_missing(system, missing) -> bool:
 
 def run_system(system, ds, n, data, queries, work, pg, a) -> List[dict]:
     base = {"dataset": ds, "n": n, "system": system.label}
-    common = {"system": system.label, "data": data, "pg": pg, "warm_repeat": a.warm_repeat, "k": a.k}
+    common = {"system": system.label, "data": data, "pg": pg, "warm_repeat": a.warm_repeat, "k": a.k,
+              "variants": a.geoflash_variant}
     rows = []
     print(f"   {system.label}", file=sys.stderr)
     if not system.persistent:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -542,10 +542,32 @@ class GeoIndex(System):
         pass
 
 
-def make_systems(cluster=None, only: Optional[List[str]] = None) -> List[System]:
+def parse_variant(text: str) -> Geoflash:
+    """``NAME:key=value,key=value`` → an extra geoflash configuration on
+    disk (``mem-NAME:...`` in memory); values are ``geoflash.Index``
+    keyword arguments (numbers are converted, the rest stay strings)."""
+    name, _, rest = text.partition(":")
+    if not name or not rest:
+        raise ValueError(f"--geoflash-variant {text!r}: expected NAME:key=value,...")
+    opts = {}
+    for kv in rest.split(","):
+        k, eq, v = kv.partition("=")
+        if not eq:
+            raise ValueError(f"--geoflash-variant {text!r}: {kv!r} is not key=value")
+        try:
+            opts[k.strip()] = int(v) if v.strip().isdigit() else float(v) if v.replace(".", "", 1).isdigit() else v
+        except ValueError:
+            opts[k.strip()] = v
+    if name.startswith("mem-"):
+        return GeoflashMemory(name[4:] + ", memory", **opts)
+    return Geoflash(name, **opts)
+
+
+def make_systems(cluster=None, only: Optional[List[str]] = None, variants: Sequence[str] = ()) -> List[System]:
     """Every configuration the benchmark runs, in table order.
 
-    ``only`` keeps the labels that start with one of its prefixes.
+    ``only`` keeps the labels that start with one of its prefixes;
+    ``variants`` adds geoflash configurations (:func:`parse_variant`).
     """
     systems: List[System] = [
         Geoflash("default"),
@@ -556,6 +578,7 @@ def make_systems(cluster=None, only: Optional[List[str]] = None) -> List[System]
             device="file",
             durability="none",
         ),
+        *[parse_variant(v) for v in variants if not v.startswith("mem-")],
         Sqlite("default"),
         Rtree("default"),
         Rtree("buffer 128", buffering_capacity=128),
@@ -565,6 +588,7 @@ def make_systems(cluster=None, only: Optional[List[str]] = None) -> List[System]
         systems.append(Postgis("default", cluster=cluster))
     systems += [
         GeoflashMemory("memory"),
+        *[parse_variant(v) for v in variants if v.startswith("mem-")],
         RtreeMemory("memory"),
         ShapelyStrtree("memory"),
         GeoIndex("memory"),

@@ -115,7 +115,7 @@ def timed_passes(fn, repeat):
 
 
 def find_system(spec, cluster):
-    for s in peers.make_systems(cluster=cluster):
+    for s in peers.make_systems(cluster=cluster, variants=spec.get("variants", [])):
         if s.label == spec["system"]:
             return s
     raise SystemExit(f"worker: unknown system {spec['system']!r}")
