@@ -721,7 +721,7 @@ impl NodeStore for PlainStore {
     }
 
     fn stats(&self) -> StoreStats {
-        self.lock().stats
+        self.lock().stats.clone()
     }
 }
 

@@ -922,7 +922,7 @@ impl NodeStore for FastStore {
     }
 
     fn stats(&self) -> StoreStats {
-        let mut s = self.lock().stats;
+        let mut s = self.lock().stats.clone();
         let l = self.log.stats();
         s.log_records = l.records;
         s.log_bytes = l.bytes;
