@@ -26,7 +26,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::index::TreeCounters;
-use crate::storage::{DeviceStats, IoCounters, SimCounters};
+use crate::storage::{DeviceStats, IoCounters, PageDevice, SimCounters};
 use crate::store::StoreStats;
 use crate::{Error, Result};
 
@@ -222,6 +222,20 @@ impl PhaseTimes {
         if let Some(slot) = slot {
             *slot = slot.saturating_add(ns);
         }
+    }
+
+    /// Runs `work` as `phase` on the three clocks (`device` provides the
+    /// simulated one) and returns its result with the time it took.
+    pub fn measure<T>(
+        phase: Phase,
+        device: &dyn PageDevice,
+        work: impl FnOnce() -> T,
+    ) -> (T, PhaseTimes) {
+        let watch = Stopwatch::start(device.sim_clock_ns());
+        let out = work();
+        let mut t = PhaseTimes::default();
+        watch.stop(phase, device.sim_clock_ns(), &mut t);
+        (out, t)
     }
 
     /// Nanoseconds of `phase` on `clock`.
