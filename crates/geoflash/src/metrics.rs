@@ -264,6 +264,37 @@ pub fn process_cpu_ns() -> Option<u64> {
         .map(|t| u64::try_from(t.as_duration().as_nanos()).unwrap_or(u64::MAX))
 }
 
+/// The wall and process CPU clocks of one batch (a build, a run of
+/// queries): [`finish`](Self::finish) sets `wall_time_ns` and `cpu_time_ns`.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchClock {
+    wall: std::time::Instant,
+    cpu: Option<u64>,
+}
+
+impl BatchClock {
+    /// Starts both clocks.
+    pub fn start() -> BatchClock {
+        BatchClock {
+            wall: std::time::Instant::now(),
+            cpu: process_cpu_ns(),
+        }
+    }
+
+    /// Wall-clock time since the start.
+    pub fn elapsed(&self) -> std::time::Duration {
+        self.wall.elapsed()
+    }
+
+    /// Sets `s.wall_time_ns` and `s.cpu_time_ns` to the time since the start.
+    pub fn finish(&self, s: &mut Stats) {
+        s.wall_time_ns = u64::try_from(self.wall.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        if let (Some(a), Some(b)) = (self.cpu, process_cpu_ns()) {
+            s.cpu_time_ns = b.saturating_sub(a);
+        }
+    }
+}
+
 /// Measures one phase on the three clocks: wall, the thread's CPU and, when
 /// given, a simulated device's clock ([`crate::storage::PageDevice::sim_clock_ns`]).
 /// Start it at a layer boundary (an operation, a flush, a batch of page

@@ -48,9 +48,9 @@ use super::alloc::PageAllocator;
 use super::header::{Format, Header};
 use super::placement::Placement;
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
-use crate::metrics::{Phase, PhaseTimes, Stopwatch};
 use crate::cache::{Cache, EntryMeta, PolicyKind};
 use crate::geom::Rect;
+use crate::metrics::{Phase, PhaseTimes, Stopwatch};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
@@ -474,9 +474,15 @@ impl PlainStore {
         });
         written.map_err(|e| note_failure(inner, e))?;
         let n = nodes.len() as u64;
-        inner.stats.record_node_writes(nodes.iter().map(|(_, node)| node.level));
+        inner
+            .stats
+            .record_node_writes(nodes.iter().map(|(_, node)| node.level));
         inner.stats.times.add(&t);
-        flush.stop(Phase::Flush, self.device.sim_clock_ns(), &mut inner.stats.times);
+        flush.stop(
+            Phase::Flush,
+            self.device.sim_clock_ns(),
+            &mut inner.stats.times,
+        );
         inner.stats.flushes += 1;
         inner.stats.flushed_nodes += n;
         Ok(())

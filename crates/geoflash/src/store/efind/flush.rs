@@ -240,7 +240,9 @@ impl EfindStore {
         self.write_protected(&pids, &data, &ids)?;
         let mut inner = self.lock();
         let n = pages.len() as u64;
-        inner.stats.record_node_writes(pages.iter().map(|(_, node)| node.level));
+        inner
+            .stats
+            .record_node_writes(pages.iter().map(|(_, node)| node.level));
         inner.stats.flushes += 1;
         inner.stats.flushed_nodes += n;
         let tc = self.config.temporal_control;
@@ -266,7 +268,11 @@ impl EfindStore {
         for id in ids {
             self.wb.remove(id);
         }
-        watch.stop(Phase::Flush, self.device.sim_clock_ns(), &mut self.lock().stats.times);
+        watch.stop(
+            Phase::Flush,
+            self.device.sim_clock_ns(),
+            &mut self.lock().stats.times,
+        );
         Ok(())
     }
 }

@@ -55,7 +55,11 @@ impl EfindStore {
     fn compact_log(&mut self) -> Result<()> {
         let watch = Stopwatch::start(self.device.sim_clock_ns());
         self.log_mut()?.compact()?;
-        watch.stop(Phase::Compaction, self.device.sim_clock_ns(), &mut self.lock().stats.times);
+        watch.stop(
+            Phase::Compaction,
+            self.device.sim_clock_ns(),
+            &mut self.lock().stats.times,
+        );
         self.lock().estats.compactions += 1;
         Ok(())
     }
@@ -81,7 +85,11 @@ impl EfindStore {
             log.append(r)?;
         }
         log.commit(op)?;
-        watch.stop(Phase::Log, self.device.sim_clock_ns(), &mut self.lock().stats.times);
+        watch.stop(
+            Phase::Log,
+            self.device.sim_clock_ns(),
+            &mut self.lock().stats.times,
+        );
         self.last_op = Some(op);
         self.lock().stats.ops_committed += 1;
         while self.wb.bytes() > self.write_budget {
@@ -142,7 +150,11 @@ impl EfindStore {
                 let last = log.last_lsn();
                 log.sync_to(last)?;
                 let mut inner = self.lock();
-                watch.stop(Phase::Log, self.device.sim_clock_ns(), &mut inner.stats.times);
+                watch.stop(
+                    Phase::Log,
+                    self.device.sim_clock_ns(),
+                    &mut inner.stats.times,
+                );
                 inner.estats.page_images += pages.len() as u64;
                 inner.estats.page_image_bytes += image_bytes;
             } else {
@@ -156,7 +168,11 @@ impl EfindStore {
             if protect {
                 self.device.sync()?;
             }
-            watch.stop(Phase::Write, self.device.sim_clock_ns(), &mut self.lock().stats.times);
+            watch.stop(
+                Phase::Write,
+                self.device.sim_clock_ns(),
+                &mut self.lock().stats.times,
+            );
         } else {
             self.ensure_room(flush_rec.encoded_len() as u64)?;
         }

@@ -40,7 +40,11 @@ impl EfindStore {
         let (_, node) = page::decode_node(&buf, Some(id))?;
         let node = Arc::new(node);
         let mut inner = self.lock();
-        watch.stop(Phase::Read, self.device.sim_clock_ns(), &mut inner.stats.times);
+        watch.stop(
+            Phase::Read,
+            self.device.sim_clock_ns(),
+            &mut inner.stats.times,
+        );
         inner.stats.record_node_read(node.level);
         if self.read_budget > 0 {
             let m = super::meta_of(&node);

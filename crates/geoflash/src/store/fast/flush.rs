@@ -1,9 +1,9 @@
 //! Committing, flushing (Alg. 4) with torn-write protection, checkpoints,
 //! log compaction and emergency flushes. See the [module docs](super).
-use crate::metrics::{Phase, Stopwatch};
 use super::codec;
 use super::table::Row;
 use super::{FastStore, COMPACT_AT, EMERGENCY_AT};
+use crate::metrics::{Phase, Stopwatch};
 use crate::page;
 use crate::storage::PageId;
 use crate::store::log::record::RECORD_HEADER;
@@ -44,7 +44,11 @@ impl FastStore {
             self.log.append(rec)?;
         }
         self.log.commit(op)?;
-        watch.stop(Phase::Log, self.device.sim_clock_ns(), &mut self.lock().stats.times);
+        watch.stop(
+            Phase::Log,
+            self.device.sim_clock_ns(),
+            &mut self.lock().stats.times,
+        );
         self.logged = state;
         Ok(())
     }
@@ -108,7 +112,11 @@ impl FastStore {
     pub(super) fn compact_log(&mut self) -> Result<()> {
         let watch = Stopwatch::start(self.device.sim_clock_ns());
         self.log.compact()?;
-        watch.stop(Phase::Compaction, self.device.sim_clock_ns(), &mut self.lock().stats.times);
+        watch.stop(
+            Phase::Compaction,
+            self.device.sim_clock_ns(),
+            &mut self.lock().stats.times,
+        );
         self.fstats.compactions += 1;
         Ok(())
     }
@@ -159,7 +167,11 @@ impl FastStore {
         inner.stats.flushes += written.max(1);
         inner.stats.flushed_nodes += pages.len() as u64;
         inner.stats.record_node_writes(levels);
-        watch.stop(Phase::Flush, self.device.sim_clock_ns(), &mut inner.stats.times);
+        watch.stop(
+            Phase::Flush,
+            self.device.sim_clock_ns(),
+            &mut inner.stats.times,
+        );
         Ok(())
     }
 
@@ -243,7 +255,11 @@ impl FastStore {
                 }
                 self.fstats.page_images += chunk.len() as u64;
                 self.log.sync_to(last)?;
-                watch.stop(Phase::Log, self.device.sim_clock_ns(), &mut self.lock().stats.times);
+                watch.stop(
+                    Phase::Log,
+                    self.device.sim_clock_ns(),
+                    &mut self.lock().stats.times,
+                );
             }
             let ids: Vec<PageId> = chunk.iter().map(|(id, _)| *id).collect();
             if !protect {
@@ -257,7 +273,11 @@ impl FastStore {
             if protect {
                 self.device.sync()?;
             }
-            watch.stop(Phase::Write, self.device.sim_clock_ns(), &mut self.lock().stats.times);
+            watch.stop(
+                Phase::Write,
+                self.device.sim_clock_ns(),
+                &mut self.lock().stats.times,
+            );
             self.log.append(Record::flush(&ids)?)?;
             batches += 1;
         }

@@ -727,7 +727,11 @@ impl FastStore {
         }
         let (_, node) = page::decode_node(&buf, Some(id))?;
         let mut inner = self.lock();
-        watch.stop(Phase::Read, self.device.sim_clock_ns(), &mut inner.stats.times);
+        watch.stop(
+            Phase::Read,
+            self.device.sim_clock_ns(),
+            &mut inner.stats.times,
+        );
         inner.stats.record_node_read(node.level);
         drop(inner);
         Ok(node)
