@@ -22,7 +22,10 @@ fn boxes(n: u64) -> Vec<(u64, [f64; 4])> {
     (0..n)
         .map(|id| {
             let (a, b) = (next(), next());
-            (id, [a, b, a + 1.0 + next() / 200.0, b + 1.0 + next() / 200.0])
+            (
+                id,
+                [a, b, a + 1.0 + next() / 200.0, b + 1.0 + next() / 200.0],
+            )
         })
         .collect()
 }
