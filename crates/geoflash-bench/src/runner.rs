@@ -17,7 +17,6 @@ use geoflash::geom::{Point, Rect};
 use geoflash::index::query::Predicate;
 use geoflash::metrics::Stats;
 use geoflash::storage::spec::DeviceSpec;
-use geoflash::store::StoreStats;
 use geoflash::{Error, Index, Result};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::{Rng, SeedableRng};
@@ -117,23 +116,6 @@ fn order_name(d: &DatasetConfig) -> String {
         .unwrap_or_default()
 }
 
-/// Store counters of `after` minus `before` (the peak stays `after`'s).
-fn store_delta(after: &StoreStats, before: &StoreStats) -> StoreStats {
-    StoreStats {
-        node_gets: after.node_gets.saturating_sub(before.node_gets),
-        buffer_hits: after.buffer_hits.saturating_sub(before.buffer_hits),
-        buffer_misses: after.buffer_misses.saturating_sub(before.buffer_misses),
-        node_reads: after.node_reads.saturating_sub(before.node_reads),
-        node_writes: after.node_writes.saturating_sub(before.node_writes),
-        nodes_created: after.nodes_created.saturating_sub(before.nodes_created),
-        nodes_deleted: after.nodes_deleted.saturating_sub(before.nodes_deleted),
-        flushes: after.flushes.saturating_sub(before.flushes),
-        flushed_nodes: after.flushed_nodes.saturating_sub(before.flushed_nodes),
-        ops_committed: after.ops_committed.saturating_sub(before.ops_committed),
-        ..*after
-    }
-}
-
 /// Runs `work` on `target` as one measured step labelled `label`; returns
 /// the step's metrics and, on a hybrid device, the note of its per-tier
 /// counters during the step.
@@ -144,6 +126,7 @@ fn measure(
 ) -> Result<(Stats, String)> {
     target.reset_device_stats();
     let before = target.counters();
+    let (tree_before, times_before) = target.index_counters();
     let cpu = cpu_time::ProcessTime::try_now().ok();
     let wall = Instant::now();
     let mut s = Stats::new(label);
@@ -156,7 +139,10 @@ fn measure(
     }
     target.device_stats_into(&mut s);
     let after = target.counters();
-    s.absorb_store(&store_delta(&after, &before));
+    s.absorb_store(&after.since(&before));
+    let (tree_after, times_after) = target.index_counters();
+    s.absorb_tree(&tree_after.since(&tree_before));
+    s.times.add(&times_after.since(&times_before));
     s.set_index_bytes(target.index_bytes());
     Ok((s, tier_note(&**target.device())))
 }
@@ -586,11 +572,6 @@ fn crash_and_recover(
     if let Some(d) = cpu.and_then(|c| c.try_elapsed().ok()) {
         s.cpu_time_ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
     }
-    s.add_time(
-        geoflash::metrics::Clock::Wall,
-        geoflash::metrics::Phase::Recovery,
-        s.wall_time_ns,
-    );
     let recovered = usize::try_from(index.len()).unwrap_or(usize::MAX);
     if recovered < before || recovered > before + operations {
         return Err(Error::corrupt(
@@ -777,15 +758,15 @@ fn build(
             let mut index =
                 Index::bulk_load(index_dir.as_deref(), &opts, load.to_vec(), *m, *fill)?;
             index.checkpoint()?;
-            let mut s = Stats::new("build");
+            // Everything the fresh index counted: device (its log file's
+            // I/O included), store, tree counters and phase times.
+            let mut s = index.stats("build");
             s.wall_time_ns = u64::try_from(wall.elapsed().as_nanos()).unwrap_or(u64::MAX);
             if let Some(d) = cpu.and_then(|c| c.try_elapsed().ok()) {
                 s.cpu_time_ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
             }
             s.operations = load.len() as u64;
-            s.set_device(&index.device().stats());
             let st = index.structure().store_stats();
-            s.absorb_store(&st);
             s.set_index_bytes(
                 st.nodes_created
                     .saturating_sub(st.nodes_deleted)

@@ -1,8 +1,8 @@
 //! The index commands: build, insert, delete, query, knn, inspect, verify, checkpoint, recover.
+use geoflash::metrics::BatchClock;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use geoflash::geom::{Point, Rect};
 use geoflash::index::query::Predicate;
@@ -293,7 +293,7 @@ fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
         .collect();
     let opts = &opts.with_domain_of(&bounds);
     opts.tree_params()?;
-    let start = Instant::now();
+    let start = BatchClock::start();
     let (index, ops) = match &a.bulk {
         Some(method) => {
             let method: BulkMethod = method.parse()?;
@@ -319,7 +319,7 @@ fn change_objects(a: &ChangeArgs, delete: bool) -> Result<(), Failure> {
     let objects = geoflash_bench::import::read_objects(&a.input)?;
     let mut index = Index::open(&a.index, Access::Write)?;
     index.device().reset_stats();
-    let start = Instant::now();
+    let start = BatchClock::start();
     let (label, done) = if delete {
         let done = apply_all(&mut index, &objects, "delete", |ix, id, _| {
             ix.delete_object(id)
@@ -479,12 +479,12 @@ fn print_stats(
     index: &Index,
     label: &str,
     ops: u64,
-    start: Instant,
+    start: BatchClock,
     json: bool,
 ) -> Result<(), Failure> {
     let mut s = index.stats(label);
     s.operations = ops;
-    s.wall_time_ns = start.elapsed().as_nanos() as u64;
+    start.finish(&mut s);
     let nodes = match (index.structure().fortree(), index.structure().xbr()) {
         (Some(mut f), _) => f.check().map(|r| r.nodes_per_level.iter().sum()),
         (None, Some(x)) => x.check().map(|r| r.nodes),
@@ -739,7 +739,7 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
     let opts = opts.with_domain_of(records.iter().map(|(_, r)| r));
     opts.tree_params()?;
     let trace_input = a.record_trace.as_ref().map(|_| records.clone());
-    let start = Instant::now();
+    let start = BatchClock::start();
     let (index, ops) = match &a.bulk {
         Some(method) => {
             let method: BulkMethod = method.parse()?;
@@ -788,7 +788,7 @@ pub fn change(a: ChangeArgs, delete: bool) -> Result<(), Failure> {
     let records = read_input(&a.input)?;
     let mut index = Index::open(&a.index, Access::Write)?;
     index.device().reset_stats();
-    let start = Instant::now();
+    let start = BatchClock::start();
     let (label, done) = if delete {
         (
             "delete",
@@ -823,7 +823,7 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
     };
     let predicate = parse_predicate(&a.predicate)?;
     let index = Index::open(&a.index, Access::Read)?;
-    let start = Instant::now();
+    let start = BatchClock::start();
     let mut answers = Vec::with_capacity(windows.len());
     let (mut candidates, mut results) = (0u64, 0u64);
     for w in &windows {
@@ -840,7 +840,7 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
     }
     let mut stats = index.stats("query");
     stats.operations = windows.len() as u64;
-    stats.wall_time_ns = start.elapsed().as_nanos() as u64;
+    start.finish(&mut stats);
     stats.query_candidates = candidates;
     stats.query_results = results;
     if a.json {

@@ -33,7 +33,7 @@ use crate::index::query::{BatchResult, KnnResult, Predicate, QueryResult};
 use crate::index::xbr::{XbrConfig, XbrTree};
 use crate::index::{BulkMethod, IndexKind, RTree, SplitKind, TreeParams};
 use crate::manifest::{Access, Crs, DirLock, Manifest, MANIFEST_VERSION};
-use crate::metrics::Stats;
+use crate::metrics::{Phase, PhaseTimes, Stats, Stopwatch};
 use crate::storage::file::{FileDevice, FileDeviceOptions};
 use crate::storage::flashsim::FlashSim;
 use crate::storage::spec::DeviceSpec;
@@ -355,6 +355,10 @@ pub struct Index {
     objects: Option<crate::objects::Heap>,
     access: Access,
     _lock: Option<DirLock>,
+    /// Time of the front end's phases since the index was created or
+    /// opened: index operations, filter and refinement of queries, recovery
+    /// at open (the store measures its own phases).
+    times: Mutex<PhaseTimes>,
 }
 
 /// A device, and the flash simulator behind it when it is one.
@@ -549,7 +553,9 @@ impl Index {
                 .map(|&(id, r)| crate::structure::as_point(id, &r).map(|p| (id, p)))
                 .collect::<Result<Vec<_>>>()?;
             let mut index = Index::create_with(dir, &opts, RTree::create)?;
+            let watch = index.watch();
             index.tree.xbr_load(&points)?;
+            index.note(watch, Phase::Index);
             index.checkpoint()?;
             return Ok(index);
         }
@@ -632,6 +638,7 @@ impl Index {
             }
             None => (None, open_device(&spec, opts.page_size, None)?, None),
         };
+        let mut times = PhaseTimes::default();
         let (store, _) = make_store_payload(
             device.clone(),
             log_device.clone(),
@@ -642,7 +649,13 @@ impl Index {
         let tree = match (fortree, xbr) {
             (Some(c), _) => Structure::Fortree(Box::new(Mutex::new(Fortree::create(store, c)?))),
             (None, Some(c)) => Structure::Xbr(Box::new(XbrTree::create(store, c)?)),
-            (None, None) => Structure::RTree(build(store, params)?),
+            (None, None) => {
+                // A bulk load builds the whole tree here: index work.
+                let watch = Stopwatch::start(device.sim_clock_ns());
+                let tree = build(store, params)?;
+                watch.stop(Phase::Index, device.sim_clock_ns(), &mut times);
+                Structure::RTree(tree)
+            }
         };
         let mut index = Index {
             dir: dir.map(Path::to_path_buf),
@@ -655,6 +668,7 @@ impl Index {
             objects: None,
             access: Access::Write,
             _lock: lock,
+            times: Mutex::new(times),
         };
         index.checkpoint()?;
         // The manifest is written last: a directory without one holds no index.
@@ -737,6 +751,8 @@ impl Index {
             Access::Read => StoreOpen::Read,
             Access::Write => StoreOpen::Write,
         };
+        // Opening a store with a log for writing runs its restart (recovery).
+        let watch = Stopwatch::start(device.sim_clock_ns());
         let (store, restart) = make_store_payload(
             device.clone(),
             log_device.clone(),
@@ -744,6 +760,10 @@ impl Index {
             params.kind == IndexKind::Hilbert || xbr.is_some(),
             how,
         )?;
+        let mut times = PhaseTimes::default();
+        if restart.is_some() {
+            watch.stop(Phase::Recovery, device.sim_clock_ns(), &mut times);
+        }
         let tree = match (fortree, xbr) {
             (Some(c), _) => Structure::Fortree(Box::new(Mutex::new(Fortree::open(store, c)?))),
             (None, Some(c)) => Structure::Xbr(Box::new(XbrTree::open(store, c)?)),
@@ -760,6 +780,7 @@ impl Index {
             objects: open_objects(dir, access)?,
             access,
             _lock: Some(lock),
+            times: Mutex::new(times),
         })
     }
 
@@ -810,34 +831,70 @@ impl Index {
     /// Inserts object `id` with MBR `rect` (one atomic operation).
     pub fn insert(&mut self, id: u64, rect: Rect) -> Result<()> {
         self.writable()?;
-        self.tree.insert(id, rect)
+        let watch = self.watch();
+        let done = self.tree.insert(id, rect);
+        self.note(watch, Phase::Index);
+        done
     }
 
     /// Deletes object `id` with MBR `rect`; an error if it is absent.
     pub fn delete(&mut self, id: u64, rect: Rect) -> Result<()> {
         self.writable()?;
-        self.tree.delete(id, rect)
+        let watch = self.watch();
+        let done = self.tree.delete(id, rect);
+        self.note(watch, Phase::Index);
+        done
     }
 
     /// Moves object `id` from `old` to `new`.
     pub fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
         self.writable()?;
-        self.tree.update(id, old, new)
+        let watch = self.watch();
+        let done = self.tree.update(id, old, new);
+        self.note(watch, Phase::Index);
+        done
     }
 
     /// Range query.
     pub fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {
-        self.tree.query(window, predicate)
+        let watch = self.watch();
+        let r = self.tree.query(window, predicate);
+        self.note(watch, Phase::Filter);
+        r
     }
 
     /// Batched range queries in one traversal.
     pub fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
-        self.tree.query_batch(windows, predicate)
+        let watch = self.watch();
+        let r = self.tree.query_batch(windows, predicate);
+        self.note(watch, Phase::Filter);
+        r
     }
 
     /// The `k` nearest objects to `point` (and every object tied with the k-th when `ties`).
     pub fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
-        self.tree.nearest(point, k, ties)
+        let watch = self.watch();
+        let r = self.tree.nearest(point, k, ties);
+        self.note(watch, Phase::Filter);
+        r
+    }
+
+    /// Time of the front end's phases since the index was created or opened:
+    /// index operations, the filter and refinement steps of queries, and
+    /// recovery at open (the store's own phases are in its counters).
+    pub fn phase_times(&self) -> PhaseTimes {
+        *self.times.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A stopwatch started now, on the device's simulated clock if it has one.
+    fn watch(&self) -> Stopwatch {
+        Stopwatch::start(self.device.sim_clock_ns())
+    }
+
+    /// Adds the time since `watch` started to the front end's `phase`.
+    fn note(&self, watch: Stopwatch, phase: Phase) {
+        let mut times = self.times.lock().unwrap_or_else(|e| e.into_inner());
+        watch.stop(phase, self.device.sim_clock_ns(), &mut times);
     }
 
     /// Flushes everything and syncs the device; a simulated flash device's
@@ -867,6 +924,9 @@ impl Index {
         }
         s.set_device(&dev);
         s.absorb_store(&self.tree.store_stats());
+        s.absorb_tree(&self.tree.tree_counters());
+        s.times
+            .add(&self.times.lock().unwrap_or_else(|e| e.into_inner()));
         s
     }
 
@@ -1023,7 +1083,10 @@ impl Index {
                 "object {id} is already in the object heap; delete it first"
             )));
         }
-        self.tree.insert(id, rect)?;
+        let watch = self.watch();
+        let done = self.tree.insert(id, rect);
+        self.note(watch, Phase::Index);
+        done?;
         if let Err(e) = self.objects_mut().and_then(|h| h.put(id, &[], geometry)) {
             let _ = self.tree.delete(id, rect);
             return Err(e);
@@ -1038,7 +1101,10 @@ impl Index {
             .get(id)?
             .ok_or_else(|| Error::invalid(format!("object {id} is not in the object heap")))?;
         let rect = crate::objects::geometry::bounding_rect(&g)?;
-        self.tree.delete(id, rect)?;
+        let watch = self.watch();
+        let done = self.tree.delete(id, rect);
+        self.note(watch, Phase::Index);
+        done?;
         self.objects_mut()?.delete(id)
     }
 
@@ -1054,8 +1120,11 @@ impl Index {
                 crate::objects::OBJECTS_FILE
             ))
         })?;
-        let filtered = self.tree.query(window, predicate)?;
-        crate::index::refine::refine(filtered, heap, window, predicate)
+        let filtered = self.query(window, predicate)?;
+        let watch = self.watch();
+        let refined = crate::index::refine::refine(filtered, heap, window, predicate);
+        self.note(watch, Phase::Refinement);
+        refined
     }
 }
 

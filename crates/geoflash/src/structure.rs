@@ -23,7 +23,7 @@ use crate::geom::{Point, Rect};
 use crate::index::fortree::{Fortree, FortreeConfig};
 use crate::index::query::{BatchResult, Hit, KnnResult, Predicate, QueryResult, QueryStats};
 use crate::index::xbr::{BulkOptions, XbrTree};
-use crate::index::RTree;
+use crate::index::{RTree, TreeCounters};
 use crate::store::{NodeStore, OpId, StoreStats};
 use crate::{Error, Result};
 
@@ -265,8 +265,7 @@ impl Structure {
     }
 
     /// The store's counters; for a FOR-tree the buffer and flush counters
-    /// are its own buffer's (its store runs without one) and `merges`
-    /// counts merge-backs.
+    /// are its own buffer's (its store runs without one).
     pub fn store_stats(&self) -> StoreStats {
         match self {
             Structure::RTree(t) => t.store().stats(),
@@ -283,6 +282,19 @@ impl Structure {
                     ..f.store().stats()
                 }
             }
+        }
+    }
+
+    /// What the index algorithms counted: splits, reinsertions, merges (a
+    /// FOR-tree's merges are its merge-backs).
+    pub fn tree_counters(&self) -> TreeCounters {
+        match self {
+            Structure::RTree(t) => t.counters(),
+            Structure::Xbr(t) => t.counters(),
+            Structure::Fortree(f) => TreeCounters {
+                merges: lock(f).stats().merge_backs,
+                ..TreeCounters::default()
+            },
         }
     }
 

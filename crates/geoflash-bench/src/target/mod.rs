@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use geoflash::geom::{Point, Rect};
 use geoflash::index::query::Predicate;
-use geoflash::metrics::Stats;
+use geoflash::index::TreeCounters;
+use geoflash::metrics::{PhaseTimes, Stats};
 use geoflash::storage::PageDevice;
 use geoflash::store::StoreStats;
 use geoflash::{Index, Result};
@@ -42,6 +43,12 @@ pub trait Target {
     fn device_stats_into(&self, s: &mut Stats);
     /// The index's own counters, as store counters (differenced per step).
     fn counters(&self) -> StoreStats;
+    /// What the index algorithms and the index front end measured
+    /// (splits, reinsertions, merges; index, filter, refinement and
+    /// recovery times), differenced per step; zeros by default.
+    fn index_counters(&self) -> (TreeCounters, PhaseTimes) {
+        Default::default()
+    }
     /// Bytes the index occupies on its device now.
     fn index_bytes(&self) -> u64;
     /// Inserts object `id` with box `r`.

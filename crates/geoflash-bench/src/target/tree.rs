@@ -3,7 +3,8 @@ use std::sync::Arc;
 
 use geoflash::geom::{Point, Rect};
 use geoflash::index::query::Predicate;
-use geoflash::metrics::Stats;
+use geoflash::index::TreeCounters;
+use geoflash::metrics::{PhaseTimes, Stats};
 use geoflash::storage::PageDevice;
 use geoflash::store::StoreStats;
 use geoflash::{Index, Result};
@@ -44,6 +45,13 @@ impl Target for TreeTarget {
 
     fn counters(&self) -> StoreStats {
         self.index.structure().store_stats()
+    }
+
+    fn index_counters(&self) -> (TreeCounters, PhaseTimes) {
+        (
+            self.index.structure().tree_counters(),
+            self.index.phase_times(),
+        )
     }
 
     fn index_bytes(&self) -> u64 {

@@ -80,6 +80,7 @@ impl<S: NodeStore> RTree<S> {
             if i > 0 && entries.len() < m {
                 // CondenseTree: eliminate the node, keep its entries for reinsertion.
                 self.store.delete(step.id)?;
+                self.counters.merges += 1;
                 orphans.extend(entries.into_iter().map(|e| (level, e)));
                 remove = Some(step.id);
                 continue;
@@ -99,10 +100,12 @@ impl<S: NodeStore> RTree<S> {
             for (level, e) in orphans {
                 self.take_records(level, e, &mut records)?;
             }
+            self.counters.reinsertions += records.len() as u64;
             for e in records {
                 self.reinsert_entry(0, e, meta)?;
             }
         } else {
+            self.counters.reinsertions += orphans.len() as u64;
             for (level, e) in orphans {
                 self.reinsert_entry(level, e, meta)?;
             }

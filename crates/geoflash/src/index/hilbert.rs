@@ -148,6 +148,7 @@ impl<S: NodeStore> RTree<S> {
             let Some(parent) = i.checked_sub(1).and_then(|p| path.get(p)) else {
                 // The root splits 1-to-2.
                 let mut groups = spread(entries, 2).into_iter();
+                self.counters.splits += 1;
                 let (Some(a), Some(b)) = (groups.next(), groups.next()) else {
                     return Err(Error::corrupt(Some(step.id), "root split failed"));
                 };
@@ -176,6 +177,7 @@ impl<S: NodeStore> RTree<S> {
                 // An only child (a root with one child while orphans are
                 // reinserted after a deletion): split 1-to-2.
                 let mut groups = spread(entries, 2).into_iter();
+                self.counters.splits += 1;
                 let (Some(a), Some(b)) = (groups.next(), groups.next()) else {
                     return Err(Error::corrupt(Some(step.id), "split failed"));
                 };
@@ -211,6 +213,7 @@ impl<S: NodeStore> RTree<S> {
                 updates.push(self.entry_for(second.0, &b)?);
             } else {
                 let mut groups = spread(all, 3).into_iter();
+                self.counters.splits += 1;
                 let (Some(a), Some(b), Some(c)) = (groups.next(), groups.next(), groups.next())
                 else {
                     return Err(Error::corrupt(Some(step.id), "2-to-3 split failed"));

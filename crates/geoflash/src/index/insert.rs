@@ -120,6 +120,7 @@ impl<S: NodeStore> RTree<S> {
             } else if reinsert_count > 0 && i > 0 && !reinserted.contains(&level) {
                 reinserted.push(level);
                 let (keep, removed) = rstar::pick_reinsert(entries, reinsert_count);
+                self.counters.reinsertions += removed.len() as u64;
                 let changes = diff(&step.node.entries, &keep);
                 self.store.modify(step.id, level, &changes)?;
                 pending.extend(removed.into_iter().map(|e| (level, e)));
@@ -129,6 +130,7 @@ impl<S: NodeStore> RTree<S> {
                 }
             } else {
                 let (a, b) = split::split(&self.params, entries)?;
+                self.counters.splits += 1;
                 let changes = diff(&step.node.entries, &a);
                 self.store.modify(step.id, level, &changes)?;
                 let (ra, rb) = match (mbr(&a), mbr(&b)) {

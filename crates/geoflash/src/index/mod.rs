@@ -42,6 +42,7 @@ use ops::mbr;
 
 pub mod bulk;
 mod check;
+mod counters;
 mod delete;
 pub mod external;
 pub mod fortree;
@@ -61,6 +62,7 @@ pub mod xbr;
 
 pub use bulk::BulkMethod;
 pub use check::TreeReport;
+pub use counters::TreeCounters;
 pub use external::{ExternalBulkConfig, ExternalBulkReport};
 pub use inspect::{InspectReport, LevelReport};
 pub use params::{IndexKind, SplitKind, TreeParams};
@@ -79,6 +81,8 @@ pub struct RTree<S: NodeStore> {
     params: TreeParams,
     /// The object ids of the records, for the duplicate check of insertions.
     ids: ids::IdSet,
+    /// Splits, reinsertions and merges since the tree was created or opened.
+    counters: TreeCounters,
 }
 
 /// One node on a root-to-node path.
@@ -103,6 +107,7 @@ impl<S: NodeStore> RTree<S> {
             store,
             params,
             ids: ids::IdSet::empty(),
+            counters: TreeCounters::default(),
         })
     }
 
@@ -113,12 +118,18 @@ impl<S: NodeStore> RTree<S> {
             store,
             params,
             ids: ids::IdSet::unknown(),
+            counters: TreeCounters::default(),
         })
     }
 
     /// The tree's parameters.
     pub fn params(&self) -> &TreeParams {
         &self.params
+    }
+
+    /// Splits, reinsertions and merges since the tree was created or opened.
+    pub fn counters(&self) -> TreeCounters {
+        self.counters
     }
 
     /// The store.

@@ -602,6 +602,10 @@ impl<D: PageDevice> PageDevice for FaultyDevice<D> {
     fn tiers(&self) -> Option<super::TierReport> {
         self.inner.tiers()
     }
+
+    fn sim_clock_ns(&self) -> Option<u64> {
+        self.inner.sim_clock_ns()
+    }
 }
 
 #[cfg(test)]

@@ -668,6 +668,10 @@ impl PageDevice for HddSim {
         }
     }
 
+    fn sim_clock_ns(&self) -> Option<u64> {
+        Some(self.lock().clock_ns.max(0.0).round() as u64)
+    }
+
     /// Resets the counters and the reported simulated time (not the contents,
     /// the cache or the head position).
     fn reset_stats(&self) {

@@ -365,6 +365,14 @@ impl PageDevice for HybridDevice {
         }
     }
 
+    /// The sum of the tiers' simulated clocks (each tier advances its own).
+    fn sim_clock_ns(&self) -> Option<u64> {
+        match (self.fast.sim_clock_ns(), self.slow.sim_clock_ns()) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+        }
+    }
+
     fn reset_stats(&self) {
         self.fast.reset_stats();
         self.slow.reset_stats();

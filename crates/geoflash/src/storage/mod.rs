@@ -103,6 +103,13 @@ pub trait PageDevice: Send + Sync {
         None
     }
 
+    /// The simulated clock of a simulated device, ns since it was created
+    /// (never reset, unlike the counters), cheap enough to read around every
+    /// phase a store or index measures; `None` on a real device (the default).
+    fn sim_clock_ns(&self) -> Option<u64> {
+        None
+    }
+
     /// Reads one page.
     fn read(&self, page: PageId, buf: &mut [u8]) -> Result<()> {
         self.read_batch(&[page], buf)
@@ -175,6 +182,9 @@ macro_rules! forward_page_device {
             }
             fn tiers(&self) -> Option<TierReport> {
                 (**self).tiers()
+            }
+            fn sim_clock_ns(&self) -> Option<u64> {
+                (**self).sim_clock_ns()
             }
         }
     };

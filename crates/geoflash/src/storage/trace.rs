@@ -525,6 +525,10 @@ impl<D: PageDevice> PageDevice for TraceDevice<D> {
     fn tiers(&self) -> Option<super::TierReport> {
         self.inner.tiers()
     }
+
+    fn sim_clock_ns(&self) -> Option<u64> {
+        self.inner.sim_clock_ns()
+    }
 }
 
 /// What a replay submitted.

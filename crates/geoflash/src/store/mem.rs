@@ -211,7 +211,7 @@ impl NodeStore for MemStore {
         StoreStats {
             node_gets: gets,
             buffer_hits: gets,
-            ..self.stats
+            ..self.stats.clone()
         }
     }
 }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::PhaseTimes;
 use crate::page::{Entry, Node};
 use crate::storage::PageId;
 use crate::Result;
@@ -55,7 +56,7 @@ pub struct TreeMeta {
 }
 
 /// Counters every store keeps (a part of [`crate::metrics`]' record).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StoreStats {
     /// Nodes requested through `get`.
     pub node_gets: u64,
@@ -118,6 +119,74 @@ pub struct StoreStats {
     /// eFIND temporal control on reads: flushed pages pre-cached (a read after the write avoided).
     #[serde(default)]
     pub precached: u64,
+    /// Node pages read from the device, by node level (index 0 = leaves).
+    #[serde(default)]
+    pub node_reads_by_level: Vec<u64>,
+    /// Node pages written to the device, by node level (index 0 = leaves).
+    #[serde(default)]
+    pub node_writes_by_level: Vec<u64>,
+    /// Time by phase in the store: node reads and writes, flushes, log
+    /// appends and syncs, log compaction, recovery at open.
+    #[serde(default)]
+    pub times: PhaseTimes,
+}
+
+impl StoreStats {
+    /// Counts a node page read from the device at `level`.
+    pub fn record_node_read(&mut self, level: u16) {
+        self.node_reads += 1;
+        crate::metrics::bump_level(&mut self.node_reads_by_level, level);
+    }
+
+    /// Counts node pages written to the device at `levels` (one per page).
+    pub fn record_node_writes(&mut self, levels: impl IntoIterator<Item = u16>) {
+        for level in levels {
+            self.node_writes += 1;
+            crate::metrics::bump_level(&mut self.node_writes_by_level, level);
+        }
+    }
+
+    /// The counters of `self` minus those of `before` (an earlier snapshot
+    /// of the same store): every counter and time is differenced, the
+    /// buffer peak stays `self`'s.
+    pub fn since(&self, before: &StoreStats) -> StoreStats {
+        let levels = |a: &[u64], b: &[u64]| -> Vec<u64> {
+            a.iter()
+                .enumerate()
+                .map(|(i, v)| v.saturating_sub(b.get(i).copied().unwrap_or(0)))
+                .collect()
+        };
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        StoreStats {
+            node_gets: d(self.node_gets, before.node_gets),
+            buffer_hits: d(self.buffer_hits, before.buffer_hits),
+            buffer_misses: d(self.buffer_misses, before.buffer_misses),
+            node_reads: d(self.node_reads, before.node_reads),
+            node_writes: d(self.node_writes, before.node_writes),
+            nodes_created: d(self.nodes_created, before.nodes_created),
+            nodes_deleted: d(self.nodes_deleted, before.nodes_deleted),
+            flushes: d(self.flushes, before.flushes),
+            flushed_nodes: d(self.flushed_nodes, before.flushed_nodes),
+            ops_committed: d(self.ops_committed, before.ops_committed),
+            peak_buffer_bytes: self.peak_buffer_bytes,
+            log_records: d(self.log_records, before.log_records),
+            log_bytes: d(self.log_bytes, before.log_bytes),
+            log_pages_written: d(self.log_pages_written, before.log_pages_written),
+            compactions: d(self.compactions, before.compactions),
+            log_syncs: d(self.log_syncs, before.log_syncs),
+            page_images: d(self.page_images, before.page_images),
+            page_image_bytes: d(self.page_image_bytes, before.page_image_bytes),
+            forced_flushes: d(self.forced_flushes, before.forced_flushes),
+            tc_seq: d(self.tc_seq, before.tc_seq),
+            tc_str: d(self.tc_str, before.tc_str),
+            tc_both: d(self.tc_both, before.tc_both),
+            tc_fallback: d(self.tc_fallback, before.tc_fallback),
+            precached: d(self.precached, before.precached),
+            node_reads_by_level: levels(&self.node_reads_by_level, &before.node_reads_by_level),
+            node_writes_by_level: levels(&self.node_writes_by_level, &before.node_writes_by_level),
+            times: self.times.since(&before.times),
+        }
+    }
 }
 
 /// How nodes reach the device. See the module documentation for the contract.

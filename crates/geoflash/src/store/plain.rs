@@ -50,6 +50,7 @@ use super::placement::Placement;
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::cache::{Cache, EntryMeta, PolicyKind};
 use crate::geom::Rect;
+use crate::metrics::{Phase, PhaseTimes, Stopwatch};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
@@ -389,10 +390,23 @@ impl PlainStore {
     }
 
     /// Reads and decodes node `id` from the device (no buffer involved).
-    fn read_node(&self, id: PageId) -> Result<Node> {
-        let mut buf = vec![0u8; self.page_size];
-        self.device.read(id, &mut buf)?;
-        decode_node_page(&buf, id)
+    /// Returns the time the read took (phase `read`), for the caller to
+    /// count with the node's level ([`Self::note_read`]).
+    fn read_node(&self, id: PageId) -> Result<(Node, PhaseTimes)> {
+        let (node, t) = PhaseTimes::measure(Phase::Read, &*self.device, || {
+            let mut buf = vec![0u8; self.page_size];
+            self.device.read(id, &mut buf)?;
+            decode_node_page(&buf, id)
+        });
+        Ok((node?, t))
+    }
+
+    /// Counts node pages read from the device at `levels`, which took `t`.
+    fn note_read(stats: &mut StoreStats, levels: impl IntoIterator<Item = u16>, t: &PhaseTimes) {
+        for level in levels {
+            stats.record_node_read(level);
+        }
+        stats.times.add(t);
     }
 
     /// Node `id` from the buffer (counted as a get and a hit), or `None`
@@ -411,10 +425,11 @@ impl PlainStore {
 
     /// Takes node `id` just read from the device into the buffer (when there
     /// is one) and returns the version readers see.
-    fn adopt(&self, id: PageId, node: Node) -> Arc<Node> {
+    /// `t`: the time of the read (counted with the node's level).
+    fn adopt(&self, id: PageId, node: Node, t: &PhaseTimes) -> Arc<Node> {
         let node = Arc::new(node);
         let mut inner = self.lock();
-        inner.stats.node_reads += 1;
+        Self::note_read(&mut inner.stats, [node.level], t);
         if let Some(slot) = inner.cache.peek(id) {
             // Another reader buffered it meanwhile.
             return Arc::clone(&slot.node);
@@ -443,21 +458,31 @@ impl PlainStore {
         if nodes.is_empty() {
             return Ok(());
         }
+        let flush = Stopwatch::start(self.device.sim_clock_ns());
         nodes.sort_by_key(|(id, _)| *id);
-        let ps = self.page_size;
-        let mut data = vec![0u8; nodes.len() * ps];
-        for ((_, node), chunk) in nodes.iter().zip(data.chunks_exact_mut(ps)) {
-            page::encode_node(node, self.lsn, self.config.with_payload, chunk)?;
-        }
         let ids: Vec<PageId> = nodes.iter().map(|(id, _)| *id).collect();
         self.placement
             .hint(&*self.device, nodes.iter().map(|(id, n)| (*id, n.level)))
             .map_err(|e| note_failure(inner, e))?;
-        self.device
-            .write_batch(&ids, &data)
-            .map_err(|e| note_failure(inner, e))?;
+        let (written, t) = PhaseTimes::measure(Phase::Write, &*self.device, || {
+            let ps = self.page_size;
+            let mut data = vec![0u8; nodes.len() * ps];
+            for ((_, node), chunk) in nodes.iter().zip(data.chunks_exact_mut(ps)) {
+                page::encode_node(node, self.lsn, self.config.with_payload, chunk)?;
+            }
+            self.device.write_batch(&ids, &data)
+        });
+        written.map_err(|e| note_failure(inner, e))?;
         let n = nodes.len() as u64;
-        inner.stats.node_writes += n;
+        inner
+            .stats
+            .record_node_writes(nodes.iter().map(|(_, node)| node.level));
+        inner.stats.times.add(&t);
+        flush.stop(
+            Phase::Flush,
+            self.device.sim_clock_ns(),
+            &mut inner.stats.times,
+        );
         inner.stats.flushes += 1;
         inner.stats.flushed_nodes += n;
         Ok(())
@@ -488,8 +513,8 @@ impl PlainStore {
         if let Some(slot) = inner.cache.peek(id) {
             return Ok(Arc::clone(&slot.node));
         }
-        let node = self.read_node(id)?;
-        inner.stats.node_reads += 1;
+        let (node, t) = self.read_node(id)?;
+        Self::note_read(&mut inner.stats, [node.level], &t);
         Ok(Arc::new(node))
     }
 
@@ -569,8 +594,8 @@ impl NodeStore for PlainStore {
             return Ok(node);
         }
         // Read outside the lock: a node absent from the buffer is current on the device.
-        let node = self.read_node(id)?;
-        Ok(self.adopt(id, node))
+        let (node, t) = self.read_node(id)?;
+        Ok(self.adopt(id, node, &t))
     }
 
     /// Buffered nodes are served from memory; the others are read as one
@@ -590,12 +615,21 @@ impl NodeStore for PlainStore {
         missing.dedup();
         if !missing.is_empty() {
             let ps = self.page_size;
-            let mut buf = vec![0u8; missing.len() * ps];
-            self.device.read_batch(&missing, &mut buf)?;
+            let (nodes, t) = PhaseTimes::measure(Phase::Read, &*self.device, || {
+                let mut buf = vec![0u8; missing.len() * ps];
+                self.device.read_batch(&missing, &mut buf)?;
+                missing
+                    .iter()
+                    .zip(buf.chunks_exact(ps))
+                    .map(|(&id, chunk)| decode_node_page(chunk, id))
+                    .collect::<Result<Vec<Node>>>()
+            });
             let mut read = std::collections::HashMap::with_capacity(missing.len());
-            for (&id, chunk) in missing.iter().zip(buf.chunks_exact(ps)) {
-                let node = decode_node_page(chunk, id)?;
-                read.insert(id, self.adopt(id, node));
+            // The batch's time is counted once, with its first node.
+            let mut time = Some(t);
+            for (&id, node) in missing.iter().zip(nodes?) {
+                let t = time.take().unwrap_or_default();
+                read.insert(id, self.adopt(id, node, &t));
             }
             for (slot, &id) in out.iter_mut().zip(ids) {
                 if slot.is_none() {
@@ -721,7 +755,7 @@ impl NodeStore for PlainStore {
     }
 
     fn stats(&self) -> StoreStats {
-        self.lock().stats
+        self.lock().stats.clone()
     }
 }
 

@@ -109,6 +109,7 @@ impl<S: NodeStore> XbrTree<S> {
                 removed = true;
                 Carry::Remove
             } else if entries.len() > self.config.max_entries {
+                self.counters.splits += 1;
                 let split = if level == 0 {
                     split_leaf(&self.domain, step.quad, entries)?
                 } else {

@@ -132,6 +132,9 @@ pub struct XbrTree<S: NodeStore> {
     /// Nodes held in memory during a bulk insertion (fetched in batches,
     /// kept current by every change the insertion makes).
     pins: Option<HashMap<PageId, Arc<Node>>>,
+    /// Node splits since the tree was created or opened (the xBR+-tree
+    /// neither reinserts nor merges: a node left without points is removed).
+    counters: crate::index::TreeCounters,
 }
 
 /// One node on a root-to-leaf path.
@@ -163,6 +166,7 @@ impl<S: NodeStore> XbrTree<S> {
             domain,
             ids: Some(HashSet::new()),
             pins: None,
+            counters: crate::index::TreeCounters::default(),
         })
     }
 
@@ -175,6 +179,7 @@ impl<S: NodeStore> XbrTree<S> {
             domain,
             ids: None,
             pins: None,
+            counters: crate::index::TreeCounters::default(),
         };
         let meta = tree.store.meta();
         if let Some(root) = meta.root {
@@ -207,6 +212,11 @@ impl<S: NodeStore> XbrTree<S> {
     /// The domain's address mapping.
     pub fn domain(&self) -> &Domain {
         &self.domain
+    }
+
+    /// Splits since the tree was created or opened.
+    pub fn counters(&self) -> crate::index::TreeCounters {
+        self.counters
     }
 
     /// The store.

@@ -371,6 +371,11 @@ impl PageDevice for FlashSim {
         }
     }
 
+    fn sim_clock_ns(&self) -> Option<u64> {
+        let inner = self.lock();
+        Some(inner.ftl.now(&inner.timeline))
+    }
+
     fn reset_stats(&self) {
         let mut inner = self.lock();
         inner.tracker.reset();

@@ -11,6 +11,7 @@
 //! - α = Σ modified area of the unit / Σ modified area of every buffered page;
 //!   β = Σ overlapping modified area of the unit / Σ over every candidate.
 //!   A zero denominator makes the factor 1 (it then ranks nothing).
+use crate::metrics::{Phase, Stopwatch};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -219,6 +220,7 @@ impl EfindStore {
     /// (page images, see the [module docs](super)), applies temporal control
     /// on reads, and removes them from the write buffer.
     pub(super) fn write_pages(&mut self, ids: &[PageId]) -> Result<()> {
+        let watch = Stopwatch::start(self.device.sim_clock_ns());
         let mut pages: Vec<(PageId, Arc<Node>)> = Vec::new();
         let mut ids = ids.to_vec();
         ids.sort_unstable();
@@ -238,7 +240,9 @@ impl EfindStore {
         self.write_protected(&pids, &data, &ids)?;
         let mut inner = self.lock();
         let n = pages.len() as u64;
-        inner.stats.node_writes += n;
+        inner
+            .stats
+            .record_node_writes(pages.iter().map(|(_, node)| node.level));
         inner.stats.flushes += 1;
         inner.stats.flushed_nodes += n;
         let tc = self.config.temporal_control;
@@ -264,6 +268,11 @@ impl EfindStore {
         for id in ids {
             self.wb.remove(id);
         }
+        watch.stop(
+            Phase::Flush,
+            self.device.sim_clock_ns(),
+            &mut self.lock().stats.times,
+        );
         Ok(())
     }
 }

@@ -1,6 +1,7 @@
 //! The store's side of the log: committing an operation's records, keeping
 //! room in the log (compaction and forced flushes), the protected flush of a
 //! unit and the checkpoint. See the [module docs](super) ("Durability").
+use crate::metrics::{Phase, Stopwatch};
 use std::sync::Arc;
 
 use super::records::{self, CheckpointState, MetaState};
@@ -52,7 +53,13 @@ impl EfindStore {
     }
 
     fn compact_log(&mut self) -> Result<()> {
+        let watch = Stopwatch::start(self.device.sim_clock_ns());
         self.log_mut()?.compact()?;
+        watch.stop(
+            Phase::Compaction,
+            self.device.sim_clock_ns(),
+            &mut self.lock().stats.times,
+        );
         self.lock().estats.compactions += 1;
         Ok(())
     }
@@ -72,11 +79,17 @@ impl EfindStore {
         let bytes: u64 = recs.iter().map(|r| r.encoded_len() as u64).sum::<u64>()
             + Record::commit(op).encoded_len() as u64;
         self.ensure_room(bytes)?;
+        let watch = Stopwatch::start(self.device.sim_clock_ns());
         let log = self.log_mut()?;
         for r in recs {
             log.append(r)?;
         }
         log.commit(op)?;
+        watch.stop(
+            Phase::Log,
+            self.device.sim_clock_ns(),
+            &mut self.lock().stats.times,
+        );
         self.last_op = Some(op);
         self.lock().stats.ops_committed += 1;
         while self.wb.bytes() > self.write_budget {
@@ -124,6 +137,7 @@ impl EfindStore {
             if protect {
                 let image_bytes = pages.len() as u64 * (ps + records_header()) as u64;
                 self.ensure_room(image_bytes + flush_rec.encoded_len() as u64)?;
+                let watch = Stopwatch::start(self.device.sim_clock_ns());
                 let log = self.log_mut()?;
                 for (&id, chunk) in pages.iter().zip(data.chunks_exact(ps)) {
                     log.append(Record::new(
@@ -136,6 +150,11 @@ impl EfindStore {
                 let last = log.last_lsn();
                 log.sync_to(last)?;
                 let mut inner = self.lock();
+                watch.stop(
+                    Phase::Log,
+                    self.device.sim_clock_ns(),
+                    &mut inner.stats.times,
+                );
                 inner.estats.page_images += pages.len() as u64;
                 inner.estats.page_image_bytes += image_bytes;
             } else {
@@ -144,10 +163,16 @@ impl EfindStore {
                 // the pages (no sync).
                 self.log_mut()?.flush_for(pages)?;
             }
+            let watch = Stopwatch::start(self.device.sim_clock_ns());
             self.device.write_batch(pages, data)?;
             if protect {
                 self.device.sync()?;
             }
+            watch.stop(
+                Phase::Write,
+                self.device.sim_clock_ns(),
+                &mut self.lock().stats.times,
+            );
         } else {
             self.ensure_room(flush_rec.encoded_len() as u64)?;
         }

@@ -887,7 +887,7 @@ impl NodeStore for EfindStore {
 
     fn stats(&self) -> StoreStats {
         let inner = self.lock();
-        let (s, e) = (inner.stats, inner.estats);
+        let (s, e) = (inner.stats.clone(), inner.estats);
         drop(inner);
         let l = self.log_stats();
         StoreStats {

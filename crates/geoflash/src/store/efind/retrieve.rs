@@ -1,6 +1,7 @@
 //! RetrievePage (Alg. 2): the newest version of a page, merging the stored
 //! content (read buffer or device) with the write buffer. NEW pages are
 //! answered without I/O; the read buffer never holds buffered changes.
+use crate::metrics::{Phase, Stopwatch};
 use std::sync::Arc;
 
 use super::write_buffer::{merge, new_node, Status};
@@ -27,6 +28,7 @@ impl EfindStore {
                 inner.stats.buffer_misses += 1;
             }
         }
+        let watch = Stopwatch::start(self.device.sim_clock_ns());
         let mut buf = vec![0u8; self.page_size];
         self.device.read(id, &mut buf)?;
         if page::is_blank(&buf) {
@@ -38,7 +40,12 @@ impl EfindStore {
         let (_, node) = page::decode_node(&buf, Some(id))?;
         let node = Arc::new(node);
         let mut inner = self.lock();
-        inner.stats.node_reads += 1;
+        watch.stop(
+            Phase::Read,
+            self.device.sim_clock_ns(),
+            &mut inner.stats.times,
+        );
+        inner.stats.record_node_read(node.level);
         if self.read_budget > 0 {
             let m = super::meta_of(&node);
             inner.rb.insert(id, Arc::clone(&node), m);

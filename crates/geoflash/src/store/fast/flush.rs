@@ -3,6 +3,7 @@
 use super::codec;
 use super::table::Row;
 use super::{FastStore, COMPACT_AT, EMERGENCY_AT};
+use crate::metrics::{Phase, Stopwatch};
 use crate::page;
 use crate::storage::PageId;
 use crate::store::log::record::RECORD_HEADER;
@@ -38,10 +39,16 @@ impl FastStore {
         }
         self.max_op_bytes = self.max_op_bytes.max(need);
         self.staged.clear();
+        let watch = Stopwatch::start(self.device.sim_clock_ns());
         for rec in records {
             self.log.append(rec)?;
         }
         self.log.commit(op)?;
+        watch.stop(
+            Phase::Log,
+            self.device.sim_clock_ns(),
+            &mut self.lock().stats.times,
+        );
         self.logged = state;
         Ok(())
     }
@@ -103,7 +110,13 @@ impl FastStore {
 
     /// Compacts the log (FAST's log compaction).
     pub(super) fn compact_log(&mut self) -> Result<()> {
+        let watch = Stopwatch::start(self.device.sim_clock_ns());
         self.log.compact()?;
+        watch.stop(
+            Phase::Compaction,
+            self.device.sim_clock_ns(),
+            &mut self.lock().stats.times,
+        );
         self.fstats.compactions += 1;
         Ok(())
     }
@@ -121,10 +134,11 @@ impl FastStore {
 
     /// Writes the buffered nodes `ids` (protected) and removes their rows.
     pub(super) fn flush_pages(&mut self, ids: &[PageId]) -> Result<()> {
+        let watch = Stopwatch::start(self.device.sim_clock_ns());
         let mut ids = ids.to_vec();
         ids.sort_unstable();
         ids.dedup();
-        let mut pages: Vec<(PageId, Vec<u8>)> = Vec::new();
+        let mut pages: Vec<(PageId, Vec<u8>, u16)> = Vec::new();
         let lsn = self.log.last_lsn();
         let mut updates = 0u64;
         for &id in &ids {
@@ -138,8 +152,10 @@ impl FastStore {
             let node = self.retrieve(id, false)?;
             let mut buf = vec![0u8; self.page_size];
             page::encode_node(&node, lsn, self.config.with_payload, &mut buf)?;
-            pages.push((id, buf));
+            pages.push((id, buf, node.level));
         }
+        let levels: Vec<u16> = pages.iter().map(|p| p.2).collect();
+        let pages: Vec<(PageId, Vec<u8>)> = pages.into_iter().map(|(id, b, _)| (id, b)).collect();
         let written = self.write_protected(&pages)?;
         for &id in &ids {
             if let Some(row) = self.table.remove(id) {
@@ -150,7 +166,12 @@ impl FastStore {
         let mut inner = self.lock();
         inner.stats.flushes += written.max(1);
         inner.stats.flushed_nodes += pages.len() as u64;
-        inner.stats.node_writes += pages.len() as u64;
+        inner.stats.record_node_writes(levels);
+        watch.stop(
+            Phase::Flush,
+            self.device.sim_clock_ns(),
+            &mut inner.stats.times,
+        );
         Ok(())
     }
 
@@ -222,6 +243,7 @@ impl FastStore {
             rest = tail;
             let protect = self.protect();
             if protect {
+                let watch = Stopwatch::start(self.device.sim_clock_ns());
                 let mut last = 0;
                 for (id, bytes) in chunk {
                     last = self.log.append(Record::new(
@@ -233,6 +255,11 @@ impl FastStore {
                 }
                 self.fstats.page_images += chunk.len() as u64;
                 self.log.sync_to(last)?;
+                watch.stop(
+                    Phase::Log,
+                    self.device.sim_clock_ns(),
+                    &mut self.lock().stats.times,
+                );
             }
             let ids: Vec<PageId> = chunk.iter().map(|(id, _)| *id).collect();
             if !protect {
@@ -241,10 +268,16 @@ impl FastStore {
                 self.log.flush_for(&ids)?;
             }
             let data: Vec<u8> = chunk.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+            let watch = Stopwatch::start(self.device.sim_clock_ns());
             self.device.write_batch(&ids, &data)?;
             if protect {
                 self.device.sync()?;
             }
+            watch.stop(
+                Phase::Write,
+                self.device.sim_clock_ns(),
+                &mut self.lock().stats.times,
+            );
             self.log.append(Record::flush(&ids)?)?;
             batches += 1;
         }

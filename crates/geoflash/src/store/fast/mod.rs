@@ -86,6 +86,7 @@
 //! node) are: the first is an error (a deleted page is not reused before a
 //! checkpoint), the second drops the row; the log holds an operation's
 //! changes coalesced per page, the table the paper's arrival-ordered lists.
+use crate::metrics::{Phase, Stopwatch};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -715,6 +716,7 @@ impl FastStore {
 
     /// The node as stored on the device (checksum verified).
     fn stored(&self, id: PageId) -> Result<Node> {
+        let watch = Stopwatch::start(self.device.sim_clock_ns());
         let mut buf = vec![0u8; self.page_size];
         self.device.read(id, &mut buf)?;
         if page::is_blank(&buf) {
@@ -724,7 +726,14 @@ impl FastStore {
             ));
         }
         let (_, node) = page::decode_node(&buf, Some(id))?;
-        self.lock().stats.node_reads += 1;
+        let mut inner = self.lock();
+        watch.stop(
+            Phase::Read,
+            self.device.sim_clock_ns(),
+            &mut inner.stats.times,
+        );
+        inner.stats.record_node_read(node.level);
+        drop(inner);
         Ok(node)
     }
 
@@ -922,7 +931,7 @@ impl NodeStore for FastStore {
     }
 
     fn stats(&self) -> StoreStats {
-        let mut s = self.lock().stats;
+        let mut s = self.lock().stats.clone();
         let l = self.log.stats();
         s.log_records = l.records;
         s.log_bytes = l.bytes;
