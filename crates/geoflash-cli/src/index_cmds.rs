@@ -792,14 +792,17 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
 /// load, streaming the CSV input (read twice for a Hilbert R-tree without a
 /// `--hilbert-domain`: once for its extent).
 fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<(), Failure> {
-    match a.bulk.as_deref().map(str::parse::<BulkMethod>).transpose()? {
+    match a
+        .bulk
+        .as_deref()
+        .map(str::parse::<BulkMethod>)
+        .transpose()?
+    {
         Some(BulkMethod::Hilbert) => {}
-        _ => {
-            return Err(Error::invalid(
-                "--memory applies to --bulk hilbert (the bounded-memory load packs in Hilbert order)",
-            )
-            .into())
-        }
+        _ => return Err(Error::invalid(
+            "--memory applies to --bulk hilbert (the bounded-memory load packs in Hilbert order)",
+        )
+        .into()),
     }
     if formats::Format::from_path(&a.input)? != formats::Format::Csv {
         return Err(Error::invalid(
@@ -810,8 +813,8 @@ fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<()
     if a.record_trace.is_some() {
         return Err(Error::invalid("--record-trace does not combine with --memory").into());
     }
-    let memory_budget = usize::try_from(parse_size(memory)?)
-        .map_err(|_| Error::invalid("--memory too large"))?;
+    let memory_budget =
+        usize::try_from(parse_size(memory)?).map_err(|_| Error::invalid("--memory too large"))?;
     let stream = || geoflash_bench::formats::csv_records(&a.input);
     let opts = if opts.kind == geoflash::index::IndexKind::Hilbert && opts.hilbert_domain.is_none()
     {

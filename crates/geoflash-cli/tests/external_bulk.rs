@@ -62,7 +62,10 @@ fn bulk_load_with_less_memory_than_the_input_answers_like_brute_force() {
             .and_then(|t| t.split(' ').next())
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("no run count in: {stderr}"));
-        assert!(runs > 1, "{kind}: {runs} runs: the input must exceed the budget");
+        assert!(
+            runs > 1,
+            "{kind}: {runs} runs: the input must exceed the budget"
+        );
         ok(geoflash(&["verify", "--index", s(&idx)]));
         // No temporary run file is left next to the index.
         let leftovers: Vec<_> = std::fs::read_dir(dir.path())
@@ -78,7 +81,13 @@ fn bulk_load_with_less_memory_than_the_input_answers_like_brute_force() {
         ] {
             let wtext = format!("{},{},{},{}", w[0], w[1], w[2], w[3]);
             let out = last_json(&ok(geoflash(&[
-                "query", "--index", s(&idx), "--window", &wtext, "--ids", "--json",
+                "query",
+                "--index",
+                s(&idx),
+                "--window",
+                &wtext,
+                "--ids",
+                "--json",
             ])));
             let mut got: Vec<u64> = out["windows"][0]["ids"]
                 .as_array()
@@ -107,6 +116,11 @@ fn memory_needs_a_hilbert_bulk_load_on_a_csv_input() {
         let mut args = vec!["build", "--input", s(&csv), "--index", s(&idx)];
         args.extend(extra.iter().copied());
         let out = geoflash(&args);
-        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }

@@ -37,17 +37,35 @@ enum Kind {
 }
 
 impl Kind {
-    fn create(self, nodes: Arc<dyn PageDevice>, log: Arc<dyn PageDevice>, d: Durability) -> Result<Store> {
+    fn create(
+        self,
+        nodes: Arc<dyn PageDevice>,
+        log: Arc<dyn PageDevice>,
+        d: Durability,
+    ) -> Result<Store> {
         Ok(match self {
             Kind::Efind => Box::new(EfindStore::create_with_log(nodes, log, self.efind(d))?),
-            Kind::Fast => Box::new(FastStore::create(nodes, LogPlacement::whole(log), self.fast(d))?),
+            Kind::Fast => Box::new(FastStore::create(
+                nodes,
+                LogPlacement::whole(log),
+                self.fast(d),
+            )?),
         })
     }
 
-    fn open(self, nodes: Arc<dyn PageDevice>, log: Arc<dyn PageDevice>, d: Durability) -> Result<Store> {
+    fn open(
+        self,
+        nodes: Arc<dyn PageDevice>,
+        log: Arc<dyn PageDevice>,
+        d: Durability,
+    ) -> Result<Store> {
         Ok(match self {
             Kind::Efind => Box::new(EfindStore::open_with_log(nodes, log, self.efind(d))?),
-            Kind::Fast => Box::new(FastStore::open(nodes, LogPlacement::whole(log), self.fast(d))?),
+            Kind::Fast => Box::new(FastStore::open(
+                nodes,
+                LogPlacement::whole(log),
+                self.fast(d),
+            )?),
         })
     }
 
@@ -114,7 +132,11 @@ fn devices() -> (Arc<dyn PageDevice>, Arc<dyn PageDevice>) {
 fn open_after_checkpoint_reads_almost_nothing(kind: Kind) {
     let (nodes, log) = devices();
     let d = Durability::default();
-    let mut t = RTree::create(kind.create(nodes.clone(), log.clone(), d).unwrap(), params()).unwrap();
+    let mut t = RTree::create(
+        kind.create(nodes.clone(), log.clone(), d).unwrap(),
+        params(),
+    )
+    .unwrap();
     for i in 0..OBJECTS {
         t.insert(i, rect(i)).unwrap();
     }
@@ -174,7 +196,8 @@ fn crash_after_checkpoint_recovers_everything_acknowledged(kind: Kind) {
         }
         t.store_mut().checkpoint().unwrap();
         drop(t);
-        let mut t = RTree::open(kind.open(nodes.clone(), log.clone(), d).unwrap(), params()).unwrap();
+        let mut t =
+            RTree::open(kind.open(nodes.clone(), log.clone(), d).unwrap(), params()).unwrap();
         let extra = 20 + seed * 5;
         let written_before = log.stats().io.pages_written;
         for i in OBJECTS / 2..OBJECTS / 2 + extra {
