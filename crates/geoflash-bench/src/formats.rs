@@ -326,46 +326,63 @@ fn write_geojson<G: Borrow<Geometry>>(
 
 /// Reads `(id, rect)` records from a CSV dataset file (`id,minx,miny,maxx,maxy` with a header).
 pub fn read_csv(path: &Path) -> Result<Vec<(u64, Rect)>> {
+    csv_records(path)?.collect()
+}
+
+/// Streams the `(id, rect)` records of a CSV dataset file
+/// (`id,minx,miny,maxx,maxy` with a header) one at a time, for loads that
+/// must not hold the whole input in memory. Each item is a record or the
+/// error of its line.
+pub fn csv_records(path: &Path) -> Result<impl Iterator<Item = Result<(u64, Rect)>>> {
     let file = File::open(path).map_err(|e| io_err(path, e))?;
-    let mut rdr = csv::ReaderBuilder::new()
+    let rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .trim(csv::Trim::All)
         .from_reader(BufReader::new(file));
-    let mut out = Vec::new();
-    for (line, rec) in rdr.records().enumerate() {
-        let rec = rec.map_err(|e| bad(path, e))?;
-        let at = |i: usize| {
-            rec.get(i).ok_or_else(|| {
-                bad(
-                    path,
-                    format!(
-                        "record {} has {} fields, expected id,minx,miny,maxx,maxy",
-                        line + 1,
-                        rec.len()
-                    ),
-                )
-            })
-        };
-        let num = |i: usize| -> Result<f64> {
-            let s = at(i)?;
-            s.parse::<f64>()
-                .map_err(|_| bad(path, format!("record {}: {s:?} is not a number", line + 1)))
-        };
-        let id_s = at(0)?;
-        let id = id_s.parse::<u64>().map_err(|_| {
+    let path = path.to_path_buf();
+    Ok(rdr
+        .into_records()
+        .enumerate()
+        .map(move |(line, rec)| csv_record(&path, line, rec)))
+}
+
+/// One record of [`csv_records`].
+fn csv_record(
+    path: &Path,
+    line: usize,
+    rec: std::result::Result<csv::StringRecord, csv::Error>,
+) -> Result<(u64, Rect)> {
+    let rec = rec.map_err(|e| bad(path, e))?;
+    let at = |i: usize| {
+        rec.get(i).ok_or_else(|| {
             bad(
                 path,
                 format!(
-                    "record {}: id {id_s:?} is not a non-negative integer",
-                    line + 1
+                    "record {} has {} fields, expected id,minx,miny,maxx,maxy",
+                    line + 1,
+                    rec.len()
                 ),
             )
-        })?;
-        let r = Rect::new(num(1)?, num(2)?, num(3)?, num(4)?)
-            .map_err(|e| bad(path, format!("record {}: {e}", line + 1)))?;
-        out.push((id, r));
-    }
-    Ok(out)
+        })
+    };
+    let num = |i: usize| -> Result<f64> {
+        let s = at(i)?;
+        s.parse::<f64>()
+            .map_err(|_| bad(path, format!("record {}: {s:?} is not a number", line + 1)))
+    };
+    let id_s = at(0)?;
+    let id = id_s.parse::<u64>().map_err(|_| {
+        bad(
+            path,
+            format!(
+                "record {}: id {id_s:?} is not a non-negative integer",
+                line + 1
+            ),
+        )
+    })?;
+    let r = Rect::new(num(1)?, num(2)?, num(3)?, num(4)?)
+        .map_err(|e| bad(path, format!("record {}: {e}", line + 1)))?;
+    Ok((id, r))
 }
 
 /// The id of a feature: the feature's `id`, else an `id` property (a

@@ -118,6 +118,11 @@ pub struct BuildArgs {
     /// Fill factor of bulk-loaded nodes.
     #[arg(long, default_value_t = 1.0)]
     fill: f64,
+    /// With `--bulk hilbert` on a CSV input: load with bounded memory, about
+    /// SIZE of records in memory and the rest sorted in temporary files next
+    /// to the index directory, so the input may be larger than memory.
+    #[arg(long)]
+    memory: Option<String>,
     /// CRS of the coordinates (recorded in the manifest).
     #[arg(long, default_value = "unknown")]
     crs: String,
@@ -729,6 +734,9 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
     if opts.kind != geoflash::index::IndexKind::Hilbert || opts.hilbert_domain.is_some() {
         opts.tree_params()?;
     }
+    if let Some(memory) = &a.memory {
+        return build_external(&a, &opts, memory);
+    }
     if formats::Format::from_path(&a.input)? != formats::Format::Csv {
         if a.record_trace.is_some() {
             return Err(Error::invalid("--record-trace needs a CSV input in this version").into());
@@ -776,6 +784,66 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
         crate::trace_cmd::record_build(path, &a.index, &opts, input, bulk, &stats)?;
     }
     print_stats(&index, "build", ops, start, a.json)?;
+    index.close()?;
+    Ok(())
+}
+
+/// `geoflash build --bulk hilbert --memory SIZE`: the bounded-memory bulk
+/// load, streaming the CSV input (read twice for a Hilbert R-tree without a
+/// `--hilbert-domain`: once for its extent).
+fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<(), Failure> {
+    match a
+        .bulk
+        .as_deref()
+        .map(str::parse::<BulkMethod>)
+        .transpose()?
+    {
+        Some(BulkMethod::Hilbert) => {}
+        _ => return Err(Error::invalid(
+            "--memory applies to --bulk hilbert (the bounded-memory load packs in Hilbert order)",
+        )
+        .into()),
+    }
+    if formats::Format::from_path(&a.input)? != formats::Format::Csv {
+        return Err(Error::invalid(
+            "--memory needs a CSV input (id,minx,miny,maxx,maxy) in this version",
+        )
+        .into());
+    }
+    if a.record_trace.is_some() {
+        return Err(Error::invalid("--record-trace does not combine with --memory").into());
+    }
+    let memory_budget =
+        usize::try_from(parse_size(memory)?).map_err(|_| Error::invalid("--memory too large"))?;
+    let stream = || geoflash_bench::formats::csv_records(&a.input);
+    let opts = if opts.kind == geoflash::index::IndexKind::Hilbert && opts.hilbert_domain.is_none()
+    {
+        let mut extent: Option<Rect> = None;
+        for rec in stream()? {
+            let (_, r) = rec?;
+            extent = Some(extent.map_or(r, |e| e.union(&r)));
+        }
+        opts.with_domain_of(extent.as_ref())
+    } else {
+        opts.clone()
+    };
+    opts.tree_params()?;
+    let temp_dir = match a.index.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let config = geoflash::index::ExternalBulkConfig {
+        memory_budget,
+        temp_dir,
+    };
+    let start = Instant::now();
+    let (index, report) =
+        Index::bulk_load_external(Some(&a.index), &opts, stream()?, a.fill, &config)?;
+    eprintln!(
+        "bounded-memory bulk load: {} records, {} sorted runs, {} merge passes, {} bytes spilled",
+        report.records, report.runs, report.merge_passes, report.bytes_spilled
+    );
+    print_stats(&index, "build", report.records, start, a.json)?;
     index.close()?;
     Ok(())
 }

@@ -31,7 +31,9 @@ use crate::geom::{HilbertDomain, Point, Rect};
 use crate::index::fortree::{Fortree, FortreeConfig};
 use crate::index::query::{BatchResult, KnnResult, Predicate, QueryResult};
 use crate::index::xbr::{XbrConfig, XbrTree};
-use crate::index::{BulkMethod, IndexKind, RTree, SplitKind, TreeParams};
+use crate::index::{
+    BulkMethod, ExternalBulkConfig, ExternalBulkReport, IndexKind, RTree, SplitKind, TreeParams,
+};
 use crate::manifest::{Access, Crs, DirLock, Manifest, MANIFEST_VERSION};
 use crate::metrics::{Phase, PhaseTimes, Stats, Stopwatch};
 use crate::storage::file::{FileDevice, FileDeviceOptions};
@@ -562,6 +564,50 @@ impl Index {
         Index::create_with(dir, &opts, |store, params| {
             RTree::bulk_load(store, params, items, method, fill)
         })
+    }
+
+    /// A new index in `dir` (or in this process only, for `None`) holding
+    /// `items`, Hilbert-packed bottom-up with bounded memory: about
+    /// `config.memory_budget` bytes of records, the rest in temporary files
+    /// in `config.temp_dir` ([`RTree::bulk_load_external`]), so the input may
+    /// be larger than memory. The first error among `items` stops the load
+    /// and is returned, and no index is left (its manifest is written only
+    /// after a complete load). The R-tree family only; a Hilbert R-tree
+    /// needs its domain in `opts` (the manifest records it before the load).
+    pub fn bulk_load_external<I>(
+        dir: Option<&Path>,
+        opts: &IndexOptions,
+        items: I,
+        fill: f64,
+        config: &ExternalBulkConfig,
+    ) -> Result<(Index, ExternalBulkReport)>
+    where
+        I: IntoIterator<Item = Result<(u64, Rect)>>,
+    {
+        if opts.fortree.is_some() || opts.xbr {
+            return Err(Error::invalid(
+                "the bounded-memory bulk load builds the R-tree family (rtree, rstar, hilbert); \
+                 build the FOR-tree by insertion and the xBR+-tree with its own bulk load",
+            ));
+        }
+        let failure: std::cell::Cell<Option<Error>> = std::cell::Cell::new(None);
+        let records = items.into_iter().map_while(|r| match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                failure.set(Some(e));
+                None
+            }
+        });
+        let mut report = ExternalBulkReport::default();
+        let index = Index::create_with(dir, opts, |store, params| {
+            let (tree, r) = RTree::bulk_load_external(store, params, records, fill, config)?;
+            if let Some(e) = failure.take() {
+                return Err(e);
+            }
+            report = r;
+            Ok(tree)
+        })?;
+        Ok((index, report))
     }
 
     /// Creates the directory, manifest, device and store, and lets `build` make the tree.

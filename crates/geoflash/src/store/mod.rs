@@ -21,6 +21,8 @@ use crate::Result;
 
 pub mod accounting;
 pub mod alloc;
+#[cfg(test)]
+mod clean_checkpoint_tests;
 pub mod efind;
 pub mod fast;
 pub(crate) mod header;

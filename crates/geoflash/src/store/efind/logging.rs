@@ -180,8 +180,8 @@ impl EfindStore {
         Ok(())
     }
 
-    /// The CHECKPOINT record of the current state, appended and synced; the
-    /// pending deletions become reusable.
+    /// A clean log checkpoint with the current state (the log's next open
+    /// replays nothing); the pending deletions become reusable.
     pub(super) fn append_checkpoint(&mut self) -> Result<()> {
         let state = CheckpointState {
             last_op: self
@@ -191,16 +191,10 @@ impl EfindStore {
             meta: self.meta_state(),
             free: self.alloc.free_after_durable(),
         };
-        let rec = Record::new(
-            RecordKind::Checkpoint,
-            NO_OP,
-            0,
-            records::encode_checkpoint(&state),
-        );
-        self.ensure_room(rec.encoded_len() as u64)?;
-        let log = self.log_mut()?;
-        log.append(rec)?;
-        log.sync()?;
+        // A clean checkpoint: a fresh, empty log epoch whose superblock holds
+        // the state (see `Log::checkpoint`).
+        self.log_mut()?
+            .checkpoint(records::encode_checkpoint(&state))?;
         self.alloc.make_durable();
         self.lock().estats.checkpoints += 1;
         Ok(())

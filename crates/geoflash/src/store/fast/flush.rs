@@ -284,8 +284,9 @@ impl FastStore {
         Ok(batches)
     }
 
-    /// Flushes every buffered node, then appends and syncs a CHECKPOINT
-    /// with the state (the free list including this epoch's deletions).
+    /// Flushes every buffered node, then checkpoints the log with the state
+    /// (the free list including this epoch's deletions): the log's next
+    /// open replays nothing.
     pub(super) fn checkpoint_inner(&mut self) -> Result<()> {
         let ids = self.table.ids();
         if !ids.is_empty() {
@@ -300,17 +301,10 @@ impl FastStore {
             next_page: self.alloc.next_page(),
             pages: self.alloc.free_after_durable(),
         };
-        let rec = Record::new(
-            RecordKind::Checkpoint,
-            NO_OP,
-            0,
-            codec::encode_checkpoint(self.last_op, &state),
-        );
-        if self.log.free_bytes() < (rec.encoded_len() + self.page_size) as u64 {
-            self.compact_log()?;
-        }
-        self.log.append(rec)?;
-        self.log.sync()?;
+        // A clean checkpoint: a fresh, empty log epoch whose superblock holds
+        // the state (see `Log::checkpoint`).
+        self.log
+            .checkpoint(codec::encode_checkpoint(self.last_op, &state))?;
         self.alloc.make_durable();
         self.reused.clear();
         self.logged = (self.meta.clone(), self.alloc.next_page(), 0);

@@ -95,17 +95,26 @@
 //!   returns [`Error::DeviceFull`]: [`Log::compact`] between operations; if
 //!   the [`CompactReport`] shows too little freed, flush pages (FLUSH records
 //!   make their records obsolete) and compact again.
-//! - A checkpoint: flush everything, sync the pages, `append` CHECKPOINT and
-//!   sync: restart then needs nothing older.
+//! - A checkpoint: flush everything, sync the pages, then
+//!   [`Log::checkpoint`] with the store's state as payload: the log is synced
+//!   and switches to a fresh, empty epoch whose superblock keeps the
+//!   CHECKPOINT record (and the newest COMMIT) as its *base* (one superblock
+//!   write and sync; a payload too large for the superblock is written as
+//!   the first records of the new region instead). The next open reads the
+//!   two superblock slots and the new region's first page (plus one probe
+//!   past it) and replays nothing; after a crash it reads only what was
+//!   appended since the checkpoint.
 //! - At open: [`Log::open`] returns the survivors in their original order
 //!   ([`Recovered::records`]); replay them into the buffer. Operation ids of
 //!   new operations start above [`Recovered::max_op`]. A read-only open uses
 //!   [`LogReader`] and [`LogReader::recover`], which write nothing.
 //!
-//! Restart always writes the survivors to the other region (even when there
-//! are none): that is what lets the log never continue a region whose tail a
-//! crash left in an unknown state. Its cost is one scan, the survivors'
-//! pages, two superblock writes and three syncs.
+//! Restart always moves to a fresh epoch of the other region (even when
+//! there are no survivors): that is what lets the log never continue a
+//! region whose tail a crash left in an unknown state. Its cost is one scan,
+//! the survivors' pages, two superblock writes and three syncs; when the
+//! survivors are only a base (a CHECKPOINT and the newest COMMIT: the log
+//! of a cleanly closed index), one superblock write and one sync.
 //!
 //! # Durability modes
 //!

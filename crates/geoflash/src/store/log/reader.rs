@@ -20,7 +20,8 @@ const SCAN_BATCH: u64 = 64;
 /// What a scan of the live region found.
 #[derive(Debug, Clone)]
 pub(crate) struct Scan {
-    /// Whole records, oldest first.
+    /// Whole records, oldest first: the superblock's base (see
+    /// [`Superblock::base_records`]), then the live region's.
     pub records: Vec<Record>,
     /// Valid pages (the next free position of the region).
     pub pages: u64,
@@ -42,8 +43,9 @@ pub(crate) fn scan(dev: &SharedDevice, layout: &LogLayout, sb: &Superblock) -> R
     let mut buf = vec![0u8; SCAN_BATCH as usize * ps];
     let mut pos = 0u64;
     let mut end: Option<u64> = None;
-    // Batches grow from 4 pages so that a short log costs few reads.
-    let mut batch = 4u64;
+    // Batches grow from 1 page so that a short log (an empty epoch after a
+    // clean checkpoint) costs few reads.
+    let mut batch = 1u64;
     'outer: while pos < region_pages {
         let n = batch.min(region_pages - pos);
         batch = (batch * 2).min(SCAN_BATCH);
@@ -92,10 +94,11 @@ pub(crate) fn scan(dev: &SharedDevice, layout: &LogLayout, sb: &Superblock) -> R
         layout.region_page(region, p)
     };
 
-    let mut records = Vec::new();
+    // The base a clean checkpoint left in the superblock comes first.
+    let mut records = sb.base_records();
     let mut off = 0usize;
     let mut torn_tail = false;
-    let mut last_lsn: Lsn = 0;
+    let mut last_lsn: Lsn = records.iter().map(|r| r.lsn).max().unwrap_or(0);
     while off < stream.len() {
         let rest = stream.get(off..).unwrap_or(&[]);
         match decode(rest) {

@@ -15,20 +15,62 @@
 //! | 56 | 8 | epoch of the live region |
 //! | 64 | 8 | highest epoch ever reserved |
 //! | 72 | 8 | LSN floor: every LSN ever assigned is at most this or in the live region |
+//! | 80 | 8 | base CHECKPOINT's LSN (version 2) |
+//! | 88 | 8 | base COMMIT's operation (version 2) |
+//! | 96 | 8 | base COMMIT's LSN (version 2) |
+//! | 104 | 4 | base CHECKPOINT's payload length (version 2) |
+//! | 108 | n | base CHECKPOINT's payload (version 2) |
 //!
-//! The rest of the page is zero.
+//! Byte 12 holds flags (version 2): bit 0, a base CHECKPOINT is present;
+//! bit 1, a base COMMIT is present. The rest of the page is zero.
+//!
+//! **The base.** A clean checkpoint ([`super::Log::checkpoint`]) does not
+//! append its CHECKPOINT record to the live region: it starts a fresh, empty
+//! epoch and keeps the record (and the COMMIT of the newest operation) in the
+//! superblock that switches to it, when the payload fits the page. Readers
+//! take the base records as the first records of the live region
+//! ([`Superblock::base_records`]), so restart and compaction see exactly the
+//! records they would see had the two records been written to the region.
+//! Version 1 superblocks (no base) are still read.
 use crate::storage::PageId;
 use crate::{Error, Result};
 
-use super::record::{get_u128, get_u32, get_u64};
-use super::{LogLayout, Lsn, SharedDevice};
+use crate::store::OpId;
+
+use super::record::{get_u128, get_u32, get_u64, Record, RecordKind};
+use super::{LogLayout, Lsn, SharedDevice, NO_OP};
 
 const MAGIC: [u8; 4] = *b"GFLS";
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
+/// The oldest version still read (no base).
+const VERSION_NO_BASE: u16 = 1;
 const LEN: usize = 80;
+/// Bytes before the base payload.
+const BASE_HEADER: usize = 108;
+const FLAG_BASE: u8 = 1;
+const FLAG_BASE_COMMIT: u8 = 2;
+
+/// The CHECKPOINT (and newest COMMIT) a clean checkpoint keeps in the
+/// superblock instead of the live region. See the [module docs](self).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Base {
+    /// LSN of the CHECKPOINT record.
+    pub checkpoint_lsn: Lsn,
+    /// The CHECKPOINT's payload (opaque to the log).
+    pub payload: Vec<u8>,
+    /// The newest COMMIT at the checkpoint: (operation, LSN).
+    pub commit: Option<(OpId, Lsn)>,
+}
+
+impl Base {
+    /// True when a base with `payload_len` bytes of payload fits a superblock of `page_size`.
+    pub fn fits(payload_len: usize, page_size: usize) -> bool {
+        BASE_HEADER.saturating_add(payload_len) <= page_size
+    }
+}
 
 /// The superblock's content.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Superblock {
     pub seq: u64,
     pub index_id: u128,
@@ -38,6 +80,8 @@ pub(crate) struct Superblock {
     pub epoch: u64,
     pub epoch_high: u64,
     pub lsn_floor: Lsn,
+    /// Records a clean checkpoint kept here instead of in the live region.
+    pub base: Option<Base>,
 }
 
 enum Slot {
@@ -64,6 +108,27 @@ impl Superblock {
         if let Some(dst) = buf.get_mut(..LEN) {
             dst.copy_from_slice(&h);
         }
+        if let Some(base) = &self.base {
+            let mut flags = FLAG_BASE;
+            let mut b = Vec::with_capacity(BASE_HEADER - LEN + base.payload.len());
+            b.extend_from_slice(&base.checkpoint_lsn.to_le_bytes());
+            let (op, lsn) = base.commit.unwrap_or((0, 0));
+            if base.commit.is_some() {
+                flags |= FLAG_BASE_COMMIT;
+            }
+            b.extend_from_slice(&op.to_le_bytes());
+            b.extend_from_slice(&lsn.to_le_bytes());
+            b.extend_from_slice(&(base.payload.len() as u32).to_le_bytes());
+            b.extend_from_slice(&base.payload);
+            // The writer checks `Base::fits` first; a base that does not fit is dropped
+            // here rather than written cut short (the CRC would not cover it otherwise).
+            if let Some(dst) = buf.get_mut(LEN..LEN + b.len()) {
+                dst.copy_from_slice(&b);
+                if let Some(f) = buf.get_mut(12) {
+                    *f = flags;
+                }
+            }
+        }
         let crc = crc(&buf);
         if let Some(dst) = buf.get_mut(8..12) {
             dst.copy_from_slice(&crc.to_le_bytes());
@@ -86,9 +151,9 @@ impl Superblock {
             .and_then(|b| b.try_into().ok())
             .map(u16::from_le_bytes)
             .unwrap_or(0);
-        if version != VERSION {
+        if version != VERSION && version != VERSION_NO_BASE {
             return Slot::Damaged(format!(
-                "log superblock format version {version}, this build reads version {VERSION}"
+                "log superblock format version {version}, this build reads versions {VERSION_NO_BASE} and {VERSION}"
             ));
         }
         if buf.get(6).copied() != Some(buf.len().trailing_zeros() as u8) {
@@ -119,6 +184,26 @@ impl Superblock {
         if live > 1 || epoch > epoch_high {
             return Slot::Damaged("superblock fields out of range".into());
         }
+        let flags = buf.get(12).copied().unwrap_or(0);
+        let base = if version == VERSION && flags & FLAG_BASE != 0 {
+            let len = get_u32(buf, 104).map(|l| l as usize);
+            let payload = len.and_then(|l| buf.get(BASE_HEADER..BASE_HEADER.checked_add(l)?));
+            let (Some(checkpoint_lsn), Some(op), Some(commit_lsn), Some(payload)) = (
+                get_u64(buf, 80),
+                get_u64(buf, 88),
+                get_u64(buf, 96),
+                payload,
+            ) else {
+                return Slot::Damaged("superblock base checkpoint truncated".into());
+            };
+            Some(Base {
+                checkpoint_lsn,
+                payload: payload.to_vec(),
+                commit: (flags & FLAG_BASE_COMMIT != 0).then_some((op, commit_lsn)),
+            })
+        } else {
+            None
+        };
         Slot::Valid(Superblock {
             seq,
             index_id,
@@ -128,7 +213,25 @@ impl Superblock {
             epoch,
             epoch_high,
             lsn_floor,
+            base,
         })
+    }
+
+    /// The base's CHECKPOINT and COMMIT records, to be read before the live
+    /// region's records (empty without a base).
+    pub fn base_records(&self) -> Vec<Record> {
+        let Some(base) = &self.base else {
+            return Vec::new();
+        };
+        let mut ck = Record::new(RecordKind::Checkpoint, NO_OP, 0, base.payload.clone());
+        ck.lsn = base.checkpoint_lsn;
+        let mut out = vec![ck];
+        if let Some((op, lsn)) = base.commit {
+            let mut c = Record::commit(op);
+            c.lsn = lsn;
+            out.push(c);
+        }
+        out
     }
 
     /// Writes this superblock to its slot (`seq % 2`); no sync.
@@ -158,7 +261,7 @@ impl Superblock {
                 Slot::Blank => blanks += 1,
                 Slot::Damaged(why) => problems.push(format!("page {page}: {why}")),
                 Slot::Valid(sb) => {
-                    if best.is_none_or(|b| sb.seq > b.seq) {
+                    if best.as_ref().is_none_or(|b| sb.seq > b.seq) {
                         best = Some(sb);
                     }
                 }

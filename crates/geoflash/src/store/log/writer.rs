@@ -10,7 +10,7 @@ use crate::{Error, Result};
 use super::reader::scan;
 use super::record::{data_per_page, encode_page, PageHeader, Record, RecordKind};
 use super::recovery::{recover, Recovered};
-use super::superblock::Superblock;
+use super::superblock::{Base, Superblock};
 use super::{Durability, LogConfig, LogLayout, LogStats, Lsn, SharedDevice, NO_OP};
 
 /// Full pages gathered in the tail buffer before they are written without a
@@ -127,6 +127,7 @@ impl Log {
             epoch: 1,
             epoch_high: 1,
             lsn_floor: 0,
+            base: None,
         };
         let mut log = Log::new_state(dev, layout, config, sb);
         // Both slots: no older superblock on these pages can win.
@@ -171,6 +172,7 @@ impl Log {
     }
 
     fn new_state(dev: SharedDevice, layout: LogLayout, config: LogConfig, sb: Superblock) -> Log {
+        let lsn_floor = sb.lsn_floor;
         Log {
             dev,
             layout,
@@ -180,9 +182,9 @@ impl Log {
             durable_pos: 0,
             buf: Vec::new(),
             unwritten_pages: HashSet::new(),
-            next_lsn: sb.lsn_floor + 1,
-            durable_lsn: sb.lsn_floor,
-            last_lsn: sb.lsn_floor,
+            next_lsn: lsn_floor + 1,
+            durable_lsn: lsn_floor,
+            last_lsn: lsn_floor,
             last_commit: None,
             durable_op: None,
             open_op: None,
@@ -506,6 +508,42 @@ impl Log {
         self.stats
     }
 
+    /// A clean checkpoint: makes everything appended so far durable, then
+    /// starts a fresh, empty epoch whose base is a CHECKPOINT record with
+    /// `payload` (and the COMMIT of the newest operation), kept in the
+    /// superblock when it fits there (one superblock write and sync),
+    /// otherwise written as the first records of the new region (as a
+    /// compaction). Restart then reads the superblock and the empty region's
+    /// first page, and replays nothing. The store must have written and synced
+    /// every page the log's records describe first: records older than the
+    /// checkpoint are gone afterwards (restart would have dropped them
+    /// anyway). Between operations only. Returns the CHECKPOINT's LSN.
+    pub fn checkpoint(&mut self, payload: Vec<u8>) -> Result<Lsn> {
+        if let Some(op) = self.open_op {
+            return Err(Error::invalid(format!(
+                "log checkpoint while operation {op} is open: checkpoint between operations"
+            )));
+        }
+        self.sync()?;
+        let mut ck = Record::new(RecordKind::Checkpoint, NO_OP, 0, payload);
+        let lsn = self.next_lsn;
+        ck.lsn = lsn;
+        let mut records = vec![ck];
+        if let Some(op) = self.last_commit.map(|(_, op)| op).or(self.durable_op) {
+            let mut c = Record::commit(op);
+            c.lsn = lsn + 1;
+            records.push(c);
+        }
+        for r in &records {
+            self.stats.records += 1;
+            self.stats.bytes += r.encoded_len() as u64;
+        }
+        self.next_lsn = lsn + records.len() as u64;
+        self.last_lsn = self.next_lsn - 1;
+        self.rewrite(&records)?;
+        Ok(lsn)
+    }
+
     /// Compaction (Algorithm 7 without reinsertion, FAST's log compaction):
     /// syncs, scans the live region, keeps the survivors ([`recover`]), writes
     /// them to the other region and switches with one superblock write. Runs
@@ -543,10 +581,14 @@ impl Log {
     }
 
     /// Writes `records` (with their LSNs) as the content of the other region
-    /// and switches to it. Everything appended before must be durable.
+    /// and switches to it. Everything appended before must be durable. A
+    /// leading CHECKPOINT that fits the superblock (and a lone COMMIT after
+    /// it) becomes the new superblock's base ([`split_base`]); when nothing
+    /// else is left, the switch is a single superblock write of a fresh epoch.
     fn rewrite(&mut self, records: &[Record]) -> Result<()> {
+        let (base, rest) = split_base(records, self.layout.page_size);
         let mut stream = Vec::new();
-        for r in records {
+        for r in rest {
             r.encode_into(&mut stream)?;
         }
         let pages = stream.len().div_ceil(self.data_per_page()) as u64;
@@ -560,29 +602,39 @@ impl Log {
         self.guard(|log| {
             let old_region = log.sb.live;
             let old_pages = log.next_pos;
-            // 1. Reserve a fresh epoch.
-            log.sb.epoch_high += 1;
-            log.sb.seq += 1;
-            log.write_superblock()?;
-            log.device_sync()?;
+            if stream.is_empty() {
+                // 1'. An empty epoch: nothing is written to it before the switch,
+                //     so reserving and switching are one superblock write.
+                log.sb.epoch_high += 1;
+                log.sb.epoch = log.sb.epoch_high;
+            } else {
+                // 1. Reserve a fresh epoch.
+                log.sb.epoch_high += 1;
+                log.sb.seq += 1;
+                log.write_superblock()?;
+                log.device_sync()?;
+                log.sb.epoch = log.sb.epoch_high;
+            }
             // 2. Write the survivors to the other region.
             log.sb.live = 1 - old_region;
-            log.sb.epoch = log.sb.epoch_high;
             log.next_pos = 0;
             log.durable_pos = 0;
             for chunk in stream.chunks(WRITE_BATCH_PAGES * log.data_per_page()) {
                 log.write_pages(chunk)?;
             }
-            log.device_sync()?;
+            if !stream.is_empty() {
+                log.device_sync()?;
+            }
             // 3. Switch: one superblock write.
             log.sb.lsn_floor = log.last_lsn;
+            log.sb.base = base;
             log.sb.seq += 1;
             log.write_superblock()?;
             log.device_sync()?;
             log.durable_pos = log.next_pos;
             log.durable_lsn = log.last_lsn;
-            log.record_bytes = records.iter().map(|r| r.encoded_len() as u64).sum();
-            log.records_live = records.len() as u64;
+            log.record_bytes = rest.iter().map(|r| r.encoded_len() as u64).sum();
+            log.records_live = rest.len() as u64;
             log.stats.compactions += 1;
             log.stats.records_rewritten += records.len() as u64;
             // 4. Release the old region's pages (best effort: not needed for correctness).
@@ -595,5 +647,30 @@ impl Log {
             }
             Ok(())
         })
+    }
+}
+
+/// Splits survivors into the superblock's base and the records for the
+/// region: a leading CHECKPOINT whose payload fits the superblock goes to the
+/// base, with the COMMIT after it when that COMMIT is the only other record
+/// (the newest operation, kept so that its id survives).
+fn split_base(records: &[Record], page_size: usize) -> (Option<Base>, &[Record]) {
+    let Some((first, rest)) = records.split_first() else {
+        return (None, records);
+    };
+    if first.kind != RecordKind::Checkpoint || !Base::fits(first.payload.len(), page_size) {
+        return (None, records);
+    }
+    let mut base = Base {
+        checkpoint_lsn: first.lsn,
+        payload: first.payload.clone(),
+        commit: None,
+    };
+    match rest {
+        [c] if c.kind == RecordKind::Commit => {
+            base.commit = Some((c.op, c.lsn));
+            (Some(base), &[])
+        }
+        _ => (Some(base), rest),
     }
 }

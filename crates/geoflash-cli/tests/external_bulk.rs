@@ -1,0 +1,126 @@
+//! `geoflash build --bulk hilbert --memory SIZE`: the bounded-memory bulk
+//! load (external sort) from the command line, on an input several times
+//! larger than its memory budget.
+mod common;
+use common::*;
+
+/// Ids of the input's boxes that intersect `w`, sorted (brute force).
+fn oracle(records: &[(u64, geoflash::geom::Rect)], w: [f64; 4]) -> Vec<u64> {
+    let mut ids: Vec<u64> = records
+        .iter()
+        .filter(|(_, r)| r.min_x <= w[2] && w[0] <= r.max_x && r.min_y <= w[3] && w[1] <= r.max_y)
+        .map(|(id, _)| *id)
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+#[test]
+fn bulk_load_with_less_memory_than_the_input_answers_like_brute_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("d.csv");
+    ok(geoflash(&[
+        "generate",
+        "--distribution",
+        "uniform",
+        "--geometry",
+        "box",
+        "--count",
+        "20000",
+        "--seed",
+        "5",
+        "--out",
+        s(&csv),
+    ]));
+    let records = geoflash_bench::formats::read_csv(&csv).unwrap();
+    for (kind, store) in [("rstar", "plain"), ("hilbert", "efind"), ("rtree", "fast")] {
+        let idx = dir.path().join(format!("ext-{kind}"));
+        // 20,000 records cost over 1 MB while sorted: 64 KiB forces many runs.
+        let out = ok(geoflash(&[
+            "build",
+            "--input",
+            s(&csv),
+            "--index",
+            s(&idx),
+            "--kind",
+            kind,
+            "--store",
+            store,
+            "--device",
+            "file?direct=false",
+            "--bulk",
+            "hilbert",
+            "--memory",
+            "64KiB",
+            "--json",
+        ]));
+        assert_eq!(last_json(&out)["operations"], 20000, "{kind}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let runs: u64 = stderr
+            .split("records, ")
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no run count in: {stderr}"));
+        assert!(
+            runs > 1,
+            "{kind}: {runs} runs: the input must exceed the budget"
+        );
+        ok(geoflash(&["verify", "--index", s(&idx)]));
+        // No temporary run file is left next to the index.
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path() != csv && !e.file_name().to_string_lossy().starts_with("ext-"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+        for w in [
+            [0.1, 0.1, 0.2, 0.25],
+            [0.0, 0.0, 1.0, 1.0],
+            [0.5, 0.5, 0.5001, 0.5001],
+        ] {
+            let wtext = format!("{},{},{},{}", w[0], w[1], w[2], w[3]);
+            let out = last_json(&ok(geoflash(&[
+                "query",
+                "--index",
+                s(&idx),
+                "--window",
+                &wtext,
+                "--ids",
+                "--json",
+            ])));
+            let mut got: Vec<u64> = out["windows"][0]["ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .collect();
+            got.sort_unstable();
+            assert_eq!(got, oracle(&records, w), "{kind} window {wtext}");
+        }
+    }
+}
+
+#[test]
+fn memory_needs_a_hilbert_bulk_load_on_a_csv_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("d.csv");
+    std::fs::write(&csv, "id,minx,miny,maxx,maxy\n1,0,0,1,1\n").unwrap();
+    let idx = dir.path().join("i");
+    for extra in [
+        vec!["--memory", "1MiB"],
+        vec!["--bulk", "str", "--memory", "1MiB"],
+        vec!["--bulk", "hilbert", "--memory", "lots"],
+        vec!["--bulk", "hilbert", "--memory", "1KiB"],
+    ] {
+        let mut args = vec!["build", "--input", s(&csv), "--index", s(&idx)];
+        args.extend(extra.iter().copied());
+        let out = geoflash(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
