@@ -89,14 +89,14 @@ pub struct BuildArgs {
     /// Page (node) size.
     #[arg(long, default_value = "4096")]
     page_size: String,
-    /// Memory budget of the store.
-    #[arg(long, default_value = "512KiB")]
+    /// Memory budget of the store (the papers' experiments use 512KiB).
+    #[arg(long, default_value = geoflash::defaults::BUFFER)]
     buffer: String,
     /// Replacement policy of the buffer: lru, hlru, s2q or 2q.
     #[arg(long, default_value = "s2q")]
     buffer_policy: String,
-    /// Device spec (file, file:PATH?…, mem:, flashsim:…, hddsim:…).
-    #[arg(long, default_value = "file")]
+    /// Device spec (file = direct I/O, file?direct=false, file:PATH?…, mem:, flashsim:…, hddsim:…).
+    #[arg(long, default_value = geoflash::defaults::DEVICE)]
     device: String,
     /// Maximum entries per node, M (default: as many as a page holds).
     #[arg(long)]
@@ -836,7 +836,7 @@ fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<()
         memory_budget,
         temp_dir,
     };
-    let start = Instant::now();
+    let start = BatchClock::start();
     let (index, report) =
         Index::bulk_load_external(Some(&a.index), &opts, stream()?, a.fill, &config)?;
     eprintln!(

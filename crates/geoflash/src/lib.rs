@@ -18,6 +18,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod cache;
+pub mod defaults;
 pub mod error;
 pub mod geom;
 pub mod grid;
