@@ -770,3 +770,28 @@ fn fixed_counter_grows_the_tree_at_512_byte_pages() {
     let orig = insert_only(max, 3000, 17, true);
     assert_eq!((orig.height, orig.root_chain), (1, 249));
 }
+
+/// Issue 17, item 2: a k far beyond the records returns every record.
+#[test]
+fn knn_with_a_huge_k_returns_every_record() {
+    let mut t = Fortree::create(MemStore::new(), FortreeConfig::new(4)).unwrap();
+    let data = rects(50, 9);
+    let mut o = Oracle::default();
+    for (id, rect) in &data {
+        t.insert(*id, *rect).unwrap();
+        o.0.push((*id, *rect));
+    }
+    let p = Point { x: 500.0, y: 500.0 };
+    for k in [1usize << 40, usize::MAX] {
+        for ties in [false, true] {
+            let got: Vec<(f64, u64)> = t
+                .nearest(p, k, ties)
+                .unwrap()
+                .neighbors
+                .iter()
+                .map(|n| (n.distance, n.id))
+                .collect();
+            assert_eq!(got, o.knn(&p, k, ties));
+        }
+    }
+}
