@@ -1162,3 +1162,46 @@ fn huge_sizes_are_answered_or_refused_never_aborted() {
     ])));
     assert_eq!(out["stats"]["io"]["pages_read"], 200);
 }
+
+/// Issue 17, item 9: `--buffer-policy` names every policy the library has,
+/// `arc` included, and accepts it.
+#[test]
+fn buffer_policy_help_names_arc_and_arc_builds() {
+    let help = ok(geoflash(&["build", "--help"]));
+    let help = String::from_utf8_lossy(&help.stdout);
+    let line = help
+        .lines()
+        .skip_while(|l| !l.contains("--buffer-policy"))
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
+    for policy in ["lru", "hlru", "s2q", "2q", "arc"] {
+        assert!(line.contains(policy), "{policy} missing: {line}");
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    ok(geoflash(&[
+        "generate",
+        "--distribution",
+        "uniform",
+        "--count",
+        "300",
+        "--out",
+        s(&data),
+    ]));
+    let idx = dir.path().join("idx");
+    ok(geoflash(&[
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&idx),
+        "--store",
+        "plain",
+        "--buffer-policy",
+        "arc",
+        "--device",
+        "file?direct=false",
+    ]));
+    ok(geoflash(&["verify", "--index", s(&idx)]));
+}
