@@ -24,11 +24,13 @@ build: setup
 demo: build
 	@bash scripts/demo.sh $(DEMO_DIR)
 
-## What CI runs: formatting, lints, every unit, property and crash test at
+## What CI runs: the declared minimum Rust version (every crate inherits
+## it), formatting, lints, every unit, property and crash test at
 ## moderate counts, and the Python package's pytest suite.
 test: setup lint unit python
 
 lint:
+	bash scripts/check-rust-version.sh
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 

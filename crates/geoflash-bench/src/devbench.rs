@@ -4,14 +4,22 @@
 //! Page ids are drawn from a *region* of the device: the first
 //! `min(capacity, region_bytes / page_size)` pages. Sequential patterns cycle
 //! through the region; random ones draw ids uniformly from it (seeded, so a
-//! run is repeatable). Read patterns first fill the region (not counted), so
-//! that a file device reads real blocks and a simulator reads mapped pages.
+//! run is repeatable). Read patterns first write the pages they will read
+//! (not counted), so that a file device reads real blocks and a simulator
+//! reads mapped pages: the whole region when it has at most `count` pages,
+//! else only the pages the run's seeded sequence reads (drawn once ahead),
+//! so that the prefill costs time and, on the simulators, which keep their
+//! pages in memory, memory in proportion to `count`, not to the region.
+//!
+//! The buffer of a batch holds `min(batch, count)` pages; a batch the
+//! machine cannot hold is bad input, not an allocation failure.
+use std::collections::BTreeSet;
 use std::str::FromStr;
 use std::time::Instant;
 
 use geoflash::storage::trace::{replay_with_progress, ReplaySummary, Trace};
 use geoflash::storage::{DeviceStats, PageDevice, PageId};
-use geoflash::{Error, Result};
+use geoflash::{reserve, Error, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -147,36 +155,45 @@ pub fn run(
             config.region_bytes
         )));
     }
+    // No batch is larger than the run.
+    let batch = usize::try_from(config.count).map_or(config.batch, |c| c.min(config.batch));
+    let buf_bytes = batch.checked_mul(page_size).ok_or_else(|| {
+        Error::invalid(format!(
+            "batch of {batch} pages of {page_size} bytes is too large"
+        ))
+    })?;
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
-    let mut data = vec![0u8; config.batch * page_size];
+    let mut data = reserve::filled(0u8, buf_bytes, "batch buffer (bytes)")?;
     rng.fill(&mut data[..]);
+    let mut draws = Draws {
+        rng,
+        next_seq: 0,
+        region_pages,
+        pattern: config.pattern,
+        read_fraction: config.read_fraction,
+    };
+    let mut ids: Vec<PageId> = reserve::vec_for(batch, "batch")?;
 
     if config.pattern.reads() && config.prefill {
-        fill_region(device, region_pages, &data[..page_size])?;
+        let page = data.get(..page_size).unwrap_or_default();
+        if region_pages <= config.count {
+            fill_region(device, region_pages, page)?;
+        } else {
+            fill_pages(
+                device,
+                &read_pages(draws.clone(), config.count, batch),
+                page,
+            )?;
+        }
     }
     device.reset_stats();
 
-    let mut ids: Vec<PageId> = Vec::with_capacity(config.batch);
-    let mut next_seq: PageId = 0;
     let mut done = 0u64;
     let start = Instant::now();
     while done < config.count {
-        let n = (config.count - done).min(config.batch as u64) as usize;
-        ids.clear();
-        for _ in 0..n {
-            if config.pattern.sequential() {
-                ids.push(next_seq);
-                next_seq = (next_seq + 1) % region_pages;
-            } else {
-                ids.push(rng.gen_range(0..region_pages));
-            }
-        }
+        let n = (config.count - done).min(batch as u64) as usize;
+        let read = draws.next(n, &mut ids);
         let buf = &mut data[..n * page_size];
-        let read = match config.pattern {
-            Pattern::SeqRead | Pattern::RandomRead => true,
-            Pattern::SeqWrite | Pattern::RandomWrite => false,
-            Pattern::Mixed => rng.gen_bool(config.read_fraction),
-        };
         if read {
             device.read_batch(&ids, buf)?;
         } else {
@@ -208,24 +225,81 @@ pub fn run(
     })
 }
 
+/// The page ids of a run, batch by batch, and whether each batch reads:
+/// one seeded sequence, which the prefill can draw ahead from a clone.
+#[derive(Clone)]
+struct Draws {
+    rng: ChaCha8Rng,
+    next_seq: PageId,
+    region_pages: u64,
+    pattern: Pattern,
+    read_fraction: f64,
+}
+
+impl Draws {
+    /// Draws the next batch of `n` page ids into `ids`; true when it reads.
+    fn next(&mut self, n: usize, ids: &mut Vec<PageId>) -> bool {
+        ids.clear();
+        for _ in 0..n {
+            if self.pattern.sequential() {
+                ids.push(self.next_seq);
+                self.next_seq = (self.next_seq + 1) % self.region_pages;
+            } else {
+                ids.push(self.rng.gen_range(0..self.region_pages));
+            }
+        }
+        match self.pattern {
+            Pattern::SeqRead | Pattern::RandomRead => true,
+            Pattern::SeqWrite | Pattern::RandomWrite => false,
+            Pattern::Mixed => self.rng.gen_bool(self.read_fraction),
+        }
+    }
+}
+
+/// The distinct pages the read batches of a run of `count` operations in
+/// batches of `batch` will read, ascending.
+fn read_pages(mut draws: Draws, count: u64, batch: usize) -> Vec<PageId> {
+    let mut pages = BTreeSet::new();
+    let mut ids = Vec::new();
+    let mut done = 0u64;
+    while done < count {
+        let n = (count - done).min(batch as u64) as usize;
+        if draws.next(n, &mut ids) {
+            pages.extend(ids.iter().copied());
+        }
+        done += n as u64;
+    }
+    pages.into_iter().collect()
+}
+
+/// Pages written per prefill batch.
+const FILL_CHUNK: usize = 256;
+
 /// Writes every page of the region once, in large sequential batches, and syncs.
 fn fill_region(device: &dyn PageDevice, region_pages: u64, page: &[u8]) -> Result<()> {
-    const CHUNK: u64 = 256;
-    let page_size = page.len();
-    let chunk_data: Vec<u8> = page
-        .iter()
-        .copied()
-        .cycle()
-        .take(CHUNK as usize * page_size)
-        .collect();
+    let chunk_data = repeated(page, FILL_CHUNK);
     let mut first = 0;
     while first < region_pages {
-        let n = (region_pages - first).min(CHUNK);
+        let n = (region_pages - first).min(FILL_CHUNK as u64);
         let ids: Vec<PageId> = (first..first + n).collect();
-        device.write_batch(&ids, &chunk_data[..n as usize * page_size])?;
+        device.write_batch(&ids, &chunk_data[..n as usize * page.len()])?;
         first += n;
     }
     device.sync()
+}
+
+/// Writes each of `pages` once, in batches of ascending ids, and syncs.
+fn fill_pages(device: &dyn PageDevice, pages: &[PageId], page: &[u8]) -> Result<()> {
+    let chunk_data = repeated(page, FILL_CHUNK);
+    for ids in pages.chunks(FILL_CHUNK) {
+        device.write_batch(ids, &chunk_data[..ids.len() * page.len()])?;
+    }
+    device.sync()
+}
+
+/// `n` copies of `page`, one after the other.
+fn repeated(page: &[u8], n: usize) -> Vec<u8> {
+    page.iter().copied().cycle().take(n * page.len()).collect()
 }
 
 /// What replaying a trace measured.
@@ -296,6 +370,119 @@ mod tests {
                 assert_eq!(io.random_writes, 1);
             }
         }
+    }
+
+    /// A sparse device in memory that refuses to hold more than `budget`
+    /// pages written: stands for a simulator whose memory runs out.
+    struct Budgeted {
+        inner: MemDevice,
+        written: std::sync::atomic::AtomicU64,
+        budget: u64,
+    }
+
+    impl PageDevice for Budgeted {
+        fn page_size(&self) -> usize {
+            self.inner.page_size()
+        }
+        fn capacity(&self) -> u64 {
+            self.inner.capacity()
+        }
+        fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
+            self.inner.read_batch(pages, buf)
+        }
+        fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
+            use std::sync::atomic::Ordering;
+            let n = pages.len() as u64;
+            if self.written.fetch_add(n, Ordering::Relaxed) + n > self.budget {
+                return Err(Error::invalid("out of memory (budget of pages written)"));
+            }
+            self.inner.write_batch(pages, data)
+        }
+        fn sync(&self) -> Result<()> {
+            self.inner.sync()
+        }
+        fn trim(&self, pages: &[PageId]) -> Result<()> {
+            self.inner.trim(pages)
+        }
+        fn stats(&self) -> DeviceStats {
+            self.inner.stats()
+        }
+        fn reset_stats(&self) {
+            self.inner.reset_stats()
+        }
+        fn describe(&self) -> String {
+            self.inner.describe()
+        }
+    }
+
+    /// Issue 17, item 2: a region far larger than the run (a terabyte on a
+    /// simulator that keeps its pages in memory) prefills only the pages the
+    /// run reads, and every one of them is read back as written.
+    #[test]
+    fn a_huge_region_prefills_only_the_pages_the_run_reads() {
+        for (pattern, batch) in [
+            (Pattern::RandomRead, 1),
+            (Pattern::SeqRead, 7),
+            (Pattern::Mixed, 3),
+        ] {
+            let dev = Budgeted {
+                inner: MemDevice::new(4096, 1 << 40).unwrap(),
+                written: 0.into(),
+                budget: 1000,
+            };
+            let cfg = DevbenchConfig {
+                pattern,
+                batch,
+                count: 500,
+                region_bytes: 1 << 40,
+                ..DevbenchConfig::default()
+            };
+            let r = run(&dev, &cfg, &|_| {}).unwrap();
+            assert_eq!(r.region_pages, 1 << 28);
+            let io = r.stats.io;
+            assert_eq!(io.pages_read + io.pages_written, 500, "{pattern:?}");
+            // Every page the run read was prefilled (nothing reads as zeros).
+            let mut draws = Draws {
+                rng: ChaCha8Rng::seed_from_u64(0),
+                next_seq: 0,
+                region_pages: r.region_pages,
+                pattern,
+                read_fraction: 0.5,
+            };
+            draws.rng = {
+                let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+                let mut data = vec![0u8; batch * 4096];
+                rng.fill(&mut data[..]);
+                rng
+            };
+            for p in read_pages(draws, cfg.count, batch) {
+                let mut buf = vec![0u8; 4096];
+                dev.inner.read(p, &mut buf).unwrap();
+                assert!(buf.iter().any(|&b| b != 0), "page {p} not prefilled");
+            }
+        }
+    }
+
+    /// A batch larger than the machine can hold is bad input, and a batch
+    /// larger than the run holds only the run.
+    #[test]
+    fn huge_batches_are_bad_input_or_bounded_by_the_run() {
+        let dev = MemDevice::new(4096, 1000).unwrap();
+        let cfg = DevbenchConfig {
+            batch: usize::MAX,
+            count: u64::MAX,
+            ..DevbenchConfig::default()
+        };
+        let err = run(&dev, &cfg, &|_| {}).unwrap_err();
+        assert!(err.is_user_error(), "{err}");
+        let cfg = DevbenchConfig {
+            pattern: Pattern::RandomWrite,
+            batch: usize::MAX,
+            count: 10,
+            ..DevbenchConfig::default()
+        };
+        let r = run(&dev, &cfg, &|_| {}).unwrap();
+        assert_eq!(r.stats.io.pages_written, 10);
     }
 
     #[test]

@@ -19,7 +19,7 @@
 use std::str::FromStr;
 
 use geoflash::geom::Rect;
-use geoflash::{Error, Result};
+use geoflash::{reserve, Error, Result};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -212,16 +212,18 @@ fn in_unit(rng: &mut ChaCha8Rng, d: &Normal<f64>) -> f64 {
 pub fn generate(p: &GenParams) -> Result<Vec<Rect>> {
     p.validate()?;
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
-    let rects = match p.distribution {
-        Distribution::Parcel => parcels(p, &mut rng)?,
-        Distribution::Buildings => buildings(p, &mut rng)?,
+    // The dataset is held in memory: a count the machine cannot hold fails
+    // here, before any work, as bad input.
+    let mut rects = reserve::vec_for(p.count, "count")?;
+    match p.distribution {
+        Distribution::Parcel => parcels(p, &mut rng, &mut rects)?,
+        Distribution::Buildings => buildings(p, &mut rng, &mut rects)?,
         _ => {
-            let pts = points(p, &mut rng)?;
-            pts.into_iter()
-                .map(|(x, y)| to_geometry(p, &mut rng, x, y))
-                .collect::<Result<Vec<_>>>()?
+            for (x, y) in points(p, &mut rng)? {
+                rects.push(to_geometry(p, &mut rng, x, y)?);
+            }
         }
-    };
+    }
     Ok(rects)
 }
 
@@ -238,7 +240,7 @@ fn to_geometry(p: &GenParams, rng: &mut ChaCha8Rng, x: f64, y: f64) -> Result<Re
 
 fn points(p: &GenParams, rng: &mut ChaCha8Rng) -> Result<Vec<(f64, f64)>> {
     let n = p.count;
-    let mut out = Vec::with_capacity(n);
+    let mut out = reserve::vec_for(n, "count")?;
     match p.distribution {
         Distribution::Uniform => out.extend((0..n).map(|_| (rng.gen::<f64>(), rng.gen::<f64>()))),
         Distribution::Gaussian => {
@@ -307,7 +309,7 @@ fn thomas(
         return Ok(());
     };
     let parents_n = ((n as f64 / size).ceil() as usize).max(1);
-    let mut parents = Vec::with_capacity(parents_n);
+    let mut parents = reserve::vec_for(parents_n, "cluster parents")?;
     thomas(rng, parents_n, rest, &mut parents)?;
     let d = normal(0.0, sigma)?;
     for _ in 0..n {
@@ -345,9 +347,9 @@ fn hier_thomas(
 /// Spider's parcel: split the largest pending box at a random position of its
 /// longer side (in `[split_range, 1 - split_range]`) until there are `count`
 /// boxes, then shrink each side by a factor drawn from `[0, dither]`.
-fn parcels(p: &GenParams, rng: &mut ChaCha8Rng) -> Result<Vec<Rect>> {
+fn parcels(p: &GenParams, rng: &mut ChaCha8Rng, out: &mut Vec<Rect>) -> Result<()> {
     let mut boxes: std::collections::VecDeque<[f64; 4]> =
-        std::collections::VecDeque::with_capacity(p.count);
+        reserve::vec_for(p.count, "count")?.into();
     if p.count > 0 {
         boxes.push_back([0.0, 0.0, 1.0, 1.0]);
     }
@@ -366,9 +368,8 @@ fn parcels(p: &GenParams, rng: &mut ChaCha8Rng) -> Result<Vec<Rect>> {
             boxes.push_back([x0, ym, x1, y1]);
         }
     }
-    boxes
-        .into_iter()
-        .map(|[x0, y0, x1, y1]| {
+    for [x0, y0, x1, y1] in boxes {
+        let rect = {
             let (w, h) = (x1 - x0, y1 - y0);
             let (nw, nh) = (
                 w * (1.0 - rng.gen::<f64>() * p.dither),
@@ -381,22 +382,23 @@ fn parcels(p: &GenParams, rng: &mut ChaCha8Rng) -> Result<Vec<Rect>> {
                     Rect::new(cx - nw / 2.0, cy - nh / 2.0, cx + nw / 2.0, cy + nh / 2.0)
                 }
             }
-        })
-        .collect()
+        };
+        out.push(rect?);
+    }
+    Ok(())
 }
 
 /// Building-like boxes: centres from the hierarchical Thomas process; side
 /// lengths log-normal with median `max_size / 100` and σ = 0.8 (heavy right
 /// tail: a few objects a hundred times the median), aspect ratio in [0.5, 2].
-fn buildings(p: &GenParams, rng: &mut ChaCha8Rng) -> Result<Vec<Rect>> {
-    let mut centres = Vec::with_capacity(p.count);
+fn buildings(p: &GenParams, rng: &mut ChaCha8Rng, out: &mut Vec<Rect>) -> Result<()> {
+    let mut centres = reserve::vec_for(p.count, "count")?;
     hier_thomas(rng, p.count, p.cluster_sigma, p.cluster_size, &mut centres)?;
     let median = (p.max_size / 100.0).max(1e-9);
     let size = LogNormal::new(median.ln(), 0.8)
         .map_err(|e| Error::invalid(format!("log-normal sizes: {e}")))?;
-    centres
-        .into_iter()
-        .map(|(x, y)| match p.geometry {
+    for (x, y) in centres {
+        let rect = match p.geometry {
             GeometryKind::Point => Rect::new(x, y, x, y),
             GeometryKind::Box => {
                 let s = size.sample(rng).min(p.max_size.max(median));
@@ -404,8 +406,10 @@ fn buildings(p: &GenParams, rng: &mut ChaCha8Rng) -> Result<Vec<Rect>> {
                 let (w, h) = (s * aspect.sqrt(), s / aspect.sqrt());
                 Rect::new(x - w / 2.0, y - h / 2.0, x + w / 2.0, y + h / 2.0)
             }
-        })
-        .collect()
+        };
+        out.push(rect?);
+    }
+    Ok(())
 }
 
 /// The order in which objects are inserted (it decides how much a write buffer absorbs).
@@ -442,7 +446,8 @@ impl FromStr for InsertionOrder {
 
 /// Returns the permutation of `0..rects.len()` giving the insertion order.
 pub fn order(rects: &[Rect], order: InsertionOrder, seed: u64) -> Result<Vec<usize>> {
-    let mut idx: Vec<usize> = (0..rects.len()).collect();
+    let mut idx: Vec<usize> = reserve::vec_for(rects.len(), "count")?;
+    idx.extend(0..rects.len());
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5EED_0DE5);
     match order {
         InsertionOrder::AsGenerated => {}
@@ -473,7 +478,8 @@ fn hilbert_sort(rects: &[Rect], idx: &mut [usize]) -> Result<()> {
         return Ok(());
     };
     let domain = geoflash::geom::HilbertDomain::new(extent, 16)?;
-    let keys: Vec<u64> = rects.iter().map(|r| domain.hilbert(&r.center())).collect();
+    let mut keys: Vec<u64> = reserve::vec_for(rects.len(), "count")?;
+    keys.extend(rects.iter().map(|r| domain.hilbert(&r.center())));
     idx.sort_by_key(|&i| keys.get(i).copied().unwrap_or(0));
     Ok(())
 }
@@ -592,6 +598,20 @@ mod tests {
         // path length: hilbert << sessions << random
         assert!(lens[2] * 10.0 < lens[1], "{lens:?}");
         assert!(lens[3] < lens[1] / 3.0 && lens[3] > lens[2], "{lens:?}");
+    }
+
+    /// Issue 17, item 2: a count the machine cannot hold is bad input
+    /// before any work, for every distribution, never an abort.
+    #[test]
+    fn impossible_counts_are_bad_input() {
+        for d in ALL {
+            let p = GenParams::new(d, GeometryKind::Box, usize::MAX / 4, 1);
+            let err = generate(&p).unwrap_err();
+            assert!(
+                err.is_user_error() && err.to_string().contains("count"),
+                "{d:?}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -88,7 +88,7 @@ pub fn windows(
         0.0
     };
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut out = Vec::with_capacity(count);
+    let mut out = geoflash::reserve::vec_for(count, "window count")?;
     for _ in 0..count {
         let (cx, cy) = match placement {
             Placement::Uniform => (
@@ -128,6 +128,27 @@ pub fn write_windows(path: &Path, windows: &[Rect]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 17, item 2: a window count the machine cannot hold is bad
+    /// input, never an abort.
+    #[test]
+    fn impossible_counts_are_bad_input() {
+        let extent = Rect::new(0.0, 0.0, 1.0, 1.0).unwrap();
+        let err = windows(
+            extent,
+            0.01,
+            1.0,
+            usize::MAX / 4,
+            Placement::Uniform,
+            &[],
+            1,
+        )
+        .unwrap_err();
+        assert!(
+            err.is_user_error() && err.to_string().contains("count"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn area_is_the_selectivity_of_the_extent() {

@@ -92,7 +92,7 @@ pub struct BuildArgs {
     /// Memory budget of the store (the papers' experiments use 512KiB).
     #[arg(long, default_value = geoflash::defaults::BUFFER)]
     buffer: String,
-    /// Replacement policy of the buffer: lru, hlru, s2q or 2q.
+    /// Replacement policy of the buffer: lru, hlru, s2q, 2q or arc.
     #[arg(long, default_value = "s2q")]
     buffer_policy: String,
     /// Device spec (file = direct I/O, file?direct=false, file:PATH?…, mem:, flashsim:…, hddsim:…).

@@ -1052,3 +1052,156 @@ fn fortree_kind_builds_answers_reopens_and_reproduces_the_root_counter_failure()
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--kind fortree"));
 }
+
+/// Issue 17, item 2: sizes a user types never abort the process. More
+/// neighbours than records returns every record; impossible counts and
+/// batches exit 2 with a message; a terabyte devbench region on a simulator
+/// that keeps its pages in memory costs memory for the run, not the region.
+#[test]
+fn huge_sizes_are_answered_or_refused_never_aborted() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    ok(geoflash(&[
+        "generate",
+        "--distribution",
+        "uniform",
+        "--count",
+        "200",
+        "--out",
+        s(&data),
+    ]));
+    for kind in ["rstar", "xbr", "fortree"] {
+        let idx = dir.path().join(kind);
+        let mut args = vec![
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(&idx),
+            "--kind",
+            kind,
+            "--device",
+            "file?direct=false",
+        ];
+        if kind == "fortree" {
+            args.extend(["--store", "plain"]);
+        }
+        ok(geoflash(&args));
+        for k in ["1000000000", "18446744073709551615"] {
+            let knn = last_json(&ok(geoflash(&[
+                "knn",
+                "--index",
+                s(&idx),
+                "--point",
+                "0.5,0.5",
+                "--k",
+                k,
+                "--json",
+            ])));
+            assert_eq!(
+                knn["neighbors"].as_array().unwrap().len(),
+                200,
+                "{kind} k={k}"
+            );
+        }
+    }
+    let huge = "1000000000000000000";
+    let (gen_out, win_out) = (dir.path().join("g.csv"), dir.path().join("w.csv"));
+    let refused = [
+        vec![
+            "generate",
+            "--distribution",
+            "uniform",
+            "--count",
+            huge,
+            "--out",
+            s(&gen_out),
+        ],
+        vec![
+            "windows",
+            "--input",
+            s(&data),
+            "--selectivity",
+            "1%",
+            "--count",
+            huge,
+            "--out",
+            s(&win_out),
+        ],
+        vec![
+            "devbench",
+            "--device",
+            "mem:",
+            "--pattern",
+            "random-write",
+            "--count",
+            huge,
+            "--batch",
+            huge,
+        ],
+    ];
+    for args in refused {
+        let out = geoflash(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("too large"),
+            "{args:?}: {out:?}"
+        );
+    }
+    let out = last_json(&ok(geoflash(&[
+        "devbench",
+        "--device",
+        "hddsim:preset=7200rpm",
+        "--pattern",
+        "random-read",
+        "--region",
+        "1TB",
+        "--count",
+        "200",
+        "--json",
+    ])));
+    assert_eq!(out["stats"]["io"]["pages_read"], 200);
+}
+
+/// Issue 17, item 9: `--buffer-policy` names every policy the library has,
+/// `arc` included, and accepts it.
+#[test]
+fn buffer_policy_help_names_arc_and_arc_builds() {
+    let help = ok(geoflash(&["build", "--help"]));
+    let help = String::from_utf8_lossy(&help.stdout);
+    let line = help
+        .lines()
+        .skip_while(|l| !l.contains("--buffer-policy"))
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
+    for policy in ["lru", "hlru", "s2q", "2q", "arc"] {
+        assert!(line.contains(policy), "{policy} missing: {line}");
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    ok(geoflash(&[
+        "generate",
+        "--distribution",
+        "uniform",
+        "--count",
+        "300",
+        "--out",
+        s(&data),
+    ]));
+    let idx = dir.path().join("idx");
+    ok(geoflash(&[
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&idx),
+        "--store",
+        "plain",
+        "--buffer-policy",
+        "arc",
+        "--device",
+        "file?direct=false",
+    ]));
+    ok(geoflash(&["verify", "--index", s(&idx)]));
+}

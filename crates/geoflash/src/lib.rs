@@ -28,6 +28,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod objects;
 pub mod page;
+pub mod reserve;
 pub mod storage;
 pub mod store;
 pub mod structure;

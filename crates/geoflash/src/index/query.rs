@@ -298,15 +298,18 @@ impl<S: NodeStore> RTree<S> {
     /// [`RTree::nearest_iter`].
     pub fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
         let mut it = self.nearest_iter(point)?;
+        // Memory follows the answer, never `k` itself (a user's number):
+        // there are no more neighbours than records.
+        let cap = crate::reserve::answer_capacity(k, self.store.meta().records);
         // Nothing farther than the k-th nearest record seen so far can be in
         // the answer (ties included), so the search need not queue it.
         if k > 0 {
             it.bound = Some(Bound {
                 k,
-                best: BinaryHeap::with_capacity(k + 1),
+                best: BinaryHeap::with_capacity(cap.saturating_add(1)),
             });
         }
-        let mut neighbors: Vec<Neighbor> = Vec::with_capacity(k);
+        let mut neighbors: Vec<Neighbor> = Vec::with_capacity(cap);
         while neighbors.len() < k {
             match it.next() {
                 Some(n) => neighbors.push(n?),

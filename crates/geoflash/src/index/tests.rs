@@ -408,6 +408,26 @@ fn knn_ties_return_every_item_at_the_kth_distance() {
     assert_eq!(t.nearest(o, 100, false).unwrap().neighbors.len(), 5);
 }
 
+/// Issue 17, item 2: a k far beyond the records (a user's number) returns
+/// every record, and reserves memory for the answer, not for k.
+#[test]
+fn knn_with_a_huge_k_returns_every_record() {
+    let mut t = RTree::create(MemStore::new(), TreeParams::new(IndexKind::RStar, 6)).unwrap();
+    for i in 0..40u64 {
+        let x = i as f64;
+        t.insert(i, r(x, 0.0, x + 0.5, 0.5)).unwrap();
+    }
+    let o = Point { x: 0.0, y: 0.0 };
+    for k in [1usize << 40, usize::MAX] {
+        for ties in [false, true] {
+            let got = t.nearest(o, k, ties).unwrap();
+            let ids: Vec<u64> = got.neighbors.iter().map(|n| n.id).collect();
+            assert_eq!(ids, (0..40).collect::<Vec<_>>(), "k {k} ties {ties}");
+            assert!(got.neighbors.capacity() < 1 << 20);
+        }
+    }
+}
+
 #[test]
 fn diff_produces_minimal_changes() {
     let e = |k: u64, x: f64| Entry {

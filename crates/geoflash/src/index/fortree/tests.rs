@@ -208,7 +208,7 @@ proptest! {
     #[test]
     fn random_operations_agree_with_the_oracle(
         ops in prop::collection::vec(op_strategy(), 1..250),
-        max in 4usize..9,
+        max in 3usize..9,
         split in 0usize..250,
     ) {
         for cfg in configs(max) {
@@ -276,7 +276,7 @@ fn bad_parameters_are_refused_with_the_parameter_named() {
     let ok = FortreeConfig::new(8);
     ok.verify().unwrap();
     for (bad, word) in [
-        (FortreeConfig::new(3), "max_entries"),
+        (FortreeConfig::new(2), "max_entries"),
         (
             FortreeConfig {
                 min_entries: 5,
@@ -435,6 +435,34 @@ fn searches_let_the_original_root_merge_back() {
     assert_eq!(t.height(), 2);
     assert_eq!(t.stats().merge_backs, 1);
     t.check().unwrap();
+}
+
+/// The fixed counter counts the extra page reads of the chain: an access
+/// of a unit with k O-nodes (a search, or an insertion into the unit) adds k.
+#[test]
+fn fixed_counter_counts_the_extra_reads_of_every_access() {
+    let cfg = FortreeConfig {
+        write_read_ratio: 100.0,
+        ..FortreeConfig::new(8)
+    };
+    let mut t = Fortree::create(MemStore::new(), cfg).unwrap();
+    let data = rects(100, 3);
+    // 8 fill the root, the 9th starts the chain (no counter yet), the
+    // 10th to 16th each add 1, the 17th adds 1 and starts a second O-node.
+    for (id, rect) in data.iter().take(17) {
+        t.insert(*id, *rect).unwrap();
+    }
+    let root = t.root().unwrap();
+    assert_eq!(t.chain_len(root), 2);
+    assert_eq!(t.ont().get(&root).map(|e| e.accesses), Some(8));
+    for _ in 0..3 {
+        t.query(r(0.0, 0.0, 1.0, 1.0), Predicate::Intersects)
+            .unwrap();
+    }
+    assert_eq!(t.ont().get(&root).map(|e| e.accesses), Some(8 + 3 * 2));
+    let (id, rect) = data[17];
+    t.insert(id, rect).unwrap();
+    assert_eq!(t.ont().get(&root).map(|e| e.accesses), Some(8 + 3 * 2 + 2));
 }
 
 /// Each flush is one store operation; on a plain store without buffer that
@@ -668,4 +696,102 @@ fn measure_pages_written_against_the_rtree() {
     a.sort_unstable();
     b.sort_unstable();
     assert_eq!(a, b);
+}
+
+/// The longest chain an insert-only build can give a unit with the fixed
+/// counter: the smallest k at which the extra reads the chain has already
+/// cost (at least M per O-node before the k-th: `M · k(k − 1)/2`) reach the
+/// merge threshold `T(k)`. Independent of the number of records.
+fn fixed_chain_bound(cfg: &FortreeConfig) -> u64 {
+    let m = cfg.max_entries as f64;
+    (1u64..)
+        .find(|&k| m * (k * (k - 1)) as f64 / 2.0 >= cfg.merge_threshold(k as usize))
+        .unwrap_or(u64::MAX)
+}
+
+/// Insert-only build of `n` random rectangles with node size `max`; the
+/// structure report after a full check.
+fn insert_only(max: usize, n: u64, seed: u64, original: bool) -> FortreeReport {
+    let cfg = FortreeConfig {
+        original_root_counter: original,
+        ..FortreeConfig::new(max)
+    };
+    let mut t = Fortree::create(MemStore::new(), cfg).unwrap();
+    for (id, rect) in rects(n, seed) {
+        t.insert(id, rect).unwrap();
+    }
+    let rep = t.check().unwrap();
+    assert_eq!(rep.records, n);
+    rep
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    /// Issue 17, item 1: at every M from 3 up, an insert-only build with
+    /// the fixed counter grows the tree — no chain (the root's included)
+    /// outgrows a bound that depends on M and `C_w/C_r` only — while the
+    /// original counter keeps the seeds' failure: one leaf root holding
+    /// every object in a chain of ⌈n/M⌉ − 1 O-nodes.
+    #[test]
+    fn fixed_counter_grows_the_tree_at_every_node_size(
+        max in 3usize..70,
+        n in 1u64..1500,
+        seed in any::<u64>(),
+    ) {
+        let cfg = FortreeConfig::new(max);
+        let bound = fixed_chain_bound(&cfg);
+        let fixed = insert_only(max, n, seed, false);
+        prop_assert!(fixed.root_chain <= bound, "M {} n {}: root chain {} > {}", max, n, fixed.root_chain, bound);
+        prop_assert!(fixed.longest_chain <= bound, "M {} n {}: longest chain {} > {}", max, n, fixed.longest_chain, bound);
+        if n > (bound + 1) * max as u64 {
+            prop_assert!(fixed.height >= 2, "M {} n {}: height {}", max, n, fixed.height);
+        }
+        let orig = insert_only(max, n, seed, true);
+        prop_assert_eq!(orig.height, 1);
+        prop_assert_eq!(orig.root_chain, n.div_ceil(max as u64) - 1);
+    }
+}
+
+/// The audit's case: 512-byte pages (M = 12), 3,000 boxes. The fixed
+/// counter gives a tree several levels high with short chains; the
+/// original, one leaf root with a chain of 249 O-nodes.
+#[test]
+fn fixed_counter_grows_the_tree_at_512_byte_pages() {
+    let max = FortreeConfig::for_page_size(512).unwrap().max_entries;
+    assert_eq!(max, 12);
+    let fixed = insert_only(max, 3000, 17, false);
+    assert!(fixed.height >= 3, "height {}", fixed.height);
+    assert!(
+        fixed.longest_chain <= 4,
+        "longest chain {}",
+        fixed.longest_chain
+    );
+    let orig = insert_only(max, 3000, 17, true);
+    assert_eq!((orig.height, orig.root_chain), (1, 249));
+}
+
+/// Issue 17, item 2: a k far beyond the records returns every record.
+#[test]
+fn knn_with_a_huge_k_returns_every_record() {
+    let mut t = Fortree::create(MemStore::new(), FortreeConfig::new(4)).unwrap();
+    let data = rects(50, 9);
+    let mut o = Oracle::default();
+    for (id, rect) in &data {
+        t.insert(*id, *rect).unwrap();
+        o.0.push((*id, *rect));
+    }
+    let p = Point { x: 500.0, y: 500.0 };
+    for k in [1usize << 40, usize::MAX] {
+        for ties in [false, true] {
+            let got: Vec<(f64, u64)> = t
+                .nearest(p, k, ties)
+                .unwrap()
+                .neighbors
+                .iter()
+                .map(|n| (n.distance, n.id))
+                .collect();
+            assert_eq!(got, o.knn(&p, k, ties));
+        }
+    }
 }

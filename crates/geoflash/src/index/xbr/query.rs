@@ -244,8 +244,10 @@ impl<S: NodeStore> XbrTree<S> {
     /// Samet) over the DBRs, by ascending distance, ties by id (nodes are
     /// expanded before points at the same distance).
     pub fn nearest(&self, p: &Point, k: usize) -> Result<Vec<Neighbor>> {
-        let mut out = Vec::with_capacity(k);
-        let Some(root) = self.store.meta().root else {
+        let meta = self.store.meta();
+        // Memory follows the answer, never `k` itself (a user's number).
+        let mut out = Vec::with_capacity(crate::reserve::answer_capacity(k, meta.records));
+        let Some(root) = meta.root else {
             return Ok(out);
         };
         let mut heap = BinaryHeap::new();

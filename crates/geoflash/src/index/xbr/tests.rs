@@ -438,6 +438,22 @@ fn bad_input_is_a_clear_error_and_changes_nothing() {
     assert!(XbrTree::bulk_load(MemStore::new(), XbrConfig::new(domain(), 4), &[], zero).is_err());
 }
 
+/// Issue 17, item 2: a k far beyond the records returns every point and
+/// reserves memory for the answer, not for k.
+#[test]
+fn knn_with_a_huge_k_returns_every_point() {
+    let mut t = XbrTree::create(MemStore::new(), XbrConfig::new(domain(), 4)).unwrap();
+    for i in 0..30u64 {
+        t.insert(i, pt(1.0 + i as f64 * 0.5, 1.0)).unwrap();
+    }
+    for k in [1usize << 40, usize::MAX] {
+        let got = t.nearest(&pt(0.0, 1.0), k).unwrap();
+        let ids: Vec<u64> = got.iter().map(|n| n.id).collect();
+        assert_eq!(ids, (0..30).collect::<Vec<_>>(), "k {k}");
+        assert!(got.capacity() < 1 << 20);
+    }
+}
+
 #[test]
 fn points_no_quadrant_separates_are_refused() {
     let big = Rect::new(0.0, 0.0, 1e12, 1e12).unwrap();
