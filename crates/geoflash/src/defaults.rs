@@ -42,6 +42,9 @@ mod tests {
         for d in [DEVICE, PAPERS_DEVICE] {
             assert!(d.starts_with("file"), "{d}");
         }
-        assert!(crate::units::parse_size(BUFFER).unwrap() > crate::units::parse_size(PAPERS_BUFFER).unwrap());
+        assert!(
+            crate::units::parse_size(BUFFER).unwrap()
+                > crate::units::parse_size(PAPERS_BUFFER).unwrap()
+        );
     }
 }
