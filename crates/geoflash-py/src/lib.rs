@@ -54,6 +54,25 @@ fn _geoflash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(bench::bench_run, m)?)?;
     m.add_class::<core::Core>()?;
+    // The product defaults (geoflash::defaults), the one source of the
+    // Python layer's default store, buffer and device.
+    let defaults = pyo3::types::PyDict::new_bound(m.py());
+    {
+        use geoflash_engine::defaults as d;
+        for (k, v) in [
+            ("store", d::STORE),
+            ("buffer", d::BUFFER),
+            ("device", d::DEVICE),
+            ("memory_store", d::MEMORY_STORE),
+            ("memory_buffer", d::MEMORY_BUFFER),
+            ("memory_device", "mem:"),
+            ("papers_buffer", d::PAPERS_BUFFER),
+            ("papers_device", d::PAPERS_DEVICE),
+        ] {
+            defaults.set_item(k, v)?;
+        }
+    }
+    m.add("DEFAULTS", defaults)?;
     m.add(
         "CorruptIndexError",
         m.py().get_type_bound::<CorruptIndexError>(),

@@ -1,7 +1,7 @@
 """geoflash: a flash-aware spatial index with the ``rtree`` package's API.
 
 >>> import geoflash
->>> idx = geoflash.Index()                      # in memory (device "mem:")
+>>> idx = geoflash.Index()                      # in memory (plain store on "mem:")
 >>> idx.insert(7, (0.0, 0.0, 1.0, 1.0), obj={"name": "a"})
 >>> idx.insert(7, (5.0, 5.0))                   # duplicate ids and points are fine
 >>> sorted(idx.intersection((0.5, 0.5, 6.0, 6.0)))
@@ -27,9 +27,14 @@ from typing import Any, Iterable, Iterator, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ._geoflash import Core as _Core
+from ._geoflash import DEFAULTS as _DEFAULTS
 from ._geoflash import CorruptIndexError, __version__, parse_size
 
-__all__ = ["Index", "Item", "CorruptIndexError", "parse_size", "__version__"]
+__all__ = ["Index", "Item", "CorruptIndexError", "DEFAULTS", "parse_size", "__version__"]
+
+#: The product defaults of new indexes (``store``, ``buffer``, ``device``, and
+#: ``memory_*`` for an index without a path; ``papers_*``: the papers' settings).
+DEFAULTS = dict(_DEFAULTS)
 
 _MANIFEST = "manifest.json"
 _EMPTY_BOUNDS = [
@@ -39,6 +44,21 @@ _EMPTY_BOUNDS = [
     -1.7976931348623157e308,
 ]
 _PREDICATES = ("intersects", "contains", "within")
+
+
+def _resolve_defaults(path: Any, store: Optional[str], buffer: Any, device: Optional[str]) -> dict:
+    """The store, buffer and device a new index gets when not given: the
+    product defaults of ``geoflash::defaults`` (chosen by the peer benchmark,
+    docs/benchmarks.md): on disk eFIND with 64 MiB through the OS page cache
+    (``file?direct=false``); in memory the plain store on ``mem:`` keeping up
+    to 1 GiB of decoded nodes. The papers' settings are
+    ``buffer="512KiB", device="file"``."""
+    where = "memory_" if path is None else ""
+    return dict(
+        store=_DEFAULTS[where + "store"] if store is None else store,
+        buffer=_DEFAULTS[where + "buffer"] if buffer is None else buffer,
+        device=_DEFAULTS[where + "device"] if device is None else device,
+    )
 
 
 class Item:
@@ -84,7 +104,7 @@ class Index:
     """A 2-D spatial index with the ``rtree.index.Index`` API.
 
     ``Index(path=None, stream=None, *, kind="rstar", split=None,
-    page_size=4096, store="efind", buffer="512KiB", device=None,
+    page_size=4096, store=None, buffer=None, device=None,
     durability="group", interleaved=True, readonly=False, bulk="str",
     fill=1.0, **store_params)``
 
@@ -99,11 +119,14 @@ class Index:
       its curve (objects outside it are clamped): required for an index
       built by insertion, the data's extent by default for a bulk load
       (a stream, ``from_arrays``, ``from_geoseries``).
-    - ``store``: ``"efind"`` (default), ``"fast"`` or ``"plain"``; ``buffer``: its memory
+    - ``store``: ``"efind"``, ``"fast"`` or ``"plain"``; ``buffer``: its memory
       budget (``"512KiB"`` or bytes); ``device``: a device string of the
       command line (``"file"``, ``"file?direct=false"``, ``"mem:"``,
-      ``"flashsim:preset=seed-tc58"``, ...), by default ``"file"`` with a
-      path and ``"mem:"`` without.
+      ``"flashsim:preset=seed-tc58"``, ...). Defaults (``geoflash.DEFAULTS``,
+      chosen by the peer benchmark): with a path eFIND, ``"64MiB"``,
+      ``"file?direct=false"`` (the OS page cache); without one the plain
+      store on ``"mem:"`` with ``"1GiB"`` (no log to write). The papers'
+      settings are ``buffer="512KiB", device="file"`` (direct I/O).
     - ``store_params``: ``max_entries``, ``min_entries``, ``reinsert_percent``,
       ``buffer_policy``, eFIND's ``read_buffer_percent``,
       ``flush_percent``, ``flush_policy``, ``temporal_control``, FAST's
@@ -120,8 +143,8 @@ class Index:
         kind: str = "rstar",
         split: Optional[str] = None,
         page_size: int = 4096,
-        store: str = "efind",
-        buffer: Union[str, int] = "512KiB",
+        store: Optional[str] = None,
+        buffer: Union[str, int, None] = None,
         device: Optional[str] = None,
         durability: str = "group",
         interleaved: bool = True,
@@ -145,16 +168,12 @@ class Index:
             path, stream = args
         if path is not None:
             path = os.fsdecode(os.fspath(path))
-        if device is None:
-            device = "mem:" if path is None else "file"
         options = dict(
             kind=kind,
             split=split,
             page_size=page_size,
-            store=store,
-            buffer=buffer,
-            device=device,
             durability=durability,
+            **_resolve_defaults(path, store, buffer, device),
             **store_params,
         )
         if path is not None and os.path.isfile(os.path.join(path, _MANIFEST)):
@@ -277,15 +296,11 @@ class Index:
         fill = float(options.pop("fill", 1.0))
         if path is not None:
             path = os.fsdecode(os.fspath(path))
-        opts = dict(
-            kind="rstar",
-            page_size=4096,
-            store="efind",
-            buffer="512KiB",
-            durability="group",
-            device="mem:" if path is None else "file",
-        )
+        opts = dict(kind="rstar", page_size=4096, durability="group")
         opts.update(options)
+        opts.update(
+            _resolve_defaults(path, opts.get("store"), opts.get("buffer"), opts.get("device"))
+        )
         self._core = make(path, opts, bulk, fill)
         return self
 

@@ -12,6 +12,7 @@ _Path = Union[str, "PathLike[str]"]
 class CorruptIndexError(OSError):
     """The index's data does not decode (checksum, magic, layout, newer format, stale id map)."""
 
+DEFAULTS: dict[str, str]
 def parse_size(text: str) -> int: ...
 def bench_run(
     workload: str,
