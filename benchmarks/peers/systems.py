@@ -38,15 +38,22 @@ class Unsupported(Exception):
 
 
 def dir_size(path: str) -> int:
-    """Bytes of every regular file under ``path`` (or of ``path`` itself)."""
+    """Disk space of every regular file under ``path`` (or of ``path``
+    itself): allocated blocks, as ``du`` counts them, so that sparse files
+    (geoflash's log regions, trimmed after a checkpoint) count what they hold."""
+
+    def used(p: str) -> int:
+        st = os.stat(p)
+        return st.st_blocks * 512 if hasattr(st, "st_blocks") else st.st_size
+
     if os.path.isfile(path):
-        return os.path.getsize(path)
+        return used(path)
     total = 0
     for root, _dirs, files in os.walk(path):
         for f in files:
             p = os.path.join(root, f)
             if os.path.isfile(p) and not os.path.islink(p):
-                total += os.path.getsize(p)
+                total += used(p)
     return total
 
 
