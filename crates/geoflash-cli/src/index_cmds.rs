@@ -300,14 +300,9 @@ fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
             let index = Index::bulk_load_objects(&a.index, opts, &objects, method, a.fill)?;
             (index, objects.len() as u64)
         }
-        None => {
-            let mut index = Index::create(&a.index, opts)?;
-            let done = apply_all(&mut index, &objects, "build", |ix, id, g| {
-                ix.insert_object(id, g)
-            })?;
-            index.checkpoint()?;
-            (index, done)
-        }
+        None => Index::build(&a.index, opts, |index| {
+            apply_all(index, &objects, "build", |ix, id, g| ix.insert_object(id, g))
+        })?,
     };
     print_stats(&index, "build", ops, start, a.json)?;
     index.close()?;
@@ -751,15 +746,17 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
         }
         None => {
             let mut acker = Acker::new(a.ack_every)?;
-            let mut index = Index::create(&a.index, &opts)?;
-            let done = apply_all_acked(
-                &mut index,
-                &records,
-                "build",
-                |ix, id, r| ix.insert(id, *r),
-                acker.as_mut(),
-            )?;
-            index.checkpoint()?;
+            // Built in a staging directory and renamed onto --index when
+            // done (checkpointed): a failure leaves no directory.
+            let (index, done) = Index::build(&a.index, &opts, |index| {
+                apply_all_acked(
+                    index,
+                    &records,
+                    "build",
+                    |ix, id, r| ix.insert(id, *r),
+                    acker.as_mut(),
+                )
+            })?;
             if let Some(a) = acker.as_mut() {
                 a.finish(done);
             }
@@ -1054,8 +1051,17 @@ pub fn checkpoint(a: DirArgs) -> Result<(), Failure> {
 
 /// `geoflash recover`: opens the index for writing, which runs restart
 /// (replays the log's committed operations, repairs torn pages), then
-/// checkpoints it, and prints what restart did.
+/// checkpoints it, and prints what restart did. An index an interrupted
+/// build left in its staging directory is first renamed onto `--index`.
 pub fn recover(a: RecoverArgs) -> Result<(), Failure> {
+    // A build killed before it finished left its index in the staging
+    // directory beside --index: move it in place first.
+    if let Some(staging) = geoflash::staging::adopt_interrupted(&a.index)? {
+        eprintln!(
+            "geoflash: finishing the interrupted build left in {}",
+            staging.display()
+        );
+    }
     let mut index = Index::open(&a.index, Access::Write)?;
     let report = index.restart_report().cloned();
     index.checkpoint()?;

@@ -27,6 +27,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod objects;
 pub mod page;
+pub mod staging;
 pub mod storage;
 pub mod store;
 pub mod structure;
