@@ -507,6 +507,18 @@ pub fn make_store_payload(
     }
 }
 
+/// The file holding the pages of the index in `dir`: `pages.dat`, the
+/// path of a `file:PATH` device, `device.img` for a simulated one (or the
+/// manifest's device spec as written, for devices without a file).
+fn pages_file(dir: &Path, manifest: &Manifest) -> PathBuf {
+    match DeviceSpec::parse(&manifest.device) {
+        Ok(DeviceSpec::File { path: Some(p), .. }) => p,
+        Ok(DeviceSpec::File { path: None, .. }) => dir.join(PAGES_FILE),
+        Ok(DeviceSpec::FlashSim { .. }) => dir.join(DEVICE_IMAGE_FILE),
+        _ => PathBuf::from(format!("{} (device {})", dir.display(), manifest.device)),
+    }
+}
+
 /// Refuses a bulk load of a FOR-tree (it is built by insertion).
 fn no_fortree_bulk(opts: &IndexOptions) -> Result<()> {
     if opts.fortree.is_some() {
@@ -725,6 +737,14 @@ impl Index {
     /// Opens the index in `dir` for reading (shared) or writing (exclusive).
     /// `buffer` overrides the store's memory budget for this session.
     pub fn open(dir: &Path, access: Access) -> Result<Index> {
+        Index::open_unlocated(dir, access).map_err(|e| match Manifest::load(dir) {
+            Ok(m) => e.in_file(pages_file(dir, &m)),
+            Err(_) => e,
+        })
+    }
+
+    /// [`Index::open`] without naming the file in corruption errors.
+    fn open_unlocated(dir: &Path, access: Access) -> Result<Index> {
         if !dir.join(crate::manifest::MANIFEST_FILE).is_file() {
             return Err(Error::invalid(format!(
                 "{} is not an index directory (no {}){}",
@@ -822,6 +842,17 @@ impl Index {
         })
     }
 
+    /// `e` naming the index's page file (`pages.dat`, the `file:PATH`, or
+    /// `device.img` of a simulated device) when it is a corruption error
+    /// that names no file yet (the log names `log.dat` itself). For
+    /// errors from [`Index::structure`] or [`Index::tree`] calls.
+    pub fn locate(&self, e: Error) -> Error {
+        match &self.dir {
+            Some(dir) => e.in_file(pages_file(dir, &self.manifest)),
+            None => e,
+        }
+    }
+
     fn writable(&self) -> Result<()> {
         if self.access == Access::Read {
             return Err(Error::invalid("the index is open read-only"));
@@ -869,34 +900,40 @@ impl Index {
     /// Inserts object `id` with MBR `rect` (one atomic operation).
     pub fn insert(&mut self, id: u64, rect: Rect) -> Result<()> {
         self.writable()?;
-        self.tree.insert(id, rect)
+        self.tree.insert(id, rect).map_err(|e| self.locate(e))
     }
 
     /// Deletes object `id` with MBR `rect`; an error if it is absent.
     pub fn delete(&mut self, id: u64, rect: Rect) -> Result<()> {
         self.writable()?;
-        self.tree.delete(id, rect)
+        self.tree.delete(id, rect).map_err(|e| self.locate(e))
     }
 
     /// Moves object `id` from `old` to `new`.
     pub fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
         self.writable()?;
-        self.tree.update(id, old, new)
+        self.tree.update(id, old, new).map_err(|e| self.locate(e))
     }
 
     /// Range query.
     pub fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {
-        self.tree.query(window, predicate)
+        self.tree
+            .query(window, predicate)
+            .map_err(|e| self.locate(e))
     }
 
     /// Batched range queries in one traversal.
     pub fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
-        self.tree.query_batch(windows, predicate)
+        self.tree
+            .query_batch(windows, predicate)
+            .map_err(|e| self.locate(e))
     }
 
     /// The `k` nearest objects to `point` (and every object tied with the k-th when `ties`).
     pub fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
-        self.tree.nearest(point, k, ties)
+        self.tree
+            .nearest(point, k, ties)
+            .map_err(|e| self.locate(e))
     }
 
     /// Flushes everything and syncs the device; a simulated flash device's
@@ -908,7 +945,7 @@ impl Index {
         if let Some(heap) = &self.objects {
             heap.sync()?;
         }
-        self.tree.checkpoint()?;
+        self.tree.checkpoint().map_err(|e| self.locate(e))?;
         if let (Some(sim), Some(dir)) = (&self.sim, &self.dir) {
             sim.save(&dir.join(DEVICE_IMAGE_FILE))?;
         }
