@@ -46,6 +46,7 @@ pub struct BenchArgs {
 /// `geoflash bench`.
 pub fn bench(a: BenchArgs) -> Result<(), Failure> {
     let scale: Scale = a.scale.parse()?;
+    crate::input_file(&a.workload)?;
     let w = Workload::load(&a.workload, scale)?;
     if a.check {
         let configs = w.configurations(&a.only);

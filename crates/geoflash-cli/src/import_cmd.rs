@@ -58,7 +58,10 @@ pub fn import(a: ImportArgs) -> Result<(), Failure> {
         osm_ways: a.osm_ways.parse()?,
     };
     let r = match (&a.input, &a.postgis) {
-        (Some(input), _) => import::import(input, &a.out, order, a.seed, &opts)?,
+        (Some(input), _) => {
+            crate::input_file(input)?;
+            import::import(input, &a.out, order, a.seed, &opts)?
+        }
         (None, Some(url)) => postgis(url, &a, order)?,
         (None, None) => {
             return Err(geoflash::Error::invalid("give --input FILE or --postgis URL").into())

@@ -18,7 +18,7 @@ use geoflash_bench::formats;
 use serde_json::json;
 
 use crate::output::{print_json, row};
-use crate::{progress_bar, Failure};
+use crate::{input_file, progress_bar, Failure};
 
 /// Options of `build`.
 #[derive(clap::Args)]
@@ -89,12 +89,14 @@ pub struct BuildArgs {
     /// Page (node) size.
     #[arg(long, default_value = "4096")]
     page_size: String,
-    /// Memory budget of the store (the papers' experiments use 512KiB).
+    /// Memory budget of the store (0 only for --store plain: no buffer,
+    /// written through at each operation's end; the papers' experiments use 512KiB).
     #[arg(long, default_value = geoflash::defaults::BUFFER)]
     buffer: String,
-    /// Replacement policy of the buffer: lru, hlru, s2q, 2q or arc.
-    #[arg(long, default_value = "s2q")]
-    buffer_policy: String,
+    /// Replacement policy of the buffer (plain store) or the read buffer
+    /// (efind): lru, hlru, s2q, 2q or arc (default s2q).
+    #[arg(long)]
+    buffer_policy: Option<String>,
     /// Device spec (file = direct I/O, file?direct=false, file:PATH?…, mem:, flashsim:…, hddsim:…).
     #[arg(long, default_value = geoflash::defaults::DEVICE)]
     device: String,
@@ -115,9 +117,9 @@ pub struct BuildArgs {
     /// Bulk load instead of inserting one by one: str or hilbert.
     #[arg(long)]
     bulk: Option<String>,
-    /// Fill factor of bulk-loaded nodes.
-    #[arg(long, default_value_t = 1.0)]
-    fill: f64,
+    /// Fill factor of bulk-loaded nodes, in (0, 1] (with --bulk; default 1).
+    #[arg(long)]
+    fill: Option<f64>,
     /// With `--bulk hilbert` on a CSV input: load with bounded memory, about
     /// SIZE of records in memory and the rest sorted in temporary files next
     /// to the index directory, so the input may be larger than memory.
@@ -248,6 +250,7 @@ fn parse_window(text: &str) -> Result<Rect, Failure> {
 }
 
 fn read_windows(path: &Path) -> Result<Vec<Rect>, Failure> {
+    crate::input_file(path)?;
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .trim(csv::Trim::All)
@@ -302,17 +305,14 @@ fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
     let (index, ops) = match &a.bulk {
         Some(method) => {
             let method: BulkMethod = method.parse()?;
-            let index = Index::bulk_load_objects(&a.index, opts, &objects, method, a.fill)?;
+            let index = Index::bulk_load_objects(&a.index, opts, &objects, method, a.fill())?;
             (index, objects.len() as u64)
         }
-        None => {
-            let mut index = Index::create(&a.index, opts)?;
-            let done = apply_all(&mut index, &objects, "build", |ix, id, g| {
+        None => Index::build(&a.index, opts, |index| {
+            apply_all(index, &objects, "build", &a.input, |ix, id, g| {
                 ix.insert_object(id, g)
-            })?;
-            index.checkpoint()?;
-            (index, done)
-        }
+            })
+        })?,
     };
     print_stats(&index, "build", ops, start, a.json)?;
     index.close()?;
@@ -326,12 +326,12 @@ fn change_objects(a: &ChangeArgs, delete: bool) -> Result<(), Failure> {
     index.device().reset_stats();
     let start = BatchClock::start();
     let (label, done) = if delete {
-        let done = apply_all(&mut index, &objects, "delete", |ix, id, _| {
+        let done = apply_all(&mut index, &objects, "delete", &a.input, |ix, id, _| {
             ix.delete_object(id)
         })?;
         ("delete", done)
     } else {
-        let done = apply_all(&mut index, &objects, "insert", |ix, id, g| {
+        let done = apply_all(&mut index, &objects, "insert", &a.input, |ix, id, g| {
             ix.insert_object(id, g)
         })?;
         ("insert", done)
@@ -442,16 +442,20 @@ fn apply_all<T>(
     index: &mut Index,
     items: &[(u64, T)],
     what: &str,
+    input: &Path,
     op: impl Fn(&mut Index, u64, &T) -> geoflash::Result<()>,
 ) -> Result<u64, Failure> {
-    apply_all_acked(index, items, what, op, None)
+    apply_all_acked(index, items, what, input, op, None)
 }
 
-/// [`apply_all`] printing `acked K` lines when `acker` is given.
+/// [`apply_all`] printing `acked K` lines when `acker` is given. An error
+/// names the object, its record in `input` and keeps its exit code (2 for
+/// bad input such as a duplicate id, 1 for a failure of the index).
 fn apply_all_acked<T>(
     index: &mut Index,
     items: &[(u64, T)],
     what: &str,
+    input: &Path,
     op: impl Fn(&mut Index, u64, &T) -> geoflash::Result<()>,
     mut acker: Option<&mut Acker>,
 ) -> Result<u64, Failure> {
@@ -464,9 +468,15 @@ fn apply_all_acked<T>(
             break;
         }
         op(index, *id, item).map_err(|e| {
-            Error::invalid(format!(
-                "{what} of object {id} failed after {done} operations: {e}"
-            ))
+            let e = index.locate(e);
+            Failure {
+                code: if e.is_user_error() { 2 } else { 1 },
+                error: anyhow::anyhow!(
+                    "{what} of object {id} (record {} of {}) failed after {done} operations: {e}",
+                    done + 1,
+                    input.display()
+                ),
+            }
         })?;
         done += 1;
         if let Some(a) = acker.as_deref_mut() {
@@ -569,6 +579,49 @@ fn only_for(given: bool, flags: &str, wanted: &[&str], store: &str) -> Result<()
 }
 
 impl BuildArgs {
+    /// The fill factor of a bulk load (checked by [`BuildArgs::check_flags`]).
+    fn fill(&self) -> f64 {
+        self.fill.unwrap_or(1.0)
+    }
+
+    /// `--buffer` in bytes: 0 only on the plain store (write-through).
+    fn buffer_bytes(&self) -> Result<usize, Failure> {
+        let bytes = usize::try_from(parse_size(&self.buffer)?)
+            .map_err(|_| Error::invalid(format!("--buffer {} is too large", self.buffer)))?;
+        let fortree = self.kind.eq_ignore_ascii_case("fortree");
+        if bytes == 0 && (self.store() != "plain" || fortree) {
+            return Err(Error::invalid(format!(
+                "--buffer 0 leaves the {} no memory: give a budget (e.g. 512KiB); only --store plain runs without a buffer",
+                if fortree { "FOR-tree".to_string() } else { format!("{} store", self.store()) }
+            ))
+            .into());
+        }
+        Ok(bytes)
+    }
+
+    /// Refuses flags that do not apply to the build asked for, before anything is read or created.
+    fn check_flags(&self) -> Result<(), Failure> {
+        let fortree = self.kind.eq_ignore_ascii_case("fortree");
+        if self.buffer_policy.is_some() && (self.store() == "fast" || fortree) {
+            return Err(Error::invalid(format!(
+                "--buffer-policy applies to the plain store's buffer and eFIND's read buffer; {} keeps no such buffer",
+                if fortree { "the FOR-tree" } else { "--store fast" }
+            ))
+            .into());
+        }
+        match (&self.bulk, self.fill, self.ack_every) {
+            (None, Some(_), _) => Err(Error::invalid("--fill applies to bulk loads: give --bulk str|hilbert").into()),
+            (Some(_), Some(f), _) if !(f > 0.0 && f <= 1.0) => {
+                Err(Error::invalid(format!("--fill {f} must be in (0, 1]")).into())
+            }
+            (Some(_), _, Some(_)) => Err(Error::invalid(
+                "--ack-every applies to builds by insertion, not to --bulk (a bulk load is durable when it ends)",
+            )
+            .into()),
+            _ => Ok(()),
+        }
+    }
+
     /// The store: as given, else plain for the FOR-tree and efind otherwise.
     fn store(&self) -> &str {
         match &self.store {
@@ -676,6 +729,8 @@ fn fast_config(a: &BuildArgs) -> Result<Option<FastConfig>, Failure> {
 
 /// `geoflash build`.
 pub fn build(a: BuildArgs) -> Result<(), Failure> {
+    a.check_flags()?;
+    input_file(&a.input)?;
     let page_size = usize::try_from(parse_size(&a.page_size)?)
         .map_err(|_| Error::invalid("page size too large"))?;
     let mut opts = IndexOptions {
@@ -686,9 +741,8 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
         reinsert_percent: a.reinsert,
         store: StoreOptions {
             kind: a.store().parse::<StoreKind>()?,
-            buffer_bytes: usize::try_from(parse_size(&a.buffer)?)
-                .map_err(|_| Error::invalid("buffer too large"))?,
-            policy: a.buffer_policy.parse()?,
+            buffer_bytes: a.buffer_bytes()?,
+            policy: a.buffer_policy.as_deref().unwrap_or("s2q").parse()?,
             efind: efind_config(&a)?,
             fast: fast_config(&a)?,
             ..StoreOptions::default()
@@ -753,21 +807,24 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
             let method: BulkMethod = method.parse()?;
             let n = records.len() as u64;
             (
-                Index::bulk_load(Some(&a.index), &opts, records, method, a.fill)?,
+                Index::bulk_load(Some(&a.index), &opts, records, method, a.fill())?,
                 n,
             )
         }
         None => {
             let mut acker = Acker::new(a.ack_every)?;
-            let mut index = Index::create(&a.index, &opts)?;
-            let done = apply_all_acked(
-                &mut index,
-                &records,
-                "build",
-                |ix, id, r| ix.insert(id, *r),
-                acker.as_mut(),
-            )?;
-            index.checkpoint()?;
+            // Built in a staging directory and renamed onto --index when
+            // done (checkpointed): a failure leaves no directory.
+            let (index, done) = Index::build(&a.index, &opts, |index| {
+                apply_all_acked(
+                    index,
+                    &records,
+                    "build",
+                    &a.input,
+                    |ix, id, r| ix.insert(id, *r),
+                    acker.as_mut(),
+                )
+            })?;
             if let Some(a) = acker.as_mut() {
                 a.finish(done);
             }
@@ -777,7 +834,7 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
     if let (Some(path), Some(mut input)) = (&a.record_trace, trace_input) {
         input.truncate(ops as usize);
         let bulk = match &a.bulk {
-            Some(m) => Some((m.parse::<BulkMethod>()?, a.fill)),
+            Some(m) => Some((m.parse::<BulkMethod>()?, a.fill())),
             None => None,
         };
         let stats = index.device().stats();
@@ -838,7 +895,7 @@ fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<()
     };
     let start = BatchClock::start();
     let (index, report) =
-        Index::bulk_load_external(Some(&a.index), &opts, stream()?, a.fill, &config)?;
+        Index::bulk_load_external(Some(&a.index), &opts, stream()?, a.fill.unwrap_or(1.0), &config)?;
     eprintln!(
         "bounded-memory bulk load: {} records, {} sorted runs, {} merge passes, {} bytes spilled",
         report.records, report.runs, report.merge_passes, report.bytes_spilled
@@ -850,6 +907,7 @@ fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<()
 
 /// `geoflash insert` and `geoflash delete`.
 pub fn change(a: ChangeArgs, delete: bool) -> Result<(), Failure> {
+    input_file(&a.input)?;
     if formats::Format::from_path(&a.input)? != formats::Format::Csv {
         return change_objects(&a, delete);
     }
@@ -860,14 +918,14 @@ pub fn change(a: ChangeArgs, delete: bool) -> Result<(), Failure> {
     let (label, done) = if delete {
         (
             "delete",
-            apply_all(&mut index, &records, "delete", |ix, id, r| {
+            apply_all(&mut index, &records, "delete", &a.input, |ix, id, r| {
                 ix.delete(id, *r)
             })?,
         )
     } else {
         (
             "insert",
-            apply_all(&mut index, &records, "insert", |ix, id, r| {
+            apply_all(&mut index, &records, "insert", &a.input, |ix, id, r| {
                 ix.insert(id, *r)
             })?,
         )
@@ -963,7 +1021,7 @@ pub fn inspect(a: DirArgs) -> Result<(), Failure> {
         return inspect_fortree(&index, &mut f, a.json);
     }
     if let Some(x) = index.structure().xbr() {
-        let report = x.check()?;
+        let report = x.check().map_err(|e| index.locate(e))?;
         if a.json {
             print_json(
                 &json!({"manifest": index.manifest(), "xbr": report, "config": x.config()}),
@@ -981,7 +1039,7 @@ pub fn inspect(a: DirArgs) -> Result<(), Failure> {
         }
         return Ok(());
     }
-    let report = index.tree()?.inspect()?;
+    let report = index.tree()?.inspect().map_err(|e| index.locate(e))?;
     if a.json {
         let objects = index.objects().map(|h| {
             json!({"objects": h.len(), "file_bytes": h.file_bytes(), "live_bytes": h.live_bytes()})
@@ -1031,7 +1089,7 @@ fn inspect_fortree(
     f: &mut geoflash::index::fortree::Fortree<Box<dyn geoflash::store::NodeStore>>,
     json: bool,
 ) -> Result<(), Failure> {
-    let report = f.check()?;
+    let report = f.check().map_err(|e| index.locate(e))?;
     let ont_units = f.ont().len();
     if json {
         print_json(&json!({
@@ -1092,7 +1150,7 @@ pub fn verify(a: DirArgs) -> Result<(), Failure> {
     };
     let ((records, height, nodes, overflow), report) = checked.map_err(|e| Failure {
         code: 1,
-        error: anyhow::anyhow!("index is defective: {e}"),
+        error: anyhow::anyhow!("index is defective: {}", index.locate(e)),
     })?;
     if a.json {
         print_json(&json!({"ok": true, "report": report}))?;
@@ -1122,8 +1180,17 @@ pub fn checkpoint(a: DirArgs) -> Result<(), Failure> {
 
 /// `geoflash recover`: opens the index for writing, which runs restart
 /// (replays the log's committed operations, repairs torn pages), then
-/// checkpoints it, and prints what restart did.
+/// checkpoints it, and prints what restart did. An index an interrupted
+/// build left in its staging directory is first renamed onto `--index`.
 pub fn recover(a: RecoverArgs) -> Result<(), Failure> {
+    // A build killed before it finished left its index in the staging
+    // directory beside --index: move it in place first.
+    if let Some(staging) = geoflash::staging::adopt_interrupted(&a.index)? {
+        eprintln!(
+            "geoflash: finishing the interrupted build left in {}",
+            staging.display()
+        );
+    }
     let mut index = Index::open(&a.index, Access::Write)?;
     let report = index.restart_report().cloned();
     index.checkpoint()?;

@@ -207,6 +207,24 @@ fn main() -> ExitCode {
     }
 }
 
+/// Checks that `path`, an input file named on the command line, can be
+/// read: a missing or unreadable input is bad input (exit code 2) for
+/// every command, named in the message.
+pub fn input_file(path: &std::path::Path) -> Result<(), Failure> {
+    let bad = |why: String| -> Failure {
+        geoflash::Error::invalid(format!("input file {}: {why}", path.display())).into()
+    };
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(bad("no such file".into())),
+        Err(e) => Err(bad(e.to_string())),
+        Ok(m) if m.is_dir() => Err(bad("is a directory, not a file".into())),
+        Ok(_) => std::fs::File::open(path)
+            .map(drop)
+            .map_err(|e| bad(e.to_string())),
+    }
+}
+
+/// A progress bar on standard error for `len` steps of `what`.
 pub fn progress_bar(len: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
     let style = ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})")
@@ -219,6 +237,7 @@ pub fn progress_bar(len: u64, what: &str) -> ProgressBar {
 
 fn cmd_devbench(a: DevbenchArgs) -> Result<(), Failure> {
     if let Some(trace) = &a.trace {
+        input_file(trace)?;
         return trace_cmd::replay(&a.device, trace, a.json);
     }
     let page_size = usize::try_from(parse_size(&a.page_size)?)
@@ -292,6 +311,7 @@ fn cmd_generate(a: GenerateArgs) -> Result<(), Failure> {
 }
 
 fn cmd_windows(a: WindowsArgs) -> Result<(), Failure> {
+    input_file(&a.input)?;
     let records = formats::read_csv(&a.input)?;
     let rects: Vec<geoflash::geom::Rect> = records.iter().map(|(_, r)| *r).collect();
     let extent = geoflash::geom::Rect::union_all(rects.iter()).ok_or_else(|| {

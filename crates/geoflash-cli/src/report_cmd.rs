@@ -41,6 +41,10 @@ pub struct ReportArgs {
 
 /// `geoflash report`.
 pub fn report(a: ReportArgs) -> Result<(), Failure> {
+    // A report reads an existing results store (`bench` creates one).
+    if let ResultsLocation::Sqlite(path) = &a.results {
+        crate::input_file(path)?;
+    }
     let s = write_report(
         &a.results,
         &a.out,

@@ -320,22 +320,14 @@ fn bulk_method(name: &str) -> Result<BulkMethod> {
     BulkMethod::from_str(name)
 }
 
-/// Refuses to create an index over an existing one, then makes the
-/// directory and writes the (empty or given) record map before the engine
-/// creates the index.
-fn prepare_dir(dir: &Path, records: &Records) -> Result<()> {
-    if dir.join(MANIFEST_FILE).exists() {
-        return Err(Error::invalid(format!(
-            "{} already holds an index; open it, or remove it first",
-            dir.display()
-        )));
+/// Saves the id map of a new index in its directory (created atomically by
+/// `Index::create`/`bulk_load`, which refuse a directory holding an index
+/// or any other file, so the map goes in after it).
+fn save_records(index: &Index, records: &Records) -> Result<()> {
+    match index.dir() {
+        Some(dir) => records.save(dir),
+        None => Ok(()),
     }
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
-        path: dir.to_path_buf(),
-        page: None,
-        source,
-    })?;
-    records.save(dir)
 }
 
 /// An item of a query answer: (user id, pickled object, (minx, miny, maxx, maxy)).
@@ -440,12 +432,10 @@ impl Core {
             .allow_threads(|| -> Result<State> {
                 let records = Records::new();
                 let index = match &path {
-                    Some(dir) => {
-                        prepare_dir(dir, &records)?;
-                        Index::create(dir, &opts)?
-                    }
+                    Some(dir) => Index::create(dir, &opts)?,
                     None => Index::create_temporary(&opts)?,
                 };
+                save_records(&index, &records)?;
                 Ok(State {
                     index,
                     records,
@@ -493,12 +483,10 @@ impl Core {
                     items.push((records.add(id, obj)?, r));
                 }
                 let index = match &path {
-                    Some(dir) => {
-                        prepare_dir(dir, &records)?;
-                        Index::bulk_load(Some(dir), &opts, items, method, fill)?
-                    }
+                    Some(dir) => Index::bulk_load(Some(dir), &opts, items, method, fill)?,
                     None => Index::bulk_load(None, &opts, items, method, fill)?,
                 };
+                save_records(&index, &records)?;
                 Ok(State {
                     index,
                     records,
@@ -542,8 +530,8 @@ impl Core {
                     let g = from_wkb(w, &format!("geometry {i}"))?;
                     objects.push((records.add(id, None)?, g));
                 }
-                prepare_dir(&path, &records)?;
                 let index = Index::bulk_load_objects(&path, &opts, &objects, method, fill)?;
+                save_records(&index, &records)?;
                 Ok(State {
                     index,
                     records,

@@ -64,8 +64,10 @@ pub enum Error {
     Crashed(String),
 
     /// Data read from a device does not decode: bad magic, checksum, version or layout.
-    #[error("corrupt data in page {page:?}: {reason}")]
+    #[error("corrupt data{}: {reason}", where_(file.as_deref(), *page))]
     Corrupt {
+        /// File involved, if known (the index layer fills it in with [`Error::in_file`]).
+        file: Option<PathBuf>,
         /// Page involved, if known.
         page: Option<u64>,
         /// What is wrong.
@@ -84,6 +86,16 @@ pub enum Error {
     },
 }
 
+/// " in FILE, page N" with the parts that are known.
+fn where_(file: Option<&std::path::Path>, page: Option<u64>) -> String {
+    match (file, page) {
+        (Some(f), Some(p)) => format!(" in {}, page {p}", f.display()),
+        (Some(f), None) => format!(" in {}", f.display()),
+        (None, Some(p)) => format!(" in page {p}"),
+        (None, None) => String::new(),
+    }
+}
+
 impl Error {
     /// Shorthand for [`Error::InvalidInput`].
     pub fn invalid(msg: impl Into<String>) -> Self {
@@ -93,8 +105,26 @@ impl Error {
     /// Shorthand for [`Error::Corrupt`].
     pub fn corrupt(page: Option<u64>, reason: impl Into<String>) -> Self {
         Error::Corrupt {
+            file: None,
             page,
             reason: reason.into(),
+        }
+    }
+
+    /// Names `path` as the file of a [`Error::Corrupt`] that names none yet
+    /// (other errors are returned as they are: an [`Error::Io`] names its file).
+    pub fn in_file(self, path: impl Into<PathBuf>) -> Self {
+        match self {
+            Error::Corrupt {
+                file: None,
+                page,
+                reason,
+            } => Error::Corrupt {
+                file: Some(path.into()),
+                page,
+                reason,
+            },
+            other => other,
         }
     }
 
@@ -107,5 +137,25 @@ impl Error {
                 | Error::BufferSize { .. }
                 | Error::MisalignedBuffer { .. }
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corrupt_errors_name_the_file_and_page_they_know() {
+        let e = Error::corrupt(Some(0), "bad magic");
+        assert_eq!(e.to_string(), "corrupt data in page 0: bad magic");
+        let e = e.in_file("/i/pages.dat");
+        assert_eq!(e.to_string(), "corrupt data in /i/pages.dat, page 0: bad magic");
+        // The first file named stays.
+        let e = e.in_file("/elsewhere");
+        assert!(e.to_string().contains("/i/pages.dat"));
+        let e = Error::corrupt(None, "no magic").in_file("/i/log.dat");
+        assert_eq!(e.to_string(), "corrupt data in /i/log.dat: no magic");
+        assert_eq!(Error::corrupt(None, "x").to_string(), "corrupt data: x");
+        assert!(!Error::invalid("x").in_file("/f").to_string().contains("/f"));
     }
 }

@@ -36,6 +36,7 @@ use crate::index::{
 };
 use crate::manifest::{Access, Crs, DirLock, Manifest, MANIFEST_VERSION};
 use crate::metrics::{Phase, PhaseTimes, Stats, Stopwatch};
+use crate::staging::Staging;
 use crate::storage::file::{FileDevice, FileDeviceOptions};
 use crate::storage::flashsim::FlashSim;
 use crate::storage::spec::DeviceSpec;
@@ -512,6 +513,28 @@ pub fn make_store_payload(
     }
 }
 
+/// The file holding the pages of the index in `dir`: `pages.dat`, the
+/// path of a `file:PATH` device, `device.img` for a simulated one (or the
+/// manifest's device spec as written, for devices without a file).
+fn pages_file(dir: &Path, manifest: &Manifest) -> PathBuf {
+    match DeviceSpec::parse(&manifest.device) {
+        Ok(DeviceSpec::File { path: Some(p), .. }) => p,
+        Ok(DeviceSpec::File { path: None, .. }) => dir.join(PAGES_FILE),
+        Ok(DeviceSpec::FlashSim { .. }) => dir.join(DEVICE_IMAGE_FILE),
+        _ => PathBuf::from(format!("{} (device {})", dir.display(), manifest.device)),
+    }
+}
+
+/// Refuses a bulk load of a FOR-tree (it is built by insertion).
+fn no_fortree_bulk(opts: &IndexOptions) -> Result<()> {
+    if opts.fortree.is_some() {
+        return Err(Error::invalid(
+            "the FOR-tree has no bulk load: build it by insertion",
+        ));
+    }
+    Ok(())
+}
+
 fn kind_name(kind: IndexKind) -> String {
     serde_json::to_value(kind)
         .ok()
@@ -521,19 +544,20 @@ fn kind_name(kind: IndexKind) -> String {
 
 impl Index {
     /// Creates a new, empty index in `dir` (created if missing; it must not hold an index yet).
+    /// Created atomically, as [`Index::build`] creates.
     pub fn create(dir: &Path, opts: &IndexOptions) -> Result<Index> {
-        Index::create_with(Some(dir), opts, RTree::create)
+        Index::build(dir, opts, |_| Ok::<(), Error>(())).map(|(index, ())| index)
     }
 
     /// A new, empty index with no directory (any device but a plain `file`;
     /// it lives in this process).
     pub fn create_temporary(opts: &IndexOptions) -> Result<Index> {
-        Index::create_with(None, opts, RTree::create)
+        Index::create_in(None, opts, RTree::create)
     }
 
     /// A new index in `dir` (or in this process only, for `None`) holding
     /// `items`, built bottom-up by `method` at fill factor `fill` in (0, 1],
-    /// each page written once.
+    /// each page written once. Created atomically (see [`Index::build`]).
     pub fn bulk_load(
         dir: Option<&Path>,
         opts: &IndexOptions,
@@ -541,11 +565,24 @@ impl Index {
         method: BulkMethod,
         fill: f64,
     ) -> Result<Index> {
-        if opts.fortree.is_some() {
-            return Err(Error::invalid(
-                "the FOR-tree has no bulk load: build it by insertion",
-            ));
+        no_fortree_bulk(opts)?;
+        match dir {
+            Some(dir) => Index::staged(dir, opts, |staging| {
+                Index::bulk_load_in(Some(staging), opts, items, method, fill).map(|i| (i, ()))
+            })
+            .map(|(index, ())| index),
+            None => Index::bulk_load_in(None, opts, items, method, fill),
         }
+    }
+
+    /// [`Index::bulk_load`] with its files in `dir` as it is.
+    fn bulk_load_in(
+        dir: Option<&Path>,
+        opts: &IndexOptions,
+        items: Vec<(u64, Rect)>,
+        method: BulkMethod,
+        fill: f64,
+    ) -> Result<Index> {
         let opts = opts.with_domain_of(items.iter().map(|(_, r)| r));
         if opts.xbr {
             // The xBR+-tree's own bulk load (Z-order, write batches), into
@@ -554,14 +591,14 @@ impl Index {
                 .iter()
                 .map(|&(id, r)| crate::structure::as_point(id, &r).map(|p| (id, p)))
                 .collect::<Result<Vec<_>>>()?;
-            let mut index = Index::create_with(dir, &opts, RTree::create)?;
+            let mut index = Index::create_in(dir, &opts, RTree::create)?;
             let watch = index.watch();
             index.tree.xbr_load(&points)?;
             index.note(watch, Phase::Index);
             index.checkpoint()?;
             return Ok(index);
         }
-        Index::create_with(dir, &opts, |store, params| {
+        Index::create_in(dir, &opts, |store, params| {
             RTree::bulk_load(store, params, items, method, fill)
         })
     }
@@ -571,8 +608,8 @@ impl Index {
     /// `config.memory_budget` bytes of records, the rest in temporary files
     /// in `config.temp_dir` ([`RTree::bulk_load_external`]), so the input may
     /// be larger than memory. The first error among `items` stops the load
-    /// and is returned, and no index is left (its manifest is written only
-    /// after a complete load). The R-tree family only; a Hilbert R-tree
+    /// and is returned, and no index is left (the directory is created
+    /// atomically, as [`Index::build`] creates). The R-tree family only; a Hilbert R-tree
     /// needs its domain in `opts` (the manifest records it before the load).
     pub fn bulk_load_external<I>(
         dir: Option<&Path>,
@@ -599,19 +636,76 @@ impl Index {
             }
         });
         let mut report = ExternalBulkReport::default();
-        let index = Index::create_with(dir, opts, |store, params| {
-            let (tree, r) = RTree::bulk_load_external(store, params, records, fill, config)?;
-            if let Some(e) = failure.take() {
-                return Err(e);
-            }
-            report = r;
-            Ok(tree)
-        })?;
+        let make = |at: Option<&Path>| {
+            Index::create_in(at, opts, |store, params| {
+                let (tree, r) = RTree::bulk_load_external(store, params, records, fill, config)?;
+                if let Some(e) = failure.take() {
+                    return Err(e);
+                }
+                report = r;
+                Ok(tree)
+            })
+        };
+        let index = match dir {
+            // Created atomically, as every index directory (see [`Index::build`]).
+            Some(dir) => Index::staged(dir, opts, |staging| make(Some(staging)).map(|i| (i, ())))
+                .map(|(index, ())| index)?,
+            None => make(None)?,
+        };
         Ok((index, report))
     }
 
-    /// Creates the directory, manifest, device and store, and lets `build` make the tree.
-    fn create_with(
+    /// A new index in `dir`, filled by `fill` (insertions, say), created
+    /// atomically: everything happens in the staging directory beside `dir`
+    /// (`.NAME.building`, see [`crate::staging`]), which is checkpointed and
+    /// renamed onto `dir` once `fill` returns `Ok`. If anything fails the
+    /// staging directory is removed (and the `file:PATH` device files the
+    /// build created), so `dir` is left as it was: absent, or an empty
+    /// directory. `dir` must not exist yet, or be an empty directory.
+    ///
+    /// A `fill` that stops early (Ctrl-C) and returns `Ok` publishes the
+    /// index it made. A process killed inside `fill` leaves the staging
+    /// directory, a consistent index that
+    /// [`crate::staging::adopt_interrupted`] (`geoflash recover`) renames
+    /// onto `dir`.
+    pub fn build<T, E: From<Error>>(
+        dir: &Path,
+        opts: &IndexOptions,
+        fill: impl FnOnce(&mut Index) -> std::result::Result<T, E>,
+    ) -> std::result::Result<(Index, T), E> {
+        Index::staged(dir, opts, |staging| {
+            let mut index = Index::create_in(Some(staging), opts, RTree::create)?;
+            let t = fill(&mut index)?;
+            Ok((index, t))
+        })
+    }
+
+    /// Runs `make` on a new staging directory for `dir` and publishes what
+    /// it returns (checkpointed, renamed onto `dir`); removes the staging
+    /// directory if anything fails. The one place where index directories
+    /// are created.
+    fn staged<T, E: From<Error>>(
+        dir: &Path,
+        opts: &IndexOptions,
+        make: impl FnOnce(&Path) -> std::result::Result<(Index, T), E>,
+    ) -> std::result::Result<(Index, T), E> {
+        let spec = DeviceSpec::parse(&opts.device)?;
+        let staging = Staging::begin(dir, &spec)?;
+        let made = make(staging.dir()).and_then(|(mut index, t)| {
+            index.checkpoint()?;
+            staging.publish()?;
+            index.dir = Some(dir.to_path_buf());
+            Ok((index, t))
+        });
+        if made.is_err() {
+            staging.abandon();
+        }
+        made
+    }
+
+    /// Creates the manifest, device and store in `dir` (a new staging
+    /// directory, see [`Index::staged`]), and lets `build` make the tree.
+    fn create_in(
         dir: Option<&Path>,
         opts: &IndexOptions,
         build: impl FnOnce(Box<dyn NodeStore>, TreeParams) -> Result<RTree<Box<dyn NodeStore>>>,
@@ -655,25 +749,9 @@ impl Index {
         };
         let (lock, (device, sim), log_device) = match dir {
             Some(dir) => {
-                std::fs::create_dir_all(dir)
-                    .map_err(|source| Error::Io { path: dir.to_path_buf(), page: None, source })?;
+                // A new, empty staging directory (nothing to clear).
                 let lock = DirLock::acquire(dir, Access::Write)?;
-                if dir.join(crate::manifest::MANIFEST_FILE).exists() {
-                    return Err(Error::invalid(format!(
-                        "{} already holds an index; open it, or remove it first",
-                        dir.display()
-                    )));
-                }
                 let pages = dir.join(PAGES_FILE);
-                if matches!(spec, DeviceSpec::File { path: None, .. }) && pages.exists() {
-                    std::fs::remove_file(&pages)
-                        .map_err(|source| Error::Io { path: pages.clone(), page: None, source })?;
-                }
-                let log = dir.join(LOG_FILE);
-                if log.exists() {
-                    std::fs::remove_file(&log)
-                        .map_err(|source| Error::Io { path: log.clone(), page: None, source })?;
-                }
                 let log_device = open_log_device(&spec, &store_opts, dir, opts.page_size, Access::Write)?;
                 (Some(lock), open_device(&spec, opts.page_size, Some(&pages))?, log_device)
             }
@@ -727,11 +805,20 @@ impl Index {
     /// Opens the index in `dir` for reading (shared) or writing (exclusive).
     /// `buffer` overrides the store's memory budget for this session.
     pub fn open(dir: &Path, access: Access) -> Result<Index> {
+        Index::open_unlocated(dir, access).map_err(|e| match Manifest::load(dir) {
+            Ok(m) => e.in_file(pages_file(dir, &m)),
+            Err(_) => e,
+        })
+    }
+
+    /// [`Index::open`] without naming the file in corruption errors.
+    fn open_unlocated(dir: &Path, access: Access) -> Result<Index> {
         if !dir.join(crate::manifest::MANIFEST_FILE).is_file() {
             return Err(Error::invalid(format!(
-                "{} is not an index directory (no {})",
+                "{} is not an index directory (no {}){}",
                 dir.display(),
-                crate::manifest::MANIFEST_FILE
+                crate::manifest::MANIFEST_FILE,
+                crate::staging::interrupted_hint(dir).unwrap_or_default()
             )));
         }
         let lock = DirLock::acquire(dir, access)?;
@@ -830,6 +917,17 @@ impl Index {
         })
     }
 
+    /// `e` naming the index's page file (`pages.dat`, the `file:PATH`, or
+    /// `device.img` of a simulated device) when it is a corruption error
+    /// that names no file yet (the log names `log.dat` itself). For
+    /// errors from [`Index::structure`] or [`Index::tree`] calls.
+    pub fn locate(&self, e: Error) -> Error {
+        match &self.dir {
+            Some(dir) => e.in_file(pages_file(dir, &self.manifest)),
+            None => e,
+        }
+    }
+
     fn writable(&self) -> Result<()> {
         if self.access == Access::Read {
             return Err(Error::invalid("the index is open read-only"));
@@ -878,7 +976,7 @@ impl Index {
     pub fn insert(&mut self, id: u64, rect: Rect) -> Result<()> {
         self.writable()?;
         let watch = self.watch();
-        let done = self.tree.insert(id, rect);
+        let done = self.tree.insert(id, rect).map_err(|e| self.locate(e));
         self.note(watch, Phase::Index);
         done
     }
@@ -887,7 +985,7 @@ impl Index {
     pub fn delete(&mut self, id: u64, rect: Rect) -> Result<()> {
         self.writable()?;
         let watch = self.watch();
-        let done = self.tree.delete(id, rect);
+        let done = self.tree.delete(id, rect).map_err(|e| self.locate(e));
         self.note(watch, Phase::Index);
         done
     }
@@ -896,7 +994,7 @@ impl Index {
     pub fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
         self.writable()?;
         let watch = self.watch();
-        let done = self.tree.update(id, old, new);
+        let done = self.tree.update(id, old, new).map_err(|e| self.locate(e));
         self.note(watch, Phase::Index);
         done
     }
@@ -904,7 +1002,7 @@ impl Index {
     /// Range query.
     pub fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {
         let watch = self.watch();
-        let r = self.tree.query(window, predicate);
+        let r = self.tree.query(window, predicate).map_err(|e| self.locate(e));
         self.note(watch, Phase::Filter);
         r
     }
@@ -912,7 +1010,7 @@ impl Index {
     /// Batched range queries in one traversal.
     pub fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
         let watch = self.watch();
-        let r = self.tree.query_batch(windows, predicate);
+        let r = self.tree.query_batch(windows, predicate).map_err(|e| self.locate(e));
         self.note(watch, Phase::Filter);
         r
     }
@@ -920,7 +1018,7 @@ impl Index {
     /// The `k` nearest objects to `point` (and every object tied with the k-th when `ties`).
     pub fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
         let watch = self.watch();
-        let r = self.tree.nearest(point, k, ties);
+        let r = self.tree.nearest(point, k, ties).map_err(|e| self.locate(e));
         self.note(watch, Phase::Filter);
         r
     }
@@ -952,7 +1050,7 @@ impl Index {
         if let Some(heap) = &self.objects {
             heap.sync()?;
         }
-        self.tree.checkpoint()?;
+        self.tree.checkpoint().map_err(|e| self.locate(e))?;
         if let (Some(sim), Some(dir)) = (&self.sim, &self.dir) {
             sim.save(&dir.join(DEVICE_IMAGE_FILE))?;
         }
@@ -1078,13 +1176,16 @@ impl Index {
                     .map_err(|e| Error::invalid(format!("object {id}: {e}")))
             })
             .collect::<Result<Vec<_>>>()?;
-        let mut index = Index::bulk_load(Some(dir), opts, items, method, fill)?;
-        let heap = index.objects_mut()?;
-        for (id, g) in objects {
-            heap.put(*id, &[], g)?;
-        }
-        index.checkpoint()?;
-        Ok(index)
+        no_fortree_bulk(opts)?;
+        Index::staged(dir, opts, |staging| {
+            let mut index = Index::bulk_load_in(Some(staging), opts, items, method, fill)?;
+            let heap = index.objects_mut()?;
+            for (id, g) in objects {
+                heap.put(*id, &[], g)?;
+            }
+            Ok((index, ()))
+        })
+        .map(|(index, ())| index)
     }
 
     /// The object heap, if the index has one.
@@ -1094,8 +1195,8 @@ impl Index {
 
     /// The object heap, created in the index directory when missing. An
     /// opened index already holds its heap if it has one, so a heap file
-    /// found here is a leftover of an earlier, unfinished build in the same
-    /// directory (no manifest then): it is replaced.
+    /// found here is a leftover (none in a new staging directory): it is
+    /// replaced.
     fn objects_mut(&mut self) -> Result<&mut crate::objects::Heap> {
         self.writable()?;
         let heap = match self.objects.take() {
@@ -1550,13 +1651,118 @@ mod tests {
             },
         ];
         for (i, o) in bad.iter().enumerate() {
-            let e = Index::create(&dir.path().join(format!("bad{i}")), o).unwrap_err();
+            let target = dir.path().join(format!("bad{i}"));
+            let e = Index::create(&target, o).unwrap_err();
             assert!(e.is_user_error(), "{e}");
+            // Nothing is left behind, staging directory included.
+            assert!(!target.exists(), "{e}");
+            assert!(!crate::staging::staging_dir(&target).unwrap().exists(), "{e}");
         }
         assert!(Index::open(dir.path(), Access::Read)
             .unwrap_err()
             .to_string()
             .contains("not an index directory"));
+    }
+
+    /// The directory entries of `dir`, sorted.
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_failed_build_leaves_no_directory_and_the_previous_index_untouched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let flash = IndexOptions {
+            device: "flashsim:preset=seed-tc58".into(),
+            ..IndexOptions::default()
+        };
+        let xbr = {
+            let mut o = file_opts();
+            o.set_kind("xbr").unwrap();
+            o.hilbert_domain = Some(Rect::new(0.0, 0.0, 2000.0, 2000.0).unwrap());
+            o
+        };
+        for (name, opts) in [("file", file_opts()), ("flash", flash), ("xbr", xbr)] {
+            let target = tmp.path().join(name);
+            // A duplicate id after 1,000 insertions (a box for the xBR+-tree).
+            let e = Index::build(&target, &opts, |ix| {
+                for i in 0..1000u64 {
+                    let p = i as f64;
+                    ix.insert(i, Rect::new(p, 1.0, p, 1.0)?)?;
+                }
+                // The xBR+-tree refuses a box; the others a duplicate id.
+                let id = if opts.xbr { 5000 } else { 0 };
+                ix.insert(id, Rect::new(0.0, 0.0, 3.0, 3.0)?)
+            })
+            .unwrap_err();
+            assert!(e.is_user_error(), "{name}: {e}");
+            assert_eq!(entries(tmp.path()), Vec::<String>::new(), "{name}: {e}");
+        }
+        // The same failure over an existing index: refused, untouched.
+        let target = tmp.path().join("idx");
+        let mut first = Index::create(&target, &file_opts()).unwrap();
+        first.insert(1, rect(1)).unwrap();
+        first.close().unwrap();
+        let before = std::fs::read(target.join(PAGES_FILE)).unwrap();
+        let e = Index::build(&target, &file_opts(), |ix| ix.insert(2, rect(2))).unwrap_err();
+        assert!(e.to_string().contains("already holds an index"), "{e}");
+        assert_eq!(std::fs::read(target.join(PAGES_FILE)).unwrap(), before);
+        assert_eq!(entries(tmp.path()), vec!["idx".to_string()]);
+        assert_eq!(ids_in_all(&Index::open(&target, Access::Read).unwrap()), vec![1]);
+        // An explicit device file outside the directory: removed with the
+        // failed build that created it.
+        let dev = tmp.path().join("dev.dat");
+        let opts = IndexOptions {
+            device: format!("file:{}?direct=false", dev.display()),
+            ..file_opts()
+        };
+        let other = tmp.path().join("other");
+        Index::build(&other, &opts, |ix| {
+            ix.insert(1, rect(1))?;
+            ix.insert(1, rect(1))
+        })
+        .unwrap_err();
+        assert!(!dev.exists() && !other.exists());
+        // A successful build publishes the directory under its name only.
+        let (ix, n) = Index::build(&other, &opts, |ix| {
+            ix.insert(1, rect(1))?;
+            Ok::<u32, Error>(1)
+        })
+        .unwrap();
+        assert_eq!((n, ix.dir()), (1, Some(other.as_path())));
+        ix.close().unwrap();
+        assert_eq!(entries(tmp.path()), vec!["dev.dat", "idx", "other"]);
+    }
+
+    #[test]
+    fn a_killed_build_is_adopted_and_recovered() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("idx");
+        let opts = logged_opts(StoreKind::Efind, crate::store::log::Durability::Sync);
+        // What a killed build leaves: a staging directory whose operations
+        // are durable in its log only (no checkpoint after them).
+        let staging = Staging::begin(&target, &DeviceSpec::parse(&opts.device).unwrap()).unwrap();
+        let mut ix = Index::create_in(Some(staging.dir()), &opts, RTree::create).unwrap();
+        for i in 1..=300 {
+            ix.insert(i, rect(i)).unwrap();
+        }
+        drop(ix);
+        let e = Index::open(&target, Access::Read).unwrap_err();
+        assert!(e.to_string().contains("geoflash recover"), "{e}");
+        let e = Index::create(&target, &opts).unwrap_err();
+        assert!(e.to_string().contains("interrupted build"), "{e}");
+        assert_eq!(
+            crate::staging::adopt_interrupted(&target).unwrap().as_deref(),
+            Some(staging.dir())
+        );
+        let ix = Index::open(&target, Access::Write).unwrap();
+        assert_eq!(ids_in_all(&ix), (1..=300).collect::<Vec<_>>());
+        assert_eq!(entries(tmp.path()), vec!["idx".to_string()]);
     }
 
     #[test]
@@ -1659,14 +1865,23 @@ mod tests {
         idx.delete_object(1000).unwrap();
         assert!(idx.delete_object(1000).is_err());
         idx.close().unwrap();
-        // a heap left by an unfinished build (no manifest) does not leak into a new index
+        // a heap left by a build killed before its manifest (in its staging
+        // directory) does not leak into a new index; a directory holding
+        // files is refused, untouched
         let stale = dir.path().join("stale");
+        let staging = crate::staging::staging_dir(&stale).unwrap();
+        std::fs::create_dir_all(&staging).unwrap();
         std::fs::create_dir_all(&stale).unwrap();
-        std::fs::copy(
-            path.join(crate::objects::OBJECTS_FILE),
-            stale.join(crate::objects::OBJECTS_FILE),
-        )
-        .unwrap();
+        for d in [&staging, &stale] {
+            std::fs::copy(
+                path.join(crate::objects::OBJECTS_FILE),
+                d.join(crate::objects::OBJECTS_FILE),
+            )
+            .unwrap();
+        }
+        assert!(Index::create(&stale, &file_opts()).is_err());
+        assert!(stale.join(crate::objects::OBJECTS_FILE).is_file());
+        std::fs::remove_file(stale.join(crate::objects::OBJECTS_FILE)).unwrap();
         let mut fresh = Index::create(&stale, &file_opts()).unwrap();
         fresh.insert_object(3, &line).unwrap();
         assert_eq!(fresh.objects().unwrap().len(), 1);

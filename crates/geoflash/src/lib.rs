@@ -29,6 +29,7 @@ pub mod metrics;
 pub mod objects;
 pub mod page;
 pub mod reserve;
+pub mod staging;
 pub mod storage;
 pub mod store;
 pub mod structure;

@@ -595,6 +595,10 @@ impl<D: PageDevice> PageDevice for FaultyDevice<D> {
         format!("faulty({:?}) over {}", self.plan, self.inner.describe())
     }
 
+    fn path(&self) -> Option<std::path::PathBuf> {
+        self.inner.path()
+    }
+
     fn hint_tier(&self, pages: &[PageId], tier: super::Tier) -> Result<()> {
         self.inner.hint_tier(pages, tier)
     }

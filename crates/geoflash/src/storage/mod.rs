@@ -87,6 +87,12 @@ pub trait PageDevice: Send + Sync {
     /// One-line description: kind, parameters and, for files, the I/O engine in use.
     fn describe(&self) -> String;
 
+    /// The file holding the pages, for error messages (`None`, the default,
+    /// for devices that live in memory).
+    fn path(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+
     /// A placement hint from the layer above: `pages` should live on `tier`
     /// from their next write on. It costs no I/O and never changes what a
     /// page reads; a device with one tier ignores it (the default). Stores
@@ -176,6 +182,9 @@ macro_rules! forward_page_device {
             }
             fn describe(&self) -> String {
                 (**self).describe()
+            }
+            fn path(&self) -> Option<std::path::PathBuf> {
+                (**self).path()
             }
             fn hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
                 (**self).hint_tier(pages, tier)

@@ -350,13 +350,7 @@ impl Trace {
             page: None,
             source,
         })?;
-        Trace::decode(&bytes).map_err(|e| match e {
-            Error::Corrupt { page, reason } => Error::Corrupt {
-                page,
-                reason: format!("{}: {reason}", path.display()),
-            },
-            other => other,
-        })
+        Trace::decode(&bytes).map_err(|e| e.in_file(path))
     }
 
     /// Encodes the trace (the inverse of [`Trace::decode`]).
@@ -516,6 +510,10 @@ impl<D: PageDevice> PageDevice for TraceDevice<D> {
     }
     fn describe(&self) -> String {
         format!("trace({})", self.inner.describe())
+    }
+
+    fn path(&self) -> Option<PathBuf> {
+        self.inner.path()
     }
 
     fn hint_tier(&self, pages: &[PageId], tier: super::Tier) -> Result<()> {

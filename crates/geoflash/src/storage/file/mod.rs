@@ -727,6 +727,10 @@ impl PageDevice for FileDevice {
             self.capacity
         )
     }
+
+    fn path(&self) -> Option<PathBuf> {
+        Some(self.path.clone())
+    }
 }
 
 #[cfg(test)]

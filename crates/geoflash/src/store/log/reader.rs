@@ -7,7 +7,7 @@
 //! checksum inside valid pages, LSNs out of order, or an invalid page that a
 //! later page proves had been durable ([`LOOKAHEAD_PAGES`]) is corruption
 //! before the tail: an error naming the region, page and offset.
-use crate::storage::PageId;
+use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
 
 use super::record::{check_page, decode, Decoded, PageCheck, Record};
@@ -184,14 +184,24 @@ pub struct LogReader {
     pages_read: u64,
 }
 
+/// `e` naming the file of `dev` when it is one (`log.dat`): the log's
+/// corruption errors know their page but not their file.
+pub(super) fn in_device_file(dev: &SharedDevice, e: Error) -> Error {
+    match dev.path() {
+        Some(path) => e.in_file(path),
+        None => e,
+    }
+}
+
 impl LogReader {
     /// Reads the log in pages `first_page .. first_page + pages` of `dev`,
     /// which must belong to index `index_id`.
     pub fn open(dev: SharedDevice, first_page: PageId, pages: u64, index_id: u128) -> Result<Self> {
         let layout = LogLayout::on_device(dev.as_ref(), first_page, pages)?;
         let mut pages_read = 0;
-        let sb = Superblock::read(&dev, &layout, index_id, &mut pages_read)?;
-        let s = scan(&dev, &layout, &sb)?;
+        let sb = Superblock::read(&dev, &layout, index_id, &mut pages_read)
+            .map_err(|e| in_device_file(&dev, e))?;
+        let s = scan(&dev, &layout, &sb).map_err(|e| in_device_file(&dev, e))?;
         Ok(LogReader {
             records: s.records,
             torn_tail: s.torn_tail,

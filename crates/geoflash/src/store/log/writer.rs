@@ -7,7 +7,7 @@ use crate::storage::PageId;
 use crate::store::OpId;
 use crate::{Error, Result};
 
-use super::reader::scan;
+use super::reader::{in_device_file, scan};
 use super::record::{data_per_page, encode_page, PageHeader, Record, RecordKind};
 use super::recovery::{recover, Recovered};
 use super::superblock::{Base, Superblock};
@@ -153,10 +153,11 @@ impl Log {
         config.durability.validate()?;
         let layout = LogLayout::on_device(dev.as_ref(), first_page, pages)?;
         let mut pages_read = 0;
-        let sb = Superblock::read(&dev, &layout, config.index_id, &mut pages_read)?;
+        let sb = Superblock::read(&dev, &layout, config.index_id, &mut pages_read)
+            .map_err(|e| in_device_file(&dev, e))?;
         let mut log = Log::new_state(dev, layout, config, sb);
         log.stats.pages_read += pages_read;
-        let s = scan(&log.dev, &log.layout, &log.sb)?;
+        let s = scan(&log.dev, &log.layout, &log.sb).map_err(|e| in_device_file(&log.dev, e))?;
         log.stats.pages_read += s.pages_read;
         let mut rec = recover(s.records);
         rec.torn_tail = s.torn_tail;

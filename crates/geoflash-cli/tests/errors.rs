@@ -1,0 +1,233 @@
+//! Errors of the command line: exit code 2 for bad input and 1 for a
+//! failure, in every command, with a message naming the offending file,
+//! flag, page or record; and a failed `build` leaves no directory behind.
+use std::path::Path;
+use std::process::Output;
+
+mod common;
+use common::{geoflash, ok, s};
+
+/// Standard error of `out`.
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts that `args` exit with `code` and a message holding every `needle`.
+fn fails(args: &[&str], code: i32, needles: &[&str]) {
+    let out = geoflash(args);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: {n:?} not in {err}");
+    }
+}
+
+/// `n` small boxes, ids 1..=n, as CSV.
+fn write_rects(path: &Path, n: u64) {
+    let mut text = String::from("id,minx,miny,maxx,maxy\n");
+    for i in 1..=n {
+        let x = (i * 7919 % 1000) as f64;
+        let y = (i * 104_729 % 997) as f64;
+        text.push_str(&format!("{i},{x},{y},{},{}\n", x + 2.0, y + 2.0));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// The names in `dir`, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Overwrites 16 bytes of `page` (of `page_size` bytes) in `file`.
+fn damage(file: &Path, page: u64, page_size: u64) {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(file).unwrap();
+    f.seek(SeekFrom::Start(page * page_size + 100)).unwrap();
+    f.write_all(&[0xA5; 16]).unwrap();
+}
+
+#[test]
+fn a_failed_build_leaves_no_directory_and_the_previous_index_untouched() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 1500);
+    // Object 1 again at record 1,001.
+    let dup = dir.path().join("dup.csv");
+    let mut text = std::fs::read_to_string(&data).unwrap();
+    let lines: Vec<&str> = text.lines().take(1001).collect();
+    text = format!("{}\n1,0,0,1,1\n", lines.join("\n"));
+    std::fs::write(&dup, text).unwrap();
+    let idx = work.join("idx");
+    for device in [
+        "file?direct=false",
+        "flashsim:preset=seed-tc58",
+        "hddsim:preset=7200rpm",
+    ] {
+        for store in ["efind", "fast", "plain"] {
+            fails(
+                &[
+                    "build", "--input", s(&dup), "--index", s(&idx), "--store", store,
+                    "--device", device,
+                ],
+                2,
+                &["record 1001 of", "dup.csv", "object 1"],
+            );
+            assert_eq!(entries(&work), Vec::<String>::new(), "{device} {store}");
+        }
+    }
+    // Boxes for the xBR+-tree of points: refused, nothing left either.
+    fails(
+        &["build", "--input", s(&data), "--index", s(&idx), "--kind", "xbr"],
+        2,
+        &["record 1 of", "d.csv"],
+    );
+    assert_eq!(entries(&work), Vec::<String>::new());
+    // A device that fills up is a failure (exit 1), and leaves nothing.
+    fails(
+        &[
+            "build", "--input", s(&data), "--index", s(&idx), "--store", "plain",
+            "--page-size", "1024", "--device", "mem:capacity=16KiB",
+        ],
+        1,
+        &["d.csv"],
+    );
+    assert_eq!(entries(&work), Vec::<String>::new());
+    // An explicit device file the failed build created is removed with it.
+    let dev = work.join("dev.dat");
+    let spec = format!("file:{}?direct=false", dev.display());
+    fails(
+        &["build", "--input", s(&dup), "--index", s(&idx), "--device", &spec],
+        2,
+        &["record 1001"],
+    );
+    assert_eq!(entries(&work), Vec::<String>::new());
+    // Over an existing index: refused before anything is read or written.
+    ok(geoflash(&[
+        "build", "--input", s(&data), "--index", s(&idx), "--device", "file?direct=false",
+    ]));
+    let before = std::fs::read(idx.join("pages.dat")).unwrap();
+    fails(
+        &["build", "--input", s(&dup), "--index", s(&idx)],
+        2,
+        &["already holds an index", s(&idx)],
+    );
+    assert_eq!(std::fs::read(idx.join("pages.dat")).unwrap(), before);
+    assert_eq!(entries(&work), vec!["idx".to_string()]);
+    ok(geoflash(&["verify", "--index", s(&idx)]));
+}
+
+#[test]
+fn every_command_refuses_bad_input_with_exit_2_naming_it() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 200);
+    let nope = dir.path().join("nope.csv");
+    let no_index = dir.path().join("no-index");
+    let idx = dir.path().join("idx");
+    ok(geoflash(&[
+        "build", "--input", s(&data), "--index", s(&idx), "--device", "file?direct=false",
+    ]));
+    let out = dir.path().join("out.csv");
+    let build = |extra: &[&'static str]| -> Vec<String> {
+        let mut v: Vec<String> = ["build", "--input", s(&data), "--index"]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        v.push(dir.path().join("new").display().to_string());
+        v.extend(extra.iter().map(|a| a.to_string()));
+        v
+    };
+    let owned: Vec<(Vec<String>, Vec<&str>)> = vec![
+        (build(&["--store", "fast", "--buffer-policy", "lru"]), vec!["--buffer-policy"]),
+        (build(&["--kind", "fortree", "--buffer-policy", "lru"]), vec!["--buffer-policy"]),
+        (build(&["--fill", "0.5"]), vec!["--fill"]),
+        (build(&["--bulk", "str", "--fill", "1.5"]), vec!["--fill"]),
+        (build(&["--bulk", "str", "--ack-every", "10"]), vec!["--ack-every"]),
+        (build(&["--buffer", "0"]), vec!["--buffer 0"]),
+        (build(&["--store", "fast", "--buffer", "0"]), vec!["--buffer 0"]),
+    ];
+    let mut cases: Vec<(Vec<&str>, Vec<&str>)> = owned
+        .iter()
+        .map(|(a, n)| (a.iter().map(String::as_str).collect(), n.clone()))
+        .collect();
+    cases.extend([
+        (
+            vec!["generate", "--distribution", "zipf", "--count", "5", "--out", s(&out)],
+            vec!["zipf"],
+        ),
+        (vec!["import", "--input", s(&nope), "--out", s(&out)], vec!["nope.csv"]),
+        (
+            vec!["windows", "--input", s(&nope), "--selectivity", "1%", "--out", s(&out)],
+            vec!["nope.csv"],
+        ),
+        (vec!["build", "--input", s(&nope), "--index", s(&no_index)], vec!["nope.csv"]),
+        (vec!["insert", "--input", s(&nope), "--index", s(&idx)], vec!["nope.csv"]),
+        (vec!["delete", "--input", s(&nope), "--index", s(&idx)], vec!["nope.csv"]),
+        (vec!["insert", "--input", s(&data), "--index", s(&no_index)], vec!["no-index"]),
+        (vec!["query", "--index", s(&idx), "--windows", s(&nope)], vec!["nope.csv"]),
+        (vec!["query", "--index", s(&no_index), "--window", "0,0,1,1"], vec!["no-index"]),
+        (vec!["knn", "--index", s(&no_index), "--point", "0,0"], vec!["no-index"]),
+        (vec!["knn", "--index", s(&idx), "--point", "nan,1"], vec!["point"]),
+        (vec!["inspect", "--index", s(&no_index)], vec!["no-index"]),
+        (vec!["verify", "--index", s(&no_index)], vec!["no-index"]),
+        (vec!["checkpoint", "--index", s(&no_index)], vec!["no-index"]),
+        (vec!["recover", "--index", s(&no_index)], vec!["no-index"]),
+        (vec!["devbench", "--device", "mem:", "--trace", s(&nope)], vec!["nope.csv"]),
+        (vec!["devbench", "--device", "tape:"], vec!["tape"]),
+        (
+            vec!["bench", s(&nope), "--results", s(&out), "--scale", "smoke"],
+            vec!["nope.csv"],
+        ),
+        (vec!["report", "--results", s(&nope), "--out", s(&out)], vec!["nope.csv"]),
+    ]);
+    for (args, needles) in cases {
+        fails(&args, 2, &needles);
+    }
+    // Nothing was created by the refused builds.
+    assert!(!dir.path().join("new").exists() && !no_index.exists());
+}
+
+#[test]
+fn corrupt_pages_and_logs_exit_1_naming_the_file_and_page() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 2000);
+    let idx = dir.path().join("idx");
+    ok(geoflash(&[
+        "build", "--input", s(&data), "--index", s(&idx), "--store", "plain", "--page-size",
+        "1024", "--device", "file?direct=false",
+    ]));
+    let pages = idx.join("pages.dat");
+    // A damaged node: every command reading it fails, naming file and page.
+    damage(&pages, 1, 1024);
+    let want = ["pages.dat, page 1", "checksum"];
+    let all = "-1e9,-1e9,1e9,1e9";
+    fails(&["verify", "--index", s(&idx)], 1, &want);
+    fails(&["inspect", "--index", s(&idx)], 1, &want);
+    fails(&["query", "--index", s(&idx), "--window", all], 1, &want);
+    fails(&["knn", "--index", s(&idx), "--point", "0,0", "--k", "3000"], 1, &want);
+    fails(&["delete", "--index", s(&idx), "--input", s(&data)], 1, &want);
+    fails(&["insert", "--index", s(&idx), "--input", s(&data)], 1, &want);
+    // A damaged header: opening fails, naming file and page 0.
+    damage(&pages, 0, 1024);
+    let want = ["pages.dat, page 0"];
+    for cmd in ["checkpoint", "recover", "verify", "inspect"] {
+        fails(&[cmd, "--index", s(&idx)], 1, &want);
+    }
+    // A damaged log (both superblocks): recovery names log.dat.
+    let logged = dir.path().join("logged");
+    ok(geoflash(&[
+        "build", "--input", s(&data), "--index", s(&logged), "--store", "efind",
+        "--page-size", "1024", "--device", "file?direct=false",
+    ]));
+    damage(&logged.join("log.dat"), 0, 1024);
+    damage(&logged.join("log.dat"), 1, 1024);
+    fails(&["recover", "--index", s(&logged)], 1, &["log.dat, page"]);
+}
