@@ -30,6 +30,7 @@ pub mod page;
 pub mod storage;
 pub mod store;
 pub mod structure;
+pub mod testenv;
 pub mod units;
 
 pub use error::{Error, Result};

@@ -19,6 +19,8 @@ use crate::storage::PageId;
 use crate::Result;
 
 pub mod accounting;
+#[cfg(test)]
+pub(crate) mod crash_harness;
 pub mod alloc;
 pub mod efind;
 pub mod fast;
