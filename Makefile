@@ -41,9 +41,14 @@ unit:
 python:
 	@bash scripts/python-test.sh
 
-## Large property-test counts and full crash campaigns (not in CI).
+## Large property-test counts and full crash campaigns (not in CI), the
+## ignored measurement tests included. The output goes to target/test-long.log
+## too; the crash campaigns' one-line summaries (cases, crashes, torn pages
+## restored) are printed again at the end, for docs/benchmarks.md.
 test-long: setup
-	GEOFLASH_PROPTEST_CASES=2000 GEOFLASH_CRASH_CASES=10000 GEOFLASH_LONG=1 $(CARGO) test --workspace --release -- --include-ignored
+	@mkdir -p target
+	bash -o pipefail -c 'GEOFLASH_PROPTEST_CASES=2000 GEOFLASH_CRASH_CASES=10000 $(CARGO) test --workspace --release -- --include-ignored --nocapture 2>&1 | tee target/test-long.log'
+	@grep '^crash campaign' target/test-long.log
 
 ## Criterion benchmarks, every shipped workload at small scale
 ## (scripts/bench-workloads.sh: results and reports in bench-results/), then

@@ -3,8 +3,11 @@
 # toolchain with rustfmt and clippy, a C compiler, Python 3 (pyo3's build
 # script runs it; the Python tests need its venv module), and a PostgreSQL
 # server with PostGIS (the results-store and PostGIS tests start a
-# throw-away cluster on loopback; without the server binaries they are
-# skipped). Uses Debian's packages only where nothing else provides them.
+# throw-away cluster on loopback). Uses Debian's packages only where nothing
+# else provides them. Without the PostgreSQL server and PostGIS and without
+# root to install them, setup fails under CI (CI=true, as .ci/run sets: the
+# tests would fail there, see geoflash::testenv) and prints a note otherwise
+# (the tests that need a server then skip, saying why).
 set -euo pipefail
 
 need_apt=()
@@ -35,8 +38,13 @@ if ((${#need_apt[@]})) && [ "$(id -u)" -ne 0 ]; then
     echo "setup: missing ${need_apt[*]}; install them (apt-get needs root)" >&2
     exit 1
 fi
+in_ci() { case "${CI:-}" in ""|0|false|FALSE|False) return 1 ;; *) return 0 ;; esac; }
 if ((${#need_pg[@]})) && [ "$(id -u)" -ne 0 ]; then
-    echo "setup: note: missing ${need_pg[*]} (Debian packages); the PostgreSQL tests need them (apt-get needs root)" >&2
+    if in_ci; then
+        echo "setup: CI=${CI}: missing ${need_pg[*]} (Debian packages) and not root to install them; the PostgreSQL and PostGIS tests need them: run as root or install them first" >&2
+        exit 1
+    fi
+    echo "setup: note: missing ${need_pg[*]} (Debian packages); the PostgreSQL tests need them (apt-get needs root) and will be skipped" >&2
     need_pg=()
 fi
 if ((${#need_apt[@]} + ${#need_pg[@]})); then

@@ -6,10 +6,12 @@
 //! The server binaries (`initdb`, `pg_ctl`, `postgres`) are looked for in
 //! `$GEOFLASH_PG_BIN`, on `PATH`, then in Debian's
 //! `/usr/lib/postgresql/<version>/bin` (newest first). When none are found,
-//! [`TempCluster::shared`] prints why on standard error and returns `None`:
-//! the tests that need a server are then skipped (`scripts/setup.sh`
-//! installs the Debian packages `postgresql` and `postgis` so that `make
-//! test` runs them). `initdb` refuses to run as root: as root, the cluster
+//! the missing prerequisite goes through [`geoflash::testenv`]: outside CI
+//! [`TempCluster::shared`] prints why on standard error and returns `None`,
+//! and the tests that need a server are skipped; under CI (`CI=true`, as
+//! `.ci/run` sets) it fails the test instead (`scripts/setup.sh` installs
+//! the Debian packages `postgresql` and `postgis` so that `make test` runs
+//! them). `initdb` refuses to run as root: as root, the cluster
 //! belongs to the user `postgres` (Debian's package creates it) and the
 //! server commands run through `runuser`.
 //!
@@ -106,15 +108,17 @@ fn free_port() -> Result<u16> {
 static DATABASES: AtomicU32 = AtomicU32::new(0);
 
 impl TempCluster {
-    /// Starts a new cluster; `Ok(None)` (with a message on standard error)
-    /// when the server binaries cannot be found.
+    /// Starts a new cluster; when the server binaries cannot be found,
+    /// `Ok(None)` (with a message on standard error) outside CI and an
+    /// error under CI ([`geoflash::testenv::prerequisite_missing`]).
     pub fn start() -> Result<Option<TempCluster>> {
         let Some(bin) = find_binaries() else {
-            eprintln!(
-                "SKIPPED: PostgreSQL server binaries (initdb, pg_ctl, postgres) not found in \
+            geoflash::testenv::prerequisite_missing(
+                "PostgreSQL server binaries (initdb, pg_ctl, postgres) not found in \
                  $GEOFLASH_PG_BIN, on PATH or in /usr/lib/postgresql/*/bin; \
-                 install the Debian packages postgresql and postgis (scripts/setup.sh does)"
-            );
+                 install the Debian packages postgresql and postgis (scripts/setup.sh does)",
+            )
+            .map_err(|e| Error::invalid(e.to_string()))?;
             return Ok(None);
         };
         let run_as = is_root().then(|| "postgres".to_string());
@@ -189,8 +193,9 @@ impl TempCluster {
     }
 
     /// The cluster shared by the tests of this process, started by the
-    /// first caller; `None` when the binaries cannot be found. Panics (a
-    /// test failure) when they are found but the server does not start.
+    /// first caller; `None` when the binaries cannot be found outside CI.
+    /// Panics (a test failure) when they are found but the server does not
+    /// start, or are missing under CI.
     pub fn shared() -> Option<&'static TempCluster> {
         static SHARED: OnceLock<Option<TempCluster>> = OnceLock::new();
         SHARED

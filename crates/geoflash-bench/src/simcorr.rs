@@ -295,13 +295,6 @@ mod tests {
     use geoflash::metrics::Stats;
     use proptest::prelude::*;
 
-    fn cases() -> u32 {
-        std::env::var("GEOFLASH_PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(64)
-    }
-
     #[test]
     fn known_values() {
         assert_eq!(ranks(&[3.0, 1.0, 2.0, 2.0]), vec![4.0, 1.0, 2.5, 2.5]);
@@ -328,7 +321,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
+        #![proptest_config(ProptestConfig::with_cases(geoflash::testenv::proptest_cases()))]
 
         /// Without ties, ρ = 1 − 6 Σd² / (n(n² − 1)); monotone transforms
         /// change nothing; ρ is symmetric and reversing one side negates it.

@@ -1,7 +1,8 @@
 //! The PostgreSQL results store and PostGIS datasets against a real server:
 //! a throw-away cluster on loopback ([`TempCluster::shared`]), one database
 //! per test. Skipped, with a message, only when the server binaries cannot
-//! be found (scripts/setup.sh installs them for `make test`).
+//! be found outside CI; under `CI=true` that fails (scripts/setup.sh
+//! installs them for `make test`).
 #![cfg(feature = "postgres")]
 
 use std::path::Path;
@@ -19,7 +20,7 @@ use geoflash_bench::results::{ConfigRow, ResultsLocation, ResultsStore, StepRow}
 use geoflash_bench::runner::{run, RunOptions};
 use geoflash_bench::workload::{Scale, Workload};
 
-/// A new database of the shared cluster (`None`: no server binaries, skip).
+/// A new database of the shared cluster (`None`: no server binaries outside CI, skip).
 fn database(name: &str, postgis: bool) -> Option<String> {
     let cluster = TempCluster::shared()?;
     Some(cluster.create_database(name, postgis).unwrap())

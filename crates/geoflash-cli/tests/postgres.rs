@@ -1,7 +1,7 @@
 //! `geoflash bench|report --results postgresql://…` and `geoflash import
 //! --postgis` against a throw-away PostgreSQL server on loopback (see
 //! `geoflash_bench::pg_cluster`); skipped, with a message, only when the
-//! server binaries cannot be found.
+//! server binaries cannot be found outside CI (under `CI=true` that fails).
 #![cfg(feature = "postgres")]
 
 mod common;

@@ -33,6 +33,7 @@ pub mod staging;
 pub mod storage;
 pub mod store;
 pub mod structure;
+pub mod testenv;
 pub mod units;
 
 pub use error::{Error, Result};

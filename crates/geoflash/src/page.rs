@@ -643,13 +643,6 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
-    fn cases() -> u32 {
-        std::env::var("GEOFLASH_PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(64)
-    }
-
     fn rect(a: f64, b: f64, w: f64, h: f64) -> Rect {
         Rect::new(a, b, a + w, b + h).unwrap()
     }
@@ -987,7 +980,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         #[test]
         fn prop_round_trip(wp in any::<bool>(), node in arb_node(84, true), lsn in any::<u64>()) {

@@ -499,13 +499,6 @@ pub(crate) mod tests {
         }
     }
 
-    pub(crate) fn cases() -> u32 {
-        std::env::var("GEOFLASH_PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(64)
-    }
-
     #[test]
     fn linked_set_order() {
         let mut s = LinkedSet::new();
@@ -589,7 +582,7 @@ pub(crate) mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         /// The cache holds exactly what was inserted minus what was removed or
         /// evicted, and never exceeds its budget after an evicting call.

@@ -224,13 +224,6 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::HashSet;
 
-    fn cases() -> u32 {
-        std::env::var("GEOFLASH_PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(64)
-    }
-
     #[test]
     fn order_one_orientation() {
         assert_eq!(hilbert_index(0, 0, 1), 0);
@@ -353,7 +346,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         #[test]
         fn prop_inverse(x in any::<u32>(), y in any::<u32>(), order in 1u32..=32) {

@@ -389,13 +389,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn cases() -> u32 {
-        std::env::var("GEOFLASH_PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(64)
-    }
-
     fn r(a: f64, b: f64, c: f64, d: f64) -> Rect {
         Rect::new(a, b, c, d).unwrap()
     }
@@ -516,7 +509,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         #[test]
         fn prop_predicate_laws(a in arb_rect(), b in arb_rect()) {

@@ -8,13 +8,6 @@ use proptest::prelude::*;
 use super::*;
 use crate::storage::mem::MemDevice;
 
-fn cases() -> u32 {
-    std::env::var("GEOFLASH_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64)
-}
-
 fn domain() -> Rect {
     Rect::new(0.0, 0.0, 100.0, 100.0).unwrap()
 }
@@ -230,7 +223,7 @@ fn prefill(n: usize, seed: u64) -> Vec<(f64, f64)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn gffm_agrees_with_the_oracle(ops in prop::collection::vec(op(), 1..300), n in 0usize..400, seed in any::<u64>()) {

@@ -670,13 +670,6 @@ mod tests {
     use crate::store::mem::MemStore;
     use proptest::prelude::*;
 
-    fn cases() -> u32 {
-        std::env::var("GEOFLASH_PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(16)
-    }
-
     fn items(n: u64, seed: u64) -> Vec<(u64, Rect)> {
         (0..n)
             .map(|i| {
@@ -910,7 +903,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
         #[test]
         fn external_load_matches_brute_force(
             n in 0u64..1500,

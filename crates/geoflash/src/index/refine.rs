@@ -77,13 +77,6 @@ mod tests {
     use proptest::prelude::*;
     use std::sync::Arc;
 
-    fn cases() -> u32 {
-        std::env::var("GEOFLASH_PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(64)
-    }
-
     /// The brute-force check: the DE-9IM matrix of `relate`, a code path of
     /// `geo` other than the `Intersects`/`Contains` traits refinement uses.
     fn oracle(window: &Geometry, object: &Geometry, predicate: Predicate) -> bool {
@@ -152,7 +145,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         /// Filter + refine through the index and the heap equals the
         /// predicate applied to every object, for all three predicates.

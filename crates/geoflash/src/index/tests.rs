@@ -8,13 +8,6 @@ use super::*;
 use crate::geom::{HilbertDomain, Point};
 use crate::store::mem::MemStore;
 
-fn cases() -> u32 {
-    std::env::var("GEOFLASH_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64)
-}
-
 fn r(x0: f64, y0: f64, x1: f64, y1: f64) -> Rect {
     Rect::new(x0, y0, x1, y1).unwrap()
 }
@@ -215,7 +208,7 @@ fn run_ops<S: NodeStore>(store: S, params: TreeParams, ops: &[Op]) -> RTree<S> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn random_operations_agree_with_the_oracle_small_pages(
@@ -504,12 +497,8 @@ mod plain {
         out
     }
 
-    fn plain_cases() -> u32 {
-        (cases() / 4).max(4)
-    }
-
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(plain_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         #[test]
         fn plain_store_agrees_with_the_oracle_and_survives_reopen(

@@ -16,13 +16,6 @@ fn sample(i: u64) -> Geometry {
     }
 }
 
-fn cases() -> u32 {
-    std::env::var("GEOFLASH_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64)
-}
-
 #[test]
 fn round_trip_delete_replace_reopen_and_compact() {
     let dir = tempfile::tempdir().unwrap();
@@ -204,7 +197,7 @@ fn a_torn_last_record_is_ignored_read_only_and_truncated_writable() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     /// Any damage (byte flips, truncation) gives an error or a heap whose
     /// reads succeed or fail cleanly: never a panic.

@@ -1000,13 +1000,6 @@ mod tests {
         assert_eq!(FaultPlan::random_crash(1, 0).crash_at_write, None);
     }
 
-    fn cases() -> u32 {
-        std::env::var("GEOFLASH_PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(64)
-    }
-
     fn op_strategy() -> impl Strategy<Value = Op> {
         prop_oneof![
             4 => proptest::collection::vec(0..CAP, 1..5).prop_map(Op::Write),
@@ -1016,7 +1009,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         #[test]
         fn random_scripts_crash_legally(ops in proptest::collection::vec(op_strategy(), 1..30), seed in any::<u64>(), max in 0u64..60) {

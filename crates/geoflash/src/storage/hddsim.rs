@@ -955,13 +955,6 @@ mod tests {
         assert!(matches!(d.trim(&[16]), Err(Error::PageOutOfRange { .. })));
     }
 
-    fn cases() -> u32 {
-        std::env::var("GEOFLASH_PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(64)
-    }
-
     #[derive(Debug, Clone)]
     enum Op {
         Write(Vec<PageId>, u8),
@@ -983,7 +976,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         #[test]
         fn contents_match_an_oracle(

@@ -141,13 +141,6 @@ mod tests {
         assert!(buf[..512].iter().all(|&b| b == 0));
     }
 
-    fn cases() -> u32 {
-        std::env::var("GEOFLASH_PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(64)
-    }
-
     #[derive(Debug, Clone)]
     enum Op {
         Write(Vec<u64>, u8),
@@ -168,7 +161,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(cases()))]
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
         /// Any sequence of batched writes, reads, trims and syncs reads back
         /// what was last written (zeros for never-written or trimmed pages).
         #[test]

@@ -627,13 +627,6 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
-    fn cases() -> u32 {
-        std::env::var("GEOFLASH_PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(64)
-    }
-
     /// A mixed workload: batches of writes and reads, trims and syncs.
     fn workload(d: &dyn PageDevice, seed: u64, n: usize) {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -813,7 +806,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         #[test]
         fn round_trip(ops in prop::collection::vec((0u8..4, prop::collection::vec(0u64..1_000_000, 0..20), any::<u64>()), 0..40),

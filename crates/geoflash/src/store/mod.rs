@@ -20,6 +20,8 @@ use crate::storage::PageId;
 use crate::Result;
 
 pub mod accounting;
+#[cfg(test)]
+pub(crate) mod crash_harness;
 pub mod alloc;
 #[cfg(test)]
 mod clean_checkpoint_tests;

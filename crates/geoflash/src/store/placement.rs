@@ -122,13 +122,6 @@ mod tests {
     use crate::index_dir::{Index, IndexOptions, StoreKind, StoreOptions};
     use proptest::prelude::*;
 
-    fn cases() -> u32 {
-        std::env::var("GEOFLASH_PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(64)
-    }
-
     fn shr_options(fast_pages: u64, placement: Placement) -> IndexOptions {
         IndexOptions {
             page_size: 512,
@@ -179,7 +172,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         /// The sHR-tree answers like brute force whatever the fast tier's
         /// size, and after a checkpoint every internal node it holds is on

@@ -768,13 +768,6 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::{BTreeMap, BTreeSet};
 
-    fn cases() -> u32 {
-        std::env::var("GEOFLASH_PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(32)
-    }
-
     fn dev(ps: usize, cap: u64) -> Arc<dyn PageDevice> {
         Arc::new(MemDevice::new(ps, cap).unwrap())
     }
@@ -1444,7 +1437,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         #[test]
         fn plain_store_matches_oracle(

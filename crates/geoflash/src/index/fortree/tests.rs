@@ -15,13 +15,6 @@ use crate::storage::PageDevice;
 use crate::store::mem::MemStore;
 use crate::store::{PlainConfig, PlainStore};
 
-fn cases() -> u32 {
-    std::env::var("GEOFLASH_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(48)
-}
-
 fn r(x0: f64, y0: f64, x1: f64, y1: f64) -> Rect {
     Rect::new(x0, y0, x1, y1).unwrap()
 }
@@ -203,7 +196,7 @@ fn configs(max: usize) -> Vec<FortreeConfig> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn random_operations_agree_with_the_oracle(

@@ -21,13 +21,6 @@ use crate::store::{FastConfig, FastStore, PlainConfig, PlainStore};
 
 const PAGE: usize = 4096;
 
-fn cases() -> u32 {
-    std::env::var("GEOFLASH_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64)
-}
-
 fn pt(x: f64, y: f64) -> Point {
     Point::new(x, y).unwrap()
 }
@@ -301,9 +294,9 @@ fn ops_strategy() -> impl Strategy<Value = (usize, Vec<Op>)> {
 }
 
 macro_rules! oracle_test {
-    ($name:ident, $kind:expr, $div:expr) => {
+    ($name:ident, $kind:expr) => {
         proptest! {
-            #![proptest_config(ProptestConfig::with_cases((cases() / $div).max(1)))]
+            #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
             #[test]
             fn $name((max, ops) in ops_strategy()) {
                 scenario($kind, max, &ops);
@@ -312,19 +305,11 @@ macro_rules! oracle_test {
     };
 }
 
-oracle_test!(random_ops_agree_with_the_oracle_on_memstore, Kind::Mem, 1);
-oracle_test!(
-    random_ops_agree_with_the_oracle_on_plain_buffered,
-    Kind::Plain,
-    2
-);
-oracle_test!(
-    random_ops_agree_with_the_oracle_on_plain_unbuffered,
-    Kind::PlainNoBuffer,
-    2
-);
-oracle_test!(random_ops_agree_with_the_oracle_on_efind, Kind::Efind, 2);
-oracle_test!(random_ops_agree_with_the_oracle_on_fast, Kind::Fast, 2);
+oracle_test!(random_ops_agree_with_the_oracle_on_memstore, Kind::Mem);
+oracle_test!(random_ops_agree_with_the_oracle_on_plain_buffered, Kind::Plain);
+oracle_test!(random_ops_agree_with_the_oracle_on_plain_unbuffered, Kind::PlainNoBuffer);
+oracle_test!(random_ops_agree_with_the_oracle_on_efind, Kind::Efind);
+oracle_test!(random_ops_agree_with_the_oracle_on_fast, Kind::Fast);
 
 fn distinct_points() -> impl Strategy<Value = Vec<(u64, Point)>> {
     prop::collection::btree_set((0u16..=256, 0u16..=256), 0..400).prop_map(|s| {
@@ -336,7 +321,7 @@ fn distinct_points() -> impl Strategy<Value = Vec<(u64, Point)>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases((cases() / 2).max(1)))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
     /// Bulk loading and then bulk insertion build trees that answer like
     /// the oracle, on every store, and survive a reopen.
     #[test]

@@ -9,13 +9,6 @@ use rand_chacha::ChaCha8Rng;
 
 use super::*;
 
-fn cases() -> u32 {
-    std::env::var("GEOFLASH_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(48)
-}
-
 /// A small custom device, built through the spec parser (`blocks` after `page_size` and `ppb`).
 fn device(params: &str, host_page: usize) -> FlashSim {
     FlashSim::from_params(params, host_page).unwrap()
@@ -191,7 +184,7 @@ fn run_oracle(shape: (usize, usize, u32, u32, u32, bool), ops: &[Op], erase_limi
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn matches_a_hashmap_oracle(shape in shape_strategy(),
@@ -845,7 +838,7 @@ fn reseal(img: &mut [u8]) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     /// Damage past the checksum (bytes changed and the checksum recomputed):
     /// loading returns an error or a device whose invariants hold, never a panic.

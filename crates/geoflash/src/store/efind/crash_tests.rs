@@ -7,10 +7,12 @@
 //! and for some cases a second crash during restart itself. After recovery
 //! the tree must pass its structural checks and hold exactly the state after
 //! a prefix of the operations that includes every acknowledged one (an
-//! oracle replays the sequence).
+//! oracle replays the sequence; the harness derives what was acknowledged
+//! from the calls that returned, [`AckOracle`]).
 //!
-//! `GEOFLASH_CRASH_CASES` sets the number of cases per tree kind (default 200;
-//! `make test-long` runs 10,000 per kind).
+//! `GEOFLASH_CRASH_CASES` sets the number of cases per tree kind (default 200,
+//! [`crate::testenv::crash_cases`]; `make test-long` runs 10,000 per kind);
+//! each campaign prints a [`CrashSummary`] line.
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -22,16 +24,11 @@ use crate::geom::{HilbertDomain, Rect};
 use crate::index::{IndexKind, Predicate, RTree, SplitKind, TreeParams};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
+use crate::store::crash_harness::{AckOracle, CrashSummary};
+use crate::testenv::crash_cases;
 
 const PAGE: usize = 1024;
 const DEV_PAGES: u64 = 4096;
-
-fn crash_cases() -> u64 {
-    std::env::var("GEOFLASH_CRASH_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200)
-}
 
 #[derive(Debug, Clone, Copy)]
 enum Op {
@@ -178,8 +175,7 @@ fn run(dev: Arc<dyn PageDevice>, kind: IndexKind, cfg: EfindConfig, ops: &[Op]) 
         }
     };
     let mut t = RTree::create(store, params(kind)).unwrap();
-    // Data operation count at each committed op id, to turn durable op ids into counts.
-    let mut done_at: Vec<(OpId, usize)> = Vec::new();
+    let mut acks = AckOracle::new(cfg.durability);
     for op in ops {
         let r = match op {
             Op::Insert(id, r) => t.insert(*id, *r),
@@ -194,22 +190,12 @@ fn run(dev: Arc<dyn PageDevice>, kind: IndexKind, cfg: EfindConfig, ops: &[Op]) 
             out.err = Some(e);
             break;
         }
-        if !matches!(op, Op::Checkpoint) {
-            if let Some(last) = t.store().last_op() {
-                done_at.push((last, out.attempted));
-            }
-        }
-        if let Some(d) = t.store().durable_op() {
-            out.acked = done_at
-                .iter()
-                .filter(|(op, _)| *op <= d)
-                .map(|(_, n)| *n)
-                .max()
-                .unwrap_or(0);
-        }
-        if matches!(op, Op::Checkpoint) {
-            out.acked = out.attempted;
-        }
+        let seen = match op {
+            Op::Checkpoint => acks.checkpointed(t.store()),
+            _ => acks.completed(t.store()),
+        };
+        seen.unwrap_or_else(|e| panic!("{kind:?} {cfg:?}: {e}"));
+        out.acked = acks.acknowledged();
     }
     out
 }
@@ -240,6 +226,7 @@ struct Seen {
     compactions: u64,
     forced_flushes: u64,
     crashed_in_run: u64,
+    acknowledged: u64,
 }
 
 fn campaign(kind: IndexKind) {
@@ -326,6 +313,7 @@ fn campaign(kind: IndexKind) {
         if k < o.attempted {
             seen.lost_unacked += 1;
         }
+        seen.acknowledged += o.acked as u64;
         // 5. The recovered store keeps working and survives a clean reopen.
         let mut t = t;
         let mut expect = got;
@@ -359,7 +347,15 @@ fn campaign(kind: IndexKind) {
         t.check().unwrap();
         assert_eq!(tree_state(&t), expect, "{kind:?} case {case}");
     }
-    println!("{kind:?}: {} cases, {seen:?}", crash_cases());
+    CrashSummary {
+        cases: crash_cases(),
+        crashed_in_run: seen.crashed_in_run,
+        crashed_in_restart: seen.restart_crashes,
+        pages_restored: seen.pages_restored,
+        acknowledged: seen.acknowledged,
+    }
+    .print(&format!("eFIND {kind:?}"));
+    println!("eFIND {kind:?} coverage: {seen:?}");
     if crash_cases() >= 60 {
         assert!(
             seen.pages_restored > 0,

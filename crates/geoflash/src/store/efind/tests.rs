@@ -13,13 +13,6 @@ use crate::index::{IndexKind, Predicate, RTree, TreeParams};
 use crate::storage::mem::MemDevice;
 use crate::store::plain::{PlainConfig, PlainStore};
 
-fn cases() -> u32 {
-    std::env::var("GEOFLASH_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64)
-}
-
 fn r(x0: f64, y0: f64, x1: f64, y1: f64) -> Rect {
     Rect::new(x0, y0, x1, y1).unwrap()
 }
@@ -314,12 +307,8 @@ fn run(kind: IndexKind, cfg: EfindConfig, ops: &[Op]) -> StoreStats {
     stats
 }
 
-fn efind_cases() -> u32 {
-    (cases() / 4).max(4)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(efind_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn efind_store_agrees_with_the_oracle_and_survives_reopen(

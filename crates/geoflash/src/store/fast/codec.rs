@@ -337,7 +337,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(super::super::tests::cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
         #[test]
         fn decoding_arbitrary_bytes_never_panics(b in prop::collection::vec(any::<u8>(), 0..200)) {
             let _ = decode_node(&b);

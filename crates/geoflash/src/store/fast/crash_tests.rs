@@ -7,11 +7,14 @@
 //! flushes included) and, for half of the cases, a second time during the
 //! restart that follows. After recovery the tree must pass its structural
 //! checks and hold exactly the state after a prefix of the operations that
-//! includes every acknowledged one: with `Durability::Sync` every operation
-//! that returned, with group commit every operation up to
-//! [`NodeStore::durable_op`] when the crash came.
+//! includes every acknowledged one, as the harness derives them from the
+//! calls that returned ([`AckOracle`]: with `Durability::Sync` every
+//! operation that returned, with group commit all but the newest `N - 1`,
+//! and whatever more the store claimed durable when the crash came).
 //!
-//! `GEOFLASH_CRASH_CASES` sets the number of cases per tree kind (default 12).
+//! `GEOFLASH_CRASH_CASES` sets the number of cases per tree kind (default
+//! 200, [`crate::testenv::crash_cases`]); each campaign prints a
+//! [`CrashSummary`] line.
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -21,15 +24,9 @@ use super::*;
 use crate::index::{IndexKind, Predicate, RTree};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
+use crate::store::crash_harness::{AckOracle, CrashSummary};
 
 const DEV_PAGES: u64 = 1 << 12;
-
-fn crash_cases() -> u64 {
-    std::env::var("GEOFLASH_CRASH_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(12)
-}
 
 /// A random workload from `seed`.
 fn workload(seed: u64, len: usize) -> Vec<Op> {
@@ -145,6 +142,8 @@ fn holds_acknowledged(prefixes: &[usize], acked: usize) -> bool {
 struct Outcome {
     /// A crash interrupted the workload (rather than the end-of-run crash).
     crashed_mid_run: bool,
+    /// The restart after the crash crashed too.
+    crashed_in_restart: bool,
     /// Mutating operations acknowledged.
     acked: usize,
     /// Page images written back by the final restart.
@@ -189,7 +188,7 @@ fn run_crash(
     let mut o = Oracle::default();
     // states[k]: the state after the first k mutating operations.
     let mut states = vec![State::new()];
-    let mut acked = 0usize;
+    let mut acks = AckOracle::new(cfg.durability);
     let mut in_flight: Option<State> = None;
     let mut crashed_mid_run = false;
     match FastStore::open(dev.clone(), log.clone(), cfg) {
@@ -227,11 +226,8 @@ fn run_crash(
                     Ok(_) => {
                         assert_eq!(o, next);
                         states.push(state_of(&o));
-                        if cfg.durability == Durability::Sync {
-                            acked = states.len() - 1;
-                        } else {
-                            acked = t.store().durable_op().unwrap_or(0) as usize;
-                        }
+                        acks.completed(t.store())
+                            .unwrap_or_else(|e| panic!("{kind:?} {case}: {e}"));
                     }
                     Err(e) => {
                         assert!(
@@ -254,7 +250,10 @@ fn run_crash(
     drop(dev);
     drop(log);
 
+    let acked = acks.acknowledged();
+    assert_eq!(acks.done(), states.len() - 1);
     // Restart, crashing during it.
+    let mut crashed_in_restart = false;
     if let Some(plan) = second {
         let fdev = Arc::new(FaultyDevice::new(mem.clone(), plan));
         let dev: Arc<dyn PageDevice> = fdev.clone();
@@ -262,6 +261,7 @@ fn run_crash(
         if let Ok(store) = FastStore::open(dev, log, cfg) {
             drop(store);
         }
+        crashed_in_restart = fdev.is_crashed();
         fdev.crash_now().unwrap();
     }
     let dev: Arc<dyn PageDevice> = mem;
@@ -309,26 +309,33 @@ fn run_crash(
     assert_eq!(all_ids(&t), o2.ids());
     Outcome {
         crashed_mid_run,
+        crashed_in_restart,
         acked,
         restored,
     }
 }
 
 fn campaign(kind: IndexKind) {
-    let n = crash_cases();
-    let mut mid = 0;
-    let mut acked = 0;
+    let n = crate::testenv::crash_cases();
+    let mut sum = CrashSummary {
+        cases: n,
+        ..CrashSummary::default()
+    };
     for case in 0..n {
         let out = crash_case(kind, case);
-        mid += u64::from(out.crashed_mid_run);
-        acked += out.acked;
+        sum.crashed_in_run += u64::from(out.crashed_mid_run);
+        sum.crashed_in_restart += u64::from(out.crashed_in_restart);
+        sum.pages_restored += out.restored;
+        sum.acknowledged += out.acked as u64;
     }
+    sum.print(&format!("FAST {kind:?}"));
     // The crash points must actually interrupt most runs.
     assert!(
-        mid * 2 >= n,
-        "{kind:?}: only {mid} of {n} runs crashed mid-run"
+        sum.crashed_in_run * 2 >= n,
+        "{kind:?}: only {} of {n} runs crashed mid-run",
+        sum.crashed_in_run
     );
-    assert!(acked > 0);
+    assert!(sum.acknowledged > 0);
 }
 
 #[test]

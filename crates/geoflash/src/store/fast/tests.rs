@@ -16,14 +16,6 @@ use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
 use crate::store::plain::{PlainConfig, PlainStore};
 
-/// Property-test cases (`GEOFLASH_PROPTEST_CASES`, default 64).
-pub(crate) fn cases() -> u32 {
-    std::env::var("GEOFLASH_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64)
-}
-
 pub(crate) const PAGE: usize = 512;
 
 pub(crate) fn r(x0: f64, y0: f64, x1: f64, y1: f64) -> Rect {
@@ -259,12 +251,8 @@ fn run(kind: IndexKind, cfg: FastConfig, ops: &[Op]) -> (StoreStats, FastStats) 
     stats
 }
 
-fn fast_cases() -> u32 {
-    (cases() / 4).max(4)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(fast_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn fast_store_agrees_with_the_oracle_and_survives_restart(

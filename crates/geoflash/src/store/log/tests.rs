@@ -19,13 +19,6 @@ const PS: usize = 1024;
 const LOG_PAGES: u64 = 2 + 2 * 96;
 const INDEX: u128 = 0x1234_5678_9abc_def0_0fed_cba9_8765_4321;
 
-fn cases(var: &str, default: u32) -> u32 {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn mem() -> Arc<MemDevice> {
     Arc::new(MemDevice::new(PS, 4096).unwrap())
 }
@@ -139,7 +132,7 @@ fn layout_is_checked() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases("GEOFLASH_PROPTEST_CASES", 64)))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn decoding_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
@@ -773,7 +766,7 @@ fn check_recovered(r: &Recovered, appended: &[Record], acked: usize) -> Result<u
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases("GEOFLASH_PROPTEST_CASES", 64)))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn reopen_returns_exactly_the_durable_records(seed in any::<u64>(), len in 1usize..40) {
@@ -809,10 +802,6 @@ proptest! {
 // ---------------------------------------------------------------------------
 // Crashes.
 
-fn crash_cases() -> u64 {
-    u64::from(cases("GEOFLASH_CRASH_CASES", 200))
-}
-
 fn unwrap_faulty<D: PageDevice + 'static>(dev: Arc<FaultyDevice<D>>) -> Arc<dyn PageDevice> {
     match Arc::try_unwrap(dev) {
         Ok(d) => Arc::new(d.into_inner()),
@@ -824,7 +813,7 @@ fn unwrap_faulty<D: PageDevice + 'static>(dev: Arc<FaultyDevice<D>>) -> Arc<dyn 
 fn crashes_recover_a_prefix_with_every_acknowledged_record() {
     let mut outcomes = HashSet::new();
     let mut torn = 0;
-    for case in 0..crash_cases() {
+    for case in 0..crate::testenv::crash_cases() {
         let seed = case ^ 0x5eed;
         let (durability, actions) = script(seed, 30);
         let counting = Arc::new(FaultyDevice::new(
@@ -877,7 +866,7 @@ fn crashes_recover_a_prefix_with_every_acknowledged_record() {
         let (_, again) = Log::open(durable, 0, LOG_PAGES, config(durability)).unwrap();
         assert_eq!(again.records, r.records, "case {case}");
     }
-    if crash_cases() >= 50 {
+    if crate::testenv::crash_cases() >= 50 {
         assert_eq!(
             outcomes.len(),
             2,
