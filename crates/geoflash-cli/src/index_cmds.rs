@@ -894,8 +894,13 @@ fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<()
         temp_dir,
     };
     let start = BatchClock::start();
-    let (index, report) =
-        Index::bulk_load_external(Some(&a.index), &opts, stream()?, a.fill.unwrap_or(1.0), &config)?;
+    let (index, report) = Index::bulk_load_external(
+        Some(&a.index),
+        &opts,
+        stream()?,
+        a.fill.unwrap_or(1.0),
+        &config,
+    )?;
     eprintln!(
         "bounded-memory bulk load: {} records, {} sorted runs, {} merge passes, {} bytes spilled",
         report.records, report.runs, report.merge_passes, report.bytes_spilled

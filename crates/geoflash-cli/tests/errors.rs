@@ -73,8 +73,15 @@ fn a_failed_build_leaves_no_directory_and_the_previous_index_untouched() {
         for store in ["efind", "fast", "plain"] {
             fails(
                 &[
-                    "build", "--input", s(&dup), "--index", s(&idx), "--store", store,
-                    "--device", device,
+                    "build",
+                    "--input",
+                    s(&dup),
+                    "--index",
+                    s(&idx),
+                    "--store",
+                    store,
+                    "--device",
+                    device,
                 ],
                 2,
                 &["record 1001 of", "dup.csv", "object 1"],
@@ -84,7 +91,15 @@ fn a_failed_build_leaves_no_directory_and_the_previous_index_untouched() {
     }
     // Boxes for the xBR+-tree of points: refused, nothing left either.
     fails(
-        &["build", "--input", s(&data), "--index", s(&idx), "--kind", "xbr"],
+        &[
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(&idx),
+            "--kind",
+            "xbr",
+        ],
         2,
         &["record 1 of", "d.csv"],
     );
@@ -92,8 +107,17 @@ fn a_failed_build_leaves_no_directory_and_the_previous_index_untouched() {
     // A device that fills up is a failure (exit 1), and leaves nothing.
     fails(
         &[
-            "build", "--input", s(&data), "--index", s(&idx), "--store", "plain",
-            "--page-size", "1024", "--device", "mem:capacity=16KiB",
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(&idx),
+            "--store",
+            "plain",
+            "--page-size",
+            "1024",
+            "--device",
+            "mem:capacity=16KiB",
         ],
         1,
         &["d.csv"],
@@ -103,14 +127,28 @@ fn a_failed_build_leaves_no_directory_and_the_previous_index_untouched() {
     let dev = work.join("dev.dat");
     let spec = format!("file:{}?direct=false", dev.display());
     fails(
-        &["build", "--input", s(&dup), "--index", s(&idx), "--device", &spec],
+        &[
+            "build",
+            "--input",
+            s(&dup),
+            "--index",
+            s(&idx),
+            "--device",
+            &spec,
+        ],
         2,
         &["record 1001"],
     );
     assert_eq!(entries(&work), Vec::<String>::new());
     // Over an existing index: refused before anything is read or written.
     ok(geoflash(&[
-        "build", "--input", s(&data), "--index", s(&idx), "--device", "file?direct=false",
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&idx),
+        "--device",
+        "file?direct=false",
     ]));
     let before = std::fs::read(idx.join("pages.dat")).unwrap();
     fails(
@@ -132,7 +170,13 @@ fn every_command_refuses_bad_input_with_exit_2_naming_it() {
     let no_index = dir.path().join("no-index");
     let idx = dir.path().join("idx");
     ok(geoflash(&[
-        "build", "--input", s(&data), "--index", s(&idx), "--device", "file?direct=false",
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&idx),
+        "--device",
+        "file?direct=false",
     ]));
     let out = dir.path().join("out.csv");
     let build = |extra: &[&'static str]| -> Vec<String> {
@@ -145,13 +189,25 @@ fn every_command_refuses_bad_input_with_exit_2_naming_it() {
         v
     };
     let owned: Vec<(Vec<String>, Vec<&str>)> = vec![
-        (build(&["--store", "fast", "--buffer-policy", "lru"]), vec!["--buffer-policy"]),
-        (build(&["--kind", "fortree", "--buffer-policy", "lru"]), vec!["--buffer-policy"]),
+        (
+            build(&["--store", "fast", "--buffer-policy", "lru"]),
+            vec!["--buffer-policy"],
+        ),
+        (
+            build(&["--kind", "fortree", "--buffer-policy", "lru"]),
+            vec!["--buffer-policy"],
+        ),
         (build(&["--fill", "0.5"]), vec!["--fill"]),
         (build(&["--bulk", "str", "--fill", "1.5"]), vec!["--fill"]),
-        (build(&["--bulk", "str", "--ack-every", "10"]), vec!["--ack-every"]),
+        (
+            build(&["--bulk", "str", "--ack-every", "10"]),
+            vec!["--ack-every"],
+        ),
         (build(&["--buffer", "0"]), vec!["--buffer 0"]),
-        (build(&["--store", "fast", "--buffer", "0"]), vec!["--buffer 0"]),
+        (
+            build(&["--store", "fast", "--buffer", "0"]),
+            vec!["--buffer 0"],
+        ),
     ];
     let mut cases: Vec<(Vec<&str>, Vec<&str>)> = owned
         .iter()
@@ -159,33 +215,85 @@ fn every_command_refuses_bad_input_with_exit_2_naming_it() {
         .collect();
     cases.extend([
         (
-            vec!["generate", "--distribution", "zipf", "--count", "5", "--out", s(&out)],
+            vec![
+                "generate",
+                "--distribution",
+                "zipf",
+                "--count",
+                "5",
+                "--out",
+                s(&out),
+            ],
             vec!["zipf"],
         ),
-        (vec!["import", "--input", s(&nope), "--out", s(&out)], vec!["nope.csv"]),
         (
-            vec!["windows", "--input", s(&nope), "--selectivity", "1%", "--out", s(&out)],
+            vec!["import", "--input", s(&nope), "--out", s(&out)],
             vec!["nope.csv"],
         ),
-        (vec!["build", "--input", s(&nope), "--index", s(&no_index)], vec!["nope.csv"]),
-        (vec!["insert", "--input", s(&nope), "--index", s(&idx)], vec!["nope.csv"]),
-        (vec!["delete", "--input", s(&nope), "--index", s(&idx)], vec!["nope.csv"]),
-        (vec!["insert", "--input", s(&data), "--index", s(&no_index)], vec!["no-index"]),
-        (vec!["query", "--index", s(&idx), "--windows", s(&nope)], vec!["nope.csv"]),
-        (vec!["query", "--index", s(&no_index), "--window", "0,0,1,1"], vec!["no-index"]),
-        (vec!["knn", "--index", s(&no_index), "--point", "0,0"], vec!["no-index"]),
-        (vec!["knn", "--index", s(&idx), "--point", "nan,1"], vec!["point"]),
+        (
+            vec![
+                "windows",
+                "--input",
+                s(&nope),
+                "--selectivity",
+                "1%",
+                "--out",
+                s(&out),
+            ],
+            vec!["nope.csv"],
+        ),
+        (
+            vec!["build", "--input", s(&nope), "--index", s(&no_index)],
+            vec!["nope.csv"],
+        ),
+        (
+            vec!["insert", "--input", s(&nope), "--index", s(&idx)],
+            vec!["nope.csv"],
+        ),
+        (
+            vec!["delete", "--input", s(&nope), "--index", s(&idx)],
+            vec!["nope.csv"],
+        ),
+        (
+            vec!["insert", "--input", s(&data), "--index", s(&no_index)],
+            vec!["no-index"],
+        ),
+        (
+            vec!["query", "--index", s(&idx), "--windows", s(&nope)],
+            vec!["nope.csv"],
+        ),
+        (
+            vec!["query", "--index", s(&no_index), "--window", "0,0,1,1"],
+            vec!["no-index"],
+        ),
+        (
+            vec!["knn", "--index", s(&no_index), "--point", "0,0"],
+            vec!["no-index"],
+        ),
+        (
+            vec!["knn", "--index", s(&idx), "--point", "nan,1"],
+            vec!["point"],
+        ),
         (vec!["inspect", "--index", s(&no_index)], vec!["no-index"]),
         (vec!["verify", "--index", s(&no_index)], vec!["no-index"]),
-        (vec!["checkpoint", "--index", s(&no_index)], vec!["no-index"]),
+        (
+            vec!["checkpoint", "--index", s(&no_index)],
+            vec!["no-index"],
+        ),
         (vec!["recover", "--index", s(&no_index)], vec!["no-index"]),
-        (vec!["devbench", "--device", "mem:", "--trace", s(&nope)], vec!["nope.csv"]),
+        (
+            vec!["devbench", "--device", "mem:", "--trace", s(&nope)],
+            vec!["nope.csv"],
+        ),
         (vec!["devbench", "--device", "tape:"], vec!["tape"]),
         (
             vec!["bench", s(&nope), "--results", s(&out), "--scale", "smoke"],
             vec!["nope.csv"],
         ),
-        (vec!["report", "--results", s(&nope), "--out", s(&out)], vec!["nope.csv"]),
+        (
+            vec!["report", "--results", s(&nope), "--out", s(&out)],
+            vec!["nope.csv"],
+        ),
     ]);
     for (args, needles) in cases {
         fails(&args, 2, &needles);
@@ -201,8 +309,17 @@ fn corrupt_pages_and_logs_exit_1_naming_the_file_and_page() {
     write_rects(&data, 2000);
     let idx = dir.path().join("idx");
     ok(geoflash(&[
-        "build", "--input", s(&data), "--index", s(&idx), "--store", "plain", "--page-size",
-        "1024", "--device", "file?direct=false",
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&idx),
+        "--store",
+        "plain",
+        "--page-size",
+        "1024",
+        "--device",
+        "file?direct=false",
     ]));
     let pages = idx.join("pages.dat");
     // A damaged node: every command reading it fails, naming file and page.
@@ -212,9 +329,21 @@ fn corrupt_pages_and_logs_exit_1_naming_the_file_and_page() {
     fails(&["verify", "--index", s(&idx)], 1, &want);
     fails(&["inspect", "--index", s(&idx)], 1, &want);
     fails(&["query", "--index", s(&idx), "--window", all], 1, &want);
-    fails(&["knn", "--index", s(&idx), "--point", "0,0", "--k", "3000"], 1, &want);
-    fails(&["delete", "--index", s(&idx), "--input", s(&data)], 1, &want);
-    fails(&["insert", "--index", s(&idx), "--input", s(&data)], 1, &want);
+    fails(
+        &["knn", "--index", s(&idx), "--point", "0,0", "--k", "3000"],
+        1,
+        &want,
+    );
+    fails(
+        &["delete", "--index", s(&idx), "--input", s(&data)],
+        1,
+        &want,
+    );
+    fails(
+        &["insert", "--index", s(&idx), "--input", s(&data)],
+        1,
+        &want,
+    );
     // A damaged header: opening fails, naming file and page 0.
     damage(&pages, 0, 1024);
     let want = ["pages.dat, page 0"];
@@ -224,8 +353,17 @@ fn corrupt_pages_and_logs_exit_1_naming_the_file_and_page() {
     // A damaged log (both superblocks): recovery names log.dat.
     let logged = dir.path().join("logged");
     ok(geoflash(&[
-        "build", "--input", s(&data), "--index", s(&logged), "--store", "efind",
-        "--page-size", "1024", "--device", "file?direct=false",
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&logged),
+        "--store",
+        "efind",
+        "--page-size",
+        "1024",
+        "--device",
+        "file?direct=false",
     ]));
     damage(&logged.join("log.dat"), 0, 1024);
     damage(&logged.join("log.dat"), 1, 1024);

@@ -149,7 +149,10 @@ mod tests {
         let e = Error::corrupt(Some(0), "bad magic");
         assert_eq!(e.to_string(), "corrupt data in page 0: bad magic");
         let e = e.in_file("/i/pages.dat");
-        assert_eq!(e.to_string(), "corrupt data in /i/pages.dat, page 0: bad magic");
+        assert_eq!(
+            e.to_string(),
+            "corrupt data in /i/pages.dat, page 0: bad magic"
+        );
         // The first file named stays.
         let e = e.in_file("/elsewhere");
         assert!(e.to_string().contains("/i/pages.dat"));

@@ -1002,7 +1002,10 @@ impl Index {
     /// Range query.
     pub fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {
         let watch = self.watch();
-        let r = self.tree.query(window, predicate).map_err(|e| self.locate(e));
+        let r = self
+            .tree
+            .query(window, predicate)
+            .map_err(|e| self.locate(e));
         self.note(watch, Phase::Filter);
         r
     }
@@ -1010,7 +1013,10 @@ impl Index {
     /// Batched range queries in one traversal.
     pub fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
         let watch = self.watch();
-        let r = self.tree.query_batch(windows, predicate).map_err(|e| self.locate(e));
+        let r = self
+            .tree
+            .query_batch(windows, predicate)
+            .map_err(|e| self.locate(e));
         self.note(watch, Phase::Filter);
         r
     }
@@ -1018,7 +1024,10 @@ impl Index {
     /// The `k` nearest objects to `point` (and every object tied with the k-th when `ties`).
     pub fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
         let watch = self.watch();
-        let r = self.tree.nearest(point, k, ties).map_err(|e| self.locate(e));
+        let r = self
+            .tree
+            .nearest(point, k, ties)
+            .map_err(|e| self.locate(e));
         self.note(watch, Phase::Filter);
         r
     }
@@ -1656,7 +1665,10 @@ mod tests {
             assert!(e.is_user_error(), "{e}");
             // Nothing is left behind, staging directory included.
             assert!(!target.exists(), "{e}");
-            assert!(!crate::staging::staging_dir(&target).unwrap().exists(), "{e}");
+            assert!(
+                !crate::staging::staging_dir(&target).unwrap().exists(),
+                "{e}"
+            );
         }
         assert!(Index::open(dir.path(), Access::Read)
             .unwrap_err()
@@ -1713,7 +1725,10 @@ mod tests {
         assert!(e.to_string().contains("already holds an index"), "{e}");
         assert_eq!(std::fs::read(target.join(PAGES_FILE)).unwrap(), before);
         assert_eq!(entries(tmp.path()), vec!["idx".to_string()]);
-        assert_eq!(ids_in_all(&Index::open(&target, Access::Read).unwrap()), vec![1]);
+        assert_eq!(
+            ids_in_all(&Index::open(&target, Access::Read).unwrap()),
+            vec![1]
+        );
         // An explicit device file outside the directory: removed with the
         // failed build that created it.
         let dev = tmp.path().join("dev.dat");
@@ -1757,7 +1772,9 @@ mod tests {
         let e = Index::create(&target, &opts).unwrap_err();
         assert!(e.to_string().contains("interrupted build"), "{e}");
         assert_eq!(
-            crate::staging::adopt_interrupted(&target).unwrap().as_deref(),
+            crate::staging::adopt_interrupted(&target)
+                .unwrap()
+                .as_deref(),
             Some(staging.dir())
         );
         let ix = Index::open(&target, Access::Write).unwrap();

@@ -290,7 +290,10 @@ mod tests {
         let file = tmp.path().join("f");
         std::fs::write(&file, b"x").unwrap();
         let e = Staging::begin(&file, &spec("mem:")).unwrap_err();
-        assert!(e.is_user_error() && e.to_string().contains("not a directory"), "{e}");
+        assert!(
+            e.is_user_error() && e.to_string().contains("not a directory"),
+            "{e}"
+        );
         let full = tmp.path().join("full");
         std::fs::create_dir(&full).unwrap();
         std::fs::write(full.join("keep"), b"x").unwrap();
@@ -335,7 +338,10 @@ mod tests {
         let e = Staging::begin(&target, &spec("mem:")).unwrap_err();
         assert!(e.to_string().contains("geoflash recover"), "{e}");
         assert!(interrupted_hint(&target).is_some());
-        assert_eq!(adopt_interrupted(&target).unwrap(), Some(s.dir().to_path_buf()));
+        assert_eq!(
+            adopt_interrupted(&target).unwrap(),
+            Some(s.dir().to_path_buf())
+        );
         assert!(target.join(MANIFEST_FILE).is_file() && !s.dir().exists());
         assert_eq!(adopt_interrupted(&target).unwrap(), None);
         // A staging directory without a manifest is removed by the next build.

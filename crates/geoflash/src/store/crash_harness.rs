@@ -168,7 +168,12 @@ mod tests {
         fn create(&mut self, level: u16, entries: Vec<crate::page::Entry>) -> Result<u64> {
             self.0.create(level, entries)
         }
-        fn modify(&mut self, id: u64, level: u16, changes: &[super::super::EntryChange]) -> Result<()> {
+        fn modify(
+            &mut self,
+            id: u64,
+            level: u16,
+            changes: &[super::super::EntryChange],
+        ) -> Result<()> {
             self.0.modify(id, level, changes)
         }
         fn delete(&mut self, id: u64) -> Result<()> {
@@ -261,7 +266,11 @@ mod tests {
         assert!(complaint.contains("guarantees 1"), "{complaint}");
         // After a checkpoint everything is guaranteed.
         let mut a = AckOracle::new(Durability::None);
-        let mut t = RTree::create(efind(Durability::None), TreeParams::new(IndexKind::RTree, 8)).unwrap();
+        let mut t = RTree::create(
+            efind(Durability::None),
+            TreeParams::new(IndexKind::RTree, 8),
+        )
+        .unwrap();
         t.insert(1, Rect::new(0.0, 0.0, 1.0, 1.0).unwrap()).unwrap();
         a.completed(t.store()).unwrap();
         t.store_mut().checkpoint().unwrap();

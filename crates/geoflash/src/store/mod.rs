@@ -20,11 +20,11 @@ use crate::storage::PageId;
 use crate::Result;
 
 pub mod accounting;
-#[cfg(test)]
-pub(crate) mod crash_harness;
 pub mod alloc;
 #[cfg(test)]
 mod clean_checkpoint_tests;
+#[cfg(test)]
+pub(crate) mod crash_harness;
 pub mod efind;
 pub mod fast;
 pub(crate) mod header;

@@ -306,8 +306,14 @@ macro_rules! oracle_test {
 }
 
 oracle_test!(random_ops_agree_with_the_oracle_on_memstore, Kind::Mem);
-oracle_test!(random_ops_agree_with_the_oracle_on_plain_buffered, Kind::Plain);
-oracle_test!(random_ops_agree_with_the_oracle_on_plain_unbuffered, Kind::PlainNoBuffer);
+oracle_test!(
+    random_ops_agree_with_the_oracle_on_plain_buffered,
+    Kind::Plain
+);
+oracle_test!(
+    random_ops_agree_with_the_oracle_on_plain_unbuffered,
+    Kind::PlainNoBuffer
+);
 oracle_test!(random_ops_agree_with_the_oracle_on_efind, Kind::Efind);
 oracle_test!(random_ops_agree_with_the_oracle_on_fast, Kind::Fast);
 
