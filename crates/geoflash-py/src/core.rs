@@ -19,7 +19,7 @@ use geoflash_engine::geom::{Point, Rect};
 use geoflash_engine::index::query::{Hit, Predicate};
 use geoflash_engine::index::{BulkMethod, SplitKind};
 use geoflash_engine::index_dir::{StoreKind, StoreOptions};
-use geoflash_engine::manifest::{Access, MANIFEST_FILE};
+use geoflash_engine::manifest::Access;
 use geoflash_engine::objects::geometry::from_wkb;
 use geoflash_engine::objects::Geometry;
 use geoflash_engine::store::efind::{EfindConfig, FlushPolicy};
