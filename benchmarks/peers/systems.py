@@ -64,6 +64,16 @@ def box_distances(boxes: np.ndarray, x: float, y: float) -> np.ndarray:
     return np.hypot(dx, dy)
 
 
+def nearest_distances(nearest, points, k, boxes_by_id):
+    """Distances of the first ``k`` ids ``nearest(x, y)`` yields for each
+    point, ascending (ties past the k-th, which rtree's API returns, dropped)."""
+    out = []
+    for x, y in points.tolist():
+        got = np.fromiter(nearest(x, y), dtype=np.int64)[:k]
+        out.append(np.sort(box_distances(boxes_by_id[got], x, y)))
+    return out
+
+
 class System:
     """Base of the adapters: a name, a variant label and capabilities."""
 
@@ -125,11 +135,7 @@ class Geoflash(System):
         return [np.fromiter(handle.intersection(tuple(q)), dtype=np.int64) for q in qs]
 
     def knn(self, handle, points, k, boxes_by_id):
-        out = []
-        for x, y in points.tolist():
-            got = list(handle.nearest((x, y), k))[:k]
-            out.append(np.sort(box_distances(boxes_by_id[np.asarray(got, dtype=np.int64)], x, y)))
-        return out
+        return nearest_distances(lambda x, y: handle.nearest((x, y), k), points, k, boxes_by_id)
 
 
 class GeoflashMemory(Geoflash):
@@ -254,11 +260,7 @@ class Rtree(System):
         return [np.fromiter(handle.intersection(tuple(q)), dtype=np.int64) for q in qs.tolist()]
 
     def knn(self, handle, points, k, boxes_by_id):
-        out = []
-        for x, y in points.tolist():
-            got = list(handle.nearest((x, y, x, y), k))[:k]
-            out.append(np.sort(box_distances(boxes_by_id[np.asarray(got, dtype=np.int64)], x, y)))
-        return out
+        return nearest_distances(lambda x, y: handle.nearest((x, y, x, y), k), points, k, boxes_by_id)
 
 
 class RtreeMemory(Rtree):

@@ -566,12 +566,23 @@ impl Index {
         fill: f64,
     ) -> Result<Index> {
         no_fortree_bulk(opts)?;
+        Index::staged_or_temporary(dir, opts, |at| {
+            Index::bulk_load_in(at, opts, items, method, fill)
+        })
+    }
+
+    /// Runs `make` in a staging directory for `dir` and publishes the index
+    /// it makes atomically ([`Index::staged`]); without a directory runs it
+    /// as it is (the index lives in this process).
+    fn staged_or_temporary(
+        dir: Option<&Path>,
+        opts: &IndexOptions,
+        make: impl FnOnce(Option<&Path>) -> Result<Index>,
+    ) -> Result<Index> {
         match dir {
-            Some(dir) => Index::staged(dir, opts, |staging| {
-                Index::bulk_load_in(Some(staging), opts, items, method, fill).map(|i| (i, ()))
-            })
-            .map(|(index, ())| index),
-            None => Index::bulk_load_in(None, opts, items, method, fill),
+            Some(dir) => Index::staged(dir, opts, |staging| make(Some(staging)).map(|i| (i, ())))
+                .map(|(index, ())| index),
+            None => make(None),
         }
     }
 
@@ -646,12 +657,7 @@ impl Index {
                 Ok(tree)
             })
         };
-        let index = match dir {
-            // Created atomically, as every index directory (see [`Index::build`]).
-            Some(dir) => Index::staged(dir, opts, |staging| make(Some(staging)).map(|i| (i, ())))
-                .map(|(index, ())| index)?,
-            None => make(None)?,
-        };
+        let index = Index::staged_or_temporary(dir, opts, make)?;
         Ok((index, report))
     }
 
