@@ -126,9 +126,7 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
         let small = |max: u64| -> PyResult<u64> {
             let n = int()?;
             if n > max {
-                return Err(user_error(format!(
-                    "option {key}: {n} exceeds {max}"
-                )));
+                return Err(user_error(format!("option {key}: {n} exceeds {max}")));
             }
             Ok(n)
         };
@@ -214,9 +212,7 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
         ));
     }
     if fast_policy.is_some() && o.store.kind != StoreKind::Fast {
-        return Err(user_error(
-            "fast_policy applies to store=\"fast\"",
-        ));
+        return Err(user_error("fast_policy applies to store=\"fast\""));
     }
     // Durability, log size and flushing unit are those of the eFIND or FAST
     // log; the plain store (the papers' baseline) has no log and is

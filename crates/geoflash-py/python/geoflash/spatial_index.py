@@ -225,7 +225,10 @@ class Index:
                 properties.pagesize = int(pagesize)
             tree, bulk_fill = tree_options(properties)
         elif pagesize is not None:
-            tree["page_size"] = page_size_for(0, _as_int(pagesize, "pagesize"))
+            size = _as_int(pagesize, "pagesize")
+            if size <= 0:
+                raise RTreeError(f"pagesize must be > 0, not {size}")
+            tree["page_size"] = page_size_for(0, size)
         for key, value in (("kind", kind), ("split", split), ("page_size", page_size)):
             if value is not None:
                 tree[key] = value
@@ -235,7 +238,7 @@ class Index:
         options.update(tree)
         options.update(store_params)
         self._setup(interleaved, options, bulk, bulk_fill if fill is None else float(fill))
-        exists = path is not None and os.path.isfile(os.path.join(path, _MANIFEST))
+        existed = exists = path is not None and os.path.isfile(os.path.join(path, _MANIFEST))
         if exists and overwrite:
             if readonly:
                 raise RTreeError("overwrite=True replaces an index: it cannot be read-only")
@@ -266,7 +269,7 @@ class Index:
             properties.storage = RT_Memory if path is None else RT_Disk
             if path is not None:
                 properties.filename = path
-                if exists:
+                if existed:
                     properties.overwrite = bool(overwrite)
         self.properties = properties
 
