@@ -131,8 +131,8 @@ class Property:
     every setting has a Python property and ``get_``/``set_`` methods
     (``get_index_type``/``set_index_type`` for ``type``). Invalid values
     raise :class:`geoflash.RTreeError` when set, or when an index is created
-    with them (capacities below 4, fill and reinsert factors outside
-    (0, 1)), as in rtree."""
+    with them (capacities below 4, a fill factor outside (0, 1) for the R*-tree or
+    (0, 0.5] for the others, a reinsert factor outside (0, 1)), as in rtree."""
 
     #: The settings ``as_dict`` reports (rtree's list).
     pkeys = tuple(k for k in sorted(_FIELDS) if k != "index_pool_capacity")
@@ -238,8 +238,9 @@ def tree_options(p: Any) -> Tuple[Dict[str, Any], float]:
         if getattr(p, name) < 4:
             raise RTreeError(f"{name} must be at least 4, not {getattr(p, name)}")
     fill = float(p.fill_factor)
-    if not 0.0 < fill < 1.0:
-        raise RTreeError(f"fill_factor must be in (0.0, 1.0), not {fill}")
+    # libspatialindex's ranges: (0, 1) for the R*-tree, (0, 0.5] for the others
+    if not (0.0 < fill < 1.0 if p.variant == RT_Star else 0.0 < fill <= 0.5):
+        raise RTreeError(f"fill_factor {fill} is out of range: (0, 1) for RT_Star, (0, 0.5] otherwise")
     reinsert = float(p.reinsert_factor)
     if p.variant == RT_Star and not 0.0 < reinsert < 1.0:
         raise RTreeError(f"reinsert_factor must be in (0.0, 1.0), not {reinsert}")

@@ -561,15 +561,25 @@ class Index:
         arrays of ``x, y``), in one traversal with the GIL released, as
         rtree's ``intersection_v``: returns ``(ids, counts)``, int64 ids of
         every window's answer one after the other and uint64 counts per
-        window. An inverted window finds nothing."""
+        window. An inverted window is read as libspatialindex reads it."""
         mins, maxs = _v_arrays(mins, maxs)
-        counts = np.zeros(len(mins), dtype=np.uint64)
-        valid = np.all(mins <= maxs, axis=1)
-        if not valid.any():
-            return np.empty(0, dtype=np.int64), counts
-        offsets, ids = self.intersection_batch(np.hstack([mins[valid], maxs[valid]]))
-        counts[valid] = np.diff(offsets).astype(np.uint64)
-        return ids, counts
+        lo, hi = np.minimum(mins, maxs), np.maximum(mins, maxs)
+        offsets, ids = self.intersection_batch(np.hstack([lo, hi]))
+        counts = np.diff(offsets).astype(np.uint64)
+        inverted = np.flatnonzero(np.any(mins > maxs, axis=1))
+        if len(inverted) == 0:
+            return ids, counts
+        # libspatialindex's test per axis, a.min <= window.max and
+        # a.max >= window.min, keeps across an inverted axis only the
+        # entries spanning the gap from window.max to window.min.
+        parts = np.split(ids, offsets[1:-1])
+        for i in inverted:
+            raw = self._core.query_items(lo[i, 0], lo[i, 1], hi[i, 0], hi[i, 1], "intersects")
+            b = np.array([r[2] for r in raw], dtype=np.float64).reshape(-1, 4)
+            keep = np.all((b[:, :2] <= maxs[i]) & (b[:, 2:] >= mins[i]), axis=1)
+            parts[i] = np.array([r[0] for r in raw], dtype=np.int64)[keep]
+            counts[i] = keep.sum()
+        return np.concatenate(parts), counts
 
     def nearest_v(
         self,
