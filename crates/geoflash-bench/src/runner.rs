@@ -557,6 +557,7 @@ fn crash_and_recover(
         );
     };
     let mut index = index;
+    let reads = index.as_index().map(Index::read_mode).unwrap_or_default();
     let before = exec.live.len();
     exec.bar.set_message("crash_and_recover");
     for _ in 0..operations {
@@ -566,7 +567,8 @@ fn crash_and_recover(
     drop(index.into_index());
     let cpu = cpu_time::ProcessTime::try_now().ok();
     let wall = Instant::now();
-    let index = Index::open(&dir, geoflash::manifest::Access::Write)?;
+    let mut index = Index::open(&dir, geoflash::manifest::Access::Write)?;
+    index.set_read_mode(reads);
     let mut s = index.stats("crash_and_recover");
     s.wall_time_ns = u64::try_from(wall.elapsed().as_nanos()).unwrap_or(u64::MAX);
     if let Some(d) = cpu.and_then(|c| c.try_elapsed().ok()) {
@@ -663,10 +665,11 @@ fn create_index(
                 .index
                 .options()?
                 .with_domain_of(data.iter().map(|(_, r)| r));
-            let index = match &dir {
+            let mut index = match &dir {
                 None => Index::create_temporary(&opts)?,
                 Some(d) => Index::create(&d.path().join("index"), &opts)?,
             };
+            index.set_read_mode(c.index.reads.parse()?);
             Ok((Box::new(TreeTarget::new(index)), dir))
         }
         IndexFamily::Grid(kind) => {
@@ -757,6 +760,7 @@ fn build(
             let index_dir = dir.as_ref().map(|d| d.path().join("index"));
             let mut index =
                 Index::bulk_load(index_dir.as_deref(), &opts, load.to_vec(), *m, *fill)?;
+            index.set_read_mode(c.index.reads.parse()?);
             index.checkpoint()?;
             // Everything the fresh index counted: device (its log file's
             // I/O included), store, tree counters and phase times.

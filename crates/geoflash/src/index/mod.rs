@@ -30,6 +30,7 @@
 //! overflow of a level that is not the root's), removing
 //! [`TreeParams::reinsert_count`] entries farthest from the node's centre and
 //! reinserting them nearest first ("close reinsert").
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -83,6 +84,47 @@ pub struct RTree<S: NodeStore> {
     ids: ids::IdSet,
     /// Splits, reinsertions and merges since the tree was created or opened.
     counters: TreeCounters,
+    /// How range queries read the nodes they visit ([`ReadMode`]).
+    reads: ReadMode,
+}
+
+/// How a range query reads the nodes it visits. Either way it visits the
+/// same nodes in the same (depth-first, key) order and returns the same
+/// records in the same order; only the device requests differ.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadMode {
+    /// The children of a node that the query enters are read together, as
+    /// one [`NodeStore::get_batch`] (one device batch for the pages not in
+    /// memory: many reads in flight, the level-by-level batching of Fevgas'
+    /// thesis applied to ordinary queries). The default.
+    #[default]
+    Batched,
+    /// One [`NodeStore::get`] per node, when the traversal reaches it: the
+    /// papers' one-page-at-a-time reads, pinned by the seed workloads.
+    Single,
+}
+
+impl std::str::FromStr for ReadMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<ReadMode> {
+        match s {
+            "batched" => Ok(ReadMode::Batched),
+            "single" => Ok(ReadMode::Single),
+            other => Err(Error::invalid(format!(
+                "unknown read mode {other:?}: use batched or single"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for ReadMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ReadMode::Batched => "batched",
+            ReadMode::Single => "single",
+        })
+    }
 }
 
 /// One node on a root-to-node path.
@@ -108,6 +150,7 @@ impl<S: NodeStore> RTree<S> {
             params,
             ids: ids::IdSet::empty(),
             counters: TreeCounters::default(),
+            reads: ReadMode::default(),
         })
     }
 
@@ -119,12 +162,23 @@ impl<S: NodeStore> RTree<S> {
             params,
             ids: ids::IdSet::unknown(),
             counters: TreeCounters::default(),
+            reads: ReadMode::default(),
         })
     }
 
     /// The tree's parameters.
     pub fn params(&self) -> &TreeParams {
         &self.params
+    }
+
+    /// How range queries read nodes (default [`ReadMode::Batched`]).
+    pub fn read_mode(&self) -> ReadMode {
+        self.reads
+    }
+
+    /// Sets how range queries read nodes; answers do not change.
+    pub fn set_read_mode(&mut self, reads: ReadMode) {
+        self.reads = reads;
     }
 
     /// Splits, reinsertions and merges since the tree was created or opened.

@@ -22,6 +22,8 @@ use crate::Result;
 pub mod accounting;
 pub mod alloc;
 #[cfg(test)]
+mod batch_tests;
+#[cfg(test)]
 mod clean_checkpoint_tests;
 #[cfg(test)]
 pub(crate) mod crash_harness;

@@ -756,6 +756,16 @@ impl NodeStore for EfindStore {
         self.retrieve(id, true)
     }
 
+    /// Buffered nodes from memory; the stored versions of the others read
+    /// as one device batch, then merged with the write buffer as `get` does.
+    fn get_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
+        for &id in ids {
+            self.check_node_page(id)?;
+        }
+        self.lock().stats.node_gets += ids.len() as u64;
+        self.retrieve_batch(ids)
+    }
+
     fn begin_op(&mut self) -> Result<OpId> {
         self.check_writable()?;
         let op = self.ops.begin()?;

@@ -87,7 +87,7 @@
 //! checkpoint), the second drops the row; the log holds an operation's
 //! changes coalesced per page, the table the paper's arrival-ordered lists.
 use crate::metrics::{Phase, Stopwatch};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
@@ -716,25 +716,95 @@ impl FastStore {
 
     /// The node as stored on the device (checksum verified).
     fn stored(&self, id: PageId) -> Result<Node> {
+        Ok(self
+            .stored_batch(&[id])?
+            .pop()
+            .ok_or_else(|| Error::corrupt(Some(id), "node missing from a read"))?)
+    }
+
+    /// The stored versions of nodes `ids` (sorted, distinct), read as one
+    /// device batch and counted as node reads.
+    fn stored_batch(&self, ids: &[PageId]) -> Result<Vec<Node>> {
         let watch = Stopwatch::start(self.device.sim_clock_ns());
-        let mut buf = vec![0u8; self.page_size];
-        self.device.read(id, &mut buf)?;
-        if page::is_blank(&buf) {
-            return Err(Error::corrupt(
-                Some(id),
-                "node page is blank (never written)",
-            ));
+        let mut buf = vec![0u8; ids.len() * self.page_size];
+        if ids.len() == 1 {
+            self.device.read(ids[0], &mut buf)?;
+        } else {
+            self.device.read_batch(ids, &mut buf)?;
         }
-        let (_, node) = page::decode_node(&buf, Some(id))?;
+        let nodes = ids
+            .iter()
+            .zip(buf.chunks_exact(self.page_size))
+            .map(|(&id, page)| {
+                if page::is_blank(page) {
+                    return Err(Error::corrupt(
+                        Some(id),
+                        "node page is blank (never written)",
+                    ));
+                }
+                Ok(page::decode_node(page, Some(id))?.1)
+            })
+            .collect::<Result<Vec<Node>>>()?;
         let mut inner = self.lock();
         watch.stop(
             Phase::Read,
             self.device.sim_clock_ns(),
             &mut inner.stats.times,
         );
-        inner.stats.record_node_read(node.level);
-        drop(inner);
-        Ok(node)
+        for node in &nodes {
+            inner.stats.record_node_read(node.level);
+        }
+        Ok(nodes)
+    }
+
+    /// RetrieveNode for many nodes (what [`Self::retrieve`] returns for
+    /// each, in order), the stored versions needed read as one device batch.
+    fn retrieve_batch(&self, ids: &[PageId]) -> Result<Vec<Node>> {
+        let mut wanted: Vec<PageId> = ids
+            .iter()
+            .copied()
+            .filter(|id| {
+                !matches!(
+                    self.table.get(*id).map(|r| &r.row),
+                    Some(Row::New(_) | Row::Del { .. })
+                )
+            })
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let stored: HashMap<PageId, Node> = wanted
+            .iter()
+            .copied()
+            .zip(self.stored_batch(&wanted)?)
+            .collect();
+        let mut out = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let row = self.table.get(id).map(|r| &r.row);
+            let node = match row {
+                Some(Row::New(n)) => {
+                    self.lock().stats.buffer_hits += 1;
+                    n.clone()
+                }
+                Some(Row::Del { .. }) => {
+                    return Err(Error::invalid(format!(
+                        "no node at page {id}: the node was deleted"
+                    )))
+                }
+                Some(Row::Mod { .. }) | None => {
+                    self.lock().stats.buffer_misses += 1;
+                    // A page asked for twice is read once.
+                    let mut n = stored.get(&id).cloned().ok_or_else(|| {
+                        Error::corrupt(Some(id), "node missing from a batch read")
+                    })?;
+                    if let Some(Row::Mod { mods, .. }) = row {
+                        table::apply(&mut n, mods.iter().map(|m| m.change));
+                    }
+                    n
+                }
+            };
+            out.push(node);
+        }
+        Ok(out)
     }
 
     /// RetrieveNode (Alg. 3): the newest version of node `id`, the table
@@ -799,6 +869,20 @@ impl NodeStore for FastStore {
         self.check_node_page(id)?;
         self.lock().stats.node_gets += 1;
         self.retrieve(id, true).map(Arc::new)
+    }
+
+    /// Nodes in the table from memory; the stored versions of the others
+    /// read as one device batch, then brought up to date as `get` does.
+    fn get_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
+        for &id in ids {
+            self.check_node_page(id)?;
+        }
+        self.lock().stats.node_gets += ids.len() as u64;
+        Ok(self
+            .retrieve_batch(ids)?
+            .into_iter()
+            .map(Arc::new)
+            .collect())
     }
 
     fn begin_op(&mut self) -> Result<OpId> {
