@@ -927,7 +927,8 @@ fn sigkill_during_a_bulk_load_leaves_nothing_or_the_whole_index(store: &str) {
         for k in 0..6u32 {
             let idx = dir.path().join(format!("idx-{external}-{k}"));
             let mut child = build(&idx, external);
-            std::thread::sleep(took * (2 * k + 1) / 12);
+            // From at once (before anything is durable) to near the end.
+            std::thread::sleep(took * k / 6);
             child.kill().unwrap(); // SIGKILL (a no-op if it finished)
             child.wait().unwrap();
             let r = geoflash(&["recover", "--index", s(&idx), "--json"]);
