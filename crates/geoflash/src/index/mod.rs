@@ -75,6 +75,21 @@ pub fn min_dist(p: &crate::geom::Point, r: &Rect) -> f64 {
     ops::min_dist(p, r)
 }
 
+/// The entry of node `id` holding `entries` in its parent, in a tree of
+/// `kind`: their MBR and, in a Hilbert R-tree, their largest Hilbert value.
+pub(crate) fn entry_of(kind: IndexKind, id: PageId, entries: &[Entry]) -> Result<Entry> {
+    let rect = mbr(entries).ok_or_else(|| Error::corrupt(Some(id), "node left without entries"))?;
+    let payload = match kind {
+        IndexKind::Hilbert => entries.iter().map(|e| e.payload).max().unwrap_or(0),
+        _ => 0,
+    };
+    Ok(Entry {
+        key: id,
+        rect,
+        payload,
+    })
+}
+
 /// An R-tree (any member of the family) over a node store.
 #[derive(Debug)]
 pub struct RTree<S: NodeStore> {
@@ -381,17 +396,7 @@ impl<S: NodeStore> RTree<S> {
     /// The entry of node `id` holding `entries` in its parent: their MBR and,
     /// in a Hilbert R-tree, their largest Hilbert value.
     pub(crate) fn entry_for(&self, id: PageId, entries: &[Entry]) -> Result<Entry> {
-        let rect =
-            mbr(entries).ok_or_else(|| Error::corrupt(Some(id), "node left without entries"))?;
-        let payload = match self.params.kind {
-            IndexKind::Hilbert => entries.iter().map(|e| e.payload).max().unwrap_or(0),
-            _ => 0,
-        };
-        Ok(Entry {
-            key: id,
-            rect,
-            payload,
-        })
+        entry_of(self.params.kind, id, entries)
     }
 
     /// The new entry of `path[i]` (now holding `entries`) in its parent when
