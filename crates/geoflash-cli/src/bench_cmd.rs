@@ -85,6 +85,7 @@ pub fn bench(a: BenchArgs) -> Result<(), Failure> {
         progress: true,
         command: std::env::args().collect::<Vec<_>>().join(" "),
         workdir: a.workdir.clone(),
+        pick: None,
     };
     let summary = runner::run(&w, &mut store, &opts)?;
     for m in summary
