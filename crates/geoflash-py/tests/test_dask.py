@@ -280,6 +280,57 @@ def test_file_patterns(client, tmp_path):
     assert pidx.crs == "EPSG:4326"
 
 
+@pytest.mark.parametrize("by", ["hilbert", "kd"])
+def test_updates_go_to_their_owner_and_big_partitions_split(client, tmp_path, by):
+    rng = np.random.default_rng(21)
+    data = random_boxes(rng, 1500)
+    pidx = gd.build(data, tmp_path / "u", partitions=3, by=by, client=client, page_size=512)
+    single = geoflash.Index.from_arrays(None, data, page_size=512)
+    live = {i: tuple(b) for i, b in enumerate(data)}
+    # inserts, a few far outside the built extent, then deletes of old and new entries
+    new = np.vstack([random_boxes(rng, 400), [[500, 500, 501, 501], [-300, 20, -299, 22]]])
+    new_ids = np.arange(10_000, 10_000 + len(new))
+    pidx.insert_batch(new_ids, new)
+    for i, b in zip(new_ids, new):
+        single.insert(int(i), tuple(b))
+        live[int(i)] = tuple(b)
+    gone = list(range(0, 1500, 5)) + [10_001, 10_000 + len(new) - 1]
+    assert pidx.delete_batch(gone, [live[i] for i in gone]) == len(gone)
+    assert not pidx.delete(3, (-1, -1, -1, -1))  # no such entry
+    for i in gone:
+        single.delete(i, live.pop(i))
+    assert len(pidx) == len(live) == len(single)
+    parts_before = len(pidx.partitions)
+    # one insert with a split threshold: every partition above it is split
+    pidx.insert(20_000, (50, 50, 51, 51))
+    single.insert(20_000, (50, 50, 51, 51))
+    live[20_000] = (50, 50, 51, 51)
+    biggest = max(p["count"] for p in pidx.partitions)
+    pidx.insert_batch(np.array([20_001]), np.array([[10, 10, 12, 12]]), split_above=biggest // 2)
+    single.insert(20_001, (10, 10, 12, 12))
+    live[20_001] = (10, 10, 12, 12)
+    assert len(pidx.partitions) > parts_before
+    assert all(p["count"] <= biggest for p in pidx.partitions)
+    dirs = sorted(n for n in os.listdir(tmp_path / "u") if n.startswith("part-"))
+    assert len(dirs) == len(pidx.partitions)  # the split partitions' old directories are gone
+    boxes = np.array(list(live.values()))
+    ids = np.array(list(live.keys()))
+    for index in (pidx, gd.PartitionedIndex(tmp_path / "u", client=client)):
+        assert len(index) == len(live)
+        wins = np.vstack([random_boxes(np.random.default_rng(22), 100, max_size=30), [[490, 490, 510, 510]]])
+        offsets, found = index.intersection_batch(wins)
+        for n, q in enumerate(wins):
+            assert found[offsets[n]:offsets[n + 1]].tolist() == sorted(ids[brute_windows(boxes, q)].tolist())
+        for q in [(50, 50), (499, 499), (-310, 21), (0, 0)]:
+            assert sorted(index.nearest(q, 5).tolist()) == sorted(single.nearest(q, 5))
+    # every entry sits in the partition its owner rule names
+    owners = from_dict(pidx.catalogue["partitioner"]).assign(boxes)
+    for p in pidx.partitions:
+        n = pidx.partitions.index(p)
+        held = client.gather(pidx.read_partition(n))["ids"]
+        assert sorted(held.tolist()) == sorted(ids[owners == p["id"]].tolist())
+
+
 def test_partitioners_route_new_objects_to_one_owner():
     rng = np.random.default_rng(0)
     boxes = random_boxes(rng, 500)
@@ -295,3 +346,9 @@ def test_partitioners_route_new_objects_to_one_owner():
         # far-away objects still have exactly one owner
         far = np.array([[-1e9, -1e9, -1e9, -1e9], [1e9, 1e9, 1e9, 1e9]])
         assert ((again.assign(far) >= 0) & (again.assign(far) < 7)).all()
+        # a split moves part of one partition to a new one and nothing else
+        p = int(np.bincount(owners).argmax())
+        finer = again.split(p, boxes[owners == p])
+        moved = finer.assign(boxes)
+        assert (moved[owners != p] == owners[owners != p]).all()
+        assert set(moved[owners == p].tolist()) == {p, 7}

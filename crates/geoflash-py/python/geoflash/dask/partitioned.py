@@ -65,13 +65,16 @@ class PartitionedIndex:
 
     def __init__(self, path: Any, client: Any = None, timeout: float = 10.0) -> None:
         self.path = os.path.abspath(os.fsdecode(os.fspath(path)))
-        self.catalogue: Dict[str, Any] = catalogue.read(self.path)
+        self._load(catalogue.read(self.path))
         self.client = get_client(client, timeout)
-        self.partitions: List[Dict[str, Any]] = list(self.catalogue["partitions"])
+        self._place()
+
+    def _load(self, cat: Dict[str, Any]) -> None:
+        self.catalogue: Dict[str, Any] = cat
+        self.partitions: List[Dict[str, Any]] = [p for p in cat["partitions"] if p["count"] > 0]
         self._dirs = [catalogue.partition_dir(self.path, p) for p in self.partitions]
         self._extents = np.array([p["extent"] for p in self.partitions], dtype=np.float64).reshape(-1, 4)
         self._shared = [not os.path.isabs(p["path"]) for p in self.partitions]
-        self._place()
 
     def _place(self) -> None:
         """The worker each partition's tasks run on: the one that built it
@@ -100,6 +103,7 @@ class PartitionedIndex:
                 )
 
     def _submit(self, n: int, fn: Any, *args: Any) -> Any:
+        """Runs ``fn(partition n's directory, *args)`` on its worker."""
         return self.client.submit(
             fn,
             self._dirs[n],
@@ -244,3 +248,139 @@ class PartitionedIndex:
     def read_partition(self, n: int) -> Any:
         """A future of partition ``n``'s entries as a chunk (ids, boxes, WKB)."""
         return self._submit(n, worker.read_partition)
+
+    # --------------------------------------------------------------- updates
+
+    def _entry(self, pid: int) -> Optional[Dict[str, Any]]:
+        return next((p for p in self.catalogue["partitions"] if p["id"] == pid), None)
+
+    def _new_path(self, name: str) -> str:
+        """Where a new partition directory goes: beside the others."""
+        absolute = [p["path"] for p in self.catalogue["partitions"] if os.path.isabs(p["path"])]
+        return os.path.join(os.path.dirname(absolute[0]), name) if absolute else name
+
+    def _write_task(self, entry: Dict[str, Any], fn: Any, *args: Any) -> Any:
+        """Runs a task that writes partition ``entry`` on its worker, after
+        every worker closed its read-only handle on it."""
+        directory = catalogue.partition_dir(self.path, entry)
+        self.client.run(worker.forget_partition, directory)
+        workers = sorted(self.client.scheduler_info()["workers"])
+        n = next((i for i, p in enumerate(self.partitions) if p["id"] == entry["id"]), None)
+        where = self._where[n] if n is not None else workers[entry["id"] % len(workers)]
+        return self.client.submit(fn, directory, *args, workers=[where], pure=False)
+
+    def _commit(self) -> None:
+        """Writes the catalogue with the partitions' new counts and extents."""
+        parts = self.catalogue["partitions"]
+        extents = [p["extent"] for p in parts if p["count"] > 0 and p["extent"] is not None]
+        self.catalogue["count"] = int(sum(p["count"] for p in parts))
+        self.catalogue["extent"] = (
+            [min(e[0] for e in extents), min(e[1] for e in extents), max(e[2] for e in extents), max(e[3] for e in extents)]
+            if extents
+            else None
+        )
+        catalogue.write(self.path, self.catalogue)
+        self._load(self.catalogue)
+        self._place()
+
+    def insert_batch(self, ids: Any, boxes: Any, split_above: Optional[int] = None) -> None:
+        """Inserts N entries (ids, N×4 boxes or N×2 points), each into the
+        partition that owns its centre (the catalogue's partitioner), one
+        task per partition; a partition the partitioner owns but that was
+        empty is created. Ids must stay unique (not checked). With
+        ``split_above``, every partition holding more entries is then split
+        (``split``)."""
+        from .partitioning import from_dict
+
+        b = as_boxes(boxes)
+        i = np.asarray(ids)
+        if i.ndim != 1 or len(i) != len(b) or (len(i) and not np.issubdtype(i.dtype, np.integer)):
+            raise ValueError(f"ids must be a 1-D array of {len(b)} integers")
+        part = from_dict(self.catalogue["partitioner"])
+        owner = part.assign(b)
+        futs = {}
+        for pid in np.unique(owner):
+            entry = self._entry(int(pid))
+            if entry is None:
+                entry = {"id": int(pid), "path": self._new_path(f"part-{int(pid):05d}"), "count": 0, "extent": None}
+                self.catalogue["partitions"].append(entry)
+            sel = owner == pid
+            futs[int(pid)] = self._write_task(entry, worker.insert_into, i[sel].astype(np.int64), b[sel], self.catalogue["index_options"])
+        for pid, res in zip(futs, self.client.gather(list(futs.values()))):
+            self._entry(pid).update(res)
+        self._commit()
+        if split_above is not None:
+            for p in list(self.catalogue["partitions"]):
+                if p["count"] > split_above:
+                    self.split(p["id"])
+
+    def insert(self, id: int, coordinates: Any) -> None:
+        """Inserts one entry (see ``insert_batch``)."""
+        self.insert_batch(np.array([id], dtype=np.int64), np.array([as_box(coordinates)]))
+
+    def delete_batch(self, ids: Any, boxes: Any) -> int:
+        """Deletes entries by id and exact box from their owning
+        partitions; returns how many were found."""
+        from .partitioning import from_dict
+
+        b = as_boxes(boxes)
+        i = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if len(i) != len(b):
+            raise ValueError(f"{len(i)} ids for {len(b)} boxes")
+        owner = from_dict(self.catalogue["partitioner"]).assign(b)
+        futs = {}
+        for pid in np.unique(owner):
+            entry = self._entry(int(pid))
+            if entry is None or entry["count"] == 0:
+                continue
+            sel = owner == pid
+            futs[int(pid)] = self._write_task(entry, worker.delete_from, i[sel], b[sel])
+        deleted = 0
+        for pid, res in zip(futs, self.client.gather(list(futs.values()))):
+            deleted += res.pop("deleted")
+            if res["extent"] is None:
+                res["extent"] = self._entry(pid)["extent"]
+            self._entry(pid).update(res)
+        self._commit()
+        return deleted
+
+    def delete(self, id: int, coordinates: Any) -> bool:
+        """Deletes one entry with ``id`` and exactly this box; True if found."""
+        return self.delete_batch(np.array([id]), np.array([as_box(coordinates)])) == 1
+
+    def split(self, pid: int) -> bool:
+        """Splits partition ``pid`` in two at the median of its objects
+        (Hilbert: their median key; KD: their median centre along the wider
+        axis of the spread): the partitioner gets a new partition, both
+        halves are bulk-loaded into new directories, the catalogue is
+        rewritten to name them, then the old directory is removed. False
+        when its objects cannot be told apart (one key or centre)."""
+        from .partitioning import from_dict
+
+        entry = self._entry(pid)
+        if entry is None or entry["count"] < 2:
+            return False
+        n = next(i for i, p in enumerate(self.partitions) if p["id"] == pid)
+        boxes = self.client.gather(self.read_partition(n))["boxes"]
+        refined = from_dict(self.catalogue["partitioner"]).split(pid, boxes)
+        if refined is None:
+            return False
+        new_id = refined.count - 1
+        tag = os.urandom(4).hex()
+        halves = [(pid, self._new_path(f"part-{pid:05d}-{tag}")), (new_id, self._new_path(f"part-{new_id:05d}-{tag}"))]
+        old_dir = catalogue.partition_dir(self.path, entry)
+        built = self.client.gather(
+            self._write_task(
+                entry,
+                worker.split_partition,
+                refined.to_dict(),
+                [(p, catalogue.partition_dir(self.path, {"path": d})) for p, d in halves],
+                self.catalogue["index_options"],
+            )
+        )
+        entry.update(built[0], path=halves[0][1])
+        self.catalogue["partitions"].append(dict(built[1], id=new_id, path=halves[1][1]))
+        self.catalogue["partitioner"] = refined.to_dict()
+        self._commit()
+        self.client.gather(self.client.submit(worker.remove_directory, old_dir, workers=[built[0]["worker"]], pure=False))
+        return True

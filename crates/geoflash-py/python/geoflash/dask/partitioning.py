@@ -17,7 +17,7 @@ described by a JSON-able dict kept in the partition catalogue, from which
 
 from __future__ import annotations
 
-from typing import Any, List, Sequence
+from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
@@ -48,19 +48,20 @@ def hilbert_keys(boxes: np.ndarray, domain: Sequence[float]) -> np.ndarray:
 
 
 class HilbertPartitioner:
-    """Hilbert ranges: partition ``i`` holds the keys in
-    ``[cuts[i-1], cuts[i])`` (the first from 0, the last to infinity)."""
+    """Hilbert ranges: partition ``p`` holds the keys from ``starts[p]`` up
+    to the next larger start (the lowest start is 0). Starts need not be
+    in order: a split appends a partition without renumbering the others."""
 
     by = "hilbert"
 
-    def __init__(self, domain: Sequence[float], cuts: Sequence[int]) -> None:
+    def __init__(self, domain: Sequence[float], starts: Sequence[int]) -> None:
         self.domain = [float(v) for v in domain]
-        self.cuts = np.asarray(cuts, dtype=np.uint64)
+        self.starts = np.asarray(starts, dtype=np.uint64)
 
     @property
     def count(self) -> int:
         """The number of partitions."""
-        return len(self.cuts) + 1
+        return len(self.starts)
 
     @classmethod
     def fit(cls, keys: np.ndarray, domain: Sequence[float], partitions: int) -> "HilbertPartitioner":
@@ -69,22 +70,60 @@ class HilbertPartitioner:
         fewer when keys repeat)."""
         k = np.sort(np.asarray(keys, dtype=np.uint64))
         n = len(k)
-        cuts = []
+        cuts = set()
         for i in range(1, partitions):
             pos = (i * n) // partitions
-            if 0 < pos < n:
-                cuts.append(int(k[pos]))
-        cuts = sorted(set(c for c in cuts if c > (int(k[0]) if n else 0)))
-        return cls(domain, cuts)
+            if 0 < pos < n and k[pos] > k[0]:
+                cuts.add(int(k[pos]))
+        return cls(domain, [0] + sorted(cuts))
 
     def assign(self, boxes: np.ndarray) -> np.ndarray:
         """The partition of every box."""
         keys = hilbert_keys(boxes, self.domain)
-        return np.searchsorted(self.cuts, keys, side="right").astype(np.int64)
+        order = np.argsort(self.starts, kind="stable")
+        pos = np.searchsorted(self.starts[order], keys, side="right") - 1
+        return order[pos].astype(np.int64)
+
+    def split(self, p: int, boxes: np.ndarray) -> Optional["HilbertPartitioner"]:
+        """The partitioner with partition ``p`` (holding ``boxes``) cut at
+        the median key of its objects into ``p`` and a new last partition;
+        None when all its objects share one key."""
+        keys = np.sort(hilbert_keys(boxes, self.domain))
+        if len(keys) < 2:
+            return None
+        cut = keys[len(keys) // 2]
+        if cut == keys[0]:
+            above = keys[keys > cut]
+            if len(above) == 0:
+                return None
+            cut = above[0]
+        return HilbertPartitioner(self.domain, list(self.starts) + [int(cut)])
 
     def to_dict(self) -> dict:
         """The JSON-able description kept in the catalogue."""
-        return {"by": self.by, "domain": self.domain, "cuts": [int(c) for c in self.cuts]}
+        return {"by": self.by, "domain": self.domain, "starts": [int(c) for c in self.starts]}
+
+
+def cut_cell(pts: np.ndarray, cell: List[float], share: float) -> Optional[tuple]:
+    """Cuts ``cell`` holding the centres ``pts`` along the axis where they
+    spread wider, at the centre below which ``share`` of them lie (moved
+    up when that would leave the lower half empty): ``((lower cell, mask),
+    (upper cell, mask))``, or None when the centres coincide."""
+    if len(pts) < 2:
+        return None
+    spread = pts.max(axis=0) - pts.min(axis=0)
+    axis = 0 if spread[0] >= spread[1] else 1
+    if spread[axis] == 0:
+        return None
+    v = np.sort(pts[:, axis])
+    cut = float(v[min(len(v) - 1, int(len(v) * share))])
+    if cut == v[0]:
+        cut = float(v[v > cut][0])
+    lo_cell, hi_cell = list(cell), list(cell)
+    lo_cell[axis + 2] = cut
+    hi_cell[axis] = cut
+    below = pts[:, axis] < cut
+    return (lo_cell, below), (hi_cell, ~below)
 
 
 class KDPartitioner:
@@ -112,26 +151,13 @@ class KDPartitioner:
         cells: List[List[float]] = []
 
         def split(pts: np.ndarray, cell: List[float], p: int) -> None:
-            if p <= 1 or len(pts) < 2:
+            halves = None if p <= 1 else cut_cell(pts, cell, (p // 2) / p)
+            if halves is None:
                 cells.append(cell)
                 return
-            spread = pts.max(axis=0) - pts.min(axis=0)
-            axis = 0 if spread[0] >= spread[1] else 1
-            if spread[axis] == 0:
-                cells.append(cell)
-                return
-            v = np.sort(pts[:, axis])
-            left_p = p // 2
-            cut = float(v[(len(v) * left_p) // p])
-            if cut == v[0]:  # all of the left share sits on the cut: move it up
-                above = v[v > cut]
-                cut = float(above[0])
-            lo_cell, hi_cell = list(cell), list(cell)
-            lo_cell[axis + 2] = cut
-            hi_cell[axis] = cut
-            below = pts[:, axis] < cut
-            split(pts[below], lo_cell, left_p)
-            split(pts[~below], hi_cell, p - left_p)
+            (lo_cell, below), (hi_cell, above) = halves
+            split(pts[below], lo_cell, p // 2)
+            split(pts[above], hi_cell, p - p // 2)
 
         split(np.asarray(points, dtype=np.float64).reshape(-1, 2), [-inf, -inf, inf, inf], partitions)
         return cls(cells)
@@ -147,6 +173,18 @@ class KDPartitioner:
             raise ValueError("boxes with NaN coordinates cannot be partitioned")
         return out
 
+    def split(self, p: int, boxes: np.ndarray) -> Optional["KDPartitioner"]:
+        """The partitioner with cell ``p`` (holding ``boxes``) cut at the
+        median of their centres into ``p`` (the lower half) and a new last
+        cell; None when all its centres coincide."""
+        halves = cut_cell(centres(boxes), list(self.cells[p]), 0.5)
+        if halves is None:
+            return None
+        (lo_cell, _), (hi_cell, _) = halves
+        cells = [list(c) for c in self.cells]
+        cells[p] = lo_cell
+        return KDPartitioner(cells + [hi_cell])
+
     def to_dict(self) -> dict:
         """The JSON-able description kept in the catalogue (infinities as None)."""
         return {
@@ -158,7 +196,7 @@ class KDPartitioner:
 def from_dict(d: Any) -> Any:
     """The partitioner a catalogue describes."""
     if d.get("by") == "hilbert":
-        return HilbertPartitioner(d["domain"], d["cuts"])
+        return HilbertPartitioner(d["domain"], d["starts"])
     if d.get("by") == "kd":
         cells = [
             [(-np.inf if j < 2 else np.inf) if v is None else v for j, v in enumerate(c)]

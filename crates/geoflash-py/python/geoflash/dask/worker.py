@@ -135,11 +135,15 @@ def build_partition(directory: str, pieces: List[Dict[str, Any]], options: Dict[
     if len(ids) == 0:
         return {"count": 0}
     boxes = np.ascontiguousarray(np.concatenate([p["boxes"] for p in pieces]), dtype=np.float64).reshape(-1, 4)
-    with_geoms = all(p["wkb"] is not None for p in pieces)
+    with_geoms = all(p["wkb"] is not None for p in pieces) and any(len(p["ids"]) for p in pieces)
     os.makedirs(os.path.dirname(directory) or ".", exist_ok=True)
     opts = dict(options)
     if with_geoms:
         wkbs = [w for p in pieces for w in p["wkb"]]
+        if any(w is None for w in wkbs):  # entries inserted without a geometry: their box
+            import shapely
+
+            wkbs = [shapely.to_wkb(shapely.box(*boxes[i])) if w is None else w for i, w in enumerate(wkbs)]
         idx = Index._with_core(
             opts,
             lambda path, o, bulk, fill: _Core.bulk_geometries(path, o, ids.tobytes(), wkbs, bulk, fill),
@@ -181,6 +185,7 @@ def forget_partition(directory: str) -> None:
     """Closes the worker's handle on a partition (before it is written)."""
     with _LOCK:
         idx = _OPEN.pop(directory, None)
+        _ENTRIES.pop(directory, None)
     if idx is not None and not idx.closed:
         idx.close()
 
@@ -315,3 +320,76 @@ def join_with(
     oid = other["ids"][opos][mask]
     iid = cand[mask]
     return (iid, oid) if index_is_left else (oid, iid)
+
+
+def _where_built(idx: Index) -> Dict[str, Any]:
+    from .cluster import worker_host
+
+    where = _here()
+    b = idx._core.bounds()
+    return {
+        "count": len(idx),
+        "extent": None if b is None else [float(v) for v in b],
+        "host": worker_host(where),
+        "worker": where,
+    }
+
+
+def insert_into(directory: str, ids: np.ndarray, boxes: np.ndarray, options: Dict[str, Any]) -> Dict[str, Any]:
+    """Inserts entries into a partition (a new one when ``directory``
+    holds none yet, with the catalogue's index options); returns its new
+    count and extent."""
+    forget_partition(directory)
+    if os.path.isfile(os.path.join(directory, "manifest.json")):
+        idx = Index(directory)
+    else:
+        os.makedirs(os.path.dirname(directory) or ".", exist_ok=True)
+        opts = {k: v for k, v in options.items() if k not in ("bulk", "fill")}
+        idx = Index(directory, **opts)
+    try:
+        for i, b in zip(ids, boxes):
+            idx.insert(int(i), tuple(float(v) for v in b))
+        return _where_built(idx)
+    finally:
+        idx.close()
+
+
+def delete_from(directory: str, ids: np.ndarray, boxes: np.ndarray) -> Dict[str, Any]:
+    """Deletes entries (by id and exact box) from a partition; returns its
+    new count and how many were found."""
+    forget_partition(directory)
+    idx = Index(directory)
+    try:
+        deleted = sum(bool(idx._core.delete(int(i), *(float(v) for v in b))) for i, b in zip(ids, boxes))
+        out = _where_built(idx)
+        out["deleted"] = int(deleted)
+        return out
+    finally:
+        idx.close()
+
+
+def split_partition(
+    directory: str, partitioner: Dict[str, Any], halves: Sequence[Tuple[int, str]], options: Dict[str, Any]
+) -> List[Dict[str, Any]]:
+    """Rebuilds partition ``directory`` as two new indexes: for each
+    ``(partition, new directory)`` of ``halves``, its entries that
+    ``partitioner`` gives to that partition, bulk-loaded. The old
+    directory is left for the client to remove once the catalogue names
+    the new ones."""
+    from .partitioning import from_dict
+
+    chunk = read_partition(directory)
+    forget_partition(directory)
+    owner = from_dict(partitioner).assign(chunk["boxes"])
+    out = []
+    for p, new_dir in halves:
+        out.append(build_partition(new_dir, [take(chunk, owner == p)], options))
+    return out
+
+
+def remove_directory(directory: str) -> None:
+    """Removes a partition directory no catalogue names any more."""
+    import shutil
+
+    forget_partition(directory)
+    shutil.rmtree(directory, ignore_errors=True)
