@@ -6,8 +6,11 @@ uninterrupted run, and a second run adds none."""
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from distributed import Client, LocalCluster
@@ -121,3 +124,38 @@ def test_sweep_errors(client, tmp_path):
     df = gd.run(workload(), client=client, results=tmp_path / "f.sqlite", scale="smoke", progress=False,
                 retries=0, workdir=tmp_path / "a-file")
     assert len(df.attrs["summary"]["failures"]) == 6 and len(df) == 0
+
+
+def geoflash_bin():
+    """The geoflash command (GEOFLASH_BIN, else the debug or release build)."""
+    root = Path(__file__).resolve().parents[3]
+    if os.environ.get("GEOFLASH_BIN"):
+        return os.environ["GEOFLASH_BIN"]
+    for target in (os.environ.get("CARGO_TARGET_DIR"), root / "target"):
+        for profile in ("debug", "release"):
+            if target and (Path(target) / profile / "geoflash").exists():
+                return str(Path(target) / profile / "geoflash")
+    return None
+
+
+def test_the_command_line_runs_a_sweep_on_dask(client, tmp_path):
+    bin_ = geoflash_bin()
+    assert bin_, "the geoflash command is not built (cargo build -p geoflash-cli)"
+    workload = Path(__file__).resolve().parents[3] / "workloads" / "efind-vs-fast.toml"
+    only = "*[page_size=4KiB,device=flashsim:preset=seed-tc58]"
+    db = tmp_path / "cli.sqlite"
+    env = dict(os.environ, GEOFLASH_PYTHON=sys.executable)
+    run = subprocess.run([bin_, "bench", str(workload), "--results", str(db), "--scale", "smoke",
+                          "--index", only, "--dask", client.scheduler.address, "--workdir", str(tmp_path / "w")],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "executed" in run.stdout
+    ref = geoflash.bench.run(workload, tmp_path / "ref.sqlite", scale="smoke", only=[only])
+    got = geoflash.bench.load(db)
+    assert len(got) == len(ref) > 0
+    assert set(got["config_key"]) == set(ref["config_key"])
+    # an unreachable scheduler: a clear error and a non-zero exit
+    bad = subprocess.run([bin_, "bench", str(workload), "--results", str(tmp_path / "none.sqlite"),
+                          "--scale", "smoke", "--index", only, "--dask", "tcp://127.0.0.1:9"],
+                         capture_output=True, text=True, env=dict(env), timeout=120)
+    assert bad.returncode != 0 and "cannot reach the Dask scheduler" in bad.stderr, bad.stderr

@@ -140,7 +140,7 @@ def build(
     summaries = client.gather([client.submit(worker.chunk_summary, c) for c in chunk_futs])
     crs = _check_crs(summaries)
     if local_ids:
-        offsets = np.concatenate([[0], np.cumsum([s["count"] for s in summaries])[:-1]])
+        offsets = np.concatenate([[0], np.cumsum([s["rows"] for s in summaries])[:-1]])
         chunk_futs = [client.submit(worker.offset_chunk, c, int(o)) for c, o in zip(chunk_futs, offsets)]
     geometries = all(s["geometries"] for s in summaries)
     exts = [s["centre_extent"] for s in summaries if s["centre_extent"] is not None]

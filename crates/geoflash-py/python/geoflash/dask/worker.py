@@ -4,7 +4,8 @@ partition's index, and the per-partition queries. Opened partitions are
 kept open (read-only) per worker process, keyed by directory.
 
 A *chunk* is a dict ``{"ids": int64[N], "boxes": float64[N, 4],
-"wkb": list of N WKB bytes or None, "crs": str or None}``.
+"wkb": list of N WKB bytes or None, "crs": str or None}`` (a chunk of a
+frame also has ``"rows"``: its rows, with those left out).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def frame_chunk(frame: Any, ids: Optional[np.ndarray] = None) -> Dict[str, Any]:
         "boxes": np.ascontiguousarray(shapely.bounds(kept), dtype=np.float64).reshape(-1, 4),
         "wkb": list(shapely.to_wkb(kept, output_dimension=2)),
         "crs": _crs_name(getattr(frame, "crs", None)),
+        "rows": len(geoms),
     }
 
 
@@ -69,7 +71,13 @@ def chunk_summary(chunk: Dict[str, Any]) -> Dict[str, Any]:
         cx = (b[:, 0] + b[:, 2]) / 2.0
         cy = (b[:, 1] + b[:, 3]) / 2.0
         ext = [float(cx.min()), float(cy.min()), float(cx.max()), float(cy.max())]
-    return {"count": int(len(b)), "crs": chunk["crs"], "centre_extent": ext, "geometries": chunk["wkb"] is not None}
+    return {
+        "count": int(len(b)),
+        "rows": int(chunk.get("rows", len(b))),
+        "crs": chunk["crs"],
+        "centre_extent": ext,
+        "geometries": chunk["wkb"] is not None,
+    }
 
 
 def offset_chunk(chunk: Dict[str, Any], offset: int) -> Dict[str, Any]:
