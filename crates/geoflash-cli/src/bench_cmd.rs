@@ -89,7 +89,9 @@ fn dask_sweep(a: &BenchArgs, scheduler: &str) -> Result<(), Failure> {
         Some(0) => Ok(()),
         code => Err(Failure {
             code: code.map_or(1, |c| c.clamp(1, 255) as u8),
-            error: anyhow::anyhow!("the Dask sweep ({python} -m geoflash.dask.sweep) failed ({status})"),
+            error: anyhow::anyhow!(
+                "the Dask sweep ({python} -m geoflash.dask.sweep) failed ({status})"
+            ),
         }),
     }
 }

@@ -48,7 +48,8 @@ pub fn bench_plan(
 ) -> PyResult<String> {
     let scale: Scale = scale.parse().map_err(to_py)?;
     let w = load(&workload, from_json, scale).map_err(to_py)?;
-    let mut store = ResultsStore::open_location(&ResultsLocation::parse(&results)).map_err(to_py)?;
+    let mut store =
+        ResultsStore::open_location(&ResultsLocation::parse(&results)).map_err(to_py)?;
     let configs = w.configurations(&only);
     if configs.is_empty() {
         return Err(to_py(Error::invalid(format!(
@@ -68,8 +69,10 @@ pub fn bench_plan(
             "complete": complete,
         }));
     }
-    serde_json::to_string(&serde_json::json!({"workload": w.name, "scale": scale.name(), "configurations": out}))
-        .map_err(|e| to_py(Error::invalid(e.to_string())))
+    serde_json::to_string(
+        &serde_json::json!({"workload": w.name, "scale": scale.name(), "configurations": out}),
+    )
+    .map_err(|e| to_py(Error::invalid(e.to_string())))
 }
 
 /// Runs the workload `workload` (a TOML file's path, or with `from_json`
