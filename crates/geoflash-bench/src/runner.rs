@@ -47,6 +47,10 @@ pub struct RunOptions {
     pub command: String,
     /// Directory for the index directories of `file` devices (default: the system's temporary directory).
     pub workdir: Option<PathBuf>,
+    /// Only the configuration at this position of the cross product (after
+    /// `only`; positions as [`Workload::configurations`] lists them): one
+    /// task of a sweep spread over several machines (`geoflash.dask.run`).
+    pub pick: Option<usize>,
 }
 
 /// What a run did.
@@ -785,13 +789,23 @@ fn build(
 
 /// Runs workload `w`, recording into `store`.
 pub fn run(w: &Workload, store: &mut ResultsStore, opts: &RunOptions) -> Result<RunSummary> {
-    let configs = w.configurations(&opts.only);
+    let mut configs = w.configurations(&opts.only);
     if configs.is_empty() {
         return Err(Error::invalid(format!(
             "no index configuration of workload {:?} is named {}",
             w.name,
             opts.only.join(" or ")
         )));
+    }
+    if let Some(i) = opts.pick {
+        if i >= configs.len() {
+            return Err(Error::invalid(format!(
+                "workload {:?} has {} configurations: there is none at position {i}",
+                w.name,
+                configs.len()
+            )));
+        }
+        configs = vec![configs.swap_remove(i)];
     }
     // PostGIS tables are read before anything is recorded: a server that
     // cannot be reached leaves no trace in the results store.
@@ -1115,6 +1129,31 @@ kind = "crash_and_recover"
                 "store = [\"plain\", \"efind\", \"fast\"]\nkind = [\"rstar\", \"xbr\"]\n",
             );
         answers_as_the_rstar_tree(&text, "xbr", 24);
+    }
+
+    /// `pick` runs the one configuration at its position, as a full run
+    /// would have recorded it; a position past the end is an error.
+    #[test]
+    fn pick_runs_one_configuration() {
+        let w = Workload::parse(W, Path::new("w.toml"), Scale::Smoke).unwrap();
+        let configs = w.configurations(&[]);
+        let mut st = ResultsStore::in_memory().unwrap();
+        let pick = |i| RunOptions {
+            pick: Some(i),
+            ..RunOptions::default()
+        };
+        let s = run(&w, &mut st, &pick(2)).unwrap();
+        assert_eq!((s.configurations, s.executed, s.rows), (1, 1, 8));
+        let key = configs[2].key(&w.name, w.scale).unwrap();
+        let keys = st
+            .query("SELECT config_key FROM configurations", &[])
+            .unwrap();
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0][0].as_str(), Some(key.as_str()));
+        let again = run(&w, &mut st, &pick(2)).unwrap();
+        assert_eq!((again.skipped_complete, again.executed), (1, 0));
+        let err = run(&w, &mut st, &pick(4)).unwrap_err().to_string();
+        assert!(err.contains("4 configurations"), "{err}");
     }
 
     #[test]
