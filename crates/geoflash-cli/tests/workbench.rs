@@ -98,10 +98,20 @@ fn smoke_workload_runs_resumes_and_reports() {
         "plain",
         "--json",
     ])));
-    assert_eq!((p["panels"].clone(), p["plots"].as_array().map(Vec::len)), (r["panels"].clone(), Some(plots.len())));
+    assert_eq!(
+        (p["panels"].clone(), p["plots"].as_array().map(Vec::len)),
+        (r["panels"].clone(), Some(plots.len()))
+    );
     // Both forms at once, or neither: usage errors (exit 2).
     for args in [
-        vec!["report", s(&db), "--results", s(&db), "--out", s(&positional)],
+        vec![
+            "report",
+            s(&db),
+            "--results",
+            s(&db),
+            "--out",
+            s(&positional),
+        ],
         vec!["report", "--out", s(&positional)],
     ] {
         let out = geoflash(&args);

@@ -118,23 +118,27 @@ fn marker<DB: DrawingBackend, C: Clone + 'static>(
     let edge = BLACK.stroke_width(1);
     let base = EmptyElement::at(at);
     match m {
-        Marker::Circle => (base + Circle::new((0, dy), 4, fill) + Circle::new((0, dy), 4, edge))
-            .into_dyn(),
+        Marker::Circle => {
+            (base + Circle::new((0, dy), 4, fill) + Circle::new((0, dy), 4, edge)).into_dyn()
+        }
         Marker::Square => (base
             + Rectangle::new([(-4, dy - 4), (4, dy + 4)], fill)
             + Rectangle::new([(-4, dy - 4), (4, dy + 4)], edge))
-            .into_dyn(),
+        .into_dyn(),
         Marker::Triangle => (base
             + Polygon::new(vec![(0, dy - 5), (5, dy + 4), (-5, dy + 4)], fill)
-            + PathElement::new(vec![(0, dy - 5), (5, dy + 4), (-5, dy + 4), (0, dy - 5)], edge))
-            .into_dyn(),
+            + PathElement::new(
+                vec![(0, dy - 5), (5, dy + 4), (-5, dy + 4), (0, dy - 5)],
+                edge,
+            ))
+        .into_dyn(),
         Marker::Diamond => (base
             + Polygon::new(vec![(0, dy - 5), (5, dy), (0, dy + 5), (-5, dy)], fill)
             + PathElement::new(
                 vec![(0, dy - 5), (5, dy), (0, dy + 5), (-5, dy), (0, dy - 5)],
                 edge,
             ))
-            .into_dyn(),
+        .into_dyn(),
         Marker::Cross => (base
             + PathElement::new(vec![(-4, dy - 4), (4, dy + 4)], color.stroke_width(3))
             + PathElement::new(vec![(-4, dy + 4), (4, dy - 4)], color.stroke_width(3)))
@@ -279,7 +283,10 @@ fn draw_legend(area: &DrawingArea<SVGBackend<'_>, Shift>, fig: &GroupedBars) -> 
         let y = 24 + 22 * row as i32;
         let (color, m) = style(*st);
         area.draw(&Rectangle::new([(12, y - 6), (28, y + 6)], color.filled()))?;
-        area.draw(&Rectangle::new([(12, y - 6), (28, y + 6)], BLACK.stroke_width(1)))?;
+        area.draw(&Rectangle::new(
+            [(12, y - 6), (28, y + 6)],
+            BLACK.stroke_width(1),
+        ))?;
         area.draw(&marker((38, y), m, 0, color))?;
         area.draw(&Text::new(
             label.as_str(),
@@ -343,7 +350,13 @@ mod tests {
         // Series a: 2 bars + 2 markers + legend swatch and marker; b the same.
         assert!(fills(OKABE_ITO[0]) >= 2 + 2 + 2, "{svg}");
         assert!(fills(OKABE_ITO[1]) >= 2 + 2 + 2, "{svg}");
-        for t in ["2 KIB", "4 KIB", "PAGE SIZE (KIB)", "GAIN (%)", "ORDER: RANDOM"] {
+        for t in [
+            "2 KIB",
+            "4 KIB",
+            "PAGE SIZE (KIB)",
+            "GAIN (%)",
+            "ORDER: RANDOM",
+        ] {
             assert!(svg.contains(t), "{t}");
         }
     }

@@ -168,19 +168,16 @@ pub fn headline_markdown(rows: &[HeadlineRow], target: &str, baseline: &str) -> 
 /// The headline table, one row per [`HeadlineRow`].
 pub fn headline_table(rows: &[HeadlineRow], target: &str, baseline: &str) -> Table {
     Table {
-        header: [
-            "step",
-            "dataset (order)",
-            &format!("{target} configuration"),
-            "page size",
-            "metric",
-            baseline,
-            target,
-            "gain",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
+        header: vec![
+            "step".into(),
+            "dataset (order)".into(),
+            format!("{target} configuration"),
+            "page size".into(),
+            "metric".into(),
+            baseline.into(),
+            target.into(),
+            "gain".into(),
+        ],
         rows: rows
             .iter()
             .map(|r| {
@@ -267,7 +264,11 @@ pub fn headline_figure(rows: &[HeadlineRow], target: &str, baseline: &str) -> Gr
     }
     GroupedBars {
         groups: steps,
-        series: series.into_iter().enumerate().map(|(i, s)| (s, i)).collect(),
+        series: series
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| (s, i))
+            .collect(),
         facets,
         columns: orders.len().max(1),
         x_desc: "workload step".into(),

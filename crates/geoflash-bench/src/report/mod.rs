@@ -387,7 +387,9 @@ fn panel_figure(
                 .filter_map(|b| {
                     let v = b.values.get(m).copied().flatten()?;
                     let g = sizes.iter().position(|&s| s == b.page_size)?;
-                    let s = series.iter().position(|s| *s == series_of(b, with_dataset))?;
+                    let s = series
+                        .iter()
+                        .position(|s| *s == series_of(b, with_dataset))?;
                     Some((g, s, v / scale))
                 })
                 .collect();
@@ -553,10 +555,17 @@ pub fn write_report(
             let caption = format!(
                 "Gain (ref − value)/ref of {target} over {baseline} per workload step, in % (positive: {target} is better), on the first shown metric that applies to each configuration (simulated time on the simulator, wall time on a real device); facets by insertion order and durability."
             );
-            html.push_str(&figure_html(out, "headline.svg", &fig, &caption, &mut summary)?);
+            html.push_str(&figure_html(
+                out,
+                "headline.svg",
+                &fig,
+                &caption,
+                &mut summary,
+            )?);
         }
         html.push_str(
-            &gains::headline_pivot(&rows).html(Some("Gains by page size (configurations × page size)")),
+            &gains::headline_pivot(&rows)
+                .html(Some("Gains by page size (configurations × page size)")),
         );
         let _ = writeln!(
             html,

@@ -123,8 +123,18 @@ fn figures_facet_by_order_and_durability() {
     for (name, order, size, v) in [
         ("plain[device=file,page_size=2048]", "random", 2048, 5.0),
         ("plain[device=file,page_size=4096]", "random", 4096, 6.0),
-        ("efind[efind.durability=none,page_size=2048]", "random", 2048, 1.0),
-        ("efind[efind.durability=group,page_size=4096]", "sessions", 4096, 2e6),
+        (
+            "efind[efind.durability=none,page_size=2048]",
+            "random",
+            2048,
+            1.0,
+        ),
+        (
+            "efind[efind.durability=group,page_size=4096]",
+            "sessions",
+            4096,
+            2e6,
+        ),
     ] {
         panel.bars.push(Bar {
             index_name: name.into(),
@@ -136,15 +146,24 @@ fn figures_facet_by_order_and_durability() {
             values: vec![Some(v)],
         });
     }
-    let styles: BTreeMap<String, usize> =
-        [("plain · device=file".to_string(), 3), ("efind".to_string(), 5)].into();
+    let styles: BTreeMap<String, usize> = [
+        ("plain · device=file".to_string(), 3),
+        ("efind".to_string(), 5),
+    ]
+    .into();
     let fig = panel_figure(&panel, 0, "wall_time_ns", &styles);
     assert_eq!(fig.groups, vec!["2 KiB", "4 KiB"]);
-    assert_eq!((fig.x_desc.as_str(), fig.y_desc.as_str()), ("page size (KiB)", "wall time (ms)"));
+    assert_eq!(
+        (fig.x_desc.as_str(), fig.y_desc.as_str()),
+        ("page size (KiB)", "wall time (ms)")
+    );
     // Series in style order, with their styles.
     assert_eq!(
         fig.series,
-        vec![("plain · device=file".to_string(), 3), ("efind".to_string(), 5)]
+        vec![
+            ("plain · device=file".to_string(), 3),
+            ("efind".to_string(), 5)
+        ]
     );
     // Rows: durability group, none; columns: random, sessions.
     let titles: Vec<&str> = fig.facets.iter().map(|f| f.title.as_str()).collect();
@@ -160,7 +179,10 @@ fn figures_facet_by_order_and_durability() {
     // plain (no durability) appears in both rows; values in ms.
     assert_eq!(fig.facets[0].bars, vec![(0, 0, 5e-6), (1, 0, 6e-6)]);
     assert_eq!(fig.facets[1].bars, vec![(1, 1, 2.0)]);
-    assert_eq!(fig.facets[2].bars, vec![(0, 0, 5e-6), (1, 0, 6e-6), (0, 1, 1e-6)]);
+    assert_eq!(
+        fig.facets[2].bars,
+        vec![(0, 0, 5e-6), (1, 0, 6e-6), (0, 1, 1e-6)]
+    );
     assert!(fig.facets[3].bars.is_empty());
 }
 
@@ -200,8 +222,14 @@ fn report_has_figures_first_pivots_and_gains() {
             "{} has no data mark",
             p.display()
         );
-        assert!(text.contains("(ms)") || text.contains("(pages)") || text.contains("(%)")
-            || text.contains("(blocks)"), "{}: no unit", p.display());
+        assert!(
+            text.contains("(ms)")
+                || text.contains("(pages)")
+                || text.contains("(%)")
+                || text.contains("(blocks)"),
+            "{}: no unit",
+            p.display()
+        );
         let name = p.file_name().unwrap().to_str().unwrap();
         assert!(html.contains(&format!("plots/{name}")), "{name} not linked");
     }
@@ -211,7 +239,12 @@ fn report_has_figures_first_pivots_and_gains() {
         .find(|p| p.to_str().unwrap().contains("build-pages_written"))
         .unwrap();
     let svg = std::fs::read_to_string(build_fig).unwrap();
-    for t in ["1 KiB", "2 KiB", "page size (KiB)", "order: hilbert · durability: group"] {
+    for t in [
+        "1 KiB",
+        "2 KiB",
+        "page size (KiB)",
+        "order: hilbert · durability: group",
+    ] {
         assert!(svg.contains(t), "{t} missing from {}", build_fig.display());
     }
     // gains: (ref - v)/ref against the plain row of the same page size,
@@ -233,8 +266,20 @@ fn report_has_figures_first_pivots_and_gains() {
         .filter(|l| l.contains(",build,"))
         .map(|l| l.split(',').collect())
         .collect();
-    let device = |c: &str| if c.contains("device=file") { "file" } else { "sim" };
-    let order = |c: &str| if c.contains("(random)") { "random" } else { "hilbert" };
+    let device = |c: &str| {
+        if c.contains("device=file") {
+            "file"
+        } else {
+            "sim"
+        }
+    };
+    let order = |c: &str| {
+        if c.contains("(random)") {
+            "random"
+        } else {
+            "hilbert"
+        }
+    };
     let mut seen = 0;
     for f in &rows {
         let reference = rows
@@ -258,7 +303,10 @@ fn report_has_figures_first_pivots_and_gains() {
     }
     assert_eq!(seen, 16);
     let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
-    assert!(md.contains("| configuration · dataset (order) | 1 KiB | 2 KiB |"), "{md}");
+    assert!(
+        md.contains("| configuration · dataset (order) | 1 KiB | 2 KiB |"),
+        "{md}"
+    );
     assert!(std::fs::read_to_string(out.join("headline.md"))
         .unwrap()
         .contains("| step | dataset (order) | efind configuration |"));

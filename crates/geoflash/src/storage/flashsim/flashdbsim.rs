@@ -60,8 +60,8 @@
 use super::config::FlashSimConfig;
 use super::ftl::{Ftl, FtlImage, NandCounters};
 use super::timing::Timeline;
-use std::collections::VecDeque;
 use crate::{Error, Result};
+use std::collections::VecDeque;
 
 /// Free or dead entry of `p2l` / unmapped entry of `l2p`.
 const NONE: u32 = u32::MAX;
@@ -503,13 +503,19 @@ impl DbFtl {
         let mut seen = vec![false; n];
         seen[self.reserved] = true;
         let free = self.free.iter().copied().collect::<Vec<_>>();
-        for (name, list) in [("free", &free), ("dirty", &self.dirty), ("dead", &self.dead)] {
+        for (name, list) in [
+            ("free", &free),
+            ("dirty", &self.dirty),
+            ("dead", &self.dead),
+        ] {
             for (i, &b) in list.iter().enumerate() {
                 if b >= n || std::mem::replace(&mut seen[b], true) {
                     return Err(corrupt(format!("block {b} twice on the block lists")));
                 }
                 if i > 0 && (self.joined[list[i - 1]], list[i - 1]) >= (self.joined[b], b) {
-                    return Err(corrupt(format!("the {name} list is out of order at block {b}")));
+                    return Err(corrupt(format!(
+                        "the {name} list is out of order at block {b}"
+                    )));
                 }
                 let dead = self.write_ptr[b] == self.ppb && self.valid[b] == 0;
                 let fits = match name {
@@ -1078,7 +1084,16 @@ mod tests {
         // third page (b0 is the first block on the list with room).
         write_all(&mut f, [4]);
         assert_eq!((f.reserved_block(), &f.dirty), (1, &vec![0, 2, 3]));
-        for (p, b) in [(0, 3), (1, 3), (2, 3), (3, 3), (6, 0), (7, 0), (4, 0), (9, 2)] {
+        for (p, b) in [
+            (0, 3),
+            (1, 3),
+            (2, 3),
+            (3, 3),
+            (6, 0),
+            (7, 0),
+            (4, 0),
+            (9, 2),
+        ] {
             assert_eq!(f.block_holding(p), Some(b), "page {p}");
         }
         assert_eq!(
