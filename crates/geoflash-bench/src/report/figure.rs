@@ -108,12 +108,12 @@ fn text_width(text: &str) -> u32 {
 
 /// A marker of shape `m` centred `dy` pixels below (`dy` > 0) or above the
 /// data point `at`.
-fn marker<DB: DrawingBackend, C: Clone + 'static>(
+fn marker<'a, DB: DrawingBackend + 'a, C: Clone + 'a>(
     at: C,
     m: Marker,
     dy: i32,
     color: RGBColor,
-) -> DynElement<'static, DB, C> {
+) -> DynElement<'a, DB, C> {
     let fill = color.filled();
     let edge = BLACK.stroke_width(1);
     let base = EmptyElement::at(at);
@@ -260,7 +260,10 @@ fn draw_facet(
             Rectangle::new(corners, BLACK.stroke_width(1)),
         ])?;
         let dy = if v < 0.0 { 9 } else { -9 };
-        chart.draw_series([marker((x0 + 0.5 * w, v), m, dy, color)])?;
+        // The marker in pixels, relative to this facet's area.
+        let (px, py) = chart.backend_coord(&(x0 + 0.5 * w, v));
+        let (bx, by) = cell.get_base_pixel();
+        cell.draw(&marker((px - bx, py - by), m, dy, color))?;
     }
     if ylo < 0.0 {
         chart.draw_series([PathElement::new(
