@@ -147,9 +147,9 @@ fn bad_dataset_files_exit_2() {
             s(&pbf),
             "--out",
             s(&out),
-            "--osm-ways",
-            "open",
+            "--osm-filter",
+            "=yes",
         ]),
-        "buildings or closed",
+        "key=value",
     );
 }
