@@ -429,9 +429,10 @@ fn block(out: &mut Vec<u8>, kind: &str, payload: &[u8]) {
     out.extend(blob);
 }
 
-/// Node `i` lies at (10 + i/1000, 50 + i/2000) degrees, in units of 100 nanodegrees.
+/// Node `i` lies at (10 + i/1000, 50 + i²/2000) degrees, in units of 100
+/// nanodegrees (on a parabola: no three nodes on a line, rings have area).
 fn node_units(i: i64) -> (i64, i64) {
-    (100_000_000 + i * 10_000, 500_000_000 + i * 5_000)
+    (100_000_000 + i * 10_000, 500_000_000 + i * i * 5_000)
 }
 #[cfg(feature = "osm-pbf")]
 fn degrees(units: i64) -> f64 {
@@ -439,7 +440,16 @@ fn degrees(units: i64) -> f64 {
 }
 
 const STRINGS: [&str; 10] = [
-    "", "building", "yes", "no", "house", "type", "multipolygon", "outer", "highway", "inner",
+    "",
+    "building",
+    "yes",
+    "no",
+    "house",
+    "type",
+    "multipolygon",
+    "outer",
+    "highway",
+    "inner",
 ];
 
 /// Nodes 1..=9 as dense nodes, node 10 as a plain node; ways:
@@ -1014,7 +1024,9 @@ fn real_osm_extract_reads_like_a_sequential_scan() {
                 let refs: Vec<i64> = w.refs().collect();
                 let building = w.tags().any(|(k, v)| k == "building" && v != "no");
                 let id = w.id() as u64;
-                if building && refs.len() >= 4 && refs.first() == refs.last()
+                if building
+                    && refs.len() >= 4
+                    && refs.first() == refs.last()
                     && !in_relation.contains(&id)
                 {
                     ways.push((object_id(OsmType::Way, id), refs));

@@ -46,7 +46,11 @@ pub struct ImportArgs {
     /// OSM PBF input: the ways and multipolygon relations to read, by tag: key=* (any
     /// value but no) or key=value. Repeat the option to read what any of the filters
     /// matches. Object ids: 2 × way id, 2 × relation id + 1.
-    #[arg(long = "osm-filter", value_name = "KEY=VALUE", default_value = "building=*")]
+    #[arg(
+        long = "osm-filter",
+        value_name = "KEY=VALUE",
+        default_value = "building=*"
+    )]
     osm_filter: Vec<String>,
     /// Write the input records that were skipped (OSM ways and relations that cannot
     /// be built) to FILE as CSV: osm_type,osm_id,reason.

@@ -314,7 +314,8 @@ mod tests {
             .map(|s| s.as_bytes().to_vec())
             .collect();
         let b = [OsmFilter::default()];
-        let facts = |f: &[OsmFilter], tags: &[(u32, u32)]| tag_facts(f, tags.iter().copied(), &table);
+        let facts =
+            |f: &[OsmFilter], tags: &[(u32, u32)]| tag_facts(f, tags.iter().copied(), &table);
         assert!(facts(&b, &[(1, 2)]).passes);
         assert!(!facts(&b, &[(1, 3)]).passes);
         // out-of-range indices read as empty strings, not a panic
@@ -330,7 +331,15 @@ mod tests {
     #[test]
     fn way_geometries_and_reasons() {
         let nodes: HashMap<i64, Coord> = (1..=4)
-            .map(|i| (i, Coord { x: i as f64, y: (i * i) as f64 }))
+            .map(|i| {
+                (
+                    i,
+                    Coord {
+                        x: i as f64,
+                        y: (i * i) as f64,
+                    },
+                )
+            })
             .collect();
         assert!(matches!(
             way_geometry(&[1, 2, 3, 1], true, &nodes),
@@ -348,7 +357,13 @@ mod tests {
             way_geometry(&[1, 9, 3, 1], true, &nodes),
             Err(SkipReason::MissingNodes)
         );
-        assert_eq!(way_geometry(&[1, 2, 1], true, &nodes), Err(SkipReason::Degenerate));
-        assert_eq!(way_geometry(&[1], true, &nodes), Err(SkipReason::Degenerate));
+        assert_eq!(
+            way_geometry(&[1, 2, 1], true, &nodes),
+            Err(SkipReason::Degenerate)
+        );
+        assert_eq!(
+            way_geometry(&[1], true, &nodes),
+            Err(SkipReason::Degenerate)
+        );
     }
 }

@@ -39,7 +39,10 @@ impl std::fmt::Display for RingError {
         match self {
             RingError::NoWays => f.write_str("no member way with two or more nodes"),
             RingError::Unclosed { node } => {
-                write!(f, "its member ways do not close into rings (open at node {node})")
+                write!(
+                    f,
+                    "its member ways do not close into rings (open at node {node})"
+                )
             }
             RingError::Degenerate => f.write_str("a ring has fewer than three distinct points"),
         }
@@ -153,10 +156,8 @@ fn ring_inside(inner: &[Coord], outer: &[Coord]) -> bool {
 /// counter-clockwise and holes clockwise.
 pub fn nest_rings(rings: Vec<Vec<Coord>>) -> Result<MultiPolygon, RingError> {
     for r in &rings {
-        let mut distinct: Vec<(u64, u64)> = r
-            .iter()
-            .map(|c| (c.x.to_bits(), c.y.to_bits()))
-            .collect();
+        let mut distinct: Vec<(u64, u64)> =
+            r.iter().map(|c| (c.x.to_bits(), c.y.to_bits())).collect();
         distinct.sort_unstable();
         distinct.dedup();
         if r.len() < 4 || distinct.len() < 3 || signed_area2(r) == 0.0 {
@@ -242,12 +243,10 @@ mod tests {
 
     /// Node `n` of a 10 × 10 grid of unit spacing: id 10·y + x.
     fn grid(n: i64) -> Option<Coord> {
-        (0..100)
-            .contains(&n)
-            .then(|| Coord {
-                x: (n % 10) as f64,
-                y: (n / 10) as f64,
-            })
+        (0..100).contains(&n).then(|| Coord {
+            x: (n % 10) as f64,
+            y: (n / 10) as f64,
+        })
     }
 
     /// The square with corners (x0, y0) and (x1, y1) as grid node ids,
@@ -283,7 +282,7 @@ mod tests {
         let rings = join_rings(&ways).unwrap();
         assert_eq!(rings.len(), 1);
         assert_eq!(rings[0].first(), rings[0].last());
-        assert_eq!(rings[0].len(), 10);
+        assert_eq!(rings[0].len(), 4 + 4 + 3);
         let mp = assemble(&ways, grid).unwrap();
         assert_eq!(area(&mp), 25.0);
     }
