@@ -250,9 +250,10 @@ fn report_has_figures_first_pivots_and_gains() {
     // gains: (ref - v)/ref against the plain row of the same page size,
     // device and order (eFIND ran on the simulator only); 0 for plain
     // itself; empty where it does not apply.
-    let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
-    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
-    let col = |h: &str| header.iter().position(|x| *x == h).unwrap();
+    // Parsed as CSV: configuration names hold quoted commas.
+    let mut reader = csv::Reader::from_path(out.join("summary.csv")).unwrap();
+    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    let col = |h: &str| header.iter().position(|x| x == h).unwrap();
     let (gi, vi, ci, pi, si) = (
         col("pages_written_gain"),
         col("pages_written"),
@@ -260,11 +261,10 @@ fn report_has_figures_first_pivots_and_gains() {
         col("page_size"),
         col("sim_time_ns"),
     );
-    let rows: Vec<Vec<&str>> = csv
-        .lines()
-        .skip(1)
-        .filter(|l| l.contains(",build,"))
-        .map(|l| l.split(',').collect())
+    let rows: Vec<Vec<String>> = reader
+        .records()
+        .map(|r| r.unwrap().iter().map(String::from).collect::<Vec<String>>())
+        .filter(|r| r.iter().any(|f| f == "build"))
         .collect();
     let device = |c: &str| {
         if c.contains("device=file") {
@@ -287,8 +287,8 @@ fn report_has_figures_first_pivots_and_gains() {
             .find(|r| {
                 r[ci].starts_with("plain")
                     && r[pi] == f[pi]
-                    && order(r[ci]) == order(f[ci])
-                    && device(r[ci]) == device(f[ci])
+                    && order(&r[ci]) == order(&f[ci])
+                    && device(&r[ci]) == device(&f[ci])
             })
             .unwrap();
         let rv: f64 = reference[vi].parse().unwrap();
@@ -298,7 +298,7 @@ fn report_has_figures_first_pivots_and_gains() {
         if f[ci].starts_with("plain") {
             assert_eq!(g, 0.0);
         }
-        assert_eq!(f[si].is_empty(), device(f[ci]) == "file", "{f:?}");
+        assert_eq!(f[si].is_empty(), device(&f[ci]) == "file", "{f:?}");
         seen += 1;
     }
     assert_eq!(seen, 16);
