@@ -23,11 +23,11 @@ use crate::Result;
 
 pub mod accounting;
 pub mod alloc;
+#[cfg(test)]
+mod batch_tests;
 pub mod bulk;
 #[cfg(test)]
 mod bulk_tests;
-#[cfg(test)]
-mod batch_tests;
 #[cfg(test)]
 mod clean_checkpoint_tests;
 #[cfg(test)]
