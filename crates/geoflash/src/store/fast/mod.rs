@@ -722,10 +722,9 @@ impl FastStore {
 
     /// The node as stored on the device (checksum verified).
     fn stored(&self, id: PageId) -> Result<Node> {
-        Ok(self
-            .stored_batch(&[id])?
+        self.stored_batch(&[id])?
             .pop()
-            .ok_or_else(|| Error::corrupt(Some(id), "node missing from a read"))?)
+            .ok_or_else(|| Error::corrupt(Some(id), "node missing from a read"))
     }
 
     /// The stored versions of nodes `ids` (sorted, distinct), read as one
