@@ -1072,3 +1072,24 @@ fn real_osm_extract_reads_like_a_sequential_scan() {
         );
     }
 }
+
+/// Regression (fuzz target `import_shp`): a record whose point count is far
+/// larger than the record made the `shapefile` crate allocate 24 GB; it is
+/// now refused with an error naming the file, the record and its position.
+#[test]
+fn a_shapefile_record_with_a_huge_point_count_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge-point-count.shp");
+    std::fs::write(
+        &path,
+        include_bytes!("data/fuzz/huge-point-count.shp").as_slice(),
+    )
+    .unwrap();
+    let e = geoflash_bench::import::read_objects(&path)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("huge-point-count.shp") && e.contains("record 1 at byte 100"),
+        "{e}"
+    );
+}
