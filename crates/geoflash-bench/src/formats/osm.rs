@@ -152,7 +152,7 @@ pub fn object_id(t: OsmType, id: u64) -> u64 {
 
 /// The OSM element of an object id ([`object_id`]'s inverse).
 pub fn osm_of(object_id: u64) -> (OsmType, u64) {
-    let t = if object_id % 2 == 0 {
+    let t = if object_id.is_multiple_of(2) {
         OsmType::Way
     } else {
         OsmType::Relation

@@ -202,8 +202,10 @@ fn load_panels(store: &mut ResultsStore, metrics: &[String]) -> Result<Vec<Panel
     // panel key -> (bar key -> the metric values of every repetition)
     type BarKey = (String, String, String, i64, String);
     type PanelKey = (String, String, i64, String, String);
+    /// A bar and the metric values of its repetitions.
+    type Samples = Vec<(BarKey, Vec<Option<f64>>)>;
     let mut panels: BTreeMap<PanelKey, Panel> = BTreeMap::new();
-    let mut samples: BTreeMap<PanelKey, Vec<(BarKey, Vec<Option<f64>>)>> = BTreeMap::new();
+    let mut samples: BTreeMap<PanelKey, Samples> = BTreeMap::new();
     let mut order = Vec::new();
     for r in rows {
         let text = |i: usize| {

@@ -243,7 +243,7 @@ mod tests {
 
     /// Node `n` of a 10 × 10 grid of unit spacing: id 10·y + x.
     fn grid(n: i64) -> Option<Coord> {
-        (0..100).contains(&n).then(|| Coord {
+        (0..100).contains(&n).then_some(Coord {
             x: (n % 10) as f64,
             y: (n / 10) as f64,
         })

@@ -1186,7 +1186,9 @@ mod tests {
     #[test]
     fn overwrite_traces_match_flash_dbsims_ftl01_exactly() {
         let geometry = "page_size=2KiB&ppb=16&blocks=64&ftl=flashdbsim";
-        let cases: [(u32, u64, u64, (u64, u64, u32, u32)); 4] = [
+        /// FTL01's (programs, erases, min erase count, max erase count).
+        type Counts = (u64, u64, u32, u32);
+        let cases: [(u32, u64, u64, Counts); 4] = [
             (4, 992, 7, (270_672, 16_916, 262, 270)),
             (2, 992, 7, (284_383, 17_773, 276, 283)),
             (3, 896, 11, (77_341, 4_827, 73, 80)),
