@@ -30,9 +30,10 @@ use crate::{Error, Result};
 
 const PAGE: usize = 1024;
 const DEV_PAGES: u64 = 8192;
-/// Log bytes of the logged stores (a small log: a logged bulk load would
-/// have to compact it many times).
-const LOG_BYTES: u64 = 128 << 10;
+/// Log bytes of the logged stores: small (a logged bulk load would have to
+/// compact it many times), yet large enough for the records of one delete
+/// that condenses a tree of tiny nodes (M = 4) and reinserts its orphans.
+const LOG_BYTES: u64 = 1 << 20;
 
 type Store = Box<dyn NodeStore>;
 type Tree = RTree<Store>;
