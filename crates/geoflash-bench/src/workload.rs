@@ -1653,11 +1653,11 @@ fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
                 format!("grid parameters given for index kind {:?}", c.kind),
             ));
         }
+        if let Err(e) = c.reads.parse::<geoflash::index::ReadMode>() {
+            return Err(cx.err(&check_key("reads", &span), &key("reads"), strip_invalid(&e)));
+        }
         if family != IndexFamily::Tree {
             // Grid files have their own buffers and no store.
-            if let Err(e) = c.reads.parse::<geoflash::index::ReadMode>() {
-                return Err(cx.err(&check_key("reads", &span), &key("reads"), strip_invalid(&e)));
-            }
             if let Err(e) = DeviceSpec::parse(&c.device) {
                 return Err(cx.err(
                     &check_key("device", &span),
