@@ -264,6 +264,7 @@ impl Structure {
                             nodes_visited: 0,
                             candidates: n,
                             results: n,
+                            nodes_read_unused: 0,
                         },
                     });
                 }
@@ -373,6 +374,7 @@ fn point_answer(
             nodes_visited: 0,
             candidates,
             results: hits.len() as u64,
+            nodes_read_unused: 0,
         },
         hits,
     }

@@ -50,6 +50,8 @@ pub mod fortree;
 mod hilbert;
 mod ids;
 mod insert;
+#[cfg(test)]
+mod knn_tests;
 pub mod inspect;
 mod ops;
 pub mod params;

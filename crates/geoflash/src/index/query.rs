@@ -98,8 +98,15 @@ pub struct Hit {
 /// What a query did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueryStats {
-    /// Nodes read through the store (`get` calls).
+    /// Nodes the query visited (read through the store and used). The same
+    /// in both [`ReadMode`]s.
     pub nodes_visited: u64,
+    /// kNN with batched reads: nodes read ahead in a batch that the search
+    /// then did not visit (pruned by a bound that tightened after the read,
+    /// or still queued when it stopped). Always 0 for single reads and for
+    /// range queries, which read only what they visit.
+    #[serde(default)]
+    pub nodes_read_unused: u64,
     /// Records that passed the filter step on MBRs (kNN: records whose
     /// distance was computed).
     pub candidates: u64,
