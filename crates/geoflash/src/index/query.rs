@@ -308,13 +308,19 @@ impl<S: NodeStore> RTree<S> {
     /// at its own distance (see [`NearestIter`]).
     pub fn nearest_iter(&self, point: Point) -> Result<NearestIter<'_, S>> {
         let p = checked_point(point)?;
+        let meta = self.store.meta();
         let mut nodes = BinaryHeap::new();
-        if let Some(root) = self.store.meta().root {
+        let mut guesses = Vec::new();
+        if let Some(root) = meta.root {
             nodes.push(Reverse(Item {
                 dist: 0.0,
                 key: root,
                 slot: NODE,
             }));
+            guesses.push(Guess {
+                records: meta.records as f64,
+                area: f64::INFINITY,
+            });
         }
         Ok(NearestIter {
             tree: self,
@@ -325,6 +331,7 @@ impl<S: NodeStore> RTree<S> {
             failed: false,
             bound: None,
             rects: Vec::new(),
+            guesses,
             ahead: HashMap::new(),
             read: 0,
         })
@@ -372,22 +379,49 @@ impl<S: NodeStore> RTree<S> {
 }
 
 /// A queued node or record, small so that heap moves are cheap: a record's
-/// rectangle waits in [`NearestIter`]'s side table at `slot`.
+/// rectangle and a node's [`Guess`] wait in [`NearestIter`]'s side tables
+/// at `slot`.
 #[derive(Debug, Clone, Copy)]
 struct Item {
     dist: f64,
     key: u64,
-    /// Index of the record's rectangle, [`NODE`] for a node.
+    /// Index of the record's rectangle; for a node, [`NODE`] plus the index
+    /// of its guess.
     slot: usize,
 }
 
-/// `Item::slot` of a node.
-const NODE: usize = usize::MAX;
+/// The bit of `Item::slot` that marks a node (no side table comes near it).
+const NODE: usize = 1 << (usize::BITS - 1);
 
 impl Item {
     #[inline]
     fn is_node(&self) -> bool {
-        self.slot == NODE
+        self.slot & NODE != 0
+    }
+}
+
+/// What batched kNN guesses of a queued node before reading it, to read
+/// ahead during the first descent: about how many records its subtree holds
+/// (the tree's records for the root, a parent's share per child below) and
+/// the area of its MBR.
+#[derive(Debug, Clone, Copy)]
+struct Guess {
+    records: f64,
+    area: f64,
+}
+
+impl Guess {
+    /// The radius of a disc holding `k` records at the node's density: the
+    /// guessed distance of the k-th nearest record to a point in the node
+    /// (0 when there is nothing to go by: a node of no area, or the root,
+    /// whose area is not known).
+    fn radius(&self, k: usize) -> f64 {
+        let density = self.records / self.area;
+        if density.is_finite() && density > 0.0 {
+            (k as f64 / (std::f64::consts::PI * density)).sqrt()
+        } else {
+            0.0
+        }
     }
 }
 
@@ -430,18 +464,22 @@ impl Ord for Item {
 /// is unchanged (the same nodes leave the queue in the same order, so the
 /// answers are the same to the bit, ties included), but a node that has not
 /// been read yet is read with one `get_batch` together with the queued
-/// nodes the search is likely to visit next, up to [`KNN_BATCH`]: the
-/// nearest ones whose distance is at most the pruning bound (the k-th
-/// nearest record distance queued so far) once `k` records are queued, and
-/// before that, and always in the open-ended iterator which has no bound,
-/// only the nodes at the very same distance. Every node whose distance is
-/// beyond the bound would be pruned, so it is never read ahead; a node read
-/// ahead is wasted only when the bound tightens below its distance before
-/// the search reaches it, or when the search stops first
-/// ([`QueryStats::nodes_read_unused`]). The bound is not widened by a
-/// guess while fewer than `k` records are known: the first descent then
-/// reads one node per level, but a guess (a node's farthest corner, say)
-/// would read whole levels that the search never enters.
+/// nodes the search is likely to visit next, up to [`KNN_BATCH`], nearest
+/// first: those whose distance is at most
+/// - the pruning bound (the k-th nearest record distance queued so far),
+///   once `k` records are queued: a node beyond it would be pruned, one
+///   within it is visited unless the bound tightens first;
+/// - before that (the first descent), the node's distance plus the radius
+///   of a disc that holds `k` records at the node's guessed density (its
+///   share of the parent's records over its area, see [`Guess`]): the
+///   nodes a search for `k` records around the point enters if the data
+///   are locally even, so that the leaves near the point come in one batch
+///   rather than the first alone;
+/// - in the open-ended iterator (no `k`, no bound), the node's own distance
+///   (ties only: anything farther may never be asked for).
+///
+/// A node read ahead that the search then does not visit is counted in
+/// [`QueryStats::nodes_read_unused`].
 #[derive(Debug)]
 pub struct NearestIter<'a, S: NodeStore> {
     tree: &'a RTree<S>,
@@ -456,6 +494,8 @@ pub struct NearestIter<'a, S: NodeStore> {
     bound: Option<Bound>,
     /// Rectangles of the queued records (see [`Item`]).
     rects: Vec<Rect>,
+    /// Guesses about the queued nodes (see [`Item`]).
+    guesses: Vec<Guess>,
     /// Queued nodes read ahead in a batch (batched reads only).
     ahead: HashMap<PageId, Arc<Node>>,
     /// Nodes read from the store so far.
@@ -563,7 +603,14 @@ impl<S: NodeStore> NearestIter<'_, S> {
     /// first, at most [`KNN_BATCH`].
     fn read_ahead_ids(&mut self, item: &Item) -> Vec<PageId> {
         let limit = self.limit();
-        let reach = if limit.is_finite() { limit } else { item.dist };
+        let reach = match &self.bound {
+            _ if limit.is_finite() => limit,
+            Some(b) => {
+                let guess = self.guesses.get(item.slot & !NODE);
+                item.dist + guess.map_or(0.0, |g| g.radius(b.k))
+            }
+            None => item.dist,
+        };
         let mut ids = vec![item.key];
         let mut seen = Vec::new();
         while ids.len() < KNN_BATCH {
@@ -618,6 +665,11 @@ impl<S: NodeStore> Iterator for NearestIter<'_, S> {
             if leaf {
                 self.stats.candidates += node.entries.len() as u64;
             }
+            // Each child's share of this node's records, for read-ahead.
+            let share = self
+                .guesses
+                .get(item.slot & !NODE)
+                .map_or(0.0, |g| g.records / node.entries.len().max(1) as f64);
             let mut limit = self.limit();
             // Squared-distance prefilter, widened so that it never drops an
             // entry the exact test below would keep.
@@ -643,10 +695,14 @@ impl<S: NodeStore> Iterator for NearestIter<'_, S> {
                         slot: self.rects.len() - 1,
                     }));
                 } else {
+                    self.guesses.push(Guess {
+                        records: share,
+                        area: e.rect.area(),
+                    });
                     self.nodes.push(Reverse(Item {
                         dist,
                         key: e.key,
-                        slot: NODE,
+                        slot: NODE | (self.guesses.len() - 1),
                     }));
                 }
             }
