@@ -154,9 +154,10 @@ pub struct IndexConfig {
     pub buffer_policy: String,
     /// Device spec string.
     pub device: String,
-    /// How range queries read nodes: `single` (the papers' one page at a
-    /// time, the workbench's default) or `batched` (the library's default:
-    /// the children of a node in one device batch). Left out of the
+    /// How range and kNN queries read nodes: `single` (the papers' one page
+    /// at a time, the workbench's default) or `batched` (the library's
+    /// default: the children of a node in one device batch; kNN reads the
+    /// queued nodes it will likely visit next in one batch). Left out of the
     /// configuration key when `single`, so keys of earlier results stay.
     #[serde(skip_serializing_if = "is_single_reads")]
     pub reads: String,

@@ -193,15 +193,25 @@ pub struct KnnArgs {
     #[arg(long)]
     index: PathBuf,
     /// Query point X,Y.
-    #[arg(long, allow_hyphen_values = true)]
-    point: String,
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "points")]
+    point: Option<String>,
+    /// CSV file of query points (`x,y` with a header): one kNN query each,
+    /// in one process.
+    #[arg(long)]
+    points: Option<PathBuf>,
     /// Number of neighbours.
     #[arg(long, default_value_t = 1)]
     k: usize,
     /// Also return every object tied at the k-th distance.
     #[arg(long)]
     ties: bool,
-    /// Print JSON.
+    /// How the tree's nodes are read: batched (a node not in memory with
+    /// the queued nodes the search will likely visit next, in one device
+    /// batch) or single (one page at a time, as the papers). The answers
+    /// are the same.
+    #[arg(long, default_value = "batched")]
+    reads: String,
+    /// Print JSON (last line of standard output).
     #[arg(long)]
     json: bool,
 }
@@ -1005,11 +1015,46 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+fn parse_point(text: &str) -> Result<Point, Failure> {
+    let v = numbers(text, 2, "point")?;
+    Ok(Point::new(v[0], v[1])?)
+}
+
+/// The points of a CSV file `x,y` with a header.
+fn read_points(path: &Path) -> Result<Vec<Point>, Failure> {
+    crate::input_file(path)?;
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .trim(csv::Trim::All)
+        .from_path(path)
+        .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+    let mut out = Vec::new();
+    for (i, rec) in rdr.records().enumerate() {
+        let rec = rec.map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+        let line: Vec<&str> = rec.iter().collect();
+        let p = parse_point(&line.join(",")).map_err(|f| {
+            Error::invalid(format!(
+                "{}: point {}: {:#}",
+                path.display(),
+                i + 1,
+                f.error
+            ))
+        })?;
+        out.push(p);
+    }
+    Ok(out)
+}
+
 /// `geoflash knn`.
 pub fn knn(a: KnnArgs) -> Result<(), Failure> {
-    let v = numbers(&a.point, 2, "point")?;
-    let point = Point::new(v[0], v[1])?;
-    let index = Index::open(&a.index, Access::Read)?;
+    let reads: ReadMode = a.reads.parse()?;
+    let point = match (&a.point, &a.points) {
+        (Some(p), None) => parse_point(p)?,
+        (None, Some(f)) => return knn_points(&a, &read_points(f)?, reads),
+        _ => return Err(Error::invalid("give --point X,Y or --points FILE").into()),
+    };
+    let mut index = Index::open(&a.index, Access::Read)?;
+    index.set_read_mode(reads);
     let r = index.nearest(point, a.k, a.ties)?;
     if a.json {
         print_json(&json!({
@@ -1020,6 +1065,53 @@ pub fn knn(a: KnnArgs) -> Result<(), Failure> {
     } else {
         for n in &r.neighbors {
             outln!("{} {}", n.id, n.distance);
+        }
+    }
+    Ok(())
+}
+
+/// `geoflash knn --points`: one query per point, then the index's Stats
+/// record (device counters of the whole run, the open included).
+fn knn_points(a: &KnnArgs, points: &[Point], reads: ReadMode) -> Result<(), Failure> {
+    let mut index = Index::open(&a.index, Access::Read)?;
+    index.set_read_mode(reads);
+    let start = BatchClock::start();
+    let mut answers = Vec::with_capacity(points.len());
+    let (mut candidates, mut results) = (0u64, 0u64);
+    for p in points {
+        let r = index.nearest(*p, a.k, a.ties)?;
+        candidates += r.stats.candidates;
+        results += r.stats.results;
+        answers.push(r);
+    }
+    let mut stats = index.stats("knn");
+    stats.operations = points.len() as u64;
+    start.finish(&mut stats);
+    stats.query_candidates = candidates;
+    stats.query_results = results;
+    if a.json {
+        let per: Vec<serde_json::Value> = answers
+            .iter()
+            .map(|r| {
+                json!({
+                    "neighbors": r.neighbors.iter().map(|n| json!({"id": n.id, "distance": n.distance})).collect::<Vec<_>>(),
+                    "stats": r.stats,
+                })
+            })
+            .collect();
+        print_json(&json!({
+            "points": per,
+            "units": index.manifest().crs.units,
+            "stats": stats,
+        }))?;
+    } else {
+        for (i, r) in answers.iter().enumerate() {
+            let list: Vec<String> = r
+                .neighbors
+                .iter()
+                .map(|n| format!("{}:{}", n.id, n.distance))
+                .collect();
+            outln!("point {i}: {}", list.join(" "));
         }
     }
     Ok(())

@@ -201,6 +201,112 @@ fn generate_build_query_knn_agree_with_brute_force() {
     }
 }
 
+/// `knn --points` in both read modes: the same neighbours (ids, distances,
+/// order) as each other and as brute force, and batched reads need no more
+/// device batches than single ones.
+#[test]
+fn knn_points_in_both_read_modes_agree_with_brute_force() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    ok(geoflash(&[
+        "generate",
+        "--distribution",
+        "uniform",
+        "--geometry",
+        "box",
+        "--count",
+        "4000",
+        "--seed",
+        "16",
+        "--out",
+        s(&data),
+    ]));
+    let records = read_csv(&data);
+    let idx = dir.path().join("idx");
+    ok(geoflash(&[
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&idx),
+        "--bulk",
+        "str",
+        "--page-size",
+        "512",
+        "--device",
+        "file?direct=false",
+    ]));
+    let points: Vec<[f64; 2]> = (0..25)
+        .map(|i| {
+            [
+                f64::from(i % 5) * 0.23 + 0.01,
+                f64::from(i / 5) * 0.19 + 0.05,
+            ]
+        })
+        .collect();
+    let file = dir.path().join("p.csv");
+    let mut text = String::from("x,y\n");
+    for p in &points {
+        text.push_str(&format!("{},{}\n", p[0], p[1]));
+    }
+    std::fs::write(&file, text).unwrap();
+    let run = |reads: &str| {
+        last_json(&ok(geoflash(&[
+            "knn",
+            "--index",
+            s(&idx),
+            "--points",
+            s(&file),
+            "--k",
+            "10",
+            "--reads",
+            reads,
+            "--json",
+        ])))
+    };
+    let (single, batched) = (run("single"), run("batched"));
+    // The same neighbours and visits; batched reads may also read nodes
+    // ahead that they then do not visit.
+    let mut same = batched["points"].clone();
+    for p in same.as_array_mut().unwrap() {
+        p["stats"]["nodes_read_unused"] = serde_json::json!(0);
+    }
+    assert_eq!(single["points"], same);
+    for (p, got) in points.iter().zip(single["points"].as_array().unwrap()) {
+        let mut want: Vec<f64> = records
+            .iter()
+            .map(|(_, r)| {
+                let dx = (r[0] - p[0]).max(0.0).max(p[0] - r[2]);
+                let dy = (r[1] - p[1]).max(0.0).max(p[1] - r[3]);
+                (dx * dx + dy * dy).sqrt()
+            })
+            .collect();
+        want.sort_by(f64::total_cmp);
+        let got: Vec<f64> = got["neighbors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["distance"].as_f64().unwrap())
+            .collect();
+        assert_eq!(got.len(), 10);
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (g - w).abs() < 1e-12,
+                "point {p:?}: {got:?} vs {:?}",
+                &want[..10]
+            );
+        }
+    }
+    let batches = |j: &serde_json::Value| j["stats"]["read_batches"].as_u64().unwrap();
+    assert!(
+        batches(&batched) <= batches(&single),
+        "batched {} device batches, single {}",
+        batches(&batched),
+        batches(&single)
+    );
+    assert_eq!(single["stats"]["operations"], 25);
+}
+
 #[test]
 fn insert_and_delete_change_an_existing_index() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();

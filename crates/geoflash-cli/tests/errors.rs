@@ -274,6 +274,23 @@ fn every_command_refuses_bad_input_with_exit_2_naming_it() {
             vec!["knn", "--index", s(&idx), "--point", "nan,1"],
             vec!["point"],
         ),
+        (vec!["knn", "--index", s(&idx)], vec!["--points"]),
+        (
+            vec!["knn", "--index", s(&idx), "--points", s(&nope)],
+            vec!["nope.csv"],
+        ),
+        (
+            vec![
+                "knn",
+                "--index",
+                s(&idx),
+                "--point",
+                "0,0",
+                "--reads",
+                "sideways",
+            ],
+            vec!["sideways"],
+        ),
         (vec!["inspect", "--index", s(&no_index)], vec!["no-index"]),
         (vec!["verify", "--index", s(&no_index)], vec!["no-index"]),
         (

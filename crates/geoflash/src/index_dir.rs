@@ -959,14 +959,14 @@ impl Index {
         self.tree.rtree("this operation")
     }
 
-    /// Sets how range queries read nodes ([`ReadMode`]: batched by default,
+    /// Sets how range and kNN queries read nodes ([`ReadMode`]: batched by default,
     /// `single` for the papers' one-page-at-a-time reads); the answers do
     /// not change. Not persisted: each open starts batched.
     pub fn set_read_mode(&mut self, mode: ReadMode) {
         self.tree.set_read_mode(mode);
     }
 
-    /// How range queries read nodes.
+    /// How range and kNN queries read nodes.
     pub fn read_mode(&self) -> ReadMode {
         self.tree.read_mode()
     }

@@ -76,7 +76,7 @@ impl std::fmt::Debug for Structure {
 }
 
 impl Structure {
-    /// Sets how the R-tree family's range queries read nodes ([`ReadMode`]);
+    /// Sets how the R-tree family's range and kNN queries read nodes ([`ReadMode`]);
     /// the FOR-tree and the xBR+-tree keep their own traversals.
     pub fn set_read_mode(&mut self, mode: ReadMode) {
         if let Structure::RTree(t) = self {
@@ -84,7 +84,7 @@ impl Structure {
         }
     }
 
-    /// How the R-tree family's range queries read nodes (the default for
+    /// How the R-tree family's range and kNN queries read nodes (the default for
     /// the other structures).
     pub fn read_mode(&self) -> ReadMode {
         match self {
@@ -264,6 +264,7 @@ impl Structure {
                             nodes_visited: 0,
                             candidates: n,
                             results: n,
+                            nodes_read_unused: 0,
                         },
                     });
                 }
@@ -373,6 +374,7 @@ fn point_answer(
             nodes_visited: 0,
             candidates,
             results: hits.len() as u64,
+            nodes_read_unused: 0,
         },
         hits,
     }

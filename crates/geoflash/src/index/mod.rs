@@ -51,6 +51,8 @@ mod hilbert;
 mod ids;
 mod insert;
 pub mod inspect;
+#[cfg(test)]
+mod knn_tests;
 mod ops;
 pub mod params;
 pub mod query;
@@ -99,24 +101,29 @@ pub struct RTree<S: NodeStore> {
     ids: ids::IdSet,
     /// Splits, reinsertions and merges since the tree was created or opened.
     counters: TreeCounters,
-    /// How range queries read the nodes they visit ([`ReadMode`]).
+    /// How range and kNN queries read the nodes they visit ([`ReadMode`]).
     reads: ReadMode,
 }
 
-/// How a range query reads the nodes it visits. Either way it visits the
-/// same nodes in the same (depth-first, key) order and returns the same
-/// records in the same order; only the device requests differ.
+/// How a range or kNN query reads the nodes it visits. Either way it
+/// visits the same nodes in the same order (depth-first in key order for
+/// range queries, best-first for kNN) and returns the same records in the
+/// same order; only the device requests differ, and batched kNN may read a
+/// few nodes it then does not visit ([`QueryStats::nodes_read_unused`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReadMode {
     /// The children of a node that the query enters are read together, as
     /// one [`NodeStore::get_batch`] (one device batch for the pages not in
     /// memory: many reads in flight, the level-by-level batching of Fevgas'
-    /// thesis applied to ordinary queries). The default.
+    /// thesis applied to ordinary queries). kNN reads a node that is not in
+    /// hand together with the queued nodes it will likely visit next (see
+    /// [`query::NearestIter`]). The default.
     #[default]
     Batched,
-    /// One [`NodeStore::get`] per node, when the traversal reaches it: the
-    /// papers' one-page-at-a-time reads, pinned by the seed workloads.
+    /// One [`NodeStore::get`] per node, when the traversal reaches it (kNN:
+    /// when it leaves the queue): the papers' one-page-at-a-time reads,
+    /// pinned by the seed workloads.
     Single,
 }
 
@@ -186,12 +193,12 @@ impl<S: NodeStore> RTree<S> {
         &self.params
     }
 
-    /// How range queries read nodes (default [`ReadMode::Batched`]).
+    /// How range and kNN queries read nodes (default [`ReadMode::Batched`]).
     pub fn read_mode(&self) -> ReadMode {
         self.reads
     }
 
-    /// Sets how range queries read nodes; answers do not change.
+    /// Sets how range and kNN queries read nodes; answers do not change.
     pub fn set_read_mode(&mut self, reads: ReadMode) {
         self.reads = reads;
     }

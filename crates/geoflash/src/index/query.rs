@@ -13,7 +13,7 @@
 //! [`Predicate::Within`] objects that contain the window. Rectangles are
 //! closed: touching counts as intersecting.
 use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -98,8 +98,15 @@ pub struct Hit {
 /// What a query did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueryStats {
-    /// Nodes read through the store (`get` calls).
+    /// Nodes the query visited (read through the store and used). The same
+    /// in both [`ReadMode`]s.
     pub nodes_visited: u64,
+    /// kNN with batched reads: nodes read ahead in a batch that the search
+    /// then did not visit (pruned by a bound that tightened after the read,
+    /// or still queued when it stopped). Always 0 for single reads and for
+    /// range queries, which read only what they visit.
+    #[serde(default)]
+    pub nodes_read_unused: u64,
     /// Records that passed the filter step on MBRs (kNN: records whose
     /// distance was computed).
     pub candidates: u64,
@@ -296,31 +303,46 @@ impl<S: NodeStore> RTree<S> {
     }
 
     /// Neighbours of `point` by ascending distance, lazily (best-first search).
+    /// The search visits nodes in the same order in both [`ReadMode`]s; with
+    /// batched reads a node that must be read brings along the queued nodes
+    /// at its own distance (see [`NearestIter`]).
     pub fn nearest_iter(&self, point: Point) -> Result<NearestIter<'_, S>> {
         let p = checked_point(point)?;
-        let mut heap = BinaryHeap::new();
-        if let Some(root) = self.store.meta().root {
-            heap.push(Reverse(Item {
+        let meta = self.store.meta();
+        let mut nodes = BinaryHeap::new();
+        let mut guesses = Vec::new();
+        if let Some(root) = meta.root {
+            nodes.push(Reverse(Item {
                 dist: 0.0,
                 key: root,
                 slot: NODE,
             }));
+            guesses.push(Guess {
+                records: meta.records as f64,
+                area: f64::INFINITY,
+            });
         }
         Ok(NearestIter {
             tree: self,
             point: p,
-            heap,
+            nodes,
+            records: BinaryHeap::new(),
             stats: QueryStats::default(),
             failed: false,
             bound: None,
             rects: Vec::new(),
+            guesses,
+            ahead: HashMap::new(),
+            read: 0,
         })
     }
 
     /// The `k` nearest records to `point` with their distances. With
     /// `ties`, every record at the k-th distance is returned too (so the
     /// answer may hold more than `k`). Equal to the first items of
-    /// [`RTree::nearest_iter`].
+    /// [`RTree::nearest_iter`]. Both [`ReadMode`]s return the same
+    /// neighbours in the same order from the same visited nodes; batched
+    /// reads may read a few nodes more ([`QueryStats::nodes_read_unused`]).
     pub fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
         let mut it = self.nearest_iter(point)?;
         // Memory follows the answer, never `k` itself (a user's number):
@@ -357,22 +379,49 @@ impl<S: NodeStore> RTree<S> {
 }
 
 /// A queued node or record, small so that heap moves are cheap: a record's
-/// rectangle waits in [`NearestIter`]'s side table at `slot`.
+/// rectangle and a node's [`Guess`] wait in [`NearestIter`]'s side tables
+/// at `slot`.
 #[derive(Debug, Clone, Copy)]
 struct Item {
     dist: f64,
     key: u64,
-    /// Index of the record's rectangle, [`NODE`] for a node.
+    /// Index of the record's rectangle; for a node, [`NODE`] plus the index
+    /// of its guess.
     slot: usize,
 }
 
-/// `Item::slot` of a node.
-const NODE: usize = usize::MAX;
+/// The bit of `Item::slot` that marks a node (no side table comes near it).
+const NODE: usize = 1 << (usize::BITS - 1);
 
 impl Item {
     #[inline]
     fn is_node(&self) -> bool {
-        self.slot == NODE
+        self.slot & NODE != 0
+    }
+}
+
+/// What batched kNN guesses of a queued node before reading it, to read
+/// ahead during the first descent: about how many records its subtree holds
+/// (the tree's records for the root, a parent's share per child below) and
+/// the area of its MBR.
+#[derive(Debug, Clone, Copy)]
+struct Guess {
+    records: f64,
+    area: f64,
+}
+
+impl Guess {
+    /// The radius of a disc holding `k` records at the node's density: the
+    /// guessed distance of the k-th nearest record to a point in the node
+    /// (0 when there is nothing to go by: a node of no area, or the root,
+    /// whose area is not known).
+    fn radius(&self, k: usize) -> f64 {
+        let density = self.records / self.area;
+        if density.is_finite() && density > 0.0 {
+            (k as f64 / (std::f64::consts::PI * density)).sqrt()
+        } else {
+            0.0
+        }
     }
 }
 
@@ -390,30 +439,72 @@ impl PartialOrd for Item {
     }
 }
 impl Ord for Item {
-    /// By distance, records before nodes at equal distance, then by key.
+    /// By distance, records before nodes at equal distance, then by key
+    /// (then by slot: a total order, so the queue's order never depends on
+    /// how it is stored).
     #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
         self.dist
             .total_cmp(&other.dist)
             .then(self.is_node().cmp(&other.is_node()))
             .then(self.key.cmp(&other.key))
+            .then(self.slot.cmp(&other.slot))
     }
 }
 
 /// Neighbours by ascending distance (ties by id), produced by best-first
 /// search; see [`RTree::nearest_iter`].
+///
+/// The queue is kept as two heaps, nodes and records, under one order
+/// ([`Item`]'s): the search takes whichever top comes first, as from one
+/// heap, and the nodes that may be read next are the top of the node heap.
+///
+/// Reads follow the tree's [`ReadMode`]. Single: the node leaving the queue
+/// is read with one `get` (the papers' search). Batched: the search itself
+/// is unchanged (the same nodes leave the queue in the same order, so the
+/// answers are the same to the bit, ties included), but a node that has not
+/// been read yet is read with one `get_batch` together with the queued
+/// nodes the search is likely to visit next, up to [`KNN_BATCH`], nearest
+/// first: those whose distance is at most
+/// - the pruning bound (the k-th nearest record distance queued so far),
+///   once `k` records are queued: a node beyond it would be pruned, one
+///   within it is visited unless the bound tightens first;
+/// - before that (the first descent), the node's distance plus the radius
+///   of a disc that holds `k` records at the node's guessed density (its
+///   share of the parent's records over its area, see [`Guess`]): the
+///   nodes a search for `k` records around the point enters if the data
+///   are locally even, so that the leaves near the point come in one batch
+///   rather than the first alone;
+/// - in the open-ended iterator (no `k`, no bound), the node's own distance
+///   (ties only: anything farther may never be asked for).
+///
+/// A node read ahead that the search then does not visit is counted in
+/// [`QueryStats::nodes_read_unused`].
 #[derive(Debug)]
 pub struct NearestIter<'a, S: NodeStore> {
     tree: &'a RTree<S>,
     point: Point,
-    heap: BinaryHeap<Reverse<Item>>,
+    /// Queued nodes.
+    nodes: BinaryHeap<Reverse<Item>>,
+    /// Queued records.
+    records: BinaryHeap<Reverse<Item>>,
     stats: QueryStats,
     failed: bool,
     /// Pruning for a k-bounded search (`None` for an open-ended iterator).
     bound: Option<Bound>,
     /// Rectangles of the queued records (see [`Item`]).
     rects: Vec<Rect>,
+    /// Guesses about the queued nodes (see [`Item`]).
+    guesses: Vec<Guess>,
+    /// Queued nodes read ahead in a batch (batched reads only).
+    ahead: HashMap<PageId, Arc<Node>>,
+    /// Nodes read from the store so far.
+    read: u64,
 }
+
+/// Most nodes one batched kNN read asks for: enough to keep an SSD's queue
+/// full, few enough that a bound that tightens soon wastes little.
+pub const KNN_BATCH: usize = 64;
 
 /// The `k` smallest record distances queued so far (as bit patterns of
 /// non-negative floats, which order like the floats): an item farther than
@@ -456,9 +547,87 @@ fn widen_sq(limit: f64) -> f64 {
 }
 
 impl<S: NodeStore> NearestIter<'_, S> {
-    /// What the search did so far (`results` counts neighbours produced).
+    /// What the search did so far (`results` counts neighbours produced;
+    /// `nodes_read_unused` the nodes read ahead and not visited yet).
     pub fn stats(&self) -> QueryStats {
-        self.stats
+        QueryStats {
+            nodes_read_unused: self.read.saturating_sub(self.stats.nodes_visited),
+            ..self.stats
+        }
+    }
+
+    /// The first queued item, nodes and records in one order.
+    fn pop(&mut self) -> Option<Item> {
+        let node_first = match (self.nodes.peek(), self.records.peek()) {
+            (Some(Reverse(n)), Some(Reverse(r))) => n < r,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let heap = if node_first {
+            &mut self.nodes
+        } else {
+            &mut self.records
+        };
+        heap.pop().map(|Reverse(item)| item)
+    }
+
+    /// The current pruning distance (infinite while fewer than `k` records
+    /// are queued, and always for the open-ended iterator).
+    fn limit(&self) -> f64 {
+        self.bound.as_ref().map_or(f64::INFINITY, Bound::limit)
+    }
+
+    /// Node `item`, which the search visits now: from the nodes read ahead,
+    /// else read per the read mode.
+    fn read_node(&mut self, item: &Item) -> Result<Arc<Node>> {
+        if let Some(node) = self.ahead.remove(&item.key) {
+            return Ok(node);
+        }
+        if self.tree.reads == ReadMode::Single {
+            let node = self.tree.store.get(item.key)?;
+            self.read += 1;
+            return Ok(node);
+        }
+        let ids = self.read_ahead_ids(item);
+        let mut nodes = self.tree.store.get_batch(&ids)?.into_iter();
+        self.read += ids.len() as u64;
+        let node = nodes
+            .next()
+            .ok_or_else(|| Error::corrupt(Some(item.key), "the store returned no node"))?;
+        self.ahead.extend(ids.iter().skip(1).copied().zip(nodes));
+        Ok(node)
+    }
+
+    /// `item`'s page and those of the nearest queued nodes not read yet
+    /// that the search is likely to visit (see [`NearestIter`]), nearest
+    /// first, at most [`KNN_BATCH`].
+    fn read_ahead_ids(&mut self, item: &Item) -> Vec<PageId> {
+        let limit = self.limit();
+        let reach = match &self.bound {
+            _ if limit.is_finite() => limit,
+            Some(b) => {
+                let guess = self.guesses.get(item.slot & !NODE);
+                item.dist + guess.map_or(0.0, |g| g.radius(b.k))
+            }
+            None => item.dist,
+        };
+        let mut ids = vec![item.key];
+        let mut seen = Vec::new();
+        while ids.len() < KNN_BATCH {
+            match self.nodes.peek() {
+                Some(Reverse(next)) if next.dist <= reach => {}
+                _ => break,
+            }
+            let Some(Reverse(next)) = self.nodes.pop() else {
+                break;
+            };
+            if !self.ahead.contains_key(&next.key) {
+                ids.push(next.key);
+            }
+            seen.push(Reverse(next));
+        }
+        self.nodes.extend(seen);
+        ids
     }
 }
 
@@ -469,7 +638,7 @@ impl<S: NodeStore> Iterator for NearestIter<'_, S> {
         if self.failed {
             return None;
         }
-        while let Some(Reverse(item)) = self.heap.pop() {
+        while let Some(item) = self.pop() {
             if !item.is_node() {
                 let rect = *self.rects.get(item.slot)?;
                 self.stats.results += 1;
@@ -479,11 +648,12 @@ impl<S: NodeStore> Iterator for NearestIter<'_, S> {
                     distance: item.dist,
                 }));
             }
-            if self.bound.as_ref().is_some_and(|b| item.dist > b.limit()) {
+            if item.dist > self.limit() {
                 // Queued before the bound tightened: nothing in it can answer.
+                self.ahead.remove(&item.key);
                 continue;
             }
-            let node = match self.tree.store.get(item.key) {
+            let node = match self.read_node(&item) {
                 Ok(n) => n,
                 Err(e) => {
                     self.failed = true;
@@ -495,7 +665,12 @@ impl<S: NodeStore> Iterator for NearestIter<'_, S> {
             if leaf {
                 self.stats.candidates += node.entries.len() as u64;
             }
-            let mut limit = self.bound.as_ref().map_or(f64::INFINITY, Bound::limit);
+            // Each child's share of this node's records, for read-ahead.
+            let share = self
+                .guesses
+                .get(item.slot & !NODE)
+                .map_or(0.0, |g| g.records / node.entries.len().max(1) as f64);
+            let mut limit = self.limit();
             // Squared-distance prefilter, widened so that it never drops an
             // entry the exact test below would keep.
             let mut limit_sq = widen_sq(limit);
@@ -513,18 +688,23 @@ impl<S: NodeStore> Iterator for NearestIter<'_, S> {
                         limit = b.limit();
                         limit_sq = widen_sq(limit);
                     }
-                }
-                let slot = if leaf {
                     self.rects.push(e.rect);
-                    self.rects.len() - 1
+                    self.records.push(Reverse(Item {
+                        dist,
+                        key: e.key,
+                        slot: self.rects.len() - 1,
+                    }));
                 } else {
-                    NODE
-                };
-                self.heap.push(Reverse(Item {
-                    dist,
-                    key: e.key,
-                    slot,
-                }));
+                    self.guesses.push(Guess {
+                        records: share,
+                        area: e.rect.area(),
+                    });
+                    self.nodes.push(Reverse(Item {
+                        dist,
+                        key: e.key,
+                        slot: NODE | (self.guesses.len() - 1),
+                    }));
+                }
             }
         }
         None

@@ -1,7 +1,7 @@
 //! `NodeStore::get_batch` against `get` on every store: the same nodes, in
 //! the order asked, with repeats, and the pages not in memory read as one
-//! device batch; batched and single-page range queries give the same
-//! records in the same order.
+//! device batch; batched and single-page range and kNN queries give the
+//! same records in the same order.
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -9,8 +9,8 @@ use super::efind::{EfindConfig, EfindStore};
 use super::fast::{FastConfig, FastStore};
 use super::plain::{PlainConfig, PlainStore};
 use super::NodeStore;
-use crate::geom::Rect;
-use crate::index::{IndexKind, Predicate, RTree, ReadMode, TreeParams};
+use crate::geom::{Point, Rect};
+use crate::index::{min_dist, IndexKind, Predicate, RTree, ReadMode, TreeParams};
 use crate::storage::mem::MemDevice;
 use crate::storage::{PageDevice, PageId};
 
@@ -37,8 +37,10 @@ fn pages<S: NodeStore>(t: &RTree<S>) -> Vec<PageId> {
 }
 
 /// Builds a tree of `n` records on `store` (deleting every fifth), then
-/// checks `get_batch` against `get` and the two read modes against each other.
-fn check<S: NodeStore>(store: S, dev: &MemDevice, n: u64, label: &str) {
+/// checks `get_batch` against `get` and the two read modes against each
+/// other, for range and kNN queries; returns the kNN queries' device read
+/// batches in single and in batched mode.
+fn check<S: NodeStore>(store: S, dev: &MemDevice, n: u64, label: &str) -> (u64, u64) {
     let mut t =
         RTree::create(store, TreeParams::for_page(IndexKind::RStar, PAGE).unwrap()).unwrap();
     for i in 0..n {
@@ -93,6 +95,64 @@ fn check<S: NodeStore>(store: S, dev: &MemDevice, n: u64, label: &str) {
             .count();
         assert_eq!(batched.hits.len(), want, "{label}: window {w:?}");
     }
+    knn_modes_agree(&mut t, dev, n, label)
+}
+
+/// Device read batches of kNN queries on `t` in single and in batched
+/// mode, after checking that both return the brute-force neighbours, the
+/// same in the same order from the same visited nodes, and that a batched
+/// query asks for at most one device batch per visited node.
+fn knn_modes_agree<S: NodeStore>(
+    t: &mut RTree<S>,
+    dev: &MemDevice,
+    n: u64,
+    label: &str,
+) -> (u64, u64) {
+    let (mut single_batches, mut batched_batches) = (0, 0);
+    for q in 0..12u32 {
+        let p = Point::new(f64::from(q * 9 % 100), f64::from(q * 13 % 90)).unwrap();
+        for (k, ties) in [(1, false), (10, true), (40, false)] {
+            t.set_read_mode(ReadMode::Single);
+            dev.reset_stats();
+            let single = t.nearest(p, k, ties).unwrap();
+            single_batches += dev.stats().io.read_batches;
+            t.set_read_mode(ReadMode::Batched);
+            dev.reset_stats();
+            let batched = t.nearest(p, k, ties).unwrap();
+            let io = dev.stats().io;
+            batched_batches += io.read_batches;
+            let what = format!("{label}: kNN at {p:?}, k {k}, ties {ties}");
+            assert_eq!(batched.neighbors, single.neighbors, "{what}");
+            assert_eq!(
+                batched.stats.nodes_visited, single.stats.nodes_visited,
+                "{what}"
+            );
+            assert!(io.read_batches <= batched.stats.nodes_visited, "{what}");
+            assert!(
+                io.pages_read <= batched.stats.nodes_visited + batched.stats.nodes_read_unused,
+                "{what}"
+            );
+            let mut truth: Vec<f64> = (0..n)
+                .filter(|i| i % 5 != 0)
+                .map(|i| min_dist(&p, &rect(i)))
+                .collect();
+            truth.sort_by(f64::total_cmp);
+            let got: Vec<f64> = single.neighbors.iter().map(|x| x.distance).collect();
+            if ties {
+                let kth = truth[k - 1];
+                assert_eq!(got.len(), truth.iter().filter(|d| **d <= kth).count());
+            } else {
+                assert_eq!(got, truth[..k], "{what}");
+            }
+        }
+    }
+    eprintln!("{label}: kNN device batches single {single_batches}, batched {batched_batches}");
+    if single_batches == 0 {
+        // Everything in memory: batched reads must not reach the device
+        // either (FAST once sent an empty batch).
+        assert_eq!(batched_batches, 0, "{label}");
+    }
+    (single_batches, batched_batches)
 }
 
 #[test]
@@ -104,7 +164,11 @@ fn plain_get_batch_matches_get() {
             ..PlainConfig::default()
         };
         let s = PlainStore::create(dev.clone(), cfg).unwrap();
-        check(s, &dev, 600, &format!("plain, buffer {buffer}"));
+        let (single, batched) = check(s, &dev, 600, &format!("plain, buffer {buffer}"));
+        if buffer == 0 {
+            // No cache: every visited node is read from the device.
+            assert!(batched < single, "{batched} batches, single {single}");
+        }
     }
 }
 

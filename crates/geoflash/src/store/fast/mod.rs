@@ -730,6 +730,10 @@ impl FastStore {
     /// The stored versions of nodes `ids` (sorted, distinct), read as one
     /// device batch and counted as node reads.
     fn stored_batch(&self, ids: &[PageId]) -> Result<Vec<Node>> {
+        if ids.is_empty() {
+            // Every node asked for was in memory: no device request.
+            return Ok(Vec::new());
+        }
         let watch = Stopwatch::start(self.device.sim_clock_ns());
         let mut buf = vec![0u8; ids.len() * self.page_size];
         if ids.len() == 1 {

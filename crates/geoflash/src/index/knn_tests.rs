@@ -1,0 +1,411 @@
+//! kNN under both [`ReadMode`]s: batched and single reads return the same
+//! neighbours (ids, distances, order, ties) as each other and as brute
+//! force, visit the same nodes, and batched reads ask the store fewer times.
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+
+use super::*;
+use crate::geom::{HilbertDomain, Point};
+use crate::store::mem::MemStore;
+use crate::store::{OpId, StoreStats};
+
+/// One read the tree asked its store for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Call {
+    Get(PageId),
+    Batch(Vec<PageId>),
+}
+
+/// A [`MemStore`] that records every read asked of it.
+#[derive(Debug, Default)]
+struct Recording {
+    inner: MemStore,
+    calls: Mutex<Vec<Call>>,
+}
+
+impl Recording {
+    fn new() -> Self {
+        Recording {
+            inner: MemStore::new(),
+            calls: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The reads since the last call, oldest first.
+    fn take(&self) -> Vec<Call> {
+        std::mem::take(&mut *self.calls.lock().unwrap())
+    }
+
+    fn note(&self, call: Call) {
+        self.calls.lock().unwrap().push(call);
+    }
+}
+
+impl NodeStore for Recording {
+    fn get(&self, id: PageId) -> Result<Arc<Node>> {
+        self.note(Call::Get(id));
+        self.inner.get(id)
+    }
+    fn get_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
+        self.note(Call::Batch(ids.to_vec()));
+        ids.iter().map(|&id| self.inner.get(id)).collect()
+    }
+    fn begin_op(&mut self) -> Result<OpId> {
+        self.inner.begin_op()
+    }
+    fn create(&mut self, level: u16, entries: Vec<Entry>) -> Result<PageId> {
+        self.inner.create(level, entries)
+    }
+    fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) -> Result<()> {
+        self.inner.modify(id, level, changes)
+    }
+    fn delete(&mut self, id: PageId) -> Result<()> {
+        self.inner.delete(id)
+    }
+    fn set_meta(&mut self, meta: TreeMeta) -> Result<()> {
+        self.inner.set_meta(meta)
+    }
+    fn commit_op(&mut self, op: OpId) -> Result<()> {
+        self.inner.commit_op(op)
+    }
+    fn meta(&self) -> TreeMeta {
+        self.inner.meta()
+    }
+    fn checkpoint(&mut self) -> Result<()> {
+        self.inner.checkpoint()
+    }
+    fn stats(&self) -> StoreStats {
+        self.inner.stats()
+    }
+}
+
+fn r(x0: f64, y0: f64, x1: f64, y1: f64) -> Rect {
+    Rect::new(x0, y0, x1, y1).unwrap()
+}
+
+/// Nodes fetched by `calls` (a batch counts each id).
+fn fetched(calls: &[Call]) -> u64 {
+    calls
+        .iter()
+        .map(|c| match c {
+            Call::Get(_) => 1,
+            Call::Batch(ids) => ids.len() as u64,
+        })
+        .sum()
+}
+
+/// The tree kinds under test, with M = `max`.
+fn params(max: usize) -> Vec<TreeParams> {
+    let domain = HilbertDomain::new(r(0.0, 0.0, 50.0, 50.0), 8).unwrap();
+    vec![
+        TreeParams::new(IndexKind::RTree, max).with_split(SplitKind::Quadratic),
+        TreeParams::new(IndexKind::RStar, max),
+        TreeParams::new(IndexKind::Hilbert, max).with_hilbert_domain(domain),
+    ]
+}
+
+/// A tree of `items` on a recording store, by insertion (then deleting every
+/// `delete_every`-th item, 0 for none) or by an STR bulk load.
+fn build(
+    p: TreeParams,
+    items: &[(u64, Rect)],
+    bulk: bool,
+    delete_every: usize,
+) -> (RTree<Recording>, Vec<(u64, Rect)>) {
+    if bulk {
+        let t =
+            RTree::bulk_load(Recording::new(), p, items.to_vec(), BulkMethod::Str, 1.0).unwrap();
+        t.store().take();
+        return (t, items.to_vec());
+    }
+    let mut t = RTree::create(Recording::new(), p).unwrap();
+    for (id, rect) in items {
+        t.insert(*id, *rect).unwrap();
+    }
+    let mut live = Vec::new();
+    for (i, (id, rect)) in items.iter().enumerate() {
+        if delete_every > 0 && i % delete_every == 0 {
+            t.delete(*id, *rect).unwrap();
+        } else {
+            live.push((*id, *rect));
+        }
+    }
+    t.store().take();
+    (t, live)
+}
+
+/// Records by ascending (distance, id).
+fn brute_force(items: &[(u64, Rect)], p: &Point) -> Vec<(f64, u64)> {
+    let mut d: Vec<(f64, u64)> = items.iter().map(|(id, b)| (min_dist(p, b), *id)).collect();
+    d.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    d
+}
+
+/// `nearest(p, k, ties)` in `mode`, with the reads it asked for.
+fn knn_in(
+    t: &mut RTree<Recording>,
+    mode: ReadMode,
+    p: Point,
+    k: usize,
+    ties: bool,
+) -> (KnnResult, Vec<Call>) {
+    t.set_read_mode(mode);
+    t.store().take();
+    let res = t.nearest(p, k, ties).unwrap();
+    (res, t.store().take())
+}
+
+/// Checks one kNN query in both modes against each other and brute force.
+fn check_knn(t: &mut RTree<Recording>, live: &[(u64, Rect)], p: Point, k: usize, ties: bool) {
+    let (single, single_calls) = knn_in(t, ReadMode::Single, p, k, ties);
+    let (batched, batched_calls) = knn_in(t, ReadMode::Batched, p, k, ties);
+    let what = format!("{:?} at {p:?}, k {k}, ties {ties}", t.params().kind);
+    // The same answer, to the bit and in the same order, from the same visits.
+    assert_eq!(batched.neighbors, single.neighbors, "{what}");
+    assert_eq!(
+        batched.stats.nodes_visited, single.stats.nodes_visited,
+        "{what}"
+    );
+    assert_eq!(batched.stats.candidates, single.stats.candidates, "{what}");
+    // Single reads are one `get` per visited node, nothing read ahead.
+    assert!(single_calls.iter().all(|c| matches!(c, Call::Get(_))));
+    assert_eq!(
+        single_calls.len() as u64,
+        single.stats.nodes_visited,
+        "{what}"
+    );
+    assert_eq!(single.stats.nodes_read_unused, 0, "{what}");
+    // Batched reads: every read in a batch, each node once, and the nodes
+    // read beyond the visited ones are the ones reported unused.
+    assert!(batched_calls.iter().all(|c| matches!(c, Call::Batch(_))));
+    assert!(batched_calls.len() as u64 <= batched.stats.nodes_visited);
+    let mut read: Vec<PageId> = batched_calls
+        .iter()
+        .flat_map(|c| match c {
+            Call::Batch(ids) => ids.clone(),
+            Call::Get(id) => vec![*id],
+        })
+        .collect();
+    let n = read.len();
+    read.sort_unstable();
+    read.dedup();
+    assert_eq!(read.len(), n, "{what}: a node read twice");
+    assert_eq!(
+        fetched(&batched_calls),
+        batched.stats.nodes_visited + batched.stats.nodes_read_unused,
+        "{what}"
+    );
+    check_single_reads(t, &p, k, live, &single_calls, &what);
+    // Brute force: the k smallest distances, the right distance for each
+    // id, and with ties every record at the k-th distance.
+    let truth = brute_force(live, &p);
+    let want: Vec<f64> = truth.iter().take(k).map(|x| x.0).collect();
+    let got: Vec<f64> = single.neighbors.iter().map(|n| n.distance).collect();
+    if ties {
+        let kth = want.last().copied();
+        let all: Vec<u64> = truth
+            .iter()
+            .filter(|x| kth.is_some_and(|d| x.0 <= d))
+            .map(|x| x.1)
+            .collect();
+        let mut ids: Vec<u64> = single.neighbors.iter().map(|n| n.id).collect();
+        ids.sort_unstable();
+        let mut all = all;
+        all.sort_unstable();
+        assert_eq!(ids, all, "{what}");
+    } else {
+        assert_eq!(got, want, "{what}");
+    }
+    for n in &single.neighbors {
+        assert!(
+            truth.contains(&(n.distance, n.id)),
+            "{what}: {n:?} has the wrong distance"
+        );
+    }
+    // The iterator: the same sequence in both modes.
+    let m = k.min(live.len()) + 3;
+    let mut seqs = Vec::new();
+    for mode in [ReadMode::Single, ReadMode::Batched] {
+        t.set_read_mode(mode);
+        let mut it = t.nearest_iter(p).unwrap();
+        let seq: Vec<Neighbor> = it.by_ref().take(m).collect::<Result<_>>().unwrap();
+        seqs.push((seq, it.stats().nodes_visited));
+    }
+    assert_eq!(seqs[0], seqs[1], "{what}: iterator");
+}
+
+/// The distance from `p` to each node of `t` (that of its entry in its
+/// parent; the root's 0), by page.
+fn node_dists(t: &RTree<Recording>, p: &Point) -> HashMap<PageId, f64> {
+    let mut out = HashMap::new();
+    let mut todo: Vec<(PageId, f64)> = t
+        .store()
+        .meta()
+        .root
+        .into_iter()
+        .map(|r| (r, 0.0))
+        .collect();
+    while let Some((id, d)) = todo.pop() {
+        out.insert(id, d);
+        let node = t.store().inner.get(id).unwrap();
+        if node.level > 0 {
+            todo.extend(node.entries.iter().map(|e| (e.key, min_dist(p, &e.rect))));
+        }
+    }
+    out
+}
+
+/// Single reads are the papers' best-first search: one `get` per visited
+/// node, nearest first, reading every node nearer than the k-th nearest
+/// record and none farther.
+fn check_single_reads(
+    t: &RTree<Recording>,
+    p: &Point,
+    k: usize,
+    live: &[(u64, Rect)],
+    calls: &[Call],
+    what: &str,
+) {
+    let dists = node_dists(t, p);
+    let read: Vec<f64> = calls
+        .iter()
+        .map(|c| match c {
+            Call::Get(id) => dists[id],
+            Call::Batch(_) => panic!("{what}: a batch in single mode"),
+        })
+        .collect();
+    assert!(
+        read.windows(2).all(|w| w[0] <= w[1]),
+        "{what}: nodes read out of distance order: {read:?}"
+    );
+    let truth = brute_force(live, p);
+    if k == 0 {
+        assert!(calls.is_empty(), "{what}");
+        return;
+    }
+    let kth = if k > truth.len() {
+        f64::INFINITY
+    } else {
+        truth[k - 1].0
+    };
+    let got: HashSet<PageId> = calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Get(id) => Some(*id),
+            Call::Batch(_) => None,
+        })
+        .collect();
+    for (id, d) in &dists {
+        if *d < kth {
+            assert!(got.contains(id), "{what}: node {id} at {d} not read");
+        }
+        if *d > kth {
+            assert!(!got.contains(id), "{what}: node {id} at {d} read");
+        }
+    }
+}
+
+fn item_strategy() -> impl Strategy<Value = Rect> {
+    // Coarse coordinates: equal distances (ties) are common.
+    (0i32..50, 0i32..50, 0i32..4, 0i32..4).prop_map(|(x, y, w, h)| {
+        let (x, y) = (f64::from(x), f64::from(y));
+        r(x, y, x + f64::from(w), y + f64::from(h))
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+
+    #[test]
+    fn batched_knn_equals_single_and_brute_force(
+        rects in prop::collection::vec(item_strategy(), 0..400),
+        queries in prop::collection::vec((0i32..100, 0i32..100, 0usize..40, any::<bool>()), 1..6),
+        max in 4usize..10,
+        bulk in any::<bool>(),
+        delete_every in 0usize..4,
+    ) {
+        let items: Vec<(u64, Rect)> = rects.iter().enumerate().map(|(i, b)| (i as u64 * 3 + 1, *b)).collect();
+        for p in params(max) {
+            let (mut t, live) = build(p, &items, bulk, delete_every);
+            for &(x, y, k, ties) in &queries {
+                // Half-unit steps: points on edges, corners and inside.
+                let pt = Point::new(f64::from(x) / 2.0 - 1.0, f64::from(y) / 2.0 - 1.0).unwrap();
+                check_knn(&mut t, &live, pt, k, ties);
+            }
+        }
+    }
+}
+
+/// A tree of a few thousand records: batched kNN asks the store far fewer
+/// times than it reads nodes, and fewer times than single reads do.
+#[test]
+fn batched_knn_asks_the_store_fewer_times_than_it_reads_nodes() {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(16);
+    let items: Vec<(u64, Rect)> = (0..4000u64)
+        .map(|i| {
+            let (x, y): (f64, f64) = (rng.gen(), rng.gen());
+            (i, r(x, y, x + 0.002, y + 0.002))
+        })
+        .collect();
+    for bulk in [false, true] {
+        let (mut t, live) = build(TreeParams::new(IndexKind::RStar, 16), &items, bulk, 0);
+        for k in [1usize, 10, 100] {
+            let (mut single_calls, mut batched_calls, mut nodes, mut unused) = (0, 0, 0, 0);
+            for _ in 0..30 {
+                let p = Point::new(rng.gen(), rng.gen()).unwrap();
+                check_knn(&mut t, &live, p, k, false);
+                let (s, sc) = knn_in(&mut t, ReadMode::Single, p, k, false);
+                let (b, bc) = knn_in(&mut t, ReadMode::Batched, p, k, false);
+                single_calls += sc.len() as u64;
+                batched_calls += bc.len() as u64;
+                nodes += fetched(&bc);
+                unused += b.stats.nodes_read_unused;
+                assert_eq!(
+                    s.stats.nodes_visited + b.stats.nodes_read_unused,
+                    fetched(&bc)
+                );
+            }
+            let what = format!("bulk {bulk}, k {k}");
+            assert!(
+                batched_calls < nodes,
+                "{what}: {batched_calls} calls for {nodes} nodes"
+            );
+            assert!(
+                batched_calls < single_calls,
+                "{what}: {batched_calls} batched calls, {single_calls} single"
+            );
+            eprintln!(
+                "{what}: single {single_calls} gets; batched {batched_calls} batches of \
+                 {nodes} nodes ({unused} read but not visited)"
+            );
+        }
+    }
+}
+
+/// Many records at equal distances (unit segments on a grid, points on
+/// their ends): both modes agree with each other and brute force, ties on
+/// and off, and single reads follow best-first order.
+#[test]
+fn knn_modes_agree_with_many_ties() {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    let items: Vec<(u64, Rect)> = (0..1500u64)
+        .map(|i| {
+            let (x, y): (f64, f64) = (rng.gen_range(0.0..30.0), rng.gen_range(0.0..30.0));
+            (i, r(x.floor(), y.floor(), x.floor() + 1.0, y.floor()))
+        })
+        .collect();
+    for p in params(8) {
+        for bulk in [false, true] {
+            let (mut t, live) = build(p, &items, bulk, if bulk { 0 } else { 5 });
+            for q in 0..20 {
+                let pt = Point::new(f64::from(q) * 1.5, f64::from(q % 7) * 4.0).unwrap();
+                for (k, ties) in [(1, false), (7, true), (40, false), (2000, true)] {
+                    check_knn(&mut t, &live, pt, k, ties);
+                }
+            }
+        }
+    }
+}
