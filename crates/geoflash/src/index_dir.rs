@@ -728,12 +728,16 @@ impl Index {
             store_opts.buffer_bytes = 0;
         }
         if store_opts.kind == StoreKind::Efind {
-            // The manifest records every eFIND parameter, durability and log size included.
+            // The manifest records every eFIND parameter, durability and log
+            // size included (0: automatic, resolved by the store at creation;
+            // its identity page keeps the size it chose).
             store_opts.efind = Some(store_opts.efind.unwrap_or_default());
         }
         if store_opts.kind == StoreKind::Fast {
-            // Likewise every FAST parameter.
-            let f = store_opts.fast.unwrap_or_default();
+            // Likewise every FAST parameter (FAST's open sizes its log from it).
+            let mut f = store_opts.fast.unwrap_or_default();
+            f.buffer_bytes = store_opts.buffer_bytes;
+            f.log_capacity = f.resolved_log_capacity();
             f.verify()?;
             store_opts.fast = Some(f);
         }
