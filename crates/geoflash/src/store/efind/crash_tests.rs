@@ -496,7 +496,10 @@ fn a_torn_page_imaged_at_an_earlier_flush_of_the_epoch_is_rebuilt() {
     let e = t.store().efind_stats();
     assert_eq!(t.store().log_stats().compactions, 0, "one epoch: {e:?}");
     let victims = reflushed_without_image(t.store());
-    assert!(!victims.is_empty(), "no page was flushed twice after its image");
+    assert!(
+        !victims.is_empty(),
+        "no page was flushed twice after its image"
+    );
     // Fewer images than page writes: the later flushes wrote none.
     assert!(e.page_images < t.store().stats().flushed_nodes, "{e:?}");
     // The per-change rule would drop the victims' images (their FLUSH is newer).

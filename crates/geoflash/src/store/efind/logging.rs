@@ -5,8 +5,8 @@ use crate::metrics::{Phase, Stopwatch};
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::records::{self, CheckpointState, MetaState};
 use super::flush::{BatchTarget, FLUSH_BATCH_LOW_WATER};
+use super::records::{self, CheckpointState, MetaState};
 use super::EfindStore;
 use crate::page::Node;
 use crate::storage::PageId;

@@ -95,8 +95,8 @@ use serde::{Deserialize, Serialize};
 use super::alloc::PageAllocator;
 use super::header::{Format, Header};
 use super::log::{
-    needs_replay, record::RECORD_HEADER, Durability, Log, LogConfig, LogFormat, LogLayout, LogReader,
-    RestartReport,
+    needs_replay, record::RECORD_HEADER, Durability, Log, LogConfig, LogFormat, LogLayout,
+    LogReader, RestartReport,
 };
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::page::{self, Entry, Node};

@@ -296,8 +296,9 @@ impl std::fmt::Display for LogFormat {
 pub fn auto_log_capacity(format: LogFormat, buffer_bytes: usize) -> u64 {
     match format {
         LogFormat::PerChange => PAPERS_LOG_CAPACITY,
-        LogFormat::FirstImage => PAPERS_LOG_CAPACITY
-            .max((buffer_bytes as u64).saturating_mul(LOG_CAPACITY_PER_BUFFER)),
+        LogFormat::FirstImage => {
+            PAPERS_LOG_CAPACITY.max((buffer_bytes as u64).saturating_mul(LOG_CAPACITY_PER_BUFFER))
+        }
     }
 }
 

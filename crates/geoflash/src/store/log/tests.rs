@@ -213,18 +213,18 @@ fn recovery_rules() {
 fn first_image_restart_keeps_a_page_from_its_image_through_later_flushes() {
     let (p, q, r) = (10, 11, 12);
     let log = numbered(vec![
-        rec(RecordKind::Mod, 1, p, 5),            // 1: before P's image
-        rec(RecordKind::Mod, 1, q, 5),            // 2: Q has no image: flushed by 5
-        Record::commit(1),                        // 3
-        rec(RecordKind::PageImage, NO_OP, p, 5),  // 4: P's first flush in the epoch
-        Record::flush(&[p, q]).unwrap(),          // 5
-        rec(RecordKind::Mod, 2, p, 5),            // 6: flushed again by 10, no image
-        rec(RecordKind::New, 2, r, 5),            // 7: R created: its own base
-        Record::commit(2),                        // 8
-        rec(RecordKind::PageImage, 7, q, 5),      // 9: of an op that never commits: no base
-        Record::flush(&[p, r, q]).unwrap(),       // 10
-        rec(RecordKind::Mod, 3, p, 5),            // 11
-        Record::commit(3),                        // 12
+        rec(RecordKind::Mod, 1, p, 5),           // 1: before P's image
+        rec(RecordKind::Mod, 1, q, 5),           // 2: Q has no image: flushed by 5
+        Record::commit(1),                       // 3
+        rec(RecordKind::PageImage, NO_OP, p, 5), // 4: P's first flush in the epoch
+        Record::flush(&[p, q]).unwrap(),         // 5
+        rec(RecordKind::Mod, 2, p, 5),           // 6: flushed again by 10, no image
+        rec(RecordKind::New, 2, r, 5),           // 7: R created: its own base
+        Record::commit(2),                       // 8
+        rec(RecordKind::PageImage, 7, q, 5),     // 9: of an op that never commits: no base
+        Record::flush(&[p, r, q]).unwrap(),      // 10
+        rec(RecordKind::Mod, 3, p, 5),           // 11
+        Record::commit(3),                       // 12
     ]);
     // Compaction (and per-change restart): the FLUSH records make everything older obsolete.
     let old = recover_with(log.clone(), FlushRule::Obsolete);
@@ -288,8 +288,14 @@ fn the_superblock_carries_the_log_format() {
             format
         );
     }
-    assert_eq!(LogFormat::parse("per-change").unwrap(), LogFormat::PerChange);
-    assert_eq!(LogFormat::parse("first-image").unwrap(), LogFormat::FirstImage);
+    assert_eq!(
+        LogFormat::parse("per-change").unwrap(),
+        LogFormat::PerChange
+    );
+    assert_eq!(
+        LogFormat::parse("first-image").unwrap(),
+        LogFormat::FirstImage
+    );
     assert!(LogFormat::parse("compact").is_err());
 }
 
@@ -311,14 +317,20 @@ fn a_superblock_of_an_unknown_version_is_refused_by_name() {
     }
     let e = Log::open(dev, 0, LOG_PAGES, config(Durability::Sync)).unwrap_err();
     let m = e.to_string();
-    assert!(m.contains("version 9") && m.contains("versions 1 to 3"), "{m}");
+    assert!(
+        m.contains("version 9") && m.contains("versions 1 to 3"),
+        "{m}"
+    );
 }
 
 #[test]
 fn auto_log_capacity_scales_with_the_buffer_for_first_image_only() {
     let mib = 1u64 << 20;
     assert_eq!(auto_log_capacity(LogFormat::PerChange, 256 << 20), 10 * mib);
-    assert_eq!(auto_log_capacity(LogFormat::FirstImage, 512 << 10), 10 * mib);
+    assert_eq!(
+        auto_log_capacity(LogFormat::FirstImage, 512 << 10),
+        10 * mib
+    );
     assert_eq!(
         auto_log_capacity(LogFormat::FirstImage, 64 << 20),
         64 * mib * LOG_CAPACITY_PER_BUFFER
