@@ -479,7 +479,7 @@ fn a_torn_page_imaged_at_an_earlier_flush_of_the_epoch_is_rebuilt() {
         flush_unit: 2,
         durability: Durability::Sync,
         temporal_control: None,
-        log_capacity: 4 << 20,
+        log_capacity: 1 << 20,
         log_format: LogFormat::FirstImage,
         ..EfindConfig::default()
     };
