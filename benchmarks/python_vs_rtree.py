@@ -312,7 +312,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 idx = geoflash.Index(gdir)  # reopened: empty buffers
                 assert len(idx) == args.count
                 du = sum(os.path.getsize(os.path.join(gdir, f)) for f in os.listdir(gdir))
-                print(f"  geoflash directory ({name}, device {idx.properties['device']}) {du / 2**20:.1f} MiB", flush=True)
+                print(f"  geoflash directory ({name}, device {idx.manifest['device']}) {du / 2**20:.1f} MiB", flush=True)
                 gf_disk.append((name, idx))
             groups.append(("disk", rt_disk, gf_disk))
 

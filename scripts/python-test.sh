@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The Python tier of `make test`: a virtual environment in .venv (gitignored)
 # with maturin and the test dependencies (numpy, shapely, geopandas, pandas,
-# rtree, pytest; pyrosm and matplotlib for examples/helsinki_buildings.py;
+# rtree, pytest; pyrosm and matplotlib for examples/helsinki_buildings.py,
+# pyrosm and osmium (pyosmium) as the references of the OSM import;
+# dask, distributed and dask-geopandas for geoflash.dask;
 # the peers of benchmarks/peers for its smoke run),
 # the package installed the way users install it
 # (`pip install ./crates/geoflash-py`), then pytest on crates/geoflash-py/tests.
@@ -26,9 +28,10 @@ pip=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 # Install the test dependencies only when one is missing (keeps reruns fast).
 # duckdb-extension-spatial, geoindex-rs, psycopg and pyarrow serve the smoke
 # run of the peer benchmark (tests/test_peers.py).
-if ! "$VENV/bin/python" -c "import maturin, numpy, shapely, geopandas, pandas, rtree, pytest, pyrosm, matplotlib, duckdb, duckdb_extension_spatial, geoindex_rs, psycopg, pyarrow" 2>/dev/null; then
+if ! "$VENV/bin/python" -c "import maturin, numpy, shapely, geopandas, pandas, rtree, pytest, pyrosm, osmium, matplotlib, dask, distributed, dask_geopandas, duckdb, duckdb_extension_spatial, geoindex_rs, psycopg, pyarrow" 2>/dev/null; then
     "${pip[@]}" install --upgrade pip
-    "${pip[@]}" install "maturin>=1.5,<2" numpy "shapely>=2" "geopandas>=0.14" pandas rtree pytest pyrosm matplotlib \
+    "${pip[@]}" install "maturin>=1.5,<2" numpy "shapely>=2" "geopandas>=0.14" pandas rtree pytest pyrosm osmium matplotlib \
+        dask distributed dask-geopandas \
         duckdb-extension-spatial geoindex-rs "psycopg[binary]" pyarrow
 fi
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what `make test` and `make demo` need when it is missing: a Rust
-# toolchain with rustfmt and clippy, a C compiler, Python 3 (pyo3's build
+# toolchain with rustfmt and clippy, a C compiler, Chromium (headless, for
+# the report page test), Python 3 (pyo3's build
 # script runs it; the Python tests need its venv module), and a PostgreSQL
 # server with PostGIS (the results-store and PostGIS tests start a
 # throw-away cluster on loopback). Uses Debian's packages only where nothing
@@ -13,6 +14,9 @@ set -euo pipefail
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-venv)
+# The report test renders a report page in headless Chromium (geoflash-bench
+# report::tests); Debian's package.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # The Python tier of `make test` (scripts/python-test.sh) makes a virtual
 # environment: Debian splits venv and ensurepip into python3-venv.
 if command -v python3 >/dev/null 2>&1 && ! python3 -c "import venv, ensurepip" >/dev/null 2>&1; then

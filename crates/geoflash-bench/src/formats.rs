@@ -12,7 +12,7 @@
 //! | FlatGeobuf | `.fgb` | any geometry but curves | geometries |
 //! | GeoParquet | `.parquet`, `.geoparquet` | WKB geometry column (cargo feature `geoparquet`) | geometries (WKB) |
 //! | Shapefile | `.shp` (+ `.dbf`) | points, lines, polygons | no |
-//! | OSM PBF | `.pbf` (`.osm.pbf`) | closed ways as polygons (cargo feature `osm-pbf`) | no |
+//! | OSM PBF | `.pbf` (`.osm.pbf`) | ways and multipolygon relations by tag filter (cargo feature `osm-pbf`) | no |
 //!
 //! Every reader returns `(id, geometry)` pairs in file order, with unique
 //! ids and geometries whose coordinates are finite and at most

@@ -6,9 +6,10 @@
 //! `id,minx,miny,maxx,maxy` (rectangles) or a `wkt` (or `geometry`, `geom`)
 //! column of WKT geometries and an optional `id` column; `.geojson`/`.json`;
 //! `.fgb` (FlatGeobuf); `.parquet` (GeoParquet, cargo feature `geoparquet`);
-//! `.shp` (Shapefile, ids from the `.dbf`); `.osm.pbf` (OpenStreetMap: closed
-//! ways as polygons). [`read_dataset`] reads any of them, [`import`] writes
+//! `.shp` (Shapefile, ids from the `.dbf`); `.osm.pbf` (OpenStreetMap: the
+//! ways and multipolygon relations a tag filter selects, [`formats::osm`]). [`read_dataset`] reads any of them, [`import`] writes
 //! any writable one ([`formats::write_objects`]).
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
@@ -17,7 +18,7 @@ use geoflash::geom::Rect;
 use geoflash::objects::Geometry;
 use geoflash::{Error, Result};
 
-use crate::formats::{self, osm::OsmWays, Format};
+use crate::formats::{self, osm, Format};
 use crate::generate::{self, InsertionOrder};
 
 /// The format of an input file: the one list of formats is [`Format`];
@@ -26,10 +27,10 @@ use crate::generate::{self, InsertionOrder};
 pub type InputFormat = Format;
 
 /// Options of the readers that have any.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReadOptions {
-    /// Which closed ways of an OSM PBF file become polygons.
-    pub osm_ways: OsmWays,
+    /// What of an OSM PBF file becomes objects (the tag filters).
+    pub osm: osm::OsmOptions,
 }
 
 /// The objects of a dataset file.
@@ -39,8 +40,10 @@ pub struct Dataset {
     pub format: Format,
     /// `(id, geometry)` pairs in file order, ids unique.
     pub objects: Vec<(u64, Geometry)>,
-    /// Records skipped without error (OSM ways whose nodes the file lacks).
-    pub skipped: u64,
+    /// Records skipped without error, with the reason (OSM ways and
+    /// relations that pass the filter but cannot be built; empty for the
+    /// other formats).
+    pub skipped: Vec<osm::Skipped>,
 }
 
 /// The WKT column of a CSV header, if it has one.
@@ -111,7 +114,7 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset> {
         }
         Err(e) => return Err(formats::io_err(path, e)),
     }
-    let mut skipped = 0;
+    let mut skipped = Vec::new();
     let objects = match format {
         Format::GeoJson => formats::read_geojson(path)?,
         Format::Csv => {
@@ -128,8 +131,8 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset> {
         Format::GeoParquet => formats::geoparquet::read(path)?,
         Format::Shapefile => formats::shp::read(path)?,
         Format::OsmPbf => {
-            let r = formats::osm::read(path, opts.osm_ways)?;
-            skipped = r.incomplete;
+            let r = osm::read(path, &opts.osm)?;
+            skipped = r.skipped;
             r.objects
         }
     };
@@ -174,8 +177,16 @@ pub struct ImportReport {
     pub out_format: Format,
     /// Objects written.
     pub count: usize,
-    /// Input records skipped without error (OSM ways with missing nodes).
+    /// Input records skipped without error (OSM ways and relations that
+    /// cannot be built).
     pub skipped: u64,
+    /// The skipped records per reason (`missing-nodes`, …; see
+    /// [`osm::SkipReason`]); only the reasons that occurred.
+    pub skipped_by_reason: BTreeMap<String, u64>,
+    /// The skipped records themselves (not in the JSON summary; see
+    /// [`write_skipped`]).
+    #[serde(skip)]
+    pub skipped_records: Vec<osm::Skipped>,
     /// Insertion order of the output.
     pub order: InsertionOrder,
 }
@@ -238,9 +249,33 @@ pub fn import(
         out: out.display().to_string(),
         out_format,
         count,
-        skipped: data.skipped,
+        skipped: data.skipped.len() as u64,
+        skipped_by_reason: by_reason(&data.skipped),
+        skipped_records: data.skipped,
         order,
     })
+}
+
+/// The number of skipped records per reason, by the reason's name.
+fn by_reason(skipped: &[osm::Skipped]) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for s in skipped {
+        *m.entry(s.reason.name().to_string()).or_insert(0) += 1;
+    }
+    m
+}
+
+/// Writes skipped records to `path` as CSV: the header
+/// `osm_type,osm_id,reason`, then one line per record (`way,22466256,missing-nodes`).
+pub fn write_skipped(path: &Path, skipped: &[osm::Skipped]) -> Result<()> {
+    use std::io::Write;
+    let io = |e| formats::io_err(path, e);
+    let mut w = std::io::BufWriter::new(File::create(path).map_err(io)?);
+    writeln!(w, "osm_type,osm_id,reason").map_err(io)?;
+    for s in skipped {
+        writeln!(w, "{},{},{}", s.osm_type.name(), s.osm_id, s.reason.name()).map_err(io)?;
+    }
+    w.flush().map_err(io)
 }
 
 /// Converts the geometries of a PostGIS table ([`crate::postgis`]) to
@@ -263,6 +298,8 @@ pub fn import_postgis(
         out_format,
         count,
         skipped: 0,
+        skipped_by_reason: BTreeMap::new(),
+        skipped_records: Vec::new(),
         order,
     })
 }

@@ -47,6 +47,10 @@ pub struct RunOptions {
     pub command: String,
     /// Directory for the index directories of `file` devices (default: the system's temporary directory).
     pub workdir: Option<PathBuf>,
+    /// Only the configuration at this position of the cross product (after
+    /// `only`; positions as [`Workload::configurations`] lists them): one
+    /// task of a sweep spread over several machines (`geoflash.dask.run`).
+    pub pick: Option<usize>,
 }
 
 /// What a run did.
@@ -557,6 +561,7 @@ fn crash_and_recover(
         );
     };
     let mut index = index;
+    let reads = index.as_index().map(Index::read_mode).unwrap_or_default();
     let before = exec.live.len();
     exec.bar.set_message("crash_and_recover");
     for _ in 0..operations {
@@ -566,7 +571,8 @@ fn crash_and_recover(
     drop(index.into_index());
     let cpu = cpu_time::ProcessTime::try_now().ok();
     let wall = Instant::now();
-    let index = Index::open(&dir, geoflash::manifest::Access::Write)?;
+    let mut index = Index::open(&dir, geoflash::manifest::Access::Write)?;
+    index.set_read_mode(reads);
     let mut s = index.stats("crash_and_recover");
     s.wall_time_ns = u64::try_from(wall.elapsed().as_nanos()).unwrap_or(u64::MAX);
     if let Some(d) = cpu.and_then(|c| c.try_elapsed().ok()) {
@@ -663,10 +669,11 @@ fn create_index(
                 .index
                 .options()?
                 .with_domain_of(data.iter().map(|(_, r)| r));
-            let index = match &dir {
+            let mut index = match &dir {
                 None => Index::create_temporary(&opts)?,
                 Some(d) => Index::create(&d.path().join("index"), &opts)?,
             };
+            index.set_read_mode(c.index.reads.parse()?);
             Ok((Box::new(TreeTarget::new(index)), dir))
         }
         IndexFamily::Grid(kind) => {
@@ -757,6 +764,7 @@ fn build(
             let index_dir = dir.as_ref().map(|d| d.path().join("index"));
             let mut index =
                 Index::bulk_load(index_dir.as_deref(), &opts, load.to_vec(), *m, *fill)?;
+            index.set_read_mode(c.index.reads.parse()?);
             index.checkpoint()?;
             // Everything the fresh index counted: device (its log file's
             // I/O included), store, tree counters and phase times.
@@ -781,13 +789,23 @@ fn build(
 
 /// Runs workload `w`, recording into `store`.
 pub fn run(w: &Workload, store: &mut ResultsStore, opts: &RunOptions) -> Result<RunSummary> {
-    let configs = w.configurations(&opts.only);
+    let mut configs = w.configurations(&opts.only);
     if configs.is_empty() {
         return Err(Error::invalid(format!(
             "no index configuration of workload {:?} is named {}",
             w.name,
             opts.only.join(" or ")
         )));
+    }
+    if let Some(i) = opts.pick {
+        if i >= configs.len() {
+            return Err(Error::invalid(format!(
+                "workload {:?} has {} configurations: there is none at position {i}",
+                w.name,
+                configs.len()
+            )));
+        }
+        configs = vec![configs.swap_remove(i)];
     }
     // PostGIS tables are read before anything is recorded: a server that
     // cannot be reached leaves no trace in the results store.
@@ -1111,6 +1129,31 @@ kind = "crash_and_recover"
                 "store = [\"plain\", \"efind\", \"fast\"]\nkind = [\"rstar\", \"xbr\"]\n",
             );
         answers_as_the_rstar_tree(&text, "xbr", 24);
+    }
+
+    /// `pick` runs the one configuration at its position, as a full run
+    /// would have recorded it; a position past the end is an error.
+    #[test]
+    fn pick_runs_one_configuration() {
+        let w = Workload::parse(W, Path::new("w.toml"), Scale::Smoke).unwrap();
+        let configs = w.configurations(&[]);
+        let mut st = ResultsStore::in_memory().unwrap();
+        let pick = |i| RunOptions {
+            pick: Some(i),
+            ..RunOptions::default()
+        };
+        let s = run(&w, &mut st, &pick(2)).unwrap();
+        assert_eq!((s.configurations, s.executed, s.rows), (1, 1, 8));
+        let key = configs[2].key(&w.name, w.scale).unwrap();
+        let keys = st
+            .query("SELECT config_key FROM configurations", &[])
+            .unwrap();
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0][0].as_str(), Some(key.as_str()));
+        let again = run(&w, &mut st, &pick(2)).unwrap();
+        assert_eq!((again.skipped_complete, again.executed), (1, 0));
+        let err = run(&w, &mut st, &pick(4)).unwrap_err().to_string();
+        assert!(err.contains("4 configurations"), "{err}");
     }
 
     #[test]

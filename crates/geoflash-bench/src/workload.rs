@@ -158,12 +158,23 @@ pub struct IndexConfig {
     pub buffer_policy: String,
     /// Device spec string.
     pub device: String,
+    /// How range queries read nodes: `single` (the papers' one page at a
+    /// time, the workbench's default) or `batched` (the library's default:
+    /// the children of a node in one device batch). Left out of the
+    /// configuration key when `single`, so keys of earlier results stay.
+    #[serde(skip_serializing_if = "is_single_reads")]
+    pub reads: String,
     /// eFIND parameters.
     pub efind: Option<EfindParams>,
     /// FAST parameters.
     pub fast: Option<FastParams>,
     /// Grid-file parameters (the grid kinds only).
     pub grid: Option<GridParams>,
+}
+
+/// Whether `reads` is the workbench's default, `single`.
+fn is_single_reads(reads: &str) -> bool {
+    reads == "single"
 }
 
 /// The families of index kinds the runner drives (see [`crate::target`]).
@@ -737,6 +748,7 @@ struct RawIndex {
     buffer: Val,
     buffer_policy: Val,
     device: Val,
+    reads: Val,
     efind: Option<Spanned<toml::Table>>,
     fast: Option<Spanned<toml::Table>>,
     grid: Option<Spanned<toml::Table>>,
@@ -1393,6 +1405,7 @@ fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
         ("buffer", &x.buffer),
         ("buffer_policy", &x.buffer_policy),
         ("device", &x.device),
+        ("reads", &x.reads),
     ] {
         if let Some(v) = v {
             let mut d = dims_of(cx, &key(k), v)?;
@@ -1471,6 +1484,7 @@ fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
             buffer_bytes: 512 * 1024,
             buffer_policy: "s2q".into(),
             device: "flashsim:preset=seed-tc58".into(),
+            reads: "single".into(),
             efind: None,
             fast: None,
             grid: None,
@@ -1510,6 +1524,7 @@ fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
                 }))?,
                 "buffer_policy" => at(as_str(v).map(|s| c.buffer_policy = s))?,
                 "device" => at(as_str(v).map(|s| c.device = s))?,
+                "reads" => at(as_str(v).map(|s| c.reads = s))?,
                 other => {
                     if let Some(p) = other.strip_prefix("efind.") {
                         let e = c.efind.get_or_insert_with(EfindParams::default);
@@ -1667,6 +1682,9 @@ fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
                 &key("grid"),
                 format!("grid parameters given for index kind {:?}", c.kind),
             ));
+        }
+        if let Err(e) = c.reads.parse::<geoflash::index::ReadMode>() {
+            return Err(cx.err(&check_key("reads", &span), &key("reads"), strip_invalid(&e)));
         }
         if family != IndexFamily::Tree {
             // Grid files have their own buffers and no store.
@@ -2228,6 +2246,25 @@ k = [1, 10]
 
     /// Each bad input gives an error naming the line and the key.
     #[test]
+    fn reads_default_to_single_and_stay_out_of_the_key() {
+        let w = parse(GOOD).unwrap();
+        let c = &w.configurations(&[])[0];
+        assert_eq!(c.index.reads, "single");
+        assert!(!c.key("t", Scale::Smoke).unwrap().contains("reads"));
+        let w = parse(&GOOD.replace(
+            "device = \"mem:\"",
+            "device = \"mem:\"\nreads = \"batched\"",
+        ))
+        .unwrap();
+        let c = &w.configurations(&[])[0];
+        assert_eq!(c.index.reads, "batched");
+        assert!(c
+            .key("t", Scale::Smoke)
+            .unwrap()
+            .contains("\"reads\":\"batched\""));
+    }
+
+    #[test]
     fn errors_name_line_and_key() {
         let cases: &[(&str, &str, &[&str])] = &[
             (
@@ -2244,6 +2281,11 @@ k = [1, 10]
                 "device = \"mem:\"",
                 "device = \"tape:\"",
                 &["line 19", "index[0].device"],
+            ),
+            (
+                "device = \"mem:\"",
+                "device = \"mem:\"\nreads = \"sometimes\"",
+                &["line 20", "index[0].reads", "batched or single"],
             ),
             (
                 "k = [1, 10]",

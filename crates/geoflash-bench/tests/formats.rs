@@ -429,21 +429,39 @@ fn block(out: &mut Vec<u8>, kind: &str, payload: &[u8]) {
     out.extend(blob);
 }
 
-/// Node `i` lies at (10 + i/1000, 50 + i/2000) degrees, in units of 100 nanodegrees.
+/// Node `i` lies at (10 + i/1000, 50 + i²/2000) degrees, in units of 100
+/// nanodegrees (on a parabola: no three nodes on a line, rings have area).
 fn node_units(i: i64) -> (i64, i64) {
-    (100_000_000 + i * 10_000, 500_000_000 + i * 5_000)
+    (100_000_000 + i * 10_000, 500_000_000 + i * i * 5_000)
 }
 #[cfg(feature = "osm-pbf")]
 fn degrees(units: i64) -> f64 {
     1e-9 * (100 * units) as f64
 }
 
-const STRINGS: [&str; 5] = ["", "building", "yes", "no", "house"];
+const STRINGS: [&str; 10] = [
+    "",
+    "building",
+    "yes",
+    "no",
+    "house",
+    "type",
+    "multipolygon",
+    "outer",
+    "highway",
+    "inner",
+];
 
 /// Nodes 1..=9 as dense nodes, node 10 as a plain node; ways:
 /// 100 closed building=yes; 101 closed untagged; 102 open building;
 /// 103 closed building=no; 104 closed building referencing the missing
-/// node 99; 105 closed building=house over the plain node.
+/// node 99; 105 closed building=house over the plain node; 106 (1,2,3) and
+/// 107 (1,4,3), untagged, the two halves of one ring; 108 closed building
+/// (5,6,7); 109 closed highway=yes (6,7,8). Relations (type=multipolygon,
+/// building=yes): 7 over 106 and 107 (a ring split in two, one half
+/// reversed); 8 over 104 (a node missing); 9 over the missing way 999;
+/// 11 over 108 (which is then not an object of its own); 12 over 106 alone
+/// (does not close).
 fn osm_pbf() -> Vec<u8> {
     let mut file = Vec::new();
     let mut hb = Vec::new();
@@ -480,13 +498,17 @@ fn osm_pbf() -> Vec<u8> {
     // ways block
     // (way id, node refs, tags as string-table indices)
     type Way<'a> = (u64, &'a [i64], &'a [(u64, u64)]);
-    let ways: [Way; 6] = [
+    let ways: [Way; 10] = [
         (100, &[1, 2, 3, 4, 1], &[(1, 2)]),
         (101, &[2, 3, 5, 2], &[]),
         (102, &[5, 6, 7], &[(1, 2)]),
         (103, &[6, 7, 8, 6], &[(1, 3)]),
         (104, &[1, 99, 3, 1], &[(1, 2)]),
         (105, &[8, 9, 10, 8], &[(1, 4)]),
+        (106, &[1, 2, 3], &[]),
+        (107, &[1, 4, 3], &[]),
+        (108, &[5, 6, 7, 5], &[(1, 2)]),
+        (109, &[6, 7, 8, 6], &[(8, 2)]),
     ];
     let mut group = Vec::new();
     for (id, refs, tags) in ways {
@@ -498,6 +520,30 @@ fn osm_pbf() -> Vec<u8> {
         }
         packed_sint(&mut w, 8, &deltas(refs));
         bytes_field(&mut group, 3, &w);
+    }
+    let mut pb = Vec::new();
+    bytes_field(&mut pb, 1, &table);
+    bytes_field(&mut pb, 2, &group);
+    block(&mut file, "OSMData", &pb);
+
+    // relations block: (id, member way ids), all type=multipolygon building=yes, role outer
+    let rels: [(u64, &[i64]); 5] = [
+        (7, &[106, 107]),
+        (8, &[104]),
+        (9, &[999]),
+        (11, &[108]),
+        (12, &[106]),
+    ];
+    let mut group = Vec::new();
+    for (id, members) in rels {
+        let mut r = Vec::new();
+        uint_field(&mut r, 1, id);
+        packed_uint(&mut r, 2, &[5, 1]);
+        packed_uint(&mut r, 3, &[6, 2]);
+        packed_uint(&mut r, 8, &vec![7; members.len()]);
+        packed_sint(&mut r, 9, &deltas(members));
+        packed_uint(&mut r, 10, &vec![1; members.len()]);
+        bytes_field(&mut group, 4, &r);
     }
     let mut pb = Vec::new();
     bytes_field(&mut pb, 1, &table);
@@ -517,24 +563,47 @@ fn way_rect(nodes: &[i64]) -> Rect {
 
 #[cfg(feature = "osm-pbf")]
 #[test]
-fn osm_pbf_closed_ways_become_polygons() {
-    use geoflash_bench::formats::osm::OsmWays;
+fn osm_pbf_ways_and_relations_become_objects() {
+    use geoflash_bench::formats::osm::{object_id, OsmOptions, OsmType, SkipReason, Skipped};
     let dir = tempfile::tempdir().unwrap();
     let pbf = dir.path().join("tiny.osm.pbf");
     std::fs::write(&pbf, osm_pbf()).unwrap();
-    // buildings (the default): 100 and 105; 104 lacks a node and is skipped
+    // buildings (the default): ways 100, 102 (open: a line), 105; relations 7 and 11
     let d = import::read_dataset(&pbf, &ReadOptions::default()).unwrap();
     assert_eq!(d.format, Format::OsmPbf);
-    assert_eq!(d.skipped, 1);
+    let skip = |osm_type, osm_id, reason| Skipped {
+        osm_type,
+        osm_id,
+        reason,
+    };
+    assert_eq!(
+        d.skipped,
+        vec![
+            skip(OsmType::Way, 104, SkipReason::MissingNodes),
+            skip(OsmType::Way, 108, SkipReason::RelationMember),
+            skip(OsmType::Relation, 8, SkipReason::MissingNodes),
+            skip(OsmType::Relation, 9, SkipReason::MissingMembers),
+            skip(OsmType::Relation, 12, SkipReason::UnclosedRing),
+        ]
+    );
     let rects: Vec<(u64, Rect)> = d
         .objects
         .iter()
         .map(|(i, g)| (*i, bounding_rect(g).unwrap()))
         .collect();
+    let way = |id| object_id(OsmType::Way, id);
+    let rel = |id| object_id(OsmType::Relation, id);
     assert_eq!(
         rects,
-        vec![(100, way_rect(&[1, 2, 3, 4])), (105, way_rect(&[8, 9, 10]))]
+        vec![
+            (way(100), way_rect(&[1, 2, 3, 4])),
+            (way(102), way_rect(&[5, 6, 7])),
+            (way(105), way_rect(&[8, 9, 10])),
+            (rel(7), way_rect(&[1, 2, 3, 4])),
+            (rel(11), way_rect(&[5, 6, 7])),
+        ]
     );
+    assert_eq!((way(100), rel(7)), (200, 15));
     match &d.objects[0].1 {
         Geometry::Polygon(p) => {
             assert_eq!(p.exterior().0.len(), 5);
@@ -543,14 +612,44 @@ fn osm_pbf_closed_ways_become_polygons() {
         }
         g => panic!("{g:?}"),
     }
-    // every closed way
+    assert!(matches!(&d.objects[1].1, Geometry::LineString(l) if l.0.len() == 3));
+    // the relation's ring, joined from 106 and 107 reversed, encloses what way 100
+    // does, counter-clockwise
+    {
+        use geo::Area;
+        match (&d.objects[0].1, &d.objects[3].1) {
+            (Geometry::Polygon(w), Geometry::Polygon(r)) => {
+                assert_eq!(r.exterior().0.len(), 5);
+                assert!(r.signed_area() > 0.0);
+                assert!((r.unsigned_area() - w.unsigned_area()).abs() < 1e-18);
+            }
+            g => panic!("{g:?}"),
+        }
+    }
+    // another filter: highway=*; the closed highway 109 is a line
     let opts = ReadOptions {
-        osm_ways: OsmWays::Closed,
+        osm: OsmOptions {
+            filters: vec!["highway=*".parse().unwrap()],
+        },
+    };
+    let d = import::read_dataset(&pbf, &opts).unwrap();
+    assert_eq!(d.objects.len(), 1);
+    assert_eq!(d.objects[0].0, way(109));
+    assert!(matches!(&d.objects[0].1, Geometry::LineString(l) if l.0.len() == 4));
+    assert!(d.skipped.is_empty());
+    // several filters: what any of them selects; building=house selects 105 only
+    let opts = ReadOptions {
+        osm: OsmOptions {
+            filters: vec![
+                "highway=*".parse().unwrap(),
+                "building=house".parse().unwrap(),
+            ],
+        },
     };
     let d = import::read_dataset(&pbf, &opts).unwrap();
     assert_eq!(
         d.objects.iter().map(|o| o.0).collect::<Vec<_>>(),
-        [100, 101, 103, 105]
+        [way(105), way(109)]
     );
     // import reports the skipped way and writes the polygons
     let out = dir.path().join("b.fgb");
@@ -564,9 +663,29 @@ fn osm_pbf_closed_ways_become_polygons() {
     .unwrap();
     assert_eq!(
         (r.count, r.skipped, r.input_format.as_str()),
-        (2, 1, "osm-pbf")
+        (5, 5, "osm-pbf")
+    );
+    let by_reason: Vec<(&str, u64)> = r
+        .skipped_by_reason
+        .iter()
+        .map(|(k, v)| (k.as_str(), *v))
+        .collect();
+    assert_eq!(
+        by_reason,
+        [
+            ("missing-members", 1),
+            ("missing-nodes", 2),
+            ("relation-member", 1),
+            ("unclosed-ring", 1)
+        ]
     );
     assert_eq!(import::read_rects(&out).unwrap(), rects);
+    let list = dir.path().join("skipped.csv");
+    import::write_skipped(&list, &r.skipped_records).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&list).unwrap(),
+        "osm_type,osm_id,reason\nway,104,missing-nodes\nway,108,relation-member\nrelation,8,missing-nodes\nrelation,9,missing-members\nrelation,12,unclosed-ring\n"
+    );
     // corrupt PBF: clear errors
     let good = osm_pbf();
     std::fs::write(&pbf, &good[..good.len() - 7]).unwrap();
@@ -870,17 +989,25 @@ fn parquet_from_other_writers() {
 }
 
 /// A real extract (tests/data/README.md): the indexed two-pass reader gives
-/// the polygons that a plain sequential scan of the file with `osmpbf`'s
+/// the way polygons that a plain sequential scan of the file with `osmpbf`'s
 /// `ElementReader` gives (all nodes in a map, then the closed building
-/// ways), bit for bit.
+/// ways but those a multipolygon relation holds), bit for bit.
 #[cfg(feature = "osm-pbf")]
 #[test]
 fn real_osm_extract_reads_like_a_sequential_scan() {
-    use geoflash_bench::formats::osm::OsmWays;
-    use std::collections::HashMap;
+    use geoflash_bench::formats::osm::{object_id, OsmType, SkipReason};
+    use std::collections::{HashMap, HashSet};
     let pbf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pyrosm-test.osm.pbf");
     let d = import::read_dataset(&pbf, &ReadOptions::default()).unwrap();
-    assert_eq!((d.objects.len(), d.skipped), (2171, 48));
+    let reasons = |r| d.skipped.iter().filter(|s| s.reason == r).count();
+    assert_eq!(reasons(SkipReason::MissingNodes), 48);
+    // ways that a multipolygon relation read as an object holds
+    let in_relation: HashSet<u64> = d
+        .skipped
+        .iter()
+        .filter(|s| s.reason == SkipReason::RelationMember)
+        .map(|s| s.osm_id)
+        .collect();
 
     let mut nodes = HashMap::new();
     let mut ways = Vec::new();
@@ -896,8 +1023,13 @@ fn real_osm_extract_reads_like_a_sequential_scan() {
             osmpbf::Element::Way(w) => {
                 let refs: Vec<i64> = w.refs().collect();
                 let building = w.tags().any(|(k, v)| k == "building" && v != "no");
-                if building && refs.len() >= 4 && refs.first() == refs.last() {
-                    ways.push((w.id() as u64, refs));
+                let id = w.id() as u64;
+                if building
+                    && refs.len() >= 4
+                    && refs.first() == refs.last()
+                    && !in_relation.contains(&id)
+                {
+                    ways.push((object_id(OsmType::Way, id), refs));
                 }
             }
             _ => {}
@@ -923,7 +1055,15 @@ fn real_osm_extract_reads_like_a_sequential_scan() {
         }
     }
     assert_eq!(missing, 48);
-    assert_eq!(d.objects, want);
+    // the closed ways, then the relations (odd ids)
+    let closed_ways: Vec<_> = d
+        .objects
+        .iter()
+        .filter(|(id, g)| id % 2 == 0 && matches!(g, Geometry::Polygon(_)))
+        .cloned()
+        .collect();
+    assert_eq!(closed_ways, want);
+    assert_eq!(closed_ways.len() + in_relation.len(), 2171);
     for (_, g) in &d.objects {
         let r = bounding_rect(g).unwrap();
         assert!(
@@ -931,13 +1071,25 @@ fn real_osm_extract_reads_like_a_sequential_scan() {
             "{r:?}"
         );
     }
-    // every closed way
-    let all = import::read_dataset(
-        &pbf,
-        &ReadOptions {
-            osm_ways: OsmWays::Closed,
-        },
+}
+
+/// Regression (fuzz target `import_shp`): a record whose point count is far
+/// larger than the record made the `shapefile` crate allocate 24 GB; it is
+/// now refused with an error naming the file, the record and its position.
+#[test]
+fn a_shapefile_record_with_a_huge_point_count_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge-point-count.shp");
+    std::fs::write(
+        &path,
+        include_bytes!("data/fuzz/huge-point-count.shp").as_slice(),
     )
     .unwrap();
-    assert_eq!((all.objects.len(), all.skipped), (2229, 74));
+    let e = geoflash_bench::import::read_objects(&path)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("huge-point-count.shp") && e.contains("record 1 at byte 100"),
+        "{e}"
+    );
 }

@@ -41,6 +41,59 @@ pub struct BenchArgs {
     /// Print the run summary as JSON (last line of standard output).
     #[arg(long)]
     json: bool,
+    /// Run the configurations as tasks on the Dask cluster whose scheduler
+    /// is at this address (tcp://host:8786), through the Python package
+    /// (`python3 -m geoflash.dask.sweep`; $GEOFLASH_PYTHON names another
+    /// interpreter): rows are written into the SQLite store --results on
+    /// this machine. See docs/scaleout.md.
+    #[arg(long, value_name = "SCHEDULER")]
+    dask: Option<String>,
+}
+
+/// `geoflash bench --dask SCHEDULER`: hands the sweep to
+/// `geoflash.dask.sweep` in Python, which submits one Dask task per
+/// configuration and writes the rows into the SQLite store.
+fn dask_sweep(a: &BenchArgs, scheduler: &str) -> Result<(), Failure> {
+    let ResultsLocation::Sqlite(results) = &a.results else {
+        return Err(geoflash::Error::invalid(
+            "--dask writes the rows into an SQLite results store on this machine: give --results a file",
+        )
+        .into());
+    };
+    if a.force || a.json {
+        return Err(geoflash::Error::invalid("--dask does not take --force or --json").into());
+    }
+    let python = std::env::var("GEOFLASH_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut cmd = std::process::Command::new(&python);
+    cmd.args(["-m", "geoflash.dask.sweep"])
+        .arg(&a.workload)
+        .arg("--scheduler")
+        .arg(scheduler)
+        .arg("--results")
+        .arg(results)
+        .arg("--scale")
+        .arg(&a.scale);
+    for o in &a.only {
+        cmd.arg("--index").arg(o);
+    }
+    if let Some(w) = &a.workdir {
+        cmd.arg("--workdir").arg(w);
+    }
+    let status = cmd.status().map_err(|e| Failure {
+        code: 2,
+        error: anyhow::anyhow!(
+            "cannot run {python} for --dask: {e} (set GEOFLASH_PYTHON to a Python with geoflash and dask installed)"
+        ),
+    })?;
+    match status.code() {
+        Some(0) => Ok(()),
+        code => Err(Failure {
+            code: code.map_or(1, |c| c.clamp(1, 255) as u8),
+            error: anyhow::anyhow!(
+                "the Dask sweep ({python} -m geoflash.dask.sweep) failed ({status})"
+            ),
+        }),
+    }
 }
 
 /// `geoflash bench`.
@@ -48,6 +101,9 @@ pub fn bench(a: BenchArgs) -> Result<(), Failure> {
     let scale: Scale = a.scale.parse()?;
     crate::input_file(&a.workload)?;
     let w = Workload::load(&a.workload, scale)?;
+    if let Some(scheduler) = a.dask.as_deref().filter(|_| !a.check) {
+        return dask_sweep(&a, scheduler);
+    }
     if a.check {
         let configs = w.configurations(&a.only);
         if a.json {
@@ -85,6 +141,7 @@ pub fn bench(a: BenchArgs) -> Result<(), Failure> {
         progress: true,
         command: std::env::args().collect::<Vec<_>>().join(" "),
         workdir: a.workdir.clone(),
+        pick: None,
     };
     let summary = runner::run(&w, &mut store, &opts)?;
     for m in summary

@@ -13,7 +13,7 @@ use crate::Failure;
 /// Options of `import`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Formats follow the extensions: read .csv, .geojson/.json, .fgb, .parquet, .shp (with its .dbf), .osm.pbf; write .csv (MBRs), .geojson, .fgb, .parquet (geometries).\n\nExamples:\n  geoflash import --input parcels.csv --out parcels.geojson   (CSV with a wkt column)\n  geoflash import --input buildings.geojson --out b.csv --order sessions --seed 7\n  geoflash import --input monaco-latest.osm.pbf --out monaco.fgb   (building footprints)\n  geoflash import --input roads.shp --out roads.parquet --order hilbert\n  geoflash import --postgis postgresql://me@localhost/osm --table buildings --geometry-column geom --id-column osm_id --out b.fgb"
+    after_help = "Formats follow the extensions: read .csv, .geojson/.json, .fgb, .parquet, .shp (with its .dbf), .osm.pbf; write .csv (MBRs), .geojson, .fgb, .parquet (geometries).\n\nExamples:\n  geoflash import --input parcels.csv --out parcels.geojson   (CSV with a wkt column)\n  geoflash import --input buildings.geojson --out b.csv --order sessions --seed 7\n  geoflash import --input monaco-latest.osm.pbf --out monaco.fgb   (building footprints: ways and multipolygon relations)\n  geoflash import --input monaco-latest.osm.pbf --out roads.fgb --osm-filter highway=* --skipped skipped.csv\n  geoflash import --input city.osm.pbf --out parks.geojson --osm-filter leisure=park --osm-filter landuse=grass\n  geoflash import --input roads.shp --out roads.parquet --order hilbert\n  geoflash import --postgis postgresql://me@localhost/osm --table buildings --geometry-column geom --id-column osm_id --out b.fgb"
 )]
 pub struct ImportArgs {
     /// Input: CSV (id,minx,miny,maxx,maxy or a wkt column), GeoJSON, FlatGeobuf (.fgb),
@@ -43,9 +43,19 @@ pub struct ImportArgs {
     /// Seed of the order.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// OSM PBF input: which closed ways become polygons, buildings (tagged building=*) or closed (all).
-    #[arg(long, default_value = "buildings")]
-    osm_ways: String,
+    /// OSM PBF input: the ways and multipolygon relations to read, by tag: key=* (any
+    /// value but no) or key=value. Repeat the option to read what any of the filters
+    /// matches. Object ids: 2 × way id, 2 × relation id + 1.
+    #[arg(
+        long = "osm-filter",
+        value_name = "KEY=VALUE",
+        default_value = "building=*"
+    )]
+    osm_filter: Vec<String>,
+    /// Write the input records that were skipped (OSM ways and relations that cannot
+    /// be built) to FILE as CSV: osm_type,osm_id,reason.
+    #[arg(long, value_name = "FILE")]
+    skipped: Option<PathBuf>,
     /// Print a JSON summary (last line of standard output).
     #[arg(long)]
     json: bool,
@@ -54,8 +64,13 @@ pub struct ImportArgs {
 /// `geoflash import`.
 pub fn import(a: ImportArgs) -> Result<(), Failure> {
     let order = a.order.parse()?;
+    let filters = a
+        .osm_filter
+        .iter()
+        .map(|f| f.parse())
+        .collect::<Result<Vec<_>, _>>()?;
     let opts = import::ReadOptions {
-        osm_ways: a.osm_ways.parse()?,
+        osm: geoflash_bench::formats::osm::OsmOptions { filters },
     };
     let r = match (&a.input, &a.postgis) {
         (Some(input), _) => {
@@ -67,14 +82,19 @@ pub fn import(a: ImportArgs) -> Result<(), Failure> {
             return Err(geoflash::Error::invalid("give --input FILE or --postgis URL").into())
         }
     };
+    if let Some(path) = &a.skipped {
+        import::write_skipped(path, &r.skipped_records)?;
+    }
     if a.json {
         print_json(&r)?;
     } else {
         let skipped = if r.skipped > 0 {
-            format!(
-                " ({} ways skipped: the file lacks some of their nodes)",
-                r.skipped
-            )
+            let reasons: Vec<String> = r
+                .skipped_by_reason
+                .iter()
+                .map(|(reason, n)| format!("{n} {reason}"))
+                .collect();
+            format!(" ({} skipped: {})", r.skipped, reasons.join(", "))
         } else {
             String::new()
         };

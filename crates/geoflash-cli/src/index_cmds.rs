@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use geoflash::geom::{Point, Rect};
 use geoflash::index::query::Predicate;
-use geoflash::index::BulkMethod;
+use geoflash::index::{BulkMethod, ReadMode};
 use geoflash::index_dir::{StoreKind, StoreOptions};
 use geoflash::manifest::{Access, Crs};
 use geoflash::store::efind::{EfindConfig, FlushPolicy};
@@ -183,6 +183,10 @@ pub struct QueryArgs {
     /// Print the ids found.
     #[arg(long)]
     ids: bool,
+    /// How the tree's nodes are read: batched (a node's children in one
+    /// device batch) or single (one page at a time, as the papers).
+    #[arg(long, default_value = "batched")]
+    reads: String,
     /// Print JSON (last line of standard output).
     #[arg(long)]
     json: bool,
@@ -966,7 +970,9 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
         }
     };
     let predicate = parse_predicate(&a.predicate)?;
-    let index = Index::open(&a.index, Access::Read)?;
+    let reads: ReadMode = a.reads.parse()?;
+    let mut index = Index::open(&a.index, Access::Read)?;
+    index.set_read_mode(reads);
     let start = BatchClock::start();
     let mut answers = Vec::with_capacity(windows.len());
     let (mut candidates, mut results) = (0u64, 0u64);

@@ -1,5 +1,5 @@
-//! `geoflash report --results RESULTS.sqlite|postgresql://… --out DIR`:
-//! tables, plots and an HTML page.
+//! `geoflash report RESULTS.sqlite|postgresql://… --out DIR` (or
+//! `--results RESULTS`): figures, tables and an HTML page.
 use std::path::PathBuf;
 
 use geoflash_bench::report::{write_report, ReportOptions};
@@ -11,12 +11,16 @@ use crate::Failure;
 /// Options of `report`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Examples:\n  geoflash report --results results.sqlite --out report/\n  geoflash report --results r.sqlite --out report/ --metric nand_erases --metric sim_time_ns --baseline plain\n  geoflash report --results postgresql://bench@dbhost/results --out report/"
+    after_help = "Examples:\n  geoflash report results.sqlite --out report/\n  geoflash report --results results.sqlite --out report/ --baseline fast --headline efind\n  geoflash report --results r.sqlite --out report/ --metric nand_erases --metric sim_time_ns --baseline plain\n  geoflash report --results postgresql://bench@dbhost/results --out report/"
 )]
 pub struct ReportArgs {
-    /// Results store written by `geoflash bench`: an SQLite file or a PostgreSQL URL.
-    #[arg(long)]
-    results: ResultsLocation,
+    /// Results store written by `geoflash bench`: an SQLite file or a
+    /// PostgreSQL URL (or give it with --results).
+    #[arg(value_name = "RESULTS", required_unless_present = "results")]
+    store: Option<ResultsLocation>,
+    /// The results store, as an option (the same as the positional RESULTS).
+    #[arg(long, value_name = "RESULTS", conflicts_with = "store")]
+    results: Option<ResultsLocation>,
     /// Output directory (index.html, summary.csv, summary.md, plots/).
     #[arg(long)]
     out: PathBuf,
@@ -41,12 +45,18 @@ pub struct ReportArgs {
 
 /// `geoflash report`.
 pub fn report(a: ReportArgs) -> Result<(), Failure> {
+    let Some(results) = a.store.as_ref().or(a.results.as_ref()) else {
+        return Err(geoflash::Error::invalid(
+            "report: give the results store (geoflash report RESULTS --out DIR)",
+        )
+        .into());
+    };
     // A report reads an existing results store (`bench` creates one).
-    if let ResultsLocation::Sqlite(path) = &a.results {
+    if let ResultsLocation::Sqlite(path) = results {
         crate::input_file(path)?;
     }
     let s = write_report(
-        &a.results,
+        results,
         &a.out,
         &ReportOptions {
             metrics: a.metrics.clone(),

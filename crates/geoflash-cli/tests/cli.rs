@@ -866,6 +866,94 @@ fn sigkill_during_a_build_loses_no_acknowledged_operation(store: &str) {
     println!("{store}: killed after acked {last_acked}; recovered the first {k} of {n}: {r}");
 }
 
+#[test]
+fn sigkill_during_a_plain_bulk_load_leaves_nothing_or_the_whole_index() {
+    sigkill_during_a_bulk_load_leaves_nothing_or_the_whole_index("plain");
+}
+
+#[test]
+fn sigkill_during_an_efind_bulk_load_leaves_nothing_or_the_whole_index() {
+    sigkill_during_a_bulk_load_leaves_nothing_or_the_whole_index("efind");
+}
+
+#[test]
+fn sigkill_during_a_fast_bulk_load_leaves_nothing_or_the_whole_index() {
+    sigkill_during_a_bulk_load_leaves_nothing_or_the_whole_index("fast");
+}
+
+/// `build --bulk str` (and `--bulk hilbert --memory`) killed with SIGKILL at
+/// moments spread over a whole run, then `recover`: either no index (and a
+/// new build of the same target succeeds) or the complete one, never a part.
+fn sigkill_during_a_bulk_load_leaves_nothing_or_the_whole_index(store: &str) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    let n = 60_000u64;
+    write_rects(&data, n);
+    let build = |idx: &Path, external: bool| {
+        let mut args = vec![
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(idx),
+            "--store",
+            store,
+            "--page-size",
+            "1024",
+            "--device",
+            "file?direct=false",
+        ];
+        if external {
+            args.extend_from_slice(&["--bulk", "hilbert", "--memory", "1MiB"]);
+        } else {
+            args.extend_from_slice(&["--bulk", "str"]);
+        }
+        Command::new(env!("CARGO_BIN_EXE_geoflash"))
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let want: Vec<u64> = (1..=n).collect();
+    for external in [false, true] {
+        // A whole run, timed: the kills are spread over its length.
+        let full = dir.path().join(format!("full-{external}"));
+        let start = std::time::Instant::now();
+        assert!(build(&full, external).wait().unwrap().success());
+        let took = start.elapsed();
+        assert_eq!(all_ids(&full), want);
+        let (mut nothing, mut whole) = (0, 0);
+        for k in 0..6u32 {
+            let idx = dir.path().join(format!("idx-{external}-{k}"));
+            let mut child = build(&idx, external);
+            // From at once (before anything is durable) to near the end.
+            std::thread::sleep(took * k / 6);
+            child.kill().unwrap(); // SIGKILL (a no-op if it finished)
+            child.wait().unwrap();
+            let r = geoflash(&["recover", "--index", s(&idx), "--json"]);
+            if r.status.success() {
+                assert_eq!(all_ids(&idx), want, "{store} external={external} kill {k}");
+                ok(geoflash(&["verify", "--index", s(&idx)]));
+                whole += 1;
+            } else {
+                let err = String::from_utf8_lossy(&r.stderr);
+                assert!(err.contains("not an index"), "{store} kill {k}: {err}");
+                assert!(!idx.join("manifest.json").exists());
+                // The target is free: a new build succeeds.
+                assert!(build(&idx, external).wait().unwrap().success());
+                assert_eq!(all_ids(&idx), want);
+                nothing += 1;
+            }
+        }
+        println!("{store} external={external}: {took:?} a build; killed: {nothing} left nothing, {whole} the whole index");
+        assert!(
+            nothing > 0,
+            "{store} external={external}: no kill landed inside the build"
+        );
+    }
+}
+
 /// `--kind fortree`: built by insertion on the plain store, the same answers
 /// as a brute-force scan after a reopen, insertions and deletions into the
 /// existing index, `verify` and `inspect`; with the original root counter a

@@ -147,9 +147,90 @@ fn bad_dataset_files_exit_2() {
             s(&pbf),
             "--out",
             s(&out),
-            "--osm-ways",
-            "open",
+            "--osm-filter",
+            "=yes",
         ]),
-        "buildings or closed",
+        "key=value",
     );
+}
+
+/// `import` of a real OSM extract: `--json` counts the skipped elements per
+/// reason, `--skipped FILE` lists the same ones, `--osm-filter` may be
+/// repeated, and the ids carry the OSM type (2 × way id, 2 × relation id + 1).
+#[cfg(feature = "osm-pbf")]
+#[test]
+fn import_osm_reports_skipped_elements_by_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let pbf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../geoflash-bench/tests/data/pyrosm-test.osm.pbf");
+    let out = dir.path().join("b.csv");
+    let list = dir.path().join("skipped.csv");
+    let run = ok(geoflash(&[
+        "import",
+        "--input",
+        s(&pbf),
+        "--out",
+        s(&out),
+        "--skipped",
+        s(&list),
+        "--json",
+    ]));
+    let text = String::from_utf8(run.stdout).unwrap();
+    let j: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let lines: Vec<String> = std::fs::read_to_string(&list)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(lines[0], "osm_type,osm_id,reason");
+    let rows = &lines[1..];
+    assert_eq!(j["skipped"].as_u64().unwrap() as usize, rows.len());
+    let by_reason = j["skipped_by_reason"].as_object().unwrap();
+    assert_eq!(by_reason["missing-nodes"], 48);
+    for (reason, n) in by_reason {
+        let listed = rows
+            .iter()
+            .filter(|r| r.ends_with(&format!(",{reason}")))
+            .count();
+        assert_eq!(Some(listed as u64), n.as_u64(), "{reason}");
+    }
+    // the written ids: ways even, and none of them skipped
+    let written = geoflash_bench::import::read_rects(&out).unwrap();
+    assert_eq!(written.len() as u64, j["count"].as_u64().unwrap());
+    for (id, _) in &written {
+        let (kind, osm_id) = if id % 2 == 0 {
+            ("way", id / 2)
+        } else {
+            ("relation", id / 2)
+        };
+        assert!(!rows
+            .iter()
+            .any(|r| r.starts_with(&format!("{kind},{osm_id},"))));
+    }
+    // the human summary names the reasons
+    let human = ok(geoflash(&["import", "--input", s(&pbf), "--out", s(&out)]));
+    let human = String::from_utf8(human.stdout).unwrap();
+    assert!(human.contains("48 missing-nodes"), "{human}");
+    // two filters read what either selects: more than buildings alone
+    let both = ok(geoflash(&[
+        "import",
+        "--input",
+        s(&pbf),
+        "--out",
+        s(&out),
+        "--osm-filter",
+        "building=*",
+        "--osm-filter",
+        "highway=*",
+        "--json",
+    ]));
+    let both: serde_json::Value = serde_json::from_str(
+        String::from_utf8(both.stdout)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(both["count"].as_u64() > j["count"].as_u64(), "{both}");
 }

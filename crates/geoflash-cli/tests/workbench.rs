@@ -87,6 +87,36 @@ fn smoke_workload_runs_resumes_and_reports() {
         "colour",
     ]);
     assert_eq!(out.status.code(), Some(2));
+    // The store as a positional argument: the same report.
+    let positional = dir.path().join("report-positional");
+    let p = last_json(&ok(geoflash(&[
+        "report",
+        s(&db),
+        "--out",
+        s(&positional),
+        "--baseline",
+        "plain",
+        "--json",
+    ])));
+    assert_eq!(
+        (p["panels"].clone(), p["plots"].as_array().map(Vec::len)),
+        (r["panels"].clone(), Some(plots.len()))
+    );
+    // Both forms at once, or neither: usage errors (exit 2).
+    for args in [
+        vec![
+            "report",
+            s(&db),
+            "--results",
+            s(&db),
+            "--out",
+            s(&positional),
+        ],
+        vec!["report", "--out", s(&positional)],
+    ] {
+        let out = geoflash(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! pandas DataFrames.
 use std::path::{Path, PathBuf};
 
-use geoflash_bench::results::ResultsStore;
+use geoflash_bench::results::{ResultsLocation, ResultsStore};
 use geoflash_bench::runner::{run, RunOptions};
 use geoflash_bench::workload::{Scale, Workload};
 use geoflash_engine::Error;
@@ -22,38 +22,88 @@ fn json_to_toml(json: &str) -> Result<String, Error> {
     toml::to_string(&toml_value).map_err(|e| Error::invalid(format!("workload dict: {e}")))
 }
 
+/// The workload `workload`: a TOML file's path, or with `from_json` a
+/// workload as JSON text.
+fn load(workload: &str, from_json: bool, scale: Scale) -> Result<Workload, Error> {
+    if from_json {
+        let text = json_to_toml(workload)?;
+        Workload::parse(&text, Path::new("<dict>"), scale)
+    } else {
+        Workload::load(Path::new(workload), scale)
+    }
+}
+
+/// The configurations of `workload` at `scale` (after `only`) as JSON: a
+/// list of `{"position", "key", "what", "complete"}` in the order `pick`
+/// numbers them, `complete` telling whether the results store `results`
+/// (created if missing) already holds the configuration whole.
+#[pyfunction]
+#[pyo3(signature = (workload, results, scale="small", from_json=false, only=Vec::new()))]
+pub fn bench_plan(
+    workload: String,
+    results: String,
+    scale: &str,
+    from_json: bool,
+    only: Vec<String>,
+) -> PyResult<String> {
+    let scale: Scale = scale.parse().map_err(to_py)?;
+    let w = load(&workload, from_json, scale).map_err(to_py)?;
+    let mut store =
+        ResultsStore::open_location(&ResultsLocation::parse(&results)).map_err(to_py)?;
+    let configs = w.configurations(&only);
+    if configs.is_empty() {
+        return Err(to_py(Error::invalid(format!(
+            "no index configuration of workload {:?} is named {}",
+            w.name,
+            only.join(" or ")
+        ))));
+    }
+    let mut out = Vec::new();
+    for (position, c) in configs.iter().enumerate() {
+        let key = c.key(&w.name, w.scale).map_err(to_py)?;
+        let complete = store.is_complete(&key).map_err(to_py)?;
+        out.push(serde_json::json!({
+            "position": position,
+            "key": key,
+            "what": format!("{} / {} / rep {}", c.dataset.name, c.index.name, c.repetition),
+            "complete": complete,
+        }));
+    }
+    serde_json::to_string(
+        &serde_json::json!({"workload": w.name, "scale": scale.name(), "configurations": out}),
+    )
+    .map_err(|e| to_py(Error::invalid(e.to_string())))
+}
+
 /// Runs the workload `workload` (a TOML file's path, or with `from_json`
 /// a workload as JSON text) at `scale` into the results store `results`
+/// (an SQLite file, or a PostgreSQL URL)
 /// and returns the run summary with the workload's name as JSON text.
 /// `only` restricts the run to some index configurations (as
 /// `geoflash bench --index`); `force` re-runs complete ones; indexes on
 /// `file` devices are created in `workdir` (default: the temporary
-/// directory). The GIL is released while the workload runs.
+/// directory); `pick` runs only the configuration at that position of
+/// `bench_plan`'s list. The GIL is released while the workload runs.
 #[pyfunction]
-#[pyo3(signature = (workload, results, scale="small", from_json=false, force=false, only=Vec::new(), workdir=None))]
+#[pyo3(signature = (workload, results, scale="small", from_json=false, force=false, only=Vec::new(), workdir=None, pick=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn bench_run(
     py: Python<'_>,
     workload: String,
-    results: PathBuf,
+    results: String,
     scale: &str,
     from_json: bool,
     force: bool,
     only: Vec<String>,
     workdir: Option<PathBuf>,
+    pick: Option<usize>,
 ) -> PyResult<String> {
     let scale: Scale = scale.parse().map_err(to_py)?;
-    let w = if from_json {
-        let text = json_to_toml(&workload).map_err(to_py)?;
-        Workload::parse(&text, Path::new("<dict>"), scale)
-    } else {
-        Workload::load(Path::new(&workload), scale)
-    }
-    .map_err(to_py)?;
+    let w = load(&workload, from_json, scale).map_err(to_py)?;
     let name = w.name.clone();
     let summary = py
         .allow_threads(|| -> Result<_, Error> {
-            let mut store = ResultsStore::open(&results)?;
+            let mut store = ResultsStore::open_location(&ResultsLocation::parse(&results))?;
             run(
                 &w,
                 &mut store,
@@ -63,6 +113,7 @@ pub fn bench_run(
                     progress: false,
                     command: "geoflash.bench.run".into(),
                     workdir,
+                    pick,
                 },
             )
         })

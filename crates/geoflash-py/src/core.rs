@@ -15,11 +15,11 @@ use std::str::FromStr;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use geoflash_engine::cache::PolicyKind;
-use geoflash_engine::geom::{Point, Rect};
+use geoflash_engine::geom::{Point, Rect, MAX_COORD};
 use geoflash_engine::index::query::{Hit, Predicate};
 use geoflash_engine::index::{BulkMethod, SplitKind};
 use geoflash_engine::index_dir::{StoreKind, StoreOptions};
-use geoflash_engine::manifest::Access;
+use geoflash_engine::manifest::{Access, DirLock, MANIFEST_FILE};
 use geoflash_engine::objects::geometry::from_wkb;
 use geoflash_engine::objects::Geometry;
 use geoflash_engine::store::efind::{EfindConfig, FlushPolicy};
@@ -27,7 +27,6 @@ use geoflash_engine::store::fast::{FastConfig, FastPolicy};
 use geoflash_engine::store::log::{Durability, LogFormat};
 use geoflash_engine::store::NodeStore;
 use geoflash_engine::{Error, Index, IndexOptions, Result};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -116,7 +115,7 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
     let mut log_capacity: Option<u64> = None;
     let mut log_format: Option<LogFormat> = None;
     let mut fast_policy: Option<FastPolicy> = None;
-    let bad = |k: &str, e: PyErr| PyValueError::new_err(format!("option {k}: {e}"));
+    let bad = |k: &str, e: PyErr| user_error(format!("option {k}: {e}"));
     for (k, v) in opts.iter() {
         let key: String = k.extract()?;
         if v.is_none() {
@@ -128,9 +127,7 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
         let small = |max: u64| -> PyResult<u64> {
             let n = int()?;
             if n > max {
-                return Err(PyValueError::new_err(format!(
-                    "option {key}: {n} exceeds {max}"
-                )));
+                return Err(user_error(format!("option {key}: {n} exceeds {max}")));
             }
             Ok(n)
         };
@@ -188,7 +185,7 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
                     "mha" => FlushPolicy::Mha,
                     "mhao" => FlushPolicy::Mhao,
                     _ => {
-                        return Err(PyValueError::new_err(format!(
+                        return Err(user_error(format!(
                             "unknown flush policy {p:?}: use m, mh, mha or mhao"
                         )))
                     }
@@ -204,22 +201,20 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
                 };
             }
             _ => {
-                return Err(PyValueError::new_err(format!(
+                return Err(user_error(format!(
                     "unknown index option {key:?}; the options are {OPTION_NAMES}"
                 )))
             }
         }
     }
     if efind.is_some() && o.store.kind != StoreKind::Efind {
-        return Err(PyValueError::new_err(
+        return Err(user_error(
             "read_buffer_percent, flush_percent, flush_policy and temporal_control \
              apply to store=\"efind\"",
         ));
     }
     if fast_policy.is_some() && o.store.kind != StoreKind::Fast {
-        return Err(PyValueError::new_err(
-            "fast_policy applies to store=\"fast\"",
-        ));
+        return Err(user_error("fast_policy applies to store=\"fast\""));
     }
     // Durability, log size and flushing unit are those of the eFIND or FAST
     // log; the plain store (the papers' baseline) has no log and is
@@ -262,7 +257,7 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
         }
         StoreKind::Plain => {
             if flush_unit.is_some() || log_capacity.is_some() || log_format.is_some() {
-                return Err(PyValueError::new_err(
+                return Err(user_error(
                     "flush_unit, log_capacity and log_format apply to store=\"efind\" or \"fast\"",
                 ));
             }
@@ -271,8 +266,9 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
     Ok(o)
 }
 
-/// Native-endian `f64` boxes (`minx, miny, maxx, maxy` per row) as rectangles.
-fn boxes(bytes: &[u8]) -> Result<Vec<Rect>> {
+/// Native-endian `f64` boxes (`minx, miny, maxx, maxy` per row) as
+/// rectangles; query windows (`windows`) are clamped as [`window`] does.
+fn boxes(bytes: &[u8], windows: bool) -> Result<Vec<Rect>> {
     if !bytes.chunks_exact(32).remainder().is_empty() {
         return Err(Error::invalid(format!(
             "box buffer of {} bytes is not a whole number of rows of four float64",
@@ -288,6 +284,9 @@ fn boxes(bytes: &[u8]) -> Result<Vec<Rect>> {
                 let mut a = [0u8; 8];
                 a.copy_from_slice(b);
                 *v = f64::from_ne_bytes(a);
+                if windows {
+                    *v = clamp(*v);
+                }
             }
             Rect::new(c[0], c[1], c[2], c[3]).map_err(|e| Error::invalid(format!("row {i}: {e}")))
         })
@@ -324,6 +323,19 @@ fn rect(minx: f64, miny: f64, maxx: f64, maxy: f64) -> PyResult<Rect> {
     Rect::new(minx, miny, maxx, maxy).map_err(to_py)
 }
 
+/// A coordinate of a query window in the engine's range: beyond it
+/// (infinities included) it is clamped to ±[`MAX_COORD`], which changes no
+/// answer since every stored box lies inside; NaN stays NaN (and is refused).
+fn clamp(v: f64) -> f64 {
+    v.clamp(-MAX_COORD, MAX_COORD)
+}
+
+/// A query window, which may be unbounded (`(-inf, -inf, inf, inf)` finds
+/// everything); NaN and inverted windows are refused.
+fn window(minx: f64, miny: f64, maxx: f64, maxy: f64) -> PyResult<Rect> {
+    rect(clamp(minx), clamp(miny), clamp(maxx), clamp(maxy))
+}
+
 fn bulk_method(name: &str) -> Result<BulkMethod> {
     BulkMethod::from_str(name)
 }
@@ -344,12 +356,17 @@ type Item<'py> = (i64, Option<Bound<'py, PyBytes>>, (f64, f64, f64, f64));
 /// An item before it becomes Python objects (built under the lock).
 type RawItem = (i64, Option<Vec<u8>>, (f64, f64, f64, f64));
 
-fn poisoned() -> PyErr {
-    PyValueError::new_err("the index is unusable: an earlier call panicked")
+/// A bad-input error (`geoflash.RTreeError`) with message `msg`.
+fn user_error(msg: impl Into<String>) -> PyErr {
+    to_py(Error::invalid(msg))
 }
 
-fn closed() -> PyErr {
-    PyValueError::new_err("operation on a closed index")
+fn poisoned() -> Error {
+    Error::invalid("the index is unusable: an earlier call panicked")
+}
+
+fn closed() -> Error {
+    Error::invalid("operation on a closed index")
 }
 
 fn to_items(py: Python<'_>, raw: Vec<RawItem>) -> Vec<Item<'_>> {
@@ -373,26 +390,33 @@ impl Core {
         }
     }
 
-    fn lock(&self) -> PyResult<RwLockWriteGuard<'_, Option<State>>> {
+    fn lock(&self) -> Result<RwLockWriteGuard<'_, Option<State>>> {
         self.inner.write().map_err(|_| poisoned())
     }
 
-    fn lock_read(&self) -> PyResult<RwLockReadGuard<'_, Option<State>>> {
+    fn lock_read(&self) -> Result<RwLockReadGuard<'_, Option<State>>> {
         self.inner.read().map_err(|_| poisoned())
     }
 
-    /// Runs `f` on the open state, exclusively.
+    /// Runs `f` on the open state, exclusively. Errors become Python
+    /// exceptions after the lock is released ([`to_py`] takes the GIL).
     fn with<R>(&self, f: impl FnOnce(&mut State) -> Result<R>) -> PyResult<R> {
-        let mut guard = self.lock()?;
-        let state = guard.as_mut().ok_or_else(closed)?;
-        f(state).map_err(to_py)
+        let run = || {
+            let mut guard = self.lock()?;
+            f(guard.as_mut().ok_or_else(closed)?)
+        };
+        run().map_err(to_py)
     }
 
     /// Runs `f` on the open state, shared with other readers.
-    fn read<R>(&self, f: impl FnOnce(&State) -> Result<R>) -> PyResult<R> {
+    fn read_state<R>(&self, f: impl FnOnce(&State) -> Result<R>) -> Result<R> {
         let guard = self.lock_read()?;
-        let state = guard.as_ref().ok_or_else(closed)?;
-        f(state).map_err(to_py)
+        f(guard.as_ref().ok_or_else(closed)?)
+    }
+
+    /// [`Core::read_state`] with its error as a Python exception.
+    fn read<R>(&self, f: impl FnOnce(&State) -> Result<R>) -> PyResult<R> {
+        self.read_state(f).map_err(to_py)
     }
 
     /// [`Core::read`] with the GIL released.
@@ -401,7 +425,7 @@ impl Core {
         py: Python<'_>,
         f: impl FnOnce(&State) -> Result<R> + Send,
     ) -> PyResult<R> {
-        py.allow_threads(|| self.read(f))
+        py.allow_threads(|| self.read_state(f)).map_err(to_py)
     }
 
     fn raw_items(st: &State, hits: &[Hit]) -> Result<Vec<RawItem>> {
@@ -430,7 +454,7 @@ impl Core {
         let opts = parse_options(options)?;
         if opts.kind == geoflash_engine::index::IndexKind::Hilbert && opts.hilbert_domain.is_none()
         {
-            return Err(PyValueError::new_err(
+            return Err(user_error(
                 "kind=\"hilbert\" built by insertion needs hilbert_domain=(minx, miny, maxx, maxy), \
                  the extent mapped onto the Hilbert curve (objects outside it are clamped); \
                  a bulk load (a stream, from_arrays, from_geoseries) takes the data's extent",
@@ -475,7 +499,7 @@ impl Core {
         let state = py
             .allow_threads(|| -> Result<State> {
                 let ids = int64s(ids)?;
-                let rects = self::boxes(boxes)?;
+                let rects = self::boxes(boxes, false)?;
                 if ids.len() != rects.len() {
                     return Err(Error::invalid(format!(
                         "{} ids for {} boxes",
@@ -588,6 +612,30 @@ impl Core {
         Ok(Core::new(state))
     }
 
+    /// Removes the index in directory `path` with everything in it (what
+    /// `overwrite=True` replaces). The directory must hold an index that no
+    /// process has open: the index's write lock is taken first.
+    #[staticmethod]
+    fn destroy(py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        py.allow_threads(|| -> Result<()> {
+            if !path.join(MANIFEST_FILE).is_file() {
+                return Err(Error::invalid(format!(
+                    "{} holds no index to overwrite",
+                    path.display()
+                )));
+            }
+            let lock = DirLock::acquire(&path, Access::Write)?;
+            std::fs::remove_dir_all(&path).map_err(|source| Error::Io {
+                path: path.clone(),
+                page: None,
+                source,
+            })?;
+            drop(lock);
+            Ok(())
+        })
+        .map_err(to_py)
+    }
+
     /// Inserts entry `id` with the box and optional pickled object.
     #[pyo3(signature = (id, minx, miny, maxx, maxy, obj=None))]
     fn insert(
@@ -613,13 +661,19 @@ impl Core {
         })
     }
 
-    /// Deletes one entry with user id `id` and exactly this box; False if there is none.
+    /// Deletes one entry with user id `id` and exactly this box; False if
+    /// there is none (as for a box no entry can have: infinite or beyond the
+    /// engine's range; NaN and inverted boxes are refused).
     fn delete(&self, id: i64, minx: f64, miny: f64, maxx: f64, maxy: f64) -> PyResult<bool> {
-        let r = rect(minx, miny, maxx, maxy)?;
+        window(minx, miny, maxx, maxy)?;
+        let exact = Rect::new(minx, miny, maxx, maxy);
         self.with(|st| {
             if !st.writable {
                 return Err(Error::invalid("the index is open read-only"));
             }
+            let Ok(r) = exact else {
+                return Ok(false);
+            };
             let Some(key) = st.find(id, r)? else {
                 return Ok(false);
             };
@@ -644,7 +698,7 @@ impl Core {
         predicate: &str,
     ) -> PyResult<Vec<i64>> {
         let (r, p) = (
-            rect(minx, miny, maxx, maxy)?,
+            window(minx, miny, maxx, maxy)?,
             self::predicate(predicate).map_err(to_py)?,
         );
         self.read_nogil(py, |st| {
@@ -664,7 +718,7 @@ impl Core {
         predicate: &str,
     ) -> PyResult<u64> {
         let (r, p) = (
-            rect(minx, miny, maxx, maxy)?,
+            window(minx, miny, maxx, maxy)?,
             self::predicate(predicate).map_err(to_py)?,
         );
         self.read_nogil(py, |st| {
@@ -697,7 +751,7 @@ impl Core {
         Bound<'py, PyBytes>,
     )> {
         let (r, p) = (
-            rect(minx, miny, maxx, maxy)?,
+            window(minx, miny, maxx, maxy)?,
             self::predicate(predicate).map_err(to_py)?,
         );
         let (keys, ids, rects) = self.read_nogil(py, |st| {
@@ -728,7 +782,7 @@ impl Core {
         predicate: &str,
     ) -> PyResult<Vec<Item<'py>>> {
         let (r, p) = (
-            rect(minx, miny, maxx, maxy)?,
+            window(minx, miny, maxx, maxy)?,
             self::predicate(predicate).map_err(to_py)?,
         );
         let raw = self.read_nogil(py, |st| Core::raw_items(st, &st.index.query(r, p)?.hits))?;
@@ -746,7 +800,7 @@ impl Core {
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
         let p = self::predicate(predicate).map_err(to_py)?;
         let (offsets, ids) = self.read_nogil(py, |st| {
-            let windows = self::boxes(boxes)?;
+            let windows = self::boxes(boxes, true)?;
             let batch = st.index.query_batch(&windows, p)?;
             let mut offsets: Vec<i64> = Vec::with_capacity(windows.len() + 1);
             let mut ids: Vec<i64> = Vec::new();
@@ -781,7 +835,7 @@ impl Core {
         ties: bool,
         items: bool,
     ) -> PyResult<PyObject> {
-        let q = rect(minx, miny, maxx, maxy)?;
+        let q = window(minx, miny, maxx, maxy)?;
         let found = self.read_nogil(py, |st| {
             let hits = if q.is_point() {
                 let p = Point::new(q.min_x, q.min_y)?;
@@ -879,7 +933,7 @@ impl Core {
 
     /// Checkpoints (when writable) and closes; later calls raise ValueError.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let state = self.lock()?.take();
+        let state = self.lock().map_err(to_py)?.take();
         if let Some(mut st) = state {
             py.allow_threads(move || -> Result<()> {
                 st.checkpoint()?;
@@ -893,7 +947,7 @@ impl Core {
     /// True once closed.
     #[getter]
     fn closed(&self) -> PyResult<bool> {
-        Ok(self.lock_read()?.is_none())
+        Ok(self.lock_read().map_err(to_py)?.is_none())
     }
 
     /// The index directory, or None.

@@ -8,6 +8,8 @@
 use pyo3::create_exception;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::PyType;
 
 mod bench;
 mod core;
@@ -25,13 +27,30 @@ create_exception!(
      (bad checksum, magic or layout, a newer format, or an id map older than the index)."
 );
 
-/// Maps an engine error to a Python exception: `ValueError` for bad input,
-/// `CorruptIndexError` (an `OSError`) for corrupt data, `OSError` for
-/// device errors (with the OS error number when there is one).
+/// The class of bad-input errors: `geoflash.exceptions.RTreeError` (a
+/// `ValueError`, and rtree's `RTreeError` when rtree is installed), or
+/// `ValueError` if that module cannot be imported.
+fn user_error_type(py: Python<'_>) -> &Bound<'_, PyType> {
+    static TYPE: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+    TYPE.get_or_init(py, || {
+        py.import_bound("geoflash.exceptions")
+            .and_then(|m| m.getattr("RTreeError"))
+            .and_then(|t| Ok(t.downcast_into::<PyType>()?.unbind()))
+            .unwrap_or_else(|_| py.get_type_bound::<PyValueError>().unbind())
+    })
+    .bind(py)
+}
+
+/// Maps an engine error to a Python exception: `geoflash.RTreeError` (a
+/// `ValueError`) for bad input, `CorruptIndexError` (an `OSError`) for
+/// corrupt data, `OSError` for device errors (with the OS error number when
+/// there is one). It takes the GIL: call it without holding an index lock.
 pub(crate) fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
     match &e {
-        _ if e.is_user_error() => PyValueError::new_err(msg),
+        _ if e.is_user_error() => {
+            Python::with_gil(|py| PyErr::from_type_bound(user_error_type(py).clone(), msg))
+        }
         Error::Corrupt { .. } | Error::UnsupportedVersion { .. } => CorruptIndexError::new_err(msg),
         Error::Io { path, source, .. } => match source.raw_os_error() {
             Some(code) => PyOSError::new_err((code, msg, path.display().to_string())),
@@ -47,12 +66,23 @@ fn parse_size(text: &str) -> PyResult<u64> {
     geoflash_engine::units::parse_size(text).map_err(to_py)
 }
 
+/// The number of entries a node page of `page_size` bytes holds (`payload`:
+/// entries with the Hilbert R-tree's 8-byte payload); 0 for a page smaller
+/// than its header.
+#[pyfunction]
+#[pyo3(signature = (page_size, payload=false))]
+fn page_capacity(page_size: usize, payload: bool) -> usize {
+    geoflash_engine::page::max_entries(page_size, payload)
+}
+
 /// The extension module `geoflash._geoflash`.
 #[pymodule]
 fn _geoflash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(page_capacity, m)?)?;
     m.add_function(wrap_pyfunction!(bench::bench_run, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::bench_plan, m)?)?;
     m.add_class::<core::Core>()?;
     // The product defaults (geoflash::defaults), the one source of the
     // Python layer's default store, buffer and device.

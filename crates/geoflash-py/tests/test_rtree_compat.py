@@ -82,7 +82,7 @@ def test_reopen_after_close_answers_identically(config, tmp_path):
     idx.close()
     assert idx.closed
     with geoflash.Index(path) as again:
-        assert again.properties["store"]["kind"] == store
+        assert again.manifest["store"]["kind"] == store
         assert_same_answers(again, ref, np.random.default_rng(12))
         # and it stays writable: more entries, another reopen
         again.insert(-5, (1.5, 1.5, 2.5, 2.5), obj="new")
@@ -232,7 +232,7 @@ def test_hilbert_kind_by_insertion_deletion_and_reopen(tmp_path):
     assert_same_answers(idx, ref, np.random.default_rng(12))
     idx.close()
     again = geoflash.Index(str(path))
-    assert "hilbert" in json.dumps(again.properties)
+    assert "hilbert" in json.dumps(again.manifest)
     assert_same_answers(again, ref, np.random.default_rng(13))
     # a bulk load takes the data's extent without being told
     boxes = random_boxes(rng, 500)

@@ -32,7 +32,8 @@ use crate::index::fortree::{Fortree, FortreeConfig};
 use crate::index::query::{BatchResult, KnnResult, Predicate, QueryResult};
 use crate::index::xbr::{XbrConfig, XbrTree};
 use crate::index::{
-    BulkMethod, ExternalBulkConfig, ExternalBulkReport, IndexKind, RTree, SplitKind, TreeParams,
+    BulkMethod, ExternalBulkConfig, ExternalBulkReport, IndexKind, RTree, ReadMode, SplitKind,
+    TreeParams,
 };
 use crate::manifest::{Access, Crs, DirLock, Manifest, MANIFEST_VERSION};
 use crate::metrics::{Phase, PhaseTimes, Stats, Stopwatch};
@@ -960,6 +961,18 @@ impl Index {
     /// through [`Index::structure`].
     pub fn tree(&self) -> Result<&RTree<Box<dyn NodeStore>>> {
         self.tree.rtree("this operation")
+    }
+
+    /// Sets how range queries read nodes ([`ReadMode`]: batched by default,
+    /// `single` for the papers' one-page-at-a-time reads); the answers do
+    /// not change. Not persisted: each open starts batched.
+    pub fn set_read_mode(&mut self, mode: ReadMode) {
+        self.tree.set_read_mode(mode);
+    }
+
+    /// How range queries read nodes.
+    pub fn read_mode(&self) -> ReadMode {
+        self.tree.read_mode()
     }
 
     /// The structure the index holds: an R-tree-family tree or a FOR-tree.

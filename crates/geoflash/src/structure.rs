@@ -23,7 +23,7 @@ use crate::geom::{Point, Rect};
 use crate::index::fortree::{Fortree, FortreeConfig};
 use crate::index::query::{BatchResult, Hit, KnnResult, Predicate, QueryResult, QueryStats};
 use crate::index::xbr::{BulkOptions, XbrTree};
-use crate::index::{RTree, TreeCounters};
+use crate::index::{RTree, ReadMode, TreeCounters};
 use crate::store::{NodeStore, OpId, StoreStats};
 use crate::{Error, Result};
 
@@ -76,6 +76,23 @@ impl std::fmt::Debug for Structure {
 }
 
 impl Structure {
+    /// Sets how the R-tree family's range queries read nodes ([`ReadMode`]);
+    /// the FOR-tree and the xBR+-tree keep their own traversals.
+    pub fn set_read_mode(&mut self, mode: ReadMode) {
+        if let Structure::RTree(t) = self {
+            t.set_read_mode(mode);
+        }
+    }
+
+    /// How the R-tree family's range queries read nodes (the default for
+    /// the other structures).
+    pub fn read_mode(&self) -> ReadMode {
+        match self {
+            Structure::RTree(t) => t.read_mode(),
+            _ => ReadMode::default(),
+        }
+    }
+
     /// The R-tree-family tree; an error naming `what` for a FOR-tree.
     pub fn rtree(&self, what: &str) -> Result<&RTree<Box<dyn NodeStore>>> {
         match self {

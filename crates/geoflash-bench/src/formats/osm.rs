@@ -1,21 +1,39 @@
-//! OpenStreetMap PBF input through the `osmpbf` crate: closed ways as
-//! polygons, with the way id as the object id.
+//! OpenStreetMap PBF input through the `osmpbf` crate: the ways and
+//! multipolygon relations that pass a tag filter, as polygons and lines,
+//! and the objects that could not be built, each with its reason.
 //!
-//! A way is *closed* when it has at least four node references and its
-//! first and last references are the same node. By default only closed ways
-//! tagged `building=*` (any value but `no`) are read ([`OsmWays::Buildings`]);
-//! [`OsmWays::Closed`] reads every closed way. Multipolygon relations, open
-//! ways and nodes on their own are not read.
+//! **What becomes an object.** An element passes the filter when one of
+//! its tags matches one of the [`OsmFilter`]s (`key=*`: any value but
+//! `no`; `key=value`: that value; default `building=*`). Several filters
+//! select the elements any of them matches.
+//! - A *way* that passes becomes a polygon when it is closed (at least four
+//!   node references, the first the same node as the last), unless tagged
+//!   `area=no`, or its matching filters are all `highway` ones and it is not
+//!   tagged `area=yes` (a closed highway is a loop, as the OSM wiki has it);
+//!   otherwise it becomes a line.
+//! - A *relation* tagged `type=multipolygon` that passes becomes polygons:
+//!   its member ways are joined into closed rings, split rings and reversed
+//!   ways included, and the rings nested by the even-odd rule
+//!   ([`rings`]). A way that passes the filter itself but is a member of
+//!   such a relation that became an object is not a second object (it is
+//!   reported as [`SkipReason::RelationMember`]), which is how pyrosm
+//!   counts them. Other relation types are not read.
 //!
-//! The file is read twice through `osmpbf::IndexedReader`: a first pass
-//! over the blocks that hold ways selects the ways and remembers their node
-//! references, a second pass over the blocks whose node id range can hold
-//! one of those references resolves the coordinates (x = longitude,
-//! y = latitude, in degrees). A way that references a node the file does not
-//! hold (common at the edges of extracts) is skipped and counted
-//! ([`OsmRead::incomplete`]), not an error. Node references are
-//! delta-decoded here with checked arithmetic; a way whose references
-//! overflow is an error.
+//! **Ids.** Way and relation ids are separate number spaces, so the object
+//! id is osmium's area id: `2 × way id` for a way, `2 × relation id + 1`
+//! for a relation ([`object_id`], [`osm_of`] for the way back).
+//!
+//! **Skipped objects.** An element that passes the filter but cannot be
+//! built is not an error: it is listed in [`OsmRead::skipped`] with its
+//! type, id and [`SkipReason`] (extracts cut ways and relations at their
+//! edges, so nodes and member ways are often missing). A file that is not
+//! valid PBF, a negative id or node references that overflow are errors
+//! naming the file.
+//!
+//! The file is read in two passes: the relations first (every block is
+//! decoded), then through `osmpbf::IndexedReader` the blocks that hold
+//! ways and the node blocks whose id range can hold a node of a selected
+//! way (x = longitude, y = latitude, in degrees).
 //!
 //! Behind the cargo feature `osm-pbf` (on by default; `osmpbf` brings the
 //! `protobuf` crate and, at build time, its code generator); without it
@@ -25,48 +43,208 @@ use std::path::Path;
 use geoflash::objects::Geometry;
 use geoflash::{Error, Result};
 
-/// Which closed ways become polygons.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OsmWays {
-    /// Closed ways with a `building` tag whose value is not `no` (the default).
-    #[default]
-    Buildings,
-    /// Every closed way.
-    Closed,
+pub mod rings;
+
+/// One tag filter: `key=*` (any value but `no`) or `key=value`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OsmFilter {
+    /// The tag key.
+    pub key: String,
+    /// The value the tag must have; `None` for any value but `no`.
+    pub value: Option<String>,
 }
 
-impl std::str::FromStr for OsmWays {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "buildings" | "building" => Ok(OsmWays::Buildings),
-            "closed" | "all-closed" => Ok(OsmWays::Closed),
-            _ => Err(Error::invalid(format!(
-                "unknown OSM way selection {s:?}: use buildings or closed"
-            ))),
+impl OsmFilter {
+    /// Whether the tag `key=value` matches this filter.
+    pub fn matches(&self, key: &[u8], value: &[u8]) -> bool {
+        key == self.key.as_bytes()
+            && match &self.value {
+                None => value != b"no",
+                Some(v) => value == v.as_bytes(),
+            }
+    }
+}
+
+impl Default for OsmFilter {
+    /// `building=*`.
+    fn default() -> Self {
+        OsmFilter {
+            key: "building".into(),
+            value: None,
         }
     }
+}
+
+impl std::str::FromStr for OsmFilter {
+    type Err = Error;
+    /// Parses `key=*`, `key` (the same) or `key=value`.
+    fn from_str(s: &str) -> Result<Self> {
+        let (key, value) = match s.split_once('=') {
+            None => (s, None),
+            Some((k, "*")) => (k, None),
+            Some((k, v)) => (k, Some(v.to_string())),
+        };
+        if key.trim().is_empty() || key != key.trim() || value.as_deref() == Some("") {
+            return Err(Error::invalid(format!(
+                "bad OSM filter {s:?}: use key=* (any value but no) or key=value, e.g. building=* or highway=primary"
+            )));
+        }
+        Ok(OsmFilter {
+            key: key.to_string(),
+            value,
+        })
+    }
+}
+
+impl std::fmt::Display for OsmFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}", self.key, self.value.as_deref().unwrap_or("*"))
+    }
+}
+
+/// Options of the OSM reader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OsmOptions {
+    /// The tag filters; an element passes when it matches any. Never empty
+    /// in practice: an empty list selects nothing.
+    pub filters: Vec<OsmFilter>,
+}
+
+impl Default for OsmOptions {
+    /// `building=*`.
+    fn default() -> Self {
+        OsmOptions {
+            filters: vec![OsmFilter::default()],
+        }
+    }
+}
+
+/// The kind of an OSM element that became (or could not become) an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OsmType {
+    /// A way.
+    Way,
+    /// A relation.
+    Relation,
+}
+
+impl OsmType {
+    /// `"way"` or `"relation"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OsmType::Way => "way",
+            OsmType::Relation => "relation",
+        }
+    }
+}
+
+/// The object id of OSM element `id` of type `t`: `2·id` for a way,
+/// `2·id + 1` for a relation (osmium's area ids). Every non-negative `i64`
+/// id has one.
+pub fn object_id(t: OsmType, id: u64) -> u64 {
+    let even = id.wrapping_mul(2);
+    match t {
+        OsmType::Way => even,
+        OsmType::Relation => even | 1,
+    }
+}
+
+/// The OSM element of an object id ([`object_id`]'s inverse).
+pub fn osm_of(object_id: u64) -> (OsmType, u64) {
+    let t = if object_id.is_multiple_of(2) {
+        OsmType::Way
+    } else {
+        OsmType::Relation
+    };
+    (t, object_id / 2)
+}
+
+/// Why an element that passes the filter did not become an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SkipReason {
+    /// The file lacks a node of the way (or of a member way of the relation).
+    MissingNodes,
+    /// The file lacks a member way of the relation.
+    MissingMembers,
+    /// The relation's member ways do not join into closed rings.
+    UnclosedRing,
+    /// Too few nodes or points for the geometry: a way of fewer than two
+    /// nodes, a closed way of fewer than four references, a ring without area.
+    Degenerate,
+    /// The way is a member of a multipolygon relation that became an object.
+    RelationMember,
+}
+
+impl SkipReason {
+    /// Every reason, in the order reports list them.
+    pub const ALL: [SkipReason; 5] = [
+        SkipReason::MissingNodes,
+        SkipReason::MissingMembers,
+        SkipReason::UnclosedRing,
+        SkipReason::Degenerate,
+        SkipReason::RelationMember,
+    ];
+
+    /// The reason's name in reports (`missing-nodes`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SkipReason::MissingNodes => "missing-nodes",
+            SkipReason::MissingMembers => "missing-members",
+            SkipReason::UnclosedRing => "unclosed-ring",
+            SkipReason::Degenerate => "degenerate",
+            SkipReason::RelationMember => "relation-member",
+        }
+    }
+
+    /// A sentence for people (`the file lacks some of its nodes`).
+    pub fn describe(self) -> &'static str {
+        match self {
+            SkipReason::MissingNodes => "the file lacks some of its nodes",
+            SkipReason::MissingMembers => "the file lacks some of its member ways",
+            SkipReason::UnclosedRing => "its member ways do not close into rings",
+            SkipReason::Degenerate => "too few nodes for its geometry",
+            SkipReason::RelationMember => "part of a multipolygon relation read as an object",
+        }
+    }
+}
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An element that passes the filter but did not become an object.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Skipped {
+    /// Way or relation.
+    pub osm_type: OsmType,
+    /// Its OSM id.
+    pub osm_id: u64,
+    /// Why.
+    pub reason: SkipReason,
 }
 
 /// What [`read`] found.
 #[derive(Debug, Clone, Default)]
 pub struct OsmRead {
-    /// The polygons with their way ids, in file order.
+    /// The objects with their ids ([`object_id`]): the ways in file order,
+    /// then the relations in file order.
     pub objects: Vec<(u64, Geometry)>,
-    /// Selected ways skipped because the file lacks one of their nodes.
-    pub incomplete: u64,
+    /// The elements that pass the filter but were not built, ways first.
+    pub skipped: Vec<Skipped>,
 }
 
-/// The node ids of a way, delta-decoded; `None` on overflow.
-/// Reads the polygons of closed ways from an OSM PBF file (see the module
-/// documentation).
-pub fn read(path: &Path, ways: OsmWays) -> Result<OsmRead> {
+/// Reads the ways and multipolygon relations of an OSM PBF file that pass
+/// the filters of `opts` (see the module documentation).
+pub fn read(path: &Path, opts: &OsmOptions) -> Result<OsmRead> {
     #[cfg(feature = "osm-pbf")]
-    return imp::read(path, ways);
+    return pbf::read(path, opts);
     #[cfg(not(feature = "osm-pbf"))]
     {
-        let _ = ways;
+        let _ = opts;
         Err(super::bad(
             path,
             "OSM PBF support is not built in (enable the cargo feature `osm-pbf` of geoflash-bench)",
@@ -75,127 +253,44 @@ pub fn read(path: &Path, ways: OsmWays) -> Result<OsmRead> {
 }
 
 #[cfg(feature = "osm-pbf")]
-mod imp {
-    use std::collections::HashMap;
-    use std::path::Path;
+mod pbf;
 
-    use geo_types::{Coord, LineString, Polygon};
-    use geoflash::objects::Geometry;
-    use geoflash::Result;
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    use super::super::{bad, io_err, Collector};
-    use super::{OsmRead, OsmWays};
-
-    fn decode_refs(deltas: &[i64]) -> Option<Vec<i64>> {
-        let mut cur = 0i64;
-        deltas
-            .iter()
-            .map(|d| {
-                cur = cur.checked_add(*d)?;
-                Some(cur)
-            })
-            .collect()
-    }
-
-    /// Whether a way's tags (indices into the block's string table) hold a
-    /// `building` tag other than `building=no`.
-    fn is_building(tags: impl Iterator<Item = (u32, u32)>, table: &[Vec<u8>]) -> bool {
-        let s = |i: u32| table.get(i as usize).map(Vec::as_slice);
-        tags.into_iter()
-            .any(|(k, v)| s(k) == Some(b"building".as_slice()) && s(v) != Some(b"no".as_slice()))
-    }
-
-    /// Reads the polygons of closed ways from an OSM PBF file (see the module
-    /// documentation).
-    pub(super) fn read(path: &Path, ways: OsmWays) -> Result<OsmRead> {
-        std::fs::metadata(path).map_err(|e| io_err(path, e))?;
-        let fail = |e: osmpbf::Error| match e.kind() {
-            osmpbf::ErrorKind::Io(io) if io.kind() != std::io::ErrorKind::UnexpectedEof => {
-                io_err(path, std::io::Error::new(io.kind(), io.to_string()))
-            }
-            _ => bad(path, format!("not a valid OSM PBF file: {e}")),
-        };
-        let mut reader = osmpbf::IndexedReader::from_path(path).map_err(fail)?;
-        let mut selected: Vec<(i64, Vec<i64>)> = Vec::new();
-        let mut overflow: Option<i64> = None;
-        let mut nodes: HashMap<i64, Coord> = HashMap::new();
-        reader
-            .read_ways_and_deps(
-                |way| {
-                    let Some(refs) = decode_refs(way.raw_refs()) else {
-                        overflow.get_or_insert(way.id());
-                        return false;
-                    };
-                    let closed = refs.len() >= 4 && refs.first() == refs.last();
-                    let keep = closed
-                        && (ways == OsmWays::Closed
-                            || is_building(way.raw_tags(), way.raw_stringtable()));
-                    if keep {
-                        selected.push((way.id(), refs));
-                    }
-                    keep
-                },
-                |element| {
-                    let (id, x, y) = match element {
-                        osmpbf::Element::Node(n) => (n.id(), n.lon(), n.lat()),
-                        osmpbf::Element::DenseNode(n) => (n.id(), n.lon(), n.lat()),
-                        _ => return,
-                    };
-                    nodes.insert(id, Coord { x, y });
-                },
-            )
-            .map_err(fail)?;
-        if let Some(id) = overflow {
-            return Err(bad(
-                path,
-                format!("way {id}: its node references overflow 64 bits"),
-            ));
+    #[test]
+    fn filters_parse_and_match() {
+        let any: OsmFilter = "building=*".parse().unwrap();
+        assert_eq!(any, OsmFilter::default());
+        assert_eq!("building".parse::<OsmFilter>().unwrap(), any);
+        assert!(any.matches(b"building", b"yes"));
+        assert!(any.matches(b"building", b"house"));
+        assert!(!any.matches(b"building", b"no"));
+        assert!(!any.matches(b"highway", b"yes"));
+        let one: OsmFilter = "highway=primary".parse().unwrap();
+        assert!(one.matches(b"highway", b"primary"));
+        assert!(!one.matches(b"highway", b"secondary"));
+        assert_eq!(one.to_string(), "highway=primary");
+        assert_eq!(any.to_string(), "building=*");
+        for bad in ["", "=yes", "building=", " building=*"] {
+            let e = bad.parse::<OsmFilter>().unwrap_err().to_string();
+            assert!(e.contains("key=value"), "{bad:?}: {e}");
         }
-        let mut objects = Collector::new(path);
-        let mut incomplete = 0;
-        for (id, refs) in selected {
-            let what = format!("way {id}");
-            let uid = u64::try_from(id).map_err(|_| {
-                bad(
-                    path,
-                    format!("{what}: a negative id cannot be an object id"),
-                )
-            })?;
-            let ring: Option<Vec<Coord>> = refs.iter().map(|r| nodes.get(r).copied()).collect();
-            match ring {
-                Some(ring) => objects.push(
-                    &what,
-                    uid,
-                    Geometry::Polygon(Polygon::new(LineString::new(ring), vec![])),
-                )?,
-                None => incomplete += 1,
+    }
+
+    #[test]
+    fn object_ids_keep_type_and_id() {
+        for id in [0u64, 1, 9630, 1 << 40, i64::MAX as u64] {
+            for t in [OsmType::Way, OsmType::Relation] {
+                assert_eq!(osm_of(object_id(t, id)), (t, id));
             }
         }
-        Ok(OsmRead {
-            objects: objects.finish(),
-            incomplete,
-        })
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn refs_and_tags() {
-            assert_eq!(decode_refs(&[5, 1, -3]), Some(vec![5, 6, 3]));
-            assert_eq!(decode_refs(&[i64::MAX, 1]), None);
-            let table = vec![
-                b"".to_vec(),
-                b"building".to_vec(),
-                b"yes".to_vec(),
-                b"no".to_vec(),
-            ];
-            assert!(is_building([(1, 2)].into_iter(), &table));
-            assert!(!is_building([(1, 3)].into_iter(), &table));
-            assert!(!is_building([(2, 1), (9, 9)].into_iter(), &table));
-            assert_eq!("closed".parse::<OsmWays>().unwrap(), OsmWays::Closed);
-            assert!("open".parse::<OsmWays>().is_err());
+        assert_eq!(object_id(OsmType::Way, 5), 10);
+        assert_eq!(object_id(OsmType::Relation, 5), 11);
+        let names: Vec<&str> = SkipReason::ALL.iter().map(|r| r.name()).collect();
+        for (r, n) in SkipReason::ALL.iter().zip(&names) {
+            assert_eq!(serde_json::to_value(r).unwrap(), *n);
         }
     }
 }

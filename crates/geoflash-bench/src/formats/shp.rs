@@ -52,6 +52,67 @@ fn field_id(v: &dbase::FieldValue) -> std::result::Result<u64, String> {
     parsed.ok_or_else(|| format!("id {v:?} is not a non-negative integer"))
 }
 
+/// Checks that every record of the `.shp` (read in file order from byte
+/// 100) fits in the file and that the point and part counts of its shape
+/// fit in the record, before the `shapefile` crate allocates by those
+/// counts: a damaged count would otherwise ask for gigabytes (found by the
+/// `import_shp` fuzz target).
+fn check_record_sizes(path: &Path) -> Result<()> {
+    let bytes = std::fs::read(path).map_err(|e| io_err(path, e))?;
+    let be = |at: usize| -> Option<usize> {
+        let b = bytes.get(at..at + 4)?;
+        usize::try_from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])).ok()
+    };
+    let le = |at: usize| -> Option<usize> {
+        let b = bytes.get(at..at + 4)?;
+        usize::try_from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok()
+    };
+    let mut at = 100usize;
+    let mut n = 0u64;
+    while at + 8 <= bytes.len() {
+        n += 1;
+        let fail = |msg: String| Err(bad(path, format!("record {n} at byte {at}: {msg}")));
+        let Some(len) = be(at + 4).and_then(|w| w.checked_mul(2)) else {
+            return fail("unreadable record header".into());
+        };
+        let start = at + 8;
+        if len > bytes.len() - start {
+            return fail(format!(
+                "content of {len} bytes runs past the end of the file ({} bytes)",
+                bytes.len()
+            ));
+        }
+        // (offset of the point count, bytes before the parts and points)
+        let counts = match le(start) {
+            // MultiPoint, MultiPointZ, MultiPointM: bbox, then the point count
+            Some(8 | 18 | 28) => Some((36, 40, false)),
+            // PolyLine, Polygon, MultiPatch and their Z/M forms: bbox, parts, points
+            Some(3 | 5 | 13 | 15 | 23 | 25 | 31) => Some((40, 44, true)),
+            _ => None,
+        };
+        if let Some((points_at, fixed, has_parts)) = counts {
+            let parts = if has_parts { le(start + 36) } else { Some(0) };
+            let points = le(start + points_at);
+            let need = parts
+                .zip(points)
+                .and_then(|(p, q)| p.checked_mul(4)?.checked_add(q.checked_mul(16)?))
+                .and_then(|b| b.checked_add(fixed));
+            match need {
+                Some(need) if need <= len => {}
+                _ => {
+                    return fail(format!(
+                        "{} parts and {} points do not fit its {len} bytes",
+                        parts.unwrap_or(0),
+                        points.unwrap_or(0)
+                    ))
+                }
+            }
+        }
+        at = start + len;
+    }
+    Ok(())
+}
+
 /// Reads the shapes of a shapefile with their ids (see the module
 /// documentation).
 pub fn read(path: &Path) -> Result<Vec<(u64, Geometry)>> {
@@ -59,6 +120,7 @@ pub fn read(path: &Path) -> Result<Vec<(u64, Geometry)>> {
         // the crate would report a bare "No such file or directory"
         std::fs::metadata(path).map_err(|e| io_err(path, e))?;
     }
+    check_record_sizes(path)?;
     let mut shapes = shapefile::ShapeReader::from_path(path).map_err(|e| shp_err(path, e))?;
     let dbf = sibling(path, "dbf");
     let mut table = match &dbf {

@@ -22,6 +22,14 @@ def bench_run(
     force: bool = False,
     only: List[str] = ...,
     workdir: Optional[_Path] = None,
+    pick: Optional[int] = None,
+) -> str: ...
+def bench_plan(
+    workload: str,
+    results: _Path,
+    scale: str = "small",
+    from_json: bool = False,
+    only: List[str] = ...,
 ) -> str: ...
 
 class Core:

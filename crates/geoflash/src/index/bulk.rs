@@ -5,16 +5,16 @@
 //!
 //! Nodes hold `⌊M · fill⌋` entries (at least m); the entries of a level are
 //! spread evenly over its nodes so every node holds between m and M entries.
-//! Each node is created in its own store operation and the metadata is set
-//! by the last one: a crash in the middle leaves an empty tree (and pages
-//! that the next checkpointed free-space scan does not know about: bulk
-//! loads are meant to be followed by a checkpoint).
+//! The nodes go to the store through [`NodeStore::bulk_load`]: outside
+//! operations, unlogged, in large sequential batches, and the tree is
+//! published atomically once complete (see [`crate::store::bulk`]): a crash
+//! in the middle leaves the empty tree, never a part of the new one.
 use super::ops::{center, mbr};
 use super::params::{IndexKind, TreeParams};
-use super::{checked, RTree};
+use super::{checked, entry_of, RTree};
 use crate::geom::{HilbertDomain, Rect};
 use crate::page::Entry;
-use crate::store::NodeStore;
+use crate::store::{NodeStore, TreeMeta};
 use crate::{Error, Result};
 
 /// How a bulk load orders the entries.
@@ -116,94 +116,94 @@ impl<S: NodeStore> RTree<S> {
                 Some(HilbertDomain::new(extent, HilbertDomain::DEFAULT_ORDER)?)
             }
         };
-        let mut level: u16 = 0;
-        loop {
-            let k = level_entries.len();
-            let groups = if k <= cap {
-                vec![level_entries]
-            } else if hilbert_tree {
-                // A Hilbert R-tree is packed in Hilbert order; upper levels
-                // keep the order of the level below.
-                if level == 0 {
-                    level_entries.sort_by(super::hilbert::hilbert_order);
+        let m = p.min_entries;
+        let kind = p.kind;
+        tree.store.bulk_load(Box::new(move |sink| {
+            let mut level_entries = level_entries;
+            let mut level: u16 = 0;
+            loop {
+                let k = level_entries.len();
+                let groups = if k <= cap {
+                    vec![level_entries]
+                } else if hilbert_tree {
+                    // A Hilbert R-tree is packed in Hilbert order; upper levels
+                    // keep the order of the level below.
+                    if level == 0 {
+                        level_entries.sort_by(super::hilbert::hilbert_order);
+                    }
+                    let mut it = level_entries.into_iter();
+                    even_sizes(k, node_count(k, cap, m))
+                        .into_iter()
+                        .map(|s| it.by_ref().take(s).collect())
+                        .collect()
+                } else {
+                    pack(level_entries, cap, m, method, domain)
+                };
+                let mut parents = Vec::with_capacity(groups.len());
+                let single = groups.len() == 1;
+                for g in groups {
+                    let mut parent = entry_of(kind, 0, &g)?;
+                    parent.key = sink.node(level, g)?;
+                    parents.push(parent);
                 }
-                let m = p.min_entries;
-                let mut it = level_entries.into_iter();
-                even_sizes(k, node_count(k, cap, m))
-                    .into_iter()
-                    .map(|s| it.by_ref().take(s).collect())
-                    .collect()
-            } else {
-                tree.pack(level_entries, cap, method, domain)?
-            };
-            let mut parents = Vec::with_capacity(groups.len());
-            let single = groups.len() == 1;
-            for g in groups {
-                let mut parent = tree.entry_for(0, &g)?;
-                let op = tree.store.begin_op()?;
-                let id = tree.store.create(level, g)?;
-                parent.key = id;
                 if single {
-                    tree.store.set_meta(crate::store::TreeMeta {
-                        root: Some(id),
+                    let root = parents.first().map(|e| e.key);
+                    return Ok(TreeMeta {
+                        root,
                         height: level + 1,
                         records,
-                    })?;
+                    });
                 }
-                tree.store.commit_op(op)?;
-                parents.push(parent);
+                level_entries = parents;
+                level += 1;
             }
-            if single {
-                return Ok(tree);
-            }
-            level_entries = parents;
-            level += 1;
-        }
+        }))?;
+        Ok(tree)
     }
+}
 
-    /// Cuts one level's entries into node groups.
-    fn pack(
-        &self,
-        mut entries: Vec<Entry>,
-        cap: usize,
-        method: BulkMethod,
-        domain: Option<HilbertDomain>,
-    ) -> Result<Vec<Vec<Entry>>> {
-        let k = entries.len();
-        let m = self.params.min_entries;
-        let sizes = even_sizes(k, node_count(k, cap, m));
-        let mut out = Vec::with_capacity(sizes.len());
-        match (method, domain) {
-            (BulkMethod::Hilbert, Some(d)) => {
-                entries.sort_by_cached_key(|e| (d.hilbert_rect(&e.rect), e.key));
-                let mut rest = entries.into_iter();
-                for s in sizes {
-                    out.push(rest.by_ref().take(s).collect());
-                }
+/// Cuts one level's `entries` into node groups of about `cap` entries (at
+/// least `m`), by `method`.
+fn pack(
+    mut entries: Vec<Entry>,
+    cap: usize,
+    m: usize,
+    method: BulkMethod,
+    domain: Option<HilbertDomain>,
+) -> Vec<Vec<Entry>> {
+    let k = entries.len();
+    let sizes = even_sizes(k, node_count(k, cap, m));
+    let mut out = Vec::with_capacity(sizes.len());
+    match (method, domain) {
+        (BulkMethod::Hilbert, Some(d)) => {
+            entries.sort_by_cached_key(|e| (d.hilbert_rect(&e.rect), e.key));
+            let mut rest = entries.into_iter();
+            for s in sizes {
+                out.push(rest.by_ref().take(s).collect());
             }
-            _ => {
-                // Keys are unique, so an unstable sort by (centre, key) gives
-                // the order of a stable one; the centre is compared through
-                // an order-preserving integer image of its bits.
-                let cx = |e: &Entry| ordered_bits(center(&e.rect).0);
-                let cy = |e: &Entry| ordered_bits(center(&e.rect).1);
-                entries.sort_unstable_by_key(|e| (cx(e), e.key));
-                let slices = (sizes.len() as f64).sqrt().ceil().max(1.0) as usize;
-                let per_slice = sizes.len().div_ceil(slices).max(1);
-                let mut rest = entries.into_iter();
-                for slice_sizes in sizes.chunks(per_slice) {
-                    let n: usize = slice_sizes.iter().sum();
-                    let mut slice: Vec<Entry> = rest.by_ref().take(n).collect();
-                    slice.sort_unstable_by_key(|e| (cy(e), e.key));
-                    let mut it = slice.into_iter();
-                    for &s in slice_sizes {
-                        out.push(it.by_ref().take(s).collect());
-                    }
+        }
+        _ => {
+            // Keys are unique, so an unstable sort by (centre, key) gives
+            // the order of a stable one; the centre is compared through
+            // an order-preserving integer image of its bits.
+            let cx = |e: &Entry| ordered_bits(center(&e.rect).0);
+            let cy = |e: &Entry| ordered_bits(center(&e.rect).1);
+            entries.sort_unstable_by_key(|e| (cx(e), e.key));
+            let slices = (sizes.len() as f64).sqrt().ceil().max(1.0) as usize;
+            let per_slice = sizes.len().div_ceil(slices).max(1);
+            let mut rest = entries.into_iter();
+            for slice_sizes in sizes.chunks(per_slice) {
+                let n: usize = slice_sizes.iter().sum();
+                let mut slice: Vec<Entry> = rest.by_ref().take(n).collect();
+                slice.sort_unstable_by_key(|e| (cy(e), e.key));
+                let mut it = slice.into_iter();
+                for &s in slice_sizes {
+                    out.push(it.by_ref().take(s).collect());
                 }
             }
         }
-        Ok(out)
     }
+    out
 }
 
 /// An integer whose order is [`f64::total_cmp`]'s order of `v`.

@@ -16,9 +16,11 @@
 //! 3. runs are merged with a fan-in that fits the budget (several passes
 //!    when there are many runs);
 //! 4. the merged stream is cut into leaves in order, bottom-up: each node is
-//!    created once with its final entries (each page written once, in
-//!    allocation order), and each level's parent entries are streamed to a
-//!    temporary file that the next level reads sequentially. Upper levels
+//!    created once with its final entries and goes to the store through
+//!    [`NodeStore::bulk_load`] (fresh pages written in large sequential
+//!    batches, unlogged, the tree published atomically once complete: see
+//!    [`crate::store::bulk`]), and each level's parent entries are streamed
+//!    to a temporary file that the next level reads sequentially. Upper levels
 //!    keep the order of the level below (Kamel and Faloutsos's packing; the
 //!    in-memory loader re-sorts them by Hilbert value, which gives a
 //!    slightly different tree with the same answers).
@@ -40,7 +42,7 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 use super::bulk::{even_sizes_at, node_count};
 use super::params::{IndexKind, TreeParams};
-use super::{checked, RTree};
+use super::{checked, entry_of, RTree};
 use crate::geom::{HilbertDomain, Rect};
 use crate::page::Entry;
 use crate::store::{NodeStore, TreeMeta};
@@ -438,8 +440,7 @@ impl<S: NodeStore> RTree<S> {
     /// in (0, 1], using about `config.memory_budget` bytes of memory and
     /// temporary files in `config.temp_dir` (see the module documentation).
     /// Object ids must be unique and rectangles valid: a violation is an
-    /// error and the store holds no tree (pages already written are not
-    /// reachable from its metadata).
+    /// error and the store holds no tree (the bulk load publishes nothing).
     pub fn bulk_load_external<I>(
         store: S,
         params: TreeParams,
@@ -542,76 +543,79 @@ impl<S: NodeStore> RTree<S> {
         let p = tree.params;
         let cap =
             ((p.max_entries as f64 * fill).floor() as usize).clamp(p.min_entries, p.max_entries);
-        let mut level: u16 = 0;
-        let mut k = records as usize;
-        let mut input: Box<dyn Iterator<Item = Result<Entry>>> = Box::new(leaves);
-        let mut prev_file: Option<PathBuf> = None;
-        loop {
-            let groups = if k <= cap {
-                1
-            } else {
-                node_count(k, cap, p.min_entries)
-            };
-            let single = groups == 1;
-            let mut out = if single { None } else { Some(spill.create()?) };
-            let mut node: Vec<Entry> = Vec::with_capacity(cap.max(p.max_entries));
-            for g in 0..groups {
-                let size = if single {
-                    k
+        let (spilled, nodes) = (&mut spill, &mut report.nodes);
+        tree.store.bulk_load(Box::new(move |sink| {
+            let mut level: u16 = 0;
+            let mut k = records as usize;
+            let mut input: Box<dyn Iterator<Item = Result<Entry>>> = Box::new(leaves);
+            let mut prev_file: Option<PathBuf> = None;
+            loop {
+                let groups = if k <= cap {
+                    1
                 } else {
-                    even_sizes_at(k, groups, g)
+                    node_count(k, cap, p.min_entries)
                 };
-                node.clear();
-                for _ in 0..size {
-                    match input.next() {
-                        Some(e) => node.push(e?),
-                        None => {
-                            return Err(Error::corrupt(
-                                None,
-                                "bulk load: a temporary file ended early",
-                            ))
+                let single = groups == 1;
+                let mut out = if single {
+                    None
+                } else {
+                    Some(spilled.create()?)
+                };
+                let mut root = None;
+                for g in 0..groups {
+                    let size = if single {
+                        k
+                    } else {
+                        even_sizes_at(k, groups, g)
+                    };
+                    let mut node: Vec<Entry> = Vec::with_capacity(size);
+                    for _ in 0..size {
+                        match input.next() {
+                            Some(e) => node.push(e?),
+                            None => {
+                                return Err(Error::corrupt(
+                                    None,
+                                    "bulk load: a temporary file ended early",
+                                ))
+                            }
                         }
                     }
+                    let mut parent = entry_of(p.kind, 0, &node)?;
+                    parent.key = sink.node(level, node)?;
+                    root = Some(parent.key);
+                    *nodes += 1;
+                    if let Some((_, w)) = out.as_mut() {
+                        w.push(&EntryRec(parent))?;
+                    }
                 }
-                let mut parent = tree.entry_for(0, &node)?;
-                let op = tree.store.begin_op()?;
-                let id = tree.store.create(level, node.clone())?;
-                parent.key = id;
-                if single {
-                    tree.store.set_meta(TreeMeta {
-                        root: Some(id),
+                drop(input);
+                if let Some(done) = prev_file.take() {
+                    spilled.remove(&done);
+                }
+                for r in &runs {
+                    spilled.remove(r);
+                }
+                let Some((path, w)) = out else {
+                    return Ok(TreeMeta {
+                        root,
                         height: level + 1,
                         records,
-                    })?;
-                }
-                tree.store.commit_op(op)?;
-                report.nodes += 1;
-                if let Some((_, w)) = out.as_mut() {
-                    w.push(&EntryRec(parent))?;
-                }
+                    });
+                };
+                spilled.bytes += w.finish()?;
+                let mut r: Reader<EntryRec> = Reader::open(&path, READ_BUFFER)?;
+                input = Box::new(std::iter::from_fn(move || match r.next_rec() {
+                    Ok(Some(EntryRec(e))) => Some(Ok(e)),
+                    Ok(None) => None,
+                    Err(e) => Some(Err(e)),
+                }));
+                prev_file = Some(path);
+                k = groups;
+                level += 1;
             }
-            drop(input);
-            if let Some(done) = prev_file.take() {
-                spill.remove(&done);
-            }
-            for r in &runs {
-                spill.remove(r);
-            }
-            let Some((path, w)) = out else {
-                report.bytes_spilled = spill.bytes;
-                return Ok((tree, report));
-            };
-            spill.bytes += w.finish()?;
-            let mut r: Reader<EntryRec> = Reader::open(&path, READ_BUFFER)?;
-            input = Box::new(std::iter::from_fn(move || match r.next_rec() {
-                Ok(Some(EntryRec(e))) => Some(Ok(e)),
-                Ok(None) => None,
-                Err(e) => Some(Err(e)),
-            }));
-            prev_file = Some(path);
-            k = groups;
-            level += 1;
-        }
+        }))?;
+        report.bytes_spilled = spill.bytes;
+        Ok((tree, report))
     }
 }
 

@@ -30,6 +30,7 @@
 //! overflow of a level that is not the root's), removing
 //! [`TreeParams::reinsert_count`] entries farthest from the node's centre and
 //! reinserting them nearest first ("close reinsert").
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -74,6 +75,21 @@ pub fn min_dist(p: &crate::geom::Point, r: &Rect) -> f64 {
     ops::min_dist(p, r)
 }
 
+/// The entry of node `id` holding `entries` in its parent, in a tree of
+/// `kind`: their MBR and, in a Hilbert R-tree, their largest Hilbert value.
+pub(crate) fn entry_of(kind: IndexKind, id: PageId, entries: &[Entry]) -> Result<Entry> {
+    let rect = mbr(entries).ok_or_else(|| Error::corrupt(Some(id), "node left without entries"))?;
+    let payload = match kind {
+        IndexKind::Hilbert => entries.iter().map(|e| e.payload).max().unwrap_or(0),
+        _ => 0,
+    };
+    Ok(Entry {
+        key: id,
+        rect,
+        payload,
+    })
+}
+
 /// An R-tree (any member of the family) over a node store.
 #[derive(Debug)]
 pub struct RTree<S: NodeStore> {
@@ -83,6 +99,47 @@ pub struct RTree<S: NodeStore> {
     ids: ids::IdSet,
     /// Splits, reinsertions and merges since the tree was created or opened.
     counters: TreeCounters,
+    /// How range queries read the nodes they visit ([`ReadMode`]).
+    reads: ReadMode,
+}
+
+/// How a range query reads the nodes it visits. Either way it visits the
+/// same nodes in the same (depth-first, key) order and returns the same
+/// records in the same order; only the device requests differ.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadMode {
+    /// The children of a node that the query enters are read together, as
+    /// one [`NodeStore::get_batch`] (one device batch for the pages not in
+    /// memory: many reads in flight, the level-by-level batching of Fevgas'
+    /// thesis applied to ordinary queries). The default.
+    #[default]
+    Batched,
+    /// One [`NodeStore::get`] per node, when the traversal reaches it: the
+    /// papers' one-page-at-a-time reads, pinned by the seed workloads.
+    Single,
+}
+
+impl std::str::FromStr for ReadMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<ReadMode> {
+        match s {
+            "batched" => Ok(ReadMode::Batched),
+            "single" => Ok(ReadMode::Single),
+            other => Err(Error::invalid(format!(
+                "unknown read mode {other:?}: use batched or single"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for ReadMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ReadMode::Batched => "batched",
+            ReadMode::Single => "single",
+        })
+    }
 }
 
 /// One node on a root-to-node path.
@@ -108,6 +165,7 @@ impl<S: NodeStore> RTree<S> {
             params,
             ids: ids::IdSet::empty(),
             counters: TreeCounters::default(),
+            reads: ReadMode::default(),
         })
     }
 
@@ -119,12 +177,23 @@ impl<S: NodeStore> RTree<S> {
             params,
             ids: ids::IdSet::unknown(),
             counters: TreeCounters::default(),
+            reads: ReadMode::default(),
         })
     }
 
     /// The tree's parameters.
     pub fn params(&self) -> &TreeParams {
         &self.params
+    }
+
+    /// How range queries read nodes (default [`ReadMode::Batched`]).
+    pub fn read_mode(&self) -> ReadMode {
+        self.reads
+    }
+
+    /// Sets how range queries read nodes; answers do not change.
+    pub fn set_read_mode(&mut self, reads: ReadMode) {
+        self.reads = reads;
     }
 
     /// Splits, reinsertions and merges since the tree was created or opened.
@@ -327,17 +396,7 @@ impl<S: NodeStore> RTree<S> {
     /// The entry of node `id` holding `entries` in its parent: their MBR and,
     /// in a Hilbert R-tree, their largest Hilbert value.
     pub(crate) fn entry_for(&self, id: PageId, entries: &[Entry]) -> Result<Entry> {
-        let rect =
-            mbr(entries).ok_or_else(|| Error::corrupt(Some(id), "node left without entries"))?;
-        let payload = match self.params.kind {
-            IndexKind::Hilbert => entries.iter().map(|e| e.payload).max().unwrap_or(0),
-            _ => 0,
-        };
-        Ok(Entry {
-            key: id,
-            rect,
-            payload,
-        })
+        entry_of(self.params.kind, id, entries)
     }
 
     /// The new entry of `path[i]` (now holding `entries`) in its parent when

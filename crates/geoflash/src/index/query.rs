@@ -14,13 +14,14 @@
 //! closed: touching counts as intersecting.
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::ops::{contains, contains_point, intersects, min_dist};
-use super::{checked, RTree};
+use super::{checked, RTree, ReadMode};
 use crate::geom::{Point, Rect};
-use crate::page::Entry;
+use crate::page::{Entry, Node};
 use crate::storage::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
@@ -157,10 +158,19 @@ fn checked_point(p: Point) -> Result<Point> {
     }
 }
 
+/// A node on the stack of [`RTree::select`]: its page, or the node itself
+/// when it was read in a batch with its siblings.
+enum Pending {
+    Page(PageId),
+    Read(Arc<Node>),
+}
+
 impl<S: NodeStore> RTree<S> {
-    /// The one traversal every range query uses: depth-first through
-    /// [`NodeStore::get`], entering subtrees `sel` descends into and calling
-    /// `visit` for each record it selects.
+    /// The one traversal every range query uses: depth-first in key order,
+    /// entering subtrees `sel` descends into and calling `visit` for each
+    /// record it selects. The nodes are read per the tree's [`ReadMode`]:
+    /// the children a node's visit enters as one [`NodeStore::get_batch`]
+    /// (batched), or one [`NodeStore::get`] each when the walk reaches them.
     pub fn select<F: Selection + ?Sized>(
         &self,
         sel: &F,
@@ -170,9 +180,15 @@ impl<S: NodeStore> RTree<S> {
         let Some(root) = self.store.meta().root else {
             return Ok(stats);
         };
-        let mut stack: Vec<PageId> = vec![root];
-        while let Some(id) = stack.pop() {
-            let node = self.store.get(id)?;
+        let batched = self.reads == ReadMode::Batched;
+        // Nodes still to visit, the next on top: read already (batched) or
+        // to be read when popped (single).
+        let mut stack: Vec<Pending> = vec![Pending::Page(root)];
+        while let Some(next) = stack.pop() {
+            let node = match next {
+                Pending::Page(id) => self.store.get(id)?,
+                Pending::Read(node) => node,
+            };
             stats.nodes_visited += 1;
             if node.level == 0 {
                 for e in node.entries.iter().filter(|e| sel.select(&e.rect)) {
@@ -180,11 +196,20 @@ impl<S: NodeStore> RTree<S> {
                     stats.results += 1;
                     visit(e);
                 }
+                continue;
+            }
+            let ids: Vec<PageId> = node
+                .entries
+                .iter()
+                .filter(|e| sel.descend(&e.rect))
+                .map(|e| e.key)
+                .collect();
+            // Pushed in reverse so children are visited in key order.
+            if batched {
+                let nodes = self.store.get_batch(&ids)?;
+                stack.extend(nodes.into_iter().rev().map(Pending::Read));
             } else {
-                // Pushed in reverse so children are visited in key order.
-                for e in node.entries.iter().rev().filter(|e| sel.descend(&e.rect)) {
-                    stack.push(e.key);
-                }
+                stack.extend(ids.into_iter().rev().map(Pending::Page));
             }
         }
         Ok(stats)

@@ -9,7 +9,9 @@
 //!   ascending key order, whatever the store;
 //! - everything between [`NodeStore::begin_op`] and [`NodeStore::commit_op`]
 //!   is one atomic operation; a store flushes only between operations;
-//! - changes are entry-level ([`EntryChange`]), addressed by key.
+//! - changes are entry-level ([`EntryChange`]), addressed by key;
+//! - a bulk load ([`NodeStore::bulk_load`], [`bulk`]) writes a whole new
+//!   tree to fresh pages outside operations and publishes it atomically.
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -22,6 +24,11 @@ use crate::Result;
 pub mod accounting;
 pub mod alloc;
 #[cfg(test)]
+mod batch_tests;
+pub mod bulk;
+#[cfg(test)]
+mod bulk_tests;
+#[cfg(test)]
 mod clean_checkpoint_tests;
 #[cfg(test)]
 pub(crate) mod crash_harness;
@@ -33,6 +40,7 @@ pub mod mem;
 pub mod placement;
 pub mod plain;
 
+pub use bulk::{BulkBuild, BulkSink};
 pub use fast::{FastConfig, FastStore};
 pub use plain::{PlainConfig, PlainStore};
 
@@ -221,6 +229,17 @@ pub trait NodeStore: Send + Sync {
     fn meta(&self) -> TreeMeta;
     /// Flushes everything and syncs: the index needs no recovery after it.
     fn checkpoint(&mut self) -> Result<()>;
+    /// Bulk load (see [`bulk`]): on a store holding no tree, between
+    /// operations, runs `build`, which stores the nodes of a new tree
+    /// through the [`BulkSink`] it is given and returns the tree's metadata;
+    /// then publishes that tree atomically and durably (a crash leaves the
+    /// empty tree or the whole new one). When `build` fails nothing is
+    /// published and the store is as before. The default stores each node
+    /// as an operation ([`bulk::through_operations`]); stores with a device
+    /// write fresh pages in large batches with no log record and two syncs.
+    fn bulk_load(&mut self, build: BulkBuild<'_>) -> Result<()> {
+        bulk::through_operations(self, build)
+    }
     /// Counters since the store was opened.
     fn stats(&self) -> StoreStats;
     /// The newest committed operation, for stores that log their operations
@@ -309,6 +328,9 @@ impl NodeStore for Box<dyn NodeStore> {
     }
     fn checkpoint(&mut self) -> Result<()> {
         (**self).checkpoint()
+    }
+    fn bulk_load(&mut self, build: BulkBuild<'_>) -> Result<()> {
+        (**self).bulk_load(build)
     }
     fn stats(&self) -> StoreStats {
         (**self).stats()

@@ -45,6 +45,7 @@ use serde::{Deserialize, Serialize};
 
 use super::accounting::node_bytes;
 use super::alloc::PageAllocator;
+use super::bulk::{self, BulkBuild, PageFormat};
 use super::header::{Format, Header};
 use super::placement::Placement;
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
@@ -122,6 +123,10 @@ pub struct PlainStore {
     lsn: u64,
     ops: OpBracket,
     placement: Placement,
+    /// The header as last made durable (`None`: unknown, after an open):
+    /// a checkpoint that would write it again unchanged, with no dirty
+    /// node, has nothing to do.
+    durable_header: Option<Header>,
     inner: Mutex<Inner>,
 }
 
@@ -141,9 +146,10 @@ impl PlainStore {
     /// overwriting whatever the device held.
     pub fn create(device: Arc<dyn PageDevice>, config: PlainConfig) -> Result<Self> {
         let alloc = PageAllocator::new(1, device.capacity())?;
-        let store = Self::assemble(device, config, alloc, TreeMeta::default(), Vec::new(), 0)?;
+        let mut store = Self::assemble(device, config, alloc, TreeMeta::default(), Vec::new(), 0)?;
         store.write_header()?;
         store.device.sync()?;
+        store.durable_header = Some(store.header());
         Ok(store)
     }
 
@@ -204,6 +210,7 @@ impl PlainStore {
                 next: lsn + 1,
             },
             placement: Placement::None,
+            durable_header: None,
             inner: Mutex::new(Inner {
                 cache: Cache::new(config.policy, config.buffer_bytes),
                 in_op: false,
@@ -536,7 +543,8 @@ impl PlainStore {
         Ok(())
     }
 
-    fn write_header(&self) -> Result<()> {
+    /// The header page's contents for the current state.
+    fn header(&self) -> Header {
         Header {
             page_size: self.page_size,
             with_payload: self.config.with_payload,
@@ -546,7 +554,10 @@ impl PlainStore {
             user_meta: self.user_meta.clone(),
             free: self.alloc.free_after_durable(),
         }
-        .write(&FORMAT, self.device.as_ref())
+    }
+
+    fn write_header(&self) -> Result<()> {
+        self.header().write(&FORMAT, self.device.as_ref())
     }
 }
 
@@ -741,6 +752,11 @@ impl NodeStore for PlainStore {
                 .filter(|(_, s)| s.dirty)
                 .map(|(id, s)| (id, Arc::clone(&s.node)))
                 .collect();
+            if dirty.is_empty() && self.durable_header.as_ref() == Some(&self.header()) {
+                // Nothing changed since the last checkpoint (after a bulk
+                // load, say): everything is durable already.
+                return Ok(());
+            }
             self.write_nodes(inner, dirty)?;
             for (_, slot) in inner.cache.iter_mut() {
                 slot.dirty = false;
@@ -751,7 +767,46 @@ impl NodeStore for PlainStore {
             .and_then(|()| self.device.sync())
             .map_err(|e| note_failure(&mut self.lock(), e))?;
         self.alloc.make_durable();
+        self.durable_header = Some(self.header());
         Ok(())
+    }
+
+    /// Writes the nodes to fresh pages in batches (no buffer), syncs, then
+    /// publishes the tree with the checkpoint's header write and sync (see
+    /// [`crate::store::bulk`]). Page 0 is rewritten in place: a crash that
+    /// tears it leaves a store that opens with a corruption error naming
+    /// page 0, never a mix of the two trees.
+    fn bulk_load(&mut self, build: BulkBuild<'_>) -> Result<()> {
+        self.check_usable()?;
+        bulk::check_target(&self.meta, self.ops.current)?;
+        let format = PageFormat {
+            max_entries: self.max_entries,
+            with_payload: self.config.with_payload,
+            lsn: self.lsn,
+            placement: self.placement,
+        };
+        let written = match bulk::write_tree(&*self.device, &mut self.alloc, format, build) {
+            Ok(w) => w,
+            Err(f) => {
+                let inner = &mut *self.lock();
+                return Err(if f.device {
+                    note_failure(inner, f.error)
+                } else {
+                    f.error
+                });
+            }
+        };
+        {
+            let inner = &mut *self.lock();
+            inner.stats.nodes_created += written.levels.len() as u64;
+            inner
+                .stats
+                .record_node_writes(written.levels.iter().copied());
+            inner.stats.times.add(&written.times);
+            self.device.sync().map_err(|e| note_failure(inner, e))?;
+        }
+        self.meta = written.meta;
+        self.checkpoint()
     }
 
     fn stats(&self) -> StoreStats {

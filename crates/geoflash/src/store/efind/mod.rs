@@ -79,6 +79,7 @@ use serde::{Deserialize, Serialize};
 
 use super::accounting::node_bytes;
 use super::alloc::PageAllocator;
+use super::bulk::{self, BulkBuild, PageFormat};
 use super::header::{Format, Header};
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::cache::{Cache, EntryMeta, PolicyKind};
@@ -352,6 +353,10 @@ pub struct EfindStore {
     /// First-image format: pages were written since the page device was
     /// last synced (it must be before a compaction).
     pages_unsynced: bool,
+    /// The log's last LSN right after the newest checkpoint or bulk load
+    /// (`None` before the first): while it is still the last and the write
+    /// buffer is empty, a checkpoint has nothing to do.
+    clean_lsn: Option<crate::store::log::Lsn>,
 }
 
 impl std::fmt::Debug for EfindStore {
@@ -576,6 +581,7 @@ impl EfindStore {
             imaged: HashSet::new(),
             imaged_epoch: 0,
             pages_unsynced: false,
+            clean_lsn: None,
         })
     }
 
@@ -659,6 +665,18 @@ impl EfindStore {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A poisoned lock only means another thread panicked; the state is consistent.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Nothing happened since the newest checkpoint (or bulk load).
+    fn is_clean(&self) -> bool {
+        self.wb.is_empty()
+            && self.clean_lsn.is_some()
+            && self.clean_lsn == self.log.as_ref().map(Log::last_lsn)
+    }
+
+    /// Remembers that the store is clean now.
+    fn note_clean(&mut self) {
+        self.clean_lsn = self.log.as_ref().map(Log::last_lsn);
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -796,6 +814,16 @@ impl NodeStore for EfindStore {
         self.retrieve(id, true)
     }
 
+    /// Buffered nodes from memory; the stored versions of the others read
+    /// as one device batch, then merged with the write buffer as `get` does.
+    fn get_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
+        for &id in ids {
+            self.check_node_page(id)?;
+        }
+        self.lock().stats.node_gets += ids.len() as u64;
+        self.retrieve_batch(ids)
+    }
+
     fn begin_op(&mut self) -> Result<OpId> {
         self.check_writable()?;
         let op = self.ops.begin()?;
@@ -922,7 +950,50 @@ impl NodeStore for EfindStore {
                 "checkpoint while operation {op} is running: commit it first"
             )));
         }
-        self.guard(Self::checkpoint_logged)
+        if self.is_clean() {
+            return Ok(());
+        }
+        self.guard(Self::checkpoint_logged)?;
+        self.note_clean();
+        Ok(())
+    }
+
+    /// Writes the nodes to fresh pages in batches, bypassing the write
+    /// buffer and the log, syncs the device once, then publishes the tree
+    /// with a clean log checkpoint (one superblock write and sync; see
+    /// [`crate::store::bulk`]).
+    fn bulk_load(&mut self, build: BulkBuild<'_>) -> Result<()> {
+        self.check_writable()?;
+        bulk::check_target(&self.meta, self.ops.current)?;
+        let format = PageFormat {
+            max_entries: self.max_entries,
+            with_payload: self.config.with_payload,
+            lsn: self.log_mut()?.last_lsn(),
+            placement: crate::store::placement::Placement::None,
+        };
+        let written = match bulk::write_tree(&*self.device, &mut self.alloc, format, build) {
+            Ok(w) => w,
+            Err(f) => {
+                if f.device {
+                    self.failed = Some(f.error.to_string());
+                }
+                return Err(f.error);
+            }
+        };
+        {
+            let mut inner = self.lock();
+            inner.stats.nodes_created += written.levels.len() as u64;
+            inner
+                .stats
+                .record_node_writes(written.levels.iter().copied());
+            inner.stats.times.add(&written.times);
+        }
+        self.meta = written.meta;
+        // The checkpoint syncs the device (the new pages) before it switches
+        // the log's superblock to the new state.
+        self.guard(Self::checkpoint_logged)?;
+        self.note_clean();
+        Ok(())
     }
 
     fn stats(&self) -> StoreStats {

@@ -2,6 +2,7 @@
 //! content (read buffer or device) with the write buffer. NEW pages are
 //! answered without I/O; the read buffer never holds buffered changes.
 use crate::metrics::{Phase, Stopwatch};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::write_buffer::{merge, new_node, Status};
@@ -15,40 +16,47 @@ impl EfindStore {
     /// which enters the read buffer and RQ).
     /// `count`: whether this is a `get` (counted as a buffer hit or miss).
     pub(super) fn stored(&self, id: PageId, count: bool) -> Result<Arc<Node>> {
-        {
-            let mut inner = self.lock();
-            if let Some(n) = inner.rb.get(id) {
-                let n = Arc::clone(n);
-                if count {
-                    inner.stats.buffer_hits += 1;
-                }
-                return Ok(n);
-            }
-            if count {
-                inner.stats.buffer_misses += 1;
-            }
+        if let Some(n) = self.buffered(id, count) {
+            return Ok(n);
         }
         let watch = Stopwatch::start(self.device.sim_clock_ns());
         let mut buf = vec![0u8; self.page_size];
         self.device.read(id, &mut buf)?;
-        if page::is_blank(&buf) {
-            return Err(Error::corrupt(
-                Some(id),
-                "node page is blank (never written)",
-            ));
-        }
-        let (_, node) = page::decode_node(&buf, Some(id))?;
-        let node = Arc::new(node);
+        let node = Arc::new(decode_stored(&buf, id)?);
         let mut inner = self.lock();
         watch.stop(
             Phase::Read,
             self.device.sim_clock_ns(),
             &mut inner.stats.times,
         );
+        self.adopt(&mut inner, id, &node);
+        Ok(node)
+    }
+
+    /// The page from the read buffer, if it is there (`count`: a hit or a
+    /// miss is counted).
+    fn buffered(&self, id: PageId, count: bool) -> Option<Arc<Node>> {
+        let mut inner = self.lock();
+        if let Some(n) = inner.rb.get(id) {
+            let n = Arc::clone(n);
+            if count {
+                inner.stats.buffer_hits += 1;
+            }
+            return Some(n);
+        }
+        if count {
+            inner.stats.buffer_misses += 1;
+        }
+        None
+    }
+
+    /// A page just read from the device: counted, and entered into the read
+    /// buffer and RQ.
+    fn adopt(&self, inner: &mut super::Inner, id: PageId, node: &Arc<Node>) {
         inner.stats.record_node_read(node.level);
         if self.read_budget > 0 {
-            let m = super::meta_of(&node);
-            inner.rb.insert(id, Arc::clone(&node), m);
+            let m = super::meta_of(node);
+            inner.rb.insert(id, Arc::clone(node), m);
         }
         if let Some(tc) = self.config.temporal_control {
             inner.rq.push_back(id);
@@ -56,7 +64,77 @@ impl EfindStore {
                 inner.rq.pop_front();
             }
         }
-        Ok(node)
+    }
+
+    /// [`Self::stored`] for many pages (each distinct page counted once as
+    /// a hit or a miss): the pages not in the read buffer are read as one
+    /// device batch (sorted, each page once).
+    fn stored_batch(&self, ids: &[PageId]) -> Result<HashMap<PageId, Arc<Node>>> {
+        let mut found = HashMap::with_capacity(ids.len());
+        let mut missing = Vec::new();
+        for &id in ids {
+            if found.contains_key(&id) {
+                continue;
+            }
+            match self.buffered(id, true) {
+                Some(n) => {
+                    found.insert(id, n);
+                }
+                None => missing.push(id),
+            }
+        }
+        missing.sort_unstable();
+        missing.dedup();
+        if missing.is_empty() {
+            return Ok(found);
+        }
+        let watch = Stopwatch::start(self.device.sim_clock_ns());
+        let mut buf = vec![0u8; missing.len() * self.page_size];
+        self.device.read_batch(&missing, &mut buf)?;
+        let nodes = missing
+            .iter()
+            .zip(buf.chunks_exact(self.page_size))
+            .map(|(&id, page)| decode_stored(page, id).map(Arc::new))
+            .collect::<Result<Vec<_>>>()?;
+        let mut inner = self.lock();
+        watch.stop(
+            Phase::Read,
+            self.device.sim_clock_ns(),
+            &mut inner.stats.times,
+        );
+        for (&id, node) in missing.iter().zip(nodes) {
+            self.adopt(&mut inner, id, &node);
+            found.insert(id, node);
+        }
+        Ok(found)
+    }
+
+    /// Alg. 2 for many pages (what [`Self::retrieve`] returns for each, in
+    /// order), the stored versions needed read as one device batch.
+    pub(super) fn retrieve_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
+        let needs_stored = |id: &PageId| !matches!(self.wb.get(*id), Some(row) if matches!(row.status, Status::New | Status::Del));
+        let wanted: Vec<PageId> = ids.iter().copied().filter(needs_stored).collect();
+        let stored = self.stored_batch(&wanted)?;
+        ids.iter()
+            .map(|&id| match self.wb.get(id) {
+                Some(row) if row.status == Status::New => {
+                    self.lock().stats.buffer_hits += 1;
+                    Ok(Arc::new(new_node(row)))
+                }
+                Some(row) if row.status == Status::Del => Err(Error::invalid(format!(
+                    "no node at page {id}: the node was deleted"
+                ))),
+                row => {
+                    let base = stored.get(&id).ok_or_else(|| {
+                        Error::corrupt(Some(id), "node missing from a batch read")
+                    })?;
+                    Ok(match row {
+                        Some(row) => Arc::new(merge(base, row)),
+                        None => Arc::clone(base),
+                    })
+                }
+            })
+            .collect()
     }
 
     /// Alg. 2: the newest version of page `id`; `count` as in [`Self::stored`].
@@ -78,4 +156,16 @@ impl EfindStore {
             None => self.stored(id, count),
         }
     }
+}
+
+/// A node page read from the device: an error for a blank page (never
+/// written) or one that does not decode.
+fn decode_stored(buf: &[u8], id: PageId) -> Result<Node> {
+    if page::is_blank(buf) {
+        return Err(Error::corrupt(
+            Some(id),
+            "node page is blank (never written)",
+        ));
+    }
+    Ok(page::decode_node(buf, Some(id))?.1)
 }

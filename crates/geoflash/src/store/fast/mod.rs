@@ -87,12 +87,13 @@
 //! checkpoint), the second drops the row; the log holds an operation's
 //! changes coalesced per page, the table the paper's arrival-ordered lists.
 use crate::metrics::{Phase, Stopwatch};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
 use super::alloc::PageAllocator;
+use super::bulk::{self, BulkBuild, PageFormat};
 use super::header::{Format, Header};
 use super::log::{
     needs_replay, record::RECORD_HEADER, Durability, Log, LogConfig, LogFormat, LogLayout,
@@ -315,6 +316,10 @@ pub struct FastStore {
     /// What restart did at open.
     restart: Option<RestartReport>,
     fstats: FastStats,
+    /// The log's last LSN right after the newest checkpoint or bulk load
+    /// (`None` before the first): while it is still the last and the table
+    /// is empty, a checkpoint has nothing to do.
+    clean_lsn: Option<super::log::Lsn>,
     inner: Mutex<Inner>,
 }
 
@@ -602,6 +607,7 @@ impl FastStore {
             pages_unsynced: false,
             restart: None,
             fstats: FastStats::default(),
+            clean_lsn: None,
             inner: Mutex::new(Inner::default()),
         })
     }
@@ -744,25 +750,94 @@ impl FastStore {
 
     /// The node as stored on the device (checksum verified).
     fn stored(&self, id: PageId) -> Result<Node> {
+        self.stored_batch(&[id])?
+            .pop()
+            .ok_or_else(|| Error::corrupt(Some(id), "node missing from a read"))
+    }
+
+    /// The stored versions of nodes `ids` (sorted, distinct), read as one
+    /// device batch and counted as node reads.
+    fn stored_batch(&self, ids: &[PageId]) -> Result<Vec<Node>> {
         let watch = Stopwatch::start(self.device.sim_clock_ns());
-        let mut buf = vec![0u8; self.page_size];
-        self.device.read(id, &mut buf)?;
-        if page::is_blank(&buf) {
-            return Err(Error::corrupt(
-                Some(id),
-                "node page is blank (never written)",
-            ));
+        let mut buf = vec![0u8; ids.len() * self.page_size];
+        if ids.len() == 1 {
+            self.device.read(ids[0], &mut buf)?;
+        } else {
+            self.device.read_batch(ids, &mut buf)?;
         }
-        let (_, node) = page::decode_node(&buf, Some(id))?;
+        let nodes = ids
+            .iter()
+            .zip(buf.chunks_exact(self.page_size))
+            .map(|(&id, page)| {
+                if page::is_blank(page) {
+                    return Err(Error::corrupt(
+                        Some(id),
+                        "node page is blank (never written)",
+                    ));
+                }
+                Ok(page::decode_node(page, Some(id))?.1)
+            })
+            .collect::<Result<Vec<Node>>>()?;
         let mut inner = self.lock();
         watch.stop(
             Phase::Read,
             self.device.sim_clock_ns(),
             &mut inner.stats.times,
         );
-        inner.stats.record_node_read(node.level);
-        drop(inner);
-        Ok(node)
+        for node in &nodes {
+            inner.stats.record_node_read(node.level);
+        }
+        Ok(nodes)
+    }
+
+    /// RetrieveNode for many nodes (what [`Self::retrieve`] returns for
+    /// each, in order), the stored versions needed read as one device batch.
+    fn retrieve_batch(&self, ids: &[PageId]) -> Result<Vec<Node>> {
+        let mut wanted: Vec<PageId> = ids
+            .iter()
+            .copied()
+            .filter(|id| {
+                !matches!(
+                    self.table.get(*id).map(|r| &r.row),
+                    Some(Row::New(_) | Row::Del { .. })
+                )
+            })
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let stored: HashMap<PageId, Node> = wanted
+            .iter()
+            .copied()
+            .zip(self.stored_batch(&wanted)?)
+            .collect();
+        let mut out = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let row = self.table.get(id).map(|r| &r.row);
+            let node = match row {
+                Some(Row::New(n)) => {
+                    self.lock().stats.buffer_hits += 1;
+                    n.clone()
+                }
+                Some(Row::Del { .. }) => {
+                    return Err(Error::invalid(format!(
+                        "no node at page {id}: the node was deleted"
+                    )))
+                }
+                Some(Row::Mod { .. }) | None => {
+                    self.lock().stats.buffer_misses += 1;
+                    // A page asked for twice is read once.
+                    let mut n = stored.get(&id).cloned().ok_or_else(|| {
+                        Error::corrupt(Some(id), "node missing from a batch read")
+                    })?;
+                    if let Some(Row::Mod { mods, .. }) = row {
+                        table::apply(&mut n, mods.iter().map(|m| m.change));
+                    }
+                    n
+                }
+            };
+            out.push(node);
+        }
+        Ok(out)
     }
 
     /// RetrieveNode (Alg. 3): the newest version of node `id`, the table
@@ -827,6 +902,20 @@ impl NodeStore for FastStore {
         self.check_node_page(id)?;
         self.lock().stats.node_gets += 1;
         self.retrieve(id, true).map(Arc::new)
+    }
+
+    /// Nodes in the table from memory; the stored versions of the others
+    /// read as one device batch, then brought up to date as `get` does.
+    fn get_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
+        for &id in ids {
+            self.check_node_page(id)?;
+        }
+        self.lock().stats.node_gets += ids.len() as u64;
+        Ok(self
+            .retrieve_batch(ids)?
+            .into_iter()
+            .map(Arc::new)
+            .collect())
     }
 
     fn begin_op(&mut self) -> Result<OpId> {
@@ -942,10 +1031,56 @@ impl NodeStore for FastStore {
                 "checkpoint while operation {op} is running: commit it first"
             )));
         }
+        if self.table.is_empty() && self.clean_lsn == Some(self.log.last_lsn()) {
+            // Nothing happened since the newest checkpoint or bulk load.
+            return self.check_alive();
+        }
         self.guard(|s| {
             s.checkpoint_inner()?;
             s.compact_log()
-        })
+        })?;
+        self.clean_lsn = Some(self.log.last_lsn());
+        Ok(())
+    }
+
+    /// Writes the nodes to fresh pages in batches, bypassing the
+    /// modifications table and the log, syncs the device once, then
+    /// publishes the tree with a clean log checkpoint (one superblock write
+    /// and sync; see [`crate::store::bulk`]).
+    fn bulk_load(&mut self, build: BulkBuild<'_>) -> Result<()> {
+        self.check_alive()?;
+        bulk::check_target(&self.meta, self.ops.current)?;
+        let format = PageFormat {
+            max_entries: self.max_entries,
+            with_payload: self.config.with_payload,
+            lsn: self.log.last_lsn(),
+            placement: super::placement::Placement::None,
+        };
+        let written = match bulk::write_tree(&*self.device, &mut self.alloc, format, build) {
+            Ok(w) => w,
+            Err(f) => {
+                if f.device {
+                    self.failed = Some(f.error.to_string());
+                }
+                return Err(f.error);
+            }
+        };
+        {
+            let mut inner = self.lock();
+            inner.stats.nodes_created += written.levels.len() as u64;
+            inner
+                .stats
+                .record_node_writes(written.levels.iter().copied());
+            inner.stats.times.add(&written.times);
+        }
+        self.meta = written.meta;
+        self.guard(|s| {
+            // The new pages are durable before the superblock names them.
+            s.device.sync()?;
+            s.checkpoint_inner()
+        })?;
+        self.clean_lsn = Some(self.log.last_lsn());
+        Ok(())
     }
 
     fn last_committed_op(&self) -> Option<OpId> {

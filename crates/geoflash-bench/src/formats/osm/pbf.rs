@@ -1,0 +1,369 @@
+//! The PBF side of [`super::read`]: the two passes over the file through
+//! `osmpbf`, the tag tests, and the building of ways and relations.
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use geo::{Coord, LineString, Polygon};
+use geoflash::objects::Geometry;
+use geoflash::{Error, Result};
+
+use super::super::{bad, io_err, Collector};
+use super::rings::{self, RingError};
+use super::{object_id, OsmFilter, OsmOptions, OsmRead, OsmType, SkipReason, Skipped};
+
+/// The node ids of a way, delta-decoded; `None` on overflow.
+fn decode_refs(deltas: &[i64]) -> Option<Vec<i64>> {
+    let mut cur = 0i64;
+    deltas
+        .iter()
+        .map(|d| {
+            cur = cur.checked_add(*d)?;
+            Some(cur)
+        })
+        .collect()
+}
+
+/// What an element's tags say (tags as indices into the block's string table).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct TagFacts {
+    /// Some filter matches.
+    passes: bool,
+    /// Some matching filter has a key other than `highway`.
+    non_highway_match: bool,
+    /// The value of `area`, if tagged.
+    area: Option<Vec<u8>>,
+    /// Tagged `type=multipolygon`.
+    multipolygon: bool,
+}
+
+fn tag_facts(
+    filters: &[OsmFilter],
+    tags: impl Iterator<Item = (u32, u32)>,
+    table: &[Vec<u8>],
+) -> TagFacts {
+    let s = |i: u32| table.get(i as usize).map_or(&[][..], Vec::as_slice);
+    let mut f = TagFacts::default();
+    for (k, v) in tags {
+        let (k, v) = (s(k), s(v));
+        for filter in filters.iter().filter(|x| x.matches(k, v)) {
+            f.passes = true;
+            f.non_highway_match |= filter.key != "highway";
+        }
+        match k {
+            b"area" => f.area = Some(v.to_vec()),
+            b"type" => f.multipolygon |= v == b"multipolygon",
+            _ => {}
+        }
+    }
+    f
+}
+
+impl TagFacts {
+    /// Whether a closed way with these tags is an area (see the module
+    /// documentation of [`super`]).
+    fn closed_is_area(&self) -> bool {
+        match self.area.as_deref() {
+            Some(b"no") => false,
+            Some(b"yes") => true,
+            _ => self.non_highway_match,
+        }
+    }
+}
+
+/// A way the second pass keeps: its node ids, and for a way that passes
+/// the filter whether it is an area when closed.
+struct WayRec {
+    id: i64,
+    refs: Vec<i64>,
+    /// `Some(closed_is_area)` when the way passes the filter itself.
+    selected: Option<bool>,
+}
+
+/// A multipolygon relation that passes the filter: its distinct member ways.
+struct RelRec {
+    id: i64,
+    ways: Vec<i64>,
+}
+
+/// The error for a failure of `osmpbf` on `path`.
+fn pbf_error(path: &Path, e: osmpbf::Error) -> Error {
+    match e.kind() {
+        osmpbf::ErrorKind::Io(io) if io.kind() != std::io::ErrorKind::UnexpectedEof => {
+            io_err(path, std::io::Error::new(io.kind(), io.to_string()))
+        }
+        _ => bad(path, format!("not a valid OSM PBF file: {e}")),
+    }
+}
+
+/// The first pass: the multipolygon relations that pass the filter.
+fn read_relations(path: &Path, filters: &[OsmFilter]) -> Result<Vec<RelRec>> {
+    let reader = osmpbf::ElementReader::from_path(path).map_err(|e| pbf_error(path, e))?;
+    let mut rels = Vec::new();
+    // `osmpbf` panics on some malformed member lists (an unknown member type,
+    // member ids that overflow): such a file is bad input, not a crash
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        reader.for_each(|e| {
+            let osmpbf::Element::Relation(r) = e else {
+                return;
+            };
+            let facts = tag_facts(filters, r.raw_tags(), r.raw_stringtable());
+            if !(facts.multipolygon && facts.passes) {
+                return;
+            }
+            let mut seen = HashSet::new();
+            let ways = r
+                .members()
+                .filter(|m| m.member_type == osmpbf::RelMemberType::Way)
+                .map(|m| m.member_id)
+                .filter(|id| seen.insert(*id))
+                .collect();
+            rels.push(RelRec { id: r.id(), ways });
+        })
+    }));
+    match run {
+        Ok(r) => r.map_err(|e| pbf_error(path, e))?,
+        Err(_) => {
+            return Err(bad(
+                path,
+                "not a valid OSM PBF file: a relation's member list is malformed",
+            ))
+        }
+    }
+    Ok(rels)
+}
+
+/// A non-negative OSM id as `u64`, or an error naming the element.
+fn osm_id(path: &Path, t: OsmType, id: i64) -> Result<u64> {
+    u64::try_from(id).map_err(|_| {
+        bad(
+            path,
+            format!(
+                "{} {id}: a negative id (an unsaved editor object) cannot be an object id",
+                t.name()
+            ),
+        )
+    })
+}
+
+/// The geometry of a way that passes the filter, or why it has none.
+fn way_geometry(
+    refs: &[i64],
+    closed_is_area: bool,
+    nodes: &HashMap<i64, Coord>,
+) -> std::result::Result<Geometry, SkipReason> {
+    let coords: Vec<Coord> = refs
+        .iter()
+        .map(|r| nodes.get(r).copied())
+        .collect::<Option<_>>()
+        .ok_or(SkipReason::MissingNodes)?;
+    let closed = refs.len() >= 2 && refs.first() == refs.last();
+    if refs.len() < 2 {
+        return Err(SkipReason::Degenerate);
+    }
+    if closed && closed_is_area {
+        if refs.len() < 4 {
+            return Err(SkipReason::Degenerate);
+        }
+        return Ok(Geometry::Polygon(Polygon::new(
+            LineString::new(coords),
+            vec![],
+        )));
+    }
+    Ok(Geometry::LineString(LineString::new(coords)))
+}
+
+/// The geometry of a relation, or why it has none.
+fn relation_geometry(
+    rel: &RelRec,
+    ways: &HashMap<i64, usize>,
+    recs: &[WayRec],
+    nodes: &HashMap<i64, Coord>,
+) -> std::result::Result<Geometry, SkipReason> {
+    let members: Vec<Vec<i64>> = rel
+        .ways
+        .iter()
+        .map(|w| ways.get(w).map(|&i| recs[i].refs.clone()))
+        .collect::<Option<_>>()
+        .ok_or(SkipReason::MissingMembers)?;
+    if members.iter().flatten().any(|n| !nodes.contains_key(n)) {
+        return Err(SkipReason::MissingNodes);
+    }
+    let mut mp = rings::assemble(&members, |n| nodes.get(&n).copied()).map_err(|e| match e {
+        RingError::Unclosed { .. } => SkipReason::UnclosedRing,
+        RingError::NoWays | RingError::Degenerate => SkipReason::Degenerate,
+    })?;
+    Ok(if mp.0.len() == 1 {
+        Geometry::Polygon(mp.0.remove(0))
+    } else {
+        Geometry::MultiPolygon(mp)
+    })
+}
+
+/// Reads the ways and multipolygon relations of an OSM PBF file that pass
+/// the filters (see the module documentation of [`super`]).
+pub(super) fn read(path: &Path, opts: &OsmOptions) -> Result<OsmRead> {
+    std::fs::metadata(path).map_err(|e| io_err(path, e))?;
+    let filters = opts.filters.as_slice();
+    let rels = read_relations(path, filters)?;
+    let members: HashSet<i64> = rels.iter().flat_map(|r| r.ways.iter().copied()).collect();
+
+    let mut reader = osmpbf::IndexedReader::from_path(path).map_err(|e| pbf_error(path, e))?;
+    let mut recs: Vec<WayRec> = Vec::new();
+    let mut overflow: Option<i64> = None;
+    let mut nodes: HashMap<i64, Coord> = HashMap::new();
+    reader
+        .read_ways_and_deps(
+            |way| {
+                let facts = tag_facts(filters, way.raw_tags(), way.raw_stringtable());
+                let member = members.contains(&way.id());
+                if !facts.passes && !member {
+                    return false;
+                }
+                let Some(refs) = decode_refs(way.raw_refs()) else {
+                    overflow.get_or_insert(way.id());
+                    return false;
+                };
+                recs.push(WayRec {
+                    id: way.id(),
+                    refs,
+                    selected: facts.passes.then(|| facts.closed_is_area()),
+                });
+                true
+            },
+            |element| {
+                let (id, x, y) = match element {
+                    osmpbf::Element::Node(n) => (n.id(), n.lon(), n.lat()),
+                    osmpbf::Element::DenseNode(n) => (n.id(), n.lon(), n.lat()),
+                    _ => return,
+                };
+                nodes.insert(id, Coord { x, y });
+            },
+        )
+        .map_err(|e| pbf_error(path, e))?;
+    if let Some(id) = overflow {
+        return Err(bad(
+            path,
+            format!("way {id}: its node references overflow 64 bits"),
+        ));
+    }
+    let by_id: HashMap<i64, usize> = recs.iter().enumerate().map(|(i, w)| (w.id, i)).collect();
+
+    // relations first: their member ways are not objects of their own
+    let mut rel_objects = Vec::new();
+    let mut skipped_rels = Vec::new();
+    let mut claimed: HashSet<i64> = HashSet::new();
+    for rel in &rels {
+        let id = osm_id(path, OsmType::Relation, rel.id)?;
+        match relation_geometry(rel, &by_id, &recs, &nodes) {
+            Ok(g) => {
+                claimed.extend(rel.ways.iter().copied());
+                rel_objects.push((id, g));
+            }
+            Err(reason) => skipped_rels.push(Skipped {
+                osm_type: OsmType::Relation,
+                osm_id: id,
+                reason,
+            }),
+        }
+    }
+    let mut objects = Collector::new(path);
+    let mut skipped = Vec::new();
+    for w in &recs {
+        let Some(closed_is_area) = w.selected else {
+            continue;
+        };
+        let id = osm_id(path, OsmType::Way, w.id)?;
+        let built = if claimed.contains(&w.id) {
+            Err(SkipReason::RelationMember)
+        } else {
+            way_geometry(&w.refs, closed_is_area, &nodes)
+        };
+        match built {
+            Ok(g) => objects.push(format!("way {id}"), object_id(OsmType::Way, id), g)?,
+            Err(reason) => skipped.push(Skipped {
+                osm_type: OsmType::Way,
+                osm_id: id,
+                reason,
+            }),
+        }
+    }
+    for (id, g) in rel_objects {
+        objects.push(
+            format!("relation {id}"),
+            object_id(OsmType::Relation, id),
+            g,
+        )?;
+    }
+    skipped.extend(skipped_rels);
+    Ok(OsmRead {
+        objects: objects.finish(),
+        skipped,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refs_and_tags() {
+        assert_eq!(decode_refs(&[5, 1, -3]), Some(vec![5, 6, 3]));
+        assert_eq!(decode_refs(&[i64::MAX, 1]), None);
+        let table: Vec<Vec<u8>> = ["", "building", "yes", "no", "highway", "area", "type"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect();
+        let b = [OsmFilter::default()];
+        let facts =
+            |f: &[OsmFilter], tags: &[(u32, u32)]| tag_facts(f, tags.iter().copied(), &table);
+        assert!(facts(&b, &[(1, 2)]).passes);
+        assert!(!facts(&b, &[(1, 3)]).passes);
+        // out-of-range indices read as empty strings, not a panic
+        assert!(!facts(&b, &[(2, 1), (9, 9)]).passes);
+        let h: Vec<OsmFilter> = vec!["highway=*".parse().unwrap(), OsmFilter::default()];
+        // a closed highway is a line unless area=yes; a building is an area unless area=no
+        assert!(!facts(&h, &[(4, 2)]).closed_is_area());
+        assert!(facts(&h, &[(4, 2), (5, 2)]).closed_is_area());
+        assert!(facts(&h, &[(4, 2), (1, 2)]).closed_is_area());
+        assert!(!facts(&h, &[(1, 2), (5, 3)]).closed_is_area());
+    }
+
+    #[test]
+    fn way_geometries_and_reasons() {
+        let nodes: HashMap<i64, Coord> = (1..=4)
+            .map(|i| {
+                (
+                    i,
+                    Coord {
+                        x: i as f64,
+                        y: (i * i) as f64,
+                    },
+                )
+            })
+            .collect();
+        assert!(matches!(
+            way_geometry(&[1, 2, 3, 1], true, &nodes),
+            Ok(Geometry::Polygon(_))
+        ));
+        assert!(matches!(
+            way_geometry(&[1, 2, 3, 1], false, &nodes),
+            Ok(Geometry::LineString(_))
+        ));
+        assert!(matches!(
+            way_geometry(&[1, 2, 3], true, &nodes),
+            Ok(Geometry::LineString(_))
+        ));
+        assert_eq!(
+            way_geometry(&[1, 9, 3, 1], true, &nodes),
+            Err(SkipReason::MissingNodes)
+        );
+        assert_eq!(
+            way_geometry(&[1, 2, 1], true, &nodes),
+            Err(SkipReason::Degenerate)
+        );
+        assert_eq!(
+            way_geometry(&[1], true, &nodes),
+            Err(SkipReason::Degenerate)
+        );
+    }
+}

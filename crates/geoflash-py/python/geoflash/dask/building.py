@@ -1,0 +1,174 @@
+"""``build``: a partitioned index from a GeoDataFrame, a dask-geopandas
+frame, a file pattern, a list of GeoDataFrames, or NumPy arrays.
+
+The input is cut into chunks on the workers; the client gathers only the
+chunks' summaries and the centres' Hilbert keys (or centres, for KD) to
+fit the partitioner; every chunk is split by partition on its worker and
+each partition's pieces are bulk-loaded into its own geoflash index by one
+task (Dask runs it where most of its pieces are).
+"""
+
+from __future__ import annotations
+
+import glob
+import operator
+import os
+import uuid
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from . import catalogue, worker
+from .cluster import get_client
+from .partitioning import HilbertPartitioner, KDPartitioner
+
+
+def _is_dask_collection(data: Any) -> bool:
+    return hasattr(data, "to_delayed") and hasattr(data, "npartitions")
+
+
+def _is_frame(data: Any) -> bool:
+    import geopandas
+
+    return isinstance(data, (geopandas.GeoDataFrame, geopandas.GeoSeries))
+
+
+def _array_input(data: Any, ids: Any) -> tuple:
+    if isinstance(data, tuple) and len(data) == 2 and ids is None:
+        ids, data = data
+    b = np.asarray(data)
+    if b.ndim != 2 or b.shape[1] != 4:
+        raise ValueError(f"boxes must be an N×4 array, not of shape {b.shape}")
+    if not np.issubdtype(b.dtype, np.number) or np.issubdtype(b.dtype, np.complexfloating):
+        raise ValueError(f"boxes must be real numbers, not {b.dtype}")
+    b = np.ascontiguousarray(b, dtype=np.float64)
+    if np.isnan(b).any():
+        raise ValueError("boxes must not hold NaN")
+    if ((b[:, 0] > b[:, 2]) | (b[:, 1] > b[:, 3])).any():
+        raise ValueError("boxes must be (minx, miny, maxx, maxy) with min <= max")
+    if ids is None:
+        i = np.arange(len(b), dtype=np.int64)
+    else:
+        i = np.asarray(ids)
+        if i.ndim != 1 or len(i) != len(b):
+            raise ValueError(f"ids must be a 1-D array of {len(b)} integers, not of shape {i.shape}")
+        if len(i) and not np.issubdtype(i.dtype, np.integer):
+            raise ValueError(f"ids must be integers, not {i.dtype}")
+        i = i.astype(np.int64)
+        if len(np.unique(i)) != len(i):
+            raise ValueError("ids must be unique: every object is found, updated and joined by its id")
+    return i, b
+
+
+def _chunk_futures(client: Any, data: Any, ids: Any, chunks: int) -> tuple:
+    """Futures of the input's chunks, and whether their ids are local
+    positions (to be offset) or final."""
+    if isinstance(data, (str, os.PathLike)):
+        files = sorted(glob.glob(os.fspath(data)))
+        if not files:
+            raise FileNotFoundError(f"no file matches {os.fspath(data)}")
+        return [client.submit(worker.read_file_chunk, f, pure=False) for f in files], True
+    if _is_dask_collection(data):
+        parts = client.compute(data.to_delayed())
+        return [client.submit(worker.frame_chunk, f) for f in parts], True
+    if isinstance(data, list) and data and all(_is_frame(d) for d in data):
+        return [client.submit(worker.frame_chunk, f) for f in client.scatter(data)], True
+    if _is_frame(data):
+        n = len(data)
+        cuts = np.linspace(0, n, max(1, min(chunks, n)) + 1).astype(int)
+        pieces = [data.iloc[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+        return [client.submit(worker.frame_chunk, f) for f in client.scatter(pieces)], True
+    i, b = _array_input(data, ids)
+    cuts = np.linspace(0, len(b), max(1, min(chunks, len(b))) + 1).astype(int)
+    pieces = [worker.array_chunk(i[a:c], b[a:c]) for a, c in zip(cuts[:-1], cuts[1:])]
+    return client.scatter(pieces), False
+
+
+def _check_crs(summaries: List[Dict[str, Any]]) -> Optional[str]:
+    found = sorted({str(s["crs"]) for s in summaries if s["count"]}) or sorted({str(s["crs"]) for s in summaries})
+    if len(found) > 1:
+        raise ValueError(
+            "mixed CRS in the input: " + ", ".join(found) + " (reproject with to_crs first)"
+        )
+    return None if not found or found[0] == "None" else found[0]
+
+
+def build(
+    data: Any,
+    path: Any,
+    partitions: Optional[int] = None,
+    by: str = "hilbert",
+    *,
+    client: Any = None,
+    ids: Any = None,
+    local_dir: Any = None,
+    chunks: Optional[int] = None,
+    timeout: float = 10.0,
+    **index_options: Any,
+) -> "PartitionedIndex":  # noqa: F821
+    """Builds a partitioned index in the directory ``path`` and returns it
+    opened (see ``docs/scaleout.md``).
+
+    ``data``: a GeoDataFrame or GeoSeries (ids are row positions, as
+    ``geoflash.Index.from_geodataframe``; exact geometries are kept), a
+    dask-geopandas frame (ids are positions in the whole frame), a file
+    pattern (``"tiles/*.parquet"``: ids are positions in the sorted files'
+    concatenation), a list of GeoDataFrames (likewise), an N×4 array of
+    boxes (ids ``0..N-1``), or ``(ids, boxes)`` (unique integer ids).
+    ``partitions``: how many (default: twice the number of workers);
+    ``by``: ``"hilbert"`` (ranges of equal counts along the Hilbert curve)
+    or ``"kd"`` (k-d median splits). ``local_dir``: build every partition
+    on its worker's own disk under this directory instead of under
+    ``path`` (then queries run on that worker). ``index_options`` are those
+    of ``geoflash.Index`` (``kind``, ``page_size``, ``store``, ``buffer``,
+    ``device``, ``bulk``, ``fill``, ...). ``client``: see
+    ``geoflash.dask.get_client``."""
+    from .partitioned import PartitionedIndex
+
+    if by not in ("hilbert", "kd"):
+        raise ValueError(f"by must be 'hilbert' or 'kd', not {by!r}")
+    root = os.path.abspath(os.fsdecode(os.fspath(path)))
+    if os.path.exists(catalogue.catalogue_path(root)):
+        raise ValueError(f"{root} already holds a partitioned index")
+    client = get_client(client, timeout)
+    if partitions is None:
+        partitions = 2 * max(1, len(client.scheduler_info()["workers"]))
+    if not isinstance(partitions, (int, np.integer)) or partitions < 1:
+        raise ValueError(f"partitions must be a positive integer, not {partitions!r}")
+    os.makedirs(root, exist_ok=True)
+    chunk_futs, local_ids = _chunk_futures(client, data, ids, chunks or int(partitions))
+    summaries = client.gather([client.submit(worker.chunk_summary, c) for c in chunk_futs])
+    crs = _check_crs(summaries)
+    if local_ids:
+        offsets = np.concatenate([[0], np.cumsum([s["rows"] for s in summaries])[:-1]])
+        chunk_futs = [client.submit(worker.offset_chunk, c, int(o)) for c, o in zip(chunk_futs, offsets)]
+    geometries = all(s["geometries"] for s in summaries)
+    exts = [s["centre_extent"] for s in summaries if s["centre_extent"] is not None]
+    options = dict(index_options)
+    if not exts:
+        cat = catalogue.new({"by": by}, [], crs, geometries, options)
+        catalogue.write(root, cat)
+        return PartitionedIndex(root, client=client)
+    domain = [min(e[0] for e in exts), min(e[1] for e in exts), max(e[2] for e in exts), max(e[3] for e in exts)]
+    if by == "hilbert":
+        keys = np.concatenate(client.gather([client.submit(worker.hilbert_chunk_keys, c, domain) for c in chunk_futs]))
+        part = HilbertPartitioner.fit(keys, domain, int(partitions))
+    else:
+        pts = np.concatenate(client.gather([client.submit(worker.chunk_centres, c) for c in chunk_futs]))
+        part = KDPartitioner.fit(pts, int(partitions))
+    described = part.to_dict()
+    splits = [client.submit(worker.split_chunk, c, described) for c in chunk_futs]
+    if local_dir is None:
+        where = [f"part-{p:05d}" for p in range(part.count)]
+    else:
+        base = os.path.join(os.path.abspath(os.fspath(local_dir)), f"{os.path.basename(root)}-{uuid.uuid4().hex[:12]}")
+        where = [os.path.join(base, f"part-{p:05d}") for p in range(part.count)]
+    built = []
+    for p in range(part.count):
+        pieces = [client.submit(operator.getitem, s, p) for s in splits]
+        directory = os.path.join(root, where[p])
+        built.append(client.submit(worker.build_partition, directory, pieces, options, pure=False))
+    results = client.gather(built)
+    parts = [dict(id=p, path=where[p], **r) for p, r in enumerate(results) if r["count"]]
+    catalogue.write(root, catalogue.new(described, parts, crs, geometries, options))
+    return PartitionedIndex(root, client=client)

@@ -1,0 +1,99 @@
+"""Finding the Dask client to run on, and checking its workers can run geoflash.
+
+``client`` arguments across ``geoflash.dask`` accept a
+``distributed.Client``, a scheduler address (``"tcp://host:8786"``,
+connected with ``timeout``), or None: the current client if there is one,
+else an embedded ``LocalCluster`` started once per process (closed at exit).
+"""
+
+from __future__ import annotations
+
+import atexit
+from typing import Any, Dict, Optional
+
+_EMBEDDED: Dict[str, Any] = {}
+_CHECKED: set = set()
+
+# Evaluated on every worker by ``client.run(eval, ...)``: a builtin, so the
+# probe reaches a worker that cannot import geoflash and reports why.
+_PROBE = "__import__('geoflash._geoflash', fromlist=['_geoflash']).__version__"
+
+
+class WorkerSetupError(RuntimeError):
+    """A worker of the cluster cannot import geoflash, or runs another version."""
+
+
+def _embedded_client() -> Any:
+    from distributed import Client, LocalCluster
+
+    if "client" not in _EMBEDDED:
+        cluster = LocalCluster(processes=True, dashboard_address=None)
+        _EMBEDDED["cluster"] = cluster
+        _EMBEDDED["client"] = Client(cluster)
+
+        def close() -> None:
+            _EMBEDDED["client"].close()
+            _EMBEDDED["cluster"].close()
+
+        atexit.register(close)
+    return _EMBEDDED["client"]
+
+
+def get_client(client: Any = None, timeout: float = 10.0) -> Any:
+    """The ``distributed.Client`` to run on (see the module docs). An
+    unreachable scheduler raises ``ConnectionError`` after ``timeout``
+    seconds; a worker without geoflash (or with another version than this
+    process) raises ``WorkerSetupError``."""
+    from distributed import Client
+
+    if isinstance(client, Client):
+        found = client
+    elif isinstance(client, str):
+        try:
+            found = Client(client, timeout=timeout)
+        except (OSError, TimeoutError) as e:
+            raise ConnectionError(
+                f"cannot reach the Dask scheduler at {client} within {timeout} s: {e}"
+            ) from None
+    elif client is None:
+        try:
+            from distributed import get_client as current
+
+            found = current()
+        except ValueError:
+            found = _embedded_client()
+    else:
+        raise ValueError(
+            f"client must be a distributed.Client, a scheduler address or None, not {type(client).__name__}"
+        )
+    check_workers(found)
+    return found
+
+
+def check_workers(client: Any, force: bool = False) -> None:
+    """Raises ``WorkerSetupError`` unless every worker imports this
+    version of geoflash (checked once per client and set of workers)."""
+    from .. import __version__
+
+    workers = tuple(sorted(client.scheduler_info().get("workers", {})))
+    key = (id(client), workers)
+    if key in _CHECKED and not force:
+        return
+    found = client.run(eval, _PROBE, on_error="return")
+    bad = []
+    for worker, version in sorted(found.items()):
+        if isinstance(version, BaseException):
+            bad.append(f"{worker} cannot import geoflash ({type(version).__name__}: {version})")
+        elif version != __version__:
+            bad.append(f"{worker} has geoflash {version}, this process {__version__}")
+    if bad:
+        raise WorkerSetupError(
+            "the Dask workers must have the same geoflash installed as the client: " + "; ".join(bad)
+        )
+    _CHECKED.add(key)
+
+
+def worker_host(address: str) -> str:
+    """The host part of a worker address (``tcp://10.0.0.5:40123`` → ``10.0.0.5``)."""
+    rest = address.split("://", 1)[-1]
+    return rest.rsplit(":", 1)[0].strip("[]")

@@ -1,0 +1,141 @@
+//! `NodeStore::get_batch` against `get` on every store: the same nodes, in
+//! the order asked, with repeats, and the pages not in memory read as one
+//! device batch; batched and single-page range queries give the same
+//! records in the same order.
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::efind::{EfindConfig, EfindStore};
+use super::fast::{FastConfig, FastStore};
+use super::plain::{PlainConfig, PlainStore};
+use super::NodeStore;
+use crate::geom::Rect;
+use crate::index::{IndexKind, Predicate, RTree, ReadMode, TreeParams};
+use crate::storage::mem::MemDevice;
+use crate::storage::{PageDevice, PageId};
+
+const PAGE: usize = 512;
+
+fn rect(i: u64) -> Rect {
+    let x = ((i * 37) % 97) as f64;
+    let y = ((i * 61) % 89) as f64;
+    Rect::new(x, y, x + 1.5, y + 2.5).unwrap()
+}
+
+/// Every node page of the tree, parents before children.
+fn pages<S: NodeStore>(t: &RTree<S>) -> Vec<PageId> {
+    let mut out = Vec::new();
+    let mut todo: Vec<PageId> = t.store().meta().root.into_iter().collect();
+    while let Some(id) = todo.pop() {
+        out.push(id);
+        let node = t.store().get(id).unwrap();
+        if node.level > 0 {
+            todo.extend(node.entries.iter().map(|e| e.key));
+        }
+    }
+    out
+}
+
+/// Builds a tree of `n` records on `store` (deleting every fifth), then
+/// checks `get_batch` against `get` and the two read modes against each other.
+fn check<S: NodeStore>(store: S, dev: &MemDevice, n: u64, label: &str) {
+    let mut t =
+        RTree::create(store, TreeParams::for_page(IndexKind::RStar, PAGE).unwrap()).unwrap();
+    for i in 0..n {
+        t.insert(i, rect(i)).unwrap();
+    }
+    for i in (0..n).step_by(5) {
+        t.delete(i, rect(i)).unwrap();
+    }
+    let mut ids = pages(&t);
+    assert!(ids.len() > 10, "{label}: a tree of several levels");
+    // Shuffled deterministically, with repeats.
+    ids.reverse();
+    let third = ids.len() / 3;
+    ids.rotate_left(third);
+    let repeats: Vec<PageId> = ids.iter().step_by(4).copied().collect();
+    ids.extend(repeats);
+    dev.reset_stats();
+    let got = t.store().get_batch(&ids).unwrap();
+    let io = dev.stats().io;
+    assert!(
+        io.read_batches <= 1,
+        "{label}: {} device batches",
+        io.read_batches
+    );
+    let distinct: HashSet<PageId> = ids.iter().copied().collect();
+    assert!(
+        io.pages_read <= distinct.len() as u64,
+        "{label}: each missing page once"
+    );
+    for (id, node) in ids.iter().zip(&got) {
+        let one = t.store().get(*id).unwrap();
+        assert_eq!(node.level, one.level, "{label}: page {id}");
+        assert_eq!(node.entries, one.entries, "{label}: page {id}");
+    }
+    assert!(
+        t.store().get_batch(&[ids[0], 1 << 40]).is_err(),
+        "{label}: no such page"
+    );
+    for w in [
+        Rect::new(10.0, 10.0, 30.0, 40.0).unwrap(),
+        Rect::new(-1.0, -1.0, 100.0, 100.0).unwrap(),
+        Rect::new(50.0, 5.0, 51.0, 6.0).unwrap(),
+    ] {
+        t.set_read_mode(ReadMode::Batched);
+        let batched = t.query(w, Predicate::Intersects).unwrap();
+        t.set_read_mode(ReadMode::Single);
+        let single = t.query(w, Predicate::Intersects).unwrap();
+        assert_eq!(batched.hits, single.hits, "{label}: window {w:?}");
+        assert_eq!(batched.stats.nodes_visited, single.stats.nodes_visited);
+        let want = (0..n)
+            .filter(|i| i % 5 != 0 && rect(*i).intersects(&w))
+            .count();
+        assert_eq!(batched.hits.len(), want, "{label}: window {w:?}");
+    }
+}
+
+#[test]
+fn plain_get_batch_matches_get() {
+    for buffer in [0, 8 * PAGE] {
+        let dev = Arc::new(MemDevice::new(PAGE, 1 << 16).unwrap());
+        let cfg = PlainConfig {
+            buffer_bytes: buffer,
+            ..PlainConfig::default()
+        };
+        let s = PlainStore::create(dev.clone(), cfg).unwrap();
+        check(s, &dev, 600, &format!("plain, buffer {buffer}"));
+    }
+}
+
+#[test]
+fn efind_get_batch_matches_get() {
+    for (buffer, read) in [(4 * PAGE, 0), (16 * PAGE, 50), (1 << 20, 20)] {
+        let dev = Arc::new(MemDevice::new(PAGE, 1 << 16).unwrap());
+        let cfg = EfindConfig {
+            buffer_bytes: buffer,
+            read_buffer_percent: read,
+            ..EfindConfig::default()
+        };
+        let s = EfindStore::create(dev.clone(), cfg).unwrap();
+        check(
+            s,
+            &dev,
+            600,
+            &format!("efind, buffer {buffer}, read {read} %"),
+        );
+    }
+}
+
+#[test]
+fn fast_get_batch_matches_get() {
+    for buffer in [4 * PAGE, 1 << 20] {
+        let cfg = FastConfig {
+            buffer_bytes: buffer,
+            ..FastConfig::default()
+        };
+        let (mem, dev, log) = super::fast::tests::mem_device(&cfg);
+        let s = FastStore::create(dev, log, cfg).unwrap();
+        check(s, &mem, 600, &format!("fast, buffer {buffer}"));
+    }
+}
