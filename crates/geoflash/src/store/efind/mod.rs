@@ -417,10 +417,10 @@ impl EfindStore {
         if config.log_capacity == 0 && log_device.is_none() {
             // An automatic log on the store's own device takes at most a
             // quarter of it (never less than the papers' 10 MiB).
-            let quarter = device.capacity().saturating_mul(ps as u64) / 8;
-            config.log_capacity = config
-                .resolved_log_capacity()
-                .min(quarter.max(DEFAULT_LOG_CAPACITY));
+            config.log_capacity = crate::store::log::cap_to_shared_device(
+                config.resolved_log_capacity(),
+                device.capacity().saturating_mul(ps as u64),
+            );
         }
         config.log_capacity = config.resolved_log_capacity();
         config.verify_for_page(ps)?;

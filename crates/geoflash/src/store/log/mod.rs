@@ -302,6 +302,14 @@ pub fn auto_log_capacity(format: LogFormat, buffer_bytes: usize) -> u64 {
     }
 }
 
+/// An automatic log capacity `capacity` for a log that shares the node
+/// device of `device_bytes` bytes: its two regions take at most a quarter
+/// of the device (never less than [`PAPERS_LOG_CAPACITY`] per region), so
+/// a large memory budget on a small device leaves room for the nodes.
+pub fn cap_to_shared_device(capacity: u64, device_bytes: u64) -> u64 {
+    capacity.min((device_bytes / 8).max(PAPERS_LOG_CAPACITY))
+}
+
 /// The papers' log capacity: 10 MiB of records.
 pub const PAPERS_LOG_CAPACITY: u64 = 10 * 1024 * 1024;
 
