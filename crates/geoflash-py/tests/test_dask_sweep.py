@@ -153,7 +153,11 @@ def test_the_command_line_runs_a_sweep_on_dask(client, tmp_path):
     ref = geoflash.bench.run(workload, tmp_path / "ref.sqlite", scale="smoke", only=[only])
     got = geoflash.bench.load(db)
     assert len(got) == len(ref) > 0
-    assert set(got["config_key"]) == set(ref["config_key"])
+    # the same configurations (results_full names them by their columns)
+    cfg = ["index_name", "page_size", "store", "device", "dataset", "insertion_order", "repetition"]
+    assert set(map(tuple, got[cfg].astype(str).values.tolist())) == set(
+        map(tuple, ref[cfg].astype(str).values.tolist())
+    )
     # an unreachable scheduler: a clear error and a non-zero exit
     bad = subprocess.run([bin_, "bench", str(workload), "--results", str(tmp_path / "none.sqlite"),
                           "--scale", "smoke", "--index", only, "--dask", "tcp://127.0.0.1:9"],

@@ -154,13 +154,13 @@ def build_partition(directory: str, pieces: List[Dict[str, Any]], options: Dict[
             wkbs = [shapely.to_wkb(shapely.box(*boxes[i])) if w is None else w for i, w in enumerate(wkbs)]
         idx = Index._with_core(
             opts,
-            lambda path, o, bulk, fill: _Core.bulk_geometries(path, o, ids.tobytes(), wkbs, bulk, fill),
+            lambda self, path: _Core.bulk_geometries(path, self._options, ids.tobytes(), wkbs, *self._bulk),
             directory,
         )
     else:
         idx = Index._with_core(
             opts,
-            lambda path, o, bulk, fill: _Core.bulk(path, o, ids.tobytes(), boxes.tobytes(), None, bulk, fill),
+            lambda self, path: _Core.bulk(path, self._options, ids.tobytes(), boxes.tobytes(), None, *self._bulk),
             directory,
         )
     idx.close()
