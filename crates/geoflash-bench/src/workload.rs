@@ -38,6 +38,7 @@ use geoflash::manifest::Crs;
 use geoflash::storage::spec::DeviceSpec;
 use geoflash::store::efind::{EfindConfig, FlushPolicy};
 use geoflash::store::fast::{FastConfig, FastPolicy};
+use geoflash::store::log::LogFormat;
 use geoflash::units::parse_size;
 use geoflash::{Error, IndexOptions, Result};
 use serde::{Deserialize, Serialize};
@@ -126,6 +127,9 @@ pub struct EfindParams {
     pub durability: Option<String>,
     /// Bytes of the log.
     pub log_capacity: Option<u64>,
+    /// Format of the log: per-change (the papers', pinned by the seed
+    /// workloads) or first-image (the default).
+    pub log_format: Option<String>,
 }
 
 /// One index configuration (after expanding parameter lists).
@@ -318,6 +322,8 @@ pub struct FastParams {
     pub durability: Option<String>,
     /// Bytes of the log.
     pub log_capacity: Option<u64>,
+    /// Format of the log: per-change or first-image (the default).
+    pub log_format: Option<String>,
     /// Seed of the random policy.
     pub seed: Option<u64>,
 }
@@ -337,6 +343,9 @@ impl FastParams {
         }
         if let Some(l) = self.log_capacity {
             c.log_capacity = l;
+        }
+        if let Some(f) = &self.log_format {
+            c.log_format = LogFormat::parse(f)?;
         }
         if let Some(seed) = self.seed {
             c.seed = seed;
@@ -402,6 +411,9 @@ impl IndexConfig {
                 }
                 if let Some(l) = p.log_capacity {
                     c.log_capacity = l;
+                }
+                if let Some(f) = &p.log_format {
+                    c.log_format = LogFormat::parse(f)?;
                 }
                 c.verify()?;
                 Some(c)
@@ -1367,9 +1379,17 @@ const EFIND_KEYS: &[&str] = &[
     "temporal_control",
     "durability",
     "log_capacity",
+    "log_format",
 ];
 
-const FAST_KEYS: &[&str] = &["policy", "flush_unit", "durability", "log_capacity", "seed"];
+const FAST_KEYS: &[&str] = &[
+    "policy",
+    "flush_unit",
+    "durability",
+    "log_capacity",
+    "log_format",
+    "seed",
+];
 
 const GRID_KEYS: &[&str] = &["queries", "dir_share", "cold_pages", "s", "special"];
 
@@ -1530,6 +1550,11 @@ fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
                                 Ok(())
                             }))?,
                             "log_capacity" => at(as_size(v).map(|n| e.log_capacity = Some(n)))?,
+                            "log_format" => at(as_str(v).and_then(|s| {
+                                LogFormat::parse(&s)?;
+                                e.log_format = Some(s);
+                                Ok(())
+                            }))?,
                             "flush_policy" => at(as_str(v).and_then(|s| {
                                 parse_flush_policy(&s)?;
                                 e.flush_policy = Some(s);
@@ -1606,6 +1631,11 @@ fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexConfig>> {
                                 Ok(())
                             }))?,
                             "log_capacity" => at(as_size(v).map(|n| f.log_capacity = Some(n)))?,
+                            "log_format" => at(as_str(v).and_then(|s| {
+                                LogFormat::parse(&s)?;
+                                f.log_format = Some(s);
+                                Ok(())
+                            }))?,
                             _ => at(as_uint(v).map(|n| f.seed = Some(n)))?,
                         }
                     }

@@ -11,7 +11,7 @@ use geoflash::index_dir::{StoreKind, StoreOptions};
 use geoflash::manifest::{Access, Crs};
 use geoflash::store::efind::{EfindConfig, FlushPolicy};
 use geoflash::store::fast::{FastConfig, FastPolicy};
-use geoflash::store::log::Durability;
+use geoflash::store::log::{Durability, LogFormat};
 use geoflash::units::parse_size;
 use geoflash::{Error, Index, IndexOptions};
 use geoflash_bench::formats;
@@ -70,9 +70,15 @@ pub struct BuildArgs {
     /// eFIND: temporal control on or off.
     #[arg(long)]
     temporal_control: Option<String>,
-    /// eFIND and FAST: bytes of records the log holds before compaction (default 10MiB).
+    /// eFIND and FAST: bytes of records the log holds before compaction (default:
+    /// 10MiB for the per-change format, else the larger of 10MiB and 4 x the buffer).
     #[arg(long)]
     log_capacity: Option<String>,
+    /// eFIND and FAST: log format, first-image (the default: a page image only at a
+    /// page's first flush after a compaction, one log sync per batch of flushes) or
+    /// per-change (the papers': a page image and two syncs at every flush).
+    #[arg(long)]
+    log_format: Option<String>,
     /// eFIND and FAST: when operations become durable: sync (each one), group (every
     /// N operations or T ms, see --group-commit; the default) or none (the papers' mode).
     #[arg(long)]
@@ -660,11 +666,12 @@ fn efind_config(a: &BuildArgs) -> Result<Option<EfindConfig>, Failure> {
     )?;
     let shared = a.flush_unit.is_some()
         || a.log_capacity.is_some()
+        || a.log_format.is_some()
         || a.durability.is_some()
         || a.group_commit.is_some();
     only_for(
         shared,
-        "--flush-unit, --log-capacity, --durability and --group-commit",
+        "--flush-unit, --log-capacity, --log-format, --durability and --group-commit",
         &["efind", "fast"],
         a.store(),
     )?;
@@ -705,6 +712,9 @@ fn efind_config(a: &BuildArgs) -> Result<Option<EfindConfig>, Failure> {
     if let Some(l) = &a.log_capacity {
         c.log_capacity = parse_size(l)?;
     }
+    if let Some(f) = &a.log_format {
+        c.log_format = LogFormat::parse(f)?;
+    }
     if let Some(d) = durability_flags(a)? {
         c.durability = d;
     }
@@ -733,6 +743,9 @@ fn fast_config(a: &BuildArgs) -> Result<Option<FastConfig>, Failure> {
     }
     if let Some(l) = &a.log_capacity {
         c.log_capacity = parse_size(l)?;
+    }
+    if let Some(f) = &a.log_format {
+        c.log_format = LogFormat::parse(f)?;
     }
     if let Some(d) = durability_flags(a)? {
         c.durability = d;

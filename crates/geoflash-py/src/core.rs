@@ -24,7 +24,7 @@ use geoflash_engine::objects::geometry::from_wkb;
 use geoflash_engine::objects::Geometry;
 use geoflash_engine::store::efind::{EfindConfig, FlushPolicy};
 use geoflash_engine::store::fast::{FastConfig, FastPolicy};
-use geoflash_engine::store::log::Durability;
+use geoflash_engine::store::log::{Durability, LogFormat};
 use geoflash_engine::store::NodeStore;
 use geoflash_engine::{Error, Index, IndexOptions, Result};
 use pyo3::prelude::*;
@@ -97,7 +97,7 @@ fn from_name<T: serde::de::DeserializeOwned>(what: &str, name: &str, choices: &s
 /// Options known to [`parse_options`].
 const OPTION_NAMES: &str = "kind, split, page_size, max_entries, min_entries, reinsert_percent, \
      hilbert_domain, store, buffer, buffer_policy, device, durability, read_buffer_percent, flush_percent, \
-     flush_unit, flush_policy, temporal_control, log_capacity, fast_policy";
+     flush_unit, flush_policy, temporal_control, log_capacity, log_format, fast_policy";
 
 /// Index options from the Python keyword arguments (`None` values mean the default).
 fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
@@ -113,6 +113,7 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
     // Options that both logged stores (eFIND and FAST) take.
     let mut flush_unit: Option<usize> = None;
     let mut log_capacity: Option<u64> = None;
+    let mut log_format: Option<LogFormat> = None;
     let mut fast_policy: Option<FastPolicy> = None;
     let bad = |k: &str, e: PyErr| user_error(format!("option {k}: {e}"));
     for (k, v) in opts.iter() {
@@ -165,6 +166,7 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
                     Err(_) => geoflash_engine::units::parse_size(&text()?).map_err(to_py)?,
                 })
             }
+            "log_format" => log_format = Some(LogFormat::parse(&text()?).map_err(to_py)?),
             "fast_policy" => fast_policy = Some(FastPolicy::parse(&text()?).map_err(to_py)?),
             "read_buffer_percent" => {
                 efind
@@ -229,6 +231,9 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
             if let Some(l) = log_capacity {
                 e.log_capacity = l;
             }
+            if let Some(f) = log_format {
+                e.log_format = f;
+            }
             o.store.efind = Some(e);
         }
         StoreKind::Fast => {
@@ -242,15 +247,18 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
             if let Some(l) = log_capacity {
                 f.log_capacity = l;
             }
+            if let Some(lf) = log_format {
+                f.log_format = lf;
+            }
             if let Some(p) = fast_policy {
                 f.policy = p;
             }
             o.store.fast = Some(f);
         }
         StoreKind::Plain => {
-            if flush_unit.is_some() || log_capacity.is_some() {
+            if flush_unit.is_some() || log_capacity.is_some() || log_format.is_some() {
                 return Err(user_error(
-                    "flush_unit and log_capacity apply to store=\"efind\" or \"fast\"",
+                    "flush_unit, log_capacity and log_format apply to store=\"efind\" or \"fast\"",
                 ));
             }
         }

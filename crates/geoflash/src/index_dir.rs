@@ -728,18 +728,24 @@ impl Index {
             // The FOR-tree's buffer is its own (recorded in its parameters).
             store_opts.buffer_bytes = 0;
         }
+        let mut fast_auto_log = false;
         if store_opts.kind == StoreKind::Efind {
-            // The manifest records every eFIND parameter, durability and log size included.
+            // The manifest records every eFIND parameter, durability and log
+            // size included (0: automatic, resolved by the store at creation;
+            // its identity page keeps the size it chose).
             store_opts.efind = Some(store_opts.efind.unwrap_or_default());
         }
         if store_opts.kind == StoreKind::Fast {
-            // Likewise every FAST parameter.
-            let f = store_opts.fast.unwrap_or_default();
+            // Likewise every FAST parameter (FAST's open sizes its log from it).
+            let mut f = store_opts.fast.unwrap_or_default();
+            f.buffer_bytes = store_opts.buffer_bytes;
+            fast_auto_log = f.log_capacity == 0;
+            f.log_capacity = f.resolved_log_capacity();
             f.verify()?;
             store_opts.fast = Some(f);
         }
         let spec = DeviceSpec::parse(&opts.device)?;
-        let manifest = Manifest {
+        let mut manifest = Manifest {
             format_version: MANIFEST_VERSION,
             created_by: format!("geoflash {}", env!("CARGO_PKG_VERSION")),
             kind: opts.kind_name(),
@@ -769,6 +775,16 @@ impl Index {
             }
             None => (None, open_device(&spec, opts.page_size, None)?, None),
         };
+        if let (Some(f), None, true) = (store_opts.fast.as_mut(), &log_device, fast_auto_log) {
+            // An automatic log on the node device leaves room for the nodes
+            // (as eFIND's does); the manifest keeps the size chosen.
+            f.log_capacity = crate::store::log::cap_to_shared_device(
+                f.log_capacity,
+                device.capacity().saturating_mul(opts.page_size as u64),
+            );
+            manifest.store =
+                serde_json::to_value(store_opts).map_err(|e| Error::invalid(e.to_string()))?;
+        }
         let mut times = PhaseTimes::default();
         let (store, _) = make_store_payload(
             device.clone(),

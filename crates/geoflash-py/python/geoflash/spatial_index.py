@@ -187,7 +187,9 @@ class Index:
       ``buffer_policy``, eFIND's ``read_buffer_percent``,
       ``flush_percent``, ``flush_policy``, ``temporal_control``, FAST's
       ``fast_policy`` (``"fast"``, ``"fast-star"``, ``"flush-all"``,
-      ``"random"``), and ``flush_unit`` and ``log_capacity`` of either.
+      ``"random"``), and ``flush_unit``, ``log_capacity`` and ``log_format``
+      (``"first-image"``, the default, or the papers' ``"per-change"``) of
+      either.
     - ``interleaved``: coordinates as ``(minx, miny, maxx, maxy)`` (True) or
       ``(minx, maxx, miny, maxy)`` (False); a point ``(x, y)`` is accepted
       everywhere.

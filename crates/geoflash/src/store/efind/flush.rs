@@ -12,7 +12,7 @@
 //!   β = Σ overlapping modified area of the unit / Σ over every candidate.
 //!   A zero denominator makes the factor 1 (it then ranks nothing).
 use crate::metrics::{Phase, Stopwatch};
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -22,6 +22,22 @@ use super::EfindStore;
 use crate::page::{self, Node};
 use crate::storage::PageId;
 use crate::Result;
+
+/// Most flushing units in one batch of [`EfindStore::flush_batch`]: bounds
+/// the work of a batch (each unit's choice scans the write buffer).
+pub const FLUSH_BATCH_UNITS: u64 = 64;
+
+/// Share of the write budget a batch flushes down to, in eighths.
+pub const FLUSH_BATCH_LOW_WATER: usize = 7;
+
+/// Where [`EfindStore::flush_batch`] stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchTarget {
+    /// When the write buffer without the batch holds at most these bytes.
+    Bytes(usize),
+    /// When at most this many buffered pages are left outside the batch.
+    Pages(usize),
+}
 
 /// Flushing policy: how a flushing unit's degree is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -145,11 +161,67 @@ impl EfindStore {
     /// One flush (Alg. 3): writes one flushing unit as one device batch.
     /// Returns the number of buffered pages it removed.
     pub(super) fn flush_once(&mut self) -> Result<usize> {
-        if self.wb.is_empty() {
+        let chosen = self.choose_flush(&HashSet::new());
+        if chosen.is_empty() {
             return Ok(0);
         }
-        let mut rows: Vec<(PageId, u64)> =
-            self.wb.iter().map(|(id, r)| (id, r.timestamp)).collect();
+        self.write_pages(&chosen, 1)?;
+        Ok(chosen.len())
+    }
+
+    /// Flushes a batch (first-image format with a durable mode): flushing
+    /// units chosen one after the other as [`flush_once`](Self::flush_once)
+    /// would (each among the pages not chosen yet) until `target` is met,
+    /// then written with one log sync (see
+    /// [`write_pages`](Self::write_pages)), in chunks whose page images fit a
+    /// quarter of the log. A batch down to a byte target has at most
+    /// [`FLUSH_BATCH_UNITS`] units. Returns the units flushed.
+    pub(super) fn flush_batch(&mut self, target: BatchTarget) -> Result<u64> {
+        let mut chosen: HashSet<PageId> = HashSet::new();
+        let mut order: Vec<PageId> = Vec::new();
+        let mut units = 0u64;
+        loop {
+            let more = match target {
+                BatchTarget::Bytes(low) => {
+                    units < FLUSH_BATCH_UNITS && self.wb.bytes_without(&chosen) > low
+                }
+                BatchTarget::Pages(left) => self.wb.len() - chosen.len() > left,
+            };
+            if !more {
+                break;
+            }
+            let unit = self.choose_flush(&chosen);
+            if unit.is_empty() {
+                break;
+            }
+            units += 1;
+            chosen.extend(unit.iter().copied());
+            order.extend(unit);
+        }
+        if order.is_empty() {
+            return Ok(0);
+        }
+        let chunk = self.image_chunk_pages()?;
+        let parts = order.len().div_ceil(chunk).max(1) as u64;
+        for (i, part) in order.chunks(chunk).enumerate() {
+            // The units spread over the chunks, for the flush counter.
+            let n = units / parts + u64::from((i as u64) < units % parts);
+            self.write_pages(part, n)?;
+        }
+        Ok(units)
+    }
+
+    /// Alg. 3's choice of one flushing unit among the buffered pages not in `exclude`.
+    fn choose_flush(&self, exclude: &HashSet<PageId>) -> Vec<PageId> {
+        let mut rows: Vec<(PageId, u64)> = self
+            .wb
+            .iter()
+            .filter(|(id, _)| !exclude.contains(id))
+            .map(|(id, r)| (id, r.timestamp))
+            .collect();
+        if rows.is_empty() {
+            return Vec::new();
+        }
         rows.sort_by_key(|&(id, ts)| (ts, id));
         let n = (rows.len() * usize::from(self.config.flush_percent))
             .div_ceil(100)
@@ -205,21 +277,19 @@ impl EfindStore {
             })
             .collect();
         let total_overlap: f64 = infos.iter().map(|p| p.overlap).sum();
-        let chosen = choose_unit(
+        choose_unit(
             self.config.policy,
             infos,
             self.config.flush_unit,
             total_area,
             total_overlap,
-        );
-        self.write_pages(&chosen)?;
-        Ok(chosen.len())
+        )
     }
 
-    /// Writes the buffered pages `ids` as one batch with the flush protocol
-    /// (page images, see the [module docs](super)), applies temporal control
-    /// on reads, and removes them from the write buffer.
-    pub(super) fn write_pages(&mut self, ids: &[PageId]) -> Result<()> {
+    /// Writes the buffered pages `ids` (`units` flushing units) as one batch
+    /// with the flush protocol (page images, see the [module docs](super)),
+    /// applies temporal control on reads, and removes them from the write buffer.
+    pub(super) fn write_pages(&mut self, ids: &[PageId], units: u64) -> Result<()> {
         let watch = Stopwatch::start(self.device.sim_clock_ns());
         let mut pages: Vec<(PageId, Arc<Node>)> = Vec::new();
         let mut ids = ids.to_vec();
@@ -243,7 +313,7 @@ impl EfindStore {
         inner
             .stats
             .record_node_writes(pages.iter().map(|(_, node)| node.level));
-        inner.stats.flushes += 1;
+        inner.stats.flushes += units;
         inner.stats.flushed_nodes += n;
         let tc = self.config.temporal_control;
         for (id, node) in pages {

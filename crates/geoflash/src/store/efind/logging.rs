@@ -2,13 +2,15 @@
 //! room in the log (compaction and forced flushes), the protected flush of a
 //! unit and the checkpoint. See the [module docs](super) ("Durability").
 use crate::metrics::{Phase, Stopwatch};
+use std::collections::HashSet;
 use std::sync::Arc;
 
+use super::flush::{BatchTarget, FLUSH_BATCH_LOW_WATER};
 use super::records::{self, CheckpointState, MetaState};
 use super::EfindStore;
 use crate::page::Node;
 use crate::storage::PageId;
-use crate::store::log::{Durability, Record, RecordKind, NO_OP};
+use crate::store::log::{Durability, LogFormat, Record, RecordKind, NO_OP};
 use crate::store::OpId;
 use crate::{Error, Result};
 
@@ -52,8 +54,47 @@ impl EfindStore {
         )))
     }
 
+    /// Whether flushes follow the first-image protocol: a first-image log
+    /// and a durability that protects flushes (not `none`).
+    pub(super) fn first_image(&self) -> bool {
+        self.config.durability != Durability::None
+            && self
+                .log
+                .as_ref()
+                .is_some_and(|l| l.format() == LogFormat::FirstImage)
+    }
+
+    /// The imaged set, emptied when the log moved to another epoch (its
+    /// images were dropped by a compaction, a checkpoint or a restart).
+    fn imaged_now(&mut self) -> Result<&mut HashSet<PageId>> {
+        let epoch = self.log_mut()?.epoch();
+        if self.imaged_epoch != epoch {
+            self.imaged.clear();
+            self.imaged_epoch = epoch;
+        }
+        Ok(&mut self.imaged)
+    }
+
+    /// Syncs the page device if pages were written since its last sync
+    /// (first-image format: before a compaction drops the records their
+    /// FLUSH records cover, and before a checkpoint).
+    pub(super) fn sync_pages(&mut self) -> Result<()> {
+        if std::mem::take(&mut self.pages_unsynced) {
+            self.device.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Pages of one write whose page images fit a quarter of the log.
+    pub(super) fn image_chunk_pages(&mut self) -> Result<usize> {
+        let cap = self.log_mut()?.capacity_bytes();
+        let per_page = (self.page_size + records_header()) as u64;
+        Ok(usize::try_from((cap / 4 / per_page).max(1)).unwrap_or(usize::MAX))
+    }
+
     fn compact_log(&mut self) -> Result<()> {
         let watch = Stopwatch::start(self.device.sim_clock_ns());
+        self.sync_pages()?;
         self.log_mut()?.compact()?;
         watch.stop(
             Phase::Compaction,
@@ -80,11 +121,21 @@ impl EfindStore {
             + Record::commit(op).encoded_len() as u64;
         self.ensure_room(bytes)?;
         let watch = Stopwatch::start(self.device.sim_clock_ns());
+        let created: Vec<PageId> = recs
+            .iter()
+            .filter(|r| r.kind == RecordKind::New)
+            .map(|r| r.page)
+            .collect();
         let log = self.log_mut()?;
         for r in recs {
             log.append(r)?;
         }
         log.commit(op)?;
+        if self.first_image() {
+            // A NEW record holds the whole page: it protects the page's
+            // flushes in this epoch as an image would.
+            self.imaged_now()?.extend(created);
+        }
         watch.stop(
             Phase::Log,
             self.device.sim_clock_ns(),
@@ -92,9 +143,16 @@ impl EfindStore {
         );
         self.last_op = Some(op);
         self.lock().stats.ops_committed += 1;
-        while self.wb.bytes() > self.write_budget {
-            if self.flush_once()? == 0 {
-                break;
+        if self.first_image() {
+            if self.wb.bytes() > self.write_budget {
+                let low = self.write_budget / 8 * FLUSH_BATCH_LOW_WATER;
+                self.flush_batch(BatchTarget::Bytes(low))?;
+            }
+        } else {
+            while self.wb.bytes() > self.write_budget {
+                if self.flush_once()? == 0 {
+                    break;
+                }
             }
         }
         self.keep_log_room()
@@ -110,11 +168,16 @@ impl EfindStore {
         self.compact_log()?;
         while self.log_mut()?.fill_ratio() > AFTER_COMPACT_MAX && !self.wb.is_empty() {
             let target = self.wb.len() / 2;
-            while self.wb.len() > target {
-                if self.flush_once()? == 0 {
-                    break;
+            if self.first_image() {
+                let units = self.flush_batch(BatchTarget::Pages(target))?;
+                self.lock().estats.forced_flushes += units;
+            } else {
+                while self.wb.len() > target {
+                    if self.flush_once()? == 0 {
+                        break;
+                    }
+                    self.lock().estats.forced_flushes += 1;
                 }
-                self.lock().estats.forced_flushes += 1;
             }
             self.compact_log()?;
         }
@@ -130,6 +193,9 @@ impl EfindStore {
         data: &[u8],
         flushed: &[PageId],
     ) -> Result<()> {
+        if self.first_image() {
+            return self.write_first_image(pages, data, flushed);
+        }
         let ps = self.page_size;
         let protect = self.config.durability != Durability::None;
         let flush_rec = Record::flush(flushed)?;
@@ -180,6 +246,68 @@ impl EfindStore {
         Ok(())
     }
 
+    /// The first-image flush protocol (see the [module docs](super)):
+    /// PAGE_IMAGE records of the pages not imaged in the log's epoch, one log
+    /// sync (images, and every record the pages contain, durable before the
+    /// pages; it also completes the group commit), the pages written as one
+    /// batch without a device sync, then FLUSH. The page device is synced
+    /// before the next compaction or checkpoint, which is when FLUSH records
+    /// start to make records obsolete.
+    fn write_first_image(
+        &mut self,
+        pages: &[PageId],
+        data: &[u8],
+        flushed: &[PageId],
+    ) -> Result<()> {
+        let ps = self.page_size;
+        let flush_rec = Record::flush(flushed)?;
+        // Room for the worst case (every page imaged) before the imaged set
+        // is read: a compaction here starts a new epoch.
+        let image_bytes = pages.len() as u64 * (ps + records_header()) as u64;
+        self.ensure_room(image_bytes + flush_rec.encoded_len() as u64)?;
+        if !pages.is_empty() {
+            let watch = Stopwatch::start(self.device.sim_clock_ns());
+            let imaged = self.imaged_now()?;
+            let need: Vec<(PageId, &[u8])> = pages
+                .iter()
+                .zip(data.chunks_exact(ps))
+                .filter(|(id, _)| imaged.insert(**id))
+                .map(|(&id, chunk)| (id, chunk))
+                .collect();
+            let n = need.len() as u64;
+            let log = self.log_mut()?;
+            for (id, chunk) in need {
+                log.append(Record::new(
+                    RecordKind::PageImage,
+                    NO_OP,
+                    id,
+                    chunk.to_vec(),
+                ))?;
+            }
+            let last = log.last_lsn();
+            log.sync_to(last)?;
+            let mut inner = self.lock();
+            watch.stop(
+                Phase::Log,
+                self.device.sim_clock_ns(),
+                &mut inner.stats.times,
+            );
+            inner.estats.page_images += n;
+            inner.estats.page_image_bytes += n * (ps + records_header()) as u64;
+            drop(inner);
+            let watch = Stopwatch::start(self.device.sim_clock_ns());
+            self.pages_unsynced = true;
+            self.device.write_batch(pages, data)?;
+            watch.stop(
+                Phase::Write,
+                self.device.sim_clock_ns(),
+                &mut self.lock().stats.times,
+            );
+        }
+        self.log_mut()?.append(flush_rec)?;
+        Ok(())
+    }
+
     /// A clean log checkpoint with the current state (the log's next open
     /// replays nothing); the pending deletions become reusable.
     pub(super) fn append_checkpoint(&mut self) -> Result<()> {
@@ -203,15 +331,14 @@ impl EfindStore {
     /// Flushes every buffered page (in chunks whose images fit a quarter of
     /// the log), syncs, and appends a CHECKPOINT.
     pub(super) fn checkpoint_logged(&mut self) -> Result<()> {
-        let cap = self.log_mut()?.capacity_bytes();
-        let per_page = (self.page_size + records_header()) as u64;
-        let chunk = usize::try_from((cap / 4 / per_page).max(1)).unwrap_or(usize::MAX);
+        let chunk = self.image_chunk_pages()?;
         let mut ids: Vec<PageId> = self.wb.iter().map(|(id, _)| id).collect();
         ids.sort_unstable();
         for part in ids.chunks(chunk) {
-            self.write_pages(part)?;
+            self.write_pages(part, 1)?;
             self.keep_log_room()?;
         }
+        self.pages_unsynced = false;
         self.device.sync()?;
         self.append_checkpoint()?;
         if self.log_mut()?.fill_ratio() > AFTER_COMPACT_MAX {

@@ -85,7 +85,7 @@ use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::cache::{Cache, EntryMeta, PolicyKind};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
-use crate::store::log::{Durability, Log, LogStats, Record, RecordKind};
+use crate::store::log::{Durability, Log, LogFormat, LogStats, Record, RecordKind};
 use crate::{Error, Result};
 
 #[cfg(test)]
@@ -104,8 +104,9 @@ use write_buffer::WriteBuffer;
 
 pub use restart::RestartReport;
 
-/// Default log capacity: 10 MiB of records (the paper's log size).
-pub const DEFAULT_LOG_CAPACITY: u64 = 10 * 1024 * 1024;
+/// The papers' log capacity: 10 MiB of records (the capacity of a
+/// per-change log when none is given; see [`EfindConfig::log_capacity`]).
+pub const DEFAULT_LOG_CAPACITY: u64 = crate::store::log::PAPERS_LOG_CAPACITY;
 
 fn default_log_capacity() -> u64 {
     DEFAULT_LOG_CAPACITY
@@ -156,13 +157,19 @@ pub struct EfindConfig {
     /// Whether node pages carry the entries' payloads (the Hilbert R-tree needs them).
     pub with_payload: bool,
     /// Bytes of records the log holds before it must be compacted (one
-    /// region; the log takes two regions and two superblock pages). Used at
-    /// creation; an opened store keeps the size it was created with.
+    /// region; the log takes two regions and two superblock pages), or 0
+    /// for [`auto_log_capacity`](crate::store::log::auto_log_capacity) of
+    /// the format and the buffer. Used at creation; an opened store keeps
+    /// the size it was created with.
     #[serde(default = "default_log_capacity")]
     pub log_capacity: u64,
     /// When committed operations become durable.
     #[serde(default)]
     pub durability: Durability,
+    /// Format of the log at creation (an opened store keeps its own).
+    /// Configurations written before the field existed describe per-change logs.
+    #[serde(default = "LogFormat::per_change")]
+    pub log_format: LogFormat,
 }
 
 impl Default for EfindConfig {
@@ -177,8 +184,9 @@ impl Default for EfindConfig {
             policy: FlushPolicy::Mh,
             temporal_control: Some(TemporalControl::default()),
             with_payload: false,
-            log_capacity: DEFAULT_LOG_CAPACITY,
+            log_capacity: 0,
             durability: Durability::default(),
+            log_format: LogFormat::default(),
         }
     }
 }
@@ -231,21 +239,30 @@ impl EfindConfig {
             .saturating_mul(page_size as u64)
     }
 
+    /// The log capacity in bytes: [`log_capacity`](Self::log_capacity),
+    /// or the automatic one when that is 0.
+    pub fn resolved_log_capacity(&self) -> u64 {
+        match self.log_capacity {
+            0 => crate::store::log::auto_log_capacity(self.log_format, self.buffer_bytes),
+            c => c,
+        }
+    }
+
     /// [`verify`](Self::verify), and the log capacity against the page size.
     pub fn verify_for_page(&self, page_size: usize) -> Result<()> {
         self.verify()?;
         crate::units::check_page_size(page_size)?;
-        if self.log_capacity < page_size as u64 {
+        let cap = self.resolved_log_capacity();
+        if cap < page_size as u64 {
             return Err(Error::invalid(format!(
-                "log capacity of {} bytes is smaller than one page ({page_size} bytes)",
-                self.log_capacity
+                "log capacity of {cap} bytes is smaller than one page ({page_size} bytes)"
             )));
         }
         let min = self.min_log_capacity(page_size);
-        if self.log_capacity < min {
+        if cap < min {
             return Err(Error::invalid(format!(
-                "log capacity of {} bytes is too small for {page_size}-byte pages and flushing units of {} pages: at least {min} bytes (8 x (unit + 2) pages)",
-                self.log_capacity, self.flush_unit
+                "log capacity of {cap} bytes is too small for {page_size}-byte pages and flushing units of {} pages: at least {min} bytes (8 x (unit + 2) pages)",
+                self.flush_unit
             )));
         }
         Ok(())
@@ -328,6 +345,14 @@ pub struct EfindStore {
     failed: Option<String>,
     /// What restart did when the store was opened.
     restart: Option<RestartReport>,
+    /// First-image format: pages with a complete record (PAGE_IMAGE or NEW)
+    /// in the log epoch `imaged_epoch` (their flushes need no image).
+    imaged: HashSet<PageId>,
+    /// The log epoch `imaged` describes.
+    imaged_epoch: u64,
+    /// First-image format: pages were written since the page device was
+    /// last synced (it must be before a compaction).
+    pages_unsynced: bool,
     /// The log's last LSN right after the newest checkpoint or bulk load
     /// (`None` before the first): while it is still the last and the write
     /// buffer is empty, a checkpoint has nothing to do.
@@ -388,6 +413,16 @@ impl EfindStore {
         config: EfindConfig,
     ) -> Result<Self> {
         let ps = device.page_size();
+        let mut config = config;
+        if config.log_capacity == 0 && log_device.is_none() {
+            // An automatic log on the store's own device takes at most a
+            // quarter of it (never less than the papers' 10 MiB).
+            config.log_capacity = crate::store::log::cap_to_shared_device(
+                config.resolved_log_capacity(),
+                device.capacity().saturating_mul(ps as u64),
+            );
+        }
+        config.log_capacity = config.resolved_log_capacity();
         config.verify_for_page(ps)?;
         let pages = crate::store::log::LogLayout::pages_for_capacity(config.log_capacity, ps)?;
         let place = match log_device {
@@ -494,7 +529,9 @@ impl EfindStore {
     }
 
     fn log_config(&self) -> crate::store::log::LogConfig {
-        crate::store::log::LogConfig::new(self.index_id).with_durability(self.config.durability)
+        crate::store::log::LogConfig::new(self.index_id)
+            .with_durability(self.config.durability)
+            .with_format(self.config.log_format)
     }
 
     fn assemble(
@@ -541,6 +578,9 @@ impl EfindStore {
             last_op: None,
             failed: None,
             restart: None,
+            imaged: HashSet::new(),
+            imaged_epoch: 0,
+            pages_unsynced: false,
             clean_lsn: None,
         })
     }

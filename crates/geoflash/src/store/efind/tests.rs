@@ -484,6 +484,8 @@ fn new_and_deleted_pages_need_no_io_and_each_flush_is_one_batch() {
         buffer_bytes: 2000,
         flush_unit: 2,
         log_capacity: 64 * 1024,
+        // One unit per flush, as the papers flush (first-image batches them).
+        log_format: crate::store::log::LogFormat::PerChange,
         ..EfindConfig::default()
     };
     let mut s = EfindStore::create_with_log(dev.clone(), log_dev, cfg).unwrap();

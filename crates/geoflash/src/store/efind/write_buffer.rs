@@ -70,6 +70,15 @@ impl WriteBuffer {
         changes_bytes(self.map.len(), self.elements)
     }
 
+    /// Bytes of buffered modifications once the pages `ids` are removed.
+    pub fn bytes_without(&self, ids: &std::collections::HashSet<PageId>) -> usize {
+        let (pages, elements) = ids
+            .iter()
+            .filter_map(|id| self.map.get(id))
+            .fold((0, 0), |(p, e), r| (p + 1, e + r.mods.len()));
+        changes_bytes(self.map.len() - pages, self.elements - elements)
+    }
+
     /// Number of buffered pages.
     pub fn len(&self) -> usize {
         self.map.len()

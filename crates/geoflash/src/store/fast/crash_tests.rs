@@ -72,6 +72,12 @@ fn config(kind: IndexKind, case: u64) -> FastConfig {
                 Durability::Sync
             },
             seed: case,
+            // Both log formats (first-image in 5 cases of 7).
+            log_format: if case % 7 >= 2 {
+                LogFormat::FirstImage
+            } else {
+                LogFormat::PerChange
+            },
             ..FastConfig::default()
         },
         kind,

@@ -7,7 +7,7 @@ use crate::metrics::{Phase, Stopwatch};
 use crate::page;
 use crate::storage::PageId;
 use crate::store::log::record::RECORD_HEADER;
-use crate::store::log::{Durability, Record, RecordKind, NO_OP};
+use crate::store::log::{Durability, LogFormat, Record, RecordKind, NO_OP};
 use crate::store::OpId;
 use crate::{Error, Result};
 
@@ -111,6 +111,7 @@ impl FastStore {
     /// Compacts the log (FAST's log compaction).
     pub(super) fn compact_log(&mut self) -> Result<()> {
         let watch = Stopwatch::start(self.device.sim_clock_ns());
+        self.sync_pages()?;
         self.log.compact()?;
         watch.stop(
             Phase::Compaction,
@@ -205,6 +206,33 @@ impl FastStore {
         }
     }
 
+    /// Whether flushes follow the first-image protocol (a first-image log and
+    /// a durability that protects flushes): a page is imaged only at its first
+    /// flush in a log epoch, and the page device is synced only before a
+    /// compaction or a checkpoint (see [`crate::store::log::recovery`]).
+    fn first_image(&self) -> bool {
+        self.protect() && self.log.format() == LogFormat::FirstImage
+    }
+
+    /// Syncs the page device if pages were written since its last sync.
+    pub(super) fn sync_pages(&mut self) -> Result<()> {
+        if std::mem::take(&mut self.pages_unsynced) {
+            self.device.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Whether page `id` needs an image at this flush (first-image format:
+    /// not imaged yet in the log's epoch); records it as imaged.
+    fn needs_image(&mut self, id: PageId) -> bool {
+        let epoch = self.log.epoch();
+        if self.imaged_epoch != epoch {
+            self.imaged.clear();
+            self.imaged_epoch = epoch;
+        }
+        self.imaged.insert(id)
+    }
+
     /// How many of `want` pages one protected flush can write with the log's
     /// free room.
     fn pages_fitting(&self, want: u64) -> u64 {
@@ -242,18 +270,26 @@ impl FastStore {
             let (chunk, tail) = rest.split_at((n as usize).min(rest.len()));
             rest = tail;
             let protect = self.protect();
+            let first_image = self.first_image();
             if protect {
                 let watch = Stopwatch::start(self.device.sim_clock_ns());
                 let mut last = 0;
                 for (id, bytes) in chunk {
+                    if first_image && !self.needs_image(*id) {
+                        continue;
+                    }
                     last = self.log.append(Record::new(
                         RecordKind::PageImage,
                         NO_OP,
                         *id,
                         bytes.clone(),
                     ))?;
+                    self.fstats.page_images += 1;
                 }
-                self.fstats.page_images += chunk.len() as u64;
+                if first_image {
+                    // Write-ahead: every record the pages contain is durable first.
+                    last = self.log.last_lsn();
+                }
                 self.log.sync_to(last)?;
                 watch.stop(
                     Phase::Log,
@@ -270,7 +306,9 @@ impl FastStore {
             let data: Vec<u8> = chunk.iter().flat_map(|(_, b)| b.iter().copied()).collect();
             let watch = Stopwatch::start(self.device.sim_clock_ns());
             self.device.write_batch(&ids, &data)?;
-            if protect {
+            if first_image {
+                self.pages_unsynced = true;
+            } else if protect {
                 self.device.sync()?;
             }
             watch.stop(
@@ -296,6 +334,7 @@ impl FastStore {
         }
         self.table.clear();
         self.heap.clear();
+        self.sync_pages()?;
         let state = codec::MetaRecord {
             meta: self.meta.clone(),
             next_page: self.alloc.next_page(),

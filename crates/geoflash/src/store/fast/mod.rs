@@ -96,8 +96,8 @@ use super::alloc::PageAllocator;
 use super::bulk::{self, BulkBuild, PageFormat};
 use super::header::{Format, Header};
 use super::log::{
-    needs_replay, record::RECORD_HEADER, Durability, Log, LogConfig, LogLayout, LogReader,
-    RestartReport,
+    needs_replay, record::RECORD_HEADER, Durability, Log, LogConfig, LogFormat, LogLayout,
+    LogReader, RestartReport,
 };
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::page::{self, Entry, Node};
@@ -139,8 +139,14 @@ pub struct FastConfig {
     /// When commits become durable.
     pub durability: Durability,
     /// Bytes of log records one log region holds (the paper's log file
-    /// size); used by [`FastConfig::log_pages`] to size the log's page range.
+    /// size), or 0 for [`auto_log_capacity`](crate::store::log::auto_log_capacity)
+    /// of the format and the buffer; used by [`FastConfig::log_pages`] to
+    /// size the log's page range (give the same value at open).
     pub log_capacity: u64,
+    /// Format of the log at creation (an opened store keeps its own).
+    /// Configurations written before the field existed describe per-change logs.
+    #[serde(default = "LogFormat::per_change")]
+    pub log_format: LogFormat,
     /// Whether node pages carry the entries' payloads (the Hilbert R-tree needs them).
     pub with_payload: bool,
     /// Seed of the random policy.
@@ -148,14 +154,16 @@ pub struct FastConfig {
 }
 
 impl Default for FastConfig {
-    /// 512 KiB, units of 5 pages, FAST*, group commit, a 10 MiB log.
+    /// 512 KiB, units of 5 pages, FAST*, group commit, a first-image log of
+    /// the automatic capacity.
     fn default() -> Self {
         FastConfig {
             buffer_bytes: 512 * 1024,
             flush_unit: 5,
             policy: FastPolicy::FastStar,
             durability: Durability::default(),
-            log_capacity: 10 << 20,
+            log_capacity: 0,
+            log_format: LogFormat::default(),
             with_payload: false,
             seed: 0x5EED,
         }
@@ -173,9 +181,18 @@ impl FastConfig {
         self.durability.validate()
     }
 
-    /// Pages of the log's range for `log_capacity` with `page_size`-byte pages.
+    /// The log capacity in bytes: [`log_capacity`](Self::log_capacity),
+    /// or the automatic one when that is 0.
+    pub fn resolved_log_capacity(&self) -> u64 {
+        match self.log_capacity {
+            0 => crate::store::log::auto_log_capacity(self.log_format, self.buffer_bytes),
+            c => c,
+        }
+    }
+
+    /// Pages of the log's range for the log capacity with `page_size`-byte pages.
     pub fn log_pages(&self, page_size: usize) -> Result<u64> {
-        LogLayout::pages_for_capacity(self.log_capacity, page_size)
+        LogLayout::pages_for_capacity(self.resolved_log_capacity(), page_size)
     }
 }
 
@@ -290,6 +307,12 @@ pub struct FastStore {
     failed: Option<String>,
     /// Opened by [`FastStore::open_read_only`]: every change is refused.
     read_only: bool,
+    /// First-image format: pages imaged in the log epoch `imaged_epoch`.
+    imaged: std::collections::HashSet<PageId>,
+    /// The log epoch `imaged` describes.
+    imaged_epoch: u64,
+    /// First-image format: pages written since the page device's last sync.
+    pages_unsynced: bool,
     /// What restart did at open.
     restart: Option<RestartReport>,
     fstats: FastStats,
@@ -384,7 +407,9 @@ impl FastStore {
         }
         .write(&FORMAT, device.as_ref())?;
         device.sync()?;
-        let lc = LogConfig::new(index_id).with_durability(config.durability);
+        let lc = LogConfig::new(index_id)
+            .with_durability(config.durability)
+            .with_format(config.log_format);
         let l = Log::create(Arc::clone(&log.device), log.first_page, log.pages, lc)?;
         let alloc = PageAllocator::new(1, node_capacity)?;
         Self::assemble(device, l, log, index_id, config, alloc)
@@ -577,6 +602,9 @@ impl FastStore {
             max_op_bytes: 0,
             failed: None,
             read_only: false,
+            imaged: std::collections::HashSet::new(),
+            imaged_epoch: 0,
+            pages_unsynced: false,
             restart: None,
             fstats: FastStats::default(),
             clean_lsn: None,

@@ -142,7 +142,7 @@ mod tests;
 
 pub use reader::LogReader;
 pub use record::{Record, RecordKind};
-pub use recovery::{recover, Recovered};
+pub use recovery::{recover, recover_with, FlushRule, Recovered};
 pub use report::{needs_replay, RestartReport};
 pub use writer::{CompactReport, Log};
 
@@ -228,6 +228,96 @@ impl Durability {
     }
 }
 
+/// How the stores use the log; kept in the superblock (its format version),
+/// so an index keeps the format it was created with. See the [module
+/// docs](self) ("Log formats").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum LogFormat {
+    /// The papers' log (superblock version 2): one record per changed
+    /// entry, a full page image at every protected flush, two syncs per
+    /// flush. The seed workloads that reproduce the papers pin it.
+    #[serde(rename = "per-change")]
+    PerChange,
+    /// The default (superblock version 3): a page image only at the first
+    /// flush of a page in a log epoch, flushes batched behind one log sync,
+    /// no page-device sync per flush.
+    #[default]
+    #[serde(rename = "first-image")]
+    FirstImage,
+}
+
+impl LogFormat {
+    /// Parses `per-change` or `first-image`.
+    pub fn parse(s: &str) -> Result<LogFormat> {
+        match s.trim() {
+            "per-change" => Ok(LogFormat::PerChange),
+            "first-image" => Ok(LogFormat::FirstImage),
+            other => Err(Error::invalid(format!(
+                "log format {other:?}: expected per-change (the papers') or first-image"
+            ))),
+        }
+    }
+
+    /// How restart treats FLUSH records in a log of this format.
+    pub fn restart_rule(self) -> FlushRule {
+        match self {
+            LogFormat::PerChange => FlushRule::Obsolete,
+            LogFormat::FirstImage => FlushRule::KeepFromImage,
+        }
+    }
+
+    /// The name [`LogFormat::parse`] reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogFormat::PerChange => "per-change",
+            LogFormat::FirstImage => "first-image",
+        }
+    }
+
+    /// The serde default of configurations written before the format
+    /// existed: they describe per-change logs.
+    pub fn per_change() -> LogFormat {
+        LogFormat::PerChange
+    }
+}
+
+impl std::fmt::Display for LogFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The log capacity a store gets when none is given (`log_capacity = 0`):
+/// [`PAPERS_LOG_CAPACITY`] for the per-change format, and for the
+/// first-image format the larger of that and [`LOG_CAPACITY_PER_BUFFER`]
+/// times the memory budget, so that a large buffer is not held back by
+/// compactions of a small log (the log's file is sparse: unused capacity
+/// costs no disk).
+pub fn auto_log_capacity(format: LogFormat, buffer_bytes: usize) -> u64 {
+    match format {
+        LogFormat::PerChange => PAPERS_LOG_CAPACITY,
+        LogFormat::FirstImage => {
+            PAPERS_LOG_CAPACITY.max((buffer_bytes as u64).saturating_mul(LOG_CAPACITY_PER_BUFFER))
+        }
+    }
+}
+
+/// An automatic log capacity `capacity` for a log that shares the node
+/// device of `device_bytes` bytes: its two regions take at most a quarter
+/// of the device (never less than [`PAPERS_LOG_CAPACITY`] per region), so
+/// a large memory budget on a small device leaves room for the nodes.
+pub fn cap_to_shared_device(capacity: u64, device_bytes: u64) -> u64 {
+    capacity.min((device_bytes / 8).max(PAPERS_LOG_CAPACITY))
+}
+
+/// The papers' log capacity: 10 MiB of records.
+pub const PAPERS_LOG_CAPACITY: u64 = 10 * 1024 * 1024;
+
+/// Log capacity per byte of memory budget of the first-image format (see
+/// [`auto_log_capacity`]; chosen by measurement, `docs/benchmarks.md`,
+/// "Log volume").
+pub const LOG_CAPACITY_PER_BUFFER: u64 = 4;
+
 /// Parameters of a log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogConfig {
@@ -235,15 +325,26 @@ pub struct LogConfig {
     pub index_id: u128,
     /// When commits become durable.
     pub durability: Durability,
+    /// Format of a log created with this configuration (an opened log keeps its own).
+    #[serde(default = "LogFormat::per_change")]
+    pub format: LogFormat,
 }
 
 impl LogConfig {
-    /// A configuration with the default durability (group commit).
+    /// A configuration with the default durability (group commit) and the
+    /// per-change format (the stores pass theirs with [`LogConfig::with_format`]).
     pub fn new(index_id: u128) -> Self {
         LogConfig {
             index_id,
             durability: Durability::default(),
+            format: LogFormat::PerChange,
         }
+    }
+
+    /// The same configuration with another format (for creation).
+    pub fn with_format(mut self, format: LogFormat) -> Self {
+        self.format = format;
+        self
     }
 
     /// The same configuration with another durability mode.

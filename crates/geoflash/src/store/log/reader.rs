@@ -182,6 +182,7 @@ pub struct LogReader {
     pages: u64,
     lsn_floor: Lsn,
     pages_read: u64,
+    format: super::LogFormat,
 }
 
 /// `e` naming the file of `dev` when it is one (`log.dat`): the log's
@@ -209,6 +210,7 @@ impl LogReader {
             pages: s.pages,
             lsn_floor: sb.lsn_floor,
             pages_read: pages_read + s.pages_read,
+            format: sb.format,
         })
     }
 
@@ -231,7 +233,7 @@ impl LogReader {
     /// An index opened read-only refuses a log whose recovery has records to replay.
     pub fn recover(self) -> super::Recovered {
         let torn = self.torn_tail;
-        let mut r = super::recover(self.records);
+        let mut r = super::recover_with(self.records, self.format.restart_rule());
         r.torn_tail = torn;
         r
     }
@@ -264,6 +266,11 @@ impl LogReader {
     /// Largest LSN assigned before the live region was written.
     pub fn lsn_floor(&self) -> Lsn {
         self.lsn_floor
+    }
+
+    /// The log's format.
+    pub fn format(&self) -> super::LogFormat {
+        self.format
     }
 
     /// Pages read to open the reader.

@@ -21,6 +21,24 @@
 //!   the newest COMMIT always survives, so the newest committed operation is
 //!   known after any number of compactions.
 //!
+//! **FLUSH under the first-image format** ([`FlushRule::KeepFromImage`],
+//! restart of a [first-image](super::LogFormat::FirstImage) log). There a
+//! page is imaged only at its first flush in a log epoch, later flushes
+//! write it in place without an image, and the page device is synced only
+//! before a compaction or a checkpoint, so a FLUSH in the live epoch does
+//! not prove its pages durable and a torn page can only be rebuilt from its
+//! image. Restart therefore ignores the FLUSH records of a page that has a
+//! complete record (PAGE_IMAGE, or NEW: a page created in the epoch needs no
+//! image) in the log: the newest complete record and every later record of
+//! the page survive, and replaying them over the written-back image gives
+//! the page's newest content whatever state the crash left it in. A page
+//! without a complete record in the epoch was not flushed in it (its first
+//! flush would have imaged it), so its FLUSH records are the ones of
+//! earlier epochs, already applied by the compaction that ended them.
+//! Compaction keeps [`FlushRule::Obsolete`]: the store syncs the page device
+//! before it, which makes every FLUSH true, and images the pages again
+//! after it (the new epoch holds no image of them).
+//!
 //! Compaction writes exactly the survivors; therefore recovering a compacted
 //! log followed by more records gives the same survivors as recovering the
 //! uncompacted log followed by the same records, provided compaction runs
@@ -59,8 +77,45 @@ pub struct Recovered {
     pub torn_tail: bool,
 }
 
-/// Computes the survivors of `records` (oldest first). See the [module docs](self).
+/// What a FLUSH record does to the older records of its pages. See the
+/// [module docs](self).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushRule {
+    /// They are obsolete (compaction; restart of a per-change log).
+    Obsolete,
+    /// They are obsolete unless the page has a complete record in the log,
+    /// whose newest one and every later record survive (restart of a
+    /// first-image log).
+    KeepFromImage,
+}
+
+/// Computes the survivors of `records` (oldest first) with
+/// [`FlushRule::Obsolete`]. See the [module docs](self).
 pub fn recover(records: Vec<Record>) -> Recovered {
+    recover_with(records, FlushRule::Obsolete)
+}
+
+/// Pages with a complete record (NEW or PAGE_IMAGE) that restart keeps:
+/// after the newest CHECKPOINT, of no operation or of a committed one.
+fn imaged_pages(records: &[Record]) -> HashSet<PageId> {
+    let tail = records
+        .iter()
+        .rposition(|r| r.kind == RecordKind::Checkpoint)
+        .map_or(records, |i| records.get(i..).unwrap_or(&[]));
+    let committed: HashSet<OpId> = tail
+        .iter()
+        .filter(|r| r.kind == RecordKind::Commit)
+        .map(|r| r.op)
+        .collect();
+    tail.iter()
+        .filter(|r| matches!(r.kind, RecordKind::New | RecordKind::PageImage))
+        .filter(|r| r.op == NO_OP || committed.contains(&r.op))
+        .map(|r| r.page)
+        .collect()
+}
+
+/// Computes the survivors of `records` (oldest first) under `rule`. See the [module docs](self).
+pub fn recover_with(records: Vec<Record>, rule: FlushRule) -> Recovered {
     let mut out = Recovered {
         scanned: records.len() as u64,
         ..Recovered::default()
@@ -77,6 +132,10 @@ pub fn recover(records: Vec<Record>) -> Recovered {
     // Newest-first stack of survivors (COMMITs tentatively).
     let mut stack: Vec<Record> = Vec::new();
     let mut newest_commit: Option<Lsn> = None;
+    let imaged = match rule {
+        FlushRule::Obsolete => HashSet::new(),
+        FlushRule::KeepFromImage => imaged_pages(&records),
+    };
 
     let mut iter = records.into_iter().rev();
     for rec in iter.by_ref() {
@@ -87,7 +146,7 @@ pub fn recover(records: Vec<Record>) -> Recovered {
             }
             RecordKind::Flush => {
                 match rec.flushed_pages() {
-                    Ok(pages) => flushed.extend(pages),
+                    Ok(pages) => flushed.extend(pages.into_iter().filter(|p| !imaged.contains(p))),
                     Err(_) => {
                         // A FLUSH whose page list does not parse cannot make anything
                         // obsolete; keeping older records is the safe side.

@@ -32,18 +32,29 @@
 //! ([`Superblock::base_records`]), so restart and compaction see exactly the
 //! records they would see had the two records been written to the region.
 //! Version 1 superblocks (no base) are still read.
+//!
+//! **Versions and log formats.** Version 2 is a log of the
+//! [per-change](super::LogFormat::PerChange) format, version 3 one of the
+//! [first-image](super::LogFormat::FirstImage) format; the layout is the
+//! same, the version tells how restart treats FLUSH records (see
+//! [`super::recovery`]). A build that knows neither version refuses the
+//! superblock with an error naming it (builds before version 3 existed
+//! say "log superblock format version 3, this build reads versions 1 and
+//! 2"), so a first-image log is never recovered with the per-change rules.
 use crate::storage::PageId;
 use crate::{Error, Result};
 
 use crate::store::OpId;
 
 use super::record::{get_u128, get_u32, get_u64, Record, RecordKind};
-use super::{LogLayout, Lsn, SharedDevice, NO_OP};
+use super::{LogFormat, LogLayout, Lsn, SharedDevice, NO_OP};
 
 const MAGIC: [u8; 4] = *b"GFLS";
 const VERSION: u16 = 2;
 /// The oldest version still read (no base).
 const VERSION_NO_BASE: u16 = 1;
+/// The first-image format (layout of version 2).
+const VERSION_FIRST_IMAGE: u16 = 3;
 const LEN: usize = 80;
 /// Bytes before the base payload.
 const BASE_HEADER: usize = 108;
@@ -82,6 +93,8 @@ pub(crate) struct Superblock {
     pub lsn_floor: Lsn,
     /// Records a clean checkpoint kept here instead of in the live region.
     pub base: Option<Base>,
+    /// The log's format (its version: 2 per-change, 3 first-image).
+    pub format: LogFormat,
 }
 
 enum Slot {
@@ -95,7 +108,11 @@ impl Superblock {
         let mut buf = vec![0u8; page_size];
         let mut h = [0u8; LEN];
         h[0..4].copy_from_slice(&MAGIC);
-        h[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        let version = match self.format {
+            LogFormat::PerChange => VERSION,
+            LogFormat::FirstImage => VERSION_FIRST_IMAGE,
+        };
+        h[4..6].copy_from_slice(&version.to_le_bytes());
         h[6] = page_size.trailing_zeros() as u8;
         h[7] = self.live & 1;
         h[16..24].copy_from_slice(&self.seq.to_le_bytes());
@@ -151,9 +168,9 @@ impl Superblock {
             .and_then(|b| b.try_into().ok())
             .map(u16::from_le_bytes)
             .unwrap_or(0);
-        if version != VERSION && version != VERSION_NO_BASE {
+        if !matches!(version, VERSION_NO_BASE | VERSION | VERSION_FIRST_IMAGE) {
             return Slot::Damaged(format!(
-                "log superblock format version {version}, this build reads versions {VERSION_NO_BASE} and {VERSION}"
+                "log superblock format version {version}, this build reads versions {VERSION_NO_BASE} to {VERSION_FIRST_IMAGE}: the index was written by another version of geoflash"
             ));
         }
         if buf.get(6).copied() != Some(buf.len().trailing_zeros() as u8) {
@@ -185,7 +202,7 @@ impl Superblock {
             return Slot::Damaged("superblock fields out of range".into());
         }
         let flags = buf.get(12).copied().unwrap_or(0);
-        let base = if version == VERSION && flags & FLAG_BASE != 0 {
+        let base = if version != VERSION_NO_BASE && flags & FLAG_BASE != 0 {
             let len = get_u32(buf, 104).map(|l| l as usize);
             let payload = len.and_then(|l| buf.get(BASE_HEADER..BASE_HEADER.checked_add(l)?));
             let (Some(checkpoint_lsn), Some(op), Some(commit_lsn), Some(payload)) = (
@@ -214,6 +231,11 @@ impl Superblock {
             epoch_high,
             lsn_floor,
             base,
+            format: if version == VERSION_FIRST_IMAGE {
+                LogFormat::FirstImage
+            } else {
+                LogFormat::PerChange
+            },
         })
     }
 

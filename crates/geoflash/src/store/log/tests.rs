@@ -209,6 +209,134 @@ fn recovery_rules() {
     assert_eq!(r.last_committed_op, Some(5));
 }
 
+#[test]
+fn first_image_restart_keeps_a_page_from_its_image_through_later_flushes() {
+    let (p, q, r) = (10, 11, 12);
+    let log = numbered(vec![
+        rec(RecordKind::Mod, 1, p, 5),           // 1: before P's image
+        rec(RecordKind::Mod, 1, q, 5),           // 2: Q has no image: flushed by 5
+        Record::commit(1),                       // 3
+        rec(RecordKind::PageImage, NO_OP, p, 5), // 4: P's first flush in the epoch
+        Record::flush(&[p, q]).unwrap(),         // 5
+        rec(RecordKind::Mod, 2, p, 5),           // 6: flushed again by 10, no image
+        rec(RecordKind::New, 2, r, 5),           // 7: R created: its own base
+        Record::commit(2),                       // 8
+        rec(RecordKind::PageImage, 7, q, 5),     // 9: of an op that never commits: no base
+        Record::flush(&[p, r, q]).unwrap(),      // 10
+        rec(RecordKind::Mod, 3, p, 5),           // 11
+        Record::commit(3),                       // 12
+    ]);
+    // Compaction (and per-change restart): the FLUSH records make everything older obsolete.
+    let old = recover_with(log.clone(), FlushRule::Obsolete);
+    assert_eq!(lsns(&old.records), vec![11, 12]);
+    // First-image restart: P from its image on, R from its NEW on; Q as before.
+    let new = recover_with(log.clone(), FlushRule::KeepFromImage);
+    assert_eq!(lsns(&new.records), vec![4, 6, 7, 8, 11, 12]);
+    assert_eq!(new.committed_ops, vec![2, 3]);
+    // The survivors recover to themselves under both rules.
+    assert_eq!(
+        recover_with(new.records.clone(), FlushRule::KeepFromImage).records,
+        new.records
+    );
+    // A CHECKPOINT still ends everything older.
+    let mut more = log.clone();
+    more.push(Record::new(RecordKind::Checkpoint, NO_OP, 0, vec![]));
+    more.push(Record::flush(&[p]).unwrap());
+    let after = recover_with(numbered(more), FlushRule::KeepFromImage);
+    assert_eq!(lsns(&after.records), vec![13]);
+}
+
+#[test]
+fn the_superblock_carries_the_log_format() {
+    for format in [LogFormat::PerChange, LogFormat::FirstImage] {
+        let dev = mem();
+        let c = config(Durability::Sync).with_format(format);
+        let mut log = Log::create(dev.clone(), 0, LOG_PAGES, c).unwrap();
+        assert_eq!(log.format(), format);
+        log.append(rec(RecordKind::Mod, 1, 5, 10)).unwrap();
+        log.commit(1).unwrap();
+        let e0 = log.epoch();
+        log.compact().unwrap();
+        assert_ne!(log.epoch(), e0, "a compaction starts a new epoch");
+        drop(log);
+        // An opened log keeps its own format whatever the configuration says.
+        let other = config(Durability::Sync).with_format(match format {
+            LogFormat::PerChange => LogFormat::FirstImage,
+            LogFormat::FirstImage => LogFormat::PerChange,
+        });
+        let (log, _) = Log::open(dev.clone(), 0, LOG_PAGES, other).unwrap();
+        assert_eq!(log.format(), format);
+        let mut buf = vec![0u8; PS];
+        let slot = (0..2)
+            .find(|&p| {
+                dev.read(p, &mut buf).unwrap();
+                buf.iter().any(|&b| b != 0)
+            })
+            .unwrap();
+        dev.read(slot, &mut buf).unwrap();
+        let version = u16::from_le_bytes([buf[4], buf[5]]);
+        assert_eq!(
+            version,
+            match format {
+                LogFormat::PerChange => 2,
+                LogFormat::FirstImage => 3,
+            }
+        );
+        drop(log);
+        assert_eq!(
+            LogReader::open(dev, 0, LOG_PAGES, INDEX).unwrap().format(),
+            format
+        );
+    }
+    assert_eq!(
+        LogFormat::parse("per-change").unwrap(),
+        LogFormat::PerChange
+    );
+    assert_eq!(
+        LogFormat::parse("first-image").unwrap(),
+        LogFormat::FirstImage
+    );
+    assert!(LogFormat::parse("compact").is_err());
+}
+
+#[test]
+fn a_superblock_of_an_unknown_version_is_refused_by_name() {
+    let dev = mem();
+    drop(Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap());
+    // Rewrite both slots as version 9 with a valid checksum.
+    let mut buf = vec![0u8; PS];
+    for p in 0..2 {
+        dev.read(p, &mut buf).unwrap();
+        buf[4..6].copy_from_slice(&9u16.to_le_bytes());
+        buf[8..12].fill(0);
+        let c = crc32c::crc32c(&buf[..8]);
+        let c = crc32c::crc32c_append(c, &[0u8; 4]);
+        let c = crc32c::crc32c_append(c, &buf[12..]);
+        buf[8..12].copy_from_slice(&c.to_le_bytes());
+        dev.write(p, &buf).unwrap();
+    }
+    let e = Log::open(dev, 0, LOG_PAGES, config(Durability::Sync)).unwrap_err();
+    let m = e.to_string();
+    assert!(
+        m.contains("version 9") && m.contains("versions 1 to 3"),
+        "{m}"
+    );
+}
+
+#[test]
+fn auto_log_capacity_scales_with_the_buffer_for_first_image_only() {
+    let mib = 1u64 << 20;
+    assert_eq!(auto_log_capacity(LogFormat::PerChange, 256 << 20), 10 * mib);
+    assert_eq!(
+        auto_log_capacity(LogFormat::FirstImage, 512 << 10),
+        10 * mib
+    );
+    assert_eq!(
+        auto_log_capacity(LogFormat::FirstImage, 64 << 20),
+        64 * mib * LOG_CAPACITY_PER_BUFFER
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Writer and reader.
 

@@ -9,7 +9,7 @@ use crate::{Error, Result};
 
 use super::reader::{in_device_file, scan};
 use super::record::{data_per_page, encode_page, PageHeader, Record, RecordKind};
-use super::recovery::{recover, Recovered};
+use super::recovery::{recover, recover_with, Recovered};
 use super::superblock::{Base, Superblock};
 use super::{Durability, LogConfig, LogLayout, LogStats, Lsn, SharedDevice, NO_OP};
 
@@ -128,6 +128,7 @@ impl Log {
             epoch_high: 1,
             lsn_floor: 0,
             base: None,
+            format: config.format,
         };
         let mut log = Log::new_state(dev, layout, config, sb);
         // Both slots: no older superblock on these pages can win.
@@ -159,7 +160,7 @@ impl Log {
         log.stats.pages_read += pages_read;
         let s = scan(&log.dev, &log.layout, &log.sb).map_err(|e| in_device_file(&log.dev, e))?;
         log.stats.pages_read += s.pages_read;
-        let mut rec = recover(s.records);
+        let mut rec = recover_with(s.records, log.sb.format.restart_rule());
         rec.torn_tail = s.torn_tail;
         log.next_lsn = log.sb.lsn_floor.max(rec.last_lsn) + 1;
         log.last_lsn = log.next_lsn - 1;
@@ -452,6 +453,19 @@ impl Log {
     /// The operation with records appended and no COMMIT yet, if any.
     pub fn open_op(&self) -> Option<OpId> {
         self.open_op
+    }
+
+    /// The log's format (from its superblock: an opened log keeps the
+    /// format it was created with, whatever the configuration says).
+    pub fn format(&self) -> super::LogFormat {
+        self.sb.format
+    }
+
+    /// The epoch of the live region: it changes at every compaction,
+    /// checkpoint and restart, when the records of the previous epoch that
+    /// a FLUSH made obsolete (page images included) are dropped.
+    pub fn epoch(&self) -> u64 {
+        self.sb.epoch
     }
 
     /// The durability mode.
