@@ -1,8 +1,20 @@
 """Issue 15 log formats: 200,000 rectangles built by insertion, per-change against first-image, eFIND and FAST, with SQLite R*Tree in the same run (docs/benchmarks.md, "Log formats").
 
 Usage: python3 benchmarks/log_formats.py GEOFLASH_BIN DATA.csv WORKDIR REPS
-Usage: python3 measure.py GEOFLASH_BIN DATA.csv WORKDIR REPS"""
-import json, os, shutil, sqlite3, statistics, subprocess, sys, time, csv
+
+Writes WORKDIR/results.json (one row per build) and prints the geoflash rows.
+SQLite's kernel_write_bytes is /proc/self/io's write_bytes: it counts a page
+once per dirtying in the OS page cache, so it is not comparable with
+geoflash's device counters (every page written).
+"""
+import csv
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
 
 bin_, data, work, reps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 os.makedirs(work, exist_ok=True)
@@ -41,7 +53,7 @@ out = []
 for rep in range(reps):
     for cache in (None, 512):
         wall, wb = sqlite_build(rows, cache)
-        out.append(dict(system=f"sqlite-rtree cache={cache or 'default'}", rep=rep, wall=wall, bytes_written=wb))
+        out.append(dict(system=f"sqlite-rtree cache={cache or 'default'}", rep=rep, wall=wall, kernel_write_bytes=wb))
     for store in ("efind", "fast"):
         for label, extra in configs:
             for fmt in ("per-change", "first-image"):
