@@ -475,15 +475,7 @@ impl IndexConfig {
 
 /// The eFIND flushing policy named `s`.
 pub fn parse_flush_policy(s: &str) -> Result<FlushPolicy> {
-    match s {
-        "m" => Ok(FlushPolicy::M),
-        "mh" => Ok(FlushPolicy::Mh),
-        "mha" => Ok(FlushPolicy::Mha),
-        "mhao" => Ok(FlushPolicy::Mhao),
-        _ => Err(Error::invalid(format!(
-            "unknown flush policy {s:?}: use m, mh, mha or mhao"
-        ))),
-    }
+    s.parse()
 }
 
 /// How a build step loads the dataset.

@@ -686,18 +686,7 @@ fn efind_config(a: &BuildArgs) -> Result<Option<EfindConfig>, Failure> {
         c.flush_unit = s;
     }
     if let Some(p) = &a.flush_policy {
-        c.policy = match p.as_str() {
-            "m" => FlushPolicy::M,
-            "mh" => FlushPolicy::Mh,
-            "mha" => FlushPolicy::Mha,
-            "mhao" => FlushPolicy::Mhao,
-            _ => {
-                return Err(Error::invalid(format!(
-                    "unknown flush policy {p:?}: use m, mh, mha or mhao"
-                ))
-                .into())
-            }
-        };
+        c.policy = p.parse::<FlushPolicy>()?;
     }
     if let Some(r) = a.read_buffer_percent {
         c.read_buffer_percent = r;

@@ -179,17 +179,8 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
             "flush_unit" => flush_unit = Some(small(1 << 20)? as usize),
             "flush_policy" => {
                 let p = text()?;
-                efind.get_or_insert_with(EfindConfig::default).policy = match p.as_str() {
-                    "m" => FlushPolicy::M,
-                    "mh" => FlushPolicy::Mh,
-                    "mha" => FlushPolicy::Mha,
-                    "mhao" => FlushPolicy::Mhao,
-                    _ => {
-                        return Err(user_error(format!(
-                            "unknown flush policy {p:?}: use m, mh, mha or mhao"
-                        )))
-                    }
-                }
+                efind.get_or_insert_with(EfindConfig::default).policy =
+                    p.parse::<FlushPolicy>().map_err(to_py)?;
             }
             "temporal_control" => {
                 let on: bool = v.extract().map_err(|e| bad(key, e))?;

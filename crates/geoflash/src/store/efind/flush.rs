@@ -53,6 +53,23 @@ pub enum FlushPolicy {
     Mhao,
 }
 
+impl std::str::FromStr for FlushPolicy {
+    type Err = crate::Error;
+    /// Parses `m`, `mh`, `mha` or `mhao` (the names of the CLI, workload
+    /// files and Python).
+    fn from_str(s: &str) -> Result<FlushPolicy> {
+        match s.trim() {
+            "m" => Ok(FlushPolicy::M),
+            "mh" => Ok(FlushPolicy::Mh),
+            "mha" => Ok(FlushPolicy::Mha),
+            "mhao" => Ok(FlushPolicy::Mhao),
+            _ => Err(crate::Error::invalid(format!(
+                "unknown flush policy {s:?}: use m, mh, mha or mhao"
+            ))),
+        }
+    }
+}
+
 /// What the flushing algorithm knows about one candidate page.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PageInfo {

@@ -518,3 +518,21 @@ fn new_and_deleted_pages_need_no_io_and_each_flush_is_one_batch() {
     assert_eq!(io.write_batches, before.write_batches + st.flushes);
     assert_eq!(io.pages_written, before.pages_written + st.node_writes);
 }
+
+#[test]
+fn flush_policies_parse_by_their_names_and_refuse_others() {
+    use super::FlushPolicy;
+    for (name, p) in [
+        ("m", FlushPolicy::M),
+        ("mh", FlushPolicy::Mh),
+        ("mha", FlushPolicy::Mha),
+        ("mhao", FlushPolicy::Mhao),
+    ] {
+        assert_eq!(name.parse::<FlushPolicy>().unwrap(), p);
+    }
+    let e = "mx".parse::<FlushPolicy>().unwrap_err().to_string();
+    assert!(
+        e.contains("\"mx\"") && e.contains("m, mh, mha or mhao"),
+        "{e}"
+    );
+}
