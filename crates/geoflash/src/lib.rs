@@ -28,6 +28,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod objects;
 pub mod page;
+pub mod page_id;
 pub mod reserve;
 pub mod staging;
 pub mod storage;

@@ -13,7 +13,7 @@ use super::ops::mbr;
 use super::params::IndexKind;
 use super::RTree;
 use crate::geom::Rect;
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 

@@ -5,7 +5,7 @@ use super::params::IndexKind;
 use super::{diff, RTree, Step};
 use crate::geom::Rect;
 use crate::page::Entry;
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::{NodeStore, TreeMeta};
 use crate::{Error, Result};
 

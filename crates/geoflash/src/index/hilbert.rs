@@ -27,7 +27,7 @@ use std::cmp::Ordering;
 use super::{diff, duplicate_id, RTree, Step};
 use crate::geom::HilbertDomain;
 use crate::page::Entry;
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::{NodeStore, TreeMeta};
 use crate::{Error, Result};
 

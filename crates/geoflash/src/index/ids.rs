@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use super::RTree;
 use crate::page::Node;
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 

@@ -7,7 +7,7 @@ use super::params::IndexKind;
 use super::{diff, duplicate_id, rstar, split, RTree, Step};
 use crate::geom::Rect;
 use crate::page::Entry;
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::{EntryChange, NodeStore, TreeMeta};
 use crate::{Error, Result};
 

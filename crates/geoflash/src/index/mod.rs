@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use crate::geom::Rect;
 use crate::page::{Entry, Node};
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::{EntryChange, NodeStore, TreeMeta};
 use crate::{Error, Result};
 use ops::mbr;

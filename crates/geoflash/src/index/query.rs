@@ -22,7 +22,7 @@ use super::ops::{contains, contains_point, intersects, min_dist};
 use super::{checked, RTree, ReadMode};
 use crate::geom::{Point, Rect};
 use crate::page::{Entry, Node};
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 

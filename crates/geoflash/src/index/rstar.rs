@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use super::ops::{area, center, enlargement, overlap, union};
 use crate::geom::Rect;
 use crate::page::Entry;
-use crate::storage::PageId;
+use crate::page_id::PageId;
 
 /// Candidates examined for overlap enlargement when a node has many children:
 /// the paper's "nearly minimum overlap cost" optimisation (the 32 children of

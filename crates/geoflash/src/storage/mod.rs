@@ -28,8 +28,7 @@ pub use counters::{DeviceStats, IoCounters, IoTracker, SimCounters};
 
 use crate::{Error, Result};
 
-/// Number of a page on a device (page 0 is the first).
-pub type PageId = u64;
+pub use crate::page_id::PageId;
 
 /// A tier of a two-tier device ([`hybrid::HybridDevice`]): where a page
 /// should live, as hinted by [`PageDevice::hint_tier`].

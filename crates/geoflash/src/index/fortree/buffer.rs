@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::index::diff;
 use crate::page::Node;
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::accounting::{changes_bytes, node_bytes};
 use crate::store::EntryChange;
 

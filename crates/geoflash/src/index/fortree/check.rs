@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Fortree;
 use crate::geom::Rect;
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 

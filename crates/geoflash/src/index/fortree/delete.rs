@@ -3,7 +3,7 @@
 use super::{checked, Access, Fortree, Step};
 use crate::geom::Rect;
 use crate::page::{Entry, Node};
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 

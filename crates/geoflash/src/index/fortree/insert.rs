@@ -5,7 +5,7 @@ use crate::geom::Rect;
 use crate::index::insert::choose_by_enlargement;
 use crate::index::ops::mbr;
 use crate::page::{Entry, Node};
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 

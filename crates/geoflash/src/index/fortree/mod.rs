@@ -128,7 +128,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::geom::Rect;
 use crate::page::{Entry, Node};
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::{NodeStore, TreeMeta};
 use crate::{Error, Result};
 

@@ -25,7 +25,7 @@ use super::{Fortree, FortreeConfig, OntEntry};
 use crate::geom::Rect;
 use crate::index::diff;
 use crate::page::Entry;
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 

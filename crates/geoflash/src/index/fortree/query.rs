@@ -11,7 +11,7 @@ use crate::index::query::{
     Hit, KnnResult, Neighbor, PointSelection, Predicate, QueryResult, QueryStats, Selection, Window,
 };
 use crate::page::Entry;
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 

@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use super::{duplicate_id, insert::duplicate_point, XbrConfig, XbrTree};
 use crate::geom::Point;
 use crate::page::Entry;
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::mem::MemStore;
 use crate::store::{NodeStore, TreeMeta};
 use crate::{Error, Result};

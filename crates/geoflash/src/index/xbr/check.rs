@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::quad::{self, Quadrant};
 use super::XbrTree;
 use crate::geom::Rect;
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 

@@ -67,7 +67,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::geom::Rect;
 use crate::page::{self, Entry, Node};
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::{EntryChange, NodeStore};
 use crate::{Error, Result};
 

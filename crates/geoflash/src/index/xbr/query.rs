@@ -20,7 +20,7 @@ use crate::geom::{Point, Rect};
 use crate::index::fortree::query::Item;
 use crate::index::Neighbor;
 use crate::page::{Entry, Node};
-use crate::storage::PageId;
+use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::Result;
 
