@@ -53,6 +53,18 @@ pub enum FlushPolicy {
     Mhao,
 }
 
+impl FlushPolicy {
+    /// Whether the degree weighs the modified area (α: FP_mha and FP_mhao).
+    pub fn uses_area(self) -> bool {
+        matches!(self, FlushPolicy::Mha | FlushPolicy::Mhao)
+    }
+
+    /// Whether the degree weighs the overlapping modified area (β: FP_mhao).
+    pub fn uses_overlap(self) -> bool {
+        self == FlushPolicy::Mhao
+    }
+}
+
 impl std::str::FromStr for FlushPolicy {
     type Err = crate::Error;
     /// Parses `m`, `mh`, `mha` or `mhao` (the names of the CLI, workload
@@ -264,35 +276,16 @@ impl EfindStore {
             }
             ids = picked;
         }
-        let mbrs: Vec<(PageId, Option<crate::geom::Rect>)> = ids
-            .iter()
-            .map(|&id| (id, self.wb.get(id).and_then(|r| r.modified_mbr())))
-            .collect();
-        let total_area: f64 = self
-            .wb
-            .iter()
-            .filter_map(|(_, r)| r.modified_mbr())
-            .map(|m| m.area())
-            .sum();
-        let infos: Vec<PageInfo> = mbrs
-            .iter()
-            .filter_map(|&(id, mbr)| {
-                let row = self.wb.get(id)?;
-                let overlap = mbr.map_or(0.0, |m| {
-                    mbrs.iter()
-                        .filter(|(o, _)| *o != id)
-                        .filter_map(|(_, om)| om.map(|om| m.overlap_area(&om)))
-                        .sum()
-                });
-                Some(PageInfo {
-                    id,
-                    height: row.height,
-                    mod_count: row.mod_count,
-                    area: mbr.map_or(0.0, |m| m.area()),
-                    overlap,
-                })
-            })
-            .collect();
+        let infos = self.page_infos(&ids);
+        let total_area: f64 = if self.config.policy.uses_area() {
+            self.wb
+                .iter()
+                .filter_map(|(_, r)| r.modified_mbr())
+                .map(|m| m.area())
+                .sum()
+        } else {
+            0.0
+        };
         let total_overlap: f64 = infos.iter().map(|p| p.overlap).sum();
         choose_unit(
             self.config.policy,
@@ -301,6 +294,42 @@ impl EfindStore {
             total_area,
             total_overlap,
         )
+    }
+
+    /// What [`choose_unit`] needs of the candidate pages `ids`. The modified
+    /// area is computed only for the policies that weigh it (FP_mha and
+    /// FP_mhao) and the overlap, quadratic in the candidates, only for
+    /// FP_mhao: the degrees of the other policies do not read them (see
+    /// [`FlushPolicy::uses_area`]), so the choice is the same.
+    fn page_infos(&self, ids: &[PageId]) -> Vec<PageInfo> {
+        let policy = self.config.policy;
+        let mbrs: Vec<(PageId, Option<crate::geom::Rect>)> = if policy.uses_area() {
+            ids.iter()
+                .map(|&id| (id, self.wb.get(id).and_then(|r| r.modified_mbr())))
+                .collect()
+        } else {
+            ids.iter().map(|&id| (id, None)).collect()
+        };
+        mbrs.iter()
+            .filter_map(|&(id, mbr)| {
+                let row = self.wb.get(id)?;
+                let overlap = match mbr {
+                    Some(m) if policy.uses_overlap() => mbrs
+                        .iter()
+                        .filter(|(o, _)| *o != id)
+                        .filter_map(|(_, om)| om.map(|om| m.overlap_area(&om)))
+                        .sum(),
+                    _ => 0.0,
+                };
+                Some(PageInfo {
+                    id,
+                    height: row.height,
+                    mod_count: row.mod_count,
+                    area: mbr.map_or(0.0, |m| m.area()),
+                    overlap,
+                })
+            })
+            .collect()
     }
 
     /// Writes the buffered pages `ids` (`units` flushing units) as one batch

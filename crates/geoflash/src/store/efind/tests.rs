@@ -536,3 +536,43 @@ fn flush_policies_parse_by_their_names_and_refuse_others() {
         "{e}"
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+
+    /// The flush choice computes the modified area only for FP_mha and
+    /// FP_mhao and the overlap only for FP_mhao: with them left at zero the
+    /// other policies choose the same unit as with every term computed (the
+    /// papers' full computation is the oracle).
+    #[test]
+    fn terms_a_policy_does_not_weigh_do_not_change_its_choice(
+        rows in prop::collection::vec((0u64..400, 0u16..4, 0u64..50, 0.0f64..1.0, 0.0f64..1.0), 1..120),
+        unit in 1usize..8,
+    ) {
+        let mut seen = BTreeSet::new();
+        let full: Vec<PageInfo> = rows
+            .iter()
+            .filter(|r| seen.insert(r.0))
+            .map(|&(id, height, mod_count, area, overlap)| PageInfo { id, height, mod_count, area, overlap })
+            .collect();
+        let total_area: f64 = full.iter().map(|p| p.area).sum::<f64>() * 1.5;
+        let total_overlap: f64 = full.iter().map(|p| p.overlap).sum();
+        for policy in [FlushPolicy::M, FlushPolicy::Mh, FlushPolicy::Mha, FlushPolicy::Mhao] {
+            let lean: Vec<PageInfo> = full
+                .iter()
+                .map(|p| PageInfo {
+                    area: if policy.uses_area() { p.area } else { 0.0 },
+                    overlap: if policy.uses_overlap() { p.overlap } else { 0.0 },
+                    ..*p
+                })
+                .collect();
+            let lean_area = if policy.uses_area() { total_area } else { 0.0 };
+            let lean_overlap: f64 = lean.iter().map(|p| p.overlap).sum();
+            prop_assert_eq!(
+                choose_unit(policy, lean, unit, lean_area, lean_overlap),
+                choose_unit(policy, full.clone(), unit, total_area, total_overlap),
+                "{:?}", policy
+            );
+        }
+    }
+}
