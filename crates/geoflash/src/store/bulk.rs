@@ -42,7 +42,7 @@ use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
 use crate::store::alloc::PageAllocator;
 use crate::store::placement::Placement;
-use crate::store::{NodeStore, TreeMeta};
+use crate::store::{NodeStore, StoreStats, TreeMeta};
 use crate::{Error, Result};
 
 /// Bytes of node pages a bulk load writes with one device call (1 MiB:
@@ -127,6 +127,27 @@ pub(crate) struct Written {
     pub(crate) levels: Vec<u16>,
     /// Time of the device writes.
     pub(crate) times: PhaseTimes,
+}
+
+impl Written {
+    /// Counts the load in a store's statistics: the nodes created, their
+    /// writes per level and the time of the device writes.
+    pub(crate) fn count_in(&self, stats: &mut StoreStats) {
+        stats.nodes_created += self.levels.len() as u64;
+        stats.record_node_writes(self.levels.iter().copied());
+        stats.times.add(&self.times);
+    }
+}
+
+impl Failed {
+    /// The error, kept in `failed` (the store's sticky failure) when a
+    /// device write failed.
+    pub(crate) fn record_in(self, failed: &mut Option<String>) -> Error {
+        if self.device {
+            *failed = Some(self.error.to_string());
+        }
+        self.error
+    }
 }
 
 /// Why [`write_tree`] failed.

@@ -798,11 +798,7 @@ impl NodeStore for PlainStore {
         };
         {
             let inner = &mut *self.lock();
-            inner.stats.nodes_created += written.levels.len() as u64;
-            inner
-                .stats
-                .record_node_writes(written.levels.iter().copied());
-            inner.stats.times.add(&written.times);
+            written.count_in(&mut inner.stats);
             self.device.sync().map_err(|e| note_failure(inner, e))?;
         }
         self.meta = written.meta;

@@ -203,26 +203,9 @@ impl EfindStore {
             if protect {
                 let image_bytes = pages.len() as u64 * (ps + records_header()) as u64;
                 self.ensure_room(image_bytes + flush_rec.encoded_len() as u64)?;
-                let watch = Stopwatch::start(self.device.sim_clock_ns());
-                let log = self.log_mut()?;
-                for (&id, chunk) in pages.iter().zip(data.chunks_exact(ps)) {
-                    log.append(Record::new(
-                        RecordKind::PageImage,
-                        NO_OP,
-                        id,
-                        chunk.to_vec(),
-                    ))?;
-                }
-                let last = log.last_lsn();
-                log.sync_to(last)?;
-                let mut inner = self.lock();
-                watch.stop(
-                    Phase::Log,
-                    self.device.sim_clock_ns(),
-                    &mut inner.stats.times,
-                );
-                inner.estats.page_images += pages.len() as u64;
-                inner.estats.page_image_bytes += image_bytes;
+                let images: Vec<(PageId, &[u8])> =
+                    pages.iter().copied().zip(data.chunks_exact(ps)).collect();
+                self.log_images(&images)?;
             } else {
                 self.ensure_room(flush_rec.encoded_len() as u64)?;
                 // The records of the pages' changes reach the device before
@@ -246,6 +229,35 @@ impl EfindStore {
         Ok(())
     }
 
+    /// Appends a PAGE_IMAGE record for each of `images`, syncs the log to
+    /// its last record (the images and every record before them durable:
+    /// write-ahead) and counts the images; the time is log time.
+    fn log_images(&mut self, images: &[(PageId, &[u8])]) -> Result<()> {
+        let watch = Stopwatch::start(self.device.sim_clock_ns());
+        let log = self.log_mut()?;
+        for &(id, bytes) in images {
+            log.append(Record::new(
+                RecordKind::PageImage,
+                NO_OP,
+                id,
+                bytes.to_vec(),
+            ))?;
+        }
+        let last = log.last_lsn();
+        log.sync_to(last)?;
+        let per_image = (self.page_size + records_header()) as u64;
+        let mut inner = self.lock();
+        watch.stop(
+            Phase::Log,
+            self.device.sim_clock_ns(),
+            &mut inner.stats.times,
+        );
+        let n = images.len() as u64;
+        inner.estats.page_images += n;
+        inner.estats.page_image_bytes += n * per_image;
+        Ok(())
+    }
+
     /// The first-image flush protocol (see the [module docs](super)):
     /// PAGE_IMAGE records of the pages not imaged in the log's epoch, one log
     /// sync (images, and every record the pages contain, durable before the
@@ -266,7 +278,6 @@ impl EfindStore {
         let image_bytes = pages.len() as u64 * (ps + records_header()) as u64;
         self.ensure_room(image_bytes + flush_rec.encoded_len() as u64)?;
         if !pages.is_empty() {
-            let watch = Stopwatch::start(self.device.sim_clock_ns());
             let imaged = self.imaged_now()?;
             let need: Vec<(PageId, &[u8])> = pages
                 .iter()
@@ -274,27 +285,9 @@ impl EfindStore {
                 .filter(|(id, _)| imaged.insert(**id))
                 .map(|(&id, chunk)| (id, chunk))
                 .collect();
-            let n = need.len() as u64;
-            let log = self.log_mut()?;
-            for (id, chunk) in need {
-                log.append(Record::new(
-                    RecordKind::PageImage,
-                    NO_OP,
-                    id,
-                    chunk.to_vec(),
-                ))?;
-            }
-            let last = log.last_lsn();
-            log.sync_to(last)?;
-            let mut inner = self.lock();
-            watch.stop(
-                Phase::Log,
-                self.device.sim_clock_ns(),
-                &mut inner.stats.times,
-            );
-            inner.estats.page_images += n;
-            inner.estats.page_image_bytes += n * (ps + records_header()) as u64;
-            drop(inner);
+            // With no image needed this still syncs the log: every record
+            // the pages contain is durable before they are written.
+            self.log_images(&need)?;
             let watch = Stopwatch::start(self.device.sim_clock_ns());
             self.pages_unsynced = true;
             self.device.write_batch(pages, data)?;

@@ -971,23 +971,9 @@ impl NodeStore for EfindStore {
             lsn: self.log_mut()?.last_lsn(),
             placement: crate::store::placement::Placement::None,
         };
-        let written = match bulk::write_tree(&*self.device, &mut self.alloc, format, build) {
-            Ok(w) => w,
-            Err(f) => {
-                if f.device {
-                    self.failed = Some(f.error.to_string());
-                }
-                return Err(f.error);
-            }
-        };
-        {
-            let mut inner = self.lock();
-            inner.stats.nodes_created += written.levels.len() as u64;
-            inner
-                .stats
-                .record_node_writes(written.levels.iter().copied());
-            inner.stats.times.add(&written.times);
-        }
+        let written = bulk::write_tree(&*self.device, &mut self.alloc, format, build)
+            .map_err(|f| f.record_in(&mut self.failed))?;
+        written.count_in(&mut self.lock().stats);
         self.meta = written.meta;
         // The checkpoint syncs the device (the new pages) before it switches
         // the log's superblock to the new state.

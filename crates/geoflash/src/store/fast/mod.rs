@@ -1060,23 +1060,9 @@ impl NodeStore for FastStore {
             lsn: self.log.last_lsn(),
             placement: super::placement::Placement::None,
         };
-        let written = match bulk::write_tree(&*self.device, &mut self.alloc, format, build) {
-            Ok(w) => w,
-            Err(f) => {
-                if f.device {
-                    self.failed = Some(f.error.to_string());
-                }
-                return Err(f.error);
-            }
-        };
-        {
-            let mut inner = self.lock();
-            inner.stats.nodes_created += written.levels.len() as u64;
-            inner
-                .stats
-                .record_node_writes(written.levels.iter().copied());
-            inner.stats.times.add(&written.times);
-        }
+        let written = bulk::write_tree(&*self.device, &mut self.alloc, format, build)
+            .map_err(|f| f.record_in(&mut self.failed))?;
+        written.count_in(&mut self.lock().stats);
         self.meta = written.meta;
         self.guard(|s| {
             // The new pages are durable before the superblock names them.
