@@ -269,7 +269,14 @@ fn parse_window(text: &str) -> Result<Rect, Failure> {
     Ok(Rect::new(v[0], v[1], v[2], v[3])?)
 }
 
-fn read_windows(path: &Path) -> Result<Vec<Rect>, Failure> {
+/// The rows of a CSV file with a header, each parsed by `parse` (which
+/// gets the row's fields joined by commas); errors name the file and the
+/// row as `what` N.
+fn read_csv_rows<T>(
+    path: &Path,
+    what: &str,
+    parse: impl Fn(&str) -> Result<T, Failure>,
+) -> Result<Vec<T>, Failure> {
     crate::input_file(path)?;
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
@@ -280,17 +287,22 @@ fn read_windows(path: &Path) -> Result<Vec<Rect>, Failure> {
     for (i, rec) in rdr.records().enumerate() {
         let rec = rec.map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
         let line: Vec<&str> = rec.iter().collect();
-        let r = parse_window(&line.join(",")).map_err(|f| {
+        let v = parse(&line.join(",")).map_err(|f| {
             Error::invalid(format!(
-                "{}: window {}: {:#}",
+                "{}: {what} {}: {:#}",
                 path.display(),
                 i + 1,
                 f.error
             ))
         })?;
-        out.push(r);
+        out.push(v);
     }
     Ok(out)
+}
+
+/// The windows of a CSV file `minx,miny,maxx,maxy` with a header.
+fn read_windows(path: &Path) -> Result<Vec<Rect>, Failure> {
+    read_csv_rows(path, "window", parse_window)
 }
 
 fn parse_predicate(s: &str) -> Result<Predicate, Failure> {
@@ -1024,27 +1036,7 @@ fn parse_point(text: &str) -> Result<Point, Failure> {
 
 /// The points of a CSV file `x,y` with a header.
 fn read_points(path: &Path) -> Result<Vec<Point>, Failure> {
-    crate::input_file(path)?;
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .trim(csv::Trim::All)
-        .from_path(path)
-        .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
-    let mut out = Vec::new();
-    for (i, rec) in rdr.records().enumerate() {
-        let rec = rec.map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
-        let line: Vec<&str> = rec.iter().collect();
-        let p = parse_point(&line.join(",")).map_err(|f| {
-            Error::invalid(format!(
-                "{}: point {}: {:#}",
-                path.display(),
-                i + 1,
-                f.error
-            ))
-        })?;
-        out.push(p);
-    }
-    Ok(out)
+    read_csv_rows(path, "point", parse_point)
 }
 
 /// `geoflash knn`.
