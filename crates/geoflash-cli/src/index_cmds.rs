@@ -999,11 +999,7 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
         ids.sort_unstable();
         answers.push(ids);
     }
-    let mut stats = index.stats("query");
-    stats.operations = windows.len() as u64;
-    start.finish(&mut stats);
-    stats.query_candidates = candidates;
-    stats.query_results = results;
+    let stats = batch_stats(&index, "query", &start, windows.len(), candidates, results);
     if a.json {
         let per: Vec<serde_json::Value> = answers
             .iter()
@@ -1064,6 +1060,24 @@ pub fn knn(a: KnnArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The index's Stats record `label` of a batch of `operations` queries
+/// timed from `start`, with the candidates and results they found.
+fn batch_stats(
+    index: &Index,
+    label: &str,
+    start: &BatchClock,
+    operations: usize,
+    candidates: u64,
+    results: u64,
+) -> geoflash::metrics::Stats {
+    let mut stats = index.stats(label);
+    stats.operations = operations as u64;
+    start.finish(&mut stats);
+    stats.query_candidates = candidates;
+    stats.query_results = results;
+    stats
+}
+
 /// `geoflash knn --points`: one query per point, then the index's Stats
 /// record (device counters of the whole run, the open included).
 fn knn_points(a: &KnnArgs, points: &[Point], reads: ReadMode) -> Result<(), Failure> {
@@ -1078,11 +1092,7 @@ fn knn_points(a: &KnnArgs, points: &[Point], reads: ReadMode) -> Result<(), Fail
         results += r.stats.results;
         answers.push(r);
     }
-    let mut stats = index.stats("knn");
-    stats.operations = points.len() as u64;
-    start.finish(&mut stats);
-    stats.query_candidates = candidates;
-    stats.query_results = results;
+    let stats = batch_stats(&index, "knn", &start, points.len(), candidates, results);
     if a.json {
         let per: Vec<serde_json::Value> = answers
             .iter()
