@@ -1,0 +1,470 @@
+//! The model of a workload: the typed, checked form a workload file is
+//! parsed into ([`Workload`] with its [`DatasetConfig`]s, [`IndexConfig`]s
+//! and [`Step`]s, the [`Configuration`]s of its cross product), and the
+//! [`Scale`] its counts are taken at. Parsing lives in `parse`, the
+//! expansion of parameter lists in `expand`, the translation of an index
+//! configuration into library options in `lower`.
+use std::path::PathBuf;
+
+use geoflash::index::query::Predicate;
+use geoflash::index::BulkMethod;
+use geoflash::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::generate::{GenParams, InsertionOrder};
+use crate::windows::Placement;
+
+/// How large a run is: every count in a workload may give one value per scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scale {
+    /// Seconds: what `make test` runs.
+    Smoke,
+    /// Minutes on a 2-core machine.
+    Small,
+    /// The seed papers' sizes.
+    Full,
+}
+
+impl Scale {
+    /// The scale's name in workload files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scale::Smoke => "smoke",
+            Scale::Small => "small",
+            Scale::Full => "full",
+        }
+    }
+}
+
+impl std::str::FromStr for Scale {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "smoke" => Ok(Scale::Smoke),
+            "small" => Ok(Scale::Small),
+            "full" => Ok(Scale::Full),
+            _ => Err(Error::invalid(format!(
+                "unknown scale {s:?}: use smoke, small or full"
+            ))),
+        }
+    }
+}
+
+/// Where a dataset comes from.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DatasetSource {
+    /// A generator with its parameters.
+    Generator(GenParams),
+    /// A dataset file (any format [`crate::import::read_rects`] reads).
+    File(PathBuf),
+    /// A PostGIS table (recorded without the URL's password).
+    Postgis(crate::postgis::PostgisSource),
+}
+
+/// A dataset with one insertion order.
+#[derive(Debug, Clone, Serialize)]
+pub struct DatasetConfig {
+    /// Name given in the workload.
+    pub name: String,
+    /// Generator or file.
+    pub source: DatasetSource,
+    /// Insertion order of the objects.
+    pub order: InsertionOrder,
+    /// Seed of the order (and of the generator).
+    pub seed: u64,
+}
+
+/// eFIND parameters of a configuration, as in `geoflash build`'s flags
+/// (absent ones keep the paper's final configuration).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct EfindParams {
+    /// p, percentage of oldest buffered pages a flush considers.
+    pub flush_percent: Option<u8>,
+    /// s, pages per flushing unit.
+    pub flush_unit: Option<usize>,
+    /// Flushing policy m, mh, mha or mhao.
+    pub flush_policy: Option<String>,
+    /// Read-buffer share in percent.
+    pub read_buffer_percent: Option<u8>,
+    /// Temporal control on or off.
+    pub temporal_control: Option<bool>,
+    /// Durability of the log: sync, group, group:N,T or none.
+    pub durability: Option<String>,
+    /// Bytes of the log.
+    pub log_capacity: Option<u64>,
+    /// Format of the log: per-change (the papers', pinned by the seed
+    /// workloads) or first-image (the default).
+    pub log_format: Option<String>,
+}
+
+/// One index configuration (after expanding parameter lists).
+#[derive(Debug, Clone, Serialize)]
+pub struct IndexConfig {
+    /// The workload's name for it, with the varied parameters appended
+    /// (`efind[page_size=2048]`).
+    pub name: String,
+    /// The `[[index]]` entry's own name.
+    pub base_name: String,
+    /// rtree, rstar, hilbert, fortree or xbr (the xBR+-tree, for point data).
+    pub kind: String,
+    /// linear, quadratic or exponential.
+    pub split: String,
+    /// Page size in bytes.
+    pub page_size: usize,
+    /// M (None: as many as a page holds).
+    pub max_entries: Option<usize>,
+    /// R*-tree reinsertion percentage.
+    pub reinsert: u8,
+    /// plain, efind or fast.
+    pub store: String,
+    /// Memory budget of the store in bytes.
+    pub buffer_bytes: usize,
+    /// lru, hlru, s2q or 2q.
+    pub buffer_policy: String,
+    /// Device spec string.
+    pub device: String,
+    /// How range and kNN queries read nodes: `single` (the papers' one page
+    /// at a time, the workbench's default) or `batched` (the library's
+    /// default: the children of a node in one device batch; kNN reads the
+    /// queued nodes it will likely visit next in one batch). Left out of the
+    /// configuration key when `single`, so keys of earlier results stay.
+    #[serde(skip_serializing_if = "is_single_reads")]
+    pub reads: String,
+    /// eFIND parameters.
+    pub efind: Option<EfindParams>,
+    /// FAST parameters.
+    pub fast: Option<FastParams>,
+    /// Grid-file parameters (the grid kinds only).
+    pub grid: Option<GridParams>,
+}
+
+/// Whether `reads` is the workbench's default, `single`.
+fn is_single_reads(reads: &str) -> bool {
+    reads == "single"
+}
+
+/// The families of index kinds the runner drives (see [`crate::target`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexFamily {
+    /// The R-tree family through [`geoflash::Index`]: `rtree`, `rstar`,
+    /// `hilbert`, `fortree`, `xbr` (points only), and `shrtree` (an R*-tree on the plain store that hints
+    /// every internal node to the fast tier of a hybrid device).
+    Tree,
+    /// A grid file of points.
+    Grid(GridKind),
+}
+
+/// The grid-file kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GridKind {
+    /// The two-level Grid File: GFFM's in-place buckets behind an LRU buffer
+    /// that writes each dirty page on its own (a cold list of one page).
+    Grid,
+    /// GFFM: in-place buckets, hot/cold buffers writing in batches.
+    Gffm,
+    /// LB-Grid: log-buckets and the BTT.
+    LbGrid,
+    /// H-Grid: GFFM with hot-region placement on a hybrid device.
+    HGrid,
+}
+
+/// Every index kind a workload may name, for messages.
+pub const INDEX_KINDS: &[&str] = &[
+    "rtree", "rstar", "hilbert", "fortree", "xbr", "shrtree", "grid", "gffm", "lbgrid", "hgrid",
+];
+
+impl IndexFamily {
+    /// The family of index kind `kind`; an error listing the kinds.
+    pub fn of(kind: &str) -> Result<IndexFamily> {
+        Ok(match kind {
+            "rtree" | "rstar" | "hilbert" | "fortree" | "xbr" | "shrtree" => IndexFamily::Tree,
+            "grid" => IndexFamily::Grid(GridKind::Grid),
+            "gffm" => IndexFamily::Grid(GridKind::Gffm),
+            "lbgrid" => IndexFamily::Grid(GridKind::LbGrid),
+            "hgrid" => IndexFamily::Grid(GridKind::HGrid),
+            _ => {
+                return Err(Error::invalid(format!(
+                    "unknown index kind {kind:?}: use {}",
+                    INDEX_KINDS.join(", ")
+                )))
+            }
+        })
+    }
+
+    /// True if the family indexes points only.
+    pub fn points_only(self) -> bool {
+        !matches!(self, IndexFamily::Tree)
+    }
+}
+
+/// Grid-file parameters of one configuration (`None`: the default).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GridParams {
+    /// `plain` (one page per read) or `batched` (Algorithms 6–8); default batched.
+    pub queries: Option<String>,
+    /// Share of the buffer given to directory pages (the thesis: 0.75).
+    pub dir_share: Option<f64>,
+    /// Pages of each cold list, the size of every batch write (the thesis: 128).
+    pub cold_pages: Option<usize>,
+    /// H-Grid's selectivity constant s (default 1.5).
+    pub s: Option<f64>,
+    /// H-Grid's special case: every sub-directory on the fast tier.
+    pub special: Option<bool>,
+}
+
+impl GridParams {
+    /// True if queries use the batched algorithms.
+    pub fn batched(&self) -> Result<bool> {
+        match self.queries.as_deref() {
+            None | Some("batched") => Ok(true),
+            Some("plain") => Ok(false),
+            Some(other) => Err(Error::invalid(format!(
+                "grid queries {other:?}: use plain or batched"
+            ))),
+        }
+    }
+}
+
+/// FAST parameters of one configuration (`None`: the store's default).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct FastParams {
+    /// Flushing policy fast, fast-star, flush-all or random.
+    pub policy: Option<String>,
+    /// Pages per flushing unit.
+    pub flush_unit: Option<usize>,
+    /// Durability of the log: sync, group, group:N,T or none.
+    pub durability: Option<String>,
+    /// Bytes of the log.
+    pub log_capacity: Option<u64>,
+    /// Format of the log: per-change or first-image (the default).
+    pub log_format: Option<String>,
+    /// Seed of the random policy.
+    pub seed: Option<u64>,
+}
+
+impl IndexConfig {
+    /// The index family of the configuration's kind.
+    pub fn family(&self) -> Result<IndexFamily> {
+        IndexFamily::of(&self.kind)
+    }
+}
+
+/// How a build step loads the dataset.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuildMethod {
+    /// One insertion per object, in the dataset's order.
+    Insert,
+    /// Bottom-up bulk load.
+    Bulk(BulkMethod),
+}
+
+/// Serializes a predicate by its workload-file name.
+fn ser_predicate<S: serde::Serializer>(
+    p: &Predicate,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(predicate_name(*p))
+}
+
+/// The workload-file name of a predicate.
+pub fn predicate_name(p: Predicate) -> &'static str {
+    match p {
+        Predicate::Intersects => "intersects",
+        Predicate::Contains => "contains",
+        Predicate::Within => "within",
+    }
+}
+
+/// Where range-query windows come from.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowSource {
+    /// Generated: one batch of `count` windows per selectivity.
+    Generated {
+        /// Selectivities (fractions of the extent's area).
+        selectivities: Vec<f64>,
+        /// The selectivities as written (for labels).
+        labels: Vec<String>,
+        /// Windows per selectivity.
+        count: usize,
+        /// Width/height ratio.
+        aspect: f64,
+        /// uniform or on-data.
+        #[serde(serialize_with = "ser_placement")]
+        placement: Placement,
+    },
+    /// A CSV file `minx,miny,maxx,maxy`.
+    File(PathBuf),
+}
+
+/// Serializes a window placement by its workload-file name.
+fn ser_placement<S: serde::Serializer>(
+    p: &Placement,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(match p {
+        Placement::Uniform => "uniform",
+        Placement::OnData => "on-data",
+    })
+}
+
+/// One step of a workload.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Step {
+    /// Builds the index from the first `fraction` of the dataset.
+    Build {
+        /// Insert or bulk load.
+        method: BuildMethod,
+        /// Bulk-load fill factor.
+        fill: f64,
+        /// Share of the dataset loaded (the rest is left for `mixed` steps).
+        fraction: f64,
+    },
+    /// Range queries; one result row per selectivity (or one for a windows file).
+    RangeQueries {
+        /// Windows.
+        windows: WindowSource,
+        /// Predicate.
+        #[serde(serialize_with = "ser_predicate")]
+        predicate: Predicate,
+        /// Each window is run this many times.
+        repetitions: u32,
+        /// Seed of the windows.
+        seed: u64,
+    },
+    /// k-nearest-neighbour queries; one result row per k.
+    Knn {
+        /// Values of k.
+        k: Vec<usize>,
+        /// Query points per k.
+        count: usize,
+        /// Points uniform in the extent or on data objects.
+        #[serde(serialize_with = "ser_placement")]
+        placement: Placement,
+        /// Seed of the points.
+        seed: u64,
+    },
+    /// Inserts of objects not yet loaded mixed with range queries.
+    Mixed {
+        /// Total operations.
+        operations: usize,
+        /// Share of operations that insert.
+        insert_ratio: f64,
+        /// Selectivity of the queries.
+        selectivity: f64,
+        /// Predicate of the queries.
+        #[serde(serialize_with = "ser_predicate")]
+        predicate: Predicate,
+        /// The searches: range queries of `selectivity` or exact point
+        /// lookups of loaded objects (the thesis' insert/search mixes).
+        query: MixedQuery,
+        /// Seed of the interleaving and of the windows.
+        seed: u64,
+    },
+    /// Exact point lookups of loaded objects, in groups (the thesis' group
+    /// point queries; a group of 1 is a single lookup); one row per group size.
+    PointQueries {
+        /// Group sizes.
+        group: Vec<usize>,
+        /// Points looked up per group size.
+        count: usize,
+        /// Seed of the points.
+        seed: u64,
+    },
+    /// Deletes a share of the loaded objects in random order.
+    Delete {
+        /// Share of the loaded objects deleted.
+        fraction: f64,
+        /// Seed of the order.
+        seed: u64,
+    },
+    /// Flushes and syncs (a checkpoint).
+    Checkpoint,
+    /// Inserts `operations` more objects without a checkpoint, crashes (the
+    /// index is dropped without flushing) and reopens it, which recovers
+    /// from the log. Needs a store with a log (efind) on a `file` device.
+    CrashAndRecover {
+        /// Inserts between the last checkpoint and the crash.
+        operations: usize,
+    },
+}
+
+impl Step {
+    /// The step's kind as written in workload files.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Step::Build { .. } => "build",
+            Step::RangeQueries { .. } => "range_queries",
+            Step::Knn { .. } => "knn",
+            Step::Mixed { .. } => "mixed",
+            Step::PointQueries { .. } => "point_queries",
+            Step::Delete { .. } => "delete",
+            Step::Checkpoint => "checkpoint",
+            Step::CrashAndRecover { .. } => "crash_and_recover",
+        }
+    }
+}
+
+/// What the searches of a mixed step are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MixedQuery {
+    /// Range queries of the step's selectivity.
+    Range,
+    /// Exact point lookups of objects already loaded.
+    Point,
+}
+
+/// One configuration of the cross product: a dataset in one order, one index
+/// configuration, one repetition.
+#[derive(Debug, Clone, Serialize)]
+pub struct Configuration {
+    /// The dataset and its order.
+    pub dataset: DatasetConfig,
+    /// The index.
+    pub index: IndexConfig,
+    /// Repetition number, from 0.
+    pub repetition: u32,
+}
+
+impl Configuration {
+    /// A stable key identifying the configuration in a results store (its
+    /// JSON, which holds every parameter).
+    pub fn key(&self, workload: &str, scale: Scale) -> Result<String> {
+        let v = serde_json::json!({
+            "workload": workload,
+            "scale": scale,
+            "configuration": self,
+        });
+        serde_json::to_string(&v)
+            .map_err(|e| Error::invalid(format!("cannot serialize configuration: {e}")))
+    }
+}
+
+/// A parsed, checked workload at one scale.
+#[derive(Debug, Clone, Serialize)]
+pub struct Workload {
+    /// Name.
+    pub name: String,
+    /// Free text.
+    pub description: String,
+    /// The scale the counts were taken at.
+    pub scale: Scale,
+    /// Repetitions of each configuration.
+    pub repetitions: u32,
+    /// Datasets, one per insertion order.
+    pub datasets: Vec<DatasetConfig>,
+    /// Index configurations, lists expanded.
+    pub indexes: Vec<IndexConfig>,
+    /// Steps, in order.
+    pub steps: Vec<Step>,
+    /// The file's text (recorded with the results).
+    #[serde(skip)]
+    pub text: String,
+    /// The file's path.
+    pub path: PathBuf,
+}

@@ -1,0 +1,295 @@
+//! Tests of workload files: parsing at each scale, the expansion of
+//! parameter lists and `--index` filters, configuration keys, and errors
+//! that name the file, the line and the key.
+use std::path::Path;
+
+use geoflash::Result;
+
+use super::*;
+
+const GOOD: &str = r#"
+name = "t"
+description = "a test"
+repetitions = 2
+
+[[dataset]]
+name = "u"
+generator = "uniform"
+geometry = "box"
+count = { smoke = 100, small = 1000 }
+order = ["random", "hilbert"]
+params = { max_size = 0.01 }
+
+[[index]]
+name = "plain"
+store = "plain"
+page_size = ["1KiB", 2048]
+buffer = "64KiB"
+device = "mem:"
+
+[[index]]
+name = "efind"
+store = "efind"
+device = "flashsim:preset=seed-tc58"
+efind = { flush_policy = ["mh", "mhao"], temporal_control = "off" }
+
+[[step]]
+kind = "build"
+
+[[step]]
+kind = "range_queries"
+selectivity = ["0.01%", "1%"]
+count = { smoke = 5, small = 50, full = 500 }
+
+[[step]]
+kind = "knn"
+k = [1, 10]
+"#;
+
+fn parse(text: &str) -> Result<Workload> {
+    Workload::parse(text, Path::new("w.toml"), Scale::Smoke)
+}
+
+#[test]
+fn cross_product_and_scales() {
+    let w = parse(GOOD).unwrap();
+    assert_eq!(w.datasets.len(), 2);
+    assert_eq!(w.indexes.len(), 4);
+    let names: Vec<&str> = w.indexes.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "plain[page_size=1KiB]",
+            "plain[page_size=2048]",
+            "efind[efind.flush_policy=mh]",
+            "efind[efind.flush_policy=mhao]"
+        ]
+    );
+    assert_eq!(w.indexes[0].page_size, 1024);
+    assert_eq!(
+        w.indexes[3].efind.as_ref().unwrap().temporal_control,
+        Some(false)
+    );
+    assert_eq!(w.configurations(&[]).len(), 2 * 4 * 2);
+    assert_eq!(w.configurations(&["efind".into()]).len(), 2 * 2 * 2);
+    // filters by varied parameters, with a base name or `*`
+    assert_eq!(w.configurations(&["*[page_size=1KiB]".into()]).len(), 2 * 2);
+    assert_eq!(
+        w.configurations(&["efind[efind.flush_policy=mh]".into()])
+            .len(),
+        2 * 2
+    );
+    assert_eq!(
+        w.configurations(&["plain[efind.flush_policy=mh]".into()])
+            .len(),
+        0
+    );
+    assert_eq!(w.configurations(&["*[page_size=4KiB]".into()]).len(), 0);
+    match &w.steps[1] {
+        Step::RangeQueries {
+            windows:
+                WindowSource::Generated {
+                    count,
+                    selectivities,
+                    ..
+                },
+            ..
+        } => {
+            assert_eq!(*count, 5);
+            assert_eq!(selectivities, &[1e-4, 1e-2]);
+        }
+        other => panic!("{other:?}"),
+    }
+    let DatasetSource::Generator(p) = &w.datasets[0].source else {
+        panic!()
+    };
+    assert_eq!(p.count, 100);
+    let small = Workload::parse(GOOD, Path::new("w.toml"), Scale::Small).unwrap();
+    let DatasetSource::Generator(p) = &small.datasets[0].source else {
+        panic!()
+    };
+    assert_eq!(p.count, 1000);
+    // no full count for the dataset
+    let e = Workload::parse(GOOD, Path::new("w.toml"), Scale::Full)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("line 10") && e.contains("dataset[0].count") && e.contains("full"),
+        "{e}"
+    );
+    // every configuration's key is distinct
+    let keys: std::collections::HashSet<String> = w
+        .configurations(&[])
+        .iter()
+        .map(|c| c.key("t", Scale::Smoke).unwrap())
+        .collect();
+    assert_eq!(keys.len(), 16);
+}
+
+/// `reads` defaults to `single`, which stays out of the configuration key;
+/// `batched` is recorded in it.
+#[test]
+fn reads_default_to_single_and_stay_out_of_the_key() {
+    let w = parse(GOOD).unwrap();
+    let c = &w.configurations(&[])[0];
+    assert_eq!(c.index.reads, "single");
+    assert!(!c.key("t", Scale::Smoke).unwrap().contains("reads"));
+    let w = parse(&GOOD.replace(
+        "device = \"mem:\"",
+        "device = \"mem:\"\nreads = \"batched\"",
+    ))
+    .unwrap();
+    let c = &w.configurations(&[])[0];
+    assert_eq!(c.index.reads, "batched");
+    assert!(c
+        .key("t", Scale::Smoke)
+        .unwrap()
+        .contains("\"reads\":\"batched\""));
+}
+
+/// Each bad input gives an error naming the line and the key.
+#[test]
+fn errors_name_line_and_key() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "page_size = [\"1KiB\", 2048]",
+            "page_size = [\"1KiB\", 3]",
+            &["line 17", "index[0].page_size"],
+        ),
+        (
+            "store = \"plain\"",
+            "store = \"plian\"",
+            &["line 16", "index[0].store", "plian"],
+        ),
+        (
+            "device = \"mem:\"",
+            "device = \"tape:\"",
+            &["line 19", "index[0].device"],
+        ),
+        (
+            "device = \"mem:\"",
+            "device = \"mem:\"\nreads = \"sometimes\"",
+            &["line 20", "index[0].reads", "batched or single"],
+        ),
+        (
+            "k = [1, 10]",
+            "k = [1, 0]",
+            &["line 37", "step[2].k", "at least 1"],
+        ),
+        (
+            "k = [1, 10]",
+            "k = 1\nfill = 0.5",
+            &["line 38", "step[2].fill", "does not apply to knn"],
+        ),
+        (
+            "kind = \"knn\"",
+            "kind = \"knnn\"",
+            &["line 36", "step[2].kind", "unknown step kind"],
+        ),
+        (
+            "generator = \"uniform\"",
+            "generator = \"uniforme\"",
+            &["line 8", "dataset[0].generator"],
+        ),
+        (
+            "order = [\"random\", \"hilbert\"]",
+            "order = [\"random\", \"zorder\"]",
+            &["line 11", "dataset[0].order", "zorder"],
+        ),
+        (
+            "params = { max_size = 0.01 }",
+            "params = { max_sise = 0.01 }",
+            &["line 12", "params.max_sise"],
+        ),
+        (
+            "params = { max_size = 0.01 }",
+            "params = { max_size = 7.0 }",
+            &["line 12", "max_size"],
+        ),
+        (
+            "selectivity = [\"0.01%\", \"1%\"]",
+            "selectivity = [\"0.01%\", \"200%\"]",
+            &["line 32", "step[1].selectivity"],
+        ),
+        (
+            "repetitions = 2",
+            "repetitions = 0",
+            &["line 4", "repetitions"],
+        ),
+        (
+            "repetitions = 2",
+            "repetitions = 2\ncolour = \"red\"",
+            &["line 5", "colour"],
+        ),
+        (
+            "efind = { flush_policy = [\"mh\", \"mhao\"], temporal_control = \"off\" }",
+            "efind = { flush_policy = \"mx\" }",
+            &["line 25", "index[1].efind.flush_policy"],
+        ),
+        (
+            "efind = { flush_policy = [\"mh\", \"mhao\"], temporal_control = \"off\" }",
+            "efind = { flush_percentage = 3 }",
+            &[
+                "line 25",
+                "efind.flush_percentage",
+                "unknown efind parameter",
+            ],
+        ),
+        (
+            "name = \"plain\"\nstore = \"plain\"",
+            "name = \"plain\"\nstore = \"plain\"\nefind = { flush_unit = 2 }",
+            &["index[0].efind", "store \"plain\""],
+        ),
+        (
+            "[[step]]\nkind = \"build\"",
+            "[[step]]\nkind = \"knn\"",
+            &["step[0].kind", "first step must be a build"],
+        ),
+        (
+            "name = \"plain\"\nstore",
+            "name = \"efind\"\nstore",
+            &["duplicate index name"],
+        ),
+        (
+            "buffer = \"64KiB\"",
+            "buffer = \"64 parsecs\"",
+            &["line 18", "index[0].buffer"],
+        ),
+        (
+            "count = { smoke = 100, small = 1000 }",
+            "count = { smok = 100 }",
+            &["line 10", "unknown scale"],
+        ),
+    ];
+    for (from, to, wants) in cases {
+        assert!(GOOD.contains(from), "{from}");
+        let text = GOOD.replacen(from, to, 1);
+        let e = parse(&text).unwrap_err().to_string();
+        for want in *wants {
+            assert!(e.contains(want), "{to}: {e} (wanted {want})");
+        }
+        assert!(e.contains("w.toml"), "{e}");
+    }
+    // toml syntax errors carry the line too
+    let e = parse("name = \"x\"\n[[dataset]\n").unwrap_err().to_string();
+    assert!(e.contains("line 2"), "{e}");
+}
+
+#[test]
+fn missing_files_and_steps() {
+    let text = GOOD.replace(
+        "generator = \"uniform\"\ngeometry = \"box\"\ncount = { smoke = 100, small = 1000 }",
+        "file = \"nowhere.csv\"",
+    );
+    let text = text.replace("params = { max_size = 0.01 }\n", "");
+    let e = parse(&text).unwrap_err().to_string();
+    assert!(
+        e.contains("nowhere.csv") && e.contains("does not exist") && e.contains("line 8"),
+        "{e}"
+    );
+    let e = parse("name = \"x\"\n").unwrap_err().to_string();
+    assert!(e.contains("no [[dataset]]"), "{e}");
+    let cut = GOOD.split("[[step]]").next().unwrap();
+    let e = parse(cut).unwrap_err().to_string();
+    assert!(e.contains("no [[step]]"), "{e}");
+}
