@@ -1,0 +1,88 @@
+//! The measurement shared by every step: [`measure`] runs a step's work
+//! between resets and differences of the device, store and tree counters
+//! and its clocks; [`Row`] is a finished result row; progress bars share
+//! one style.
+use std::time::Instant;
+
+use geoflash::metrics::Stats;
+use geoflash::Result;
+use indicatif::ProgressStyle;
+
+use crate::target::{tier_note, Target};
+
+/// Runs `work` on `target` as one measured step labelled `label`; returns
+/// the step's metrics and, on a hybrid device, the note of its per-tier
+/// counters during the step.
+pub(super) fn measure(
+    target: &mut dyn Target,
+    label: &str,
+    work: impl FnOnce(&mut dyn Target, &mut Stats) -> Result<()>,
+) -> Result<(Stats, String)> {
+    target.reset_device_stats();
+    let before = target.counters();
+    let (tree_before, times_before) = target.index_counters();
+    let clock = Clock::start();
+    let mut s = Stats::new(label);
+    work(target, &mut s)?;
+    clock.stamp(&mut s);
+    target.device_stats_into(&mut s);
+    let after = target.counters();
+    s.absorb_store(&after.since(&before));
+    let (tree_after, times_after) = target.index_counters();
+    s.absorb_tree(&tree_after.since(&tree_before));
+    s.times.add(&times_after.since(&times_before));
+    s.set_index_bytes(target.index_bytes());
+    Ok((s, tier_note(&**target.device())))
+}
+
+/// The wall-clock and process CPU time of a measured piece of work.
+pub(super) struct Clock {
+    /// The process's CPU time at the start (`None` where unavailable).
+    cpu: Option<cpu_time::ProcessTime>,
+    /// The wall-clock time at the start.
+    wall: Instant,
+}
+
+impl Clock {
+    /// Starts both clocks.
+    pub(super) fn start() -> Clock {
+        Clock {
+            cpu: cpu_time::ProcessTime::try_now().ok(),
+            wall: Instant::now(),
+        }
+    }
+
+    /// Writes the time since the start into `s` (`wall_time_ns`, and
+    /// `cpu_time_ns` where the CPU clock could be read).
+    pub(super) fn stamp(&self, s: &mut Stats) {
+        s.wall_time_ns = u64::try_from(self.wall.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        if let Some(d) = self.cpu.as_ref().and_then(|c| c.try_elapsed().ok()) {
+            s.cpu_time_ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        }
+    }
+}
+
+/// A progress-bar style with `template` (indicatif's), drawn `=> `.
+pub(super) fn bar_style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template)
+        .map(|s| s.progress_chars("=> "))
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+}
+
+/// A finished row: parameter, status, message, metrics.
+pub(super) struct Row {
+    pub(super) parameter: String,
+    pub(super) status: &'static str,
+    pub(super) message: String,
+    pub(super) stats: Stats,
+}
+
+/// The row of a step that ran: status `ok`, the tier note as its message.
+pub(super) fn ok_row(parameter: String, (stats, message): (Stats, String)) -> Row {
+    Row {
+        parameter,
+        status: "ok",
+        message,
+        stats,
+    }
+}

@@ -1,0 +1,75 @@
+//! The runner: executes a workload's cross product, each configuration on a
+//! fresh index, and records one [`Stats`] row per step (per selectivity, per
+//! k) in a [`ResultsStore`].
+//!
+//! Per step the device counters are reset and the store's counters are
+//! differenced, so every row holds that step's work only. Build, mixed and
+//! delete steps end with a checkpoint (flush and sync), inside the
+//! measurement, as FESTIval's protocol flushed at the end of a workload.
+//! Configurations already complete in the results store are skipped unless
+//! `force`; one that fails is recorded with status `error`, left incomplete
+//! (so a later run retries it) and the run goes on with the next.
+//!
+//! The module holds [`run`] and the execution of one configuration
+//! (`run`), dataset loading (`dataset`), the measurement shared by every
+//! step (`measure`), the state of an execution and the dispatch of its
+//! steps (`exec`), and one file per step kind: `build` (creating and
+//! loading the index), `range`, `knn`, `points`, `mixed`, `delete` and
+//! `crash`.
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+mod build;
+mod crash;
+mod dataset;
+mod delete;
+mod exec;
+mod knn;
+mod measure;
+mod mixed;
+mod points;
+mod range;
+mod run;
+#[cfg(test)]
+mod tests;
+
+pub use run::run;
+
+/// How to run a workload.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Re-run configurations already complete in the results store.
+    pub force: bool,
+    /// Only the index configurations with these names (base or expanded); all when empty.
+    pub only: Vec<String>,
+    /// Draw progress bars on standard error.
+    pub progress: bool,
+    /// The command line, recorded with the run.
+    pub command: String,
+    /// Directory for the index directories of `file` devices (default: the system's temporary directory).
+    pub workdir: Option<PathBuf>,
+    /// Only the configuration at this position of the cross product (after
+    /// `only`; positions as [`Workload::configurations`] lists them): one
+    /// task of a sweep spread over several machines (`geoflash.dask.run`).
+    pub pick: Option<usize>,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunSummary {
+    /// The run's id in the results store.
+    pub run_id: i64,
+    /// Configurations in the cross product (after `only`).
+    pub configurations: usize,
+    /// Configurations executed.
+    pub executed: usize,
+    /// Configurations skipped because already complete.
+    pub skipped_complete: usize,
+    /// Result rows written.
+    pub rows: usize,
+    /// Steps skipped as unsupported (with the reason).
+    pub unsupported: Vec<String>,
+    /// Configurations that failed (with the error).
+    pub failures: Vec<String>,
+}

@@ -1,0 +1,135 @@
+//! Range-query steps: windows generated per selectivity or read from a
+//! CSV file, each batch run `repetitions` times as one measured row.
+use std::path::Path;
+
+use geoflash::geom::Rect;
+use geoflash::index::query::Predicate;
+use geoflash::metrics::Stats;
+use geoflash::{Error, Result};
+use indicatif::ProgressBar;
+
+use super::exec::Exec;
+use super::measure::{measure, ok_row, Row};
+use crate::target::Target;
+use crate::windows::windows;
+use crate::workload::{predicate_name, WindowSource};
+
+/// The windows of a CSV file with a header and rows `minx,miny,maxx,maxy`.
+fn read_windows_file(path: &Path) -> Result<Vec<Rect>> {
+    let file = std::fs::File::open(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        page: None,
+        source,
+    })?;
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .trim(csv::Trim::All)
+        .from_reader(std::io::BufReader::new(file));
+    let mut out = Vec::new();
+    for (n, rec) in rdr.records().enumerate() {
+        let rec = rec.map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+        let v: Vec<f64> = rec
+            .iter()
+            .map(|x| x.parse::<f64>())
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|_| {
+                Error::invalid(format!(
+                    "{}: window {}: not four numbers minx,miny,maxx,maxy",
+                    path.display(),
+                    n + 1
+                ))
+            })?;
+        let [a, b, c, d] = v.as_slice() else {
+            return Err(Error::invalid(format!(
+                "{}: window {}: expected minx,miny,maxx,maxy",
+                path.display(),
+                n + 1
+            )));
+        };
+        out.push(
+            Rect::new(*a, *b, *c, *d).map_err(|e| {
+                Error::invalid(format!("{}: window {}: {e}", path.display(), n + 1))
+            })?,
+        );
+    }
+    if out.is_empty() {
+        return Err(Error::invalid(format!("{}: no window", path.display())));
+    }
+    Ok(out)
+}
+
+/// Runs windows `ws` `reps` times with predicate `p`, counting into `s`.
+fn run_queries(
+    target: &mut dyn Target,
+    s: &mut Stats,
+    ws: &[Rect],
+    p: Predicate,
+    reps: u32,
+    bar: &ProgressBar,
+) -> Result<()> {
+    bar.set_length(ws.len() as u64 * u64::from(reps));
+    bar.set_position(0);
+    for _ in 0..reps {
+        for w in ws {
+            let r = target.query(*w, p)?;
+            s.operations += 1;
+            s.query_candidates += r.candidates;
+            s.query_results += r.results;
+            bar.inc(1);
+        }
+    }
+    Ok(())
+}
+
+impl Exec<'_> {
+    /// A range_queries step labelled `label`: windows from `source`, one row
+    /// per selectivity (or one for a windows file).
+    pub(super) fn range_queries(
+        &mut self,
+        index: &mut dyn Target,
+        label: &str,
+        source: &WindowSource,
+        predicate: &Predicate,
+        repetitions: &u32,
+        seed: &u64,
+    ) -> Result<Vec<Row>> {
+        let bar = self.bar.clone();
+        let batches: Vec<(String, Vec<Rect>)> = match source {
+            WindowSource::File(p) => vec![(
+                format!(
+                    "windows={}",
+                    p.file_name().and_then(|n| n.to_str()).unwrap_or("")
+                ),
+                read_windows_file(p)?,
+            )],
+            WindowSource::Generated {
+                selectivities,
+                labels,
+                count,
+                aspect,
+                placement,
+            } => {
+                let data: Vec<Rect> = self.data.iter().map(|(_, r)| *r).collect();
+                selectivities
+                    .iter()
+                    .zip(labels)
+                    .map(|(sel, l)| {
+                        windows(self.extent, *sel, *aspect, *count, *placement, &data, *seed)
+                            .map(|w| (format!("selectivity={l}"), w))
+                    })
+                    .collect::<Result<_>>()?
+            }
+        };
+        let mut rows = Vec::new();
+        for (param, ws) in batches {
+            let s = measure(index, label, |ix, s| {
+                run_queries(ix, s, &ws, *predicate, *repetitions, &bar)
+            })?;
+            rows.push(ok_row(
+                format!("{param};predicate={}", predicate_name(*predicate)),
+                s,
+            ));
+        }
+        Ok(rows)
+    }
+}

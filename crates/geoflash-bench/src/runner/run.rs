@@ -1,0 +1,261 @@
+//! Running a workload: [`run`] walks the cross product, skips what the
+//! results store holds complete, and records each configuration; `execute`
+//! runs one configuration's steps on a fresh index, one transaction per
+//! step.
+use geoflash::geom::Rect;
+use geoflash::metrics::Stats;
+use geoflash::{Error, Result};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget};
+
+use super::build::build;
+use super::crash::crash_and_recover;
+use super::dataset::{load_dataset, order_name, source_records, DatasetCache};
+use super::exec::Exec;
+use super::measure::{bar_style, Row};
+use super::{RunOptions, RunSummary};
+use crate::results::{ConfigRow, ResultsStore, StepRow};
+use crate::workload::{Configuration, DatasetSource, Step, Workload};
+
+/// Runs workload `w`, recording into `store`.
+pub fn run(w: &Workload, store: &mut ResultsStore, opts: &RunOptions) -> Result<RunSummary> {
+    let mut configs = w.configurations(&opts.only);
+    if configs.is_empty() {
+        return Err(Error::invalid(format!(
+            "no index configuration of workload {:?} is named {}",
+            w.name,
+            opts.only.join(" or ")
+        )));
+    }
+    if let Some(i) = opts.pick {
+        if i >= configs.len() {
+            return Err(Error::invalid(format!(
+                "workload {:?} has {} configurations: there is none at position {i}",
+                w.name,
+                configs.len()
+            )));
+        }
+        configs = vec![configs.swap_remove(i)];
+    }
+    // PostGIS tables are read before anything is recorded: a server that
+    // cannot be reached leaves no trace in the results store.
+    let mut cache = DatasetCache::new();
+    for c in &configs {
+        if matches!(c.dataset.source, DatasetSource::Postgis(_)) {
+            source_records(&c.dataset, &mut cache)?;
+        }
+    }
+    let run_id = store.begin_run(
+        &w.name,
+        &w.path.display().to_string(),
+        &w.text,
+        w.scale.name(),
+        &opts.command,
+    )?;
+    let multi = MultiProgress::with_draw_target(if opts.progress {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    });
+    let overall = multi.add(ProgressBar::new(configs.len() as u64));
+    overall.set_style(bar_style(
+        "{msg} [{bar:30}] {pos}/{len} configurations (eta {eta})",
+    ));
+    overall.set_message(w.name.clone());
+    let step_bar = multi.add(ProgressBar::new(0));
+    step_bar.set_style(bar_style(
+        "  {msg} [{bar:30}] {pos}/{len} ({per_sec}, eta {eta})",
+    ));
+    let mut summary = RunSummary {
+        run_id,
+        configurations: configs.len(),
+        ..RunSummary::default()
+    };
+    for c in &configs {
+        overall.inc(1);
+        let key = c.key(&w.name, w.scale)?;
+        if !opts.force && store.is_complete(&key)? {
+            summary.skipped_complete += 1;
+            continue;
+        }
+        let what = format!(
+            "{} / {} ({}) / rep {}",
+            c.dataset.name,
+            c.index.name,
+            order_name(&c.dataset),
+            c.repetition
+        );
+        overall.set_message(what.clone());
+        let data = match load_dataset(&c.dataset, &mut cache) {
+            Ok(d) => d,
+            Err(e) => {
+                // A dataset that cannot be read fails the whole run: nothing else can use it.
+                store.finish_run(run_id)?;
+                return Err(e);
+            }
+        };
+        let config_json = serde_json::to_string(c)
+            .map_err(|e| Error::invalid(format!("cannot serialize configuration: {e}")))?;
+        let order = order_name(&c.dataset);
+        let row = ConfigRow {
+            key: &key,
+            workload: &w.name,
+            scale: w.scale.name(),
+            dataset: &c.dataset.name,
+            insertion_order: &order,
+            dataset_count: data.len() as u64,
+            index_name: &c.index.name,
+            index_kind: &c.index.kind,
+            split: &c.index.split,
+            page_size: c.index.page_size as u64,
+            store: &c.index.store,
+            buffer_bytes: c.index.buffer_bytes as u64,
+            buffer_policy: &c.index.buffer_policy,
+            device: &c.index.device,
+            repetition: c.repetition,
+            config_json: &config_json,
+        };
+        let config_id = store.begin_configuration(run_id, &row)?;
+        summary.executed += 1;
+        match execute(
+            w,
+            c,
+            &data,
+            store,
+            run_id,
+            config_id,
+            opts,
+            &step_bar,
+            &mut summary,
+        ) {
+            Ok(()) => store.complete_configuration(config_id)?,
+            Err(Failed::Store(e)) => return Err(e),
+            Err(Failed::Step(e)) => summary.failures.push(format!("{what}: {e}")),
+        }
+    }
+    step_bar.finish_and_clear();
+    overall.finish_and_clear();
+    store.finish_run(run_id)?;
+    Ok(summary)
+}
+
+/// How the execution of a configuration failed.
+enum Failed {
+    /// The results store failed: stop the run.
+    Store(Error),
+    /// A step failed: recorded, the run goes on.
+    Step(Error),
+}
+
+/// Runs the steps of configuration `c` of workload `w` on `data`, recording
+/// each step's rows in `store` (configuration `config_id` of run `run_id`).
+#[allow(clippy::too_many_arguments)]
+fn execute(
+    w: &Workload,
+    c: &Configuration,
+    data: &[(u64, Rect)],
+    store: &mut ResultsStore,
+    run_id: i64,
+    config_id: i64,
+    opts: &RunOptions,
+    bar: &ProgressBar,
+    summary: &mut RunSummary,
+) -> std::result::Result<(), Failed> {
+    let step_json = |s: &Step| serde_json::to_string(s).unwrap_or_default();
+    // The rows of one step are recorded in one transaction: all or none.
+    let mut record = |store: &mut ResultsStore, i: usize, s: &Step, rows: &[Row]| {
+        summary.rows += rows.len();
+        let json = step_json(s);
+        let rows: Vec<StepRow> = rows
+            .iter()
+            .map(|r| StepRow {
+                step_index: i,
+                step_kind: s.kind(),
+                parameter: &r.parameter,
+                step_json: &json,
+                status: r.status,
+                message: &r.message,
+                stats: &r.stats,
+            })
+            .collect();
+        store
+            .record_step(run_id, config_id, &rows)
+            .map(|_| ())
+            .map_err(Failed::Store)
+    };
+    let fail = |store: &mut ResultsStore, i: usize, s: &Step, e: Error| {
+        let r = store.record(
+            run_id,
+            config_id,
+            &StepRow {
+                step_index: i,
+                step_kind: s.kind(),
+                parameter: "",
+                step_json: &step_json(s),
+                status: "error",
+                message: &e.to_string(),
+                stats: &Stats::new(s.kind()),
+            },
+        );
+        match r {
+            Ok(_) => Failed::Step(e),
+            Err(se) => Failed::Store(se),
+        }
+    };
+    let Some(first) = w.steps.first() else {
+        return Ok(());
+    };
+    let (mut index, _dir, (s, note), next) =
+        match build(c, first, data, opts.workdir.as_deref(), bar) {
+            Ok(x) => x,
+            Err(e) => return Err(fail(store, 0, first, e)),
+        };
+    store
+        .set_device_description(config_id, &index.device().describe())
+        .map_err(Failed::Store)?;
+    record(
+        store,
+        0,
+        first,
+        &[Row {
+            parameter: String::new(),
+            status: "ok",
+            message: note,
+            stats: s,
+        }],
+    )?;
+    let extent = Rect::union_all(data.iter().map(|(_, r)| r))
+        .ok_or_else(|| Failed::Step(Error::invalid("empty dataset")))?;
+    let mut exec = Exec {
+        data,
+        extent,
+        next,
+        live: data.get(..next).unwrap_or(data).to_vec(),
+        bar: bar.clone(),
+        store: c.index.store.clone(),
+    };
+    for (i, step) in w.steps.iter().enumerate().skip(1) {
+        if let Step::CrashAndRecover { operations } = step {
+            match crash_and_recover(&mut exec, index, *operations) {
+                Ok((ix, r)) => {
+                    index = ix;
+                    if r.status == "skipped" {
+                        summary.unsupported.push(r.message.clone());
+                    }
+                    record(store, i, step, std::slice::from_ref(&r))?;
+                    continue;
+                }
+                Err(e) => return Err(fail(store, i, step, e)),
+            }
+        }
+        match exec.step(&mut *index, step) {
+            Ok(rows) => {
+                for r in rows.iter().filter(|r| r.status == "skipped") {
+                    summary.unsupported.push(r.message.clone());
+                }
+                record(store, i, step, &rows)?;
+            }
+            Err(e) => return Err(fail(store, i, step, e)),
+        }
+    }
+    Ok(())
+}

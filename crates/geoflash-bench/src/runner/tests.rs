@@ -1,0 +1,708 @@
+//! Tests of the runner: whole workloads run into an in-memory results
+//! store, checked against the rows they record (every step and kind, resumed
+//! and picked runs, failures, crash and recovery, grid and hybrid kinds
+//! answering as the R*-tree does).
+use std::path::Path;
+
+use geoflash::geom::Rect;
+
+use super::{run, RunOptions};
+use crate::results::ResultsStore;
+use crate::workload::{Scale, Workload};
+
+const W: &str = r#"
+name = "runner-test"
+[[dataset]]
+name = "u"
+generator = "uniform"
+geometry = "box"
+count = 600
+order = ["random", "hilbert"]
+
+[[index]]
+name = "plain"
+store = "plain"
+page_size = 1024
+buffer = "16KiB"
+device = ["mem:", "flashsim:preset=seed-tc58"]
+
+[[step]]
+kind = "build"
+fraction = 0.8
+
+[[step]]
+kind = "range_queries"
+selectivity = ["0.1%", "1%"]
+count = 20
+
+[[step]]
+kind = "knn"
+k = [1, 5]
+count = 10
+
+[[step]]
+kind = "mixed"
+operations = 100
+insert_ratio = 0.5
+
+[[step]]
+kind = "delete"
+fraction = 0.25
+
+[[step]]
+kind = "crash_and_recover"
+"#;
+
+fn count(st: &mut ResultsStore, sql: &str) -> i64 {
+    crate::results::sql::Value::as_i64(&st.query(sql, &[]).unwrap()[0][0]).unwrap()
+}
+
+/// Runs workload `text` (configurations of kinds `rstar` and `kind`)
+/// without failures and checks that `kind` answers the range and kNN
+/// queries as the R*-tree does on the same data.
+fn answers_as_the_rstar_tree(text: &str, kind: &str, configurations: usize) {
+    let w = Workload::parse(text, Path::new("w.toml"), Scale::Smoke).unwrap();
+    let mut st = ResultsStore::in_memory().unwrap();
+    let s = run(&w, &mut st, &RunOptions::default()).unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    assert_eq!(s.configurations, configurations);
+    let mut answers = |kind: &str| {
+        count(
+            &mut st,
+            &format!(
+                "SELECT sum(query_results) FROM results_full WHERE index_kind = '{kind}' \
+                 AND step_kind IN ('range_queries', 'knn', 'point_queries')"
+            ),
+        )
+    };
+    let (rstar, other) = (answers("rstar"), answers(kind));
+    assert!(rstar > 0);
+    assert_eq!(other, rstar);
+}
+
+/// The FOR-tree (`kind = "fortree"`) runs every step and answers as the
+/// R*-tree does on the same data and windows.
+#[test]
+fn the_fortree_kind_answers_as_the_rstar_tree() {
+    let text = W.replace(
+        "name = \"plain\"\n",
+        "name = \"plain\"\nkind = [\"rstar\", \"fortree\"]\n",
+    );
+    answers_as_the_rstar_tree(&text, "fortree", 8);
+}
+
+/// The xBR+-tree (`kind = "xbr"`, points) runs every step on every
+/// store and answers as the R*-tree on the same points.
+#[test]
+fn the_xbr_kind_answers_as_the_rstar_tree() {
+    let text = W
+        .replace("geometry = \"box\"", "geometry = \"point\"")
+        .replace(
+            "[[step]]\nkind = \"mixed\"",
+            "[[step]]\nkind = \"point_queries\"\ngroup = [1, 10]\ncount = 20\n\n[[step]]\nkind = \"mixed\"",
+        )
+        .replace(
+            "store = \"plain\"\n",
+            "store = [\"plain\", \"efind\", \"fast\"]\nkind = [\"rstar\", \"xbr\"]\n",
+        );
+    answers_as_the_rstar_tree(&text, "xbr", 24);
+}
+
+/// `pick` runs the one configuration at its position, as a full run
+/// would have recorded it; a position past the end is an error.
+#[test]
+fn pick_runs_one_configuration() {
+    let w = Workload::parse(W, Path::new("w.toml"), Scale::Smoke).unwrap();
+    let configs = w.configurations(&[]);
+    let mut st = ResultsStore::in_memory().unwrap();
+    let pick = |i| RunOptions {
+        pick: Some(i),
+        ..RunOptions::default()
+    };
+    let s = run(&w, &mut st, &pick(2)).unwrap();
+    assert_eq!((s.configurations, s.executed, s.rows), (1, 1, 8));
+    let key = configs[2].key(&w.name, w.scale).unwrap();
+    let keys = st
+        .query("SELECT config_key FROM configurations", &[])
+        .unwrap();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(keys[0][0].as_str(), Some(key.as_str()));
+    let again = run(&w, &mut st, &pick(2)).unwrap();
+    assert_eq!((again.skipped_complete, again.executed), (1, 0));
+    let err = run(&w, &mut st, &pick(4)).unwrap_err().to_string();
+    assert!(err.contains("4 configurations"), "{err}");
+}
+
+#[test]
+fn runs_every_configuration_and_step_and_resumes() {
+    let w = Workload::parse(W, Path::new("w.toml"), Scale::Smoke).unwrap();
+    let mut st = ResultsStore::in_memory().unwrap();
+    let s = run(&w, &mut st, &RunOptions::default()).unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    assert_eq!(s.configurations, 4);
+    // per configuration: build, 2 selectivities, 2 k, mixed, delete, crash (skipped)
+    assert_eq!(s.rows, 4 * 8);
+    assert_eq!(count(&mut st, "SELECT count(*) FROM results"), 32);
+    assert_eq!(
+        count(
+            &mut st,
+            "SELECT count(*) FROM results WHERE status = 'skipped'"
+        ),
+        4
+    );
+    assert_eq!(s.unsupported.len(), 4);
+    // builds insert 80% of 600 objects and write pages; the device counts them
+    assert_eq!(
+        count(
+            &mut st,
+            "SELECT min(operations) FROM results WHERE step_kind = 'build'"
+        ),
+        480
+    );
+    assert!(
+        count(
+            &mut st,
+            "SELECT min(pages_written) FROM results WHERE step_kind = 'build'"
+        ) > 0
+    );
+    assert!(
+        count(
+            &mut st,
+            "SELECT min(index_bytes) FROM results WHERE step_kind = 'build'"
+        ) > 0
+    );
+    // the flash simulator's rows carry NAND counters, the memory device's do not
+    assert!(count(&mut st, "SELECT min(nand_programs) FROM results_full WHERE device LIKE 'flashsim%' AND step_kind = 'build'") > 0);
+    assert_eq!(
+        count(
+            &mut st,
+            "SELECT max(device_simulated) FROM results_full WHERE device = 'mem:'"
+        ),
+        0
+    );
+    // queries: the 1% windows return more than the 0.1% ones
+    let mut q = |sel: &str| {
+        count(
+            &mut st,
+            &format!(
+                "SELECT sum(query_results) FROM results WHERE parameter LIKE 'selectivity={sel};%'"
+            ),
+        )
+    };
+    let (wide, narrow) = (q("1%"), q("0.1%"));
+    assert!(wide > narrow, "{wide} vs {narrow}");
+    // kNN returns k per point
+    assert_eq!(
+        count(
+            &mut st,
+            "SELECT sum(query_results) FROM results WHERE parameter = 'k=5'"
+        ),
+        4 * 10 * 5
+    );
+    // delete removes a quarter of the live objects
+    let live_after_mixed = count(
+        &mut st,
+        "SELECT max(operations) FROM results WHERE step_kind = 'delete'",
+    );
+    assert!(
+        live_after_mixed > 100 && live_after_mixed < 150,
+        "{live_after_mixed}"
+    );
+    // configuration rows are complete, with a device description
+    assert_eq!(
+        count(
+            &mut st,
+            "SELECT count(*) FROM configurations WHERE completed_at IS NOT NULL"
+        ),
+        4
+    );
+    assert_eq!(
+        count(
+            &mut st,
+            "SELECT count(*) FROM configurations WHERE device_description = ''"
+        ),
+        0
+    );
+    // a second run skips everything; --force re-runs and replaces
+    let s2 = run(&w, &mut st, &RunOptions::default()).unwrap();
+    assert_eq!((s2.skipped_complete, s2.executed, s2.rows), (4, 0, 0));
+    let s3 = run(
+        &w,
+        &mut st,
+        &RunOptions {
+            force: true,
+            only: vec!["plain[device=mem:]".into()],
+            ..RunOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!((s3.executed, s3.rows), (2, 16));
+    assert_eq!(count(&mut st, "SELECT count(*) FROM results"), 32);
+    assert_eq!(
+        count(
+            &mut st,
+            "SELECT count(*) FROM runs WHERE finished_at IS NOT NULL"
+        ),
+        3
+    );
+}
+
+#[test]
+fn same_configuration_same_counts() {
+    // Deterministic: the same workload twice gives the same device counts.
+    let w = Workload::parse(W, Path::new("w.toml"), Scale::Smoke).unwrap();
+    let mut a = ResultsStore::in_memory().unwrap();
+    let mut b = ResultsStore::in_memory().unwrap();
+    run(&w, &mut a, &RunOptions::default()).unwrap();
+    run(&w, &mut b, &RunOptions::default()).unwrap();
+    let sql = "SELECT group_concat(pages_written || '/' || pages_read || '/' || nand_erases || '/' || query_results, ',') FROM (SELECT * FROM results ORDER BY result_id)";
+    let ga = a.query(sql, &[]).unwrap();
+    let gb = b.query(sql, &[]).unwrap();
+    assert_eq!(ga, gb);
+}
+
+#[test]
+fn a_failing_configuration_is_recorded_and_the_run_goes_on() {
+    // The mixed step needs more objects than the build leaves.
+    let text = W.replace("fraction = 0.8", "fraction = 0.99");
+    let w = Workload::parse(&text, Path::new("w.toml"), Scale::Smoke).unwrap();
+    let mut st = ResultsStore::in_memory().unwrap();
+    let s = run(&w, &mut st, &RunOptions::default()).unwrap();
+    assert_eq!(s.failures.len(), 4);
+    assert!(
+        s.failures[0].contains("objects are all inserted") || s.failures[0].contains("left"),
+        "{}",
+        s.failures[0]
+    );
+    assert_eq!(
+        count(
+            &mut st,
+            "SELECT count(*) FROM results WHERE status = 'error' AND step_kind = 'mixed'"
+        ),
+        4
+    );
+    assert_eq!(
+        count(
+            &mut st,
+            "SELECT count(*) FROM configurations WHERE completed_at IS NULL"
+        ),
+        4
+    );
+}
+
+#[test]
+fn bulk_build_and_windows_file() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::windows::write_windows(
+        &dir.path().join("w.csv"),
+        &[
+            Rect::new(0.0, 0.0, 0.5, 0.5).unwrap(),
+            Rect::new(0.0, 0.0, 1.0, 1.0).unwrap(),
+        ],
+    )
+    .unwrap();
+    let text = r#"
+name = "bulk"
+[[dataset]]
+name = "g"
+generator = "gaussian"
+count = 300
+[[index]]
+name = "e"
+store = "efind"
+device = "flashsim:preset=seed-tc58"
+[[step]]
+kind = "build"
+method = "bulk"
+bulk = "hilbert"
+[[step]]
+kind = "range_queries"
+windows = "w.csv"
+repetitions = 2
+[[step]]
+kind = "checkpoint"
+"#;
+    let path = dir.path().join("b.toml");
+    std::fs::write(&path, text).unwrap();
+    let w = Workload::load(&path, Scale::Small).unwrap();
+    let mut st = ResultsStore::in_memory().unwrap();
+    let s = run(&w, &mut st, &RunOptions::default()).unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    assert_eq!(
+        count(
+            &mut st,
+            "SELECT operations FROM results WHERE step_kind = 'range_queries'"
+        ),
+        4
+    );
+    // the whole unit square holds every point, twice
+    let r = count(
+        &mut st,
+        "SELECT query_results FROM results WHERE step_kind = 'range_queries'",
+    );
+    assert!(r >= 600, "{r}");
+    assert!(
+        count(
+            &mut st,
+            "SELECT pages_written FROM results WHERE step_kind = 'build'"
+        ) > 0
+    );
+}
+
+#[test]
+fn crash_and_recover_on_a_file_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = r#"
+name = "crash"
+[[dataset]]
+name = "u"
+generator = "uniform"
+count = 500
+[[index]]
+name = "e"
+store = "efind"
+page_size = 1024
+buffer = "16KiB"
+device = "file"
+efind = { durability = ["sync", "none"] }
+[[index]]
+name = "p"
+store = "plain"
+device = "file"
+[[step]]
+kind = "build"
+fraction = 0.8
+[[step]]
+kind = "crash_and_recover"
+operations = 50
+[[step]]
+kind = "range_queries"
+windows = "WINDOWS"
+"#;
+    let wdir = tempfile::tempdir().unwrap();
+    let wfile = wdir.path().join("all.csv");
+    crate::windows::write_windows(&wfile, &[Rect::new(-1.0, -1.0, 2.0, 2.0).unwrap()]).unwrap();
+    let text = text.replace("WINDOWS", wfile.to_str().unwrap());
+    let w = Workload::parse(&text, Path::new("c.toml"), Scale::Smoke).unwrap();
+    let mut st = ResultsStore::in_memory().unwrap();
+    let s = run(
+        &w,
+        &mut st,
+        &RunOptions {
+            workdir: Some(dir.path().to_path_buf()),
+            ..RunOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let mut get = |sql: &str| count(&mut st, sql);
+    // sync durability: every acknowledged insert survives; the query sees them all
+    assert_eq!(
+        get("SELECT operations FROM results_full WHERE step_kind = 'crash_and_recover' AND index_name LIKE '%sync%'"),
+        50
+    );
+    assert_eq!(
+        get("SELECT query_results FROM results_full WHERE step_kind = 'range_queries' AND index_name LIKE '%sync%'"),
+        450
+    );
+    // no durability: between none and all of them, and the query agrees with the recovered count
+    let kept = get("SELECT operations FROM results_full WHERE step_kind = 'crash_and_recover' AND index_name LIKE '%none%'");
+    assert!((0..=50).contains(&kept), "{kept}");
+    assert_eq!(
+        get("SELECT query_results FROM results_full WHERE step_kind = 'range_queries' AND index_name LIKE '%none%'"),
+        400 + kept
+    );
+    // recovery read the device
+    assert!(get("SELECT min(pages_read) FROM results WHERE step_kind = 'crash_and_recover' AND status = 'ok'") > 0);
+    // the plain store says it cannot
+    assert_eq!(
+        get("SELECT count(*) FROM results WHERE status = 'skipped'"),
+        1
+    );
+    assert!(
+        s.unsupported[0].contains("store plain"),
+        "{:?}",
+        s.unsupported
+    );
+    // nothing left behind in the work directory
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+const GRID: &str = r#"
+name = "grid-test"
+[[dataset]]
+name = "g"
+generator = "gaussian"
+geometry = "point"
+count = 3000
+
+[[index]]
+name = "grids"
+kind = ["grid", "gffm", "lbgrid"]
+page_size = 1024
+buffer = "64KiB"
+device = "flashsim:preset=seed-tc58"
+grid = { queries = ["plain", "batched"] }
+
+[[index]]
+name = "rstar"
+store = "plain"
+page_size = 1024
+buffer = "64KiB"
+device = "flashsim:preset=seed-tc58"
+
+[[step]]
+kind = "build"
+fraction = 0.6
+
+[[step]]
+kind = "range_queries"
+selectivity = ["0.1%", "1%"]
+count = 20
+
+[[step]]
+kind = "knn"
+k = [1, 10]
+count = 10
+
+[[step]]
+kind = "point_queries"
+group = [1, 10]
+count = 40
+
+[[step]]
+kind = "mixed"
+operations = 400
+insert_ratio = 0.5
+query = "point"
+
+[[step]]
+kind = "mixed"
+operations = 200
+insert_ratio = 0.5
+
+[[step]]
+kind = "delete"
+fraction = 0.2
+
+[[step]]
+kind = "range_queries"
+selectivity = "100%"
+count = 1
+"#;
+
+#[test]
+fn grid_kinds_answer_like_the_rstar_tree() {
+    let w = Workload::parse(GRID, Path::new("g.toml"), Scale::Smoke).unwrap();
+    let mut st = ResultsStore::in_memory().unwrap();
+    let s = run(&w, &mut st, &RunOptions::default()).unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    assert_eq!(s.configurations, 7);
+    // Every query step returns the same number of results on every index.
+    let mut distinct = |sql: &str| count(&mut st, sql);
+    for (kind, param) in [
+        ("range_queries", "selectivity=0.1%;predicate=intersects"),
+        ("range_queries", "selectivity=1%;predicate=intersects"),
+        ("range_queries", "selectivity=100%;predicate=intersects"),
+        ("knn", "k=10"),
+        ("point_queries", "group=1"),
+        ("point_queries", "group=10"),
+        ("mixed", "insert_ratio=0.5;query=point"),
+        ("mixed", "insert_ratio=0.5"),
+    ] {
+        assert_eq!(
+            distinct(&format!(
+                "SELECT count(DISTINCT query_results) FROM results \
+                 WHERE step_kind = '{kind}' AND parameter = '{param}'"
+            )),
+            1,
+            "{kind} {param}"
+        );
+    }
+    // Point lookups find every point; the whole extent holds every live point.
+    assert_eq!(
+        count(
+            &mut st,
+            "SELECT min(query_results) FROM results WHERE step_kind = 'point_queries'"
+        ),
+        40
+    );
+    let all = count(
+        &mut st,
+        "SELECT max(query_results) FROM results WHERE parameter LIKE 'selectivity=100%%'",
+    );
+    assert!(all > 1500 && all < 3000, "{all}");
+    // Batched range queries issue fewer read batches than plain ones.
+    let mut batches = |q: &str| {
+        count(
+            &mut st,
+            &format!(
+                "SELECT sum(read_batches) FROM results_full WHERE index_name = 'grids[kind=gffm,grid.queries={q}]' \
+                 AND step_kind = 'range_queries'"
+            ),
+        )
+    };
+    assert!(
+        batches("batched") < batches("plain"),
+        "{} vs {}",
+        batches("batched"),
+        batches("plain")
+    );
+    // The plain grid writes page by page, GFFM in batches.
+    let mut per_batch = |k: &str| {
+        count(
+            &mut st,
+            &format!(
+                "SELECT max(pages_written / max(write_batches, 1)) FROM results_full \
+                 WHERE index_name = 'grids[kind={k},grid.queries=plain]' AND step_kind = 'build'"
+            ),
+        )
+    };
+    assert!(
+        per_batch("gffm") > per_batch("grid"),
+        "{} vs {}",
+        per_batch("gffm"),
+        per_batch("grid")
+    );
+}
+
+#[test]
+fn grid_kinds_refuse_box_datasets_and_bulk_loads() {
+    let boxes = GRID.replace("geometry = \"point\"", "geometry = \"box\"");
+    let e = Workload::parse(&boxes, Path::new("g.toml"), Scale::Smoke)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("indexes points") && e.contains("geometry = \"point\""),
+        "{e}"
+    );
+    let bulk = GRID.replace("fraction = 0.6", "fraction = 0.6\nmethod = \"bulk\"");
+    let w = Workload::parse(&bulk, Path::new("g.toml"), Scale::Smoke).unwrap();
+    let mut st = ResultsStore::in_memory().unwrap();
+    let s = run(
+        &w,
+        &mut st,
+        &RunOptions {
+            only: vec!["grids[kind=gffm,grid.queries=plain]".into()],
+            ..RunOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(
+        s.failures[0].contains("bulk loading is not available"),
+        "{:?}",
+        s.failures
+    );
+    let bad = GRID.replace(
+        "queries = [\"plain\", \"batched\"]",
+        "queries = \"sideways\"",
+    );
+    let e = Workload::parse(&bad, Path::new("g.toml"), Scale::Smoke)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("plain or batched") && e.contains("line 15"),
+        "{e}"
+    );
+    let bad = GRID.replace(
+        "kind = [\"grid\", \"gffm\", \"lbgrid\"]",
+        "kind = \"quadtree\"",
+    );
+    let e = Workload::parse(&bad, Path::new("g.toml"), Scale::Smoke)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("unknown index kind") && e.contains("lbgrid"),
+        "{e}"
+    );
+}
+
+#[test]
+fn hybrid_kinds_use_the_fast_tier_and_answer_alike() {
+    let text = r#"
+name = "hybrid-test"
+[[dataset]]
+name = "g"
+generator = "gaussian"
+count = 3000
+[[index]]
+name = "hgrid"
+kind = "hgrid"
+page_size = 1024
+buffer = "64KiB"
+device = "hybrid:fast=(flashsim:preset=xpoint);slow=(flashsim:preset=p3700)&fast_pages=200"
+grid = { special = [false, true], s = 1.0 }
+[[index]]
+name = "shr"
+kind = "shrtree"
+store = "plain"
+page_size = 1024
+buffer = "16KiB"
+device = "hybrid:fast=(flashsim:preset=xpoint);slow=(flashsim:preset=p3700)"
+[[index]]
+name = "flash"
+kind = "gffm"
+page_size = 1024
+buffer = "64KiB"
+device = "flashsim:preset=p3700"
+[[step]]
+kind = "build"
+fraction = 0.8
+[[step]]
+kind = "point_queries"
+group = [1, 10]
+count = 300
+[[step]]
+kind = "range_queries"
+selectivity = "1%"
+count = 20
+"#;
+    let w = Workload::parse(text, Path::new("h.toml"), Scale::Smoke).unwrap();
+    let mut st = ResultsStore::in_memory().unwrap();
+    let s = run(&w, &mut st, &RunOptions::default()).unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    assert_eq!(
+        count(
+            &mut st,
+            "SELECT count(DISTINCT query_results) FROM results WHERE step_kind = 'range_queries'"
+        ),
+        1
+    );
+    // Hybrid rows carry per-tier notes; the fast tier was used.
+    let notes: Vec<String> = st
+        .query(
+            "SELECT message FROM results_full WHERE device LIKE 'hybrid%' AND step_kind = 'build'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row[0].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(notes.len(), 3);
+    for n in &notes {
+        assert!(
+            n.contains("pages on fast tier")
+                && !n.contains("fast: 0 pages read in 0 batches, 0 written"),
+            "{n}"
+        );
+    }
+    let bad = text.replace(
+        "device = \"hybrid:fast=(flashsim:preset=xpoint);slow=(flashsim:preset=p3700)&fast_pages=200\"",
+        "device = \"flashsim:preset=p3700\"",
+    );
+    let e = Workload::parse(&bad, Path::new("h.toml"), Scale::Smoke)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("hgrid") && e.contains("one tier"), "{e}");
+    let e = Workload::parse(
+        &text.replace(
+            "kind = \"shrtree\"\nstore = \"plain\"",
+            "kind = \"shrtree\"\nstore = \"efind\"",
+        ),
+        Path::new("h.toml"),
+        Scale::Smoke,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("shrtree") && e.contains("store"), "{e}");
+}
