@@ -178,7 +178,7 @@ fn shipped_workloads_run_at_smoke_scale() {
             "efind-vs-fast",
             vec![
                 "efind[page_size=2KiB,device=flashsim:preset=seed-tc58,efind.durability=none]",
-                "fast[page_size=2KiB,device=file,fast.durability=group]",
+                "fast[page_size=2KiB,device=file,fast.durability=group:64,10]",
             ],
         ),
         (

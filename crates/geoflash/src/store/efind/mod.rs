@@ -549,8 +549,9 @@ impl EfindStore {
         let read_budget = config.buffer_bytes / 100 * usize::from(config.read_buffer_percent)
             + config.buffer_bytes % 100 * usize::from(config.read_buffer_percent) / 100;
         let write_budget = config.buffer_bytes - read_budget;
+        let max_entries = page::max_entries(page_size, config.with_payload);
         Ok(EfindStore {
-            max_entries: page::max_entries(page_size, config.with_payload),
+            max_entries,
             device,
             config,
             page_size,
@@ -562,7 +563,7 @@ impl EfindStore {
                 current: None,
                 next: 1,
             },
-            wb: WriteBuffer::new(),
+            wb: WriteBuffer::with_view_capacity(view_capacity(write_budget, max_entries)),
             inner: Mutex::new(Inner {
                 rb: Cache::new(config.read_policy, read_budget),
                 rq: VecDeque::new(),
@@ -807,6 +808,13 @@ fn parse_identity(blob: &[u8]) -> Result<(u128, PageId, u64, bool)> {
     Ok((id, first, pages, separate))
 }
 
+/// How many decoded page versions the write buffer keeps (see
+/// [`write_buffer`]): as many full nodes as the write budget would hold,
+/// and at least 64 so that the paths of the running operations stay decoded.
+fn view_capacity(write_budget: usize, max_entries: usize) -> usize {
+    (write_budget / crate::store::accounting::node_bytes_for(max_entries)).max(64)
+}
+
 impl NodeStore for EfindStore {
     fn get(&self, id: PageId) -> Result<Arc<Node>> {
         self.check_node_page(id)?;
@@ -876,14 +884,9 @@ impl NodeStore for EfindStore {
             })
             .collect();
         self.check_entries(&ups)?;
-        let mut after: HashSet<u64> = current.entries.iter().map(|e| e.key).collect();
-        for c in changes {
-            match c {
-                EntryChange::Upsert(e) => after.insert(e.key),
-                EntryChange::Remove(k) => after.remove(k),
-            };
-        }
-        self.check_len(after.len())?;
+        let mut after = current;
+        crate::store::mem::apply_changes(&mut Arc::make_mut(&mut after).entries, changes);
+        self.check_len(after.entries.len())?;
         self.pending.push(Record::new(
             RecordKind::Mod,
             op,
@@ -891,6 +894,7 @@ impl NodeStore for EfindStore {
             records::encode_mod(level, changes),
         ));
         self.wb.modify(id, level, changes);
+        self.wb.set_view(id, after);
         self.note_peak();
         Ok(())
     }

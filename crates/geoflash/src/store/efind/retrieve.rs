@@ -119,7 +119,7 @@ impl EfindStore {
             .map(|&id| match self.wb.get(id) {
                 Some(row) if row.status == Status::New => {
                     self.lock().stats.buffer_hits += 1;
-                    Ok(Arc::new(new_node(row)))
+                    Ok(self.view_or(id, || new_node(row)))
                 }
                 Some(row) if row.status == Status::Del => Err(Error::invalid(format!(
                     "no node at page {id}: the node was deleted"
@@ -129,7 +129,7 @@ impl EfindStore {
                         Error::corrupt(Some(id), "node missing from a batch read")
                     })?;
                     Ok(match row {
-                        Some(row) => Arc::new(merge(base, row)),
+                        Some(row) => self.view_or(id, || merge(base, row)),
                         None => Arc::clone(base),
                     })
                 }
@@ -144,16 +144,31 @@ impl EfindStore {
                 if count {
                     self.lock().stats.buffer_hits += 1;
                 }
-                Ok(Arc::new(new_node(row)))
+                Ok(self.view_or(id, || new_node(row)))
             }
             Some(row) if row.status == Status::Del => Err(Error::invalid(format!(
                 "no node at page {id}: the node was deleted"
             ))),
             Some(row) => {
+                // The stored version is read even when a view exists, so
+                // that views change no I/O or buffer counters.
                 let base = self.stored(id, count)?;
-                Ok(Arc::new(merge(&base, row)))
+                Ok(self.view_or(id, || merge(&base, row)))
             }
             None => self.stored(id, count),
+        }
+    }
+
+    /// The write buffer's view of buffered page `id`, else `make()`. Under
+    /// test, a view is checked against `make()`.
+    fn view_or(&self, id: PageId, make: impl FnOnce() -> Node) -> Arc<Node> {
+        match self.wb.view(id) {
+            Some(v) => {
+                #[cfg(test)]
+                assert_eq!(**v, make(), "eFIND view of page {id} is stale");
+                Arc::clone(v)
+            }
+            None => Arc::new(make()),
         }
     }
 }

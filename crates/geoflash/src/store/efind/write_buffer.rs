@@ -6,7 +6,15 @@
 //! [`changes_bytes`]: a fixed charge
 //! per buffered page plus one per element of its mod tree. The buffer is
 //! "full" when this exceeds the write share of the total buffer.
-use std::collections::{BTreeMap, HashMap};
+//!
+//! Beside the table, the buffer keeps the decoded newest version (a *view*)
+//! of up to [`WriteBuffer::view_capacity`] recently changed pages, so that
+//! reading a buffered page does not merge its mod tree again on every
+//! access. Views are a CPU cache: they change no I/O, no flushing decision
+//! and no memory accounting of the papers' algorithms; their memory is
+//! bounded by the capacity the store sets (about the write budget again).
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 
 use crate::geom::Rect;
 use crate::page::{Entry, Node};
@@ -57,12 +65,85 @@ pub struct WriteBuffer {
     map: HashMap<PageId, WbEntry>,
     elements: usize,
     clock: u64,
+    views: Views,
+}
+
+/// Decoded newest versions of recently changed buffered pages, evicted in
+/// first-in first-out order (of their last change) beyond `capacity` pages.
+#[derive(Debug, Default, Clone)]
+struct Views {
+    /// Page -> (view, sequence number of the change that set it).
+    map: HashMap<PageId, (Arc<Node>, u64)>,
+    /// (page, sequence number) in the order views were set; an element
+    /// whose number is not the page's current one is stale and skipped.
+    order: VecDeque<(PageId, u64)>,
+    capacity: usize,
+    seq: u64,
+}
+
+impl Views {
+    fn get(&self, id: PageId) -> Option<&Arc<Node>> {
+        self.map.get(&id).map(|(n, _)| n)
+    }
+
+    fn set(&mut self, id: PageId, node: Arc<Node>) {
+        if self.capacity == 0 {
+            return;
+        }
+        self.seq += 1;
+        self.map.insert(id, (node, self.seq));
+        self.order.push_back((id, self.seq));
+        while self.map.len() > self.capacity {
+            let Some((old, seq)) = self.order.pop_front() else {
+                break;
+            };
+            if self.map.get(&old).is_some_and(|(_, s)| *s == seq) {
+                self.map.remove(&old);
+            }
+        }
+        if self.order.len() > 2 * self.capacity {
+            let map = &self.map;
+            self.order
+                .retain(|(id, seq)| map.get(id).is_some_and(|(_, s)| s == seq));
+        }
+    }
+
+    fn remove(&mut self, id: PageId) {
+        self.map.remove(&id);
+    }
 }
 
 impl WriteBuffer {
-    /// An empty buffer.
+    /// An empty buffer that keeps no views.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty buffer that keeps the views of up to `pages` pages.
+    pub fn with_view_capacity(pages: usize) -> Self {
+        let mut wb = Self::default();
+        wb.views.capacity = pages;
+        wb
+    }
+
+    /// How many page views the buffer keeps at most.
+    pub fn view_capacity(&self) -> usize {
+        self.views.capacity
+    }
+
+    /// The decoded newest version of buffered page `id`, if the buffer keeps
+    /// one. It always equals what [`merge`] (or [`new_node`] for a NEW page)
+    /// makes of the stored page and the row.
+    pub fn view(&self, id: PageId) -> Option<&Arc<Node>> {
+        self.views.get(id)
+    }
+
+    /// Records `node` as the newest version of page `id`, which must be
+    /// buffered (NEW or MOD) and be what merging its row gives.
+    pub fn set_view(&mut self, id: PageId, node: Arc<Node>) {
+        if matches!(self.map.get(&id), Some(r) if r.status != Status::Del) {
+            self.views.set(id, node);
+        }
     }
 
     /// Bytes of buffered modifications.
@@ -111,6 +192,13 @@ impl WriteBuffer {
         let mods: BTreeMap<u64, Option<Entry>> =
             entries.iter().map(|e| (e.key, Some(*e))).collect();
         self.elements += mods.len();
+        if self.views.capacity > 0 {
+            let view = Node {
+                level,
+                entries: mods.values().flatten().copied().collect(),
+            };
+            self.views.set(id, Arc::new(view));
+        }
         self.map.insert(
             id,
             WbEntry {
@@ -124,8 +212,10 @@ impl WriteBuffer {
     }
 
     /// Buffers entry-level changes of page `id` (status MOD unless NEW).
+    /// The page's view, if any, is dropped (see [`Self::set_view`]).
     pub fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) {
         let ts = self.tick();
+        self.views.remove(id);
         let row = self.map.entry(id).or_insert_with(|| WbEntry {
             height: level,
             mod_count: 0,
@@ -182,6 +272,7 @@ impl WriteBuffer {
 
     /// Removes the row of page `id` (after it was flushed).
     pub fn remove(&mut self, id: PageId) -> Option<WbEntry> {
+        self.views.remove(id);
         let row = self.map.remove(&id)?;
         self.elements -= row.mods.len();
         Some(row)

@@ -18,7 +18,7 @@
 //! entry-level change since the last flush.
 use std::collections::HashMap;
 
-use crate::page::{Entry, Node};
+use crate::page::Node;
 use crate::storage::PageId;
 use crate::store::accounting::{changes_bytes, node_bytes};
 use crate::store::EntryChange;
@@ -85,25 +85,7 @@ impl TableEntry {
 /// Applies `changes` in order to the entries of `node` (kept sorted by key).
 pub fn apply(node: &mut Node, changes: impl IntoIterator<Item = EntryChange>) {
     for c in changes {
-        match c {
-            EntryChange::Upsert(e) => upsert(&mut node.entries, e),
-            EntryChange::Remove(k) => {
-                if let Ok(i) = node.entries.binary_search_by_key(&k, |e| e.key) {
-                    node.entries.remove(i);
-                }
-            }
-        }
-    }
-}
-
-fn upsert(entries: &mut Vec<Entry>, e: Entry) {
-    match entries.binary_search_by_key(&e.key, |x| x.key) {
-        Ok(i) => {
-            if let Some(slot) = entries.get_mut(i) {
-                *slot = e;
-            }
-        }
-        Err(i) => entries.insert(i, e),
+        crate::store::mem::apply_changes(&mut node.entries, std::slice::from_ref(&c));
     }
 }
 
@@ -270,6 +252,7 @@ impl ModTable {
 mod tests {
     use super::*;
     use crate::geom::Rect;
+    use crate::page::Entry;
 
     fn e(k: u64, x: f64) -> Entry {
         Entry {
