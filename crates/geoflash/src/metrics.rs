@@ -136,7 +136,7 @@ phase_times!(
         Read => wall_read_ns: "reading node pages (device read and decoding)",
         Write => wall_write_ns: "writing node pages (encoding and device write)",
         Flush => wall_flush_ns: "flushing buffers",
-        Log => wall_log_ns: "appending to and syncing the log",
+        Log => wall_log_ns: "writing and syncing the log (a commit that only appends to the in-memory log tail is index time)",
         Compaction => wall_compaction_ns: "compacting the log",
         Recovery => wall_recovery_ns: "in recovery (restart at open)",
     ]
@@ -154,7 +154,7 @@ phase_times!(
         Read => cpu_read_ns: "reading node pages (device read and decoding)",
         Write => cpu_write_ns: "writing node pages (encoding and device write)",
         Flush => cpu_flush_ns: "flushing buffers",
-        Log => cpu_log_ns: "appending to and syncing the log",
+        Log => cpu_log_ns: "writing and syncing the log (a commit that only appends to the in-memory log tail is index time)",
         Compaction => cpu_compaction_ns: "compacting the log",
         Recovery => cpu_recovery_ns: "in recovery (restart at open)",
     ]
@@ -173,7 +173,7 @@ phase_times!(
         Read => sim_read_ns: "reading node pages",
         Write => sim_write_ns: "writing node pages",
         Flush => sim_flush_ns: "flushing buffers",
-        Log => sim_log_ns: "appending to and syncing the log",
+        Log => sim_log_ns: "writing and syncing the log (a commit that only appends to the in-memory log tail is index time)",
         Compaction => sim_compaction_ns: "compacting the log",
         Recovery => sim_recovery_ns: "in recovery (restart at open)",
     ]

@@ -120,7 +120,12 @@ impl EfindStore {
         let bytes: u64 = recs.iter().map(|r| r.encoded_len() as u64).sum::<u64>()
             + Record::commit(op).encoded_len() as u64;
         self.ensure_room(bytes)?;
-        let watch = Stopwatch::start(self.device.sim_clock_ns());
+        // Only a commit that writes or syncs log pages is log time; one that
+        // appends to the in-memory tail stays index work.
+        let watch = self
+            .log_mut()?
+            .commit_may_do_io(bytes)
+            .then(|| Stopwatch::start(self.device.sim_clock_ns()));
         let created: Vec<PageId> = recs
             .iter()
             .filter(|r| r.kind == RecordKind::New)
@@ -136,11 +141,13 @@ impl EfindStore {
             // flushes in this epoch as an image would.
             self.imaged_now()?.extend(created);
         }
-        watch.stop(
-            Phase::Log,
-            self.device.sim_clock_ns(),
-            &mut self.lock().stats.times,
-        );
+        if let Some(watch) = watch {
+            watch.stop(
+                Phase::Log,
+                self.device.sim_clock_ns(),
+                &mut self.lock().stats.times,
+            );
+        }
         self.last_op = Some(op);
         self.lock().stats.ops_committed += 1;
         if self.first_image() {

@@ -292,6 +292,31 @@ impl Log {
         Ok(lsn)
     }
 
+    /// Whether appending `bytes` more bytes of records and then a COMMIT
+    /// may write log pages or sync (the durability mode's decision, taken as
+    /// [`Self::commit`] would take it now). `false` means the commit only
+    /// appends to the in-memory tail, so the stores skip timing it as log
+    /// work (reading a thread's CPU clock costs a system call).
+    pub fn commit_may_do_io(&self, bytes: u64) -> bool {
+        let after = self.buf.len() as u64
+            + bytes
+            + Record::commit(NO_OP).encoded_len() as u64;
+        if after >= (WRITE_BATCH_PAGES * self.data_per_page()) as u64 {
+            return true;
+        }
+        match self.config.durability {
+            Durability::Sync => true,
+            Durability::None => false,
+            Durability::Group { ops, millis } => {
+                self.unsynced_commits.saturating_add(1) >= ops
+                    || millis == 0
+                    || self.oldest_unsynced.is_some_and(|t| {
+                        t.elapsed().as_millis() + 1 >= u128::from(millis)
+                    })
+            }
+        }
+    }
+
     /// Forgets that operation `op` is open (after a failed operation). Its
     /// records stay in the log without a COMMIT and are dropped by the next
     /// compaction or restart; `op` must not be committed later.

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Build by insertion on a file: geoflash builds against SQLite's R*Tree, in
+one run, alternating, median of N (issue 15's last target: the default
+durable build of 200,000 uniform rectangles at <= 0.5x SQLite's wall time).
+
+    benchmarks/build_vs_sqlite.py --data u200k.csv --workdir /tmp/bvs \
+        --bin now=target/release/geoflash --bin before=/path/to/old/geoflash \
+        [--reps 3] [--geoflash-args "--durability none"]
+
+SQLite: Python's sqlite3, `CREATE VIRTUAL TABLE t USING rtree(...)`, every
+row inserted in one transaction (default page cache), as the peer benchmark
+does. geoflash: `geoflash build --input DATA --index DIR --json` with its
+defaults (plus --geoflash-args). Wall time is measured around each process
+or call; syncs and bytes come from geoflash's own counters.
+"""
+import argparse
+import csv
+import json
+import os
+import shlex
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import time
+
+
+def sqlite_build(rows, db):
+    if os.path.exists(db):
+        os.remove(db)
+    t = time.perf_counter()
+    c = sqlite3.connect(db)
+    c.execute("CREATE VIRTUAL TABLE t USING rtree(id, minx, maxx, miny, maxy)")
+    with c:
+        c.executemany("INSERT INTO t VALUES (?,?,?,?,?)", rows)
+    c.close()
+    return time.perf_counter() - t, os.path.getsize(db)
+
+
+def geoflash_build(binary, data, index, extra):
+    shutil.rmtree(index, ignore_errors=True)
+    t = time.perf_counter()
+    out = subprocess.run(
+        [binary, "build", "--input", data, "--index", index, "--json", *extra],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    wall = time.perf_counter() - t
+    stats = json.loads(out.strip().splitlines()[-1])
+    return wall, stats
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", required=True, help="CSV id,minx,miny,maxx,maxy")
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--bin", action="append", required=True, help="NAME=PATH of a geoflash binary")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--geoflash-args", default="")
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    with open(a.data) as f:
+        r = csv.reader(f)
+        next(r)
+        rows = [(int(x[0]), float(x[1]), float(x[3]), float(x[2]), float(x[4])) for x in r]
+    bins = [b.split("=", 1) for b in a.bin]
+    extra = shlex.split(a.geoflash_args)
+    walls = {"sqlite": []}
+    info = {}
+    for _ in range(a.reps):
+        w, size = sqlite_build(rows, os.path.join(a.workdir, "s.db"))
+        walls["sqlite"].append(w)
+        info["sqlite"] = f"{size / 1e6:.1f} MB file"
+        for name, path in bins:
+            w, s = geoflash_build(path, a.data, os.path.join(a.workdir, name), extra)
+            walls.setdefault(name, []).append(w)
+            info[name] = (
+                f"syncs {s.get('syncs')}, {s.get('bytes_written', 0) / 1e6:.1f} MB written, "
+                f"log pages {s.get('log_pages_written')}, cpu {s.get('cpu_time_ns', 0) / 1e9:.2f} s"
+            )
+    base = statistics.median(walls["sqlite"])
+    print(f"{'system':<12} {'median s':>9} {'x SQLite':>9}  runs; last run")
+    for name, ws in walls.items():
+        m = statistics.median(ws)
+        runs = " ".join(f"{w:.2f}" for w in ws)
+        print(f"{name:<12} {m:>9.2f} {m / base:>9.2f}  {runs}; {info[name]}")
+
+
+if __name__ == "__main__":
+    main()
