@@ -828,20 +828,22 @@ impl Core {
     ) -> PyResult<PyObject> {
         let q = window(minx, miny, maxx, maxy)?;
         let found = self.read_nogil(py, |st| {
-            let hits = if q.is_point() {
-                let p = Point::new(q.min_x, q.min_y)?;
-                let found = st.index.nearest(p, k, ties)?;
-                found
-                    .neighbors
-                    .iter()
-                    .map(|n| Hit {
-                        id: n.id,
-                        rect: n.rect,
-                    })
-                    .collect()
+            // The engine's best-first search (batched reads) with rtree's
+            // distances; a point goes through the index front end, which
+            // serves every index kind.
+            let found = if q.is_point() {
+                st.index.nearest(Point::new(q.min_x, q.min_y)?, k, ties)?
             } else {
-                crate::knn::nearest_to_rect(st.index.tree()?.store(), q, k, ties)?
+                st.index.tree()?.nearest_to(q, k, ties)?
             };
+            let hits: Vec<Hit> = found
+                .neighbors
+                .iter()
+                .map(|n| Hit {
+                    id: n.id,
+                    rect: n.rect,
+                })
+                .collect();
             if items {
                 Ok(Err(Core::raw_items(st, &hits)?))
             } else {

@@ -13,7 +13,6 @@ use pyo3::types::PyType;
 
 mod bench;
 mod core;
-mod knn;
 mod leaves;
 mod records;
 

@@ -137,29 +137,52 @@ fn build(
     (t, live)
 }
 
+/// Distance between the nearest points of `q` and `b` (what kNN orders by).
+fn dist(q: &Rect, b: &Rect) -> f64 {
+    b.min_dist_sq_rect(q).sqrt()
+}
+
 /// Records by ascending (distance, id).
-fn brute_force(items: &[(u64, Rect)], p: &Point) -> Vec<(f64, u64)> {
-    let mut d: Vec<(f64, u64)> = items.iter().map(|(id, b)| (min_dist(p, b), *id)).collect();
+fn brute_force(items: &[(u64, Rect)], q: &Rect) -> Vec<(f64, u64)> {
+    let mut d: Vec<(f64, u64)> = items.iter().map(|(id, b)| (dist(q, b), *id)).collect();
     d.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     d
 }
 
-/// `nearest(p, k, ties)` in `mode`, with the reads it asked for.
+/// `nearest_to(q, k, ties)` in `mode`, with the reads it asked for.
 fn knn_in(
     t: &mut RTree<Recording>,
     mode: ReadMode,
-    p: Point,
+    q: Rect,
     k: usize,
     ties: bool,
 ) -> (KnnResult, Vec<Call>) {
     t.set_read_mode(mode);
     t.store().take();
-    let res = t.nearest(p, k, ties).unwrap();
+    let res = t.nearest_to(q, k, ties).unwrap();
     (res, t.store().take())
 }
 
-/// Checks one kNN query in both modes against each other and brute force.
+/// Checks one kNN query from a point in both modes against each other and
+/// brute force, and that it equals the query from the point's rectangle.
 fn check_knn(t: &mut RTree<Recording>, live: &[(u64, Rect)], p: Point, k: usize, ties: bool) {
+    let by_rect = check_knn_to(t, live, Rect::from_point(p), k, ties);
+    for mode in [ReadMode::Single, ReadMode::Batched] {
+        t.set_read_mode(mode);
+        let by_point = t.nearest(p, k, ties).unwrap();
+        assert_eq!(by_point.neighbors, by_rect.neighbors, "{p:?} {mode:?}");
+    }
+}
+
+/// Checks one kNN query from a rectangle in both modes against each other
+/// and brute force; returns the answer.
+fn check_knn_to(
+    t: &mut RTree<Recording>,
+    live: &[(u64, Rect)],
+    p: Rect,
+    k: usize,
+    ties: bool,
+) -> KnnResult {
     let (single, single_calls) = knn_in(t, ReadMode::Single, p, k, ties);
     let (batched, batched_calls) = knn_in(t, ReadMode::Batched, p, k, ties);
     let what = format!("{:?} at {p:?}, k {k}, ties {ties}", t.params().kind);
@@ -230,16 +253,17 @@ fn check_knn(t: &mut RTree<Recording>, live: &[(u64, Rect)], p: Point, k: usize,
     let mut seqs = Vec::new();
     for mode in [ReadMode::Single, ReadMode::Batched] {
         t.set_read_mode(mode);
-        let mut it = t.nearest_iter(p).unwrap();
+        let mut it = t.nearest_iter_to(p).unwrap();
         let seq: Vec<Neighbor> = it.by_ref().take(m).collect::<Result<_>>().unwrap();
         seqs.push((seq, it.stats().nodes_visited));
     }
     assert_eq!(seqs[0], seqs[1], "{what}: iterator");
+    single
 }
 
 /// The distance from `p` to each node of `t` (that of its entry in its
 /// parent; the root's 0), by page.
-fn node_dists(t: &RTree<Recording>, p: &Point) -> HashMap<PageId, f64> {
+fn node_dists(t: &RTree<Recording>, p: &Rect) -> HashMap<PageId, f64> {
     let mut out = HashMap::new();
     let mut todo: Vec<(PageId, f64)> = t
         .store()
@@ -252,7 +276,7 @@ fn node_dists(t: &RTree<Recording>, p: &Point) -> HashMap<PageId, f64> {
         out.insert(id, d);
         let node = t.store().inner.get(id).unwrap();
         if node.level > 0 {
-            todo.extend(node.entries.iter().map(|e| (e.key, min_dist(p, &e.rect))));
+            todo.extend(node.entries.iter().map(|e| (e.key, dist(p, &e.rect))));
         }
     }
     out
@@ -263,7 +287,7 @@ fn node_dists(t: &RTree<Recording>, p: &Point) -> HashMap<PageId, f64> {
 /// record and none farther.
 fn check_single_reads(
     t: &RTree<Recording>,
-    p: &Point,
+    p: &Rect,
     k: usize,
     live: &[(u64, Rect)],
     calls: &[Call],
@@ -337,6 +361,24 @@ proptest! {
             }
         }
     }
+
+    #[test]
+    fn knn_from_a_rectangle_equals_single_and_brute_force(
+        rects in prop::collection::vec(item_strategy(), 0..300),
+        queries in prop::collection::vec((0i32..100, 0i32..100, 0i32..12, 0i32..12, 0usize..30, any::<bool>()), 1..5),
+        max in 4usize..10,
+        bulk in any::<bool>(),
+    ) {
+        let items: Vec<(u64, Rect)> = rects.iter().enumerate().map(|(i, b)| (i as u64 * 3 + 1, *b)).collect();
+        for p in params(max) {
+            let (mut t, live) = build(p, &items, bulk, 0);
+            for &(x, y, w, h, k, ties) in &queries {
+                let (x, y) = (f64::from(x) / 2.0 - 1.0, f64::from(y) / 2.0 - 1.0);
+                let q = r(x, y, x + f64::from(w) / 2.0, y + f64::from(h) / 2.0);
+                check_knn_to(&mut t, &live, q, k, ties);
+            }
+        }
+    }
 }
 
 /// A tree of a few thousand records: batched kNN asks the store far fewer
@@ -357,8 +399,8 @@ fn batched_knn_asks_the_store_fewer_times_than_it_reads_nodes() {
             for _ in 0..30 {
                 let p = Point::new(rng.gen(), rng.gen()).unwrap();
                 check_knn(&mut t, &live, p, k, false);
-                let (s, sc) = knn_in(&mut t, ReadMode::Single, p, k, false);
-                let (b, bc) = knn_in(&mut t, ReadMode::Batched, p, k, false);
+                let (s, sc) = knn_in(&mut t, ReadMode::Single, Rect::from_point(p), k, false);
+                let (b, bc) = knn_in(&mut t, ReadMode::Batched, Rect::from_point(p), k, false);
                 single_calls += sc.len() as u64;
                 batched_calls += bc.len() as u64;
                 nodes += fetched(&bc);

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::ops::{contains, contains_point, intersects, min_dist};
+use super::ops::{contains, contains_point, intersects};
 use super::{checked, RTree, ReadMode};
 use crate::geom::{Point, Rect};
 use crate::page::{Entry, Node};
@@ -307,7 +307,14 @@ impl<S: NodeStore> RTree<S> {
     /// batched reads a node that must be read brings along the queued nodes
     /// at its own distance (see [`NearestIter`]).
     pub fn nearest_iter(&self, point: Point) -> Result<NearestIter<'_, S>> {
-        let p = checked_point(point)?;
+        self.nearest_iter_to(Rect::from_point(checked_point(point)?))
+    }
+
+    /// Neighbours of the rectangle `query` by ascending distance between the
+    /// nearest points of the two rectangles (0 where they intersect), as
+    /// [`RTree::nearest_iter`] is for a point (a point is the rectangle of
+    /// no extent, and gives the same distances to the bit).
+    pub fn nearest_iter_to(&self, query: Rect) -> Result<NearestIter<'_, S>> {
         let meta = self.store.meta();
         let mut nodes = BinaryHeap::new();
         let mut guesses = Vec::new();
@@ -324,7 +331,7 @@ impl<S: NodeStore> RTree<S> {
         }
         Ok(NearestIter {
             tree: self,
-            point: p,
+            query,
             nodes,
             records: BinaryHeap::new(),
             stats: QueryStats::default(),
@@ -344,7 +351,14 @@ impl<S: NodeStore> RTree<S> {
     /// neighbours in the same order from the same visited nodes; batched
     /// reads may read a few nodes more ([`QueryStats::nodes_read_unused`]).
     pub fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
-        let mut it = self.nearest_iter(point)?;
+        self.nearest_to(Rect::from_point(checked_point(point)?), k, ties)
+    }
+
+    /// The `k` records nearest to the rectangle `query` (distance between the
+    /// nearest points, 0 where they intersect), as [`RTree::nearest`] is
+    /// for a point.
+    pub fn nearest_to(&self, query: Rect, k: usize, ties: bool) -> Result<KnnResult> {
+        let mut it = self.nearest_iter_to(query)?;
         // Memory follows the answer, never `k` itself (a user's number):
         // there are no more neighbours than records.
         let cap = crate::reserve::answer_capacity(k, self.store.meta().records);
@@ -483,7 +497,8 @@ impl Ord for Item {
 #[derive(Debug)]
 pub struct NearestIter<'a, S: NodeStore> {
     tree: &'a RTree<S>,
-    point: Point,
+    /// The query rectangle (a point is one of no extent).
+    query: Rect,
     /// Queued nodes.
     nodes: BinaryHeap<Reverse<Item>>,
     /// Queued records.
@@ -675,10 +690,11 @@ impl<S: NodeStore> Iterator for NearestIter<'_, S> {
             // entry the exact test below would keep.
             let mut limit_sq = widen_sq(limit);
             for e in &node.entries {
-                if e.rect.min_dist_sq_point(&self.point) > limit_sq {
+                let dist_sq = e.rect.min_dist_sq_rect(&self.query);
+                if dist_sq > limit_sq {
                     continue;
                 }
-                let dist = min_dist(&self.point, &e.rect);
+                let dist = dist_sq.sqrt();
                 if dist > limit {
                     continue;
                 }

@@ -298,9 +298,7 @@ impl Log {
     /// appends to the in-memory tail, so the stores skip timing it as log
     /// work (reading a thread's CPU clock costs a system call).
     pub fn commit_may_do_io(&self, bytes: u64) -> bool {
-        let after = self.buf.len() as u64
-            + bytes
-            + Record::commit(NO_OP).encoded_len() as u64;
+        let after = self.buf.len() as u64 + bytes + Record::commit(NO_OP).encoded_len() as u64;
         if after >= (WRITE_BATCH_PAGES * self.data_per_page()) as u64 {
             return true;
         }
@@ -310,9 +308,9 @@ impl Log {
             Durability::Group { ops, millis } => {
                 self.unsynced_commits.saturating_add(1) >= ops
                     || millis == 0
-                    || self.oldest_unsynced.is_some_and(|t| {
-                        t.elapsed().as_millis() + 1 >= u128::from(millis)
-                    })
+                    || self
+                        .oldest_unsynced
+                        .is_some_and(|t| t.elapsed().as_millis() + 1 >= u128::from(millis))
             }
         }
     }
