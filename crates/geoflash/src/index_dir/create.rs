@@ -1,0 +1,306 @@
+//! Creating an [`Index`]: empty, filled by a closure, or bulk-loaded (in
+//! memory, or with bounded memory), in a directory always atomically
+//! through a staging directory; and the one place that makes the manifest,
+//! device, log and store of a new index.
+use std::path::Path;
+use std::sync::Mutex;
+
+use super::factory::{make_store_payload, open_device, open_log_device, StoreOpen, PAGES_FILE};
+use super::options::{no_fortree_bulk, IndexOptions, StoreKind};
+use super::Index;
+use crate::geom::Rect;
+use crate::index::fortree::Fortree;
+use crate::index::xbr::XbrTree;
+use crate::index::{
+    BulkMethod, ExternalBulkConfig, ExternalBulkReport, IndexKind, RTree, TreeParams,
+};
+use crate::manifest::{Access, DirLock, Manifest, MANIFEST_VERSION};
+use crate::metrics::{Phase, PhaseTimes, Stopwatch};
+use crate::staging::Staging;
+use crate::storage::spec::DeviceSpec;
+use crate::store::NodeStore;
+use crate::structure::Structure;
+use crate::{Error, Result};
+
+impl Index {
+    /// Creates a new, empty index in `dir` (created if missing; it must not hold an index yet).
+    /// Created atomically, as [`Index::build`] creates.
+    pub fn create(dir: &Path, opts: &IndexOptions) -> Result<Index> {
+        Index::build(dir, opts, |_| Ok::<(), Error>(())).map(|(index, ())| index)
+    }
+
+    /// A new, empty index with no directory (any device but a plain `file`;
+    /// it lives in this process).
+    pub fn create_temporary(opts: &IndexOptions) -> Result<Index> {
+        Index::create_in(None, opts, RTree::create)
+    }
+
+    /// A new index in `dir` (or in this process only, for `None`) holding
+    /// `items`, built bottom-up by `method` at fill factor `fill` in (0, 1],
+    /// each page written once. Created atomically (see [`Index::build`]).
+    pub fn bulk_load(
+        dir: Option<&Path>,
+        opts: &IndexOptions,
+        items: Vec<(u64, Rect)>,
+        method: BulkMethod,
+        fill: f64,
+    ) -> Result<Index> {
+        no_fortree_bulk(opts)?;
+        Index::staged_or_temporary(dir, opts, |at| {
+            Index::bulk_load_in(at, opts, items, method, fill)
+        })
+    }
+
+    /// Runs `make` in a staging directory for `dir` and publishes the index
+    /// it makes atomically ([`Index::staged`]); without a directory runs it
+    /// as it is (the index lives in this process).
+    fn staged_or_temporary(
+        dir: Option<&Path>,
+        opts: &IndexOptions,
+        make: impl FnOnce(Option<&Path>) -> Result<Index>,
+    ) -> Result<Index> {
+        match dir {
+            Some(dir) => Index::staged(dir, opts, |staging| make(Some(staging)).map(|i| (i, ())))
+                .map(|(index, ())| index),
+            None => make(None),
+        }
+    }
+
+    /// [`Index::bulk_load`] with its files in `dir` as it is.
+    pub(super) fn bulk_load_in(
+        dir: Option<&Path>,
+        opts: &IndexOptions,
+        items: Vec<(u64, Rect)>,
+        method: BulkMethod,
+        fill: f64,
+    ) -> Result<Index> {
+        let opts = opts.with_domain_of(items.iter().map(|(_, r)| r));
+        if opts.xbr {
+            // The xBR+-tree's own bulk load (Z-order, write batches), into
+            // the empty tree the directory is created with.
+            let points = items
+                .iter()
+                .map(|&(id, r)| crate::structure::as_point(id, &r).map(|p| (id, p)))
+                .collect::<Result<Vec<_>>>()?;
+            let mut index = Index::create_in(dir, &opts, RTree::create)?;
+            let watch = index.watch();
+            index.tree.xbr_load(&points)?;
+            index.note(watch, Phase::Index);
+            index.checkpoint()?;
+            return Ok(index);
+        }
+        Index::create_in(dir, &opts, |store, params| {
+            RTree::bulk_load(store, params, items, method, fill)
+        })
+    }
+
+    /// A new index in `dir` (or in this process only, for `None`) holding
+    /// `items`, Hilbert-packed bottom-up with bounded memory: about
+    /// `config.memory_budget` bytes of records, the rest in temporary files
+    /// in `config.temp_dir` ([`RTree::bulk_load_external`]), so the input may
+    /// be larger than memory. The first error among `items` stops the load
+    /// and is returned, and no index is left (the directory is created
+    /// atomically, as [`Index::build`] creates). The R-tree family only; a Hilbert R-tree
+    /// needs its domain in `opts` (the manifest records it before the load).
+    pub fn bulk_load_external<I>(
+        dir: Option<&Path>,
+        opts: &IndexOptions,
+        items: I,
+        fill: f64,
+        config: &ExternalBulkConfig,
+    ) -> Result<(Index, ExternalBulkReport)>
+    where
+        I: IntoIterator<Item = Result<(u64, Rect)>>,
+    {
+        if opts.fortree.is_some() || opts.xbr {
+            return Err(Error::invalid(
+                "the bounded-memory bulk load builds the R-tree family (rtree, rstar, hilbert); \
+                 build the FOR-tree by insertion and the xBR+-tree with its own bulk load",
+            ));
+        }
+        let failure: std::cell::Cell<Option<Error>> = std::cell::Cell::new(None);
+        let records = items.into_iter().map_while(|r| match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                failure.set(Some(e));
+                None
+            }
+        });
+        let mut report = ExternalBulkReport::default();
+        let make = |at: Option<&Path>| {
+            Index::create_in(at, opts, |store, params| {
+                let (tree, r) = RTree::bulk_load_external(store, params, records, fill, config)?;
+                if let Some(e) = failure.take() {
+                    return Err(e);
+                }
+                report = r;
+                Ok(tree)
+            })
+        };
+        let index = Index::staged_or_temporary(dir, opts, make)?;
+        Ok((index, report))
+    }
+
+    /// A new index in `dir`, filled by `fill` (insertions, say), created
+    /// atomically: everything happens in the staging directory beside `dir`
+    /// (`.NAME.building`, see [`crate::staging`]), which is checkpointed and
+    /// renamed onto `dir` once `fill` returns `Ok`. If anything fails the
+    /// staging directory is removed (and the `file:PATH` device files the
+    /// build created), so `dir` is left as it was: absent, or an empty
+    /// directory. `dir` must not exist yet, or be an empty directory.
+    ///
+    /// A `fill` that stops early (Ctrl-C) and returns `Ok` publishes the
+    /// index it made. A process killed inside `fill` leaves the staging
+    /// directory, a consistent index that
+    /// [`crate::staging::adopt_interrupted`] (`geoflash recover`) renames
+    /// onto `dir`.
+    pub fn build<T, E: From<Error>>(
+        dir: &Path,
+        opts: &IndexOptions,
+        fill: impl FnOnce(&mut Index) -> std::result::Result<T, E>,
+    ) -> std::result::Result<(Index, T), E> {
+        Index::staged(dir, opts, |staging| {
+            let mut index = Index::create_in(Some(staging), opts, RTree::create)?;
+            let t = fill(&mut index)?;
+            Ok((index, t))
+        })
+    }
+
+    /// Runs `make` on a new staging directory for `dir` and publishes what
+    /// it returns (checkpointed, renamed onto `dir`); removes the staging
+    /// directory if anything fails. The one place where index directories
+    /// are created.
+    pub(super) fn staged<T, E: From<Error>>(
+        dir: &Path,
+        opts: &IndexOptions,
+        make: impl FnOnce(&Path) -> std::result::Result<(Index, T), E>,
+    ) -> std::result::Result<(Index, T), E> {
+        let spec = DeviceSpec::parse(&opts.device)?;
+        let staging = Staging::begin(dir, &spec)?;
+        let made = make(staging.dir()).and_then(|(mut index, t)| {
+            index.checkpoint()?;
+            staging.publish()?;
+            index.dir = Some(dir.to_path_buf());
+            Ok((index, t))
+        });
+        if made.is_err() {
+            staging.abandon();
+        }
+        made
+    }
+
+    /// Creates the manifest, device and store in `dir` (a new staging
+    /// directory, see [`Index::staged`]), and lets `build` make the tree.
+    pub(super) fn create_in(
+        dir: Option<&Path>,
+        opts: &IndexOptions,
+        build: impl FnOnce(Box<dyn NodeStore>, TreeParams) -> Result<RTree<Box<dyn NodeStore>>>,
+    ) -> Result<Index> {
+        let params = opts.tree_params()?;
+        let fortree = opts.fortree_config()?;
+        let xbr = opts.xbr_config()?;
+        if let Some(e) = &opts.store.efind {
+            e.verify_for_page(opts.page_size)?;
+        }
+        let mut store_opts = opts.store;
+        if fortree.is_some() {
+            // The FOR-tree's buffer is its own (recorded in its parameters).
+            store_opts.buffer_bytes = 0;
+        }
+        let mut fast_auto_log = false;
+        if store_opts.kind == StoreKind::Efind {
+            // The manifest records every eFIND parameter, durability and log
+            // size included (0: automatic, resolved by the store at creation;
+            // its identity page keeps the size it chose).
+            store_opts.efind = Some(store_opts.efind.unwrap_or_default());
+        }
+        if store_opts.kind == StoreKind::Fast {
+            // Likewise every FAST parameter (FAST's open sizes its log from it).
+            let mut f = store_opts.fast.unwrap_or_default();
+            f.buffer_bytes = store_opts.buffer_bytes;
+            fast_auto_log = f.log_capacity == 0;
+            f.log_capacity = f.resolved_log_capacity();
+            f.verify()?;
+            store_opts.fast = Some(f);
+        }
+        let spec = DeviceSpec::parse(&opts.device)?;
+        let mut manifest = Manifest {
+            format_version: MANIFEST_VERSION,
+            created_by: format!("geoflash {}", env!("CARGO_PKG_VERSION")),
+            kind: opts.kind_name(),
+            page_size: opts.page_size,
+            device: spec.to_string(),
+            crs: opts.crs.clone(),
+            index: match (&fortree, &xbr) {
+                (Some(c), _) => serde_json::to_value(c),
+                (None, Some(c)) => serde_json::to_value(c),
+                (None, None) => serde_json::to_value(params),
+            }
+            .map_err(|e| Error::invalid(e.to_string()))?,
+            store: serde_json::to_value(store_opts).map_err(|e| Error::invalid(e.to_string()))?,
+        };
+        let (lock, (device, sim), log_device) = match dir {
+            Some(dir) => {
+                // A new, empty staging directory (nothing to clear).
+                let lock = DirLock::acquire(dir, Access::Write)?;
+                let pages = dir.join(PAGES_FILE);
+                let log_device = open_log_device(&spec, &store_opts, dir, opts.page_size, Access::Write)?;
+                (Some(lock), open_device(&spec, opts.page_size, Some(&pages))?, log_device)
+            }
+            None if matches!(spec, DeviceSpec::File { path: None, .. }) => {
+                return Err(Error::invalid(
+                    "an index without a directory needs a device other than plain \"file\" (e.g. mem:)",
+                ))
+            }
+            None => (None, open_device(&spec, opts.page_size, None)?, None),
+        };
+        if let (Some(f), None, true) = (store_opts.fast.as_mut(), &log_device, fast_auto_log) {
+            // An automatic log on the node device leaves room for the nodes
+            // (as eFIND's does); the manifest keeps the size chosen.
+            f.log_capacity = crate::store::log::cap_to_shared_device(
+                f.log_capacity,
+                device.capacity().saturating_mul(opts.page_size as u64),
+            );
+            manifest.store =
+                serde_json::to_value(store_opts).map_err(|e| Error::invalid(e.to_string()))?;
+        }
+        let mut times = PhaseTimes::default();
+        let (store, _) = make_store_payload(
+            device.clone(),
+            log_device.clone(),
+            &store_opts,
+            opts.kind == IndexKind::Hilbert || xbr.is_some(),
+            StoreOpen::Create,
+        )?;
+        let tree = match (fortree, xbr) {
+            (Some(c), _) => Structure::Fortree(Box::new(Mutex::new(Fortree::create(store, c)?))),
+            (None, Some(c)) => Structure::Xbr(Box::new(XbrTree::create(store, c)?)),
+            (None, None) => {
+                // A bulk load builds the whole tree here: index work.
+                let watch = Stopwatch::start(device.sim_clock_ns());
+                let tree = build(store, params)?;
+                watch.stop(Phase::Index, device.sim_clock_ns(), &mut times);
+                Structure::RTree(tree)
+            }
+        };
+        let mut index = Index {
+            dir: dir.map(Path::to_path_buf),
+            manifest,
+            tree,
+            device,
+            log_device,
+            restart: None,
+            sim,
+            objects: None,
+            access: Access::Write,
+            _lock: lock,
+            times: Mutex::new(times),
+        };
+        index.checkpoint()?;
+        // The manifest is written last: a directory without one holds no index.
+        if let Some(dir) = dir {
+            index.manifest.store(dir)?;
+        }
+        Ok(index)
+    }
+}

@@ -1,0 +1,206 @@
+//! The factory of an index's parts: the names of its files (`pages.dat`,
+//! `log.dat`, `device.img`), the device a spec names, the separate log
+//! device of a logged store on a `file` device, and the node store the
+//! store options name ([`make_store`] and its variants, the one place that
+//! maps store options to a store).
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::options::{StoreKind, StoreOptions};
+use crate::index::IndexKind;
+use crate::manifest::{Access, Manifest};
+use crate::storage::file::{FileDevice, FileDeviceOptions};
+use crate::storage::flashsim::FlashSim;
+use crate::storage::spec::DeviceSpec;
+use crate::storage::PageDevice;
+use crate::store::efind::{EfindConfig, EfindStore, RestartReport};
+use crate::store::fast::{FastConfig, FastStore, LogPlacement};
+use crate::store::placement::Placement;
+use crate::store::plain::{PlainConfig, PlainStore};
+use crate::store::NodeStore;
+use crate::{Error, Result};
+
+/// File of node pages inside an index directory.
+pub const PAGES_FILE: &str = "pages.dat";
+
+/// File of the eFIND log inside an index directory (file devices).
+pub const LOG_FILE: &str = "log.dat";
+
+/// File of the saved flash-simulator state inside an index directory.
+pub const DEVICE_IMAGE_FILE: &str = "device.img";
+
+/// A device, and the flash simulator behind it when it is one.
+pub(super) type OpenedDevice = (Arc<dyn PageDevice>, Option<Arc<FlashSim>>);
+
+/// Opens the device a spec names; a flash simulator is also returned as
+/// itself so its state can be saved.
+pub(super) fn open_device(
+    spec: &DeviceSpec,
+    page_size: usize,
+    default_path: Option<&Path>,
+) -> Result<OpenedDevice> {
+    match spec {
+        DeviceSpec::FlashSim { params } => {
+            let joined: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let sim = Arc::new(FlashSim::from_params(&joined.join("&"), page_size)?);
+            Ok((sim.clone(), Some(sim)))
+        }
+        other => Ok((other.open(page_size, default_path)?, None)),
+    }
+}
+
+/// Creates (`fresh`) or opens the store the options name on `device` (the
+/// one place that maps store options to a store; tools that replay a build
+/// on another device use it too). A store with a log keeps it in a region
+/// of `device`; see [`make_store_with_log`].
+pub fn make_store(
+    device: Arc<dyn PageDevice>,
+    opts: &StoreOptions,
+    kind: IndexKind,
+    fresh: bool,
+) -> Result<Box<dyn NodeStore>> {
+    let how = if fresh {
+        StoreOpen::Create
+    } else {
+        StoreOpen::Write
+    };
+    make_store_with_log(device, None, opts, kind, how).map(|(s, _)| s)
+}
+
+/// How [`make_store_with_log`] obtains its store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreOpen {
+    /// Format the device as a new, empty store.
+    Create,
+    /// Open for writing (stores with a log run restart).
+    Write,
+    /// Open for reading only (a store whose log needs recovery is refused).
+    Read,
+}
+
+/// [`make_store`] with the log on `log_device` when given (else in a region
+/// of `device`), also returning what restart did (stores with a log).
+pub fn make_store_with_log(
+    device: Arc<dyn PageDevice>,
+    log_device: Option<Arc<dyn PageDevice>>,
+    opts: &StoreOptions,
+    kind: IndexKind,
+    how: StoreOpen,
+) -> Result<(Box<dyn NodeStore>, Option<RestartReport>)> {
+    make_store_payload(device, log_device, opts, kind == IndexKind::Hilbert, how)
+}
+
+/// [`make_store_with_log`] for entries that carry a payload (`with_payload`:
+/// the Hilbert R-tree, the xBR+-tree) or not.
+pub fn make_store_payload(
+    device: Arc<dyn PageDevice>,
+    log_device: Option<Arc<dyn PageDevice>>,
+    opts: &StoreOptions,
+    with_payload: bool,
+    how: StoreOpen,
+) -> Result<(Box<dyn NodeStore>, Option<RestartReport>)> {
+    let fresh = how == StoreOpen::Create;
+    if opts.placement != Placement::None && opts.kind != StoreKind::Plain {
+        return Err(Error::invalid(format!(
+            "placement {} needs the plain store: the {:?} store does not hint its writes to a tiered device",
+            opts.placement, opts.kind
+        )));
+    }
+    match opts.kind {
+        StoreKind::Plain => {
+            let cfg = PlainConfig {
+                buffer_bytes: opts.buffer_bytes,
+                policy: opts.policy,
+                with_payload,
+            };
+            let store = if fresh {
+                PlainStore::create(device, cfg)?
+            } else {
+                PlainStore::open(device, cfg)?
+            };
+            Ok((Box::new(store.with_placement(opts.placement)), None))
+        }
+        StoreKind::Efind => {
+            let cfg = EfindConfig {
+                buffer_bytes: opts.buffer_bytes,
+                read_policy: opts.policy,
+                with_payload,
+                ..opts.efind.unwrap_or_default()
+            };
+            cfg.verify()?;
+            let store = match (how, log_device) {
+                (StoreOpen::Create, None) => EfindStore::create(device, cfg)?,
+                (StoreOpen::Create, Some(l)) => EfindStore::create_with_log(device, l, cfg)?,
+                (StoreOpen::Write, None) => EfindStore::open(device, cfg)?,
+                (StoreOpen::Write, Some(l)) => EfindStore::open_with_log(device, l, cfg)?,
+                (StoreOpen::Read, l) => EfindStore::open_read_only(device, l, cfg)?,
+            };
+            let report = store.restart_report().cloned();
+            Ok((Box::new(store), report))
+        }
+        StoreKind::Fast => {
+            let cfg = FastConfig {
+                buffer_bytes: opts.buffer_bytes,
+                with_payload,
+                ..opts.fast.unwrap_or_default()
+            };
+            cfg.verify()?;
+            let pages = cfg.log_pages(device.page_size())?;
+            // The log as eFIND places it: `log.dat` from page 0 when given,
+            // else the last pages of the node device.
+            let log = match log_device {
+                Some(l) => LogPlacement {
+                    device: l,
+                    first_page: 0,
+                    pages,
+                },
+                None => LogPlacement::tail_of(&device, pages)?,
+            };
+            let store = match how {
+                StoreOpen::Create => FastStore::create(device, log, cfg)?,
+                StoreOpen::Write => FastStore::open(device, log, cfg)?,
+                StoreOpen::Read => FastStore::open_read_only(device, log, cfg)?,
+            };
+            let report = store.restart_report().cloned();
+            Ok((Box::new(store), report))
+        }
+    }
+}
+
+/// The file holding the pages of the index in `dir`: `pages.dat`, the
+/// path of a `file:PATH` device, `device.img` for a simulated one (or the
+/// manifest's device spec as written, for devices without a file).
+pub(super) fn pages_file(dir: &Path, manifest: &Manifest) -> PathBuf {
+    match DeviceSpec::parse(&manifest.device) {
+        Ok(DeviceSpec::File { path: Some(p), .. }) => p,
+        Ok(DeviceSpec::File { path: None, .. }) => dir.join(PAGES_FILE),
+        Ok(DeviceSpec::FlashSim { .. }) => dir.join(DEVICE_IMAGE_FILE),
+        _ => PathBuf::from(format!("{} (device {})", dir.display(), manifest.device)),
+    }
+}
+
+/// The log device of an eFIND index on a `file` device: `log.dat` in `dir`
+/// (same direct-I/O and engine settings). `None` for other stores and
+/// devices, whose log (if any) is a region of the index device.
+pub(super) fn open_log_device(
+    spec: &DeviceSpec,
+    store: &StoreOptions,
+    dir: &Path,
+    page_size: usize,
+    access: Access,
+) -> Result<Option<Arc<dyn PageDevice>>> {
+    let DeviceSpec::File { direct, engine, .. } = spec else {
+        return Ok(None);
+    };
+    if store.kind == StoreKind::Plain {
+        return Ok(None);
+    }
+    let path = dir.join(LOG_FILE);
+    let opts = FileDeviceOptions {
+        direct: *direct,
+        engine: *engine,
+        capacity_pages: 0,
+        read_only: access == Access::Read,
+    };
+    Ok(Some(Arc::new(FileDevice::open(&path, page_size, opts)?)))
+}

@@ -1,0 +1,239 @@
+//! The [`Index`] type: what an open index holds, its accessors, its
+//! counters and phase times, checkpoint and close. An index is created in
+//! `create.rs`, reopened in `open.rs`, updated and queried in
+//! `operations.rs`, and keeps exact geometries in `objects.rs`.
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::factory::{pages_file, DEVICE_IMAGE_FILE};
+use crate::index::{RTree, ReadMode};
+use crate::manifest::{Access, DirLock, Manifest};
+use crate::metrics::{Phase, PhaseTimes, Stats, Stopwatch};
+use crate::storage::flashsim::FlashSim;
+use crate::storage::PageDevice;
+use crate::store::efind::RestartReport;
+use crate::store::{NodeStore, OpId};
+use crate::structure::Structure;
+use crate::{Error, Result};
+
+/// An open index.
+///
+/// ```
+/// use geoflash::geom::{Point, Rect};
+/// use geoflash::index::query::Predicate;
+/// use geoflash::{Index, IndexOptions};
+///
+/// let opts = IndexOptions { device: "flashsim:preset=seed-tc58".into(), ..IndexOptions::default() };
+/// let mut index = Index::create_temporary(&opts)?;
+/// for i in 0..1000u64 {
+///     let x = (i % 40) as f64;
+///     let y = (i / 40) as f64;
+///     index.insert(i, Rect::new(x, y, x + 0.5, y + 0.5)?)?;
+/// }
+/// index.checkpoint()?;
+/// let found = index.query(Rect::new(0.0, 0.0, 2.0, 2.0)?, Predicate::Intersects)?;
+/// assert_eq!(found.hits.len(), 9);
+/// let near = index.nearest(Point::new(10.2, 3.2)?, 1, false)?;
+/// assert_eq!(near.neighbors[0].id, 3 * 40 + 10);
+/// println!("NAND programs: {}", index.stats("example").sim.nand_programs);
+/// # Ok::<(), geoflash::Error>(())
+/// ```
+pub struct Index {
+    pub(super) dir: Option<PathBuf>,
+    pub(super) manifest: Manifest,
+    pub(super) tree: Structure,
+    pub(super) device: Arc<dyn PageDevice>,
+    /// The log's own device (`log.dat`), when the store keeps its log apart.
+    pub(super) log_device: Option<Arc<dyn PageDevice>>,
+    /// What restart did when the index was opened.
+    pub(super) restart: Option<RestartReport>,
+    /// The flash simulator behind `device`, when it is one: its state is
+    /// saved to `device.img` at each checkpoint so later commands can reopen it.
+    pub(super) sim: Option<Arc<FlashSim>>,
+    /// The object heap (`objects.dat`), when the index stores geometries.
+    pub(super) objects: Option<crate::objects::Heap>,
+    pub(super) access: Access,
+    pub(super) _lock: Option<DirLock>,
+    /// Time of the front end's phases since the index was created or
+    /// opened: index operations, filter and refinement of queries, recovery
+    /// at open (the store measures its own phases).
+    pub(super) times: Mutex<PhaseTimes>,
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index")
+            .field("dir", &self.dir)
+            .field("kind", &self.manifest.kind)
+            .field("device", &self.device.describe())
+            .field("records", &self.tree.len())
+            .finish()
+    }
+}
+
+impl Index {
+    /// `e` naming the index's page file (`pages.dat`, the `file:PATH`, or
+    /// `device.img` of a simulated device) when it is a corruption error
+    /// that names no file yet (the log names `log.dat` itself). For
+    /// errors from [`Index::structure`] or [`Index::tree`] calls.
+    pub fn locate(&self, e: Error) -> Error {
+        match &self.dir {
+            Some(dir) => e.in_file(pages_file(dir, &self.manifest)),
+            None => e,
+        }
+    }
+
+    pub(super) fn writable(&self) -> Result<()> {
+        if self.access == Access::Read {
+            return Err(Error::invalid("the index is open read-only"));
+        }
+        Ok(())
+    }
+
+    /// The manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The directory, if the index has one.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// The R-tree-family tree (for inspection, checks and direct
+    /// traversals); an error for a FOR-tree index, whose operations go
+    /// through [`Index::structure`].
+    pub fn tree(&self) -> Result<&RTree<Box<dyn NodeStore>>> {
+        self.tree.rtree("this operation")
+    }
+
+    /// Sets how range and kNN queries read nodes ([`ReadMode`]: batched by default,
+    /// `single` for the papers' one-page-at-a-time reads); the answers do
+    /// not change. Not persisted: each open starts batched.
+    pub fn set_read_mode(&mut self, mode: ReadMode) {
+        self.tree.set_read_mode(mode);
+    }
+
+    /// How range and kNN queries read nodes.
+    pub fn read_mode(&self) -> ReadMode {
+        self.tree.read_mode()
+    }
+
+    /// The structure the index holds: an R-tree-family tree or a FOR-tree.
+    pub fn structure(&self) -> &Structure {
+        &self.tree
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Arc<dyn PageDevice> {
+        &self.device
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        self.tree.len()
+    }
+
+    /// True when the index holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.tree.is_empty()
+    }
+
+    /// Time of the front end's phases since the index was created or opened:
+    /// index operations, the filter and refinement steps of queries, and
+    /// recovery at open (the store's own phases are in its counters).
+    pub fn phase_times(&self) -> PhaseTimes {
+        *self.times.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A stopwatch started now, on the device's simulated clock if it has one.
+    pub(super) fn watch(&self) -> Stopwatch {
+        Stopwatch::start(self.device.sim_clock_ns())
+    }
+
+    /// Adds the time since `watch` started to the front end's `phase`.
+    pub(super) fn note(&self, watch: Stopwatch, phase: Phase) {
+        let mut times = self.times.lock().unwrap_or_else(|e| e.into_inner());
+        watch.stop(phase, self.device.sim_clock_ns(), &mut times);
+    }
+
+    /// Flushes everything and syncs the device; a simulated flash device's
+    /// state is saved to `device.img` (atomically) so a later command can reopen it.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        if self.access == Access::Read {
+            return Ok(());
+        }
+        if let Some(heap) = &self.objects {
+            heap.sync()?;
+        }
+        self.tree.checkpoint().map_err(|e| self.locate(e))?;
+        if let (Some(sim), Some(dir)) = (&self.sim, &self.dir) {
+            sim.save(&dir.join(DEVICE_IMAGE_FILE))?;
+        }
+        Ok(())
+    }
+
+    /// Device and store counters so far, as one [`Stats`] record labelled
+    /// `label`. The I/O of a separate log device (`log.dat`) is added to the
+    /// device counters; the log's own columns come from the store.
+    pub fn stats(&self, label: &str) -> Stats {
+        let mut s = Stats::new(label);
+        let mut dev = self.device.stats();
+        if let Some(log) = &self.log_device {
+            add_io(&mut dev.io, &log.stats().io);
+        }
+        s.set_device(&dev);
+        s.absorb_store(&self.tree.store_stats());
+        s.absorb_tree(&self.tree.tree_counters());
+        s.times
+            .add(&self.times.lock().unwrap_or_else(|e| e.into_inner()));
+        s
+    }
+
+    /// The device of the log when it is a separate file (`log.dat`), else `None`.
+    pub fn log_device(&self) -> Option<&Arc<dyn PageDevice>> {
+        self.log_device.as_ref()
+    }
+
+    /// What restart (recovery) did when the index was opened for writing
+    /// (`None` for stores without a log, and for created indexes).
+    pub fn restart_report(&self) -> Option<&RestartReport> {
+        self.restart.as_ref()
+    }
+
+    /// The newest committed operation of a store with a log.
+    pub fn last_committed_op(&self) -> Option<OpId> {
+        self.tree.last_committed_op()
+    }
+
+    /// The newest operation whose commit is durable (stores with a log): it
+    /// and every earlier operation survive a crash. `None` for stores whose
+    /// operations are durable only after [`checkpoint`](Self::checkpoint).
+    pub fn durable_op(&self) -> Option<OpId> {
+        self.tree.durable_op()
+    }
+
+    /// Checkpoints (when writable) and closes the index.
+    pub fn close(mut self) -> Result<()> {
+        self.checkpoint()
+    }
+}
+
+/// Adds the I/O counters `b` to `a`.
+fn add_io(a: &mut crate::storage::IoCounters, b: &crate::storage::IoCounters) {
+    a.pages_read += b.pages_read;
+    a.pages_written += b.pages_written;
+    a.bytes_read += b.bytes_read;
+    a.bytes_written += b.bytes_written;
+    a.read_batches += b.read_batches;
+    a.write_batches += b.write_batches;
+    a.sequential_reads += b.sequential_reads;
+    a.random_reads += b.random_reads;
+    a.sequential_writes += b.sequential_writes;
+    a.random_writes += b.random_writes;
+    a.syncs += b.syncs;
+    a.pages_trimmed += b.pages_trimmed;
+    a.read_time_ns += b.read_time_ns;
+    a.write_time_ns += b.write_time_ns;
+    a.sync_time_ns += b.sync_time_ns;
+}

@@ -1,0 +1,48 @@
+//! [`Index`]: an R-tree-family index opened from (or created in) an index
+//! directory — the manifest, the advisory lock, the device, the node store
+//! and the tree put together. This is the type the command line and the
+//! Python package use; the layers below know nothing of directories.
+//!
+//! **The eFIND log.** An eFIND index on a `file` device keeps its log in
+//! `log.dat` next to `pages.dat` (same page size and direct-I/O setting, the
+//! log's pages from page 0). On every other device (`flashsim:`, `hddsim:`,
+//! `mem:`, `hybrid:`) the log is a region of the same device: its last
+//! `2 + 2 × ⌈log_capacity / (page_size − 40)⌉` pages, node pages being
+//! allocated below it (see [`crate::store::efind`]). Opening an index for
+//! writing runs restart (recovery); opening it read-only when its log holds
+//! changes to recover is an error saying so. A simulated device's state
+//! reaches `device.img` only at checkpoints, so after a killed process a
+//! simulated index comes back as of its last checkpoint.
+//!
+//! An index on a `file` device lives in its directory (`pages.dat`) and can
+//! be reopened; one on a `flashsim:` device keeps the simulator's state in
+//! `device.img` (saved at every checkpoint), so a later command reopens the
+//! same simulated NAND with its contents, mapping and wear (counters count
+//! from each opening). Indexes on `mem:`
+//! and `hddsim:` devices live only in their process; their directory keeps
+//! the manifest for the record.
+//!
+//! The module is divided by concern: `options.rs` holds the options of an
+//! index and their checks, `factory.rs` the file names and the opening of
+//! the device, the log and the node store, `index.rs` the [`Index`] type
+//! with its accessors, counters, checkpoint and close, `create.rs` and
+//! `open.rs` how an index comes into being and is reopened,
+//! `operations.rs` its updates and queries, and `objects.rs` the object
+//! heap of exact geometries.
+mod create;
+mod factory;
+mod index;
+mod objects;
+mod open;
+mod operations;
+mod options;
+#[cfg(test)]
+mod tests;
+
+pub use crate::structure::FortreeOptions;
+pub use factory::{
+    make_store, make_store_payload, make_store_with_log, StoreOpen, DEVICE_IMAGE_FILE, LOG_FILE,
+    PAGES_FILE,
+};
+pub use index::Index;
+pub use options::{IndexOptions, StoreKind, StoreOptions};

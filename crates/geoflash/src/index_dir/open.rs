@@ -1,0 +1,140 @@
+//! Opening the [`Index`] in a directory: the manifest read back and the
+//! device, log and store reopened from it (a store with a log runs restart
+//! when opened for writing), errors naming the page file.
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use super::factory::{
+    make_store_payload, open_log_device, pages_file, StoreOpen, DEVICE_IMAGE_FILE, PAGES_FILE,
+};
+use super::objects::open_objects;
+use super::options::StoreOptions;
+use super::Index;
+use crate::index::fortree::{Fortree, FortreeConfig};
+use crate::index::xbr::{XbrConfig, XbrTree};
+use crate::index::{IndexKind, RTree, TreeParams};
+use crate::manifest::{Access, DirLock, Manifest};
+use crate::metrics::{Phase, PhaseTimes, Stopwatch};
+use crate::storage::file::{FileDevice, FileDeviceOptions};
+use crate::storage::flashsim::FlashSim;
+use crate::storage::spec::DeviceSpec;
+use crate::storage::PageDevice;
+use crate::structure::Structure;
+use crate::{Error, Result};
+
+impl Index {
+    /// Opens the index in `dir` for reading (shared) or writing (exclusive).
+    /// `buffer` overrides the store's memory budget for this session.
+    pub fn open(dir: &Path, access: Access) -> Result<Index> {
+        Index::open_unlocated(dir, access).map_err(|e| match Manifest::load(dir) {
+            Ok(m) => e.in_file(pages_file(dir, &m)),
+            Err(_) => e,
+        })
+    }
+
+    /// [`Index::open`] without naming the file in corruption errors.
+    fn open_unlocated(dir: &Path, access: Access) -> Result<Index> {
+        if !dir.join(crate::manifest::MANIFEST_FILE).is_file() {
+            return Err(Error::invalid(format!(
+                "{} is not an index directory (no {}){}",
+                dir.display(),
+                crate::manifest::MANIFEST_FILE,
+                crate::staging::interrupted_hint(dir).unwrap_or_default()
+            )));
+        }
+        let lock = DirLock::acquire(dir, access)?;
+        let manifest = Manifest::load(dir)?;
+        let index_params = |what: &str| {
+            Error::corrupt(
+                None,
+                format!("manifest {what} parameters: {}", manifest.index),
+            )
+        };
+        let mut xbr: Option<XbrConfig> = None;
+        let (params, fortree) = if manifest.kind == "fortree" {
+            let c: FortreeConfig = serde_json::from_value(manifest.index.clone())
+                .map_err(|_| index_params("FOR-tree"))?;
+            (TreeParams::new(IndexKind::RTree, c.max_entries), Some(c))
+        } else if manifest.kind == "xbr" {
+            let c: XbrConfig = serde_json::from_value(manifest.index.clone())
+                .map_err(|_| index_params("xBR+-tree"))?;
+            xbr = Some(c);
+            (TreeParams::new(IndexKind::RTree, c.max_entries), None)
+        } else {
+            let p: TreeParams = serde_json::from_value(manifest.index.clone())
+                .map_err(|_| index_params("index"))?;
+            (p, None)
+        };
+        let store_opts: StoreOptions = serde_json::from_value(manifest.store.clone())
+            .map_err(|e| Error::corrupt(None, format!("manifest store parameters: {e}")))?;
+        let spec = DeviceSpec::parse(&manifest.device)?;
+        let mut sim = None;
+        let device: Arc<dyn PageDevice> = match &spec {
+            DeviceSpec::File { path, direct, engine, capacity } => {
+                let path = path.clone().unwrap_or_else(|| dir.join(PAGES_FILE));
+                let capacity_pages = capacity.map_or(0, |c| c / manifest.page_size as u64);
+                let opts = FileDeviceOptions {
+                    direct: *direct,
+                    engine: *engine,
+                    capacity_pages,
+                    read_only: access == Access::Read,
+                };
+                Arc::new(FileDevice::open(&path, manifest.page_size, opts)?)
+            }
+            DeviceSpec::FlashSim { .. } => {
+                let image = dir.join(DEVICE_IMAGE_FILE);
+                if !image.is_file() {
+                    return Err(Error::invalid(format!(
+                        "the index in {} was built on {spec} but its simulator state ({DEVICE_IMAGE_FILE}) is missing",
+                        dir.display()
+                    )));
+                }
+                let loaded = Arc::new(FlashSim::load(&image)?);
+                sim = Some(loaded.clone());
+                loaded
+            }
+            other => {
+                return Err(Error::invalid(format!(
+                    "the index in {} was built on device {other}, which lives only in its process in this version; rebuild it",
+                    dir.display()
+                )))
+            }
+        };
+        let log_device = open_log_device(&spec, &store_opts, dir, manifest.page_size, access)?;
+        let how = match access {
+            Access::Read => StoreOpen::Read,
+            Access::Write => StoreOpen::Write,
+        };
+        // Opening a store with a log for writing runs its restart (recovery).
+        let watch = Stopwatch::start(device.sim_clock_ns());
+        let (store, restart) = make_store_payload(
+            device.clone(),
+            log_device.clone(),
+            &store_opts,
+            params.kind == IndexKind::Hilbert || xbr.is_some(),
+            how,
+        )?;
+        let mut times = PhaseTimes::default();
+        if restart.is_some() {
+            watch.stop(Phase::Recovery, device.sim_clock_ns(), &mut times);
+        }
+        let tree = match (fortree, xbr) {
+            (Some(c), _) => Structure::Fortree(Box::new(Mutex::new(Fortree::open(store, c)?))),
+            (None, Some(c)) => Structure::Xbr(Box::new(XbrTree::open(store, c)?)),
+            (None, None) => Structure::RTree(RTree::open(store, params)?),
+        };
+        Ok(Index {
+            dir: Some(dir.to_path_buf()),
+            manifest,
+            tree,
+            device,
+            log_device,
+            restart,
+            sim,
+            objects: open_objects(dir, access)?,
+            access,
+            _lock: Some(lock),
+            times: Mutex::new(times),
+        })
+    }
+}

@@ -1,0 +1,761 @@
+//! Tests of [`Index`]: creation, reopening (read-only and for writing),
+//! the logged stores' logs (`log.dat` or a device region) and recovery,
+//! atomic builds and adoption of killed ones, the checks of bad options,
+//! simulated devices, the object heap and the xBR+-tree against brute force.
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::*;
+use crate::geom::{Point, Rect};
+use crate::index::query::Predicate;
+use crate::index::{BulkMethod, IndexKind, RTree};
+use crate::manifest::Access;
+use crate::staging::Staging;
+use crate::storage::spec::DeviceSpec;
+use crate::store::efind::EfindConfig;
+use crate::store::fast::FastConfig;
+use crate::Error;
+
+fn rect(i: u64) -> Rect {
+    let x = (i * 7919 % 1000) as f64;
+    let y = (i * 104_729 % 997) as f64;
+    Rect::new(x, y, x + 5.0, y + 5.0).unwrap()
+}
+
+fn file_opts() -> IndexOptions {
+    IndexOptions {
+        page_size: 1024,
+        device: "file?direct=false".into(),
+        ..IndexOptions::default()
+    }
+}
+
+#[test]
+fn create_close_reopen_read_only_answers_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idx");
+    let mut idx = Index::create(&path, &file_opts()).unwrap();
+    for i in 0..2000 {
+        idx.insert(i, rect(i)).unwrap();
+    }
+    let window = Rect::new(100.0, 100.0, 400.0, 300.0).unwrap();
+    let mut before: Vec<u64> = idx
+        .query(window, Predicate::Intersects)
+        .unwrap()
+        .hits
+        .iter()
+        .map(|h| h.id)
+        .collect();
+    before.sort_unstable();
+    assert!(!before.is_empty());
+    idx.close().unwrap();
+
+    let ro = Index::open(&path, Access::Read).unwrap();
+    assert_eq!(ro.len(), 2000);
+    let mut after: Vec<u64> = ro
+        .query(window, Predicate::Intersects)
+        .unwrap()
+        .hits
+        .iter()
+        .map(|h| h.id)
+        .collect();
+    after.sort_unstable();
+    assert_eq!(before, after);
+    ro.tree().unwrap().check().unwrap();
+    // a second reader shares; a writer is refused while readers hold it
+    let ro2 = Index::open(&path, Access::Read).unwrap();
+    assert!(Index::open(&path, Access::Write)
+        .unwrap_err()
+        .to_string()
+        .contains("locked"));
+    drop(ro2);
+    let mut ro = ro;
+    assert!(ro
+        .insert(9999, rect(1))
+        .unwrap_err()
+        .to_string()
+        .contains("read-only"));
+    drop(ro);
+
+    let mut w = Index::open(&path, Access::Write).unwrap();
+    w.delete(5, rect(5)).unwrap();
+    w.close().unwrap();
+    assert_eq!(Index::open(&path, Access::Read).unwrap().len(), 1999);
+}
+
+#[test]
+fn logged_indexes_reopen_with_the_same_answers_and_write_less() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut written = Vec::new();
+    for (name, kind) in [
+        ("efind", StoreKind::Efind),
+        ("plain", StoreKind::Plain),
+        ("fast", StoreKind::Fast),
+    ] {
+        let opts = IndexOptions {
+            store: StoreOptions {
+                kind,
+                buffer_bytes: 64 * 1024,
+                ..StoreOptions::default()
+            },
+            ..file_opts()
+        };
+        let path = dir.path().join(name);
+        let mut idx = Index::create(&path, &opts).unwrap();
+        for i in 0..3000 {
+            idx.insert(i, rect(i * 7 % 3001)).unwrap();
+        }
+        for i in (0..3000).step_by(3) {
+            idx.delete(i, rect(i * 7 % 3001)).unwrap();
+        }
+        idx.checkpoint().unwrap();
+        written.push(idx.device().stats().io.pages_written);
+        let window = Rect::new(200.0, 100.0, 700.0, 600.0).unwrap();
+        let mut a: Vec<u64> = idx
+            .query(window, Predicate::Intersects)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|h| h.id)
+            .collect();
+        idx.close().unwrap();
+        let ro = Index::open(&path, Access::Read).unwrap();
+        assert_eq!(ro.len(), 2000);
+        ro.tree().unwrap().check().unwrap();
+        let mut b: Vec<u64> = ro
+            .query(window, Predicate::Intersects)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|h| h.id)
+            .collect();
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b, "{name}");
+    }
+    assert!(
+        written[0] < written[1] && written[2] < written[1],
+        "eFIND wrote {} pages, plain {}, FAST {}",
+        written[0],
+        written[1],
+        written[2]
+    );
+}
+
+/// A store with a log (eFIND or FAST): 16 KiB of memory, a 256 KiB log.
+fn logged_opts(kind: StoreKind, durability: crate::store::log::Durability) -> IndexOptions {
+    IndexOptions {
+        store: StoreOptions {
+            kind,
+            buffer_bytes: 16 * 1024,
+            efind: (kind == StoreKind::Efind).then_some(EfindConfig {
+                durability,
+                log_capacity: 256 * 1024,
+                ..EfindConfig::default()
+            }),
+            fast: (kind == StoreKind::Fast).then_some(FastConfig {
+                durability,
+                log_capacity: 256 * 1024,
+                ..FastConfig::default()
+            }),
+            ..StoreOptions::default()
+        },
+        ..file_opts()
+    }
+}
+
+fn ids_in_all(idx: &Index) -> Vec<u64> {
+    let all = Rect::new(-1e9, -1e9, 1e9, 1e9).unwrap();
+    let mut v: Vec<u64> = idx
+        .query(all, Predicate::Intersects)
+        .unwrap()
+        .hits
+        .iter()
+        .map(|h| h.id)
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn efind_log_in_log_dat_recovers_an_index_closed_without_checkpoint() {
+    log_in_log_dat_recovers_an_index_closed_without_checkpoint(StoreKind::Efind);
+}
+
+#[test]
+fn fast_log_in_log_dat_recovers_an_index_closed_without_checkpoint() {
+    log_in_log_dat_recovers_an_index_closed_without_checkpoint(StoreKind::Fast);
+}
+
+fn log_in_log_dat_recovers_an_index_closed_without_checkpoint(kind: StoreKind) {
+    use crate::store::log::Durability;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idx");
+    let mut idx = Index::create(&path, &logged_opts(kind, Durability::Sync)).unwrap();
+    assert!(path.join(LOG_FILE).is_file());
+    for i in 0..1500 {
+        idx.insert(i, rect(i)).unwrap();
+    }
+    for i in (0..1500).step_by(5) {
+        idx.delete(i, rect(i)).unwrap();
+    }
+    let last = idx.last_committed_op().unwrap();
+    assert_eq!(
+        idx.durable_op(),
+        Some(last),
+        "sync: every commit is durable"
+    );
+    let log_io = idx.log_device().unwrap().stats().io.pages_written;
+    assert!(log_io > 0);
+    let s = idx.stats("build");
+    assert!(s.io.pages_written >= log_io + idx.device().stats().io.pages_written);
+    // The manifest records the durability and the log size.
+    let m = serde_json::to_string(&idx.manifest().store).unwrap();
+    assert!(m.contains("Sync") && m.contains("log_capacity"), "{m}");
+    // "Crash": drop without checkpoint (the writes reached the files).
+    drop(idx);
+    let e = Index::open(&path, Access::Read).unwrap_err().to_string();
+    assert!(e.contains("needs recovery"), "{e}");
+    let idx = Index::open(&path, Access::Write).unwrap();
+    let r = idx.restart_report().unwrap().clone();
+    assert!(r.changes_replayed > 0 && r.records_in_tree == 1200, "{r:?}");
+    assert_eq!(idx.len(), 1200);
+    idx.tree().unwrap().check().unwrap();
+    let want: Vec<u64> = (0..1500).filter(|i| i % 5 != 0).collect();
+    assert_eq!(ids_in_all(&idx), want);
+    idx.close().unwrap();
+    // After the checkpoint of close, read-only opens need no recovery.
+    let ro = Index::open(&path, Access::Read).unwrap();
+    assert_eq!(ids_in_all(&ro), want);
+    drop(ro);
+    // A log of another index is refused.
+    let other = dir.path().join("other");
+    Index::create(&other, &logged_opts(kind, Durability::Sync))
+        .unwrap()
+        .close()
+        .unwrap();
+    std::fs::copy(other.join(LOG_FILE), path.join(LOG_FILE)).unwrap();
+    let e = Index::open(&path, Access::Write).unwrap_err().to_string();
+    assert!(e.contains("another index"), "{e}");
+}
+
+#[test]
+fn logged_stores_on_simulated_flash_keep_their_log_in_a_region_of_the_device() {
+    for kind in [StoreKind::Efind, StoreKind::Fast] {
+        logged_store_on_simulated_flash(kind);
+    }
+}
+
+fn logged_store_on_simulated_flash(kind: StoreKind) {
+    use crate::store::log::Durability;
+    let dir = tempfile::tempdir().unwrap();
+    let opts = IndexOptions {
+        device: "flashsim:preset=seed-tc58".into(),
+        ..logged_opts(
+            kind,
+            Durability::Group {
+                ops: 16,
+                millis: 50,
+            },
+        )
+    };
+    let path = dir.path().join("sim");
+    let mut idx = Index::create(&path, &opts).unwrap();
+    assert!(idx.log_device().is_none() && !path.join(LOG_FILE).exists());
+    for i in 0..800 {
+        idx.insert(i, rect(i)).unwrap();
+    }
+    let s = idx.stats("build");
+    assert!(s.sim.nand_programs > 0);
+    idx.close().unwrap();
+    let ro = Index::open(&path, Access::Read).unwrap();
+    assert_eq!(ids_in_all(&ro), (0..800).collect::<Vec<_>>());
+    ro.tree().unwrap().check().unwrap();
+}
+
+#[test]
+fn hilbert_indexes_keep_their_domain_in_the_manifest() {
+    let dir = tempfile::tempdir().unwrap();
+    let hilbert = IndexOptions {
+        kind: IndexKind::Hilbert,
+        page_size: 1024,
+        ..file_opts()
+    };
+    // An empty Hilbert R-tree needs its domain.
+    let e = Index::create(&dir.path().join("none"), &hilbert).unwrap_err();
+    assert!(
+        e.is_user_error() && e.to_string().contains("Hilbert domain"),
+        "{e}"
+    );
+    let items: Vec<(u64, Rect)> = (0..1500).map(|i| (i, rect(i))).collect();
+    let window = Rect::new(100.0, 0.0, 900.0, 400.0).unwrap();
+    let want: BTreeSet<u64> = items
+        .iter()
+        .filter(|(_, r)| r.intersects(&window))
+        .map(|(id, _)| *id)
+        .collect();
+    // By insertion with a domain smaller than the data (clamped), and
+    // bulk-loaded with the items' extent as its domain.
+    let given = IndexOptions {
+        hilbert_domain: Some(Rect::new(0.0, 0.0, 300.0, 300.0).unwrap()),
+        ..hilbert.clone()
+    };
+    let p1 = dir.path().join("inserted");
+    let mut a = Index::create(&p1, &given).unwrap();
+    for (id, r) in &items {
+        a.insert(*id, *r).unwrap();
+    }
+    a.close().unwrap();
+    let p2 = dir.path().join("bulk");
+    Index::bulk_load(Some(&p2), &hilbert, items.clone(), BulkMethod::Hilbert, 1.0)
+        .unwrap()
+        .close()
+        .unwrap();
+    for p in [&p1, &p2] {
+        let ix = Index::open(p, Access::Write).unwrap();
+        assert!(ix.manifest().index.to_string().contains("hilbert_domain"));
+        ix.tree().unwrap().check().unwrap();
+        let got: BTreeSet<u64> = ix
+            .query(window, Predicate::Intersects)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|h| h.id)
+            .collect();
+        assert_eq!(got, want, "{}", p.display());
+    }
+}
+
+#[test]
+fn bad_creation_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idx");
+    Index::create(&path, &file_opts()).unwrap().close().unwrap();
+    assert!(Index::create(&path, &file_opts())
+        .unwrap_err()
+        .to_string()
+        .contains("already holds"));
+    let bad = [
+        IndexOptions {
+            page_size: 3000,
+            ..file_opts()
+        },
+        IndexOptions {
+            max_entries: Some(10_000),
+            ..file_opts()
+        },
+        IndexOptions {
+            min_entries: Some(1),
+            ..file_opts()
+        },
+        IndexOptions {
+            device: "tape:".into(),
+            ..file_opts()
+        },
+        IndexOptions {
+            store: StoreOptions {
+                kind: StoreKind::Fast,
+                fast: Some(FastConfig {
+                    flush_unit: 0,
+                    ..FastConfig::default()
+                }),
+                ..StoreOptions::default()
+            },
+            ..file_opts()
+        },
+        IndexOptions {
+            store: StoreOptions {
+                kind: StoreKind::Fast,
+                fast: Some(FastConfig {
+                    log_capacity: 512,
+                    ..FastConfig::default()
+                }),
+                ..StoreOptions::default()
+            },
+            ..file_opts()
+        },
+        IndexOptions {
+            store: StoreOptions {
+                kind: StoreKind::Efind,
+                efind: Some(EfindConfig {
+                    log_capacity: 512,
+                    ..EfindConfig::default()
+                }),
+                ..StoreOptions::default()
+            },
+            ..file_opts()
+        },
+    ];
+    for (i, o) in bad.iter().enumerate() {
+        let target = dir.path().join(format!("bad{i}"));
+        let e = Index::create(&target, o).unwrap_err();
+        assert!(e.is_user_error(), "{e}");
+        // Nothing is left behind, staging directory included.
+        assert!(!target.exists(), "{e}");
+        assert!(
+            !crate::staging::staging_dir(&target).unwrap().exists(),
+            "{e}"
+        );
+    }
+    assert!(Index::open(dir.path(), Access::Read)
+        .unwrap_err()
+        .to_string()
+        .contains("not an index directory"));
+}
+
+/// The directory entries of `dir`, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_failed_build_leaves_no_directory_and_the_previous_index_untouched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let flash = IndexOptions {
+        device: "flashsim:preset=seed-tc58".into(),
+        ..IndexOptions::default()
+    };
+    let xbr = {
+        let mut o = file_opts();
+        o.set_kind("xbr").unwrap();
+        o.hilbert_domain = Some(Rect::new(0.0, 0.0, 2000.0, 2000.0).unwrap());
+        o
+    };
+    for (name, opts) in [("file", file_opts()), ("flash", flash), ("xbr", xbr)] {
+        let target = tmp.path().join(name);
+        // A duplicate id after 1,000 insertions (a box for the xBR+-tree).
+        let e = Index::build(&target, &opts, |ix| {
+            for i in 0..1000u64 {
+                let p = i as f64;
+                ix.insert(i, Rect::new(p, 1.0, p, 1.0)?)?;
+            }
+            // The xBR+-tree refuses a box; the others a duplicate id.
+            let id = if opts.xbr { 5000 } else { 0 };
+            ix.insert(id, Rect::new(0.0, 0.0, 3.0, 3.0)?)
+        })
+        .unwrap_err();
+        assert!(e.is_user_error(), "{name}: {e}");
+        assert_eq!(entries(tmp.path()), Vec::<String>::new(), "{name}: {e}");
+    }
+    // The same failure over an existing index: refused, untouched.
+    let target = tmp.path().join("idx");
+    let mut first = Index::create(&target, &file_opts()).unwrap();
+    first.insert(1, rect(1)).unwrap();
+    first.close().unwrap();
+    let before = std::fs::read(target.join(PAGES_FILE)).unwrap();
+    let e = Index::build(&target, &file_opts(), |ix| ix.insert(2, rect(2))).unwrap_err();
+    assert!(e.to_string().contains("already holds an index"), "{e}");
+    assert_eq!(std::fs::read(target.join(PAGES_FILE)).unwrap(), before);
+    assert_eq!(entries(tmp.path()), vec!["idx".to_string()]);
+    assert_eq!(
+        ids_in_all(&Index::open(&target, Access::Read).unwrap()),
+        vec![1]
+    );
+    // An explicit device file outside the directory: removed with the
+    // failed build that created it.
+    let dev = tmp.path().join("dev.dat");
+    let opts = IndexOptions {
+        device: format!("file:{}?direct=false", dev.display()),
+        ..file_opts()
+    };
+    let other = tmp.path().join("other");
+    Index::build(&other, &opts, |ix| {
+        ix.insert(1, rect(1))?;
+        ix.insert(1, rect(1))
+    })
+    .unwrap_err();
+    assert!(!dev.exists() && !other.exists());
+    // A successful build publishes the directory under its name only.
+    let (ix, n) = Index::build(&other, &opts, |ix| {
+        ix.insert(1, rect(1))?;
+        Ok::<u32, Error>(1)
+    })
+    .unwrap();
+    assert_eq!((n, ix.dir()), (1, Some(other.as_path())));
+    ix.close().unwrap();
+    assert_eq!(entries(tmp.path()), vec!["dev.dat", "idx", "other"]);
+}
+
+#[test]
+fn a_killed_build_is_adopted_and_recovered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("idx");
+    let opts = logged_opts(StoreKind::Efind, crate::store::log::Durability::Sync);
+    // What a killed build leaves: a staging directory whose operations
+    // are durable in its log only (no checkpoint after them).
+    let staging = Staging::begin(&target, &DeviceSpec::parse(&opts.device).unwrap()).unwrap();
+    let mut ix = Index::create_in(Some(staging.dir()), &opts, RTree::create).unwrap();
+    for i in 1..=300 {
+        ix.insert(i, rect(i)).unwrap();
+    }
+    drop(ix);
+    let e = Index::open(&target, Access::Read).unwrap_err();
+    assert!(e.to_string().contains("geoflash recover"), "{e}");
+    let e = Index::create(&target, &opts).unwrap_err();
+    assert!(e.to_string().contains("interrupted build"), "{e}");
+    assert_eq!(
+        crate::staging::adopt_interrupted(&target)
+            .unwrap()
+            .as_deref(),
+        Some(staging.dir())
+    );
+    let ix = Index::open(&target, Access::Write).unwrap();
+    assert_eq!(ids_in_all(&ix), (1..=300).collect::<Vec<_>>());
+    assert_eq!(entries(tmp.path()), vec!["idx".to_string()]);
+}
+
+#[test]
+fn simulated_devices_live_in_their_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = IndexOptions {
+        device: "flashsim:preset=seed-tc58".into(),
+        ..IndexOptions::default()
+    };
+    let mut idx = Index::create(&dir.path().join("sim"), &opts).unwrap();
+    for i in 0..500 {
+        idx.insert(i, rect(i)).unwrap();
+    }
+    idx.checkpoint().unwrap();
+    let s = idx.stats("build");
+    assert!(s.device_simulated && s.sim.nand_programs > 0);
+    let programs = s.sim.nand_programs;
+    let window = Rect::new(0.0, 0.0, 500.0, 500.0).unwrap();
+    let before = idx.query(window, Predicate::Intersects).unwrap().hits.len();
+    idx.close().unwrap();
+    // the simulated NAND comes back with its contents and counters
+    let ro = Index::open(&dir.path().join("sim"), Access::Read).unwrap();
+    assert_eq!(
+        ro.query(window, Predicate::Intersects).unwrap().hits.len(),
+        before
+    );
+    // counters count from the opening: the reopened device has programmed nothing yet
+    assert!(programs > 0);
+    assert_eq!(ro.stats("reopen").sim.nand_programs, 0);
+    drop(ro);
+    std::fs::remove_file(dir.path().join("sim").join(DEVICE_IMAGE_FILE)).unwrap();
+    let e = Index::open(&dir.path().join("sim"), Access::Read)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("device.img"), "{e}");
+    let hdd = IndexOptions {
+        device: "hddsim:preset=7200rpm".into(),
+        ..IndexOptions::default()
+    };
+    Index::create(&dir.path().join("hdd"), &hdd)
+        .unwrap()
+        .close()
+        .unwrap();
+    let e = Index::open(&dir.path().join("hdd"), Access::Read)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("lives only in its process"), "{e}");
+
+    let mut t = Index::create_temporary(&IndexOptions {
+        device: "mem:".into(),
+        ..IndexOptions::default()
+    })
+    .unwrap();
+    t.insert(1, rect(1)).unwrap();
+    assert_eq!(
+        t.nearest(Point::new(0.0, 0.0).unwrap(), 1, false)
+            .unwrap()
+            .neighbors
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn objects_are_stored_refined_and_reopened() {
+    use crate::objects::Geometry;
+    use geo::{line_string, polygon};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idx");
+    let mut idx = Index::create(&path, &file_opts()).unwrap();
+    let no_heap = idx
+        .query_refined(
+            Rect::new(0.0, 0.0, 1.0, 1.0).unwrap(),
+            Predicate::Intersects,
+        )
+        .unwrap_err();
+    assert!(no_heap.to_string().contains("no object heap"), "{no_heap}");
+    // thin diagonal triangles: the window at the empty corner of each MBR
+    for i in 0..50u64 {
+        let x = i as f64 * 20.0;
+        let tri: Geometry =
+            polygon![(x: x, y: 0.0), (x: x + 10.0, y: 10.0), (x: x + 10.0, y: 9.0), (x: x, y: 0.0)]
+                .into();
+        idx.insert_object(i, &tri).unwrap();
+    }
+    let line: Geometry = line_string![(x: 0.0, y: 50.0), (x: 1000.0, y: 50.0)].into();
+    idx.insert_object(1000, &line).unwrap();
+    assert!(idx
+        .insert_object(3, &line)
+        .unwrap_err()
+        .to_string()
+        .contains("already"));
+    assert_eq!(idx.len(), 51);
+    let corner = Rect::new(0.0, 8.0, 2.0, 10.0).unwrap();
+    let r = idx.query_refined(corner, Predicate::Intersects).unwrap();
+    assert_eq!((r.stats.candidates, r.stats.results), (1, 0));
+    let band = Rect::new(-1.0, 5.0, 1001.0, 60.0).unwrap();
+    let r = idx.query_refined(band, Predicate::Contains).unwrap();
+    assert_eq!(r.stats.results, 1, "only the line lies inside the band");
+    idx.delete_object(1000).unwrap();
+    assert!(idx.delete_object(1000).is_err());
+    idx.close().unwrap();
+    // a heap left by a build killed before its manifest (in its staging
+    // directory) does not leak into a new index; a directory holding
+    // files is refused, untouched
+    let stale = dir.path().join("stale");
+    let staging = crate::staging::staging_dir(&stale).unwrap();
+    std::fs::create_dir_all(&staging).unwrap();
+    std::fs::create_dir_all(&stale).unwrap();
+    for d in [&staging, &stale] {
+        std::fs::copy(
+            path.join(crate::objects::OBJECTS_FILE),
+            d.join(crate::objects::OBJECTS_FILE),
+        )
+        .unwrap();
+    }
+    assert!(Index::create(&stale, &file_opts()).is_err());
+    assert!(stale.join(crate::objects::OBJECTS_FILE).is_file());
+    std::fs::remove_file(stale.join(crate::objects::OBJECTS_FILE)).unwrap();
+    let mut fresh = Index::create(&stale, &file_opts()).unwrap();
+    fresh.insert_object(3, &line).unwrap();
+    assert_eq!(fresh.objects().unwrap().len(), 1);
+    drop(fresh);
+
+    let ro = Index::open(&path, Access::Read).unwrap();
+    assert_eq!(ro.objects().unwrap().len(), 50);
+    let w = Rect::new(0.0, 0.0, 1000.0, 10.0).unwrap();
+    let r = ro.query_refined(w, Predicate::Contains).unwrap();
+    assert_eq!(r.stats.results, 50);
+    let r = ro
+        .query_refined(Rect::new(9.5, 9.0, 9.8, 9.3).unwrap(), Predicate::Within)
+        .unwrap();
+    assert_eq!(r.hits.iter().map(|h| h.id).collect::<Vec<_>>(), vec![0]);
+    drop(ro);
+
+    let objs: Vec<(u64, Geometry)> = (0..300u64)
+        .map(|i| {
+            let x = (i % 20) as f64 * 3.0;
+            let y = (i / 20) as f64 * 3.0;
+            (
+                i,
+                polygon![(x: x, y: y), (x: x + 2.0, y: y), (x: x, y: y + 2.0), (x: x, y: y)].into(),
+            )
+        })
+        .collect();
+    let bulk = Index::bulk_load_objects(
+        &dir.path().join("bulk"),
+        &file_opts(),
+        &objs,
+        BulkMethod::Str,
+        1.0,
+    )
+    .unwrap();
+    // the window touches each triangle's MBR corner (x+2, y+2) only
+    let r = bulk
+        .query_refined(
+            Rect::new(1.5, 1.5, 2.5, 2.5).unwrap(),
+            Predicate::Intersects,
+        )
+        .unwrap();
+    assert_eq!((r.stats.candidates, r.stats.results), (1, 0));
+    assert_eq!(bulk.objects().unwrap().len(), 300);
+}
+
+/// `kind = xbr`: an xBR+-tree of points behind `Index` on every store,
+/// by insertion and by bulk load, answering like brute force after a
+/// reopen; boxes and points outside the domain are refused.
+#[test]
+fn xbr_index_on_every_store_answers_like_brute_force_after_reopen() {
+    let pts: Vec<(u64, Rect)> = (0..1500u64)
+        .map(|i| {
+            let x = (i * 7919 % 1000) as f64 / 10.0;
+            let y = (i * 104_729 % 997) as f64 / 10.0;
+            (i, Rect::new(x, y, x, y).unwrap())
+        })
+        .collect();
+    let window = Rect::new(20.0, 10.0, 45.0, 60.0).unwrap();
+    let want: BTreeSet<u64> = pts
+        .iter()
+        .filter(|(_, r)| window.contains(r))
+        .map(|(i, _)| *i)
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    for (n, store) in [StoreKind::Plain, StoreKind::Efind, StoreKind::Fast]
+        .into_iter()
+        .enumerate()
+    {
+        let mut opts = IndexOptions {
+            page_size: 1024,
+            device: "file?direct=false".into(),
+            hilbert_domain: Some(Rect::new(0.0, 0.0, 100.0, 100.0).unwrap()),
+            store: StoreOptions {
+                kind: store,
+                ..StoreOptions::default()
+            },
+            ..IndexOptions::default()
+        };
+        opts.set_kind("xbr").unwrap();
+        assert_eq!(opts.kind_name(), "xbr");
+        let by_insert = dir.path().join(format!("ins{n}"));
+        let mut idx = Index::create(&by_insert, &opts).unwrap();
+        for &(i, r) in &pts {
+            idx.insert(i, r).unwrap();
+        }
+        let e = idx.insert(9999, rect(1)).unwrap_err();
+        assert!(e.to_string().contains("points"), "{e}");
+        let e = idx
+            .insert(9999, Rect::new(150.0, 1.0, 150.0, 1.0).unwrap())
+            .unwrap_err();
+        assert!(e.to_string().contains("outside"), "{e}");
+        idx.delete(0, pts[0].1).unwrap();
+        idx.close().unwrap();
+        let bulk = dir.path().join(format!("bulk{n}"));
+        opts.hilbert_domain = None; // the extent of the data
+        Index::bulk_load(Some(&bulk), &opts, pts[1..].to_vec(), BulkMethod::Str, 1.0)
+            .unwrap()
+            .close()
+            .unwrap();
+        let mut want = want.clone();
+        want.remove(&0);
+        for path in [&by_insert, &bulk] {
+            let idx = Index::open(path, Access::Read).unwrap();
+            assert_eq!(idx.manifest().kind, "xbr");
+            assert_eq!(idx.len(), 1499);
+            let t = idx.structure().xbr().unwrap();
+            t.check().unwrap();
+            let got: BTreeSet<u64> = idx
+                .query(window, Predicate::Contains)
+                .unwrap()
+                .hits
+                .iter()
+                .map(|h| h.id)
+                .collect();
+            assert_eq!(got, want);
+            let batch = idx
+                .query_batch(&[window, window], Predicate::Intersects)
+                .unwrap();
+            assert!(batch.results.iter().all(|r| r.hits.len() == want.len()));
+            let near = idx
+                .nearest(Point::new(50.0, 50.0).unwrap(), 5, true)
+                .unwrap();
+            let mut d: Vec<f64> = pts[1..]
+                .iter()
+                .map(|(_, r)| r.min_dist_point(&Point::new(50.0, 50.0).unwrap()))
+                .collect();
+            d.sort_by(f64::total_cmp);
+            assert!(near.neighbors.len() >= 5);
+            assert_eq!(near.neighbors[4].distance, d[4]);
+            assert!(idx.tree().is_err(), "not an R-tree");
+        }
+    }
+}
