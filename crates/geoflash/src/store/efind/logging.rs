@@ -124,7 +124,7 @@ impl EfindStore {
         // appends to the in-memory tail stays index work.
         let watch = self
             .log_mut()?
-            .commit_may_do_io(bytes)
+            .commit_may_do_io(&recs)
             .then(|| Stopwatch::start(self.device.sim_clock_ns()));
         let created: Vec<PageId> = recs
             .iter()

@@ -41,10 +41,9 @@ impl FastStore {
         self.staged.clear();
         // Only a commit that writes or syncs log pages is log time; one that
         // appends to the in-memory tail stays index work.
-        let bytes = records.iter().map(|r| r.encoded_len() as u64).sum::<u64>();
         let watch = self
             .log
-            .commit_may_do_io(bytes)
+            .commit_may_do_io(&records)
             .then(|| Stopwatch::start(self.device.sim_clock_ns()));
         for rec in records {
             self.log.append(rec)?;

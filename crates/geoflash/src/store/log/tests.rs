@@ -1178,3 +1178,48 @@ fn flush_for_writes_the_tail_only_for_pages_it_names() {
     let (_log, recovered) = Log::open(dev, 0, LOG_PAGES, config(Durability::None)).unwrap();
     assert_eq!(recovered.committed_ops, vec![1]);
 }
+
+/// `commit_may_do_io` never says "memory only" for a commit that writes log
+/// pages or syncs, in every durability mode (the stores rely on it to time
+/// log work).
+#[test]
+fn commit_io_prediction_covers_every_commit_that_does_io() {
+    for d in [
+        Durability::Sync,
+        Durability::None,
+        Durability::Group { ops: 5, millis: 0 },
+        Durability::Group { ops: 7, millis: 1 },
+        Durability::default(),
+    ] {
+        let mut log = Log::create(mem(), 0, LOG_PAGES, config(d)).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let (mut predicted_io, mut did_io) = (0, 0);
+        for op in 1..=60u64 {
+            let recs: Vec<Record> = (0..rng.gen_range(0..4))
+                .map(|i| rec(RecordKind::Mod, op, 1 + i, rng.gen_range(0..120)))
+                .collect();
+            let may = log.commit_may_do_io(&recs);
+            let before = log.stats();
+            for r in recs {
+                log.append(r).unwrap();
+            }
+            log.commit(op).unwrap();
+            let after = log.stats();
+            let io = after.pages_written > before.pages_written || after.syncs > before.syncs;
+            assert!(may || !io, "{d:?}, op {op}: a commit did I/O unannounced");
+            predicted_io += u32::from(may);
+            did_io += u32::from(io);
+            if op % 20 == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(12));
+            }
+        }
+        assert!(
+            did_io > 0 || d == Durability::None,
+            "{d:?}: no commit did I/O"
+        );
+        if d == Durability::None {
+            // Only filling a write batch forces I/O without syncs.
+            assert!(predicted_io < 60, "{d:?}");
+        }
+    }
+}

@@ -292,13 +292,15 @@ impl Log {
         Ok(lsn)
     }
 
-    /// Whether appending `bytes` more bytes of records and then a COMMIT
-    /// may write log pages or sync (the durability mode's decision, taken as
-    /// [`Self::commit`] would take it now). `false` means the commit only
-    /// appends to the in-memory tail, so the stores skip timing it as log
-    /// work (reading a thread's CPU clock costs a system call).
-    pub fn commit_may_do_io(&self, bytes: u64) -> bool {
-        let after = self.buf.len() as u64 + bytes + Record::commit(NO_OP).encoded_len() as u64;
+    /// Whether appending `records` and then a COMMIT may write log pages or
+    /// sync (the durability mode's decision, taken as [`Self::commit`] would
+    /// take it now). `false` means the commit only appends to the in-memory
+    /// tail, so the stores skip timing it as log work (reading a thread's CPU
+    /// clock costs a system call).
+    pub fn commit_may_do_io(&self, records: &[Record]) -> bool {
+        let after = self.buf.len() as u64
+            + records.iter().map(|r| r.encoded_len() as u64).sum::<u64>()
+            + Record::commit(NO_OP).encoded_len() as u64;
         if after >= (WRITE_BATCH_PAGES * self.data_per_page()) as u64 {
             return true;
         }
