@@ -135,28 +135,37 @@ fn config(kind: IndexKind, case: u64) -> EfindConfig {
         policy: [FlushPolicy::Mh, FlushPolicy::M, FlushPolicy::Mha][(case % 3) as usize],
         temporal_control: Some(tc),
         with_payload: kind == IndexKind::Hilbert,
-        durability: if case % 5 == 4 {
-            Durability::Group {
+        durability: match case % 5 {
+            4 => Durability::Group {
                 ops: 3,
                 millis: 1_000_000,
-            }
-        } else {
-            Durability::Sync
+            },
+            // Larger groups: the compact format logs each as one set of
+            // net page changes.
+            3 => Durability::Group {
+                ops: 8,
+                millis: 1_000_000,
+            },
+            _ => Durability::Sync,
         },
         ..EfindConfig::default()
     };
-    // Both log formats; some first-image cases with a larger log, whose
-    // long epochs flush pages again after their image (torn writes of
-    // pages whose image is older than their last flush).
-    let first_image = case % 7 >= 2;
-    let longer = if first_image && case % 6 == 5 { 6 } else { 1 };
+    // The three log formats; some first-image and compact cases with a
+    // larger log, whose long epochs flush pages again after their image
+    // (torn writes of pages whose image is older than their last flush).
+    let format = match case % 7 {
+        0 | 1 => LogFormat::PerChange,
+        2 | 3 => LogFormat::FirstImage,
+        _ => LogFormat::Compact,
+    };
+    let longer = if format.first_image() && case % 6 == 5 {
+        6
+    } else {
+        1
+    };
     EfindConfig {
         log_capacity: base.min_log_capacity(PAGE) * longer,
-        log_format: if first_image {
-            LogFormat::FirstImage
-        } else {
-            LogFormat::PerChange
-        },
+        log_format: format,
         ..base
     }
 }

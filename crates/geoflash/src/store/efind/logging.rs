@@ -6,11 +6,12 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::flush::{BatchTarget, FLUSH_BATCH_LOW_WATER};
+use super::group::PageRecord;
 use super::records::{self, CheckpointState, MetaState};
 use super::EfindStore;
 use crate::page::Node;
 use crate::storage::PageId;
-use crate::store::log::{Durability, LogFormat, Record, RecordKind, NO_OP};
+use crate::store::log::{Durability, Record, RecordKind, NO_OP};
 use crate::store::OpId;
 use crate::{Error, Result};
 
@@ -18,6 +19,9 @@ use crate::{Error, Result};
 const COMPACT_AT: f64 = 0.75;
 /// After a compaction the survivors should fill at most this share, else forced flushes.
 const AFTER_COMPACT_MAX: f64 = 0.5;
+/// Log bytes one held entry change is assumed to take (compact format:
+/// a group is logged before its changes could fill an eighth of the log).
+const HELD_BYTES_PER_CHANGE: u64 = 64;
 
 impl EfindStore {
     fn meta_state(&self) -> MetaState {
@@ -54,14 +58,112 @@ impl EfindStore {
         )))
     }
 
-    /// Whether flushes follow the first-image protocol: a first-image log
-    /// and a durability that protects flushes (not `none`).
+    /// Whether flushes follow the first-image protocol: a first-image or
+    /// compact log and a durability that protects flushes (not `none`).
     pub(super) fn first_image(&self) -> bool {
         self.config.durability != Durability::None
-            && self
-                .log
-                .as_ref()
-                .is_some_and(|l| l.format() == LogFormat::FirstImage)
+            && self.log.as_ref().is_some_and(|l| l.format().first_image())
+    }
+
+    /// Whether operations are logged in groups (a compact log).
+    pub(super) fn groups_operations(&self) -> bool {
+        self.log
+            .as_ref()
+            .is_some_and(|l| l.format().groups_operations())
+    }
+
+    /// Compact format, after operation `op`: adds it to the held group and
+    /// logs the group when the durability mode wants it durable, before the
+    /// write buffer flushes pages or the log is compacted (a page never
+    /// reaches the device before the group that changed it is logged), or
+    /// when the group has grown to an eighth of the log.
+    fn commit_grouped(&mut self, op: OpId) -> Result<()> {
+        let meta = std::mem::take(&mut self.meta_dirty);
+        self.held.completed(op, meta);
+        let budget = self.write_budget;
+        let over_budget = self.wb.bytes() > budget;
+        let log = self.log_mut()?;
+        log.defer_commit();
+        let held_limit = usize::try_from(log.capacity_bytes() / 8 / HELD_BYTES_PER_CHANGE)
+            .unwrap_or(usize::MAX)
+            .max(1);
+        let due = log.commit_due()
+            || over_budget
+            || log.fill_ratio() > COMPACT_AT
+            || self.held.changes() > held_limit;
+        if due {
+            self.log_group()?;
+        }
+        Ok(())
+    }
+
+    /// Compact format: appends the held group's records (the net NEW, MOD
+    /// or DEL of every page it changed, in page order, then META if it
+    /// changed) with the id of its last operation, then that operation's
+    /// COMMIT, which the durability mode syncs or not; the group is then
+    /// empty. Nothing to do for an empty group.
+    pub(super) fn log_group(&mut self) -> Result<()> {
+        let Some(op) = self.held.last_op else {
+            // Only changes of a failed operation: the next completed
+            // operation's group (or a checkpoint) covers them.
+            return Ok(());
+        };
+        let watch = Stopwatch::start(self.device.sim_clock_ns());
+        let pages = self
+            .held
+            .records(&self.wb)
+            .map_err(|why| Error::corrupt(None, format!("internal: {why}")))?;
+        let mut recs = Vec::with_capacity(pages.len() + 1);
+        let mut created = Vec::new();
+        for (id, rec) in pages {
+            let r = match rec {
+                PageRecord::New(level, entries) => {
+                    created.push(id);
+                    Record::new(
+                        RecordKind::New,
+                        op,
+                        id,
+                        records::encode_new(level, &entries),
+                    )
+                }
+                PageRecord::Mod(level, changes) => Record::new(
+                    RecordKind::Mod,
+                    op,
+                    id,
+                    records::encode_mod(level, &changes),
+                ),
+                PageRecord::Del(level) => {
+                    Record::new(RecordKind::Del, op, id, records::encode_del(level))
+                }
+            };
+            recs.push(r);
+        }
+        if self.held.meta {
+            recs.push(Record::new(
+                RecordKind::Meta,
+                op,
+                0,
+                records::encode_meta(&self.meta_state()),
+            ));
+        }
+        let bytes: u64 = recs.iter().map(|r| r.encoded_len() as u64).sum::<u64>()
+            + Record::commit(op).encoded_len() as u64;
+        self.ensure_room(bytes)?;
+        let log = self.log_mut()?;
+        for r in recs {
+            log.append(r)?;
+        }
+        log.commit_deferred(op)?;
+        if self.first_image() {
+            self.imaged_now()?.extend(created);
+        }
+        self.held.clear();
+        watch.stop(
+            Phase::Log,
+            self.device.sim_clock_ns(),
+            &mut self.lock().stats.times,
+        );
+        Ok(())
     }
 
     /// The imaged set, emptied when the log moved to another epoch (its
@@ -108,6 +210,12 @@ impl EfindStore {
     /// After an operation: appends its records and COMMIT, flushes while the
     /// write buffer is over budget, and keeps the log below its threshold.
     pub(super) fn commit_logged(&mut self, op: OpId) -> Result<()> {
+        if self.groups_operations() {
+            self.commit_grouped(op)?;
+            self.last_op = Some(op);
+            self.lock().stats.ops_committed += 1;
+            return self.flush_and_keep_room();
+        }
         let mut recs = std::mem::take(&mut self.pending);
         if std::mem::take(&mut self.meta_dirty) {
             recs.push(Record::new(
@@ -150,6 +258,12 @@ impl EfindStore {
         }
         self.last_op = Some(op);
         self.lock().stats.ops_committed += 1;
+        self.flush_and_keep_room()
+    }
+
+    /// Between operations: flushes while the write buffer is over budget
+    /// and keeps the log below its threshold.
+    fn flush_and_keep_room(&mut self) -> Result<()> {
         if self.first_image() {
             if self.wb.bytes() > self.write_budget {
                 let low = self.write_budget / 8 * FLUSH_BATCH_LOW_WATER;
@@ -200,6 +314,8 @@ impl EfindStore {
         data: &[u8],
         flushed: &[PageId],
     ) -> Result<()> {
+        // Write-ahead: the changes the pages contain are logged first.
+        self.log_group()?;
         if self.first_image() {
             return self.write_first_image(pages, data, flushed);
         }
@@ -331,6 +447,9 @@ impl EfindStore {
     /// Flushes every buffered page (in chunks whose images fit a quarter of
     /// the log), syncs, and appends a CHECKPOINT.
     pub(super) fn checkpoint_logged(&mut self) -> Result<()> {
+        // The held group first: the pages written below contain its
+        // changes, and a crash before the CHECKPOINT must find them logged.
+        self.log_group()?;
         let chunk = self.image_chunk_pages()?;
         let mut ids: Vec<PageId> = self.wb.iter().map(|(id, _)| id).collect();
         ids.sort_unstable();

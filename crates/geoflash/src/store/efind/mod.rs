@@ -91,6 +91,7 @@ use crate::{Error, Result};
 #[cfg(test)]
 mod crash_tests;
 pub mod flush;
+mod group;
 mod logging;
 pub mod records;
 mod restart;
@@ -339,6 +340,9 @@ pub struct EfindStore {
     pending: Vec<Record>,
     /// Whether the running operation changed the metadata.
     meta_dirty: bool,
+    /// Compact log format: the operations completed since the last logged
+    /// group (logged together, as the net changes of their pages).
+    held: group::HeldGroup,
     /// Newest committed operation.
     last_op: Option<OpId>,
     /// Sticky failure: why the store refuses changes.
@@ -576,6 +580,7 @@ impl EfindStore {
             log: None,
             pending: Vec::new(),
             meta_dirty: false,
+            held: group::HeldGroup::default(),
             last_op: None,
             failed: None,
             restart: None,
@@ -655,7 +660,10 @@ impl EfindStore {
     /// Makes every committed operation durable now (a log sync).
     pub fn sync(&mut self) -> Result<()> {
         self.check_writable()?;
-        self.guard(|s| s.log_mut()?.sync())
+        self.guard(|s| {
+            s.log_group()?;
+            s.log_mut()?.sync()
+        })
     }
 
     /// Why the store refuses changes, if it does (sticky failure or read-only).
@@ -671,6 +679,7 @@ impl EfindStore {
     /// Nothing happened since the newest checkpoint (or bulk load).
     fn is_clean(&self) -> bool {
         self.wb.is_empty()
+            && self.held.is_empty()
             && self.clean_lsn.is_some()
             && self.clean_lsn == self.log.as_ref().map(Log::last_lsn)
     }
@@ -853,12 +862,16 @@ impl NodeStore for EfindStore {
             return Err(Error::invalid("duplicate entry key in a created node"));
         }
         let id = self.guard(|s| s.alloc.allocate())?;
-        self.pending.push(Record::new(
-            RecordKind::New,
-            op,
-            id,
-            records::encode_new(level, &entries),
-        ));
+        if self.groups_operations() {
+            self.held.created(id, entries.len());
+        } else {
+            self.pending.push(Record::new(
+                RecordKind::New,
+                op,
+                id,
+                records::encode_new(level, &entries),
+            ));
+        }
         self.wb.create(id, level, &entries);
         self.lock().stats.nodes_created += 1;
         self.note_peak();
@@ -887,12 +900,16 @@ impl NodeStore for EfindStore {
         let mut after = current;
         crate::store::mem::apply_changes(&mut Arc::make_mut(&mut after).entries, changes);
         self.check_len(after.entries.len())?;
-        self.pending.push(Record::new(
-            RecordKind::Mod,
-            op,
-            id,
-            records::encode_mod(level, changes),
-        ));
+        if self.groups_operations() {
+            self.held.modified(id, changes);
+        } else {
+            self.pending.push(Record::new(
+                RecordKind::Mod,
+                op,
+                id,
+                records::encode_mod(level, changes),
+            ));
+        }
         self.wb.modify(id, level, changes);
         self.wb.set_view(id, after);
         self.note_peak();
@@ -908,12 +925,16 @@ impl NodeStore for EfindStore {
             None => self.guard(|s| s.retrieve(id, false))?.level,
         };
         self.alloc.release(id)?;
-        self.pending.push(Record::new(
-            RecordKind::Del,
-            op,
-            id,
-            records::encode_del(level),
-        ));
+        if self.groups_operations() {
+            self.held.deleted(id, level);
+        } else {
+            self.pending.push(Record::new(
+                RecordKind::Del,
+                op,
+                id,
+                records::encode_del(level),
+            ));
+        }
         self.wb.delete(id, level);
         let mut inner = self.lock();
         inner.rb.remove(id);

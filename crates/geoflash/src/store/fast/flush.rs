@@ -7,7 +7,7 @@ use crate::metrics::{Phase, Stopwatch};
 use crate::page;
 use crate::storage::PageId;
 use crate::store::log::record::RECORD_HEADER;
-use crate::store::log::{Durability, LogFormat, Record, RecordKind, NO_OP};
+use crate::store::log::{Durability, Record, RecordKind, NO_OP};
 use crate::store::OpId;
 use crate::{Error, Result};
 
@@ -218,7 +218,7 @@ impl FastStore {
     /// flush in a log epoch, and the page device is synced only before a
     /// compaction or a checkpoint (see [`crate::store::log::recovery`]).
     fn first_image(&self) -> bool {
-        self.protect() && self.log.format() == LogFormat::FirstImage
+        self.protect() && self.log.format().first_image()
     }
 
     /// Syncs the page device if pages were written since its last sync.

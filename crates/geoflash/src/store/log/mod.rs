@@ -243,31 +243,54 @@ pub enum LogFormat {
     /// flush. The seed workloads that reproduce the papers pin it.
     #[serde(rename = "per-change")]
     PerChange,
-    /// The default (superblock version 3): a page image only at the first
-    /// flush of a page in a log epoch, flushes batched behind one log sync,
-    /// no page-device sync per flush.
-    #[default]
+    /// Superblock version 3: a page image only at the first flush of a
+    /// page in a log epoch, flushes batched behind one log sync, no
+    /// page-device sync per flush; one set of records per operation.
     #[serde(rename = "first-image")]
     FirstImage,
+    /// The default (superblock version 4): the first-image flush protocol,
+    /// and the stores that support it (eFIND) log a *group* of operations
+    /// at once: the net changes of the pages the group touched (one NEW,
+    /// MOD or DEL per page, a MOD carrying only the newest version of each
+    /// changed entry), one META and one COMMIT of the group's last
+    /// operation, written when the durability mode makes the group
+    /// durable or before a page is written. See the [module docs](self)
+    /// ("Log formats").
+    #[default]
+    #[serde(rename = "compact")]
+    Compact,
 }
 
 impl LogFormat {
-    /// Parses `per-change` or `first-image`.
+    /// Parses `per-change`, `first-image` or `compact`.
     pub fn parse(s: &str) -> Result<LogFormat> {
         match s.trim() {
             "per-change" => Ok(LogFormat::PerChange),
             "first-image" => Ok(LogFormat::FirstImage),
+            "compact" => Ok(LogFormat::Compact),
             other => Err(Error::invalid(format!(
-                "log format {other:?}: expected per-change (the papers') or first-image"
+                "log format {other:?}: expected compact (the default), first-image or per-change (the papers')"
             ))),
         }
+    }
+
+    /// Whether flushes follow the first-image protocol (a page image only
+    /// at the first flush of a page in a log epoch).
+    pub fn first_image(self) -> bool {
+        matches!(self, LogFormat::FirstImage | LogFormat::Compact)
+    }
+
+    /// Whether a store may log a group of operations as the net changes of
+    /// its pages (one COMMIT for the group).
+    pub fn groups_operations(self) -> bool {
+        self == LogFormat::Compact
     }
 
     /// How restart treats FLUSH records in a log of this format.
     pub fn restart_rule(self) -> FlushRule {
         match self {
             LogFormat::PerChange => FlushRule::Obsolete,
-            LogFormat::FirstImage => FlushRule::KeepFromImage,
+            LogFormat::FirstImage | LogFormat::Compact => FlushRule::KeepFromImage,
         }
     }
 
@@ -276,6 +299,7 @@ impl LogFormat {
         match self {
             LogFormat::PerChange => "per-change",
             LogFormat::FirstImage => "first-image",
+            LogFormat::Compact => "compact",
         }
     }
 
@@ -301,7 +325,7 @@ impl std::fmt::Display for LogFormat {
 pub fn auto_log_capacity(format: LogFormat, buffer_bytes: usize) -> u64 {
     match format {
         LogFormat::PerChange => PAPERS_LOG_CAPACITY,
-        LogFormat::FirstImage => {
+        LogFormat::FirstImage | LogFormat::Compact => {
             PAPERS_LOG_CAPACITY.max((buffer_bytes as u64).saturating_mul(LOG_CAPACITY_PER_BUFFER))
         }
     }

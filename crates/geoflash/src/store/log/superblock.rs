@@ -55,6 +55,8 @@ const VERSION: u16 = 2;
 const VERSION_NO_BASE: u16 = 1;
 /// The first-image format (layout of version 2).
 const VERSION_FIRST_IMAGE: u16 = 3;
+/// The compact format (layout of version 2).
+const VERSION_COMPACT: u16 = 4;
 const LEN: usize = 80;
 /// Bytes before the base payload.
 const BASE_HEADER: usize = 108;
@@ -93,7 +95,7 @@ pub(crate) struct Superblock {
     pub lsn_floor: Lsn,
     /// Records a clean checkpoint kept here instead of in the live region.
     pub base: Option<Base>,
-    /// The log's format (its version: 2 per-change, 3 first-image).
+    /// The log's format (its version: 2 per-change, 3 first-image, 4 compact).
     pub format: LogFormat,
 }
 
@@ -111,6 +113,7 @@ impl Superblock {
         let version = match self.format {
             LogFormat::PerChange => VERSION,
             LogFormat::FirstImage => VERSION_FIRST_IMAGE,
+            LogFormat::Compact => VERSION_COMPACT,
         };
         h[4..6].copy_from_slice(&version.to_le_bytes());
         h[6] = page_size.trailing_zeros() as u8;
@@ -168,9 +171,12 @@ impl Superblock {
             .and_then(|b| b.try_into().ok())
             .map(u16::from_le_bytes)
             .unwrap_or(0);
-        if !matches!(version, VERSION_NO_BASE | VERSION | VERSION_FIRST_IMAGE) {
+        if !matches!(
+            version,
+            VERSION_NO_BASE | VERSION | VERSION_FIRST_IMAGE | VERSION_COMPACT
+        ) {
             return Slot::Damaged(format!(
-                "log superblock format version {version}, this build reads versions {VERSION_NO_BASE} to {VERSION_FIRST_IMAGE}: the index was written by another version of geoflash"
+                "log superblock format version {version}, this build reads versions {VERSION_NO_BASE} to {VERSION_COMPACT}: the index was written by another version of geoflash"
             ));
         }
         if buf.get(6).copied() != Some(buf.len().trailing_zeros() as u8) {
@@ -231,10 +237,10 @@ impl Superblock {
             epoch_high,
             lsn_floor,
             base,
-            format: if version == VERSION_FIRST_IMAGE {
-                LogFormat::FirstImage
-            } else {
-                LogFormat::PerChange
+            format: match version {
+                VERSION_FIRST_IMAGE => LogFormat::FirstImage,
+                VERSION_COMPACT => LogFormat::Compact,
+                _ => LogFormat::PerChange,
             },
         })
     }

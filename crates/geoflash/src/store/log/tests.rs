@@ -248,7 +248,11 @@ fn first_image_restart_keeps_a_page_from_its_image_through_later_flushes() {
 
 #[test]
 fn the_superblock_carries_the_log_format() {
-    for format in [LogFormat::PerChange, LogFormat::FirstImage] {
+    for format in [
+        LogFormat::PerChange,
+        LogFormat::FirstImage,
+        LogFormat::Compact,
+    ] {
         let dev = mem();
         let c = config(Durability::Sync).with_format(format);
         let mut log = Log::create(dev.clone(), 0, LOG_PAGES, c).unwrap();
@@ -262,7 +266,8 @@ fn the_superblock_carries_the_log_format() {
         // An opened log keeps its own format whatever the configuration says.
         let other = config(Durability::Sync).with_format(match format {
             LogFormat::PerChange => LogFormat::FirstImage,
-            LogFormat::FirstImage => LogFormat::PerChange,
+            LogFormat::FirstImage => LogFormat::Compact,
+            LogFormat::Compact => LogFormat::PerChange,
         });
         let (log, _) = Log::open(dev.clone(), 0, LOG_PAGES, other).unwrap();
         assert_eq!(log.format(), format);
@@ -280,6 +285,7 @@ fn the_superblock_carries_the_log_format() {
             match format {
                 LogFormat::PerChange => 2,
                 LogFormat::FirstImage => 3,
+                LogFormat::Compact => 4,
             }
         );
         drop(log);
@@ -296,7 +302,9 @@ fn the_superblock_carries_the_log_format() {
         LogFormat::parse("first-image").unwrap(),
         LogFormat::FirstImage
     );
-    assert!(LogFormat::parse("compact").is_err());
+    assert_eq!(LogFormat::parse("compact").unwrap(), LogFormat::Compact);
+    assert_eq!(LogFormat::default(), LogFormat::Compact);
+    assert!(LogFormat::parse("packed").is_err());
 }
 
 #[test]
@@ -318,7 +326,7 @@ fn a_superblock_of_an_unknown_version_is_refused_by_name() {
     let e = Log::open(dev, 0, LOG_PAGES, config(Durability::Sync)).unwrap_err();
     let m = e.to_string();
     assert!(
-        m.contains("version 9") && m.contains("versions 1 to 3"),
+        m.contains("version 9") && m.contains("versions 1 to 4"),
         "{m}"
     );
 }

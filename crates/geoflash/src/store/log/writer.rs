@@ -80,6 +80,11 @@ pub struct Log {
     /// Commits since the last sync, and when the oldest of them was appended.
     unsynced_commits: u32,
     oldest_unsynced: Option<Instant>,
+    /// Operations completed with their records held back by the store
+    /// ([`Log::defer_commit`]), and when the oldest of them completed; a
+    /// sync does not make them durable, their later COMMIT does.
+    deferred: u32,
+    oldest_deferred: Option<Instant>,
     /// Record bytes in the live region (written or buffered).
     record_bytes: u64,
     records_live: u64,
@@ -192,6 +197,8 @@ impl Log {
             open_op: None,
             unsynced_commits: 0,
             oldest_unsynced: None,
+            deferred: 0,
+            oldest_deferred: None,
             record_bytes: 0,
             records_live: 0,
             stats: LogStats::default(),
@@ -284,12 +291,17 @@ impl Log {
         if self.oldest_unsynced.is_none() {
             self.oldest_unsynced = Some(Instant::now());
         }
-        match self.config.durability {
-            Durability::Sync => self.sync()?,
-            Durability::Group { .. } => self.maybe_sync()?,
-            Durability::None => {}
-        }
+        self.apply_durability()?;
         Ok(lsn)
+    }
+
+    /// After a COMMIT: syncs as the durability mode says.
+    fn apply_durability(&mut self) -> Result<()> {
+        match self.config.durability {
+            Durability::Sync => self.sync(),
+            Durability::Group { .. } => self.maybe_sync(),
+            Durability::None => Ok(()),
+        }
     }
 
     /// Whether appending `records` and then a COMMIT may write log pages or
@@ -317,6 +329,52 @@ impl Log {
         }
     }
 
+    /// Counts an operation that completed without records of its own in
+    /// the log yet: the store holds its changes back and logs them, with a
+    /// later operation's id, before [`Self::commit_deferred`] (the compact
+    /// format's groups). It counts toward the group commit (see
+    /// [`Self::commit_due`]) but is durable only with that COMMIT.
+    pub fn defer_commit(&mut self) {
+        self.deferred = self.deferred.saturating_add(1);
+        if self.oldest_deferred.is_none() {
+            self.oldest_deferred = Some(Instant::now());
+        }
+    }
+
+    /// Appends the COMMIT of `op`, the newest of the deferred operations
+    /// (whose records the store has just appended with `op`'s id), and
+    /// applies the durability mode to all of them as [`Self::commit`] does
+    /// to one operation.
+    pub fn commit_deferred(&mut self, op: OpId) -> Result<Lsn> {
+        let lsn = self.append(Record::commit(op))?;
+        self.unsynced_commits = self.unsynced_commits.saturating_add(self.deferred.max(1));
+        let oldest = self.oldest_deferred.take().unwrap_or_else(Instant::now);
+        self.oldest_unsynced = Some(self.oldest_unsynced.map_or(oldest, |t| t.min(oldest)));
+        self.deferred = 0;
+        self.apply_durability()?;
+        Ok(lsn)
+    }
+
+    /// Whether the durability mode wants the operations completed so far
+    /// (committed or deferred) durable now: always with
+    /// [`Durability::Sync`], never with [`Durability::None`], and with
+    /// [`Durability::Group`] when the group is complete or its oldest
+    /// operation has waited long enough.
+    pub fn commit_due(&self) -> bool {
+        match self.config.durability {
+            Durability::Sync => true,
+            Durability::None => false,
+            Durability::Group { ops, millis } => {
+                let waited = |t: Option<Instant>| {
+                    t.is_some_and(|t| t.elapsed().as_millis() >= u128::from(millis))
+                };
+                self.unsynced_commits.saturating_add(self.deferred) >= ops
+                    || waited(self.oldest_unsynced)
+                    || waited(self.oldest_deferred)
+            }
+        }
+    }
+
     /// Forgets that operation `op` is open (after a failed operation). Its
     /// records stay in the log without a COMMIT and are dropped by the next
     /// compaction or restart; `op` must not be committed later.
@@ -330,14 +388,8 @@ impl Log {
     /// has waited long enough; otherwise nothing. Stores call it between
     /// operations so that a quiet period still makes commits durable.
     pub fn maybe_sync(&mut self) -> Result<()> {
-        if let Durability::Group { ops, millis } = self.config.durability {
-            let due_ops = self.unsynced_commits >= ops;
-            let due_time = self
-                .oldest_unsynced
-                .is_some_and(|t| t.elapsed().as_millis() >= u128::from(millis));
-            if due_ops || due_time {
-                self.sync()?;
-            }
+        if matches!(self.config.durability, Durability::Group { .. }) && self.commit_due() {
+            self.sync()?;
         }
         Ok(())
     }
