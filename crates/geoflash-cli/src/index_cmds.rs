@@ -74,9 +74,11 @@ pub struct BuildArgs {
     /// 10MiB for the per-change format, else the larger of 10MiB and 4 x the buffer).
     #[arg(long)]
     log_capacity: Option<String>,
-    /// eFIND and FAST: log format, first-image (the default: a page image only at a
-    /// page's first flush after a compaction, one log sync per batch of flushes) or
-    /// per-change (the papers': a page image and two syncs at every flush).
+    /// eFIND and FAST: log format, compact (the default: first-image flushes, and
+    /// eFIND logs each group commit as the net changes of its pages), first-image (a
+    /// page image only at a page's first flush after a compaction, one log sync per
+    /// batch of flushes, records per operation) or per-change (the papers': a page
+    /// image and two syncs at every flush).
     #[arg(long)]
     log_format: Option<String>,
     /// eFIND and FAST: when operations become durable: sync (each one), group (every

@@ -95,7 +95,7 @@ pub struct EfindParams {
     /// Bytes of the log.
     pub log_capacity: Option<u64>,
     /// Format of the log: per-change (the papers', pinned by the seed
-    /// workloads) or first-image (the default).
+    /// workloads), first-image or compact (the default).
     pub log_format: Option<String>,
 }
 
@@ -238,7 +238,7 @@ pub struct FastParams {
     pub durability: Option<String>,
     /// Bytes of the log.
     pub log_capacity: Option<u64>,
-    /// Format of the log: per-change or first-image (the default).
+    /// Format of the log: per-change, first-image or compact (the default).
     pub log_format: Option<String>,
     /// Seed of the random policy.
     pub seed: Option<u64>,

@@ -188,7 +188,8 @@ class Index:
       ``flush_percent``, ``flush_policy``, ``temporal_control``, FAST's
       ``fast_policy`` (``"fast"``, ``"fast-star"``, ``"flush-all"``,
       ``"random"``), and ``flush_unit``, ``log_capacity`` and ``log_format``
-      (``"first-image"``, the default, or the papers' ``"per-change"``) of
+      (``"compact"``, the default, ``"first-image"`` or the papers'
+      ``"per-change"``) of
       either.
     - ``interleaved``: coordinates as ``(minx, miny, maxx, maxy)`` (True) or
       ``(minx, maxx, miny, maxy)`` (False); a point ``(x, y)`` is accepted

@@ -36,7 +36,11 @@
 //!   in memory while it runs and appended with its id at `commit_op`,
 //!   followed by its COMMIT; the [`Durability`] mode decides when the COMMIT
 //!   is durable ([`EfindStore::durable_op`]). A failed operation leaves
-//!   nothing in the log.
+//!   nothing in the log. With the compact format (the default) operations
+//!   are logged in groups instead (`group.rs`): the net NEW/MOD/DEL of
+//!   every page the group changed, one META and the COMMIT of its last
+//!   operation, when the durability mode wants the group durable and
+//!   before any page write (see `docs/architecture.md`, "Log formats").
 //! - **Flushes** (between operations). With `sync` and `group` durability
 //!   every page written in place is protected by a full **page image** in
 //!   the log: PAGE_IMAGE records of the unit, log synced (so the log is

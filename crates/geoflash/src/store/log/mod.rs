@@ -116,6 +116,18 @@
 //! survivors are only a base (a CHECKPOINT and the newest COMMIT: the log
 //! of a cleanly closed index), one superblock write and one sync.
 //!
+//! # Log formats
+//!
+//! [`LogFormat`], kept in the superblock's version (an opened log keeps its
+//! own): *per-change* (the papers': a page image and two syncs at every
+//! protected flush), *first-image* (an image only at a page's first flush
+//! in an epoch, flushes batched behind one log sync) and *compact* (the
+//! default: the first-image protocol, and stores may log a group of
+//! operations as one set of net page changes ending in one COMMIT, with
+//! [`Log::defer_commit`] counting the held operations toward the group
+//! commit and [`Log::commit_deferred`] making them durable together). The
+//! record and page formats are the same in all three.
+//!
 //! # Durability modes
 //!
 //! [`Durability::Sync`] syncs at every commit; [`Durability::Group`] syncs
