@@ -576,3 +576,85 @@ proptest! {
         }
     }
 }
+
+/// The compact format logs a group of operations as the net changes of its
+/// pages (far fewer records and bytes than one set per operation), and a
+/// restart that replays those groups rebuilds the same tree as the
+/// first-image format's per-operation records.
+#[test]
+fn compact_groups_log_net_changes_and_replay_to_the_same_tree() {
+    let page = 512;
+    let kind = IndexKind::RStar;
+    let ops = build_ops(600);
+    let mut logged = Vec::new();
+    let mut trees = Vec::new();
+    for format in [LogFormat::FirstImage, LogFormat::Compact] {
+        let cfg = EfindConfig {
+            buffer_bytes: 1 << 20,
+            durability: Durability::Group {
+                ops: 50,
+                millis: 1_000_000,
+            },
+            log_format: format,
+            ..EfindConfig::default()
+        };
+        let dev = Arc::new(MemDevice::new(page, 1 << 16).unwrap());
+        let p = params(kind, page);
+        let mut t = RTree::create(EfindStore::create(dev.clone(), cfg).unwrap(), p).unwrap();
+        let mut oracle: BTreeMap<u64, Rect> = BTreeMap::new();
+        for (i, op) in ops.iter().enumerate() {
+            let id = i as u64 + 1;
+            match op {
+                Op::Insert(rect) => {
+                    t.insert(id, *rect).unwrap();
+                    oracle.insert(id, *rect);
+                }
+                Op::Delete(_) | Op::Query(_) => {
+                    if let Some((&k, &v)) = oracle.iter().next() {
+                        t.delete(k, v).unwrap();
+                        oracle.remove(&k);
+                    }
+                }
+            }
+            if format == LogFormat::Compact {
+                // Groups of 50: never more than 49 operations unacknowledged.
+                let durable = t.store().durable_op().unwrap_or(0);
+                let last = t.store().last_op().unwrap_or(0);
+                assert!(last - durable < 50, "op {last}, durable {durable}");
+            }
+        }
+        t.store_mut().sync().unwrap();
+        let stats = t.store().stats();
+        assert_eq!(t.store().durable_op(), t.store().last_op());
+        logged.push((stats.log_records, stats.log_bytes));
+        let report = t.check().unwrap();
+        // Reopen without a checkpoint: restart replays the log.
+        drop(t);
+        let store = EfindStore::open(
+            dev,
+            EfindConfig {
+                log_format: format,
+                ..EfindConfig::default()
+            },
+        )
+        .unwrap();
+        assert!(store.restart_report().unwrap().changes_replayed > 0);
+        let t = RTree::open(store, p).unwrap();
+        assert_eq!(t.check().unwrap().records, report.records);
+        let all = r(-100.0, -100.0, 100.0, 100.0);
+        let got: BTreeMap<u64, Rect> = t
+            .query(all, Predicate::Intersects)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|h| (h.id, h.rect))
+            .collect();
+        assert_eq!(got, oracle, "{format}");
+        trees.push(got);
+    }
+    let ((per_op_records, per_op_bytes), (group_records, group_bytes)) = (logged[0], logged[1]);
+    assert!(
+        group_records * 4 < per_op_records && group_bytes * 2 < per_op_bytes,
+        "first-image {per_op_records} records / {per_op_bytes} bytes, compact {group_records} / {group_bytes}"
+    );
+}
