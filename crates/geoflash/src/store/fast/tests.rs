@@ -613,10 +613,12 @@ fn index_dir_makes_a_fast_store_that_reopens() {
 #[test]
 fn a_commit_that_does_not_fit_the_log_flushes_the_nodes_it_did_not_change() {
     // A 6 KiB log: an operation of 7 full nodes fits only once the records
-    // of the 3 nodes an earlier operation left buffered are gone.
+    // of the 3 nodes an earlier operation left buffered are gone (sizes of
+    // the fixed framing).
     let cfg = FastConfig {
         buffer_bytes: 1 << 20,
         log_capacity: 6 << 10,
+        log_format: LogFormat::FirstImage,
         durability: Durability::Sync,
         ..FastConfig::default()
     };

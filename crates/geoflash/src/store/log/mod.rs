@@ -125,8 +125,9 @@
 //! default: the first-image protocol, and stores may log a group of
 //! operations as one set of net page changes ending in one COMMIT, with
 //! [`Log::defer_commit`] counting the held operations toward the group
-//! commit and [`Log::commit_deferred`] making them durable together). The
-//! record and page formats are the same in all three.
+//! commit and [`Log::commit_deferred`] making them durable together, and
+//! its records framed with varints and no per-record checksum
+//! ([`record::Framing`]). The page format is the same in all three.
 //!
 //! # Durability modes
 //!
@@ -296,6 +297,14 @@ impl LogFormat {
     /// its pages (one COMMIT for the group).
     pub fn groups_operations(self) -> bool {
         self == LogFormat::Compact
+    }
+
+    /// How records are framed in a log of this format.
+    pub fn framing(self) -> record::Framing {
+        match self {
+            LogFormat::Compact => record::Framing::Compact,
+            LogFormat::PerChange | LogFormat::FirstImage => record::Framing::Fixed,
+        }
     }
 
     /// How restart treats FLUSH records in a log of this format.

@@ -10,7 +10,7 @@
 use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
 
-use super::record::{check_page, decode, Decoded, PageCheck, Record};
+use super::record::{check_page, decode_framed, Decoded, PageCheck, Record};
 use super::superblock::Superblock;
 use super::{LogLayout, Lsn, SharedDevice, LOOKAHEAD_PAGES};
 
@@ -101,7 +101,7 @@ pub(crate) fn scan(dev: &SharedDevice, layout: &LogLayout, sb: &Superblock) -> R
     let mut last_lsn: Lsn = records.iter().map(|r| r.lsn).max().unwrap_or(0);
     while off < stream.len() {
         let rest = stream.get(off..).unwrap_or(&[]);
-        match decode(rest) {
+        match decode_framed(rest, sb.format.framing()) {
             Decoded::Record(rec, len) => {
                 if rec.lsn <= last_lsn {
                     return Err(Error::corrupt(

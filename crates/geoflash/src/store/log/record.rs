@@ -12,6 +12,24 @@
 //! | 25 | 8 | page id (`u64`; 0 where the kind concerns no page) |
 //! | 33 | … | payload |
 //!
+//! Logs of the [compact](super::LogFormat::Compact) format frame records
+//! with varints instead ([`Framing::Compact`]):
+//!
+//! | size | field |
+//! |---:|---|
+//! | 1 | kind |
+//! | 1–10 | LSN (unsigned LEB128 varint) |
+//! | 1–10 | operation id (varint) |
+//! | 1–10 | page id (varint) |
+//! | 1–5 | payload length (varint) |
+//! | … | payload |
+//!
+//! with no record checksum: every log page carries a CRC-32C of all its
+//! bytes and the stream ends at the first page that fails it, so a record
+//! is either in checked pages or cut by the end of the stream (a torn
+//! tail, [`Decoded::Incomplete`]); the per-record checksum of the fixed
+//! framing repeats that check.
+//!
 //! The payload is opaque to the log except for FLUSH: a `u32` count followed
 //! by that many page ids (`u64`), built by [`Record::flush`] and read by
 //! [`Record::flushed_pages`].
@@ -28,6 +46,8 @@
 //! | 32 | 4 | durable position: pages of the region known durable when this page was written |
 //! | 36 | 4 | bytes of record stream in this page |
 //! | 40 | … | record stream; zeros after it |
+use integer_encoding::VarInt;
+
 use crate::storage::PageId;
 use crate::store::OpId;
 use crate::{Error, Result};
@@ -47,6 +67,18 @@ pub const PAGE_MAGIC: [u8; 4] = *b"GFLG";
 pub fn data_per_page(page_size: usize) -> usize {
     page_size.saturating_sub(PAGE_HEADER)
 }
+
+/// How records are framed in a log's byte stream (see the [module docs](self)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// A 33-byte header with the record's length and CRC-32C.
+    Fixed,
+    /// A kind byte and varints (about 8 bytes), no record checksum.
+    Compact,
+}
+
+/// Largest bytes of a compact header: kind, three `u64` varints and a `u32` one.
+const COMPACT_HEADER_MAX: usize = 1 + 3 * 10 + 5;
 
 /// What a record says. Kinds other than FLUSH, COMMIT and CHECKPOINT concern
 /// one page (`Record::page`) or the tree metadata (META).
@@ -212,6 +244,52 @@ impl Record {
         Ok(())
     }
 
+    /// Bytes the record takes in a stream of `framing`.
+    pub fn framed_len(&self, framing: Framing) -> usize {
+        match framing {
+            Framing::Fixed => self.encoded_len(),
+            Framing::Compact => {
+                1 + self.lsn.required_space()
+                    + self.op.required_space()
+                    + self.page.required_space()
+                    + (self.payload.len() as u64).required_space()
+                    + self.payload.len()
+            }
+        }
+    }
+
+    /// Most bytes the record can take in a stream of either framing.
+    pub fn max_framed_len(&self) -> usize {
+        self.payload.len() + RECORD_HEADER.max(COMPACT_HEADER_MAX)
+    }
+
+    /// Appends the record to `out` in `framing`.
+    pub fn encode_framed(&self, framing: Framing, out: &mut Vec<u8>) -> Result<()> {
+        match framing {
+            Framing::Fixed => self.encode_into(out),
+            Framing::Compact => {
+                if self.payload.len() > MAX_PAYLOAD {
+                    return Err(Error::invalid(format!(
+                        "log record payload of {} bytes exceeds the limit of {MAX_PAYLOAD} bytes",
+                        self.payload.len()
+                    )));
+                }
+                let mut head = [0u8; COMPACT_HEADER_MAX];
+                let mut n = 0;
+                if let Some(k) = head.get_mut(0) {
+                    *k = self.kind.as_u8();
+                    n = 1;
+                }
+                for v in [self.lsn, self.op, self.page, self.payload.len() as u64] {
+                    n += head.get_mut(n..).map_or(0, |rest| v.encode_var(rest));
+                }
+                out.extend_from_slice(head.get(..n).unwrap_or(&[]));
+                out.extend_from_slice(&self.payload);
+                Ok(())
+            }
+        }
+    }
+
     /// The framed record as bytes.
     pub fn encode(&self) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(self.encoded_len());
@@ -231,7 +309,71 @@ pub enum Decoded {
     Corrupt(String),
 }
 
-/// Decodes the record at the front of `buf`. Never panics.
+/// Decodes the record of `framing` at the front of `buf`. Never panics.
+pub fn decode_framed(buf: &[u8], framing: Framing) -> Decoded {
+    match framing {
+        Framing::Fixed => decode(buf),
+        Framing::Compact => decode_compact(buf),
+    }
+}
+
+/// One varint at `buf[*off..]`: `Err(true)` when the buffer ends inside
+/// it, `Err(false)` when it is malformed (too long).
+fn varint_at(buf: &[u8], off: &mut usize) -> std::result::Result<u64, bool> {
+    let rest = buf.get(*off..).unwrap_or(&[]);
+    match u64::decode_var(rest) {
+        Some((v, n)) => {
+            *off += n;
+            Ok(v)
+        }
+        // `decode_var` fails on a buffer that ends inside the varint and on
+        // one longer than ten bytes; tell them apart by the continuation bits.
+        None => Err(rest.iter().take(10).all(|b| b & 0x80 != 0) && rest.len() < 10),
+    }
+}
+
+fn decode_compact(buf: &[u8]) -> Decoded {
+    let Some(&code) = buf.first() else {
+        return Decoded::Incomplete;
+    };
+    let Some(kind) = RecordKind::from_u8(code) else {
+        return Decoded::Corrupt(format!("unknown record kind {code}"));
+    };
+    let mut off = 1;
+    let mut fields = [0u64; 4];
+    for f in &mut fields {
+        match varint_at(buf, &mut off) {
+            Ok(v) => *f = v,
+            Err(true) => return Decoded::Incomplete,
+            Err(false) => return Decoded::Corrupt("malformed varint in a record header".into()),
+        }
+    }
+    let [lsn, op, page, len] = fields;
+    if lsn == 0 {
+        return Decoded::Corrupt("record with LSN 0".into());
+    }
+    let Ok(len) = usize::try_from(len) else {
+        return Decoded::Corrupt(format!("record payload length {len} is impossible"));
+    };
+    if len > MAX_PAYLOAD {
+        return Decoded::Corrupt(format!("record payload length {len} is impossible"));
+    }
+    let Some(payload) = buf.get(off..off + len) else {
+        return Decoded::Incomplete;
+    };
+    Decoded::Record(
+        Record {
+            lsn,
+            kind,
+            op,
+            page,
+            payload: payload.to_vec(),
+        },
+        off + len,
+    )
+}
+
+/// Decodes the record at the front of `buf` (fixed framing). Never panics.
 pub fn decode(buf: &[u8]) -> Decoded {
     let Some(len) = get_u32(buf, 0) else {
         return Decoded::Incomplete;

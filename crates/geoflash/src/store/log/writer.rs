@@ -245,7 +245,9 @@ impl Log {
     /// live region has no room: compact (or flush pages, then compact).
     pub fn append(&mut self, mut rec: Record) -> Result<Lsn> {
         self.check_alive()?;
-        let len = rec.encoded_len();
+        rec.lsn = self.next_lsn;
+        let framing = self.sb.format.framing();
+        let len = rec.framed_len(framing);
         if self.pages_needed(len) > self.layout.region_pages() {
             return Err(Error::DeviceFull(format!(
                 "log full: a {len}-byte record does not fit ({} of {} bytes used); compact the log or flush pages",
@@ -254,8 +256,7 @@ impl Log {
             )));
         }
         self.guard(|log| {
-            rec.lsn = log.next_lsn;
-            rec.encode_into(&mut log.buf)?;
+            rec.encode_framed(framing, &mut log.buf)?;
             if rec.page != 0 {
                 log.unwritten_pages.insert(rec.page);
             }
@@ -311,8 +312,11 @@ impl Log {
     /// clock costs a system call).
     pub fn commit_may_do_io(&self, records: &[Record]) -> bool {
         let after = self.buf.len() as u64
-            + records.iter().map(|r| r.encoded_len() as u64).sum::<u64>()
-            + Record::commit(NO_OP).encoded_len() as u64;
+            + records
+                .iter()
+                .map(|r| r.max_framed_len() as u64)
+                .sum::<u64>()
+            + Record::commit(NO_OP).max_framed_len() as u64;
         if after >= (WRITE_BATCH_PAGES * self.data_per_page()) as u64 {
             return true;
         }
@@ -628,7 +632,7 @@ impl Log {
         }
         for r in &records {
             self.stats.records += 1;
-            self.stats.bytes += r.encoded_len() as u64;
+            self.stats.bytes += r.framed_len(self.sb.format.framing()) as u64;
         }
         self.next_lsn = lsn + records.len() as u64;
         self.last_lsn = self.next_lsn - 1;
@@ -680,8 +684,9 @@ impl Log {
     fn rewrite(&mut self, records: &[Record]) -> Result<()> {
         let (base, rest) = split_base(records, self.layout.page_size);
         let mut stream = Vec::new();
+        let framing = self.sb.format.framing();
         for r in rest {
-            r.encode_into(&mut stream)?;
+            r.encode_framed(framing, &mut stream)?;
         }
         let pages = stream.len().div_ceil(self.data_per_page()) as u64;
         if pages > self.layout.region_pages() {
@@ -725,7 +730,7 @@ impl Log {
             log.device_sync()?;
             log.durable_pos = log.next_pos;
             log.durable_lsn = log.last_lsn;
-            log.record_bytes = rest.iter().map(|r| r.encoded_len() as u64).sum();
+            log.record_bytes = rest.iter().map(|r| r.framed_len(framing) as u64).sum();
             log.records_live = rest.len() as u64;
             log.stats.compactions += 1;
             log.stats.records_rewritten += records.len() as u64;
