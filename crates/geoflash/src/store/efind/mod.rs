@@ -91,6 +91,7 @@ use crate::{Error, Result};
 #[cfg(test)]
 mod crash_tests;
 pub mod flush;
+pub mod flush_index;
 mod logging;
 pub mod records;
 mod restart;
