@@ -236,6 +236,7 @@ pub fn choose_indexed(wb: &mut WriteBuffer, config: &EfindConfig, wq: &VecDeque<
         percent: config.flush_percent,
         unit: config.flush_unit,
     });
+    wb.flush_index_mut().refresh();
     let idx = wb.flush_index();
     if idx.active() == 0 {
         return Choice {

@@ -14,9 +14,12 @@
 //! - the **candidates by page id** in a treap whose nodes summarise their
 //!   subtree's id-sorted sequence for every phase `φ < s` (how many elements
 //!   precede the subsequence, modulo `s`): the best complete group, and the
-//!   first and last `s − 1` pages. Two summaries join in O(s²), so a change
-//!   costs O(s² · log N) and the best group of the whole candidate list, or
-//!   of any union of id ranges of it, is found in O(s² · log N) per range.
+//!   first and last `s − 1` pages. Two summaries join in O(s²). A change
+//!   restructures the treap in O(log N) and marks the summaries on its path
+//!   stale; a choice recomputes the stale ones first (O(s² · log N) per
+//!   change since the previous choice, at most O(s² · N)), then finds the
+//!   best group of the whole candidate list, or of any union of id ranges
+//!   of it, in O(s² · log N) per range.
 //!
 //! Temporal control narrows the candidates to pages near (Seq), far from
 //! (Str) or not in between (Seq ∪ Str) the pages of WQ: each is a union of
@@ -130,6 +133,9 @@ struct Node {
     min: PageId,
     max: PageId,
     sum: Summary,
+    /// Whether `min`, `max` and `sum` are stale (the subtree changed since
+    /// they were computed; see [`FlushIndex::refresh`]).
+    dirty: bool,
 }
 
 /// The incremental flush index (see the module docs). It is idle (every
@@ -321,7 +327,7 @@ impl FlushIndex {
     }
 
     /// Temporal control's outcome (Alg. 4) over the candidates and the id
-    /// ranges of the pages it keeps.
+    /// ranges of the pages it keeps (after [`refresh`](Self::refresh)).
     pub fn temporal_ranges(
         &self,
         tc: Option<TcParams<'_>>,
@@ -361,7 +367,7 @@ impl FlushIndex {
     }
 
     /// The unit Alg. 3 flushes among the candidates in `ranges` (sorted,
-    /// disjoint, inclusive id ranges), or `None` when the index does not
+    /// disjoint, inclusive id ranges; after [`refresh`](Self::refresh)), or `None` when the index does not
     /// rank this configuration (see the module docs) or has no candidate.
     pub fn best_unit(&self, ranges: &[(PageId, PageId)]) -> Option<Vec<PageId>> {
         if !self.ranks() {
@@ -528,7 +534,30 @@ impl FlushIndex {
         out
     }
 
-    fn pull(&mut self, t: u32) {
+    /// Marks `t`'s summary stale: summaries are computed when a choice
+    /// needs them, once for all the changes since the previous choice.
+    fn mark_stale(&mut self, t: u32) {
+        self.nodes[t as usize].dirty = true;
+    }
+
+    /// Recomputes the stale summaries (before a choice).
+    pub fn refresh(&mut self) {
+        if self.root != NIL {
+            self.refresh_node(self.root);
+        }
+    }
+
+    fn refresh_node(&mut self, t: u32) {
+        if !self.nodes[t as usize].dirty {
+            return;
+        }
+        let (l, r) = (self.nodes[t as usize].left, self.nodes[t as usize].right);
+        if l != NIL {
+            self.refresh_node(l);
+        }
+        if r != NIL {
+            self.refresh_node(r);
+        }
         let n = &self.nodes[t as usize];
         let (l, r, item) = (n.left, n.right, n.item);
         let empty = Summary::default();
@@ -558,6 +587,7 @@ impl FlushIndex {
         n.sum = sum;
         n.min = min;
         n.max = max;
+        n.dirty = false;
     }
 
     /// Splits `t` into (ids < id, ids ≥ id).
@@ -568,12 +598,12 @@ impl FlushIndex {
         if self.nodes[t as usize].item.id < id {
             let (a, b) = self.split(self.nodes[t as usize].right, id);
             self.nodes[t as usize].right = a;
-            self.pull(t);
+            self.mark_stale(t);
             (t, b)
         } else {
             let (a, b) = self.split(self.nodes[t as usize].left, id);
             self.nodes[t as usize].left = b;
-            self.pull(t);
+            self.mark_stale(t);
             (a, t)
         }
     }
@@ -589,12 +619,12 @@ impl FlushIndex {
         if self.nodes[a as usize].prio > self.nodes[b as usize].prio {
             let r = self.merge(self.nodes[a as usize].right, b);
             self.nodes[a as usize].right = r;
-            self.pull(a);
+            self.mark_stale(a);
             a
         } else {
             let l = self.merge(a, self.nodes[b as usize].left);
             self.nodes[b as usize].left = l;
-            self.pull(b);
+            self.mark_stale(b);
             b
         }
     }
@@ -611,7 +641,8 @@ impl FlushIndex {
             right: NIL,
             min: id,
             max: id,
-            sum: self.leaf(item),
+            sum: Summary::default(),
+            dirty: true,
         };
         let t = match self.free.pop() {
             Some(t) => {
@@ -653,6 +684,7 @@ impl FlushIndex {
             return 0;
         }
         let n = &self.nodes[t as usize];
+        debug_assert!(!n.dirty, "flush index queried before refresh");
         if n.max < lo || n.min > hi {
             return 0;
         }
@@ -670,6 +702,7 @@ impl FlushIndex {
             return;
         }
         let n = &self.nodes[t as usize];
+        debug_assert!(!n.dirty, "flush index queried before refresh");
         if n.max < lo || n.min > hi {
             return;
         }
