@@ -436,6 +436,13 @@ impl EfindStore {
             None => VecDeque::new(),
         };
         let choice = choose_indexed(&mut self.wb, &self.config, &wq);
+        // Every store test checks each choice against the scan (the oracle).
+        #[cfg(test)]
+        {
+            let excluded = self.wb.flush_index().excluded().clone();
+            let old = choose_by_scan(&self.wb, &excluded, &self.config, &wq);
+            assert_eq!(choice, old, "the flush index chose otherwise than the scan");
+        }
         if let Some(tc) = choice.tc {
             let mut inner = self.lock();
             match tc {

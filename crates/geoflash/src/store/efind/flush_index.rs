@@ -310,6 +310,11 @@ impl FlushIndex {
             .is_some_and(|c| c.indexed() && !(c.policy.uses_area() && self.positive_area == 0))
     }
 
+    /// The pages set aside by [`exclude`](Self::exclude).
+    pub fn excluded(&self) -> &HashSet<PageId> {
+        &self.excluded
+    }
+
     /// Number of buffered pages not set aside.
     pub fn active(&self) -> usize {
         self.cand.len() + self.rest.len()

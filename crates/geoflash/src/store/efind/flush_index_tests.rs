@@ -28,7 +28,7 @@ enum Op {
 fn rect(r: u8) -> Rect {
     let x = f64::from(r % 16) / 16.0;
     let y = f64::from(r / 16) / 16.0;
-    let w = if r % 8 == 0 {
+    let w = if r.is_multiple_of(8) {
         0.0
     } else {
         f64::from(r % 5 + 1) / 20.0
