@@ -194,7 +194,7 @@ proptest! {
 /// A buffer of 5,000 pages: the index chooses as the scan, first after its
 /// build and then after each change.
 #[test]
-fn a_buffer_of_many_pages_is_ranked_without_a_scan() {
+fn a_large_buffer_is_ranked_as_the_scan_after_each_change() {
     let cfg = EfindConfig {
         temporal_control: None,
         flush_unit: 3,
