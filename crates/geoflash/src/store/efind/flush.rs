@@ -17,14 +17,15 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::write_buffer::Status;
-use super::EfindStore;
+use super::flush_index::{Choice, FlushIndexConfig, TcParams};
+use super::write_buffer::{Status, WriteBuffer};
+use super::{EfindConfig, EfindStore};
 use crate::page::{self, Node};
 use crate::storage::PageId;
 use crate::Result;
 
 /// Most flushing units in one batch of [`EfindStore::flush_batch`]: bounds
-/// the work of a batch (each unit's choice scans the write buffer).
+/// the work of a batch.
 pub const FLUSH_BATCH_UNITS: u64 = 64;
 
 /// Share of the write budget a batch flushes down to, in eighths.
@@ -116,8 +117,46 @@ pub fn degree(policy: FlushPolicy, unit: &[PageInfo], total_area: f64, total_ove
     }
 }
 
+/// The rank by which [`choose_unit`] and the
+/// [`FlushIndex`](super::flush_index::FlushIndex) compare units: the
+/// degree without its denominators (α's total modified area, β's total
+/// overlap), which scale every unit of a flush alike. A factor whose total is
+/// zero is 1, as in [`degree`] (`area_weighs`, `overlap_weighs`: whether the
+/// totals are positive). The sums run over `unit` in order, so one unit
+/// ranks the same, to the bit, wherever it is computed.
+pub fn unit_rank(
+    policy: FlushPolicy,
+    unit: &[PageInfo],
+    area_weighs: bool,
+    overlap_weighs: bool,
+) -> f64 {
+    let m: f64 = unit.iter().map(|p| p.mod_count as f64).sum();
+    let mh: f64 = unit
+        .iter()
+        .map(|p| p.mod_count as f64 * (f64::from(p.height) + 1.0))
+        .sum();
+    let area = || -> f64 { unit.iter().map(|p| p.area).sum() };
+    let overlap = || -> f64 { unit.iter().map(|p| p.overlap).sum() };
+    match policy {
+        FlushPolicy::M => m,
+        FlushPolicy::Mh => mh,
+        FlushPolicy::Mha if area_weighs => mh * area(),
+        FlushPolicy::Mha => mh,
+        FlushPolicy::Mhao => {
+            let a = if area_weighs { mh * area() } else { mh };
+            if overlap_weighs {
+                a * overlap()
+            } else {
+                a
+            }
+        }
+    }
+}
+
 /// Chooses the unit to flush among `pages` (sorted by id here): consecutive
-/// groups of `unit` pages, the first of the highest degree.
+/// groups of `unit` pages, the first of the highest degree. Degrees are
+/// compared by [`unit_rank`] (the totals scale them alike, so only whether
+/// `total_area` and `total_overlap` are positive matters).
 pub fn choose_unit(
     policy: FlushPolicy,
     mut pages: Vec<PageInfo>,
@@ -128,7 +167,7 @@ pub fn choose_unit(
     pages.sort_by_key(|p| p.id);
     let mut best: Option<(f64, &[PageInfo])> = None;
     for fu in pages.chunks(unit.max(1)) {
-        let d = degree(policy, fu, total_area, total_overlap);
+        let d = unit_rank(policy, fu, total_area > 0.0, total_overlap > 0.0);
         if best.is_none_or(|(b, _)| d > b) {
             best = Some((d, fu));
         }
@@ -186,11 +225,154 @@ pub fn temporal_control_writes(
     }
 }
 
+/// Alg. 3's choice with the write buffer's
+/// [`FlushIndex`](super::flush_index::FlushIndex) (configured here for
+/// `config`): the unit, and temporal control's outcome if it is on and some
+/// page is a candidate. `wq` is WQ (unused without temporal control).
+pub fn choose_indexed(wb: &mut WriteBuffer, config: &EfindConfig, wq: &VecDeque<PageId>) -> Choice {
+    let policy = config.policy;
+    wb.configure_flush_index(FlushIndexConfig {
+        policy,
+        percent: config.flush_percent,
+        unit: config.flush_unit,
+    });
+    wb.flush_index_mut().refresh();
+    let idx = wb.flush_index();
+    if idx.active() == 0 {
+        return Choice {
+            unit: Vec::new(),
+            tc: None,
+        };
+    }
+    let params = config.temporal_control.map(|tc| TcParams {
+        wq,
+        seq: tc.seq_distance,
+        stride: tc.stride_distance,
+    });
+    if idx.ranks() {
+        let (tc, ranges) = idx.temporal_ranges(params);
+        if let Some(unit) = idx.best_unit(&ranges) {
+            return Choice { unit, tc };
+        }
+    }
+    // Ranked as the scan does, over the candidates of the age order.
+    let mut ids: Vec<PageId> = idx.candidates().collect();
+    let mut tc = None;
+    if let Some(p) = params {
+        let (picked, choice) =
+            temporal_control_writes(&ids, p.wq, config.flush_unit, p.seq, p.stride);
+        ids = picked;
+        tc = Some(choice);
+    }
+    let infos = page_infos(wb, policy, &ids);
+    let total_area = if idx.any_area() { 1.0 } else { 0.0 };
+    let total_overlap: f64 = infos.iter().map(|p| p.overlap).sum();
+    Choice {
+        unit: choose_unit(policy, infos, config.flush_unit, total_area, total_overlap),
+        tc,
+    }
+}
+
+/// Alg. 3's choice by a pass over the whole write buffer among the pages
+/// not in `exclude` (the implementation before the
+/// [`FlushIndex`](super::flush_index::FlushIndex), kept as its oracle).
+#[cfg(test)]
+pub fn choose_by_scan(
+    wb: &WriteBuffer,
+    exclude: &HashSet<PageId>,
+    config: &EfindConfig,
+    wq: &VecDeque<PageId>,
+) -> Choice {
+    let mut rows: Vec<(PageId, u64)> = wb
+        .iter()
+        .filter(|(id, _)| !exclude.contains(id))
+        .map(|(id, r)| (id, r.timestamp))
+        .collect();
+    if rows.is_empty() {
+        return Choice {
+            unit: Vec::new(),
+            tc: None,
+        };
+    }
+    rows.sort_by_key(|&(id, ts)| (ts, id));
+    let n = (rows.len() * usize::from(config.flush_percent))
+        .div_ceil(100)
+        .max(1);
+    let mut ids: Vec<PageId> = rows.iter().take(n).map(|&(id, _)| id).collect();
+    let mut tc_choice = None;
+    if let Some(tc) = config.temporal_control {
+        let (picked, choice) = temporal_control_writes(
+            &ids,
+            wq,
+            config.flush_unit,
+            tc.seq_distance,
+            tc.stride_distance,
+        );
+        tc_choice = Some(choice);
+        ids = picked;
+    }
+    let infos = page_infos(wb, config.policy, &ids);
+    let total_area: f64 = if config.policy.uses_area() {
+        wb.iter()
+            .filter_map(|(_, r)| r.modified_mbr())
+            .map(|m| m.area())
+            .sum()
+    } else {
+        0.0
+    };
+    let total_overlap: f64 = infos.iter().map(|p| p.overlap).sum();
+    Choice {
+        unit: choose_unit(
+            config.policy,
+            infos,
+            config.flush_unit,
+            total_area,
+            total_overlap,
+        ),
+        tc: tc_choice,
+    }
+}
+
+/// What [`choose_unit`] needs of the candidate pages `ids`. The modified
+/// area is computed only for the policies that weigh it (FP_mha and
+/// FP_mhao) and the overlap, quadratic in the candidates, only for
+/// FP_mhao: the degrees of the other policies do not read them (see
+/// [`FlushPolicy::uses_area`]), so the choice is the same.
+fn page_infos(wb: &WriteBuffer, policy: FlushPolicy, ids: &[PageId]) -> Vec<PageInfo> {
+    let mbrs: Vec<(PageId, Option<crate::geom::Rect>)> = if policy.uses_area() {
+        ids.iter()
+            .map(|&id| (id, wb.get(id).and_then(|r| r.modified_mbr())))
+            .collect()
+    } else {
+        ids.iter().map(|&id| (id, None)).collect()
+    };
+    mbrs.iter()
+        .filter_map(|&(id, mbr)| {
+            let row = wb.get(id)?;
+            let overlap = match mbr {
+                Some(m) if policy.uses_overlap() => mbrs
+                    .iter()
+                    .filter(|(o, _)| *o != id)
+                    .filter_map(|(_, om)| om.map(|om| m.overlap_area(&om)))
+                    .sum(),
+                _ => 0.0,
+            };
+            Some(PageInfo {
+                id,
+                height: row.height,
+                mod_count: row.mod_count,
+                area: mbr.map_or(0.0, |m| m.area()),
+                overlap,
+            })
+        })
+        .collect()
+}
+
 impl EfindStore {
     /// One flush (Alg. 3): writes one flushing unit as one device batch.
     /// Returns the number of buffered pages it removed.
     pub(super) fn flush_once(&mut self) -> Result<usize> {
-        let chosen = self.choose_flush(&HashSet::new());
+        let chosen = self.choose_flush();
         if chosen.is_empty() {
             return Ok(0);
         }
@@ -219,14 +401,19 @@ impl EfindStore {
             if !more {
                 break;
             }
-            let unit = self.choose_flush(&chosen);
+            let unit = self.choose_flush();
             if unit.is_empty() {
                 break;
             }
             units += 1;
+            for &id in &unit {
+                self.wb.flush_index_mut().exclude(id);
+            }
             chosen.extend(unit.iter().copied());
             order.extend(unit);
         }
+        // The chosen pages are buffered until written; writing removes them.
+        self.wb.flush_index_mut().include_all();
         if order.is_empty() {
             return Ok(0);
         }
@@ -240,96 +427,32 @@ impl EfindStore {
         Ok(units)
     }
 
-    /// Alg. 3's choice of one flushing unit among the buffered pages not in `exclude`.
-    fn choose_flush(&self, exclude: &HashSet<PageId>) -> Vec<PageId> {
-        let mut rows: Vec<(PageId, u64)> = self
-            .wb
-            .iter()
-            .filter(|(id, _)| !exclude.contains(id))
-            .map(|(id, r)| (id, r.timestamp))
-            .collect();
-        if rows.is_empty() {
-            return Vec::new();
+    /// Alg. 3's choice of one flushing unit among the buffered pages not set
+    /// aside in the write buffer's [`FlushIndex`](super::flush_index::FlushIndex),
+    /// counting temporal control's outcome.
+    fn choose_flush(&mut self) -> Vec<PageId> {
+        let wq = match self.config.temporal_control {
+            Some(_) => self.lock().wq.clone(),
+            None => VecDeque::new(),
+        };
+        let choice = choose_indexed(&mut self.wb, &self.config, &wq);
+        // Every store test checks each choice against the scan (the oracle).
+        #[cfg(test)]
+        {
+            let excluded = self.wb.flush_index().excluded().clone();
+            let old = choose_by_scan(&self.wb, &excluded, &self.config, &wq);
+            assert_eq!(choice, old, "the flush index chose otherwise than the scan");
         }
-        rows.sort_by_key(|&(id, ts)| (ts, id));
-        let n = (rows.len() * usize::from(self.config.flush_percent))
-            .div_ceil(100)
-            .max(1);
-        let mut ids: Vec<PageId> = rows.iter().take(n).map(|&(id, _)| id).collect();
-        if let Some(tc) = self.config.temporal_control {
-            let (picked, choice) = {
-                let inner = self.lock();
-                temporal_control_writes(
-                    &ids,
-                    &inner.wq,
-                    self.config.flush_unit,
-                    tc.seq_distance,
-                    tc.stride_distance,
-                )
-            };
+        if let Some(tc) = choice.tc {
             let mut inner = self.lock();
-            match choice {
+            match tc {
                 TcChoice::Seq => inner.estats.tc_seq += 1,
                 TcChoice::Str => inner.estats.tc_str += 1,
                 TcChoice::Both => inner.estats.tc_both += 1,
                 TcChoice::Fallback => inner.estats.tc_fallback += 1,
             }
-            ids = picked;
         }
-        let infos = self.page_infos(&ids);
-        let total_area: f64 = if self.config.policy.uses_area() {
-            self.wb
-                .iter()
-                .filter_map(|(_, r)| r.modified_mbr())
-                .map(|m| m.area())
-                .sum()
-        } else {
-            0.0
-        };
-        let total_overlap: f64 = infos.iter().map(|p| p.overlap).sum();
-        choose_unit(
-            self.config.policy,
-            infos,
-            self.config.flush_unit,
-            total_area,
-            total_overlap,
-        )
-    }
-
-    /// What [`choose_unit`] needs of the candidate pages `ids`. The modified
-    /// area is computed only for the policies that weigh it (FP_mha and
-    /// FP_mhao) and the overlap, quadratic in the candidates, only for
-    /// FP_mhao: the degrees of the other policies do not read them (see
-    /// [`FlushPolicy::uses_area`]), so the choice is the same.
-    fn page_infos(&self, ids: &[PageId]) -> Vec<PageInfo> {
-        let policy = self.config.policy;
-        let mbrs: Vec<(PageId, Option<crate::geom::Rect>)> = if policy.uses_area() {
-            ids.iter()
-                .map(|&id| (id, self.wb.get(id).and_then(|r| r.modified_mbr())))
-                .collect()
-        } else {
-            ids.iter().map(|&id| (id, None)).collect()
-        };
-        mbrs.iter()
-            .filter_map(|&(id, mbr)| {
-                let row = self.wb.get(id)?;
-                let overlap = match mbr {
-                    Some(m) if policy.uses_overlap() => mbrs
-                        .iter()
-                        .filter(|(o, _)| *o != id)
-                        .filter_map(|(_, om)| om.map(|om| m.overlap_area(&om)))
-                        .sum(),
-                    _ => 0.0,
-                };
-                Some(PageInfo {
-                    id,
-                    height: row.height,
-                    mod_count: row.mod_count,
-                    area: mbr.map_or(0.0, |m| m.area()),
-                    overlap,
-                })
-            })
-            .collect()
+        choice.unit
     }
 
     /// Writes the buffered pages `ids` (`units` flushing units) as one batch

@@ -95,6 +95,7 @@ use crate::{Error, Result};
 #[cfg(test)]
 mod crash_tests;
 pub mod flush;
+pub mod flush_index;
 mod group;
 mod logging;
 pub mod records;

@@ -16,6 +16,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
+use super::flush_index::{FlushIndex, FlushIndexConfig};
 use crate::geom::Rect;
 use crate::page::{Entry, Node};
 use crate::storage::PageId;
@@ -66,6 +67,8 @@ pub struct WriteBuffer {
     elements: usize,
     clock: u64,
     views: Views,
+    /// The incremental choice of flushing units (idle until configured).
+    flush: FlushIndex,
 }
 
 /// Decoded newest versions of recently changed buffered pages, evicted in
@@ -180,6 +183,22 @@ impl WriteBuffer {
         self.map.iter().map(|(k, v)| (*k, v))
     }
 
+    /// Keeps the [`FlushIndex`] for `config` (rebuilt from the rows if it was not).
+    pub fn configure_flush_index(&mut self, config: FlushIndexConfig) {
+        self.flush
+            .configure(config, self.map.iter().map(|(k, v)| (*k, v)));
+    }
+
+    /// The flush index.
+    pub fn flush_index(&self) -> &FlushIndex {
+        &self.flush
+    }
+
+    /// The flush index, to set pages aside during a batch.
+    pub fn flush_index_mut(&mut self) -> &mut FlushIndex {
+        &mut self.flush
+    }
+
     fn tick(&mut self) -> u64 {
         self.clock += 1;
         self.clock
@@ -209,6 +228,7 @@ impl WriteBuffer {
                 mods,
             },
         );
+        self.flush.touch(id, &self.map[&id]);
     }
 
     /// Buffers entry-level changes of page `id` (status MOD unless NEW).
@@ -247,6 +267,7 @@ impl WriteBuffer {
         row.mod_count += changes.len() as u64;
         row.timestamp = ts;
         row.height = level;
+        self.flush.touch(id, row);
         self.elements = self.elements + after - before;
     }
 
@@ -267,6 +288,7 @@ impl WriteBuffer {
                     mods: BTreeMap::new(),
                 },
             );
+            self.flush.touch(id, &self.map[&id]);
         }
     }
 
@@ -274,6 +296,7 @@ impl WriteBuffer {
     pub fn remove(&mut self, id: PageId) -> Option<WbEntry> {
         self.views.remove(id);
         let row = self.map.remove(&id)?;
+        self.flush.forget(id);
         self.elements -= row.mods.len();
         Some(row)
     }
