@@ -55,9 +55,15 @@ pub enum Error {
     #[error("device full: {0}")]
     DeviceFull(String),
 
-    /// A fault injected by `FaultyDevice` (or a sticky earlier failure).
+    /// A fault injected by `FaultyDevice`.
     #[error("injected fault: {0}")]
     InjectedFault(String),
+
+    /// A store (eFIND, FAST, plain) or a log refuses a change after an
+    /// earlier failure of its device or log: what reached the device is
+    /// uncertain, so it takes nothing more until reopened (which recovers).
+    #[error("store failed earlier: {0}")]
+    StoreFailed(String),
 
     /// The device has crashed (`FaultyDevice`): nothing more reaches it until it is recovered.
     #[error("device crashed: {0}")]

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::flush::{BatchTarget, FLUSH_BATCH_LOW_WATER};
-use super::records::{self, CheckpointState, MetaState};
+use super::records::{CheckpointState, MetaState};
 use super::EfindStore;
 use crate::page::Node;
 use crate::storage::PageId;
@@ -114,7 +114,7 @@ impl EfindStore {
                 RecordKind::Meta,
                 op,
                 0,
-                records::encode_meta(&self.meta_state()),
+                self.codec().encode_meta(&self.meta_state()),
             ));
         }
         let bytes: u64 = recs.iter().map(|r| r.encoded_len() as u64).sum::<u64>()
@@ -321,8 +321,7 @@ impl EfindStore {
         };
         // A clean checkpoint: a fresh, empty log epoch whose superblock holds
         // the state (see `Log::checkpoint`).
-        self.log_mut()?
-            .checkpoint(records::encode_checkpoint(&state))?;
+        self.log_mut()?.checkpoint_state(&state)?;
         self.alloc.make_durable();
         self.lock().estats.checkpoints += 1;
         Ok(())

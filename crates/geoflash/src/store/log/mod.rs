@@ -130,6 +130,7 @@ use crate::storage::{PageDevice, PageId};
 use crate::units::check_page_size;
 use crate::{Error, Result};
 
+pub mod payload;
 pub mod reader;
 pub mod record;
 pub mod recovery;
@@ -140,9 +141,13 @@ pub mod writer;
 #[cfg(test)]
 mod tests;
 
+#[cfg(test)]
+pub(crate) use superblock::rewrite_as_codec_0;
+
+pub use payload::{CheckpointState, MetaState, PayloadCodec, PayloadEncoding};
 pub use reader::LogReader;
 pub use record::{Record, RecordKind};
-pub use recovery::{recover, recover_with, FlushRule, Recovered};
+pub use recovery::{recover, recover_log, recover_with, FlushRule, Recovered};
 pub use report::{needs_replay, RestartReport};
 pub use writer::{CompactReport, Log};
 
@@ -153,6 +158,25 @@ pub type Lsn = u64;
 /// Operation id used by records that belong to no operation (FLUSH,
 /// PAGE_IMAGE, CHECKPOINT, or changes made outside an operation).
 pub const NO_OP: crate::store::OpId = 0;
+
+/// Version of the stores' payload codec ([`payload`]) this build writes,
+/// kept in every superblock (byte 13; 0 in logs of builds before it).
+pub const PAYLOAD_CODEC_VERSION: u8 = 1;
+
+/// The payload codec version ([`PAYLOAD_CODEC_VERSION`], or 0 for a log
+/// written before it existed) of the log in pages `first_page .. first_page
+/// + pages` of `dev`, read from its newest superblock (two page reads; the
+/// log is not opened, nothing is written).
+pub fn payload_codec_version(
+    dev: SharedDevice,
+    first_page: PageId,
+    pages: u64,
+    index_id: u128,
+) -> Result<u8> {
+    let layout = LogLayout::on_device(dev.as_ref(), first_page, pages)?;
+    let mut read = 0;
+    superblock::Superblock::read_with_codec(&dev, &layout, index_id, &mut read).map(|(_, c)| c)
+}
 
 /// Pages examined past the first invalid page to tell a torn tail from
 /// corruption before the tail.
@@ -269,6 +293,19 @@ impl LogFormat {
             LogFormat::PerChange => FlushRule::Obsolete,
             LogFormat::FirstImage => FlushRule::KeepFromImage,
         }
+    }
+
+    /// How the stores encode the integers of their record payloads in a
+    /// log of this format (see [`payload`]).
+    pub fn payload_encoding(self) -> PayloadEncoding {
+        match self {
+            LogFormat::PerChange | LogFormat::FirstImage => PayloadEncoding::Fixed,
+        }
+    }
+
+    /// The payload codec of a log of this format.
+    pub fn payload_codec(self) -> PayloadCodec {
+        PayloadCodec::new(self.payload_encoding())
     }
 
     /// The name [`LogFormat::parse`] reads.

@@ -233,7 +233,7 @@ impl LogReader {
     /// An index opened read-only refuses a log whose recovery has records to replay.
     pub fn recover(self) -> super::Recovered {
         let torn = self.torn_tail;
-        let mut r = super::recover_with(self.records, self.format.restart_rule());
+        let mut r = super::recover_log(self.records, self.format);
         r.torn_tail = torn;
         r
     }
