@@ -164,9 +164,9 @@ pub const NO_OP: crate::store::OpId = 0;
 pub const PAYLOAD_CODEC_VERSION: u8 = 1;
 
 /// The payload codec version ([`PAYLOAD_CODEC_VERSION`], or 0 for a log
-/// written before it existed) of the log in pages `first_page .. first_page
-/// + pages` of `dev`, read from its newest superblock (two page reads; the
-/// log is not opened, nothing is written).
+/// written before it existed) of the log in the `pages` pages from
+/// `first_page` of `dev`, read from its newest superblock (two page reads;
+/// the log is not opened, nothing is written).
 pub fn payload_codec_version(
     dev: SharedDevice,
     first_page: PageId,
