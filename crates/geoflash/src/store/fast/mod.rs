@@ -96,8 +96,9 @@ use super::alloc::PageAllocator;
 use super::bulk::{self, BulkBuild, PageFormat};
 use super::header::{Format, Header};
 use super::log::{
-    needs_replay, record::RECORD_HEADER, Durability, Log, LogConfig, LogFormat, LogLayout,
-    LogReader, MetaState, PayloadCodec, RestartReport, PAYLOAD_CODEC_VERSION,
+    needs_replay, record::RECORD_HEADER, repair_corrupt_tail, Durability, Log, LogConfig,
+    LogFormat, LogLayout, LogReader, MetaState, PayloadCodec, RecoveryMode, RestartReport,
+    TailRepair, PAYLOAD_CODEC_VERSION,
 };
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::page::{self, Entry, Node};
@@ -149,6 +150,9 @@ pub struct FastConfig {
     pub with_payload: bool,
     /// Seed of the random policy.
     pub seed: u64,
+    /// What [`FastStore::open`] does with damage before the log's tail.
+    #[serde(default)]
+    pub recovery: RecoveryMode,
 }
 
 impl Default for FastConfig {
@@ -164,6 +168,7 @@ impl Default for FastConfig {
             log_format: LogFormat::default(),
             with_payload: false,
             seed: 0x5EED,
+            recovery: RecoveryMode::AbsoluteConsistency,
         }
     }
 }
@@ -294,6 +299,9 @@ pub struct FastStore {
     last_op: OpId,
     /// Operations up to this one are durable (checkpoint or restart).
     durable_floor: OpId,
+    /// The store was created before the shared payload codec: its log's META
+    /// and CHECKPOINT records may have FAST's earlier layout.
+    legacy_payloads: bool,
     table: ModTable,
     heap: FlushHeap,
     clock: u64,
@@ -450,11 +458,19 @@ impl FastStore {
         if created_codec == 0 {
             Self::check_payload_codec(&log, index_id)?;
         }
+        let repair = match config.recovery {
+            RecoveryMode::AbsoluteConsistency => TailRepair::default(),
+            RecoveryMode::TolerateCorruptTail => {
+                repair_corrupt_tail(Arc::clone(&log.device), log.first_page, log.pages, index_id)?
+            }
+        };
         let lc = LogConfig::new(index_id).with_durability(config.durability);
         let (l, rec) = Log::open(Arc::clone(&log.device), log.first_page, log.pages, lc)?;
         let alloc = PageAllocator::new(1, node_capacity)?;
         let mut store = Self::assemble(device, l, log, index_id, config, alloc)?;
-        let report = RestartReport::from_recovered(&rec);
+        let mut report = RestartReport::from_recovered(&rec);
+        report.add_tail_repair(&repair);
+        store.legacy_payloads = created_codec == 0;
         store.restart(rec)?;
         store.restart = Some(store.complete_report(report));
         // Restart ends between operations: the table within its budget
@@ -473,7 +489,8 @@ impl FastStore {
         log: LogPlacement,
         config: FastConfig,
     ) -> Result<Self> {
-        let (node_capacity, index_id, _) = Self::check_existing(&device, &log, &config)?;
+        let (node_capacity, index_id, created_codec) =
+            Self::check_existing(&device, &log, &config)?;
         let reader = LogReader::open(Arc::clone(&log.device), log.first_page, log.pages, index_id)?;
         let rec = reader.recover();
         let pending = rec.records.iter().filter(|r| needs_replay(r)).count();
@@ -491,6 +508,7 @@ impl FastStore {
         let alloc = PageAllocator::new(1, node_capacity)?;
         let mut store = Self::assemble(device, l, log, index_id, config, alloc)?;
         let report = RestartReport::from_recovered(&rec);
+        store.legacy_payloads = created_codec == 0;
         // Nothing to replay: restart only restores the newest checkpoint's state.
         store.restart(rec)?;
         store.restart = Some(store.complete_report(report));
@@ -608,6 +626,7 @@ impl FastStore {
             },
             last_op: 0,
             durable_floor: 0,
+            legacy_payloads: false,
             table: ModTable::new(),
             heap: FlushHeap::new(config.flush_unit),
             clock: 0,

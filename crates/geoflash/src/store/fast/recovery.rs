@@ -75,7 +75,9 @@ impl FastStore {
         }
 
         // 2. The state: newest CHECKPOINT, then newest META.
-        let codec = rec.payload_codec();
+        let codec = rec
+            .payload_codec()
+            .reading_legacy_fast(self.legacy_payloads);
         let mut state = CheckpointState {
             meta: MetaState {
                 next_page: 1,

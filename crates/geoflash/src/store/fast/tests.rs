@@ -807,3 +807,68 @@ fn a_log_written_before_the_shared_codec_opens_or_is_refused_clearly() {
         0
     );
 }
+
+#[test]
+fn a_corrupt_log_page_before_the_tail_is_refused_or_dropped_as_configured() {
+    use crate::store::log::{LogLayout, LogReader, RecoveryMode};
+    let cfg = FastConfig {
+        durability: Durability::Sync,
+        log_capacity: 256 << 10,
+        ..FastConfig::default()
+    };
+    let dev: Arc<dyn PageDevice> = Arc::new(MemDevice::new(PAGE, 1 << 12).unwrap());
+    let log = LogPlacement::tail_of(&dev, cfg.log_pages(PAGE).unwrap()).unwrap();
+    let mut t = RTree::create(
+        FastStore::create(dev.clone(), log.clone(), cfg).unwrap(),
+        params(IndexKind::RTree, PAGE),
+    )
+    .unwrap();
+    t.store_mut().checkpoint().unwrap();
+    // 200 inserts after the checkpoint, all in the buffer (nothing flushed)
+    // and in the log, every one durable; then a crash.
+    let n = 200u64;
+    for k in 0..n {
+        let x = (k % 20) as f64;
+        t.insert(k, r(x, x, x + 1.0, x + 1.0)).unwrap();
+    }
+    let index_id = t.store().index_id;
+    drop(t);
+    // Damage a page in the middle of the log's live region.
+    let reader = LogReader::open(dev.clone(), log.first_page, log.pages, index_id).unwrap();
+    let (region, pages) = (reader.live_region(), reader.pages());
+    assert!(pages > 4, "{pages} log pages");
+    let layout = LogLayout::new(log.first_page, log.pages, PAGE).unwrap();
+    let bad = layout.region_page(region, pages / 2);
+    let mut buf = vec![0u8; PAGE];
+    dev.read(bad, &mut buf).unwrap();
+    buf[PAGE / 2] ^= 0x10;
+    dev.write(bad, &buf).unwrap();
+    // The default refuses it, naming the page.
+    let err = FastStore::open(dev.clone(), log.clone(), cfg).unwrap_err();
+    assert!(
+        err.to_string().contains("before its tail") && err.to_string().contains(&bad.to_string()),
+        "{err}"
+    );
+    // Tolerated: the operations before the damaged page are kept.
+    let tolerant = FastConfig {
+        recovery: RecoveryMode::TolerateCorruptTail,
+        ..cfg
+    };
+    let store = FastStore::open(dev.clone(), log.clone(), tolerant).unwrap();
+    let report = store.restart_report().unwrap().clone();
+    assert!(report.corrupt_pages_dropped >= 1, "{report:?}");
+    assert!(report.recovered_anything());
+    let t = RTree::open(store, params(IndexKind::RTree, PAGE)).unwrap();
+    t.check().unwrap();
+    let ids = all_ids(&t);
+    let kept = ids.len() as u64;
+    assert!(kept > 0 && kept < n, "{kept} of {n} kept");
+    assert_eq!(
+        ids,
+        (0..kept).collect::<BTreeSet<u64>>(),
+        "a prefix of the inserts"
+    );
+    drop(t);
+    // The repaired log opens under the default mode too.
+    assert!(FastStore::open(dev, log, cfg).is_ok());
+}

@@ -139,13 +139,15 @@ mod superblock;
 pub mod writer;
 
 #[cfg(test)]
+mod recovery_mode_tests;
+#[cfg(test)]
 mod tests;
 
 #[cfg(test)]
 pub(crate) use superblock::rewrite_as_codec_0;
 
 pub use payload::{CheckpointState, MetaState, PayloadCodec, PayloadEncoding};
-pub use reader::LogReader;
+pub use reader::{repair_corrupt_tail, LogReader, TailRepair};
 pub use record::{Record, RecordKind};
 pub use recovery::{recover, recover_log, recover_with, FlushRule, Recovered};
 pub use report::{needs_replay, RestartReport};
@@ -181,6 +183,25 @@ pub fn payload_codec_version(
 /// Pages examined past the first invalid page to tell a torn tail from
 /// corruption before the tail.
 pub const LOOKAHEAD_PAGES: u64 = 64;
+
+/// What opening a log does with damage before its tail (after fjall's
+/// `RecoveryMode`). A torn tail, the normal end after a crash, is ignored in
+/// both modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum RecoveryMode {
+    /// Damage that a later durable page proves, or a bad record inside
+    /// valid pages, is an error naming the page: nothing is dropped.
+    #[default]
+    #[serde(rename = "absolute-consistency")]
+    AbsoluteConsistency,
+    /// The first damaged page is taken as the end of the log
+    /// ([`repair_corrupt_tail`]): it, the later pages and the operations
+    /// they held are dropped, and the restart report says how many pages
+    /// and records. Pages the dropped operations had already written in
+    /// place stay as they are: check the index afterwards.
+    #[serde(rename = "tolerate-corrupt-tail")]
+    TolerateCorruptTail,
+}
 
 /// When commits become durable. See the [module docs](self).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

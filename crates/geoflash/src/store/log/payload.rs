@@ -52,7 +52,9 @@
 //! CHECKPOINT layouts are 31 + 8n and 39 + 8n bytes long (n pages), while
 //! every fixed META and CHECKPOINT of this codec is 26, 34 + 8n or
 //! 42 + 8n bytes long: the length tells them apart without doubt, and the
-//! decoders of the fixed encoding read both ([`LEGACY_FAST_REMAINDER`]). A
+//! decoders of the fixed encoding read both
+//! ([`LEGACY_FAST_REMAINDER`]) for a FAST store created before codec
+//! version 1 ([`PayloadCodec::reading_legacy_fast`]). A
 //! MOD record does not tell, so a FAST store refuses to replay MOD records
 //! of a log whose superblock says codec version 0 (see
 //! [`FastStore::open`](crate::store::fast::FastStore::open)).
@@ -110,10 +112,12 @@ pub struct CheckpointState {
     pub free: Vec<PageId>,
 }
 
-/// The payload codec of one log: its [`PayloadEncoding`].
+/// The payload codec of one log: its [`PayloadEncoding`], and whether it
+/// reads FAST's META and CHECKPOINT layouts from before codec version 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PayloadCodec {
     encoding: PayloadEncoding,
+    legacy_fast: bool,
 }
 
 /// Appends integers in one encoding.
@@ -197,15 +201,18 @@ struct Reader<'a> {
     off: usize,
     rec: &'a Record,
     enc: PayloadEncoding,
+    /// Reads FAST's META/CHECKPOINT layouts from before codec version 1.
+    legacy_fast: bool,
 }
 
 impl<'a> Reader<'a> {
-    fn new(rec: &'a Record, enc: PayloadEncoding) -> Self {
+    fn new(rec: &'a Record, enc: PayloadEncoding, legacy_fast: bool) -> Self {
         Reader {
             buf: &rec.payload,
             off: 0,
             rec,
             enc,
+            legacy_fast,
         }
     }
 
@@ -363,7 +370,9 @@ impl<'a> Reader<'a> {
 
     /// True when a fixed META/CHECKPOINT payload has FAST's layout before codec version 1.
     fn is_legacy_fast(&self) -> bool {
-        self.enc == PayloadEncoding::Fixed && self.buf.len() % 8 == LEGACY_FAST_REMAINDER
+        self.legacy_fast
+            && self.enc == PayloadEncoding::Fixed
+            && self.buf.len() % 8 == LEGACY_FAST_REMAINDER
     }
 
     fn end(self) -> Result<()> {
@@ -377,7 +386,21 @@ impl<'a> Reader<'a> {
 impl PayloadCodec {
     /// The codec of `encoding`.
     pub const fn new(encoding: PayloadEncoding) -> Self {
-        PayloadCodec { encoding }
+        PayloadCodec {
+            encoding,
+            legacy_fast: false,
+        }
+    }
+
+    /// The same codec, also reading FAST's fixed META and CHECKPOINT
+    /// layouts from before codec version 1 when `legacy` (for the log of a
+    /// FAST store created before it; see the [module docs](self)). Off, a
+    /// payload of such a length is an error like any malformed one; on, a
+    /// payload cut short could pass for the older layout, which the log's
+    /// record checksum rules out.
+    pub const fn reading_legacy_fast(mut self, legacy: bool) -> Self {
+        self.legacy_fast = legacy;
+        self
     }
 
     /// Its integer encoding.
@@ -454,7 +477,7 @@ impl PayloadCodec {
 
     /// Decodes a NEW payload: the level and the entries (keys must ascend).
     pub fn decode_new(self, rec: &Record) -> Result<(u16, Vec<Entry>)> {
-        let mut r = Reader::new(rec, self.encoding);
+        let mut r = Reader::new(rec, self.encoding, self.legacy_fast);
         let level = r.u16()?;
         let n = r.u32()?;
         let n = r.check_count(u64::from(n), 32 + 2 * r.min_int())?;
@@ -472,7 +495,7 @@ impl PayloadCodec {
 
     /// Decodes a MOD payload: the level and the changes in order.
     pub fn decode_mod(self, rec: &Record) -> Result<(u16, Vec<EntryChange>)> {
-        let mut r = Reader::new(rec, self.encoding);
+        let mut r = Reader::new(rec, self.encoding, self.legacy_fast);
         let level = r.u16()?;
         let n = r.u32()?;
         let n = r.check_count(u64::from(n), 1 + r.min_int())?;
@@ -492,7 +515,7 @@ impl PayloadCodec {
 
     /// Decodes a DEL payload: the level.
     pub fn decode_del(self, rec: &Record) -> Result<u16> {
-        let mut r = Reader::new(rec, self.encoding);
+        let mut r = Reader::new(rec, self.encoding, self.legacy_fast);
         let level = r.u16()?;
         r.end()?;
         Ok(level)
@@ -500,7 +523,7 @@ impl PayloadCodec {
 
     /// Decodes an eFIND META payload (the common part only).
     pub fn decode_meta(self, rec: &Record) -> Result<MetaState> {
-        let mut r = Reader::new(rec, self.encoding);
+        let mut r = Reader::new(rec, self.encoding, self.legacy_fast);
         let m = r.meta()?;
         r.end()?;
         Ok(m)
@@ -509,7 +532,7 @@ impl PayloadCodec {
     /// Decodes a FAST META payload: the common part and the reused pages
     /// (also FAST's layout before codec version 1, see the [module docs](self)).
     pub fn decode_meta_reused(self, rec: &Record) -> Result<(MetaState, Vec<PageId>)> {
-        let mut r = Reader::new(rec, self.encoding);
+        let mut r = Reader::new(rec, self.encoding, self.legacy_fast);
         let out = if r.is_legacy_fast() {
             r.legacy_fast_meta()?
         } else {
@@ -523,7 +546,7 @@ impl PayloadCodec {
     /// Decodes a CHECKPOINT payload (also FAST's layout before codec
     /// version 1, see the [module docs](self)).
     pub fn decode_checkpoint(self, rec: &Record) -> Result<CheckpointState> {
-        let mut r = Reader::new(rec, self.encoding);
+        let mut r = Reader::new(rec, self.encoding, self.legacy_fast);
         let legacy = r.is_legacy_fast();
         let last_op = r.u64()?;
         let (meta, free) = if legacy {
