@@ -1,6 +1,7 @@
 //! The payloads of the eFIND store's log records: the shared codec of
 //! [`crate::store::log::payload`] (its META is the common part only, its
-//! CHECKPOINT carries the free list).
+//! CHECKPOINT carries the free list); and the repair of a log whose records
+//! are damaged before its tail ([`EfindStore::repair_corrupt_log_tail`]).
 //!
 //! The store encodes and decodes with the codec of its log's format
 //! ([`EfindStore::codec`], [`Recovered::payload_codec`](crate::store::log::Recovered::payload_codec)).
@@ -14,7 +15,13 @@ use crate::Result;
 
 pub use crate::store::log::{CheckpointState, MetaState};
 
-use super::EfindStore;
+use std::sync::Arc;
+
+use super::{parse_identity, EfindStore, FORMAT};
+use crate::storage::PageDevice;
+use crate::store::header::Header;
+use crate::store::log::{repair_corrupt_tail, TailRepair};
+use crate::Error;
 
 const FIXED: PayloadCodec = PayloadCodec::new(PayloadEncoding::Fixed);
 
@@ -26,6 +33,33 @@ impl EfindStore {
             .as_ref()
             .map_or(self.config.log_format, |l| l.format())
             .payload_codec()
+    }
+
+    /// [`repair_corrupt_tail`] on the log of the eFIND store on `device`
+    /// (with `log_device` when the store keeps its log apart): what
+    /// [`RecoveryMode::TolerateCorruptTail`](crate::store::log::RecoveryMode)
+    /// does before the store is opened for writing.
+    pub fn repair_corrupt_log_tail(
+        device: &Arc<dyn PageDevice>,
+        log_device: Option<Arc<dyn PageDevice>>,
+    ) -> Result<TailRepair> {
+        let hdr = Header::read(&FORMAT, device.as_ref())?;
+        let (index_id, first_page, pages, separate) = parse_identity(&hdr.user_meta)?;
+        let dev = match (separate, log_device) {
+            (true, Some(d)) => d,
+            (false, None) => Arc::clone(device),
+            (true, None) => {
+                return Err(Error::invalid(
+                    "the eFIND store keeps its log on a separate device (log.dat): repair it with that device",
+                ))
+            }
+            (false, Some(_)) => {
+                return Err(Error::invalid(
+                    "the eFIND store keeps its log on its own device, but a separate log device was given",
+                ))
+            }
+        };
+        repair_corrupt_tail(dev, first_page, pages, index_id)
     }
 }
 
