@@ -151,6 +151,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_failed_store_is_not_a_user_error() {
+        let e = Error::StoreFailed("the log failed earlier".into());
+        assert!(!e.is_user_error());
+        assert_eq!(
+            e.to_string(),
+            "store failed earlier: the log failed earlier"
+        );
+    }
+
+    #[test]
     fn corrupt_errors_name_the_file_and_page_they_know() {
         let e = Error::corrupt(Some(0), "bad magic");
         assert_eq!(e.to_string(), "corrupt data in page 0: bad magic");
