@@ -150,8 +150,9 @@ pub struct FastConfig {
     pub with_payload: bool,
     /// Seed of the random policy.
     pub seed: u64,
-    /// What [`FastStore::open`] does with damage before the log's tail.
-    #[serde(default)]
+    /// What [`FastStore::open`] does with damage before the log's tail
+    /// (written to a manifest only when not the default).
+    #[serde(default, skip_serializing_if = "RecoveryMode::is_default")]
     pub recovery: RecoveryMode,
 }
 

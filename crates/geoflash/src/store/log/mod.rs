@@ -203,6 +203,13 @@ pub enum RecoveryMode {
     TolerateCorruptTail,
 }
 
+impl RecoveryMode {
+    /// True for [`RecoveryMode::AbsoluteConsistency`] (the default).
+    pub fn is_default(&self) -> bool {
+        *self == RecoveryMode::AbsoluteConsistency
+    }
+}
+
 /// When commits become durable. See the [module docs](self).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Durability {
