@@ -11,7 +11,7 @@ use geoflash::index_dir::{StoreKind, StoreOptions};
 use geoflash::manifest::{Access, Crs};
 use geoflash::store::efind::{EfindConfig, FlushPolicy};
 use geoflash::store::fast::{FastConfig, FastPolicy};
-use geoflash::store::log::{Durability, LogFormat};
+use geoflash::store::log::{Durability, LogFormat, RecoveryMode};
 use geoflash::units::parse_size;
 use geoflash::{Error, Index, IndexOptions};
 use geoflash_bench::formats;
@@ -230,6 +230,11 @@ pub struct RecoverArgs {
     /// Index directory.
     #[arg(long)]
     index: PathBuf,
+    /// Take the first damaged log page as the end of the log instead of
+    /// refusing a log damaged before its tail: the operations in it and
+    /// after it are lost (the report counts the pages and records dropped).
+    #[arg(long)]
+    tolerate_corrupt_tail: bool,
     /// Print JSON (last line of standard output).
     #[arg(long)]
     json: bool,
@@ -1300,7 +1305,12 @@ pub fn recover(a: RecoverArgs) -> Result<(), Failure> {
             staging.display()
         );
     }
-    let mut index = Index::open(&a.index, Access::Write)?;
+    let mode = if a.tolerate_corrupt_tail {
+        RecoveryMode::TolerateCorruptTail
+    } else {
+        RecoveryMode::AbsoluteConsistency
+    };
+    let mut index = Index::open_recovering(&a.index, mode)?;
     let report = index.restart_report().cloned();
     index.checkpoint()?;
     let records = index.len();
@@ -1316,6 +1326,10 @@ pub fn recover(a: RecoverArgs) -> Result<(), Failure> {
                 row("incomplete operations", r.incomplete_ops);
                 row("pages restored", r.pages_restored);
                 row("torn tail", r.torn_tail);
+                if a.tolerate_corrupt_tail {
+                    row("corrupt log pages dropped", r.corrupt_pages_dropped);
+                    row("corrupt log records dropped", r.corrupt_records_dropped);
+                }
                 row(
                     "last committed operation",
                     r.last_committed_op

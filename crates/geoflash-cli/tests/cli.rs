@@ -812,6 +812,17 @@ fn efind_build_acks_recovers_and_refuses_bad_log_flags() {
     assert_eq!(r["recovered"], false, "{r}");
     assert_eq!(r["restart"]["changes_replayed"], 0, "{r}");
     assert_eq!(all_ids(&idx), (1..=3000).collect::<Vec<_>>());
+    // Tolerating a corrupt tail drops nothing from an undamaged log.
+    let r = last_json(&ok(geoflash(&[
+        "recover",
+        "--index",
+        s(&idx),
+        "--tolerate-corrupt-tail",
+        "--json",
+    ])));
+    assert_eq!(r["recovered"], false, "{r}");
+    assert_eq!(r["restart"]["corrupt_pages_dropped"], 0, "{r}");
+    assert_eq!(all_ids(&idx), (1..=3000).collect::<Vec<_>>());
     // Group commit acknowledges too (at the latest with the final checkpoint).
     let g = dir.path().join("group");
     let out = ok(geoflash(&[

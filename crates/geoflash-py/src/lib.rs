@@ -43,7 +43,7 @@ fn user_error_type(py: Python<'_>) -> &Bound<'_, PyType> {
 /// Maps an engine error to a Python exception: `geoflash.RTreeError` (a
 /// `ValueError`) for bad input, `CorruptIndexError` (an `OSError`) for
 /// corrupt data, `OSError` for device errors (with the OS error number when
-/// there is one). It takes the GIL: call it without holding an index lock.
+/// there is one) and for a store that failed earlier (`StoreFailed`). It takes the GIL: call it without holding an index lock.
 pub(crate) fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
     match &e {

@@ -55,9 +55,15 @@ pub enum Error {
     #[error("device full: {0}")]
     DeviceFull(String),
 
-    /// A fault injected by `FaultyDevice` (or a sticky earlier failure).
+    /// A fault injected by `FaultyDevice`.
     #[error("injected fault: {0}")]
     InjectedFault(String),
+
+    /// A store (eFIND, FAST, plain) or a log refuses a change after an
+    /// earlier failure of its device or log: what reached the device is
+    /// uncertain, so it takes nothing more until reopened (which recovers).
+    #[error("store failed earlier: {0}")]
+    StoreFailed(String),
 
     /// The device has crashed (`FaultyDevice`): nothing more reaches it until it is recovered.
     #[error("device crashed: {0}")]
@@ -143,6 +149,16 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_store_is_not_a_user_error() {
+        let e = Error::StoreFailed("the log failed earlier".into());
+        assert!(!e.is_user_error());
+        assert_eq!(
+            e.to_string(),
+            "store failed earlier: the log failed earlier"
+        );
+    }
 
     #[test]
     fn corrupt_errors_name_the_file_and_page_they_know() {

@@ -181,6 +181,7 @@ impl IndexConfig {
                 } else {
                     geoflash::store::placement::Placement::None
                 },
+                ..StoreOptions::default()
             },
             device: self.device.clone(),
             crs: Crs::default(),

@@ -15,6 +15,7 @@ use crate::storage::spec::DeviceSpec;
 use crate::storage::PageDevice;
 use crate::store::efind::{EfindConfig, EfindStore, RestartReport};
 use crate::store::fast::{FastConfig, FastStore, LogPlacement};
+use crate::store::log::{RecoveryMode, TailRepair};
 use crate::store::placement::Placement;
 use crate::store::plain::{PlainConfig, PlainStore};
 use crate::store::NodeStore;
@@ -128,6 +129,12 @@ pub fn make_store_payload(
                 ..opts.efind.unwrap_or_default()
             };
             cfg.verify()?;
+            let tolerate = opts.recovery == RecoveryMode::TolerateCorruptTail;
+            let repair = if how == StoreOpen::Write && tolerate {
+                EfindStore::repair_corrupt_log_tail(&device, log_device.clone())?
+            } else {
+                TailRepair::default()
+            };
             let store = match (how, log_device) {
                 (StoreOpen::Create, None) => EfindStore::create(device, cfg)?,
                 (StoreOpen::Create, Some(l)) => EfindStore::create_with_log(device, l, cfg)?,
@@ -135,13 +142,17 @@ pub fn make_store_payload(
                 (StoreOpen::Write, Some(l)) => EfindStore::open_with_log(device, l, cfg)?,
                 (StoreOpen::Read, l) => EfindStore::open_read_only(device, l, cfg)?,
             };
-            let report = store.restart_report().cloned();
+            let mut report = store.restart_report().cloned();
+            if let Some(r) = report.as_mut() {
+                r.add_tail_repair(&repair);
+            }
             Ok((Box::new(store), report))
         }
         StoreKind::Fast => {
             let cfg = FastConfig {
                 buffer_bytes: opts.buffer_bytes,
                 with_payload,
+                recovery: opts.recovery,
                 ..opts.fast.unwrap_or_default()
             };
             cfg.verify()?;

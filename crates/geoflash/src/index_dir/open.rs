@@ -19,6 +19,7 @@ use crate::storage::file::{FileDevice, FileDeviceOptions};
 use crate::storage::flashsim::FlashSim;
 use crate::storage::spec::DeviceSpec;
 use crate::storage::PageDevice;
+use crate::store::log::RecoveryMode;
 use crate::structure::Structure;
 use crate::{Error, Result};
 
@@ -26,14 +27,26 @@ impl Index {
     /// Opens the index in `dir` for reading (shared) or writing (exclusive).
     /// `buffer` overrides the store's memory budget for this session.
     pub fn open(dir: &Path, access: Access) -> Result<Index> {
-        Index::open_unlocated(dir, access).map_err(|e| match Manifest::load(dir) {
+        Index::open_in_mode(dir, access, RecoveryMode::AbsoluteConsistency)
+    }
+
+    /// Opens the index in `dir` for writing, its store's restart handling
+    /// damage before the log's tail as `mode` says (with
+    /// [`RecoveryMode::TolerateCorruptTail`] the first damaged log page ends
+    /// the log; the restart report counts what was dropped).
+    pub fn open_recovering(dir: &Path, mode: RecoveryMode) -> Result<Index> {
+        Index::open_in_mode(dir, Access::Write, mode)
+    }
+
+    fn open_in_mode(dir: &Path, access: Access, mode: RecoveryMode) -> Result<Index> {
+        Index::open_unlocated(dir, access, mode).map_err(|e| match Manifest::load(dir) {
             Ok(m) => e.in_file(pages_file(dir, &m)),
             Err(_) => e,
         })
     }
 
     /// [`Index::open`] without naming the file in corruption errors.
-    fn open_unlocated(dir: &Path, access: Access) -> Result<Index> {
+    fn open_unlocated(dir: &Path, access: Access, mode: RecoveryMode) -> Result<Index> {
         if !dir.join(crate::manifest::MANIFEST_FILE).is_file() {
             return Err(Error::invalid(format!(
                 "{} is not an index directory (no {}){}",
@@ -65,8 +78,9 @@ impl Index {
                 .map_err(|_| index_params("index"))?;
             (p, None)
         };
-        let store_opts: StoreOptions = serde_json::from_value(manifest.store.clone())
+        let mut store_opts: StoreOptions = serde_json::from_value(manifest.store.clone())
             .map_err(|e| Error::corrupt(None, format!("manifest store parameters: {e}")))?;
+        store_opts.recovery = mode;
         let spec = DeviceSpec::parse(&manifest.device)?;
         let mut sim = None;
         let device: Arc<dyn PageDevice> = match &spec {

@@ -13,6 +13,7 @@ use crate::index::{IndexKind, SplitKind, TreeParams};
 use crate::manifest::Crs;
 use crate::store::efind::EfindConfig;
 use crate::store::fast::FastConfig;
+use crate::store::log::RecoveryMode;
 use crate::store::placement::Placement;
 use crate::structure::FortreeOptions;
 use crate::{Error, Result};
@@ -66,6 +67,12 @@ pub struct StoreOptions {
     /// ([`Placement`]; `internal-fast` is the sHR-tree). Plain store only.
     #[serde(default)]
     pub placement: Placement,
+    /// What opening an eFIND or FAST store for writing does with damage
+    /// before its log's tail (a session setting, never kept in the
+    /// manifest: `Index::open_recovering`, `geoflash recover
+    /// --tolerate-corrupt-tail`).
+    #[serde(skip)]
+    pub recovery: RecoveryMode,
 }
 
 impl Default for StoreOptions {
@@ -77,6 +84,7 @@ impl Default for StoreOptions {
             efind: None,
             fast: None,
             placement: Placement::None,
+            recovery: RecoveryMode::AbsoluteConsistency,
         }
     }
 }

@@ -352,7 +352,7 @@ impl Heap {
             )));
         }
         if let Some(f) = &self.failed {
-            return Err(Error::InjectedFault(format!(
+            return Err(Error::StoreFailed(format!(
                 "object heap {}: an earlier write failed ({f}); reopen it",
                 self.path.display()
             )));

@@ -299,17 +299,14 @@ impl PlainStore {
         let failure = self.lock().failure.clone();
         match failure {
             None => Ok(()),
-            Some(Failure::Full(msg)) => Err(Error::DeviceFull(format!(
-                "the store takes no more changes after an earlier write failed: {msg}"
+            Some(Failure::Full(msg)) => Err(Error::StoreFailed(format!(
+                "the store takes no more changes after an earlier write failed (device full): {msg}"
             ))),
-            Some(Failure::Io(msg)) => Err(Error::Io {
-                path: self.device.describe().into(),
-                page: None,
-                source: std::io::Error::other(format!(
-                    "the store takes no more changes after an earlier write or sync failed \
-                     (reopen it from its last checkpoint): {msg}"
-                )),
-            }),
+            Some(Failure::Io(msg)) => Err(Error::StoreFailed(format!(
+                "the store takes no more changes after an earlier write or sync failed on {} \
+                 (reopen it from its last checkpoint): {msg}",
+                self.device.describe()
+            ))),
         }
     }
 
@@ -1211,7 +1208,7 @@ mod tests {
         let op = s.begin_op().unwrap();
         s.create(0, vec![entry(3, 0, false)]).unwrap();
         assert!(matches!(s.commit_op(op), Err(Error::DeviceFull(_))));
-        assert!(matches!(s.begin_op(), Err(Error::DeviceFull(_))));
+        assert!(matches!(s.begin_op(), Err(Error::StoreFailed(_))));
         assert_eq!(s.get(3).unwrap().entries[0].key, 3);
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::flush::{BatchTarget, FLUSH_BATCH_LOW_WATER};
 use super::group::PageRecord;
-use super::records::{self, CheckpointState, MetaState};
+use super::records::{CheckpointState, MetaState};
 use super::EfindStore;
 use crate::page::Node;
 use crate::storage::PageId;
@@ -123,17 +123,17 @@ impl EfindStore {
                         RecordKind::New,
                         op,
                         id,
-                        records::encode_new(level, &entries),
+                        self.codec().encode_new(level, &entries),
                     )
                 }
                 PageRecord::Mod(level, changes) => Record::new(
                     RecordKind::Mod,
                     op,
                     id,
-                    records::encode_mod(level, &changes),
+                    self.codec().encode_mod(level, &changes),
                 ),
                 PageRecord::Del(level) => {
-                    Record::new(RecordKind::Del, op, id, records::encode_del(level))
+                    Record::new(RecordKind::Del, op, id, self.codec().encode_del(level))
                 }
             };
             recs.push(r);
@@ -143,7 +143,7 @@ impl EfindStore {
                 RecordKind::Meta,
                 op,
                 0,
-                records::encode_meta(&self.meta_state()),
+                self.codec().encode_meta(&self.meta_state()),
             ));
         }
         let bytes: u64 = recs.iter().map(|r| r.encoded_len() as u64).sum::<u64>()
@@ -222,7 +222,7 @@ impl EfindStore {
                 RecordKind::Meta,
                 op,
                 0,
-                records::encode_meta(&self.meta_state()),
+                self.codec().encode_meta(&self.meta_state()),
             ));
         }
         let bytes: u64 = recs.iter().map(|r| r.encoded_len() as u64).sum::<u64>()
@@ -437,8 +437,7 @@ impl EfindStore {
         };
         // A clean checkpoint: a fresh, empty log epoch whose superblock holds
         // the state (see `Log::checkpoint`).
-        self.log_mut()?
-            .checkpoint(records::encode_checkpoint(&state))?;
+        self.log_mut()?.checkpoint_state(&state)?;
         self.alloc.make_durable();
         self.lock().estats.checkpoints += 1;
         Ok(())

@@ -696,7 +696,7 @@ impl EfindStore {
 
     fn check_writable(&self) -> Result<()> {
         if let Some(why) = &self.failed {
-            return Err(Error::InjectedFault(format!(
+            return Err(Error::StoreFailed(format!(
                 "the eFIND store refuses changes after an earlier failure ({why}); reopen it to recover"
             )));
         }
@@ -874,7 +874,7 @@ impl NodeStore for EfindStore {
                 RecordKind::New,
                 op,
                 id,
-                records::encode_new(level, &entries),
+                self.codec().encode_new(level, &entries),
             ));
         }
         self.wb.create(id, level, &entries);
@@ -912,7 +912,7 @@ impl NodeStore for EfindStore {
                 RecordKind::Mod,
                 op,
                 id,
-                records::encode_mod(level, changes),
+                self.codec().encode_mod(level, changes),
             ));
         }
         self.wb.modify(id, level, changes);
@@ -937,7 +937,7 @@ impl NodeStore for EfindStore {
                 RecordKind::Del,
                 op,
                 id,
-                records::encode_del(level),
+                self.codec().encode_del(level),
             ));
         }
         self.wb.delete(id, level);

@@ -3,7 +3,7 @@
 //! the [module docs](super) ("Durability").
 use std::sync::Arc;
 
-use super::records::{self, CheckpointState, MetaState};
+use super::records::{CheckpointState, MetaState};
 use super::{parse_identity, EfindConfig, EfindStore, LogPlace, FORMAT};
 use crate::storage::{PageDevice, PageId};
 use crate::store::alloc::PageAllocator;
@@ -116,21 +116,21 @@ impl EfindStore {
         let mut next_page: PageId = 1;
         for r in &rec.records {
             match r.kind {
-                RecordKind::Checkpoint => ck = records::decode_checkpoint(r)?,
+                RecordKind::Checkpoint => ck = rec.payload_codec().decode_checkpoint(r)?,
                 RecordKind::New => {
-                    let (level, entries) = records::decode_new(r)?;
+                    let (level, entries) = rec.payload_codec().decode_new(r)?;
                     store.wb.create(r.page, level, &entries);
                     next_page = next_page.max(r.page.saturating_add(1));
                 }
                 RecordKind::Mod => {
-                    let (level, changes) = records::decode_mod(r)?;
+                    let (level, changes) = rec.payload_codec().decode_mod(r)?;
                     store.wb.modify(r.page, level, &changes);
                 }
                 RecordKind::Del => {
-                    let level = records::decode_del(r)?;
+                    let level = rec.payload_codec().decode_del(r)?;
                     store.wb.delete(r.page, level);
                 }
-                RecordKind::Meta => meta = Some(records::decode_meta(r)?),
+                RecordKind::Meta => meta = Some(rec.payload_codec().decode_meta(r)?),
                 RecordKind::PageImage => {
                     store.wb.remove(r.page);
                 }

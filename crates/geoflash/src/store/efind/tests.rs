@@ -658,3 +658,52 @@ fn compact_groups_log_net_changes_and_replay_to_the_same_tree() {
         "first-image {per_op_records} records / {per_op_bytes} bytes, compact {group_records} / {group_bytes}"
     );
 }
+
+#[test]
+fn a_corrupt_log_page_before_the_tail_is_refused_or_dropped_when_tolerated() {
+    use crate::store::log::{LogLayout, LogReader};
+    let dev: Arc<dyn PageDevice> = Arc::new(MemDevice::new(512, 1 << 14).unwrap());
+    let log_dev: Arc<dyn PageDevice> = Arc::new(MemDevice::new(512, 1 << 14).unwrap());
+    let cfg = EfindConfig {
+        durability: Durability::Sync,
+        log_capacity: 256 * 1024,
+        ..EfindConfig::default()
+    };
+    let s = EfindStore::create_with_log(dev.clone(), log_dev.clone(), cfg).unwrap();
+    let index_id = s.index_id;
+    let p = params(IndexKind::RTree, 512);
+    let mut t = RTree::create(s, p).unwrap();
+    t.store_mut().checkpoint().unwrap();
+    // Inserts after the checkpoint, all buffered and durable in the log; a crash.
+    let n = 200u64;
+    for k in 0..n {
+        let x = (k % 20) as f64;
+        t.insert(k, r(x, x, x + 1.0, x + 1.0)).unwrap();
+    }
+    drop(t);
+    let pages = LogLayout::pages_for_capacity(cfg.log_capacity, 512).unwrap();
+    let reader = LogReader::open(log_dev.clone(), 0, pages, index_id).unwrap();
+    assert!(reader.pages() > 4, "{} log pages", reader.pages());
+    let layout = LogLayout::new(0, pages, 512).unwrap();
+    let bad = layout.region_page(reader.live_region(), reader.pages() / 2);
+    let mut buf = vec![0u8; 512];
+    log_dev.read(bad, &mut buf).unwrap();
+    buf[300] ^= 0x08;
+    log_dev.write(bad, &buf).unwrap();
+    // Refused by default, naming the page.
+    let err = EfindStore::open_with_log(dev.clone(), log_dev.clone(), cfg)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("before its tail"), "{err}");
+    // Tolerated: the log ends at the damaged page; a prefix of the inserts remains.
+    let rep = EfindStore::repair_corrupt_log_tail(&dev, Some(log_dev.clone())).unwrap();
+    assert_eq!(rep.first_damaged_page, Some(bad));
+    assert!(rep.pages_dropped >= 2, "{rep:?}");
+    let t = RTree::open(EfindStore::open_with_log(dev, log_dev, cfg).unwrap(), p).unwrap();
+    t.check().unwrap();
+    let ids = ids_in(&t, r(-1.0, -1.0, 100.0, 100.0));
+    let kept = ids.len() as u64;
+    assert!(kept > 0 && kept < n, "{kept} of {n} kept");
+    assert_eq!(ids, (0..kept).collect::<BTreeSet<u64>>());
+}

@@ -1,13 +1,12 @@
 //! Committing, flushing (Alg. 4) with torn-write protection, checkpoints,
 //! log compaction and emergency flushes. See the [module docs](super).
-use super::codec;
 use super::table::Row;
 use super::{FastStore, COMPACT_AT, EMERGENCY_AT};
 use crate::metrics::{Phase, Stopwatch};
 use crate::page;
 use crate::storage::PageId;
 use crate::store::log::record::RECORD_HEADER;
-use crate::store::log::{Durability, Record, RecordKind, NO_OP};
+use crate::store::log::{CheckpointState, Durability, MetaState, Record, RecordKind, NO_OP};
 use crate::store::OpId;
 use crate::{Error, Result};
 
@@ -15,11 +14,13 @@ impl FastStore {
     /// Appends the running operation's records, its META if the metadata
     /// or the allocation changed, and its COMMIT (durability per the mode).
     pub(super) fn commit_records(&mut self, op: OpId) -> Result<()> {
-        let m = self.meta_record();
-        let state = (m.meta.clone(), m.next_page, m.pages.len());
-        let mut records = self.staged.records(op);
+        let (m, reused) = self.meta_record();
+        let state = (m.meta.clone(), m.next_page, reused.len());
+        let codec = self.codec();
+        let mut records = self.staged.records(op, codec);
         if state != self.logged {
-            records.push(Record::new(RecordKind::Meta, op, 0, codec::encode_meta(&m)));
+            let payload = codec.encode_meta_reused(&m, &reused);
+            records.push(Record::new(RecordKind::Meta, op, 0, payload));
         }
         let need = self.op_room(
             records.iter().map(|r| r.encoded_len() as u64).sum::<u64>() + RECORD_HEADER as u64,
@@ -342,15 +343,17 @@ impl FastStore {
         self.table.clear();
         self.heap.clear();
         self.sync_pages()?;
-        let state = codec::MetaRecord {
-            meta: self.meta.clone(),
-            next_page: self.alloc.next_page(),
-            pages: self.alloc.free_after_durable(),
+        let state = CheckpointState {
+            last_op: self.last_op,
+            meta: MetaState {
+                meta: self.meta.clone(),
+                next_page: self.alloc.next_page(),
+            },
+            free: self.alloc.free_after_durable(),
         };
         // A clean checkpoint: a fresh, empty log epoch whose superblock holds
         // the state (see `Log::checkpoint`).
-        self.log
-            .checkpoint(codec::encode_checkpoint(self.last_op, &state))?;
+        self.log.checkpoint_state(&state)?;
         self.alloc.make_durable();
         self.reused.clear();
         self.logged = (self.meta.clone(), self.alloc.next_page(), 0);

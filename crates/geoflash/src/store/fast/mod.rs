@@ -96,15 +96,15 @@ use super::alloc::PageAllocator;
 use super::bulk::{self, BulkBuild, PageFormat};
 use super::header::{Format, Header};
 use super::log::{
-    needs_replay, record::RECORD_HEADER, Durability, Log, LogConfig, LogFormat, LogLayout,
-    LogReader, RestartReport,
+    needs_replay, record::RECORD_HEADER, repair_corrupt_tail, Durability, Log, LogConfig,
+    LogFormat, LogLayout, LogReader, MetaState, PayloadCodec, RecoveryMode, RestartReport,
+    TailRepair, PAYLOAD_CODEC_VERSION,
 };
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
 
-pub mod codec;
 #[cfg(test)]
 mod crash_tests;
 mod flush;
@@ -115,7 +115,6 @@ pub mod table;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use codec::MetaRecord;
 pub use heap::FastPolicy;
 use heap::FlushHeap;
 use staging::Staging;
@@ -151,6 +150,10 @@ pub struct FastConfig {
     pub with_payload: bool,
     /// Seed of the random policy.
     pub seed: u64,
+    /// What [`FastStore::open`] does with damage before the log's tail
+    /// (written to a manifest only when not the default).
+    #[serde(default, skip_serializing_if = "RecoveryMode::is_default")]
+    pub recovery: RecoveryMode,
 }
 
 impl Default for FastConfig {
@@ -166,6 +169,7 @@ impl Default for FastConfig {
             log_format: LogFormat::default(),
             with_payload: false,
             seed: 0x5EED,
+            recovery: RecoveryMode::AbsoluteConsistency,
         }
     }
 }
@@ -296,6 +300,9 @@ pub struct FastStore {
     last_op: OpId,
     /// Operations up to this one are durable (checkpoint or restart).
     durable_floor: OpId,
+    /// The store was created before the shared payload codec: its log's META
+    /// and CHECKPOINT records may have FAST's earlier layout.
+    legacy_payloads: bool,
     table: ModTable,
     heap: FlushHeap,
     clock: u64,
@@ -343,22 +350,32 @@ const FORMAT: Format = Format {
     bad_magic: "page 0 is not a FAST store header (bad magic)",
 };
 
-/// Bytes of the identity blob: index id, log first page, log pages.
+/// Bytes of the identity blob of stores created before the shared payload
+/// codec: index id, log first page, log pages.
 const IDENTITY_BYTES: usize = 16 + 8 + 8;
 
+/// The identity blob: index id, log first page, log pages, and the payload
+/// codec version the store was created with (a byte, absent in stores
+/// created before it: their log may hold records of FAST's earlier codec,
+/// see [`FastStore::check_payload_codec`]; builds before it refuse the
+/// longer blob as malformed, so they never misread this build's records).
 fn identity_blob(index_id: u128, log: &LogPlacement) -> Vec<u8> {
-    let mut b = Vec::with_capacity(IDENTITY_BYTES);
+    let mut b = Vec::with_capacity(IDENTITY_BYTES + 1);
     b.extend_from_slice(&index_id.to_le_bytes());
     b.extend_from_slice(&log.first_page.to_le_bytes());
     b.extend_from_slice(&log.pages.to_le_bytes());
+    b.push(PAYLOAD_CODEC_VERSION);
     b
 }
 
-fn parse_identity(blob: &[u8]) -> Result<(u128, PageId, u64)> {
+/// Index id, log range and creation payload codec version (0 for a 32-byte blob).
+fn parse_identity(blob: &[u8]) -> Result<(u128, PageId, u64, u8)> {
     let bad = || Error::corrupt(Some(0), "the FAST identity blob of page 0 is malformed");
-    if blob.len() != IDENTITY_BYTES {
-        return Err(bad());
-    }
+    let codec = match blob.len() {
+        IDENTITY_BYTES => 0,
+        n if n == IDENTITY_BYTES + 1 => blob.get(IDENTITY_BYTES).copied().unwrap_or(0),
+        _ => return Err(bad()),
+    };
     let id = blob
         .get(0..16)
         .and_then(|b| b.try_into().ok())
@@ -374,7 +391,7 @@ fn parse_identity(blob: &[u8]) -> Result<(u128, PageId, u64)> {
         .and_then(|b| b.try_into().ok())
         .map(u64::from_le_bytes)
         .ok_or_else(bad)?;
-    Ok((id, first, pages))
+    Ok((id, first, pages, codec))
 }
 
 impl FastStore {
@@ -416,16 +433,18 @@ impl FastStore {
     }
 
     /// Checks `config` and the identity page of an existing store; its node
-    /// capacity in pages and its index id.
+    /// capacity in pages, its index id and the payload codec version it was
+    /// created with (0: before the shared codec).
     fn check_existing(
         device: &Arc<dyn PageDevice>,
         log: &LogPlacement,
         config: &FastConfig,
-    ) -> Result<(u64, u128)> {
+    ) -> Result<(u64, u128, u8)> {
         config.verify()?;
         let node_capacity = Self::node_capacity(device, log)?;
-        let (index_id, _) = Self::identity(device.as_ref(), log, config)?;
-        Ok((node_capacity, index_id))
+        let (index_id, hdr) = Self::identity(device.as_ref(), log, config)?;
+        let created_codec = parse_identity(&hdr.user_meta)?.3;
+        Ok((node_capacity, index_id, created_codec))
     }
 
     /// Opens a store made by [`create`](Self::create) and runs restart (see
@@ -435,12 +454,24 @@ impl FastStore {
         log: LogPlacement,
         config: FastConfig,
     ) -> Result<Self> {
-        let (node_capacity, index_id) = Self::check_existing(&device, &log, &config)?;
+        let (node_capacity, index_id, created_codec) =
+            Self::check_existing(&device, &log, &config)?;
+        if created_codec == 0 {
+            Self::check_payload_codec(&log, index_id)?;
+        }
+        let repair = match config.recovery {
+            RecoveryMode::AbsoluteConsistency => TailRepair::default(),
+            RecoveryMode::TolerateCorruptTail => {
+                repair_corrupt_tail(Arc::clone(&log.device), log.first_page, log.pages, index_id)?
+            }
+        };
         let lc = LogConfig::new(index_id).with_durability(config.durability);
         let (l, rec) = Log::open(Arc::clone(&log.device), log.first_page, log.pages, lc)?;
         let alloc = PageAllocator::new(1, node_capacity)?;
         let mut store = Self::assemble(device, l, log, index_id, config, alloc)?;
-        let report = RestartReport::from_recovered(&rec);
+        let mut report = RestartReport::from_recovered(&rec);
+        report.add_tail_repair(&repair);
+        store.legacy_payloads = created_codec == 0;
         store.restart(rec)?;
         store.restart = Some(store.complete_report(report));
         // Restart ends between operations: the table within its budget
@@ -459,7 +490,8 @@ impl FastStore {
         log: LogPlacement,
         config: FastConfig,
     ) -> Result<Self> {
-        let (node_capacity, index_id) = Self::check_existing(&device, &log, &config)?;
+        let (node_capacity, index_id, created_codec) =
+            Self::check_existing(&device, &log, &config)?;
         let reader = LogReader::open(Arc::clone(&log.device), log.first_page, log.pages, index_id)?;
         let rec = reader.recover();
         let pending = rec.records.iter().filter(|r| needs_replay(r)).count();
@@ -477,6 +509,7 @@ impl FastStore {
         let alloc = PageAllocator::new(1, node_capacity)?;
         let mut store = Self::assemble(device, l, log, index_id, config, alloc)?;
         let report = RestartReport::from_recovered(&rec);
+        store.legacy_payloads = created_codec == 0;
         // Nothing to replay: restart only restores the newest checkpoint's state.
         store.restart(rec)?;
         store.restart = Some(store.complete_report(report));
@@ -522,7 +555,7 @@ impl FastStore {
                 "the store was created with another entry-payload setting",
             ));
         }
-        let (index_id, first, pages) = parse_identity(&hdr.user_meta)?;
+        let (index_id, first, pages, _) = parse_identity(&hdr.user_meta)?;
         if (first, pages) != (log.first_page, log.pages) {
             return Err(Error::invalid(format!(
                 "the store's log is at pages {first}..{} but pages {}..{} were given",
@@ -594,6 +627,7 @@ impl FastStore {
             },
             last_op: 0,
             durable_floor: 0,
+            legacy_payloads: false,
             table: ModTable::new(),
             heap: FlushHeap::new(config.flush_unit),
             clock: 0,
@@ -679,7 +713,7 @@ impl FastStore {
             ));
         }
         match &self.failed {
-            Some(why) => Err(Error::InjectedFault(format!(
+            Some(why) => Err(Error::StoreFailed(format!(
                 "the FAST store failed earlier and accepts no change until reopened: {why}"
             ))),
             None => Ok(()),
@@ -885,12 +919,18 @@ impl FastStore {
         Ok(id)
     }
 
-    fn meta_record(&self) -> MetaRecord {
-        MetaRecord {
+    /// The common META part and the pages reused since the last checkpoint.
+    fn meta_record(&self) -> (MetaState, Vec<PageId>) {
+        let m = MetaState {
             meta: self.meta.clone(),
             next_page: self.alloc.next_page(),
-            pages: self.reused.iter().copied().collect(),
-        }
+        };
+        (m, self.reused.iter().copied().collect())
+    }
+
+    /// The payload codec of the store's log.
+    fn codec(&self) -> PayloadCodec {
+        self.log.format().payload_codec()
     }
 
     /// The running operation (an error outside one).

@@ -5,15 +5,46 @@
 //! into the modifications table in their original order.
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::codec::{self, MetaRecord};
-use super::FastStore;
+use std::sync::Arc;
+
+use super::{FastStore, LogPlacement};
+use crate::page::Node;
 use crate::storage::PageId;
 use crate::store::alloc::PageAllocator;
-use crate::store::log::{RecordKind, Recovered, NO_OP};
+use crate::store::log::{
+    payload_codec_version, CheckpointState, LogReader, MetaState, RecordKind, Recovered, NO_OP,
+    PAYLOAD_CODEC_VERSION,
+};
 use crate::store::OpId;
 use crate::{Error, Result};
 
 impl FastStore {
+    /// Refuses a log written before the shared payload codec (superblock
+    /// payload codec version 0) that holds MOD records to replay: FAST wrote
+    /// their change tags the other way round then, and a MOD record does not
+    /// tell which way (its META and CHECKPOINT records do, and are read; see
+    /// [`crate::store::log::payload`]). Runs before [`Log::open`], which
+    /// rewrites the superblock. Reads the two superblock slots, and the whole
+    /// log only when it is of version 0.
+    pub(super) fn check_payload_codec(log: &LogPlacement, index_id: u128) -> Result<()> {
+        let dev = Arc::clone(&log.device);
+        if payload_codec_version(Arc::clone(&dev), log.first_page, log.pages, index_id)? != 0 {
+            return Ok(());
+        }
+        let rec = LogReader::open(dev, log.first_page, log.pages, index_id)?.recover();
+        let mods = rec
+            .records
+            .iter()
+            .filter(|r| r.kind == RecordKind::Mod)
+            .count();
+        if mods > 0 {
+            return Err(Error::invalid(format!(
+                "the index was written by a geoflash before log payload codec version {PAYLOAD_CODEC_VERSION} and not closed cleanly: its log holds {mods} MOD records to replay in the old FAST record format; recover it with the geoflash that wrote it (`geoflash recover`), then open it with this one"
+            )));
+        }
+        Ok(())
+    }
+
     pub(super) fn restart(&mut self, rec: Recovered) -> Result<()> {
         // 1. Write back the surviving page images (pages a crash may have torn).
         let mut images: BTreeMap<PageId, &[u8]> = BTreeMap::new();
@@ -44,38 +75,42 @@ impl FastStore {
         }
 
         // 2. The state: newest CHECKPOINT, then newest META.
-        let mut last_op = 0;
-        let mut state = MetaRecord {
-            next_page: 1,
-            ..MetaRecord::default()
+        let codec = rec
+            .payload_codec()
+            .reading_legacy_fast(self.legacy_payloads);
+        let mut state = CheckpointState {
+            meta: MetaState {
+                next_page: 1,
+                ..MetaState::default()
+            },
+            ..CheckpointState::default()
         };
-        let mut newest_meta: Option<MetaRecord> = None;
+        let mut newest_meta: Option<(MetaState, Vec<PageId>)> = None;
         let mut created: BTreeSet<PageId> = BTreeSet::new();
         for r in &rec.records {
             match r.kind {
                 RecordKind::Checkpoint => {
-                    let (op, st) = codec::decode_checkpoint(&r.payload)?;
-                    last_op = op;
-                    state = st;
+                    state = codec.decode_checkpoint(r)?;
                     newest_meta = None;
                 }
-                RecordKind::Meta => newest_meta = Some(codec::decode_meta(&r.payload)?),
+                RecordKind::Meta => newest_meta = Some(codec.decode_meta_reused(r)?),
                 RecordKind::New => {
                     created.insert(r.page);
                 }
                 _ => {}
             }
         }
+        let last_op = state.last_op;
         let (meta, mut next, reused) = match newest_meta {
-            Some(m) => (m.meta, state.next_page.max(m.next_page), m.pages),
-            None => (state.meta, state.next_page, Vec::new()),
+            Some((m, reused)) => (m.meta, state.meta.next_page.max(m.next_page), reused),
+            None => (state.meta.meta.clone(), state.meta.next_page, Vec::new()),
         };
         if let Some(&top) = created.last() {
             next = next.max(top.saturating_add(1));
         }
         let reused: BTreeSet<PageId> = reused.into_iter().collect();
         let free: Vec<PageId> = state
-            .pages
+            .free
             .iter()
             .copied()
             .filter(|p| !reused.contains(p) && !created.contains(p))
@@ -94,17 +129,17 @@ impl FastStore {
             let ts = self.tick();
             let t = match r.kind {
                 RecordKind::New => {
-                    let node = codec::decode_node(&r.payload)?;
-                    self.table.create(r.page, node, ts)
+                    let (level, entries) = codec.decode_new(r)?;
+                    self.table.create(r.page, Node { level, entries }, ts)
                 }
                 RecordKind::Mod => {
-                    let (level, changes) = codec::decode_changes(&r.payload)?;
+                    let (level, changes) = codec.decode_mod(r)?;
                     self.table
                         .modify(r.page, level, &changes, ts)
                         .map_err(|e| Error::corrupt(None, format!("log record {}: {e}", r.lsn)))?
                 }
                 RecordKind::Del => {
-                    let level = codec::decode_level(&r.payload)?;
+                    let level = codec.decode_del(r)?;
                     if self.alloc.is_allocated(r.page) {
                         self.alloc.release(r.page)?;
                     }

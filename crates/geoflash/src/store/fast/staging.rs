@@ -19,11 +19,10 @@
 //! can need more log than the log holds beside the survivors.
 use std::collections::{BTreeMap, HashMap};
 
-use super::codec;
 use super::table;
 use crate::page::Node;
 use crate::storage::PageId;
-use crate::store::log::{Record, RecordKind};
+use crate::store::log::{PayloadCodec, Record, RecordKind};
 use crate::store::{EntryChange, OpId};
 
 /// What one operation did to one page.
@@ -104,21 +103,26 @@ impl Staging {
     }
 
     /// The operation's page records, coalesced, in first-change order.
-    pub fn records(&self, op: OpId) -> Vec<Record> {
+    pub fn records(&self, op: OpId, codec: PayloadCodec) -> Vec<Record> {
         let mut out = Vec::with_capacity(self.order.len());
         for &id in &self.order {
             let Some(p) = self.pages.get(&id) else {
                 continue;
             };
             if let Some(n) = &p.new {
-                out.push(Record::new(RecordKind::New, op, id, codec::encode_node(n)));
+                out.push(Record::new(
+                    RecordKind::New,
+                    op,
+                    id,
+                    codec.encode_new(n.level, &n.entries),
+                ));
             } else if !p.changes.is_empty() {
                 let changes: Vec<EntryChange> = p.changes.values().copied().collect();
                 out.push(Record::new(
                     RecordKind::Mod,
                     op,
                     id,
-                    codec::encode_changes(p.level, &changes),
+                    codec.encode_mod(p.level, &changes),
                 ));
             }
             if let Some(level) = p.del {
@@ -126,7 +130,7 @@ impl Staging {
                     RecordKind::Del,
                     op,
                     id,
-                    codec::encode_level(level),
+                    codec.encode_del(level),
                 ));
             }
         }
@@ -139,6 +143,9 @@ mod tests {
     use super::*;
     use crate::geom::Rect;
     use crate::page::Entry;
+    use crate::store::log::PayloadEncoding;
+
+    const FIXED: PayloadCodec = PayloadCodec::new(PayloadEncoding::Fixed);
 
     fn e(k: u64, x: f64) -> Entry {
         Entry {
@@ -149,7 +156,10 @@ mod tests {
     }
 
     fn kinds(s: &Staging) -> Vec<(RecordKind, PageId)> {
-        s.records(7).iter().map(|r| (r.kind, r.page)).collect()
+        s.records(7, FIXED)
+            .iter()
+            .map(|r| (r.kind, r.page))
+            .collect()
     }
 
     #[test]
@@ -184,7 +194,7 @@ mod tests {
                 (RecordKind::Del, 6)
             ]
         );
-        let recs = s.records(7);
+        let recs = s.records(7, FIXED);
         assert!(recs.iter().all(|r| r.op == 7));
         // The MOD replays to what the arrival-ordered list gives.
         let base = Node {
@@ -195,14 +205,14 @@ mod tests {
         for c in &ch {
             table::apply(&mut want, c.iter().copied());
         }
-        let (level, changes) = codec::decode_changes(&recs[0].payload).unwrap();
+        let (level, changes) = FIXED.decode_mod(&recs[0]).unwrap();
         assert_eq!((level, changes.len()), (1, 3));
         let mut got = base;
         table::apply(&mut got, changes);
         assert_eq!(got, want);
         // The NEW holds the final node.
-        let n = codec::decode_node(&recs[1].payload).unwrap();
-        assert_eq!(n.entries, vec![e(1, 0.0), e(3, 2.0)]);
+        let (_, entries) = FIXED.decode_new(&recs[1]).unwrap();
+        assert_eq!(entries, vec![e(1, 0.0), e(3, 2.0)]);
         // Created and deleted: an empty NEW, then the DEL.
         s.create(
             10,
@@ -212,14 +222,11 @@ mod tests {
             },
         );
         s.delete(10, 0);
-        let recs = s.records(7);
+        let recs = s.records(7, FIXED);
         let tail: Vec<_> = recs.iter().skip(3).map(|r| (r.kind, r.page)).collect();
         assert_eq!(tail, vec![(RecordKind::New, 10), (RecordKind::Del, 10)]);
-        assert!(codec::decode_node(&recs[3].payload)
-            .unwrap()
-            .entries
-            .is_empty());
+        assert!(FIXED.decode_new(&recs[3]).unwrap().1.is_empty());
         s.clear();
-        assert!(s.records(7).is_empty());
+        assert!(s.records(7, FIXED).is_empty());
     }
 }

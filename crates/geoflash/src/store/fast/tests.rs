@@ -648,7 +648,7 @@ fn a_commit_that_does_not_fit_the_log_flushes_the_nodes_it_did_not_change() {
         .collect();
     let staged: u64 = s
         .staged
-        .records(op)
+        .records(op, s.codec())
         .iter()
         .map(|r| r.encoded_len() as u64)
         .sum();
@@ -691,4 +691,186 @@ fn small_logs_hold_every_operation() {
             }
         }
     }
+}
+
+/// FAST's CHECKPOINT payload as builds before the shared payload codec
+/// wrote it: last op, root flag `u8`, root, height, records, next page,
+/// `u32` count, free pages.
+fn legacy_checkpoint_bytes(c: &crate::store::log::CheckpointState) -> Vec<u8> {
+    let mut b = c.last_op.to_le_bytes().to_vec();
+    b.push(u8::from(c.meta.meta.root.is_some()));
+    b.extend_from_slice(&c.meta.meta.root.unwrap_or(0).to_le_bytes());
+    b.extend_from_slice(&c.meta.meta.height.to_le_bytes());
+    b.extend_from_slice(&c.meta.meta.records.to_le_bytes());
+    b.extend_from_slice(&c.meta.next_page.to_le_bytes());
+    b.extend_from_slice(&(c.free.len() as u32).to_le_bytes());
+    for p in &c.free {
+        b.extend_from_slice(&p.to_le_bytes());
+    }
+    b
+}
+
+#[test]
+fn a_log_written_before_the_shared_codec_opens_or_is_refused_clearly() {
+    use crate::store::log::{
+        payload_codec_version, LogLayout, LogReader, PayloadCodec, PayloadEncoding, RecordKind,
+        PAYLOAD_CODEC_VERSION,
+    };
+    let cfg = FastConfig {
+        durability: Durability::Sync,
+        log_format: LogFormat::PerChange,
+        log_capacity: 256 << 10,
+        ..FastConfig::default()
+    };
+    let dev: Arc<dyn PageDevice> = Arc::new(MemDevice::new(PAGE, 1 << 12).unwrap());
+    let log = LogPlacement::tail_of(&dev, cfg.log_pages(PAGE).unwrap()).unwrap();
+    let layout = LogLayout::new(log.first_page, log.pages, PAGE).unwrap();
+    let mut t = RTree::create(
+        FastStore::create(dev.clone(), log.clone(), cfg).unwrap(),
+        params(IndexKind::RTree, PAGE),
+    )
+    .unwrap();
+    let mut o = Oracle::default();
+    for op in &build_ops(300, 11) {
+        o.apply(&mut t, op).unwrap();
+    }
+    t.store_mut().checkpoint().unwrap();
+    let want = all_ids(&t);
+    let index_id = t.store().index_id;
+    drop(t);
+    assert_eq!(
+        payload_codec_version(dev.clone(), log.first_page, log.pages, index_id).unwrap(),
+        PAYLOAD_CODEC_VERSION
+    );
+    // The clean log as an older build left it: codec version 0, the base
+    // CHECKPOINT in FAST's old layout (with free pages, so the layout matters).
+    let reader = LogReader::open(dev.clone(), log.first_page, log.pages, index_id).unwrap();
+    let ck = reader
+        .oldest_first()
+        .find(|r| r.kind == RecordKind::Checkpoint)
+        .unwrap()
+        .clone();
+    let state = PayloadCodec::new(PayloadEncoding::Fixed)
+        .decode_checkpoint(&ck)
+        .unwrap();
+    assert!(state.meta.meta.root.is_some());
+    crate::store::log::rewrite_as_codec_0(
+        &dev,
+        &layout,
+        index_id,
+        Some(legacy_checkpoint_bytes(&state)),
+    )
+    .unwrap();
+    // Page 0 as such a build created it: the identity blob without the codec byte.
+    let mut hdr = Header::read(&FORMAT, dev.as_ref()).unwrap();
+    assert_eq!(hdr.user_meta.pop(), Some(PAYLOAD_CODEC_VERSION));
+    hdr.write(&FORMAT, dev.as_ref()).unwrap();
+    assert_eq!(
+        payload_codec_version(dev.clone(), log.first_page, log.pages, index_id).unwrap(),
+        0
+    );
+    let mut t = RTree::open(
+        FastStore::open(dev.clone(), log.clone(), cfg).unwrap(),
+        params(IndexKind::RTree, PAGE),
+    )
+    .unwrap();
+    t.check().unwrap();
+    assert_eq!(all_ids(&t), want, "the old CHECKPOINT is read as it was");
+    // Changes after it are written in the shared codec (version 1 in the
+    // superblock): a crash now (no checkpoint; every commit is durable)
+    // leaves MOD records that the next open reads with the new tags.
+    for op in &build_ops(40, 12) {
+        o.apply(&mut t, op).unwrap();
+    }
+    let want = all_ids(&t);
+    drop(t);
+    let t = RTree::open(
+        FastStore::open(dev.clone(), log.clone(), cfg).unwrap(),
+        params(IndexKind::RTree, PAGE),
+    )
+    .unwrap();
+    t.check().unwrap();
+    assert_eq!(all_ids(&t), want);
+    drop(t);
+    // The same crashed log marked as written by an older build: its MOD
+    // records could have the old tags, so opening it is refused, clearly,
+    // and the log is left as it was (still version 0).
+    let reader = LogReader::open(dev.clone(), log.first_page, log.pages, index_id).unwrap();
+    assert!(reader.oldest_first().any(|r| r.kind == RecordKind::Mod));
+    crate::store::log::rewrite_as_codec_0(&dev, &layout, index_id, None).unwrap();
+    let err = FastStore::open(dev.clone(), log.clone(), cfg).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("payload codec") && msg.contains("MOD records"),
+        "{msg}"
+    );
+    assert_eq!(
+        payload_codec_version(dev.clone(), log.first_page, log.pages, index_id).unwrap(),
+        0
+    );
+}
+
+#[test]
+fn a_corrupt_log_page_before_the_tail_is_refused_or_dropped_as_configured() {
+    use crate::store::log::{LogLayout, LogReader, RecoveryMode};
+    let cfg = FastConfig {
+        durability: Durability::Sync,
+        log_capacity: 256 << 10,
+        ..FastConfig::default()
+    };
+    let dev: Arc<dyn PageDevice> = Arc::new(MemDevice::new(PAGE, 1 << 12).unwrap());
+    let log = LogPlacement::tail_of(&dev, cfg.log_pages(PAGE).unwrap()).unwrap();
+    let mut t = RTree::create(
+        FastStore::create(dev.clone(), log.clone(), cfg).unwrap(),
+        params(IndexKind::RTree, PAGE),
+    )
+    .unwrap();
+    t.store_mut().checkpoint().unwrap();
+    // 200 inserts after the checkpoint, all in the buffer (nothing flushed)
+    // and in the log, every one durable; then a crash.
+    let n = 200u64;
+    for k in 0..n {
+        let x = (k % 20) as f64;
+        t.insert(k, r(x, x, x + 1.0, x + 1.0)).unwrap();
+    }
+    let index_id = t.store().index_id;
+    drop(t);
+    // Damage a page in the middle of the log's live region.
+    let reader = LogReader::open(dev.clone(), log.first_page, log.pages, index_id).unwrap();
+    let (region, pages) = (reader.live_region(), reader.pages());
+    assert!(pages > 4, "{pages} log pages");
+    let layout = LogLayout::new(log.first_page, log.pages, PAGE).unwrap();
+    let bad = layout.region_page(region, pages / 2);
+    let mut buf = vec![0u8; PAGE];
+    dev.read(bad, &mut buf).unwrap();
+    buf[PAGE / 2] ^= 0x10;
+    dev.write(bad, &buf).unwrap();
+    // The default refuses it, naming the page.
+    let err = FastStore::open(dev.clone(), log.clone(), cfg).unwrap_err();
+    assert!(
+        err.to_string().contains("before its tail") && err.to_string().contains(&bad.to_string()),
+        "{err}"
+    );
+    // Tolerated: the operations before the damaged page are kept.
+    let tolerant = FastConfig {
+        recovery: RecoveryMode::TolerateCorruptTail,
+        ..cfg
+    };
+    let store = FastStore::open(dev.clone(), log.clone(), tolerant).unwrap();
+    let report = store.restart_report().unwrap().clone();
+    assert!(report.corrupt_pages_dropped >= 1, "{report:?}");
+    assert!(report.recovered_anything());
+    let t = RTree::open(store, params(IndexKind::RTree, PAGE)).unwrap();
+    t.check().unwrap();
+    let ids = all_ids(&t);
+    let kept = ids.len() as u64;
+    assert!(kept > 0 && kept < n, "{kept} of {n} kept");
+    assert_eq!(
+        ids,
+        (0..kept).collect::<BTreeSet<u64>>(),
+        "a prefix of the inserts"
+    );
+    drop(t);
+    // The repaired log opens under the default mode too.
+    assert!(FastStore::open(dev, log, cfg).is_ok());
 }

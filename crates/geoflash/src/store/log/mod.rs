@@ -143,6 +143,7 @@ use crate::storage::{PageDevice, PageId};
 use crate::units::check_page_size;
 use crate::{Error, Result};
 
+pub mod payload;
 pub mod reader;
 pub mod record;
 pub mod recovery;
@@ -151,11 +152,17 @@ mod superblock;
 pub mod writer;
 
 #[cfg(test)]
+mod recovery_mode_tests;
+#[cfg(test)]
 mod tests;
 
-pub use reader::LogReader;
+#[cfg(test)]
+pub(crate) use superblock::rewrite_as_codec_0;
+
+pub use payload::{CheckpointState, MetaState, PayloadCodec, PayloadEncoding};
+pub use reader::{repair_corrupt_tail, LogReader, TailRepair};
 pub use record::{Record, RecordKind};
-pub use recovery::{recover, recover_with, FlushRule, Recovered};
+pub use recovery::{recover, recover_log, recover_with, FlushRule, Recovered};
 pub use report::{needs_replay, RestartReport};
 pub use writer::{CompactReport, Log};
 
@@ -167,9 +174,54 @@ pub type Lsn = u64;
 /// PAGE_IMAGE, CHECKPOINT, or changes made outside an operation).
 pub const NO_OP: crate::store::OpId = 0;
 
+/// Version of the stores' payload codec ([`payload`]) this build writes,
+/// kept in every superblock (byte 13; 0 in logs of builds before it).
+pub const PAYLOAD_CODEC_VERSION: u8 = 1;
+
+/// The payload codec version ([`PAYLOAD_CODEC_VERSION`], or 0 for a log
+/// written before it existed) of the log in the `pages` pages from
+/// `first_page` of `dev`, read from its newest superblock (two page reads;
+/// the log is not opened, nothing is written).
+pub fn payload_codec_version(
+    dev: SharedDevice,
+    first_page: PageId,
+    pages: u64,
+    index_id: u128,
+) -> Result<u8> {
+    let layout = LogLayout::on_device(dev.as_ref(), first_page, pages)?;
+    let mut read = 0;
+    superblock::Superblock::read_with_codec(&dev, &layout, index_id, &mut read).map(|(_, c)| c)
+}
+
 /// Pages examined past the first invalid page to tell a torn tail from
 /// corruption before the tail.
 pub const LOOKAHEAD_PAGES: u64 = 64;
+
+/// What opening a log does with damage before its tail (after fjall's
+/// `RecoveryMode`). A torn tail, the normal end after a crash, is ignored in
+/// both modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum RecoveryMode {
+    /// Damage that a later durable page proves, or a bad record inside
+    /// valid pages, is an error naming the page: nothing is dropped.
+    #[default]
+    #[serde(rename = "absolute-consistency")]
+    AbsoluteConsistency,
+    /// The first damaged page is taken as the end of the log
+    /// ([`repair_corrupt_tail`]): it, the later pages and the operations
+    /// they held are dropped, and the restart report says how many pages
+    /// and records. Pages the dropped operations had already written in
+    /// place stay as they are: check the index afterwards.
+    #[serde(rename = "tolerate-corrupt-tail")]
+    TolerateCorruptTail,
+}
+
+impl RecoveryMode {
+    /// True for [`RecoveryMode::AbsoluteConsistency`] (the default).
+    pub fn is_default(&self) -> bool {
+        *self == RecoveryMode::AbsoluteConsistency
+    }
+}
 
 /// When commits become durable. See the [module docs](self).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -313,6 +365,20 @@ impl LogFormat {
             LogFormat::PerChange => FlushRule::Obsolete,
             LogFormat::FirstImage | LogFormat::Compact => FlushRule::KeepFromImage,
         }
+    }
+
+    /// How the stores encode the integers of their record payloads in a
+    /// log of this format (see [`payload`]).
+    pub fn payload_encoding(self) -> PayloadEncoding {
+        match self {
+            LogFormat::PerChange | LogFormat::FirstImage => PayloadEncoding::Fixed,
+            LogFormat::Compact => PayloadEncoding::Varint,
+        }
+    }
+
+    /// The payload codec of a log of this format.
+    pub fn payload_codec(self) -> PayloadCodec {
+        PayloadCodec::new(self.payload_encoding())
     }
 
     /// The name [`LogFormat::parse`] reads.

@@ -6,13 +6,18 @@
 //! `TolerateCorruptTail` of fjall and RocksDB). A record that fails its own
 //! checksum inside valid pages, LSNs out of order, or an invalid page that a
 //! later page proves had been durable ([`LOOKAHEAD_PAGES`]) is corruption
-//! before the tail: an error naming the region, page and offset.
+//! before the tail: an error naming the region, page and offset
+//! ([`RecoveryMode::AbsoluteConsistency`], the default). Under
+//! [`RecoveryMode::TolerateCorruptTail`], [`repair_corrupt_tail`] makes the
+//! first damaged page the end of the log instead and reports what it
+//! dropped.
 use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
 
-use super::record::{check_page, decode_framed, Decoded, PageCheck, Record};
+use super::record::{check_page, decode_framed, Decoded, Framing, PageCheck, Record};
 use super::superblock::Superblock;
-use super::{LogLayout, Lsn, SharedDevice, LOOKAHEAD_PAGES};
+use super::{LogLayout, Lsn, RecoveryMode, SharedDevice, LOOKAHEAD_PAGES};
+use serde::{Deserialize, Serialize};
 
 /// Pages read per device batch while scanning.
 const SCAN_BATCH: u64 = 64;
@@ -31,8 +36,34 @@ pub(crate) struct Scan {
     pub pages_read: u64,
 }
 
-/// Scans region `sb.live` of the log.
+/// Scans region `sb.live` of the log; damage before the tail is an error
+/// ([`RecoveryMode::AbsoluteConsistency`]).
 pub(crate) fn scan(dev: &SharedDevice, layout: &LogLayout, sb: &Superblock) -> Result<Scan> {
+    scan_mode(dev, layout, sb, RecoveryMode::AbsoluteConsistency).map(|(s, _)| s)
+}
+
+/// Damage before the tail that a [`RecoveryMode::TolerateCorruptTail`] scan
+/// took as the end of the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Damage {
+    /// Region position of the first damaged page (the new end of the log).
+    pub first: u64,
+    /// One past the last position written in the live epoch (valid or torn)
+    /// that the scan saw after it.
+    pub end: u64,
+    /// Whole records of the stream at or after the first damaged page.
+    pub records: u64,
+}
+
+/// [`scan`] under `mode`: with [`RecoveryMode::TolerateCorruptTail`] the
+/// first damaged page ends the stream and the damage is returned.
+pub(crate) fn scan_mode(
+    dev: &SharedDevice,
+    layout: &LogLayout,
+    sb: &Superblock,
+    mode: RecoveryMode,
+) -> Result<(Scan, Option<Damage>)> {
+    let tolerate = mode == RecoveryMode::TolerateCorruptTail;
     let ps = layout.page_size;
     let region_pages = layout.region_pages();
     let region = sb.live;
@@ -74,9 +105,18 @@ pub(crate) fn scan(dev: &SharedDevice, layout: &LogLayout, sb: &Superblock) -> R
         }
         pos += n;
     }
-    let valid_pages = end.unwrap_or(region_pages);
+    let mut valid_pages = end.unwrap_or(region_pages);
+    let mut damage: Option<Damage> = None;
     if let Some(bad) = end {
-        pages_read += lookahead(dev, layout, sb, bad)?;
+        let (read, proof) = lookahead(dev, layout, sb, bad, tolerate)?;
+        pages_read += read;
+        if let Some(seen) = proof {
+            damage = Some(Damage {
+                first: bad,
+                end: seen + 1,
+                records: 0,
+            });
+        }
     }
 
     let locate = |off: usize| -> String {
@@ -99,9 +139,31 @@ pub(crate) fn scan(dev: &SharedDevice, layout: &LogLayout, sb: &Superblock) -> R
     let mut off = 0usize;
     let mut torn_tail = false;
     let mut last_lsn: Lsn = records.iter().map(|r| r.lsn).max().unwrap_or(0);
+    let base = records.len();
+    // Stream offset where the page at region position `p` starts.
+    let page_start = |p: u64| -> usize {
+        starts
+            .iter()
+            .find(|&&(_, q)| q == p)
+            .map_or(stream.len(), |&(s, _)| s)
+    };
+    let page_of = |off: usize| -> u64 {
+        let idx = starts.partition_point(|&(s, _)| s <= off).saturating_sub(1);
+        starts.get(idx).map_or(0, |&(_, p)| p)
+    };
+    // Record (start, end) offsets of the region's records.
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    let framing = sb.format.framing();
+    let mut cut: Option<u64> = None;
     while off < stream.len() {
         let rest = stream.get(off..).unwrap_or(&[]);
-        match decode_framed(rest, sb.format.framing()) {
+        match decode_framed(rest, framing) {
+            Decoded::Record(_, _) | Decoded::Corrupt(_)
+                if tolerate && damaged(rest, framing, last_lsn) =>
+            {
+                cut = Some(page_of(off));
+                break;
+            }
             Decoded::Record(rec, len) => {
                 if rec.lsn <= last_lsn {
                     return Err(Error::corrupt(
@@ -115,6 +177,7 @@ pub(crate) fn scan(dev: &SharedDevice, layout: &LogLayout, sb: &Superblock) -> R
                 }
                 last_lsn = rec.lsn;
                 records.push(rec);
+                spans.push((off, off + len));
                 off += len;
             }
             Decoded::Incomplete => {
@@ -129,20 +192,57 @@ pub(crate) fn scan(dev: &SharedDevice, layout: &LogLayout, sb: &Superblock) -> R
             }
         }
     }
-    Ok(Scan {
-        records,
-        pages: valid_pages,
-        torn_tail,
-        pages_read,
-    })
+    if let Some(first) = cut {
+        // The first damaged page ends the log: it and every later page go,
+        // with the records that end in them.
+        let from = page_start(first);
+        let keep = base + spans.iter().take_while(|&&(_, e)| e <= from).count();
+        let seen_end = damage.map_or(valid_pages, |d| d.end);
+        damage = Some(Damage {
+            first,
+            end: seen_end.max(valid_pages),
+            records: (records.len() - keep) as u64,
+        });
+        records.truncate(keep);
+        valid_pages = first;
+        torn_tail = true;
+    }
+    Ok((
+        Scan {
+            records,
+            pages: valid_pages,
+            torn_tail,
+            pages_read,
+        },
+        damage,
+    ))
+}
+
+/// Whether the record at the start of `rest` is damage before the tail: a
+/// checksum failure inside valid pages, or an LSN not above `last_lsn`.
+fn damaged(rest: &[u8], framing: Framing, last_lsn: Lsn) -> bool {
+    match decode_framed(rest, framing) {
+        Decoded::Record(r, _) => r.lsn <= last_lsn,
+        Decoded::Corrupt(_) => true,
+        Decoded::Incomplete => false,
+    }
 }
 
 /// Looks past the first invalid page `bad` for a valid page of this epoch that
-/// says `bad` had been made durable. Returns the pages read.
-fn lookahead(dev: &SharedDevice, layout: &LogLayout, sb: &Superblock, bad: u64) -> Result<u64> {
+/// says `bad` had been made durable: an error, or with `tolerate` the last
+/// position of this epoch seen in the window. Returns the pages read.
+fn lookahead(
+    dev: &SharedDevice,
+    layout: &LogLayout,
+    sb: &Superblock,
+    bad: u64,
+    tolerate: bool,
+) -> Result<(u64, Option<u64>)> {
     let ps = layout.page_size;
     let mut buf = vec![0u8; ps];
     let mut read = 0;
+    let mut proven = false;
+    let mut seen = bad;
     let last = layout
         .region_pages()
         .min(bad.saturating_add(1 + LOOKAHEAD_PAGES));
@@ -152,7 +252,12 @@ fn lookahead(dev: &SharedDevice, layout: &LogLayout, sb: &Superblock, bad: u64) 
         read += 1;
         match check_page(&buf) {
             PageCheck::Valid(h, _) if h.log_id == sb.log_id && h.epoch == sb.epoch => {
+                seen = pos;
                 if h.position == pos && u64::from(h.durable_pos) > bad {
+                    proven = true;
+                    if tolerate {
+                        continue;
+                    }
                     return Err(Error::corrupt(
                         Some(layout.region_page(sb.live, bad)),
                         format!(
@@ -164,12 +269,61 @@ fn lookahead(dev: &SharedDevice, layout: &LogLayout, sb: &Superblock, bad: u64) 
                 }
             }
             // A torn page of this epoch: keep looking.
-            PageCheck::Damaged(Some((log, epoch))) if log == sb.log_id && epoch == sb.epoch => {}
+            PageCheck::Damaged(Some((log, epoch))) if log == sb.log_id && epoch == sb.epoch => {
+                seen = pos;
+            }
             // Never written in this epoch: nothing further was either.
             _ => break,
         }
     }
-    Ok(read)
+    Ok((read, proven.then_some(seen)))
+}
+
+/// What [`repair_corrupt_tail`] dropped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TailRepair {
+    /// Device page of the first damaged page (the log now ends before it), if any.
+    pub first_damaged_page: Option<PageId>,
+    /// Log pages dropped: the damaged page and the later pages of its epoch.
+    pub pages_dropped: u64,
+    /// Whole records known to be dropped (those that could be read in order
+    /// before the damage; the content of the later pages is counted in pages).
+    pub records_dropped: u64,
+}
+
+/// The explicit recovery of [`RecoveryMode::TolerateCorruptTail`]: when the
+/// live region of the log in the `pages` pages from `first_page` of `dev`
+/// is damaged before its tail, the first damaged page becomes the end of
+/// the log: it and the later pages of the live epoch are overwritten with
+/// zeros and synced, so the next [`Log::open`](super::Log::open) takes the
+/// damage as a torn tail (operations whose COMMIT was dropped are then
+/// dropped as incomplete). Nothing is written when the log is not damaged
+/// before its tail. Idempotent: a crash during it leaves a log that it
+/// repairs the same way again.
+pub fn repair_corrupt_tail(
+    dev: SharedDevice,
+    first_page: PageId,
+    pages: u64,
+    index_id: u128,
+) -> Result<TailRepair> {
+    let layout = LogLayout::on_device(dev.as_ref(), first_page, pages)?;
+    let mut read = 0;
+    let sb = Superblock::read(&dev, &layout, index_id, &mut read)?;
+    let (_, damage) = scan_mode(&dev, &layout, &sb, RecoveryMode::TolerateCorruptTail)?;
+    let Some(d) = damage else {
+        return Ok(TailRepair::default());
+    };
+    let ids: Vec<PageId> = (d.first..d.end.max(d.first + 1))
+        .map(|p| layout.region_page(sb.live, p))
+        .collect();
+    let zeros = vec![0u8; ids.len() * layout.page_size];
+    dev.write_batch(&ids, &zeros)?;
+    dev.sync()?;
+    Ok(TailRepair {
+        first_damaged_page: Some(layout.region_page(sb.live, d.first)),
+        pages_dropped: ids.len() as u64,
+        records_dropped: d.records,
+    })
 }
 
 /// A read-only view of a log's records, for recovery, inspection and tools.
@@ -233,7 +387,7 @@ impl LogReader {
     /// An index opened read-only refuses a log whose recovery has records to replay.
     pub fn recover(self) -> super::Recovered {
         let torn = self.torn_tail;
-        let mut r = super::recover_with(self.records, self.format.restart_rule());
+        let mut r = super::recover_log(self.records, self.format);
         r.torn_tail = torn;
         r
     }

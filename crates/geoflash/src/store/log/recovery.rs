@@ -50,7 +50,7 @@ use crate::storage::PageId;
 use crate::store::OpId;
 
 use super::record::{Record, RecordKind};
-use super::{Lsn, NO_OP};
+use super::{LogFormat, Lsn, PayloadCodec, NO_OP};
 
 /// What restart recovered from a log.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -75,6 +75,16 @@ pub struct Recovered {
     pub incomplete: u64,
     /// The scan ended in a torn record (set by the log; `recover` itself leaves it false).
     pub torn_tail: bool,
+    /// The log's format, which tells how its payloads are encoded (set by
+    /// [`recover_log`]; [`recover`] and [`recover_with`] leave the default).
+    pub format: LogFormat,
+}
+
+impl Recovered {
+    /// The codec of the records' payloads (from the log's format).
+    pub fn payload_codec(&self) -> PayloadCodec {
+        self.format.payload_codec()
+    }
 }
 
 /// What a FLUSH record does to the older records of its pages. See the
@@ -93,6 +103,14 @@ pub enum FlushRule {
 /// [`FlushRule::Obsolete`]. See the [module docs](self).
 pub fn recover(records: Vec<Record>) -> Recovered {
     recover_with(records, FlushRule::Obsolete)
+}
+
+/// Restart of a log of `format`: the survivors of `records` (oldest first)
+/// under the format's [`FlushRule`], with the format noted.
+pub fn recover_log(records: Vec<Record>, format: LogFormat) -> Recovered {
+    let mut r = recover_with(records, format.restart_rule());
+    r.format = format;
+    r
 }
 
 /// Pages with a complete record (NEW or PAGE_IMAGE) that restart keeps:

@@ -35,6 +35,13 @@ pub struct RestartReport {
     pub free_pages: u64,
     /// Records in the tree after restart.
     pub records_in_tree: u64,
+    /// Log pages dropped from a corrupt tail
+    /// ([`RecoveryMode::TolerateCorruptTail`](super::RecoveryMode); 0 otherwise).
+    #[serde(default)]
+    pub corrupt_pages_dropped: u64,
+    /// Whole records known to be dropped with them.
+    #[serde(default)]
+    pub corrupt_records_dropped: u64,
 }
 
 impl RestartReport {
@@ -53,9 +60,18 @@ impl RestartReport {
         }
     }
 
+    /// Notes what [`repair_corrupt_tail`](super::repair_corrupt_tail) dropped.
+    pub fn add_tail_repair(&mut self, r: &super::TailRepair) {
+        self.corrupt_pages_dropped += r.pages_dropped;
+        self.corrupt_records_dropped += r.records_dropped;
+    }
+
     /// True when restart had something to do (replay or repair).
     pub fn recovered_anything(&self) -> bool {
-        self.changes_replayed > 0 || self.pages_restored > 0 || self.incomplete_ops > 0
+        self.changes_replayed > 0
+            || self.pages_restored > 0
+            || self.incomplete_ops > 0
+            || self.corrupt_pages_dropped > 0
     }
 }
 

@@ -7,7 +7,9 @@
 //! | 6 | 1 | log2 of the page size |
 //! | 7 | 1 | live region (0 or 1) |
 //! | 8 | 4 | CRC-32C of the page with these 4 bytes taken as zero |
-//! | 12 | 4 | reserved, 0 |
+//! | 12 | 1 | flags (version 2) |
+//! | 13 | 1 | payload codec version (0: written before it existed) |
+//! | 14 | 2 | reserved, 0 |
 //! | 16 | 8 | sequence number (slot = seq % 2) |
 //! | 24 | 16 | index id |
 //! | 40 | 8 | log id |
@@ -23,6 +25,12 @@
 //!
 //! Byte 12 holds flags (version 2): bit 0, a base CHECKPOINT is present;
 //! bit 1, a base COMMIT is present. The rest of the page is zero.
+//!
+//! **Payload codec version** (byte 13). The version of the stores' record
+//! payload codec ([`super::payload`]) the log's records were written with:
+//! [`super::PAYLOAD_CODEC_VERSION`] (1) in every superblock this build
+//! writes, 0 in those of builds before the shared codec (whose FAST MOD
+//! records had other change tags). Builds before it ignore the byte.
 //!
 //! **The base.** A clean checkpoint ([`super::Log::checkpoint`]) does not
 //! append its CHECKPOINT record to the live region: it starts a fresh, empty
@@ -102,7 +110,8 @@ pub(crate) struct Superblock {
 enum Slot {
     Blank,
     Damaged(String),
-    Valid(Superblock),
+    /// The superblock and its payload codec version.
+    Valid(Superblock, u8),
 }
 
 impl Superblock {
@@ -118,6 +127,7 @@ impl Superblock {
         h[4..6].copy_from_slice(&version.to_le_bytes());
         h[6] = page_size.trailing_zeros() as u8;
         h[7] = self.live & 1;
+        h[13] = super::PAYLOAD_CODEC_VERSION;
         h[16..24].copy_from_slice(&self.seq.to_le_bytes());
         h[24..40].copy_from_slice(&self.index_id.to_le_bytes());
         h[40..48].copy_from_slice(&self.log_id.to_le_bytes());
@@ -227,22 +237,26 @@ impl Superblock {
         } else {
             None
         };
-        Slot::Valid(Superblock {
-            seq,
-            index_id,
-            log_id,
-            region_pages,
-            live,
-            epoch,
-            epoch_high,
-            lsn_floor,
-            base,
-            format: match version {
-                VERSION_FIRST_IMAGE => LogFormat::FirstImage,
-                VERSION_COMPACT => LogFormat::Compact,
-                _ => LogFormat::PerChange,
+        let codec = buf.get(13).copied().unwrap_or(0);
+        Slot::Valid(
+            Superblock {
+                seq,
+                index_id,
+                log_id,
+                region_pages,
+                live,
+                epoch,
+                epoch_high,
+                lsn_floor,
+                base,
+                format: match version {
+                    VERSION_FIRST_IMAGE => LogFormat::FirstImage,
+                    VERSION_COMPACT => LogFormat::Compact,
+                    _ => LogFormat::PerChange,
+                },
             },
-        })
+            codec,
+        )
     }
 
     /// The base's CHECKPOINT and COMMIT records, to be read before the live
@@ -276,26 +290,36 @@ impl Superblock {
         index_id: u128,
         pages_read: &mut u64,
     ) -> Result<Superblock> {
+        Self::read_with_codec(dev, layout, index_id, pages_read).map(|(sb, _)| sb)
+    }
+
+    /// [`Superblock::read`], and the newest superblock's payload codec version.
+    pub fn read_with_codec(
+        dev: &SharedDevice,
+        layout: &LogLayout,
+        index_id: u128,
+        pages_read: &mut u64,
+    ) -> Result<(Superblock, u8)> {
         let ps = layout.page_size;
         let pages: [PageId; 2] = [layout.superblock_page(0), layout.superblock_page(1)];
         let mut buf = vec![0u8; 2 * ps];
         dev.read_batch(&pages, &mut buf)?;
         *pages_read += 2;
-        let mut best: Option<Superblock> = None;
+        let mut best: Option<(Superblock, u8)> = None;
         let mut problems = Vec::new();
         let mut blanks = 0;
         for (page, chunk) in pages.iter().zip(buf.chunks_exact(ps)) {
             match Superblock::decode(chunk) {
                 Slot::Blank => blanks += 1,
                 Slot::Damaged(why) => problems.push(format!("page {page}: {why}")),
-                Slot::Valid(sb) => {
-                    if best.as_ref().is_none_or(|b| sb.seq > b.seq) {
-                        best = Some(sb);
+                Slot::Valid(sb, codec) => {
+                    if best.as_ref().is_none_or(|(b, _)| sb.seq > b.seq) {
+                        best = Some((sb, codec));
                     }
                 }
             }
         }
-        let Some(sb) = best else {
+        let Some((sb, codec)) = best else {
             if blanks == 2 {
                 return Err(Error::corrupt(
                     Some(layout.first_page),
@@ -326,7 +350,7 @@ impl Superblock {
                 ),
             ));
         }
-        Ok(sb)
+        Ok((sb, codec))
     }
 }
 
@@ -336,4 +360,28 @@ fn crc(buf: &[u8]) -> u32 {
     let c = crc32c::crc32c(head);
     let c = crc32c::crc32c_append(c, &[0u8; 4]);
     crc32c::crc32c_append(c, tail)
+}
+
+/// Rewrites the newest superblock of the log in `layout` as a build before
+/// the shared payload codec would have written it: payload codec version 0
+/// and, when `base_payload` is given, that base CHECKPOINT payload (tests of
+/// logs written by older builds).
+#[cfg(test)]
+pub(crate) fn rewrite_as_codec_0(
+    dev: &SharedDevice,
+    layout: &LogLayout,
+    index_id: u128,
+    base_payload: Option<Vec<u8>>,
+) -> Result<()> {
+    let mut n = 0;
+    let mut sb = Superblock::read(dev, layout, index_id, &mut n)?;
+    if let (Some(base), Some(p)) = (sb.base.as_mut(), base_payload) {
+        base.payload = p;
+    }
+    let mut buf = sb.encode(layout.page_size);
+    buf[13] = 0;
+    let c = crc(&buf);
+    buf[8..12].copy_from_slice(&c.to_le_bytes());
+    dev.write(layout.superblock_page(sb.seq), &buf)?;
+    dev.sync()
 }

@@ -9,7 +9,7 @@ use crate::{Error, Result};
 
 use super::reader::{in_device_file, scan};
 use super::record::{data_per_page, encode_page, PageHeader, Record, RecordKind};
-use super::recovery::{recover, recover_with, Recovered};
+use super::recovery::{recover, recover_log, Recovered};
 use super::superblock::{Base, Superblock};
 use super::{Durability, LogConfig, LogLayout, LogStats, Lsn, SharedDevice, NO_OP};
 
@@ -165,7 +165,7 @@ impl Log {
         log.stats.pages_read += pages_read;
         let s = scan(&log.dev, &log.layout, &log.sb).map_err(|e| in_device_file(&log.dev, e))?;
         log.stats.pages_read += s.pages_read;
-        let mut rec = recover_with(s.records, log.sb.format.restart_rule());
+        let mut rec = recover_log(s.records, log.sb.format);
         rec.torn_tail = s.torn_tail;
         log.next_lsn = log.sb.lsn_floor.max(rec.last_lsn) + 1;
         log.last_lsn = log.next_lsn - 1;
@@ -208,7 +208,7 @@ impl Log {
 
     fn check_alive(&self) -> Result<()> {
         match &self.failed {
-            Some(why) => Err(Error::InjectedFault(format!(
+            Some(why) => Err(Error::StoreFailed(format!(
                 "the log failed earlier and accepts nothing more: {why}"
             ))),
             None => Ok(()),
