@@ -1,6 +1,8 @@
-"""Issue 15 log formats: 200,000 rectangles built by insertion, per-change against first-image, eFIND and FAST, with SQLite R*Tree in the same run (docs/benchmarks.md, "Log formats").
+"""Issue 15 log formats: 200,000 rectangles built by insertion, per-change, first-image and compact, eFIND and FAST, with SQLite R*Tree in the same run (docs/benchmarks.md, "Log formats").
 
-Usage: python3 benchmarks/log_formats.py GEOFLASH_BIN DATA.csv WORKDIR REPS
+Usage: python3 benchmarks/log_formats.py GEOFLASH_BIN DATA.csv WORKDIR REPS [FORMATS]
+
+FORMATS is a comma-separated list (default per-change,first-image,compact).
 
 Writes WORKDIR/results.json (one row per build) and prints the geoflash rows.
 SQLite's kernel_write_bytes is /proc/self/io's write_bytes: it counts a page
@@ -17,6 +19,7 @@ import sys
 import time
 
 bin_, data, work, reps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+formats = (sys.argv[5] if len(sys.argv) > 5 else "per-change,first-image,compact").split(",")
 os.makedirs(work, exist_ok=True)
 
 def io_bytes():
@@ -56,7 +59,7 @@ for rep in range(reps):
         out.append(dict(system=f"sqlite-rtree cache={cache or 'default'}", rep=rep, wall=wall, kernel_write_bytes=wb))
     for store in ("efind", "fast"):
         for label, extra in configs:
-            for fmt in ("per-change", "first-image"):
+            for fmt in formats:
                 idx = os.path.join(work, "idx")
                 shutil.rmtree(idx, ignore_errors=True)
                 t = time.perf_counter()
