@@ -38,6 +38,24 @@ impl EfindStore {
         record_bytes.saturating_add(2 * dpp)
     }
 
+    /// The META record of operation `op` (the current metadata and next page).
+    fn meta_record(&self, op: OpId) -> Record {
+        Record::new(
+            RecordKind::Meta,
+            op,
+            0,
+            self.codec().encode_meta(&self.meta_state()),
+        )
+    }
+
+    /// Makes sure the log can take `recs` and the COMMIT of `op` (see
+    /// [`Self::ensure_room`]).
+    fn ensure_room_for(&mut self, recs: &[Record], op: OpId) -> Result<()> {
+        let bytes: u64 = recs.iter().map(|r| r.encoded_len() as u64).sum::<u64>()
+            + Record::commit(op).encoded_len() as u64;
+        self.ensure_room(bytes)
+    }
+
     /// Makes sure the log can take `bytes` more (compacting if needed;
     /// never flushes pages, so it is safe while the write buffer holds an
     /// operation that is not logged yet).
@@ -139,16 +157,9 @@ impl EfindStore {
             recs.push(r);
         }
         if self.held.meta {
-            recs.push(Record::new(
-                RecordKind::Meta,
-                op,
-                0,
-                self.codec().encode_meta(&self.meta_state()),
-            ));
+            recs.push(self.meta_record(op));
         }
-        let bytes: u64 = recs.iter().map(|r| r.encoded_len() as u64).sum::<u64>()
-            + Record::commit(op).encoded_len() as u64;
-        self.ensure_room(bytes)?;
+        self.ensure_room_for(&recs, op)?;
         let log = self.log_mut()?;
         for r in recs {
             log.append(r)?;
@@ -218,16 +229,9 @@ impl EfindStore {
         }
         let mut recs = std::mem::take(&mut self.pending);
         if std::mem::take(&mut self.meta_dirty) {
-            recs.push(Record::new(
-                RecordKind::Meta,
-                op,
-                0,
-                self.codec().encode_meta(&self.meta_state()),
-            ));
+            recs.push(self.meta_record(op));
         }
-        let bytes: u64 = recs.iter().map(|r| r.encoded_len() as u64).sum::<u64>()
-            + Record::commit(op).encoded_len() as u64;
-        self.ensure_room(bytes)?;
+        self.ensure_room_for(&recs, op)?;
         // Only a commit that writes or syncs log pages is log time; one that
         // appends to the in-memory tail stays index work.
         let watch = self
