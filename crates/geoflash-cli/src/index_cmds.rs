@@ -13,7 +13,7 @@ use geoflash::store::efind::{EfindConfig, FlushPolicy};
 use geoflash::store::fast::{FastConfig, FastPolicy};
 use geoflash::store::log::{Durability, LogFormat, RecoveryMode};
 use geoflash::units::parse_size;
-use geoflash::{Error, Index, IndexOptions};
+use geoflash::{BatchDurability, Error, Index, IndexOptions};
 use geoflash_bench::formats;
 use serde_json::json;
 
@@ -348,9 +348,15 @@ fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
             (index, objects.len() as u64)
         }
         None => Index::build(&a.index, opts, |index| {
-            apply_all(index, &objects, "build", &a.input, |ix, id, g| {
-                ix.insert_object(id, g)
-            })
+            let durability = batch_durability(index.structure().durability());
+            apply_all(
+                index,
+                &objects,
+                "build",
+                &a.input,
+                durability,
+                |ix, id, g| ix.insert_object(id, g),
+            )
         })?,
     };
     print_stats(&index, "build", ops, start, a.json)?;
@@ -364,15 +370,26 @@ fn change_objects(a: &ChangeArgs, delete: bool) -> Result<(), Failure> {
     let mut index = Index::open(&a.index, Access::Write)?;
     index.device().reset_stats();
     let start = BatchClock::start();
+    let durability = batch_durability(index.structure().durability());
     let (label, done) = if delete {
-        let done = apply_all(&mut index, &objects, "delete", &a.input, |ix, id, _| {
-            ix.delete_object(id)
-        })?;
+        let done = apply_all(
+            &mut index,
+            &objects,
+            "delete",
+            &a.input,
+            durability,
+            |ix, id, _| ix.delete_object(id),
+        )?;
         ("delete", done)
     } else {
-        let done = apply_all(&mut index, &objects, "insert", &a.input, |ix, id, g| {
-            ix.insert_object(id, g)
-        })?;
+        let done = apply_all(
+            &mut index,
+            &objects,
+            "insert",
+            &a.input,
+            durability,
+            |ix, id, g| ix.insert_object(id, g),
+        )?;
         ("insert", done)
     };
     index.checkpoint()?;
@@ -476,15 +493,29 @@ impl Acker {
 }
 
 /// Applies `op` to each `(id, item)` with a progress bar, stopping early on
-/// Ctrl-C (at an operation boundary); returns the count done.
+/// Ctrl-C (at an operation boundary), as one batch of the index
+/// ([`Index::batch`]); returns the count done.
 fn apply_all<T>(
     index: &mut Index,
     items: &[(u64, T)],
     what: &str,
     input: &Path,
+    durability: BatchDurability,
     op: impl Fn(&mut Index, u64, &T) -> geoflash::Result<()>,
 ) -> Result<u64, Failure> {
-    apply_all_acked(index, items, what, input, op, None)
+    apply_all_acked(index, items, what, input, durability, op, None)
+}
+
+/// How a command applies an input file to an index whose store has the
+/// durability `configured`: with the default group commit the whole input
+/// is one batch, durable when the command returns (as one SQL
+/// transaction); a mode chosen explicitly (`sync`, `group:N,T`) is kept
+/// operation by operation.
+fn batch_durability(configured: Option<Durability>) -> BatchDurability {
+    match configured {
+        Some(d) if d != Durability::default() => BatchDurability::AsConfigured,
+        _ => BatchDurability::AtEnd,
+    }
 }
 
 /// [`apply_all`] printing `acked K` lines when `acker` is given. An error
@@ -495,38 +526,54 @@ fn apply_all_acked<T>(
     items: &[(u64, T)],
     what: &str,
     input: &Path,
+    durability: BatchDurability,
     op: impl Fn(&mut Index, u64, &T) -> geoflash::Result<()>,
     mut acker: Option<&mut Acker>,
 ) -> Result<u64, Failure> {
     let stop = interrupt_flag();
     let bar = progress_bar(items.len() as u64, what);
-    let mut done = 0u64;
-    for (id, item) in items {
-        if stop.load(Ordering::SeqCst) {
-            bar.abandon_with_message(format!("{what}: interrupted after {done} operations"));
-            break;
-        }
-        op(index, *id, item).map_err(|e| {
-            let e = index.locate(e);
-            Failure {
-                code: if e.is_user_error() { 2 } else { 1 },
-                error: anyhow::anyhow!(
-                    "{what} of object {id} (record {} of {}) failed after {done} operations: {e}",
-                    done + 1,
-                    input.display()
-                ),
+    // A failure inside the batch is kept here; the batch then ends without
+    // its checkpoint.
+    let mut failure = None;
+    let mut run = |index: &mut Index| -> Result<u64, Failure> {
+        let mut done = 0u64;
+        for (id, item) in items {
+            if stop.load(Ordering::SeqCst) {
+                bar.abandon_with_message(format!("{what}: interrupted after {done} operations"));
+                break;
             }
-        })?;
-        done += 1;
-        if let Some(a) = acker.as_deref_mut() {
-            a.after_op(index, done)?;
+            op(index, *id, item).map_err(|e| {
+                let e = index.locate(e);
+                Failure {
+                    code: if e.is_user_error() { 2 } else { 1 },
+                    error: anyhow::anyhow!(
+                        "{what} of object {id} (record {} of {}) failed after {done} operations: {e}",
+                        done + 1,
+                        input.display()
+                    ),
+                }
+            })?;
+            done += 1;
+            if let Some(a) = acker.as_deref_mut() {
+                a.after_op(index, done)?;
+            }
+            if done.is_multiple_of(1024) {
+                bar.set_position(done);
+            }
         }
-        if done.is_multiple_of(1024) {
-            bar.set_position(done);
-        }
+        Ok(done)
+    };
+    let done = index.batch(durability, |index| {
+        run(index).map_err(|f| {
+            failure = Some(f);
+            geoflash::Error::invalid("the batch stopped")
+        })
+    });
+    if let Some(f) = failure {
+        return Err(f);
     }
     bar.finish_and_clear();
-    Ok(done)
+    Ok(done?)
 }
 
 fn print_stats(
@@ -851,11 +898,19 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
             // Built in a staging directory and renamed onto --index when
             // done (checkpointed): a failure leaves no directory.
             let (index, done) = Index::build(&a.index, &opts, |index| {
+                // `--ack-every` acknowledges operations as the store's
+                // durability mode makes them durable; without it the
+                // input is one batch.
+                let durability = match a.ack_every {
+                    Some(_) => BatchDurability::AsConfigured,
+                    None => batch_durability(index.structure().durability()),
+                };
                 apply_all_acked(
                     index,
                     &records,
                     "build",
                     &a.input,
+                    durability,
                     |ix, id, r| ix.insert(id, *r),
                     acker.as_mut(),
                 )
@@ -955,19 +1010,30 @@ pub fn change(a: ChangeArgs, delete: bool) -> Result<(), Failure> {
     let mut index = Index::open(&a.index, Access::Write)?;
     index.device().reset_stats();
     let start = BatchClock::start();
+    let durability = batch_durability(index.structure().durability());
     let (label, done) = if delete {
         (
             "delete",
-            apply_all(&mut index, &records, "delete", &a.input, |ix, id, r| {
-                ix.delete(id, *r)
-            })?,
+            apply_all(
+                &mut index,
+                &records,
+                "delete",
+                &a.input,
+                durability,
+                |ix, id, r| ix.delete(id, *r),
+            )?,
         )
     } else {
         (
             "insert",
-            apply_all(&mut index, &records, "insert", &a.input, |ix, id, r| {
-                ix.insert(id, *r)
-            })?,
+            apply_all(
+                &mut index,
+                &records,
+                "insert",
+                &a.input,
+                durability,
+                |ix, id, r| ix.insert(id, *r),
+            )?,
         )
     };
     index.checkpoint()?;

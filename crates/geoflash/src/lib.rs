@@ -38,4 +38,4 @@ pub mod testenv;
 pub mod units;
 
 pub use error::{Error, Result};
-pub use index_dir::{Index, IndexOptions};
+pub use index_dir::{BatchDurability, Index, IndexOptions};

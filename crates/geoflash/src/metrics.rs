@@ -316,13 +316,26 @@ impl Stopwatch {
         }
     }
 
+    /// Starts measuring wall-clock and simulated time only (no CPU-clock
+    /// reading, a system call): for operations inside a batch whose CPU
+    /// time is measured once around it.
+    pub fn start_without_cpu(sim: Option<u64>) -> Stopwatch {
+        Stopwatch {
+            wall: std::time::Instant::now(),
+            cpu: None,
+            sim,
+        }
+    }
+
     /// Adds the time since [`start`](Self::start) to `phase` of `into`;
     /// `sim` is the simulated clock now.
     pub fn stop(self, phase: Phase, sim: Option<u64>, into: &mut PhaseTimes) {
         let wall = u64::try_from(self.wall.elapsed().as_nanos()).unwrap_or(u64::MAX);
         into.add_ns(Clock::Wall, phase, wall);
-        if let (Some(a), Some(b)) = (self.cpu, thread_cpu_ns()) {
-            into.add_ns(Clock::Cpu, phase, b.saturating_sub(a));
+        if let Some(a) = self.cpu {
+            if let Some(b) = thread_cpu_ns() {
+                into.add_ns(Clock::Cpu, phase, b.saturating_sub(a));
+            }
         }
         if let (Some(a), Some(b)) = (self.sim, sim) {
             into.add_ns(Clock::Sim, phase, b.saturating_sub(a));

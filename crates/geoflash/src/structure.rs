@@ -24,6 +24,7 @@ use crate::index::fortree::{Fortree, FortreeConfig};
 use crate::index::query::{BatchResult, Hit, KnnResult, Predicate, QueryResult, QueryStats};
 use crate::index::xbr::{BulkOptions, XbrTree};
 use crate::index::{RTree, ReadMode, TreeCounters};
+use crate::store::log::Durability;
 use crate::store::{NodeStore, OpId, StoreStats};
 use crate::{Error, Result};
 
@@ -279,6 +280,25 @@ impl Structure {
             Structure::RTree(t) => t.store_mut().checkpoint(),
             Structure::Fortree(f) => get(f).checkpoint(),
             Structure::Xbr(t) => t.checkpoint(),
+        }
+    }
+
+    /// The store's durability mode (`None` for a store without a log).
+    pub fn durability(&self) -> Option<Durability> {
+        match self {
+            Structure::RTree(t) => t.store().durability(),
+            Structure::Fortree(f) => lock(f).store().durability(),
+            Structure::Xbr(t) => t.store().durability(),
+        }
+    }
+
+    /// Changes the store's durability mode from the next operation on
+    /// ([`NodeStore::set_durability`]).
+    pub fn set_durability(&mut self, durability: Durability) -> Result<()> {
+        match self {
+            Structure::RTree(t) => t.store_mut().set_durability(durability),
+            Structure::Fortree(f) => get(f).store_mut().set_durability(durability),
+            Structure::Xbr(t) => t.store_mut().set_durability(durability),
         }
     }
 

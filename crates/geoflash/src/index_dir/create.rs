@@ -295,6 +295,7 @@ impl Index {
             access: Access::Write,
             _lock: lock,
             times: Mutex::new(times),
+            in_batch: false,
         };
         index.checkpoint()?;
         // The manifest is written last: a directory without one holds no index.

@@ -58,6 +58,9 @@ pub struct Index {
     /// opened: index operations, filter and refinement of queries, recovery
     /// at open (the store measures its own phases).
     pub(super) times: Mutex<PhaseTimes>,
+    /// Inside [`Index::batch`]: operations take no CPU-clock readings (the
+    /// batch measures its CPU time once).
+    pub(super) in_batch: bool,
 }
 
 impl std::fmt::Debug for Index {
@@ -148,7 +151,12 @@ impl Index {
 
     /// A stopwatch started now, on the device's simulated clock if it has one.
     pub(super) fn watch(&self) -> Stopwatch {
-        Stopwatch::start(self.device.sim_clock_ns())
+        let sim = self.device.sim_clock_ns();
+        if self.in_batch {
+            Stopwatch::start_without_cpu(sim)
+        } else {
+            Stopwatch::start(sim)
+        }
     }
 
     /// Adds the time since `watch` started to the front end's `phase`.

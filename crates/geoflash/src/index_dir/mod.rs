@@ -29,6 +29,7 @@
 //! `open.rs` how an index comes into being and is reopened,
 //! `operations.rs` its updates and queries, and `objects.rs` the object
 //! heap of exact geometries.
+mod batch;
 mod create;
 mod factory;
 mod index;
@@ -40,6 +41,7 @@ mod options;
 mod tests;
 
 pub use crate::structure::FortreeOptions;
+pub use batch::BatchDurability;
 pub use factory::{
     make_store, make_store_payload, make_store_with_log, StoreOpen, DEVICE_IMAGE_FILE, LOG_FILE,
     PAGES_FILE,

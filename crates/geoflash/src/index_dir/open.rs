@@ -149,6 +149,7 @@ impl Index {
             access,
             _lock: Some(lock),
             times: Mutex::new(times),
+            in_batch: false,
         })
     }
 }

@@ -759,3 +759,68 @@ fn xbr_index_on_every_store_answers_like_brute_force_after_reopen() {
         }
     }
 }
+
+#[test]
+fn a_batch_syncs_once_at_its_end_and_restores_the_durability_mode() {
+    for kind in [StoreKind::Efind, StoreKind::Fast] {
+        a_batch_syncs_once_at_its_end(kind);
+    }
+}
+
+fn a_batch_syncs_once_at_its_end(kind: StoreKind) {
+    use crate::store::log::Durability;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idx");
+    let mut idx = Index::create(&path, &logged_opts(kind, Durability::Sync)).unwrap();
+    let log_syncs = |idx: &Index| idx.structure().store_stats().log_syncs;
+    // Operation by operation: `sync` syncs the log at every commit.
+    let before = log_syncs(&idx);
+    idx.batch(BatchDurability::AsConfigured, |ix| {
+        (0..200).try_for_each(|i| ix.insert(i, rect(i)))
+    })
+    .unwrap();
+    assert!(log_syncs(&idx) - before >= 200, "{kind:?}");
+    // A batch durable at its end: no sync of its own while it runs (the
+    // 16 KiB buffer still flushes, and each flush syncs the log first).
+    let before = log_syncs(&idx);
+    let s0 = idx.structure().store_stats();
+    let (in_batch, forced) = idx
+        .batch(BatchDurability::AtEnd, |ix| {
+            (200..1200).try_for_each(|i| ix.insert(i, rect(i)))?;
+            assert_eq!(
+                ix.structure().durability(),
+                Some(Durability::UNBOUNDED_GROUP)
+            );
+            let s = ix.structure().store_stats();
+            let forced = (s.flushes - s0.flushes) + (s.compactions - s0.compactions);
+            Ok((s.log_syncs - before, forced))
+        })
+        .unwrap();
+    // Only what flushes and compactions force (write-ahead syncs of the
+    // log): with the small buffer about one per ten operations, where the
+    // configured mode syncs every operation.
+    assert!(
+        in_batch <= 2 * forced + 1 && in_batch < 250,
+        "{kind:?}: {in_batch} log syncs for 1000 inserts and {forced} flushes and compactions"
+    );
+    assert_eq!(idx.structure().durability(), Some(Durability::Sync));
+    assert_eq!(idx.durable_op(), idx.last_committed_op(), "{kind:?}");
+    assert!(idx.phase_times().cpu.cpu_index_ns > 0);
+    // A failed operation ends the batch with its error, the mode restored.
+    let e = idx
+        .batch(BatchDurability::AtEnd, |ix| {
+            ix.insert(5000, rect(5000))?;
+            ix.delete(9999, rect(9999))
+        })
+        .unwrap_err();
+    assert!(e.is_user_error(), "{e}");
+    assert_eq!(idx.structure().durability(), Some(Durability::Sync));
+    // The next operation, in the restored `sync` mode, makes the failed
+    // batch's insertion durable with it: a crash now (drop without
+    // checkpoint) loses nothing.
+    idx.insert(6000, rect(6000)).unwrap();
+    drop(idx);
+    let idx = Index::open(&path, Access::Write).unwrap();
+    let want: Vec<u64> = (0..1200).chain([5000, 6000]).collect();
+    assert_eq!(ids_in_all(&idx), want, "{kind:?}");
+}

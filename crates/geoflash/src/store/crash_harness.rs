@@ -49,6 +49,13 @@ impl AckOracle {
         }
     }
 
+    /// The store switched to mode `durability` between operations (what
+    /// [`crate::Index::batch`] does around a batch): the guarantees from
+    /// now on are the new mode's.
+    pub(crate) fn set_durability(&mut self, durability: Durability) {
+        self.durability = durability;
+    }
+
     /// An operation's call returned `Ok` on `store`. Errs when the store
     /// then claims fewer durable operations than its mode guarantees.
     pub(crate) fn completed<S: NodeStore + ?Sized>(&mut self, store: &S) -> Result<(), String> {

@@ -253,6 +253,17 @@ pub trait NodeStore: Send + Sync {
     fn durable_op(&self) -> Option<OpId> {
         None
     }
+    /// When operations become durable, for stores that log them (`None` for
+    /// the others, whose operations are durable only at checkpoints).
+    fn durability(&self) -> Option<log::Durability> {
+        None
+    }
+    /// Changes when operations become durable, from the next one on (not
+    /// persisted: a reopened store takes its configured mode). Stores
+    /// without a log ignore it.
+    fn set_durability(&mut self, _durability: log::Durability) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// The operation bracket shared by the stores: which operation is running
@@ -340,5 +351,11 @@ impl NodeStore for Box<dyn NodeStore> {
     }
     fn durable_op(&self) -> Option<OpId> {
         (**self).durable_op()
+    }
+    fn durability(&self) -> Option<log::Durability> {
+        (**self).durability()
+    }
+    fn set_durability(&mut self, durability: log::Durability) -> Result<()> {
+        (**self).set_durability(durability)
     }
 }

@@ -359,6 +359,11 @@ impl<S: NodeStore> Fortree<S> {
         &self.store
     }
 
+    /// The store, mutably (e.g. to change its durability mode).
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
     /// Gives the store back (call [`checkpoint`](Self::checkpoint) first to keep the tree).
     pub fn into_store(self) -> S {
         self.store

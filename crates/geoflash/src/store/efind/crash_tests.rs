@@ -136,6 +136,9 @@ fn config(kind: IndexKind, case: u64) -> EfindConfig {
         temporal_control: Some(tc),
         with_payload: kind == IndexKind::Hilbert,
         durability: match case % 5 {
+            // A batch (`Index::batch` with `BatchDurability::AtEnd`): the
+            // run switches from `sync` to this mode and back (see `run`).
+            2 if case % 10 == 7 => Durability::UNBOUNDED_GROUP,
             4 => Durability::Group {
                 ops: 3,
                 millis: 1_000_000,
@@ -196,7 +199,22 @@ fn run(dev: Arc<dyn PageDevice>, kind: IndexKind, cfg: EfindConfig, ops: &[Op]) 
     };
     let mut t = RTree::create(store, params(kind)).unwrap();
     let mut acks = AckOracle::new(cfg.durability);
-    for op in ops {
+    // A batch in the middle third of the run: `sync` before and after it.
+    let batch = cfg.durability == Durability::UNBOUNDED_GROUP;
+    let (batch_from, batch_to) = (ops.len() / 3, 2 * ops.len() / 3);
+    for (i, op) in ops.iter().enumerate() {
+        if batch && (i == 0 || i == batch_from || i == batch_to) {
+            let mode = if i == batch_from {
+                Durability::UNBOUNDED_GROUP
+            } else {
+                Durability::Sync
+            };
+            if let Err(e) = t.store_mut().set_durability(mode) {
+                out.err = Some(e);
+                break;
+            }
+            acks.set_durability(mode);
+        }
         let r = match op {
             Op::Insert(id, r) => t.insert(*id, *r),
             Op::Delete(id, r) => t.delete(*id, *r),

@@ -1042,4 +1042,20 @@ impl NodeStore for EfindStore {
     fn durable_op(&self) -> Option<OpId> {
         EfindStore::durable_op(self)
     }
+
+    fn durability(&self) -> Option<Durability> {
+        Some(self.config.durability)
+    }
+
+    /// Switches between modes that protect flushes alike
+    /// ([`Durability::check_switch`]); the held group and pending commits
+    /// follow the new mode from the next operation on.
+    fn set_durability(&mut self, durability: Durability) -> Result<()> {
+        self.config.durability.check_switch(durability)?;
+        if let Some(log) = self.log.as_mut() {
+            log.set_durability(durability)?;
+        }
+        self.config.durability = durability;
+        Ok(())
+    }
 }

@@ -68,6 +68,10 @@ fn config(kind: IndexKind, case: u64) -> FastConfig {
                     ops: 3,
                     millis: 1_000_000,
                 }
+            } else if case % 10 == 6 {
+                // A batch (`Index::batch` with `BatchDurability::AtEnd`):
+                // the run switches from `sync` to this mode and back.
+                Durability::UNBOUNDED_GROUP
             } else {
                 Durability::Sync
             },
@@ -204,7 +208,19 @@ fn run_crash(
         }
         Ok(store) => {
             let mut t = RTree::open(store, p).unwrap();
-            for op in ops {
+            // A batch in the middle third of the run: `sync` before and after it.
+            let batch = cfg.durability == Durability::UNBOUNDED_GROUP;
+            let (batch_from, batch_to) = (ops.len() / 3, 2 * ops.len() / 3);
+            for (i, op) in ops.iter().enumerate() {
+                if batch && (i == 0 || i == batch_from || i == batch_to) {
+                    let mode = if i == batch_from {
+                        Durability::UNBOUNDED_GROUP
+                    } else {
+                        Durability::Sync
+                    };
+                    t.store_mut().set_durability(mode).unwrap();
+                    acks.set_durability(mode);
+                }
                 let mut next = o.clone();
                 // What the state would be if the operation completes.
                 let mutates = match op {

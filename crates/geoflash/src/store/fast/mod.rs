@@ -1123,6 +1123,19 @@ impl NodeStore for FastStore {
         self.log.durable_op().max(floor)
     }
 
+    fn durability(&self) -> Option<Durability> {
+        Some(self.config.durability)
+    }
+
+    /// Switches between modes that protect flushes alike
+    /// ([`Durability::check_switch`]).
+    fn set_durability(&mut self, durability: Durability) -> Result<()> {
+        self.config.durability.check_switch(durability)?;
+        self.log.set_durability(durability)?;
+        self.config.durability = durability;
+        Ok(())
+    }
+
     fn stats(&self) -> StoreStats {
         let mut s = self.lock().stats.clone();
         let l = self.log.stats();

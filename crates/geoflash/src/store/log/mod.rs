@@ -287,6 +287,36 @@ impl Durability {
         }
     }
 
+    /// A group commit that never syncs by itself: the operations become
+    /// durable at the next explicit sync or checkpoint, while flushes stay
+    /// protected against torn writes. What a batch of operations uses when
+    /// only its end must be durable (a build, like one SQL transaction).
+    pub const UNBOUNDED_GROUP: Durability = Durability::Group {
+        ops: u32::MAX,
+        millis: u32::MAX,
+    };
+
+    /// Whether flushes are protected against torn writes (page images in
+    /// the log): every mode but `none`, the papers' mode.
+    pub fn protects_flushes(self) -> bool {
+        self != Durability::None
+    }
+
+    /// Checks that an open store may switch from this mode to `to`: any
+    /// change that keeps flushes protected (or unprotected). Switching
+    /// between `none` and a protecting mode is refused, as it changes how
+    /// the pages already flushed in this log epoch were written.
+    pub fn check_switch(self, to: Durability) -> Result<()> {
+        to.validate()?;
+        if self.protects_flushes() != to.protects_flushes() {
+            return Err(Error::invalid(format!(
+                "cannot switch an open store from durability {self} to {to}: \
+                 `none` protects no flush, so choose it when the index is created"
+            )));
+        }
+        Ok(())
+    }
+
     /// Checks the parameters (a group of at least one commit).
     pub fn validate(&self) -> Result<()> {
         if let Durability::Group { ops: 0, .. } = self {
@@ -295,6 +325,17 @@ impl Durability {
             ));
         }
         Ok(())
+    }
+}
+
+/// Prints what [`Durability::parse`] reads back: `sync`, `none` or `group:N,T`.
+impl std::fmt::Display for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Durability::Sync => f.write_str("sync"),
+            Durability::None => f.write_str("none"),
+            Durability::Group { ops, millis } => write!(f, "group:{ops},{millis}"),
+        }
     }
 }
 

@@ -103,6 +103,33 @@ fn durability_parses() {
     for bad in ["", "fast", "group:0,5", "group:3", "group:x,1"] {
         assert!(Durability::parse(bad).is_err(), "{bad:?}");
     }
+    for d in [
+        Durability::Sync,
+        Durability::None,
+        Durability::default(),
+        Durability::UNBOUNDED_GROUP,
+    ] {
+        assert_eq!(Durability::parse(&d.to_string()).unwrap(), d);
+    }
+}
+
+#[test]
+fn an_open_store_switches_only_between_modes_that_protect_flushes_alike() {
+    let group = Durability::default();
+    assert!(group.check_switch(Durability::UNBOUNDED_GROUP).is_ok());
+    assert!(Durability::UNBOUNDED_GROUP
+        .check_switch(Durability::Sync)
+        .is_ok());
+    assert!(Durability::None.check_switch(Durability::None).is_ok());
+    let e = group
+        .check_switch(Durability::None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("none"), "{e}");
+    assert!(Durability::None.check_switch(group).is_err());
+    assert!(group
+        .check_switch(Durability::Group { ops: 0, millis: 1 })
+        .is_err());
 }
 
 #[test]

@@ -554,6 +554,16 @@ impl Log {
         self.config.durability
     }
 
+    /// Changes the durability mode from the next commit on. Not persisted:
+    /// a reopened log takes the mode of its configuration. Commits made
+    /// before stay as durable as they are (switching to [`Durability::None`]
+    /// keeps the pending group pending until an explicit sync or checkpoint).
+    pub fn set_durability(&mut self, durability: Durability) -> Result<()> {
+        durability.validate()?;
+        self.config.durability = durability;
+        Ok(())
+    }
+
     /// Bytes of one region available to records (the log's capacity).
     pub fn capacity_bytes(&self) -> u64 {
         self.layout.capacity_bytes()
