@@ -335,24 +335,27 @@ pub fn read_csv(path: &Path) -> Result<Vec<(u64, Rect)>> {
 /// error of its line.
 pub fn csv_records(path: &Path) -> Result<impl Iterator<Item = Result<(u64, Rect)>>> {
     let file = File::open(path).map_err(|e| io_err(path, e))?;
-    let rdr = csv::ReaderBuilder::new()
+    let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .trim(csv::Trim::All)
         .from_reader(BufReader::new(file));
     let path = path.to_path_buf();
-    Ok(rdr
-        .into_records()
-        .enumerate()
-        .map(move |(line, rec)| csv_record(&path, line, rec)))
+    // One record buffer for the whole file (no allocation per line).
+    let mut rec = csv::StringRecord::new();
+    let mut line = 0;
+    Ok(std::iter::from_fn(move || {
+        let item = match rdr.read_record(&mut rec) {
+            Ok(false) => return None,
+            Ok(true) => csv_record(&path, line, &rec),
+            Err(e) => Err(bad(&path, e)),
+        };
+        line += 1;
+        Some(item)
+    }))
 }
 
 /// One record of [`csv_records`].
-fn csv_record(
-    path: &Path,
-    line: usize,
-    rec: std::result::Result<csv::StringRecord, csv::Error>,
-) -> Result<(u64, Rect)> {
-    let rec = rec.map_err(|e| bad(path, e))?;
+fn csv_record(path: &Path, line: usize, rec: &csv::StringRecord) -> Result<(u64, Rect)> {
     let at = |i: usize| {
         rec.get(i).ok_or_else(|| {
             bad(

@@ -56,7 +56,7 @@ impl<S: NodeStore> RTree<S> {
     /// appended to `pending` with their level, nearest to the centre first.
     pub(crate) fn insert_along(
         &mut self,
-        path: Vec<Step>,
+        mut path: Vec<Step>,
         entry: Entry,
         meta: &mut TreeMeta,
         reinserted: &mut Vec<u16>,
@@ -69,9 +69,7 @@ impl<S: NodeStore> RTree<S> {
         let mut i = path.len();
         while i > 0 {
             i -= 1;
-            let Some(step) = path.get(i) else { break };
-            let level = step.node.level;
-            if let Some(next) = self.grow_in_place(&path, i, &mut update, &mut add)? {
+            if let Some(next) = self.grow_in_place(&mut path, i, &mut update, &mut add)? {
                 match next {
                     Some(u) => {
                         update = Some(u);
@@ -80,6 +78,8 @@ impl<S: NodeStore> RTree<S> {
                     None => break,
                 }
             }
+            let Some(step) = path.get(i) else { break };
+            let (id, level) = (step.id, step.node.level);
             let mut entries = step.node.entries.clone();
             // The changes of this node when it does not overflow, built
             // directly (the node's entries are in key order).
@@ -111,7 +111,8 @@ impl<S: NodeStore> RTree<S> {
 
             if entries.len() <= max {
                 if !changes.is_empty() {
-                    self.store.modify(step.id, level, &changes)?;
+                    release(&mut path, i);
+                    self.store.modify(id, level, &changes)?;
                 }
                 update = self.changed_parent_entry(&path, i, &entries)?;
                 if update.is_none() {
@@ -122,7 +123,8 @@ impl<S: NodeStore> RTree<S> {
                 let (keep, removed) = rstar::pick_reinsert(entries, reinsert_count);
                 self.counters.reinsertions += removed.len() as u64;
                 let changes = diff(&step.node.entries, &keep);
-                self.store.modify(step.id, level, &changes)?;
+                release(&mut path, i);
+                self.store.modify(id, level, &changes)?;
                 pending.extend(removed.into_iter().map(|e| (level, e)));
                 update = self.changed_parent_entry(&path, i, &keep)?;
                 if update.is_none() {
@@ -132,19 +134,15 @@ impl<S: NodeStore> RTree<S> {
                 let (a, b) = split::split(&self.params, entries)?;
                 self.counters.splits += 1;
                 let changes = diff(&step.node.entries, &a);
-                self.store.modify(step.id, level, &changes)?;
+                release(&mut path, i);
+                self.store.modify(id, level, &changes)?;
                 let (ra, rb) = match (mbr(&a), mbr(&b)) {
                     (Some(ra), Some(rb)) => (ra, rb),
-                    _ => {
-                        return Err(Error::corrupt(
-                            Some(step.id),
-                            "split produced an empty group",
-                        ))
-                    }
+                    _ => return Err(Error::corrupt(Some(id), "split produced an empty group")),
                 };
                 let new_id = self.store.create(level, b)?;
                 let left = Entry {
-                    key: step.id,
+                    key: id,
                     rect: ra,
                     payload: 0,
                 };
@@ -176,7 +174,7 @@ impl<S: NodeStore> RTree<S> {
     /// stop). Takes `update` and `add` when it applies.
     fn grow_in_place(
         &mut self,
-        path: &[Step],
+        path: &mut [Step],
         i: usize,
         update: &mut Option<Entry>,
         add: &mut Option<Entry>,
@@ -221,8 +219,10 @@ impl<S: NodeStore> RTree<S> {
         }
         *update = None;
         *add = None;
+        let (id, level) = (step.id, step.node.level);
         if !changes.is_empty() {
-            self.store.modify(step.id, step.node.level, &changes)?;
+            release(path, i);
+            self.store.modify(id, level, &changes)?;
         }
         let Some(parent) = i.checked_sub(1).and_then(|p| path.get(p)) else {
             return Ok(Some(None));
@@ -230,7 +230,7 @@ impl<S: NodeStore> RTree<S> {
         let current = parent
             .node
             .entries
-            .binary_search_by_key(&step.id, |e| e.key)
+            .binary_search_by_key(&id, |e| e.key)
             .ok()
             .and_then(|p| parent.node.entries.get(p))
             .ok_or_else(|| {
@@ -265,4 +265,12 @@ pub(crate) fn choose_by_enlargement(entries: &[Entry], rect: &Rect) -> Option<Pa
         }
     }
     best.map(|(_, _, k)| k)
+}
+
+/// Drops `path[i]`'s reference to its node before the node is changed
+/// ([`Step::release`]).
+fn release(path: &mut [Step], i: usize) {
+    if let Some(step) = path.get_mut(i) {
+        step.release();
+    }
 }

@@ -156,6 +156,23 @@ pub(crate) struct Step {
     pub(crate) node: Arc<Node>,
 }
 
+impl Step {
+    /// Drops this step's reference to its node (keeping the id) before the
+    /// node is changed through the store, so that a store that keeps the
+    /// decoded node can change it in place instead of copying it. The step's
+    /// `node` is then an empty placeholder and must not be read again.
+    pub(crate) fn release(&mut self) {
+        static EMPTY: std::sync::OnceLock<Arc<Node>> = std::sync::OnceLock::new();
+        let empty = EMPTY.get_or_init(|| {
+            Arc::new(Node {
+                level: 0,
+                entries: Vec::new(),
+            })
+        });
+        self.node = Arc::clone(empty);
+    }
+}
+
 impl<S: NodeStore> RTree<S> {
     /// A new, empty tree on `store`; the parameters are verified. The store
     /// must not hold a tree yet.

@@ -903,6 +903,9 @@ impl NodeStore for EfindStore {
             .collect();
         self.check_entries(&ups)?;
         let mut after = current;
+        // Without the buffer's reference (and the tree's, which drops its
+        // copy of a node before changing it) the node changes in place.
+        self.wb.forget_view(id);
         crate::store::mem::apply_changes(&mut Arc::make_mut(&mut after).entries, changes);
         self.check_len(after.entries.len())?;
         if self.groups_operations() {

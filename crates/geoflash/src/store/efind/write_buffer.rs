@@ -141,6 +141,13 @@ impl WriteBuffer {
         self.views.get(id)
     }
 
+    /// Forgets the view of page `id` (views are a cache of merges): a
+    /// caller about to change the node drops the buffer's reference first,
+    /// so that its copy is the only one and changes in place.
+    pub fn forget_view(&mut self, id: PageId) {
+        self.views.remove(id);
+    }
+
     /// Records `node` as the newest version of page `id`, which must be
     /// buffered (NEW or MOD) and be what merging its row gives.
     pub fn set_view(&mut self, id: PageId, node: Arc<Node>) {
