@@ -118,8 +118,10 @@ class Geoflash(System):
         else:
             idx = geoflash.Index(path, **self.options)
             ins = idx.insert
-            for i, b in zip(ids.tolist(), boxes.tolist()):
-                ins(i, b)
+            # One batch, durable at its end: what SQLite's one transaction is.
+            with idx.batch():
+                for i, b in zip(ids.tolist(), boxes.tolist()):
+                    ins(i, b)
         idx.close()
 
     def open(self, path):

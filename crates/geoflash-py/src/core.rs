@@ -18,6 +18,7 @@ use geoflash_engine::cache::PolicyKind;
 use geoflash_engine::geom::{Point, Rect, MAX_COORD};
 use geoflash_engine::index::query::{Hit, Predicate};
 use geoflash_engine::index::{BulkMethod, SplitKind};
+use geoflash_engine::index_dir::OpenBatch;
 use geoflash_engine::index_dir::{StoreKind, StoreOptions};
 use geoflash_engine::manifest::{Access, DirLock, MANIFEST_FILE};
 use geoflash_engine::objects::geometry::from_wkb;
@@ -26,7 +27,7 @@ use geoflash_engine::store::efind::{EfindConfig, FlushPolicy};
 use geoflash_engine::store::fast::{FastConfig, FastPolicy};
 use geoflash_engine::store::log::{Durability, LogFormat};
 use geoflash_engine::store::NodeStore;
-use geoflash_engine::{Error, Index, IndexOptions, Result};
+use geoflash_engine::{BatchDurability, Error, Index, IndexOptions, Result};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -38,6 +39,8 @@ struct State {
     index: Index,
     records: Records,
     writable: bool,
+    /// The batch `with index.batch():` opened, until it ends.
+    batch: Option<OpenBatch>,
 }
 
 impl State {
@@ -463,6 +466,7 @@ impl Core {
                     index,
                     records,
                     writable: true,
+                    batch: None,
                 })
             })
             .map_err(to_py)?;
@@ -514,6 +518,7 @@ impl Core {
                     index,
                     records,
                     writable: true,
+                    batch: None,
                 })
             })
             .map_err(to_py)?;
@@ -559,6 +564,7 @@ impl Core {
                     index,
                     records,
                     writable: true,
+                    batch: None,
                 })
             })
             .map_err(to_py)?;
@@ -597,6 +603,7 @@ impl Core {
                     index,
                     records,
                     writable: !readonly,
+                    batch: None,
                 })
             })
             .map_err(to_py)?;
@@ -917,6 +924,37 @@ impl Core {
 
     fn __len__(&self) -> PyResult<usize> {
         self.read(|st| Ok(st.index.len() as usize))
+    }
+
+    /// Begins a batch of updates durable together at its end (Python's
+    /// `with index.batch():`); an error if one is already open.
+    fn begin_batch(&self) -> PyResult<()> {
+        self.with(|st| {
+            if st.batch.is_some() {
+                return Err(Error::invalid("a batch is already open on this index"));
+            }
+            st.batch = Some(st.index.begin_batch(BatchDurability::AtEnd)?);
+            Ok(())
+        })
+    }
+
+    /// Ends the open batch: when `succeeded`, saves the id map and
+    /// checkpoints (everything durable); otherwise only restores the
+    /// durability mode. Nothing to do without an open batch.
+    fn end_batch(&self, py: Python<'_>, succeeded: bool) -> PyResult<()> {
+        py.allow_threads(|| {
+            self.with(|st| {
+                let Some(batch) = st.batch.take() else {
+                    return Ok(());
+                };
+                if succeeded && st.writable {
+                    if let Some(dir) = st.index.dir() {
+                        st.records.save(dir)?;
+                    }
+                }
+                st.index.end_batch(batch, succeeded)
+            })
+        })
     }
 
     /// Saves the id map and checkpoints the engine (everything durable).

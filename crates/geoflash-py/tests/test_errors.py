@@ -215,6 +215,37 @@ def test_durability_modes_build_the_same_index(tmp_path):
     assert all(a == answers[0] for a in answers) and answers[0]
 
 
+def test_a_batch_syncs_once_and_survives_a_reopen(tmp_path):
+    boxes = random_boxes(np.random.default_rng(5), 2000)
+    path = str(tmp_path / "b")
+    idx = geoflash.Index(path, durability="sync", page_size=1024, device="file?direct=false")
+    for i, b in enumerate(boxes[:100]):
+        idx.insert(i, tuple(b))
+    per_op = idx.stats["log_syncs"]
+    assert per_op >= 100  # sync: one log sync per insertion
+    with idx.batch():
+        for i, b in enumerate(boxes[100:], start=100):
+            idx.insert(i, tuple(b))
+        in_batch = idx.stats["log_syncs"] - per_op
+        with pytest.raises(ValueError, match="already open"):
+            with idx.batch():
+                pass
+    assert in_batch < 50, in_batch  # 1,900 insertions, no sync of their own
+    # A failing block: the error passes through, the mode is restored.
+    with pytest.raises(RuntimeError, match="stop"):
+        with idx.batch():
+            idx.insert(5000, (0, 0, 1, 1))
+            raise RuntimeError("stop")
+    before = idx.stats["log_syncs"]
+    idx.insert(5001, (0, 0, 1, 1))
+    assert idx.stats["log_syncs"] > before  # `sync` again
+    idx.close()
+    with geoflash.Index(path) as again:
+        assert len(again) == 2002
+        assert sorted(again.intersection((0, 0, 1, 1))) == sorted(
+            [i for i, b in enumerate(boxes) if b[0] <= 1 and b[1] <= 1] + [5000, 5001])
+
+
 def test_queries_from_many_threads_agree_with_one(tmp_path):
     rng = np.random.default_rng(3)
     boxes = random_boxes(rng, 3000, integer=False)

@@ -11,6 +11,7 @@ arrays (``from_arrays``, ``intersection_batch``) and shapely geometries
 
 from __future__ import annotations
 
+import contextlib
 import json
 import operator
 import os
@@ -910,6 +911,29 @@ class Index:
         """Writes the id map and every buffered node and syncs the device;
         the index needs no recovery after it."""
         self._core.checkpoint()
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator["Index"]:
+        """Runs the updates of a ``with`` block as one batch, durable
+        together when the block ends (one checkpoint), as the statements of
+        one SQL transaction::
+
+            with idx.batch():
+                for i, box in enumerate(boxes):
+                    idx.insert(i, box)
+
+        Inside the block the store does not sync a group commit every few
+        milliseconds; flushes stay protected against torn writes, and a
+        crash inside the block recovers a prefix of it. When the block
+        raises, the updates made so far stay in the index but are durable
+        only at the next sync or checkpoint. Batches do not nest."""
+        self._core.begin_batch()
+        ok = False
+        try:
+            yield self
+            ok = True
+        finally:
+            self._core.end_batch(ok)
 
     def close(self) -> None:
         """Checkpoints and closes the index; any later use raises

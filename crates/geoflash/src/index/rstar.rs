@@ -67,12 +67,7 @@ pub(crate) fn choose_by_overlap(entries: &[Entry], rect: &Rect) -> Option<PageId
     }
     let mut delta = [0.0f64; OVERLAP_CANDIDATES];
     for other in entries {
-        let o = &other.rect;
-        let added = grown.overlaps(o);
-        let before = now.overlaps(o);
-        for ((d, a), b) in delta.iter_mut().zip(added).zip(before) {
-            *d += a - b;
-        }
+        grown.add_overlap_growth(&now, &other.rect, &mut delta);
     }
     let mut best: Option<(f64, f64, f64, PageId)> = None;
     for (lane, &i) in candidates.iter().enumerate() {
@@ -119,12 +114,13 @@ impl Lanes {
         }
     }
 
-    /// The area of each lane's intersection with `o`, computed as
-    /// [`Rect::overlap_area`] computes it (same operations, same order).
+    /// Adds to `delta[j]`, for every lane `j`, the area of this lane's
+    /// intersection with `o` minus that of lane `j` of `before`, each
+    /// computed as [`Rect::overlap_area`] computes it (same operations,
+    /// same order).
     #[inline]
-    fn overlaps(&self, o: &Rect) -> [f64; OVERLAP_CANDIDATES] {
-        let mut out = [0.0f64; OVERLAP_CANDIDATES];
-        for (j, slot) in out.iter_mut().enumerate() {
+    fn add_overlap_growth(&self, before: &Lanes, o: &Rect, delta: &mut [f64; OVERLAP_CANDIDATES]) {
+        for (j, d) in delta.iter_mut().enumerate() {
             let w = max(
                 min(self.max_x[j], o.max_x) - max(self.min_x[j], o.min_x),
                 0.0,
@@ -133,9 +129,16 @@ impl Lanes {
                 min(self.max_y[j], o.max_y) - max(self.min_y[j], o.min_y),
                 0.0,
             );
-            *slot = w * h;
+            let bw = max(
+                min(before.max_x[j], o.max_x) - max(before.min_x[j], o.min_x),
+                0.0,
+            );
+            let bh = max(
+                min(before.max_y[j], o.max_y) - max(before.min_y[j], o.min_y),
+                0.0,
+            );
+            *d += w * h - bw * bh;
         }
-        out
     }
 }
 

@@ -28,9 +28,23 @@ pub enum BatchDurability {
     AtEnd,
 }
 
+/// A batch begun by [`Index::begin_batch`]: what [`Index::end_batch`]
+/// needs to end it.
+#[derive(Debug)]
+#[must_use = "a batch must be ended with Index::end_batch"]
+pub struct OpenBatch {
+    durability: BatchDurability,
+    /// The store's mode to restore, when the batch suspended it.
+    restore: Option<Durability>,
+    cpu_before: Option<u64>,
+    /// A batch was already open (this one is nested in it).
+    nested: bool,
+}
+
 impl Index {
     /// Runs `ops` as one batch of operations on this index and returns
-    /// what it returns.
+    /// what it returns ([`begin_batch`](Self::begin_batch), `ops`, then
+    /// [`end_batch`](Self::end_batch)).
     ///
     /// The CPU time of the front end's phases inside the batch is measured
     /// once, around the whole batch, and added to the index phase (per
@@ -61,35 +75,53 @@ impl Index {
         durability: BatchDurability,
         ops: impl FnOnce(&mut Index) -> Result<R>,
     ) -> Result<R> {
+        let batch = self.begin_batch(durability)?;
+        let done = ops(self);
+        let ended = self.end_batch(batch, done.is_ok());
+        let value = done?;
+        ended?;
+        Ok(value)
+    }
+
+    /// Begins a batch (see [`batch`](Self::batch)), for callers that cannot
+    /// pass a closure (Python's `with index.batch():`). Every begun batch
+    /// must be ended with [`end_batch`](Self::end_batch).
+    pub fn begin_batch(&mut self, durability: BatchDurability) -> Result<OpenBatch> {
         let configured = self.tree.durability();
-        let suspend = durability == BatchDurability::AtEnd
-            && configured.is_some_and(Durability::protects_flushes);
-        if suspend {
+        let restore = configured.filter(|d| {
+            durability == BatchDurability::AtEnd && d.protects_flushes() && !self.in_batch
+        });
+        if restore.is_some() {
             self.writable()?;
             self.tree.set_durability(Durability::UNBOUNDED_GROUP)?;
         }
-        let outer = std::mem::replace(&mut self.in_batch, true);
-        let cpu_before = thread_cpu_ns();
-        let done = ops(self);
-        if let (Some(a), Some(b)) = (cpu_before, thread_cpu_ns()) {
-            if !outer {
-                self.times.lock().unwrap_or_else(|e| e.into_inner()).add_ns(
-                    Clock::Cpu,
-                    Phase::Index,
-                    b.saturating_sub(a),
-                );
-            }
+        let nested = std::mem::replace(&mut self.in_batch, true);
+        Ok(OpenBatch {
+            durability,
+            restore,
+            cpu_before: thread_cpu_ns(),
+            nested,
+        })
+    }
+
+    /// Ends `batch`: adds its CPU time to the index phase, restores the
+    /// store's durability mode and, when `succeeded` and the batch is
+    /// [`BatchDurability::AtEnd`], checkpoints (everything durable).
+    pub fn end_batch(&mut self, batch: OpenBatch, succeeded: bool) -> Result<()> {
+        if let (Some(a), Some(b), false) = (batch.cpu_before, thread_cpu_ns(), batch.nested) {
+            self.times.lock().unwrap_or_else(|e| e.into_inner()).add_ns(
+                Clock::Cpu,
+                Phase::Index,
+                b.saturating_sub(a),
+            );
         }
-        self.in_batch = outer;
-        let restored = match (suspend, configured) {
-            (true, Some(d)) => self.tree.set_durability(d),
-            _ => Ok(()),
-        };
-        let value = done?;
-        restored?;
-        if durability == BatchDurability::AtEnd {
+        self.in_batch = batch.nested;
+        if let Some(d) = batch.restore {
+            self.tree.set_durability(d)?;
+        }
+        if succeeded && batch.durability == BatchDurability::AtEnd && !batch.nested {
             self.checkpoint()?;
         }
-        Ok(value)
+        Ok(())
     }
 }

@@ -41,7 +41,7 @@ mod options;
 mod tests;
 
 pub use crate::structure::FortreeOptions;
-pub use batch::BatchDurability;
+pub use batch::{BatchDurability, OpenBatch};
 pub use factory::{
     make_store, make_store_payload, make_store_with_log, StoreOpen, DEVICE_IMAGE_FILE, LOG_FILE,
     PAGES_FILE,
