@@ -83,6 +83,9 @@ pub struct BuildArgs {
     log_format: Option<String>,
     /// eFIND and FAST: when operations become durable: sync (each one), group (every
     /// N operations or T ms, see --group-commit; the default) or none (the papers' mode).
+    /// With the default and no --ack-every, the input of build, insert and delete is
+    /// one batch, durable when the command returns (one checkpoint, as one SQL
+    /// transaction); sync and group:N,T are kept operation by operation.
     #[arg(long)]
     durability: Option<String>,
     /// eFIND and FAST: group commit as N,T: sync every N operations or when the oldest
