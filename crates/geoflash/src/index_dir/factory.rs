@@ -16,10 +16,9 @@ use crate::storage::PageDevice;
 use crate::store::efind::{EfindConfig, EfindStore, RestartReport};
 use crate::store::fast::{FastConfig, FastStore, LogPlacement};
 use crate::store::log::{RecoveryMode, TailRepair};
-use crate::store::placement::Placement;
 use crate::store::plain::{PlainConfig, PlainStore};
 use crate::store::NodeStore;
-use crate::{Error, Result};
+use crate::Result;
 
 /// File of node pages inside an index directory.
 pub const PAGES_FILE: &str = "pages.dat";
@@ -101,12 +100,6 @@ pub fn make_store_payload(
     how: StoreOpen,
 ) -> Result<(Box<dyn NodeStore>, Option<RestartReport>)> {
     let fresh = how == StoreOpen::Create;
-    if opts.placement != Placement::None && opts.kind != StoreKind::Plain {
-        return Err(Error::invalid(format!(
-            "placement {} needs the plain store: the {:?} store does not hint its writes to a tiered device",
-            opts.placement, opts.kind
-        )));
-    }
     match opts.kind {
         StoreKind::Plain => {
             let cfg = PlainConfig {
@@ -146,7 +139,7 @@ pub fn make_store_payload(
             if let Some(r) = report.as_mut() {
                 r.add_tail_repair(&repair);
             }
-            Ok((Box::new(store), report))
+            Ok((Box::new(store.with_placement(opts.placement)), report))
         }
         StoreKind::Fast => {
             let cfg = FastConfig {
@@ -173,7 +166,7 @@ pub fn make_store_payload(
                 StoreOpen::Read => FastStore::open_read_only(device, log, cfg)?,
             };
             let report = store.restart_report().cloned();
-            Ok((Box::new(store), report))
+            Ok((Box::new(store.with_placement(opts.placement)), report))
         }
     }
 }

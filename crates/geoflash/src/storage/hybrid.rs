@@ -400,6 +400,10 @@ impl PageDevice for HybridDevice {
         })
     }
 
+    fn page_tier(&self, page: PageId) -> Option<Tier> {
+        Some(self.tier_of(page))
+    }
+
     fn hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
         check_batch(pages, 0, 0, self.capacity())?;
         let mut g = self.lock();

@@ -108,6 +108,13 @@ pub trait PageDevice: Send + Sync {
         None
     }
 
+    /// The tier page `page` lives on now; `None` for a device of one tier
+    /// (the default).
+    fn page_tier(&self, page: PageId) -> Option<Tier> {
+        let _ = page;
+        None
+    }
+
     /// The simulated clock of a simulated device, ns since it was created
     /// (never reset, unlike the counters), cheap enough to read around every
     /// phase a store or index measures; `None` on a real device (the default).
@@ -190,6 +197,9 @@ macro_rules! forward_page_device {
             }
             fn tiers(&self) -> Option<TierReport> {
                 (**self).tiers()
+            }
+            fn page_tier(&self, page: PageId) -> Option<Tier> {
+                (**self).page_tier(page)
             }
             fn sim_clock_ns(&self) -> Option<u64> {
                 (**self).sim_clock_ns()
