@@ -22,6 +22,7 @@ pub mod hddsim;
 pub mod hybrid;
 pub mod mem;
 pub mod spec;
+pub mod tier_map;
 pub mod trace;
 
 pub use counters::{DeviceStats, IoCounters, IoTracker, SimCounters};
