@@ -10,7 +10,6 @@ use super::options::{StoreKind, StoreOptions};
 use crate::index::IndexKind;
 use crate::manifest::{Access, Manifest};
 use crate::storage::file::{FileDevice, FileDeviceOptions};
-use crate::storage::flashsim::FlashSim;
 use crate::storage::spec::DeviceSpec;
 use crate::storage::PageDevice;
 use crate::store::efind::{EfindConfig, EfindStore, RestartReport};
@@ -28,26 +27,6 @@ pub const LOG_FILE: &str = "log.dat";
 
 /// File of the saved flash-simulator state inside an index directory.
 pub const DEVICE_IMAGE_FILE: &str = "device.img";
-
-/// A device, and the flash simulator behind it when it is one.
-pub(super) type OpenedDevice = (Arc<dyn PageDevice>, Option<Arc<FlashSim>>);
-
-/// Opens the device a spec names; a flash simulator is also returned as
-/// itself so its state can be saved.
-pub(super) fn open_device(
-    spec: &DeviceSpec,
-    page_size: usize,
-    default_path: Option<&Path>,
-) -> Result<OpenedDevice> {
-    match spec {
-        DeviceSpec::FlashSim { params } => {
-            let joined: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let sim = Arc::new(FlashSim::from_params(&joined.join("&"), page_size)?);
-            Ok((sim.clone(), Some(sim)))
-        }
-        other => Ok((other.open(page_size, default_path)?, None)),
-    }
-}
 
 /// Creates (`fresh`) or opens the store the options name on `device` (the
 /// one place that maps store options to a store; tools that replay a build

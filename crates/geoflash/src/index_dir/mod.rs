@@ -31,6 +31,7 @@
 //! heap of exact geometries.
 mod batch;
 mod create;
+mod devices;
 mod factory;
 mod index;
 mod objects;
@@ -42,6 +43,7 @@ mod tests;
 
 pub use crate::structure::FortreeOptions;
 pub use batch::BatchDurability;
+pub use devices::{FAST_DEVICE_IMAGE_FILE, TIER_MAP_FILE};
 pub use factory::{
     make_store, make_store_payload, make_store_with_log, StoreOpen, DEVICE_IMAGE_FILE, LOG_FILE,
     PAGES_FILE,

@@ -279,6 +279,11 @@ impl HybridDevice {
         self.lock().slot.len() as u64
     }
 
+    /// Pages of the fast tier's device (its slots, whatever the limit).
+    pub fn fast_capacity(&self) -> u64 {
+        self.fast.capacity()
+    }
+
     /// Pages the fast tier may hold.
     pub fn fast_limit(&self) -> u64 {
         self.lock().fast_limit

@@ -409,4 +409,112 @@ mod tests {
             assert!(dev.tiers().unwrap().slow.io.pages_written > 0, "{store:?}");
         }
     }
+
+    /// The tier of every node, in page order.
+    fn node_tiers(index: &Index) -> Vec<(PageId, u16, Option<Tier>)> {
+        let mut v: Vec<(PageId, u16, Option<Tier>)> = nodes_with_levels(index)
+            .into_iter()
+            .map(|(p, l)| (p, l, index.device().page_tier(p)))
+            .collect();
+        v.sort_unstable_by_key(|n| (n.0, n.1));
+        v
+    }
+
+    /// An index directory on a hybrid of two file tiers (or two simulated
+    /// flash tiers) keeps every page on its tier after close and reopen,
+    /// for every store and R-tree kind, and answers as before.
+    #[test]
+    fn hybrid_indexes_keep_their_placement_across_processes() {
+        let tiers = [
+            "hybrid:fast=(file?direct=false&capacity=8MiB);slow=(file?direct=false&capacity=64MiB)",
+            "hybrid:fast=(flashsim:preset=xpoint);slow=(flashsim:preset=p3700)&fast_pages=4096",
+        ];
+        for (t, device) in tiers.iter().enumerate() {
+            for store in [StoreKind::Plain, StoreKind::Efind, StoreKind::Fast] {
+                for kind in [IndexKind::RTree, IndexKind::RStar, IndexKind::Hilbert] {
+                    if t == 1 && kind != IndexKind::RStar {
+                        continue; // the simulated tiers once per store
+                    }
+                    let tmp = tempfile::tempdir().unwrap();
+                    let dir = tmp.path().join("idx");
+                    let mut opts = store_options(store, kind, Placement::SHR_TREE);
+                    opts.device = (*device).into();
+                    opts.page_size = 4096;
+                    opts.max_entries = Some(8);
+                    let mut index = Index::create(&dir, &opts).unwrap();
+                    for i in 0..400u64 {
+                        let (x, y) = ((i % 20) as f64 * 4.0, (i / 20) as f64 * 4.0);
+                        index
+                            .insert(i, Rect::new(x, y, x + 1.0, y + 1.0).unwrap())
+                            .unwrap();
+                    }
+                    index.checkpoint().unwrap();
+                    let before = node_tiers(&index);
+                    let fast_before = index.device().tiers().unwrap().fast_pages;
+                    assert!(
+                        before.iter().any(|n| n.2 == Some(Tier::Fast)),
+                        "{store:?} {kind:?}"
+                    );
+                    for &(p, level, tier) in &before {
+                        assert_eq!(tier, Placement::SHR_TREE.tier(level), "page {p}");
+                    }
+                    index.close().unwrap();
+                    for access in [
+                        crate::manifest::Access::Read,
+                        crate::manifest::Access::Write,
+                    ] {
+                        let index = Index::open(&dir, access).unwrap();
+                        assert_eq!(node_tiers(&index), before, "{device} {store:?} {kind:?}");
+                        assert_eq!(index.device().tiers().unwrap().fast_pages, fast_before);
+                        let w = Rect::new(0.0, 0.0, 30.0, 30.0).unwrap();
+                        assert_eq!(
+                            index.query(w, Predicate::Intersects).unwrap().hits.len(),
+                            64,
+                            "{device} {store:?} {kind:?}"
+                        );
+                        index.close().unwrap();
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_hybrid_index_without_its_map_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("idx");
+        let mut opts = store_options(StoreKind::Efind, IndexKind::RTree, Placement::SHR_TREE);
+        opts.device =
+            "hybrid:fast=(file?direct=false&capacity=1MiB);slow=(file?direct=false&capacity=64MiB)"
+                .into();
+        let mut index = Index::create(&dir, &opts).unwrap();
+        for i in 0..100u64 {
+            index
+                .insert(i, Rect::new(0.0, 0.0, 1.0, 1.0).unwrap())
+                .unwrap();
+        }
+        index.close().unwrap();
+        let map = dir.join(crate::index_dir::TIER_MAP_FILE);
+        let mut bytes = std::fs::read(&map).unwrap();
+        for b in bytes.iter_mut().take(64) {
+            *b ^= 0x5a;
+        }
+        // Both copies damaged: a clear error, not a silent fallback.
+        let second =
+            crate::storage::tier_map::TierMapStore::region_pages(1 << 11, 4096) as usize * 4096;
+        assert!(bytes.len() > second);
+        for b in bytes.iter_mut().skip(second).take(64) {
+            *b ^= 0x5a;
+        }
+        std::fs::write(&map, &bytes).unwrap();
+        let e = Index::open(&dir, crate::manifest::Access::Read)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("placement map"), "{e}");
+        std::fs::remove_file(&map).unwrap();
+        let e = Index::open(&dir, crate::manifest::Access::Read)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tiers.map is missing"), "{e}");
+    }
 }
