@@ -98,6 +98,8 @@ pub struct HybridDevice {
     fast: Arc<dyn PageDevice>,
     slow: Arc<dyn PageDevice>,
     inner: Mutex<Inner>,
+    /// Held through a save of the map, so two syncs never write one region at once.
+    saving: Mutex<()>,
 }
 
 impl std::fmt::Debug for HybridDevice {
@@ -125,6 +127,7 @@ impl HybridDevice {
             fast,
             slow,
             inner: Mutex::new(inner),
+            saving: Mutex::new(()),
         })
     }
 
@@ -209,6 +212,7 @@ impl HybridDevice {
     /// Saves the map if it changed since its last save, then frees the
     /// slots released since (trimming them on the fast tier).
     fn save_map(&self) -> Result<()> {
+        let _saving = self.saving.lock().unwrap_or_else(|e| e.into_inner());
         // Snapshot under the lock; the save's I/O runs outside it.
         let (store, generation, slots, released) = {
             let mut g = self.lock();
