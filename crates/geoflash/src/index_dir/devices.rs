@@ -164,7 +164,7 @@ fn device(
                 How::Create(dir) => (dir.unwrap_or(Path::new("")), MapOpen::Create, false),
                 How::Reopen(dir, access) => (dir, MapOpen::Open, access == Access::Read),
             };
-            let map = map_device(&dir.join(TIER_MAP_FILE), h.fast_capacity(), map_open, read_only)?;
+            let map = map_device(&dir.join(TIER_MAP_FILE), h.fast_limit(), map_open, read_only)?;
             Ok((Arc::new(h.with_map(map, map_open)?), sims))
         }
         (_, How::Create(dir)) => {
@@ -181,7 +181,7 @@ fn device(
 /// The file holding a hybrid device's placement map (it must exist to reopen).
 fn map_device(
     path: &Path,
-    fast_capacity: u64,
+    fast_limit: u64,
     how: MapOpen,
     read_only: bool,
 ) -> Result<Arc<dyn PageDevice>> {
@@ -191,7 +191,7 @@ fn map_device(
             path.display()
         )));
     }
-    let pages = 2 * TierMapStore::region_pages(fast_capacity, MAP_PAGE_SIZE);
+    let pages = 2 * TierMapStore::region_pages(fast_limit, MAP_PAGE_SIZE);
     let opts = FileDeviceOptions {
         direct: false,
         capacity_pages: pages,

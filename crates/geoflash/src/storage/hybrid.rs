@@ -146,7 +146,9 @@ impl HybridDevice {
         self
     }
 
-    /// Keeps the placement map durable on `map` (see [`super::tier_map`]):
+    /// Keeps the placement map durable on `map` (see [`super::tier_map`];
+    /// set the fast tier's limit first, [`with_fast_pages`](Self::with_fast_pages):
+    /// it sizes the map and must be the same at every open):
     /// loaded now ([`MapOpen::Open`]) or saved empty now
     /// ([`MapOpen::Create`]), then saved at every [`sync`](PageDevice::sync)
     /// that follows a change, after both tiers are synced. Until a save, a
@@ -159,6 +161,7 @@ impl HybridDevice {
                 .map_err(|_| Error::invalid("page size too large for a placement map"))?,
             slow_capacity: self.slow.capacity(),
             fast_capacity: self.fast.capacity(),
+            fast_limit: self.fast_limit(),
         };
         let store = Arc::new(TierMapStore::new(map, geometry)?);
         let mut persist = Persist {
@@ -281,11 +284,6 @@ impl HybridDevice {
     /// Pages on the fast tier.
     pub fn fast_pages(&self) -> u64 {
         self.lock().slot.len() as u64
-    }
-
-    /// Pages of the fast tier's device (its slots, whatever the limit).
-    pub fn fast_capacity(&self) -> u64 {
-        self.fast.capacity()
     }
 
     /// Pages the fast tier may hold.

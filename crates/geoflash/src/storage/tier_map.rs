@@ -5,8 +5,9 @@
 //!
 //! # Layout and crash safety
 //! The map device holds two **copies**, each in a region of
-//! [`TierMapStore::region_pages`] pages (enough for a map of every fast
-//! slot). A save writes the whole map, with a generation one higher than
+//! [`TierMapStore::region_pages`] pages (enough for a map of every page
+//! the fast tier may hold: the map device's apparent size is 32 bytes per
+//! such page, of which only what the map holds is ever written). A save writes the whole map, with a generation one higher than
 //! the newest copy, into the *other* region and syncs the device; the
 //! newest copy is never overwritten. A copy is:
 //!
@@ -21,7 +22,8 @@
 //! | 32..40 | slow tier capacity (pages) |
 //! | 40..48 | fast tier capacity (pages) |
 //! | 48..56 | entries `n` |
-//! | 56..56 + 16n | `n` × (page, fast slot), each a little-endian `u64` |
+//! | 56..64 | pages the fast tier may hold (its limit) |
+//! | 64..64 + 16n | `n` × (page, fast slot), each a little-endian `u64` |
 //!
 //! Loading reads both copies and keeps the valid one with the higher
 //! generation: a crash during a save (a torn or partly written copy fails
@@ -37,7 +39,7 @@ use crate::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"GFTIERMP";
 const VERSION: u32 = 1;
-const HEADER: usize = 56;
+const HEADER: usize = 64;
 const ENTRY: usize = 16;
 
 /// The geometry the map was written for; a map is only loaded onto tiers of
@@ -50,6 +52,9 @@ pub struct TierGeometry {
     pub slow_capacity: u64,
     /// Pages of the fast tier (its slots).
     pub fast_capacity: u64,
+    /// Pages the fast tier may hold (at most `fast_capacity`): the most
+    /// entries a map has, which sizes its copies.
+    pub fast_limit: u64,
 }
 
 /// One saved copy of the map.
@@ -78,22 +83,22 @@ impl std::fmt::Debug for TierMapStore {
 }
 
 impl TierMapStore {
-    /// Pages of `map_page_size` bytes one copy needs for a fast tier of
-    /// `fast_capacity` slots; the map device needs twice as many.
-    pub fn region_pages(fast_capacity: u64, map_page_size: usize) -> u64 {
-        let bytes = HEADER as u64 + ENTRY as u64 * fast_capacity;
+    /// Pages of `map_page_size` bytes one copy needs for a fast tier that
+    /// holds at most `fast_limit` pages; the map device needs twice as many.
+    pub fn region_pages(fast_limit: u64, map_page_size: usize) -> u64 {
+        let bytes = HEADER as u64 + ENTRY as u64 * fast_limit;
         bytes.div_ceil(map_page_size.max(1) as u64)
     }
 
     /// The map of tiers of `geometry` on `device`, which must hold both copies.
     pub fn new(device: Arc<dyn PageDevice>, geometry: TierGeometry) -> Result<Self> {
-        let region_pages = Self::region_pages(geometry.fast_capacity, device.page_size());
+        let region_pages = Self::region_pages(geometry.fast_limit, device.page_size());
         if device.capacity() < 2 * region_pages {
             return Err(Error::invalid(format!(
-                "the placement map device {} holds {} pages; a fast tier of {} pages needs {}",
+                "the placement map device {} holds {} pages; a fast tier holding {} pages needs {}",
                 device.describe(),
                 device.capacity(),
-                geometry.fast_capacity,
+                geometry.fast_limit,
                 2 * region_pages
             )));
         }
@@ -123,6 +128,7 @@ impl TierMapStore {
         buf[32..40].copy_from_slice(&self.geometry.slow_capacity.to_le_bytes());
         buf[40..48].copy_from_slice(&self.geometry.fast_capacity.to_le_bytes());
         buf[48..56].copy_from_slice(&(slots.len() as u64).to_le_bytes());
+        buf[56..64].copy_from_slice(&self.geometry.fast_limit.to_le_bytes());
         for (i, (page, slot)) in slots.iter().enumerate() {
             let at = HEADER + i * ENTRY;
             buf[at..at + 8].copy_from_slice(&page.to_le_bytes());
@@ -191,10 +197,10 @@ impl TierMapStore {
             )));
         }
         let n = u64_at(&head, 48);
-        if n > self.geometry.fast_capacity {
+        if n > self.geometry.fast_limit {
             return Err(bad(format!(
-                "{n} entries for a fast tier of {} pages",
-                self.geometry.fast_capacity
+                "{n} entries for a fast tier holding at most {} pages",
+                self.geometry.fast_limit
             )));
         }
         let len = HEADER + ENTRY * n as usize;
@@ -210,14 +216,17 @@ impl TierMapStore {
             page_size: u32_at(&buf, 24),
             slow_capacity: u64_at(&buf, 32),
             fast_capacity: u64_at(&buf, 40),
+            fast_limit: u64_at(&buf, 56),
         };
         if found != self.geometry {
             return Err(Error::invalid(format!(
-                "the placement map was written for tiers of {} + {} pages of {} bytes, but the tiers given have {} + {} pages of {} bytes",
+                "the placement map was written for tiers of {} (at most {} used) + {} pages of {} bytes, but the tiers given have {} (at most {} used) + {} pages of {} bytes",
                 found.fast_capacity,
+                found.fast_limit,
                 found.slow_capacity,
                 found.page_size,
                 self.geometry.fast_capacity,
+                self.geometry.fast_limit,
                 self.geometry.slow_capacity,
                 self.geometry.page_size
             )));
