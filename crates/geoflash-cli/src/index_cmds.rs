@@ -12,6 +12,7 @@ use geoflash::manifest::{Access, Crs};
 use geoflash::store::efind::{EfindConfig, FlushPolicy};
 use geoflash::store::fast::{FastConfig, FastPolicy};
 use geoflash::store::log::{Durability, LogFormat, RecoveryMode};
+use geoflash::store::placement::Placement;
 use geoflash::units::parse_size;
 use geoflash::{BatchDurability, Error, Index, IndexOptions};
 use geoflash_bench::formats;
@@ -111,6 +112,12 @@ pub struct BuildArgs {
     /// Device spec (file = direct I/O, file?direct=false, file:PATH?…, mem:, flashsim:…, hddsim:…).
     #[arg(long, default_value = geoflash::defaults::DEVICE)]
     device: String,
+    /// Which nodes the store hints to the fast tier of a `hybrid:` device:
+    /// none (the default), internal-fast (the sHR-tree) or fast-from-level=N.
+    /// Every store hints its node writes; the eFIND and FAST logs stay on
+    /// the slow tier.
+    #[arg(long)]
+    placement: Option<String>,
     /// Maximum entries per node, M (default: as many as a page holds).
     #[arg(long)]
     max_entries: Option<usize>,
@@ -830,6 +837,10 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
             policy: a.buffer_policy.as_deref().unwrap_or("s2q").parse()?,
             efind: efind_config(&a)?,
             fast: fast_config(&a)?,
+            placement: match &a.placement {
+                Some(p) => Placement::parse(p)?,
+                None => Placement::None,
+            },
             ..StoreOptions::default()
         },
         device: a.device.clone(),

@@ -1410,3 +1410,87 @@ fn buffer_policy_help_names_arc_and_arc_builds() {
     ]));
     ok(geoflash(&["verify", "--index", s(&idx)]));
 }
+
+/// `build --placement internal-fast` on a hybrid of two file tiers with the
+/// eFIND and FAST stores: the internal nodes go to the fast tier's file,
+/// and a later command reopens the index (its placement map) and answers
+/// as a brute-force scan.
+#[test]
+fn hybrid_builds_with_every_store_reopen_with_their_placement() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    ok(geoflash(&[
+        "generate",
+        "--distribution",
+        "uniform",
+        "--geometry",
+        "box",
+        "--count",
+        "2000",
+        "--seed",
+        "9",
+        "--out",
+        s(&data),
+    ]));
+    let records = read_csv(&data);
+    let device =
+        "hybrid:fast=(file?direct=false&capacity=16MiB);slow=(file?direct=false&capacity=256MiB)";
+    for store in ["efind", "fast", "plain"] {
+        let idx = dir.path().join(format!("idx-{store}"));
+        ok(geoflash(&[
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(&idx),
+            "--device",
+            device,
+            "--store",
+            store,
+            "--placement",
+            "internal-fast",
+            "--page-size",
+            "1024",
+            "--json",
+        ]));
+        let fast_bytes = std::fs::metadata(idx.join("pages.fast.dat")).unwrap().len();
+        assert!(fast_bytes > 0, "{store}: nothing on the fast tier");
+        assert!(idx.join("tiers.map").is_file());
+        let out = ok(geoflash(&[
+            "query",
+            "--index",
+            s(&idx),
+            "--window",
+            "0.2,0.2,0.5,0.6",
+            "--ids",
+            "--json",
+        ]));
+        let mut got: Vec<u64> = last_json(&out)["windows"][0]["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        got.sort_unstable();
+        let want: Vec<u64> = records
+            .iter()
+            .filter(|(_, r)| r[0] <= 0.5 && r[2] >= 0.2 && r[1] <= 0.6 && r[3] >= 0.2)
+            .map(|(id, _)| *id)
+            .collect();
+        assert!(!want.is_empty());
+        assert_eq!(got, want, "{store}");
+    }
+    let e = geoflash(&[
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&dir.path().join("bad")),
+        "--device",
+        device,
+        "--placement",
+        "everywhere",
+    ]);
+    assert!(!e.status.success());
+    assert!(String::from_utf8_lossy(&e.stderr).contains("unknown placement"));
+}

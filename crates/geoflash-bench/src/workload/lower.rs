@@ -151,12 +151,6 @@ impl IndexConfig {
             }
         };
         let shr = self.kind == "shrtree";
-        if shr && store_kind != StoreKind::Plain {
-            return Err(Error::invalid(format!(
-                "index kind shrtree needs store = \"plain\" (store {:?} does not hint its writes)",
-                self.store
-            )));
-        }
         if shr && !matches!(DeviceSpec::parse(&self.device)?, DeviceSpec::Hybrid { .. }) {
             return Err(Error::invalid(format!(
                 "index kind shrtree places internal nodes on the fast tier of a hybrid device: \

@@ -149,7 +149,7 @@ fn is_single_reads(reads: &str) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IndexFamily {
     /// The R-tree family through [`geoflash::Index`]: `rtree`, `rstar`,
-    /// `hilbert`, `fortree`, `xbr` (points only), and `shrtree` (an R*-tree on the plain store that hints
+    /// `hilbert`, `fortree`, `xbr` (points only), and `shrtree` (an R*-tree whose store, any of them, hints
     /// every internal node to the fast tier of a hybrid device).
     Tree,
     /// A grid file of points.

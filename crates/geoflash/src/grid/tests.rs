@@ -583,3 +583,80 @@ fn next_fit_groups_in_order_within_the_budget() {
     assert_eq!(g, vec![vec![1, 2], vec![3, 1], vec![5], vec![1]]);
     assert!(next_fit(&[] as &[usize], |n| n, 4).is_empty());
 }
+
+/// H-Grid on a hybrid of two file tiers whose placement map is a file
+/// too: after the grid file and the device are closed and reopened (as
+/// another process would), every page is on the tier it was on, the hot
+/// corner is still read from the fast tier, and every point is found.
+#[test]
+fn hgrid_keeps_its_placement_across_processes() {
+    use crate::storage::file::{FileDevice, FileDeviceOptions};
+    use crate::storage::hybrid::{HybridDevice, MapOpen};
+    use crate::storage::tier_map::TierMapStore;
+    use crate::storage::Tier;
+    let tmp = tempfile::tempdir().unwrap();
+    let file = |name: &str, page: usize, pages: u64| -> Arc<dyn PageDevice> {
+        let opts = FileDeviceOptions {
+            direct: false,
+            capacity_pages: pages,
+            ..FileDeviceOptions::default()
+        };
+        Arc::new(FileDevice::open(&tmp.path().join(name), page, opts).unwrap())
+    };
+    let open = |how: MapOpen| {
+        let map = file(
+            "tiers.map",
+            4096,
+            2 * TierMapStore::region_pages(4096, 4096),
+        );
+        Arc::new(
+            HybridDevice::new(file("fast.dat", 512, 4096), file("slow.dat", 512, 1 << 16))
+                .unwrap()
+                .with_map(map, how)
+                .unwrap(),
+        )
+    };
+    let opts = GridOptions {
+        hybrid: Some(hot::HybridOptions {
+            s: 1.0,
+            special: false,
+        }),
+        ..small_opts()
+    };
+    let pts = prefill(3000, 5);
+    let hot: Vec<(f64, f64)> = pts
+        .iter()
+        .copied()
+        .filter(|&(x, y)| x < 20.0 && y < 20.0)
+        .collect();
+    let dev = open(MapOpen::Create);
+    let mut g = Gffm::create(dev.clone(), opts.clone()).unwrap();
+    for (i, &(x, y)) in pts.iter().enumerate() {
+        g.insert(x, y, i as u64).unwrap();
+    }
+    for _ in 0..20 {
+        for &(x, y) in &hot {
+            assert!(g.get(x, y).unwrap().is_some());
+        }
+    }
+    g.checkpoint().unwrap();
+    let before = dev.fast_page_ids();
+    let sd = g.root().lookup(1.0, 1.0).unwrap();
+    assert_eq!(dev.tier_of(sd), Tier::Fast);
+    assert!(!before.is_empty());
+    drop(g);
+    drop(dev);
+
+    let dev = open(MapOpen::Open);
+    assert_eq!(dev.fast_page_ids(), before);
+    let mut g = Gffm::open(dev.clone(), opts).unwrap();
+    dev.reset_stats();
+    for &(x, y) in &hot {
+        assert!(g.get(x, y).unwrap().is_some());
+    }
+    let t = dev.tiers().unwrap();
+    assert!(t.fast.io.pages_read > 0, "{t:?}");
+    for (i, &(x, y)) in pts.iter().enumerate() {
+        assert_eq!(g.get(x, y).unwrap(), Some(i as u64));
+    }
+}

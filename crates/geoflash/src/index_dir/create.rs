@@ -5,7 +5,8 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use super::factory::{make_store_payload, open_device, open_log_device, StoreOpen, PAGES_FILE};
+use super::devices::create_device;
+use super::factory::{make_store_payload, open_log_device, StoreOpen};
 use super::options::{no_fortree_bulk, IndexOptions, StoreKind};
 use super::Index;
 use crate::geom::Rect;
@@ -239,20 +240,19 @@ impl Index {
             .map_err(|e| Error::invalid(e.to_string()))?,
             store: serde_json::to_value(store_opts).map_err(|e| Error::invalid(e.to_string()))?,
         };
-        let (lock, (device, sim), log_device) = match dir {
+        let (lock, (device, sims), log_device) = match dir {
             Some(dir) => {
                 // A new, empty staging directory (nothing to clear).
                 let lock = DirLock::acquire(dir, Access::Write)?;
-                let pages = dir.join(PAGES_FILE);
                 let log_device = open_log_device(&spec, &store_opts, dir, opts.page_size, Access::Write)?;
-                (Some(lock), open_device(&spec, opts.page_size, Some(&pages))?, log_device)
+                (Some(lock), create_device(&spec, opts.page_size, Some(dir))?, log_device)
             }
             None if matches!(spec, DeviceSpec::File { path: None, .. }) => {
                 return Err(Error::invalid(
                     "an index without a directory needs a device other than plain \"file\" (e.g. mem:)",
                 ))
             }
-            None => (None, open_device(&spec, opts.page_size, None)?, None),
+            None => (None, create_device(&spec, opts.page_size, None)?, None),
         };
         if let (Some(f), None, true) = (store_opts.fast.as_mut(), &log_device, fast_auto_log) {
             // An automatic log on the node device leaves room for the nodes
@@ -290,7 +290,7 @@ impl Index {
             device,
             log_device,
             restart: None,
-            sim,
+            sims,
             objects: None,
             access: Access::Write,
             _lock: lock,

@@ -10,16 +10,14 @@ use super::options::{StoreKind, StoreOptions};
 use crate::index::IndexKind;
 use crate::manifest::{Access, Manifest};
 use crate::storage::file::{FileDevice, FileDeviceOptions};
-use crate::storage::flashsim::FlashSim;
 use crate::storage::spec::DeviceSpec;
 use crate::storage::PageDevice;
 use crate::store::efind::{EfindConfig, EfindStore, RestartReport};
 use crate::store::fast::{FastConfig, FastStore, LogPlacement};
 use crate::store::log::{RecoveryMode, TailRepair};
-use crate::store::placement::Placement;
 use crate::store::plain::{PlainConfig, PlainStore};
 use crate::store::NodeStore;
-use crate::{Error, Result};
+use crate::Result;
 
 /// File of node pages inside an index directory.
 pub const PAGES_FILE: &str = "pages.dat";
@@ -29,26 +27,6 @@ pub const LOG_FILE: &str = "log.dat";
 
 /// File of the saved flash-simulator state inside an index directory.
 pub const DEVICE_IMAGE_FILE: &str = "device.img";
-
-/// A device, and the flash simulator behind it when it is one.
-pub(super) type OpenedDevice = (Arc<dyn PageDevice>, Option<Arc<FlashSim>>);
-
-/// Opens the device a spec names; a flash simulator is also returned as
-/// itself so its state can be saved.
-pub(super) fn open_device(
-    spec: &DeviceSpec,
-    page_size: usize,
-    default_path: Option<&Path>,
-) -> Result<OpenedDevice> {
-    match spec {
-        DeviceSpec::FlashSim { params } => {
-            let joined: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let sim = Arc::new(FlashSim::from_params(&joined.join("&"), page_size)?);
-            Ok((sim.clone(), Some(sim)))
-        }
-        other => Ok((other.open(page_size, default_path)?, None)),
-    }
-}
 
 /// Creates (`fresh`) or opens the store the options name on `device` (the
 /// one place that maps store options to a store; tools that replay a build
@@ -101,12 +79,6 @@ pub fn make_store_payload(
     how: StoreOpen,
 ) -> Result<(Box<dyn NodeStore>, Option<RestartReport>)> {
     let fresh = how == StoreOpen::Create;
-    if opts.placement != Placement::None && opts.kind != StoreKind::Plain {
-        return Err(Error::invalid(format!(
-            "placement {} needs the plain store: the {:?} store does not hint its writes to a tiered device",
-            opts.placement, opts.kind
-        )));
-    }
     match opts.kind {
         StoreKind::Plain => {
             let cfg = PlainConfig {
@@ -146,7 +118,7 @@ pub fn make_store_payload(
             if let Some(r) = report.as_mut() {
                 r.add_tail_repair(&repair);
             }
-            Ok((Box::new(store), report))
+            Ok((Box::new(store.with_placement(opts.placement)), report))
         }
         StoreKind::Fast => {
             let cfg = FastConfig {
@@ -173,7 +145,7 @@ pub fn make_store_payload(
                 StoreOpen::Read => FastStore::open_read_only(device, log, cfg)?,
             };
             let report = store.restart_report().cloned();
-            Ok((Box::new(store), report))
+            Ok((Box::new(store.with_placement(opts.placement)), report))
         }
     }
 }

@@ -5,11 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::factory::{pages_file, DEVICE_IMAGE_FILE};
+use super::devices::SavedSim;
+use super::factory::pages_file;
 use crate::index::{RTree, ReadMode};
 use crate::manifest::{Access, DirLock, Manifest};
 use crate::metrics::{Phase, PhaseTimes, Stats, Stopwatch};
-use crate::storage::flashsim::FlashSim;
 use crate::storage::PageDevice;
 use crate::store::efind::RestartReport;
 use crate::store::{NodeStore, OpId};
@@ -47,9 +47,10 @@ pub struct Index {
     pub(super) log_device: Option<Arc<dyn PageDevice>>,
     /// What restart did when the index was opened.
     pub(super) restart: Option<RestartReport>,
-    /// The flash simulator behind `device`, when it is one: its state is
-    /// saved to `device.img` at each checkpoint so later commands can reopen it.
-    pub(super) sim: Option<Arc<FlashSim>>,
+    /// The flash simulators behind `device` (the device itself or the
+    /// tiers of a hybrid): their state is saved to `device.img` (and
+    /// `device.fast.img`) at each checkpoint so later commands can reopen it.
+    pub(super) sims: Vec<SavedSim>,
     /// The object heap (`objects.dat`), when the index stores geometries.
     pub(super) objects: Option<crate::objects::Heap>,
     pub(super) access: Access,
@@ -175,8 +176,10 @@ impl Index {
             heap.sync()?;
         }
         self.tree.checkpoint().map_err(|e| self.locate(e))?;
-        if let (Some(sim), Some(dir)) = (&self.sim, &self.dir) {
-            sim.save(&dir.join(DEVICE_IMAGE_FILE))?;
+        if let Some(dir) = &self.dir {
+            for s in &self.sims {
+                s.sim.save(&dir.join(s.file))?;
+            }
         }
         Ok(())
     }

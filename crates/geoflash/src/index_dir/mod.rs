@@ -18,19 +18,25 @@
 //! be reopened; one on a `flashsim:` device keeps the simulator's state in
 //! `device.img` (saved at every checkpoint), so a later command reopens the
 //! same simulated NAND with its contents, mapping and wear (counters count
-//! from each opening). Indexes on `mem:`
-//! and `hddsim:` devices live only in their process; their directory keeps
-//! the manifest for the record.
+//! from each opening). One on a `hybrid:` device whose tiers are `file`
+//! (`pages.dat` and `pages.fast.dat`) or `flashsim:` (`device.img` and
+//! `device.fast.img`) keeps the device's placement map in `tiers.map`
+//! (see [`crate::storage::tier_map`]) and reopens with every page on its
+//! tier. Indexes on `mem:` and `hddsim:` devices (or hybrids with such a
+//! tier) live only in their process; their directory keeps the manifest
+//! for the record.
 //!
 //! The module is divided by concern: `options.rs` holds the options of an
 //! index and their checks, `factory.rs` the file names and the opening of
-//! the device, the log and the node store, `index.rs` the [`Index`] type
+//! the log and the node store, `devices.rs` the device created or reopened
+//! from the spec, `index.rs` the [`Index`] type
 //! with its accessors, counters, checkpoint and close, `create.rs` and
 //! `open.rs` how an index comes into being and is reopened,
 //! `operations.rs` its updates and queries, and `objects.rs` the object
 //! heap of exact geometries.
 mod batch;
 mod create;
+mod devices;
 mod factory;
 mod index;
 mod objects;
@@ -42,6 +48,7 @@ mod tests;
 
 pub use crate::structure::FortreeOptions;
 pub use batch::{BatchDurability, OpenBatch};
+pub use devices::{FAST_DEVICE_IMAGE_FILE, TIER_MAP_FILE};
 pub use factory::{
     make_store, make_store_payload, make_store_with_log, StoreOpen, DEVICE_IMAGE_FILE, LOG_FILE,
     PAGES_FILE,

@@ -2,11 +2,10 @@
 //! device, log and store reopened from it (a store with a log runs restart
 //! when opened for writing), errors naming the page file.
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use super::factory::{
-    make_store_payload, open_log_device, pages_file, StoreOpen, DEVICE_IMAGE_FILE, PAGES_FILE,
-};
+use super::devices::reopen_device;
+use super::factory::{make_store_payload, open_log_device, pages_file, StoreOpen};
 use super::objects::open_objects;
 use super::options::StoreOptions;
 use super::Index;
@@ -15,8 +14,6 @@ use crate::index::xbr::{XbrConfig, XbrTree};
 use crate::index::{IndexKind, RTree, TreeParams};
 use crate::manifest::{Access, DirLock, Manifest};
 use crate::metrics::{Phase, PhaseTimes, Stopwatch};
-use crate::storage::file::{FileDevice, FileDeviceOptions};
-use crate::storage::flashsim::FlashSim;
 use crate::storage::spec::DeviceSpec;
 use crate::storage::PageDevice;
 use crate::store::log::RecoveryMode;
@@ -82,38 +79,7 @@ impl Index {
             .map_err(|e| Error::corrupt(None, format!("manifest store parameters: {e}")))?;
         store_opts.recovery = mode;
         let spec = DeviceSpec::parse(&manifest.device)?;
-        let mut sim = None;
-        let device: Arc<dyn PageDevice> = match &spec {
-            DeviceSpec::File { path, direct, engine, capacity } => {
-                let path = path.clone().unwrap_or_else(|| dir.join(PAGES_FILE));
-                let capacity_pages = capacity.map_or(0, |c| c / manifest.page_size as u64);
-                let opts = FileDeviceOptions {
-                    direct: *direct,
-                    engine: *engine,
-                    capacity_pages,
-                    read_only: access == Access::Read,
-                };
-                Arc::new(FileDevice::open(&path, manifest.page_size, opts)?)
-            }
-            DeviceSpec::FlashSim { .. } => {
-                let image = dir.join(DEVICE_IMAGE_FILE);
-                if !image.is_file() {
-                    return Err(Error::invalid(format!(
-                        "the index in {} was built on {spec} but its simulator state ({DEVICE_IMAGE_FILE}) is missing",
-                        dir.display()
-                    )));
-                }
-                let loaded = Arc::new(FlashSim::load(&image)?);
-                sim = Some(loaded.clone());
-                loaded
-            }
-            other => {
-                return Err(Error::invalid(format!(
-                    "the index in {} was built on device {other}, which lives only in its process in this version; rebuild it",
-                    dir.display()
-                )))
-            }
-        };
+        let (device, sims) = reopen_device(&spec, manifest.page_size, dir, access)?;
         let log_device = open_log_device(&spec, &store_opts, dir, manifest.page_size, access)?;
         let how = match access {
             Access::Read => StoreOpen::Read,
@@ -144,7 +110,7 @@ impl Index {
             device,
             log_device,
             restart,
-            sim,
+            sims,
             objects: open_objects(dir, access)?,
             access,
             _lock: Some(lock),

@@ -64,7 +64,7 @@ pub struct StoreOptions {
     #[serde(default)]
     pub fast: Option<FastConfig>,
     /// Which nodes the store hints to the fast tier of a two-tier device
-    /// ([`Placement`]; `internal-fast` is the sHR-tree). Plain store only.
+    /// ([`Placement`]; `internal-fast` is the sHR-tree). Every store kind.
     #[serde(default)]
     pub placement: Placement,
     /// What opening an eFIND or FAST store for writing does with damage

@@ -19,15 +19,25 @@
 //! thesis assumes — and is counted in [`HybridDevice::fallbacks`]. A trim
 //! frees the page's fast slot.
 //!
+//! **Across processes** the map is kept durable on a small device of its
+//! own ([`HybridDevice::with_map`], [`super::tier_map`]; an index directory's
+//! `tiers.map`): saved at each [`sync`](PageDevice::sync) after a change,
+//! once both tiers are synced, as one of two alternating checksummed copies,
+//! and loaded at open, so a reopened index finds its pages where they were.
+//! A slot freed since the last save is reused only after the next one, so a
+//! crash leaves the saved map consistent with the tiers. Without a map
+//! device the map lives in its process (memory tiers, tests).
+//!
 //! A batch is split into its fast and slow parts, each submitted to its tier
 //! as one batch. Counters: host counters of the hybrid device itself, and
 //! per tier in [`HybridDevice::tier_stats`]; the simulator counters (when a
 //! tier is simulated) add both tiers' NAND counts and simulated times (the
 //! tiers are driven one after the other).
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+use super::tier_map::{TierGeometry, TierMapStore};
 pub use super::Tier;
 use super::{check_batch, DeviceStats, IoTracker, PageDevice, PageId, SimCounters};
 use crate::{Error, Result};
@@ -56,6 +66,31 @@ struct Inner {
     refused: HashSet<PageId>,
     fallbacks: u64,
     tracker: IoTracker,
+    /// The durable map, when the device keeps one.
+    persist: Option<Persist>,
+}
+
+/// The durable side of the placement map ([`HybridDevice::with_map`]).
+#[derive(Debug)]
+struct Persist {
+    store: Arc<TierMapStore>,
+    /// Generation of the newest saved copy.
+    generation: u64,
+    /// The map changed since it was last saved.
+    dirty: bool,
+    /// Slots freed since the last save: the saved map may still name them,
+    /// so they are neither reused nor (for pages that moved to the slow
+    /// tier) trimmed until the next save.
+    released: Vec<u64>,
+}
+
+/// How [`HybridDevice::with_map`] treats the map device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapOpen {
+    /// A new device: every page on the slow tier; an empty map is saved at once.
+    Create,
+    /// An existing device: the saved map is loaded (it must exist).
+    Open,
 }
 
 /// A device of two tiers (see the module docs).
@@ -63,6 +98,8 @@ pub struct HybridDevice {
     fast: Arc<dyn PageDevice>,
     slow: Arc<dyn PageDevice>,
     inner: Mutex<Inner>,
+    /// Held through a save of the map, so two syncs never write one region at once.
+    saving: Mutex<()>,
 }
 
 impl std::fmt::Debug for HybridDevice {
@@ -90,6 +127,7 @@ impl HybridDevice {
             fast,
             slow,
             inner: Mutex::new(inner),
+            saving: Mutex::new(()),
         })
     }
 
@@ -106,6 +144,131 @@ impl HybridDevice {
             g.fast_limit = n.min(self.fast.capacity());
         }
         self
+    }
+
+    /// Keeps the placement map durable on `map` (see [`super::tier_map`];
+    /// set the fast tier's limit first, [`with_fast_pages`](Self::with_fast_pages):
+    /// it sizes the map and must be the same at every open):
+    /// loaded now ([`MapOpen::Open`]) or saved empty now
+    /// ([`MapOpen::Create`]), then saved at every [`sync`](PageDevice::sync)
+    /// that follows a change, after both tiers are synced. Until a save, a
+    /// slot the saved map may still name is not reused, so a crash leaves
+    /// the saved map and the tiers consistent: the pages read what they
+    /// held at that save, or what was written to them since on the same tier.
+    pub fn with_map(self, map: Arc<dyn PageDevice>, how: MapOpen) -> Result<Self> {
+        let geometry = TierGeometry {
+            page_size: u32::try_from(self.page_size())
+                .map_err(|_| Error::invalid("page size too large for a placement map"))?,
+            slow_capacity: self.slow.capacity(),
+            fast_capacity: self.fast.capacity(),
+            fast_limit: self.fast_limit(),
+        };
+        let store = Arc::new(TierMapStore::new(map, geometry)?);
+        let mut persist = Persist {
+            store,
+            generation: 0,
+            dirty: false,
+            released: Vec::new(),
+        };
+        let mut g = self.lock();
+        match how {
+            MapOpen::Create => {
+                persist.generation = 1;
+                persist.store.save(1, &BTreeMap::new())?;
+                g.slot.clear();
+                g.free_slots.clear();
+                g.next_slot = 0;
+            }
+            MapOpen::Open => {
+                let saved = persist.store.load()?.ok_or_else(|| {
+                    Error::corrupt(
+                        None,
+                        format!(
+                            "{} holds no placement map: the tiers' pages cannot be found",
+                            persist.store.device().describe()
+                        ),
+                    )
+                })?;
+                persist.generation = saved.generation;
+                let used: HashSet<u64> = saved.slots.values().copied().collect();
+                g.next_slot = saved.slots.values().map(|s| s + 1).max().unwrap_or(0);
+                let limit = g.fast_limit;
+                g.free_slots = (0..g.next_slot.min(limit))
+                    .rev()
+                    .filter(|s| !used.contains(s))
+                    .collect();
+                g.slot = saved.slots.into_iter().collect();
+            }
+        }
+        g.persist = Some(persist);
+        drop(g);
+        Ok(self)
+    }
+
+    /// The pages on the fast tier, in order.
+    pub fn fast_page_ids(&self) -> Vec<PageId> {
+        let mut v: Vec<PageId> = self.lock().slot.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Saves the map if it changed since its last save, then frees the
+    /// slots released since (trimming them on the fast tier).
+    fn save_map(&self) -> Result<()> {
+        let _saving = self.saving.lock().unwrap_or_else(|e| e.into_inner());
+        // Snapshot under the lock; the save's I/O runs outside it.
+        let (store, generation, slots, released) = {
+            let mut g = self.lock();
+            let snapshot: BTreeMap<PageId, u64> = g.slot.iter().map(|(&p, &s)| (p, s)).collect();
+            let Some(p) = g.persist.as_mut() else {
+                return Ok(());
+            };
+            if !p.dirty {
+                return Ok(());
+            }
+            p.dirty = false;
+            (
+                p.store.clone(),
+                p.generation + 1,
+                snapshot,
+                std::mem::take(&mut p.released),
+            )
+        };
+        if let Err(e) = store.save(generation, &slots) {
+            let mut g = self.lock();
+            if let Some(p) = g.persist.as_mut() {
+                p.dirty = true;
+                p.released.extend(released);
+            }
+            return Err(e);
+        }
+        {
+            let mut g = self.lock();
+            if let Some(p) = g.persist.as_mut() {
+                p.generation = generation;
+            }
+            g.free_slots.extend(released.iter().copied());
+        }
+        if !released.is_empty() {
+            self.fast.trim(&released)?;
+        }
+        Ok(())
+    }
+
+    /// A slot no page uses any more: free at once, or (with a durable map)
+    /// after the next save. Returns whether the caller may trim it now.
+    fn release_slot(g: &mut Inner, slot: u64) -> bool {
+        match g.persist.as_mut() {
+            Some(p) => {
+                p.dirty = true;
+                p.released.push(slot);
+                false
+            }
+            None => {
+                g.free_slots.push(slot);
+                true
+            }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -164,6 +327,9 @@ impl HybridDevice {
             }
         };
         g.slot.insert(p, s);
+        if let Some(m) = g.persist.as_mut() {
+            m.dirty = true;
+        }
         Some(s)
     }
 
@@ -191,8 +357,9 @@ impl HybridDevice {
                 self.fast.read(s, &mut buf)?;
                 self.slow.write(p, &buf)?;
                 g.slot.remove(&p);
-                g.free_slots.push(s);
-                self.fast.trim(&[s])?;
+                if Self::release_slot(&mut g, s) {
+                    self.fast.trim(&[s])?;
+                }
                 Ok(Tier::Slow)
             }
         }
@@ -223,8 +390,9 @@ impl HybridDevice {
             let hint = g.hint.remove(&p);
             if hint == Some(Tier::Slow) {
                 if let Some(slot) = g.slot.remove(&p) {
-                    g.free_slots.push(slot);
-                    released.push(slot);
+                    if Self::release_slot(&mut g, slot) {
+                        released.push(slot);
+                    }
                 }
             }
             let want = match hint {
@@ -330,6 +498,8 @@ impl PageDevice for HybridDevice {
         let start = Instant::now();
         self.fast.sync()?;
         self.slow.sync()?;
+        // The map last: it names only pages whose contents are durable.
+        self.save_map()?;
         self.lock()
             .tracker
             .record_sync(start.elapsed().as_nanos() as u64);
@@ -345,7 +515,9 @@ impl PageDevice for HybridDevice {
             for p in pages {
                 g.hint.remove(p);
                 if let Some(s) = g.slot.remove(p) {
-                    g.free_slots.push(s);
+                    // The page above is trimmed: its old slot may read
+                    // zeros at once, but is reused only after a map save.
+                    Self::release_slot(&mut g, s);
                     slots.push(s);
                 }
             }
@@ -398,6 +570,10 @@ impl PageDevice for HybridDevice {
             fast_limit: g.fast_limit,
             fallbacks: g.fallbacks,
         })
+    }
+
+    fn page_tier(&self, page: PageId) -> Option<Tier> {
+        Some(self.tier_of(page))
     }
 
     fn hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
@@ -529,5 +705,163 @@ mod tests {
             h.stats().io.pages_written
         );
         assert!(h.hint_tier(&[100], Tier::Fast).is_err());
+    }
+
+    /// A hybrid of memory tiers (512-byte pages: 64 fast, 256 slow) whose
+    /// map lives on `map`.
+    fn persisted(
+        fast: &Arc<MemDevice>,
+        slow: &Arc<MemDevice>,
+        map: Arc<dyn PageDevice>,
+        how: MapOpen,
+    ) -> Result<HybridDevice> {
+        HybridDevice::new(fast.clone(), slow.clone())?.with_map(map, how)
+    }
+
+    fn map_device() -> MemDevice {
+        let pages = 2 * TierMapStore::region_pages(64, 1024);
+        MemDevice::new(1024, pages).unwrap()
+    }
+
+    /// A page's content: its id and a version, so a read can tell whose it is.
+    fn tagged(p: PageId, version: u64) -> Vec<u8> {
+        let mut v = vec![0u8; 512];
+        v[..8].copy_from_slice(&p.to_le_bytes());
+        v[8..16].copy_from_slice(&version.to_le_bytes());
+        v[16..].fill(p as u8 ^ version as u8);
+        v
+    }
+
+    #[test]
+    fn the_map_survives_a_reopen_and_damage_is_a_clear_error() {
+        let fast = Arc::new(MemDevice::new(512, 64).unwrap());
+        let slow = Arc::new(MemDevice::new(512, 256).unwrap());
+        let map: Arc<dyn PageDevice> = Arc::new(map_device());
+        let h = persisted(&fast, &slow, map.clone(), MapOpen::Create).unwrap();
+        let ids: Vec<PageId> = (0..40).collect();
+        h.hint_tier(&ids[..20], Tier::Fast).unwrap();
+        let data: Vec<u8> = ids.iter().flat_map(|&p| tagged(p, 1)).collect();
+        h.write_batch(&ids, &data).unwrap();
+        h.hint_tier(&[3, 4], Tier::Slow).unwrap();
+        h.write_batch(&[3, 4], &[tagged(3, 2), tagged(4, 2)].concat())
+            .unwrap();
+        h.sync().unwrap();
+        let before = h.fast_page_ids();
+        assert_eq!(before.len(), 18);
+        let mut want = vec![0u8; 40 * 512];
+        h.read_batch(&ids, &mut want).unwrap();
+        drop(h);
+        // Another process: the same tiers and map, every page where it was.
+        let h = persisted(&fast, &slow, map.clone(), MapOpen::Open).unwrap();
+        assert_eq!(h.fast_page_ids(), before);
+        let mut got = vec![0u8; 40 * 512];
+        h.read_batch(&ids, &mut got).unwrap();
+        assert_eq!(got, want);
+        // Without a save since the changes, the changes are not in the map.
+        h.hint_tier(&[30], Tier::Fast).unwrap();
+        h.write(30, &tagged(30, 3)).unwrap();
+        drop(h);
+        let h = persisted(&fast, &slow, map.clone(), MapOpen::Open).unwrap();
+        assert_eq!(h.fast_page_ids(), before);
+        drop(h);
+        // Tiers of another size, a map device never written, both copies damaged.
+        let small = Arc::new(MemDevice::new(512, 32).unwrap());
+        let e = persisted(&small, &slow, map.clone(), MapOpen::Open).unwrap_err();
+        assert!(e.to_string().contains("written for tiers of"), "{e}");
+        let blank: Arc<dyn PageDevice> = Arc::new(map_device());
+        let e = persisted(&fast, &slow, blank, MapOpen::Open).unwrap_err();
+        assert!(e.to_string().contains("holds no placement map"), "{e}");
+        let region = TierMapStore::region_pages(64, 1024);
+        for first in [0, region] {
+            let mut page = vec![0u8; 1024];
+            map.read(first, &mut page).unwrap();
+            page[20] ^= 0xff;
+            map.write(first, &page).unwrap();
+        }
+        let e = persisted(&fast, &slow, map, MapOpen::Open).unwrap_err();
+        assert!(e.to_string().contains("damaged"), "{e}");
+        // A map device too small for the fast tier is refused.
+        let tiny: Arc<dyn PageDevice> = Arc::new(MemDevice::new(1024, 1).unwrap());
+        assert!(persisted(&fast, &slow, tiny, MapOpen::Create).is_err());
+    }
+
+    /// Crashes the map device at random points of a run of placements,
+    /// moves back and forth and syncs: reopening gives the map of the last
+    /// completed save or of the save in flight, never a mix, and every page
+    /// reads contents written for it (a reused slot would show another
+    /// page's).
+    #[test]
+    fn a_crash_while_saving_leaves_the_old_map_or_the_new_one() {
+        use crate::storage::faulty::{FaultPlan, FaultyDevice};
+        use rand::{Rng, SeedableRng};
+        use std::collections::BTreeSet;
+        let (mut olds, mut news) = (0, 0);
+        for seed in 0..200u64 {
+            let fast = Arc::new(MemDevice::new(512, 64).unwrap());
+            let slow = Arc::new(MemDevice::new(512, 256).unwrap());
+            let fresh = Arc::new(map_device());
+            drop(persisted(&fast, &slow, fresh.clone(), MapOpen::Create).unwrap());
+            let fresh = Arc::try_unwrap(fresh).unwrap_or_else(|_| panic!("shared"));
+            let faulty = Arc::new(FaultyDevice::new(fresh, FaultPlan::random_crash(seed, 40)));
+            let h = persisted(&fast, &slow, faulty.clone(), MapOpen::Open).unwrap();
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let mut saved: BTreeSet<PageId> = BTreeSet::new();
+            let mut in_flight = None;
+            for round in 0..20u64 {
+                let n = rng.gen_range(1..12);
+                let mut ids: Vec<PageId> = (0..n).map(|_| rng.gen_range(0..80)).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                for &p in &ids {
+                    let tier = if rng.gen_bool(0.6) {
+                        Tier::Fast
+                    } else {
+                        Tier::Slow
+                    };
+                    h.hint_tier(&[p], tier).unwrap();
+                }
+                let data: Vec<u8> = ids.iter().flat_map(|&p| tagged(p, round + 1)).collect();
+                h.write_batch(&ids, &data).unwrap();
+                if rng.gen_bool(0.2) {
+                    let p = rng.gen_range(0..80);
+                    h.trim(&[p]).unwrap();
+                }
+                let now: BTreeSet<PageId> = h.fast_page_ids().into_iter().collect();
+                if h.sync().is_err() {
+                    in_flight = Some(now);
+                    break;
+                }
+                saved = now;
+            }
+            drop(h);
+            let durable: Arc<dyn PageDevice> = match Arc::try_unwrap(faulty) {
+                Ok(f) => Arc::new(f.into_inner()),
+                Err(_) => panic!("the map device is still shared"),
+            };
+            let h = persisted(&fast, &slow, durable, MapOpen::Open).unwrap();
+            let got: BTreeSet<PageId> = h.fast_page_ids().into_iter().collect();
+            if got == saved {
+                olds += 1;
+            } else {
+                assert_eq!(Some(&got), in_flight.as_ref(), "seed {seed}");
+                news += 1;
+            }
+            for p in 0..80u64 {
+                let mut buf = vec![0u8; 512];
+                h.read(p, &mut buf).unwrap();
+                let owner = u64::from_le_bytes(buf[..8].try_into().unwrap());
+                let blank = buf.iter().all(|&b| b == 0);
+                assert!(
+                    blank || owner == p,
+                    "seed {seed}: page {p} holds page {owner}'s data"
+                );
+                if !blank {
+                    let v = u64::from_le_bytes(buf[8..16].try_into().unwrap());
+                    assert_eq!(buf, tagged(p, v), "seed {seed}: page {p} is garbage");
+                }
+            }
+        }
+        // Both outcomes happen over the seeds.
+        assert!(olds > 0 && news > 0, "old {olds}, new {news}");
     }
 }

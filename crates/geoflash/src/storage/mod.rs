@@ -22,6 +22,7 @@ pub mod hddsim;
 pub mod hybrid;
 pub mod mem;
 pub mod spec;
+pub mod tier_map;
 pub mod trace;
 
 pub use counters::{DeviceStats, IoCounters, IoTracker, SimCounters};
@@ -108,6 +109,13 @@ pub trait PageDevice: Send + Sync {
         None
     }
 
+    /// The tier page `page` lives on now; `None` for a device of one tier
+    /// (the default).
+    fn page_tier(&self, page: PageId) -> Option<Tier> {
+        let _ = page;
+        None
+    }
+
     /// The simulated clock of a simulated device, ns since it was created
     /// (never reset, unlike the counters), cheap enough to read around every
     /// phase a store or index measures; `None` on a real device (the default).
@@ -190,6 +198,9 @@ macro_rules! forward_page_device {
             }
             fn tiers(&self) -> Option<TierReport> {
                 (**self).tiers()
+            }
+            fn page_tier(&self, page: PageId) -> Option<Tier> {
+                (**self).page_tier(page)
             }
             fn sim_clock_ns(&self) -> Option<u64> {
                 (**self).sim_clock_ns()

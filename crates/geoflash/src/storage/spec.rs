@@ -331,7 +331,7 @@ impl DeviceSpec {
 }
 
 /// The fast tier's file beside `p`: `pages.dat` → `pages.fast.dat`.
-fn fast_tier_path(p: &Path) -> PathBuf {
+pub fn fast_tier_path(p: &Path) -> PathBuf {
     let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("pages");
     let name = match p.extension().and_then(|e| e.to_str()) {
         Some(ext) => format!("{stem}.fast.{ext}"),

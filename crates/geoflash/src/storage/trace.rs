@@ -524,6 +524,10 @@ impl<D: PageDevice> PageDevice for TraceDevice<D> {
         self.inner.tiers()
     }
 
+    fn page_tier(&self, page: PageId) -> Option<super::Tier> {
+        self.inner.page_tier(page)
+    }
+
     fn sim_clock_ns(&self) -> Option<u64> {
         self.inner.sim_clock_ns()
     }

@@ -10,8 +10,13 @@
 //!
 //! The sHR-tree of Fevgas' thesis (§4.4.2) is [`Placement::FastFromLevel`]`(1)`:
 //! every internal node on the fast (3D XPoint) tier, the leaves on flash.
-//! Implemented by [`PlainStore`](super::plain::PlainStore); the eFIND and
-//! FAST stores refuse a placement (their flushes do not hint yet).
+//! Implemented by every store: [`PlainStore`](super::plain::PlainStore),
+//! [`EfindStore`](super::efind::EfindStore) and
+//! [`FastStore`](super::fast::FastStore) hint each batch of nodes they
+//! write (flushes, checkpoints, bulk loads); the logs of the latter two are
+//! never hinted (they stay on the slow tier). The device keeps the
+//! resulting placement, across processes for an index directory on a
+//! `hybrid:` device (see [`crate::storage::hybrid`]).
 use serde::{Deserialize, Serialize};
 
 use crate::storage::{PageDevice, PageId, Tier};
@@ -119,6 +124,7 @@ mod tests {
 
     use crate::geom::Rect;
     use crate::index::query::Predicate;
+    use crate::index::IndexKind;
     use crate::index_dir::{Index, IndexOptions, StoreKind, StoreOptions};
     use proptest::prelude::*;
 
@@ -231,7 +237,7 @@ mod tests {
     }
 
     #[test]
-    fn internal_nodes_go_fast_leaves_slow_and_other_stores_refuse() {
+    fn internal_nodes_go_fast_leaves_slow() {
         let mut index = Index::create_temporary(&shr_options(1000, Placement::SHR_TREE)).unwrap();
         for i in 0..400u64 {
             let (x, y) = ((i % 20) as f64, (i / 20) as f64);
@@ -255,9 +261,260 @@ mod tests {
         }
         flat.checkpoint().unwrap();
         assert_eq!(flat.device().tiers().unwrap().fast_pages, 0);
-        let mut o = shr_options(1000, Placement::SHR_TREE);
-        o.store.kind = StoreKind::Efind;
-        let e = Index::create_temporary(&o).unwrap_err().to_string();
-        assert!(e.contains("needs the plain store"), "{e}");
+    }
+
+    /// Options for `store` and `kind` on a roomy hybrid of memory tiers
+    /// (the logs of eFIND and FAST take the slow tier's last pages).
+    fn store_options(store: StoreKind, kind: IndexKind, placement: Placement) -> IndexOptions {
+        IndexOptions {
+            kind,
+            page_size: 512,
+            max_entries: Some(6),
+            store: StoreOptions {
+                kind: store,
+                buffer_bytes: 4096,
+                placement,
+                ..StoreOptions::default()
+            },
+            device: "hybrid:fast=(mem:capacity=8MiB);slow=(mem:capacity=64MiB)".into(),
+            hilbert_domain: (kind == IndexKind::Hilbert)
+                .then(|| Rect::new(0.0, 0.0, 100.0, 100.0).unwrap()),
+            ..IndexOptions::default()
+        }
+    }
+
+    /// Every node reachable from the root, with its level.
+    fn nodes_with_levels(index: &Index) -> Vec<(PageId, u16)> {
+        let store = index.tree().unwrap().store();
+        let mut out = Vec::new();
+        let mut stack: Vec<PageId> = store.meta().root.into_iter().collect();
+        while let Some(p) = stack.pop() {
+            let n = store.get(p).unwrap();
+            if n.level > 0 {
+                stack.extend(n.entries.iter().map(|e| e.key));
+            }
+            out.push((p, n.level));
+        }
+        out
+    }
+
+    /// The oracle: after a checkpoint every node is on the tier its level
+    /// maps to, and nothing else is on the fast tier beyond the nodes
+    /// written there (the logs are never hinted).
+    fn assert_placed(
+        index: &Index,
+        placement: Placement,
+    ) -> std::result::Result<(), TestCaseError> {
+        let dev = index.device();
+        let nodes = nodes_with_levels(index);
+        for &(p, level) in &nodes {
+            let want = placement.tier(level).unwrap_or(Tier::Slow);
+            prop_assert_eq!(
+                dev.page_tier(p),
+                Some(want),
+                "page {} at level {}",
+                p,
+                level
+            );
+        }
+        let t = dev.tiers().unwrap();
+        prop_assert_eq!(t.fallbacks, 0);
+        let fast_nodes = nodes
+            .iter()
+            .filter(|n| placement.tier(n.1) == Some(Tier::Fast))
+            .count();
+        prop_assert!(t.fast_pages >= fast_nodes as u64);
+        Ok(())
+    }
+
+    fn stores_and_kinds() -> impl Strategy<Value = (StoreKind, IndexKind)> {
+        (
+            prop_oneof![
+                Just(StoreKind::Efind),
+                Just(StoreKind::Fast),
+                Just(StoreKind::Plain)
+            ],
+            prop_oneof![
+                Just(IndexKind::RTree),
+                Just(IndexKind::RStar),
+                Just(IndexKind::Hilbert)
+            ],
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+
+        /// Every store, on every R-tree kind, puts each node it wrote on
+        /// the tier `Placement::tier(level)` gives, for inserts and deletes
+        /// (flushes, checkpoint) and for a bulk load followed by inserts.
+        #[test]
+        fn every_store_places_each_node_by_its_level(
+            (store, kind) in stores_and_kinds(),
+            from_level in 0u16..3,
+            pts in proptest::collection::vec((0.0..99.0f64, 0.0..99.0f64), 1..300),
+            deletes in 0usize..60,
+            bulk in any::<bool>(),
+        ) {
+            let placement = Placement::FastFromLevel(from_level);
+            let opts = store_options(store, kind, placement);
+            let rects: Vec<(u64, Rect)> = pts.iter().enumerate()
+                .map(|(i, &(x, y))| (i as u64, Rect::new(x, y, x + 0.5, y + 0.5).unwrap()))
+                .collect();
+            let (loaded, rest) = rects.split_at(if bulk { rects.len() / 2 } else { 0 });
+            let mut index = if loaded.is_empty() {
+                Index::create_temporary(&opts).unwrap()
+            } else {
+                Index::bulk_load(None, &opts, loaded.to_vec(), crate::index::BulkMethod::Str, 1.0).unwrap()
+            };
+            for &(id, r) in rest {
+                index.insert(id, r).unwrap();
+            }
+            for &(id, r) in rects.iter().take(deletes.min(rects.len())) {
+                index.delete(id, r).unwrap();
+            }
+            index.checkpoint().unwrap();
+            assert_placed(&index, placement)?;
+            let all = Rect::new(-10.0, -10.0, 200.0, 200.0).unwrap();
+            prop_assert_eq!(
+                index.query(all, Predicate::Intersects).unwrap().hits.len(),
+                rects.len() - deletes.min(rects.len())
+            );
+        }
+    }
+
+    #[test]
+    fn efind_and_fast_logs_stay_on_the_slow_tier() {
+        for store in [StoreKind::Efind, StoreKind::Fast] {
+            let opts = store_options(store, IndexKind::RTree, Placement::FastFromLevel(0));
+            let mut index = Index::create_temporary(&opts).unwrap();
+            for i in 0..300u64 {
+                let (x, y) = ((i % 20) as f64, (i / 20) as f64);
+                index
+                    .insert(i, Rect::new(x, y, x + 0.5, y + 0.5).unwrap())
+                    .unwrap();
+            }
+            index.checkpoint().unwrap();
+            // Every node is fast; the log's pages (the slow tier's last) are not.
+            let nodes = nodes_with_levels(&index);
+            let dev = index.device();
+            assert!(nodes
+                .iter()
+                .all(|&(p, _)| dev.page_tier(p) == Some(Tier::Fast)));
+            let cap = dev.capacity();
+            let log_pages = (cap - 64..cap)
+                .filter(|&p| dev.page_tier(p) == Some(Tier::Fast))
+                .count();
+            assert_eq!(log_pages, 0, "{store:?}");
+            assert!(dev.tiers().unwrap().slow.io.pages_written > 0, "{store:?}");
+        }
+    }
+
+    /// The tier of every node, in page order.
+    fn node_tiers(index: &Index) -> Vec<(PageId, u16, Option<Tier>)> {
+        let mut v: Vec<(PageId, u16, Option<Tier>)> = nodes_with_levels(index)
+            .into_iter()
+            .map(|(p, l)| (p, l, index.device().page_tier(p)))
+            .collect();
+        v.sort_unstable_by_key(|n| (n.0, n.1));
+        v
+    }
+
+    /// An index directory on a hybrid of two file tiers (or two simulated
+    /// flash tiers) keeps every page on its tier after close and reopen,
+    /// for every store and R-tree kind, and answers as before.
+    #[test]
+    fn hybrid_indexes_keep_their_placement_across_processes() {
+        let tiers = [
+            "hybrid:fast=(file?direct=false&capacity=8MiB);slow=(file?direct=false&capacity=64MiB)",
+            "hybrid:fast=(flashsim:preset=xpoint);slow=(flashsim:preset=p3700)&fast_pages=4096",
+        ];
+        for (t, device) in tiers.iter().enumerate() {
+            for store in [StoreKind::Plain, StoreKind::Efind, StoreKind::Fast] {
+                for kind in [IndexKind::RTree, IndexKind::RStar, IndexKind::Hilbert] {
+                    if t == 1 && kind != IndexKind::RStar {
+                        continue; // the simulated tiers once per store
+                    }
+                    let tmp = tempfile::tempdir().unwrap();
+                    let dir = tmp.path().join("idx");
+                    let mut opts = store_options(store, kind, Placement::SHR_TREE);
+                    opts.device = (*device).into();
+                    opts.page_size = 4096;
+                    opts.max_entries = Some(8);
+                    let mut index = Index::create(&dir, &opts).unwrap();
+                    for i in 0..400u64 {
+                        let (x, y) = ((i % 20) as f64 * 4.0, (i / 20) as f64 * 4.0);
+                        index
+                            .insert(i, Rect::new(x, y, x + 1.0, y + 1.0).unwrap())
+                            .unwrap();
+                    }
+                    index.checkpoint().unwrap();
+                    let before = node_tiers(&index);
+                    let fast_before = index.device().tiers().unwrap().fast_pages;
+                    assert!(
+                        before.iter().any(|n| n.2 == Some(Tier::Fast)),
+                        "{store:?} {kind:?}"
+                    );
+                    for &(p, level, tier) in &before {
+                        assert_eq!(tier, Placement::SHR_TREE.tier(level), "page {p}");
+                    }
+                    index.close().unwrap();
+                    for access in [
+                        crate::manifest::Access::Read,
+                        crate::manifest::Access::Write,
+                    ] {
+                        let index = Index::open(&dir, access).unwrap();
+                        assert_eq!(node_tiers(&index), before, "{device} {store:?} {kind:?}");
+                        assert_eq!(index.device().tiers().unwrap().fast_pages, fast_before);
+                        let w = Rect::new(0.0, 0.0, 30.0, 30.0).unwrap();
+                        assert_eq!(
+                            index.query(w, Predicate::Intersects).unwrap().hits.len(),
+                            64,
+                            "{device} {store:?} {kind:?}"
+                        );
+                        index.close().unwrap();
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_hybrid_index_without_its_map_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("idx");
+        let mut opts = store_options(StoreKind::Efind, IndexKind::RTree, Placement::SHR_TREE);
+        opts.device =
+            "hybrid:fast=(file?direct=false&capacity=1MiB);slow=(file?direct=false&capacity=64MiB)"
+                .into();
+        let mut index = Index::create(&dir, &opts).unwrap();
+        for i in 0..100u64 {
+            index
+                .insert(i, Rect::new(0.0, 0.0, 1.0, 1.0).unwrap())
+                .unwrap();
+        }
+        index.close().unwrap();
+        let map = dir.join(crate::index_dir::TIER_MAP_FILE);
+        let mut bytes = std::fs::read(&map).unwrap();
+        for b in bytes.iter_mut().take(64) {
+            *b ^= 0x5a;
+        }
+        // Both copies damaged: a clear error, not a silent fallback.
+        let second =
+            crate::storage::tier_map::TierMapStore::region_pages(1 << 11, 4096) as usize * 4096;
+        assert!(bytes.len() > second);
+        for b in bytes.iter_mut().skip(second).take(64) {
+            *b ^= 0x5a;
+        }
+        std::fs::write(&map, &bytes).unwrap();
+        let e = Index::open(&dir, crate::manifest::Access::Read)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("placement map"), "{e}");
+        std::fs::remove_file(&map).unwrap();
+        let e = Index::open(&dir, crate::manifest::Access::Read)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tiers.map is missing"), "{e}");
     }
 }

@@ -398,11 +398,7 @@ fn check(
         } else if msg.contains("reinsert") && dims.iter().any(|d| d.key == "reinsert") {
             "reinsert"
         } else if msg.contains("shrtree") {
-            if msg.contains("store") {
-                "store"
-            } else {
-                "device"
-            }
+            "device"
         } else {
             "page_size"
         };

@@ -476,6 +476,10 @@ impl EfindStore {
             page::encode_node(node, lsn, self.config.with_payload, chunk)?;
         }
         let pids: Vec<PageId> = pages.iter().map(|(id, _)| *id).collect();
+        // Tier hints for the nodes of this batch (not for the log's pages,
+        // which the flush protocol may write first).
+        self.placement
+            .hint(&*self.device, pages.iter().map(|(id, n)| (*id, n.level)))?;
         self.write_protected(&pids, &data, &ids)?;
         let mut inner = self.lock();
         let n = pages.len() as u64;

@@ -30,6 +30,18 @@
 //! metadata, next page id, free list, newest operation — is in the log:
 //! META records per operation and a CHECKPOINT record at each checkpoint.
 //!
+//! # Tier placement
+//!
+//! With a [`Placement`] ([`EfindStore::with_placement`]) every batch of
+//! nodes the store writes — a flushing unit, the chunks of a checkpoint, a
+//! bulk load — is hinted to the device first, each node by its level (the
+//! write buffer keeps the level of every buffered page). The log's pages
+//! are never hinted: on a hybrid device they stay on the slow tier (or in
+//! its fast range), so the fast tier holds nodes only — the log is written
+//! sequentially and read only at restart, where the fast tier gains little.
+//! Pages restored from their images at restart are written unhinted and
+//! keep the tier the device's map gives them until their next flush.
+//!
 //! # Durability
 //!
 //! - **Operations.** The NEW/MOD/DEL/META records of an operation are kept
@@ -85,6 +97,7 @@ use super::accounting::node_bytes;
 use super::alloc::PageAllocator;
 use super::bulk::{self, BulkBuild, PageFormat};
 use super::header::{Format, Header};
+use super::placement::Placement;
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::cache::{Cache, EntryMeta, PolicyKind};
 use crate::page::{self, Entry, Node};
@@ -366,6 +379,8 @@ pub struct EfindStore {
     /// (`None` before the first): while it is still the last and the write
     /// buffer is empty, a checkpoint has nothing to do.
     clean_lsn: Option<crate::store::log::Lsn>,
+    /// Tier hints for the nodes it writes ([`Placement`]).
+    placement: Placement,
 }
 
 impl std::fmt::Debug for EfindStore {
@@ -593,12 +608,26 @@ impl EfindStore {
             imaged_epoch: 0,
             pages_unsynced: false,
             clean_lsn: None,
+            placement: Placement::None,
         })
     }
 
     /// The configuration.
     pub fn config(&self) -> EfindConfig {
         self.config
+    }
+
+    /// Hints every node written from now on (flushes of the write buffer and
+    /// bulk loads) to the tier `placement` gives its level
+    /// ([`crate::store::placement`]); the log's pages are never hinted.
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
+    }
+
+    /// The placement in force.
+    pub fn placement(&self) -> Placement {
+        self.placement
     }
 
     /// M: the most entries a node of this store holds.
@@ -1002,7 +1031,7 @@ impl NodeStore for EfindStore {
             max_entries: self.max_entries,
             with_payload: self.config.with_payload,
             lsn: self.log_mut()?.last_lsn(),
-            placement: crate::store::placement::Placement::None,
+            placement: self.placement,
         };
         let written = bulk::write_tree(&*self.device, &mut self.alloc, format, build)
             .map_err(|f| f.record_in(&mut self.failed))?;

@@ -164,6 +164,11 @@ impl FastStore {
             pages.push((id, buf, node.level));
         }
         let levels: Vec<u16> = pages.iter().map(|p| p.2).collect();
+        // Tier hints for the nodes (the log's pages are never hinted).
+        self.node_placement.hint(
+            &*self.device,
+            pages.iter().map(|(id, _, level)| (*id, *level)),
+        )?;
         let pages: Vec<(PageId, Vec<u8>)> = pages.into_iter().map(|(id, b, _)| (id, b)).collect();
         let written = self.write_protected(&pages)?;
         for &id in &ids {

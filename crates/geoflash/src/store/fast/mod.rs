@@ -37,6 +37,13 @@
 //! changes (tree metadata, next page, free list, last operation) is in the
 //! log: META records per operation, CHECKPOINT records at checkpoints.
 //!
+//! With a [`Placement`] ([`FastStore::with_placement`]) every batch of
+//! nodes the store writes (a flush, the chunks of a checkpoint, a bulk load)
+//! is hinted to the device first, each node by the level its row keeps. The
+//! log is never hinted: on a hybrid device it stays on the slow tier, as in
+//! the eFIND store (see there). Pages restored from their images at
+//! restart keep the tier the device's map gives them until their next flush.
+//!
 //! # Durability and crash safety
 //!
 //! - **Flushes are protected against torn writes** by full page images in
@@ -100,6 +107,7 @@ use super::log::{
     LogFormat, LogLayout, LogReader, MetaState, PayloadCodec, RecoveryMode, RestartReport,
     TailRepair, PAYLOAD_CODEC_VERSION,
 };
+use super::placement::Placement;
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
@@ -286,6 +294,8 @@ pub struct FastStore {
     device: Arc<dyn PageDevice>,
     log: Log,
     placement: LogPlacement,
+    /// Tier hints for the nodes it writes.
+    node_placement: Placement,
     index_id: u128,
     config: FastConfig,
     page_size: usize,
@@ -614,6 +624,7 @@ impl FastStore {
             device,
             log,
             placement,
+            node_placement: Placement::None,
             index_id,
             config,
             page_size,
@@ -649,6 +660,19 @@ impl FastStore {
     /// The configuration.
     pub fn config(&self) -> FastConfig {
         self.config
+    }
+
+    /// Hints every node written from now on (flushes, checkpoints, bulk
+    /// loads) to the tier `placement` gives its level
+    /// ([`crate::store::placement`]); the log's pages are never hinted.
+    pub fn with_placement(mut self, placement: Placement) -> Self {
+        self.node_placement = placement;
+        self
+    }
+
+    /// The node placement in force.
+    pub fn placement(&self) -> Placement {
+        self.node_placement
     }
 
     /// M: the most entries a node of this store holds.
@@ -1098,7 +1122,7 @@ impl NodeStore for FastStore {
             max_entries: self.max_entries,
             with_payload: self.config.with_payload,
             lsn: self.log.last_lsn(),
-            placement: super::placement::Placement::None,
+            placement: self.node_placement,
         };
         let written = bulk::write_tree(&*self.device, &mut self.alloc, format, build)
             .map_err(|f| f.record_in(&mut self.failed))?;

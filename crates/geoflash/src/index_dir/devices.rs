@@ -1,0 +1,202 @@
+//! The device of an index directory, created or reopened from the
+//! manifest's spec: a file, a flash simulator whose state is saved as an
+//! image at each checkpoint, or a `hybrid:` device of two such tiers whose
+//! placement map is kept in `tiers.map` (see [`crate::storage::tier_map`]),
+//! so that a hybrid index reopens with every page on the tier it was on.
+//! Devices that live only in their process (memory, the disk model, hybrids
+//! with such a tier) can be created but not reopened.
+use std::path::Path;
+use std::sync::Arc;
+
+use super::factory::{DEVICE_IMAGE_FILE, PAGES_FILE};
+use crate::manifest::Access;
+use crate::storage::file::{FileDevice, FileDeviceOptions, IoEngine};
+use crate::storage::flashsim::FlashSim;
+use crate::storage::hybrid::{HybridDevice, MapOpen};
+use crate::storage::spec::{fast_tier_path, DeviceSpec};
+use crate::storage::tier_map::TierMapStore;
+use crate::storage::PageDevice;
+use crate::{Error, Result};
+
+/// File of a hybrid device's placement map inside an index directory.
+pub const TIER_MAP_FILE: &str = "tiers.map";
+
+/// File of the saved state of a simulated fast tier (the slow tier's, or a
+/// simulated device's, is `device.img`).
+pub const FAST_DEVICE_IMAGE_FILE: &str = "device.fast.img";
+
+/// Page size of the map file (independent of the index's page size).
+const MAP_PAGE_SIZE: usize = 4096;
+
+/// A flash simulator of the device and the file its state is saved to.
+pub(super) struct SavedSim {
+    /// The simulator.
+    pub sim: Arc<FlashSim>,
+    /// Its image's file name in the index directory.
+    pub file: &'static str,
+}
+
+/// A device and the simulators behind it whose state must be saved.
+pub(super) type OpenedDevice = (Arc<dyn PageDevice>, Vec<SavedSim>);
+
+/// Whether a tier keeps its contents across processes in an index directory.
+fn persists(spec: &DeviceSpec) -> bool {
+    matches!(spec, DeviceSpec::File { .. } | DeviceSpec::FlashSim { .. })
+}
+
+/// Opens a file device with a spec's settings.
+fn file_device(
+    path: &Path,
+    direct: bool,
+    engine: IoEngine,
+    capacity: Option<u64>,
+    page_size: usize,
+    read_only: bool,
+) -> Result<Arc<dyn PageDevice>> {
+    let opts = FileDeviceOptions {
+        direct,
+        engine,
+        capacity_pages: capacity.map_or(0, |c| c / page_size as u64),
+        read_only,
+    };
+    Ok(Arc::new(FileDevice::open(path, page_size, opts)?))
+}
+
+/// How a device is obtained.
+#[derive(Clone, Copy)]
+enum How<'a> {
+    /// A new device, in the directory when there is one.
+    Create(Option<&'a Path>),
+    /// The device of the index in the directory.
+    Reopen(&'a Path, Access),
+}
+
+/// The device a spec names for a new index in `dir` (or in this process
+/// only, for `None`).
+pub(super) fn create_device(
+    spec: &DeviceSpec,
+    page_size: usize,
+    dir: Option<&Path>,
+) -> Result<OpenedDevice> {
+    device(
+        spec,
+        page_size,
+        How::Create(dir),
+        DEVICE_IMAGE_FILE,
+        PAGES_FILE,
+    )
+}
+
+/// The device of the index in `dir`, built on `spec`.
+pub(super) fn reopen_device(
+    spec: &DeviceSpec,
+    page_size: usize,
+    dir: &Path,
+    access: Access,
+) -> Result<OpenedDevice> {
+    device(
+        spec,
+        page_size,
+        How::Reopen(dir, access),
+        DEVICE_IMAGE_FILE,
+        PAGES_FILE,
+    )
+}
+
+/// The device of `spec` (a tier of a hybrid: `image` and `pages` name its
+/// files in the directory).
+fn device(
+    spec: &DeviceSpec,
+    page_size: usize,
+    how: How<'_>,
+    image: &'static str,
+    pages: &str,
+) -> Result<OpenedDevice> {
+    match (spec, how) {
+        (DeviceSpec::FlashSim { params }, How::Create(_)) => {
+            let joined: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let sim = Arc::new(FlashSim::from_params(&joined.join("&"), page_size)?);
+            Ok((sim.clone(), vec![SavedSim { sim, file: image }]))
+        }
+        (DeviceSpec::FlashSim { .. }, How::Reopen(dir, _)) => {
+            let path = dir.join(image);
+            if !path.is_file() {
+                return Err(Error::invalid(format!(
+                    "the index in {} was built on {spec} but its simulator state ({image}) is missing",
+                    dir.display()
+                )));
+            }
+            let sim = Arc::new(FlashSim::load(&path)?);
+            Ok((sim.clone(), vec![SavedSim { sim, file: image }]))
+        }
+        (
+            DeviceSpec::File {
+                path,
+                direct,
+                engine,
+                capacity,
+            },
+            How::Reopen(dir, access),
+        ) => {
+            let path = path.clone().unwrap_or_else(|| dir.join(pages));
+            let read_only = access == Access::Read;
+            let dev = file_device(&path, *direct, *engine, *capacity, page_size, read_only)?;
+            Ok((dev, Vec::new()))
+        }
+        (
+            DeviceSpec::Hybrid {
+                fast,
+                slow,
+                fast_pages,
+            },
+            How::Create(Some(_)) | How::Reopen(..),
+        ) if persists(fast) && persists(slow) => {
+            let fast_pages_file = fast_tier_path(Path::new(pages));
+            let fast_name = fast_pages_file.to_string_lossy();
+            let (f, mut sims) = device(fast, page_size, how, FAST_DEVICE_IMAGE_FILE, &fast_name)?;
+            let (s, slow_sims) = device(slow, page_size, how, image, pages)?;
+            sims.extend(slow_sims);
+            let mut h = HybridDevice::new(f, s)?;
+            if let Some(n) = fast_pages {
+                h = h.with_fast_pages(*n);
+            }
+            let (dir, map_open, read_only) = match how {
+                How::Create(dir) => (dir.unwrap_or(Path::new("")), MapOpen::Create, false),
+                How::Reopen(dir, access) => (dir, MapOpen::Open, access == Access::Read),
+            };
+            let map = map_device(&dir.join(TIER_MAP_FILE), h.fast_limit(), map_open, read_only)?;
+            Ok((Arc::new(h.with_map(map, map_open)?), sims))
+        }
+        (_, How::Create(dir)) => {
+            let default = dir.map(|d| d.join(pages));
+            Ok((spec.open(page_size, default.as_deref())?, Vec::new()))
+        }
+        (other, How::Reopen(dir, _)) => Err(Error::invalid(format!(
+            "the index in {} was built on device {other}, which lives only in its process in this version; rebuild it",
+            dir.display()
+        ))),
+    }
+}
+
+/// The file holding a hybrid device's placement map (it must exist to reopen).
+fn map_device(
+    path: &Path,
+    fast_limit: u64,
+    how: MapOpen,
+    read_only: bool,
+) -> Result<Arc<dyn PageDevice>> {
+    if how == MapOpen::Open && !path.is_file() {
+        return Err(Error::invalid(format!(
+            "the hybrid index's placement map {} is missing: the pages on the fast tier cannot be found",
+            path.display()
+        )));
+    }
+    let pages = 2 * TierMapStore::region_pages(fast_limit, MAP_PAGE_SIZE);
+    let opts = FileDeviceOptions {
+        direct: false,
+        capacity_pages: pages,
+        read_only,
+        ..FileDeviceOptions::default()
+    };
+    Ok(Arc::new(FileDevice::open(path, MAP_PAGE_SIZE, opts)?))
+}
