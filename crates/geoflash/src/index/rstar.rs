@@ -20,17 +20,8 @@ pub(crate) fn choose_by_overlap(entries: &[Entry], rect: &Rect) -> Option<PageId
     // Growing a rectangle never decreases its overlap with others, so a child
     // that already contains `rect` has the least possible overlap enlargement
     // (zero) and zero area enlargement: the rule then picks the smallest such
-    // child (first in key order on ties) without the quadratic scan.
-    let mut containing: Option<(f64, PageId)> = None;
-    for e in entries {
-        if e.rect.contains(rect) {
-            let a = area(&e.rect);
-            if containing.is_none_or(|(ba, _)| a < ba) {
-                containing = Some((a, e.key));
-            }
-        }
-    }
-    if let Some((_, key)) = containing {
+    // child without the quadratic scan.
+    if let Some(key) = smallest_containing(entries, rect) {
         return Some(key);
     }
     let mut candidates: Vec<usize> = (0..entries.len()).collect();
@@ -87,6 +78,20 @@ pub(crate) fn choose_by_overlap(entries: &[Entry], rect: &Rect) -> Option<PageId
         }
     }
     best.map(|(_, _, _, k)| k)
+}
+
+/// The smallest child that contains `rect` (the first in key order on ties).
+fn smallest_containing(entries: &[Entry], rect: &Rect) -> Option<PageId> {
+    let mut containing: Option<(f64, PageId)> = None;
+    for e in entries {
+        if e.rect.contains(rect) {
+            let a = area(&e.rect);
+            if containing.is_none_or(|(ba, _)| a < ba) {
+                containing = Some((a, e.key));
+            }
+        }
+    }
+    containing.map(|(_, key)| key)
 }
 
 /// Up to [`OVERLAP_CANDIDATES`] rectangles as four arrays of coordinates
@@ -195,16 +200,7 @@ mod tests {
     /// ChooseSubtree by overlap as one loop per candidate: the oracle of
     /// the lane-parallel [`choose_by_overlap`].
     fn choose_by_overlap_per_candidate(entries: &[Entry], rect: &Rect) -> Option<PageId> {
-        let mut containing: Option<(f64, PageId)> = None;
-        for e in entries {
-            if e.rect.contains(rect) {
-                let a = area(&e.rect);
-                if containing.is_none_or(|(ba, _)| a < ba) {
-                    containing = Some((a, e.key));
-                }
-            }
-        }
-        if let Some((_, key)) = containing {
+        if let Some(key) = smallest_containing(entries, rect) {
             return Some(key);
         }
         let mut candidates: Vec<usize> = (0..entries.len()).collect();

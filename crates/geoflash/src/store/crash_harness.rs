@@ -23,6 +23,24 @@
 use super::{NodeStore, OpId};
 use crate::store::log::Durability;
 
+/// The mode a crash-test run switches its store to before operation `i` of
+/// `len` when it simulates a batch ([`crate::Index::batch`]): a store
+/// configured with [`Durability::UNBOUNDED_GROUP`] runs `sync` from the
+/// start, the unbounded group from `len / 3` and `sync` again from
+/// `2 * len / 3`. `None` between the switches and for every other mode.
+pub(crate) fn batch_switch(configured: Durability, i: usize, len: usize) -> Option<Durability> {
+    if configured != Durability::UNBOUNDED_GROUP {
+        return None;
+    }
+    if i == len / 3 {
+        Some(Durability::UNBOUNDED_GROUP)
+    } else if i == 0 || i == 2 * len / 3 {
+        Some(Durability::Sync)
+    } else {
+        None
+    }
+}
+
 /// The acknowledgement bookkeeping of one crash-test run.
 #[derive(Debug, Clone)]
 pub(crate) struct AckOracle {

@@ -24,7 +24,7 @@ use crate::geom::{HilbertDomain, Rect};
 use crate::index::{IndexKind, Predicate, RTree, SplitKind, TreeParams};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
-use crate::store::crash_harness::{AckOracle, CrashSummary};
+use crate::store::crash_harness::{batch_switch, AckOracle, CrashSummary};
 use crate::store::log::LogFormat;
 use crate::testenv::crash_cases;
 
@@ -199,16 +199,9 @@ fn run(dev: Arc<dyn PageDevice>, kind: IndexKind, cfg: EfindConfig, ops: &[Op]) 
     };
     let mut t = RTree::create(store, params(kind)).unwrap();
     let mut acks = AckOracle::new(cfg.durability);
-    // A batch in the middle third of the run: `sync` before and after it.
-    let batch = cfg.durability == Durability::UNBOUNDED_GROUP;
-    let (batch_from, batch_to) = (ops.len() / 3, 2 * ops.len() / 3);
     for (i, op) in ops.iter().enumerate() {
-        if batch && (i == 0 || i == batch_from || i == batch_to) {
-            let mode = if i == batch_from {
-                Durability::UNBOUNDED_GROUP
-            } else {
-                Durability::Sync
-            };
+        // A batch in the middle third of the run: `sync` before and after it.
+        if let Some(mode) = batch_switch(cfg.durability, i, ops.len()) {
             if let Err(e) = t.store_mut().set_durability(mode) {
                 out.err = Some(e);
                 break;

@@ -24,7 +24,7 @@ use super::*;
 use crate::index::{IndexKind, Predicate, RTree};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
-use crate::store::crash_harness::{AckOracle, CrashSummary};
+use crate::store::crash_harness::{batch_switch, AckOracle, CrashSummary};
 
 const DEV_PAGES: u64 = 1 << 12;
 
@@ -208,16 +208,9 @@ fn run_crash(
         }
         Ok(store) => {
             let mut t = RTree::open(store, p).unwrap();
-            // A batch in the middle third of the run: `sync` before and after it.
-            let batch = cfg.durability == Durability::UNBOUNDED_GROUP;
-            let (batch_from, batch_to) = (ops.len() / 3, 2 * ops.len() / 3);
             for (i, op) in ops.iter().enumerate() {
-                if batch && (i == 0 || i == batch_from || i == batch_to) {
-                    let mode = if i == batch_from {
-                        Durability::UNBOUNDED_GROUP
-                    } else {
-                        Durability::Sync
-                    };
+                // A batch in the middle third of the run: `sync` before and after it.
+                if let Some(mode) = batch_switch(cfg.durability, i, ops.len()) {
                     t.store_mut().set_durability(mode).unwrap();
                     acks.set_durability(mode);
                 }
