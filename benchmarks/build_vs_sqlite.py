@@ -11,12 +11,16 @@ SQLite: Python's sqlite3, `CREATE VIRTUAL TABLE t USING rtree(...)`, every
 row inserted in one transaction (default page cache), as the peer benchmark
 does. geoflash: `geoflash build --input DATA --index DIR --json` with its
 defaults (plus --geoflash-args). Wall time is measured around each process
-or call; syncs and bytes come from geoflash's own counters.
+or call, and CPU time (user + system) beside it: SQLite's is this process's
+own (`time.process_time`), geoflash's the child's (`getrusage`), so a ratio of
+CPU medians still compares the two when the machine is busy. Syncs and bytes
+come from geoflash's own counters.
 """
 import argparse
 import csv
 import json
 import os
+import resource
 import shlex
 import shutil
 import sqlite3
@@ -29,17 +33,25 @@ def sqlite_build(rows, db):
     if os.path.exists(db):
         os.remove(db)
     t = time.perf_counter()
+    cpu = time.process_time()
     c = sqlite3.connect(db)
     c.execute("CREATE VIRTUAL TABLE t USING rtree(id, minx, maxx, miny, maxy)")
     with c:
         c.executemany("INSERT INTO t VALUES (?,?,?,?,?)", rows)
     c.close()
-    return time.perf_counter() - t, os.path.getsize(db)
+    return time.perf_counter() - t, time.process_time() - cpu, os.path.getsize(db)
+
+
+def children_cpu():
+    """User + system CPU seconds of the waited-for children so far."""
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
 
 
 def geoflash_build(binary, data, index, extra):
     shutil.rmtree(index, ignore_errors=True)
     t = time.perf_counter()
+    cpu = children_cpu()
     out = subprocess.run(
         [binary, "build", "--input", data, "--index", index, "--json", *extra],
         check=True,
@@ -48,7 +60,7 @@ def geoflash_build(binary, data, index, extra):
     ).stdout
     wall = time.perf_counter() - t
     stats = json.loads(out.strip().splitlines()[-1])
-    return wall, stats
+    return wall, children_cpu() - cpu, stats
 
 
 def main():
@@ -67,24 +79,35 @@ def main():
     bins = [b.split("=", 1) for b in a.bin]
     extra = shlex.split(a.geoflash_args)
     walls = {"sqlite": []}
+    cpus = {"sqlite": []}
     info = {}
     for _ in range(a.reps):
-        w, size = sqlite_build(rows, os.path.join(a.workdir, "s.db"))
+        w, c, size = sqlite_build(rows, os.path.join(a.workdir, "s.db"))
         walls["sqlite"].append(w)
+        cpus["sqlite"].append(c)
         info["sqlite"] = f"{size / 1e6:.1f} MB file"
         for name, path in bins:
-            w, s = geoflash_build(path, a.data, os.path.join(a.workdir, name), extra)
+            w, c, s = geoflash_build(path, a.data, os.path.join(a.workdir, name), extra)
             walls.setdefault(name, []).append(w)
+            cpus.setdefault(name, []).append(c)
             info[name] = (
                 f"syncs {s.get('syncs')}, {s.get('bytes_written', 0) / 1e6:.1f} MB written, "
                 f"log pages {s.get('log_pages_written')}, cpu {s.get('cpu_time_ns', 0) / 1e9:.2f} s"
             )
     base = statistics.median(walls["sqlite"])
-    print(f"{'system':<12} {'median s':>9} {'x SQLite':>9}  runs; last run")
+    base_cpu = statistics.median(cpus["sqlite"])
+    print(
+        f"{'system':<12} {'median s':>9} {'x SQLite':>9} {'CPU s':>7} {'x SQLite':>9}  "
+        "wall runs; last run"
+    )
     for name, ws in walls.items():
         m = statistics.median(ws)
+        c = statistics.median(cpus[name])
         runs = " ".join(f"{w:.2f}" for w in ws)
-        print(f"{name:<12} {m:>9.2f} {m / base:>9.2f}  {runs}; {info[name]}")
+        print(
+            f"{name:<12} {m:>9.2f} {m / base:>9.2f} {c:>7.2f} {c / base_cpu:>9.2f}  "
+            f"{runs}; {info[name]}"
+        )
 
 
 if __name__ == "__main__":

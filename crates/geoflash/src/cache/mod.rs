@@ -16,7 +16,6 @@
 //! - [`s2q::S2q`]: simplified 2Q (Johnson & Shasha, VLDB 1994, §2.1);
 //! - [`two_q::TwoQ`]: full 2Q with A1in, the ghost queue A1out and Am;
 //! - [`arc::Arc`]: the Adaptive Replacement Cache (Megiddo & Modha 2003).
-use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -155,29 +154,7 @@ impl FromStr for PolicyKind {
     }
 }
 
-/// A fast hasher for page ids (Fibonacci hashing; page ids come from the
-/// store's allocator, not from an adversary, so no DoS-resistant hashing).
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-/// A hash map keyed by page id with [`IdHasher`].
-pub(crate) type IdMap<V> = HashMap<PageId, V, std::hash::BuildHasherDefault<IdHasher>>;
+pub(crate) use crate::page_id::IdMap;
 
 /// Bytes that make up `fraction` of `budget` (rounded down).
 pub(crate) fn fraction_of(budget: usize, fraction: f64) -> usize {

@@ -56,9 +56,23 @@ pub(crate) fn choose_by_overlap(entries: &[Entry], rect: &Rect) -> Option<PageId
         grown.set(lane, &union(&e.rect, rect));
         now.set(lane, &e.rect);
     }
+    // A sibling disjoint from the bounds of every grown candidate adds
+    // exactly 0.0 to every lane (each width or height clamps to 0, and a
+    // sum never holds -0.0), so it is skipped without changing a bit.
+    let reach = candidates
+        .iter()
+        .filter_map(|&i| entries.get(i))
+        .map(|e| union(&e.rect, rect))
+        .reduce(|a, b| union(&a, &b));
     let mut delta = [0.0f64; OVERLAP_CANDIDATES];
     for other in entries {
-        grown.add_overlap_growth(&now, &other.rect, &mut delta);
+        let o = &other.rect;
+        if reach.is_some_and(|b| {
+            o.max_x < b.min_x || o.min_x > b.max_x || o.max_y < b.min_y || o.min_y > b.max_y
+        }) {
+            continue;
+        }
+        grown.add_overlap_growth(&now, o, &mut delta);
     }
     let mut best: Option<(f64, f64, f64, PageId)> = None;
     for (lane, &i) in candidates.iter().enumerate() {

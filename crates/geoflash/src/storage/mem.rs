@@ -1,6 +1,5 @@
 //! `MemDevice`: pages in memory, for tests and for `mem:` indexes that live
 //! only in their process.
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -18,7 +17,7 @@ pub struct MemDevice {
 
 #[derive(Debug, Default)]
 struct MemInner {
-    pages: HashMap<PageId, Box<[u8]>>,
+    pages: crate::page_id::IdMap<Box<[u8]>>,
     tracker: IoTracker,
 }
 
@@ -167,7 +166,7 @@ mod tests {
         #[test]
         fn reads_return_the_last_write(ops in proptest::collection::vec(op(), 1..60)) {
             let d = MemDevice::new(512, 32).unwrap();
-            let mut oracle: HashMap<u64, u8> = HashMap::new();
+            let mut oracle: std::collections::HashMap<u64, u8> = std::collections::HashMap::new();
             for op in ops {
                 match op {
                     Op::Write(pages, b) => {

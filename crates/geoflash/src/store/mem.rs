@@ -10,7 +10,9 @@
 //! Page allocation: the smallest free page id, else the next id after the
 //! highest ever used (page 0 is reserved for a header, as on devices). Pages
 //! of deleted nodes become reusable when the deleting operation commits.
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use crate::page_id::IdMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -22,7 +24,7 @@ use crate::{Error, Result};
 /// A node store in memory (see the module documentation).
 #[derive(Debug, Default)]
 pub struct MemStore {
-    nodes: HashMap<PageId, Arc<Node>>,
+    nodes: IdMap<Arc<Node>>,
     free: BTreeSet<PageId>,
     freed_in_op: Vec<PageId>,
     next_page: PageId,

@@ -12,7 +12,9 @@
 //!   β = Σ overlapping modified area of the unit / Σ over every candidate.
 //!   A zero denominator makes the factor 1 (it then ranks nothing).
 use crate::metrics::{Phase, Stopwatch};
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use crate::page_id::IdSet;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -279,7 +281,7 @@ pub fn choose_indexed(wb: &mut WriteBuffer, config: &EfindConfig, wq: &VecDeque<
 #[cfg(test)]
 pub fn choose_by_scan(
     wb: &WriteBuffer,
-    exclude: &HashSet<PageId>,
+    exclude: &IdSet,
     config: &EfindConfig,
     wq: &VecDeque<PageId>,
 ) -> Choice {
@@ -388,7 +390,7 @@ impl EfindStore {
     /// quarter of the log. A batch down to a byte target has at most
     /// [`FLUSH_BATCH_UNITS`] units. Returns the units flushed.
     pub(super) fn flush_batch(&mut self, target: BatchTarget) -> Result<u64> {
-        let mut chosen: HashSet<PageId> = HashSet::new();
+        let mut chosen = IdSet::default();
         let mut order: Vec<PageId> = Vec::new();
         let mut units = 0u64;
         loop {

@@ -34,7 +34,9 @@
 //! modified area, and units over [`MAX_INDEXED_UNIT`]) takes the candidates
 //! from the age order (O(c) for `c` candidates, no sort of the buffer) and
 //! ranks them as the scan does, the overlap in O(c²).
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+
+use crate::page_id::{IdMap, IdSet};
 
 use super::flush::{unit_rank, FlushPolicy, PageInfo, TcChoice};
 use super::write_buffer::WbEntry;
@@ -144,13 +146,13 @@ struct Node {
 pub struct FlushIndex {
     config: Option<FlushIndexConfig>,
     /// Every buffered page: (tick, item).
-    pages: HashMap<PageId, (u64, Item)>,
+    pages: IdMap<(u64, Item)>,
     /// The oldest ⌈N·p/100⌉ pages not excluded, by (tick, id).
     cand: BTreeSet<(u64, PageId)>,
     /// The other pages not excluded.
     rest: BTreeSet<(u64, PageId)>,
     /// Pages set aside by [`exclude`](Self::exclude).
-    excluded: HashSet<PageId>,
+    excluded: IdSet,
     /// Buffered pages with a positive modified area.
     positive_area: usize,
     nodes: Vec<Node>,
@@ -311,7 +313,7 @@ impl FlushIndex {
     }
 
     /// The pages set aside by [`exclude`](Self::exclude).
-    pub fn excluded(&self) -> &HashSet<PageId> {
+    pub fn excluded(&self) -> &IdSet {
         &self.excluded
     }
 

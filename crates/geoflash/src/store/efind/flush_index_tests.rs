@@ -2,7 +2,9 @@
 //! random sequences of create, modify, delete, removal, flush and batch
 //! flushes, under every policy, with and without temporal control, choose
 //! the same units in the same order.
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use crate::page_id::IdSet;
 
 use proptest::prelude::*;
 
@@ -133,14 +135,14 @@ fn run(cfg: EfindConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 wb.remove(p);
             }
             Op::Flush => {
-                let old = choose_by_scan(&wb, &HashSet::new(), &cfg, &wq);
+                let old = choose_by_scan(&wb, &IdSet::default(), &cfg, &wq);
                 let new = choose_indexed(&mut wb, &cfg, &wq);
                 prop_assert_eq!(&new, &old, "flush {}", flushes);
                 flushes += 1;
                 write(&mut wb, &mut wq, &cfg, &new.unit);
             }
             Op::Batch(units) => {
-                let mut chosen: HashSet<PageId> = HashSet::new();
+                let mut chosen = IdSet::default();
                 let mut order = Vec::new();
                 for _ in 0..units {
                     let old = choose_by_scan(&wb, &chosen, &cfg, &wq);
@@ -162,7 +164,7 @@ fn run(cfg: EfindConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
         }
     }
     // A final comparison over what is left.
-    let old = choose_by_scan(&wb, &HashSet::new(), &cfg, &wq);
+    let old = choose_by_scan(&wb, &IdSet::default(), &cfg, &wq);
     prop_assert_eq!(choose_indexed(&mut wb, &cfg, &wq), old);
     Ok(())
 }
@@ -208,14 +210,14 @@ fn a_large_buffer_is_ranked_as_the_scan_after_each_change() {
             .collect();
         wb.modify(p, (p % 3) as u16, &changes);
     }
-    let old = choose_by_scan(&wb, &HashSet::new(), &cfg, &wq);
+    let old = choose_by_scan(&wb, &IdSet::default(), &cfg, &wq);
     let new = choose_indexed(&mut wb, &cfg, &wq);
     assert_eq!(new, old);
     assert_eq!(new.unit.len(), 3);
     // Touching pages keeps the index in step without a rebuild.
     for p in (0..5000u64).step_by(11) {
         wb.modify(p, 2, &[EntryChange::Remove(0)]);
-        let old = choose_by_scan(&wb, &HashSet::new(), &cfg, &wq);
+        let old = choose_by_scan(&wb, &IdSet::default(), &cfg, &wq);
         assert_eq!(choose_indexed(&mut wb, &cfg, &wq), old, "after page {p}");
     }
 }

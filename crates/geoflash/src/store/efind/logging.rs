@@ -2,7 +2,6 @@
 //! room in the log (compaction and forced flushes), the protected flush of a
 //! unit and the checkpoint. See the [module docs](super) ("Durability").
 use crate::metrics::{Phase, Stopwatch};
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::flush::{BatchTarget, FLUSH_BATCH_LOW_WATER};
@@ -179,7 +178,7 @@ impl EfindStore {
 
     /// The imaged set, emptied when the log moved to another epoch (its
     /// images were dropped by a compaction, a checkpoint or a restart).
-    fn imaged_now(&mut self) -> Result<&mut HashSet<PageId>> {
+    fn imaged_now(&mut self) -> Result<&mut crate::page_id::IdSet> {
         let epoch = self.log_mut()?.epoch();
         if self.imaged_epoch != epoch {
             self.imaged.clear();

@@ -88,7 +88,7 @@
 //! the write buffer; any other becomes a DEL row (nothing is written for it).
 //! The page returns to the free list after the checkpoint that records the
 //! deletion, or at the next restart if it is unreachable then.
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
@@ -369,7 +369,7 @@ pub struct EfindStore {
     restart: Option<RestartReport>,
     /// First-image format: pages with a complete record (PAGE_IMAGE or NEW)
     /// in the log epoch `imaged_epoch` (their flushes need no image).
-    imaged: HashSet<PageId>,
+    imaged: crate::page_id::IdSet,
     /// The log epoch `imaged` describes.
     imaged_epoch: u64,
     /// First-image format: pages were written since the page device was
@@ -604,7 +604,7 @@ impl EfindStore {
             last_op: None,
             failed: None,
             restart: None,
-            imaged: HashSet::new(),
+            imaged: Default::default(),
             imaged_epoch: 0,
             pages_unsynced: false,
             clean_lsn: None,

@@ -2,7 +2,6 @@
 //! content (read buffer or device) with the write buffer. NEW pages are
 //! answered without I/O; the read buffer never holds buffered changes.
 use crate::metrics::{Phase, Stopwatch};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::write_buffer::{merge, new_node, Status};
@@ -69,8 +68,9 @@ impl EfindStore {
     /// [`Self::stored`] for many pages (each distinct page counted once as
     /// a hit or a miss): the pages not in the read buffer are read as one
     /// device batch (sorted, each page once).
-    fn stored_batch(&self, ids: &[PageId]) -> Result<HashMap<PageId, Arc<Node>>> {
-        let mut found = HashMap::with_capacity(ids.len());
+    fn stored_batch(&self, ids: &[PageId]) -> Result<crate::page_id::IdMap<Arc<Node>>> {
+        let mut found =
+            crate::page_id::IdMap::with_capacity_and_hasher(ids.len(), Default::default());
         let mut missing = Vec::new();
         for &id in ids {
             if found.contains_key(&id) {

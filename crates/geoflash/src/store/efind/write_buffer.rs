@@ -13,7 +13,9 @@
 //! access. Views are a CPU cache: they change no I/O, no flushing decision
 //! and no memory accounting of the papers' algorithms; their memory is
 //! bounded by the capacity the store sets (about the write budget again).
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::page_id::{IdMap, IdSet};
 use std::sync::Arc;
 
 use super::flush_index::{FlushIndex, FlushIndexConfig};
@@ -63,7 +65,7 @@ impl WbEntry {
 /// The write buffer table.
 #[derive(Debug, Default, Clone)]
 pub struct WriteBuffer {
-    map: HashMap<PageId, WbEntry>,
+    map: IdMap<WbEntry>,
     elements: usize,
     clock: u64,
     views: Views,
@@ -76,7 +78,7 @@ pub struct WriteBuffer {
 #[derive(Debug, Default, Clone)]
 struct Views {
     /// Page -> (view, sequence number of the change that set it).
-    map: HashMap<PageId, (Arc<Node>, u64)>,
+    map: IdMap<(Arc<Node>, u64)>,
     /// (page, sequence number) in the order views were set; an element
     /// whose number is not the page's current one is stale and skipped.
     order: VecDeque<(PageId, u64)>,
@@ -162,7 +164,7 @@ impl WriteBuffer {
     }
 
     /// Bytes of buffered modifications once the pages `ids` are removed.
-    pub fn bytes_without(&self, ids: &std::collections::HashSet<PageId>) -> usize {
+    pub fn bytes_without(&self, ids: &IdSet) -> usize {
         let (pages, elements) = ids
             .iter()
             .filter_map(|id| self.map.get(id))

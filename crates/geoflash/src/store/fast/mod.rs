@@ -325,7 +325,7 @@ pub struct FastStore {
     /// Opened by [`FastStore::open_read_only`]: every change is refused.
     read_only: bool,
     /// First-image format: pages imaged in the log epoch `imaged_epoch`.
-    imaged: std::collections::HashSet<PageId>,
+    imaged: crate::page_id::IdSet,
     /// The log epoch `imaged` describes.
     imaged_epoch: u64,
     /// First-image format: pages written since the page device's last sync.
@@ -647,7 +647,7 @@ impl FastStore {
             max_op_bytes: 0,
             failed: None,
             read_only: false,
-            imaged: std::collections::HashSet::new(),
+            imaged: Default::default(),
             imaged_epoch: 0,
             pages_unsynced: false,
             restart: None,

@@ -17,7 +17,7 @@
 //! that rewrites a node many times (a split cascade, a condense with
 //! reinsertions, the Hilbert R-tree's redistributions) logs each change and
 //! can need more log than the log holds beside the survivors.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use super::table;
 use crate::page::Node;
@@ -42,7 +42,7 @@ struct PageStage {
 #[derive(Debug, Clone, Default)]
 pub struct Staging {
     order: Vec<PageId>,
-    pages: HashMap<PageId, PageStage>,
+    pages: crate::page_id::IdMap<PageStage>,
 }
 
 impl Staging {

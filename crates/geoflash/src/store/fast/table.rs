@@ -16,7 +16,6 @@
 //! Each row also counts its buffered *updates* (what FAST's FlushHeap
 //! orders units by): 1 for a creation or a deletion, plus one per
 //! entry-level change since the last flush.
-use std::collections::HashMap;
 
 use crate::page::Node;
 use crate::storage::PageId;
@@ -92,7 +91,7 @@ pub fn apply(node: &mut Node, changes: impl IntoIterator<Item = EntryChange>) {
 /// The tree modifications table.
 #[derive(Debug, Default, Clone)]
 pub struct ModTable {
-    rows: HashMap<PageId, TableEntry>,
+    rows: crate::page_id::IdMap<TableEntry>,
     bytes: usize,
 }
 

@@ -1,6 +1,5 @@
 //! [`Log`]: appending records, group commit, flush and sync, capacity,
 //! compaction and restart. See the [module docs](super) for the layout.
-use std::collections::HashSet;
 use std::time::Instant;
 
 use crate::storage::PageId;
@@ -64,7 +63,7 @@ pub struct Log {
     /// Pages named by records appended since the last [`Log::flush`] (a
     /// superset of the pages with a record in `buf`), for
     /// [`Log::flush_for`].
-    unwritten_pages: HashSet<PageId>,
+    unwritten_pages: crate::page_id::IdSet,
     /// LSN of the next record.
     next_lsn: Lsn,
     /// Every record up to this LSN is durable.
@@ -188,7 +187,7 @@ impl Log {
             next_pos: 0,
             durable_pos: 0,
             buf: Vec::new(),
-            unwritten_pages: HashSet::new(),
+            unwritten_pages: Default::default(),
             next_lsn: lsn_floor + 1,
             durable_lsn: lsn_floor,
             last_lsn: lsn_floor,
