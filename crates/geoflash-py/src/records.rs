@@ -403,4 +403,3 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(a))
     }
 }
-

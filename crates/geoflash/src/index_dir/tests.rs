@@ -764,6 +764,7 @@ fn xbr_index_on_every_store_answers_like_brute_force_after_reopen() {
 fn operations_read_the_cpu_clock_unless_told_not_to() {
     let opts = IndexOptions {
         page_size: 1024,
+        device: "mem:".into(),
         ..IndexOptions::default()
     };
     let mut idx = Index::create_temporary(&opts).unwrap();
@@ -783,7 +784,8 @@ fn operations_read_the_cpu_clock_unless_told_not_to() {
         }
         for i in 0..300 {
             idx.query(rect(i), Predicate::Intersects).unwrap();
-            idx.nearest(Point::new(1.0, 2.0).unwrap(), 5, false).unwrap();
+            idx.nearest(Point::new(1.0, 2.0).unwrap(), 5, false)
+                .unwrap();
         }
     };
     work(&mut idx, 0);
