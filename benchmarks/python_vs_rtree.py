@@ -11,8 +11,11 @@ unit square, sides uniform in [0, ``--side``]) it measures, in one run:
   closed at the end so it is durable, and two variants that show where its
   time goes: ``durability="none"`` and ``file?direct=false``; rtree:
   ``rtree.index.Index(path, ...)``, closed as well);
-- a one-by-one insert loop in memory (a Python loop on both sides, over the
-  first ``--insert-count`` rectangles as tuples prepared beforehand);
+- one-by-one insert loops (a Python loop on both sides, over the first
+  ``--insert-count`` rectangles as tuples prepared beforehand) in memory and
+  on disk (a new index directory with geoflash's defaults, closed at the end
+  so the result is durable; rtree ``Index(path)``, closed as well), each
+  also inside ``with index.batch():`` for geoflash;
 - ``--queries`` window queries (squares of side ``--window``): geoflash's
   ``intersection_batch`` and a loop of ``intersection``, rtree's loop of
   ``intersection`` and its ``intersection_v`` when the installed version has it;
@@ -199,6 +202,67 @@ def multiset(ids) -> list:
     return sorted(int(i) for i in ids)
 
 
+# One-by-one insert loops: (where, geoflash variant, in a batch). "disk" runs
+# in a new index directory with the product defaults (eFIND, 64 MiB,
+# file?direct=false) and closes it at the end, so the loop's result is
+# durable; "batch" wraps the loop in ``with index.batch():`` (one checkpoint
+# at its end instead of group commits). rtree's disk index is closed as well.
+INSERT_LOOPS = [
+    ("memory", "plain on mem: (default)", False),
+    ("memory", "plain on mem:, in index.batch()", True),
+    ("disk", "default (eFIND on file?direct=false, 64 MiB)", False),
+    ("disk", "default, in index.batch()", True),
+]
+
+
+def insert_all(idx, rows: list) -> None:
+    """Inserts rows[i] with id i, one call per row (the loop both libraries run)."""
+    ins = idx.insert
+    for i, b in enumerate(rows):
+        ins(i, b)
+
+
+def insert_loop(rows: list, path: Optional[str], batch: bool, make: Callable[[Optional[str]], object]) -> Callable[[], object]:
+    """The timed body of one insert-loop repetition: a new index from
+    ``make(path)``, every row inserted (inside ``index.batch()`` when
+    ``batch``), the index closed (durable on disk); checks the count."""
+
+    def run():
+        idx = make(path)
+        if batch:
+            with idx.batch():
+                insert_all(idx, rows)
+        else:
+            insert_all(idx, rows)
+        n = len(idx) if isinstance(idx, geoflash.Index) else idx.get_size()
+        idx.close()
+        if n != len(rows):
+            raise SystemExit(f"insert loop: {n} entries after {len(rows)} inserts")
+
+    return run
+
+
+def insert_loops(table: "Table", rows: list, repeat: int, tmp_root: Optional[str]) -> None:
+    """The rows of ``INSERT_LOOPS`` (the disk ones only when ``tmp_root`` is
+    given) against rtree's loop in memory and on disk; in each repetition
+    every variant runs once, one after the other."""
+    wheres = ["memory"] + ([] if tmp_root is None else ["disk"])
+    loops = [l for l in INSERT_LOOPS if l[0] in wheres]
+    print(f"one-by-one insert loop of {len(rows):,} rectangles, {' and '.join(wheres)}", flush=True)
+    rt_t = {w: Times() for w in wheres}
+    gf_t = {name: Times() for _, name, _ in loops}
+    for rep in range(repeat):
+        for where in wheres:
+            path = None if where == "memory" else os.path.join(tmp_root, f"ins-rt-{rep}")
+            timed(rt_t[where], insert_loop(rows, path, False, lambda p: rtree.index.Index() if p is None else rtree.index.Index(p)))
+        for j, (where, name, batch) in enumerate(loops):
+            path = None if where == "memory" else os.path.join(tmp_root, f"ins-gf{j}-{rep}")
+            timed(gf_t[name], insert_loop(rows, path, batch, lambda p: geoflash.Index(p)))
+    for where, name, _ in loops:
+        what = f"{len(rows):,} inserts one by one, {where}"
+        table.add(what, "loop of insert" + ("" if where == "memory" else ", Index(path)"), rt_t[where], f"loop of insert, {name}", gf_t[name])
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--count", type=int, default=1_000_000, help="rectangles (default 1,000,000)")
@@ -375,29 +439,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         # ------------------------------------------------------------ inserts
         if not args.skip_insert:
-            print(f"one-by-one insert loop of {n_ins:,} rectangles, memory", flush=True)
-            rows = boxes[:n_ins].tolist()
-            gf_t, rt_t = Times(), Times()
-
-            def insert_all(idx):
-                ins = idx.insert
-                for i, b in enumerate(rows):
-                    ins(i, b)
-
-            for _ in range(args.repeat):
-                gf = geoflash.Index()
-                timed(gf_t, lambda: insert_all(gf))
-                assert len(gf) == n_ins
-                gf.close()
-                del gf
-                rt = rtree.index.Index()
-                timed(rt_t, lambda: insert_all(rt))
-                assert rt.get_size() == n_ins
-                rt.close()
-                del rt
-            table.add(
-                f"{n_ins:,} inserts one by one, memory", "loop of insert", rt_t, "loop of insert, plain on mem: (default)", gf_t
-            )
+            insert_loops(table, boxes[:n_ins].tolist(), args.repeat, None if args.skip_disk else tmp_root)
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
 

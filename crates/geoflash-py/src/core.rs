@@ -44,6 +44,21 @@ struct State {
 }
 
 impl State {
+    /// The state of an index just created or opened. Its operations take
+    /// no CPU-clock readings ([`Index::set_operation_cpu_time`]): Python
+    /// calls them one by one, and two readings per call were a large share
+    /// of a small insert or query. Wall times are still kept; batches
+    /// (`with index.batch():`) still measure their CPU time.
+    fn new(mut index: Index, records: Records, writable: bool) -> State {
+        index.set_operation_cpu_time(false);
+        State {
+            index,
+            records,
+            writable,
+            batch: None,
+        }
+    }
+
     /// Saves the record map, then checkpoints the engine (in this order, so
     /// the map is never older than the checkpointed tree).
     fn checkpoint(&mut self) -> Result<()> {
@@ -462,12 +477,7 @@ impl Core {
                     None => Index::create_temporary(&opts)?,
                 };
                 save_records(&index, &records)?;
-                Ok(State {
-                    index,
-                    records,
-                    writable: true,
-                    batch: None,
-                })
+                Ok(State::new(index, records, true))
             })
             .map_err(to_py)?;
         Ok(Core::new(state))
@@ -514,12 +524,7 @@ impl Core {
                     None => Index::bulk_load(None, &opts, items, method, fill)?,
                 };
                 save_records(&index, &records)?;
-                Ok(State {
-                    index,
-                    records,
-                    writable: true,
-                    batch: None,
-                })
+                Ok(State::new(index, records, true))
             })
             .map_err(to_py)?;
         Ok(Core::new(state))
@@ -560,12 +565,7 @@ impl Core {
                 }
                 let index = Index::bulk_load_objects(&path, &opts, &objects, method, fill)?;
                 save_records(&index, &records)?;
-                Ok(State {
-                    index,
-                    records,
-                    writable: true,
-                    batch: None,
-                })
+                Ok(State::new(index, records, true))
             })
             .map_err(to_py)?;
         Ok(Core::new(state))
@@ -599,12 +599,7 @@ impl Core {
                         ));
                     }
                 }
-                Ok(State {
-                    index,
-                    records,
-                    writable: !readonly,
-                    batch: None,
-                })
+                Ok(State::new(index, records, !readonly))
             })
             .map_err(to_py)?;
         Ok(Core::new(state))

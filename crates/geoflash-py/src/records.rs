@@ -39,14 +39,84 @@ const VERSION: u16 = 1;
 const HEADER: usize = 32;
 
 /// Internal record keys → user ids and pickled objects. See the module docs.
+///
+/// In memory the common case costs no hashing and no id storage: while
+/// every id so far equals its key (ids `0, 1, 2, …` inserted in order, or
+/// `from_arrays` with `arange`), the map keeps only the count of that dense
+/// prefix and answers `id(key)` from a range check and a bit of the
+/// liveness set. The first id that differs from its key ends the prefix;
+/// from there on ids are stored, so arbitrary, negative and duplicate ids
+/// behave exactly as before. Objects are looked up in their hash map only
+/// when the map holds any.
 #[derive(Debug, Default)]
 pub struct Records {
     /// Ids of an index built elsewhere: key = id, nothing stored.
     identity: bool,
+    /// Keys below `dense` have id = key (not stored in `ids`).
+    dense: u64,
+    /// Ids of keys `dense..`: `ids[key - dense]`.
     ids: Vec<i64>,
-    alive: Vec<bool>,
+    /// Liveness of each key allocated (the number of keys is `alive.len()`).
+    alive: BitSet,
     live: u64,
     objs: HashMap<u64, Vec<u8>>,
+}
+
+/// A growable set of bits, one per key: live or deleted.
+#[derive(Debug, Default)]
+struct BitSet {
+    words: Vec<u64>,
+    len: u64,
+}
+
+impl BitSet {
+    /// Number of bits.
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Appends bit `on`.
+    fn push(&mut self, on: bool) {
+        let (w, b) = ((self.len / 64) as usize, self.len % 64);
+        if w == self.words.len() {
+            self.words.push(0);
+        }
+        if on {
+            self.words[w] |= 1 << b;
+        }
+        self.len += 1;
+    }
+
+    /// Removes the last bit.
+    fn pop(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        self.len -= 1;
+        let (w, b) = ((self.len / 64) as usize, self.len % 64);
+        self.words[w] &= !(1 << b);
+        if b == 0 {
+            self.words.pop();
+        }
+    }
+
+    /// Bit `i` (false beyond the end).
+    fn get(&self, i: u64) -> bool {
+        i < self.len
+            && usize::try_from(i / 64)
+                .ok()
+                .and_then(|w| self.words.get(w))
+                .is_some_and(|word| word >> (i % 64) & 1 == 1)
+    }
+
+    /// Clears bit `i`; true if it was set.
+    fn clear(&mut self, i: u64) -> bool {
+        if !self.get(i) {
+            return false;
+        }
+        self.words[(i / 64) as usize] &= !(1 << (i % 64));
+        true
+    }
 }
 
 impl Records {
@@ -63,6 +133,44 @@ impl Records {
         }
     }
 
+    /// The map of keys `0..ids.len()` with these ids, liveness and objects.
+    fn from_parts(
+        mut ids: Vec<i64>,
+        alive: BitSet,
+        live: u64,
+        objs: HashMap<u64, Vec<u8>>,
+    ) -> Records {
+        let dense = ids
+            .iter()
+            .enumerate()
+            .take_while(|&(k, &id)| i64::try_from(k).is_ok_and(|k| k == id))
+            .count();
+        Records {
+            identity: false,
+            dense: dense as u64,
+            ids: ids.split_off(dense),
+            alive,
+            live,
+            objs,
+        }
+    }
+
+    /// Number of keys allocated.
+    fn keys(&self) -> u64 {
+        self.alive.len()
+    }
+
+    /// The id stored for allocated `key`, live or not.
+    fn stored_id(&self, key: u64) -> Option<i64> {
+        if key < self.dense {
+            return i64::try_from(key).ok();
+        }
+        usize::try_from(key - self.dense)
+            .ok()
+            .and_then(|i| self.ids.get(i))
+            .copied()
+    }
+
     /// Allocates a key for `id` (with its pickled object); returns the key.
     pub fn add(&mut self, id: i64, obj: Option<Vec<u8>>) -> Result<u64> {
         if self.identity {
@@ -71,8 +179,12 @@ impl Records {
                  entries deleted, but new entries can only be added by the tool that built it",
             ));
         }
-        let key = self.ids.len() as u64;
-        self.ids.push(id);
+        let key = self.keys();
+        if self.ids.is_empty() && i64::try_from(key).is_ok_and(|k| k == id) {
+            self.dense += 1;
+        } else {
+            self.ids.push(id);
+        }
         self.alive.push(true);
         self.live += 1;
         if let Some(o) = obj {
@@ -83,26 +195,26 @@ impl Records {
 
     /// Forgets the last key allocated (an insert that the engine refused).
     pub fn undo_add(&mut self, key: u64) {
-        if !self.identity && key + 1 == self.ids.len() as u64 {
-            self.ids.pop();
+        if !self.identity && key + 1 == self.keys() {
+            if self.ids.pop().is_none() {
+                self.dense -= 1;
+            }
             self.alive.pop();
             self.live = self.live.saturating_sub(1);
-            self.objs.remove(&key);
+            if !self.objs.is_empty() {
+                self.objs.remove(&key);
+            }
         }
     }
 
     /// Marks `key` deleted and drops its object.
     pub fn remove(&mut self, key: u64) {
-        if let Some(a) = usize::try_from(key)
-            .ok()
-            .and_then(|k| self.alive.get_mut(k))
-        {
-            if *a {
-                *a = false;
-                self.live = self.live.saturating_sub(1);
-            }
+        if self.alive.clear(key) {
+            self.live = self.live.saturating_sub(1);
         }
-        self.objs.remove(&key);
+        if !self.objs.is_empty() {
+            self.objs.remove(&key);
+        }
     }
 
     /// The user id of live `key`; [`Error::Corrupt`] if the map does not know it.
@@ -115,12 +227,8 @@ impl Records {
                 )
             });
         }
-        let k = usize::try_from(key).ok();
-        match (
-            k.and_then(|k| self.ids.get(k)),
-            k.and_then(|k| self.alive.get(k)),
-        ) {
-            (Some(id), Some(true)) => Ok(*id),
+        match self.stored_id(key) {
+            Some(id) if self.alive.get(key) => Ok(id),
             _ => Err(Error::corrupt(
                 None,
                 format!(
@@ -142,6 +250,9 @@ impl Records {
 
     /// The pickled object of `key`, if any.
     pub fn obj(&self, key: u64) -> Option<&[u8]> {
+        if self.objs.is_empty() {
+            return None;
+        }
         self.objs.get(&key).map(Vec::as_slice)
     }
 
@@ -152,7 +263,7 @@ impl Records {
 
     /// The file's bytes (see the module docs).
     pub fn encode(&self) -> Vec<u8> {
-        let n = self.ids.len();
+        let n = usize::try_from(self.keys()).unwrap_or(usize::MAX);
         let body: usize = self.objs.values().map(|o| 12 + o.len()).sum();
         let mut out = Vec::with_capacity(HEADER + 9 * n + body + 4);
         out.extend_from_slice(MAGIC);
@@ -160,10 +271,11 @@ impl Records {
         out.extend_from_slice(&[0u8; 6]);
         out.extend_from_slice(&(n as u64).to_le_bytes());
         out.extend_from_slice(&(self.objs.len() as u64).to_le_bytes());
-        for id in &self.ids {
+        for key in 0..self.keys() {
+            let id = self.stored_id(key).unwrap_or_default();
             out.extend_from_slice(&id.to_le_bytes());
         }
-        out.extend(self.alive.iter().map(|&a| u8::from(a)));
+        out.extend((0..self.keys()).map(|k| u8::from(self.alive.get(k))));
         let mut keys: Vec<u64> = self.objs.keys().copied().collect();
         keys.sort_unstable();
         for k in keys {
@@ -214,8 +326,11 @@ impl Records {
                 i64::from_le_bytes(a)
             })
             .collect();
-        let alive: Vec<bool> = r.take(n)?.iter().map(|&b| b != 0).collect();
-        let live = alive.iter().filter(|&&a| a).count() as u64;
+        let mut alive = BitSet::default();
+        for &b in r.take(n)? {
+            alive.push(b != 0);
+        }
+        let live = (0..alive.len()).filter(|&k| alive.get(k)).count() as u64;
         let mut objs = HashMap::new();
         for _ in 0..o {
             let key = r.u64()?;
@@ -228,13 +343,7 @@ impl Records {
         if r.at != data.len() {
             return Err(bad("trailing bytes after the last object"));
         }
-        Ok(Records {
-            identity: false,
-            ids,
-            alive,
-            live,
-            objs,
-        })
+        Ok(Records::from_parts(ids, alive, live, objs))
     }
 
     /// Replaces the map file in `dir` atomically (no-op for an identity map).

@@ -71,6 +71,50 @@ def test_same_answers_as_rtree(config, tmp_path):
     idx.close()
 
 
+@pytest.mark.parametrize("how", ["insert", "from_arrays"])
+@pytest.mark.parametrize("store", ["plain", "efind"])
+def test_ids_equal_to_positions_then_others_match_rtree(how, store, tmp_path):
+    # ids 0..n-1 in order (the record map's dense case, no id stored), then
+    # ids that break it: repeated, negative, far beyond, equal to their
+    # position again; deletes across both parts; answers and objects as
+    # rtree's before and after reopening.
+    rng = np.random.default_rng(31)
+    n = N // 2
+    boxes = random_boxes(rng, n)
+    path = str(tmp_path / "dense")
+    ref = rtree.index.Index()
+    if how == "insert":
+        idx = geoflash.Index(path, store=store, page_size=512)
+        for i, b in enumerate(boxes):
+            idx.insert(i, tuple(b))
+    else:
+        idx = geoflash.Index.from_arrays(np.arange(n, dtype=np.int64), boxes, path=path, store=store, page_size=512)
+    for i, b in enumerate(boxes):
+        ref.insert(i, tuple(b))
+    more = random_boxes(rng, 200)
+    later = [3, -7, n + 1, n + 2, 2**62, -(2**63), 0] + [n + 7 + j for j in range(193)]
+    for j, (i, b) in enumerate(zip(later, more)):
+        obj = f"o{j}" if j % 3 == 0 else None
+        idx.insert(i, tuple(b), obj=obj)
+        ref.insert(i, tuple(b), obj=obj)
+    for j in list(rng.choice(n, size=n // 4, replace=False)) + [n + 3, n + 10, n + 11]:
+        pos = int(j)
+        i, b = (pos, boxes[pos]) if pos < n else (later[pos - n], more[pos - n])
+        idx.delete(i, tuple(b))
+        ref.delete(i, tuple(b))
+    assert_same_answers(idx, ref, np.random.default_rng(32))
+    w = tuple(float(v) for v in more[0])
+    want = sorted((it.id, str(it.object)) for it in ref.intersection(w, objects=True))
+    assert sorted((it.id, str(it.object)) for it in idx.intersection(w, objects=True)) == want
+    idx.close()
+    with geoflash.Index(path) as again:
+        assert_same_answers(again, ref, np.random.default_rng(33))
+        assert sorted((it.id, str(it.object)) for it in again.intersection(w, objects=True)) == want
+        again.insert(n + 500, (1.0, 1.0, 2.0, 2.0))
+        ref.insert(n + 500, (1.0, 1.0, 2.0, 2.0))
+        assert sorted(again.intersection((1.5, 1.5, 1.5, 1.5))) == sorted(ref.intersection((1.5, 1.5, 1.5, 1.5)))
+
+
 @pytest.mark.parametrize("config", [c for c in __import__("conftest").CONFIGS if c[1] != "mem:"],
                          ids=lambda c: f"{c[0]}-{c[1].split(':')[0]}")
 def test_reopen_after_close_answers_identically(config, tmp_path):

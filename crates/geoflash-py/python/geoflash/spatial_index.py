@@ -883,7 +883,10 @@ class Index:
     def stats(self) -> dict:
         """Device and store counters since the index was opened (the
         engine's ``Stats`` record: pages read and written, buffer hits,
-        NAND programs and erases on a simulated device, ...)."""
+        NAND programs and erases on a simulated device, ...). Single calls
+        do not read the CPU clock: ``cpu_index_ns``, ``cpu_filter_ns`` and
+        ``cpu_refinement_ns`` count only ``batch()`` blocks, the ``wall_*``
+        columns every call."""
         return json.loads(self._core.stats_json())
 
     @property

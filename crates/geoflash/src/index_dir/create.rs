@@ -296,6 +296,7 @@ impl Index {
             _lock: lock,
             times: Mutex::new(times),
             in_batch: false,
+            operation_cpu_time: true,
         };
         index.checkpoint()?;
         // The manifest is written last: a directory without one holds no index.

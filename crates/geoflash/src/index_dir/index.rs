@@ -62,6 +62,9 @@ pub struct Index {
     /// Inside [`Index::batch`]: operations take no CPU-clock readings (the
     /// batch measures its CPU time once).
     pub(super) in_batch: bool,
+    /// Operations outside a batch read the thread's CPU clock at each end
+    /// (see [`Index::set_operation_cpu_time`]).
+    pub(super) operation_cpu_time: bool,
 }
 
 impl std::fmt::Debug for Index {
@@ -150,10 +153,36 @@ impl Index {
         *self.times.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A stopwatch started now, on the device's simulated clock if it has one.
+    /// Sets whether each operation outside a batch (insert, delete, update,
+    /// query, query batch, nearest, object operations) reads the thread's
+    /// CPU clock at its start and end (on by default; not persisted).
+    ///
+    /// A CPU-clock reading is a system call, and for one-by-one calls from
+    /// an interpreter (the Python package turns it off) the two readings are
+    /// a large share of a small operation. When off, [`Index::phase_times`]
+    /// and [`Index::stats`] still count the wall-clock (and simulated) time
+    /// of every operation, but the CPU column of the front end's phases
+    /// (`cpu_index_ns`, `cpu_filter_ns`, `cpu_refine_ns`) does not measure
+    /// them: it holds only what batches ([`Index::batch`], which read the
+    /// clock once at each end) and the operations run while it was on added.
+    /// The stores' own phases (flushes, node reads, log writes) are timed
+    /// as before.
+    pub fn set_operation_cpu_time(&mut self, on: bool) {
+        self.operation_cpu_time = on;
+    }
+
+    /// Whether operations outside a batch read the CPU clock
+    /// (see [`Index::set_operation_cpu_time`]).
+    pub fn operation_cpu_time(&self) -> bool {
+        self.operation_cpu_time
+    }
+
+    /// A stopwatch started now, on the device's simulated clock if it has
+    /// one; without a CPU-clock reading inside a batch or when operation CPU
+    /// time is off.
     pub(super) fn watch(&self) -> Stopwatch {
         let sim = self.device.sim_clock_ns();
-        if self.in_batch {
+        if self.in_batch || !self.operation_cpu_time {
             Stopwatch::start_without_cpu(sim)
         } else {
             Stopwatch::start(sim)

@@ -116,6 +116,7 @@ impl Index {
             _lock: Some(lock),
             times: Mutex::new(times),
             in_batch: false,
+            operation_cpu_time: true,
         })
     }
 }

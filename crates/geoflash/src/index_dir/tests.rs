@@ -761,6 +761,58 @@ fn xbr_index_on_every_store_answers_like_brute_force_after_reopen() {
 }
 
 #[test]
+fn operations_read_the_cpu_clock_unless_told_not_to() {
+    let opts = IndexOptions {
+        page_size: 1024,
+        device: "mem:".into(),
+        ..IndexOptions::default()
+    };
+    let mut idx = Index::create_temporary(&opts).unwrap();
+    assert!(idx.operation_cpu_time());
+    let cpu = |idx: &Index| {
+        let t = idx.phase_times();
+        (t.cpu.cpu_index_ns, t.cpu.cpu_filter_ns)
+    };
+    let wall = |idx: &Index| {
+        let t = idx.phase_times();
+        (t.wall.wall_index_ns, t.wall.wall_filter_ns)
+    };
+    // Enough work that the thread's CPU clock moves on any platform.
+    let work = |idx: &mut Index, from: u64| {
+        for i in from..from + 3000 {
+            idx.insert(i, rect(i)).unwrap();
+        }
+        for i in 0..300 {
+            idx.query(rect(i), Predicate::Intersects).unwrap();
+            idx.nearest(Point::new(1.0, 2.0).unwrap(), 5, false)
+                .unwrap();
+        }
+    };
+    work(&mut idx, 0);
+    let (ci, cf) = cpu(&idx);
+    assert!(ci > 0 && cf > 0, "on: CPU time counted ({ci}, {cf})");
+    idx.set_operation_cpu_time(false);
+    assert!(!idx.operation_cpu_time());
+    let (wi, wf) = wall(&idx);
+    work(&mut idx, 3000);
+    assert_eq!(cpu(&idx), (ci, cf), "off: operations read no CPU clock");
+    let (wi2, wf2) = wall(&idx);
+    assert!(wi2 > wi && wf2 > wf, "off: wall time still counted");
+    // A batch measures its own CPU time once, whatever the switch says.
+    idx.batch(BatchDurability::AsConfigured, |ix| {
+        (6000..9000).try_for_each(|i| ix.insert(i, rect(i)))
+    })
+    .unwrap();
+    assert!(cpu(&idx).0 > ci, "a batch adds its CPU time");
+    let (ci, cf) = cpu(&idx);
+    idx.set_operation_cpu_time(true);
+    work(&mut idx, 9000);
+    let (ci2, cf2) = cpu(&idx);
+    assert!(ci2 > ci && cf2 > cf, "on again: counted again");
+    assert_eq!(idx.len(), 12_000);
+}
+
+#[test]
 fn a_batch_syncs_once_at_its_end_and_restores_the_durability_mode() {
     for kind in [StoreKind::Efind, StoreKind::Fast] {
         a_batch_syncs_once_at_its_end(kind);
