@@ -26,13 +26,12 @@
 //! device's simulator counters, which see only what reached the durable medium.
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
-use std::time::Instant;
 
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{check_batch, DeviceStats, IoTracker, PageDevice, PageId};
+use super::{PageDevice, PageId, SharedTracker, SimCounters};
 use crate::{Error, Result};
 
 /// Size of the atomic unit of a torn write: a page tears only at multiples of this.
@@ -204,6 +203,7 @@ pub struct FaultyDevice<D: PageDevice> {
     capacity: u64,
     plan: FaultPlan,
     state: Mutex<State>,
+    tracker: SharedTracker,
 }
 
 #[derive(Debug)]
@@ -221,7 +221,6 @@ struct State {
     failed: Option<String>,
     crashed: Option<String>,
     crash_records: Vec<CrashRecord>,
-    tracker: IoTracker,
 }
 
 impl<D: PageDevice> FaultyDevice<D> {
@@ -241,7 +240,6 @@ impl<D: PageDevice> FaultyDevice<D> {
             failed: None,
             crashed: None,
             crash_records: Vec::new(),
-            tracker: IoTracker::default(),
         };
         FaultyDevice {
             inner,
@@ -249,6 +247,7 @@ impl<D: PageDevice> FaultyDevice<D> {
             capacity,
             plan,
             state: Mutex::new(state),
+            tracker: SharedTracker::default(),
         }
     }
 
@@ -391,18 +390,16 @@ impl<D: PageDevice> FaultyDevice<D> {
     }
 }
 
-impl<D: PageDevice> PageDevice for FaultyDevice<D> {
-    fn page_size(&self) -> usize {
+impl<D: PageDevice> super::PageIo for FaultyDevice<D> {
+    fn io_page_size(&self) -> usize {
         self.page_size
     }
 
-    fn capacity(&self) -> u64 {
+    fn io_capacity(&self) -> u64 {
         self.capacity
     }
 
-    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
-        check_batch(pages, buf.len(), self.page_size, self.capacity)?;
-        let start = Instant::now();
+    fn io_read(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
         let mut st = self.lock();
         Self::check_alive(&st)?;
         st.read_calls += 1;
@@ -441,14 +438,10 @@ impl<D: PageDevice> PageDevice for FaultyDevice<D> {
                 }
             }
         }
-        let ns = start.elapsed().as_nanos() as u64;
-        st.tracker.record_reads(pages, self.page_size, ns);
         Ok(())
     }
 
-    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
-        check_batch(pages, data.len(), self.page_size, self.capacity)?;
-        let start = Instant::now();
+    fn io_write(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         let mut st = self.lock();
         Self::check_alive(&st)?;
         if let Some(limit) = self.plan.full_at_page {
@@ -506,13 +499,10 @@ impl<D: PageDevice> PageDevice for FaultyDevice<D> {
                 format!("write call {n} failed as planned; the device fails from now on"),
             ));
         }
-        let ns = start.elapsed().as_nanos() as u64;
-        st.tracker.record_writes(pages, self.page_size, ns);
         Ok(())
     }
 
-    fn sync(&self) -> Result<()> {
-        let start = Instant::now();
+    fn io_sync(&self) -> Result<()> {
         let mut st = self.lock();
         Self::check_alive(&st)?;
         st.sync_calls += 1;
@@ -561,57 +551,52 @@ impl<D: PageDevice> PageDevice for FaultyDevice<D> {
         }
         st.log.clear();
         st.newest.clear();
-        let ns = start.elapsed().as_nanos() as u64;
-        st.tracker.record_sync(ns);
         Ok(())
     }
 
-    fn trim(&self, pages: &[PageId]) -> Result<()> {
-        check_batch(pages, 0, 0, self.capacity)?;
+    fn io_trim(&self, pages: &[PageId]) -> Result<()> {
         let mut st = self.lock();
         Self::check_alive(&st)?;
         for &p in pages {
             Self::push_write(&mut st, p, None);
         }
-        st.tracker.record_trim(pages.len());
         Ok(())
     }
 
     /// Host-visible counters of this wrapper (reads served from the overlay
-    /// count like any other read); `sim` is the inner device's simulator
-    /// counters, which reflect only what reached the durable medium.
-    fn stats(&self) -> DeviceStats {
-        DeviceStats {
-            io: self.lock().tracker.counters(),
-            sim: self.inner.stats().sim,
-        }
+    /// count like any other read).
+    fn io_tracker(&self) -> &SharedTracker {
+        &self.tracker
     }
 
-    fn reset_stats(&self) {
-        self.lock().tracker.reset();
+    /// The inner device's simulator counters, which reflect only what
+    /// reached the durable medium (a reset of this wrapper's counters leaves
+    /// them alone).
+    fn io_sim_counters(&self) -> Option<SimCounters> {
+        self.inner.stats().sim
     }
 
-    fn describe(&self) -> String {
+    fn io_describe(&self) -> String {
         format!("faulty({:?}) over {}", self.plan, self.inner.describe())
     }
 
-    fn path(&self) -> Option<std::path::PathBuf> {
+    fn io_path(&self) -> Option<std::path::PathBuf> {
         self.inner.path()
     }
 
-    fn hint_tier(&self, pages: &[PageId], tier: super::Tier) -> Result<()> {
+    fn io_hint_tier(&self, pages: &[PageId], tier: super::Tier) -> Result<()> {
         self.inner.hint_tier(pages, tier)
     }
 
-    fn tiers(&self) -> Option<super::TierReport> {
+    fn io_tiers(&self) -> Option<super::TierReport> {
         self.inner.tiers()
     }
 
-    fn page_tier(&self, page: PageId) -> Option<super::Tier> {
+    fn io_page_tier(&self, page: PageId) -> Option<super::Tier> {
         self.inner.page_tier(page)
     }
 
-    fn sim_clock_ns(&self) -> Option<u64> {
+    fn io_sim_clock_ns(&self) -> Option<u64> {
         self.inner.sim_clock_ns()
     }
 }

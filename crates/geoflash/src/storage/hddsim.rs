@@ -69,11 +69,10 @@
 //!   0.4433 MiB/s for writes sustained over four cache sizes (all within 1%).
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
-use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::{check_batch, DeviceStats, IoTracker, PageDevice, PageId, SimCounters};
+use super::{PageId, SharedTracker, SimCounters};
 use crate::units::{check_page_size, parse_size};
 use crate::{Error, Result};
 
@@ -332,6 +331,7 @@ pub struct HddSim {
     capacity: u64,
     geo: Geometry,
     inner: Mutex<HddInner>,
+    tracker: SharedTracker,
 }
 
 /// Derived constants of the model.
@@ -389,7 +389,6 @@ struct HddInner {
     head_byte: u64,
     /// Pages `[start, end)` in the read-ahead buffer.
     read_ahead: Option<(PageId, PageId)>,
-    tracker: IoTracker,
     media_reads: u64,
     media_writes: u64,
 }
@@ -433,6 +432,7 @@ impl HddSim {
             capacity,
             geo,
             inner: Mutex::new(HddInner::default()),
+            tracker: SharedTracker::default(),
         })
     }
 
@@ -451,7 +451,7 @@ impl HddSim {
         self.geo.seek_ns(distance) / 1e6
     }
 
-    /// Simulated nanoseconds since creation or the last [`PageDevice::reset_stats`].
+    /// Simulated nanoseconds since creation or the last [`PageDevice::reset_stats`](super::PageDevice::reset_stats).
     pub fn sim_time_ns(&self) -> u64 {
         let st = self.lock();
         (st.clock_ns - st.base_ns).max(0.0).round() as u64
@@ -546,18 +546,16 @@ impl HddSim {
     }
 }
 
-impl PageDevice for HddSim {
-    fn page_size(&self) -> usize {
+impl super::PageIo for HddSim {
+    fn io_page_size(&self) -> usize {
         self.page_size
     }
 
-    fn capacity(&self) -> u64 {
+    fn io_capacity(&self) -> u64 {
         self.capacity
     }
 
-    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
-        check_batch(pages, buf.len(), self.page_size, self.capacity)?;
-        let start = Instant::now();
+    fn io_read(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
         let mut st = self.lock();
         for (&p, out) in pages.iter().zip(buf.chunks_exact_mut(self.page_size)) {
             match st.pages.get(&p) {
@@ -595,14 +593,10 @@ impl PageDevice for HddSim {
                 i += n as usize;
             }
         }
-        let ns = start.elapsed().as_nanos() as u64;
-        st.tracker.record_reads(pages, self.page_size, ns);
         Ok(())
     }
 
-    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
-        check_batch(pages, data.len(), self.page_size, self.capacity)?;
-        let start = Instant::now();
+    fn io_write(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         let mut st = self.lock();
         for (&p, chunk) in pages.iter().zip(data.chunks_exact(self.page_size)) {
             st.pages.insert(p, chunk.into());
@@ -631,56 +625,48 @@ impl PageDevice for HddSim {
                 self.cache_hit(&mut st, self.geo.interface_ns_per_byte);
             }
         }
-        let ns = start.elapsed().as_nanos() as u64;
-        st.tracker.record_writes(pages, self.page_size, ns);
         Ok(())
     }
 
-    fn sync(&self) -> Result<()> {
-        let start = Instant::now();
+    fn io_sync(&self) -> Result<()> {
         let mut st = self.lock();
         self.destage_all(&mut st);
-        let ns = start.elapsed().as_nanos() as u64;
-        st.tracker.record_sync(ns);
         Ok(())
     }
 
-    fn trim(&self, pages: &[PageId]) -> Result<()> {
-        check_batch(pages, 0, 0, self.capacity)?;
+    fn io_trim(&self, pages: &[PageId]) -> Result<()> {
         let mut st = self.lock();
         for p in pages {
             st.pages.remove(p);
             st.dirty.remove(p);
         }
-        st.tracker.record_trim(pages.len());
         Ok(())
     }
 
-    /// Host counters, and `sim.sim_time_ns` the simulated time (other simulator fields are 0).
-    fn stats(&self) -> DeviceStats {
-        let st = self.lock();
-        DeviceStats {
-            io: st.tracker.counters(),
-            sim: Some(SimCounters {
-                sim_time_ns: (st.clock_ns - st.base_ns).max(0.0).round() as u64,
-                ..SimCounters::default()
-            }),
-        }
+    fn io_tracker(&self) -> &SharedTracker {
+        &self.tracker
     }
 
-    fn sim_clock_ns(&self) -> Option<u64> {
+    /// `sim_time_ns` the simulated time (the other simulator fields are 0).
+    fn io_sim_counters(&self) -> Option<SimCounters> {
+        Some(SimCounters {
+            sim_time_ns: self.sim_time_ns(),
+            ..SimCounters::default()
+        })
+    }
+
+    fn io_sim_clock_ns(&self) -> Option<u64> {
         Some(self.lock().clock_ns.max(0.0).round() as u64)
     }
 
-    /// Resets the counters and the reported simulated time (not the contents,
-    /// the cache or the head position).
-    fn reset_stats(&self) {
+    /// Resets the reported simulated time (not the contents, the cache or
+    /// the head position).
+    fn io_reset_sim(&self) {
         let mut st = self.lock();
-        st.tracker.reset();
         st.base_ns = st.clock_ns;
     }
 
-    fn describe(&self) -> String {
+    fn io_describe(&self) -> String {
         let c = &self.config;
         format!(
             "hddsim: {} rpm, {} bytes, {} cylinders x {} heads, seek {}/{}/{} ms, media {} MB/s, \
@@ -705,6 +691,7 @@ impl PageDevice for HddSim {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::PageDevice;
     use proptest::prelude::*;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;

@@ -35,11 +35,10 @@
 //! tiers are driven one after the other).
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
 
 use super::tier_map::{TierGeometry, TierMapStore};
 pub use super::Tier;
-use super::{check_batch, DeviceStats, IoTracker, PageDevice, PageId, SimCounters};
+use super::{check_batch, DeviceStats, PageDevice, PageId, SharedTracker, SimCounters};
 use crate::{Error, Result};
 
 /// The spec of a 3D XPoint-like tier on the flash simulator: read 7 µs,
@@ -65,7 +64,6 @@ struct Inner {
     hint: HashMap<PageId, Tier>,
     refused: HashSet<PageId>,
     fallbacks: u64,
-    tracker: IoTracker,
     /// The durable map, when the device keeps one.
     persist: Option<Persist>,
 }
@@ -100,6 +98,7 @@ pub struct HybridDevice {
     inner: Mutex<Inner>,
     /// Held through a save of the map, so two syncs never write one region at once.
     saving: Mutex<()>,
+    tracker: SharedTracker,
 }
 
 impl std::fmt::Debug for HybridDevice {
@@ -128,6 +127,7 @@ impl HybridDevice {
             slow,
             inner: Mutex::new(inner),
             saving: Mutex::new(()),
+            tracker: SharedTracker::default(),
         })
     }
 
@@ -438,19 +438,17 @@ fn add_sim(a: Option<SimCounters>, b: Option<SimCounters>) -> Option<SimCounters
     }
 }
 
-impl PageDevice for HybridDevice {
-    fn page_size(&self) -> usize {
+impl super::PageIo for HybridDevice {
+    fn io_page_size(&self) -> usize {
         self.slow.page_size()
     }
 
-    fn capacity(&self) -> u64 {
+    fn io_capacity(&self) -> u64 {
         self.slow.capacity()
     }
 
-    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
+    fn io_read(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
         let ps = self.page_size();
-        check_batch(pages, buf.len(), ps, self.capacity())?;
-        let start = Instant::now();
         let (f, s) = self.split_read(pages);
         for (dev, part) in [(&self.fast, &f), (&self.slow, &s)] {
             if part.is_empty() {
@@ -468,15 +466,11 @@ impl PageDevice for HybridDevice {
                 }
             }
         }
-        let ns = start.elapsed().as_nanos() as u64;
-        self.lock().tracker.record_reads(pages, ps, ns);
         Ok(())
     }
 
-    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
+    fn io_write(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         let ps = self.page_size();
-        check_batch(pages, data.len(), ps, self.capacity())?;
-        let start = Instant::now();
         let (f, s) = self.split_write(pages)?;
         for (dev, part) in [(&self.fast, &f), (&self.slow, &s)] {
             if part.is_empty() {
@@ -489,25 +483,17 @@ impl PageDevice for HybridDevice {
             }
             dev.write_batch(&ids, &tmp)?;
         }
-        let ns = start.elapsed().as_nanos() as u64;
-        self.lock().tracker.record_writes(pages, ps, ns);
         Ok(())
     }
 
-    fn sync(&self) -> Result<()> {
-        let start = Instant::now();
+    fn io_sync(&self) -> Result<()> {
         self.fast.sync()?;
         self.slow.sync()?;
         // The map last: it names only pages whose contents are durable.
-        self.save_map()?;
-        self.lock()
-            .tracker
-            .record_sync(start.elapsed().as_nanos() as u64);
-        Ok(())
+        self.save_map()
     }
 
-    fn trim(&self, pages: &[PageId]) -> Result<()> {
-        check_batch(pages, 0, 0, self.capacity())?;
+    fn io_trim(&self, pages: &[PageId]) -> Result<()> {
         // A trimmed page leaves the fast tier; both copies read as zeros.
         let mut slots = Vec::new();
         {
@@ -525,33 +511,33 @@ impl PageDevice for HybridDevice {
         if !slots.is_empty() {
             self.fast.trim(&slots)?;
         }
-        self.slow.trim(pages)?;
-        self.lock().tracker.record_trim(pages.len());
-        Ok(())
+        self.slow.trim(pages)
     }
 
-    fn stats(&self) -> DeviceStats {
-        DeviceStats {
-            io: self.lock().tracker.counters(),
-            sim: add_sim(self.fast.stats().sim, self.slow.stats().sim),
-        }
+    fn io_tracker(&self) -> &SharedTracker {
+        &self.tracker
+    }
+
+    /// The tiers' simulator counters, added up.
+    fn io_sim_counters(&self) -> Option<SimCounters> {
+        add_sim(self.fast.stats().sim, self.slow.stats().sim)
     }
 
     /// The sum of the tiers' simulated clocks (each tier advances its own).
-    fn sim_clock_ns(&self) -> Option<u64> {
+    fn io_sim_clock_ns(&self) -> Option<u64> {
         match (self.fast.sim_clock_ns(), self.slow.sim_clock_ns()) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
         }
     }
 
-    fn reset_stats(&self) {
+    /// Resets the tiers' counters.
+    fn io_reset_sim(&self) {
         self.fast.reset_stats();
         self.slow.reset_stats();
-        self.lock().tracker.reset();
     }
 
-    fn describe(&self) -> String {
+    fn io_describe(&self) -> String {
         format!(
             "hybrid(fast={}; slow={}; fast_pages={})",
             self.fast.describe(),
@@ -560,7 +546,7 @@ impl PageDevice for HybridDevice {
         )
     }
 
-    fn tiers(&self) -> Option<super::TierReport> {
+    fn io_tiers(&self) -> Option<super::TierReport> {
         let (fast, slow) = self.tier_stats();
         let g = self.lock();
         Some(super::TierReport {
@@ -572,11 +558,11 @@ impl PageDevice for HybridDevice {
         })
     }
 
-    fn page_tier(&self, page: PageId) -> Option<Tier> {
+    fn io_page_tier(&self, page: PageId) -> Option<Tier> {
         Some(self.tier_of(page))
     }
 
-    fn hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
+    fn io_hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
         check_batch(pages, 0, 0, self.capacity())?;
         let mut g = self.lock();
         for &p in pages {

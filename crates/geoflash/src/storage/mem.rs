@@ -1,9 +1,8 @@
 //! `MemDevice`: pages in memory, for tests and for `mem:` indexes that live
 //! only in their process.
 use std::sync::Mutex;
-use std::time::Instant;
 
-use super::{check_batch, DeviceStats, IoTracker, PageDevice, PageId};
+use super::{PageId, SharedTracker};
 use crate::units::check_page_size;
 use crate::{Error, Result};
 
@@ -13,12 +12,12 @@ pub struct MemDevice {
     page_size: usize,
     capacity: u64,
     inner: Mutex<MemInner>,
+    tracker: SharedTracker,
 }
 
 #[derive(Debug, Default)]
 struct MemInner {
     pages: crate::page_id::IdMap<Box<[u8]>>,
-    tracker: IoTracker,
 }
 
 impl MemDevice {
@@ -37,6 +36,7 @@ impl MemDevice {
             page_size,
             capacity,
             inner: Mutex::new(MemInner::default()),
+            tracker: SharedTracker::default(),
         })
     }
 
@@ -51,69 +51,51 @@ impl MemDevice {
     }
 }
 
-impl PageDevice for MemDevice {
-    fn page_size(&self) -> usize {
+impl super::PageIo for MemDevice {
+    fn io_page_size(&self) -> usize {
         self.page_size
     }
 
-    fn capacity(&self) -> u64 {
+    fn io_capacity(&self) -> u64 {
         self.capacity
     }
 
-    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
-        check_batch(pages, buf.len(), self.page_size, self.capacity)?;
-        let start = Instant::now();
-        let mut inner = self.lock();
+    fn io_read(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
+        let inner = self.lock();
         for (&p, out) in pages.iter().zip(buf.chunks_exact_mut(self.page_size)) {
             match inner.pages.get(&p) {
                 Some(data) => out.copy_from_slice(data),
                 None => out.fill(0),
             }
         }
-        let ns = start.elapsed().as_nanos() as u64;
-        inner.tracker.record_reads(pages, self.page_size, ns);
         Ok(())
     }
 
-    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
-        check_batch(pages, data.len(), self.page_size, self.capacity)?;
-        let start = Instant::now();
+    fn io_write(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         let mut inner = self.lock();
         for (&p, chunk) in pages.iter().zip(data.chunks_exact(self.page_size)) {
             inner.pages.insert(p, chunk.into());
         }
-        let ns = start.elapsed().as_nanos() as u64;
-        inner.tracker.record_writes(pages, self.page_size, ns);
         Ok(())
     }
 
-    fn sync(&self) -> Result<()> {
-        self.lock().tracker.record_sync(0);
+    fn io_sync(&self) -> Result<()> {
         Ok(())
     }
 
-    fn trim(&self, pages: &[PageId]) -> Result<()> {
-        check_batch(pages, 0, 0, self.capacity)?;
+    fn io_trim(&self, pages: &[PageId]) -> Result<()> {
         let mut inner = self.lock();
         for p in pages {
             inner.pages.remove(p);
         }
-        inner.tracker.record_trim(pages.len());
         Ok(())
     }
 
-    fn stats(&self) -> DeviceStats {
-        DeviceStats {
-            io: self.lock().tracker.counters(),
-            sim: None,
-        }
+    fn io_tracker(&self) -> &SharedTracker {
+        &self.tracker
     }
 
-    fn reset_stats(&self) {
-        self.lock().tracker.reset();
-    }
-
-    fn describe(&self) -> String {
+    fn io_describe(&self) -> String {
         format!(
             "mem: page_size={} capacity={} pages",
             self.page_size, self.capacity
@@ -124,6 +106,7 @@ impl PageDevice for MemDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::PageDevice;
 
     #[test]
     fn round_trip_and_zeros() {

@@ -5,33 +5,40 @@
 //! The file is sparse: it grows as pages are written, pages never written
 //! (or trimmed) read as zeros, and the capacity is a logical limit only.
 //! With `O_DIRECT` the buffer address, the length and the file offset of
-//! every I/O must be aligned; [`PageDevice`] calls accept any buffer and
+//! every I/O must be aligned; [`PageDevice`](super::PageDevice) calls accept any buffer and
 //! bounce through internal [`AlignedBuf`]s when the caller's is misaligned,
 //! while the raw calls ([`FileDevice::read_batch_raw`],
 //! [`FileDevice::write_batch_raw`]) refuse a misaligned buffer with
 //! [`Error::MisalignedBuffer`].
 //!
-//! All `unsafe` code (aligned allocation, io_uring, `fallocate`) lives in the
-//! private `sys` submodule.
+//! Layers: this module is the device (the file, `O_DIRECT`, alignment and
+//! bounce buffers, how a batch's pages become spans of the file, trim);
+//! the private `engine` submodule submits those spans (psync, or io_uring
+//! with its pool of rings); the counting and the checks of every batch are
+//! [`PageDevice`](super::PageDevice)'s, through [`PageIo`](super::PageIo). All `unsafe` code
+//! (aligned allocation, io_uring, `fallocate`) lives in the private `sys`
+//! submodule.
 use std::collections::HashSet;
-use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Instant;
 
-use super::{check_batch, DeviceStats, IoTracker, PageDevice, PageId};
+#[cfg(test)]
+use super::PageDevice;
+use super::{counted, Dir, PageId, SharedTracker};
 use crate::units::check_page_size;
 use crate::{Error, Result};
 
+mod engine;
 mod sys;
 
+use engine::Engine;
+pub use engine::{IoEngine, RING_ENTRIES};
 pub use sys::AlignedBuf;
-use sys::{Ring, Span};
+use sys::Span;
 
 /// Memory alignment required of buffers used for `O_DIRECT` I/O.
 pub const DIRECT_MEM_ALIGN: usize = 4096;
@@ -39,55 +46,11 @@ pub const DIRECT_MEM_ALIGN: usize = 4096;
 /// Default logical size of a file device: 2^34 bytes (16 GiB).
 pub const DEFAULT_CAPACITY_BYTES: u64 = 1 << 34;
 
-/// Submission slots of the io_uring instance; larger batches go in chunks.
-pub const RING_ENTRIES: u32 = 256;
-
 /// Largest single I/O built by merging consecutive pages of a batch.
 const MAX_SPAN_BYTES: usize = 1 << 20;
 
-/// Idle io_uring instances kept for reuse. A caller that finds none idle
-/// (another thread is using it) creates its own, so concurrent batches do not
-/// wait for each other.
-const MAX_IDLE_RINGS: usize = 4;
-
 /// Largest bounce buffer kept for reuse (larger ones are freed after use).
 const MAX_POOLED_BYTES: usize = 16 << 20;
-
-/// How a [`FileDevice`] issues its I/O.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IoEngine {
-    /// io_uring if an instance can be created and a probe read works, else psync.
-    #[default]
-    Auto,
-    /// io_uring: a whole batch is submitted at once (an error if unavailable).
-    Uring,
-    /// `pread`/`pwrite`, one I/O after the other.
-    Psync,
-}
-
-impl fmt::Display for IoEngine {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            IoEngine::Auto => "auto",
-            IoEngine::Uring => "uring",
-            IoEngine::Psync => "psync",
-        })
-    }
-}
-
-impl FromStr for IoEngine {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "auto" => Ok(IoEngine::Auto),
-            "uring" | "io_uring" => Ok(IoEngine::Uring),
-            "psync" => Ok(IoEngine::Psync),
-            other => Err(Error::invalid(format!(
-                "unknown I/O engine {other:?} (use auto, uring or psync)"
-            ))),
-        }
-    }
-}
 
 /// Options of [`FileDevice::open`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,26 +103,17 @@ pub struct FileDevice {
     direct: bool,
     /// Opened read-only.
     read_only: bool,
-    /// True while io_uring is in use; cleared for good if a ring fails.
-    uring: AtomicBool,
-    /// Idle rings (taken by a batch, returned after it).
-    rings: Mutex<Vec<Ring>>,
+    /// How spans reach the kernel (psync or io_uring).
+    engine: Engine,
     bounce: Mutex<Vec<AlignedBuf>>,
-    tracker: Mutex<IoTracker>,
+    tracker: SharedTracker,
     punch_hole_works: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock only means another thread panicked; the state inside
-    // (a ring between batches, buffers, counters) is still usable.
+    // A poisoned lock only means another thread panicked; the buffers
+    // inside are still usable.
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Which I/O to perform.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Dir {
-    Read,
-    Write,
 }
 
 impl FileDevice {
@@ -210,73 +164,44 @@ impl FileDevice {
                 source,
             }
         })?;
-        let mut dev = FileDevice {
+        let probe = || {
+            // Reads page 0 through a new ring.
+            let mut buf = AlignedBuf::new(page_size, buf_align(page_size))
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            Engine::uring(&file, path, page_size, &mut buf)
+        };
+        let engine = match opts.engine {
+            IoEngine::Psync => Engine::psync(path, page_size),
+            IoEngine::Uring => probe().map_err(|e| Error::Io {
+                path: path.to_path_buf(),
+                page: None,
+                source: io::Error::new(
+                    e.kind(),
+                    format!("io_uring requested but unavailable: {e}"),
+                ),
+            })?,
+            IoEngine::Auto => probe().unwrap_or_else(|e| {
+                tracing::info!(path = %path.display(), error = %e, "io_uring unavailable, using psync");
+                Engine::psync(path, page_size)
+            }),
+        };
+        Ok(FileDevice {
             path: path.to_path_buf(),
             file,
             page_size,
             capacity,
             direct: opts.direct,
-            uring: AtomicBool::new(false),
-            rings: Mutex::new(Vec::new()),
+            engine,
             bounce: Mutex::new(Vec::new()),
-            tracker: Mutex::new(IoTracker::default()),
+            tracker: SharedTracker::default(),
             punch_hole_works: AtomicBool::new(true),
             read_only: opts.read_only,
-        };
-        match opts.engine {
-            IoEngine::Psync => {}
-            IoEngine::Uring => {
-                let ring = dev.probe_uring().map_err(|e| Error::Io {
-                    path: path.to_path_buf(),
-                    page: None,
-                    source: io::Error::new(
-                        e.kind(),
-                        format!("io_uring requested but unavailable: {e}"),
-                    ),
-                })?;
-                dev.enable_uring(ring);
-            }
-            IoEngine::Auto => match dev.probe_uring() {
-                Ok(ring) => dev.enable_uring(ring),
-                Err(e) => {
-                    tracing::info!(path = %path.display(), error = %e, "io_uring unavailable, using psync");
-                }
-            },
-        }
-        Ok(dev)
-    }
-
-    fn enable_uring(&mut self, ring: Ring) {
-        self.uring.store(true, Ordering::Relaxed);
-        lock(&self.rings).push(ring);
-    }
-
-    /// Creates a ring and reads page 0 through it.
-    fn probe_uring(&self) -> io::Result<Ring> {
-        let mut ring = Ring::new(RING_ENTRIES)?;
-        let mut buf = AlignedBuf::new(self.page_size, self.buf_align())
-            .map_err(|e| io::Error::other(e.to_string()))?;
-        let span = Span {
-            page: 0,
-            file_offset: 0,
-            buf_offset: 0,
-            len: self.page_size,
-        };
-        let mut out = Vec::new();
-        ring.read(&self.file, &mut buf, &[span], &mut out)?;
-        for r in out {
-            r.map_err(|e| io::Error::new(e.kind(), format!("probe read failed: {e}")))?;
-        }
-        Ok(ring)
+        })
     }
 
     /// The engine actually in use: [`IoEngine::Uring`] or [`IoEngine::Psync`].
     pub fn engine(&self) -> IoEngine {
-        if self.uring.load(Ordering::Relaxed) {
-            IoEngine::Uring
-        } else {
-            IoEngine::Psync
-        }
+        self.engine.kind()
     }
 
     /// True if the file was opened with `O_DIRECT`.
@@ -292,7 +217,7 @@ impl FileDevice {
     /// Alignment of buffers made by [`FileDevice::alloc_buf`]: 4096 bytes, or
     /// the page size if larger.
     pub fn buf_align(&self) -> usize {
-        DIRECT_MEM_ALIGN.max(self.page_size)
+        buf_align(self.page_size)
     }
 
     /// A zeroed aligned buffer for `pages` pages, usable with the raw calls.
@@ -305,29 +230,29 @@ impl FileDevice {
 
     /// Reads a batch into `buf` without bouncing: in direct mode `buf` must be
     /// aligned to [`DIRECT_MEM_ALIGN`], else [`Error::MisalignedBuffer`].
-    /// Counted in the statistics like [`PageDevice::read_batch`].
+    /// Counted in the statistics like [`PageDevice::read_batch`](super::PageDevice::read_batch).
     pub fn read_batch_raw(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
-        check_batch(pages, buf.len(), self.page_size, self.capacity)?;
-        if self.direct {
-            check_direct_alignment(buf.as_ptr() as usize, buf.len(), DIRECT_MEM_ALIGN)?;
-        }
-        let start = Instant::now();
-        self.read_into(pages, buf)?;
-        self.record(Dir::Read, pages, start);
-        Ok(())
+        counted(self, Dir::Read, pages, buf.len(), || {
+            self.check_unbounced(buf)?;
+            self.read_into(pages, buf)
+        })
     }
 
     /// Writes a batch from `data` without bouncing: in direct mode `data`
     /// must be aligned to [`DIRECT_MEM_ALIGN`], else [`Error::MisalignedBuffer`].
     pub fn write_batch_raw(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
-        check_batch(pages, data.len(), self.page_size, self.capacity)?;
-        self.check_writable()?;
+        counted(self, Dir::Write, pages, data.len(), || {
+            self.check_writable()?;
+            self.check_unbounced(data)?;
+            self.write_from(pages, data)
+        })
+    }
+
+    /// In direct mode, an error unless `buf` may be used for `O_DIRECT` as it is.
+    fn check_unbounced(&self, buf: &[u8]) -> Result<()> {
         if self.direct {
-            check_direct_alignment(data.as_ptr() as usize, data.len(), DIRECT_MEM_ALIGN)?;
+            check_direct_alignment(buf.as_ptr() as usize, buf.len(), DIRECT_MEM_ALIGN)?;
         }
-        let start = Instant::now();
-        self.write_from(pages, data)?;
-        self.record(Dir::Write, pages, start);
         Ok(())
     }
 
@@ -344,15 +269,6 @@ impl FileDevice {
             });
         }
         Ok(())
-    }
-
-    fn record(&self, dir: Dir, pages: &[PageId], start: Instant) {
-        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let mut t = lock(&self.tracker);
-        match dir {
-            Dir::Read => t.record_reads(pages, self.page_size, ns),
-            Dir::Write => t.record_writes(pages, self.page_size, ns),
-        }
     }
 
     fn io_error(&self, page: PageId, source: io::Error) -> Error {
@@ -426,24 +342,8 @@ impl FileDevice {
             return Ok(());
         }
         let spans = self.spans(pages, 0..pages.len());
-        if let Some(results) =
-            self.with_ring(|ring, out| ring.read(&self.file, buf, &spans, out))?
-        {
-            for (s, r) in spans.iter().zip(results) {
-                match r {
-                    Ok(n) if n >= s.len => {}
-                    // Short read (end of file) or a transient error: finish with pread.
-                    Ok(n) => self.pread_span(buf, s, n)?,
-                    Err(e) if is_retryable(&e) => self.pread_span(buf, s, 0)?,
-                    Err(e) => return Err(self.io_error(s.page, e)),
-                }
-            }
-            return Ok(());
-        }
-        for s in &spans {
-            self.pread_span(buf, s, 0)?;
-        }
-        Ok(())
+        self.engine
+            .read(&self.file, buf, &spans, &|page, e| self.io_error(page, e))
     }
 
     /// Writes `pages` from an already suitable buffer. When a page occurs
@@ -463,112 +363,8 @@ impl FileDevice {
         } else {
             self.spans(pages, 0..pages.len())
         };
-        if let Some(results) =
-            self.with_ring(|ring, out| ring.write(&self.file, data, &spans, out))?
-        {
-            for (s, r) in spans.iter().zip(results) {
-                match r {
-                    Ok(n) if n >= s.len => {}
-                    Ok(n) => self.pwrite_span(data, s, n)?,
-                    Err(e) if is_retryable(&e) => self.pwrite_span(data, s, 0)?,
-                    Err(e) => return Err(self.io_error(s.page, e)),
-                }
-            }
-            return Ok(());
-        }
-        for s in &spans {
-            self.pwrite_span(data, s, 0)?;
-        }
-        Ok(())
-    }
-
-    /// Runs `f` on a ring if io_uring is in use; `Ok(None)` means "use psync".
-    /// Takes an idle ring or creates one (so concurrent batches run in
-    /// parallel). A ring that fails as a whole switches the device to psync
-    /// for good (with a warning).
-    fn with_ring(
-        &self,
-        f: impl FnOnce(&mut Ring, &mut Vec<io::Result<usize>>) -> io::Result<()>,
-    ) -> Result<Option<Vec<io::Result<usize>>>> {
-        if !self.uring.load(Ordering::Relaxed) {
-            return Ok(None);
-        }
-        let idle = lock(&self.rings).pop();
-        let mut ring = match idle {
-            Some(r) => r,
-            None => match Ring::new(RING_ENTRIES) {
-                Ok(r) => r,
-                Err(e) => {
-                    // Out of rings (memory lock limit, ...): this batch uses psync.
-                    tracing::debug!(error = %e, "no extra io_uring instance; batch uses psync");
-                    return Ok(None);
-                }
-            },
-        };
-        let mut out = Vec::new();
-        match f(&mut ring, &mut out) {
-            Ok(()) => {
-                let mut idle = lock(&self.rings);
-                if idle.len() < MAX_IDLE_RINGS {
-                    idle.push(ring);
-                }
-                Ok(Some(out))
-            }
-            Err(e) => {
-                tracing::warn!(path = %self.path.display(), error = %e, "io_uring failed; continuing with psync");
-                self.uring.store(false, Ordering::Relaxed);
-                lock(&self.rings).clear();
-                Ok(None)
-            }
-        }
-    }
-
-    /// Reads span `s` from byte `done` on with pread; zeros beyond the end of file.
-    fn pread_span(&self, buf: &mut [u8], s: &Span, mut done: usize) -> Result<()> {
-        let Some(region) = buf.get_mut(s.buf_offset..s.buf_offset + s.len) else {
-            return Err(Error::invalid("internal: span outside its buffer"));
-        };
-        while done < s.len {
-            let Some(rest) = region.get_mut(done..) else {
-                break;
-            };
-            match self.file.read_at(rest, s.file_offset + done as u64) {
-                Ok(0) => {
-                    rest.fill(0);
-                    break;
-                }
-                Ok(n) => done += n,
-                Err(e) if is_retryable(&e) => {}
-                Err(e) => {
-                    return Err(self.io_error(s.page + (done / self.page_size) as u64, e));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes span `s` from byte `done` on with pwrite.
-    fn pwrite_span(&self, data: &[u8], s: &Span, mut done: usize) -> Result<()> {
-        let Some(region) = data.get(s.buf_offset..s.buf_offset + s.len) else {
-            return Err(Error::invalid("internal: span outside its buffer"));
-        };
-        while done < s.len {
-            let Some(rest) = region.get(done..) else {
-                break;
-            };
-            match self.file.write_at(rest, s.file_offset + done as u64) {
-                Ok(0) => {
-                    let e = io::Error::new(io::ErrorKind::WriteZero, "write returned 0 bytes");
-                    return Err(self.io_error(s.page + (done / self.page_size) as u64, e));
-                }
-                Ok(n) => done += n,
-                Err(e) if is_retryable(&e) => {}
-                Err(e) => {
-                    return Err(self.io_error(s.page + (done / self.page_size) as u64, e));
-                }
-            }
-        }
-        Ok(())
+        self.engine
+            .write(&self.file, data, &spans, &|page, e| self.io_error(page, e))
     }
 
     /// Zeroes a run of pages by writing zeros (when hole punching is unsupported).
@@ -591,11 +387,10 @@ impl FileDevice {
     }
 }
 
-fn is_retryable(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
-    )
+/// Alignment of the buffers of a device of `page_size`-byte pages: 4096
+/// bytes, or the page size if larger.
+fn buf_align(page_size: usize) -> usize {
+    DIRECT_MEM_ALIGN.max(page_size)
 }
 
 fn has_duplicates(pages: &[PageId]) -> bool {
@@ -609,69 +404,54 @@ fn has_duplicates(pages: &[PageId]) -> bool {
     !pages.iter().all(|p| seen.insert(*p))
 }
 
-impl PageDevice for FileDevice {
-    fn page_size(&self) -> usize {
+impl super::PageIo for FileDevice {
+    fn io_page_size(&self) -> usize {
         self.page_size
     }
 
-    fn capacity(&self) -> u64 {
+    fn io_capacity(&self) -> u64 {
         self.capacity
     }
 
-    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
-        check_batch(pages, buf.len(), self.page_size, self.capacity)?;
-        let start = Instant::now();
+    fn io_read(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
         if self.usable_directly(buf) {
-            self.read_into(pages, buf)?;
-        } else {
-            let mut bounce = self.take_bounce(buf.len())?;
-            let result = match bounce.get_mut(..buf.len()) {
-                Some(b) => self.read_into(pages, b).map(|()| buf.copy_from_slice(b)),
-                None => Err(Error::invalid("internal: bounce buffer too small")),
-            };
-            self.give_bounce(bounce);
-            result?;
+            return self.read_into(pages, buf);
         }
-        self.record(Dir::Read, pages, start);
-        Ok(())
+        let mut bounce = self.take_bounce(buf.len())?;
+        let result = match bounce.get_mut(..buf.len()) {
+            Some(b) => self.read_into(pages, b).map(|()| buf.copy_from_slice(b)),
+            None => Err(Error::invalid("internal: bounce buffer too small")),
+        };
+        self.give_bounce(bounce);
+        result
     }
 
-    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
-        check_batch(pages, data.len(), self.page_size, self.capacity)?;
+    fn io_write(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         self.check_writable()?;
-        let start = Instant::now();
         if self.usable_directly(data) {
-            self.write_from(pages, data)?;
-        } else {
-            let mut bounce = self.take_bounce(data.len())?;
-            let result = match bounce.get_mut(..data.len()) {
-                Some(b) => {
-                    b.copy_from_slice(data);
-                    self.write_from(pages, b)
-                }
-                None => Err(Error::invalid("internal: bounce buffer too small")),
-            };
-            self.give_bounce(bounce);
-            result?;
+            return self.write_from(pages, data);
         }
-        self.record(Dir::Write, pages, start);
-        Ok(())
+        let mut bounce = self.take_bounce(data.len())?;
+        let result = match bounce.get_mut(..data.len()) {
+            Some(b) => {
+                b.copy_from_slice(data);
+                self.write_from(pages, b)
+            }
+            None => Err(Error::invalid("internal: bounce buffer too small")),
+        };
+        self.give_bounce(bounce);
+        result
     }
 
-    fn sync(&self) -> Result<()> {
-        let start = Instant::now();
+    fn io_sync(&self) -> Result<()> {
         self.file.sync_data().map_err(|source| Error::Io {
             path: self.path.clone(),
             page: None,
             source,
-        })?;
-        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        lock(&self.tracker).record_sync(ns);
-        Ok(())
+        })
     }
 
-    fn trim(&self, pages: &[PageId]) -> Result<()> {
-        check_batch(pages, 0, 0, self.capacity)?;
+    fn io_trim(&self, pages: &[PageId]) -> Result<()> {
         self.check_writable()?;
         let mut sorted = pages.to_vec();
         sorted.sort_unstable();
@@ -702,22 +482,14 @@ impl PageDevice for FileDevice {
             }
             self.write_zeros(first, count)?;
         }
-        lock(&self.tracker).record_trim(pages.len());
         Ok(())
     }
 
-    fn stats(&self) -> DeviceStats {
-        DeviceStats {
-            io: lock(&self.tracker).counters(),
-            sim: None,
-        }
+    fn io_tracker(&self) -> &SharedTracker {
+        &self.tracker
     }
 
-    fn reset_stats(&self) {
-        lock(&self.tracker).reset();
-    }
-
-    fn describe(&self) -> String {
+    fn io_describe(&self) -> String {
         format!(
             "file: path={} direct={} engine={} page_size={} capacity={} pages",
             self.path.display(),
@@ -728,7 +500,7 @@ impl PageDevice for FileDevice {
         )
     }
 
-    fn path(&self) -> Option<PathBuf> {
+    fn io_path(&self) -> Option<PathBuf> {
         Some(self.path.clone())
     }
 }

@@ -1,4 +1,4 @@
-//! `FlashSim`: a NAND flash simulator behind the [`PageDevice`] interface.
+//! `FlashSim`: a NAND flash simulator behind the [`PageDevice`](super::PageDevice) interface.
 //!
 //! It plays the role Flash-DBSim plays in the flash-simulator paper (Carniel
 //! et al.): the index runs unchanged on an emulated NAND device and every
@@ -53,7 +53,6 @@
 //! fails with [`Error::DeviceFull`] may have written a prefix of its pages.
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
-use std::time::Instant;
 
 pub mod config;
 mod flashdbsim;
@@ -66,7 +65,7 @@ mod tests;
 
 pub use config::{FlashSimConfig, FtlMode, GcPolicy, CONFIG_KEYS, PRESETS};
 
-use super::{check_batch, DeviceStats, IoTracker, PageDevice, PageId, SimCounters};
+use super::{PageId, SharedTracker, SimCounters};
 use crate::units::check_page_size;
 use crate::{Error, Result};
 use flashdbsim::Engine;
@@ -84,6 +83,7 @@ pub struct FlashSim {
     host_per_flash: u64,
     capacity: u64,
     inner: Mutex<Inner>,
+    tracker: SharedTracker,
 }
 
 #[derive(Debug)]
@@ -91,7 +91,6 @@ struct Inner {
     ftl: Engine,
     timeline: Timeline,
     data: HashMap<PageId, Box<[u8]>>,
-    tracker: IoTracker,
     /// FTL counters at the last reset.
     base: NandCounters,
     /// Clock at the last reset.
@@ -156,10 +155,10 @@ impl FlashSim {
                 ftl,
                 timeline,
                 data: HashMap::new(),
-                tracker: IoTracker::default(),
                 base: NandCounters::default(),
                 time_base: 0,
             }),
+            tracker: SharedTracker::default(),
         })
     }
 
@@ -245,18 +244,16 @@ impl FlashSim {
     }
 }
 
-impl PageDevice for FlashSim {
-    fn page_size(&self) -> usize {
+impl super::PageIo for FlashSim {
+    fn io_page_size(&self) -> usize {
         self.host_page_size
     }
 
-    fn capacity(&self) -> u64 {
+    fn io_capacity(&self) -> u64 {
         self.capacity
     }
 
-    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
-        check_batch(pages, buf.len(), self.host_page_size, self.capacity)?;
-        let start = Instant::now();
+    fn io_read(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
         let mut guard = self.lock();
         let inner = &mut *guard;
         let t0 = inner.timeline.begin();
@@ -274,14 +271,10 @@ impl PageDevice for FlashSim {
             }
         }
         inner.timeline.finish();
-        let ns = start.elapsed().as_nanos() as u64;
-        inner.tracker.record_reads(pages, self.host_page_size, ns);
         Ok(())
     }
 
-    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
-        check_batch(pages, data.len(), self.host_page_size, self.capacity)?;
-        let start = Instant::now();
+    fn io_write(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         let mut guard = self.lock();
         let inner = &mut *guard;
         inner.ftl.check_capacity()?;
@@ -311,19 +304,15 @@ impl PageDevice for FlashSim {
             self.write_shared(inner, pages, data, t0)
         };
         inner.timeline.finish();
-        let ns = start.elapsed().as_nanos() as u64;
-        inner.tracker.record_writes(pages, self.host_page_size, ns);
         result
     }
 
-    fn sync(&self) -> Result<()> {
+    fn io_sync(&self) -> Result<()> {
         // Programs complete before a batch returns: nothing is volatile.
-        self.lock().tracker.record_sync(0);
         Ok(())
     }
 
-    fn trim(&self, pages: &[PageId]) -> Result<()> {
-        check_batch(pages, 0, 0, self.capacity)?;
+    fn io_trim(&self, pages: &[PageId]) -> Result<()> {
         let mut guard = self.lock();
         let inner = &mut *guard;
         for &h in pages {
@@ -338,52 +327,51 @@ impl PageDevice for FlashSim {
                 }
             }
         }
-        inner.tracker.record_trim(pages.len());
         Ok(())
     }
 
-    fn stats(&self) -> DeviceStats {
+    fn io_tracker(&self) -> &SharedTracker {
+        &self.tracker
+    }
+
+    fn io_sim_counters(&self) -> Option<SimCounters> {
         let inner = self.lock();
         let c = inner.ftl.counters();
         let b = inner.base;
         let host = c.host_programs - b.host_programs;
         let programs = c.programs - b.programs;
         let (erase_count_min, erase_count_mean, erase_count_max) = inner.ftl.erase_spread();
-        DeviceStats {
-            io: inner.tracker.counters(),
-            sim: Some(SimCounters {
-                nand_reads: c.reads - b.reads,
-                nand_programs: programs,
-                nand_erases: c.erases - b.erases,
-                gc_copies: c.gc_copies - b.gc_copies,
-                gc_runs: c.gc_runs - b.gc_runs,
-                retired_blocks: inner.ftl.retired_blocks(),
-                device_write_amplification: if host == 0 {
-                    0.0
-                } else {
-                    programs as f64 / host as f64
-                },
-                erase_count_min,
-                erase_count_mean,
-                erase_count_max,
-                sim_time_ns: inner.ftl.now(&inner.timeline) - inner.time_base,
-            }),
-        }
+        Some(SimCounters {
+            nand_reads: c.reads - b.reads,
+            nand_programs: programs,
+            nand_erases: c.erases - b.erases,
+            gc_copies: c.gc_copies - b.gc_copies,
+            gc_runs: c.gc_runs - b.gc_runs,
+            retired_blocks: inner.ftl.retired_blocks(),
+            device_write_amplification: if host == 0 {
+                0.0
+            } else {
+                programs as f64 / host as f64
+            },
+            erase_count_min,
+            erase_count_mean,
+            erase_count_max,
+            sim_time_ns: inner.ftl.now(&inner.timeline) - inner.time_base,
+        })
     }
 
-    fn sim_clock_ns(&self) -> Option<u64> {
+    fn io_sim_clock_ns(&self) -> Option<u64> {
         let inner = self.lock();
         Some(inner.ftl.now(&inner.timeline))
     }
 
-    fn reset_stats(&self) {
+    fn io_reset_sim(&self) {
         let mut inner = self.lock();
-        inner.tracker.reset();
         inner.base = inner.ftl.counters();
         inner.time_base = inner.ftl.now(&inner.timeline);
     }
 
-    fn describe(&self) -> String {
+    fn io_describe(&self) -> String {
         let c = &self.config;
         format!(
             "flashsim: preset={} ftl={} capacity={} B ({} blocks of {} × {} B pages) planes={} \

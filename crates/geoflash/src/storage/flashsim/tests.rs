@@ -8,6 +8,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::*;
+use crate::storage::PageDevice;
 
 /// A small custom device, built through the spec parser (`blocks` after `page_size` and `ppb`).
 fn device(params: &str, host_page: usize) -> FlashSim {
