@@ -238,13 +238,16 @@ fn read_with(path: &Path, attributes: bool) -> Result<(Vec<(u64, Geometry)>, Att
     Ok((objects.finish(), attrs))
 }
 
+/// One property of a feature: its column, the column's type, the value's bytes.
+type Property<'b> = (usize, ColumnType, &'b [u8]);
+
 /// The properties of a feature's property bytes (pairs of a little-endian
 /// `u16` column index and a value): `(column, type, value bytes)` in the
 /// order stored. Every slice is bounds-checked.
 fn properties<'b>(
     bytes: &'b [u8],
     columns: &[(String, ColumnType)],
-) -> std::result::Result<Vec<(usize, ColumnType, &'b [u8])>, String> {
+) -> std::result::Result<Vec<Property<'b>>, String> {
     let take = |at: usize, n: usize| -> std::result::Result<&[u8], String> {
         at.checked_add(n)
             .and_then(|end| bytes.get(at..end))
