@@ -111,7 +111,8 @@ def make_dataset(name: str, n: int, work: str, bin_: str) -> Optional[str]:
         run_cli(bin_, ["import", "--input", pbf, "--out", csv])
     else:
         raise SystemExit(f"peers: unknown dataset {name!r} (one of {', '.join(DATASETS)})")
-    table = np.loadtxt(csv, delimiter=",", skiprows=1, ndmin=2)
+    # the first five columns: OSM imports add attribute columns (osm_type, osm_id, tags) after them
+    table = np.loadtxt(csv, delimiter=",", skiprows=1, ndmin=2, usecols=range(5))
     boxes = np.ascontiguousarray(table[:, 1:5], dtype=np.float64)
     ids = np.arange(len(boxes), dtype=np.int64)
     out = os.path.join(work, f"{name}.npz")

@@ -14,6 +14,10 @@
 //! | Shapefile | `.shp` (+ `.dbf`) | points, lines, polygons | no |
 //! | OSM PBF | `.pbf` (`.osm.pbf`) | ways and multipolygon relations by tag filter (cargo feature `osm-pbf`) | no |
 //!
+//! Objects may carry attributes ([`attributes`]: the OSM type, id and tags
+//! of objects read from OSM PBF), which [`write_objects_with`] stores in
+//! every writable format and [`attributes::read`] reads back.
+//!
 //! Every reader returns `(id, geometry)` pairs in file order, with unique
 //! ids and geometries whose coordinates are finite and at most
 //! [`geoflash::geom::MAX_COORD`] in magnitude; anything else is an
@@ -28,6 +32,9 @@ use geoflash::geom::Rect;
 use geoflash::objects::Geometry;
 use geoflash::{Error, Result};
 
+use attributes::{Column, Row, Value};
+
+pub mod attributes;
 pub mod fgb;
 pub mod geoparquet;
 pub mod osm;
@@ -255,22 +262,66 @@ pub fn write_objects<G: Borrow<Geometry>>(
     path: &Path,
     objects: impl IntoIterator<Item = (u64, G)>,
 ) -> Result<u64> {
-    match Format::for_output(path)? {
-        Format::Csv => write_csv(
+    write_objects_with(
+        path,
+        &[],
+        objects.into_iter().map(|(id, g)| (id, g, &[] as &Row)),
+    )
+}
+
+/// [`write_objects`] with attribute `columns`: each object comes with its
+/// row (one value per column), written as the format stores attributes
+/// ([`attributes`]). No columns: exactly [`write_objects`]'s files.
+pub fn write_objects_with<'r, G: Borrow<Geometry>>(
+    path: &Path,
+    columns: &[Column],
+    objects: impl IntoIterator<Item = (u64, G, &'r Row)>,
+) -> Result<u64> {
+    let mut objects = objects.into_iter().map(|(id, g, row)| {
+        if row.len() == columns.len() {
+            Ok((id, g, row))
+        } else {
+            Err(bad(
+                path,
+                format!(
+                    "object {id} has {} attribute values for {} columns",
+                    row.len(),
+                    columns.len()
+                ),
+            ))
+        }
+    });
+    // the writers take plain items: the first bad row stops the stream and
+    // is returned after the writer has stopped
+    let mut failure = None;
+    let items = std::iter::from_fn(|| match objects.next()? {
+        Ok(item) => Some(item),
+        Err(e) => {
+            failure = Some(e);
+            None
+        }
+    });
+    let n = match Format::for_output(path)? {
+        Format::Csv => write_csv_with(
             path,
-            objects.into_iter().map(|(id, g)| {
+            columns,
+            items.map(|(id, g, row)| {
                 geoflash::objects::geometry::bounding_rect(g.borrow())
-                    .map(|r| (id, r))
+                    .map(|r| (id, r, row))
                     .map_err(|e| bad(path, format!("object {id}: {e}")))
             }),
         ),
-        Format::GeoJson => write_geojson(path, objects),
-        Format::FlatGeobuf => fgb::write(path, objects),
-        Format::GeoParquet => geoparquet::write(path, objects),
+        Format::GeoJson => write_geojson(path, columns, items),
+        Format::FlatGeobuf => fgb::write(path, columns, items),
+        Format::GeoParquet => geoparquet::write(path, columns, items),
         // for_output refuses the input-only formats
         f @ (Format::Shapefile | Format::OsmPbf) => {
             Err(bad(path, format!("{} output is not supported", f.name())))
         }
+    }?;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(n),
     }
 }
 
@@ -284,37 +335,72 @@ fn write_file(path: &Path, body: impl FnOnce(&mut BufWriter<File>) -> Result<u64
 }
 
 fn write_csv(path: &Path, records: impl Iterator<Item = Result<(u64, Rect)>>) -> Result<u64> {
+    write_csv_with(
+        path,
+        &[],
+        records.map(|r| r.map(|(id, r)| (id, r, &[] as &Row))),
+    )
+}
+
+/// CSV rectangles, then one field per attribute column.
+fn write_csv_with<'r>(
+    path: &Path,
+    columns: &[Column],
+    records: impl Iterator<Item = Result<(u64, Rect, &'r Row)>>,
+) -> Result<u64> {
     write_file(path, |w| {
         let io = |e| io_err(path, e);
-        writeln!(w, "id,minx,miny,maxx,maxy").map_err(io)?;
+        write!(w, "id,minx,miny,maxx,maxy").map_err(io)?;
+        for c in columns {
+            write!(w, ",{}", attributes::csv_field(&c.name)).map_err(io)?;
+        }
+        writeln!(w).map_err(io)?;
         let mut n = 0u64;
         for rec in records {
-            let (id, r) = rec?;
-            writeln!(w, "{id},{},{},{},{}", r.min_x, r.min_y, r.max_x, r.max_y).map_err(io)?;
+            let (id, r, row) = rec?;
+            write!(w, "{id},{},{},{},{}", r.min_x, r.min_y, r.max_x, r.max_y).map_err(io)?;
+            for v in row {
+                match v {
+                    None => write!(w, ","),
+                    Some(Value::UInt(x)) => write!(w, ",{x}"),
+                    Some(Value::Text(t)) => write!(w, ",{}", attributes::csv_field(t)),
+                }
+                .map_err(io)?;
+            }
+            writeln!(w).map_err(io)?;
             n += 1;
         }
         Ok(n)
     })
 }
 
-fn write_geojson<G: Borrow<Geometry>>(
+fn write_geojson<'r, G: Borrow<Geometry>>(
     path: &Path,
-    objects: impl IntoIterator<Item = (u64, G)>,
+    columns: &[Column],
+    objects: impl IntoIterator<Item = (u64, G, &'r Row)>,
 ) -> Result<u64> {
     write_file(path, |w| {
         let io = |e| io_err(path, e);
         write!(w, "{{\"type\":\"FeatureCollection\",\"features\":[").map_err(io)?;
         let mut n = 0u64;
-        for (id, g) in objects {
+        for (id, g, row) in objects {
             if n > 0 {
                 writeln!(w, ",").map_err(io)?;
             }
             let gj = geojson::Geometry::from(g.borrow());
-            let text =
-                serde_json::to_string(&gj).map_err(|e| bad(path, format!("object {id}: {e}")))?;
+            let text = json_text(path, id, &gj)?;
+            let mut props = format!("\"id\":{id}");
+            for (c, v) in columns.iter().zip(row) {
+                let value = match v {
+                    None => "null".to_string(),
+                    Some(Value::UInt(x)) => x.to_string(),
+                    Some(Value::Text(t)) => json_text(path, id, t)?,
+                };
+                props.push_str(&format!(",{}:{value}", json_text(path, id, &c.name)?));
+            }
             write!(
                 w,
-                "{{\"type\":\"Feature\",\"id\":{id},\"properties\":{{\"id\":{id}}},\"geometry\":{text}}}"
+                "{{\"type\":\"Feature\",\"id\":{id},\"properties\":{{{props}}},\"geometry\":{text}}}"
             )
             .map_err(io)?;
             n += 1;
@@ -322,6 +408,11 @@ fn write_geojson<G: Borrow<Geometry>>(
         writeln!(w, "]}}").map_err(io)?;
         Ok(n)
     })
+}
+
+/// The JSON text of `v`, a part of object `id` of the GeoJSON file `path`.
+fn json_text(path: &Path, id: u64, v: &impl serde::Serialize) -> Result<String> {
+    serde_json::to_string(v).map_err(|e| bad(path, format!("object {id}: {e}")))
 }
 
 /// Reads `(id, rect)` records from a CSV dataset file (`id,minx,miny,maxx,maxy` with a header).

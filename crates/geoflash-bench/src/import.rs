@@ -18,6 +18,7 @@ use geoflash::geom::Rect;
 use geoflash::objects::Geometry;
 use geoflash::{Error, Result};
 
+use crate::formats::attributes::Attributes;
 use crate::formats::{self, osm, Format};
 use crate::generate::{self, InsertionOrder};
 
@@ -44,6 +45,10 @@ pub struct Dataset {
     /// relations that pass the filter but cannot be built; empty for the
     /// other formats).
     pub skipped: Vec<osm::Skipped>,
+    /// The objects' attributes, one row per object in `objects`' order
+    /// (OSM type, id and tags of OSM PBF input, [`formats::attributes`]);
+    /// no columns for the other formats.
+    pub attributes: Attributes,
 }
 
 /// The WKT column of a CSV header, if it has one.
@@ -115,6 +120,7 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset> {
         Err(e) => return Err(formats::io_err(path, e)),
     }
     let mut skipped = Vec::new();
+    let mut attributes = Attributes::default();
     let objects = match format {
         Format::GeoJson => formats::read_geojson(path)?,
         Format::Csv => {
@@ -133,6 +139,7 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset> {
         Format::OsmPbf => {
             let r = osm::read(path, &opts.osm)?;
             skipped = r.skipped;
+            attributes = r.attributes;
             r.objects
         }
     };
@@ -140,6 +147,7 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset> {
         format,
         objects,
         skipped,
+        attributes,
     })
 }
 
@@ -199,10 +207,12 @@ fn format_key(f: Format) -> String {
         .unwrap_or_else(|| f.name().to_string())
 }
 
-/// Writes `objects` (read from `input`, named in errors) to `out` in
-/// insertion order `order` (seeded by `seed`); returns how many.
+/// Writes `objects` with their `attributes` (read from `input`, named in
+/// errors) to `out` in insertion order `order` (seeded by `seed`); returns
+/// how many.
 fn write_ordered(
     objects: &[(u64, Geometry)],
+    attributes: &Attributes,
     input: &Path,
     out: &Path,
     order: InsertionOrder,
@@ -218,8 +228,8 @@ fn write_ordered(
     let perm = generate::order(&rects, order, seed)?;
     let ordered = perm
         .iter()
-        .filter_map(|&i| objects.get(i).map(|(id, g)| (*id, g)));
-    let count = formats::write_objects(out, ordered)?;
+        .filter_map(|&i| objects.get(i).map(|(id, g)| (*id, g, attributes.row(i))));
+    let count = formats::write_objects_with(out, attributes.columns(), ordered)?;
     if count != objects.len() as u64 {
         return Err(Error::invalid(format!(
             "{}: wrote {count} of {} objects (the order is not a permutation)",
@@ -242,7 +252,7 @@ pub fn import(
 ) -> Result<ImportReport> {
     let out_format = Format::for_output(out)?;
     let data = read_dataset(input, opts)?;
-    let count = write_ordered(&data.objects, input, out, order, seed)?;
+    let count = write_ordered(&data.objects, &data.attributes, input, out, order, seed)?;
     Ok(ImportReport {
         input: input.display().to_string(),
         input_format: format_key(data.format),
@@ -290,7 +300,14 @@ pub fn import_postgis(
     let out_format = Format::for_output(out)?;
     let objects = crate::postgis::read(src)?;
     let what = src.describe();
-    let count = write_ordered(&objects, Path::new(&what), out, order, seed)?;
+    let count = write_ordered(
+        &objects,
+        &Attributes::default(),
+        Path::new(&what),
+        out,
+        order,
+        seed,
+    )?;
     Ok(ImportReport {
         input: what,
         input_format: "postgis".into(),

@@ -1093,3 +1093,273 @@ fn a_shapefile_record_with_a_huge_point_count_is_refused() {
         "{e}"
     );
 }
+
+/// The attribute values of every object of a written file, by object id:
+/// the file's columns read back with `attributes::read`, as text.
+#[cfg(feature = "osm-pbf")]
+fn attribute_text(path: &Path) -> std::collections::BTreeMap<u64, Vec<(String, Option<String>)>> {
+    let (ids, attrs) = geoflash_bench::formats::attributes::read(path).unwrap();
+    assert_eq!(ids.len(), attrs.len(), "{}", path.display());
+    ids.iter()
+        .enumerate()
+        .map(|(i, &id)| {
+            // by column name: GeoJSON properties come back in name order
+            let mut row: Vec<_> = attrs
+                .columns()
+                .iter()
+                .map(|c| (c.name.clone(), attrs.get(i, &c.name).map(|v| v.to_string())))
+                .collect();
+            row.sort();
+            (id, row)
+        })
+        .collect()
+}
+
+/// OSM objects carry `osm_type`, `osm_id` and one column per filter key
+/// into every output format, in any order, and read back the same; the
+/// geometry readers still read those files; the id and type columns are
+/// integers where the format has types.
+#[cfg(feature = "osm-pbf")]
+#[test]
+fn osm_type_id_and_tags_reach_every_output() {
+    use geoflash_bench::formats::attributes::{Kind, Value};
+    use geoflash_bench::formats::osm::{object_id, OsmOptions, OsmType};
+    let dir = tempfile::tempdir().unwrap();
+    let pbf = dir.path().join("tiny.osm.pbf");
+    std::fs::write(&pbf, osm_pbf()).unwrap();
+    let opts = ReadOptions {
+        osm: OsmOptions {
+            filters: vec![
+                "building=*".parse().unwrap(),
+                "highway=*".parse().unwrap(),
+                "building=house".parse().unwrap(),
+            ],
+        },
+    };
+    let d = import::read_dataset(&pbf, &opts).unwrap();
+    let names: Vec<(&str, Kind)> = d
+        .attributes
+        .columns()
+        .iter()
+        .map(|c| (c.name.as_str(), c.kind))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("osm_type", Kind::Text),
+            ("osm_id", Kind::UInt),
+            ("building", Kind::Text),
+            ("highway", Kind::Text),
+        ]
+    );
+    let way = |id| object_id(OsmType::Way, id);
+    let rel = |id| object_id(OsmType::Relation, id);
+    // by column name, as attribute_text gives them
+    let row = |t: &str, id: u64, b: Option<&str>, h: Option<&str>| {
+        vec![
+            ("building".to_string(), b.map(String::from)),
+            ("highway".to_string(), h.map(String::from)),
+            ("osm_id".to_string(), Some(id.to_string())),
+            ("osm_type".to_string(), Some(t.to_string())),
+        ]
+    };
+    let want: std::collections::BTreeMap<u64, _> = [
+        (way(100), row("way", 100, Some("yes"), None)),
+        (way(102), row("way", 102, Some("yes"), None)),
+        (way(105), row("way", 105, Some("house"), None)),
+        (way(109), row("way", 109, None, Some("yes"))),
+        (rel(7), row("relation", 7, Some("yes"), None)),
+        (rel(11), row("relation", 11, Some("yes"), None)),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(d.attributes.len(), d.objects.len());
+    for (i, (id, _)) in d.objects.iter().enumerate() {
+        let got: Vec<_> = d
+            .attributes
+            .columns()
+            .iter()
+            .map(|c| {
+                (
+                    c.name.clone(),
+                    d.attributes.get(i, &c.name).map(|v| v.to_string()),
+                )
+            })
+            .collect();
+        let mut got = got;
+        got.sort();
+        assert_eq!(Some(&got), want.get(id), "object {id}");
+    }
+    let mut rects: Vec<(u64, Rect)> = d
+        .objects
+        .iter()
+        .map(|(i, g)| (*i, bounding_rect(g).unwrap()))
+        .collect();
+    rects.sort_by_key(|r| r.0);
+    for ext in ["csv", "geojson", "fgb", "parquet"] {
+        if ext == "parquet" && !cfg!(feature = "geoparquet") {
+            continue;
+        }
+        let out = dir.path().join(format!("b.{ext}"));
+        import::import(&pbf, &out, InsertionOrder::Random, 5, &opts).unwrap();
+        assert_eq!(attribute_text(&out), want, "{ext}");
+        let mut back = import::read_rects(&out).unwrap();
+        back.sort_by_key(|r| r.0);
+        assert_eq!(back, rects, "{ext}");
+        // typed formats keep the id an integer; CSV has text only
+        let (ids, attrs) = geoflash_bench::formats::attributes::read(&out).unwrap();
+        let i = ids.iter().position(|&id| id == rel(11)).unwrap();
+        let osm_id = attrs.get(i, "osm_id").unwrap();
+        if ext == "csv" {
+            assert_eq!(osm_id, &Value::Text("11".into()));
+        } else {
+            assert_eq!(osm_id, &Value::UInt(11), "{ext}");
+        }
+    }
+    // the CSV header and a row, as other tools see them
+    let csv = std::fs::read_to_string(dir.path().join("b.csv")).unwrap();
+    assert!(
+        csv.starts_with("id,minx,miny,maxx,maxy,osm_type,osm_id,building,highway\n"),
+        "{csv}"
+    );
+    assert!(
+        csv.contains(&format!("{},", way(109))) && csv.contains(",way,109,,yes\n"),
+        "{csv}"
+    );
+}
+
+/// Objects without attributes write the files of before (the CSV header
+/// is `id,minx,miny,maxx,maxy`, no other column, property or field), and
+/// attribute values that need quoting or escaping survive every format.
+#[test]
+fn attributes_are_optional_and_survive_awkward_text() {
+    use geoflash_bench::formats::attributes::{self, Attributes, Column, Kind, Value};
+    let dir = tempfile::tempdir().unwrap();
+    let objects: Vec<(u64, Geometry)> = dataset()
+        .into_iter()
+        .take(4)
+        .map(|(id, r)| (id, formats::rect_geometry(&r)))
+        .collect();
+    let mut attrs = Attributes::new(vec![
+        Column::new("name", Kind::Text),
+        Column::new("n", Kind::UInt),
+    ])
+    .unwrap();
+    let texts = ["a,b", "say \"hi\"", "two\nlines", "ünïcode"];
+    for (i, t) in texts.iter().enumerate() {
+        let n = (i != 2).then_some(Value::UInt(u64::MAX - i as u64));
+        attrs
+            .push(vec![Some(Value::Text(t.to_string())), n])
+            .unwrap();
+    }
+    for ext in ["csv", "geojson", "fgb", "parquet"] {
+        if ext == "parquet" && !cfg!(feature = "geoparquet") {
+            continue;
+        }
+        let plain = dir.path().join(format!("plain.{ext}"));
+        formats::write_objects(&plain, objects.iter().map(|(id, g)| (*id, g))).unwrap();
+        let (ids, none) = attributes::read(&plain).unwrap();
+        assert_eq!(ids, objects.iter().map(|o| o.0).collect::<Vec<_>>());
+        assert!(none.is_empty(), "{ext}: {:?}", none.columns());
+        let with = dir.path().join(format!("with.{ext}"));
+        let n = formats::write_objects_with(
+            &with,
+            attrs.columns(),
+            objects
+                .iter()
+                .enumerate()
+                .map(|(i, (id, g))| (*id, g, attrs.row(i))),
+        )
+        .unwrap();
+        assert_eq!(n, 4);
+        let (ids, back) = attributes::read(&with).unwrap();
+        assert_eq!(ids.len(), 4);
+        for (i, t) in texts.iter().enumerate() {
+            assert_eq!(
+                back.get(i, "name").map(|v| v.to_string()),
+                Some(t.to_string()),
+                "{ext}"
+            );
+            let n = back.get(i, "n").map(|v| v.to_string());
+            assert_eq!(
+                n,
+                (i != 2).then(|| (u64::MAX - i as u64).to_string()),
+                "{ext}"
+            );
+        }
+        assert_eq!(
+            import::read_rects(&with).unwrap(),
+            import::read_rects(&plain).unwrap()
+        );
+        // a row that does not fit the columns is an error, not a file
+        let short: Vec<(u64, &Geometry, &attributes::Row)> =
+            vec![(1, &objects[0].1, &[] as &attributes::Row)];
+        let e = formats::write_objects_with(&with, attrs.columns(), short)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("0 attribute values for 2 columns"), "{ext}: {e}");
+    }
+    let header = std::fs::read_to_string(dir.path().join("plain.csv")).unwrap();
+    assert!(header.starts_with("id,minx,miny,maxx,maxy\n0,"), "{header}");
+}
+
+/// The real extract: every building carries its type and id (those of its
+/// object id) and its `building` tag, which a plain sequential scan of
+/// the file with `osmpbf` gives for the same element.
+#[cfg(all(feature = "osm-pbf", feature = "geoparquet"))]
+#[test]
+fn real_osm_extract_tags_match_a_sequential_scan() {
+    use geoflash_bench::formats::osm::{osm_of, OsmType};
+    use std::collections::HashMap;
+    let pbf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pyrosm-test.osm.pbf");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("b.parquet");
+    let r = import::import(
+        &pbf,
+        &out,
+        InsertionOrder::Hilbert,
+        1,
+        &ReadOptions::default(),
+    )
+    .unwrap();
+    let mut tags: HashMap<(OsmType, u64), String> = HashMap::new();
+    osmpbf::ElementReader::from_path(&pbf)
+        .unwrap()
+        .for_each(|e| {
+            let (t, id, found) = match &e {
+                osmpbf::Element::Way(w) => (
+                    OsmType::Way,
+                    w.id(),
+                    w.tags()
+                        .find(|t| t.0 == "building")
+                        .map(|t| t.1.to_string()),
+                ),
+                osmpbf::Element::Relation(r) => (
+                    OsmType::Relation,
+                    r.id(),
+                    r.tags()
+                        .find(|t| t.0 == "building")
+                        .map(|t| t.1.to_string()),
+                ),
+                _ => return,
+            };
+            if let Some(v) = found {
+                tags.insert((t, id as u64), v);
+            }
+        })
+        .unwrap();
+    let got = attribute_text(&out);
+    assert_eq!(got.len(), r.count);
+    let mut kinds = std::collections::BTreeSet::new();
+    for (id, row) in &got {
+        let (t, osm) = osm_of(*id);
+        let value = |k: &str| row.iter().find(|c| c.0 == k).and_then(|c| c.1.clone());
+        assert_eq!(value("osm_type").as_deref(), Some(t.name()), "{id}");
+        assert_eq!(value("osm_id"), Some(osm.to_string()), "{id}");
+        assert_eq!(value("building").as_ref(), tags.get(&(t, osm)), "{id}");
+        kinds.insert(t);
+    }
+    // this extract's buildings are all ways (the tiny file above has relations)
+    assert!(kinds.contains(&OsmType::Way), "{kinds:?}");
+    assert!(!got.is_empty());
+}

@@ -13,7 +13,7 @@ use crate::Failure;
 /// Options of `import`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Formats follow the extensions: read .csv, .geojson/.json, .fgb, .parquet, .shp (with its .dbf), .osm.pbf; write .csv (MBRs), .geojson, .fgb, .parquet (geometries).\n\nExamples:\n  geoflash import --input parcels.csv --out parcels.geojson   (CSV with a wkt column)\n  geoflash import --input buildings.geojson --out b.csv --order sessions --seed 7\n  geoflash import --input monaco-latest.osm.pbf --out monaco.fgb   (building footprints: ways and multipolygon relations)\n  geoflash import --input monaco-latest.osm.pbf --out roads.fgb --osm-filter highway=* --skipped skipped.csv\n  geoflash import --input city.osm.pbf --out parks.geojson --osm-filter leisure=park --osm-filter landuse=grass\n  geoflash import --input roads.shp --out roads.parquet --order hilbert\n  geoflash import --postgis postgresql://me@localhost/osm --table buildings --geometry-column geom --id-column osm_id --out b.fgb"
+    after_help = "Formats follow the extensions: read .csv, .geojson/.json, .fgb, .parquet, .shp (with its .dbf), .osm.pbf; write .csv (MBRs), .geojson, .fgb, .parquet (geometries).\n\nExamples:\n  geoflash import --input parcels.csv --out parcels.geojson   (CSV with a wkt column)\n  geoflash import --input buildings.geojson --out b.csv --order sessions --seed 7\n  geoflash import --input monaco-latest.osm.pbf --out monaco.fgb   (building footprints: ways and multipolygon relations)\n  geoflash import --input monaco-latest.osm.pbf --out roads.fgb --osm-filter highway=* --skipped skipped.csv\n  geoflash import --input city.osm.pbf --out parks.geojson --osm-filter leisure=park --osm-filter landuse=grass\n  geoflash import --input roads.shp --out roads.parquet --order hilbert\n  geoflash import --postgis postgresql://me@localhost/osm --table buildings --geometry-column geom --id-column osm_id --out b.fgb\n\nOSM PBF input: every object carries osm_type (way or relation), osm_id and one attribute per --osm-filter key (the tag's value, empty or null when absent), written as properties (.geojson), columns (.fgb, .parquet) or extra CSV columns after id,minx,miny,maxx,maxy."
 )]
 pub struct ImportArgs {
     /// Input: CSV (id,minx,miny,maxx,maxy or a wkt column), GeoJSON, FlatGeobuf (.fgb),
@@ -45,7 +45,8 @@ pub struct ImportArgs {
     seed: u64,
     /// OSM PBF input: the ways and multipolygon relations to read, by tag: key=* (any
     /// value but no) or key=value. Repeat the option to read what any of the filters
-    /// matches. Object ids: 2 × way id, 2 × relation id + 1.
+    /// matches. Object ids: 2 × way id, 2 × relation id + 1. Each filter key also
+    /// becomes an output column holding the tag's value, beside osm_type and osm_id.
     #[arg(
         long = "osm-filter",
         value_name = "KEY=VALUE",

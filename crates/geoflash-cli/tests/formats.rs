@@ -234,3 +234,60 @@ fn import_osm_reports_skipped_elements_by_reason() {
     .unwrap();
     assert!(both["count"].as_u64() > j["count"].as_u64(), "{both}");
 }
+
+/// `import` of a real OSM extract carries `osm_type`, `osm_id` and one
+/// column per `--osm-filter` key into the output; a filter key that would
+/// clash with the output's own columns is refused (exit code 2).
+#[cfg(feature = "osm-pbf")]
+#[test]
+fn import_osm_writes_type_id_and_tags() {
+    let dir = tempfile::tempdir().unwrap();
+    let pbf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../geoflash-bench/tests/data/pyrosm-test.osm.pbf");
+    let out = dir.path().join("b.geojson");
+    ok(geoflash(&[
+        "import",
+        "--input",
+        s(&pbf),
+        "--out",
+        s(&out),
+        "--osm-filter",
+        "building=*",
+        "--osm-filter",
+        "highway=*",
+        "--order",
+        "random",
+    ]));
+    let fc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let features = fc["features"].as_array().unwrap();
+    let (mut ways, mut relations, mut roads) = (0, 0, 0);
+    for f in features {
+        let id = f["id"].as_u64().unwrap();
+        let p = &f["properties"];
+        let want_type = if id % 2 == 0 { "way" } else { "relation" };
+        assert_eq!(p["osm_type"], want_type, "{f}");
+        assert_eq!(p["osm_id"].as_u64(), Some(id / 2), "{f}");
+        // each object has the tag of a filter that selected it
+        let tagged = |k: &str| p[k].as_str().is_some_and(|v| v != "no");
+        assert!(tagged("building") || tagged("highway"), "{p}");
+        assert!(p.get("building").is_some() && p.get("highway").is_some());
+        ways += usize::from(want_type == "way");
+        relations += usize::from(want_type == "relation");
+        roads += usize::from(tagged("highway"));
+    }
+    // this extract's buildings are ways (relations are checked on the tiny file of geoflash-bench's tests)
+    assert!(ways > 300 && roads > 0, "{ways} {relations} {roads}");
+    bad_input(
+        geoflash(&[
+            "import",
+            "--input",
+            s(&pbf),
+            "--out",
+            s(&out),
+            "--osm-filter",
+            "geometry=*",
+        ]),
+        "cannot become output columns",
+    );
+}

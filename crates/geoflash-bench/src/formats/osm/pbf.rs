@@ -7,6 +7,7 @@ use geo::{Coord, LineString, Polygon};
 use geoflash::objects::Geometry;
 use geoflash::{Error, Result};
 
+use super::super::attributes::{self, Value};
 use super::super::{bad, io_err, Collector};
 use super::rings::{self, RingError};
 use super::{object_id, OsmFilter, OsmOptions, OsmRead, OsmType, SkipReason, Skipped};
@@ -58,6 +59,23 @@ fn tag_facts(
     f
 }
 
+/// The values of the tags `keys` among an element's tags (tags as indices
+/// into the block's string table), `None` for a key it lacks.
+fn tag_values(
+    keys: &[String],
+    tags: impl Iterator<Item = (u32, u32)>,
+    table: &[Vec<u8>],
+) -> Vec<Option<String>> {
+    let s = |i: u32| table.get(i as usize).map_or(&[][..], Vec::as_slice);
+    let mut out = vec![None; keys.len()];
+    for (k, v) in tags {
+        if let Some(i) = keys.iter().position(|key| key.as_bytes() == s(k)) {
+            out[i] = Some(String::from_utf8_lossy(s(v)).into_owned());
+        }
+    }
+    out
+}
+
 impl TagFacts {
     /// Whether a closed way with these tags is an area (see the module
     /// documentation of [`super`]).
@@ -77,12 +95,16 @@ struct WayRec {
     refs: Vec<i64>,
     /// `Some(closed_is_area)` when the way passes the filter itself.
     selected: Option<bool>,
+    /// The values of the filter keys (empty when not selected).
+    tags: Vec<Option<String>>,
 }
 
 /// A multipolygon relation that passes the filter: its distinct member ways.
 struct RelRec {
     id: i64,
     ways: Vec<i64>,
+    /// The values of the filter keys.
+    tags: Vec<Option<String>>,
 }
 
 /// The error for a failure of `osmpbf` on `path`.
@@ -96,7 +118,7 @@ fn pbf_error(path: &Path, e: osmpbf::Error) -> Error {
 }
 
 /// The first pass: the multipolygon relations that pass the filter.
-fn read_relations(path: &Path, filters: &[OsmFilter]) -> Result<Vec<RelRec>> {
+fn read_relations(path: &Path, filters: &[OsmFilter], keys: &[String]) -> Result<Vec<RelRec>> {
     let reader = osmpbf::ElementReader::from_path(path).map_err(|e| pbf_error(path, e))?;
     let mut rels = Vec::new();
     // `osmpbf` panics on some malformed member lists (an unknown member type,
@@ -117,7 +139,12 @@ fn read_relations(path: &Path, filters: &[OsmFilter]) -> Result<Vec<RelRec>> {
                 .map(|m| m.member_id)
                 .filter(|id| seen.insert(*id))
                 .collect();
-            rels.push(RelRec { id: r.id(), ways });
+            let tags = tag_values(keys, r.raw_tags(), r.raw_stringtable());
+            rels.push(RelRec {
+                id: r.id(),
+                ways,
+                tags,
+            });
         })
     }));
     match run {
@@ -204,7 +231,9 @@ fn relation_geometry(
 pub(super) fn read(path: &Path, opts: &OsmOptions) -> Result<OsmRead> {
     std::fs::metadata(path).map_err(|e| io_err(path, e))?;
     let filters = opts.filters.as_slice();
-    let rels = read_relations(path, filters)?;
+    let keys = opts.keys();
+    let mut attributes = attributes::osm_columns(&keys).map_err(|e| bad(path, e))?;
+    let rels = read_relations(path, filters, &keys)?;
     let members: HashSet<i64> = rels.iter().flat_map(|r| r.ways.iter().copied()).collect();
 
     let mut reader = osmpbf::IndexedReader::from_path(path).map_err(|e| pbf_error(path, e))?;
@@ -223,10 +252,16 @@ pub(super) fn read(path: &Path, opts: &OsmOptions) -> Result<OsmRead> {
                     overflow.get_or_insert(way.id());
                     return false;
                 };
+                let tags = if facts.passes {
+                    tag_values(&keys, way.raw_tags(), way.raw_stringtable())
+                } else {
+                    Vec::new()
+                };
                 recs.push(WayRec {
                     id: way.id(),
                     refs,
                     selected: facts.passes.then(|| facts.closed_is_area()),
+                    tags,
                 });
                 true
             },
@@ -257,7 +292,7 @@ pub(super) fn read(path: &Path, opts: &OsmOptions) -> Result<OsmRead> {
         match relation_geometry(rel, &by_id, &recs, &nodes) {
             Ok(g) => {
                 claimed.extend(rel.ways.iter().copied());
-                rel_objects.push((id, g));
+                rel_objects.push((id, g, &rel.tags));
             }
             Err(reason) => skipped_rels.push(Skipped {
                 osm_type: OsmType::Relation,
@@ -279,7 +314,10 @@ pub(super) fn read(path: &Path, opts: &OsmOptions) -> Result<OsmRead> {
             way_geometry(&w.refs, closed_is_area, &nodes)
         };
         match built {
-            Ok(g) => objects.push(format!("way {id}"), object_id(OsmType::Way, id), g)?,
+            Ok(g) => {
+                objects.push(format!("way {id}"), object_id(OsmType::Way, id), g)?;
+                attributes.push(osm_row(OsmType::Way, id, &w.tags))?;
+            }
             Err(reason) => skipped.push(Skipped {
                 osm_type: OsmType::Way,
                 osm_id: id,
@@ -287,18 +325,27 @@ pub(super) fn read(path: &Path, opts: &OsmOptions) -> Result<OsmRead> {
             }),
         }
     }
-    for (id, g) in rel_objects {
+    for (id, g, tags) in rel_objects {
         objects.push(
             format!("relation {id}"),
             object_id(OsmType::Relation, id),
             g,
         )?;
+        attributes.push(osm_row(OsmType::Relation, id, tags))?;
     }
     skipped.extend(skipped_rels);
     Ok(OsmRead {
         objects: objects.finish(),
+        attributes,
         skipped,
     })
+}
+
+/// The attribute row of an object: its type, id and tag values.
+fn osm_row(t: OsmType, id: u64, tags: &[Option<String>]) -> Vec<Option<Value>> {
+    let mut row = vec![Some(Value::Text(t.name().into())), Some(Value::UInt(id))];
+    row.extend(tags.iter().map(|v| v.clone().map(Value::Text)));
+    row
 }
 
 #[cfg(test)]
