@@ -13,13 +13,6 @@ use crate::page_id::PageId;
 /// least area enlargement).
 const OVERLAP_CANDIDATES: usize = 32;
 
-/// Lanes computed together in [`choose_by_overlap`] (a group skips the
-/// siblings out of its reach).
-const LANE_GROUP: usize = 8;
-
-/// Groups of lanes.
-const GROUPS: usize = OVERLAP_CANDIDATES / LANE_GROUP;
-
 /// ChooseSubtree when the children are leaves: the child whose overlap with
 /// its siblings grows least, ties by least area enlargement, then least area,
 /// then the first in key order.
@@ -45,71 +38,46 @@ pub(crate) fn choose_by_overlap(entries: &[Entry], rect: &Rect) -> Option<PageId
         candidates.truncate(OVERLAP_CANDIDATES);
         candidates.sort_unstable();
     }
-    // The overlap enlargement of every candidate at once: lane `j` holds a
-    // candidate grown by `rect` and as it is, and sums over the siblings in
-    // their order, exactly as a loop per candidate would (the same
-    // operations in the same order, so the same bits), but in a form the
-    // compiler vectorises across candidates. Branch-free within a group of
-    // lanes: a sibling disjoint from a grown rectangle adds exactly 0.0, and
-    // the candidate itself adds area(e) - area(e) = 0.0.
-    //
-    // Lanes are ordered by the grown rectangles' centres (x), so that each
-    // group of LANE_GROUP lanes covers a narrow part of the node: a sibling
-    // disjoint from the bounds of a group's grown rectangles adds exactly
-    // 0.0 to each of its lanes (every width or height clamps to 0, and a
-    // sum never holds -0.0), so the group skips it without changing a bit.
-    let mut lanes: Vec<(usize, Rect)> = candidates
+    // The overlap enlargement of every candidate at once: lane `j` holds
+    // candidate `candidates[j]` grown by `rect` and as it is, and sums over
+    // the siblings in their order, exactly as a loop per candidate would
+    // (the same operations in the same order, so the same bits), but in a
+    // form the compiler vectorises across candidates. Branch-free: a
+    // sibling disjoint from the grown rectangle adds exactly 0.0, and the
+    // candidate itself adds area(e) - area(e) = 0.0.
+    let mut grown = Lanes::default();
+    let mut now = Lanes::default();
+    for (lane, e) in candidates
         .iter()
-        .filter_map(|&i| entries.get(i).map(|e| (i, union(&e.rect, rect))))
+        .filter_map(|&i| entries.get(i))
+        .enumerate()
         .take(OVERLAP_CANDIDATES)
-        .collect();
-    lanes.sort_by(|(ia, a), (ib, b)| {
-        (a.min_x + a.max_x)
-            .total_cmp(&(b.min_x + b.max_x))
-            .then(ia.cmp(ib))
-    });
-    let mut grown = [Lanes::default(); GROUPS];
-    let mut now = [Lanes::default(); GROUPS];
-    let mut reach: [Option<Rect>; GROUPS] = [None; GROUPS];
-    for (lane, (i, g)) in lanes.iter().enumerate() {
-        let Some(e) = entries.get(*i) else { continue };
-        let (group, j) = (lane / LANE_GROUP, lane % LANE_GROUP);
-        if let (Some(gr), Some(nw), Some(r)) = (
-            grown.get_mut(group),
-            now.get_mut(group),
-            reach.get_mut(group),
-        ) {
-            gr.set(j, g);
-            nw.set(j, &e.rect);
-            *r = Some(r.map_or(*g, |r| union(&r, g)));
-        }
+    {
+        grown.set(lane, &union(&e.rect, rect));
+        now.set(lane, &e.rect);
     }
-    let mut delta = [[0.0f64; LANE_GROUP]; GROUPS];
+    // A sibling disjoint from the bounds of every grown candidate adds
+    // exactly 0.0 to every lane (each width or height clamps to 0, and a
+    // sum never holds -0.0), so it is skipped without changing a bit.
+    let reach = candidates
+        .iter()
+        .filter_map(|&i| entries.get(i))
+        .map(|e| union(&e.rect, rect))
+        .reduce(|a, b| union(&a, &b));
+    let mut delta = [0.0f64; OVERLAP_CANDIDATES];
     for other in entries {
         let o = &other.rect;
-        for (((bounds, gr), nw), d) in reach.iter().zip(&grown).zip(&now).zip(&mut delta) {
-            let Some(b) = bounds else { break };
-            if o.max_x < b.min_x || o.min_x > b.max_x || o.max_y < b.min_y || o.min_y > b.max_y {
-                continue;
-            }
-            gr.add_overlap_growth(nw, o, d);
+        if reach.is_some_and(|b| {
+            o.max_x < b.min_x || o.min_x > b.max_x || o.max_y < b.min_y || o.min_y > b.max_y
+        }) {
+            continue;
         }
+        grown.add_overlap_growth(&now, o, &mut delta);
     }
-    // Ties go to the first candidate in key order, as in a loop per candidate.
-    let mut by_key: Vec<(usize, usize)> = lanes
-        .iter()
-        .enumerate()
-        .map(|(lane, (i, _))| (*i, lane))
-        .collect();
-    by_key.sort_unstable();
     let mut best: Option<(f64, f64, f64, PageId)> = None;
-    for (i, lane) in by_key {
+    for (lane, &i) in candidates.iter().enumerate() {
         let Some(e) = entries.get(i) else { continue };
-        let delta = delta
-            .get(lane / LANE_GROUP)
-            .and_then(|d| d.get(lane % LANE_GROUP))
-            .copied()
-            .unwrap_or(f64::INFINITY);
+        let delta = delta.get(lane).copied().unwrap_or(f64::INFINITY);
         let grown = union(&e.rect, rect);
         let enl = area(&grown) - area(&e.rect);
         let a = area(&e.rect);
@@ -140,14 +108,14 @@ fn smallest_containing(entries: &[Entry], rect: &Rect) -> Option<PageId> {
     containing.map(|(_, key)| key)
 }
 
-/// Up to [`LANE_GROUP`] rectangles as four arrays of coordinates (the
-/// unused lanes are the empty rectangle at the origin).
-#[derive(Default, Clone, Copy)]
+/// Up to [`OVERLAP_CANDIDATES`] rectangles as four arrays of coordinates
+/// (the unused lanes are the empty rectangle at the origin).
+#[derive(Default)]
 struct Lanes {
-    min_x: [f64; LANE_GROUP],
-    min_y: [f64; LANE_GROUP],
-    max_x: [f64; LANE_GROUP],
-    max_y: [f64; LANE_GROUP],
+    min_x: [f64; OVERLAP_CANDIDATES],
+    min_y: [f64; OVERLAP_CANDIDATES],
+    max_x: [f64; OVERLAP_CANDIDATES],
+    max_y: [f64; OVERLAP_CANDIDATES],
 }
 
 impl Lanes {
@@ -170,7 +138,7 @@ impl Lanes {
     /// computed as [`Rect::overlap_area`] computes it (same operations,
     /// same order).
     #[inline]
-    fn add_overlap_growth(&self, before: &Lanes, o: &Rect, delta: &mut [f64; LANE_GROUP]) {
+    fn add_overlap_growth(&self, before: &Lanes, o: &Rect, delta: &mut [f64; OVERLAP_CANDIDATES]) {
         for (j, d) in delta.iter_mut().enumerate() {
             let w = max(
                 min(self.max_x[j], o.max_x) - max(self.min_x[j], o.min_x),
