@@ -110,8 +110,9 @@ pub fn make_store_payload(
             let store = match (how, log_device) {
                 (StoreOpen::Create, None) => EfindStore::create(device, cfg)?,
                 (StoreOpen::Create, Some(l)) => EfindStore::create_with_log(device, l, cfg)?,
-                (StoreOpen::Write, None) => EfindStore::open(device, cfg)?,
-                (StoreOpen::Write, Some(l)) => EfindStore::open_with_log(device, l, cfg)?,
+                (StoreOpen::Write, l) => {
+                    EfindStore::open_with_placement(device, l, cfg, opts.placement)?
+                }
                 (StoreOpen::Read, l) => EfindStore::open_read_only(device, l, cfg)?,
             };
             let mut report = store.restart_report().cloned();
@@ -141,7 +142,9 @@ pub fn make_store_payload(
             };
             let store = match how {
                 StoreOpen::Create => FastStore::create(device, log, cfg)?,
-                StoreOpen::Write => FastStore::open(device, log, cfg)?,
+                StoreOpen::Write => {
+                    FastStore::open_with_placement(device, log, cfg, opts.placement)?
+                }
                 StoreOpen::Read => FastStore::open_read_only(device, log, cfg)?,
             };
             let report = store.restart_report().cloned();

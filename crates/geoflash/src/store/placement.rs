@@ -13,8 +13,11 @@
 //! Implemented by every store: [`PlainStore`](super::plain::PlainStore),
 //! [`EfindStore`](super::efind::EfindStore) and
 //! [`FastStore`](super::fast::FastStore) hint each batch of nodes they
-//! write (flushes, checkpoints, bulk loads); the logs of the latter two are
-//! never hinted (they stay on the slow tier). The device keeps the
+//! write (flushes, checkpoints, bulk loads), and the latter two also the
+//! page images their restart writes back from the log
+//! ([`Placement::hint_images`]; open them with `open_with_placement` so
+//! that restart knows the placement); their logs are never hinted (they
+//! stay on the slow tier). The device keeps the
 //! resulting placement, across processes for an index directory on a
 //! `hybrid:` device (see [`crate::storage::hybrid`]).
 use serde::{Deserialize, Serialize};
@@ -89,6 +92,27 @@ impl Placement {
             }
         }
         Ok(())
+    }
+}
+
+impl Placement {
+    /// Hints `dev` with the tier of each page image about to be written
+    /// back (`(page, bytes)`: a node page as a store wrote it, e.g. restored
+    /// from the log by restart), by the level in the page's header. An
+    /// image whose header does not decode is an error naming its page.
+    pub fn hint_images<'a>(
+        self,
+        dev: &dyn PageDevice,
+        images: impl IntoIterator<Item = (PageId, &'a [u8])>,
+    ) -> Result<()> {
+        if self == Placement::None {
+            return Ok(());
+        }
+        let levels = images
+            .into_iter()
+            .map(|(p, bytes)| crate::page::decode_header(bytes, Some(p)).map(|h| (p, h.level)))
+            .collect::<Result<Vec<_>>>()?;
+        self.hint(dev, levels)
     }
 }
 

@@ -491,10 +491,10 @@ fn reflushed_without_image(store: &EfindStore) -> Vec<PageId> {
 /// the image says the page was written. The log of the same run recovered
 /// with the per-change rule drops that image (so this test would fail
 /// without the first-image restart rule).
-#[test]
-fn a_torn_page_imaged_at_an_earlier_flush_of_the_epoch_is_rebuilt() {
-    let kind = IndexKind::RStar;
-    let cfg = EfindConfig {
+/// Small buffers flushed two nodes at a time, `Sync`, a log that keeps the
+/// first image of each page changed in an epoch.
+fn first_image_config() -> EfindConfig {
+    EfindConfig {
         buffer_bytes: 3000,
         flush_unit: 2,
         durability: Durability::Sync,
@@ -502,7 +502,98 @@ fn a_torn_page_imaged_at_an_earlier_flush_of_the_epoch_is_rebuilt() {
         log_capacity: 1 << 20,
         log_format: LogFormat::FirstImage,
         ..EfindConfig::default()
-    };
+    }
+}
+
+/// Restart on a hybrid device with a placement writes each page image of
+/// the log back to the tier of its level, and the nodes flushed afterwards
+/// go to theirs: the store runs on a one-tier device and is dropped
+/// without a checkpoint (its log holds the images of the pages changed in
+/// the epoch), then opens on a hybrid whose slow tier is that device and
+/// whose fast tier is empty.
+#[test]
+fn restored_pages_are_hinted_by_their_level() {
+    use crate::page::decode_header;
+    use crate::storage::hybrid::HybridDevice;
+    use crate::storage::Tier;
+    use crate::store::log::LogReader;
+    use crate::store::placement::Placement;
+    let kind = IndexKind::RStar;
+    let cfg = first_image_config();
+    let placement = Placement::SHR_TREE;
+    let mem = Arc::new(MemDevice::new(PAGE, DEV_PAGES).unwrap());
+    let dev: Arc<dyn PageDevice> = mem.clone();
+    let mut t = RTree::create(EfindStore::create(dev.clone(), cfg).unwrap(), params(kind)).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(15);
+    for id in 1..=400u64 {
+        t.insert(id, rect(&mut rng)).unwrap();
+    }
+    t.store_mut().checkpoint().unwrap();
+    for id in 401..=600u64 {
+        t.insert(id, rect(&mut rng)).unwrap();
+    }
+    let (first, pages) = t.store().log_range();
+    let index_id = t.store().index_id;
+    drop(t);
+    let rec = LogReader::open(dev, first, pages, index_id)
+        .unwrap()
+        .recover();
+    let images: BTreeMap<PageId, u16> = rec
+        .records
+        .iter()
+        .filter(|r| r.kind == RecordKind::PageImage)
+        .map(|r| {
+            (
+                r.page,
+                decode_header(&r.payload, Some(r.page)).unwrap().level,
+            )
+        })
+        .collect();
+    assert!(images.values().any(|&l| l > 0) && images.values().any(|&l| l == 0));
+    let fast = Arc::new(MemDevice::new(PAGE, DEV_PAGES).unwrap());
+    let hybrid: Arc<dyn PageDevice> = Arc::new(HybridDevice::new(fast, mem).unwrap());
+    let store = EfindStore::open_with_placement(hybrid.clone(), None, cfg, placement).unwrap();
+    assert_eq!(store.placement(), placement);
+    assert_eq!(
+        store.restart_report().unwrap().pages_restored,
+        images.len() as u64
+    );
+    for (&page, &level) in &images {
+        assert_eq!(
+            hybrid.page_tier(page),
+            placement.tier(level),
+            "page {page} at level {level}"
+        );
+    }
+    // After more changes and a flush: no leaf on the fast tier, internal
+    // nodes there (those restored or written since the restart; the others
+    // stay on the slow tier of the fresh map).
+    let mut t = RTree::open(store, params(kind)).unwrap();
+    for id in 601..=700u64 {
+        t.insert(id, rect(&mut rng)).unwrap();
+    }
+    t.store_mut().checkpoint().unwrap();
+    t.check().unwrap();
+    let mut stack: Vec<PageId> = t.store().meta().root.into_iter().collect();
+    let mut fast_nodes = 0;
+    while let Some(p) = stack.pop() {
+        let n = t.store().get(p).unwrap();
+        if n.level > 0 {
+            stack.extend(n.entries.iter().map(|e| e.key));
+        }
+        let tier = hybrid.page_tier(p);
+        if n.level == 0 {
+            assert_eq!(tier, Some(Tier::Slow), "leaf {p}");
+        }
+        fast_nodes += usize::from(tier == Some(Tier::Fast));
+    }
+    assert!(fast_nodes > 0);
+}
+
+#[test]
+fn a_torn_page_imaged_at_an_earlier_flush_of_the_epoch_is_rebuilt() {
+    let kind = IndexKind::RStar;
+    let cfg = first_image_config();
     let mem = Arc::new(MemDevice::new(PAGE, DEV_PAGES).unwrap());
     let dev: Arc<dyn PageDevice> = mem.clone();
     let mut t = RTree::create(EfindStore::create(dev.clone(), cfg).unwrap(), params(kind)).unwrap();

@@ -512,7 +512,22 @@ impl EfindStore {
     /// Opens a store made by [`create`](Self::create) and runs restart (see
     /// the [module docs](self)); the log's size is the one it was created with.
     pub fn open(device: Arc<dyn PageDevice>, config: EfindConfig) -> Result<Self> {
-        Self::open_inner(device, None, config, false)
+        Self::open_inner(device, None, config, false, Placement::None)
+    }
+
+    /// Opens a store (its log on `log_device` when it was created with one,
+    /// else on `device`) and runs restart with `placement` in force: the
+    /// page images restart writes back and every node written from then on
+    /// (flushes, bulk loads) are hinted to the tier `placement` gives
+    /// their level ([`crate::store::placement`]), as
+    /// [`with_placement`](Self::with_placement) does for a store already open.
+    pub fn open_with_placement(
+        device: Arc<dyn PageDevice>,
+        log_device: Option<Arc<dyn PageDevice>>,
+        config: EfindConfig,
+        placement: Placement,
+    ) -> Result<Self> {
+        Self::open_inner(device, log_device, config, false, placement)
     }
 
     /// Opens a store made by [`create_with_log`](Self::create_with_log) and runs restart.
@@ -521,7 +536,7 @@ impl EfindStore {
         log_device: Arc<dyn PageDevice>,
         config: EfindConfig,
     ) -> Result<Self> {
-        Self::open_inner(device, Some(log_device), config, false)
+        Self::open_inner(device, Some(log_device), config, false, Placement::None)
     }
 
     /// Opens a store for reading only: nothing is written, changes are
@@ -532,7 +547,7 @@ impl EfindStore {
         log_device: Option<Arc<dyn PageDevice>>,
         config: EfindConfig,
     ) -> Result<Self> {
-        Self::open_inner(device, log_device, config, true)
+        Self::open_inner(device, log_device, config, true, Placement::None)
     }
 
     /// An empty store on a fresh in-memory device of `page_size`-byte pages.

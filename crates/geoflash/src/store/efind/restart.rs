@@ -9,6 +9,7 @@ use crate::storage::{PageDevice, PageId};
 use crate::store::alloc::PageAllocator;
 use crate::store::header::Header;
 use crate::store::log::{needs_replay, Log, LogConfig, LogReader, Record, RecordKind};
+use crate::store::placement::Placement;
 use crate::store::TreeMeta;
 use crate::{Error, Result};
 
@@ -20,6 +21,7 @@ impl EfindStore {
         log_device: Option<Arc<dyn PageDevice>>,
         config: EfindConfig,
         read_only: bool,
+        placement: Placement,
     ) -> Result<Self> {
         config.verify()?;
         let hdr = Header::read(&FORMAT, device.as_ref())?;
@@ -91,6 +93,11 @@ impl EfindStore {
                 ids.push(r.page);
                 data.extend_from_slice(&r.payload);
             }
+            // the images go back to the tier of their level, as a flush puts them
+            placement.hint_images(
+                device.as_ref(),
+                ids.iter().copied().zip(data.chunks_exact(ps)),
+            )?;
             device.write_batch(&ids, &data)?;
             device.sync()?;
             report.pages_restored = ids.len() as u64;
@@ -112,6 +119,7 @@ impl EfindStore {
             place,
             index_id,
         )?;
+        store.placement = placement;
         let mut meta: Option<MetaState> = None;
         let mut next_page: PageId = 1;
         for r in &rec.records {

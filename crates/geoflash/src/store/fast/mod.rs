@@ -464,6 +464,20 @@ impl FastStore {
         log: LogPlacement,
         config: FastConfig,
     ) -> Result<Self> {
+        Self::open_with_placement(device, log, config, Placement::None)
+    }
+
+    /// [`open`](Self::open) with `placement` in force during restart: the
+    /// page images restart writes back, the nodes it flushes and every node
+    /// written from then on are hinted to the tier `placement` gives their
+    /// level ([`crate::store::placement`]), as
+    /// [`with_placement`](Self::with_placement) does for a store already open.
+    pub fn open_with_placement(
+        device: Arc<dyn PageDevice>,
+        log: LogPlacement,
+        config: FastConfig,
+        placement: Placement,
+    ) -> Result<Self> {
         let (node_capacity, index_id, created_codec) =
             Self::check_existing(&device, &log, &config)?;
         if created_codec == 0 {
@@ -479,6 +493,7 @@ impl FastStore {
         let (l, rec) = Log::open(Arc::clone(&log.device), log.first_page, log.pages, lc)?;
         let alloc = PageAllocator::new(1, node_capacity)?;
         let mut store = Self::assemble(device, l, log, index_id, config, alloc)?;
+        store.node_placement = placement;
         let mut report = RestartReport::from_recovered(&rec);
         report.add_tail_repair(&repair);
         store.legacy_payloads = created_codec == 0;

@@ -69,6 +69,9 @@ impl FastStore {
         if !images.is_empty() {
             let ids: Vec<PageId> = images.keys().copied().collect();
             let data: Vec<u8> = images.values().flat_map(|b| b.iter().copied()).collect();
+            // the images go back to the tier of their level, as a flush puts them
+            self.node_placement
+                .hint_images(self.device.as_ref(), images.iter().map(|(p, b)| (*p, *b)))?;
             self.device.write_batch(&ids, &data)?;
             self.device.sync()?;
             self.fstats.restored_pages = ids.len() as u64;
