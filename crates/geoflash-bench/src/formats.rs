@@ -507,6 +507,20 @@ fn feature_id(f: &geojson::Feature, path: &Path, n: usize) -> Result<Option<u64>
     }
 }
 
+/// The features of a GeoJSON file, in file order: those of a
+/// FeatureCollection, a single Feature, or a bare Geometry as one feature
+/// without properties.
+pub(crate) fn geojson_features(path: &Path) -> Result<Vec<geojson::Feature>> {
+    let file = File::open(path).map_err(|e| io_err(path, e))?;
+    let gj = geojson::GeoJson::from_reader(BufReader::new(file))
+        .map_err(|e| bad(path, format!("not GeoJSON: {e}")))?;
+    Ok(match gj {
+        geojson::GeoJson::FeatureCollection(fc) => fc.features,
+        geojson::GeoJson::Feature(f) => vec![f],
+        geojson::GeoJson::Geometry(g) => vec![geojson::Feature::from(g)],
+    })
+}
+
 /// Reads `(id, geometry)` records from a GeoJSON file: a FeatureCollection,
 /// a single Feature or a bare Geometry. Ids come from each feature's `id`,
 /// else its `id` property, else its position in the file (0, 1, …).
@@ -514,14 +528,7 @@ fn feature_id(f: &geojson::Feature, path: &Path, n: usize) -> Result<Option<u64>
 /// coordinates, empty geometries and duplicate ids are errors naming the
 /// feature.
 pub fn read_geojson(path: &Path) -> Result<Vec<(u64, Geometry)>> {
-    let file = File::open(path).map_err(|e| io_err(path, e))?;
-    let gj = geojson::GeoJson::from_reader(BufReader::new(file))
-        .map_err(|e| bad(path, format!("not GeoJSON: {e}")))?;
-    let features = match gj {
-        geojson::GeoJson::FeatureCollection(fc) => fc.features,
-        geojson::GeoJson::Feature(f) => vec![f],
-        geojson::GeoJson::Geometry(g) => vec![geojson::Feature::from(g)],
-    };
+    let features = geojson_features(path)?;
     let mut objects = Collector::new(path);
     objects.out.reserve(features.len());
     for (n, f) in features.into_iter().enumerate() {

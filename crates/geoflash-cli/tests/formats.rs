@@ -212,18 +212,7 @@ fn import_osm_reports_skipped_elements_by_reason() {
     let human = String::from_utf8(human.stdout).unwrap();
     assert!(human.contains("48 missing-nodes"), "{human}");
     // two filters read what either selects: more than buildings alone
-    let both = ok(geoflash(&[
-        "import",
-        "--input",
-        s(&pbf),
-        "--out",
-        s(&out),
-        "--osm-filter",
-        "building=*",
-        "--osm-filter",
-        "highway=*",
-        "--json",
-    ]));
+    let both = ok(import_buildings_and_highways(&pbf, &out, "--json"));
     let both: serde_json::Value = serde_json::from_str(
         String::from_utf8(both.stdout)
             .unwrap()
@@ -233,6 +222,24 @@ fn import_osm_reports_skipped_elements_by_reason() {
     )
     .unwrap();
     assert!(both["count"].as_u64() > j["count"].as_u64(), "{both}");
+}
+
+/// `geoflash import` of `pbf` into `out` with two filters (buildings and
+/// highways) and one more argument.
+#[cfg(feature = "osm-pbf")]
+fn import_buildings_and_highways(pbf: &Path, out: &Path, extra: &str) -> Output {
+    geoflash(&[
+        "import",
+        "--input",
+        s(pbf),
+        "--out",
+        s(out),
+        "--osm-filter",
+        "building=*",
+        "--osm-filter",
+        "highway=*",
+        extra,
+    ])
 }
 
 /// `import` of a real OSM extract carries `osm_type`, `osm_id` and one
@@ -245,19 +252,7 @@ fn import_osm_writes_type_id_and_tags() {
     let pbf = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../geoflash-bench/tests/data/pyrosm-test.osm.pbf");
     let out = dir.path().join("b.geojson");
-    ok(geoflash(&[
-        "import",
-        "--input",
-        s(&pbf),
-        "--out",
-        s(&out),
-        "--osm-filter",
-        "building=*",
-        "--osm-filter",
-        "highway=*",
-        "--order",
-        "random",
-    ]));
+    ok(import_buildings_and_highways(&pbf, &out, "--order=random"));
     let fc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let features = fc["features"].as_array().unwrap();

@@ -272,14 +272,7 @@ fn read_geojson(path: &Path) -> Result<(Vec<u64>, Attributes)> {
         .into_iter()
         .map(|o| o.0)
         .collect();
-    let file = File::open(path).map_err(|e| io_err(path, e))?;
-    let gj = geojson::GeoJson::from_reader(BufReader::new(file))
-        .map_err(|e| bad(path, format!("not GeoJSON: {e}")))?;
-    let features = match gj {
-        geojson::GeoJson::FeatureCollection(fc) => fc.features,
-        geojson::GeoJson::Feature(f) => vec![f],
-        geojson::GeoJson::Geometry(_) => vec![],
-    };
+    let features = super::geojson_features(path)?;
     let props = |f: &geojson::Feature| f.properties.clone().unwrap_or_default();
     let names: BTreeSet<String> = features
         .iter()
