@@ -8,7 +8,7 @@
 //! buffer when the group is logged, which holds the newest version of
 //! every change until the page is flushed, and a page is never flushed
 //! before the group that changed it is logged.
-use std::collections::{BTreeMap, BTreeSet};
+use crate::page_id::{IdMap, IdSet};
 
 use super::write_buffer::{Status, WriteBuffer};
 use crate::page::Entry;
@@ -20,8 +20,9 @@ use crate::store::EntryChange;
 enum Touched {
     /// Created by the group: logged as NEW with its whole content.
     Created,
-    /// Entries changed by the group (keys): logged as MOD with their newest versions.
-    Modified(BTreeSet<u64>),
+    /// Entries changed by the group (keys, hashed: the records sort them):
+    /// logged as MOD with their newest versions.
+    Modified(IdSet),
     /// Deleted by the group (page created before it): logged as DEL.
     Deleted(u16),
 }
@@ -40,7 +41,9 @@ pub enum PageRecord {
 /// The operations completed since the last logged group, by page.
 #[derive(Debug, Default, Clone)]
 pub struct HeldGroup {
-    pages: BTreeMap<PageId, Touched>,
+    /// Hashed (an insertion touches it once per changed page); the records
+    /// come out in page order.
+    pages: IdMap<Touched>,
     /// Entry changes held (bounds the size of the group's records).
     changes: usize,
     /// An operation of the group changed the tree metadata.
@@ -73,12 +76,12 @@ impl HeldGroup {
         let t = self
             .pages
             .entry(id)
-            .or_insert_with(|| Touched::Modified(BTreeSet::new()));
+            .or_insert_with(|| Touched::Modified(IdSet::default()));
         if let Touched::Deleted(_) = t {
             // Deleted pages are not reused before a checkpoint, which logs
             // nothing of a group; a modification after a deletion is a
             // fresh set of changes of the stored page.
-            *t = Touched::Modified(BTreeSet::new());
+            *t = Touched::Modified(IdSet::default());
         }
         if let Touched::Modified(keys) = t {
             for c in changes {
@@ -117,8 +120,11 @@ impl HeldGroup {
     /// left it is an internal error (the buffer flushed a page of a group
     /// not logged yet).
     pub fn records(&self, wb: &WriteBuffer) -> Result<Vec<(PageId, PageRecord)>, String> {
-        let mut out = Vec::with_capacity(self.pages.len());
-        for (&id, touched) in &self.pages {
+        let mut pages: Vec<(PageId, &Touched)> =
+            self.pages.iter().map(|(&id, t)| (id, t)).collect();
+        pages.sort_unstable_by_key(|&(id, _)| id);
+        let mut out = Vec::with_capacity(pages.len());
+        for (id, touched) in pages {
             let row = wb.get(id);
             let rec = match (touched, row) {
                 (Touched::Deleted(level), None) => PageRecord::Del(*level),
@@ -129,9 +135,11 @@ impl HeldGroup {
                     PageRecord::New(r.height, r.mods.values().flatten().copied().collect())
                 }
                 (Touched::Modified(keys), Some(r)) if r.status != Status::Del => {
+                    let mut keys: Vec<u64> = keys.iter().copied().collect();
+                    keys.sort_unstable();
                     let changes = keys
-                        .iter()
-                        .map(|&k| match r.mods.get(&k) {
+                        .into_iter()
+                        .map(|k| match r.mods.get(&k) {
                             Some(Some(e)) => EntryChange::Upsert(*e),
                             _ => EntryChange::Remove(k),
                         })
