@@ -182,8 +182,9 @@ pub struct EfindConfig {
     /// Bytes of records the log holds before it must be compacted (one
     /// region; the log takes two regions and two superblock pages), or 0
     /// for [`auto_log_capacity`](crate::store::log::auto_log_capacity) of
-    /// the format and the buffer. Used at creation; an opened store keeps
-    /// the size it was created with.
+    /// the format and the buffer. Sizes the log at creation
+    /// ([`EfindConfig::log_placement`]); an opened store keeps the size it
+    /// was created with (an automatic placement stands for it at open).
     #[serde(default = "default_log_capacity")]
     pub log_capacity: u64,
     /// When committed operations become durable.

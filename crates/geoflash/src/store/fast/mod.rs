@@ -148,8 +148,9 @@ pub struct FastConfig {
     pub durability: Durability,
     /// Bytes of log records one log region holds (the paper's log file
     /// size), or 0 for [`auto_log_capacity`](crate::store::log::auto_log_capacity)
-    /// of the format and the buffer; used by [`FastConfig::log_pages`] to
-    /// size the log's page range (give the same value at open).
+    /// of the format and the buffer; used by [`FastConfig::log_pages`] and
+    /// [`FastConfig::log_placement`] to size the log's page range (give the
+    /// same value at open: FAST opens only the range recorded at creation).
     pub log_capacity: u64,
     /// Format of the log at creation (an opened store keeps its own).
     /// Configurations written before the field existed describe per-change logs.
