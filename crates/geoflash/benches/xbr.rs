@@ -22,7 +22,6 @@ use geoflash::storage::file::{FileDevice, FileDeviceOptions, IoEngine};
 use geoflash::storage::spec::DeviceSpec;
 use geoflash::storage::PageDevice;
 use geoflash::store::efind::{EfindConfig, EfindStore};
-use geoflash::store::fast::LogPlacement;
 use geoflash::store::log::Durability;
 use geoflash::store::{FastConfig, FastStore, NodeStore, PlainConfig, PlainStore};
 use rand::{Rng, SeedableRng};
@@ -105,7 +104,8 @@ fn store(kind: &str, dev: &Arc<dyn PageDevice>) -> Box<dyn NodeStore> {
                 durability: Durability::None,
                 ..EfindConfig::default()
             };
-            Box::new(EfindStore::create(Arc::clone(dev), cfg).expect("efind"))
+            let log = cfg.log_placement(dev, None).expect("log");
+            Box::new(EfindStore::create(Arc::clone(dev), log, cfg).expect("efind"))
         }
         _ => {
             let cfg = FastConfig {
@@ -114,7 +114,7 @@ fn store(kind: &str, dev: &Arc<dyn PageDevice>) -> Box<dyn NodeStore> {
                 durability: Durability::None,
                 ..FastConfig::default()
             };
-            let log = LogPlacement::tail_of(dev, cfg.log_pages(PAGE).expect("log")).expect("log");
+            let log = cfg.log_placement(dev, None).expect("log");
             Box::new(FastStore::create(Arc::clone(dev), log, cfg).expect("fast"))
         }
     }

@@ -211,8 +211,10 @@ impl Index {
         let mut fast_auto_log = false;
         if store_opts.kind == StoreKind::Efind {
             // The manifest records every eFIND parameter, durability and log
-            // size included (0: automatic, resolved by the store at creation;
-            // its identity page keeps the size it chose).
+            // size included (0: automatic, resolved by
+            // `EfindConfig::log_placement` at creation and at open; the
+            // store's identity page keeps the range it chose, which an
+            // automatic placement stands for at open).
             store_opts.efind = Some(store_opts.efind.unwrap_or_default());
         }
         if store_opts.kind == StoreKind::Fast {

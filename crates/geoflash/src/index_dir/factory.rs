@@ -13,7 +13,7 @@ use crate::storage::file::{FileDevice, FileDeviceOptions};
 use crate::storage::spec::DeviceSpec;
 use crate::storage::PageDevice;
 use crate::store::efind::{EfindConfig, EfindStore, RestartReport};
-use crate::store::fast::{FastConfig, FastStore, LogPlacement};
+use crate::store::fast::{FastConfig, FastStore};
 use crate::store::log::{RecoveryMode, TailRepair};
 use crate::store::plain::{PlainConfig, PlainStore};
 use crate::store::NodeStore;
@@ -100,20 +100,21 @@ pub fn make_store_payload(
                 with_payload,
                 ..opts.efind.unwrap_or_default()
             };
-            cfg.verify()?;
+            // The log of both stores: `log.dat` from page 0 when given,
+            // else the last pages of the node device.
+            let log = cfg.log_placement(&device, log_device)?;
             let tolerate = opts.recovery == RecoveryMode::TolerateCorruptTail;
             let repair = if how == StoreOpen::Write && tolerate {
-                EfindStore::repair_corrupt_log_tail(&device, log_device.clone())?
+                EfindStore::repair_corrupt_log_tail(&device, &log, &cfg)?
             } else {
                 TailRepair::default()
             };
-            let store = match (how, log_device) {
-                (StoreOpen::Create, None) => EfindStore::create(device, cfg)?,
-                (StoreOpen::Create, Some(l)) => EfindStore::create_with_log(device, l, cfg)?,
-                (StoreOpen::Write, l) => {
-                    EfindStore::open_with_placement(device, l, cfg, opts.placement)?
+            let store = match how {
+                StoreOpen::Create => EfindStore::create(device, log, cfg)?,
+                StoreOpen::Write => {
+                    EfindStore::open_with_placement(device, log, cfg, opts.placement)?
                 }
-                (StoreOpen::Read, l) => EfindStore::open_read_only(device, l, cfg)?,
+                StoreOpen::Read => EfindStore::open_read_only(device, log, cfg)?,
             };
             let mut report = store.restart_report().cloned();
             if let Some(r) = report.as_mut() {
@@ -129,17 +130,7 @@ pub fn make_store_payload(
                 ..opts.fast.unwrap_or_default()
             };
             cfg.verify()?;
-            let pages = cfg.log_pages(device.page_size())?;
-            // The log as eFIND places it: `log.dat` from page 0 when given,
-            // else the last pages of the node device.
-            let log = match log_device {
-                Some(l) => LogPlacement {
-                    device: l,
-                    first_page: 0,
-                    pages,
-                },
-                None => LogPlacement::tail_of(&device, pages)?,
-            };
+            let log = cfg.log_placement(&device, log_device)?;
             let store = match how {
                 StoreOpen::Create => FastStore::create(device, log, cfg)?,
                 StoreOpen::Write => {

@@ -5,7 +5,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::efind::{EfindConfig, EfindStore};
+use super::efind::tests::create_on;
+use super::efind::EfindConfig;
 use super::fast::{FastConfig, FastStore};
 use super::plain::{PlainConfig, PlainStore};
 use super::NodeStore;
@@ -181,7 +182,7 @@ fn efind_get_batch_matches_get() {
             read_buffer_percent: read,
             ..EfindConfig::default()
         };
-        let s = EfindStore::create(dev.clone(), cfg).unwrap();
+        let s = create_on(dev.clone(), cfg).unwrap();
         check(
             s,
             &dev,

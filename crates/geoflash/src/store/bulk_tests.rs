@@ -23,7 +23,7 @@ use crate::storage::mem::MemDevice;
 use crate::storage::{IoCounters, PageDevice};
 use crate::store::crash_harness::CrashSummary;
 use crate::store::efind::{EfindConfig, EfindStore};
-use crate::store::fast::LogPlacement;
+use crate::store::log::LogPlacement;
 use crate::store::{FastConfig, FastStore, NodeStore, PlainConfig, PlainStore};
 use crate::testenv::{crash_cases, proptest_cases};
 use crate::{Error, Result};
@@ -77,7 +77,8 @@ impl Kind {
         }
     }
 
-    /// Where FAST's log goes: the tail of `dev`, or all of `log`.
+    /// Where the logged stores' log goes (the same placement for both):
+    /// the tail of `dev`, or all of `log`.
     fn placement(dev: &Arc<dyn PageDevice>, log: Option<Arc<dyn PageDevice>>) -> LogPlacement {
         match log {
             Some(l) => LogPlacement::whole(l),
@@ -94,10 +95,10 @@ impl Kind {
     ) -> Result<Store> {
         Ok(match self {
             Kind::Plain => Box::new(PlainStore::create(dev, Self::plain(wp))?),
-            Kind::Efind => Box::new(match log {
-                Some(l) => EfindStore::create_with_log(dev, l, Self::efind(wp))?,
-                None => EfindStore::create(dev, Self::efind(wp))?,
-            }),
+            Kind::Efind => {
+                let place = Self::placement(&dev, log);
+                Box::new(EfindStore::create(dev, place, Self::efind(wp))?)
+            }
             Kind::Fast => {
                 let place = Self::placement(&dev, log);
                 Box::new(FastStore::create(dev, place, Self::fast(wp))?)
@@ -114,10 +115,10 @@ impl Kind {
     ) -> Result<Store> {
         Ok(match self {
             Kind::Plain => Box::new(PlainStore::open(dev, Self::plain(wp))?),
-            Kind::Efind => Box::new(match log {
-                Some(l) => EfindStore::open_with_log(dev, l, Self::efind(wp))?,
-                None => EfindStore::open(dev, Self::efind(wp))?,
-            }),
+            Kind::Efind => {
+                let place = Self::placement(&dev, log);
+                Box::new(EfindStore::open(dev, place, Self::efind(wp))?)
+            }
             Kind::Fast => {
                 let place = Self::placement(&dev, log);
                 Box::new(FastStore::open(dev, place, Self::fast(wp))?)
@@ -135,7 +136,10 @@ impl Kind {
     ) -> Result<Store> {
         Ok(match self {
             Kind::Plain => Box::new(PlainStore::open(dev, Self::plain(wp))?),
-            Kind::Efind => Box::new(EfindStore::open_read_only(dev, log, Self::efind(wp))?),
+            Kind::Efind => {
+                let place = Self::placement(&dev, log);
+                Box::new(EfindStore::open_read_only(dev, place, Self::efind(wp))?)
+            }
             Kind::Fast => {
                 let place = Self::placement(&dev, log);
                 Box::new(FastStore::open_read_only(dev, place, Self::fast(wp))?)

@@ -13,8 +13,7 @@ use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
 use crate::storage::PageDevice;
 use crate::store::efind::{EfindConfig, EfindStore};
-use crate::store::fast::LogPlacement;
-use crate::store::log::Durability;
+use crate::store::log::{Durability, LogPlacement};
 use crate::store::{FastConfig, FastStore, NodeStore};
 use crate::Result;
 
@@ -43,13 +42,11 @@ impl Kind {
         log: Arc<dyn PageDevice>,
         d: Durability,
     ) -> Result<Store> {
+        // Both stores take the same placement: the whole log device.
+        let log = LogPlacement::whole(log);
         Ok(match self {
-            Kind::Efind => Box::new(EfindStore::create_with_log(nodes, log, self.efind(d))?),
-            Kind::Fast => Box::new(FastStore::create(
-                nodes,
-                LogPlacement::whole(log),
-                self.fast(d),
-            )?),
+            Kind::Efind => Box::new(EfindStore::create(nodes, log, self.efind(d))?),
+            Kind::Fast => Box::new(FastStore::create(nodes, log, self.fast(d))?),
         })
     }
 
@@ -59,25 +56,19 @@ impl Kind {
         log: Arc<dyn PageDevice>,
         d: Durability,
     ) -> Result<Store> {
+        let log = LogPlacement::whole(log);
         Ok(match self {
-            Kind::Efind => Box::new(EfindStore::open_with_log(nodes, log, self.efind(d))?),
-            Kind::Fast => Box::new(FastStore::open(
-                nodes,
-                LogPlacement::whole(log),
-                self.fast(d),
-            )?),
+            Kind::Efind => Box::new(EfindStore::open(nodes, log, self.efind(d))?),
+            Kind::Fast => Box::new(FastStore::open(nodes, log, self.fast(d))?),
         })
     }
 
     fn open_read_only(self, nodes: Arc<dyn PageDevice>, log: Arc<dyn PageDevice>) -> Result<Store> {
         let d = Durability::default();
+        let log = LogPlacement::whole(log);
         Ok(match self {
-            Kind::Efind => Box::new(EfindStore::open_read_only(nodes, Some(log), self.efind(d))?),
-            Kind::Fast => Box::new(FastStore::open_read_only(
-                nodes,
-                LogPlacement::whole(log),
-                self.fast(d),
-            )?),
+            Kind::Efind => Box::new(EfindStore::open_read_only(nodes, log, self.efind(d))?),
+            Kind::Fast => Box::new(FastStore::open_read_only(nodes, log, self.fast(d))?),
         })
     }
 

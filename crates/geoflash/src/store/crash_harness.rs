@@ -174,6 +174,7 @@ mod tests {
     use crate::geom::Rect;
     use crate::index::{IndexKind, RTree, TreeParams};
     use crate::storage::mem::MemDevice;
+    use crate::store::efind::tests::create_on;
     use crate::store::efind::{EfindConfig, EfindStore};
     use crate::store::{StoreStats, TreeMeta};
     use crate::Result;
@@ -258,7 +259,7 @@ mod tests {
             log_capacity: base.min_log_capacity(1024),
             ..base
         };
-        EfindStore::create(dev, cfg).unwrap()
+        create_on(dev, cfg).unwrap()
     }
 
     #[test]

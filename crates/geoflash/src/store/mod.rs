@@ -36,6 +36,8 @@ pub mod efind;
 pub mod fast;
 pub(crate) mod header;
 pub mod log;
+#[cfg(test)]
+mod log_placement_tests;
 pub mod mem;
 pub mod placement;
 pub mod plain;

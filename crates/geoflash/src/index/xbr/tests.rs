@@ -13,9 +13,10 @@ use crate::cache::PolicyKind;
 use crate::geom::Point;
 use crate::storage::mem::MemDevice;
 use crate::storage::PageDevice;
-use crate::store::efind::{EfindConfig, EfindStore};
-use crate::store::fast::LogPlacement;
+use crate::store::efind::tests::{create_on, open_on};
+use crate::store::efind::EfindConfig;
 use crate::store::log::Durability;
+use crate::store::log::LogPlacement;
 use crate::store::mem::MemStore;
 use crate::store::{FastConfig, FastStore, PlainConfig, PlainStore};
 
@@ -75,8 +76,8 @@ fn store_on(kind: Kind, dev: &Arc<dyn PageDevice>, fresh: bool) -> Box<dyn NodeS
         (Kind::Plain, false) => Box::new(PlainStore::open(d, plain_cfg(16 * 1024)).unwrap()),
         (Kind::PlainNoBuffer, true) => Box::new(PlainStore::create(d, plain_cfg(0)).unwrap()),
         (Kind::PlainNoBuffer, false) => Box::new(PlainStore::open(d, plain_cfg(0)).unwrap()),
-        (Kind::Efind, true) => Box::new(EfindStore::create(d, efind_cfg()).unwrap()),
-        (Kind::Efind, false) => Box::new(EfindStore::open(d, efind_cfg()).unwrap()),
+        (Kind::Efind, true) => Box::new(create_on(d, efind_cfg()).unwrap()),
+        (Kind::Efind, false) => Box::new(open_on(d, efind_cfg()).unwrap()),
         (Kind::Fast, true) => Box::new(FastStore::create(d, log(), fast_cfg()).unwrap()),
         (Kind::Fast, false) => Box::new(FastStore::open(d, log(), fast_cfg()).unwrap()),
     }
@@ -592,7 +593,7 @@ fn logged_stores_recover_every_acknowledged_operation_without_checkpoint() {
             let d = Arc::clone(&dev);
             match (kind, fresh) {
                 (Kind::Efind, true) => Box::new(
-                    EfindStore::create(
+                    create_on(
                         d,
                         EfindConfig {
                             durability: Durability::Sync,
@@ -602,7 +603,7 @@ fn logged_stores_recover_every_acknowledged_operation_without_checkpoint() {
                     .unwrap(),
                 ),
                 (Kind::Efind, false) => Box::new(
-                    EfindStore::open(
+                    open_on(
                         d,
                         EfindConfig {
                             durability: Durability::Sync,

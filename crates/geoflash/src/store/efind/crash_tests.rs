@@ -19,6 +19,7 @@ use std::sync::Arc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::tests::{create_on, open_on};
 use super::*;
 use crate::geom::{HilbertDomain, Rect};
 use crate::index::{IndexKind, Predicate, RTree, SplitKind, TreeParams};
@@ -190,7 +191,7 @@ fn run(dev: Arc<dyn PageDevice>, kind: IndexKind, cfg: EfindConfig, ops: &[Op]) 
         attempted: 0,
         err: None,
     };
-    let store = match EfindStore::create(dev, cfg) {
+    let store = match create_on(dev, cfg) {
         Ok(s) => s,
         Err(e) => {
             out.err = Some(e);
@@ -302,7 +303,7 @@ fn campaign(kind: IndexKind) {
                 durable,
                 FaultPlan::random_crash(seed ^ 0xabc, 40),
             ));
-            match EfindStore::open(rdev.clone(), cfg) {
+            match open_on(rdev.clone(), cfg) {
                 Ok(s) => {
                     drop(s);
                     rdev.crash_now().unwrap();
@@ -315,7 +316,7 @@ fn campaign(kind: IndexKind) {
         }
         // 4. Recover and compare with the oracle.
         let dev: Arc<dyn PageDevice> = Arc::new(durable);
-        let store = match EfindStore::open(dev.clone(), cfg) {
+        let store = match open_on(dev.clone(), cfg) {
             Ok(s) => s,
             Err(e) => {
                 // Only a crash during creation may leave no store at all.
@@ -374,7 +375,7 @@ fn campaign(kind: IndexKind) {
         seen.forced_flushes += es.forced_flushes;
         t.store_mut().checkpoint().unwrap();
         drop(t);
-        let t = RTree::open(EfindStore::open(dev, cfg).unwrap(), params(kind)).unwrap();
+        let t = RTree::open(open_on(dev, cfg).unwrap(), params(kind)).unwrap();
         t.check().unwrap();
         assert_eq!(tree_state(&t), expect, "{kind:?} case {case}");
     }
@@ -419,7 +420,7 @@ fn the_faultless_script_compacts_and_forces_flushes() {
     let kind = IndexKind::RStar;
     let cfg = config(kind, 0);
     let dev = Arc::new(MemDevice::new(PAGE, DEV_PAGES).unwrap());
-    let mut t = RTree::create(EfindStore::create(dev, cfg).unwrap(), params(kind)).unwrap();
+    let mut t = RTree::create(create_on(dev, cfg).unwrap(), params(kind)).unwrap();
     for op in script(7, 300) {
         match op {
             Op::Insert(id, r) => t.insert(id, r).unwrap(),
@@ -523,7 +524,7 @@ fn restored_pages_are_hinted_by_their_level() {
     let placement = Placement::SHR_TREE;
     let mem = Arc::new(MemDevice::new(PAGE, DEV_PAGES).unwrap());
     let dev: Arc<dyn PageDevice> = mem.clone();
-    let mut t = RTree::create(EfindStore::create(dev.clone(), cfg).unwrap(), params(kind)).unwrap();
+    let mut t = RTree::create(create_on(dev.clone(), cfg).unwrap(), params(kind)).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(15);
     for id in 1..=400u64 {
         t.insert(id, rect(&mut rng)).unwrap();
@@ -552,7 +553,8 @@ fn restored_pages_are_hinted_by_their_level() {
     assert!(images.values().any(|&l| l > 0) && images.values().any(|&l| l == 0));
     let fast = Arc::new(MemDevice::new(PAGE, DEV_PAGES).unwrap());
     let hybrid: Arc<dyn PageDevice> = Arc::new(HybridDevice::new(fast, mem).unwrap());
-    let store = EfindStore::open_with_placement(hybrid.clone(), None, cfg, placement).unwrap();
+    let log = cfg.log_placement(&hybrid, None).unwrap();
+    let store = EfindStore::open_with_placement(hybrid.clone(), log, cfg, placement).unwrap();
     assert_eq!(store.placement(), placement);
     assert_eq!(
         store.restart_report().unwrap().pages_restored,
@@ -596,7 +598,7 @@ fn a_torn_page_imaged_at_an_earlier_flush_of_the_epoch_is_rebuilt() {
     let cfg = first_image_config();
     let mem = Arc::new(MemDevice::new(PAGE, DEV_PAGES).unwrap());
     let dev: Arc<dyn PageDevice> = mem.clone();
-    let mut t = RTree::create(EfindStore::create(dev.clone(), cfg).unwrap(), params(kind)).unwrap();
+    let mut t = RTree::create(create_on(dev.clone(), cfg).unwrap(), params(kind)).unwrap();
     let mut expect = State::new();
     let mut rng = ChaCha8Rng::seed_from_u64(15);
     // Pages created in an epoch have a NEW record and are never imaged in
@@ -652,7 +654,7 @@ fn a_torn_page_imaged_at_an_earlier_flush_of_the_epoch_is_rebuilt() {
         mem.write(v, &buf).unwrap();
     }
     mem.sync().unwrap();
-    let store = EfindStore::open(dev.clone(), cfg).unwrap();
+    let store = open_on(dev.clone(), cfg).unwrap();
     let report = store.restart_report().cloned().unwrap();
     assert!(
         report.pages_restored >= victims.len() as u64,

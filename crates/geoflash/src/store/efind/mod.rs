@@ -25,7 +25,9 @@
 //! the log's superblock repeats: a log of another index is refused) and the
 //! log's place: pages `first .. first + pages` either of the same device
 //! (the last pages of its capacity; node pages are allocated below them) or
-//! of a separate log device (`log.dat` next to `pages.dat`). Page 0 is never
+//! of a separate log device (`log.dat` next to `pages.dat`), given as a
+//! [`LogPlacement`] (the placement API the FAST store shares; sized by
+//! [`EfindConfig::log_placement`]) and checked against page 0 at open. Page 0 is never
 //! rewritten, so no crash can tear it. Everything that changes — tree
 //! metadata, next page id, free list, newest operation — is in the log:
 //! META records per operation and a CHECKPOINT record at each checkpoint.
@@ -102,7 +104,9 @@ use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::cache::{Cache, EntryMeta, PolicyKind};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
-use crate::store::log::{Durability, Log, LogFormat, LogStats, Record, RecordKind};
+use crate::store::log::{
+    Durability, Log, LogFormat, LogLayout, LogPlacement, LogStats, Record, RecordKind,
+};
 use crate::{Error, Result};
 
 #[cfg(test)]
@@ -115,7 +119,7 @@ pub mod records;
 mod restart;
 mod retrieve;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 pub mod write_buffer;
 
 pub use flush::FlushPolicy;
@@ -178,8 +182,9 @@ pub struct EfindConfig {
     /// Bytes of records the log holds before it must be compacted (one
     /// region; the log takes two regions and two superblock pages), or 0
     /// for [`auto_log_capacity`](crate::store::log::auto_log_capacity) of
-    /// the format and the buffer. Used at creation; an opened store keeps
-    /// the size it was created with.
+    /// the format and the buffer. Sizes the log at creation
+    /// ([`EfindConfig::log_placement`]); an opened store keeps the size it
+    /// was created with (an automatic placement stands for it at open).
     #[serde(default = "default_log_capacity")]
     pub log_capacity: u64,
     /// When committed operations become durable.
@@ -286,6 +291,28 @@ impl EfindConfig {
         }
         Ok(())
     }
+
+    /// The log of a store on `device` sized by this configuration
+    /// ([`LogPlacement::for_capacity`], as
+    /// [`FastConfig::log_placement`](crate::store::fast::FastConfig::log_placement)
+    /// places FAST's): the first pages of `log_device` when given (for
+    /// example `log.dat` next to `pages.dat`), else the last pages of
+    /// `device`, an automatic capacity ([`log_capacity`](Self::log_capacity)
+    /// 0) taking at most a quarter of it. The capacity is checked against
+    /// the page size first ([`verify_for_page`](Self::verify_for_page)).
+    pub fn log_placement(
+        &self,
+        device: &Arc<dyn PageDevice>,
+        log_device: Option<Arc<dyn PageDevice>>,
+    ) -> Result<LogPlacement> {
+        self.verify_for_page(device.page_size())?;
+        LogPlacement::for_capacity(
+            device,
+            log_device,
+            self.resolved_log_capacity(),
+            self.log_capacity == 0,
+        )
+    }
 }
 
 /// eFIND-specific counters (beside [`StoreStats`]).
@@ -324,19 +351,6 @@ struct Inner {
     estats: EfindStats,
 }
 
-/// Where the log of a store lives (see the [module docs](self)).
-#[derive(Clone)]
-pub(crate) struct LogPlace {
-    /// The device holding the log (the store's device or a separate one).
-    pub(crate) device: Arc<dyn PageDevice>,
-    /// Whether it is a separate device.
-    pub(crate) separate: bool,
-    /// First page of the log's range.
-    pub(crate) first_page: PageId,
-    /// Pages of the range.
-    pub(crate) pages: u64,
-}
-
 /// The eFIND node store. See the module documentation.
 pub struct EfindStore {
     device: Arc<dyn PageDevice>,
@@ -351,7 +365,8 @@ pub struct EfindStore {
     wb: WriteBuffer,
     inner: Mutex<Inner>,
     index_id: u128,
-    place: LogPlace,
+    /// Where the log lives.
+    log_place: LogPlacement,
     /// The log (`None` when opened read-only).
     log: Option<Log>,
     /// Records of the running operation, appended at its commit.
@@ -414,94 +429,45 @@ pub(crate) fn meta_of(node: &Node) -> EntryMeta {
 }
 
 impl EfindStore {
-    /// Formats `device` as an empty store whose log occupies the last pages
-    /// of the same device (`2 + 2 × ⌈log_capacity / (page − 40)⌉` pages);
-    /// node pages are allocated below it. Everything is synced when this returns.
-    pub fn create(device: Arc<dyn PageDevice>, config: EfindConfig) -> Result<Self> {
-        Self::create_inner(device, None, config)
-    }
-
-    /// Formats `device` as an empty store whose log occupies the first pages
-    /// of `log_device` (for example `log.dat` next to `pages.dat`).
-    pub fn create_with_log(
+    /// Formats `device` as an empty store with its log at `log` (the last
+    /// pages of `device`, node pages allocated below them, or pages of a
+    /// separate log device; [`EfindConfig::log_placement`] sizes it from
+    /// the configuration). Everything is synced when this returns.
+    pub fn create(
         device: Arc<dyn PageDevice>,
-        log_device: Arc<dyn PageDevice>,
-        config: EfindConfig,
-    ) -> Result<Self> {
-        Self::create_inner(device, Some(log_device), config)
-    }
-
-    fn create_inner(
-        device: Arc<dyn PageDevice>,
-        log_device: Option<Arc<dyn PageDevice>>,
+        log: LogPlacement,
         config: EfindConfig,
     ) -> Result<Self> {
         let ps = device.page_size();
         let mut config = config;
-        if config.log_capacity == 0 && log_device.is_none() {
-            // An automatic log on the store's own device takes at most a
-            // quarter of it (never less than the papers' 10 MiB).
-            config.log_capacity = crate::store::log::cap_to_shared_device(
-                config.resolved_log_capacity(),
-                device.capacity().saturating_mul(ps as u64),
-            );
+        config.verify()?;
+        crate::units::check_page_size(ps)?;
+        let node_capacity = log.node_capacity(&device)?;
+        let capacity =
+            LogLayout::on_device(log.device.as_ref(), log.first_page, log.pages)?.capacity_bytes();
+        let min = config.min_log_capacity(ps);
+        if capacity < min {
+            return Err(Error::invalid(format!(
+                "a log of {} pages holds {capacity} bytes of records: too small for {ps}-byte pages and flushing units of {} pages (at least {min} bytes, 8 x (unit + 2) pages)",
+                log.pages, config.flush_unit
+            )));
         }
-        config.log_capacity = config.resolved_log_capacity();
-        config.verify_for_page(ps)?;
-        let pages = crate::store::log::LogLayout::pages_for_capacity(config.log_capacity, ps)?;
-        let place = match log_device {
-            Some(ld) => {
-                if ld.page_size() != ps {
-                    return Err(Error::invalid(format!(
-                        "the log device has {}-byte pages but the store {ps}-byte pages",
-                        ld.page_size()
-                    )));
-                }
-                if ld.capacity() < pages {
-                    return Err(Error::invalid(format!(
-                        "a log of {} bytes needs {pages} pages but the log device has {}",
-                        config.log_capacity,
-                        ld.capacity()
-                    )));
-                }
-                LogPlace {
-                    device: ld,
-                    separate: true,
-                    first_page: 0,
-                    pages,
-                }
-            }
-            None => {
-                let cap = device.capacity();
-                if cap < pages.saturating_add(16) {
-                    return Err(Error::invalid(format!(
-                        "a log of {} bytes needs {pages} pages at the end of the device, which has only {cap} pages",
-                        config.log_capacity
-                    )));
-                }
-                LogPlace {
-                    device: device.clone(),
-                    separate: false,
-                    first_page: cap - pages,
-                    pages,
-                }
-            }
-        };
+        // The store reports the capacity its log has.
+        config.log_capacity = capacity;
         let index_id = loop {
             let id: u128 = rand::random();
             if id != 0 {
                 break id;
             }
         };
-        let alloc = PageAllocator::new(1, Self::data_capacity(&device, &place))?;
-        let mut store =
-            Self::assemble(device, config, alloc, TreeMeta::default(), place, index_id)?;
+        let alloc = PageAllocator::new(1, node_capacity)?;
+        let mut store = Self::assemble(device, config, alloc, TreeMeta::default(), log, index_id)?;
         store.write_identity()?;
         store.device.sync()?;
         let log = Log::create(
-            store.place.device.clone(),
-            store.place.first_page,
-            store.place.pages,
+            store.log_place.device.clone(),
+            store.log_place.first_page,
+            store.log_place.pages,
             store.log_config(),
         )?;
         store.log = Some(log);
@@ -510,61 +476,61 @@ impl EfindStore {
     }
 
     /// Opens a store made by [`create`](Self::create) and runs restart (see
-    /// the [module docs](self)); the log's size is the one it was created with.
-    pub fn open(device: Arc<dyn PageDevice>, config: EfindConfig) -> Result<Self> {
-        Self::open_inner(device, None, config, false, Placement::None)
+    /// the [module docs](self)). `log` must name the range recorded at
+    /// creation; with an automatic capacity ([`EfindConfig::log_capacity`]
+    /// 0) the placement [`EfindConfig::log_placement`] gives stands for it,
+    /// so the log keeps the size it was created with (see
+    /// [`open_with_placement`](Self::open_with_placement)).
+    pub fn open(
+        device: Arc<dyn PageDevice>,
+        log: LogPlacement,
+        config: EfindConfig,
+    ) -> Result<Self> {
+        Self::open_inner(device, log, config, false, Placement::None)
     }
 
-    /// Opens a store (its log on `log_device` when it was created with one,
-    /// else on `device`) and runs restart with `placement` in force: the
+    /// [`open`](Self::open) with `placement` in force during restart: the
     /// page images restart writes back and every node written from then on
     /// (flushes, bulk loads) are hinted to the tier `placement` gives
     /// their level ([`crate::store::placement`]), as
     /// [`with_placement`](Self::with_placement) does for a store already open.
+    ///
+    /// The store refuses a `log` on a separate device when its log is on
+    /// `device` and the reverse, and a range other than the one recorded at
+    /// creation (an error naming both), except the one
+    /// [`EfindConfig::log_placement`] gives with an automatic capacity:
+    /// that capacity depends on the buffer size (and its formula on the
+    /// release), so the recorded range is used.
     pub fn open_with_placement(
         device: Arc<dyn PageDevice>,
-        log_device: Option<Arc<dyn PageDevice>>,
+        log: LogPlacement,
         config: EfindConfig,
         placement: Placement,
     ) -> Result<Self> {
-        Self::open_inner(device, log_device, config, false, placement)
-    }
-
-    /// Opens a store made by [`create_with_log`](Self::create_with_log) and runs restart.
-    pub fn open_with_log(
-        device: Arc<dyn PageDevice>,
-        log_device: Arc<dyn PageDevice>,
-        config: EfindConfig,
-    ) -> Result<Self> {
-        Self::open_inner(device, Some(log_device), config, false, Placement::None)
+        Self::open_inner(device, log, config, false, placement)
     }
 
     /// Opens a store for reading only: nothing is written, changes are
     /// refused, and a store whose log holds anything to recover (it was not
-    /// checkpointed before it closed) is an error saying so.
+    /// checkpointed before it closed) is an error saying so. `log` is
+    /// checked as by [`open_with_placement`](Self::open_with_placement).
     pub fn open_read_only(
         device: Arc<dyn PageDevice>,
-        log_device: Option<Arc<dyn PageDevice>>,
+        log: LogPlacement,
         config: EfindConfig,
     ) -> Result<Self> {
-        Self::open_inner(device, log_device, config, true, Placement::None)
+        Self::open_inner(device, log, config, true, Placement::None)
     }
 
-    /// An empty store on a fresh in-memory device of `page_size`-byte pages.
+    /// An empty store on a fresh in-memory device of `page_size`-byte pages,
+    /// its log in the device's last pages ([`EfindConfig::log_placement`]).
     pub fn create_in_memory(page_size: usize, config: EfindConfig) -> Result<Self> {
-        let device = crate::storage::mem::MemDevice::new(
+        let device: Arc<dyn PageDevice> = Arc::new(crate::storage::mem::MemDevice::new(
             page_size,
             crate::storage::mem::MemDevice::DEFAULT_CAPACITY,
-        )?;
-        Self::create(Arc::new(device), config)
-    }
-
-    fn data_capacity(device: &Arc<dyn PageDevice>, place: &LogPlace) -> u64 {
-        if place.separate {
-            device.capacity()
-        } else {
-            place.first_page
-        }
+        )?);
+        let log = config.log_placement(&device, None)?;
+        Self::create(device, log, config)
     }
 
     fn log_config(&self) -> crate::store::log::LogConfig {
@@ -578,7 +544,7 @@ impl EfindStore {
         config: EfindConfig,
         alloc: PageAllocator,
         meta: TreeMeta,
-        place: LogPlace,
+        log_place: LogPlacement,
         index_id: u128,
     ) -> Result<Self> {
         config.verify()?;
@@ -611,7 +577,7 @@ impl EfindStore {
                 estats: EfindStats::default(),
             }),
             index_id,
-            place,
+            log_place,
             log: None,
             pending: Vec::new(),
             meta_dirty: false,
@@ -657,12 +623,17 @@ impl EfindStore {
 
     /// The device holding the log (the store's device unless a separate one was given).
     pub fn log_device(&self) -> &Arc<dyn PageDevice> {
-        &self.place.device
+        &self.log_place.device
     }
 
     /// The log's page range on its device: `(first_page, pages)`.
     pub fn log_range(&self) -> (PageId, u64) {
-        (self.place.first_page, self.place.pages)
+        (self.log_place.first_page, self.log_place.pages)
+    }
+
+    /// Where the log lives (the range recorded at creation).
+    pub fn log_placement(&self) -> &LogPlacement {
+        &self.log_place
     }
 
     /// The page allocator.
@@ -821,9 +792,9 @@ impl EfindStore {
     fn write_identity(&self) -> Result<()> {
         let mut blob = Vec::with_capacity(BLOB_LEN);
         blob.extend_from_slice(&self.index_id.to_le_bytes());
-        blob.extend_from_slice(&self.place.first_page.to_le_bytes());
-        blob.extend_from_slice(&self.place.pages.to_le_bytes());
-        blob.push(u8::from(self.place.separate));
+        blob.extend_from_slice(&self.log_place.first_page.to_le_bytes());
+        blob.extend_from_slice(&self.log_place.pages.to_le_bytes());
+        blob.push(u8::from(!self.log_place.same_device(&self.device)));
         Header {
             page_size: self.page_size,
             with_payload: self.config.with_payload,

@@ -17,11 +17,11 @@ pub use crate::store::log::{CheckpointState, MetaState};
 
 use std::sync::Arc;
 
-use super::{parse_identity, EfindStore, FORMAT};
+use super::restart::recorded_log;
+use super::{parse_identity, EfindConfig, EfindStore, FORMAT};
 use crate::storage::PageDevice;
 use crate::store::header::Header;
-use crate::store::log::{repair_corrupt_tail, TailRepair};
-use crate::Error;
+use crate::store::log::{repair_corrupt_tail, LogPlacement, TailRepair};
 
 const FIXED: PayloadCodec = PayloadCodec::new(PayloadEncoding::Fixed);
 
@@ -36,30 +36,19 @@ impl EfindStore {
     }
 
     /// [`repair_corrupt_tail`] on the log of the eFIND store on `device`
-    /// (with `log_device` when the store keeps its log apart): what
+    /// (at `log`, checked against the store's identity page as by
+    /// [`EfindStore::open_with_placement`]): what
     /// [`RecoveryMode::TolerateCorruptTail`](crate::store::log::RecoveryMode)
     /// does before the store is opened for writing.
     pub fn repair_corrupt_log_tail(
         device: &Arc<dyn PageDevice>,
-        log_device: Option<Arc<dyn PageDevice>>,
+        log: &LogPlacement,
+        config: &EfindConfig,
     ) -> Result<TailRepair> {
         let hdr = Header::read(&FORMAT, device.as_ref())?;
         let (index_id, first_page, pages, separate) = parse_identity(&hdr.user_meta)?;
-        let dev = match (separate, log_device) {
-            (true, Some(d)) => d,
-            (false, None) => Arc::clone(device),
-            (true, None) => {
-                return Err(Error::invalid(
-                    "the eFIND store keeps its log on a separate device (log.dat): repair it with that device",
-                ))
-            }
-            (false, Some(_)) => {
-                return Err(Error::invalid(
-                    "the eFIND store keeps its log on its own device, but a separate log device was given",
-                ))
-            }
-        };
-        repair_corrupt_tail(dev, first_page, pages, index_id)
+        let log = recorded_log(device, log, config, (first_page, pages, separate))?;
+        repair_corrupt_tail(log.device, log.first_page, log.pages, index_id)
     }
 }
 

@@ -4,21 +4,74 @@
 use std::sync::Arc;
 
 use super::records::{CheckpointState, MetaState};
-use super::{parse_identity, EfindConfig, EfindStore, LogPlace, FORMAT};
+use super::{parse_identity, EfindConfig, EfindStore, FORMAT};
 use crate::storage::{PageDevice, PageId};
 use crate::store::alloc::PageAllocator;
 use crate::store::header::Header;
-use crate::store::log::{needs_replay, Log, LogConfig, LogReader, Record, RecordKind};
+use crate::store::log::{
+    needs_replay, Log, LogConfig, LogPlacement, LogReader, Record, RecordKind,
+};
 use crate::store::placement::Placement;
 use crate::store::TreeMeta;
 use crate::{Error, Result};
 
 pub use crate::store::log::RestartReport;
 
+/// The log placement of the store on `device` whose identity blob names
+/// the range `first_page .. first_page + pages` (`separate`: of a separate
+/// log device), on the device of `log`, once `log` is checked against it:
+/// the log on the same kind of device (separate or not) and the same range,
+/// or the range [`EfindConfig::log_placement`] gives for an automatic
+/// capacity (which depends on the buffer and the release: the store keeps
+/// the size it was created with).
+pub(super) fn recorded_log(
+    device: &Arc<dyn PageDevice>,
+    log: &LogPlacement,
+    config: &EfindConfig,
+    (first_page, pages, separate): (PageId, u64, bool),
+) -> Result<LogPlacement> {
+    match (separate, log.same_device(device)) {
+        (true, true) => {
+            return Err(Error::invalid(
+                "the eFIND store keeps its log on a separate device (log.dat): open it with that device",
+            ))
+        }
+        (false, false) => {
+            return Err(Error::invalid(
+                "the eFIND store keeps its log on its own device, but a separate log device was given",
+            ))
+        }
+        _ => {}
+    }
+    if let Err(e) = log.check_recorded(first_page, pages) {
+        if !resolves_automatically(device, log, config) {
+            return Err(e);
+        }
+    }
+    Ok(LogPlacement {
+        device: Arc::clone(&log.device),
+        first_page,
+        pages,
+    })
+}
+
+/// Whether `log` is the placement `config` gives with an automatic capacity.
+fn resolves_automatically(
+    device: &Arc<dyn PageDevice>,
+    log: &LogPlacement,
+    config: &EfindConfig,
+) -> bool {
+    let log_device = (!log.same_device(device)).then(|| Arc::clone(&log.device));
+    config.log_capacity == 0
+        && config
+            .log_placement(device, log_device)
+            .is_ok_and(|p| (p.first_page, p.pages) == (log.first_page, log.pages))
+}
+
 impl EfindStore {
     pub(super) fn open_inner(
         device: Arc<dyn PageDevice>,
-        log_device: Option<Arc<dyn PageDevice>>,
+        log: LogPlacement,
         config: EfindConfig,
         read_only: bool,
         placement: Placement,
@@ -31,27 +84,8 @@ impl EfindStore {
             ));
         }
         let (index_id, first_page, pages, separate) = parse_identity(&hdr.user_meta)?;
-        let log_dev = match (separate, log_device) {
-            (true, Some(d)) => d,
-            (true, None) => {
-                return Err(Error::invalid(
-                    "the eFIND store keeps its log on a separate device (log.dat): open it with that device",
-                ))
-            }
-            (false, None) => device.clone(),
-            (false, Some(_)) => {
-                return Err(Error::invalid(
-                    "the eFIND store keeps its log on its own device, but a separate log device was given",
-                ))
-            }
-        };
-        let place = LogPlace {
-            device: log_dev,
-            separate,
-            first_page,
-            pages,
-        };
-        let cap = Self::data_capacity(&device, &place);
+        let place = recorded_log(&device, &log, &config, (first_page, pages, separate))?;
+        let cap = place.node_capacity(&device)?;
         let log_config = LogConfig::new(index_id).with_durability(config.durability);
         let (log, rec) = if read_only {
             let reader = LogReader::open(place.device.clone(), first_page, pages, index_id)?;

@@ -13,6 +13,19 @@ use crate::index::{IndexKind, Predicate, RTree, TreeParams};
 use crate::storage::mem::MemDevice;
 use crate::store::plain::{PlainConfig, PlainStore};
 
+/// An eFIND store created on `dev` with its log in the device's last
+/// pages, as [`EfindConfig::log_placement`] places it.
+pub(crate) fn create_on(dev: Arc<dyn PageDevice>, cfg: EfindConfig) -> Result<EfindStore> {
+    let log = cfg.log_placement(&dev, None)?;
+    EfindStore::create(dev, log, cfg)
+}
+
+/// Opens the store [`create_on`] made on `dev`.
+pub(crate) fn open_on(dev: Arc<dyn PageDevice>, cfg: EfindConfig) -> Result<EfindStore> {
+    let log = cfg.log_placement(&dev, None)?;
+    EfindStore::open(dev, log, cfg)
+}
+
 fn r(x0: f64, y0: f64, x1: f64, y1: f64) -> Rect {
     Rect::new(x0, y0, x1, y1).unwrap()
 }
@@ -264,7 +277,7 @@ fn run(kind: IndexKind, cfg: EfindConfig, ops: &[Op]) -> StoreStats {
     };
     let dev = Arc::new(MemDevice::new(page, 1 << 20).unwrap());
     let p = params(kind, page);
-    let mut t = RTree::create(EfindStore::create(dev.clone(), cfg).unwrap(), p).unwrap();
+    let mut t = RTree::create(create_on(dev.clone(), cfg).unwrap(), p).unwrap();
     let mut oracle: Vec<(u64, Rect)> = Vec::new();
     let mut next = 0u64;
     for op in ops {
@@ -301,7 +314,7 @@ fn run(kind: IndexKind, cfg: EfindConfig, ops: &[Op]) -> StoreStats {
     t.store_mut().checkpoint().unwrap();
     assert_eq!(t.store().buffered_pages(), 0);
     drop(t);
-    let t = RTree::open(EfindStore::open(dev, cfg).unwrap(), p).unwrap();
+    let t = RTree::open(open_on(dev, cfg).unwrap(), p).unwrap();
     assert_eq!(t.check().unwrap(), report);
     assert_eq!(ids_in(&t, all), want);
     stats
@@ -390,7 +403,7 @@ fn efind_and_plain_stores_build_the_same_tree() {
             ..EfindConfig::default()
         };
         let mut a = RTree::create(PlainStore::create(pdev, pcfg).unwrap(), p).unwrap();
-        let mut b = RTree::create(EfindStore::create(edev.clone(), ecfg).unwrap(), p).unwrap();
+        let mut b = RTree::create(create_on(edev.clone(), ecfg).unwrap(), p).unwrap();
         let mut live = Vec::new();
         for (i, op) in build_ops(500).iter().enumerate() {
             match op {
@@ -427,7 +440,7 @@ fn efind_and_plain_stores_build_the_same_tree() {
         assert!(compared > 10);
         // Reading the pages straight from the device gives the same nodes.
         drop(b);
-        let b = EfindStore::open(edev, ecfg).unwrap();
+        let b = open_on(edev, ecfg).unwrap();
         for id in 1..next {
             if a.store().allocator().is_allocated(id) {
                 assert_eq!(a.store().get(id).unwrap(), b.get(id).unwrap());
@@ -478,8 +491,8 @@ fn efind_writes_fewer_pages_than_plain_with_the_same_buffer() {
 #[test]
 fn new_and_deleted_pages_need_no_io_and_each_flush_is_one_batch() {
     // The log on its own device: `dev` sees node pages only.
-    let dev = Arc::new(MemDevice::new(512, 1 << 16).unwrap());
-    let log_dev = Arc::new(MemDevice::new(512, 1 << 16).unwrap());
+    let dev: Arc<dyn PageDevice> = Arc::new(MemDevice::new(512, 1 << 16).unwrap());
+    let log_dev: Arc<dyn PageDevice> = Arc::new(MemDevice::new(512, 1 << 16).unwrap());
     let cfg = EfindConfig {
         buffer_bytes: 2000,
         flush_unit: 2,
@@ -488,7 +501,8 @@ fn new_and_deleted_pages_need_no_io_and_each_flush_is_one_batch() {
         log_format: crate::store::log::LogFormat::PerChange,
         ..EfindConfig::default()
     };
-    let mut s = EfindStore::create_with_log(dev.clone(), log_dev, cfg).unwrap();
+    let log = cfg.log_placement(&dev, Some(log_dev)).unwrap();
+    let mut s = EfindStore::create(dev.clone(), log, cfg).unwrap();
     let e = |k: u64| Entry {
         key: k,
         rect: r(0.0, 0.0, 1.0, 1.0),
@@ -600,7 +614,7 @@ fn compact_groups_log_net_changes_and_replay_to_the_same_tree() {
         };
         let dev = Arc::new(MemDevice::new(page, 1 << 16).unwrap());
         let p = params(kind, page);
-        let mut t = RTree::create(EfindStore::create(dev.clone(), cfg).unwrap(), p).unwrap();
+        let mut t = RTree::create(create_on(dev.clone(), cfg).unwrap(), p).unwrap();
         let mut oracle: BTreeMap<u64, Rect> = BTreeMap::new();
         for (i, op) in ops.iter().enumerate() {
             let id = i as u64 + 1;
@@ -630,7 +644,7 @@ fn compact_groups_log_net_changes_and_replay_to_the_same_tree() {
         let report = t.check().unwrap();
         // Reopen without a checkpoint: restart replays the log.
         drop(t);
-        let store = EfindStore::open(
+        let store = open_on(
             dev,
             EfindConfig {
                 log_format: format,
@@ -669,7 +683,8 @@ fn a_corrupt_log_page_before_the_tail_is_refused_or_dropped_when_tolerated() {
         log_capacity: 256 * 1024,
         ..EfindConfig::default()
     };
-    let s = EfindStore::create_with_log(dev.clone(), log_dev.clone(), cfg).unwrap();
+    let log = cfg.log_placement(&dev, Some(log_dev.clone())).unwrap();
+    let s = EfindStore::create(dev.clone(), log.clone(), cfg).unwrap();
     let index_id = s.index_id;
     let p = params(IndexKind::RTree, 512);
     let mut t = RTree::create(s, p).unwrap();
@@ -691,16 +706,16 @@ fn a_corrupt_log_page_before_the_tail_is_refused_or_dropped_when_tolerated() {
     buf[300] ^= 0x08;
     log_dev.write(bad, &buf).unwrap();
     // Refused by default, naming the page.
-    let err = EfindStore::open_with_log(dev.clone(), log_dev.clone(), cfg)
+    let err = EfindStore::open(dev.clone(), log.clone(), cfg)
         .err()
         .unwrap()
         .to_string();
     assert!(err.contains("before its tail"), "{err}");
     // Tolerated: the log ends at the damaged page; a prefix of the inserts remains.
-    let rep = EfindStore::repair_corrupt_log_tail(&dev, Some(log_dev.clone())).unwrap();
+    let rep = EfindStore::repair_corrupt_log_tail(&dev, &log, &cfg).unwrap();
     assert_eq!(rep.first_damaged_page, Some(bad));
     assert!(rep.pages_dropped >= 2, "{rep:?}");
-    let t = RTree::open(EfindStore::open_with_log(dev, log_dev, cfg).unwrap(), p).unwrap();
+    let t = RTree::open(EfindStore::open(dev, log, cfg).unwrap(), p).unwrap();
     t.check().unwrap();
     let ids = ids_in(&t, r(-1.0, -1.0, 100.0, 100.0));
     let kept = ids.len() as u64;

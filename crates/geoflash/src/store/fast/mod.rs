@@ -33,7 +33,8 @@
 //! the index id (random, 128 bits; the log's superblock repeats it) and the
 //! log's page range. The log lives in a page range of the same device (its
 //! last pages; node pages are allocated below them) or of a separate device
-//! (`log.dat` next to `pages.dat`), see [`LogPlacement`]. Everything that
+//! (`log.dat` next to `pages.dat`), see [`LogPlacement`] (the placement API
+//! the eFIND store shares). Everything that
 //! changes (tree metadata, next page, free list, last operation) is in the
 //! log: META records per operation, CHECKPOINT records at checkpoints.
 //!
@@ -104,8 +105,8 @@ use super::bulk::{self, BulkBuild, PageFormat};
 use super::header::{Format, Header};
 use super::log::{
     needs_replay, record::RECORD_HEADER, repair_corrupt_tail, Durability, Log, LogConfig,
-    LogFormat, LogLayout, LogReader, MetaState, PayloadCodec, RecoveryMode, RestartReport,
-    TailRepair, PAYLOAD_CODEC_VERSION,
+    LogFormat, LogLayout, LogPlacement, LogReader, MetaState, PayloadCodec, RecoveryMode,
+    RestartReport, TailRepair, PAYLOAD_CODEC_VERSION,
 };
 use super::placement::Placement;
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
@@ -147,8 +148,9 @@ pub struct FastConfig {
     pub durability: Durability,
     /// Bytes of log records one log region holds (the paper's log file
     /// size), or 0 for [`auto_log_capacity`](crate::store::log::auto_log_capacity)
-    /// of the format and the buffer; used by [`FastConfig::log_pages`] to
-    /// size the log's page range (give the same value at open).
+    /// of the format and the buffer; used by [`FastConfig::log_pages`] and
+    /// [`FastConfig::log_placement`] to size the log's page range (give the
+    /// same value at open: FAST opens only the range recorded at creation).
     pub log_capacity: u64,
     /// Format of the log at creation (an opened store keeps its own).
     /// Configurations written before the field existed describe per-change logs.
@@ -206,61 +208,23 @@ impl FastConfig {
     pub fn log_pages(&self, page_size: usize) -> Result<u64> {
         LogLayout::pages_for_capacity(self.resolved_log_capacity(), page_size)
     }
-}
 
-/// Where the log lives: pages `first_page .. first_page + pages` of `device`.
-/// When `device` is the node device itself, the range must be its tail:
-/// node pages are allocated below `first_page`.
-#[derive(Clone)]
-pub struct LogPlacement {
-    /// The device holding the log (the node device or a separate one).
-    pub device: Arc<dyn PageDevice>,
-    /// First page of the log's range.
-    pub first_page: PageId,
-    /// Pages of the range.
-    pub pages: u64,
-}
-
-impl std::fmt::Debug for LogPlacement {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LogPlacement")
-            .field("device", &self.device.describe())
-            .field("first_page", &self.first_page)
-            .field("pages", &self.pages)
-            .finish()
-    }
-}
-
-impl LogPlacement {
-    /// The last `pages` pages of `device` (the node device: nodes below).
-    pub fn tail_of(device: &Arc<dyn PageDevice>, pages: u64) -> Result<Self> {
-        let cap = device.capacity();
-        if pages.saturating_add(2) > cap {
-            return Err(Error::invalid(format!(
-                "a log of {pages} pages leaves no room for nodes on a device of {cap} pages"
-            )));
-        }
-        Ok(LogPlacement {
-            device: Arc::clone(device),
-            first_page: cap - pages,
-            pages,
-        })
-    }
-
-    /// The whole of a separate log device (`log.dat`).
-    pub fn whole(device: Arc<dyn PageDevice>) -> Self {
-        let pages = device.capacity();
-        LogPlacement {
+    /// The log of a store on `device` sized by this configuration, as
+    /// [`EfindConfig::log_placement`](crate::store::efind::EfindConfig::log_placement)
+    /// places eFIND's ([`LogPlacement::for_capacity`]): the first pages of
+    /// `log_device` when given, else the last pages of `device` (an
+    /// automatic capacity taking at most a quarter of it). Give the same
+    /// placement at open.
+    pub fn log_placement(
+        &self,
+        device: &Arc<dyn PageDevice>,
+        log_device: Option<Arc<dyn PageDevice>>,
+    ) -> Result<LogPlacement> {
+        LogPlacement::for_capacity(
             device,
-            first_page: 0,
-            pages,
-        }
-    }
-
-    fn same_device(&self, nodes: &Arc<dyn PageDevice>) -> bool {
-        std::ptr::eq(
-            Arc::as_ptr(&self.device) as *const u8,
-            Arc::as_ptr(nodes) as *const u8,
+            log_device,
+            self.resolved_log_capacity(),
+            self.log_capacity == 0,
         )
     }
 }
@@ -558,13 +522,13 @@ impl FastStore {
     }
 
     /// An empty store on a fresh in-memory device of `page_size`-byte pages,
-    /// its log in the device's last pages (sized by `config.log_capacity`).
+    /// its log in the device's last pages ([`FastConfig::log_placement`]).
     pub fn create_in_memory(page_size: usize, config: FastConfig) -> Result<Self> {
         let device: Arc<dyn PageDevice> = Arc::new(crate::storage::mem::MemDevice::new(
             page_size,
             crate::storage::mem::MemDevice::DEFAULT_CAPACITY,
         )?);
-        let log = LogPlacement::tail_of(&device, config.log_pages(page_size)?)?;
+        let log = config.log_placement(&device, None)?;
         Self::create(device, log, config)
     }
 
@@ -581,25 +545,12 @@ impl FastStore {
             ));
         }
         let (index_id, first, pages, _) = parse_identity(&hdr.user_meta)?;
-        if (first, pages) != (log.first_page, log.pages) {
-            return Err(Error::invalid(format!(
-                "the store's log is at pages {first}..{} but pages {}..{} were given",
-                first.saturating_add(pages),
-                log.first_page,
-                log.first_page.saturating_add(log.pages)
-            )));
-        }
+        log.check_recorded(first, pages)?;
         Ok((index_id, hdr))
     }
 
     fn node_capacity(device: &Arc<dyn PageDevice>, log: &LogPlacement) -> Result<u64> {
-        if log.device.page_size() != device.page_size() {
-            return Err(Error::invalid(format!(
-                "the log device has {}-byte pages but the node device {}-byte pages",
-                log.device.page_size(),
-                device.page_size()
-            )));
-        }
+        let node_capacity = log.node_capacity(device)?;
         let layout = LogLayout::on_device(log.device.as_ref(), log.first_page, log.pages)?;
         // The log must hold a few page images beside an operation's records.
         let need = 4 * (RECORD_HEADER + device.page_size()) as u64;
@@ -610,17 +561,7 @@ impl FastStore {
                 layout.capacity_bytes()
             )));
         }
-        if log.same_device(device) {
-            let end = log.first_page.saturating_add(log.pages);
-            if end != device.capacity() || log.first_page < 2 {
-                return Err(Error::invalid(
-                    "a log on the node device must occupy its last pages, above page 1",
-                ));
-            }
-            Ok(log.first_page)
-        } else {
-            Ok(device.capacity())
-        }
+        Ok(node_capacity)
     }
 
     fn assemble(

@@ -7,10 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use std::sync::Arc;
 
-use super::{FastStore, LogPlacement};
+use super::FastStore;
 use crate::page::Node;
 use crate::storage::PageId;
 use crate::store::alloc::PageAllocator;
+use crate::store::log::LogPlacement;
 use crate::store::log::{
     payload_codec_version, CheckpointState, LogReader, MetaState, RecordKind, Recovered, NO_OP,
     PAYLOAD_CODEC_VERSION,

@@ -16,7 +16,9 @@
 //!   tail is normal and ignored, damage before the tail is an error naming the
 //!   position;
 //! - [`recovery`]: the restart/compaction algorithm shared by eFIND
-//!   (Algorithm 7) and FAST (Algorithm 5), [`recover`].
+//!   (Algorithm 7) and FAST (Algorithm 5), [`recover`];
+//! - [`placement`]: [`LogPlacement`], where a store's log lives (the one
+//!   placement API of both stores) and how it is sized.
 //!
 //! # Layout on the device
 //!
@@ -144,6 +146,7 @@ use crate::units::check_page_size;
 use crate::{Error, Result};
 
 pub mod payload;
+pub mod placement;
 pub mod reader;
 pub mod record;
 pub mod recovery;
@@ -160,6 +163,7 @@ mod tests;
 pub(crate) use superblock::rewrite_as_codec_0;
 
 pub use payload::{CheckpointState, MetaState, PayloadCodec, PayloadEncoding};
+pub use placement::LogPlacement;
 pub use reader::{repair_corrupt_tail, LogReader, TailRepair};
 pub use record::{Record, RecordKind};
 pub use recovery::{recover, recover_log, recover_with, FlushRule, Recovered};
