@@ -171,6 +171,53 @@ fn bench_into_postgres_equals_sqlite_and_resumes() {
     );
 }
 
+/// Configurations copied from SQLite stores into PostgreSQL (what the
+/// workers of `geoflash.dask.run` do): the rows of a direct run, each
+/// configuration written once even when several copies race.
+#[test]
+fn configurations_copied_into_postgres_are_written_once() {
+    let Some(url) = database("copy", false) else {
+        return;
+    };
+    let w = Workload::parse(W, Path::new("w.toml"), Scale::Smoke).unwrap();
+    let mut lite = ResultsStore::in_memory().unwrap();
+    run(&w, &mut lite, &RunOptions::default()).unwrap();
+    let keys: Vec<String> = w
+        .configurations(&[])
+        .iter()
+        .map(|c| c.key(&w.name, w.scale).unwrap())
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    // four threads copy every configuration, each from a store of its own
+    let written: Vec<usize> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                let (url, keys, w) = (&url, &keys, &w);
+                let path = dir.path().join(format!("{t}.sqlite"));
+                s.spawn(move || {
+                    let mut own = ResultsStore::open(&path).unwrap();
+                    run(w, &mut own, &RunOptions::default()).unwrap();
+                    let mut pg = ResultsStore::connect(url).unwrap();
+                    keys.iter()
+                        .filter(|k| pg.copy_configuration(&mut own, k).unwrap().is_some())
+                        .count()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(written.iter().sum::<usize>(), keys.len(), "{written:?}");
+    let mut pg = ResultsStore::connect(&url).unwrap();
+    assert_eq!(pg.query(ROWS, &[]).unwrap(), lite.query(ROWS, &[]).unwrap());
+    assert_eq!(
+        count(
+            &mut pg,
+            "SELECT count(*) FROM configurations WHERE completed_at IS NOT NULL"
+        ),
+        6
+    );
+}
+
 #[test]
 fn every_stats_column_round_trips_in_postgres() {
     let Some(url) = database("columns", false) else {

@@ -44,21 +44,21 @@ pub struct BenchArgs {
     /// Run the configurations as tasks on the Dask cluster whose scheduler
     /// is at this address (tcp://host:8786), through the Python package
     /// (`python3 -m geoflash.dask.sweep`; $GEOFLASH_PYTHON names another
-    /// interpreter): rows are written into the SQLite store --results on
-    /// this machine. See docs/scaleout.md.
+    /// interpreter): with an SQLite --results the rows are written into it
+    /// on this machine; with a PostgreSQL URL every worker writes its rows
+    /// into that database. See docs/scaleout.md.
     #[arg(long, value_name = "SCHEDULER")]
     dask: Option<String>,
 }
 
 /// `geoflash bench --dask SCHEDULER`: hands the sweep to
 /// `geoflash.dask.sweep` in Python, which submits one Dask task per
-/// configuration and writes the rows into the SQLite store.
+/// configuration; the rows go into the SQLite store on this machine, or
+/// straight from the workers into the PostgreSQL store.
 fn dask_sweep(a: &BenchArgs, scheduler: &str) -> Result<(), Failure> {
-    let ResultsLocation::Sqlite(results) = &a.results else {
-        return Err(geoflash::Error::invalid(
-            "--dask writes the rows into an SQLite results store on this machine: give --results a file",
-        )
-        .into());
+    let results: std::ffi::OsString = match &a.results {
+        ResultsLocation::Sqlite(path) => path.into(),
+        ResultsLocation::Postgres(url) => url.into(),
     };
     if a.force || a.json {
         return Err(geoflash::Error::invalid("--dask does not take --force or --json").into());
@@ -70,7 +70,7 @@ fn dask_sweep(a: &BenchArgs, scheduler: &str) -> Result<(), Failure> {
         .arg("--scheduler")
         .arg(scheduler)
         .arg("--results")
-        .arg(results)
+        .arg(&results)
         .arg("--scale")
         .arg(&a.scale);
     for o in &a.only {

@@ -5,6 +5,7 @@
 //! pandas DataFrames.
 use std::path::{Path, PathBuf};
 
+use geoflash_bench::results::sql::Value;
 use geoflash_bench::results::{ResultsLocation, ResultsStore};
 use geoflash_bench::runner::{run, RunOptions};
 use geoflash_bench::workload::{Scale, Workload};
@@ -124,4 +125,92 @@ pub fn bench_run(
         "summary": summary,
     }))
     .map_err(|e| to_py(Error::invalid(e.to_string())))
+}
+
+/// True when the results store `results` (an SQLite file or a PostgreSQL
+/// URL; created if missing) holds the configuration `key` complete.
+#[pyfunction]
+pub fn bench_is_complete(py: Python<'_>, results: String, key: String) -> PyResult<bool> {
+    py.allow_threads(|| {
+        ResultsStore::open_location(&ResultsLocation::parse(&results))?.is_complete(&key)
+    })
+    .map_err(to_py)
+}
+
+/// Copies the configuration `key`, complete in the results store `source`,
+/// with its rows into the results store `results` in one transaction
+/// (`ResultsStore::copy_configuration`): returns the number of result rows
+/// copied, or None (nothing written) when `results` already holds it
+/// complete. The GIL is released meanwhile.
+#[pyfunction]
+pub fn bench_copy_configuration(
+    py: Python<'_>,
+    source: String,
+    results: String,
+    key: String,
+) -> PyResult<Option<usize>> {
+    py.allow_threads(|| -> Result<_, Error> {
+        let mut from = ResultsStore::open_location(&ResultsLocation::parse(&source))?;
+        let mut to = ResultsStore::open_location(&ResultsLocation::parse(&results))?;
+        to.copy_configuration(&mut from, &key)
+    })
+    .map_err(to_py)
+}
+
+/// The rows of the `results_full` view of the results store `results` (an
+/// SQLite file or a PostgreSQL URL), of workload `workload` and scale
+/// `scale` when given, in the order they were recorded, as JSON text
+/// `{"columns": [...], "rows": [[...], ...]}`.
+#[pyfunction]
+#[pyo3(signature = (results, workload=None, scale=None))]
+pub fn bench_rows(
+    py: Python<'_>,
+    results: String,
+    workload: Option<String>,
+    scale: Option<String>,
+) -> PyResult<String> {
+    py.allow_threads(|| -> Result<_, Error> {
+        let mut store = ResultsStore::open_location(&ResultsLocation::parse(&results))?;
+        let mut filter = Vec::new();
+        let mut params = Vec::new();
+        for (column, v) in [("workload", workload), ("scale", scale)] {
+            if let Some(v) = v {
+                params.push(Value::Text(v));
+                filter.push(format!("{column} = ?{}", params.len()));
+            }
+        }
+        let filter = if filter.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", filter.join(" AND "))
+        };
+        let rows = store.select(
+            "results_full",
+            &format!("{filter} ORDER BY result_id"),
+            &params,
+        )?;
+        let json = |v: &Value| match v {
+            Value::Null => serde_json::Value::Null,
+            Value::Int(i) => (*i).into(),
+            Value::Real(f) => (*f).into(),
+            Value::Text(s) => s.as_str().into(),
+        };
+        let out: Vec<Vec<serde_json::Value>> = rows
+            .rows
+            .iter()
+            .map(|r| r.iter().map(json).collect())
+            .collect();
+        serde_json::to_string(&serde_json::json!({"columns": rows.columns, "rows": out}))
+            .map_err(|e| Error::invalid(e.to_string()))
+    })
+    .map_err(to_py)
+}
+
+/// The results store `results` as messages name it: the file, or the
+/// PostgreSQL URL without its password; `is_url` tells which.
+#[pyfunction]
+pub fn bench_location(results: &str) -> (String, bool) {
+    let location = ResultsLocation::parse(results);
+    let is_url = matches!(location, ResultsLocation::Postgres(_));
+    (location.to_string(), is_url)
 }

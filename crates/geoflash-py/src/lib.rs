@@ -82,6 +82,10 @@ fn _geoflash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(page_capacity, m)?)?;
     m.add_function(wrap_pyfunction!(bench::bench_run, m)?)?;
     m.add_function(wrap_pyfunction!(bench::bench_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::bench_is_complete, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::bench_copy_configuration, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::bench_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::bench_location, m)?)?;
     m.add_class::<core::Core>()?;
     // The product defaults (geoflash::defaults), the one source of the
     // Python layer's default store, buffer and device.

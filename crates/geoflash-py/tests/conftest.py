@@ -50,3 +50,58 @@ def random_boxes(rng, n, extent=100, max_size=8, integer=True, points=0.2):
         lo = np.floor(lo)
         size = np.floor(size)
     return np.hstack([lo, lo + size])
+
+
+def under_ci():
+    """True under CI (``CI`` set to anything but empty, ``0`` or ``false``,
+    as geoflash::testenv reads it): a missing prerequisite fails there."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
+
+
+def _pgtemp():
+    """benchmarks/peers/pgtemp.py: the throw-away PostgreSQL server recipe
+    of the workbench's pg_cluster.rs, in Python."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "peers" / "pgtemp.py"
+    spec = importlib.util.spec_from_file_location("geoflash_pgtemp", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A throw-away PostgreSQL server on loopback for this test session
+    (benchmarks/peers/pgtemp.py), stopped and removed at the end. Without
+    the server binaries the tests that use it are skipped with the reason,
+    and fail under CI."""
+    pgtemp = _pgtemp()
+    bindir = pgtemp.find_bindir()
+    if bindir is None or not os.path.isfile(os.path.join(bindir, "initdb")):
+        why = ("PostgreSQL server binaries (initdb, pg_ctl) not found in $GEOFLASH_PG_BIN, on PATH or in "
+               "/usr/lib/postgresql/*/bin; install the Debian package postgresql (scripts/setup.sh does)")
+        if under_ci():
+            pytest.fail(f"CI={os.environ['CI']}: a test prerequisite is missing: {why}")
+        pytest.skip(why)
+    cluster = pgtemp.TempCluster(bindir)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster, request):
+    """The URL of a new, empty database of the session's PostgreSQL server."""
+    import re
+    import subprocess
+
+    name = "t_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:50] + "_" + os.urandom(3).hex()
+    # the server's own directory (PATH may hold links to initdb and pg_ctl only)
+    bindir = os.path.dirname(os.path.realpath(os.path.join(pg_cluster.bindir, "initdb")))
+    subprocess.run(
+        [os.path.join(bindir, "createdb"), "-h", "127.0.0.1", "-p", str(pg_cluster.port),
+         "-U", "geoflash", name],
+        check=True, capture_output=True, text=True,
+    )
+    return pg_cluster.url(name)

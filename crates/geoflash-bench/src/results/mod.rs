@@ -615,6 +615,192 @@ impl ResultsStore {
             Ok(ids)
         })
     }
+
+    /// Copies configuration `key`, complete in `from`, into this store with
+    /// its result rows and the rows of the runs that wrote them, in one
+    /// transaction: a process killed while copying leaves nothing of it.
+    /// Returns the number of result rows copied, or `None` (and writes
+    /// nothing) when this store already holds the configuration complete; an
+    /// incomplete copy here (an interrupted `geoflash bench`) is replaced.
+    /// On PostgreSQL, copies of one configuration by several processes at
+    /// once wait for each other (a transaction-level advisory lock on the
+    /// key), so exactly one of them writes it. The ids of the copied rows are
+    /// assigned by this store. Used by `geoflash.dask.run`, whose workers run
+    /// a configuration into a store of their own and copy it into a shared one.
+    pub fn copy_configuration(
+        &mut self,
+        from: &mut ResultsStore,
+        key: &str,
+    ) -> Result<Option<usize>> {
+        let config = from.select(
+            "configurations",
+            "WHERE config_key = ?1 AND completed_at IS NOT NULL",
+            &[key.into()],
+        )?;
+        let Some(config_row) = config.rows.first() else {
+            return Err(Error::invalid(format!(
+                "results store {}: configuration {key} is not complete there",
+                from.location
+            )));
+        };
+        let config_id = config.get(config_row, "config_id")?.clone();
+        let results = from.select(
+            "results",
+            "WHERE config_id = ?1 ORDER BY result_id",
+            &[config_id],
+        )?;
+        let mut run_ids: Vec<Value> = Vec::new();
+        for v in std::iter::once(config.get(config_row, "run_id")?).chain(
+            results
+                .rows
+                .iter()
+                .map(|r| results.get(r, "run_id"))
+                .collect::<Result<Vec<_>>>()?,
+        ) {
+            if *v != Value::Null && !run_ids.contains(v) {
+                run_ids.push(v.clone());
+            }
+        }
+        let mut runs = Vec::with_capacity(run_ids.len());
+        for id in &run_ids {
+            runs.push(from.select("runs", "WHERE run_id = ?1", std::slice::from_ref(id))?);
+        }
+        self.backend.with(true, |db| {
+            if db.dialect() == Dialect::Postgres {
+                db.execute("SELECT pg_advisory_xact_lock(?1)", &[key_lock(key).into()])?;
+            }
+            let found = db.query(
+                "SELECT config_id, completed_at FROM configurations WHERE config_key = ?1",
+                &[key.into()],
+            )?;
+            if let Some(found) = found.first() {
+                if found.get(1).is_some_and(|v| *v != Value::Null) {
+                    return Ok(None);
+                }
+                let id = found.first().cloned().unwrap_or(Value::Null);
+                db.execute(
+                    "DELETE FROM results WHERE config_id = ?1",
+                    std::slice::from_ref(&id),
+                )?;
+                db.execute("DELETE FROM configurations WHERE config_id = ?1", &[id])?;
+            }
+            let mut new_run_ids = Vec::with_capacity(runs.len());
+            for (old, run) in run_ids.iter().zip(&runs) {
+                for row in &run.rows {
+                    new_run_ids.push((
+                        old.clone(),
+                        insert_row(db, "runs", run, row, "run_id", &[])?,
+                    ));
+                }
+            }
+            let run_id = |old: &Value| {
+                new_run_ids
+                    .iter()
+                    .find(|(o, _)| o == old)
+                    .map(|(_, n)| Value::Int(*n))
+                    .unwrap_or(Value::Null)
+            };
+            let new_config = insert_row(
+                db,
+                "configurations",
+                &config,
+                config_row,
+                "config_id",
+                &[("run_id", run_id(config.get(config_row, "run_id")?))],
+            )?;
+            for row in &results.rows {
+                insert_row(
+                    db,
+                    "results",
+                    &results,
+                    row,
+                    "result_id",
+                    &[
+                        ("run_id", run_id(results.get(row, "run_id")?)),
+                        ("config_id", Value::Int(new_config)),
+                    ],
+                )?;
+            }
+            Ok(Some(results.rows.len()))
+        })
+    }
+
+    /// Every column of the rows of `table` (or view) that `filter` keeps
+    /// (`SELECT * FROM table filter`: a `WHERE` and `ORDER BY` clause, or
+    /// empty, with parameters `?1…`), with the names of the columns.
+    pub fn select(&mut self, table: &str, filter: &str, params: &[Value]) -> Result<Rows> {
+        self.backend.with(false, |db| {
+            let columns = columns(db, table)?;
+            let rows = db.query(&format!("SELECT * FROM {table} {filter}"), params)?;
+            Ok(Rows { columns, rows })
+        })
+    }
+}
+
+/// Rows of a table and the names of its columns ([`ResultsStore::select`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rows {
+    /// The column names, in the order of the values of each row.
+    pub columns: Vec<String>,
+    /// The rows.
+    pub rows: Vec<Vec<Value>>,
+}
+
+impl Rows {
+    /// The value of column `name` in `row` (one of these rows).
+    pub fn get<'a>(&self, row: &'a [Value], name: &str) -> Result<&'a Value> {
+        self.columns
+            .iter()
+            .position(|c| c == name)
+            .and_then(|i| row.get(i))
+            .ok_or_else(|| Error::invalid(format!("results store: no column {name}")))
+    }
+}
+
+/// Inserts `row` (of `from`) into `table` without its key column `key`,
+/// with the values of `replace` instead of theirs; returns the new key.
+fn insert_row(
+    db: &mut dyn Sql,
+    table: &str,
+    from: &Rows,
+    row: &[Value],
+    key: &str,
+    replace: &[(&str, Value)],
+) -> Result<i64> {
+    let mut names = Vec::new();
+    let mut values = Vec::new();
+    for (name, v) in from.columns.iter().zip(row) {
+        if name == key {
+            continue;
+        }
+        names.push(name.as_str());
+        values.push(
+            replace
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, r)| r.clone())
+                .unwrap_or_else(|| v.clone()),
+        );
+    }
+    let placeholders: Vec<String> = (1..=names.len()).map(|i| format!("?{i}")).collect();
+    inserted_id(db.query(
+        &format!(
+            "INSERT INTO {table} ({}) VALUES ({}) RETURNING {key}",
+            names.join(", "),
+            placeholders.join(", ")
+        ),
+        &values,
+    )?)
+}
+
+/// The advisory lock of configuration `key` (FNV-1a of the key).
+fn key_lock(key: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h as i64
 }
 
 /// The id an `INSERT … RETURNING` returned.
@@ -737,6 +923,61 @@ mod tests {
         assert_eq!(c, c2);
         let n = st.query("SELECT count(*) FROM results", &[]).unwrap();
         assert_eq!(n, vec![vec![Value::Int(0)]]);
+    }
+
+    #[test]
+    fn a_configuration_is_copied_once_whole() {
+        let mut from = ResultsStore::in_memory().unwrap();
+        let run = from.begin_run("w", "p", "t", "smoke", "c").unwrap();
+        let c = from.begin_configuration(run, &config("k")).unwrap();
+        let mut s = Stats::new("x");
+        s.operations = 5;
+        let row = |kind| StepRow {
+            step_index: 0,
+            step_kind: kind,
+            parameter: "",
+            step_json: "{}",
+            status: "ok",
+            message: "",
+            stats: &s,
+        };
+        from.record_step(run, c, &[row("build"), row("range")])
+            .unwrap();
+        let mut to = ResultsStore::in_memory().unwrap();
+        // not complete in the source: refused
+        let e = to
+            .copy_configuration(&mut from, "k")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not complete"), "{e}");
+        from.complete_configuration(c).unwrap();
+        // an incomplete copy in the target (an interrupted run) is replaced
+        let other = to.begin_run("w", "p", "t", "smoke", "c").unwrap();
+        let partial = to.begin_configuration(other, &config("k")).unwrap();
+        to.record(other, partial, &row("build")).unwrap();
+        assert_eq!(to.copy_configuration(&mut from, "k").unwrap(), Some(2));
+        assert!(to.is_complete("k").unwrap());
+        // once complete, copies write nothing
+        assert_eq!(to.copy_configuration(&mut from, "k").unwrap(), None);
+        let rows = to
+            .query(
+                "SELECT step_kind, operations, workload FROM results_full ORDER BY result_id",
+                &[],
+            )
+            .unwrap();
+        assert_eq!(
+            rows,
+            vec![
+                vec!["build".into(), Value::Int(5), "w".into()],
+                vec!["range".into(), Value::Int(5), "w".into()],
+            ]
+        );
+        let runs = to.select("runs", "ORDER BY run_id", &[]).unwrap();
+        assert_eq!(runs.rows.len(), 2);
+        assert_eq!(
+            runs.get(&runs.rows[1], "command").unwrap(),
+            &Value::from("c")
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@ pandas DataFrames.
     import geoflash.bench
     df = geoflash.bench.run("workloads/efind-vs-fast.toml", "r.sqlite", scale="smoke")
     df.groupby(["index_name", "step_kind"])["sim_time_ns"].median()
-    all_rows = geoflash.bench.load("r.sqlite")
+    all_rows = geoflash.bench.load("r.sqlite")   # or "postgresql://user@host/db"
 
 A workload is a TOML file (see docs/workbench.md) or the same structure
 as a dict (``{"name": ..., "dataset": [...], "index": [...], "step":
@@ -26,19 +26,38 @@ from . import _geoflash
 __all__ = ["run", "load"]
 
 
-def load(results: Union[str, os.PathLike]):
-    """Every result row of the SQLite results store ``results`` as a
+def load(
+    results: Union[str, os.PathLike],
+    *,
+    workload: Optional[str] = None,
+    scale: Optional[str] = None,
+):
+    """Every result row of the results store ``results`` as a
     ``pandas.DataFrame`` (the ``results_full`` view: configuration columns
-    and every metric). Raises ``FileNotFoundError`` when the file does not
-    exist and ``ValueError`` when it is not a results store."""
+    and every metric), in the order they were recorded; only those of
+    workload ``workload`` and scale ``scale`` when given. ``results`` is an
+    SQLite file, or a PostgreSQL URL (``postgresql://user@host/db``; the
+    password in the URL or in ``PGPASSWORD``). Raises
+    ``FileNotFoundError`` when the file does not exist, ``OSError`` when
+    the server cannot be reached and ``ValueError`` when it is not a
+    results store."""
     import pandas as pd
 
     path = os.fspath(results)
+    if _geoflash.bench_location(path)[1]:
+        out = json.loads(_geoflash.bench_rows(path, workload, scale))
+        return pd.DataFrame(out["rows"], columns=out["columns"])
     if not os.path.isfile(path):
         raise FileNotFoundError(f"results store {path} does not exist")
+    where, params = [], []
+    for column, value in (("workload", workload), ("scale", scale)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    sql = "SELECT * FROM results_full" + (" WHERE " + " AND ".join(where) if where else "")
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
-            return pd.read_sql_query("SELECT * FROM results_full ORDER BY result_id", con)
+            return pd.read_sql_query(sql + " ORDER BY result_id", con, params=params)
     except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
         raise ValueError(f"{path} is not a geoflash results store: {e}") from None
 
@@ -57,8 +76,9 @@ def run(
     of that workload and scale in the results store as a
     ``pandas.DataFrame``.
 
-    ``results``: the SQLite results store (created if missing; a temporary
-    file when ``None``, its path in ``df.attrs["results"]``). Configurations
+    ``results``: the results store, an SQLite file (created if missing; a
+    temporary file when ``None``, its path in ``df.attrs["results"]``) or a
+    PostgreSQL URL (its tables created if missing). Configurations
     already complete in it are skipped unless ``force``. ``only`` restricts
     the run to index configurations by name, as ``geoflash bench --index``
     (``"efind"``, ``"efind[page_size=4KiB]"``, ``"*[page_size=4KiB]"``).
@@ -84,10 +104,7 @@ def run(
             workdir=None if workdir is None else os.fspath(workdir),
         )
     )
-    df = load(results)
-    df = df[(df["workload"] == out["workload"]) & (df["scale"] == out["scale"])].reset_index(
-        drop=True
-    )
+    df = load(results, workload=out["workload"], scale=out["scale"])
     df.attrs["results"] = os.fspath(results)
     df.attrs["summary"] = out["summary"]
     return df

@@ -3,24 +3,31 @@ repetitions of a workload over a Dask cluster, one task each.
 
 A task runs its one configuration (``geoflash.bench``'s runner with
 ``pick``) into a throw-away SQLite store on its worker's disk, under
-``workdir`` (the worker's temporary directory by default), and returns the
-rows; the client writes each configuration's rows into its SQLite results
-store in one transaction as the task finishes. Configurations already
-complete in the store are not submitted and are skipped again at write
-time, so a task that Dask retries (its worker died) or a sweep resumed
-after an interruption never adds rows twice. The workload file is read by
-the workers at the same path (a shared file system, or the same
-machine); a workload given as a dict travels with the tasks.
+``workdir`` (the worker's temporary directory by default). Then, with an
+SQLite results store, it returns the rows and the client writes each
+configuration's rows into its store in one transaction as the task
+finishes; with a PostgreSQL results store (a ``postgresql://`` URL), the
+worker copies its configuration's rows into that database itself, in one
+transaction (``_geoflash.bench_copy_configuration``, the workbench's Rust
+results store), so a worker killed while writing leaves nothing of it.
+Configurations already complete in the store are not submitted, and a
+task whose configuration is complete by the time it runs or writes (Dask
+retried it after its worker died, or another copy of it finished first)
+writes nothing, so retries and sweeps resumed after an interruption never
+add rows twice. The workload file is read by the workers at the same path
+(a shared file system, or the same machine); a workload given as a dict
+travels with the tasks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import sys
 import tempfile
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from .. import _geoflash
 from .cluster import get_client
@@ -34,13 +41,13 @@ def _rows(con: sqlite3.Connection, table: str) -> List[Dict[str, Any]]:
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
-def run_one(
+@contextlib.contextmanager
+def _run_alone(
     text: str, from_json: bool, scale: str, only: List[str], position: int, workdir: Optional[str]
-) -> Dict[str, Any]:
+) -> Iterator[Tuple[str, Dict[str, Any]]]:
     """Runs configuration ``position`` of the workload on this worker into
-    a temporary results store and returns its rows (``runs``,
-    ``configurations``, ``results`` as lists of column dicts) with the run
-    summary. Raises when the configuration failed."""
+    a temporary SQLite results store; yields its path and the run summary
+    (the store is removed afterwards). Raises when the configuration failed."""
     if workdir is not None:
         os.makedirs(workdir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="geoflash-sweep-", dir=workdir) as tmp:
@@ -53,11 +60,38 @@ def run_one(
         )
         if out["summary"]["failures"]:
             raise RuntimeError("; ".join(out["summary"]["failures"]))
+        yield store, out["summary"]
+
+
+def run_one(
+    text: str, from_json: bool, scale: str, only: List[str], position: int, workdir: Optional[str]
+) -> Dict[str, Any]:
+    """Runs configuration ``position`` of the workload on this worker into
+    a temporary results store and returns its rows (``runs``,
+    ``configurations``, ``results`` as lists of column dicts) with the run
+    summary. Raises when the configuration failed."""
+    with _run_alone(text, from_json, scale, only, position, workdir) as (store, summary):
         with sqlite3.connect(store) as con:
             rows = {t: _rows(con, t) for t in _TABLES}
         con.close()
-    rows["summary"] = out["summary"]
+    rows["summary"] = summary
     return rows
+
+
+def run_one_into(
+    text: str, from_json: bool, scale: str, only: List[str], position: int, key: str,
+    results: str, workdir: Optional[str],
+) -> Optional[int]:
+    """Runs configuration ``position`` (its key ``key``) of the workload on
+    this worker and copies its rows into the PostgreSQL results store
+    ``results`` in one transaction; returns the number of result rows
+    written, or None when the store already holds the configuration
+    complete (then nothing is run or written). Raises when the
+    configuration failed."""
+    if _geoflash.bench_is_complete(results, key):
+        return None
+    with _run_alone(text, from_json, scale, only, position, workdir) as (store, _):
+        return _geoflash.bench_copy_configuration(store, results, key)
 
 
 def _insert(con: sqlite3.Connection, table: str, row: Dict[str, Any], drop: str) -> int:
@@ -134,12 +168,24 @@ def run(
     at ``scale`` on the Dask cluster ``client`` (see
     ``geoflash.dask.get_client``), one task per configuration ×
     repetition, each retried up to ``retries`` times when it fails or its
-    worker dies, and returns the workload's rows of the SQLite store
-    ``results`` (a temporary file when None) as ``geoflash.bench.run`` does.
+    worker dies, and returns the workload's rows of the results store
+    ``results`` as ``geoflash.bench.run`` does.
+
+    ``results``: an SQLite file (a temporary file when None), into which
+    the client writes each configuration's rows as its task finishes; or a
+    PostgreSQL URL (``postgresql://user[:password]@host[:port]/db``, the
+    workbench's shared store; ``PGPASSWORD`` on every worker when the URL
+    has no password), into which every worker writes its configuration's
+    rows itself, in one transaction, so a worker killed mid-write leaves
+    nothing of it. A server that cannot be reached from the client is an
+    ``OSError`` naming the URL without its password, before any task is
+    submitted. Configurations already complete in the store are skipped,
+    and a retried task whose configuration is complete writes nothing.
+
     ``workdir``: where the workers put their index directories (their
-    temporary directory by default). ``df.attrs["summary"]``: how many
-    configurations were ``executed``, ``skipped_complete`` (already in the
-    store) and the ``failures``."""
+    temporary directory by default). ``df.attrs["results"]``: the store;
+    ``df.attrs["summary"]``: how many configurations were ``executed``,
+    ``skipped_complete`` (already in the store) and the ``failures``."""
     from distributed import as_completed
 
     from .. import bench
@@ -148,7 +194,10 @@ def run(
         fd, results = tempfile.mkstemp(prefix="geoflash-sweep-", suffix=".sqlite")
         os.close(fd)
         os.unlink(results)
-    results = os.path.abspath(os.fspath(results))
+    results = os.fspath(results)
+    shared = _geoflash.bench_location(results)[1]
+    if not shared:
+        results = os.path.abspath(results)
     if isinstance(workload, Mapping):
         text, from_json = json.dumps(workload), True
     else:
@@ -156,6 +205,7 @@ def run(
         if not os.path.isfile(text):
             raise FileNotFoundError(f"workload {text} does not exist")
     only = list(only)
+    # Opens (creates) the store: an unreachable server fails here, before any task.
     plan = json.loads(_geoflash.bench_plan(text, results, scale=scale, from_json=from_json, only=only))
     todo = [c for c in plan["configurations"] if not c["complete"]]
     summary = {
@@ -168,29 +218,37 @@ def run(
     if todo:
         client = get_client(client, timeout)
         wd = None if workdir is None else os.fspath(workdir)
-        futs = {
-            client.submit(
+
+        def submit(c):
+            key = f"geoflash-sweep-{plan['workload']}-{c['position']}-{os.urandom(4).hex()}"
+            if shared:
+                return client.submit(
+                    run_one_into, text, from_json, scale, only, c["position"], c["key"], results, wd,
+                    retries=retries, pure=False, key=key,
+                )
+            return client.submit(
                 run_one, text, from_json, scale, only, c["position"], wd,
-                retries=retries, pure=False, key=f"geoflash-sweep-{plan['workload']}-{c['position']}-{os.urandom(4).hex()}",
-            ): c
-            for c in todo
-        }
+                retries=retries, pure=False, key=key,
+            )
+
+        futs = {submit(c): c for c in todo}
         bar = _Bar(len(todo), plan["workload"], progress)
         for fut in as_completed(futs):
             c = futs[fut]
             try:
-                rows = fut.result()
+                out = fut.result()
             except Exception as e:  # a failed configuration is reported, the sweep goes on
                 summary["failures"].append(f"{c['what']}: {type(e).__name__}: {e}")
             else:
-                if store_rows(results, rows):
-                    summary["executed"] += 1
-                    summary["rows"] += len(rows["results"])
-                else:
+                # the rows the worker wrote (PostgreSQL), or the client writes now
+                written = out if shared else (len(out["results"]) if store_rows(results, out) else None)
+                if written is None:
                     summary["skipped_complete"] += 1
+                else:
+                    summary["executed"] += 1
+                    summary["rows"] += written
             bar.step()
-    df = bench.load(results)
-    df = df[(df["workload"] == plan["workload"]) & (df["scale"] == plan["scale"])].reset_index(drop=True)
+    df = bench.load(results, workload=plan["workload"], scale=plan["scale"])
     df.attrs["results"] = results
     df.attrs["summary"] = summary
     return df
@@ -198,14 +256,17 @@ def run(
 
 def main(argv: Optional[List[str]] = None) -> int:
     """``python -m geoflash.dask.sweep WORKLOAD --scheduler ADDRESS --results
-    FILE [--scale S] [--index NAME]... [--workdir DIR] [--retries N]``: what
+    FILE|URL [--scale S] [--index NAME]... [--workdir DIR] [--retries N]``: what
     ``geoflash bench --dask`` runs. Exits 1 when a configuration failed."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m geoflash.dask.sweep", description=main.__doc__)
     ap.add_argument("workload")
     ap.add_argument("--scheduler", required=True, help="address of the Dask scheduler (tcp://host:8786)")
-    ap.add_argument("--results", required=True, help="SQLite results store on this machine")
+    ap.add_argument(
+        "--results", required=True,
+        help="SQLite results store on this machine, or a PostgreSQL URL every worker writes to",
+    )
     ap.add_argument("--scale", default="small")
     ap.add_argument("--index", action="append", default=[], dest="only")
     ap.add_argument("--workdir")
@@ -223,7 +284,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     s = df.attrs["summary"]
     print(
         f"{s['configurations']} configurations: {s['executed']} executed, "
-        f"{s['skipped_complete']} already complete, {len(s['failures'])} failed; {s['rows']} rows in {a.results}"
+        f"{s['skipped_complete']} already complete, {len(s['failures'])} failed; {s['rows']} rows in {_geoflash.bench_location(a.results)[0]}"
     )
     for f in s["failures"]:
         print(f"failed: {f}", file=sys.stderr)
