@@ -21,7 +21,31 @@
 //! reading only the claim would pass), and what it claims must survive the
 //! crash as well ([`AckOracle::acknowledged`] is the larger of the two).
 use super::{NodeStore, OpId};
-use crate::store::log::Durability;
+use crate::storage::{PageDevice, PageId};
+use crate::store::log::{Durability, LogReader, RecordKind};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The level of every page image in the log at `pages` pages from `first`
+/// on `dev` (what a restart writes back), from each image's page header.
+pub(crate) fn logged_image_levels(
+    dev: Arc<dyn PageDevice>,
+    first: PageId,
+    pages: u64,
+    index_id: u128,
+) -> BTreeMap<PageId, u16> {
+    LogReader::open(dev, first, pages, index_id)
+        .unwrap()
+        .recover()
+        .records
+        .iter()
+        .filter(|r| r.kind == RecordKind::PageImage)
+        .map(|r| {
+            let header = crate::page::decode_header(&r.payload, Some(r.page)).unwrap();
+            (r.page, header.level)
+        })
+        .collect()
+}
 
 /// The mode a crash-test run switches its store to before operation `i` of
 /// `len` when it simulates a batch ([`crate::Index::batch`]): a store

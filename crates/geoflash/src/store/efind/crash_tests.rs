@@ -514,10 +514,8 @@ fn first_image_config() -> EfindConfig {
 /// whose fast tier is empty.
 #[test]
 fn restored_pages_are_hinted_by_their_level() {
-    use crate::page::decode_header;
     use crate::storage::hybrid::HybridDevice;
     use crate::storage::Tier;
-    use crate::store::log::LogReader;
     use crate::store::placement::Placement;
     let kind = IndexKind::RStar;
     let cfg = first_image_config();
@@ -536,20 +534,7 @@ fn restored_pages_are_hinted_by_their_level() {
     let (first, pages) = t.store().log_range();
     let index_id = t.store().index_id;
     drop(t);
-    let rec = LogReader::open(dev, first, pages, index_id)
-        .unwrap()
-        .recover();
-    let images: BTreeMap<PageId, u16> = rec
-        .records
-        .iter()
-        .filter(|r| r.kind == RecordKind::PageImage)
-        .map(|r| {
-            (
-                r.page,
-                decode_header(&r.payload, Some(r.page)).unwrap().level,
-            )
-        })
-        .collect();
+    let images = crate::store::crash_harness::logged_image_levels(dev, first, pages, index_id);
     assert!(images.values().any(|&l| l > 0) && images.values().any(|&l| l == 0));
     let fast = Arc::new(MemDevice::new(PAGE, DEV_PAGES).unwrap());
     let hybrid: Arc<dyn PageDevice> = Arc::new(HybridDevice::new(fast, mem).unwrap());

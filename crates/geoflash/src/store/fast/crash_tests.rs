@@ -419,10 +419,8 @@ fn torn_config() -> FastConfig {
 /// by a hint of the restart.
 #[test]
 fn restored_pages_are_hinted_by_their_level() {
-    use crate::page::decode_header;
     use crate::storage::hybrid::HybridDevice;
     use crate::storage::Tier;
-    use crate::store::log::{LogReader, RecordKind};
     use crate::store::placement::Placement;
     let cfg = torn_config();
     let p = params(IndexKind::RTree, PAGE);
@@ -458,20 +456,12 @@ fn restored_pages_are_hinted_by_their_level() {
         let dev: Arc<dyn PageDevice> = mem.clone();
         let log = LogPlacement::tail_of(&dev, log_pages).unwrap();
         let (index_id, _) = FastStore::identity(dev.as_ref(), &log, &cfg).unwrap();
-        let rec = LogReader::open(dev, log.first_page, log.pages, index_id)
-            .unwrap()
-            .recover();
-        let images: BTreeMap<PageId, u16> = rec
-            .records
-            .iter()
-            .filter(|r| r.kind == RecordKind::PageImage)
-            .map(|r| {
-                (
-                    r.page,
-                    decode_header(&r.payload, Some(r.page)).unwrap().level,
-                )
-            })
-            .collect();
+        let images = crate::store::crash_harness::logged_image_levels(
+            dev,
+            log.first_page,
+            log.pages,
+            index_id,
+        );
         let fast = Arc::new(MemDevice::new(PAGE, DEV_PAGES).unwrap());
         let hybrid: Arc<dyn PageDevice> = Arc::new(HybridDevice::new(fast, mem.clone()).unwrap());
         let log = LogPlacement::tail_of(&hybrid, log_pages).unwrap();
