@@ -14,7 +14,6 @@ use crate::storage::spec::DeviceSpec;
 use crate::storage::PageDevice;
 use crate::store::efind::{EfindConfig, EfindStore, RestartReport};
 use crate::store::fast::{FastConfig, FastStore};
-use crate::store::log::{RecoveryMode, TailRepair};
 use crate::store::plain::{PlainConfig, PlainStore};
 use crate::store::NodeStore;
 use crate::Result;
@@ -98,17 +97,12 @@ pub fn make_store_payload(
                 buffer_bytes: opts.buffer_bytes,
                 read_policy: opts.policy,
                 with_payload,
+                recovery: opts.recovery,
                 ..opts.efind.unwrap_or_default()
             };
             // The log of both stores: `log.dat` from page 0 when given,
             // else the last pages of the node device.
             let log = cfg.log_placement(&device, log_device)?;
-            let tolerate = opts.recovery == RecoveryMode::TolerateCorruptTail;
-            let repair = if how == StoreOpen::Write && tolerate {
-                EfindStore::repair_corrupt_log_tail(&device, &log, &cfg)?
-            } else {
-                TailRepair::default()
-            };
             let store = match how {
                 StoreOpen::Create => EfindStore::create(device, log, cfg)?,
                 StoreOpen::Write => {
@@ -116,10 +110,7 @@ pub fn make_store_payload(
                 }
                 StoreOpen::Read => EfindStore::open_read_only(device, log, cfg)?,
             };
-            let mut report = store.restart_report().cloned();
-            if let Some(r) = report.as_mut() {
-                r.add_tail_repair(&repair);
-            }
+            let report = store.restart_report().cloned();
             Ok((Box::new(store.with_placement(opts.placement)), report))
         }
         StoreKind::Fast => {

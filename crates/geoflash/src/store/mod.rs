@@ -41,6 +41,7 @@ mod log_placement_tests;
 pub mod mem;
 pub mod placement;
 pub mod plain;
+pub(crate) mod stored;
 
 pub use bulk::{BulkBuild, BulkSink};
 pub use fast::{FastConfig, FastStore};

@@ -105,7 +105,8 @@ use crate::cache::{Cache, EntryMeta, PolicyKind};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
 use crate::store::log::{
-    Durability, Log, LogFormat, LogLayout, LogPlacement, LogStats, Record, RecordKind,
+    Durability, Log, LogFormat, LogLayout, LogPlacement, LogStats, LsnHorizon, Record, RecordKind,
+    RecoveryMode,
 };
 use crate::{Error, Result};
 
@@ -194,6 +195,10 @@ pub struct EfindConfig {
     /// Configurations written before the field existed describe per-change logs.
     #[serde(default = "LogFormat::per_change")]
     pub log_format: LogFormat,
+    /// What [`EfindStore::open`] does with damage before the log's tail
+    /// (written to a manifest only when not the default).
+    #[serde(default, skip_serializing_if = "RecoveryMode::is_default")]
+    pub recovery: RecoveryMode,
 }
 
 impl Default for EfindConfig {
@@ -211,6 +216,7 @@ impl Default for EfindConfig {
             log_capacity: 0,
             durability: Durability::default(),
             log_format: LogFormat::default(),
+            recovery: RecoveryMode::AbsoluteConsistency,
         }
     }
 }
@@ -396,6 +402,9 @@ pub struct EfindStore {
     clean_lsn: Option<crate::store::log::Lsn>,
     /// Tier hints for the nodes it writes ([`Placement`]).
     placement: Placement,
+    /// Node-page LSNs that prove the recovered log lost durable records
+    /// (checked on every node read; none after a tolerated corrupt tail).
+    horizon: LsnHorizon,
 }
 
 impl std::fmt::Debug for EfindStore {
@@ -590,6 +599,7 @@ impl EfindStore {
             pages_unsynced: false,
             clean_lsn: None,
             placement: Placement::None,
+            horizon: LsnHorizon::none(),
         })
     }
 

@@ -1,7 +1,6 @@
 //! The payloads of the eFIND store's log records: the shared codec of
 //! [`crate::store::log::payload`] (its META is the common part only, its
-//! CHECKPOINT carries the free list); and the repair of a log whose records
-//! are damaged before its tail ([`EfindStore::repair_corrupt_log_tail`]).
+//! CHECKPOINT carries the free list).
 //!
 //! The store encodes and decodes with the codec of its log's format
 //! ([`EfindStore::codec`], [`Recovered::payload_codec`](crate::store::log::Recovered::payload_codec)).
@@ -15,13 +14,7 @@ use crate::Result;
 
 pub use crate::store::log::{CheckpointState, MetaState};
 
-use std::sync::Arc;
-
-use super::restart::recorded_log;
-use super::{parse_identity, EfindConfig, EfindStore, FORMAT};
-use crate::storage::PageDevice;
-use crate::store::header::Header;
-use crate::store::log::{repair_corrupt_tail, LogPlacement, TailRepair};
+use super::EfindStore;
 
 const FIXED: PayloadCodec = PayloadCodec::new(PayloadEncoding::Fixed);
 
@@ -33,22 +26,6 @@ impl EfindStore {
             .as_ref()
             .map_or(self.config.log_format, |l| l.format())
             .payload_codec()
-    }
-
-    /// [`repair_corrupt_tail`] on the log of the eFIND store on `device`
-    /// (at `log`, checked against the store's identity page as by
-    /// [`EfindStore::open_with_placement`]): what
-    /// [`RecoveryMode::TolerateCorruptTail`](crate::store::log::RecoveryMode)
-    /// does before the store is opened for writing.
-    pub fn repair_corrupt_log_tail(
-        device: &Arc<dyn PageDevice>,
-        log: &LogPlacement,
-        config: &EfindConfig,
-    ) -> Result<TailRepair> {
-        let hdr = Header::read(&FORMAT, device.as_ref())?;
-        let (index_id, first_page, pages, separate) = parse_identity(&hdr.user_meta)?;
-        let log = recorded_log(device, log, config, (first_page, pages, separate))?;
-        repair_corrupt_tail(log.device, log.first_page, log.pages, index_id)
     }
 }
 

@@ -9,9 +9,11 @@ use crate::storage::{PageDevice, PageId};
 use crate::store::alloc::PageAllocator;
 use crate::store::header::Header;
 use crate::store::log::{
-    needs_replay, Log, LogConfig, LogPlacement, LogReader, Record, RecordKind,
+    needs_replay, repair_corrupt_tail, Log, LogConfig, LogPlacement, LogReader, LsnHorizon, Record,
+    RecordKind, RecoveryMode, TailRepair,
 };
 use crate::store::placement::Placement;
+use crate::store::stored::check_named_pages;
 use crate::store::TreeMeta;
 use crate::{Error, Result};
 
@@ -87,8 +89,15 @@ impl EfindStore {
         let place = recorded_log(&device, &log, &config, (first_page, pages, separate))?;
         let cap = place.node_capacity(&device)?;
         let log_config = LogConfig::new(index_id).with_durability(config.durability);
-        let (log, rec) = if read_only {
+        let strict = config.recovery == RecoveryMode::AbsoluteConsistency;
+        let repair = if strict || read_only {
+            TailRepair::default()
+        } else {
+            repair_corrupt_tail(place.device.clone(), first_page, pages, index_id)?
+        };
+        let (log, rec, horizon) = if read_only {
             let reader = LogReader::open(place.device.clone(), first_page, pages, index_id)?;
+            let horizon = reader.horizon();
             let rec = reader.recover();
             if rec.records.iter().any(needs_replay) {
                 return Err(Error::invalid(format!(
@@ -96,12 +105,30 @@ impl EfindStore {
                     rec.records.iter().filter(|r| needs_replay(r)).count()
                 )));
             }
-            (None, rec)
+            (None, rec, horizon)
         } else {
-            let (log, rec) = Log::open(place.device.clone(), first_page, pages, log_config)?;
-            (Some(log), rec)
+            let (log, rec) = Log::open_checked(
+                place.device.clone(),
+                first_page,
+                pages,
+                log_config,
+                |rec, horizon| {
+                    if strict {
+                        check_named_pages(device.as_ref(), rec, horizon, cap)
+                    } else {
+                        Ok(())
+                    }
+                },
+            )?;
+            let horizon = if strict {
+                log.horizon()
+            } else {
+                LsnHorizon::none()
+            };
+            (Some(log), rec, horizon)
         };
         let mut report = RestartReport::from_recovered(&rec);
+        report.add_tail_repair(&repair);
         // 1. Torn-write repair: write the surviving page images back.
         let ps = device.page_size();
         let images: Vec<&Record> = rec
@@ -154,6 +181,7 @@ impl EfindStore {
             index_id,
         )?;
         store.placement = placement;
+        store.horizon = horizon;
         let mut meta: Option<MetaState> = None;
         let mut next_page: PageId = 1;
         for r in &rec.records {

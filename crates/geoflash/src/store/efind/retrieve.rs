@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use super::write_buffer::{merge, new_node, Status};
 use super::EfindStore;
-use crate::page::{self, Node};
+use crate::page::Node;
 use crate::storage::PageId;
+use crate::store::stored::decode_stored;
 use crate::{Error, Result};
 
 impl EfindStore {
@@ -21,7 +22,7 @@ impl EfindStore {
         let watch = Stopwatch::start(self.device.sim_clock_ns());
         let mut buf = vec![0u8; self.page_size];
         self.device.read(id, &mut buf)?;
-        let node = Arc::new(decode_stored(&buf, id)?);
+        let node = Arc::new(decode_stored(&buf, id, &self.horizon)?);
         let mut inner = self.lock();
         watch.stop(
             Phase::Read,
@@ -94,7 +95,7 @@ impl EfindStore {
         let nodes = missing
             .iter()
             .zip(buf.chunks_exact(self.page_size))
-            .map(|(&id, page)| decode_stored(page, id).map(Arc::new))
+            .map(|(&id, page)| decode_stored(page, id, &self.horizon).map(Arc::new))
             .collect::<Result<Vec<_>>>()?;
         let mut inner = self.lock();
         watch.stop(
@@ -171,16 +172,4 @@ impl EfindStore {
             None => Arc::new(make()),
         }
     }
-}
-
-/// A node page read from the device: an error for a blank page (never
-/// written) or one that does not decode.
-fn decode_stored(buf: &[u8], id: PageId) -> Result<Node> {
-    if page::is_blank(buf) {
-        return Err(Error::corrupt(
-            Some(id),
-            "node page is blank (never written)",
-        ));
-    }
-    Ok(page::decode_node(buf, Some(id))?.1)
 }

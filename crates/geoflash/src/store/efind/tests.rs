@@ -712,10 +712,14 @@ fn a_corrupt_log_page_before_the_tail_is_refused_or_dropped_when_tolerated() {
         .to_string();
     assert!(err.contains("before its tail"), "{err}");
     // Tolerated: the log ends at the damaged page; a prefix of the inserts remains.
-    let rep = EfindStore::repair_corrupt_log_tail(&dev, &log, &cfg).unwrap();
-    assert_eq!(rep.first_damaged_page, Some(bad));
-    assert!(rep.pages_dropped >= 2, "{rep:?}");
-    let t = RTree::open(EfindStore::open(dev, log, cfg).unwrap(), p).unwrap();
+    let tolerant = EfindConfig {
+        recovery: RecoveryMode::TolerateCorruptTail,
+        ..cfg
+    };
+    let s = EfindStore::open(dev, log, tolerant).unwrap();
+    let rep = s.restart_report().unwrap();
+    assert!(rep.corrupt_pages_dropped >= 2, "{rep:?}");
+    let t = RTree::open(s, p).unwrap();
     t.check().unwrap();
     let ids = ids_in(&t, r(-1.0, -1.0, 100.0, 100.0));
     let kept = ids.len() as u64;

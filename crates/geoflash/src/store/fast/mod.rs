@@ -105,10 +105,11 @@ use super::bulk::{self, BulkBuild, PageFormat};
 use super::header::{Format, Header};
 use super::log::{
     needs_replay, record::RECORD_HEADER, repair_corrupt_tail, Durability, Log, LogConfig,
-    LogFormat, LogLayout, LogPlacement, LogReader, MetaState, PayloadCodec, RecoveryMode,
-    RestartReport, TailRepair, PAYLOAD_CODEC_VERSION,
+    LogFormat, LogLayout, LogPlacement, LogReader, LsnHorizon, MetaState, PayloadCodec,
+    RecoveryMode, RestartReport, TailRepair, PAYLOAD_CODEC_VERSION,
 };
 use super::placement::Placement;
+use super::stored::{check_named_pages, decode_stored};
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
@@ -277,6 +278,9 @@ pub struct FastStore {
     /// The store was created before the shared payload codec: its log's META
     /// and CHECKPOINT records may have FAST's earlier layout.
     legacy_payloads: bool,
+    /// Node-page LSNs that prove the recovered log lost durable records
+    /// (checked on every node read; none after a tolerated corrupt tail).
+    horizon: LsnHorizon,
     table: ModTable,
     heap: FlushHeap,
     clock: u64,
@@ -447,17 +451,36 @@ impl FastStore {
         if created_codec == 0 {
             Self::check_payload_codec(&log, index_id)?;
         }
-        let repair = match config.recovery {
-            RecoveryMode::AbsoluteConsistency => TailRepair::default(),
-            RecoveryMode::TolerateCorruptTail => {
-                repair_corrupt_tail(Arc::clone(&log.device), log.first_page, log.pages, index_id)?
-            }
+        let (repair, strict) = match config.recovery {
+            RecoveryMode::AbsoluteConsistency => (TailRepair::default(), true),
+            RecoveryMode::TolerateCorruptTail => (
+                repair_corrupt_tail(Arc::clone(&log.device), log.first_page, log.pages, index_id)?,
+                false,
+            ),
         };
         let lc = LogConfig::new(index_id).with_durability(config.durability);
-        let (l, rec) = Log::open(Arc::clone(&log.device), log.first_page, log.pages, lc)?;
+        let (l, rec) = Log::open_checked(
+            Arc::clone(&log.device),
+            log.first_page,
+            log.pages,
+            lc,
+            |rec, horizon| {
+                if strict {
+                    check_named_pages(device.as_ref(), rec, horizon, node_capacity)
+                } else {
+                    Ok(())
+                }
+            },
+        )?;
+        let horizon = if strict {
+            l.horizon()
+        } else {
+            LsnHorizon::none()
+        };
         let alloc = PageAllocator::new(1, node_capacity)?;
         let mut store = Self::assemble(device, l, log, index_id, config, alloc)?;
         store.node_placement = placement;
+        store.horizon = horizon;
         let mut report = RestartReport::from_recovered(&rec);
         report.add_tail_repair(&repair);
         store.legacy_payloads = created_codec == 0;
@@ -482,6 +505,7 @@ impl FastStore {
         let (node_capacity, index_id, created_codec) =
             Self::check_existing(&device, &log, &config)?;
         let reader = LogReader::open(Arc::clone(&log.device), log.first_page, log.pages, index_id)?;
+        let horizon = reader.horizon();
         let rec = reader.recover();
         let pending = rec.records.iter().filter(|r| needs_replay(r)).count();
         if pending > 0 {
@@ -497,6 +521,7 @@ impl FastStore {
         let l = Log::create(scratch, 0, log.pages, lc)?;
         let alloc = PageAllocator::new(1, node_capacity)?;
         let mut store = Self::assemble(device, l, log, index_id, config, alloc)?;
+        store.horizon = horizon;
         let report = RestartReport::from_recovered(&rec);
         store.legacy_payloads = created_codec == 0;
         // Nothing to replay: restart only restores the newest checkpoint's state.
@@ -595,6 +620,7 @@ impl FastStore {
             last_op: 0,
             durable_floor: 0,
             legacy_payloads: false,
+            horizon: LsnHorizon::none(),
             table: ModTable::new(),
             heap: FlushHeap::new(config.flush_unit),
             clock: 0,
@@ -786,15 +812,7 @@ impl FastStore {
         let nodes = ids
             .iter()
             .zip(buf.chunks_exact(self.page_size))
-            .map(|(&id, page)| {
-                if page::is_blank(page) {
-                    return Err(Error::corrupt(
-                        Some(id),
-                        "node page is blank (never written)",
-                    ));
-                }
-                Ok(page::decode_node(page, Some(id))?.1)
-            })
+            .map(|(&id, page)| decode_stored(page, id, &self.horizon))
             .collect::<Result<Vec<Node>>>()?;
         let mut inner = self.lock();
         watch.stop(

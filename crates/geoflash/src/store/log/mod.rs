@@ -17,6 +17,8 @@
 //!   position;
 //! - [`recovery`]: the restart/compaction algorithm shared by eFIND
 //!   (Algorithm 7) and FAST (Algorithm 5), [`recover`];
+//! - [`horizon`]: [`LsnHorizon`], the node-page LSNs that prove a
+//!   recovered log lost durable records (damage taken for a torn tail);
 //! - [`placement`]: [`LogPlacement`], where a store's log lives (the one
 //!   placement API of both stores) and how it is sized.
 //!
@@ -77,9 +79,13 @@
 //! its region were durable when it was written. If the first invalid page is
 //! followed (within [`LOOKAHEAD_PAGES`] pages) by a valid page saying that the
 //! invalid one had been made durable, the damage is not a torn tail but
-//! corruption, and opening fails with an error naming the page. Damage to the
-//! last synced batch is indistinguishable from a torn tail, as in every
-//! write-ahead log without an external end marker.
+//! corruption, and opening fails with an error naming the page. The
+//! look-ahead ends at the first page not written in the live epoch; a page
+//! whose magic is damaged but whose header still names this log and epoch
+//! does not end it. Damage to the last synced batch is indistinguishable from a torn
+//! tail in the log itself, as in every write-ahead log without an external
+//! end marker; the node pages then hold the evidence when they were written
+//! after it, and the stores check them ([`horizon`]).
 //!
 //! # How a store uses the log
 //!
@@ -145,6 +151,7 @@ use crate::storage::{PageDevice, PageId};
 use crate::units::check_page_size;
 use crate::{Error, Result};
 
+pub mod horizon;
 pub mod payload;
 pub mod placement;
 pub mod reader;
@@ -162,6 +169,7 @@ mod tests;
 #[cfg(test)]
 pub(crate) use superblock::rewrite_as_codec_0;
 
+pub use horizon::LsnHorizon;
 pub use payload::{CheckpointState, MetaState, PayloadCodec, PayloadEncoding};
 pub use placement::LogPlacement;
 pub use reader::{repair_corrupt_tail, LogReader, TailRepair};

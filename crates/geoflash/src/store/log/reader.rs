@@ -14,7 +14,7 @@
 use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
 
-use super::record::{check_page, decode_framed, Decoded, Framing, PageCheck, Record};
+use super::record::{check_page, decode_framed, header_ids, Decoded, Framing, PageCheck, Record};
 use super::superblock::Superblock;
 use super::{LogLayout, Lsn, RecoveryMode, SharedDevice, LOOKAHEAD_PAGES};
 use serde::{Deserialize, Serialize};
@@ -272,6 +272,10 @@ fn lookahead(
             PageCheck::Damaged(Some((log, epoch))) if log == sb.log_id && epoch == sb.epoch => {
                 seen = pos;
             }
+            // A page of this epoch whose magic was damaged: keep looking.
+            PageCheck::Foreign if header_ids(&buf) == Some((sb.log_id, sb.epoch)) => {
+                seen = pos;
+            }
             // Never written in this epoch: nothing further was either.
             _ => break,
         }
@@ -337,6 +341,7 @@ pub struct LogReader {
     lsn_floor: Lsn,
     pages_read: u64,
     format: super::LogFormat,
+    region_bytes: u64,
 }
 
 /// `e` naming the file of `dev` when it is one (`log.dat`): the log's
@@ -365,6 +370,7 @@ impl LogReader {
             lsn_floor: sb.lsn_floor,
             pages_read: pages_read + s.pages_read,
             format: sb.format,
+            region_bytes: layout.capacity_bytes(),
         })
     }
 
@@ -420,6 +426,18 @@ impl LogReader {
     /// Largest LSN assigned before the live region was written.
     pub fn lsn_floor(&self) -> Lsn {
         self.lsn_floor
+    }
+
+    /// The horizon of the live epoch, as [`Log::open`](super::Log::open)
+    /// would compute it: node pages must not carry LSNs in it.
+    pub fn horizon(&self) -> super::LsnHorizon {
+        let last = self.records.iter().map(|r| r.lsn).max().unwrap_or(0);
+        super::LsnHorizon::of_epoch(
+            self.lsn_floor,
+            last,
+            self.region_bytes,
+            self.format.framing(),
+        )
     }
 
     /// The log's format.

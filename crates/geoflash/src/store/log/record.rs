@@ -77,6 +77,17 @@ pub enum Framing {
     Compact,
 }
 
+impl Framing {
+    /// The fewest bytes a record takes in a stream of this framing: the
+    /// fixed header, or a kind byte and four one-byte varints.
+    pub fn min_record_len(self) -> usize {
+        match self {
+            Framing::Fixed => RECORD_HEADER,
+            Framing::Compact => 5,
+        }
+    }
+}
+
 /// Largest bytes of a compact header: kind, three `u64` varints and a `u32` one.
 const COMPACT_HEADER_MAX: usize = 1 + 3 * 10 + 5;
 
@@ -488,7 +499,7 @@ pub fn check_page(buf: &[u8]) -> PageCheck<'_> {
     if buf.get(0..4) != Some(&PAGE_MAGIC[..]) {
         return PageCheck::Foreign;
     }
-    let ids = get_u64(buf, 8).zip(get_u64(buf, 16));
+    let ids = header_ids(buf);
     let stored = get_u32(buf, 4);
     if stored != Some(page_crc(buf)) {
         return PageCheck::Damaged(ids);
@@ -511,6 +522,12 @@ pub fn check_page(buf: &[u8]) -> PageCheck<'_> {
         },
         data,
     )
+}
+
+/// The log id and epoch a log-page header names, whatever its magic and
+/// checksum say (a page whose magic was damaged still names them).
+pub(crate) fn header_ids(buf: &[u8]) -> Option<(u64, u64)> {
+    get_u64(buf, 8).zip(get_u64(buf, 16))
 }
 
 fn page_crc(buf: &[u8]) -> u32 {

@@ -10,7 +10,7 @@ use super::reader::{in_device_file, scan};
 use super::record::{data_per_page, encode_page, PageHeader, Record, RecordKind};
 use super::recovery::{recover, recover_log, Recovered};
 use super::superblock::{Base, Superblock};
-use super::{Durability, LogConfig, LogLayout, LogStats, Lsn, SharedDevice, NO_OP};
+use super::{Durability, LogConfig, LogLayout, LogStats, Lsn, LsnHorizon, SharedDevice, NO_OP};
 
 /// Full pages gathered in the tail buffer before they are written without a
 /// sync being asked for (bounds the buffer's memory).
@@ -90,6 +90,8 @@ pub struct Log {
     stats: LogStats,
     /// Sticky failure: after an I/O error the log accepts nothing more.
     failed: Option<String>,
+    /// The horizon of the epoch restart recovered (none for a created log).
+    horizon: LsnHorizon,
 }
 
 impl std::fmt::Debug for Log {
@@ -149,11 +151,30 @@ impl Log {
     /// and what was recovered (to replay into the store's buffer).
     ///
     /// A crash during restart leaves the old log live: opening again recovers the same.
+    ///
+    /// Numbering resumes above every LSN the recovered epoch could hold
+    /// ([`LsnHorizon::resume`], [`Log::horizon`]), so node pages written
+    /// from now on are never taken for pages of lost records.
     pub fn open(
         dev: SharedDevice,
         first_page: PageId,
         pages: u64,
         config: LogConfig,
+    ) -> Result<(Log, Recovered)> {
+        Self::open_checked(dev, first_page, pages, config, |_, _| Ok(()))
+    }
+
+    /// [`Log::open`] that first gives what was recovered and its horizon to
+    /// `check`, before anything is written: an error from `check` is
+    /// returned and leaves the log as it was, so opening again finds the
+    /// same evidence. A store checks there the node pages the records name
+    /// against the horizon ([`LsnHorizon::check`]).
+    pub fn open_checked(
+        dev: SharedDevice,
+        first_page: PageId,
+        pages: u64,
+        config: LogConfig,
+        check: impl FnOnce(&Recovered, &LsnHorizon) -> Result<()>,
     ) -> Result<(Log, Recovered)> {
         config.durability.validate()?;
         let layout = LogLayout::on_device(dev.as_ref(), first_page, pages)?;
@@ -166,7 +187,15 @@ impl Log {
         log.stats.pages_read += s.pages_read;
         let mut rec = recover_log(s.records, log.sb.format);
         rec.torn_tail = s.torn_tail;
-        log.next_lsn = log.sb.lsn_floor.max(rec.last_lsn) + 1;
+        let horizon = LsnHorizon::of_epoch(
+            log.sb.lsn_floor,
+            rec.last_lsn,
+            log.capacity_bytes(),
+            log.sb.format.framing(),
+        );
+        check(&rec, &horizon)?;
+        log.horizon = horizon;
+        log.next_lsn = horizon.resume() + 1;
         log.last_lsn = log.next_lsn - 1;
         log.durable_lsn = log.last_lsn;
         log.last_commit = rec.last_committed_op.map(|op| (0, op));
@@ -198,6 +227,7 @@ impl Log {
             oldest_unsynced: None,
             deferred: 0,
             oldest_deferred: None,
+            horizon: LsnHorizon::none(),
             record_bytes: 0,
             records_live: 0,
             stats: LogStats::default(),
@@ -518,6 +548,12 @@ impl Log {
     /// LSN of the newest record appended (0 if none ever).
     pub fn last_lsn(&self) -> Lsn {
         self.last_lsn
+    }
+
+    /// The horizon of the epoch [`Log::open`] recovered: node pages must not
+    /// carry LSNs in it ([`LsnHorizon::none`] for a created log).
+    pub fn horizon(&self) -> LsnHorizon {
+        self.horizon
     }
 
     /// The LSN the next record will get.
