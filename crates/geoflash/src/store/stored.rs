@@ -1,11 +1,16 @@
 //! Node pages as the device holds them, read by the logged stores (eFIND
-//! and FAST): decoding with the checks both make, and restart's check of
-//! the pages a recovered log names against its [`LsnHorizon`].
+//! and FAST): decoding with the checks both make, and restart's opening of
+//! the log, which checks the pages a recovered log names against its
+//! [`LsnHorizon`].
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use crate::page::{self, Node};
 use crate::storage::{PageDevice, PageId};
-use crate::store::log::{LsnHorizon, RecordKind, Recovered};
+use crate::store::log::{
+    repair_corrupt_tail, Log, LogConfig, LogPlacement, LsnHorizon, RecordKind, Recovered,
+    RecoveryMode, TailRepair,
+};
 use crate::{Error, Result};
 
 /// Pages read per device batch by [`check_named_pages`].
@@ -32,7 +37,7 @@ pub(crate) fn decode_stored(buf: &[u8], id: PageId, horizon: &LsnHorizon) -> Res
 /// `horizon`. A page that is blank or does not decode carries no LSN to
 /// trust and passes: restart writes an image or a NEW record over it, or
 /// reading it later fails.
-pub(crate) fn check_named_pages(
+fn check_named_pages(
     device: &dyn PageDevice,
     rec: &Recovered,
     horizon: &LsnHorizon,
@@ -66,4 +71,64 @@ pub(crate) fn check_named_pages(
         }
     }
     Ok(())
+}
+
+/// What restart opened for a logged store ([`open_log`]).
+pub(crate) struct OpenedLog {
+    /// The log, rewritten and ready to append.
+    pub log: Log,
+    /// What it recovered, to replay.
+    pub rec: Recovered,
+    /// The horizon the store checks every node read against (none after a
+    /// tolerated corrupt tail).
+    pub horizon: LsnHorizon,
+    /// What a tolerated corrupt tail dropped.
+    pub repair: TailRepair,
+}
+
+/// Restart's opening of the log at `place` (configured by `config`) of a
+/// store whose nodes are the pages below `capacity` of `device`, under
+/// `mode`. With [`RecoveryMode::AbsoluteConsistency`] the node pages that
+/// the surviving records name are checked against the log's horizon
+/// ([`check_named_pages`]) before the log is rewritten, and the horizon is
+/// kept for node reads. With [`RecoveryMode::TolerateCorruptTail`] damage
+/// before the tail is dropped first ([`repair_corrupt_tail`]) and no
+/// horizon applies: the nodes may hold changes of dropped records.
+pub(crate) fn open_log(
+    device: &dyn PageDevice,
+    capacity: u64,
+    place: &LogPlacement,
+    config: LogConfig,
+    mode: RecoveryMode,
+) -> Result<OpenedLog> {
+    let strict = mode == RecoveryMode::AbsoluteConsistency;
+    let dev = Arc::clone(&place.device);
+    let repair = if strict {
+        TailRepair::default()
+    } else {
+        repair_corrupt_tail(
+            Arc::clone(&dev),
+            place.first_page,
+            place.pages,
+            config.index_id,
+        )?
+    };
+    let (log, rec) = Log::open_checked(dev, place.first_page, place.pages, config, |rec, h| {
+        if strict {
+            check_named_pages(device, rec, h, capacity)
+        } else {
+            Ok(())
+        }
+    })?;
+    let horizon = if strict {
+        log.horizon()
+    } else {
+        LsnHorizon::none()
+    };
+    Ok(OpenedLog {
+        log,
+        rec,
+        horizon,
+        repair,
+    })
 }

@@ -9,11 +9,10 @@ use crate::storage::{PageDevice, PageId};
 use crate::store::alloc::PageAllocator;
 use crate::store::header::Header;
 use crate::store::log::{
-    needs_replay, repair_corrupt_tail, Log, LogConfig, LogPlacement, LogReader, LsnHorizon, Record,
-    RecordKind, RecoveryMode, TailRepair,
+    needs_replay, LogConfig, LogPlacement, LogReader, Record, RecordKind, TailRepair,
 };
 use crate::store::placement::Placement;
-use crate::store::stored::check_named_pages;
+use crate::store::stored::open_log;
 use crate::store::TreeMeta;
 use crate::{Error, Result};
 
@@ -89,12 +88,7 @@ impl EfindStore {
         let place = recorded_log(&device, &log, &config, (first_page, pages, separate))?;
         let cap = place.node_capacity(&device)?;
         let log_config = LogConfig::new(index_id).with_durability(config.durability);
-        let strict = config.recovery == RecoveryMode::AbsoluteConsistency;
-        let repair = if strict || read_only {
-            TailRepair::default()
-        } else {
-            repair_corrupt_tail(place.device.clone(), first_page, pages, index_id)?
-        };
+        let mut repair = TailRepair::default();
         let (log, rec, horizon) = if read_only {
             let reader = LogReader::open(place.device.clone(), first_page, pages, index_id)?;
             let horizon = reader.horizon();
@@ -107,25 +101,9 @@ impl EfindStore {
             }
             (None, rec, horizon)
         } else {
-            let (log, rec) = Log::open_checked(
-                place.device.clone(),
-                first_page,
-                pages,
-                log_config,
-                |rec, horizon| {
-                    if strict {
-                        check_named_pages(device.as_ref(), rec, horizon, cap)
-                    } else {
-                        Ok(())
-                    }
-                },
-            )?;
-            let horizon = if strict {
-                log.horizon()
-            } else {
-                LsnHorizon::none()
-            };
-            (Some(log), rec, horizon)
+            let opened = open_log(device.as_ref(), cap, &place, log_config, config.recovery)?;
+            repair = opened.repair;
+            (Some(opened.log), opened.rec, opened.horizon)
         };
         let mut report = RestartReport::from_recovered(&rec);
         report.add_tail_repair(&repair);

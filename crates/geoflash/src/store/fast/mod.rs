@@ -104,12 +104,12 @@ use super::alloc::PageAllocator;
 use super::bulk::{self, BulkBuild, PageFormat};
 use super::header::{Format, Header};
 use super::log::{
-    needs_replay, record::RECORD_HEADER, repair_corrupt_tail, Durability, Log, LogConfig,
-    LogFormat, LogLayout, LogPlacement, LogReader, LsnHorizon, MetaState, PayloadCodec,
-    RecoveryMode, RestartReport, TailRepair, PAYLOAD_CODEC_VERSION,
+    needs_replay, record::RECORD_HEADER, Durability, Log, LogConfig, LogFormat, LogLayout,
+    LogPlacement, LogReader, LsnHorizon, MetaState, PayloadCodec, RecoveryMode, RestartReport,
+    PAYLOAD_CODEC_VERSION,
 };
 use super::placement::Placement;
-use super::stored::{check_named_pages, decode_stored};
+use super::stored::{decode_stored, open_log};
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
@@ -451,36 +451,13 @@ impl FastStore {
         if created_codec == 0 {
             Self::check_payload_codec(&log, index_id)?;
         }
-        let (repair, strict) = match config.recovery {
-            RecoveryMode::AbsoluteConsistency => (TailRepair::default(), true),
-            RecoveryMode::TolerateCorruptTail => (
-                repair_corrupt_tail(Arc::clone(&log.device), log.first_page, log.pages, index_id)?,
-                false,
-            ),
-        };
         let lc = LogConfig::new(index_id).with_durability(config.durability);
-        let (l, rec) = Log::open_checked(
-            Arc::clone(&log.device),
-            log.first_page,
-            log.pages,
-            lc,
-            |rec, horizon| {
-                if strict {
-                    check_named_pages(device.as_ref(), rec, horizon, node_capacity)
-                } else {
-                    Ok(())
-                }
-            },
-        )?;
-        let horizon = if strict {
-            l.horizon()
-        } else {
-            LsnHorizon::none()
-        };
+        let opened = open_log(device.as_ref(), node_capacity, &log, lc, config.recovery)?;
+        let (l, rec, repair) = (opened.log, opened.rec, opened.repair);
         let alloc = PageAllocator::new(1, node_capacity)?;
         let mut store = Self::assemble(device, l, log, index_id, config, alloc)?;
         store.node_placement = placement;
-        store.horizon = horizon;
+        store.horizon = opened.horizon;
         let mut report = RestartReport::from_recovered(&rec);
         report.add_tail_repair(&repair);
         store.legacy_payloads = created_codec == 0;
