@@ -72,7 +72,8 @@ pub struct BuildArgs {
     #[arg(long)]
     temporal_control: Option<String>,
     /// eFIND and FAST: bytes of records the log holds before compaction (default:
-    /// 10MiB for the per-change format, else the larger of 10MiB and 4 x the buffer).
+    /// 10MiB for the per-change format, else the larger of 10MiB and 4 x the buffer,
+    /// and at least 64MiB for a log in its own file, log.dat on `file`).
     #[arg(long)]
     log_capacity: Option<String>,
     /// eFIND and FAST: log format, compact (the default: first-image flushes, and

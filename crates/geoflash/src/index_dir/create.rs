@@ -209,12 +209,14 @@ impl Index {
             store_opts.buffer_bytes = 0;
         }
         let mut fast_auto_log = false;
+        let efind_auto_log = store_opts.efind.is_none_or(|e| e.log_capacity == 0);
         if store_opts.kind == StoreKind::Efind {
             // The manifest records every eFIND parameter, durability and log
             // size included (0: automatic, resolved by
             // `EfindConfig::log_placement` at creation and at open; the
             // store's identity page keeps the range it chose, which an
-            // automatic placement stands for at open).
+            // automatic placement stands for at open; an automatic log in
+            // `log.dat` is written down with its floor, `floor_file_log`).
             store_opts.efind = Some(store_opts.efind.unwrap_or_default());
         }
         if store_opts.kind == StoreKind::Fast {
@@ -256,6 +258,13 @@ impl Index {
             }
             None => (None, create_device(&spec, opts.page_size, None)?, None),
         };
+        if log_device.is_some() {
+            // An automatic log in its own file starts at MIN_FILE_LOG_CAPACITY.
+            if floor_file_log(&mut store_opts, efind_auto_log, fast_auto_log) {
+                manifest.store =
+                    serde_json::to_value(store_opts).map_err(|e| Error::invalid(e.to_string()))?;
+            }
+        }
         if let (Some(f), None, true) = (store_opts.fast.as_mut(), &log_device, fast_auto_log) {
             // An automatic log on the node device leaves room for the nodes
             // (as eFIND's does); the manifest keeps the size chosen.
@@ -306,5 +315,53 @@ impl Index {
             index.manifest.store(dir)?;
         }
         Ok(index)
+    }
+}
+
+/// The least capacity of an automatic log of the first-image and compact
+/// formats when the log has its own file (`log.dat`, sparse: capacity not
+/// written costs no disk): 64 MiB. A compaction starts an epoch in which
+/// every page is imaged again at its first flush, so a log smaller than the
+/// pages a small buffer keeps flushing fills with images and compacts over
+/// and over. At 512 KiB of memory, 200,000 rectangles (an 11 MB index)
+/// wrote 36,948 log pages with the 10 MiB the buffer alone gives, and
+/// 6,022 with 32 MiB (`docs/benchmarks.md`, "Builds as one batch",
+/// session 14). The per-change format (the papers') keeps its 10 MiB.
+pub const MIN_FILE_LOG_CAPACITY: u64 = 64 * 1024 * 1024;
+
+/// Raises the automatic log capacity of the eFIND or FAST store in `store`
+/// (`efind_auto`, `fast_auto`: the user gave none) to at least
+/// [`MIN_FILE_LOG_CAPACITY`] for the first-image and compact formats, and
+/// writes it down as the store's capacity, so that the index reopens with
+/// it whatever buffer it is given. Returns whether a capacity was raised.
+fn floor_file_log(
+    store: &mut super::options::StoreOptions,
+    efind_auto: bool,
+    fast_auto: bool,
+) -> bool {
+    use crate::store::log::LogFormat;
+    let buffer = store.buffer_bytes;
+    match store.kind {
+        StoreKind::Efind if efind_auto => {
+            let mut e = store.efind.unwrap_or_default();
+            if e.log_format == LogFormat::PerChange {
+                return false;
+            }
+            e.buffer_bytes = buffer;
+            e.log_capacity = e.resolved_log_capacity().max(MIN_FILE_LOG_CAPACITY);
+            store.efind = Some(e);
+            true
+        }
+        StoreKind::Fast if fast_auto => {
+            let Some(f) = store.fast.as_mut() else {
+                return false;
+            };
+            if f.log_format == LogFormat::PerChange {
+                return false;
+            }
+            f.log_capacity = f.log_capacity.max(MIN_FILE_LOG_CAPACITY);
+            true
+        }
+        _ => false,
     }
 }

@@ -48,6 +48,7 @@ mod tests;
 
 pub use crate::structure::FortreeOptions;
 pub use batch::{BatchDurability, OpenBatch};
+pub use create::MIN_FILE_LOG_CAPACITY;
 pub use devices::{FAST_DEVICE_IMAGE_FILE, TIER_MAP_FILE};
 pub use factory::{
     make_store, make_store_payload, make_store_with_log, StoreOpen, DEVICE_IMAGE_FILE, LOG_FILE,

@@ -876,3 +876,63 @@ fn a_batch_syncs_once_at_its_end(kind: StoreKind) {
     let want: Vec<u64> = (0..1200).chain([5000, 6000]).collect();
     assert_eq!(ids_in_all(&idx), want, "{kind:?}");
 }
+
+#[test]
+fn an_automatic_log_in_log_dat_holds_at_least_64_mib_and_reopens_with_it() {
+    use crate::store::log::LogFormat;
+    let dir = tempfile::tempdir().unwrap();
+    let capacity = |idx: &Index, store: &str| {
+        idx.manifest().store[store]["log_capacity"]
+            .as_u64()
+            .unwrap()
+    };
+    for (kind, name) in [(StoreKind::Efind, "efind"), (StoreKind::Fast, "fast")] {
+        let path = dir.path().join(format!("small-{name}"));
+        let opts = IndexOptions {
+            store: StoreOptions {
+                kind,
+                buffer_bytes: 512 * 1024,
+                ..StoreOptions::default()
+            },
+            ..file_opts()
+        };
+        let mut idx = Index::create(&path, &opts).unwrap();
+        // 4 x 512 KiB would be 2 MiB (10 MiB before the floor).
+        assert_eq!(capacity(&idx, name), MIN_FILE_LOG_CAPACITY, "{name}");
+        for i in 0..300 {
+            idx.insert(i, rect(i)).unwrap();
+        }
+        idx.checkpoint().unwrap();
+        drop(idx);
+        let idx = Index::open(&path, Access::Write).unwrap();
+        assert_eq!(ids_in_all(&idx), (0..300).collect::<Vec<u64>>());
+        assert_eq!(capacity(&idx, name), MIN_FILE_LOG_CAPACITY);
+        // A large buffer keeps 4 x the buffer.
+        let path = dir.path().join(format!("large-{name}"));
+        let large = IndexOptions {
+            store: StoreOptions {
+                buffer_bytes: 32 << 20,
+                ..opts.store.clone()
+            },
+            ..opts.clone()
+        };
+        let idx = Index::create(&path, &large).unwrap();
+        assert_eq!(capacity(&idx, name), 128 << 20, "{name}");
+    }
+    // The papers' per-change format keeps its automatic 10 MiB.
+    let path = dir.path().join("per-change");
+    let opts = IndexOptions {
+        store: StoreOptions {
+            kind: StoreKind::Fast,
+            buffer_bytes: 512 * 1024,
+            fast: Some(FastConfig {
+                log_format: LogFormat::PerChange,
+                ..FastConfig::default()
+            }),
+            ..StoreOptions::default()
+        },
+        ..file_opts()
+    };
+    let idx = Index::create(&path, &opts).unwrap();
+    assert_eq!(capacity(&idx, "fast"), 10 << 20);
+}
