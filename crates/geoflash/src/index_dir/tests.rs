@@ -912,7 +912,7 @@ fn an_automatic_log_in_log_dat_holds_at_least_64_mib_and_reopens_with_it() {
         let large = IndexOptions {
             store: StoreOptions {
                 buffer_bytes: 32 << 20,
-                ..opts.store.clone()
+                ..opts.store
             },
             ..opts.clone()
         };
