@@ -30,6 +30,18 @@ fn file_opts() -> IndexOptions {
     }
 }
 
+/// [`file_opts`] with a store of `kind` and `buffer_bytes` of memory.
+fn file_opts_with(kind: StoreKind, buffer_bytes: usize) -> IndexOptions {
+    IndexOptions {
+        store: StoreOptions {
+            kind,
+            buffer_bytes,
+            ..StoreOptions::default()
+        },
+        ..file_opts()
+    }
+}
+
 #[test]
 fn create_close_reopen_read_only_answers_identically() {
     let dir = tempfile::tempdir().unwrap();
@@ -92,14 +104,7 @@ fn logged_indexes_reopen_with_the_same_answers_and_write_less() {
         ("plain", StoreKind::Plain),
         ("fast", StoreKind::Fast),
     ] {
-        let opts = IndexOptions {
-            store: StoreOptions {
-                kind,
-                buffer_bytes: 64 * 1024,
-                ..StoreOptions::default()
-            },
-            ..file_opts()
-        };
+        let opts = file_opts_with(kind, 64 * 1024);
         let path = dir.path().join(name);
         let mut idx = Index::create(&path, &opts).unwrap();
         for i in 0..3000 {
@@ -888,14 +893,7 @@ fn an_automatic_log_in_log_dat_holds_at_least_64_mib_and_reopens_with_it() {
     };
     for (kind, name) in [(StoreKind::Efind, "efind"), (StoreKind::Fast, "fast")] {
         let path = dir.path().join(format!("small-{name}"));
-        let opts = IndexOptions {
-            store: StoreOptions {
-                kind,
-                buffer_bytes: 512 * 1024,
-                ..StoreOptions::default()
-            },
-            ..file_opts()
-        };
+        let opts = file_opts_with(kind, 512 * 1024);
         let mut idx = Index::create(&path, &opts).unwrap();
         // 4 x 512 KiB would be 2 MiB (10 MiB before the floor).
         assert_eq!(capacity(&idx, name), MIN_FILE_LOG_CAPACITY, "{name}");
@@ -909,13 +907,7 @@ fn an_automatic_log_in_log_dat_holds_at_least_64_mib_and_reopens_with_it() {
         assert_eq!(capacity(&idx, name), MIN_FILE_LOG_CAPACITY);
         // A large buffer keeps 4 x the buffer.
         let path = dir.path().join(format!("large-{name}"));
-        let large = IndexOptions {
-            store: StoreOptions {
-                buffer_bytes: 32 << 20,
-                ..opts.store
-            },
-            ..opts.clone()
-        };
+        let large = file_opts_with(kind, 32 << 20);
         let idx = Index::create(&path, &large).unwrap();
         assert_eq!(capacity(&idx, name), 128 << 20, "{name}");
     }
