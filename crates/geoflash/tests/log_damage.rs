@@ -98,18 +98,25 @@ fn open_and_check(dir: &Path, files: &HashMap<String, Vec<u8>>) -> Result<u64, E
     Ok(index.len())
 }
 
+/// The error of replaying a fuzz input on `store`'s template: `bytes`
+/// written at `offset` modulo the length of `log.dat` (as the target
+/// patches). Panics if the index opens and answers consistently.
+fn replay_input(store: StoreKind, offset: usize, bytes: &[u8]) -> Error {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files = capture(&tmp.path().join("template"), store);
+    let log = files.get_mut(LOG_FILE).unwrap();
+    let n = log.len();
+    for (i, &b) in bytes.iter().enumerate() {
+        log[(offset + i) % n] = b;
+    }
+    open_and_check(&tmp.path().join("replay"), &files).unwrap_err()
+}
+
 #[test]
 fn the_fuzz_finding_is_refused_as_damage_before_the_tail() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut files = capture(&tmp.path().join("template"), StoreKind::Fast);
-    let log = files.get_mut(LOG_FILE).unwrap();
-    // The input: FAST, `00 d8` at offset 0xfffff7ff modulo the log's length:
-    // the last byte of one log page and the first (magic) byte of the next.
-    let n = log.len();
-    let at = 0xffff_f7ff_usize % n;
-    log[at] = 0x00;
-    log[(at + 1) % n] = 0xd8;
-    let err = open_and_check(&tmp.path().join("replay"), &files).unwrap_err();
+    // FAST, `00 d8` at offset 0xfffff7ff: the last byte of one log page
+    // and the first (magic) byte of the next.
+    let err = replay_input(StoreKind::Fast, 0xffff_f7ff, &[0x00, 0xd8]);
     assert!(
         matches!(&err, Error::Corrupt { .. })
             && err.to_string().contains("damaged before its tail"),
@@ -124,13 +131,7 @@ fn a_damaged_newest_superblock_is_refused_at_the_read_of_a_newer_node() {
     // slot. Restart falls back to the older slot, whose log is older than
     // nodes written since; a node no surviving record names is refused
     // when it is read.
-    let tmp = tempfile::tempdir().unwrap();
-    let mut files = capture(&tmp.path().join("template"), StoreKind::Fast);
-    let log = files.get_mut(LOG_FILE).unwrap();
-    let n = log.len();
-    log[436 % n] = 0x0a;
-    log[437 % n] = 0x01;
-    let err = open_and_check(&tmp.path().join("replay"), &files).unwrap_err();
+    let err = replay_input(StoreKind::Fast, 436, &[0x0a, 0x01]);
     assert!(refused_by_horizon(&err), "{err}");
 }
 
