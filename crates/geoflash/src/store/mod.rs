@@ -47,6 +47,17 @@ pub use bulk::{BulkBuild, BulkSink};
 pub use fast::{FastConfig, FastStore};
 pub use plain::{PlainConfig, PlainStore};
 
+/// Most flushing units one batched flush of a logged store writes behind
+/// one log sync (first-image and compact formats with a durable mode; the
+/// papers' per-change format flushes one unit at a time): bounds a batch's
+/// work.
+pub const FLUSH_BATCH_UNITS: u64 = 64;
+
+/// Share of the write budget a batched flush brings the buffer down to, in
+/// eighths: a batch frees an eighth of the budget, so the log is synced
+/// once per eighth of the budget flushed, not once per flushing unit.
+pub const FLUSH_BATCH_LOW_WATER: usize = 7;
+
 /// Identifier of one user operation (insert, delete, update) inside a store.
 pub type OpId = u64;
 

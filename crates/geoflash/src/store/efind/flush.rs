@@ -24,14 +24,8 @@ use super::write_buffer::{Status, WriteBuffer};
 use super::{EfindConfig, EfindStore};
 use crate::page::{self, Node};
 use crate::storage::PageId;
+use crate::store::FLUSH_BATCH_UNITS;
 use crate::Result;
-
-/// Most flushing units in one batch of [`EfindStore::flush_batch`]: bounds
-/// the work of a batch.
-pub const FLUSH_BATCH_UNITS: u64 = 64;
-
-/// Share of the write budget a batch flushes down to, in eighths.
-pub const FLUSH_BATCH_LOW_WATER: usize = 7;
 
 /// Where [`EfindStore::flush_batch`] stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -388,7 +382,7 @@ impl EfindStore {
     /// then written with one log sync (see
     /// [`write_pages`](Self::write_pages)), in chunks whose page images fit a
     /// quarter of the log. A batch down to a byte target has at most
-    /// [`FLUSH_BATCH_UNITS`] units. Returns the units flushed.
+    /// [`FLUSH_BATCH_UNITS`](crate::store::FLUSH_BATCH_UNITS) units. Returns the units flushed.
     pub(super) fn flush_batch(&mut self, target: BatchTarget) -> Result<u64> {
         let mut chosen = IdSet::default();
         let mut order: Vec<PageId> = Vec::new();

@@ -4,7 +4,7 @@
 use crate::metrics::{Phase, Stopwatch};
 use std::sync::Arc;
 
-use super::flush::{BatchTarget, FLUSH_BATCH_LOW_WATER};
+use super::flush::BatchTarget;
 use super::group::PageRecord;
 use super::records::{CheckpointState, MetaState};
 use super::EfindStore;
@@ -12,6 +12,7 @@ use crate::page::Node;
 use crate::storage::PageId;
 use crate::store::log::{Durability, Record, RecordKind, NO_OP};
 use crate::store::OpId;
+use crate::store::FLUSH_BATCH_LOW_WATER;
 use crate::{Error, Result};
 
 /// Compact after an operation when the log is fuller than this.

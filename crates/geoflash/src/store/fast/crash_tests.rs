@@ -76,11 +76,12 @@ fn config(kind: IndexKind, case: u64) -> FastConfig {
                 Durability::Sync
             },
             seed: case,
-            // Both log formats (first-image in 5 cases of 7).
-            log_format: if case % 7 >= 2 {
-                LogFormat::FirstImage
-            } else {
-                LogFormat::PerChange
+            // Every log format: per-change and first-image in 2 cases of 7
+            // each, compact (groups of operations) in 3.
+            log_format: match case % 7 {
+                0 | 1 => LogFormat::PerChange,
+                2 | 3 => LogFormat::FirstImage,
+                _ => LogFormat::Compact,
             },
             ..FastConfig::default()
         },

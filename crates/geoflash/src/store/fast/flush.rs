@@ -2,18 +2,70 @@
 //! log compaction and emergency flushes. See the [module docs](super).
 use super::table::Row;
 use super::{FastStore, COMPACT_AT, EMERGENCY_AT};
+
+/// Log bytes counted per staged entry change when bounding a held group
+/// (an eighth of the log), as the eFIND store bounds its groups.
+const HELD_BYTES_PER_CHANGE: u64 = 64;
 use crate::metrics::{Phase, Stopwatch};
 use crate::page;
 use crate::storage::PageId;
 use crate::store::log::record::RECORD_HEADER;
 use crate::store::log::{CheckpointState, Durability, MetaState, Record, RecordKind, NO_OP};
-use crate::store::OpId;
+use crate::store::{OpId, FLUSH_BATCH_LOW_WATER, FLUSH_BATCH_UNITS};
 use crate::{Error, Result};
 
 impl FastStore {
-    /// Appends the running operation's records, its META if the metadata
-    /// or the allocation changed, and its COMMIT (durability per the mode).
+    /// At the commit of `op`: appends its records, its META if the
+    /// metadata or the allocation changed, and its COMMIT (durability per
+    /// the mode). In the compact format `op` joins the held group instead,
+    /// which is logged when it is due (see [`Self::log_group`]).
     pub(super) fn commit_records(&mut self, op: OpId) -> Result<()> {
+        if !self.groups_operations() {
+            return self.append_staged(op, false);
+        }
+        self.held_last = Some(op);
+        self.log.defer_commit();
+        let held_limit = usize::try_from(self.log.capacity_bytes() / 8 / HELD_BYTES_PER_CHANGE)
+            .unwrap_or(usize::MAX)
+            .max(1);
+        let due = self.log.commit_due()
+            || self.table.bytes() > self.config.buffer_bytes
+            || self.log.fill_ratio() >= COMPACT_AT
+            || self.log.free_bytes() < self.reserve()
+            || self.staged.changes() > held_limit;
+        if due {
+            self.log_group()?;
+        }
+        Ok(())
+    }
+
+    /// Whether operations are logged in groups (a compact log): the net
+    /// changes of the pages a group of operations touched, one COMMIT.
+    pub(super) fn groups_operations(&self) -> bool {
+        self.log.format().groups_operations()
+    }
+
+    /// Compact format: logs the held group (its pages' coalesced records
+    /// with the id of its newest operation, META, that operation's COMMIT,
+    /// which the durability mode syncs or not); the group is then empty.
+    /// The group is logged when the durability mode wants it durable, when
+    /// a flush follows (a page never reaches the device before the group
+    /// that changed it is logged), when the log needs room, and when it
+    /// holds changes for an eighth of the log; also before any page it
+    /// touched is written and before a checkpoint.
+    pub(super) fn log_group(&mut self) -> Result<()> {
+        match self.held_last.take() {
+            Some(op) => self.append_staged(op, true),
+            // Only changes of a failed operation: the next completed
+            // operation's group (or a checkpoint) covers them.
+            None => Ok(()),
+        }
+    }
+
+    /// Appends the staged records with `op`'s id, META if the metadata or
+    /// the allocation changed, and `op`'s COMMIT (of the deferred group
+    /// when `group`), then empties the staging.
+    fn append_staged(&mut self, op: OpId, group: bool) -> Result<()> {
         let (m, reused) = self.meta_record();
         let state = (m.meta.clone(), m.next_page, reused.len());
         let codec = self.codec();
@@ -46,10 +98,27 @@ impl FastStore {
             .log
             .commit_may_do_io(&records)
             .then(|| Stopwatch::start(self.device.sim_clock_ns()));
+        let created: Vec<PageId> = records
+            .iter()
+            .filter(|r| r.kind == RecordKind::New)
+            .map(|r| r.page)
+            .collect();
         for rec in records {
             self.log.append(rec)?;
         }
-        self.log.commit(op)?;
+        if group {
+            self.log.commit_deferred(op)?;
+        } else {
+            self.log.commit(op)?;
+        }
+        if self.first_image() {
+            // A NEW record holds the whole page: it protects the page's
+            // flushes in this epoch as an image would (restart rebuilds the
+            // page from it and every later record, see `FlushRule`).
+            for id in created {
+                self.needs_image(id);
+            }
+        }
         if let Some(watch) = watch {
             watch.stop(
                 Phase::Log,
@@ -78,13 +147,16 @@ impl FastStore {
             return Ok(());
         }
         self.fstats.emergency_flushes += 1;
-        self.flush_pages(&ids)?;
+        self.flush_pages(&ids, 1)?;
         self.compact_log()
     }
 
     /// Between operations: flush while the table is over budget, then keep
     /// the log below its thresholds.
     pub(super) fn after_commit(&mut self) -> Result<()> {
+        if self.first_image() && self.table.bytes() > self.config.buffer_bytes {
+            self.flush_batch()?;
+        }
         while self.table.bytes() > self.config.buffer_bytes && !self.table.is_empty() {
             self.flush_once()?;
         }
@@ -138,11 +210,52 @@ impl FastStore {
         if ids.is_empty() {
             return Ok(());
         }
-        self.flush_pages(&ids)
+        self.flush_pages(&ids, 1)
     }
 
-    /// Writes the buffered nodes `ids` (protected) and removes their rows.
-    pub(super) fn flush_pages(&mut self, ids: &[PageId]) -> Result<()> {
+    /// A batched flush (first-image and compact formats with a durable
+    /// mode): flushing units chosen one after the other as
+    /// [`flush_once`](Self::flush_once) would choose them (each among the
+    /// units not chosen yet), until the table without them holds at most
+    /// [`FLUSH_BATCH_LOW_WATER`] eighths of the budget or
+    /// [`FLUSH_BATCH_UNITS`] units are chosen, then written as one flush:
+    /// their first images and records behind one log sync, one device
+    /// batch (in chunks only when the log cannot hold the images). The
+    /// papers' per-change format flushes one unit at a time.
+    fn flush_batch(&mut self) -> Result<()> {
+        let low = self.config.buffer_bytes / 8 * FLUSH_BATCH_LOW_WATER;
+        // The choices are made on a copy of the heap from which each chosen
+        // unit's pages are taken; the store's heap loses them when written.
+        let mut heap = self.heap.clone();
+        let mut left = self.table.bytes();
+        let mut ids = Vec::new();
+        let mut units = 0u64;
+        while left > low && units < FLUSH_BATCH_UNITS {
+            let unit = heap.choose(self.config.policy, self.clock, &mut self.rng);
+            if unit.is_empty() {
+                break;
+            }
+            for &id in &unit {
+                let row = self.table.get(id);
+                left = left.saturating_sub(row.map_or(0, |r| r.bytes()));
+                heap.touch(id, row.map_or(0, |r| r.updates), 0, None);
+            }
+            units += 1;
+            ids.extend(unit);
+        }
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.flush_pages(&ids, units)
+    }
+
+    /// Writes the buffered nodes `ids` (protected), `units` flushing units,
+    /// and removes their rows. Write-ahead: a held group that touched one
+    /// of them is logged first.
+    pub(super) fn flush_pages(&mut self, ids: &[PageId], units: u64) -> Result<()> {
+        if ids.iter().any(|&id| self.staged.touches(id)) {
+            self.log_group()?;
+        }
         let watch = Stopwatch::start(self.device.sim_clock_ns());
         let mut ids = ids.to_vec();
         ids.sort_unstable();
@@ -178,7 +291,9 @@ impl FastStore {
         }
         self.fstats.flushed_updates += updates;
         let mut inner = self.lock();
-        inner.stats.flushes += written.max(1);
+        // A flush written in chunks (a log too small for its images) counts
+        // each chunk.
+        inner.stats.flushes += written.max(units).max(1);
         inner.stats.flushed_nodes += pages.len() as u64;
         inner.stats.record_node_writes(levels);
         watch.stop(
@@ -339,14 +454,19 @@ impl FastStore {
     /// (the free list including this epoch's deletions): the log's next
     /// open replays nothing.
     pub(super) fn checkpoint_inner(&mut self) -> Result<()> {
+        // The held group first: the pages written below contain its
+        // changes, and a crash before the CHECKPOINT must find them logged.
+        self.log_group()?;
         let ids = self.table.ids();
         if !ids.is_empty() {
             // The whole table goes as one flush, in chunks only when the
             // log is too small for all the images.
-            self.flush_pages(&ids)?;
+            self.flush_pages(&ids, 1)?;
         }
         self.table.clear();
         self.heap.clear();
+        // The CHECKPOINT covers what a failed operation left staged.
+        self.staged.clear();
         self.sync_pages()?;
         let state = CheckpointState {
             last_op: self.last_op,

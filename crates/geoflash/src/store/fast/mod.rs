@@ -16,14 +16,23 @@
 //!   no-steal), while the table exceeds `buffer_bytes`, the [`FastPolicy`]
 //!   chooses a flushing unit (a group of `flush_unit` consecutive page ids,
 //!   fixed at node creation); its buffered nodes are built by RetrieveNode
-//!   and written as one device batch, then leave the table.
+//!   and written as one device batch, then leave the table. In the
+//!   first-image and compact log formats with a durable mode, units are
+//!   chosen one after the other until the table is at 7/8 of its budget
+//!   and written as one flush behind one log sync (`flush_batch`); the
+//!   papers' per-change format flushes one unit at a time.
 //! - **Log** ([`crate::store::log`]): each operation's changes are kept in
 //!   memory while it runs and appended at `commit_op` as NEW/MOD/DEL
 //!   records coalesced per page (module `staging`: a node created in the
 //!   operation is one NEW with its final content, a modified node one MOD
 //!   with the last change of each key), then META and COMMIT; the
 //!   [`Durability`] mode decides when the COMMIT is durable
-//!   ([`NodeStore::durable_op`]).
+//!   ([`NodeStore::durable_op`]). In the compact format (the default) the
+//!   staging is kept across operations and a *group* of them is logged at
+//!   once, with its newest operation's id and COMMIT (`log_group`: when
+//!   the mode wants it durable, before a page it touched is flushed,
+//!   before a checkpoint or a sync, when the log needs room), as the eFIND
+//!   store does (see [`crate::store::log::LogFormat::Compact`]).
 //!
 //! # Where things live
 //!
@@ -285,8 +294,12 @@ pub struct FastStore {
     heap: FlushHeap,
     clock: u64,
     rng: u64,
-    /// The running operation's changes, logged (coalesced) at its commit.
+    /// The running operation's changes, logged (coalesced) at its commit;
+    /// in the compact format, the changes of the held group of operations.
     staged: Staging,
+    /// Compact format: the newest operation of the held group (its records
+    /// are logged with this id and its COMMIT).
+    held_last: Option<OpId>,
     /// Log bytes of the largest operation so far (headroom kept for the next).
     max_op_bytes: u64,
     failed: Option<String>,
@@ -603,6 +616,7 @@ impl FastStore {
             clock: 0,
             rng: config.seed,
             staged: Staging::default(),
+            held_last: None,
             max_op_bytes: 0,
             failed: None,
             read_only: false,
@@ -679,9 +693,13 @@ impl FastStore {
         self.fstats
     }
 
-    /// Makes every committed operation durable now (whatever the mode).
+    /// Makes every committed operation durable now (whatever the mode),
+    /// the held group of the compact format included.
     pub fn sync_log(&mut self) -> Result<()> {
-        self.guard(|s| s.log.sync())
+        self.guard(|s| {
+            s.log_group()?;
+            s.log.sync()
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -941,7 +959,9 @@ impl NodeStore for FastStore {
         self.check_alive()?;
         self.guard(|s| s.log.maybe_sync())?;
         let op = self.ops.begin()?;
-        self.staged.clear();
+        if !self.groups_operations() {
+            self.staged.clear();
+        }
         Ok(op)
     }
 

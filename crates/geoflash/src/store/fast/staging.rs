@@ -1,5 +1,7 @@
-//! The running operation's changes, kept in memory until `commit_op` and
-//! then written as its log records, **coalesced per page**:
+//! The running operation's changes (in the compact log format, the changes
+//! of the held group of operations), kept in memory until `commit_op` (the
+//! group's logging) and then written as its log records, **coalesced per
+//! page** (changes of later operations coalesce as those of one do):
 //!
 //! - a node created in the operation is one NEW record with its final
 //!   content (the operation's later changes applied);
@@ -43,6 +45,8 @@ struct PageStage {
 pub struct Staging {
     order: Vec<PageId>,
     pages: crate::page_id::IdMap<PageStage>,
+    /// Entry changes staged (created entries count one each, a deletion one).
+    changes: usize,
 }
 
 impl Staging {
@@ -50,6 +54,13 @@ impl Staging {
     pub fn clear(&mut self) {
         self.order.clear();
         self.pages.clear();
+        self.changes = 0;
+    }
+
+    /// Entry changes staged since the last [`Self::clear`] (bounds the size
+    /// of a held group's records).
+    pub fn changes(&self) -> usize {
+        self.changes
     }
 
     /// Whether the operation changed page `id`.
@@ -67,6 +78,7 @@ impl Staging {
 
     /// Node `id` was created with `node`.
     pub fn create(&mut self, id: PageId, node: &Node) {
+        self.changes += node.entries.len().max(1);
         let p = self.page(id);
         *p = PageStage {
             new: Some(node.clone()),
@@ -77,6 +89,7 @@ impl Staging {
 
     /// Entry-level `changes` of node `id` at `level`.
     pub fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) {
+        self.changes += changes.len();
         let p = self.page(id);
         if let Some(n) = p.new.as_mut() {
             table::apply(n, changes.iter().copied());
@@ -94,6 +107,7 @@ impl Staging {
 
     /// Node `id` (at `level`) was deleted.
     pub fn delete(&mut self, id: PageId, level: u16) {
+        self.changes += 1;
         let p = self.page(id);
         p.changes.clear();
         if let Some(n) = p.new.as_mut() {

@@ -396,6 +396,59 @@ fn each_flush_is_one_batch_after_its_page_images() {
     assert!(t.store().log_stats().records > 400);
 }
 
+/// The compact format (the default) with a durable mode: a flush writes a
+/// batch of units behind one log sync; operations are logged in groups
+/// (far fewer records than the first-image format logs for the same
+/// operations, one COMMIT per group); and a build from empty writes no
+/// page image (a NEW record protects its page's flushes in the epoch).
+/// Both formats build the same tree, which restarts from the log alone.
+#[test]
+fn compact_format_groups_operations_batches_flushes_and_images_no_new_page() {
+    let build = |log_format| {
+        let cfg = FastConfig {
+            buffer_bytes: 32 << 10,
+            flush_unit: 2,
+            policy: FastPolicy::Fast,
+            durability: Durability::UNBOUNDED_GROUP,
+            log_capacity: 4 << 20,
+            log_format,
+            ..FastConfig::default()
+        };
+        let (_mem, dev, log) = mem_device(&cfg);
+        let p = params(IndexKind::RStar, PAGE);
+        let mut t =
+            RTree::create(FastStore::create(dev.clone(), log.clone(), cfg).unwrap(), p).unwrap();
+        for i in 0..1500u64 {
+            let x = ((i * 7919) % 400) as f64 / 20.0;
+            let y = ((i * 104_729) % 397) as f64 / 20.0;
+            t.insert(i + 1, r(x, y, x + 0.1, y + 0.1)).unwrap();
+        }
+        let report = t.check().unwrap();
+        let out = (
+            t.store().stats(),
+            t.store().fast_stats(),
+            t.store().log_stats(),
+            all_ids(&t),
+        );
+        t.store_mut().sync_log().unwrap();
+        drop(t);
+        let t = RTree::open(FastStore::open(dev, log, cfg).unwrap(), p).unwrap();
+        assert_eq!(t.check().unwrap(), report, "{log_format:?} after restart");
+        assert_eq!(all_ids(&t), out.3);
+        out
+    };
+    let (fi, fi_fast, fi_log, fi_ids) = build(LogFormat::FirstImage);
+    let (c, c_fast, c_log, c_ids) = build(LogFormat::Compact);
+    assert_eq!(c_ids, fi_ids);
+    for (st, fst) in [(&fi, &fi_fast), (&c, &c_fast)] {
+        assert_eq!(fst.compactions, 0, "{st:?}");
+        assert!(st.flushes > 20, "{st:?}");
+        assert!(st.flushes >= 3 * st.log_syncs, "{st:?}");
+        assert_eq!(st.page_images, 0, "{st:?}");
+    }
+    assert!(c_log.records * 3 < fi_log.records, "{c_log:?} {fi_log:?}");
+}
+
 #[test]
 fn fast_and_plain_stores_build_the_same_tree() {
     for kind in KINDS {

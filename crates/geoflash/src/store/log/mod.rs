@@ -367,7 +367,7 @@ pub enum LogFormat {
     #[serde(rename = "first-image")]
     FirstImage,
     /// The default (superblock version 4): the first-image flush protocol,
-    /// and the stores that support it (eFIND) log a *group* of operations
+    /// and both logged stores (eFIND and FAST) log a *group* of operations
     /// at once: the net changes of the pages the group touched (one NEW,
     /// MOD or DEL per page, a MOD carrying only the newest version of each
     /// changed entry), one META and one COMMIT of the group's last
