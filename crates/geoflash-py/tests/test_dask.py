@@ -202,6 +202,29 @@ def test_join_of_partitioned_indexes_and_arrays(client, tmp_path):
     ga2 = geopandas.GeoDataFrame(geometry=shapely.box(*a2.T))
     gb2 = geopandas.GeoDataFrame(geometry=shapely.box(*b2.T))
     assert list(map(tuple, got.T.tolist())) == sjoin_pairs(ga2, gb2, predicate="dwithin", distance=2.0)
+    # rectangles of positive area on both sides: refined by box arithmetic
+    for pred in ("intersects", "within", "contains"):
+        got = gd.join(a2, b2, pred, client=client, partitions=3)
+        assert list(map(tuple, got.T.tolist())) == sjoin_pairs(ga2, gb2, predicate=pred), pred
+
+
+def test_box_rules_decide_as_shapely():
+    """The join's box arithmetic against shapely on closed rectangles of
+    positive area with integer corners (shared edges and equal boxes are
+    frequent)."""
+    from geoflash.dask.worker import box_predicate, boxes_are_exact
+
+    rng = np.random.default_rng(11)
+    a = random_boxes(rng, 4000, extent=10, max_size=5, points=0) + [0, 0, 1, 1]
+    b = random_boxes(rng, 4000, extent=10, max_size=5, points=0) + [0, 0, 1, 1]
+    ga, gb = shapely.box(*a.T), shapely.box(*b.T)
+    for pred in ("intersects", "within", "contains"):
+        want = getattr(shapely, pred)(ga, gb)
+        assert np.array_equal(box_predicate(pred, a, b), want), pred
+        assert want.any() and not want.all(), pred
+    assert boxes_are_exact({"boxes": a, "wkb": None})
+    assert not boxes_are_exact({"boxes": random_boxes(rng, 100, points=0.5), "wkb": None})
+    assert not boxes_are_exact({"boxes": a[:2], "wkb": [None, b"\x01"]})
 
 
 def test_partitions_on_worker_disks(client, tmp_path):

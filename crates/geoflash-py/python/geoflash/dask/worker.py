@@ -248,7 +248,55 @@ def read_partition(directory: str) -> Dict[str, Any]:
     }
 
 
-_ENTRIES: Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+class _Entries:
+    """A partition's entries as a join refines against them: its ids
+    sorted, the positions sorting them, its boxes, whether box arithmetic
+    decides the predicates for it (``boxes_are_exact``), and its shapely
+    geometries, built on first use."""
+
+    def __init__(self, chunk: Dict[str, Any]) -> None:
+        self.order = np.argsort(chunk["ids"], kind="stable")
+        self.sorted_ids = chunk["ids"][self.order]
+        self.boxes = chunk["boxes"]
+        self.exact_boxes = boxes_are_exact(chunk)
+        self._chunk = chunk
+        self._geoms: Optional[np.ndarray] = None
+
+    def geometries(self) -> np.ndarray:
+        if self._geoms is None:
+            self._geoms = chunk_geometries(self._chunk)
+        return self._geoms
+
+
+_ENTRIES: Dict[str, _Entries] = {}
+
+
+def boxes_are_exact(chunk: Dict[str, Any]) -> bool:
+    """Whether every geometry of ``chunk`` is its box (no WKB) with a
+    positive width and height: a closed rectangle, for which box arithmetic
+    decides intersects, within and contains exactly as shapely decides them
+    on the polygon (degenerate boxes are not polygons to shapely)."""
+    b = chunk["boxes"]
+    wkb = chunk["wkb"]
+    if wkb is not None and any(w is not None for w in wkb):
+        return False
+    return bool(np.all(b[:, 2] > b[:, 0]) and np.all(b[:, 3] > b[:, 1]))
+
+
+def box_predicate(predicate: str, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """``predicate(left[i], right[i])`` for pairs of closed rectangles with
+    a positive area (N×4 arrays ``minx, miny, maxx, maxy``): intersects,
+    within or contains."""
+    if predicate == "within":
+        left, right = right, left
+        predicate = "contains"
+    if predicate == "contains":
+        return ((left[:, 0] <= right[:, 0]) & (right[:, 2] <= left[:, 2])
+                & (left[:, 1] <= right[:, 1]) & (right[:, 3] <= left[:, 3]))
+    if predicate == "intersects":
+        return ((left[:, 0] <= right[:, 2]) & (right[:, 0] <= left[:, 2])
+                & (left[:, 1] <= right[:, 3]) & (right[:, 1] <= left[:, 3]))
+    raise ValueError(f"no box rule for predicate {predicate!r}")
 
 
 def forget_under(prefix: str) -> int:
@@ -278,15 +326,12 @@ def chunk_geometries(chunk: Dict[str, Any]) -> np.ndarray:
     return np.asarray(geoms, dtype=object)
 
 
-def _partition_entries(directory: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A partition's ids sorted, the positions sorting them, and its
-    geometries (read once per worker process)."""
+def _partition_entries(directory: str) -> _Entries:
+    """A partition's entries (read once per worker process)."""
     with _LOCK:
         found = _ENTRIES.get(directory)
     if found is None:
-        chunk = read_partition(directory)
-        order = np.argsort(chunk["ids"], kind="stable")
-        found = (chunk["ids"][order], order, chunk_geometries(chunk))
+        found = _Entries(read_partition(directory))
         with _LOCK:
             _ENTRIES[directory] = found
     return found
@@ -303,7 +348,11 @@ def join_with(
     ``index_is_left``) and the chunk ``other`` (the other side) that
     satisfy ``predicate(left, right)`` (``"dwithin"``: within
     ``distance``): candidates from the partition's index (the other side's
-    boxes grown by ``distance``), refined on the exact geometries."""
+    boxes grown by ``distance``), refined on the exact geometries. Where
+    both sides are plain rectangles of positive area
+    (``boxes_are_exact``), intersects, within and contains are refined
+    by box arithmetic in NumPy, which decides them as shapely does without
+    building a polygon per pair."""
     import shapely
 
     empty = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
@@ -315,15 +364,20 @@ def join_with(
     if len(cand) == 0:
         return empty
     opos = np.repeat(np.arange(len(grown)), np.diff(offsets))
-    sorted_ids, order, geoms = _partition_entries(directory)
-    ipos = order[np.searchsorted(sorted_ids, cand)]
-    og = chunk_geometries(other)[opos]
-    ig = geoms[ipos]
-    lg, rg = (ig, og) if index_is_left else (og, ig)
-    if predicate == "dwithin":
-        mask = shapely.dwithin(lg, rg, distance)
+    entries = _partition_entries(directory)
+    ipos = entries.order[np.searchsorted(entries.sorted_ids, cand)]
+    if predicate != "dwithin" and entries.exact_boxes and boxes_are_exact(other):
+        ib, ob = entries.boxes[ipos], other["boxes"][opos]
+        lb, rb = (ib, ob) if index_is_left else (ob, ib)
+        mask = box_predicate(predicate, lb, rb)
     else:
-        mask = getattr(shapely, predicate)(lg, rg)
+        og = chunk_geometries(other)[opos]
+        ig = entries.geometries()[ipos]
+        lg, rg = (ig, og) if index_is_left else (og, ig)
+        if predicate == "dwithin":
+            mask = shapely.dwithin(lg, rg, distance)
+        else:
+            mask = getattr(shapely, predicate)(lg, rg)
     mask = np.asarray(mask, dtype=bool)
     oid = other["ids"][opos][mask]
     iid = cand[mask]
