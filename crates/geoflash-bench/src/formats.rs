@@ -226,15 +226,15 @@ impl<'p> Collector<'p> {
 /// `(min_x, min_y)`, closed), whose bounding rectangle is the record's,
 /// bit for bit.
 pub fn rect_geometry(r: &Rect) -> Geometry {
-    if r.min_x == r.max_x && r.min_y == r.max_y {
-        return Geometry::Point(geo_types::Point::new(r.min_x, r.min_y));
+    if r.min_x() == r.max_x() && r.min_y() == r.max_y() {
+        return Geometry::Point(geo_types::Point::new(r.min_x(), r.min_y()));
     }
     let ring = vec![
-        geo_types::coord! { x: r.min_x, y: r.min_y },
-        geo_types::coord! { x: r.max_x, y: r.min_y },
-        geo_types::coord! { x: r.max_x, y: r.max_y },
-        geo_types::coord! { x: r.min_x, y: r.max_y },
-        geo_types::coord! { x: r.min_x, y: r.min_y },
+        geo_types::coord! { x: r.min_x(), y: r.min_y() },
+        geo_types::coord! { x: r.max_x(), y: r.min_y() },
+        geo_types::coord! { x: r.max_x(), y: r.max_y() },
+        geo_types::coord! { x: r.min_x(), y: r.max_y() },
+        geo_types::coord! { x: r.min_x(), y: r.min_y() },
     ];
     Geometry::Polygon(geo_types::Polygon::new(
         geo_types::LineString::new(ring),
@@ -358,7 +358,15 @@ fn write_csv_with<'r>(
         let mut n = 0u64;
         for rec in records {
             let (id, r, row) = rec?;
-            write!(w, "{id},{},{},{},{}", r.min_x, r.min_y, r.max_x, r.max_y).map_err(io)?;
+            write!(
+                w,
+                "{id},{},{},{},{}",
+                r.min_x(),
+                r.min_y(),
+                r.max_x(),
+                r.max_y()
+            )
+            .map_err(io)?;
             for v in row {
                 match v {
                     None => write!(w, ","),

@@ -518,7 +518,7 @@ mod tests {
                         "{d:?} {r:?}"
                     );
                     if g == GeometryKind::Point {
-                        assert!(r.min_x == r.max_x && r.min_y == r.max_y);
+                        assert!(r.min_x() == r.max_x() && r.min_y() == r.max_y());
                     }
                 }
             }
@@ -531,13 +531,13 @@ mod tests {
         let g = gen(Distribution::Gaussian, GeometryKind::Point, 20_000);
         assert!((mean(&g) - 0.5).abs() < 0.01);
         let within_2sd =
-            g.iter().filter(|r| (r.min_x - 0.5).abs() < 0.2).count() as f64 / g.len() as f64;
+            g.iter().filter(|r| (r.min_x() - 0.5).abs() < 0.2).count() as f64 / g.len() as f64;
         assert!((within_2sd - 0.954).abs() < 0.02, "{within_2sd}");
         let diag = gen(Distribution::Diagonal, GeometryKind::Point, 20_000);
-        let on = diag.iter().filter(|r| r.min_x == r.min_y).count() as f64 / 20_000.0;
+        let on = diag.iter().filter(|r| r.min_x() == r.min_y()).count() as f64 / 20_000.0;
         assert!((on - 0.5).abs() < 0.02, "{on}");
         for r in gen(Distribution::Bit, GeometryKind::Point, 1000) {
-            let scaled = r.min_x * 1024.0;
+            let scaled = r.min_x() * 1024.0;
             assert_eq!(
                 scaled,
                 scaled.round(),
@@ -547,15 +547,15 @@ mod tests {
         for r in gen(Distribution::Sierpinski, GeometryKind::Point, 5000) {
             // inside the triangle (0,0),(1,0),(0.5,√3/2)
             let h = 3f64.sqrt();
-            assert!(r.min_y <= h * r.min_x + 1e-9 && r.min_y <= h * (1.0 - r.min_x) + 1e-9);
+            assert!(r.min_y() <= h * r.min_x() + 1e-9 && r.min_y() <= h * (1.0 - r.min_x()) + 1e-9);
         }
         // parcels: disjoint interiors, inside the square
         let parcels = gen(Distribution::Parcel, GeometryKind::Box, 300);
         for (i, a) in parcels.iter().enumerate() {
-            assert!(a.min_x >= 0.0 && a.max_x <= 1.0 && a.min_y >= 0.0 && a.max_y <= 1.0);
+            assert!(a.min_x() >= 0.0 && a.max_x() <= 1.0 && a.min_y() >= 0.0 && a.max_y() <= 1.0);
             for b in &parcels[i + 1..] {
-                let ix = a.max_x.min(b.max_x) - a.min_x.max(b.min_x);
-                let iy = a.max_y.min(b.max_y) - a.min_y.max(b.min_y);
+                let ix = a.max_x().min(b.max_x()) - a.min_x().max(b.min_x());
+                let iy = a.max_y().min(b.max_y()) - a.min_y().max(b.min_y());
                 assert!(ix <= 1e-12 || iy <= 1e-12, "parcels overlap");
             }
         }
@@ -564,7 +564,7 @@ mod tests {
         let cells = |v: &[Rect]| {
             let mut s = std::collections::HashSet::new();
             for r in v {
-                s.insert(((r.min_x * 50.0) as i32, (r.min_y * 50.0) as i32));
+                s.insert(((r.min_x() * 50.0) as i32, (r.min_y() * 50.0) as i32));
             }
             s.len()
         };

@@ -92,8 +92,8 @@ pub fn windows(
     for _ in 0..count {
         let (cx, cy) = match placement {
             Placement::Uniform => (
-                extent.min_x + w / 2.0 + rng.gen::<f64>() * (extent.width() - w),
-                extent.min_y + h / 2.0 + rng.gen::<f64>() * (extent.height() - h),
+                extent.min_x() + w / 2.0 + rng.gen::<f64>() * (extent.width() - w),
+                extent.min_y() + h / 2.0 + rng.gen::<f64>() * (extent.height() - h),
             ),
             Placement::OnData => {
                 let c = data[rng.gen_range(0..data.len())].center();
@@ -120,7 +120,7 @@ pub fn write_windows(path: &Path, windows: &[Rect]) -> Result<()> {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
     writeln!(f, "minx,miny,maxx,maxy").map_err(io)?;
     for r in windows {
-        writeln!(f, "{},{},{},{}", r.min_x, r.min_y, r.max_x, r.max_y).map_err(io)?;
+        writeln!(f, "{},{},{},{}", r.min_x(), r.min_y(), r.max_x(), r.max_y()).map_err(io)?;
     }
     f.flush().map_err(io)
 }

@@ -63,7 +63,7 @@ fn geometry_exts() -> Vec<&'static str> {
 }
 
 fn bits(r: &Rect) -> [u64; 4] {
-    [r.min_x, r.min_y, r.max_x, r.max_y].map(f64::to_bits)
+    [r.min_x(), r.min_y(), r.max_x(), r.max_y()].map(f64::to_bits)
 }
 
 fn assert_same(got: &[(u64, Rect)], want: &[(u64, Rect)], what: &str) {
@@ -94,11 +94,11 @@ fn write_shapefile(path: &Path, recs: &[(u64, Rect)], id_field: Option<&str>) {
     let mut w = shapefile::Writer::from_path(path, table).unwrap();
     for (id, r) in recs {
         let ring = vec![
-            Point::new(r.min_x, r.min_y),
-            Point::new(r.min_x, r.max_y),
-            Point::new(r.max_x, r.max_y),
-            Point::new(r.max_x, r.min_y),
-            Point::new(r.min_x, r.min_y),
+            Point::new(r.min_x(), r.min_y()),
+            Point::new(r.min_x(), r.max_y()),
+            Point::new(r.max_x(), r.max_y()),
+            Point::new(r.max_x(), r.min_y()),
+            Point::new(r.min_x(), r.min_y()),
         ];
         let poly = Polygon::new(PolygonRing::Outer(ring));
         let mut rec = dbase::Record::default();
@@ -1067,7 +1067,7 @@ fn real_osm_extract_reads_like_a_sequential_scan() {
     for (_, g) in &d.objects {
         let r = bounding_rect(g).unwrap();
         assert!(
-            r.min_x > 26.9 && r.max_x < 27.0 && r.min_y > 60.5 && r.max_y < 60.55,
+            r.min_x() > 26.9 && r.max_x() < 27.0 && r.min_y() > 60.5 && r.max_y() < 60.55,
             "{r:?}"
         );
     }

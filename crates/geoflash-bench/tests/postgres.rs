@@ -451,8 +451,8 @@ fn geometries() -> Vec<(u64, Geometry)> {
         .map(|(i, r)| {
             let g = Geometry::Polygon(
                 geo_types::Rect::new(
-                    coord! { x: r.min_x, y: r.min_y },
-                    coord! { x: r.max_x, y: r.max_y },
+                    coord! { x: r.min_x(), y: r.min_y() },
+                    coord! { x: r.max_x(), y: r.max_y() },
                 )
                 .to_polygon(),
             );

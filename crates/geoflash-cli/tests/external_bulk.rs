@@ -8,7 +8,9 @@ use common::*;
 fn oracle(records: &[(u64, geoflash::geom::Rect)], w: [f64; 4]) -> Vec<u64> {
     let mut ids: Vec<u64> = records
         .iter()
-        .filter(|(_, r)| r.min_x <= w[2] && w[0] <= r.max_x && r.min_y <= w[3] && w[1] <= r.max_y)
+        .filter(|(_, r)| {
+            r.min_x() <= w[2] && w[0] <= r.max_x() && r.min_y() <= w[3] && w[1] <= r.max_y()
+        })
         .map(|(id, _)| *id)
         .collect();
     ids.sort_unstable();

@@ -17,7 +17,12 @@ fn sorted_rects(p: &Path) -> Vec<(u64, [u64; 4])> {
     let mut v: Vec<(u64, [u64; 4])> = geoflash_bench::import::read_rects(p)
         .unwrap()
         .into_iter()
-        .map(|(id, r)| (id, [r.min_x, r.min_y, r.max_x, r.max_y].map(f64::to_bits)))
+        .map(|(id, r)| {
+            (
+                id,
+                [r.min_x(), r.min_y(), r.max_x(), r.max_y()].map(f64::to_bits),
+            )
+        })
         .collect();
     v.sort();
     v

@@ -443,7 +443,12 @@ impl Core {
                 Ok((
                     st.records.id(h.id)?,
                     st.records.obj(h.id).map(<[u8]>::to_vec),
-                    (h.rect.min_x, h.rect.min_y, h.rect.max_x, h.rect.max_y),
+                    (
+                        h.rect.min_x(),
+                        h.rect.min_y(),
+                        h.rect.max_x(),
+                        h.rect.max_y(),
+                    ),
                 ))
             })
             .collect()
@@ -753,7 +758,14 @@ impl Core {
             let rects: Vec<f64> = found
                 .hits
                 .iter()
-                .flat_map(|h| [h.rect.min_x, h.rect.min_y, h.rect.max_x, h.rect.max_y])
+                .flat_map(|h| {
+                    [
+                        h.rect.min_x(),
+                        h.rect.min_y(),
+                        h.rect.max_x(),
+                        h.rect.max_y(),
+                    ]
+                })
                 .collect();
             Ok((keys, st.ids_of(&found.hits)?, rects))
         })?;
@@ -834,7 +846,8 @@ impl Core {
             // distances; a point goes through the index front end, which
             // serves every index kind.
             let found = if q.is_point() {
-                st.index.nearest(Point::new(q.min_x, q.min_y)?, k, ties)?
+                st.index
+                    .nearest(Point::new(q.min_x(), q.min_y())?, k, ties)?
             } else {
                 st.index.tree()?.nearest_to(q, k, ties)?
             };
@@ -894,7 +907,7 @@ impl Core {
             };
             let node = store.get(root)?;
             Ok(Rect::union_all(node.entries.iter().map(|e| &e.rect))
-                .map(|r| (r.min_x, r.min_y, r.max_x, r.max_y)))
+                .map(|r| (r.min_x(), r.min_y(), r.max_x(), r.max_y())))
         })
     }
 
@@ -911,7 +924,7 @@ impl Core {
                         .iter()
                         .map(|&k| st.records.id(k))
                         .collect::<Result<Vec<i64>>>()?;
-                    Ok((id, ids, (r.min_x, r.min_y, r.max_x, r.max_y)))
+                    Ok((id, ids, (r.min_x(), r.min_y(), r.max_x(), r.max_y())))
                 })
                 .collect()
         })

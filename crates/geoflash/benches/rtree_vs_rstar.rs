@@ -84,7 +84,10 @@ fn main() {
         .iter()
         .map(|(id, r)| {
             Obj::new(
-                rstar::primitives::Rectangle::from_corners([r.min_x, r.min_y], [r.max_x, r.max_y]),
+                rstar::primitives::Rectangle::from_corners(
+                    [r.min_x(), r.min_y()],
+                    [r.max_x(), r.max_y()],
+                ),
                 *id,
             )
         })
@@ -182,7 +185,7 @@ fn main() {
         let t = Instant::now();
         let mut ra: Vec<Vec<u64>> = Vec::with_capacity(100);
         for w in &windows {
-            let env = AABB::from_corners([w.min_x, w.min_y], [w.max_x, w.max_y]);
+            let env = AABB::from_corners([w.min_x(), w.min_y()], [w.max_x(), w.max_y()]);
             ra.push(
                 rtree
                     .locate_in_envelope_intersecting(&env)
@@ -194,7 +197,7 @@ fn main() {
         let t = Instant::now();
         let mut pa: Vec<Vec<u64>> = Vec::with_capacity(100);
         for w in &windows {
-            let env = AABB::from_corners([w.min_x, w.min_y], [w.max_x, w.max_y]);
+            let env = AABB::from_corners([w.min_x(), w.min_y()], [w.max_x(), w.max_y()]);
             pa.push(
                 ptree
                     .locate_in_envelope_intersecting(&env)

@@ -351,7 +351,7 @@ pub fn encode_node(node: &Node, lsn: u64, with_payload: bool, buf: &mut [u8]) ->
         }
         prev = Some(e.key);
         let r = e.rect;
-        Rect::new(r.min_x, r.min_y, r.max_x, r.max_y).map_err(|err| {
+        Rect::new(r.min_x(), r.min_y(), r.max_x(), r.max_y()).map_err(|err| {
             Error::invalid(format!("entry {i} (key {}) of the node: {err}", e.key))
         })?;
         if !with_payload && e.payload != 0 {
@@ -381,10 +381,10 @@ pub fn encode_node(node: &Node, lsn: u64, with_payload: bool, buf: &mut [u8]) ->
     let mut off = HEADER_SIZE;
     for e in &node.entries {
         put(buf, off, &e.key.to_le_bytes())?;
-        put(buf, off + 8, &e.rect.min_x.to_le_bytes())?;
-        put(buf, off + 16, &e.rect.min_y.to_le_bytes())?;
-        put(buf, off + 24, &e.rect.max_x.to_le_bytes())?;
-        put(buf, off + 32, &e.rect.max_y.to_le_bytes())?;
+        put(buf, off + 8, &e.rect.min_x().to_le_bytes())?;
+        put(buf, off + 16, &e.rect.min_y().to_le_bytes())?;
+        put(buf, off + 24, &e.rect.max_x().to_le_bytes())?;
+        put(buf, off + 32, &e.rect.max_y().to_le_bytes())?;
         if with_payload {
             put(buf, off + 40, &e.payload.to_le_bytes())?;
         }
@@ -739,10 +739,12 @@ mod tests {
         node.entries[2].key = node.entries[1].key;
         assert!(encode_node(&node, 0, false, &mut buf).is_err());
         let mut node = sample_node(3, 0, false);
-        node.entries[1].rect.max_x = f64::NAN;
+        let r = node.entries[1].rect;
+        node.entries[1].rect = Rect::invalid_for_tests(r.min_x(), r.min_y(), f64::NAN, r.max_y());
         assert!(encode_node(&node, 0, false, &mut buf).is_err());
         let mut node = sample_node(3, 0, false);
-        node.entries[1].rect.min_y = 1e9;
+        let r = node.entries[1].rect;
+        node.entries[1].rect = Rect::invalid_for_tests(r.min_x(), 1e9, r.max_x(), r.max_y());
         assert!(encode_node(&node, 0, false, &mut buf).is_err());
         let node = sample_node(3, 0, true);
         assert!(encode_node(&node, 0, false, &mut buf).is_err());

@@ -367,8 +367,8 @@ pub(crate) fn as_point(id: u64, r: &Rect) -> Result<Point> {
         )));
     }
     Ok(Point {
-        x: r.min_x,
-        y: r.min_y,
+        x: r.min_x(),
+        y: r.min_y(),
     })
 }
 

@@ -152,7 +152,7 @@ mod imp {
             "crs": null,
         });
         if let Some(b) = bbox {
-            column["bbox"] = serde_json::json!([b.min_x, b.min_y, b.max_x, b.max_y]);
+            column["bbox"] = serde_json::json!([b.min_x(), b.min_y(), b.max_x(), b.max_y()]);
         }
         serde_json::json!({
             "version": "1.1.0",

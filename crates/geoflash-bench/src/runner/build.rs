@@ -55,8 +55,13 @@ fn padded_extent(data: &[(u64, Rect)]) -> Result<Rect> {
             lo.abs().max(1.0) * 1e-9
         }
     };
-    let (px, py) = (pad(e.min_x, e.max_x), pad(e.min_y, e.max_y));
-    Rect::new(e.min_x - px, e.min_y - py, e.max_x + px, e.max_y + py)
+    let (px, py) = (pad(e.min_x(), e.max_x()), pad(e.min_y(), e.max_y()));
+    Rect::new(
+        e.min_x() - px,
+        e.min_y() - py,
+        e.max_x() + px,
+        e.max_y() + py,
+    )
 }
 
 /// Creates the index of a configuration (`file` devices get a fresh

@@ -21,8 +21,8 @@ fn knn_points(
     (0..count)
         .map(|_| match placement {
             Placement::Uniform => Point::new(
-                extent.min_x + rng.gen::<f64>() * extent.width(),
-                extent.min_y + rng.gen::<f64>() * extent.height(),
+                extent.min_x() + rng.gen::<f64>() * extent.width(),
+                extent.min_y() + rng.gen::<f64>() * extent.height(),
             ),
             Placement::OnData => {
                 let i = rng.gen_range(0..data.len().max(1));

@@ -53,10 +53,14 @@ impl<L: BucketLayer> GridTarget<L> {
             return Err(Error::invalid(format!(
                 "index kind {} indexes points, but object {id} is a box ({}, {}, {}, {}): \
                  use a point dataset (geometry = \"point\")",
-                self.kind, r.min_x, r.min_y, r.max_x, r.max_y
+                self.kind,
+                r.min_x(),
+                r.min_y(),
+                r.max_x(),
+                r.max_y()
             )));
         }
-        Ok((r.min_x, r.min_y))
+        Ok((r.min_x(), r.min_y()))
     }
 }
 
@@ -116,7 +120,7 @@ impl<L: BucketLayer> Target for GridTarget<L> {
     fn query(&mut self, window: Rect, predicate: Predicate) -> Result<Answer> {
         if predicate == Predicate::Within {
             let found = if window.is_point() {
-                u64::from(self.grid.get(window.min_x, window.min_y)?.is_some())
+                u64::from(self.grid.get(window.min_x(), window.min_y())?.is_some())
             } else {
                 0
             };

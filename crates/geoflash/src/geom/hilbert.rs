@@ -194,8 +194,8 @@ impl HilbertDomain {
     pub fn cell(&self, p: &Point) -> (u32, u32) {
         let e = &self.extent;
         (
-            self.axis_cell(p.x, e.min_x, e.max_x),
-            self.axis_cell(p.y, e.min_y, e.max_y),
+            self.axis_cell(p.x, e.min_x(), e.max_x()),
+            self.axis_cell(p.y, e.min_y(), e.max_y()),
         )
     }
 

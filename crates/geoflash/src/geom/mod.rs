@@ -12,9 +12,16 @@
 //! `overlap_area` and the distances never overflow to infinity and never
 //! produce NaN — the index algorithms can compare them without special cases.
 //!
-//! The fields of [`Point`] and [`Rect`] are public for reading and for code
-//! that builds values from values already validated (e.g. a union); code that
-//! takes coordinates from outside goes through the constructors.
+//! A [`Rect`] is validated once, when it is built: its fields are private
+//! and read through [`Rect::min_x`], [`Rect::min_y`], [`Rect::max_x`] and
+//! [`Rect::max_y`], so every `Rect` in the program satisfies the checks of
+//! [`Rect::new`]. Inside the crate, code that derives a rectangle from valid
+//! ones (a cell of a valid grid region, a quadrant of a valid domain) uses
+//! the unchecked `Rect::from_valid`, which checks the same conditions in
+//! debug builds only.
+//! The fields of [`Point`] are public for reading and for code that builds
+//! points from values already validated; code that takes coordinates from
+//! outside goes through the constructors.
 //!
 //! # Conventions
 //!
@@ -94,14 +101,10 @@ impl Point {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RectRepr")]
 pub struct Rect {
-    /// Smallest x.
-    pub min_x: f64,
-    /// Smallest y.
-    pub min_y: f64,
-    /// Largest x.
-    pub max_x: f64,
-    /// Largest y.
-    pub max_y: f64,
+    min_x: f64,
+    min_y: f64,
+    max_x: f64,
+    max_y: f64,
 }
 
 #[derive(Deserialize)]
@@ -147,6 +150,61 @@ impl Rect {
             max_x,
             max_y,
         })
+    }
+
+    /// A rectangle from coordinates the caller guarantees valid: finite, of
+    /// magnitude at most [`MAX_COORD`], not inverted — what [`Rect::new`]
+    /// would accept. For rectangles derived from valid ones inside the crate
+    /// (a cell or quadrant of a valid region) where validation would cost in a
+    /// hot path or could not fail; debug builds check the guarantee.
+    #[inline]
+    pub(crate) fn from_valid(min_x: f64, min_y: f64, max_x: f64, max_y: f64) -> Rect {
+        debug_assert!(
+            Rect::new(min_x, min_y, max_x, max_y).is_ok(),
+            "Rect::from_valid({min_x}, {min_y}, {max_x}, {max_y}) given an invalid rectangle"
+        );
+        Rect {
+            min_x,
+            min_y,
+            max_x,
+            max_y,
+        }
+    }
+
+    /// A rectangle that skips every check, for tests that must show how code
+    /// handles a rectangle [`Rect::new`] would refuse (defence in depth).
+    #[cfg(test)]
+    pub(crate) fn invalid_for_tests(min_x: f64, min_y: f64, max_x: f64, max_y: f64) -> Rect {
+        Rect {
+            min_x,
+            min_y,
+            max_x,
+            max_y,
+        }
+    }
+
+    /// Smallest x.
+    #[inline]
+    pub fn min_x(&self) -> f64 {
+        self.min_x
+    }
+
+    /// Smallest y.
+    #[inline]
+    pub fn min_y(&self) -> f64 {
+        self.min_y
+    }
+
+    /// Largest x.
+    #[inline]
+    pub fn max_x(&self) -> f64 {
+        self.max_x
+    }
+
+    /// Largest y.
+    #[inline]
+    pub fn max_y(&self) -> f64 {
+        self.max_y
     }
 
     /// The rectangle spanned by two opposite corners given in any order.

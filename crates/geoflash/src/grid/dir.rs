@@ -158,9 +158,9 @@ impl Grid {
     fn extent(&self, axis: usize, a: usize, b: usize) -> (f64, f64) {
         let s = self.scale(axis);
         let (rmin, rmax) = if axis == 0 {
-            (self.region.min_x, self.region.max_x)
+            (self.region.min_x(), self.region.max_x())
         } else {
-            (self.region.min_y, self.region.max_y)
+            (self.region.min_y(), self.region.max_y())
         };
         let lo = if a == 0 {
             rmin
@@ -175,22 +175,18 @@ impl Grid {
     pub fn box_rect(&self, b: &CellBox) -> Rect {
         let (x0, x1) = self.extent(0, b.c0, b.c1);
         let (y0, y1) = self.extent(1, b.r0, b.r1);
-        Rect {
-            min_x: x0,
-            min_y: y0,
-            max_x: x1.max(x0),
-            max_y: y1.max(y0),
-        }
+        // Scale boundaries lie inside the valid region: valid.
+        Rect::from_valid(x0, y0, x1.max(x0), y1.max(y0))
     }
 
     /// The box of cells that `r` intersects (`None` if it misses the region).
     pub fn cells_of(&self, r: &Rect) -> Option<CellBox> {
         let q = r.intersection(&self.region)?;
         Some(CellBox {
-            c0: self.locate_axis(0, q.min_x),
-            c1: self.locate_axis(0, q.max_x) + 1,
-            r0: self.locate_axis(1, q.min_y),
-            r1: self.locate_axis(1, q.max_y) + 1,
+            c0: self.locate_axis(0, q.min_x()),
+            c1: self.locate_axis(0, q.max_x()) + 1,
+            r0: self.locate_axis(1, q.min_y()),
+            r1: self.locate_axis(1, q.max_y()) + 1,
         })
     }
 
@@ -380,13 +376,15 @@ impl Grid {
         if axis == 0 {
             lo.xs = self.xs.get(..i).unwrap_or_default().to_vec();
             hi.xs = self.xs.get(i + 1..).unwrap_or_default().to_vec();
-            lo.region.max_x = v;
-            hi.region.min_x = v;
+            let g = &self.region;
+            lo.region = Rect::new(g.min_x(), g.min_y(), v, g.max_y())?;
+            hi.region = Rect::new(v, g.min_y(), g.max_x(), g.max_y())?;
         } else {
             lo.ys = self.ys.get(..i).unwrap_or_default().to_vec();
             hi.ys = self.ys.get(i + 1..).unwrap_or_default().to_vec();
-            lo.region.max_y = v;
-            hi.region.min_y = v;
+            let g = &self.region;
+            lo.region = Rect::new(g.min_x(), g.min_y(), g.max_x(), v)?;
+            hi.region = Rect::new(g.min_x(), v, g.max_x(), g.max_y())?;
         }
         Ok((lo, hi))
     }
@@ -404,9 +402,9 @@ impl Grid {
         s_other.sort_by(f64::total_cmp);
         s_other.dedup();
         let edge = if axis == 0 {
-            lo.region.max_x
+            lo.region.max_x()
         } else {
-            lo.region.max_y
+            lo.region.max_y()
         };
         let mut s_axis: Vec<f64> = lo.scale(axis).to_vec();
         s_axis.push(edge);
@@ -433,7 +431,7 @@ impl Grid {
                     r0: r,
                     r1: r + 1,
                 });
-                let (x, y) = (rect.min_x, rect.min_y);
+                let (x, y) = (rect.min_x(), rect.min_y());
                 let src = if (if axis == 0 { x } else { y }) < edge {
                     lo
                 } else {
@@ -454,7 +452,7 @@ impl Grid {
     /// Appends the encoding to `w`.
     pub fn encode_into(&self, w: &mut Writer) -> Result<()> {
         let r = &self.region;
-        for v in [r.min_x, r.min_y, r.max_x, r.max_y] {
+        for v in [r.min_x(), r.min_y(), r.max_x(), r.max_y()] {
             w.f64(v);
         }
         w.len(self.xs.len())?;
@@ -486,8 +484,8 @@ impl Grid {
             }
             Ok(s)
         };
-        let xs = scale(r, region.min_x, region.max_x)?;
-        let ys = scale(r, region.min_y, region.max_y)?;
+        let xs = scale(r, region.min_x(), region.max_x())?;
+        let ys = scale(r, region.min_y(), region.max_y())?;
         let n = r.count(8)?;
         if n != (xs.len() + 1) * (ys.len() + 1) {
             return Err(bad(format!(
@@ -594,7 +592,7 @@ mod tests {
         let (lo, hi) = g.split_at(0, 0).unwrap();
         assert_eq!(lo.cells, vec![7]);
         assert_eq!(hi.cells, vec![8]);
-        assert_eq!(lo.region.max_x, 0.5);
+        assert_eq!(lo.region.max_x(), 0.5);
         let m = Grid::merge(&lo, &hi, 0).unwrap();
         assert_eq!(m, g);
         let enc = SubDir(g.clone()).encode(512).unwrap();

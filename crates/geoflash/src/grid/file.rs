@@ -150,7 +150,7 @@ fn box_neighbours(g: &Grid, v: u64) -> Result<Vec<(u64, usize, bool, CellBox)>> 
 }
 
 fn in_rect(r: &Rect, p: &GridPoint) -> bool {
-    p.x >= r.min_x && p.x <= r.max_x && p.y >= r.min_y && p.y <= r.max_y
+    p.x >= r.min_x() && p.x <= r.max_x() && p.y >= r.min_y() && p.y <= r.max_y()
 }
 
 impl<L: BucketLayer> GridFile<L> {
@@ -432,14 +432,17 @@ impl<L: BucketLayer> GridFile<L> {
     fn check_point(&self, x: f64, y: f64) -> Result<(f64, f64)> {
         let d = &self.opts.domain;
         if !(x.is_finite() && y.is_finite())
-            || x < d.min_x
-            || x > d.max_x
-            || y < d.min_y
-            || y > d.max_y
+            || x < d.min_x()
+            || x > d.max_x()
+            || y < d.min_y()
+            || y > d.max_y()
         {
             return Err(Error::invalid(format!(
                 "point ({x}, {y}) lies outside the grid's domain ({}, {}, {}, {})",
-                d.min_x, d.min_y, d.max_x, d.max_y
+                d.min_x(),
+                d.min_y(),
+                d.max_x(),
+                d.max_y()
             )));
         }
         // -0.0 and 0.0 are one point.
@@ -826,16 +829,16 @@ impl<L: BucketLayer> GridFile<L> {
                 let br = self.root.box_rect(&bx);
                 let mut b = f64::INFINITY;
                 if bx.c0 > 0 {
-                    b = b.min(p.x - br.min_x);
+                    b = b.min(p.x - br.min_x());
                 }
                 if bx.c1 < nx {
-                    b = b.min(br.max_x - p.x);
+                    b = b.min(br.max_x() - p.x);
                 }
                 if bx.r0 > 0 {
-                    b = b.min(p.y - br.min_y);
+                    b = b.min(p.y - br.min_y());
                 }
                 if bx.r1 < ny {
-                    b = b.min(br.max_y - p.y);
+                    b = b.min(br.max_y() - p.y);
                 }
                 b.max(0.0)
             };

@@ -162,8 +162,8 @@ impl GridOptions {
     /// Checks every parameter; the error names the bad one.
     pub fn validate(&self) -> Result<()> {
         let d = &self.domain;
-        Rect::new(d.min_x, d.min_y, d.max_x, d.max_y)?;
-        if !(d.max_x > d.min_x && d.max_y > d.min_y) {
+        Rect::new(d.min_x(), d.min_y(), d.max_x(), d.max_y())?;
+        if !(d.max_x() > d.min_x() && d.max_y() > d.min_y()) {
             return Err(Error::invalid(
                 "grid domain must have a positive width and height",
             ));

@@ -41,7 +41,9 @@ impl Oracle {
         let mut v: Vec<_> = self
             .0
             .values()
-            .filter(|(x, y, _)| *x >= r.min_x && *x <= r.max_x && *y >= r.min_y && *y <= r.max_y)
+            .filter(|(x, y, _)| {
+                *x >= r.min_x() && *x <= r.max_x() && *y >= r.min_y() && *y <= r.max_y()
+            })
             .map(|(x, y, id)| (x.to_bits(), y.to_bits(), *id))
             .collect();
         v.sort_unstable();

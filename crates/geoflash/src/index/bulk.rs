@@ -363,10 +363,7 @@ mod tests {
         assert!(dup.unwrap_err().to_string().contains("twice"));
         let bad = RTree::bulk_load(MemStore::new(), p, vec![(1, r)], BulkMethod::Str, 0.0);
         assert!(bad.unwrap_err().to_string().contains("fill"));
-        let nan = Rect {
-            min_x: f64::NAN,
-            ..r
-        };
+        let nan = Rect::invalid_for_tests(f64::NAN, r.min_y(), r.max_x(), r.max_y());
         assert!(
             RTree::bulk_load(MemStore::new(), p, vec![(1, nan)], BulkMethod::Str, 1.0).is_err()
         );

@@ -16,7 +16,10 @@ impl<S: NodeStore> RTree<S> {
         let absent = || {
             Error::invalid(format!(
                 "object {id} with rectangle ({}, {}, {}, {}) is not in the index",
-                rect.min_x, rect.min_y, rect.max_x, rect.max_y
+                rect.min_x(),
+                rect.min_y(),
+                rect.max_x(),
+                rect.max_y()
             ))
         };
         let Some(root) = self.store.meta().root else {

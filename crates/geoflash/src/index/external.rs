@@ -88,8 +88,9 @@ trait Fixed: Copy + Ord {
     const BYTES: usize;
     /// Encodes into `out` (`BYTES` long).
     fn put(&self, out: &mut Vec<u8>);
-    /// Decodes from `b` (`BYTES` long).
-    fn get(b: &[u8]) -> Self;
+    /// Decodes from `b` (`BYTES` long); an error for a record no encoder
+    /// writes (an invalid rectangle).
+    fn get(b: &[u8]) -> Result<Self>;
 }
 
 fn le_u64(b: &[u8], at: usize) -> u64 {
@@ -109,8 +110,8 @@ impl Fixed for u64 {
     fn put(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
-    fn get(b: &[u8]) -> Self {
-        le_u64(b, 0)
+    fn get(b: &[u8]) -> Result<Self> {
+        Ok(le_u64(b, 0))
     }
 }
 
@@ -120,25 +121,32 @@ const ENTRY_BYTES: usize = 48;
 const KEYED_BYTES: usize = 8 + ENTRY_BYTES;
 
 fn put_entry(e: &Entry, out: &mut Vec<u8>) {
-    for v in [e.key, e.rect.min_x.to_bits(), e.rect.min_y.to_bits()] {
+    for v in [e.key, e.rect.min_x().to_bits(), e.rect.min_y().to_bits()] {
         out.extend_from_slice(&v.to_le_bytes());
     }
-    for v in [e.rect.max_x.to_bits(), e.rect.max_y.to_bits(), e.payload] {
+    for v in [
+        e.rect.max_x().to_bits(),
+        e.rect.max_y().to_bits(),
+        e.payload,
+    ] {
         out.extend_from_slice(&v.to_le_bytes());
     }
 }
 
-fn get_entry(b: &[u8], at: usize) -> Entry {
-    Entry {
-        key: le_u64(b, at),
-        rect: Rect {
-            min_x: le_f64(b, at + 8),
-            min_y: le_f64(b, at + 16),
-            max_x: le_f64(b, at + 24),
-            max_y: le_f64(b, at + 32),
-        },
+fn get_entry(b: &[u8], at: usize) -> Result<Entry> {
+    let key = le_u64(b, at);
+    let rect = Rect::new(
+        le_f64(b, at + 8),
+        le_f64(b, at + 16),
+        le_f64(b, at + 24),
+        le_f64(b, at + 32),
+    )
+    .map_err(|e| Error::corrupt(None, format!("bulk load: entry with key {key}: {e}")))?;
+    Ok(Entry {
+        key,
+        rect,
         payload: le_u64(b, at + 40),
-    }
+    })
 }
 
 /// An entry with its sort key; ordered by (sort key, entry key).
@@ -171,11 +179,11 @@ impl Fixed for Keyed {
         out.extend_from_slice(&self.sort.to_le_bytes());
         put_entry(&self.entry, out);
     }
-    fn get(b: &[u8]) -> Self {
-        Keyed {
+    fn get(b: &[u8]) -> Result<Self> {
+        Ok(Keyed {
             sort: le_u64(b, 0),
-            entry: get_entry(b, 8),
-        }
+            entry: get_entry(b, 8)?,
+        })
     }
 }
 
@@ -184,8 +192,8 @@ impl Fixed for EntryRec {
     fn put(&self, out: &mut Vec<u8>) {
         put_entry(&self.0, out);
     }
-    fn get(b: &[u8]) -> Self {
-        EntryRec(get_entry(b, 0))
+    fn get(b: &[u8]) -> Result<Self> {
+        Ok(EntryRec(get_entry(b, 0)?))
     }
 }
 
@@ -367,7 +375,9 @@ impl<T: Fixed> Reader<T> {
                 ),
             ));
         }
-        Ok(Some(T::get(&self.buf)))
+        T::get(&self.buf)
+            .map(Some)
+            .map_err(|e| e.in_file(&self.path))
     }
 }
 
@@ -855,10 +865,7 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("twice"), "{err}");
         assert_eq!(leftovers(dir.path()), 0);
-        let nan = Rect {
-            min_x: f64::NAN,
-            ..r
-        };
+        let nan = Rect::invalid_for_tests(f64::NAN, r.min_y(), r.max_x(), r.max_y());
         let err = RTree::bulk_load_external(
             MemStore::new(),
             p,

@@ -55,11 +55,11 @@ pub struct InspectReport {
 
 /// Sum of pairwise intersection areas, by a sweep over ascending `min_x`.
 fn total_overlap(rects: &mut [Rect]) -> f64 {
-    rects.sort_by(|a, b| a.min_x.total_cmp(&b.min_x));
+    rects.sort_by(|a, b| a.min_x().total_cmp(&b.min_x()));
     let mut sum = 0.0;
     for (i, a) in rects.iter().enumerate() {
         for b in rects.iter().skip(i + 1) {
-            if b.min_x > a.max_x {
+            if b.min_x() > a.max_x() {
                 break;
             }
             sum += a.overlap_area(b);

@@ -448,10 +448,10 @@ impl<S: NodeStore> RTree<S> {
     }
 }
 
-/// The rectangle after the checks of [`Rect::new`] (its fields are public, so
-/// a caller can build one that `Rect::new` would refuse).
+/// The rectangle after the checks of [`Rect::new`]. Every `Rect` passes them
+/// (its fields are private); the check stays as a defence in depth.
 fn checked(r: Rect) -> Result<Rect> {
-    Rect::new(r.min_x, r.min_y, r.max_x, r.max_y)
+    Rect::new(r.min_x(), r.min_y(), r.max_x(), r.max_y())
 }
 
 fn duplicate_id(id: u64) -> Error {

@@ -80,7 +80,10 @@ pub(crate) fn choose_by_overlap(entries: &[Entry], rect: &Rect) -> Option<PageId
     for other in entries {
         let o = &other.rect;
         if reach.is_some_and(|b| {
-            o.max_x < b.min_x || o.min_x > b.max_x || o.max_y < b.min_y || o.min_y > b.max_y
+            o.max_x() < b.min_x()
+                || o.min_x() > b.max_x()
+                || o.max_y() < b.min_y()
+                || o.min_y() > b.max_y()
         }) {
             continue;
         }
@@ -140,10 +143,22 @@ fn first_without_overlap_growth(
         let grown = union(&e.rect, rect);
         let grows = entries.iter().any(|other| {
             let o = &other.rect;
-            let w = max(min(grown.max_x, o.max_x) - max(grown.min_x, o.min_x), 0.0);
-            let h = max(min(grown.max_y, o.max_y) - max(grown.min_y, o.min_y), 0.0);
-            let bw = max(min(e.rect.max_x, o.max_x) - max(e.rect.min_x, o.min_x), 0.0);
-            let bh = max(min(e.rect.max_y, o.max_y) - max(e.rect.min_y, o.min_y), 0.0);
+            let w = max(
+                min(grown.max_x(), o.max_x()) - max(grown.min_x(), o.min_x()),
+                0.0,
+            );
+            let h = max(
+                min(grown.max_y(), o.max_y()) - max(grown.min_y(), o.min_y()),
+                0.0,
+            );
+            let bw = max(
+                min(e.rect.max_x(), o.max_x()) - max(e.rect.min_x(), o.min_x()),
+                0.0,
+            );
+            let bh = max(
+                min(e.rect.max_y(), o.max_y()) - max(e.rect.min_y(), o.min_y()),
+                0.0,
+            );
             w * h - bw * bh > 0.0
         });
         if !grows {
@@ -181,10 +196,10 @@ struct Lanes {
 impl Lanes {
     fn set(&mut self, lane: usize, r: &Rect) {
         let slots = [
-            (&mut self.min_x, r.min_x),
-            (&mut self.min_y, r.min_y),
-            (&mut self.max_x, r.max_x),
-            (&mut self.max_y, r.max_y),
+            (&mut self.min_x, r.min_x()),
+            (&mut self.min_y, r.min_y()),
+            (&mut self.max_x, r.max_x()),
+            (&mut self.max_y, r.max_y()),
         ];
         for (array, v) in slots {
             if let Some(slot) = array.get_mut(lane) {
@@ -201,19 +216,19 @@ impl Lanes {
     fn add_overlap_growth(&self, before: &Lanes, o: &Rect, delta: &mut [f64; OVERLAP_CANDIDATES]) {
         for (j, d) in delta.iter_mut().enumerate() {
             let w = max(
-                min(self.max_x[j], o.max_x) - max(self.min_x[j], o.min_x),
+                min(self.max_x[j], o.max_x()) - max(self.min_x[j], o.min_x()),
                 0.0,
             );
             let h = max(
-                min(self.max_y[j], o.max_y) - max(self.min_y[j], o.min_y),
+                min(self.max_y[j], o.max_y()) - max(self.min_y[j], o.min_y()),
                 0.0,
             );
             let bw = max(
-                min(before.max_x[j], o.max_x) - max(before.min_x[j], o.min_x),
+                min(before.max_x[j], o.max_x()) - max(before.min_x[j], o.min_x()),
                 0.0,
             );
             let bh = max(
-                min(before.max_y[j], o.max_y) - max(before.min_y[j], o.min_y),
+                min(before.max_y[j], o.max_y()) - max(before.min_y[j], o.min_y()),
                 0.0,
             );
             *d += w * h - bw * bh;

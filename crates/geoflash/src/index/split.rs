@@ -41,8 +41,8 @@ fn linear_seeds(entries: &[Entry]) -> (usize, usize) {
     let mut best: Option<(f64, usize, usize)> = None;
     type Side = fn(&Rect) -> f64;
     let axes: [(Side, Side, f64); 2] = [
-        (|r| r.min_x, |r| r.max_x, all.max_x - all.min_x),
-        (|r| r.min_y, |r| r.max_y, all.max_y - all.min_y),
+        (|r| r.min_x(), |r| r.max_x(), all.max_x() - all.min_x()),
+        (|r| r.min_y(), |r| r.max_y(), all.max_y() - all.min_y()),
     ];
     for (low, high, width) in axes {
         // Entry with the highest low side.
@@ -236,10 +236,10 @@ fn rstar_split(entries: Vec<Entry>, m: usize) -> (Vec<Entry>, Vec<Entry>) {
     let n = entries.len();
     let key = |axis: usize, by_upper: bool, r: &Rect| -> (f64, f64) {
         match (axis, by_upper) {
-            (0, false) => (r.min_x, r.max_x),
-            (0, true) => (r.max_x, r.min_x),
-            (_, false) => (r.min_y, r.max_y),
-            (_, true) => (r.max_y, r.min_y),
+            (0, false) => (r.min_x(), r.max_x()),
+            (0, true) => (r.max_x(), r.min_x()),
+            (_, false) => (r.min_y(), r.max_y()),
+            (_, true) => (r.max_y(), r.min_y()),
         }
     };
     let sorted_by = |axis: usize, by_upper: bool| -> Vec<Entry> {

@@ -271,18 +271,8 @@ fn bad_input_is_refused_and_leaves_the_tree_unchanged() {
         .query(r(-1e9, -1e9, 1e9, 1e9), Predicate::Intersects)
         .unwrap()
         .hits;
-    let nan = Rect {
-        min_x: f64::NAN,
-        min_y: 0.0,
-        max_x: 1.0,
-        max_y: 1.0,
-    };
-    let inverted = Rect {
-        min_x: 2.0,
-        min_y: 0.0,
-        max_x: 1.0,
-        max_y: 1.0,
-    };
+    let nan = Rect::invalid_for_tests(f64::NAN, 0.0, 1.0, 1.0);
+    let inverted = Rect::invalid_for_tests(2.0, 0.0, 1.0, 1.0);
     assert!(t.insert(99, nan).is_err());
     assert!(t.insert(99, inverted).is_err());
     assert!(t.query(nan, Predicate::Intersects).is_err());
@@ -558,8 +548,8 @@ mod plain {
                 .collect();
             ids.sort_unstable();
             let p = Point {
-                x: w.min_x,
-                y: w.max_y,
+                x: w.min_x(),
+                y: w.max_y(),
             };
             let knn = t
                 .nearest(p, 10, true)
@@ -635,8 +625,8 @@ fn answers_equal_those_of_the_rstar_crate() {
             .map(|(id, b)| {
                 Obj::new(
                     ::rstar::primitives::Rectangle::from_corners(
-                        [b.min_x, b.min_y],
-                        [b.max_x, b.max_y],
+                        [b.min_x(), b.min_y()],
+                        [b.max_x(), b.max_y()],
                     ),
                     *id,
                 )
@@ -668,7 +658,8 @@ fn answers_equal_those_of_the_rstar_crate() {
             RTree::bulk_load(MemStore::new(), params, data.clone(), BulkMethod::Str, 1.0).unwrap();
         for tree in [&inserted, &bulk] {
             for w in &windows {
-                let env = ::rstar::AABB::from_corners([w.min_x, w.min_y], [w.max_x, w.max_y]);
+                let env =
+                    ::rstar::AABB::from_corners([w.min_x(), w.min_y()], [w.max_x(), w.max_y()]);
                 let want: BTreeSet<u64> = reference
                     .locate_in_envelope_intersecting(&env)
                     .map(|o| o.data)

@@ -279,8 +279,14 @@ impl IndexOptions {
                     lo.abs().max(1.0) * 1e-9
                 }
             };
-            let (px, py) = (pad(e.min_x, e.max_x), pad(e.min_y, e.max_y));
-            Rect::new(e.min_x - px, e.min_y - py, e.max_x + px, e.max_y + py).ok()
+            let (px, py) = (pad(e.min_x(), e.max_x()), pad(e.min_y(), e.max_y()));
+            Rect::new(
+                e.min_x() - px,
+                e.min_y() - py,
+                e.max_x() + px,
+                e.max_y() + py,
+            )
+            .ok()
         });
         o
     }

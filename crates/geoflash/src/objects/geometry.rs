@@ -49,8 +49,8 @@ pub fn from_wkb(bytes: &[u8], what: &str) -> Result<Geometry> {
 /// true dimension).
 pub fn window_geometry(w: &Rect) -> Geometry {
     let (a, b) = (
-        geo::coord! { x: w.min_x, y: w.min_y },
-        geo::coord! { x: w.max_x, y: w.max_y },
+        geo::coord! { x: w.min_x(), y: w.min_y() },
+        geo::coord! { x: w.max_x(), y: w.max_y() },
     );
     match (w.width() > 0.0, w.height() > 0.0) {
         (true, true) => Geometry::Polygon(geo::Rect::new(a, b).to_polygon()),

@@ -276,9 +276,9 @@ impl<'a> PageBatcher<'a> {
             prev = Some(e.key);
             let r = e.rect;
             let fine = |v: f64| v.is_finite() && v.abs() <= MAX_COORD;
-            if !(fine(r.min_x) && fine(r.min_y) && fine(r.max_x) && fine(r.max_y))
-                || r.min_x > r.max_x
-                || r.min_y > r.max_y
+            if !(fine(r.min_x()) && fine(r.min_y()) && fine(r.max_x()) && fine(r.max_y()))
+                || r.min_x() > r.max_x()
+                || r.min_y() > r.max_y()
             {
                 return Err(Error::invalid(format!(
                     "entry with key {} has an invalid rectangle {r:?}",
@@ -412,7 +412,12 @@ mod tests {
             .to_string()
             .contains("payload"));
         let mut nan = e(5);
-        nan.rect.min_x = f64::NAN;
+        nan.rect = Rect::invalid_for_tests(
+            f64::NAN,
+            nan.rect.min_y(),
+            nan.rect.max_x(),
+            nan.rect.max_y(),
+        );
         assert!(b
             .node(0, vec![nan])
             .unwrap_err()

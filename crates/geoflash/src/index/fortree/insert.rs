@@ -293,8 +293,8 @@ pub(super) fn tile(mut entries: Vec<Entry>, max: usize) -> Vec<Vec<Entry>> {
         .map(|i| crate::index::bulk::even_sizes_at(n, p, i))
         .collect();
     let slices = (p as f64).sqrt().ceil() as usize;
-    let cx = |e: &Entry| e.rect.min_x + e.rect.max_x;
-    let cy = |e: &Entry| e.rect.min_y + e.rect.max_y;
+    let cx = |e: &Entry| e.rect.min_x() + e.rect.max_x();
+    let cy = |e: &Entry| e.rect.min_y() + e.rect.max_y();
     entries.sort_by(|a, b| cx(a).total_cmp(&cx(b)).then(a.key.cmp(&b.key)));
     let mut groups = Vec::with_capacity(p);
     let mut rest = entries.into_iter();

@@ -623,5 +623,5 @@ impl<S: NodeStore> Fortree<S> {
 
 /// The rectangle after the checks of [`Rect::new`].
 fn checked(r: Rect) -> Result<Rect> {
-    Rect::new(r.min_x, r.min_y, r.max_x, r.max_y)
+    Rect::new(r.min_x(), r.min_y(), r.max_x(), r.max_y())
 }

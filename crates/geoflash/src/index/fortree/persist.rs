@@ -55,12 +55,7 @@ fn pair(kind: u64, seq: u64, a: u64, b: u64) -> Result<Entry> {
     let (x, y) = (a as f64, b as f64);
     Ok(Entry {
         key: (kind << 56) | seq,
-        rect: Rect {
-            min_x: x,
-            min_y: y,
-            max_x: x,
-            max_y: y,
-        },
+        rect: Rect::new(x, y, x, y)?,
         payload: 0,
     })
 }
@@ -78,13 +73,13 @@ fn unpair(page: PageId, e: &Entry) -> Result<(u64, u64, u64)> {
             ))
         }
     };
-    if r.min_x != r.max_x || r.min_y != r.max_y {
+    if r.min_x() != r.max_x() || r.min_y() != r.max_y() {
         return Err(Error::corrupt(
             Some(page),
             "FOR-tree head page: an entry is not a point",
         ));
     }
-    Ok((e.key >> 56, int(r.min_x)?, int(r.min_y)?))
+    Ok((e.key >> 56, int(r.min_x())?, int(r.min_y())?))
 }
 
 /// The entries of the head page.

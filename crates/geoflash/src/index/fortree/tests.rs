@@ -318,12 +318,7 @@ fn bad_input_is_refused_and_changes_nothing() {
         let x = i as f64;
         t.insert(i, r(x, x, x + 1.0, x + 1.0)).unwrap();
     }
-    let nan = Rect {
-        min_x: f64::NAN,
-        min_y: 0.0,
-        max_x: 1.0,
-        max_y: 1.0,
-    };
+    let nan = Rect::invalid_for_tests(f64::NAN, 0.0, 1.0, 1.0);
     assert!(t.insert(99, nan).is_err());
     assert!(t.query(nan, Predicate::Intersects).is_err());
     assert!(t
@@ -507,7 +502,7 @@ fn checkpoint_and_reopen_answer_identically() {
     assert!(!t.ont().is_empty(), "some units have O-nodes");
     let windows: Vec<Rect> = rects(30, 9)
         .into_iter()
-        .map(|(_, w)| r(w.min_x, w.min_y, w.min_x + 80.0, w.min_y + 60.0))
+        .map(|(_, w)| r(w.min_x(), w.min_y(), w.min_x() + 80.0, w.min_y() + 60.0))
         .collect();
     let answers = |t: &mut Fortree<PlainStore>| {
         let mut v = Vec::new();

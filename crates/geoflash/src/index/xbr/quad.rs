@@ -157,25 +157,21 @@ impl Domain {
         let (cx, cy) = z_order_point(q.path);
         let n = f64::from(1u32 << q.level);
         let (w, h) = (d.width() / n, d.height() / n);
-        let x0 = d.min_x + f64::from(cx) * w;
-        let y0 = d.min_y + f64::from(cy) * h;
+        let x0 = d.min_x() + f64::from(cx) * w;
+        let y0 = d.min_y() + f64::from(cy) * h;
         // The last cell ends exactly at the domain's maximum.
         let x1 = if f64::from(cx) + 1.0 >= n {
-            d.max_x
+            d.max_x()
         } else {
             x0 + w
         };
         let y1 = if f64::from(cy) + 1.0 >= n {
-            d.max_y
+            d.max_y()
         } else {
             y0 + h
         };
-        Rect {
-            min_x: x0,
-            min_y: y0,
-            max_x: x1.max(x0),
-            max_y: y1.max(y0),
-        }
+        // A part of the valid domain: valid.
+        Rect::from_valid(x0, y0, x1.max(x0), y1.max(y0))
     }
 
     /// Side lengths of a cell of [`MAX_LEVEL`].
@@ -228,8 +224,8 @@ pub(crate) fn point_entry(id: u64, p: Point) -> Entry {
 /// The point of a leaf entry.
 pub(crate) fn entry_point(e: &Entry) -> Point {
     Point {
-        x: e.rect.min_x,
-        y: e.rect.min_y,
+        x: e.rect.min_x(),
+        y: e.rect.min_y(),
     }
 }
 

@@ -82,10 +82,10 @@ type State = BTreeMap<u64, [u64; 4]>;
 
 fn bits(r: &Rect) -> [u64; 4] {
     [
-        r.min_x.to_bits(),
-        r.min_y.to_bits(),
-        r.max_x.to_bits(),
-        r.max_y.to_bits(),
+        r.min_x().to_bits(),
+        r.min_y().to_bits(),
+        r.max_x().to_bits(),
+        r.max_y().to_bits(),
     ]
 }
 

@@ -98,10 +98,10 @@ fn state_of(o: &Oracle) -> State {
             (
                 *id,
                 [
-                    x.min_x.to_bits(),
-                    x.min_y.to_bits(),
-                    x.max_x.to_bits(),
-                    x.max_y.to_bits(),
+                    x.min_x().to_bits(),
+                    x.min_y().to_bits(),
+                    x.max_x().to_bits(),
+                    x.max_y().to_bits(),
                 ],
             )
         })
@@ -118,10 +118,10 @@ fn tree_state<S: NodeStore>(t: &RTree<S>) -> State {
             (
                 h.id,
                 [
-                    h.rect.min_x.to_bits(),
-                    h.rect.min_y.to_bits(),
-                    h.rect.max_x.to_bits(),
-                    h.rect.max_y.to_bits(),
+                    h.rect.min_x().to_bits(),
+                    h.rect.min_y().to_bits(),
+                    h.rect.max_x().to_bits(),
+                    h.rect.max_y().to_bits(),
                 ],
             )
         })

@@ -166,7 +166,12 @@ impl Writer {
     }
 
     fn entry_rest(&mut self, e: &Entry) {
-        for v in [e.rect.min_x, e.rect.min_y, e.rect.max_x, e.rect.max_y] {
+        for v in [
+            e.rect.min_x(),
+            e.rect.min_y(),
+            e.rect.max_x(),
+            e.rect.max_y(),
+        ] {
             self.out.extend_from_slice(&v.to_le_bytes());
         }
         self.u64(e.payload);

@@ -356,15 +356,15 @@ impl PlainStore {
     fn check_entry(&self, e: &Entry) -> Result<()> {
         let r = e.rect;
         let fine = |v: f64| v.is_finite() && v.abs() <= crate::geom::MAX_COORD;
-        if !(fine(r.min_x)
-            && fine(r.min_y)
-            && fine(r.max_x)
-            && fine(r.max_y)
-            && r.min_x <= r.max_x
-            && r.min_y <= r.max_y)
+        if !(fine(r.min_x())
+            && fine(r.min_y())
+            && fine(r.max_x())
+            && fine(r.max_y())
+            && r.min_x() <= r.max_x()
+            && r.min_y() <= r.max_y())
         {
             // Rect::new names the problem.
-            Rect::new(r.min_x, r.min_y, r.max_x, r.max_y)
+            Rect::new(r.min_x(), r.min_y(), r.max_x(), r.max_y())
                 .map_err(|err| Error::invalid(format!("entry with key {}: {err}", e.key)))?;
         }
         if !self.config.with_payload && e.payload != 0 {
