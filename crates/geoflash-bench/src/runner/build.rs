@@ -48,20 +48,7 @@ fn scratch_dir(device: &str, workdir: Option<&Path>) -> Result<Option<tempfile::
 fn padded_extent(data: &[(u64, Rect)]) -> Result<Rect> {
     let e = Rect::union_all(data.iter().map(|(_, r)| r))
         .ok_or_else(|| Error::invalid("empty dataset"))?;
-    let pad = |lo: f64, hi: f64| {
-        if hi > lo {
-            0.0
-        } else {
-            lo.abs().max(1.0) * 1e-9
-        }
-    };
-    let (px, py) = (pad(e.min_x(), e.max_x()), pad(e.min_y(), e.max_y()));
-    Rect::new(
-        e.min_x() - px,
-        e.min_y() - py,
-        e.max_x() + px,
-        e.max_y() + py,
-    )
+    e.with_area()
 }
 
 /// Creates the index of a configuration (`file` devices get a fresh

@@ -233,6 +233,28 @@ impl Rect {
         }
     }
 
+    /// This rectangle widened where it is flat: an axis of zero extent
+    /// grows on both sides by 1e-9 of its coordinate's magnitude (at least
+    /// 1e-9), so that a domain over data on one line or at one point has an
+    /// area (a grid file's domain, a Hilbert curve's). An error only when
+    /// the widened rectangle leaves the coordinate range.
+    pub fn with_area(&self) -> Result<Rect> {
+        let pad = |lo: f64, hi: f64| {
+            if hi > lo {
+                0.0
+            } else {
+                lo.abs().max(1.0) * 1e-9
+            }
+        };
+        let (px, py) = (pad(self.min_x, self.max_x), pad(self.min_y, self.max_y));
+        Rect::new(
+            self.min_x - px,
+            self.min_y - py,
+            self.max_x + px,
+            self.max_y + py,
+        )
+    }
+
     /// The smallest rectangle covering all of `rects`, `None` for none.
     pub fn union_all<'a, I: IntoIterator<Item = &'a Rect>>(rects: I) -> Option<Rect> {
         rects.into_iter().fold(None, |acc, r| match acc {
@@ -453,6 +475,20 @@ mod tests {
 
     fn p(x: f64, y: f64) -> Point {
         Point::new(x, y).unwrap()
+    }
+
+    #[test]
+    fn with_area_widens_only_flat_axes() {
+        let full = r(1.0, 2.0, 3.0, 4.0);
+        assert_eq!(full.with_area().unwrap(), full);
+        let line = r(1.0, 5.0, 3.0, 5.0).with_area().unwrap();
+        assert!(line.height() > 0.0 && line.area() > 0.0);
+        assert_eq!((line.min_x(), line.max_x()), (1.0, 3.0));
+        assert!(line.contains(&r(1.0, 5.0, 3.0, 5.0)));
+        let point = Rect::from_point(p(-2e6, 0.0)).with_area().unwrap();
+        assert!(point.width() > 0.0 && point.height() > 0.0);
+        assert!(point.contains(&Rect::from_point(p(-2e6, 0.0))));
+        assert!(Rect::from_point(p(MAX_COORD, 0.0)).with_area().is_err());
     }
 
     #[test]

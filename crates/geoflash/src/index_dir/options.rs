@@ -271,23 +271,7 @@ impl IndexOptions {
         if (o.kind != IndexKind::Hilbert && !o.xbr) || o.hilbert_domain.is_some() {
             return o;
         }
-        o.hilbert_domain = Rect::union_all(items).and_then(|e| {
-            let pad = |lo: f64, hi: f64| {
-                if hi > lo {
-                    0.0
-                } else {
-                    lo.abs().max(1.0) * 1e-9
-                }
-            };
-            let (px, py) = (pad(e.min_x(), e.max_x()), pad(e.min_y(), e.max_y()));
-            Rect::new(
-                e.min_x() - px,
-                e.min_y() - py,
-                e.max_x() + px,
-                e.max_y() + py,
-            )
-            .ok()
-        });
+        o.hilbert_domain = Rect::union_all(items).and_then(|e| e.with_area().ok());
         o
     }
 }
