@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from . import catalogue, worker
-from .cluster import get_client
+from .cluster import get_client, worker_addresses
 from .partitioning import HilbertPartitioner, KDPartitioner
 
 
@@ -132,7 +132,7 @@ def build(
         raise ValueError(f"{root} already holds a partitioned index")
     client = get_client(client, timeout)
     if partitions is None:
-        partitions = 2 * max(1, len(client.scheduler_info()["workers"]))
+        partitions = 2 * max(1, len(worker_addresses(client)))
     if not isinstance(partitions, (int, np.integer)) or partitions < 1:
         raise ValueError(f"partitions must be a positive integer, not {partitions!r}")
     os.makedirs(root, exist_ok=True)

@@ -9,7 +9,7 @@ else an embedded ``LocalCluster`` started once per process (closed at exit).
 from __future__ import annotations
 
 import atexit
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 _EMBEDDED: Dict[str, Any] = {}
 _CHECKED: set = set()
@@ -70,12 +70,22 @@ def get_client(client: Any = None, timeout: float = 10.0) -> Any:
     return found
 
 
+def worker_addresses(client: Any) -> List[str]:
+    """The addresses of the cluster's workers, sorted, asked of the
+    scheduler. Not ``client.scheduler_info()``: it returns the client's
+    cached identity, which the client's periodic refresh (fetching no
+    worker details) can overwrite between the fetch and the return, so
+    that it lists no workers at all."""
+    info = client.sync(client.scheduler.identity, n_workers=-1)
+    return sorted(info.get("workers", {}))
+
+
 def check_workers(client: Any, force: bool = False) -> None:
     """Raises ``WorkerSetupError`` unless every worker imports this
     version of geoflash (checked once per client and set of workers)."""
     from .. import __version__
 
-    workers = tuple(sorted(client.scheduler_info().get("workers", {})))
+    workers = tuple(worker_addresses(client))
     key = (id(client), workers)
     if key in _CHECKED and not force:
         return

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import catalogue, worker
-from .cluster import get_client, worker_host
+from .cluster import get_client, worker_addresses, worker_host
 
 
 def as_box(coordinates: Any) -> Tuple[float, float, float, float]:
@@ -80,7 +80,7 @@ class PartitionedIndex:
         """The worker each partition's tasks run on: the one that built it
         while it lives, else a worker on the partition's host (round robin),
         else (a partition under the catalogue's directory) any worker."""
-        workers = sorted(self.client.scheduler_info()["workers"])
+        workers = worker_addresses(self.client)
         if not workers:
             raise RuntimeError("the Dask cluster has no workers")
         by_host: Dict[str, List[str]] = defaultdict(list)
@@ -264,7 +264,7 @@ class PartitionedIndex:
         every worker closed its read-only handle on it."""
         directory = catalogue.partition_dir(self.path, entry)
         self.client.run(worker.forget_partition, directory)
-        workers = sorted(self.client.scheduler_info()["workers"])
+        workers = worker_addresses(self.client)
         n = next((i for i, p in enumerate(self.partitions) if p["id"] == entry["id"]), None)
         where = self._where[n] if n is not None else workers[entry["id"] % len(workers)]
         return self.client.submit(fn, directory, *args, workers=[where], pure=False)
