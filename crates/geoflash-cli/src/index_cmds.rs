@@ -7,14 +7,10 @@ use std::sync::Arc;
 use geoflash::geom::{Point, Rect};
 use geoflash::index::query::Predicate;
 use geoflash::index::{BulkMethod, ReadMode};
-use geoflash::index_dir::{StoreKind, StoreOptions};
-use geoflash::manifest::{Access, Crs};
-use geoflash::store::efind::{EfindConfig, FlushPolicy};
-use geoflash::store::fast::{FastConfig, FastPolicy};
-use geoflash::store::log::{Durability, LogFormat, RecoveryMode};
-use geoflash::store::placement::Placement;
+use geoflash::manifest::Access;
+use geoflash::store::log::{Durability, RecoveryMode};
 use geoflash::units::parse_size;
-use geoflash::{BatchDurability, Error, Index, IndexOptions};
+use geoflash::{BatchDurability, Error, Index, IndexOptions, IndexSpec, KeyStyle};
 use geoflash_bench::formats;
 use serde_json::json;
 
@@ -418,21 +414,6 @@ fn interrupt_flag() -> Arc<AtomicBool> {
     flag
 }
 
-fn min_entries(text: &str, max: usize) -> Result<usize, Failure> {
-    if let Ok(m) = text.parse::<usize>() {
-        return Ok(m);
-    }
-    let f: f64 = text.parse().map_err(|_| {
-        Error::invalid(format!(
-            "min fill {text:?} is neither a fraction nor an entry count"
-        ))
-    })?;
-    if !(f > 0.0 && f <= 0.5) {
-        return Err(Error::invalid(format!("min fill {f} must be in (0, 0.5]")).into());
-    }
-    Ok(((f * max as f64).ceil() as usize).max(2))
-}
-
 /// `--ack-every`: which operations are durable, printed as `acked K`.
 struct Acker {
     every: u64,
@@ -648,64 +629,16 @@ fn print_stats(
     Ok(())
 }
 
-/// The durability the flags ask for (`None` when neither is given).
-fn durability_flags(a: &BuildArgs) -> Result<Option<Durability>, Failure> {
-    Ok(Some(match (a.durability.as_deref(), &a.group_commit) {
-        (None | Some("group"), Some(g)) => Durability::parse(&format!("group:{g}"))?,
-        (Some(d), Some(_)) => {
-            return Err(Error::invalid(format!(
-                "--group-commit goes with --durability group, not {d}"
-            ))
-            .into())
-        }
-        (Some(d), None) => Durability::parse(d)?,
-        (None, None) => return Ok(None),
-    }))
-}
-
-/// Refuses a flag given for a store it does not apply to.
-fn only_for(given: bool, flags: &str, wanted: &[&str], store: &str) -> Result<(), Failure> {
-    if given && !wanted.contains(&store) {
-        return Err(Error::invalid(format!(
-            "{flags} apply to --store {}, not {store}",
-            wanted.join(" or ")
-        ))
-        .into());
-    }
-    Ok(())
-}
-
 impl BuildArgs {
     /// The fill factor of a bulk load (checked by [`BuildArgs::check_flags`]).
     fn fill(&self) -> f64 {
         self.fill.unwrap_or(1.0)
     }
 
-    /// `--buffer` in bytes: 0 only on the plain store (write-through).
-    fn buffer_bytes(&self) -> Result<usize, Failure> {
-        let bytes = usize::try_from(parse_size(&self.buffer)?)
-            .map_err(|_| Error::invalid(format!("--buffer {} is too large", self.buffer)))?;
-        let fortree = self.kind.eq_ignore_ascii_case("fortree");
-        if bytes == 0 && (self.store() != "plain" || fortree) {
-            return Err(Error::invalid(format!(
-                "--buffer 0 leaves the {} no memory: give a budget (e.g. 512KiB); only --store plain runs without a buffer",
-                if fortree { "FOR-tree".to_string() } else { format!("{} store", self.store()) }
-            ))
-            .into());
-        }
-        Ok(bytes)
-    }
-
-    /// Refuses flags that do not apply to the build asked for, before anything is read or created.
+    /// Refuses build flags that do not apply to the build asked for, before
+    /// anything is read or created (the index's own settings are checked by
+    /// [`IndexSpec::options`]).
     fn check_flags(&self) -> Result<(), Failure> {
-        let fortree = self.kind.eq_ignore_ascii_case("fortree");
-        if self.buffer_policy.is_some() && (self.store() == "fast" || fortree) {
-            return Err(Error::invalid(format!(
-                "--buffer-policy applies to the plain store's buffer and eFIND's read buffer; {} keeps no such buffer",
-                if fortree { "the FOR-tree" } else { "--store fast" }
-            ))
-            .into());
-        }
         match (&self.bulk, self.fill, self.ack_every) {
             (None, Some(_), _) => Err(Error::invalid("--fill applies to bulk loads: give --bulk str|hilbert").into()),
             (Some(_), Some(f), _) if !(f > 0.0 && f <= 1.0) => {
@@ -719,172 +652,63 @@ impl BuildArgs {
         }
     }
 
-    /// The store: as given, else plain for the FOR-tree and efind otherwise.
-    fn store(&self) -> &str {
-        match &self.store {
-            Some(s) => s,
-            None if self.kind.eq_ignore_ascii_case("fortree") => "plain",
-            None => "efind",
+    /// The index's settings as the flags give them, through the library's
+    /// one front door ([`IndexSpec`], which checks every combination and
+    /// names the flags at fault).
+    fn spec(&self) -> Result<IndexSpec, Failure> {
+        let number = |v: Option<usize>| v.map(|n| n.to_string());
+        let flags: [(&str, Option<String>); 25] = [
+            ("kind", Some(self.kind.clone())),
+            ("split", Some(self.split.clone())),
+            ("page_size", Some(self.page_size.clone())),
+            ("max_entries", number(self.max_entries)),
+            ("min_fill", self.min_fill.clone()),
+            ("reinsert", Some(self.reinsert.to_string())),
+            ("hilbert_domain", self.hilbert_domain.clone()),
+            ("store", self.store.clone()),
+            ("buffer", Some(self.buffer.clone())),
+            ("buffer_policy", self.buffer_policy.clone()),
+            ("device", Some(self.device.clone())),
+            ("placement", self.placement.clone()),
+            ("crs", Some(self.crs.clone())),
+            ("units", Some(self.units.clone())),
+            ("durability", self.durability.clone()),
+            ("group_commit", self.group_commit.clone()),
+            ("flush_unit", number(self.flush_unit)),
+            ("log_capacity", self.log_capacity.clone()),
+            ("log_format", self.log_format.clone()),
+            ("flush_percent", self.flush_percent.map(|n| n.to_string())),
+            ("flush_policy", self.flush_policy.clone()),
+            (
+                "read_buffer_percent",
+                self.read_buffer_percent.map(|n| n.to_string()),
+            ),
+            ("temporal_control", self.temporal_control.clone()),
+            ("fast_policy", self.fast_policy.clone()),
+            (
+                "fortree_write_read_ratio",
+                self.fortree_write_read_ratio.map(|r| r.to_string()),
+            ),
+        ];
+        let mut spec = IndexSpec::new(KeyStyle::Flag);
+        for (key, value) in flags {
+            if let Some(v) = value {
+                spec.set(key, &v).map_err(Error::from)?;
+            }
         }
-    }
-}
-
-/// eFIND parameters given on the command line (`None` when none is given).
-fn efind_config(a: &BuildArgs) -> Result<Option<EfindConfig>, Failure> {
-    let efind_only = a.flush_percent.is_some()
-        || a.flush_policy.is_some()
-        || a.read_buffer_percent.is_some()
-        || a.temporal_control.is_some();
-    only_for(
-        efind_only,
-        "--flush-percent, --flush-policy, --read-buffer-percent and --temporal-control",
-        &["efind"],
-        a.store(),
-    )?;
-    let shared = a.flush_unit.is_some()
-        || a.log_capacity.is_some()
-        || a.log_format.is_some()
-        || a.durability.is_some()
-        || a.group_commit.is_some();
-    only_for(
-        shared,
-        "--flush-unit, --log-capacity, --log-format, --durability and --group-commit",
-        &["efind", "fast"],
-        a.store(),
-    )?;
-    if a.store() != "efind" || !(efind_only || shared) {
-        return Ok(None);
-    }
-    let mut c = EfindConfig::default();
-    if let Some(p) = a.flush_percent {
-        c.flush_percent = p;
-    }
-    if let Some(s) = a.flush_unit {
-        c.flush_unit = s;
-    }
-    if let Some(p) = &a.flush_policy {
-        c.policy = p.parse::<FlushPolicy>()?;
-    }
-    if let Some(r) = a.read_buffer_percent {
-        c.read_buffer_percent = r;
-    }
-    match a.temporal_control.as_deref() {
-        None | Some("on") => {}
-        Some("off") => c.temporal_control = None,
-        Some(t) => {
-            return Err(Error::invalid(format!("temporal control {t:?}: use on or off")).into())
+        if self.fortree_original_root_counter {
+            spec.set("fortree_original_root_counter", "on")
+                .map_err(Error::from)?;
         }
+        Ok(spec)
     }
-    if let Some(l) = &a.log_capacity {
-        c.log_capacity = parse_size(l)?;
-    }
-    if let Some(f) = &a.log_format {
-        c.log_format = LogFormat::parse(f)?;
-    }
-    if let Some(d) = durability_flags(a)? {
-        c.durability = d;
-    }
-    c.verify()?;
-    Ok(Some(c))
-}
-
-/// FAST parameters given on the command line (`None` when none is given;
-/// the shared flags were checked by [`efind_config`]).
-fn fast_config(a: &BuildArgs) -> Result<Option<FastConfig>, Failure> {
-    only_for(
-        a.fast_policy.is_some(),
-        "--fast-policy",
-        &["fast"],
-        a.store(),
-    )?;
-    if a.store() != "fast" {
-        return Ok(None);
-    }
-    let mut c = FastConfig::default();
-    if let Some(p) = &a.fast_policy {
-        c.policy = FastPolicy::parse(p)?;
-    }
-    if let Some(s) = a.flush_unit {
-        c.flush_unit = s;
-    }
-    if let Some(l) = &a.log_capacity {
-        c.log_capacity = parse_size(l)?;
-    }
-    if let Some(f) = &a.log_format {
-        c.log_format = LogFormat::parse(f)?;
-    }
-    if let Some(d) = durability_flags(a)? {
-        c.durability = d;
-    }
-    c.verify()?;
-    Ok(Some(c))
 }
 
 /// `geoflash build`.
 pub fn build(a: BuildArgs) -> Result<(), Failure> {
     a.check_flags()?;
     input_file(&a.input)?;
-    let page_size = usize::try_from(parse_size(&a.page_size)?)
-        .map_err(|_| Error::invalid("page size too large"))?;
-    let mut opts = IndexOptions {
-        split: a.split.parse()?,
-        page_size,
-        max_entries: a.max_entries,
-        min_entries: None,
-        reinsert_percent: a.reinsert,
-        store: StoreOptions {
-            kind: a.store().parse::<StoreKind>()?,
-            buffer_bytes: a.buffer_bytes()?,
-            policy: a.buffer_policy.as_deref().unwrap_or("s2q").parse()?,
-            efind: efind_config(&a)?,
-            fast: fast_config(&a)?,
-            placement: match &a.placement {
-                Some(p) => Placement::parse(p)?,
-                None => Placement::None,
-            },
-            ..StoreOptions::default()
-        },
-        device: a.device.clone(),
-        crs: Crs {
-            name: a.crs.clone(),
-            units: a.units.clone(),
-        },
-        hilbert_domain: match &a.hilbert_domain {
-            Some(d) => Some(
-                numbers(d, 4, "Hilbert domain")
-                    .and_then(|v| Ok(Rect::new(v[0], v[1], v[2], v[3])?))?,
-            ),
-            None => None,
-        },
-        ..IndexOptions::default()
-    };
-    opts.set_kind(&a.kind)?;
-    match &mut opts.fortree {
-        Some(f) => {
-            f.original_root_counter = a.fortree_original_root_counter;
-            if let Some(r) = a.fortree_write_read_ratio {
-                f.write_read_ratio = r;
-            }
-            opts.fortree_config()?;
-        }
-        None if a.fortree_original_root_counter || a.fortree_write_read_ratio.is_some() => {
-            return Err(Error::invalid(
-                "--fortree-original-root-counter and --fortree-write-read-ratio apply to --kind fortree",
-            )
-            .into())
-        }
-        None => {}
-    }
-    if let Some(f) = &a.min_fill {
-        let max = match opts.max_entries {
-            Some(m) => m,
-            None => opts.tree_params()?.max_entries,
-        };
-        opts.min_entries = Some(min_entries(f, max)?);
-    }
-    if opts.kind != geoflash::index::IndexKind::Hilbert || opts.hilbert_domain.is_some() {
-        opts.tree_params()?;
-    }
+    let opts = a.spec()?.options().map_err(Error::from)?;
     if let Some(memory) = &a.memory {
         return build_external(&a, &opts, memory);
     }

@@ -14,22 +14,17 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use geoflash_engine::cache::PolicyKind;
 use geoflash_engine::geom::{Point, Rect, MAX_COORD};
 use geoflash_engine::index::query::{Hit, Predicate};
-use geoflash_engine::index::{BulkMethod, SplitKind};
+use geoflash_engine::index::BulkMethod;
 use geoflash_engine::index_dir::OpenBatch;
-use geoflash_engine::index_dir::{StoreKind, StoreOptions};
 use geoflash_engine::manifest::{Access, DirLock, MANIFEST_FILE};
 use geoflash_engine::objects::geometry::from_wkb;
 use geoflash_engine::objects::Geometry;
-use geoflash_engine::store::efind::{EfindConfig, FlushPolicy};
-use geoflash_engine::store::fast::{FastConfig, FastPolicy};
-use geoflash_engine::store::log::{Durability, LogFormat};
 use geoflash_engine::store::NodeStore;
-use geoflash_engine::{BatchDurability, Error, Index, IndexOptions, Result};
+use geoflash_engine::{BatchDurability, Error, Index, IndexOptions, IndexSpec, KeyStyle, Result};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBool, PyBytes, PyDict};
 
 use crate::records::Records;
 use crate::to_py;
@@ -107,172 +102,48 @@ fn predicate(name: &str) -> Result<Predicate> {
     }
 }
 
-fn from_name<T: serde::de::DeserializeOwned>(what: &str, name: &str, choices: &str) -> Result<T> {
-    serde_json::from_value(serde_json::Value::String(name.to_ascii_lowercase()))
-        .map_err(|_| Error::invalid(format!("unknown {what} {name:?}: use {choices}")))
+/// A keyword argument's value as the text [`IndexSpec::set`] reads:
+/// strings as they are, numbers in decimal, booleans as `on`/`off`, four
+/// numbers (the Hilbert domain) as `minx,miny,maxx,maxy`.
+fn option_text(key: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(b) = v.downcast::<PyBool>() {
+        return Ok(if b.is_true() { "on" } else { "off" }.into());
+    }
+    if let Ok(s) = v.extract::<String>() {
+        return Ok(s);
+    }
+    if let Ok(n) = v.extract::<i64>() {
+        return Ok(n.to_string());
+    }
+    if let Ok(x) = v.extract::<f64>() {
+        return Ok(x.to_string());
+    }
+    if let Ok((a, b, c, d)) = v.extract::<(f64, f64, f64, f64)>() {
+        return Ok(format!("{a},{b},{c},{d}"));
+    }
+    Err(user_error(format!(
+        "option {key}: expected a string, a number or four numbers, not {}",
+        v.get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default()
+    )))
 }
 
-/// Options known to [`parse_options`].
-const OPTION_NAMES: &str = "kind, split, page_size, max_entries, min_entries, reinsert_percent, \
-     hilbert_domain, store, buffer, buffer_policy, device, durability, read_buffer_percent, flush_percent, \
-     flush_unit, flush_policy, temporal_control, log_capacity, log_format, fast_policy";
-
-/// Index options from the Python keyword arguments (`None` values mean the default).
+/// Index options from the Python keyword arguments (`None` values mean the
+/// default), through the library's one front door ([`IndexSpec`]), which
+/// checks every combination as the command line and the workbench do.
 fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
-    let mut o = IndexOptions {
-        store: StoreOptions {
-            kind: StoreKind::Efind,
-            ..StoreOptions::default()
-        },
-        ..IndexOptions::default()
-    };
-    let mut efind: Option<EfindConfig> = None;
-    let mut durability: Option<Durability> = None;
-    // Options that both logged stores (eFIND and FAST) take.
-    let mut flush_unit: Option<usize> = None;
-    let mut log_capacity: Option<u64> = None;
-    let mut log_format: Option<LogFormat> = None;
-    let mut fast_policy: Option<FastPolicy> = None;
-    let bad = |k: &str, e: PyErr| user_error(format!("option {k}: {e}"));
+    let mut spec = IndexSpec::new(KeyStyle::Key);
     for (k, v) in opts.iter() {
         let key: String = k.extract()?;
         if v.is_none() {
             continue;
         }
-        let key = key.as_str();
-        let text = || v.extract::<String>().map_err(|e| bad(key, e));
-        let int = || v.extract::<u64>().map_err(|e| bad(key, e));
-        let small = |max: u64| -> PyResult<u64> {
-            let n = int()?;
-            if n > max {
-                return Err(user_error(format!("option {key}: {n} exceeds {max}")));
-            }
-            Ok(n)
-        };
-        match key {
-            "kind" => {
-                o.kind =
-                    from_name("index kind", &text()?, "rtree, rstar or hilbert").map_err(to_py)?
-            }
-            "split" => {
-                o.split =
-                    from_name::<SplitKind>("split", &text()?, "linear, quadratic or exponential")
-                        .map_err(to_py)?
-            }
-            "hilbert_domain" => {
-                let (x0, y0, x1, y1): (f64, f64, f64, f64) =
-                    v.extract().map_err(|e| bad(key, e))?;
-                o.hilbert_domain = Some(Rect::new(x0, y0, x1, y1).map_err(to_py)?);
-            }
-            "page_size" => o.page_size = small(1 << 24)? as usize,
-            "max_entries" => o.max_entries = Some(small(1 << 24)? as usize),
-            "min_entries" => o.min_entries = Some(small(1 << 24)? as usize),
-            "reinsert_percent" => o.reinsert_percent = small(100)? as u8,
-            "store" => o.store.kind = StoreKind::from_str(&text()?).map_err(to_py)?,
-            "buffer" => {
-                o.store.buffer_bytes = match v.extract::<u64>() {
-                    Ok(n) => n,
-                    Err(_) => geoflash_engine::units::parse_size(&text()?).map_err(to_py)?,
-                } as usize
-            }
-            "buffer_policy" => o.store.policy = PolicyKind::from_str(&text()?).map_err(to_py)?,
-            "device" => o.device = text()?,
-            "durability" => durability = Some(Durability::parse(&text()?).map_err(to_py)?),
-            "log_capacity" => {
-                log_capacity = Some(match v.extract::<u64>() {
-                    Ok(n) => n,
-                    Err(_) => geoflash_engine::units::parse_size(&text()?).map_err(to_py)?,
-                })
-            }
-            "log_format" => log_format = Some(LogFormat::parse(&text()?).map_err(to_py)?),
-            "fast_policy" => fast_policy = Some(FastPolicy::parse(&text()?).map_err(to_py)?),
-            "read_buffer_percent" => {
-                efind
-                    .get_or_insert_with(EfindConfig::default)
-                    .read_buffer_percent = small(99)? as u8
-            }
-            "flush_percent" => {
-                efind.get_or_insert_with(EfindConfig::default).flush_percent = small(100)? as u8
-            }
-            "flush_unit" => flush_unit = Some(small(1 << 20)? as usize),
-            "flush_policy" => {
-                let p = text()?;
-                efind.get_or_insert_with(EfindConfig::default).policy =
-                    p.parse::<FlushPolicy>().map_err(to_py)?;
-            }
-            "temporal_control" => {
-                let on: bool = v.extract().map_err(|e| bad(key, e))?;
-                let c = efind.get_or_insert_with(EfindConfig::default);
-                c.temporal_control = if on {
-                    c.temporal_control.or(Some(Default::default()))
-                } else {
-                    None
-                };
-            }
-            _ => {
-                return Err(user_error(format!(
-                    "unknown index option {key:?}; the options are {OPTION_NAMES}"
-                )))
-            }
-        }
+        let text = option_text(&key, &v)?;
+        spec.set(&key, &text).map_err(|e| to_py(e.into()))?;
     }
-    if efind.is_some() && o.store.kind != StoreKind::Efind {
-        return Err(user_error(
-            "read_buffer_percent, flush_percent, flush_policy and temporal_control \
-             apply to store=\"efind\"",
-        ));
-    }
-    if fast_policy.is_some() && o.store.kind != StoreKind::Fast {
-        return Err(user_error("fast_policy applies to store=\"fast\""));
-    }
-    // Durability, log size and flushing unit are those of the eFIND or FAST
-    // log; the plain store (the papers' baseline) has no log and is
-    // consistent at checkpoints only, whatever is asked.
-    match o.store.kind {
-        StoreKind::Efind => {
-            let mut e = efind.unwrap_or_default();
-            if let Some(d) = durability {
-                e.durability = d;
-            }
-            if let Some(u) = flush_unit {
-                e.flush_unit = u;
-            }
-            if let Some(l) = log_capacity {
-                e.log_capacity = l;
-            }
-            if let Some(f) = log_format {
-                e.log_format = f;
-            }
-            o.store.efind = Some(e);
-        }
-        StoreKind::Fast => {
-            let mut f = FastConfig::default();
-            if let Some(d) = durability {
-                f.durability = d;
-            }
-            if let Some(u) = flush_unit {
-                f.flush_unit = u;
-            }
-            if let Some(l) = log_capacity {
-                f.log_capacity = l;
-            }
-            if let Some(lf) = log_format {
-                f.log_format = lf;
-            }
-            if let Some(p) = fast_policy {
-                f.policy = p;
-            }
-            o.store.fast = Some(f);
-        }
-        StoreKind::Plain => {
-            if flush_unit.is_some() || log_capacity.is_some() || log_format.is_some() {
-                return Err(user_error(
-                    "flush_unit, log_capacity and log_format apply to store=\"efind\" or \"fast\"",
-                ));
-            }
-        }
-    }
-    Ok(o)
+    spec.options().map_err(|e| to_py(e.into()))
 }
 
 /// Native-endian `f64` boxes (`minx, miny, maxx, maxy` per row) as

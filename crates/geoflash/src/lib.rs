@@ -5,6 +5,7 @@
 //!
 //! | layer | module |
 //! |---|---|
+//! | the front door: an index's settings, checked once | [`engine`] |
 //! | geometry | [`geom`] |
 //! | devices and the flash simulator | [`storage`] |
 //! | page codec | [`page`] |
@@ -19,6 +20,7 @@
 
 pub mod cache;
 pub mod defaults;
+pub mod engine;
 pub mod error;
 pub mod geom;
 pub mod grid;
@@ -37,5 +39,6 @@ pub mod structure;
 pub mod testenv;
 pub mod units;
 
+pub use engine::{IndexSpec, KeyStyle, SpecError};
 pub use error::{Error, Result};
 pub use index_dir::{BatchDurability, Index, IndexOptions};

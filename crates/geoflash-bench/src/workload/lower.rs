@@ -1,17 +1,11 @@
 //! Lowering: the translation of a checked [`IndexConfig`] into the
-//! library's options (an R-tree's [`IndexOptions`], a grid file's
-//! [`geoflash::grid::GridOptions`], the FAST store's [`FastConfig`]), each
-//! checked as the library checks it.
+//! library's options (an R-tree's [`IndexOptions`] through the library's
+//! front door, [`IndexSpec`]; a grid file's [`geoflash::grid::GridOptions`]),
+//! each checked as the library checks it.
 use geoflash::geom::Rect;
-use geoflash::index_dir::{StoreKind, StoreOptions};
-use geoflash::manifest::Crs;
-use geoflash::storage::spec::DeviceSpec;
-use geoflash::store::efind::{EfindConfig, FlushPolicy};
-use geoflash::store::fast::{FastConfig, FastPolicy};
-use geoflash::store::log::LogFormat;
-use geoflash::{Error, IndexOptions, Result};
+use geoflash::{Error, IndexOptions, IndexSpec, KeyStyle, Result, SpecError};
 
-use super::model::{FastParams, GridKind, GridParams, IndexConfig, IndexFamily};
+use super::model::{GridKind, GridParams, IndexConfig, IndexFamily};
 
 /// The grid options of a configuration over `domain`: the buffer budget in
 /// pages split between directory pages (`dir_share`, 0.75 by default as in
@@ -64,33 +58,6 @@ pub fn grid_options(
     Ok(o)
 }
 
-impl FastParams {
-    /// The store configuration these parameters describe (checked).
-    pub fn config(&self) -> Result<FastConfig> {
-        let mut c = FastConfig::default();
-        if let Some(p) = &self.policy {
-            c.policy = FastPolicy::parse(p)?;
-        }
-        if let Some(u) = self.flush_unit {
-            c.flush_unit = u;
-        }
-        if let Some(d) = &self.durability {
-            c.durability = geoflash::store::log::Durability::parse(d)?;
-        }
-        if let Some(l) = self.log_capacity {
-            c.log_capacity = l;
-        }
-        if let Some(f) = &self.log_format {
-            c.log_format = LogFormat::parse(f)?;
-        }
-        if let Some(seed) = self.seed {
-            c.seed = seed;
-        }
-        c.verify()?;
-        Ok(c)
-    }
-}
-
 impl IndexConfig {
     /// The grid options of a grid kind over `domain` (checked).
     pub fn grid_options(&self, domain: Rect) -> Result<geoflash::grid::GridOptions> {
@@ -109,7 +76,86 @@ impl IndexConfig {
         )
     }
 
-    /// The library options of a tree kind (checked).
+    /// The settings of a tree kind as the library's front door takes them
+    /// (the workbench's keys renamed: `reinsert`, `efind.X`, `fast.X`).
+    pub fn spec(&self) -> std::result::Result<IndexSpec, SpecError> {
+        let mut pairs: Vec<(&str, String)> = vec![
+            ("kind", self.kind.clone()),
+            ("split", self.split.clone()),
+            ("page_size", self.page_size.to_string()),
+            ("reinsert", self.reinsert.to_string()),
+            ("store", self.store.clone()),
+            ("buffer", self.buffer_bytes.to_string()),
+            ("device", self.device.clone()),
+        ];
+        if let Some(m) = self.max_entries {
+            pairs.push(("max_entries", m.to_string()));
+        }
+        // The model keeps the default policy when none is given; only a
+        // policy given is a setting (FAST keeps no buffer to set it on).
+        if self.buffer_policy != "s2q" {
+            pairs.push(("buffer_policy", self.buffer_policy.clone()));
+        }
+        if let Some(e) = &self.efind {
+            let n = |v: Option<u8>| v.map(|n| n.to_string());
+            pairs.extend(
+                [
+                    ("flush_percent", n(e.flush_percent)),
+                    ("read_buffer_percent", n(e.read_buffer_percent)),
+                    ("flush_unit", e.flush_unit.map(|u| u.to_string())),
+                    ("flush_policy", e.flush_policy.clone()),
+                    (
+                        "temporal_control",
+                        e.temporal_control.map(|on| on.to_string()),
+                    ),
+                    ("durability", e.durability.clone()),
+                    ("log_capacity", e.log_capacity.map(|l| l.to_string())),
+                    ("log_format", e.log_format.clone()),
+                ]
+                .into_iter()
+                .filter_map(|(k, v)| Some((k, v?))),
+            );
+        }
+        if let Some(f) = &self.fast {
+            pairs.extend(
+                [
+                    ("fast_policy", f.policy.clone()),
+                    ("flush_unit", f.flush_unit.map(|u| u.to_string())),
+                    ("durability", f.durability.clone()),
+                    ("log_capacity", f.log_capacity.map(|l| l.to_string())),
+                    ("log_format", f.log_format.clone()),
+                    ("seed", f.seed.map(|s| s.to_string())),
+                ]
+                .into_iter()
+                .filter_map(|(k, v)| Some((k, v?))),
+            );
+        }
+        let mut spec = IndexSpec::new(KeyStyle::Key);
+        for (k, v) in pairs {
+            spec.set(k, &v)?;
+        }
+        Ok(spec)
+    }
+
+    /// The workbench's name of the library's key `key` for this
+    /// configuration (`reinsert`, `efind.flush_unit`, `fast.policy`, ...).
+    pub fn workload_key(&self, key: &str) -> String {
+        match key {
+            "reinsert_percent" => "reinsert".into(),
+            "fast_policy" => "fast.policy".into(),
+            "seed" => "fast.seed".into(),
+            "flush_percent" | "flush_policy" | "read_buffer_percent" | "temporal_control" => {
+                format!("efind.{key}")
+            }
+            "flush_unit" | "durability" | "log_capacity" | "log_format" => {
+                let table = if self.fast.is_some() { "fast" } else { "efind" };
+                format!("{table}.{key}")
+            }
+            other => other.into(),
+        }
+    }
+
+    /// The library options of a tree kind (checked by the library's front door).
     pub fn options(&self) -> Result<IndexOptions> {
         if self.family()? != IndexFamily::Tree {
             return Err(Error::invalid(format!(
@@ -117,89 +163,6 @@ impl IndexConfig {
                 self.kind
             )));
         }
-        let store_kind: StoreKind = self.store.parse()?;
-        let efind = match &self.efind {
-            None => None,
-            Some(p) => {
-                let mut c = EfindConfig::default();
-                if let Some(v) = p.flush_percent {
-                    c.flush_percent = v;
-                }
-                if let Some(v) = p.flush_unit {
-                    c.flush_unit = v;
-                }
-                if let Some(v) = &p.flush_policy {
-                    c.policy = parse_flush_policy(v)?;
-                }
-                if let Some(v) = p.read_buffer_percent {
-                    c.read_buffer_percent = v;
-                }
-                if p.temporal_control == Some(false) {
-                    c.temporal_control = None;
-                }
-                if let Some(d) = &p.durability {
-                    c.durability = geoflash::store::log::Durability::parse(d)?;
-                }
-                if let Some(l) = p.log_capacity {
-                    c.log_capacity = l;
-                }
-                if let Some(f) = &p.log_format {
-                    c.log_format = LogFormat::parse(f)?;
-                }
-                c.verify()?;
-                Some(c)
-            }
-        };
-        let shr = self.kind == "shrtree";
-        if shr && !matches!(DeviceSpec::parse(&self.device)?, DeviceSpec::Hybrid { .. }) {
-            return Err(Error::invalid(format!(
-                "index kind shrtree places internal nodes on the fast tier of a hybrid device: \
-                 device {:?} has one tier (use hybrid:fast=(SPEC);slow=(SPEC))",
-                self.device
-            )));
-        }
-        let mut opts = IndexOptions {
-            split: self.split.parse()?,
-            page_size: self.page_size,
-            max_entries: self.max_entries,
-            min_entries: None,
-            reinsert_percent: self.reinsert,
-            store: StoreOptions {
-                kind: store_kind,
-                buffer_bytes: self.buffer_bytes,
-                policy: self.buffer_policy.parse()?,
-                efind,
-                fast: self.fast.as_ref().map(FastParams::config).transpose()?,
-                placement: if shr {
-                    geoflash::store::placement::Placement::SHR_TREE
-                } else {
-                    geoflash::store::placement::Placement::None
-                },
-                ..StoreOptions::default()
-            },
-            device: self.device.clone(),
-            crs: Crs::default(),
-            hilbert_domain: None,
-            ..IndexOptions::default()
-        };
-        if shr {
-            opts.kind = geoflash::index::IndexKind::RStar;
-        } else {
-            opts.set_kind(&self.kind)?;
-        }
-        // A Hilbert R-tree's domain comes from the dataset when the index is
-        // created; check the other parameters with a stand-in domain.
-        let mut check = opts.clone();
-        if check.kind == geoflash::index::IndexKind::Hilbert && check.hilbert_domain.is_none() {
-            check.hilbert_domain = Some(Rect::new(0.0, 0.0, 1.0, 1.0)?);
-        }
-        check.tree_params()?;
-        DeviceSpec::parse(&self.device)?;
-        Ok(opts)
+        Ok(self.spec()?.options()?)
     }
-}
-
-/// The eFIND flushing policy named `s`.
-pub fn parse_flush_policy(s: &str) -> Result<FlushPolicy> {
-    s.parse()
 }

@@ -148,7 +148,7 @@ class Index:
 
     ``Index(*args, properties=None, interleaved=True, overwrite=False,
     pagesize=None, kind=None, split=None, page_size=None, store=None,
-    buffer=None, device=None, durability="group", readonly=False,
+    buffer=None, device=None, durability=None, readonly=False,
     bulk="str", fill=None, **store_params)``
 
     Positional arguments as in rtree: ``Index()``, ``Index(path)``,
@@ -215,7 +215,7 @@ class Index:
         store: Optional[str] = None,
         buffer: Union[str, int, None] = None,
         device: Optional[str] = None,
-        durability: str = "group",
+        durability: Optional[str] = None,
         readonly: bool = False,
         bulk: str = "str",
         fill: Optional[float] = None,
@@ -446,7 +446,7 @@ class Index:
         fill = float(options.pop("fill", 1.0))
         if path is not None:
             path = os.fsdecode(os.fspath(path))
-        opts = dict(kind="rstar", page_size=4096, durability="group")
+        opts = dict(kind="rstar", page_size=4096)
         opts.update(options)
         opts.update(
             _resolve_defaults(path, opts.get("store"), opts.get("buffer"), opts.get("device"))

@@ -6,7 +6,6 @@
 use std::ops::Range;
 
 use geoflash::geom::Rect;
-use geoflash::index_dir::StoreKind;
 use geoflash::storage::spec::DeviceSpec;
 use geoflash::store::fast::FastPolicy;
 use geoflash::store::log::LogFormat;
@@ -16,7 +15,6 @@ use toml::Spanned;
 use super::values::{as_size, as_str, as_uint, strip_invalid, Ctx};
 use super::RawIndex;
 use crate::workload::expand::{self, Dim};
-use crate::workload::lower::parse_flush_policy;
 use crate::workload::model::{
     EfindParams, FastParams, GridKind, GridParams, IndexConfig, IndexFamily,
 };
@@ -202,7 +200,7 @@ fn set_value(cx: &Ctx, i: usize, c: &mut IndexConfig, d: &Dim, v: &toml::Value) 
                         Ok(())
                     }))?,
                     "flush_policy" => at(as_str(v).and_then(|s| {
-                        parse_flush_policy(&s)?;
+                        s.parse::<geoflash::store::efind::FlushPolicy>()?;
                         e.flush_policy = Some(s);
                         Ok(())
                     }))?,
@@ -368,49 +366,20 @@ fn check(
         c.store = "none".into();
         return Ok(c);
     }
-    if let Err(e) = c.split.parse::<geoflash::index::SplitKind>() {
-        return Err(cx.err(&check_key("split", &span), &key("split"), strip_invalid(&e)));
-    }
-    if let Err(e) = c.store.parse::<StoreKind>() {
-        return Err(cx.err(&check_key("store", &span), &key("store"), strip_invalid(&e)));
-    }
-    if let Err(e) = c.buffer_policy.parse::<geoflash::cache::PolicyKind>() {
-        return Err(cx.err(
-            &check_key("buffer_policy", &span),
-            &key("buffer_policy"),
-            strip_invalid(&e),
-        ));
-    }
-    if let Err(e) = DeviceSpec::parse(&c.device) {
-        return Err(cx.err(
-            &check_key("device", &span),
-            &key("device"),
-            strip_invalid(&e),
-        ));
-    }
-    if let Err(e) = c.options() {
-        let msg = strip_invalid(&e);
-        // Name the key the library's complaint is about.
-        let k = if msg.contains("read buffer") || msg.contains("flush") {
-            "efind"
-        } else if msg.contains("max entries") && dims.iter().any(|d| d.key == "max_entries") {
-            "max_entries"
-        } else if msg.contains("reinsert") && dims.iter().any(|d| d.key == "reinsert") {
-            "reinsert"
-        } else if msg.contains("shrtree") {
-            "device"
-        } else {
-            "page_size"
-        };
-        let at = if k == "efind" {
-            x.efind
-                .as_ref()
-                .map(|t| t.span())
-                .unwrap_or_else(|| span.clone())
-        } else {
-            check_key(k, &span)
-        };
-        return Err(cx.err(&at, &key(k), msg));
+    // The library's front door checks every setting and combination and
+    // names the key at fault, which is pointed at where the file gives it.
+    if let Err(e) = c.spec().and_then(|s| s.options()) {
+        let k = e
+            .key
+            .map(|k| c.workload_key(k))
+            .unwrap_or_else(|| "kind".into());
+        let at = match k.split_once('.') {
+            Some(("efind", _)) => x.efind.as_ref().map(|t| t.span()),
+            Some(("fast", _)) => x.fast.as_ref().map(|t| t.span()),
+            _ => None,
+        }
+        .unwrap_or_else(|| check_key(&k, &span));
+        return Err(cx.err(&at, &key(&k), strip_invalid(&e.error)));
     }
     Ok(c)
 }

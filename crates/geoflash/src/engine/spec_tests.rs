@@ -1,0 +1,277 @@
+//! Tests of [`IndexSpec`]: defaults, every refused combination with the key
+//! it blames, the text form, and random settings read back from their text.
+use proptest::prelude::*;
+
+use super::{IndexSpec, KeyStyle};
+use crate::index::{IndexKind, SplitKind};
+use crate::index_dir::StoreKind;
+use crate::store::log::{Durability, LogFormat};
+use crate::store::placement::Placement;
+
+fn spec(pairs: &[(&str, &str)]) -> IndexSpec {
+    let mut s = IndexSpec::new(KeyStyle::Key);
+    for (k, v) in pairs {
+        s.set(k, v).unwrap();
+    }
+    s
+}
+
+/// The error of `pairs` (set, then lowered): its key and message.
+fn refusal(style: KeyStyle, pairs: &[(&str, &str)]) -> (Option<&'static str>, String) {
+    let mut s = IndexSpec::new(style);
+    for (k, v) in pairs {
+        if let Err(e) = s.set(k, v) {
+            return (e.key, e.to_string());
+        }
+    }
+    let e = s.options().expect_err("refused");
+    (e.key, e.to_string())
+}
+
+#[test]
+fn an_empty_spec_gives_the_product_defaults() {
+    let o = IndexSpec::new(KeyStyle::Key).options().unwrap();
+    assert_eq!(o.kind, IndexKind::RStar);
+    assert_eq!(o.split, SplitKind::Quadratic);
+    assert_eq!(o.page_size, 4096);
+    assert_eq!(o.store.kind, StoreKind::Efind);
+    assert_eq!(
+        o.store.buffer_bytes as u64,
+        crate::units::parse_size(crate::defaults::BUFFER).unwrap()
+    );
+    assert_eq!(o.device, crate::defaults::DEVICE);
+    assert!(o.store.efind.is_none() && o.store.fast.is_none());
+    assert!(o.fortree.is_none() && !o.xbr);
+    // The FOR-tree runs on the plain store unless told otherwise.
+    let f = spec(&[("kind", "fortree")]).options().unwrap();
+    assert_eq!(f.store.kind, StoreKind::Plain);
+    assert!(f.fortree.is_some());
+}
+
+#[test]
+fn settings_reach_the_options() {
+    let o = spec(&[
+        ("kind", "hilbert"),
+        ("split", "linear"),
+        ("page_size", "8KiB"),
+        ("reinsert", "20"),
+        ("hilbert_domain", "0,0,10,10"),
+        ("store", "efind"),
+        ("buffer", "1048576"),
+        ("buffer_policy", "lru"),
+        ("device", "mem:"),
+        ("flush_percent", "20"),
+        ("flush_policy", "mhao"),
+        ("temporal_control", "off"),
+        ("log_capacity", "1MiB"),
+        ("log_format", "compact"),
+        ("group_commit", "64,10"),
+        ("crs", "EPSG:4326"),
+        ("units", "degree"),
+    ])
+    .options()
+    .unwrap();
+    assert_eq!(o.kind, IndexKind::Hilbert);
+    assert_eq!(o.split, SplitKind::Linear);
+    assert_eq!(o.page_size, 8192);
+    assert_eq!(o.reinsert_percent, 20);
+    assert_eq!(o.store.buffer_bytes, 1 << 20);
+    assert_eq!(o.device, "mem:");
+    assert_eq!(o.crs.name, "EPSG:4326");
+    assert_eq!(o.crs.units, "degree");
+    let e = o.store.efind.unwrap();
+    assert_eq!(e.flush_percent, 20);
+    assert!(e.temporal_control.is_none());
+    assert_eq!(e.log_capacity, 1 << 20);
+    assert_eq!(e.log_format, LogFormat::parse("compact").unwrap());
+    assert_eq!(
+        e.durability,
+        Durability::Group {
+            ops: 64,
+            millis: 10
+        }
+    );
+    let f = spec(&[
+        ("store", "fast"),
+        ("policy", "flush-all"),
+        ("seed", "9"),
+        ("durability", "sync"),
+    ])
+    .options()
+    .unwrap()
+    .store
+    .fast
+    .unwrap();
+    assert_eq!(f.seed, 9);
+    assert_eq!(f.durability, Durability::Sync);
+}
+
+#[test]
+fn refused_combinations_name_the_key_in_the_front_ends_spelling() {
+    let cases: &[(&[(&str, &str)], &str, &[&str])] = &[
+        (
+            &[("store", "plain"), ("flush_percent", "10")],
+            "flush_percent",
+            &["apply to store \"efind\"", "store \"plain\""],
+        ),
+        (
+            &[("store", "plain"), ("durability", "sync")],
+            "durability",
+            &["\"efind\" or \"fast\""],
+        ),
+        (
+            &[("store", "efind"), ("fast_policy", "fast")],
+            "fast_policy",
+            &["\"fast\""],
+        ),
+        (
+            &[("fortree_write_read_ratio", "3")],
+            "fortree_write_read_ratio",
+            &["kind fortree"],
+        ),
+        (
+            &[("store", "fast"), ("buffer_policy", "lru")],
+            "buffer_policy",
+            &["keeps no such buffer"],
+        ),
+        (&[("buffer", "0")], "buffer", &["no memory"]),
+        (
+            &[("kind", "fortree"), ("store", "efind")],
+            "store",
+            &["plain store"],
+        ),
+        (
+            &[("kind", "shrtree"), ("device", "mem:")],
+            "device",
+            &["hybrid"],
+        ),
+        (
+            &[("durability", "sync"), ("group_commit", "5,5")],
+            "group_commit",
+            &["goes with"],
+        ),
+        (&[("max_entries", "5000")], "max_entries", &["does not fit"]),
+        (
+            &[("min_fill", "0.4"), ("min_entries", "3")],
+            "min_fill",
+            &["not both"],
+        ),
+        (
+            &[("read_buffer_percent", "100")],
+            "read_buffer_percent",
+            &["exceeds 99"],
+        ),
+        (&[("page_size", "3000")], "page_size", &["power of two"]),
+        (&[("store", "tape")], "store", &["unknown store"]),
+        (&[("kind", "quadtree")], "kind", &["unknown index kind"]),
+        (&[("device", "tape:")], "device", &["unknown device"]),
+        (
+            &[("flush_policy", "lifo")],
+            "flush_policy",
+            &["flush policy"],
+        ),
+    ];
+    for (pairs, key, wants) in cases {
+        let (k, msg) = refusal(KeyStyle::Key, pairs);
+        assert_eq!(k, Some(*key), "{pairs:?}: {msg}");
+        for w in *wants {
+            assert!(msg.contains(w), "{pairs:?}: {msg} (wanted {w})");
+        }
+    }
+    // The command line's spelling.
+    let (_, msg) = refusal(
+        KeyStyle::Flag,
+        &[("store", "plain"), ("log_capacity", "1MiB")],
+    );
+    assert!(
+        msg.contains("--log-capacity") && msg.contains("--store"),
+        "{msg}"
+    );
+    // An unknown key lists the keys.
+    let (k, msg) = refusal(KeyStyle::Key, &[("colour", "red")]);
+    assert_eq!(k, None);
+    assert!(
+        msg.contains("unknown index option") && msg.contains("flush_percent"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn the_sh_rtree_and_the_min_fill() {
+    let o = spec(&[
+        ("kind", "shrtree"),
+        ("device", "hybrid:fast=(mem:);slow=(mem:)"),
+    ])
+    .options()
+    .unwrap();
+    assert_eq!(o.kind, IndexKind::RStar);
+    assert_eq!(o.store.placement, Placement::SHR_TREE);
+    let o = spec(&[("max_entries", "50"), ("min_fill", "0.4")])
+        .options()
+        .unwrap();
+    assert_eq!(o.min_entries, Some(20));
+    let o = spec(&[("min_fill", "0.4")]).options().unwrap();
+    let max = o.tree_params().unwrap().max_entries;
+    assert_eq!(
+        o.min_entries,
+        Some(((0.4 * max as f64).ceil() as usize).max(2))
+    );
+}
+
+#[test]
+fn text_form_reads_back() {
+    let text = "kind=hilbert,hilbert_domain=0,0,1,1,store=fast,buffer=64KiB,fast_policy=flush-all";
+    let s: IndexSpec = text.parse().unwrap();
+    assert_eq!(s.get("hilbert_domain"), Some("0,0,1,1"));
+    assert_eq!(s.get("policy"), Some("flush-all"));
+    let again: IndexSpec = s.to_string().parse().unwrap();
+    assert_eq!(again.options().unwrap(), s.options().unwrap());
+    assert_eq!(again.to_string(), s.to_string());
+    assert!("".parse::<IndexSpec>().unwrap().options().is_ok());
+    assert!("store".parse::<IndexSpec>().is_err());
+    assert!("colour=red".parse::<IndexSpec>().is_err());
+}
+
+fn setting() -> impl Strategy<Value = (&'static str, String)> {
+    prop_oneof![
+        prop::sample::select(vec!["rtree", "rstar", "hilbert"])
+            .prop_map(|v| ("kind", v.to_string())),
+        prop::sample::select(vec!["linear", "quadratic", "exponential"])
+            .prop_map(|v| ("split", v.to_string())),
+        prop::sample::select(vec!["1KiB", "2048", "4KiB", "8KiB"])
+            .prop_map(|v| ("page_size", v.to_string())),
+        (0u8..60).prop_map(|v| ("reinsert_percent", v.to_string())),
+        prop::sample::select(vec!["plain", "efind", "fast"]).prop_map(|v| ("store", v.to_string())),
+        prop::sample::select(vec!["64KiB", "512KiB", "8MiB"])
+            .prop_map(|v| ("buffer", v.to_string())),
+        prop::sample::select(vec!["mem:", "file", "file?direct=false"])
+            .prop_map(|v| ("device", v.to_string())),
+        (1u8..=100).prop_map(|v| ("flush_percent", v.to_string())),
+        prop::sample::select(vec!["sync", "none", "group", "group:8,5"])
+            .prop_map(|v| ("durability", v.to_string())),
+        prop::sample::select(vec!["on", "off"]).prop_map(|v| ("temporal_control", v.to_string())),
+        (0u64..1000).prop_map(|v| ("seed", v.to_string())),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+
+    /// Any settings: the text form reads back to the same settings, and
+    /// either both lower to the same options or both are refused for the
+    /// same key.
+    #[test]
+    fn random_settings_read_back(settings in prop::collection::vec(setting(), 0..8)) {
+        let mut s = IndexSpec::new(KeyStyle::Key);
+        for (k, v) in &settings {
+            s.set(k, v).unwrap();
+        }
+        let again: IndexSpec = s.to_string().parse().unwrap();
+        prop_assert_eq!(again.to_string(), s.to_string());
+        match (s.options(), again.options()) {
+            (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+            (Err(a), Err(b)) => prop_assert_eq!(a.key, b.key),
+            (a, b) => prop_assert!(false, "{:?} vs {:?}", a.map(|_| ()), b.map(|_| ())),
+        }
+    }
+}
