@@ -681,16 +681,43 @@ impl IndexSpec {
         })
     }
 
-    /// The log settings shared by eFIND and FAST: flushing unit, capacity, format.
+    /// The log settings shared by eFIND and FAST.
     fn log_settings(
         &self,
-    ) -> std::result::Result<(Option<usize>, Option<u64>, Option<LogFormat>), SpecError> {
-        Ok((
-            self.parsed("flush_unit", |v| self.count("flush_unit", v, 1 << 20))?
+        durability: Option<Durability>,
+    ) -> std::result::Result<LogSettings, SpecError> {
+        Ok(LogSettings {
+            unit: self
+                .parsed("flush_unit", |v| self.count("flush_unit", v, 1 << 20))?
                 .map(|n| n as usize),
-            self.parsed("log_capacity", |v| self.size("log_capacity", v, u64::MAX))?,
-            self.parsed("log_format", LogFormat::parse)?,
-        ))
+            capacity: self.parsed("log_capacity", |v| self.size("log_capacity", v, u64::MAX))?,
+            format: self.parsed("log_format", LogFormat::parse)?,
+            durability,
+        })
+    }
+
+    /// `verified` (a store configuration's check) with its error blamed on
+    /// the first key of `own` or of the log's keys that it names, else on
+    /// `fallback`.
+    fn blame_verify(
+        &self,
+        verified: Result<()>,
+        own: &[&'static str],
+        fallback: &'static str,
+    ) -> std::result::Result<(), SpecError> {
+        verified.map_err(|error| {
+            let msg = error.to_string();
+            let key = self
+                .given(own)
+                .into_iter()
+                .chain(self.given(LOG_KEYS))
+                .find(|k| msg.contains(&k.replace('_', " ")))
+                .unwrap_or(fallback);
+            SpecError {
+                key: Some(key),
+                error,
+            }
+        })
     }
 
     /// eFIND's configuration (`None`: not the eFIND store, or nothing set:
@@ -724,31 +751,13 @@ impl IndexSpec {
                 None
             };
         }
-        let (unit, capacity, format) = self.log_settings()?;
-        if let Some(u) = unit {
-            c.flush_unit = u;
-        }
-        if let Some(l) = capacity {
-            c.log_capacity = l;
-        }
-        if let Some(f) = format {
-            c.log_format = f;
-        }
-        if let Some(d) = durability {
-            c.durability = d;
-        }
-        c.verify().map_err(|error| {
-            let key = self
-                .given(EFIND_KEYS)
-                .into_iter()
-                .chain(self.given(LOG_KEYS))
-                .find(|k| error.to_string().contains(&k.replace('_', " ")))
-                .unwrap_or("flush_percent");
-            SpecError {
-                key: Some(key),
-                error,
-            }
-        })?;
+        self.log_settings(durability)?.apply(
+            &mut c.flush_unit,
+            &mut c.log_capacity,
+            &mut c.log_format,
+            &mut c.durability,
+        );
+        self.blame_verify(c.verify(), EFIND_KEYS, "flush_percent")?;
         Ok(Some(c))
     }
 
@@ -770,32 +779,47 @@ impl IndexSpec {
         if let Some(s) = self.parsed("seed", |v| self.count("seed", v, u64::MAX))? {
             c.seed = s;
         }
-        let (unit, capacity, format) = self.log_settings()?;
-        if let Some(u) = unit {
-            c.flush_unit = u;
-        }
-        if let Some(l) = capacity {
-            c.log_capacity = l;
-        }
-        if let Some(f) = format {
-            c.log_format = f;
-        }
-        if let Some(d) = durability {
-            c.durability = d;
-        }
-        c.verify().map_err(|error| {
-            let key = self
-                .given(FAST_KEYS)
-                .into_iter()
-                .chain(self.given(LOG_KEYS))
-                .find(|k| error.to_string().contains(&k.replace('_', " ")))
-                .unwrap_or("flush_unit");
-            SpecError {
-                key: Some(key),
-                error,
-            }
-        })?;
+        self.log_settings(durability)?.apply(
+            &mut c.flush_unit,
+            &mut c.log_capacity,
+            &mut c.log_format,
+            &mut c.durability,
+        );
+        self.blame_verify(c.verify(), FAST_KEYS, "flush_unit")?;
         Ok(Some(c))
+    }
+}
+
+/// The log's settings, which the eFIND and FAST configurations share
+/// (`None`: not set, the configuration's default stays).
+struct LogSettings {
+    unit: Option<usize>,
+    capacity: Option<u64>,
+    format: Option<LogFormat>,
+    durability: Option<Durability>,
+}
+
+impl LogSettings {
+    /// Sets the settings given onto a store configuration's fields.
+    fn apply(
+        &self,
+        unit: &mut usize,
+        capacity: &mut u64,
+        format: &mut LogFormat,
+        durability: &mut Durability,
+    ) {
+        if let Some(u) = self.unit {
+            *unit = u;
+        }
+        if let Some(c) = self.capacity {
+            *capacity = c;
+        }
+        if let Some(f) = self.format {
+            *format = f;
+        }
+        if let Some(d) = self.durability {
+            *durability = d;
+        }
     }
 }
 
