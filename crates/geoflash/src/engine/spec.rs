@@ -381,7 +381,7 @@ impl IndexSpec {
     }
 
     /// The keys of `keys` that are set.
-    fn given<'a>(&self, keys: &'a [&'static str]) -> Vec<&'static str> {
+    fn given(&self, keys: &[&'static str]) -> Vec<&'static str> {
         keys.iter().copied().filter(|k| self.has(k)).collect()
     }
 

@@ -106,9 +106,16 @@ fn settings_reach_the_options() {
     assert_eq!(f.durability, Durability::Sync);
 }
 
+/// Settings, the key their refusal blames, and words its message holds.
+type Refusal = (
+    &'static [(&'static str, &'static str)],
+    &'static str,
+    &'static [&'static str],
+);
+
 #[test]
 fn refused_combinations_name_the_key_in_the_front_ends_spelling() {
-    let cases: &[(&[(&str, &str)], &str, &[&str])] = &[
+    let cases: &[Refusal] = &[
         (
             &[("store", "plain"), ("flush_percent", "10")],
             "flush_percent",
