@@ -32,13 +32,16 @@ pub mod objects;
 pub mod page;
 pub mod page_id;
 pub mod reserve;
+pub mod spatial;
+#[cfg(test)]
+mod spatial_tests;
 pub mod staging;
 pub mod storage;
 pub mod store;
-pub mod structure;
 pub mod testenv;
 pub mod units;
 
 pub use engine::{IndexSpec, KeyStyle, SpecError};
 pub use error::{Error, Result};
 pub use index_dir::{BatchDurability, Index, IndexOptions};
+pub use spatial::SpatialIndex;

@@ -15,6 +15,9 @@ use crate::target::grid::GridTarget;
 use crate::target::tree::TreeTarget;
 use crate::target::{tier_note, Target};
 use crate::workload::{BuildMethod, Configuration, GridKind, IndexFamily, Step};
+use geoflash::grid::gffm::InPlaceBuckets;
+use geoflash::grid::lbgrid::LogBuckets;
+use geoflash::grid::GridIndex;
 
 /// A fresh directory in `workdir` (created if missing; or the temporary
 /// directory) for an index on a `file` device; `None` for other devices,
@@ -82,16 +85,12 @@ fn create_index(
                 DeviceSpec::parse(&c.index.device)?.open(c.index.page_size, path.as_deref())?;
             let k = &c.index.kind;
             let t: Box<dyn Target> = match kind {
-                GridKind::Grid | GridKind::Gffm | GridKind::HGrid => {
-                    Box::new(GridTarget::<geoflash::grid::gffm::InPlaceBuckets>::create(
-                        k, dev, opts, batched,
-                    )?)
-                }
-                GridKind::LbGrid => {
-                    Box::new(GridTarget::<geoflash::grid::lbgrid::LogBuckets>::create(
-                        k, dev, opts, batched,
-                    )?)
-                }
+                GridKind::Grid | GridKind::Gffm | GridKind::HGrid => Box::new(GridTarget::new(
+                    GridIndex::<InPlaceBuckets>::create(k, dev, opts, batched)?,
+                )),
+                GridKind::LbGrid => Box::new(GridTarget::new(GridIndex::<LogBuckets>::create(
+                    k, dev, opts, batched,
+                )?)),
             };
             Ok((t, dir))
         }

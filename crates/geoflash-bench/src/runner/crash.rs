@@ -66,11 +66,11 @@ pub(super) fn crash_and_recover(
         );
     };
     let mut index = index;
-    let reads = index.as_index().map(Index::read_mode).unwrap_or_default();
+    let reads = index.index().read_mode();
     let before = exec.live.len();
     exec.bar.set_message("crash_and_recover");
     for _ in 0..operations {
-        exec.insert_next(&mut *index)?;
+        exec.insert_next(index.index_mut())?;
     }
     // The crash: no checkpoint, no close.
     drop(index.into_index());

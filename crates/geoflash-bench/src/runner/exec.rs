@@ -1,7 +1,7 @@
 //! The state of one configuration's execution after its build ([`Exec`]),
 //! and the dispatch of its steps to the files of their kinds.
 use geoflash::geom::Rect;
-use geoflash::{Error, Result};
+use geoflash::{Error, Result, SpatialIndex};
 use indicatif::ProgressBar;
 
 use super::measure::{measure, ok_row, Row};
@@ -26,7 +26,7 @@ pub(super) struct Exec<'a> {
 
 impl Exec<'_> {
     /// Inserts the next object of the dataset not yet offered to the index.
-    pub(super) fn insert_next(&mut self, index: &mut dyn Target) -> Result<()> {
+    pub(super) fn insert_next(&mut self, index: &mut dyn SpatialIndex) -> Result<()> {
         let Some(&(id, r)) = self.data.get(self.next) else {
             return Err(Error::invalid(format!(
                 "the dataset's {} objects are all inserted: a mixed step needs objects left \

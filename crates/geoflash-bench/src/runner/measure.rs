@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use geoflash::metrics::Stats;
-use geoflash::Result;
+use geoflash::{Result, SpatialIndex};
 use indicatif::ProgressStyle;
 
 use crate::target::{tier_note, Target};
@@ -16,21 +16,20 @@ use crate::target::{tier_note, Target};
 pub(super) fn measure(
     target: &mut dyn Target,
     label: &str,
-    work: impl FnOnce(&mut dyn Target, &mut Stats) -> Result<()>,
+    work: impl FnOnce(&mut dyn SpatialIndex, &mut Stats) -> Result<()>,
 ) -> Result<(Stats, String)> {
     target.reset_device_stats();
-    let before = target.counters();
-    let (tree_before, times_before) = target.index_counters();
+    let (before, tree_before) = (target.index().store_stats(), target.index().tree_counters());
+    let times_before = target.phase_times();
     let clock = Clock::start();
     let mut s = Stats::new(label);
-    work(target, &mut s)?;
+    work(target.index_mut(), &mut s)?;
     clock.stamp(&mut s);
     target.device_stats_into(&mut s);
-    let after = target.counters();
+    let (after, tree_after) = (target.index().store_stats(), target.index().tree_counters());
     s.absorb_store(&after.since(&before));
-    let (tree_after, times_after) = target.index_counters();
     s.absorb_tree(&tree_after.since(&tree_before));
-    s.times.add(&times_after.since(&times_before));
+    s.times.add(&target.phase_times().since(&times_before));
     s.set_index_bytes(target.index_bytes());
     Ok((s, tier_note(&**target.device())))
 }

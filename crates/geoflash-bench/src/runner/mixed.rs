@@ -6,7 +6,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::exec::Exec;
 use super::measure::{measure, ok_row, Row};
-use crate::target::Target;
+use crate::target::{Answer, Target};
 use crate::windows::{windows, Placement};
 use crate::workload::{MixedQuery, Step};
 
@@ -63,14 +63,10 @@ impl Exec<'_> {
                     // An exact lookup of an object loaded so far.
                     let i = pick.gen_range(0..self.live.len().max(1));
                     if let Some((_, r)) = self.live.get(i) {
-                        let a = ix.point_group(&[r.center()])?;
-                        s.query_candidates += a.candidates;
-                        s.query_results += a.results;
+                        Answer::from(&ix.point_group(&[r.center()])?).add_to(s);
                     }
                 } else if let Some(w) = wi.next() {
-                    let r = ix.query(*w, *predicate)?;
-                    s.query_candidates += r.candidates;
-                    s.query_results += r.results;
+                    Answer::from(&ix.query(*w, *predicate)?).add_to(s);
                 }
                 s.operations += 1;
                 bar.inc(1);

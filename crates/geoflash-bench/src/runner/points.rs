@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::exec::Exec;
 use super::measure::{measure, ok_row, Row};
-use crate::target::Target;
+use crate::target::{Answer, Target};
 
 /// `count` loaded objects' centres drawn at random (seeded), for exact point lookups.
 fn live_points(live: &[(u64, Rect)], count: usize, seed: u64) -> Result<Vec<Point>> {
@@ -42,10 +42,8 @@ impl Exec<'_> {
             bar.set_position(0);
             let s = measure(index, label, |ix, s| {
                 for chunk in points.chunks(g.max(1)) {
-                    let r = ix.point_group(chunk)?;
+                    Answer::from(&ix.point_group(chunk)?).add_to(s);
                     s.operations += chunk.len() as u64;
-                    s.query_candidates += r.candidates;
-                    s.query_results += r.results;
                     bar.inc(chunk.len() as u64);
                 }
                 Ok(())

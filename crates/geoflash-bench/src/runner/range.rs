@@ -5,12 +5,12 @@ use std::path::Path;
 use geoflash::geom::Rect;
 use geoflash::index::query::Predicate;
 use geoflash::metrics::Stats;
-use geoflash::{Error, Result};
+use geoflash::{Error, Result, SpatialIndex};
 use indicatif::ProgressBar;
 
 use super::exec::Exec;
 use super::measure::{measure, ok_row, Row};
-use crate::target::Target;
+use crate::target::{Answer, Target};
 use crate::windows::windows;
 use crate::workload::{predicate_name, WindowSource};
 
@@ -60,7 +60,7 @@ fn read_windows_file(path: &Path) -> Result<Vec<Rect>> {
 
 /// Runs windows `ws` `reps` times with predicate `p`, counting into `s`.
 fn run_queries(
-    target: &mut dyn Target,
+    target: &dyn SpatialIndex,
     s: &mut Stats,
     ws: &[Rect],
     p: Predicate,
@@ -71,10 +71,8 @@ fn run_queries(
     bar.set_position(0);
     for _ in 0..reps {
         for w in ws {
-            let r = target.query(*w, p)?;
+            Answer::from(&target.query(*w, p)?).add_to(s);
             s.operations += 1;
-            s.query_candidates += r.candidates;
-            s.query_results += r.results;
             bar.inc(1);
         }
     }

@@ -1,24 +1,25 @@
-//! What the runner drives: an index of any family behind one trait, so that
-//! every step (build, range, kNN, point groups, mixed, delete, checkpoint)
-//! is measured the same way whatever the index is.
+//! What the runner drives: an index of any family as a
+//! [`geoflash::SpatialIndex`] (the operations every step runs), with the
+//! measurement around it that this trait adds, so that every step (build,
+//! range, kNN, point groups, mixed, delete, checkpoint) is measured the same
+//! way whatever the index is.
 //!
-//! - [`tree`]: the R-tree family through [`geoflash::Index`] (every store,
-//!   the sHR-tree among them: an R*-tree whose store hints its internal
-//!   nodes to the fast tier of a hybrid device);
+//! - [`tree`]: the R-tree family, the FOR-tree and the xBR+-tree through
+//!   [`geoflash::Index`] (every store, the sHR-tree among them: an R*-tree
+//!   whose store hints its internal nodes to the fast tier of a hybrid
+//!   device);
 //! - [`grid`]: the grid files of [`geoflash::grid`] (`grid`, `gffm`,
-//!   `lbgrid`, `hgrid`), which index **points**.
+//!   `lbgrid`, `hgrid`) through [`geoflash::grid::GridIndex`], which index
+//!   **points**.
 //!
-//! A new index family implements [`Target`] in a module of its own and adds
-//! its kinds to [`crate::workload::IndexFamily`].
+//! A new index family implements [`geoflash::SpatialIndex`] in the library,
+//! [`Target`] here, and adds its kinds to [`crate::workload::IndexFamily`].
 use std::sync::Arc;
 
-use geoflash::geom::{Point, Rect};
-use geoflash::index::query::Predicate;
-use geoflash::index::TreeCounters;
+use geoflash::index::query::{BatchResult, KnnResult, QueryResult};
 use geoflash::metrics::{PhaseTimes, Stats};
 use geoflash::storage::PageDevice;
-use geoflash::store::StoreStats;
-use geoflash::{Index, Result};
+use geoflash::{Index, SpatialIndex};
 
 pub mod grid;
 pub mod tree;
@@ -32,38 +33,66 @@ pub struct Answer {
     pub results: u64,
 }
 
-/// An index the runner measures (see the module docs). Counters are read
-/// before and after each step; the runner differences them.
+impl Answer {
+    /// Adds the answer to a step's query counters.
+    pub fn add_to(self, s: &mut Stats) {
+        s.query_candidates += self.candidates;
+        s.query_results += self.results;
+    }
+}
+
+impl From<&QueryResult> for Answer {
+    fn from(r: &QueryResult) -> Self {
+        Answer {
+            candidates: r.stats.candidates,
+            results: r.hits.len() as u64,
+        }
+    }
+}
+
+impl From<&KnnResult> for Answer {
+    fn from(r: &KnnResult) -> Self {
+        Answer {
+            candidates: r.stats.candidates,
+            results: r.neighbors.len() as u64,
+        }
+    }
+}
+
+/// A group's answers summed.
+impl From<&BatchResult> for Answer {
+    fn from(r: &BatchResult) -> Self {
+        r.results.iter().fold(Answer::default(), |a, q| {
+            let b = Answer::from(q);
+            Answer {
+                candidates: a.candidates + b.candidates,
+                results: a.results + b.results,
+            }
+        })
+    }
+}
+
+/// An index the runner measures (see the module docs): the index itself,
+/// and its devices and sizes. Counters are read before and after each step;
+/// the runner differences them.
 pub trait Target {
+    /// The index.
+    fn index(&self) -> &dyn SpatialIndex;
+    /// The index, for a step's operations.
+    fn index_mut(&mut self) -> &mut dyn SpatialIndex;
     /// The device the index lives on.
     fn device(&self) -> &Arc<dyn PageDevice>;
     /// Resets the counters of every device the index uses.
     fn reset_device_stats(&self);
     /// Copies the device counters (and a separate log's) into `s`.
     fn device_stats_into(&self, s: &mut Stats);
-    /// The index's own counters, as store counters (differenced per step).
-    fn counters(&self) -> StoreStats;
-    /// What the index algorithms and the index front end measured
-    /// (splits, reinsertions, merges; index, filter, refinement and
-    /// recovery times), differenced per step; zeros by default.
-    fn index_counters(&self) -> (TreeCounters, PhaseTimes) {
-        Default::default()
+    /// The time of the index front end's phases (index, filter,
+    /// refinement, recovery), differenced per step; zeros by default.
+    fn phase_times(&self) -> PhaseTimes {
+        PhaseTimes::default()
     }
     /// Bytes the index occupies on its device now.
     fn index_bytes(&self) -> u64;
-    /// Inserts object `id` with box `r`.
-    fn insert(&mut self, id: u64, r: Rect) -> Result<()>;
-    /// Deletes object `id` with box `r`.
-    fn delete(&mut self, id: u64, r: Rect) -> Result<()>;
-    /// A range query.
-    fn query(&mut self, window: Rect, predicate: Predicate) -> Result<Answer>;
-    /// The `k` nearest objects to `p`.
-    fn knn(&mut self, p: Point, k: usize) -> Result<Answer>;
-    /// Looks up a group of points at once (exact point queries); results
-    /// count the objects found.
-    fn point_group(&mut self, points: &[Point]) -> Result<Answer>;
-    /// Flushes and syncs.
-    fn checkpoint(&mut self) -> Result<()>;
     /// The tree index behind the target, if it is one (crash and recover
     /// needs its log and directory).
     fn as_index(&self) -> Option<&Index> {

@@ -81,11 +81,13 @@ mod file;
 pub mod gffm;
 pub mod hot;
 pub mod lbgrid;
+mod spatial;
 #[cfg(test)]
 mod tests;
 
 pub use buffer::BufferStats;
 pub use file::GridFile;
+pub use spatial::GridIndex;
 
 /// GFFM: the two-level grid file with in-place buckets.
 pub type Gffm = GridFile<gffm::InPlaceBuckets>;

@@ -58,6 +58,7 @@ pub mod params;
 pub mod query;
 pub mod refine;
 mod rstar;
+mod spatial;
 mod split;
 #[cfg(test)]
 mod tests;

@@ -11,16 +11,16 @@ use super::options::{no_fortree_bulk, IndexOptions, StoreKind};
 use super::Index;
 use crate::geom::Rect;
 use crate::index::fortree::Fortree;
-use crate::index::xbr::XbrTree;
+use crate::index::xbr::{BulkOptions, XbrTree};
 use crate::index::{
     BulkMethod, ExternalBulkConfig, ExternalBulkReport, IndexKind, RTree, TreeParams,
 };
 use crate::manifest::{Access, DirLock, Manifest, MANIFEST_VERSION};
 use crate::metrics::{Phase, PhaseTimes, Stopwatch};
+use crate::spatial::SpatialIndex;
 use crate::staging::Staging;
 use crate::storage::spec::DeviceSpec;
 use crate::store::NodeStore;
-use crate::structure::Structure;
 use crate::{Error, Result};
 
 impl Index {
@@ -81,11 +81,15 @@ impl Index {
             // the empty tree the directory is created with.
             let points = items
                 .iter()
-                .map(|&(id, r)| crate::structure::as_point(id, &r).map(|p| (id, p)))
+                .map(|&(id, r)| crate::spatial::as_point(id, &r).map(|p| (id, p)))
                 .collect::<Result<Vec<_>>>()?;
             let mut index = Index::create_in(dir, &opts, RTree::create)?;
             let watch = index.watch();
-            index.tree.xbr_load(&points)?;
+            let tree = index
+                .tree
+                .xbr_mut()
+                .ok_or_else(|| Error::invalid("only an xBR+-tree takes points this way"))?;
+            tree.load(&points, BulkOptions::default())?;
             index.note(watch, Phase::Index);
             index.checkpoint()?;
             return Ok(index);
@@ -283,15 +287,15 @@ impl Index {
             opts.kind == IndexKind::Hilbert || xbr.is_some(),
             StoreOpen::Create,
         )?;
-        let tree = match (fortree, xbr) {
-            (Some(c), _) => Structure::Fortree(Box::new(Mutex::new(Fortree::create(store, c)?))),
-            (None, Some(c)) => Structure::Xbr(Box::new(XbrTree::create(store, c)?)),
+        let tree: Box<dyn SpatialIndex> = match (fortree, xbr) {
+            (Some(c), _) => Box::new(Mutex::new(Fortree::create(store, c)?)),
+            (None, Some(c)) => Box::new(XbrTree::create(store, c)?),
             (None, None) => {
                 // A bulk load builds the whole tree here: index work.
                 let watch = Stopwatch::start(device.sim_clock_ns());
                 let tree = build(store, params)?;
                 watch.stop(Phase::Index, device.sim_clock_ns(), &mut times);
-                Structure::RTree(tree)
+                Box::new(tree)
             }
         };
         let mut index = Index {

@@ -7,13 +7,13 @@ use std::sync::{Arc, Mutex};
 
 use super::devices::SavedSim;
 use super::factory::pages_file;
-use crate::index::{RTree, ReadMode};
+use crate::index::ReadMode;
 use crate::manifest::{Access, DirLock, Manifest};
 use crate::metrics::{Phase, PhaseTimes, Stats, Stopwatch};
+use crate::spatial::{DynRTree, SpatialIndex};
 use crate::storage::PageDevice;
 use crate::store::efind::RestartReport;
-use crate::store::{NodeStore, OpId};
-use crate::structure::Structure;
+use crate::store::OpId;
 use crate::{Error, Result};
 
 /// An open index.
@@ -41,7 +41,8 @@ use crate::{Error, Result};
 pub struct Index {
     pub(super) dir: Option<PathBuf>,
     pub(super) manifest: Manifest,
-    pub(super) tree: Structure,
+    /// The structure: an R-tree-family tree, a FOR-tree or an xBR+-tree.
+    pub(super) tree: Box<dyn SpatialIndex>,
     pub(super) device: Arc<dyn PageDevice>,
     /// The log's own device (`log.dat`), when the store keeps its log apart.
     pub(super) log_device: Option<Arc<dyn PageDevice>>,
@@ -73,7 +74,7 @@ impl std::fmt::Debug for Index {
             .field("dir", &self.dir)
             .field("kind", &self.manifest.kind)
             .field("device", &self.device.describe())
-            .field("records", &self.tree.len())
+            .field("records", &self.len())
             .finish()
     }
 }
@@ -110,7 +111,7 @@ impl Index {
     /// The R-tree-family tree (for inspection, checks and direct
     /// traversals); an error for a FOR-tree index, whose operations go
     /// through [`Index::structure`].
-    pub fn tree(&self) -> Result<&RTree<Box<dyn NodeStore>>> {
+    pub fn tree(&self) -> Result<&DynRTree> {
         self.tree.rtree("this operation")
     }
 
@@ -126,9 +127,13 @@ impl Index {
         self.tree.read_mode()
     }
 
-    /// The structure the index holds: an R-tree-family tree or a FOR-tree.
-    pub fn structure(&self) -> &Structure {
-        &self.tree
+    /// The structure the index holds: an R-tree-family tree, a FOR-tree or
+    /// an xBR+-tree, behind the [`SpatialIndex`] trait (its family's own
+    /// operations through [`rtree`](trait.SpatialIndex.html#method.rtree),
+    /// [`xbr`](trait.SpatialIndex.html#method.xbr) and
+    /// [`fortree`](trait.SpatialIndex.html#method.fortree)).
+    pub fn structure(&self) -> &dyn SpatialIndex {
+        &*self.tree
     }
 
     /// The device.
@@ -138,12 +143,13 @@ impl Index {
 
     /// Number of records.
     pub fn len(&self) -> u64 {
-        self.tree.len()
+        // Every family an index holds counts its records.
+        self.tree.len().unwrap_or_default()
     }
 
     /// True when the index holds no record.
     pub fn is_empty(&self) -> bool {
-        self.tree.is_empty()
+        self.len() == 0
     }
 
     /// Time of the front end's phases since the index was created or opened:

@@ -43,10 +43,10 @@ mod objects;
 mod open;
 mod operations;
 mod options;
+mod spatial;
 #[cfg(test)]
 mod tests;
 
-pub use crate::structure::FortreeOptions;
 pub use batch::{BatchDurability, OpenBatch};
 pub use create::MIN_FILE_LOG_CAPACITY;
 pub use devices::{FAST_DEVICE_IMAGE_FILE, TIER_MAP_FILE};
@@ -55,4 +55,4 @@ pub use factory::{
     PAGES_FILE,
 };
 pub use index::Index;
-pub use options::{IndexOptions, StoreKind, StoreOptions};
+pub use options::{FortreeOptions, IndexOptions, StoreKind, StoreOptions};

@@ -14,10 +14,10 @@ use crate::index::xbr::{XbrConfig, XbrTree};
 use crate::index::{IndexKind, RTree, TreeParams};
 use crate::manifest::{Access, DirLock, Manifest};
 use crate::metrics::{Phase, PhaseTimes, Stopwatch};
+use crate::spatial::SpatialIndex;
 use crate::storage::spec::DeviceSpec;
 use crate::storage::PageDevice;
 use crate::store::log::RecoveryMode;
-use crate::structure::Structure;
 use crate::{Error, Result};
 
 impl Index {
@@ -98,10 +98,10 @@ impl Index {
         if restart.is_some() {
             watch.stop(Phase::Recovery, device.sim_clock_ns(), &mut times);
         }
-        let tree = match (fortree, xbr) {
-            (Some(c), _) => Structure::Fortree(Box::new(Mutex::new(Fortree::open(store, c)?))),
-            (None, Some(c)) => Structure::Xbr(Box::new(XbrTree::open(store, c)?)),
-            (None, None) => Structure::RTree(RTree::open(store, params)?),
+        let tree: Box<dyn SpatialIndex> = match (fortree, xbr) {
+            (Some(c), _) => Box::new(Mutex::new(Fortree::open(store, c)?)),
+            (None, Some(c)) => Box::new(XbrTree::open(store, c)?),
+            (None, None) => Box::new(RTree::open(store, params)?),
         };
         Ok(Index {
             dir: Some(dir.to_path_buf()),

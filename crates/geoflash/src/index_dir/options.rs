@@ -15,7 +15,6 @@ use crate::store::efind::EfindConfig;
 use crate::store::fast::FastConfig;
 use crate::store::log::RecoveryMode;
 use crate::store::placement::Placement;
-use crate::structure::FortreeOptions;
 use crate::{Error, Result};
 
 /// Which node store an index uses.
@@ -291,4 +290,28 @@ fn kind_name(kind: IndexKind) -> String {
         .ok()
         .and_then(|v| v.as_str().map(String::from))
         .unwrap_or_default()
+}
+
+/// The FOR-tree's own parameters in [`IndexOptions`](crate::IndexOptions)
+/// (`--kind fortree`); M, m and the buffer come from the index options
+/// (page size or `max_entries`, `min_entries`, the store's budget).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FortreeOptions {
+    /// `C_w / C_r` in the merge-back threshold (default 10, the seeds' chip).
+    pub write_read_ratio: f64,
+    /// Reproduce the original root counter (the seeds' failure); default off.
+    pub original_root_counter: bool,
+    /// Pages per flushing unit of its buffer (default 5).
+    pub flush_unit: usize,
+}
+
+impl Default for FortreeOptions {
+    fn default() -> Self {
+        let d = FortreeConfig::new(4);
+        FortreeOptions {
+            write_read_ratio: d.write_read_ratio,
+            original_root_counter: d.original_root_counter,
+            flush_unit: d.flush_unit,
+        }
+    }
 }

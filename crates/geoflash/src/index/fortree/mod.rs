@@ -138,6 +138,7 @@ mod delete;
 mod insert;
 mod persist;
 pub(crate) mod query;
+mod spatial;
 #[cfg(test)]
 mod tests;
 

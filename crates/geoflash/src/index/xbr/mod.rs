@@ -77,6 +77,7 @@ mod delete;
 mod insert;
 pub mod quad;
 pub mod query;
+mod spatial;
 mod split;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,214 @@
+//! A grid file as a [`SpatialIndex`]: [`GridIndex`] (`grid`, `gffm`,
+//! `lbgrid`, `hgrid` in the workbench).
+//!
+//! Grid files index **points**: every object must be a degenerate
+//! rectangle (a point); a box is an error naming the kind. Queries run
+//! plain or batched (Algorithms 6–8 of the batch paper: batched range
+//! queries, kNN with prefetching, group point queries) as the index was
+//! made. Points satisfy `intersects` and `contains` when they lie in the
+//! (closed) window; a point matches `within` (contains the window) only
+//! for a window that is that very point.
+use std::any::Any;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::{BucketLayer, DeleteOutcome, GridFile, GridOptions};
+use crate::geom::{Point, Rect};
+use crate::index::query::{BatchResult, KnnResult, Neighbor, Predicate, QueryResult};
+use crate::spatial::{get, knn_answer, lock, point_answer, point_group_answer, SpatialIndex};
+use crate::storage::PageDevice;
+use crate::store::StoreStats;
+use crate::{Error, Result};
+
+/// A grid file behind the [`SpatialIndex`] trait (behind a lock: its
+/// queries move pages through its buffers).
+pub struct GridIndex<L: BucketLayer> {
+    grid: Mutex<GridFile<L>>,
+    kind: String,
+    batched: bool,
+    /// Points held, when the layer knows (`None` for LB-Grid, whose blind
+    /// updates do not say whether a point was there).
+    points: Option<u64>,
+}
+
+impl<L: BucketLayer> std::fmt::Debug for GridIndex<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GridIndex")
+            .field("kind", &self.kind)
+            .field("batched", &self.batched)
+            .field("points", &self.points)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<L: BucketLayer + 'static> GridIndex<L> {
+    /// Creates an empty grid file of kind `kind` (its name in messages) on
+    /// `dev`; `batched` picks the batched query algorithms.
+    pub fn create(
+        kind: &str,
+        dev: Arc<dyn PageDevice>,
+        opts: GridOptions,
+        batched: bool,
+    ) -> Result<Self> {
+        Ok(GridIndex {
+            grid: Mutex::new(GridFile::create(dev, opts)?),
+            kind: kind.to_string(),
+            batched,
+            points: (!L::BLIND_UPDATES).then_some(0),
+        })
+    }
+
+    /// The grid file, locked.
+    pub fn grid(&self) -> MutexGuard<'_, GridFile<L>> {
+        lock(&self.grid)
+    }
+
+    /// The device the grid file lives on.
+    pub fn device(&self) -> Arc<dyn PageDevice> {
+        Arc::clone(self.grid().device())
+    }
+
+    fn point_of(&self, id: u64, r: &Rect) -> Result<(f64, f64)> {
+        if !r.is_point() {
+            return Err(Error::invalid(format!(
+                "index kind {} indexes points, but object {id} is a box ({}, {}, {}, {}): \
+                 use a point dataset (geometry = \"point\")",
+                self.kind,
+                r.min_x(),
+                r.min_y(),
+                r.max_x(),
+                r.max_y()
+            )));
+        }
+        Ok((r.min_x(), r.min_y()))
+    }
+}
+
+impl<L: BucketLayer + 'static> SpatialIndex for GridIndex<L> {
+    fn family(&self) -> &'static str {
+        "a grid file"
+    }
+
+    /// Exact for GFFM (it refuses a point it holds and reports a deletion
+    /// of one it does not); `None` for LB-Grid.
+    fn len(&self) -> Option<u64> {
+        self.points
+    }
+
+    /// 2: the sub-directory pages above the bucket pages.
+    fn height(&self) -> u16 {
+        2
+    }
+
+    fn insert(&mut self, id: u64, rect: Rect) -> Result<()> {
+        let (x, y) = self.point_of(id, &rect)?;
+        get(&mut self.grid).insert(x, y, id)?;
+        if let Some(n) = &mut self.points {
+            *n += 1;
+        }
+        Ok(())
+    }
+
+    fn delete(&mut self, id: u64, rect: Rect) -> Result<()> {
+        let (x, y) = self.point_of(id, &rect)?;
+        match get(&mut self.grid).delete(x, y)? {
+            DeleteOutcome::NotFound => Err(Error::invalid(format!(
+                "object {id} at ({x}, {y}) is not in the {} grid file",
+                self.kind
+            ))),
+            DeleteOutcome::Removed => {
+                if let Some(n) = &mut self.points {
+                    *n = n.saturating_sub(1);
+                }
+                Ok(())
+            }
+            DeleteOutcome::Logged => Ok(()),
+        }
+    }
+
+    fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {
+        let mut grid = self.grid();
+        if predicate == Predicate::Within {
+            // Only the window's own point can contain it.
+            let found = match window.is_point() {
+                true => grid.get(window.min_x(), window.min_y())?,
+                false => None,
+            };
+            let at = window.center();
+            return Ok(point_answer(
+                found.map(|id| (id, at)),
+                &window,
+                predicate,
+                0,
+            ));
+        }
+        let points = match self.batched {
+            true => grid.range_batched(&window)?,
+            false => grid.range(&window)?,
+        };
+        Ok(point_answer(
+            points.into_iter().map(|p| (p.id, p.point())),
+            &window,
+            predicate,
+            0,
+        ))
+    }
+
+    /// Ties are not widened (`ties` is ignored): the grid file's kNN
+    /// returns exactly `k` points.
+    fn nearest(&self, point: Point, k: usize, _ties: bool) -> Result<KnnResult> {
+        let mut grid = self.grid();
+        let found = match self.batched {
+            true => grid.knn_prefetch(point.x, point.y, k)?,
+            false => grid.knn(point.x, point.y, k)?,
+        };
+        Ok(knn_answer(
+            found
+                .into_iter()
+                .map(|(distance, p)| Neighbor {
+                    id: p.id,
+                    rect: Rect::from_point(p.point()),
+                    distance,
+                })
+                .collect(),
+        ))
+    }
+
+    fn point_group(&self, points: &[Point]) -> Result<BatchResult> {
+        let pts: Vec<(f64, f64)> = points.iter().map(|p| (p.x, p.y)).collect();
+        let mut grid = self.grid();
+        let found = match self.batched {
+            true => grid.group_get(&pts)?,
+            false => grid.group_get_plain(&pts)?,
+        };
+        Ok(point_group_answer(points, &found))
+    }
+
+    fn checkpoint(&mut self) -> Result<()> {
+        get(&mut self.grid).checkpoint()
+    }
+
+    /// The two buffers' counters (sub-directories and buckets) as store
+    /// counters.
+    fn store_stats(&self) -> StoreStats {
+        let g = self.grid().stats();
+        let (d, b) = (g.dir_buffer, g.bucket_buffer);
+        StoreStats {
+            node_gets: d.hits + d.misses + b.hits + b.misses,
+            buffer_hits: d.hits + b.hits,
+            buffer_misses: d.misses + b.misses,
+            node_reads: d.misses + b.misses,
+            node_writes: d.pages_written + b.pages_written,
+            flushes: d.write_batches + b.write_batches,
+            flushed_nodes: d.pages_written + b.pages_written,
+            ..StoreStats::default()
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}

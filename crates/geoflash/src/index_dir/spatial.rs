@@ -1,0 +1,111 @@
+//! An open [`Index`] as a [`SpatialIndex`]: each call forwards to the
+//! structure the index holds through the index's own methods, so it is
+//! timed as a front-end phase, refused on a read-only index where it
+//! writes, and its errors name the page file.
+use std::any::Any;
+
+use super::Index;
+use crate::geom::{Point, Rect};
+use crate::index::query::{BatchResult, KnnResult, Predicate, QueryResult};
+use crate::index::{ReadMode, TreeCounters};
+use crate::metrics::Phase;
+use crate::spatial::{point_windows, SpatialIndex};
+use crate::store::log::Durability;
+use crate::store::{OpId, StoreStats};
+use crate::Result;
+
+impl SpatialIndex for Index {
+    fn family(&self) -> &'static str {
+        self.tree.family()
+    }
+
+    fn len(&self) -> Option<u64> {
+        self.tree.len()
+    }
+
+    fn height(&self) -> u16 {
+        self.tree.height()
+    }
+
+    fn insert(&mut self, id: u64, rect: Rect) -> Result<()> {
+        Index::insert(self, id, rect)
+    }
+
+    fn delete(&mut self, id: u64, rect: Rect) -> Result<()> {
+        Index::delete(self, id, rect)
+    }
+
+    fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
+        Index::update(self, id, old, new)
+    }
+
+    fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {
+        Index::query(self, window, predicate)
+    }
+
+    fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
+        Index::query_batch(self, windows, predicate)
+    }
+
+    fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
+        Index::nearest(self, point, k, ties)
+    }
+
+    /// The xBR+-tree's group algorithm (timed as one filter step); for the
+    /// other families one point window per point, each an
+    /// [`Index::query`].
+    fn point_group(&self, points: &[Point]) -> Result<BatchResult> {
+        if self.tree.xbr().is_none() {
+            return point_windows(self, points);
+        }
+        let watch = self.watch();
+        let r = self.tree.point_group(points).map_err(|e| self.locate(e));
+        self.note(watch, Phase::Filter);
+        r
+    }
+
+    fn checkpoint(&mut self) -> Result<()> {
+        Index::checkpoint(self)
+    }
+
+    fn store_stats(&self) -> StoreStats {
+        self.tree.store_stats()
+    }
+
+    fn tree_counters(&self) -> TreeCounters {
+        self.tree.tree_counters()
+    }
+
+    fn durability(&self) -> Option<Durability> {
+        self.tree.durability()
+    }
+
+    fn set_durability(&mut self, durability: Durability) -> Result<()> {
+        self.writable()?;
+        self.tree.set_durability(durability)
+    }
+
+    fn last_committed_op(&self) -> Option<OpId> {
+        Index::last_committed_op(self)
+    }
+
+    fn durable_op(&self) -> Option<OpId> {
+        Index::durable_op(self)
+    }
+
+    fn read_mode(&self) -> ReadMode {
+        Index::read_mode(self)
+    }
+
+    fn set_read_mode(&mut self, mode: ReadMode) {
+        Index::set_read_mode(self, mode)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}

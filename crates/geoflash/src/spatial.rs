@@ -1,0 +1,331 @@
+//! [`SpatialIndex`]: what every spatial structure of the library answers,
+//! whatever its family — the R-tree family ([`RTree`]: R-tree, R*-tree,
+//! Hilbert R-tree), the FOR-tree ([`Fortree`], behind a lock), the
+//! xBR+-tree of points ([`XbrTree`]), the grid files of points
+//! ([`crate::grid::GridIndex`]) — and an open [`Index`](crate::Index),
+//! which forwards to the structure it holds and times each call.
+//!
+//! The trait is object safe: an index holds its structure as a
+//! `Box<dyn SpatialIndex>`, and the workbench drives any family through
+//! `&mut dyn SpatialIndex`, measuring from outside (device and store
+//! counters before and after). Nothing here measures: the counters the
+//! trait gives ([`SpatialIndex::store_stats`], [`SpatialIndex::tree_counters`])
+//! are the structure's own.
+//!
+//! Families that index **points** (the xBR+-tree, the grid files) take an
+//! object as a degenerate rectangle (`min = max`) and refuse a box. Their
+//! range queries answer every predicate on points: `intersects` and
+//! `contains` select the points in the (closed) window, `within` only a
+//! point equal to a degenerate window.
+//!
+//! A family's own operations (the xBR+-tree's bulk load, the FOR-tree's
+//! overflow table, the R-tree's checks and traversals) stay on its type;
+//! [`dyn SpatialIndex`](SpatialIndex) reaches them with
+//! [`rtree`](trait.SpatialIndex.html#method.rtree),
+//! [`xbr`](trait.SpatialIndex.html#method.xbr) and
+//! [`fortree`](trait.SpatialIndex.html#method.fortree).
+use std::any::Any;
+use std::sync::{Mutex, MutexGuard};
+
+use crate::geom::{Point, Rect};
+use crate::index::fortree::Fortree;
+use crate::index::query::{
+    BatchResult, Hit, KnnResult, Neighbor, Predicate, QueryResult, QueryStats,
+};
+use crate::index::xbr::XbrTree;
+use crate::index::{RTree, ReadMode, TreeCounters};
+use crate::store::log::Durability;
+use crate::store::{NodeStore, OpId, StoreStats};
+use crate::{Error, Result};
+
+/// A spatial index of objects (an id and a rectangle each); see the module
+/// documentation.
+pub trait SpatialIndex: Any + Send + Sync {
+    /// The family in messages, with its article (`"an R-tree-family
+    /// tree"`, `"a FOR-tree"`, `"an xBR+-tree"`, `"a grid file"`).
+    fn family(&self) -> &'static str;
+
+    /// Number of records; `None` when the structure does not know it
+    /// without reading every page (LB-Grid, whose blind updates do not say
+    /// whether a point was there).
+    fn len(&self) -> Option<u64>;
+
+    /// True when the index holds no record (`None` when [`len`](Self::len)
+    /// is not known).
+    fn is_empty(&self) -> Option<bool> {
+        self.len().map(|n| n == 0)
+    }
+
+    /// Number of levels of a tree (0 when empty; 2 for a grid file: its
+    /// directory above its buckets).
+    fn height(&self) -> u16;
+
+    /// Inserts object `id` with rectangle `rect`.
+    fn insert(&mut self, id: u64, rect: Rect) -> Result<()>;
+
+    /// Deletes object `id` with rectangle `rect`; an error if it is absent.
+    fn delete(&mut self, id: u64, rect: Rect) -> Result<()>;
+
+    /// Moves object `id` from `old` to `new` (by default a deletion, then
+    /// an insertion).
+    fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
+        self.delete(id, old)?;
+        self.insert(id, new)
+    }
+
+    /// The objects whose rectangle satisfies `predicate` against `window`.
+    fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult>;
+
+    /// Range queries, one answer per window in the order given (by default
+    /// one query after the other; the R-tree family shares one traversal,
+    /// the xBR+-tree reads level by level).
+    fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
+        let results = windows
+            .iter()
+            .map(|w| self.query(*w, predicate))
+            .collect::<Result<Vec<_>>>()?;
+        let nodes_visited = results.iter().map(|r| r.stats.nodes_visited).sum();
+        Ok(BatchResult {
+            results,
+            nodes_visited,
+        })
+    }
+
+    /// The `k` nearest objects to `point` by ascending distance (ties by
+    /// id), and every object tied with the k-th when `ties`.
+    fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult>;
+
+    /// Exact point lookups as one group: one answer per point, the objects
+    /// whose rectangle contains it (by default one degenerate window per
+    /// point; the xBR+-tree and the grid files have group algorithms).
+    fn point_group(&self, points: &[Point]) -> Result<BatchResult> {
+        point_windows(self, points)
+    }
+
+    /// Writes what is buffered and makes it durable.
+    fn checkpoint(&mut self) -> Result<()>;
+
+    /// The counters of the store (or buffers) under the index.
+    fn store_stats(&self) -> StoreStats;
+
+    /// What the index algorithms counted: splits, reinsertions, merges.
+    fn tree_counters(&self) -> TreeCounters {
+        TreeCounters::default()
+    }
+
+    /// When operations become durable (`None` without a log).
+    fn durability(&self) -> Option<Durability> {
+        None
+    }
+
+    /// Changes when operations become durable, from the next one on
+    /// (ignored without a log).
+    fn set_durability(&mut self, _durability: Durability) -> Result<()> {
+        Ok(())
+    }
+
+    /// The newest committed operation of a store with a log.
+    fn last_committed_op(&self) -> Option<OpId> {
+        None
+    }
+
+    /// The newest operation whose commit is durable (stores with a log).
+    fn durable_op(&self) -> Option<OpId> {
+        None
+    }
+
+    /// How range and kNN queries read nodes (the R-tree family's setting;
+    /// the default for the others, which keep their own traversals).
+    fn read_mode(&self) -> ReadMode {
+        ReadMode::default()
+    }
+
+    /// Sets how range and kNN queries read nodes (ignored by families with
+    /// their own traversals).
+    fn set_read_mode(&mut self, _mode: ReadMode) {}
+
+    /// The structure as [`Any`], to reach a family's own operations.
+    fn as_any(&self) -> &dyn Any;
+
+    /// The structure as mutable [`Any`].
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+/// The tree type of an index's R-tree family (its store chosen at run time).
+pub type DynRTree = RTree<Box<dyn NodeStore>>;
+/// The FOR-tree of an index, behind the lock its counting queries need.
+pub type DynFortree = Mutex<Fortree<Box<dyn NodeStore>>>;
+/// The xBR+-tree of an index.
+pub type DynXbr = XbrTree<Box<dyn NodeStore>>;
+
+impl dyn SpatialIndex {
+    /// The R-tree-family tree; an error naming `what` for another family.
+    pub fn rtree(&self, what: &str) -> Result<&DynRTree> {
+        self.as_any().downcast_ref::<DynRTree>().ok_or_else(|| {
+            Error::invalid(format!(
+                "{what} is not available for {} index (it works on R-tree-family indexes)",
+                self.family()
+            ))
+        })
+    }
+
+    /// The xBR+-tree (`None` for the other families).
+    pub fn xbr(&self) -> Option<&DynXbr> {
+        self.as_any().downcast_ref::<DynXbr>()
+    }
+
+    /// The xBR+-tree, mutably (`None` for the other families).
+    pub fn xbr_mut(&mut self) -> Option<&mut DynXbr> {
+        self.as_any_mut().downcast_mut::<DynXbr>()
+    }
+
+    /// The FOR-tree, locked (`None` for the other families).
+    pub fn fortree(&self) -> Option<MutexGuard<'_, Fortree<Box<dyn NodeStore>>>> {
+        self.as_any().downcast_ref::<DynFortree>().map(lock)
+    }
+}
+
+/// Point lookups as one degenerate window each (the default group lookup).
+pub fn point_windows<I: SpatialIndex + ?Sized>(index: &I, points: &[Point]) -> Result<BatchResult> {
+    let mut out = BatchResult::default();
+    for p in points {
+        let r = index.query(Rect::from_point(*p), Predicate::Intersects)?;
+        out.nodes_visited += r.stats.nodes_visited;
+        out.results.push(r);
+    }
+    Ok(out)
+}
+
+/// The point of object `id` given as a rectangle; a box is an error (the
+/// xBR+-tree indexes points).
+pub(crate) fn as_point(id: u64, r: &Rect) -> Result<Point> {
+    if !r.is_point() {
+        return Err(Error::invalid(format!(
+            "object {id} is a box {r:?}: the xBR+-tree indexes points (give min = max)"
+        )));
+    }
+    Ok(Point {
+        x: r.min_x(),
+        y: r.min_y(),
+    })
+}
+
+/// A range answer on points for `predicate` (`contains` and `intersects`
+/// select the same points; `within` only a point equal to the window),
+/// with `nodes_visited` nodes read.
+pub(crate) fn point_answer(
+    found: impl IntoIterator<Item = (u64, Point)>,
+    window: &Rect,
+    predicate: Predicate,
+    nodes_visited: u64,
+) -> QueryResult {
+    let mut candidates = 0;
+    let hits: Vec<Hit> = found
+        .into_iter()
+        .inspect(|_| candidates += 1)
+        .map(|(id, p)| Hit {
+            id,
+            rect: Rect::from_point(p),
+        })
+        .filter(|h| predicate != Predicate::Within || h.rect.contains(window))
+        .collect();
+    QueryResult {
+        stats: QueryStats {
+            nodes_visited,
+            candidates,
+            results: hits.len() as u64,
+            nodes_read_unused: 0,
+        },
+        hits,
+    }
+}
+
+/// A kNN answer from neighbours found by a structure that counts no nodes
+/// (every neighbour a candidate and a result).
+pub(crate) fn knn_answer(neighbors: Vec<Neighbor>) -> KnnResult {
+    let n = neighbors.len() as u64;
+    KnnResult {
+        neighbors,
+        stats: QueryStats {
+            nodes_visited: 0,
+            candidates: n,
+            results: n,
+            nodes_read_unused: 0,
+        },
+    }
+}
+
+/// The counters and durability of a structure that keeps its nodes in one
+/// node store (`self.store()`, `self.store_mut()`), forwarded to the
+/// store: the [`SpatialIndex`] methods of the R-tree family and the
+/// xBR+-tree.
+macro_rules! forward_to_store {
+    () => {
+        fn store_stats(&self) -> $crate::store::StoreStats {
+            self.store().stats()
+        }
+
+        fn tree_counters(&self) -> $crate::index::TreeCounters {
+            self.counters()
+        }
+
+        fn durability(&self) -> Option<$crate::store::log::Durability> {
+            self.store().durability()
+        }
+
+        fn set_durability(
+            &mut self,
+            durability: $crate::store::log::Durability,
+        ) -> $crate::Result<()> {
+            self.store_mut().set_durability(durability)
+        }
+
+        fn last_committed_op(&self) -> Option<$crate::store::OpId> {
+            self.store().last_committed_op()
+        }
+
+        fn durable_op(&self) -> Option<$crate::store::OpId> {
+            self.store().durable_op()
+        }
+
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+
+        fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+            self
+        }
+    };
+}
+pub(crate) use forward_to_store;
+
+/// The answer of a group point lookup from the id found at each point.
+pub(crate) fn point_group_answer(points: &[Point], found: &[Option<u64>]) -> BatchResult {
+    let results = points
+        .iter()
+        .zip(found)
+        .map(|(p, f)| {
+            point_answer(
+                f.map(|id| (id, *p)),
+                &Rect::from_point(*p),
+                Predicate::Intersects,
+                0,
+            )
+        })
+        .collect();
+    BatchResult {
+        results,
+        nodes_visited: 0,
+    }
+}
+
+/// A lock's value (a panic while it was held left it as the panicking
+/// operation did; the structure's own checks report any damage).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A lock's value, mutably, without locking (exclusive access).
+pub(crate) fn get<T>(m: &mut Mutex<T>) -> &mut T {
+    m.get_mut().unwrap_or_else(|e| e.into_inner())
+}

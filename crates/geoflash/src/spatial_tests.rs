@@ -1,0 +1,243 @@
+//! Every family behind [`SpatialIndex`] against one brute-force oracle:
+//! random insertions and deletions of points, then range queries with each
+//! predicate (one window and a batch), kNN and group point lookups, all
+//! through `&mut dyn SpatialIndex`.
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use crate::engine::{IndexSpec, KeyStyle};
+use crate::geom::{Point, Rect};
+use crate::grid::gffm::InPlaceBuckets;
+use crate::grid::lbgrid::LogBuckets;
+use crate::grid::{GridIndex, GridOptions};
+use crate::index::query::Predicate;
+use crate::spatial::SpatialIndex;
+use crate::storage::mem::MemDevice;
+use crate::storage::PageDevice;
+use crate::Index;
+
+const SIDE: f64 = 64.0;
+
+fn domain() -> Rect {
+    Rect::new(0.0, 0.0, SIDE, SIDE).unwrap()
+}
+
+/// The families: the tree kinds through an [`Index`] on `mem:`, the grid
+/// files directly.
+const FAMILIES: &[&str] = &[
+    "rtree",
+    "rstar",
+    "hilbert",
+    "fortree",
+    "xbr",
+    "gffm",
+    "gffm-batched",
+    "lbgrid",
+];
+
+fn make(family: &str) -> Box<dyn SpatialIndex> {
+    let grid_dev = || -> Arc<dyn PageDevice> { Arc::new(MemDevice::new(1024, 1 << 16).unwrap()) };
+    let grid_opts = || GridOptions {
+        dir_hot_pages: 3,
+        bucket_hot_pages: 4,
+        cold_pages: 3,
+        ..GridOptions::new(domain())
+    };
+    match family {
+        "gffm" => Box::new(
+            GridIndex::<InPlaceBuckets>::create(family, grid_dev(), grid_opts(), false).unwrap(),
+        ),
+        "gffm-batched" => Box::new(
+            GridIndex::<InPlaceBuckets>::create(family, grid_dev(), grid_opts(), true).unwrap(),
+        ),
+        "lbgrid" => Box::new(
+            GridIndex::<LogBuckets>::create(family, grid_dev(), grid_opts(), true).unwrap(),
+        ),
+        kind => {
+            let mut spec = IndexSpec::new(KeyStyle::Key);
+            for (k, v) in [("kind", kind), ("device", "mem:"), ("page_size", "1024")] {
+                spec.set(k, v).unwrap();
+            }
+            let opts = spec
+                .options()
+                .unwrap()
+                .with_domain_of(std::iter::once(&domain()));
+            Box::new(Index::create_temporary(&opts).unwrap())
+        }
+    }
+}
+
+/// A step of a random sequence: insert at a grid cell, or delete the i-th
+/// live point.
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u8, u8),
+    Delete(usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0u8..64, 0u8..64).prop_map(|(x, y)| Op::Insert(x, y)),
+        1 => any::<usize>().prop_map(Op::Delete),
+    ]
+}
+
+/// Live points: cell to (id, point).
+type Oracle = BTreeMap<(u8, u8), (u64, Point)>;
+
+fn ids_in(oracle: &Oracle, w: &Rect, p: Predicate) -> Vec<u64> {
+    let mut v: Vec<u64> = oracle
+        .values()
+        .filter(|(_, pt)| {
+            let r = Rect::from_point(*pt);
+            match p {
+                Predicate::Within => r.contains(w),
+                _ => w.contains(&r),
+            }
+        })
+        .map(|(id, _)| *id)
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+fn check(family: &str, ops: &[Op], windows: &[(u8, u8, u8, u8)], probes: &[(u8, u8)], k: usize) {
+    let mut ix = make(family);
+    let mut live = Oracle::new();
+    for (n, op) in ops.iter().enumerate() {
+        match *op {
+            Op::Insert(x, y) if !live.contains_key(&(x, y)) => {
+                let p = Point::new(f64::from(x), f64::from(y)).unwrap();
+                ix.insert(n as u64, Rect::from_point(p)).unwrap();
+                live.insert((x, y), (n as u64, p));
+            }
+            Op::Insert(..) => {}
+            Op::Delete(i) if !live.is_empty() => {
+                let key = *live.keys().nth(i % live.len()).unwrap();
+                let (id, p) = live.remove(&key).unwrap();
+                ix.delete(id, Rect::from_point(p)).unwrap();
+            }
+            Op::Delete(_) => {}
+        }
+    }
+    ix.checkpoint().unwrap();
+    match family {
+        "lbgrid" => assert_eq!(ix.len(), None, "LB-Grid does not count its points"),
+        _ => assert_eq!(ix.len(), Some(live.len() as u64), "{family}: len"),
+    }
+    let rects: Vec<Rect> = windows
+        .iter()
+        .map(|&(a, b, w, h)| {
+            let (x, y) = (f64::from(a), f64::from(b));
+            Rect::new(x, y, x + f64::from(w % 16), y + f64::from(h % 16)).unwrap()
+        })
+        .collect();
+    for p in [
+        Predicate::Intersects,
+        Predicate::Contains,
+        Predicate::Within,
+    ] {
+        let batch = ix.query_batch(&rects, p).unwrap();
+        assert_eq!(batch.results.len(), rects.len());
+        for (w, b) in rects.iter().zip(&batch.results) {
+            let want = ids_in(&live, w, p);
+            let mut got: Vec<u64> = ix.query(*w, p).unwrap().hits.iter().map(|h| h.id).collect();
+            got.sort_unstable();
+            assert_eq!(got, want, "{family}: {p:?} {w:?}");
+            let mut got: Vec<u64> = b.hits.iter().map(|h| h.id).collect();
+            got.sort_unstable();
+            assert_eq!(got, want, "{family}: batched {p:?} {w:?}");
+        }
+    }
+    let points: Vec<Point> = probes
+        .iter()
+        .map(|&(x, y)| Point::new(f64::from(x), f64::from(y)).unwrap())
+        .collect();
+    let group = ix.point_group(&points).unwrap();
+    assert_eq!(group.results.len(), points.len());
+    for (p, r) in points.iter().zip(&group.results) {
+        let want = ids_in(&live, &Rect::from_point(*p), Predicate::Intersects);
+        let got: Vec<u64> = r.hits.iter().map(|h| h.id).collect();
+        assert_eq!(got, want, "{family}: point {p:?}");
+    }
+    for p in &points {
+        let mut want: Vec<f64> = live.values().map(|(_, q)| q.distance(p)).collect();
+        want.sort_by(f64::total_cmp);
+        want.truncate(k);
+        let got: Vec<f64> = ix
+            .nearest(*p, k, false)
+            .unwrap()
+            .neighbors
+            .iter()
+            .map(|n| n.distance)
+            .collect();
+        assert_eq!(got.len(), want.len(), "{family}: {k} nearest to {p:?}");
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-9,
+                "{family}: {k} nearest to {p:?}: {got:?} vs {want:?}"
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+
+    #[test]
+    fn every_family_answers_as_the_oracle(
+        ops in proptest::collection::vec(op(), 0..400),
+        windows in proptest::collection::vec((0u8..64, 0u8..64, any::<u8>(), any::<u8>()), 1..8),
+        probes in proptest::collection::vec((0u8..64, 0u8..64), 1..8),
+        k in 0usize..12,
+    ) {
+        for family in FAMILIES {
+            check(family, &ops, &windows, &probes, k);
+        }
+    }
+}
+
+#[test]
+fn a_family_s_own_operations_are_reached_through_the_trait() {
+    // (family, which downcast succeeds, what `rtree` says otherwise)
+    for (family, own, refusal) in [
+        ("rstar", "rtree", None),
+        (
+            "fortree",
+            "fortree",
+            Some("a check is not available for a FOR-tree index"),
+        ),
+        (
+            "xbr",
+            "xbr",
+            Some("a check is not available for an xBR+-tree index"),
+        ),
+    ] {
+        let ix = make(family);
+        let s = ix.as_any().downcast_ref::<Index>().unwrap().structure();
+        let reached = [
+            ("rtree", s.rtree("a check").is_ok()),
+            ("fortree", s.fortree().is_some()),
+            ("xbr", s.xbr().is_some()),
+        ];
+        for (name, ok) in reached {
+            assert_eq!(ok, name == own, "{family}: {name}");
+        }
+        if let Some(want) = refusal {
+            let e = s.rtree("a check").err().unwrap().to_string();
+            assert!(e.contains(want), "{family}: {e}");
+        }
+    }
+}
+
+#[test]
+fn point_families_refuse_a_box() {
+    let r = Rect::new(1.0, 1.0, 2.0, 2.0).unwrap();
+    for family in ["xbr", "gffm", "lbgrid"] {
+        let mut ix = make(family);
+        let e = ix.insert(1, r).unwrap_err().to_string();
+        assert!(e.contains("is a box"), "{family}: {e}");
+    }
+}
