@@ -21,7 +21,6 @@ use geoflash_engine::index_dir::OpenBatch;
 use geoflash_engine::manifest::{Access, DirLock, MANIFEST_FILE};
 use geoflash_engine::objects::geometry::from_wkb;
 use geoflash_engine::objects::Geometry;
-use geoflash_engine::store::NodeStore;
 use geoflash_engine::{BatchDurability, Error, Index, IndexOptions, IndexSpec, KeyStyle, Result};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict};
@@ -772,12 +771,10 @@ impl Core {
     /// The MBR of everything in the index, or None when it is empty.
     fn bounds(&self) -> PyResult<Option<(f64, f64, f64, f64)>> {
         self.read(|st| {
-            let store = st.index.tree()?.store();
-            let Some(root) = store.meta().root else {
-                return Ok(None);
-            };
-            let node = store.get(root)?;
-            Ok(Rect::union_all(node.entries.iter().map(|e| &e.rect))
+            Ok(st
+                .index
+                .tree()?
+                .bounds()?
                 .map(|r| (r.min_x(), r.min_y(), r.max_x(), r.max_y())))
         })
     }
@@ -788,7 +785,9 @@ impl Core {
     #[allow(clippy::type_complexity)]
     fn leaves(&self, py: Python<'_>) -> PyResult<Vec<(u64, Vec<i64>, (f64, f64, f64, f64))>> {
         self.read_nogil(py, |st| {
-            crate::leaves::leaves(st.index.tree()?.store())?
+            st.index
+                .tree()?
+                .leaves()?
                 .into_iter()
                 .map(|(id, keys, r)| {
                     let ids = keys

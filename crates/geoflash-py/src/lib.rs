@@ -13,7 +13,6 @@ use pyo3::types::PyType;
 
 mod bench;
 mod core;
-mod leaves;
 mod records;
 
 use geoflash_engine::Error;

@@ -169,8 +169,27 @@ fn checked_point(p: Point) -> Result<Point> {
 /// when it was read in a batch with its siblings.
 enum Pending {
     Page(PageId),
-    Read(Arc<Node>),
+    Read(PageId, Arc<Node>),
 }
+
+/// Every subtree and every record: the selection of a whole-tree walk
+/// (the leaves, the bounds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Everything;
+
+impl Selection for Everything {
+    fn descend(&self, _rect: &Rect) -> bool {
+        true
+    }
+
+    fn select(&self, _rect: &Rect) -> bool {
+        true
+    }
+}
+
+/// One leaf of a tree: its page id, the record keys of its entries and its
+/// MBR (the union of its entries' rectangles).
+pub type Leaf = (PageId, Vec<u64>, Rect);
 
 impl<S: NodeStore> RTree<S> {
     /// The one traversal every range query uses: depth-first in key order,
@@ -184,25 +203,40 @@ impl<S: NodeStore> RTree<S> {
         mut visit: impl FnMut(&Entry),
     ) -> Result<QueryStats> {
         let mut stats = QueryStats::default();
+        self.walk(sel, &mut stats, |_, leaf, stats| {
+            for e in leaf.entries.iter().filter(|e| sel.select(&e.rect)) {
+                stats.candidates += 1;
+                stats.results += 1;
+                visit(e);
+            }
+        })?;
+        Ok(stats)
+    }
+
+    /// The traversal under [`RTree::select`]: depth-first in key order
+    /// through the subtrees `sel` descends into, calling `leaf` with each
+    /// leaf reached (its page id and node), counting visited nodes.
+    fn walk<F: Selection + ?Sized>(
+        &self,
+        sel: &F,
+        stats: &mut QueryStats,
+        mut leaf: impl FnMut(PageId, &Node, &mut QueryStats),
+    ) -> Result<()> {
         let Some(root) = self.store.meta().root else {
-            return Ok(stats);
+            return Ok(());
         };
         let batched = self.reads == ReadMode::Batched;
         // Nodes still to visit, the next on top: read already (batched) or
         // to be read when popped (single).
         let mut stack: Vec<Pending> = vec![Pending::Page(root)];
         while let Some(next) = stack.pop() {
-            let node = match next {
-                Pending::Page(id) => self.store.get(id)?,
-                Pending::Read(node) => node,
+            let (id, node) = match next {
+                Pending::Page(id) => (id, self.store.get(id)?),
+                Pending::Read(id, node) => (id, node),
             };
             stats.nodes_visited += 1;
             if node.level == 0 {
-                for e in node.entries.iter().filter(|e| sel.select(&e.rect)) {
-                    stats.candidates += 1;
-                    stats.results += 1;
-                    visit(e);
-                }
+                leaf(id, &node, stats);
                 continue;
             }
             let ids: Vec<PageId> = node
@@ -214,12 +248,41 @@ impl<S: NodeStore> RTree<S> {
             // Pushed in reverse so children are visited in key order.
             if batched {
                 let nodes = self.store.get_batch(&ids)?;
-                stack.extend(nodes.into_iter().rev().map(Pending::Read));
+                stack.extend(
+                    ids.into_iter()
+                        .zip(nodes)
+                        .rev()
+                        .map(|(id, n)| Pending::Read(id, n)),
+                );
             } else {
                 stack.extend(ids.into_iter().rev().map(Pending::Page));
             }
         }
-        Ok(stats)
+        Ok(())
+    }
+
+    /// Every leaf, left to right (as `rtree`'s `Index.leaves()` lists
+    /// them), through the one traversal: each node read once, per the
+    /// tree's [`ReadMode`]. An empty leaf (an empty root) has no MBR and is
+    /// left out; an empty tree has no leaf.
+    pub fn leaves(&self) -> Result<Vec<Leaf>> {
+        let mut out = Vec::new();
+        self.walk(&Everything, &mut QueryStats::default(), |id, node, _| {
+            if let Some(mbr) = Rect::union_all(node.entries.iter().map(|e| &e.rect)) {
+                out.push((id, node.entries.iter().map(|e| e.key).collect(), mbr));
+            }
+        })?;
+        Ok(out)
+    }
+
+    /// The MBR of every record (the union of the root's entries; one node
+    /// read), or `None` for an empty tree.
+    pub fn bounds(&self) -> Result<Option<Rect>> {
+        let Some(root) = self.store.meta().root else {
+            return Ok(None);
+        };
+        let node = self.store.get(root)?;
+        Ok(Rect::union_all(node.entries.iter().map(|e| &e.rect)))
     }
 
     fn collect<F: Selection + ?Sized>(&self, sel: &F) -> Result<QueryResult> {

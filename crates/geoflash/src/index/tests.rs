@@ -204,7 +204,36 @@ fn run_ops<S: NodeStore>(store: S, params: TreeParams, ops: &[Op]) -> RTree<S> {
         ids(&t.query(all, Predicate::Intersects).unwrap()),
         o.items.iter().map(|x| x.0).collect()
     );
+    check_leaves(&mut t, &o);
     t
+}
+
+/// The leaves (in both read modes) hold every record once, each with the
+/// MBR of its records, left to right as a whole-tree query reports them;
+/// the bounds are the union of every record.
+fn check_leaves<S: NodeStore>(t: &mut RTree<S>, o: &Oracle) {
+    let mode = t.read_mode();
+    t.set_read_mode(ReadMode::Single);
+    let single = t.leaves().unwrap();
+    t.set_read_mode(ReadMode::Batched);
+    let leaves = t.leaves().unwrap();
+    t.set_read_mode(mode);
+    assert_eq!(leaves, single, "the read mode changes no leaf");
+    let rects: std::collections::HashMap<u64, Rect> = o.items.iter().copied().collect();
+    let mut in_order = Vec::new();
+    for (page, keys, mbr) in &leaves {
+        let union = Rect::union_all(keys.iter().map(|k| &rects[k])).unwrap();
+        assert_eq!(*mbr, union, "leaf {page}");
+        in_order.extend(keys.iter().copied());
+    }
+    let pages: BTreeSet<PageId> = leaves.iter().map(|l| l.0).collect();
+    assert_eq!(pages.len(), leaves.len(), "a leaf listed twice");
+    let mut all = Vec::new();
+    t.select(&query::Everything, |e| all.push(e.key)).unwrap();
+    assert_eq!(in_order, all, "leaves left to right");
+    assert_eq!(all.len(), o.items.len());
+    let bounds = Rect::union_all(o.items.iter().map(|x| &x.1));
+    assert_eq!(t.bounds().unwrap(), bounds);
 }
 
 proptest! {
