@@ -165,11 +165,12 @@ fn checked_point(p: Point) -> Result<Point> {
     }
 }
 
-/// A node on the stack of [`RTree::select`]: its page, or the node itself
-/// when it was read in a batch with its siblings.
-enum Pending {
-    Page(PageId),
-    Read(PageId, Arc<Node>),
+/// A node on the stack of [`RTree::walk`]: its page, or the node itself
+/// when it was read in a batch with its siblings, with the state its
+/// parent's visit gave it.
+enum Pending<T> {
+    Page(PageId, T),
+    Read(PageId, Arc<Node>, T),
 }
 
 /// Every subtree and every record: the selection of a whole-tree walk
@@ -203,62 +204,77 @@ impl<S: NodeStore> RTree<S> {
         mut visit: impl FnMut(&Entry),
     ) -> Result<QueryStats> {
         let mut stats = QueryStats::default();
-        self.walk(sel, &mut stats, |_, leaf, stats| {
-            for e in leaf.entries.iter().filter(|e| sel.select(&e.rect)) {
-                stats.candidates += 1;
-                stats.results += 1;
-                visit(e);
-            }
-        })?;
+        stats.nodes_visited = self.walk(
+            (),
+            |_, rect| sel.descend(rect).then_some(()),
+            |_, node, _| {
+                if node.level != 0 {
+                    return;
+                }
+                for e in node.entries.iter().filter(|e| sel.select(&e.rect)) {
+                    stats.candidates += 1;
+                    stats.results += 1;
+                    visit(e);
+                }
+            },
+        )?;
         Ok(stats)
     }
 
-    /// The traversal under [`RTree::select`]: depth-first in key order
-    /// through the subtrees `sel` descends into, calling `leaf` with each
-    /// leaf reached (its page id and node), counting visited nodes.
-    fn walk<F: Selection + ?Sized>(
+    /// The traversal under [`RTree::select`], [`RTree::query_batch`] and
+    /// [`RTree::leaves`]: depth-first in key order from the root, which
+    /// carries `root`; a child is entered when `descend`, given its parent's
+    /// state and the child's MBR, gives it a state. `visit` sees every node
+    /// entered (page id, node, state). Returns the nodes visited.
+    fn walk<T>(
         &self,
-        sel: &F,
-        stats: &mut QueryStats,
-        mut leaf: impl FnMut(PageId, &Node, &mut QueryStats),
-    ) -> Result<()> {
-        let Some(root) = self.store.meta().root else {
-            return Ok(());
+        root: T,
+        descend: impl Fn(&T, &Rect) -> Option<T>,
+        mut visit: impl FnMut(PageId, &Node, &T),
+    ) -> Result<u64> {
+        let Some(root_id) = self.store.meta().root else {
+            return Ok(0);
         };
         let batched = self.reads == ReadMode::Batched;
+        let mut visited = 0;
         // Nodes still to visit, the next on top: read already (batched) or
         // to be read when popped (single).
-        let mut stack: Vec<Pending> = vec![Pending::Page(root)];
+        let mut stack: Vec<Pending<T>> = vec![Pending::Page(root_id, root)];
         while let Some(next) = stack.pop() {
-            let (id, node) = match next {
-                Pending::Page(id) => (id, self.store.get(id)?),
-                Pending::Read(id, node) => (id, node),
+            let (id, node, state) = match next {
+                Pending::Page(id, state) => (id, self.store.get(id)?, state),
+                Pending::Read(id, node, state) => (id, node, state),
             };
-            stats.nodes_visited += 1;
+            visited += 1;
+            visit(id, &node, &state);
             if node.level == 0 {
-                leaf(id, &node, stats);
                 continue;
             }
-            let ids: Vec<PageId> = node
+            let (ids, states): (Vec<PageId>, Vec<T>) = node
                 .entries
                 .iter()
-                .filter(|e| sel.descend(&e.rect))
-                .map(|e| e.key)
-                .collect();
+                .filter_map(|e| descend(&state, &e.rect).map(|s| (e.key, s)))
+                .unzip();
             // Pushed in reverse so children are visited in key order.
             if batched {
                 let nodes = self.store.get_batch(&ids)?;
                 stack.extend(
                     ids.into_iter()
                         .zip(nodes)
+                        .zip(states)
                         .rev()
-                        .map(|(id, n)| Pending::Read(id, n)),
+                        .map(|((id, n), s)| Pending::Read(id, n, s)),
                 );
             } else {
-                stack.extend(ids.into_iter().rev().map(Pending::Page));
+                stack.extend(
+                    ids.into_iter()
+                        .zip(states)
+                        .rev()
+                        .map(|(id, s)| Pending::Page(id, s)),
+                );
             }
         }
-        Ok(())
+        Ok(visited)
     }
 
     /// Every leaf, left to right (as `rtree`'s `Index.leaves()` lists
@@ -267,11 +283,18 @@ impl<S: NodeStore> RTree<S> {
     /// left out; an empty tree has no leaf.
     pub fn leaves(&self) -> Result<Vec<Leaf>> {
         let mut out = Vec::new();
-        self.walk(&Everything, &mut QueryStats::default(), |id, node, _| {
-            if let Some(mbr) = Rect::union_all(node.entries.iter().map(|e| &e.rect)) {
-                out.push((id, node.entries.iter().map(|e| e.key).collect(), mbr));
-            }
-        })?;
+        self.walk(
+            (),
+            |_, _| Some(()),
+            |id, node, _| {
+                if node.level != 0 {
+                    return;
+                }
+                if let Some(mbr) = Rect::union_all(node.entries.iter().map(|e| &e.rect)) {
+                    out.push((id, node.entries.iter().map(|e| e.key).collect(), mbr));
+                }
+            },
+        )?;
         Ok(out)
     }
 
@@ -308,8 +331,11 @@ impl<S: NodeStore> RTree<S> {
         self.collect(&PointSelection(p))
     }
 
-    /// Range queries of many windows with one predicate in one traversal:
-    /// each node is read once for all windows that need it.
+    /// Range queries of many windows with one predicate in one traversal
+    /// (the walk of [`RTree::select`], each subtree carrying the windows
+    /// that enter it): each node is read once for all windows that need
+    /// it, per the tree's [`ReadMode`] (batched: the children a node's
+    /// windows enter as one [`NodeStore::get_batch`]).
     pub fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
         let sels: Vec<Window> = windows
             .iter()
@@ -319,49 +345,43 @@ impl<S: NodeStore> RTree<S> {
             results: vec![QueryResult::default(); sels.len()],
             nodes_visited: 0,
         };
-        let Some(root) = self.store.meta().root else {
-            return Ok(out);
-        };
         if sels.is_empty() {
             return Ok(out);
         }
-        let mut stack: Vec<(PageId, Vec<usize>)> = vec![(root, (0..sels.len()).collect())];
-        while let Some((id, active)) = stack.pop() {
-            let node = self.store.get(id)?;
-            out.nodes_visited += 1;
-            for &w in &active {
-                if let Some(r) = out.results.get_mut(w) {
-                    r.stats.nodes_visited += 1;
+        // Each subtree carries the windows that enter it.
+        let results = &mut out.results;
+        out.nodes_visited = self.walk(
+            (0..sels.len()).collect::<Vec<usize>>(),
+            |active, rect| {
+                let sub: Vec<usize> = active
+                    .iter()
+                    .copied()
+                    .filter(|&w| sels[w].descend(rect))
+                    .collect();
+                (!sub.is_empty()).then_some(sub)
+            },
+            |_, node, active| {
+                for &w in active {
+                    results[w].stats.nodes_visited += 1;
                 }
-            }
-            if node.level == 0 {
+                if node.level != 0 {
+                    return;
+                }
                 for e in &node.entries {
-                    for &w in &active {
-                        if let (Some(sel), Some(r)) = (sels.get(w), out.results.get_mut(w)) {
-                            if sel.select(&e.rect) {
-                                r.hits.push(Hit {
-                                    id: e.key,
-                                    rect: e.rect,
-                                });
-                                r.stats.candidates += 1;
-                                r.stats.results += 1;
-                            }
+                    for &w in active {
+                        if sels[w].select(&e.rect) {
+                            let r = &mut results[w];
+                            r.hits.push(Hit {
+                                id: e.key,
+                                rect: e.rect,
+                            });
+                            r.stats.candidates += 1;
+                            r.stats.results += 1;
                         }
                     }
                 }
-            } else {
-                for e in node.entries.iter().rev() {
-                    let sub: Vec<usize> = active
-                        .iter()
-                        .copied()
-                        .filter(|&w| sels.get(w).is_some_and(|s| s.descend(&e.rect)))
-                        .collect();
-                    if !sub.is_empty() {
-                        stack.push((e.key, sub));
-                    }
-                }
-            }
-        }
+            },
+        )?;
         Ok(out)
     }
 

@@ -234,6 +234,44 @@ fn check_leaves<S: NodeStore>(t: &mut RTree<S>, o: &Oracle) {
     assert_eq!(all.len(), o.items.len());
     let bounds = Rect::union_all(o.items.iter().map(|x| &x.1));
     assert_eq!(t.bounds().unwrap(), bounds);
+    check_batch_modes(t, o);
+}
+
+/// A batch of windows (records' own rectangles, grown, and the whole
+/// plane) answers in both read modes as one query per window does, hits in
+/// the same order, with the same node counts.
+fn check_batch_modes<S: NodeStore>(t: &mut RTree<S>, o: &Oracle) {
+    let mut windows: Vec<Rect> = o
+        .items
+        .iter()
+        .step_by(7)
+        .take(6)
+        .map(|(_, b)| {
+            r(
+                b.min_x() - 1.0,
+                b.min_y() - 1.0,
+                b.max_x() + 1.0,
+                b.max_y() + 1.0,
+            )
+        })
+        .collect();
+    windows.push(r(-100.0, -100.0, 100.0, 100.0));
+    let mode = t.read_mode();
+    for pred in [Predicate::Intersects, Predicate::Within] {
+        let mut by_mode = Vec::new();
+        for m in [ReadMode::Single, ReadMode::Batched] {
+            t.set_read_mode(m);
+            let batch = t.query_batch(&windows, pred).unwrap();
+            for (w, got) in windows.iter().zip(&batch.results) {
+                let one = t.query(*w, pred).unwrap();
+                assert_eq!(got.hits, one.hits, "{pred:?} {w:?} {m:?}");
+                assert_eq!(got.stats, one.stats, "{pred:?} {w:?} {m:?}");
+            }
+            by_mode.push(batch);
+        }
+        assert_eq!(by_mode[0], by_mode[1], "the read mode changes no answer");
+    }
+    t.set_read_mode(mode);
 }
 
 proptest! {
