@@ -41,6 +41,7 @@ use crate::metrics::{Phase, PhaseTimes};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
 use crate::store::alloc::PageAllocator;
+use crate::store::checks;
 use crate::store::placement::Placement;
 use crate::store::{NodeStore, StoreStats, TreeMeta};
 use crate::{Error, Result};
@@ -256,14 +257,12 @@ impl<'a> PageBatcher<'a> {
     /// Checks a node as every store checks one: it fits a page, keys are
     /// unique, rectangles valid, payloads allowed. Sorts its entries.
     fn checked(&self, level: u16, mut entries: Vec<Entry>) -> Result<Node> {
-        if entries.len() > self.format.max_entries {
-            return Err(Error::invalid(format!(
-                "node with {} entries does not fit a {}-byte page (at most {} entries)",
-                entries.len(),
-                self.page_size,
-                self.format.max_entries
-            )));
-        }
+        checks::check_len(
+            entries.len(),
+            self.format.max_entries,
+            self.page_size,
+            self.format.with_payload,
+        )?;
         entries.sort_unstable_by_key(|e| e.key);
         let mut prev: Option<u64> = None;
         for e in &entries {
@@ -285,12 +284,7 @@ impl<'a> PageBatcher<'a> {
                     e.key
                 )));
             }
-            if !self.format.with_payload && e.payload != 0 {
-                return Err(Error::invalid(format!(
-                    "entry with key {} has payload {} but the store keeps no payloads",
-                    e.key, e.payload
-                )));
-            }
+            checks::check_payload(e, self.format.with_payload)?;
         }
         Ok(Node { level, entries })
     }

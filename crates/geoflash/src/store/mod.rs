@@ -28,6 +28,7 @@ mod batch_tests;
 pub mod bulk;
 #[cfg(test)]
 mod bulk_tests;
+pub(crate) mod checks;
 #[cfg(test)]
 mod clean_checkpoint_tests;
 #[cfg(test)]

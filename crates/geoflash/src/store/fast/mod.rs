@@ -111,6 +111,7 @@ use serde::{Deserialize, Serialize};
 
 use super::alloc::PageAllocator;
 use super::bulk::{self, BulkBuild, PageFormat};
+use super::checks;
 use super::header::{Format, Header};
 use super::log::{
     needs_replay, record::RECORD_HEADER, Durability, Log, LogConfig, LogFormat, LogLayout,
@@ -736,39 +737,22 @@ impl FastStore {
     }
 
     fn check_node_page(&self, id: PageId) -> Result<()> {
-        if self.alloc.is_allocated(id) {
-            return Ok(());
-        }
-        Err(Error::invalid(format!(
-            "no node at page {id}: {}",
-            if id == 0 {
-                "page 0 is the store header"
-            } else {
-                "no live node was created there"
-            }
-        )))
+        checks::check_node_page(&self.alloc, id)
     }
 
     fn check_entries(&self, entries: impl IntoIterator<Item = Entry>) -> Result<()> {
-        for e in entries {
-            if !self.config.with_payload && e.payload != 0 {
-                return Err(Error::invalid(format!(
-                    "entry with key {} has payload {} but the store keeps no payloads",
-                    e.key, e.payload
-                )));
-            }
-        }
-        Ok(())
+        entries
+            .into_iter()
+            .try_for_each(|e| checks::check_payload(&e, self.config.with_payload))
     }
 
     fn check_len(&self, n: usize) -> Result<()> {
-        if n > self.max_entries {
-            return Err(Error::invalid(format!(
-                "node with {n} entries does not fit a {}-byte page (at most {} entries)",
-                self.page_size, self.max_entries
-            )));
-        }
-        Ok(())
+        checks::check_len(
+            n,
+            self.max_entries,
+            self.page_size,
+            self.config.with_payload,
+        )
     }
 
     fn tick(&mut self) -> u64 {

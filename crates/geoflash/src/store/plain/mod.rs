@@ -46,6 +46,7 @@ use serde::{Deserialize, Serialize};
 use super::accounting::node_bytes;
 use super::alloc::PageAllocator;
 use super::bulk::{self, BulkBuild, PageFormat};
+use super::checks;
 use super::header::{Format, Header};
 use super::placement::Placement;
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
@@ -367,30 +368,17 @@ impl PlainStore {
             Rect::new(r.min_x(), r.min_y(), r.max_x(), r.max_y())
                 .map_err(|err| Error::invalid(format!("entry with key {}: {err}", e.key)))?;
         }
-        if !self.config.with_payload && e.payload != 0 {
-            return Err(Error::invalid(format!(
-                "entry with key {} has payload {} but the store keeps no payloads",
-                e.key, e.payload
-            )));
-        }
-        Ok(())
+        checks::check_payload(e, self.config.with_payload)
     }
 
     /// Checks that `n` entries fit a page.
     fn check_len(&self, n: usize) -> Result<()> {
-        if n > self.max_entries {
-            return Err(Error::invalid(format!(
-                "node with {n} entries does not fit a {}-byte page (at most {} entries{})",
-                self.page_size,
-                self.max_entries,
-                if self.config.with_payload {
-                    " with payload"
-                } else {
-                    ""
-                }
-            )));
-        }
-        Ok(())
+        checks::check_len(
+            n,
+            self.max_entries,
+            self.page_size,
+            self.config.with_payload,
+        )
     }
 
     /// Reads and decodes node `id` from the device (no buffer involved).
