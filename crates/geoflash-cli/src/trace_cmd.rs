@@ -97,7 +97,7 @@ pub fn record_build(
     bulk: Option<(BulkMethod, f64)>,
     expected: &DeviceStats,
 ) -> Result<(), Failure> {
-    let spec = DeviceSpec::parse(&opts.device)?;
+    let spec = opts.device.clone();
     if matches!(spec, DeviceSpec::File { path: Some(_), .. }) {
         return Err(Error::invalid(
             "--record-trace re-runs the build on a scratch device and cannot reuse an explicit \

@@ -32,7 +32,7 @@ fn rect(id: u64) -> Rect {
 fn capture(dir: &Path, store: StoreKind) -> HashMap<String, Vec<u8>> {
     let mut opts = IndexOptions {
         page_size: PAGE,
-        device: "file?direct=false".into(),
+        device: "file?direct=false".parse().unwrap(),
         ..IndexOptions::default()
     };
     opts.store.kind = store;

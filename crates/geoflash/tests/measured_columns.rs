@@ -61,7 +61,7 @@ fn every_documented_column_is_measured_on_a_workload_that_needs_it() {
         kind: IndexKind::RStar,
         page_size,
         max_entries: Some(8),
-        device: "flashsim:preset=seed-tc58".into(),
+        device: "flashsim:preset=seed-tc58".parse().unwrap(),
         store: StoreOptions {
             kind: StoreKind::Efind,
             buffer_bytes: 8 * 1024,

@@ -22,7 +22,7 @@ use geoflash::grid::GridIndex;
 /// A fresh directory in `workdir` (created if missing; or the temporary
 /// directory) for an index on a `file` device; `None` for other devices,
 /// whose indexes need none.
-fn scratch_dir(device: &str, workdir: Option<&Path>) -> Result<Option<tempfile::TempDir>> {
+fn scratch_dir(device: &DeviceSpec, workdir: Option<&Path>) -> Result<Option<tempfile::TempDir>> {
     fn has_file(spec: &DeviceSpec) -> bool {
         match spec {
             DeviceSpec::File { .. } => true,
@@ -30,7 +30,7 @@ fn scratch_dir(device: &str, workdir: Option<&Path>) -> Result<Option<tempfile::
             _ => false,
         }
     }
-    if !has_file(&DeviceSpec::parse(device)?) {
+    if !has_file(device) {
         return Ok(None);
     }
     let b = tempfile::Builder::new().prefix("geoflash-bench-").clone();
@@ -63,7 +63,8 @@ fn create_index(
     data: &[(u64, Rect)],
     workdir: Option<&Path>,
 ) -> Result<(Box<dyn Target>, Option<tempfile::TempDir>)> {
-    let dir = scratch_dir(&c.index.device, workdir)?;
+    let device = DeviceSpec::parse(&c.index.device)?;
+    let dir = scratch_dir(&device, workdir)?;
     match c.index.family()? {
         IndexFamily::Tree => {
             let opts = c
@@ -81,8 +82,7 @@ fn create_index(
             let opts = c.index.grid_options(padded_extent(data)?)?;
             let batched = c.index.grid.clone().unwrap_or_default().batched()?;
             let path = dir.as_ref().map(|d| d.path().join("pages.dat"));
-            let dev =
-                DeviceSpec::parse(&c.index.device)?.open(c.index.page_size, path.as_deref())?;
+            let dev = device.open(c.index.page_size, path.as_deref())?;
             let k = &c.index.kind;
             let t: Box<dyn Target> = match kind {
                 GridKind::Grid | GridKind::Gffm | GridKind::HGrid => Box::new(GridTarget::new(

@@ -549,7 +549,7 @@ impl IndexSpec {
                 },
                 ..StoreOptions::default()
             },
-            device,
+            device: parsed_device,
             crs: Crs {
                 name: self
                     .get("crs")

@@ -39,7 +39,7 @@ fn an_empty_spec_gives_the_product_defaults() {
         o.store.buffer_bytes as u64,
         crate::units::parse_size(crate::defaults::BUFFER).unwrap()
     );
-    assert_eq!(o.device, crate::defaults::DEVICE);
+    assert_eq!(o.device, crate::defaults::DEVICE.parse().unwrap());
     assert!(o.store.efind.is_none() && o.store.fast.is_none());
     assert!(o.fortree.is_none() && !o.xbr);
     // The FOR-tree runs on the plain store unless told otherwise.
@@ -76,7 +76,7 @@ fn settings_reach_the_options() {
     assert_eq!(o.page_size, 8192);
     assert_eq!(o.reinsert_percent, 20);
     assert_eq!(o.store.buffer_bytes, 1 << 20);
-    assert_eq!(o.device, "mem:");
+    assert_eq!(o.device, "mem:".parse().unwrap());
     assert_eq!(o.crs.name, "EPSG:4326");
     assert_eq!(o.crs.units, "degree");
     let e = o.store.efind.unwrap();

@@ -58,7 +58,7 @@ impl Index {
     /// use geoflash::geom::Rect;
     /// use geoflash::{BatchDurability, Index, IndexOptions};
     ///
-    /// let opts = IndexOptions { device: "mem:".into(), ..IndexOptions::default() };
+    /// let opts = IndexOptions { device: "mem:".parse()?, ..IndexOptions::default() };
     /// let mut index = Index::create_temporary(&opts)?;
     /// index.batch(BatchDurability::AtEnd, |index| {
     ///     for i in 0..1000u64 {

@@ -180,7 +180,7 @@ impl Index {
         opts: &IndexOptions,
         make: impl FnOnce(&Path) -> std::result::Result<(Index, T), E>,
     ) -> std::result::Result<(Index, T), E> {
-        let spec = DeviceSpec::parse(&opts.device)?;
+        let spec = opts.device.clone();
         let staging = Staging::begin(dir, &spec)?;
         let made = make(staging.dir()).and_then(|(mut index, t)| {
             index.checkpoint()?;
@@ -232,7 +232,7 @@ impl Index {
             f.verify()?;
             store_opts.fast = Some(f);
         }
-        let spec = DeviceSpec::parse(&opts.device)?;
+        let spec = opts.device.clone();
         let mut manifest = Manifest {
             format_version: MANIFEST_VERSION,
             created_by: format!("geoflash {}", env!("CARGO_PKG_VERSION")),

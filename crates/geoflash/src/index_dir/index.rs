@@ -23,7 +23,7 @@ use crate::{Error, Result};
 /// use geoflash::index::query::Predicate;
 /// use geoflash::{Index, IndexOptions};
 ///
-/// let opts = IndexOptions { device: "flashsim:preset=seed-tc58".into(), ..IndexOptions::default() };
+/// let opts = IndexOptions { device: "flashsim:preset=seed-tc58".parse()?, ..IndexOptions::default() };
 /// let mut index = Index::create_temporary(&opts)?;
 /// for i in 0..1000u64 {
 ///     let x = (i % 40) as f64;

@@ -11,6 +11,8 @@ use crate::index::fortree::FortreeConfig;
 use crate::index::xbr::XbrConfig;
 use crate::index::{IndexKind, SplitKind, TreeParams};
 use crate::manifest::Crs;
+use crate::storage::file::IoEngine;
+use crate::storage::spec::DeviceSpec;
 use crate::store::efind::EfindConfig;
 use crate::store::fast::FastConfig;
 use crate::store::log::RecoveryMode;
@@ -105,8 +107,9 @@ pub struct IndexOptions {
     pub reinsert_percent: u8,
     /// Store and memory budget.
     pub store: StoreOptions,
-    /// Device spec string.
-    pub device: String,
+    /// The device, parsed once (its text form is `DeviceSpec`'s `Display`,
+    /// what the manifest records).
+    pub device: DeviceSpec,
     /// Coordinate reference of the data.
     pub crs: Crs,
     /// The extent a Hilbert R-tree maps onto its curve (order 16), fixed at
@@ -135,7 +138,13 @@ impl Default for IndexOptions {
             min_entries: None,
             reinsert_percent: crate::index::params::DEFAULT_REINSERT_PERCENT,
             store: StoreOptions::default(),
-            device: "file".into(),
+            // `file`: the index directory's own file, direct I/O.
+            device: DeviceSpec::File {
+                path: None,
+                direct: true,
+                engine: IoEngine::Auto,
+                capacity: None,
+            },
             crs: Crs::default(),
             hilbert_domain: None,
             fortree: None,

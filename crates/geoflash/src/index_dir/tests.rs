@@ -11,7 +11,6 @@ use crate::index::query::Predicate;
 use crate::index::{BulkMethod, IndexKind, RTree};
 use crate::manifest::Access;
 use crate::staging::Staging;
-use crate::storage::spec::DeviceSpec;
 use crate::store::efind::EfindConfig;
 use crate::store::fast::FastConfig;
 use crate::Error;
@@ -25,7 +24,7 @@ fn rect(i: u64) -> Rect {
 fn file_opts() -> IndexOptions {
     IndexOptions {
         page_size: 1024,
-        device: "file?direct=false".into(),
+        device: "file?direct=false".parse().unwrap(),
         ..IndexOptions::default()
     }
 }
@@ -255,7 +254,7 @@ fn logged_store_on_simulated_flash(kind: StoreKind) {
     use crate::store::log::Durability;
     let dir = tempfile::tempdir().unwrap();
     let opts = IndexOptions {
-        device: "flashsim:preset=seed-tc58".into(),
+        device: "flashsim:preset=seed-tc58".parse().unwrap(),
         ..logged_opts(
             kind,
             Durability::Group {
@@ -354,7 +353,8 @@ fn bad_creation_requests() {
             ..file_opts()
         },
         IndexOptions {
-            device: "tape:".into(),
+            // A device spec that parses but that no device takes.
+            device: "mem:capacity=100".parse().unwrap(),
             ..file_opts()
         },
         IndexOptions {
@@ -422,7 +422,7 @@ fn entries(dir: &Path) -> Vec<String> {
 fn a_failed_build_leaves_no_directory_and_the_previous_index_untouched() {
     let tmp = tempfile::tempdir().unwrap();
     let flash = IndexOptions {
-        device: "flashsim:preset=seed-tc58".into(),
+        device: "flashsim:preset=seed-tc58".parse().unwrap(),
         ..IndexOptions::default()
     };
     let xbr = {
@@ -465,7 +465,9 @@ fn a_failed_build_leaves_no_directory_and_the_previous_index_untouched() {
     // failed build that created it.
     let dev = tmp.path().join("dev.dat");
     let opts = IndexOptions {
-        device: format!("file:{}?direct=false", dev.display()),
+        device: format!("file:{}?direct=false", dev.display())
+            .parse()
+            .unwrap(),
         ..file_opts()
     };
     let other = tmp.path().join("other");
@@ -493,7 +495,7 @@ fn a_killed_build_is_adopted_and_recovered() {
     let opts = logged_opts(StoreKind::Efind, crate::store::log::Durability::Sync);
     // What a killed build leaves: a staging directory whose operations
     // are durable in its log only (no checkpoint after them).
-    let staging = Staging::begin(&target, &DeviceSpec::parse(&opts.device).unwrap()).unwrap();
+    let staging = Staging::begin(&target, &opts.device).unwrap();
     let mut ix = Index::create_in(Some(staging.dir()), &opts, RTree::create).unwrap();
     for i in 1..=300 {
         ix.insert(i, rect(i)).unwrap();
@@ -518,7 +520,7 @@ fn a_killed_build_is_adopted_and_recovered() {
 fn simulated_devices_live_in_their_process() {
     let dir = tempfile::tempdir().unwrap();
     let opts = IndexOptions {
-        device: "flashsim:preset=seed-tc58".into(),
+        device: "flashsim:preset=seed-tc58".parse().unwrap(),
         ..IndexOptions::default()
     };
     let mut idx = Index::create(&dir.path().join("sim"), &opts).unwrap();
@@ -548,7 +550,7 @@ fn simulated_devices_live_in_their_process() {
         .to_string();
     assert!(e.contains("device.img"), "{e}");
     let hdd = IndexOptions {
-        device: "hddsim:preset=7200rpm".into(),
+        device: "hddsim:preset=7200rpm".parse().unwrap(),
         ..IndexOptions::default()
     };
     Index::create(&dir.path().join("hdd"), &hdd)
@@ -561,7 +563,7 @@ fn simulated_devices_live_in_their_process() {
     assert!(e.contains("lives only in its process"), "{e}");
 
     let mut t = Index::create_temporary(&IndexOptions {
-        device: "mem:".into(),
+        device: "mem:".parse().unwrap(),
         ..IndexOptions::default()
     })
     .unwrap();
@@ -701,7 +703,7 @@ fn xbr_index_on_every_store_answers_like_brute_force_after_reopen() {
     {
         let mut opts = IndexOptions {
             page_size: 1024,
-            device: "file?direct=false".into(),
+            device: "file?direct=false".parse().unwrap(),
             hilbert_domain: Some(Rect::new(0.0, 0.0, 100.0, 100.0).unwrap()),
             store: StoreOptions {
                 kind: store,
@@ -769,7 +771,7 @@ fn xbr_index_on_every_store_answers_like_brute_force_after_reopen() {
 fn operations_read_the_cpu_clock_unless_told_not_to() {
     let opts = IndexOptions {
         page_size: 1024,
-        device: "mem:".into(),
+        device: "mem:".parse().unwrap(),
         ..IndexOptions::default()
     };
     let mut idx = Index::create_temporary(&opts).unwrap();

@@ -233,7 +233,7 @@ fn efind_index_with_an_automatic_capacity_reopens() {
         let path = dir.path().join("idx");
         let opts = IndexOptions {
             page_size: PAGE,
-            device: device.into(),
+            device: device.parse().unwrap(),
             store: StoreOptions {
                 kind: StoreKind::Efind,
                 buffer_bytes: 16 << 10,

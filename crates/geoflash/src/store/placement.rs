@@ -164,7 +164,9 @@ mod tests {
             },
             device: format!(
                 "hybrid:fast=(mem:capacity=1MiB);slow=(mem:capacity=4MiB)&fast_pages={fast_pages}"
-            ),
+            )
+            .parse()
+            .unwrap(),
             ..IndexOptions::default()
         }
     }
@@ -300,7 +302,9 @@ mod tests {
                 placement,
                 ..StoreOptions::default()
             },
-            device: "hybrid:fast=(mem:capacity=8MiB);slow=(mem:capacity=64MiB)".into(),
+            device: "hybrid:fast=(mem:capacity=8MiB);slow=(mem:capacity=64MiB)"
+                .parse()
+                .unwrap(),
             hilbert_domain: (kind == IndexKind::Hilbert)
                 .then(|| Rect::new(0.0, 0.0, 100.0, 100.0).unwrap()),
             ..IndexOptions::default()
@@ -462,7 +466,7 @@ mod tests {
                     let tmp = tempfile::tempdir().unwrap();
                     let dir = tmp.path().join("idx");
                     let mut opts = store_options(store, kind, Placement::SHR_TREE);
-                    opts.device = (*device).into();
+                    opts.device = device.parse().unwrap();
                     opts.page_size = 4096;
                     opts.max_entries = Some(8);
                     let mut index = Index::create(&dir, &opts).unwrap();
@@ -510,7 +514,8 @@ mod tests {
         let mut opts = store_options(StoreKind::Efind, IndexKind::RTree, Placement::SHR_TREE);
         opts.device =
             "hybrid:fast=(file?direct=false&capacity=1MiB);slow=(file?direct=false&capacity=64MiB)"
-                .into();
+                .parse()
+                .unwrap();
         let mut index = Index::create(&dir, &opts).unwrap();
         for i in 0..100u64 {
             index
