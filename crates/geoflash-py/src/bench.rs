@@ -9,7 +9,7 @@ use geoflash_bench::results::sql::Value;
 use geoflash_bench::results::{ResultsLocation, ResultsStore};
 use geoflash_bench::runner::{run, RunOptions};
 use geoflash_bench::workload::{Scale, Workload};
-use geoflash_engine::Error;
+use geoflash_engine::engine::Error;
 use pyo3::prelude::*;
 
 use crate::to_py;

@@ -14,14 +14,11 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use geoflash_engine::engine::{
+    from_wkb, Access, BatchDurability, BulkMethod, DirLock, Error, Geometry, Hit, Index, IndexKind,
+    IndexOptions, IndexSpec, KeyStyle, OpenBatch, Predicate, Result, Window, MANIFEST_FILE,
+};
 use geoflash_engine::geom::{Point, Rect, MAX_COORD};
-use geoflash_engine::index::query::{Hit, Predicate};
-use geoflash_engine::index::BulkMethod;
-use geoflash_engine::index_dir::OpenBatch;
-use geoflash_engine::manifest::{Access, DirLock, MANIFEST_FILE};
-use geoflash_engine::objects::geometry::from_wkb;
-use geoflash_engine::objects::Geometry;
-use geoflash_engine::{BatchDurability, Error, Index, IndexOptions, IndexSpec, KeyStyle, Result};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict};
 
@@ -336,8 +333,7 @@ impl Core {
         options: &Bound<'_, PyDict>,
     ) -> PyResult<Core> {
         let opts = parse_options(options)?;
-        if opts.kind == geoflash_engine::index::IndexKind::Hilbert && opts.hilbert_domain.is_none()
-        {
+        if opts.kind == IndexKind::Hilbert && opts.hilbert_domain.is_none() {
             return Err(user_error(
                 "kind=\"hilbert\" built by insertion needs hilbert_domain=(minx, miny, maxx, maxy), \
                  the extent mapped onto the Hilbert curve (objects outside it are clamped); \
@@ -592,7 +588,7 @@ impl Core {
         self.read_nogil(py, |st| {
             let mut n = 0u64;
             st.index.tree()?.select(
-                &geoflash_engine::index::query::Window {
+                &Window {
                     rect: r,
                     predicate: p,
                 },

@@ -15,7 +15,7 @@ mod bench;
 mod core;
 mod records;
 
-use geoflash_engine::Error;
+use geoflash_engine::engine::{self, max_entries, Error};
 
 create_exception!(
     _geoflash,
@@ -61,7 +61,7 @@ pub(crate) fn to_py(e: Error) -> PyErr {
 /// Parses a size string (`512KiB`, `4MiB`, `4096`, `1GB`) into bytes.
 #[pyfunction]
 fn parse_size(text: &str) -> PyResult<u64> {
-    geoflash_engine::units::parse_size(text).map_err(to_py)
+    engine::parse_size(text).map_err(to_py)
 }
 
 /// The number of entries a node page of `page_size` bytes holds (`payload`:
@@ -70,7 +70,7 @@ fn parse_size(text: &str) -> PyResult<u64> {
 #[pyfunction]
 #[pyo3(signature = (page_size, payload=false))]
 fn page_capacity(page_size: usize, payload: bool) -> usize {
-    geoflash_engine::page::max_entries(page_size, payload)
+    max_entries(page_size, payload)
 }
 
 /// The extension module `geoflash._geoflash`.
@@ -90,7 +90,7 @@ fn _geoflash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Python layer's default store, buffer and device.
     let defaults = pyo3::types::PyDict::new_bound(m.py());
     {
-        use geoflash_engine::defaults as d;
+        use engine::defaults as d;
         for (k, v) in [
             ("store", d::STORE),
             ("buffer", d::BUFFER),

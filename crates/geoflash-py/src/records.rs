@@ -29,7 +29,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use geoflash_engine::{Error, Result};
+use geoflash_engine::engine::{write_atomic, Error, Result};
 
 /// File name of the record map inside an index directory.
 pub const RECORDS_FILE: &str = "pyrecords.dat";
@@ -351,7 +351,7 @@ impl Records {
         if self.identity {
             return Ok(());
         }
-        geoflash_engine::manifest::write_atomic(dir, RECORDS_FILE, &self.encode())
+        write_atomic(dir, RECORDS_FILE, &self.encode())
     }
 
     /// The map of the index in `dir`: its file, or an identity map if it has none.
