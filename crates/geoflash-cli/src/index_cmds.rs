@@ -27,10 +27,30 @@ pub struct BuildArgs {
     /// Index directory to create.
     #[arg(long)]
     index: PathBuf,
-    /// rtree, rstar, hilbert, or fortree (the FOR-tree: overflow nodes
-    /// instead of splits, merge-back; on the plain store with its own buffer).
+    /// rtree, rstar, hilbert, fortree (the FOR-tree: overflow nodes
+    /// instead of splits, merge-back; on the plain store with its own
+    /// buffer), xbr (the xBR+-tree of points), or a grid file of points:
+    /// grid, gffm, lbgrid or hgrid (its own buffers, no node store; built by
+    /// insertion).
     #[arg(long, default_value = "rstar")]
     kind: String,
+    /// Grid files: queries plain (one page at a time) or batched (the
+    /// default: the batch algorithms).
+    #[arg(long)]
+    grid_queries: Option<String>,
+    /// Grid files: share of --buffer given to directory pages (default 0.75).
+    #[arg(long)]
+    grid_dir_share: Option<f64>,
+    /// Grid files: pages of each cold list, the size of every batch write
+    /// (default: an eighth of the buffer, at most 128; 1 for --kind grid).
+    #[arg(long)]
+    grid_cold_pages: Option<usize>,
+    /// H-Grid: the selectivity constant s of its hot-region detector (default 1.5).
+    #[arg(long)]
+    grid_s: Option<f64>,
+    /// H-Grid: every sub-directory on the fast tier (on or off; default off).
+    #[arg(long)]
+    grid_special: Option<String>,
     /// FOR-tree: reproduce the original root counter (insertions never count
     /// the unit they insert into, so a leaf root never merges back: the
     /// seeds' failure). Off by default: the fix counts it.
@@ -40,9 +60,9 @@ pub struct BuildArgs {
     /// merge-back threshold (default 10).
     #[arg(long)]
     fortree_write_read_ratio: Option<f64>,
-    /// Split of the R-tree: linear, quadratic or exponential.
-    #[arg(long, default_value = "quadratic")]
-    split: String,
+    /// Split of the R-tree: linear, quadratic (the default) or exponential.
+    #[arg(long)]
+    split: Option<String>,
     /// Node store: efind or fast (the two flash-aware frameworks, crash-safe
     /// with their log), or plain (the disk-based baseline of the papers).
     /// Default efind; plain for --kind fortree (the only store it takes).
@@ -121,9 +141,9 @@ pub struct BuildArgs {
     /// Minimum fill: a fraction of M in (0, 0.5] (e.g. 0.4) or an entry count m ≥ 2.
     #[arg(long)]
     min_fill: Option<String>,
-    /// R*-tree forced-reinsertion percentage.
-    #[arg(long, default_value_t = 30)]
-    reinsert: u8,
+    /// R*-tree forced-reinsertion percentage (default 30).
+    #[arg(long)]
+    reinsert: Option<u8>,
     /// Hilbert R-tree: the extent mapped onto the curve, MINX,MINY,MAXX,MAXY
     /// (default: the input's extent; later objects outside it are clamped
     /// to its border cells).
@@ -581,6 +601,8 @@ fn print_stats(
     let nodes = match (index.structure().fortree(), index.structure().xbr()) {
         (Some(mut f), _) => f.check().map(|r| r.nodes_per_level.iter().sum()),
         (None, Some(x)) => x.check().map(|r| r.nodes),
+        // A grid file's pages (directory, buckets, metadata).
+        (None, None) if index.tree().is_err() => Ok(index.structure().pages_in_use()),
         (None, None) => index.tree().and_then(|t| t.inspect()).map(|r| r.nodes),
     };
     if let Ok(nodes) = nodes {
@@ -657,13 +679,18 @@ impl BuildArgs {
     /// names the flags at fault).
     fn spec(&self) -> Result<IndexSpec, Failure> {
         let number = |v: Option<usize>| v.map(|n| n.to_string());
-        let flags: [(&str, Option<String>); 25] = [
+        let flags: [(&str, Option<String>); 30] = [
             ("kind", Some(self.kind.clone())),
-            ("split", Some(self.split.clone())),
+            ("split", self.split.clone()),
             ("page_size", Some(self.page_size.clone())),
             ("max_entries", number(self.max_entries)),
             ("min_fill", self.min_fill.clone()),
-            ("reinsert", Some(self.reinsert.to_string())),
+            ("reinsert", self.reinsert.map(|n| n.to_string())),
+            ("grid_queries", self.grid_queries.clone()),
+            ("grid_dir_share", self.grid_dir_share.map(|v| v.to_string())),
+            ("grid_cold_pages", number(self.grid_cold_pages)),
+            ("grid_s", self.grid_s.map(|v| v.to_string())),
+            ("grid_special", self.grid_special.clone()),
             ("hilbert_domain", self.hilbert_domain.clone()),
             ("store", self.store.clone()),
             ("buffer", Some(self.buffer.clone())),
@@ -1162,10 +1189,16 @@ pub fn verify(a: DirArgs) -> Result<(), Failure> {
         (None, Some(x)) => x
             .check()
             .and_then(|r| Ok(((r.points, x.height(), r.nodes, None), report_json(&r)?))),
-        (None, None) => index.tree()?.check().and_then(|r| {
-            let nodes = r.nodes_per_level.iter().sum::<u64>();
-            Ok(((r.records, r.height, nodes, None), report_json(&r)?))
-        }),
+        (None, None) => match index.structure().verify_grid() {
+            Some(points) => points.map(|n| {
+                let pages = index.structure().pages_in_use();
+                ((n, 2, pages, None), json!({"points": n, "pages": pages}))
+            }),
+            None => index.tree()?.check().and_then(|r| {
+                let nodes = r.nodes_per_level.iter().sum::<u64>();
+                Ok(((r.records, r.height, nodes, None), report_json(&r)?))
+            }),
+        },
     };
     let ((records, height, nodes, overflow), report) = checked.map_err(|e| Failure {
         code: 1,

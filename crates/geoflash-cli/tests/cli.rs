@@ -1158,6 +1158,85 @@ fn xbr_kind_builds_answers_deletes_and_verifies_on_every_store() {
 }
 
 #[test]
+fn grid_kinds_build_answer_delete_and_verify_in_index_directories() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("p.csv");
+    let mut text = String::from("id,minx,miny,maxx,maxy\n");
+    for i in 1..=1500u64 {
+        let x = (i * 7919 % 10_000) as f64 / 10.0;
+        let y = (i * 104_729 % 9_973) as f64 / 10.0;
+        text.push_str(&format!("{i},{x},{y},{x},{y}\n"));
+    }
+    std::fs::write(&data, text).unwrap();
+    let pts = read_csv(&data);
+    let mut want: Vec<u64> = pts
+        .iter()
+        .filter(|(_, r)| (100.0..=400.0).contains(&r[0]) && (200.0..=500.0).contains(&r[1]))
+        .map(|(id, _)| *id)
+        .collect();
+    want.sort_unstable();
+    for (kind, queries) in [
+        ("gffm", "batched"),
+        ("lbgrid", "batched"),
+        ("grid", "plain"),
+    ] {
+        let idx = dir.path().join(kind);
+        let stats = last_json(&ok(geoflash(&[
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(&idx),
+            "--kind",
+            kind,
+            "--grid-queries",
+            queries,
+            "--page-size",
+            "1KiB",
+            "--buffer",
+            "128KiB",
+            "--device",
+            "file?direct=false",
+            "--json",
+        ])));
+        assert!(stats["pages_written"].as_u64().unwrap() > 0, "{stats}");
+        assert!(stats["index_bytes"].as_u64().unwrap() > 0, "{stats}");
+        assert_eq!(all_ids(&idx), (1..=1500).collect::<Vec<_>>(), "{kind}");
+        assert_eq!(window_ids(&idx, "100,200,400,500"), want, "{kind}");
+        delete_first_rows(&idx, &data, 300);
+        assert_eq!(all_ids(&idx), (301..=1500).collect::<Vec<_>>(), "{kind}");
+        let v = last_json(&ok(geoflash(&["verify", "--index", s(&idx), "--json"])));
+        assert_eq!(v["report"]["points"], 1200, "{kind}: {v}");
+    }
+    // A grid file has no node store, no split and no bulk load.
+    for (flag, value, says) in [
+        ("--store", "efind", "grid file keeps its own buffers"),
+        ("--split", "linear", "grid file keeps its own buffers"),
+        ("--bulk", "str", "build it by insertion"),
+        ("--grid-queries", "sometimes", "plain or batched"),
+    ] {
+        let idx = dir.path().join(format!("bad{flag}"));
+        let out = geoflash(&[
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(&idx),
+            "--kind",
+            "gffm",
+            flag,
+            value,
+            "--device",
+            "file?direct=false",
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
+        assert!(err.contains(says), "{flag}: {err}");
+        assert!(!idx.exists(), "{flag}: nothing is left");
+    }
+}
+
+#[test]
 fn fortree_kind_builds_answers_reopens_and_reproduces_the_root_counter_failure() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let data = dir.path().join("r.csv");

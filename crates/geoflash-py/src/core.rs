@@ -340,6 +340,13 @@ impl Core {
                  a bulk load (a stream, from_arrays, from_geoseries) takes the data's extent",
             ));
         }
+        if opts.needs_domain() && opts.hilbert_domain.is_none() {
+            return Err(user_error(format!(
+                "kind=\"{}\" built by insertion needs hilbert_domain=(minx, miny, maxx, maxy), \
+                 the domain every point lies in",
+                opts.kind_name()
+            )));
+        }
         let state = py
             .allow_threads(|| -> Result<State> {
                 let records = Records::new();

@@ -45,9 +45,9 @@ pub trait SpatialIndex: Any + Send + Sync {
     /// tree"`, `"a FOR-tree"`, `"an xBR+-tree"`, `"a grid file"`).
     fn family(&self) -> &'static str;
 
-    /// Number of records; `None` when the structure does not know it
-    /// without reading every page (LB-Grid, whose blind updates do not say
-    /// whether a point was there).
+    /// Number of records; `None` when they cannot be counted (LB-Grid,
+    /// whose blind updates do not say whether a point was there, counts its
+    /// points with a query over its whole domain, `None` if that fails).
     fn len(&self) -> Option<u64>;
 
     /// True when the index holds no record (`None` when [`len`](Self::len)
@@ -108,6 +108,14 @@ pub trait SpatialIndex: Any + Send + Sync {
     /// The counters of the store (or buffers) under the index.
     fn store_stats(&self) -> StoreStats;
 
+    /// The pages the index occupies on its device (by default the nodes the
+    /// store created and has not deleted; a grid file's directory, bucket
+    /// and metadata pages).
+    fn pages_in_use(&self) -> u64 {
+        let st = self.store_stats();
+        st.nodes_created.saturating_sub(st.nodes_deleted)
+    }
+
     /// What the index algorithms counted: splits, reinsertions, merges.
     fn tree_counters(&self) -> TreeCounters {
         TreeCounters::default()
@@ -167,6 +175,20 @@ impl dyn SpatialIndex {
                 self.family()
             ))
         })
+    }
+
+    /// For a grid file, its structural check ([`crate::grid::GridFile::verify`]:
+    /// root and sub-directory regions, every point in its bucket's region,
+    /// bucket sizes) with the number of points it found; `None` for the
+    /// other families.
+    pub fn verify_grid(&self) -> Option<Result<u64>> {
+        use crate::grid::{gffm::InPlaceBuckets, lbgrid::LogBuckets, GridIndex};
+        let any = self.as_any();
+        if let Some(g) = any.downcast_ref::<GridIndex<InPlaceBuckets>>() {
+            return Some(g.grid().verify());
+        }
+        any.downcast_ref::<GridIndex<LogBuckets>>()
+            .map(|g| g.grid().verify())
     }
 
     /// The xBR+-tree (`None` for the other families).

@@ -1,6 +1,5 @@
-//! Build steps: the creation of a configuration's index (a tree through
-//! [`Index`], a grid file on its device; a scratch directory for `file`
-//! devices) and its loading, by insertion or bulk load, as the first,
+//! Build steps: the creation of a configuration's index through
+//! [`Index`] (a scratch directory for `file` devices) and its loading, by insertion or bulk load, as the first,
 //! measured step.
 use std::path::Path;
 
@@ -11,13 +10,8 @@ use geoflash::{Error, Index, Result};
 use indicatif::ProgressBar;
 
 use super::measure::{measure, Clock};
-use crate::target::grid::GridTarget;
-use crate::target::tree::TreeTarget;
 use crate::target::{tier_note, Target};
-use crate::workload::{BuildMethod, Configuration, GridKind, IndexFamily, Step};
-use geoflash::grid::gffm::InPlaceBuckets;
-use geoflash::grid::lbgrid::LogBuckets;
-use geoflash::grid::GridIndex;
+use crate::workload::{BuildMethod, Configuration, Step};
 
 /// A fresh directory in `workdir` (created if missing; or the temporary
 /// directory) for an index on a `file` device; `None` for other devices,
@@ -46,65 +40,31 @@ fn scratch_dir(device: &DeviceSpec, workdir: Option<&Path>) -> Result<Option<tem
     })
 }
 
-/// The extent of `data`, widened where it is flat (a grid file's domain
-/// needs an area).
-fn padded_extent(data: &[(u64, Rect)]) -> Result<Rect> {
-    let e = Rect::union_all(data.iter().map(|(_, r)| r))
-        .ok_or_else(|| Error::invalid("empty dataset"))?;
-    e.with_area()
-}
-
 /// Creates the index of a configuration (`file` devices get a fresh
-/// directory in `workdir`): a tree through [`Index`] (a Hilbert R-tree's
-/// domain is the extent of the whole dataset `data`), a grid file over the
-/// extent of `data` on the configuration's device.
+/// directory in `workdir`) through [`Index`]; a structure that needs a
+/// domain (a Hilbert R-tree, an xBR+-tree, a grid file) and is given none
+/// takes the extent of the whole dataset `data`.
 fn create_index(
     c: &Configuration,
     data: &[(u64, Rect)],
     workdir: Option<&Path>,
-) -> Result<(Box<dyn Target>, Option<tempfile::TempDir>)> {
-    let device = DeviceSpec::parse(&c.index.device)?;
-    let dir = scratch_dir(&device, workdir)?;
-    match c.index.family()? {
-        IndexFamily::Tree => {
-            let opts = c
-                .index
-                .options()?
-                .with_domain_of(data.iter().map(|(_, r)| r));
-            let mut index = match &dir {
-                None => Index::create_temporary(&opts)?,
-                Some(d) => Index::create(&d.path().join("index"), &opts)?,
-            };
-            index.set_read_mode(c.index.reads.parse()?);
-            Ok((Box::new(TreeTarget::new(index)), dir))
-        }
-        IndexFamily::Grid(kind) => {
-            let opts = c.index.grid_options(padded_extent(data)?)?;
-            let batched = c.index.grid.clone().unwrap_or_default().batched()?;
-            let path = dir.as_ref().map(|d| d.path().join("pages.dat"));
-            let dev = device.open(c.index.page_size, path.as_deref())?;
-            let k = &c.index.kind;
-            let t: Box<dyn Target> = match kind {
-                GridKind::Grid | GridKind::Gffm | GridKind::HGrid => Box::new(GridTarget::new(
-                    GridIndex::<InPlaceBuckets>::create(k, dev, opts, batched)?,
-                )),
-                GridKind::LbGrid => Box::new(GridTarget::new(GridIndex::<LogBuckets>::create(
-                    k, dev, opts, batched,
-                )?)),
-            };
-            Ok((t, dir))
-        }
-    }
+) -> Result<(Target, Option<tempfile::TempDir>)> {
+    let opts = c
+        .index
+        .options()?
+        .with_domain_of(data.iter().map(|(_, r)| r));
+    let dir = scratch_dir(&opts.device, workdir)?;
+    let mut index = match &dir {
+        None => Index::create_temporary(&opts)?,
+        Some(d) => Index::create(&d.path().join("index"), &opts)?,
+    };
+    index.set_read_mode(c.index.reads.parse()?);
+    Ok((Target::new(index), dir))
 }
 
 /// A built index: the target, its scratch directory, the build step's
 /// metrics and tier note, and how many objects of the dataset it holds.
-pub(super) type Built = (
-    Box<dyn Target>,
-    Option<tempfile::TempDir>,
-    (Stats, String),
-    usize,
-);
+pub(super) type Built = (Target, Option<tempfile::TempDir>, (Stats, String), usize);
 
 /// Builds the index of configuration `c` over `data` as its first step.
 pub(super) fn build(
@@ -131,7 +91,7 @@ pub(super) fn build(
     match method {
         BuildMethod::Insert => {
             let (mut index, dir) = create_index(c, data, workdir)?;
-            let s = measure(&mut *index, "build", |ix, s| {
+            let s = measure(&mut index, "build", |ix, s| {
                 for (i, (id, r)) in load.iter().enumerate() {
                     ix.insert(*id, *r)?;
                     if i % 256 == 0 {
@@ -142,12 +102,6 @@ pub(super) fn build(
                 ix.checkpoint()
             })?;
             Ok((index, dir, s, n))
-        }
-        BuildMethod::Bulk(_) if c.index.family()? != IndexFamily::Tree => {
-            Err(Error::invalid(format!(
-                "bulk loading is not available for index kind {}: build it by insertion",
-                c.index.kind
-            )))
         }
         BuildMethod::Bulk(m) => {
             // The bulk load creates the index, so the measurement wraps creation.
@@ -167,15 +121,11 @@ pub(super) fn build(
             let mut s = index.stats("build");
             clock.stamp(&mut s);
             s.operations = load.len() as u64;
-            let st = index.structure().store_stats();
-            s.set_index_bytes(
-                st.nodes_created
-                    .saturating_sub(st.nodes_deleted)
-                    .saturating_mul(opts.page_size as u64),
-            );
-            bar.set_position(load.len() as u64);
             let note = tier_note(&**index.device());
-            Ok((Box::new(TreeTarget::new(index)), dir, (s, note), n))
+            let target = Target::new(index);
+            s.set_index_bytes(target.index_bytes());
+            bar.set_position(load.len() as u64);
+            Ok((target, dir, (s, note), n))
         }
     }
 }

@@ -8,7 +8,6 @@ use geoflash::{Error, Index, Result};
 
 use super::exec::Exec;
 use super::measure::{Clock, Row};
-use crate::target::tree::TreeTarget;
 use crate::target::Target;
 
 /// Crash and recover: `operations` inserts without a checkpoint, the index
@@ -16,10 +15,10 @@ use crate::target::Target;
 /// reopened, which runs recovery from the log. The row measures the reopen.
 pub(super) fn crash_and_recover(
     exec: &mut Exec,
-    target: Box<dyn Target>,
+    target: Target,
     operations: usize,
-) -> Result<(Box<dyn Target>, Row)> {
-    let skipped = |index: Box<dyn Target>, message: String| {
+) -> Result<(Target, Row)> {
+    let skipped = |index: Target, message: String| {
         Ok((
             index,
             Row {
@@ -30,7 +29,8 @@ pub(super) fn crash_and_recover(
             },
         ))
     };
-    if target.as_index().is_none() {
+    if exec.store == "none" {
+        // A grid file (no store).
         return skipped(
             target,
             "crash_and_recover is not supported by this index kind (it keeps no log; \
@@ -48,15 +48,8 @@ pub(super) fn crash_and_recover(
             ),
         );
     }
-    let Some(dir) = index
-        .as_index()
-        .and_then(|i| i.dir())
-        .map(Path::to_path_buf)
-    else {
-        let device = index
-            .as_index()
-            .map(|i| i.manifest().device.clone())
-            .unwrap_or_default();
+    let Some(dir) = index.as_index().dir().map(Path::to_path_buf) else {
+        let device = index.as_index().manifest().device.clone();
         return skipped(
             index,
             format!(
@@ -98,7 +91,7 @@ pub(super) fn crash_and_recover(
         .unwrap_or_default();
     s.operations = (recovered - before) as u64;
     Ok((
-        Box::new(TreeTarget::new(index)),
+        Target::new(index),
         Row {
             parameter: format!("operations={operations}"),
             status: "ok",

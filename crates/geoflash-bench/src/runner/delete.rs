@@ -14,7 +14,7 @@ impl Exec<'_> {
     /// objects deleted in random (seeded) order, then a checkpoint; one row.
     pub(super) fn delete(
         &mut self,
-        index: &mut dyn Target,
+        index: &mut Target,
         label: &str,
         fraction: &f64,
         seed: &u64,

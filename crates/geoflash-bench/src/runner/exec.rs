@@ -42,7 +42,7 @@ impl Exec<'_> {
 
     /// Runs `step` (any kind but build and crash_and_recover, which the
     /// configuration's loop runs) and returns its rows.
-    pub(super) fn step(&mut self, index: &mut dyn Target, step: &Step) -> Result<Vec<Row>> {
+    pub(super) fn step(&mut self, index: &mut Target, step: &Step) -> Result<Vec<Row>> {
         let label = step.kind();
         self.bar.set_message(label.to_string());
         match step {

@@ -41,7 +41,7 @@ impl Exec<'_> {
     /// (seeded), one row per value of `k`.
     pub(super) fn knn(
         &mut self,
-        index: &mut dyn Target,
+        index: &mut Target,
         label: &str,
         k: &[usize],
         count: &usize,

@@ -14,7 +14,7 @@ use crate::target::{tier_note, Target};
 /// the step's metrics and, on a hybrid device, the note of its per-tier
 /// counters during the step.
 pub(super) fn measure(
-    target: &mut dyn Target,
+    target: &mut Target,
     label: &str,
     work: impl FnOnce(&mut dyn SpatialIndex, &mut Stats) -> Result<()>,
 ) -> Result<(Stats, String)> {

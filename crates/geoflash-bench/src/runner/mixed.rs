@@ -12,7 +12,7 @@ use crate::workload::{MixedQuery, Step};
 
 impl Exec<'_> {
     /// A mixed step (its six parameters read from `step`): one row.
-    pub(super) fn mixed(&mut self, index: &mut dyn Target, step: &Step) -> Result<Vec<Row>> {
+    pub(super) fn mixed(&mut self, index: &mut Target, step: &Step) -> Result<Vec<Row>> {
         let Step::Mixed {
             operations,
             insert_ratio,

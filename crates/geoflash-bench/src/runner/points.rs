@@ -28,7 +28,7 @@ impl Exec<'_> {
     /// centres (seeded) looked up in groups, one row per size in `group`.
     pub(super) fn point_queries(
         &mut self,
-        index: &mut dyn Target,
+        index: &mut Target,
         label: &str,
         group: &[usize],
         count: &usize,

@@ -84,7 +84,7 @@ impl Exec<'_> {
     /// per selectivity (or one for a windows file).
     pub(super) fn range_queries(
         &mut self,
-        index: &mut dyn Target,
+        index: &mut Target,
         label: &str,
         source: &WindowSource,
         predicate: &Predicate,

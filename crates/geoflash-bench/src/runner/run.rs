@@ -247,7 +247,7 @@ fn execute(
                 Err(e) => return Err(fail(store, i, step, e)),
             }
         }
-        match exec.step(&mut *index, step) {
+        match exec.step(&mut index, step) {
             Ok(rows) => {
                 for r in rows.iter().filter(|r| r.status == "skipped") {
                     summary.unsupported.push(r.message.clone());

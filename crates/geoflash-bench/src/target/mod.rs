@@ -1,28 +1,21 @@
-//! What the runner drives: an index of any family as a
+//! What the runner drives: a [`geoflash::Index`] of any family (the
+//! R-tree family, the FOR-tree, the xBR+-tree, the grid files; every
+//! store, the sHR-tree among them: an R*-tree whose store hints its
+//! internal nodes to the fast tier of a hybrid device) as a
 //! [`geoflash::SpatialIndex`] (the operations every step runs), with the
-//! measurement around it that this trait adds, so that every step (build,
+//! measurement around it that [`Target`] adds, so that every step (build,
 //! range, kNN, point groups, mixed, delete, checkpoint) is measured the same
 //! way whatever the index is.
 //!
-//! - [`tree`]: the R-tree family, the FOR-tree and the xBR+-tree through
-//!   [`geoflash::Index`] (every store, the sHR-tree among them: an R*-tree
-//!   whose store hints its internal nodes to the fast tier of a hybrid
-//!   device);
-//! - [`grid`]: the grid files of [`geoflash::grid`] (`grid`, `gffm`,
-//!   `lbgrid`, `hgrid`) through [`geoflash::grid::GridIndex`], which index
-//!   **points**.
-//!
-//! A new index family implements [`geoflash::SpatialIndex`] in the library,
-//! [`Target`] here, and adds its kinds to [`crate::workload::IndexFamily`].
+//! A new index family implements [`geoflash::SpatialIndex`] in the library
+//! and comes through the library's `IndexSpec`; the workbench adds its
+//! kinds to [`crate::workload::IndexFamily`].
 use std::sync::Arc;
 
 use geoflash::index::query::{BatchResult, KnnResult, QueryResult};
 use geoflash::metrics::{PhaseTimes, Stats};
 use geoflash::storage::PageDevice;
 use geoflash::{Index, SpatialIndex};
-
-pub mod grid;
-pub mod tree;
 
 /// What a query did: candidates of the filter step and results.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -75,32 +68,70 @@ impl From<&BatchResult> for Answer {
 /// An index the runner measures (see the module docs): the index itself,
 /// and its devices and sizes. Counters are read before and after each step;
 /// the runner differences them.
-pub trait Target {
+pub struct Target {
+    index: Index,
+}
+
+impl Target {
+    /// Wraps `index`.
+    pub fn new(index: Index) -> Self {
+        Target { index }
+    }
+
     /// The index.
-    fn index(&self) -> &dyn SpatialIndex;
+    pub fn index(&self) -> &dyn SpatialIndex {
+        &self.index
+    }
+
     /// The index, for a step's operations.
-    fn index_mut(&mut self) -> &mut dyn SpatialIndex;
+    pub fn index_mut(&mut self) -> &mut dyn SpatialIndex {
+        &mut self.index
+    }
+
     /// The device the index lives on.
-    fn device(&self) -> &Arc<dyn PageDevice>;
+    pub fn device(&self) -> &Arc<dyn PageDevice> {
+        self.index.device()
+    }
+
     /// Resets the counters of every device the index uses.
-    fn reset_device_stats(&self);
-    /// Copies the device counters (and a separate log's) into `s`.
-    fn device_stats_into(&self, s: &mut Stats);
+    pub fn reset_device_stats(&self) {
+        self.index.device().reset_stats();
+        if let Some(log) = self.index.log_device() {
+            log.reset_stats();
+        }
+    }
+
+    /// Copies the device counters (a separate log's I/O added, as
+    /// [`Index::stats`] adds it) into `s`.
+    pub fn device_stats_into(&self, s: &mut Stats) {
+        let full = self.index.stats(&s.label);
+        s.io = full.io;
+        s.sim = full.sim;
+        s.device_simulated = full.device_simulated;
+    }
+
     /// The time of the index front end's phases (index, filter,
-    /// refinement, recovery), differenced per step; zeros by default.
-    fn phase_times(&self) -> PhaseTimes {
-        PhaseTimes::default()
+    /// refinement, recovery), differenced per step.
+    pub fn phase_times(&self) -> PhaseTimes {
+        self.index.phase_times()
     }
+
     /// Bytes the index occupies on its device now.
-    fn index_bytes(&self) -> u64;
-    /// The tree index behind the target, if it is one (crash and recover
-    /// needs its log and directory).
-    fn as_index(&self) -> Option<&Index> {
-        None
+    pub fn index_bytes(&self) -> u64 {
+        self.index
+            .structure()
+            .pages_in_use()
+            .saturating_mul(self.index.manifest().page_size as u64)
     }
-    /// Gives back the tree index behind the target, if it is one.
-    fn into_index(self: Box<Self>) -> Option<Index> {
-        None
+
+    /// The index behind the target (crash and recover needs its directory).
+    pub fn as_index(&self) -> &Index {
+        &self.index
+    }
+
+    /// Gives back the index behind the target.
+    pub fn into_index(self) -> Index {
+        self.index
     }
 }
 

@@ -39,7 +39,6 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
-pub use lower::grid_options;
 pub use model::{
     predicate_name, BuildMethod, Configuration, DatasetConfig, DatasetSource, EfindParams,
     FastParams, GridKind, GridParams, IndexConfig, IndexFamily, MixedQuery, Scale, Step,

@@ -214,19 +214,6 @@ pub struct GridParams {
     pub special: Option<bool>,
 }
 
-impl GridParams {
-    /// True if queries use the batched algorithms.
-    pub fn batched(&self) -> Result<bool> {
-        match self.queries.as_deref() {
-            None | Some("batched") => Ok(true),
-            Some("plain") => Ok(false),
-            Some(other) => Err(Error::invalid(format!(
-                "grid queries {other:?}: use plain or batched"
-            ))),
-        }
-    }
-}
-
 /// FAST parameters of one configuration (`None`: the store's default).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct FastParams {

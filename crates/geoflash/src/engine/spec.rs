@@ -19,6 +19,7 @@ use std::fmt;
 
 use crate::cache::PolicyKind;
 use crate::geom::Rect;
+use crate::grid::{GridKind, GridSettings};
 use crate::index::{IndexKind, SplitKind};
 use crate::index_dir::{FortreeOptions, IndexOptions, StoreKind, StoreOptions};
 use crate::manifest::Crs;
@@ -86,6 +87,8 @@ enum Structure {
     Fortree,
     /// The xBR+-tree of points.
     Xbr,
+    /// A grid file of points.
+    Grid(GridKind),
 }
 
 impl Structure {
@@ -98,13 +101,14 @@ impl Structure {
         let mut o = IndexOptions::default();
         o.set_kind(s.trim()).map_err(|_| {
             Error::invalid(format!(
-                "unknown index kind {s:?}: use rtree, rstar, hilbert, fortree, xbr or shrtree"
+                "unknown index kind {s:?}: use rtree, rstar, hilbert, fortree, xbr, shrtree, grid, gffm, lbgrid or hgrid"
             ))
         })?;
-        Ok(match (o.fortree, o.xbr) {
-            (Some(_), _) => Structure::Fortree,
-            (None, true) => Structure::Xbr,
-            (None, false) => Structure::Tree(o.kind),
+        Ok(match (o.grid, o.fortree, o.xbr) {
+            (Some(g), _, _) => Structure::Grid(g.kind),
+            (None, Some(_), _) => Structure::Fortree,
+            (None, None, true) => Structure::Xbr,
+            (None, None, false) => Structure::Tree(o.kind),
         })
     }
 }
@@ -135,6 +139,26 @@ const LOG_KEYS: &[&str] = &[
 const FAST_KEYS: &[&str] = &["fast_policy", "seed"];
 /// Keys that only the FOR-tree takes.
 const FORTREE_KEYS: &[&str] = &["fortree_write_read_ratio", "fortree_original_root_counter"];
+/// Keys that only the grid files take.
+const GRID_KEYS: &[&str] = &[
+    "grid_queries",
+    "grid_dir_share",
+    "grid_cold_pages",
+    "grid_s",
+    "grid_special",
+];
+/// Keys of the trees' nodes and node stores, which a grid file (its own
+/// buffers, no node store) does not take.
+const TREE_KEYS: &[&str] = &[
+    "split",
+    "max_entries",
+    "min_entries",
+    "min_fill",
+    "reinsert_percent",
+    "store",
+    "buffer_policy",
+    "placement",
+];
 
 /// The settings of a new index, given as `key = value` pairs; see the
 /// [module documentation](self). Unset keys take the product defaults
@@ -182,6 +206,11 @@ impl IndexSpec {
         "seed",
         "fortree_write_read_ratio",
         "fortree_original_root_counter",
+        "grid_queries",
+        "grid_dir_share",
+        "grid_cold_pages",
+        "grid_s",
+        "grid_special",
     ];
 
     /// An empty spec (every key at its default) whose messages spell keys in `style`.
@@ -267,7 +296,12 @@ impl IndexSpec {
             "flush_percent" => self.percent(k, v, 100).map(drop),
             "read_buffer_percent" => self.percent(k, v, 99).map(drop),
             "flush_policy" => v.parse::<FlushPolicy>().map(drop),
-            "temporal_control" | "fortree_original_root_counter" => self.switch(k, v).map(drop),
+            "temporal_control" | "fortree_original_root_counter" | "grid_special" => {
+                self.switch(k, v).map(drop)
+            }
+            "grid_queries" => self.grid_batched(v).map(drop),
+            "grid_cold_pages" => self.count(k, v, 1 << 20).map(drop),
+            "grid_dir_share" | "grid_s" => self.number(k, v).map(drop),
             "fast_policy" => FastPolicy::parse(v).map(drop),
             "seed" => self.count(k, v, u64::MAX).map(drop),
             "fortree_write_read_ratio" => match v.parse::<f64>() {
@@ -307,6 +341,28 @@ impl IndexSpec {
             )));
         }
         Ok(n)
+    }
+
+    fn number(&self, k: &'static str, v: &str) -> Result<f64> {
+        match v.parse::<f64>() {
+            Ok(x) if x.is_finite() => Ok(x),
+            _ => Err(Error::invalid(format!(
+                "{} {v:?} is not a number",
+                self.spell(k)
+            ))),
+        }
+    }
+
+    /// `grid_queries`: true for `batched`, false for `plain`.
+    fn grid_batched(&self, v: &str) -> Result<bool> {
+        match v.to_ascii_lowercase().as_str() {
+            "batched" => Ok(true),
+            "plain" => Ok(false),
+            _ => Err(Error::invalid(format!(
+                "{} {v:?}: use plain or batched",
+                self.spell("grid_queries")
+            ))),
+        }
     }
 
     fn switch(&self, k: &'static str, v: &str) -> Result<bool> {
@@ -420,7 +476,28 @@ impl IndexSpec {
             .parsed("kind", Structure::parse)?
             .unwrap_or(Structure::Tree(IndexKind::RStar));
         let fortree = structure == Structure::Fortree;
-        let default_store = if fortree { "plain" } else { defaults::STORE };
+        let grid = match structure {
+            Structure::Grid(kind) => Some(kind),
+            _ => None,
+        };
+        let kind_key = self.spell("kind");
+        let kind_text = format!("{kind_key} {:?}", self.get("kind").unwrap_or("rstar"));
+        self.refuse_unless(grid.is_some(), GRID_KEYS, "the grid files", &kind_text)?;
+        if grid.is_some() {
+            let mut own = TREE_KEYS.to_vec();
+            own.extend(EFIND_KEYS.iter().chain(LOG_KEYS).chain(FAST_KEYS));
+            self.refuse_unless(
+                false,
+                &own,
+                "the trees and their node stores",
+                &format!("{kind_text} (a grid file keeps its own buffers)"),
+            )?;
+        }
+        let default_store = if fortree || grid.is_some() {
+            "plain"
+        } else {
+            defaults::STORE
+        };
         let store: StoreKind = self
             .parsed("store", |v| v.parse())?
             .map_or_else(|| default_store.parse(), Ok)
@@ -453,12 +530,11 @@ impl IndexSpec {
             &format!("{store_key} \"fast\""),
             &actual,
         )?;
-        let kind_key = self.spell("kind");
         self.refuse_unless(
             fortree,
             FORTREE_KEYS,
             &format!("{kind_key} fortree"),
-            &format!("{kind_key} {:?}", self.get("kind").unwrap_or("rstar")),
+            &kind_text,
         )?;
         let buffer = self
             .parsed("buffer", |v| self.size("buffer", v, u64::MAX))?
@@ -506,11 +582,18 @@ impl IndexSpec {
             key: Some("device"),
             error,
         })?;
-        if structure == Structure::ShrTree && !matches!(parsed_device, DeviceSpec::Hybrid { .. }) {
+        let tiered = match structure {
+            Structure::ShrTree => Some(("shrtree", "internal nodes")),
+            Structure::Grid(GridKind::HGrid) => Some(("hgrid", "hot pages")),
+            _ => None,
+        };
+        if let (Some((kind, what)), false) =
+            (tiered, matches!(parsed_device, DeviceSpec::Hybrid { .. }))
+        {
             return Err(self.fail(
                 "device",
                 format!(
-                    "index kind shrtree places internal nodes on the fast tier of a hybrid device: \
+                    "index kind {kind} places {what} on the fast tier of a hybrid device: \
                      device {device:?} has one tier (use hybrid:fast=(SPEC);slow=(SPEC))"
                 ),
             ));
@@ -583,6 +666,10 @@ impl IndexSpec {
                 options.kind = IndexKind::RTree;
                 options.xbr = true;
             }
+            Structure::Grid(kind) => {
+                options.kind = IndexKind::RTree;
+                options.grid = Some(self.grid_settings(kind)?);
+            }
         }
         if let Some(fill) = self.parsed("min_fill", |v| self.min_fill(v))? {
             if options.min_entries.is_some() {
@@ -639,6 +726,33 @@ impl IndexSpec {
                 error,
             }
         };
+        if check.grid.is_some() {
+            check.grid_config().map_err(|error| {
+                let msg = error.to_string();
+                let key = if msg.contains("dir_share") {
+                    "grid_dir_share"
+                } else if msg.contains("s and special") {
+                    if self.has("grid_s") {
+                        "grid_s"
+                    } else {
+                        "grid_special"
+                    }
+                } else if msg.contains("selectivity") {
+                    "grid_s"
+                } else if msg.contains("too small") && self.has("grid_cold_pages") {
+                    "grid_cold_pages"
+                } else if msg.contains("too small") || msg.contains("buffers need") {
+                    "buffer"
+                } else {
+                    "page_size"
+                };
+                SpecError {
+                    key: Some(key),
+                    error,
+                }
+            })?;
+            return Ok(0);
+        }
         let max = check.tree_params().map_err(blame)?.max_entries;
         check.fortree_config().map_err(blame)?;
         check.xbr_config().map_err(blame)?;
@@ -650,6 +764,26 @@ impl IndexSpec {
                 })?;
         }
         Ok(max)
+    }
+
+    /// The grid-file settings of kind `kind`: its defaults, with the
+    /// `grid_*` keys given.
+    fn grid_settings(&self, kind: GridKind) -> std::result::Result<GridSettings, SpecError> {
+        let mut g = GridSettings::new(kind);
+        if let Some(b) = self.parsed("grid_queries", |v| self.grid_batched(v))? {
+            g.batched = b;
+        }
+        if let Some(d) = self.parsed("grid_dir_share", |v| self.number("grid_dir_share", v))? {
+            g.dir_share = d;
+        }
+        g.cold_pages = self
+            .parsed("grid_cold_pages", |v| {
+                self.count("grid_cold_pages", v, 1 << 20)
+            })?
+            .map(|n| n as usize);
+        g.s = self.parsed("grid_s", |v| self.number("grid_s", v))?;
+        g.special = self.parsed("grid_special", |v| self.switch("grid_special", v))?;
+        Ok(g)
     }
 
     /// `durability` with `group_commit` folded in (`None`: neither is set).

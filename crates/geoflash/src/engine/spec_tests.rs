@@ -226,6 +226,86 @@ fn the_sh_rtree_and_the_min_fill() {
 }
 
 #[test]
+fn grid_files_take_their_own_keys_and_refuse_the_trees() {
+    use crate::grid::{GridKind, GridSettings};
+    let o = spec(&[("kind", "lbgrid"), ("buffer", "1MiB")])
+        .options()
+        .unwrap();
+    assert_eq!(o.grid, Some(GridSettings::new(GridKind::LbGrid)));
+    assert_eq!(
+        o.store.kind,
+        StoreKind::Plain,
+        "a grid file has no node store"
+    );
+    assert_eq!(o.kind_name(), "lbgrid");
+    let o = spec(&[
+        ("kind", "hgrid"),
+        ("device", "hybrid:fast=(mem:);slow=(mem:)"),
+        ("grid_queries", "plain"),
+        ("grid_dir_share", "0.5"),
+        ("grid_cold_pages", "4"),
+        ("grid_s", "2"),
+        ("grid_special", "on"),
+    ])
+    .options()
+    .unwrap();
+    let g = o.grid.unwrap();
+    assert_eq!(g.kind, GridKind::HGrid);
+    assert!(!g.batched);
+    assert_eq!(
+        (g.dir_share, g.cold_pages, g.s, g.special),
+        (0.5, Some(4), Some(2.0), Some(true))
+    );
+    for (pairs, key, says) in [
+        (
+            vec![("kind", "gffm"), ("store", "efind")],
+            "store",
+            "grid file keeps its own buffers",
+        ),
+        (
+            vec![("kind", "gffm"), ("split", "linear")],
+            "split",
+            "trees",
+        ),
+        (
+            vec![("kind", "grid"), ("durability", "sync")],
+            "durability",
+            "trees",
+        ),
+        (
+            vec![("kind", "rstar"), ("grid_queries", "plain")],
+            "grid_queries",
+            "grid files",
+        ),
+        (
+            vec![("kind", "gffm"), ("grid_s", "2")],
+            "grid_s",
+            "hgrid only",
+        ),
+        (
+            vec![("kind", "gffm"), ("grid_dir_share", "1.5")],
+            "grid_dir_share",
+            "(0, 1)",
+        ),
+        (
+            vec![("kind", "gffm"), ("buffer", "8KiB")],
+            "buffer",
+            "too small",
+        ),
+        (vec![("kind", "hgrid")], "device", "hybrid device"),
+        (
+            vec![("kind", "gffm"), ("grid_queries", "sometimes")],
+            "grid_queries",
+            "plain or batched",
+        ),
+    ] {
+        let (k, msg) = refusal(KeyStyle::Key, &pairs);
+        assert_eq!(k, Some(key), "{pairs:?}: {msg}");
+        assert!(msg.contains(says), "{pairs:?}: {msg}");
+    }
+}
+
+#[test]
 fn text_form_reads_back() {
     let text = "kind=hilbert,hilbert_domain=0,0,1,1,store=fast,buffer=64KiB,fast_policy=flush-all";
     let s: IndexSpec = text.parse().unwrap();

@@ -76,6 +76,7 @@ use crate::{Error, Result};
 
 pub mod buffer;
 pub mod codec;
+mod config;
 pub mod dir;
 mod file;
 pub mod gffm;
@@ -86,6 +87,7 @@ mod spatial;
 mod tests;
 
 pub use buffer::BufferStats;
+pub use config::{GridConfig, GridKind, GridSettings};
 pub use file::GridFile;
 pub use spatial::GridIndex;
 

@@ -9,6 +9,7 @@
 //! (closed) window; a point matches `within` (contains the window) only
 //! for a window that is that very point.
 use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{BucketLayer, DeleteOutcome, GridFile, GridOptions};
@@ -25,17 +26,21 @@ pub struct GridIndex<L: BucketLayer> {
     grid: Mutex<GridFile<L>>,
     kind: String,
     batched: bool,
-    /// Points held, when the layer knows (`None` for LB-Grid, whose blind
-    /// updates do not say whether a point was there).
-    points: Option<u64>,
+    /// Points held, or [`UNKNOWN`]: after LB-Grid's blind updates (which do
+    /// not say whether a point was there) and after a reopen, until
+    /// [`SpatialIndex::len`] counts them.
+    points: AtomicU64,
 }
+
+/// [`GridIndex::points`] when the count is not known.
+const UNKNOWN: u64 = u64::MAX;
 
 impl<L: BucketLayer> std::fmt::Debug for GridIndex<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GridIndex")
             .field("kind", &self.kind)
             .field("batched", &self.batched)
-            .field("points", &self.points)
+            .field("points", &self.points.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
@@ -53,7 +58,23 @@ impl<L: BucketLayer + 'static> GridIndex<L> {
             grid: Mutex::new(GridFile::create(dev, opts)?),
             kind: kind.to_string(),
             batched,
-            points: (!L::BLIND_UPDATES).then_some(0),
+            points: AtomicU64::new(0),
+        })
+    }
+
+    /// Reopens the grid file that the last checkpoint left on `dev` (see
+    /// [`GridFile::open`]); its points are counted when first asked for.
+    pub fn open(
+        kind: &str,
+        dev: Arc<dyn PageDevice>,
+        opts: GridOptions,
+        batched: bool,
+    ) -> Result<Self> {
+        Ok(GridIndex {
+            grid: Mutex::new(GridFile::open(dev, opts)?),
+            kind: kind.to_string(),
+            batched,
+            points: AtomicU64::new(UNKNOWN),
         })
     }
 
@@ -88,10 +109,21 @@ impl<L: BucketLayer + 'static> SpatialIndex for GridIndex<L> {
         "a grid file"
     }
 
-    /// Exact for GFFM (it refuses a point it holds and reports a deletion
-    /// of one it does not); `None` for LB-Grid.
+    /// Exact: GFFM counts as it goes (it refuses a point it holds and
+    /// reports a deletion of one it does not). After LB-Grid's blind updates
+    /// and after a reopen the points are counted by one range query over the
+    /// whole domain (its reads count in the device's counters), then kept
+    /// until the next blind update. `None` if that query fails.
     fn len(&self) -> Option<u64> {
-        self.points
+        let known = self.points.load(Ordering::Relaxed);
+        if known != UNKNOWN {
+            return Some(known);
+        }
+        let mut grid = self.grid();
+        let domain = grid.options().domain;
+        let n = grid.range_batched(&domain).ok()?.len() as u64;
+        self.points.store(n, Ordering::Relaxed);
+        Some(n)
     }
 
     /// 2: the sub-directory pages above the bucket pages.
@@ -102,9 +134,11 @@ impl<L: BucketLayer + 'static> SpatialIndex for GridIndex<L> {
     fn insert(&mut self, id: u64, rect: Rect) -> Result<()> {
         let (x, y) = self.point_of(id, &rect)?;
         get(&mut self.grid).insert(x, y, id)?;
-        if let Some(n) = &mut self.points {
-            *n += 1;
-        }
+        let n = self.points.get_mut();
+        *n = match L::BLIND_UPDATES {
+            true => UNKNOWN,
+            false => n.saturating_add(1).min(UNKNOWN - 1),
+        };
         Ok(())
     }
 
@@ -116,12 +150,16 @@ impl<L: BucketLayer + 'static> SpatialIndex for GridIndex<L> {
                 self.kind
             ))),
             DeleteOutcome::Removed => {
-                if let Some(n) = &mut self.points {
+                let n = self.points.get_mut();
+                if *n != UNKNOWN {
                     *n = n.saturating_sub(1);
                 }
                 Ok(())
             }
-            DeleteOutcome::Logged => Ok(()),
+            DeleteOutcome::Logged => {
+                *self.points.get_mut() = UNKNOWN;
+                Ok(())
+            }
         }
     }
 
@@ -202,6 +240,11 @@ impl<L: BucketLayer + 'static> SpatialIndex for GridIndex<L> {
             flushed_nodes: d.pages_written + b.pages_written,
             ..StoreStats::default()
         }
+    }
+
+    /// The pages the grid file occupies (page 0 and its metadata included).
+    fn pages_in_use(&self) -> u64 {
+        self.grid().pages_in_use()
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use super::devices::create_device;
 use super::factory::{make_store_payload, open_log_device, StoreOpen};
-use super::options::{no_fortree_bulk, IndexOptions, StoreKind};
+use super::options::{no_bulk_load, IndexOptions, StoreKind};
 use super::Index;
 use crate::geom::Rect;
 use crate::index::fortree::Fortree;
@@ -46,7 +46,7 @@ impl Index {
         method: BulkMethod,
         fill: f64,
     ) -> Result<Index> {
-        no_fortree_bulk(opts)?;
+        no_bulk_load(opts)?;
         Index::staged_or_temporary(dir, opts, |at| {
             Index::bulk_load_in(at, opts, items, method, fill)
         })
@@ -117,10 +117,10 @@ impl Index {
     where
         I: IntoIterator<Item = Result<(u64, Rect)>>,
     {
-        if opts.fortree.is_some() || opts.xbr {
+        if opts.fortree.is_some() || opts.xbr || opts.grid.is_some() {
             return Err(Error::invalid(
                 "the bounded-memory bulk load builds the R-tree family (rtree, rstar, hilbert); \
-                 build the FOR-tree by insertion and the xBR+-tree with its own bulk load",
+                 build the FOR-tree and the grid files by insertion and the xBR+-tree with its own bulk load",
             ));
         }
         let failure: std::cell::Cell<Option<Error>> = std::cell::Cell::new(None);
@@ -204,12 +204,14 @@ impl Index {
         let params = opts.tree_params()?;
         let fortree = opts.fortree_config()?;
         let xbr = opts.xbr_config()?;
+        let grid = opts.grid_config()?;
         if let Some(e) = &opts.store.efind {
             e.verify_for_page(opts.page_size)?;
         }
         let mut store_opts = opts.store;
-        if fortree.is_some() {
-            // The FOR-tree's buffer is its own (recorded in its parameters).
+        if fortree.is_some() || grid.is_some() {
+            // The FOR-tree's and a grid file's buffers are their own
+            // (recorded in their parameters).
             store_opts.buffer_bytes = 0;
         }
         let mut fast_auto_log = false;
@@ -240,10 +242,11 @@ impl Index {
             page_size: opts.page_size,
             device: spec.to_string(),
             crs: opts.crs.clone(),
-            index: match (&fortree, &xbr) {
-                (Some(c), _) => serde_json::to_value(c),
-                (None, Some(c)) => serde_json::to_value(c),
-                (None, None) => serde_json::to_value(params),
+            index: match (&fortree, &xbr, &grid) {
+                (Some(c), _, _) => serde_json::to_value(c),
+                (None, Some(c), _) => serde_json::to_value(c),
+                (None, None, Some(c)) => serde_json::to_value(c),
+                (None, None, None) => serde_json::to_value(params),
             }
             .map_err(|e| Error::invalid(e.to_string()))?,
             store: serde_json::to_value(store_opts).map_err(|e| Error::invalid(e.to_string()))?,
@@ -280,24 +283,31 @@ impl Index {
                 serde_json::to_value(store_opts).map_err(|e| Error::invalid(e.to_string()))?;
         }
         let mut times = PhaseTimes::default();
-        let (store, _) = make_store_payload(
-            device.clone(),
-            log_device.clone(),
-            &store_opts,
-            opts.kind == IndexKind::Hilbert || xbr.is_some(),
-            StoreOpen::Create,
-        )?;
-        let tree: Box<dyn SpatialIndex> = match (fortree, xbr) {
-            (Some(c), _) => Box::new(Mutex::new(Fortree::create(store, c)?)),
-            (None, Some(c)) => Box::new(XbrTree::create(store, c)?),
-            (None, None) => {
-                // A bulk load builds the whole tree here: index work.
-                let watch = Stopwatch::start(device.sim_clock_ns());
-                let tree = build(store, params)?;
-                watch.stop(Phase::Index, device.sim_clock_ns(), &mut times);
-                Box::new(tree)
+        let tree: Box<dyn SpatialIndex> = match grid {
+            // A grid file has no node store: it is made on the device.
+            Some(g) => g.create(device.clone())?,
+            None => {
+                let (store, _) = make_store_payload(
+                    device.clone(),
+                    log_device.clone(),
+                    &store_opts,
+                    opts.kind == IndexKind::Hilbert || xbr.is_some(),
+                    StoreOpen::Create,
+                )?;
+                match (fortree, xbr) {
+                    (Some(c), _) => Box::new(Mutex::new(Fortree::create(store, c)?)),
+                    (None, Some(c)) => Box::new(XbrTree::create(store, c)?),
+                    (None, None) => {
+                        // A bulk load builds the whole tree here: index work.
+                        let watch = Stopwatch::start(device.sim_clock_ns());
+                        let tree = build(store, params)?;
+                        watch.stop(Phase::Index, device.sim_clock_ns(), &mut times);
+                        Box::new(tree)
+                    }
+                }
             }
         };
+
         let mut index = Index {
             dir: dir.map(Path::to_path_buf),
             manifest,

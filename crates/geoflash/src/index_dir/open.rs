@@ -9,6 +9,7 @@ use super::factory::{make_store_payload, open_log_device, pages_file, StoreOpen}
 use super::objects::open_objects;
 use super::options::StoreOptions;
 use super::Index;
+use crate::grid::{GridConfig, GridKind};
 use crate::index::fortree::{Fortree, FortreeConfig};
 use crate::index::xbr::{XbrConfig, XbrTree};
 use crate::index::{IndexKind, RTree, TreeParams};
@@ -61,7 +62,13 @@ impl Index {
             )
         };
         let mut xbr: Option<XbrConfig> = None;
-        let (params, fortree) = if manifest.kind == "fortree" {
+        let mut grid: Option<GridConfig> = None;
+        let (params, fortree) = if GridKind::of(&manifest.kind).is_some() {
+            let c: GridConfig = serde_json::from_value(manifest.index.clone())
+                .map_err(|_| index_params("grid file"))?;
+            grid = Some(c);
+            (TreeParams::new(IndexKind::RTree, 3), None)
+        } else if manifest.kind == "fortree" {
             let c: FortreeConfig = serde_json::from_value(manifest.index.clone())
                 .map_err(|_| index_params("FOR-tree"))?;
             (TreeParams::new(IndexKind::RTree, c.max_entries), Some(c))
@@ -85,23 +92,30 @@ impl Index {
             Access::Read => StoreOpen::Read,
             Access::Write => StoreOpen::Write,
         };
-        // Opening a store with a log for writing runs its restart (recovery).
-        let watch = Stopwatch::start(device.sim_clock_ns());
-        let (store, restart) = make_store_payload(
-            device.clone(),
-            log_device.clone(),
-            &store_opts,
-            params.kind == IndexKind::Hilbert || xbr.is_some(),
-            how,
-        )?;
         let mut times = PhaseTimes::default();
-        if restart.is_some() {
-            watch.stop(Phase::Recovery, device.sim_clock_ns(), &mut times);
-        }
-        let tree: Box<dyn SpatialIndex> = match (fortree, xbr) {
-            (Some(c), _) => Box::new(Mutex::new(Fortree::open(store, c)?)),
-            (None, Some(c)) => Box::new(XbrTree::open(store, c)?),
-            (None, None) => Box::new(RTree::open(store, params)?),
+        let (tree, restart): (Box<dyn SpatialIndex>, _) = match grid {
+            // A grid file has no node store: it reopens from its device.
+            Some(g) => (g.open(device.clone())?, None),
+            None => {
+                // Opening a store with a log for writing runs its restart (recovery).
+                let watch = Stopwatch::start(device.sim_clock_ns());
+                let (store, restart) = make_store_payload(
+                    device.clone(),
+                    log_device.clone(),
+                    &store_opts,
+                    params.kind == IndexKind::Hilbert || xbr.is_some(),
+                    how,
+                )?;
+                if restart.is_some() {
+                    watch.stop(Phase::Recovery, device.sim_clock_ns(), &mut times);
+                }
+                let tree: Box<dyn SpatialIndex> = match (fortree, xbr) {
+                    (Some(c), _) => Box::new(Mutex::new(Fortree::open(store, c)?)),
+                    (None, Some(c)) => Box::new(XbrTree::open(store, c)?),
+                    (None, None) => Box::new(RTree::open(store, params)?),
+                };
+                (tree, restart)
+            }
         };
         Ok(Index {
             dir: Some(dir.to_path_buf()),

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::PolicyKind;
 use crate::geom::{HilbertDomain, Rect};
+use crate::grid::{GridConfig, GridKind, GridSettings};
 use crate::index::fortree::FortreeConfig;
 use crate::index::xbr::XbrConfig;
 use crate::index::{IndexKind, SplitKind, TreeParams};
@@ -126,6 +127,11 @@ pub struct IndexOptions {
     /// The index is an xBR+-tree of points (`--kind xbr`, `index::xbr`)
     /// over `hilbert_domain`, with M from `max_entries` or the page size.
     pub xbr: bool,
+    /// `Some`: the index is a grid file of points (`--kind grid`, `gffm`,
+    /// `lbgrid`, `hgrid`; [`crate::grid`]) over `hilbert_domain` with these
+    /// settings instead of a tree; it has no node store and keeps
+    /// `store.buffer_bytes` as the budget of its own buffers.
+    pub grid: Option<GridSettings>,
 }
 
 impl Default for IndexOptions {
@@ -149,6 +155,7 @@ impl Default for IndexOptions {
             hilbert_domain: None,
             fortree: None,
             xbr: false,
+            grid: None,
         }
     }
 }
@@ -185,9 +192,20 @@ impl IndexOptions {
 
     /// Sets the structure from its name: `rtree`, `rstar`, `hilbert`,
     /// `fortree` (the FOR-tree, with its default parameters unless some are
-    /// set already) or `xbr` (the xBR+-tree, for points).
+    /// set already), `xbr` (the xBR+-tree, for points) or a grid file of
+    /// points (`grid`, `gffm`, `lbgrid`, `hgrid`, with the defaults of
+    /// [`GridSettings::new`] unless settings are set already).
     pub fn set_kind(&mut self, name: &str) -> Result<()> {
         self.xbr = false;
+        if let Some(kind) = GridKind::of(name) {
+            self.kind = IndexKind::RTree;
+            self.fortree = None;
+            let mut g = self.grid.unwrap_or(GridSettings::new(kind));
+            g.kind = kind;
+            self.grid = Some(g);
+            return Ok(());
+        }
+        self.grid = None;
         if name.eq_ignore_ascii_case("fortree") {
             self.kind = IndexKind::RTree;
             self.fortree.get_or_insert_with(FortreeOptions::default);
@@ -198,7 +216,7 @@ impl IndexOptions {
         } else {
             self.kind = name.parse().map_err(|_| {
                 Error::invalid(format!(
-                    "unknown index kind {name:?}: use rtree, rstar, hilbert, fortree or xbr"
+                    "unknown index kind {name:?}: use rtree, rstar, hilbert, fortree, xbr, grid, gffm, lbgrid or hgrid"
                 ))
             })?;
             self.fortree = None;
@@ -208,6 +226,9 @@ impl IndexOptions {
 
     /// The structure's name as the manifest records it (`rstar`, `fortree`, `xbr`, ...).
     pub fn kind_name(&self) -> String {
+        if let Some(g) = self.grid {
+            return g.kind.name().into();
+        }
         match (self.fortree, self.xbr) {
             (Some(_), _) => "fortree".into(),
             (None, true) => "xbr".into(),
@@ -243,6 +264,34 @@ impl IndexOptions {
         Ok(Some(c))
     }
 
+    /// The grid file's configuration (`None` for a tree): the domain from
+    /// `hilbert_domain` (required), the memory budget from the store's,
+    /// every parameter checked against the page size. A grid file has no
+    /// node store: a store other than the plain one is refused.
+    pub fn grid_config(&self) -> Result<Option<GridConfig>> {
+        let Some(settings) = self.grid else {
+            return Ok(None);
+        };
+        if self.store.kind != StoreKind::Plain {
+            return Err(Error::invalid(format!(
+                "a grid file ({}) keeps its own buffers and has no node store: leave the store at plain",
+                settings.kind
+            )));
+        }
+        let domain = self.hilbert_domain.ok_or_else(|| {
+            Error::invalid(
+                "a grid file needs its domain (--hilbert-domain, or a build from data, which uses its extent)",
+            )
+        })?;
+        let c = GridConfig {
+            settings,
+            domain,
+            buffer_bytes: self.store.buffer_bytes,
+        };
+        c.options(self.page_size)?;
+        Ok(Some(c))
+    }
+
     /// The FOR-tree's configuration (`None` for an R-tree-family index):
     /// M and m from `max_entries`/`min_entries` or the page size, the
     /// buffer from the store's budget. Only the plain store is accepted:
@@ -271,12 +320,19 @@ impl IndexOptions {
         Ok(Some(c))
     }
 
-    /// These options with, for a Hilbert R-tree without a domain, the
-    /// extent of `items` as its domain (widened where it is flat, so the
-    /// curve has an area to cover).
+    /// True for the structures that need a domain: a Hilbert R-tree (its
+    /// curve's), an xBR+-tree and a grid file (every point inside).
+    pub fn needs_domain(&self) -> bool {
+        self.kind == IndexKind::Hilbert || self.xbr || self.grid.is_some()
+    }
+
+    /// These options with, for a structure that needs a domain
+    /// ([`needs_domain`](Self::needs_domain)) and has none, the extent of
+    /// `items` as its domain (widened where it is flat, so the curve or the
+    /// grid has an area to cover).
     pub fn with_domain_of<'a>(&self, items: impl IntoIterator<Item = &'a Rect>) -> IndexOptions {
         let mut o = self.clone();
-        if (o.kind != IndexKind::Hilbert && !o.xbr) || o.hilbert_domain.is_some() {
+        if !o.needs_domain() || o.hilbert_domain.is_some() {
             return o;
         }
         o.hilbert_domain = Rect::union_all(items).and_then(|e| e.with_area().ok());
@@ -284,12 +340,19 @@ impl IndexOptions {
     }
 }
 
-/// Refuses a bulk load of a FOR-tree (it is built by insertion).
-pub(super) fn no_fortree_bulk(opts: &IndexOptions) -> Result<()> {
+/// Refuses a bulk load of a FOR-tree or a grid file (both are built by
+/// insertion).
+pub(super) fn no_bulk_load(opts: &IndexOptions) -> Result<()> {
     if opts.fortree.is_some() {
         return Err(Error::invalid(
             "the FOR-tree has no bulk load: build it by insertion",
         ));
+    }
+    if let Some(g) = opts.grid {
+        return Err(Error::invalid(format!(
+            "bulk loading is not available for index kind {}: build it by insertion",
+            g.kind
+        )));
     }
     Ok(())
 }

@@ -72,6 +72,10 @@ impl SpatialIndex for Index {
         self.tree.store_stats()
     }
 
+    fn pages_in_use(&self) -> u64 {
+        self.tree.pages_in_use()
+    }
+
     fn tree_counters(&self) -> TreeCounters {
         self.tree.tree_counters()
     }

@@ -768,6 +768,98 @@ fn xbr_index_on_every_store_answers_like_brute_force_after_reopen() {
 }
 
 #[test]
+fn grid_files_live_in_index_directories_and_reopen_with_the_same_answers() {
+    let pts: Vec<(u64, Rect)> = (0..3000u64)
+        .map(|i| {
+            let x = (i * 7919 % 1000) as f64 / 10.0;
+            let y = (i * 104_729 % 997) as f64 / 10.0;
+            (i, Rect::new(x, y, x, y).unwrap())
+        })
+        .collect();
+    let window = Rect::new(20.0, 10.0, 45.0, 60.0).unwrap();
+    let inside = |skip: u64| -> BTreeSet<u64> {
+        pts.iter()
+            .filter(|(i, r)| *i >= skip && window.contains(r))
+            .map(|(i, _)| *i)
+            .collect()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (kind, device) in [
+        ("grid", "file?direct=false"),
+        ("gffm", "file?direct=false"),
+        ("lbgrid", "file?direct=false"),
+        (
+            "hgrid",
+            "hybrid:fast=(file?direct=false);slow=(file?direct=false)",
+        ),
+        ("gffm", "flashsim:preset=seed-tc58"),
+    ] {
+        let mut spec = crate::IndexSpec::new(crate::KeyStyle::Key);
+        for (k, v) in [
+            ("kind", kind),
+            ("device", device),
+            ("page_size", "1KiB"),
+            ("buffer", "256KiB"),
+        ] {
+            spec.set(k, v).unwrap();
+        }
+        // The domain comes from the data, as a build from a file takes it.
+        let opts = spec
+            .options()
+            .unwrap()
+            .with_domain_of(pts.iter().map(|(_, r)| r));
+        let path = dir.path().join(format!("{kind}-{}", device.len()));
+        let mut idx = Index::create(&path, &opts).unwrap();
+        for &(i, r) in &pts {
+            idx.insert(i, r).unwrap();
+        }
+        let e = idx.insert(9999, rect(1)).unwrap_err();
+        assert!(e.to_string().contains("points"), "{kind}: {e}");
+        for &(i, r) in &pts[..10] {
+            idx.delete(i, r).unwrap();
+        }
+        assert_eq!(idx.len(), 2990, "{kind}");
+        idx.close().unwrap();
+        let e = Index::bulk_load(None, &opts, pts.clone(), BulkMethod::Str, 1.0).unwrap_err();
+        assert!(
+            e.to_string().contains("build it by insertion"),
+            "{kind}: {e}"
+        );
+
+        let idx = Index::open(&path, Access::Read).unwrap();
+        assert_eq!(idx.manifest().kind, kind);
+        assert_eq!(idx.len(), 2990, "{kind}: counted after reopening");
+        assert!(idx.structure().pages_in_use() > 2, "{kind}");
+        let got: BTreeSet<u64> = idx
+            .query(window, Predicate::Intersects)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|h| h.id)
+            .collect();
+        assert_eq!(got, inside(10), "{kind}");
+        let p = Point::new(50.0, 50.0).unwrap();
+        let near = idx.nearest(p, 5, false).unwrap();
+        let mut d: Vec<f64> = pts[10..]
+            .iter()
+            .map(|(_, r)| r.min_dist_point(&p))
+            .collect();
+        d.sort_by(f64::total_cmp);
+        assert_eq!(near.neighbors.len(), 5, "{kind}");
+        assert_eq!(near.neighbors[4].distance, d[4], "{kind}");
+        assert!(idx.tree().is_err(), "{kind} is not an R-tree");
+        drop(idx);
+        // Reopened for writing, it takes more points and keeps them.
+        let mut idx = Index::open(&path, Access::Write).unwrap();
+        idx.insert(10_000, Rect::new(1.0, 1.0, 1.0, 1.0).unwrap())
+            .unwrap();
+        idx.close().unwrap();
+        let idx = Index::open(&path, Access::Read).unwrap();
+        assert_eq!(idx.len(), 2991, "{kind}");
+    }
+}
+
+#[test]
 fn operations_read_the_cpu_clock_unless_told_not_to() {
     let opts = IndexOptions {
         page_size: 1024,

@@ -5,8 +5,6 @@
 //! fault.
 use std::ops::Range;
 
-use geoflash::geom::Rect;
-use geoflash::storage::spec::DeviceSpec;
 use geoflash::store::fast::FastPolicy;
 use geoflash::store::log::LogFormat;
 use geoflash::{Error, Result};
@@ -15,9 +13,7 @@ use toml::Spanned;
 use super::values::{as_size, as_str, as_uint, strip_invalid, Ctx};
 use super::RawIndex;
 use crate::workload::expand::{self, Dim};
-use crate::workload::model::{
-    EfindParams, FastParams, GridKind, GridParams, IndexConfig, IndexFamily,
-};
+use crate::workload::model::{EfindParams, FastParams, GridParams, IndexConfig, IndexFamily};
 
 /// One dimension of the cross product: key `key`'s value, a list or one value.
 fn dims_of(cx: &Ctx, key: &str, v: &Spanned<toml::Value>) -> Result<Dim> {
@@ -221,10 +217,7 @@ fn set_value(cx: &Ctx, i: usize, c: &mut IndexConfig, d: &Dim, v: &toml::Value) 
             } else if let Some(p) = other.strip_prefix("grid.") {
                 let g = c.grid.get_or_insert_with(GridParams::default);
                 match p {
-                    "queries" => at(as_str(v).and_then(|s| {
-                        g.queries = Some(s);
-                        g.batched().map(|_| ())
-                    }))?,
+                    "queries" => at(as_str(v).map(|s| g.queries = Some(s)))?,
                     "dir_share" => at(match v {
                         toml::Value::Float(f) => {
                             g.dir_share = Some(*f);
@@ -336,36 +329,6 @@ fn check(
     if let Err(e) = c.reads.parse::<geoflash::index::ReadMode>() {
         return Err(cx.err(&check_key("reads", &span), &key("reads"), strip_invalid(&e)));
     }
-    if family != IndexFamily::Tree {
-        // Grid files have their own buffers and no store.
-        if let Err(e) = DeviceSpec::parse(&c.device) {
-            return Err(cx.err(
-                &check_key("device", &span),
-                &key("device"),
-                strip_invalid(&e),
-            ));
-        }
-        if family == IndexFamily::Grid(GridKind::HGrid)
-            && !matches!(DeviceSpec::parse(&c.device), Ok(DeviceSpec::Hybrid { .. }))
-        {
-            return Err(cx.err(
-                &check_key("device", &span),
-                &key("device"),
-                format!(
-                    "index kind hgrid places hot pages on the fast tier of a hybrid device: \
-                     device {:?} has one tier (use hybrid:fast=(SPEC);slow=(SPEC))",
-                    c.device
-                ),
-            ));
-        }
-        let unit = Rect::new(0.0, 0.0, 1.0, 1.0)?;
-        if let Err(e) = c.grid_options(unit) {
-            let at = x.grid.as_ref().map(|t| t.span()).unwrap_or(span.clone());
-            return Err(cx.err(&at, &key("grid"), strip_invalid(&e)));
-        }
-        c.store = "none".into();
-        return Ok(c);
-    }
     // The library's front door checks every setting and combination and
     // names the key at fault, which is pointed at where the file gives it.
     if let Err(e) = c.spec().and_then(|s| s.options()) {
@@ -376,10 +339,15 @@ fn check(
         let at = match k.split_once('.') {
             Some(("efind", _)) => x.efind.as_ref().map(|t| t.span()),
             Some(("fast", _)) => x.fast.as_ref().map(|t| t.span()),
+            Some(("grid", _)) => x.grid.as_ref().map(|t| t.span()),
             _ => None,
         }
         .unwrap_or_else(|| check_key(&k, &span));
         return Err(cx.err(&at, &key(&k), strip_invalid(&e.error)));
+    }
+    if family != IndexFamily::Tree {
+        // Grid files have their own buffers and no store.
+        c.store = "none".into();
     }
     Ok(c)
 }
