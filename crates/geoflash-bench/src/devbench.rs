@@ -17,9 +17,10 @@ use std::collections::BTreeSet;
 use std::str::FromStr;
 use std::time::Instant;
 
-use geoflash::storage::trace::{replay_with_progress, ReplaySummary, Trace};
-use geoflash::storage::{DeviceStats, PageDevice, PageId};
-use geoflash::{reserve, Error, Result};
+use geoflash::engine::device::{replay_with_progress, ReplaySummary, Trace};
+use geoflash::engine::device::{DeviceStats, PageDevice, PageId};
+use geoflash::engine::reserve;
+use geoflash::{Error, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -345,7 +346,7 @@ pub fn replay_trace(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use geoflash::storage::mem::MemDevice;
+    use geoflash::engine::device::MemDevice;
 
     #[test]
     fn counts_what_it_does() {

@@ -28,8 +28,8 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
 
+use geoflash::engine::Geometry;
 use geoflash::geom::Rect;
-use geoflash::objects::Geometry;
 use geoflash::{Error, Result};
 
 use attributes::{Column, Row, Value};
@@ -181,7 +181,7 @@ pub(crate) fn id_from_f64(v: f64) -> Option<u64> {
 }
 
 /// Collects the objects of a file: checks each geometry
-/// ([`geoflash::objects::geometry::bounding_rect`]) and that ids are unique.
+/// ([`geoflash::engine::bounding_rect`]) and that ids are unique.
 pub(crate) struct Collector<'p> {
     path: &'p Path,
     seen: HashSet<u64>,
@@ -206,7 +206,7 @@ impl<'p> Collector<'p> {
         id: u64,
         g: Geometry,
     ) -> Result<()> {
-        geoflash::objects::geometry::bounding_rect(&g)
+        geoflash::engine::bounding_rect(&g)
             .map_err(|e| bad(self.path, format!("{what} (id {id}): {e}")))?;
         if !self.seen.insert(id) {
             return Err(bad(self.path, format!("{what}: duplicate id {id}")));
@@ -306,7 +306,7 @@ pub fn write_objects_with<'r, G: Borrow<Geometry>>(
             path,
             columns,
             items.map(|(id, g, row)| {
-                geoflash::objects::geometry::bounding_rect(g.borrow())
+                geoflash::engine::bounding_rect(g.borrow())
                     .map(|r| (id, r, row))
                     .map_err(|e| bad(path, format!("object {id}: {e}")))
             }),
@@ -585,7 +585,7 @@ mod tests {
         let back = read_geojson(&q).unwrap();
         for ((id, r), (bid, g)) in recs.iter().zip(&back) {
             assert_eq!(id, bid);
-            assert_eq!(geoflash::objects::geometry::bounding_rect(g).unwrap(), *r);
+            assert_eq!(geoflash::engine::bounding_rect(g).unwrap(), *r);
         }
         let bad = [
             (

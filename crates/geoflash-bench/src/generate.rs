@@ -18,8 +18,9 @@
 //! `parcel`, which partitions the square itself, and `buildings`.
 use std::str::FromStr;
 
+use geoflash::engine::reserve;
 use geoflash::geom::Rect;
-use geoflash::{reserve, Error, Result};
+use geoflash::{Error, Result};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

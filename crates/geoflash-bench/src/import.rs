@@ -14,8 +14,8 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
 
+use geoflash::engine::Geometry;
 use geoflash::geom::Rect;
-use geoflash::objects::Geometry;
 use geoflash::{Error, Result};
 
 use crate::formats::attributes::Attributes;
@@ -129,7 +129,7 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset> {
             } else {
                 formats::read_csv(path)?
                     .into_iter()
-                    .map(|(id, r)| (id, geoflash::objects::geometry::window_geometry(&r)))
+                    .map(|(id, r)| (id, geoflash::engine::window_geometry(&r)))
                     .collect()
             }
         }
@@ -164,7 +164,7 @@ pub fn read_rects(path: &Path) -> Result<Vec<(u64, Rect)>> {
     read_objects(path)?
         .into_iter()
         .map(|(id, g)| {
-            geoflash::objects::geometry::bounding_rect(&g)
+            geoflash::engine::bounding_rect(&g)
                 .map(|r| (id, r))
                 .map_err(|e| formats::bad(path, format!("object {id}: {e}")))
         })
@@ -221,7 +221,7 @@ fn write_ordered(
     let rects = objects
         .iter()
         .map(|(id, g)| {
-            geoflash::objects::geometry::bounding_rect(g)
+            geoflash::engine::bounding_rect(g)
                 .map_err(|e| formats::bad(input, format!("object {id}: {e}")))
         })
         .collect::<Result<Vec<Rect>>>()?;

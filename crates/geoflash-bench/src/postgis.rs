@@ -1,6 +1,6 @@
 //! PostGIS datasets, the FESTIval way: the geometries of a table read
 //! from a PostgreSQL server as WKB (`ST_AsBinary`) and decoded by the same
-//! code as GeoParquet's ([`geoflash::objects::geometry::from_wkb`]).
+//! code as GeoParquet's ([`geoflash::engine::from_wkb`]).
 //!
 //! Ids come from an integer column (`id_column`, cast to `bigint`; the
 //! objects are then read in id order) or else are positions 0, 1, … in the
@@ -71,9 +71,9 @@ pub use read::{read, read_rects};
 mod read {
     use std::path::Path;
 
+    use geoflash::engine::Geometry;
+    use geoflash::engine::{bounding_rect, from_wkb};
     use geoflash::geom::Rect;
-    use geoflash::objects::geometry::{bounding_rect, from_wkb};
-    use geoflash::objects::Geometry;
     use geoflash::{Error, Result};
     use postgres::fallible_iterator::FallibleIterator;
 

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use geoflash::storage::spec::DeviceSpec;
+use geoflash::engine::device::DeviceSpec;
 use geoflash::Result;
 
 use crate::report::{median, without_param};
@@ -321,7 +321,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(geoflash::testenv::proptest_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(geoflash::engine::testenv::proptest_cases()))]
 
         /// Without ties, ρ = 1 − 6 Σd² / (n(n² − 1)); monotone transforms
         /// change nothing; ρ is symmetric and reversing one side negates it.

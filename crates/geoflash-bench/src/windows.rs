@@ -88,7 +88,7 @@ pub fn windows(
         0.0
     };
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut out = geoflash::reserve::vec_for(count, "window count")?;
+    let mut out = geoflash::engine::reserve::vec_for(count, "window count")?;
     for _ in 0..count {
         let (cx, cy) = match placement {
             Placement::Uniform => (

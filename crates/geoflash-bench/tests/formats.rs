@@ -4,9 +4,9 @@
 //! truncated files are errors, never panics.
 use std::path::{Path, PathBuf};
 
+use geoflash::engine::bounding_rect;
+use geoflash::engine::Geometry;
 use geoflash::geom::Rect;
-use geoflash::objects::geometry::bounding_rect;
-use geoflash::objects::Geometry;
 use geoflash_bench::formats::{self, Format};
 use geoflash_bench::generate::InsertionOrder;
 use geoflash_bench::import::{self, ReadOptions};
@@ -938,7 +938,7 @@ fn plain_parquet(path: &Path, rows: &[Row], geo: Option<&str>) {
 #[cfg(feature = "geoparquet")]
 #[test]
 fn parquet_from_other_writers() {
-    use geoflash::objects::geometry::to_wkb;
+    use geoflash::engine::to_wkb;
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("plain.parquet");
     let geoms = geometries();

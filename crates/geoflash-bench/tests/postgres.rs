@@ -7,10 +7,10 @@
 
 use std::path::Path;
 
+use geoflash::engine::Geometry;
+use geoflash::engine::{bounding_rect, to_wkb};
 use geoflash::geom::Rect;
 use geoflash::metrics::Stats;
-use geoflash::objects::geometry::{bounding_rect, to_wkb};
-use geoflash::objects::Geometry;
 use geoflash_bench::generate::InsertionOrder;
 use geoflash_bench::pg_cluster::TempCluster;
 use geoflash_bench::postgis::PostgisSource;

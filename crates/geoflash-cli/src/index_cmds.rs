@@ -4,12 +4,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use geoflash::engine::parse_size;
+use geoflash::engine::Access;
+use geoflash::engine::Predicate;
+use geoflash::engine::{BulkMethod, ReadMode};
+use geoflash::engine::{Durability, RecoveryMode};
 use geoflash::geom::{Point, Rect};
-use geoflash::index::query::Predicate;
-use geoflash::index::{BulkMethod, ReadMode};
-use geoflash::manifest::Access;
-use geoflash::store::log::{Durability, RecoveryMode};
-use geoflash::units::parse_size;
 use geoflash::{BatchDurability, Error, Index, IndexOptions, IndexSpec, KeyStyle};
 use geoflash_bench::formats;
 use serde_json::json;
@@ -120,14 +120,14 @@ pub struct BuildArgs {
     page_size: String,
     /// Memory budget of the store (0 only for --store plain: no buffer,
     /// written through at each operation's end; the papers' experiments use 512KiB).
-    #[arg(long, default_value = geoflash::defaults::BUFFER)]
+    #[arg(long, default_value = geoflash::engine::defaults::BUFFER)]
     buffer: String,
     /// Replacement policy of the buffer (plain store) or the read buffer
     /// (efind): lru, hlru, s2q, 2q or arc (default s2q).
     #[arg(long)]
     buffer_policy: Option<String>,
     /// Device spec (file = direct I/O, file?direct=false, file:PATH?…, mem:, flashsim:…, hddsim:…).
-    #[arg(long, default_value = geoflash::defaults::DEVICE)]
+    #[arg(long, default_value = geoflash::engine::defaults::DEVICE)]
     device: String,
     /// Which nodes the store hints to the fast tier of a `hybrid:` device:
     /// none (the default), internal-fast (the sHR-tree) or fast-from-level=N.
@@ -363,7 +363,7 @@ fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
     let objects = geoflash_bench::import::read_objects(&a.input)?;
     let bounds: Vec<Rect> = objects
         .iter()
-        .filter_map(|(_, g)| geoflash::objects::geometry::bounding_rect(g).ok())
+        .filter_map(|(_, g)| geoflash::engine::bounding_rect(g).ok())
         .collect();
     let opts = &opts.with_domain_of(&bounds);
     opts.tree_params()?;
@@ -438,7 +438,7 @@ fn interrupt_flag() -> Arc<AtomicBool> {
 struct Acker {
     every: u64,
     /// (operation id, operations done when it committed), oldest first.
-    pending: std::collections::VecDeque<(geoflash::store::OpId, u64)>,
+    pending: std::collections::VecDeque<(geoflash::engine::OpId, u64)>,
     acked: u64,
 }
 
@@ -829,7 +829,7 @@ fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<()
     let memory_budget =
         usize::try_from(parse_size(memory)?).map_err(|_| Error::invalid("--memory too large"))?;
     let stream = || geoflash_bench::formats::csv_records(&a.input);
-    let opts = if opts.kind == geoflash::index::IndexKind::Hilbert && opts.hilbert_domain.is_none()
+    let opts = if opts.kind == geoflash::engine::IndexKind::Hilbert && opts.hilbert_domain.is_none()
     {
         let mut extent: Option<Rect> = None;
         for rec in stream()? {
@@ -845,7 +845,7 @@ fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<()
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let config = geoflash::index::ExternalBulkConfig {
+    let config = geoflash::engine::ExternalBulkConfig {
         memory_budget,
         temp_dir,
     };
@@ -1132,7 +1132,7 @@ pub fn inspect(a: DirArgs) -> Result<(), Failure> {
 /// `geoflash inspect` of a FOR-tree: its units, overflow nodes and chains.
 fn inspect_fortree(
     index: &Index,
-    f: &mut geoflash::index::fortree::Fortree<Box<dyn geoflash::store::NodeStore>>,
+    f: &mut geoflash::engine::IndexFortree,
     json: bool,
 ) -> Result<(), Failure> {
     let report = f.check().map_err(|e| index.locate(e))?;
@@ -1237,7 +1237,7 @@ pub fn checkpoint(a: DirArgs) -> Result<(), Failure> {
 pub fn recover(a: RecoverArgs) -> Result<(), Failure> {
     // A build killed before it finished left its index in the staging
     // directory beside --index: move it in place first.
-    if let Some(staging) = geoflash::staging::adopt_interrupted(&a.index)? {
+    if let Some(staging) = geoflash::engine::adopt_interrupted(&a.index)? {
         eprintln!(
             "geoflash: finishing the interrupted build left in {}",
             staging.display()

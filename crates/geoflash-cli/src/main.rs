@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use geoflash::storage::spec::DeviceSpec;
-use geoflash::units::parse_size;
+use geoflash::engine::device::DeviceSpec;
+use geoflash::engine::parse_size;
 use geoflash_bench::devbench::{self, DevbenchConfig, Pattern};
 use geoflash_bench::{formats, generate};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -247,7 +247,7 @@ fn cmd_devbench(a: DevbenchArgs) -> Result<(), Failure> {
     let mut device = spec.open(page_size, Some(&default_path))?;
     let mut recorder = None;
     if let Some(path) = &a.record_trace {
-        let traced = std::sync::Arc::new(geoflash::storage::trace::TraceDevice::create(
+        let traced = std::sync::Arc::new(geoflash::engine::device::TraceDevice::create(
             device, path, true,
         )?);
         recorder = Some(traced.clone());

@@ -3,14 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use geoflash::engine::device::{DeviceSpec, DeviceStats, PageDevice, Trace, TraceDevice};
+use geoflash::engine::{BulkMethod, Error, Index, IndexOptions};
 use geoflash::geom::Rect;
-use geoflash::index::{BulkMethod, RTree};
-use geoflash::index_dir::make_store;
-use geoflash::storage::spec::DeviceSpec;
-use geoflash::storage::trace::{Trace, TraceDevice};
-use geoflash::storage::{DeviceStats, PageDevice};
-
-use geoflash::{Error, IndexOptions};
 use geoflash_bench::devbench;
 
 use crate::output::{print_json, row};
@@ -127,26 +122,24 @@ fn replicate(
     bulk: Option<(BulkMethod, f64)>,
     expected: &DeviceStats,
 ) -> Result<(), Failure> {
-    let params = opts.tree_params()?;
-    let store = make_store(traced.clone(), &opts.store, opts.kind, true)?;
-    let mut tree = match bulk {
-        Some((method, fill)) => RTree::bulk_load(store, params, records, method, fill)?,
+    let device: Arc<dyn PageDevice> = traced.clone();
+    let mut index = match bulk {
+        Some((method, fill)) => Index::bulk_load_on(device, opts, records, method, fill)?,
         None => {
-            let mut tree = RTree::create(store, params)?;
-            // The index checkpoints once after creating the empty tree.
-            tree.store_mut().checkpoint()?;
+            // Created as the build's index is: one checkpoint of the empty tree.
+            let mut index = Index::create_on(device, opts)?;
             let bar = progress_bar(records.len() as u64, "record trace");
             for (i, (id, r)) in records.into_iter().enumerate() {
-                tree.insert(id, r)?;
+                index.insert(id, r)?;
                 if i % 1024 == 0 {
                     bar.set_position(i as u64);
                 }
             }
             bar.finish_and_clear();
-            tree
+            index
         }
     };
-    tree.store_mut().checkpoint()?;
+    index.checkpoint()?;
     let got = comparable(traced.stats());
     if got != comparable(*expected) {
         return Err(anyhow::anyhow!(
@@ -158,6 +151,6 @@ fn replicate(
         .into());
     }
     // Closing the index checkpoints once more.
-    tree.store_mut().checkpoint()?;
+    index.close()?;
     Ok(())
 }

@@ -514,10 +514,10 @@ fn devbench_json_counts_on_every_simulated_device() {
 
 #[test]
 fn geojson_build_and_refined_queries_agree_with_exact_brute_force() {
+    use geoflash::engine::satisfies;
+    use geoflash::engine::window_geometry;
+    use geoflash::engine::Predicate;
     use geoflash::geom::Rect;
-    use geoflash::index::query::Predicate;
-    use geoflash::index::refine::satisfies;
-    use geoflash::objects::geometry::window_geometry;
 
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     // thin diagonal triangles (most of each MBR is empty), horizontal lines and points

@@ -161,8 +161,10 @@ pub trait SpatialIndex: Any + Send + Sync {
 
 /// The tree type of an index's R-tree family (its store chosen at run time).
 pub type DynRTree = RTree<Box<dyn NodeStore>>;
+/// The FOR-tree of an index (its store chosen at run time).
+pub type IndexFortree = Fortree<Box<dyn NodeStore>>;
 /// The FOR-tree of an index, behind the lock its counting queries need.
-pub type DynFortree = Mutex<Fortree<Box<dyn NodeStore>>>;
+pub type DynFortree = Mutex<IndexFortree>;
 /// The xBR+-tree of an index.
 pub type DynXbr = XbrTree<Box<dyn NodeStore>>;
 

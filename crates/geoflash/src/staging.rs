@@ -190,11 +190,6 @@ impl Staging {
         &self.dir
     }
 
-    /// The target directory.
-    pub fn target(&self) -> &Path {
-        &self.target
-    }
-
     /// Renames the staging directory onto the target (an absent or empty
     /// directory) and syncs the parent directory. On an error the staging
     /// directory is still there, for [`abandon`](Staging::abandon).

@@ -32,7 +32,7 @@ use std::path::Path;
 use flatgeobuf::geozero::{ColumnValue, GeozeroGeometry, PropertyProcessor};
 use flatgeobuf::{ColumnType, FgbWriter, FgbWriterOptions, GeometryType};
 use geo_types::{Coord, LineString};
-use geoflash::objects::Geometry;
+use geoflash::engine::Geometry;
 use geoflash::Result;
 
 use super::attributes::{Attributes, Column, Kind, Row, Value};

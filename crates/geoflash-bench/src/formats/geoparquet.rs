@@ -28,7 +28,7 @@
 use std::borrow::Borrow;
 use std::path::Path;
 
-use geoflash::objects::Geometry;
+use geoflash::engine::Geometry;
 use geoflash::Result;
 
 use super::attributes::{Attributes, Column, Row};
@@ -107,9 +107,9 @@ mod imp {
     use std::path::Path;
     use std::sync::Arc;
 
+    use geoflash::engine::Geometry;
+    use geoflash::engine::{bounding_rect, from_wkb, to_wkb};
     use geoflash::geom::Rect;
-    use geoflash::objects::geometry::{bounding_rect, from_wkb, to_wkb};
-    use geoflash::objects::Geometry;
     use geoflash::Result;
     use parquet::basic::{
         Compression, ConvertedType, IntType, LogicalType, Repetition, Type as PhysicalType,

@@ -46,7 +46,7 @@
 //! [`read`] returns an error that says so.
 use std::path::Path;
 
-use geoflash::objects::Geometry;
+use geoflash::engine::Geometry;
 use geoflash::{Error, Result};
 
 use super::attributes::Attributes;

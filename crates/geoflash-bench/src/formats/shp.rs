@@ -15,7 +15,7 @@
 //! the pairing would no longer be certain).
 use std::path::{Path, PathBuf};
 
-use geoflash::objects::Geometry;
+use geoflash::engine::Geometry;
 use geoflash::Result;
 use shapefile::dbase;
 

@@ -398,8 +398,10 @@ fn the_page_renders_in_headless_chromium() {
             .output()
             .is_ok_and(|o| o.status.success())
     }) else {
-        geoflash::testenv::prerequisite_missing("chromium (headless), for the report page test")
-            .unwrap();
+        geoflash::engine::testenv::prerequisite_missing(
+            "chromium (headless), for the report page test",
+        )
+        .unwrap();
         return;
     };
     let dir = tempfile::tempdir().unwrap();

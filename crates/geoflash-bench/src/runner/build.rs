@@ -3,9 +3,9 @@
 //! measured step.
 use std::path::Path;
 
+use geoflash::engine::device::DeviceSpec;
 use geoflash::geom::Rect;
 use geoflash::metrics::Stats;
-use geoflash::storage::spec::DeviceSpec;
 use geoflash::{Error, Index, Result};
 use indicatif::ProgressBar;
 

@@ -68,7 +68,7 @@ pub(super) fn crash_and_recover(
     // The crash: no checkpoint, no close.
     drop(index.into_index());
     let clock = Clock::start();
-    let mut index = Index::open(&dir, geoflash::manifest::Access::Write)?;
+    let mut index = Index::open(&dir, geoflash::engine::Access::Write)?;
     index.set_read_mode(reads);
     let mut s = index.stats("crash_and_recover");
     clock.stamp(&mut s);

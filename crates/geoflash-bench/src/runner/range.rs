@@ -2,8 +2,8 @@
 //! CSV file, each batch run `repetitions` times as one measured row.
 use std::path::Path;
 
+use geoflash::engine::Predicate;
 use geoflash::geom::Rect;
-use geoflash::index::query::Predicate;
 use geoflash::metrics::Stats;
 use geoflash::{Error, Result, SpatialIndex};
 use indicatif::ProgressBar;

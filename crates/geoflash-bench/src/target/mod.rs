@@ -12,9 +12,9 @@
 //! kinds to [`crate::workload::IndexFamily`].
 use std::sync::Arc;
 
-use geoflash::index::query::{BatchResult, KnnResult, QueryResult};
+use geoflash::engine::device::PageDevice;
+use geoflash::engine::{BatchResult, KnnResult, QueryResult};
 use geoflash::metrics::{PhaseTimes, Stats};
-use geoflash::storage::PageDevice;
 use geoflash::{Index, SpatialIndex};
 
 /// What a query did: candidates of the filter step and results.

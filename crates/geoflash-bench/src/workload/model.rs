@@ -6,8 +6,8 @@
 //! configuration into library options in `lower`.
 use std::path::PathBuf;
 
-use geoflash::index::query::Predicate;
-use geoflash::index::BulkMethod;
+use geoflash::engine::BulkMethod;
+use geoflash::engine::Predicate;
 use geoflash::{Error, Result};
 use serde::{Deserialize, Serialize};
 

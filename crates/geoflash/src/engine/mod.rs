@@ -9,11 +9,11 @@
 //!
 //! Beside the spec, this module re-exports what a front end works with
 //! (the index and its options, queries and their answers, batches, the
-//! object geometries, the directory's access and files, sizes and the
-//! product defaults), so that a front end imports `engine`, `geom` and
-//! `metrics` and none of the layers beneath. The Python package does; the
-//! command line and the workbench still reach into `storage`, `store` and
-//! `index` for their device benchmarks, traces and workloads.
+//! object geometries, durability and recovery, the directory's access and
+//! files, sizes, the product defaults, and in [`device`] the devices a
+//! workbench measures and traces), so that a front end — the command line,
+//! the workbench, the Python package — imports `engine`, `geom` and
+//! `metrics` and none of the layers beneath.
 mod spec;
 #[cfg(test)]
 mod spec_tests;
@@ -25,11 +25,32 @@ pub use crate::error::{Error, Result};
 pub use crate::index::query::{
     BatchResult, Hit, KnnResult, Neighbor, Predicate, QueryResult, QueryStats, Selection, Window,
 };
-pub use crate::index::{BulkMethod, IndexKind, Leaf, ReadMode};
+pub use crate::index::refine::satisfies;
+pub use crate::index::{
+    BulkMethod, ExternalBulkConfig, ExternalBulkReport, IndexKind, Leaf, ReadMode,
+};
 pub use crate::index_dir::{BatchDurability, Index, IndexOptions, OpenBatch};
 pub use crate::manifest::{write_atomic, Access, DirLock, MANIFEST_FILE};
-pub use crate::objects::geometry::from_wkb;
+pub use crate::objects::geometry::{bounding_rect, from_wkb, to_wkb, window_geometry};
 pub use crate::objects::Geometry;
 pub use crate::page::max_entries;
-pub use crate::spatial::SpatialIndex;
+pub use crate::reserve;
+pub use crate::spatial::{IndexFortree, SpatialIndex};
+pub use crate::staging::adopt_interrupted;
+pub use crate::store::efind::FlushPolicy;
+pub use crate::store::fast::FastPolicy;
+pub use crate::store::log::{Durability, LogFormat, RecoveryMode};
+pub use crate::store::OpId;
+pub use crate::testenv;
 pub use crate::units::parse_size;
+
+/// The devices an index lives on, as a workbench measures them: the
+/// parsed device spec and what it opens, the page I/O trait and its
+/// counters, the in-memory device, and I/O traces (recording one of a
+/// device, replaying one on another).
+pub mod device {
+    pub use crate::storage::mem::MemDevice;
+    pub use crate::storage::spec::DeviceSpec;
+    pub use crate::storage::trace::{replay_with_progress, ReplaySummary, Trace, TraceDevice};
+    pub use crate::storage::{DeviceStats, IoCounters, PageDevice, PageId};
+}

@@ -46,6 +46,26 @@ pub trait Selection {
     fn select(&self, rect: &Rect) -> bool;
 }
 
+/// Records within `radius` of `center`, boundary included: a subtree is
+/// entered when its MBR comes that close, a record is reported when its
+/// MBR does (for a point, its distance to the centre).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WithinDistance {
+    /// Centre.
+    pub center: Point,
+    /// Radius.
+    pub radius: f64,
+}
+
+impl Selection for WithinDistance {
+    fn descend(&self, rect: &Rect) -> bool {
+        rect.min_dist_point(&self.center) <= self.radius
+    }
+    fn select(&self, rect: &Rect) -> bool {
+        rect.min_dist_point(&self.center) <= self.radius
+    }
+}
+
 /// A range query: a window and a predicate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Window {

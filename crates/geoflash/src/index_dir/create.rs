@@ -3,7 +3,7 @@
 //! through a staging directory; and the one place that makes the manifest,
 //! device, log and store of a new index.
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::devices::create_device;
 use super::factory::{make_store_payload, open_log_device, StoreOpen};
@@ -20,6 +20,7 @@ use crate::metrics::{Phase, PhaseTimes, Stopwatch};
 use crate::spatial::SpatialIndex;
 use crate::staging::Staging;
 use crate::storage::spec::DeviceSpec;
+use crate::storage::PageDevice;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 
@@ -52,6 +53,27 @@ impl Index {
         })
     }
 
+    /// A new, empty index with no directory on `device`, a device already
+    /// open (a traced or wrapped one, say) instead of one made from
+    /// `opts.device`; a store's log lives in a region of it. Created as
+    /// [`Index::create_temporary`] creates (one checkpoint).
+    pub fn create_on(device: Arc<dyn PageDevice>, opts: &IndexOptions) -> Result<Index> {
+        Index::create_at(None, Some(device), opts, RTree::create)
+    }
+
+    /// [`Index::bulk_load`] into a new index with no directory on `device`
+    /// (see [`Index::create_on`]).
+    pub fn bulk_load_on(
+        device: Arc<dyn PageDevice>,
+        opts: &IndexOptions,
+        items: Vec<(u64, Rect)>,
+        method: BulkMethod,
+        fill: f64,
+    ) -> Result<Index> {
+        no_bulk_load(opts)?;
+        Index::bulk_load_at(None, Some(device), opts, items, method, fill)
+    }
+
     /// Runs `make` in a staging directory for `dir` and publishes the index
     /// it makes atomically ([`Index::staged`]); without a directory runs it
     /// as it is (the index lives in this process).
@@ -75,6 +97,18 @@ impl Index {
         method: BulkMethod,
         fill: f64,
     ) -> Result<Index> {
+        Index::bulk_load_at(dir, None, opts, items, method, fill)
+    }
+
+    /// [`Index::bulk_load_in`] on `device` when given (see [`Index::create_at`]).
+    fn bulk_load_at(
+        dir: Option<&Path>,
+        device: Option<Arc<dyn PageDevice>>,
+        opts: &IndexOptions,
+        items: Vec<(u64, Rect)>,
+        method: BulkMethod,
+        fill: f64,
+    ) -> Result<Index> {
         let opts = opts.with_domain_of(items.iter().map(|(_, r)| r));
         if opts.xbr {
             // The xBR+-tree's own bulk load (Z-order, write batches), into
@@ -83,7 +117,7 @@ impl Index {
                 .iter()
                 .map(|&(id, r)| crate::spatial::as_point(id, &r).map(|p| (id, p)))
                 .collect::<Result<Vec<_>>>()?;
-            let mut index = Index::create_in(dir, &opts, RTree::create)?;
+            let mut index = Index::create_at(dir, device, &opts, RTree::create)?;
             let watch = index.watch();
             let tree = index
                 .tree
@@ -94,7 +128,7 @@ impl Index {
             index.checkpoint()?;
             return Ok(index);
         }
-        Index::create_in(dir, &opts, |store, params| {
+        Index::create_at(dir, device, &opts, |store, params| {
             RTree::bulk_load(store, params, items, method, fill)
         })
     }
@@ -201,6 +235,17 @@ impl Index {
         opts: &IndexOptions,
         build: impl FnOnce(Box<dyn NodeStore>, TreeParams) -> Result<RTree<Box<dyn NodeStore>>>,
     ) -> Result<Index> {
+        Index::create_at(dir, None, opts, build)
+    }
+
+    /// [`Index::create_in`], on `device` when given (an index without a
+    /// directory on a device already open) instead of one made from the spec.
+    fn create_at(
+        dir: Option<&Path>,
+        device: Option<Arc<dyn PageDevice>>,
+        opts: &IndexOptions,
+        build: impl FnOnce(Box<dyn NodeStore>, TreeParams) -> Result<RTree<Box<dyn NodeStore>>>,
+    ) -> Result<Index> {
         let params = opts.tree_params()?;
         let fortree = opts.fortree_config()?;
         let xbr = opts.xbr_config()?;
@@ -251,19 +296,25 @@ impl Index {
             .map_err(|e| Error::invalid(e.to_string()))?,
             store: serde_json::to_value(store_opts).map_err(|e| Error::invalid(e.to_string()))?,
         };
-        let (lock, (device, sims), log_device) = match dir {
-            Some(dir) => {
+        let (lock, (device, sims), log_device) = match (dir, device) {
+            (None, Some(device)) => (None, (device, Vec::new()), None),
+            (Some(_), Some(_)) => {
+                return Err(Error::invalid(
+                    "an index in a directory makes its own device from the spec",
+                ))
+            }
+            (Some(dir), None) => {
                 // A new, empty staging directory (nothing to clear).
                 let lock = DirLock::acquire(dir, Access::Write)?;
                 let log_device = open_log_device(&spec, &store_opts, dir, opts.page_size, Access::Write)?;
                 (Some(lock), create_device(&spec, opts.page_size, Some(dir))?, log_device)
             }
-            None if matches!(spec, DeviceSpec::File { path: None, .. }) => {
+            (None, None) if matches!(spec, DeviceSpec::File { path: None, .. }) => {
                 return Err(Error::invalid(
                     "an index without a directory needs a device other than plain \"file\" (e.g. mem:)",
                 ))
             }
-            None => (None, create_device(&spec, opts.page_size, None)?, None),
+            (None, None) => (None, create_device(&spec, opts.page_size, None)?, None),
         };
         if log_device.is_some() {
             // An automatic log in its own file starts at MIN_FILE_LOG_CAPACITY.

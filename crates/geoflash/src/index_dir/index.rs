@@ -20,7 +20,7 @@ use crate::{Error, Result};
 ///
 /// ```
 /// use geoflash::geom::{Point, Rect};
-/// use geoflash::index::query::Predicate;
+/// use geoflash::engine::Predicate;
 /// use geoflash::{Index, IndexOptions};
 ///
 /// let opts = IndexOptions { device: "flashsim:preset=seed-tc58".parse()?, ..IndexOptions::default() };

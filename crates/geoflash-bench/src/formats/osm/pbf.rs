@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use geo::{Coord, LineString, Polygon};
-use geoflash::objects::Geometry;
+use geoflash::engine::Geometry;
 use geoflash::{Error, Result};
 
 use super::super::attributes::{self, Value};

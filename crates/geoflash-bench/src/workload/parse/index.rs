@@ -5,8 +5,8 @@
 //! fault.
 use std::ops::Range;
 
-use geoflash::store::fast::FastPolicy;
-use geoflash::store::log::LogFormat;
+use geoflash::engine::FastPolicy;
+use geoflash::engine::LogFormat;
 use geoflash::{Error, Result};
 use toml::Spanned;
 
@@ -185,7 +185,7 @@ fn set_value(cx: &Ctx, i: usize, c: &mut IndexConfig, d: &Dim, v: &toml::Value) 
                     "read_buffer_percent" => at(pct(v).map(|n| e.read_buffer_percent = Some(n)))?,
                     "flush_unit" => at(as_uint(v).map(|n| e.flush_unit = Some(n as usize)))?,
                     "durability" => at(as_str(v).and_then(|s| {
-                        geoflash::store::log::Durability::parse(&s)?;
+                        geoflash::engine::Durability::parse(&s)?;
                         e.durability = Some(s);
                         Ok(())
                     }))?,
@@ -196,7 +196,7 @@ fn set_value(cx: &Ctx, i: usize, c: &mut IndexConfig, d: &Dim, v: &toml::Value) 
                         Ok(())
                     }))?,
                     "flush_policy" => at(as_str(v).and_then(|s| {
-                        s.parse::<geoflash::store::efind::FlushPolicy>()?;
+                        s.parse::<geoflash::engine::FlushPolicy>()?;
                         e.flush_policy = Some(s);
                         Ok(())
                     }))?,
@@ -261,7 +261,7 @@ fn set_value(cx: &Ctx, i: usize, c: &mut IndexConfig, d: &Dim, v: &toml::Value) 
                     }))?,
                     "flush_unit" => at(as_uint(v).map(|n| f.flush_unit = Some(n as usize)))?,
                     "durability" => at(as_str(v).and_then(|s| {
-                        geoflash::store::log::Durability::parse(&s)?;
+                        geoflash::engine::Durability::parse(&s)?;
                         f.durability = Some(s);
                         Ok(())
                     }))?,
@@ -326,7 +326,7 @@ fn check(
             format!("grid parameters given for index kind {:?}", c.kind),
         ));
     }
-    if let Err(e) = c.reads.parse::<geoflash::index::ReadMode>() {
+    if let Err(e) = c.reads.parse::<geoflash::engine::ReadMode>() {
         return Err(cx.err(&check_key("reads", &span), &key("reads"), strip_invalid(&e)));
     }
     // The library's front door checks every setting and combination and

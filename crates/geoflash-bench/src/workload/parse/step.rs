@@ -2,8 +2,8 @@
 //! their defaults and ranges, and windows files relative to the workload.
 use std::path::Path;
 
-use geoflash::index::query::Predicate;
-use geoflash::index::BulkMethod;
+use geoflash::engine::BulkMethod;
+use geoflash::engine::Predicate;
 use geoflash::{Error, Result};
 
 use super::values::{as_selectivity, as_uint, Ctx};

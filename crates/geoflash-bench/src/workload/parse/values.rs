@@ -6,7 +6,7 @@
 use std::ops::Range;
 use std::path::Path;
 
-use geoflash::units::parse_size;
+use geoflash::engine::parse_size;
 use geoflash::{Error, Result};
 use toml::Spanned;
 

@@ -18,6 +18,7 @@ use super::quad::{self, Domain};
 use super::XbrTree;
 use crate::geom::{Point, Rect};
 use crate::index::fortree::query::Item;
+use crate::index::query::{Predicate, Selection, Window, WithinDistance};
 use crate::index::Neighbor;
 use crate::page::{Entry, Node};
 use crate::page_id::PageId;
@@ -36,16 +37,20 @@ pub trait Probe {
     fn select(&self, e: &Entry) -> bool;
 }
 
-/// Points inside a closed window.
+/// A [`Selection`] as an xBR+-tree traversal, so that the xBR+-tree's
+/// window and distance queries are driven by the same selection functions
+/// as the R-tree family's: it enters a child whose DBR (the region its
+/// points lie in) the selection descends into, and reports a point whose
+/// degenerate rectangle the selection selects.
 #[derive(Debug, Clone, Copy)]
-pub struct WindowProbe(pub Rect);
+pub struct Selected<F>(pub F);
 
-impl Probe for WindowProbe {
+impl<F: Selection> Probe for Selected<F> {
     fn children(&self, node: &Node, page: PageId, out: &mut Vec<PageId>) -> Result<()> {
         for e in &node.entries {
             if quad::child_ref(e, page)?
                 .dbr
-                .is_some_and(|d| d.intersects(&self.0))
+                .is_some_and(|d| self.0.descend(&d))
             {
                 out.push(e.key);
             }
@@ -53,34 +58,17 @@ impl Probe for WindowProbe {
         Ok(())
     }
     fn select(&self, e: &Entry) -> bool {
-        self.0.contains_point(&quad::entry_point(e))
+        self.0.select(&Rect::from_point(quad::entry_point(e)))
     }
 }
 
-/// Points within a distance of a centre (boundary included).
-#[derive(Debug, Clone, Copy)]
-pub struct DistanceProbe {
-    /// Centre.
-    pub center: Point,
-    /// Radius.
-    pub radius: f64,
-}
-
-impl Probe for DistanceProbe {
-    fn children(&self, node: &Node, page: PageId, out: &mut Vec<PageId>) -> Result<()> {
-        for e in &node.entries {
-            let near = quad::child_ref(e, page)?
-                .dbr
-                .is_some_and(|d| d.min_dist_point(&self.center) <= self.radius);
-            if near {
-                out.push(e.key);
-            }
-        }
-        Ok(())
-    }
-    fn select(&self, e: &Entry) -> bool {
-        quad::entry_point(e).distance(&self.center) <= self.radius
-    }
+/// Points inside the closed window `w`: the window selection with
+/// `intersects`, which a point satisfies exactly when the window contains it.
+fn window(w: &Rect) -> Selected<Window> {
+    Selected(Window {
+        rect: *w,
+        predicate: Predicate::Intersects,
+    })
 }
 
 /// Point location: the one path of a point (none when it lies outside the domain).
@@ -181,15 +169,15 @@ impl<S: NodeStore> XbrTree<S> {
 
     /// Points inside the closed window `w` (one node at a time).
     pub fn range(&self, w: &Rect) -> Result<Vec<Found>> {
-        self.probe(&WindowProbe(*w))
+        self.probe(&window(w))
     }
 
     /// Points within `radius` of `center` (one node at a time).
     pub fn within_distance(&self, center: &Point, radius: f64) -> Result<Vec<Found>> {
-        self.probe(&DistanceProbe {
+        self.probe(&Selected(WithinDistance {
             center: *center,
             radius,
-        })
+        }))
     }
 
     /// The id of the point at `p`, if the tree holds it.
@@ -206,7 +194,7 @@ impl<S: NodeStore> XbrTree<S> {
         windows: &[Rect],
         max_batch: usize,
     ) -> Result<(Vec<Vec<Found>>, BatchStats)> {
-        let probes: Vec<WindowProbe> = windows.iter().map(|w| WindowProbe(*w)).collect();
+        let probes: Vec<Selected<Window>> = windows.iter().map(window).collect();
         self.probe_batch(&probes, max_batch, &mut |_, _| {})
     }
 
@@ -216,9 +204,9 @@ impl<S: NodeStore> XbrTree<S> {
         queries: &[(Point, f64)],
         max_batch: usize,
     ) -> Result<(Vec<Vec<Found>>, BatchStats)> {
-        let probes: Vec<DistanceProbe> = queries
+        let probes: Vec<Selected<WithinDistance>> = queries
             .iter()
-            .map(|&(center, radius)| DistanceProbe { center, radius })
+            .map(|&(center, radius)| Selected(WithinDistance { center, radius }))
             .collect();
         self.probe_batch(&probes, max_batch, &mut |_, _| {})
     }
