@@ -722,6 +722,25 @@ fn geojson_build_and_refined_queries_agree_with_exact_brute_force() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no object heap"));
 }
 
+/// Writes points 1..=`n` scattered over [0, 1000]² to CSV `path`; returns
+/// the ids inside the window 100,200,400,500 (brute force), sorted.
+fn write_points(path: &Path, n: u64) -> Vec<u64> {
+    let mut text = String::from("id,minx,miny,maxx,maxy\n");
+    for i in 1..=n {
+        let x = (i * 7919 % 10_000) as f64 / 10.0;
+        let y = (i * 104_729 % 9_973) as f64 / 10.0;
+        text.push_str(&format!("{i},{x},{y},{x},{y}\n"));
+    }
+    std::fs::write(path, text).unwrap();
+    let mut want: Vec<u64> = read_csv(path)
+        .iter()
+        .filter(|(_, r)| (100.0..=400.0).contains(&r[0]) && (200.0..=500.0).contains(&r[1]))
+        .map(|(id, _)| *id)
+        .collect();
+    want.sort_unstable();
+    want
+}
+
 /// `n` small rectangles with ids `1..=n` in a CSV file.
 fn write_rects(path: &Path, n: u64) {
     let mut text = String::from("id,minx,miny,maxx,maxy\n");
@@ -1083,20 +1102,7 @@ fn sigkill_during_a_bulk_load_leaves_nothing_or_the_whole_index(store: &str) {
 fn xbr_kind_builds_answers_deletes_and_verifies_on_every_store() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let data = dir.path().join("p.csv");
-    let mut text = String::from("id,minx,miny,maxx,maxy\n");
-    for i in 1..=1200u64 {
-        let x = (i * 7919 % 10_000) as f64 / 10.0;
-        let y = (i * 104_729 % 9_973) as f64 / 10.0;
-        text.push_str(&format!("{i},{x},{y},{x},{y}\n"));
-    }
-    std::fs::write(&data, text).unwrap();
-    let pts = read_csv(&data);
-    let mut want: Vec<u64> = pts
-        .iter()
-        .filter(|(_, r)| (100.0..=400.0).contains(&r[0]) && (200.0..=500.0).contains(&r[1]))
-        .map(|(id, _)| *id)
-        .collect();
-    want.sort_unstable();
+    let want = write_points(&data, 1200);
     for (store, bulk) in [
         ("plain", false),
         ("efind", false),
@@ -1161,20 +1167,7 @@ fn xbr_kind_builds_answers_deletes_and_verifies_on_every_store() {
 fn grid_kinds_build_answer_delete_and_verify_in_index_directories() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let data = dir.path().join("p.csv");
-    let mut text = String::from("id,minx,miny,maxx,maxy\n");
-    for i in 1..=1500u64 {
-        let x = (i * 7919 % 10_000) as f64 / 10.0;
-        let y = (i * 104_729 % 9_973) as f64 / 10.0;
-        text.push_str(&format!("{i},{x},{y},{x},{y}\n"));
-    }
-    std::fs::write(&data, text).unwrap();
-    let pts = read_csv(&data);
-    let mut want: Vec<u64> = pts
-        .iter()
-        .filter(|(_, r)| (100.0..=400.0).contains(&r[0]) && (200.0..=500.0).contains(&r[1]))
-        .map(|(id, _)| *id)
-        .collect();
-    want.sort_unstable();
+    let want = write_points(&data, 1500);
     for (kind, queries) in [
         ("gffm", "batched"),
         ("lbgrid", "batched"),

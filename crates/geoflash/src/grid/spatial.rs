@@ -54,12 +54,7 @@ impl<L: BucketLayer + 'static> GridIndex<L> {
         opts: GridOptions,
         batched: bool,
     ) -> Result<Self> {
-        Ok(GridIndex {
-            grid: Mutex::new(GridFile::create(dev, opts)?),
-            kind: kind.to_string(),
-            batched,
-            points: AtomicU64::new(0),
-        })
+        Ok(Self::wrap(GridFile::create(dev, opts)?, kind, batched, 0))
     }
 
     /// Reopens the grid file that the last checkpoint left on `dev` (see
@@ -70,12 +65,21 @@ impl<L: BucketLayer + 'static> GridIndex<L> {
         opts: GridOptions,
         batched: bool,
     ) -> Result<Self> {
-        Ok(GridIndex {
-            grid: Mutex::new(GridFile::open(dev, opts)?),
+        Ok(Self::wrap(
+            GridFile::open(dev, opts)?,
+            kind,
+            batched,
+            UNKNOWN,
+        ))
+    }
+
+    fn wrap(grid: GridFile<L>, kind: &str, batched: bool, points: u64) -> Self {
+        GridIndex {
+            grid: Mutex::new(grid),
             kind: kind.to_string(),
             batched,
-            points: AtomicU64::new(UNKNOWN),
-        })
+            points: AtomicU64::new(points),
+        }
     }
 
     /// The grid file, locked.

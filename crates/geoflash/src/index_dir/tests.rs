@@ -678,24 +678,38 @@ fn objects_are_stored_refined_and_reopened() {
     assert_eq!(bulk.objects().unwrap().len(), 300);
 }
 
-/// `kind = xbr`: an xBR+-tree of points behind `Index` on every store,
-/// by insertion and by bulk load, answering like brute force after a
-/// reopen; boxes and points outside the domain are refused.
-#[test]
-fn xbr_index_on_every_store_answers_like_brute_force_after_reopen() {
-    let pts: Vec<(u64, Rect)> = (0..1500u64)
+/// `n` distinct points scattered over [0, 100]², as degenerate rectangles.
+fn scattered_points(n: u64) -> Vec<(u64, Rect)> {
+    (0..n)
         .map(|i| {
             let x = (i * 7919 % 1000) as f64 / 10.0;
             let y = (i * 104_729 % 997) as f64 / 10.0;
             (i, Rect::new(x, y, x, y).unwrap())
         })
-        .collect();
-    let window = Rect::new(20.0, 10.0, 45.0, 60.0).unwrap();
-    let want: BTreeSet<u64> = pts
-        .iter()
-        .filter(|(_, r)| window.contains(r))
+        .collect()
+}
+
+/// The window the point tests query.
+fn points_window() -> Rect {
+    Rect::new(20.0, 10.0, 45.0, 60.0).unwrap()
+}
+
+/// The ids from `skip` on of `pts` inside `window` (brute force).
+fn ids_inside(pts: &[(u64, Rect)], window: &Rect, skip: u64) -> BTreeSet<u64> {
+    pts.iter()
+        .filter(|(i, r)| *i >= skip && window.contains(r))
         .map(|(i, _)| *i)
-        .collect();
+        .collect()
+}
+
+/// `kind = xbr`: an xBR+-tree of points behind `Index` on every store,
+/// by insertion and by bulk load, answering like brute force after a
+/// reopen; boxes and points outside the domain are refused.
+#[test]
+fn xbr_index_on_every_store_answers_like_brute_force_after_reopen() {
+    let pts = scattered_points(1500);
+    let window = points_window();
+    let want = ids_inside(&pts, &window, 0);
     let dir = tempfile::tempdir().unwrap();
     for (n, store) in [StoreKind::Plain, StoreKind::Efind, StoreKind::Fast]
         .into_iter()
@@ -769,20 +783,9 @@ fn xbr_index_on_every_store_answers_like_brute_force_after_reopen() {
 
 #[test]
 fn grid_files_live_in_index_directories_and_reopen_with_the_same_answers() {
-    let pts: Vec<(u64, Rect)> = (0..3000u64)
-        .map(|i| {
-            let x = (i * 7919 % 1000) as f64 / 10.0;
-            let y = (i * 104_729 % 997) as f64 / 10.0;
-            (i, Rect::new(x, y, x, y).unwrap())
-        })
-        .collect();
-    let window = Rect::new(20.0, 10.0, 45.0, 60.0).unwrap();
-    let inside = |skip: u64| -> BTreeSet<u64> {
-        pts.iter()
-            .filter(|(i, r)| *i >= skip && window.contains(r))
-            .map(|(i, _)| *i)
-            .collect()
-    };
+    let pts = scattered_points(3000);
+    let window = points_window();
+    let inside = |skip: u64| ids_inside(&pts, &window, skip);
     let dir = tempfile::tempdir().unwrap();
     for (kind, device) in [
         ("grid", "file?direct=false"),
