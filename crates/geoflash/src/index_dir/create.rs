@@ -246,6 +246,7 @@ impl Index {
         opts: &IndexOptions,
         build: impl FnOnce(Box<dyn NodeStore>, TreeParams) -> Result<RTree<Box<dyn NodeStore>>>,
     ) -> Result<Index> {
+        opts.check_structure()?;
         let params = opts.tree_params()?;
         let fortree = opts.fortree_config()?;
         let xbr = opts.xbr_config()?;

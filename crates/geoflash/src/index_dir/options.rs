@@ -224,6 +224,28 @@ impl IndexOptions {
         Ok(())
     }
 
+    /// Refuses options that name more than one structure (`fortree`,
+    /// `xbr` and `grid` are alternatives to one another and to a tree of
+    /// `kind`), which options built field by field can say and
+    /// [`set_kind`](Self::set_kind) and [`crate::IndexSpec`] never do.
+    pub fn check_structure(&self) -> Result<()> {
+        let named: Vec<&str> = [
+            self.fortree.is_some().then_some("fortree"),
+            self.xbr.then_some("xbr"),
+            self.grid.map(|g| g.kind.name()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if named.len() > 1 {
+            return Err(Error::invalid(format!(
+                "the options name more than one structure ({}): set one with set_kind",
+                named.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
     /// The structure's name as the manifest records it (`rstar`, `fortree`, `xbr`, ...).
     pub fn kind_name(&self) -> String {
         if let Some(g) = self.grid {

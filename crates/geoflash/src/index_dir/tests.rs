@@ -782,6 +782,21 @@ fn xbr_index_on_every_store_answers_like_brute_force_after_reopen() {
 }
 
 #[test]
+fn options_naming_two_structures_are_refused() {
+    let mut opts = IndexOptions {
+        device: "mem:".parse().unwrap(),
+        hilbert_domain: Some(Rect::new(0.0, 0.0, 1.0, 1.0).unwrap()),
+        ..IndexOptions::default()
+    };
+    opts.set_kind("gffm").unwrap();
+    opts.xbr = true;
+    let e = Index::create_temporary(&opts).unwrap_err();
+    assert!(e.to_string().contains("xbr, gffm"), "{e}");
+    opts.set_kind("xbr").unwrap();
+    assert!(opts.check_structure().is_ok(), "set_kind names one");
+}
+
+#[test]
 fn grid_files_live_in_index_directories_and_reopen_with_the_same_answers() {
     let pts = scattered_points(3000);
     let window = points_window();
