@@ -41,6 +41,6 @@ mod tests;
 
 pub use model::{
     predicate_name, BuildMethod, Configuration, DatasetConfig, DatasetSource, EfindParams,
-    FastParams, GridKind, GridParams, IndexConfig, IndexFamily, MixedQuery, Scale, Step,
-    WindowSource, Workload, INDEX_KINDS,
+    FastParams, GridParams, IndexConfig, IndexFamily, MixedQuery, Scale, Step, WindowSource,
+    Workload, INDEX_KINDS,
 };

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use geoflash::engine::BulkMethod;
-use geoflash::engine::Predicate;
+use geoflash::engine::{GridKind, Predicate};
 use geoflash::{Error, Result};
 use serde::{Deserialize, Serialize};
 
@@ -152,22 +152,8 @@ pub enum IndexFamily {
     /// `hilbert`, `fortree`, `xbr` (points only), and `shrtree` (an R*-tree whose store, any of them, hints
     /// every internal node to the fast tier of a hybrid device).
     Tree,
-    /// A grid file of points.
+    /// A grid file of points, of the library's grid kinds.
     Grid(GridKind),
-}
-
-/// The grid-file kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GridKind {
-    /// The two-level Grid File: GFFM's in-place buckets behind an LRU buffer
-    /// that writes each dirty page on its own (a cold list of one page).
-    Grid,
-    /// GFFM: in-place buckets, hot/cold buffers writing in batches.
-    Gffm,
-    /// LB-Grid: log-buckets and the BTT.
-    LbGrid,
-    /// H-Grid: GFFM with hot-region placement on a hybrid device.
-    HGrid,
 }
 
 /// Every index kind a workload may name, for messages.
@@ -180,16 +166,15 @@ impl IndexFamily {
     pub fn of(kind: &str) -> Result<IndexFamily> {
         Ok(match kind {
             "rtree" | "rstar" | "hilbert" | "fortree" | "xbr" | "shrtree" => IndexFamily::Tree,
-            "grid" => IndexFamily::Grid(GridKind::Grid),
-            "gffm" => IndexFamily::Grid(GridKind::Gffm),
-            "lbgrid" => IndexFamily::Grid(GridKind::LbGrid),
-            "hgrid" => IndexFamily::Grid(GridKind::HGrid),
-            _ => {
-                return Err(Error::invalid(format!(
-                    "unknown index kind {kind:?}: use {}",
-                    INDEX_KINDS.join(", ")
-                )))
-            }
+            _ => match GridKind::ALL.into_iter().find(|g| g.name() == kind) {
+                Some(g) => IndexFamily::Grid(g),
+                None => {
+                    return Err(Error::invalid(format!(
+                        "unknown index kind {kind:?}: use {}",
+                        INDEX_KINDS.join(", ")
+                    )))
+                }
+            },
         })
     }
 

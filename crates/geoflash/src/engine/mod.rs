@@ -22,6 +22,7 @@ pub use spec::{IndexSpec, KeyStyle, SpecError};
 
 pub use crate::defaults;
 pub use crate::error::{Error, Result};
+pub use crate::grid::GridKind;
 pub use crate::index::query::{
     BatchResult, Hit, KnnResult, Neighbor, Predicate, QueryResult, QueryStats, Selection, Window,
 };
