@@ -409,20 +409,7 @@ mod tests {
             s.sim.sim_time_ns = sim;
             s.sim.nand_erases = sim % 3;
             s.wall_time_ns = wall;
-            st.record(
-                run,
-                c,
-                &StepRow {
-                    step_index: 0,
-                    step_kind: "build",
-                    parameter: "",
-                    step_json: "{}",
-                    status: "ok",
-                    message: "",
-                    stats: &s,
-                },
-            )
-            .unwrap();
+            st.record(run, c, &StepRow::ok("build", &s)).unwrap();
         }
     }
 

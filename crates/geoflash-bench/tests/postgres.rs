@@ -257,13 +257,8 @@ fn every_stats_column_round_trips_in_postgres() {
     s.device_simulated = true;
     s.node_writes_by_level = vec![3, 1];
     let row = StepRow {
-        step_index: 0,
-        step_kind: "build",
-        parameter: "",
-        step_json: "{}",
-        status: "ok",
         message: "it's \"quoted\"",
-        stats: &s,
+        ..StepRow::ok("build", &s)
     };
     st.record(run_id, c, &row).unwrap();
     assert!(!st.is_complete("k").unwrap());

@@ -146,6 +146,27 @@ impl Error {
     }
 }
 
+/// Passes `r` through, keeping the message of an error other than bad input
+/// ([`Error::InvalidInput`]) in `failed`: the sticky failure of a store or
+/// log whose view of the device is uncertain after such an error.
+pub(crate) fn keep_failure<T>(failed: &mut Option<String>, r: Result<T>) -> Result<T> {
+    if let Err(e) = &r {
+        if !matches!(e, Error::InvalidInput(_)) {
+            *failed = Some(e.to_string());
+        }
+    }
+    r
+}
+
+/// Refuses every change after a sticky failure kept by [`keep_failure`]:
+/// [`Error::StoreFailed`] with `refusal` and the failure's message.
+pub(crate) fn refuse_after_failure(failed: &Option<String>, refusal: &str) -> Result<()> {
+    match failed {
+        Some(why) => Err(Error::StoreFailed(format!("{refusal}: {why}"))),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

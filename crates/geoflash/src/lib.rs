@@ -22,6 +22,49 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 // The API: the front door, geometry and metrics.
+/// `PartialEq`, `Eq`, `PartialOrd` and `Ord` for `$t` from one total order:
+/// `ordered_by!(T, |a, b| a.x.cmp(&b.x))` (heap items, sort keys).
+macro_rules! ordered_by {
+    ($t:ty, |$a:ident, $b:ident| $cmp:expr) => {
+        impl PartialEq for $t {
+            #[inline]
+            fn eq(&self, other: &Self) -> bool {
+                self.cmp(other) == std::cmp::Ordering::Equal
+            }
+        }
+        impl Eq for $t {}
+        impl PartialOrd for $t {
+            #[inline]
+            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+        impl Ord for $t {
+            #[inline]
+            fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+                let ($a, $b) = (self, other);
+                $cmp
+            }
+        }
+    };
+}
+
+/// Test functions that each run `$run` on one argument:
+/// `tests_for!(run: name_a => arg_a, name_b => arg_b)` declares
+/// `#[test] fn name_a() { run(arg_a) }` and so on (one test per case, as
+/// written by hand, without the copies).
+#[cfg(test)]
+macro_rules! tests_for {
+    ($run:ident: $($name:ident => $arg:expr),+ $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $run($arg);
+            }
+        )+
+    };
+}
+
 pub mod defaults;
 pub mod engine;
 pub mod geom;

@@ -250,6 +250,23 @@ pub struct StepRow<'a> {
     pub stats: &'a Stats,
 }
 
+impl<'a> StepRow<'a> {
+    /// An `ok` row of the first step, kind `step_kind`, with no parameter,
+    /// no message and an empty step (`{}`): the rows of tests and of
+    /// synthetic results.
+    pub fn ok(step_kind: &'a str, stats: &'a Stats) -> Self {
+        StepRow {
+            step_index: 0,
+            step_kind,
+            parameter: "",
+            step_json: "{}",
+            status: "ok",
+            message: "",
+            stats,
+        }
+    }
+}
+
 /// Seconds since the Unix epoch.
 fn now() -> i64 {
     std::time::SystemTime::now()
@@ -858,20 +875,7 @@ mod tests {
         s.build_rewrite_factor = 1.25;
         s.device_simulated = true;
         s.node_writes_by_level = vec![3, 1];
-        st.record(
-            run,
-            c,
-            &StepRow {
-                step_index: 0,
-                step_kind: "build",
-                parameter: "",
-                step_json: "{}",
-                status: "ok",
-                message: "",
-                stats: &s,
-            },
-        )
-        .unwrap();
+        st.record(run, c, &StepRow::ok("build", &s)).unwrap();
         assert!(!st.is_complete("k1").unwrap());
         st.complete_configuration(c).unwrap();
         assert!(st.is_complete("k1").unwrap());
@@ -908,15 +912,7 @@ mod tests {
         let run = st.begin_run("w", "p", "t", "smoke", "c").unwrap();
         let c = st.begin_configuration(run, &config("k")).unwrap();
         let s = Stats::new("x");
-        let row = StepRow {
-            step_index: 0,
-            step_kind: "build",
-            parameter: "",
-            step_json: "{}",
-            status: "ok",
-            message: "",
-            stats: &s,
-        };
+        let row = StepRow::ok("build", &s);
         st.record(run, c, &row).unwrap();
         st.record(run, c, &row).unwrap();
         let c2 = st.begin_configuration(run, &config("k")).unwrap();
@@ -932,15 +928,7 @@ mod tests {
         let c = from.begin_configuration(run, &config("k")).unwrap();
         let mut s = Stats::new("x");
         s.operations = 5;
-        let row = |kind| StepRow {
-            step_index: 0,
-            step_kind: kind,
-            parameter: "",
-            step_json: "{}",
-            status: "ok",
-            message: "",
-            stats: &s,
-        };
+        let row = |kind| StepRow::ok(kind, &s);
         from.record_step(run, c, &[row("build"), row("range")])
             .unwrap();
         let mut to = ResultsStore::in_memory().unwrap();

@@ -469,6 +469,31 @@ pub(crate) mod tests {
         EntryMeta { height: 0, size }
     }
 
+    /// A scan-resistance check: pages of `warmup` are touched (read, and
+    /// inserted when missing) in order, then a scan of 100 cold pages;
+    /// returns (hot pages 0..4 still cached under LRU, under `policy`), each
+    /// with room for 8 pages.
+    pub(crate) fn scan_survivors(
+        policy: Box<dyn ReplacementPolicy>,
+        warmup: &[std::ops::Range<u64>],
+    ) -> (usize, usize) {
+        let run = |mut c: Cache<()>| {
+            let mut touch = |id: u64| {
+                if c.get(id).is_none() {
+                    c.insert(id, (), meta(1));
+                }
+            };
+            for id in warmup.iter().cloned().flatten().chain(100..200) {
+                touch(id);
+            }
+            (0..4).filter(|&id| c.contains(id)).count()
+        };
+        (
+            run(Cache::with_policy(Box::new(Lru::new()), 8)),
+            run(Cache::with_policy(policy, 8)),
+        )
+    }
+
     fn meta_h(id: u64, size: usize) -> EntryMeta {
         EntryMeta {
             height: (id % 3) as u16,

@@ -182,8 +182,7 @@ impl ReplacementPolicy for TwoQ {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::tests::meta;
-    use crate::cache::{Cache, Lru};
+    use crate::cache::tests::{meta, scan_survivors};
 
     #[test]
     fn reference_behaviour() {
@@ -217,35 +216,9 @@ mod tests {
 
     #[test]
     fn resists_a_scan() {
-        fn hot_survivors(mut c: Cache<()>) -> usize {
-            // Hot pages 0..4: used, evicted into A1out by a few cold pages,
-            // used again (promoted to Am), then a long scan.
-            let touch = |c: &mut Cache<()>, id: u64| {
-                if c.get(id).is_none() {
-                    c.insert(id, (), meta(1));
-                }
-            };
-            for id in 0..4 {
-                touch(&mut c, id);
-            }
-            for id in 50..58 {
-                touch(&mut c, id);
-            }
-            for id in 0..4 {
-                touch(&mut c, id);
-            }
-            for id in 100..200 {
-                touch(&mut c, id);
-            }
-            (0..4).filter(|&id| c.contains(id)).count()
-        }
-        assert_eq!(
-            hot_survivors(Cache::with_policy(Box::new(Lru::new()), 8)),
-            0
-        );
-        assert_eq!(
-            hot_survivors(Cache::with_policy(Box::new(TwoQ::new(8)), 8)),
-            4
-        );
+        // Hot pages 0..4: used, evicted into A1out by a few cold pages,
+        // used again (promoted to Am), then a long scan.
+        let (lru, policy) = scan_survivors(Box::new(TwoQ::new(8)), &[0..4, 50..58, 0..4]);
+        assert_eq!((lru, policy), (0, 4));
     }
 }

@@ -46,6 +46,19 @@ pub fn payload_capacity(page_size: usize) -> usize {
     page_size.saturating_sub(HEADER)
 }
 
+/// How many items of `item_bytes` a page of `page_size` bytes holds after
+/// its header and a 4-byte count; fewer than 2 is refused (`what` names the
+/// items in the message).
+pub fn slots(page_size: usize, item_bytes: usize, what: &str) -> Result<usize> {
+    let n = payload_capacity(page_size).saturating_sub(4) / item_bytes;
+    if n < 2 {
+        return Err(Error::invalid(format!(
+            "{page_size}-byte pages hold fewer than 2 {what}"
+        )));
+    }
+    Ok(n)
+}
+
 /// Frames `payload` as one page of `page_size` bytes.
 pub fn frame(kind: PageKind, payload: &[u8], page_size: usize) -> Result<Vec<u8>> {
     if payload.len() > payload_capacity(page_size) {

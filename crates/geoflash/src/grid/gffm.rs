@@ -59,12 +59,7 @@ impl BucketLayer for InPlaceBuckets {
     const BLIND_UPDATES: bool = false;
 
     fn new(opts: &GridOptions, page_size: usize) -> Result<Self> {
-        let cap = codec::payload_capacity(page_size).saturating_sub(4) / POINT_BYTES;
-        if cap < 2 {
-            return Err(Error::invalid(format!(
-                "{page_size}-byte pages hold fewer than 2 points per bucket"
-            )));
-        }
+        let cap = codec::slots(page_size, POINT_BYTES, "points per bucket")?;
         Ok(InPlaceBuckets {
             buf: HotCold::new(opts.bucket_hot_pages, opts.cold_pages)?,
             cap,

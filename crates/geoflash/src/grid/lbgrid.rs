@@ -248,9 +248,28 @@ impl LogBuckets {
         }
     }
 
-    fn tick(&mut self) -> u64 {
+    /// Appends a record of `op` on `point` for bucket `b`, stamped with the
+    /// next timestamp.
+    fn log(
+        &mut self,
+        dev: &dyn PageDevice,
+        alloc: &mut Alloc,
+        bucket: u64,
+        point: GridPoint,
+        op: LogOp,
+    ) -> Result<()> {
         self.ts += 1;
-        self.ts
+        let ts = self.ts;
+        self.append(
+            dev,
+            alloc,
+            LogRecord {
+                point,
+                op,
+                bucket,
+                ts,
+            },
+        )
     }
 }
 
@@ -260,12 +279,7 @@ impl BucketLayer for LogBuckets {
     const BLIND_UPDATES: bool = true;
 
     fn new(opts: &GridOptions, page_size: usize) -> Result<Self> {
-        let cap = codec::payload_capacity(page_size).saturating_sub(4) / RECORD_BYTES;
-        if cap < 2 {
-            return Err(Error::invalid(format!(
-                "{page_size}-byte pages hold fewer than 2 log records"
-            )));
-        }
+        let cap = codec::slots(page_size, RECORD_BYTES, "log records")?;
         Ok(LogBuckets {
             buf: HotCold::new(opts.bucket_hot_pages, opts.cold_pages)?,
             cap,
@@ -317,17 +331,7 @@ impl BucketLayer for LogBuckets {
                 },
             );
             for point in piece {
-                let ts = self.tick();
-                self.append(
-                    dev,
-                    alloc,
-                    LogRecord {
-                        point,
-                        op: LogOp::Insert,
-                        bucket: id,
-                        ts,
-                    },
-                )?;
+                self.log(dev, alloc, id, point, LogOp::Insert)?;
             }
             ids.push(id);
         }
@@ -392,17 +396,7 @@ impl BucketLayer for LogBuckets {
     ) -> Result<InsertOutcome> {
         let est = self.entry(b)?.est;
         if est < self.cap {
-            let ts = self.tick();
-            self.append(
-                dev,
-                alloc,
-                LogRecord {
-                    point: p,
-                    op: LogOp::Insert,
-                    bucket: b,
-                    ts,
-                },
-            )?;
+            self.log(dev, alloc, b, p, LogOp::Insert)?;
             self.entry(b)?.est = est + 1;
             return Ok(InsertOutcome::Done);
         }
@@ -410,17 +404,7 @@ impl BucketLayer for LogBuckets {
         let exists = pts.iter().position(|q| q.at(p.x, p.y));
         let after = pts.len() + usize::from(exists.is_none());
         if after <= self.cap {
-            let ts = self.tick();
-            self.append(
-                dev,
-                alloc,
-                LogRecord {
-                    point: p,
-                    op: LogOp::Insert,
-                    bucket: b,
-                    ts,
-                },
-            )?;
+            self.log(dev, alloc, b, p, LogOp::Insert)?;
             self.entry(b)?.est = after;
             return Ok(InsertOutcome::Done);
         }
@@ -443,18 +427,7 @@ impl BucketLayer for LogBuckets {
         x: f64,
         y: f64,
     ) -> Result<(DeleteOutcome, usize)> {
-        let ts = self.tick();
-        let point = GridPoint { x, y, id: 0 };
-        self.append(
-            dev,
-            alloc,
-            LogRecord {
-                point,
-                op: LogOp::Delete,
-                bucket: b,
-                ts,
-            },
-        )?;
+        self.log(dev, alloc, b, GridPoint { x, y, id: 0 }, LogOp::Delete)?;
         let e = self.entry(b)?;
         e.est = e.est.saturating_sub(1);
         Ok((DeleteOutcome::Logged, e.est))

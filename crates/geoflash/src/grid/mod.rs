@@ -369,19 +369,9 @@ pub trait BucketLayer: Sized + Send {
 }
 
 /// A total order on distances for heaps.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 struct Dist(f64);
-impl Eq for Dist {}
-impl PartialOrd for Dist {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Dist {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&o.0)
-    }
-}
+ordered_by!(Dist, |a, b| a.0.total_cmp(&b.0));
 
 /// The k best candidates so far: a max-heap on distance (the thesis' kNNqueue).
 #[derive(Debug, Default)]

@@ -336,14 +336,7 @@ mod tests {
                         let rep = t.check().unwrap();
                         assert_eq!(rep.records, n as u64);
                         let w = Rect::new(20.0, 20.0, 40.0, 35.0).unwrap();
-                        let mut got: Vec<u64> = t
-                            .query(w, Predicate::Intersects)
-                            .unwrap()
-                            .hits
-                            .iter()
-                            .map(|h| h.id)
-                            .collect();
-                        got.sort_unstable();
+                        let got = t.query(w, Predicate::Intersects).unwrap().sorted_ids();
                         let want: Vec<u64> = sub
                             .iter()
                             .filter(|(_, r)| r.intersects(&w))

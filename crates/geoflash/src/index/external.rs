@@ -156,22 +156,8 @@ struct Keyed {
     entry: Entry,
 }
 
-impl PartialEq for Keyed {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == std::cmp::Ordering::Equal
-    }
-}
-impl Eq for Keyed {}
-impl PartialOrd for Keyed {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Keyed {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.sort, self.entry.key).cmp(&(other.sort, other.entry.key))
-    }
-}
+ordered_by!(Keyed, |a, b| (a.sort, a.entry.key)
+    .cmp(&(b.sort, b.entry.key)));
 
 impl Fixed for Keyed {
     const BYTES: usize = KEYED_BYTES;
@@ -200,22 +186,7 @@ impl Fixed for EntryRec {
 /// An entry in a level file (never sorted; `Ord` by key only to be [`Fixed`]).
 #[derive(Debug, Clone, Copy)]
 struct EntryRec(Entry);
-impl PartialEq for EntryRec {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.key == other.0.key
-    }
-}
-impl Eq for EntryRec {}
-impl PartialOrd for EntryRec {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for EntryRec {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.key.cmp(&other.0.key)
-    }
-}
+ordered_by!(EntryRec, |a, b| a.0.key.cmp(&b.0.key));
 
 /// Temporary files of one load, removed on drop.
 struct Spill {
@@ -697,15 +668,7 @@ mod tests {
     }
 
     fn answers<S: NodeStore>(t: &RTree<S>, w: Rect) -> Vec<u64> {
-        let mut got: Vec<u64> = t
-            .query(w, Predicate::Intersects)
-            .unwrap()
-            .hits
-            .iter()
-            .map(|h| h.id)
-            .collect();
-        got.sort_unstable();
-        got
+        t.query(w, Predicate::Intersects).unwrap().sorted_ids()
     }
 
     fn brute(data: &[(u64, Rect)], w: &Rect) -> Vec<u64> {

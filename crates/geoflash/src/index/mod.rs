@@ -41,6 +41,46 @@ use crate::store::{EntryChange, NodeStore, TreeMeta};
 use crate::{Error, Result};
 use ops::mbr;
 
+/// The accessors every tree over a [`NodeStore`] shares: `store`,
+/// `store_mut`, `into_store` and, with `counts`, `len`, `is_empty` and
+/// `height` read from the store's [`TreeMeta`] (`$what` names what a record is).
+macro_rules! store_accessors {
+    () => {
+        /// The store.
+        pub fn store(&self) -> &S {
+            &self.store
+        }
+
+        /// The store, mutably (e.g. to checkpoint it or change its durability).
+        pub fn store_mut(&mut self) -> &mut S {
+            &mut self.store
+        }
+
+        /// Gives the store back (checkpoint first to keep the tree).
+        pub fn into_store(self) -> S {
+            self.store
+        }
+    };
+    (counts $what:literal) => {
+        store_accessors!();
+
+        #[doc = concat!("Number of ", $what, "s.")]
+        pub fn len(&self) -> u64 {
+            self.store.meta().records
+        }
+
+        #[doc = concat!("True when the tree holds no ", $what, ".")]
+        pub fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+
+        /// Number of levels (0 for an empty tree, 1 when the root is a leaf).
+        pub fn height(&self) -> u16 {
+            self.store.meta().height
+        }
+    };
+}
+
 pub mod bulk;
 mod check;
 mod counters;
@@ -61,7 +101,7 @@ mod rstar;
 mod spatial;
 mod split;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 pub mod xbr;
 
 pub use bulk::BulkMethod;
@@ -179,12 +219,7 @@ impl<S: NodeStore> RTree<S> {
     /// must not hold a tree yet.
     pub fn create(store: S, params: TreeParams) -> Result<Self> {
         params.verify()?;
-        let meta = store.meta();
-        if meta.root.is_some() || meta.records > 0 {
-            return Err(Error::invalid(
-                "the store already holds a tree; open it instead of creating one",
-            ));
-        }
+        store.meta().check_no_tree("one")?;
         Ok(RTree {
             store,
             params,
@@ -226,35 +261,7 @@ impl<S: NodeStore> RTree<S> {
         self.counters
     }
 
-    /// The store.
-    pub fn store(&self) -> &S {
-        &self.store
-    }
-
-    /// The store, mutably (e.g. to checkpoint it).
-    pub fn store_mut(&mut self) -> &mut S {
-        &mut self.store
-    }
-
-    /// Gives the store back.
-    pub fn into_store(self) -> S {
-        self.store
-    }
-
-    /// Number of records.
-    pub fn len(&self) -> u64 {
-        self.store.meta().records
-    }
-
-    /// True when the tree holds no record.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Number of levels (0 for an empty tree, 1 when the root is a leaf).
-    pub fn height(&self) -> u16 {
-        self.store.meta().height
-    }
+    store_accessors!(counts "record");
 
     /// Inserts object `id` with MBR `rect`, as one store operation.
     pub fn insert(&mut self, id: u64, rect: Rect) -> Result<()> {
@@ -451,7 +458,7 @@ impl<S: NodeStore> RTree<S> {
 
 /// The rectangle after the checks of [`Rect::new`]. Every `Rect` passes them
 /// (its fields are private); the check stays as a defence in depth.
-fn checked(r: Rect) -> Result<Rect> {
+pub(crate) fn checked(r: Rect) -> Result<Rect> {
     Rect::new(r.min_x(), r.min_y(), r.max_x(), r.max_y())
 }
 

@@ -12,7 +12,7 @@
 //! [`Predicate::Contains`] finds objects inside the window,
 //! [`Predicate::Within`] objects that contain the window. Rectangles are
 //! closed: touching counts as intersecting.
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
@@ -143,6 +143,31 @@ pub struct QueryResult {
     pub stats: QueryStats,
 }
 
+impl QueryResult {
+    /// The answer of a walk `select` that reports each selected record to
+    /// the visitor it is given and returns what it did.
+    pub(crate) fn gather(
+        select: impl FnOnce(&mut dyn FnMut(&Entry)) -> Result<QueryStats>,
+    ) -> Result<Self> {
+        let mut hits = Vec::new();
+        let stats = select(&mut |e: &Entry| {
+            hits.push(Hit {
+                id: e.key,
+                rect: e.rect,
+            })
+        })?;
+        Ok(QueryResult { hits, stats })
+    }
+
+    /// The ids of the records found, ascending (for comparing answers
+    /// whatever the traversal order).
+    pub fn sorted_ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self.hits.iter().map(|h| h.id).collect();
+        ids.sort_unstable();
+        ids
+    }
+}
+
 /// A neighbour found by a kNN query.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Neighbor {
@@ -174,7 +199,8 @@ pub struct BatchResult {
     pub nodes_visited: u64,
 }
 
-fn checked_point(p: Point) -> Result<Point> {
+/// The point, refused when a coordinate is not finite.
+pub(crate) fn checked_point(p: Point) -> Result<Point> {
     if p.x.is_finite() && p.y.is_finite() {
         Ok(p)
     } else {
@@ -329,14 +355,7 @@ impl<S: NodeStore> RTree<S> {
     }
 
     fn collect<F: Selection + ?Sized>(&self, sel: &F) -> Result<QueryResult> {
-        let mut hits = Vec::new();
-        let stats = self.select(sel, |e| {
-            hits.push(Hit {
-                id: e.key,
-                rect: e.rect,
-            })
-        })?;
-        Ok(QueryResult { hits, stats })
+        QueryResult::gather(|visit| self.select(sel, visit))
     }
 
     /// Records related to `window` by `predicate`.
@@ -542,32 +561,15 @@ impl Guess {
     }
 }
 
-impl PartialEq for Item {
-    #[inline]
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Item {}
-impl PartialOrd for Item {
-    #[inline]
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Item {
-    /// By distance, records before nodes at equal distance, then by key
-    /// (then by slot: a total order, so the queue's order never depends on
-    /// how it is stored).
-    #[inline]
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.dist
-            .total_cmp(&other.dist)
-            .then(self.is_node().cmp(&other.is_node()))
-            .then(self.key.cmp(&other.key))
-            .then(self.slot.cmp(&other.slot))
-    }
-}
+// By distance, records before nodes at equal distance, then by key (then
+// by slot: a total order, so the queue's order never depends on how it is
+// stored).
+ordered_by!(Item, |a, b| a
+    .dist
+    .total_cmp(&b.dist)
+    .then(a.is_node().cmp(&b.is_node()))
+    .then(a.key.cmp(&b.key))
+    .then(a.slot.cmp(&b.slot)));
 
 /// Neighbours by ascending distance (ties by id), produced by best-first
 /// search; see [`RTree::nearest_iter`].

@@ -93,20 +93,24 @@ pub(crate) fn choose_by_overlap(entries: &[Entry], rect: &Rect) -> Option<PageId
     for (lane, &i) in candidates.iter().enumerate() {
         let Some(e) = entries.get(i) else { continue };
         let delta = delta.get(lane).copied().unwrap_or(f64::INFINITY);
-        let grown = union(&e.rect, rect);
-        let enl = area(&grown) - area(&e.rect);
-        let a = area(&e.rect);
-        let better = match best {
-            None => true,
-            Some((bd, be, ba, _)) => {
-                delta < bd || (delta == bd && (enl < be || (enl == be && a < ba)))
-            }
-        };
-        if better {
-            best = Some((delta, enl, a, e.key));
-        }
+        keep_best(&mut best, delta, e, rect);
     }
     best.map(|(_, _, _, k)| k)
+}
+
+/// Keeps in `best` (overlap growth, area enlargement, area, key) the better
+/// of itself and entry `e` with overlap growth `delta`: the least overlap
+/// growth, ties broken by the least area enlargement, then the least area.
+fn keep_best(best: &mut Option<(f64, f64, f64, PageId)>, delta: f64, e: &Entry, rect: &Rect) {
+    let enl = area(&union(&e.rect, rect)) - area(&e.rect);
+    let a = area(&e.rect);
+    let better = match *best {
+        None => true,
+        Some((bd, be, ba, _)) => delta < bd || (delta == bd && (enl < be || (enl == be && a < ba))),
+    };
+    if better {
+        *best = Some((delta, enl, a, e.key));
+    }
 }
 
 /// How many candidates [`first_without_overlap_growth`] tries before the
@@ -292,13 +296,19 @@ mod tests {
         if let Some(key) = smallest_containing(entries, rect) {
             return Some(key);
         }
-        let mut candidates: Vec<usize> = (0..entries.len()).collect();
-        if entries.len() > OVERLAP_CANDIDATES {
-            let enl: Vec<f64> = entries.iter().map(|e| enlargement(&e.rect, rect)).collect();
-            candidates.sort_by(|a, b| enl[*a].total_cmp(&enl[*b]).then(a.cmp(b)));
-            candidates.truncate(OVERLAP_CANDIDATES);
-            candidates.sort_unstable();
-        }
+        // The candidates by a full sort on (enlargement, position).
+        let mut by_enlargement: Vec<(f64, usize)> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (enlargement(&e.rect, rect), i))
+            .collect();
+        by_enlargement.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut candidates: Vec<usize> = by_enlargement
+            .into_iter()
+            .take(OVERLAP_CANDIDATES)
+            .map(|(_, i)| i)
+            .collect();
+        candidates.sort_unstable();
         let mut best: Option<(f64, f64, f64, PageId)> = None;
         for &i in &candidates {
             let e = &entries[i];
@@ -307,17 +317,7 @@ mod tests {
             for other in entries {
                 delta += overlap(&grown, &other.rect) - overlap(&e.rect, &other.rect);
             }
-            let enl = area(&grown) - area(&e.rect);
-            let a = area(&e.rect);
-            let better = match best {
-                None => true,
-                Some((bd, be, ba, _)) => {
-                    delta < bd || (delta == bd && (enl < be || (enl == be && a < ba)))
-                }
-            };
-            if better {
-                best = Some((delta, enl, a, e.key));
-            }
+            keep_best(&mut best, delta, e, rect);
         }
         best.map(|(_, _, _, k)| k)
     }

@@ -145,8 +145,10 @@ enum Op {
     Query(Rect, Point, usize),
 }
 
-fn rect_strategy() -> impl Strategy<Value = Rect> {
-    // Coarse coordinates so that ties, touching and identical rectangles are common.
+/// Rectangles on a coarse grid (half units over 20 × 20), so that ties,
+/// touching and identical rectangles are common: the property tests of
+/// every tree and store draw from it.
+pub(crate) fn rect_strategy() -> impl Strategy<Value = Rect> {
     (0i32..40, 0i32..40, 0i32..6, 0i32..6).prop_map(|(x, y, w, h)| {
         let (x, y) = (f64::from(x) * 0.5, f64::from(y) * 0.5);
         r(x, y, x + f64::from(w) * 0.5, y + f64::from(h) * 0.5)
@@ -538,14 +540,10 @@ mod plain {
                 Predicate::Contains,
                 Predicate::Within,
             ] {
-                let mut ids: Vec<u64> = t
+                let ids = t
                     .query(r(x, x, x + 3.0, x + 3.0), pred)
                     .unwrap()
-                    .hits
-                    .iter()
-                    .map(|h| h.id)
-                    .collect();
-                ids.sort_unstable();
+                    .sorted_ids();
                 out.push(ids);
             }
             let knn = t.nearest(Point { x, y: 20.0 - x }, 5, true).unwrap();
@@ -606,14 +604,7 @@ mod plain {
             })
             .collect();
         let answer = |t: &RTree<PlainStore>, w: &Rect| -> (Vec<u64>, Vec<u64>) {
-            let mut ids: Vec<u64> = t
-                .query(*w, Predicate::Intersects)
-                .unwrap()
-                .hits
-                .iter()
-                .map(|h| h.id)
-                .collect();
-            ids.sort_unstable();
+            let ids = t.query(*w, Predicate::Intersects).unwrap().sorted_ids();
             let p = Point {
                 x: w.min_x(),
                 y: w.max_y(),

@@ -14,8 +14,11 @@ use crate::storage::spec::DeviceSpec;
 use crate::storage::PageDevice;
 use crate::store::efind::{EfindConfig, EfindStore, RestartReport};
 use crate::store::fast::{FastConfig, FastStore};
+use crate::store::log::LogPlacement;
+use crate::store::placement::Placement;
 use crate::store::plain::{PlainConfig, PlainStore};
-use crate::store::NodeStore;
+pub use crate::store::StoreOpen;
+use crate::store::{LoggedStore, NodeStore};
 use crate::Result;
 
 /// File of node pages inside an index directory.
@@ -37,23 +40,8 @@ pub fn make_store(
     kind: IndexKind,
     fresh: bool,
 ) -> Result<Box<dyn NodeStore>> {
-    let how = if fresh {
-        StoreOpen::Create
-    } else {
-        StoreOpen::Write
-    };
+    let how = StoreOpen::create_or_write(fresh);
     make_store_with_log(device, None, opts, kind, how).map(|(s, _)| s)
-}
-
-/// How [`make_store_with_log`] obtains its store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreOpen {
-    /// Format the device as a new, empty store.
-    Create,
-    /// Open for writing (stores with a log run restart).
-    Write,
-    /// Open for reading only (a store whose log needs recovery is refused).
-    Read,
 }
 
 /// [`make_store`] with the log on `log_device` when given (else in a region
@@ -103,15 +91,7 @@ pub fn make_store_payload(
             // The log of both stores: `log.dat` from page 0 when given,
             // else the last pages of the node device.
             let log = cfg.log_placement(&device, log_device)?;
-            let store = match how {
-                StoreOpen::Create => EfindStore::create(device, log, cfg)?,
-                StoreOpen::Write => {
-                    EfindStore::open_with_placement(device, log, cfg, opts.placement)?
-                }
-                StoreOpen::Read => EfindStore::open_read_only(device, log, cfg)?,
-            };
-            let report = store.restart_report().cloned();
-            Ok((Box::new(store.with_placement(opts.placement)), report))
+            logged::<EfindStore>(how, device, log, cfg, opts.placement)
         }
         StoreKind::Fast => {
             let cfg = FastConfig {
@@ -122,17 +102,22 @@ pub fn make_store_payload(
             };
             cfg.verify()?;
             let log = cfg.log_placement(&device, log_device)?;
-            let store = match how {
-                StoreOpen::Create => FastStore::create(device, log, cfg)?,
-                StoreOpen::Write => {
-                    FastStore::open_with_placement(device, log, cfg, opts.placement)?
-                }
-                StoreOpen::Read => FastStore::open_read_only(device, log, cfg)?,
-            };
-            let report = store.restart_report().cloned();
-            Ok((Box::new(store.with_placement(opts.placement)), report))
+            logged::<FastStore>(how, device, log, cfg, opts.placement)
         }
     }
+}
+
+/// A logged store obtained as `how` says, and what its restart did.
+fn logged<S: LoggedStore>(
+    how: StoreOpen,
+    device: Arc<dyn PageDevice>,
+    log: LogPlacement,
+    config: S::Config,
+    placement: Placement,
+) -> Result<(Box<dyn NodeStore>, Option<RestartReport>)> {
+    let store = S::opened(how, device, log, config, placement)?;
+    let report = store.restart_report().cloned();
+    Ok((Box::new(store), report))
 }
 
 /// The file holding the pages of the index in `dir`: `pages.dat`, the

@@ -50,27 +50,19 @@ fn create_close_reopen_read_only_answers_identically() {
         idx.insert(i, rect(i)).unwrap();
     }
     let window = Rect::new(100.0, 100.0, 400.0, 300.0).unwrap();
-    let mut before: Vec<u64> = idx
+    let before = idx
         .query(window, Predicate::Intersects)
         .unwrap()
-        .hits
-        .iter()
-        .map(|h| h.id)
-        .collect();
-    before.sort_unstable();
+        .sorted_ids();
     assert!(!before.is_empty());
     idx.close().unwrap();
 
     let ro = Index::open(&path, Access::Read).unwrap();
     assert_eq!(ro.len(), 2000);
-    let mut after: Vec<u64> = ro
+    let after = ro
         .query(window, Predicate::Intersects)
         .unwrap()
-        .hits
-        .iter()
-        .map(|h| h.id)
-        .collect();
-    after.sort_unstable();
+        .sorted_ids();
     assert_eq!(before, after);
     ro.tree().unwrap().check().unwrap();
     // a second reader shares; a writer is refused while readers hold it
@@ -115,26 +107,18 @@ fn logged_indexes_reopen_with_the_same_answers_and_write_less() {
         idx.checkpoint().unwrap();
         written.push(idx.device().stats().io.pages_written);
         let window = Rect::new(200.0, 100.0, 700.0, 600.0).unwrap();
-        let mut a: Vec<u64> = idx
+        let a = idx
             .query(window, Predicate::Intersects)
             .unwrap()
-            .hits
-            .iter()
-            .map(|h| h.id)
-            .collect();
+            .sorted_ids();
         idx.close().unwrap();
         let ro = Index::open(&path, Access::Read).unwrap();
         assert_eq!(ro.len(), 2000);
         ro.tree().unwrap().check().unwrap();
-        let mut b: Vec<u64> = ro
+        let b = ro
             .query(window, Predicate::Intersects)
             .unwrap()
-            .hits
-            .iter()
-            .map(|h| h.id)
-            .collect();
-        a.sort_unstable();
-        b.sort_unstable();
+            .sorted_ids();
         assert_eq!(a, b, "{name}");
     }
     assert!(
@@ -170,26 +154,13 @@ fn logged_opts(kind: StoreKind, durability: crate::store::log::Durability) -> In
 
 fn ids_in_all(idx: &Index) -> Vec<u64> {
     let all = Rect::new(-1e9, -1e9, 1e9, 1e9).unwrap();
-    let mut v: Vec<u64> = idx
-        .query(all, Predicate::Intersects)
-        .unwrap()
-        .hits
-        .iter()
-        .map(|h| h.id)
-        .collect();
-    v.sort_unstable();
-    v
+    idx.query(all, Predicate::Intersects).unwrap().sorted_ids()
 }
 
-#[test]
-fn efind_log_in_log_dat_recovers_an_index_closed_without_checkpoint() {
-    log_in_log_dat_recovers_an_index_closed_without_checkpoint(StoreKind::Efind);
-}
-
-#[test]
-fn fast_log_in_log_dat_recovers_an_index_closed_without_checkpoint() {
-    log_in_log_dat_recovers_an_index_closed_without_checkpoint(StoreKind::Fast);
-}
+tests_for!(log_in_log_dat_recovers_an_index_closed_without_checkpoint:
+    efind_log_in_log_dat_recovers_an_index_closed_without_checkpoint => StoreKind::Efind,
+    fast_log_in_log_dat_recovers_an_index_closed_without_checkpoint => StoreKind::Fast,
+);
 
 fn log_in_log_dat_recovers_an_index_closed_without_checkpoint(kind: StoreKind) {
     use crate::store::log::Durability;

@@ -24,7 +24,10 @@ use crate::storage::{IoCounters, PageDevice};
 use crate::store::crash_harness::CrashSummary;
 use crate::store::efind::{EfindConfig, EfindStore};
 use crate::store::log::LogPlacement;
-use crate::store::{FastConfig, FastStore, NodeStore, PlainConfig, PlainStore};
+use crate::store::placement::Placement;
+use crate::store::{
+    FastConfig, FastStore, LoggedStore, NodeStore, PlainConfig, PlainStore, StoreOpen,
+};
 use crate::testenv::{crash_cases, proptest_cases};
 use crate::{Error, Result};
 
@@ -86,64 +89,36 @@ impl Kind {
         }
     }
 
-    /// A new store on `dev`, its log (logged stores) on `log` or in `dev`'s last pages.
-    fn create(
+    /// The store on `dev` as `how` says (a read-only open of a logged
+    /// store refuses a log with anything to replay), its log (logged
+    /// stores) on `log` or in `dev`'s last pages.
+    fn store(
         self,
+        how: StoreOpen,
         dev: Arc<dyn PageDevice>,
         log: Option<Arc<dyn PageDevice>>,
         wp: bool,
     ) -> Result<Store> {
+        let place = || Self::placement(&dev, log);
         Ok(match self {
-            Kind::Plain => Box::new(PlainStore::create(dev, Self::plain(wp))?),
-            Kind::Efind => {
-                let place = Self::placement(&dev, log);
-                Box::new(EfindStore::create(dev, place, Self::efind(wp))?)
+            Kind::Plain if how == StoreOpen::Create => {
+                Box::new(PlainStore::create(dev, Self::plain(wp))?)
             }
-            Kind::Fast => {
-                let place = Self::placement(&dev, log);
-                Box::new(FastStore::create(dev, place, Self::fast(wp))?)
-            }
-        })
-    }
-
-    /// Opens the store on `dev` for writing (logged stores run restart).
-    fn open(
-        self,
-        dev: Arc<dyn PageDevice>,
-        log: Option<Arc<dyn PageDevice>>,
-        wp: bool,
-    ) -> Result<Store> {
-        Ok(match self {
             Kind::Plain => Box::new(PlainStore::open(dev, Self::plain(wp))?),
-            Kind::Efind => {
-                let place = Self::placement(&dev, log);
-                Box::new(EfindStore::open(dev, place, Self::efind(wp))?)
-            }
-            Kind::Fast => {
-                let place = Self::placement(&dev, log);
-                Box::new(FastStore::open(dev, place, Self::fast(wp))?)
-            }
-        })
-    }
-
-    /// Opens the store read-only: a logged store whose log holds anything
-    /// to replay is refused.
-    fn open_read_only(
-        self,
-        dev: Arc<dyn PageDevice>,
-        log: Option<Arc<dyn PageDevice>>,
-        wp: bool,
-    ) -> Result<Store> {
-        Ok(match self {
-            Kind::Plain => Box::new(PlainStore::open(dev, Self::plain(wp))?),
-            Kind::Efind => {
-                let place = Self::placement(&dev, log);
-                Box::new(EfindStore::open_read_only(dev, place, Self::efind(wp))?)
-            }
-            Kind::Fast => {
-                let place = Self::placement(&dev, log);
-                Box::new(FastStore::open_read_only(dev, place, Self::fast(wp))?)
-            }
+            Kind::Efind => Box::new(EfindStore::opened(
+                how,
+                dev.clone(),
+                place(),
+                Self::efind(wp),
+                Placement::None,
+            )?),
+            Kind::Fast => Box::new(FastStore::opened(
+                how,
+                dev.clone(),
+                place(),
+                Self::fast(wp),
+                Placement::None,
+            )?),
         })
     }
 }
@@ -222,15 +197,7 @@ fn windows() -> Vec<Rect> {
 }
 
 fn answers(t: &Tree, w: Rect) -> Vec<u64> {
-    let mut v: Vec<u64> = t
-        .query(w, Predicate::Intersects)
-        .unwrap()
-        .hits
-        .iter()
-        .map(|h| h.id)
-        .collect();
-    v.sort_unstable();
-    v
+    t.query(w, Predicate::Intersects).unwrap().sorted_ids()
 }
 
 fn brute(data: &BTreeMap<u64, Rect>, w: &Rect) -> Vec<u64> {
@@ -272,7 +239,8 @@ fn load_reopen_and_update(
     let mut oracle: BTreeMap<u64, Rect> = data.iter().copied().collect();
     let mut t = load(
         loader,
-        kind.create(dev.clone(), None, wp).unwrap(),
+        kind.store(StoreOpen::Create, dev.clone(), None, wp)
+            .unwrap(),
         p,
         data,
         fill,
@@ -282,10 +250,18 @@ fn load_reopen_and_update(
     // What the index layer does after a load.
     t.store_mut().checkpoint().unwrap();
     drop(t);
-    let t = RTree::open(kind.open_read_only(dev.clone(), None, wp).unwrap(), p).unwrap();
+    let t = RTree::open(
+        kind.store(StoreOpen::Read, dev.clone(), None, wp).unwrap(),
+        p,
+    )
+    .unwrap();
     check_against(&t, &oracle, &format!("{what}, read-only reopen"));
     drop(t);
-    let mut t = RTree::open(kind.open(dev.clone(), None, wp).unwrap(), p).unwrap();
+    let mut t = RTree::open(
+        kind.store(StoreOpen::Write, dev.clone(), None, wp).unwrap(),
+        p,
+    )
+    .unwrap();
     check_against(&t, &oracle, &format!("{what}, reopen"));
     for (id, r) in data.iter().take(25) {
         t.delete(*id, *r).unwrap();
@@ -298,7 +274,7 @@ fn load_reopen_and_update(
     }
     t.store_mut().checkpoint().unwrap();
     drop(t);
-    let t = RTree::open(kind.open(dev, None, wp).unwrap(), p).unwrap();
+    let t = RTree::open(kind.store(StoreOpen::Write, dev, None, wp).unwrap(), p).unwrap();
     check_against(&t, &oracle, &format!("{what}, changed and reopened"));
 }
 
@@ -378,7 +354,7 @@ fn bulk_cost(
     let log: Arc<dyn PageDevice> =
         Arc::new(MemDevice::new(PAGE, Kind::fast(false).log_pages(PAGE).unwrap()).unwrap());
     let store = kind
-        .create(nodes.clone(), Some(log.clone()), false)
+        .store(StoreOpen::Create, nodes.clone(), Some(log.clone()), false)
         .unwrap();
     let (n0, l0, s0) = (nodes.stats().io, log.stats().io, store.stats());
     let mut t = load(
@@ -439,7 +415,7 @@ fn a_bulk_load_logs_nothing_syncs_twice_and_writes_each_page_once_in_batches() {
             if kind != Kind::Plain {
                 let before = log.stats().io.pages_read;
                 let store = kind
-                    .open_read_only(nodes.clone(), Some(log.clone()), false)
+                    .store(StoreOpen::Read, nodes.clone(), Some(log.clone()), false)
                     .unwrap();
                 let read = log.stats().io.pages_read - before;
                 assert!(read <= 4, "{what}: open read {read} log pages");
@@ -459,7 +435,9 @@ fn a_failed_bulk_load_publishes_nothing_and_leaves_the_store_usable() {
         // after its runs, the in-memory one before any node.
         let mut data = items(3000, 1);
         data.push((data[10].0, Rect::new(1.0, 1.0, 2.0, 2.0).unwrap()));
-        let store = kind.create(dev.clone(), None, false).unwrap();
+        let store = kind
+            .store(StoreOpen::Create, dev.clone(), None, false)
+            .unwrap();
         let next_before = dev.stats().io.pages_written;
         let err = load(Loader::External, store, p, &data, 1.0)
             .err()
@@ -470,7 +448,9 @@ fn a_failed_bulk_load_publishes_nothing_and_leaves_the_store_usable() {
         );
         // A loader that fails after writing nodes: the store takes them
         // back and publishes nothing.
-        let mut store = kind.create(dev.clone(), None, false).unwrap();
+        let mut store = kind
+            .store(StoreOpen::Create, dev.clone(), None, false)
+            .unwrap();
         let err = store
             .bulk_load(Box::new(|sink| {
                 for i in 0..1500u64 {
@@ -502,7 +482,7 @@ fn a_failed_bulk_load_publishes_nothing_and_leaves_the_store_usable() {
             &format!("{kind:?} after a failed load"),
         );
         drop(t);
-        let t = RTree::open(kind.open(dev, None, false).unwrap(), p).unwrap();
+        let t = RTree::open(kind.store(StoreOpen::Write, dev, None, false).unwrap(), p).unwrap();
         check_against(
             &t,
             &good.iter().copied().collect(),
@@ -560,7 +540,9 @@ fn crash_campaign(kind: Kind) {
             MemDevice::new(PAGE, DEV_PAGES).unwrap(),
             FaultPlan::none(),
         ));
-        let store = kind.create(counting.clone(), None, wp).unwrap();
+        let store = kind
+            .store(StoreOpen::Create, counting.clone(), None, wp)
+            .unwrap();
         let (w0, s0) = (counting.writes_seen(), counting.stats().io.syncs);
         let mut t = load(loader, store, p, &data, 1.0).unwrap();
         t.store_mut().checkpoint().unwrap();
@@ -579,7 +561,9 @@ fn crash_campaign(kind: Kind) {
             MemDevice::new(PAGE, DEV_PAGES).unwrap(),
             plan.clone(),
         ));
-        let store = kind.create(dev.clone(), None, wp).unwrap();
+        let store = kind
+            .store(StoreOpen::Create, dev.clone(), None, wp)
+            .unwrap();
         match load(loader, store, p, &data, 1.0).and_then(|mut t| t.store_mut().checkpoint()) {
             Ok(()) => dev.crash_now().unwrap(),
             Err(Error::Crashed(_)) => seen.crashed_in_load += 1,
@@ -592,7 +576,7 @@ fn crash_campaign(kind: Kind) {
                 durable,
                 FaultPlan::random_crash(seed ^ 0xabc, 8),
             ));
-            match kind.open(rdev.clone(), None, wp) {
+            match kind.store(StoreOpen::Write, rdev.clone(), None, wp) {
                 Ok(s) => {
                     drop(s);
                     rdev.crash_now().unwrap();
@@ -604,7 +588,7 @@ fn crash_campaign(kind: Kind) {
         }
         // 4. Reopen: the empty tree or the whole new one.
         let dev: Arc<dyn PageDevice> = Arc::new(durable);
-        let store = match kind.open(dev.clone(), None, wp) {
+        let store = match kind.store(StoreOpen::Write, dev.clone(), None, wp) {
             Ok(s) => s,
             Err(Error::Corrupt { page: Some(0), .. }) if kind == Kind::Plain => {
                 seen.torn_header += 1;
@@ -625,7 +609,7 @@ fn crash_campaign(kind: Kind) {
             let t = load(loader, t.into_store(), p, &data, 1.0).unwrap();
             check_against(&t, &oracle, &format!("{what}, loaded again"));
             drop(t);
-            let t = RTree::open(kind.open(dev, None, wp).unwrap(), p).unwrap();
+            let t = RTree::open(kind.store(StoreOpen::Write, dev, None, wp).unwrap(), p).unwrap();
             check_against(&t, &oracle, &format!("{what}, loaded again and reopened"));
         } else {
             seen.complete += 1;
@@ -650,17 +634,8 @@ fn crash_campaign(kind: Kind) {
     }
 }
 
-#[test]
-fn crashed_plain_bulk_loads_leave_the_empty_tree_or_the_whole_new_one() {
-    crash_campaign(Kind::Plain);
-}
-
-#[test]
-fn crashed_efind_bulk_loads_leave_the_empty_tree_or_the_whole_new_one() {
-    crash_campaign(Kind::Efind);
-}
-
-#[test]
-fn crashed_fast_bulk_loads_leave_the_empty_tree_or_the_whole_new_one() {
-    crash_campaign(Kind::Fast);
-}
+tests_for!(crash_campaign:
+    crashed_plain_bulk_loads_leave_the_empty_tree_or_the_whole_new_one => Kind::Plain,
+    crashed_efind_bulk_loads_leave_the_empty_tree_or_the_whole_new_one => Kind::Efind,
+    crashed_fast_bulk_loads_leave_the_empty_tree_or_the_whole_new_one => Kind::Fast,
+);

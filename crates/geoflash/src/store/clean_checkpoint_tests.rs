@@ -12,9 +12,10 @@ use crate::index::{IndexKind, Predicate, RTree, TreeParams};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
 use crate::storage::PageDevice;
-use crate::store::efind::{EfindConfig, EfindStore};
+use crate::store::crash_harness::LoggedKind as Kind;
+use crate::store::efind::EfindConfig;
 use crate::store::log::{Durability, LogPlacement};
-use crate::store::{FastConfig, FastStore, NodeStore};
+use crate::store::{FastConfig, NodeStore, StoreOpen};
 use crate::Result;
 
 const PAGE: usize = 4096;
@@ -28,66 +29,27 @@ const OBJECTS: u64 = 3000;
 
 type Store = Box<dyn NodeStore>;
 
-/// The two logged stores, each with its log on a device of its own.
-#[derive(Debug, Clone, Copy)]
-enum Kind {
-    Efind,
-    Fast,
-}
-
-impl Kind {
-    fn create(
-        self,
-        nodes: Arc<dyn PageDevice>,
-        log: Arc<dyn PageDevice>,
-        d: Durability,
-    ) -> Result<Store> {
-        // Both stores take the same placement: the whole log device.
-        let log = LogPlacement::whole(log);
-        Ok(match self {
-            Kind::Efind => Box::new(EfindStore::create(nodes, log, self.efind(d))?),
-            Kind::Fast => Box::new(FastStore::create(nodes, log, self.fast(d))?),
-        })
-    }
-
-    fn open(
-        self,
-        nodes: Arc<dyn PageDevice>,
-        log: Arc<dyn PageDevice>,
-        d: Durability,
-    ) -> Result<Store> {
-        let log = LogPlacement::whole(log);
-        Ok(match self {
-            Kind::Efind => Box::new(EfindStore::open(nodes, log, self.efind(d))?),
-            Kind::Fast => Box::new(FastStore::open(nodes, log, self.fast(d))?),
-        })
-    }
-
-    fn open_read_only(self, nodes: Arc<dyn PageDevice>, log: Arc<dyn PageDevice>) -> Result<Store> {
-        let d = Durability::default();
-        let log = LogPlacement::whole(log);
-        Ok(match self {
-            Kind::Efind => Box::new(EfindStore::open_read_only(nodes, log, self.efind(d))?),
-            Kind::Fast => Box::new(FastStore::open_read_only(nodes, log, self.fast(d))?),
-        })
-    }
-
-    fn efind(self, durability: Durability) -> EfindConfig {
-        EfindConfig {
-            buffer_bytes: 64 << 10,
-            durability,
-            log_capacity: (LOG_PAGES / 2 - 2) * (PAGE as u64 - 40),
-            ..EfindConfig::default()
-        }
-    }
-
-    fn fast(self, durability: Durability) -> FastConfig {
-        FastConfig {
-            buffer_bytes: 64 << 10,
-            durability,
-            ..FastConfig::default()
-        }
-    }
+/// The store of `kind` on `nodes` as `how` says, its log the whole of
+/// `log` (a device of its own; both stores take the same placement).
+fn open_store(
+    kind: Kind,
+    how: StoreOpen,
+    nodes: Arc<dyn PageDevice>,
+    log: Arc<dyn PageDevice>,
+    durability: Durability,
+) -> Result<Store> {
+    let efind = EfindConfig {
+        buffer_bytes: 64 << 10,
+        durability,
+        log_capacity: (LOG_PAGES / 2 - 2) * (PAGE as u64 - 40),
+        ..EfindConfig::default()
+    };
+    let fast = FastConfig {
+        buffer_bytes: 64 << 10,
+        durability,
+        ..FastConfig::default()
+    };
+    kind.store(how, nodes, LogPlacement::whole(log), efind, fast)
 }
 
 fn rect(i: u64) -> Rect {
@@ -124,7 +86,7 @@ fn open_after_checkpoint_reads_almost_nothing(kind: Kind) {
     let (nodes, log) = devices();
     let d = Durability::default();
     let mut t = RTree::create(
-        kind.create(nodes.clone(), log.clone(), d).unwrap(),
+        open_store(kind, StoreOpen::Create, nodes.clone(), log.clone(), d).unwrap(),
         params(),
     )
     .unwrap();
@@ -137,9 +99,16 @@ fn open_after_checkpoint_reads_almost_nothing(kind: Kind) {
     for read_only in [false, true, false] {
         let before = log.stats().io.pages_read;
         let store = if read_only {
-            kind.open_read_only(nodes.clone(), log.clone()).unwrap()
+            open_store(
+                kind,
+                StoreOpen::Read,
+                nodes.clone(),
+                log.clone(),
+                Durability::default(),
+            )
+            .unwrap()
         } else {
-            kind.open(nodes.clone(), log.clone(), d).unwrap()
+            open_store(kind, StoreOpen::Write, nodes.clone(), log.clone(), d).unwrap()
         };
         let read = log.stats().io.pages_read - before;
         assert!(
@@ -152,15 +121,10 @@ fn open_after_checkpoint_reads_almost_nothing(kind: Kind) {
     }
 }
 
-#[test]
-fn efind_open_after_checkpoint_reads_almost_nothing() {
-    open_after_checkpoint_reads_almost_nothing(Kind::Efind);
-}
-
-#[test]
-fn fast_open_after_checkpoint_reads_almost_nothing() {
-    open_after_checkpoint_reads_almost_nothing(Kind::Fast);
-}
+tests_for!(open_after_checkpoint_reads_almost_nothing:
+    efind_open_after_checkpoint_reads_almost_nothing => Kind::Efind,
+    fast_open_after_checkpoint_reads_almost_nothing => Kind::Fast,
+);
 
 /// Builds, checkpoints, then runs `extra` acknowledged inserts (durability
 /// `sync`) and crashes both devices (unsynced writes kept, dropped or torn).
@@ -178,17 +142,25 @@ fn crash_after_checkpoint_recovers_everything_acknowledged(kind: Kind) {
             FaultPlan::none().with_seed(seed + 100),
         ));
         let d = Durability::Sync;
-        let store = kind
-            .create(nodes.clone(), log.clone(), Durability::default())
-            .unwrap();
+        let store = open_store(
+            kind,
+            StoreOpen::Create,
+            nodes.clone(),
+            log.clone(),
+            Durability::default(),
+        )
+        .unwrap();
         let mut t = RTree::create(store, params()).unwrap();
         for i in 0..OBJECTS / 2 {
             t.insert(i, rect(i)).unwrap();
         }
         t.store_mut().checkpoint().unwrap();
         drop(t);
-        let mut t =
-            RTree::open(kind.open(nodes.clone(), log.clone(), d).unwrap(), params()).unwrap();
+        let mut t = RTree::open(
+            open_store(kind, StoreOpen::Write, nodes.clone(), log.clone(), d).unwrap(),
+            params(),
+        )
+        .unwrap();
         let extra = 20 + seed * 5;
         let written_before = log.stats().io.pages_written;
         for i in OBJECTS / 2..OBJECTS / 2 + extra {
@@ -201,7 +173,7 @@ fn crash_after_checkpoint_recovers_everything_acknowledged(kind: Kind) {
         let nodes: Arc<dyn PageDevice> = Arc::new(Arc::into_inner(nodes).unwrap().into_inner());
         let log: Arc<dyn PageDevice> = Arc::new(Arc::into_inner(log).unwrap().into_inner());
         let before = log.stats().io.pages_read;
-        let store = kind.open(nodes, log.clone(), d).unwrap();
+        let store = open_store(kind, StoreOpen::Write, nodes, log.clone(), d).unwrap();
         let read = log.stats().io.pages_read - before;
         // The scan reads in batches doubling from one page (so at most twice
         // what it needs) and probes one page past the end.
@@ -216,12 +188,7 @@ fn crash_after_checkpoint_recovers_everything_acknowledged(kind: Kind) {
     }
 }
 
-#[test]
-fn efind_crash_after_checkpoint_recovers_everything_acknowledged() {
-    crash_after_checkpoint_recovers_everything_acknowledged(Kind::Efind);
-}
-
-#[test]
-fn fast_crash_after_checkpoint_recovers_everything_acknowledged() {
-    crash_after_checkpoint_recovers_everything_acknowledged(Kind::Fast);
-}
+tests_for!(crash_after_checkpoint_recovers_everything_acknowledged:
+    efind_crash_after_checkpoint_recovers_everything_acknowledged => Kind::Efind,
+    fast_crash_after_checkpoint_recovers_everything_acknowledged => Kind::Fast,
+);

@@ -20,11 +20,45 @@
 //! the guarantee (a store that under-reports is caught here, where a harness
 //! reading only the claim would pass), and what it claims must survive the
 //! crash as well ([`AckOracle::acknowledged`] is the larger of the two).
-use super::{NodeStore, OpId};
+use super::efind::{EfindConfig, EfindStore};
+use super::fast::{FastConfig, FastStore};
+use super::log::LogPlacement;
+use super::placement::Placement;
+use super::{LoggedStore, NodeStore, OpId, StoreOpen};
 use crate::storage::{PageDevice, PageId};
 use crate::store::log::{Durability, LogReader, RecordKind};
+use crate::Result;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// The two stores with a log, for tests written once for both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LoggedKind {
+    Efind,
+    Fast,
+}
+
+impl LoggedKind {
+    /// Both kinds.
+    pub(crate) const BOTH: [LoggedKind; 2] = [LoggedKind::Efind, LoggedKind::Fast];
+
+    /// The store on `dev` as `how` says, its log at `log`, configured by
+    /// `efind` or `fast` (the one of its kind).
+    pub(crate) fn store(
+        self,
+        how: StoreOpen,
+        dev: Arc<dyn PageDevice>,
+        log: LogPlacement,
+        efind: EfindConfig,
+        fast: FastConfig,
+    ) -> Result<Box<dyn NodeStore>> {
+        let none = Placement::None;
+        Ok(match self {
+            LoggedKind::Efind => Box::new(EfindStore::opened(how, dev, log, efind, none)?),
+            LoggedKind::Fast => Box::new(FastStore::opened(how, dev, log, fast, none)?),
+        })
+    }
+}
 
 /// The level of every page image in the log at `pages` pages from `first`
 /// on `dev` (what a restart writes back), from each image's page header.

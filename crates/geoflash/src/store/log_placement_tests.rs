@@ -12,10 +12,11 @@ use crate::index_dir::{Index, IndexOptions, StoreKind, StoreOptions};
 use crate::manifest::Access;
 use crate::storage::mem::MemDevice;
 use crate::storage::PageDevice;
+use crate::store::crash_harness::LoggedKind as Kind;
 use crate::store::efind::{EfindConfig, EfindStore};
-use crate::store::fast::{FastConfig, FastStore};
+use crate::store::fast::FastConfig;
 use crate::store::log::{cap_to_shared_device, LogLayout, LogPlacement};
-use crate::store::NodeStore;
+use crate::store::{NodeStore, StoreOpen};
 use crate::Result;
 
 const PAGE: usize = 1024;
@@ -48,42 +49,29 @@ fn fast_cfg() -> FastConfig {
     }
 }
 
-/// The logged stores.
-#[derive(Debug, Clone, Copy)]
-enum Kind {
-    Efind,
-    Fast,
-}
-
-impl Kind {
-    /// Creates (`fresh`) or opens the store on `dev` with its log at `log`.
-    fn store(
-        self,
-        dev: Arc<dyn PageDevice>,
-        log: LogPlacement,
-        fresh: bool,
-    ) -> Result<Box<dyn NodeStore>> {
-        Ok(match (self, fresh) {
-            (Kind::Efind, true) => Box::new(EfindStore::create(dev, log, efind_cfg())?),
-            (Kind::Efind, false) => Box::new(EfindStore::open(dev, log, efind_cfg())?),
-            (Kind::Fast, true) => Box::new(FastStore::create(dev, log, fast_cfg())?),
-            (Kind::Fast, false) => Box::new(FastStore::open(dev, log, fast_cfg())?),
-        })
-    }
+/// Creates (`fresh`) or opens the store of `kind` on `dev` with its log at `log`.
+fn store(
+    kind: Kind,
+    dev: &Arc<dyn PageDevice>,
+    log: &LogPlacement,
+    fresh: bool,
+) -> Result<Box<dyn NodeStore>> {
+    let how = StoreOpen::create_or_write(fresh);
+    kind.store(how, dev.clone(), log.clone(), efind_cfg(), fast_cfg())
 }
 
 /// Builds a small tree through `kind` with its log at `log`, checkpoints,
 /// reopens with the same placement and compares.
 fn build_and_reopen(kind: Kind, dev: &Arc<dyn PageDevice>, log: &LogPlacement) {
     let p = TreeParams::new(IndexKind::RStar, 20);
-    let mut t = RTree::create(kind.store(dev.clone(), log.clone(), true).unwrap(), p).unwrap();
+    let mut t = RTree::create(store(kind, dev, log, true).unwrap(), p).unwrap();
     for i in 0..400 {
         t.insert(i, rect(i)).unwrap();
     }
     t.store_mut().checkpoint().unwrap();
     let report = t.check().unwrap();
     drop(t);
-    let t = RTree::open(kind.store(dev.clone(), log.clone(), false).unwrap(), p).unwrap();
+    let t = RTree::open(store(kind, dev, log, false).unwrap(), p).unwrap();
     assert_eq!(t.check().unwrap(), report, "{kind:?} {log:?}");
     let all = Rect::new(-1.0, -1.0, 2000.0, 2000.0).unwrap();
     assert_eq!(t.query(all, Predicate::Intersects).unwrap().hits.len(), 400);
@@ -91,7 +79,7 @@ fn build_and_reopen(kind: Kind, dev: &Arc<dyn PageDevice>, log: &LogPlacement) {
 
 #[test]
 fn both_stores_accept_the_same_placements() {
-    for kind in [Kind::Efind, Kind::Fast] {
+    for kind in Kind::BOTH {
         // The tail of the node device.
         let dev = mem();
         let pages = LogLayout::pages_for_capacity(LOG_BYTES, PAGE).unwrap();

@@ -39,6 +39,7 @@ pub(crate) mod header;
 pub mod log;
 #[cfg(test)]
 mod log_placement_tests;
+pub mod logged;
 pub mod mem;
 pub mod placement;
 pub mod plain;
@@ -46,6 +47,7 @@ pub(crate) mod stored;
 
 pub use bulk::{BulkBuild, BulkSink};
 pub use fast::{FastConfig, FastStore};
+pub use logged::{LoggedStore, StoreOpen};
 pub use plain::{PlainConfig, PlainStore};
 
 /// Most flushing units one batched flush of a logged store writes behind
@@ -80,6 +82,19 @@ pub struct TreeMeta {
     pub height: u16,
     /// Number of records (leaf entries) in the tree.
     pub records: u64,
+}
+
+impl TreeMeta {
+    /// Refuses a store that already holds a tree (creating a tree on it
+    /// would lose the one there); `what` names the tree being created.
+    pub fn check_no_tree(&self, what: &str) -> Result<()> {
+        if self.root.is_some() || self.records > 0 {
+            return Err(crate::Error::invalid(format!(
+                "the store already holds a tree; open it instead of creating {what}"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Counters every store keeps (a part of [`crate::metrics`]' record).

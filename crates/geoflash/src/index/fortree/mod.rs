@@ -127,6 +127,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::geom::Rect;
+use crate::index::checked;
 use crate::page::{Entry, Node};
 use crate::page_id::PageId;
 use crate::store::{NodeStore, TreeMeta};
@@ -317,12 +318,7 @@ impl<S: NodeStore> Fortree<S> {
     /// (writes the head page).
     pub fn create(mut store: S, config: FortreeConfig) -> Result<Self> {
         config.verify()?;
-        let meta = store.meta();
-        if meta.root.is_some() || meta.records > 0 {
-            return Err(Error::invalid(
-                "the store already holds a tree; open it instead of creating a FOR-tree",
-            ));
-        }
+        store.meta().check_no_tree("a FOR-tree")?;
         let op = store.begin_op()?;
         let head = store.create(0, persist::head_entries(None, 0, None)?)?;
         store.set_meta(TreeMeta {
@@ -355,20 +351,7 @@ impl<S: NodeStore> Fortree<S> {
         &self.config
     }
 
-    /// The store.
-    pub fn store(&self) -> &S {
-        &self.store
-    }
-
-    /// The store, mutably (e.g. to change its durability mode).
-    pub fn store_mut(&mut self) -> &mut S {
-        &mut self.store
-    }
-
-    /// Gives the store back (call [`checkpoint`](Self::checkpoint) first to keep the tree).
-    pub fn into_store(self) -> S {
-        self.store
-    }
+    store_accessors!();
 
     /// Number of records.
     pub fn len(&self) -> u64 {
@@ -620,9 +603,4 @@ impl<S: NodeStore> Fortree<S> {
         self.write_head()?;
         self.store.checkpoint()
     }
-}
-
-/// The rectangle after the checks of [`Rect::new`].
-fn checked(r: Rect) -> Result<Rect> {
-    Rect::new(r.min_x(), r.min_y(), r.max_x(), r.max_y())
 }

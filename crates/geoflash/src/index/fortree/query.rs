@@ -2,18 +2,19 @@
 //! by depth-first search and kNN by best-first search (Hjaltason and
 //! Samet), reading a unit's P-node and every O-node, and counting the
 //! access of each unit with O-nodes.
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::{checked, Access, Fortree};
 use crate::geom::{Point, Rect};
+use crate::index::query::checked_point;
 use crate::index::query::{
-    Hit, KnnResult, Neighbor, PointSelection, Predicate, QueryResult, QueryStats, Selection, Window,
+    KnnResult, Neighbor, PointSelection, Predicate, QueryResult, QueryStats, Selection, Window,
 };
 use crate::page::Entry;
 use crate::page_id::PageId;
 use crate::store::NodeStore;
-use crate::{Error, Result};
+use crate::Result;
 
 impl<S: NodeStore> Fortree<S> {
     /// Depth-first traversal through units: enters the subtrees `sel`
@@ -51,14 +52,7 @@ impl<S: NodeStore> Fortree<S> {
     }
 
     fn collect<F: Selection + ?Sized>(&mut self, sel: &F) -> Result<QueryResult> {
-        let mut hits = Vec::new();
-        let stats = self.select(sel, |e| {
-            hits.push(Hit {
-                id: e.key,
-                rect: e.rect,
-            })
-        })?;
-        Ok(QueryResult { hits, stats })
+        QueryResult::gather(|visit| self.select(sel, visit))
     }
 
     /// Records related to `window` by `predicate`.
@@ -136,17 +130,6 @@ impl<S: NodeStore> Fortree<S> {
     }
 }
 
-fn checked_point(p: Point) -> Result<Point> {
-    if p.x.is_finite() && p.y.is_finite() {
-        Ok(p)
-    } else {
-        Err(Error::invalid(format!(
-            "query point ({}, {}) has a non-finite coordinate",
-            p.x, p.y
-        )))
-    }
-}
-
 /// A queued unit or record (also the xBR+-tree's kNN queue item).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Item {
@@ -160,25 +143,11 @@ pub(crate) struct Item {
     pub(crate) rect: Option<Rect>,
 }
 
-impl PartialEq for Item {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Item {}
-impl PartialOrd for Item {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Item {
-    /// By distance, units before records at equal distance (so that every
-    /// record at a distance is queued before the first of them is taken,
-    /// and ties come out by id), then by key.
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.dist
-            .total_cmp(&other.dist)
-            .then(other.node.cmp(&self.node))
-            .then(self.key.cmp(&other.key))
-    }
-}
+// By distance, units before records at equal distance (so that every
+// record at a distance is queued before the first of them is taken, and
+// ties come out by id), then by key.
+ordered_by!(Item, |a, b| a
+    .dist
+    .total_cmp(&b.dist)
+    .then(b.node.cmp(&a.node))
+    .then(a.key.cmp(&b.key)));

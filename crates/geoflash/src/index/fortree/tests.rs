@@ -10,6 +10,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::geom::Point;
 use crate::index::query::{Predicate, Selection, Window};
+use crate::index::tests::rect_strategy;
 use crate::storage::mem::MemDevice;
 use crate::storage::PageDevice;
 use crate::store::mem::MemStore;
@@ -105,14 +106,6 @@ enum Op {
     Delete(usize),
     DeleteAbsent(Rect),
     Query(Rect, Point, usize),
-}
-
-fn rect_strategy() -> impl Strategy<Value = Rect> {
-    // Coarse coordinates so that ties, touching and identical rectangles are common.
-    (0i32..40, 0i32..40, 0i32..6, 0i32..6).prop_map(|(x, y, w, h)| {
-        let (x, y) = (f64::from(x) * 0.5, f64::from(y) * 0.5);
-        r(x, y, x + f64::from(w) * 0.5, y + f64::from(h) * 0.5)
-    })
 }
 
 fn op_strategy() -> impl Strategy<Value = Op> {
@@ -507,14 +500,7 @@ fn checkpoint_and_reopen_answer_identically() {
     let answers = |t: &mut Fortree<PlainStore>| {
         let mut v = Vec::new();
         for w in &windows {
-            let mut ids: Vec<u64> = t
-                .query(*w, Predicate::Intersects)
-                .unwrap()
-                .hits
-                .iter()
-                .map(|h| h.id)
-                .collect();
-            ids.sort_unstable();
+            let ids = t.query(*w, Predicate::Intersects).unwrap().sorted_ids();
             v.push(ids);
             let c = w.center();
             v.push(
@@ -667,22 +653,8 @@ fn measure_pages_written_against_the_rtree() {
     );
     assert_eq!(rrep.records, 20_000);
     let w = r(100.0, 100.0, 300.0, 250.0);
-    let mut a: Vec<u64> = f
-        .query(w, Predicate::Intersects)
-        .unwrap()
-        .hits
-        .iter()
-        .map(|h| h.id)
-        .collect();
-    let mut b: Vec<u64> = t
-        .query(w, Predicate::Intersects)
-        .unwrap()
-        .hits
-        .iter()
-        .map(|h| h.id)
-        .collect();
-    a.sort_unstable();
-    b.sort_unstable();
+    let a = f.query(w, Predicate::Intersects).unwrap().sorted_ids();
+    let b = t.query(w, Predicate::Intersects).unwrap().sorted_ids();
     assert_eq!(a, b);
 }
 

@@ -68,7 +68,7 @@ use serde::{Deserialize, Serialize};
 use crate::geom::Rect;
 use crate::page::{self, Entry, Node};
 use crate::page_id::PageId;
-use crate::store::{EntryChange, NodeStore};
+use crate::store::NodeStore;
 use crate::{Error, Result};
 
 pub mod bulk;
@@ -155,12 +155,7 @@ impl<S: NodeStore> XbrTree<S> {
     /// A new, empty tree on `store`, which must hold no tree yet.
     pub fn create(store: S, config: XbrConfig) -> Result<Self> {
         let domain = config.verify()?;
-        let meta = store.meta();
-        if meta.root.is_some() || meta.records > 0 {
-            return Err(Error::invalid(
-                "the store already holds a tree; open it instead of creating one",
-            ));
-        }
+        store.meta().check_no_tree("one")?;
         Ok(XbrTree {
             store,
             config,
@@ -220,35 +215,7 @@ impl<S: NodeStore> XbrTree<S> {
         self.counters
     }
 
-    /// The store.
-    pub fn store(&self) -> &S {
-        &self.store
-    }
-
-    /// The store, mutably (e.g. to checkpoint it).
-    pub fn store_mut(&mut self) -> &mut S {
-        &mut self.store
-    }
-
-    /// Gives the store back.
-    pub fn into_store(self) -> S {
-        self.store
-    }
-
-    /// Number of points.
-    pub fn len(&self) -> u64 {
-        self.store.meta().records
-    }
-
-    /// True when the tree holds no point.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Number of levels (0 for a tree that never held a point).
-    pub fn height(&self) -> u16 {
-        self.store.meta().height
-    }
+    store_accessors!(counts "point");
 
     /// Flushes the store: the tree needs no recovery after it.
     pub fn checkpoint(&mut self) -> Result<()> {
@@ -305,32 +272,7 @@ impl<S: NodeStore> XbrTree<S> {
         mut entries: Vec<Entry>,
     ) -> Result<()> {
         entries.sort_by_key(|e| e.key);
-        let mut changes = Vec::new();
-        let (mut i, mut j) = (0, 0);
-        while i < old.entries.len() || j < entries.len() {
-            match (old.entries.get(i), entries.get(j)) {
-                (Some(a), Some(b)) if a.key == b.key => {
-                    if a != b {
-                        changes.push(EntryChange::Upsert(*b));
-                    }
-                    i += 1;
-                    j += 1;
-                }
-                (Some(a), Some(b)) if a.key < b.key => {
-                    changes.push(EntryChange::Remove(a.key));
-                    i += 1;
-                }
-                (Some(a), None) => {
-                    changes.push(EntryChange::Remove(a.key));
-                    i += 1;
-                }
-                (_, Some(b)) => {
-                    changes.push(EntryChange::Upsert(*b));
-                    j += 1;
-                }
-                (None, None) => break,
-            }
-        }
+        let changes = crate::index::diff(&old.entries, &entries);
         if !changes.is_empty() {
             self.store.modify(id, old.level, &changes)?;
             self.pin(

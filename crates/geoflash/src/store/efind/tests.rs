@@ -9,6 +9,7 @@ use super::flush::{choose_unit, degree, temporal_control_writes, PageInfo, TcCho
 use super::write_buffer::{merge, Status, WbEntry};
 use super::*;
 use crate::geom::{HilbertDomain, Rect};
+use crate::index::tests::rect_strategy;
 use crate::index::{IndexKind, Predicate, RTree, TreeParams};
 use crate::storage::mem::MemDevice;
 use crate::store::plain::{PlainConfig, PlainStore};
@@ -250,13 +251,6 @@ enum Op {
     Insert(Rect),
     Delete(usize),
     Query(Rect),
-}
-
-fn rect_strategy() -> impl Strategy<Value = Rect> {
-    (0i32..40, 0i32..40, 0i32..6, 0i32..6).prop_map(|(x, y, w, h)| {
-        let (x, y) = (f64::from(x) * 0.5, f64::from(y) * 0.5);
-        r(x, y, x + f64::from(w) * 0.5, y + f64::from(h) * 0.5)
-    })
 }
 
 fn op_strategy() -> impl Strategy<Value = Op> {

@@ -354,20 +354,11 @@ fn campaign(kind: IndexKind) {
     assert!(sum.acknowledged > 0);
 }
 
-#[test]
-fn crashes_recover_a_prefix_with_every_acknowledged_op_rtree() {
-    campaign(IndexKind::RTree);
-}
-
-#[test]
-fn crashes_recover_a_prefix_with_every_acknowledged_op_rstar() {
-    campaign(IndexKind::RStar);
-}
-
-#[test]
-fn crashes_recover_a_prefix_with_every_acknowledged_op_hilbert() {
-    campaign(IndexKind::Hilbert);
-}
+tests_for!(campaign:
+    crashes_recover_a_prefix_with_every_acknowledged_op_rtree => IndexKind::RTree,
+    crashes_recover_a_prefix_with_every_acknowledged_op_rstar => IndexKind::RStar,
+    crashes_recover_a_prefix_with_every_acknowledged_op_hilbert => IndexKind::Hilbert,
+);
 
 #[test]
 fn torn_flushes_are_restored_from_their_page_images() {

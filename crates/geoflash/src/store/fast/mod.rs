@@ -714,26 +714,17 @@ impl FastStore {
                 "the FAST store is open read-only: it accepts no change",
             ));
         }
-        match &self.failed {
-            Some(why) => Err(Error::StoreFailed(format!(
-                "the FAST store failed earlier and accepts no change until reopened: {why}"
-            ))),
-            None => Ok(()),
-        }
+        crate::error::refuse_after_failure(
+            &self.failed,
+            "the FAST store failed earlier and accepts no change until reopened",
+        )
     }
 
     /// Runs `f`; an error other than bad input makes the store fail (sticky).
     fn guard<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
         self.check_alive()?;
-        match f(self) {
-            Ok(v) => Ok(v),
-            Err(e) => {
-                if !matches!(e, Error::InvalidInput(_)) {
-                    self.failed = Some(e.to_string());
-                }
-                Err(e)
-            }
-        }
+        let r = f(self);
+        crate::error::keep_failure(&mut self.failed, r)
     }
 
     fn check_node_page(&self, id: PageId) -> Result<()> {

@@ -11,6 +11,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::cache::PolicyKind;
 use crate::geom::{HilbertDomain, Rect};
+use crate::index::tests::rect_strategy;
 use crate::index::{IndexKind, Predicate, RTree, SplitKind, TreeParams};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
@@ -61,13 +62,6 @@ pub(crate) enum Op {
     Delete(usize),
     Update(usize, Rect),
     Query(Rect),
-}
-
-pub(crate) fn rect_strategy() -> impl Strategy<Value = Rect> {
-    (0i32..40, 0i32..40, 0i32..6, 0i32..6).prop_map(|(x, y, w, h)| {
-        let (x, y) = (f64::from(x) * 0.5, f64::from(y) * 0.5);
-        r(x, y, x + f64::from(w) * 0.5, y + f64::from(h) * 0.5)
-    })
 }
 
 pub(crate) fn op_strategy() -> impl Strategy<Value = Op> {

@@ -236,27 +236,18 @@ impl Log {
     }
 
     fn check_alive(&self) -> Result<()> {
-        match &self.failed {
-            Some(why) => Err(Error::StoreFailed(format!(
-                "the log failed earlier and accepts nothing more: {why}"
-            ))),
-            None => Ok(()),
-        }
+        crate::error::refuse_after_failure(
+            &self.failed,
+            "the log failed earlier and accepts nothing more",
+        )
     }
 
     /// Runs `f`, making any error but bad input sticky: after a failed device
     /// call the log's view of what reached the device is uncertain.
     fn guard<T>(&mut self, f: impl FnOnce(&mut Log) -> Result<T>) -> Result<T> {
         self.check_alive()?;
-        match f(self) {
-            Ok(v) => Ok(v),
-            Err(e) => {
-                if !matches!(e, Error::InvalidInput(_)) {
-                    self.failed = Some(e.to_string());
-                }
-                Err(e)
-            }
-        }
+        let r = f(self);
+        crate::error::keep_failure(&mut self.failed, r)
     }
 
     fn data_per_page(&self) -> usize {
