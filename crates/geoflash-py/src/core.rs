@@ -16,7 +16,7 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use geoflash_engine::engine::{
     from_wkb, Access, BatchDurability, BulkMethod, DirLock, Error, Geometry, Hit, Index, IndexKind,
-    IndexOptions, IndexSpec, KeyStyle, OpenBatch, Predicate, Result, Window, MANIFEST_FILE,
+    IndexOptions, IndexSpec, KeyStyle, OpenBatch, Predicate, Result, MANIFEST_FILE,
 };
 use geoflash_engine::geom::{Point, Rect, MAX_COORD};
 use pyo3::prelude::*;
@@ -592,17 +592,7 @@ impl Core {
             window(minx, miny, maxx, maxy)?,
             self::predicate(predicate).map_err(to_py)?,
         );
-        self.read_nogil(py, |st| {
-            let mut n = 0u64;
-            st.index.tree()?.select(
-                &Window {
-                    rect: r,
-                    predicate: p,
-                },
-                |_| n += 1,
-            )?;
-            Ok(n)
-        })
+        self.read_nogil(py, |st| st.index.count(r, p))
     }
 
     /// (record keys as native uint64, user ids as native int64, boxes as
@@ -776,7 +766,6 @@ impl Core {
         self.read(|st| {
             Ok(st
                 .index
-                .tree()?
                 .bounds()?
                 .map(|r| (r.min_x(), r.min_y(), r.max_x(), r.max_y())))
         })

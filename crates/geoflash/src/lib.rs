@@ -80,33 +80,25 @@ mod spatial_tests;
 mod staging;
 mod units;
 
-// The layers beneath, public only for the crate's own integration tests,
-// benches, fuzz targets and doc examples, which test them one by one; not
-// part of the API (hidden from the documentation), and no front end (the
-// command line, the workbench, the Python package) imports them
-// (`tests/front_door.rs` checks).
-#[doc(hidden)]
-pub mod cache;
-#[doc(hidden)]
-pub mod grid;
-#[doc(hidden)]
-pub mod index;
-#[doc(hidden)]
-pub mod index_dir;
-#[doc(hidden)]
-pub mod manifest;
-#[doc(hidden)]
-pub mod objects;
-#[doc(hidden)]
-pub mod page;
-#[doc(hidden)]
-pub mod reserve;
-#[doc(hidden)]
-pub mod storage;
-#[doc(hidden)]
-pub mod store;
-#[doc(hidden)]
-pub mod testenv;
+/// Declares the layers beneath the API: private, or public (and hidden
+/// from the documentation) with the `internals` feature, which only the
+/// crate's own integration tests, benches and fuzz targets turn on to test
+/// them one by one. No front end (the command line, the workbench, the
+/// Python package) imports them (`tests/front_door.rs` checks).
+macro_rules! layers {
+    ($($name:ident),+ $(,)?) => {
+        $(
+            #[cfg(feature = "internals")]
+            #[doc(hidden)]
+            pub mod $name;
+            #[cfg(not(feature = "internals"))]
+            #[allow(dead_code, unused_imports)]
+            mod $name;
+        )+
+    };
+}
+
+layers!(cache, grid, index, index_dir, manifest, objects, page, storage, store,);
 
 pub use engine::{IndexSpec, KeyStyle, SpecError};
 pub use error::{Error, Result};

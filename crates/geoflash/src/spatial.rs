@@ -76,6 +76,21 @@ pub trait SpatialIndex: Any + Send + Sync {
     /// The objects whose rectangle satisfies `predicate` against `window`.
     fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult>;
 
+    /// How many objects `query` would return, without collecting them (by
+    /// default the query's answer counted; the R-tree family counts as it
+    /// walks).
+    fn count(&self, window: Rect, predicate: Predicate) -> Result<u64> {
+        Ok(self.query(window, predicate)?.hits.len() as u64)
+    }
+
+    /// The rectangle covering every object, `None` when there is none (by
+    /// default from a query over the whole plane; the R-tree family reads
+    /// its root).
+    fn bounds(&self) -> Result<Option<Rect>> {
+        let all = self.query(Rect::world(), Predicate::Intersects)?;
+        Ok(Rect::union_all(all.hits.iter().map(|h| &h.rect)))
+    }
+
     /// Range queries, one answer per window in the order given (by default
     /// one query after the other; the R-tree family shares one traversal,
     /// the xBR+-tree reads level by level).

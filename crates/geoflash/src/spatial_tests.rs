@@ -125,6 +125,13 @@ fn check(family: &str, ops: &[Op], windows: &[(u8, u8, u8, u8)], probes: &[(u8, 
     ix.checkpoint().unwrap();
     // LB-Grid (blind updates) counts its points with a query over its domain.
     assert_eq!(ix.len(), Some(live.len() as u64), "{family}: len");
+    let bounds = Rect::union_all(
+        live.values()
+            .map(|(_, p)| Rect::from_point(*p))
+            .collect::<Vec<_>>()
+            .iter(),
+    );
+    assert_eq!(ix.bounds().unwrap(), bounds, "{family}: bounds");
     let rects: Vec<Rect> = windows
         .iter()
         .map(|&(a, b, w, h)| {
@@ -144,6 +151,11 @@ fn check(family: &str, ops: &[Op], windows: &[(u8, u8, u8, u8)], probes: &[(u8, 
             let mut got: Vec<u64> = ix.query(*w, p).unwrap().hits.iter().map(|h| h.id).collect();
             got.sort_unstable();
             assert_eq!(got, want, "{family}: {p:?} {w:?}");
+            assert_eq!(
+                ix.count(*w, p).unwrap(),
+                want.len() as u64,
+                "{family}: count"
+            );
             let mut got: Vec<u64> = b.hits.iter().map(|h| h.id).collect();
             got.sort_unstable();
             assert_eq!(got, want, "{family}: batched {p:?} {w:?}");
@@ -182,7 +194,7 @@ fn check(family: &str, ops: &[Op], windows: &[(u8, u8, u8, u8)], probes: &[(u8, 
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
 
     #[test]
     fn every_family_answers_as_the_oracle(

@@ -28,7 +28,7 @@ from ._geoflash import CorruptIndexError, __version__, parse_size
 from .container import RtreeContainer
 from .exceptions import RTreeError
 from .property import Property
-from .spatial_index import Index, Item, Rtree
+from .spatial_index import GRID_KINDS, Index, Item, Rtree
 
 __all__ = [
     "Index",
@@ -39,6 +39,7 @@ __all__ = [
     "RTreeError",
     "CorruptIndexError",
     "DEFAULTS",
+    "GRID_KINDS",
     "parse_size",
     "index",
     "exceptions",

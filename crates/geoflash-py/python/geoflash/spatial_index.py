@@ -40,19 +40,36 @@ _WORLD = (-np.inf, -np.inf, np.inf, np.inf)
 _PREDICATES = ("intersects", "contains", "within")
 
 
-def _resolve_defaults(path: Any, store: Optional[str], buffer: Any, device: Optional[str]) -> dict:
+#: The grid files (GFFM, LB-Grid, the Grid File, H-Grid): point indexes with
+#: a bucket layer of their own instead of a node store (no ``store`` key).
+GRID_KINDS = ("grid", "gffm", "lbgrid", "hgrid")
+
+
+def _resolve_defaults(
+    path: Any, store: Optional[str], buffer: Any, device: Optional[str], kind: Optional[str] = None
+) -> dict:
     """The store, buffer and device a new index gets when not given: the
     product defaults of ``geoflash::defaults`` (chosen by the peer benchmark,
     docs/benchmarks.md): on disk eFIND with 64 MiB through the OS page cache
     (``file?direct=false``); in memory the plain store on ``mem:`` keeping up
     to 1 GiB of decoded nodes. The papers' settings are
-    ``buffer="512KiB", device="file"``."""
+    ``buffer="512KiB", device="file"``. A grid file (``kind`` in
+    :data:`GRID_KINDS`) has no node store: it gets no default ``store`` (one
+    given is refused by the engine) and its buffer is its memory budget; the
+    FOR-tree, which keeps its own buffer, gets the plain store."""
     where = "memory_" if path is None else ""
-    return dict(
-        store=_DEFAULTS[where + "store"] if store is None else store,
+    out = dict(
         buffer=_DEFAULTS[where + "buffer"] if buffer is None else buffer,
         device=_DEFAULTS[where + "device"] if device is None else device,
     )
+    if store is not None:
+        out["store"] = store
+    elif kind == "fortree":
+        # The FOR-tree keeps its own buffer and runs on the plain store.
+        out["store"] = "plain"
+    elif kind not in GRID_KINDS:
+        out["store"] = _DEFAULTS[where + "store"]
+    return out
 
 
 class Item:
@@ -175,7 +192,14 @@ class Index:
       default 4096). They override ``properties``. A Hilbert R-tree maps
       ``hilbert_domain=(minx, miny, maxx, maxy)`` onto its curve (objects
       outside it are clamped): required for an index built by insertion,
-      the data's extent by default for a bulk load.
+      the data's extent by default for a bulk load. The FOR-tree
+      (``"fortree"``, on the plain store, its default: it keeps its own
+      buffer) and the xBR+-tree (``"xbr"``, points, on every store). The grid files ``"grid"``, ``"gffm"``, ``"lbgrid"`` and
+      ``"hgrid"`` (points; :data:`GRID_KINDS`) are built by insertion over
+      ``hilbert_domain``, have no node store (``store`` is refused, ``buffer``
+      is their memory budget) and take ``grid_queries`` (``"plain"`` or
+      ``"batched"``), ``grid_dir_share``, ``grid_cold_pages``, ``grid_s`` and
+      ``grid_special``; H-Grid needs a hybrid device.
     - ``store``: ``"efind"``, ``"fast"`` or ``"plain"``; ``buffer``: its memory
       budget (``"512KiB"`` or bytes); ``device``: a device string of the
       command line (``"file"``, ``"file?direct=false"``, ``"mem:"``,
@@ -238,7 +262,10 @@ class Index:
                 tree[key] = value
         tree.setdefault("kind", "rstar")
         tree.setdefault("page_size", 4096)
-        options = dict(durability=durability, **_resolve_defaults(path, store, buffer, device))
+        options = dict(
+            durability=durability,
+            **_resolve_defaults(path, store, buffer, device, tree.get("kind")),
+        )
         options.update(tree)
         options.update(store_params)
         self._setup(interleaved, options, bulk, bulk_fill if fill is None else float(fill))
@@ -449,7 +476,9 @@ class Index:
         opts = dict(kind="rstar", page_size=4096)
         opts.update(options)
         opts.update(
-            _resolve_defaults(path, opts.get("store"), opts.get("buffer"), opts.get("device"))
+            _resolve_defaults(
+                path, opts.get("store"), opts.get("buffer"), opts.get("device"), opts.get("kind")
+            )
         )
         self._setup(interleaved, opts, bulk, fill)
         self._core = make(self, path)

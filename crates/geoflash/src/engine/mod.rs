@@ -14,11 +14,13 @@
 //! workbench measures and traces), so that a front end — the command line,
 //! the workbench, the Python package — imports `engine`, `geom` and
 //! `metrics` and none of the layers beneath.
+pub mod reserve;
 mod spec;
 #[cfg(test)]
 mod spec_tests;
 
 pub use spec::{IndexSpec, KeyStyle, SpecError};
+pub mod testenv;
 
 pub use crate::defaults;
 pub use crate::error::{Error, Result};
@@ -35,14 +37,12 @@ pub use crate::manifest::{write_atomic, Access, DirLock, MANIFEST_FILE};
 pub use crate::objects::geometry::{bounding_rect, from_wkb, to_wkb, window_geometry};
 pub use crate::objects::Geometry;
 pub use crate::page::max_entries;
-pub use crate::reserve;
 pub use crate::spatial::{IndexFortree, SpatialIndex};
 pub use crate::staging::adopt_interrupted;
 pub use crate::store::efind::FlushPolicy;
 pub use crate::store::fast::FastPolicy;
 pub use crate::store::log::{Durability, LogFormat, RecoveryMode};
 pub use crate::store::OpId;
-pub use crate::testenv;
 pub use crate::units::parse_size;
 
 /// The devices an index lives on, as a workbench measures them: the

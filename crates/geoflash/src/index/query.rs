@@ -483,7 +483,7 @@ impl<S: NodeStore> RTree<S> {
         let mut it = self.nearest_iter_to(query)?;
         // Memory follows the answer, never `k` itself (a user's number):
         // there are no more neighbours than records.
-        let cap = crate::reserve::answer_capacity(k, self.store.meta().records);
+        let cap = crate::engine::reserve::answer_capacity(k, self.store.meta().records);
         // Nothing farther than the k-th nearest record seen so far can be in
         // the answer (ties included), so the search need not queue it.
         if k > 0 {

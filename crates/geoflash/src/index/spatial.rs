@@ -36,6 +36,17 @@ impl<S: NodeStore + 'static> SpatialIndex for RTree<S> {
         RTree::query(self, window, predicate)
     }
 
+    fn count(&self, window: Rect, predicate: Predicate) -> Result<u64> {
+        let mut n = 0u64;
+        let rect = super::checked(window)?;
+        self.select(&super::query::Window { rect, predicate }, |_| n += 1)?;
+        Ok(n)
+    }
+
+    fn bounds(&self) -> Result<Option<Rect>> {
+        RTree::bounds(self)
+    }
+
     fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
         RTree::query_batch(self, windows, predicate)
     }

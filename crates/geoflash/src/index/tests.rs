@@ -277,7 +277,7 @@ fn check_batch_modes<S: NodeStore>(t: &mut RTree<S>, o: &Oracle) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
 
     #[test]
     fn random_operations_agree_with_the_oracle_small_pages(
@@ -553,7 +553,7 @@ mod plain {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
 
         #[test]
         fn plain_store_agrees_with_the_oracle_and_survives_reopen(

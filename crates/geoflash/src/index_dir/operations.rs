@@ -47,6 +47,25 @@ impl Index {
         r
     }
 
+    /// How many objects [`query`](Self::query) would return, without
+    /// collecting them.
+    pub fn count(&self, window: Rect, predicate: Predicate) -> Result<u64> {
+        let watch = self.watch();
+        let r = self
+            .tree
+            .count(window, predicate)
+            .map_err(|e| self.locate(e));
+        self.note(watch, Phase::Filter);
+        r
+    }
+
+    /// The rectangle covering every object, `None` for an empty index
+    /// (one node read for the R-tree family, a query over everything for
+    /// the other structures).
+    pub fn bounds(&self) -> Result<Option<Rect>> {
+        self.tree.bounds().map_err(|e| self.locate(e))
+    }
+
     /// Batched range queries in one traversal.
     pub fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
         let watch = self.watch();

@@ -28,7 +28,7 @@ use crate::store::placement::Placement;
 use crate::store::{
     FastConfig, FastStore, LoggedStore, NodeStore, PlainConfig, PlainStore, StoreOpen,
 };
-use crate::testenv::{crash_cases, proptest_cases};
+use crate::engine::testenv::{crash_cases, proptest_cases};
 use crate::{Error, Result};
 
 const PAGE: usize = 1024;

@@ -234,7 +234,7 @@ impl<S: NodeStore> XbrTree<S> {
     pub fn nearest(&self, p: &Point, k: usize) -> Result<Vec<Neighbor>> {
         let meta = self.store.meta();
         // Memory follows the answer, never `k` itself (a user's number).
-        let mut out = Vec::with_capacity(crate::reserve::answer_capacity(k, meta.records));
+        let mut out = Vec::with_capacity(crate::engine::reserve::answer_capacity(k, meta.records));
         let Some(root) = meta.root else {
             return Ok(out);
         };

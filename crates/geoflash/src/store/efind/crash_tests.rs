@@ -11,7 +11,7 @@
 //! from the calls that returned, [`AckOracle`]).
 //!
 //! `GEOFLASH_CRASH_CASES` sets the number of cases per tree kind (default 200,
-//! [`crate::testenv::crash_cases`]; `make test-long` runs 10,000 per kind);
+//! [`crate::engine::testenv::crash_cases`]; `make test-long` runs 10,000 per kind);
 //! each campaign prints a [`CrashSummary`] line.
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,7 +27,7 @@ use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
 use crate::store::crash_harness::{batch_switch, AckOracle, CrashSummary};
 use crate::store::log::LogFormat;
-use crate::testenv::crash_cases;
+use crate::engine::testenv::crash_cases;
 
 const PAGE: usize = 1024;
 const DEV_PAGES: u64 = 4096;

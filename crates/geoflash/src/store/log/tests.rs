@@ -159,7 +159,7 @@ fn layout_is_checked() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
 
     #[test]
     fn decoding_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
@@ -991,7 +991,7 @@ fn check_recovered(r: &Recovered, appended: &[Record], acked: usize) -> Result<u
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
 
     #[test]
     fn reopen_returns_exactly_the_durable_records(seed in any::<u64>(), len in 1usize..40) {
@@ -1038,7 +1038,7 @@ fn unwrap_faulty<D: PageDevice + 'static>(dev: Arc<FaultyDevice<D>>) -> Arc<dyn 
 fn crashes_recover_a_prefix_with_every_acknowledged_record() {
     let mut outcomes = HashSet::new();
     let mut torn = 0;
-    for case in 0..crate::testenv::crash_cases() {
+    for case in 0..crate::engine::testenv::crash_cases() {
         let seed = case ^ 0x5eed;
         let (durability, actions) = script(seed, 30);
         let counting = Arc::new(FaultyDevice::new(
@@ -1091,7 +1091,7 @@ fn crashes_recover_a_prefix_with_every_acknowledged_record() {
         let (_, again) = Log::open(durable, 0, LOG_PAGES, config(durability)).unwrap();
         assert_eq!(again.records, r.records, "case {case}");
     }
-    if crate::testenv::crash_cases() >= 50 {
+    if crate::engine::testenv::crash_cases() >= 50 {
         assert_eq!(
             outcomes.len(),
             2,
