@@ -8,7 +8,6 @@ use super::Index;
 use crate::geom::{Point, Rect};
 use crate::index::query::{BatchResult, KnnResult, Predicate, QueryResult};
 use crate::index::{ReadMode, TreeCounters};
-use crate::metrics::Phase;
 use crate::spatial::{point_windows, SpatialIndex};
 use crate::store::log::Durability;
 use crate::store::{OpId, StoreStats};
@@ -43,6 +42,14 @@ impl SpatialIndex for Index {
         Index::query(self, window, predicate)
     }
 
+    fn count(&self, window: Rect, predicate: Predicate) -> Result<u64> {
+        Index::count(self, window, predicate)
+    }
+
+    fn bounds(&self) -> Result<Option<Rect>> {
+        Index::bounds(self)
+    }
+
     fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
         Index::query_batch(self, windows, predicate)
     }
@@ -58,10 +65,7 @@ impl SpatialIndex for Index {
         if self.tree.xbr().is_none() {
             return point_windows(self, points);
         }
-        let watch = self.watch();
-        let r = self.tree.point_group(points).map_err(|e| self.locate(e));
-        self.note(watch, Phase::Filter);
-        r
+        self.ask(|t| t.point_group(points))
     }
 
     fn checkpoint(&mut self) -> Result<()> {
