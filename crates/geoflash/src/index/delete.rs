@@ -66,10 +66,7 @@ impl<S: NodeStore> RTree<S> {
         let mut orphans: Vec<(u16, Entry)> = Vec::new();
         let mut remove: Option<u64> = Some(id);
         let mut update: Option<Entry> = None;
-        let mut i = path.len();
-        while i > 0 {
-            i -= 1;
-            let Some(step) = path.get(i) else { break };
+        for (i, step) in path.iter().enumerate().rev() {
             let level = step.node.level;
             let mut entries = step.node.entries.clone();
             if let Some(k) = remove.take() {

@@ -744,21 +744,13 @@ mod tests {
                     assert_eq!(answers(&mem, w), want);
                 }
                 let p = crate::geom::Point::new(30.0, 30.0).unwrap();
-                let a: Vec<f64> = t
-                    .nearest(p, 10, false)
-                    .unwrap()
-                    .neighbors
-                    .iter()
-                    .map(|n| n.distance)
-                    .collect();
-                let b: Vec<f64> = mem
-                    .nearest(p, 10, false)
-                    .unwrap()
-                    .neighbors
-                    .iter()
-                    .map(|n| n.distance)
-                    .collect();
-                assert_eq!(a, b);
+                let distances = |k: crate::index::query::KnnResult| -> Vec<f64> {
+                    k.neighbors.iter().map(|n| n.distance).collect()
+                };
+                assert_eq!(
+                    distances(t.nearest(p, 10, false).unwrap()),
+                    distances(mem.nearest(p, 10, false).unwrap())
+                );
                 // The tree stays updatable.
                 for (id, r) in data.iter().take(100) {
                     t.delete(*id, *r).unwrap();

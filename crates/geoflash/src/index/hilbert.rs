@@ -111,10 +111,7 @@ impl<S: NodeStore> RTree<S> {
         let mut add: Option<Entry> = Some(entry);
         // Replacements of child entries of the current node (rect and LHV).
         let mut updates: Vec<Entry> = Vec::new();
-        let mut i = path.len();
-        while i > 0 {
-            i -= 1;
-            let Some(step) = path.get(i) else { break };
+        for (i, step) in path.iter().enumerate().rev() {
             let level = step.node.level;
             let mut entries = step.node.entries.clone();
             for u in updates.drain(..) {

@@ -79,12 +79,7 @@ impl<S: NodeStore> Fortree<S> {
             return Ok(out);
         }
         let mut heap = BinaryHeap::new();
-        heap.push(Reverse(Item {
-            dist: 0.0,
-            node: true,
-            key: root,
-            rect: None,
-        }));
+        heap.push(Reverse(Item::root(root)));
         while let Some(Reverse(item)) = heap.pop() {
             if !item.node {
                 let kth = out.neighbors.last().map(|n| n.distance);
@@ -141,6 +136,18 @@ pub(crate) struct Item {
     pub(crate) key: u64,
     /// A record's rectangle.
     pub(crate) rect: Option<Rect>,
+}
+
+impl Item {
+    /// The root node, where a search starts (distance 0).
+    pub(crate) fn root(key: PageId) -> Item {
+        Item {
+            dist: 0.0,
+            node: true,
+            key,
+            rect: None,
+        }
+    }
 }
 
 // By distance, units before records at equal distance (so that every

@@ -239,12 +239,7 @@ impl<S: NodeStore> XbrTree<S> {
             return Ok(out);
         };
         let mut heap = BinaryHeap::new();
-        heap.push(Reverse(Item {
-            dist: 0.0,
-            node: true,
-            key: root,
-            rect: None,
-        }));
+        heap.push(Reverse(Item::root(root)));
         while let Some(Reverse(item)) = heap.pop() {
             if out.len() >= k {
                 break;
