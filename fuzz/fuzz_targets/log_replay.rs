@@ -40,7 +40,7 @@ fn capture(store: StoreKind) -> HashMap<String, Vec<u8>> {
     let _ = std::fs::remove_dir_all(&dir);
     let mut opts = IndexOptions {
         page_size: 1024,
-        device: "file?direct=false".into(),
+        device: "file?direct=false".parse().expect("a device spec"),
         ..IndexOptions::default()
     };
     opts.store.kind = store;

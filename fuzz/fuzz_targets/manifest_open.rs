@@ -22,7 +22,7 @@ fn pages() -> &'static [u8] {
         let _ = std::fs::remove_dir_all(&dir);
         let opts = IndexOptions {
             page_size: 1024,
-            device: "file?direct=false".into(),
+            device: "file?direct=false".parse().expect("a device spec"),
             ..IndexOptions::default()
         };
         let mut index = Index::create(&dir, &opts).expect("template index");

@@ -250,13 +250,15 @@ fn rstar_split(entries: Vec<Entry>, m: usize) -> (Vec<Entry>, Vec<Entry>) {
         });
         s
     };
+    // The four orders (axis × lower or upper value), each sorted once and
+    // used by both steps below.
+    let mut orders = [[false, true].map(|u| sorted_by(0, u)), [false, true].map(|u| sorted_by(1, u))];
     // First group sizes k = m ..= n - m.
     let mut best_axis = (f64::INFINITY, 0usize);
-    for axis in 0..2 {
+    for (axis, sorts) in orders.iter().enumerate() {
         let mut margins = 0.0;
-        for by_upper in [false, true] {
-            let s = sorted_by(axis, by_upper);
-            let (pre, suf) = prefix_suffix(&s);
+        for s in sorts {
+            let (pre, suf) = prefix_suffix(s);
             for k in m..=n - m {
                 if let (Some(p), Some(q)) = (pre.get(k - 1), suf.get(k)) {
                     margins += margin(p) + margin(q);
@@ -269,9 +271,8 @@ fn rstar_split(entries: Vec<Entry>, m: usize) -> (Vec<Entry>, Vec<Entry>) {
     }
     let axis = best_axis.1;
     let mut best: Option<(f64, f64, bool, usize)> = None;
-    for by_upper in [false, true] {
-        let s = sorted_by(axis, by_upper);
-        let (pre, suf) = prefix_suffix(&s);
+    for (s, by_upper) in orders[axis].iter().zip([false, true]) {
+        let (pre, suf) = prefix_suffix(s);
         for k in m..=n - m {
             if let (Some(p), Some(q)) = (pre.get(k - 1), suf.get(k)) {
                 let ov = overlap(p, q);
@@ -287,7 +288,7 @@ fn rstar_split(entries: Vec<Entry>, m: usize) -> (Vec<Entry>, Vec<Entry>) {
         }
     }
     let (by_upper, k) = best.map_or((false, n / 2), |(_, _, u, k)| (u, k));
-    let mut a = sorted_by(axis, by_upper);
+    let mut a = std::mem::take(&mut orders[axis][usize::from(by_upper)]);
     let b = a.split_off(k.min(a.len()));
     (a, b)
 }
