@@ -145,46 +145,65 @@ fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
 /// Native-endian `f64` boxes (`minx, miny, maxx, maxy` per row) as
 /// rectangles; query windows (`windows`) are clamped as [`window`] does.
 fn boxes(bytes: &[u8], windows: bool) -> Result<Vec<Rect>> {
-    if !bytes.chunks_exact(32).remainder().is_empty() {
+    box_rows(bytes)?
+        .enumerate()
+        .map(|(i, row)| rect_of_row(i, row, windows))
+        .collect()
+}
+
+/// The 32-byte rows of a box buffer.
+fn box_rows(bytes: &[u8]) -> Result<std::slice::ChunksExact<'_, u8>> {
+    let rows = bytes.chunks_exact(32);
+    if !rows.remainder().is_empty() {
         return Err(Error::invalid(format!(
             "box buffer of {} bytes is not a whole number of rows of four float64",
             bytes.len()
         )));
     }
-    bytes
-        .chunks_exact(32)
-        .enumerate()
-        .map(|(i, row)| {
-            let mut c = [0f64; 4];
-            for (v, b) in c.iter_mut().zip(row.chunks_exact(8)) {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(b);
-                *v = f64::from_ne_bytes(a);
-                if windows {
-                    *v = clamp(*v);
-                }
-            }
-            Rect::new(c[0], c[1], c[2], c[3]).map_err(|e| Error::invalid(format!("row {i}: {e}")))
-        })
-        .collect()
+    Ok(rows)
+}
+
+/// Row `i` of a box buffer (see [`boxes`]) as a rectangle.
+fn rect_of_row(i: usize, row: &[u8], windows: bool) -> Result<Rect> {
+    let mut c = [0f64; 4];
+    for (v, b) in c.iter_mut().zip(row.chunks_exact(8)) {
+        *v = f64_of(b);
+        if windows {
+            *v = clamp(*v);
+        }
+    }
+    Rect::new(c[0], c[1], c[2], c[3]).map_err(|e| Error::invalid(format!("row {i}: {e}")))
+}
+
+/// A native-endian `f64` of 8 bytes.
+fn f64_of(b: &[u8]) -> f64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(b);
+    f64::from_ne_bytes(a)
+}
+
+/// A native-endian `i64` of 8 bytes.
+fn i64_of(b: &[u8]) -> i64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(b);
+    i64::from_ne_bytes(a)
 }
 
 /// Native-endian `i64` values.
 fn int64s(bytes: &[u8]) -> Result<Vec<i64>> {
-    if !bytes.chunks_exact(8).remainder().is_empty() {
+    Ok(int64_rows(bytes)?.map(i64_of).collect())
+}
+
+/// The 8-byte values of an `i64` buffer.
+fn int64_rows(bytes: &[u8]) -> Result<std::slice::ChunksExact<'_, u8>> {
+    let rows = bytes.chunks_exact(8);
+    if !rows.remainder().is_empty() {
         return Err(Error::invalid(format!(
             "id buffer of {} bytes is not a whole number of int64",
             bytes.len()
         )));
     }
-    Ok(bytes
-        .chunks_exact(8)
-        .map(|b| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(b);
-            i64::from_ne_bytes(a)
-        })
-        .collect())
+    Ok(rows)
 }
 
 fn ne_bytes<T: Copy, const N: usize>(values: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
@@ -381,21 +400,23 @@ impl Core {
         let method = bulk_method(method).map_err(to_py)?;
         let state = py
             .allow_threads(|| -> Result<State> {
-                let ids = int64s(ids)?;
-                let rects = self::boxes(boxes, false)?;
-                if ids.len() != rects.len() {
+                // One pass from the buffers to the items, without
+                // intermediate vectors of ids and rectangles.
+                let (ids, rows) = (int64_rows(ids)?, box_rows(boxes)?);
+                if ids.len() != rows.len() {
                     return Err(Error::invalid(format!(
                         "{} ids for {} boxes",
                         ids.len(),
-                        rects.len()
+                        rows.len()
                     )));
                 }
                 let mut records = Records::new();
                 let mut objs = objs.map(Vec::into_iter);
-                let mut items = Vec::with_capacity(rects.len());
-                for (id, r) in ids.into_iter().zip(rects) {
+                let mut items = Vec::with_capacity(rows.len());
+                for (i, (id, row)) in ids.zip(rows).enumerate() {
+                    let r = rect_of_row(i, row, false)?;
                     let obj = objs.as_mut().and_then(|o| o.next()).flatten();
-                    items.push((records.add(id, obj)?, r));
+                    items.push((records.add(i64_of(id), obj)?, r));
                 }
                 let index = match &path {
                     Some(dir) => Index::bulk_load(Some(dir), &opts, items, method, fill)?,

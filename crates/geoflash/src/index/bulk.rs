@@ -183,18 +183,35 @@ fn pack(
             }
         }
         _ => {
-            let entries = sorted_by_center(&entries, |e| center(&e.rect).0);
+            // One order of the entries' positions, sorted by centre x; each
+            // vertical slice's part is then re-keyed by centre y and sorted
+            // in place, and the nodes are gathered from it: the entries are
+            // copied once, into their nodes.
+            let mut order: Vec<u128> = entries
+                .iter()
+                .enumerate()
+                .map(|(i, e)| sort_key(center(&e.rect).0, i))
+                .collect();
+            sort_by_coordinate_and_key(&mut order, &entries);
             let slices = (sizes.len() as f64).sqrt().ceil().max(1.0) as usize;
             let per_slice = sizes.len().div_ceil(slices).max(1);
-            let mut rest = entries.as_slice();
+            let mut rest = order.as_mut_slice();
             for slice_sizes in sizes.chunks(per_slice) {
                 let n: usize = slice_sizes.iter().sum();
-                let (slice, tail) = rest.split_at(n.min(rest.len()));
+                let n = n.min(rest.len());
+                let (slice, tail) = std::mem::take(&mut rest).split_at_mut(n);
                 rest = tail;
-                let slice = sorted_by_center(slice, |e| center(&e.rect).1);
-                let mut it = slice.into_iter();
+                for t in slice.iter_mut() {
+                    if let Some(e) = entries.get(position(*t)) {
+                        *t = sort_key(center(&e.rect).1, position(*t));
+                    }
+                }
+                sort_by_coordinate_and_key(slice, &entries);
+                let mut it = slice.iter().filter_map(|&t| entries.get(position(t)).copied());
                 for &s in slice_sizes {
-                    out.push(it.by_ref().take(s).collect());
+                    let mut node = Vec::with_capacity(s);
+                    node.extend(it.by_ref().take(s));
+                    out.push(node);
                 }
             }
         }
@@ -202,21 +219,35 @@ fn pack(
     out
 }
 
-/// `entries` in the order of (`coord`, key). Keys are unique, so an
-/// unstable sort gives the order of a stable one; the coordinate is
-/// compared through an order-preserving integer image of its bits. The
-/// sort keys are computed once and sorted as small (coordinate, key,
-/// position) triples, then the entries gathered in their order: sorting
-/// the 48-byte entries themselves, recomputing both keys at every
-/// comparison, took a third of an in-memory STR load.
-fn sorted_by_center(entries: &[Entry], coord: impl Fn(&Entry) -> f64) -> Vec<Entry> {
-    let mut order: Vec<(u64, u64, usize)> = entries
-        .iter()
-        .enumerate()
-        .map(|(i, e)| (ordered_bits(coord(e)), e.key, i))
-        .collect();
+/// The sort key of the entry at `position` with centre coordinate `coord`:
+/// an order-preserving integer image of the coordinate's bits above the
+/// position. Sorting these 16-byte keys, computed once, and gathering the
+/// entries in their order is faster than sorting the 48-byte entries
+/// themselves, recomputing the keys at every comparison (that took a third
+/// of an in-memory STR load).
+#[inline]
+fn sort_key(coord: f64, position: usize) -> u128 {
+    (u128::from(ordered_bits(coord)) << 64) | position as u128
+}
+
+/// The entry position a [`sort_key`] holds.
+#[inline]
+fn position(key: u128) -> usize {
+    key as u64 as usize
+}
+
+/// Sorts [`sort_key`]s by (coordinate, the entry's key): by the packed
+/// keys, then each run of equal coordinates by the entries' keys, so the
+/// order is that of a stable sort on (coordinate, key) whatever the input
+/// order (entry keys are unique).
+fn sort_by_coordinate_and_key(order: &mut [u128], entries: &[Entry]) {
     order.sort_unstable();
-    order.into_iter().map(|(_, _, i)| entries[i]).collect()
+    let key_of = |t: &u128| entries.get(position(*t)).map_or(0, |e| e.key);
+    for run in order.chunk_by_mut(|a, b| a >> 64 == b >> 64) {
+        if run.len() > 1 {
+            run.sort_unstable_by_key(key_of);
+        }
+    }
 }
 
 /// An integer whose order is [`f64::total_cmp`]'s order of `v`.
@@ -275,6 +306,40 @@ mod tests {
                     "{a} vs {b}"
                 );
             }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            crate::engine::testenv::proptest_cases()
+        ))]
+
+        /// The packed sort orders like a sort on (coordinate, key): few
+        /// distinct coordinates (long runs of ties), keys in any order.
+        #[test]
+        fn the_packed_sort_orders_by_coordinate_then_key(
+            cells in proptest::collection::vec((0u8..6, proptest::prelude::any::<u64>()), 0..200),
+        ) {
+            let mut seen = std::collections::HashSet::new();
+            let entries: Vec<Entry> = cells
+                .iter()
+                .filter(|(_, key)| seen.insert(*key))
+                .map(|&(c, key)| {
+                    let x = f64::from(c) - 2.5;
+                    Entry { key, rect: Rect::new(x, 0.0, x, 0.0).unwrap(), payload: 0 }
+                })
+                .collect();
+            let mut order: Vec<u128> = entries
+                .iter()
+                .enumerate()
+                .map(|(i, e)| sort_key(e.rect.min_x(), i))
+                .collect();
+            sort_by_coordinate_and_key(&mut order, &entries);
+            let got: Vec<u64> = order.iter().map(|&t| entries[position(t)].key).collect();
+            let mut want = entries.clone();
+            want.sort_by(|a, b| a.rect.min_x().total_cmp(&b.rect.min_x()).then(a.key.cmp(&b.key)));
+            let want: Vec<u64> = want.iter().map(|e| e.key).collect();
+            proptest::prop_assert_eq!(got, want);
         }
     }
 
