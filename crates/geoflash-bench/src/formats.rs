@@ -424,8 +424,19 @@ fn json_text(path: &Path, id: u64, v: &impl serde::Serialize) -> Result<String> 
 }
 
 /// Reads `(id, rect)` records from a CSV dataset file (`id,minx,miny,maxx,maxy` with a header).
+/// Ids must be unique: a repeated id is an error naming its record.
 pub fn read_csv(path: &Path) -> Result<Vec<(u64, Rect)>> {
-    csv_records(path)?.collect()
+    let mut seen = HashSet::new();
+    csv_records(path)?
+        .enumerate()
+        .map(|(n, record)| {
+            let (id, rect) = record?;
+            if !seen.insert(id) {
+                return Err(bad(path, format!("record {}: duplicate id {id}", n + 1)));
+            }
+            Ok((id, rect))
+        })
+        .collect()
 }
 
 /// Streams the `(id, rect)` records of a CSV dataset file
@@ -529,6 +540,28 @@ pub(crate) fn geojson_features(path: &Path) -> Result<Vec<geojson::Feature>> {
     })
 }
 
+/// The error for a position of fewer than two coordinates anywhere in `g`
+/// (`[140]`), which the `geojson` crate's conversion indexes without a
+/// check (a panic); None when every position has x and y.
+fn short_position(g: &geojson::Geometry) -> Option<String> {
+    use geojson::GeometryValue as V;
+    let short = |p: &geojson::Position| p.as_slice().len() < 2;
+    let found = match &g.value {
+        V::Point { coordinates } => short(coordinates),
+        V::MultiPoint { coordinates } | V::LineString { coordinates } => {
+            coordinates.iter().any(short)
+        }
+        V::MultiLineString { coordinates } | V::Polygon { coordinates } => {
+            coordinates.iter().flatten().any(short)
+        }
+        V::MultiPolygon { coordinates } => coordinates.iter().flatten().flatten().any(short),
+        V::GeometryCollection { geometries } => {
+            return geometries.iter().find_map(short_position);
+        }
+    };
+    found.then(|| format!("a {} has a position with fewer than two coordinates", g.value.type_name()))
+}
+
 /// Reads `(id, geometry)` records from a GeoJSON file: a FeatureCollection,
 /// a single Feature or a bare Geometry. Ids come from each feature's `id`,
 /// else its `id` property, else its position in the file (0, 1, …).
@@ -544,8 +577,9 @@ pub fn read_geojson(path: &Path) -> Result<Vec<(u64, Geometry)>> {
         let g = f
             .geometry
             .ok_or_else(|| bad(path, format!("feature {n} (id {id}) has no geometry")))?;
-        let g =
-            Geometry::try_from(g).map_err(|e| bad(path, format!("feature {n} (id {id}): {e}")))?;
+        let g = short_position(&g)
+            .map_or_else(|| Geometry::try_from(g).map_err(|e| e.to_string()), Err)
+            .map_err(|e| bad(path, format!("feature {n} (id {id}): {e}")))?;
         objects.push(format_args!("feature {n}"), id, g)?;
     }
     Ok(objects.finish())

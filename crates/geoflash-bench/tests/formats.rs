@@ -1363,3 +1363,63 @@ fn real_osm_extract_tags_match_a_sequential_scan() {
     assert!(kinds.contains(&OsmType::Way), "{kinds:?}");
     assert!(!got.is_empty());
 }
+
+/// Regression (fuzz target `import_csv`, 2026-11-28): a rectangle CSV with
+/// the same id on two records was read with both; a repeated id is now
+/// refused with an error naming the file and the record.
+#[test]
+fn a_rectangle_csv_with_a_repeated_id_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("duplicate-id.csv");
+    std::fs::write(&path, include_bytes!("data/fuzz/duplicate-id.csv").as_slice()).unwrap();
+    for e in [
+        geoflash_bench::import::read_objects(&path).unwrap_err(),
+        formats::read_csv(&path).unwrap_err(),
+    ] {
+        let e = e.to_string();
+        assert!(
+            e.contains("duplicate-id.csv") && e.contains("record 2: duplicate id 2"),
+            "{e}"
+        );
+    }
+}
+
+/// Regression (fuzz target `import_geojson`, 2026-11-28): a polygon with a
+/// position of one coordinate (`[140]`) made the `geojson` crate's
+/// conversion index past the position (a panic); it is now an error naming
+/// the file and the feature.
+#[test]
+fn a_geojson_position_of_one_coordinate_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("one-coordinate.geojson");
+    std::fs::write(
+        &path,
+        include_bytes!("data/fuzz/one-coordinate-position.geojson").as_slice(),
+    )
+    .unwrap();
+    let e = geoflash_bench::import::read_objects(&path)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("one-coordinate.geojson")
+            && e.contains("feature 0 (id 7)")
+            && e.contains("fewer than two coordinates"),
+        "{e}"
+    );
+    // The same position inside a geometry collection, a multipolygon and a
+    // point (which the parser itself refuses).
+    for geometry in [
+        r#"{"type":"GeometryCollection","geometries":[{"type":"Point","coordinates":[1,2]},{"type":"LineString","coordinates":[[0,0],[3]]}]}"#,
+        r#"{"type":"MultiPolygon","coordinates":[[[[0,0],[1,0],[1],[0,0]]]]}"#,
+        r#"{"type":"Point","coordinates":[5]}"#,
+    ] {
+        std::fs::write(&path, geometry).unwrap();
+        let e = geoflash_bench::import::read_objects(&path)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("fewer than two coordinates") || e.contains("two or more elements"),
+            "{geometry}: {e}"
+        );
+    }
+}
