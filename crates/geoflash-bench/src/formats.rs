@@ -559,7 +559,12 @@ fn short_position(g: &geojson::Geometry) -> Option<String> {
             return geometries.iter().find_map(short_position);
         }
     };
-    found.then(|| format!("a {} has a position with fewer than two coordinates", g.value.type_name()))
+    found.then(|| {
+        format!(
+            "a {} has a position with fewer than two coordinates",
+            g.value.type_name()
+        )
+    })
 }
 
 /// Reads `(id, geometry)` records from a GeoJSON file: a FeatureCollection,

@@ -1371,7 +1371,11 @@ fn real_osm_extract_tags_match_a_sequential_scan() {
 fn a_rectangle_csv_with_a_repeated_id_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("duplicate-id.csv");
-    std::fs::write(&path, include_bytes!("data/fuzz/duplicate-id.csv").as_slice()).unwrap();
+    std::fs::write(
+        &path,
+        include_bytes!("data/fuzz/duplicate-id.csv").as_slice(),
+    )
+    .unwrap();
     for e in [
         geoflash_bench::import::read_objects(&path).unwrap_err(),
         formats::read_csv(&path).unwrap_err(),

@@ -20,7 +20,7 @@ use geoflash_engine::engine::{
 };
 use geoflash_engine::geom::{Point, Rect, MAX_COORD};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict};
 
 use crate::records::Records;
 use crate::to_py;
@@ -62,8 +62,11 @@ impl State {
         self.index.checkpoint()
     }
 
+    /// The user ids of the records `hits` found.
     fn ids_of(&self, hits: &[Hit]) -> Result<Vec<i64>> {
-        hits.iter().map(|h| self.records.id(h.id)).collect()
+        let mut ids = Vec::new();
+        self.records.extend_ids(hits, &mut ids)?;
+        Ok(ids)
     }
 
     /// The key of the live entry with user id `id` and MBR exactly `rect`.
@@ -204,6 +207,17 @@ fn int64_rows(bytes: &[u8]) -> Result<std::slice::ChunksExact<'_, u8>> {
         )));
     }
     Ok(rows)
+}
+
+/// A new `bytearray` of `values` in native byte order, written in place:
+/// NumPy's `frombuffer` makes a writable array of it without a copy.
+fn ne_bytearray<'py>(py: Python<'py>, values: &[i64]) -> PyResult<Bound<'py, PyByteArray>> {
+    PyByteArray::new_bound_with(py, values.len() * 8, |buf| {
+        for (out, v) in buf.chunks_exact_mut(8).zip(values) {
+            out.copy_from_slice(&v.to_ne_bytes());
+        }
+        Ok(())
+    })
 }
 
 fn ne_bytes<T: Copy, const N: usize>(values: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
@@ -686,26 +700,22 @@ impl Core {
         py: Python<'py>,
         boxes: &[u8],
         predicate: &str,
-    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>)> {
         let p = self::predicate(predicate).map_err(to_py)?;
         let (offsets, ids) = self.read_nogil(py, |st| {
             let windows = self::boxes(boxes, true)?;
             let batch = st.index.query_batch(&windows, p)?;
+            let total = batch.results.iter().map(|r| r.hits.len()).sum();
             let mut offsets: Vec<i64> = Vec::with_capacity(windows.len() + 1);
-            let mut ids: Vec<i64> = Vec::new();
+            let mut ids: Vec<i64> = Vec::with_capacity(total);
             offsets.push(0);
             for r in &batch.results {
-                for h in &r.hits {
-                    ids.push(st.records.id(h.id)?);
-                }
+                st.records.extend_ids(&r.hits, &mut ids)?;
                 offsets.push(ids.len() as i64);
             }
             Ok((offsets, ids))
         })?;
-        Ok((
-            PyBytes::new_bound(py, &ne_bytes(&offsets, i64::to_ne_bytes)),
-            PyBytes::new_bound(py, &ne_bytes(&ids, i64::to_ne_bytes)),
-        ))
+        Ok((ne_bytearray(py, &offsets)?, ne_bytearray(py, &ids)?))
     }
 
     /// The `k` entries nearest to the box (a point when degenerate), and

@@ -29,7 +29,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use geoflash_engine::engine::{write_atomic, Error, Result};
+use geoflash_engine::engine::{write_atomic, Error, Hit, Result};
 
 /// File name of the record map inside an index directory.
 pub const RECORDS_FILE: &str = "pyrecords.dat";
@@ -215,6 +215,24 @@ impl Records {
         if !self.objs.is_empty() {
             self.objs.remove(&key);
         }
+    }
+
+    /// Appends the user ids of the records `hits` found to `out`, as
+    /// [`Records::id`] gives each: in one loop without a lookup when keys
+    /// are the ids.
+    pub fn extend_ids(&self, hits: &[Hit], out: &mut Vec<i64>) -> Result<()> {
+        out.reserve(hits.len());
+        if self.identity {
+            if let Some(h) = hits.iter().find(|h| i64::try_from(h.id).is_err()) {
+                return self.id(h.id).map(|_| ());
+            }
+            out.extend(hits.iter().map(|h| h.id as i64));
+            return Ok(());
+        }
+        for h in hits {
+            out.push(self.id(h.id)?);
+        }
+        Ok(())
     }
 
     /// The user id of live `key`; [`Error::Corrupt`] if the map does not know it.

@@ -849,7 +849,7 @@ class Index:
             raise RTreeError(f"boxes must be an N×4 array, not of shape {b.shape}")
         b = np.ascontiguousarray(b, dtype=np.float64)
         offsets, ids = self._core.query_batch(b.tobytes(), predicate)
-        return (np.frombuffer(offsets, dtype=np.int64).copy(), np.frombuffer(ids, dtype=np.int64).copy())
+        return (np.frombuffer(offsets, dtype=np.int64), np.frombuffer(ids, dtype=np.int64))
 
     # ------------------------------------------------------ exact geometries
 

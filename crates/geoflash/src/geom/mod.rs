@@ -303,19 +303,25 @@ impl Rect {
     }
 
     /// The closed rectangles share at least one point (touching counts).
+    /// The four comparisons are combined without short-circuiting: a scan
+    /// of a node's entries then runs without a branch per comparison, which
+    /// the processor mispredicts often where about half the entries match.
+    #[inline]
     pub fn intersects(&self, other: &Rect) -> bool {
-        self.min_x <= other.max_x
-            && other.min_x <= self.max_x
-            && self.min_y <= other.max_y
-            && other.min_y <= self.max_y
+        (self.min_x <= other.max_x)
+            & (other.min_x <= self.max_x)
+            & (self.min_y <= other.max_y)
+            & (other.min_y <= self.max_y)
     }
 
-    /// `other` lies inside `self`, boundaries included.
+    /// `other` lies inside `self`, boundaries included (combined without
+    /// short-circuiting, as [`Rect::intersects`]).
+    #[inline]
     pub fn contains(&self, other: &Rect) -> bool {
-        self.min_x <= other.min_x
-            && self.min_y <= other.min_y
-            && other.max_x <= self.max_x
-            && other.max_y <= self.max_y
+        (self.min_x <= other.min_x)
+            & (self.min_y <= other.min_y)
+            & (other.max_x <= self.max_x)
+            & (other.max_y <= self.max_y)
     }
 
     /// `self` lies inside `other`, boundaries included (`other.contains(self)`).

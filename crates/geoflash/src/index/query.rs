@@ -92,6 +92,31 @@ impl Selection for Window {
     }
 }
 
+/// Appends the entries of a leaf that `window` selects to `r`, counting
+/// them, with the predicate chosen once for the leaf.
+fn select_leaf(window: &Window, entries: &[Entry], r: &mut QueryResult) {
+    let before = r.hits.len();
+    let w = &window.rect;
+    let hit = |e: &Entry| Hit {
+        id: e.key,
+        rect: e.rect,
+    };
+    match window.predicate {
+        Predicate::Intersects => r
+            .hits
+            .extend(entries.iter().filter(|e| intersects(&e.rect, w)).map(hit)),
+        Predicate::Contains => r
+            .hits
+            .extend(entries.iter().filter(|e| contains(w, &e.rect)).map(hit)),
+        Predicate::Within => r
+            .hits
+            .extend(entries.iter().filter(|e| contains(&e.rect, w)).map(hit)),
+    }
+    let found = (r.hits.len() - before) as u64;
+    r.stats.candidates += found;
+    r.stats.results += found;
+}
+
 /// A point query: objects whose MBR contains the point.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PointSelection(pub Point);
@@ -404,6 +429,14 @@ impl<S: NodeStore> RTree<S> {
                     results[w].stats.nodes_visited += 1;
                 }
                 if node.level != 0 {
+                    return;
+                }
+                if let [w] = active[..] {
+                    // One window in this leaf (the common case of windows
+                    // that do not overlap): its predicate chosen once.
+                    if let (Some(sel), Some(r)) = (sels.get(w), results.get_mut(w)) {
+                        select_leaf(sel, &node.entries, r);
+                    }
                     return;
                 }
                 for e in &node.entries {
