@@ -23,7 +23,7 @@
 //! [`geoflash::geom::MAX_COORD`] in magnitude; anything else is an
 //! [`Error::InvalidInput`] naming the file and the record, never a panic.
 use std::borrow::Borrow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};
 use std::path::Path;
@@ -426,13 +426,17 @@ fn json_text(path: &Path, id: u64, v: &impl serde::Serialize) -> Result<String> 
 /// Reads `(id, rect)` records from a CSV dataset file (`id,minx,miny,maxx,maxy` with a header).
 /// Ids must be unique: a repeated id is an error naming its record.
 pub fn read_csv(path: &Path) -> Result<Vec<(u64, Rect)>> {
-    let mut seen = HashSet::new();
+    let mut first = HashMap::new();
     csv_records(path)?
         .enumerate()
         .map(|(n, record)| {
             let (id, rect) = record?;
-            if !seen.insert(id) {
-                return Err(bad(path, format!("record {}: duplicate id {id}", n + 1)));
+            if let Some(earlier) = first.insert(id, n + 1) {
+                return Err(Error::invalid(format!(
+                    "record {} of {}: duplicate id: object {id} is also record {earlier}",
+                    n + 1,
+                    path.display()
+                )));
             }
             Ok((id, rect))
         })

@@ -736,6 +736,8 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
     a.check_flags()?;
     input_file(&a.input)?;
     let opts = a.spec()?.options().map_err(Error::from)?;
+    // Refused before the input is read: an existing index is left as it is.
+    Index::check_new_dir(&a.index)?;
     if let Some(memory) = &a.memory {
         return build_external(&a, &opts, memory);
     }

@@ -89,7 +89,7 @@ fn already_holds(target: &Path) -> Error {
 }
 
 /// Refuses a target that exists and is not an empty directory.
-fn check_target(target: &Path) -> Result<()> {
+pub(crate) fn check_target(target: &Path) -> Result<()> {
     if holds_index(target) {
         return Err(already_holds(target));
     }

@@ -31,6 +31,13 @@ impl Index {
         Index::build(dir, opts, |_| Ok::<(), Error>(())).map(|(index, ())| index)
     }
 
+    /// Refuses `dir` as the directory of a new index unless it is absent
+    /// or an empty directory, with the error [`Index::build`] would give:
+    /// callers that read a large input first check the target before.
+    pub fn check_new_dir(dir: &Path) -> Result<()> {
+        crate::staging::check_target(dir)
+    }
+
     /// A new, empty index with no directory (any device but a plain `file`;
     /// it lives in this process).
     pub fn create_temporary(opts: &IndexOptions) -> Result<Index> {
