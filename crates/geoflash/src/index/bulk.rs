@@ -183,18 +183,28 @@ fn pack(
             }
         }
         _ => {
-            // One order of the entries' positions, sorted by centre x; each
-            // vertical slice's part is then re-keyed by centre y and sorted
-            // in place, and the nodes are gathered from it: the entries are
-            // copied once, into their nodes.
+            // One order of the entries' positions, partitioned by centre x
+            // at the slice boundaries (each slice holds the entries a full
+            // sort would put there, in no order); each vertical slice's part
+            // is then re-keyed by centre y and sorted in place, and the
+            // nodes are gathered from it: the entries are copied once, into
+            // their nodes.
             let mut order: Vec<u128> = entries
                 .iter()
                 .enumerate()
                 .map(|(i, e)| sort_key(center(&e.rect).0, i))
                 .collect();
-            sort_by_coordinate_and_key(&mut order, &entries);
             let slices = (sizes.len() as f64).sqrt().ceil().max(1.0) as usize;
             let per_slice = sizes.len().div_ceil(slices).max(1);
+            let mut cuts: Vec<usize> = sizes
+                .chunks(per_slice)
+                .scan(0, |end, c| {
+                    *end += c.iter().sum::<usize>();
+                    Some(*end)
+                })
+                .collect();
+            cuts.pop();
+            partition_at(&mut order, &cuts, &entries);
             let mut rest = order.as_mut_slice();
             for slice_sizes in sizes.chunks(per_slice) {
                 let n: usize = slice_sizes.iter().sum();
@@ -248,6 +258,29 @@ fn sort_by_coordinate_and_key(order: &mut [u128], entries: &[Entry]) {
             run.sort_unstable_by_key(key_of);
         }
     }
+}
+
+/// Partitions `order` at the ascending positions `cuts` by (coordinate,
+/// the entry's key), as [`sort_by_coordinate_and_key`] orders: afterwards
+/// every key before a cut orders before every key after it, so each part
+/// holds the keys a full sort would put there, in no particular order.
+/// One selection per cut, each within the part its neighbours left: the
+/// O(n log n) sort of a whole level becomes O(n log slices) (STR needs the
+/// vertical slices, not the order inside them).
+fn partition_at(order: &mut [u128], cuts: &[usize], entries: &[Entry]) {
+    let (before, rest) = cuts.split_at(cuts.len() / 2);
+    let Some((&cut, after)) = rest.split_first() else {
+        return;
+    };
+    let cut = cut.min(order.len());
+    if cut > 0 && cut < order.len() {
+        let key_of = |t: &u128| (*t >> 64, entries.get(position(*t)).map_or(0, |e| e.key));
+        order.select_nth_unstable_by(cut, |a, b| key_of(a).cmp(&key_of(b)));
+    }
+    let (left, right) = order.split_at_mut(cut);
+    partition_at(left, before, entries);
+    let shifted: Vec<usize> = after.iter().map(|c| c.saturating_sub(cut)).collect();
+    partition_at(right, &shifted, entries);
 }
 
 /// An integer whose order is [`f64::total_cmp`]'s order of `v`.
@@ -340,6 +373,53 @@ mod tests {
             want.sort_by(|a, b| a.rect.min_x().total_cmp(&b.rect.min_x()).then(a.key.cmp(&b.key)));
             let want: Vec<u64> = want.iter().map(|e| e.key).collect();
             proptest::prop_assert_eq!(got, want);
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            crate::engine::testenv::proptest_cases()
+        ))]
+
+        /// Partitioning at cuts puts in each part the keys the full sort
+        /// puts there: few distinct coordinates (ties across cuts), keys in
+        /// any order, cuts anywhere.
+        #[test]
+        fn partitioning_at_cuts_gives_the_parts_of_the_full_sort(
+            cells in proptest::collection::vec((0u8..6, proptest::prelude::any::<u64>()), 0..200),
+            raw_cuts in proptest::collection::vec(0usize..200, 0..12),
+        ) {
+            let mut seen = std::collections::HashSet::new();
+            let entries: Vec<Entry> = cells
+                .iter()
+                .filter(|(_, key)| seen.insert(*key))
+                .map(|&(c, key)| {
+                    let x = f64::from(c) - 2.5;
+                    Entry { key, rect: Rect::new(x, 0.0, x, 0.0).unwrap(), payload: 0 }
+                })
+                .collect();
+            let mut cuts: Vec<usize> = raw_cuts.into_iter().filter(|&c| c < entries.len()).collect();
+            cuts.sort_unstable();
+            cuts.dedup();
+            let keys: Vec<u128> = entries
+                .iter()
+                .enumerate()
+                .map(|(i, e)| sort_key(e.rect.min_x(), i))
+                .collect();
+            let mut sorted = keys.clone();
+            sort_by_coordinate_and_key(&mut sorted, &entries);
+            let mut parted = keys;
+            partition_at(&mut parted, &cuts, &entries);
+            let bounds: Vec<usize> = std::iter::once(0)
+                .chain(cuts.iter().copied())
+                .chain(std::iter::once(entries.len()))
+                .collect();
+            for w in bounds.windows(2) {
+                let (a, b) = (w[0], w[1]);
+                let mut got = parted[a..b].to_vec();
+                sort_by_coordinate_and_key(&mut got, &entries);
+                proptest::prop_assert_eq!(&got[..], &sorted[a..b]);
+            }
         }
     }
 
