@@ -74,6 +74,18 @@ def nearest_distances(nearest, points, k, boxes_by_id):
     return out
 
 
+def batch_distances(ids, counts, points, k, boxes_by_id):
+    """As :func:`nearest_distances`, for a batch kNN answer: ``ids`` of
+    every point's neighbours one point after the other, ``counts`` per point."""
+    out = []
+    start = 0
+    for (x, y), c in zip(points.tolist(), counts.tolist()):
+        got = ids[start : start + min(c, k)]
+        start += c
+        out.append(np.sort(box_distances(boxes_by_id[got], x, y)))
+    return out
+
+
 class System:
     """Base of the adapters: a name, a variant label and capabilities."""
 
@@ -137,7 +149,9 @@ class Geoflash(System):
         return [np.fromiter(handle.intersection(tuple(q)), dtype=np.int64) for q in qs]
 
     def knn(self, handle, points, k, boxes_by_id):
-        return nearest_distances(lambda x, y: handle.nearest((x, y), k), points, k, boxes_by_id)
+        # One call for the batch, as windows go through intersection_batch.
+        offsets, ids, _ = handle.nearest_batch(np.hstack([points, points]), k)
+        return batch_distances(ids, np.diff(offsets), points, k, boxes_by_id)
 
 
 class GeoflashMemory(Geoflash):
@@ -262,6 +276,10 @@ class Rtree(System):
         return [np.fromiter(handle.intersection(tuple(q)), dtype=np.int64) for q in qs.tolist()]
 
     def knn(self, handle, points, k, boxes_by_id):
+        if hasattr(handle, "nearest_v"):
+            pts = np.ascontiguousarray(points, dtype=np.float64)
+            ids, counts = handle.nearest_v(pts, pts, num_results=k)
+            return batch_distances(ids, counts, points, k, boxes_by_id)
         return nearest_distances(lambda x, y: handle.nearest((x, y, x, y), k), points, k, boxes_by_id)
 
 

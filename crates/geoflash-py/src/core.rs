@@ -16,7 +16,7 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use geoflash_engine::engine::{
     from_wkb, Access, BatchDurability, BulkMethod, DirLock, Error, Geometry, Hit, Index, IndexKind,
-    IndexOptions, IndexSpec, KeyStyle, OpenBatch, Predicate, Result, MANIFEST_FILE,
+    IndexOptions, IndexSpec, KeyStyle, KnnResult, OpenBatch, Predicate, Result, MANIFEST_FILE,
 };
 use geoflash_engine::geom::{Point, Rect, MAX_COORD};
 use pyo3::prelude::*;
@@ -211,13 +211,34 @@ fn int64_rows(bytes: &[u8]) -> Result<std::slice::ChunksExact<'_, u8>> {
 
 /// A new `bytearray` of `values` in native byte order, written in place:
 /// NumPy's `frombuffer` makes a writable array of it without a copy.
-fn ne_bytearray<'py>(py: Python<'py>, values: &[i64]) -> PyResult<Bound<'py, PyByteArray>> {
-    PyByteArray::new_bound_with(py, values.len() * 8, |buf| {
+fn ne_bytearray<'py, T: NeBytes>(
+    py: Python<'py>,
+    values: &[T],
+) -> PyResult<Bound<'py, PyByteArray>> {
+    PyByteArray::new_bound_with(py, std::mem::size_of_val(values), |buf| {
         for (out, v) in buf.chunks_exact_mut(8).zip(values) {
-            out.copy_from_slice(&v.to_ne_bytes());
+            out.copy_from_slice(&v.ne_bytes());
         }
         Ok(())
     })
+}
+
+/// A value of 8 bytes that [`ne_bytearray`] writes in native byte order.
+trait NeBytes: Copy {
+    /// The value's bytes in native order.
+    fn ne_bytes(self) -> [u8; 8];
+}
+
+impl NeBytes for i64 {
+    fn ne_bytes(self) -> [u8; 8] {
+        self.to_ne_bytes()
+    }
+}
+
+impl NeBytes for f64 {
+    fn ne_bytes(self) -> [u8; 8] {
+        self.to_ne_bytes()
+    }
 }
 
 fn ne_bytes<T: Copy, const N: usize>(values: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
@@ -335,6 +356,18 @@ impl Core {
         f: impl FnOnce(&State) -> Result<R> + Send,
     ) -> PyResult<R> {
         py.allow_threads(|| self.read_state(f)).map_err(to_py)
+    }
+
+    /// The `k` entries nearest to `q` (and with `ties` those at the k-th
+    /// distance): the engine's best-first search (batched reads) with
+    /// rtree's distances; a point goes through the index front end, which
+    /// serves every index kind.
+    fn nearest_of(st: &State, q: Rect, k: usize, ties: bool) -> Result<KnnResult> {
+        if q.is_point() {
+            st.index.nearest(Point::new(q.min_x(), q.min_y())?, k, ties)
+        } else {
+            st.index.tree()?.nearest_to(q, k, ties)
+        }
     }
 
     fn raw_items(st: &State, hits: &[Hit]) -> Result<Vec<RawItem>> {
@@ -736,15 +769,7 @@ impl Core {
     ) -> PyResult<PyObject> {
         let q = window(minx, miny, maxx, maxy)?;
         let found = self.read_nogil(py, |st| {
-            // The engine's best-first search (batched reads) with rtree's
-            // distances; a point goes through the index front end, which
-            // serves every index kind.
-            let found = if q.is_point() {
-                st.index
-                    .nearest(Point::new(q.min_x(), q.min_y())?, k, ties)?
-            } else {
-                st.index.tree()?.nearest_to(q, k, ties)?
-            };
+            let found = Core::nearest_of(st, q, k, ties)?;
             let hits: Vec<Hit> = found
                 .neighbors
                 .iter()
@@ -763,6 +788,50 @@ impl Core {
             Ok(ids) => ids.into_py(py),
             Err(raw) => to_items(py, raw).into_py(py),
         })
+    }
+
+    /// k-nearest queries of the boxes `boxes` (native float64 rows; a
+    /// degenerate box is a point), as [`Core::nearest`] for each, in one
+    /// call with the GIL released. Returns (offsets as native int64,
+    /// len(boxes)+1; user ids as native int64; their distances as native
+    /// float64), the answer of box `i` at `offsets[i]..offsets[i+1]`.
+    #[pyo3(signature = (boxes, k, ties=true))]
+    fn nearest_batch<'py>(
+        &self,
+        py: Python<'py>,
+        boxes: &[u8],
+        k: usize,
+        ties: bool,
+    ) -> PyResult<(
+        Bound<'py, PyByteArray>,
+        Bound<'py, PyByteArray>,
+        Bound<'py, PyByteArray>,
+    )> {
+        let (offsets, ids, dists) = self.read_nogil(py, |st| {
+            let queries = self::boxes(boxes, true)?;
+            let mut offsets: Vec<i64> = Vec::with_capacity(queries.len() + 1);
+            let mut ids: Vec<i64> = Vec::new();
+            let mut dists: Vec<f64> = Vec::new();
+            let mut hits: Vec<Hit> = Vec::new();
+            offsets.push(0);
+            for q in queries {
+                let found = Core::nearest_of(st, q, k, ties)?;
+                hits.clear();
+                hits.extend(found.neighbors.iter().map(|n| Hit {
+                    id: n.id,
+                    rect: n.rect,
+                }));
+                st.records.extend_ids(&hits, &mut ids)?;
+                dists.extend(found.neighbors.iter().map(|n| n.distance));
+                offsets.push(ids.len() as i64);
+            }
+            Ok((offsets, ids, dists))
+        })?;
+        Ok((
+            ne_bytearray(py, &offsets)?,
+            ne_bytearray(py, &ids)?,
+            ne_bytearray(py, &dists)?,
+        ))
     }
 
     /// WKB of the objects with record keys `keys` (native uint64) from the

@@ -227,6 +227,21 @@ def test_numpy_bulk_and_batch_queries_match_rtree(tmp_path):
         offsets, found = idx.intersection_batch(qs, predicate="contains")
         for j, w in enumerate(qs):
             assert sorted(found[offsets[j]:offsets[j + 1]].tolist()) == sorted(ref.contains(tuple(w)))
+        # kNN of the same windows and of points, ties included as rtree's
+        pts = np.vstack([qs, np.hstack([qs[:, :2], qs[:, :2]])])
+        offsets, found, dists = idx.nearest_batch(pts, 4)
+        assert offsets.dtype == found.dtype == np.int64 and dists.dtype == np.float64
+        assert len(offsets) == len(pts) + 1 and offsets[-1] == len(found) == len(dists)
+        for j, q in enumerate(pts):
+            got, d = found[offsets[j]:offsets[j + 1]], dists[offsets[j]:offsets[j + 1]]
+            assert sorted(got.tolist()) == sorted(ref.nearest(tuple(q), 4)), j
+            gap_x = np.maximum(np.maximum(q[0] - boxes[:, 2], boxes[:, 0] - q[2]), 0.0)
+            gap_y = np.maximum(np.maximum(q[1] - boxes[:, 3], boxes[:, 1] - q[3]), 0.0)
+            brute = np.sort(np.sqrt(gap_x * gap_x + gap_y * gap_y))
+            assert d.tolist() == brute[:len(d)].tolist() and np.all(np.diff(d) >= 0)
+        strict = idx.nearest_batch(pts, 4, ties=False)[0]
+        assert np.diff(strict).tolist() == [4] * len(pts)
+        assert idx.nearest_batch(pts, 0)[0].tolist() == [0] * (len(pts) + 1)
         # the bulk-loaded index takes inserts afterwards
         idx.insert(5, (1, 1, 2, 2))
         assert len(idx) == N + 1

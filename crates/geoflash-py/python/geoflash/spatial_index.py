@@ -151,15 +151,6 @@ def _v_arrays(mins: Any, maxs: Any) -> Tuple[np.ndarray, np.ndarray]:
     return mins, maxs
 
 
-def _distances(query: Sequence[float], boxes: np.ndarray) -> np.ndarray:
-    """Euclidean distances from the window ``query`` (minx, miny, maxx, maxy)
-    to ``boxes`` (N×4), 0 where they intersect, as libspatialindex computes
-    them (the square root of the summed squared gaps)."""
-    dx = np.maximum(np.maximum(query[0] - boxes[:, 2], boxes[:, 0] - query[2]), 0.0)
-    dy = np.maximum(np.maximum(query[1] - boxes[:, 3], boxes[:, 1] - query[3]), 0.0)
-    return np.sqrt(dx * dx + dy * dy)
-
-
 class Index:
     """A 2-D spatial index with the ``rtree.index.Index`` API.
 
@@ -645,25 +636,19 @@ class Index:
                 raise ValueError(f"max_dists must have length {n}")
         if np.any(mins > maxs):
             raise RTreeError("nearest_v: a window has minimums greater than its maximums")
-        counts = np.zeros(n, dtype=np.uint64)
+        boxes = np.hstack([mins, maxs])
+        if k == 0:
+            offsets, ids = self.intersection_batch(boxes)
+            dists = np.zeros(len(ids), dtype=np.float64)
+        else:
+            offsets, ids, dists = self.nearest_batch(boxes, k, ties=not strict)
+        window = np.repeat(np.arange(n), np.diff(offsets))
+        if limits is not None:
+            keep = dists <= limits[window]
+            ids, dists, window = ids[keep], dists[keep], window[keep]
+        counts = np.bincount(window, minlength=n).astype(np.uint64)
         furthest = np.zeros(n, dtype=np.float64)
-        found = []
-        for i in range(n):
-            query = (mins[i, 0], mins[i, 1], maxs[i, 0], maxs[i, 1])
-            if k == 0:
-                raw = self._core.query_items(*query, "intersects")
-            else:
-                raw = self._core.nearest(*query, k, not strict, True)
-            ids = np.fromiter((r[0] for r in raw), dtype=np.int64, count=len(raw))
-            dists = _distances(query, np.array([r[2] for r in raw], dtype=np.float64).reshape(-1, 4))
-            if limits is not None:
-                keep = dists <= limits[i]
-                ids, dists = ids[keep], dists[keep]
-            found.append(ids)
-            counts[i] = len(ids)
-            if len(dists):
-                furthest[i] = dists.max()
-        ids = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
+        np.maximum.at(furthest, window, dists)
         if return_max_dists:
             return ids, counts, furthest
         return ids, counts
@@ -850,6 +835,27 @@ class Index:
         b = np.ascontiguousarray(b, dtype=np.float64)
         offsets, ids = self._core.query_batch(b.tobytes(), predicate)
         return (np.frombuffer(offsets, dtype=np.int64), np.frombuffer(ids, dtype=np.int64))
+
+    def nearest_batch(self, boxes: Any, k: int = 1, ties: bool = True) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """k-nearest queries of N boxes (N×4 ``minx, miny, maxx, maxy``; a
+        box of no extent is a point) in one call with the GIL released.
+        Returns ``(offsets, ids, distances)``: int64 offsets and ids and
+        float64 distances, the answer of box ``i`` at
+        ``[offsets[i]:offsets[i+1]]``, nearest first, with every entry tied
+        with the k-th unless ``ties=False``. ``k=0`` finds nothing."""
+        k = _as_int(k, "k")
+        if k < 0:
+            raise RTreeError(f"k must be at least 0, not {k}")
+        b = _real_array(boxes, "boxes")
+        if b.ndim != 2 or b.shape[1] != 4:
+            raise RTreeError(f"boxes must be an N×4 array, not of shape {b.shape}")
+        b = np.ascontiguousarray(b, dtype=np.float64)
+        offsets, ids, dists = self._core.nearest_batch(b.tobytes(), k, bool(ties))
+        return (
+            np.frombuffer(offsets, dtype=np.int64),
+            np.frombuffer(ids, dtype=np.int64),
+            np.frombuffer(dists, dtype=np.float64),
+        )
 
     # ------------------------------------------------------ exact geometries
 

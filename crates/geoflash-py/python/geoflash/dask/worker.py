@@ -216,14 +216,11 @@ def box_distances(rects: np.ndarray, q: Sequence[float]) -> np.ndarray:
 def nearest_batch(directory: str, qpos: np.ndarray, boxes: np.ndarray, k: int) -> List[Tuple[int, np.ndarray, np.ndarray]]:
     """The ``k`` nearest entries (with ties) of one partition to each query
     box: ``(query position, ids, distances)``."""
-    idx = open_partition(directory)
-    out = []
-    for q, box in zip(qpos, boxes):
-        items = list(idx.nearest(tuple(box), k, objects=True))
-        ids = np.array([it.id for it in items], dtype=np.int64)
-        rects = np.array([it.bbox for it in items], dtype=np.float64).reshape(-1, 4)
-        out.append((int(q), ids, box_distances(rects, box)))
-    return out
+    offsets, ids, dists = open_partition(directory).nearest_batch(boxes, k)
+    return [
+        (int(q), ids[offsets[i]:offsets[i + 1]], dists[offsets[i]:offsets[i + 1]])
+        for i, q in enumerate(qpos)
+    ]
 
 
 def geometry_query(directory: str, geometry: Any, predicate: Optional[str]) -> np.ndarray:
