@@ -274,8 +274,14 @@ fn partition_at(order: &mut [u128], cuts: &[usize], entries: &[Entry]) {
     };
     let cut = cut.min(order.len());
     if cut > 0 && cut < order.len() {
-        let key_of = |t: &u128| (*t >> 64, entries.get(position(*t)).map_or(0, |e| e.key));
-        order.select_nth_unstable_by(cut, |a, b| key_of(a).cmp(&key_of(b)));
+        // The entries' keys are looked up only for equal coordinates: the
+        // comparison of the packed keys alone touches no entry.
+        let key_of = |t: &u128| entries.get(position(*t)).map_or(0, |e| e.key);
+        order.select_nth_unstable_by(cut, |a, b| {
+            (a >> 64)
+                .cmp(&(b >> 64))
+                .then_with(|| key_of(a).cmp(&key_of(b)))
+        });
     }
     let (left, right) = order.split_at_mut(cut);
     partition_at(left, before, entries);

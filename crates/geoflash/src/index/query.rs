@@ -471,8 +471,13 @@ impl<S: NodeStore> RTree<S> {
     /// no extent, and gives the same distances to the bit).
     pub fn nearest_iter_to(&self, query: Rect) -> Result<NearestIter<'_, S>> {
         let meta = self.store.meta();
-        let mut nodes = BinaryHeap::new();
-        let mut guesses = Vec::new();
+        // Room for a few nodes' entries from the start: a search queues
+        // every entry of the first nodes it visits, and growing the queues
+        // from nothing (reallocating and copying at each doubling) took a
+        // third of a small kNN query in memory.
+        let room = self.params.max_entries.saturating_mul(4).min(4096);
+        let mut nodes = BinaryHeap::with_capacity(room);
+        let mut guesses = Vec::with_capacity(room);
         if let Some(root) = meta.root {
             nodes.push(Reverse(Item {
                 dist: 0.0,
@@ -488,11 +493,11 @@ impl<S: NodeStore> RTree<S> {
             tree: self,
             query,
             nodes,
-            records: BinaryHeap::new(),
+            records: BinaryHeap::with_capacity(room),
             stats: QueryStats::default(),
             failed: false,
             bound: None,
-            rects: Vec::new(),
+            rects: Vec::with_capacity(room),
             guesses,
             ahead: HashMap::new(),
             read: 0,
