@@ -492,6 +492,10 @@ impl<S: NodeStore> RTree<S> {
         Ok(NearestIter {
             tree: self,
             query,
+            from: Point {
+                x: query.min_x(),
+                y: query.min_y(),
+            },
             nodes,
             records: BinaryHeap::with_capacity(room),
             stats: QueryStats::default(),
@@ -525,10 +529,7 @@ impl<S: NodeStore> RTree<S> {
         // Nothing farther than the k-th nearest record seen so far can be in
         // the answer (ties included), so the search need not queue it.
         if k > 0 {
-            it.bound = Some(Bound {
-                k,
-                best: BinaryHeap::with_capacity(cap.saturating_add(1)),
-            });
+            it.bound = Some(Bound::new(k, cap.saturating_add(1)));
         }
         let mut neighbors: Vec<Neighbor> = Vec::with_capacity(cap);
         while neighbors.len() < k {
@@ -642,6 +643,11 @@ pub struct NearestIter<'a, S: NodeStore> {
     tree: &'a RTree<S>,
     /// The query rectangle (a point is one of no extent).
     query: Rect,
+    /// A point of the query (its lower corner), from which
+    /// [`Bound::tighten`] measures the farthest corners of subtrees: every
+    /// record is at least as near to the query as to this point, in
+    /// floating point too (the differences are monotone).
+    from: Point,
     /// Queued nodes.
     nodes: BinaryHeap<Reverse<Item>>,
     /// Queued records.
@@ -667,19 +673,68 @@ pub const KNN_BATCH: usize = 64;
 /// The `k` smallest record distances queued so far (as bit patterns of
 /// non-negative floats, which order like the floats): an item farther than
 /// the largest of them cannot be among the `k` nearest or tied with the k-th.
+///
+/// Before `k` records are queued, `cap` bounds the k-th distance from above
+/// by the subtrees seen: a subtree known to hold at least `k` records (a
+/// node that is not the root holds at least m entries, so one of level `l`
+/// at least m^(l+1) records) has them all within the farthest point of its
+/// MBR, so no record farther than that is among the `k` nearest or tied
+/// with the k-th. It prunes the first descent, which otherwise queues
+/// every child of every node it opens.
 #[derive(Debug)]
 struct Bound {
     k: usize,
     best: BinaryHeap<u64>,
+    cap: f64,
 }
 
 impl Bound {
-    /// The pruning distance, once `k` records are known.
+    /// A bound for the `k` nearest records, with room for them.
+    fn new(k: usize, room: usize) -> Bound {
+        Bound {
+            k,
+            best: BinaryHeap::with_capacity(room),
+            cap: f64::INFINITY,
+        }
+    }
+
+    /// The pruning distance: the k-th queued record distance once `k` are
+    /// known, and never more than `cap`.
     #[inline]
     fn limit(&self) -> f64 {
+        self.records_limit().min(self.cap)
+    }
+
+    /// The k-th queued record distance, once `k` records are known.
+    #[inline]
+    fn records_limit(&self) -> f64 {
         match self.best.peek() {
             Some(&bits) if self.best.len() >= self.k => f64::from_bits(bits),
             _ => f64::INFINITY,
+        }
+    }
+
+    /// Lowers `cap` by the children of `node` (an inner node that is not
+    /// above the root, so its children are not the root) as seen from
+    /// `from`, a point of the query: when each child subtree holds at least
+    /// `k` records, the farthest corner of the nearest-reaching child's MBR
+    /// bounds the k-th distance (widened against rounding).
+    fn tighten(&mut self, node: &Node, min_entries: usize, from: &Point) {
+        let Some(child_level) = node.level.checked_sub(1) else {
+            return;
+        };
+        let records = (min_entries as u64).saturating_pow(u32::from(child_level) + 1);
+        if records < self.k as u64 {
+            return;
+        }
+        let far_sq = node
+            .entries
+            .iter()
+            .map(|e| e.rect.max_dist_sq_point(from))
+            .fold(f64::INFINITY, f64::min);
+        let far = far_sq.sqrt() * (1.0 + 1e-9);
+        if far < self.cap {
+            self.cap = far;
         }
     }
 
@@ -760,7 +815,12 @@ impl<S: NodeStore> NearestIter<'_, S> {
     /// that the search is likely to visit (see [`NearestIter`]), nearest
     /// first, at most [`KNN_BATCH`].
     fn read_ahead_ids(&mut self, item: &Item) -> Vec<PageId> {
-        let limit = self.limit();
+        // The records' bound, not the subtrees' cap: before `k` records are
+        // queued the guess below reads ahead less than a loose cap would.
+        let limit = self
+            .bound
+            .as_ref()
+            .map_or(f64::INFINITY, Bound::records_limit);
         let reach = match &self.bound {
             _ if limit.is_finite() => limit,
             Some(b) => {
@@ -828,6 +888,11 @@ impl<S: NodeStore> Iterator for NearestIter<'_, S> {
                 .guesses
                 .get(item.slot & !NODE)
                 .map_or(0.0, |g| g.records / node.entries.len().max(1) as f64);
+            if !leaf {
+                if let Some(b) = self.bound.as_mut() {
+                    b.tighten(&node, self.tree.params.min_entries, &self.from);
+                }
+            }
             let mut limit = self.limit();
             // Squared-distance prefilter, widened so that it never drops an
             // entry the exact test below would keep.
