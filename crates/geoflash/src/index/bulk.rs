@@ -348,6 +348,33 @@ mod tests {
         }
     }
 
+    /// Points at few distinct x coordinates (long runs of ties), one per
+    /// distinct key of `cells` (coordinate class, key).
+    fn tied_entries(cells: &[(u8, u64)]) -> Vec<Entry> {
+        let mut seen = std::collections::HashSet::new();
+        cells
+            .iter()
+            .filter(|(_, key)| seen.insert(*key))
+            .map(|&(c, key)| {
+                let x = f64::from(c) - 2.5;
+                Entry {
+                    key,
+                    rect: Rect::new(x, 0.0, x, 0.0).unwrap(),
+                    payload: 0,
+                }
+            })
+            .collect()
+    }
+
+    /// The [`sort_key`]s of `entries` by their lower x, in input order.
+    fn min_x_keys(entries: &[Entry]) -> Vec<u128> {
+        entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| sort_key(e.rect.min_x(), i))
+            .collect()
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
             crate::engine::testenv::proptest_cases()
@@ -359,20 +386,8 @@ mod tests {
         fn the_packed_sort_orders_by_coordinate_then_key(
             cells in proptest::collection::vec((0u8..6, proptest::prelude::any::<u64>()), 0..200),
         ) {
-            let mut seen = std::collections::HashSet::new();
-            let entries: Vec<Entry> = cells
-                .iter()
-                .filter(|(_, key)| seen.insert(*key))
-                .map(|&(c, key)| {
-                    let x = f64::from(c) - 2.5;
-                    Entry { key, rect: Rect::new(x, 0.0, x, 0.0).unwrap(), payload: 0 }
-                })
-                .collect();
-            let mut order: Vec<u128> = entries
-                .iter()
-                .enumerate()
-                .map(|(i, e)| sort_key(e.rect.min_x(), i))
-                .collect();
+            let entries = tied_entries(&cells);
+            let mut order = min_x_keys(&entries);
             sort_by_coordinate_and_key(&mut order, &entries);
             let got: Vec<u64> = order.iter().map(|&t| entries[position(t)].key).collect();
             let mut want = entries.clone();
@@ -380,12 +395,6 @@ mod tests {
             let want: Vec<u64> = want.iter().map(|e| e.key).collect();
             proptest::prop_assert_eq!(got, want);
         }
-    }
-
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
-            crate::engine::testenv::proptest_cases()
-        ))]
 
         /// Partitioning at cuts puts in each part the keys the full sort
         /// puts there: few distinct coordinates (ties across cuts), keys in
@@ -395,23 +404,11 @@ mod tests {
             cells in proptest::collection::vec((0u8..6, proptest::prelude::any::<u64>()), 0..200),
             raw_cuts in proptest::collection::vec(0usize..200, 0..12),
         ) {
-            let mut seen = std::collections::HashSet::new();
-            let entries: Vec<Entry> = cells
-                .iter()
-                .filter(|(_, key)| seen.insert(*key))
-                .map(|&(c, key)| {
-                    let x = f64::from(c) - 2.5;
-                    Entry { key, rect: Rect::new(x, 0.0, x, 0.0).unwrap(), payload: 0 }
-                })
-                .collect();
+            let entries = tied_entries(&cells);
             let mut cuts: Vec<usize> = raw_cuts.into_iter().filter(|&c| c < entries.len()).collect();
             cuts.sort_unstable();
             cuts.dedup();
-            let keys: Vec<u128> = entries
-                .iter()
-                .enumerate()
-                .map(|(i, e)| sort_key(e.rect.min_x(), i))
-                .collect();
+            let keys = min_x_keys(&entries);
             let mut sorted = keys.clone();
             sort_by_coordinate_and_key(&mut sorted, &entries);
             let mut parted = keys;
