@@ -219,13 +219,20 @@ impl Records {
 
     /// Appends the user ids of the records `hits` found to `out`, as
     /// [`Records::id`] gives each: in one loop without a lookup when keys
-    /// are the ids.
+    /// are the ids (an identity map, or keys in the dense prefix with
+    /// nothing deleted).
     pub fn extend_ids(&self, hits: &[Hit], out: &mut Vec<i64>) -> Result<()> {
         out.reserve(hits.len());
         if self.identity {
             if let Some(h) = hits.iter().find(|h| i64::try_from(h.id).is_err()) {
                 return self.id(h.id).map(|_| ());
             }
+            out.extend(hits.iter().map(|h| h.id as i64));
+            return Ok(());
+        }
+        // Every key live and below the dense prefix (`from_arrays` with
+        // `arange`, nothing deleted): the ids are the keys, no lookup each.
+        if self.live == self.keys() && hits.iter().all(|h| h.id < self.dense) {
             out.extend(hits.iter().map(|h| h.id as i64));
             return Ok(());
         }

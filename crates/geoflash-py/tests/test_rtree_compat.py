@@ -299,3 +299,30 @@ def test_hilbert_kind_by_insertion_deletion_and_reopen(tmp_path):
     w = (10.0, 10.0, 40.0, 40.0)
     want = [i for i, b in enumerate(boxes) if b[0] <= w[2] and b[2] >= w[0] and b[1] <= w[3] and b[3] >= w[1]]
     assert sorted(bulk.intersection(w)) == want
+
+
+def test_batch_ids_of_positional_ids_after_deletes_and_inserts():
+    """Ids 0..N-1 from positions (keys equal ids: no lookup per hit), then
+    deletes and an insert with another id: every answer still maps keys to
+    the right ids, against brute force."""
+    rng = np.random.default_rng(12)
+    boxes = random_boxes(rng, 400, integer=False)
+    idx = geoflash.Index.from_arrays(None, boxes)
+    qs = windows(np.random.default_rng(13))
+
+    def check(live):
+        offsets, found = idx.intersection_batch(qs)
+        for j, w in enumerate(qs):
+            want = sorted(i for i, b in live.items()
+                          if b[0] <= w[2] and w[0] <= b[2] and b[1] <= w[3] and w[1] <= b[3])
+            assert sorted(found[offsets[j]:offsets[j + 1]].tolist()) == want
+            assert sorted(idx.intersection(tuple(w))) == want
+
+    live = {i: tuple(b) for i, b in enumerate(boxes)}
+    check(live)
+    for i in range(0, 400, 7):
+        idx.delete(i, live.pop(i))
+    check(live)
+    idx.insert(-5, (1.0, 1.0, 2.0, 2.0))
+    live[-5] = (1.0, 1.0, 2.0, 2.0)
+    check(live)
