@@ -65,7 +65,8 @@ impl State {
     /// The user ids of the records `hits` found.
     fn ids_of(&self, hits: &[Hit]) -> Result<Vec<i64>> {
         let mut ids = Vec::new();
-        self.records.extend_ids(hits, &mut ids)?;
+        self.records
+            .extend_ids(hits.iter().map(|h| h.id), &mut ids)?;
         Ok(ids)
     }
 
@@ -737,13 +738,13 @@ impl Core {
         let p = self::predicate(predicate).map_err(to_py)?;
         let (offsets, ids) = self.read_nogil(py, |st| {
             let windows = self::boxes(boxes, true)?;
-            let batch = st.index.query_batch(&windows, p)?;
-            let total = batch.results.iter().map(|r| r.hits.len()).sum();
+            let results = st.index.query_batch_keys(&windows, p)?;
+            let total = results.iter().map(|r| r.keys.len()).sum();
             let mut offsets: Vec<i64> = Vec::with_capacity(windows.len() + 1);
             let mut ids: Vec<i64> = Vec::with_capacity(total);
             offsets.push(0);
-            for r in &batch.results {
-                st.records.extend_ids(&r.hits, &mut ids)?;
+            for r in &results {
+                st.records.extend_ids(r.keys.iter().copied(), &mut ids)?;
                 offsets.push(ids.len() as i64);
             }
             Ok((offsets, ids))
@@ -812,16 +813,11 @@ impl Core {
             let mut offsets: Vec<i64> = Vec::with_capacity(queries.len() + 1);
             let mut ids: Vec<i64> = Vec::new();
             let mut dists: Vec<f64> = Vec::new();
-            let mut hits: Vec<Hit> = Vec::new();
             offsets.push(0);
             for q in queries {
                 let found = Core::nearest_of(st, q, k, ties)?;
-                hits.clear();
-                hits.extend(found.neighbors.iter().map(|n| Hit {
-                    id: n.id,
-                    rect: n.rect,
-                }));
-                st.records.extend_ids(&hits, &mut ids)?;
+                st.records
+                    .extend_ids(found.neighbors.iter().map(|n| n.id), &mut ids)?;
                 dists.extend(found.neighbors.iter().map(|n| n.distance));
                 offsets.push(ids.len() as i64);
             }

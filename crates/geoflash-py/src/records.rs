@@ -29,7 +29,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use geoflash_engine::engine::{write_atomic, Error, Hit, Result};
+use geoflash_engine::engine::{write_atomic, Error, Result};
 
 /// File name of the record map inside an index directory.
 pub const RECORDS_FILE: &str = "pyrecords.dat";
@@ -217,27 +217,32 @@ impl Records {
         }
     }
 
-    /// Appends the user ids of the records `hits` found to `out`, as
+    /// Appends the user ids of the records with `keys` to `out`, as
     /// [`Records::id`] gives each: in one loop without a lookup when keys
     /// are the ids (an identity map, or keys in the dense prefix with
     /// nothing deleted).
-    pub fn extend_ids(&self, hits: &[Hit], out: &mut Vec<i64>) -> Result<()> {
-        out.reserve(hits.len());
+    pub fn extend_ids<I>(&self, keys: I, out: &mut Vec<i64>) -> Result<()>
+    where
+        I: IntoIterator<Item = u64>,
+        I::IntoIter: Clone + ExactSizeIterator,
+    {
+        let keys = keys.into_iter();
+        out.reserve(keys.len());
         if self.identity {
-            if let Some(h) = hits.iter().find(|h| i64::try_from(h.id).is_err()) {
-                return self.id(h.id).map(|_| ());
+            if let Some(k) = keys.clone().find(|&k| i64::try_from(k).is_err()) {
+                return self.id(k).map(|_| ());
             }
-            out.extend(hits.iter().map(|h| h.id as i64));
+            out.extend(keys.map(|k| k as i64));
             return Ok(());
         }
         // Every key live and below the dense prefix (`from_arrays` with
         // `arange`, nothing deleted): the ids are the keys, no lookup each.
-        if self.live == self.keys() && hits.iter().all(|h| h.id < self.dense) {
-            out.extend(hits.iter().map(|h| h.id as i64));
+        if self.live == self.keys() && keys.clone().all(|k| k < self.dense) {
+            out.extend(keys.map(|k| k as i64));
             return Ok(());
         }
-        for h in hits {
-            out.push(self.id(h.id)?);
+        for k in keys {
+            out.push(self.id(k)?);
         }
         Ok(())
     }

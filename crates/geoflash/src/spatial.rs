@@ -30,7 +30,7 @@ use std::sync::{Mutex, MutexGuard};
 use crate::geom::{Point, Rect};
 use crate::index::fortree::Fortree;
 use crate::index::query::{
-    BatchResult, Hit, KnnResult, Neighbor, Predicate, QueryResult, QueryStats,
+    BatchResult, Hit, KeyResult, KnnResult, Neighbor, Predicate, QueryResult, QueryStats,
 };
 use crate::index::xbr::XbrTree;
 use crate::index::{RTree, ReadMode, TreeCounters};
@@ -104,6 +104,18 @@ pub trait SpatialIndex: Any + Send + Sync {
             results,
             nodes_visited,
         })
+    }
+
+    /// [`SpatialIndex::query_batch`] answering with record keys alone (by
+    /// default its answers with the rectangles dropped; the R-tree family
+    /// collects the keys alone in its one traversal).
+    fn query_batch_keys(&self, windows: &[Rect], predicate: Predicate) -> Result<Vec<KeyResult>> {
+        Ok(self
+            .query_batch(windows, predicate)?
+            .results
+            .into_iter()
+            .map(KeyResult::from)
+            .collect())
     }
 
     /// The `k` nearest objects to `point` by ascending distance (ties by

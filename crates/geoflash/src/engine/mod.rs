@@ -26,7 +26,8 @@ pub use crate::defaults;
 pub use crate::error::{Error, Result};
 pub use crate::grid::GridKind;
 pub use crate::index::query::{
-    BatchResult, Hit, KnnResult, Neighbor, Predicate, QueryResult, QueryStats, Selection, Window,
+    BatchResult, Hit, KeyResult, KnnResult, Neighbor, Predicate, QueryResult, QueryStats,
+    Selection, Window, WindowAnswer,
 };
 pub use crate::index::refine::satisfies;
 pub use crate::index::{

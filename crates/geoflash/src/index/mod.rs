@@ -110,7 +110,7 @@ pub use counters::TreeCounters;
 pub use external::{ExternalBulkConfig, ExternalBulkReport};
 pub use inspect::{InspectReport, LevelReport};
 pub use params::{IndexKind, SplitKind, TreeParams};
-pub use query::{Hit, KnnResult, Leaf, Neighbor, Predicate, QueryResult, QueryStats};
+pub use query::{Hit, KeyResult, KnnResult, Leaf, Neighbor, Predicate, QueryResult, QueryStats};
 
 /// Euclidean distance from a point to the nearest point of a rectangle (0
 /// inside): the distance kNN queries report, in the units of the coordinates.

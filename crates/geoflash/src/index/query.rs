@@ -92,29 +92,84 @@ impl Selection for Window {
     }
 }
 
+/// Where a batch of range queries puts the records one window selects:
+/// hits with their rectangles ([`QueryResult`]) or their keys alone
+/// ([`KeyResult`], for callers that need no rectangle: nothing but the
+/// 8-byte keys is copied).
+pub trait WindowAnswer: Default + Clone {
+    /// Appends the records `found` (selected already).
+    fn extend_entries<'a>(&mut self, found: impl Iterator<Item = &'a Entry>);
+    /// Records held.
+    fn found(&self) -> usize;
+    /// What the query did.
+    fn stats_mut(&mut self) -> &mut QueryStats;
+}
+
+impl WindowAnswer for QueryResult {
+    fn extend_entries<'a>(&mut self, found: impl Iterator<Item = &'a Entry>) {
+        self.hits.extend(found.map(|e| Hit {
+            id: e.key,
+            rect: e.rect,
+        }));
+    }
+
+    fn found(&self) -> usize {
+        self.hits.len()
+    }
+
+    fn stats_mut(&mut self) -> &mut QueryStats {
+        &mut self.stats
+    }
+}
+
+/// Answer of a range query as record keys alone (see [`WindowAnswer`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KeyResult {
+    /// Keys (object ids) of the records found, in traversal order.
+    pub keys: Vec<u64>,
+    /// What the query did.
+    pub stats: QueryStats,
+}
+
+impl WindowAnswer for KeyResult {
+    fn extend_entries<'a>(&mut self, found: impl Iterator<Item = &'a Entry>) {
+        self.keys.extend(found.map(|e| e.key));
+    }
+
+    fn found(&self) -> usize {
+        self.keys.len()
+    }
+
+    fn stats_mut(&mut self) -> &mut QueryStats {
+        &mut self.stats
+    }
+}
+
+impl From<QueryResult> for KeyResult {
+    fn from(r: QueryResult) -> KeyResult {
+        KeyResult {
+            keys: r.hits.iter().map(|h| h.id).collect(),
+            stats: r.stats,
+        }
+    }
+}
+
 /// Appends the entries of a leaf that `window` selects to `r`, counting
 /// them, with the predicate chosen once for the leaf.
-fn select_leaf(window: &Window, entries: &[Entry], r: &mut QueryResult) {
-    let before = r.hits.len();
+fn select_leaf<R: WindowAnswer>(window: &Window, entries: &[Entry], r: &mut R) {
+    let before = r.found();
     let w = &window.rect;
-    let hit = |e: &Entry| Hit {
-        id: e.key,
-        rect: e.rect,
-    };
     match window.predicate {
-        Predicate::Intersects => r
-            .hits
-            .extend(entries.iter().filter(|e| intersects(&e.rect, w)).map(hit)),
-        Predicate::Contains => r
-            .hits
-            .extend(entries.iter().filter(|e| contains(w, &e.rect)).map(hit)),
-        Predicate::Within => r
-            .hits
-            .extend(entries.iter().filter(|e| contains(&e.rect, w)).map(hit)),
+        Predicate::Intersects => {
+            r.extend_entries(entries.iter().filter(|e| intersects(&e.rect, w)))
+        }
+        Predicate::Contains => r.extend_entries(entries.iter().filter(|e| contains(w, &e.rect))),
+        Predicate::Within => r.extend_entries(entries.iter().filter(|e| contains(&e.rect, w))),
     }
-    let found = (r.hits.len() - before) as u64;
-    r.stats.candidates += found;
-    r.stats.results += found;
+    let found = (r.found() - before) as u64;
+    let stats = r.stats_mut();
+    stats.candidates += found;
+    stats.results += found;
 }
 
 /// A point query: objects whose MBR contains the point.
@@ -401,20 +456,32 @@ impl<S: NodeStore> RTree<S> {
     /// it, per the tree's [`ReadMode`] (batched: the children a node's
     /// windows enter as one [`NodeStore::get_batch`]).
     pub fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
+        let (results, nodes_visited) = self.batch_into::<QueryResult>(windows, predicate)?;
+        Ok(BatchResult {
+            results,
+            nodes_visited,
+        })
+    }
+
+    /// [`RTree::query_batch`] answering with record keys alone.
+    pub fn query_batch_keys(&self, windows: &[Rect], predicate: Predicate) -> Result<Vec<KeyResult>> {
+        self.batch_into::<KeyResult>(windows, predicate).map(|(r, _)| r)
+    }
+
+    /// The traversal of [`RTree::query_batch`], each window's records put
+    /// in an `R`; returns them and the nodes the traversal read.
+    fn batch_into<R: WindowAnswer>(&self, windows: &[Rect], predicate: Predicate) -> Result<(Vec<R>, u64)> {
         let sels: Vec<Window> = windows
             .iter()
             .map(|w| checked(*w).map(|rect| Window { rect, predicate }))
             .collect::<Result<_>>()?;
-        let mut out = BatchResult {
-            results: vec![QueryResult::default(); sels.len()],
-            nodes_visited: 0,
-        };
+        let mut results = vec![R::default(); sels.len()];
         if sels.is_empty() {
-            return Ok(out);
+            return Ok((results, 0));
         }
         // Each subtree carries the windows that enter it.
-        let results = &mut out.results;
-        out.nodes_visited = self.walk(
+        let out = &mut results;
+        let nodes_visited = self.walk(
             (0..sels.len()).collect::<Vec<usize>>(),
             |active, rect| {
                 let sub: Vec<usize> = active
@@ -426,7 +493,9 @@ impl<S: NodeStore> RTree<S> {
             },
             |_, node, active| {
                 for &w in active {
-                    results[w].stats.nodes_visited += 1;
+                    if let Some(r) = out.get_mut(w) {
+                        r.stats_mut().nodes_visited += 1;
+                    }
                 }
                 if node.level != 0 {
                     return;
@@ -434,27 +503,26 @@ impl<S: NodeStore> RTree<S> {
                 if let [w] = active[..] {
                     // One window in this leaf (the common case of windows
                     // that do not overlap): its predicate chosen once.
-                    if let (Some(sel), Some(r)) = (sels.get(w), results.get_mut(w)) {
+                    if let (Some(sel), Some(r)) = (sels.get(w), out.get_mut(w)) {
                         select_leaf(sel, &node.entries, r);
                     }
                     return;
                 }
                 for e in &node.entries {
                     for &w in active {
-                        if sels[w].select(&e.rect) {
-                            let r = &mut results[w];
-                            r.hits.push(Hit {
-                                id: e.key,
-                                rect: e.rect,
-                            });
-                            r.stats.candidates += 1;
-                            r.stats.results += 1;
+                        if let (Some(sel), Some(r)) = (sels.get(w), out.get_mut(w)) {
+                            if sel.select(&e.rect) {
+                                r.extend_entries(std::iter::once(e));
+                                let stats = r.stats_mut();
+                                stats.candidates += 1;
+                                stats.results += 1;
+                            }
                         }
                     }
                 }
             },
         )?;
-        Ok(out)
+        Ok((results, nodes_visited))
     }
 
     /// Neighbours of `point` by ascending distance, lazily (best-first search).

@@ -259,15 +259,19 @@ fn check_batch_modes<S: NodeStore>(t: &mut RTree<S>, o: &Oracle) {
         .collect();
     windows.push(r(-100.0, -100.0, 100.0, 100.0));
     let mode = t.read_mode();
-    for pred in [Predicate::Intersects, Predicate::Within] {
+    for pred in [Predicate::Intersects, Predicate::Within, Predicate::Contains] {
         let mut by_mode = Vec::new();
         for m in [ReadMode::Single, ReadMode::Batched] {
             t.set_read_mode(m);
             let batch = t.query_batch(&windows, pred).unwrap();
-            for (w, got) in windows.iter().zip(&batch.results) {
+            let keys = t.query_batch_keys(&windows, pred).unwrap();
+            assert_eq!(keys.len(), windows.len());
+            for ((w, got), got_keys) in windows.iter().zip(&batch.results).zip(keys) {
                 let one = t.query(*w, pred).unwrap();
                 assert_eq!(got.hits, one.hits, "{pred:?} {w:?} {m:?}");
                 assert_eq!(got.stats, one.stats, "{pred:?} {w:?} {m:?}");
+                // The keys alone: the same records in the same order.
+                assert_eq!(got_keys, KeyResult::from(one), "{pred:?} {w:?} {m:?}");
             }
             by_mode.push(batch);
         }

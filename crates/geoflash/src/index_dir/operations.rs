@@ -4,7 +4,7 @@
 //! the page file.
 use super::Index;
 use crate::geom::{Point, Rect};
-use crate::index::query::{BatchResult, KnnResult, Predicate, QueryResult};
+use crate::index::query::{BatchResult, KeyResult, KnnResult, Predicate, QueryResult};
 use crate::metrics::Phase;
 use crate::spatial::SpatialIndex;
 use crate::Result;
@@ -65,6 +65,12 @@ impl Index {
     /// Batched range queries in one traversal.
     pub fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
         self.ask(|t| t.query_batch(windows, predicate))
+    }
+
+    /// Batched range queries in one traversal, answering with record keys
+    /// alone (no rectangle copied per record).
+    pub fn query_batch_keys(&self, windows: &[Rect], predicate: Predicate) -> Result<Vec<KeyResult>> {
+        self.ask(|t| t.query_batch_keys(windows, predicate))
     }
 
     /// The `k` nearest objects to `point` (and every object tied with the k-th when `ties`).

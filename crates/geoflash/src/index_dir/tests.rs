@@ -737,6 +737,14 @@ fn xbr_index_on_every_store_answers_like_brute_force_after_reopen() {
                 .query_batch(&[window, window], Predicate::Intersects)
                 .unwrap();
             assert!(batch.results.iter().all(|r| r.hits.len() == want.len()));
+            // The keys alone (the trait's default for the xBR+-tree).
+            let keys = idx
+                .query_batch_keys(&[window, window], Predicate::Intersects)
+                .unwrap();
+            for (k, r) in keys.iter().zip(&batch.results) {
+                let ids: Vec<u64> = r.hits.iter().map(|h| h.id).collect();
+                assert_eq!(k.keys, ids);
+            }
             let near = idx
                 .nearest(Point::new(50.0, 50.0).unwrap(), 5, true)
                 .unwrap();
