@@ -212,34 +212,17 @@ fn int64_rows(bytes: &[u8]) -> Result<std::slice::ChunksExact<'_, u8>> {
 
 /// A new `bytearray` of `values` in native byte order, written in place:
 /// NumPy's `frombuffer` makes a writable array of it without a copy.
-fn ne_bytearray<'py, T: NeBytes>(
+fn ne_bytearray<'py, T: Copy, const N: usize>(
     py: Python<'py>,
     values: &[T],
+    f: impl Fn(T) -> [u8; N],
 ) -> PyResult<Bound<'py, PyByteArray>> {
-    PyByteArray::new_bound_with(py, std::mem::size_of_val(values), |buf| {
-        for (out, v) in buf.chunks_exact_mut(8).zip(values) {
-            out.copy_from_slice(&v.ne_bytes());
+    PyByteArray::new_bound_with(py, values.len() * N, |buf| {
+        for (out, v) in buf.chunks_exact_mut(N).zip(values) {
+            out.copy_from_slice(&f(*v));
         }
         Ok(())
     })
-}
-
-/// A value of 8 bytes that [`ne_bytearray`] writes in native byte order.
-trait NeBytes: Copy {
-    /// The value's bytes in native order.
-    fn ne_bytes(self) -> [u8; 8];
-}
-
-impl NeBytes for i64 {
-    fn ne_bytes(self) -> [u8; 8] {
-        self.to_ne_bytes()
-    }
-}
-
-impl NeBytes for f64 {
-    fn ne_bytes(self) -> [u8; 8] {
-        self.to_ne_bytes()
-    }
 }
 
 fn ne_bytes<T: Copy, const N: usize>(values: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
@@ -749,7 +732,10 @@ impl Core {
             }
             Ok((offsets, ids))
         })?;
-        Ok((ne_bytearray(py, &offsets)?, ne_bytearray(py, &ids)?))
+        Ok((
+            ne_bytearray(py, &offsets, i64::to_ne_bytes)?,
+            ne_bytearray(py, &ids, i64::to_ne_bytes)?,
+        ))
     }
 
     /// The `k` entries nearest to the box (a point when degenerate), and
@@ -824,9 +810,9 @@ impl Core {
             Ok((offsets, ids, dists))
         })?;
         Ok((
-            ne_bytearray(py, &offsets)?,
-            ne_bytearray(py, &ids)?,
-            ne_bytearray(py, &dists)?,
+            ne_bytearray(py, &offsets, i64::to_ne_bytes)?,
+            ne_bytearray(py, &ids, i64::to_ne_bytes)?,
+            ne_bytearray(py, &dists, f64::to_ne_bytes)?,
         ))
     }
 

@@ -539,10 +539,9 @@ impl<S: NodeStore> RTree<S> {
     /// no extent, and gives the same distances to the bit).
     pub fn nearest_iter_to(&self, query: Rect) -> Result<NearestIter<'_, S>> {
         let meta = self.store.meta();
-        // Room for a few nodes' entries from the start: a search queues
-        // every entry of the first nodes it visits, and growing the queues
-        // from nothing (reallocating and copying at each doubling) took a
-        // third of a small kNN query in memory.
+        // Room for a few nodes' entries from the start, so that the queues
+        // do not grow from nothing (reallocating and copying at each
+        // doubling): about 5 % of a small kNN query in memory.
         let room = self.params.max_entries.saturating_mul(4).min(4096);
         let mut nodes = BinaryHeap::with_capacity(room);
         let mut guesses = Vec::with_capacity(room);
