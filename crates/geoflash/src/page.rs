@@ -329,9 +329,22 @@ fn write_header(
 /// node has more than [`max_entries`] entries; keys are not strictly
 /// ascending; a rectangle is non-finite or inverted; a payload would be lost.
 pub fn encode_node(node: &Node, lsn: u64, with_payload: bool, buf: &mut [u8]) -> Result<()> {
+    encode_entries(node.level, &node.entries, lsn, with_payload, buf)
+}
+
+/// [`encode_node`] of the node of `level` holding `entries`, borrowed (a
+/// bulk load encodes its nodes from one reused buffer). Same checks and
+/// errors.
+pub fn encode_entries(
+    level: u16,
+    entries: &[Entry],
+    lsn: u64,
+    with_payload: bool,
+    buf: &mut [u8],
+) -> Result<()> {
     check_buf_len(buf.len())?;
     let max = max_entries(buf.len(), with_payload);
-    let count = node.entries.len();
+    let count = entries.len();
     if count > max {
         return Err(Error::invalid(format!(
             "node with {count} entries does not fit a {}-byte page (at most {max} entries{})",
@@ -340,7 +353,7 @@ pub fn encode_node(node: &Node, lsn: u64, with_payload: bool, buf: &mut [u8]) ->
         )));
     }
     let mut prev: Option<u64> = None;
-    for (i, e) in node.entries.iter().enumerate() {
+    for (i, e) in entries.iter().enumerate() {
         if let Some(p) = prev {
             if e.key <= p {
                 return Err(Error::invalid(format!(
@@ -363,7 +376,7 @@ pub fn encode_node(node: &Node, lsn: u64, with_payload: bool, buf: &mut [u8]) ->
     }
     let esize = entry_size(with_payload);
     let body_len = count * esize;
-    let kind = if node.level == 0 {
+    let kind = if level == 0 {
         PageKind::Leaf
     } else {
         PageKind::Internal
@@ -373,13 +386,13 @@ pub fn encode_node(node: &Node, lsn: u64, with_payload: bool, buf: &mut [u8]) ->
         buf,
         kind,
         if with_payload { FLAG_PAYLOAD } else { 0 },
-        node.level,
+        level,
         u32::try_from(count).map_err(|_| Error::invalid("entry count exceeds u32"))?,
         u32::try_from(body_len).map_err(|_| Error::invalid("body length exceeds u32"))?,
         lsn,
     )?;
     let mut off = HEADER_SIZE;
-    for e in &node.entries {
+    for e in entries {
         put(buf, off, &e.key.to_le_bytes())?;
         put(buf, off + 8, &e.rect.min_x().to_le_bytes())?;
         put(buf, off + 16, &e.rect.min_y().to_le_bytes())?;

@@ -121,35 +121,31 @@ impl<S: NodeStore> RTree<S> {
         tree.store.bulk_load(Box::new(move |sink| {
             let mut level_entries = level_entries;
             let mut level: u16 = 0;
+            let mut gathered = Vec::with_capacity(cap);
             loop {
                 let k = level_entries.len();
-                let groups = if k <= cap {
-                    vec![level_entries]
+                let mut parents = Vec::with_capacity(node_count(k, cap, m));
+                let mut emit = |node: &[Entry]| -> Result<()> {
+                    let mut parent = entry_of(kind, 0, node)?;
+                    parent.key = sink.node(level, node)?;
+                    parents.push(parent);
+                    Ok(())
+                };
+                if k <= cap {
+                    emit(&level_entries)?;
                 } else if hilbert_tree {
                     // A Hilbert R-tree is packed in Hilbert order; upper levels
                     // keep the order of the level below.
                     if level == 0 {
                         level_entries.sort_by(super::hilbert::hilbert_order);
                     }
-                    let mut it = level_entries.into_iter();
-                    even_sizes(k, node_count(k, cap, m))
-                        .into_iter()
-                        .map(|s| it.by_ref().take(s).collect())
-                        .collect()
+                    emit_runs(&mut level_entries, &even_sizes(k, node_count(k, cap, m)), &mut emit)?;
                 } else {
-                    pack(level_entries, cap, m, method, domain)
-                };
-                let mut parents = Vec::with_capacity(groups.len());
-                let single = groups.len() == 1;
-                for g in groups {
-                    let mut parent = entry_of(kind, 0, &g)?;
-                    parent.key = sink.node(level, g)?;
-                    parents.push(parent);
+                    pack(&mut level_entries, cap, m, method, domain, &mut gathered, &mut emit)?;
                 }
-                if single {
-                    let root = parents.first().map(|e| e.key);
+                if let [root] = parents.as_slice() {
                     return Ok(TreeMeta {
-                        root,
+                        root: Some(root.key),
                         height: level + 1,
                         records,
                     });
@@ -162,33 +158,51 @@ impl<S: NodeStore> RTree<S> {
     }
 }
 
+/// Emits `entries` as consecutive nodes of `sizes`, each sorted by key in
+/// place first (the order of entries inside a node is the page's, by key).
+fn emit_runs(
+    entries: &mut [Entry],
+    sizes: &[usize],
+    emit: &mut dyn FnMut(&[Entry]) -> Result<()>,
+) -> Result<()> {
+    let mut rest = entries;
+    for &s in sizes {
+        let s = s.min(rest.len());
+        let (node, tail) = std::mem::take(&mut rest).split_at_mut(s);
+        rest = tail;
+        node.sort_unstable_by_key(|e| e.key);
+        emit(node)?;
+    }
+    Ok(())
+}
+
 /// Cuts one level's `entries` into node groups of about `cap` entries (at
-/// least `m`), by `method`.
+/// least `m`), by `method`, and emits each group in turn, sorted by key (the
+/// page's order); an STR group is gathered into the reused buffer
+/// `gathered` (no vector per node).
 fn pack(
-    mut entries: Vec<Entry>,
+    entries: &mut [Entry],
     cap: usize,
     m: usize,
     method: BulkMethod,
     domain: Option<HilbertDomain>,
-) -> Vec<Vec<Entry>> {
+    gathered: &mut Vec<Entry>,
+    emit: &mut dyn FnMut(&[Entry]) -> Result<()>,
+) -> Result<()> {
     let k = entries.len();
     let sizes = even_sizes(k, node_count(k, cap, m));
-    let mut out = Vec::with_capacity(sizes.len());
     match (method, domain) {
         (BulkMethod::Hilbert, Some(d)) => {
             entries.sort_by_cached_key(|e| (d.hilbert_rect(&e.rect), e.key));
-            let mut rest = entries.into_iter();
-            for s in sizes {
-                out.push(rest.by_ref().take(s).collect());
-            }
+            emit_runs(entries, &sizes, emit)?;
         }
         _ => {
             // One order of the entries' positions, partitioned by centre x
             // at the slice boundaries (each slice holds the entries a full
             // sort would put there, in no order); each vertical slice's part
-            // is then re-keyed by centre y and sorted in place, and the
-            // nodes are gathered from it: the entries are copied once, into
-            // their nodes.
+            // is then re-keyed by centre y and sorted in place, and each
+            // node's entries are gathered into the buffer it is emitted
+            // from: the entries are copied once.
             let mut order: Vec<u128> = entries
                 .iter()
                 .enumerate()
@@ -204,7 +218,7 @@ fn pack(
                 })
                 .collect();
             cuts.pop();
-            partition_at(&mut order, &cuts, &entries);
+            partition_at(&mut order, &cuts, entries);
             let mut rest = order.as_mut_slice();
             for slice_sizes in sizes.chunks(per_slice) {
                 let n: usize = slice_sizes.iter().sum();
@@ -216,17 +230,21 @@ fn pack(
                         *t = sort_key(center(&e.rect).1, position(*t));
                     }
                 }
-                sort_by_coordinate_and_key(slice, &entries);
-                let mut it = slice.iter().filter_map(|&t| entries.get(position(t)).copied());
+                sort_by_coordinate_and_key(slice, entries);
+                let mut nodes = &mut *slice;
                 for &s in slice_sizes {
-                    let mut node = Vec::with_capacity(s);
-                    node.extend(it.by_ref().take(s));
-                    out.push(node);
+                    let s = s.min(nodes.len());
+                    let (node, tail) = std::mem::take(&mut nodes).split_at_mut(s);
+                    nodes = tail;
+                    gathered.clear();
+                    gathered.extend(node.iter().filter_map(|&t| entries.get(position(t)).copied()));
+                    gathered.sort_unstable_by_key(|e| e.key);
+                    emit(gathered)?;
                 }
             }
         }
     }
-    out
+    Ok(())
 }
 
 /// The sort key of the entry at `position` with centre coordinate `coord`:

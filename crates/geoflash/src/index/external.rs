@@ -543,13 +543,14 @@ impl<S: NodeStore> RTree<S> {
                     Some(spilled.create()?)
                 };
                 let mut root = None;
+                let mut node: Vec<Entry> = Vec::new();
                 for g in 0..groups {
                     let size = if single {
                         k
                     } else {
                         even_sizes_at(k, groups, g)
                     };
-                    let mut node: Vec<Entry> = Vec::with_capacity(size);
+                    node.clear();
                     for _ in 0..size {
                         match input.next() {
                             Some(e) => node.push(e?),
@@ -562,7 +563,7 @@ impl<S: NodeStore> RTree<S> {
                         }
                     }
                     let mut parent = entry_of(p.kind, 0, &node)?;
-                    parent.key = sink.node(level, node)?;
+                    parent.key = sink.node(level, &node)?;
                     root = Some(parent.key);
                     *nodes += 1;
                     if let Some((_, w)) = out.as_mut() {

@@ -36,9 +36,8 @@
 //! keep the default implementation, [`through_operations`]: one store
 //! operation per node, the metadata in a last one, then a checkpoint — what
 //! every store did before this contract existed.
-use crate::geom::MAX_COORD;
 use crate::metrics::{Phase, PhaseTimes};
-use crate::page::{self, Entry, Node};
+use crate::page::{self, Entry};
 use crate::storage::{PageDevice, PageId};
 use crate::store::alloc::PageAllocator;
 use crate::store::checks;
@@ -56,7 +55,7 @@ pub trait BulkSink {
     /// Stores a new node of `level` holding `entries` (any order, keys
     /// unique) on a fresh page and returns its page id. The node can be read
     /// only once the bulk load is published.
-    fn node(&mut self, level: u16, entries: Vec<Entry>) -> Result<PageId>;
+    fn node(&mut self, level: u16, entries: &[Entry]) -> Result<PageId>;
 }
 
 /// The loader's side of a bulk load: stores the nodes of a new tree through
@@ -96,9 +95,9 @@ pub(crate) fn check_published(meta: &TreeMeta, alloc: &PageAllocator) -> Result<
 struct OpSink<'s, S: NodeStore + ?Sized>(&'s mut S);
 
 impl<S: NodeStore + ?Sized> BulkSink for OpSink<'_, S> {
-    fn node(&mut self, level: u16, entries: Vec<Entry>) -> Result<PageId> {
+    fn node(&mut self, level: u16, entries: &[Entry]) -> Result<PageId> {
         let op = self.0.begin_op()?;
-        let id = self.0.create(level, entries)?;
+        let id = self.0.create(level, entries.to_vec())?;
         self.0.commit_op(op)?;
         Ok(id)
     }
@@ -224,6 +223,8 @@ pub(crate) struct PageBatcher<'a> {
     levels: Vec<u16>,
     data: Vec<u8>,
     written: Vec<u16>,
+    /// A node's entries sorted by key when they came in another order.
+    scratch: Vec<Entry>,
     times: PhaseTimes,
     /// A device call failed.
     device_failed: bool,
@@ -249,44 +250,10 @@ impl<'a> PageBatcher<'a> {
             levels: Vec::with_capacity(batch_pages),
             data: Vec::with_capacity(batch_pages * page_size),
             written: Vec::new(),
+            scratch: Vec::new(),
             times: PhaseTimes::default(),
             device_failed: false,
         }
-    }
-
-    /// Checks a node as every store checks one: it fits a page, keys are
-    /// unique, rectangles valid, payloads allowed. Sorts its entries.
-    fn checked(&self, level: u16, mut entries: Vec<Entry>) -> Result<Node> {
-        checks::check_len(
-            entries.len(),
-            self.format.max_entries,
-            self.page_size,
-            self.format.with_payload,
-        )?;
-        entries.sort_unstable_by_key(|e| e.key);
-        let mut prev: Option<u64> = None;
-        for e in &entries {
-            if prev == Some(e.key) {
-                return Err(Error::invalid(format!(
-                    "duplicate entry key {} in a bulk-loaded node",
-                    e.key
-                )));
-            }
-            prev = Some(e.key);
-            let r = e.rect;
-            let fine = |v: f64| v.is_finite() && v.abs() <= MAX_COORD;
-            if !(fine(r.min_x()) && fine(r.min_y()) && fine(r.max_x()) && fine(r.max_y()))
-                || r.min_x() > r.max_x()
-                || r.min_y() > r.max_y()
-            {
-                return Err(Error::invalid(format!(
-                    "entry with key {} has an invalid rectangle {r:?}",
-                    e.key
-                )));
-            }
-            checks::check_payload(e, self.format.with_payload)?;
-        }
-        Ok(Node { level, entries })
     }
 
     /// Writes the pages collected so far as one batch.
@@ -323,17 +290,64 @@ impl<'a> PageBatcher<'a> {
     }
 }
 
+/// Checks a node as every store checks one: it fits a page and its keys
+/// are unique (the encoder checks the rectangles and payloads). Returns the
+/// node's entries in key order: `entries` themselves when they already are
+/// (a bulk load gathers them so), else a sorted copy in `scratch`.
+fn in_key_order<'e>(
+    entries: &'e [Entry],
+    scratch: &'e mut Vec<Entry>,
+    format: PageFormat,
+    page_size: usize,
+) -> Result<&'e [Entry]> {
+    checks::check_len(
+        entries.len(),
+        format.max_entries,
+        page_size,
+        format.with_payload,
+    )?;
+    if entries.windows(2).all(|w| matches!(w, [a, b] if a.key < b.key)) {
+        return Ok(entries);
+    }
+    scratch.clear();
+    scratch.extend_from_slice(entries);
+    scratch.sort_unstable_by_key(|e| e.key);
+    if let Some([a, _]) = scratch
+        .windows(2)
+        .find(|w| matches!(w, [a, b] if a.key == b.key))
+    {
+        return Err(Error::invalid(format!(
+            "duplicate entry key {} in a bulk-loaded node",
+            a.key
+        )));
+    }
+    Ok(scratch)
+}
+
 impl BulkSink for PageBatcher<'_> {
-    fn node(&mut self, level: u16, entries: Vec<Entry>) -> Result<PageId> {
-        let node = self.checked(level, entries)?;
-        let id = self.alloc.allocate()?;
+    fn node(&mut self, level: u16, entries: &[Entry]) -> Result<PageId> {
+        let entries = in_key_order(entries, &mut self.scratch, self.format, self.page_size)?;
         let at = self.data.len();
         self.data.resize(at + self.page_size, 0);
         let buf = self
             .data
             .get_mut(at..)
             .ok_or_else(|| Error::invalid("internal: bulk batch buffer"))?;
-        page::encode_node(&node, self.format.lsn, self.format.with_payload, buf)?;
+        let encoded = page::encode_entries(
+            level,
+            entries,
+            self.format.lsn,
+            self.format.with_payload,
+            buf,
+        );
+        let id = encoded.and_then(|()| self.alloc.allocate());
+        let id = match id {
+            Ok(id) => id,
+            Err(e) => {
+                self.data.truncate(at);
+                return Err(e);
+            }
+        };
         self.ids.push(id);
         self.levels.push(level);
         if self.ids.len() >= self.batch_pages {
@@ -374,7 +388,7 @@ mod tests {
         let mut b = PageBatcher::new(&dev, &mut alloc, format(20, 7));
         let mut ids = Vec::new();
         for i in 0..2500u64 {
-            ids.push(b.node(0, vec![e(i * 2 + 1), e(i * 2)]).unwrap());
+            ids.push(b.node(0, &[e(i * 2 + 1), e(i * 2)]).unwrap());
         }
         let (levels, _) = b.finish().unwrap();
         assert_eq!(levels.len(), 2500);
@@ -394,14 +408,14 @@ mod tests {
         let dev = MemDevice::new(1024, 64).unwrap();
         let mut alloc = PageAllocator::new(1, 64).unwrap();
         let mut b = PageBatcher::new(&dev, &mut alloc, format(2, 0));
-        let too_many = b.node(0, vec![e(1), e(2), e(3)]).unwrap_err();
+        let too_many = b.node(0, &[e(1), e(2), e(3)]).unwrap_err();
         assert!(too_many.to_string().contains("does not fit"), "{too_many}");
-        let dup = b.node(0, vec![e(1), e(1)]).unwrap_err();
+        let dup = b.node(0, &[e(1), e(1)]).unwrap_err();
         assert!(dup.to_string().contains("duplicate"), "{dup}");
         let mut paid = e(4);
         paid.payload = 9;
         assert!(b
-            .node(0, vec![paid])
+            .node(0, &[paid])
             .unwrap_err()
             .to_string()
             .contains("payload"));
@@ -413,11 +427,11 @@ mod tests {
             nan.rect.max_y(),
         );
         assert!(b
-            .node(0, vec![nan])
+            .node(0, &[nan])
             .unwrap_err()
             .to_string()
             .contains("rectangle"));
-        assert_eq!(b.node(0, vec![e(6)]).unwrap(), 1);
+        assert_eq!(b.node(0, &[e(6)]).unwrap(), 1);
     }
 
     #[test]

@@ -457,7 +457,7 @@ fn a_failed_bulk_load_publishes_nothing_and_leaves_the_store_usable() {
                     let r = Rect::new(0.0, 0.0, 1.0, 1.0).unwrap();
                     sink.node(
                         0,
-                        vec![crate::page::Entry {
+                        &[crate::page::Entry {
                             key: i,
                             rect: r,
                             payload: 0,
