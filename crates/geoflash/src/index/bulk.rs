@@ -9,12 +9,12 @@
 //! operations, unlogged, in large sequential batches, and the tree is
 //! published atomically once complete (see [`crate::store::bulk`]): a crash
 //! in the middle leaves the empty tree, never a part of the new one.
-use super::ops::{center, mbr};
+use super::ops::center;
 use super::params::{IndexKind, TreeParams};
 use super::{checked, entry_of, RTree};
 use crate::geom::{HilbertDomain, Rect};
 use crate::page::Entry;
-use crate::store::{NodeStore, TreeMeta};
+use crate::store::{BulkSink, NodeStore, TreeMeta};
 use crate::{Error, Result};
 
 /// How a bulk load orders the entries.
@@ -52,6 +52,110 @@ pub(crate) fn node_count(k: usize, cap: usize, m: usize) -> usize {
     }
 }
 
+/// A record one level of a bulk load packs: an input item (object id,
+/// rectangle) at the leaves of a tree packed without Hilbert values, so the
+/// input is packed where it lies (no copy of a million items into entries
+/// first), or an entry (a record with its Hilbert value, a child's key and
+/// MBR).
+trait Packed: Copy {
+    /// The key the record is stored under.
+    fn key(&self) -> u64;
+    /// Its rectangle.
+    fn rect(&self) -> &Rect;
+    /// The entry a node stores for it.
+    fn entry(&self) -> Entry;
+}
+
+impl Packed for Entry {
+    #[inline]
+    fn key(&self) -> u64 {
+        self.key
+    }
+    #[inline]
+    fn rect(&self) -> &Rect {
+        &self.rect
+    }
+    #[inline]
+    fn entry(&self) -> Entry {
+        *self
+    }
+}
+
+impl Packed for (u64, Rect) {
+    #[inline]
+    fn key(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn rect(&self) -> &Rect {
+        &self.1
+    }
+    #[inline]
+    fn entry(&self) -> Entry {
+        Entry {
+            key: self.0,
+            rect: self.1,
+            payload: 0,
+        }
+    }
+}
+
+/// How one level's records are cut into nodes.
+#[derive(Debug, Clone, Copy)]
+enum Cut {
+    /// In the order they are in (a Hilbert R-tree: Hilbert order at the
+    /// leaves, the order of the level below above them).
+    InOrder,
+    /// Sort-Tile-Recursive: vertical slices by centre x, runs by centre y.
+    Str,
+    /// By the Hilbert value of their rectangle in the domain.
+    Hilbert(HilbertDomain),
+}
+
+/// What every level of one bulk load shares.
+struct Level<'s> {
+    sink: &'s mut dyn BulkSink,
+    kind: IndexKind,
+    /// Entries per node (at most M).
+    cap: usize,
+    /// Fewest entries per node (m).
+    m: usize,
+    /// A node's entries before it is stored (one buffer for all nodes).
+    gathered: Vec<Entry>,
+}
+
+impl Level<'_> {
+    /// Stores `records` as the nodes of `level`, cut by `cut`, and returns
+    /// the entries of the level above (one per node, in the order stored).
+    fn pack<T: Packed>(&mut self, level: u16, records: &mut [T], cut: Cut) -> Result<Vec<Entry>> {
+        let k = records.len();
+        let groups = node_count(k, self.cap, self.m);
+        let mut parents = Vec::with_capacity(groups);
+        let (sink, kind) = (&mut *self.sink, self.kind);
+        let mut emit = |node: &[Entry]| -> Result<()> {
+            let mut parent = entry_of(kind, 0, node)?;
+            parent.key = sink.node(level, node)?;
+            parents.push(parent);
+            Ok(())
+        };
+        let gathered = &mut self.gathered;
+        if k <= self.cap {
+            emit_runs(records, &[k], gathered, &mut emit)?;
+            return Ok(parents);
+        }
+        let sizes = even_sizes(k, groups);
+        match cut {
+            Cut::InOrder => emit_runs(records, &sizes, gathered, &mut emit)?,
+            Cut::Hilbert(d) => {
+                records.sort_by_cached_key(|e| (d.hilbert_rect(e.rect()), e.key()));
+                emit_runs(records, &sizes, gathered, &mut emit)?;
+            }
+            Cut::Str => str_runs(records, &sizes, gathered, &mut emit)?,
+        }
+        Ok(parents)
+    }
+}
+
 impl<S: NodeStore> RTree<S> {
     /// A new tree on the empty `store` holding `items` (object id,
     /// rectangle), built bottom-up by `method` at fill factor `fill` in
@@ -76,22 +180,17 @@ impl<S: NodeStore> RTree<S> {
         } else {
             None
         };
-        let mut level_entries = Vec::with_capacity(items.len());
+        let mut items = items;
         // Ids strictly ascending (the common case) are unique without a set.
         let mut ascending = true;
         let mut prev: Option<u64> = None;
-        for (id, rect) in items {
-            let rect = checked(rect)?;
-            ascending &= prev.is_none_or(|p| p < id);
-            prev = Some(id);
-            level_entries.push(Entry {
-                key: id,
-                rect,
-                payload: tree_domain.map_or(0, |d| super::hilbert::record_value(&d, &rect, id)),
-            });
+        for (id, rect) in items.iter_mut() {
+            *rect = checked(*rect)?;
+            ascending &= prev.is_none_or(|p| p < *id);
+            prev = Some(*id);
         }
         if !ascending {
-            let mut ids: Vec<u64> = level_entries.iter().map(|e| e.key).collect();
+            let mut ids: Vec<u64> = items.iter().map(|&(id, _)| id).collect();
             ids.sort_unstable();
             if let Some(w) = ids.windows(2).find(|w| w.first() == w.get(1)) {
                 let id = w.first().copied().unwrap_or_default();
@@ -100,57 +199,58 @@ impl<S: NodeStore> RTree<S> {
                 )));
             }
         }
-        let records = level_entries.len() as u64;
+        let records = items.len() as u64;
         if records == 0 {
             return Ok(tree);
         }
         let p = tree.params;
         let cap =
             ((p.max_entries as f64 * fill).floor() as usize).clamp(p.min_entries, p.max_entries);
-        let domain = match (method, p.hilbert_domain) {
-            (BulkMethod::Str, _) if p.kind != IndexKind::Hilbert => None,
-            (_, Some(d)) => Some(d),
+        let cut = match (method, p.hilbert_domain) {
+            (BulkMethod::Str, _) if p.kind != IndexKind::Hilbert => Cut::Str,
+            (_, Some(d)) => Cut::Hilbert(d),
             (_, None) => {
-                let extent =
-                    mbr(&level_entries).ok_or_else(|| Error::invalid("bulk load of no entries"))?;
-                Some(HilbertDomain::new(extent, HilbertDomain::DEFAULT_ORDER)?)
+                let extent = Rect::union_all(items.iter().map(|(_, r)| r))
+                    .ok_or_else(|| Error::invalid("bulk load of no entries"))?;
+                Cut::Hilbert(HilbertDomain::new(extent, HilbertDomain::DEFAULT_ORDER)?)
             }
         };
-        let m = p.min_entries;
-        let kind = p.kind;
+        let (m, kind) = (p.min_entries, p.kind);
         tree.store.bulk_load(Box::new(move |sink| {
-            let mut level_entries = level_entries;
-            let mut level: u16 = 0;
-            let mut gathered = Vec::with_capacity(cap);
-            loop {
-                let k = level_entries.len();
-                let mut parents = Vec::with_capacity(node_count(k, cap, m));
-                let mut emit = |node: &[Entry]| -> Result<()> {
-                    let mut parent = entry_of(kind, 0, node)?;
-                    parent.key = sink.node(level, node)?;
-                    parents.push(parent);
-                    Ok(())
-                };
-                if k <= cap {
-                    emit(&level_entries)?;
-                } else if hilbert_tree {
-                    // A Hilbert R-tree is packed in Hilbert order; upper levels
-                    // keep the order of the level below.
-                    if level == 0 {
-                        level_entries.sort_by(super::hilbert::hilbert_order);
-                    }
-                    emit_runs(&mut level_entries, &even_sizes(k, node_count(k, cap, m)), &mut emit)?;
-                } else {
-                    pack(&mut level_entries, cap, m, method, domain, &mut gathered, &mut emit)?;
+            let mut packer = Level {
+                sink,
+                kind,
+                cap,
+                m,
+                gathered: Vec::with_capacity(cap),
+            };
+            let (mut entries, cut) = match tree_domain {
+                // A Hilbert R-tree is packed in Hilbert order; upper levels
+                // keep the order of the level below.
+                Some(d) => {
+                    let mut leaves: Vec<Entry> = items
+                        .into_iter()
+                        .map(|(key, rect)| Entry {
+                            key,
+                            rect,
+                            payload: super::hilbert::record_value(&d, &rect, key),
+                        })
+                        .collect();
+                    leaves.sort_by(super::hilbert::hilbert_order);
+                    (packer.pack(0, &mut leaves, Cut::InOrder)?, Cut::InOrder)
                 }
-                if let [root] = parents.as_slice() {
+                None => (packer.pack(0, &mut items, cut)?, cut),
+            };
+            let mut level: u16 = 1;
+            loop {
+                if let [root] = entries.as_slice() {
                     return Ok(TreeMeta {
                         root: Some(root.key),
-                        height: level + 1,
+                        height: level,
                         records,
                     });
                 }
-                level_entries = parents;
+                entries = packer.pack(level, &mut entries, cut)?;
                 level += 1;
             }
         }))?;
@@ -158,90 +258,80 @@ impl<S: NodeStore> RTree<S> {
     }
 }
 
-/// Emits `entries` as consecutive nodes of `sizes`, each sorted by key in
-/// place first (the order of entries inside a node is the page's, by key).
-fn emit_runs(
-    entries: &mut [Entry],
+/// Emits `records` as consecutive nodes of `sizes`, each gathered into
+/// `gathered` and sorted by key there (the page's order).
+fn emit_runs<T: Packed>(
+    records: &[T],
     sizes: &[usize],
+    gathered: &mut Vec<Entry>,
     emit: &mut dyn FnMut(&[Entry]) -> Result<()>,
 ) -> Result<()> {
-    let mut rest = entries;
+    let mut rest = records;
     for &s in sizes {
-        let s = s.min(rest.len());
-        let (node, tail) = std::mem::take(&mut rest).split_at_mut(s);
+        let (node, tail) = rest.split_at(s.min(rest.len()));
         rest = tail;
-        node.sort_unstable_by_key(|e| e.key);
-        emit(node)?;
+        gathered.clear();
+        gathered.extend(node.iter().map(Packed::entry));
+        gathered.sort_unstable_by_key(|e| e.key);
+        emit(gathered)?;
     }
     Ok(())
 }
 
-/// Cuts one level's `entries` into node groups of about `cap` entries (at
-/// least `m`), by `method`, and emits each group in turn, sorted by key (the
-/// page's order); an STR group is gathered into the reused buffer
-/// `gathered` (no vector per node).
-fn pack(
-    entries: &mut [Entry],
-    cap: usize,
-    m: usize,
-    method: BulkMethod,
-    domain: Option<HilbertDomain>,
+/// STR: cuts `records` into vertical slices by centre x and each slice into
+/// runs of `sizes` by centre y, and emits each run as a node, gathered into
+/// `gathered` and sorted by key there (no vector per node).
+///
+/// One order of the records' positions is partitioned by centre x at the
+/// slice boundaries (each slice holds the records a full sort would put
+/// there, in no order); each slice's part is then re-keyed by centre y and
+/// sorted in place, and each node's records are gathered from it: the
+/// records are copied once, into the buffer a node is emitted from.
+fn str_runs<T: Packed>(
+    records: &[T],
+    sizes: &[usize],
     gathered: &mut Vec<Entry>,
     emit: &mut dyn FnMut(&[Entry]) -> Result<()>,
 ) -> Result<()> {
-    let k = entries.len();
-    let sizes = even_sizes(k, node_count(k, cap, m));
-    match (method, domain) {
-        (BulkMethod::Hilbert, Some(d)) => {
-            entries.sort_by_cached_key(|e| (d.hilbert_rect(&e.rect), e.key));
-            emit_runs(entries, &sizes, emit)?;
-        }
-        _ => {
-            // One order of the entries' positions, partitioned by centre x
-            // at the slice boundaries (each slice holds the entries a full
-            // sort would put there, in no order); each vertical slice's part
-            // is then re-keyed by centre y and sorted in place, and each
-            // node's entries are gathered into the buffer it is emitted
-            // from: the entries are copied once.
-            let mut order: Vec<u128> = entries
-                .iter()
-                .enumerate()
-                .map(|(i, e)| sort_key(center(&e.rect).0, i))
-                .collect();
-            let slices = (sizes.len() as f64).sqrt().ceil().max(1.0) as usize;
-            let per_slice = sizes.len().div_ceil(slices).max(1);
-            let mut cuts: Vec<usize> = sizes
-                .chunks(per_slice)
-                .scan(0, |end, c| {
-                    *end += c.iter().sum::<usize>();
-                    Some(*end)
-                })
-                .collect();
-            cuts.pop();
-            partition_at(&mut order, &cuts, entries);
-            let mut rest = order.as_mut_slice();
-            for slice_sizes in sizes.chunks(per_slice) {
-                let n: usize = slice_sizes.iter().sum();
-                let n = n.min(rest.len());
-                let (slice, tail) = std::mem::take(&mut rest).split_at_mut(n);
-                rest = tail;
-                for t in slice.iter_mut() {
-                    if let Some(e) = entries.get(position(*t)) {
-                        *t = sort_key(center(&e.rect).1, position(*t));
-                    }
-                }
-                sort_by_coordinate_and_key(slice, entries);
-                let mut nodes = &mut *slice;
-                for &s in slice_sizes {
-                    let s = s.min(nodes.len());
-                    let (node, tail) = std::mem::take(&mut nodes).split_at_mut(s);
-                    nodes = tail;
-                    gathered.clear();
-                    gathered.extend(node.iter().filter_map(|&t| entries.get(position(t)).copied()));
-                    gathered.sort_unstable_by_key(|e| e.key);
-                    emit(gathered)?;
-                }
+    let mut order: Vec<u128> = records
+        .iter()
+        .enumerate()
+        .map(|(i, e)| sort_key(center(e.rect()).0, i))
+        .collect();
+    let slices = (sizes.len() as f64).sqrt().ceil().max(1.0) as usize;
+    let per_slice = sizes.len().div_ceil(slices).max(1);
+    let mut cuts: Vec<usize> = sizes
+        .chunks(per_slice)
+        .scan(0, |end, c| {
+            *end += c.iter().sum::<usize>();
+            Some(*end)
+        })
+        .collect();
+    cuts.pop();
+    partition_at(&mut order, &cuts, records);
+    let mut rest = order.as_mut_slice();
+    for slice_sizes in sizes.chunks(per_slice) {
+        let n: usize = slice_sizes.iter().sum();
+        let n = n.min(rest.len());
+        let (slice, tail) = std::mem::take(&mut rest).split_at_mut(n);
+        rest = tail;
+        for t in slice.iter_mut() {
+            if let Some(e) = records.get(position(*t)) {
+                *t = sort_key(center(e.rect()).1, position(*t));
             }
+        }
+        sort_by_coordinate_and_key(slice, records);
+        let mut nodes = &*slice;
+        for &s in slice_sizes {
+            let (node, tail) = nodes.split_at(s.min(nodes.len()));
+            nodes = tail;
+            gathered.clear();
+            gathered.extend(
+                node.iter()
+                    .filter_map(|&t| records.get(position(t)).map(Packed::entry)),
+            );
+            gathered.sort_unstable_by_key(|e| e.key);
+            emit(gathered)?;
         }
     }
     Ok(())
@@ -268,9 +358,9 @@ fn position(key: u128) -> usize {
 /// keys, then each run of equal coordinates by the entries' keys, so the
 /// order is that of a stable sort on (coordinate, key) whatever the input
 /// order (entry keys are unique).
-fn sort_by_coordinate_and_key(order: &mut [u128], entries: &[Entry]) {
+fn sort_by_coordinate_and_key<T: Packed>(order: &mut [u128], entries: &[T]) {
     order.sort_unstable();
-    let key_of = |t: &u128| entries.get(position(*t)).map_or(0, |e| e.key);
+    let key_of = |t: &u128| entries.get(position(*t)).map_or(0, Packed::key);
     for run in order.chunk_by_mut(|a, b| a >> 64 == b >> 64) {
         if run.len() > 1 {
             run.sort_unstable_by_key(key_of);
@@ -285,7 +375,7 @@ fn sort_by_coordinate_and_key(order: &mut [u128], entries: &[Entry]) {
 /// One selection per cut, each within the part its neighbours left: the
 /// O(n log n) sort of a whole level becomes O(n log slices) (STR needs the
 /// vertical slices, not the order inside them).
-fn partition_at(order: &mut [u128], cuts: &[usize], entries: &[Entry]) {
+fn partition_at<T: Packed>(order: &mut [u128], cuts: &[usize], entries: &[T]) {
     let (before, rest) = cuts.split_at(cuts.len() / 2);
     let Some((&cut, after)) = rest.split_first() else {
         return;
@@ -294,7 +384,7 @@ fn partition_at(order: &mut [u128], cuts: &[usize], entries: &[Entry]) {
     if cut > 0 && cut < order.len() {
         // The entries' keys are looked up only for equal coordinates: the
         // comparison of the packed keys alone touches no entry.
-        let key_of = |t: &u128| entries.get(position(*t)).map_or(0, |e| e.key);
+        let key_of = |t: &u128| entries.get(position(*t)).map_or(0, Packed::key);
         order.select_nth_unstable_by(cut, |a, b| {
             (a >> 64)
                 .cmp(&(b >> 64))
