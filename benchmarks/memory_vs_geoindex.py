@@ -3,8 +3,10 @@
 page sizes given) against geo-index (`geoindex_rs`) and rtree
 (libspatialindex in memory) on N uniform boxes of side 0.001 in the unit
 square: bulk load, 100 kNN (k = 10) one call per point and as one batch
-(`nearest_batch`, rtree's `nearest_v`), and, per page size, 100 windows of
-0.001/0.01/0.1 % through `intersection_batch`. Medians; answers checked.
+(`nearest_batch`, rtree's `nearest_v`), 100 windows of 0.001/0.01/0.1 %
+(geoflash's `intersection_batch` against geo-index's `search` per window)
+and, per page size, the same through `intersection_batch`. Medians;
+answers checked.
 
     .venv-peers/bin/python benchmarks/memory_vs_geoindex.py [--count 1000000] \
         [--page-sizes 2048,4096] [--reps 7]
@@ -78,6 +80,19 @@ def main():
         side = np.sqrt(sel)
         c = rng.uniform(0, 1 - side, (100, 2))
         windows[sel] = np.hstack([c, c + side])
+    gi_wins = [median_time(lambda: [np.asarray(gi.search(t, *row)) for row in w.tolist()], 2 * a.reps + 1)
+               for w in windows.values()]
+    g_wins = [median_time(lambda: g.intersection_batch(w), 2 * a.reps + 1) for w in windows.values()]
+    print("100 windows 0.001/0.01/0.1 %: geoflash intersection_batch "
+          + " / ".join(f"{x * 1e3:.3f}" for x in g_wins) + " ms, geo-index search, a call per window "
+          + " / ".join(f"{x * 1e3:.3f}" for x in gi_wins) + " ms, ratio "
+          + " / ".join(f"{x / y:.2f}" for x, y in zip(g_wins, gi_wins)))
+    # The answers agree: the same ids per window.
+    for w in windows.values():
+        offsets, found = g.intersection_batch(w)
+        for i, row in enumerate(w.tolist()):
+            theirs = sorted(np.asarray(gi.search(t, *row)).tolist())
+            assert sorted(found[offsets[i]:offsets[i + 1]].tolist()) == theirs, f"window {i}"
     for ps in [int(p) for p in a.page_sizes.split(",") if p]:
         build = median_time(lambda: geoflash.Index.from_arrays(ids, boxes, page_size=ps), 5)
         h = geoflash.Index.from_arrays(ids, boxes, page_size=ps)

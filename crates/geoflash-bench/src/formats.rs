@@ -33,8 +33,10 @@ use geoflash::geom::Rect;
 use geoflash::{Error, Result};
 
 use attributes::{Column, Row, Value};
+pub(crate) use contained::contained;
 
 pub mod attributes;
+mod contained;
 pub mod fgb;
 pub mod geoparquet;
 pub mod osm;

@@ -143,6 +143,22 @@ fn bad_dataset_files_exit_2() {
             "cargo feature `geoparquet`"
         },
     );
+    if cfg!(feature = "geoparquet") {
+        // Found by the fuzzer (`import_geoparquet`): a dictionary-encoded data
+        // page without its dictionary page makes the `parquet` crate (60.1)
+        // panic. The reader turns that into the file's error, and the user
+        // sees no panic message before it.
+        let dict = dir.path().join("dict.parquet");
+        std::fs::write(
+            &dict,
+            include_bytes!("../../geoflash-bench/tests/data/fuzz/dictionary-page-missing.parquet"),
+        )
+        .unwrap();
+        let got = geoflash(&["import", "--input", s(&dict), "--out", s(&out)]);
+        let err = String::from_utf8_lossy(&got.stderr).into_owned();
+        assert!(!err.contains("panicked"), "{err}");
+        bad_input(got, "corrupt Parquet data: the parquet decoder failed");
+    }
     let pbf = dir.path().join("x.osm.pbf");
     std::fs::write(&pbf, b"").unwrap();
     bad_input(

@@ -51,23 +51,15 @@ pub fn read(path: &Path) -> Result<Vec<(u64, Geometry)>> {
 }
 
 /// Runs a reader of `path`, turning a panic of the `parquet` crate into an
-/// error naming the file.
+/// error naming the file (see [`super::contained`]).
 #[cfg(feature = "geoparquet")]
 fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(r) => r,
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            Err(super::bad(
-                path,
-                format!("corrupt Parquet data: the parquet decoder failed ({msg})"),
-            ))
-        }
-    }
+    super::contained(f).unwrap_or_else(|msg| {
+        Err(super::bad(
+            path,
+            format!("corrupt Parquet data: the parquet decoder failed ({msg})"),
+        ))
+    })
 }
 
 /// Writes `(id, geometry, attributes)` objects as GeoParquet (see the

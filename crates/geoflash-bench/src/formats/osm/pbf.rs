@@ -123,7 +123,7 @@ fn read_relations(path: &Path, filters: &[OsmFilter], keys: &[String]) -> Result
     let mut rels = Vec::new();
     // `osmpbf` panics on some malformed member lists (an unknown member type,
     // member ids that overflow): such a file is bad input, not a crash
-    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    let run = crate::formats::contained(|| {
         reader.for_each(|e| {
             let osmpbf::Element::Relation(r) = e else {
                 return;
@@ -146,7 +146,7 @@ fn read_relations(path: &Path, filters: &[OsmFilter], keys: &[String]) -> Result
                 tags,
             });
         })
-    }));
+    });
     match run {
         Ok(r) => r.map_err(|e| pbf_error(path, e))?,
         Err(_) => {
