@@ -57,9 +57,9 @@ pub fn split_parts<const N: usize>(mut data: &[u8]) -> [&[u8]; N] {
 }
 
 /// Reads the dataset file `path` with the workbench's reader. Nothing may
-/// panic; a refused file's error must name the file, and every object read
-/// must be a valid geometry (finite, bounded
-/// coordinates; not empty).
+/// panic; a refused file's error must name the file (for a Shapefile, the
+/// `.shp` or the sidecar at fault, `.shx` or `.dbf`), and every object read
+/// must be a valid geometry (finite, bounded coordinates; not empty).
 pub fn check_dataset(path: &Path) {
     match geoflash_bench::import::read_objects(path) {
         Ok(objects) => {
@@ -67,14 +67,35 @@ pub fn check_dataset(path: &Path) {
             for (id, geometry) in &objects {
                 assert!(ids.insert(*id), "{}: id {id} read twice", path.display());
                 if let Err(e) = geoflash::objects::geometry::bounding_rect(geometry) {
-                    panic!("{}: object {id} was read but is not valid: {e}", path.display());
+                    panic!(
+                        "{}: object {id} was read but is not valid: {e}",
+                        path.display()
+                    );
                 }
             }
         }
         Err(e) => {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            let mut names = vec![name.to_string()];
+            if path.extension().is_some_and(|x| x == "shp") {
+                for sidecar in ["shx", "dbf"] {
+                    names.push(
+                        path.with_extension(sidecar)
+                            .file_name()
+                            .and_then(|n| n.to_str())
+                            .unwrap_or_default()
+                            .to_string(),
+                    );
+                }
+            }
             let msg = e.to_string();
-            assert!(msg.contains(name), "the error does not name the file {name}: {msg}");
+            assert!(
+                names.iter().any(|n| msg.contains(n.as_str())),
+                "the error names none of the files {names:?}: {msg}"
+            );
         }
     }
 }
