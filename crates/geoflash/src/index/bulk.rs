@@ -270,12 +270,22 @@ fn emit_runs<T: Packed>(
     for &s in sizes {
         let (node, tail) = rest.split_at(s.min(rest.len()));
         rest = tail;
-        gathered.clear();
-        gathered.extend(node.iter().map(Packed::entry));
-        gathered.sort_unstable_by_key(|e| e.key);
-        emit(gathered)?;
+        emit_gathered(node.iter().map(Packed::entry), gathered, emit)?;
     }
     Ok(())
+}
+
+/// Emits the node holding `entries`, gathered into `gathered` and sorted by
+/// key there (the page's order).
+fn emit_gathered(
+    entries: impl Iterator<Item = Entry>,
+    gathered: &mut Vec<Entry>,
+    emit: &mut dyn FnMut(&[Entry]) -> Result<()>,
+) -> Result<()> {
+    gathered.clear();
+    gathered.extend(entries);
+    gathered.sort_unstable_by_key(|e| e.key);
+    emit(gathered)
 }
 
 /// STR: cuts `records` into vertical slices by centre x and each slice into
@@ -325,13 +335,10 @@ fn str_runs<T: Packed>(
         for &s in slice_sizes {
             let (node, tail) = nodes.split_at(s.min(nodes.len()));
             nodes = tail;
-            gathered.clear();
-            gathered.extend(
-                node.iter()
-                    .filter_map(|&t| records.get(position(t)).map(Packed::entry)),
-            );
-            gathered.sort_unstable_by_key(|e| e.key);
-            emit(gathered)?;
+            let entries = node
+                .iter()
+                .filter_map(|&t| records.get(position(t)).map(Packed::entry));
+            emit_gathered(entries, gathered, emit)?;
         }
     }
     Ok(())
