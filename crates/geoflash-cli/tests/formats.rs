@@ -158,6 +158,34 @@ fn bad_dataset_files_exit_2() {
         let err = String::from_utf8_lossy(&got.stderr).into_owned();
         assert!(!err.contains("panicked"), "{err}");
         bad_input(got, "corrupt Parquet data: the parquet decoder failed");
+        // Also found by fuzzing: a dictionary page claiming 1,461,714,943
+        // values in 485 bytes (the decoder sized its dictionary by the claim
+        // and the process aborted asking for 47 GB), and a page header whose
+        // corrupt list the page reader skipped one read system call per byte
+        // (57 s for a 1 KiB file; the file is now read from memory).
+        for (name, data, want) in [
+            (
+                "claims.parquet",
+                &include_bytes!(
+                    "../../geoflash-bench/tests/data/fuzz/dictionary-claims-two-billion.parquet"
+                )[..],
+                "a dictionary page claims 1461714943 values in 485 bytes",
+            ),
+            (
+                "skip.parquet",
+                &include_bytes!(
+                    "../../geoflash-bench/tests/data/fuzz/page-header-long-skip.parquet"
+                )[..],
+                "cannot read Parquet data",
+            ),
+        ] {
+            let p = dir.path().join(name);
+            std::fs::write(&p, data).unwrap();
+            bad_input(
+                geoflash(&["import", "--input", s(&p), "--out", s(&out)]),
+                want,
+            );
+        }
     }
     let pbf = dir.path().join("x.osm.pbf");
     std::fs::write(&pbf, b"").unwrap();
