@@ -1094,6 +1094,30 @@ fn a_shapefile_record_with_a_huge_point_count_is_refused() {
     );
 }
 
+/// Found by fuzzing (session 22): a PolygonZ record of no points whose
+/// part index is far past its point count; the `shapefile` crate sizes a
+/// part by the distance between part starts and asked for 22 GB. The part
+/// starts are checked against the point count first.
+#[test]
+fn a_shapefile_part_starting_past_the_points_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("part-index.shp");
+    std::fs::write(
+        &path,
+        include_bytes!("data/fuzz/part-index-past-points.shp").as_slice(),
+    )
+    .unwrap();
+    let e = geoflash_bench::import::read_objects(&path)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("part-index.shp")
+            && e.contains("record 1 at byte 100")
+            && e.contains("part 0 starts at point"),
+        "{e}"
+    );
+}
+
 /// The attribute values of every object of a written file, by object id:
 /// the file's columns read back with `attributes::read`, as text.
 #[cfg(feature = "osm-pbf")]
