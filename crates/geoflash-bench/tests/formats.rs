@@ -1073,21 +1073,26 @@ fn real_osm_extract_reads_like_a_sequential_scan() {
     }
 }
 
+/// The error of reading `data` written to a file `name` in a fresh
+/// directory (the regressions of the fuzz targets).
+fn refusal(name: &str, data: &[u8]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, data).unwrap();
+    geoflash_bench::import::read_objects(&path)
+        .unwrap_err()
+        .to_string()
+}
+
 /// Regression (fuzz target `import_shp`): a record whose point count is far
 /// larger than the record made the `shapefile` crate allocate 24 GB; it is
 /// now refused with an error naming the file, the record and its position.
 #[test]
 fn a_shapefile_record_with_a_huge_point_count_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("huge-point-count.shp");
-    std::fs::write(
-        &path,
-        include_bytes!("data/fuzz/huge-point-count.shp").as_slice(),
-    )
-    .unwrap();
-    let e = geoflash_bench::import::read_objects(&path)
-        .unwrap_err()
-        .to_string();
+    let e = refusal(
+        "huge-point-count.shp",
+        include_bytes!("data/fuzz/huge-point-count.shp"),
+    );
     assert!(
         e.contains("huge-point-count.shp") && e.contains("record 1 at byte 100"),
         "{e}"
@@ -1100,16 +1105,10 @@ fn a_shapefile_record_with_a_huge_point_count_is_refused() {
 /// starts are checked against the point count first.
 #[test]
 fn a_shapefile_part_starting_past_the_points_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("part-index.shp");
-    std::fs::write(
-        &path,
-        include_bytes!("data/fuzz/part-index-past-points.shp").as_slice(),
-    )
-    .unwrap();
-    let e = geoflash_bench::import::read_objects(&path)
-        .unwrap_err()
-        .to_string();
+    let e = refusal(
+        "part-index.shp",
+        include_bytes!("data/fuzz/part-index-past-points.shp"),
+    );
     assert!(
         e.contains("part-index.shp")
             && e.contains("record 1 at byte 100")
