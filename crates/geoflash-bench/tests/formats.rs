@@ -1117,6 +1117,43 @@ fn a_shapefile_part_starting_past_the_points_is_refused() {
     );
 }
 
+/// Found by fuzzing (session 23, `fuzz/regressions/import_osm_pbf/crash-38bed7ac…`):
+/// a dense node whose longitude delta makes `osmpbf`'s coordinate arithmetic
+/// overflow 64 bits. With overflow checks (tests, fuzzing) `osmpbf` panics;
+/// the pass runs contained and the file is refused. Without them (a release
+/// build) the coordinate wraps and lands outside WGS 84, and is refused by
+/// the range check.
+#[cfg(feature = "osm-pbf")]
+#[test]
+fn an_osm_node_whose_coordinate_overflows_is_refused() {
+    let e = refusal(
+        "overflow.osm.pbf",
+        include_bytes!("data/fuzz/node-longitude-overflows.osm.pbf"),
+    );
+    let why = if cfg!(debug_assertions) {
+        "an element's encoding is malformed"
+    } else {
+        "lie outside WGS 84"
+    };
+    assert!(e.contains("overflow.osm.pbf") && e.contains(why), "{e}");
+}
+
+/// A node of a selected way at longitude 200 (written by pyosmium) is
+/// refused, naming the node; no valid OSM file holds one.
+#[cfg(feature = "osm-pbf")]
+#[test]
+fn an_osm_node_outside_wgs84_is_refused() {
+    let e = refusal(
+        "lon200.osm.pbf",
+        include_bytes!("data/fuzz/node-longitude-200.osm.pbf"),
+    );
+    assert!(
+        e.contains("lon200.osm.pbf")
+            && e.contains("node 2: longitude 200, latitude 60.1 lie outside WGS 84"),
+        "{e}"
+    );
+}
+
 /// The attribute values of every object of a written file, by object id:
 /// the file's columns read back with `attributes::read`, as text.
 #[cfg(feature = "osm-pbf")]

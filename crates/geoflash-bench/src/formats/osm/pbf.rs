@@ -117,13 +117,33 @@ fn pbf_error(path: &Path, e: osmpbf::Error) -> Error {
     }
 }
 
+/// Runs one pass of `osmpbf` over `path`. `osmpbf` panics on some malformed
+/// encodings (an unknown relation member type; node coordinates, ids or
+/// member ids whose deltas overflow 64 bits, in a build with overflow
+/// checks): such a file is bad input, so the panic becomes an error naming
+/// the file.
+fn decoded(path: &Path, pass: impl FnOnce() -> osmpbf::Result<()>) -> Result<()> {
+    match crate::formats::contained(pass) {
+        Ok(r) => r.map_err(|e| pbf_error(path, e)),
+        Err(panic) => Err(bad(
+            path,
+            format!("not a valid OSM PBF file: an element's encoding is malformed ({panic})"),
+        )),
+    }
+}
+
+/// A node's coordinates, or `None` outside the WGS 84 range (longitude in
+/// [-180, 180], latitude in [-90, 90]), which no valid file holds.
+fn wgs84(lon: f64, lat: f64) -> Option<Coord> {
+    ((-180.0..=180.0).contains(&lon) && (-90.0..=90.0).contains(&lat))
+        .then_some(Coord { x: lon, y: lat })
+}
+
 /// The first pass: the multipolygon relations that pass the filter.
 fn read_relations(path: &Path, filters: &[OsmFilter], keys: &[String]) -> Result<Vec<RelRec>> {
     let reader = osmpbf::ElementReader::from_path(path).map_err(|e| pbf_error(path, e))?;
     let mut rels = Vec::new();
-    // `osmpbf` panics on some malformed member lists (an unknown member type,
-    // member ids that overflow): such a file is bad input, not a crash
-    let run = crate::formats::contained(|| {
+    decoded(path, || {
         reader.for_each(|e| {
             let osmpbf::Element::Relation(r) = e else {
                 return;
@@ -146,16 +166,7 @@ fn read_relations(path: &Path, filters: &[OsmFilter], keys: &[String]) -> Result
                 tags,
             });
         })
-    });
-    match run {
-        Ok(r) => r.map_err(|e| pbf_error(path, e))?,
-        Err(_) => {
-            return Err(bad(
-                path,
-                "not a valid OSM PBF file: a relation's member list is malformed",
-            ))
-        }
-    }
+    })?;
     Ok(rels)
 }
 
@@ -240,8 +251,9 @@ pub(super) fn read(path: &Path, opts: &OsmOptions) -> Result<OsmRead> {
     let mut recs: Vec<WayRec> = Vec::new();
     let mut overflow: Option<i64> = None;
     let mut nodes: HashMap<i64, Coord> = HashMap::new();
-    reader
-        .read_ways_and_deps(
+    let mut outside: Option<(i64, f64, f64)> = None;
+    decoded(path, || {
+        reader.read_ways_and_deps(
             |way| {
                 let facts = tag_facts(filters, way.raw_tags(), way.raw_stringtable());
                 let member = members.contains(&way.id());
@@ -266,19 +278,35 @@ pub(super) fn read(path: &Path, opts: &OsmOptions) -> Result<OsmRead> {
                 true
             },
             |element| {
-                let (id, x, y) = match element {
+                let (id, lon, lat) = match element {
                     osmpbf::Element::Node(n) => (n.id(), n.lon(), n.lat()),
                     osmpbf::Element::DenseNode(n) => (n.id(), n.lon(), n.lat()),
                     _ => return,
                 };
-                nodes.insert(id, Coord { x, y });
+                match wgs84(lon, lat) {
+                    Some(c) => {
+                        nodes.insert(id, c);
+                    }
+                    None => {
+                        outside.get_or_insert((id, lon, lat));
+                    }
+                }
             },
         )
-        .map_err(|e| pbf_error(path, e))?;
+    })?;
     if let Some(id) = overflow {
         return Err(bad(
             path,
             format!("way {id}: its node references overflow 64 bits"),
+        ));
+    }
+    if let Some((id, lon, lat)) = outside {
+        return Err(bad(
+            path,
+            format!(
+                "node {id}: longitude {lon}, latitude {lat} lie outside WGS 84 \
+                 (longitude -180 to 180, latitude -90 to 90)"
+            ),
         ));
     }
     let by_id: HashMap<i64, usize> = recs.iter().enumerate().map(|(i, w)| (w.id, i)).collect();
@@ -373,6 +401,15 @@ mod tests {
         assert!(facts(&h, &[(4, 2), (5, 2)]).closed_is_area());
         assert!(facts(&h, &[(4, 2), (1, 2)]).closed_is_area());
         assert!(!facts(&h, &[(1, 2), (5, 3)]).closed_is_area());
+    }
+
+    #[test]
+    fn coordinates_outside_wgs84_are_refused() {
+        assert_eq!(wgs84(24.9, 60.1), Some(Coord { x: 24.9, y: 60.1 }));
+        assert_eq!(wgs84(-180.0, 90.0), Some(Coord { x: -180.0, y: 90.0 }));
+        assert_eq!(wgs84(180.5, 0.0), None);
+        assert_eq!(wgs84(0.0, -90.5), None);
+        assert_eq!(wgs84(f64::NAN, 0.0), None);
     }
 
     #[test]
