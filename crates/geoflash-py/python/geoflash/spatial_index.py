@@ -50,7 +50,7 @@ def _resolve_defaults(
 ) -> dict:
     """The store, buffer and device a new index gets when not given: the
     product defaults of ``geoflash::defaults`` (chosen by the peer benchmark,
-    docs/benchmarks.md): on disk eFIND with 64 MiB through the OS page cache
+    docs/benchmarks.md): on disk eFIND with 256 MiB through the OS page cache
     (``file?direct=false``); in memory the plain store on ``mem:`` keeping up
     to 1 GiB of decoded nodes. The papers' settings are
     ``buffer="512KiB", device="file"``. A grid file (``kind`` in
@@ -195,7 +195,7 @@ class Index:
       budget (``"512KiB"`` or bytes); ``device``: a device string of the
       command line (``"file"``, ``"file?direct=false"``, ``"mem:"``,
       ``"flashsim:preset=seed-tc58"``, ...). Defaults (``geoflash.DEFAULTS``,
-      chosen by the peer benchmark): with a path eFIND, ``"64MiB"``,
+      chosen by the peer benchmark): with a path eFIND, ``"256MiB"``,
       ``"file?direct=false"`` (the OS page cache); without one the plain
       store on ``"mem:"`` with ``"1GiB"`` (no log to write). The papers'
       settings are ``buffer="512KiB", device="file"`` (direct I/O).

@@ -163,7 +163,7 @@ const TREE_KEYS: &[&str] = &[
 /// The settings of a new index, given as `key = value` pairs; see the
 /// [module documentation](self). Unset keys take the product defaults
 /// ([`crate::defaults`]): an R*-tree of 4 KiB pages with quadratic splits
-/// on the eFIND store (the plain store for a FOR-tree) with 64 MiB, on the
+/// on the eFIND store (the plain store for a FOR-tree) with 256 MiB, on the
 /// index directory's file read through the OS page cache.
 #[derive(Debug, Clone, Default)]
 pub struct IndexSpec {
