@@ -113,7 +113,12 @@ impl Active {
 
     /// The windows among these for which `enters` holds, `None` if none.
     fn entering(&self, enters: impl Fn(usize) -> bool) -> Option<Active> {
-        let mut it = self.as_slice().iter().copied().filter(|&w| enters(w));
+        let ws = match self {
+            // below the top levels nearly every subtree has one window
+            Active::One(w) => return enters(*w).then_some(Active::One(*w)),
+            Active::Many(ws) => ws,
+        };
+        let mut it = ws.iter().copied().filter(|&w| enters(w));
         let first = it.next()?;
         match it.next() {
             None => Some(Active::One(first)),
