@@ -40,6 +40,8 @@ mod contained;
 pub mod fgb;
 pub mod geoparquet;
 pub mod osm;
+#[cfg(feature = "geoparquet")]
+mod parquet_footer;
 pub mod shp;
 
 /// A file format of datasets. [`Format::from_path`] names the format of a

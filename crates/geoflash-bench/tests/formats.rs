@@ -1117,6 +1117,48 @@ fn a_shapefile_part_starting_past_the_points_is_refused() {
     );
 }
 
+/// Found by fuzzing (session 22, `fuzz/regressions/import_geoparquet/oom-a3dee677…`):
+/// a footer whose schema element claims about 1.3 billion children (under a
+/// field header declaring a byte; the `parquet` crate reads it as an i32
+/// anyway) made the crate reserve 10 GB while parsing the footer, which
+/// aborts where the system refuses the reservation. The footer check
+/// refuses it first (session 23).
+#[cfg(feature = "geoparquet")]
+#[test]
+fn a_parquet_footer_claiming_a_billion_children_is_refused() {
+    let e = refusal(
+        "children.parquet",
+        include_bytes!("data/fuzz/footer-claims-billion-children.parquet"),
+    );
+    assert!(
+        e.contains("children.parquet")
+            && e.contains(
+                "its footer has a schema element claiming 1342177280 children among 3 elements"
+            ),
+        "{e}"
+    );
+}
+
+/// Found by fuzzing (session 22, `fuzz/regressions/import_geoparquet/slow-unit-685397ac…`):
+/// a 67-byte file whose footer declares a set of 1.9 billion booleans,
+/// which the `parquet` crate skips one element at a time without reading
+/// (4.2 s in a release build). The footer check refuses it first.
+#[cfg(feature = "geoparquet")]
+#[test]
+fn a_parquet_footer_declaring_a_billion_booleans_is_refused() {
+    let e = refusal(
+        "booleans.parquet",
+        include_bytes!("data/fuzz/footer-set-of-billion-booleans.parquet"),
+    );
+    assert!(
+        e.contains("booleans.parquet")
+            && e.contains(
+                "its footer declares a list of 1868479866 elements where 46 bytes are left"
+            ),
+        "{e}"
+    );
+}
+
 /// Found by fuzzing (session 23, `fuzz/regressions/import_osm_pbf/crash-38bed7ac…`):
 /// a dense node whose longitude delta makes `osmpbf`'s coordinate arithmetic
 /// overflow 64 bits. With overflow checks (tests, fuzzing) `osmpbf` panics;

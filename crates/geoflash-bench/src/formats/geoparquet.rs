@@ -14,6 +14,10 @@
 //! crate is built with Snappy only (the default of GeoPandas and GDAL);
 //! other codecs give the crate's "disabled feature" error.
 //!
+//! Before the `parquet` crate parses the footer, the sizes it declares are
+//! checked against its bytes (`parquet_footer`): the crate trusts them, and
+//! a few bytes could make it reserve gigabytes or loop for seconds.
+//!
 //! The `parquet` crate validates the file's structure but still asserts
 //! (panics) on some malformed page data; [`read`] catches such a panic at
 //! this boundary and returns it as an error naming the file (the panic hook
@@ -459,6 +463,9 @@ mod imp {
         // of issuing a read system call per byte of a file (a 1 KiB file took
         // 57 s that way; found by fuzzing).
         let data = std::fs::read(path).map_err(|e| io_err(path, e))?;
+        // The footer's declared sizes checked before the crate trusts them.
+        super::super::parquet_footer::check(&data)
+            .map_err(|msg| bad(path, format!("not a valid Parquet file: {msg}")))?;
         let reader = SerializedFileReader::new(bytes::Bytes::from(data))
             .map_err(|e| bad(path, format!("not a valid Parquet file: {e}")))?;
         let meta = reader.metadata().file_metadata();
