@@ -41,7 +41,7 @@ pub mod fgb;
 pub mod geoparquet;
 pub mod osm;
 #[cfg(feature = "geoparquet")]
-mod parquet_footer;
+mod parquet_thrift;
 pub mod shp;
 
 /// A file format of datasets. [`Format::from_path`] names the format of a

@@ -1159,6 +1159,27 @@ fn a_parquet_footer_declaring_a_billion_booleans_is_refused() {
     );
 }
 
+/// Found by fuzzing (session 23, `fuzz/regressions/import_geoparquet/slow-unit-7cda4c39…`):
+/// a page header declaring a map of 263 million entries of booleans,
+/// which the `parquet` crate skips one entry at a time without reading
+/// (4.9 s in a release build before the file was refused). The page
+/// headers are walked before the crate reads them.
+#[cfg(feature = "geoparquet")]
+#[test]
+fn a_parquet_page_header_declaring_a_huge_map_is_refused() {
+    let e = refusal(
+        "map.parquet",
+        include_bytes!("data/fuzz/page-header-map-of-booleans.parquet"),
+    );
+    assert!(
+        e.contains("map.parquet")
+            && e.contains(
+                "row group 0, column 1: the header of page 0 declares a map of 263398988 elements"
+            ),
+        "{e}"
+    );
+}
+
 /// Found by fuzzing (session 23, `fuzz/regressions/import_osm_pbf/crash-38bed7ac…`):
 /// a dense node whose longitude delta makes `osmpbf`'s coordinate arithmetic
 /// overflow 64 bits. With overflow checks (tests, fuzzing) `osmpbf` panics;

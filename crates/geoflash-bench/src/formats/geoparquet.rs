@@ -14,9 +14,10 @@
 //! crate is built with Snappy only (the default of GeoPandas and GDAL);
 //! other codecs give the crate's "disabled feature" error.
 //!
-//! Before the `parquet` crate parses the footer, the sizes it declares are
-//! checked against its bytes (`parquet_footer`): the crate trusts them, and
-//! a few bytes could make it reserve gigabytes or loop for seconds.
+//! Before the `parquet` crate parses the footer and each column chunk's
+//! page headers, the sizes they declare are checked against their bytes
+//! (`parquet_thrift`): the crate trusts them, and a few bytes could make it
+//! reserve gigabytes or loop for seconds.
 //!
 //! The `parquet` crate validates the file's structure but still asserts
 //! (panics) on some malformed page data; [`read`] catches such a panic at
@@ -451,6 +452,36 @@ mod imp {
             .collect()
     }
 
+    /// Checks the page headers of every column chunk of the file `data`
+    /// (`parquet_thrift::check_pages`) before the crate reads them; a chunk
+    /// whose declared range is not in the file is left to the crate.
+    fn check_page_headers(
+        path: &Path,
+        reader: &SerializedFileReader<bytes::Bytes>,
+        data: &[u8],
+    ) -> Result<()> {
+        for (g, rg) in reader.metadata().row_groups().iter().enumerate() {
+            for (c, col) in rg.columns().iter().enumerate() {
+                let start = col
+                    .dictionary_page_offset()
+                    .unwrap_or(col.data_page_offset());
+                let chunk = usize::try_from(start)
+                    .ok()
+                    .zip(usize::try_from(col.compressed_size()).ok())
+                    .and_then(|(s, n)| data.get(s..s.checked_add(n)?));
+                if let Some(chunk) = chunk {
+                    super::super::parquet_thrift::check_pages(chunk).map_err(|msg| {
+                        bad(
+                            path,
+                            format!("not a valid Parquet file: row group {g}, column {c}: {msg}"),
+                        )
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Reads the objects of a GeoParquet file, and its attribute columns
     /// when `attributes` is set (else an empty table).
     pub(super) fn read_with(
@@ -464,10 +495,12 @@ mod imp {
         // 57 s that way; found by fuzzing).
         let data = std::fs::read(path).map_err(|e| io_err(path, e))?;
         // The footer's declared sizes checked before the crate trusts them.
-        super::super::parquet_footer::check(&data)
+        super::super::parquet_thrift::check(&data)
             .map_err(|msg| bad(path, format!("not a valid Parquet file: {msg}")))?;
-        let reader = SerializedFileReader::new(bytes::Bytes::from(data))
+        let data = bytes::Bytes::from(data);
+        let reader = SerializedFileReader::new(data.clone())
             .map_err(|e| bad(path, format!("not a valid Parquet file: {e}")))?;
+        check_page_headers(path, &reader, &data)?;
         let meta = reader.metadata().file_metadata();
         let schema = meta.schema_descr();
         let top = |name: &str| {

@@ -1,11 +1,13 @@
-//! A bounds check of a Parquet file's footer before the `parquet` crate
-//! parses it. The footer is the file's metadata in Thrift's compact
-//! protocol; the crate trusts the sizes it declares, and fuzzing found two
-//! footers that exploit that (`fuzz/README.md`): a schema element claiming
-//! 1.3 billion children, for which the crate reserves 10 GB, and a set
-//! declaring 1.7 billion booleans in a 67-byte file, which the crate skips
-//! one element at a time for seconds. [`check`] walks the footer once,
-//! without allocating, and refuses:
+//! Bounds checks of the Thrift a Parquet file declares, before the
+//! `parquet` crate parses it: the footer (the file's metadata) and the
+//! page headers of each column chunk, both in Thrift's compact protocol.
+//! The crate trusts the sizes they declare, and fuzzing found files that
+//! exploit that (`fuzz/README.md`): a schema element claiming 1.3 billion
+//! children, for which the crate reserves 10 GB, and sets declaring
+//! billions of booleans in a file of a few hundred bytes, which the crate
+//! skips one element at a time for seconds (in a footer, and in a page
+//! header). [`check`] walks the footer and [`check_pages`] a column chunk's
+//! page headers, once and without allocating, and refuse:
 //!
 //! - a list, set, map or binary whose declared size needs more bytes than
 //!   the footer has left (every element of a compact-protocol container
@@ -88,7 +90,42 @@ fn footer(data: &[u8]) -> Option<&[u8]> {
     body.get(body.len().checked_sub(len)?..)
 }
 
-/// A cursor over the footer.
+/// Checks the page headers of one column chunk (its bytes, from its first
+/// page to its end), as [`check`] checks the footer: each header is walked
+/// (its field 3 read as the page's compressed size, as the crate reads it)
+/// and the next header is looked for after the page. A header whose page
+/// runs past the chunk ends the walk with no verdict.
+pub(crate) fn check_pages(chunk: &[u8]) -> std::result::Result<(), String> {
+    let mut r = Reader { buf: chunk, pos: 0 };
+    let mut page = 0usize;
+    while r.left() > 0 {
+        let mut size = None;
+        let header = r.fields(0, |r, id, t, depth| {
+            if id != 3 {
+                return r.value(t, false, depth);
+            }
+            size = Some(r.signed()? as i32);
+            Ok(())
+        });
+        match header {
+            Ok(()) => {}
+            Err(Stop::Unknown) => return Ok(()),
+            Err(Stop::Bad(msg)) => return Err(format!("the header of page {page} {msg}")),
+        }
+        let Some(next) = size
+            .and_then(|s| usize::try_from(s).ok())
+            .and_then(|s| r.pos.checked_add(s))
+            .filter(|&next| next <= chunk.len())
+        else {
+            return Ok(());
+        };
+        r.pos = next;
+        page += 1;
+    }
+    Ok(())
+}
+
+/// A cursor over the footer or a column chunk.
 struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
@@ -370,6 +407,21 @@ mod tests {
         // a footer that ends inside a struct: no verdict (the crate's own
         // parser refuses it)
         assert_eq!(check(&file(&[0x15, 2])), Ok(()));
+    }
+
+    #[test]
+    fn page_headers_are_walked_page_by_page() {
+        // page 0: field 3 = 2 bytes of page; page 1: a set of 2^31 booleans
+        let mut chunk = vec![0x35, 0x04, 0x00, 0xaa, 0xbb];
+        assert_eq!(check_pages(&chunk), Ok(()));
+        chunk.extend([0x1a, 0xf2, 0x80, 0x80, 0x80, 0x80, 0x08, 0x00]);
+        let e = check_pages(&chunk).unwrap_err();
+        assert!(
+            e.starts_with("the header of page 1 declares a list of 2147483648"),
+            "{e}"
+        );
+        // a page running past the chunk: no verdict
+        assert_eq!(check_pages(&[0x35, 0x7e, 0x00]), Ok(()));
     }
 
     #[test]
