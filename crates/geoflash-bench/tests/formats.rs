@@ -1159,6 +1159,23 @@ fn a_parquet_page_header_declaring_a_huge_map_is_refused() {
     );
 }
 
+/// Found by fuzzing (session 23): a data page whose header claims
+/// 2,147,483,557 uncompressed bytes from 250 Snappy-compressed ones; the
+/// `parquet` crate reserved the claim before decompressing (2.1 GB of
+/// resident memory for a 1 KiB file). libFuzzer's out-of-memory report
+/// kept no input, so this file is the seed `boxes.parquet` with that one
+/// field rewritten. Refused from the header: Snappy yields at most 22
+/// bytes per byte.
+#[cfg(feature = "geoparquet")]
+#[test]
+fn a_parquet_page_claiming_two_gigabytes_uncompressed_is_refused() {
+    assert_refused(
+        "claim.parquet",
+        include_bytes!("data/fuzz/page-claims-two-gigabytes.parquet"),
+        &["row group 0, column 1: the header of page 0 claims 2147483557 bytes uncompressed from 250 compressed"],
+    );
+}
+
 /// Found by fuzzing (session 23, `fuzz/regressions/import_osm_pbf/crash-38bed7ac…`):
 /// a dense node whose longitude delta makes `osmpbf`'s coordinate arithmetic
 /// overflow 64 bits. With overflow checks (tests, fuzzing) `osmpbf` panics;

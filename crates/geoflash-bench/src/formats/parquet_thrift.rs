@@ -90,27 +90,52 @@ fn footer(data: &[u8]) -> Option<&[u8]> {
     body.get(body.len().checked_sub(len)?..)
 }
 
+/// Most bytes one byte of a Snappy stream decompresses to, rounded up: a
+/// 3-byte copy element yields at most 64 bytes (21.3 per byte); every other
+/// element yields less per byte.
+pub(crate) const SNAPPY_MAX_RATIO: u64 = 22;
+
 /// Checks the page headers of one column chunk (its bytes, from its first
 /// page to its end), as [`check`] checks the footer: each header is walked
-/// (its field 3 read as the page's compressed size, as the crate reads it)
-/// and the next header is looked for after the page. A header whose page
-/// runs past the chunk ends the walk with no verdict.
-pub(crate) fn check_pages(chunk: &[u8]) -> std::result::Result<(), String> {
+/// (fields 2 and 3 read as the page's uncompressed and compressed sizes, as
+/// the crate reads them) and the next header is looked for after the page.
+/// With `max_ratio` (the chunk's codec decompresses each byte to at most
+/// that many), a page claiming more uncompressed bytes than its compressed
+/// bytes can hold is refused: the crate reserves the claimed size before it
+/// decompresses. A header whose page runs past the chunk ends the walk with
+/// no verdict.
+pub(crate) fn check_pages(chunk: &[u8], max_ratio: Option<u64>) -> std::result::Result<(), String> {
     let mut r = Reader { buf: chunk, pos: 0 };
     let mut page = 0usize;
     while r.left() > 0 {
-        let mut size = None;
-        let header = r.fields(0, |r, id, t, depth| {
-            if id != 3 {
-                return r.value(t, false, depth);
+        let (mut size, mut uncompressed) = (None, None);
+        let header = r.fields(0, |r, id, t, depth| match id {
+            2 => {
+                uncompressed = Some(r.signed()? as i32);
+                Ok(())
             }
-            size = Some(r.signed()? as i32);
-            Ok(())
+            3 => {
+                size = Some(r.signed()? as i32);
+                Ok(())
+            }
+            _ => r.value(t, false, depth),
         });
         match header {
             Ok(()) => {}
             Err(Stop::Unknown) => return Ok(()),
             Err(Stop::Bad(msg)) => return Err(format!("the header of page {page} {msg}")),
+        }
+        if let (Some(ratio), Some(c), Some(u)) = (max_ratio, size, uncompressed) {
+            let (c, u) = (i64::from(c), i64::from(u));
+            let most = c
+                .saturating_mul(i64::try_from(ratio).unwrap_or(i64::MAX))
+                .saturating_add(64);
+            if c >= 0 && u > most {
+                return Err(format!(
+                    "the header of page {page} claims {u} bytes uncompressed from {c} compressed \
+                     (at most {ratio} per byte with this codec)"
+                ));
+            }
         }
         let Some(next) = size
             .and_then(|s| usize::try_from(s).ok())
@@ -413,15 +438,33 @@ mod tests {
     fn page_headers_are_walked_page_by_page() {
         // page 0: field 3 = 2 bytes of page; page 1: a set of 2^31 booleans
         let mut chunk = vec![0x35, 0x04, 0x00, 0xaa, 0xbb];
-        assert_eq!(check_pages(&chunk), Ok(()));
+        assert_eq!(check_pages(&chunk, None), Ok(()));
         chunk.extend([0x1a, 0xf2, 0x80, 0x80, 0x80, 0x80, 0x08, 0x00]);
-        let e = check_pages(&chunk).unwrap_err();
+        let e = check_pages(&chunk, None).unwrap_err();
         assert!(
             e.starts_with("the header of page 1 declares a list of 2147483648"),
             "{e}"
         );
         // a page running past the chunk: no verdict
-        assert_eq!(check_pages(&[0x35, 0x7e, 0x00]), Ok(()));
+        assert_eq!(check_pages(&[0x35, 0x7e, 0x00], None), Ok(()));
+    }
+
+    #[test]
+    fn an_uncompressed_size_beyond_the_codec_is_refused() {
+        // field 2 (uncompressed) = 108 or 109 (zigzag varints d8 01, da 01),
+        // field 3 (compressed) = 2, then the page's 2 bytes: 22 x 2 + 64 = 108
+        let page = |u: [u8; 2]| [0x25, u[0], u[1], 0x15, 0x04, 0x00, 0xaa, 0xbb];
+        assert_eq!(
+            check_pages(&page([0xd8, 1]), Some(SNAPPY_MAX_RATIO)),
+            Ok(())
+        );
+        let e = check_pages(&page([0xda, 1]), Some(SNAPPY_MAX_RATIO)).unwrap_err();
+        assert!(
+            e.contains("page 0 claims 109 bytes uncompressed from 2 compressed"),
+            "{e}"
+        );
+        // without a codec bound the sizes are not compared
+        assert_eq!(check_pages(&page([0xda, 1]), None), Ok(()));
     }
 
     #[test]
