@@ -33,7 +33,7 @@ use geoflash::geom::Rect;
 use geoflash::{Error, Result};
 
 use attributes::{Column, Row, Value};
-pub(crate) use contained::contained;
+pub(crate) use contained::contained_reader;
 
 pub mod attributes;
 mod contained;

@@ -42,6 +42,16 @@ pub(crate) fn contained<T>(f: impl FnOnce() -> T) -> std::result::Result<T, Stri
     })
 }
 
+/// Runs a reader of `path` [`contained`]: a panic inside it becomes the
+/// error "`path`: `what` (the panic's message)".
+pub(crate) fn contained_reader<T>(
+    path: &std::path::Path,
+    what: &str,
+    f: impl FnOnce() -> geoflash::Result<T>,
+) -> geoflash::Result<T> {
+    contained(f).unwrap_or_else(|msg| Err(super::bad(path, format!("{what} ({msg})"))))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,15 +56,10 @@ pub fn read(path: &Path) -> Result<Vec<(u64, Geometry)>> {
 }
 
 /// Runs a reader of `path`, turning a panic of the `parquet` crate into an
-/// error naming the file (see [`super::contained`]).
+/// error naming the file (see [`super::contained_reader`]).
 #[cfg(feature = "geoparquet")]
 fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    super::contained(f).unwrap_or_else(|msg| {
-        Err(super::bad(
-            path,
-            format!("corrupt Parquet data: the parquet decoder failed ({msg})"),
-        ))
-    })
+    super::contained_reader(path, "corrupt Parquet data: the parquet decoder failed", f)
 }
 
 /// Writes `(id, geometry, attributes)` objects as GeoParquet (see the

@@ -123,13 +123,11 @@ fn pbf_error(path: &Path, e: osmpbf::Error) -> Error {
 /// checks): such a file is bad input, so the panic becomes an error naming
 /// the file.
 fn decoded(path: &Path, pass: impl FnOnce() -> osmpbf::Result<()>) -> Result<()> {
-    match crate::formats::contained(pass) {
-        Ok(r) => r.map_err(|e| pbf_error(path, e)),
-        Err(panic) => Err(bad(
-            path,
-            format!("not a valid OSM PBF file: an element's encoding is malformed ({panic})"),
-        )),
-    }
+    crate::formats::contained_reader(
+        path,
+        "not a valid OSM PBF file: an element's encoding is malformed",
+        || pass().map_err(|e| pbf_error(path, e)),
+    )
 }
 
 /// A node's coordinates, or `None` outside the WGS 84 range (longitude in
