@@ -131,39 +131,13 @@ impl EfindStore {
             .held
             .records(&self.wb)
             .map_err(|why| Error::corrupt(None, format!("internal: {why}")))?;
-        let mut recs = Vec::with_capacity(pages.len() + 1);
-        let mut created = Vec::new();
-        for (id, rec) in pages {
-            let r = match rec {
-                PageRecord::New(level, entries) => {
-                    created.push(id);
-                    Record::new(
-                        RecordKind::New,
-                        op,
-                        id,
-                        self.codec().encode_new(level, &entries),
-                    )
-                }
-                PageRecord::Mod(level, changes) => Record::new(
-                    RecordKind::Mod,
-                    op,
-                    id,
-                    self.codec().encode_mod(level, &changes),
-                ),
-                PageRecord::Del(level) => {
-                    Record::new(RecordKind::Del, op, id, self.codec().encode_del(level))
-                }
-            };
-            recs.push(r);
+        let appended = self.append_group(op, &pages);
+        if appended.is_err() {
+            // Records noted in the memo may not have reached the log.
+            self.memo.clear();
         }
-        if self.held.meta {
-            recs.push(self.meta_record(op));
-        }
-        self.ensure_room_for(&recs, op)?;
+        let created = appended?;
         let log = self.log_mut()?;
-        for r in recs {
-            log.append(r)?;
-        }
         log.commit_deferred(op)?;
         if self.first_image() {
             self.imaged_now()?.extend(created);
@@ -175,6 +149,71 @@ impl EfindStore {
             &mut self.lock().stats.times,
         );
         Ok(())
+    }
+
+    /// The records of a logged group: the net NEW, MOD or DEL of every
+    /// page of `pages`, then META if the group changed it. With entry
+    /// references the entries are noted in the memo of the live epoch.
+    fn group_records(&mut self, op: OpId, pages: &[(PageId, PageRecord)]) -> Result<Vec<Record>> {
+        let codec = self.codec();
+        let refs = self.log.as_ref().is_some_and(|l| l.entry_refs());
+        let epoch = self.log_mut()?.epoch();
+        let memo = self.memo.for_epoch(epoch);
+        let mut recs = Vec::with_capacity(pages.len() + 1);
+        for (id, rec) in pages {
+            let (kind, payload) = match rec {
+                PageRecord::New(level, entries) if refs => {
+                    (RecordKind::New, codec.encode_new_refs(*level, entries, memo))
+                }
+                PageRecord::New(level, entries) => (RecordKind::New, codec.encode_new(*level, entries)),
+                PageRecord::Mod(level, changes) if refs => {
+                    (RecordKind::Mod, codec.encode_mod_refs(*level, changes, memo))
+                }
+                PageRecord::Mod(level, changes) => (RecordKind::Mod, codec.encode_mod(*level, changes)),
+                PageRecord::Del(level) => (RecordKind::Del, codec.encode_del(*level)),
+            };
+            recs.push(Record::new(kind, op, *id, payload));
+        }
+        if self.held.meta {
+            recs.push(self.meta_record(op));
+        }
+        Ok(recs)
+    }
+
+    /// Appends the records of the held group (see [`Self::group_records`])
+    /// after making room for them, and returns the pages it created. A
+    /// compaction while making room starts a new epoch, whose memo is
+    /// empty: the records are encoded again, naming only entries of the
+    /// group itself (which precede them in the new epoch).
+    fn append_group(&mut self, op: OpId, pages: &[(PageId, PageRecord)]) -> Result<Vec<PageId>> {
+        let epoch = self.log_mut()?.epoch();
+        let mut recs = self.group_records(op, pages)?;
+        self.ensure_room_for(&recs, op)?;
+        if self.log_mut()?.epoch() != epoch {
+            self.memo.clear();
+            recs = self.group_records(op, pages)?;
+            self.ensure_room_for(&recs, op)?;
+        }
+        let created = recs
+            .iter()
+            .filter(|r| r.kind == RecordKind::New)
+            .map(|r| r.page)
+            .collect();
+        let log = self.log_mut()?;
+        for r in recs {
+            log.append(r)?;
+        }
+        Ok(created)
+    }
+
+    /// The FLUSH record of `flushed`: its page list as varints in a log
+    /// that reads them (version 5).
+    fn flush_record(&self, flushed: &[PageId]) -> Result<Record> {
+        if self.log.as_ref().is_some_and(|l| l.entry_refs()) {
+            Ok(Record::flush_varint(flushed))
+        } else {
+            Record::flush(flushed)
+        }
     }
 
     /// The imaged set, emptied when the log moved to another epoch (its
@@ -399,7 +438,7 @@ impl EfindStore {
         flushed: &[PageId],
     ) -> Result<()> {
         let ps = self.page_size;
-        let flush_rec = Record::flush(flushed)?;
+        let flush_rec = self.flush_record(flushed)?;
         // Room for the worst case (every page imaged) before the imaged set
         // is read: a compaction here starts a new epoch.
         let image_bytes = pages.len() as u64 * (ps + records_header()) as u64;

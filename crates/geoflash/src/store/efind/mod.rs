@@ -106,6 +106,7 @@ use crate::cache::{Cache, EntryMeta, PolicyKind};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
 use crate::store::log::{
+    EntryMemo,
     Durability, Log, LogFormat, LogLayout, LogPlacement, LogStats, LsnHorizon, Record, RecordKind,
     RecoveryMode,
 };
@@ -132,6 +133,10 @@ pub use restart::RestartReport;
 /// The papers' log capacity: 10 MiB of records (the capacity of a
 /// per-change log when none is given; see [`EfindConfig::log_capacity`]).
 pub const DEFAULT_LOG_CAPACITY: u64 = crate::store::log::PAPERS_LOG_CAPACITY;
+
+/// The memory the dictionary of logged entries may take at least (see
+/// [`crate::store::log::entry_refs`]); above it, a quarter of the buffer.
+const MEMO_MIN_BYTES: usize = 16 << 20;
 
 fn default_log_capacity() -> u64 {
     DEFAULT_LOG_CAPACITY
@@ -394,6 +399,9 @@ pub struct EfindStore {
     imaged: crate::page_id::IdSet,
     /// The log epoch `imaged` describes.
     imaged_epoch: u64,
+    /// Compact log with entry references: the entries logged in the live
+    /// epoch (see [`crate::store::log::entry_refs`]).
+    memo: EntryMemo,
     /// First-image format: pages were written since the page device was
     /// last synced (it must be before a compaction).
     pages_unsynced: bool,
@@ -547,6 +555,7 @@ impl EfindStore {
         crate::store::log::LogConfig::new(self.index_id)
             .with_durability(self.config.durability)
             .with_format(self.config.log_format)
+            .with_entry_refs(true)
     }
 
     fn assemble(
@@ -597,6 +606,7 @@ impl EfindStore {
             restart: None,
             imaged: Default::default(),
             imaged_epoch: 0,
+            memo: EntryMemo::with_capacity_bytes((config.buffer_bytes / 4).max(MEMO_MIN_BYTES)),
             pages_unsynced: false,
             clean_lsn: None,
             placement: Placement::None,

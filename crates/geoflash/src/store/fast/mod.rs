@@ -18,7 +18,7 @@
 //!   fixed at node creation); its buffered nodes are built by RetrieveNode
 //!   and written as one device batch, then leave the table. In the
 //!   first-image and compact log formats with a durable mode, units are
-//!   chosen one after the other until the table is at 7/8 of its budget
+//!   chosen one after the other until the table is at 3/4 of its budget ([`crate::store::FLUSH_BATCH_LOW_WATER`])
 //!   and written as one flush behind one log sync (`flush_batch`); the
 //!   papers' per-change format flushes one unit at a time.
 //! - **Log** ([`crate::store::log`]): each operation's changes are kept in

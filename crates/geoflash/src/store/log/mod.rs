@@ -151,6 +151,7 @@ use crate::storage::{PageDevice, PageId};
 use crate::units::check_page_size;
 use crate::{Error, Result};
 
+pub mod entry_refs;
 pub mod horizon;
 pub mod payload;
 pub mod placement;
@@ -169,6 +170,7 @@ mod tests;
 #[cfg(test)]
 pub(crate) use superblock::rewrite_as_codec_0;
 
+pub use entry_refs::EntryMemo;
 pub use horizon::LsnHorizon;
 pub use payload::{CheckpointState, MetaState, PayloadCodec, PayloadEncoding};
 pub use placement::LogPlacement;
@@ -372,8 +374,11 @@ pub enum LogFormat {
     /// MOD or DEL per page, a MOD carrying only the newest version of each
     /// changed entry), one META and one COMMIT of the group's last
     /// operation, written when the durability mode makes the group
-    /// durable or before a page is written. See the [module docs](self)
-    /// ("Log formats").
+    /// durable or before a page is written. eFIND's compact logs are of
+    /// superblock version 5: entries already logged are named by key,
+    /// record headers and FLUSH page lists are written as differences
+    /// ([`entry_refs`], [`LogConfig::entry_refs`]); FAST's stay version 4.
+    /// See the [module docs](self) ("Log formats").
     #[default]
     #[serde(rename = "compact")]
     Compact,
@@ -498,6 +503,12 @@ pub struct LogConfig {
     /// Format of a log created with this configuration (an opened log keeps its own).
     #[serde(default = "LogFormat::per_change")]
     pub format: LogFormat,
+    /// A compact log created with this configuration lets NEW and MOD
+    /// records name entries already logged by key (superblock version 5,
+    /// see [`entry_refs`]); ignored by the other formats. An opened log
+    /// keeps what its superblock says.
+    #[serde(default)]
+    pub entry_refs: bool,
 }
 
 impl LogConfig {
@@ -508,7 +519,15 @@ impl LogConfig {
             index_id,
             durability: Durability::default(),
             format: LogFormat::PerChange,
+            entry_refs: false,
         }
+    }
+
+    /// The same configuration with entry references on or off (for
+    /// creation of a compact log, see [`LogConfig::entry_refs`]).
+    pub fn with_entry_refs(mut self, on: bool) -> Self {
+        self.entry_refs = on;
+        self
     }
 
     /// The same configuration with another format (for creation).

@@ -21,6 +21,16 @@
 //!   max x, max y, little-endian) and its payload.
 //! - A **change** is a tag byte, **1 upsert** (then the entry) or **0
 //!   remove** (then the key).
+//! - **With entry references** (logs of superblock version 5, written by
+//!   [`PayloadCodec::encode_new_refs`] and [`PayloadCodec::encode_mod_refs`]
+//!   and read only by the scan that resolves them, see
+//!   [`super::entry_refs`]), each NEW entry and MOD change is an *item*:
+//!   one varint of `zigzag(key − previous item's key) × 4 + tag` (the
+//!   first item's previous key is 0), tag **1** followed by the content
+//!   (min x and min y as `f64`, then the bits of max x XOR those of min x
+//!   and the same for y as varints, then the payload varint), **2** (the
+//!   entry last logged with this level and key) or **0** (a removal, MOD
+//!   only). The scan rewrites them in the layout above.
 //! - The **common META part** is the root (none is encoded as
 //!   `u64::MAX` in [`Fixed`](PayloadEncoding::Fixed), as 0 with the root
 //!   plus one otherwise in [`Varint`](PayloadEncoding::Varint)), the
@@ -67,7 +77,8 @@ use crate::storage::PageId;
 use crate::store::{EntryChange, OpId, TreeMeta};
 use crate::{Error, Result};
 
-use super::{Log, Lsn, Record};
+use super::entry_refs::{EntryMemo, Resolver};
+use super::{Log, Lsn, Record, RecordKind};
 
 /// How the integers of a payload are written. See the [module docs](self).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -91,6 +102,9 @@ const NO_ROOT: u64 = u64::MAX;
 const TAG_UPSERT: u8 = 1;
 /// Tag of a remove change.
 const TAG_REMOVE: u8 = 0;
+/// Tag of an entry named by its key: the content last logged with its
+/// level and key (logs with entry references, see [`super::entry_refs`]).
+const TAG_SAME: u8 = 2;
 
 /// Tree metadata and the end of the allocated pages: the common META part.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -180,6 +194,47 @@ impl Writer {
     fn entry(&mut self, e: &Entry) {
         self.u64(e.key);
         self.entry_rest(e);
+    }
+
+    /// One item of a NEW or MOD payload with entry references (see
+    /// [`PayloadCodec::encode_new_refs`]): the head, then for a full entry
+    /// its content.
+    fn ref_item(&mut self, prev_key: &mut u64, tag: u8, key: u64) {
+        let delta = zigzag(key.wrapping_sub(*prev_key) as i64);
+        *prev_key = key;
+        let mut v = (u128::from(delta) << 2) | u128::from(tag);
+        loop {
+            let byte = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                self.out.push(byte);
+                break;
+            }
+            self.out.push(byte | 0x80);
+        }
+    }
+
+    /// An entry's content with entry references: the minima as `f64`, each
+    /// maximum as the varint of its bits XOR its minimum's (a small box
+    /// shares its high bits, a point is one zero byte), the payload.
+    fn ref_content(&mut self, e: &Entry) {
+        let (x0, y0) = (e.rect.min_x(), e.rect.min_y());
+        self.out.extend_from_slice(&x0.to_le_bytes());
+        self.out.extend_from_slice(&y0.to_le_bytes());
+        self.var(e.rect.max_x().to_bits() ^ x0.to_bits());
+        self.var(e.rect.max_y().to_bits() ^ y0.to_bits());
+        self.var(e.payload);
+    }
+
+    /// An entry of a log with entry references: its key alone when `memo`
+    /// says its content was last logged the same, else in full.
+    fn entry_or_ref(&mut self, prev_key: &mut u64, level: u16, e: &Entry, memo: &mut EntryMemo) {
+        if memo.note(level, e) {
+            self.ref_item(prev_key, TAG_SAME, e.key);
+        } else {
+            self.ref_item(prev_key, TAG_UPSERT, e.key);
+            self.ref_content(e);
+        }
     }
 
     fn meta(&mut self, m: &MetaState) {
@@ -292,6 +347,39 @@ impl<'a> Reader<'a> {
         Ok(f64::from_le_bytes(self.take()?))
     }
 
+    /// The head of an item with entry references: its tag and key (see
+    /// [`Writer::ref_item`]).
+    fn ref_item(&mut self, prev_key: &mut u64) -> Result<(u8, u64)> {
+        let mut v: u128 = 0;
+        let mut shift = 0u32;
+        loop {
+            let byte = self.u8()?;
+            if shift > 126 || (shift == 126 && byte > 0x03) {
+                return Err(self.bad("overlong item head"));
+            }
+            v |= u128::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+        }
+        let tag = (v & 0x3) as u8;
+        let delta = u64::try_from(v >> 2).map_err(|_| self.bad("item head out of range"))?;
+        let key = prev_key.wrapping_add(unzigzag(delta) as u64);
+        *prev_key = key;
+        Ok((tag, key))
+    }
+
+    /// An entry's content with entry references (see [`Writer::ref_content`]).
+    fn ref_content(&mut self, key: u64) -> Result<Entry> {
+        let (x0, y0) = (self.f64()?, self.f64()?);
+        let x1 = f64::from_bits(self.var()? ^ x0.to_bits());
+        let y1 = f64::from_bits(self.var()? ^ y0.to_bits());
+        let rect = Rect::new(x0, y0, x1, y1).map_err(|e| self.bad(&format!("bad rectangle: {e}")))?;
+        let payload = self.var()?;
+        Ok(Entry { key, rect, payload })
+    }
+
     /// A count of items of at least `min_item` bytes each, refused before
     /// allocating when the rest of the payload cannot hold them.
     fn check_count(&self, n: u64, min_item: usize) -> Result<usize> {
@@ -388,6 +476,16 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A signed difference as an unsigned varint-friendly number.
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+/// The inverse of [`zigzag`].
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
 impl PayloadCodec {
     /// The codec of `encoding`.
     pub const fn new(encoding: PayloadEncoding) -> Self {
@@ -478,6 +576,95 @@ impl PayloadCodec {
         w.meta(&c.meta);
         w.pages(&c.free);
         w.out
+    }
+
+    /// Payload of a NEW record of a log with entry references: the level,
+    /// the count, then per entry a tag, **1** and the entry, or **2** and
+    /// the key of an entry whose content `memo` says was last logged the
+    /// same (see [`super::entry_refs`]).
+    pub fn encode_new_refs(self, level: u16, entries: &[Entry], memo: &mut EntryMemo) -> Vec<u8> {
+        let mut w = self.writer(6 + entries.len() * 49);
+        w.u16(level);
+        w.count(entries.len());
+        let mut prev = 0;
+        for e in entries {
+            w.entry_or_ref(&mut prev, level, e, memo);
+        }
+        w.out
+    }
+
+    /// Payload of a MOD record of a log with entry references: as
+    /// [`Self::encode_mod`], an upsert whose content `memo` says was last
+    /// logged the same being tag **2** and the key.
+    pub fn encode_mod_refs(
+        self,
+        level: u16,
+        changes: &[EntryChange],
+        memo: &mut EntryMemo,
+    ) -> Vec<u8> {
+        let mut w = self.writer(6 + changes.len() * 49);
+        w.u16(level);
+        w.count(changes.len());
+        let mut prev = 0;
+        for c in changes {
+            match c {
+                EntryChange::Upsert(e) => w.entry_or_ref(&mut prev, level, e, memo),
+                EntryChange::Remove(k) => w.ref_item(&mut prev, TAG_REMOVE, *k),
+            }
+        }
+        w.out
+    }
+
+    /// The payload of a NEW or MOD record of a log with entry references,
+    /// written without them (as [`Self::encode_new`] or
+    /// [`Self::encode_mod`] write it): every reference replaced by the entry
+    /// `resolver` last saw with its level and key, every entry learnt.
+    pub(super) fn resolve_refs(self, rec: &Record, resolver: &mut Resolver) -> Result<Vec<u8>> {
+        let mut r = Reader::new(rec, self.encoding, self.legacy_fast);
+        let level = r.u16()?;
+        let n = r.u32()?;
+        // An item is at least its one-byte head.
+        let n = r.check_count(u64::from(n), 1)?;
+        let is_new = rec.kind == RecordKind::New;
+        let mut w = self.writer(6 + n * 49);
+        w.u16(level);
+        w.count(n);
+        let mut last_key: Option<u64> = None;
+        let mut prev = 0;
+        for _ in 0..n {
+            let (tag, key) = r.ref_item(&mut prev)?;
+            if is_new && last_key.is_some_and(|p| p >= key) {
+                return Err(r.bad("entries not in ascending key order"));
+            }
+            last_key = Some(key);
+            let entry = match tag {
+                TAG_UPSERT => {
+                    let e = r.ref_content(key)?;
+                    resolver.learn(level, e);
+                    Some(e)
+                }
+                TAG_SAME => Some(resolver.lookup(level, key).ok_or_else(|| {
+                    r.bad(&format!(
+                        "names entry {key} of level {level}, which no earlier record of the log holds"
+                    ))
+                })?),
+                TAG_REMOVE if !is_new => None,
+                t => return Err(r.bad(&format!("unknown entry tag {t}"))),
+            };
+            match (entry, is_new) {
+                (Some(e), true) => w.entry(&e),
+                (Some(e), false) => {
+                    w.out.push(TAG_UPSERT);
+                    w.entry(&e);
+                }
+                (None, _) => {
+                    w.out.push(TAG_REMOVE);
+                    w.u64(key);
+                }
+            }
+        }
+        r.end()?;
+        Ok(w.out)
     }
 
     /// Decodes a NEW payload: the level and the entries (keys must ascend).

@@ -14,7 +14,9 @@
 use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
 
-use super::record::{check_page, decode_framed, header_ids, Decoded, Framing, PageCheck, Record};
+use super::record::{
+    check_page, decode_framed, header_ids, Decoded, Framing, HeaderDeltas, PageCheck, Record,
+};
 use super::superblock::Superblock;
 use super::{LogLayout, Lsn, RecoveryMode, SharedDevice, LOOKAHEAD_PAGES};
 use serde::{Deserialize, Serialize};
@@ -155,16 +157,21 @@ pub(crate) fn scan_mode(
     let mut spans: Vec<(usize, usize)> = Vec::new();
     let framing = sb.format.framing();
     let mut cut: Option<u64> = None;
+    // Version 5 writes header fields as differences to the previous record's.
+    let mut deltas = sb.entry_refs.then(HeaderDeltas::default);
     while off < stream.len() {
         let rest = stream.get(off..).unwrap_or(&[]);
         match decode_framed(rest, framing) {
             Decoded::Record(_, _) | Decoded::Corrupt(_)
-                if tolerate && damaged(rest, framing, last_lsn) =>
+                if tolerate && damaged(rest, framing, last_lsn, deltas) =>
             {
                 cut = Some(page_of(off));
                 break;
             }
-            Decoded::Record(rec, len) => {
+            Decoded::Record(mut rec, len) => {
+                if let Some(d) = deltas.as_mut() {
+                    d.from_wire(&mut rec);
+                }
                 if rec.lsn <= last_lsn {
                     return Err(Error::corrupt(
                         Some(device_page(off)),
@@ -207,6 +214,10 @@ pub(crate) fn scan_mode(
         valid_pages = first;
         torn_tail = true;
     }
+    if sb.entry_refs {
+        // Every later reader sees the records without references.
+        super::entry_refs::resolve(&mut records, sb.format.payload_codec())?;
+    }
     Ok((
         Scan {
             records,
@@ -220,9 +231,14 @@ pub(crate) fn scan_mode(
 
 /// Whether the record at the start of `rest` is damage before the tail: a
 /// checksum failure inside valid pages, or an LSN not above `last_lsn`.
-fn damaged(rest: &[u8], framing: Framing, last_lsn: Lsn) -> bool {
+fn damaged(rest: &[u8], framing: Framing, last_lsn: Lsn, deltas: Option<HeaderDeltas>) -> bool {
     match decode_framed(rest, framing) {
-        Decoded::Record(r, _) => r.lsn <= last_lsn,
+        Decoded::Record(mut r, _) => {
+            if let Some(mut d) = deltas {
+                d.from_wire(&mut r);
+            }
+            r.lsn <= last_lsn
+        }
         Decoded::Corrupt(_) => true,
         Decoded::Incomplete => false,
     }

@@ -32,7 +32,9 @@
 //!
 //! The payload is opaque to the log except for FLUSH: a `u32` count followed
 //! by that many page ids (`u64`), built by [`Record::flush`] and read by
-//! [`Record::flushed_pages`].
+//! [`Record::flushed_pages`]; in logs of superblock version 5 the count
+//! may be [`FLUSH_VARINT`], followed by the list as varints
+//! ([`Record::flush_varint`]).
 //!
 //! # Log pages
 //!
@@ -58,6 +60,10 @@ use super::Lsn;
 pub const RECORD_HEADER: usize = 33;
 /// Largest payload a record may carry (16 MiB).
 pub const MAX_PAYLOAD: usize = 16 << 20;
+/// The count field of a FLUSH payload whose page list is written as
+/// varints ([`Record::flush_varint`]); a fixed list of this many pages
+/// would exceed [`MAX_PAYLOAD`], so the two never clash.
+pub const FLUSH_VARINT: u32 = u32::MAX;
 /// Bytes of a log-page header.
 pub const PAGE_HEADER: usize = 40;
 /// Magic number of a log page.
@@ -196,6 +202,30 @@ impl Record {
         Ok(Record::new(RecordKind::Flush, super::NO_OP, 0, payload))
     }
 
+    /// A FLUSH record covering `pages` with the page list as varints (logs
+    /// of superblock version 5 only, whose readers know it): the count
+    /// field [`FLUSH_VARINT`], the number of pages, then each page as the
+    /// zigzag varint of its difference to the previous one (the first's to
+    /// 0). Pages flushed in ascending order take about a byte each instead
+    /// of eight.
+    pub fn flush_varint(pages: &[PageId]) -> Record {
+        let mut payload = Vec::with_capacity(6 + 2 * pages.len());
+        payload.extend_from_slice(&FLUSH_VARINT.to_le_bytes());
+        let mut b = [0u8; 10];
+        let mut put = |payload: &mut Vec<u8>, v: u64| {
+            let n = v.encode_var(&mut b);
+            payload.extend_from_slice(b.get(..n).unwrap_or(&[]));
+        };
+        put(&mut payload, pages.len() as u64);
+        let mut prev = 0u64;
+        for &p in pages {
+            let d = p.wrapping_sub(prev) as i64;
+            put(&mut payload, ((d << 1) ^ (d >> 63)) as u64);
+            prev = p;
+        }
+        Record::new(RecordKind::Flush, super::NO_OP, 0, payload)
+    }
+
     /// A COMMIT record of operation `op`.
     pub fn commit(op: OpId) -> Record {
         Record::new(RecordKind::Commit, op, 0, Vec::new())
@@ -215,8 +245,34 @@ impl Record {
                 format!("FLUSH record {} has a malformed page list", self.lsn),
             )
         };
-        let count = get_u32(&self.payload, 0).ok_or_else(bad)? as usize;
+        let count = get_u32(&self.payload, 0).ok_or_else(bad)?;
         let body = self.payload.get(4..).ok_or_else(bad)?;
+        if count == FLUSH_VARINT {
+            let mut off = 0usize;
+            let mut next = || -> Result<u64> {
+                let (v, n) = u64::decode_var(body.get(off..).unwrap_or(&[])).ok_or_else(bad)?;
+                off += n;
+                Ok(v)
+            };
+            let n = next()?;
+            // Every page takes at least a byte.
+            if n > body.len() as u64 {
+                return Err(bad());
+            }
+            let mut pages = Vec::with_capacity(n as usize);
+            let mut prev = 0u64;
+            for _ in 0..n {
+                let z = next()?;
+                let d = ((z >> 1) as i64) ^ -((z & 1) as i64);
+                prev = prev.wrapping_add(d as u64);
+                pages.push(prev);
+            }
+            if off != body.len() {
+                return Err(bad());
+            }
+            return Ok(pages);
+        }
+        let count = count as usize;
         if body.len() != count.checked_mul(8).ok_or_else(bad)? {
             return Err(bad());
         }
@@ -259,14 +315,16 @@ impl Record {
     pub fn framed_len(&self, framing: Framing) -> usize {
         match framing {
             Framing::Fixed => self.encoded_len(),
-            Framing::Compact => {
-                1 + self.lsn.required_space()
-                    + self.op.required_space()
-                    + self.page.required_space()
-                    + (self.payload.len() as u64).required_space()
-                    + self.payload.len()
-            }
+            Framing::Compact => self.compact_len_as([self.lsn, self.op, self.page]),
         }
+    }
+
+    /// Bytes the record takes in the compact framing with `fields` (LSN,
+    /// operation, page) written in place of its own.
+    pub fn compact_len_as(&self, fields: [u64; 3]) -> usize {
+        1 + fields.iter().map(|v| v.required_space()).sum::<usize>()
+            + (self.payload.len() as u64).required_space()
+            + self.payload.len()
     }
 
     /// Most bytes the record can take in a stream of either framing.
@@ -278,27 +336,32 @@ impl Record {
     pub fn encode_framed(&self, framing: Framing, out: &mut Vec<u8>) -> Result<()> {
         match framing {
             Framing::Fixed => self.encode_into(out),
-            Framing::Compact => {
-                if self.payload.len() > MAX_PAYLOAD {
-                    return Err(Error::invalid(format!(
-                        "log record payload of {} bytes exceeds the limit of {MAX_PAYLOAD} bytes",
-                        self.payload.len()
-                    )));
-                }
-                let mut head = [0u8; COMPACT_HEADER_MAX];
-                let mut n = 0;
-                if let Some(k) = head.get_mut(0) {
-                    *k = self.kind.as_u8();
-                    n = 1;
-                }
-                for v in [self.lsn, self.op, self.page, self.payload.len() as u64] {
-                    n += head.get_mut(n..).map_or(0, |rest| v.encode_var(rest));
-                }
-                out.extend_from_slice(head.get(..n).unwrap_or(&[]));
-                out.extend_from_slice(&self.payload);
-                Ok(())
-            }
+            Framing::Compact => self.encode_compact_as([self.lsn, self.op, self.page], out),
         }
+    }
+
+    /// Appends the record in the compact framing with `fields` (LSN,
+    /// operation, page) written in place of its own (see [`HeaderDeltas`]).
+    pub fn encode_compact_as(&self, fields: [u64; 3], out: &mut Vec<u8>) -> Result<()> {
+        if self.payload.len() > MAX_PAYLOAD {
+            return Err(Error::invalid(format!(
+                "log record payload of {} bytes exceeds the limit of {MAX_PAYLOAD} bytes",
+                self.payload.len()
+            )));
+        }
+        let mut head = [0u8; COMPACT_HEADER_MAX];
+        let mut n = 0;
+        if let Some(k) = head.get_mut(0) {
+            *k = self.kind.as_u8();
+            n = 1;
+        }
+        let [lsn, op, page] = fields;
+        for v in [lsn, op, page, self.payload.len() as u64] {
+            n += head.get_mut(n..).map_or(0, |rest| v.encode_var(rest));
+        }
+        out.extend_from_slice(head.get(..n).unwrap_or(&[]));
+        out.extend_from_slice(&self.payload);
+        Ok(())
     }
 
     /// The framed record as bytes.
@@ -306,6 +369,59 @@ impl Record {
         let mut out = Vec::with_capacity(self.encoded_len());
         self.encode_into(&mut out)?;
         Ok(out)
+    }
+}
+
+/// The header fields of a log of superblock version 5 as written: each
+/// record's LSN, operation and page as differences to the previous
+/// record's in the region's stream (the first record's to 0). The LSN's
+/// is at least 1 (LSNs ascend), the others are zigzag-encoded (a group's
+/// records share the operation and ascend in page), so the three usually
+/// take a byte each instead of about eight together. The writer and every
+/// scan keep one from the start of the region.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderDeltas {
+    lsn: Lsn,
+    op: OpId,
+    page: PageId,
+}
+
+fn zigzag(d: u64) -> u64 {
+    let d = d as i64;
+    ((d << 1) ^ (d >> 63)) as u64
+}
+
+fn unzigzag(z: u64) -> u64 {
+    (((z >> 1) as i64) ^ -((z & 1) as i64)) as u64
+}
+
+impl HeaderDeltas {
+    /// The fields to write for `rec`, the record that follows.
+    pub fn to_wire(&mut self, rec: &Record) -> [u64; 3] {
+        let wire = [
+            rec.lsn.wrapping_sub(self.lsn),
+            zigzag(rec.op.wrapping_sub(self.op)),
+            zigzag(rec.page.wrapping_sub(self.page)),
+        ];
+        *self = HeaderDeltas {
+            lsn: rec.lsn,
+            op: rec.op,
+            page: rec.page,
+        };
+        wire
+    }
+
+    /// Restores the fields of `rec`, decoded from the stream with the
+    /// written ones, the record that follows.
+    pub fn from_wire(&mut self, rec: &mut Record) {
+        rec.lsn = self.lsn.wrapping_add(rec.lsn);
+        rec.op = self.op.wrapping_add(unzigzag(rec.op));
+        rec.page = self.page.wrapping_add(unzigzag(rec.page));
+        *self = HeaderDeltas {
+            lsn: rec.lsn,
+            op: rec.op,
+            page: rec.page,
+        };
     }
 }
 

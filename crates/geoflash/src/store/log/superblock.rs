@@ -49,6 +49,10 @@
 //! superblock with an error naming it (builds before version 3 existed
 //! say "log superblock format version 3, this build reads versions 1 and
 //! 2"), so a first-image log is never recovered with the per-change rules.
+//! Version 4 is a [compact](super::LogFormat::Compact) log, version 5 a
+//! compact log whose NEW and MOD records may name entries by key
+//! ([`super::entry_refs`]); a build that reads version 4 only refuses
+//! version 5 by name rather than misreading its payloads.
 use crate::storage::PageId;
 use crate::{Error, Result};
 
@@ -65,6 +69,9 @@ const VERSION_NO_BASE: u16 = 1;
 const VERSION_FIRST_IMAGE: u16 = 3;
 /// The compact format (layout of version 2).
 const VERSION_COMPACT: u16 = 4;
+/// The compact format with entry references (layout of version 2; see
+/// [`super::entry_refs`]).
+const VERSION_COMPACT_REFS: u16 = 5;
 const LEN: usize = 80;
 /// Bytes before the base payload.
 const BASE_HEADER: usize = 108;
@@ -103,8 +110,12 @@ pub(crate) struct Superblock {
     pub lsn_floor: Lsn,
     /// Records a clean checkpoint kept here instead of in the live region.
     pub base: Option<Base>,
-    /// The log's format (its version: 2 per-change, 3 first-image, 4 compact).
+    /// The log's format (its version: 2 per-change, 3 first-image, 4 compact,
+    /// 5 compact with entry references).
     pub format: LogFormat,
+    /// NEW and MOD records may name entries by key (version 5, compact
+    /// format only; see [`super::entry_refs`]).
+    pub entry_refs: bool,
 }
 
 enum Slot {
@@ -122,6 +133,7 @@ impl Superblock {
         let version = match self.format {
             LogFormat::PerChange => VERSION,
             LogFormat::FirstImage => VERSION_FIRST_IMAGE,
+            LogFormat::Compact if self.entry_refs => VERSION_COMPACT_REFS,
             LogFormat::Compact => VERSION_COMPACT,
         };
         h[4..6].copy_from_slice(&version.to_le_bytes());
@@ -183,10 +195,14 @@ impl Superblock {
             .unwrap_or(0);
         if !matches!(
             version,
-            VERSION_NO_BASE | VERSION | VERSION_FIRST_IMAGE | VERSION_COMPACT
+            VERSION_NO_BASE
+                | VERSION
+                | VERSION_FIRST_IMAGE
+                | VERSION_COMPACT
+                | VERSION_COMPACT_REFS
         ) {
             return Slot::Damaged(format!(
-                "log superblock format version {version}, this build reads versions {VERSION_NO_BASE} to {VERSION_COMPACT}: the index was written by another version of geoflash"
+                "log superblock format version {version}, this build reads versions {VERSION_NO_BASE} to {VERSION_COMPACT_REFS}: the index was written by another version of geoflash"
             ));
         }
         if buf.get(6).copied() != Some(buf.len().trailing_zeros() as u8) {
@@ -251,9 +267,10 @@ impl Superblock {
                 base,
                 format: match version {
                     VERSION_FIRST_IMAGE => LogFormat::FirstImage,
-                    VERSION_COMPACT => LogFormat::Compact,
+                    VERSION_COMPACT | VERSION_COMPACT_REFS => LogFormat::Compact,
                     _ => LogFormat::PerChange,
                 },
+                entry_refs: version == VERSION_COMPACT_REFS,
             },
             codec,
         )

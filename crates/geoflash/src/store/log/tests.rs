@@ -409,7 +409,7 @@ fn a_superblock_of_an_unknown_version_is_refused_by_name() {
     let e = Log::open(dev, 0, LOG_PAGES, config(Durability::Sync)).unwrap_err();
     let m = e.to_string();
     assert!(
-        m.contains("version 9") && m.contains("versions 1 to 4"),
+        m.contains("version 9") && m.contains("versions 1 to 5"),
         "{m}"
     );
 }

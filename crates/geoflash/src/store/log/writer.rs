@@ -7,7 +7,7 @@ use crate::store::OpId;
 use crate::{Error, Result};
 
 use super::reader::{in_device_file, scan};
-use super::record::{data_per_page, encode_page, PageHeader, Record, RecordKind};
+use super::record::{data_per_page, encode_page, HeaderDeltas, PageHeader, Record, RecordKind};
 use super::recovery::{recover, recover_log, Recovered};
 use super::superblock::{Base, Superblock};
 use super::{Durability, LogConfig, LogLayout, LogStats, Lsn, LsnHorizon, SharedDevice, NO_OP};
@@ -92,6 +92,9 @@ pub struct Log {
     failed: Option<String>,
     /// The horizon of the epoch restart recovered (none for a created log).
     horizon: LsnHorizon,
+    /// Version 5: the header fields of the region's last record written,
+    /// which the next record's are written against ([`HeaderDeltas`]).
+    deltas: HeaderDeltas,
 }
 
 impl std::fmt::Debug for Log {
@@ -135,6 +138,7 @@ impl Log {
             lsn_floor: 0,
             base: None,
             format: config.format,
+            entry_refs: config.entry_refs && config.format == super::LogFormat::Compact,
         };
         let mut log = Log::new_state(dev, layout, config, sb);
         // Both slots: no older superblock on these pages can win.
@@ -228,6 +232,7 @@ impl Log {
             deferred: 0,
             oldest_deferred: None,
             horizon: LsnHorizon::none(),
+            deltas: HeaderDeltas::default(),
             record_bytes: 0,
             records_live: 0,
             stats: LogStats::default(),
@@ -267,7 +272,9 @@ impl Log {
         self.check_alive()?;
         rec.lsn = self.next_lsn;
         let framing = self.sb.format.framing();
-        let len = rec.framed_len(framing);
+        let mut deltas = self.deltas;
+        let wire = self.sb.entry_refs.then(|| deltas.to_wire(&rec));
+        let len = wire.map_or_else(|| rec.framed_len(framing), |w| rec.compact_len_as(w));
         if self.pages_needed(len) > self.layout.region_pages() {
             return Err(Error::DeviceFull(format!(
                 "log full: a {len}-byte record does not fit ({} of {} bytes used); compact the log or flush pages",
@@ -276,7 +283,11 @@ impl Log {
             )));
         }
         self.guard(|log| {
-            rec.encode_framed(framing, &mut log.buf)?;
+            match wire {
+                Some(w) => rec.encode_compact_as(w, &mut log.buf)?,
+                None => rec.encode_framed(framing, &mut log.buf)?,
+            }
+            log.deltas = deltas;
             if rec.page != 0 {
                 log.unwritten_pages.insert(rec.page);
             }
@@ -568,6 +579,12 @@ impl Log {
         self.sb.format
     }
 
+    /// Whether NEW and MOD records may name entries already logged by key
+    /// (from the superblock: version 5, see [`super::entry_refs`]).
+    pub fn entry_refs(&self) -> bool {
+        self.sb.entry_refs
+    }
+
     /// The epoch of the live region: it changes at every compaction,
     /// checkpoint and restart, when the records of the previous epoch that
     /// a FLUSH made obsolete (page images included) are dropped.
@@ -718,11 +735,24 @@ impl Log {
     /// it) becomes the new superblock's base ([`split_base`]); when nothing
     /// else is left, the switch is a single superblock write of a fresh epoch.
     fn rewrite(&mut self, records: &[Record]) -> Result<()> {
+        let encoded;
+        let records = if self.sb.entry_refs {
+            // Scans resolved the references; the new region holds its own.
+            encoded = super::entry_refs::encode_region(records, self.sb.format.payload_codec())?;
+            &encoded[..]
+        } else {
+            records
+        };
         let (base, rest) = split_base(records, self.layout.page_size);
         let mut stream = Vec::new();
         let framing = self.sb.format.framing();
+        let mut deltas = HeaderDeltas::default();
         for r in rest {
-            r.encode_framed(framing, &mut stream)?;
+            if self.sb.entry_refs {
+                r.encode_compact_as(deltas.to_wire(r), &mut stream)?;
+            } else {
+                r.encode_framed(framing, &mut stream)?;
+            }
         }
         let pages = stream.len().div_ceil(self.data_per_page()) as u64;
         if pages > self.layout.region_pages() {
@@ -766,7 +796,8 @@ impl Log {
             log.device_sync()?;
             log.durable_pos = log.next_pos;
             log.durable_lsn = log.last_lsn;
-            log.record_bytes = rest.iter().map(|r| r.framed_len(framing) as u64).sum();
+            log.record_bytes = stream.len() as u64;
+            log.deltas = deltas;
             log.records_live = rest.len() as u64;
             log.stats.compactions += 1;
             log.stats.records_rewritten += records.len() as u64;
