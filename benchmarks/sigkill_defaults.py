@@ -6,7 +6,11 @@ exactly a prefix of the input (ids 0..k-1, as `geoflash generate` writes
 them) that holds every acknowledged insertion.
 
     python3 benchmarks/sigkill_defaults.py target/release/geoflash u1m.csv WORK \
-        [--trials 12] [--seed 5] [--after 2.0 --before 9.0]
+        [--trials 12] [--seed 5] [--after 2.0 --before 9.0] \
+        [--build-args "--buffer 512KiB --device file --log-capacity 2MiB"]
+
+`--build-args` adds options to every build (a small budget and log make
+the build flush, compact and re-encode its log while it is killed).
 
 Exits 1 if any trial fails. The crash tests of `make test` and `make
 test-long` set small budgets of their own; this exercises the default one
@@ -15,6 +19,7 @@ test-long` set small budgets of their own; this exercises the default one
 import argparse
 import json
 import random
+import shlex
 import shutil
 import subprocess
 import sys
@@ -22,9 +27,9 @@ import threading
 import time
 
 
-def trial(bin_, data, idx, wait):
+def trial(bin_, data, idx, wait, extra=()):
     shutil.rmtree(idx, ignore_errors=True)
-    p = subprocess.Popen([bin_, "build", "--input", data, "--index", idx, "--ack-every", "10000"],
+    p = subprocess.Popen([bin_, "build", "--input", data, "--index", idx, "--ack-every", "10000", *extra],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     acked = [0]
 
@@ -62,11 +67,13 @@ def main():
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--after", type=float, default=2.0)
     ap.add_argument("--before", type=float, default=9.0)
+    ap.add_argument("--build-args", default="", help="options added to every build")
     a = ap.parse_args()
+    extra = shlex.split(a.build_args)
     rng = random.Random(a.seed)
     failed = 0
     for i in range(a.trials):
-        acked, k, why = trial(a.bin, a.data, f"{a.work}/idx", rng.uniform(a.after, a.before))
+        acked, k, why = trial(a.bin, a.data, f"{a.work}/idx", rng.uniform(a.after, a.before), extra)
         print(f"trial {i}: acknowledged {acked}, recovered {k}: {why or 'ok'}", flush=True)
         failed += why is not None
     print(f"{a.trials - failed} of {a.trials} trials recovered every acknowledged insertion as a prefix")

@@ -15,6 +15,15 @@ use crate::store::OpId;
 use crate::store::FLUSH_BATCH_LOW_WATER;
 use crate::{Error, Result};
 
+/// Entry changes above which a group is logged without the memo of logged
+/// entries (entry references): entries are named by key when they were
+/// logged by an earlier group, which pays when groups are small (a small
+/// budget flushes every few hundred operations, and a moved entry was
+/// logged a few groups before), not when a group is a whole build (the
+/// default budget logs a million insertions in a handful of groups,
+/// whose entries would fill the memo for little: 7 % fewer log pages for
+/// 4–10 % more build time, docs/benchmarks.md "Entry references").
+const MEMO_GROUP_CHANGES: usize = 16_384;
 /// Compact after an operation when the log is fuller than this.
 const COMPACT_AT: f64 = 0.75;
 /// After a compaction the survivors should fill at most this share, else forced flushes.
@@ -153,22 +162,33 @@ impl EfindStore {
 
     /// The records of a logged group: the net NEW, MOD or DEL of every
     /// page of `pages`, then META if the group changed it. With entry
-    /// references the entries are noted in the memo of the live epoch.
+    /// references the entries are noted in the memo of the live epoch,
+    /// except in a group of more than [`MEMO_GROUP_CHANGES`] entry changes:
+    /// there the memo is emptied and the entries written in full (see the
+    /// constant).
     fn group_records(&mut self, op: OpId, pages: &[(PageId, PageRecord)]) -> Result<Vec<Record>> {
         let codec = self.codec();
         let refs = self.log.as_ref().is_some_and(|l| l.entry_refs());
         let epoch = self.log_mut()?.epoch();
-        let memo = self.memo.for_epoch(epoch);
+        let mut memo = Some(self.memo.for_epoch(epoch));
+        if self.held.changes() > MEMO_GROUP_CHANGES {
+            // An entry written in full must not leave an older content of
+            // its key in the memo: without noting, the memo goes.
+            self.memo.clear();
+            memo = None;
+        }
         let mut recs = Vec::with_capacity(pages.len() + 1);
         for (id, rec) in pages {
             let (kind, payload) = match rec {
-                PageRecord::New(level, entries) if refs => {
-                    (RecordKind::New, codec.encode_new_refs(*level, entries, memo))
-                }
+                PageRecord::New(level, entries) if refs => (
+                    RecordKind::New,
+                    codec.encode_new_refs(*level, entries, memo.as_deref_mut()),
+                ),
                 PageRecord::New(level, entries) => (RecordKind::New, codec.encode_new(*level, entries)),
-                PageRecord::Mod(level, changes) if refs => {
-                    (RecordKind::Mod, codec.encode_mod_refs(*level, changes, memo))
-                }
+                PageRecord::Mod(level, changes) if refs => (
+                    RecordKind::Mod,
+                    codec.encode_mod_refs(*level, changes, memo.as_deref_mut()),
+                ),
                 PageRecord::Mod(level, changes) => (RecordKind::Mod, codec.encode_mod(*level, changes)),
                 PageRecord::Del(level) => (RecordKind::Del, codec.encode_del(*level)),
             };

@@ -189,11 +189,11 @@ pub(crate) fn encode_region(records: &[Record], codec: PayloadCodec) -> Result<V
             let payload = match rec.kind {
                 RecordKind::New => {
                     let (level, entries) = codec.decode_new(rec)?;
-                    codec.encode_new_refs(level, &entries, &mut memo)
+                    codec.encode_new_refs(level, &entries, Some(&mut memo))
                 }
                 RecordKind::Mod => {
                     let (level, changes) = codec.decode_mod(rec)?;
-                    codec.encode_mod_refs(level, &changes, &mut memo)
+                    codec.encode_mod_refs(level, &changes, Some(&mut memo))
                 }
                 _ => return Ok(rec.clone()),
             };

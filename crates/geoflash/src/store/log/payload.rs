@@ -227,9 +227,16 @@ impl Writer {
     }
 
     /// An entry of a log with entry references: its key alone when `memo`
-    /// says its content was last logged the same, else in full.
-    fn entry_or_ref(&mut self, prev_key: &mut u64, level: u16, e: &Entry, memo: &mut EntryMemo) {
-        if memo.note(level, e) {
+    /// says its content was last logged the same, else in full (always in
+    /// full without a memo).
+    fn entry_or_ref(
+        &mut self,
+        prev_key: &mut u64,
+        level: u16,
+        e: &Entry,
+        memo: Option<&mut EntryMemo>,
+    ) {
+        if memo.is_some_and(|m| m.note(level, e)) {
             self.ref_item(prev_key, TAG_SAME, e.key);
         } else {
             self.ref_item(prev_key, TAG_UPSERT, e.key);
@@ -582,13 +589,18 @@ impl PayloadCodec {
     /// the count, then per entry a tag, **1** and the entry, or **2** and
     /// the key of an entry whose content `memo` says was last logged the
     /// same (see [`super::entry_refs`]).
-    pub fn encode_new_refs(self, level: u16, entries: &[Entry], memo: &mut EntryMemo) -> Vec<u8> {
+    pub fn encode_new_refs(
+        self,
+        level: u16,
+        entries: &[Entry],
+        mut memo: Option<&mut EntryMemo>,
+    ) -> Vec<u8> {
         let mut w = self.writer(6 + entries.len() * 49);
         w.u16(level);
         w.count(entries.len());
         let mut prev = 0;
         for e in entries {
-            w.entry_or_ref(&mut prev, level, e, memo);
+            w.entry_or_ref(&mut prev, level, e, memo.as_deref_mut());
         }
         w.out
     }
@@ -600,7 +612,7 @@ impl PayloadCodec {
         self,
         level: u16,
         changes: &[EntryChange],
-        memo: &mut EntryMemo,
+        mut memo: Option<&mut EntryMemo>,
     ) -> Vec<u8> {
         let mut w = self.writer(6 + changes.len() * 49);
         w.u16(level);
@@ -608,7 +620,9 @@ impl PayloadCodec {
         let mut prev = 0;
         for c in changes {
             match c {
-                EntryChange::Upsert(e) => w.entry_or_ref(&mut prev, level, e, memo),
+                EntryChange::Upsert(e) => {
+                    w.entry_or_ref(&mut prev, level, e, memo.as_deref_mut())
+                }
                 EntryChange::Remove(k) => w.ref_item(&mut prev, TAG_REMOVE, *k),
             }
         }

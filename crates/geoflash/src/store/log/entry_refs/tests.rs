@@ -36,12 +36,12 @@ fn encode(logged: &[Logged], memo_entries: usize) -> (Vec<Record>, Vec<Record>) 
         let (kind, with, without) = match l {
             Logged::New(level, es) => (
                 RecordKind::New,
-                VARINT.encode_new_refs(*level, es, &mut memo),
+                VARINT.encode_new_refs(*level, es, Some(&mut memo)),
                 VARINT.encode_new(*level, es),
             ),
             Logged::Mod(level, cs) => (
                 RecordKind::Mod,
-                VARINT.encode_mod_refs(*level, cs, &mut memo),
+                VARINT.encode_mod_refs(*level, cs, Some(&mut memo)),
                 VARINT.encode_mod(*level, cs),
             ),
         };
