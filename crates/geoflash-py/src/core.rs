@@ -584,6 +584,57 @@ impl Core {
         })
     }
 
+    /// The common case of the wrapper's `insert` in one call: `id` an
+    /// integer (anything with `__index__`), `coordinates` a list or tuple
+    /// of 2 (a point) or 4 real numbers in the index's order (`interleaved`
+    /// or not), no object. Returns False, having done nothing, for any
+    /// other input, which the wrapper then checks and reports as before.
+    fn insert_plain(
+        &self,
+        id: &Bound<'_, PyAny>,
+        coordinates: &Bound<'_, PyAny>,
+        interleaved: bool,
+    ) -> PyResult<bool> {
+        use pyo3::types::{PyList, PyTuple};
+        let Ok(id) = id.extract::<i64>() else {
+            return Ok(false);
+        };
+        let mut c = [0f64; 4];
+        let n = if let Ok(t) = coordinates.downcast_exact::<PyTuple>() {
+            if !matches!(t.len(), 2 | 4) {
+                return Ok(false);
+            }
+            for (slot, v) in c.iter_mut().zip(t.iter()) {
+                match v.extract::<f64>() {
+                    Ok(x) => *slot = x,
+                    Err(_) => return Ok(false),
+                }
+            }
+            t.len()
+        } else if let Ok(l) = coordinates.downcast_exact::<PyList>() {
+            if !matches!(l.len(), 2 | 4) {
+                return Ok(false);
+            }
+            for (slot, v) in c.iter_mut().zip(l.iter()) {
+                match v.extract::<f64>() {
+                    Ok(x) => *slot = x,
+                    Err(_) => return Ok(false),
+                }
+            }
+            l.len()
+        } else {
+            return Ok(false);
+        };
+        let [a, b, x, y] = c;
+        let (minx, miny, maxx, maxy) = match (n, interleaved) {
+            (2, _) => (a, b, a, b),
+            (_, true) => (a, b, x, y),
+            (_, false) => (a, x, b, y),
+        };
+        self.insert(id, minx, miny, maxx, maxy, None)?;
+        Ok(true)
+    }
+
     /// Deletes one entry with user id `id` and exactly this box; False if
     /// there is none (as for a box no entry can have: infinite or beyond the
     /// engine's range; NaN and inverted boxes are refused).

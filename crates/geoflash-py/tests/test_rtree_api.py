@@ -613,3 +613,79 @@ def test_context_manager_and_close(tmp_path):
         pickle.dumps(idx)
     with gindex.Index(str(tmp_path / "c")) as again:
         assert len(again) == 1
+
+
+class _Seq:
+    """A sequence that is neither a list nor a tuple (the checked path)."""
+
+    def __init__(self, values):
+        self.values = list(values)
+
+    def __iter__(self):
+        return iter(self.values)
+
+
+class _ListOfFloats(list):
+    """A list subclass: also taken by the checked path."""
+
+
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_insert_fast_path_and_checked_path_store_the_same(interleaved):
+    """``insert`` with an integer id and a list or tuple of numbers takes one
+    call into the core; every other accepted form (numpy ids and arrays,
+    other sequences, strings that parse as numbers) goes through the Python
+    checks. Both must store the same boxes and give the same answers."""
+    rng = np.random.default_rng(5)
+    boxes = random_boxes(rng, 300)
+    forms = [
+        lambda b: list(b),
+        lambda b: tuple(b),
+        lambda b: np.asarray(b),
+        lambda b: _Seq(b),
+        lambda b: _ListOfFloats(b),
+        lambda b: [str(v) for v in b],
+        lambda b: [np.float64(v) for v in b],
+    ]
+    ids = [lambda i: i, lambda i: np.int64(i), lambda i: True if i == 1 else i]
+    results = []
+    for form in forms:
+        for make_id in ids:
+            idx = geoflash.Index(interleaved=interleaved)
+            for i, b in enumerate(boxes):
+                coords = b if interleaved else [b[0], b[2], b[1], b[3]]
+                idx.insert(make_id(i), form(coords))
+            idx.insert(10_000, form([25.5, 50.5]))  # a point, either order
+            w = (10, 10, 60, 70) if interleaved else (10, 60, 10, 70)
+            p = (25.5, 50.5, 25.5, 50.5) if interleaved else (25.5, 25.5, 50.5, 50.5)
+            results.append(
+                (
+                    sorted(idx.intersection(w)),
+                    sorted(idx.intersection(p)),
+                    [round(v, 12) for v in idx.bounds],
+                    len(idx),
+                )
+            )
+    assert all(r == results[0] for r in results)
+    assert results[0][1] == [10_000] and len(results[0][0]) > 10
+
+
+def test_insert_errors_are_the_same_on_every_path():
+    idx = geoflash.Index()
+    for bad_id in (1.5, "7", None):
+        with pytest.raises(geoflash.RTreeError, match="id must be an integer"):
+            idx.insert(bad_id, [0.0, 0.0, 1.0, 1.0])
+    for coords in ([0.0, 0.0, 1.0], (0.0,), ["x", 0.0, 1.0, 1.0], [None, 0, 1, 1]):
+        with pytest.raises(geoflash.RTreeError):
+            idx.insert(1, coords)
+    with pytest.raises(NotImplementedError):
+        idx.insert(1, [0.0, 0.0, 0.0, 1.0, 1.0, 1.0])
+    with pytest.raises(OverflowError):
+        idx.insert(2**70, [0.0, 0.0, 1.0, 1.0])
+    for box in ([1.0, 0.0, 0.0, 1.0], [math.nan, 0.0, 1.0, 1.0]):  # inverted, NaN
+        raised = []
+        for form in (list, tuple, np.asarray):
+            with pytest.raises(Exception) as e:
+                idx.insert(1, form(box))
+            raised.append((type(e.value), str(e.value)))
+        assert raised[0] == raised[1] == raised[2]
+    assert len(idx) == 0

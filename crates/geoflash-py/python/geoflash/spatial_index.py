@@ -532,6 +532,10 @@ class Index:
         """Inserts an entry with ``id`` (duplicates allowed) and the box or
         point; ``obj`` is stored as ``dumps(obj)`` and returned by
         ``objects=True`` queries."""
+        # The common case (an integer id, a list or tuple of numbers, no
+        # object) in one call; anything else is checked here as always.
+        if obj is None and self._core.insert_plain(id, coordinates, self.interleaved):
+            return
         box = self._box(coordinates)
         self._core.insert(_as_int(id), *box, self._pickled(obj))
 
