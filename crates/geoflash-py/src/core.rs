@@ -237,6 +237,22 @@ fn rect(minx: f64, miny: f64, maxx: f64, maxy: f64) -> PyResult<Rect> {
     Rect::new(minx, miny, maxx, maxy).map_err(to_py)
 }
 
+/// The 2 or 4 real numbers of `items` (and how many), None for another
+/// count or an item that is not a real number.
+fn two_or_four<'py>(
+    items: impl ExactSizeIterator<Item = Bound<'py, PyAny>>,
+) -> Option<([f64; 4], usize)> {
+    let n = items.len();
+    if !matches!(n, 2 | 4) {
+        return None;
+    }
+    let mut c = [0f64; 4];
+    for (slot, v) in c.iter_mut().zip(items) {
+        *slot = v.extract::<f64>().ok()?;
+    }
+    Some((c, n))
+}
+
 /// A coordinate of a query window in the engine's range: beyond it
 /// (infinities included) it is clamped to ±[`MAX_COORD`], which changes no
 /// answer since every stored box lies inside; NaN stays NaN (and is refused).
@@ -599,30 +615,14 @@ impl Core {
         let Ok(id) = id.extract::<i64>() else {
             return Ok(false);
         };
-        let mut c = [0f64; 4];
-        let n = if let Ok(t) = coordinates.downcast_exact::<PyTuple>() {
-            if !matches!(t.len(), 2 | 4) {
-                return Ok(false);
-            }
-            for (slot, v) in c.iter_mut().zip(t.iter()) {
-                match v.extract::<f64>() {
-                    Ok(x) => *slot = x,
-                    Err(_) => return Ok(false),
-                }
-            }
-            t.len()
+        let numbers = if let Ok(t) = coordinates.downcast_exact::<PyTuple>() {
+            two_or_four(t.iter())
         } else if let Ok(l) = coordinates.downcast_exact::<PyList>() {
-            if !matches!(l.len(), 2 | 4) {
-                return Ok(false);
-            }
-            for (slot, v) in c.iter_mut().zip(l.iter()) {
-                match v.extract::<f64>() {
-                    Ok(x) => *slot = x,
-                    Err(_) => return Ok(false),
-                }
-            }
-            l.len()
+            two_or_four(l.iter())
         } else {
+            None
+        };
+        let Some((c, n)) = numbers else {
             return Ok(false);
         };
         let [a, b, x, y] = c;

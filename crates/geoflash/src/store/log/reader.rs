@@ -170,7 +170,7 @@ pub(crate) fn scan_mode(
             }
             Decoded::Record(mut rec, len) => {
                 if let Some(d) = deltas.as_mut() {
-                    d.from_wire(&mut rec);
+                    d.decode_next(&mut rec);
                 }
                 if rec.lsn <= last_lsn {
                     return Err(Error::corrupt(
@@ -235,7 +235,7 @@ fn damaged(rest: &[u8], framing: Framing, last_lsn: Lsn, deltas: Option<HeaderDe
     match decode_framed(rest, framing) {
         Decoded::Record(mut r, _) => {
             if let Some(mut d) = deltas {
-                d.from_wire(&mut r);
+                d.decode_next(&mut r);
             }
             r.lsn <= last_lsn
         }

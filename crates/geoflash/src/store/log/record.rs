@@ -397,7 +397,7 @@ fn unzigzag(z: u64) -> u64 {
 
 impl HeaderDeltas {
     /// The fields to write for `rec`, the record that follows.
-    pub fn to_wire(&mut self, rec: &Record) -> [u64; 3] {
+    pub fn encode_next(&mut self, rec: &Record) -> [u64; 3] {
         let wire = [
             rec.lsn.wrapping_sub(self.lsn),
             zigzag(rec.op.wrapping_sub(self.op)),
@@ -413,7 +413,7 @@ impl HeaderDeltas {
 
     /// Restores the fields of `rec`, decoded from the stream with the
     /// written ones, the record that follows.
-    pub fn from_wire(&mut self, rec: &mut Record) {
+    pub fn decode_next(&mut self, rec: &mut Record) {
         rec.lsn = self.lsn.wrapping_add(rec.lsn);
         rec.op = self.op.wrapping_add(unzigzag(rec.op));
         rec.page = self.page.wrapping_add(unzigzag(rec.page));

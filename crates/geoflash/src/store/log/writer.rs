@@ -273,7 +273,7 @@ impl Log {
         rec.lsn = self.next_lsn;
         let framing = self.sb.format.framing();
         let mut deltas = self.deltas;
-        let wire = self.sb.entry_refs.then(|| deltas.to_wire(&rec));
+        let wire = self.sb.entry_refs.then(|| deltas.encode_next(&rec));
         let len = wire.map_or_else(|| rec.framed_len(framing), |w| rec.compact_len_as(w));
         if self.pages_needed(len) > self.layout.region_pages() {
             return Err(Error::DeviceFull(format!(
@@ -749,7 +749,7 @@ impl Log {
         let mut deltas = HeaderDeltas::default();
         for r in rest {
             if self.sb.entry_refs {
-                r.encode_compact_as(deltas.to_wire(r), &mut stream)?;
+                r.encode_compact_as(deltas.encode_next(r), &mut stream)?;
             } else {
                 r.encode_framed(framing, &mut stream)?;
             }

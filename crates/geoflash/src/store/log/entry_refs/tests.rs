@@ -326,7 +326,7 @@ proptest! {
         let mut w = HeaderDeltas::default();
         let mut stream = Vec::new();
         for r in &recs {
-            let wire = w.to_wire(r);
+            let wire = w.encode_next(r);
             let before = stream.len();
             r.encode_compact_as(wire, &mut stream).unwrap();
             prop_assert_eq!(stream.len() - before, r.compact_len_as(wire));
@@ -336,7 +336,7 @@ proptest! {
         for r in &recs {
             match decode_framed(&stream[off..], Framing::Compact) {
                 Decoded::Record(mut got, len) => {
-                    d.from_wire(&mut got);
+                    d.decode_next(&mut got);
                     prop_assert_eq!(&got, r);
                     off += len;
                 }
