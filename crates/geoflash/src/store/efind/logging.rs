@@ -17,13 +17,15 @@ use crate::{Error, Result};
 
 /// Entry changes above which a group is logged without the memo of logged
 /// entries (entry references): entries are named by key when they were
-/// logged by an earlier group, which pays when groups are small (a small
-/// budget flushes every few hundred operations, and a moved entry was
-/// logged a few groups before), not when a group is a whole build (the
-/// default budget logs a million insertions in a handful of groups,
-/// whose entries would fill the memo for little: 7 % fewer log pages for
-/// 4–10 % more build time, docs/benchmarks.md "Entry references").
-const MEMO_GROUP_CHANGES: usize = 16_384;
+/// logged by an earlier group, which pays when groups are many (a budget
+/// smaller than the index flushes every few hundred or thousand
+/// operations, and a moved entry was logged a few groups before: at 8 MiB
+/// a group holds about 20,000 changes), not when a group is a large part
+/// of a build (the default budget logs a million insertions in a handful
+/// of groups of 100,000 and more, whose entries would fill the memo for
+/// 7 % fewer log pages and 4–10 % more build time, docs/benchmarks.md
+/// "Entry references").
+const MEMO_GROUP_CHANGES: usize = 131_072;
 /// Compact after an operation when the log is fuller than this.
 const COMPACT_AT: f64 = 0.75;
 /// After a compaction the survivors should fill at most this share, else forced flushes.
