@@ -25,7 +25,7 @@ use crate::{Error, Result};
 /// of groups of 100,000 and more, whose entries would fill the memo for
 /// 7 % fewer log pages and 4–10 % more build time, docs/benchmarks.md
 /// "Entry references").
-const MEMO_GROUP_CHANGES: usize = 131_072;
+pub(super) const MEMO_GROUP_CHANGES: usize = 131_072;
 /// Compact after an operation when the log is fuller than this.
 const COMPACT_AT: f64 = 0.75;
 /// After a compaction the survivors should fill at most this share, else forced flushes.
@@ -173,7 +173,7 @@ impl EfindStore {
         let refs = self.log.as_ref().is_some_and(|l| l.entry_refs());
         let epoch = self.log_mut()?.epoch();
         let mut memo = Some(self.memo.for_epoch(epoch));
-        if self.held.changes() > MEMO_GROUP_CHANGES {
+        if self.held.changes() > self.memo_group_changes {
             // An entry written in full must not leave an older content of
             // its key in the memo: without noting, the memo goes.
             self.memo.clear();
@@ -236,6 +236,13 @@ impl EfindStore {
         } else {
             Record::flush(flushed)
         }
+    }
+
+    /// Lowers the group size above which the memo of logged entries is
+    /// not used (tests: both paths within one run).
+    #[cfg(test)]
+    pub(crate) fn set_memo_group_changes(&mut self, changes: usize) {
+        self.memo_group_changes = changes;
     }
 
     /// The imaged set, emptied when the log moved to another epoch (its

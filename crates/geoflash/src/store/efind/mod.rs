@@ -402,6 +402,9 @@ pub struct EfindStore {
     /// Compact log with entry references: the entries logged in the live
     /// epoch (see [`crate::store::log::entry_refs`]).
     memo: EntryMemo,
+    /// Groups of more entry changes are logged without the memo
+    /// ([`logging::MEMO_GROUP_CHANGES`]; tests lower it).
+    memo_group_changes: usize,
     /// First-image format: pages were written since the page device was
     /// last synced (it must be before a compaction).
     pages_unsynced: bool,
@@ -607,6 +610,7 @@ impl EfindStore {
             imaged: Default::default(),
             imaged_epoch: 0,
             memo: EntryMemo::with_capacity_bytes((config.buffer_bytes / 4).max(MEMO_MIN_BYTES)),
+            memo_group_changes: logging::MEMO_GROUP_CHANGES,
             pages_unsynced: false,
             clean_lsn: None,
             placement: Placement::None,

@@ -720,3 +720,60 @@ fn a_corrupt_log_page_before_the_tail_is_refused_or_dropped_when_tolerated() {
     assert!(kept > 0 && kept < n, "{kept} of {n} kept");
     assert_eq!(ids, (0..kept).collect::<BTreeSet<u64>>());
 }
+
+/// A group logged without the memo of logged entries (more changes than
+/// `memo_group_changes`) empties the memo: an entry changed A → B in such a
+/// group and back to A later must be logged in full again, not named as
+/// the A of before (which restart would resolve to B).
+#[test]
+fn a_group_logged_without_the_memo_empties_it() {
+    // One leaf (4 KiB pages hold the 46 entries): every group changes only it.
+    let page = 4096;
+    let p = params(IndexKind::RStar, page);
+    let cfg = EfindConfig {
+        buffer_bytes: 1 << 20,
+        durability: Durability::Sync,
+        log_format: LogFormat::Compact,
+        ..EfindConfig::default()
+    };
+    let dev = Arc::new(MemDevice::new(page, 1 << 13).unwrap());
+    let mut t = RTree::create(create_on(dev.clone(), cfg).unwrap(), p).unwrap();
+    t.store_mut().set_memo_group_changes(6);
+    let a = r(1.0, 1.0, 2.0, 2.0);
+    let b = r(1.5, 1.0, 2.5, 2.0);
+    let mut oracle: BTreeMap<u64, Rect> = BTreeMap::new();
+    // Small groups (one insertion each): entry 1 at A is noted.
+    for id in 1..=5u64 {
+        let rect = if id == 1 { a } else { r(id as f64, 0.0, id as f64 + 0.5, 0.5) };
+        t.insert(id, rect).unwrap();
+        oracle.insert(id, rect);
+    }
+    // One large group: entry 1 moves to B, with enough other changes.
+    t.store_mut().set_durability(Durability::UNBOUNDED_GROUP).unwrap();
+    t.update(1, a, b).unwrap();
+    oracle.insert(1, b);
+    for id in 100..140u64 {
+        let rect = r(id as f64 / 10.0, 3.0, id as f64 / 10.0 + 0.05, 3.05);
+        t.insert(id, rect).unwrap();
+        oracle.insert(id, rect);
+    }
+    t.store_mut().sync().unwrap();
+    t.store_mut().set_durability(Durability::Sync).unwrap();
+    // A small group: back to A.
+    t.update(1, b, a).unwrap();
+    oracle.insert(1, a);
+    t.store_mut().sync().unwrap();
+    assert_eq!(t.check().unwrap().height, 1);
+    drop(t);
+    let store = open_on(dev, cfg).unwrap();
+    assert!(store.restart_report().unwrap().changes_replayed > 0);
+    let t = RTree::open(store, p).unwrap();
+    let got: BTreeMap<u64, Rect> = t
+        .query(r(-100.0, -100.0, 100.0, 100.0), Predicate::Intersects)
+        .unwrap()
+        .hits
+        .iter()
+        .map(|h| (h.id, h.rect))
+        .collect();
+    assert_eq!(got, oracle);
+}
