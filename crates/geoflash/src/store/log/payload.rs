@@ -78,6 +78,7 @@ use crate::store::{EntryChange, OpId, TreeMeta};
 use crate::{Error, Result};
 
 use super::entry_refs::{EntryMemo, Resolver};
+use super::record::{unzigzag, zigzag};
 use super::{Log, Lsn, Record, RecordKind};
 
 /// How the integers of a payload are written. See the [module docs](self).
@@ -200,7 +201,7 @@ impl Writer {
     /// [`PayloadCodec::encode_new_refs`]): the head, then for a full entry
     /// its content.
     fn ref_item(&mut self, prev_key: &mut u64, tag: u8, key: u64) {
-        let delta = zigzag(key.wrapping_sub(*prev_key) as i64);
+        let delta = zigzag(key.wrapping_sub(*prev_key));
         *prev_key = key;
         let mut v = (u128::from(delta) << 2) | u128::from(tag);
         loop {
@@ -372,7 +373,7 @@ impl<'a> Reader<'a> {
         }
         let tag = (v & 0x3) as u8;
         let delta = u64::try_from(v >> 2).map_err(|_| self.bad("item head out of range"))?;
-        let key = prev_key.wrapping_add(unzigzag(delta) as u64);
+        let key = prev_key.wrapping_add(unzigzag(delta));
         *prev_key = key;
         Ok((tag, key))
     }
@@ -481,16 +482,6 @@ impl<'a> Reader<'a> {
         }
         Ok(())
     }
-}
-
-/// A signed difference as an unsigned varint-friendly number.
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-/// The inverse of [`zigzag`].
-fn unzigzag(v: u64) -> i64 {
-    ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
 impl PayloadCodec {

@@ -219,8 +219,7 @@ impl Record {
         put(&mut payload, pages.len() as u64);
         let mut prev = 0u64;
         for &p in pages {
-            let d = p.wrapping_sub(prev) as i64;
-            put(&mut payload, ((d << 1) ^ (d >> 63)) as u64);
+            put(&mut payload, zigzag(p.wrapping_sub(prev)));
             prev = p;
         }
         Record::new(RecordKind::Flush, super::NO_OP, 0, payload)
@@ -262,9 +261,7 @@ impl Record {
             let mut pages = Vec::with_capacity(n as usize);
             let mut prev = 0u64;
             for _ in 0..n {
-                let z = next()?;
-                let d = ((z >> 1) as i64) ^ -((z & 1) as i64);
-                prev = prev.wrapping_add(d as u64);
+                prev = prev.wrapping_add(unzigzag(next()?));
                 pages.push(prev);
             }
             if off != body.len() {
@@ -386,12 +383,16 @@ pub struct HeaderDeltas {
     page: PageId,
 }
 
-fn zigzag(d: u64) -> u64 {
+/// A wrapping difference of two `u64` (`b.wrapping_sub(a)`) as a number
+/// that is small when the difference is small either way (zigzag), for a
+/// varint; the log's difference encodings share it.
+pub(crate) fn zigzag(d: u64) -> u64 {
     let d = d as i64;
     ((d << 1) ^ (d >> 63)) as u64
 }
 
-fn unzigzag(z: u64) -> u64 {
+/// The inverse of [`zigzag`]: the difference to add with `wrapping_add`.
+pub(crate) fn unzigzag(z: u64) -> u64 {
     (((z >> 1) as i64) ^ -((z & 1) as i64)) as u64
 }
 
