@@ -184,11 +184,14 @@ impl Index {
     }
 
     /// A stopwatch started now, on the device's simulated clock if it has
-    /// one; without a CPU-clock reading inside a batch or when operation CPU
-    /// time is off.
+    /// one; inside a batch on that clock alone (the batch measures its wall
+    /// and CPU time once), and without a CPU-clock reading when operation
+    /// CPU time is off.
     pub(super) fn watch(&self) -> Stopwatch {
         let sim = self.device.sim_clock_ns();
-        if self.in_batch || !self.operation_cpu_time {
+        if self.in_batch {
+            Stopwatch::start_sim_only(sim)
+        } else if !self.operation_cpu_time {
             Stopwatch::start_without_cpu(sim)
         } else {
             Stopwatch::start(sim)
