@@ -9,7 +9,7 @@
 //! operations, unlogged, in large sequential batches, and the tree is
 //! published atomically once complete (see [`crate::store::bulk`]): a crash
 //! in the middle leaves the empty tree, never a part of the new one.
-use super::ops::center;
+use super::ops::{center, ordered_bits};
 use super::params::{IndexKind, TreeParams};
 use super::{checked, entry_of, RTree};
 use crate::geom::{HilbertDomain, Rect};
@@ -402,17 +402,6 @@ fn partition_at<T: Packed>(order: &mut [u128], cuts: &[usize], entries: &[T]) {
     partition_at(left, before, entries);
     let shifted: Vec<usize> = after.iter().map(|c| c.saturating_sub(cut)).collect();
     partition_at(right, &shifted, entries);
-}
-
-/// An integer whose order is [`f64::total_cmp`]'s order of `v`.
-#[inline]
-fn ordered_bits(v: f64) -> u64 {
-    let b = v.to_bits();
-    if b >> 63 == 1 {
-        !b
-    } else {
-        b | (1 << 63)
-    }
 }
 
 impl std::str::FromStr for BulkMethod {

@@ -3,6 +3,18 @@
 use crate::geom::{Point, Rect};
 use crate::page::Entry;
 
+/// An integer whose order is [`f64::total_cmp`]'s order of `v`: sort keys
+/// that compare as integers (the bulk load's STR, the R* split's orders).
+#[inline]
+pub(crate) fn ordered_bits(v: f64) -> u64 {
+    let b = v.to_bits();
+    if b >> 63 == 1 {
+        !b
+    } else {
+        b | (1 << 63)
+    }
+}
+
 /// Smallest rectangle covering both.
 #[inline]
 pub(crate) fn union(a: &Rect, b: &Rect) -> Rect {

@@ -767,9 +767,9 @@ impl EfindStore {
         checks::check_node_page(&self.alloc, id)
     }
 
-    fn check_entries(&self, entries: &[Entry]) -> Result<()> {
+    fn check_entries<'a>(&self, entries: impl IntoIterator<Item = &'a Entry>) -> Result<()> {
         entries
-            .iter()
+            .into_iter()
             .try_for_each(|e| checks::check_payload(e, self.config.with_payload))
     }
 
@@ -917,14 +917,10 @@ impl NodeStore for EfindStore {
                 current.level
             )));
         }
-        let ups: Vec<Entry> = changes
-            .iter()
-            .filter_map(|c| match c {
-                EntryChange::Upsert(e) => Some(*e),
-                EntryChange::Remove(_) => None,
-            })
-            .collect();
-        self.check_entries(&ups)?;
+        self.check_entries(changes.iter().filter_map(|c| match c {
+            EntryChange::Upsert(e) => Some(e),
+            EntryChange::Remove(_) => None,
+        }))?;
         let mut after = current;
         // Without the buffer's reference (and the tree's, which drops its
         // copy of a node before changing it) the node changes in place.
