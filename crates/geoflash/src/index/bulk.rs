@@ -57,7 +57,7 @@ pub(crate) fn node_count(k: usize, cap: usize, m: usize) -> usize {
 /// input is packed where it lies (no copy of a million items into entries
 /// first), or an entry (a record with its Hilbert value, a child's key and
 /// MBR).
-trait Packed: Copy {
+trait Packed: Copy + Sync {
     /// The key the record is stored under.
     fn key(&self) -> u64;
     /// Its rectangle.
@@ -150,7 +150,11 @@ impl Level<'_> {
                 records.sort_by_cached_key(|e| (d.hilbert_rect(e.rect()), e.key()));
                 emit_runs(records, &sizes, gathered, &mut emit)?;
             }
-            Cut::Str => str_runs(records, &sizes, gathered, &mut emit)?,
+            Cut::Str => {
+                let pipelined = k >= PIPELINE_MIN_RECORDS
+                    && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+                str_runs(records, &sizes, gathered, &mut emit, pipelined)?
+            }
         }
         Ok(parents)
     }
@@ -288,6 +292,14 @@ fn emit_gathered(
     emit(gathered)
 }
 
+/// Levels of at least this many records sort their STR slices on a second
+/// thread while the calling thread stores the nodes of the slices already
+/// sorted (below it, a thread costs more than it saves).
+const PIPELINE_MIN_RECORDS: usize = 65_536;
+
+/// Sorted slices the sorting thread may be ahead of the storing one.
+const SLICES_AHEAD: usize = 2;
+
 /// STR: cuts `records` into vertical slices by centre x and each slice into
 /// runs of `sizes` by centre y, and emits each run as a node, gathered into
 /// `gathered` and sorted by key there (no vector per node).
@@ -297,11 +309,17 @@ fn emit_gathered(
 /// there, in no order); each slice's part is then re-keyed by centre y and
 /// sorted in place, and each node's records are gathered from it: the
 /// records are copied once, into the buffer a node is emitted from.
+///
+/// `pipelined`: the slices are re-keyed and sorted on a second thread,
+/// one or two ahead of the calling thread, which gathers and emits the
+/// nodes of each slice in order as it arrives. The nodes, their order and
+/// everything emitted are the same either way.
 fn str_runs<T: Packed>(
     records: &[T],
     sizes: &[usize],
     gathered: &mut Vec<Entry>,
     emit: &mut dyn FnMut(&[Entry]) -> Result<()>,
+    pipelined: bool,
 ) -> Result<()> {
     let mut order: Vec<u128> = records
         .iter()
@@ -310,8 +328,9 @@ fn str_runs<T: Packed>(
         .collect();
     let slices = (sizes.len() as f64).sqrt().ceil().max(1.0) as usize;
     let per_slice = sizes.len().div_ceil(slices).max(1);
-    let mut cuts: Vec<usize> = sizes
-        .chunks(per_slice)
+    let slice_sizes: Vec<&[usize]> = sizes.chunks(per_slice).collect();
+    let mut cuts: Vec<usize> = slice_sizes
+        .iter()
         .scan(0, |end, c| {
             *end += c.iter().sum::<usize>();
             Some(*end)
@@ -319,20 +338,17 @@ fn str_runs<T: Packed>(
         .collect();
     cuts.pop();
     partition_at(&mut order, &cuts, records);
+    let mut parts: Vec<&mut [u128]> = Vec::with_capacity(slice_sizes.len());
     let mut rest = order.as_mut_slice();
-    for slice_sizes in sizes.chunks(per_slice) {
-        let n: usize = slice_sizes.iter().sum();
-        let n = n.min(rest.len());
-        let (slice, tail) = std::mem::take(&mut rest).split_at_mut(n);
+    for c in &slice_sizes {
+        let n = c.iter().sum::<usize>().min(rest.len());
+        let (part, tail) = std::mem::take(&mut rest).split_at_mut(n);
         rest = tail;
-        for t in slice.iter_mut() {
-            if let Some(e) = records.get(position(*t)) {
-                *t = sort_key(center(e.rect()).1, position(*t));
-            }
-        }
-        sort_by_coordinate_and_key(slice, records);
-        let mut nodes = &*slice;
-        for &s in slice_sizes {
+        parts.push(part);
+    }
+    let mut emit_slice = |slice: &[u128], sizes: &[usize]| -> Result<()> {
+        let mut nodes = slice;
+        for &s in sizes {
             let (node, tail) = nodes.split_at(s.min(nodes.len()));
             nodes = tail;
             let entries = node
@@ -340,8 +356,45 @@ fn str_runs<T: Packed>(
                 .filter_map(|&t| records.get(position(t)).map(Packed::entry));
             emit_gathered(entries, gathered, emit)?;
         }
+        Ok(())
+    };
+    if !pipelined || parts.len() < 2 {
+        for (part, c) in parts.into_iter().zip(&slice_sizes) {
+            sort_slice_by_y(part, records);
+            emit_slice(part, c)?;
+        }
+        return Ok(());
     }
-    Ok(())
+    std::thread::scope(|scope| {
+        let (sorted, arrivals) = std::sync::mpsc::sync_channel::<&[u128]>(SLICES_AHEAD);
+        scope.spawn(move || {
+            for part in parts {
+                sort_slice_by_y(part, records);
+                // The receiver is gone when emitting failed: stop.
+                if sorted.send(&*part).is_err() {
+                    break;
+                }
+            }
+        });
+        for c in &slice_sizes {
+            let slice = arrivals.recv().map_err(|_| {
+                Error::corrupt(None, "internal: the STR sorting thread stopped early")
+            })?;
+            emit_slice(slice, c)?;
+        }
+        Ok(())
+    })
+}
+
+/// Re-keys the positions of one STR slice by their records' centre y and
+/// sorts them by (y, the record's key).
+fn sort_slice_by_y<T: Packed>(part: &mut [u128], records: &[T]) {
+    for t in part.iter_mut() {
+        if let Some(e) = records.get(position(*t)) {
+            *t = sort_key(center(e.rect()).1, position(*t));
+        }
+    }
+    sort_by_coordinate_and_key(part, records);
 }
 
 /// The sort key of the entry at `position` with centre coordinate `coord`:
@@ -526,6 +579,60 @@ mod tests {
                 let mut got = parted[a..b].to_vec();
                 sort_by_coordinate_and_key(&mut got, &entries);
                 proptest::prop_assert_eq!(&got[..], &sorted[a..b]);
+            }
+        }
+    }
+
+    /// What [`str_runs`] emits for `entries` cut into nodes of at most
+    /// `cap` entries, with or without the sorting thread (`fail_at`: the
+    /// emission of that node fails).
+    fn str_nodes(
+        entries: &[Entry],
+        cap: usize,
+        pipelined: bool,
+        fail_at: Option<usize>,
+    ) -> Result<Vec<Vec<u64>>> {
+        let sizes = even_sizes(entries.len(), entries.len().div_ceil(cap));
+        let mut out = Vec::new();
+        let mut gathered = Vec::new();
+        let mut emit = |node: &[Entry]| -> Result<()> {
+            if Some(out.len()) == fail_at {
+                return Err(Error::invalid("the sink refused the node"));
+            }
+            out.push(node.iter().map(|e| e.key).collect());
+            Ok(())
+        };
+        str_runs(entries, &sizes, &mut gathered, &mut emit, pipelined)?;
+        Ok(out)
+    }
+
+    /// The sorting thread changes nothing of what STR emits, and a failing
+    /// sink stops the load with its error (the thread then stops too).
+    #[test]
+    fn str_emits_the_same_nodes_with_and_without_the_sorting_thread() {
+        let mut state = 7u64;
+        let mut next = || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        // Coordinates on a coarse grid: ties inside and across slices.
+        let entries: Vec<Entry> = (0..20_000u64)
+            .map(|i| {
+                let (x, y) = ((next() * 64.0).floor(), (next() * 64.0).floor());
+                Entry {
+                    key: (i * 7919) % 20_011,
+                    rect: Rect::new(x, y, x + next(), y + next()).unwrap(),
+                    payload: 0,
+                }
+            })
+            .collect();
+        for cap in [4, 50, 113] {
+            let plain = str_nodes(&entries, cap, false, None).unwrap();
+            assert_eq!(plain, str_nodes(&entries, cap, true, None).unwrap(), "cap {cap}");
+            assert_eq!(plain.iter().map(Vec::len).sum::<usize>(), entries.len());
+            for fail_at in [0, plain.len() / 2, plain.len() - 1] {
+                let err = str_nodes(&entries, cap, true, Some(fail_at)).unwrap_err();
+                assert!(err.to_string().contains("sink refused"), "{err}");
             }
         }
     }
