@@ -337,7 +337,7 @@ fn str_runs<T: Packed>(
         })
         .collect();
     cuts.pop();
-    partition_at(&mut order, &cuts, records);
+    partition_at(&mut order, &cuts, records, pipelined);
     let mut parts: Vec<&mut [u128]> = Vec::with_capacity(slice_sizes.len());
     let mut rest = order.as_mut_slice();
     for c in &slice_sizes {
@@ -435,7 +435,10 @@ fn sort_by_coordinate_and_key<T: Packed>(order: &mut [u128], entries: &[T]) {
 /// One selection per cut, each within the part its neighbours left: the
 /// O(n log n) sort of a whole level becomes O(n log slices) (STR needs the
 /// vertical slices, not the order inside them).
-fn partition_at<T: Packed>(order: &mut [u128], cuts: &[usize], entries: &[T]) {
+///
+/// `parallel`: after the first selection, the two halves are partitioned
+/// on two threads (the same result).
+fn partition_at<T: Packed>(order: &mut [u128], cuts: &[usize], entries: &[T], parallel: bool) {
     let (before, rest) = cuts.split_at(cuts.len() / 2);
     let Some((&cut, after)) = rest.split_first() else {
         return;
@@ -452,9 +455,16 @@ fn partition_at<T: Packed>(order: &mut [u128], cuts: &[usize], entries: &[T]) {
         });
     }
     let (left, right) = order.split_at_mut(cut);
-    partition_at(left, before, entries);
     let shifted: Vec<usize> = after.iter().map(|c| c.saturating_sub(cut)).collect();
-    partition_at(right, &shifted, entries);
+    if parallel {
+        std::thread::scope(|scope| {
+            scope.spawn(|| partition_at(left, before, entries, false));
+            partition_at(right, &shifted, entries, false);
+        });
+    } else {
+        partition_at(left, before, entries, false);
+        partition_at(right, &shifted, entries, false);
+    }
 }
 
 impl std::str::FromStr for BulkMethod {
@@ -555,11 +565,12 @@ mod tests {
 
         /// Partitioning at cuts puts in each part the keys the full sort
         /// puts there: few distinct coordinates (ties across cuts), keys in
-        /// any order, cuts anywhere.
+        /// any order, cuts anywhere; on one thread or two.
         #[test]
         fn partitioning_at_cuts_gives_the_parts_of_the_full_sort(
             cells in proptest::collection::vec((0u8..6, proptest::prelude::any::<u64>()), 0..200),
             raw_cuts in proptest::collection::vec(0usize..200, 0..12),
+            parallel in proptest::prelude::any::<bool>(),
         ) {
             let entries = tied_entries(&cells);
             let mut cuts: Vec<usize> = raw_cuts.into_iter().filter(|&c| c < entries.len()).collect();
@@ -569,7 +580,7 @@ mod tests {
             let mut sorted = keys.clone();
             sort_by_coordinate_and_key(&mut sorted, &entries);
             let mut parted = keys;
-            partition_at(&mut parted, &cuts, &entries);
+            partition_at(&mut parted, &cuts, &entries, parallel);
             let bounds: Vec<usize> = std::iter::once(0)
                 .chain(cuts.iter().copied())
                 .chain(std::iter::once(entries.len()))
