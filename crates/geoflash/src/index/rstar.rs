@@ -168,23 +168,30 @@ fn first_without_overlap_growth(
     candidate: impl Fn(usize) -> bool,
 ) -> Tries {
     // (area enlargement, area, position): a total order (positions differ)
-    let rank = |(i, e): (usize, &Entry)| {
-        let r = &e.rect;
-        (area(&union(r, rect)) - area(r), area(r), i)
-    };
     let before = |a: &(f64, f64, usize), b: &(f64, f64, usize)| {
         a.0 < b.0 || (a.0 == b.0 && (a.1 < b.1 || (a.1 == b.1 && a.2 < b.2)))
     };
     let mut tried: Option<(f64, f64, usize)> = None;
     for _ in 0..ZERO_GROWTH_TRIES {
-        let Some(next) = entries
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| pool(i))
-            .map(rank)
-            .filter(|k| tried.is_none_or(|t| before(&t, k)))
-            .reduce(|a, b| if before(&b, &a) { b } else { a })
-        else {
+        // The first child of the pool after `tried` in that order (a plain
+        // loop: as an iterator chain, whether it was inlined depended on
+        // how the crate happened to be split into codegen units, and its
+        // cost doubled when it was not).
+        let mut next: Option<(f64, f64, usize)> = None;
+        for (i, e) in entries.iter().enumerate() {
+            if !pool(i) {
+                continue;
+            }
+            let r = &e.rect;
+            let k = (area(&union(r, rect)) - area(r), area(r), i);
+            if tried.is_some_and(|t| !before(&t, &k)) {
+                continue;
+            }
+            if next.is_none_or(|a| before(&k, &a)) {
+                next = Some(k);
+            }
+        }
+        let Some(next) = next else {
             return Tries::Grow;
         };
         if !candidate(next.2) {
