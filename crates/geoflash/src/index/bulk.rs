@@ -668,26 +668,32 @@ mod tests {
         Ok(out)
     }
 
-    /// The sorting thread changes nothing of what STR emits, and a failing
-    /// sink stops the load with its error (the thread then stops too).
-    #[test]
-    fn str_emits_the_same_nodes_with_and_without_the_sorting_thread() {
-        let mut state = 7u64;
+    /// 20,000 boxes of pseudo-random sizes whose lower corners lie on a
+    /// coarse grid (ties inside and across STR slices), the `i`-th under
+    /// key `key(i)`.
+    fn grid_entries(seed: u64, key: impl Fn(u64) -> u64) -> Vec<Entry> {
+        let mut state = seed;
         let mut next = || {
             state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             (state >> 11) as f64 / (1u64 << 53) as f64
         };
-        // Coordinates on a coarse grid: ties inside and across slices.
-        let entries: Vec<Entry> = (0..20_000u64)
+        (0..20_000u64)
             .map(|i| {
                 let (x, y) = ((next() * 64.0).floor(), (next() * 64.0).floor());
                 Entry {
-                    key: (i * 7919) % 20_011,
+                    key: key(i),
                     rect: Rect::new(x, y, x + next(), y + next()).unwrap(),
                     payload: 0,
                 }
             })
-            .collect();
+            .collect()
+    }
+
+    /// The sorting thread changes nothing of what STR emits, and a failing
+    /// sink stops the load with its error (the thread then stops too).
+    #[test]
+    fn str_emits_the_same_nodes_with_and_without_the_sorting_thread() {
+        let entries = grid_entries(7, |i| (i * 7919) % 20_011);
         for cap in [4, 50, 113] {
             let plain = str_nodes(&entries, cap, false, None).unwrap();
             assert_eq!(plain, str_nodes(&entries, cap, true, None).unwrap(), "cap {cap}");
@@ -704,21 +710,7 @@ mod tests {
     /// thread or two (and `str_runs` sees that the keys ascend).
     #[test]
     fn str_emits_the_same_nodes_when_it_sorts_positions() {
-        let mut state = 11u64;
-        let mut next = || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (state >> 11) as f64 / (1u64 << 53) as f64
-        };
-        let entries: Vec<Entry> = (0..20_000u64)
-            .map(|i| {
-                let (x, y) = ((next() * 64.0).floor(), (next() * 64.0).floor());
-                Entry {
-                    key: 3 * i + 5,
-                    rect: Rect::new(x, y, x + next(), y + next()).unwrap(),
-                    payload: 0,
-                }
-            })
-            .collect();
+        let entries = grid_entries(11, |i| 3 * i + 5);
         for cap in [4, 50, 113] {
             let want = str_nodes_with(&entries, cap, false, None, Some(false)).unwrap();
             for pipelined in [false, true] {
