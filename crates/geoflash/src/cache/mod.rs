@@ -201,6 +201,9 @@ impl LinkedSet {
 
     /// Puts `id` at the front (moving it there if present).
     pub(crate) fn push_front(&mut self, id: PageId) {
+        if self.head == Some(id) {
+            return;
+        }
         self.remove(id);
         let link = Link {
             prev: None,

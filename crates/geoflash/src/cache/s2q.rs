@@ -86,10 +86,17 @@ impl ReplacementPolicy for S2q {
     }
 
     fn access(&mut self, id: PageId, meta: EntryMeta) {
-        if self.forget(id).is_some() {
-            self.am.push_front(id);
-            self.where_.insert(id, (Queue::Am, meta.size));
+        // One map lookup (a hit is the common case of a read-mostly cache).
+        let Some(slot) = self.where_.get_mut(&id) else {
+            return;
+        };
+        let (queue, size) = *slot;
+        *slot = (Queue::Am, meta.size);
+        if queue == Queue::A1 {
+            self.a1.remove(id);
+            self.a1_bytes -= size;
         }
+        self.am.push_front(id);
     }
 
     fn remove(&mut self, id: PageId) -> bool {

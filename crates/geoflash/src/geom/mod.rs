@@ -42,8 +42,10 @@ pub use hilbert::{hilbert_index, hilbert_point, z_order, z_order_point, HilbertD
 /// Largest accepted coordinate magnitude. See the module documentation.
 pub const MAX_COORD: f64 = 1e150;
 
+#[inline]
 fn check_coord(v: f64) -> bool {
-    v.is_finite() && v.abs() <= MAX_COORD
+    // NaN and the infinities fail the comparison: finite and in range.
+    v.abs() <= MAX_COORD
 }
 
 /// A point in the plane. Constructed through [`Point::new`], which rejects
@@ -131,18 +133,18 @@ fn axis_gap(v: f64, lo: f64, hi: f64) -> f64 {
 impl Rect {
     /// A rectangle from its corners; an error for NaN, infinite, out-of-range
     /// (magnitude above [`MAX_COORD`]) or inverted coordinates.
+    #[inline]
     pub fn new(min_x: f64, min_y: f64, max_x: f64, max_y: f64) -> Result<Rect> {
-        for v in [min_x, min_y, max_x, max_y] {
-            if !check_coord(v) {
-                return Err(Error::invalid(format!(
-                    "rectangle ({min_x}, {min_y}, {max_x}, {max_y}) has a coordinate that is not finite or exceeds {MAX_COORD:e} in magnitude"
-                )));
-            }
-        }
-        if min_x > max_x || min_y > max_y {
-            return Err(Error::invalid(format!(
-                "rectangle ({min_x}, {min_y}, {max_x}, {max_y}) is inverted (min greater than max)"
-            )));
+        // One test without branches per coordinate (bulk loads validate
+        // millions); the error is built out of line.
+        let valid = check_coord(min_x)
+            & check_coord(min_y)
+            & check_coord(max_x)
+            & check_coord(max_y)
+            & (min_x <= max_x)
+            & (min_y <= max_y);
+        if !valid {
+            return Err(Rect::refusal(min_x, min_y, max_x, max_y));
         }
         Ok(Rect {
             min_x,
@@ -150,6 +152,21 @@ impl Rect {
             max_x,
             max_y,
         })
+    }
+
+    /// Why [`Rect::new`] refuses these coordinates.
+    #[cold]
+    #[inline(never)]
+    fn refusal(min_x: f64, min_y: f64, max_x: f64, max_y: f64) -> Error {
+        if [min_x, min_y, max_x, max_y].into_iter().all(check_coord) {
+            Error::invalid(format!(
+                "rectangle ({min_x}, {min_y}, {max_x}, {max_y}) is inverted (min greater than max)"
+            ))
+        } else {
+            Error::invalid(format!(
+                "rectangle ({min_x}, {min_y}, {max_x}, {max_y}) has a coordinate that is not finite or exceeds {MAX_COORD:e} in magnitude"
+            ))
+        }
     }
 
     /// A rectangle from coordinates the caller guarantees valid: finite, of

@@ -98,27 +98,154 @@ impl Selection for Window {
 enum Active {
     /// One window.
     One(usize),
-    /// Several windows, in ascending order.
+    /// Several windows, in ascending order of their `min_x` (see
+    /// [`BatchWindows`]).
     Many(Vec<usize>),
 }
 
 impl Active {
-    /// The windows, in ascending order.
+    /// The windows.
     fn as_slice(&self) -> &[usize] {
         match self {
             Active::One(w) => std::slice::from_ref(w),
             Active::Many(ws) => ws,
         }
     }
+}
 
-    /// The windows among these for which `enters` holds, `None` if none.
-    fn entering(&self, enters: impl Fn(usize) -> bool) -> Option<Active> {
-        let ws = match self {
-            // below the top levels nearly every subtree has one window
-            Active::One(w) => return enters(*w).then_some(Active::One(*w)),
-            Active::Many(ws) => ws,
-        };
-        let mut it = ws.iter().copied().filter(|&w| enters(w));
+/// Up to this many windows entering a node, each is tested against the
+/// node's children in a loop of its own; more, and each child looks up the
+/// windows that can reach it (see [`BatchWindows::entering`]).
+const FEW_WINDOWS: usize = 8;
+
+/// Calls `hit` with the position of every entry of `entries` whose subtree
+/// `sel` enters, in order, with the predicate chosen once.
+#[inline]
+fn entered_by(sel: &Window, entries: &[Entry], mut hit: impl FnMut(usize)) {
+    let win = &sel.rect;
+    match sel.predicate {
+        Predicate::Intersects | Predicate::Contains => {
+            for (i, e) in entries.iter().enumerate() {
+                if intersects(&e.rect, win) {
+                    hit(i);
+                }
+            }
+        }
+        Predicate::Within => {
+            for (i, e) in entries.iter().enumerate() {
+                if contains(&e.rect, win) {
+                    hit(i);
+                }
+            }
+        }
+    }
+}
+
+/// The windows of a batch, and what lets a node's visit skip most of them
+/// when many enter it (the top levels): the windows of an [`Active::Many`]
+/// are kept in ascending order of `min_x`, so those that can reach a child
+/// are one run of them, found by binary search; only that run is tested.
+struct BatchWindows {
+    /// The windows, by position in the batch.
+    sels: Vec<Window>,
+    /// At least the widest window's width (exactly: the rounded width's
+    /// next float up), so that `min_x + reach` is never below a window's
+    /// `max_x`.
+    reach: f64,
+}
+
+impl BatchWindows {
+    fn new(sels: Vec<Window>) -> BatchWindows {
+        let widest = sels
+            .iter()
+            .map(|s| s.rect.max_x() - s.rect.min_x())
+            .fold(0.0, f64::max);
+        BatchWindows {
+            sels,
+            reach: widest.next_up(),
+        }
+    }
+
+    /// Every window, in ascending order of `min_x` (ties by position).
+    fn all(&self) -> Active {
+        let mut ws: Vec<usize> = (0..self.sels.len()).collect();
+        ws.sort_by(|&a, &b| self.min_x(a).total_cmp(&self.min_x(b)));
+        match *ws.as_slice() {
+            [w] => Active::One(w),
+            _ => Active::Many(ws),
+        }
+    }
+
+    fn min_x(&self, w: usize) -> f64 {
+        self.sels.get(w).map_or(f64::INFINITY, |s| s.rect.min_x())
+    }
+
+    fn descends(&self, w: usize, rect: &Rect) -> bool {
+        self.sels.get(w).is_some_and(|s| s.descend(rect))
+    }
+
+    /// The children among `entries` that the windows of `active` enter,
+    /// each with the windows that enter it. With one window (below the top
+    /// levels, nearly every node) its predicate is chosen once for the
+    /// node.
+    fn enter(&self, active: &Active, entries: &[Entry], out: &mut Entered<Active>) {
+        match active {
+            Active::One(w) => {
+                if let Some(sel) = self.sels.get(*w) {
+                    entered_by(sel, entries, |i| {
+                        if let Some(e) = entries.get(i) {
+                            out.push(e.key, Active::One(*w));
+                        }
+                    });
+                }
+            }
+            Active::Many(ws) if ws.len() <= FEW_WINDOWS => {
+                // Each window over the children as one window does; the
+                // (child, window) pairs found, grouped by child (a stable
+                // sort keeps each child's windows in the order of `ws`).
+                let mut pairs: Vec<(usize, usize)> = Vec::new();
+                for &w in ws {
+                    if let Some(sel) = self.sels.get(w) {
+                        entered_by(sel, entries, |i| pairs.push((i, w)));
+                    }
+                }
+                pairs.sort_by_key(|&(i, _)| i);
+                for group in pairs.chunk_by(|a, b| a.0 == b.0) {
+                    let Some(e) = group.first().and_then(|&(i, _)| entries.get(i)) else {
+                        continue;
+                    };
+                    let state = match *group {
+                        [(_, w)] => Active::One(w),
+                        _ => Active::Many(group.iter().map(|&(_, w)| w).collect()),
+                    };
+                    out.push(e.key, state);
+                }
+            }
+            Active::Many(ws) => {
+                for e in entries {
+                    if let Some(a) = self.entering(ws, &e.rect) {
+                        out.push(e.key, a);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The windows among `ws` (in ascending order of `min_x`) that enter
+    /// the child whose MBR is `rect`, `None` if none.
+    ///
+    /// Every predicate enters only children its window intersects, so a
+    /// window that enters has `min_x <= rect.max_x` and `max_x >=
+    /// rect.min_x`; the latter implies `min_x + reach >= rect.min_x`
+    /// (rounding is monotone and `min_x + reach` is at least `max_x`
+    /// exactly). Both bounds are monotone in `min_x`, so the candidates
+    /// are a run of the sorted windows.
+    fn entering(&self, ws: &[usize], rect: &Rect) -> Option<Active> {
+        let end = ws.partition_point(|&w| self.min_x(w) <= rect.max_x());
+        let run = ws.get(..end).unwrap_or_default();
+        let start = run.partition_point(|&w| self.min_x(w) + self.reach < rect.min_x());
+        let run = run.get(start..).unwrap_or_default();
+        let mut it = run.iter().copied().filter(|&w| self.descends(w, rect));
         let first = it.next()?;
         match it.next() {
             None => Some(Active::One(first)),
@@ -359,6 +486,22 @@ enum Pending<T> {
     Read(PageId, Arc<Node>, T),
 }
 
+/// The children a node's visit enters in [`RTree::walk`], in key order,
+/// each with the state it carries.
+struct Entered<T> {
+    ids: Vec<PageId>,
+    states: Vec<T>,
+}
+
+impl<T> Entered<T> {
+    /// Enters child `id` with `state`.
+    #[inline]
+    fn push(&mut self, id: PageId, state: T) {
+        self.ids.push(id);
+        self.states.push(state);
+    }
+}
+
 /// Every subtree and every record: the selection of a whole-tree walk
 /// (the leaves, the bounds).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -392,7 +535,11 @@ impl<S: NodeStore> RTree<S> {
         let mut stats = QueryStats::default();
         stats.nodes_visited = self.walk(
             (),
-            |_, rect| sel.descend(rect).then_some(()),
+            |_, entries, out| {
+                for e in entries.iter().filter(|e| sel.descend(&e.rect)) {
+                    out.push(e.key, ());
+                }
+            },
             |_, node, _| {
                 if node.level != 0 {
                     return;
@@ -409,13 +556,15 @@ impl<S: NodeStore> RTree<S> {
 
     /// The traversal under [`RTree::select`], [`RTree::query_batch`] and
     /// [`RTree::leaves`]: depth-first in key order from the root, which
-    /// carries `root`; a child is entered when `descend`, given its parent's
-    /// state and the child's MBR, gives it a state. `visit` sees every node
-    /// entered (page id, node, state). Returns the nodes visited.
+    /// carries `root`; `enter`, given a node's state and its entries, puts
+    /// the children to enter with their states in an [`Entered`] (once per
+    /// node, so that a selection can hoist what is the same for all its
+    /// children). `visit` sees every node entered (page id, node, state).
+    /// Returns the nodes visited.
     fn walk<T>(
         &self,
         root: T,
-        descend: impl Fn(&T, &Rect) -> Option<T>,
+        enter: impl Fn(&T, &[Entry], &mut Entered<T>),
         mut visit: impl FnMut(PageId, &Node, &T),
     ) -> Result<u64> {
         let Some(root_id) = self.store.meta().root else {
@@ -426,6 +575,11 @@ impl<S: NodeStore> RTree<S> {
         // Nodes still to visit, the next on top: read already (batched) or
         // to be read when popped (single).
         let mut stack: Vec<Pending<T>> = vec![Pending::Page(root_id, root)];
+        // The children a node's visit enters, reused from node to node.
+        let mut entered = Entered {
+            ids: Vec::new(),
+            states: Vec::new(),
+        };
         while let Some(next) = stack.pop() {
             let (id, node, state) = match next {
                 Pending::Page(id, state) => (id, self.store.get(id)?, state),
@@ -436,27 +590,26 @@ impl<S: NodeStore> RTree<S> {
             if node.level == 0 {
                 continue;
             }
-            let (ids, states): (Vec<PageId>, Vec<T>) = node
-                .entries
-                .iter()
-                .filter_map(|e| descend(&state, &e.rect).map(|s| (e.key, s)))
-                .unzip();
+            entered.ids.clear();
+            entered.states.clear();
+            enter(&state, &node.entries, &mut entered);
+            let Entered { ids, states } = &mut entered;
             // Pushed in reverse so children are visited in key order.
             if batched {
-                let nodes = self.store.get_batch(&ids)?;
+                let nodes = self.store.get_batch(ids)?;
                 stack.extend(
-                    ids.into_iter()
+                    ids.iter()
                         .zip(nodes)
-                        .zip(states)
+                        .zip(states.drain(..))
                         .rev()
-                        .map(|((id, n), s)| Pending::Read(id, n, s)),
+                        .map(|((&id, n), s)| Pending::Read(id, n, s)),
                 );
             } else {
                 stack.extend(
-                    ids.into_iter()
-                        .zip(states)
+                    ids.iter()
+                        .zip(states.drain(..))
                         .rev()
-                        .map(|(id, s)| Pending::Page(id, s)),
+                        .map(|(&id, s)| Pending::Page(id, s)),
                 );
             }
         }
@@ -471,7 +624,11 @@ impl<S: NodeStore> RTree<S> {
         let mut out = Vec::new();
         self.walk(
             (),
-            |_, _| Some(()),
+            |_, entries, out| {
+                for e in entries {
+                    out.push(e.key, ());
+                }
+            },
             |id, node, _| {
                 if node.level != 0 {
                     return;
@@ -539,11 +696,13 @@ impl<S: NodeStore> RTree<S> {
         if sels.is_empty() {
             return Ok((results, 0));
         }
+        let batch = BatchWindows::new(sels);
+        let sels = &batch.sels;
         // Each subtree carries the windows that enter it.
         let out = &mut results;
         let nodes_visited = self.walk(
-            Active::Many((0..sels.len()).collect()),
-            |active, rect| active.entering(|w| sels.get(w).is_some_and(|s| s.descend(rect))),
+            batch.all(),
+            |active, entries, out| batch.enter(active, entries, out),
             |_, node, active| {
                 let active = active.as_slice();
                 for &w in active {

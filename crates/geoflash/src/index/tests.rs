@@ -306,6 +306,51 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+
+    /// A batch of many windows of mixed widths (points, vertical lines,
+    /// slivers, wide ones and one covering everything), many of them
+    /// touching records' edges, and coordinates far from the origin where
+    /// `min_x + width` rounds: each window's answer is the oracle's and a
+    /// query of its own, with the same nodes visited. The batch's run
+    /// search by `min_x` must skip no window that enters a node.
+    #[test]
+    fn many_windows_of_mixed_widths_answer_as_the_oracle(
+        boxes in prop::collection::vec((0u32..400, 0u32..400, 0u32..20, 0u32..20), 1..300),
+        wins in prop::collection::vec((0u32..440, 0u32..440, 0usize..5, 0u32..60), 2..80),
+        offset in prop_oneof![Just(0.0), Just(1.0e9), Just(-3.3e7)],
+        scale in prop_oneof![Just(1.0), Just(1.0e-3), Just(0.1)],
+    ) {
+        let at = |v: u32| offset + scale * f64::from(v);
+        let mut t = RTree::create(MemStore::new(), TreeParams::new(IndexKind::RStar, 6)).unwrap();
+        let mut o = Oracle::default();
+        for (i, &(x, y, w, h)) in boxes.iter().enumerate() {
+            let rect = r(at(x), at(y), at(x + w), at(y + h));
+            t.insert(i as u64, rect).unwrap();
+            o.items.push((i as u64, rect));
+        }
+        let windows: Vec<Rect> = wins
+            .iter()
+            .map(|&(x, y, class, size)| {
+                let w = [0, 0, 1, size, 440][class];
+                let h = [0, size, 1, size, 440][class];
+                r(at(x), at(y), at(x + w), at(y + h))
+            })
+            .collect();
+        for pred in [Predicate::Intersects, Predicate::Contains, Predicate::Within] {
+            let batch = t.query_batch(&windows, pred).unwrap();
+            prop_assert_eq!(batch.results.len(), windows.len());
+            for (w, got) in windows.iter().zip(&batch.results) {
+                prop_assert_eq!(ids(got), o.query(w, pred), "{:?} {:?}", pred, w);
+                let one = t.query(*w, pred).unwrap();
+                prop_assert_eq!(&got.hits, &one.hits);
+                prop_assert_eq!(got.stats, one.stats);
+            }
+        }
+    }
+}
+
 #[test]
 fn many_objects_with_small_nodes_grow_and_shrink_the_tree() {
     for p in configs(4) {
