@@ -1,7 +1,7 @@
 """Type stubs of the extension module geoflash._geoflash (internal: use geoflash.Index)."""
 
 from os import PathLike
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 __version__: str
 
@@ -43,8 +43,8 @@ class Core:
     def bulk(
         path: Optional[_Path],
         options: Dict[str, Any],
-        ids: bytes,
-        boxes: bytes,
+        rows: int,
+        chunks: Iterable[Tuple[bytes, bytes]],
         objs: Optional[List[Optional[bytes]]] = None,
         method: str = "str",
         fill: float = 1.0,

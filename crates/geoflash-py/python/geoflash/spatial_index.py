@@ -72,6 +72,21 @@ def _resolve_defaults(
     return out
 
 
+#: Rows per chunk a bulk load hands to the core (see :func:`bulk_chunks`).
+BULK_CHUNK_ROWS = 1 << 16
+
+
+def bulk_chunks(ids: np.ndarray, boxes: np.ndarray) -> Iterator[Tuple[bytes, bytes]]:
+    """``ids`` (int64) and ``boxes`` (N×4 float64) as the core's bulk load
+    takes them: byte strings of :data:`BULK_CHUNK_ROWS` rows at a time, each
+    freed before the next is made, so the copies out of NumPy reuse a few
+    MB instead of the input's size in fresh memory. Arrays of different
+    lengths give chunks the core refuses."""
+    rows = max(len(ids), len(boxes))
+    for i in range(0, rows, BULK_CHUNK_ROWS):
+        yield ids[i : i + BULK_CHUNK_ROWS].tobytes(), boxes[i : i + BULK_CHUNK_ROWS].tobytes()
+
+
 class Item:
     """An entry found with ``objects=True``: its ``id``, its ``object``
     (decoded by the index's ``loads``, or None) and its ``bounds`` in
@@ -334,7 +349,7 @@ class Index:
 
     def _bulk_core(self, path: Optional[str], ids: np.ndarray, boxes: np.ndarray, objs: Optional[list]) -> _Core:
         method, fill = self._bulk
-        return _Core.bulk(path, self._options, ids.tobytes(), boxes.tobytes(), objs, method, fill)
+        return _Core.bulk(path, self._options, len(boxes), bulk_chunks(ids, boxes), objs, method, fill)
 
     def _from_v_arrays(self, arrays: tuple) -> Tuple[np.ndarray, np.ndarray]:
         """``(ids, mins, maxs)`` as rtree's array bulk load takes them."""

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import Index
 from .._geoflash import Core as _Core
+from ..spatial_index import bulk_chunks
 
 _OPEN: Dict[str, Index] = {}
 _LOCK = threading.Lock()
@@ -160,7 +161,7 @@ def build_partition(directory: str, pieces: List[Dict[str, Any]], options: Dict[
     else:
         idx = Index._with_core(
             opts,
-            lambda self, path: _Core.bulk(path, self._options, ids.tobytes(), boxes.tobytes(), None, *self._bulk),
+            lambda self, path: _Core.bulk(path, self._options, len(boxes), bulk_chunks(ids, boxes), None, *self._bulk),
             directory,
         )
     idx.close()
