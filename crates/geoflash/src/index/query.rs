@@ -118,23 +118,23 @@ impl Active {
 /// windows that can reach it (see [`BatchWindows::entering`]).
 const FEW_WINDOWS: usize = 8;
 
-/// Calls `hit` with the position of every entry of `entries` whose subtree
-/// `sel` enters, in order, with the predicate chosen once.
+/// Calls `hit` with the position and the entry of every entry of `entries`
+/// whose subtree `sel` enters, in order, with the predicate chosen once.
 #[inline]
-fn entered_by(sel: &Window, entries: &[Entry], mut hit: impl FnMut(usize)) {
+fn entered_by(sel: &Window, entries: &[Entry], mut hit: impl FnMut(usize, &Entry)) {
     let win = &sel.rect;
     match sel.predicate {
         Predicate::Intersects | Predicate::Contains => {
             for (i, e) in entries.iter().enumerate() {
                 if intersects(&e.rect, win) {
-                    hit(i);
+                    hit(i, e);
                 }
             }
         }
         Predicate::Within => {
             for (i, e) in entries.iter().enumerate() {
                 if contains(&e.rect, win) {
-                    hit(i);
+                    hit(i, e);
                 }
             }
         }
@@ -192,33 +192,30 @@ impl BatchWindows {
         match active {
             Active::One(w) => {
                 if let Some(sel) = self.sels.get(*w) {
-                    entered_by(sel, entries, |i| {
-                        if let Some(e) = entries.get(i) {
-                            out.push(e.key, Active::One(*w));
-                        }
-                    });
+                    entered_by(sel, entries, |_, e| out.push(e.key, Active::One(*w)));
                 }
             }
             Active::Many(ws) if ws.len() <= FEW_WINDOWS => {
                 // Each window over the children as one window does; the
-                // (child, window) pairs found, grouped by child (a stable
-                // sort keeps each child's windows in the order of `ws`).
-                let mut pairs: Vec<(usize, usize)> = Vec::new();
+                // (child position, child key, window) found, grouped by
+                // child (a stable sort keeps each child's windows in the
+                // order of `ws`).
+                let mut pairs: Vec<(usize, PageId, usize)> = Vec::new();
                 for &w in ws {
                     if let Some(sel) = self.sels.get(w) {
-                        entered_by(sel, entries, |i| pairs.push((i, w)));
+                        entered_by(sel, entries, |i, e| pairs.push((i, e.key, w)));
                     }
                 }
-                pairs.sort_by_key(|&(i, _)| i);
+                pairs.sort_by_key(|&(i, _, _)| i);
                 for group in pairs.chunk_by(|a, b| a.0 == b.0) {
-                    let Some(e) = group.first().and_then(|&(i, _)| entries.get(i)) else {
+                    let Some(&(_, key, first)) = group.first() else {
                         continue;
                     };
-                    let state = match *group {
-                        [(_, w)] => Active::One(w),
-                        _ => Active::Many(group.iter().map(|&(_, w)| w).collect()),
+                    let state = match group {
+                        [_] => Active::One(first),
+                        _ => Active::Many(group.iter().map(|&(_, _, w)| w).collect()),
                     };
-                    out.push(e.key, state);
+                    out.push(key, state);
                 }
             }
             Active::Many(ws) => {
