@@ -251,11 +251,7 @@ def main(argv=None) -> int:
 
 
 def _needs_missing(system, missing) -> bool:
-    needs = {
-        "rtree": ["rtree"], "duckdb": ["duckdb", "duckdb_extension_spatial"], "shapely-strtree": ["shapely"],
-        "geo-index": ["geoindex_rs"], "geoflash": ["geoflash"], "postgis": ["psycopg"],
-    }.get(system.name, [])
-    return any(m in missing for m in needs)
+    return any(m.split(".")[0] in missing for m in system.modules)
 
 
 def run_system(system, ds, n, data, queries, work, pg, a) -> List[dict]:

@@ -25,10 +25,11 @@ filter; DuckDB's RTREE index serves ``ST_Intersects`` on the envelopes.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import sqlite3
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -92,6 +93,11 @@ class System:
     name = "?"
     persistent = True
     has_knn = True
+    #: The Python modules the adapter uses: the driver leaves the system out
+    #: when one is missing (or fails under ``--strict``), and the worker
+    #: imports them before it measures anything, since importing a library
+    #: is a program's start-up, not part of building or querying an index.
+    modules: Tuple[str, ...] = ()
 
     def __init__(self, variant: str = "default", **options):
         self.variant = variant
@@ -101,6 +107,11 @@ class System:
     def label(self) -> str:
         """Name and variant as shown in tables."""
         return self.name if self.variant == "default" else f"{self.name} ({self.variant})"
+
+    def load(self) -> None:
+        """Imports :attr:`modules`, outside every measurement."""
+        for m in self.modules:
+            importlib.import_module(m)
 
     def prepare(self, path: str) -> None:
         """Work before a measured build that a user does once, not per index."""
@@ -121,6 +132,7 @@ class Geoflash(System):
     """geoflash through its Python package (``geoflash.Index``)."""
 
     name = "geoflash"
+    modules = ("geoflash",)
 
     def build(self, path, ids, boxes, bulk):
         import geoflash
@@ -233,6 +245,7 @@ class Rtree(System):
     """libspatialindex through the ``rtree`` package, disk index."""
 
     name = "rtree"
+    modules = ("rtree",)
 
     def _props(self):
         import rtree
@@ -334,7 +347,12 @@ class Duckdb(System):
     """
 
     name = "duckdb"
+    modules = ("duckdb", "duckdb_extension_spatial")
     has_knn = False
+
+    def load(self):
+        super().load()
+        _frame({})  # imports pyarrow (or pandas), which the build hands its rows through
 
     def _db(self, path):
         return os.path.join(path, "index.duckdb")
@@ -412,6 +430,7 @@ class Postgis(System):
     """
 
     name = "postgis"
+    modules = ("psycopg",)
 
     def __init__(self, variant="default", cluster=None, **options):
         super().__init__(variant, **options)
@@ -502,6 +521,7 @@ class ShapelyStrtree(System):
     """shapely 2's ``STRtree`` (a packed tree, built once, bulk only)."""
 
     name = "shapely-strtree"
+    modules = ("shapely",)
     persistent = False
     has_knn = True
 
@@ -537,6 +557,7 @@ class GeoIndex(System):
     """geo-index (``geoindex-rs``): a packed Hilbert R-tree, bulk only."""
 
     name = "geo-index"
+    modules = ("geoindex_rs", "geoindex_rs.rtree")
     persistent = False
 
     def build(self, path, ids, boxes, bulk):
