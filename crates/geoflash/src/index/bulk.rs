@@ -153,7 +153,7 @@ impl Level<'_> {
             Cut::Str => {
                 let pipelined = k >= PIPELINE_MIN_RECORDS
                     && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
-                str_runs(records, &sizes, gathered, &mut emit, pipelined)?
+                str_runs(records, &sizes, &mut emit, pipelined)?
             }
         }
         Ok(parents)
@@ -301,23 +301,25 @@ const PIPELINE_MIN_RECORDS: usize = 65_536;
 const SLICES_AHEAD: usize = 2;
 
 /// STR: cuts `records` into vertical slices by centre x and each slice into
-/// runs of `sizes` by centre y, and emits each run as a node, gathered into
-/// `gathered` and sorted by key there (no vector per node).
+/// runs of `sizes` by centre y, and emits each run as a node, its entries in
+/// key order (the page's order).
 ///
 /// One order of the records' positions is partitioned by centre x at the
 /// slice boundaries (each slice holds the records a full sort would put
 /// there, in no order); each slice's part is then re-keyed by centre y and
-/// sorted in place, and each node's records are gathered from it: the
-/// records are copied once, into the buffer a node is emitted from.
+/// sorted in place, and its nodes' entries are gathered from it into one
+/// buffer per slice: the records are copied once, into the buffer the
+/// nodes are emitted from.
 ///
-/// `pipelined`: the slices are re-keyed and sorted on a second thread,
-/// one or two ahead of the calling thread, which gathers and emits the
-/// nodes of each slice in order as it arrives. The nodes, their order and
-/// everything emitted are the same either way.
+/// `pipelined`: the slices are sorted and gathered on a second thread, one
+/// or two ahead of the calling thread, which emits the nodes of each slice
+/// in order as it arrives (the sink encodes and stores them: the calling
+/// thread's work, so the gathering moves to the thread that would
+/// otherwise wait). The nodes, their order and everything emitted are the
+/// same either way.
 fn str_runs<T: Packed>(
     records: &[T],
     sizes: &[usize],
-    gathered: &mut Vec<Entry>,
     emit: &mut dyn FnMut(&[Entry]) -> Result<()>,
     pipelined: bool,
 ) -> Result<()> {
@@ -330,7 +332,7 @@ fn str_runs<T: Packed>(
         [a, b] => a.key() < b.key(),
         _ => true,
     });
-    str_runs_with(records, sizes, gathered, emit, pipelined, keys_ascend)
+    str_runs_with(records, sizes, emit, pipelined, keys_ascend)
 }
 
 /// [`str_runs`], told whether the records' keys ascend with their
@@ -338,7 +340,6 @@ fn str_runs<T: Packed>(
 fn str_runs_with<T: Packed>(
     records: &[T],
     sizes: &[usize],
-    gathered: &mut Vec<Entry>,
     emit: &mut dyn FnMut(&[Entry]) -> Result<()>,
     pipelined: bool,
     keys_ascend: bool,
@@ -368,58 +369,92 @@ fn str_runs_with<T: Packed>(
         rest = tail;
         parts.push(part);
     }
-    let mut positions: Vec<usize> = Vec::new();
-    let mut emit_slice = |slice: &[u128], sizes: &[usize]| -> Result<()> {
-        let mut nodes = slice;
-        for &s in sizes {
-            let (node, tail) = nodes.split_at(s.min(nodes.len()));
-            nodes = tail;
-            if keys_ascend {
-                positions.clear();
-                positions.extend(node.iter().map(|&t| position(t)));
-                positions.sort_unstable();
-                gathered.clear();
-                gathered.extend(
-                    positions
-                        .iter()
-                        .filter_map(|&p| records.get(p).map(Packed::entry)),
-                );
-                emit(gathered)?;
-            } else {
-                let entries = node
-                    .iter()
-                    .filter_map(|&t| records.get(position(t)).map(Packed::entry));
-                emit_gathered(entries, gathered, emit)?;
-            }
-        }
-        Ok(())
+    // Sorts one slice by centre y and gathers its nodes into `out`.
+    let gather = move |part: &mut [u128], sizes: &[usize], positions: &mut Vec<usize>, out: &mut Vec<Entry>| {
+        sort_slice_by_y(part, records);
+        gather_nodes(part, sizes, records, keys_ascend, positions, out);
     };
     if !pipelined || parts.len() < 2 {
+        let (mut positions, mut slice) = (Vec::new(), Vec::new());
         for (part, c) in parts.into_iter().zip(&slice_sizes) {
-            sort_slice_by_y(part, records);
-            emit_slice(part, c)?;
+            gather(part, c, &mut positions, &mut slice);
+            emit_nodes(&slice, c, emit)?;
         }
         return Ok(());
     }
+    let slice_sizes = &slice_sizes;
     std::thread::scope(|scope| {
-        let (sorted, arrivals) = std::sync::mpsc::sync_channel::<&[u128]>(SLICES_AHEAD);
+        let (sorted, arrivals) = std::sync::mpsc::sync_channel::<Vec<Entry>>(SLICES_AHEAD);
+        // The slices' buffers go back to the sorting thread once emitted,
+        // so a load fills a few buffers instead of allocating one a slice.
+        let (spent, returned) = std::sync::mpsc::sync_channel::<Vec<Entry>>(SLICES_AHEAD + 2);
         scope.spawn(move || {
-            for part in parts {
-                sort_slice_by_y(part, records);
+            let mut positions = Vec::new();
+            for (part, c) in parts.into_iter().zip(slice_sizes) {
+                let mut slice = returned.try_recv().unwrap_or_default();
+                gather(part, c, &mut positions, &mut slice);
                 // The receiver is gone when emitting failed: stop.
-                if sorted.send(&*part).is_err() {
+                if sorted.send(slice).is_err() {
                     break;
                 }
             }
         });
-        for c in &slice_sizes {
+        for c in slice_sizes {
             let slice = arrivals.recv().map_err(|_| {
                 Error::corrupt(None, "internal: the STR sorting thread stopped early")
             })?;
-            emit_slice(slice, c)?;
+            emit_nodes(&slice, c, emit)?;
+            // At most SLICES_AHEAD + 2 buffers exist, so this never fails
+            // for want of room; a buffer it could not return is dropped.
+            let _ = spent.try_send(slice);
         }
         Ok(())
     })
+}
+
+/// Gathers the entries of one sorted STR slice into `out` (cleared first),
+/// node after node (runs of `sizes`), each node's entries in key order.
+fn gather_nodes<T: Packed>(
+    slice: &[u128],
+    sizes: &[usize],
+    records: &[T],
+    keys_ascend: bool,
+    positions: &mut Vec<usize>,
+    out: &mut Vec<Entry>,
+) {
+    out.clear();
+    let mut nodes = slice;
+    for &s in sizes {
+        let (node, tail) = nodes.split_at(s.min(nodes.len()));
+        nodes = tail;
+        if keys_ascend {
+            positions.clear();
+            positions.extend(node.iter().map(|&t| position(t)));
+            positions.sort_unstable();
+            out.extend(positions.iter().filter_map(|&p| records.get(p).map(Packed::entry)));
+        } else {
+            let start = out.len();
+            out.extend(node.iter().filter_map(|&t| records.get(position(t)).map(Packed::entry)));
+            if let Some(gathered) = out.get_mut(start..) {
+                gathered.sort_unstable_by_key(|e| e.key);
+            }
+        }
+    }
+}
+
+/// Emits `entries` as consecutive nodes of `sizes`.
+fn emit_nodes(
+    entries: &[Entry],
+    sizes: &[usize],
+    emit: &mut dyn FnMut(&[Entry]) -> Result<()>,
+) -> Result<()> {
+    let mut rest = entries;
+    for &s in sizes {
+        let (node, tail) = rest.split_at(s.min(rest.len()));
+        rest = tail;
+        emit(node)?;
+    }
+    Ok(())
 }
 
 /// Re-keys the positions of one STR slice by their records' centre y and
@@ -653,7 +688,6 @@ mod tests {
     ) -> Result<Vec<Vec<u64>>> {
         let sizes = even_sizes(entries.len(), entries.len().div_ceil(cap));
         let mut out = Vec::new();
-        let mut gathered = Vec::new();
         let mut emit = |node: &[Entry]| -> Result<()> {
             if Some(out.len()) == fail_at {
                 return Err(Error::invalid("the sink refused the node"));
@@ -662,8 +696,8 @@ mod tests {
             Ok(())
         };
         match keys_ascend {
-            Some(k) => str_runs_with(entries, &sizes, &mut gathered, &mut emit, pipelined, k)?,
-            None => str_runs(entries, &sizes, &mut gathered, &mut emit, pipelined)?,
+            Some(k) => str_runs_with(entries, &sizes, &mut emit, pipelined, k)?,
+            None => str_runs(entries, &sizes, &mut emit, pipelined)?,
         }
         Ok(out)
     }
