@@ -78,7 +78,9 @@ def markdown(run: dict, rows: List[dict]) -> str:
         "",
         "Times are medians where repeated; cold = first pass in a new process after opening, warm = median of later passes;"
         f" queries are {run.get('queries', 100)} per row (ms for all of them). MB written: the kernel's count (`/proc/PID/io`), the server's for PostGIS."
-        f" {DASH}: the system has no such operation.",
+        f" {DASH}: the system has no such operation."
+        + (f" In-memory rows: the median of {run['memory_processes']} fresh processes."
+           if run.get("memory_processes", 1) > 1 else ""),
         "",
     ]
     for ds, systems in _index(rows).items():

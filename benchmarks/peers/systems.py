@@ -613,10 +613,13 @@ def parse_variant(text: str) -> Geoflash:
     return Geoflash(name, **opts)
 
 
-def make_systems(cluster=None, only: Optional[List[str]] = None, variants: Sequence[str] = ()) -> List[System]:
+def make_systems(
+    cluster=None, only: Optional[List[str]] = None, variants: Sequence[str] = (), exclude: Sequence[str] = ()
+) -> List[System]:
     """Every configuration the benchmark runs, in table order.
 
     ``only`` keeps the labels that start with one of its prefixes;
+    ``exclude`` leaves out the labels it names exactly;
     ``variants`` adds geoflash configurations (:func:`parse_variant`).
     """
     systems: List[System] = [
@@ -643,9 +646,12 @@ def make_systems(cluster=None, only: Optional[List[str]] = None, variants: Seque
         ShapelyStrtree("memory"),
         GeoIndex("memory"),
     ]
+    unknown = set(exclude) - {s.label for s in systems} - {"postgis"}
     if only:
         systems = [s for s in systems if any(s.label.startswith(p) for p in only)]
-    return systems
+    if unknown:
+        raise ValueError(f"--exclude: no system labelled {', '.join(sorted(unknown))}")
+    return [s for s in systems if s.label not in set(exclude)]
 
 
 def remove(path: str) -> None:
