@@ -270,13 +270,21 @@ fn emit_runs<T: Packed>(
     gathered: &mut Vec<Entry>,
     emit: &mut dyn FnMut(&[Entry]) -> Result<()>,
 ) -> Result<()> {
-    let mut rest = records;
-    for &s in sizes {
-        let (node, tail) = rest.split_at(s.min(rest.len()));
-        rest = tail;
+    for node in runs(records, sizes) {
         emit_gathered(node.iter().map(Packed::entry), gathered, emit)?;
     }
     Ok(())
+}
+
+/// `items` cut into consecutive runs of `sizes` (shorter ones at the end
+/// if `items` runs out).
+fn runs<'a, T>(items: &'a [T], sizes: &'a [usize]) -> impl Iterator<Item = &'a [T]> + 'a {
+    let mut rest = items;
+    sizes.iter().map(move |&s| {
+        let (run, tail) = rest.split_at(s.min(rest.len()));
+        rest = tail;
+        run
+    })
 }
 
 /// Emits the node holding `entries`, gathered into `gathered` and sorted by
@@ -423,10 +431,7 @@ fn gather_nodes<T: Packed>(
     out: &mut Vec<Entry>,
 ) {
     out.clear();
-    let mut nodes = slice;
-    for &s in sizes {
-        let (node, tail) = nodes.split_at(s.min(nodes.len()));
-        nodes = tail;
+    for node in runs(slice, sizes) {
         if keys_ascend {
             positions.clear();
             positions.extend(node.iter().map(|&t| position(t)));
@@ -448,13 +453,7 @@ fn emit_nodes(
     sizes: &[usize],
     emit: &mut dyn FnMut(&[Entry]) -> Result<()>,
 ) -> Result<()> {
-    let mut rest = entries;
-    for &s in sizes {
-        let (node, tail) = rest.split_at(s.min(rest.len()));
-        rest = tail;
-        emit(node)?;
-    }
-    Ok(())
+    runs(entries, sizes).try_for_each(emit)
 }
 
 /// Re-keys the positions of one STR slice by their records' centre y and
