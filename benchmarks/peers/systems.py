@@ -646,12 +646,13 @@ def make_systems(
         ShapelyStrtree("memory"),
         GeoIndex("memory"),
     ]
-    unknown = set(exclude) - {s.label for s in systems} - {"postgis"}
-    if only:
-        systems = [s for s in systems if any(s.label.startswith(p) for p in only)]
+    excluded = set(exclude)
+    unknown = excluded - {s.label for s in systems} - {"postgis"}
     if unknown:
         raise ValueError(f"--exclude: no system labelled {', '.join(sorted(unknown))}")
-    return [s for s in systems if s.label not in set(exclude)]
+    if only:
+        systems = [s for s in systems if any(s.label.startswith(p) for p in only)]
+    return [s for s in systems if s.label not in excluded]
 
 
 def remove(path: str) -> None:
