@@ -11,6 +11,21 @@ impl<S: NodeStore> Fortree<S> {
     /// Deletes object `id` whose MBR is `rect` (the rectangle it was
     /// inserted with). An absent pair is an error and the tree is unchanged.
     pub fn delete(&mut self, id: u64, rect: Rect) -> Result<()> {
+        let done = self.delete_record(id, rect);
+        match (&done, self.ids.as_mut()) {
+            (Ok(()), Some(ids)) => {
+                ids.remove(&id);
+            }
+            (Ok(()), None) => {}
+            // An absent record or a bad rectangle changes nothing.
+            (Err(Error::InvalidInput(_)), _) => {}
+            (Err(_), _) => self.ids = None,
+        }
+        done
+    }
+
+    /// Deletes the record; an [`Error::InvalidInput`] changes nothing.
+    fn delete_record(&mut self, id: u64, rect: Rect) -> Result<()> {
         let rect = checked(rect)?;
         let not_found = || {
             Error::invalid(format!(

@@ -8,13 +8,37 @@ use crate::page::{Entry, Node};
 use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
+use std::collections::HashSet;
+
+/// The error for an id the tree already holds (the R-tree family's words).
+fn duplicate_id(id: u64) -> Error {
+    Error::invalid(format!(
+        "object id {id} is already in the index (object ids must be unique)"
+    ))
+}
 
 impl<S: NodeStore> Fortree<S> {
-    /// Inserts object `id` with MBR `rect`. An id already in the leaf unit
-    /// the rectangle goes to is an error and changes nothing (as in
+    /// Inserts object `id` with MBR `rect`. An id already anywhere in the
+    /// tree is an error and changes nothing (as in
     /// [`RTree::insert`](crate::index::RTree::insert)).
     pub fn insert(&mut self, id: u64, rect: Rect) -> Result<()> {
         let rect = checked(rect)?;
+        if self.holds_id(id)? {
+            return Err(duplicate_id(id));
+        }
+        let done = self.insert_new(id, rect);
+        match (&done, self.ids.as_mut()) {
+            (Ok(()), Some(ids)) => {
+                ids.insert(id);
+            }
+            (Ok(()), None) => {}
+            (Err(_), _) => self.ids = None,
+        }
+        done
+    }
+
+    /// Inserts a record whose id the tree does not hold.
+    fn insert_new(&mut self, id: u64, rect: Rect) -> Result<()> {
         let entry = Entry {
             key: id,
             rect,
@@ -29,22 +53,50 @@ impl<S: NodeStore> Fortree<S> {
             return self.end_op();
         };
         let path = self.choose_path(root, &entry.rect, 0)?;
-        let leaf = path
-            .last()
-            .copied()
-            .ok_or_else(|| Error::corrupt(Some(root), "empty insertion path"))?;
-        let nodes = self.unit(leaf.primary)?;
-        if nodes
-            .iter()
-            .any(|(_, n)| n.entries.binary_search_by_key(&id, |e| e.key).is_ok())
-        {
-            return Err(Error::invalid(format!(
-                "object id {id} is already in the index (object ids must be unique)"
-            )));
-        }
         self.insert_along(&path, entry)?;
         self.records += 1;
         self.end_op()
+    }
+
+    /// True when the tree holds a record with object id `id`; builds the id
+    /// set first when it is not known or its size disagrees with the record
+    /// count (one walk over every unit, read through the buffer, which is
+    /// then trimmed to its budget).
+    pub(super) fn holds_id(&mut self, id: u64) -> Result<bool> {
+        let known = self
+            .ids
+            .as_ref()
+            .is_some_and(|s| s.len() as u64 == self.records);
+        if !known {
+            self.ids = None;
+            let ids = self.collect_ids();
+            self.buf.evict_clean(self.config.buffer_bytes);
+            self.ids = Some(ids?);
+        }
+        Ok(self.ids.as_ref().is_some_and(|s| s.contains(&id)))
+    }
+
+    /// Every object id in the leaf units; an id found twice is a corrupt tree.
+    fn collect_ids(&mut self) -> Result<HashSet<u64>> {
+        let mut ids = HashSet::new();
+        let mut stack: Vec<PageId> = self.root.into_iter().collect();
+        while let Some(primary) = stack.pop() {
+            for (page, node) in self.unit(primary)? {
+                if node.level == 0 {
+                    for e in &node.entries {
+                        if !ids.insert(e.key) {
+                            return Err(Error::corrupt(
+                                Some(page),
+                                format!("object id {} appears twice in the FOR-tree", e.key),
+                            ));
+                        }
+                    }
+                } else {
+                    stack.extend(node.entries.iter().map(|e| e.key));
+                }
+            }
+        }
+        Ok(ids)
     }
 
     /// The units from the root down to the unit at `target` level where an

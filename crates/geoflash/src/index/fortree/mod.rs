@@ -121,7 +121,7 @@
 //! moves; `height` and `records` are the FOR-tree's. The head page and its
 //! continuation pages hold the tree root and the ONT as entries whose
 //! rectangles are points `(a, b)` carrying two integers (see `persist.rs`).
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -293,6 +293,10 @@ pub struct Fortree<S: NodeStore> {
     stats: FortreeStats,
     /// Operation clock (one tick per insert or delete).
     tick: u64,
+    /// The object ids of the records, for the duplicate check of insertions
+    /// (`None` until built by one walk over the tree, and after a failed
+    /// operation), as the R-tree family keeps them (`index::ids`).
+    ids: Option<HashSet<u64>>,
 }
 
 /// One unit on a root-to-unit path: its P-node and its level.
@@ -327,7 +331,9 @@ impl<S: NodeStore> Fortree<S> {
             records: 0,
         })?;
         store.commit_op(op)?;
-        Ok(Self::assemble(store, config, head))
+        let mut t = Self::assemble(store, config, head);
+        t.ids = Some(HashSet::new());
+        Ok(t)
     }
 
     fn assemble(store: S, config: FortreeConfig, head: PageId) -> Self {
@@ -343,6 +349,7 @@ impl<S: NodeStore> Fortree<S> {
             buf: Buffer::default(),
             stats: FortreeStats::default(),
             tick: 0,
+            ids: None,
         }
     }
 

@@ -305,6 +305,42 @@ fn bad_parameters_are_refused_with_the_parameter_named() {
 }
 
 #[test]
+fn a_duplicate_id_anywhere_in_the_tree_is_refused() {
+    // Issue 44, item 14. Object 3 sits far from where its duplicate's
+    // rectangle goes, so the leaf unit check alone would not see it.
+    let far = r(1000.0, 1000.0, 1001.0, 1001.0);
+    let items: Vec<(u64, Rect)> = (0..200u64)
+        .map(|i| {
+            let x = (i % 20) as f64;
+            (i, r(x, (i / 20) as f64, x + 0.5, (i / 20) as f64 + 0.5))
+        })
+        .collect();
+    let (dev, store) = plain(512);
+    let mut t = Fortree::create(store, FortreeConfig::new(6)).unwrap();
+    for (i, rect) in &items {
+        t.insert(*i, *rect).unwrap();
+    }
+    assert!(t.height() > 1);
+    let err = t.insert(3, far).unwrap_err();
+    assert!(err.to_string().contains("already in the index"), "{err}");
+    assert_eq!(t.len(), 200);
+    assert_eq!(t.check().unwrap().records, 200);
+    // After a delete the id is free again; a failed delete keeps the set.
+    assert!(t.delete(3, far).is_err());
+    t.delete(3, items[3].1).unwrap();
+    t.insert(3, far).unwrap();
+    assert!(t.insert(3, items[3].1).is_err());
+    assert_eq!(t.len(), 200);
+    // A reopened tree builds its set at the first insertion.
+    t.checkpoint().unwrap();
+    drop(t);
+    let mut t = Fortree::open(plain_open(&dev), FortreeConfig::new(6)).unwrap();
+    assert!(t.insert(150, far).is_err());
+    t.insert(1000, far).unwrap();
+    assert_eq!(t.check().unwrap().records, 201);
+}
+
+#[test]
 fn bad_input_is_refused_and_changes_nothing() {
     let mut t = Fortree::create(MemStore::new(), FortreeConfig::new(6)).unwrap();
     for i in 0..40u64 {
