@@ -328,10 +328,21 @@ pub fn repair_corrupt_tail(
 ) -> Result<TailRepair> {
     let layout = LogLayout::on_device(dev.as_ref(), first_page, pages)?;
     let mut read = 0;
-    let sb = Superblock::read(&dev, &layout, index_id, &mut read)?;
+    let (sb, _, damaged_slot) = Superblock::read_slots(&dev, &layout, index_id, &mut read, true)?;
+    let mut slot_repair = TailRepair::default();
+    if let Some(page) = damaged_slot.filter(|_| !sb.mirrored) {
+        // The older state is accepted: both slots get it (mirrored), so a
+        // later open does not refuse the damaged slot again.
+        sb.write(&dev, &layout)?;
+        dev.sync()?;
+        sb.write_mirror(&dev, &layout)?;
+        dev.sync()?;
+        slot_repair.first_damaged_page = Some(page);
+        slot_repair.pages_dropped = 1;
+    }
     let (_, damage) = scan_mode(&dev, &layout, &sb, RecoveryMode::TolerateCorruptTail)?;
     let Some(d) = damage else {
-        return Ok(TailRepair::default());
+        return Ok(slot_repair);
     };
     let ids: Vec<PageId> = (d.first..d.end.max(d.first + 1))
         .map(|p| layout.region_page(sb.live, p))
@@ -340,8 +351,10 @@ pub fn repair_corrupt_tail(
     dev.write_batch(&ids, &zeros)?;
     dev.sync()?;
     Ok(TailRepair {
-        first_damaged_page: Some(layout.region_page(sb.live, d.first)),
-        pages_dropped: ids.len() as u64,
+        first_damaged_page: slot_repair
+            .first_damaged_page
+            .or(Some(layout.region_page(sb.live, d.first))),
+        pages_dropped: slot_repair.pages_dropped + ids.len() as u64,
         records_dropped: d.records,
     })
 }

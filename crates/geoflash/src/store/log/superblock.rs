@@ -24,7 +24,23 @@
 //! | 108 | n | base CHECKPOINT's payload (version 2) |
 //!
 //! Byte 12 holds flags (version 2): bit 0, a base CHECKPOINT is present;
-//! bit 1, a base COMMIT is present. The rest of the page is zero.
+//! bit 1, a base COMMIT is present; bit 2, the log *mirrors* its switches
+//! (below). The rest of the page is zero.
+//!
+//! **Mirrored switches.** A superblock that switches the live region
+//! (compaction, restart, checkpoint) is written to its slot, synced, and
+//! then written again to the other slot, so at rest both slots hold the
+//! newest state. One damaged slot then never makes an open fall back to an
+//! older state: the other slot is the same superblock, or (while a switch
+//! is under way) the state the interrupted switch started from, whose
+//! region is intact because an old region is trimmed only after the switch
+//! is durable. Logs written before bit 2 existed kept the previous state in
+//! the other slot with its region already trimmed, so falling back to it
+//! would open an *older* index (an empty one after a first checkpoint):
+//! when one slot is damaged and the valid one lacks bit 2, the open is
+//! refused with an error naming the damaged slot (issue 44, item 1).
+//! [`super::repair_corrupt_tail`] (`recover --tolerate-corrupt-tail`)
+//! accepts that older state and rewrites both slots.
 //!
 //! **Payload codec version** (byte 13). The version of the stores' record
 //! payload codec ([`super::payload`]) the log's records were written with:
@@ -77,6 +93,9 @@ const LEN: usize = 80;
 const BASE_HEADER: usize = 108;
 const FLAG_BASE: u8 = 1;
 const FLAG_BASE_COMMIT: u8 = 2;
+/// Set in every superblock of builds that write each switch to both slots
+/// (see [`Superblock::read_with_codec`]); builds before it ignore the bit.
+const FLAG_MIRRORED: u8 = 4;
 
 /// The CHECKPOINT (and newest COMMIT) a clean checkpoint keeps in the
 /// superblock instead of the live region. See the [module docs](self).
@@ -116,6 +135,9 @@ pub(crate) struct Superblock {
     /// NEW and MOD records may name entries by key (version 5, compact
     /// format only; see [`super::entry_refs`]).
     pub entry_refs: bool,
+    /// Written by a build that mirrors switches to both slots (flag bit 2;
+    /// every superblock this build writes sets it).
+    pub mirrored: bool,
 }
 
 enum Slot {
@@ -139,6 +161,7 @@ impl Superblock {
         h[4..6].copy_from_slice(&version.to_le_bytes());
         h[6] = page_size.trailing_zeros() as u8;
         h[7] = self.live & 1;
+        h[12] = FLAG_MIRRORED;
         h[13] = super::PAYLOAD_CODEC_VERSION;
         h[16..24].copy_from_slice(&self.seq.to_le_bytes());
         h[24..40].copy_from_slice(&self.index_id.to_le_bytes());
@@ -151,7 +174,7 @@ impl Superblock {
             dst.copy_from_slice(&h);
         }
         if let Some(base) = &self.base {
-            let mut flags = FLAG_BASE;
+            let mut flags = FLAG_MIRRORED | FLAG_BASE;
             let mut b = Vec::with_capacity(BASE_HEADER - LEN + base.payload.len());
             b.extend_from_slice(&base.checkpoint_lsn.to_le_bytes());
             let (op, lsn) = base.commit.unwrap_or((0, 0));
@@ -271,6 +294,7 @@ impl Superblock {
                     _ => LogFormat::PerChange,
                 },
                 entry_refs: version == VERSION_COMPACT_REFS,
+                mirrored: flags & FLAG_MIRRORED != 0,
             },
             codec,
         )
@@ -299,6 +323,13 @@ impl Superblock {
         dev.write(layout.superblock_page(self.seq), &buf)
     }
 
+    /// Writes this superblock to the other slot than its own (the mirror of
+    /// a switch, see the [module docs](self)); no sync.
+    pub fn write_mirror(&self, dev: &SharedDevice, layout: &LogLayout) -> Result<()> {
+        let buf = self.encode(layout.page_size);
+        dev.write(layout.superblock_page(self.seq + 1), &buf)
+    }
+
     /// Reads both slots and returns the newest valid superblock, checked against
     /// the layout and the index id. Counts the pages it reads in `pages_read`.
     pub fn read(
@@ -317,6 +348,19 @@ impl Superblock {
         index_id: u128,
         pages_read: &mut u64,
     ) -> Result<(Superblock, u8)> {
+        Self::read_slots(dev, layout, index_id, pages_read, false).map(|(sb, codec, _)| (sb, codec))
+    }
+
+    /// Reads both slots. With `accept_older`, a damaged slot beside an
+    /// unmirrored valid one is accepted (the caller accepts the older
+    /// state); the third value then names the damaged slot's page.
+    pub fn read_slots(
+        dev: &SharedDevice,
+        layout: &LogLayout,
+        index_id: u128,
+        pages_read: &mut u64,
+        accept_older: bool,
+    ) -> Result<(Superblock, u8, Option<PageId>)> {
         let ps = layout.page_size;
         let pages: [PageId; 2] = [layout.superblock_page(0), layout.superblock_page(1)];
         let mut buf = vec![0u8; 2 * ps];
@@ -324,11 +368,15 @@ impl Superblock {
         *pages_read += 2;
         let mut best: Option<(Superblock, u8)> = None;
         let mut problems = Vec::new();
+        let mut damaged_page = None;
         let mut blanks = 0;
         for (page, chunk) in pages.iter().zip(buf.chunks_exact(ps)) {
             match Superblock::decode(chunk) {
                 Slot::Blank => blanks += 1,
-                Slot::Damaged(why) => problems.push(format!("page {page}: {why}")),
+                Slot::Damaged(why) => {
+                    damaged_page = Some(*page);
+                    problems.push(format!("page {page}: {why}"));
+                }
                 Slot::Valid(sb, codec) => {
                     if best.as_ref().is_none_or(|(b, _)| sb.seq > b.seq) {
                         best = Some((sb, codec));
@@ -348,6 +396,15 @@ impl Superblock {
                 format!("no valid log superblock: {}", problems.join("; ")),
             ));
         };
+        if let Some(page) = damaged_page.filter(|_| !sb.mirrored && !accept_older) {
+            return Err(Error::corrupt(
+                Some(page),
+                format!(
+                    "log superblock slot damaged ({}), and the other slot was written by a build that did not mirror its superblocks, so it may describe an older state of the index; refusing to open it rather than lose what the damaged slot described (`geoflash recover --tolerate-corrupt-tail` accepts the older state)",
+                    problems.join("; ")
+                ),
+            ));
+        }
         if sb.index_id != index_id {
             return Err(Error::corrupt(
                 Some(layout.superblock_page(sb.seq)),
@@ -367,8 +424,14 @@ impl Superblock {
                 ),
             ));
         }
-        Ok((sb, codec))
+        Ok((sb, codec, damaged_page))
     }
+}
+
+/// The superblock checksum of `buf` (tests that forge older superblocks).
+#[cfg(test)]
+pub(crate) fn test_crc(buf: &[u8]) -> u32 {
+    crc(buf)
 }
 
 fn crc(buf: &[u8]) -> u32 {
@@ -399,6 +462,8 @@ pub(crate) fn rewrite_as_codec_0(
     buf[13] = 0;
     let c = crc(&buf);
     buf[8..12].copy_from_slice(&c.to_le_bytes());
+    // Both slots: the mirror holds the same superblock.
     dev.write(layout.superblock_page(sb.seq), &buf)?;
+    dev.write(layout.superblock_page(sb.seq + 1), &buf)?;
     dev.sync()
 }

@@ -503,8 +503,8 @@ fn log_io_is_counted_by_the_device() {
     assert_eq!(log.stats().compactions, 1);
     assert_eq!(
         log.stats().superblock_writes,
-        4,
-        "two at create, reservation and switch"
+        5,
+        "two at create, reservation, switch and its mirror"
     );
     assert!(log.stats().pages_read >= 5);
     assert_eq!(dev.stats().io.pages_trimmed, 5);
@@ -1319,4 +1319,98 @@ fn commit_io_prediction_covers_every_commit_that_does_io() {
             assert!(predicted_io < 60, "{d:?}");
         }
     }
+}
+
+/// Issue 44, item 1: one damaged superblock slot never opens an older state.
+/// After a checkpoint (a switch with a base) and later commits, every
+/// 4-byte range of either slot is flipped in turn: the log reopens with
+/// exactly the same records.
+#[test]
+fn a_damaged_superblock_slot_never_stands_for_an_older_log() {
+    let dev = mem();
+    let mut log = Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+    for op in 1..=5u64 {
+        log.append(rec(RecordKind::Mod, op, op, 40)).unwrap();
+        log.commit(op).unwrap();
+    }
+    log.checkpoint(vec![7; 60]).unwrap();
+    for op in 6..=8u64 {
+        log.append(rec(RecordKind::Mod, op, op, 40)).unwrap();
+        log.commit(op).unwrap();
+    }
+    drop(log);
+    let want = LogReader::open(dev.clone(), 0, LOG_PAGES, INDEX).unwrap();
+    let want: Vec<Record> = want.oldest_first().cloned().collect();
+    assert!(want.iter().any(|r| r.kind == RecordKind::Checkpoint));
+    let mut clean = vec![0u8; PS];
+    for slot in 0..2u64 {
+        dev.read(slot, &mut clean).unwrap();
+        for at in (0..PS).step_by(4) {
+            let mut bad = clean.clone();
+            for b in &mut bad[at..at + 4] {
+                *b ^= 0xa5;
+            }
+            dev.write(slot, &bad).unwrap();
+            let got = LogReader::open(dev.clone(), 0, LOG_PAGES, INDEX)
+                .unwrap_or_else(|e| panic!("slot {slot}, bytes {at}..{}: {e}", at + 4));
+            let got: Vec<Record> = got.oldest_first().cloned().collect();
+            assert_eq!(got, want, "slot {slot}, bytes {at}..{}", at + 4);
+        }
+        dev.write(slot, &clean).unwrap();
+    }
+}
+
+/// A log written before mirrored switches keeps the previous state in the
+/// other slot (its region trimmed): with the newest slot damaged, the open
+/// is refused naming the slot, and the tolerant repair accepts the older
+/// state and rewrites both slots.
+#[test]
+fn an_unmirrored_older_slot_is_refused_unless_tolerated() {
+    let dev = mem();
+    let mut log = Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
+    log.append(rec(RecordKind::Mod, 1, 1, 40)).unwrap();
+    log.commit(1).unwrap();
+    log.checkpoint(vec![7; 60]).unwrap();
+    drop(log);
+    let mut n = 0;
+    let layout = LogLayout::on_device(dev.as_ref(), 0, LOG_PAGES).unwrap();
+    let shared: SharedDevice = dev.clone();
+    let newest = superblock::Superblock::read(&shared, &layout, INDEX, &mut n).unwrap();
+    // As an earlier build left it: the other slot holds the creation state
+    // (no base), neither slot has the mirrored flag.
+    let mut older = newest.clone();
+    older.seq -= 1;
+    older.base = None;
+    for sb in [&newest, &older] {
+        let mut buf = vec![0u8; PS];
+        sb.write(&shared, &layout).unwrap();
+        dev.read(layout.superblock_page(sb.seq), &mut buf).unwrap();
+        buf[12] &= !4;
+        let c = super::superblock::test_crc(&buf);
+        buf[8..12].copy_from_slice(&c.to_le_bytes());
+        dev.write(layout.superblock_page(sb.seq), &buf).unwrap();
+    }
+    // Both slots valid: the newest wins, as before.
+    let r = LogReader::open(dev.clone(), 0, LOG_PAGES, INDEX).unwrap();
+    assert!(r.oldest_first().any(|r| r.kind == RecordKind::Checkpoint));
+    // The newest damaged: refused, naming its page.
+    let page = layout.superblock_page(newest.seq);
+    let mut buf = vec![0u8; PS];
+    dev.read(page, &mut buf).unwrap();
+    buf[30] ^= 0xff;
+    dev.write(page, &buf).unwrap();
+    let err = LogReader::open(dev.clone(), 0, LOG_PAGES, INDEX).unwrap_err();
+    assert!(
+        matches!(err, Error::Corrupt { page: Some(p), .. } if p == page),
+        "{err}"
+    );
+    assert!(err.to_string().contains("older state"), "{err}");
+    let err = Log::open(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap_err();
+    assert!(err.to_string().contains("older state"), "{err}");
+    // Tolerated: the older state, reported as a dropped page, then opens as usual.
+    let repair = repair_corrupt_tail(dev.clone(), 0, LOG_PAGES, INDEX).unwrap();
+    assert_eq!(repair.first_damaged_page, Some(page));
+    assert_eq!(repair.pages_dropped, 1);
+    let r = LogReader::open(dev.clone(), 0, LOG_PAGES, INDEX).unwrap();
+    assert!(!r.oldest_first().any(|r| r.kind == RecordKind::Checkpoint));
 }

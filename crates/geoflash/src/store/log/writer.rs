@@ -70,6 +70,9 @@ pub struct Log {
     durable_lsn: Lsn,
     /// LSN of the newest record appended.
     last_lsn: Lsn,
+    /// Every record up to this LSN has reached the device (maybe unsynced):
+    /// `last_lsn` when `buf` was last emptied ([`Log::page_lsn`]).
+    written_lsn: Lsn,
     /// Newest COMMIT appended: (LSN, op).
     last_commit: Option<(Lsn, OpId)>,
     /// Newest operation whose COMMIT is durable.
@@ -139,6 +142,7 @@ impl Log {
             base: None,
             format: config.format,
             entry_refs: config.entry_refs && config.format == super::LogFormat::Compact,
+            mirrored: true,
         };
         let mut log = Log::new_state(dev, layout, config, sb);
         // Both slots: no older superblock on these pages can win.
@@ -224,6 +228,7 @@ impl Log {
             next_lsn: lsn_floor + 1,
             durable_lsn: lsn_floor,
             last_lsn: lsn_floor,
+            written_lsn: lsn_floor,
             last_commit: None,
             durable_op: None,
             open_op: None,
@@ -487,6 +492,7 @@ impl Log {
             res?;
             log.buf.clear();
             log.unwritten_pages.clear();
+            log.written_lsn = log.last_lsn;
             Ok(())
         })
     }
@@ -550,6 +556,23 @@ impl Log {
     /// LSN of the newest record appended (0 if none ever).
     pub fn last_lsn(&self) -> Lsn {
         self.last_lsn
+    }
+
+    /// The LSN to stamp on a node page encoded now (the [`LsnHorizon`]
+    /// evidence). With `sync` and `group` the stores sync the log to its
+    /// newest record before writing a page, so that is the stamp. With
+    /// `none` nothing is synced and a killed process loses the records
+    /// still in the log's memory buffer while the pages it wrote stay: the
+    /// stamp is then the newest record already written to the device (the
+    /// page's own records are written before it by [`Log::flush_for`]), so
+    /// a kill never leaves a page stamped above what the log kept (issue
+    /// 44, item 7).
+    pub fn page_lsn(&self) -> Lsn {
+        if self.config.durability != Durability::None || self.buf.is_empty() {
+            self.last_lsn
+        } else {
+            self.written_lsn
+        }
     }
 
     /// The horizon of the epoch [`Log::open`] recovered: node pages must not
@@ -794,8 +817,13 @@ impl Log {
             log.sb.seq += 1;
             log.write_superblock()?;
             log.device_sync()?;
+            // 3'. Mirror it to the other slot (no sync needed: the switch is
+            //     durable in its own slot; see `superblock`'s module docs).
+            log.sb.write_mirror(&log.dev, &log.layout)?;
+            log.stats.superblock_writes += 1;
             log.durable_pos = log.next_pos;
             log.durable_lsn = log.last_lsn;
+            log.written_lsn = log.last_lsn;
             log.record_bytes = stream.len() as u64;
             log.deltas = deltas;
             log.records_live = rest.len() as u64;
