@@ -466,7 +466,7 @@ impl EfindStore {
             }
         }
         let ps = self.page_size;
-        let lsn = self.log.as_ref().map_or(0, |l| l.last_lsn());
+        let lsn = self.log.as_ref().map_or(0, |l| l.page_lsn());
         let mut data = vec![0u8; pages.len() * ps];
         for ((_, node), chunk) in pages.iter().zip(data.chunks_exact_mut(ps)) {
             page::encode_node(node, lsn, self.config.with_payload, chunk)?;

@@ -261,7 +261,7 @@ impl FastStore {
         ids.sort_unstable();
         ids.dedup();
         let mut pages: Vec<(PageId, Vec<u8>, u16)> = Vec::new();
-        let lsn = self.log.last_lsn();
+        let lsn = self.log.page_lsn();
         let mut updates = 0u64;
         for &id in &ids {
             let Some(row) = self.table.get(id) else {
