@@ -1,8 +1,6 @@
 //! The index commands: build, insert, delete, query, knn, inspect, verify, checkpoint, recover.
 use geoflash::metrics::BatchClock;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use geoflash::engine::parse_size;
 use geoflash::engine::Access;
@@ -384,7 +382,8 @@ fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
                 durability,
                 |ix, id, g| ix.insert_object(id, g),
             )
-        })?,
+        })
+        .map_err(|f| build_failure(&a.index, f, false))?,
     };
     print_stats(&index, "build", ops, start, a.json)?;
     index.close()?;
@@ -398,40 +397,139 @@ fn change_objects(a: &ChangeArgs, delete: bool) -> Result<(), Failure> {
     index.device().reset_stats();
     let start = BatchClock::start();
     let durability = batch_durability(index.structure().durability());
-    let (label, done) = if delete {
-        let done = apply_all(
+    let (label, applied) = if delete {
+        let applied = apply_all(
             &mut index,
             &objects,
             "delete",
             &a.input,
             durability,
             |ix, id, _| ix.delete_object(id),
-        )?;
-        ("delete", done)
+        );
+        ("delete", applied)
     } else {
-        let done = apply_all(
+        let applied = apply_all(
             &mut index,
             &objects,
             "insert",
             &a.input,
             durability,
             |ix, id, g| ix.insert_object(id, g),
-        )?;
-        ("insert", done)
+        );
+        ("insert", applied)
     };
+    let done = change_applied(&mut index, applied, label, &a.input)?;
     index.checkpoint()?;
     print_stats(&index, label, done, start, a.json)?;
     index.close()?;
     Ok(())
 }
 
-/// Set by Ctrl-C: long loops stop at the next operation boundary.
-fn interrupt_flag() -> Arc<AtomicBool> {
-    let flag = Arc::new(AtomicBool::new(false));
-    let f = flag.clone();
-    // If a handler is already installed (tests), the flag simply stays false.
-    let _ = ctrlc::set_handler(move || f.store(true, Ordering::SeqCst));
-    flag
+/// Installs the Ctrl-C handler of the commands that change an index
+/// (once): the first Ctrl-C asks the command to stop
+/// ([`geoflash::engine::request_stop`]): a loop over the input stops at the
+/// next operation boundary, a build publishes nothing, and the command
+/// exits 130 saying what it left. A second Ctrl-C exits at once.
+fn catch_interrupts() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let handler = || {
+            if geoflash::engine::stop_requested() {
+                eprintln!(
+                    "geoflash: interrupted again: exiting at once (a build leaves its staging directory, \
+                     which the next build of the same index removes; `geoflash recover` finishes an index)"
+                );
+                std::process::exit(130);
+            }
+            geoflash::engine::request_stop();
+        };
+        if let Err(e) = ctrlc::set_handler(handler) {
+            eprintln!("geoflash: warning: cannot catch Ctrl-C ({e}): an interrupt will kill the command");
+        }
+    });
+}
+
+/// Ctrl-C stopped [`apply_all`] after `done` of `total` operations (the
+/// error of its [`Failure`], exit code 130).
+#[derive(Debug)]
+struct Stopped {
+    done: u64,
+    total: u64,
+}
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "interrupted after {} of {} operations",
+            self.done, self.total
+        )
+    }
+}
+
+impl std::error::Error for Stopped {}
+
+/// Where Ctrl-C stopped the loop that failed with `f`, if it did.
+fn stopped(f: &Failure) -> Option<(u64, u64)> {
+    f.error.downcast_ref::<Stopped>().map(|s| (s.done, s.total))
+}
+
+/// The failure of a build of `dir` that failed with `f`: when Ctrl-C
+/// stopped it, exit code 130 and what it left (nothing: the staging
+/// directory is removed, no index is published).
+fn build_failure(dir: &Path, f: Failure, acked: bool) -> Failure {
+    match stopped(&f) {
+        Some((done, total)) => Failure {
+            code: 130,
+            error: anyhow::anyhow!(
+                "interrupted: the build of {} stopped after {done} of {total} operations; no index published at {} \
+                 (its staging directory was removed{}); {} is as it was",
+                dir.display(),
+                dir.display(),
+                if acked {
+                    ", and with it the operations `acked` so far"
+                } else {
+                    ""
+                },
+                dir.display()
+            ),
+        },
+        None => f,
+    }
+}
+
+/// The end of `insert` or `delete` (`label`) of the records of `input`:
+/// `applied` is what [`apply_all`] returned. When Ctrl-C stopped it, the
+/// operations done are checkpointed (durable) and the command fails with
+/// exit code 130 saying how many were applied.
+fn change_applied(
+    index: &mut Index,
+    applied: Result<u64, Failure>,
+    label: &str,
+    input: &Path,
+) -> Result<u64, Failure> {
+    let f = match applied {
+        Ok(done) => return Ok(done),
+        Err(f) => f,
+    };
+    let Some((done, total)) = stopped(&f) else {
+        return Err(f);
+    };
+    index.checkpoint()?;
+    let (verb, dir) = match label {
+        "delete" => ("deleted from", index.dir()),
+        _ => ("inserted into", index.dir()),
+    };
+    let dir = dir.map_or_else(String::new, |d| d.display().to_string());
+    Err(Failure {
+        code: 130,
+        error: anyhow::anyhow!(
+            "interrupted: {done} of the {total} records of {} were {verb} {dir} and are durable (checkpointed); \
+             the other {} were not applied",
+            input.display(),
+            total - done
+        ),
+    })
 }
 
 /// `--ack-every`: which operations are durable, printed as `acked K`.
@@ -504,9 +602,11 @@ impl Acker {
     }
 }
 
-/// Applies `op` to each `(id, item)` with a progress bar, stopping early on
-/// Ctrl-C (at an operation boundary), as one batch of the index
-/// ([`Index::batch`]); returns the count done.
+/// Applies `op` to each `(id, item)` with a progress bar, as one batch of
+/// the index ([`Index::batch`]); returns the count done. Ctrl-C stops it at
+/// an operation boundary with a [`Stopped`] failure (exit code 130; the
+/// batch ends without its checkpoint): see [`build_failure`] and
+/// [`change_applied`].
 fn apply_all<T>(
     index: &mut Index,
     items: &[(u64, T)],
@@ -542,17 +642,23 @@ fn apply_all_acked<T>(
     op: impl Fn(&mut Index, u64, &T) -> geoflash::Result<()>,
     mut acker: Option<&mut Acker>,
 ) -> Result<u64, Failure> {
-    let stop = interrupt_flag();
-    let bar = progress_bar(items.len() as u64, what);
+    catch_interrupts();
+    let total = items.len() as u64;
+    let bar = progress_bar(total, what);
     // A failure inside the batch is kept here; the batch then ends without
     // its checkpoint.
     let mut failure = None;
     let mut run = |index: &mut Index| -> Result<u64, Failure> {
         let mut done = 0u64;
         for (id, item) in items {
-            if stop.load(Ordering::SeqCst) {
+            if geoflash::engine::stop_requested() {
+                // The batch ends without its checkpoint; the caller says
+                // what is left (a build publishes nothing).
                 bar.abandon_with_message(format!("{what}: interrupted after {done} operations"));
-                break;
+                return Err(Failure {
+                    code: 130,
+                    error: anyhow::Error::new(Stopped { done, total }),
+                });
             }
             op(index, *id, item).map_err(|e| {
                 let e = index.locate(e);
@@ -733,6 +839,8 @@ impl BuildArgs {
 
 /// `geoflash build`.
 pub fn build(a: BuildArgs) -> Result<(), Failure> {
+    // Ctrl-C from here on stops the build and publishes nothing.
+    catch_interrupts();
     a.check_flags()?;
     input_file(&a.input)?;
     let opts = a.spec()?.options().map_err(Error::from)?;
@@ -782,7 +890,8 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
                     |ix, id, r| ix.insert(id, *r),
                     acker.as_mut(),
                 )
-            })?;
+            })
+            .map_err(|f| build_failure(&a.index, f, a.ack_every.is_some()))?;
             if let Some(a) = acker.as_mut() {
                 a.finish(done);
             }
@@ -830,7 +939,20 @@ fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<()
     }
     let memory_budget =
         usize::try_from(parse_size(memory)?).map_err(|_| Error::invalid("--memory too large"))?;
-    let stream = || geoflash_bench::formats::csv_records(&a.input);
+    // Ctrl-C stops the load at the next record read (the staging directory
+    // and its temporary files are removed, nothing is published).
+    let stream = || {
+        geoflash_bench::formats::csv_records(&a.input).map(|records| {
+            records.map(|r| match geoflash::engine::stop_requested() {
+                true => Err(Error::Interrupted(format!(
+                    "no index published at {}: the bulk load was stopped (its temporary files removed); {} is as it was",
+                    a.index.display(),
+                    a.index.display()
+                ))),
+                false => r,
+            })
+        })
+    };
     let opts = if opts.kind == geoflash::engine::IndexKind::Hilbert && opts.hilbert_domain.is_none()
     {
         let mut extent: Option<Rect> = None;
@@ -870,6 +992,7 @@ fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<()
 
 /// `geoflash insert` and `geoflash delete`.
 pub fn change(a: ChangeArgs, delete: bool) -> Result<(), Failure> {
+    catch_interrupts();
     input_file(&a.input)?;
     if formats::Format::from_path(&a.input)? != formats::Format::Csv {
         return change_objects(&a, delete);
@@ -879,7 +1002,7 @@ pub fn change(a: ChangeArgs, delete: bool) -> Result<(), Failure> {
     index.device().reset_stats();
     let start = BatchClock::start();
     let durability = batch_durability(index.structure().durability());
-    let (label, done) = if delete {
+    let (label, applied) = if delete {
         (
             "delete",
             apply_all(
@@ -889,7 +1012,7 @@ pub fn change(a: ChangeArgs, delete: bool) -> Result<(), Failure> {
                 &a.input,
                 durability,
                 |ix, id, r| ix.delete(id, *r),
-            )?,
+            ),
         )
     } else {
         (
@@ -901,9 +1024,10 @@ pub fn change(a: ChangeArgs, delete: bool) -> Result<(), Failure> {
                 &a.input,
                 durability,
                 |ix, id, r| ix.insert(id, *r),
-            )?,
+            ),
         )
     };
+    let done = change_applied(&mut index, applied, label, &a.input)?;
     index.checkpoint()?;
     print_stats(&index, label, done, start, a.json)?;
     index.close()?;

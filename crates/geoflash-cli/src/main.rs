@@ -1,4 +1,5 @@
-//! The `geoflash` command. Exit codes: 0 success, 2 bad input, 1 failure.
+//! The `geoflash` command. Exit codes: 0 success, 2 bad input, 1 failure,
+//! 130 interrupted (Ctrl-C: the message says what the command left).
 //! With `--json` the JSON record is the last line of standard output;
 //! progress bars go to standard error.
 use std::path::PathBuf;
@@ -165,7 +166,11 @@ pub struct Failure {
 
 impl From<geoflash::Error> for Failure {
     fn from(e: geoflash::Error) -> Self {
-        let code = if e.is_user_error() { 2 } else { 1 };
+        let code = match &e {
+            geoflash::Error::Interrupted(_) => 130,
+            _ if e.is_user_error() => 2,
+            _ => 1,
+        };
         Failure {
             code,
             error: e.into(),

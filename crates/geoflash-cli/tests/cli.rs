@@ -1566,3 +1566,138 @@ fn hybrid_builds_with_every_store_reopen_with_their_placement() {
     assert!(!e.status.success());
     assert!(String::from_utf8_lossy(&e.stderr).contains("unknown placement"));
 }
+
+/// Sends SIGINT (Ctrl-C) to `child`.
+fn interrupt(child: &std::process::Child) {
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -INT failed");
+}
+
+/// Waits (up to a minute) until `path` exists.
+fn wait_for(path: &Path) {
+    let start = std::time::Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Issue 44, item 6: Ctrl-C during `build` (by insertion, the input one
+/// batch) stops it: exit code 130, a message on standard error (which is
+/// not a terminal here) saying that no index was published, no index under
+/// the target's name and no staging directory left; a new build of the
+/// same target then succeeds.
+#[test]
+fn ctrl_c_during_a_build_exits_130_and_publishes_nothing() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    let n = 200_000u64;
+    write_rects(&data, n);
+    let idx = dir.path().join("idx");
+    let staging = dir.path().join(".idx.building");
+    let args = [
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&idx),
+        "--device",
+        "file?direct=false",
+    ];
+    let child = Command::new(env!("CARGO_BIN_EXE_geoflash"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The staging directory appears once the input is read: the build is
+    // inserting (its Ctrl-C handler installed before the input was read).
+    wait_for(&staging);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    interrupt(&child);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "stderr: {err}");
+    assert!(
+        err.contains("interrupted") && err.contains("no index published"),
+        "{err}"
+    );
+    assert!(
+        !idx.join("manifest.json").exists(),
+        "a partial index was published"
+    );
+    assert!(!staging.exists(), "the staging directory was left");
+    println!("{err}");
+    let r = geoflash(&["query", "--index", s(&idx), "--window", "0,0,1,1"]);
+    assert_eq!(r.status.code(), Some(2));
+    // The target is free: the same build succeeds.
+    ok(geoflash(&args));
+    assert_eq!(all_ids(&idx).len() as u64, n);
+}
+
+/// Issue 44, item 6: Ctrl-C during `insert` into an existing index: exit
+/// code 130 and a message giving how many records were inserted and are
+/// durable; the index holds exactly the old records and that many more
+/// (the first ones of the input), and verifies.
+#[test]
+fn ctrl_c_during_an_insert_exits_130_and_says_what_is_durable() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    let n = 200_000u64;
+    write_rects(&data, n);
+    // The index holds the first 1,000 records; the insert brings the rest.
+    let text = std::fs::read_to_string(&data).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let rows: Vec<&str> = lines.collect();
+    let first = dir.path().join("first.csv");
+    let rest = dir.path().join("rest.csv");
+    std::fs::write(&first, format!("{header}\n{}\n", rows[..1000].join("\n"))).unwrap();
+    std::fs::write(&rest, format!("{header}\n{}\n", rows[1000..].join("\n"))).unwrap();
+    let idx = dir.path().join("idx");
+    ok(geoflash(&[
+        "build",
+        "--input",
+        s(&first),
+        "--index",
+        s(&idx),
+        "--device",
+        "file?direct=false",
+    ]));
+    let child = Command::new(env!("CARGO_BIN_EXE_geoflash"))
+        .args(["insert", "--index", s(&idx), "--input", s(&rest)])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    interrupt(&child);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "stderr: {err}");
+    // "interrupted: K of the N records of FILE were inserted into DIR and are durable ..."
+    let k: u64 = err
+        .split("interrupted: ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no count in: {err}"));
+    assert!(
+        err.contains(&format!("of the {} records", n - 1000)) && err.contains("durable"),
+        "{err}"
+    );
+    assert!(
+        k < n - 1000,
+        "the insert finished before the interrupt: {err}"
+    );
+    println!("{err}");
+    assert_eq!(all_ids(&idx), (1..=1000 + k).collect::<Vec<_>>(), "{err}");
+    ok(geoflash(&["verify", "--index", s(&idx)]));
+}

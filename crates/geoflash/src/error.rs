@@ -80,6 +80,11 @@ pub enum Error {
         reason: String,
     },
 
+    /// The work was stopped on request (Ctrl-C in the command line: see
+    /// [`crate::engine::request_stop`]); the message says what it left.
+    #[error("interrupted: {0}")]
+    Interrupted(String),
+
     /// A format version newer than this code understands.
     #[error(
         "format version {found} is newer than the newest this build understands ({supported})"

@@ -15,6 +15,12 @@
 //! refuses to start while it is there. A staging directory without a
 //! manifest holds nothing recoverable and is removed by the next build.
 //!
+//! **Stopping.** A front end asks the builds of its process to stop with
+//! [`request_stop`] (the command line's Ctrl-C handler): a build checks
+//! [`stop_requested`] before it publishes, and abandons its staging
+//! directory instead ([`crate::Error::Interrupted`]), so an interrupted
+//! build never publishes an index, partial or not.
+//!
 //! **Files outside the directory.** A device spec may name explicit files
 //! (`file:PATH`, also as a tier of `hybrid:`), which the rename cannot
 //! cover. A build refuses a `PATH` that is a non-empty regular file (it
@@ -22,10 +28,28 @@
 //! created. A `PATH` that existed as something else (a block device, an
 //! empty file) keeps what a failed build wrote there; no index refers to it.
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::manifest::{sync_dir, Access, DirLock, MANIFEST_FILE};
 use crate::storage::spec::DeviceSpec;
 use crate::{Error, Result};
+
+/// Set by [`request_stop`]: the builds of this process stop.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Asks every build running in this process to stop: none publishes its
+/// index afterwards (each abandons its staging directory and returns
+/// [`Error::Interrupted`]), and loops that check [`stop_requested`] end at
+/// their next operation boundary. For a front end's Ctrl-C handler; it is
+/// never reset.
+pub fn request_stop() {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Whether [`request_stop`] was called in this process.
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
 
 /// Suffix of a staging directory's name (`.NAME.building`).
 const STAGING_SUFFIX: &str = ".building";

@@ -195,8 +195,11 @@ impl Index {
     /// build created), so `dir` is left as it was: absent, or an empty
     /// directory. `dir` must not exist yet, or be an empty directory.
     ///
-    /// A `fill` that stops early (Ctrl-C) and returns `Ok` publishes the
-    /// index it made. A process killed inside `fill` leaves the staging
+    /// A build in a process that asked its builds to stop
+    /// ([`crate::engine::request_stop`], the command line's Ctrl-C) does not
+    /// publish: it abandons the staging directory and returns
+    /// [`Error::Interrupted`], whatever `fill` returned. A process killed
+    /// inside `fill` leaves the staging
     /// directory, a consistent index that
     /// [`crate::staging::adopt_interrupted`] (`geoflash recover`) renames
     /// onto `dir`.
@@ -224,7 +227,13 @@ impl Index {
         let spec = opts.device.clone();
         let staging = Staging::begin(dir, &spec)?;
         let made = make(staging.dir()).and_then(|(mut index, t)| {
+            if crate::staging::stop_requested() {
+                return Err(interrupted(dir).into());
+            }
             index.checkpoint()?;
+            if crate::staging::stop_requested() {
+                return Err(interrupted(dir).into());
+            }
             staging.publish()?;
             index.dir = Some(dir.to_path_buf());
             Ok((index, t))
@@ -389,6 +398,15 @@ impl Index {
         }
         Ok(index)
     }
+}
+
+/// The error of a build of `dir` stopped before it published.
+fn interrupted(dir: &Path) -> Error {
+    Error::Interrupted(format!(
+        "no index published at {}: the build was stopped and its staging directory removed; {} is as it was",
+        dir.display(),
+        dir.display()
+    ))
 }
 
 /// The least capacity of an automatic log of the first-image and compact
