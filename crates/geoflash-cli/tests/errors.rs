@@ -386,3 +386,65 @@ fn corrupt_pages_and_logs_exit_1_naming_the_file_and_page() {
     damage(&logged.join("log.dat"), 1, 1024);
     fails(&["recover", "--index", s(&logged)], 1, &["log.dat, page"]);
 }
+
+/// Issue 44, item 3: LB-Grid refuses a second object at a point it holds,
+/// as GFFM does (exit 2), in a build and in an insertion into an index,
+/// and the first object stays.
+#[test]
+fn lbgrid_refuses_a_second_object_at_a_point_like_gffm() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dup = dir.path().join("dup.csv");
+    std::fs::write(
+        &dup,
+        "id,minx,miny,maxx,maxy\n1,5,5,5,5\n2,6,6,6,6\n3,5,5,5,5\n",
+    )
+    .unwrap();
+    let first = dir.path().join("first.csv");
+    std::fs::write(&first, "id,minx,miny,maxx,maxy\n1,5,5,5,5\n2,6,6,6,6\n").unwrap();
+    let again = dir.path().join("again.csv");
+    std::fs::write(&again, "id,minx,miny,maxx,maxy\n7,5,5,5,5\n").unwrap();
+    for kind in ["gffm", "lbgrid"] {
+        let idx = dir.path().join(kind);
+        let build = |input: &Path| {
+            geoflash(&[
+                "build",
+                "--input",
+                s(input),
+                "--index",
+                s(&idx),
+                "--kind",
+                kind,
+                "--device",
+                "file?direct=false",
+            ])
+        };
+        let out = build(&dup);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{kind}: {err}");
+        assert!(err.contains("already in the grid file"), "{kind}: {err}");
+        assert!(!idx.exists(), "{kind}: a failed build leaves nothing");
+        ok(build(&first));
+        fails(
+            &["insert", "--index", s(&idx), "--input", s(&again)],
+            2,
+            &["already in the grid file"],
+        );
+        let q = common::last_json(&ok(geoflash(&[
+            "query",
+            "--index",
+            s(&idx),
+            "--window",
+            "4,4,7,7",
+            "--ids",
+            "--json",
+        ])));
+        let mut ids: Vec<u64> = q["windows"][0]["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        ids.sort_unstable();
+        assert_eq!(ids, vec![1, 2], "{kind}: {q}");
+    }
+}

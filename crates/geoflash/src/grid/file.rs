@@ -453,8 +453,9 @@ impl<L: BucketLayer> GridFile<L> {
         self.dirs.fetch(&*self.dev, p)
     }
 
-    /// Inserts point `(x, y)` with `id`. GFFM refuses a point it holds;
-    /// LB-Grid replaces its id (see the module docs).
+    /// Inserts point `(x, y)` with `id`. A point the grid file holds is
+    /// refused, whatever the bucket layer (LB-Grid checks its in-memory set
+    /// of points, see [`lbgrid`](super::lbgrid)).
     pub fn insert(&mut self, x: f64, y: f64, id: u64) -> Result<()> {
         let (x, y) = self.check_point(x, y)?;
         let dev = Arc::clone(&self.dev);

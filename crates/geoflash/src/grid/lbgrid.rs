@@ -16,7 +16,17 @@
 //! - **Insert** (Algorithm 2): while the bucket's estimated size is below
 //!   its capacity (the records of one log-bucket), the record is appended
 //!   without reading anything; otherwise the bucket is read, and split if it
-//!   really is full.
+//!   really is full. A point the grid file holds is refused, as GFFM does,
+//!   without reading either: the layer keeps the set of its points in
+//!   memory (see below).
+//! - **Points held.** Appending blindly cannot see a point already there,
+//!   and the replay lets the last record of a point win, so a second object
+//!   at a point would silently replace the first. The layer therefore keeps
+//!   the set of the points it holds (two `u64` per point plus the hash
+//!   table's overhead, about 20–36 bytes per point, outside the buffer
+//!   budget, like the R-tree's id set), filled at open from the same replay
+//!   that rebuilds the BTT, so it costs no read. Nothing on the device
+//!   changes.
 //! - **Delete** (Algorithm 3): a delete record is appended without reading;
 //!   at or below the occupancy threshold the grid file tries a merge.
 //! - Split and merge give the resulting buckets **fresh** logical ids and
@@ -143,6 +153,14 @@ pub struct LogBuckets {
     work_page: Option<PageId>,
     next_bucket: u64,
     ts: u64,
+    /// The points the grid file holds, by the bits of their coordinates
+    /// (`-0.0` is normalised by the grid file before it gets here).
+    held: HashSet<(u64, u64)>,
+}
+
+/// The key of a point in [`LogBuckets::held`] and in the replay.
+fn key(x: f64, y: f64) -> (u64, u64) {
+    (x.to_bits(), y.to_bits())
 }
 
 /// Replays records (any order) into the live points.
@@ -150,7 +168,7 @@ fn replay(mut recs: Vec<LogRecord>) -> Vec<GridPoint> {
     recs.sort_by_key(|r| r.ts);
     let mut live: HashMap<(u64, u64), (u64, GridPoint)> = HashMap::new();
     for r in recs {
-        let key = (r.point.x.to_bits(), r.point.y.to_bits());
+        let key = key(r.point.x, r.point.y);
         match r.op {
             LogOp::Insert => {
                 live.insert(key, (r.ts, r.point));
@@ -271,6 +289,35 @@ impl LogBuckets {
             },
         )
     }
+
+    /// Inserts `p`, a point the layer does not hold, into bucket `b`
+    /// (Algorithm 2).
+    fn insert_new(
+        &mut self,
+        dev: &dyn PageDevice,
+        alloc: &mut Alloc,
+        b: u64,
+        p: GridPoint,
+    ) -> Result<InsertOutcome> {
+        let est = self.entry(b)?.est;
+        if est < self.cap {
+            self.log(dev, alloc, b, p, LogOp::Insert)?;
+            self.entry(b)?.est = est + 1;
+            return Ok(InsertOutcome::Done);
+        }
+        let mut pts = self.read_one(dev, b)?;
+        if pts.iter().any(|q| q.at(p.x, p.y)) {
+            // The bucket holds it after all: refused, never replaced.
+            return Ok(InsertOutcome::Duplicate);
+        }
+        if pts.len() < self.cap {
+            self.log(dev, alloc, b, p, LogOp::Insert)?;
+            self.entry(b)?.est = pts.len() + 1;
+            return Ok(InsertOutcome::Done);
+        }
+        pts.push(p);
+        Ok(InsertOutcome::Full(pts))
+    }
 }
 
 impl BucketLayer for LogBuckets {
@@ -289,6 +336,7 @@ impl BucketLayer for LogBuckets {
             work_page: None,
             next_bucket: 1,
             ts: 0,
+            held: HashSet::new(),
         })
     }
 
@@ -394,29 +442,13 @@ impl BucketLayer for LogBuckets {
         b: u64,
         p: GridPoint,
     ) -> Result<InsertOutcome> {
-        let est = self.entry(b)?.est;
-        if est < self.cap {
-            self.log(dev, alloc, b, p, LogOp::Insert)?;
-            self.entry(b)?.est = est + 1;
-            return Ok(InsertOutcome::Done);
+        if self.held.contains(&key(p.x, p.y)) {
+            return Ok(InsertOutcome::Duplicate);
         }
-        let mut pts = self.read_one(dev, b)?;
-        let exists = pts.iter().position(|q| q.at(p.x, p.y));
-        let after = pts.len() + usize::from(exists.is_none());
-        if after <= self.cap {
-            self.log(dev, alloc, b, p, LogOp::Insert)?;
-            self.entry(b)?.est = after;
-            return Ok(InsertOutcome::Done);
-        }
-        match exists {
-            Some(i) => {
-                if let Some(q) = pts.get_mut(i) {
-                    *q = p;
-                }
-            }
-            None => pts.push(p),
-        }
-        Ok(InsertOutcome::Full(pts))
+        let out = self.insert_new(dev, alloc, b, p)?;
+        // A point refused by the bucket itself is held too.
+        self.held.insert(key(p.x, p.y));
+        Ok(out)
     }
 
     fn delete(
@@ -428,6 +460,7 @@ impl BucketLayer for LogBuckets {
         y: f64,
     ) -> Result<(DeleteOutcome, usize)> {
         self.log(dev, alloc, b, GridPoint { x, y, id: 0 }, LogOp::Delete)?;
+        self.held.remove(&key(x, y));
         let e = self.entry(b)?;
         e.est = e.est.saturating_sub(1);
         Ok((DeleteOutcome::Logged, e.est))
@@ -518,7 +551,9 @@ impl BucketLayer for LogBuckets {
         }
         for (b, rs) in recs {
             if let Some(e) = layer.btt.get_mut(&b) {
-                e.est = replay(rs).len();
+                let pts = replay(rs);
+                e.est = pts.len();
+                layer.held.extend(pts.iter().map(|p| key(p.x, p.y)));
             }
         }
         if let Some(rec) = layer.work.iter().find(|r| r.ts > layer.ts) {

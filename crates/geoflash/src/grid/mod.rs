@@ -65,9 +65,11 @@
 //!
 //! # Bad input
 //! Points outside the domain or with non-finite coordinates are
-//! [`Error::InvalidInput`]; so is inserting a point GFFM already holds.
-//! LB-Grid appends without reading (the thesis' design): inserting a point it
-//! holds replaces its id, and deleting an absent point is a no-op record.
+//! [`Error::InvalidInput`]; so is inserting a point the grid file already
+//! holds, whatever the layer (LB-Grid appends without reading, the
+//! thesis' design, but checks the point against its in-memory set of
+//! points). GFFM reports the deletion of an absent point
+//! ([`DeleteOutcome::NotFound`]); LB-Grid logs it as a no-op record.
 use std::collections::{BinaryHeap, HashSet};
 
 use crate::geom::{Point, Rect};

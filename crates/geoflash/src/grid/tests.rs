@@ -107,8 +107,8 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 /// Runs `ops` on a fresh grid file of layer `L`, checking every answer
-/// against the oracle. `checks_duplicates`: GFFM refuses a present point
-/// and reports deletes; LB-Grid replaces and logs.
+/// against the oracle. Every layer refuses a present point; GFFM reports
+/// deletes, LB-Grid logs them.
 fn run<L: BucketLayer>(
     page: usize,
     opts: GridOptions,
@@ -137,7 +137,7 @@ fn run_on<L: BucketLayer>(
             Op::Insert(x, y, id) => {
                 let had = o.get(x, y).is_some();
                 let res = g.insert(x, y, id);
-                if gffm && had {
+                if had {
                     assert!(res.is_err(), "duplicate ({x}, {y}) accepted");
                 } else {
                     res.unwrap();
@@ -460,8 +460,10 @@ fn lbgrid_rebuilds_the_btt_at_open() {
     for &(x, y) in pts.iter().step_by(3) {
         g.delete(x, y).unwrap();
     }
-    // Upserts: same point, new id.
+    // Same point, new id: refused (issue 44); after a delete, accepted.
     for &(x, y) in pts.iter().skip(1).step_by(3).take(50) {
+        assert!(g.insert(x, y, 99_999).is_err());
+        g.delete(x, y).unwrap();
         g.insert(x, y, 99_999).unwrap();
     }
     let before = sorted(g.range(&domain()).unwrap());
@@ -485,6 +487,50 @@ fn lbgrid_rebuilds_the_btt_at_open() {
         assert_eq!(h.get(x, y).unwrap(), want, "point {i}");
     }
     h.verify().unwrap();
+}
+
+/// Issue 44, item 3: a second object at a point LB-Grid holds is refused
+/// with GFFM's error, whether the bucket is appended to blindly, full (read
+/// and split) or reopened, and the first object stays.
+#[test]
+fn lbgrid_refuses_a_point_it_holds_as_gffm_does() {
+    let dev = mem(512);
+    let mut g = LbGrid::create(Arc::clone(&dev), small_opts()).unwrap();
+    let mut h = Gffm::create(mem(512), small_opts()).unwrap();
+    g.insert(10.1, 20.3, 1).unwrap();
+    h.insert(10.1, 20.3, 1).unwrap();
+    let e = g.insert(10.1, 20.3, 2).unwrap_err();
+    let f = h.insert(10.1, 20.3, 2).unwrap_err();
+    assert!(e.is_user_error(), "{e}");
+    assert_eq!(e.to_string(), f.to_string());
+    assert!(e.to_string().contains("already in the grid file"), "{e}");
+    // -0.0 is 0.0.
+    g.insert(0.0, 5.1, 3).unwrap();
+    assert!(g.insert(-0.0, 5.1, 4).is_err());
+    assert_eq!(g.get(10.1, 20.3).unwrap(), Some(1));
+    // Full buckets (read, then split) and many buckets.
+    let pts = prefill(3000, 17);
+    for (i, &(x, y)) in pts.iter().enumerate() {
+        g.insert(x, y, 100 + i as u64).unwrap();
+    }
+    for (i, &(x, y)) in pts.iter().enumerate().step_by(7) {
+        assert!(g.insert(x, y, 9_999_999).is_err(), "point {i}");
+    }
+    assert_eq!(g.verify().unwrap(), 3002);
+    // Reopened: the set of points comes back from the replay.
+    g.checkpoint().unwrap();
+    drop(g);
+    let mut g = LbGrid::open(Arc::clone(&dev), small_opts()).unwrap();
+    assert!(g.insert(10.1, 20.3, 5).is_err());
+    for (i, &(x, y)) in pts.iter().enumerate().step_by(11) {
+        assert!(g.insert(x, y, 9_999_999).is_err(), "point {i} after reopen");
+        assert_eq!(g.get(x, y).unwrap(), Some(100 + i as u64));
+    }
+    // A deleted point is free again.
+    g.delete(10.1, 20.3).unwrap();
+    g.insert(10.1, 20.3, 6).unwrap();
+    assert_eq!(g.get(10.1, 20.3).unwrap(), Some(6));
+    assert_eq!(g.verify().unwrap(), 3002);
 }
 
 #[test]
