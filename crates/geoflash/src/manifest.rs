@@ -100,16 +100,57 @@ impl Manifest {
                 supported: MANIFEST_VERSION,
             });
         }
+        let raw = check_checksum(raw, &path)?;
         serde_json::from_value(raw)
             .map_err(|e| Error::corrupt(None, format!("{}: {e}", path.display())))
     }
 
-    /// Writes the manifest atomically (temporary file, sync, rename, sync the directory).
+    /// Writes the manifest atomically (temporary file, sync, rename, sync
+    /// the directory), with its checksum as the last field.
     pub fn store(&self, dir: &Path) -> Result<()> {
-        let text = serde_json::to_vec_pretty(self)
-            .map_err(|e| Error::invalid(format!("manifest does not serialise: {e}")))?;
+        let bad =
+            |e: serde_json::Error| Error::invalid(format!("manifest does not serialise: {e}"));
+        let mut value = serde_json::to_value(self).map_err(bad)?;
+        let sum = checksum_of(&value)?;
+        if let Some(map) = value.as_object_mut() {
+            map.insert(CHECKSUM_KEY.into(), serde_json::Value::String(sum));
+        }
+        let text = serde_json::to_vec_pretty(&value).map_err(bad)?;
         write_atomic(dir, MANIFEST_FILE, &text)
     }
+}
+
+/// The manifest's checksum field: `crc32c:` and eight hex digits, the
+/// CRC-32C of the compact JSON of every other field (in the order they
+/// are read back), so a damaged value (a digit of the page size, a
+/// coordinate of the Hilbert domain) is an error naming the file instead
+/// of another index (issue 44, item 1). Manifests written before it have
+/// no checksum and are read as before; builds before it ignore the field.
+const CHECKSUM_KEY: &str = "checksum";
+
+fn checksum_of(value: &serde_json::Value) -> Result<String> {
+    let bytes = serde_json::to_vec(value)
+        .map_err(|e| Error::invalid(format!("manifest does not serialise: {e}")))?;
+    Ok(format!("crc32c:{:08x}", crc32c::crc32c(&bytes)))
+}
+
+/// `raw` without its checksum field, after checking it (absent: a manifest
+/// written before checksums, accepted).
+fn check_checksum(mut raw: serde_json::Value, path: &Path) -> Result<serde_json::Value> {
+    let Some(stored) = raw.as_object_mut().and_then(|m| m.remove(CHECKSUM_KEY)) else {
+        return Ok(raw);
+    };
+    let want = checksum_of(&raw)?;
+    if stored.as_str() != Some(want.as_str()) {
+        return Err(Error::corrupt(
+            None,
+            format!(
+                "{}: checksum mismatch (stored {stored}, computed {want}): the manifest is damaged",
+                path.display()
+            ),
+        ));
+    }
+    Ok(raw)
 }
 
 fn io(path: &Path, source: std::io::Error) -> Error {
@@ -259,6 +300,34 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("not an index directory"));
+    }
+
+    /// Issue 44, item 1: every 4-byte range of the manifest flipped reads
+    /// back as the same manifest or as an error naming the file; a
+    /// manifest without a checksum (earlier builds) still reads.
+    #[test]
+    fn a_damaged_manifest_is_an_error_naming_it_never_another_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = sample();
+        m.index = serde_json::json!({"max_entries": 101, "hilbert_domain": [0.25, -3.5, 1e9, 7.0]});
+        m.store(dir.path()).unwrap();
+        let path = dir.path().join(MANIFEST_FILE);
+        let clean = std::fs::read(&path).unwrap();
+        assert!(String::from_utf8_lossy(&clean).contains("\"checksum\": \"crc32c:"));
+        for at in (0..clean.len()).step_by(4) {
+            let mut bad = clean.clone();
+            for b in bad.iter_mut().skip(at).take(4) {
+                *b ^= 0x01;
+            }
+            std::fs::write(&path, &bad).unwrap();
+            match Manifest::load(dir.path()) {
+                Ok(got) => assert_eq!(got, m, "bytes {at}..{}", at + 4),
+                Err(e) => assert!(e.to_string().contains(MANIFEST_FILE), "bytes {at}: {e}"),
+            }
+        }
+        let legacy = serde_json::to_vec_pretty(&m).unwrap();
+        std::fs::write(&path, legacy).unwrap();
+        assert_eq!(Manifest::load(dir.path()).unwrap(), m);
     }
 
     #[test]
