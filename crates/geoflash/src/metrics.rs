@@ -488,41 +488,6 @@ fn add_levels(into: &mut Vec<u64>, from: &[u64]) {
     }
 }
 
-fn add_io(a: &mut IoCounters, b: &IoCounters) {
-    let IoCounters {
-        pages_read,
-        pages_written,
-        bytes_read,
-        bytes_written,
-        read_batches,
-        write_batches,
-        sequential_reads,
-        random_reads,
-        sequential_writes,
-        random_writes,
-        syncs,
-        pages_trimmed,
-        read_time_ns,
-        write_time_ns,
-        sync_time_ns,
-    } = *b;
-    a.pages_read = a.pages_read.saturating_add(pages_read);
-    a.pages_written = a.pages_written.saturating_add(pages_written);
-    a.bytes_read = a.bytes_read.saturating_add(bytes_read);
-    a.bytes_written = a.bytes_written.saturating_add(bytes_written);
-    a.read_batches = a.read_batches.saturating_add(read_batches);
-    a.write_batches = a.write_batches.saturating_add(write_batches);
-    a.sequential_reads = a.sequential_reads.saturating_add(sequential_reads);
-    a.random_reads = a.random_reads.saturating_add(random_reads);
-    a.sequential_writes = a.sequential_writes.saturating_add(sequential_writes);
-    a.random_writes = a.random_writes.saturating_add(random_writes);
-    a.syncs = a.syncs.saturating_add(syncs);
-    a.pages_trimmed = a.pages_trimmed.saturating_add(pages_trimmed);
-    a.read_time_ns = a.read_time_ns.saturating_add(read_time_ns);
-    a.write_time_ns = a.write_time_ns.saturating_add(write_time_ns);
-    a.sync_time_ns = a.sync_time_ns.saturating_add(sync_time_ns);
-}
-
 /// Host flash-page writes behind a simulator record: NAND programs ÷ write amplification.
 fn host_flash_writes(s: &SimCounters) -> f64 {
     if s.device_write_amplification > 0.0 && s.device_write_amplification.is_finite() {
@@ -826,7 +791,7 @@ impl Stats {
         self.node_writes = self.node_writes.saturating_add(other.node_writes);
         self.node_gets = self.node_gets.saturating_add(other.node_gets);
         self.device_simulated |= other.device_simulated;
-        add_io(&mut self.io, &other.io);
+        self.io.add(&other.io);
         add_sim(&mut self.sim, &other.sim);
         let index_bytes = if other.index_bytes > 0 {
             other.index_bytes

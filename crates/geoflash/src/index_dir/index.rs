@@ -229,7 +229,7 @@ impl Index {
         let mut s = Stats::new(label);
         let mut dev = self.device.stats();
         if let Some(log) = &self.log_device {
-            add_io(&mut dev.io, &log.stats().io);
+            dev.io.add(&log.stats().io);
         }
         s.set_device(&dev);
         s.absorb_store(&self.tree.store_stats());
@@ -266,23 +266,4 @@ impl Index {
     pub fn close(mut self) -> Result<()> {
         self.checkpoint()
     }
-}
-
-/// Adds the I/O counters `b` to `a`.
-fn add_io(a: &mut crate::storage::IoCounters, b: &crate::storage::IoCounters) {
-    a.pages_read += b.pages_read;
-    a.pages_written += b.pages_written;
-    a.bytes_read += b.bytes_read;
-    a.bytes_written += b.bytes_written;
-    a.read_batches += b.read_batches;
-    a.write_batches += b.write_batches;
-    a.sequential_reads += b.sequential_reads;
-    a.random_reads += b.random_reads;
-    a.sequential_writes += b.sequential_writes;
-    a.random_writes += b.random_writes;
-    a.syncs += b.syncs;
-    a.pages_trimmed += b.pages_trimmed;
-    a.read_time_ns += b.read_time_ns;
-    a.write_time_ns += b.write_time_ns;
-    a.sync_time_ns += b.sync_time_ns;
 }

@@ -41,6 +41,45 @@ pub struct IoCounters {
     pub sync_time_ns: u64,
 }
 
+impl IoCounters {
+    /// Adds `b`'s counts to these (saturating; every field, by destructuring).
+    pub fn add(&mut self, b: &IoCounters) {
+        let a = self;
+        let IoCounters {
+            pages_read,
+            pages_written,
+            bytes_read,
+            bytes_written,
+            read_batches,
+            write_batches,
+            sequential_reads,
+            random_reads,
+            sequential_writes,
+            random_writes,
+            syncs,
+            pages_trimmed,
+            read_time_ns,
+            write_time_ns,
+            sync_time_ns,
+        } = *b;
+        a.pages_read = a.pages_read.saturating_add(pages_read);
+        a.pages_written = a.pages_written.saturating_add(pages_written);
+        a.bytes_read = a.bytes_read.saturating_add(bytes_read);
+        a.bytes_written = a.bytes_written.saturating_add(bytes_written);
+        a.read_batches = a.read_batches.saturating_add(read_batches);
+        a.write_batches = a.write_batches.saturating_add(write_batches);
+        a.sequential_reads = a.sequential_reads.saturating_add(sequential_reads);
+        a.random_reads = a.random_reads.saturating_add(random_reads);
+        a.sequential_writes = a.sequential_writes.saturating_add(sequential_writes);
+        a.random_writes = a.random_writes.saturating_add(random_writes);
+        a.syncs = a.syncs.saturating_add(syncs);
+        a.pages_trimmed = a.pages_trimmed.saturating_add(pages_trimmed);
+        a.read_time_ns = a.read_time_ns.saturating_add(read_time_ns);
+        a.write_time_ns = a.write_time_ns.saturating_add(write_time_ns);
+        a.sync_time_ns = a.sync_time_ns.saturating_add(sync_time_ns);
+    }
+}
+
 /// NAND-level counters of the flash simulator (and the simulated time of the
 /// disk model). Zero on real devices.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]

@@ -32,6 +32,7 @@ pub mod file;
 pub mod flashsim;
 pub mod hddsim;
 pub mod hybrid;
+pub mod journal;
 pub mod mem;
 pub mod spec;
 pub mod tier_map;

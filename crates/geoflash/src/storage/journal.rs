@@ -1,0 +1,500 @@
+//! A rollback journal of before-images: what makes a device written in
+//! place crash-safe at its commit points (issue 44, item 2).
+//!
+//! The stores without a log (the plain store, and through it the FOR-tree
+//! and the xBR+-tree; the grid files) write pages in place: a buffer
+//! evicts dirty nodes between operations and a checkpoint writes the rest
+//! and the header. A crash between two checkpoints left a mix of old and
+//! new pages on the device, which could be a broken tree or another set of
+//! ids. [`JournaledDevice`] wraps the device of such an index and keeps
+//! the device readable as it was at the last [`JournaledDevice::commit`],
+//! as SQLite's rollback journal does:
+//!
+//! - **Before a page is overwritten** for the first time since the last
+//!   commit, and only when it held committed content (its id is below the
+//!   *horizon*: one past the highest page ever written at the last commit),
+//!   its current content (the *before-image*) is appended to the journal
+//!   and the journal is synced. Pages above the horizon held nothing
+//!   committed and are written directly, so a build into a new index
+//!   journals nothing but its header page. Trims are treated as writes.
+//! - **A commit** (after the store's checkpoint has written and synced
+//!   everything) syncs the device, then writes a new journal header with
+//!   the next *generation* and the new horizon, and syncs the journal:
+//!   every before-image of the older generation is void from then on.
+//! - **Opening** reads the journal header and the before-images of its
+//!   generation that are whole (each image carries a CRC-32C; a batch cut
+//!   by a crash was never followed by the device writes it protected,
+//!   since those wait for the journal's sync). For writing, they are
+//!   written back, the device is synced, and a commit voids them: the
+//!   device reads as at the last commit. A read-only open writes nothing
+//!   and serves those pages from the images instead, so a reader never
+//!   needs a writer's recovery to read the last commit.
+//!
+//! # Layout of the journal (pages of the device's page size)
+//!
+//! | page | content |
+//! |---|---|
+//! | 0, 1 | header slots, written alternately (slot = generation % 2) |
+//! | 2 … | batches: a batch header page, then its images |
+//!
+//! Header slot: magic `GFJRNL01`, CRC-32C (bytes 8..12, taken as zero),
+//! version (1), generation, horizon, page size. The valid slot of the
+//! higher generation wins; a torn header write leaves the other slot, the
+//! previous commit, whose images are intact (new batches are written only
+//! after the new header is synced). Batch header: magic `GFJE`, CRC-32C,
+//! generation, count, then `count` pairs (page id `u64`, image CRC-32C
+//! `u32`).
+//!
+//! Cost: a page changed since the last commit and already committed is
+//! read once and written once more to the journal, with one journal sync
+//! per batch of such pages; a commit adds one page write and two syncs.
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use super::{DeviceStats, PageDevice, PageId, Tier, TierReport};
+use crate::{Error, Result};
+
+const HEADER_MAGIC: [u8; 8] = *b"GFJRNL01";
+const BATCH_MAGIC: [u8; 4] = *b"GFJE";
+const VERSION: u32 = 1;
+/// First journal page of the batches (after the two header slots).
+const FIRST_BATCH_PAGE: u64 = 2;
+/// Bytes of a batch header before its (page, crc) pairs.
+const BATCH_HEAD: usize = 24;
+/// Bytes of one (page, crc) pair.
+const PAIR: usize = 12;
+
+/// What opening a journal did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rollback {
+    /// Pages restored to their content at the last commit (written back
+    /// when opened for writing; served from the journal when read-only).
+    pub pages_restored: u64,
+}
+
+/// How a journal is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalOpen {
+    /// For writing: roll back what the last session left uncommitted.
+    Write {
+        /// The horizon of a journal created now (a new index: 0; an index
+        /// written before journals existed: its pages in use).
+        fresh_horizon: u64,
+    },
+    /// Read-only: nothing is written; uncommitted pages are read from the
+    /// journal's images.
+    Read,
+}
+
+#[derive(Debug)]
+struct State {
+    generation: u64,
+    /// Pages below it held committed content at the last commit.
+    horizon: u64,
+    /// One past the highest page written since (at least the horizon).
+    high: u64,
+    /// Pages whose before-image this generation holds.
+    saved: HashSet<PageId>,
+    /// Next journal page of this generation's batches.
+    next: u64,
+    /// Sticky failure: after an error the journal and the device may
+    /// disagree, so nothing more is written.
+    failed: Option<String>,
+}
+
+/// A device whose in-place writes are undone back to the last commit after
+/// a crash. See the [module docs](self).
+pub struct JournaledDevice {
+    inner: Arc<dyn PageDevice>,
+    journal: Arc<dyn PageDevice>,
+    page_size: usize,
+    /// Read-only opens: the committed content of pages changed since.
+    overlay: HashMap<PageId, Vec<u8>>,
+    read_only: bool,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for JournaledDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JournaledDevice")
+            .field("inner", &self.inner.describe())
+            .field("journal", &self.journal.describe())
+            .field("read_only", &self.read_only)
+            .finish_non_exhaustive()
+    }
+}
+
+fn crc_skipping(buf: &[u8], at: usize) -> u32 {
+    let head = buf.get(..at).unwrap_or(buf);
+    let tail = buf.get(at + 4..).unwrap_or(&[]);
+    let c = crc32c::crc32c(head);
+    let c = crc32c::crc32c_append(c, &[0u8; 4]);
+    crc32c::crc32c_append(c, tail)
+}
+
+fn u64_at(buf: &[u8], at: usize) -> u64 {
+    buf.get(at..at + 8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+fn u32_at(buf: &[u8], at: usize) -> u32 {
+    buf.get(at..at + 4)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u32::from_le_bytes)
+}
+
+fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
+    if let Some(dst) = buf.get_mut(at..at + bytes.len()) {
+        dst.copy_from_slice(bytes);
+    }
+}
+
+/// A decoded header slot: (generation, horizon).
+fn decode_header(buf: &[u8], page_size: usize) -> std::result::Result<Option<(u64, u64)>, String> {
+    if buf.iter().all(|&b| b == 0) {
+        return Ok(None);
+    }
+    if buf.get(..8) != Some(&HEADER_MAGIC[..]) {
+        return Err("not a journal header (bad magic)".into());
+    }
+    if u32_at(buf, 8) != crc_skipping(buf, 8) {
+        return Err("journal header checksum mismatch".into());
+    }
+    let version = u32_at(buf, 12);
+    if version != VERSION {
+        return Err(format!(
+            "journal format version {version}, this build reads version {VERSION}"
+        ));
+    }
+    if u64_at(buf, 32) != page_size as u64 {
+        return Err(format!(
+            "journal written for pages of {} bytes, the device has {page_size}",
+            u64_at(buf, 32)
+        ));
+    }
+    Ok(Some((u64_at(buf, 16), u64_at(buf, 24))))
+}
+
+fn encode_header(generation: u64, horizon: u64, page_size: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; page_size];
+    put(&mut buf, 0, &HEADER_MAGIC);
+    put(&mut buf, 12, &VERSION.to_le_bytes());
+    put(&mut buf, 16, &generation.to_le_bytes());
+    put(&mut buf, 24, &horizon.to_le_bytes());
+    put(&mut buf, 32, &(page_size as u64).to_le_bytes());
+    let crc = crc_skipping(&buf, 8);
+    put(&mut buf, 8, &crc.to_le_bytes());
+    buf
+}
+
+impl JournaledDevice {
+    /// Pages one batch header can list.
+    fn per_batch(page_size: usize) -> usize {
+        (page_size - BATCH_HEAD) / PAIR
+    }
+
+    /// Wraps `inner` with the journal on `journal` (same page size). A
+    /// blank journal is created (for writing) with the horizon of `how`;
+    /// otherwise the images of its generation are rolled back (see the
+    /// [module docs](self)). Errors name the journal's file when it is one.
+    pub fn open(
+        inner: Arc<dyn PageDevice>,
+        journal: Arc<dyn PageDevice>,
+        how: JournalOpen,
+    ) -> Result<(JournaledDevice, Rollback)> {
+        let ps = inner.page_size();
+        if journal.page_size() != ps {
+            return Err(Error::invalid(format!(
+                "journal page size {} differs from the device's {ps}",
+                journal.page_size()
+            )));
+        }
+        let journal_path = journal.path();
+        let in_journal = |e: Error| match &journal_path {
+            Some(p) => e.in_file(p),
+            None => e,
+        };
+        let mut slots = vec![0u8; 2 * ps];
+        journal.read_batch(&[0, 1], &mut slots)?;
+        let mut best: Option<(u64, u64)> = None;
+        let mut problems = Vec::new();
+        for (slot, buf) in slots.chunks_exact(ps).enumerate() {
+            match decode_header(buf, ps) {
+                Ok(Some(h)) => {
+                    if best.is_none_or(|b| h.0 > b.0) {
+                        best = Some(h);
+                    }
+                }
+                Ok(None) => {}
+                Err(why) => problems.push(format!("page {slot}: {why}")),
+            }
+        }
+        let read_only = how == JournalOpen::Read;
+        let mut dev = JournaledDevice {
+            inner,
+            journal,
+            page_size: ps,
+            overlay: HashMap::new(),
+            read_only,
+            state: Mutex::new(State {
+                generation: 0,
+                horizon: 0,
+                high: 0,
+                saved: HashSet::new(),
+                next: FIRST_BATCH_PAGE,
+                failed: None,
+            }),
+        };
+        let Some((generation, horizon)) = best else {
+            if !problems.is_empty() {
+                return Err(in_journal(Error::corrupt(
+                    Some(0),
+                    format!("no valid journal header: {}", problems.join("; ")),
+                )));
+            }
+            // A blank journal: nothing to roll back.
+            if let JournalOpen::Write { fresh_horizon } = how {
+                dev.write_header(1, fresh_horizon)?;
+                let mut st = dev.lock();
+                st.generation = 1;
+                st.horizon = fresh_horizon;
+                st.high = fresh_horizon;
+            }
+            return Ok((dev, Rollback::default()));
+        };
+        let images = dev.read_images(generation).map_err(in_journal)?;
+        let rollback = Rollback {
+            pages_restored: images.len() as u64,
+        };
+        {
+            let mut st = dev.lock();
+            st.generation = generation;
+            st.horizon = horizon;
+            st.high = horizon;
+        }
+        if read_only {
+            dev.overlay = images.into_iter().collect();
+        } else if !images.is_empty() {
+            let (ids, data): (Vec<PageId>, Vec<Vec<u8>>) = images.into_iter().unzip();
+            dev.inner.write_batch(&ids, &data.concat())?;
+            dev.inner.sync()?;
+            dev.commit()?;
+        }
+        Ok((dev, rollback))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write_header(&self, generation: u64, horizon: u64) -> Result<()> {
+        let buf = encode_header(generation, horizon, self.page_size);
+        self.journal.write(generation % 2, &buf)?;
+        self.journal.sync()
+    }
+
+    /// The whole before-images of `generation`, in journal order (the
+    /// first image of a page is its committed content).
+    fn read_images(&self, generation: u64) -> Result<Vec<(PageId, Vec<u8>)>> {
+        let ps = self.page_size;
+        let mut out: Vec<(PageId, Vec<u8>)> = Vec::new();
+        let mut seen = HashSet::new();
+        let mut pos = FIRST_BATCH_PAGE;
+        let mut head = vec![0u8; ps];
+        let capacity = self.journal.capacity();
+        while pos < capacity {
+            self.journal.read(pos, &mut head)?;
+            if head.get(..4) != Some(&BATCH_MAGIC[..])
+                || u32_at(&head, 4) != crc_skipping(&head, 4)
+                || u64_at(&head, 8) != generation
+            {
+                break; // the end: a torn batch, an older generation, or nothing
+            }
+            let n = u32_at(&head, 16) as usize;
+            if n == 0 || n > Self::per_batch(ps) || pos + 1 + n as u64 > capacity {
+                break;
+            }
+            let ids: Vec<PageId> = (0..n as u64).map(|i| pos + 1 + i).collect();
+            let mut images = vec![0u8; n * ps];
+            self.journal.read_batch(&ids, &mut images)?;
+            let mut batch = Vec::with_capacity(n);
+            for (i, image) in images.chunks_exact(ps).enumerate() {
+                let at = BATCH_HEAD + i * PAIR;
+                let (page, crc) = (u64_at(&head, at), u32_at(&head, at + 8));
+                if crc32c::crc32c(image) != crc {
+                    batch.clear();
+                    break;
+                }
+                batch.push((page, image.to_vec()));
+            }
+            if batch.len() != n {
+                break; // cut by a crash before its sync: its writes never happened
+            }
+            for (page, image) in batch {
+                if seen.insert(page) {
+                    out.push((page, image));
+                }
+            }
+            pos += 1 + n as u64;
+        }
+        Ok(out)
+    }
+
+    /// Appends the before-images of `pages` (below the horizon, not yet
+    /// saved) and syncs the journal.
+    fn save(&self, st: &mut State, pages: &[PageId]) -> Result<()> {
+        let mut need: Vec<PageId> = pages
+            .iter()
+            .copied()
+            .filter(|p| *p < st.horizon && !st.saved.contains(p))
+            .collect();
+        need.sort_unstable();
+        need.dedup();
+        if need.is_empty() {
+            return Ok(());
+        }
+        let ps = self.page_size;
+        for chunk in need.chunks(Self::per_batch(ps)) {
+            let mut data = vec![0u8; (1 + chunk.len()) * ps];
+            let (head, images) = data.split_at_mut(ps);
+            self.inner.read_batch(chunk, images)?;
+            put(head, 0, &BATCH_MAGIC);
+            put(head, 8, &st.generation.to_le_bytes());
+            put(head, 16, &(chunk.len() as u32).to_le_bytes());
+            for (i, (page, image)) in chunk.iter().zip(images.chunks_exact(ps)).enumerate() {
+                let at = BATCH_HEAD + i * PAIR;
+                put(head, at, &page.to_le_bytes());
+                put(head, at + 8, &crc32c::crc32c(image).to_le_bytes());
+            }
+            let crc = crc_skipping(head, 4);
+            put(head, 4, &crc.to_le_bytes());
+            let ids: Vec<PageId> = (0..=chunk.len() as u64).map(|i| st.next + i).collect();
+            self.journal.write_batch(&ids, &data)?;
+            st.next += ids.len() as u64;
+        }
+        self.journal.sync()?;
+        st.saved.extend(need);
+        Ok(())
+    }
+
+    /// Runs a change of the device: refused after a failure or when
+    /// read-only; any error makes the journal refuse further changes.
+    fn change(&self, pages: &[PageId], f: impl FnOnce() -> Result<()>) -> Result<()> {
+        if self.read_only {
+            return Err(Error::invalid(
+                "the device was opened read-only (a rollback journal's reader)",
+            ));
+        }
+        let mut st = self.lock();
+        crate::error::refuse_after_failure(
+            &st.failed,
+            "the rollback journal failed earlier and accepts no more writes",
+        )?;
+        let r = self.save(&mut st, pages).and_then(|()| f());
+        if r.is_ok() {
+            if let Some(&top) = pages.iter().max() {
+                st.high = st.high.max(top.saturating_add(1));
+            }
+        }
+        crate::error::keep_failure(&mut st.failed, r)
+    }
+
+    /// Makes the device's current content the state a crash returns to:
+    /// syncs the device, then voids the journal's images with a new header
+    /// (the next generation, the horizon raised to every page written).
+    pub fn commit(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        let mut st = self.lock();
+        crate::error::refuse_after_failure(&st.failed, "the rollback journal failed earlier")?;
+        let r = (|| {
+            self.inner.sync()?;
+            let generation = st.generation + 1;
+            let horizon = st.high.max(st.horizon);
+            self.write_header(generation, horizon)?;
+            let used: Vec<PageId> = (FIRST_BATCH_PAGE..st.next).collect();
+            st.generation = generation;
+            st.horizon = horizon;
+            st.high = horizon;
+            st.saved.clear();
+            st.next = FIRST_BATCH_PAGE;
+            if !used.is_empty() {
+                // Best effort: the images are void already.
+                self.journal.trim(&used)?;
+            }
+            Ok(())
+        })();
+        crate::error::keep_failure(&mut st.failed, r)
+    }
+
+    /// The journal's device.
+    pub fn journal(&self) -> &Arc<dyn PageDevice> {
+        &self.journal
+    }
+}
+
+impl PageDevice for JournaledDevice {
+    fn page_size(&self) -> usize {
+        self.page_size
+    }
+    fn capacity(&self) -> u64 {
+        self.inner.capacity()
+    }
+    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
+        self.inner.read_batch(pages, buf)?;
+        if !self.overlay.is_empty() {
+            for (page, dst) in pages.iter().zip(buf.chunks_exact_mut(self.page_size)) {
+                if let Some(image) = self.overlay.get(page) {
+                    dst.copy_from_slice(image);
+                }
+            }
+        }
+        Ok(())
+    }
+    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
+        self.change(pages, || self.inner.write_batch(pages, data))
+    }
+    fn sync(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        self.inner.sync()
+    }
+    fn trim(&self, pages: &[PageId]) -> Result<()> {
+        self.change(pages, || self.inner.trim(pages))
+    }
+    /// The device's counters with the journal's I/O added: what the index
+    /// costs the drive.
+    fn stats(&self) -> DeviceStats {
+        let mut s = self.inner.stats();
+        s.io.add(&self.journal.stats().io);
+        s
+    }
+    fn reset_stats(&self) {
+        self.inner.reset_stats();
+        self.journal.reset_stats();
+    }
+    fn describe(&self) -> String {
+        format!("journaled({})", self.inner.describe())
+    }
+    fn path(&self) -> Option<std::path::PathBuf> {
+        self.inner.path()
+    }
+    fn hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
+        self.inner.hint_tier(pages, tier)
+    }
+    fn tiers(&self) -> Option<TierReport> {
+        self.inner.tiers()
+    }
+    fn page_tier(&self, page: PageId) -> Option<Tier> {
+        self.inner.page_tier(page)
+    }
+    fn sim_clock_ns(&self) -> Option<u64> {
+        self.inner.sim_clock_ns()
+    }
+}
+
+#[cfg(test)]
+mod tests;

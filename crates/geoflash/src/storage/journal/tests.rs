@@ -1,0 +1,330 @@
+//! Tests of the rollback journal: rollback and read-only overlay on memory
+//! devices, and a crash campaign of the plain store's R-tree on a journaled
+//! device (crashes at random writes, unsynced writes kept, dropped or torn;
+//! the recovered tree is exactly the state of a commit: the last one
+//! acknowledged, or the one under way when the crash hit).
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::*;
+use crate::engine::testenv::crash_cases;
+use crate::geom::Rect;
+use crate::index::{IndexKind, Predicate, RTree, SplitKind, TreeParams};
+use crate::storage::faulty::{FaultPlan, FaultyDevice};
+use crate::storage::mem::MemDevice;
+use crate::storage::{DeviceStats, PageDevice, PageId};
+use crate::store::plain::{PlainConfig, PlainStore};
+use crate::store::NodeStore;
+
+const PS: usize = 512;
+
+/// Pages `first .. first + pages` of another device (the journal and the
+/// node pages of one crashing device).
+struct Region {
+    dev: Arc<dyn PageDevice>,
+    first: u64,
+    pages: u64,
+}
+
+impl Region {
+    fn ids(&self, pages: &[PageId]) -> Vec<PageId> {
+        pages.iter().map(|p| p + self.first).collect()
+    }
+}
+
+impl PageDevice for Region {
+    fn page_size(&self) -> usize {
+        self.dev.page_size()
+    }
+    fn capacity(&self) -> u64 {
+        self.pages
+    }
+    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> crate::Result<()> {
+        crate::storage::check_batch(pages, buf.len(), PS, self.pages)?;
+        self.dev.read_batch(&self.ids(pages), buf)
+    }
+    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> crate::Result<()> {
+        crate::storage::check_batch(pages, data.len(), PS, self.pages)?;
+        self.dev.write_batch(&self.ids(pages), data)
+    }
+    fn sync(&self) -> crate::Result<()> {
+        self.dev.sync()
+    }
+    fn trim(&self, pages: &[PageId]) -> crate::Result<()> {
+        self.dev.trim(&self.ids(pages))
+    }
+    fn stats(&self) -> DeviceStats {
+        DeviceStats::default()
+    }
+    fn reset_stats(&self) {}
+    fn describe(&self) -> String {
+        format!("region {}+{}", self.first, self.pages)
+    }
+}
+
+const NODE_PAGES: u64 = 3000;
+const JOURNAL_PAGES: u64 = 3000;
+
+/// The node device and the journal device over one device.
+fn split(dev: Arc<dyn PageDevice>) -> (Arc<dyn PageDevice>, Arc<dyn PageDevice>) {
+    let nodes = Region {
+        dev: dev.clone(),
+        first: 0,
+        pages: NODE_PAGES,
+    };
+    let journal = Region {
+        dev,
+        first: NODE_PAGES,
+        pages: JOURNAL_PAGES,
+    };
+    (Arc::new(nodes), Arc::new(journal))
+}
+
+fn page(fill: u8) -> Vec<u8> {
+    vec![fill; PS]
+}
+
+fn read(dev: &dyn PageDevice, id: PageId) -> Vec<u8> {
+    let mut buf = vec![0u8; PS];
+    dev.read(id, &mut buf).unwrap();
+    buf
+}
+
+#[test]
+fn uncommitted_writes_roll_back_and_readers_see_the_last_commit() {
+    let mem: Arc<dyn PageDevice> =
+        Arc::new(MemDevice::new(PS, NODE_PAGES + JOURNAL_PAGES).unwrap());
+    let (nodes, journal) = split(mem);
+    let open = JournalOpen::Write { fresh_horizon: 0 };
+    let (dev, r) = JournaledDevice::open(nodes.clone(), journal.clone(), open).unwrap();
+    assert_eq!(r, Rollback::default());
+    for p in 0..10u64 {
+        dev.write(p, &page(p as u8 + 1)).unwrap();
+    }
+    // Nothing was committed before: no image needed.
+    assert_eq!(journal.stats().io.pages_written, 0);
+    dev.commit().unwrap();
+    for p in 0..5u64 {
+        dev.write(p, &page(0xee)).unwrap();
+        dev.write(p, &page(0xef)).unwrap(); // imaged once
+    }
+    dev.trim(&[7]).unwrap();
+    dev.write(20, &page(0x20)).unwrap(); // above the horizon: no image
+    dev.sync().unwrap();
+    drop(dev); // a crash after the sync: the device holds the new pages
+
+    // A reader sees the last commit and writes nothing.
+    let (ro, r) = JournaledDevice::open(nodes.clone(), journal.clone(), JournalOpen::Read).unwrap();
+    assert_eq!(r.pages_restored, 6);
+    for p in 0..10u64 {
+        assert_eq!(read(&ro, p), page(p as u8 + 1), "page {p}");
+    }
+    assert!(ro.write(3, &page(1)).is_err());
+    drop(ro);
+    assert_eq!(
+        read(nodes.as_ref(), 3),
+        page(0xef),
+        "the reader wrote nothing"
+    );
+
+    // A writer rolls back, then commits the rollback.
+    let (dev, r) = JournaledDevice::open(nodes.clone(), journal.clone(), open).unwrap();
+    assert_eq!(r.pages_restored, 6);
+    for p in 0..10u64 {
+        assert_eq!(read(nodes.as_ref(), p), page(p as u8 + 1), "page {p}");
+    }
+    drop(dev);
+    let (_, r) = JournaledDevice::open(nodes, journal, open).unwrap();
+    assert_eq!(r.pages_restored, 0, "the rollback was committed");
+}
+
+#[test]
+fn a_damaged_journal_header_is_an_error_not_a_fresh_journal() {
+    let mem: Arc<dyn PageDevice> =
+        Arc::new(MemDevice::new(PS, NODE_PAGES + JOURNAL_PAGES).unwrap());
+    let (nodes, journal) = split(mem);
+    let open = JournalOpen::Write { fresh_horizon: 0 };
+    let (dev, _) = JournaledDevice::open(nodes.clone(), journal.clone(), open).unwrap();
+    dev.write(1, &page(1)).unwrap();
+    dev.commit().unwrap();
+    drop(dev);
+    // One slot damaged: the other is the previous commit, which is fine.
+    let mut buf = read(journal.as_ref(), 0);
+    buf[20] ^= 0xff;
+    journal.write(0, &buf).unwrap();
+    JournaledDevice::open(nodes.clone(), journal.clone(), JournalOpen::Read).unwrap();
+    let mut buf = read(journal.as_ref(), 1);
+    buf[20] ^= 0xff;
+    journal.write(1, &buf).unwrap();
+    let err = JournaledDevice::open(nodes, journal, open).unwrap_err();
+    assert!(err.to_string().contains("no valid journal header"), "{err}");
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Insert(u64, Rect),
+    Delete(u64, Rect),
+    Commit,
+}
+
+type State = BTreeMap<u64, [u64; 4]>;
+
+fn bits(r: &Rect) -> [u64; 4] {
+    [
+        r.min_x().to_bits(),
+        r.min_y().to_bits(),
+        r.max_x().to_bits(),
+        r.max_y().to_bits(),
+    ]
+}
+
+fn script(seed: u64, len: usize) -> Vec<Op> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut live: Vec<(u64, Rect)> = Vec::new();
+    let mut ops = Vec::new();
+    let mut next = 1;
+    for _ in 0..len {
+        let roll = rng.gen_range(0..100);
+        if roll < 6 {
+            ops.push(Op::Commit);
+        } else if roll < 30 && !live.is_empty() {
+            let (id, r) = live.swap_remove(rng.gen_range(0..live.len()));
+            ops.push(Op::Delete(id, r));
+        } else {
+            let x = f64::from(rng.gen_range(0..400u32));
+            let y = f64::from(rng.gen_range(0..400u32));
+            let r = Rect::new(x, y, x + 2.0, y + 3.0).unwrap();
+            live.push((next, r));
+            ops.push(Op::Insert(next, r));
+            next += 1;
+        }
+    }
+    ops
+}
+
+fn params() -> TreeParams {
+    TreeParams::new(IndexKind::RStar, 8).with_split(SplitKind::Quadratic)
+}
+
+fn config() -> PlainConfig {
+    PlainConfig {
+        buffer_bytes: 3000,
+        ..PlainConfig::default()
+    }
+}
+
+fn state_of<S: NodeStore>(t: &RTree<S>) -> State {
+    let all = Rect::new(-1e9, -1e9, 1e9, 1e9).unwrap();
+    t.query(all, Predicate::Intersects)
+        .unwrap()
+        .hits
+        .into_iter()
+        .map(|h| (h.id, bits(&h.rect)))
+        .collect()
+}
+
+/// Runs `ops` on a new journaled plain store over `dev` until the first
+/// error; returns the states of the commits acknowledged and the state of
+/// the commit under way when it failed, if any.
+fn run(dev: Arc<dyn PageDevice>, ops: &[Op]) -> (State, Option<State>) {
+    let mut acked = State::new();
+    let mut state = State::new();
+    let (nodes, journal) = split(dev);
+    let Ok((jdev, _)) =
+        JournaledDevice::open(nodes, journal, JournalOpen::Write { fresh_horizon: 0 })
+    else {
+        return (acked, None);
+    };
+    let jdev = Arc::new(jdev);
+    let created = PlainStore::create(jdev.clone(), config())
+        .and_then(|s| RTree::create(s, params()))
+        .and_then(|mut t| {
+            t.store_mut().checkpoint()?;
+            jdev.commit()?;
+            Ok(t)
+        });
+    let Ok(mut t) = created else {
+        return (acked, None);
+    };
+    for op in ops {
+        let r = match op {
+            Op::Insert(id, r) => {
+                state.insert(*id, bits(r));
+                t.insert(*id, *r)
+            }
+            Op::Delete(id, r) => {
+                state.remove(id);
+                t.delete(*id, *r)
+            }
+            Op::Commit => t.store_mut().checkpoint().and_then(|()| jdev.commit()),
+        };
+        match (r, op) {
+            (Ok(()), Op::Commit) => acked = state.clone(),
+            (Ok(()), _) => {}
+            (Err(_), Op::Commit) => return (acked, Some(state)),
+            (Err(_), _) => return (acked, None),
+        }
+    }
+    (acked, None)
+}
+
+#[test]
+fn crashes_of_a_journaled_plain_store_recover_exactly_a_commit() {
+    let mut rolled_back = 0u64;
+    let mut crashed = 0u64;
+    for case in 0..crash_cases() {
+        let seed = case.wrapping_mul(0x2545_f491) ^ 0x5eed;
+        let ops = script(seed, 150 + (case % 4) as usize * 50);
+        let counting = Arc::new(FaultyDevice::new(
+            MemDevice::new(PS, NODE_PAGES + JOURNAL_PAGES).unwrap(),
+            FaultPlan::none(),
+        ));
+        run(counting.clone(), &ops);
+        let writes = counting.writes_seen();
+        let plan = FaultPlan::random_crash(seed, writes.max(1));
+        let dev = Arc::new(FaultyDevice::new(
+            MemDevice::new(PS, NODE_PAGES + JOURNAL_PAGES).unwrap(),
+            plan.clone(),
+        ));
+        let (acked, in_flight) = run(dev.clone(), &ops);
+        if dev.is_crashed() {
+            crashed += 1;
+        } else {
+            dev.crash_now().unwrap();
+        }
+        let mem = match Arc::try_unwrap(dev) {
+            Ok(d) => d.into_inner(),
+            Err(_) => panic!("the device is still held"),
+        };
+        let (nodes, journal) = split(Arc::new(mem));
+        let open = JournalOpen::Write { fresh_horizon: 0 };
+        let (jdev, r) = match JournaledDevice::open(nodes.clone(), journal.clone(), open) {
+            Ok(x) => x,
+            Err(e) => panic!("case {case} ({plan:?}): journal: {e}"),
+        };
+        rolled_back += r.pages_restored;
+        let store = match PlainStore::open(Arc::new(jdev), config()) {
+            Ok(s) => s,
+            // A crash before the first commit leaves no store.
+            Err(_) if acked.is_empty() && in_flight.is_none() => continue,
+            Err(e) => panic!("case {case} ({plan:?}): store: {e}"),
+        };
+        let t = RTree::open(store, params()).unwrap();
+        t.check()
+            .unwrap_or_else(|e| panic!("case {case} ({plan:?}): structure: {e}"));
+        let got = state_of(&t);
+        assert!(
+            got == acked || in_flight.as_ref() == Some(&got),
+            "case {case} ({plan:?}): recovered {} objects, the last commit held {}",
+            got.len(),
+            acked.len()
+        );
+    }
+    println!("journal crash campaign: {} cases, {crashed} crashed in the run, {rolled_back} pages rolled back", crash_cases());
+    if crash_cases() >= 40 {
+        assert!(rolled_back > 0, "no rollback exercised");
+    }
+}
