@@ -176,6 +176,52 @@ pub(crate) fn bad(path: &Path, msg: impl std::fmt::Display) -> Error {
     Error::invalid(format!("{}: {msg}", path.display()))
 }
 
+/// The header of a CSV file whose columns are read by position, in the
+/// order `expected` (lower case, e.g. `["id", "minx", "miny", "maxx",
+/// "maxy"]`). The csv reader takes the first line as the header whatever
+/// it holds, so a file without a header would silently lose its first
+/// row: a first line with a number among its fields is refused as data,
+/// and so is a header that names an expected column at another position
+/// (its values would be read as the wrong coordinate). Other names are
+/// accepted (names are not case-sensitive).
+pub fn check_csv_header(path: &Path, headers: &csv::StringRecord, expected: &[&str]) -> Result<()> {
+    let want = expected.join(",");
+    let line = headers.iter().collect::<Vec<_>>().join(",");
+    if headers
+        .iter()
+        .any(|h| !h.trim().is_empty() && h.trim().parse::<f64>().is_ok())
+    {
+        return Err(bad(
+            path,
+            format!(
+                "line 1 ({line:?}) is data, not a header: the file must start with the \
+                 header line {want}"
+            ),
+        ));
+    }
+    for (i, h) in headers.iter().enumerate().take(expected.len()) {
+        let h = h.trim().to_ascii_lowercase();
+        if expected.get(i) != Some(&h.as_str()) && expected.contains(&h.as_str()) {
+            return Err(bad(
+                path,
+                format!(
+                    "line 1: column {} is named {h:?}, but the columns are read in the \
+                     order {want}",
+                    i + 1
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The header of a CSV dataset of boxes.
+pub const BOX_COLUMNS: [&str; 5] = ["id", "minx", "miny", "maxx", "maxy"];
+/// The header of a CSV file of query windows.
+pub const WINDOW_COLUMNS: [&str; 4] = ["minx", "miny", "maxx", "maxy"];
+/// The header of a CSV file of query points.
+pub const POINT_COLUMNS: [&str; 2] = ["x", "y"];
+
 /// An object id from a floating-point attribute (dBase numeric fields,
 /// FlatGeobuf doubles, JSON numbers): a non-negative integer that `f64`
 /// holds exactly (at most 2^53).
@@ -457,6 +503,8 @@ pub fn csv_records(path: &Path) -> Result<impl Iterator<Item = Result<(u64, Rect
         .has_headers(true)
         .trim(csv::Trim::All)
         .from_reader(BufReader::new(file));
+    let headers = rdr.headers().map_err(|e| bad(path, e))?;
+    check_csv_header(path, headers, &BOX_COLUMNS)?;
     let path = path.to_path_buf();
     // One record buffer for the whole file (no allocation per line).
     let mut rec = csv::StringRecord::new();
@@ -658,6 +706,55 @@ mod tests {
             let e = read_geojson(&p).unwrap_err().to_string();
             assert!(e.contains(want), "{e} (wanted {want})");
         }
+    }
+
+    /// Issue 44, item 12: a CSV file without a header line is refused
+    /// (naming the file and line 1) instead of losing its first row, and
+    /// so is a header whose coordinate names are out of order.
+    #[test]
+    fn a_csv_whose_first_line_is_data_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("nohead.csv");
+        std::fs::write(&p, "1,0,0,1,1\n2,2,2,3,3\n3,4,4,5,5\n").unwrap();
+        for e in [read_csv(&p).unwrap_err(), csv_records(&p).err().unwrap()] {
+            let m = e.to_string();
+            assert!(e.is_user_error(), "{m}");
+            assert!(m.contains("nohead.csv") && m.contains("line 1"), "{m}");
+            assert!(
+                m.contains("not a header") && m.contains("id,minx,miny,maxx,maxy"),
+                "{m}"
+            );
+        }
+        // One number is enough (an id column named "7" is data).
+        std::fs::write(&p, "7,minx,miny,maxx,maxy\n1,0,0,1,1\n").unwrap();
+        assert!(read_csv(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("not a header"));
+        // Coordinates named out of order would be read as the wrong ones.
+        std::fs::write(&p, "id,miny,minx,maxx,maxy\n1,0,0,1,1\n").unwrap();
+        let m = read_csv(&p).unwrap_err().to_string();
+        assert!(m.contains("column 2") && m.contains("\"miny\""), "{m}");
+        // Other names, any case, are headers.
+        for head in [
+            "ID,MinX,MinY,MaxX,MaxY",
+            "fid,xmin,ymin,xmax,ymax",
+            "id,minx,miny,maxx,maxy,name",
+        ] {
+            let extra = if head.ends_with("name") { ",a" } else { "" };
+            std::fs::write(&p, format!("{head}\n1,0,0,1,1{extra}\n2,2,2,3,3{extra}\n")).unwrap();
+            assert_eq!(read_csv(&p).unwrap().len(), 2, "{head}");
+        }
+        // Windows and points files.
+        let hdr = |t: &str| {
+            let mut r = csv::ReaderBuilder::new().from_reader(t.as_bytes());
+            r.headers().unwrap().clone()
+        };
+        assert!(check_csv_header(&p, &hdr("0.1,0.1,0.2,0.2\n"), &WINDOW_COLUMNS).is_err());
+        assert!(check_csv_header(&p, &hdr("minx,miny,maxx,maxy\n"), &WINDOW_COLUMNS).is_ok());
+        assert!(check_csv_header(&p, &hdr("y,x\n"), &POINT_COLUMNS).is_err());
+        assert!(check_csv_header(&p, &hdr("x,y\n"), &POINT_COLUMNS).is_ok());
+        assert!(check_csv_header(&p, &hdr("-1e3,5\n"), &POINT_COLUMNS).is_err());
     }
 
     #[test]

@@ -301,12 +301,14 @@ fn parse_window(text: &str) -> Result<Rect, Failure> {
     Ok(Rect::new(v[0], v[1], v[2], v[3])?)
 }
 
-/// The rows of a CSV file with a header, each parsed by `parse` (which
-/// gets the row's fields joined by commas); errors name the file and the
-/// row as `what` N.
+/// The rows of a CSV file with a header naming `columns`, each parsed by
+/// `parse` (which gets the row's fields joined by commas); errors name the
+/// file and the row as `what` N. A first line that is data is refused
+/// ([`formats::check_csv_header`]).
 fn read_csv_rows<T>(
     path: &Path,
     what: &str,
+    columns: &[&str],
     parse: impl Fn(&str) -> Result<T, Failure>,
 ) -> Result<Vec<T>, Failure> {
     crate::input_file(path)?;
@@ -315,6 +317,10 @@ fn read_csv_rows<T>(
         .trim(csv::Trim::All)
         .from_path(path)
         .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+    let headers = rdr
+        .headers()
+        .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+    formats::check_csv_header(path, headers, columns)?;
     let mut out = Vec::new();
     for (i, rec) in rdr.records().enumerate() {
         let rec = rec.map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
@@ -334,7 +340,7 @@ fn read_csv_rows<T>(
 
 /// The windows of a CSV file `minx,miny,maxx,maxy` with a header.
 fn read_windows(path: &Path) -> Result<Vec<Rect>, Failure> {
-    read_csv_rows(path, "window", parse_window)
+    read_csv_rows(path, "window", &formats::WINDOW_COLUMNS, parse_window)
 }
 
 fn parse_predicate(s: &str) -> Result<Predicate, Failure> {
@@ -1097,7 +1103,7 @@ fn parse_point(text: &str) -> Result<Point, Failure> {
 
 /// The points of a CSV file `x,y` with a header.
 fn read_points(path: &Path) -> Result<Vec<Point>, Failure> {
-    read_csv_rows(path, "point", parse_point)
+    read_csv_rows(path, "point", &formats::POINT_COLUMNS, parse_point)
 }
 
 /// `geoflash knn`.

@@ -448,3 +448,93 @@ fn lbgrid_refuses_a_second_object_at_a_point_like_gffm() {
         assert_eq!(ids, vec![1, 2], "{kind}: {q}");
     }
 }
+
+/// Issue 44, item 12: a CSV input, windows or points file without its
+/// header line is refused (exit 2, naming the file and line 1) instead of
+/// silently losing its first row.
+#[test]
+fn csv_files_without_a_header_are_refused_naming_file_and_line() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 50);
+    let idx = dir.path().join("idx");
+    ok(geoflash(&[
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&idx),
+        "--device",
+        "file?direct=false",
+    ]));
+    let nohead = dir.path().join("nohead.csv");
+    std::fs::write(&nohead, "101,0,0,1,1\n102,2,2,3,3\n103,4,4,5,5\n").unwrap();
+    let want = [
+        "nohead.csv",
+        "line 1",
+        "not a header",
+        "id,minx,miny,maxx,maxy",
+    ];
+    let new = dir.path().join("new");
+    let new_s = new.display().to_string();
+    for args in [
+        vec![
+            "build",
+            "--input",
+            s(&nohead),
+            "--index",
+            &new_s,
+            "--device",
+            "file?direct=false",
+        ],
+        vec![
+            "build",
+            "--input",
+            s(&nohead),
+            "--index",
+            &new_s,
+            "--bulk",
+            "hilbert",
+            "--memory",
+            "1MiB",
+            "--device",
+            "file?direct=false",
+        ],
+        vec!["insert", "--index", s(&idx), "--input", s(&nohead)],
+        vec!["delete", "--index", s(&idx), "--input", s(&nohead)],
+    ] {
+        fails(&args, 2, &want);
+        assert!(!new.exists(), "{args:?}");
+    }
+    let windows = dir.path().join("w.csv");
+    std::fs::write(&windows, "0,0,500,500\n").unwrap();
+    fails(
+        &["query", "--index", s(&idx), "--windows", s(&windows)],
+        2,
+        &["w.csv", "line 1", "minx,miny,maxx,maxy"],
+    );
+    let points = dir.path().join("p.csv");
+    std::fs::write(&points, "10,10\n20,20\n").unwrap();
+    fails(
+        &[
+            "knn",
+            "--index",
+            s(&idx),
+            "--points",
+            s(&points),
+            "--k",
+            "3",
+        ],
+        2,
+        &["p.csv", "line 1", "x,y"],
+    );
+    // With their headers, the same files are read whole.
+    std::fs::write(&windows, "minx,miny,maxx,maxy\n0,0,500,500\n").unwrap();
+    ok(geoflash(&[
+        "query",
+        "--index",
+        s(&idx),
+        "--windows",
+        s(&windows),
+    ]));
+}

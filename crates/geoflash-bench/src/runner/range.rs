@@ -14,7 +14,8 @@ use crate::target::{Answer, Target};
 use crate::windows::windows;
 use crate::workload::{predicate_name, WindowSource};
 
-/// The windows of a CSV file with a header and rows `minx,miny,maxx,maxy`.
+/// The windows of a CSV file with a header and rows `minx,miny,maxx,maxy`
+/// (a first line of numbers is refused: it is a window, not a header).
 fn read_windows_file(path: &Path) -> Result<Vec<Rect>> {
     let file = std::fs::File::open(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
@@ -25,6 +26,10 @@ fn read_windows_file(path: &Path) -> Result<Vec<Rect>> {
         .has_headers(true)
         .trim(csv::Trim::All)
         .from_reader(std::io::BufReader::new(file));
+    let headers = rdr
+        .headers()
+        .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+    crate::formats::check_csv_header(path, headers, &crate::formats::WINDOW_COLUMNS)?;
     let mut out = Vec::new();
     for (n, rec) in rdr.records().enumerate() {
         let rec = rec.map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
