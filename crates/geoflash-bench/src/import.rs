@@ -67,6 +67,47 @@ fn csv_headers(path: &Path) -> Result<csv::StringRecord> {
     rdr.headers().cloned().map_err(|e| formats::bad(path, e))
 }
 
+/// The deepest nesting of parentheses [`check_wkt`] lets through: a
+/// polygon in a multipolygon in about 125 geometry collections (the `wkb`
+/// crate stops at 128 collections). The `wkt` crate's parser recurses once
+/// per level, so without a bound a value of many thousands of nested
+/// `GEOMETRYCOLLECTION`s overflows the stack and aborts the process.
+pub const MAX_WKT_NESTING: usize = 128;
+
+/// A cheap scan of WKT text before the `wkt` crate parses it: parentheses
+/// nested at most [`MAX_WKT_NESTING`] deep, and no coordinate that reads
+/// as a number but not a finite one (`NaN`, `inf`, `1e999`; the parser
+/// itself would report `NaN` as a missing parenthesis).
+pub fn check_wkt(text: &str) -> std::result::Result<(), String> {
+    let mut depth = 0usize;
+    for c in text.chars() {
+        match c {
+            '(' => {
+                depth += 1;
+                if depth > MAX_WKT_NESTING {
+                    return Err(format!(
+                        "geometry nested more than {MAX_WKT_NESTING} levels of parentheses deep \
+                         (geometry collections inside geometry collections?)"
+                    ));
+                }
+            }
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    let words = text
+        .split(|c: char| c.is_whitespace() || matches!(c, '(' | ')' | ','))
+        .filter(|w| !w.is_empty());
+    for w in words {
+        if let Ok(v) = w.parse::<f64>() {
+            if !v.is_finite() {
+                return Err(format!("coordinate {w:?} is not a finite number"));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Reads a CSV file with a WKT geometry column (ids from an `id` column,
 /// else positions).
 pub fn read_wkt_csv(path: &Path) -> Result<Vec<(u64, Geometry)>> {
@@ -86,6 +127,7 @@ pub fn read_wkt_csv(path: &Path) -> Result<Vec<(u64, Geometry)>> {
         let what = format!("record {}", n + 1);
         let at = |msg: &str| formats::bad(path, format!("{what}: {msg}"));
         let text = rec.get(col).ok_or_else(|| at("missing wkt field"))?;
+        check_wkt(text).map_err(|e| at(&format!("not WKT: {e}")))?;
         let w = wkt::Wkt::<f64>::from_str(text).map_err(|e| at(&format!("not WKT: {e}")))?;
         let g: Geometry = w
             .try_into()
@@ -324,6 +366,65 @@ pub fn import_postgis(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 44, item 10: WKT nested deeper than the bound is refused
+    /// before the recursive parser sees it (10,000 nested collections used
+    /// to overflow the stack), naming the record; a non-finite coordinate
+    /// says so; nesting up to the bound parses.
+    #[test]
+    fn deep_wkt_and_non_finite_coordinates_are_refused_naming_the_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("deep.csv");
+        let nested = |n: usize| {
+            format!(
+                "{}POINT(1 2){}",
+                "GEOMETRYCOLLECTION(".repeat(n),
+                ")".repeat(n)
+            )
+        };
+        std::fs::write(
+            &p,
+            format!("id,wkt\n1,POINT(0 0)\n2,\"{}\"\n", nested(10_000)),
+        )
+        .unwrap();
+        let e = read_objects(&p).unwrap_err();
+        let m = e.to_string();
+        assert!(e.is_user_error(), "{m}");
+        assert!(m.contains("deep.csv") && m.contains("record 2"), "{m}");
+        assert!(m.contains("nested more than 128"), "{m}");
+        // At the bound (one level for the point's own parentheses).
+        std::fs::write(
+            &p,
+            format!("id,wkt\n1,\"{}\"\n", nested(MAX_WKT_NESTING - 1)),
+        )
+        .unwrap();
+        assert_eq!(read_objects(&p).unwrap().len(), 1);
+        for (text, want) in [
+            ("POINT(NaN 1)", "\"NaN\" is not a finite number"),
+            ("POINT(1 inf)", "\"inf\" is not a finite number"),
+            (
+                "LINESTRING(0 0,1e999 1)",
+                "\"1e999\" is not a finite number",
+            ),
+        ] {
+            std::fs::write(&p, format!("id,wkt\n1,POINT(0 0)\n2,\"{text}\"\n")).unwrap();
+            let m = read_objects(&p).unwrap_err().to_string();
+            assert!(m.contains("record 2") && m.contains(want), "{text}: {m}");
+        }
+        // WKB: the wkb crate bounds the nesting of collections itself.
+        let mut wkb = Vec::new();
+        for _ in 0..10_000 {
+            wkb.extend_from_slice(&[1, 7, 0, 0, 0, 1, 0, 0, 0]);
+        }
+        wkb.extend_from_slice(&[1, 1, 0, 0, 0]);
+        wkb.extend_from_slice(&1.0f64.to_le_bytes());
+        wkb.extend_from_slice(&2.0f64.to_le_bytes());
+        let e = geoflash::engine::from_wkb(&wkb, "object 5").unwrap_err();
+        assert!(
+            e.is_user_error() && e.to_string().contains("object 5"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn wkt_csv_geojson_and_rect_csv_agree() {

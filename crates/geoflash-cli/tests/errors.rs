@@ -538,3 +538,60 @@ fn csv_files_without_a_header_are_refused_naming_file_and_line() {
         s(&windows),
     ]));
 }
+
+/// Issue 44, item 10: a WKT value of 10,000 nested geometry collections is
+/// refused with exit 2 naming the record by `build`, `import` and
+/// `insert` (it used to overflow the stack: exit 134), and `POINT(NaN 1)`
+/// says its coordinate is not a finite number.
+#[test]
+fn deeply_nested_or_non_finite_wkt_is_bad_input_naming_the_record() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let deep = dir.path().join("deep.csv");
+    let nested = format!(
+        "{}POINT(1 2){}",
+        "GEOMETRYCOLLECTION(".repeat(10_000),
+        ")".repeat(10_000)
+    );
+    std::fs::write(&deep, format!("id,wkt\n1,POINT(0 0)\n2,\"{nested}\"\n")).unwrap();
+    let nan = dir.path().join("nan.csv");
+    std::fs::write(&nan, "id,wkt\n1,POINT(0 0)\n2,POINT(NaN 1)\n").unwrap();
+    let good = dir.path().join("good.csv");
+    std::fs::write(&good, "id,wkt\n1,POINT(0 0)\n2,POINT(3 4)\n").unwrap();
+    let idx = dir.path().join("idx");
+    ok(geoflash(&[
+        "build",
+        "--input",
+        s(&good),
+        "--index",
+        s(&idx),
+        "--device",
+        "file?direct=false",
+    ]));
+    let new = dir.path().join("new").display().to_string();
+    let out = dir.path().join("out.geojson").display().to_string();
+    for (input, want) in [
+        (&deep, "nested more than 128"),
+        (&nan, "\"NaN\" is not a finite number"),
+    ] {
+        let needles = [s(input), "record 2", want];
+        fails(
+            &[
+                "build",
+                "--input",
+                s(input),
+                "--index",
+                &new,
+                "--device",
+                "file?direct=false",
+            ],
+            2,
+            &needles,
+        );
+        fails(&["import", "--input", s(input), "--out", &out], 2, &needles);
+        fails(
+            &["insert", "--index", s(&idx), "--input", s(input)],
+            2,
+            &needles,
+        );
+    }
+}
