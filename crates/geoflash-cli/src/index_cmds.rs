@@ -154,8 +154,9 @@ pub struct BuildArgs {
     #[arg(long)]
     fill: Option<f64>,
     /// With `--bulk hilbert` on a CSV input: load with bounded memory, about
-    /// SIZE of records in memory and the rest sorted in temporary files next
-    /// to the index directory, so the input may be larger than memory.
+    /// SIZE of records in memory and the rest sorted in temporary files in
+    /// the build's staging directory (`.NAME.building` beside the index
+    /// directory; removed with it), so the input may be larger than memory.
     #[arg(long)]
     memory: Option<String>,
     /// CRS of the coordinates (recorded in the manifest).
@@ -852,6 +853,16 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
     let opts = a.spec()?.options().map_err(Error::from)?;
     // Refused before the input is read: an existing index is left as it is.
     Index::check_new_dir(&a.index)?;
+    if !Index::device_outlives_process(&opts.device) {
+        return Err(Error::invalid(format!(
+            "--device {}: an index on this device lives only in its process, so {} would hold an index \
+             no later command can open; build on file (the default) or flashsim:…, which keep their \
+             state in the index directory (or measure in-process builds with `geoflash bench`)",
+            opts.device,
+            a.index.display()
+        ))
+        .into());
+    }
     if let Some(memory) = &a.memory {
         return build_external(&a, &opts, memory);
     }
@@ -971,13 +982,11 @@ fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<()
         opts.clone()
     };
     opts.tree_params()?;
-    let temp_dir = match a.index.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    // The temporary files go in the build's staging directory (see
+    // `Index::bulk_load_external`), whatever `temp_dir` says.
     let config = geoflash::engine::ExternalBulkConfig {
         memory_budget,
-        temp_dir,
+        temp_dir: PathBuf::from("."),
     };
     let start = BatchClock::start();
     let (index, report) = Index::bulk_load_external(
@@ -1369,6 +1378,13 @@ pub fn checkpoint(a: DirArgs) -> Result<(), Failure> {
 pub fn recover(a: RecoverArgs) -> Result<(), Failure> {
     // A build killed before it finished left its index in the staging
     // directory beside --index: move it in place first.
+    if let Some(staging) = geoflash::engine::remove_abandoned(&a.index)? {
+        eprintln!(
+            "geoflash: removed {}, left by a build of {} killed before it made an index (nothing in it was recoverable)",
+            staging.display(),
+            a.index.display()
+        );
+    }
     if let Some(staging) = geoflash::engine::adopt_interrupted(&a.index)? {
         eprintln!(
             "geoflash: finishing the interrupted build left in {}",

@@ -1305,7 +1305,7 @@ fn fortree_kind_builds_answers_reopens_and_reproduces_the_root_counter_failure()
             "--kind",
             "fortree",
             "--device",
-            "mem:",
+            "file?direct=false",
         ];
         let bad = dir.path().join(format!("bad{}", args[0].len()));
         a[4] = s(&bad);
@@ -1700,4 +1700,193 @@ fn ctrl_c_during_an_insert_exits_130_and_says_what_is_durable() {
     println!("{err}");
     assert_eq!(all_ids(&idx), (1..=1000 + k).collect::<Vec<_>>(), "{err}");
     ok(geoflash(&["verify", "--index", s(&idx)]));
+}
+
+/// The names of the files under `dir` (one level of subdirectories too)
+/// that are a bounded-memory load's temporary files.
+fn spill_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if let Ok(sub) = std::fs::read_dir(&p) {
+                out.extend(sub.flatten().map(|e| e.path()));
+            }
+        } else {
+            out.push(p);
+        }
+    }
+    out.retain(|p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("geoflash-bulk-"))
+    });
+    out
+}
+
+/// Issue 44, item 9a: a bounded-memory bulk load killed while it spills
+/// keeps its temporary files in its staging directory, not beside it, and
+/// the next build of the same target (or `recover`) removes them with it.
+#[test]
+fn a_killed_bounded_memory_load_leaves_no_temporary_files_behind() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 200_000);
+    let idx = dir.path().join("idx");
+    let staging = dir.path().join(".idx.building");
+    let args = [
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&idx),
+        "--bulk",
+        "hilbert",
+        "--memory",
+        "64KiB",
+        "--device",
+        "file?direct=false",
+    ];
+    for next in ["build", "recover"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_geoflash"))
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Kill it once it has spilled.
+        let start = std::time::Instant::now();
+        while spill_files(dir.path()).is_empty() {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(60),
+                "no temporary file appeared"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let left = spill_files(dir.path());
+        assert!(
+            left.iter().all(|p| p.parent() == Some(staging.as_path())),
+            "temporary files outside the staging directory: {left:?}"
+        );
+        if next == "build" {
+            ok(geoflash(&args));
+            assert_eq!(all_ids(&idx).len(), 200_000);
+            std::fs::remove_dir_all(&idx).unwrap();
+        } else {
+            let out = geoflash(&["recover", "--index", s(&idx)]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("removed"), "{err}");
+            assert_eq!(out.status.code(), Some(2), "{err}");
+        }
+        assert!(!staging.exists(), "after {next}");
+        assert_eq!(spill_files(dir.path()), Vec::<std::path::PathBuf>::new());
+    }
+}
+
+/// Issue 44, item 9b: `build --index DIR` on a device that lives only in
+/// its process (`mem:`, `hddsim:`, a hybrid with such a tier) is refused
+/// before anything is read or created (exit 2, saying why and what to use).
+#[test]
+fn builds_on_in_process_devices_are_refused() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 100);
+    for device in [
+        "mem:",
+        "hddsim:preset=7200rpm",
+        "hybrid:fast=(mem:);slow=(file?direct=false)",
+    ] {
+        for bulk in [&[][..], &["--bulk", "str"][..]] {
+            let idx = dir.path().join("idx");
+            let mut args = vec![
+                "build",
+                "--input",
+                s(&data),
+                "--index",
+                s(&idx),
+                "--device",
+                device,
+            ];
+            args.extend_from_slice(bulk);
+            let out = geoflash(&args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{device}: {err}");
+            assert!(
+                err.contains("lives only in its process") && err.contains("flashsim"),
+                "{device}: {err}"
+            );
+            assert_eq!(
+                std::fs::read_dir(dir.path()).unwrap().count(),
+                1,
+                "{device}: left something"
+            );
+        }
+    }
+}
+
+/// Issue 44, item 9c: an index directory that lost a file (`pages.dat`,
+/// `log.dat`, `device.img`) is refused by every command that opens it,
+/// `recover`, `checkpoint`, `insert` and `verify` included, with exit code
+/// 1 naming the missing file, and no empty file is created in its place.
+#[test]
+fn an_index_missing_a_file_is_refused_and_not_recreated() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 500);
+    let build = |name: &str, extra: &[&str]| {
+        let idx = dir.path().join(name);
+        let mut args = vec!["build", "--input", s(&data), "--index", s(&idx)];
+        args.extend_from_slice(extra);
+        ok(geoflash(&args));
+        idx
+    };
+    let cases = [
+        (
+            build(
+                "plain",
+                &["--store", "plain", "--device", "file?direct=false"],
+            ),
+            "pages.dat",
+        ),
+        (
+            build("efind-pages", &["--device", "file?direct=false"]),
+            "pages.dat",
+        ),
+        (
+            build("efind-log", &["--device", "file?direct=false"]),
+            "log.dat",
+        ),
+        (
+            build(
+                "fast-log",
+                &["--store", "fast", "--device", "file?direct=false"],
+            ),
+            "log.dat",
+        ),
+        (
+            build("sim", &["--device", "flashsim:preset=seed-tc58"]),
+            "device.img",
+        ),
+    ];
+    for (idx, file) in &cases {
+        std::fs::remove_file(idx.join(file)).unwrap();
+        for cmd in [
+            vec!["recover", "--index", s(idx)],
+            vec!["checkpoint", "--index", s(idx)],
+            vec!["insert", "--index", s(idx), "--input", s(&data)],
+            vec!["verify", "--index", s(idx)],
+            vec!["query", "--index", s(idx), "--window", "0,0,10,10"],
+        ] {
+            let out = geoflash(&cmd);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{cmd:?}: {err}");
+            assert!(
+                err.contains(&*idx.join(file).to_string_lossy()) && err.contains("missing"),
+                "{cmd:?}: {err}"
+            );
+            assert!(!idx.join(file).exists(), "{cmd:?} created {file}");
+        }
+    }
 }

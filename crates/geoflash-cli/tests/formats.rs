@@ -107,7 +107,7 @@ fn generate_import_and_build_through_flatgeobuf_and_geoparquet() {
             "--index",
             s(&idx),
             "--device",
-            "mem:",
+            "file?direct=false",
         ]));
     }
 }

@@ -377,7 +377,7 @@ fn import_converts_and_build_reads_wkt_csv() {
         "--index",
         s(&idx),
         "--device",
-        "mem:",
+        "file?direct=false",
     ]));
     // a corrupt input: exit 2 naming the record
     std::fs::write(&wkt, "id,wkt\n1,\"POLYGON((0 0,\"\n").unwrap();

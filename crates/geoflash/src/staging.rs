@@ -13,7 +13,10 @@
 //! [`adopt_interrupted`] renames it onto the target (what `geoflash
 //! recover --index NAME` does first), and a new build of the same target
 //! refuses to start while it is there. A staging directory without a
-//! manifest holds nothing recoverable and is removed by the next build.
+//! manifest holds nothing recoverable and is removed by the next build of
+//! the same target, or by [`remove_abandoned`] (`geoflash recover`); a
+//! bounded-memory bulk load keeps its temporary files in it, so a killed
+//! load's files go with it.
 //!
 //! **Stopping.** A front end asks the builds of its process to stop with
 //! [`request_stop`] (the command line's Ctrl-C handler): a build checks
@@ -187,7 +190,7 @@ impl Staging {
                 )));
             }
             drop(lock);
-            std::fs::remove_dir_all(&dir).map_err(|e| io(&dir, e))?;
+            remove_abandoned(target)?;
         }
         let parent = parent_of(target);
         std::fs::create_dir_all(&parent).map_err(|e| io(&parent, e))?;
@@ -241,6 +244,26 @@ fn rename_onto(from: &Path, to: &Path) -> Result<()> {
         }
     })?;
     sync_dir(&parent_of(to))
+}
+
+/// Removes the staging directory of `target` when a build killed before it
+/// made an index left it (no manifest: nothing in it is recoverable, but it
+/// may hold large files, a bounded-memory load's temporary files among
+/// them) and no build is running in it; returns the directory removed, if
+/// any. A staging directory that holds an index is left for
+/// [`adopt_interrupted`].
+pub fn remove_abandoned(target: &Path) -> Result<Option<PathBuf>> {
+    let dir = staging_dir(target)?;
+    if !dir.is_dir() || holds_index(&dir) {
+        return Ok(None);
+    }
+    // A live build holds the staging directory's write lock.
+    let Ok(lock) = DirLock::acquire(&dir, Access::Write) else {
+        return Ok(None);
+    };
+    drop(lock);
+    std::fs::remove_dir_all(&dir).map_err(|e| io(&dir, e))?;
+    Ok(Some(dir))
 }
 
 /// Renames the index an interrupted build left in `target`'s staging
@@ -363,8 +386,22 @@ mod tests {
         );
         assert!(target.join(MANIFEST_FILE).is_file() && !s.dir().exists());
         assert_eq!(adopt_interrupted(&target).unwrap(), None);
-        // A staging directory without a manifest is removed by the next build.
+        // A staging directory without a manifest is removed by the next
+        // build, or by `remove_abandoned` (`geoflash recover`), unless a
+        // build is running in it.
         let other = tmp.path().join("other");
+        let s = Staging::begin(&other, &spec("mem:")).unwrap();
+        std::fs::write(s.dir().join("geoflash-bulk-1-0-0.tmp"), b"spill").unwrap();
+        let lock = DirLock::acquire(s.dir(), Access::Write).unwrap();
+        assert_eq!(remove_abandoned(&other).unwrap(), None);
+        assert!(s.dir().is_dir());
+        drop(lock);
+        assert_eq!(
+            remove_abandoned(&other).unwrap(),
+            Some(s.dir().to_path_buf())
+        );
+        assert!(!s.dir().exists());
+        assert_eq!(remove_abandoned(&other).unwrap(), None);
         let s = Staging::begin(&other, &spec("mem:")).unwrap();
         let again = Staging::begin(&other, &spec("mem:")).unwrap();
         assert_eq!(s.dir(), again.dir());

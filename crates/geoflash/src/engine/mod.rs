@@ -39,7 +39,7 @@ pub use crate::objects::geometry::{bounding_rect, from_wkb, to_wkb, window_geome
 pub use crate::objects::Geometry;
 pub use crate::page::max_entries;
 pub use crate::spatial::{IndexFortree, SpatialIndex};
-pub use crate::staging::{adopt_interrupted, request_stop, stop_requested};
+pub use crate::staging::{adopt_interrupted, remove_abandoned, request_stop, stop_requested};
 pub use crate::store::efind::FlushPolicy;
 pub use crate::store::fast::FastPolicy;
 pub use crate::store::log::{Durability, LogFormat, RecoveryMode};

@@ -31,6 +31,15 @@ impl Index {
         Index::build(dir, opts, |_| Ok::<(), Error>(())).map(|(index, ())| index)
     }
 
+    /// Whether an index on `device` can be reopened by a later process from
+    /// its directory: `false` for devices that live only in this process
+    /// (`mem:`, `hddsim:`, a `hybrid:` with such a tier), whose index in a
+    /// directory no later command can open (front ends refuse to build one
+    /// there).
+    pub fn device_outlives_process(device: &DeviceSpec) -> bool {
+        super::devices::outlives_process(device)
+    }
+
     /// Refuses `dir` as the directory of a new index unless it is absent
     /// or an empty directory, with the error [`Index::build`] would give:
     /// callers that read a large input first check the target before.
@@ -143,8 +152,11 @@ impl Index {
     /// A new index in `dir` (or in this process only, for `None`) holding
     /// `items`, Hilbert-packed bottom-up with bounded memory: about
     /// `config.memory_budget` bytes of records, the rest in temporary files
-    /// in `config.temp_dir` ([`RTree::bulk_load_external`]), so the input may
-    /// be larger than memory. The first error among `items` stops the load
+    /// ([`RTree::bulk_load_external`]), so the input may be larger than
+    /// memory. With a `dir` the temporary files go in the build's staging
+    /// directory (`config.temp_dir` is not used), so that a killed load's
+    /// files go with it (the next build of `dir` removes it); without one,
+    /// in `config.temp_dir`. The first error among `items` stops the load
     /// and is returned, and no index is left (the directory is created
     /// atomically, as [`Index::build`] creates). The R-tree family only; a Hilbert R-tree
     /// needs its domain in `opts` (the manifest records it before the load).
@@ -174,6 +186,13 @@ impl Index {
         });
         let mut report = ExternalBulkReport::default();
         let make = |at: Option<&Path>| {
+            let config = match at {
+                Some(staging) => &ExternalBulkConfig {
+                    temp_dir: staging.to_path_buf(),
+                    ..config.clone()
+                },
+                None => config,
+            };
             Index::create_in(at, opts, |store, params| {
                 let (tree, r) = RTree::bulk_load_external(store, params, records, fill, config)?;
                 if let Some(e) = failure.take() {

@@ -44,6 +44,28 @@ fn persists(spec: &DeviceSpec) -> bool {
     matches!(spec, DeviceSpec::File { .. } | DeviceSpec::FlashSim { .. })
 }
 
+/// Whether an index on `spec` reopens in a later process (files and flash
+/// simulators, and hybrids of them).
+pub(super) fn outlives_process(spec: &DeviceSpec) -> bool {
+    match spec {
+        DeviceSpec::Hybrid { fast, slow, .. } => persists(fast) && persists(slow),
+        other => persists(other),
+    }
+}
+
+/// The error for `path`, a file of an existing index (`what`), that is
+/// gone: damage (exit code 1 in the command line), never a reason to
+/// create an empty file in its place.
+pub(super) fn missing_file(path: &Path, what: &str) -> Error {
+    Error::Corrupt {
+        file: Some(path.to_path_buf()),
+        page: None,
+        reason: format!(
+            "{what} is missing (deleted or moved?): the index cannot be opened without it and nothing was created in its place; restore the file, or rebuild the index"
+        ),
+    }
+}
+
 /// Opens a file device with a spec's settings.
 fn file_device(
     path: &Path,
@@ -121,10 +143,10 @@ fn device(
         (DeviceSpec::FlashSim { .. }, How::Reopen(dir, _)) => {
             let path = dir.join(image);
             if !path.is_file() {
-                return Err(Error::invalid(format!(
-                    "the index in {} was built on {spec} but its simulator state ({image}) is missing",
-                    dir.display()
-                )));
+                return Err(missing_file(
+                    &path,
+                    &format!("the simulator state of the index (built on {spec})"),
+                ));
             }
             let sim = Arc::new(FlashSim::load(&path)?);
             Ok((sim.clone(), vec![SavedSim { sim, file: image }]))
@@ -139,6 +161,10 @@ fn device(
             How::Reopen(dir, access),
         ) => {
             let path = path.clone().unwrap_or_else(|| dir.join(pages));
+            // Opening for writing would create an empty file.
+            if !path.exists() {
+                return Err(missing_file(&path, "the page file of the index"));
+            }
             let read_only = access == Access::Read;
             let dev = file_device(&path, *direct, *engine, *capacity, page_size, read_only)?;
             Ok((dev, Vec::new()))
@@ -186,10 +212,10 @@ fn map_device(
     read_only: bool,
 ) -> Result<Arc<dyn PageDevice>> {
     if how == MapOpen::Open && !path.is_file() {
-        return Err(Error::invalid(format!(
-            "the hybrid index's placement map {} is missing: the pages on the fast tier cannot be found",
-            path.display()
-        )));
+        return Err(missing_file(
+            path,
+            "the hybrid index's placement map (where the pages on the fast tier are)",
+        ));
     }
     let pages = 2 * TierMapStore::region_pages(fast_limit, MAP_PAGE_SIZE);
     let opts = FileDeviceOptions {

@@ -4,10 +4,10 @@
 use std::path::Path;
 use std::sync::Mutex;
 
-use super::devices::reopen_device;
-use super::factory::{make_store_payload, open_log_device, pages_file, StoreOpen};
+use super::devices::{missing_file, reopen_device};
+use super::factory::{make_store_payload, open_log_device, pages_file, StoreOpen, LOG_FILE};
 use super::objects::open_objects;
-use super::options::StoreOptions;
+use super::options::{StoreKind, StoreOptions};
 use super::Index;
 use crate::grid::{GridConfig, GridKind};
 use crate::index::fortree::{Fortree, FortreeConfig};
@@ -86,6 +86,14 @@ impl Index {
             .map_err(|e| Error::corrupt(None, format!("manifest store parameters: {e}")))?;
         store_opts.recovery = mode;
         let spec = DeviceSpec::parse(&manifest.device)?;
+        if matches!(spec, DeviceSpec::File { .. }) && store_opts.kind != StoreKind::Plain {
+            // The log of a logged store on a file device (opening it for
+            // writing would create an empty one, losing its operations).
+            let log = dir.join(LOG_FILE);
+            if !log.exists() {
+                return Err(missing_file(&log, "the log of the index"));
+            }
+        }
         let (device, sims) = reopen_device(&spec, manifest.page_size, dir, access)?;
         let log_device = open_log_device(&spec, &store_opts, dir, manifest.page_size, access)?;
         let how = match access {
