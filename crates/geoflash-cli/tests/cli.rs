@@ -923,18 +923,55 @@ fn efind_build_acks_recovers_and_refuses_bad_log_flags() {
 
 #[test]
 fn sigkill_during_an_efind_build_loses_no_acknowledged_operation() {
-    sigkill_during_a_build_loses_no_acknowledged_operation("efind");
+    sigkill_during_a_build_loses_no_acknowledged_operation(&logged_acks("efind"));
 }
 
 #[test]
 fn sigkill_during_a_fast_build_loses_no_acknowledged_operation() {
-    sigkill_during_a_build_loses_no_acknowledged_operation("fast");
+    sigkill_during_a_build_loses_no_acknowledged_operation(&logged_acks("fast"));
 }
 
-/// `build --store STORE --durability sync --ack-every 1000` killed with
+/// Issue 44, item 2: the plain store acknowledges at checkpoints, which its
+/// rollback journal (`journal.dat`) makes the state a kill returns to.
+#[test]
+fn sigkill_during_a_plain_build_loses_no_acknowledged_operation() {
+    sigkill_during_a_build_loses_no_acknowledged_operation(&[
+        "--store",
+        "plain",
+        "--ack-every",
+        "500",
+    ]);
+}
+
+/// The FOR-tree, on the plain store, likewise.
+#[test]
+fn sigkill_during_a_fortree_build_loses_no_acknowledged_operation() {
+    sigkill_during_a_build_loses_no_acknowledged_operation(&[
+        "--kind",
+        "fortree",
+        "--ack-every",
+        "500",
+    ]);
+}
+
+/// The flags of a logged store acknowledging every 1,000 synced operations.
+fn logged_acks(store: &str) -> [&str; 8] {
+    [
+        "--store",
+        store,
+        "--durability",
+        "sync",
+        "--ack-every",
+        "1000",
+        "--log-capacity",
+        "1MiB",
+    ]
+}
+
+/// `build` with `extra` flags (which ask for `--ack-every`) killed with
 /// SIGKILL at a random moment, then `recover`: the index holds exactly the
 /// first K objects for some K at least the last acknowledged count.
-fn sigkill_during_a_build_loses_no_acknowledged_operation(store: &str) {
+fn sigkill_during_a_build_loses_no_acknowledged_operation(extra: &[&str]) {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -942,28 +979,23 @@ fn sigkill_during_a_build_loses_no_acknowledged_operation(store: &str) {
     let n = 40_000u64;
     write_rects(&data, n);
     let idx = dir.path().join("idx");
+    let mut args = vec![
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&idx),
+        "--page-size",
+        "1024",
+        "--buffer",
+        "64KiB",
+        "--device",
+        "file?direct=false",
+    ];
+    args.extend_from_slice(extra);
+    let store = extra.join(" ");
     let mut child = Command::new(env!("CARGO_BIN_EXE_geoflash"))
-        .args([
-            "build",
-            "--input",
-            s(&data),
-            "--index",
-            s(&idx),
-            "--store",
-            store,
-            "--durability",
-            "sync",
-            "--ack-every",
-            "1000",
-            "--page-size",
-            "1024",
-            "--buffer",
-            "64KiB",
-            "--log-capacity",
-            "1MiB",
-            "--device",
-            "file?direct=false",
-        ])
+        .args(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -1000,6 +1032,116 @@ fn sigkill_during_a_build_loses_no_acknowledged_operation(store: &str) {
     assert_eq!(ids, (1..=k).collect::<Vec<_>>(), "not a prefix: {r}");
     ok(geoflash(&["verify", "--index", s(&idx)]));
     println!("{store}: killed after acked {last_acked}; recovered the first {k} of {n}: {r}");
+}
+
+/// The rollback journal is on for structures written in place on their
+/// file; `--journal off` is the papers' in-place mode, which refuses
+/// acknowledgements; the logged stores take no journal.
+#[test]
+fn the_journal_is_on_for_in_place_structures_and_off_only_when_asked() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 500);
+    let build = |name: &str, extra: &[&str]| {
+        let idx = dir.path().join(name);
+        let mut args = vec!["build", "--input", s(&data), "--index", s(&idx)];
+        args.extend_from_slice(extra);
+        (idx.clone(), geoflash(&args))
+    };
+    let (plain, out) = build("plain", &["--store", "plain"]);
+    ok(out);
+    assert!(plain.join("journal.dat").is_file());
+    let points = dir.path().join("p.csv");
+    let text: String = std::iter::once("id,minx,miny,maxx,maxy\n".to_string())
+        .chain((1..=300).map(|i| format!("{i},{x},{y},{x},{y}\n", x = i % 17, y = i / 17)))
+        .collect();
+    std::fs::write(&points, text).unwrap();
+    let grid = dir.path().join("grid");
+    ok(geoflash(&[
+        "build",
+        "--input",
+        s(&points),
+        "--index",
+        s(&grid),
+        "--kind",
+        "gffm",
+    ]));
+    assert!(grid.join("journal.dat").is_file());
+    let (efind, out) = build("efind", &[]);
+    ok(out);
+    assert!(!efind.join("journal.dat").exists());
+    let (off, out) = build("off", &["--store", "plain", "--journal", "off"]);
+    ok(out);
+    assert!(!off.join("journal.dat").exists());
+    assert_eq!(all_ids(&off), (1..=500).collect::<Vec<_>>());
+    let (_, out) = build(
+        "off-acked",
+        &["--store", "plain", "--journal", "off", "--ack-every", "10"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not crash-safe"));
+    let (_, out) = build("efind-off", &["--journal", "off"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--journal"));
+}
+
+/// Issue 44, item 2: `insert` into an existing plain-store index with a
+/// 64 KiB buffer (dirty nodes written in place between operations) killed
+/// at random moments: every reopen finds the index before the insert or
+/// after it (the insert is one batch), never a broken tree.
+#[test]
+fn sigkill_during_an_insert_into_a_plain_index_leaves_it_before_or_after() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    let n = 30_000u64;
+    write_rects(&data, n);
+    let text = std::fs::read_to_string(&data).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let first = dir.path().join("first.csv");
+    let rest = dir.path().join("rest.csv");
+    std::fs::write(&first, lines[..=10_000].join("\n")).unwrap();
+    std::fs::write(&rest, [&lines[..1], &lines[10_001..]].concat().join("\n")).unwrap();
+    let idx = dir.path().join("idx");
+    let small = [
+        "--store",
+        "plain",
+        "--page-size",
+        "1024",
+        "--buffer",
+        "64KiB",
+    ];
+    let mut args = vec!["build", "--input", s(&first), "--index", s(&idx)];
+    args.extend_from_slice(&small);
+    ok(geoflash(&args));
+    let before: Vec<u64> = (1..=10_000).collect();
+    let after: Vec<u64> = (1..=n).collect();
+    let mut rolled = 0;
+    for trial in 0..4u64 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_geoflash"))
+            .args(["insert", "--index", s(&idx), "--input", s(&rest)])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(150 + 120 * trial));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let got = all_ids(&idx);
+        assert!(
+            got == before || got == after,
+            "trial {trial}: {} ids",
+            got.len()
+        );
+        ok(geoflash(&["verify", "--index", s(&idx)]));
+        if got == after {
+            // Start the next trial from the index before the insert again.
+            delete_first_rows(&idx, &rest, 20_000);
+            assert_eq!(all_ids(&idx), before);
+        } else {
+            rolled += 1;
+        }
+    }
+    println!("plain insert killed 4 times: {rolled} rolled back to the last checkpoint");
 }
 
 #[test]

@@ -57,6 +57,7 @@ pub(super) fn defaults(name: &str) -> IndexConfig {
         buffer_policy: "s2q".into(),
         device: "flashsim:preset=seed-tc58".into(),
         reads: "single".into(),
+        journal: None,
         efind: None,
         fast: None,
         grid: None,

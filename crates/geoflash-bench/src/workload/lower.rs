@@ -28,6 +28,9 @@ impl IndexConfig {
         if let Some(m) = self.max_entries {
             pairs.push(("max_entries", m.to_string()));
         }
+        if let Some(j) = &self.journal {
+            pairs.push(("journal", j.clone()));
+        }
         // The model keeps the default policy when none is given; only a
         // policy given is a setting (FAST keeps no buffer to set it on).
         if self.buffer_policy != "s2q" && !grid {

@@ -132,6 +132,12 @@ pub struct IndexConfig {
     /// configuration key when `single`, so keys of earlier results stay.
     #[serde(skip_serializing_if = "is_single_reads")]
     pub reads: String,
+    /// The rollback journal of a structure written in place on a file
+    /// (`on`, the library's default, or `off`: the papers' in-place mode,
+    /// which the seed workloads pin). Left out of the configuration key
+    /// when not given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal: Option<String>,
     /// eFIND parameters.
     pub efind: Option<EfindParams>,
     /// FAST parameters.

@@ -191,6 +191,7 @@ impl IndexSpec {
         "buffer_policy",
         "device",
         "placement",
+        "journal",
         "crs",
         "units",
         "durability",
@@ -296,7 +297,7 @@ impl IndexSpec {
             "flush_percent" => self.percent(k, v, 100).map(drop),
             "read_buffer_percent" => self.percent(k, v, 99).map(drop),
             "flush_policy" => v.parse::<FlushPolicy>().map(drop),
-            "temporal_control" | "fortree_original_root_counter" | "grid_special" => {
+            "temporal_control" | "fortree_original_root_counter" | "grid_special" | "journal" => {
                 self.switch(k, v).map(drop)
             }
             "grid_queries" => self.grid_batched(v).map(drop),
@@ -530,6 +531,17 @@ impl IndexSpec {
             &format!("{store_key} \"fast\""),
             &actual,
         )?;
+        // The rollback journal protects what is written in place (the plain
+        // store's nodes, grid files); eFIND and FAST keep a log instead.
+        self.refuse_unless(
+            store == StoreKind::Plain,
+            &["journal"],
+            &format!("{store_key} \"plain\" (and the FOR-tree, xBR+-tree and grid files on it)"),
+            &actual,
+        )?;
+        let in_place = !self
+            .parsed("journal", |v| self.switch("journal", v))?
+            .unwrap_or(true);
         self.refuse_unless(
             fortree,
             FORTREE_KEYS,
@@ -630,6 +642,7 @@ impl IndexSpec {
                     (Structure::ShrTree, None) => Placement::SHR_TREE,
                     (_, None) => Placement::None,
                 },
+                in_place,
                 ..StoreOptions::default()
             },
             device: parsed_device,

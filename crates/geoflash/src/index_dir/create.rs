@@ -352,6 +352,18 @@ impl Index {
             }
             (None, None) => (None, create_device(&spec, opts.page_size, None)?, None),
         };
+        // A structure that writes in place gets a rollback journal on the
+        // directory's file (see `journal`).
+        let in_place = (grid.is_some() || store_opts.kind == StoreKind::Plain) && !store_opts.in_place;
+        let (device, journal) = match dir {
+            Some(dir) if super::journal::needs_journal(&spec, in_place) => {
+                match super::journal::open_journal(device.clone(), dir, Access::Write, true)? {
+                    Some(j) => (j.device, Some(j.journal)),
+                    None => (device, None),
+                }
+            }
+            _ => (device, None),
+        };
         if log_device.is_some() {
             // An automatic log in its own file starts at MIN_FILE_LOG_CAPACITY.
             if floor_file_log(&mut store_opts, efind_auto_log, fast_auto_log) {
@@ -402,6 +414,8 @@ impl Index {
             device,
             log_device,
             restart: None,
+            journal,
+            rolled_back: 0,
             sims,
             objects: None,
             access: Access::Write,

@@ -48,6 +48,12 @@ pub struct Index {
     pub(super) log_device: Option<Arc<dyn PageDevice>>,
     /// What restart did when the index was opened.
     pub(super) restart: Option<RestartReport>,
+    /// The rollback journal of a structure that writes in place on the
+    /// directory's file (`journal.dat`), committed at each checkpoint.
+    pub(super) journal: Option<Arc<crate::storage::journal::JournaledDevice>>,
+    /// Pages the journal rolled back (or, read-only, serves from its
+    /// images) when the index was opened.
+    pub(super) rolled_back: u64,
     /// The flash simulators behind `device` (the device itself or the
     /// tiers of a hybrid): their state is saved to `device.img` (and
     /// `device.fast.img`) at each checkpoint so later commands can reopen it.
@@ -214,6 +220,9 @@ impl Index {
             heap.sync()?;
         }
         self.tree.checkpoint().map_err(|e| self.locate(e))?;
+        if let Some(journal) = &self.journal {
+            journal.commit().map_err(|e| self.locate(e))?;
+        }
         if let Some(dir) = &self.dir {
             for s in &self.sims {
                 s.sim.save(&dir.join(s.file))?;
@@ -242,6 +251,13 @@ impl Index {
     /// The device of the log when it is a separate file (`log.dat`), else `None`.
     pub fn log_device(&self) -> Option<&Arc<dyn PageDevice>> {
         self.log_device.as_ref()
+    }
+
+    /// Pages of an index that writes in place which its rollback journal
+    /// (`journal.dat`) restored to the last checkpoint when it was opened:
+    /// what a crash since that checkpoint had changed (0 after a clean close).
+    pub fn rolled_back_pages(&self) -> u64 {
+        self.rolled_back
     }
 
     /// What restart (recovery) did when the index was opened for writing

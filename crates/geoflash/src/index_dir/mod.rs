@@ -39,6 +39,7 @@ mod create;
 mod devices;
 mod factory;
 mod index;
+mod journal;
 mod objects;
 mod open;
 mod operations;
@@ -55,4 +56,5 @@ pub use factory::{
     PAGES_FILE,
 };
 pub use index::Index;
+pub use journal::JOURNAL_FILE;
 pub use options::{FortreeOptions, IndexOptions, StoreKind, StoreOptions};

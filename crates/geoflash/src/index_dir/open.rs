@@ -95,6 +95,16 @@ impl Index {
             }
         }
         let (device, sims) = reopen_device(&spec, manifest.page_size, dir, access)?;
+        // A structure that writes in place: its rollback journal brings the
+        // pages back to the last checkpoint (see `journal`).
+        let in_place = (grid.is_some() || store_opts.kind == StoreKind::Plain) && !store_opts.in_place;
+        let (device, journal, rolled_back) = match super::journal::needs_journal(&spec, in_place) {
+            true => match super::journal::open_journal(device.clone(), dir, access, false)? {
+                Some(j) => (j.device, Some(j.journal), j.rollback.pages_restored),
+                None => (device, None, 0),
+            },
+            false => (device, None, 0),
+        };
         let log_device = open_log_device(&spec, &store_opts, dir, manifest.page_size, access)?;
         let how = match access {
             Access::Read => StoreOpen::Read,
@@ -132,6 +142,8 @@ impl Index {
             device,
             log_device,
             restart,
+            journal,
+            rolled_back,
             sims,
             objects: open_objects(dir, access)?,
             access,

@@ -69,7 +69,11 @@ impl Index {
 
     /// Batched range queries in one traversal, answering with record keys
     /// alone (no rectangle copied per record).
-    pub fn query_batch_keys(&self, windows: &[Rect], predicate: Predicate) -> Result<Vec<KeyResult>> {
+    pub fn query_batch_keys(
+        &self,
+        windows: &[Rect],
+        predicate: Predicate,
+    ) -> Result<Vec<KeyResult>> {
         self.ask(|t| t.query_batch_keys(windows, predicate))
     }
 

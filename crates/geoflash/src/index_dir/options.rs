@@ -69,6 +69,13 @@ pub struct StoreOptions {
     /// ([`Placement`]; `internal-fast` is the sHR-tree). Every store kind.
     #[serde(default)]
     pub placement: Placement,
+    /// The papers' in-place mode (`journal = off`): the pages of a
+    /// structure written in place (the plain store, grid files) get no
+    /// rollback journal (`journal.dat`), so a crash between checkpoints can
+    /// leave a mix of old and new pages. For the seed workloads, which
+    /// reproduce the papers' I/O; such an index refuses acknowledgements.
+    #[serde(default)]
+    pub in_place: bool,
     /// What opening an eFIND or FAST store for writing does with damage
     /// before its log's tail (a session setting, never kept in the
     /// manifest: `Index::open_recovering`, `geoflash recover
@@ -86,6 +93,7 @@ impl Default for StoreOptions {
             efind: None,
             fast: None,
             placement: Placement::None,
+            in_place: false,
             recovery: RecoveryMode::AbsoluteConsistency,
         }
     }

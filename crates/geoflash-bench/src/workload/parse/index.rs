@@ -95,6 +95,7 @@ fn index_dims(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<Dim>> {
         ("buffer_policy", &x.buffer_policy),
         ("device", &x.device),
         ("reads", &x.reads),
+        ("journal", &x.journal),
     ] {
         if let Some(v) = v {
             let mut d = dims_of(cx, &key(k), v)?;
@@ -170,6 +171,7 @@ fn set_value(cx: &Ctx, i: usize, c: &mut IndexConfig, d: &Dim, v: &toml::Value) 
         "buffer_policy" => at(as_str(v).map(|s| c.buffer_policy = s))?,
         "device" => at(as_str(v).map(|s| c.device = s))?,
         "reads" => at(as_str(v).map(|s| c.reads = s))?,
+        "journal" => at(as_str(v).map(|s| c.journal = Some(s)))?,
         other => {
             if let Some(p) = other.strip_prefix("efind.") {
                 let e = c.efind.get_or_insert_with(EfindParams::default);

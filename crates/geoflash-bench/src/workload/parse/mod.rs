@@ -69,6 +69,7 @@ struct RawIndex {
     buffer_policy: Val,
     device: Val,
     reads: Val,
+    journal: Val,
     efind: Option<Spanned<toml::Table>>,
     fast: Option<Spanned<toml::Table>>,
     grid: Option<Spanned<toml::Table>>,

@@ -25,10 +25,14 @@
 //! at `create`).
 //!
 //! Durability: none beyond `checkpoint`. As in the papers' baseline there is
-//! no log, so a crash loses everything since the last checkpoint and a crash
-//! during a checkpoint (or after a write-back eviction) can leave the pages
-//! inconsistent with the header. Deleted pages are reused only after the
-//! checkpoint that records their deletion ([`PageAllocator`]).
+//! no log: on its own, a crash loses everything since the last checkpoint
+//! and a crash during a checkpoint (or after a write-back eviction) can
+//! leave the pages inconsistent with the header. An index directory on a
+//! file wraps the store's device in a rollback journal
+//! ([`crate::storage::journal`]) committed after each checkpoint, which
+//! returns the pages to the last checkpoint after any crash; the papers'
+//! in-place mode (`journal = off`) does not. Deleted pages are reused only
+//! after the checkpoint that records their deletion ([`PageAllocator`]).
 //!
 //! Errors: the first failed device write or sync (an I/O error, a full
 //! device) is sticky: the store refuses every later change with an error

@@ -1,0 +1,96 @@
+//! The rollback journal of an index directory (`journal.dat`): the indices
+//! whose structure writes its pages in place (the plain store, hence the
+//! FOR-tree and the xBR+-tree on it, and the grid files) on a file device
+//! get their device wrapped in a [`JournaledDevice`], committed at each
+//! [`Index::checkpoint`](super::Index::checkpoint), so that a crash between
+//! two checkpoints (or during one) reopens the last checkpoint exactly
+//! (issue 44, item 2). The stores with a log (eFIND, FAST) keep their own
+//! protocol; simulated devices are saved whole at checkpoints already.
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::manifest::Access;
+use crate::storage::file::{FileDevice, FileDeviceOptions, IoEngine};
+use crate::storage::journal::{JournalOpen, JournaledDevice, Rollback};
+use crate::storage::spec::DeviceSpec;
+use crate::storage::PageDevice;
+use crate::Result;
+
+/// File of the rollback journal in an index directory.
+pub const JOURNAL_FILE: &str = "journal.dat";
+
+/// Whether an index on `spec` whose structure writes in place
+/// (`in_place`) keeps a rollback journal: the index's own file device.
+pub(super) fn needs_journal(spec: &DeviceSpec, in_place: bool) -> bool {
+    in_place && matches!(spec, DeviceSpec::File { path: None, .. })
+}
+
+/// The device of a journaled index and its journal.
+pub(super) struct Journaled {
+    /// The device the structure uses (the journaled one).
+    pub device: Arc<dyn PageDevice>,
+    /// The journal, committed at checkpoints.
+    pub journal: Arc<JournaledDevice>,
+    /// What opening it rolled back.
+    pub rollback: Rollback,
+}
+
+/// Wraps `device`, the pages of the index in `dir`, in the journal of
+/// `dir` (created for a new index, `fresh`). A read-only open of an index
+/// without a journal (written before journals) is not wrapped (`None`).
+pub(super) fn open_journal(
+    device: Arc<dyn PageDevice>,
+    dir: &Path,
+    access: Access,
+    fresh: bool,
+) -> Result<Option<Journaled>> {
+    let path = dir.join(JOURNAL_FILE);
+    let exists = path.is_file();
+    if access == Access::Read && !exists {
+        return Ok(None);
+    }
+    let page_size = device.page_size();
+    let opts = FileDeviceOptions {
+        direct: false,
+        engine: IoEngine::Psync,
+        capacity_pages: 0,
+        read_only: access == Access::Read,
+    };
+    let file: Arc<dyn PageDevice> = Arc::new(FileDevice::open(&path, page_size, opts)?);
+    let how = match access {
+        Access::Read => JournalOpen::Read,
+        // An index written before journals: every page it holds is committed.
+        Access::Write if !exists && !fresh => JournalOpen::Write {
+            fresh_horizon: pages_in_use(device.as_ref(), dir)?,
+        },
+        Access::Write => JournalOpen::Write { fresh_horizon: 0 },
+    };
+    let (journal, rollback) = JournaledDevice::open(device, file, how)?;
+    let journal = Arc::new(journal);
+    Ok(Some(Journaled {
+        device: journal.clone(),
+        journal,
+        rollback,
+    }))
+}
+
+/// Pages of the device's file (its length rounded up), or its capacity
+/// when it has no file.
+fn pages_in_use(device: &dyn PageDevice, dir: &Path) -> Result<u64> {
+    let Some(path) = device.path() else {
+        return Ok(device.capacity());
+    };
+    let path = if path.is_absolute() {
+        path
+    } else {
+        dir.join(path)
+    };
+    let len = std::fs::metadata(&path)
+        .map_err(|source| crate::Error::Io {
+            path: path.clone(),
+            page: None,
+            source,
+        })?
+        .len();
+    Ok(len.div_ceil(device.page_size() as u64))
+}
