@@ -52,6 +52,37 @@ def test_bad_ids_and_counts():
     assert list(idx.intersection((0, 0, 1, 1))) == [3]
 
 
+def test_ids_beyond_int64_are_refused_naming_the_id():
+    """Issue 44, item 13: a NumPy uint64 id of 2**64 - 1 used to come back
+    as -1; every way in refuses an id outside int64 with an OverflowError
+    naming it, and the int64 extremes round-trip."""
+    big = 2**64 - 1
+    boxes = np.array([[0, 0, 1, 1], [2, 2, 3, 3]], dtype=np.float64)
+    with pytest.raises(OverflowError, match=f"id {big} \\(position 1\\)"):
+        geoflash.Index.from_arrays(np.array([5, big], dtype=np.uint64), boxes)
+    with pytest.raises(OverflowError, match=f"id {2**64}"):
+        geoflash.Index.from_arrays(np.array([5, 2**64], dtype=object), boxes)
+    with pytest.raises(OverflowError, match=f"id {2**63} \\(position 0\\)"):
+        geoflash.Index((np.array([2**63, 1], dtype=np.uint64), boxes[:, :2], boxes[:, 2:]))
+    with pytest.raises(OverflowError, match=f"id {big}"):
+        geoflash.Index([(big, (0, 0, 1, 1), None)])
+    idx = geoflash.Index()
+    for bad in (np.uint64(big), big, 2**63, -(2**63) - 1):
+        with pytest.raises(OverflowError, match=f"id {int(bad)}"):
+            idx.insert(bad, (0, 0, 1, 1))
+        with pytest.raises(OverflowError, match=f"id {int(bad)}"):
+            idx.insert(bad, (0, 0, 1, 1), obj="x")
+        with pytest.raises(OverflowError, match=f"id {int(bad)}"):
+            idx.delete(bad, (0, 0, 1, 1))
+    assert len(idx) == 0
+    # uint64 ids within int64 and the int64 extremes come back as given.
+    ok = geoflash.Index.from_arrays(np.array([2**63 - 1, 7], dtype=np.uint64), boxes)
+    assert sorted(ok.intersection((0, 0, 3, 3))) == [7, 2**63 - 1]
+    idx.insert(-(2**63), (0, 0, 1, 1))
+    idx.insert(np.uint64(2**63 - 1), (2, 2, 3, 3))
+    assert sorted(idx.intersection((0, 0, 3, 3))) == [-(2**63), 2**63 - 1]
+
+
 @pytest.mark.parametrize("ids,boxes,match", [
     (None, np.zeros((3, 3)), "N×4"),
     (None, np.zeros(4), "N×4"),

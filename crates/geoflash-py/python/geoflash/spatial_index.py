@@ -137,6 +137,43 @@ def _as_int(value: Any, what: str = "id") -> int:
         raise RTreeError(f"{what} must be an integer, not {type(value).__name__}") from None
 
 
+#: The range of the ids geoflash stores (int64, as rtree's).
+_ID_MIN, _ID_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _out_of_range(id_: int, where: str = "") -> OverflowError:
+    return OverflowError(
+        f"id {id_}{where} is outside the range of ids, int64 "
+        f"[-2**63, 2**63 - 1]: it would not come back as the same id"
+    )
+
+
+def _as_id(value: Any) -> int:
+    """An id: an integer (``__index__``) in the int64 range; one beyond it
+    raises OverflowError naming it (it would wrap to another id)."""
+    i = _as_int(value)
+    if not _ID_MIN <= i <= _ID_MAX:
+        raise _out_of_range(i)
+    return i
+
+
+def _int64_ids(ids: np.ndarray) -> np.ndarray:
+    """A 1-D array of integer ids (any integer dtype, or Python integers in
+    an object array) as contiguous int64, without wrapping: an id outside
+    the int64 range (a uint64 above 2**63 - 1 would become a negative id)
+    raises OverflowError naming it and its position."""
+    if ids.dtype == object:
+        return np.array([_as_id(v) for v in ids], dtype=np.int64)
+    if not np.issubdtype(ids.dtype, np.integer):
+        raise RTreeError(f"ids must be integers, not {ids.dtype}")
+    if ids.dtype.kind == "u" and ids.dtype.itemsize >= 8 and ids.size:
+        over = np.flatnonzero(ids > np.uint64(_ID_MAX))
+        if len(over):
+            p = int(over[0])
+            raise _out_of_range(int(ids[p]), f" (position {p})")
+    return np.ascontiguousarray(ids, dtype=np.int64)
+
+
 def _real_array(value: Any, what: str) -> np.ndarray:
     a = np.asarray(value)
     if not np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.complexfloating):
@@ -358,12 +395,12 @@ class Index:
         ids, mins, maxs = arrays
         mins, maxs = _v_arrays(mins, maxs)
         i = np.asarray(ids)
-        if not np.issubdtype(i.dtype, np.integer):
+        if i.dtype != object and not np.issubdtype(i.dtype, np.integer):
             raise RTreeError(f"ids must be integers, not {i.dtype}")
         if i.ndim != 1 or len(i) != len(mins):
             raise ValueError("index and point counts different")
         return (
-            np.ascontiguousarray(i, dtype=np.int64),
+            _int64_ids(i),
             np.ascontiguousarray(np.hstack([mins, maxs]), dtype=np.float64),
         )
 
@@ -413,7 +450,7 @@ class Index:
                 raise RTreeError(
                     f"stream item {n} is not an (id, coordinates, obj) triple"
                 ) from None
-            ids.append(_as_int(id_))
+            ids.append(_as_id(id_))
             boxes.append(self._box(coords))
             data = self._pickled(obj)
             any_obj = any_obj or data is not None
@@ -466,9 +503,7 @@ class Index:
             i = np.asarray(ids)
             if i.ndim != 1 or len(i) != len(b):
                 raise RTreeError(f"ids must be a 1-D array of {len(b)} integers, not of shape {i.shape}")
-            if not np.issubdtype(i.dtype, np.integer):
-                raise RTreeError(f"ids must be integers, not {i.dtype}")
-            i = np.ascontiguousarray(i, dtype=np.int64)
+            i = _int64_ids(i)
         return cls._with_core(options, lambda self, p: self._bulk_core(p, i, b, None), path)
 
     @classmethod
@@ -552,14 +587,14 @@ class Index:
         if obj is None and self._core.insert_plain(id, coordinates, self.interleaved):
             return
         box = self._box(coordinates)
-        self._core.insert(_as_int(id), *box, self._pickled(obj))
+        self._core.insert(_as_id(id), *box, self._pickled(obj))
 
     add = insert
 
     def delete(self, id: int, coordinates: Any) -> None:
         """Deletes one entry with ``id`` and exactly these coordinates
         (nothing happens if there is none, as in ``rtree``)."""
-        self._core.delete(_as_int(id), *self._box(coordinates))
+        self._core.delete(_as_id(id), *self._box(coordinates))
 
     def intersection(self, coordinates: Any, objects: Any = False) -> Iterator[Any]:
         """Ids (or ``Item``s with ``objects=True``, the objects with

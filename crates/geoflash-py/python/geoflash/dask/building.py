@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from ..spatial_index import _int64_ids
 from . import catalogue, worker
 from .cluster import get_client, worker_addresses
 from .partitioning import HilbertPartitioner, KDPartitioner
@@ -52,9 +53,10 @@ def _array_input(data: Any, ids: Any) -> tuple:
         i = np.asarray(ids)
         if i.ndim != 1 or len(i) != len(b):
             raise ValueError(f"ids must be a 1-D array of {len(b)} integers, not of shape {i.shape}")
-        if len(i) and not np.issubdtype(i.dtype, np.integer):
+        if len(i) and i.dtype != object and not np.issubdtype(i.dtype, np.integer):
             raise ValueError(f"ids must be integers, not {i.dtype}")
-        i = i.astype(np.int64)
+        # int64 without wrapping: an id beyond it raises OverflowError naming it.
+        i = _int64_ids(i) if len(i) else i.astype(np.int64)
         if len(np.unique(i)) != len(i):
             raise ValueError("ids must be unique: every object is found, updated and joined by its id")
     return i, b
