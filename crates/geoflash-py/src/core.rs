@@ -32,6 +32,12 @@ struct State {
     writable: bool,
     /// The batch `with index.batch():` opened, until it ends.
     batch: Option<OpenBatch>,
+    /// The process that created or opened the index. After `os.fork()` the
+    /// child holds a copy of this state, the directory's lock included
+    /// (the lock belongs to the open file, which both processes share): a
+    /// write or a checkpoint from the child would overwrite what the
+    /// parent writes, so only the owner writes ([`State::check_owner`]).
+    owner: u32,
 }
 
 impl State {
@@ -47,7 +53,31 @@ impl State {
             records,
             writable,
             batch: None,
+            owner: std::process::id(),
         }
+    }
+
+    /// True when this process may write the index: it opened it, or the
+    /// index lives in memory only (a forked child has its own copy of that).
+    fn owned(&self) -> bool {
+        self.index.dir().is_none() || std::process::id() == self.owner
+    }
+
+    /// Refuses a write (or checkpoint) of an index in a directory opened
+    /// for writing by another process: a child made by `os.fork()`.
+    fn check_owner(&self) -> Result<()> {
+        if !self.writable || self.owned() {
+            return Ok(());
+        }
+        let dir = self.index.dir().map(Path::display);
+        Err(Error::invalid(format!(
+            "geoflash index {} was opened for writing by process {}; a forked child (process {}) cannot \
+             write it (both would write the same files): close this copy in the child (close() writes \
+             nothing there) and open the index again once the parent has closed it",
+            dir.map_or_else(String::new, |d| d.to_string()),
+            self.owner,
+            std::process::id()
+        )))
     }
 
     /// Saves the record map, then checkpoints the engine (in this order, so
@@ -56,6 +86,7 @@ impl State {
         if !self.writable {
             return Ok(());
         }
+        self.check_owner()?;
         if let Some(dir) = self.index.dir() {
             self.records.save(dir)?;
         }
@@ -328,12 +359,16 @@ impl Core {
         self.inner.read().map_err(|_| poisoned())
     }
 
-    /// Runs `f` on the open state, exclusively. Errors become Python
-    /// exceptions after the lock is released ([`to_py`] takes the GIL).
+    /// Runs `f`, a change, on the open state, exclusively; refused in a
+    /// forked child of the process that opened the index for writing
+    /// ([`State::check_owner`]). Errors become Python exceptions after the
+    /// lock is released ([`to_py`] takes the GIL).
     fn with<R>(&self, f: impl FnOnce(&mut State) -> Result<R>) -> PyResult<R> {
         let run = || {
             let mut guard = self.lock()?;
-            f(guard.as_mut().ok_or_else(closed)?)
+            let st = guard.as_mut().ok_or_else(closed)?;
+            st.check_owner()?;
+            f(st)
         };
         run().map_err(to_py)
     }
@@ -980,9 +1015,15 @@ impl Core {
     }
 
     /// Checkpoints (when writable) and closes; later calls raise ValueError.
+    /// In a forked child of the process that opened the index for writing
+    /// it only drops the child's copy, writing nothing.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let state = self.lock().map_err(to_py)?.take();
         if let Some(mut st) = state {
+            if !st.owned() {
+                drop(st);
+                return Ok(());
+            }
             py.allow_threads(move || -> Result<()> {
                 st.checkpoint()?;
                 st.index.close()
@@ -1025,11 +1066,14 @@ impl Core {
 
 impl Drop for Core {
     /// An index dropped without `close()` is checkpointed (errors are lost:
-    /// call `close()` to see them).
+    /// call `close()` to see them); in a forked child of the process that
+    /// opened it for writing, nothing is written.
     fn drop(&mut self) {
         if let Ok(inner) = self.inner.get_mut() {
             if let Some(mut st) = inner.take() {
-                let _ = st.checkpoint();
+                if st.owned() {
+                    let _ = st.checkpoint();
+                }
             }
         }
     }
