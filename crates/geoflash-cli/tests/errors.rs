@@ -593,3 +593,30 @@ fn deeply_nested_or_non_finite_wkt_is_bad_input_naming_the_record() {
         );
     }
 }
+
+/// Issue 44, item 11: `bench --check` applies the run's limit on a step's
+/// operations (a mixed step of 10^14 operations passed the check, then the
+/// run aborted allocating 100 TB): exit 2 naming file, line and key, and
+/// the run refuses the same file the same way.
+#[test]
+fn bench_check_refuses_a_step_the_run_would_refuse() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let w = dir.path().join("huge.toml");
+    std::fs::write(
+        &w,
+        "name = \"huge\"\n\
+         [[dataset]]\nname = \"u\"\ngenerator = \"uniform\"\ngeometry = \"box\"\ncount = 100\n\
+         [[index]]\nname = \"r\"\nstore = \"plain\"\ndevice = \"mem:\"\n\
+         [[step]]\nkind = \"build\"\nfraction = 0.5\n\
+         [[step]]\nkind = \"mixed\"\noperations = 100000000000000\ninsert_ratio = 0.0\n",
+    )
+    .unwrap();
+    let results = dir.path().join("r.sqlite");
+    let want = ["huge.toml", "line 16", "operations", "one step may run"];
+    fails(
+        &["bench", s(&w), "--results", s(&results), "--check"],
+        2,
+        &want,
+    );
+    fails(&["bench", s(&w), "--results", s(&results)], 2, &want);
+}

@@ -28,6 +28,8 @@ impl Exec<'_> {
             )));
         };
         let label = step.kind();
+        // The parser's limit, again before the plan and windows are allocated.
+        crate::workload::step_operations(*operations as u64, "operations")?;
         let bar = self.bar.clone();
         let mut rng = ChaCha8Rng::seed_from_u64(*seed);
         let plan: Vec<bool> = (0..*operations)

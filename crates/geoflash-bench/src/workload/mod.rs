@@ -39,8 +39,9 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use model::step_operations;
 pub use model::{
     predicate_name, BuildMethod, Configuration, DatasetConfig, DatasetSource, EfindParams,
     FastParams, GridParams, IndexConfig, IndexFamily, MixedQuery, Scale, Step, WindowSource,
-    Workload, INDEX_KINDS,
+    Workload, INDEX_KINDS, MAX_STEP_OPERATIONS,
 };

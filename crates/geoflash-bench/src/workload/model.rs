@@ -371,6 +371,27 @@ pub enum Step {
     },
 }
 
+/// The most operations (queries or inserts) one step runs: a step holds
+/// its plan and its query windows in memory (a mixed step about 33 bytes
+/// per operation, so some 3.3 GB at this limit), and a count beyond it is
+/// a typo, not an experiment (the shipped workloads stay below 10^6).
+pub const MAX_STEP_OPERATIONS: u64 = 100_000_000;
+
+/// The `n` operations (`what`: the key that sets them) of a step, refused
+/// beyond [`MAX_STEP_OPERATIONS`]. One check shared by the parser, so that
+/// `geoflash bench --check` refuses what the run would, and by the runner,
+/// before it allocates a step's plan and windows (a mixed step of 10^14
+/// operations used to pass `--check` and abort allocating 100 TB).
+pub fn step_operations(n: u64, what: &str) -> Result<usize> {
+    if n > MAX_STEP_OPERATIONS {
+        return Err(Error::invalid(format!(
+            "{what} = {n} is more than the {MAX_STEP_OPERATIONS} operations one step may run \
+             (a step holds its plan and query windows in memory)"
+        )));
+    }
+    usize::try_from(n).map_err(|_| Error::invalid(format!("{what} = {n} is too large")))
+}
+
 impl Step {
     /// The step's kind as written in workload files.
     pub fn kind(&self) -> &'static str {

@@ -293,3 +293,38 @@ fn missing_files_and_steps() {
     let e = parse(cut).unwrap_err().to_string();
     assert!(e.contains("no [[step]]"), "{e}");
 }
+
+/// Issue 44, item 11: a step of more operations than the runner may hold
+/// (a mixed step of 10^14 operations passed `--check`, then aborted
+/// allocating 100 TB) is refused by the parser, so by `--check`, naming
+/// line and key; the limit itself is accepted.
+#[test]
+fn steps_beyond_the_operations_limit_are_refused_at_parse() {
+    let huge = 100_000_000_000_000u64;
+    for (step, line) in [
+        (format!("kind = \"mixed\"\noperations = {huge}"), "line 41"),
+        (
+            format!("kind = \"mixed\"\noperations = {{ smoke = {huge} }}"),
+            "line 41",
+        ),
+        (
+            format!("kind = \"range_queries\"\nselectivity = \"1%\"\ncount = {huge}"),
+            "line 42",
+        ),
+        (format!("kind = \"knn\"\ncount = {huge}"), "line 41"),
+        (
+            format!("kind = \"crash_and_recover\"\noperations = {huge}"),
+            "line 41",
+        ),
+    ] {
+        let text = format!("{GOOD}\n[[step]]\n{step}\n");
+        let e = parse(&text).unwrap_err();
+        let m = e.to_string();
+        assert!(e.is_user_error(), "{m}");
+        assert!(m.contains(line) && m.contains("step[3]"), "{step}: {m}");
+        assert!(m.contains("100000000 operations one step may run"), "{m}");
+    }
+    let at = format!("{GOOD}\n[[step]]\nkind = \"mixed\"\noperations = {MAX_STEP_OPERATIONS}\n");
+    parse(&at).unwrap();
+    assert!(crate::workload::step_operations(MAX_STEP_OPERATIONS + 1, "operations").is_err());
+}

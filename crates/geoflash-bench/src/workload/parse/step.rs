@@ -9,7 +9,7 @@ use geoflash::{Error, Result};
 use super::values::{as_selectivity, as_uint, Ctx};
 use super::{RawStep, Val};
 use crate::windows::Placement;
-use crate::workload::model::{BuildMethod, MixedQuery, Step, WindowSource};
+use crate::workload::model::{step_operations, BuildMethod, MixedQuery, Step, WindowSource};
 
 /// Every step kind with the keys it takes.
 const STEP_KEYS: &[(&str, &[&str])] = &[
@@ -141,11 +141,11 @@ pub(super) fn parse_step(cx: &Ctx, s: &RawStep, i: usize, base: &Path) -> Result
             None => dflt,
             Some(v) => cx.scaled(v, &key("count"))?,
         };
+        let span = s.count.as_ref().map(|v| v.span()).unwrap_or(0..0);
         if n == 0 {
-            let span = s.count.as_ref().map(|v| v.span()).unwrap_or(0..0);
             return Err(cx.err(&span, &key("count"), "must be at least 1"));
         }
-        usize::try_from(n).map_err(|_| Error::invalid("count too large"))
+        cx.at(&span, &key("count"), step_operations(n, "count"))
     };
     Ok(match kind {
         "build" => {
@@ -286,7 +286,14 @@ pub(super) fn parse_step(cx: &Ctx, s: &RawStep, i: usize, base: &Path) -> Result
                         "mixed needs a number of operations",
                     ))
                 }
-                Some(v) => cx.scaled(v, &key("operations"))?,
+                Some(v) => {
+                    let n = cx.scaled(v, &key("operations"))?;
+                    cx.at(
+                        &v.span(),
+                        &key("operations"),
+                        step_operations(n, "operations"),
+                    )?
+                }
             };
             let ratio = match &s.insert_ratio {
                 None => 0.5,
@@ -320,8 +327,7 @@ pub(super) fn parse_step(cx: &Ctx, s: &RawStep, i: usize, base: &Path) -> Result
                 },
             };
             Step::Mixed {
-                operations: usize::try_from(operations)
-                    .map_err(|_| Error::invalid("operations too large"))?,
+                operations,
                 insert_ratio: ratio,
                 selectivity,
                 predicate,
@@ -354,12 +360,16 @@ pub(super) fn parse_step(cx: &Ctx, s: &RawStep, i: usize, base: &Path) -> Result
         _ => {
             let operations = match &s.operations {
                 None => 0,
-                Some(v) => cx.scaled(v, &key("operations"))?,
+                Some(v) => {
+                    let n = cx.scaled(v, &key("operations"))?;
+                    cx.at(
+                        &v.span(),
+                        &key("operations"),
+                        step_operations(n, "operations"),
+                    )?
+                }
             };
-            Step::CrashAndRecover {
-                operations: usize::try_from(operations)
-                    .map_err(|_| Error::invalid("operations too large"))?,
-            }
+            Step::CrashAndRecover { operations }
         }
     })
 }
