@@ -488,6 +488,24 @@ fn stopped(f: &Failure) -> Option<(u64, u64)> {
     f.error.downcast_ref::<Stopped>().map(|s| (s.done, s.total))
 }
 
+/// An operation of [`apply_all`] failed after `done` of `total` operations
+/// had been applied (the error of its [`Failure`], with the failing
+/// operation's exit code).
+#[derive(Debug)]
+struct FailedAt {
+    done: u64,
+    total: u64,
+    message: String,
+}
+
+impl std::fmt::Display for FailedAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for FailedAt {}
+
 /// The failure of a build of `dir` that failed with `f`: when Ctrl-C
 /// stopped it, exit code 130 and what it left (nothing: the staging
 /// directory is removed, no index is published).
@@ -526,15 +544,40 @@ fn change_applied(
         Ok(done) => return Ok(done),
         Err(f) => f,
     };
-    let Some((done, total)) = stopped(&f) else {
-        return Err(f);
-    };
-    index.checkpoint()?;
     let (verb, dir) = match label {
         "delete" => ("deleted from", index.dir()),
         _ => ("inserted into", index.dir()),
     };
     let dir = dir.map_or_else(String::new, |d| d.display().to_string());
+    if let Some(fa) = f.error.downcast_ref::<FailedAt>() {
+        // Issue 44, item 8: what was applied before the failure is made
+        // durable, so readers need no writer's recovery, and said exactly.
+        let (done, total) = (fa.done, fa.total);
+        let error = match index.checkpoint() {
+            Ok(()) => anyhow::anyhow!(
+                "{fa}; the {done} records before it were {verb} {dir} and are durable (checkpointed); \
+                 the other {} were not applied",
+                total - done
+            ),
+            Err(e) => {
+                return Err(Failure {
+                    code: 1,
+                    error: anyhow::anyhow!(
+                        "{fa}; checkpointing the {done} records {verb} {dir} before it failed too ({e}): \
+                         run `geoflash recover --index {dir}` to make what is in the log durable"
+                    ),
+                })
+            }
+        };
+        return Err(Failure {
+            code: f.code,
+            error,
+        });
+    }
+    let Some((done, total)) = stopped(&f) else {
+        return Err(f);
+    };
+    index.checkpoint()?;
     Err(Failure {
         code: 130,
         error: anyhow::anyhow!(
@@ -678,11 +721,15 @@ fn apply_all_acked<T>(
                 let e = index.locate(e);
                 Failure {
                     code: if e.is_user_error() { 2 } else { 1 },
-                    error: anyhow::anyhow!(
-                        "{what} of object {id} (record {} of {}) failed after {done} operations: {e}",
-                        done + 1,
-                        input.display()
-                    ),
+                    error: anyhow::Error::new(FailedAt {
+                        done,
+                        total,
+                        message: format!(
+                            "{what} of object {id} (record {} of {}) failed after {done} operations: {e}",
+                            done + 1,
+                            input.display()
+                        ),
+                    }),
                 }
             })?;
             done += 1;
