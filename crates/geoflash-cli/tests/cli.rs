@@ -2032,3 +2032,73 @@ fn an_index_missing_a_file_is_refused_and_not_recreated() {
         }
     }
 }
+
+/// Issue 44, messages: a query while a build of the index is running says
+/// that the build is running, not that `recover` should finish it (which it
+/// says once the build was killed); a query while another process writes
+/// the index says that process is writing it.
+#[test]
+fn a_query_during_a_running_build_or_insert_says_it_is_being_written() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 200_000);
+    let idx = dir.path().join("idx");
+    let staging = dir.path().join(".idx.building");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_geoflash"))
+        .args([
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(&idx),
+            "--device",
+            "file?direct=false",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The build by insertion writes its manifest into the staging
+    // directory at its start.
+    wait_for(&staging.join("manifest.json"));
+    let out = geoflash(&["query", "--index", s(&idx), "--window", "0,0,1,1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(child.try_wait().unwrap().is_none(), "the build ended early");
+    assert!(
+        err.contains("is running") && !err.contains("recover"),
+        "{err}"
+    );
+    child.kill().unwrap(); // SIGKILL: now it is an interrupted build
+    child.wait().unwrap();
+    let out = geoflash(&["query", "--index", s(&idx), "--window", "0,0,1,1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("geoflash recover"), "{err}");
+    ok(geoflash(&["recover", "--index", s(&idx)]));
+
+    // An insert (another process) holds the index: a reader is told so.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_geoflash"))
+        .args(["insert", "--index", s(&idx), "--input", s(&data)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let err = loop {
+        let out = geoflash(&["query", "--index", s(&idx), "--window", "0,0,1,1"]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        if err.contains("locked") {
+            break err;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none() && start.elapsed().as_secs() < 60,
+            "the insert never held the index: {err}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        err.contains("another process that is writing it") && !err.contains("geoflash recover"),
+        "{err}"
+    );
+}

@@ -198,6 +198,62 @@ pub struct DirLock {
     _file: File,
     path: PathBuf,
     access: Access,
+    /// The lock file's canonical path, as [`HELD`] records it.
+    key: PathBuf,
+}
+
+/// The locks this process holds (the lock file's canonical path and how),
+/// so that a lock refused because this very process holds it says so
+/// rather than blaming "another process" (the advisory lock belongs to an
+/// open file, so a second open of the same directory in one process is
+/// refused like one from another process).
+static HELD: std::sync::Mutex<Vec<(PathBuf, Access)>> = std::sync::Mutex::new(Vec::new());
+
+fn held() -> std::sync::MutexGuard<'static, Vec<(PathBuf, Access)>> {
+    HELD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How this process holds the lock file `key`, if it does (a writer over readers).
+fn held_here(key: &Path) -> Option<Access> {
+    let held = held();
+    let mut found = None;
+    for (k, a) in held.iter() {
+        if k == key {
+            found = Some(match (found, *a) {
+                (Some(Access::Write), _) | (_, Access::Write) => Access::Write,
+                _ => Access::Read,
+            });
+        }
+    }
+    found
+}
+
+/// The error for a lock on `dir` refused as `access` wants it, saying who
+/// holds it: this process (`here`), or another one, which for a reader is
+/// a writer at work (nothing to recover).
+fn lock_refused(dir: &Path, access: Access, here: Option<Access>) -> Error {
+    let dir = dir.display();
+    Error::invalid(match (here, access) {
+        (Some(Access::Write), _) => format!(
+            "{dir} is locked by this process, which already has it open for writing: \
+             use that index, or close it before opening the directory again \
+             (one writer or many readers at a time)"
+        ),
+        (Some(Access::Read), _) => format!(
+            "{dir} is locked by this process, which has it open read-only: \
+             close that index before opening the directory for writing \
+             (one writer or many readers at a time)"
+        ),
+        (None, Access::Read) => format!(
+            "{dir} is locked by another process that is writing it (a build, insert, delete, \
+             checkpoint or recover, or a program that opened it for writing): \
+             it can be read once that process has closed it"
+        ),
+        (None, Access::Write) => format!(
+            "{dir} is locked by another process that has it open (a writer, or readers such as \
+             a query): one writer or many readers at a time; try again once it has closed it"
+        ),
+    })
 }
 
 impl DirLock {
@@ -231,20 +287,20 @@ impl DirLock {
             Access::Write => file.try_lock(),
             Access::Read => file.try_lock_shared(),
         };
+        let key = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
         match res {
-            Ok(()) => Ok(DirLock {
-                _file: file,
-                path,
-                access,
-            }),
-            Err(std::fs::TryLockError::WouldBlock) => Err(Error::invalid(format!(
-                "{} is locked by another process ({}): one writer or many readers at a time",
-                dir.display(),
-                match access {
-                    Access::Write => "a reader or a writer has it open",
-                    Access::Read => "a writer has it open",
-                }
-            ))),
+            Ok(()) => {
+                held().push((key.clone(), access));
+                Ok(DirLock {
+                    _file: file,
+                    path,
+                    access,
+                    key,
+                })
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                Err(lock_refused(dir, access, held_here(&key)))
+            }
             Err(std::fs::TryLockError::Error(e)) => Err(io(&path, e)),
         }
     }
@@ -257,6 +313,18 @@ impl DirLock {
     /// Path of the lock file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        let mut held = held();
+        if let Some(i) = held
+            .iter()
+            .position(|(k, a)| *k == self.key && *a == self.access)
+        {
+            held.swap_remove(i);
+        }
     }
 }
 
@@ -336,7 +404,37 @@ mod tests {
         let w = DirLock::acquire(dir.path(), Access::Write).unwrap();
         assert!(DirLock::acquire(dir.path(), Access::Write).is_err());
         assert!(DirLock::acquire(dir.path(), Access::Read).is_err());
+        // Issue 44: a lock this process holds is not blamed on another one.
+        for access in [Access::Write, Access::Read] {
+            let e = DirLock::acquire(dir.path(), access)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("locked by this process, which already has it open for writing")
+                    && !e.contains("another process"),
+                "{e}"
+            );
+        }
         drop(w);
+        let r = DirLock::acquire(dir.path(), Access::Read).unwrap();
+        let e = DirLock::acquire(dir.path(), Access::Write)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("locked by this process, which has it open read-only"),
+            "{e}"
+        );
+        drop(r);
+        // The messages for a lock another process holds.
+        let e = lock_refused(dir.path(), Access::Read, None).to_string();
+        assert!(
+            e.contains("another process that is writing it") && !e.contains("recover --"),
+            "{e}"
+        );
+        let e = lock_refused(dir.path(), Access::Write, None).to_string();
+        assert!(e.contains("another process that has it open"), "{e}");
+        // Every lock dropped, the directory is free again.
+        assert!(held_here(&std::fs::canonicalize(dir.path().join(LOCK_FILE)).unwrap()).is_none());
         let r1 = DirLock::acquire(dir.path(), Access::Read).unwrap();
         let _r2 = DirLock::acquire(dir.path(), Access::Read).unwrap();
         assert!(DirLock::acquire(dir.path(), Access::Write).is_err());

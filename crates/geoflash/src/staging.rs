@@ -292,10 +292,24 @@ pub fn adopt_interrupted(target: &Path) -> Result<Option<PathBuf>> {
     Ok(Some(dir))
 }
 
-/// A hint for opening `target` when it holds no index but an interrupted
-/// build left one in its staging directory (`None` otherwise).
+/// A hint for opening `target` when it holds no index: a build of it is
+/// running (its staging directory is locked by a writer), or an
+/// interrupted build left an index in its staging directory (`None`
+/// otherwise). A running build is never taken for an interrupted one.
 pub fn interrupted_hint(target: &Path) -> Option<String> {
     let dir = staging_dir(target).ok()?;
+    if !dir.is_dir() {
+        return None;
+    }
+    // A live build holds its staging directory's write lock.
+    if let Err(Error::InvalidInput(_)) = DirLock::acquire(&dir, Access::Read) {
+        return Some(format!(
+            "; a build of {} is running (in {}): the index appears under {} when it finishes",
+            target.display(),
+            dir.display(),
+            target.display()
+        ));
+    }
     holds_index(&dir).then(|| {
         format!(
             "; an interrupted build left an index in {}: `geoflash recover --index {}` finishes it",
@@ -375,6 +389,12 @@ mod tests {
         let e = Staging::begin(&target, &spec("mem:")).unwrap_err();
         assert!(e.to_string().contains("is running"), "{e}");
         assert!(adopt_interrupted(&target).is_err());
+        // Issue 44: a running build is not taken for an interrupted one.
+        let hint = interrupted_hint(&target).unwrap();
+        assert!(
+            hint.contains("is running") && !hint.contains("recover"),
+            "{hint}"
+        );
         drop(lock);
         // Killed (the lock is free): refused with the way out.
         let e = Staging::begin(&target, &spec("mem:")).unwrap_err();
