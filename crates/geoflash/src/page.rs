@@ -471,7 +471,21 @@ pub fn decode_header(buf: &[u8], page: Option<u64>) -> Result<PageHeader> {
         return Err(corrupt(page, what));
     }
     let version = get_u16(buf, OFF_VERSION).ok_or_else(|| short(page))?;
+    let stored = get_u32(buf, OFF_CHECKSUM).ok_or_else(|| short(page))?;
+    let actual = compute_checksum(buf);
     if version > FORMAT_VERSION {
+        // A newer build's page still carries this checksum over its bytes;
+        // a damaged version field does not (issue 44: a flipped version
+        // was reported as a newer format, naming no file).
+        if stored != actual {
+            return Err(corrupt(
+                page,
+                format!(
+                    "format version {version} (this build reads {FORMAT_VERSION}) and checksum mismatch \
+                     (stored {stored:#010x}, computed {actual:#010x}): the page is damaged"
+                ),
+            ));
+        }
         return Err(Error::UnsupportedVersion {
             found: version,
             supported: FORMAT_VERSION,
@@ -480,8 +494,6 @@ pub fn decode_header(buf: &[u8], page: Option<u64>) -> Result<PageHeader> {
     if version == 0 {
         return Err(corrupt(page, "format version 0 does not exist"));
     }
-    let stored = get_u32(buf, OFF_CHECKSUM).ok_or_else(|| short(page))?;
-    let actual = compute_checksum(buf);
     if stored != actual {
         return Err(corrupt(
             page,

@@ -46,6 +46,8 @@ mod operations;
 mod options;
 mod spatial;
 #[cfg(test)]
+mod damage_tests;
+#[cfg(test)]
 mod tests;
 
 pub use batch::{BatchDurability, OpenBatch};
