@@ -1057,7 +1057,16 @@ fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<()
         stream()?,
         a.fill.unwrap_or(1.0),
         &config,
-    )?;
+    )
+    .map_err(|e| match e {
+        // The load's errors about records ("record N: ...", a duplicate id)
+        // name the record but not the file: put it in front, as the CSV
+        // reader's own errors have it.
+        Error::InvalidInput(m) if m.starts_with("record ") => {
+            Error::invalid(format!("{}: {m}", a.input.display()))
+        }
+        e => e,
+    })?;
     eprintln!(
         "bounded-memory bulk load: {} records, {} sorted runs, {} merge passes, {} bytes spilled",
         report.records, report.runs, report.merge_passes, report.bytes_spilled

@@ -620,3 +620,63 @@ fn bench_check_refuses_a_step_the_run_would_refuse() {
     );
     fails(&["bench", s(&w), "--results", s(&results)], 2, &want);
 }
+
+/// Issue 44, messages: a duplicate id in a bounded-memory bulk load names
+/// the input file and both records; a buffer whose automatic log does not
+/// fit the log file talks about the buffer, not about a log never sized.
+#[test]
+fn external_bulk_duplicates_and_huge_buffers_are_named() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("dup.csv");
+    write_rects(&data, 3000);
+    let mut text = std::fs::read_to_string(&data).unwrap();
+    text.push_str("17,5,5,6,6\n");
+    std::fs::write(&data, text).unwrap();
+    let idx = dir.path().join("idx");
+    fails(
+        &[
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(&idx),
+            "--bulk",
+            "hilbert",
+            "--memory",
+            "64KiB",
+            "--device",
+            "file?direct=false",
+        ],
+        2,
+        &[
+            "dup.csv: record 3001: object id 17 appears twice",
+            "also record 17",
+        ],
+    );
+    assert!(!idx.exists());
+    let one = dir.path().join("one.csv");
+    write_rects(&one, 10);
+    for store in ["efind", "fast"] {
+        fails(
+            &[
+                "build",
+                "--input",
+                s(&one),
+                "--index",
+                s(&idx),
+                "--store",
+                store,
+                "--buffer",
+                "1TiB",
+                "--device",
+                "file?direct=false",
+            ],
+            2,
+            &[
+                "buffer (memory budget) is too large",
+                "give a buffer of at most",
+            ],
+        );
+        assert!(!idx.exists(), "{store}");
+    }
+}

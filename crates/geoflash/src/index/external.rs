@@ -10,9 +10,10 @@
 //!    (the domain is that extent, as in [`RTree::bulk_load`]);
 //! 2. records are read in chunks that fit the budget, each chunk sorted by
 //!    (Hilbert value of the rectangle's centre, object id) and written as a
-//!    sorted run; the object ids of the chunk are sorted and written as a
-//!    second run, so duplicate ids are found by merging those (no id set in
-//!    memory);
+//!    sorted run; the object ids of the chunk, each with its position in
+//!    the input, are sorted and written as a second run, so duplicate ids
+//!    are found by merging those (no id set in memory), and the error names
+//!    both records;
 //! 3. runs are merged with a fan-in that fits the budget (several passes
 //!    when there are many runs);
 //! 4. the merged stream is cut into leaves in order, bottom-up: each node is
@@ -54,8 +55,9 @@ pub const MIN_MEMORY_BUDGET: usize = 16 * 1024;
 /// Bytes of one merge reader's buffer (the fan-in is the budget divided by this).
 const READ_BUFFER: usize = 8 * 1024;
 
-/// Bytes one record costs while a run is formed (the keyed record plus its id).
-const RUN_RECORD_COST: usize = KEYED_BYTES + 8;
+/// Bytes one record costs while a run is formed (the keyed record plus its
+/// id and position).
+const RUN_RECORD_COST: usize = KEYED_BYTES + 16;
 
 /// Settings of [`RTree::bulk_load_external`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,13 +107,16 @@ fn le_f64(b: &[u8], at: usize) -> f64 {
     f64::from_bits(le_u64(b, at))
 }
 
-impl Fixed for u64 {
-    const BYTES: usize = 8;
+/// An object id and the record's position in the input (0-based); ordered
+/// by id, then position.
+impl Fixed for (u64, u64) {
+    const BYTES: usize = 16;
     fn put(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_le_bytes());
+        out.extend_from_slice(&self.0.to_le_bytes());
+        out.extend_from_slice(&self.1.to_le_bytes());
     }
     fn get(b: &[u8]) -> Result<Self> {
-        Ok(le_u64(b, 0))
+        Ok((le_u64(b, 0), le_u64(b, 8)))
     }
 }
 
@@ -497,16 +502,14 @@ impl<S: NodeStore> RTree<S> {
             .max(2);
 
         // Duplicate ids: merge the id runs and compare neighbours.
-        let (id_runs, _) = reduce_runs::<u64>(&mut spill, id_runs, fan_in, READ_BUFFER)?;
-        let mut ids: Merge<u64> = Merge::open(&id_runs, READ_BUFFER)?;
-        let mut prev: Option<u64> = None;
-        while let Some(id) = ids.next_rec()? {
-            if prev == Some(id) {
-                return Err(Error::invalid(format!(
-                    "object id {id} appears twice in the bulk-load input (object ids must be unique)"
-                )));
+        let (id_runs, _) = reduce_runs::<(u64, u64)>(&mut spill, id_runs, fan_in, READ_BUFFER)?;
+        let mut ids: Merge<(u64, u64)> = Merge::open(&id_runs, READ_BUFFER)?;
+        let mut prev: Option<(u64, u64)> = None;
+        while let Some((id, at)) = ids.next_rec()? {
+            if let Some((_, first)) = prev.filter(|p| p.0 == id) {
+                return Err(duplicate_record(id, first, at));
             }
-            prev = Some(id);
+            prev = Some((id, at));
         }
         drop(ids);
         for p in &id_runs {
@@ -601,9 +604,22 @@ impl<S: NodeStore> RTree<S> {
     }
 }
 
+/// The error for object `id` found at input positions `first` and `again`
+/// (0-based): "record N: ..." with the 1-based record numbers, so that a
+/// front end can put its input file in front (the command line does).
+pub(crate) fn duplicate_record(id: u64, first: u64, again: u64) -> Error {
+    Error::invalid(format!(
+        "record {}: object id {id} appears twice in the bulk-load input (it is also record {}; \
+         object ids must be unique)",
+        again + 1,
+        first + 1
+    ))
+}
+
 /// Reads `input` in chunks of `run_len` records, validates them, and writes
 /// each chunk sorted by (Hilbert value, id) as a record run and its sorted
-/// ids as an id run. Returns the record runs, the id runs and the count.
+/// (id, position) pairs as an id run. Returns the record runs, the id runs
+/// and the count.
 fn form_runs(
     spill: &mut Spill,
     input: impl Iterator<Item = Result<(u64, Rect)>>,
@@ -614,7 +630,7 @@ fn form_runs(
     let mut runs = Vec::new();
     let mut id_runs = Vec::new();
     let mut chunk: Vec<Keyed> = Vec::with_capacity(run_len);
-    let mut ids: Vec<u64> = Vec::with_capacity(run_len);
+    let mut ids: Vec<(u64, u64)> = Vec::with_capacity(run_len);
     let mut count = 0u64;
     let mut input = input.peekable();
     while input.peek().is_some() {
@@ -638,7 +654,7 @@ fn form_runs(
                     payload,
                 },
             });
-            ids.push(id);
+            ids.push((id, count + ids.len() as u64));
         }
         count += chunk.len() as u64;
         chunk.sort_unstable();
@@ -723,7 +739,7 @@ mod tests {
                     &tiny(dir.path()),
                 )
                 .unwrap();
-                // 16 KiB at 64 bytes a record: 256 records a run.
+                // 16 KiB at 72 bytes a record: 227 records a run.
                 assert!(rep.runs >= 20, "{rep:?}");
                 assert!(rep.merge_passes >= 2, "{rep:?}");
                 assert_eq!(rep.records, 6000);
@@ -819,7 +835,14 @@ mod tests {
         data.push((data[5].0, r));
         let err = RTree::bulk_load_external(MemStore::new(), p, data, 1.0, &tiny(dir.path()))
             .unwrap_err();
-        assert!(err.to_string().contains("twice"), "{err}");
+        // Both records named (issue 44): the first is record 6, its
+        // duplicate the last one.
+        let m = err.to_string();
+        assert!(m.contains("twice"), "{m}");
+        assert!(
+            m.contains("record 2001: object id") && m.contains("also record 6;"),
+            "{m}"
+        );
         assert_eq!(leftovers(dir.path()), 0);
         let nan = Rect::invalid_for_tests(f64::NAN, r.min_y(), r.max_x(), r.max_y());
         let err = RTree::bulk_load_external(

@@ -354,7 +354,8 @@ impl Index {
         };
         // A structure that writes in place gets a rollback journal on the
         // directory's file (see `journal`).
-        let in_place = (grid.is_some() || store_opts.kind == StoreKind::Plain) && !store_opts.in_place;
+        let in_place =
+            (grid.is_some() || store_opts.kind == StoreKind::Plain) && !store_opts.in_place;
         let (device, journal) = match dir {
             Some(dir) if super::journal::needs_journal(&spec, in_place) => {
                 match super::journal::open_journal(device.clone(), dir, Access::Write, true)? {
@@ -364,11 +365,25 @@ impl Index {
             }
             _ => (device, None),
         };
-        if log_device.is_some() {
+        if let Some(ld) = &log_device {
             // An automatic log in its own file starts at MIN_FILE_LOG_CAPACITY.
             if floor_file_log(&mut store_opts, efind_auto_log, fast_auto_log) {
                 manifest.store =
                     serde_json::to_value(store_opts).map_err(|e| Error::invalid(e.to_string()))?;
+            }
+            // An automatic log follows the buffer: one too large for its
+            // file is the buffer's doing, and the error says so.
+            let automatic = match store_opts.kind {
+                StoreKind::Efind if efind_auto_log => {
+                    store_opts.efind.map(|e| e.resolved_log_capacity())
+                }
+                StoreKind::Fast if fast_auto_log => {
+                    store_opts.fast.map(|f| f.resolved_log_capacity())
+                }
+                _ => None,
+            };
+            if let Some(capacity) = automatic {
+                crate::store::log::placement::check_automatic_fits(capacity, ld.as_ref())?;
             }
         }
         if let (Some(f), None, true) = (store_opts.fast.as_mut(), &log_device, fast_auto_log) {

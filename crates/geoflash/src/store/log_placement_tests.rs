@@ -253,3 +253,59 @@ fn efind_index_with_an_automatic_capacity_reopens() {
         );
     }
 }
+
+/// Issue 44: a log device too small for the automatic log of a large
+/// buffer is refused with a message about the buffer (how large one fits),
+/// not about a log the user never sized; an explicit capacity keeps the
+/// log's own message.
+#[test]
+fn an_automatic_log_too_large_for_its_device_blames_the_buffer() {
+    let nodes = mem();
+    let small: Arc<dyn PageDevice> = Arc::new(MemDevice::new(PAGE, 1 << 15).unwrap());
+    for (kind, placement) in [
+        (
+            "efind",
+            EfindConfig {
+                buffer_bytes: 1 << 30,
+                log_capacity: 0,
+                ..EfindConfig::default()
+            }
+            .log_placement(&nodes, Some(small.clone())),
+        ),
+        (
+            "fast",
+            FastConfig {
+                buffer_bytes: 1 << 30,
+                log_capacity: 0,
+                ..FastConfig::default()
+            }
+            .log_placement(&nodes, Some(small.clone())),
+        ),
+    ] {
+        let m = placement.err().unwrap().to_string();
+        assert!(
+            m.contains("the buffer (memory budget) is too large"),
+            "{kind}: {m}"
+        );
+        // The largest buffer it names does fit.
+        let at_most: u64 = m
+            .split("at most ")
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .and_then(|t| t.parse().ok())
+            .unwrap();
+        let fits = EfindConfig {
+            buffer_bytes: at_most as usize,
+            log_capacity: 0,
+            ..EfindConfig::default()
+        };
+        fits.log_placement(&nodes, Some(small.clone())).unwrap();
+    }
+    let explicit = EfindConfig {
+        log_capacity: 1 << 30,
+        ..EfindConfig::default()
+    }
+    .log_placement(&nodes, Some(small));
+    let m = explicit.err().unwrap().to_string();
+    assert!(m.contains("a log of 1073741824 bytes needs"), "{m}");
+}

@@ -15,13 +15,66 @@
 //! ([`LogPlacement::check_recorded`]).
 use std::sync::Arc;
 
-use super::{cap_to_shared_device, LogLayout};
+use super::{
+    cap_to_shared_device, LogLayout, LOG_CAPACITY_PER_BUFFER, PAPERS_LOG_CAPACITY, SUPERBLOCK_PAGES,
+};
 use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
 
 /// Node pages a log sized by [`LogPlacement::for_capacity`] leaves at
 /// least on the node device it shares (page 0 included).
 pub const MIN_NODE_PAGES: u64 = 16;
+
+/// The error for a log of `capacity` bytes (`pages` pages) that a log
+/// device of `device_pages` pages of `page_size` bytes cannot hold. An
+/// `automatic` capacity above the papers' follows the memory budget
+/// ([`auto_log_capacity`](super::auto_log_capacity)): the message then
+/// talks about the buffer that asked for it, and says how large a buffer
+/// fits, rather than about a log the user never sized.
+fn too_large_for_log_device(
+    capacity: u64,
+    pages: u64,
+    device_pages: u64,
+    page_size: usize,
+    automatic: bool,
+) -> Error {
+    if automatic && capacity > PAPERS_LOG_CAPACITY {
+        let region = device_pages.saturating_sub(SUPERBLOCK_PAGES) / 2;
+        let fits = region.saturating_mul(super::record::data_per_page(page_size) as u64);
+        let buffer = fits / LOG_CAPACITY_PER_BUFFER;
+        return Error::invalid(format!(
+            "the buffer (memory budget) is too large for the store's log: the log follows the \
+             buffer ({LOG_CAPACITY_PER_BUFFER} x the buffer, {capacity} bytes, {pages} pages) but \
+             the log device holds {device_pages} pages of {page_size} bytes; give a buffer of at \
+             most {buffer} bytes ({} MiB), or the log a capacity of its own \
+             (--log-capacity, log_capacity)",
+            buffer >> 20
+        ));
+    }
+    Error::invalid(format!(
+        "a log of {capacity} bytes needs {pages} pages but the log device has {device_pages}"
+    ))
+}
+
+/// Checks that an automatic log of `capacity` bytes (one the store sized
+/// from its buffer, [`auto_log_capacity`](super::auto_log_capacity)) fits
+/// `log_device`, its own file; the error talks about the buffer. For front
+/// ends that write the resolved capacity down before the store places the
+/// log (the index directory's manifest).
+pub fn check_automatic_fits(capacity: u64, log_device: &dyn PageDevice) -> Result<()> {
+    let ps = log_device.page_size();
+    let pages = LogLayout::pages_for_capacity(capacity, ps)?;
+    if log_device.capacity() < pages {
+        return Err(too_large_for_log_device(
+            capacity,
+            pages,
+            log_device.capacity(),
+            ps,
+            true,
+        ));
+    }
+    Ok(())
+}
 
 /// Where a log lives: pages `first_page .. first_page + pages` of `device`.
 /// When `device` is the node device itself, the range must be its tail:
@@ -105,10 +158,13 @@ impl LogPlacement {
                 check_page_sizes(ld.as_ref(), nodes.as_ref())?;
                 let pages = LogLayout::pages_for_capacity(capacity, ps)?;
                 if ld.capacity() < pages {
-                    return Err(Error::invalid(format!(
-                        "a log of {capacity} bytes needs {pages} pages but the log device has {}",
-                        ld.capacity()
-                    )));
+                    return Err(too_large_for_log_device(
+                        capacity,
+                        pages,
+                        ld.capacity(),
+                        ps,
+                        automatic,
+                    ));
                 }
                 Self::head_of(ld, pages)
             }
