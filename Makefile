@@ -6,7 +6,7 @@ GEOFLASH_PROPTEST_CASES ?= 64
 export GEOFLASH_PROPTEST_CASES
 DEMO_DIR ?= demo
 
-.PHONY: all setup build demo test lint unit python test-long bench bench-peers fuzz clean
+.PHONY: all setup build demo test lint unit python test-long torture bench bench-peers fuzz clean
 
 all: build
 
@@ -49,6 +49,17 @@ test-long: setup
 	@mkdir -p target
 	bash -o pipefail -c 'GEOFLASH_PROPTEST_CASES=2000 GEOFLASH_CRASH_CASES=10000 $(CARGO) test --workspace --release -- --include-ignored --nocapture 2>&1 | tee target/test-long.log'
 	@grep '^crash campaign' target/test-long.log
+
+## The crash and damage campaigns of docs/reliability.md at large counts
+## (not in CI; `make test` runs each at moderate counts): every crash
+## campaign of the stores, the log and the rollback journal at 5,000 cases,
+## the metadata damage campaign at every 4-byte range, and the command
+## line's SIGKILL tests. Summaries go to target/torture.log.
+torture: setup
+	@mkdir -p target
+	bash -o pipefail -c 'GEOFLASH_CRASH_CASES=5000 GEOFLASH_DAMAGE_STRIDE=4 $(CARGO) test --release -p geoflash --lib -- crash damage killed journal --nocapture 2>&1 | tee target/torture.log'
+	bash -o pipefail -c '$(CARGO) test --release -p geoflash-cli --test cli -- sigkill the_journal a_failed_insert --nocapture 2>&1 | tee -a target/torture.log'
+	@grep -E '^(crash campaign|journal crash campaign|metadata damage)' target/torture.log
 
 ## Criterion benchmarks, every shipped workload at small scale
 ## (scripts/bench-workloads.sh: results and reports in bench-results/), then

@@ -1034,6 +1034,53 @@ fn sigkill_during_a_build_loses_no_acknowledged_operation(extra: &[&str]) {
     println!("{store}: killed after acked {last_acked}; recovered the first {k} of {n}: {r}");
 }
 
+/// Issue 44, item 8: an `insert` that fails part-way (a duplicate id at
+/// record 501) on a store with `sync` durability exits 2, says exactly how
+/// many records it applied, and leaves them durable: readers open the
+/// index without a writer's recovery.
+#[test]
+fn a_failed_insert_says_what_it_applied_and_readers_need_no_recovery() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 2000);
+    let text = std::fs::read_to_string(&data).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let first = dir.path().join("first.csv");
+    std::fs::write(&first, lines[..=1000].join("\n")).unwrap();
+    // Records 1001..=1500, then id 5 again, then 1501..=2000.
+    let more = dir.path().join("more.csv");
+    let dup = lines[5];
+    let rows: Vec<&str> = [&lines[..1], &lines[1001..1501], &[dup], &lines[1501..]].concat();
+    std::fs::write(&more, rows.join("\n")).unwrap();
+    for store in ["efind", "fast", "plain"] {
+        let idx = dir.path().join(store);
+        let mut args = vec![
+            "build",
+            "--input",
+            s(&first),
+            "--index",
+            s(&idx),
+            "--store",
+            store,
+        ];
+        if store != "plain" {
+            args.extend_from_slice(&["--durability", "sync"]);
+        }
+        ok(geoflash(&args));
+        let out = geoflash(&["insert", "--index", s(&idx), "--input", s(&more)]);
+        assert_eq!(out.status.code(), Some(2), "{store}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("record 501") && err.contains("the 500 records before it were inserted"),
+            "{store}: {err}"
+        );
+        assert!(err.contains("durable"), "{store}: {err}");
+        // A reader, without recover: the 1,000 built and the 500 applied.
+        assert_eq!(all_ids(&idx), (1..=1500).collect::<Vec<_>>(), "{store}");
+        ok(geoflash(&["verify", "--index", s(&idx)]));
+    }
+}
+
 /// The rollback journal is on for structures written in place on their
 /// file; `--journal off` is the papers' in-place mode, which refuses
 /// acknowledgements; the logged stores take no journal.
