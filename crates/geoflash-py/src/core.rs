@@ -575,28 +575,50 @@ impl Core {
         } else {
             Access::Write
         };
-        let state = py
-            .allow_threads(|| -> Result<State> {
+        let (state, warning) = py
+            .allow_threads(|| -> Result<(State, Option<String>)> {
                 let index = Index::open(&path, access)?;
-                let records = Records::load(&path)?;
-                if let Some(live) = records.live() {
-                    if index.len() != live {
-                        return Err(Error::corrupt(
-                            None,
-                            format!(
-                                "{}: the tree holds {} entries but the id map ({}) knows {live}: \
-                                 the map is older than the index (was the process stopped \
-                                 without flush() or close()?)",
-                                path.display(),
-                                index.len(),
-                                crate::records::RECORDS_FILE
-                            ),
+                let mut records = Records::load(&path)?;
+                let mut warning = None;
+                // Restart replayed operations the map may not know (a
+                // writer killed after its last checkpoint).
+                let replayed = index
+                    .restart_report()
+                    .is_some_and(|r| r.recovered_anything());
+                let index = match records.live() {
+                    // The map is older than the tree: back to the map's state.
+                    Some(live) if index.len() != live || replayed => {
+                        let tree = index.len();
+                        let r = crate::stale::reconcile(index, &mut records, !readonly, save_records)?;
+                        if r.unknown_entries + r.missing_keys == 0 {
+                            return Ok((State::new(r.index, records, !readonly), None));
+                        }
+                        warning = Some(format!(
+                            "{}: the id map ({}) was older than the tree ({tree} entries, the map knew {live}: \
+                             the writer was stopped without flush() or close()); the index is back at the \
+                             map's checkpoint: {} entries it did not know dropped, {} it knew but the tree \
+                             no longer held marked deleted{}",
+                            path.display(),
+                            crate::records::RECORDS_FILE,
+                            r.unknown_entries,
+                            r.missing_keys,
+                            if readonly {
+                                " (read-only: served from a copy in memory; open it for writing to repair it on disk)"
+                            } else {
+                                " (repaired on disk)"
+                            }
                         ));
+                        r.index
                     }
-                }
-                Ok(State::new(index, records, !readonly))
+                    _ => index,
+                };
+                Ok((State::new(index, records, !readonly), warning))
             })
             .map_err(to_py)?;
+        if let Some(w) = warning {
+            let category = py.get_type_bound::<pyo3::exceptions::PyRuntimeWarning>();
+            PyErr::warn_bound(py, category.as_any(), &w, 1)?;
+        }
         Ok(Core::new(state))
     }
 

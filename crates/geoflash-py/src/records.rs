@@ -286,6 +286,17 @@ impl Records {
         self.objs.get(&key).map(Vec::as_slice)
     }
 
+    /// Whether the map knows `key` as a live record (always for an identity map).
+    pub fn is_live(&self, key: u64) -> bool {
+        self.identity || (key < self.keys() && self.alive.get(key))
+    }
+
+    /// The keys of the live records (empty for an identity map).
+    pub fn live_keys(&self) -> impl Iterator<Item = u64> + '_ {
+        let n = if self.identity { 0 } else { self.keys() };
+        (0..n).filter(|&k| self.alive.get(k))
+    }
+
     /// Live entries the map knows (`None` for an identity map).
     pub fn live(&self) -> Option<u64> {
         (!self.identity).then_some(self.live)
