@@ -32,8 +32,11 @@ pub struct Reconciled {
     pub missing_keys: u64,
 }
 
-/// Every entry of `index`: (record key, rectangle).
-fn entries(index: &Index) -> Result<Vec<(u64, Rect)>> {
+/// Entries of an index: (record key, rectangle).
+type Entries = Vec<(u64, Rect)>;
+
+/// Every entry of `index`.
+fn entries(index: &Index) -> Result<Entries> {
     let all = Rect::new(-MAX_COORD, -MAX_COORD, MAX_COORD, MAX_COORD)?;
     Ok(index
         .query(all, Predicate::Intersects)?
@@ -56,7 +59,7 @@ pub fn reconcile(
 ) -> Result<Reconciled> {
     let all = entries(&index)?;
     let held: std::collections::HashSet<u64> = all.iter().map(|(k, _)| *k).collect();
-    let (kept, unknown): (Vec<(u64, Rect)>, Vec<(u64, Rect)>) =
+    let (kept, unknown): (Entries, Entries) =
         all.into_iter().partition(|(k, _)| records.is_live(*k));
     let missing: Vec<u64> = records.live_keys().filter(|k| !held.contains(k)).collect();
     for &k in &missing {

@@ -80,6 +80,12 @@ pub enum Error {
         reason: String,
     },
 
+    /// A read-only open of an index whose log holds committed changes not
+    /// yet in its pages (a writer stopped before its checkpoint): a writer
+    /// must open it first (`geoflash recover`). Not bad input: exit code 1.
+    #[error("{0}")]
+    NeedsRecovery(String),
+
     /// The work was stopped on request (Ctrl-C in the command line: see
     /// [`crate::engine::request_stop`]); the message says what it left.
     #[error("interrupted: {0}")]

@@ -189,7 +189,10 @@ fn log_in_log_dat_recovers_an_index_closed_without_checkpoint(kind: StoreKind) {
     assert!(m.contains("Sync") && m.contains("log_capacity"), "{m}");
     // "Crash": drop without checkpoint (the writes reached the files).
     drop(idx);
-    let e = Index::open(&path, Access::Read).unwrap_err().to_string();
+    let e = Index::open(&path, Access::Read).unwrap_err();
+    // Damage and "needs recovery" are not bad input (exit code 1, not 2).
+    assert!(matches!(e, Error::NeedsRecovery(_)) && !e.is_user_error(), "{e:?}");
+    let e = e.to_string();
     assert!(e.contains("needs recovery"), "{e}");
     let idx = Index::open(&path, Access::Write).unwrap();
     let r = idx.restart_report().unwrap().clone();

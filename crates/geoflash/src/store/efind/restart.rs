@@ -94,7 +94,7 @@ impl EfindStore {
             let horizon = reader.horizon();
             let rec = reader.recover();
             if rec.records.iter().any(needs_replay) {
-                return Err(Error::invalid(format!(
+                return Err(Error::NeedsRecovery(format!(
                     "the index needs recovery ({} changes of committed operations are only in its log): open it for writing, or run `geoflash recover`",
                     rec.records.iter().filter(|r| needs_replay(r)).count()
                 )));

@@ -500,7 +500,7 @@ impl FastStore {
         let rec = reader.recover();
         let pending = rec.records.iter().filter(|r| needs_replay(r)).count();
         if pending > 0 {
-            return Err(Error::invalid(format!(
+            return Err(Error::NeedsRecovery(format!(
                 "the index needs recovery ({pending} changes of committed operations are only in its log): open it for writing, or run `geoflash recover`"
             )));
         }
