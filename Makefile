@@ -58,7 +58,7 @@ test-long: setup
 torture: setup
 	@mkdir -p target
 	bash -o pipefail -c 'GEOFLASH_CRASH_CASES=5000 GEOFLASH_DAMAGE_STRIDE=4 $(CARGO) test --release -p geoflash --lib -- crash damage killed journal --nocapture 2>&1 | tee target/torture.log'
-	bash -o pipefail -c '$(CARGO) test --release -p geoflash-cli --test cli -- sigkill the_journal a_failed_insert --nocapture 2>&1 | tee -a target/torture.log'
+	bash -o pipefail -c '$(CARGO) test --release -p geoflash-cli --test cli -- sigkill the_journal a_failed_insert a_file_size_limit --nocapture 2>&1 | tee -a target/torture.log'
 	@grep -E '^(crash campaign|journal crash campaign|metadata damage)' target/torture.log
 
 ## Criterion benchmarks, every shipped workload at small scale

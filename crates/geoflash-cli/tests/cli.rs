@@ -1081,6 +1081,85 @@ fn a_failed_insert_says_what_it_applied_and_readers_need_no_recovery() {
     }
 }
 
+/// Issue 44, torture: an `insert` whose file writes hit a file-size limit
+/// (`prlimit --fsize`: the kernel refuses growth past it with EFBIG and
+/// SIGXFSZ, which kills the process) leaves, after `recover`, a verified
+/// index: the plain store's before the insert or after it (its journal),
+/// the logged stores' a prefix of the insert's batch.
+#[test]
+fn a_file_size_limit_during_an_insert_leaves_a_checkpoint_or_a_prefix() {
+    if std::process::Command::new("prlimit")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        // util-linux's prlimit is part of every Debian system.
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI: prlimit (util-linux) is missing"
+        );
+        eprintln!("skipped: no prlimit");
+        return;
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 20_000);
+    let text = std::fs::read_to_string(&data).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let first = dir.path().join("first.csv");
+    let rest = dir.path().join("rest.csv");
+    std::fs::write(&first, lines[..=10_000].join("\n")).unwrap();
+    std::fs::write(&rest, [&lines[..1], &lines[10_001..]].concat().join("\n")).unwrap();
+    let before: Vec<u64> = (1..=10_000).collect();
+    let after: Vec<u64> = (1..=20_000).collect();
+    for store in ["plain", "efind", "fast"] {
+        let idx = dir.path().join(store);
+        ok(geoflash(&[
+            "build",
+            "--input",
+            s(&first),
+            "--index",
+            s(&idx),
+            "--store",
+            store,
+            "--page-size",
+            "1024",
+            "--buffer",
+            "64KiB",
+        ]));
+        let limit = std::fs::metadata(idx.join("pages.dat")).unwrap().len();
+        let out = std::process::Command::new("prlimit")
+            .arg(format!("--fsize={limit}"))
+            .arg(env!("CARGO_BIN_EXE_geoflash"))
+            .args(["insert", "--index", s(&idx), "--input", s(&rest)])
+            .output()
+            .unwrap();
+        assert!(
+            !out.status.success(),
+            "{store}: the insert fit under the limit: {out:?}"
+        );
+        let r = geoflash(&["recover", "--index", s(&idx)]);
+        assert!(r.status.success(), "{store}: recover: {r:?}");
+        let got = all_ids(&idx);
+        if store == "plain" {
+            // The rollback journal: the last checkpoint, exactly.
+            assert!(
+                got == before || got == after,
+                "{store}: {} ids after the limit",
+                got.len()
+            );
+        } else {
+            // A log: a prefix of the insert's batch (nothing acknowledged).
+            let k = got.len() as u64;
+            assert!(
+                k >= 10_000 && got == (1..=k).collect::<Vec<_>>(),
+                "{store}: {k} ids after the limit"
+            );
+        }
+        ok(geoflash(&["verify", "--index", s(&idx)]));
+    }
+}
+
 /// The rollback journal is on for structures written in place on their
 /// file; `--journal off` is the papers' in-place mode, which refuses
 /// acknowledgements; the logged stores take no journal.
