@@ -53,13 +53,16 @@ test-long: setup
 ## The crash and damage campaigns of docs/reliability.md at large counts
 ## (not in CI; `make test` runs each at moderate counts): every crash
 ## campaign of the stores, the log and the rollback journal at 5,000 cases,
-## the metadata damage campaign at every 4-byte range, and the command
-## line's SIGKILL tests. Summaries go to target/torture.log.
+## the metadata damage campaign at every 4-byte range, the command line's
+## SIGKILL tests, and the SIGKILL matrix of builds (tests/torture.rs: every
+## store x tree kind x durability x budget x build mode). Summaries go to
+## target/torture.log.
 torture: setup
 	@mkdir -p target
 	bash -o pipefail -c 'GEOFLASH_CRASH_CASES=5000 GEOFLASH_DAMAGE_STRIDE=4 $(CARGO) test --release -p geoflash --lib -- crash damage killed journal --nocapture 2>&1 | tee target/torture.log'
 	bash -o pipefail -c '$(CARGO) test --release -p geoflash-cli --test cli -- sigkill the_journal a_failed_insert a_file_size_limit --nocapture 2>&1 | tee -a target/torture.log'
-	@grep -E '^(crash campaign|journal crash campaign|metadata damage)' target/torture.log
+	bash -o pipefail -c '$(CARGO) test --release -p geoflash-cli --test torture -- --include-ignored --nocapture 2>&1 | tee -a target/torture.log'
+	@grep -E '^(crash campaign|journal crash campaign|metadata damage|torture:)' target/torture.log
 
 ## Criterion benchmarks, every shipped workload at small scale
 ## (scripts/bench-workloads.sh: results and reports in bench-results/), then

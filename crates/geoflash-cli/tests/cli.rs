@@ -741,21 +741,6 @@ fn write_points(path: &Path, n: u64) -> Vec<u64> {
     want
 }
 
-/// `n` small rectangles with ids `1..=n` in a CSV file.
-fn write_rects(path: &Path, n: u64) {
-    let mut text = String::from("id,minx,miny,maxx,maxy\n");
-    for i in 1..=n {
-        let x = (i * 7919 % 10_000) as f64 / 10.0;
-        let y = (i * 104_729 % 9_973) as f64 / 10.0;
-        text.push_str(&format!("{i},{x},{y},{},{}\n", x + 0.5, y + 0.5));
-    }
-    std::fs::write(path, text).unwrap();
-}
-
-fn all_ids(idx: &Path) -> Vec<u64> {
-    window_ids(idx, "-10,-10,2000,2000")
-}
-
 /// `geoflash delete` of the first `n` rows of the CSV file `data` from `idx`.
 fn delete_first_rows(idx: &Path, data: &Path, n: usize) {
     let del = data.with_extension("del.csv");
@@ -763,27 +748,6 @@ fn delete_first_rows(idx: &Path, data: &Path, n: usize) {
     let rows: Vec<&str> = text.lines().take(n + 1).collect();
     std::fs::write(&del, rows.join("\n")).unwrap();
     ok(geoflash(&["delete", "--index", s(idx), "--input", s(&del)]));
-}
-
-/// The sorted ids `query --window` finds.
-fn window_ids(idx: &Path, window: &str) -> Vec<u64> {
-    let out = last_json(&ok(geoflash(&[
-        "query",
-        "--index",
-        s(idx),
-        "--window",
-        window,
-        "--ids",
-        "--json",
-    ])));
-    let mut ids: Vec<u64> = out["windows"][0]["ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
-    ids.sort_unstable();
-    ids
 }
 
 #[test]

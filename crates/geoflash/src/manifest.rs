@@ -202,6 +202,10 @@ pub struct DirLock {
     key: PathBuf,
 }
 
+/// How long a refused lock is retried when this process does not hold it
+/// (see [`DirLock::acquire`]).
+const LOCK_RETRY_MS: u64 = 200;
+
 /// The locks this process holds (the lock file's canonical path and how),
 /// so that a lock refused because this very process holds it says so
 /// rather than blaming "another process" (the advisory lock belongs to an
@@ -283,11 +287,26 @@ impl DirLock {
             }),
         }
         .map_err(|e| io(&path, e))?;
-        let res = match access {
+        let key = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        let try_lock = || match access {
             Access::Write => file.try_lock(),
             Access::Read => file.try_lock_shared(),
         };
-        let key = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        let mut res = try_lock();
+        // The lock belongs to the open file, which a child process shares
+        // between its fork and its exec (another thread of this process
+        // starting a program): a lock just released can look held for that
+        // instant. A refusal not explained by this process's own locks is
+        // retried for up to LOCK_RETRY_MS before it is reported.
+        let mut waited = 0;
+        while matches!(res, Err(std::fs::TryLockError::WouldBlock))
+            && held_here(&key).is_none()
+            && waited < LOCK_RETRY_MS
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            waited += 10;
+            res = try_lock();
+        }
         match res {
             Ok(()) => {
                 held().push((key.clone(), access));

@@ -49,3 +49,40 @@ pub fn last_json(out: &Output) -> serde_json::Value {
 pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
+
+/// `n` small rectangles with ids `1..=n` in a CSV file.
+pub fn write_rects(path: &Path, n: u64) {
+    let mut text = String::from("id,minx,miny,maxx,maxy\n");
+    for i in 1..=n {
+        let x = (i * 7919 % 10_000) as f64 / 10.0;
+        let y = (i * 104_729 % 9_973) as f64 / 10.0;
+        text.push_str(&format!("{i},{x},{y},{},{}\n", x + 0.5, y + 0.5));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// The sorted ids of every object in the index in `idx`.
+pub fn all_ids(idx: &Path) -> Vec<u64> {
+    window_ids(idx, "-10,-10,2000,2000")
+}
+
+/// The sorted ids `query --window` finds.
+pub fn window_ids(idx: &Path, window: &str) -> Vec<u64> {
+    let out = last_json(&ok(geoflash(&[
+        "query",
+        "--index",
+        s(idx),
+        "--window",
+        window,
+        "--ids",
+        "--json",
+    ])));
+    let mut ids: Vec<u64> = out["windows"][0]["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids
+}
