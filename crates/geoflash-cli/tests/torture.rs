@@ -7,6 +7,8 @@
 //! it printed (exactly a checkpoint for the stores written in place, whose
 //! acknowledgements are checkpoints), and a bulk load as nothing or all.
 //!
+//! Every other kill also kills the first `recover` at a random moment.
+//!
 //! `make torture` runs the whole matrix (`--include-ignored`, with
 //! `GEOFLASH_TORTURE_KILLS` kills per configuration, default 3); `make
 //! test` runs a slice of three configurations, one kill each.
@@ -153,6 +155,18 @@ fn kill_once(c: Config, data: &Path, dir: &Path, seed: u64, span: Duration) -> u
     let status = child.wait().unwrap();
     let acked = reader.join().unwrap();
     let what = format!("{c:?} kill {seed} (acked {acked}, {status})");
+    if seed % 2 == 1 && idx.join("manifest.json").is_file() {
+        // A recovery killed too, at a random moment of its own.
+        let mut rec = Command::new(env!("CARGO_BIN_EXE_geoflash"))
+            .args(["recover", "--index", s(&idx)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(jitter(seed ^ 0x5a5a, 60));
+        let _ = rec.kill();
+        rec.wait().unwrap();
+    }
     let r = geoflash(&["recover", "--index", s(&idx)]);
     if !idx.join("manifest.json").is_file() {
         // Nothing published: nothing may have been acknowledged.
