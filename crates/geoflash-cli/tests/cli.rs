@@ -1045,6 +1045,19 @@ fn a_failed_insert_says_what_it_applied_and_readers_need_no_recovery() {
     }
 }
 
+/// `n` rectangles ([`write_rects`]) as two CSV files in `dir`: the first
+/// `at` (`first.csv`) and the rest (`rest.csv`), each with the header.
+fn rects_in_two(dir: &Path, n: u64, at: usize) -> (std::path::PathBuf, std::path::PathBuf) {
+    let data = dir.join("d.csv");
+    write_rects(&data, n);
+    let text = std::fs::read_to_string(&data).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let (first, rest) = (dir.join("first.csv"), dir.join("rest.csv"));
+    std::fs::write(&first, lines[..=at].join("\n")).unwrap();
+    std::fs::write(&rest, [&lines[..1], &lines[at + 1..]].concat().join("\n")).unwrap();
+    (first, rest)
+}
+
 /// Issue 44, torture: an `insert` whose file writes hit a file-size limit
 /// (`prlimit --fsize`: the kernel refuses growth past it with EFBIG and
 /// SIGXFSZ, which kills the process) leaves, after `recover`, a verified
@@ -1066,14 +1079,7 @@ fn a_file_size_limit_during_an_insert_leaves_a_checkpoint_or_a_prefix() {
         return;
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let data = dir.path().join("d.csv");
-    write_rects(&data, 20_000);
-    let text = std::fs::read_to_string(&data).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    let first = dir.path().join("first.csv");
-    let rest = dir.path().join("rest.csv");
-    std::fs::write(&first, lines[..=10_000].join("\n")).unwrap();
-    std::fs::write(&rest, [&lines[..1], &lines[10_001..]].concat().join("\n")).unwrap();
+    let (first, rest) = rects_in_two(dir.path(), 20_000, 10_000);
     let before: Vec<u64> = (1..=10_000).collect();
     let after: Vec<u64> = (1..=20_000).collect();
     for store in ["plain", "efind", "fast"] {
@@ -1182,15 +1188,8 @@ fn the_journal_is_on_for_in_place_structures_and_off_only_when_asked() {
 #[test]
 fn sigkill_during_an_insert_into_a_plain_index_leaves_it_before_or_after() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let data = dir.path().join("d.csv");
     let n = 30_000u64;
-    write_rects(&data, n);
-    let text = std::fs::read_to_string(&data).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    let first = dir.path().join("first.csv");
-    let rest = dir.path().join("rest.csv");
-    std::fs::write(&first, lines[..=10_000].join("\n")).unwrap();
-    std::fs::write(&rest, [&lines[..1], &lines[10_001..]].concat().join("\n")).unwrap();
+    let (first, rest) = rects_in_two(dir.path(), n, 10_000);
     let idx = dir.path().join("idx");
     let small = [
         "--store",
