@@ -8,6 +8,11 @@
 #
 #   make bench-peers                      # --scale small (200,000 objects)
 #   PEERS_ARGS="--scale full" make bench-peers
+#   PEERS_ARGS="--scale small --datasets ''" make bench-peers   # moving objects alone
+#
+# The moving-objects phase (benchmarks/peers/moving.py: 100,000 objects at
+# --scale small, moved in commits of 1,000 with windows between them) runs
+# too; PEERS_MOVING=0 leaves it out.
 #
 # Results: bench-results/peers/{results.sqlite,results.md,peers.png}.
 set -euo pipefail
@@ -25,6 +30,8 @@ if ! "$VENV/bin/python" -c "import maturin, numpy, rtree, duckdb, duckdb_extensi
 fi
 cargo build --release -p geoflash-cli
 MATURIN_PEP517_ARGS="--profile release" "${pip[@]}" install --force-reinstall --no-deps ./crates/geoflash-py
+moving=()
+[ "${PEERS_MOVING:-1}" = 0 ] || moving=(--moving)
 # shellcheck disable=SC2086
 exec "$VENV/bin/python" benchmarks/peers/run.py --geoflash-bin target/release/geoflash \
-    --out "${PEERS_OUT:-bench-results/peers}" ${PEERS_ARGS:---scale small}
+    --out "${PEERS_OUT:-bench-results/peers}" "${moving[@]}" ${PEERS_ARGS:---scale small}

@@ -30,6 +30,7 @@ def save(path: str, run: dict, rows: List[dict]) -> None:
             (run["started"], run["host"], run["scale"], run["n"], run["python"]),
         )
         rid = cur.lastrowid
+        run["run_id"] = rid
         for r in rows:
             con.execute(
                 "INSERT INTO peer_results VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -150,6 +151,8 @@ def plot(rows: List[dict], path: str) -> Optional[str]:
     except ImportError:
         return None
     data = _index(rows)
+    if not data:
+        return None
     panels = [("build insert", "wall_s", "build by insertion (s)"), ("build bulk", "wall_s", "bulk load (s)"),
               ("windows 0.01%", "cold_s", "100 windows 0.01 %, cold (ms)"),
               ("windows 0.01%", "warm_s", "100 windows 0.01 %, warm (ms)")]
@@ -173,6 +176,111 @@ def plot(rows: List[dict], path: str) -> Optional[str]:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+MOVING_METRICS = ["method", "commit", "queries_per_commit", "moves", "groups", "queries", "build_s", "moving_s",
+                  "moving_cpu_s", "updates_per_s", "loop_bytes", "close_bytes", "bytes_per_update",
+                  "bytes_per_update_close", "wal_bytes", "query_during_s", "query_idle_s", "mismatches",
+                  "size_before", "size_after", "engine", "error"]
+
+
+def save_moving(path: str, run: dict, rows: List[dict]) -> None:
+    """The moving-objects rows (``moving.py``) into ``moving_results`` of
+    the run ``save`` recorded (``run["run_id"]``); ``engine`` is geoflash's
+    counters as JSON."""
+    con = sqlite3.connect(path)
+    with con:
+        con.execute(
+            "CREATE TABLE IF NOT EXISTS moving_results (run_id INTEGER REFERENCES peer_runs(run_id),"
+            " dataset TEXT, n INTEGER, system TEXT, method TEXT, commit_size INTEGER, queries_per_commit INTEGER,"
+            " moves INTEGER, groups_ INTEGER, queries INTEGER, build_s REAL, moving_s REAL, moving_cpu_s REAL,"
+            " updates_per_s REAL, loop_bytes INTEGER, close_bytes INTEGER, bytes_per_update REAL,"
+            " bytes_per_update_close REAL, wal_bytes INTEGER, query_during_s REAL, query_idle_s REAL,"
+            " mismatches INTEGER, size_before INTEGER, size_after INTEGER, engine TEXT, error TEXT)"
+        )
+        for r in rows:
+            vals = [r.get(m) for m in MOVING_METRICS]
+            eng = MOVING_METRICS.index("engine")
+            vals[eng] = json.dumps(vals[eng]) if vals[eng] is not None else None
+            con.execute(
+                f"INSERT INTO moving_results VALUES ({','.join('?' * (4 + len(MOVING_METRICS)))})",
+                [run.get("run_id"), r["dataset"], r["n"], r["system"]] + vals,
+            )
+    con.close()
+
+
+MOVING_BASE = "sqlite-rtree"
+
+
+def moving_markdown(rows: List[dict]) -> str:
+    """The section "Moving objects": per dataset every system's rates,
+    bytes and query latencies, ratios against SQLite's R*Tree, and
+    geoflash's own counters per update."""
+    if not rows:
+        return ""
+    r0 = rows[0]
+    lines = [
+        "## Moving objects",
+        "",
+        f"{r0.get('moves', 0):,} moves of {r0['n']:,} objects (each by at most 0.05 % of the extent in x and y,"
+        f" same size), committed in groups of {r0['commit']:,}, {r0['queries_per_commit']} windows of 0.01 % after"
+        " each commit. updates/s: moves ÷ wall time of the commits (queries excluded). B/update: the kernel's"
+        " `write_bytes` over the moving loop (PostGIS: its server processes and the client), then including the"
+        " close (checkpoints). Query µs: median of one window between commits, and of the same windows on the"
+        " idle index after the moves. Every answer checked against a brute-force oracle.",
+        "",
+    ]
+    by_ds: Dict[str, List[dict]] = {}
+    for r in rows:
+        by_ds.setdefault(r["dataset"], []).append(r)
+    for ds, rs in by_ds.items():
+        lines += [f"### {ds} ({rs[0]['n']:,} objects)", "",
+                  "| system | method | updates/s | B/update | B/update incl. close | query µs between commits"
+                  " | query µs idle | index MB after | answers |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in rs:
+            if r.get("error"):
+                lines.append(f"| {r['system']} | {r.get('method') or DASH} | " + " | ".join([DASH] * 6)
+                             + f" | error: {r['error']} |")
+                continue
+            wrong = r.get("mismatches") or 0
+            lines.append(
+                f"| {r['system']} | {r['method']} | {_fmt(r['updates_per_s'], 1, 0)} | {_fmt(r['bytes_per_update'], 1, 0)}"
+                f" | {_fmt(r['bytes_per_update_close'], 1, 0)} | {_fmt(r['query_during_s'], 1e6, 0)}"
+                f" | {_fmt(r['query_idle_s'], 1e6, 0)} | {_fmt(r['size_after'], 1e-6, 1)}"
+                f" | {'ok' if not wrong else f'{wrong} WRONG'} |")
+        pg = [r for r in rs if r.get("wal_bytes") is not None]
+        for r in pg:
+            lines += ["", f"{r['system']}: {r['wal_bytes'] / r['moves']:,.0f} B of WAL per update"
+                          f" (`pg_current_wal_lsn()` difference over the moving loop)."]
+        base = next((r for r in rs if r["system"] == MOVING_BASE and not r.get("error")), None)
+        if base:
+            lines += ["", f"÷ {MOVING_BASE} (updates/s: above 1 is faster; bytes and µs: below 1 is better)", "",
+                      "| system | updates/s | B/update | B/update incl. close | query between commits | query idle |",
+                      "|---|---|---|---|---|---|"]
+            for r in rs:
+                if r is base or r.get("error"):
+                    continue
+                cells = []
+                for m in ("updates_per_s", "bytes_per_update", "bytes_per_update_close", "query_during_s",
+                          "query_idle_s"):
+                    a, b = r.get(m), base.get(m)
+                    cells.append(f"{a / b:.2f}" if a is not None and b else DASH)
+                lines.append(f"| {r['system']} | " + " | ".join(cells) + " |")
+        eng = [r for r in rs if r.get("engine")]
+        if eng:
+            lines += ["", "geoflash's counters per update over the moving loop (`Index.stats` differences)", "",
+                      "| system | device B written | syncs | log syncs | log B | flushed nodes | NAND programs"
+                      " | NAND erases |", "|---|---|---|---|---|---|---|---|"]
+            for r in eng:
+                e, m = r["engine"], r["moves"]
+                sim = r.get("device_simulated")
+                cells = [_fmt(e.get(k, 0) / m, 1, d) for k, d in
+                         (("bytes_written", 0), ("syncs", 4), ("log_syncs", 4), ("log_bytes", 0), ("flushed_nodes", 3))]
+                cells += [_fmt(e.get(k, 0) / m, 1, 3) if sim else DASH for k in ("nand_programs", "nand_erases")]
+                lines.append(f"| {r['system']} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
 
 
 def load(path: str) -> List[dict]:

@@ -32,6 +32,14 @@ test tier's run), ``small`` (200,000), ``full`` (1,000,000).
     python benchmarks/peers/run.py --scale small            # make bench-peers
     python benchmarks/peers/run.py --scale smoke --out /tmp/p
 
+With ``--moving`` the run adds the moving-objects phase (``moving.py``:
+objects moved in committed groups with windows between the commits, per
+system in a fresh process; ``--moving-count``, ``--moves``,
+``--moving-commit``, ``--moving-queries``, ``--moving-datasets``; sizes
+smoke 2,000, small 100,000, full 1,000,000 objects); ``--datasets ''``
+runs it alone. Its rows go to ``moving_results`` and the section "Moving
+objects" of ``results.md``, with ratios against SQLite's R*Tree.
+
 Output in ``--out``: ``results.sqlite`` (one row per measurement:
 ``peer_results``), ``results.md`` (tables, and ratios against geoflash's
 defaults) and ``peers.png`` (with matplotlib). Under ``CI=true`` (or
@@ -60,6 +68,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import systems as peers  # noqa: E402
+import moving  # noqa: E402
 import pgtemp  # noqa: E402
 import report  # noqa: E402
 
@@ -199,12 +208,21 @@ def main(argv=None) -> int:
     ap.add_argument("--geoflash-variant", action="append", default=[], metavar="NAME:key=value,...",
                     help="an extra geoflash configuration (Index keyword arguments), e.g."
                          " 'buffered:device=file?direct=false,buffer=64MiB'; 'mem-NAME:...' in memory")
+    ap.add_argument("--moving", action="store_true", help="add the moving-objects phase (moving.py)")
+    ap.add_argument("--moving-count", type=int, help="objects of the moving phase (default by --scale:"
+                    f" {', '.join(f'{k} {v:,}' for k, v in moving.SCALES.items())})")
+    ap.add_argument("--moves", type=int, help="moves of the moving phase (default: as many as objects)")
+    ap.add_argument("--moving-commit", type=int, default=1000, help="moves per commit (default 1,000)")
+    ap.add_argument("--moving-queries", type=int, default=10, help="windows after each commit (default 10)")
+    ap.add_argument("--moving-datasets", default=",".join(moving.DATASETS))
     ap.add_argument("--strict", action="store_true", default=strict_default())
     a = ap.parse_args(argv)
 
     n = a.count or SCALES[a.scale]
     if n <= 0 or a.queries <= 0 or a.k <= 0 or a.warm_repeat < 0 or a.memory_processes <= 0:
         ap.error("--count, --queries, --k and --memory-processes must be positive, --warm-repeat non-negative")
+    if any(v is not None and v <= 0 for v in (a.moving_count, a.moves, a.moving_commit, a.moving_queries)):
+        ap.error("--moving-count, --moves, --moving-commit and --moving-queries must be positive")
     bin_ = geoflash_bin(a.geoflash_bin)
     missing = check_peers(a.strict, not a.no_postgis)
     os.makedirs(a.out, exist_ok=True)
@@ -223,6 +241,7 @@ def main(argv=None) -> int:
         ap.error(str(e))
     lineup = [s for s in lineup if not _needs_missing(s, missing)]
     rows = []
+    moving_rows = []
     run = {"started": datetime.datetime.now().isoformat(timespec="seconds"), "host": platform.node(),
            "scale": a.scale, "n": n, "python": platform.python_version(), "queries": a.queries,
            "memory_processes": a.memory_processes}
@@ -240,19 +259,24 @@ def main(argv=None) -> int:
             print(f"== {ds}: {len(boxes):,} objects", file=sys.stderr)
             for system in lineup:
                 rows += run_system(system, ds, len(boxes), data, queries, work, pg, a)
+        if a.moving:
+            moving_rows = moving.run(make_dataset, bin_, work, cluster, a, missing)
     finally:
         if cluster is not None:
             cluster.stop()
     store = os.path.join(a.out, "results.sqlite")
     report.save(store, run, rows)
-    md = report.markdown(run, rows)
+    report.save_moving(store, run, moving_rows)
+    md = report.markdown(run, rows) + report.moving_markdown(moving_rows)
     with open(os.path.join(a.out, "results.md"), "w") as f:
         f.write(md)
     plot = report.plot(rows, os.path.join(a.out, "peers.png"))
     print(md)
     print(f"peers: results in {store}, {a.out}/results.md" + (f", {plot}" if plot else ""), file=sys.stderr)
-    bad = [r for r in rows if r.get("mismatches")]
-    errors = [r for r in rows if r.get("error")]
+    for r in moving_rows:
+        r.setdefault("phase", "moving")
+    bad = [r for r in rows + moving_rows if r.get("mismatches")]
+    errors = [r for r in rows + moving_rows if r.get("error")]
     for r in bad:
         print(f"peers: WRONG ANSWERS: {r['system']} {r['dataset']} {r['phase']}: {r['mismatches']} queries differ from the oracle", file=sys.stderr)
     for r in errors:

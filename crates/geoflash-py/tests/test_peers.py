@@ -1,11 +1,14 @@
 """A smoke run of the peer benchmark (benchmarks/peers): every system builds,
 answers and is checked against the brute-force oracle on a small dataset,
-and the results store, Markdown table and plot are written.
+and the results store, Markdown table and plot are written; the
+moving-objects phase (``--moving``: 2,000 objects moved in commits of 1,000
+with windows between them, benchmarks/peers/moving.py) runs as well.
 
 The harness exits 1 when any system answers differently from the oracle;
 under CI=true (strict) a missing peer, server or failed phase fails it too.
 """
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -31,7 +34,7 @@ def test_peer_benchmark_smoke_run(tmp_path):
     cmd = [
         sys.executable, str(RUN), "--scale", "smoke", "--count", "1500", "--datasets", "uniform,helsinki",
         "--queries", "20", "--warm-repeat", "1", "--out", str(out), "--workdir", str(tmp_path / "work"),
-        "--geoflash-bin", bin_, "--exclude", "rtree (buffer 128)",
+        "--geoflash-bin", bin_, "--exclude", "rtree (buffer 128)", "--moving",
     ]
     strict = os.environ.get("CI", "").lower() in ("1", "true", "yes")
     if strict:
@@ -61,3 +64,21 @@ def test_peer_benchmark_smoke_run(tmp_path):
     ).fetchone()
     assert written and written > 0
     assert (out / "peers.png").stat().st_size > 10_000
+    # moving objects: every system moved every object of both datasets, and
+    # every answer between the commits and on the idle index agreed
+    assert "## Moving objects" in md and "÷ sqlite-rtree" in md
+    moved = con.execute("SELECT dataset, system, method, moves, updates_per_s, bytes_per_update, mismatches,"
+                        " error FROM moving_results").fetchall()
+    assert {r[0] for r in moved} == {"uniform", "buildings-random"}
+    names = {r[1] for r in moved}
+    for must in ("sqlite-rtree", "sqlite-rtree (cache 256 MiB)", "rtree", "duckdb", "geoflash", "geoflash (fast)",
+                 "geoflash (plain)", "geoflash (TC58 sim)"):
+        assert must in names, (must, sorted(names))
+    if strict:
+        assert "postgis" in names
+        assert not [r for r in moved if r[7]], [r for r in moved if r[7]]
+    ok = [r for r in moved if r[7] is None]
+    assert ok and all(r[3] == 2000 and r[4] > 0 and r[6] == 0 for r in ok), ok
+    assert {r[2] for r in ok if r[1] == "geoflash"} <= {"update", "delete + insert"}
+    (eng,) = con.execute("SELECT engine FROM moving_results WHERE system='geoflash (TC58 sim)' LIMIT 1").fetchone()
+    assert json.loads(eng)["nand_programs"] > 0
