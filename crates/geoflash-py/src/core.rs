@@ -14,21 +14,35 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use geoflash_engine::engine::records::{RecordLog, Records, Replay, RECORDS_FILE};
 use geoflash_engine::engine::{
     from_wkb, Access, BatchDurability, BulkMethod, DirLock, Error, Geometry, Hit, Index, IndexKind,
-    IndexOptions, IndexSpec, KeyStyle, KnnResult, OpenBatch, Predicate, Result, MANIFEST_FILE,
+    IndexOptions, IndexSpec, KeyStyle, KnnResult, OpId, OpenBatch, Predicate, Result,
+    MANIFEST_FILE,
 };
 use geoflash_engine::geom::{Point, Rect, MAX_COORD};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict};
 
-use crate::records::Records;
 use crate::to_py;
+
+/// The log of the record map grows to at most this many bytes, or the
+/// snapshot's size if larger, before a commit checkpoints (snapshot and
+/// engine checkpoint): the work of a commit stays what it changed, and a
+/// checkpoint's snapshot is paid for by at least as many logged bytes.
+const RECORD_LOG_BUDGET: u64 = 64 << 20;
 
 /// An open index and its record map.
 struct State {
     index: Index,
     records: Records,
+    /// The record map's log (`pyrecords.log`) of a writable index in a
+    /// directory with Python ids (see `geoflash_engine::engine::records`).
+    log: Option<RecordLog>,
+    /// Bytes of the last snapshot (`pyrecords.dat`).
+    snapshot_bytes: u64,
+    /// The engine's durable operation when the map's log was last synced.
+    synced_op: Option<OpId>,
     writable: bool,
     /// The batch `with index.batch():` opened, until it ends.
     batch: Option<OpenBatch>,
@@ -46,15 +60,37 @@ impl State {
     /// calls them one by one, and two readings per call were a large share
     /// of a small insert or query. Wall times are still kept; batches
     /// (`with index.batch():`) still measure their CPU time.
-    fn new(mut index: Index, records: Records, writable: bool) -> State {
+    fn new(
+        mut index: Index,
+        records: Records,
+        writable: bool,
+        replay: Option<&Replay>,
+    ) -> Result<State> {
         index.set_operation_cpu_time(false);
-        State {
+        let log = match index.dir() {
+            Some(dir) if writable && !records.is_identity() => Some(match replay {
+                Some(r) if r.generation == records.generation() => {
+                    RecordLog::append_to(dir, r.generation, r.end)?
+                }
+                _ => RecordLog::create(dir, records.generation())?,
+            }),
+            _ => None,
+        };
+        let snapshot_bytes = index
+            .dir()
+            .and_then(|d| std::fs::metadata(d.join(RECORDS_FILE)).ok())
+            .map_or(0, |m| m.len());
+        let synced_op = index.durable_op();
+        Ok(State {
             index,
             records,
+            log,
+            snapshot_bytes,
+            synced_op,
             writable,
             batch: None,
             owner: std::process::id(),
-        }
+        })
     }
 
     /// True when this process may write the index: it opened it, or the
@@ -80,17 +116,67 @@ impl State {
         )))
     }
 
-    /// Saves the record map, then checkpoints the engine (in this order, so
-    /// the map is never older than the checkpointed tree).
+    /// Checkpoints the record map and the engine: the map's snapshot of the
+    /// next generation, its log started over, then the engine's checkpoint
+    /// (in this order, so the snapshot is never older than the
+    /// checkpointed tree; see `geoflash_engine::engine::records`).
     fn checkpoint(&mut self) -> Result<()> {
         if !self.writable {
             return Ok(());
         }
         self.check_owner()?;
-        if let Some(dir) = self.index.dir() {
-            self.records.save(dir)?;
+        if let Some(dir) = self.index.dir().map(Path::to_path_buf) {
+            if !self.records.is_identity() {
+                self.log = None;
+                self.snapshot_bytes = self.records.save(&dir)?;
+                self.log = Some(RecordLog::create(&dir, self.records.generation())?);
+            }
         }
-        self.index.checkpoint()
+        self.index.checkpoint()?;
+        self.synced_op = self.index.durable_op();
+        Ok(())
+    }
+
+    /// After a change outside a batch: syncs the map's log when the
+    /// engine's log made more operations durable (its durability mode:
+    /// every operation, a group, or none), so the ids of what the engine
+    /// acknowledges are durable with it.
+    fn after_change(&mut self) -> Result<()> {
+        if self.batch.is_some() {
+            return Ok(());
+        }
+        let durable = self.index.durable_op();
+        if durable != self.synced_op {
+            if let Some(log) = &mut self.log {
+                log.sync()?;
+            }
+            self.synced_op = durable;
+        }
+        Ok(())
+    }
+
+    /// Commits (the end of a batch): the map's log synced, then the
+    /// engine's ([`Index::end_batch`] with [`BatchDurability::Commit`]); a
+    /// checkpoint when the map's log has outgrown its budget.
+    fn end_batch(&mut self, batch: OpenBatch, succeeded: bool) -> Result<()> {
+        if succeeded && self.writable {
+            if let Some(log) = &mut self.log {
+                log.sync()?;
+            }
+        }
+        self.index.end_batch(batch, succeeded)?;
+        if !succeeded {
+            return Ok(());
+        }
+        self.synced_op = self.index.durable_op();
+        let grown = self
+            .log
+            .as_ref()
+            .is_some_and(|l| l.bytes() > RECORD_LOG_BUDGET.max(self.snapshot_bytes));
+        if grown {
+            self.checkpoint()?;
+        }
+        Ok(())
     }
 
     /// The user ids of the records `hits` found.
@@ -304,11 +390,11 @@ fn bulk_method(name: &str) -> Result<BulkMethod> {
 /// Saves the id map of a new index in its directory (created atomically by
 /// `Index::create`/`bulk_load`, which refuse a directory holding an index
 /// or any other file, so the map goes in after it).
-fn save_records(index: &Index, records: &Records) -> Result<()> {
-    match index.dir() {
-        Some(dir) => records.save(dir),
-        None => Ok(()),
+fn save_records(index: &Index, records: &mut Records) -> Result<()> {
+    if let Some(dir) = index.dir() {
+        records.save(dir)?;
     }
+    Ok(())
 }
 
 /// An item of a query answer: (user id, pickled object, (minx, miny, maxx, maxy)).
@@ -450,13 +536,13 @@ impl Core {
         }
         let state = py
             .allow_threads(|| -> Result<State> {
-                let records = Records::new();
+                let mut records = Records::new();
                 let index = match &path {
                     Some(dir) => Index::create(dir, &opts)?,
                     None => Index::create_temporary(&opts)?,
                 };
-                save_records(&index, &records)?;
-                Ok(State::new(index, records, true))
+                save_records(&index, &mut records)?;
+                State::new(index, records, true, None)
             })
             .map_err(to_py)?;
         Ok(Core::new(state))
@@ -518,8 +604,8 @@ impl Core {
                     Some(dir) => Index::bulk_load(Some(dir), &opts, items, method, fill)?,
                     None => Index::bulk_load(None, &opts, items, method, fill)?,
                 };
-                save_records(&index, &records)?;
-                Ok(State::new(index, records, true))
+                save_records(&index, &mut records)?;
+                State::new(index, records, true, None)
             })
             .map_err(to_py)?;
         Ok(Core::new(state))
@@ -559,8 +645,8 @@ impl Core {
                     objects.push((records.add(id, None)?, g));
                 }
                 let index = Index::bulk_load_objects(&path, &opts, &objects, method, fill)?;
-                save_records(&index, &records)?;
-                Ok(State::new(index, records, true))
+                save_records(&index, &mut records)?;
+                State::new(index, records, true, None)
             })
             .map_err(to_py)?;
         Ok(Core::new(state))
@@ -578,41 +664,50 @@ impl Core {
         let (state, warning) = py
             .allow_threads(|| -> Result<(State, Option<String>)> {
                 let index = Index::open(&path, access)?;
-                let mut records = Records::load(&path)?;
+                let (mut records, replay) = Records::load(&path)?;
                 let mut warning = None;
-                // Restart replayed operations the map may not know (a
-                // writer killed after its last checkpoint).
-                let replayed = index
+                // After a crash the tree decides which keys are live: the
+                // map's log holds changes since its snapshot (a clean close
+                // leaves it empty), restart replayed operations, the
+                // rollback journal undid pages, or the counts differ.
+                let logged = replay.as_ref().is_some_and(|r| !r.changes.is_empty() || r.torn > 0);
+                let recovered = index
                     .restart_report()
-                    .is_some_and(|r| r.recovered_anything());
-                let index = match records.live() {
-                    // The map is older than the tree: back to the map's state.
-                    Some(live) if index.len() != live || replayed => {
+                    .is_some_and(|r| r.recovered_anything())
+                    || index.rolled_back_pages() > 0;
+                let (index, changed) = match records.live() {
+                    Some(live) if logged || recovered || index.len() != live => {
                         let tree = index.len();
-                        let r = crate::stale::reconcile(index, &mut records, !readonly, save_records)?;
-                        if r.unknown_entries + r.missing_keys == 0 {
-                            return Ok((State::new(r.index, records, !readonly), None));
+                        let r = crate::stale::reconcile(index, &mut records, !readonly)?;
+                        if r.unknown_entries + r.missing_keys + r.revived_keys > 0 {
+                            warning = Some(format!(
+                                "{}: the id map ({RECORDS_FILE} and its log) and the tree ({tree} entries, the map \
+                                 knew {live}) disagreed after a crash; the tree decides: {} entries whose ids the map \
+                                 never logged dropped (operations after the last commit), {} ids the tree no longer \
+                                 held marked deleted, {} it still held brought back{}",
+                                path.display(),
+                                r.unknown_entries,
+                                r.missing_keys,
+                                r.revived_keys,
+                                if readonly {
+                                    " (read-only: served from a copy in memory; open it for writing to repair it on disk)"
+                                } else {
+                                    " (repaired on disk)"
+                                }
+                            ));
                         }
-                        warning = Some(format!(
-                            "{}: the id map ({}) was older than the tree ({tree} entries, the map knew {live}: \
-                             the writer was stopped without flush() or close()); the index is back at the \
-                             map's checkpoint: {} entries it did not know dropped, {} it knew but the tree \
-                             no longer held marked deleted{}",
-                            path.display(),
-                            crate::records::RECORDS_FILE,
-                            r.unknown_entries,
-                            r.missing_keys,
-                            if readonly {
-                                " (read-only: served from a copy in memory; open it for writing to repair it on disk)"
-                            } else {
-                                " (repaired on disk)"
-                            }
-                        ));
-                        r.index
+                        (r.index, true)
                     }
-                    _ => index,
+                    _ => (index, false),
                 };
-                Ok((State::new(index, records, !readonly), warning))
+                let upgrade = records.read_version() < 2 && !records.is_identity();
+                let mut st = State::new(index, records, !readonly, replay.as_ref())?;
+                if !readonly && (changed || upgrade) {
+                    // The repair, or the snapshot's new format (so that an
+                    // older build refuses the index instead of ignoring the log).
+                    st.checkpoint()?;
+                }
+                Ok((st, warning))
             })
             .map_err(to_py)?;
         if let Some(w) = warning {
@@ -663,11 +758,25 @@ impl Core {
                 return Err(Error::invalid("the index is open read-only"));
             }
             let key = st.records.add(id, obj)?;
-            if let Err(e) = st.index.insert(key, r) {
+            let Some(log) = st.log.as_mut() else {
+                if let Err(e) = st.index.insert(key, r) {
+                    st.records.undo_add(key);
+                    return Err(e);
+                }
+                return Ok(());
+            };
+            // The ADD before the engine's insert (see the records log's protocol).
+            if let Err(e) = log.append_add(key, id, st.records.obj(key)) {
                 st.records.undo_add(key);
                 return Err(e);
             }
-            Ok(())
+            if let Err(e) = st.index.insert(key, r) {
+                // The key is in the log: it stays allocated, deleted.
+                st.records.remove(key);
+                let _ = log.append_remove(key);
+                return Err(e);
+            }
+            st.after_change()
         })
     }
 
@@ -728,6 +837,10 @@ impl Core {
                 st.index.delete(key, r)?;
             }
             st.records.remove(key);
+            if let Some(log) = st.log.as_mut() {
+                log.append_remove(key)?;
+            }
+            st.after_change()?;
             Ok(true)
         })
     }
@@ -1007,26 +1120,20 @@ impl Core {
             if st.batch.is_some() {
                 return Err(Error::invalid("a batch is already open on this index"));
             }
-            st.batch = Some(st.index.begin_batch(BatchDurability::AtEnd)?);
+            st.batch = Some(st.index.begin_batch(BatchDurability::Commit)?);
             Ok(())
         })
     }
 
-    /// Ends the open batch: when `succeeded`, saves the id map and
-    /// checkpoints (everything durable); otherwise only restores the
-    /// durability mode. Nothing to do without an open batch.
+    /// Ends the open batch: when `succeeded`, commits (the id map's log
+    /// synced, then the engine's log; a checkpoint for stores without a
+    /// log, or when the map's log outgrew its budget); otherwise only
+    /// restores the durability mode. Nothing to do without an open batch.
     fn end_batch(&self, py: Python<'_>, succeeded: bool) -> PyResult<()> {
         py.allow_threads(|| {
-            self.with(|st| {
-                let Some(batch) = st.batch.take() else {
-                    return Ok(());
-                };
-                if succeeded && st.writable {
-                    if let Some(dir) = st.index.dir() {
-                        st.records.save(dir)?;
-                    }
-                }
-                st.index.end_batch(batch, succeeded)
+            self.with(|st| match st.batch.take() {
+                Some(batch) => st.end_batch(batch, succeeded),
+                None => Ok(()),
             })
         })
     }

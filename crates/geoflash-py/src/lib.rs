@@ -13,7 +13,6 @@ use pyo3::types::PyType;
 
 mod bench;
 mod core;
-mod records;
 mod stale;
 
 use geoflash_engine::engine::{self, max_entries, Error};

@@ -1,35 +1,39 @@
-//! A record map older than its tree (issue 44, item 4): the map
-//! (`pyrecords.dat`) is written whole before each checkpoint and is not in
-//! the engine's log, so a Python writer killed after its last checkpoint
-//! leaves a tree that the log brought further than the map (the entries it
-//! inserted since have record keys the map never saw; those it deleted are
-//! still live in the map). Opening such an index used to be refused, even
-//! read-only and after `geoflash recover`. Now it returns the index to the
-//! map's state, which is the last checkpoint of the Python writer:
+//! Bringing the record map and the tree back to agreement after a crash.
 //!
-//! - opened for writing, the tree is repaired in place: the entries whose
-//!   record keys the map does not know as live are deleted, the keys the
-//!   map knows but the tree no longer holds are marked deleted in the map,
-//!   and both are checkpointed;
-//! - opened read-only, nothing is written: the entries the map knows are
-//!   copied into an index in memory (an STR bulk load), which the session
-//!   reads instead.
+//! The map (`pyrecords.dat` and its log `pyrecords.log`, see
+//! `geoflash_engine::engine::records`) knows the id and object of every key
+//! ever allocated; the tree (recovered by its own log or rollback journal)
+//! decides which keys are live. After a crash they can disagree in three
+//! ways, each only about operations after the last commit:
 //!
-//! Either way a `RuntimeWarning` says what was dropped. Issue 43 moves the
-//! map into the engine's log, which will make this repair unnecessary.
+//! - the tree holds a key the map never logged (a power loss between the
+//!   engine's log sync and the map's): the entry is dropped, as its
+//!   insertion was never acknowledged;
+//! - the map knows as live a key the tree does not hold (an insertion
+//!   logged in the map but not recovered by the tree, or a deletion the
+//!   map's log missed): the key is marked deleted;
+//! - the tree holds a key the map logged as deleted (a deletion that the
+//!   map's log made durable but the tree did not): the key is brought
+//!   back, with its id and object.
+//!
+//! Opened for writing, the tree is repaired in place (then checkpointed by
+//! the caller); opened read-only, nothing is written: the entries kept are
+//! copied into an index in memory (an STR bulk load), which the session
+//! reads instead.
+use geoflash_engine::engine::records::Records;
 use geoflash_engine::engine::{BulkMethod, Error, Index, IndexOptions, Predicate, Result};
 use geoflash_engine::geom::{Rect, MAX_COORD};
-
-use crate::records::Records;
 
 /// What [`reconcile`] did.
 pub struct Reconciled {
     /// The index to use (the same one, or a copy in memory when read-only).
     pub index: Index,
-    /// Entries of the tree the map did not know (dropped).
+    /// Entries of the tree whose keys the map never knew (dropped).
     pub unknown_entries: u64,
-    /// Keys the map knew but the tree no longer held (marked deleted).
+    /// Keys the map knew as live but the tree no longer held (marked deleted).
     pub missing_keys: u64,
+    /// Keys the map knew as deleted but the tree still held (brought back).
+    pub revived_keys: u64,
 }
 
 /// Entries of an index: (record key, rectangle).
@@ -46,41 +50,33 @@ fn entries(index: &Index) -> Result<Entries> {
         .collect())
 }
 
-/// Brings `index` and `records` back to agreement when the tree may hold
-/// other entries than the map knows as live (another number of them, or a
-/// restart that replayed operations; see the module docs); nothing changes
-/// when they agree. `writable`: repair in place (then `save` writes the map) rather
+/// Brings `index` and `records` back to agreement (see the module docs);
+/// nothing changes when they agree. `writable`: repair in place rather
 /// than copy into memory.
-pub fn reconcile(
-    index: Index,
-    records: &mut Records,
-    writable: bool,
-    save: impl FnOnce(&Index, &Records) -> Result<()>,
-) -> Result<Reconciled> {
+pub fn reconcile(index: Index, records: &mut Records, writable: bool) -> Result<Reconciled> {
     let all = entries(&index)?;
     let held: std::collections::HashSet<u64> = all.iter().map(|(k, _)| *k).collect();
-    let (kept, unknown): (Entries, Entries) =
-        all.into_iter().partition(|(k, _)| records.is_live(*k));
+    let (kept, unknown): (Entries, Entries) = all.into_iter().partition(|(k, _)| records.knows(*k));
     let missing: Vec<u64> = records.live_keys().filter(|k| !held.contains(k)).collect();
     for &k in &missing {
         records.remove(k);
     }
-    let index = if unknown.is_empty() && missing.is_empty() {
+    let revived = kept.iter().filter(|(k, _)| records.resurrect(*k)).count() as u64;
+    records.prune_objects();
+    let index = if unknown.is_empty() {
         index
     } else if writable {
         let mut index = index;
         for &(k, r) in &unknown {
             index.delete(k, r)?;
         }
-        save(&index, records)?;
-        index.checkpoint()?;
         index
     } else {
         if index.objects().is_some() {
             return Err(Error::corrupt(
                 None,
-                "the id map is older than the index and the index stores geometries: \
-                 open it for writing once (geoflash.Index(path)) to return it to its last checkpoint",
+                "the tree holds entries the id map never logged and the index stores geometries: \
+                 open it for writing once (geoflash.Index(path)) to repair it",
             ));
         }
         let opts = IndexOptions {
@@ -94,5 +90,6 @@ pub fn reconcile(
         index,
         unknown_entries: unknown.len() as u64,
         missing_keys: missing.len() as u64,
+        revived_keys: revived,
     })
 }

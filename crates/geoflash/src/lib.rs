@@ -98,7 +98,7 @@ macro_rules! layers {
     };
 }
 
-layers!(cache, grid, index, index_dir, manifest, objects, page, storage, store,);
+layers!(cache, grid, index, index_dir, manifest, objects, page, records, storage, store,);
 
 pub use engine::{IndexSpec, KeyStyle, SpecError};
 pub use error::{Error, Result};

@@ -159,6 +159,14 @@ pub trait SpatialIndex: Any + Send + Sync {
         Ok(())
     }
 
+    /// Makes every committed operation durable by syncing the store's log
+    /// (`true`), leaving dirty nodes to the store's flushing policy;
+    /// `false`, having done nothing, without a log (the caller
+    /// checkpoints instead). See [`crate::store::NodeStore::sync_committed`].
+    fn sync_committed(&mut self) -> Result<bool> {
+        Ok(false)
+    }
+
     /// The newest committed operation of a store with a log.
     fn last_committed_op(&self) -> Option<OpId> {
         None
@@ -329,6 +337,10 @@ macro_rules! forward_to_store {
             durability: $crate::store::log::Durability,
         ) -> $crate::Result<()> {
             self.store_mut().set_durability(durability)
+        }
+
+        fn sync_committed(&mut self) -> $crate::Result<bool> {
+            self.store_mut().sync_committed()
         }
 
         fn last_committed_op(&self) -> Option<$crate::store::OpId> {

@@ -46,6 +46,14 @@ pub use crate::store::log::{Durability, LogFormat, RecoveryMode};
 pub use crate::store::OpId;
 pub use crate::units::parse_size;
 
+/// The record map of a front end whose ids are not the engine's keys (the
+/// Python package: any `i64`, duplicates allowed, pickled objects), with
+/// its snapshot (`pyrecords.dat`) and its log of changes (`pyrecords.log`).
+pub mod records {
+    pub use crate::records::log::{Change, RecordLog, Replay, LOG_FILE};
+    pub use crate::records::{Records, RECORDS_FILE};
+}
+
 /// The devices an index lives on, as a workbench measures them: the
 /// parsed device spec and what it opens, the page I/O trait and its
 /// counters, the in-memory device, and I/O traces (recording one of a

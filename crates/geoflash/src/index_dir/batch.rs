@@ -27,6 +27,12 @@ pub enum BatchDurability {
     /// for the end of the batch, which checkpoints. A store in the papers'
     /// `none` mode, or without a log, is checkpointed at the end too.
     AtEnd,
+    /// All together when the batch returns, as with [`AtEnd`](Self::AtEnd),
+    /// but by [`Index::commit`]: a store with a log syncs it and keeps its
+    /// dirty nodes (a crash after the batch replays them from the log); a
+    /// store without one is checkpointed. A commit's cost is what the batch
+    /// changed, not the nodes the buffer holds.
+    Commit,
 }
 
 /// A batch begun by [`Index::begin_batch`]: what [`Index::end_batch`]
@@ -91,9 +97,8 @@ impl Index {
     /// must be ended with [`end_batch`](Self::end_batch).
     pub fn begin_batch(&mut self, durability: BatchDurability) -> Result<OpenBatch> {
         let configured = self.tree.durability();
-        let restore = configured.filter(|d| {
-            durability == BatchDurability::AtEnd && d.protects_flushes() && !self.in_batch
-        });
+        let at_end = matches!(durability, BatchDurability::AtEnd | BatchDurability::Commit);
+        let restore = configured.filter(|d| at_end && d.protects_flushes() && !self.in_batch);
         if restore.is_some() {
             self.writable()?;
             self.tree.set_durability(Durability::UNBOUNDED_GROUP)?;
@@ -109,8 +114,9 @@ impl Index {
     }
 
     /// Ends `batch`: adds its wall-clock and CPU time to the index phase,
-    /// restores the store's durability mode and, when `succeeded` and the
-    /// batch is [`BatchDurability::AtEnd`], checkpoints (everything durable).
+    /// restores the store's durability mode and, when `succeeded`,
+    /// checkpoints ([`BatchDurability::AtEnd`]) or commits
+    /// ([`BatchDurability::Commit`]).
     pub fn end_batch(&mut self, batch: OpenBatch, succeeded: bool) -> Result<()> {
         if !batch.nested {
             let wall = u64::try_from(batch.wall_before.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -124,8 +130,12 @@ impl Index {
         if let Some(d) = batch.restore {
             self.tree.set_durability(d)?;
         }
-        if succeeded && batch.durability == BatchDurability::AtEnd && !batch.nested {
-            self.checkpoint()?;
+        if succeeded && !batch.nested {
+            match batch.durability {
+                BatchDurability::AtEnd => self.checkpoint()?,
+                BatchDurability::Commit => self.commit()?,
+                BatchDurability::AsConfigured => {}
+            }
         }
         Ok(())
     }

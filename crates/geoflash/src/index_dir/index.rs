@@ -231,6 +231,28 @@ impl Index {
         Ok(())
     }
 
+    /// Makes every operation committed so far durable at the lowest cost
+    /// the store allows: a store with a log (eFIND, FAST) syncs its log
+    /// (the object heap first, when there is one) and keeps its dirty nodes
+    /// for its flushing policy, so a crash after this returns replays them
+    /// from the log; a store without a log, or one on a simulated device
+    /// (saved whole at checkpoints), is [checkpointed](Self::checkpoint).
+    pub fn commit(&mut self) -> Result<()> {
+        if self.access == Access::Read {
+            return Ok(());
+        }
+        if !self.sims.is_empty() {
+            return self.checkpoint();
+        }
+        if let Some(heap) = &self.objects {
+            heap.sync()?;
+        }
+        if self.tree.sync_committed().map_err(|e| self.locate(e))? {
+            return Ok(());
+        }
+        self.checkpoint()
+    }
+
     /// Device and store counters so far, as one [`Stats`] record labelled
     /// `label`. The I/O of a separate log device (`log.dat`) is added to the
     /// device counters; the log's own columns come from the store.

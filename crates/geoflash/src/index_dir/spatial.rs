@@ -97,6 +97,11 @@ impl SpatialIndex for Index {
         self.tree.set_durability(durability)
     }
 
+    fn sync_committed(&mut self) -> Result<bool> {
+        self.writable()?;
+        self.tree.sync_committed()
+    }
+
     fn last_committed_op(&self) -> Option<OpId> {
         Index::last_committed_op(self)
     }

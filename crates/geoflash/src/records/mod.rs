@@ -5,15 +5,17 @@
 //! ids (and any `i64`, negative ones included). So every entry gets an
 //! internal *record key*, allocated densely from 0 (`next_key`), and this map
 //! remembers the user's id of each key and the pickled `obj=` payload, if
-//! any. Keys are never reused.
+//! any. Keys are never reused, and the id of a deleted key is kept (so
+//! that a crash recovery can bring a key back to life, see [`log`]).
 //!
-//! # File format (`pyrecords.dat` in the index directory)
+//! # File format (`pyrecords.dat` in the index directory): the snapshot
 //!
 //! | bytes | field |
 //! |---|---|
 //! | 8 | magic `GFPYREC\0` |
-//! | 2 | format version (`u16` LE) |
+//! | 2 | format version (`u16` LE): 2 (version 1 had no generation) |
 //! | 6 | zero |
+//! | 8 | generation (`u64` LE; absent in version 1, read as 0) |
 //! | 8 | `n`: number of keys allocated (`u64` LE) |
 //! | 8 | `o`: number of objects (`u64` LE) |
 //! | 8·n | user id of each key (`i64` LE) |
@@ -21,22 +23,28 @@
 //! | … | `o` objects, ascending key: key (`u64` LE), length `l` (`u32` LE), `l` bytes |
 //! | 4 | CRC-32C of everything before |
 //!
-//! The file is replaced atomically (write, sync, rename, sync the directory)
-//! *before* each engine checkpoint, so after a crash it is never older than
-//! the checkpointed tree. An index directory without the file was built
+//! The snapshot is replaced atomically (write, sync, rename, sync the
+//! directory) at checkpoints only; the changes between two snapshots go to
+//! the map's log ([`log`], `pyrecords.log`), which a commit syncs. See
+//! [`log`] for the protocol. An index directory without the file was built
 //! outside Python (the command line): its record keys are the user ids
 //! ([`Records::identity`]) and it cannot take new entries from Python.
 use std::collections::HashMap;
 use std::path::Path;
 
-use geoflash_engine::engine::{write_atomic, Error, Result};
+use crate::manifest::write_atomic;
+use crate::{Error, Result};
 
 /// File name of the record map inside an index directory.
 pub const RECORDS_FILE: &str = "pyrecords.dat";
 
+pub mod log;
+
 const MAGIC: &[u8; 8] = b"GFPYREC\0";
-const VERSION: u16 = 1;
-const HEADER: usize = 32;
+/// The snapshot format written: 2 since the map has a log (issue 43).
+const VERSION: u16 = 2;
+/// Header bytes of a version-2 snapshot (32 in version 1).
+const HEADER: usize = 40;
 
 /// Internal record keys → user ids and pickled objects. See the module docs.
 ///
@@ -60,6 +68,11 @@ pub struct Records {
     alive: BitSet,
     live: u64,
     objs: HashMap<u64, Vec<u8>>,
+    /// The generation of the snapshot this map was read from or last
+    /// saved as (its log continues it).
+    generation: u64,
+    /// The snapshot's format version it was read from (`VERSION` for a new map).
+    read_version: u16,
 }
 
 /// A growable set of bits, one per key: live or deleted.
@@ -109,6 +122,15 @@ impl BitSet {
                 .is_some_and(|word| word >> (i % 64) & 1 == 1)
     }
 
+    /// Sets bit `i` (below [`len`](Self::len)); true if it was clear.
+    fn set(&mut self, i: u64) -> bool {
+        if i >= self.len || self.get(i) {
+            return false;
+        }
+        self.words[(i / 64) as usize] |= 1 << (i % 64);
+        true
+    }
+
     /// Clears bit `i`; true if it was set.
     fn clear(&mut self, i: u64) -> bool {
         if !self.get(i) {
@@ -122,7 +144,10 @@ impl BitSet {
 impl Records {
     /// An empty map.
     pub fn new() -> Records {
-        Records::default()
+        Records {
+            read_version: VERSION,
+            ..Records::default()
+        }
     }
 
     /// The map of an index built elsewhere, whose keys are the ids.
@@ -152,6 +177,8 @@ impl Records {
             alive,
             live,
             objs,
+            generation: 0,
+            read_version: VERSION,
         }
     }
 
@@ -215,6 +242,75 @@ impl Records {
         if !self.objs.is_empty() {
             self.objs.remove(&key);
         }
+    }
+
+    /// Brings deleted `key` back to life (a crash recovery found it in the
+    /// tree: its deletion did not survive); false if it was live or unknown.
+    pub fn resurrect(&mut self, key: u64) -> bool {
+        let back = !self.identity && self.alive.set(key);
+        if back {
+            self.live += 1;
+        }
+        back
+    }
+
+    /// Drops the objects of deleted keys (replayed deletions keep them
+    /// until the tree has confirmed them: see [`Records::replay`]).
+    pub fn prune_objects(&mut self) {
+        let alive = &self.alive;
+        self.objs.retain(|&k, _| alive.get(k));
+    }
+
+    /// Whether `key` was ever allocated (live or deleted).
+    pub fn knows(&self, key: u64) -> bool {
+        self.identity || key < self.keys()
+    }
+
+    /// Applies the changes of the map's log, oldest first. A deletion keeps
+    /// the key's object: the tree may still hold the key after a crash (its
+    /// deletion not durable), and [`Records::prune_objects`] drops what
+    /// the tree confirmed. An ADD must allocate the next key: anything else
+    /// means a log that does not continue this snapshot.
+    pub fn replay(&mut self, changes: &[log::Change]) -> Result<()> {
+        for c in changes {
+            match c {
+                log::Change::Add { key, id, obj } => {
+                    if *key != self.keys() {
+                        return Err(Error::corrupt(
+                            None,
+                            format!(
+                                "{}: adds key {key} where the map has {} keys: the log does not continue {RECORDS_FILE}",
+                                log::LOG_FILE,
+                                self.keys()
+                            ),
+                        ));
+                    }
+                    self.add(*id, obj.clone())?;
+                }
+                log::Change::Remove { key } => {
+                    if self.alive.clear(*key) {
+                        self.live = self.live.saturating_sub(1);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The generation of the snapshot the map continues.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The snapshot format the map was read from (older than the current
+    /// one: the next checkpoint upgrades it).
+    pub fn read_version(&self) -> u16 {
+        self.read_version
+    }
+
+    /// Whether the map is an identity map (an index built outside Python).
+    pub fn is_identity(&self) -> bool {
+        self.identity
     }
 
     /// Appends the user ids of the records with `keys` to `out`, as
@@ -310,6 +406,7 @@ impl Records {
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
         out.extend_from_slice(&[0u8; 6]);
+        out.extend_from_slice(&self.generation.to_le_bytes());
         out.extend_from_slice(&(n as u64).to_le_bytes());
         out.extend_from_slice(&(self.objs.len() as u64).to_le_bytes());
         for key in 0..self.keys() {
@@ -338,7 +435,7 @@ impl Records {
         let Some((data, crc)) = bytes.split_last_chunk::<4>() else {
             return Err(bad("file shorter than its header"));
         };
-        if data.len() < HEADER || &data[..8] != MAGIC {
+        if data.len() < 32 || &data[..8] != MAGIC {
             return Err(bad("not a record map (bad magic or too short)"));
         }
         if crc32c::crc32c(data) != u32::from_le_bytes(*crc) {
@@ -353,6 +450,7 @@ impl Records {
             });
         }
         r.take(6)?;
+        let generation = if version >= 2 { r.u64()? } else { 0 };
         let n = usize::try_from(r.u64()?).map_err(|_| bad("key count too large"))?;
         let o = r.u64()?;
         if n.checked_mul(9).is_none_or(|b| b > data.len()) {
@@ -384,29 +482,69 @@ impl Records {
         if r.at != data.len() {
             return Err(bad("trailing bytes after the last object"));
         }
-        Ok(Records::from_parts(ids, alive, live, objs))
+        let mut map = Records::from_parts(ids, alive, live, objs);
+        map.generation = generation;
+        map.read_version = version;
+        Ok(map)
     }
 
-    /// Replaces the map file in `dir` atomically (no-op for an identity map).
-    pub fn save(&self, dir: &Path) -> Result<()> {
+    /// Writes the snapshot of the next generation in `dir` atomically and
+    /// returns its size in bytes (nothing for an identity map). The map's
+    /// log must then start over with [`generation`](Self::generation)
+    /// ([`log::RecordLog::create`]): the snapshot holds everything logged.
+    pub fn save(&mut self, dir: &Path) -> Result<u64> {
         if self.identity {
-            return Ok(());
+            return Ok(0);
         }
-        write_atomic(dir, RECORDS_FILE, &self.encode())
+        self.generation += 1;
+        let bytes = self.encode();
+        if let Err(e) = write_atomic(dir, RECORDS_FILE, &bytes) {
+            self.generation -= 1;
+            return Err(e);
+        }
+        self.read_version = VERSION;
+        Ok(bytes.len() as u64)
     }
 
-    /// The map of the index in `dir`: its file, or an identity map if it has none.
-    pub fn load(dir: &Path) -> Result<Records> {
+    /// The map of the index in `dir`: its snapshot with the changes of its
+    /// log applied (see [`log`]), or an identity map if it has no snapshot;
+    /// with what was read of the log when it continues the snapshot
+    /// (`None`: no log, or one the snapshot already holds).
+    pub fn load(dir: &Path) -> Result<(Records, Option<log::Replay>)> {
         let path = dir.join(RECORDS_FILE);
-        match std::fs::read(&path) {
-            Ok(bytes) => Records::decode(&bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Records::identity()),
-            Err(source) => Err(Error::Io {
-                path,
-                page: None,
-                source,
-            }),
+        let mut map = match std::fs::read(&path) {
+            Ok(bytes) => Records::decode(&bytes)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok((Records::identity(), None))
+            }
+            Err(source) => {
+                return Err(Error::Io {
+                    path,
+                    page: None,
+                    source,
+                })
+            }
+        };
+        let Some(replay) = log::read(&dir.join(log::LOG_FILE))? else {
+            return Ok((map, None));
+        };
+        if replay.generation < map.generation {
+            // Written before the snapshot, which holds its changes.
+            return Ok((map, None));
         }
+        if replay.generation > map.generation {
+            return Err(Error::corrupt(
+                None,
+                format!(
+                    "{}: generation {} is newer than {RECORDS_FILE}'s ({}): the snapshot is older than its log",
+                    log::LOG_FILE,
+                    replay.generation,
+                    map.generation
+                ),
+            ));
+        }
+        map.replay(&replay.changes)?;
+        Ok((map, Some(replay)))
     }
 }
 
@@ -444,3 +582,6 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(a))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -297,6 +297,14 @@ pub trait NodeStore: Send + Sync {
     fn set_durability(&mut self, _durability: log::Durability) -> Result<()> {
         Ok(())
     }
+    /// Makes every committed operation durable the cheapest way the store
+    /// has: a store with a log syncs it (the held group included) and
+    /// returns `true`, leaving dirty nodes to its flushing policy; a store
+    /// without one does nothing and returns `false` (the caller
+    /// checkpoints instead).
+    fn sync_committed(&mut self) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// The operation bracket shared by the stores: which operation is running
@@ -390,5 +398,8 @@ impl NodeStore for Box<dyn NodeStore> {
     }
     fn set_durability(&mut self, durability: log::Durability) -> Result<()> {
         (**self).set_durability(durability)
+    }
+    fn sync_committed(&mut self) -> Result<bool> {
+        (**self).sync_committed()
     }
 }

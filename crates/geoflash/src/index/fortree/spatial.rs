@@ -79,6 +79,10 @@ impl<S: NodeStore + 'static> SpatialIndex for Mutex<Fortree<S>> {
         get(self).store_mut().set_durability(durability)
     }
 
+    fn sync_committed(&mut self) -> Result<bool> {
+        get(self).store_mut().sync_committed()
+    }
+
     fn last_committed_op(&self) -> Option<OpId> {
         lock(self).store().last_committed_op()
     }

@@ -106,9 +106,8 @@ use crate::cache::{Cache, EntryMeta, PolicyKind};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
 use crate::store::log::{
-    EntryMemo,
-    Durability, Log, LogFormat, LogLayout, LogPlacement, LogStats, LsnHorizon, Record, RecordKind,
-    RecoveryMode,
+    Durability, EntryMemo, Log, LogFormat, LogLayout, LogPlacement, LogStats, LsnHorizon, Record,
+    RecordKind, RecoveryMode,
 };
 use crate::{Error, Result};
 
@@ -1079,5 +1078,21 @@ impl NodeStore for EfindStore {
         }
         self.config.durability = durability;
         Ok(())
+    }
+
+    /// Logs the held group and syncs the log: every committed operation
+    /// is durable; buffered nodes stay for the flushing policy.
+    fn sync_committed(&mut self) -> Result<bool> {
+        self.check_writable()?;
+        if self.ops.current.is_some() {
+            return Err(Error::invalid(
+                "sync of committed operations while an operation is running: commit it first",
+            ));
+        }
+        self.guard(|s| {
+            s.log_group()?;
+            s.log_mut()?.sync()
+        })?;
+        Ok(true)
     }
 }

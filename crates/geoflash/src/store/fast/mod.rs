@@ -1106,6 +1106,13 @@ impl NodeStore for FastStore {
         Ok(())
     }
 
+    /// [`FastStore::sync_log`]: the held group logged, the log synced.
+    fn sync_committed(&mut self) -> Result<bool> {
+        self.check_alive()?;
+        self.sync_log()?;
+        Ok(true)
+    }
+
     fn stats(&self) -> StoreStats {
         let mut s = self.lock().stats.clone();
         let l = self.log.stats();

@@ -1,0 +1,128 @@
+use super::log::{RecordLog, LOG_FILE};
+use super::*;
+
+/// A map with dense ids, a negative and a duplicate id, objects, a deletion.
+fn sample() -> Records {
+    let mut m = Records::new();
+    for id in [0, 1, -7, 1] {
+        let obj = (id == -7).then(|| b"obj".to_vec());
+        m.add(id, obj).unwrap();
+    }
+    m.remove(1);
+    m
+}
+
+fn same(a: &Records, b: &Records) {
+    assert_eq!(
+        a.encode()[16..],
+        b.encode()[16..],
+        "same keys, ids, liveness, objects"
+    );
+}
+
+#[test]
+fn a_snapshot_comes_back_with_its_generation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = sample();
+    m.save(dir.path()).unwrap();
+    m.save(dir.path()).unwrap();
+    let (back, replay) = Records::load(dir.path()).unwrap();
+    assert!(replay.is_none());
+    assert_eq!((back.generation(), back.read_version()), (2, VERSION));
+    same(&m, &back);
+    assert_eq!(back.id(2).unwrap(), -7);
+    assert_eq!(back.obj(2), Some(&b"obj"[..]));
+}
+
+#[test]
+fn a_version_1_snapshot_is_read_as_generation_0() {
+    let m = sample();
+    let v2 = m.encode();
+    // Version 1: no generation field, version 1.
+    let mut v1 = v2[..8].to_vec();
+    v1.extend_from_slice(&1u16.to_le_bytes());
+    v1.extend_from_slice(&[0u8; 6]);
+    v1.extend_from_slice(&v2[24..v2.len() - 4]);
+    let crc = crc32c::crc32c(&v1);
+    v1.extend_from_slice(&crc.to_le_bytes());
+    let back = Records::decode(&v1).unwrap();
+    assert_eq!((back.generation(), back.read_version()), (0, 1));
+    same(&m, &back);
+}
+
+#[test]
+fn the_log_of_the_snapshots_generation_is_replayed_and_an_older_one_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = sample();
+    m.save(dir.path()).unwrap();
+    let mut log = RecordLog::create(dir.path(), m.generation()).unwrap();
+    let k = m.add(42, Some(b"x".to_vec())).unwrap();
+    log.append_add(k, 42, m.obj(k)).unwrap();
+    m.remove(0);
+    log.append_remove(0).unwrap();
+    let (back, replay) = Records::load(dir.path()).unwrap();
+    assert_eq!(replay.unwrap().changes.len(), 2);
+    same(&m, &back);
+    // A replayed deletion keeps the object until the tree confirms it.
+    let mut r = back;
+    assert!(r.resurrect(0));
+    assert_eq!(r.id(0).unwrap(), 0);
+    // A newer snapshot holds the log's changes: the log is ignored.
+    m.save(dir.path()).unwrap();
+    let (back, replay) = Records::load(dir.path()).unwrap();
+    assert!(replay.is_none());
+    same(&m, &back);
+}
+
+#[test]
+fn a_log_newer_than_its_snapshot_or_skipping_a_key_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = sample();
+    m.save(dir.path()).unwrap();
+    RecordLog::create(dir.path(), m.generation() + 1).unwrap();
+    let e = Records::load(dir.path()).unwrap_err();
+    assert!(e.to_string().contains(LOG_FILE), "{e}");
+    let mut log = RecordLog::create(dir.path(), m.generation()).unwrap();
+    log.append_add(99, 5, None).unwrap();
+    let e = Records::load(dir.path()).unwrap_err();
+    assert!(e.to_string().contains("adds key 99"), "{e}");
+}
+
+#[test]
+fn replayed_changes_equal_the_changes_made() {
+    // Random operations on a map, logged as the Python front end logs
+    // them; the snapshot plus the log equals the map at every point.
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Records::new();
+    m.save(dir.path()).unwrap();
+    let mut log = RecordLog::create(dir.path(), m.generation()).unwrap();
+    let mut state = 7u64;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        state >> 33
+    };
+    for step in 0..400 {
+        let r = next();
+        if r % 3 == 0 && m.keys() > 0 {
+            let k = next() % m.keys();
+            if m.is_live(k) {
+                m.remove(k);
+                log.append_remove(k).unwrap();
+            }
+        } else {
+            let id = (next() % 50) as i64 - 10;
+            let obj = (r % 5 == 0).then(|| vec![step as u8; (r % 7) as usize]);
+            let k = m.add(id, obj).unwrap();
+            log.append_add(k, id, m.obj(k)).unwrap();
+        }
+        if step % 97 == 0 {
+            m.save(dir.path()).unwrap();
+            log = RecordLog::create(dir.path(), m.generation()).unwrap();
+        }
+        let (mut back, _) = Records::load(dir.path()).unwrap();
+        back.prune_objects();
+        same(&m, &back);
+    }
+}
