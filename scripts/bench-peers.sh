@@ -8,7 +8,7 @@
 #
 #   make bench-peers                      # --scale small (200,000 objects)
 #   PEERS_ARGS="--scale full" make bench-peers
-#   PEERS_ARGS="--scale small --datasets ''" make bench-peers   # moving objects alone
+#   PEERS_ARGS="--scale small --datasets=" make bench-peers   # moving objects alone
 #
 # The moving-objects phase (benchmarks/peers/moving.py: 100,000 objects at
 # --scale small, moved in commits of 1,000 with windows between them) runs

@@ -36,7 +36,7 @@ With ``--moving`` the run adds the moving-objects phase (``moving.py``:
 objects moved in committed groups with windows between the commits, per
 system in a fresh process; ``--moving-count``, ``--moves``,
 ``--moving-commit``, ``--moving-queries``, ``--moving-datasets``; sizes
-smoke 2,000, small 100,000, full 1,000,000 objects); ``--datasets ''``
+smoke 2,000, small 100,000, full 1,000,000 objects); ``--datasets=``
 runs it alone. Its rows go to ``moving_results`` and the section "Moving
 objects" of ``results.md``, with ratios against SQLite's R*Tree.
 
