@@ -73,6 +73,10 @@ pub struct Records {
     generation: u64,
     /// The snapshot's format version it was read from (`VERSION` for a new map).
     read_version: u16,
+    /// User id → live keys, built on the first [`Records::live_keys_of`]
+    /// and kept in step from then on (`None` until then: most sessions
+    /// never look an id up).
+    by_id: Option<HashMap<i64, Vec<u64>>>,
 }
 
 /// A growable set of bits, one per key: live or deleted.
@@ -179,6 +183,7 @@ impl Records {
             objs,
             generation: 0,
             read_version: VERSION,
+            by_id: None,
         }
     }
 
@@ -217,12 +222,60 @@ impl Records {
         if let Some(o) = obj {
             self.objs.insert(key, o);
         }
+        self.note_live(id, key);
         Ok(key)
+    }
+
+    /// Adds live `key` of `id` to the id → keys map, if built.
+    fn note_live(&mut self, id: i64, key: u64) {
+        if let Some(m) = &mut self.by_id {
+            m.entry(id).or_default().push(key);
+        }
+    }
+
+    /// Removes `key` from the id → keys map, if built.
+    fn note_dead(&mut self, key: u64) {
+        let Some(id) = self.stored_id(key) else {
+            return;
+        };
+        if let Some(m) = &mut self.by_id {
+            if let Some(keys) = m.get_mut(&id) {
+                keys.retain(|&k| k != key);
+                if keys.is_empty() {
+                    m.remove(&id);
+                }
+            }
+        }
+    }
+
+    /// The live keys of user `id` (an identity map: the id itself when it
+    /// can be a key; the caller checks the tree holds it). The first call
+    /// builds an id → keys map of every live key, which later changes keep
+    /// in step.
+    pub fn live_keys_of(&mut self, id: i64) -> Vec<u64> {
+        if self.identity {
+            return u64::try_from(id).map(|k| vec![k]).unwrap_or_default();
+        }
+        if self.by_id.is_none() {
+            let mut m: HashMap<i64, Vec<u64>> = HashMap::new();
+            for k in (0..self.keys()).filter(|&k| self.alive.get(k)) {
+                if let Some(id) = self.stored_id(k) {
+                    m.entry(id).or_default().push(k);
+                }
+            }
+            self.by_id = Some(m);
+        }
+        self.by_id
+            .as_ref()
+            .and_then(|m| m.get(&id))
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Forgets the last key allocated (an insert that the engine refused).
     pub fn undo_add(&mut self, key: u64) {
         if !self.identity && key + 1 == self.keys() {
+            self.note_dead(key);
             if self.ids.pop().is_none() {
                 self.dense -= 1;
             }
@@ -238,6 +291,7 @@ impl Records {
     pub fn remove(&mut self, key: u64) {
         if self.alive.clear(key) {
             self.live = self.live.saturating_sub(1);
+            self.note_dead(key);
         }
         if !self.objs.is_empty() {
             self.objs.remove(&key);
@@ -250,6 +304,9 @@ impl Records {
         let back = !self.identity && self.alive.set(key);
         if back {
             self.live += 1;
+            if let Some(id) = self.stored_id(key) {
+                self.note_live(id, key);
+            }
         }
         back
     }
@@ -290,6 +347,7 @@ impl Records {
                 log::Change::Remove { key } => {
                     if self.alive.clear(*key) {
                         self.live = self.live.saturating_sub(1);
+                        self.note_dead(*key);
                     }
                 }
             }

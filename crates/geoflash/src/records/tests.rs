@@ -126,3 +126,21 @@ fn replayed_changes_equal_the_changes_made() {
         same(&m, &back);
     }
 }
+
+#[test]
+fn live_keys_of_an_id_follow_adds_removes_and_revivals() {
+    let mut m = sample(); // ids 0, 1 (deleted), -7, 1
+    assert_eq!(m.live_keys_of(1), vec![3]);
+    assert_eq!(m.live_keys_of(-7), vec![2]);
+    let k = m.add(1, None).unwrap();
+    assert_eq!(m.live_keys_of(1), vec![3, k]);
+    m.remove(3);
+    assert_eq!(m.live_keys_of(1), vec![k]);
+    assert!(m.resurrect(1));
+    assert_eq!(m.live_keys_of(1), vec![k, 1]);
+    m.undo_add(k);
+    assert_eq!(m.live_keys_of(1), vec![1]);
+    assert!(m.live_keys_of(99).is_empty());
+    assert_eq!(Records::identity().live_keys_of(5), vec![5]);
+    assert!(Records::identity().live_keys_of(-5).is_empty());
+}
