@@ -431,6 +431,9 @@ pub struct Stats {
     pub reinsertions: u64,
     /// Node merges (underflow handling).
     pub merges: u64,
+    /// Updates done in place, bottom-up (the record rewritten in its leaf,
+    /// R-tree and R*-tree).
+    pub updates_in_place: u64,
 
     /// Query candidates: objects whose MBR passed the filter step.
     pub query_candidates: u64,
@@ -612,6 +615,7 @@ impl Stats {
         "splits",
         "reinsertions",
         "merges",
+        "updates_in_place",
         "query_candidates",
         "query_results",
         "log_bytes",
@@ -726,13 +730,16 @@ impl Stats {
         self.times.get(clock, phase)
     }
 
-    /// Adds an index's tree counters (splits, reinsertions, merges).
+    /// Adds an index's tree counters (splits, reinsertions, merges,
+    /// updates in place).
     pub fn absorb_tree(&mut self, tree: &TreeCounters) {
         let TreeCounters {
             splits,
             reinsertions,
             merges,
+            updates_in_place,
         } = *tree;
+        self.updates_in_place = self.updates_in_place.saturating_add(updates_in_place);
         self.splits = self.splits.saturating_add(splits);
         self.reinsertions = self.reinsertions.saturating_add(reinsertions);
         self.merges = self.merges.saturating_add(merges);
@@ -814,6 +821,7 @@ impl Stats {
             (&mut self.splits, other.splits),
             (&mut self.reinsertions, other.reinsertions),
             (&mut self.merges, other.merges),
+            (&mut self.updates_in_place, other.updates_in_place),
             (&mut self.query_candidates, other.query_candidates),
             (&mut self.query_results, other.query_results),
             (&mut self.log_bytes, other.log_bytes),

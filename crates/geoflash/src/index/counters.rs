@@ -1,5 +1,5 @@
 //! [`TreeCounters`]: what the index algorithms count about their own work
-//! (splits, reinsertions, merges). The trees keep them, the index front end
+//! (splits, reinsertions, merges, updates in place). The trees keep them, the index front end
 //! adds them to its [`crate::metrics::Stats`]; stores never see them.
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +15,11 @@ pub struct TreeCounters {
     /// Node merges: underfull nodes dissolved by CondenseTree, FOR-tree
     /// units merged back.
     pub merges: u64,
+    /// Updates done in place, bottom-up: the record rewritten in its leaf,
+    /// whose rectangle already contained the new one (R-tree and R*-tree;
+    /// the other updates are a deletion and an insertion).
+    #[serde(default)]
+    pub updates_in_place: u64,
 }
 
 impl TreeCounters {
@@ -24,6 +29,9 @@ impl TreeCounters {
             splits: self.splits.saturating_sub(before.splits),
             reinsertions: self.reinsertions.saturating_sub(before.reinsertions),
             merges: self.merges.saturating_sub(before.merges),
+            updates_in_place: self
+                .updates_in_place
+                .saturating_sub(before.updates_in_place),
         }
     }
 }

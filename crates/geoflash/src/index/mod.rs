@@ -21,8 +21,9 @@
 //!
 //! Deleting is by `(id, rect)` as in the `rtree` package: the exact rectangle
 //! the object was inserted with. Deleting an absent pair is an error and leaves
-//! the tree unchanged. [`RTree::update`] is a delete and an insert in one
-//! operation.
+//! the tree unchanged. [`RTree::update`] rewrites the record in its leaf
+//! when the leaf's rectangle contains the new one (bottom-up, one entry
+//! change), and is otherwise a delete and an insert in one operation.
 //!
 //! # Levels
 //! Leaves are level 0; the root is level `height - 1`. The R*-tree's forced
@@ -102,6 +103,8 @@ mod spatial;
 mod split;
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(test)]
+mod update_tests;
 pub mod xbr;
 
 pub use bulk::BulkMethod;
@@ -312,12 +315,28 @@ impl<S: NodeStore> RTree<S> {
         done
     }
 
-    /// Moves object `id` from `old` to `new` (a delete and an insert in one
-    /// store operation). An absent `(id, old)` is an error and the tree is unchanged.
+    /// Moves object `id` from `old` to `new`, as one store operation. An
+    /// absent `(id, old)` is an error and the tree is unchanged.
+    ///
+    /// Bottom-up first (Lee et al., "Supporting Frequent Updates in
+    /// R-Trees: A Bottom-Up Approach"): when the rectangle of the leaf
+    /// holding the record (its entry in the parent; a root leaf always)
+    /// contains `new`, the record is rewritten in place: one
+    /// [`NodeStore::modify`] of that leaf, no deletion or reinsertion, the
+    /// metadata unchanged (counted in [`TreeCounters::updates_in_place`]).
+    /// Rectangles stay exact: when the record was on the border of its
+    /// leaf and the leaf's rectangle shrinks, the entries above shrink with
+    /// it (one more `modify` per ancestor whose entry changes). Otherwise, and
+    /// always in a Hilbert R-tree (whose leaves are ordered by the records'
+    /// Hilbert values, which a new rectangle changes), a delete and an
+    /// insert in one operation.
     pub fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
         let old = checked(old)?;
         let new = checked(new)?;
         let path = self.find_record(id, &old)?;
+        if self.fits_in_place(&path, &new)? {
+            return self.update_in_place(path, id, new);
+        }
         let mut meta = self.store.meta();
         let done = (|| {
             let op = self.store.begin_op()?;
@@ -331,6 +350,66 @@ impl<S: NodeStore> RTree<S> {
             self.store.set_meta(meta)?;
             self.store.commit_op(op)
         })();
+        self.track_ids(&done, |_| {});
+        done
+    }
+
+    /// True when the record at the end of `path` can take rectangle `new`
+    /// in place: the leaf's rectangle in its parent (any
+    /// rectangle for a root leaf) contains `new`, and the tree is not a
+    /// Hilbert R-tree.
+    fn fits_in_place(&self, path: &[Step], new: &Rect) -> Result<bool> {
+        if self.params.kind == IndexKind::Hilbert {
+            return Ok(false);
+        }
+        let Some(leaf) = path.last() else {
+            return Ok(false);
+        };
+        let Some(parent) = path.len().checked_sub(2).and_then(|p| path.get(p)) else {
+            return Ok(true);
+        };
+        let entry = parent
+            .node
+            .entries
+            .iter()
+            .find(|e| e.key == leaf.id)
+            .ok_or_else(|| {
+                Error::corrupt(Some(parent.id), "child entry missing from its parent")
+            })?;
+        Ok(ops::contains(&entry.rect, new))
+    }
+
+    /// Rewrites record `id` in the leaf at the end of `path` with rectangle
+    /// `new` (inside the leaf's rectangle): one operation, the metadata
+    /// unchanged. When the leaf's rectangle shrinks (the record was on its
+    /// border) the ancestors' entries shrink with it, bottom-up, so every
+    /// parent rectangle stays the union of its child's entries.
+    fn update_in_place(&mut self, mut path: Vec<Step>, id: u64, new: Rect) -> Result<()> {
+        let entry = self.record(id, new)?;
+        let done = (|| {
+            let op = self.store.begin_op()?;
+            let mut change = Some(entry);
+            for i in (0..path.len()).rev() {
+                let Some(u) = change.take() else { break };
+                let step = &path[i];
+                let level = step.node.level;
+                let mut entries = step.node.entries.clone();
+                match entries.iter_mut().find(|e| e.key == u.key) {
+                    Some(slot) => *slot = u,
+                    None => {
+                        return Err(Error::corrupt(Some(step.id), "entry missing from its node"))
+                    }
+                }
+                change = self.changed_parent_entry(&path, i, &entries)?;
+                path[i].release();
+                self.store
+                    .modify(path[i].id, level, &[EntryChange::Upsert(u)])?;
+            }
+            self.store.commit_op(op)
+        })();
+        if done.is_ok() {
+            self.counters.updates_in_place += 1;
+        }
         self.track_ids(&done, |_| {});
         done
     }

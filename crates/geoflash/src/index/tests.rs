@@ -141,6 +141,9 @@ enum Op {
     Insert(Rect),
     Delete(usize),
     Update(usize, Rect),
+    /// A small move (a quarter unit per step, the box shrunk or grown by
+    /// as much): mostly inside the leaf's rectangle, an update in place.
+    Nudge(usize, (i8, i8, i8)),
     DeleteAbsent(Rect),
     Query(Rect, Point, usize),
 }
@@ -160,6 +163,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
         6 => rect_strategy().prop_map(Op::Insert),
         2 => any::<usize>().prop_map(Op::Delete),
         1 => (any::<usize>(), rect_strategy()).prop_map(|(i, r)| Op::Update(i, r)),
+        2 => (any::<usize>(), (-2i8..3, -2i8..3, -1i8..2)).prop_map(|(i, d)| Op::Nudge(i, d)),
         1 => rect_strategy().prop_map(Op::DeleteAbsent),
         1 => (rect_strategy(), (0i32..44, 0i32..44), 0usize..12)
             .prop_map(|(w, (x, y), k)| Op::Query(w, Point { x: f64::from(x) * 0.5, y: f64::from(y) * 0.5 }, k)),
@@ -188,6 +192,18 @@ fn run_ops<S: NodeStore>(store: S, params: TreeParams, ops: &[Op]) -> RTree<S> {
                 let (id, old) = o.items[j];
                 t.update(id, old, *new).unwrap();
                 o.items[j].1 = *new;
+            }
+            Op::Nudge(i, (dx, dy, grow)) if !o.items.is_empty() => {
+                let j = i % o.items.len();
+                let (id, old) = o.items[j];
+                let (dx, dy) = (f64::from(*dx) * 0.25, f64::from(*dy) * 0.25);
+                let g = f64::from(*grow) * 0.25;
+                let (x0, y0) = (old.min_x() + dx, old.min_y() + dy);
+                let x1 = (old.max_x() + dx + g).max(x0);
+                let y1 = (old.max_y() + dy + g).max(y0);
+                let new = r(x0, y0, x1, y1);
+                t.update(id, old, new).unwrap();
+                o.items[j].1 = new;
             }
             Op::DeleteAbsent(rect) => {
                 let before = t.store().stats().ops_committed;
@@ -259,7 +275,11 @@ fn check_batch_modes<S: NodeStore>(t: &mut RTree<S>, o: &Oracle) {
         .collect();
     windows.push(r(-100.0, -100.0, 100.0, 100.0));
     let mode = t.read_mode();
-    for pred in [Predicate::Intersects, Predicate::Within, Predicate::Contains] {
+    for pred in [
+        Predicate::Intersects,
+        Predicate::Within,
+        Predicate::Contains,
+    ] {
         let mut by_mode = Vec::new();
         for m in [ReadMode::Single, ReadMode::Batched] {
             t.set_read_mode(m);

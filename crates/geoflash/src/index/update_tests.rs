@@ -1,0 +1,242 @@
+//! Bottom-up updates ([`RTree::update`]): a record whose new rectangle stays
+//! inside its leaf's rectangle is rewritten in place (one `modify` of the
+//! leaf, more only when the leaf's rectangle shrinks), anything else is a
+//! delete and an insert; the Hilbert R-tree always takes the second way.
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::*;
+use crate::geom::HilbertDomain;
+use crate::store::mem::MemStore;
+use crate::store::{OpId, StoreStats};
+
+/// One change the tree asked its store for.
+#[derive(Debug, Clone, PartialEq)]
+enum Write {
+    Create(u16),
+    Modify(PageId, u16, Vec<EntryChange>),
+    Delete(PageId),
+    SetMeta,
+}
+
+/// A [`MemStore`] that records every change asked of it.
+#[derive(Debug, Default)]
+struct Writes {
+    inner: MemStore,
+    log: Arc<Mutex<Vec<Write>>>,
+}
+
+impl Writes {
+    fn take(&self) -> Vec<Write> {
+        std::mem::take(&mut *self.log.lock().unwrap())
+    }
+
+    fn note(&self, w: Write) {
+        self.log.lock().unwrap().push(w);
+    }
+}
+
+impl NodeStore for Writes {
+    fn get(&self, id: PageId) -> Result<Arc<Node>> {
+        self.inner.get(id)
+    }
+    fn begin_op(&mut self) -> Result<OpId> {
+        self.inner.begin_op()
+    }
+    fn create(&mut self, level: u16, entries: Vec<Entry>) -> Result<PageId> {
+        self.note(Write::Create(level));
+        self.inner.create(level, entries)
+    }
+    fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) -> Result<()> {
+        self.note(Write::Modify(id, level, changes.to_vec()));
+        self.inner.modify(id, level, changes)
+    }
+    fn delete(&mut self, id: PageId) -> Result<()> {
+        self.note(Write::Delete(id));
+        self.inner.delete(id)
+    }
+    fn set_meta(&mut self, meta: TreeMeta) -> Result<()> {
+        self.note(Write::SetMeta);
+        self.inner.set_meta(meta)
+    }
+    fn commit_op(&mut self, op: OpId) -> Result<()> {
+        self.inner.commit_op(op)
+    }
+    fn meta(&self) -> TreeMeta {
+        self.inner.meta()
+    }
+    fn checkpoint(&mut self) -> Result<()> {
+        self.inner.checkpoint()
+    }
+    fn stats(&self) -> StoreStats {
+        self.inner.stats()
+    }
+}
+
+fn r(x0: f64, y0: f64, x1: f64, y1: f64) -> Rect {
+    Rect::new(x0, y0, x1, y1).unwrap()
+}
+
+/// A tree of `params` holding 400 small boxes on a 20 × 20 grid.
+fn grid_tree(params: TreeParams) -> (RTree<Writes>, HashMap<u64, Rect>) {
+    let mut t = RTree::create(Writes::default(), params).unwrap();
+    let mut rects = HashMap::new();
+    for i in 0..400u64 {
+        let (x, y) = ((i % 20) as f64, (i / 20) as f64);
+        let b = r(x, y, x + 0.5, y + 0.5);
+        t.insert(i, b).unwrap();
+        rects.insert(i, b);
+    }
+    t.store().take();
+    (t, rects)
+}
+
+/// `b` shrunk to its middle half (inside `b`).
+fn shrunk(b: &Rect) -> Rect {
+    let (w, h) = (b.max_x() - b.min_x(), b.max_y() - b.min_y());
+    r(
+        b.min_x() + w / 4.0,
+        b.min_y() + h / 4.0,
+        b.max_x() - w / 4.0,
+        b.max_y() - h / 4.0,
+    )
+}
+
+fn in_place_params() -> Vec<TreeParams> {
+    vec![
+        TreeParams::new(IndexKind::RTree, 16).with_split(SplitKind::Linear),
+        TreeParams::new(IndexKind::RTree, 16).with_split(SplitKind::Quadratic),
+        TreeParams::new(IndexKind::RStar, 16),
+    ]
+}
+
+#[test]
+fn an_update_inside_its_leaf_rewrites_the_record_in_place() {
+    for params in in_place_params() {
+        let (mut t, mut rects) = grid_tree(params);
+        let meta = t.store().meta();
+        let built = t.counters();
+        let mut in_place = 0;
+        let mut single = 0;
+        for (leaf, keys, _) in t.leaves().unwrap() {
+            for id in keys {
+                let old = rects[&id];
+                let new = shrunk(&old);
+                // The leaf's rectangle stays as it is (the record is off
+                // its border): nothing above the leaf changes.
+                let node = t.store().get(leaf).unwrap();
+                let others = node.entries.iter().filter(|e| e.key != id).map(|e| e.rect);
+                let before =
+                    Rect::union_all(others.clone().chain([old]).collect::<Vec<_>>().iter());
+                let after = Rect::union_all(others.chain([new]).collect::<Vec<_>>().iter());
+                let inner = before == after;
+                t.update(id, old, new).unwrap();
+                rects.insert(id, new);
+                in_place += 1;
+                let writes = t.store().take();
+                let record = Entry {
+                    key: id,
+                    rect: new,
+                    payload: 0,
+                };
+                assert_eq!(
+                    writes.first(),
+                    Some(&Write::Modify(leaf, 0, vec![EntryChange::Upsert(record)])),
+                    "{params:?}: record {id}"
+                );
+                if inner {
+                    assert_eq!(writes.len(), 1, "{params:?}: record {id}: {writes:?}");
+                    single += 1;
+                }
+                // Only the entries above shrink: no node created or deleted,
+                // no metadata written.
+                assert!(
+                    writes.iter().all(|w| matches!(w, Write::Modify(..))),
+                    "{params:?}: record {id}: {writes:?}"
+                );
+                assert_eq!(t.counters().updates_in_place, in_place);
+                t.check().unwrap();
+            }
+        }
+        assert!(single > 0, "{params:?}: no record off its leaf's border");
+        assert_eq!(t.store().meta(), meta, "{params:?}: metadata unchanged");
+        let work = t.counters().since(&built);
+        assert_eq!((work.splits, work.reinsertions, work.merges), (0, 0, 0));
+        // Every record answers at its new rectangle, none at the old one.
+        for (id, b) in &rects {
+            let hits = t.query(*b, Predicate::Within).unwrap();
+            assert!(hits.hits.iter().any(|h| h.id == *id), "{params:?}: {id}");
+        }
+        assert_eq!(
+            t.bounds().unwrap(),
+            Rect::union_all(rects.values()),
+            "{params:?}: exact bounds"
+        );
+    }
+}
+
+#[test]
+fn an_update_leaving_its_leaf_is_a_delete_and_an_insert() {
+    for params in in_place_params() {
+        let (mut t, mut rects) = grid_tree(params);
+        // Far outside the whole tree: no leaf's rectangle holds it.
+        for id in [0u64, 17, 211, 399] {
+            let old = rects[&id];
+            let new = r(100.0 + id as f64, 100.0, 100.5 + id as f64, 100.5);
+            t.update(id, old, new).unwrap();
+            rects.insert(id, new);
+            let writes = t.store().take();
+            assert!(writes.contains(&Write::SetMeta), "{params:?}: {writes:?}");
+            t.check().unwrap();
+            assert!(t
+                .query(old, Predicate::Intersects)
+                .unwrap()
+                .hits
+                .iter()
+                .all(|h| h.id != id));
+            assert_eq!(t.query(new, Predicate::Intersects).unwrap().hits[0].id, id);
+        }
+        assert_eq!(t.counters().updates_in_place, 0, "{params:?}");
+        assert_eq!(t.len(), 400);
+        // Back inside one leaf's rectangle: in place again.
+        let old = rects[&211];
+        let new = shrunk(&old);
+        t.update(211, old, new).unwrap();
+        assert_eq!(t.counters().updates_in_place, 1, "{params:?}");
+        t.check().unwrap();
+    }
+}
+
+#[test]
+fn a_root_leaf_takes_any_rectangle_in_place() {
+    let mut t = RTree::create(Writes::default(), TreeParams::new(IndexKind::RTree, 8)).unwrap();
+    t.insert(1, r(0.0, 0.0, 1.0, 1.0)).unwrap();
+    t.insert(2, r(2.0, 2.0, 3.0, 3.0)).unwrap();
+    t.store().take();
+    t.update(1, r(0.0, 0.0, 1.0, 1.0), r(50.0, 50.0, 51.0, 51.0))
+        .unwrap();
+    let writes = t.store().take();
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_eq!(t.counters().updates_in_place, 1);
+    t.check().unwrap();
+    assert_eq!(t.bounds().unwrap(), Some(r(2.0, 2.0, 51.0, 51.0)));
+    // An absent (id, old) is refused and changes nothing.
+    assert!(t
+        .update(1, r(0.0, 0.0, 1.0, 1.0), r(0.0, 0.0, 1.0, 1.0))
+        .is_err());
+    assert!(t.store().take().is_empty());
+    assert_eq!(t.counters().updates_in_place, 1);
+}
+
+#[test]
+fn a_hilbert_rtree_never_updates_in_place() {
+    let domain = HilbertDomain::new(r(0.0, 0.0, 20.0, 20.0), 8).unwrap();
+    let (mut t, rects) =
+        grid_tree(TreeParams::new(IndexKind::Hilbert, 8).with_hilbert_domain(domain));
+    for id in [3u64, 50, 222] {
+        let old = rects[&id];
+        t.update(id, old, shrunk(&old)).unwrap();
+        t.check().unwrap();
+    }
+    assert_eq!(t.counters().updates_in_place, 0);
+}
