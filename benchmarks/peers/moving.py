@@ -232,7 +232,8 @@ def make_movers(cluster=None) -> List[Mover]:
 
 
 STAT_KEYS = ["bytes_written", "pages_written", "syncs", "log_syncs", "log_bytes", "log_records", "flushes",
-             "flushed_nodes", "node_writes", "nand_programs", "nand_erases", "gc_copies", "sim_time_ns"]
+             "flushed_nodes", "node_writes", "nand_programs", "nand_erases", "gc_copies", "sim_time_ns",
+             "updates_in_place", "splits"]
 
 
 def _stats(idx) -> dict:

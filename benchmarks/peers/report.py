@@ -270,13 +270,14 @@ def moving_markdown(rows: List[dict]) -> str:
         eng = [r for r in rs if r.get("engine")]
         if eng:
             lines += ["", "geoflash's counters per update over the moving loop (`Index.stats` differences)", "",
-                      "| system | device B written | syncs | log syncs | log B | flushed nodes | NAND programs"
-                      " | NAND erases |", "|---|---|---|---|---|---|---|---|"]
+                      "| system | device B written | syncs | log syncs | log B | flushed nodes | updates in place"
+                      " | NAND programs | NAND erases |", "|---|---|---|---|---|---|---|---|---|"]
             for r in eng:
                 e, m = r["engine"], r["moves"]
                 sim = r.get("device_simulated")
                 cells = [_fmt(e.get(k, 0) / m, 1, d) for k, d in
                          (("bytes_written", 0), ("syncs", 4), ("log_syncs", 4), ("log_bytes", 0), ("flushed_nodes", 3))]
+                cells.append(_fmt(e["updates_in_place"] / m, 1, 3) if "updates_in_place" in e else DASH)
                 cells += [_fmt(e.get(k, 0) / m, 1, 3) if sim else DASH for k in ("nand_programs", "nand_erases")]
                 lines.append(f"| {r['system']} | " + " | ".join(cells) + " |")
         lines.append("")
