@@ -438,6 +438,7 @@ impl Index {
             times: Mutex::new(times),
             in_batch: false,
             operation_cpu_time: true,
+            locator: Default::default(),
         };
         index.checkpoint()?;
         // The manifest is written last: a directory without one holds no index.

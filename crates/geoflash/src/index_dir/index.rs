@@ -72,6 +72,9 @@ pub struct Index {
     /// Operations outside a batch read the thread's CPU clock at each end
     /// (see [`Index::set_operation_cpu_time`]).
     pub(super) operation_cpu_time: bool,
+    /// Each object's rectangle, for [`Index::update_by_id`] (built at its
+    /// first use).
+    pub(super) locator: super::locator::Locator,
 }
 
 impl std::fmt::Debug for Index {

@@ -36,19 +36,22 @@
 //! heap of exact geometries.
 mod batch;
 mod create;
+#[cfg(test)]
+mod damage_tests;
 mod devices;
 mod factory;
 mod index;
 mod journal;
+mod locator;
 mod objects;
 mod open;
 mod operations;
 mod options;
 mod spatial;
 #[cfg(test)]
-mod damage_tests;
-#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod update_by_id_tests;
 
 pub use batch::{BatchDurability, OpenBatch};
 pub use create::MIN_FILE_LOG_CAPACITY;

@@ -97,9 +97,13 @@ impl Index {
         let watch = self.watch();
         let done = self.tree.insert(id, rect);
         self.note(watch, Phase::Index);
+        self.locator.track(&done, |m| {
+            m.insert(id, rect);
+        });
         done?;
         if let Err(e) = self.objects_mut().and_then(|h| h.put(id, &[], geometry)) {
             let _ = self.tree.delete(id, rect);
+            self.locator.forget();
             return Err(e);
         }
         Ok(())
@@ -115,6 +119,9 @@ impl Index {
         let watch = self.watch();
         let done = self.tree.delete(id, rect);
         self.note(watch, Phase::Index);
+        self.locator.track(&done, |m| {
+            m.remove(&id);
+        });
         done?;
         self.objects_mut()?.delete(id)
     }

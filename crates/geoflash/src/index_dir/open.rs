@@ -97,7 +97,8 @@ impl Index {
         let (device, sims) = reopen_device(&spec, manifest.page_size, dir, access)?;
         // A structure that writes in place: its rollback journal brings the
         // pages back to the last checkpoint (see `journal`).
-        let in_place = (grid.is_some() || store_opts.kind == StoreKind::Plain) && !store_opts.in_place;
+        let in_place =
+            (grid.is_some() || store_opts.kind == StoreKind::Plain) && !store_opts.in_place;
         let (device, journal, rolled_back) = match super::journal::needs_journal(&spec, in_place) {
             true => match super::journal::open_journal(device.clone(), dir, access, false)? {
                 Some(j) => (j.device, Some(j.journal), j.rollback.pages_restored),
@@ -151,6 +152,7 @@ impl Index {
             times: Mutex::new(times),
             in_batch: false,
             operation_cpu_time: true,
+            locator: Default::default(),
         })
     }
 }
