@@ -34,6 +34,7 @@ pub mod hddsim;
 pub mod hybrid;
 pub mod journal;
 pub mod mem;
+pub mod overlay;
 pub mod spec;
 pub mod tier_map;
 pub mod trace;

@@ -60,6 +60,14 @@ impl LoggedKind {
     }
 }
 
+/// Every page of `dev`, to check that a read-only open wrote nothing.
+pub(crate) fn device_bytes(dev: &dyn PageDevice) -> Vec<u8> {
+    let ids: Vec<PageId> = (0..dev.capacity()).collect();
+    let mut buf = vec![0u8; ids.len() * dev.page_size()];
+    dev.read_batch(&ids, &mut buf).unwrap();
+    buf
+}
+
 /// The level of every page image in the log at `pages` pages from `first`
 /// on `dev` (what a restart writes back), from each image's page header.
 pub(crate) fn logged_image_levels(

@@ -20,7 +20,7 @@ pub enum StoreOpen {
     Create,
     /// Open for writing (stores with a log run restart).
     Write,
-    /// Open for reading only (a store whose log needs recovery is refused).
+    /// Open for reading only (a log with changes to replay is replayed in memory).
     Read,
 }
 
@@ -51,7 +51,7 @@ pub trait LoggedStore: NodeStore + Sized + 'static {
         placement: Placement,
     ) -> Result<Self>;
 
-    /// Opens a store for reading only (refused when its log needs recovery).
+    /// Opens a store for reading only (a log with changes to replay is replayed in memory, the files untouched).
     fn open_read_only(device: Dev, log: LogPlacement, config: Self::Config) -> Result<Self>;
 
     /// What the restart of the last open did (none after a create).

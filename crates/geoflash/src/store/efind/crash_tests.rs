@@ -26,7 +26,7 @@ use crate::geom::{HilbertDomain, Rect};
 use crate::index::{IndexKind, Predicate, RTree, SplitKind, TreeParams};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
-use crate::store::crash_harness::{batch_switch, AckOracle, CrashSummary};
+use crate::store::crash_harness::{batch_switch, device_bytes, AckOracle, CrashSummary};
 use crate::store::log::LogFormat;
 
 const PAGE: usize = 1024;
@@ -264,6 +264,8 @@ struct Seen {
     forced_flushes: u64,
     crashed_in_run: u64,
     acknowledged: u64,
+    /// Cases whose reader had changes to replay (and matched the writer).
+    read_replays: u64,
 }
 
 fn campaign(kind: IndexKind) {
@@ -319,8 +321,16 @@ fn campaign(kind: IndexKind) {
             }
             durable = unwrap_faulty(rdev);
         }
-        // 4. Recover and compare with the oracle.
+        // 4. Recover and compare with the oracle; first a reader, which
+        //    replays in memory and must see what the writer's restart will.
         let dev: Arc<dyn PageDevice> = Arc::new(durable);
+        let image = device_bytes(&*dev);
+        let read = cfg
+            .log_placement(&dev, None)
+            .and_then(|log| EfindStore::open_read_only(dev.clone(), log, cfg))
+            .ok()
+            .map(|s| tree_state(&RTree::open(s, params(kind)).unwrap()));
+        assert!(device_bytes(&*dev) == image, "{kind:?} case {case}: a reader wrote the device");
         let store = match open_on(dev.clone(), cfg) {
             Ok(s) => s,
             Err(e) => {
@@ -339,6 +349,8 @@ fn campaign(kind: IndexKind) {
             .unwrap_or_else(|e| panic!("{kind:?} case {case} ({plan:?}): structure: {e}"));
         let got = tree_state(&t);
         assert_eq!(rep.records, got.len() as u64, "{kind:?} case {case}");
+        assert_eq!(read.as_ref(), Some(&got), "{kind:?} case {case} ({plan:?}): the reader's replay");
+        seen.read_replays += u64::from(report.changes_replayed > 0);
         let hi = o.attempted.min(states.len() - 1);
         let k = (o.acked..=hi).find(|&k| states[k] == got).unwrap_or_else(|| {
             panic!(
@@ -401,6 +413,7 @@ fn campaign(kind: IndexKind) {
         assert!(seen.incomplete > 0 || seen.lost_unacked > 0, "{seen:?}");
         assert!(seen.restart_crashes > 0, "{seen:?}");
         assert!(seen.crashed_in_run > 0, "{seen:?}");
+        assert!(seen.read_replays > 0, "no reader replayed a log: {seen:?}");
     }
 }
 

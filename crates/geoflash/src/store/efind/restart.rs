@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::records::{CheckpointState, MetaState};
 use super::{parse_identity, EfindConfig, EfindStore, FORMAT};
+use crate::storage::overlay::ImageOverlay;
 use crate::storage::{PageDevice, PageId};
 use crate::store::alloc::PageAllocator;
 use crate::store::header::Header;
@@ -89,15 +90,15 @@ impl EfindStore {
         let cap = place.node_capacity(&device)?;
         let log_config = LogConfig::new(index_id).with_durability(config.durability);
         let mut repair = TailRepair::default();
+        let mut device = device;
         let (log, rec, horizon) = if read_only {
             let reader = LogReader::open(place.device.clone(), first_page, pages, index_id)?;
             let horizon = reader.horizon();
             let rec = reader.recover();
             if rec.records.iter().any(needs_replay) {
-                return Err(Error::NeedsRecovery(format!(
-                    "the index needs recovery ({} changes of committed operations are only in its log): open it for writing, or run `geoflash recover`",
-                    rec.records.iter().filter(|r| needs_replay(r)).count()
-                )));
+                // Replayed as a writer would, through a view that keeps the
+                // page images in memory: the files stay as they are.
+                device = Arc::new(ImageOverlay::new(device));
             }
             (None, rec, horizon)
         } else {

@@ -24,7 +24,7 @@ use super::*;
 use crate::index::{IndexKind, Predicate, RTree};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
-use crate::store::crash_harness::{batch_switch, AckOracle, CrashSummary};
+use crate::store::crash_harness::{batch_switch, device_bytes, AckOracle, CrashSummary};
 
 const DEV_PAGES: u64 = 1 << 12;
 
@@ -282,6 +282,13 @@ fn run_crash(
     }
     let dev: Arc<dyn PageDevice> = mem;
     let log = LogPlacement::tail_of(&dev, log_pages).unwrap();
+    // A reader first: it replays in memory, writes nothing, and must see
+    // what the writer's restart will.
+    let image = device_bytes(&*dev);
+    let read = FastStore::open_read_only(dev.clone(), log.clone(), cfg)
+        .map(|s| tree_state(&RTree::open(s, p).unwrap()))
+        .unwrap_or_else(|e| panic!("{kind:?} {case}: read-only open failed: {e}"));
+    assert!(device_bytes(&*dev) == image, "{kind:?} {case}: a reader wrote the device");
     let store = FastStore::open(dev.clone(), log.clone(), cfg)
         .unwrap_or_else(|e| panic!("{kind:?} {case}: restart failed: {e}"));
     let restored = store.fast_stats().restored_pages;
@@ -289,6 +296,7 @@ fn run_crash(
     t.check()
         .unwrap_or_else(|e| panic!("{kind:?} {case}: structure after restart: {e}"));
     let got = tree_state(&t);
+    assert_eq!(read, got, "{kind:?} {case} {cfg:?}: the reader's replay");
     let prefixes = matching_prefixes(&states, in_flight.as_ref(), &got);
     assert!(
         !prefixes.is_empty(),

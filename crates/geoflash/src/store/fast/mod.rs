@@ -484,10 +484,12 @@ impl FastStore {
     }
 
     /// Opens a store made by [`create`](Self::create) for reading only:
-    /// nothing is written to the device or the log, changes are refused,
-    /// and a store whose log holds changes to replay (it was not
-    /// checkpointed before it closed) is an error saying so. The store's
-    /// own log object then lives on a scratch in-memory device.
+    /// nothing is written to the device or the log and changes are
+    /// refused. A log holding changes to replay (the store was not
+    /// checkpointed before it closed) is replayed in memory: page images
+    /// through an [`ImageOverlay`](crate::storage::overlay::ImageOverlay),
+    /// changes into the modifications table. The store's own log object
+    /// lives on a scratch in-memory device.
     pub fn open_read_only(
         device: Arc<dyn PageDevice>,
         log: LogPlacement,
@@ -498,12 +500,13 @@ impl FastStore {
         let reader = LogReader::open(Arc::clone(&log.device), log.first_page, log.pages, index_id)?;
         let horizon = reader.horizon();
         let rec = reader.recover();
-        let pending = rec.records.iter().filter(|r| needs_replay(r)).count();
-        if pending > 0 {
-            return Err(Error::NeedsRecovery(format!(
-                "the index needs recovery ({pending} changes of committed operations are only in its log): open it for writing, or run `geoflash recover`"
-            )));
-        }
+        // Changes to replay are replayed as a writer would, through a view
+        // that keeps the page images in memory: the files stay as they are.
+        let device: Arc<dyn PageDevice> = if rec.records.iter().any(needs_replay) {
+            Arc::new(crate::storage::overlay::ImageOverlay::new(device))
+        } else {
+            device
+        };
         let scratch: Arc<dyn PageDevice> = Arc::new(crate::storage::mem::MemDevice::new(
             device.page_size(),
             log.pages,
@@ -515,7 +518,6 @@ impl FastStore {
         store.horizon = horizon;
         let report = RestartReport::from_recovered(&rec);
         store.legacy_payloads = created_codec == 0;
-        // Nothing to replay: restart only restores the newest checkpoint's state.
         store.restart(rec)?;
         store.restart = Some(store.complete_report(report));
         store.read_only = true;
