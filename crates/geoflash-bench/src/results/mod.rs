@@ -138,6 +138,15 @@ pub const STEP_COLUMNS: &[&str] = &[
     "recorded_at",
 ];
 
+/// The columns of `results` the workbench measures itself, after the
+/// `Stats` columns: NULL in rows that do not measure them (and in rows
+/// recorded before they existed).
+pub const MEASURED_COLUMNS: &[&str] = &[
+    // The median latency of the row's operations, timed one by one (the
+    // queries between the commits of a move step).
+    "latency_median_ns",
+];
+
 /// The columns of `configurations` that `results_full` adds to `results`.
 const VIEW_COLUMNS: &str =
     "c.workload, c.scale, c.dataset, c.insertion_order, c.dataset_count, c.index_name,
@@ -248,6 +257,9 @@ pub struct StepRow<'a> {
     pub message: &'a str,
     /// The metrics.
     pub stats: &'a Stats,
+    /// The median latency of the row's operations when they were timed one
+    /// by one (column `latency_median_ns`), else `None` (NULL).
+    pub latency_median_ns: Option<u64>,
 }
 
 impl<'a> StepRow<'a> {
@@ -263,6 +275,7 @@ impl<'a> StepRow<'a> {
             status: "ok",
             message: "",
             stats,
+            latency_median_ns: None,
         }
     }
 }
@@ -339,6 +352,7 @@ fn init(db: &mut dyn Sql) -> Result<()> {
         let view = columns(db, "results_full")?;
         if Stats::COLUMNS
             .iter()
+            .chain(MEASURED_COLUMNS)
             .all(|c| results.iter().any(|r| r == c))
             && results.iter().all(|c| view.contains(c))
         {
@@ -348,6 +362,9 @@ fn init(db: &mut dyn Sql) -> Result<()> {
     let mut stats_cols = String::new();
     for (name, v) in Stats::default().to_columns() {
         stats_cols.push_str(&format!(",\n  {name} {}", column_type(&v)));
+    }
+    for name in MEASURED_COLUMNS {
+        stats_cols.push_str(&format!(",\n  {name} BIGINT"));
     }
     db.batch(
         &TABLES
@@ -362,6 +379,11 @@ fn init(db: &mut dyn Sql) -> Result<()> {
                 "ALTER TABLE results ADD COLUMN {name} {}",
                 column_type(&v)
             ))?;
+        }
+    }
+    for name in MEASURED_COLUMNS {
+        if !existing.iter().any(|c| c == name) {
+            db.batch(&format!("ALTER TABLE results ADD COLUMN {name} BIGINT"))?;
         }
     }
     db.batch(&format!(
@@ -608,6 +630,7 @@ impl ResultsStore {
                 let cols = row.stats.to_columns();
                 let mut names: Vec<&str> = STEP_COLUMNS.iter().skip(1).copied().collect();
                 names.extend(cols.iter().map(|(n, _)| *n));
+                names.push("latency_median_ns");
                 let placeholders: Vec<String> =
                     (1..=names.len()).map(|i| format!("?{i}")).collect();
                 let sql = format!(
@@ -627,6 +650,7 @@ impl ResultsStore {
                     recorded_at.into(),
                 ];
                 values.extend(cols.into_iter().map(|(_, v)| Value::from_json(v)));
+                values.push(row.latency_median_ns.map_or(Value::Null, int));
                 ids.push(inserted_id(db.query(&sql, &values)?)?);
             }
             Ok(ids)

@@ -26,6 +26,7 @@ pub(super) fn crash_and_recover(
                 status: "skipped",
                 message,
                 stats: Stats::new("crash_and_recover"),
+                latency_median_ns: None,
             },
         ))
     };
@@ -100,6 +101,7 @@ pub(super) fn crash_and_recover(
                 recovered - before
             ),
             stats: s,
+            latency_median_ns: None,
         },
     ))
 }

@@ -68,6 +68,7 @@ impl Exec<'_> {
                 let s = measure(index, label, |ix, _| ix.checkpoint())?;
                 Ok(vec![ok_row(String::new(), s)])
             }
+            Step::Move { .. } => self.moving(index, step),
             Step::CrashAndRecover { .. } => Err(Error::invalid(
                 "crash_and_recover is run by the configuration's loop",
             )),

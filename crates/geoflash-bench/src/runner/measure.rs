@@ -18,12 +18,22 @@ pub(super) fn measure(
     label: &str,
     work: impl FnOnce(&mut dyn SpatialIndex, &mut Stats) -> Result<()>,
 ) -> Result<(Stats, String)> {
+    measure_target(target, label, |t, s| work(t.index_mut(), s))
+}
+
+/// [`measure`], the work given the target itself (a step that needs the
+/// [`geoflash::Index`] behind it: its batches).
+pub(super) fn measure_target(
+    target: &mut Target,
+    label: &str,
+    work: impl FnOnce(&mut Target, &mut Stats) -> Result<()>,
+) -> Result<(Stats, String)> {
     target.reset_device_stats();
     let (before, tree_before) = (target.index().store_stats(), target.index().tree_counters());
     let times_before = target.phase_times();
     let clock = Clock::start();
     let mut s = Stats::new(label);
-    work(target.index_mut(), &mut s)?;
+    work(target, &mut s)?;
     clock.stamp(&mut s);
     target.device_stats_into(&mut s);
     let (after, tree_after) = (target.index().store_stats(), target.index().tree_counters());
@@ -74,6 +84,8 @@ pub(super) struct Row {
     pub(super) status: &'static str,
     pub(super) message: String,
     pub(super) stats: Stats,
+    /// The median latency of the row's operations, when timed one by one.
+    pub(super) latency_median_ns: Option<u64>,
 }
 
 /// The row of a step that ran: status `ok`, the tier note as its message.
@@ -83,5 +95,6 @@ pub(super) fn ok_row(parameter: String, (stats, message): (Stats, String)) -> Ro
         status: "ok",
         message,
         stats,
+        latency_median_ns: None,
     }
 }

@@ -14,8 +14,8 @@
 //! (`run`), dataset loading (`dataset`), the measurement shared by every
 //! step (`measure`), the state of an execution and the dispatch of its
 //! steps (`exec`), and one file per step kind: `build` (creating and
-//! loading the index), `range`, `knn`, `points`, `mixed`, `delete` and
-//! `crash`.
+//! loading the index), `range`, `knn`, `points`, `mixed`, `delete`,
+//! `moving` (move steps) and `crash`.
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -28,6 +28,7 @@ mod exec;
 mod knn;
 mod measure;
 mod mixed;
+mod moving;
 mod points;
 mod range;
 mod run;

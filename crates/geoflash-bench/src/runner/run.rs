@@ -175,6 +175,7 @@ fn execute(
                 status: r.status,
                 message: &r.message,
                 stats: &r.stats,
+                latency_median_ns: r.latency_median_ns,
             })
             .collect();
         store
@@ -194,6 +195,7 @@ fn execute(
                 status: "error",
                 message: &e.to_string(),
                 stats: &Stats::new(s.kind()),
+                latency_median_ns: None,
             },
         );
         match r {
@@ -221,6 +223,7 @@ fn execute(
             status: "ok",
             message: note,
             stats: s,
+            latency_median_ns: None,
         }],
     )?;
     let extent = Rect::union_all(data.iter().map(|(_, r)| r))

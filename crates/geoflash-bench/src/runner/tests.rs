@@ -704,3 +704,67 @@ count = 20
         Workload::parse(&text, Path::new("h.toml"), Scale::Smoke).unwrap();
     }
 }
+
+/// The shipped moving-objects workload at smoke scale: every configuration
+/// (eFIND, FAST, plain; file and seed-tc58) moves and answers its windows
+/// as the oracle does; the moves' row counts the moves and the log syncs
+/// of the logged stores, the queries' row the windows and their median
+/// latency.
+#[test]
+fn moving_objects_workload_runs_at_smoke_scale() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads/moving-objects.toml");
+    let w = Workload::load(&path, Scale::Smoke).unwrap();
+    let mut st = ResultsStore::in_memory().unwrap();
+    let s = run(
+        &w,
+        &mut st,
+        &RunOptions {
+            workdir: Some(dir.path().to_path_buf()),
+            ..RunOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    assert_eq!(s.executed, 6);
+    let mut get = |sql: &str| count(&mut st, sql);
+    // per configuration: the build, the moves, the queries
+    assert_eq!(get("SELECT count(*) FROM results WHERE status = 'ok'"), 18);
+    let moves = "step_kind = 'move' AND parameter LIKE '%phase=moves'";
+    let queries = "step_kind = 'move' AND parameter LIKE '%phase=queries'";
+    assert_eq!(
+        get(&format!(
+            "SELECT count(*) FROM results_full WHERE {moves} AND operations = 500 \
+             AND wall_time_ns > 0 AND bytes_written > 0 AND latency_median_ns IS NULL"
+        )),
+        6
+    );
+    assert_eq!(
+        get(&format!(
+            "SELECT count(*) FROM results_full WHERE {queries} AND operations = 50 \
+             AND latency_median_ns > 0 AND query_results > 0"
+        )),
+        6
+    );
+    // a commit of a logged store syncs its log; the plain store has none
+    assert_eq!(
+        get(&format!(
+            "SELECT count(*) FROM results_full WHERE {moves} AND store <> 'plain' AND log_syncs >= 5"
+        )),
+        4
+    );
+    assert_eq!(
+        get(&format!(
+            "SELECT count(*) FROM results_full WHERE {moves} AND store = 'plain' AND log_syncs = 0"
+        )),
+        2
+    );
+    // the simulator counts NAND programs
+    assert_eq!(
+        get(&format!(
+            "SELECT count(*) FROM results_full WHERE {moves} AND device_simulated = 1 \
+             AND nand_programs > 0"
+        )),
+        3
+    );
+}

@@ -129,6 +129,12 @@ impl Target {
         &self.index
     }
 
+    /// The index behind the target, for the operations only an
+    /// [`Index`] has (batches).
+    pub fn as_index_mut(&mut self) -> &mut Index {
+        &mut self.index
+    }
+
     /// Gives back the index behind the target.
     pub fn into_index(self) -> Index {
         self.index

@@ -362,6 +362,30 @@ pub enum Step {
     },
     /// Flushes and syncs (a checkpoint).
     Checkpoint,
+    /// Moving objects: `commits` batches of `moves_per_commit` moves, each
+    /// move an update of one of `objects` loaded objects to its rectangle
+    /// shifted by a random offset (same size); each batch committed
+    /// (`BatchDurability::Commit`), then `queries_between` windows checked
+    /// against a brute-force oracle of the current rectangles. Two rows:
+    /// the moves (queries excluded) and the queries between commits.
+    Move {
+        /// Objects that move (the first ones of a seeded shuffle of the
+        /// loaded objects; `None`: all of them).
+        objects: Option<usize>,
+        /// Moves per commit (one batch).
+        moves_per_commit: usize,
+        /// Commits (batches).
+        commits: usize,
+        /// Largest displacement on each axis, as a fraction of the data
+        /// extent's width and height.
+        step: f64,
+        /// Windows queried and checked after each commit.
+        queries_between: usize,
+        /// Area of those windows, as a fraction of the extent's area.
+        window: f64,
+        /// Seed of the objects, moves and windows.
+        seed: u64,
+    },
     /// Inserts `operations` more objects without a checkpoint, crashes (the
     /// index is dropped without flushing) and reopens it, which recovers
     /// from the log. Needs a store with a log (efind) on a `file` device.
@@ -403,6 +427,7 @@ impl Step {
             Step::PointQueries { .. } => "point_queries",
             Step::Delete { .. } => "delete",
             Step::Checkpoint => "checkpoint",
+            Step::Move { .. } => "move",
             Step::CrashAndRecover { .. } => "crash_and_recover",
         }
     }

@@ -328,3 +328,81 @@ fn steps_beyond_the_operations_limit_are_refused_at_parse() {
     parse(&at).unwrap();
     assert!(crate::workload::step_operations(MAX_STEP_OPERATIONS + 1, "operations").is_err());
 }
+
+/// A move step: its defaults, its keys, and what it refuses (no commits,
+/// keys of other kinds, a step outside (0, 1], moves beyond the limit).
+#[test]
+fn move_steps_parse_with_defaults_and_refuse_bad_keys() {
+    let w = parse(&format!("{GOOD}\n[[step]]\nkind = \"move\"\ncommits = 3\n")).unwrap();
+    let Some(Step::Move {
+        objects,
+        moves_per_commit,
+        commits,
+        step,
+        queries_between,
+        window,
+        seed,
+    }) = w.steps.last()
+    else {
+        panic!("{:?}", w.steps.last());
+    };
+    assert_eq!(
+        (
+            *objects,
+            *moves_per_commit,
+            *commits,
+            *queries_between,
+            *seed
+        ),
+        (None, 1000, 3, 10, 1)
+    );
+    assert_eq!((*step, *window), (0.0005, 0.0001));
+    let w = parse(&format!(
+        "{GOOD}\n[[step]]\nkind = \"move\"\nobjects = 50\nmoves_per_commit = {{ smoke = 7 }}\n\
+         commits = 2\nstep = 0.01\nqueries_between = 0\nwindow = \"0.1%\"\nseed = 9\n"
+    ))
+    .unwrap();
+    let Some(Step::Move {
+        objects,
+        moves_per_commit,
+        step,
+        queries_between,
+        window,
+        seed,
+        ..
+    }) = w.steps.last()
+    else {
+        panic!("{:?}", w.steps.last());
+    };
+    assert_eq!(
+        (*objects, *moves_per_commit, *queries_between, *seed),
+        (Some(50), 7, 0, 9)
+    );
+    assert_eq!((*step, *window), (0.01, 0.001));
+    for (body, words) in [
+        ("", &["step[3].commits", "needs a number of commits"][..]),
+        (
+            "commits = 2\nfraction = 0.5",
+            &["step[3].fraction", "does not apply to move"],
+        ),
+        (
+            "commits = 2\nstep = 1.5",
+            &["step[3].step", "must be in (0, 1]"],
+        ),
+        (
+            "commits = 2\nobjects = 0",
+            &["step[3].objects", "at least 1"],
+        ),
+        ("commits = 0", &["step[3].commits", "at least 1"]),
+        (
+            "commits = 1000000\nmoves_per_commit = 1000",
+            &["step[3].commits", "operations one step may run"],
+        ),
+    ] {
+        let e = parse(&format!("{GOOD}\n[[step]]\nkind = \"move\"\n{body}\n")).unwrap_err();
+        let m = e.to_string();
+        for w in words {
+            assert!(m.contains(w), "{body}: {m}");
+        }
+    }
+}

@@ -97,6 +97,12 @@ struct RawStep {
     insert_ratio: Val,
     query: Val,
     group: Val,
+    objects: Val,
+    moves_per_commit: Val,
+    commits: Val,
+    step: Val,
+    queries_between: Val,
+    window: Val,
 }
 
 impl Workload {

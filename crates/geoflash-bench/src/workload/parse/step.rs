@@ -42,6 +42,18 @@ const STEP_KEYS: &[(&str, &[&str])] = &[
     ("point_queries", &["group", "count", "seed"]),
     ("delete", &["fraction", "seed"]),
     ("checkpoint", &[]),
+    (
+        "move",
+        &[
+            "objects",
+            "moves_per_commit",
+            "commits",
+            "step",
+            "queries_between",
+            "window",
+            "seed",
+        ],
+    ),
     ("crash_and_recover", &["operations"]),
 ];
 
@@ -57,7 +69,7 @@ pub(super) fn parse_step(cx: &Ctx, s: &RawStep, i: usize, base: &Path) -> Result
             format!("unknown step kind {kind:?} (use {})", kinds.join(", ")),
         ));
     };
-    let given: [(&str, &Val); 17] = [
+    let given: [(&str, &Val); 23] = [
         ("method", &s.method),
         ("bulk", &s.bulk),
         ("fill", &s.fill),
@@ -75,6 +87,12 @@ pub(super) fn parse_step(cx: &Ctx, s: &RawStep, i: usize, base: &Path) -> Result
         ("insert_ratio", &s.insert_ratio),
         ("query", &s.query),
         ("group", &s.group),
+        ("objects", &s.objects),
+        ("moves_per_commit", &s.moves_per_commit),
+        ("commits", &s.commits),
+        ("step", &s.step),
+        ("queries_between", &s.queries_between),
+        ("window", &s.window),
     ];
     for (k, v) in given {
         if let Some(v) = v {
@@ -357,6 +375,53 @@ pub(super) fn parse_step(cx: &Ctx, s: &RawStep, i: usize, base: &Path) -> Result
             seed,
         },
         "checkpoint" => Step::Checkpoint,
+        "move" => {
+            // A count of the step: absent is `dflt`; at least `min`.
+            let n = |v: &Val, k: &str, dflt: Option<u64>, min: u64| -> Result<Option<usize>> {
+                let Some(v) = v else {
+                    return Ok(dflt.map(|d| d as usize));
+                };
+                let n = cx.scaled(v, &key(k))?;
+                if n < min {
+                    return Err(cx.err(&v.span(), &key(k), format!("must be at least {min}")));
+                }
+                cx.at(&v.span(), &key(k), step_operations(n, k)).map(Some)
+            };
+            let moves_per_commit =
+                n(&s.moves_per_commit, "moves_per_commit", Some(1000), 1)?.unwrap_or(1000);
+            let commits = n(&s.commits, "commits", None, 1)?.ok_or_else(|| {
+                cx.err(
+                    &s.kind.span(),
+                    &key("commits"),
+                    "move needs a number of commits",
+                )
+            })?;
+            // The moves of the whole step, within the limit of one step.
+            let total = (moves_per_commit as u64).saturating_mul(commits as u64);
+            let span = s.commits.as_ref().map(|v| v.span()).unwrap_or(0..0);
+            cx.at(
+                &span,
+                &key("commits"),
+                step_operations(total, "moves_per_commit × commits"),
+            )?;
+            let window = match &s.window {
+                None => 1e-4,
+                Some(v) => {
+                    cx.at(&v.span(), &key("window"), as_selectivity(v.get_ref()))?
+                        .0
+                }
+            };
+            Step::Move {
+                objects: n(&s.objects, "objects", None, 1)?,
+                moves_per_commit,
+                commits,
+                step: float_in(&s.step, "step", 0.0005, 0.0, 1.0)?,
+                queries_between: n(&s.queries_between, "queries_between", Some(10), 0)?
+                    .unwrap_or(10),
+                window,
+                seed,
+            }
+        }
         _ => {
             let operations = match &s.operations {
                 None => 0,

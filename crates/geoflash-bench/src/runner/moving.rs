@@ -1,0 +1,264 @@
+//! Move steps (moving objects): batches of updates, each object's
+//! rectangle shifted by a seeded random offset (same size), each batch one
+//! commit (`BatchDurability::Commit`: a store with a log syncs it instead
+//! of checkpointing), and after each commit a few windows queried and
+//! checked against a brute-force oracle of the current rectangles.
+//!
+//! Two rows: `phase=moves`, the batches and their commits (the queries
+//! excluded), whose `operations` are the moves; and `phase=queries`, the
+//! windows between commits, with the median latency of one query in
+//! `latency_median_ns`.
+use std::time::Instant;
+
+use geoflash::engine::Predicate;
+use geoflash::geom::Rect;
+use geoflash::metrics::Stats;
+use geoflash::{BatchDurability, Error, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::exec::Exec;
+use super::measure::{measure_target, Row};
+use crate::target::{Answer, Target};
+use crate::windows::{windows, Placement};
+use crate::workload::Step;
+
+/// The median of `v` (the lower of the two middle values for an even
+/// count), `None` when empty.
+fn median(mut v: Vec<u64>) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable();
+    v.get((v.len() - 1) / 2).copied()
+}
+
+/// `r` shifted by `(dx, dy)`, then pulled back inside `extent` (when it
+/// fits there) so that the objects stay where the windows are.
+fn shifted(r: &Rect, dx: f64, dy: f64, extent: &Rect) -> Result<Rect> {
+    let pull = |lo: f64, hi: f64, d: f64, elo: f64, ehi: f64| {
+        if hi - lo > ehi - elo {
+            d
+        } else if lo + d < elo {
+            elo - lo
+        } else if hi + d > ehi {
+            ehi - hi
+        } else {
+            d
+        }
+    };
+    let dx = pull(r.min_x(), r.max_x(), dx, extent.min_x(), extent.max_x());
+    let dy = pull(r.min_y(), r.max_y(), dy, extent.min_y(), extent.max_y());
+    Rect::new(
+        r.min_x() + dx,
+        r.min_y() + dy,
+        r.max_x() + dx,
+        r.max_y() + dy,
+    )
+}
+
+/// The ids of `got` and `want` that only one of them holds (at most a few
+/// of each), for the message of a wrong answer.
+fn difference(mut got: Vec<u64>, mut want: Vec<u64>) -> Option<String> {
+    got.sort_unstable();
+    want.sort_unstable();
+    if got == want {
+        return None;
+    }
+    let missing: Vec<u64> = want
+        .iter()
+        .filter(|i| got.binary_search(i).is_err())
+        .take(5)
+        .copied()
+        .collect();
+    let extra: Vec<u64> = got
+        .iter()
+        .filter(|i| want.binary_search(i).is_err())
+        .take(5)
+        .copied()
+        .collect();
+    Some(format!(
+        "{} objects answered, {} expected (missing ids {missing:?}, unexpected ids {extra:?}, \
+         at most 5 of each)",
+        got.len(),
+        want.len()
+    ))
+}
+
+impl Exec<'_> {
+    /// A move step (its parameters read from `step`): two rows.
+    pub(super) fn moving(&mut self, index: &mut Target, step: &Step) -> Result<Vec<Row>> {
+        let Step::Move {
+            objects,
+            moves_per_commit,
+            commits,
+            step: largest,
+            queries_between,
+            window,
+            seed,
+        } = step
+        else {
+            return Err(Error::invalid(format!(
+                "move cannot run a {} step",
+                step.kind()
+            )));
+        };
+        let label = step.kind();
+        // The parser's limit, again before the plans are allocated.
+        crate::workload::step_operations(
+            (*moves_per_commit as u64).saturating_mul(*commits as u64),
+            "moves_per_commit × commits",
+        )?;
+        let loaded = self.live.len();
+        let n = objects.unwrap_or(loaded);
+        if n == 0 || n > loaded {
+            return Err(Error::invalid(format!(
+                "the move step moves {n} objects but the index holds {loaded}"
+            )));
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(*seed);
+        // The moving objects: the first n of a seeded shuffle of the live set.
+        let mut movers: Vec<usize> = (0..loaded).collect();
+        for i in 0..n {
+            let j = rng.gen_range(i..loaded);
+            movers.swap(i, j);
+        }
+        movers.truncate(n);
+        let (ex, ey) = (
+            self.extent.width() * largest,
+            self.extent.height() * largest,
+        );
+        let bar = self.bar.clone();
+        bar.set_length((*moves_per_commit * *commits) as u64);
+        bar.set_position(0);
+        let mut moves = Stats::new(label);
+        let mut queries = Stats::new(label);
+        let mut notes = String::new();
+        let mut latencies = Vec::with_capacity(commits * queries_between);
+        for c in 0..*commits {
+            // The batch's moves, planned before it is timed: an object may
+            // move twice in a batch, from where its previous move left it.
+            let mut plan = Vec::with_capacity(*moves_per_commit);
+            for _ in 0..*moves_per_commit {
+                let i = movers[rng.gen_range(0..n)];
+                let (id, old) = self.live[i];
+                let dx = (rng.gen::<f64>() * 2.0 - 1.0) * ex;
+                let dy = (rng.gen::<f64>() * 2.0 - 1.0) * ey;
+                let new = shifted(&old, dx, dy, &self.extent)?;
+                self.live[i].1 = new;
+                plan.push((id, old, new));
+            }
+            let (s, note) = measure_target(index, label, |t, s| {
+                t.as_index_mut()
+                    .batch(BatchDurability::Commit, |ix| {
+                        for (id, old, new) in &plan {
+                            ix.update(*id, *old, *new)?;
+                        }
+                        Ok(())
+                    })
+                    .map_err(|e| {
+                        Error::invalid(format!(
+                            "move step: commit {} of {commits} failed: {e}",
+                            c + 1
+                        ))
+                    })?;
+                s.operations += plan.len() as u64;
+                Ok(())
+            })?;
+            moves.merge(&s);
+            notes = note;
+            bar.inc(plan.len() as u64);
+            if *queries_between == 0 {
+                continue;
+            }
+            let ws = windows(
+                self.extent,
+                *window,
+                1.0,
+                *queries_between,
+                Placement::Uniform,
+                &[],
+                seed.wrapping_add(1 + c as u64),
+            )?;
+            let mut answers = Vec::with_capacity(ws.len());
+            let (s, _) = measure_target(index, label, |t, s| {
+                for w in &ws {
+                    let clock = Instant::now();
+                    let r = t.index().query(*w, Predicate::Intersects)?;
+                    latencies.push(u64::try_from(clock.elapsed().as_nanos()).unwrap_or(u64::MAX));
+                    Answer::from(&r).add_to(s);
+                    s.operations += 1;
+                    answers.push(r.hits.iter().map(|h| h.id).collect::<Vec<u64>>());
+                }
+                Ok(())
+            })?;
+            queries.merge(&s);
+            // Every answer against the current rectangles.
+            for (w, got) in ws.iter().zip(answers) {
+                let want: Vec<u64> = self
+                    .live
+                    .iter()
+                    .filter(|(_, r)| w.intersects(r))
+                    .map(|(id, _)| *id)
+                    .collect();
+                if let Some(d) = difference(got, want) {
+                    return Err(Error::corrupt(
+                        None,
+                        format!(
+                            "move step: after commit {} of {commits}, window {w:?} is answered \
+                             wrongly: {d}",
+                            c + 1
+                        ),
+                    ));
+                }
+            }
+        }
+        let param = format!("objects={n};moves_per_commit={moves_per_commit};commits={commits}");
+        let mut rows = vec![Row {
+            parameter: format!("{param};phase=moves"),
+            status: "ok",
+            message: notes,
+            stats: moves,
+            latency_median_ns: None,
+        }];
+        if *queries_between > 0 {
+            rows.push(Row {
+                parameter: format!("{param};phase=queries"),
+                status: "ok",
+                message: String::new(),
+                stats: queries,
+                latency_median_ns: median(latencies),
+            });
+        }
+        Ok(rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_shifts_and_differences() {
+        assert_eq!(median(vec![]), None);
+        assert_eq!(median(vec![5, 1, 3]), Some(3));
+        assert_eq!(median(vec![4, 1, 3, 2]), Some(2));
+        let extent = Rect::new(0.0, 0.0, 10.0, 10.0).unwrap();
+        let r = Rect::new(1.0, 1.0, 2.0, 3.0).unwrap();
+        assert_eq!(
+            shifted(&r, 0.5, -0.5, &extent).unwrap(),
+            Rect::new(1.5, 0.5, 2.5, 2.5).unwrap()
+        );
+        // pulled back inside the extent, the same size
+        assert_eq!(
+            shifted(&r, -3.0, 8.0, &extent).unwrap(),
+            Rect::new(0.0, 8.0, 1.0, 10.0).unwrap()
+        );
+        assert_eq!(difference(vec![3, 1, 2], vec![1, 2, 3]), None);
+        let d = difference(vec![1, 4], vec![1, 2]).unwrap();
+        assert!(
+            d.contains("missing ids [2]") && d.contains("unexpected ids [4]"),
+            "{d}"
+        );
+    }
+}
