@@ -363,7 +363,7 @@ pub enum Step {
     /// Flushes and syncs (a checkpoint).
     Checkpoint,
     /// Moving objects: `commits` batches of `moves_per_commit` moves, each
-    /// move an update of one of `objects` loaded objects to its rectangle
+    /// move an update by id of one of `objects` loaded objects to its rectangle
     /// shifted by a random offset (same size); each batch committed
     /// (`BatchDurability::Commit`), then `queries_between` windows checked
     /// against a brute-force oracle of the current rectangles. Two rows:
