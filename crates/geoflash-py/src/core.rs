@@ -845,6 +845,37 @@ impl Core {
         })
     }
 
+    /// Moves the one live entry with user id `id` to this box, keeping its
+    /// object: no old box needed (the engine's id → rectangle locator), and
+    /// the entry rewritten in its leaf when the box stays inside it. An
+    /// error for an id with no entry or with several (duplicates).
+    fn update(&self, id: i64, minx: f64, miny: f64, maxx: f64, maxy: f64) -> PyResult<()> {
+        let r = rect(minx, miny, maxx, maxy)?;
+        self.with(|st| {
+            if !st.writable {
+                return Err(Error::invalid("the index is open read-only"));
+            }
+            let key = match st.records.live_keys_of(id).as_slice() {
+                [key] => *key,
+                [] => return Err(Error::invalid(format!("no entry with id {id} to update"))),
+                keys => {
+                    return Err(Error::invalid(format!(
+                        "id {id} has {} entries: update(id, coordinates) moves one entry; \
+                         use delete(id, coordinates) and insert for duplicate ids",
+                        keys.len()
+                    )))
+                }
+            };
+            if st.index.objects().is_some_and(|h| h.contains(key)) {
+                return Err(Error::invalid(format!(
+                    "entry {id} stores a geometry, whose box is its own: delete and insert it instead"
+                )));
+            }
+            st.index.update_by_id(key, r)?;
+            st.after_change()
+        })
+    }
+
     /// User ids of the entries related to the box by `predicate`.
     fn query(
         &self,

@@ -596,6 +596,16 @@ class Index:
         (nothing happens if there is none, as in ``rtree``)."""
         self._core.delete(_as_id(id), *self._box(coordinates))
 
+    def update(self, id: int, coordinates: Any) -> None:
+        """(geoflash only) Moves the entry with ``id`` to the box or point,
+        keeping its object, without the old box: the engine finds the entry
+        by its id, and rewrites it in its leaf when the new box stays inside
+        the leaf's rectangle (otherwise a delete and an insert). As one
+        operation, durable like an ``insert``. Raises ``RTreeError`` for an
+        id with no entry or with several (use ``delete`` and ``insert`` for
+        duplicate ids)."""
+        self._core.update(_as_id(id), *self._box(coordinates))
+
     def intersection(self, coordinates: Any, objects: Any = False) -> Iterator[Any]:
         """Ids (or ``Item``s with ``objects=True``, the objects with
         ``objects="raw"``) of the entries intersecting the box (touching
