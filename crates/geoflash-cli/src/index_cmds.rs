@@ -196,6 +196,27 @@ pub struct ChangeArgs {
     json: bool,
 }
 
+/// Options of `update`.
+#[derive(clap::Args)]
+pub struct UpdateArgs {
+    /// Index directory.
+    #[arg(long)]
+    index: PathBuf,
+    /// Moves: CSV `id,minx,miny,maxx,maxy` with a header, each row the new
+    /// rectangle of an object the index holds (a point for the xBR+-tree
+    /// and the grid files).
+    #[arg(long)]
+    input: PathBuf,
+    /// Print `acked K` on standard output (flushed) each time the first K
+    /// updates are durable, checked every N updates and at the end (stores
+    /// without a log checkpoint every N updates to get there).
+    #[arg(long)]
+    ack_every: Option<u64>,
+    /// Print the Stats record as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
 /// Options of `query`.
 #[derive(clap::Args)]
 pub struct QueryArgs {
@@ -546,6 +567,7 @@ fn change_applied(
     };
     let (verb, dir) = match label {
         "delete" => ("deleted from", index.dir()),
+        "update" => ("updated in", index.dir()),
         _ => ("inserted into", index.dir()),
     };
     let dir = dir.map_or_else(String::new, |d| d.display().to_string());
@@ -779,6 +801,9 @@ fn print_stats(
         print_json(&s)?;
     } else {
         row("operations", ops);
+        if label == "update" {
+            row("updates in place", s.updates_in_place);
+        }
         row("records", index.len());
         row("height", index.structure().height());
         row(
@@ -1116,6 +1141,60 @@ pub fn change(a: ChangeArgs, delete: bool) -> Result<(), Failure> {
     let done = change_applied(&mut index, applied, label, &a.input)?;
     index.checkpoint()?;
     print_stats(&index, label, done, start, a.json)?;
+    index.close()?;
+    Ok(())
+}
+
+/// `geoflash update`: moves objects of an index to the rectangles of a
+/// CSV file, by id alone ([`Index::update_by_id`]; R-tree and R*-tree
+/// records that stay inside their leaf are rewritten in place). The input
+/// is one batch like `insert`'s unless `--ack-every` acknowledges updates
+/// as the store's durability mode makes them durable. An id the index does
+/// not hold stops the command (exit code 2) with the updates before it
+/// applied and checkpointed.
+pub fn update(a: UpdateArgs) -> Result<(), Failure> {
+    catch_interrupts();
+    input_file(&a.input)?;
+    if formats::Format::from_path(&a.input)? != formats::Format::Csv {
+        return Err(Error::invalid(format!(
+            "{}: update takes a CSV file of new rectangles (id,minx,miny,maxx,maxy with a header)",
+            a.input.display()
+        ))
+        .into());
+    }
+    let moves = read_csv_rows(&a.input, "row", &formats::BOX_COLUMNS, |line| {
+        let (id, rest) = line
+            .split_once(',')
+            .ok_or_else(|| Error::invalid(format!("{line:?} is not id,minx,miny,maxx,maxy")))?;
+        let id: u64 = id
+            .trim()
+            .parse()
+            .map_err(|_| Error::invalid(format!("id {id:?} is not a non-negative integer")))?;
+        Ok((id, parse_window(rest)?))
+    })?;
+    let mut index = Index::open(&a.index, Access::Write)?;
+    index.device().reset_stats();
+    let start = BatchClock::start();
+    let mut acker = Acker::new(a.ack_every)?;
+    let durability = match a.ack_every {
+        Some(_) => BatchDurability::AsConfigured,
+        None => batch_durability(index.structure().durability()),
+    };
+    let applied = apply_all_acked(
+        &mut index,
+        &moves,
+        "update",
+        &a.input,
+        durability,
+        |ix, id, r| ix.update_by_id(id, *r),
+        acker.as_mut(),
+    );
+    let done = change_applied(&mut index, applied, "update", &a.input)?;
+    index.checkpoint()?;
+    if let Some(acker) = acker.as_mut() {
+        acker.finish(done);
+    }
+    print_stats(&index, "update", done, start, a.json)?;
     index.close()?;
     Ok(())
 }

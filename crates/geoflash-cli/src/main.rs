@@ -38,6 +38,8 @@ enum Command {
     Insert(index_cmds::ChangeArgs),
     /// Deletes the objects of a dataset file from an index.
     Delete(index_cmds::ChangeArgs),
+    /// Moves objects of an index to new rectangles given by id (CSV id,minx,miny,maxx,maxy).
+    Update(index_cmds::UpdateArgs),
     /// Range queries: per window the number of objects (and their ids with --ids).
     Query(index_cmds::QueryArgs),
     /// The k nearest objects to a point.
@@ -193,6 +195,7 @@ fn main() -> ExitCode {
         Command::Build(a) => index_cmds::build(*a),
         Command::Insert(a) => index_cmds::change(a, false),
         Command::Delete(a) => index_cmds::change(a, true),
+        Command::Update(a) => index_cmds::update(a),
         Command::Query(a) => index_cmds::query(a),
         Command::Knn(a) => index_cmds::knn(a),
         Command::Inspect(a) => index_cmds::inspect(a),
