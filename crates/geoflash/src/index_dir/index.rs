@@ -238,13 +238,16 @@ impl Index {
     /// the store allows: a store with a log (eFIND, FAST) syncs its log
     /// (the object heap first, when there is one) and keeps its dirty nodes
     /// for its flushing policy, so a crash after this returns replays them
-    /// from the log; a store without a log, or one on a simulated device
-    /// (saved whole at checkpoints), is [checkpointed](Self::checkpoint).
+    /// from the log; a store without a log, or an index directory on a
+    /// simulated device (saved whole to `device.img` at checkpoints), is
+    /// [checkpointed](Self::checkpoint). A simulated device without a
+    /// directory (a workbench run) lives in its process: there the commit
+    /// is the log sync it simulates.
     pub fn commit(&mut self) -> Result<()> {
         if self.access == Access::Read {
             return Ok(());
         }
-        if !self.sims.is_empty() {
+        if !self.sims.is_empty() && self.dir.is_some() {
             return self.checkpoint();
         }
         if let Some(heap) = &self.objects {
