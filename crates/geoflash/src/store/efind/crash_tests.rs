@@ -1,5 +1,6 @@
 //! Crash tests of the eFIND store on `FaultyDevice`: seeded random operation
-//! sequences (inserts, deletes, updates, checkpoints) on the R-tree
+//! sequences (inserts, deletes, updates — half of them small moves, done in
+//! place by the R-tree and R*-tree — checkpoints) on the R-tree
 //! (quadratic split), the R*-tree and the Hilbert R-tree, with small buffers
 //! and a small log so that flushes, compactions, forced flushes and temporal
 //! control all happen; crashes at seeded random page writes (unsynced writes
@@ -69,8 +70,23 @@ fn script(seed: u64, len: usize) -> Vec<Op> {
             ops.push(Op::Delete(id, r));
         } else {
             let i = rng.gen_range(0..live.len());
-            let new = rect(&mut rng);
             let (id, old) = live[i];
+            // Half the updates are small moves, mostly inside the leaf's
+            // rectangle: the R-tree's update in place (one leaf modify).
+            let new = if rng.gen_bool(0.5) {
+                let dx = f64::from(rng.gen_range(0..3u32)) * 0.25 - 0.25;
+                let dy = f64::from(rng.gen_range(0..3u32)) * 0.25 - 0.25;
+                let (x, y) = ((old.min_x() + dx).max(0.0), (old.min_y() + dy).max(0.0));
+                Rect::new(
+                    x,
+                    y,
+                    x + old.max_x() - old.min_x(),
+                    y + old.max_y() - old.min_y(),
+                )
+                .unwrap()
+            } else {
+                rect(&mut rng)
+            };
             live[i].1 = new;
             ops.push(Op::Update(id, old, new));
         }
@@ -330,7 +346,10 @@ fn campaign(kind: IndexKind) {
             .and_then(|log| EfindStore::open_read_only(dev.clone(), log, cfg))
             .ok()
             .map(|s| tree_state(&RTree::open(s, params(kind)).unwrap()));
-        assert!(device_bytes(&*dev) == image, "{kind:?} case {case}: a reader wrote the device");
+        assert!(
+            device_bytes(&*dev) == image,
+            "{kind:?} case {case}: a reader wrote the device"
+        );
         let store = match open_on(dev.clone(), cfg) {
             Ok(s) => s,
             Err(e) => {
@@ -349,7 +368,11 @@ fn campaign(kind: IndexKind) {
             .unwrap_or_else(|e| panic!("{kind:?} case {case} ({plan:?}): structure: {e}"));
         let got = tree_state(&t);
         assert_eq!(rep.records, got.len() as u64, "{kind:?} case {case}");
-        assert_eq!(read.as_ref(), Some(&got), "{kind:?} case {case} ({plan:?}): the reader's replay");
+        assert_eq!(
+            read.as_ref(),
+            Some(&got),
+            "{kind:?} case {case} ({plan:?}): the reader's replay"
+        );
         seen.read_replays += u64::from(report.changes_replayed > 0);
         let hi = o.attempted.min(states.len() - 1);
         let k = (o.acked..=hi).find(|&k| states[k] == got).unwrap_or_else(|| {
@@ -438,6 +461,8 @@ fn the_faultless_script_compacts_and_forces_flushes() {
             Op::Checkpoint => t.store_mut().checkpoint().unwrap(),
         }
     }
+    // The script's small moves take the R*-tree's update in place.
+    assert!(t.counters().updates_in_place > 0, "{:?}", t.counters());
     let e = t.store().efind_stats();
     let l = t.store().log_stats();
     assert!(e.compactions > 0 && l.compactions > 0, "{e:?} {l:?}");
