@@ -79,7 +79,8 @@ impl Index {
     /// use geoflash::geom::Rect;
     /// use geoflash::{Index, IndexOptions};
     ///
-    /// let mut index = Index::create_temporary(&IndexOptions::default())?;
+    /// let opts = IndexOptions { device: "mem:".parse()?, ..IndexOptions::default() };
+    /// let mut index = Index::create_temporary(&opts)?;
     /// for i in 0..100u64 {
     ///     let x = i as f64;
     ///     index.insert(i, Rect::new(x, 0.0, x + 0.5, 0.5)?)?;
