@@ -167,6 +167,22 @@ impl<L: BucketLayer + 'static> SpatialIndex for GridIndex<L> {
         }
     }
 
+    /// A deletion then an insertion, after checking that no other object
+    /// holds the new point (the insertion would refuse it after the
+    /// deletion had removed the moved object).
+    fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
+        let (x, y) = self.point_of(id, &new)?;
+        let held = self.query(new, Predicate::Intersects)?;
+        if let Some(other) = held.hits.iter().find(|h| h.id != id) {
+            return Err(Error::invalid(format!(
+                "point ({x}, {y}) is already in the {} grid file (object id {}); a grid file holds distinct points",
+                self.kind, other.id
+            )));
+        }
+        self.delete(id, old)?;
+        self.insert(id, new)
+    }
+
     fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {
         let mut grid = self.grid();
         if predicate == Predicate::Within {

@@ -84,6 +84,29 @@ fn check_window(kind: &str, index: &Index, oracle: &HashMap<u64, Rect>, w: Rect)
     assert_eq!(got, expected(oracle, &w), "{kind}: window {w:?}");
 }
 
+/// Moves `id` to `new` by [`Index::update_by_id`], and the oracle with it.
+/// A structure of distinct points refuses a move onto another object's
+/// point: then the error names the point and nothing changes (the moved
+/// object is not lost).
+fn move_to(
+    kind: &str,
+    points: bool,
+    index: &mut Index,
+    oracle: &mut HashMap<u64, Rect>,
+    id: u64,
+    new: Rect,
+) {
+    let held = points && oracle.iter().any(|(&other, r)| other != id && *r == new);
+    let done = index.update_by_id(id, new);
+    if held {
+        let e = done.expect_err(kind).to_string();
+        assert!(e.contains("already"), "{kind}: {e}");
+    } else {
+        done.unwrap_or_else(|e| panic!("{kind}: {e}"));
+        oracle.insert(id, new);
+    }
+}
+
 /// Runs `ops` on an index of `kind`, checking it against the oracle.
 fn run(kind: &str, ops: &[Op]) -> Index {
     let mut index = index_of(kind);
@@ -92,8 +115,9 @@ fn run(kind: &str, ops: &[Op]) -> Index {
     let mut next = 1u64;
     let points = points_only(kind);
     let clamp = |v: f64| v.clamp(0.0, 99.0);
-    // The xBR+-tree holds distinct points: a move or an insertion onto
-    // another object's point is left out for the structures of points.
+    // The structures of points hold distinct points: an insertion onto
+    // another object's point is left out (a move onto one is refused, see
+    // `move_to`).
     let taken = |oracle: &HashMap<u64, Rect>, r: &Rect| points && oracle.values().any(|o| o == r);
     for op in ops {
         match *op {
@@ -129,13 +153,7 @@ fn run(kind: &str, ops: &[Op]) -> Index {
                     x + (old.max_x() - old.min_x()),
                     y + (old.max_y() - old.min_y()),
                 );
-                if taken(&oracle, &new) {
-                    continue;
-                }
-                index
-                    .update_by_id(id, new)
-                    .unwrap_or_else(|e| panic!("{kind}: {e}"));
-                oracle.insert(id, new);
+                move_to(kind, points, &mut index, &mut oracle, id, new);
             }
             Op::Jump(i, x, y) if !ids.is_empty() => {
                 let id = ids[i % ids.len()];
@@ -147,13 +165,7 @@ fn run(kind: &str, ops: &[Op]) -> Index {
                     x + (old.max_x() - old.min_x()),
                     y + (old.max_y() - old.min_y()),
                 );
-                if taken(&oracle, &new) {
-                    continue;
-                }
-                index
-                    .update_by_id(id, new)
-                    .unwrap_or_else(|e| panic!("{kind}: {e}"));
-                oracle.insert(id, new);
+                move_to(kind, points, &mut index, &mut oracle, id, new);
             }
             Op::Absent(id) => {
                 let before = index.len();

@@ -3,6 +3,7 @@
 //! range queries answer every predicate on points, batched range queries
 //! and group point lookups use its level-by-level batch algorithms, and an
 //! update is a deletion then an insertion.
+use super::insert::duplicate_point;
 use super::XbrTree;
 use crate::geom::{Point, Rect};
 use crate::index::query::{BatchResult, KnnResult, Predicate, QueryResult};
@@ -36,10 +37,16 @@ impl<S: NodeStore + 'static> SpatialIndex for XbrTree<S> {
         XbrTree::delete(self, id, as_point(id, &rect)?)
     }
 
+    /// A deletion then an insertion, after checking that no other object
+    /// holds the new point (the insertion would refuse it after the
+    /// deletion had removed the moved object).
     fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
-        let new = as_point(id, &new)?;
+        let p = as_point(id, &new)?;
+        if let Some(&(holder, _)) = self.range(&new)?.iter().find(|(other, _)| *other != id) {
+            return Err(duplicate_point(&p, holder));
+        }
         XbrTree::delete(self, id, as_point(id, &old)?)?;
-        XbrTree::insert(self, id, new)
+        XbrTree::insert(self, id, p)
     }
 
     /// Nodes visited are not counted here (the store's counters hold its
