@@ -363,6 +363,8 @@ def run(make_dataset, bin_: str, work: str, cluster, a, missing) -> List[dict]:
     only = [s for s in a.systems.split(",") if s]
     if only:
         lineup = [m for m in lineup if any(m.label.startswith(p) for p in only)]
+    left_out = {s for s in a.exclude.split(",") if s}
+    lineup = [m for m in lineup if m.label not in left_out]
     rows = []
     work = os.path.join(work, "moving")  # its own data files (other sizes than the other phases')
     os.makedirs(work, exist_ok=True)
