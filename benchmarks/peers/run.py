@@ -234,9 +234,14 @@ def main(argv=None) -> int:
         cluster = pgtemp.TempCluster(pgtemp.find_bindir())
     pg = {"port": cluster.port, "data": cluster.data} if cluster else None
     only = [s for s in a.systems.split(",") if s]
+    excluded = [s for s in a.exclude.split(",") if s]
     try:
+        # Labels only the moving phase has (its SQLite and simulator rows)
+        # are left out there, not refused here.
+        main = {s.label for s in peers.make_systems(cluster=cluster, variants=a.geoflash_variant)}
+        movers = {m.label for m in moving.make_movers(cluster)} if a.moving else set()
         lineup = peers.make_systems(cluster=cluster, only=only, variants=a.geoflash_variant,
-                                    exclude=[s for s in a.exclude.split(",") if s])
+                                    exclude=[s for s in excluded if s in main or s not in movers])
     except ValueError as e:
         ap.error(str(e))
     lineup = [s for s in lineup if not _needs_missing(s, missing)]
