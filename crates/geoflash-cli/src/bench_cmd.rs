@@ -2,6 +2,7 @@
 //! runs a workload file's cross product and records every step's metrics.
 use std::path::PathBuf;
 
+use geoflash::ErrorKind;
 use geoflash_bench::results::{ResultsLocation, ResultsStore};
 use geoflash_bench::runner::{self, RunOptions};
 use geoflash_bench::workload::{Scale, Workload};
@@ -79,16 +80,18 @@ fn dask_sweep(a: &BenchArgs, scheduler: &str) -> Result<(), Failure> {
     if let Some(w) = &a.workdir {
         cmd.arg("--workdir").arg(w);
     }
-    let status = cmd.status().map_err(|e| Failure {
-        code: 2,
-        error: anyhow::anyhow!(
-            "cannot run {python} for --dask: {e} (set GEOFLASH_PYTHON to a Python with geoflash and dask installed)"
-        ),
+    let status = cmd.status().map_err(|e| {
+        Failure::new(
+            ErrorKind::InvalidInput,
+            anyhow::anyhow!(
+                "cannot run {python} for --dask: {e} (set GEOFLASH_PYTHON to a Python with geoflash and dask installed)"
+            ),
+        )
     })?;
     match status.code() {
         Some(0) => Ok(()),
         code => Err(Failure {
-            code: code.map_or(1, |c| c.clamp(1, 255) as u8),
+            code: code.map_or(crate::FAILURE, |c| c.clamp(1, 255) as u8),
             error: anyhow::anyhow!(
                 "the Dask sweep ({python} -m geoflash.dask.sweep) failed ({status})"
             ),
@@ -169,7 +172,7 @@ pub fn bench(a: BenchArgs) -> Result<(), Failure> {
     }
     if !summary.failures.is_empty() {
         return Err(Failure {
-            code: 1,
+            code: crate::FAILURE,
             error: anyhow::anyhow!(
                 "{} of {} configurations failed (recorded with status 'error'; a later run retries them)",
                 summary.failures.len(),

@@ -1,5 +1,6 @@
-//! The `geoflash` command. Exit codes: 0 success, 2 bad input, 1 failure,
-//! 130 interrupted (Ctrl-C: the message says what the command left).
+//! The `geoflash` command. Exit codes ([`exit_code`], the one table): 0
+//! success, 2 bad input, 1 damage, I/O, device and results-database
+//! failures, 130 interrupted (Ctrl-C: the message says what the command left).
 //! With `--json` the JSON record is the last line of standard output;
 //! progress bars go to standard error.
 use std::path::PathBuf;
@@ -8,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use geoflash::engine::device::DeviceSpec;
 use geoflash::engine::parse_size;
+use geoflash::ErrorKind;
 use geoflash_bench::devbench::{self, DevbenchConfig, Pattern};
 use geoflash_bench::{formats, generate};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -158,6 +160,26 @@ struct DevbenchArgs {
     json: bool,
 }
 
+/// The exit code of each kind of error: the command line's contract,
+/// which scripts rely on (the table in `docs/architecture.md`, "Errors and
+/// exit codes"). Every exit code but a Dask sweep's (passed through) and
+/// [`FAILURE`] comes from here.
+pub fn exit_code(kind: ErrorKind) -> u8 {
+    match kind {
+        // The flags, the spec, an input file or its data: fix them and run again.
+        ErrorKind::InvalidInput => 2,
+        // Not the user's mistake: a damaged index (`geoflash recover` or a
+        // backup), the device or file system, the results database.
+        ErrorKind::Damaged | ErrorKind::Io | ErrorKind::ResultsStore => 1,
+        // Ctrl-C: the message says what the command left.
+        ErrorKind::Interrupted => 130,
+    }
+}
+
+/// The exit code of a failure outside geoflash's kinds of error (standard
+/// output cannot be written, configurations of a workbench run failed).
+pub const FAILURE: u8 = 1;
+
 /// An error with the exit code it maps to.
 pub struct Failure {
     /// Exit code.
@@ -166,23 +188,28 @@ pub struct Failure {
     pub error: anyhow::Error,
 }
 
+impl Failure {
+    /// `error`, with the exit code of `kind`.
+    pub fn new(kind: ErrorKind, error: anyhow::Error) -> Failure {
+        Failure {
+            code: exit_code(kind),
+            error,
+        }
+    }
+}
+
 impl From<geoflash::Error> for Failure {
     fn from(e: geoflash::Error) -> Self {
-        let code = match &e {
-            geoflash::Error::Interrupted(_) => 130,
-            _ if e.is_user_error() => 2,
-            _ => 1,
-        };
-        Failure {
-            code,
-            error: e.into(),
-        }
+        Failure::new(e.kind(), e.into())
     }
 }
 
 impl From<anyhow::Error> for Failure {
     fn from(error: anyhow::Error) -> Self {
-        Failure { code: 1, error }
+        Failure {
+            code: FAILURE,
+            error,
+        }
     }
 }
 

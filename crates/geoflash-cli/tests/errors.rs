@@ -680,3 +680,102 @@ fn external_bulk_duplicates_and_huge_buffers_are_named() {
         assert!(!idx.exists(), "{store}");
     }
 }
+
+/// Issue 45, item 4: the exit code follows the kind of the error, as the
+/// table of `exit_code` (main.rs) and `docs/architecture.md` state: bad
+/// input 2; damage, I/O and the results database 1 (a results store that
+/// is not a database, or of a newer schema, used to exit 2 as if the user
+/// had made a mistake).
+#[test]
+fn every_kind_of_error_has_its_exit_code() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 300);
+    let idx = dir.path().join("idx");
+    let page = "1024";
+    let build = |extra: &[&str]| {
+        let mut args = vec!["build", "--input", s(&data), "--index", s(&idx)];
+        args.extend_from_slice(extra);
+        geoflash(&args)
+    };
+    // Bad input, 2: an unknown flag, a bad setting, a missing input file.
+    fails(
+        &["query", "--index", s(&idx), "--no-such-flag"],
+        2,
+        &["--no-such-flag"],
+    );
+    let out = build(&["--store", "tape"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("tape"), "{}", stderr(&out));
+    let missing = dir.path().join("missing.csv");
+    fails(
+        &["insert", "--index", s(&idx), "--input", s(&missing)],
+        2,
+        &["missing.csv"],
+    );
+    // I/O, 1: a device that fills up.
+    let out = build(&[
+        "--store",
+        "plain",
+        "--page-size",
+        page,
+        "--device",
+        "file?direct=false&capacity=4KiB",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // Damage, 1: a damaged page.
+    ok(build(&[
+        "--store",
+        "plain",
+        "--page-size",
+        page,
+        "--device",
+        "file?direct=false",
+    ]));
+    damage(&idx.join("pages.dat"), 1, 1024);
+    fails(&["verify", "--index", s(&idx)], 1, &["pages.dat, page 1"]);
+    // The results database, 1: not a database, a newer schema, a file that
+    // cannot be opened; the message names the store.
+    let w = dir.path().join("w.toml");
+    std::fs::write(
+        &w,
+        "name = \"w\"\n\
+         [[dataset]]\nname = \"u\"\ngenerator = \"uniform\"\ngeometry = \"box\"\ncount = 100\n\
+         [[index]]\nname = \"r\"\nstore = \"plain\"\ndevice = \"mem:\"\n\
+         [[step]]\nkind = \"build\"\n",
+    )
+    .unwrap();
+    let junk = dir.path().join("junk.sqlite");
+    std::fs::write(&junk, b"not a database ".repeat(100)).unwrap();
+    let want = ["results store", "junk.sqlite", "not a database"];
+    fails(&["bench", s(&w), "--results", s(&junk)], 1, &want);
+    let out_dir = dir.path().join("report");
+    fails(&["report", s(&junk), "--out", s(&out_dir)], 1, &want);
+    let newer = dir.path().join("newer.sqlite");
+    rusqlite::Connection::open(&newer)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 99")
+        .unwrap();
+    fails(
+        &["bench", s(&w), "--results", s(&newer)],
+        1,
+        &["results store", "newer.sqlite", "schema version 99"],
+    );
+    let nowhere = dir.path().join("no-such-dir").join("r.sqlite");
+    fails(
+        &["bench", s(&w), "--results", s(&nowhere)],
+        1,
+        &["results store", "r.sqlite"],
+    );
+    #[cfg(feature = "postgres")]
+    fails(
+        &[
+            "bench",
+            s(&w),
+            "--results",
+            "postgresql://bench:hunter2@127.0.0.1:1/results",
+        ],
+        1,
+        &["postgresql://bench@127.0.0.1:1/results", "cannot connect"],
+    );
+}

@@ -1,5 +1,8 @@
 //! The library's error type. One umbrella enum; every variant names the
-//! problem precisely enough that a user can act on it.
+//! problem precisely enough that a user can act on it, and belongs to one
+//! [`ErrorKind`]: what its caller can do about it (fix the input, recover
+//! or restore the index, look at the device or the results database, run
+//! again), from which the command line takes its exit code.
 use std::path::PathBuf;
 
 /// Result alias used throughout geoflash.
@@ -91,6 +94,18 @@ pub enum Error {
     #[error("interrupted: {0}")]
     Interrupted(String),
 
+    /// The workbench's results database (an SQLite file or a PostgreSQL
+    /// server) failed: not a database, a schema newer than this build, a
+    /// statement or transaction it refused. Not bad input: exit code 1.
+    #[error("results store{}: {reason}", location.as_deref().map(|l| format!(" {l}")).unwrap_or_default())]
+    ResultsStore {
+        /// The file, or the URL without its password, if known (the store
+        /// fills it in with [`Error::in_results_store`]).
+        location: Option<String>,
+        /// What failed.
+        reason: String,
+    },
+
     /// A format version newer than this code understands.
     #[error(
         "format version {found} is newer than the newest this build understands ({supported})"
@@ -101,6 +116,42 @@ pub enum Error {
         /// Newest version supported.
         supported: u16,
     },
+}
+
+/// What kind of failure an [`Error`] is ([`Error::kind`]): what its caller
+/// can do about it. The command line's exit code follows it (see
+/// `docs/architecture.md`, "Errors and exit codes"): 2 for
+/// [`ErrorKind::InvalidInput`], 130 for [`ErrorKind::Interrupted`], 1 for
+/// the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// Bad input: a setting, a flag, a spec string, input data, or a request
+    /// the index or device refuses (a duplicate id, a page beyond the
+    /// device). Nothing was damaged; fix the input and run again.
+    InvalidInput,
+    /// Damage: an index's data does not decode (checksum, magic, layout), is
+    /// of a newer format, or needs a writer's recovery first. Recover
+    /// (`geoflash recover`) or restore the index.
+    Damaged,
+    /// An I/O or device failure: an operating-system error, a full or
+    /// crashed device, an injected fault, a store refusing changes after an
+    /// earlier failure. The index is as its last commit left it.
+    Io,
+    /// The workbench's results database failed ([`Error::ResultsStore`]).
+    ResultsStore,
+    /// Stopped on request (Ctrl-C).
+    Interrupted,
+}
+
+impl ErrorKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [ErrorKind; 5] = [
+        ErrorKind::InvalidInput,
+        ErrorKind::Damaged,
+        ErrorKind::Io,
+        ErrorKind::ResultsStore,
+        ErrorKind::Interrupted,
+    ];
 }
 
 /// " in FILE, page N" with the parts that are known.
@@ -145,15 +196,53 @@ impl Error {
         }
     }
 
-    /// True for errors caused by bad user input (exit code 2 in the CLI).
-    pub fn is_user_error(&self) -> bool {
-        matches!(
-            self,
+    /// Shorthand for an [`Error::ResultsStore`] whose location is not yet named.
+    pub fn results_store(reason: impl Into<String>) -> Self {
+        Error::ResultsStore {
+            location: None,
+            reason: reason.into(),
+        }
+    }
+
+    /// Names `location` as the results store of an [`Error::ResultsStore`]
+    /// that names none yet (other errors are returned as they are).
+    pub fn in_results_store(self, location: &str) -> Self {
+        match self {
+            Error::ResultsStore {
+                location: None,
+                reason,
+            } => Error::ResultsStore {
+                location: Some(location.to_string()),
+                reason,
+            },
+            other => other,
+        }
+    }
+
+    /// The kind of this error: what its caller can do about it.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
             Error::InvalidInput(_)
-                | Error::PageOutOfRange { .. }
-                | Error::BufferSize { .. }
-                | Error::MisalignedBuffer { .. }
-        )
+            | Error::PageOutOfRange { .. }
+            | Error::BufferSize { .. }
+            | Error::MisalignedBuffer { .. } => ErrorKind::InvalidInput,
+            Error::Corrupt { .. } | Error::NeedsRecovery(_) | Error::UnsupportedVersion { .. } => {
+                ErrorKind::Damaged
+            }
+            Error::Io { .. }
+            | Error::DeviceFull(_)
+            | Error::InjectedFault(_)
+            | Error::StoreFailed(_)
+            | Error::Crashed(_) => ErrorKind::Io,
+            Error::ResultsStore { .. } => ErrorKind::ResultsStore,
+            Error::Interrupted(_) => ErrorKind::Interrupted,
+        }
+    }
+
+    /// True for errors caused by bad user input ([`ErrorKind::InvalidInput`]:
+    /// exit code 2 in the CLI).
+    pub fn is_user_error(&self) -> bool {
+        self.kind() == ErrorKind::InvalidInput
     }
 }
 
@@ -190,6 +279,58 @@ mod tests {
             e.to_string(),
             "store failed earlier: the log failed earlier"
         );
+    }
+
+    #[test]
+    fn every_variant_has_its_kind() {
+        let io = || std::io::Error::other("x");
+        let cases = [
+            (Error::invalid("x"), ErrorKind::InvalidInput),
+            (
+                Error::PageOutOfRange {
+                    page: 9,
+                    capacity: 8,
+                },
+                ErrorKind::InvalidInput,
+            ),
+            (Error::corrupt(Some(1), "checksum"), ErrorKind::Damaged),
+            (Error::NeedsRecovery("log".into()), ErrorKind::Damaged),
+            (
+                Error::UnsupportedVersion {
+                    found: 9,
+                    supported: 1,
+                },
+                ErrorKind::Damaged,
+            ),
+            (
+                Error::Io {
+                    path: "/f".into(),
+                    page: None,
+                    source: io(),
+                },
+                ErrorKind::Io,
+            ),
+            (Error::DeviceFull("x".into()), ErrorKind::Io),
+            (Error::StoreFailed("x".into()), ErrorKind::Io),
+            (Error::results_store("locked"), ErrorKind::ResultsStore),
+            (Error::Interrupted("x".into()), ErrorKind::Interrupted),
+        ];
+        for (e, kind) in cases {
+            assert_eq!(e.kind(), kind, "{e}");
+            assert_eq!(e.is_user_error(), kind == ErrorKind::InvalidInput, "{e}");
+        }
+    }
+
+    #[test]
+    fn results_store_errors_name_their_store_once() {
+        let e = Error::results_store("file is not a database");
+        assert_eq!(e.to_string(), "results store: file is not a database");
+        let e = e.in_results_store("/r.sqlite").in_results_store("/other");
+        assert_eq!(
+            e.to_string(),
+            "results store /r.sqlite: file is not a database"
+        );
+        assert_eq!(e.kind(), ErrorKind::ResultsStore);
     }
 
     #[test]

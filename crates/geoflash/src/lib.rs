@@ -101,6 +101,6 @@ macro_rules! layers {
 layers!(cache, grid, index, index_dir, manifest, objects, page, records, storage, store,);
 
 pub use engine::{IndexSpec, KeyStyle, SpecError};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use index_dir::{BatchDurability, Index, IndexOptions};
 pub use spatial::SpatialIndex;

@@ -12,6 +12,7 @@ const API: &[&str] = &[
     "metrics",
     "defaults",
     "Error",
+    "ErrorKind",
     "Result",
     "Index",
     "IndexOptions",

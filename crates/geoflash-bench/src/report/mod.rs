@@ -212,12 +212,12 @@ fn load_panels(store: &mut ResultsStore, metrics: &[String]) -> Result<Vec<Panel
             r.get(i)
                 .and_then(Value::as_str)
                 .map(String::from)
-                .ok_or_else(|| Error::invalid(format!("results store: column {i} is not text")))
+                .ok_or_else(|| Error::results_store(format!("column {i} is not text")))
         };
         let int = |i: usize| {
-            r.get(i).and_then(Value::as_i64).ok_or_else(|| {
-                Error::invalid(format!("results store: column {i} is not an integer"))
-            })
+            r.get(i)
+                .and_then(Value::as_i64)
+                .ok_or_else(|| Error::results_store(format!("column {i} is not an integer")))
         };
         let (workload, scale, step_index) = (text(0)?, text(1)?, int(2)?);
         let (step_kind, parameter, index_name) = (text(3)?, text(4)?, text(5)?);

@@ -86,18 +86,16 @@ impl Backend {
             Backend::Sqlite(conn) if tx => {
                 let t = conn
                     .transaction()
-                    .map_err(|e| Error::invalid(format!("results store: {e}")))?;
+                    .map_err(|e| Error::results_store(e.to_string()))?;
                 let r = f(&mut sqlite::SqliteSql(&t))?;
                 t.commit()
-                    .map_err(|e| Error::invalid(format!("results store: {e}")))?;
+                    .map_err(|e| Error::results_store(e.to_string()))?;
                 Ok(r)
             }
             Backend::Sqlite(conn) => f(&mut sqlite::SqliteSql(conn)),
             #[cfg(feature = "postgres")]
             Backend::Postgres(client) if tx => {
-                let db = |e: ::postgres::Error| {
-                    Error::invalid(format!("results store: {}", crate::pg::message(&e)))
-                };
+                let db = |e: ::postgres::Error| Error::results_store(crate::pg::message(&e));
                 let mut t = client.transaction().map_err(db)?;
                 let r = f(&mut postgres::PgSql(&mut t))?;
                 t.commit().map_err(db)?;
@@ -341,7 +339,7 @@ fn init(db: &mut dyn Sql) -> Result<()> {
     }
     let version = schema_version(db)?;
     if version > SCHEMA_VERSION {
-        return Err(Error::invalid(format!(
+        return Err(Error::results_store(format!(
             "schema version {version} is newer than this geoflash knows ({SCHEMA_VERSION})"
         )));
     }
@@ -404,18 +402,20 @@ impl ResultsStore {
     fn new(backend: Backend, location: String) -> Result<ResultsStore> {
         let mut store = ResultsStore { backend, location };
         let location = store.location.clone();
-        store
-            .backend
-            .with(true, init)
-            .map_err(|e| Error::invalid(format!("results store {location}: {}", strip(&e))))?;
+        store.backend.with(true, init).map_err(|e| match e {
+            Error::ResultsStore { .. } => e.in_results_store(&location),
+            // Whatever else fails while opening a store is the store's failure.
+            other => Error::results_store(other.to_string()).in_results_store(&location),
+        })?;
         Ok(store)
     }
 
     /// Opens (creating if needed) the SQLite store at `path` and brings its
     /// schema up to date (columns added to `Stats` since are added to `results`).
     pub fn open(path: &Path) -> Result<ResultsStore> {
-        let conn = Connection::open(path)
-            .map_err(|e| Error::invalid(format!("results store {}: {e}", path.display())))?;
+        let conn = Connection::open(path).map_err(|e| {
+            Error::results_store(e.to_string()).in_results_store(&path.display().to_string())
+        })?;
         Self::new(Backend::Sqlite(conn), path.display().to_string())
     }
 
@@ -444,8 +444,7 @@ impl ResultsStore {
 
     /// An in-memory SQLite store (tests).
     pub fn in_memory() -> Result<ResultsStore> {
-        let conn = Connection::open_in_memory()
-            .map_err(|e| Error::invalid(format!("results store: {e}")))?;
+        let conn = Connection::open_in_memory().map_err(|e| Error::results_store(e.to_string()))?;
         Self::new(Backend::Sqlite(conn), ":memory:".into())
     }
 
@@ -612,7 +611,7 @@ impl ResultsStore {
         let ids = self.record_step(run_id, config_id, std::slice::from_ref(row))?;
         ids.first()
             .copied()
-            .ok_or_else(|| Error::invalid("results store: no row recorded"))
+            .ok_or_else(|| Error::results_store("no row recorded"))
     }
 
     /// Records the rows of one step (one per selectivity, k, …) in one
@@ -679,10 +678,10 @@ impl ResultsStore {
             &[key.into()],
         )?;
         let Some(config_row) = config.rows.first() else {
-            return Err(Error::invalid(format!(
-                "results store {}: configuration {key} is not complete there",
-                from.location
-            )));
+            return Err(
+                Error::results_store(format!("configuration {key} is not complete there"))
+                    .in_results_store(&from.location),
+            );
         };
         let config_id = config.get(config_row, "config_id")?.clone();
         let results = from.select(
@@ -794,7 +793,7 @@ impl Rows {
             .iter()
             .position(|c| c == name)
             .and_then(|i| row.get(i))
-            .ok_or_else(|| Error::invalid(format!("results store: no column {name}")))
+            .ok_or_else(|| Error::results_store(format!("no column {name}")))
     }
 }
 
@@ -849,14 +848,7 @@ fn inserted_id(rows: Vec<Vec<Value>>) -> Result<i64> {
     rows.first()
         .and_then(|r| r.first())
         .and_then(Value::as_i64)
-        .ok_or_else(|| Error::invalid("results store: the insert returned no id"))
-}
-
-fn strip(e: &Error) -> String {
-    match e {
-        Error::InvalidInput(m) => m.strip_prefix("results store: ").unwrap_or(m).to_string(),
-        other => other.to_string(),
-    }
+        .ok_or_else(|| Error::results_store("the insert returned no id"))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::pg::message;
 pub struct PgSql<'a, C: GenericClient>(pub &'a mut C);
 
 fn db_err(e: postgres::Error) -> Error {
-    Error::invalid(format!("results store: {}", message(&e)))
+    Error::results_store(message(&e))
 }
 
 type BoxError = Box<dyn std::error::Error + Sync + Send>;
@@ -78,10 +78,10 @@ fn value(row: &postgres::Row, i: usize) -> Result<Value> {
         Some(Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME) => {
             get::<String>(row, i, Value::Text)
         }
-        Some(other) => Err(Error::invalid(format!(
-            "results store: column {i} has type {other}: cast it to bigint, double precision or text"
+        Some(other) => Err(Error::results_store(format!(
+            "column {i} has type {other}: cast it to bigint, double precision or text"
         ))),
-        None => Err(Error::invalid(format!("results store: no column {i}"))),
+        None => Err(Error::results_store(format!("no column {i}"))),
     }
 }
 

@@ -9,7 +9,7 @@ use super::sql::{Dialect, Sql, Value};
 pub struct SqliteSql<'a>(pub &'a Connection);
 
 fn db_err(e: rusqlite::Error) -> Error {
-    Error::invalid(format!("results store: {e}"))
+    Error::results_store(e.to_string())
 }
 
 impl rusqlite::ToSql for Value {

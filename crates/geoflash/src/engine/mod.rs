@@ -23,7 +23,7 @@ pub use spec::{IndexSpec, KeyStyle, SpecError};
 pub mod testenv;
 
 pub use crate::defaults;
-pub use crate::error::{Error, Result};
+pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::grid::GridKind;
 pub use crate::index::query::{
     BatchResult, Hit, KeyResult, KnnResult, Neighbor, Predicate, QueryResult, QueryStats,
