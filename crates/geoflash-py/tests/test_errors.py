@@ -1,5 +1,6 @@
-"""Bad input raises ValueError, device trouble OSError, damaged data
-CorruptIndexError (an OSError); stats, flushing and threads."""
+"""Bad input raises RTreeError (a ValueError), device trouble DeviceError (an
+OSError), damaged data CorruptIndexError (an OSError), all of them
+GeoflashErrors; stats, flushing and threads."""
 
 import os
 import shutil
@@ -331,3 +332,100 @@ def test_queries_from_many_threads_agree_with_one(tmp_path):
             assert s == sorted(want[1][want[0][j]:want[0][j + 1]].tolist())
     idx.close()
     shutil.rmtree(tmp_path / "t")
+
+
+def _subclasses_of_geoflash_error(module):
+    """The exception classes ``module`` defines, each checked to derive from
+    ``geoflash.GeoflashError``."""
+    classes = [c for c in vars(module).values()
+               if isinstance(c, type) and issubclass(c, BaseException) and c.__module__ == module.__name__]
+    assert classes, module
+    for c in classes:
+        assert issubclass(c, geoflash.GeoflashError), c
+    return classes
+
+
+def test_every_geoflash_exception_derives_from_geoflash_error(tmp_path):
+    """Issue 45, item 4: one base for every exception geoflash defines, and
+    the exception of each kind of engine error is of its class."""
+    assert {c.__name__ for c in _subclasses_of_geoflash_error(geoflash.exceptions)} >= {
+        "GeoflashError", "RTreeError", "CorruptIndexError", "DeviceError", "ResultsStoreError"}
+    for name in ("RTreeError", "CorruptIndexError", "DeviceError", "ResultsStoreError"):
+        assert getattr(geoflash, name) is getattr(geoflash.exceptions, name)
+    assert issubclass(geoflash.RTreeError, ValueError)
+    assert issubclass(geoflash.ResultsStoreError, (OSError, ValueError))
+    # Bad input (from the engine and from the Python layer).
+    with pytest.raises(geoflash.GeoflashError) as e:
+        geoflash.Index(store="tape")
+    assert type(e.value) is geoflash.RTreeError
+    with pytest.raises(geoflash.RTreeError):
+        geoflash.Index().insert(1, (2, 0, 1, 1))
+    # I/O: a DeviceError that is also the built-in class of its errno.
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(geoflash.DeviceError) as e:
+        geoflash.Index(str(blocker / "idx"))
+    assert isinstance(e.value, NotADirectoryError) and e.value.errno is not None
+    # Damage.
+    path = _built(tmp_path, "damaged")
+    records = os.path.join(path, "pyrecords.dat")
+    data = bytearray(open(records, "rb").read())
+    data[40] ^= 0xFF
+    open(records, "wb").write(bytes(data))
+    with pytest.raises(geoflash.GeoflashError) as e:
+        geoflash.Index(path)
+    assert type(e.value) is geoflash.CorruptIndexError
+    # The results database (from the engine, and from geoflash.bench.load).
+    from geoflash import bench
+
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"not a database " * 100)
+    workload = {"name": "w", "dataset": [{"name": "u", "generator": "uniform", "geometry": "box", "count": 50}],
+                "index": [{"name": "r", "store": "plain", "device": "mem:"}], "step": [{"kind": "build"}]}
+    with pytest.raises(geoflash.ResultsStoreError, match="junk.sqlite.*not a database"):
+        bench.run(workload, junk, scale="smoke")
+    with pytest.raises(geoflash.ResultsStoreError, match="junk.sqlite"):
+        bench.load(junk)
+
+
+def test_dask_exceptions_derive_from_geoflash_error():
+    pytest.importorskip("dask")
+    import geoflash.dask.catalogue
+    import geoflash.dask.cluster
+
+    assert geoflash.dask.catalogue.CatalogueError in _subclasses_of_geoflash_error(geoflash.dask.catalogue)
+    assert geoflash.dask.cluster.WorkerSetupError in _subclasses_of_geoflash_error(geoflash.dask.cluster)
+    assert issubclass(geoflash.dask.catalogue.CatalogueError, ValueError)
+    assert issubclass(geoflash.dask.cluster.WorkerSetupError, RuntimeError)
+
+
+def test_the_hierarchy_is_the_same_without_rtree():
+    """With ``rtree`` unimportable, every class still derives from
+    GeoflashError and RTreeError is still a ValueError (with rtree it is
+    rtree's RTreeError as well)."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+sys.modules["rtree"] = None  # import rtree fails
+import geoflash
+assert "rtree" not in [c.__module__.split(".")[0] for c in geoflash.RTreeError.__mro__]
+for name in ("RTreeError", "CorruptIndexError", "DeviceError", "ResultsStoreError"):
+    assert issubclass(getattr(geoflash, name), geoflash.GeoflashError), name
+assert issubclass(geoflash.RTreeError, ValueError)
+try:
+    geoflash.Index(store="tape")
+except geoflash.GeoflashError as e:
+    assert type(e) is geoflash.RTreeError, type(e)
+else:
+    raise AssertionError("no error")
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    try:
+        import rtree.exceptions
+    except Exception:
+        return
+    assert issubclass(geoflash.RTreeError, rtree.exceptions.RTreeError)

@@ -14,7 +14,8 @@
 Code written for rtree changes only its import: ``from geoflash import
 index`` for ``from rtree import index`` (or ``import geoflash as rtree``);
 ``geoflash.RTreeError`` subclasses ``rtree.exceptions.RTreeError`` when
-rtree is installed. An index on disk is a directory
+rtree is installed; every exception geoflash raises for its own errors
+derives from ``geoflash.GeoflashError`` (see ``geoflash.exceptions``). An index on disk is a directory
 (``geoflash.Index("roads.idx")``) that later opens again with the same
 call. See ``docs/python.md`` for the whole API, the table of rtree's names,
 the stores and devices, and how ids and objects are kept.
@@ -24,9 +25,9 @@ from __future__ import annotations
 
 from . import exceptions, index
 from ._geoflash import DEFAULTS as _DEFAULTS
-from ._geoflash import CorruptIndexError, __version__, parse_size
+from ._geoflash import __version__, parse_size
 from .container import RtreeContainer
-from .exceptions import RTreeError
+from .exceptions import CorruptIndexError, DeviceError, GeoflashError, ResultsStoreError, RTreeError
 from .property import Property
 from .spatial_index import GRID_KINDS, Index, Item, Rtree
 
@@ -36,8 +37,11 @@ __all__ = [
     "Item",
     "Property",
     "RtreeContainer",
+    "GeoflashError",
     "RTreeError",
     "CorruptIndexError",
+    "DeviceError",
+    "ResultsStoreError",
     "DEFAULTS",
     "GRID_KINDS",
     "parse_size",

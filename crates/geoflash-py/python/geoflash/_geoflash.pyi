@@ -9,9 +9,6 @@ _Box = Tuple[float, float, float, float]
 _Item = Tuple[int, Optional[bytes], _Box]
 _Path = Union[str, "PathLike[str]"]
 
-class CorruptIndexError(OSError):
-    """The index's data does not decode (checksum, magic, layout, newer format, stale id map)."""
-
 DEFAULTS: dict[str, str]
 def parse_size(text: str) -> int: ...
 def bench_run(

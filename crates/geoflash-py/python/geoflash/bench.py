@@ -22,6 +22,7 @@ import tempfile
 from typing import Iterable, Mapping, Optional, Union
 
 from . import _geoflash
+from .exceptions import ResultsStoreError
 
 __all__ = ["run", "load"]
 
@@ -39,8 +40,8 @@ def load(
     SQLite file, or a PostgreSQL URL (``postgresql://user@host/db``; the
     password in the URL or in ``PGPASSWORD``). Raises
     ``FileNotFoundError`` when the file does not exist, ``OSError`` when
-    the server cannot be reached and ``ValueError`` when it is not a
-    results store."""
+    the server cannot be reached and ``geoflash.ResultsStoreError`` (a
+    ``ValueError``) when it is not a results store."""
     import pandas as pd
 
     path = os.fspath(results)
@@ -59,7 +60,7 @@ def load(
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
             return pd.read_sql_query(sql + " ORDER BY result_id", con, params=params)
     except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:
-        raise ValueError(f"{path} is not a geoflash results store: {e}") from None
+        raise ResultsStoreError(f"{path} is not a geoflash results store: {e}") from None
 
 
 def run(

@@ -20,13 +20,15 @@ import json
 import os
 from typing import Any, Dict, List, Optional
 
+from ..exceptions import GeoflashError
+
 FORMAT = "geoflash-partitioned"
 #: The catalogue format this code writes and reads.
 VERSION = 1
 FILE = "catalogue.json"
 
 
-class CatalogueError(ValueError):
+class CatalogueError(GeoflashError, ValueError):
     """A partition catalogue that is missing, malformed, of another format
     version, or names a partition index that does not exist."""
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import atexit
 from typing import Any, Dict, List, Optional
 
+from ..exceptions import GeoflashError
+
 _EMBEDDED: Dict[str, Any] = {}
 _CHECKED: set = set()
 
@@ -19,7 +21,7 @@ _CHECKED: set = set()
 _PROBE = "__import__('geoflash._geoflash', fromlist=['_geoflash']).__version__"
 
 
-class WorkerSetupError(RuntimeError):
+class WorkerSetupError(GeoflashError, RuntimeError):
     """A worker of the cluster cannot import geoflash, or runs another version."""
 
 
