@@ -59,3 +59,11 @@ mod tests {
         );
     }
 }
+
+/// The README's Rust example, compiled and run as a doctest (the item exists
+/// only when doctests are collected). `crates/geoflash-cli/tests/doc_examples.rs`
+/// says which test runs each of the documents' other examples.
+#[cfg(doctest)]
+#[allow(rustdoc::invalid_codeblock_attributes)] // ```sh no-run: not Rust
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeExamples;
