@@ -657,8 +657,9 @@ impl Acker {
                 }
                 k
             }
-            None if index.last_committed_op().is_none() => {
-                // A store without a log: durable after a checkpoint.
+            None if index.last_committed_op().is_none() || index.saved_at_checkpoints() => {
+                // A store without a log, or a device saved whole at
+                // checkpoints: durable after a checkpoint.
                 index.checkpoint()?;
                 done
             }

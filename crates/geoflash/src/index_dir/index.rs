@@ -247,7 +247,7 @@ impl Index {
         if self.access == Access::Read {
             return Ok(());
         }
-        if !self.sims.is_empty() && self.dir.is_some() {
+        if self.saved_at_checkpoints() {
             return self.checkpoint();
         }
         if let Some(heap) = &self.objects {
@@ -301,9 +301,25 @@ impl Index {
 
     /// The newest operation whose commit is durable (stores with a log): it
     /// and every earlier operation survive a crash. `None` for stores whose
-    /// operations are durable only after [`checkpoint`](Self::checkpoint).
+    /// operations are durable only after [`checkpoint`](Self::checkpoint),
+    /// and for an index directory on a simulated device, whose state
+    /// (`device.img`, log included) is saved only at checkpoints (see
+    /// [`saved_at_checkpoints`](Self::saved_at_checkpoints); issue 44: a
+    /// killed eFIND build on `flashsim:` lost the operations it had
+    /// acknowledged by its log syncs).
     pub fn durable_op(&self) -> Option<OpId> {
+        if self.saved_at_checkpoints() {
+            return None;
+        }
         self.tree.durable_op()
+    }
+
+    /// Whether the index survives its process only as of its last
+    /// [`checkpoint`](Self::checkpoint) whatever its store: an index
+    /// directory on a simulated device (or a `hybrid:` with a simulated
+    /// tier), saved whole at checkpoints.
+    pub fn saved_at_checkpoints(&self) -> bool {
+        !self.sims.is_empty() && self.dir.is_some()
     }
 
     /// Checkpoints (when writable) and closes the index.

@@ -1,7 +1,7 @@
 //! The rollback journal of an index directory (`journal.dat`): the indices
 //! whose structure writes its pages in place (the plain store, hence the
-//! FOR-tree and the xBR+-tree on it, and the grid files) on a file device
-//! get their device wrapped in a [`JournaledDevice`], committed at each
+//! FOR-tree and the xBR+-tree on it, and the grid files) on a device with a
+//! file (`file`, `file:PATH`, a `hybrid:` with a file tier) get their device wrapped in a [`JournaledDevice`], committed at each
 //! [`Index::checkpoint`](super::Index::checkpoint), so that a crash between
 //! two checkpoints (or during one) reopens the last checkpoint exactly
 //! (issue 44, item 2). The stores with a log (eFIND, FAST) keep their own
@@ -20,9 +20,20 @@ use crate::Result;
 pub const JOURNAL_FILE: &str = "journal.dat";
 
 /// Whether an index on `spec` whose structure writes in place
-/// (`in_place`) keeps a rollback journal: the index's own file device.
+/// (`in_place`) keeps a rollback journal: every device with a file written
+/// in place, that is a file (the directory's own, or `file:PATH`) or a
+/// `hybrid:` device with a file tier (issue 44: `file:PATH` and hybrid
+/// indexes acknowledged checkpoints a kill then broke). Simulated devices
+/// are saved whole, atomically, at checkpoints and need none.
 pub(super) fn needs_journal(spec: &DeviceSpec, in_place: bool) -> bool {
-    in_place && matches!(spec, DeviceSpec::File { path: None, .. })
+    fn has_file(spec: &DeviceSpec) -> bool {
+        match spec {
+            DeviceSpec::File { .. } => true,
+            DeviceSpec::Hybrid { fast, slow, .. } => has_file(fast) || has_file(slow),
+            _ => false,
+        }
+    }
+    in_place && has_file(spec)
 }
 
 /// The device of a journaled index and its journal.
