@@ -324,9 +324,19 @@ impl<S: NodeStore> RTree<S> {
     /// contains `new`, the record is rewritten in place: one
     /// [`NodeStore::modify`] of that leaf, no deletion or reinsertion, the
     /// metadata unchanged (counted in [`TreeCounters::updates_in_place`]).
-    /// Rectangles stay exact: when the record was on the border of its
-    /// leaf and the leaf's rectangle shrinks, the entries above shrink with
-    /// it (one more `modify` per ancestor whose entry changes). Otherwise, and
+    /// The paper's extended-MBR case is taken too: when `new` lies within
+    /// the leaf's rectangle grown by [`IN_PLACE_MARGIN`] of its width and
+    /// height on each side, and the leaf's rectangle grown to hold `new`
+    /// stays inside its parent's rectangle (the parent's entry in the
+    /// grandparent; no bound for a parent that is the root), the record is
+    /// rewritten in place as well and the leaf's entry in its parent grows
+    /// (one more `modify`; nothing above the parent changes). A small move
+    /// across its leaf's border then costs what a move inside it costs,
+    /// instead of a deletion and an R*-tree insertion (forced reinsertions
+    /// and splits in full leaves). Rectangles stay exact: when the record
+    /// was on the border of its leaf and the leaf's rectangle shrinks, the
+    /// entries above shrink with it (one more `modify` per ancestor whose
+    /// entry changes). Otherwise, and
     /// always in a Hilbert R-tree (whose leaves are ordered by the records'
     /// Hilbert values, which a new rectangle changes), a delete and an
     /// insert in one operation.
@@ -355,9 +365,10 @@ impl<S: NodeStore> RTree<S> {
     }
 
     /// True when the record at the end of `path` can take rectangle `new`
-    /// in place: the leaf's rectangle in its parent (any
-    /// rectangle for a root leaf) contains `new`, and the tree is not a
-    /// Hilbert R-tree.
+    /// in place (see [`RTree::update`]): the tree is not a Hilbert R-tree,
+    /// and the leaf is the root, or its rectangle in its parent contains
+    /// `new`, or contains it once grown by [`IN_PLACE_MARGIN`] with the
+    /// grown rectangle inside the parent's own rectangle.
     fn fits_in_place(&self, path: &[Step], new: &Rect) -> Result<bool> {
         if self.params.kind == IndexKind::Hilbert {
             return Ok(false);
@@ -365,18 +376,31 @@ impl<S: NodeStore> RTree<S> {
         let Some(leaf) = path.last() else {
             return Ok(false);
         };
-        let Some(parent) = path.len().checked_sub(2).and_then(|p| path.get(p)) else {
+        let Some(at) = path.len().checked_sub(2) else {
             return Ok(true);
         };
-        let entry = parent
-            .node
-            .entries
-            .iter()
-            .find(|e| e.key == leaf.id)
-            .ok_or_else(|| {
-                Error::corrupt(Some(parent.id), "child entry missing from its parent")
-            })?;
-        Ok(ops::contains(&entry.rect, new))
+        let leaf_rect = child_rect(&path[at], leaf.id)?;
+        if ops::contains(&leaf_rect, new) {
+            return Ok(true);
+        }
+        let (mx, my) = (
+            leaf_rect.width() * IN_PLACE_MARGIN,
+            leaf_rect.height() * IN_PLACE_MARGIN,
+        );
+        let near = new.min_x() >= leaf_rect.min_x() - mx
+            && new.max_x() <= leaf_rect.max_x() + mx
+            && new.min_y() >= leaf_rect.min_y() - my
+            && new.max_y() <= leaf_rect.max_y() + my;
+        if !near {
+            return Ok(false);
+        }
+        match at.checked_sub(1) {
+            Some(g) => Ok(ops::contains(
+                &child_rect(&path[g], path[at].id)?,
+                &leaf_rect.union(new),
+            )),
+            None => Ok(true),
+        }
     }
 
     /// Rewrites record `id` in the leaf at the end of `path` with rectangle
@@ -533,6 +557,23 @@ impl<S: NodeStore> RTree<S> {
             })?;
         Ok(if *current == new { None } else { Some(new) })
     }
+}
+
+/// How far outside its leaf's rectangle a record may move and still be
+/// rewritten in place by [`RTree::update`], as a fraction of the leaf's
+/// width (in x) and height (in y) on each side: Lee et al.'s extended
+/// leaf MBR (its ε), bounded as theirs by the parent's rectangle, so a
+/// leaf never grows beyond the region its parent already covers.
+pub const IN_PLACE_MARGIN: f64 = 0.1;
+
+/// The rectangle of child `child` in `step`'s node (its entry there).
+fn child_rect(step: &Step, child: PageId) -> Result<Rect> {
+    step.node
+        .entries
+        .iter()
+        .find(|e| e.key == child)
+        .map(|e| e.rect)
+        .ok_or_else(|| Error::corrupt(Some(step.id), "child entry missing from its parent"))
 }
 
 /// The rectangle after the checks of [`Rect::new`]. Every `Rect` passes them

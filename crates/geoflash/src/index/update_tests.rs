@@ -240,3 +240,44 @@ fn a_hilbert_rtree_never_updates_in_place() {
     }
     assert_eq!(t.counters().updates_in_place, 0);
 }
+
+#[test]
+fn a_small_move_across_its_leafs_border_is_in_place_within_the_parent() {
+    for params in in_place_params() {
+        let (mut t, mut rects) = grid_tree(params);
+        let meta = t.store().meta();
+        let mut crossed = 0;
+        for (leaf, keys, leaf_rect) in t.leaves().unwrap() {
+            // The record on the leaf's right border moves a little further
+            // right: out of the leaf's rectangle, within its margin.
+            let id = *keys
+                .iter()
+                .max_by(|a, b| rects[*a].max_x().total_cmp(&rects[*b].max_x()))
+                .unwrap();
+            let old = rects[&id];
+            let step = leaf_rect.width() * super::IN_PLACE_MARGIN / 2.0;
+            let new = r(old.min_x() + step, old.min_y(), old.max_x() + step, old.max_y());
+            assert!(!leaf_rect.contains(&new));
+            let before = t.counters().updates_in_place;
+            t.update(id, old, new).unwrap();
+            rects.insert(id, new);
+            let writes = t.store().take();
+            t.check().unwrap();
+            if t.counters().updates_in_place > before {
+                crossed += 1;
+                // The record rewritten in its leaf, the leaf's entry grown
+                // in its parent: two modifies, nothing else.
+                assert_eq!(writes.len(), 2, "{params:?}: {writes:?}");
+                assert!(matches!(writes[0], Write::Modify(l, 0, _) if l == leaf));
+                assert!(matches!(writes[1], Write::Modify(_, 1, _)), "{writes:?}");
+            }
+        }
+        assert!(crossed > 0, "{params:?}: no move across a border in place");
+        assert_eq!(t.store().meta(), meta, "{params:?}: metadata unchanged");
+        for (id, b) in &rects {
+            let hits = t.query(*b, Predicate::Within).unwrap();
+            assert!(hits.hits.iter().any(|h| h.id == *id), "{params:?}: {id}");
+        }
+        assert_eq!(t.bounds().unwrap(), Rect::union_all(rects.values()));
+    }
+}
