@@ -8,7 +8,7 @@ use geoflash::engine::Predicate;
 use geoflash::engine::{BulkMethod, ReadMode};
 use geoflash::engine::{Durability, RecoveryMode};
 use geoflash::geom::{Point, Rect};
-use geoflash::{BatchDurability, Error, Index, IndexOptions, IndexSpec, KeyStyle};
+use geoflash::{BatchDurability, Error, ErrorKind, Index, IndexOptions, IndexSpec, KeyStyle};
 use geoflash_bench::formats;
 use serde_json::json;
 
@@ -474,7 +474,7 @@ fn catch_interrupts() {
                     "geoflash: interrupted again: exiting at once (a build leaves its staging directory, \
                      which the next build of the same index removes; `geoflash recover` finishes an index)"
                 );
-                std::process::exit(130);
+                std::process::exit(crate::exit_code(ErrorKind::Interrupted).into());
             }
             geoflash::engine::request_stop();
         };
@@ -533,7 +533,7 @@ impl std::error::Error for FailedAt {}
 fn build_failure(dir: &Path, f: Failure, acked: bool) -> Failure {
     match stopped(&f) {
         Some((done, total)) => Failure {
-            code: 130,
+            code: crate::exit_code(ErrorKind::Interrupted),
             error: anyhow::anyhow!(
                 "interrupted: the build of {} stopped after {done} of {total} operations; no index published at {} \
                  (its staging directory was removed{}); {} is as it was",
@@ -583,7 +583,7 @@ fn change_applied(
             ),
             Err(e) => {
                 return Err(Failure {
-                    code: 1,
+                    code: crate::FAILURE,
                     error: anyhow::anyhow!(
                         "{fa}; checkpointing the {done} records {verb} {dir} before it failed too ({e}): \
                          run `geoflash recover --index {dir}` to make what is in the log durable"
@@ -601,7 +601,7 @@ fn change_applied(
     };
     index.checkpoint()?;
     Err(Failure {
-        code: 130,
+        code: crate::exit_code(ErrorKind::Interrupted),
         error: anyhow::anyhow!(
             "interrupted: {done} of the {total} records of {} were {verb} {dir} and are durable (checkpointed); \
              the other {} were not applied",
@@ -736,14 +736,14 @@ fn apply_all_acked<T>(
                 // what is left (a build publishes nothing).
                 bar.abandon_with_message(format!("{what}: interrupted after {done} operations"));
                 return Err(Failure {
-                    code: 130,
+                    code: crate::exit_code(ErrorKind::Interrupted),
                     error: anyhow::Error::new(Stopped { done, total }),
                 });
             }
             op(index, *id, item).map_err(|e| {
                 let e = index.locate(e);
                 Failure {
-                    code: if e.is_user_error() { 2 } else { 1 },
+                    code: crate::exit_code(e.kind()),
                     error: anyhow::Error::new(FailedAt {
                         done,
                         total,
@@ -1492,9 +1492,11 @@ pub fn verify(a: DirArgs) -> Result<(), Failure> {
             }),
         },
     };
-    let ((records, height, nodes, overflow), report) = checked.map_err(|e| Failure {
-        code: 1,
-        error: anyhow::anyhow!("index is defective: {}", index.locate(e)),
+    let ((records, height, nodes, overflow), report) = checked.map_err(|e| {
+        Failure::new(
+            ErrorKind::Damaged,
+            anyhow::anyhow!("index is defective: {}", index.locate(e)),
+        )
     })?;
     if a.json {
         print_json(&json!({"ok": true, "report": report}))?;
