@@ -54,15 +54,21 @@ test-long: setup
 ## (not in CI; `make test` runs each at moderate counts): every crash
 ## campaign of the stores, the log and the rollback journal at 5,000 cases,
 ## the metadata damage campaign at every 4-byte range, the command line's
-## SIGKILL tests, and the SIGKILL matrix of builds (tests/torture.rs: every
-## store x tree kind x durability x budget x build mode). Summaries go to
-## target/torture.log.
+## SIGKILL tests, the SIGKILL matrices of tests/torture.rs (builds: every
+## store x tree kind x durability x budget x build mode; every device form;
+## update with kills of checkpoint and recover), the damage campaign of
+## every page of every file (tests/torture_damage.rs, and through Python),
+## ENOSPC on a small tmpfs (tests/torture_space.rs; root only) and the
+## Python writers killed GEOFLASH_PY_KILLS=30 times per store. Summaries go
+## to target/torture.log and are printed again at the end.
 torture: setup
 	@mkdir -p target
 	bash -o pipefail -c 'GEOFLASH_CRASH_CASES=5000 GEOFLASH_DAMAGE_STRIDE=4 $(CARGO) test --release -p geoflash --lib -- crash damage killed journal --nocapture 2>&1 | tee target/torture.log'
 	bash -o pipefail -c '$(CARGO) test --release -p geoflash-cli --test cli -- sigkill the_journal a_failed_insert a_file_size_limit --nocapture 2>&1 | tee -a target/torture.log'
-	bash -o pipefail -c '$(CARGO) test --release -p geoflash-cli --test torture -- --include-ignored --nocapture 2>&1 | tee -a target/torture.log'
-	@grep -E '^(crash campaign|journal crash campaign|metadata damage|torture:)' target/torture.log
+	bash -o pipefail -c '$(CARGO) test --release -p geoflash-cli --test torture --test torture_damage --test torture_space -- --include-ignored --nocapture 2>&1 | tee -a target/torture.log'
+	bash -o pipefail -c 'GEOFLASH_PY_KILLS=30 GEOFLASH_PY_DAMAGE_STRIDE=1 bash scripts/python-test.sh -s test_durable_updates.py test_torture_damage.py -k "killed_writer or damage" 2>&1 | tee -a target/torture.log'
+	@echo "torture: at commit $$(git rev-parse --short HEAD)$$(git diff --quiet HEAD -- crates || echo ' (with uncommitted changes)')" | tee -a target/torture.log
+	@grep -E '^(crash campaign|journal crash campaign|metadata damage|torture:|python torture:|test result:)|[0-9]+ (passed|failed)' target/torture.log
 
 ## Criterion benchmarks, every shipped workload at small scale
 ## (scripts/bench-workloads.sh: results and reports in bench-results/), then

@@ -128,6 +128,23 @@ pub(super) fn pages_file(dir: &Path, manifest: &Manifest) -> PathBuf {
         Ok(DeviceSpec::File { path: Some(p), .. }) => p,
         Ok(DeviceSpec::File { path: None, .. }) => dir.join(PAGES_FILE),
         Ok(DeviceSpec::FlashSim { .. }) => dir.join(DEVICE_IMAGE_FILE),
+        Ok(DeviceSpec::Hybrid { fast, slow, .. }) => {
+            // The files of both tiers (a page may be on either).
+            let tier = |spec: &DeviceSpec, image: &str, pages: &str| match spec {
+                DeviceSpec::File { path: Some(p), .. } => p.display().to_string(),
+                DeviceSpec::FlashSim { .. } => dir.join(image).display().to_string(),
+                _ => dir.join(pages).display().to_string(),
+            };
+            let fast_pages = crate::storage::spec::fast_tier_path(Path::new(PAGES_FILE));
+            // The placement map says which tier a page is read from.
+            PathBuf::from(format!(
+                "{} or {} (the fast and slow tiers of device {}, pages placed by {})",
+                tier(&fast, super::devices::FAST_DEVICE_IMAGE_FILE, &fast_pages.to_string_lossy()),
+                tier(&slow, DEVICE_IMAGE_FILE, PAGES_FILE),
+                manifest.device,
+                dir.join(super::devices::TIER_MAP_FILE).display()
+            ))
+        }
         _ => PathBuf::from(format!("{} (device {})", dir.display(), manifest.device)),
     }
 }

@@ -246,13 +246,20 @@ impl JournaledDevice {
                 failed: None,
             }),
         };
+        if !problems.is_empty() {
+            // A header slot is written whole within its first sector, so a
+            // crash leaves either slot intact: a bad one is damage, and the
+            // other slot, an older commit, must not stand for it (issue 44).
+            return Err(in_journal(Error::corrupt(
+                Some(0),
+                format!(
+                    "damaged journal header ({}); the other slot is an older commit, which must not stand for \
+                     the newer one: restore the index from a backup",
+                    problems.join("; ")
+                ),
+            )));
+        }
         let Some((generation, horizon)) = best else {
-            if !problems.is_empty() {
-                return Err(in_journal(Error::corrupt(
-                    Some(0),
-                    format!("no valid journal header: {}", problems.join("; ")),
-                )));
-            }
             // A blank journal: nothing to roll back.
             if let JournalOpen::Write { fresh_horizon } = how {
                 dev.write_header(1, fresh_horizon)?;
@@ -338,7 +345,47 @@ impl JournaledDevice {
             }
             pos += 1 + n as u64;
         }
+        self.check_nothing_after(pos, generation)?;
         Ok(out)
+    }
+
+    /// The generation of the batch whose header page is `head`, if it is one.
+    fn batch_generation(head: &[u8]) -> Option<u64> {
+        (head.get(..4) == Some(&BATCH_MAGIC[..]) && u32_at(head, 4) == crc_skipping(head, 4))
+            .then(|| u64_at(head, 8))
+    }
+
+    /// After the batches of `generation` read up to page `end`: the end of
+    /// a journal is its last batch, cut by a crash or whole, never a batch
+    /// followed by another of its generation (or one of a newer
+    /// generation than the header's): such a batch means the one at `end`
+    /// or a header slot was damaged, and rolling back only the images
+    /// before it would leave the pages of the later ones as the crash left
+    /// them, another state than the commit (issue 44's damage campaign).
+    fn check_nothing_after(&self, end: u64, generation: u64) -> Result<()> {
+        let ps = self.page_size;
+        let pages = match self.journal.path().map(std::fs::metadata) {
+            Some(Ok(m)) => m.len() / ps as u64,
+            _ => self.journal.capacity(),
+        };
+        let mut head = vec![0u8; ps];
+        for p in end..pages.min(self.journal.capacity()) {
+            self.journal.read(p, &mut head)?;
+            match Self::batch_generation(&head) {
+                Some(g) if g > generation || (g == generation && p > end) => {
+                    return Err(Error::corrupt(
+                        Some(end),
+                        format!(
+                            "journal page {end} ends the before-images of commit {generation}, but page {p} holds \
+                             a batch of commit {g}: the journal is damaged, and rolling back part of it would \
+                             not give the last commit; restore the index from a backup"
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// Appends the before-images of `pages` (below the horizon, not yet

@@ -151,16 +151,19 @@ fn a_damaged_journal_header_is_an_error_not_a_fresh_journal() {
     dev.write(1, &page(1)).unwrap();
     dev.commit().unwrap();
     drop(dev);
-    // One slot damaged: the other is the previous commit, which is fine.
+    // One slot damaged: the other is an older commit, which must not stand
+    // for the newer one (a slot is written within one sector, so a crash
+    // never leaves it half written).
     let mut buf = read(journal.as_ref(), 0);
     buf[20] ^= 0xff;
     journal.write(0, &buf).unwrap();
-    JournaledDevice::open(nodes.clone(), journal.clone(), JournalOpen::Read).unwrap();
+    let err = JournaledDevice::open(nodes.clone(), journal.clone(), JournalOpen::Read).unwrap_err();
+    assert!(err.to_string().contains("damaged journal header"), "{err}");
     let mut buf = read(journal.as_ref(), 1);
     buf[20] ^= 0xff;
     journal.write(1, &buf).unwrap();
     let err = JournaledDevice::open(nodes, journal, open).unwrap_err();
-    assert!(err.to_string().contains("no valid journal header"), "{err}");
+    assert!(err.to_string().contains("damaged journal header"), "{err}");
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -327,4 +330,57 @@ fn crashes_of_a_journaled_plain_store_recover_exactly_a_commit() {
     if crash_cases() >= 40 {
         assert!(rolled_back > 0, "no rollback exercised");
     }
+}
+
+/// Damage inside the journal, not a crash's torn tail: a batch followed by
+/// another of its commit, or a header slot, is refused (issue 44's damage
+/// campaign: a damaged image in the middle of the journal ended the
+/// rollback there, and readers answered from pages half rolled back with
+/// exit 0). A torn last batch is still the journal's end.
+#[test]
+fn damage_before_the_last_batch_or_in_a_header_is_refused() {
+    let setup = || {
+        let mem: Arc<dyn PageDevice> =
+            Arc::new(MemDevice::new(PS, NODE_PAGES + JOURNAL_PAGES).unwrap());
+        let (nodes, journal) = split(mem);
+        let open = JournalOpen::Write { fresh_horizon: 0 };
+        let (dev, _) = JournaledDevice::open(nodes.clone(), journal.clone(), open).unwrap();
+        for p in 0..4u64 {
+            dev.write(p, &page(1)).unwrap();
+        }
+        dev.commit().unwrap();
+        for p in 0..4u64 {
+            dev.write(p, &page(2)).unwrap(); // one batch (header and image) each
+        }
+        dev.sync().unwrap();
+        drop(dev);
+        (nodes, journal)
+    };
+    let damage = |journal: &Arc<dyn PageDevice>, p: PageId| {
+        let mut buf = read(journal.as_ref(), p);
+        buf[100] ^= 0xa5;
+        journal.write(p, &buf).unwrap();
+    };
+    // Undamaged: every page back to the commit.
+    let (nodes, journal) = setup();
+    let (ro, r) = JournaledDevice::open(nodes, journal, JournalOpen::Read).unwrap();
+    assert_eq!(r.pages_restored, 4);
+    assert!((0..4).all(|p| read(&ro, p) == page(1)));
+    // The image of the second batch (journal pages 2, 3 | 4, 5 | ...).
+    for damaged in [4, 5, 0, 1] {
+        let (nodes, journal) = setup();
+        damage(&journal, damaged);
+        for how in [JournalOpen::Read, JournalOpen::Write { fresh_horizon: 0 }] {
+            match JournaledDevice::open(nodes.clone(), journal.clone(), how) {
+                Err(e) => assert!(e.to_string().contains("journal"), "{e}"),
+                Ok(_) => panic!("journal page {damaged} damaged: opened ({how:?})"),
+            }
+        }
+    }
+    // The last batch's image (as a crash tears it): its page was never
+    // written over, and the other three roll back.
+    let (nodes, journal) = setup();
+    damage(&journal, 9);
+    let (ro, r) = JournaledDevice::open(nodes, journal, JournalOpen::Read).unwrap();
+    assert_eq!(r.pages_restored, 3);
 }
