@@ -179,6 +179,31 @@ impl State {
         Ok(())
     }
 
+    /// Moves the one live entry with user id `id` to `r`, keeping its
+    /// object (see `Core::update`); the caller then runs
+    /// [`State::after_change`].
+    fn update(&mut self, id: i64, r: Rect) -> Result<()> {
+        if !self.writable {
+            return Err(Error::invalid("the index is open read-only"));
+        }
+        let key = match self.records.only_live_key(id) {
+            Ok(key) => key,
+            Err(0) => return Err(Error::invalid(format!("no entry with id {id} to update"))),
+            Err(n) => {
+                return Err(Error::invalid(format!(
+                    "id {id} has {n} entries: update(id, coordinates) moves one entry; \
+                     use delete(id, coordinates) and insert for duplicate ids"
+                )))
+            }
+        };
+        if self.index.objects().is_some_and(|h| h.contains(key)) {
+            return Err(Error::invalid(format!(
+                "entry {id} stores a geometry, whose box is its own: delete and insert it instead"
+            )));
+        }
+        self.index.update_by_id(key, r)
+    }
+
     /// The user ids of the records `hits` found.
     fn ids_of(&self, hits: &[Hit]) -> Result<Vec<i64>> {
         let mut ids = Vec::new();
@@ -852,27 +877,44 @@ impl Core {
     fn update(&self, id: i64, minx: f64, miny: f64, maxx: f64, maxy: f64) -> PyResult<()> {
         let r = rect(minx, miny, maxx, maxy)?;
         self.with(|st| {
-            if !st.writable {
-                return Err(Error::invalid("the index is open read-only"));
-            }
-            let key = match st.records.live_keys_of(id).as_slice() {
-                [key] => *key,
-                [] => return Err(Error::invalid(format!("no entry with id {id} to update"))),
-                keys => {
-                    return Err(Error::invalid(format!(
-                        "id {id} has {} entries: update(id, coordinates) moves one entry; \
-                         use delete(id, coordinates) and insert for duplicate ids",
-                        keys.len()
-                    )))
-                }
-            };
-            if st.index.objects().is_some_and(|h| h.contains(key)) {
-                return Err(Error::invalid(format!(
-                    "entry {id} stores a geometry, whose box is its own: delete and insert it instead"
-                )));
-            }
-            st.index.update_by_id(key, r)?;
+            st.update(id, r)?;
             st.after_change()
+        })
+    }
+
+    /// [`Core::update`] of each row in turn, in one call with the GIL
+    /// released: `ids` native int64, `boxes` native float64 rows (`minx,
+    /// miny, maxx, maxy`), as many of each. Each row is one operation, as
+    /// in a loop of `update`: an error at a row (a bad box, an unknown or
+    /// duplicate id) leaves the rows before it applied and the rest not,
+    /// and names the row. Returns the number of rows applied.
+    fn update_batch(&self, py: Python<'_>, ids: &[u8], boxes: &[u8]) -> PyResult<u64> {
+        py.allow_threads(|| {
+            self.with(|st| {
+                let (ids, rows) = (int64_rows(ids)?, box_rows(boxes)?);
+                if ids.len() != rows.len() {
+                    return Err(Error::invalid(format!(
+                        "{} ids for {} boxes",
+                        ids.len(),
+                        rows.len()
+                    )));
+                }
+                let mut applied = 0u64;
+                let moved = || -> Result<()> {
+                    for (i, (id, row)) in ids.zip(rows).enumerate() {
+                        let r = rect_of_row(i, row, false)?;
+                        st.update(i64_of(id), r).map_err(|e| match e {
+                            Error::InvalidInput(m) => Error::invalid(format!("row {i}: {m}")),
+                            e => e,
+                        })?;
+                        applied += 1;
+                    }
+                    Ok(())
+                };
+                let done = moved();
+                st.after_change()?;
+                done.map(|()| applied)
+            })
         })
     }
 

@@ -233,3 +233,48 @@ def test_update_moves_an_entry_by_id_and_keeps_its_object(tmp_path):
         assert _contents(idx) == want
         with pytest.raises(geoflash.RTreeError, match="read-only"):
             idx.update(3, (0, 0, 1, 1))
+
+
+def test_update_batch_equals_a_loop_of_update(tmp_path):
+    """`update_batch(ids, boxes)`: the same index as `update` row by row
+    (objects kept, in place counted), in one batch; an unknown id at a row
+    raises naming the row, with the rows before it applied; bad shapes are
+    refused before anything changes."""
+    rng = np.random.default_rng(8)
+    ids = rng.integers(0, OBJECTS, 2000)
+    moves = rng.uniform(-0.05, 0.05, (len(ids), 2))
+    moves[::10] = rng.uniform(-300, 300, (len(moves[::10]), 2))
+    results = []
+    for how in ["loop", "batch"]:
+        path = tmp_path / how
+        _build(path, "efind")
+        want = _initial()
+        new = np.empty((len(ids), 4))
+        for m, (i, (dx, dy)) in enumerate(zip(ids.tolist(), moves)):
+            box, obj = want[i]
+            new[m] = (box[0] + dx, box[1] + dy, box[2] + dx, box[3] + dy)
+            want[i] = (tuple(float(v) for v in new[m]), obj)
+        with geoflash.Index(str(path)) as idx:
+            with idx.batch():
+                if how == "loop":
+                    for i, b in zip(ids.tolist(), new.tolist()):
+                        idx.update(i, b)
+                else:
+                    idx.update_batch(ids, new)
+            assert _contents(idx) == want
+            results.append((_contents(idx), idx.stats["updates_in_place"]))
+    assert results[0] == results[1]
+    assert 0 < results[1][1] < len(ids)
+    with geoflash.Index(str(tmp_path / "batch")) as idx:
+        with pytest.raises(geoflash.RTreeError, match="row 2: no entry with id 99999"):
+            idx.update_batch([5, 6, 99999, 7], [(1, 1, 2, 2), (3, 3, 4, 4), (0, 0, 1, 1), (5, 5, 6, 6)])
+        got = _contents(idx)
+        assert got[5][0] == (1, 1, 2, 2) and got[6][0] == (3, 3, 4, 4)
+        assert got[7] == want[7]
+        with pytest.raises(geoflash.RTreeError, match="N×4"):
+            idx.update_batch([1], [(1, 1)])
+        with pytest.raises(geoflash.RTreeError, match="2 ids for 1 boxes"):
+            idx.update_batch([1, 2], [(1, 1, 2, 2)])
+        assert _contents(idx) == got
+    with geoflash.Index(str(tmp_path / "batch")) as idx:
+        assert _contents(idx) == got

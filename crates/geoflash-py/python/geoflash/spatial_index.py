@@ -900,6 +900,28 @@ class Index:
         offsets, ids = self._core.query_batch(b.tobytes(), predicate)
         return (np.frombuffer(offsets, dtype=np.int64), np.frombuffer(ids, dtype=np.int64))
 
+    def update_batch(self, ids: Any, boxes: Any) -> None:
+        """(geoflash only) ``update(ids[i], boxes[i])`` for each row, in one
+        call with the GIL released: ``ids`` N integers, ``boxes`` N×4
+        ``minx, miny, maxx, maxy`` (a point as a box of no extent), whatever
+        the index's ``interleaved``. Each row is one update, as in a loop of
+        ``update``: the index finds each entry by its id and rewrites it in
+        its leaf when it stays there. Inside ``with idx.batch():`` they are
+        durable together at its end. An error at a row (an unknown or
+        duplicate id, a bad box) raises ``RTreeError`` naming the row, with
+        the rows before it applied and the rest not."""
+        i = np.asarray(ids)
+        if i.ndim != 1:
+            raise RTreeError(f"ids must be a 1-D array, not of shape {i.shape}")
+        i = _int64_ids(i)
+        b = _real_array(boxes, "boxes")
+        if b.ndim != 2 or b.shape[1] != 4:
+            raise RTreeError(f"boxes must be an N×4 array, not of shape {b.shape}")
+        if len(i) != len(b):
+            raise RTreeError(f"{len(i)} ids for {len(b)} boxes")
+        b = np.ascontiguousarray(b, dtype=np.float64)
+        self._core.update_batch(i.tobytes(), b.tobytes())
+
     def nearest_batch(self, boxes: Any, k: int = 1, ties: bool = True) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """k-nearest queries of N boxes (N×4 ``minx, miny, maxx, maxy``; a
         box of no extent is a point) in one call with the GIL released.

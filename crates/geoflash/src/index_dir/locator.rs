@@ -15,19 +15,21 @@
 //! count, or leaves a stale rectangle which the structure then refuses,
 //! dropping the map). It costs about 60 bytes per record (a `u64` key and a
 //! four-`f64` rectangle in a hash table), outside the store's node budget.
+//! The table hashes keys with the page ids' multiplicative hasher
+//! ([`IdMap`]): record keys are the index's own, and SipHash was a visible
+//! share of an update by id.
 //!
 //! [`Index::insert`]: super::Index::insert
 //! [`Index::delete`]: super::Index::delete
 //! [`Index::update`]: super::Index::update
-use std::collections::HashMap;
-
 use crate::geom::Rect;
+use crate::page_id::IdMap;
 use crate::Result;
 
 /// Where each object of an index is: its id's rectangle, once built.
 #[derive(Debug, Default)]
 pub(super) struct Locator {
-    rects: Option<HashMap<u64, Rect>>,
+    rects: Option<IdMap<Rect>>,
 }
 
 impl Locator {
@@ -47,7 +49,7 @@ impl Locator {
         };
         if stale {
             self.rects = None;
-            let map: HashMap<u64, Rect> = scan()?.into_iter().collect();
+            let map: IdMap<Rect> = scan()?.into_iter().collect();
             self.rects = Some(map);
         }
         Ok(self.rects.as_ref().and_then(|m| m.get(&id).copied()))
@@ -59,7 +61,7 @@ impl Locator {
     pub(super) fn track<T>(
         &mut self,
         outcome: &Result<T>,
-        apply: impl FnOnce(&mut HashMap<u64, Rect>),
+        apply: impl FnOnce(&mut IdMap<Rect>),
     ) {
         match (outcome, self.rects.as_mut()) {
             (Ok(_), Some(m)) => apply(m),

@@ -73,9 +73,11 @@ pub struct Records {
     generation: u64,
     /// The snapshot's format version it was read from (`VERSION` for a new map).
     read_version: u16,
-    /// User id → live keys, built on the first [`Records::live_keys_of`]
-    /// and kept in step from then on (`None` until then: most sessions
-    /// never look an id up).
+    /// User id → live keys beyond the dense prefix (a key below `dense`
+    /// is its own id's, its liveness in `alive`), built on the first
+    /// [`Records::live_keys_of`] and kept in step from then on (`None`
+    /// until then: most sessions never look an id up). Empty while every
+    /// id is its key, as after `from_arrays` with `arange`.
     by_id: Option<HashMap<i64, Vec<u64>>>,
 }
 
@@ -226,15 +228,23 @@ impl Records {
         Ok(key)
     }
 
-    /// Adds live `key` of `id` to the id → keys map, if built.
+    /// Adds live `key` of `id` to the id → keys map, if built (nothing
+    /// for a key of the dense prefix).
     fn note_live(&mut self, id: i64, key: u64) {
+        if key < self.dense {
+            return;
+        }
         if let Some(m) = &mut self.by_id {
             m.entry(id).or_default().push(key);
         }
     }
 
-    /// Removes `key` from the id → keys map, if built.
+    /// Removes `key` from the id → keys map, if built (nothing for a key
+    /// of the dense prefix).
     fn note_dead(&mut self, key: u64) {
+        if key < self.dense {
+            return;
+        }
         let Some(id) = self.stored_id(key) else {
             return;
         };
@@ -256,9 +266,40 @@ impl Records {
         if self.identity {
             return u64::try_from(id).map(|k| vec![k]).unwrap_or_default();
         }
+        let mut keys: Vec<u64> = self.dense_key_of(id).into_iter().collect();
+        keys.extend_from_slice(self.keys_beyond_dense(id));
+        keys
+    }
+
+    /// The one live key of user `id`: `Ok(key)`, or `Err(n)` when `id`
+    /// has `n` live keys, none or several (duplicates). As
+    /// [`Records::live_keys_of`] without building a vector: the common
+    /// case of an update by id.
+    pub fn only_live_key(&mut self, id: i64) -> std::result::Result<u64, usize> {
+        if self.identity {
+            return u64::try_from(id).map_err(|_| 0);
+        }
+        let dense = self.dense_key_of(id);
+        match (dense, self.keys_beyond_dense(id)) {
+            (Some(k), []) => Ok(k),
+            (None, [k]) => Ok(*k),
+            (d, more) => Err(usize::from(d.is_some()) + more.len()),
+        }
+    }
+
+    /// Key `id` itself when it lies in the dense prefix and is live.
+    fn dense_key_of(&self, id: i64) -> Option<u64> {
+        u64::try_from(id)
+            .ok()
+            .filter(|&k| k < self.dense && self.alive.get(k))
+    }
+
+    /// The live keys of `id` beyond the dense prefix, building the id →
+    /// keys map first if needed.
+    fn keys_beyond_dense(&mut self, id: i64) -> &[u64] {
         if self.by_id.is_none() {
             let mut m: HashMap<i64, Vec<u64>> = HashMap::new();
-            for k in (0..self.keys()).filter(|&k| self.alive.get(k)) {
+            for k in (self.dense..self.keys()).filter(|&k| self.alive.get(k)) {
                 if let Some(id) = self.stored_id(k) {
                     m.entry(id).or_default().push(k);
                 }
@@ -268,8 +309,7 @@ impl Records {
         self.by_id
             .as_ref()
             .and_then(|m| m.get(&id))
-            .cloned()
-            .unwrap_or_default()
+            .map_or(&[], Vec::as_slice)
     }
 
     /// Forgets the last key allocated (an insert that the engine refused).

@@ -137,10 +137,37 @@ fn live_keys_of_an_id_follow_adds_removes_and_revivals() {
     m.remove(3);
     assert_eq!(m.live_keys_of(1), vec![k]);
     assert!(m.resurrect(1));
-    assert_eq!(m.live_keys_of(1), vec![k, 1]);
+    // Key 1 is in the dense prefix (its id is the key): listed first.
+    assert_eq!(m.live_keys_of(1), vec![1, k]);
     m.undo_add(k);
     assert_eq!(m.live_keys_of(1), vec![1]);
     assert!(m.live_keys_of(99).is_empty());
     assert_eq!(Records::identity().live_keys_of(5), vec![5]);
     assert!(Records::identity().live_keys_of(-5).is_empty());
+}
+
+#[test]
+fn only_live_key_finds_one_key_and_counts_the_others() {
+    let mut m = sample(); // ids 0, 1 (deleted), -7, 1
+    assert_eq!(m.only_live_key(0), Ok(0));
+    assert_eq!(m.only_live_key(1), Ok(3));
+    assert_eq!(m.only_live_key(-7), Ok(2));
+    assert_eq!(m.only_live_key(99), Err(0));
+    // A dense key and a duplicate beyond the prefix: two.
+    assert!(m.resurrect(1));
+    assert_eq!(m.only_live_key(1), Err(2));
+    m.remove(1);
+    m.remove(3);
+    assert_eq!(m.only_live_key(1), Err(0));
+    // Dense ids alone (from_arrays with arange): no id map needed.
+    let mut d = Records::new();
+    for id in 0..100 {
+        d.add(id, None).unwrap();
+    }
+    assert_eq!(d.only_live_key(42), Ok(42));
+    assert_eq!(d.by_id.as_ref().map(HashMap::len), Some(0));
+    d.remove(42);
+    assert_eq!(d.only_live_key(42), Err(0));
+    assert_eq!(Records::identity().only_live_key(5), Ok(5));
+    assert_eq!(Records::identity().only_live_key(-5), Err(0));
 }
