@@ -167,7 +167,7 @@ fn a_full_file_system_never_loses_acknowledged_data_and_the_index_recovers() {
             .lines()
             .filter_map(|l| l.strip_prefix("acked "))
             .map(|k| k.trim().parse().unwrap())
-            .last()
+            .next_back()
             .unwrap_or(0);
         acked_total += acked;
         let prefix = |name: &str| {

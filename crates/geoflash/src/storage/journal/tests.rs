@@ -383,4 +383,5 @@ fn damage_before_the_last_batch_or_in_a_header_is_refused() {
     damage(&journal, 9);
     let (ro, r) = JournaledDevice::open(nodes, journal, JournalOpen::Read).unwrap();
     assert_eq!(r.pages_restored, 3);
+    assert!((0..3).all(|p| read(&ro, p) == page(1)));
 }
