@@ -17,7 +17,9 @@ extent are answered. Per system, in a fresh process each
   one ``UPDATE ... FROM`` an Arrow table per group on the RTREE-indexed
   column; libspatialindex (``rtree``, disk) ``delete`` + ``insert`` and
   ``flush()`` per group; geoflash ``with idx.batch():`` per group with
-  ``idx.update(id, new)`` when the Index has it, else ``delete(id, old)`` +
+  ``idx.update_batch(ids, new)`` (the group's ids and N×4 boxes in one
+  call, as SQLite's ``executemany``) when the Index has it, else
+  ``idx.update(id, new)`` per move, else ``delete(id, old)`` +
   ``insert(id, new)`` (the ``method`` column says which);
 - updates per second: moves ÷ the wall time of the groups (the queries
   between them excluded);
@@ -128,7 +130,8 @@ class Mover:
             import geoflash
 
             idx = geoflash.Index.from_arrays(ids, boxes, path=path, **s.options)
-            self.method = "update" if hasattr(idx, "update") else "delete + insert"
+            self.method = ("update_batch" if hasattr(idx, "update_batch")
+                           else "update" if hasattr(idx, "update") else "delete + insert")
             return idx
         try:
             s.build(path, ids, boxes, True)
@@ -180,7 +183,9 @@ class Mover:
             h.flush()
         elif self.kind == "geoflash":
             with h.batch():
-                if self.method == "update":
+                if self.method == "update_batch":
+                    h.update_batch(ids, new)
+                elif self.method == "update":
                     up = h.update
                     for i, b in zip(ids.tolist(), new.tolist()):
                         up(i, b)
