@@ -11,6 +11,7 @@ use pyo3::types::PyType;
 
 mod bench;
 mod core;
+mod predicates;
 mod stale;
 
 use geoflash_engine::engine::{self, max_entries, Error, ErrorKind};
@@ -95,6 +96,7 @@ fn _geoflash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench::bench_rows, m)?)?;
     m.add_function(wrap_pyfunction!(bench::bench_location, m)?)?;
     m.add_class::<core::Core>()?;
+    m.add_class::<predicates::Geometries>()?;
     // The product defaults (geoflash::defaults), the one source of the
     // Python layer's default store, buffer and device.
     let defaults = pyo3::types::PyDict::new_bound(m.py());

@@ -23,6 +23,7 @@ import numpy as np
 
 from ._geoflash import DEFAULTS as _DEFAULTS
 from ._geoflash import Core as _Core
+from . import _exact
 from .exceptions import RTreeError
 from .property import RT_Disk, RT_Memory, from_manifest, page_size_for, tree_options
 
@@ -114,6 +115,11 @@ class Item:
 
     def __repr__(self) -> str:
         return f"Item(id={self.id!r}, object={self.object!r}, bbox={self.bbox!r})"
+
+
+def _is_shapely_geometry(value: Any) -> bool:
+    """Is ``value`` a shapely 2 geometry (without importing shapely)?"""
+    return type(value).__module__.startswith("shapely")
 
 
 def _is_path(value: Any) -> bool:
@@ -351,6 +357,7 @@ class Index:
         """The Python-side state of a new index object (before its core)."""
         self.interleaved = bool(interleaved)
         self._geoms: Optional[np.ndarray] = None
+        self._exact = None  # the entries' geometries in Rust (geoflash._exact)
         self._options = options
         self._bulk = (bulk, fill)
         # libspatialindex's result-set limit and offset (0: no paging)
@@ -584,6 +591,7 @@ class Index:
         ``objects=True`` queries."""
         # The common case (an integer id, a list or tuple of numbers, no
         # object) in one call; anything else is checked here as always.
+        self._exact = None
         if obj is None and self._core.insert_plain(id, coordinates, self.interleaved):
             return
         box = self._box(coordinates)
@@ -594,6 +602,7 @@ class Index:
     def delete(self, id: int, coordinates: Any) -> None:
         """Deletes one entry with ``id`` and exactly these coordinates
         (nothing happens if there is none, as in ``rtree``)."""
+        self._exact = None
         self._core.delete(_as_id(id), *self._box(coordinates))
 
     def update(self, id: int, coordinates: Any) -> None:
@@ -604,6 +613,7 @@ class Index:
         operation, durable like an ``insert``. Raises ``RTreeError`` for an
         id with no entry or with several (use ``delete`` and ``insert`` for
         duplicate ids)."""
+        self._exact = None
         self._core.update(_as_id(id), *self._box(coordinates))
 
     def intersection(self, coordinates: Any, objects: Any = False) -> Iterator[Any]:
@@ -631,8 +641,15 @@ class Index:
         """Ids (or items) of the ``num_results`` entries nearest to the point
         or box, nearest first; entries tied with the last are returned too.
         As in rtree, ``num_results=0`` returns the entries at distance 0
-        (those intersecting the query) and a negative count every entry."""
+        (those intersecting the query) and a negative count every entry.
+        ``coordinates`` may be a shapely geometry: distances are then exact,
+        to the stored geometries (see ``query_nearest``)."""
         k = _as_int(num_results, "num_results")
+        if _is_shapely_geometry(coordinates):
+            if objects:
+                raise RTreeError("nearest of a shapely geometry returns ids: objects=True takes a box or point")
+            k = len(self) if k < 0 else k
+            return iter(self._page(_exact.nearest_ids(self, coordinates, k).tolist()))
         box = self._box(coordinates)
         if k == 0:
             return self._range(coordinates, "intersects", objects)
@@ -857,7 +874,7 @@ class Index:
         checkpointed and pickles its path (and whether it is read-only):
         unpickling reopens the directory, so the sender must have closed it
         or opened it read-only (one writer or many readers at a time)."""
-        state = {k: v for k, v in self.__dict__.items() if k != "_core"}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_core", "_exact")}
         path = self._core.path
         if path is None:
             raw = self._core.query_items(*_WORLD, "intersects")
@@ -920,6 +937,7 @@ class Index:
         if len(i) != len(b):
             raise RTreeError(f"{len(i)} ids for {len(b)} boxes")
         b = np.ascontiguousarray(b, dtype=np.float64)
+        self._exact = None
         self._core.update_batch(i.tobytes(), b.tobytes())
 
     def nearest_batch(self, boxes: Any, k: int = 1, ties: bool = True) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -945,58 +963,39 @@ class Index:
 
     # ------------------------------------------------------ exact geometries
 
-    def query(self, geometry: Any, predicate: Optional[str] = "intersects") -> np.ndarray:
+    def query(self, geometry: Any, predicate: Optional[str] = "intersects", distance: Any = None) -> np.ndarray:
         """Ids of the entries whose geometry satisfies
-        ``predicate(geometry, entry)`` exactly, as shapely's
-        ``STRtree.query``: ``"intersects"``, ``"contains"`` (entries inside
-        ``geometry``), ``"within"`` (entries containing it), or None for the
-        bounding-box test only. The MBR filter runs in the index, the exact
-        test on the stored geometries (entries inserted without one count
-        as their box). For an index built by ``from_geoseries`` the ids are
-        positions (``gdf.iloc[ids]``). An array of geometries gives a 2×M
-        array of (input position, id) pairs."""
-        import shapely
+        ``predicate(geometry, entry)``, as shapely 2's ``STRtree.query``
+        (the input geometry is the first argument: ``"contains"`` finds the
+        entries inside ``geometry``, ``"within"`` those containing it).
+        Predicates: ``"intersects"`` (the default here; shapely's is None),
+        None (the bounding-box test alone), ``"within"``, ``"contains"``,
+        ``"overlaps"``, ``"crosses"``, ``"touches"``, ``"covers"``,
+        ``"covered_by"``, ``"contains_properly"``, and ``"dwithin"`` with
+        ``distance=d`` (exact distance at most ``d``). The box filter runs in
+        the index, the exact test in Rust on the stored geometries (entries
+        inserted without one count as their box). For an index built by
+        ``from_geoseries`` the ids are positions (``gdf.iloc[ids]``). An
+        array of geometries gives a 2×M array of (input position, id)
+        pairs, in one call whatever the number of inputs."""
+        return _exact.query(self, geometry, predicate, distance)
 
-        if predicate is not None and predicate not in _PREDICATES:
-            raise RTreeError(f"unknown predicate {predicate!r}: use one of {_PREDICATES} or None")
-        if isinstance(geometry, shapely.Geometry):
-            return self._query_one(shapely, geometry, predicate)
-        geoms = np.asarray(geometry, dtype=object)
-        if geoms.ndim != 1:
-            raise RTreeError("geometry must be a shapely geometry or a 1-D array of them")
-        left, right = [], []
-        for i, g in enumerate(geoms):
-            found = self._query_one(shapely, g, predicate)
-            left.append(np.full(len(found), i, dtype=np.int64))
-            right.append(found)
-        if not left:
-            return np.empty((2, 0), dtype=np.int64)
-        return np.vstack([np.concatenate(left), np.concatenate(right)])
-
-    def _query_one(self, shapely: Any, geom: Any, predicate: Optional[str]) -> np.ndarray:
-        if not isinstance(geom, shapely.Geometry):
-            raise RTreeError(f"expected a shapely geometry, not {type(geom).__name__}")
-        if shapely.is_empty(geom):
-            return np.empty(0, dtype=np.int64)
-        box = tuple(float(v) for v in shapely.bounds(geom))
-        keys_b, ids_b, rects_b = self._core.query_keys(*box, predicate or "intersects")
-        ids = np.frombuffer(ids_b, dtype=np.int64)
-        if predicate is None or len(ids) == 0:
-            return np.sort(ids)
-        if self._geoms is not None:
-            cands = self._geoms[ids]
-        else:
-            wkbs = self._core.wkb(keys_b)
-            cands = np.empty(len(wkbs), dtype=object)
-            missing = [i for i, w in enumerate(wkbs) if w is None]
-            present = [i for i, w in enumerate(wkbs) if w is not None]
-            if present:
-                cands[present] = shapely.from_wkb([wkbs[i] for i in present])
-            if missing:
-                r = np.frombuffer(rects_b, dtype=np.float64).reshape(-1, 4)[missing]
-                cands[missing] = shapely.box(r[:, 0], r[:, 1], r[:, 2], r[:, 3])
-        mask = getattr(shapely, predicate)(geom, cands)
-        return np.sort(ids[np.asarray(mask, dtype=bool)])
+    def query_nearest(
+        self,
+        geometry: Any,
+        max_distance: Optional[float] = None,
+        return_distance: bool = False,
+        exclusive: bool = False,
+        all_matches: bool = True,
+    ) -> Any:
+        """The entries nearest to ``geometry`` by exact distance, as shapely
+        2's ``STRtree.query_nearest``: every entry at the smallest distance
+        (only one of them unless ``all_matches``), none farther than
+        ``max_distance`` (greater than 0), none equal to the input with
+        ``exclusive``. Ids for one geometry, a 2×M array of (input
+        position, id) for an array of them; with ``return_distance`` a
+        tuple (that, distances)."""
+        return _exact.query_nearest(self, geometry, max_distance, return_distance, exclusive, all_matches)
 
     # ------------------------------------------------------------- lifecycle
 

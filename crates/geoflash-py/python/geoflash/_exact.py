@@ -1,0 +1,235 @@
+"""Queries on exact geometries with shapely 2's ``STRtree`` semantics:
+``Index.query(geometry, predicate=..., distance=...)``,
+``Index.query_nearest`` and ``Index.nearest`` of a geometry.
+
+The filter step runs in the index (one batched traversal over the
+bounding boxes of all the input geometries), the refinement in Rust
+(``_geoflash.Geometries``: the ``geo`` crate's DE-9IM matrix and
+distances), both in one call each for any number of inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Tuple
+
+import numpy as np
+
+from ._geoflash import Geometries as _Geometries
+from .exceptions import RTreeError
+
+#: The predicates of ``STRtree.query`` (None: the bounding-box test alone).
+PREDICATES = (
+    None,
+    "intersects",
+    "within",
+    "contains",
+    "overlaps",
+    "crosses",
+    "touches",
+    "covers",
+    "covered_by",
+    "contains_properly",
+    "dwithin",
+)
+
+# The box test that each predicate implies, as the index reads it
+# (``predicate(window, entry box)``): an input that contains or covers an
+# entry contains its box; one within or covered by an entry is within its box.
+_FILTER = {
+    "contains": "contains",
+    "covers": "contains",
+    "contains_properly": "contains",
+    "within": "within",
+    "covered_by": "within",
+}
+_WORLD = (-np.inf, -np.inf, np.inf, np.inf)
+
+
+def _grow(boxes: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """``boxes`` (N×4) grown by ``d`` (N) on every side, and a little more
+    so that rounding in the subtraction loses no entry at distance ``d``
+    (extra candidates are refined away)."""
+    scale = np.max(np.abs(boxes), axis=1)
+    pad = d * (1 + 1e-9) + scale * 1e-12
+    return np.ascontiguousarray(boxes + np.outer(pad, [-1.0, -1.0, 1.0, 1.0]))
+
+
+def tree_geometries(index: Any) -> _Geometries:
+    """The exact geometries of the index's entries (built on first use and
+    kept until the index changes): the shapely geometries given to
+    ``from_geoseries`` in memory, the object heap's on disk, and the box of
+    an entry inserted without one."""
+    cached = getattr(index, "_exact", None)
+    if cached is not None:
+        return cached
+    import shapely
+
+    keys, ids_b, rects = index._core.query_keys(*_WORLD, "intersects")
+    ids = np.frombuffer(ids_b, dtype=np.int64)
+    geoms = getattr(index, "_geoms", None)
+    if geoms is not None:
+        wkbs: List[Optional[bytes]] = [None] * len(ids)
+        known = np.flatnonzero((ids >= 0) & (ids < len(geoms)))
+        if len(known):
+            encoded = shapely.to_wkb(geoms[ids[known]], output_dimension=2)
+            for i, w in zip(known.tolist(), encoded):
+                wkbs[i] = w
+    else:
+        wkbs = index._core.wkb(keys)
+    index._exact = _Geometries(ids_b, wkbs, rects)
+    return index._exact
+
+
+class _Inputs:
+    """The input geometries of a query: a scalar or a 1-D array, the
+    missing and empty ones left out (they match nothing, as in shapely)."""
+
+    def __init__(self, geometry: Any) -> None:
+        import shapely
+
+        self.scalar = isinstance(geometry, shapely.Geometry)
+        geoms = np.array([geometry], dtype=object) if self.scalar else np.asarray(geometry, dtype=object)
+        if geoms.ndim != 1:
+            raise RTreeError("geometry must be a shapely geometry or a 1-D array of them")
+        bad = ~(shapely.is_geometry(geoms) | shapely.is_missing(geoms))
+        if bad.any():
+            raise RTreeError(
+                f"expected a shapely geometry or None, not {type(geoms[np.argmax(bad)]).__name__}"
+            )
+        ok = ~(shapely.is_missing(geoms) | shapely.is_empty(geoms))
+        self.count = len(geoms)
+        self.positions = np.flatnonzero(ok).astype(np.int64)
+        kept = geoms[ok]
+        self.boxes = np.ascontiguousarray(shapely.bounds(kept), dtype=np.float64).reshape(-1, 4)
+        self.wkbs = list(shapely.to_wkb(kept, output_dimension=2))
+
+    def pairs(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        """The answer in shapely's layout: the entry ids for a scalar input,
+        a 2×M array of (input position, entry id) for an array."""
+        if self.scalar:
+            return right
+        return np.vstack([self.positions[left], right]).astype(np.int64)
+
+
+def _distance(predicate: Optional[str], distance: Any) -> Optional[float]:
+    """The checked ``distance`` of ``dwithin`` (None for the others)."""
+    if predicate != "dwithin":
+        return None
+    if distance is None:
+        raise RTreeError('predicate "dwithin" needs a distance: query(geometry, predicate="dwithin", distance=d)')
+    if np.ndim(distance) != 0:
+        raise RTreeError("distance must be one number for all the input geometries")
+    d = float(distance)
+    if not (np.isfinite(d) and d >= 0):
+        raise RTreeError(f'predicate "dwithin" needs a finite distance of at least 0, not {distance!r}')
+    return d
+
+
+def query(index: Any, geometry: Any, predicate: Optional[str], distance: Any) -> np.ndarray:
+    """``Index.query``: see its docstring."""
+    if predicate not in PREDICATES:
+        names = ", ".join(repr(p) for p in PREDICATES)
+        raise RTreeError(f"unknown predicate {predicate!r}: use one of {names}")
+    d = _distance(predicate, distance)
+    inputs = _Inputs(geometry)
+    empty = np.empty(0, dtype=np.int64)
+    if len(inputs.wkbs) == 0 or len(index) == 0:
+        return inputs.pairs(empty, empty)
+    boxes = inputs.boxes
+    if d is not None:
+        boxes = _grow(boxes, np.full(len(boxes), d))
+    offsets_b, ids_b = index._core.query_batch(boxes.tobytes(), _FILTER.get(predicate, "intersects"))
+    if predicate is None:
+        offsets = np.frombuffer(offsets_b, dtype=np.int64)
+        ids = np.frombuffer(ids_b, dtype=np.int64)
+        left = np.repeat(np.arange(len(inputs.wkbs), dtype=np.int64), np.diff(offsets))
+        order = np.lexsort((ids, left))
+        return inputs.pairs(left[order], ids[order])
+    left_b, right_b = tree_geometries(index).refine(inputs.wkbs, bytes(offsets_b), bytes(ids_b), predicate, d)
+    return inputs.pairs(np.frombuffer(left_b, dtype=np.int64), np.frombuffer(right_b, dtype=np.int64))
+
+
+def nearest_pairs(
+    index: Any,
+    inputs: _Inputs,
+    k: int,
+    all_matches: bool,
+    exclusive: bool,
+    max_distance: Optional[float],
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``k`` entries nearest to each input by exact distance (ties by
+    id; with ``all_matches`` every entry tied with the k-th): (positions
+    in ``inputs.wkbs``, entry ids, distances), by input then distance.
+
+    First the k entries nearest by box give each input a bound, the k-th
+    smallest of their exact distances (an entry's box is never farther
+    than the entry); then every entry whose box lies within the bound is
+    a candidate, refined by exact distance. ``exclusive`` leaves out
+    entries equal to the input; when that leaves fewer than k, the box
+    search is repeated with 4 times as many."""
+    n = len(inputs.wkbs)
+    ex = tree_geometries(index)
+    total = len(index)
+    bound = np.full(n, np.inf)
+    todo = np.arange(n)
+    kk = k
+    while len(todo):
+        offsets, ids, _ = index._core.nearest_batch(inputs.boxes[todo].tobytes(), kk, True)
+        found = np.frombuffer(
+            ex.kth_distance([inputs.wkbs[i] for i in todo], bytes(offsets), bytes(ids), k, exclusive), dtype=np.float64
+        )
+        bound[todo] = found
+        if kk >= total:
+            break
+        todo = todo[np.isinf(found)]
+        kk *= 4
+    limit = bound if max_distance is None else np.minimum(bound, max_distance)
+    sel = np.flatnonzero(np.isfinite(limit))
+    if len(sel) == 0:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty, np.empty(0, dtype=np.float64)
+    windows = _grow(inputs.boxes[sel], limit[sel])
+    offsets, ids = index._core.query_batch(windows.tobytes(), "intersects")
+    left_b, right_b, dist_b = ex.nearest(
+        [inputs.wkbs[i] for i in sel], bytes(offsets), bytes(ids), k, all_matches, exclusive, max_distance
+    )
+    return (
+        sel[np.frombuffer(left_b, dtype=np.int64)],
+        np.frombuffer(right_b, dtype=np.int64),
+        np.frombuffer(dist_b, dtype=np.float64),
+    )
+
+
+def query_nearest(
+    index: Any,
+    geometry: Any,
+    max_distance: Optional[float],
+    return_distance: bool,
+    exclusive: bool,
+    all_matches: bool,
+) -> Any:
+    """``Index.query_nearest``: see its docstring."""
+    if max_distance is not None:
+        if np.ndim(max_distance) != 0:
+            raise RTreeError("max_distance must be one number")
+        max_distance = float(max_distance)
+        if not max_distance > 0:
+            raise RTreeError(f"max_distance must be greater than 0, not {max_distance!r}")
+    inputs = _Inputs(geometry)
+    if len(inputs.wkbs) == 0 or len(index) == 0:
+        left = right = np.empty(0, dtype=np.int64)
+        dist = np.empty(0, dtype=np.float64)
+    else:
+        left, right, dist = nearest_pairs(index, inputs, 1, bool(all_matches), bool(exclusive), max_distance)
+    out = inputs.pairs(left, right)
+    return (out, dist) if return_distance else out
+
+
+def nearest_ids(index: Any, geometry: Any, k: int) -> np.ndarray:
+    """``Index.nearest`` of a shapely geometry: the ids of the ``k``
+    entries nearest by exact distance and every one tied with the k-th,
+    nearest first (ties by id)."""
+    inputs = _Inputs(geometry)
+    if len(inputs.wkbs) == 0 or len(index) == 0 or k == 0:
+        return np.empty(0, dtype=np.int64)
+    return nearest_pairs(index, inputs, k, True, False, None)[1]

@@ -1,0 +1,475 @@
+//! `_geoflash.Geometries`: the exact geometries of an index's entries, and
+//! the refinement step of shapely 2's `STRtree.query` and `query_nearest`
+//! on them, in Rust (the `geo` crate's DE-9IM matrix and distances).
+//!
+//! `geoflash.Index.query` runs the filter step in the index (one batched
+//! traversal over the bounding boxes of all input geometries, each box
+//! grown by the distance for `dwithin`), then hands the candidates to
+//! [`Geometries::refine`], which keeps the pairs where
+//! `predicate(input, tree_geometry)` holds: the input geometry is the
+//! first argument, as in shapely (`query(g, predicate="contains")` finds
+//! the tree geometries that `g` contains).
+use std::collections::HashMap;
+
+use geo::dimensions::{Dimensions, HasDimensions};
+use geo::relate::IntersectionMatrix;
+use geo::{BoundingRect, Distance, Euclidean, Intersects, PreparedGeometry, Relate};
+use geoflash_engine::engine::{from_wkb, window_geometry, Error, Geometry, Result};
+use geoflash_engine::geom::Rect;
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes};
+
+use crate::to_py;
+
+/// The predicates of shapely 2's `STRtree.query` (besides None).
+pub const PREDICATES: [&str; 10] = [
+    "intersects",
+    "within",
+    "contains",
+    "overlaps",
+    "crosses",
+    "touches",
+    "covers",
+    "covered_by",
+    "contains_properly",
+    "dwithin",
+];
+
+/// A predicate of [`PREDICATES`], `p(input, tree_geometry)`.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Pred {
+    Intersects,
+    Within,
+    Contains,
+    Overlaps,
+    Crosses,
+    Touches,
+    Covers,
+    CoveredBy,
+    ContainsProperly,
+    Dwithin(f64),
+}
+
+impl Pred {
+    /// The predicate called `name` (`distance` for `dwithin`, a finite
+    /// number of at least 0).
+    fn parse(name: &str, distance: Option<f64>) -> Result<Pred> {
+        let p = match name {
+            "intersects" => Pred::Intersects,
+            "within" => Pred::Within,
+            "contains" => Pred::Contains,
+            "overlaps" => Pred::Overlaps,
+            "crosses" => Pred::Crosses,
+            "touches" => Pred::Touches,
+            "covers" => Pred::Covers,
+            "covered_by" => Pred::CoveredBy,
+            "contains_properly" => Pred::ContainsProperly,
+            "dwithin" => match distance {
+                Some(d) if d.is_finite() && d >= 0.0 => Pred::Dwithin(d),
+                Some(d) => {
+                    return Err(Error::invalid(format!(
+                        "predicate \"dwithin\" needs a finite distance of at least 0, not {d}"
+                    )))
+                }
+                None => {
+                    return Err(Error::invalid(
+                        "predicate \"dwithin\" needs a distance (distance=...)",
+                    ))
+                }
+            },
+            _ => {
+                return Err(Error::invalid(format!(
+                    "unknown predicate {name:?}: use None or one of {}",
+                    PREDICATES.join(", ")
+                )))
+            }
+        };
+        Ok(p)
+    }
+
+    /// Does `p(input, tree)` hold?
+    /// `prepared` is the input prepared for DE-9IM ([`Pred::uses_relate`]).
+    fn holds<'a>(
+        self,
+        input: &Geometry,
+        prepared: Option<&PreparedGeometry<'a, &'a Geometry>>,
+        tree: &Geometry,
+    ) -> bool {
+        match (self, prepared) {
+            (Pred::Intersects, _) => input.intersects(tree),
+            (Pred::Dwithin(d), _) => Euclidean.distance(input, tree) <= d,
+            (_, _) if input == tree => self.matrix_holds(&equal_matrix(input)),
+            (_, None) => self.matrix_holds(&input.relate(tree)),
+            (_, Some(prepared)) => self.matrix_holds(&prepared.relate(tree)),
+        }
+    }
+
+    /// Does the DE-9IM matrix `m` of (input, tree) satisfy the predicate?
+    fn matrix_holds(self, m: &IntersectionMatrix) -> bool {
+        match self {
+            Pred::Intersects => m.is_intersects(),
+            Pred::Within => m.is_within(),
+            Pred::Contains => m.is_contains(),
+            Pred::Overlaps => m.is_overlaps(),
+            Pred::Crosses => m.is_crosses(),
+            Pred::Touches => m.is_touches(),
+            Pred::Covers => m.is_covers(),
+            Pred::CoveredBy => m.is_coveredby(),
+            Pred::ContainsProperly => m.is_contains_properly(),
+            Pred::Dwithin(_) => unreachable!("dwithin is decided by distance"),
+        }
+    }
+
+    /// Does the predicate need a prepared (DE-9IM) input?
+    fn uses_relate(self) -> bool {
+        !matches!(self, Pred::Intersects | Pred::Dwithin(_))
+    }
+}
+
+/// The DE-9IM matrix of a geometry with itself: interiors meet in its
+/// dimension, boundaries in theirs, nothing else but the exteriors. GEOS
+/// gives it for identical geometries even when they are invalid (OSM
+/// buildings with self-touching rings), where a computed matrix differs.
+fn equal_matrix(g: &Geometry) -> IntersectionMatrix {
+    let code = |d: Dimensions| match d {
+        Dimensions::Empty => 'F',
+        Dimensions::ZeroDimensional => '0',
+        Dimensions::OneDimensional => '1',
+        Dimensions::TwoDimensional => '2',
+    };
+    let (i, b) = (code(g.dimensions()), code(g.boundary_dimensions()));
+    format!("{i}FFF{b}FFF2")
+        .parse()
+        .unwrap_or_else(|_| g.relate(g))
+}
+
+/// Are `a` and `b` equal as point sets (shapely's `equals`)? Only when
+/// their bounding rectangles are.
+fn equal(a: &Geometry, b: &Geometry) -> bool {
+    a == b || (a.bounding_rect() == b.bounding_rect() && a.relate(b).is_equal_topo())
+}
+
+/// Native-endian 8-byte values of `bytes` (`what` names the buffer in
+/// the error when its length is not a multiple of 8).
+fn words(bytes: &[u8], what: &str) -> Result<Vec<[u8; 8]>> {
+    let rows = bytes.chunks_exact(8);
+    if !rows.remainder().is_empty() {
+        return Err(Error::invalid(format!(
+            "{what} buffer of {} bytes is not a whole number of 8-byte values",
+            bytes.len()
+        )));
+    }
+    Ok(rows
+        .map(|c| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(c);
+            a
+        })
+        .collect())
+}
+
+/// Native-endian int64 values.
+fn int64s(bytes: &[u8], what: &str) -> Result<Vec<i64>> {
+    Ok(words(bytes, what)?
+        .into_iter()
+        .map(i64::from_ne_bytes)
+        .collect())
+}
+
+/// Native-endian float64 values.
+fn float64s(bytes: &[u8], what: &str) -> Result<Vec<f64>> {
+    Ok(words(bytes, what)?
+        .into_iter()
+        .map(f64::from_ne_bytes)
+        .collect())
+}
+
+/// A `bytearray` of native-endian values (NumPy's `frombuffer` reads it
+/// without a copy, writable).
+fn out_bytes<'py, T: Copy, const N: usize>(
+    py: Python<'py>,
+    values: &[T],
+    f: impl Fn(T) -> [u8; N],
+) -> Bound<'py, PyByteArray> {
+    let mut buf = Vec::with_capacity(values.len() * N);
+    for v in values {
+        buf.extend_from_slice(&f(*v));
+    }
+    PyByteArray::new_bound(py, &buf)
+}
+
+/// The input geometries of a query, decoded from WKB.
+fn inputs(wkbs: &[Vec<u8>]) -> Result<Vec<Geometry>> {
+    wkbs.iter()
+        .enumerate()
+        .map(|(i, w)| from_wkb(w, &format!("input geometry {i}")))
+        .collect()
+}
+
+/// The candidate ranges of each input: `offsets` (len(inputs) + 1
+/// non-decreasing values ending at `n_ids`) as index ranges.
+fn ranges(offsets: &[i64], n_inputs: usize, n_ids: usize) -> Result<Vec<std::ops::Range<usize>>> {
+    if offsets.len() != n_inputs + 1 {
+        return Err(Error::invalid(format!(
+            "{} offsets for {n_inputs} input geometries (expected {})",
+            offsets.len(),
+            n_inputs + 1
+        )));
+    }
+    let mut out = Vec::with_capacity(n_inputs);
+    for w in offsets.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        if a < 0 || b < a || b as usize > n_ids {
+            return Err(Error::invalid(format!(
+                "bad candidate offsets {a}..{b} for {n_ids} candidates"
+            )));
+        }
+        out.push(a as usize..b as usize);
+    }
+    Ok(out)
+}
+
+/// The exact geometries of an index's entries by user id (internal: used
+/// by `geoflash.Index.query` and `query_nearest`). An entry stored without
+/// a geometry counts as its box (a line or a point when the box is
+/// degenerate).
+#[pyclass(module = "geoflash._geoflash", frozen)]
+pub struct Geometries {
+    /// Position in `geoms` of each id (the first geometry of a duplicate id).
+    slot: HashMap<i64, usize>,
+    geoms: Vec<Geometry>,
+}
+
+impl Geometries {
+    /// The geometry of entry `id`.
+    fn get(&self, id: i64) -> Result<&Geometry> {
+        self.slot
+            .get(&id)
+            .map(|&i| &self.geoms[i])
+            .ok_or_else(|| Error::invalid(format!("no geometry for entry {id}")))
+    }
+
+    /// Per input, its candidates' exact distances (`f64::NAN` for a
+    /// candidate `exclusive` leaves out: one equal to the input).
+    fn candidate_distances(
+        &self,
+        inputs: &[Geometry],
+        ranges: &[std::ops::Range<usize>],
+        ids: &[i64],
+        exclusive: bool,
+    ) -> Result<Vec<f64>> {
+        let mut out = vec![f64::NAN; ids.len()];
+        for (g, r) in inputs.iter().zip(ranges) {
+            for i in r.clone() {
+                let t = self.get(ids[i])?;
+                let d = Euclidean.distance(g, t);
+                if !(exclusive && d == 0.0 && equal(g, t)) {
+                    out[i] = d;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[pymethods]
+impl Geometries {
+    /// The geometries of entries `ids` (native int64): `wkbs[i]` (WKB) or,
+    /// where None, the box `rects[i]` (native float64 rows `minx, miny,
+    /// maxx, maxy`).
+    #[new]
+    fn new(
+        py: Python<'_>,
+        ids: &[u8],
+        wkbs: Vec<Option<Bound<'_, PyBytes>>>,
+        rects: &[u8],
+    ) -> PyResult<Geometries> {
+        let wkbs: Vec<Option<Vec<u8>>> = wkbs
+            .iter()
+            .map(|w| w.as_ref().map(|b| b.as_bytes().to_vec()))
+            .collect();
+        py.allow_threads(|| -> Result<Geometries> {
+            let ids = int64s(ids, "id")?;
+            let rects = float64s(rects, "box")?;
+            if wkbs.len() != ids.len() || rects.len() != 4 * ids.len() {
+                return Err(Error::invalid(format!(
+                    "{} ids, {} geometries and {} boxes: expected as many of each",
+                    ids.len(),
+                    wkbs.len(),
+                    rects.len() / 4
+                )));
+            }
+            let mut slot = HashMap::with_capacity(ids.len());
+            let mut geoms = Vec::with_capacity(ids.len());
+            for (i, (id, w)) in ids.iter().zip(&wkbs).enumerate() {
+                let g = match w {
+                    Some(w) => from_wkb(w, &format!("geometry of entry {id}"))?,
+                    None => {
+                        let b = &rects[4 * i..4 * i + 4];
+                        window_geometry(&Rect::new(b[0], b[1], b[2], b[3])?)
+                    }
+                };
+                slot.entry(*id).or_insert(geoms.len());
+                geoms.push(g);
+            }
+            Ok(Geometries { slot, geoms })
+        })
+        .map_err(to_py)
+    }
+
+    /// Number of geometries.
+    fn __len__(&self) -> usize {
+        self.geoms.len()
+    }
+
+    /// The refinement of a bulk query: `inputs` (WKB of each input
+    /// geometry), `offsets` and `ids` (native int64: the candidates of
+    /// input `i`, entries whose box passed the filter step, at
+    /// `ids[offsets[i]:offsets[i+1]]`). Returns (input positions, entry
+    /// ids) as native int64, the pairs where `predicate(input, entry)`
+    /// holds, by input then by id.
+    #[pyo3(signature = (inputs, offsets, ids, predicate, distance=None))]
+    fn refine<'py>(
+        &self,
+        py: Python<'py>,
+        inputs: Vec<Vec<u8>>,
+        offsets: &[u8],
+        ids: &[u8],
+        predicate: &str,
+        distance: Option<f64>,
+    ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>)> {
+        let p = Pred::parse(predicate, distance).map_err(to_py)?;
+        let (left, right) = py
+            .allow_threads(|| -> Result<(Vec<i64>, Vec<i64>)> {
+                let geoms = self::inputs(&inputs)?;
+                let ids = int64s(ids, "id")?;
+                let ranges = ranges(&int64s(offsets, "offset")?, geoms.len(), ids.len())?;
+                let (mut left, mut right) = (Vec::new(), Vec::new());
+                for (i, (g, r)) in geoms.into_iter().zip(ranges).enumerate() {
+                    if r.is_empty() {
+                        continue;
+                    }
+                    let mut cands: Vec<i64> = ids[r].to_vec();
+                    cands.sort_unstable();
+                    let prepared = p.uses_relate().then(|| PreparedGeometry::from(&g));
+                    for id in cands {
+                        if p.holds(&g, prepared.as_ref(), self.get(id)?) {
+                            left.push(i as i64);
+                            right.push(id);
+                        }
+                    }
+                }
+                Ok((left, right))
+            })
+            .map_err(to_py)?;
+        Ok((
+            out_bytes(py, &left, i64::to_ne_bytes),
+            out_bytes(py, &right, i64::to_ne_bytes),
+        ))
+    }
+
+    /// The first step of an exact k-nearest search: per input, the `k`-th
+    /// smallest exact distance to its candidates (`offsets`, `ids` as in
+    /// [`Geometries::refine`], the k entries nearest by box), leaving out
+    /// with `exclusive` candidates equal to the input; infinity when fewer
+    /// than `k` candidates are left. Every entry among the true k nearest
+    /// lies within that distance of the input's box. Native float64.
+    fn kth_distance<'py>(
+        &self,
+        py: Python<'py>,
+        inputs: Vec<Vec<u8>>,
+        offsets: &[u8],
+        ids: &[u8],
+        k: usize,
+        exclusive: bool,
+    ) -> PyResult<Bound<'py, PyByteArray>> {
+        let out = py
+            .allow_threads(|| -> Result<Vec<f64>> {
+                let geoms = self::inputs(&inputs)?;
+                let ids = int64s(ids, "id")?;
+                let ranges = ranges(&int64s(offsets, "offset")?, geoms.len(), ids.len())?;
+                let d = self.candidate_distances(&geoms, &ranges, &ids, exclusive)?;
+                Ok(ranges
+                    .iter()
+                    .map(|r| {
+                        let mut v: Vec<f64> = d[r.clone()]
+                            .iter()
+                            .copied()
+                            .filter(|x| !x.is_nan())
+                            .collect();
+                        if k == 0 || v.len() < k {
+                            return f64::INFINITY;
+                        }
+                        v.sort_unstable_by(f64::total_cmp);
+                        v[k - 1]
+                    })
+                    .collect())
+            })
+            .map_err(to_py)?;
+        Ok(out_bytes(py, &out, f64::to_ne_bytes))
+    }
+
+    /// The second step of an exact k-nearest search: per input, of its
+    /// candidates (`offsets`, `ids` as in [`Geometries::refine`]: every
+    /// entry whose box is within the first step's bound), the `k` nearest
+    /// by exact distance (ties by id), and with `all_matches` every other
+    /// one at the k-th distance; none farther than `max_distance`; with
+    /// `exclusive` none equal to the input. Returns (input positions,
+    /// entry ids, distances), native int64, int64, float64.
+    #[pyo3(signature = (inputs, offsets, ids, k, all_matches, exclusive, max_distance=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn nearest<'py>(
+        &self,
+        py: Python<'py>,
+        inputs: Vec<Vec<u8>>,
+        offsets: &[u8],
+        ids: &[u8],
+        k: usize,
+        all_matches: bool,
+        exclusive: bool,
+        max_distance: Option<f64>,
+    ) -> PyResult<(
+        Bound<'py, PyByteArray>,
+        Bound<'py, PyByteArray>,
+        Bound<'py, PyByteArray>,
+    )> {
+        let limit = max_distance.unwrap_or(f64::INFINITY);
+        let (left, right, dist) = py
+            .allow_threads(|| -> Result<(Vec<i64>, Vec<i64>, Vec<f64>)> {
+                let geoms = self::inputs(&inputs)?;
+                let ids = int64s(ids, "id")?;
+                let ranges = ranges(&int64s(offsets, "offset")?, geoms.len(), ids.len())?;
+                let d = self.candidate_distances(&geoms, &ranges, &ids, exclusive)?;
+                let (mut left, mut right, mut dist) = (Vec::new(), Vec::new(), Vec::new());
+                for (i, r) in ranges.into_iter().enumerate() {
+                    let mut found: Vec<(f64, i64)> = r
+                        .map(|j| (d[j], ids[j]))
+                        .filter(|(x, _)| !x.is_nan() && *x <= limit)
+                        .collect();
+                    found.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    found.dedup_by_key(|f| f.1);
+                    if k == 0 || found.is_empty() {
+                        continue;
+                    }
+                    let last = found[found.len().min(k) - 1].0;
+                    let n = if all_matches {
+                        found.iter().take_while(|f| f.0 <= last).count()
+                    } else {
+                        found.len().min(k)
+                    };
+                    for (x, id) in &found[..n] {
+                        left.push(i as i64);
+                        right.push(*id);
+                        dist.push(*x);
+                    }
+                }
+                Ok((left, right, dist))
+            })
+            .map_err(to_py)?;
+        Ok((
+            out_bytes(py, &left, i64::to_ne_bytes),
+            out_bytes(py, &right, i64::to_ne_bytes),
+            out_bytes(py, &dist, f64::to_ne_bytes),
+        ))
+    }
+}
