@@ -230,7 +230,7 @@ def test_the_command_line_runs_a_sweep_on_dask(client, tmp_path):
     bin_ = geoflash_bin()
     assert bin_, "the geoflash command is not built (cargo build -p geoflash-cli)"
     workload = Path(__file__).resolve().parents[3] / "workloads" / "efind-vs-fast.toml"
-    only = "*[page_size=4KiB,device=flashsim:preset=seed-tc58]"
+    only = "efind[page_size=4KiB,device=flashsim:preset=seed-tc58]"
     db = tmp_path / "cli.sqlite"
     env = dict(os.environ, GEOFLASH_PYTHON=sys.executable)
     run = subprocess.run([bin_, "bench", str(workload), "--results", str(db), "--scale", "smoke",
@@ -257,7 +257,7 @@ def test_the_command_line_sweeps_into_postgresql(client, tmp_path, pg_url):
     bin_ = geoflash_bin()
     assert bin_, "the geoflash command is not built (cargo build -p geoflash-cli)"
     workload = Path(__file__).resolve().parents[3] / "workloads" / "efind-vs-fast.toml"
-    only = "*[page_size=4KiB,device=flashsim:preset=seed-tc58]"
+    only = "efind[page_size=4KiB,device=flashsim:preset=seed-tc58]"
     env = dict(os.environ, GEOFLASH_PYTHON=sys.executable)
     url = pg_url.replace("geoflash@", "geoflash:hunter2@")  # trust authentication ignores the password
     run = subprocess.run([bin_, "bench", str(workload), "--results", url, "--scale", "smoke",
