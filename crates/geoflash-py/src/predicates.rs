@@ -98,6 +98,9 @@ impl Pred {
         match (self, prepared) {
             (Pred::Intersects, _) => input.intersects(tree),
             (Pred::Dwithin(d), _) => Euclidean.distance(input, tree) <= d,
+            // Each of the others implies that the two share a point: the
+            // cheap test first spares the DE-9IM matrix of most pairs.
+            (_, _) if !input.intersects(tree) => false,
             (_, _) if input == tree => self.matrix_holds(&equal_matrix(input)),
             (_, None) => self.matrix_holds(&input.relate(tree)),
             (_, Some(prepared)) => self.matrix_holds(&prepared.relate(tree)),
