@@ -84,7 +84,10 @@ mod units;
 /// from the documentation) with the `internals` feature, which only the
 /// crate's own integration tests, benches and fuzz targets turn on to test
 /// them one by one. No front end (the command line, the workbench, the
-/// Python package) imports them (`tests/front_door.rs` checks).
+/// Python package) imports them (`tests/front_door.rs` checks). Nothing
+/// hides dead code in them: an item only tests use is `#[cfg(test)]`, one
+/// the integration tests, benches or fuzz targets use is
+/// `#[cfg(feature = "internals")]`.
 macro_rules! layers {
     ($($name:ident),+ $(,)?) => {
         $(
@@ -92,7 +95,6 @@ macro_rules! layers {
             #[doc(hidden)]
             pub mod $name;
             #[cfg(not(feature = "internals"))]
-            #[allow(dead_code, unused_imports)]
             mod $name;
         )+
     };

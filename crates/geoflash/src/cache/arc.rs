@@ -63,6 +63,7 @@ impl Arc {
     }
 
     /// The current target bytes of `T1`.
+    #[cfg(test)]
     pub fn target_t1(&self) -> usize {
         self.p
     }

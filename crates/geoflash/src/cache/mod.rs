@@ -312,37 +312,25 @@ impl<V> Cache<V> {
         }
     }
 
-    /// Name of the policy.
-    pub fn policy_name(&self) -> &'static str {
-        self.policy.name()
-    }
-
-    /// The budget in bytes.
-    pub fn budget(&self) -> usize {
-        self.budget
-    }
-
     /// Bytes charged for the resident values.
     pub fn used_bytes(&self) -> usize {
         self.used
     }
 
     /// Largest value [`used_bytes`](Cache::used_bytes) has had.
+    #[cfg(test)]
     pub fn peak_bytes(&self) -> usize {
         self.peak
     }
 
     /// Number of resident values.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.slots.len()
     }
 
-    /// Whether nothing is resident.
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
-    }
-
     /// Whether `id` is resident.
+    #[cfg(test)]
     pub fn contains(&self, id: PageId) -> bool {
         self.slots.contains_key(&id)
     }
@@ -354,25 +342,13 @@ impl<V> Cache<V> {
         Some(&slot.value)
     }
 
-    /// The value of `id` for changing in place, counting as an access. Call
-    /// [`resize`](Cache::resize) if its size changes.
-    pub fn get_mut(&mut self, id: PageId) -> Option<&mut V> {
-        let slot = self.slots.get_mut(&id)?;
-        self.policy.access(id, slot.meta);
-        Some(&mut slot.value)
-    }
-
     /// The value of `id` without telling the policy.
     pub fn peek(&self, id: PageId) -> Option<&V> {
         self.slots.get(&id).map(|s| &s.value)
     }
 
-    /// The value of `id` for changing in place, without telling the policy.
-    pub fn peek_mut(&mut self, id: PageId) -> Option<&mut V> {
-        self.slots.get_mut(&id).map(|s| &mut s.value)
-    }
-
     /// Changes the charge of a resident value (no eviction); returns whether it is resident.
+    #[cfg(test)]
     pub fn resize(&mut self, id: PageId, meta: EntryMeta) -> bool {
         let Some(slot) = self.slots.get_mut(&id) else {
             return false;
@@ -441,14 +417,6 @@ impl<V> Cache<V> {
             }
         }
         out
-    }
-
-    /// Removes every value (in no particular order), without telling anybody.
-    pub fn drain(&mut self) -> Vec<(PageId, V)> {
-        let ids: Vec<PageId> = self.slots.keys().copied().collect();
-        ids.into_iter()
-            .filter_map(|id| self.remove(id).map(|v| (id, v)))
-            .collect()
     }
 
     /// Resident ids and values, in no particular order.

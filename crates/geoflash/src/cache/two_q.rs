@@ -108,6 +108,7 @@ impl TwoQ {
     }
 
     /// Whether `id` is remembered in the ghost queue `A1out`.
+    #[cfg(test)]
     pub fn is_ghost(&self, id: PageId) -> bool {
         self.ghost_size.contains_key(&id)
     }

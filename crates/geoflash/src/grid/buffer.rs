@@ -112,11 +112,6 @@ impl<T: PageValue> HotCold<T> {
         self
     }
 
-    /// The tier of resident page `id`.
-    pub fn tier_of(&self, id: PageId) -> Option<Tier> {
-        self.slots.get(&id).map(|s| s.tier)
-    }
-
     /// Moves resident page `id` to `tier`: it is marked dirty so the next
     /// flush of that tier's write buffer writes it there. Returns false if
     /// the page is not resident or already on `tier`.
@@ -144,29 +139,15 @@ impl<T: PageValue> HotCold<T> {
         Ok(true)
     }
 
-    /// Pages the hot list holds at most (the group size of batched reads).
-    pub fn hot_capacity(&self) -> usize {
-        self.hot_cap
-    }
-
-    /// Pages the cold list holds at most (the batch size of writes).
-    pub fn cold_capacity(&self) -> usize {
-        self.cold_cap
-    }
-
     /// Counters.
     pub fn stats(&self) -> BufferStats {
         self.stats
     }
 
     /// Pages resident (hot, cold — both tiers' cold lists).
+    #[cfg(test)]
     pub fn resident(&self) -> (usize, usize) {
         (self.hot.len(), self.cold.iter().map(BTreeMap::len).sum())
-    }
-
-    /// True if page `id` is resident.
-    pub fn contains(&self, id: PageId) -> bool {
-        self.slots.contains_key(&id)
     }
 
     /// The value of resident page `id`, without touching the lists.

@@ -382,19 +382,9 @@ impl<L: BucketLayer> GridFile<L> {
         Ok(w.buf)
     }
 
-    /// The device.
-    pub fn device(&self) -> &Arc<dyn PageDevice> {
-        &self.dev
-    }
-
     /// The options in force (the domain as stored).
     pub fn options(&self) -> &GridOptions {
         &self.opts
-    }
-
-    /// Points a bucket holds at most.
-    pub fn bucket_capacity(&self) -> usize {
-        self.layer.capacity()
     }
 
     /// Counters.
@@ -415,11 +405,13 @@ impl<L: BucketLayer> GridFile<L> {
     }
 
     /// The in-memory root directory.
+    #[cfg(test)]
     pub fn root(&self) -> &Grid {
         &self.root
     }
 
     /// The bucket layer (for inspection).
+    #[cfg(test)]
     pub fn layer(&self) -> &L {
         &self.layer
     }

@@ -166,11 +166,6 @@ impl HotRegions {
         })
     }
 
-    /// The parameters.
-    pub fn options(&self) -> HybridOptions {
-        self.opts
-    }
-
     /// An access to sub-directory `p`: its weight (Eq. 4.1) and whether it
     /// is hot (always in the special case).
     pub fn touch_dir(&mut self, p: PageId) -> (f64, bool) {
@@ -193,11 +188,13 @@ impl HotRegions {
     }
 
     /// True if sub-directory `p` is in the HDT.
+    #[cfg(test)]
     pub fn dir_is_hot(&self, p: PageId) -> bool {
         self.dirs.hybrid.contains_key(&p)
     }
 
     /// True if bucket `b` is in the HBT.
+    #[cfg(test)]
     pub fn bucket_is_hot(&self, b: u64) -> bool {
         self.buckets.hybrid.contains_key(&b)
     }

@@ -184,17 +184,15 @@ fn replay(mut recs: Vec<LogRecord>) -> Vec<GridPoint> {
 }
 
 impl LogBuckets {
-    /// The BTT entry of bucket `b`.
-    pub fn btt(&self, b: u64) -> Option<&BttEntry> {
-        self.btt.get(&b)
-    }
 
     /// Logical buckets in the BTT.
+    #[cfg(test)]
     pub fn buckets(&self) -> usize {
         self.btt.len()
     }
 
     /// Mean length of the BTT lists (the thesis' L).
+    #[cfg(test)]
     pub fn mean_list_len(&self) -> f64 {
         if self.btt.is_empty() {
             return 0.0;

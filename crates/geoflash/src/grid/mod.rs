@@ -94,12 +94,11 @@ pub use file::GridFile;
 pub use spatial::GridIndex;
 
 /// GFFM: the two-level grid file with in-place buckets.
+#[cfg(test)]
 pub type Gffm = GridFile<gffm::InPlaceBuckets>;
 /// LB-Grid: the two-level grid file with log-buckets and a BTT.
+#[cfg(test)]
 pub type LbGrid = GridFile<lbgrid::LogBuckets>;
-/// H-Grid: GFFM with [`GridOptions::hybrid`] set (hot-region placement on a
-/// two-tier device).
-pub type HGrid = GridFile<gffm::InPlaceBuckets>;
 
 /// One indexed point.
 #[derive(Debug, Clone, Copy, PartialEq)]

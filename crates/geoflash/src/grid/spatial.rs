@@ -87,11 +87,6 @@ impl<L: BucketLayer + 'static> GridIndex<L> {
         lock(&self.grid)
     }
 
-    /// The device the grid file lives on.
-    pub fn device(&self) -> Arc<dyn PageDevice> {
-        Arc::clone(self.grid().device())
-    }
-
     fn point_of(&self, id: u64, r: &Rect) -> Result<(f64, f64)> {
         if !r.is_point() {
             return Err(Error::invalid(format!(

@@ -108,15 +108,16 @@ mod update_tests;
 pub mod xbr;
 
 pub use bulk::BulkMethod;
-pub use check::TreeReport;
 pub use counters::TreeCounters;
 pub use external::{ExternalBulkConfig, ExternalBulkReport};
-pub use inspect::{InspectReport, LevelReport};
 pub use params::{IndexKind, SplitKind, TreeParams};
-pub use query::{Hit, KeyResult, KnnResult, Leaf, Neighbor, Predicate, QueryResult, QueryStats};
+pub use query::{Leaf, Neighbor};
+#[cfg(test)]
+pub use query::{Hit, KeyResult, KnnResult, Predicate, QueryResult};
 
 /// Euclidean distance from a point to the nearest point of a rectangle (0
 /// inside): the distance kNN queries report, in the units of the coordinates.
+#[cfg(test)]
 pub fn min_dist(p: &crate::geom::Point, r: &Rect) -> f64 {
     ops::min_dist(p, r)
 }

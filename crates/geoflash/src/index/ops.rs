@@ -73,6 +73,7 @@ pub(crate) fn center(r: &Rect) -> (f64, f64) {
 /// Euclidean distance from the point to the nearest point of the rectangle
 /// (0 inside). Public through [`crate::index::min_dist`].
 #[inline]
+#[cfg(test)]
 pub(crate) fn min_dist(p: &Point, r: &Rect) -> f64 {
     r.min_dist_point(p)
 }

@@ -502,8 +502,10 @@ impl<T> Entered<T> {
 /// Every subtree and every record: the selection of a whole-tree walk
 /// (the leaves, the bounds).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg(test)]
 pub struct Everything;
 
+#[cfg(test)]
 impl Selection for Everything {
     fn descend(&self, _rect: &Rect) -> bool {
         true

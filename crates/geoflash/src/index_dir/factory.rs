@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::options::{StoreKind, StoreOptions};
+#[cfg(test)]
 use crate::index::IndexKind;
 use crate::manifest::{Access, Manifest};
 use crate::storage::file::{FileDevice, FileDeviceOptions};
@@ -30,22 +31,10 @@ pub const LOG_FILE: &str = "log.dat";
 /// File of the saved flash-simulator state inside an index directory.
 pub const DEVICE_IMAGE_FILE: &str = "device.img";
 
-/// Creates (`fresh`) or opens the store the options name on `device` (the
-/// one place that maps store options to a store; tools that replay a build
-/// on another device use it too). A store with a log keeps it in a region
-/// of `device`; see [`make_store_with_log`].
-pub fn make_store(
-    device: Arc<dyn PageDevice>,
-    opts: &StoreOptions,
-    kind: IndexKind,
-    fresh: bool,
-) -> Result<Box<dyn NodeStore>> {
-    let how = StoreOpen::create_or_write(fresh);
-    make_store_with_log(device, None, opts, kind, how).map(|(s, _)| s)
-}
-
-/// [`make_store`] with the log on `log_device` when given (else in a region
-/// of `device`), also returning what restart did (stores with a log).
+/// The node store `opts` name on `device`, with the log on `log_device`
+/// when given (else in a region of `device`), also returning what restart
+/// did (stores with a log).
+#[cfg(test)]
 pub fn make_store_with_log(
     device: Arc<dyn PageDevice>,
     log_device: Option<Arc<dyn PageDevice>>,

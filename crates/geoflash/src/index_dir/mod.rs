@@ -54,12 +54,13 @@ mod tests;
 mod update_by_id_tests;
 
 pub use batch::{BatchDurability, OpenBatch};
+#[cfg(test)]
 pub use create::MIN_FILE_LOG_CAPACITY;
-pub use devices::{FAST_DEVICE_IMAGE_FILE, TIER_MAP_FILE};
-pub use factory::{
-    make_store, make_store_payload, make_store_with_log, StoreOpen, DEVICE_IMAGE_FILE, LOG_FILE,
-    PAGES_FILE,
-};
+#[cfg(test)]
+pub use devices::TIER_MAP_FILE;
+#[cfg(feature = "internals")]
+pub use factory::{LOG_FILE, PAGES_FILE};
+#[cfg(test)]
+pub use factory::{make_store_with_log, StoreOpen, DEVICE_IMAGE_FILE};
 pub use index::Index;
-pub use journal::JOURNAL_FILE;
 pub use options::{FortreeOptions, IndexOptions, StoreKind, StoreOptions};

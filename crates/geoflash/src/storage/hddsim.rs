@@ -218,6 +218,7 @@ impl HddSimConfig {
     /// Parses the parameter part of a device spec, `preset=NAME&key=value&…`
     /// (without the `hddsim:` prefix). The preset, if given, comes first and
     /// defaults to `7200rpm`; the result is validated.
+    #[cfg(test)]
     pub fn from_params(params: &str) -> Result<Self> {
         let pairs: Vec<(&str, &str)> = params
             .split('&')
@@ -436,17 +437,13 @@ impl HddSim {
         })
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &HddSimConfig {
-        &self.config
-    }
-
     /// Number of cylinders of the modelled disk.
     pub fn cylinders(&self) -> u64 {
         self.geo.stroke + 1
     }
 
     /// Seek time over `distance` cylinders, in milliseconds (the model's seek curve).
+    #[cfg(test)]
     pub fn seek_ms(&self, distance: u64) -> f64 {
         self.geo.seek_ns(distance) / 1e6
     }
@@ -458,11 +455,13 @@ impl HddSim {
     }
 
     /// Pages in the write-back cache that have not reached the medium.
+    #[cfg(test)]
     pub fn cached_pages(&self) -> usize {
         self.lock().dirty.len()
     }
 
     /// Media accesses (contiguous runs) so far: `(reads, writes)`.
+    #[cfg(test)]
     pub fn media_accesses(&self) -> (u64, u64) {
         let st = self.lock();
         (st.media_reads, st.media_writes)

@@ -44,11 +44,8 @@ use crate::{Error, Result};
 /// The spec of a 3D XPoint-like tier on the flash simulator: read 7 µs,
 /// write 18 µs (Intel Optane, Table 4.1 of the thesis); see the `xpoint`
 /// preset of [`FlashSimConfig`](super::flashsim::FlashSimConfig).
+#[cfg(test)]
 pub const XPOINT_SPEC: &str = "flashsim:preset=xpoint";
-
-/// The spec of the thesis' flash tier (Intel DC P3700: read 120 µs, write
-/// 30 µs); the `p3700` preset.
-pub const P3700_SPEC: &str = "flashsim:preset=p3700";
 
 /// Part of a batch for one tier: `(index in the batch, page on the tier)`.
 type Parts = Vec<(usize, u64)>;
@@ -132,6 +129,7 @@ impl HybridDevice {
     }
 
     /// Places pages `0..n` on the fast tier when first written (as far as it has room).
+    #[cfg(test)]
     pub fn with_fast_range(self, n: u64) -> Self {
         self.lock().fast_range = n;
         self
@@ -206,6 +204,7 @@ impl HybridDevice {
     }
 
     /// The pages on the fast tier, in order.
+    #[cfg(test)]
     pub fn fast_page_ids(&self) -> Vec<PageId> {
         let mut v: Vec<PageId> = self.lock().slot.keys().copied().collect();
         v.sort_unstable();
@@ -277,11 +276,13 @@ impl HybridDevice {
 
     /// Pages meant for the fast tier that stayed on the slow one because it
     /// was full (each page counted once).
+    #[cfg(test)]
     pub fn fallbacks(&self) -> u64 {
         self.lock().fallbacks
     }
 
     /// Pages on the fast tier.
+    #[cfg(test)]
     pub fn fast_pages(&self) -> u64 {
         self.lock().slot.len() as u64
     }
@@ -335,6 +336,7 @@ impl HybridDevice {
 
     /// Moves page `p` to `tier` now, copying its contents. Returns the tier
     /// it ended on (the slow one if the fast tier is full).
+    #[cfg(test)]
     pub fn place(&self, p: PageId, tier: Tier) -> Result<Tier> {
         check_batch(&[p], 0, 0, self.capacity())?;
         let ps = self.page_size();

@@ -476,10 +476,6 @@ impl JournaledDevice {
         crate::error::keep_failure(&mut st.failed, r)
     }
 
-    /// The journal's device.
-    pub fn journal(&self) -> &Arc<dyn PageDevice> {
-        &self.journal
-    }
 }
 
 impl PageDevice for JournaledDevice {

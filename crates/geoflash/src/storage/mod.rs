@@ -27,6 +27,7 @@
 //! directly, as do `Arc<D>` and `Box<dyn PageDevice>`.
 
 pub mod counters;
+#[cfg(test)]
 pub mod faulty;
 pub mod file;
 pub mod flashsim;
@@ -39,7 +40,7 @@ pub mod spec;
 pub mod tier_map;
 pub mod trace;
 
-pub use counters::{DeviceStats, IoCounters, IoTracker, SharedTracker, SimCounters};
+pub use counters::{DeviceStats, IoCounters, SharedTracker, SimCounters};
 
 use std::time::Instant;
 

@@ -28,6 +28,7 @@ impl ImageOverlay {
     }
 
     /// Pages held in memory.
+    #[cfg(test)]
     pub fn replaced(&self) -> usize {
         self.pages.read().unwrap_or_else(|e| e.into_inner()).len()
     }

@@ -617,6 +617,7 @@ pub fn replay_with_progress(
 }
 
 /// Replays `trace` on `device` (see [`replay_with_progress`]).
+#[cfg(test)]
 pub fn replay(trace: &Trace, device: &dyn PageDevice) -> Result<ReplaySummary> {
     replay_with_progress(trace, device, &|_| {})
 }

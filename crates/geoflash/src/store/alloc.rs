@@ -128,11 +128,6 @@ impl PageAllocator {
         self.pending.contains(&id)
     }
 
-    /// First page the allocator manages.
-    pub fn first_page(&self) -> PageId {
-        self.first
-    }
-
     /// End of the allocated region: every page handed out is below it.
     pub fn next_page(&self) -> PageId {
         self.next
@@ -148,11 +143,6 @@ impl PageAllocator {
         self.free.iter().copied()
     }
 
-    /// Pages freed whose deletion is not durable yet, ascending.
-    pub fn pending_pages(&self) -> impl Iterator<Item = PageId> + '_ {
-        self.pending.iter().copied()
-    }
-
     /// Free and pending pages together, ascending: the free list as it will
     /// be once the pending deletions are durable.
     pub fn free_after_durable(&self) -> Vec<PageId> {
@@ -160,6 +150,7 @@ impl PageAllocator {
     }
 
     /// Number of pages allocated and not freed.
+    #[cfg(test)]
     pub fn allocated_count(&self) -> u64 {
         (self.next - self.first) - self.free.len() as u64 - self.pending.len() as u64
     }

@@ -63,6 +63,7 @@ impl Format {
     }
 
     /// Bytes left for the user blob in a page of `page_size` bytes.
+    #[cfg(test)]
     pub(crate) fn max_user_meta(&self, page_size: usize) -> usize {
         page::max_raw_body(page_size).saturating_sub(self.fixed())
     }

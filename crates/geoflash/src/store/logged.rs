@@ -26,6 +26,7 @@ pub enum StoreOpen {
 
 impl StoreOpen {
     /// [`Create`](Self::Create) when `fresh`, else [`Write`](Self::Write).
+    #[cfg(test)]
     pub fn create_or_write(fresh: bool) -> Self {
         if fresh {
             StoreOpen::Create

@@ -45,11 +45,13 @@ impl MemStore {
     }
 
     /// Number of live nodes.
+    #[cfg(test)]
     pub fn node_count(&self) -> usize {
         self.nodes.len()
     }
 
     /// Page ids of every live node, ascending.
+    #[cfg(test)]
     pub fn page_ids(&self) -> Vec<PageId> {
         let mut ids: Vec<PageId> = self.nodes.keys().copied().collect();
         ids.sort_unstable();

@@ -46,8 +46,10 @@ pub mod plain;
 pub(crate) mod stored;
 
 pub use bulk::{BulkBuild, BulkSink};
+#[cfg(feature = "internals")]
 pub use fast::{FastConfig, FastStore};
 pub use logged::{LoggedStore, StoreOpen};
+#[cfg(feature = "internals")]
 pub use plain::{PlainConfig, PlainStore};
 
 /// Most flushing units one batched flush of a logged store writes behind

@@ -144,6 +144,7 @@ mod spatial;
 mod tests;
 
 use buffer::Buffer;
+#[cfg(test)]
 pub use check::FortreeReport;
 
 /// Parameters of a [`Fortree`].

@@ -83,8 +83,7 @@ mod split;
 mod tests;
 
 pub use bulk::BulkOptions;
-pub use check::XbrReport;
-pub use quad::{Domain, Quadrant, MAX_LEVEL};
+pub use quad::{Domain, Quadrant};
 
 /// Parameters of an xBR+-tree, fixed for its life.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

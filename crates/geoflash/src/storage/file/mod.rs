@@ -26,9 +26,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
+use super::{PageId, SharedTracker};
 #[cfg(test)]
-use super::PageDevice;
-use super::{counted, Dir, PageId, SharedTracker};
+use super::{counted, Dir, PageDevice};
 use crate::units::check_page_size;
 use crate::{Error, Result};
 
@@ -36,7 +36,7 @@ mod engine;
 mod sys;
 
 use engine::Engine;
-pub use engine::{IoEngine, RING_ENTRIES};
+pub use engine::IoEngine;
 pub use sys::AlignedBuf;
 use sys::Span;
 
@@ -81,6 +81,7 @@ impl Default for FileDeviceOptions {
 /// Checks that a buffer at address `addr` of `len` bytes may be used for
 /// `O_DIRECT` I/O: the address must be a multiple of `align` and the length
 /// a multiple of 512 bytes.
+#[cfg(test)]
 pub fn check_direct_alignment(addr: usize, len: usize, align: usize) -> Result<()> {
     if addr.checked_rem(align) != Some(0) {
         return Err(Error::MisalignedBuffer { addr, align });
@@ -205,13 +206,9 @@ impl FileDevice {
     }
 
     /// True if the file was opened with `O_DIRECT`.
+    #[cfg(test)]
     pub fn is_direct(&self) -> bool {
         self.direct
-    }
-
-    /// The file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Alignment of buffers made by [`FileDevice::alloc_buf`]: 4096 bytes, or
@@ -231,6 +228,7 @@ impl FileDevice {
     /// Reads a batch into `buf` without bouncing: in direct mode `buf` must be
     /// aligned to [`DIRECT_MEM_ALIGN`], else [`Error::MisalignedBuffer`].
     /// Counted in the statistics like [`PageDevice::read_batch`](super::PageDevice::read_batch).
+    #[cfg(test)]
     pub fn read_batch_raw(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
         counted(self, Dir::Read, pages, buf.len(), || {
             self.check_unbounced(buf)?;
@@ -240,6 +238,7 @@ impl FileDevice {
 
     /// Writes a batch from `data` without bouncing: in direct mode `data`
     /// must be aligned to [`DIRECT_MEM_ALIGN`], else [`Error::MisalignedBuffer`].
+    #[cfg(test)]
     pub fn write_batch_raw(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         counted(self, Dir::Write, pages, data.len(), || {
             self.check_writable()?;
@@ -249,6 +248,7 @@ impl FileDevice {
     }
 
     /// In direct mode, an error unless `buf` may be used for `O_DIRECT` as it is.
+    #[cfg(test)]
     fn check_unbounced(&self, buf: &[u8]) -> Result<()> {
         if self.direct {
             check_direct_alignment(buf.as_ptr() as usize, buf.len(), DIRECT_MEM_ALIGN)?;

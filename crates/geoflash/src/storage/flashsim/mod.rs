@@ -63,7 +63,9 @@ mod timing;
 #[cfg(test)]
 mod tests;
 
-pub use config::{FlashSimConfig, FtlMode, GcPolicy, CONFIG_KEYS, PRESETS};
+pub use config::FlashSimConfig;
+#[cfg(test)]
+pub use config::{FtlMode, GcPolicy, CONFIG_KEYS, PRESETS};
 
 use super::{PageId, SharedTracker, SimCounters};
 use crate::units::check_page_size;
@@ -99,6 +101,7 @@ struct Inner {
 
 /// Extra simulator counters beyond [`SimCounters`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg(test)]
 pub struct FlashSimDetail {
     /// Flash-page programs of host data since the last reset (the write-amplification denominator).
     pub host_flash_programs: u64,
@@ -169,6 +172,7 @@ impl FlashSim {
     }
 
     /// The configuration this device was built with.
+    #[cfg(test)]
     pub fn config(&self) -> &FlashSimConfig {
         &self.config
     }
@@ -179,6 +183,7 @@ impl FlashSim {
     }
 
     /// Simulator counters not in [`SimCounters`].
+    #[cfg(test)]
     pub fn detail(&self) -> FlashSimDetail {
         let inner = self.lock();
         let c = inner.ftl.counters();

@@ -13,7 +13,9 @@
 //! Counters and the simulated clock are not saved: they count from the opening.
 //! Loading checks the checksum, every length against the configuration, and
 //! every FTL invariant; a damaged file is an [`Error::Corrupt`], never a panic.
-use std::io::{Read, Write};
+#[cfg(test)]
+use std::io::Read;
+use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -93,6 +95,7 @@ impl<'a> Cursor<'a> {
 
 impl FlashSim {
     /// Writes the simulator's state (configuration, FTL tables, contents) to `out`.
+    #[cfg(test)]
     pub fn save_to(&self, out: &mut impl Write) -> Result<()> {
         let bytes = self.encode()?;
         out.write_all(&bytes)
@@ -126,6 +129,7 @@ impl FlashSim {
     }
 
     /// Loads a simulator from a stream written by [`FlashSim::save_to`].
+    #[cfg(test)]
     pub fn load_from(input: &mut impl Read) -> Result<FlashSim> {
         let mut bytes = Vec::new();
         input

@@ -96,6 +96,7 @@ pub struct PageInfo {
 
 /// The flushing degree of a unit under `policy`; `total_area` and
 /// `total_overlap` are the denominators of α and β.
+#[cfg(test)]
 pub fn degree(policy: FlushPolicy, unit: &[PageInfo], total_area: f64, total_overlap: f64) -> f64 {
     let m: f64 = unit.iter().map(|p| p.mod_count as f64).sum();
     let mh: f64 = unit

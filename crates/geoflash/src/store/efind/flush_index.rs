@@ -225,10 +225,6 @@ fn complement(zones: &[(PageId, PageId)]) -> Vec<(PageId, PageId)> {
 }
 
 impl FlushIndex {
-    /// The parameters the index is kept for, if any.
-    pub fn config(&self) -> Option<FlushIndexConfig> {
-        self.config
-    }
 
     /// Rebuilds the index for `config` from the buffered `rows`, unless it
     /// is already kept for `config`.
@@ -313,6 +309,7 @@ impl FlushIndex {
     }
 
     /// The pages set aside by [`exclude`](Self::exclude).
+    #[cfg(test)]
     pub fn excluded(&self) -> &IdSet {
         &self.excluded
     }

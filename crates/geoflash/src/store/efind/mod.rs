@@ -501,6 +501,7 @@ impl EfindStore {
     /// 0) the placement [`EfindConfig::log_placement`] gives stands for it,
     /// so the log keeps the size it was created with (see
     /// [`open_with_placement`](Self::open_with_placement)).
+    #[cfg(test)]
     pub fn open(
         device: Arc<dyn PageDevice>,
         log: LogPlacement,
@@ -544,6 +545,7 @@ impl EfindStore {
 
     /// An empty store on a fresh in-memory device of `page_size`-byte pages,
     /// its log in the device's last pages ([`EfindConfig::log_placement`]).
+    #[cfg(test)]
     pub fn create_in_memory(page_size: usize, config: EfindConfig) -> Result<Self> {
         let device: Arc<dyn PageDevice> = Arc::new(crate::storage::mem::MemDevice::new(
             page_size,
@@ -617,11 +619,6 @@ impl EfindStore {
         })
     }
 
-    /// The configuration.
-    pub fn config(&self) -> EfindConfig {
-        self.config
-    }
-
     /// Hints every node written from now on (flushes of the write buffer and
     /// bulk loads) to the tier `placement` gives its level
     /// ([`crate::store::placement`]); the log's pages are never hinted.
@@ -631,51 +628,43 @@ impl EfindStore {
     }
 
     /// The placement in force.
+    #[cfg(test)]
     pub fn placement(&self) -> Placement {
         self.placement
     }
 
-    /// M: the most entries a node of this store holds.
-    pub fn max_entries(&self) -> usize {
-        self.max_entries
-    }
-
-    /// The device.
-    pub fn device(&self) -> &Arc<dyn PageDevice> {
-        &self.device
-    }
-
     /// The device holding the log (the store's device unless a separate one was given).
+    #[cfg(test)]
     pub fn log_device(&self) -> &Arc<dyn PageDevice> {
         &self.log_place.device
     }
 
     /// The log's page range on its device: `(first_page, pages)`.
+    #[cfg(test)]
     pub fn log_range(&self) -> (PageId, u64) {
         (self.log_place.first_page, self.log_place.pages)
     }
 
-    /// Where the log lives (the range recorded at creation).
-    pub fn log_placement(&self) -> &LogPlacement {
-        &self.log_place
-    }
-
     /// The page allocator.
+    #[cfg(test)]
     pub fn allocator(&self) -> &PageAllocator {
         &self.alloc
     }
 
     /// Bytes of buffered modifications (the write buffer's size).
+    #[cfg(test)]
     pub fn write_buffer_bytes(&self) -> usize {
         self.wb.bytes()
     }
 
     /// Pages with buffered modifications.
+    #[cfg(test)]
     pub fn buffered_pages(&self) -> usize {
         self.wb.len()
     }
 
     /// eFIND-specific counters.
+    #[cfg(test)]
     pub fn efind_stats(&self) -> EfindStats {
         self.lock().estats
     }
@@ -691,6 +680,7 @@ impl EfindStore {
     }
 
     /// The newest committed operation (acknowledged or not).
+    #[cfg(test)]
     pub fn last_op(&self) -> Option<OpId> {
         self.last_op
     }
@@ -702,17 +692,13 @@ impl EfindStore {
     }
 
     /// Makes every committed operation durable now (a log sync).
+    #[cfg(test)]
     pub fn sync(&mut self) -> Result<()> {
         self.check_writable()?;
         self.guard(|s| {
             s.log_group()?;
             s.log_mut()?.sync()
         })
-    }
-
-    /// Why the store refuses changes, if it does (sticky failure or read-only).
-    pub fn failure(&self) -> Option<&str> {
-        self.failed.as_deref()
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {

@@ -120,6 +120,7 @@ impl Views {
 
 impl WriteBuffer {
     /// An empty buffer that keeps no views.
+    #[cfg(test)]
     pub fn new() -> Self {
         Self::default()
     }
@@ -129,11 +130,6 @@ impl WriteBuffer {
         let mut wb = Self::default();
         wb.views.capacity = pages;
         wb
-    }
-
-    /// How many page views the buffer keeps at most.
-    pub fn view_capacity(&self) -> usize {
-        self.views.capacity
     }
 
     /// The decoded newest version of buffered page `id`, if the buffer keeps

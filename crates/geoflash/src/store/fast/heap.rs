@@ -118,23 +118,15 @@ impl FlushHeap {
     }
 
     /// Updates buffered in all units.
+    #[cfg(test)]
     pub fn total_updates(&self) -> u64 {
         self.total
     }
 
-    /// Units with buffered updates.
-    pub fn len(&self) -> usize {
-        self.units.len()
-    }
-
     /// Whether no unit has buffered updates.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.units.is_empty()
-    }
-
-    /// The state of unit `u`.
-    pub fn unit(&self, u: u64) -> Option<&UnitState> {
-        self.units.get(&u)
     }
 
     /// Page `id`'s buffered updates went from `before` to `after` (0 = the

@@ -271,7 +271,6 @@ pub struct FastStore {
     placement: LogPlacement,
     /// Tier hints for the nodes it writes.
     node_placement: Placement,
-    index_id: u128,
     config: FastConfig,
     page_size: usize,
     max_entries: usize,
@@ -421,7 +420,7 @@ impl FastStore {
             .with_format(config.log_format);
         let l = Log::create(Arc::clone(&log.device), log.first_page, log.pages, lc)?;
         let alloc = PageAllocator::new(1, node_capacity)?;
-        Self::assemble(device, l, log, index_id, config, alloc)
+        Self::assemble(device, l, log, config, alloc)
     }
 
     /// Checks `config` and the identity page of an existing store; its node
@@ -441,6 +440,7 @@ impl FastStore {
 
     /// Opens a store made by [`create`](Self::create) and runs restart (see
     /// the module documentation). `log` must name the range given at creation.
+    #[cfg(test)]
     pub fn open(
         device: Arc<dyn PageDevice>,
         log: LogPlacement,
@@ -469,7 +469,7 @@ impl FastStore {
         let opened = open_log(device.as_ref(), node_capacity, &log, lc, config.recovery)?;
         let (l, rec, repair) = (opened.log, opened.rec, opened.repair);
         let alloc = PageAllocator::new(1, node_capacity)?;
-        let mut store = Self::assemble(device, l, log, index_id, config, alloc)?;
+        let mut store = Self::assemble(device, l, log, config, alloc)?;
         store.node_placement = placement;
         store.horizon = opened.horizon;
         let mut report = RestartReport::from_recovered(&rec);
@@ -514,7 +514,7 @@ impl FastStore {
         let lc = LogConfig::new(index_id).with_durability(Durability::None);
         let l = Log::create(scratch, 0, log.pages, lc)?;
         let alloc = PageAllocator::new(1, node_capacity)?;
-        let mut store = Self::assemble(device, l, log, index_id, config, alloc)?;
+        let mut store = Self::assemble(device, l, log, config, alloc)?;
         store.horizon = horizon;
         let report = RestartReport::from_recovered(&rec);
         store.legacy_payloads = created_codec == 0;
@@ -541,6 +541,7 @@ impl FastStore {
 
     /// An empty store on a fresh in-memory device of `page_size`-byte pages,
     /// its log in the device's last pages ([`FastConfig::log_placement`]).
+    #[cfg(test)]
     pub fn create_in_memory(page_size: usize, config: FastConfig) -> Result<Self> {
         let device: Arc<dyn PageDevice> = Arc::new(crate::storage::mem::MemDevice::new(
             page_size,
@@ -586,7 +587,6 @@ impl FastStore {
         device: Arc<dyn PageDevice>,
         log: Log,
         placement: LogPlacement,
-        index_id: u128,
         config: FastConfig,
         alloc: PageAllocator,
     ) -> Result<Self> {
@@ -599,7 +599,6 @@ impl FastStore {
             log,
             placement,
             node_placement: Placement::None,
-            index_id,
             config,
             page_size,
             alloc,
@@ -633,11 +632,6 @@ impl FastStore {
         })
     }
 
-    /// The configuration.
-    pub fn config(&self) -> FastConfig {
-        self.config
-    }
-
     /// Hints every node written from now on (flushes, checkpoints, bulk
     /// loads) to the tier `placement` gives its level
     /// ([`crate::store::placement`]); the log's pages are never hinted.
@@ -646,52 +640,38 @@ impl FastStore {
         self
     }
 
-    /// The node placement in force.
-    pub fn placement(&self) -> Placement {
-        self.node_placement
-    }
-
     /// M: the most entries a node of this store holds.
+    #[cfg(test)]
     pub fn max_entries(&self) -> usize {
         self.max_entries
     }
 
-    /// The node device.
-    pub fn device(&self) -> &Arc<dyn PageDevice> {
-        &self.device
-    }
-
-    /// Where the log lives.
-    pub fn log_placement(&self) -> &LogPlacement {
-        &self.placement
-    }
-
-    /// The index id (repeated in the log's superblock).
-    pub fn index_id(&self) -> u128 {
-        self.index_id
-    }
-
     /// The page allocator.
+    #[cfg(test)]
     pub fn allocator(&self) -> &PageAllocator {
         &self.alloc
     }
 
     /// Bytes of the modifications table (shared accounting).
+    #[cfg(test)]
     pub fn table_bytes(&self) -> usize {
         self.table.bytes()
     }
 
     /// Nodes with a row in the table.
+    #[cfg(test)]
     pub fn buffered_nodes(&self) -> usize {
         self.table.len()
     }
 
     /// The log's counters.
+    #[cfg(test)]
     pub fn log_stats(&self) -> super::log::LogStats {
         self.log.stats()
     }
 
     /// FAST-specific counters.
+    #[cfg(test)]
     pub fn fast_stats(&self) -> FastStats {
         self.fstats
     }

@@ -130,11 +130,6 @@ impl ModTable {
         self.rows.get(&id)
     }
 
-    /// Every row (no particular order).
-    pub fn iter(&self) -> impl Iterator<Item = (PageId, &TableEntry)> {
-        self.rows.iter().map(|(k, v)| (*k, v))
-    }
-
     /// Every page id, ascending.
     pub fn ids(&self) -> Vec<PageId> {
         let mut v: Vec<PageId> = self.rows.keys().copied().collect();

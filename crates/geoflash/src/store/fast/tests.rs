@@ -783,7 +783,7 @@ fn a_log_written_before_the_shared_codec_opens_or_is_refused_clearly() {
     }
     t.store_mut().checkpoint().unwrap();
     let want = all_ids(&t);
-    let index_id = t.store().index_id;
+    let (index_id, _) = FastStore::identity(dev.as_ref(), &log, &cfg).unwrap();
     drop(t);
     assert_eq!(
         payload_codec_version(dev.clone(), log.first_page, log.pages, index_id).unwrap(),
@@ -880,7 +880,7 @@ fn a_corrupt_log_page_before_the_tail_is_refused_or_dropped_as_configured() {
         let x = (k % 20) as f64;
         t.insert(k, r(x, x, x + 1.0, x + 1.0)).unwrap();
     }
-    let index_id = t.store().index_id;
+    let (index_id, _) = FastStore::identity(dev.as_ref(), &log, &cfg).unwrap();
     drop(t);
     // Damage a page in the middle of the log's live region.
     let reader = LogReader::open(dev.clone(), log.first_page, log.pages, index_id).unwrap();

@@ -60,6 +60,7 @@ impl LsnHorizon {
     }
 
     /// The recovered end: node pages may carry LSNs up to it.
+    #[cfg(test)]
     pub fn end(&self) -> Lsn {
         self.end
     }

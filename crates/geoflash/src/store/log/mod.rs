@@ -176,9 +176,11 @@ pub use payload::{CheckpointState, MetaState, PayloadCodec, PayloadEncoding};
 pub use placement::LogPlacement;
 pub use reader::{repair_corrupt_tail, LogReader, TailRepair};
 pub use record::{Record, RecordKind};
-pub use recovery::{recover, recover_log, recover_with, FlushRule, Recovered};
+pub use recovery::{recover_log, FlushRule, Recovered};
+#[cfg(test)]
+pub use recovery::{recover, recover_with};
 pub use report::{needs_replay, RestartReport};
-pub use writer::{CompactReport, Log};
+pub use writer::Log;
 
 /// Log sequence number: 1 for the first record ever appended, strictly
 /// increasing; 0 means "no record".

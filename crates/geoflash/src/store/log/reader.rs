@@ -365,10 +365,11 @@ pub fn repair_corrupt_tail(
 pub struct LogReader {
     records: Vec<Record>,
     torn_tail: bool,
+    #[cfg(test)]
     live_region: u8,
+    #[cfg(test)]
     pages: u64,
     lsn_floor: Lsn,
-    pages_read: u64,
     format: super::LogFormat,
     region_bytes: u64,
 }
@@ -394,26 +395,30 @@ impl LogReader {
         Ok(LogReader {
             records: s.records,
             torn_tail: s.torn_tail,
+            #[cfg(test)]
             live_region: sb.live,
+            #[cfg(test)]
             pages: s.pages,
             lsn_floor: sb.lsn_floor,
-            pages_read: pages_read + s.pages_read,
             format: sb.format,
             region_bytes: layout.capacity_bytes(),
         })
     }
 
     /// Records oldest first.
+    #[cfg(test)]
     pub fn oldest_first(&self) -> impl Iterator<Item = &Record> {
         self.records.iter()
     }
 
     /// Records newest first (the order of the restart scan).
+    #[cfg(test)]
     pub fn newest_first(&self) -> impl Iterator<Item = &Record> {
         self.records.iter().rev()
     }
 
     /// The records, oldest first.
+    #[cfg(test)]
     pub fn into_records(self) -> Vec<Record> {
         self.records
     }
@@ -428,33 +433,27 @@ impl LogReader {
     }
 
     /// Number of whole records.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.records.len()
     }
 
-    /// True when the log holds no record.
-    pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
-    }
-
     /// True when a record cut short by a crash was found (and ignored) at the end.
+    #[cfg(test)]
     pub fn torn_tail(&self) -> bool {
         self.torn_tail
     }
 
     /// The live region (0 or 1).
+    #[cfg(test)]
     pub fn live_region(&self) -> u8 {
         self.live_region
     }
 
     /// Valid pages in the live region.
+    #[cfg(test)]
     pub fn pages(&self) -> u64 {
         self.pages
-    }
-
-    /// Largest LSN assigned before the live region was written.
-    pub fn lsn_floor(&self) -> Lsn {
-        self.lsn_floor
     }
 
     /// The horizon of the live epoch, as [`Log::open`](super::Log::open)
@@ -470,12 +469,9 @@ impl LogReader {
     }
 
     /// The log's format.
+    #[cfg(test)]
     pub fn format(&self) -> super::LogFormat {
         self.format
     }
 
-    /// Pages read to open the reader.
-    pub fn pages_read(&self) -> u64 {
-        self.pages_read
-    }
 }

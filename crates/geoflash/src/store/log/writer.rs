@@ -163,6 +163,7 @@ impl Log {
     /// Numbering resumes above every LSN the recovered epoch could hold
     /// ([`LsnHorizon::resume`], [`Log::horizon`]), so node pages written
     /// from now on are never taken for pages of lost records.
+    #[cfg(test)]
     pub fn open(
         dev: SharedDevice,
         first_page: PageId,
@@ -418,6 +419,7 @@ impl Log {
     /// Forgets that operation `op` is open (after a failed operation). Its
     /// records stay in the log without a COMMIT and are dropped by the next
     /// compaction or restart; `op` must not be committed later.
+    #[cfg(test)]
     pub fn abandon_op(&mut self, op: OpId) {
         if self.open_op == Some(op) {
             self.open_op = None;
@@ -549,6 +551,7 @@ impl Log {
     }
 
     /// Every record up to this LSN is durable.
+    #[cfg(test)]
     pub fn durable_lsn(&self) -> Lsn {
         self.durable_lsn
     }
@@ -582,6 +585,7 @@ impl Log {
     }
 
     /// The LSN the next record will get.
+    #[cfg(test)]
     pub fn next_lsn(&self) -> Lsn {
         self.next_lsn
     }
@@ -589,11 +593,6 @@ impl Log {
     /// The newest operation whose COMMIT is durable (acknowledged).
     pub fn durable_op(&self) -> Option<OpId> {
         self.durable_op
-    }
-
-    /// The operation with records appended and no COMMIT yet, if any.
-    pub fn open_op(&self) -> Option<OpId> {
-        self.open_op
     }
 
     /// The log's format (from its superblock: an opened log keeps the
@@ -613,11 +612,6 @@ impl Log {
     /// a FLUSH made obsolete (page images included) are dropped.
     pub fn epoch(&self) -> u64 {
         self.sb.epoch
-    }
-
-    /// The durability mode.
-    pub fn durability(&self) -> Durability {
-        self.config.durability
     }
 
     /// Changes the durability mode from the next commit on. Not persisted:
@@ -655,22 +649,14 @@ impl Log {
         }
     }
 
-    /// Bytes of records in the live region (framing included, padding excluded).
-    pub fn record_bytes(&self) -> u64 {
-        self.record_bytes
-    }
-
     /// Records in the live region.
+    #[cfg(test)]
     pub fn records(&self) -> u64 {
         self.records_live
     }
 
-    /// The page range and geometry.
-    pub fn layout(&self) -> LogLayout {
-        self.layout
-    }
-
     /// The live region (0 or 1).
+    #[cfg(test)]
     pub fn live_region(&self) -> u8 {
         self.sb.live
     }

@@ -160,6 +160,7 @@ impl PlainStore {
 
     /// An empty store on a fresh [`MemDevice`](crate::storage::mem::MemDevice)
     /// of `page_size`-byte pages (for tests and `mem:` indexes).
+    #[cfg(feature = "internals")]
     pub fn create_in_memory(page_size: usize, config: PlainConfig) -> Result<Self> {
         let device = crate::storage::mem::MemDevice::new(
             page_size,
@@ -226,6 +227,7 @@ impl PlainStore {
     }
 
     /// The configuration.
+    #[cfg(test)]
     pub fn config(&self) -> PlainConfig {
         self.config
     }
@@ -237,43 +239,39 @@ impl PlainStore {
         self
     }
 
-    /// The placement in force.
-    pub fn placement(&self) -> Placement {
-        self.placement
-    }
-
     /// The device.
+    #[cfg(test)]
     pub fn device(&self) -> &Arc<dyn PageDevice> {
         &self.device
     }
 
-    /// Page size in bytes.
-    pub fn page_size(&self) -> usize {
-        self.page_size
-    }
-
     /// M: the most entries a node of this store holds.
+    #[cfg(test)]
     pub fn max_entries(&self) -> usize {
         self.max_entries
     }
 
     /// The page allocator (free list, next page).
+    #[cfg(test)]
     pub fn allocator(&self) -> &PageAllocator {
         &self.alloc
     }
 
     /// The opaque blob the index layer keeps in the header page.
+    #[cfg(test)]
     pub fn user_meta(&self) -> &[u8] {
         &self.user_meta
     }
 
     /// The largest user blob the header page holds.
+    #[cfg(test)]
     pub fn max_user_meta(&self) -> usize {
         FORMAT.max_user_meta(self.page_size)
     }
 
     /// Replaces the user blob; durable at the next checkpoint. Too large for
     /// the header page is an error.
+    #[cfg(test)]
     pub fn set_user_meta(&mut self, blob: Vec<u8>) -> Result<()> {
         let max = self.max_user_meta();
         if blob.len() > max {
@@ -288,11 +286,13 @@ impl PlainStore {
     }
 
     /// Bytes the buffer holds now (per the shared accounting function).
+    #[cfg(test)]
     pub fn buffered_bytes(&self) -> usize {
         self.lock().cache.used_bytes()
     }
 
     /// Number of buffered nodes that are not yet on the device.
+    #[cfg(test)]
     pub fn dirty_nodes(&self) -> usize {
         self.lock().cache.iter().filter(|(_, s)| s.dirty).count()
     }
