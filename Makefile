@@ -6,7 +6,7 @@ GEOFLASH_PROPTEST_CASES ?= 64
 export GEOFLASH_PROPTEST_CASES
 DEMO_DIR ?= demo
 
-.PHONY: all setup build demo test lint unit python test-long torture bench bench-peers fuzz clean
+.PHONY: all setup build demo test fmt lint unit python test-long torture bench bench-peers fuzz clean
 
 all: build
 
@@ -25,17 +25,22 @@ demo: build
 	@bash scripts/demo.sh $(DEMO_DIR)
 
 ## What CI runs: the declared minimum Rust version (every crate inherits
-## it), formatting, lints, every unit, property and crash test at
-## moderate counts, and the Python package's pytest suite.
-test: setup lint unit python
+## it), formatting, then one build of the workspace linted by clippy as it
+## compiles (a warning fails it: scripts/lint-build-env.sh), every unit,
+## property and crash test at moderate counts, and the Python package's
+## pytest suite on a wheel that reuses that build.
+test: setup fmt unit python
 
-lint:
+fmt:
 	bash scripts/check-rust-version.sh
 	$(CARGO) fmt --all -- --check
+
+## The lints alone, without building the tests (`make test` lints as it builds).
+lint: fmt
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 unit:
-	$(CARGO) test --workspace
+	@CARGO=$(CARGO) bash scripts/rust-test.sh
 
 ## The Python package: a venv in .venv, `pip install ./crates/geoflash-py`, pytest.
 python:
