@@ -1038,8 +1038,9 @@ class Index:
     @contextlib.contextmanager
     def batch(self) -> Iterator["Index"]:
         """Runs the updates of a ``with`` block as one batch, durable
-        together when the block ends (one checkpoint), as the statements of
-        one SQL transaction::
+        together when the block ends (a commit: the id map's log and the
+        store's log are synced; nodes are written at checkpoints), as the
+        statements of one SQL transaction::
 
             with idx.batch():
                 for i, box in enumerate(boxes):
