@@ -1038,9 +1038,10 @@ class Index:
     @contextlib.contextmanager
     def batch(self) -> Iterator["Index"]:
         """Runs the updates of a ``with`` block as one batch, durable
-        together when the block ends (a commit: the id map's log and the
-        store's log are synced; nodes are written at checkpoints), as the
-        statements of one SQL transaction::
+        together when the block ends (a commit: with eFIND or FAST on a file
+        the id map's log and the store's log are synced and nodes wait for
+        a checkpoint; the plain store and simulated devices checkpoint), as
+        the statements of one SQL transaction::
 
             with idx.batch():
                 for i, box in enumerate(boxes):
