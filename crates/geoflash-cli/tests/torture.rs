@@ -516,21 +516,7 @@ fn answers(idx: &Path, windows: &Path) -> Result<Vec<Vec<u64>>, String> {
     if !out.status.success() {
         return Err(format!("{out:?}"));
     }
-    Ok(last_json(&out)["windows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| {
-            let mut ids: Vec<u64> = w["ids"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_u64().unwrap())
-                .collect();
-            ids.sort_unstable();
-            ids
-        })
-        .collect())
+    Ok(windows_ids(&last_json(&out)))
 }
 
 /// The `k` (moves applied) the answers show, at least `acked`: the count of

@@ -114,21 +114,7 @@ fn query(idx: &Path, windows: &Path) -> Result<Vec<Vec<u64>>, (Option<i32>, Stri
             String::from_utf8_lossy(&out.stderr).into_owned(),
         ));
     }
-    Ok(last_json(&out)["windows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| {
-            let mut ids: Vec<u64> = w["ids"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_u64().unwrap())
-                .collect();
-            ids.sort_unstable();
-            ids
-        })
-        .collect())
+    Ok(windows_ids(&last_json(&out)))
 }
 
 /// One index of the campaign.

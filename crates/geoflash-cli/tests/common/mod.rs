@@ -77,12 +77,24 @@ pub fn window_ids(idx: &Path, window: &str) -> Vec<u64> {
         "--ids",
         "--json",
     ])));
-    let mut ids: Vec<u64> = out["windows"][0]["ids"]
+    windows_ids(&out).swap_remove(0)
+}
+
+/// The sorted ids of each window of a `query --ids --json` record.
+pub fn windows_ids(record: &serde_json::Value) -> Vec<Vec<u64>> {
+    record["windows"]
         .as_array()
-        .unwrap()
+        .expect("a `windows` array")
         .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
-    ids.sort_unstable();
-    ids
+        .map(|w| {
+            let mut ids: Vec<u64> = w["ids"]
+                .as_array()
+                .expect("an `ids` array")
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .collect();
+            ids.sort_unstable();
+            ids
+        })
+        .collect()
 }

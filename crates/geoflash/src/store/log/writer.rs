@@ -163,7 +163,7 @@ impl Log {
     /// Numbering resumes above every LSN the recovered epoch could hold
     /// ([`LsnHorizon::resume`], [`Log::horizon`]), so node pages written
     /// from now on are never taken for pages of lost records.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "internals"))]
     pub fn open(
         dev: SharedDevice,
         first_page: PageId,
