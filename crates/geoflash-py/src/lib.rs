@@ -7,7 +7,7 @@
 use pyo3::exceptions::{PyException, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::PyType;
+use pyo3::types::{PyByteArray, PyTuple, PyType};
 
 mod bench;
 mod core;
@@ -15,6 +15,7 @@ mod predicates;
 mod stale;
 
 use geoflash_engine::engine::{self, max_entries, Error, ErrorKind};
+use geoflash_engine::geom::{HilbertDomain, Point, Rect};
 
 /// The Python class of each kind of engine error, defined in
 /// `geoflash.exceptions` (every one derives from `geoflash.GeoflashError`),
@@ -83,12 +84,55 @@ fn page_capacity(page_size: usize, payload: bool) -> usize {
     max_entries(page_size, payload)
 }
 
+/// The Hilbert values of the centres of `boxes` (native float64 rows
+/// `minx, miny, maxx, maxy`) on the `2^order × 2^order` grid over
+/// `domain` (`minx, miny, maxx, maxy`; centres outside it are clamped onto
+/// it), as native uint64: the engine's curve (`geom::HilbertDomain`), which
+/// `geoflash.dask` partitions by.
+#[pyfunction]
+#[pyo3(signature = (boxes, domain, order=16))]
+fn hilbert_keys<'py>(
+    py: Python<'py>,
+    boxes: &[u8],
+    domain: (f64, f64, f64, f64),
+    order: u32,
+) -> PyResult<Bound<'py, PyByteArray>> {
+    let keys = py
+        .allow_threads(|| -> engine::Result<Vec<u64>> {
+            let b = predicates::float64s(boxes, "box")?;
+            if b.len() % 4 != 0 {
+                return Err(Error::invalid(format!(
+                    "{} box coordinates: expected 4 per box",
+                    b.len()
+                )));
+            }
+            let extent = Rect::new(domain.0, domain.1, domain.2, domain.3)?;
+            let dom = HilbertDomain::new(extent, order)?;
+            Ok(b.chunks_exact(4)
+                .map(|r| {
+                    dom.hilbert(&Point {
+                        x: (r[0] + r[2]) * 0.5,
+                        y: (r[1] + r[3]) * 0.5,
+                    })
+                })
+                .collect())
+        })
+        .map_err(to_py)?;
+    Ok(predicates::out_bytes(py, &keys, u64::to_ne_bytes))
+}
+
 /// The extension module `geoflash._geoflash`.
 #[pymodule]
 fn _geoflash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(page_capacity, m)?)?;
+    m.add_function(wrap_pyfunction!(hilbert_keys, m)?)?;
+    // The predicates of `Index.query` besides None (predicates::PREDICATES).
+    m.add(
+        "PREDICATES",
+        PyTuple::new_bound(m.py(), predicates::PREDICATES),
+    )?;
     m.add_function(wrap_pyfunction!(bench::bench_run, m)?)?;
     m.add_function(wrap_pyfunction!(bench::bench_plan, m)?)?;
     m.add_function(wrap_pyfunction!(bench::bench_is_complete, m)?)?;

@@ -21,7 +21,8 @@ use pyo3::types::{PyByteArray, PyBytes};
 
 use crate::to_py;
 
-/// The predicates of shapely 2's `STRtree.query` (besides None).
+/// The predicates of shapely 2's `STRtree.query` (besides None), the one
+/// list of their names: Python reads it as `geoflash._geoflash.PREDICATES`.
 pub const PREDICATES: [&str; 10] = [
     "intersects",
     "within",
@@ -180,7 +181,7 @@ fn int64s(bytes: &[u8], what: &str) -> Result<Vec<i64>> {
 }
 
 /// Native-endian float64 values.
-fn float64s(bytes: &[u8], what: &str) -> Result<Vec<f64>> {
+pub(crate) fn float64s(bytes: &[u8], what: &str) -> Result<Vec<f64>> {
     Ok(words(bytes, what)?
         .into_iter()
         .map(f64::from_ne_bytes)
@@ -189,7 +190,7 @@ fn float64s(bytes: &[u8], what: &str) -> Result<Vec<f64>> {
 
 /// A `bytearray` of native-endian values (NumPy's `frombuffer` reads it
 /// without a copy, writable).
-fn out_bytes<'py, T: Copy, const N: usize>(
+pub(crate) fn out_bytes<'py, T: Copy, const N: usize>(
     py: Python<'py>,
     values: &[T],
     f: impl Fn(T) -> [u8; N],

@@ -52,6 +52,37 @@ def random_boxes(rng, n, extent=100, max_size=8, integer=True, points=0.2):
     return np.hstack([lo, lo + size])
 
 
+def generated_geometries(rng, n):
+    """n shapely geometries: boxes, triangles, lines (2 or 3 points) and
+    points with integer coordinates in [0, 24], and a few copies of earlier
+    ones (touching boundaries, shared edges, equal geometries and tied
+    distances are frequent)."""
+    import shapely
+
+    out = []
+    while len(out) < n:
+        x, y = rng.integers(0, 20, 2)
+        kind = rng.integers(0, 5)
+        if kind == 0:
+            w, h = rng.integers(1, 5, 2)
+            out.append(shapely.box(x, y, x + w, y + h))
+        elif kind == 1:
+            pts = [(x, y)] + [tuple(p) for p in rng.integers(0, 25, (2, 2))]
+            t = shapely.Polygon(pts)
+            if t.area > 0:
+                out.append(t)
+        elif kind == 2:
+            pts = [(x, y)] + [tuple(p) for p in rng.integers(0, 25, (rng.integers(1, 3), 2))]
+            line = shapely.LineString(pts)
+            if line.length > 0 and shapely.is_valid(line) and shapely.is_simple(line):
+                out.append(line)
+        elif kind == 3:
+            out.append(shapely.Point(x, y))
+        elif out:
+            out.append(out[rng.integers(0, len(out))])
+    return np.array(out, dtype=object)
+
+
 def under_ci():
     """True under CI (``CI`` set to anything but empty, ``0`` or ``false``,
     as geoflash::testenv reads it): a missing prerequisite fails there."""

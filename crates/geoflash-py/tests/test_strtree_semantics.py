@@ -12,46 +12,19 @@ import pytest
 shapely = pytest.importorskip("shapely")
 
 import geoflash  # noqa: E402
+import geoflash._exact  # noqa: E402
+from conftest import generated_geometries  # noqa: E402
 
-PREDICATES = [
-    None,
-    "intersects",
-    "within",
-    "contains",
-    "overlaps",
-    "crosses",
-    "touches",
-    "covers",
-    "covered_by",
-    "contains_properly",
-]
+# The predicates of Index.query but dwithin (tested with its distance):
+# the extension module's list, the one source of their names.
+PREDICATES = [None] + [p for p in geoflash._geoflash.PREDICATES if p != "dwithin"]
 
 
-def generated(rng, n):
-    """Boxes, triangles, lines (2 or 3 points) and points with integer
-    coordinates in [0, 24], and a few copies of earlier ones."""
-    out = []
-    while len(out) < n:
-        x, y = rng.integers(0, 20, 2)
-        kind = rng.integers(0, 5)
-        if kind == 0:
-            w, h = rng.integers(1, 5, 2)
-            out.append(shapely.box(x, y, x + w, y + h))
-        elif kind == 1:
-            pts = [(x, y)] + [tuple(p) for p in rng.integers(0, 25, (2, 2))]
-            t = shapely.Polygon(pts)
-            if t.area > 0:
-                out.append(t)
-        elif kind == 2:
-            pts = [(x, y)] + [tuple(p) for p in rng.integers(0, 25, (rng.integers(1, 3), 2))]
-            line = shapely.LineString(pts)
-            if line.length > 0 and shapely.is_valid(line) and shapely.is_simple(line):
-                out.append(line)
-        elif kind == 3:
-            out.append(shapely.Point(x, y))
-        elif out:
-            out.append(out[rng.integers(0, len(out))])
-    return np.array(out, dtype=object)
+def test_predicate_list_is_shapelys():
+    """The one list holds shapely's STRtree predicates and dwithin."""
+    shapely_names = list(shapely.strtree.BinaryPredicate.__members__)
+    assert list(geoflash._geoflash.PREDICATES) == shapely_names + ["dwithin"]
+    assert geoflash._exact.PREDICATES == (None, *shapely_names, "dwithin")
 
 
 def pairs(a):
@@ -62,8 +35,8 @@ def pairs(a):
 @pytest.fixture(scope="module")
 def data():
     rng = np.random.default_rng(46)
-    tree_geoms = generated(rng, 500)
-    inputs = generated(rng, 150)
+    tree_geoms = generated_geometries(rng, 500)
+    inputs = generated_geometries(rng, 150)
     return tree_geoms, inputs, shapely.STRtree(tree_geoms)
 
 

@@ -14,23 +14,13 @@ from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
+from ._geoflash import PREDICATES as _NATIVE_PREDICATES
 from ._geoflash import Geometries as _Geometries
 from .exceptions import RTreeError
 
-#: The predicates of ``STRtree.query`` (None: the bounding-box test alone).
-PREDICATES = (
-    None,
-    "intersects",
-    "within",
-    "contains",
-    "overlaps",
-    "crosses",
-    "touches",
-    "covers",
-    "covered_by",
-    "contains_properly",
-    "dwithin",
-)
+#: The predicates of ``STRtree.query`` (None: the bounding-box test alone),
+#: the names from the extension module (``predicates.rs``), their one source.
+PREDICATES = (None,) + tuple(_NATIVE_PREDICATES)
 
 # The box test that each predicate implies, as the index reads it
 # (``predicate(window, entry box)``): an input that contains or covers an
