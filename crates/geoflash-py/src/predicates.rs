@@ -36,6 +36,9 @@ pub const PREDICATES: [&str; 10] = [
     "dwithin",
 ];
 
+/// Candidates of a bulk refinement from which it runs on every core.
+const PARALLEL_CANDIDATES: usize = 20_000;
+
 /// A predicate of [`PREDICATES`], `p(input, tree_geometry)`.
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Pred {
@@ -253,6 +256,38 @@ impl Geometries {
             .ok_or_else(|| Error::invalid(format!("no geometry for entry {id}")))
     }
 
+    /// The refinement of the inputs `share` (positions in `inputs`, WKB):
+    /// the pairs (input position, entry id) of their candidates
+    /// (`ranges` into `ids`) where `p(input, entry)` holds, by input then
+    /// id. Inputs without candidates are not decoded.
+    fn refine_share(
+        &self,
+        p: Pred,
+        inputs: &[Vec<u8>],
+        ranges: &[std::ops::Range<usize>],
+        ids: &[i64],
+        share: std::ops::Range<usize>,
+    ) -> Result<(Vec<i64>, Vec<i64>)> {
+        let (mut left, mut right) = (Vec::new(), Vec::new());
+        for i in share {
+            let r = ranges[i].clone();
+            if r.is_empty() {
+                continue;
+            }
+            let g = from_wkb(&inputs[i], &format!("input geometry {i}"))?;
+            let mut cands: Vec<i64> = ids[r].to_vec();
+            cands.sort_unstable();
+            let prepared = p.uses_relate().then(|| PreparedGeometry::from(&g));
+            for id in cands {
+                if p.holds(&g, prepared.as_ref(), self.get(id)?) {
+                    left.push(i as i64);
+                    right.push(id);
+                }
+            }
+        }
+        Ok((left, right))
+    }
+
     /// Per input, its candidates' exact distances (`f64::NAN` for a
     /// candidate `exclusive` leaves out: one equal to the input).
     fn candidate_distances(
@@ -331,7 +366,8 @@ impl Geometries {
     /// input `i`, entries whose box passed the filter step, at
     /// `ids[offsets[i]:offsets[i+1]]`). Returns (input positions, entry
     /// ids) as native int64, the pairs where `predicate(input, entry)`
-    /// holds, by input then by id.
+    /// holds, by input then by id. Many candidates are refined on every
+    /// core, the inputs in contiguous shares.
     #[pyo3(signature = (inputs, offsets, ids, predicate, distance=None))]
     fn refine<'py>(
         &self,
@@ -345,23 +381,39 @@ impl Geometries {
         let p = Pred::parse(predicate, distance).map_err(to_py)?;
         let (left, right) = py
             .allow_threads(|| -> Result<(Vec<i64>, Vec<i64>)> {
-                let geoms = self::inputs(&inputs)?;
                 let ids = int64s(ids, "id")?;
-                let ranges = ranges(&int64s(offsets, "offset")?, geoms.len(), ids.len())?;
+                let ranges = ranges(&int64s(offsets, "offset")?, inputs.len(), ids.len())?;
+                // Inputs in contiguous shares, one thread each when there
+                // are enough candidates to pay for the threads.
+                let threads = if ids.len() < PARALLEL_CANDIDATES {
+                    1
+                } else {
+                    std::thread::available_parallelism().map_or(1, |n| n.get())
+                };
+                let share = inputs.len().div_ceil(threads).max(1);
+                let parts: Vec<Result<(Vec<i64>, Vec<i64>)>> = std::thread::scope(|s| {
+                    let handles: Vec<_> = (0..inputs.len())
+                        .step_by(share)
+                        .map(|lo| {
+                            let hi = (lo + share).min(inputs.len());
+                            let (inputs, ranges, ids) = (&inputs, &ranges, &ids);
+                            s.spawn(move || self.refine_share(p, inputs, ranges, ids, lo..hi))
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| {
+                            h.join().unwrap_or_else(|_| {
+                                Err(Error::invalid("a refinement thread panicked"))
+                            })
+                        })
+                        .collect()
+                });
                 let (mut left, mut right) = (Vec::new(), Vec::new());
-                for (i, (g, r)) in geoms.into_iter().zip(ranges).enumerate() {
-                    if r.is_empty() {
-                        continue;
-                    }
-                    let mut cands: Vec<i64> = ids[r].to_vec();
-                    cands.sort_unstable();
-                    let prepared = p.uses_relate().then(|| PreparedGeometry::from(&g));
-                    for id in cands {
-                        if p.holds(&g, prepared.as_ref(), self.get(id)?) {
-                            left.push(i as i64);
-                            right.push(id);
-                        }
-                    }
+                for part in parts {
+                    let (l, r) = part?;
+                    left.extend(l);
+                    right.extend(r);
                 }
                 Ok((left, right))
             })

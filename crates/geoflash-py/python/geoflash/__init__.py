@@ -28,6 +28,7 @@ from ._geoflash import DEFAULTS as _DEFAULTS
 from ._geoflash import __version__, parse_size
 from .container import RtreeContainer
 from .exceptions import CorruptIndexError, DeviceError, GeoflashError, ResultsStoreError, RTreeError
+from .joins import sjoin, sjoin_nearest
 from .property import Property
 from .spatial_index import GRID_KINDS, Index, Item, Rtree
 
@@ -43,6 +44,8 @@ __all__ = [
     "DeviceError",
     "ResultsStoreError",
     "DEFAULTS",
+    "sjoin",
+    "sjoin_nearest",
     "GRID_KINDS",
     "parse_size",
     "index",

@@ -1,0 +1,91 @@
+"""In-process spatial joins: geoflash.sjoin against geopandas.sjoin on the
+same GeoDataFrames (docs/benchmarks.md, "Python: spatial joins").
+
+Left: N random points (``--left points``) or polygons (boxes and
+triangles, sides up to 0.2 % of the unit square); right: M random
+polygons (sides up to 1 %); a float and a string column on each side.
+Each join runs REPEATS times after a warm-up; the time is the median, and
+both answers must hold the same (left, right) pairs.
+
+    .venv/bin/python benchmarks/sjoin.py [--left points|polygons] [N] [M] [REPEATS] [HOW] [PREDICATE]
+"""
+
+import argparse
+import statistics
+import time
+
+import geopandas
+import numpy as np
+import shapely
+
+import geoflash
+
+
+def polygons(rng, n, size):
+    x, y = rng.uniform(0, 1, (2, n))
+    w, h = rng.uniform(size / 20, size, (2, n))
+    boxes = shapely.box(x, y, x + w, y + h)
+    tri = shapely.polygons(
+        np.stack([np.stack([x, y], 1), np.stack([x + w, y], 1), np.stack([x + w / 2, y + h], 1), np.stack([x, y], 1)], 1)
+    )
+    return np.where(rng.uniform(size=n) < 0.5, boxes, tri)
+
+
+def frame(rng, geoms, prefix):
+    n = len(geoms)
+    return geopandas.GeoDataFrame(
+        {f"{prefix}_value": rng.random(n), "name": np.char.add(prefix, np.arange(n).astype(str)), "geometry": geoms},
+        crs="EPSG:3857",
+    )
+
+
+def median_time(f, repeats):
+    f()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = f()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), times, out
+
+
+def pairs(joined, how):
+    """The (left, right) row ids of a join's matched rows, sorted."""
+    if how == "right":
+        lid, rid = joined["index_left"].to_numpy(), joined.index.to_numpy()
+    else:
+        lid, rid = joined.index.to_numpy(), joined["index_right"].to_numpy()
+    ok = ~(np.isnan(lid.astype(float)) | np.isnan(rid.astype(float)))
+    p = np.stack([lid[ok].astype(np.int64), rid[ok].astype(np.int64)])
+    return p[:, np.lexsort((p[1], p[0]))]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--left", choices=["points", "polygons"], default="points")
+    ap.add_argument("n", type=int, nargs="?", default=1_000_000)
+    ap.add_argument("m", type=int, nargs="?", default=100_000)
+    ap.add_argument("repeats", type=int, nargs="?", default=3)
+    ap.add_argument("how", nargs="?", default="inner")
+    ap.add_argument("predicate", nargs="?", default="intersects")
+    a = ap.parse_args()
+    rng = np.random.default_rng(46)
+    if a.left == "points":
+        lg = shapely.points(rng.uniform(0, 1, (a.n, 2)))
+    else:
+        lg = polygons(rng, a.n, 0.002)
+    left = frame(rng, lg, "l")
+    right = frame(rng, polygons(rng, a.m, 0.01), "r")
+    kw = dict(how=a.how, predicate=a.predicate)
+    t_gp, runs_gp, want = median_time(lambda: geopandas.sjoin(left, right, **kw), a.repeats)
+    t_gf, runs_gf, got = median_time(lambda: geoflash.sjoin(left, right, **kw), a.repeats)
+    assert len(got) == len(want), (len(got), len(want))
+    assert np.array_equal(pairs(got, a.how), pairs(want, a.how)), "the joins differ"
+    print(f"left {a.n:,} {a.left}, right {a.m:,} polygons, how={a.how}, predicate={a.predicate}: {len(got):,} rows")
+    print(f"geopandas.sjoin  median {t_gp:.3f} s  runs {[round(t, 3) for t in runs_gp]}")
+    print(f"geoflash.sjoin   median {t_gf:.3f} s  runs {[round(t, 3) for t in runs_gf]}")
+    print(f"speed-up {t_gp / t_gf:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,361 @@
+"""In-process spatial joins of two GeoDataFrames with GeoPandas' output:
+``geoflash.sjoin`` (``geopandas.sjoin``) and ``geoflash.sjoin_nearest``
+(``geopandas.sjoin_nearest``).
+
+The pairs come from a geoflash index over one side, queried with every
+geometry of the other in one call (``Index.query`` and
+``Index.query_nearest``: one batched box filter in the index and the exact
+test in Rust, the GIL released); the frame is assembled with pandas as
+GeoPandas assembles it: the same rows, columns (``index_right`` or
+``index_left``, suffixes on shared names), index and dtypes. Rows come
+sorted by left position then right position (by right then left for
+``how="right"``); GeoPandas leaves the order within one input geometry's
+matches to its tree.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ._exact import PREDICATES
+from .spatial_index import Index
+
+#: The values of ``how``.
+HOWS = ("inner", "left", "right")
+
+
+def _check_frames(left: Any, right: Any, how: str, what: str) -> None:
+    """GeoPandas' checks of ``sjoin``'s inputs: two GeoDataFrames, a known
+    ``how``, and a warning when their CRS differ."""
+    import geopandas
+
+    for side, name in ((left, "left_df"), (right, "right_df")):
+        if not isinstance(side, geopandas.GeoDataFrame):
+            raise ValueError(f"'{name}' should be GeoDataFrame, got {type(side)}")
+    if how not in HOWS:
+        raise ValueError(f'`how` was "{how}" but is expected to be in {list(HOWS)}')
+    if not left.crs == right.crs:
+        warnings.warn(
+            f"CRS mismatch between the CRS of left geometries and the CRS of right geometries in {what}.\n"
+            "Use `to_crs()` to reproject one of the input geometries to match the CRS of the other.\n\n"
+            f"Left CRS: {left.crs}\nRight CRS: {right.crs}\n",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _geometries(frame: Any) -> np.ndarray:
+    """The frame's active geometries as an object array of shapely ones."""
+    return np.asarray(frame.geometry.values, dtype=object)
+
+
+def _distances(distance: Any, n: int) -> Tuple[Optional[float], Optional[np.ndarray]]:
+    """``distance`` of ``dwithin``: one number, or one per left row."""
+    if distance is None:
+        raise ValueError("predicate 'dwithin' needs a distance: sjoin(..., predicate='dwithin', distance=d)")
+    if np.ndim(distance) == 0:
+        d = float(distance)
+        if not (np.isfinite(d) and d >= 0):
+            raise ValueError(f"distance must be a finite number of at least 0, not {distance!r}")
+        return d, None
+    per_row = np.asarray(distance, dtype=np.float64)
+    if per_row.ndim != 1 or len(per_row) != n:
+        raise ValueError(
+            f"distance must be one number or one per left row ({n}), not an array of shape {per_row.shape}"
+        )
+    if not (np.isfinite(per_row) & (per_row >= 0)).all():
+        raise ValueError("every distance must be a finite number of at least 0")
+    return None, per_row
+
+
+def predicate_pairs(
+    left_geoms: Any, right_geoms: Any, predicate: Optional[str] = "intersects", distance: Any = None
+) -> Tuple[np.ndarray, np.ndarray]:
+    """The positions ``(l, r)`` of the pairs of ``left_geoms`` and
+    ``right_geoms`` (arrays of shapely geometries; missing and empty ones
+    match nothing) where ``predicate(left, right)`` holds, sorted by left
+    then right position: an index over the right geometries queried with
+    all the left ones. ``predicate``: one of ``Index.query``'s (None: the
+    boxes intersect); ``distance`` (``dwithin``): one number or one per
+    left geometry."""
+    if predicate not in PREDICATES:
+        names = ", ".join(repr(p) for p in PREDICATES)
+        raise ValueError(f"unknown predicate {predicate!r}: use one of {names}")
+    left_geoms = np.asarray(left_geoms, dtype=object)
+    right_geoms = np.asarray(right_geoms, dtype=object)
+    if predicate != "dwithin" and distance is not None:
+        raise ValueError(f"distance is only for predicate 'dwithin', not {predicate!r}")
+    d, per_row = (None, None) if predicate != "dwithin" else _distances(distance, len(left_geoms))
+    empty = np.empty(0, dtype=np.int64)
+    if len(left_geoms) == 0 or len(right_geoms) == 0:
+        return empty, empty
+    index = Index.from_geoseries(right_geoms)
+    try:
+        if per_row is None:
+            found = index.query(left_geoms, predicate=predicate, distance=d)
+            return found[0], found[1]
+        return _dwithin_per_row(index, left_geoms, right_geoms, per_row)
+    finally:
+        index.close()
+
+
+def _dwithin_per_row(
+    index: Index, left_geoms: np.ndarray, right_geoms: np.ndarray, d: np.ndarray
+) -> Tuple[np.ndarray, np.ndarray]:
+    """``dwithin`` with a distance per left geometry: the index's boxes
+    within each left box grown by its distance, refined by shapely."""
+    import shapely
+
+    ok = np.flatnonzero(~(shapely.is_missing(left_geoms) | shapely.is_empty(left_geoms)))
+    empty = np.empty(0, dtype=np.int64)
+    if len(ok) == 0 or len(index) == 0:
+        return empty, empty
+    boxes = shapely.bounds(left_geoms[ok]) + np.outer(d[ok], [-1.0, -1.0, 1.0, 1.0])
+    offsets, ids = index.intersection_batch(boxes)
+    lpos = np.repeat(ok, np.diff(offsets))
+    keep = np.asarray(shapely.dwithin(left_geoms[lpos], right_geoms[ids], d[lpos]), dtype=bool)
+    lpos, rpos = lpos[keep], ids[keep]
+    order = np.lexsort((rpos, lpos))
+    return lpos[order].astype(np.int64), rpos[order].astype(np.int64)
+
+
+def nearest_pairs(
+    left_geoms: Any, right_geoms: Any, max_distance: Optional[float] = None, exclusive: bool = False, index_left: bool = False
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The positions ``(l, r)`` and distances of every right geometry
+    nearest to each left one (all of those tied at the smallest distance,
+    none farther than ``max_distance``, none equal with ``exclusive``),
+    as ``geopandas.sjoin_nearest`` finds them; with ``index_left`` the
+    other way round (every left geometry nearest to each right one, as
+    for ``how="right"``). Sorted by the queried side's position, then
+    distance, then the other's position."""
+    left_geoms = np.asarray(left_geoms, dtype=object)
+    right_geoms = np.asarray(right_geoms, dtype=object)
+    empty = np.empty(0, dtype=np.int64)
+    if len(left_geoms) == 0 or len(right_geoms) == 0:
+        return empty, empty, np.empty(0, dtype=np.float64)
+    tree, inputs = (left_geoms, right_geoms) if index_left else (right_geoms, left_geoms)
+    index = Index.from_geoseries(tree)
+    try:
+        found, dist = index.query_nearest(
+            inputs, max_distance=max_distance, return_distance=True, exclusive=exclusive, all_matches=True
+        )
+    finally:
+        index.close()
+    q, t = found[0], found[1]
+    return (t, q, dist) if index_left else (q, t, dist)
+
+
+def _reset_index(frame: Any, suffix: str, other: Any) -> Tuple[Any, List[Any]]:
+    """``frame.reset_index()`` with GeoPandas' names for unnamed index
+    levels (``index_left``, ``index_right``; ``index_left0``... for the
+    levels of a MultiIndex) and the names of the index columns."""
+    names = list(frame.index.names)
+    out = frame.reset_index()
+    columns = list(out.columns)
+    for i, name in enumerate(names):
+        if name is not None:
+            continue
+        # reset_index names an unnamed level "index" (or "level_i" for a
+        # MultiIndex or when "index" is taken): keep the level number.
+        label = f"index_{suffix}" if str(columns[i]) == "index" else f"index_{suffix}{str(columns[i]).split('_')[1]}"
+        if label in frame.columns or label in other.columns:
+            raise ValueError(f"'{label}' cannot be a column name in the frames being joined")
+        columns[i] = label
+    out.columns = columns
+    return out, columns[: len(names)]
+
+
+def _suffixed(left: Sequence[Any], right: Sequence[Any], lsuffix: str, rsuffix: str, lgeom: Any, rgeom: Any) -> Tuple[list, list]:
+    """The column names with the suffixes on the names both sides have
+    (a side's own geometry column keeps its name), as GeoPandas names them."""
+    shared = set(left) & set(right)
+    if not shared:
+        return list(left), list(right)
+    if not lsuffix and not rsuffix:
+        raise ValueError(f"columns overlap but no suffix specified: {sorted(map(str, shared))}")
+
+    def rename(x: Any, suffix: str, geom: Any) -> Any:
+        return f"{x}_{suffix}" if x in shared and x != geom and suffix is not None else x
+
+    return [rename(c, lsuffix, lgeom) for c in left], [rename(c, rsuffix, rgeom) for c in right]
+
+
+def _take(frame: Any, positions: np.ndarray) -> Any:
+    """The rows at ``positions`` of a frame with a RangeIndex, a row of
+    missing values where the position is -1, on a new RangeIndex."""
+    import pandas as pd
+
+    if len(positions) and positions.min() < 0:
+        out = frame.reindex(positions)  # -1 is no label: its row is missing values
+    else:
+        out = frame.take(positions)
+    out.index = pd.RangeIndex(len(positions))
+    return out
+
+
+def _with_missing(keep: np.ndarray, other: np.ndarray, count: int, extra: Optional[np.ndarray]) -> tuple:
+    """``keep`` (sorted positions of the side whose rows all stay) with
+    every absent position ``0..count-1`` inserted in order, paired with -1
+    in ``other`` (and NaN in ``extra``)."""
+    missing = np.setdiff1d(np.arange(count, dtype=np.int64), keep, assume_unique=False)
+    at = np.searchsorted(keep, missing)
+    keep = np.insert(keep, at, missing)
+    other = np.insert(other, at, -1)
+    if extra is not None:
+        extra = np.insert(extra, at, np.nan)
+    return keep, other, extra
+
+
+def assemble(
+    left: Any,
+    right: Any,
+    l_idx: np.ndarray,
+    r_idx: np.ndarray,
+    how: str = "inner",
+    lsuffix: str = "left",
+    rsuffix: str = "right",
+    distances: Optional[np.ndarray] = None,
+    on_attribute: Optional[List[str]] = None,
+) -> Tuple[Any, Optional[np.ndarray]]:
+    """The joined GeoDataFrame of the pairs of row positions
+    ``(l_idx, r_idx)`` of ``left`` and ``right``, as GeoPandas assembles
+    it for ``how``: ``inner`` and ``left`` keep the left index and
+    geometry (``left`` also every unmatched left row, with missing right
+    values), ``right`` the right ones; the other side's index becomes a
+    column (``index_right`` or ``index_left`` when unnamed), names both
+    sides have get the suffixes. Returns it with ``distances`` in its row
+    order (NaN for unmatched rows)."""
+    import geopandas
+    import pandas as pd
+
+    l_idx = np.asarray(l_idx, dtype=np.int64)
+    r_idx = np.asarray(r_idx, dtype=np.int64)
+    if on_attribute:
+        right = right.drop(columns=on_attribute)
+    geometry = left.geometry.name if how != "right" else right.geometry.name
+    if how in ("inner", "left"):
+        right = right.drop(columns=right.geometry.name)
+    else:
+        left = left.drop(columns=left.geometry.name)
+    lgeom = getattr(left, "_geometry_column_name", None) if how != "right" else None
+    rgeom = getattr(right, "_geometry_column_name", None) if how == "right" else None
+    lnames = left.index.names
+    rnames = right.index.names
+    left_r, lindex = _reset_index(left, lsuffix, right)
+    right_r, rindex = _reset_index(right, rsuffix, left_r)
+    lcols, rcols = _suffixed(list(left_r.columns), list(right_r.columns), lsuffix, rsuffix, lgeom, rgeom)
+    left_r.columns = lcols
+    right_r.columns = rcols
+    lindex, rindex = lcols[: len(lindex)], rcols[: len(rindex)]
+    if how == "right":
+        order = np.lexsort((l_idx, r_idx))
+    else:
+        order = np.lexsort((r_idx, l_idx))
+    l_idx, r_idx = l_idx[order], r_idx[order]
+    if distances is not None:
+        distances = np.asarray(distances, dtype=np.float64)[order]
+    if how == "left":
+        l_idx, r_idx, distances = _with_missing(l_idx, r_idx, len(left_r), distances)
+    elif how == "right":
+        r_idx, l_idx, distances = _with_missing(r_idx, l_idx, len(right_r), distances)
+    joined = pd.concat([_take(left_r, l_idx), _take(right_r, r_idx)], axis=1)
+    joined = joined.set_index(lindex if how != "right" else rindex)
+    # the index keeps its (suffixed) column names; unnamed levels stay unnamed
+    original = lnames if how != "right" else rnames
+    joined.index.names = [None if o is None else n for o, n in zip(original, joined.index.names)]
+    joined = geopandas.GeoDataFrame(joined, geometry=geometry)
+    return joined, distances
+
+
+def sjoin(
+    left_df: Any,
+    right_df: Any,
+    how: str = "inner",
+    predicate: Optional[str] = "intersects",
+    lsuffix: str = "left",
+    rsuffix: str = "right",
+    distance: Any = None,
+    on_attribute: Any = None,
+) -> Any:
+    """``geopandas.sjoin`` computed with a geoflash index: the rows of
+    ``left_df`` and ``right_df`` (GeoDataFrames) whose geometries satisfy
+    ``predicate(left, right)``.
+
+    ``how``: ``"inner"`` (matched pairs; the left index and geometry),
+    ``"left"`` (every left row, missing right values where none matches),
+    ``"right"`` (every right row; the right index and geometry).
+    ``predicate``: ``"intersects"``, ``"within"``, ``"contains"``,
+    ``"overlaps"``, ``"crosses"``, ``"touches"``, ``"covers"``,
+    ``"covered_by"``, ``"contains_properly"``, ``"dwithin"`` (with
+    ``distance``: one number or one per left row) or None (the bounding
+    boxes intersect). The other side's index becomes the column
+    ``index_right`` (``index_left`` for ``how="right"``) unless named;
+    column names both sides have get ``_left`` and ``_right``
+    (``lsuffix``, ``rsuffix``). ``on_attribute``: column name(s) whose
+    values must also be equal. Rows are sorted by left then right
+    position (right then left for ``how="right"``)."""
+    _check_frames(left_df, right_df, how, "sjoin")
+    attrs = _attributes(on_attribute, left_df, right_df)
+    l_idx, r_idx = predicate_pairs(_geometries(left_df), _geometries(right_df), predicate, distance)
+    if attrs:
+        keep = np.ones(len(l_idx), dtype=bool)
+        for a in attrs:
+            keep &= np.asarray(left_df[a].values[l_idx] == right_df[a].values[r_idx], dtype=bool)
+        l_idx, r_idx = l_idx[keep], r_idx[keep]
+    joined, _ = assemble(left_df, right_df, l_idx, r_idx, how, lsuffix, rsuffix, on_attribute=attrs)
+    return joined
+
+
+def _attributes(on_attribute: Any, left: Any, right: Any) -> List[Any]:
+    """``on_attribute`` as a list of column names both frames have (not
+    their active geometry)."""
+    if on_attribute is None:
+        return []
+    attrs = list(on_attribute) if isinstance(on_attribute, (list, tuple)) else [on_attribute]
+    for a in attrs:
+        where = [n for n, f in (("left", left), ("right", right)) if a not in f]
+        if where:
+            side = "both of the dataframes" if len(where) == 2 else f"the {where[0]} dataframe"
+            raise ValueError(f"Expected column {a} is missing from {side}.")
+        if a in (left.geometry.name, right.geometry.name):
+            raise ValueError("Active geometry column cannot be used as an input for on_attribute parameter.")
+    return attrs
+
+
+def sjoin_nearest(
+    left_df: Any,
+    right_df: Any,
+    how: str = "inner",
+    max_distance: Optional[float] = None,
+    lsuffix: str = "left",
+    rsuffix: str = "right",
+    distance_col: Optional[str] = None,
+    exclusive: bool = False,
+) -> Any:
+    """``geopandas.sjoin_nearest`` computed with a geoflash index: each
+    left row with the right rows nearest to its geometry (every one tied
+    at the smallest distance; for ``how="right"`` each right row with its
+    nearest left rows), by exact planar distance. ``max_distance``
+    (greater than 0): no match farther; ``exclusive``: no match equal to
+    the geometry; ``distance_col``: the name of a column of the
+    distances. ``how``, the columns and suffixes as in ``sjoin``."""
+    _check_frames(left_df, right_df, how, "sjoin_nearest")
+    for frame in (left_df, right_df):
+        if frame.crs is not None and frame.crs.is_geographic:
+            warnings.warn(
+                "Geometry is in a geographic CRS. Results from 'sjoin_nearest' are likely incorrect. "
+                "Use 'GeoSeries.to_crs()' to re-project geometries to a projected CRS before this operation.\n",
+                UserWarning,
+                stacklevel=2,
+            )
+    l_idx, r_idx, dist = nearest_pairs(
+        _geometries(left_df), _geometries(right_df), max_distance, exclusive, index_left=how == "right"
+    )
+    joined, dist = assemble(left_df, right_df, l_idx, r_idx, how, lsuffix, rsuffix, distances=dist)
+    if distance_col is not None:
+        joined[distance_col] = dist
+    return joined
