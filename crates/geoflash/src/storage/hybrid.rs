@@ -773,6 +773,46 @@ mod tests {
         assert!(persisted(&fast, &slow, tiny, MapOpen::Create).is_err());
     }
 
+    /// Issue 44: damage to the newest copy of the map after its save must
+    /// not let the previous copy place the pages (those moved since would
+    /// read their old content, with no error): the save mirrors the copy
+    /// over the previous one, so either copy damaged leaves the same map.
+    #[test]
+    fn a_damaged_copy_of_the_map_leaves_its_mirror() {
+        let region = TierMapStore::region_pages(64, 1024);
+        for damaged in [0, region] {
+            let fast = Arc::new(MemDevice::new(512, 64).unwrap());
+            let slow = Arc::new(MemDevice::new(512, 256).unwrap());
+            let map: Arc<dyn PageDevice> = Arc::new(map_device());
+            let h = persisted(&fast, &slow, map.clone(), MapOpen::Create).unwrap();
+            let ids: Vec<PageId> = (0..20).collect();
+            h.hint_tier(&ids[..10], Tier::Fast).unwrap();
+            let data: Vec<u8> = ids.iter().flat_map(|&p| tagged(p, 1)).collect();
+            h.write_batch(&ids, &data).unwrap();
+            h.sync().unwrap();
+            // The next save moves pages both ways.
+            h.hint_tier(&[0, 1], Tier::Slow).unwrap();
+            h.hint_tier(&[15, 16], Tier::Fast).unwrap();
+            let moved = [0, 1, 15, 16];
+            let data: Vec<u8> = moved.iter().flat_map(|&p| tagged(p, 2)).collect();
+            h.write_batch(&moved, &data).unwrap();
+            h.sync().unwrap();
+            let placed = h.fast_page_ids();
+            let mut want = vec![0u8; ids.len() * 512];
+            h.read_batch(&ids, &mut want).unwrap();
+            drop(h);
+            let mut page = vec![0u8; 1024];
+            map.read(damaged, &mut page).unwrap();
+            page[40] ^= 0xa5;
+            map.write(damaged, &page).unwrap();
+            let h = persisted(&fast, &slow, map, MapOpen::Open).unwrap();
+            assert_eq!(h.fast_page_ids(), placed, "map page {damaged} damaged");
+            let mut got = vec![0u8; ids.len() * 512];
+            h.read_batch(&ids, &mut got).unwrap();
+            assert!(got == want, "map page {damaged} damaged: other contents");
+        }
+    }
+
     /// Crashes the map device at random points of a run of placements,
     /// moves back and forth and syncs: reopening gives the map of the last
     /// completed save or of the save in flight, never a mix, and every page

@@ -22,13 +22,22 @@
 //!   the next *generation* and the new horizon, and syncs the journal:
 //!   every before-image of the older generation is void from then on.
 //! - **Opening** reads the journal header and the before-images of its
-//!   generation that are whole (each image carries a CRC-32C; a batch cut
-//!   by a crash was never followed by the device writes it protected,
-//!   since those wait for the journal's sync). For writing, they are
-//!   written back, the device is synced, and a commit voids them: the
-//!   device reads as at the last commit. A read-only open writes nothing
-//!   and serves those pages from the images instead, so a reader never
-//!   needs a writer's recovery to read the last commit.
+//!   generation that are whole (each image carries a CRC-32C). For
+//!   writing, they are written back, the device is synced, and a commit
+//!   voids them: the device reads as at the last commit. A read-only open
+//!   writes nothing and serves those pages from the images instead, so a
+//!   reader never needs a writer's recovery to read the last commit.
+//! - **A batch cut by a crash or damaged.** The device writes a batch
+//!   protects wait for the journal's sync, so a batch a crash cut left its
+//!   pages as they were committed: an image that fails its CRC is harmless
+//!   when the device's page still has the CRC the batch header recorded
+//!   for it (the committed content), and damage when it has not (the page
+//!   was written after the batch was synced, and its committed content is
+//!   lost): an error naming the journal, never a half rolled-back device.
+//!   The batch header is written twice (its page and a copy after it) in
+//!   the same write, so damage to one of them still names the pages of
+//!   the batch; only both unreadable end the journal (a crash before the
+//!   batch's sync).
 //!
 //! # Layout of the journal (pages of the device's page size)
 //!
@@ -41,9 +50,11 @@
 //! version (1), generation, horizon, page size. The valid slot of the
 //! higher generation wins; a torn header write leaves the other slot, the
 //! previous commit, whose images are intact (new batches are written only
-//! after the new header is synced). Batch header: magic `GFJE`, CRC-32C,
+//! after the new header is synced). Batch header: magic `GFJ2`, CRC-32C,
 //! generation, count, then `count` pairs (page id `u64`, image CRC-32C
-//! `u32`).
+//! `u32`); the next page holds the same header, then come the `count`
+//! images. (Batches of magic `GFJE`, written before the copy existed, have
+//! no copy: their images follow the header; they are still read.)
 //!
 //! Cost: a page changed since the last commit and already committed is
 //! read once and written once more to the journal, with one journal sync
@@ -55,7 +66,10 @@ use super::{DeviceStats, PageDevice, PageId, Tier, TierReport};
 use crate::{Error, Result};
 
 const HEADER_MAGIC: [u8; 8] = *b"GFJRNL01";
-const BATCH_MAGIC: [u8; 4] = *b"GFJE";
+/// Batches whose header page is followed by a copy of it.
+const BATCH_MAGIC: [u8; 4] = *b"GFJ2";
+/// Batches of the first format (no copy of the header).
+const BATCH_MAGIC_V1: [u8; 4] = *b"GFJE";
 const VERSION: u32 = 1;
 /// First journal page of the batches (after the two header slots).
 const FIRST_BATCH_PAGE: u64 = 2;
@@ -84,6 +98,19 @@ pub enum JournalOpen {
     /// Read-only: nothing is written; uncommitted pages are read from the
     /// journal's images.
     Read,
+}
+
+/// Before-images read from a journal: (page id, its committed content).
+type Images = Vec<(PageId, Vec<u8>)>;
+
+/// A batch header: the pages whose before-images the batch holds, with
+/// their CRC-32Cs.
+struct Batch {
+    /// Journal pages before the images: the header and its copy (2), or
+    /// the header alone (1: the first format).
+    head_pages: u64,
+    /// (page id, CRC-32C of its before-image), in journal order.
+    pairs: Vec<(PageId, u32)>,
 }
 
 #[derive(Debug)]
@@ -270,7 +297,7 @@ impl JournaledDevice {
             }
             return Ok((dev, Rollback::default()));
         };
-        let images = dev.read_images(generation).map_err(in_journal)?;
+        let (images, end) = dev.read_images(generation).map_err(in_journal)?;
         let rollback = Rollback {
             pages_restored: images.len() as u64,
         };
@@ -282,10 +309,14 @@ impl JournaledDevice {
         }
         if read_only {
             dev.overlay = images.into_iter().collect();
-        } else if !images.is_empty() {
-            let (ids, data): (Vec<PageId>, Vec<Vec<u8>>) = images.into_iter().unzip();
-            dev.inner.write_batch(&ids, &data.concat())?;
-            dev.inner.sync()?;
+        } else if end > FIRST_BATCH_PAGE {
+            // Batches were found (maybe with nothing to restore): written
+            // back, then a new generation voids them all.
+            if !images.is_empty() {
+                let (ids, data): (Vec<PageId>, Vec<Vec<u8>>) = images.into_iter().unzip();
+                dev.inner.write_batch(&ids, &data.concat())?;
+                dev.inner.sync()?;
+            }
             dev.commit()?;
         }
         Ok((dev, rollback))
@@ -301,57 +332,96 @@ impl JournaledDevice {
         self.journal.sync()
     }
 
-    /// The whole before-images of `generation`, in journal order (the
-    /// first image of a page is its committed content).
-    fn read_images(&self, generation: u64) -> Result<Vec<(PageId, Vec<u8>)>> {
+    /// The header of the batch of `generation` in the journal page `head`
+    /// (a batch's header page or its copy), if it is one.
+    fn batch_in(head: &[u8], generation: u64) -> Option<Batch> {
+        let head_pages = match head.get(..4) {
+            Some(m) if m == BATCH_MAGIC => 2,
+            Some(m) if m == BATCH_MAGIC_V1 => 1,
+            _ => return None,
+        };
+        if u32_at(head, 4) != crc_skipping(head, 4) || u64_at(head, 8) != generation {
+            return None;
+        }
+        let n = u32_at(head, 16) as usize;
+        if n == 0 || n > Self::per_batch(head.len()) {
+            return None;
+        }
+        let pairs = (0..n)
+            .map(|i| {
+                let at = BATCH_HEAD + i * PAIR;
+                (u64_at(head, at), u32_at(head, at + 8))
+            })
+            .collect();
+        Some(Batch { head_pages, pairs })
+    }
+
+    /// The before-images of `generation`, in journal order (the first
+    /// image of a page is its committed content), and the journal page
+    /// after its last batch. An image that fails its CRC is skipped when
+    /// the device's page still has the CRC its batch recorded (a batch a
+    /// crash cut before its sync: its writes never happened), and is an
+    /// error otherwise (see the [module docs](self)).
+    fn read_images(&self, generation: u64) -> Result<(Images, u64)> {
         let ps = self.page_size;
-        let mut out: Vec<(PageId, Vec<u8>)> = Vec::new();
+        let mut out: Images = Vec::new();
         let mut seen = HashSet::new();
         let mut pos = FIRST_BATCH_PAGE;
         let mut head = vec![0u8; ps];
+        let mut current = vec![0u8; ps];
         let capacity = self.journal.capacity();
         while pos < capacity {
             self.journal.read(pos, &mut head)?;
-            if head.get(..4) != Some(&BATCH_MAGIC[..])
-                || u32_at(&head, 4) != crc_skipping(&head, 4)
-                || u64_at(&head, 8) != generation
-            {
-                break; // the end: a torn batch, an older generation, or nothing
+            let mut batch = Self::batch_in(&head, generation);
+            if batch.is_none() && pos + 1 < capacity {
+                // A damaged header page: its copy names the same pages.
+                self.journal.read(pos + 1, &mut head)?;
+                batch = Self::batch_in(&head, generation).filter(|b| b.head_pages == 2);
             }
-            let n = u32_at(&head, 16) as usize;
-            if n == 0 || n > Self::per_batch(ps) || pos + 1 + n as u64 > capacity {
+            // Neither readable: the end (a batch cut by a crash, an older
+            // generation, or nothing).
+            let Some(batch) = batch else { break };
+            let first = pos + batch.head_pages;
+            let n = batch.pairs.len() as u64;
+            if first + n > capacity {
                 break;
             }
-            let ids: Vec<PageId> = (0..n as u64).map(|i| pos + 1 + i).collect();
-            let mut images = vec![0u8; n * ps];
+            let ids: Vec<PageId> = (first..first + n).collect();
+            let mut images = vec![0u8; ids.len() * ps];
             self.journal.read_batch(&ids, &mut images)?;
-            let mut batch = Vec::with_capacity(n);
-            for (i, image) in images.chunks_exact(ps).enumerate() {
-                let at = BATCH_HEAD + i * PAIR;
-                let (page, crc) = (u64_at(&head, at), u32_at(&head, at + 8));
-                if crc32c::crc32c(image) != crc {
-                    batch.clear();
-                    break;
+            let each = batch.pairs.iter().zip(images.chunks_exact(ps)).zip(first..);
+            for ((&(page, crc), image), at) in each {
+                if crc32c::crc32c(image) == crc {
+                    if seen.insert(page) {
+                        out.push((page, image.to_vec()));
+                    }
+                    continue;
                 }
-                batch.push((page, image.to_vec()));
-            }
-            if batch.len() != n {
-                break; // cut by a crash before its sync: its writes never happened
-            }
-            for (page, image) in batch {
-                if seen.insert(page) {
-                    out.push((page, image));
+                self.inner.read(page, &mut current)?;
+                if crc32c::crc32c(&current) != crc {
+                    return Err(Error::corrupt(
+                        Some(at),
+                        format!(
+                            "journal page {at}: the before-image of page {page} is damaged, and the page was \
+                             written after the image was saved: its content at commit {generation} is lost; \
+                             restore the index from a backup"
+                        ),
+                    ));
                 }
+                // The device still holds the committed content.
+                seen.insert(page);
             }
-            pos += 1 + n as u64;
+            pos = first + n;
         }
         self.check_nothing_after(pos, generation)?;
-        Ok(out)
+        Ok((out, pos))
     }
 
-    /// The generation of the batch whose header page is `head`, if it is one.
+    /// The generation of the batch whose header page (or its copy) is
+    /// `head`, if it is one.
     fn batch_generation(head: &[u8]) -> Option<u64> {
-        (head.get(..4) == Some(&BATCH_MAGIC[..]) && u32_at(head, 4) == crc_skipping(head, 4))
+        let magic = head.get(..4)?;
+        ((magic == BATCH_MAGIC || magic == BATCH_MAGIC_V1) && u32_at(head, 4) == crc_skipping(head, 4))
             .then(|| u64_at(head, 8))
     }
 
@@ -389,7 +459,9 @@ impl JournaledDevice {
     }
 
     /// Appends the before-images of `pages` (below the horizon, not yet
-    /// saved) and syncs the journal.
+    /// saved), syncing the journal after each batch: a batch follows only
+    /// synced ones, so the end of a journal a crash cut is its last batch
+    /// ([`Self::check_nothing_after`]).
     fn save(&self, st: &mut State, pages: &[PageId]) -> Result<()> {
         let mut need: Vec<PageId> = pages
             .iter()
@@ -403,8 +475,9 @@ impl JournaledDevice {
         }
         let ps = self.page_size;
         for chunk in need.chunks(Self::per_batch(ps)) {
-            let mut data = vec![0u8; (1 + chunk.len()) * ps];
-            let (head, images) = data.split_at_mut(ps);
+            let mut data = vec![0u8; (2 + chunk.len()) * ps];
+            let (head, rest) = data.split_at_mut(ps);
+            let (copy, images) = rest.split_at_mut(ps);
             self.inner.read_batch(chunk, images)?;
             put(head, 0, &BATCH_MAGIC);
             put(head, 8, &st.generation.to_le_bytes());
@@ -416,11 +489,12 @@ impl JournaledDevice {
             }
             let crc = crc_skipping(head, 4);
             put(head, 4, &crc.to_le_bytes());
-            let ids: Vec<PageId> = (0..=chunk.len() as u64).map(|i| st.next + i).collect();
+            copy.copy_from_slice(head);
+            let ids: Vec<PageId> = (0..2 + chunk.len() as u64).map(|i| st.next + i).collect();
             self.journal.write_batch(&ids, &data)?;
+            self.journal.sync()?;
             st.next += ids.len() as u64;
         }
-        self.journal.sync()?;
         st.saved.extend(need);
         Ok(())
     }

@@ -7,9 +7,13 @@
 //! The map device holds two **copies**, each in a region of
 //! [`TierMapStore::region_pages`] pages (enough for a map of every page
 //! the fast tier may hold: the map device's apparent size is 32 bytes per
-//! such page, of which only what the map holds is ever written). A save writes the whole map, with a generation one higher than
-//! the newest copy, into the *other* region and syncs the device; the
-//! newest copy is never overwritten. A copy is:
+//! such page, of which only what the map holds is ever written). A save
+//! writes the whole map, with a generation one higher than the newest
+//! copy, into the *other* region and syncs the device (the newest copy is
+//! never overwritten before that sync); then it writes the same copy into
+//! the first region as a **mirror**, without a sync of its own (the next
+//! save's sync, or the system's, makes it durable; as the log's mirrored
+//! superblock switches). A copy is:
 //!
 //! | bytes | field |
 //! |---|---|
@@ -26,11 +30,24 @@
 //! | 64..64 + 16n | `n` × (page, fast slot), each a little-endian `u64` |
 //!
 //! Loading reads both copies and keeps the valid one with the higher
-//! generation: a crash during a save (a torn or partly written copy fails
-//! its checksum) leaves the previous map, never a mix. Two damaged copies,
-//! or a map written for tiers of another size, are clear errors: the pages
-//! on the fast tier could not be found without it, so there is no silent
-//! fallback.
+//! generation. One copy failing its checksum is one of two things, and in
+//! both the other copy is the map to use:
+//! - a crash during a save tore the new copy: the save's sync never
+//!   returned, so the device's [`sync`](super::PageDevice::sync) that ran
+//!   it did not either, and no store acknowledged anything on that map;
+//!   the other copy is the previous save, the last committed placement
+//!   (the slots freed since it are reused only after a save, and a page
+//!   that moved tiers since keeps its old content where that map says it
+//!   is: the stores' own recovery sees the writes since as lost, as after
+//!   any crash), never a mix;
+//! - damage to one copy after the save and its mirror: the other copy is
+//!   the same map.
+//!
+//! Only damage to the newest copy before its mirror was written (a crash
+//! right after the save's sync, then damage) would let the previous map
+//! stand for the newer one. Two damaged copies, or a map written for tiers
+//! of another size, are clear errors: the pages on the fast tier could not
+//! be found without it, so there is no silent fallback.
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -115,7 +132,9 @@ impl TierMapStore {
     }
 
     /// Writes `slots` as generation `generation` into its region (the one
-    /// the previous generation does not use) and syncs the map device.
+    /// the previous generation does not use), syncs the map device, then
+    /// writes the same copy over the previous generation's as its mirror
+    /// (see the [module docs](self)): durable with the next sync.
     pub fn save(&self, generation: u64, slots: &BTreeMap<PageId, u64>) -> Result<()> {
         let ps = self.device.page_size();
         let len = HEADER + ENTRY * slots.len();
@@ -136,10 +155,15 @@ impl TierMapStore {
         }
         let crc = crc32c::crc32c(&buf[16..len]);
         buf[12..16].copy_from_slice(&crc.to_le_bytes());
-        let first = (generation % 2) * self.region_pages;
-        let ids: Vec<PageId> = (first..first + pages as u64).collect();
-        self.device.write_batch(&ids, &buf)?;
-        self.device.sync()
+        let region = |r: u64| -> Vec<PageId> {
+            let first = r * self.region_pages;
+            (first..first + pages as u64).collect()
+        };
+        self.device.write_batch(&region(generation % 2), &buf)?;
+        self.device.sync()?;
+        // The mirror: a later damage to one copy leaves the other (see the
+        // module docs); durable with the next sync.
+        self.device.write_batch(&region(1 - generation % 2), &buf)
     }
 
     /// The newest valid copy; `None` when neither region was ever written.

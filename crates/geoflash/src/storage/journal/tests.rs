@@ -336,9 +336,13 @@ fn crashes_of_a_journaled_plain_store_recover_exactly_a_commit() {
 /// another of its commit, or a header slot, is refused (issue 44's damage
 /// campaign: a damaged image in the middle of the journal ended the
 /// rollback there, and readers answered from pages half rolled back with
-/// exit 0). A torn last batch is still the journal's end.
+/// exit 0). A damaged batch header is read from its copy; a damaged image
+/// whose page was written since is refused, also in the last batch (the
+/// campaign found the last batch's damage read as a torn batch: its page
+/// stayed as written, and `query` failed without naming the journal); a
+/// batch a crash cut (its page never written) is still the journal's end.
 #[test]
-fn damage_before_the_last_batch_or_in_a_header_is_refused() {
+fn damage_to_any_batch_or_a_header_is_refused_or_read_from_the_copy() {
     let setup = || {
         let mem: Arc<dyn PageDevice> =
             Arc::new(MemDevice::new(PS, NODE_PAGES + JOURNAL_PAGES).unwrap());
@@ -350,7 +354,9 @@ fn damage_before_the_last_batch_or_in_a_header_is_refused() {
         }
         dev.commit().unwrap();
         for p in 0..4u64 {
-            dev.write(p, &page(2)).unwrap(); // one batch (header and image) each
+            // One batch each: header, its copy, the image (journal pages
+            // 2, 3, 4 | 5, 6, 7 | 8, 9, 10 | 11, 12, 13).
+            dev.write(p, &page(2)).unwrap();
         }
         dev.sync().unwrap();
         drop(dev);
@@ -361,27 +367,50 @@ fn damage_before_the_last_batch_or_in_a_header_is_refused() {
         buf[100] ^= 0xa5;
         journal.write(p, &buf).unwrap();
     };
-    // Undamaged: every page back to the commit.
-    let (nodes, journal) = setup();
-    let (ro, r) = JournaledDevice::open(nodes, journal, JournalOpen::Read).unwrap();
-    assert_eq!(r.pages_restored, 4);
-    assert!((0..4).all(|p| read(&ro, p) == page(1)));
-    // The image of the second batch (journal pages 2, 3 | 4, 5 | ...).
-    for damaged in [4, 5, 0, 1] {
+    let both = [JournalOpen::Read, JournalOpen::Write { fresh_horizon: 0 }];
+    // Undamaged, or one copy of a batch header damaged: every page back
+    // to the commit.
+    for damaged in [None, Some(5), Some(6), Some(11), Some(12)] {
+        for how in both {
+            let (nodes, journal) = setup();
+            if let Some(p) = damaged {
+                damage(&journal, p);
+            }
+            let (dev, r) = JournaledDevice::open(nodes.clone(), journal, how).unwrap();
+            assert_eq!(r.pages_restored, 4, "journal page {damaged:?} damaged ({how:?})");
+            assert!(
+                (0..4).all(|p| read(&dev, p) == page(1)),
+                "journal page {damaged:?} damaged ({how:?})"
+            );
+        }
+    }
+    // A header slot, an image (the last batch's too: its page was written
+    // after it), both copies of a batch header followed by another batch.
+    for damaged in [&[0][..], &[1], &[7], &[13], &[5, 6]] {
         let (nodes, journal) = setup();
-        damage(&journal, damaged);
-        for how in [JournalOpen::Read, JournalOpen::Write { fresh_horizon: 0 }] {
+        for &p in damaged {
+            damage(&journal, p);
+        }
+        for how in both {
             match JournaledDevice::open(nodes.clone(), journal.clone(), how) {
                 Err(e) => assert!(e.to_string().contains("journal"), "{e}"),
-                Ok(_) => panic!("journal page {damaged} damaged: opened ({how:?})"),
+                Ok(_) => panic!("journal pages {damaged:?} damaged: opened ({how:?})"),
             }
         }
     }
-    // The last batch's image (as a crash tears it): its page was never
-    // written over, and the other three roll back.
-    let (nodes, journal) = setup();
-    damage(&journal, 9);
-    let (ro, r) = JournaledDevice::open(nodes, journal, JournalOpen::Read).unwrap();
-    assert_eq!(r.pages_restored, 3);
-    assert!((0..3).all(|p| read(&ro, p) == page(1)));
+    // The last batch as a crash before its sync leaves it: its page never
+    // written over, its image or both copies of its header torn. The
+    // other three roll back, and the fourth holds its committed content.
+    for torn in [&[13][..], &[11, 12]] {
+        for how in both {
+            let (nodes, journal) = setup();
+            nodes.write(3, &page(1)).unwrap();
+            for &p in torn {
+                damage(&journal, p);
+            }
+            let (dev, r) = JournaledDevice::open(nodes.clone(), journal, how).unwrap();
+            assert_eq!(r.pages_restored, 3, "torn {torn:?} ({how:?})");
+            assert!((0..4).all(|p| read(&dev, p) == page(1)), "torn {torn:?}");
+        }
+    }
 }
