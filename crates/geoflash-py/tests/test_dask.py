@@ -5,6 +5,7 @@ geopandas.sjoin."""
 
 import json
 import os
+import re
 import shutil
 import time
 
@@ -171,14 +172,45 @@ def test_join_equals_geopandas_sjoin(client, tmp_path, broadcast):
         want = sjoin_pairs(left, right, predicate=pred, **({} if d is None else {"distance": d}))
         assert list(map(tuple, got.T.tolist())) == want, pred
         assert len(want) > 0
-    out = gd.sjoin(left, right, "intersects", **kw)
-    ref = geopandas.sjoin(left, right, how="inner", predicate="intersects")
-    assert len(out) == len(ref)
-    key = ["index_right", "name_left", "name_right", "v_left", "v_right"]
-    a = out.reset_index()[["index"] + key].sort_values(["index", "index_right"]).values.tolist()
-    b = ref.reset_index()[["index"] + key].sort_values(["index", "index_right"]).values.tolist()
-    assert a == b
     assert os.listdir(tmp_path) == []  # the temporary partitioned indexes are gone
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "right"])
+def test_sjoin_on_the_cluster_equals_geoflash_and_geopandas(client, how, capsys):
+    """Every range of the left rows joined in process on a worker: the
+    frame of geoflash.sjoin (same order), and geopandas.sjoin's rows."""
+    from geopandas.testing import assert_geodataframe_equal
+
+    left = random_frame(np.random.default_rng(7), 900)
+    right = random_frame(np.random.default_rng(8), 500)
+    right["name"] = right["name"] + "r"
+    for pred, d in (("intersects", None), ("covers", None), ("dwithin", 1.5)):
+        got = gd.sjoin(left, right, how, pred, d, client=client, partitions=4, local_below=0)
+        assert_geodataframe_equal(got, geoflash.sjoin(left, right, how, pred, distance=d))
+        want = geopandas.sjoin(left, right, how=how, predicate=pred, distance=d)
+        keys = ["v_left", "v_right"] if how != "right" else ["v_right", "v_left"]
+        assert_geodataframe_equal(got, want.sort_values(keys, kind="stable"))
+    # a line per range on standard error (not a terminal here)
+    err = capsys.readouterr().err
+    assert "geoflash.dask sjoin: 4/4 ranges" in err
+    # small inputs join in this process (no task, no progress line)
+    small = gd.sjoin(left, right, how, client=client, progress=True)
+    assert_geodataframe_equal(small, geoflash.sjoin(left, right, how))
+    assert "sjoin:" not in capsys.readouterr().err
+    with pytest.raises(ValueError, match="how"):
+        gd.sjoin(left, right, "intersects", client=client)
+
+
+def test_build_progress_and_cluster_description(client, tmp_path, capsys):
+    boxes = random_boxes(np.random.default_rng(3), 400)
+    pidx = gd.build(boxes, tmp_path / "p", partitions=3, client=client)
+    assert "geoflash.dask build: 3/3 partitions" in capsys.readouterr().err
+    gd.build(boxes, tmp_path / "q", partitions=3, client=client, progress=False)
+    assert capsys.readouterr().err == ""
+    assert len(pidx) == 400
+    from geoflash.dask.cluster import describe
+
+    assert re.fullmatch(r"2 workers, 2 threads; (dashboard: http://\S+/status|no dashboard).*", describe(client))
 
 
 def test_join_of_partitioned_indexes_and_arrays(client, tmp_path):
@@ -363,6 +395,18 @@ def test_updates_go_to_their_owner_and_big_partitions_split(client, tmp_path, by
         n = pidx.partitions.index(p)
         held = client.gather(pidx.read_partition(n))["ids"]
         assert sorted(held.tolist()) == sorted(ids[owners == p["id"]].tolist())
+
+
+def test_hilbert_partitions_use_the_engines_curve():
+    from geoflash.dask.partitioning import hilbert_keys
+
+    # order 16 over the unit square: the corners' cells in the engine's orientation
+    keys = hilbert_keys(np.array([[0, 0, 0, 0], [0, 1, 0, 1], [1, 1, 1, 1], [1, 0, 1, 0.0]]), [0, 0, 1, 1])
+    top = 4**16 - 1
+    assert keys[0] == 0 and keys[3] == top and 0 < keys[1] < keys[2] < top
+    # a catalogue drawn on dask-geopandas' curve (no "curve") cannot route
+    with pytest.raises(ValueError, match="rebuild"):
+        from_dict({"by": "hilbert", "domain": [0, 0, 1, 1], "starts": [0]})
 
 
 def test_partitioners_route_new_objects_to_one_owner():

@@ -8,11 +8,15 @@
     pidx.intersection((0, 0, 10, 10))          # ids, routed by partition extent
     pidx.nearest((5, 5), 3)                    # kNN across partitions, ties included
     pairs = gd.join(pidx, other_gdf, "dwithin", distance=50.0)
+    joined = gd.sjoin(gdf, other_gdf, how="left", predicate="touches")   # as geoflash.sjoin
     again = gd.PartitionedIndex("buildings.pidx")   # opened from its catalogue
 
 Everything runs the same on a ``LocalCluster`` and a real cluster
 (``client="tcp://scheduler:8786"``). See ``docs/scaleout.md``.
-Needs ``dask``, ``distributed`` and ``dask-geopandas``.
+Needs ``dask`` and ``distributed``; GeoDataFrames need ``geopandas``, and
+dask-geopandas frames ``dask-geopandas`` (geoflash uses only its public
+API: its own Hilbert curve partitions). Builds and joins print their
+progress on standard error (``progress=False`` silences them).
 """
 
 from __future__ import annotations

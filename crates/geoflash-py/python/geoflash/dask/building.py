@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import operator
 import os
+import sys
 import uuid
 from typing import Any, Dict, List, Optional
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from ..spatial_index import _int64_ids
 from . import catalogue, worker
+from . import progress as _progress
 from .cluster import get_client, worker_addresses
 from .partitioning import HilbertPartitioner, KDPartitioner
 
@@ -29,9 +31,10 @@ def _is_dask_collection(data: Any) -> bool:
 
 
 def _is_frame(data: Any) -> bool:
-    import geopandas
-
-    return isinstance(data, (geopandas.GeoDataFrame, geopandas.GeoSeries))
+    # Without geopandas imported, data cannot be one of its frames (plain
+    # arrays need no geopandas).
+    geopandas = sys.modules.get("geopandas")
+    return geopandas is not None and isinstance(data, (geopandas.GeoDataFrame, geopandas.GeoSeries))
 
 
 def _array_input(data: Any, ids: Any) -> tuple:
@@ -106,6 +109,7 @@ def build(
     local_dir: Any = None,
     chunks: Optional[int] = None,
     timeout: float = 10.0,
+    progress: bool = True,
     **index_options: Any,
 ) -> "PartitionedIndex":  # noqa: F821
     """Builds a partitioned index in the directory ``path`` and returns it
@@ -124,7 +128,8 @@ def build(
     ``path`` (then queries run on that worker). ``index_options`` are those
     of ``geoflash.Index`` (``kind``, ``page_size``, ``store``, ``buffer``,
     ``device``, ``bulk``, ``fill``, ...). ``client``: see
-    ``geoflash.dask.get_client``."""
+    ``geoflash.dask.get_client``. ``progress``: print on standard error
+    how many partitions are built (``geoflash.dask.progress``)."""
     from .partitioned import PartitionedIndex
 
     if by not in ("hilbert", "kd"):
@@ -170,7 +175,7 @@ def build(
         pieces = [client.submit(operator.getitem, s, p) for s in splits]
         directory = os.path.join(root, where[p])
         built.append(client.submit(worker.build_partition, directory, pieces, options, pure=False))
-    results = client.gather(built)
+    results = _progress.gather(client, built, "build: partitions", progress)
     parts = [dict(id=p, path=where[p], **r) for p, r in enumerate(results) if r["count"]]
     catalogue.write(root, catalogue.new(described, parts, crs, geometries, options))
     return PartitionedIndex(root, client=client)

@@ -3,12 +3,16 @@
 ``client`` arguments across ``geoflash.dask`` accept a
 ``distributed.Client``, a scheduler address (``"tcp://host:8786"``,
 connected with ``timeout``), or None: the current client if there is one,
-else an embedded ``LocalCluster`` started once per process (closed at exit).
+else an embedded ``LocalCluster`` started once per process (closed at exit),
+announced on standard error with its dashboard's link (its plots need
+``bokeh``).
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib.util
+import sys
 from typing import Any, Dict, List, Optional
 
 from ..exceptions import GeoflashError
@@ -25,13 +29,27 @@ class WorkerSetupError(GeoflashError, RuntimeError):
     """A worker of the cluster cannot import geoflash, or runs another version."""
 
 
+def describe(client: Any) -> str:
+    """One line on the cluster of ``client``: its workers and threads and
+    its dashboard's link (or how to get a dashboard)."""
+    workers = client.sync(client.scheduler.identity, n_workers=-1).get("workers", {})
+    threads = sum(int(w.get("nthreads", 0)) for w in workers.values())
+    services = client.scheduler_info().get("services", {})
+    board = f"dashboard: {client.dashboard_link}" if "dashboard" in services else "no dashboard"
+    if importlib.util.find_spec("bokeh") is None:
+        board += " (its plots need bokeh>=3.1: pip install bokeh)"
+    return f"{len(workers)} workers, {threads} threads; {board}"
+
+
 def _embedded_client() -> Any:
     from distributed import Client, LocalCluster
 
     if "client" not in _EMBEDDED:
-        cluster = LocalCluster(processes=True, dashboard_address=None)
+        # the dashboard on a free port (8787 may be taken by another cluster)
+        cluster = LocalCluster(processes=True, dashboard_address=":0")
         _EMBEDDED["cluster"] = cluster
         _EMBEDDED["client"] = Client(cluster)
+        print(f"geoflash.dask: started a LocalCluster: {describe(_EMBEDDED['client'])}", file=sys.stderr, flush=True)
 
         def close() -> None:
             _EMBEDDED["client"].close()

@@ -1,6 +1,13 @@
 """Spatial joins of two datasets on the cluster: ``join`` (pairs of ids)
 and ``sjoin`` (a GeoDataFrame, as ``geopandas.sjoin``).
 
+``sjoin`` of two GeoDataFrames cuts the left one into Hilbert ranges of
+equal counts and sends each, with the right rows whose boxes meet its
+extent (grown by the distance), to a task that runs the in-process join
+(``geoflash.joins.predicate_pairs``); the client assembles the frame for
+``how`` as ``geoflash.sjoin`` does. Below ``local_below`` rows in all it
+runs ``geoflash.sjoin`` in this process, which is faster there.
+
 Each side is a ``PartitionedIndex`` (data is first built into a temporary
 one). When one side has at most ``broadcast`` objects it is sent whole to
 every worker (as Sedona broadcasts the small side) and joined with each
@@ -27,12 +34,21 @@ from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
+from .. import joins as _joins
+from .._exact import PREDICATES as _QUERY_PREDICATES
+from . import progress as _progress
 from . import worker
 from .building import _is_dask_collection, _is_frame, _array_input, build
-from .cluster import get_client
+from .cluster import get_client, worker_addresses
 from .partitioned import PartitionedIndex, meets
+from .partitioning import HilbertPartitioner, hilbert_keys
 
-PREDICATES = ("intersects", "within", "contains", "dwithin")
+#: The predicates of ``join`` and ``sjoin``: those of ``Index.query``.
+PREDICATES = tuple(p for p in _QUERY_PREDICATES if p is not None)
+#: Rows (left and right together) below which ``sjoin`` joins in this
+#: process: on 2 workers of this 2-core machine the cluster was 1.07x
+#: slower at 480,000 rows and 0.66x at 1,200,000 (docs/scaleout.md).
+LOCAL_BELOW = 1_000_000
 
 
 def _count(data: Any) -> int:
@@ -86,6 +102,7 @@ def join(
     by: str = "hilbert",
     workdir: Any = None,
     timeout: float = 10.0,
+    progress: bool = True,
 ) -> np.ndarray:
     """The pairs of ids ``(left id, right id)`` whose geometries satisfy
     ``predicate(left, right)``: ``"intersects"``, ``"within"``,
@@ -94,7 +111,8 @@ def join(
     ``PartitionedIndex`` or any data ``geoflash.dask.build`` takes (built
     into temporary partitioned indexes under ``workdir`` with
     ``partitions`` and ``by``, removed after). A side of at most
-    ``broadcast`` objects is broadcast (0: never)."""
+    ``broadcast`` objects is broadcast (0: never). ``progress``: print on
+    standard error how many tasks are done (``geoflash.dask.progress``)."""
     if predicate not in PREDICATES:
         raise ValueError(f"unknown predicate {predicate!r}: use one of {PREDICATES}")
     if predicate == "dwithin":
@@ -119,7 +137,9 @@ def join(
             small = int(np.argmin([c if c >= 0 else np.inf for c in counts]))
         for s in range(2):
             if s != small and not isinstance(sides[s], PartitionedIndex):
-                sides[s] = build(sides[s], os.path.join(temp, f"side{s}"), partitions, by, client=client)
+                sides[s] = build(
+                    sides[s], os.path.join(temp, f"side{s}"), partitions, by, client=client, progress=progress
+                )
         if small is not None:
             big = sides[1 - small]
             shipped = client.scatter(_small_chunk(client, sides[small]), broadcast=True)
@@ -136,7 +156,7 @@ def join(
                 if q not in reads:
                     reads[q] = ri.read_partition(int(q))
                 futs.append(li._submit(int(p), worker.join_with, reads[q], predicate, d, True))
-        found: List[Tuple[np.ndarray, np.ndarray]] = client.gather(futs)
+        found: List[Tuple[np.ndarray, np.ndarray]] = _progress.gather(client, futs, "join: tasks", progress)
     finally:
         client.run(worker.forget_under, temp)
         shutil.rmtree(temp, ignore_errors=True)
@@ -152,24 +172,96 @@ def join(
     return pairs
 
 
-def sjoin(left: Any, right: Any, predicate: str = "intersects", distance: Optional[float] = None, **options: Any) -> Any:
-    """``geopandas.sjoin(left, right, how="inner", predicate=...)`` of two
-    GeoDataFrames computed by ``join`` on the cluster: the left rows (with
-    their index and geometry) of every pair, the right index in
-    ``index_right`` and the right columns (names in both get ``_left`` and
-    ``_right``). ``options`` are those of ``join``."""
-    import geopandas
+def _left_parts(left_boxes: np.ndarray, parts: int) -> List[np.ndarray]:
+    """The left row positions cut into ``parts`` Hilbert ranges of equal
+    counts of their box centres (rows without a box are left out)."""
+    ok = np.flatnonzero(np.isfinite(left_boxes).all(axis=1))
+    if len(ok) == 0:
+        return []
+    b = left_boxes[ok]
+    cx, cy = (b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2
+    domain = [float(cx.min()), float(cy.min()), float(cx.max()), float(cy.max())]
+    part = HilbertPartitioner.fit(hilbert_keys(b, domain), domain, parts)
+    owner = part.assign(b)
+    return [ok[owner == p] for p in range(part.count) if (owner == p).any()]
 
-    for side, what in ((left, "left"), (right, "right")):
-        if not isinstance(side, geopandas.GeoDataFrame):
-            raise ValueError(f"sjoin takes two GeoDataFrames; the {what} side is a {type(side).__name__} (use join)")
-    li, ri = join(left, right, predicate, distance, **options)
-    out = left.iloc[li]
-    rcols = [c for c in right.columns if c != right.geometry.name]
-    both = set(rcols) & set(c for c in left.columns if c != left.geometry.name)
-    out = out.rename(columns={c: f"{c}_left" for c in both})
-    out = geopandas.GeoDataFrame(out, geometry=left.geometry.name, crs=left.crs)
-    out["index_right"] = right.index.values[ri]
-    for c in rcols:
-        out[f"{c}_right" if c in both else c] = right[c].values[ri]
-    return out
+
+def _part_pairs(
+    left_wkb: np.ndarray, right_wkb: np.ndarray, predicate: Optional[str], distance: Any
+) -> Tuple[np.ndarray, np.ndarray]:
+    """A task of ``sjoin``: the in-process join of one left part and the
+    right rows near it (positions within them), given as WKB (shipped as
+    bytes: pickling shapely geometries one by one costs more than the join)."""
+    import shapely
+
+    return _joins.predicate_pairs(shapely.from_wkb(left_wkb), shapely.from_wkb(right_wkb), predicate, distance)
+
+
+def sjoin(
+    left: Any,
+    right: Any,
+    how: str = "inner",
+    predicate: Optional[str] = "intersects",
+    distance: Any = None,
+    *,
+    lsuffix: str = "left",
+    rsuffix: str = "right",
+    client: Any = None,
+    partitions: Optional[int] = None,
+    local_below: int = LOCAL_BELOW,
+    timeout: float = 10.0,
+    progress: bool = True,
+) -> Any:
+    """``geopandas.sjoin(left, right, how=how, predicate=predicate,
+    distance=distance)`` of two GeoDataFrames, on the cluster: the result
+    of ``geoflash.sjoin`` (the same rows, columns and order).
+
+    Below ``local_below`` rows in all (0: never) it is ``geoflash.sjoin``
+    in this process. Otherwise the left rows are cut into ``partitions``
+    Hilbert ranges (default: twice the number of workers), and each range
+    is joined in process on a worker with the right rows whose boxes meet
+    its extent (grown by ``distance``); every left row lives in one range,
+    so no pair is found twice. ``distance``: one number (``dwithin``).
+    ``progress``: print on standard error how many ranges are joined."""
+    import shapely
+
+    _joins._check_frames(left, right, how, "sjoin")
+    if predicate not in PREDICATES and predicate is not None:
+        raise ValueError(f"unknown predicate {predicate!r}: use one of {PREDICATES} or None")
+    if predicate == "dwithin":
+        d, per_row = _joins._distances(distance, len(left))
+        if per_row is not None:
+            raise ValueError("geoflash.dask.sjoin takes one distance for all rows (geoflash.sjoin takes one per row)")
+    elif distance is not None:
+        raise ValueError(f"distance is only for predicate 'dwithin', not {predicate!r}")
+    else:
+        d = 0.0
+    if len(left) + len(right) < local_below:
+        return _joins.sjoin(left, right, how, predicate, lsuffix, rsuffix, distance)
+    client = get_client(client, timeout)
+    if partitions is None:
+        partitions = 2 * max(1, len(worker_addresses(client)))
+    lg, rg = _joins._geometries(left), _joins._geometries(right)
+    lb = shapely.bounds(lg)
+    rb = shapely.bounds(rg)
+    lw, rw = shapely.to_wkb(lg), shapely.to_wkb(rg)
+    rok = np.isfinite(rb).all(axis=1)
+    futs, where = [], []
+    for rows in _left_parts(lb, int(partitions)):
+        e = lb[rows]
+        x0, y0 = np.nanmin(e[:, 0]) - d, np.nanmin(e[:, 1]) - d
+        x1, y1 = np.nanmax(e[:, 2]) + d, np.nanmax(e[:, 3]) + d
+        near = np.flatnonzero(rok & (rb[:, 0] <= x1) & (rb[:, 2] >= x0) & (rb[:, 1] <= y1) & (rb[:, 3] >= y0))
+        if len(near) == 0:
+            continue
+        dist = distance if predicate == "dwithin" else None
+        # scattered, not embedded in the task graph (large graphs are slow)
+        lpart, rpart = client.scatter([lw[rows], rw[near]])
+        futs.append(client.submit(_part_pairs, lpart, rpart, predicate, dist, pure=False))
+        where.append((rows, near))
+    found = _progress.gather(client, futs, "sjoin: ranges", progress)
+    empty = np.empty(0, dtype=np.int64)
+    li = np.concatenate([rows[f[0]] for (rows, _), f in zip(where, found)] + [empty]).astype(np.int64)
+    ri = np.concatenate([near[f[1]] for (_, near), f in zip(where, found)] + [empty]).astype(np.int64)
+    joined, _ = _joins.assemble(left, right, li, ri, how, lsuffix, rsuffix)
+    return joined

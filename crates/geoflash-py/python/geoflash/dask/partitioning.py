@@ -1,10 +1,11 @@
 """Spatial partitioners: which partition an object belongs to, by the centre
 of its box.
 
-- ``HilbertPartitioner``: ranges of the Hilbert curve (level 16) over the
+- ``HilbertPartitioner``: ranges of the Hilbert curve (order 16) over the
   extent of the centres, cut so that every range holds the same number of
-  objects, as dask-geopandas' ``spatial_shuffle(by="hilbert")`` (whose curve
-  code it uses).
+  objects, as dask-geopandas' ``spatial_shuffle(by="hilbert")`` does; the
+  curve is the engine's (``geom::HilbertDomain``, through
+  ``geoflash._geoflash.hilbert_keys``), the one its Hilbert R-tree sorts by.
 - ``KDPartitioner``: a k-d split of the plane, each cut at the median of the
   centres along the wider axis of the cell, as Sedona's KDB partitioning.
 
@@ -21,8 +22,11 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
-#: Level of the Hilbert curve (coordinates in [0, 2**16 - 1]).
+#: Order of the Hilbert curve (a 2**16 × 2**16 grid).
 HILBERT_LEVEL = 16
+#: The curve a catalogue's Hilbert ranges are drawn on (``to_dict``). Those
+#: written before it (no "curve") used dask-geopandas' curve.
+HILBERT_CURVE = "geoflash-hilbert"
 
 
 def centres(boxes: np.ndarray) -> np.ndarray:
@@ -32,19 +36,18 @@ def centres(boxes: np.ndarray) -> np.ndarray:
 
 
 def hilbert_keys(boxes: np.ndarray, domain: Sequence[float]) -> np.ndarray:
-    """The Hilbert distances of the boxes' centres in ``domain`` (the
-    centres' extent ``minx, miny, maxx, maxy``), as dask-geopandas computes
-    them; centres outside the domain are clamped onto it."""
-    from dask_geopandas.hilbert_distance import _continuous_to_discrete_coords, _encode
+    """The Hilbert values of the boxes' centres on the grid over ``domain``
+    (the centres' extent ``minx, miny, maxx, maxy``), computed by the
+    engine; centres outside the domain are clamped onto it."""
+    from .._geoflash import hilbert_keys as _keys
 
-    b = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+    b = np.ascontiguousarray(boxes, dtype=np.float64).reshape(-1, 4)
     if len(b) == 0:
         return np.empty(0, dtype=np.uint64)
     minx, miny, maxx, maxy = (float(v) for v in domain)
     # a degenerate axis (all centres on one line) gets a unit width
-    dom = np.array([minx, miny, maxx if maxx > minx else minx + 1.0, maxy if maxy > miny else miny + 1.0])
-    x, y = _continuous_to_discrete_coords(b, HILBERT_LEVEL, dom)
-    return np.asarray(_encode(HILBERT_LEVEL, x, y), dtype=np.uint64)
+    dom = (minx, miny, maxx if maxx > minx else minx + 1.0, maxy if maxy > miny else miny + 1.0)
+    return np.frombuffer(_keys(b.tobytes(), dom, HILBERT_LEVEL), dtype=np.uint64)
 
 
 class HilbertPartitioner:
@@ -101,7 +104,12 @@ class HilbertPartitioner:
 
     def to_dict(self) -> dict:
         """The JSON-able description kept in the catalogue."""
-        return {"by": self.by, "domain": self.domain, "starts": [int(c) for c in self.starts]}
+        return {
+            "by": self.by,
+            "curve": HILBERT_CURVE,
+            "domain": self.domain,
+            "starts": [int(c) for c in self.starts],
+        }
 
 
 def cut_cell(pts: np.ndarray, cell: List[float], share: float) -> Optional[tuple]:
@@ -196,6 +204,12 @@ class KDPartitioner:
 def from_dict(d: Any) -> Any:
     """The partitioner a catalogue describes."""
     if d.get("by") == "hilbert":
+        if d.get("curve") != HILBERT_CURVE:
+            raise ValueError(
+                f"the Hilbert partitions were drawn on another curve ({d.get('curve') or 'dask-geopandas'}) "
+                f"than this geoflash's ({HILBERT_CURVE}): new objects cannot be routed; rebuild the "
+                "partitioned index with geoflash.dask.build"
+            )
         return HilbertPartitioner(d["domain"], d["starts"])
     if d.get("by") == "kd":
         cells = [

@@ -281,6 +281,10 @@ def boxes_are_exact(chunk: Dict[str, Any]) -> bool:
     return bool(np.all(b[:, 2] > b[:, 0]) and np.all(b[:, 3] > b[:, 1]))
 
 
+#: The predicates ``box_predicate`` decides on rectangles of positive area.
+_BOX_RULES = ("intersects", "within", "contains")
+
+
 def box_predicate(predicate: str, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """``predicate(left[i], right[i])`` for pairs of closed rectangles with
     a positive area (N×4 arrays ``minx, miny, maxx, maxy``): intersects,
@@ -350,7 +354,8 @@ def join_with(
     both sides are plain rectangles of positive area
     (``boxes_are_exact``), intersects, within and contains are refined
     by box arithmetic in NumPy, which decides them as shapely does without
-    building a polygon per pair."""
+    building a polygon per pair; the other predicates (``"touches"``,
+    ``"covers"``…) by shapely's function of that name."""
     import shapely
 
     empty = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
@@ -364,7 +369,7 @@ def join_with(
     opos = np.repeat(np.arange(len(grown)), np.diff(offsets))
     entries = _partition_entries(directory)
     ipos = entries.order[np.searchsorted(entries.sorted_ids, cand)]
-    if predicate != "dwithin" and entries.exact_boxes and boxes_are_exact(other):
+    if predicate in _BOX_RULES and entries.exact_boxes and boxes_are_exact(other):
         ib, ob = entries.boxes[ipos], other["boxes"][opos]
         lb, rb = (ib, ob) if index_is_left else (ob, ib)
         mask = box_predicate(predicate, lb, rb)
