@@ -205,8 +205,14 @@ pub(crate) fn out_bytes<'py, T: Copy, const N: usize>(
     PyByteArray::new_bound(py, &buf)
 }
 
+/// The WKB of each input, borrowed from its `bytes` object (extracting a
+/// `Vec<u8>` would read a Python int per byte).
+fn wkb_slices<'a>(inputs: &'a [Bound<'_, PyBytes>]) -> Vec<&'a [u8]> {
+    inputs.iter().map(|b| b.as_bytes()).collect()
+}
+
 /// The input geometries of a query, decoded from WKB.
-fn inputs(wkbs: &[Vec<u8>]) -> Result<Vec<Geometry>> {
+fn inputs(wkbs: &[&[u8]]) -> Result<Vec<Geometry>> {
     wkbs.iter()
         .enumerate()
         .map(|(i, w)| from_wkb(w, &format!("input geometry {i}")))
@@ -236,6 +242,52 @@ fn ranges(offsets: &[i64], n_inputs: usize, n_ids: usize) -> Result<Vec<std::ops
     Ok(out)
 }
 
+/// Where each id's geometry is: a table indexed by id when the ids are
+/// small non-negative numbers (row positions, as `from_geoseries` gives:
+/// no hashing per candidate), else a hash map.
+enum Slots {
+    /// `table[id]` is the position, `usize::MAX` for an id without one.
+    Table(Vec<usize>),
+    /// Any ids.
+    Map(HashMap<i64, usize>),
+}
+
+impl Slots {
+    /// The slots of `ids` (position `i` holds `ids[i]`; the first of
+    /// duplicates wins).
+    fn new(ids: &[i64]) -> Slots {
+        let small = ids
+            .iter()
+            .all(|&id| id >= 0 && (id as u64) < 2 * ids.len() as u64 + 1024);
+        if small {
+            let len = ids.iter().map(|&id| id as usize + 1).max().unwrap_or(0);
+            let mut table = vec![usize::MAX; len];
+            for (i, &id) in ids.iter().enumerate() {
+                if table[id as usize] == usize::MAX {
+                    table[id as usize] = i;
+                }
+            }
+            return Slots::Table(table);
+        }
+        let mut map = HashMap::with_capacity(ids.len());
+        for (i, &id) in ids.iter().enumerate() {
+            map.entry(id).or_insert(i);
+        }
+        Slots::Map(map)
+    }
+
+    /// The position of `id`'s geometry.
+    fn get(&self, id: i64) -> Option<usize> {
+        match self {
+            Slots::Table(t) => usize::try_from(id)
+                .ok()
+                .and_then(|i| t.get(i).copied())
+                .filter(|&i| i != usize::MAX),
+            Slots::Map(m) => m.get(&id).copied(),
+        }
+    }
+}
+
 /// The exact geometries of an index's entries by user id (internal: used
 /// by `geoflash.Index.query` and `query_nearest`). An entry stored without
 /// a geometry counts as its box (a line or a point when the box is
@@ -243,7 +295,7 @@ fn ranges(offsets: &[i64], n_inputs: usize, n_ids: usize) -> Result<Vec<std::ops
 #[pyclass(module = "geoflash._geoflash", frozen)]
 pub struct Geometries {
     /// Position in `geoms` of each id (the first geometry of a duplicate id).
-    slot: HashMap<i64, usize>,
+    slot: Slots,
     geoms: Vec<Geometry>,
 }
 
@@ -251,8 +303,8 @@ impl Geometries {
     /// The geometry of entry `id`.
     fn get(&self, id: i64) -> Result<&Geometry> {
         self.slot
-            .get(&id)
-            .map(|&i| &self.geoms[i])
+            .get(id)
+            .map(|i| &self.geoms[i])
             .ok_or_else(|| Error::invalid(format!("no geometry for entry {id}")))
     }
 
@@ -263,7 +315,7 @@ impl Geometries {
     fn refine_share(
         &self,
         p: Pred,
-        inputs: &[Vec<u8>],
+        inputs: &[&[u8]],
         ranges: &[std::ops::Range<usize>],
         ids: &[i64],
         share: std::ops::Range<usize>,
@@ -274,7 +326,7 @@ impl Geometries {
             if r.is_empty() {
                 continue;
             }
-            let g = from_wkb(&inputs[i], &format!("input geometry {i}"))?;
+            let g = from_wkb(inputs[i], &format!("input geometry {i}"))?;
             let mut cands: Vec<i64> = ids[r].to_vec();
             cands.sort_unstable();
             let prepared = p.uses_relate().then(|| PreparedGeometry::from(&g));
@@ -338,7 +390,6 @@ impl Geometries {
                     rects.len() / 4
                 )));
             }
-            let mut slot = HashMap::with_capacity(ids.len());
             let mut geoms = Vec::with_capacity(ids.len());
             for (i, (id, w)) in ids.iter().zip(&wkbs).enumerate() {
                 let g = match w {
@@ -348,10 +399,12 @@ impl Geometries {
                         window_geometry(&Rect::new(b[0], b[1], b[2], b[3])?)
                     }
                 };
-                slot.entry(*id).or_insert(geoms.len());
                 geoms.push(g);
             }
-            Ok(Geometries { slot, geoms })
+            Ok(Geometries {
+                slot: Slots::new(&ids),
+                geoms,
+            })
         })
         .map_err(to_py)
     }
@@ -372,13 +425,14 @@ impl Geometries {
     fn refine<'py>(
         &self,
         py: Python<'py>,
-        inputs: Vec<Vec<u8>>,
+        inputs: Vec<Bound<'py, PyBytes>>,
         offsets: &[u8],
         ids: &[u8],
         predicate: &str,
         distance: Option<f64>,
     ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>)> {
         let p = Pred::parse(predicate, distance).map_err(to_py)?;
+        let inputs = wkb_slices(&inputs);
         let (left, right) = py
             .allow_threads(|| -> Result<(Vec<i64>, Vec<i64>)> {
                 let ids = int64s(ids, "id")?;
@@ -433,12 +487,13 @@ impl Geometries {
     fn kth_distance<'py>(
         &self,
         py: Python<'py>,
-        inputs: Vec<Vec<u8>>,
+        inputs: Vec<Bound<'py, PyBytes>>,
         offsets: &[u8],
         ids: &[u8],
         k: usize,
         exclusive: bool,
     ) -> PyResult<Bound<'py, PyByteArray>> {
+        let inputs = wkb_slices(&inputs);
         let out = py
             .allow_threads(|| -> Result<Vec<f64>> {
                 let geoms = self::inputs(&inputs)?;
@@ -477,7 +532,7 @@ impl Geometries {
     fn nearest<'py>(
         &self,
         py: Python<'py>,
-        inputs: Vec<Vec<u8>>,
+        inputs: Vec<Bound<'py, PyBytes>>,
         offsets: &[u8],
         ids: &[u8],
         k: usize,
@@ -490,6 +545,7 @@ impl Geometries {
         Bound<'py, PyByteArray>,
     )> {
         let limit = max_distance.unwrap_or(f64::INFINITY);
+        let inputs = wkb_slices(&inputs);
         let (left, right, dist) = py
             .allow_threads(|| -> Result<(Vec<i64>, Vec<i64>, Vec<f64>)> {
                 let geoms = self::inputs(&inputs)?;

@@ -131,3 +131,23 @@ def test_helsinki_buildings_match_strtree():
         got = idx.query_nearest(geoms[::4], exclusive=exclusive)
         assert pairs(got) == pairs(tree.query_nearest(geoms[::4], exclusive=exclusive))
     assert pairs(idx.query_nearest(points)) == pairs(tree.query_nearest(points))
+
+
+def test_entries_with_large_and_negative_ids_refine_as_their_boxes():
+    """Ids far from row positions (a hash map finds their geometries, not
+    a table): entries inserted without a geometry count as their box."""
+    rng = np.random.default_rng(5)
+    lo = rng.integers(0, 20, (300, 2)).astype(float)
+    boxes = np.hstack([lo, lo + rng.integers(1, 4, (300, 2))])
+    ids = np.concatenate([-(np.arange(150) + 1), 10**12 + np.arange(150)])
+    idx = geoflash.Index()
+    for i, b in zip(ids.tolist(), boxes):
+        idx.insert(i, tuple(b))
+    polys = shapely.box(boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3])
+    tree = shapely.STRtree(polys)
+    inputs = generated_geometries(rng, 60)
+    for predicate in ("intersects", "touches", "contains"):
+        want = pairs(tree.query(inputs, predicate=predicate))
+        got = idx.query(inputs, predicate=predicate)
+        assert sorted(zip(got[0].tolist(), got[1].tolist())) == sorted((a, int(ids[b])) for a, b in want), predicate
+        assert len(want) > 0
