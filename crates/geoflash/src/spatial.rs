@@ -167,6 +167,13 @@ pub trait SpatialIndex: Any + Send + Sync {
         Ok(false)
     }
 
+    /// Asks the store to stop logging operations until the next checkpoint
+    /// (see [`crate::store::NodeStore::begin_unlogged`]); whether it did.
+    /// `false`, having done nothing, for structures without such a store.
+    fn begin_unlogged(&mut self) -> Result<bool> {
+        Ok(false)
+    }
+
     /// The newest committed operation of a store with a log.
     fn last_committed_op(&self) -> Option<OpId> {
         None
@@ -341,6 +348,10 @@ macro_rules! forward_to_store {
 
         fn sync_committed(&mut self) -> $crate::Result<bool> {
             self.store_mut().sync_committed()
+        }
+
+        fn begin_unlogged(&mut self) -> $crate::Result<bool> {
+            self.store_mut().begin_unlogged()
         }
 
         fn last_committed_op(&self) -> Option<$crate::store::OpId> {

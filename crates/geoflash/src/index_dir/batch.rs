@@ -11,6 +11,22 @@
 //! during the batch stay protected against torn writes, and a crash inside
 //! the batch recovers a prefix of it, as always (what a crash can take back
 //! is the whole batch rather than the last group).
+//!
+//! **A batch into an empty index is not logged.** When a batch whose
+//! durability point is its end ([`BatchDurability::AtEnd`] or
+//! [`BatchDurability::Commit`]) begins on an index holding no object (a
+//! `geoflash build` without `--ack-every`, a Python `with index.batch():`
+//! around the load of a new index), the store is asked to stop logging
+//! until its next checkpoint ([`crate::store::NodeStore::begin_unlogged`]):
+//! the nodes are written when they leave memory and at the end, which
+//! syncs and publishes, as a bulk load does, with no record per operation.
+//! The batch then ends with a checkpoint whatever its durability (a commit
+//! has no log to sync), and a crash inside it returns the index to the
+//! checkpoint before it: the empty index, or for a build no index at all.
+//! A batch ended by a failure checkpoints too, so that the operations after
+//! it are logged again (except in a process asked to stop). Only empty indices: the store keeps a before-image
+//! of every page of the previous state it rewrites, in its log, which for
+//! an empty tree is one page.
 use super::Index;
 use crate::metrics::{thread_cpu_ns, Clock, Phase};
 use crate::store::log::Durability;
@@ -47,6 +63,8 @@ pub struct OpenBatch {
     wall_before: std::time::Instant,
     /// A batch was already open (this one is nested in it).
     nested: bool,
+    /// The store stopped logging for this batch (see the module docs).
+    unlogged: bool,
 }
 
 impl Index {
@@ -103,6 +121,9 @@ impl Index {
             self.writable()?;
             self.tree.set_durability(Durability::UNBOUNDED_GROUP)?;
         }
+        // An empty index: the batch's end is the only durability point its
+        // objects need, so the store need not log them (module docs).
+        let unlogged = restore.is_some() && self.is_empty() && self.tree.begin_unlogged()?;
         let nested = std::mem::replace(&mut self.in_batch, true);
         Ok(OpenBatch {
             durability,
@@ -110,13 +131,15 @@ impl Index {
             cpu_before: thread_cpu_ns(),
             wall_before: std::time::Instant::now(),
             nested,
+            unlogged,
         })
     }
 
     /// Ends `batch`: adds its wall-clock and CPU time to the index phase,
     /// restores the store's durability mode and, when `succeeded`,
     /// checkpoints ([`BatchDurability::AtEnd`]) or commits
-    /// ([`BatchDurability::Commit`]).
+    /// ([`BatchDurability::Commit`]). A batch the store did not log
+    /// (see the module docs) ends with a checkpoint, failed or not.
     pub fn end_batch(&mut self, batch: OpenBatch, succeeded: bool) -> Result<()> {
         if !batch.nested {
             let wall = u64::try_from(batch.wall_before.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -136,6 +159,11 @@ impl Index {
                 BatchDurability::Commit => self.commit()?,
                 BatchDurability::AsConfigured => {}
             }
+        } else if batch.unlogged && !crate::staging::stop_requested() {
+            // The operations after a failed batch are logged again: the
+            // checkpoint ends the store's unlogged mode (not in a process
+            // asked to stop, whose builds publish nothing).
+            self.checkpoint()?;
         }
         Ok(())
     }

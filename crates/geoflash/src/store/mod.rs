@@ -307,6 +307,19 @@ pub trait NodeStore: Send + Sync {
     fn sync_committed(&mut self) -> Result<bool> {
         Ok(false)
     }
+    /// Stops logging operations until the next
+    /// [`checkpoint`](Self::checkpoint), which becomes their only
+    /// durability point: nodes are written when they leave memory and at
+    /// the checkpoint, with no record per operation, and a crash before
+    /// the checkpoint returns the store to the previous one (as a build
+    /// that publishes at its end wants; see the eFIND store's
+    /// implementation). Returns whether the store entered the mode: `false`
+    /// for stores that have no such mode, or cannot enter it now (eFIND:
+    /// changes since the last checkpoint, the papers' per-change log or
+    /// durability `none`). Only between operations.
+    fn begin_unlogged(&mut self) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// The operation bracket shared by the stores: which operation is running
@@ -403,5 +416,8 @@ impl NodeStore for Box<dyn NodeStore> {
     }
     fn sync_committed(&mut self) -> Result<bool> {
         (**self).sync_committed()
+    }
+    fn begin_unlogged(&mut self) -> Result<bool> {
+        (**self).begin_unlogged()
     }
 }

@@ -70,7 +70,7 @@ impl EfindStore {
     /// Makes sure the log can take `bytes` more (compacting if needed;
     /// never flushes pages, so it is safe while the write buffer holds an
     /// operation that is not logged yet).
-    fn ensure_room(&mut self, bytes: u64) -> Result<()> {
+    pub(super) fn ensure_room(&mut self, bytes: u64) -> Result<()> {
         let need = self.room_for(bytes);
         if self.log_mut()?.free_bytes() >= need {
             return Ok(());
@@ -289,6 +289,14 @@ impl EfindStore {
     /// After an operation: appends its records and COMMIT, flushes while the
     /// write buffer is over budget, and keeps the log below its threshold.
     pub(super) fn commit_logged(&mut self, op: OpId) -> Result<()> {
+        if self.is_unlogged() {
+            // Nothing to log (`unlogged.rs`): the checkpoint is the
+            // operation's durability point.
+            self.meta_dirty = false;
+            self.last_op = Some(op);
+            self.lock().stats.ops_committed += 1;
+            return self.flush_and_keep_room();
+        }
         if self.groups_operations() {
             self.commit_grouped(op)?;
             self.last_op = Some(op);
@@ -386,6 +394,9 @@ impl EfindStore {
         data: &[u8],
         flushed: &[PageId],
     ) -> Result<()> {
+        if self.is_unlogged() {
+            return self.write_unlogged(pages, data);
+        }
         // Write-ahead: the changes the pages contain are logged first.
         self.log_group()?;
         if self.first_image() {
@@ -427,7 +438,7 @@ impl EfindStore {
     /// Appends a PAGE_IMAGE record for each of `images`, syncs the log to
     /// its last record (the images and every record before them durable:
     /// write-ahead) and counts the images; the time is log time.
-    fn log_images(&mut self, images: &[(PageId, &[u8])]) -> Result<()> {
+    pub(super) fn log_images(&mut self, images: &[(PageId, &[u8])]) -> Result<()> {
         let watch = Stopwatch::start(self.device.sim_clock_ns());
         let log = self.log_mut()?;
         for &(id, bytes) in images {
@@ -508,8 +519,11 @@ impl EfindStore {
             free: self.alloc.free_after_durable(),
         };
         // A clean checkpoint: a fresh, empty log epoch whose superblock holds
-        // the state (see `Log::checkpoint`).
-        self.log_mut()?.checkpoint_state(&state)?;
+        // the state (see `Log::checkpoint`); in the unlogged mode its COMMIT
+        // names the newest operation, which no log record does.
+        let unlogged = self.last_op.filter(|_| self.is_unlogged());
+        self.log_mut()?
+            .checkpoint_state_including(&state, unlogged)?;
         self.alloc.make_durable();
         self.lock().estats.checkpoints += 1;
         Ok(())
@@ -531,6 +545,8 @@ impl EfindStore {
         self.pages_unsynced = false;
         self.device.sync()?;
         self.append_checkpoint()?;
+        // Everything the unlogged mode did is durable now.
+        self.leave_unlogged();
         if self.log_mut()?.fill_ratio() > AFTER_COMPACT_MAX {
             self.compact_log()?;
         }

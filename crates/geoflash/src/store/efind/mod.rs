@@ -122,6 +122,9 @@ mod restart;
 mod retrieve;
 #[cfg(test)]
 pub(crate) mod tests;
+mod unlogged;
+#[cfg(test)]
+mod unlogged_tests;
 pub mod write_buffer;
 
 pub use flush::FlushPolicy;
@@ -416,6 +419,8 @@ pub struct EfindStore {
     /// Node-page LSNs that prove the recovered log lost durable records
     /// (checked on every node read; none after a tolerated corrupt tail).
     horizon: LsnHorizon,
+    /// The unlogged mode, until the next checkpoint (`unlogged.rs`).
+    unlogged: Option<unlogged::Unlogged>,
 }
 
 impl std::fmt::Debug for EfindStore {
@@ -616,6 +621,7 @@ impl EfindStore {
             clean_lsn: None,
             placement: Placement::None,
             horizon: LsnHorizon::none(),
+            unlogged: None,
         })
     }
 
@@ -708,7 +714,8 @@ impl EfindStore {
 
     /// Nothing happened since the newest checkpoint (or bulk load).
     fn is_clean(&self) -> bool {
-        self.wb.is_empty()
+        self.unlogged.is_none()
+            && self.wb.is_empty()
             && self.held.is_empty()
             && self.clean_lsn.is_some()
             && self.clean_lsn == self.log.as_ref().map(Log::last_lsn)
@@ -875,7 +882,9 @@ impl NodeStore for EfindStore {
             return Err(Error::invalid("duplicate entry key in a created node"));
         }
         let id = self.guard(|s| s.alloc.allocate())?;
-        if self.groups_operations() {
+        if self.is_unlogged() {
+            // Nothing logged (`unlogged.rs`).
+        } else if self.groups_operations() {
             self.held.created(id, entries.len());
         } else {
             self.pending.push(Record::new(
@@ -912,7 +921,9 @@ impl NodeStore for EfindStore {
         self.wb.forget_view(id);
         crate::store::mem::apply_changes(&mut Arc::make_mut(&mut after).entries, changes);
         self.check_len(after.entries.len())?;
-        if self.groups_operations() {
+        if self.is_unlogged() {
+            // Nothing logged (`unlogged.rs`).
+        } else if self.groups_operations() {
             self.held.modified(id, changes);
         } else {
             self.pending.push(Record::new(
@@ -937,7 +948,9 @@ impl NodeStore for EfindStore {
             None => self.guard(|s| s.retrieve(id, false))?.level,
         };
         self.alloc.release(id)?;
-        if self.groups_operations() {
+        if self.is_unlogged() {
+            // Nothing logged (`unlogged.rs`).
+        } else if self.groups_operations() {
             self.held.deleted(id, level);
         } else {
             self.pending.push(Record::new(
@@ -1067,9 +1080,14 @@ impl NodeStore for EfindStore {
     }
 
     /// Logs the held group and syncs the log: every committed operation
-    /// is durable; buffered nodes stay for the flushing policy.
+    /// is durable; buffered nodes stay for the flushing policy. In the
+    /// unlogged mode nothing is in the log to sync: `false` (the caller
+    /// checkpoints, which ends the mode).
     fn sync_committed(&mut self) -> Result<bool> {
         self.check_writable()?;
+        if self.is_unlogged() {
+            return Ok(false);
+        }
         if self.ops.current.is_some() {
             return Err(Error::invalid(
                 "sync of committed operations while an operation is running: commit it first",
@@ -1080,5 +1098,13 @@ impl NodeStore for EfindStore {
             s.log_mut()?.sync()
         })?;
         Ok(true)
+    }
+
+    /// Enters the unlogged mode (`unlogged.rs`) from a clean state with a
+    /// log format and durability that protect flushes: operations are not
+    /// logged, pages of the last checkpoint's state get a before-image
+    /// before they are rewritten, and the next checkpoint ends the mode.
+    fn begin_unlogged(&mut self) -> Result<bool> {
+        self.enter_unlogged()
     }
 }

@@ -768,6 +768,17 @@ impl Log {
         let payload = self.format().payload_codec().encode_checkpoint(state);
         self.checkpoint(payload)
     }
+
+    /// [`Log::checkpoint_state`] of a state holding operations up to
+    /// `op` that were not logged ([`Log::checkpoint_including`]).
+    pub fn checkpoint_state_including(
+        &mut self,
+        state: &CheckpointState,
+        op: Option<crate::store::OpId>,
+    ) -> Result<Lsn> {
+        let payload = self.format().payload_codec().encode_checkpoint(state);
+        self.checkpoint_including(payload, op)
+    }
 }
 
 #[cfg(test)]

@@ -677,6 +677,19 @@ impl Log {
     /// checkpoint are gone afterwards (restart would have dropped them
     /// anyway). Between operations only. Returns the CHECKPOINT's LSN.
     pub fn checkpoint(&mut self, payload: Vec<u8>) -> Result<Lsn> {
+        self.checkpoint_including(payload, None)
+    }
+
+    /// [`checkpoint`](Self::checkpoint) of a state that also holds
+    /// operations up to `unlogged` which were never logged (a store's
+    /// unlogged mode, whose durability point is this checkpoint): the new
+    /// epoch's COMMIT names the newer of `unlogged` and the newest logged
+    /// commit, which is [`durable_op`](Self::durable_op) once this returns.
+    pub fn checkpoint_including(
+        &mut self,
+        payload: Vec<u8>,
+        unlogged: Option<OpId>,
+    ) -> Result<Lsn> {
         if let Some(op) = self.open_op {
             return Err(Error::invalid(format!(
                 "log checkpoint while operation {op} is open: checkpoint between operations"
@@ -687,7 +700,9 @@ impl Log {
         let lsn = self.next_lsn;
         ck.lsn = lsn;
         let mut records = vec![ck];
-        if let Some(op) = self.last_commit.map(|(_, op)| op).or(self.durable_op) {
+        let committed = self.last_commit.map(|(_, op)| op).or(self.durable_op);
+        let newest = committed.max(unlogged);
+        if let Some(op) = newest {
             let mut c = Record::commit(op);
             c.lsn = lsn + 1;
             records.push(c);
@@ -699,6 +714,11 @@ impl Log {
         self.next_lsn = lsn + records.len() as u64;
         self.last_lsn = self.next_lsn - 1;
         self.rewrite(&records)?;
+        if let (Some(op), true) = (newest, newest != committed) {
+            // The unlogged operations are durable with the new epoch.
+            self.last_commit = Some((lsn + 1, op));
+            self.durable_op = Some(op);
+        }
         Ok(lsn)
     }
 
