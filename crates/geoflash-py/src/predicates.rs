@@ -205,18 +205,50 @@ pub(crate) fn out_bytes<'py, T: Copy, const N: usize>(
     PyByteArray::new_bound(py, &buf)
 }
 
-/// The WKB of each input, borrowed from its `bytes` object (extracting a
-/// `Vec<u8>` would read a Python int per byte).
-fn wkb_slices<'a>(inputs: &'a [Bound<'_, PyBytes>]) -> Vec<&'a [u8]> {
-    inputs.iter().map(|b| b.as_bytes()).collect()
+/// The input geometries of a bulk query: the WKB of each, borrowed from
+/// its `bytes` object (extracting a `Vec<u8>` would read a Python int per
+/// byte), or None for one that is its box (a point: no WKB to write and
+/// read), and the inputs' boxes (native float64 rows).
+struct Inputs<'a> {
+    wkbs: Vec<Option<&'a [u8]>>,
+    boxes: Vec<f64>,
 }
 
-/// The input geometries of a query, decoded from WKB.
-fn inputs(wkbs: &[&[u8]]) -> Result<Vec<Geometry>> {
-    wkbs.iter()
-        .enumerate()
-        .map(|(i, w)| from_wkb(w, &format!("input geometry {i}")))
-        .collect()
+impl<'a> Inputs<'a> {
+    /// The inputs of `wkbs` and `boxes` (needed where a WKB is None).
+    fn new(wkbs: &'a [Option<Bound<'_, PyBytes>>], boxes: Option<&[u8]>) -> Result<Inputs<'a>> {
+        let boxes = float64s(boxes.unwrap_or_default(), "input box")?;
+        Ok(Inputs {
+            wkbs: wkbs
+                .iter()
+                .map(|w| w.as_ref().map(|b| b.as_bytes()))
+                .collect(),
+            boxes,
+        })
+    }
+
+    /// How many inputs.
+    fn len(&self) -> usize {
+        self.wkbs.len()
+    }
+
+    /// Input `i`, decoded.
+    fn geometry(&self, i: usize) -> Result<Geometry> {
+        match self.wkbs[i] {
+            Some(w) => from_wkb(w, &format!("input geometry {i}")),
+            None => {
+                let b = self.boxes.get(4 * i..4 * i + 4).ok_or_else(|| {
+                    Error::invalid(format!("input geometry {i} has neither WKB nor a box"))
+                })?;
+                Ok(window_geometry(&Rect::new(b[0], b[1], b[2], b[3])?))
+            }
+        }
+    }
+
+    /// Every input, decoded.
+    fn geometries(&self) -> Result<Vec<Geometry>> {
+        (0..self.len()).map(|i| self.geometry(i)).collect()
+    }
 }
 
 /// The candidate ranges of each input: `offsets` (len(inputs) + 1
@@ -315,7 +347,7 @@ impl Geometries {
     fn refine_share(
         &self,
         p: Pred,
-        inputs: &[&[u8]],
+        inputs: &Inputs<'_>,
         ranges: &[std::ops::Range<usize>],
         ids: &[i64],
         share: std::ops::Range<usize>,
@@ -326,7 +358,7 @@ impl Geometries {
             if r.is_empty() {
                 continue;
             }
-            let g = from_wkb(inputs[i], &format!("input geometry {i}"))?;
+            let g = inputs.geometry(i)?;
             let mut cands: Vec<i64> = ids[r].to_vec();
             cands.sort_unstable();
             let prepared = p.uses_relate().then(|| PreparedGeometry::from(&g));
@@ -375,9 +407,9 @@ impl Geometries {
         wkbs: Vec<Option<Bound<'_, PyBytes>>>,
         rects: &[u8],
     ) -> PyResult<Geometries> {
-        let wkbs: Vec<Option<Vec<u8>>> = wkbs
+        let wkbs: Vec<Option<&[u8]>> = wkbs
             .iter()
-            .map(|w| w.as_ref().map(|b| b.as_bytes().to_vec()))
+            .map(|w| w.as_ref().map(|b| b.as_bytes()))
             .collect();
         py.allow_threads(|| -> Result<Geometries> {
             let ids = int64s(ids, "id")?;
@@ -415,24 +447,27 @@ impl Geometries {
     }
 
     /// The refinement of a bulk query: `inputs` (WKB of each input
-    /// geometry), `offsets` and `ids` (native int64: the candidates of
+    /// geometry, or None for one that is its box in `boxes`, native
+    /// float64 rows: a point), `offsets` and `ids` (native int64: the candidates of
     /// input `i`, entries whose box passed the filter step, at
     /// `ids[offsets[i]:offsets[i+1]]`). Returns (input positions, entry
     /// ids) as native int64, the pairs where `predicate(input, entry)`
     /// holds, by input then by id. Many candidates are refined on every
     /// core, the inputs in contiguous shares.
-    #[pyo3(signature = (inputs, offsets, ids, predicate, distance=None))]
+    #[pyo3(signature = (inputs, offsets, ids, predicate, distance=None, boxes=None))]
+    #[allow(clippy::too_many_arguments)] // the Python call's arguments
     fn refine<'py>(
         &self,
         py: Python<'py>,
-        inputs: Vec<Bound<'py, PyBytes>>,
+        inputs: Vec<Option<Bound<'py, PyBytes>>>,
         offsets: &[u8],
         ids: &[u8],
         predicate: &str,
         distance: Option<f64>,
+        boxes: Option<&[u8]>,
     ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>)> {
         let p = Pred::parse(predicate, distance).map_err(to_py)?;
-        let inputs = wkb_slices(&inputs);
+        let inputs = Inputs::new(&inputs, boxes).map_err(to_py)?;
         let (left, right) = py
             .allow_threads(|| -> Result<(Vec<i64>, Vec<i64>)> {
                 let ids = int64s(ids, "id")?;
@@ -484,19 +519,23 @@ impl Geometries {
     /// with `exclusive` candidates equal to the input; infinity when fewer
     /// than `k` candidates are left. Every entry among the true k nearest
     /// lies within that distance of the input's box. Native float64.
+    /// `inputs` and `boxes` as in [`Geometries::refine`].
+    #[pyo3(signature = (inputs, offsets, ids, k, exclusive, boxes=None))]
+    #[allow(clippy::too_many_arguments)] // the Python call's arguments
     fn kth_distance<'py>(
         &self,
         py: Python<'py>,
-        inputs: Vec<Bound<'py, PyBytes>>,
+        inputs: Vec<Option<Bound<'py, PyBytes>>>,
         offsets: &[u8],
         ids: &[u8],
         k: usize,
         exclusive: bool,
+        boxes: Option<&[u8]>,
     ) -> PyResult<Bound<'py, PyByteArray>> {
-        let inputs = wkb_slices(&inputs);
+        let inputs = Inputs::new(&inputs, boxes).map_err(to_py)?;
         let out = py
             .allow_threads(|| -> Result<Vec<f64>> {
-                let geoms = self::inputs(&inputs)?;
+                let geoms = inputs.geometries()?;
                 let ids = int64s(ids, "id")?;
                 let ranges = ranges(&int64s(offsets, "offset")?, geoms.len(), ids.len())?;
                 let d = self.candidate_distances(&geoms, &ranges, &ids, exclusive)?;
@@ -526,29 +565,31 @@ impl Geometries {
     /// by exact distance (ties by id), and with `all_matches` every other
     /// one at the k-th distance; none farther than `max_distance`; with
     /// `exclusive` none equal to the input. Returns (input positions,
-    /// entry ids, distances), native int64, int64, float64.
-    #[pyo3(signature = (inputs, offsets, ids, k, all_matches, exclusive, max_distance=None))]
+    /// entry ids, distances), native int64, int64, float64. `inputs` and
+    /// `boxes` as in [`Geometries::refine`].
+    #[pyo3(signature = (inputs, offsets, ids, k, all_matches, exclusive, max_distance=None, boxes=None))]
     #[allow(clippy::too_many_arguments)]
     fn nearest<'py>(
         &self,
         py: Python<'py>,
-        inputs: Vec<Bound<'py, PyBytes>>,
+        inputs: Vec<Option<Bound<'py, PyBytes>>>,
         offsets: &[u8],
         ids: &[u8],
         k: usize,
         all_matches: bool,
         exclusive: bool,
         max_distance: Option<f64>,
+        boxes: Option<&[u8]>,
     ) -> PyResult<(
         Bound<'py, PyByteArray>,
         Bound<'py, PyByteArray>,
         Bound<'py, PyByteArray>,
     )> {
         let limit = max_distance.unwrap_or(f64::INFINITY);
-        let inputs = wkb_slices(&inputs);
+        let inputs = Inputs::new(&inputs, boxes).map_err(to_py)?;
         let (left, right, dist) = py
             .allow_threads(|| -> Result<(Vec<i64>, Vec<i64>, Vec<f64>)> {
-                let geoms = self::inputs(&inputs)?;
+                let geoms = inputs.geometries()?;
                 let ids = int64s(ids, "id")?;
                 let ranges = ranges(&int64s(offsets, "offset")?, geoms.len(), ids.len())?;
                 let d = self.candidate_distances(&geoms, &ranges, &ids, exclusive)?;

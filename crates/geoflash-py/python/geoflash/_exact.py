@@ -44,6 +44,18 @@ def _grow(boxes: np.ndarray, d: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(boxes + np.outer(pad, [-1.0, -1.0, 1.0, 1.0]))
 
 
+def _wkb_unless_point(geoms: np.ndarray) -> np.ndarray:
+    """The WKB of each geometry, None for a point: Rust takes a point from
+    its box (the entry's, or the input's), sparing the WKB of each."""
+    import shapely
+
+    out = np.full(len(geoms), None, dtype=object)
+    other = np.flatnonzero(shapely.get_type_id(geoms) != 0)
+    if len(other):
+        out[other] = shapely.to_wkb(geoms[other], output_dimension=2)
+    return out
+
+
 def tree_geometries(index: Any) -> _Geometries:
     """The exact geometries of the index's entries (built on first use and
     kept until the index changes): the shapely geometries given to
@@ -58,12 +70,11 @@ def tree_geometries(index: Any) -> _Geometries:
     ids = np.frombuffer(ids_b, dtype=np.int64)
     geoms = getattr(index, "_geoms", None)
     if geoms is not None:
-        wkbs: List[Optional[bytes]] = [None] * len(ids)
+        encoded = np.full(len(ids), None, dtype=object)
         known = np.flatnonzero((ids >= 0) & (ids < len(geoms)))
         if len(known):
-            encoded = shapely.to_wkb(geoms[ids[known]], output_dimension=2)
-            for i, w in zip(known.tolist(), encoded):
-                wkbs[i] = w
+            encoded[known] = _wkb_unless_point(geoms[ids[known]])
+        wkbs: List[Optional[bytes]] = encoded.tolist()
     else:
         wkbs = index._core.wkb(keys)
     index._exact = _Geometries(ids_b, wkbs, rects)
@@ -91,7 +102,8 @@ class _Inputs:
         self.positions = np.flatnonzero(ok).astype(np.int64)
         kept = geoms[ok]
         self.boxes = np.ascontiguousarray(shapely.bounds(kept), dtype=np.float64).reshape(-1, 4)
-        self.wkbs = list(shapely.to_wkb(kept, output_dimension=2))
+        # None for a point: its box is the point (see _wkb_unless_point)
+        self.wkbs = _wkb_unless_point(kept).tolist()
 
     def pairs(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         """The answer in shapely's layout: the entry ids for a scalar input,
@@ -135,7 +147,9 @@ def query(index: Any, geometry: Any, predicate: Optional[str], distance: Any) ->
         left = np.repeat(np.arange(len(inputs.wkbs), dtype=np.int64), np.diff(offsets))
         order = np.lexsort((ids, left))
         return inputs.pairs(left[order], ids[order])
-    left_b, right_b = tree_geometries(index).refine(inputs.wkbs, bytes(offsets_b), bytes(ids_b), predicate, d)
+    left_b, right_b = tree_geometries(index).refine(
+        inputs.wkbs, bytes(offsets_b), bytes(ids_b), predicate, d, inputs.boxes.tobytes()
+    )
     return inputs.pairs(np.frombuffer(left_b, dtype=np.int64), np.frombuffer(right_b, dtype=np.int64))
 
 
@@ -166,7 +180,10 @@ def nearest_pairs(
     while len(todo):
         offsets, ids, _ = index._core.nearest_batch(inputs.boxes[todo].tobytes(), kk, True)
         found = np.frombuffer(
-            ex.kth_distance([inputs.wkbs[i] for i in todo], bytes(offsets), bytes(ids), k, exclusive), dtype=np.float64
+            ex.kth_distance(
+                [inputs.wkbs[i] for i in todo], bytes(offsets), bytes(ids), k, exclusive, inputs.boxes[todo].tobytes()
+            ),
+            dtype=np.float64,
         )
         bound[todo] = found
         if kk >= total:
@@ -181,7 +198,14 @@ def nearest_pairs(
     windows = _grow(inputs.boxes[sel], limit[sel])
     offsets, ids = index._core.query_batch(windows.tobytes(), "intersects")
     left_b, right_b, dist_b = ex.nearest(
-        [inputs.wkbs[i] for i in sel], bytes(offsets), bytes(ids), k, all_matches, exclusive, max_distance
+        [inputs.wkbs[i] for i in sel],
+        bytes(offsets),
+        bytes(ids),
+        k,
+        all_matches,
+        exclusive,
+        max_distance,
+        inputs.boxes[sel].tobytes(),
     )
     return (
         sel[np.frombuffer(left_b, dtype=np.int64)],

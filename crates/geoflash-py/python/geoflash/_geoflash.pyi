@@ -110,16 +110,31 @@ class Geometries:
     def __init__(self, ids: bytes, wkbs: List[Optional[bytes]], rects: bytes) -> None: ...
     def __len__(self) -> int: ...
     def refine(
-        self, inputs: List[bytes], offsets: bytes, ids: bytes, predicate: str, distance: Optional[float] = None
+        self,
+        inputs: List[Optional[bytes]],
+        offsets: bytes,
+        ids: bytes,
+        predicate: str,
+        distance: Optional[float] = None,
+        boxes: Optional[bytes] = None,
     ) -> Tuple[bytearray, bytearray]: ...
-    def kth_distance(self, inputs: List[bytes], offsets: bytes, ids: bytes, k: int, exclusive: bool) -> bytearray: ...
+    def kth_distance(
+        self,
+        inputs: List[Optional[bytes]],
+        offsets: bytes,
+        ids: bytes,
+        k: int,
+        exclusive: bool,
+        boxes: Optional[bytes] = None,
+    ) -> bytearray: ...
     def nearest(
         self,
-        inputs: List[bytes],
+        inputs: List[Optional[bytes]],
         offsets: bytes,
         ids: bytes,
         k: int,
         all_matches: bool,
         exclusive: bool,
         max_distance: Optional[float] = None,
+        boxes: Optional[bytes] = None,
     ) -> Tuple[bytearray, bytearray, bytearray]: ...

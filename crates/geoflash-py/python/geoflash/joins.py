@@ -25,6 +25,20 @@ from .spatial_index import Index
 
 #: The values of ``how``.
 HOWS = ("inner", "left", "right")
+#: ``q`` of each predicate ``p`` for which ``p(a, b) == q(b, a)``
+#: (``contains_properly`` has none among the predicates).
+_CONVERSE = {
+    None: None,
+    "intersects": "intersects",
+    "overlaps": "overlaps",
+    "crosses": "crosses",
+    "touches": "touches",
+    "dwithin": "dwithin",
+    "within": "contains",
+    "contains": "within",
+    "covers": "covered_by",
+    "covered_by": "covers",
+}
 
 
 def _check_frames(left: Any, right: Any, how: str, what: str) -> None:
@@ -77,8 +91,10 @@ def predicate_pairs(
     """The positions ``(l, r)`` of the pairs of ``left_geoms`` and
     ``right_geoms`` (arrays of shapely geometries; missing and empty ones
     match nothing) where ``predicate(left, right)`` holds, sorted by left
-    then right position: an index over the right geometries queried with
-    all the left ones. ``predicate``: one of ``Index.query``'s (None: the
+    then right position: an index over the larger side queried with all
+    the geometries of the other (with the converse predicate when that is
+    the left side; over the right side for ``contains_properly`` and
+    per-row distances). ``predicate``: one of ``Index.query``'s (None: the
     boxes intersect); ``distance`` (``dwithin``): one number or one per
     left geometry."""
     if predicate not in PREDICATES:
@@ -92,6 +108,17 @@ def predicate_pairs(
     empty = np.empty(0, dtype=np.int64)
     if len(left_geoms) == 0 or len(right_geoms) == 0:
         return empty, empty
+    if per_row is None and len(left_geoms) > len(right_geoms) and predicate in _CONVERSE:
+        # Index the larger side and query with the smaller: fewer windows
+        # to traverse for the same pairs, asked with the converse predicate.
+        index = Index.from_geoseries(left_geoms)
+        try:
+            found = index.query(right_geoms, predicate=_CONVERSE[predicate], distance=d)
+        finally:
+            index.close()
+        r, l = found[0], found[1]
+        order = np.lexsort((r, l))
+        return l[order], r[order]
     index = Index.from_geoseries(right_geoms)
     try:
         if per_row is None:
