@@ -19,7 +19,8 @@ use std::sync::OnceLock;
 
 use geoflash::geom::Rect;
 use geoflash::index::query::Predicate;
-use geoflash::index_dir::{StoreKind, LOG_FILE};
+use geoflash::engine::{StoreKind, StoreSpec};
+use geoflash::index_dir::LOG_FILE;
 use geoflash::manifest::Access;
 use geoflash::{Index, IndexOptions};
 use libfuzzer_sys::fuzz_target;
@@ -43,8 +44,7 @@ fn capture(store: StoreKind) -> HashMap<String, Vec<u8>> {
         device: "file?direct=false".parse().expect("a device spec"),
         ..IndexOptions::default()
     };
-    opts.store.kind = store;
-    opts.store.buffer_bytes = 16 * 1024;
+    opts.store = StoreSpec::of_kind(store, 16 * 1024);
     let mut index = Index::create(&dir, &opts).expect("template index");
     for id in 0..RECORDS {
         index.insert(id, rect(id)).expect("template insert");

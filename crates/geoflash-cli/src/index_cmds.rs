@@ -399,7 +399,7 @@ fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
         .filter_map(|(_, g)| geoflash::engine::bounding_rect(g).ok())
         .collect();
     let opts = &opts.with_domain_of(&bounds);
-    opts.tree_params()?;
+    opts.resolve()?;
     let start = BatchClock::start();
     let (index, ops) = match &a.bulk {
         Some(method) => {
@@ -932,7 +932,7 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
     a.check_flags()?;
     input_file(&a.input)?;
     let opts = a.spec()?.options().map_err(Error::from)?;
-    if opts.store.in_place && a.ack_every.is_some() {
+    if opts.store.in_place() && a.ack_every.is_some() {
         return Err(Error::invalid(
             "--ack-every with --journal off: the papers' in-place mode is not crash-safe, so it acknowledges nothing; \
              drop --journal off (the rollback journal makes checkpoints durable) or --ack-every",
@@ -962,7 +962,7 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
     }
     let records = read_input(&a.input)?;
     let opts = opts.with_domain_of(records.iter().map(|(_, r)| r));
-    opts.tree_params()?;
+    opts.resolve()?;
     let trace_input = a.record_trace.as_ref().map(|_| records.clone());
     let start = BatchClock::start();
     let (index, ops) = match &a.bulk {
@@ -1058,8 +1058,7 @@ fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<()
             })
         })
     };
-    let opts = if opts.kind == geoflash::engine::IndexKind::Hilbert && opts.hilbert_domain.is_none()
-    {
+    let opts = if opts.needs_domain() && opts.hilbert_domain.is_none() {
         let mut extent: Option<Rect> = None;
         for rec in stream()? {
             let (_, r) = rec?;
@@ -1069,7 +1068,7 @@ fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<()
     } else {
         opts.clone()
     };
-    opts.tree_params()?;
+    opts.resolve()?;
     // The temporary files go in the build's staging directory (see
     // `Index::bulk_load_external`), whatever `temp_dir` says.
     let config = geoflash::engine::ExternalBulkConfig {
@@ -1366,7 +1365,7 @@ pub fn inspect(a: DirArgs) -> Result<(), Failure> {
             )?;
         } else {
             let m = index.manifest();
-            row("kind", &m.kind);
+            row("kind", m.kind());
             row("page size", m.page_size);
             row("device", index.device().describe());
             row("records", report.points);
@@ -1385,7 +1384,7 @@ pub fn inspect(a: DirArgs) -> Result<(), Failure> {
         print_json(&json!({"manifest": index.manifest(), "tree": report, "objects": objects}))?;
     } else {
         let m = index.manifest();
-        row("kind", &m.kind);
+        row("kind", m.kind());
         row("page size", m.page_size);
         row("device", index.device().describe());
         row("crs / units", format!("{} / {}", m.crs.name, m.crs.units));
@@ -1439,7 +1438,7 @@ fn inspect_fortree(
         return Ok(());
     }
     let m = index.manifest();
-    row("kind", &m.kind);
+    row("kind", m.kind());
     row("page size", m.page_size);
     row("device", index.device().describe());
     row("records", report.records);

@@ -18,7 +18,7 @@ use geoflash_engine::engine::records::{RecordLog, Records, Replay, RECORDS_FILE}
 use geoflash_engine::engine::{
     from_wkb, Access, BatchDurability, BulkMethod, DirLock, Error, Geometry, Hit, Index, IndexKind,
     IndexOptions, IndexSpec, KeyStyle, KnnResult, OpId, OpenBatch, Predicate, Result,
-    MANIFEST_FILE,
+    StructureSpec, MANIFEST_FILE,
 };
 use geoflash_engine::geom::{Point, Rect, MAX_COORD};
 use pyo3::prelude::*;
@@ -545,7 +545,9 @@ impl Core {
         options: &Bound<'_, PyDict>,
     ) -> PyResult<Core> {
         let opts = parse_options(options)?;
-        if opts.kind == IndexKind::Hilbert && opts.hilbert_domain.is_none() {
+        let hilbert =
+            matches!(opts.structure, StructureSpec::Tree(t) if t.kind == IndexKind::Hilbert);
+        if hilbert && opts.hilbert_domain.is_none() {
             return Err(user_error(
                 "kind=\"hilbert\" built by insertion needs hilbert_domain=(minx, miny, maxx, maxy), \
                  the extent mapped onto the Hilbert curve (objects outside it are clamped); \

@@ -100,7 +100,7 @@ macro_rules! layers {
     };
 }
 
-layers!(cache, grid, index, index_dir, manifest, objects, page, records, storage, store,);
+layers!(cache, config, grid, index, index_dir, manifest, objects, page, records, storage, store,);
 
 pub use engine::{IndexSpec, KeyStyle, SpecError};
 pub use error::{Error, ErrorKind, Result};

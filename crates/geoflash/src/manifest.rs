@@ -1,6 +1,7 @@
-//! The index directory: `manifest.json` (format version, kind, parameters,
-//! device, coordinate reference), the advisory lock that lets one writer or
-//! many readers open it, and atomic replacement of small files.
+//! The index directory: `manifest.json` (format version, the structure
+//! and its parameters, the store and its options, device, coordinate
+//! reference), the advisory lock that lets one writer or many readers open
+//! it, and atomic replacement of small files.
 //!
 //! Layout of an index directory (see `docs/architecture.md`):
 //! `manifest.json`, `pages.dat` (node pages), `log.dat` (FAST/eFIND),
@@ -11,10 +12,14 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::{StoreSpec, StructureConfig};
 use crate::{Error, Result};
 
-/// Newest manifest format this build writes and reads.
-pub const MANIFEST_VERSION: u16 = 1;
+/// Newest manifest format this build writes and reads. Version 2 records
+/// the typed store ([`StoreSpec`]: only the chosen store's options, each
+/// logged store's parameters always written out); version 1 manifests are
+/// read through [`upgrade_v1`].
+pub const MANIFEST_VERSION: u16 = 2;
 
 /// File name of the manifest inside an index directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -41,33 +46,82 @@ impl Default for Crs {
     }
 }
 
-/// The manifest of an index directory. `index` and `store` hold the typed
-/// parameters of the index and store layers as JSON values, so this module
-/// does not depend on them.
+/// The manifest of an index directory: the verified configuration the
+/// index was created with, which opening it builds it from again. In the
+/// file the structure is its name (`kind`) and its parameters (`index`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "ManifestFile", try_from = "ManifestFile")]
 pub struct Manifest {
     /// Manifest format version.
     pub format_version: u16,
     /// Version of geoflash that created the index.
     pub created_by: String,
-    /// Index kind, e.g. `rstar`.
-    pub kind: String,
+    /// The structure and its verified parameters.
+    pub structure: StructureConfig,
     /// Page size in bytes.
     pub page_size: usize,
     /// Device spec string.
     pub device: String,
     /// Coordinate reference.
-    #[serde(default)]
     pub crs: Crs,
-    /// Index parameters (split, M, m, reinsert %, Hilbert domain…).
-    pub index: serde_json::Value,
-    /// Store kind and parameters.
-    pub store: serde_json::Value,
+    /// The node store and its options.
+    pub store: StoreSpec,
+}
+
+/// The manifest as its file spells it.
+#[derive(Serialize, Deserialize)]
+struct ManifestFile {
+    format_version: u16,
+    created_by: String,
+    kind: String,
+    page_size: usize,
+    device: String,
+    #[serde(default)]
+    crs: Crs,
+    index: serde_json::Value,
+    store: StoreSpec,
+}
+
+impl From<Manifest> for ManifestFile {
+    fn from(m: Manifest) -> ManifestFile {
+        ManifestFile {
+            format_version: m.format_version,
+            created_by: m.created_by,
+            kind: m.structure.kind_name().into(),
+            page_size: m.page_size,
+            device: m.device,
+            crs: m.crs,
+            // Plain data: serialising it does not fail.
+            index: m.structure.to_json().unwrap_or_default(),
+            store: m.store,
+        }
+    }
+}
+
+impl TryFrom<ManifestFile> for Manifest {
+    type Error = Error;
+    fn try_from(f: ManifestFile) -> Result<Manifest> {
+        Ok(Manifest {
+            format_version: f.format_version,
+            created_by: f.created_by,
+            structure: StructureConfig::from_json(&f.kind, f.index)?,
+            page_size: f.page_size,
+            device: f.device,
+            crs: f.crs,
+            store: f.store,
+        })
+    }
 }
 
 impl Manifest {
-    /// Reads and validates `dir/manifest.json`. A missing file, bad JSON or a
-    /// newer format version are clear errors.
+    /// The structure's name (`rstar`, `fortree`, `gffm`, ...).
+    pub fn kind(&self) -> &'static str {
+        self.structure.kind_name()
+    }
+
+    /// Reads and validates `dir/manifest.json`. A missing file, bad JSON, a
+    /// damaged value or a newer format version are clear errors naming the
+    /// file; a manifest of format 1 is read through [`upgrade_v1`].
     pub fn load(dir: &Path) -> Result<Manifest> {
         let path = dir.join(MANIFEST_FILE);
         let text = std::fs::read_to_string(&path).map_err(|source| {
@@ -95,16 +149,20 @@ impl Manifest {
                 Error::corrupt(None, format!("{}: no format_version", path.display()))
             })?;
         if version > u64::from(MANIFEST_VERSION) {
-            return Err(Error::UnsupportedVersion {
-                found: u16::try_from(version).unwrap_or(u16::MAX),
-                supported: MANIFEST_VERSION,
-            });
+            return Err(Error::invalid(format!(
+                "{}: manifest format version {version} is newer than this build of geoflash \
+                 reads (versions 1 to {MANIFEST_VERSION}): open the index with the newer \
+                 geoflash that wrote it",
+                path.display()
+            )));
         }
-        let raw = check_checksum(raw, &path)?;
+        let mut raw = check_checksum(raw, &path)?;
+        if version < 2 {
+            raw = upgrade_v1(raw);
+        }
         serde_json::from_value(raw)
             .map_err(|e| Error::corrupt(None, format!("{}: {e}", path.display())))
     }
-
     /// Writes the manifest atomically (temporary file, sync, rename, sync
     /// the directory), with its checksum as the last field.
     pub fn store(&self, dir: &Path) -> Result<()> {
@@ -118,6 +176,45 @@ impl Manifest {
         let text = serde_json::to_vec_pretty(&value).map_err(bad)?;
         write_atomic(dir, MANIFEST_FILE, &text)
     }
+}
+
+/// A manifest of format 1 (checksum checked) as format 2 writes it, the
+/// one upgrade between them. Format 1 wrote the store as one record of
+/// every store's fields: `efind` and `fast` (each `null` unless the
+/// store's, and absent or `null` in manifests written before every
+/// parameter was recorded, which then stood for the store's defaults),
+/// `policy` for FAST, `in_place` for every store. Format 2 writes the
+/// chosen store's own fields, so the other store's `null` is dropped and a
+/// logged store's missing parameters are written out as the defaults that
+/// format 1 stood for. The structure (`kind`, `index`) is unchanged.
+pub fn upgrade_v1(mut raw: serde_json::Value) -> serde_json::Value {
+    use crate::store::efind::EfindConfig;
+    use crate::store::fast::FastConfig;
+    if let Some(store) = raw.get_mut("store").and_then(|s| s.as_object_mut()) {
+        let kind = store.get("kind").and_then(|k| k.as_str()).map(String::from);
+        for own in ["efind", "fast"] {
+            let missing = store.get(own).is_none_or(|v| v.is_null());
+            if kind.as_deref() != Some(own) {
+                store.remove(own);
+            } else if missing {
+                let defaults = match own {
+                    "efind" => serde_json::to_value(EfindConfig::default()),
+                    _ => serde_json::to_value(FastConfig::default()),
+                };
+                store.insert(own.into(), defaults.unwrap_or_default());
+            }
+        }
+        if kind.as_deref() != Some("plain") {
+            store.remove("in_place");
+        }
+        if kind.as_deref() == Some("fast") {
+            store.remove("policy");
+        }
+    }
+    if let Some(map) = raw.as_object_mut() {
+        map.insert("format_version".into(), serde_json::json!(MANIFEST_VERSION));
+    }
+    raw
 }
 
 /// The manifest's checksum field: `crc32c:` and eight hex digits, the
@@ -351,16 +448,17 @@ impl Drop for DirLock {
 mod tests {
     use super::*;
 
+    use crate::index::{IndexKind, TreeParams};
+
     fn sample() -> Manifest {
         Manifest {
             format_version: MANIFEST_VERSION,
             created_by: "test".into(),
-            kind: "rstar".into(),
+            structure: StructureConfig::Tree(TreeParams::new(IndexKind::RStar, 101)),
             page_size: 4096,
             device: "mem:".into(),
             crs: Crs::default(),
-            index: serde_json::json!({"max_entries": 101}),
-            store: serde_json::json!({"kind": "plain"}),
+            store: StoreSpec::plain(4096),
         }
     }
 
@@ -373,10 +471,13 @@ mod tests {
         let mut newer = serde_json::to_value(&m).unwrap();
         newer["format_version"] = serde_json::json!(MANIFEST_VERSION + 1);
         std::fs::write(dir.path().join(MANIFEST_FILE), newer.to_string()).unwrap();
-        assert!(matches!(
-            Manifest::load(dir.path()),
-            Err(Error::UnsupportedVersion { .. })
-        ));
+        // Refused with a message naming the version and the file.
+        let e = Manifest::load(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("format version {}", MANIFEST_VERSION + 1))
+                && e.contains(&dir.path().join(MANIFEST_FILE).display().to_string()),
+            "{e}"
+        );
         std::fs::write(dir.path().join(MANIFEST_FILE), "{not json").unwrap();
         assert!(matches!(
             Manifest::load(dir.path()),
@@ -396,7 +497,10 @@ mod tests {
     fn a_damaged_manifest_is_an_error_naming_it_never_another_manifest() {
         let dir = tempfile::tempdir().unwrap();
         let mut m = sample();
-        m.index = serde_json::json!({"max_entries": 101, "hilbert_domain": [0.25, -3.5, 1e9, 7.0]});
+        m.structure = StructureConfig::Xbr(crate::index::xbr::XbrConfig::new(
+            crate::geom::Rect::new(0.25, -3.5, 1e9, 7.0).unwrap(),
+            101,
+        ));
         m.store(dir.path()).unwrap();
         let path = dir.path().join(MANIFEST_FILE);
         let clean = std::fs::read(&path).unwrap();

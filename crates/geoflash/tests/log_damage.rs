@@ -8,9 +8,10 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use geoflash::engine::{StoreKind, StoreSpec};
 use geoflash::geom::Rect;
 use geoflash::index::query::Predicate;
-use geoflash::index_dir::{StoreKind, LOG_FILE};
+use geoflash::index_dir::LOG_FILE;
 use geoflash::manifest::Access;
 use geoflash::{Error, Index, IndexOptions};
 
@@ -35,8 +36,7 @@ fn capture(dir: &Path, store: StoreKind) -> HashMap<String, Vec<u8>> {
         device: "file?direct=false".parse().unwrap(),
         ..IndexOptions::default()
     };
-    opts.store.kind = store;
-    opts.store.buffer_bytes = 16 * 1024;
+    opts.store = StoreSpec::of_kind(store, 16 * 1024);
     let mut index = Index::create(dir, &opts).unwrap();
     for id in 0..RECORDS {
         index.insert(id, rect(id)).unwrap();

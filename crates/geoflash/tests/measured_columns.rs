@@ -2,8 +2,8 @@
 //! small workload (an R*-tree on eFIND over the flash simulator, built by
 //! insertion, half deleted, queried with refinement, reopened) makes each of
 //! them non-zero. A column that is documented but never set fails here.
+use geoflash::engine::{StoreSpec, StructureSpec, TreeSpec};
 use geoflash::index::IndexKind;
-use geoflash::index_dir::{StoreKind, StoreOptions};
 use geoflash::manifest::Access;
 use geoflash::metrics::{BatchClock, Stats};
 use geoflash::store::efind::EfindConfig;
@@ -58,16 +58,13 @@ fn every_documented_column_is_measured_on_a_workload_that_needs_it() {
         ..efind
     };
     let opts = IndexOptions {
-        kind: IndexKind::RStar,
+        structure: StructureSpec::Tree(TreeSpec {
+            max_entries: Some(8),
+            ..TreeSpec::new(IndexKind::RStar)
+        }),
         page_size,
-        max_entries: Some(8),
         device: "flashsim:preset=seed-tc58".parse().unwrap(),
-        store: StoreOptions {
-            kind: StoreKind::Efind,
-            buffer_bytes: 8 * 1024,
-            efind: Some(efind),
-            ..StoreOptions::default()
-        },
+        store: StoreSpec::efind(8 * 1024, efind),
         ..IndexOptions::default()
     };
     let data = boxes(600);

@@ -22,6 +22,10 @@ mod spec_tests;
 pub use spec::{IndexSpec, KeyStyle, SpecError};
 pub mod testenv;
 
+pub use crate::config::{
+    EfindSpec, FastSpec, FortreeSpec, PlainSpec, StoreKind, StoreSpec, StructureConfig,
+    StructureSpec, TreeSpec, XbrSpec, KIND_NAMES,
+};
 pub use crate::defaults;
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::grid::GridKind;

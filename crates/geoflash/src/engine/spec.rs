@@ -4,12 +4,14 @@
 //! The command line's flags (`--flush-percent 10`), the workbench's
 //! `[[index]]` keys (`efind = { flush_percent = 10 }`) and the Python
 //! package's keyword arguments (`flush_percent=10`) all go through
-//! [`IndexSpec::set`]; [`IndexSpec::options`] then refuses the combinations
-//! that make no sense (an eFIND parameter for the FAST store, a log setting
-//! for the plain store, a FOR-tree parameter for an R*-tree, ...) with one
-//! message naming the keys at fault, spelled as the front end spells them
-//! ([`KeyStyle`]), and lowers the settings to the verified
-//! [`IndexOptions`] the index is created from.
+//! [`IndexSpec::set`], which parses each value once into its typed field;
+//! [`IndexSpec::options`] then refuses the combinations that make no sense
+//! (an eFIND parameter for the FAST store, a log setting for the plain
+//! store, a FOR-tree parameter for an R*-tree, ...) with one message naming
+//! the keys at fault, spelled as the front end spells them ([`KeyStyle`]),
+//! and builds the typed [`IndexOptions`] (a [`StructureSpec`] and a
+//! [`StoreSpec`]) the index is created from. Text exists only here, at the
+//! edge: nothing past `options` reads a key or a kind's name.
 //!
 //! A spec also reads and writes itself as text, `key=value` pairs joined by
 //! commas (`store=fast,buffer=64MiB,fast_policy=fast-star`), the form the
@@ -18,10 +20,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::cache::PolicyKind;
+use crate::config::{
+    EfindSpec, FastSpec, PlainSpec, StoreKind, StoreSpec, StructureConfig, StructureSpec, TreeSpec,
+};
 use crate::geom::Rect;
 use crate::grid::{GridKind, GridSettings};
 use crate::index::{IndexKind, SplitKind};
-use crate::index_dir::{FortreeOptions, IndexOptions, StoreKind, StoreOptions};
+use crate::index_dir::IndexOptions;
 use crate::manifest::Crs;
 use crate::storage::spec::DeviceSpec;
 use crate::store::efind::{EfindConfig, FlushPolicy};
@@ -77,39 +82,34 @@ impl From<SpecError> for Error {
 }
 
 /// The structure a spec's `kind` names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Structure {
-    /// A tree of the R-tree family.
-    Tree(IndexKind),
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    /// A structure with its defaults.
+    Structure(StructureSpec),
     /// An R*-tree whose internal nodes a hybrid device keeps on its fast tier.
     ShrTree,
-    /// The FOR-tree.
-    Fortree,
-    /// The xBR+-tree of points.
-    Xbr,
-    /// A grid file of points.
-    Grid(GridKind),
 }
 
-impl Structure {
-    /// Parses a kind: `shrtree` here, the others as the index options
-    /// name them ([`IndexOptions::set_kind`]).
-    fn parse(s: &str) -> Result<Structure> {
+impl Kind {
+    /// Parses a kind: `shrtree` here, the others as [`StructureSpec::named`]
+    /// names them.
+    fn parse(s: &str) -> Result<Kind> {
         if s.trim().eq_ignore_ascii_case("shrtree") {
-            return Ok(Structure::ShrTree);
+            return Ok(Kind::ShrTree);
         }
-        let mut o = IndexOptions::default();
-        o.set_kind(s.trim()).map_err(|_| {
+        StructureSpec::named(s).map(Kind::Structure).map_err(|_| {
             Error::invalid(format!(
                 "unknown index kind {s:?}: use rtree, rstar, hilbert, fortree, xbr, shrtree, grid, gffm, lbgrid or hgrid"
             ))
-        })?;
-        Ok(match (o.grid, o.fortree, o.xbr) {
-            (Some(g), _, _) => Structure::Grid(g.kind),
-            (None, Some(_), _) => Structure::Fortree,
-            (None, None, true) => Structure::Xbr,
-            (None, None, false) => Structure::Tree(o.kind),
         })
+    }
+
+    /// The structure (an sHR-tree is an R*-tree).
+    fn structure(self) -> StructureSpec {
+        match self {
+            Kind::Structure(s) => s,
+            Kind::ShrTree => StructureSpec::Tree(TreeSpec::new(IndexKind::RStar)),
+        }
     }
 }
 
@@ -167,11 +167,54 @@ const TREE_KEYS: &[&str] = &[
 /// index directory's file read through the OS page cache.
 #[derive(Debug, Clone, Default)]
 pub struct IndexSpec {
-    /// The value of each key set, by canonical name, as given.
+    /// The value of each key set, parsed.
+    typed: Settings,
+    /// The value of each key set, by canonical name, as given (for
+    /// [`get`](IndexSpec::get) and the text form).
     values: BTreeMap<&'static str, String>,
     /// The name each key was given under (an alias such as `reinsert`).
     names: BTreeMap<&'static str, String>,
     style: KeyStyle,
+}
+
+/// The value of each key set (`None`: not set), parsed once by
+/// [`IndexSpec::set`].
+#[derive(Debug, Clone, Default)]
+struct Settings {
+    kind: Option<Kind>,
+    split: Option<SplitKind>,
+    page_size: Option<usize>,
+    max_entries: Option<usize>,
+    min_entries: Option<usize>,
+    min_fill: Option<MinFill>,
+    reinsert_percent: Option<u8>,
+    hilbert_domain: Option<Rect>,
+    store: Option<StoreKind>,
+    buffer: Option<u64>,
+    buffer_policy: Option<PolicyKind>,
+    device: Option<DeviceSpec>,
+    placement: Option<Placement>,
+    journal: Option<bool>,
+    crs: Option<String>,
+    units: Option<String>,
+    durability: Option<Durability>,
+    group_commit: Option<Durability>,
+    flush_unit: Option<usize>,
+    log_capacity: Option<u64>,
+    log_format: Option<LogFormat>,
+    flush_percent: Option<u8>,
+    flush_policy: Option<FlushPolicy>,
+    read_buffer_percent: Option<u8>,
+    temporal_control: Option<bool>,
+    fast_policy: Option<FastPolicy>,
+    seed: Option<u64>,
+    fortree_write_read_ratio: Option<f64>,
+    fortree_original_root_counter: Option<bool>,
+    grid_batched: Option<bool>,
+    grid_dir_share: Option<f64>,
+    grid_cold_pages: Option<usize>,
+    grid_s: Option<f64>,
+    grid_special: Option<bool>,
 }
 
 impl IndexSpec {
@@ -244,9 +287,10 @@ impl IndexSpec {
         }
     }
 
-    /// Sets `key` to `value` (text, as the user wrote it), checking the
-    /// value alone; [`options`](Self::options) checks it against the rest.
-    /// An unknown key or a value that does not parse is an error naming it.
+    /// Sets `key` to `value` (text, as the user wrote it), parsing the
+    /// value into its typed field; [`options`](Self::options) checks it
+    /// against the rest. An unknown key or a value that does not parse is
+    /// an error naming it.
     pub fn set(&mut self, key: &str, value: &str) -> std::result::Result<(), SpecError> {
         let Some(k) = Self::canonical(key) else {
             return Err(SpecError {
@@ -264,7 +308,10 @@ impl IndexSpec {
         };
         self.names.insert(k, key.trim().to_string());
         let value = value.trim();
-        self.parse_value(k, value).map_err(|e| SpecError {
+        let mut typed = std::mem::take(&mut self.typed);
+        let parsed = self.parse_into(k, value, &mut typed);
+        self.typed = typed;
+        parsed.map_err(|e| SpecError {
             key: Some(k),
             error: e,
         })?;
@@ -272,48 +319,61 @@ impl IndexSpec {
         Ok(())
     }
 
-    /// Checks `value` alone as a value of key `k`.
-    fn parse_value(&self, k: &'static str, v: &str) -> Result<()> {
+    /// Parses `v` as the value of key `k` into its field of `t`.
+    fn parse_into(&self, k: &'static str, v: &str, t: &mut Settings) -> Result<()> {
+        let small = |n: u64| n as usize;
         match k {
-            "kind" => Structure::parse(v).map(drop),
-            "split" => v.parse::<SplitKind>().map(drop),
-            "page_size" => self
-                .size(k, v, 1 << 24)
-                .and_then(|n| check_page_size(n as usize)),
-            "max_entries" | "min_entries" => self.count(k, v, 1 << 24).map(drop),
-            "min_fill" => self.min_fill(v).map(drop),
-            "reinsert_percent" => self.percent(k, v, 99).map(drop),
-            "hilbert_domain" => self.rect(v).map(drop),
-            "store" => v.parse::<StoreKind>().map(drop),
-            "buffer" | "log_capacity" => self.size(k, v, u64::MAX).map(drop),
-            "buffer_policy" => v.parse::<PolicyKind>().map(drop),
-            "device" => DeviceSpec::parse(v).map(drop),
-            "placement" => Placement::parse(v).map(drop),
-            "crs" | "units" => Ok(()),
-            "durability" => Durability::parse(v).map(drop),
-            "group_commit" => Durability::parse(&format!("group:{v}")).map(drop),
-            "flush_unit" => self.count(k, v, 1 << 20).map(drop),
-            "log_format" => LogFormat::parse(v).map(drop),
-            "flush_percent" => self.percent(k, v, 100).map(drop),
-            "read_buffer_percent" => self.percent(k, v, 99).map(drop),
-            "flush_policy" => v.parse::<FlushPolicy>().map(drop),
-            "temporal_control" | "fortree_original_root_counter" | "grid_special" | "journal" => {
-                self.switch(k, v).map(drop)
+            "kind" => t.kind = Some(Kind::parse(v)?),
+            "split" => t.split = Some(v.parse()?),
+            "page_size" => {
+                let n = small(self.size(k, v, 1 << 24)?);
+                check_page_size(n)?;
+                t.page_size = Some(n);
             }
-            "grid_queries" => self.grid_batched(v).map(drop),
-            "grid_cold_pages" => self.count(k, v, 1 << 20).map(drop),
-            "grid_dir_share" | "grid_s" => self.number(k, v).map(drop),
-            "fast_policy" => FastPolicy::parse(v).map(drop),
-            "seed" => self.count(k, v, u64::MAX).map(drop),
+            "max_entries" => t.max_entries = Some(small(self.count(k, v, 1 << 24)?)),
+            "min_entries" => t.min_entries = Some(small(self.count(k, v, 1 << 24)?)),
+            "min_fill" => t.min_fill = Some(self.min_fill(v)?),
+            "reinsert_percent" => t.reinsert_percent = Some(self.percent(k, v, 99)?),
+            "hilbert_domain" => t.hilbert_domain = Some(self.rect(v)?),
+            "store" => t.store = Some(v.parse()?),
+            "buffer" => t.buffer = Some(self.size(k, v, u64::MAX)?),
+            "log_capacity" => t.log_capacity = Some(self.size(k, v, u64::MAX)?),
+            "buffer_policy" => t.buffer_policy = Some(v.parse()?),
+            "device" => t.device = Some(DeviceSpec::parse(v)?),
+            "placement" => t.placement = Some(Placement::parse(v)?),
+            "crs" => t.crs = Some(v.to_string()),
+            "units" => t.units = Some(v.to_string()),
+            "durability" => t.durability = Some(Durability::parse(v)?),
+            "group_commit" => t.group_commit = Some(Durability::parse(&format!("group:{v}"))?),
+            "flush_unit" => t.flush_unit = Some(small(self.count(k, v, 1 << 20)?)),
+            "log_format" => t.log_format = Some(LogFormat::parse(v)?),
+            "flush_percent" => t.flush_percent = Some(self.percent(k, v, 100)?),
+            "read_buffer_percent" => t.read_buffer_percent = Some(self.percent(k, v, 99)?),
+            "flush_policy" => t.flush_policy = Some(v.parse()?),
+            "temporal_control" => t.temporal_control = Some(self.switch(k, v)?),
+            "fortree_original_root_counter" => {
+                t.fortree_original_root_counter = Some(self.switch(k, v)?)
+            }
+            "grid_special" => t.grid_special = Some(self.switch(k, v)?),
+            "journal" => t.journal = Some(self.switch(k, v)?),
+            "grid_queries" => t.grid_batched = Some(self.grid_batched(v)?),
+            "grid_cold_pages" => t.grid_cold_pages = Some(small(self.count(k, v, 1 << 20)?)),
+            "grid_dir_share" => t.grid_dir_share = Some(self.number(k, v)?),
+            "grid_s" => t.grid_s = Some(self.number(k, v)?),
+            "fast_policy" => t.fast_policy = Some(FastPolicy::parse(v)?),
+            "seed" => t.seed = Some(self.count(k, v, u64::MAX)?),
             "fortree_write_read_ratio" => match v.parse::<f64>() {
-                Ok(r) if r.is_finite() && r > 0.0 => Ok(()),
-                _ => Err(Error::invalid(format!(
-                    "{} {v:?} must be a positive number",
-                    self.spell(k)
-                ))),
+                Ok(r) if r.is_finite() && r > 0.0 => t.fortree_write_read_ratio = Some(r),
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "{} {v:?} must be a positive number",
+                        self.spell(k)
+                    )))
+                }
             },
-            _ => Ok(()),
+            _ => {}
         }
+        Ok(())
     }
 
     fn count(&self, k: &'static str, v: &str, max: u64) -> Result<u64> {
@@ -421,22 +481,6 @@ impl IndexSpec {
         self.values.contains_key(k)
     }
 
-    /// The value of `k`, parsed by `parse` (which [`set`](Self::set) ran
-    /// already; an error here names the key all the same).
-    fn parsed<T>(
-        &self,
-        k: &'static str,
-        parse: impl FnOnce(&str) -> Result<T>,
-    ) -> std::result::Result<Option<T>, SpecError> {
-        match self.values.get(k) {
-            None => Ok(None),
-            Some(v) => parse(v).map(Some).map_err(|error| SpecError {
-                key: Some(k),
-                error,
-            }),
-        }
-    }
-
     /// The keys of `keys` that are set.
     fn given(&self, keys: &[&'static str]) -> Vec<&'static str> {
         keys.iter().copied().filter(|k| self.has(k)).collect()
@@ -468,23 +512,69 @@ impl IndexSpec {
         }
     }
 
-    /// The verified options of the index these settings describe: every
+    /// The typed options of the index these settings describe: every
     /// combination checked, the keys at fault named. A Hilbert R-tree or an
     /// xBR+-tree without a `hilbert_domain` is checked with a stand-in
     /// domain (a build from data takes the data's extent).
     pub fn options(&self) -> std::result::Result<IndexOptions, SpecError> {
-        let structure = self
-            .parsed("kind", Structure::parse)?
-            .unwrap_or(Structure::Tree(IndexKind::RStar));
-        let fortree = structure == Structure::Fortree;
-        let grid = match structure {
-            Structure::Grid(kind) => Some(kind),
-            _ => None,
+        let t = &self.typed;
+        let kind = t.kind.unwrap_or(Kind::Structure(StructureSpec::default()));
+        let store = self.refuse_misplaced(kind)?;
+        let buffer_bytes = self.buffer_bytes(kind, store)?;
+        let device = self.device(kind)?;
+        let mut options = IndexOptions {
+            structure: self.structure(kind.structure()),
+            page_size: t.page_size.unwrap_or(4096),
+            store: self.store(kind, store, buffer_bytes)?,
+            device,
+            crs: Crs {
+                name: t.crs.clone().unwrap_or_else(|| Crs::default().name),
+                units: t.units.clone().unwrap_or_else(|| Crs::default().units),
+            },
+            hilbert_domain: t.hilbert_domain,
         };
+        if let Some(fill) = t.min_fill {
+            let (max, min) = options.structure.capacities();
+            if min.is_some() {
+                return Err(self.fail(
+                    "min_fill",
+                    format!(
+                        "give {} or {}, not both",
+                        self.spell("min_fill"),
+                        self.spell("min_entries")
+                    ),
+                ));
+            }
+            let m = match fill {
+                MinFill::Count(m) => m,
+                MinFill::Fraction(f) => {
+                    let max = match max {
+                        Some(m) => m,
+                        None => self.checked(&options)?,
+                    };
+                    ((f * max as f64).ceil() as usize).max(2)
+                }
+            };
+            match &mut options.structure {
+                StructureSpec::Tree(t) => t.min_entries = Some(m),
+                StructureSpec::Fortree(f) => f.min_entries = Some(m),
+                StructureSpec::Xbr(_) | StructureSpec::Grid(_) => {}
+            }
+        }
+        self.checked(&options)?;
+        Ok(options)
+    }
+
+    /// Refuses the keys that do not apply to structure `kind` or to the
+    /// store chosen (given, or the structure's default), and returns that store.
+    fn refuse_misplaced(&self, kind: Kind) -> std::result::Result<StoreKind, SpecError> {
+        let structure = kind.structure();
+        let fortree = matches!(structure, StructureSpec::Fortree(_));
+        let grid = matches!(structure, StructureSpec::Grid(_));
         let kind_key = self.spell("kind");
         let kind_text = format!("{kind_key} {:?}", self.get("kind").unwrap_or("rstar"));
-        self.refuse_unless(grid.is_some(), GRID_KEYS, "the grid files", &kind_text)?;
-        if grid.is_some() {
+        self.refuse_unless(grid, GRID_KEYS, "the grid files", &kind_text)?;
+        if grid {
             let mut own = TREE_KEYS.to_vec();
             own.extend(EFIND_KEYS.iter().chain(LOG_KEYS).chain(FAST_KEYS));
             self.refuse_unless(
@@ -494,41 +584,33 @@ impl IndexSpec {
                 &format!("{kind_text} (a grid file keeps its own buffers)"),
             )?;
         }
-        let default_store = if fortree || grid.is_some() {
-            "plain"
-        } else {
-            defaults::STORE
-        };
-        let store: StoreKind = self
-            .parsed("store", |v| v.parse())?
-            .map_or_else(|| default_store.parse(), Ok)
-            .map_err(|error| SpecError {
+        let store = match self.typed.store {
+            Some(s) => s,
+            None if fortree || grid => StoreKind::Plain,
+            None => defaults::STORE.parse().map_err(|error| SpecError {
                 key: Some("store"),
                 error,
-            })?;
-        let store_name = match store {
-            StoreKind::Plain => "plain",
-            StoreKind::Efind => "efind",
-            StoreKind::Fast => "fast",
+            })?,
         };
         let store_key = self.spell("store");
-        let actual = format!("{store_key} {store_name:?}");
+        let actual = format!("{store_key} {:?}", store.name());
+        let owner = |s: &str| format!("{store_key} {s}");
         self.refuse_unless(
             store == StoreKind::Efind,
             EFIND_KEYS,
-            &format!("{store_key} \"efind\""),
+            &owner("\"efind\""),
             &actual,
         )?;
         self.refuse_unless(
             store != StoreKind::Plain,
             LOG_KEYS,
-            &format!("{store_key} \"efind\" or \"fast\""),
+            &owner("\"efind\" or \"fast\""),
             &actual,
         )?;
         self.refuse_unless(
             store == StoreKind::Fast,
             FAST_KEYS,
-            &format!("{store_key} \"fast\""),
+            &owner("\"fast\""),
             &actual,
         )?;
         // The rollback journal protects what is written in place (the plain
@@ -536,36 +618,42 @@ impl IndexSpec {
         self.refuse_unless(
             store == StoreKind::Plain,
             &["journal"],
-            &format!("{store_key} \"plain\" (and the FOR-tree, xBR+-tree and grid files on it)"),
+            &owner("\"plain\" (and the FOR-tree, xBR+-tree and grid files on it)"),
             &actual,
         )?;
-        let in_place = !self
-            .parsed("journal", |v| self.switch("journal", v))?
-            .unwrap_or(true);
         self.refuse_unless(
             fortree,
             FORTREE_KEYS,
             &format!("{kind_key} fortree"),
             &kind_text,
         )?;
-        let buffer = self
-            .parsed("buffer", |v| self.size("buffer", v, u64::MAX))?
-            .map_or_else(|| parse_size(defaults::BUFFER), Ok)
-            .map_err(|error| SpecError {
+        Ok(store)
+    }
+
+    /// The memory budget: given or the default, refused at 0 for a store
+    /// or structure that needs memory; and `buffer_policy` refused where
+    /// there is no such buffer.
+    fn buffer_bytes(&self, kind: Kind, store: StoreKind) -> std::result::Result<usize, SpecError> {
+        let fortree = matches!(kind.structure(), StructureSpec::Fortree(_));
+        let buffer = match self.typed.buffer {
+            Some(b) => b,
+            None => parse_size(defaults::BUFFER).map_err(|error| SpecError {
                 key: Some("buffer"),
                 error,
-            })?;
+            })?,
+        };
         let buffer_bytes = usize::try_from(buffer).map_err(|_| {
             self.fail(
                 "buffer",
                 format!("{} {buffer} is too large", self.spell("buffer")),
             )
         })?;
+        let store_key = self.spell("store");
         if buffer_bytes == 0 && (store != StoreKind::Plain || fortree) {
             let what = if fortree {
                 "FOR-tree".to_string()
             } else {
-                format!("{store_name} store")
+                format!("{} store", store.name())
             };
             return Err(self.fail(
                 "buffer",
@@ -589,125 +677,101 @@ impl IndexSpec {
                 ),
             ));
         }
-        let device = self.get("device").unwrap_or(defaults::DEVICE).to_string();
-        let parsed_device = DeviceSpec::parse(&device).map_err(|error| SpecError {
-            key: Some("device"),
-            error,
-        })?;
-        let tiered = match structure {
-            Structure::ShrTree => Some(("shrtree", "internal nodes")),
-            Structure::Grid(GridKind::HGrid) => Some(("hgrid", "hot pages")),
+        Ok(buffer_bytes)
+    }
+
+    /// The device: given or the default, refused when the structure places
+    /// pages on the fast tier of a hybrid device and it has one tier.
+    fn device(&self, kind: Kind) -> std::result::Result<DeviceSpec, SpecError> {
+        let device = match &self.typed.device {
+            Some(d) => d.clone(),
+            None => DeviceSpec::parse(defaults::DEVICE).map_err(|error| SpecError {
+                key: Some("device"),
+                error,
+            })?,
+        };
+        let tiered = match kind {
+            Kind::ShrTree => Some(("shrtree", "internal nodes")),
+            Kind::Structure(StructureSpec::Grid(g)) if g.kind == GridKind::HGrid => {
+                Some(("hgrid", "hot pages"))
+            }
             _ => None,
         };
-        if let (Some((kind, what)), false) =
-            (tiered, matches!(parsed_device, DeviceSpec::Hybrid { .. }))
-        {
+        if let (Some((kind, what)), false) = (tiered, matches!(device, DeviceSpec::Hybrid { .. })) {
+            let text = self.get("device").unwrap_or(defaults::DEVICE);
             return Err(self.fail(
                 "device",
                 format!(
                     "index kind {kind} places {what} on the fast tier of a hybrid device: \
-                     device {device:?} has one tier (use hybrid:fast=(SPEC);slow=(SPEC))"
+                     device {text:?} has one tier (use hybrid:fast=(SPEC);slow=(SPEC))"
                 ),
             ));
         }
-        let durability = self.durability()?;
-        let mut options = IndexOptions {
-            split: self
-                .parsed("split", |v| v.parse())?
-                .unwrap_or(SplitKind::Quadratic),
-            page_size: self
-                .parsed("page_size", |v| self.size("page_size", v, 1 << 24))?
-                .map_or(4096, |n| n as usize),
-            max_entries: self
-                .parsed("max_entries", |v| self.count("max_entries", v, 1 << 24))?
-                .map(|n| n as usize),
-            min_entries: self
-                .parsed("min_entries", |v| self.count("min_entries", v, 1 << 24))?
-                .map(|n| n as usize),
-            reinsert_percent: self
-                .parsed("reinsert_percent", |v| {
-                    self.percent("reinsert_percent", v, 99)
-                })?
-                .unwrap_or(crate::index::params::DEFAULT_REINSERT_PERCENT),
-            store: StoreOptions {
-                kind: store,
-                buffer_bytes,
-                policy: self
-                    .parsed("buffer_policy", |v| v.parse())?
-                    .unwrap_or(PolicyKind::S2q),
-                efind: self.efind_config(store, durability)?,
-                fast: self.fast_config(store, durability)?,
-                placement: match (structure, self.parsed("placement", Placement::parse)?) {
-                    (_, Some(p)) => p,
-                    (Structure::ShrTree, None) => Placement::SHR_TREE,
-                    (_, None) => Placement::None,
-                },
-                in_place,
-                ..StoreOptions::default()
-            },
-            device: parsed_device,
-            crs: Crs {
-                name: self
-                    .get("crs")
-                    .map_or_else(|| Crs::default().name, String::from),
-                units: self
-                    .get("units")
-                    .map_or_else(|| Crs::default().units, String::from),
-            },
-            hilbert_domain: self.parsed("hilbert_domain", |v| self.rect(v))?,
-            ..IndexOptions::default()
+        Ok(device)
+    }
+
+    /// The structure `base` (a kind with its defaults) with its own keys given.
+    fn structure(&self, base: StructureSpec) -> StructureSpec {
+        let t = &self.typed;
+        match base {
+            StructureSpec::Tree(tree) => StructureSpec::Tree(TreeSpec {
+                kind: tree.kind,
+                split: t.split.unwrap_or(tree.split),
+                max_entries: t.max_entries,
+                min_entries: t.min_entries,
+                reinsert_percent: t.reinsert_percent.unwrap_or(tree.reinsert_percent),
+            }),
+            StructureSpec::Fortree(mut f) => {
+                f.max_entries = t.max_entries;
+                f.min_entries = t.min_entries;
+                f.write_read_ratio = t.fortree_write_read_ratio.unwrap_or(f.write_read_ratio);
+                f.original_root_counter = t
+                    .fortree_original_root_counter
+                    .unwrap_or(f.original_root_counter);
+                StructureSpec::Fortree(f)
+            }
+            StructureSpec::Xbr(mut x) => {
+                x.max_entries = t.max_entries;
+                StructureSpec::Xbr(x)
+            }
+            StructureSpec::Grid(g) => StructureSpec::Grid(self.grid_settings(g.kind)),
+        }
+    }
+
+    /// The store `store` with its budget `buffer_bytes` and its own keys given.
+    fn store(
+        &self,
+        kind: Kind,
+        store: StoreKind,
+        buffer_bytes: usize,
+    ) -> std::result::Result<StoreSpec, SpecError> {
+        let t = &self.typed;
+        let placement = match (kind, t.placement) {
+            (_, Some(p)) => p,
+            (Kind::ShrTree, None) => Placement::SHR_TREE,
+            (_, None) => Placement::None,
         };
-        match structure {
-            Structure::Tree(kind) => options.kind = kind,
-            Structure::ShrTree => options.kind = IndexKind::RStar,
-            Structure::Fortree => {
-                options.kind = IndexKind::RTree;
-                let mut f = FortreeOptions::default();
-                if let Some(r) = self.parsed("fortree_write_read_ratio", |v| {
-                    v.parse::<f64>().map_err(|e| Error::invalid(e.to_string()))
-                })? {
-                    f.write_read_ratio = r;
-                }
-                if let Some(on) = self.parsed("fortree_original_root_counter", |v| {
-                    self.switch("fortree_original_root_counter", v)
-                })? {
-                    f.original_root_counter = on;
-                }
-                options.fortree = Some(f);
-            }
-            Structure::Xbr => {
-                options.kind = IndexKind::RTree;
-                options.xbr = true;
-            }
-            Structure::Grid(kind) => {
-                options.kind = IndexKind::RTree;
-                options.grid = Some(self.grid_settings(kind)?);
-            }
-        }
-        if let Some(fill) = self.parsed("min_fill", |v| self.min_fill(v))? {
-            if options.min_entries.is_some() {
-                return Err(self.fail(
-                    "min_fill",
-                    format!(
-                        "give {} or {}, not both",
-                        self.spell("min_fill"),
-                        self.spell("min_entries")
-                    ),
-                ));
-            }
-            options.min_entries = Some(match fill {
-                MinFill::Count(m) => m,
-                MinFill::Fraction(f) => {
-                    let max = match options.max_entries {
-                        Some(m) => m,
-                        None => self.checked(&options)?,
-                    };
-                    ((f * max as f64).ceil() as usize).max(2)
-                }
-            });
-        }
-        self.checked(&options)?;
-        Ok(options)
+        let policy = t.buffer_policy.unwrap_or(PolicyKind::S2q);
+        let durability = self.durability()?;
+        Ok(match store {
+            StoreKind::Plain => StoreSpec::Plain(PlainSpec {
+                buffer_bytes,
+                policy,
+                placement,
+                in_place: !t.journal.unwrap_or(true),
+            }),
+            StoreKind::Efind => StoreSpec::Efind(EfindSpec {
+                buffer_bytes,
+                policy,
+                placement,
+                efind: self.efind_config(durability)?,
+            }),
+            StoreKind::Fast => StoreSpec::Fast(FastSpec {
+                buffer_bytes,
+                placement,
+                fast: self.fast_config(durability)?,
+            }),
+        })
     }
 
     /// Checks `options` as creating the index would (with a stand-in domain
@@ -717,130 +781,116 @@ impl IndexSpec {
         if check.hilbert_domain.is_none() {
             check.hilbert_domain = Some(Rect::from_valid(0.0, 0.0, 1.0, 1.0));
         }
-        let blame = |error: Error| {
-            let msg = error.to_string();
-            let key = if msg.contains("max entries") && self.has("max_entries") {
-                "max_entries"
-            } else if msg.contains("min") && (self.has("min_entries") || self.has("min_fill")) {
-                if self.has("min_fill") {
-                    "min_fill"
-                } else {
-                    "min_entries"
-                }
-            } else if msg.contains("reinsert") && self.has("reinsert_percent") {
-                "reinsert_percent"
-            } else if msg.contains("FOR-tree") && self.has("store") {
-                "store"
+        let grid = matches!(check.structure, StructureSpec::Grid(_));
+        let resolved = check.resolve().map_err(|error| SpecError {
+            key: Some(if grid {
+                self.blame_grid(&error.to_string())
             } else {
-                "page_size"
-            };
-            SpecError {
-                key: Some(key),
+                self.blame_tree(&error.to_string())
+            }),
+            error,
+        })?;
+        check
+            .store
+            .verify(check.page_size)
+            .map_err(|error| SpecError {
+                key: Some("flush_unit"),
                 error,
-            }
-        };
-        if check.grid.is_some() {
-            check.grid_config().map_err(|error| {
-                let msg = error.to_string();
-                let key = if msg.contains("dir_share") {
-                    "grid_dir_share"
-                } else if msg.contains("s and special") {
-                    if self.has("grid_s") {
-                        "grid_s"
-                    } else {
-                        "grid_special"
-                    }
-                } else if msg.contains("selectivity") {
-                    "grid_s"
-                } else if msg.contains("too small") && self.has("grid_cold_pages") {
-                    "grid_cold_pages"
-                } else if msg.contains("too small") || msg.contains("buffers need") {
-                    "buffer"
-                } else {
-                    "page_size"
-                };
-                SpecError {
-                    key: Some(key),
-                    error,
-                }
             })?;
-            return Ok(0);
+        Ok(match resolved {
+            StructureConfig::Tree(p) => p.max_entries,
+            StructureConfig::Fortree(c) => c.max_entries,
+            StructureConfig::Xbr(c) => c.max_entries,
+            StructureConfig::Grid(_) => 0,
+        })
+    }
+
+    /// The key a tree's refusal `msg` is about.
+    fn blame_tree(&self, msg: &str) -> &'static str {
+        if msg.contains("max entries") && self.has("max_entries") {
+            "max_entries"
+        } else if msg.contains("min") && (self.has("min_entries") || self.has("min_fill")) {
+            if self.has("min_fill") {
+                "min_fill"
+            } else {
+                "min_entries"
+            }
+        } else if msg.contains("reinsert") && self.has("reinsert_percent") {
+            "reinsert_percent"
+        } else if msg.contains("FOR-tree") && self.has("store") {
+            "store"
+        } else {
+            "page_size"
         }
-        let max = check.tree_params().map_err(blame)?.max_entries;
-        check.fortree_config().map_err(blame)?;
-        check.xbr_config().map_err(blame)?;
-        if let Some(e) = &check.store.efind {
-            e.verify_for_page(check.page_size)
-                .map_err(|error| SpecError {
-                    key: Some("flush_unit"),
-                    error,
-                })?;
+    }
+
+    /// The key a grid file's refusal `msg` is about.
+    fn blame_grid(&self, msg: &str) -> &'static str {
+        if msg.contains("dir_share") {
+            "grid_dir_share"
+        } else if msg.contains("s and special") {
+            if self.has("grid_s") {
+                "grid_s"
+            } else {
+                "grid_special"
+            }
+        } else if msg.contains("selectivity") {
+            "grid_s"
+        } else if msg.contains("too small") && self.has("grid_cold_pages") {
+            "grid_cold_pages"
+        } else if msg.contains("too small") || msg.contains("buffers need") {
+            "buffer"
+        } else {
+            "page_size"
         }
-        Ok(max)
     }
 
     /// The grid-file settings of kind `kind`: its defaults, with the
     /// `grid_*` keys given.
-    fn grid_settings(&self, kind: GridKind) -> std::result::Result<GridSettings, SpecError> {
-        let mut g = GridSettings::new(kind);
-        if let Some(b) = self.parsed("grid_queries", |v| self.grid_batched(v))? {
-            g.batched = b;
+    fn grid_settings(&self, kind: GridKind) -> GridSettings {
+        let t = &self.typed;
+        let d = GridSettings::new(kind);
+        GridSettings {
+            kind,
+            batched: t.grid_batched.unwrap_or(d.batched),
+            dir_share: t.grid_dir_share.unwrap_or(d.dir_share),
+            cold_pages: t.grid_cold_pages,
+            s: t.grid_s,
+            special: t.grid_special,
         }
-        if let Some(d) = self.parsed("grid_dir_share", |v| self.number("grid_dir_share", v))? {
-            g.dir_share = d;
-        }
-        g.cold_pages = self
-            .parsed("grid_cold_pages", |v| {
-                self.count("grid_cold_pages", v, 1 << 20)
-            })?
-            .map(|n| n as usize);
-        g.s = self.parsed("grid_s", |v| self.number("grid_s", v))?;
-        g.special = self.parsed("grid_special", |v| self.switch("grid_special", v))?;
-        Ok(g)
     }
 
     /// `durability` with `group_commit` folded in (`None`: neither is set).
     fn durability(&self) -> std::result::Result<Option<Durability>, SpecError> {
-        let d = self.get("durability");
-        let g = self.get("group_commit");
-        let parsed = match (d, g) {
-            (None | Some("group"), Some(g)) => Durability::parse(&format!("group:{g}")),
-            (Some(d), Some(_)) => {
-                return Err(self.fail(
-                    "group_commit",
-                    format!(
-                        "{} goes with {} group, not {d}",
-                        self.spell("group_commit"),
-                        self.spell("durability")
-                    ),
-                ))
-            }
-            (Some(d), None) => Durability::parse(d),
-            (None, None) => return Ok(None),
-        };
-        parsed.map(Some).map_err(|error| SpecError {
-            key: Some(if g.is_some() {
-                "group_commit"
-            } else {
-                "durability"
-            }),
-            error,
-        })
+        let t = &self.typed;
+        match (self.get("durability"), t.group_commit) {
+            (None | Some("group"), Some(g)) => Ok(Some(g)),
+            (Some(d), Some(_)) => Err(self.fail(
+                "group_commit",
+                format!(
+                    "{} goes with {} group, not {d}",
+                    self.spell("group_commit"),
+                    self.spell("durability")
+                ),
+            )),
+            (_, None) => Ok(t.durability),
+        }
     }
 
-    /// The log settings shared by eFIND and FAST.
-    fn log_settings(
+    /// The log settings given, set on a store configuration's fields.
+    fn apply_log(
         &self,
         durability: Option<Durability>,
-    ) -> std::result::Result<LogSettings, SpecError> {
-        Ok(LogSettings {
-            unit: self
-                .parsed("flush_unit", |v| self.count("flush_unit", v, 1 << 20))?
-                .map(|n| n as usize),
-            capacity: self.parsed("log_capacity", |v| self.size("log_capacity", v, u64::MAX))?,
-            format: self.parsed("log_format", LogFormat::parse)?,
-            durability,
-        })
+        unit: &mut usize,
+        capacity: &mut u64,
+        format: &mut LogFormat,
+        durable: &mut Durability,
+    ) {
+        let t = &self.typed;
+        *unit = t.flush_unit.unwrap_or(*unit);
+        *capacity = t.log_capacity.unwrap_or(*capacity);
+        *format = t.log_format.unwrap_or(*format);
+        *durable = durability.unwrap_or(*durable);
     }
 
     /// `verified` (a store configuration's check) with its error blamed on
@@ -867,106 +917,52 @@ impl IndexSpec {
         })
     }
 
-    /// eFIND's configuration (`None`: not the eFIND store, or nothing set:
-    /// the paper's final configuration).
+    /// eFIND's configuration: the paper's final one with the keys given.
     fn efind_config(
         &self,
-        store: StoreKind,
         durability: Option<Durability>,
-    ) -> std::result::Result<Option<EfindConfig>, SpecError> {
-        if store != StoreKind::Efind
-            || (self.given(EFIND_KEYS).is_empty() && self.given(LOG_KEYS).is_empty())
-        {
-            return Ok(None);
-        }
+    ) -> std::result::Result<EfindConfig, SpecError> {
+        let t = &self.typed;
         let mut c = EfindConfig::default();
-        if let Some(p) = self.parsed("flush_percent", |v| self.percent("flush_percent", v, 100))? {
-            c.flush_percent = p;
-        }
-        if let Some(p) = self.parsed("flush_policy", |v| v.parse())? {
-            c.policy = p;
-        }
-        if let Some(r) = self.parsed("read_buffer_percent", |v| {
-            self.percent("read_buffer_percent", v, 99)
-        })? {
-            c.read_buffer_percent = r;
-        }
-        if let Some(on) = self.parsed("temporal_control", |v| self.switch("temporal_control", v))? {
+        c.flush_percent = t.flush_percent.unwrap_or(c.flush_percent);
+        c.policy = t.flush_policy.unwrap_or(c.policy);
+        c.read_buffer_percent = t.read_buffer_percent.unwrap_or(c.read_buffer_percent);
+        if let Some(on) = t.temporal_control {
             c.temporal_control = if on {
                 c.temporal_control.or(Some(Default::default()))
             } else {
                 None
             };
         }
-        self.log_settings(durability)?.apply(
+        self.apply_log(
+            durability,
             &mut c.flush_unit,
             &mut c.log_capacity,
             &mut c.log_format,
             &mut c.durability,
         );
         self.blame_verify(c.verify(), EFIND_KEYS, "flush_percent")?;
-        Ok(Some(c))
+        Ok(c)
     }
 
-    /// FAST's configuration (`None`: not the FAST store, or nothing set: FAST*).
+    /// FAST's configuration: FAST* with the keys given.
     fn fast_config(
         &self,
-        store: StoreKind,
         durability: Option<Durability>,
-    ) -> std::result::Result<Option<FastConfig>, SpecError> {
-        if store != StoreKind::Fast
-            || (self.given(FAST_KEYS).is_empty() && self.given(LOG_KEYS).is_empty())
-        {
-            return Ok(None);
-        }
+    ) -> std::result::Result<FastConfig, SpecError> {
+        let t = &self.typed;
         let mut c = FastConfig::default();
-        if let Some(p) = self.parsed("fast_policy", FastPolicy::parse)? {
-            c.policy = p;
-        }
-        if let Some(s) = self.parsed("seed", |v| self.count("seed", v, u64::MAX))? {
-            c.seed = s;
-        }
-        self.log_settings(durability)?.apply(
+        c.policy = t.fast_policy.unwrap_or(c.policy);
+        c.seed = t.seed.unwrap_or(c.seed);
+        self.apply_log(
+            durability,
             &mut c.flush_unit,
             &mut c.log_capacity,
             &mut c.log_format,
             &mut c.durability,
         );
         self.blame_verify(c.verify(), FAST_KEYS, "flush_unit")?;
-        Ok(Some(c))
-    }
-}
-
-/// The log's settings, which the eFIND and FAST configurations share
-/// (`None`: not set, the configuration's default stays).
-struct LogSettings {
-    unit: Option<usize>,
-    capacity: Option<u64>,
-    format: Option<LogFormat>,
-    durability: Option<Durability>,
-}
-
-impl LogSettings {
-    /// Sets the settings given onto a store configuration's fields.
-    fn apply(
-        &self,
-        unit: &mut usize,
-        capacity: &mut u64,
-        format: &mut LogFormat,
-        durability: &mut Durability,
-    ) {
-        if let Some(u) = self.unit {
-            *unit = u;
-        }
-        if let Some(c) = self.capacity {
-            *capacity = c;
-        }
-        if let Some(f) = self.format {
-            *format = f;
-        }
-        if let Some(d) = self.durability {
-            *durability = d;
-        }
+        Ok(c)
     }
 }
 

@@ -3,10 +3,18 @@
 use proptest::prelude::*;
 
 use super::{IndexSpec, KeyStyle};
+use crate::config::{StoreKind, StoreSpec, StructureSpec, TreeSpec};
 use crate::index::{IndexKind, SplitKind};
-use crate::index_dir::StoreKind;
 use crate::store::log::{Durability, LogFormat};
 use crate::store::placement::Placement;
+
+/// The tree of options `o` (a test of a tree's settings).
+fn tree(o: &crate::IndexOptions) -> TreeSpec {
+    match o.structure {
+        StructureSpec::Tree(t) => t,
+        other => panic!("not a tree: {other:?}"),
+    }
+}
 
 fn spec(pairs: &[(&str, &str)]) -> IndexSpec {
     let mut s = IndexSpec::new(KeyStyle::Key);
@@ -31,21 +39,22 @@ fn refusal(style: KeyStyle, pairs: &[(&str, &str)]) -> (Option<&'static str>, St
 #[test]
 fn an_empty_spec_gives_the_product_defaults() {
     let o = IndexSpec::new(KeyStyle::Key).options().unwrap();
-    assert_eq!(o.kind, IndexKind::RStar);
-    assert_eq!(o.split, SplitKind::Quadratic);
+    assert_eq!(tree(&o).kind, IndexKind::RStar);
+    assert_eq!(tree(&o).split, SplitKind::Quadratic);
     assert_eq!(o.page_size, 4096);
-    assert_eq!(o.store.kind, StoreKind::Efind);
+    assert_eq!(o.store.kind(), StoreKind::Efind);
     assert_eq!(
-        o.store.buffer_bytes as u64,
+        o.store.buffer_bytes() as u64,
         crate::units::parse_size(crate::defaults::BUFFER).unwrap()
     );
     assert_eq!(o.device, crate::defaults::DEVICE.parse().unwrap());
-    assert!(o.store.efind.is_none() && o.store.fast.is_none());
-    assert!(o.fortree.is_none() && !o.xbr);
+    assert!(
+        matches!(o.store, StoreSpec::Efind(e) if e.efind == crate::store::efind::EfindConfig::default())
+    );
     // The FOR-tree runs on the plain store unless told otherwise.
     let f = spec(&[("kind", "fortree")]).options().unwrap();
-    assert_eq!(f.store.kind, StoreKind::Plain);
-    assert!(f.fortree.is_some());
+    assert_eq!(f.store.kind(), StoreKind::Plain);
+    assert!(matches!(f.structure, StructureSpec::Fortree(_)));
 }
 
 #[test]
@@ -71,15 +80,19 @@ fn settings_reach_the_options() {
     ])
     .options()
     .unwrap();
-    assert_eq!(o.kind, IndexKind::Hilbert);
-    assert_eq!(o.split, SplitKind::Linear);
+    assert_eq!(tree(&o).kind, IndexKind::Hilbert);
+    assert_eq!(tree(&o).split, SplitKind::Linear);
     assert_eq!(o.page_size, 8192);
-    assert_eq!(o.reinsert_percent, 20);
-    assert_eq!(o.store.buffer_bytes, 1 << 20);
+    assert_eq!(tree(&o).reinsert_percent, 20);
+    assert_eq!(o.store.buffer_bytes(), 1 << 20);
     assert_eq!(o.device, "mem:".parse().unwrap());
     assert_eq!(o.crs.name, "EPSG:4326");
     assert_eq!(o.crs.units, "degree");
-    let e = o.store.efind.unwrap();
+    let StoreSpec::Efind(e) = o.store else {
+        panic!("not eFIND: {:?}", o.store)
+    };
+    assert_eq!(e.policy, crate::cache::PolicyKind::Lru);
+    let e = e.efind;
     assert_eq!(e.flush_percent, 20);
     assert!(e.temporal_control.is_none());
     assert_eq!(e.log_capacity, 1 << 20);
@@ -99,9 +112,11 @@ fn settings_reach_the_options() {
     ])
     .options()
     .unwrap()
-    .store
-    .fast
-    .unwrap();
+    .store;
+    let StoreSpec::Fast(f) = f else {
+        panic!("not FAST: {f:?}")
+    };
+    let f = f.fast;
     assert_eq!(f.seed, 9);
     assert_eq!(f.durability, Durability::Sync);
 }
@@ -211,16 +226,19 @@ fn the_sh_rtree_and_the_min_fill() {
     ])
     .options()
     .unwrap();
-    assert_eq!(o.kind, IndexKind::RStar);
-    assert_eq!(o.store.placement, Placement::SHR_TREE);
+    assert_eq!(tree(&o).kind, IndexKind::RStar);
+    assert_eq!(o.store.placement(), Placement::SHR_TREE);
     let o = spec(&[("max_entries", "50"), ("min_fill", "0.4")])
         .options()
         .unwrap();
-    assert_eq!(o.min_entries, Some(20));
+    assert_eq!(tree(&o).min_entries, Some(20));
     let o = spec(&[("min_fill", "0.4")]).options().unwrap();
-    let max = o.tree_params().unwrap().max_entries;
+    let crate::config::StructureConfig::Tree(p) = o.resolve().unwrap() else {
+        panic!("not a tree")
+    };
+    let max = p.max_entries;
     assert_eq!(
-        o.min_entries,
+        tree(&o).min_entries,
         Some(((0.4 * max as f64).ceil() as usize).max(2))
     );
 }
@@ -231,9 +249,12 @@ fn grid_files_take_their_own_keys_and_refuse_the_trees() {
     let o = spec(&[("kind", "lbgrid"), ("buffer", "1MiB")])
         .options()
         .unwrap();
-    assert_eq!(o.grid, Some(GridSettings::new(GridKind::LbGrid)));
     assert_eq!(
-        o.store.kind,
+        o.structure,
+        StructureSpec::Grid(GridSettings::new(GridKind::LbGrid))
+    );
+    assert_eq!(
+        o.store.kind(),
         StoreKind::Plain,
         "a grid file has no node store"
     );
@@ -249,7 +270,9 @@ fn grid_files_take_their_own_keys_and_refuse_the_trees() {
     ])
     .options()
     .unwrap();
-    let g = o.grid.unwrap();
+    let StructureSpec::Grid(g) = o.structure else {
+        panic!("not a grid file: {:?}", o.structure)
+    };
     assert_eq!(g.kind, GridKind::HGrid);
     assert!(!g.batched);
     assert_eq!(

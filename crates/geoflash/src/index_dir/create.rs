@@ -6,21 +6,19 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::devices::create_device;
-use super::factory::{make_store_payload, open_log_device, StoreOpen};
-use super::options::{no_bulk_load, IndexOptions, StoreKind};
+use super::factory::{make, open_log_device, Site, StoreOpen};
+use super::options::IndexOptions;
 use super::Index;
+use crate::config::{StoreSpec, StructureConfig, StructureSpec};
 use crate::geom::Rect;
-use crate::index::fortree::Fortree;
-use crate::index::xbr::{BulkOptions, XbrTree};
-use crate::index::{
-    BulkMethod, ExternalBulkConfig, ExternalBulkReport, IndexKind, RTree, TreeParams,
-};
+use crate::index::xbr::BulkOptions;
+use crate::index::{BulkMethod, ExternalBulkConfig, ExternalBulkReport, RTree, TreeParams};
 use crate::manifest::{Access, DirLock, Manifest, MANIFEST_VERSION};
-use crate::metrics::{Phase, PhaseTimes, Stopwatch};
-use crate::spatial::SpatialIndex;
+use crate::metrics::{Phase, PhaseTimes};
 use crate::staging::Staging;
 use crate::storage::spec::DeviceSpec;
 use crate::storage::PageDevice;
+use crate::store::log::RecoveryMode;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 
@@ -63,7 +61,7 @@ impl Index {
         method: BulkMethod,
         fill: f64,
     ) -> Result<Index> {
-        no_bulk_load(opts)?;
+        opts.structure.check_bulk_load()?;
         Index::staged_or_temporary(dir, opts, |at| {
             Index::bulk_load_in(at, opts, items, method, fill)
         })
@@ -86,7 +84,7 @@ impl Index {
         method: BulkMethod,
         fill: f64,
     ) -> Result<Index> {
-        no_bulk_load(opts)?;
+        opts.structure.check_bulk_load()?;
         Index::bulk_load_at(None, Some(device), opts, items, method, fill)
     }
 
@@ -126,7 +124,7 @@ impl Index {
         fill: f64,
     ) -> Result<Index> {
         let opts = opts.with_domain_of(items.iter().map(|(_, r)| r));
-        if opts.xbr {
+        if matches!(opts.structure, StructureSpec::Xbr(_)) {
             // The xBR+-tree's own bulk load (Z-order, write batches), into
             // the empty tree the directory is created with.
             let points = items
@@ -170,7 +168,7 @@ impl Index {
     where
         I: IntoIterator<Item = Result<(u64, Rect)>>,
     {
-        if opts.fortree.is_some() || opts.xbr || opts.grid.is_some() {
+        if !matches!(opts.structure, StructureSpec::Tree(_)) {
             return Err(Error::invalid(
                 "the bounded-memory bulk load builds the R-tree family (rtree, rstar, hilbert); \
                  build the FOR-tree and the grid files by insertion and the xBR+-tree with its own bulk load",
@@ -281,57 +279,9 @@ impl Index {
         opts: &IndexOptions,
         build: impl FnOnce(Box<dyn NodeStore>, TreeParams) -> Result<RTree<Box<dyn NodeStore>>>,
     ) -> Result<Index> {
-        opts.check_structure()?;
-        let params = opts.tree_params()?;
-        let fortree = opts.fortree_config()?;
-        let xbr = opts.xbr_config()?;
-        let grid = opts.grid_config()?;
-        if let Some(e) = &opts.store.efind {
-            e.verify_for_page(opts.page_size)?;
-        }
-        let mut store_opts = opts.store;
-        if fortree.is_some() || grid.is_some() {
-            // The FOR-tree's and a grid file's buffers are their own
-            // (recorded in their parameters).
-            store_opts.buffer_bytes = 0;
-        }
-        let mut fast_auto_log = false;
-        let efind_auto_log = store_opts.efind.is_none_or(|e| e.log_capacity == 0);
-        if store_opts.kind == StoreKind::Efind {
-            // The manifest records every eFIND parameter, durability and log
-            // size included (0: automatic, resolved by
-            // `EfindConfig::log_placement` at creation and at open; the
-            // store's identity page keeps the range it chose, which an
-            // automatic placement stands for at open; an automatic log in
-            // `log.dat` is written down with its floor, `floor_file_log`).
-            store_opts.efind = Some(store_opts.efind.unwrap_or_default());
-        }
-        if store_opts.kind == StoreKind::Fast {
-            // Likewise every FAST parameter (FAST's open sizes its log from it).
-            let mut f = store_opts.fast.unwrap_or_default();
-            f.buffer_bytes = store_opts.buffer_bytes;
-            fast_auto_log = f.log_capacity == 0;
-            f.log_capacity = f.resolved_log_capacity();
-            f.verify()?;
-            store_opts.fast = Some(f);
-        }
+        let structure = opts.resolve()?;
+        let (mut store, auto_log) = new_store(opts, &structure)?;
         let spec = opts.device.clone();
-        let mut manifest = Manifest {
-            format_version: MANIFEST_VERSION,
-            created_by: format!("geoflash {}", env!("CARGO_PKG_VERSION")),
-            kind: opts.kind_name(),
-            page_size: opts.page_size,
-            device: spec.to_string(),
-            crs: opts.crs.clone(),
-            index: match (&fortree, &xbr, &grid) {
-                (Some(c), _, _) => serde_json::to_value(c),
-                (None, Some(c), _) => serde_json::to_value(c),
-                (None, None, Some(c)) => serde_json::to_value(c),
-                (None, None, None) => serde_json::to_value(params),
-            }
-            .map_err(|e| Error::invalid(e.to_string()))?,
-            store: serde_json::to_value(store_opts).map_err(|e| Error::invalid(e.to_string()))?,
-        };
         let (lock, (device, sims), log_device) = match (dir, device) {
             (None, Some(device)) => (None, (device, Vec::new()), None),
             (Some(_), Some(_)) => {
@@ -342,7 +292,7 @@ impl Index {
             (Some(dir), None) => {
                 // A new, empty staging directory (nothing to clear).
                 let lock = DirLock::acquire(dir, Access::Write)?;
-                let log_device = open_log_device(&spec, &store_opts, dir, opts.page_size, Access::Write)?;
+                let log_device = open_log_device(&spec, &store, dir, opts.page_size, Access::Write)?;
                 (Some(lock), create_device(&spec, opts.page_size, Some(dir))?, log_device)
             }
             (None, None) if matches!(spec, DeviceSpec::File { path: None, .. }) => {
@@ -354,8 +304,8 @@ impl Index {
         };
         // A structure that writes in place gets a rollback journal on the
         // directory's file (see `journal`).
-        let in_place =
-            (grid.is_some() || store_opts.kind == StoreKind::Plain) && !store_opts.in_place;
+        let in_place = (matches!(structure, StructureConfig::Grid(_)) || store.is_plain())
+            && !store.in_place();
         let (device, journal) = match dir {
             Some(dir) if super::journal::needs_journal(&spec, in_place) => {
                 match super::journal::open_journal(device.clone(), dir, Access::Write, true)? {
@@ -365,63 +315,26 @@ impl Index {
             }
             _ => (device, None),
         };
-        if let Some(ld) = &log_device {
-            // An automatic log in its own file starts at MIN_FILE_LOG_CAPACITY.
-            if floor_file_log(&mut store_opts, efind_auto_log, fast_auto_log) {
-                manifest.store =
-                    serde_json::to_value(store_opts).map_err(|e| Error::invalid(e.to_string()))?;
-            }
-            // An automatic log follows the buffer: one too large for its
-            // file is the buffer's doing, and the error says so.
-            let automatic = match store_opts.kind {
-                StoreKind::Efind if efind_auto_log => {
-                    store_opts.efind.map(|e| e.resolved_log_capacity())
-                }
-                StoreKind::Fast if fast_auto_log => {
-                    store_opts.fast.map(|f| f.resolved_log_capacity())
-                }
-                _ => None,
-            };
-            if let Some(capacity) = automatic {
-                crate::store::log::placement::check_automatic_fits(capacity, ld.as_ref())?;
-            }
+        if auto_log {
+            size_automatic_log(&mut store, log_device.as_deref(), &*device, opts.page_size)?;
         }
-        if let (Some(f), None, true) = (store_opts.fast.as_mut(), &log_device, fast_auto_log) {
-            // An automatic log on the node device leaves room for the nodes
-            // (as eFIND's does); the manifest keeps the size chosen.
-            f.log_capacity = crate::store::log::cap_to_shared_device(
-                f.log_capacity,
-                device.capacity().saturating_mul(opts.page_size as u64),
-            );
-            manifest.store =
-                serde_json::to_value(store_opts).map_err(|e| Error::invalid(e.to_string()))?;
-        }
-        let mut times = PhaseTimes::default();
-        let tree: Box<dyn SpatialIndex> = match grid {
-            // A grid file has no node store: it is made on the device.
-            Some(g) => g.create(device.clone())?,
-            None => {
-                let (store, _) = make_store_payload(
-                    device.clone(),
-                    log_device.clone(),
-                    &store_opts,
-                    opts.kind == IndexKind::Hilbert || xbr.is_some(),
-                    StoreOpen::Create,
-                )?;
-                match (fortree, xbr) {
-                    (Some(c), _) => Box::new(Mutex::new(Fortree::create(store, c)?)),
-                    (None, Some(c)) => Box::new(XbrTree::create(store, c)?),
-                    (None, None) => {
-                        // A bulk load builds the whole tree here: index work.
-                        let watch = Stopwatch::start(device.sim_clock_ns());
-                        let tree = build(store, params)?;
-                        watch.stop(Phase::Index, device.sim_clock_ns(), &mut times);
-                        Box::new(tree)
-                    }
-                }
-            }
+        let manifest = Manifest {
+            format_version: MANIFEST_VERSION,
+            created_by: format!("geoflash {}", env!("CARGO_PKG_VERSION")),
+            structure,
+            page_size: opts.page_size,
+            device: spec.to_string(),
+            crs: opts.crs.clone(),
+            store,
         };
-
+        let mut times = PhaseTimes::default();
+        let site = Site {
+            device: device.clone(),
+            log_device: log_device.clone(),
+            how: StoreOpen::Create,
+            recovery: RecoveryMode::default(),
+        };
+        let (tree, _) = make(&structure, &store, site, Box::new(build), &mut times)?;
         let mut index = Index {
             dir: dir.map(Path::to_path_buf),
             manifest,
@@ -449,6 +362,65 @@ impl Index {
     }
 }
 
+/// The store a new index of `opts` with structure `structure` records,
+/// and whether its log's capacity is automatic (the user gave none). The
+/// FOR-tree's and a grid file's buffers are their own (recorded in their
+/// parameters), so their store keeps no budget; the manifest records every
+/// eFIND and FAST parameter, durability and log size included (FAST's open
+/// sizes its log from it; eFIND's automatic capacity, 0, is resolved by
+/// `EfindConfig::log_placement` at creation and at open, the store's
+/// identity page keeping the range it chose).
+fn new_store(opts: &IndexOptions, structure: &StructureConfig) -> Result<(StoreSpec, bool)> {
+    opts.store.verify(opts.page_size)?;
+    let mut store = opts.store;
+    if matches!(
+        structure,
+        StructureConfig::Fortree(_) | StructureConfig::Grid(_)
+    ) {
+        store.set_buffer_bytes(0);
+    }
+    let auto_log = store.log_capacity() == Some(0);
+    if let StoreSpec::Fast(s) = &mut store {
+        s.fast.buffer_bytes = s.buffer_bytes;
+        s.fast.log_capacity = s.fast.resolved_log_capacity();
+        s.fast.verify()?;
+    }
+    Ok((store, auto_log))
+}
+
+/// Sizes the automatic log of a new logged index in `store`. In its own
+/// file (`log_device`) an automatic log starts at
+/// [`MIN_FILE_LOG_CAPACITY`] and must fit the file (a log too large is the
+/// buffer's doing, and the error says so); on the node device (`device`,
+/// pages of `page_size` bytes) FAST's leaves room for the nodes, as
+/// eFIND's does. The manifest keeps the size chosen.
+fn size_automatic_log(
+    store: &mut StoreSpec,
+    log_device: Option<&dyn PageDevice>,
+    device: &dyn PageDevice,
+    page_size: usize,
+) -> Result<()> {
+    match (store, log_device) {
+        (store, Some(ld)) => {
+            floor_file_log(store);
+            let capacity = match store {
+                StoreSpec::Efind(s) => s.efind.resolved_log_capacity(),
+                StoreSpec::Fast(s) => s.fast.resolved_log_capacity(),
+                StoreSpec::Plain(_) => return Ok(()),
+            };
+            crate::store::log::placement::check_automatic_fits(capacity, ld)
+        }
+        (StoreSpec::Fast(s), None) => {
+            s.fast.log_capacity = crate::store::log::cap_to_shared_device(
+                s.fast.log_capacity,
+                device.capacity().saturating_mul(page_size as u64),
+            );
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The error of a build of `dir` stopped before it published.
 fn interrupted(dir: &Path) -> Error {
     Error::Interrupted(format!(
@@ -469,39 +441,20 @@ fn interrupted(dir: &Path) -> Error {
 /// session 14). The per-change format (the papers') keeps its 10 MiB.
 pub const MIN_FILE_LOG_CAPACITY: u64 = 64 * 1024 * 1024;
 
-/// Raises the automatic log capacity of the eFIND or FAST store in `store`
-/// (`efind_auto`, `fast_auto`: the user gave none) to at least
-/// [`MIN_FILE_LOG_CAPACITY`] for the first-image and compact formats, and
-/// writes it down as the store's capacity, so that the index reopens with
-/// it whatever buffer it is given. Returns whether a capacity was raised.
-fn floor_file_log(
-    store: &mut super::options::StoreOptions,
-    efind_auto: bool,
-    fast_auto: bool,
-) -> bool {
+/// Raises the automatic log capacity of the eFIND or FAST store in
+/// `store` to at least [`MIN_FILE_LOG_CAPACITY`] for the first-image and
+/// compact formats, and writes it down as the store's capacity, so that
+/// the index reopens with it whatever buffer it is given.
+fn floor_file_log(store: &mut StoreSpec) {
     use crate::store::log::LogFormat;
-    let buffer = store.buffer_bytes;
-    match store.kind {
-        StoreKind::Efind if efind_auto => {
-            let mut e = store.efind.unwrap_or_default();
-            if e.log_format == LogFormat::PerChange {
-                return false;
-            }
-            e.buffer_bytes = buffer;
-            e.log_capacity = e.resolved_log_capacity().max(MIN_FILE_LOG_CAPACITY);
-            store.efind = Some(e);
-            true
+    match store {
+        StoreSpec::Efind(s) if s.efind.log_format != LogFormat::PerChange => {
+            s.efind.buffer_bytes = s.buffer_bytes;
+            s.efind.log_capacity = s.efind.resolved_log_capacity().max(MIN_FILE_LOG_CAPACITY);
         }
-        StoreKind::Fast if fast_auto => {
-            let Some(f) = store.fast.as_mut() else {
-                return false;
-            };
-            if f.log_format == LogFormat::PerChange {
-                return false;
-            }
-            f.log_capacity = f.log_capacity.max(MIN_FILE_LOG_CAPACITY);
-            true
+        StoreSpec::Fast(s) if s.fast.log_format != LogFormat::PerChange => {
+            s.fast.log_capacity = s.fast.log_capacity.max(MIN_FILE_LOG_CAPACITY);
         }
-        _ => false,
+        _ => {}
     }
 }

@@ -15,6 +15,7 @@
 use std::path::Path;
 
 use super::*;
+use crate::config::{StoreKind, StoreSpec};
 use crate::geom::Rect;
 use crate::index::query::Predicate;
 use crate::index::BulkMethod;
@@ -41,11 +42,7 @@ fn options(store: StoreKind) -> IndexOptions {
     IndexOptions {
         page_size: PAGE,
         device: "file?direct=false".parse().unwrap(),
-        store: StoreOptions {
-            kind: store,
-            buffer_bytes: 64 * 1024,
-            ..StoreOptions::default()
-        },
+        store: StoreSpec::of_kind(store, 64 * 1024),
         ..IndexOptions::default()
     }
 }

@@ -1,26 +1,29 @@
 //! The factory of an index's parts: the names of its files (`pages.dat`,
-//! `log.dat`, `device.img`), the device a spec names, the separate log
-//! device of a logged store on a `file` device, and the node store the
-//! store options name ([`make_store`] and its variants, the one place that
-//! maps store options to a store).
+//! `log.dat`, `device.img`), the separate log device of a logged store on a
+//! `file` device, and [`make`], the one place that turns a verified
+//! structure ([`StructureConfig`]) and a store ([`StoreSpec`]) into the
+//! structure on a device, at creation and at every opening.
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use super::options::{StoreKind, StoreOptions};
-#[cfg(test)]
-use crate::index::IndexKind;
+use crate::config::{StoreSpec, StructureConfig};
+use crate::index::fortree::Fortree;
+use crate::index::xbr::XbrTree;
+use crate::index::{IndexKind, RTree, TreeParams};
 use crate::manifest::{Access, Manifest};
+use crate::metrics::{Phase, PhaseTimes, Stopwatch};
+use crate::spatial::SpatialIndex;
 use crate::storage::file::{FileDevice, FileDeviceOptions};
 use crate::storage::spec::DeviceSpec;
 use crate::storage::PageDevice;
 use crate::store::efind::{EfindConfig, EfindStore, RestartReport};
 use crate::store::fast::{FastConfig, FastStore};
-use crate::store::log::LogPlacement;
+use crate::store::log::{LogPlacement, RecoveryMode};
 use crate::store::placement::Placement;
 use crate::store::plain::{PlainConfig, PlainStore};
 pub use crate::store::StoreOpen;
 use crate::store::{LoggedStore, NodeStore};
-use crate::Result;
+use crate::{Error, Result};
 
 /// File of node pages inside an index directory.
 pub const PAGES_FILE: &str = "pages.dat";
@@ -31,69 +34,139 @@ pub const LOG_FILE: &str = "log.dat";
 /// File of the saved flash-simulator state inside an index directory.
 pub const DEVICE_IMAGE_FILE: &str = "device.img";
 
-/// The node store `opts` name on `device`, with the log on `log_device`
-/// when given (else in a region of `device`), also returning what restart
-/// did (stores with a log).
-#[cfg(test)]
-pub fn make_store_with_log(
-    device: Arc<dyn PageDevice>,
-    log_device: Option<Arc<dyn PageDevice>>,
-    opts: &StoreOptions,
-    kind: IndexKind,
-    how: StoreOpen,
-) -> Result<(Box<dyn NodeStore>, Option<RestartReport>)> {
-    make_store_payload(device, log_device, opts, kind == IndexKind::Hilbert, how)
+/// A tree of the R-tree family made on a store from its parameters:
+/// [`RTree::create`], [`RTree::open`] or a bulk load.
+pub(super) type TreeMaker<'a> =
+    Box<dyn FnOnce(Box<dyn NodeStore>, TreeParams) -> Result<RTree<Box<dyn NodeStore>>> + 'a>;
+
+/// Where and how [`make`] makes a structure.
+pub(super) struct Site {
+    /// The device of the structure's pages.
+    pub device: Arc<dyn PageDevice>,
+    /// The log's own device (`log.dat`), else the log is a region of `device`.
+    pub log_device: Option<Arc<dyn PageDevice>>,
+    /// Created, or opened for reading or writing.
+    pub how: StoreOpen,
+    /// What a logged store's restart does with damage before its log's tail.
+    pub recovery: RecoveryMode,
 }
 
-/// [`make_store_with_log`] for entries that carry a payload (`with_payload`:
-/// the Hilbert R-tree, the xBR+-tree) or not.
-pub fn make_store_payload(
-    device: Arc<dyn PageDevice>,
-    log_device: Option<Arc<dyn PageDevice>>,
-    opts: &StoreOptions,
+/// The structure `structure` names with its node store `store` on `site`
+/// (a grid file has no node store: it is made on the device), and what the
+/// store's restart did (stores with a log opened for writing). A tree of
+/// the R-tree family is made by `tree` (created, opened or bulk-loaded);
+/// the other structures are created or opened as `site.how` says. The
+/// restart is timed as recovery, the making of a tree as index work.
+pub(super) fn make(
+    structure: &StructureConfig,
+    store: &StoreSpec,
+    site: Site,
+    tree: TreeMaker<'_>,
+    times: &mut PhaseTimes,
+) -> Result<(Box<dyn SpatialIndex>, Option<RestartReport>)> {
+    let create = site.how == StoreOpen::Create;
+    let with_payload = match structure {
+        StructureConfig::Grid(g) if create => return Ok((g.create(site.device)?, None)),
+        StructureConfig::Grid(g) => return Ok((g.open(site.device)?, None)),
+        StructureConfig::Tree(p) => p.kind == IndexKind::Hilbert,
+        StructureConfig::Fortree(_) => false,
+        StructureConfig::Xbr(_) => true,
+    };
+    let device = site.device.clone();
+    let watch = Stopwatch::start(device.sim_clock_ns());
+    let (nodes, restart) = make_store(&site, store, with_payload)?;
+    if restart.is_some() {
+        watch.stop(Phase::Recovery, device.sim_clock_ns(), times);
+    }
+    let made: Box<dyn SpatialIndex> = match *structure {
+        StructureConfig::Tree(params) => {
+            let watch = Stopwatch::start(device.sim_clock_ns());
+            let t = tree(nodes, params)?;
+            if create {
+                // A bulk load builds the whole tree here: index work.
+                watch.stop(Phase::Index, device.sim_clock_ns(), times);
+            }
+            Box::new(t)
+        }
+        StructureConfig::Fortree(c) if create => Box::new(Mutex::new(Fortree::create(nodes, c)?)),
+        StructureConfig::Fortree(c) => Box::new(Mutex::new(Fortree::open(nodes, c)?)),
+        StructureConfig::Xbr(c) if create => Box::new(XbrTree::create(nodes, c)?),
+        StructureConfig::Xbr(c) => Box::new(XbrTree::open(nodes, c)?),
+        StructureConfig::Grid(_) => {
+            return Err(Error::invalid("a grid file has no node store"));
+        }
+    };
+    Ok((made, restart))
+}
+
+/// The node store `store` names on `site`'s devices, with the log on its
+/// own device when given (else in a region of the node device), for
+/// entries that carry a payload (`with_payload`: the Hilbert R-tree, the
+/// xBR+-tree) or not, also returning what restart did (stores with a log).
+pub(super) fn make_store(
+    site: &Site,
+    store: &StoreSpec,
     with_payload: bool,
-    how: StoreOpen,
 ) -> Result<(Box<dyn NodeStore>, Option<RestartReport>)> {
-    let fresh = how == StoreOpen::Create;
-    match opts.kind {
-        StoreKind::Plain => {
+    let (device, how) = (site.device.clone(), site.how);
+    match *store {
+        StoreSpec::Plain(s) => {
             let cfg = PlainConfig {
-                buffer_bytes: opts.buffer_bytes,
-                policy: opts.policy,
+                buffer_bytes: s.buffer_bytes,
+                policy: s.policy,
                 with_payload,
             };
-            let store = if fresh {
+            let store = if how == StoreOpen::Create {
                 PlainStore::create(device, cfg)?
             } else {
                 PlainStore::open(device, cfg)?
             };
-            Ok((Box::new(store.with_placement(opts.placement)), None))
+            Ok((Box::new(store.with_placement(s.placement)), None))
         }
-        StoreKind::Efind => {
+        StoreSpec::Efind(s) => {
             let cfg = EfindConfig {
-                buffer_bytes: opts.buffer_bytes,
-                read_policy: opts.policy,
+                buffer_bytes: s.buffer_bytes,
+                read_policy: s.policy,
                 with_payload,
-                recovery: opts.recovery,
-                ..opts.efind.unwrap_or_default()
+                recovery: site.recovery,
+                ..s.efind
             };
             // The log of both stores: `log.dat` from page 0 when given,
             // else the last pages of the node device.
-            let log = cfg.log_placement(&device, log_device)?;
-            logged::<EfindStore>(how, device, log, cfg, opts.placement)
+            let log = cfg.log_placement(&device, site.log_device.clone())?;
+            logged::<EfindStore>(how, device, log, cfg, s.placement)
         }
-        StoreKind::Fast => {
+        StoreSpec::Fast(s) => {
             let cfg = FastConfig {
-                buffer_bytes: opts.buffer_bytes,
+                buffer_bytes: s.buffer_bytes,
                 with_payload,
-                recovery: opts.recovery,
-                ..opts.fast.unwrap_or_default()
+                recovery: site.recovery,
+                ..s.fast
             };
             cfg.verify()?;
-            let log = cfg.log_placement(&device, log_device)?;
-            logged::<FastStore>(how, device, log, cfg, opts.placement)
+            let log = cfg.log_placement(&device, site.log_device.clone())?;
+            logged::<FastStore>(how, device, log, cfg, s.placement)
         }
     }
+}
+
+/// [`make_store`] on `device` (and `log_device`) for a tree of `kind`, for
+/// a test of a store through the index's factory.
+#[cfg(test)]
+pub fn make_store_with_log(
+    device: Arc<dyn PageDevice>,
+    log_device: Option<Arc<dyn PageDevice>>,
+    store: &StoreSpec,
+    kind: IndexKind,
+    how: StoreOpen,
+) -> Result<(Box<dyn NodeStore>, Option<RestartReport>)> {
+    let site = Site {
+        device,
+        log_device,
+        how,
+        recovery: RecoveryMode::AbsoluteConsistency,
+    };
+    make_store(&site, store, kind == IndexKind::Hilbert)
 }
 
 /// A logged store obtained as `how` says, and what its restart did.
@@ -143,7 +216,7 @@ pub(super) fn pages_file(dir: &Path, manifest: &Manifest) -> PathBuf {
 /// devices, whose log (if any) is a region of the index device.
 pub(super) fn open_log_device(
     spec: &DeviceSpec,
-    store: &StoreOptions,
+    store: &StoreSpec,
     dir: &Path,
     page_size: usize,
     access: Access,
@@ -151,7 +224,7 @@ pub(super) fn open_log_device(
     let DeviceSpec::File { direct, engine, .. } = spec else {
         return Ok(None);
     };
-    if store.kind == StoreKind::Plain {
+    if store.is_plain() {
         return Ok(None);
     }
     let path = dir.join(LOG_FILE);

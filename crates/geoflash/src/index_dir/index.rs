@@ -81,7 +81,7 @@ impl std::fmt::Debug for Index {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Index")
             .field("dir", &self.dir)
-            .field("kind", &self.manifest.kind)
+            .field("kind", &self.manifest.kind())
             .field("device", &self.device.describe())
             .field("records", &self.len())
             .finish()

@@ -63,4 +63,4 @@ pub use factory::{LOG_FILE, PAGES_FILE};
 #[cfg(test)]
 pub use factory::{make_store_with_log, StoreOpen, DEVICE_IMAGE_FILE};
 pub use index::Index;
-pub use options::{FortreeOptions, IndexOptions, StoreKind, StoreOptions};
+pub use options::IndexOptions;

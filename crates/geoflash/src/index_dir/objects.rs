@@ -3,7 +3,7 @@
 //! deleted with their MBRs; range queries refined on the geometries.
 use std::path::Path;
 
-use super::options::{no_bulk_load, IndexOptions};
+use super::options::IndexOptions;
 use super::Index;
 use crate::geom::Rect;
 use crate::index::query::{Predicate, QueryResult};
@@ -40,7 +40,7 @@ impl Index {
                     .map_err(|e| Error::invalid(format!("object {id}: {e}")))
             })
             .collect::<Result<Vec<_>>>()?;
-        no_bulk_load(opts)?;
+        opts.structure.check_bulk_load()?;
         Index::staged(dir, opts, |staging| {
             let mut index = Index::bulk_load_in(Some(staging), opts, items, method, fill)?;
             let heap = index.objects_mut()?;

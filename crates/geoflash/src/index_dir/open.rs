@@ -5,19 +5,14 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use super::devices::{missing_file, reopen_device};
-use super::factory::{make_store_payload, open_log_device, pages_file, StoreOpen, LOG_FILE};
+use super::factory::{make, open_log_device, pages_file, Site, StoreOpen, LOG_FILE};
 use super::objects::open_objects;
-use super::options::{StoreKind, StoreOptions};
 use super::Index;
-use crate::grid::{GridConfig, GridKind};
-use crate::index::fortree::{Fortree, FortreeConfig};
-use crate::index::xbr::{XbrConfig, XbrTree};
-use crate::index::{IndexKind, RTree, TreeParams};
+use crate::config::StructureConfig;
+use crate::index::RTree;
 use crate::manifest::{Access, DirLock, Manifest};
-use crate::metrics::{Phase, PhaseTimes, Stopwatch};
-use crate::spatial::SpatialIndex;
+use crate::metrics::PhaseTimes;
 use crate::storage::spec::DeviceSpec;
-use crate::storage::PageDevice;
 use crate::store::log::RecoveryMode;
 use crate::{Error, Result};
 
@@ -55,38 +50,9 @@ impl Index {
         }
         let lock = DirLock::acquire(dir, access)?;
         let manifest = Manifest::load(dir)?;
-        let index_params = |what: &str| {
-            Error::corrupt(
-                None,
-                format!("manifest {what} parameters: {}", manifest.index),
-            )
-        };
-        let mut xbr: Option<XbrConfig> = None;
-        let mut grid: Option<GridConfig> = None;
-        let (params, fortree) = if GridKind::of(&manifest.kind).is_some() {
-            let c: GridConfig = serde_json::from_value(manifest.index.clone())
-                .map_err(|_| index_params("grid file"))?;
-            grid = Some(c);
-            (TreeParams::new(IndexKind::RTree, 3), None)
-        } else if manifest.kind == "fortree" {
-            let c: FortreeConfig = serde_json::from_value(manifest.index.clone())
-                .map_err(|_| index_params("FOR-tree"))?;
-            (TreeParams::new(IndexKind::RTree, c.max_entries), Some(c))
-        } else if manifest.kind == "xbr" {
-            let c: XbrConfig = serde_json::from_value(manifest.index.clone())
-                .map_err(|_| index_params("xBR+-tree"))?;
-            xbr = Some(c);
-            (TreeParams::new(IndexKind::RTree, c.max_entries), None)
-        } else {
-            let p: TreeParams = serde_json::from_value(manifest.index.clone())
-                .map_err(|_| index_params("index"))?;
-            (p, None)
-        };
-        let mut store_opts: StoreOptions = serde_json::from_value(manifest.store.clone())
-            .map_err(|e| Error::corrupt(None, format!("manifest store parameters: {e}")))?;
-        store_opts.recovery = mode;
+        let store = manifest.store;
         let spec = DeviceSpec::parse(&manifest.device)?;
-        if matches!(spec, DeviceSpec::File { .. }) && store_opts.kind != StoreKind::Plain {
+        if matches!(spec, DeviceSpec::File { .. }) && !store.is_plain() {
             // The log of a logged store on a file device (opening it for
             // writing would create an empty one, losing its operations).
             let log = dir.join(LOG_FILE);
@@ -97,8 +63,9 @@ impl Index {
         let (device, sims) = reopen_device(&spec, manifest.page_size, dir, access)?;
         // A structure that writes in place: its rollback journal brings the
         // pages back to the last checkpoint (see `journal`).
-        let in_place =
-            (grid.is_some() || store_opts.kind == StoreKind::Plain) && !store_opts.in_place;
+        let in_place = (matches!(manifest.structure, StructureConfig::Grid(_))
+            || store.is_plain())
+            && !store.in_place();
         let (device, journal, rolled_back) = match super::journal::needs_journal(&spec, in_place) {
             true => match super::journal::open_journal(device.clone(), dir, access, false)? {
                 Some(j) => (j.device, Some(j.journal), j.rollback.pages_restored),
@@ -106,36 +73,26 @@ impl Index {
             },
             false => (device, None, 0),
         };
-        let log_device = open_log_device(&spec, &store_opts, dir, manifest.page_size, access)?;
+        let log_device = open_log_device(&spec, &store, dir, manifest.page_size, access)?;
         let how = match access {
             Access::Read => StoreOpen::Read,
             Access::Write => StoreOpen::Write,
         };
         let mut times = PhaseTimes::default();
-        let (tree, restart): (Box<dyn SpatialIndex>, _) = match grid {
-            // A grid file has no node store: it reopens from its device.
-            Some(g) => (g.open(device.clone())?, None),
-            None => {
-                // Opening a store with a log for writing runs its restart (recovery).
-                let watch = Stopwatch::start(device.sim_clock_ns());
-                let (store, restart) = make_store_payload(
-                    device.clone(),
-                    log_device.clone(),
-                    &store_opts,
-                    params.kind == IndexKind::Hilbert || xbr.is_some(),
-                    how,
-                )?;
-                if restart.is_some() {
-                    watch.stop(Phase::Recovery, device.sim_clock_ns(), &mut times);
-                }
-                let tree: Box<dyn SpatialIndex> = match (fortree, xbr) {
-                    (Some(c), _) => Box::new(Mutex::new(Fortree::open(store, c)?)),
-                    (None, Some(c)) => Box::new(XbrTree::open(store, c)?),
-                    (None, None) => Box::new(RTree::open(store, params)?),
-                };
-                (tree, restart)
-            }
+        // Opening a store with a log for writing runs its restart (recovery).
+        let site = Site {
+            device: device.clone(),
+            log_device: log_device.clone(),
+            how,
+            recovery: mode,
         };
+        let (tree, restart) = make(
+            &manifest.structure,
+            &store,
+            site,
+            Box::new(RTree::open),
+            &mut times,
+        )?;
         Ok(Index {
             dir: Some(dir.to_path_buf()),
             manifest,

@@ -13,6 +13,7 @@ use crate::manifest::Access;
 use crate::staging::Staging;
 use crate::store::efind::EfindConfig;
 use crate::store::fast::FastConfig;
+use crate::config::{StoreKind, StoreSpec, StructureSpec, TreeSpec};
 use crate::Error;
 
 fn rect(i: u64) -> Rect {
@@ -32,11 +33,7 @@ fn file_opts() -> IndexOptions {
 /// [`file_opts`] with a store of `kind` and `buffer_bytes` of memory.
 fn file_opts_with(kind: StoreKind, buffer_bytes: usize) -> IndexOptions {
     IndexOptions {
-        store: StoreOptions {
-            kind,
-            buffer_bytes,
-            ..StoreOptions::default()
-        },
+        store: StoreSpec::of_kind(kind, buffer_bytes),
         ..file_opts()
     }
 }
@@ -132,22 +129,28 @@ fn logged_indexes_reopen_with_the_same_answers_and_write_less() {
 
 /// A store with a log (eFIND or FAST): 16 KiB of memory, a 256 KiB log.
 fn logged_opts(kind: StoreKind, durability: crate::store::log::Durability) -> IndexOptions {
-    IndexOptions {
-        store: StoreOptions {
-            kind,
-            buffer_bytes: 16 * 1024,
-            efind: (kind == StoreKind::Efind).then_some(EfindConfig {
+    let buffer = 16 * 1024;
+    let store = match kind {
+        StoreKind::Efind => StoreSpec::efind(
+            buffer,
+            EfindConfig {
                 durability,
                 log_capacity: 256 * 1024,
                 ..EfindConfig::default()
-            }),
-            fast: (kind == StoreKind::Fast).then_some(FastConfig {
+            },
+        ),
+        StoreKind::Fast => StoreSpec::fast(
+            buffer,
+            FastConfig {
                 durability,
                 log_capacity: 256 * 1024,
                 ..FastConfig::default()
-            }),
-            ..StoreOptions::default()
-        },
+            },
+        ),
+        StoreKind::Plain => StoreSpec::plain(buffer),
+    };
+    IndexOptions {
+        store,
         ..file_opts()
     }
 }
@@ -269,7 +272,7 @@ fn logged_store_on_simulated_flash(kind: StoreKind) {
 fn hilbert_indexes_keep_their_domain_in_the_manifest() {
     let dir = tempfile::tempdir().unwrap();
     let hilbert = IndexOptions {
-        kind: IndexKind::Hilbert,
+        structure: StructureSpec::tree(IndexKind::Hilbert),
         page_size: 1024,
         ..file_opts()
     };
@@ -305,7 +308,7 @@ fn hilbert_indexes_keep_their_domain_in_the_manifest() {
         .unwrap();
     for p in [&p1, &p2] {
         let ix = Index::open(p, Access::Write).unwrap();
-        assert!(ix.manifest().index.to_string().contains("hilbert_domain"));
+        assert!(ix.manifest().structure.to_json().unwrap().to_string().contains("hilbert_domain"));
         ix.tree().unwrap().check().unwrap();
         let got: BTreeSet<u64> = ix
             .query(window, Predicate::Intersects)
@@ -333,11 +336,17 @@ fn bad_creation_requests() {
             ..file_opts()
         },
         IndexOptions {
-            max_entries: Some(10_000),
+            structure: StructureSpec::Tree(TreeSpec {
+                max_entries: Some(10_000),
+                ..TreeSpec::new(IndexKind::RStar)
+            }),
             ..file_opts()
         },
         IndexOptions {
-            min_entries: Some(1),
+            structure: StructureSpec::Tree(TreeSpec {
+                min_entries: Some(1),
+                ..TreeSpec::new(IndexKind::RStar)
+            }),
             ..file_opts()
         },
         IndexOptions {
@@ -346,36 +355,33 @@ fn bad_creation_requests() {
             ..file_opts()
         },
         IndexOptions {
-            store: StoreOptions {
-                kind: StoreKind::Fast,
-                fast: Some(FastConfig {
+            store: StoreSpec::fast(
+                512 * 1024,
+                FastConfig {
                     flush_unit: 0,
                     ..FastConfig::default()
-                }),
-                ..StoreOptions::default()
-            },
+                },
+            ),
             ..file_opts()
         },
         IndexOptions {
-            store: StoreOptions {
-                kind: StoreKind::Fast,
-                fast: Some(FastConfig {
+            store: StoreSpec::fast(
+                512 * 1024,
+                FastConfig {
                     log_capacity: 512,
                     ..FastConfig::default()
-                }),
-                ..StoreOptions::default()
-            },
+                },
+            ),
             ..file_opts()
         },
         IndexOptions {
-            store: StoreOptions {
-                kind: StoreKind::Efind,
-                efind: Some(EfindConfig {
+            store: StoreSpec::efind(
+                512 * 1024,
+                EfindConfig {
                     log_capacity: 512,
                     ..EfindConfig::default()
-                }),
-                ..StoreOptions::default()
-            },
+                },
+            ),
             ..file_opts()
         },
     ];
@@ -428,7 +434,7 @@ fn a_failed_build_leaves_no_directory_and_the_previous_index_untouched() {
                 ix.insert(i, Rect::new(p, 1.0, p, 1.0)?)?;
             }
             // The xBR+-tree refuses a box; the others a duplicate id.
-            let id = if opts.xbr { 5000 } else { 0 };
+            let id = if opts.kind_name() == "xbr" { 5000 } else { 0 };
             ix.insert(id, Rect::new(0.0, 0.0, 3.0, 3.0)?)
         })
         .unwrap_err();
@@ -707,10 +713,7 @@ fn xbr_index_on_every_store_answers_like_brute_force_after_reopen() {
             page_size: 1024,
             device: "file?direct=false".parse().unwrap(),
             hilbert_domain: Some(Rect::new(0.0, 0.0, 100.0, 100.0).unwrap()),
-            store: StoreOptions {
-                kind: store,
-                ..StoreOptions::default()
-            },
+            store: StoreSpec::of_kind(store, 512 * 1024),
             ..IndexOptions::default()
         };
         opts.set_kind("xbr").unwrap();
@@ -738,7 +741,7 @@ fn xbr_index_on_every_store_answers_like_brute_force_after_reopen() {
         want.remove(&0);
         for path in [&by_insert, &bulk] {
             let idx = Index::open(path, Access::Read).unwrap();
-            assert_eq!(idx.manifest().kind, "xbr");
+            assert_eq!(idx.manifest().kind(), "xbr");
             assert_eq!(idx.len(), 1499);
             let t = idx.structure().xbr().unwrap();
             t.check().unwrap();
@@ -777,19 +780,32 @@ fn xbr_index_on_every_store_answers_like_brute_force_after_reopen() {
     }
 }
 
+/// Choosing a kind replaces the structure (one at a time: two cannot be
+/// named), keeping the node capacity where both kinds have one.
 #[test]
-fn options_naming_two_structures_are_refused() {
+fn set_kind_names_one_structure_and_keeps_its_capacity() {
     let mut opts = IndexOptions {
         device: "mem:".parse().unwrap(),
         hilbert_domain: Some(Rect::new(0.0, 0.0, 1.0, 1.0).unwrap()),
+        structure: StructureSpec::Tree(TreeSpec {
+            max_entries: Some(12),
+            ..TreeSpec::new(IndexKind::RStar)
+        }),
         ..IndexOptions::default()
     };
     opts.set_kind("gffm").unwrap();
-    opts.xbr = true;
-    let e = Index::create_temporary(&opts).unwrap_err();
-    assert!(e.to_string().contains("xbr, gffm"), "{e}");
+    assert_eq!(opts.kind_name(), "gffm");
+    assert!(matches!(opts.resolve().unwrap(), crate::config::StructureConfig::Grid(_)));
     opts.set_kind("xbr").unwrap();
-    assert!(opts.check_structure().is_ok(), "set_kind names one");
+    assert_eq!(opts.kind_name(), "xbr");
+    opts.structure = StructureSpec::Xbr(crate::config::XbrSpec {
+        max_entries: Some(12),
+    });
+    opts.set_kind("fortree").unwrap();
+    assert_eq!(opts.structure.capacities(), (Some(12), None));
+    let e = opts.set_kind("quadtree").unwrap_err().to_string();
+    assert!(e.contains("unknown index kind") && e.contains("fortree"), "{e}");
+    Index::create_temporary(&opts).unwrap();
 }
 
 #[test]
@@ -841,7 +857,7 @@ fn grid_files_live_in_index_directories_and_reopen_with_the_same_answers() {
         );
 
         let idx = Index::open(&path, Access::Read).unwrap();
-        assert_eq!(idx.manifest().kind, kind);
+        assert_eq!(idx.manifest().kind(), kind);
         assert_eq!(idx.len(), 2990, "{kind}: counted after reopening");
         assert!(idx.structure().pages_in_use() > 2, "{kind}");
         let got: BTreeSet<u64> = idx
@@ -995,9 +1011,8 @@ fn an_automatic_log_in_log_dat_holds_at_least_64_mib_and_reopens_with_it() {
     use crate::store::log::LogFormat;
     let dir = tempfile::tempdir().unwrap();
     let capacity = |idx: &Index, store: &str| {
-        idx.manifest().store[store]["log_capacity"]
-            .as_u64()
-            .unwrap()
+        let s = serde_json::to_value(idx.manifest().store).unwrap();
+        s[store]["log_capacity"].as_u64().unwrap()
     };
     for (kind, name) in [(StoreKind::Efind, "efind"), (StoreKind::Fast, "fast")] {
         let path = dir.path().join(format!("small-{name}"));
@@ -1022,17 +1037,70 @@ fn an_automatic_log_in_log_dat_holds_at_least_64_mib_and_reopens_with_it() {
     // The papers' per-change format keeps its automatic 10 MiB.
     let path = dir.path().join("per-change");
     let opts = IndexOptions {
-        store: StoreOptions {
-            kind: StoreKind::Fast,
-            buffer_bytes: 512 * 1024,
-            fast: Some(FastConfig {
+        store: StoreSpec::fast(
+            512 * 1024,
+            FastConfig {
                 log_format: LogFormat::PerChange,
                 ..FastConfig::default()
-            }),
-            ..StoreOptions::default()
-        },
+            },
+        ),
         ..file_opts()
     };
     let idx = Index::create(&path, &opts).unwrap();
     assert_eq!(capacity(&idx, "fast"), 10 << 20);
+}
+
+/// The manifest of format 1 (before the typed store): every store's
+/// fields, `null` for another store's parameters and, in the oldest, for
+/// the store's own; no checksum. Such an index opens (read-only and for
+/// writing) through the one upgrade, read as the current format, and
+/// answers as it did.
+#[test]
+fn an_index_with_a_format_1_manifest_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    for (n, kind) in [StoreKind::Plain, StoreKind::Efind, StoreKind::Fast]
+        .into_iter()
+        .enumerate()
+    {
+        for own_params_null in [false, true] {
+            let path = dir.path().join(format!("v1-{n}-{own_params_null}"));
+            let mut idx = Index::create(&path, &file_opts_with(kind, 64 * 1024)).unwrap();
+            for i in 0..500 {
+                idx.insert(i, rect(i)).unwrap();
+            }
+            idx.close().unwrap();
+            let file = path.join(crate::manifest::MANIFEST_FILE);
+            let mut v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+            let m = v.as_object_mut().unwrap();
+            m.remove("checksum");
+            m.insert("format_version".into(), serde_json::json!(1));
+            let store = m["store"].as_object_mut().unwrap();
+            let name = kind.name();
+            for other in ["efind", "fast"] {
+                if other != name || (own_params_null && kind == StoreKind::Efind) {
+                    store.insert(other.into(), serde_json::Value::Null);
+                }
+            }
+            store.insert("in_place".into(), serde_json::json!(false));
+            store
+                .entry("policy")
+                .or_insert_with(|| serde_json::json!("s2q"));
+            std::fs::write(&file, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+            let ro = Index::open(&path, Access::Read).unwrap();
+            assert_eq!(ids_in_all(&ro), (0..500).collect::<Vec<_>>(), "{name}");
+            assert_eq!(ro.manifest().store.kind(), kind);
+            assert_eq!(
+                ro.manifest().format_version,
+                crate::manifest::MANIFEST_VERSION
+            );
+            drop(ro);
+            let mut rw = Index::open(&path, Access::Write).unwrap();
+            rw.insert(9999, rect(9999)).unwrap();
+            rw.close().unwrap();
+            let again = crate::manifest::Manifest::load(&path).unwrap();
+            assert_eq!(again.store.kind(), kind);
+            assert_eq!(Index::open(&path, Access::Read).unwrap().len(), 501);
+        }
+    }
 }

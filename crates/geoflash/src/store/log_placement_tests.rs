@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use crate::geom::Rect;
 use crate::index::{IndexKind, Predicate, RTree, TreeParams};
-use crate::index_dir::{Index, IndexOptions, StoreKind, StoreOptions};
+use crate::config::StoreSpec;
+use crate::index_dir::{Index, IndexOptions};
 use crate::manifest::Access;
 use crate::storage::mem::MemDevice;
 use crate::storage::PageDevice;
@@ -222,15 +223,13 @@ fn efind_index_with_an_automatic_capacity_reopens() {
         let opts = IndexOptions {
             page_size: PAGE,
             device: device.parse().unwrap(),
-            store: StoreOptions {
-                kind: StoreKind::Efind,
-                buffer_bytes: 16 << 10,
-                efind: Some(EfindConfig {
+            store: StoreSpec::efind(
+                16 << 10,
+                EfindConfig {
                     log_capacity: 0,
                     ..EfindConfig::default()
-                }),
-                ..StoreOptions::default()
-            },
+                },
+            ),
             ..IndexOptions::default()
         };
         let mut idx = Index::create(&path, &opts).unwrap();

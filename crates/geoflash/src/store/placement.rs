@@ -149,19 +149,18 @@ mod tests {
     use crate::geom::Rect;
     use crate::index::query::Predicate;
     use crate::index::IndexKind;
-    use crate::index_dir::{Index, IndexOptions, StoreKind, StoreOptions};
+    use crate::config::{StoreKind, StoreSpec, StructureSpec, TreeSpec};
+    use crate::index_dir::{Index, IndexOptions};
     use proptest::prelude::*;
 
     fn shr_options(fast_pages: u64, placement: Placement) -> IndexOptions {
         IndexOptions {
             page_size: 512,
-            max_entries: Some(6),
-            store: StoreOptions {
-                kind: StoreKind::Plain,
-                buffer_bytes: 2048,
-                placement,
-                ..StoreOptions::default()
-            },
+            structure: StructureSpec::Tree(TreeSpec {
+                max_entries: Some(6),
+                ..TreeSpec::new(IndexKind::RStar)
+            }),
+            store: StoreSpec::plain(2048).with_placement(placement),
             device: format!(
                 "hybrid:fast=(mem:capacity=1MiB);slow=(mem:capacity=4MiB)&fast_pages={fast_pages}"
             )
@@ -293,15 +292,12 @@ mod tests {
     /// (the logs of eFIND and FAST take the slow tier's last pages).
     fn store_options(store: StoreKind, kind: IndexKind, placement: Placement) -> IndexOptions {
         IndexOptions {
-            kind,
+            structure: StructureSpec::Tree(TreeSpec {
+                max_entries: Some(6),
+                ..TreeSpec::new(kind)
+            }),
             page_size: 512,
-            max_entries: Some(6),
-            store: StoreOptions {
-                kind: store,
-                buffer_bytes: 4096,
-                placement,
-                ..StoreOptions::default()
-            },
+            store: StoreSpec::of_kind(store, 4096).with_placement(placement),
             device: "hybrid:fast=(mem:capacity=8MiB);slow=(mem:capacity=64MiB)"
                 .parse()
                 .unwrap(),
@@ -468,7 +464,10 @@ mod tests {
                     let mut opts = store_options(store, kind, Placement::SHR_TREE);
                     opts.device = device.parse().unwrap();
                     opts.page_size = 4096;
-                    opts.max_entries = Some(8);
+                    opts.structure = StructureSpec::Tree(TreeSpec {
+                        max_entries: Some(8),
+                        ..TreeSpec::new(kind)
+                    });
                     let mut index = Index::create(&dir, &opts).unwrap();
                     for i in 0..400u64 {
                         let (x, y) = ((i % 20) as f64 * 4.0, (i / 20) as f64 * 4.0);

@@ -629,12 +629,9 @@ fn a_device_error_makes_the_store_refuse_changes_until_reopened() {
 
 #[test]
 fn index_dir_makes_a_fast_store_that_reopens() {
-    use crate::index_dir::{make_store_with_log, StoreKind, StoreOpen, StoreOptions};
-    let opts = StoreOptions {
-        kind: StoreKind::Fast,
-        buffer_bytes: 4096,
-        ..StoreOptions::default()
-    };
+    use crate::config::StoreSpec;
+    use crate::index_dir::{make_store_with_log, StoreOpen};
+    let opts = StoreSpec::fast(4096, FastConfig::default());
     let dev: Arc<dyn PageDevice> = Arc::new(MemDevice::new(PAGE, 1 << 16).unwrap());
     let p = params(IndexKind::RStar, PAGE);
     let (s, _) = make_store_with_log(
