@@ -46,9 +46,11 @@ from .partitioning import HilbertPartitioner, hilbert_keys
 #: The predicates of ``join`` and ``sjoin``: those of ``Index.query``.
 PREDICATES = tuple(p for p in _QUERY_PREDICATES if p is not None)
 #: Rows (left and right together) below which ``sjoin`` joins in this
-#: process: on 2 workers of this 2-core machine the cluster was 1.07x
-#: slower at 480,000 rows and 0.66x at 1,200,000 (docs/scaleout.md).
-LOCAL_BELOW = 1_000_000
+#: process: on 2 workers of this 2-core machine the cluster was 2.6 to 11
+#: times slower from 12,000 to 1,200,000 rows (docs/scaleout.md), where the
+#: in-process join already runs on both cores; local_below=0 forces the
+#: cluster.
+LOCAL_BELOW = 10_000_000
 
 
 def _count(data: Any) -> int:
