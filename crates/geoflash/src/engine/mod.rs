@@ -37,7 +37,7 @@ pub use crate::index::refine::satisfies;
 pub use crate::index::{
     BulkMethod, ExternalBulkConfig, ExternalBulkReport, IndexKind, Leaf, ReadMode,
 };
-pub use crate::index_dir::{BatchDurability, Index, IndexOptions, OpenBatch};
+pub use crate::index_dir::{BatchDurability, Index, IndexOptions, OpenBatch, Verified};
 pub use crate::manifest::{write_atomic, Access, DirLock, MANIFEST_FILE};
 pub use crate::objects::geometry::{bounding_rect, from_wkb, to_wkb, window_geometry};
 pub use crate::objects::Geometry;

@@ -52,6 +52,7 @@ mod spatial;
 mod tests;
 #[cfg(test)]
 mod update_by_id_tests;
+mod verify;
 
 pub use batch::{BatchDurability, OpenBatch};
 #[cfg(test)]
@@ -64,3 +65,4 @@ pub use factory::{LOG_FILE, PAGES_FILE};
 pub use factory::{make_store_with_log, StoreOpen, DEVICE_IMAGE_FILE};
 pub use index::Index;
 pub use options::IndexOptions;
+pub use verify::Verified;
