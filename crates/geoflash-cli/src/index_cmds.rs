@@ -788,13 +788,8 @@ fn print_stats(
     let mut s = index.stats(label);
     s.operations = ops;
     start.finish(&mut s);
-    let nodes = match (index.structure().fortree(), index.structure().xbr()) {
-        (Some(mut f), _) => f.check().map(|r| r.nodes_per_level.iter().sum()),
-        (None, Some(x)) => x.check().map(|r| r.nodes),
-        // A grid file's pages (directory, buckets, metadata).
-        (None, None) if index.tree().is_err() => Ok(index.structure().pages_in_use()),
-        (None, None) => index.tree().and_then(|t| t.inspect()).map(|r| r.nodes),
-    };
+    // The pages of the structure, as its own check counts them.
+    let nodes = index.verify().map(|v| v.nodes);
     if let Ok(nodes) = nodes {
         s.set_index_bytes(nodes * index.manifest().page_size as u64);
     }
@@ -1470,33 +1465,14 @@ fn inspect_fortree(
 /// `geoflash verify`: checksums of every node and every structural invariant; exit 1 on a defect.
 pub fn verify(a: DirArgs) -> Result<(), Failure> {
     let index = Index::open(&a.index, Access::Read)?;
-    // (records, height, nodes, the FOR-tree's overflow nodes) and the report as JSON.
-    let checked = match (index.structure().fortree(), index.structure().xbr()) {
-        (Some(mut f), _) => f.check().and_then(|r| {
-            let nodes = r.nodes_per_level.iter().sum::<u64>();
-            let line = (r.records, r.height, nodes, Some(r.overflow_nodes));
-            Ok((line, report_json(&r)?))
-        }),
-        (None, Some(x)) => x
-            .check()
-            .and_then(|r| Ok(((r.points, x.height(), r.nodes, None), report_json(&r)?))),
-        (None, None) => match index.structure().verify_grid() {
-            Some(points) => points.map(|n| {
-                let pages = index.structure().pages_in_use();
-                ((n, 2, pages, None), json!({"points": n, "pages": pages}))
-            }),
-            None => index.tree()?.check().and_then(|r| {
-                let nodes = r.nodes_per_level.iter().sum::<u64>();
-                Ok(((r.records, r.height, nodes, None), report_json(&r)?))
-            }),
-        },
-    };
-    let ((records, height, nodes, overflow), report) = checked.map_err(|e| {
+    let v = index.verify().map_err(|e| {
         Failure::new(
             ErrorKind::Damaged,
             anyhow::anyhow!("index is defective: {}", index.locate(e)),
         )
     })?;
+    let (records, height, nodes, report) = (v.records, v.height, v.nodes, v.report);
+    let overflow = v.overflow_nodes;
     if a.json {
         print_json(&json!({"ok": true, "report": report}))?;
     } else {
@@ -1504,11 +1480,6 @@ pub fn verify(a: DirArgs) -> Result<(), Failure> {
         outln!("ok: {records} records, height {height}, {nodes} nodes{overflow}");
     }
     Ok(())
-}
-
-/// A check report as JSON.
-fn report_json(r: &impl serde::Serialize) -> geoflash::Result<serde_json::Value> {
-    serde_json::to_value(r).map_err(|e| Error::invalid(e.to_string()))
 }
 
 /// `geoflash checkpoint`.
