@@ -2,7 +2,8 @@
 //! chosen by file extension ([`Format`]), the writers ([`write_dataset`] for
 //! rectangles, [`write_objects`] for geometries) and the readers of CSV
 //! rectangles ([`read_csv`]) and GeoJSON ([`read_geojson`]). The other
-//! readers live in submodules ([`fgb`], [`shp`], [`geoparquet`], [`osm`]);
+//! readers live in submodules ([`fgb`], [`shp`], [`geoparquet`], [`gpkg`],
+//! [`osm`]);
 //! [`crate::import::read_objects`] dispatches over all of them.
 //!
 //! | format | extensions | read | write |
@@ -10,7 +11,8 @@
 //! | CSV | `.csv` | `id,minx,miny,maxx,maxy`, or a `wkt` column | MBRs |
 //! | GeoJSON | `.geojson`, `.json` | any geometry | geometries |
 //! | FlatGeobuf | `.fgb` | any geometry but curves | geometries |
-//! | GeoParquet | `.parquet`, `.geoparquet` | WKB geometry column (cargo feature `geoparquet`) | geometries (WKB) |
+//! | GeoParquet | `.parquet`, `.geoparquet` | WKB or GeoArrow geometry column, any codec but LZO (cargo feature `geoparquet`) | geometries (WKB) |
+//! | GeoPackage | `.gpkg` | the features of one layer | no |
 //! | Shapefile | `.shp` (+ `.dbf`) | points, lines, polygons | no |
 //! | OSM PBF | `.pbf` (`.osm.pbf`) | ways and multipolygon relations by tag filter (cargo feature `osm-pbf`) | no |
 //!
@@ -39,6 +41,7 @@ pub mod attributes;
 mod contained;
 pub mod fgb;
 pub mod geoparquet;
+pub mod gpkg;
 pub mod osm;
 #[cfg(feature = "geoparquet")]
 mod parquet_thrift;
@@ -58,12 +61,16 @@ pub enum Format {
     /// FlatGeobuf (<https://flatgeobuf.org>), version 3.
     #[serde(rename = "flatgeobuf")]
     FlatGeobuf,
-    /// GeoParquet 1.x with a WKB geometry column (cargo feature `geoparquet`).
+    /// GeoParquet 1.x with a WKB or GeoArrow geometry column (cargo
+    /// feature `geoparquet`).
     #[serde(rename = "geoparquet")]
     GeoParquet,
     /// ESRI Shapefile: the `.shp` and, when present, its `.dbf`.
     #[serde(rename = "shapefile")]
     Shapefile,
+    /// OGC GeoPackage: the features of one layer ([`gpkg`]).
+    #[serde(rename = "geopackage")]
+    GeoPackage,
     /// OpenStreetMap PBF (`.osm.pbf`; cargo feature `osm-pbf`).
     #[serde(rename = "osm-pbf")]
     OsmPbf,
@@ -71,12 +78,13 @@ pub enum Format {
 
 impl Format {
     /// Every format, in the order the documentation lists them.
-    pub const ALL: [Format; 6] = [
+    pub const ALL: [Format; 7] = [
         Format::Csv,
         Format::GeoJson,
         Format::FlatGeobuf,
         Format::GeoParquet,
         Format::Shapefile,
+        Format::GeoPackage,
         Format::OsmPbf,
     ];
 
@@ -89,6 +97,7 @@ impl Format {
             Format::FlatGeobuf => &["fgb"],
             Format::GeoParquet => &["parquet", "geoparquet"],
             Format::Shapefile => &["shp"],
+            Format::GeoPackage => &["gpkg"],
             Format::OsmPbf => &["pbf"],
         }
     }
@@ -101,13 +110,17 @@ impl Format {
             Format::FlatGeobuf => "FlatGeobuf",
             Format::GeoParquet => "GeoParquet",
             Format::Shapefile => "Shapefile",
+            Format::GeoPackage => "GeoPackage",
             Format::OsmPbf => "OSM PBF",
         }
     }
 
     /// Whether the workbench writes this format ([`write_objects`]).
     pub fn writable(self) -> bool {
-        !matches!(self, Format::Shapefile | Format::OsmPbf)
+        !matches!(
+            self,
+            Format::Shapefile | Format::GeoPackage | Format::OsmPbf
+        )
     }
 
     /// The format of a dataset file to read, by `path`'s extension (case
@@ -365,7 +378,7 @@ pub fn write_objects_with<'r, G: Borrow<Geometry>>(
         Format::FlatGeobuf => fgb::write(path, columns, items),
         Format::GeoParquet => geoparquet::write(path, columns, items),
         // for_output refuses the input-only formats
-        f @ (Format::Shapefile | Format::OsmPbf) => {
+        f @ (Format::Shapefile | Format::GeoPackage | Format::OsmPbf) => {
             Err(bad(path, format!("{} output is not supported", f.name())))
         }
     }?;
@@ -783,6 +796,7 @@ mod tests {
         assert_eq!(f("a.fgb").unwrap(), Format::FlatGeobuf);
         assert_eq!(f("a.parquet").unwrap(), Format::GeoParquet);
         assert_eq!(f("a.shp").unwrap(), Format::Shapefile);
+        assert_eq!(f("b.GPKG").unwrap(), Format::GeoPackage);
         assert_eq!(f("monaco-latest.osm.pbf").unwrap(), Format::OsmPbf);
         for p in ["a.xyz", "a", "a.shx"] {
             let e = f(p).unwrap_err().to_string();
@@ -791,7 +805,7 @@ mod tests {
                 "{e}"
             );
         }
-        for p in ["a.shp", "a.osm.pbf"] {
+        for p in ["a.shp", "a.gpkg", "a.osm.pbf"] {
             let e = Format::for_output(Path::new(p)).unwrap_err().to_string();
             assert!(e.contains("input format only") && e.contains(".fgb"), "{e}");
         }

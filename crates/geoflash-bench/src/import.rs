@@ -5,10 +5,13 @@
 //! Formats (by extension, see [`Format`]): `.csv` with either the header
 //! `id,minx,miny,maxx,maxy` (rectangles) or a `wkt` (or `geometry`, `geom`)
 //! column of WKT geometries and an optional `id` column; `.geojson`/`.json`;
-//! `.fgb` (FlatGeobuf); `.parquet` (GeoParquet, cargo feature `geoparquet`);
-//! `.shp` (Shapefile, ids from the `.dbf`); `.osm.pbf` (OpenStreetMap: the
-//! ways and multipolygon relations a tag filter selects, [`formats::osm`]). [`read_dataset`] reads any of them, [`import`] writes
-//! any writable one ([`formats::write_objects`]).
+//! `.fgb` (FlatGeobuf); `.parquet` (GeoParquet with WKB or GeoArrow
+//! geometries, any codec but LZO; cargo feature `geoparquet`); `.shp`
+//! (Shapefile, ids from the `.dbf`); `.gpkg` (GeoPackage: one feature layer,
+//! [`formats::gpkg`]); `.osm.pbf` (OpenStreetMap: the ways and multipolygon
+//! relations a tag filter selects, [`formats::osm`]). [`read_dataset`] reads
+//! any of them, [`import`] writes any writable one
+//! ([`formats::write_objects`]).
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufReader;
@@ -32,6 +35,8 @@ pub type InputFormat = Format;
 pub struct ReadOptions {
     /// What of an OSM PBF file becomes objects (the tag filters).
     pub osm: osm::OsmOptions,
+    /// The layer of a GeoPackage to read (needed when it has several).
+    pub layer: Option<String>,
 }
 
 /// The objects of a dataset file.
@@ -178,6 +183,7 @@ pub fn read_dataset(path: &Path, opts: &ReadOptions) -> Result<Dataset> {
         Format::FlatGeobuf => formats::fgb::read(path)?,
         Format::GeoParquet => formats::geoparquet::read(path)?,
         Format::Shapefile => formats::shp::read(path)?,
+        Format::GeoPackage => formats::gpkg::read(path, opts.layer.as_deref())?,
         Format::OsmPbf => {
             let r = osm::read(path, &opts.osm)?;
             skipped = r.skipped;

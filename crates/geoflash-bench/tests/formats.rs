@@ -631,6 +631,7 @@ fn osm_pbf_ways_and_relations_become_objects() {
         osm: OsmOptions {
             filters: vec!["highway=*".parse().unwrap()],
         },
+        ..ReadOptions::default()
     };
     let d = import::read_dataset(&pbf, &opts).unwrap();
     assert_eq!(d.objects.len(), 1);
@@ -645,6 +646,7 @@ fn osm_pbf_ways_and_relations_become_objects() {
                 "building=house".parse().unwrap(),
             ],
         },
+        ..ReadOptions::default()
     };
     let d = import::read_dataset(&pbf, &opts).unwrap();
     assert_eq!(
@@ -953,7 +955,7 @@ fn parquet_from_other_writers() {
     assert_eq!(import::read_objects(&p).unwrap().len(), 2);
     // (rows, 'geo' metadata, expected error)
     type Case<'a> = (&'a [Row], Option<&'a str>, &'a str);
-    let cases: [Case; 6] = [
+    let cases: [Case; 7] = [
         (
             &[(Some(5), wkb(0)), (Some(7), None)],
             None,
@@ -971,7 +973,14 @@ fn parquet_from_other_writers() {
             Some(
                 r#"{"version":"1.1.0","primary_column":"geom","columns":{"geom":{"encoding":"point"}}}"#,
             ),
-            "encoded as point; only WKB",
+            "\"geom\" is encoded as point, but its coordinate field geom is BYTE_ARRAY",
+        ),
+        (
+            &[(Some(1), wkb(0))],
+            Some(
+                r#"{"version":"1.1.0","primary_column":"geom","columns":{"geom":{"encoding":"geoarrow.box"}}}"#,
+            ),
+            "\"geom\" is encoded as geoarrow.box, which this reader does not know",
         ),
         (
             &[(Some(1), wkb(0))],
@@ -1250,6 +1259,7 @@ fn osm_type_id_and_tags_reach_every_output() {
                 "building=house".parse().unwrap(),
             ],
         },
+        ..ReadOptions::default()
     };
     let d = import::read_dataset(&pbf, &opts).unwrap();
     let names: Vec<(&str, Kind)> = d

@@ -1,5 +1,6 @@
 //! `geoflash import --input FILE --out FILE`: converts a dataset file of any
-//! input format (CSV, GeoJSON, FlatGeobuf, GeoParquet, Shapefile, OSM PBF)
+//! input format (CSV, GeoJSON, FlatGeobuf, GeoParquet, Shapefile,
+//! GeoPackage, OSM PBF)
 //! to one of the workbench's output formats (CSV, GeoJSON, FlatGeobuf,
 //! GeoParquet) in a chosen insertion order; or the geometries of a PostGIS
 //! table (`--postgis URL --table T --geometry-column C [--id-column ID]`).
@@ -13,13 +14,16 @@ use crate::Failure;
 /// Options of `import`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Formats follow the extensions: read .csv, .geojson/.json, .fgb, .parquet, .shp (with its .dbf), .osm.pbf; write .csv (MBRs), .geojson, .fgb, .parquet (geometries).\n\nExamples:\n  geoflash import --input parcels.csv --out parcels.geojson   (CSV with a wkt column)\n  geoflash import --input buildings.geojson --out b.csv --order sessions --seed 7\n  geoflash import --input monaco-latest.osm.pbf --out monaco.fgb   (building footprints: ways and multipolygon relations)\n  geoflash import --input monaco-latest.osm.pbf --out roads.fgb --osm-filter highway=* --skipped skipped.csv\n  geoflash import --input city.osm.pbf --out parks.geojson --osm-filter leisure=park --osm-filter landuse=grass\n  geoflash import --input roads.shp --out roads.parquet --order hilbert\n  geoflash import --postgis postgresql://me@localhost/osm --table buildings --geometry-column geom --id-column osm_id --out b.fgb\n\nOSM PBF input: every object carries osm_type (way or relation), osm_id and one attribute per --osm-filter key (the tag's value, empty or null when absent), written as properties (.geojson), columns (.fgb, .parquet) or extra CSV columns after id,minx,miny,maxx,maxy."
+    after_help = "Formats follow the extensions: read .csv, .geojson/.json, .fgb, .parquet (WKB or GeoArrow geometries; Snappy, gzip, Brotli, LZ4 or Zstandard), .shp (with its .dbf), .gpkg (one layer: --layer), .osm.pbf; write .csv (MBRs), .geojson, .fgb, .parquet (geometries).\n\nExamples:\n  geoflash import --input parcels.csv --out parcels.geojson   (CSV with a wkt column)\n  geoflash import --input buildings.geojson --out b.csv --order sessions --seed 7\n  geoflash import --input monaco-latest.osm.pbf --out monaco.fgb   (building footprints: ways and multipolygon relations)\n  geoflash import --input monaco-latest.osm.pbf --out roads.fgb --osm-filter highway=* --skipped skipped.csv\n  geoflash import --input city.osm.pbf --out parks.geojson --osm-filter leisure=park --osm-filter landuse=grass\n  geoflash import --input roads.shp --out roads.parquet --order hilbert\n  geoflash import --input city.gpkg --layer buildings --out buildings.fgb\n  geoflash import --postgis postgresql://me@localhost/osm --table buildings --geometry-column geom --id-column osm_id --out b.fgb\n\nOSM PBF input: every object carries osm_type (way or relation), osm_id and one attribute per --osm-filter key (the tag's value, empty or null when absent), written as properties (.geojson), columns (.fgb, .parquet) or extra CSV columns after id,minx,miny,maxx,maxy."
 )]
 pub struct ImportArgs {
     /// Input: CSV (id,minx,miny,maxx,maxy or a wkt column), GeoJSON, FlatGeobuf (.fgb),
-    /// GeoParquet (.parquet), Shapefile (.shp) or OpenStreetMap PBF (.osm.pbf).
+    /// GeoParquet (.parquet), Shapefile (.shp), GeoPackage (.gpkg) or OpenStreetMap PBF (.osm.pbf).
     #[arg(long, required_unless_present = "postgis", conflicts_with = "postgis")]
     input: Option<PathBuf>,
+    /// GeoPackage input: the layer to read (needed when the file has several).
+    #[arg(long, value_name = "NAME")]
+    layer: Option<String>,
     /// Read a PostGIS table instead of a file: the server's URL,
     /// postgresql://user@host[:port]/dbname (PGPASSWORD for a password).
     #[arg(long, requires = "table")]
@@ -72,6 +76,7 @@ pub fn import(a: ImportArgs) -> Result<(), Failure> {
         .collect::<Result<Vec<_>, _>>()?;
     let opts = import::ReadOptions {
         osm: geoflash_bench::formats::osm::OsmOptions { filters },
+        layer: a.layer.clone(),
     };
     let r = match (&a.input, &a.postgis) {
         (Some(input), _) => {

@@ -18,10 +18,15 @@ use crate::{input_file, progress_bar, Failure};
 /// Options of `build`.
 #[derive(clap::Args)]
 pub struct BuildArgs {
-    /// Dataset file: CSV `id,minx,miny,maxx,maxy` with a header (or with a `wkt` column), or GeoJSON
-    /// (any geometries: stored in the index's object heap for `query --refine`).
+    /// Dataset file, by extension: CSV `id,minx,miny,maxx,maxy` with a header (or with a `wkt`
+    /// column), GeoJSON, FlatGeobuf (.fgb), GeoParquet (.parquet), Shapefile (.shp), GeoPackage
+    /// (.gpkg) or OpenStreetMap PBF (.osm.pbf: building footprints). Geometries are stored in the
+    /// index's object heap for `query --refine`.
     #[arg(long)]
     input: PathBuf,
+    /// GeoPackage input: the layer to read (needed when the file has several).
+    #[arg(long, value_name = "NAME")]
+    layer: Option<String>,
     /// Index directory to create.
     #[arg(long)]
     index: PathBuf,
@@ -187,10 +192,15 @@ pub struct ChangeArgs {
     /// Index directory.
     #[arg(long)]
     index: PathBuf,
-    /// Dataset file: CSV `id,minx,miny,maxx,maxy` with a header (or with a `wkt` column), or GeoJSON
-    /// (any geometries: stored in the index's object heap for `query --refine`).
+    /// Dataset file, by extension: CSV `id,minx,miny,maxx,maxy` with a header (or with a `wkt`
+    /// column), GeoJSON, FlatGeobuf (.fgb), GeoParquet (.parquet), Shapefile (.shp), GeoPackage
+    /// (.gpkg) or OpenStreetMap PBF (.osm.pbf: building footprints). Geometries are stored in the
+    /// index's object heap for `query --refine`.
     #[arg(long)]
     input: PathBuf,
+    /// GeoPackage input: the layer to read (needed when the file has several).
+    #[arg(long, value_name = "NAME")]
+    layer: Option<String>,
     /// Print the Stats record as JSON.
     #[arg(long)]
     json: bool,
@@ -390,10 +400,23 @@ fn read_input(path: &Path) -> Result<Vec<(u64, Rect)>, Failure> {
     Ok(geoflash_bench::import::read_rects(path)?)
 }
 
+/// The objects of a dataset file of geometries, from its `layer` when it
+/// is a GeoPackage.
+fn read_objects(
+    path: &Path,
+    layer: &Option<String>,
+) -> Result<Vec<(u64, geoflash::engine::Geometry)>, Failure> {
+    let opts = geoflash_bench::import::ReadOptions {
+        layer: layer.clone(),
+        ..Default::default()
+    };
+    Ok(geoflash_bench::import::read_dataset(path, &opts)?.objects)
+}
+
 /// `geoflash build` from a file of geometries (every input format but CSV):
 /// geometries in the object heap, MBRs in the tree.
 fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
-    let objects = geoflash_bench::import::read_objects(&a.input)?;
+    let objects = read_objects(&a.input, &a.layer)?;
     let bounds: Vec<Rect> = objects
         .iter()
         .filter_map(|(_, g)| geoflash::engine::bounding_rect(g).ok())
@@ -427,7 +450,7 @@ fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
 
 /// `geoflash insert` and `geoflash delete` from a file of geometries (the object heap and the tree).
 fn change_objects(a: &ChangeArgs, delete: bool) -> Result<(), Failure> {
-    let objects = geoflash_bench::import::read_objects(&a.input)?;
+    let objects = read_objects(&a.input, &a.layer)?;
     let mut index = Index::open(&a.index, Access::Write)?;
     index.device().reset_stats();
     let start = BatchClock::start();

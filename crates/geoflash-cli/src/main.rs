@@ -62,7 +62,7 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
     /// Writes tables, plots and an HTML page from a results store.
     Report(report_cmd::ReportArgs),
-    /// Converts a dataset file (CSV, GeoJSON, FlatGeobuf, GeoParquet, Shapefile, OSM PBF) or a PostGIS table to CSV, GeoJSON, FlatGeobuf or GeoParquet in an insertion order.
+    /// Converts a dataset file (CSV, GeoJSON, FlatGeobuf, GeoParquet, Shapefile, GeoPackage, OSM PBF) or a PostGIS table to CSV, GeoJSON, FlatGeobuf or GeoParquet in an insertion order.
     Import(import_cmd::ImportArgs),
 }
 

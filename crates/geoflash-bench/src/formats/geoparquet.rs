@@ -1,23 +1,29 @@
-//! GeoParquet (<https://geoparquet.org>, versions 1.0 and 1.1) with WKB
-//! geometries, through the `parquet` crate's column API (no Arrow). Behind
-//! the cargo feature `geoparquet` (on by default); without it both
-//! functions return an error that says so.
+//! GeoParquet (<https://geoparquet.org>, versions 1.0 and 1.1) through the
+//! `parquet` crate's column API (no Arrow). Behind the cargo feature
+//! `geoparquet` (on by default); without it both functions return an error
+//! that says so.
 //!
 //! **Reading.** The geometry column is the `primary_column` of the file's
-//! `geo` metadata, whose `encoding` must be `WKB` (the GeoArrow native
-//! encodings of GeoParquet 1.1 are refused with a clear error). A Parquet
-//! file without `geo` metadata is read when it has a top-level binary column
-//! named `geometry`, `geom` or `wkb`, taken as WKB. Ids come from a
-//! top-level integer column named `id` (any case; 32 or 64 bits, signed or
-//! unsigned, negative values refused), else from the row number (0, 1, …).
-//! A null geometry or id is an error naming the row. Compression codecs: the
-//! crate is built with Snappy only (the default of GeoPandas and GDAL);
-//! other codecs give the crate's "disabled feature" error.
+//! `geo` metadata, whose `encoding` is `WKB` (a binary column) or one of
+//! the GeoArrow encodings of GeoParquet 1.1, `point`, `linestring`,
+//! `polygon`, `multipoint`, `multilinestring`, `multipolygon` (nested
+//! lists of coordinates, module `geoarrow`; GeoPandas writes them with
+//! `to_parquet(geometry_encoding="geoarrow")`); any other encoding is
+//! refused with an error naming it. A Parquet file without `geo` metadata
+//! is read when it has a top-level binary column named `geometry`, `geom`
+//! or `wkb`, taken as WKB. Ids come from a top-level integer column named
+//! `id` (any case; 32 or 64 bits, signed or unsigned, negative values
+//! refused), else from the row number (0, 1, …). A null geometry or id is
+//! an error naming the row. Compression codecs: every one of the Parquet
+//! format's but LZO (Snappy, gzip, Brotli, LZ4, LZ4_RAW, Zstandard: what
+//! GeoPandas, DuckDB and GDAL write); an LZO column is refused by name.
 //!
 //! Before the `parquet` crate parses the footer and each column chunk's
 //! page headers, the sizes they declare are checked against their bytes
 //! (`parquet_thrift`): the crate trusts them, and a few bytes could make it
-//! reserve gigabytes or loop for seconds.
+//! reserve gigabytes or loop for seconds. A page claiming more uncompressed
+//! bytes than its codec can make of its compressed ones (`max_ratio`) is
+//! refused.
 //!
 //! The `parquet` crate validates the file's structure but still asserts
 //! (panics) on some malformed page data; [`read`] catches such a panic at
@@ -37,6 +43,9 @@ use geoflash::engine::Geometry;
 use geoflash::Result;
 
 use super::attributes::{Attributes, Column, Row};
+
+#[cfg(feature = "geoparquet")]
+mod geoarrow;
 
 #[cfg(not(feature = "geoparquet"))]
 fn disabled(path: &Path) -> geoflash::Error {
@@ -113,11 +122,12 @@ mod imp {
     use parquet::file::properties::WriterProperties;
     use parquet::file::reader::{FileReader, RowGroupReader, SerializedFileReader};
     use parquet::file::writer::SerializedFileWriter;
-    use parquet::schema::types::{ColumnDescriptor, Type as SchemaType};
+    use parquet::schema::types::{ColumnDescriptor, SchemaDescriptor, Type as SchemaType};
 
     use crate::formats::attributes::{Attributes, Column, Kind, Row, Value};
 
     use super::super::{bad, io_err, parquet_thrift, Collector};
+    use super::geoarrow::{self, Coords, Kind as ArrowKind, ListLevels, Nest};
 
     /// Rows per row group written.
     const ROW_GROUP: usize = 64 * 1024;
@@ -447,6 +457,27 @@ mod imp {
             .collect()
     }
 
+    /// Most bytes one compressed byte of `codec` becomes (`None`: no
+    /// compression, nothing to bound): Snappy's elements yield at most 22
+    /// per byte, DEFLATE's (gzip) 1,032, LZ4's 255 per length byte, and a
+    /// Zstandard block of at most 128 KiB takes at least 4 bytes (an RLE
+    /// block). Brotli has no useful bound (a prefix code of one symbol
+    /// costs no bit per byte): 2^16, far beyond what a Parquet page of
+    /// encoded values compresses to, stops the claims of gigabytes that the
+    /// crate would reserve.
+    pub(super) fn max_ratio(codec: Compression) -> Option<u64> {
+        match codec {
+            Compression::UNCOMPRESSED => None,
+            Compression::SNAPPY => Some(parquet_thrift::SNAPPY_MAX_RATIO),
+            Compression::GZIP(_) => Some(1_032),
+            Compression::LZ4 | Compression::LZ4_RAW => Some(256),
+            Compression::ZSTD(_) => Some(32 * 1024),
+            Compression::BROTLI(_) => Some(1 << 16),
+            // refused before any page is read (read_with)
+            Compression::LZO => None,
+        }
+    }
+
     /// Checks the page headers of every column chunk of the file `data`
     /// (`parquet_thrift::check_pages`) before the crate reads them; a chunk
     /// whose declared range is not in the file is left to the crate.
@@ -464,10 +495,8 @@ mod imp {
                     .ok()
                     .zip(usize::try_from(col.compressed_size()).ok())
                     .and_then(|(s, n)| data.get(s..s.checked_add(n)?));
-                // Snappy is the one codec this build decompresses (and sizes
-                // its output by the header's claim first)
-                let ratio = (col.compression() == Compression::SNAPPY)
-                    .then_some(parquet_thrift::SNAPPY_MAX_RATIO);
+                // the crate sizes its output by the header's claim first
+                let ratio = max_ratio(col.compression());
                 if let Some(chunk) = chunk {
                     parquet_thrift::check_pages(chunk, ratio).map_err(|msg| {
                         bad(
@@ -479,6 +508,322 @@ mod imp {
             }
         }
         Ok(())
+    }
+
+    /// Where a file's geometries are.
+    enum GeometryColumn {
+        /// A top-level binary column of WKB.
+        Wkb(usize),
+        /// A GeoArrow-encoded column.
+        Arrow(ArrowColumn),
+    }
+
+    /// A GeoArrow-encoded geometry column.
+    struct ArrowColumn {
+        kind: ArrowKind,
+        /// The leaf columns read: `x` and `y` (separated layout), or the
+        /// one leaf of the interleaved layout.
+        leaves: Vec<usize>,
+        /// The lists around a coordinate value, outermost first.
+        lists: Vec<ListLevels>,
+        /// The definition level of a present coordinate value.
+        max_def: i16,
+    }
+
+    /// Why a geometry column could not be read.
+    enum Read {
+        /// The decoder failed.
+        Parquet(parquet::errors::ParquetError),
+        /// The levels contradict each other or the encoding.
+        Levels(String),
+    }
+
+    impl From<parquet::errors::ParquetError> for Read {
+        fn from(e: parquet::errors::ParquetError) -> Self {
+            Read::Parquet(e)
+        }
+    }
+
+    /// The geometries of one row group, still encoded.
+    enum Geometries {
+        Wkb(Vec<Option<ByteArray>>),
+        Arrow {
+            kind: ArrowKind,
+            rows: Vec<Option<Nest>>,
+            /// x values, or all values when interleaved (`y` empty).
+            x: Vec<f64>,
+            y: Vec<f64>,
+            interleaved: bool,
+        },
+    }
+
+    impl Geometries {
+        fn len(&self) -> usize {
+            match self {
+                Geometries::Wkb(v) => v.len(),
+                Geometries::Arrow { rows, .. } => rows.len(),
+            }
+        }
+
+        /// Row `i`'s geometry, `None` when null; errors start with `what`.
+        fn geometry(&self, i: usize, what: &str) -> Result<Option<Geometry>> {
+            match self {
+                Geometries::Wkb(v) => v[i]
+                    .as_ref()
+                    .map(|wkb| from_wkb(wkb.data(), what))
+                    .transpose(),
+                Geometries::Arrow {
+                    kind,
+                    rows,
+                    x,
+                    y,
+                    interleaved,
+                } => {
+                    let coords = if *interleaved {
+                        Coords::Interleaved(x)
+                    } else {
+                        Coords::Separated { x, y }
+                    };
+                    rows[i]
+                        .as_ref()
+                        .map(|n| {
+                            geoarrow::geometry(*kind, n, &coords).map_err(|e| {
+                                geoflash::Error::invalid(format!("{what}: bad GeoArrow {e}"))
+                            })
+                        })
+                        .transpose()
+                }
+            }
+        }
+    }
+
+    impl GeometryColumn {
+        /// The WKB column `col`, which must be a top-level binary column.
+        fn wkb(path: &Path, schema: &SchemaDescriptor, col: usize) -> Result<Self> {
+            let d = schema.column(col);
+            if d.physical_type() != PhysicalType::BYTE_ARRAY || d.max_rep_level() != 0 {
+                return Err(bad(
+                    path,
+                    format!(
+                        "geometry column {:?} is not a binary (WKB) column",
+                        d.path().string()
+                    ),
+                ));
+            }
+            Ok(GeometryColumn::Wkb(col))
+        }
+
+        /// The geometry column `name` of the `geo` metadata, in `encoding`.
+        fn named(
+            path: &Path,
+            schema: &SchemaDescriptor,
+            name: &str,
+            encoding: &str,
+        ) -> Result<Self> {
+            let leaves: Vec<usize> = (0..schema.num_columns())
+                .filter(|&c| {
+                    schema.column(c).path().parts().first().map(String::as_str) == Some(name)
+                })
+                .collect();
+            if leaves.is_empty() {
+                return Err(bad(
+                    path,
+                    format!("the geometry column {name:?} is not in the schema"),
+                ));
+            }
+            if encoding.eq_ignore_ascii_case("WKB") {
+                let col = leaves
+                    .iter()
+                    .copied()
+                    .find(|&c| schema.column(c).path().parts().len() == 1);
+                return match col {
+                    Some(c) => Self::wkb(path, schema, c),
+                    None => Err(bad(
+                        path,
+                        format!(
+                            "geometry column {name:?} is declared WKB but is a nested column, not a binary one"
+                        ),
+                    )),
+                };
+            }
+            let Some(kind) = ArrowKind::parse(encoding) else {
+                return Err(bad(
+                    path,
+                    format!(
+                        "geometry column {name:?} is encoded as {encoding}, which this reader does not know (it reads WKB and the GeoArrow encodings point, linestring, polygon, multipoint, multilinestring and multipolygon)"
+                    ),
+                ));
+            };
+            let leaf = |field: &str| {
+                leaves.iter().copied().find(|&c| {
+                    let d = schema.column(c);
+                    let parts = d.path().parts();
+                    parts.len() > 1 && parts.last().map(String::as_str) == Some(field)
+                })
+            };
+            let (cols, interleaved) = match (leaf("x"), leaf("y")) {
+                (Some(x), Some(y)) => (vec![x, y], false),
+                _ if leaves.len() == 1 => (leaves.clone(), true),
+                _ => {
+                    let names: Vec<String> = leaves
+                        .iter()
+                        .map(|&c| schema.column(c).path().string())
+                        .collect();
+                    return Err(bad(
+                        path,
+                        format!(
+                            "geometry column {name:?} is encoded as {encoding} but has no x and y coordinate fields (its fields: {})",
+                            names.join(", ")
+                        ),
+                    ));
+                }
+            };
+            let lists = list_levels(schema, cols[0]);
+            for &c in &cols {
+                let d = schema.column(c);
+                if d.physical_type() != PhysicalType::DOUBLE {
+                    return Err(bad(
+                        path,
+                        format!(
+                            "geometry column {name:?} is encoded as {encoding}, but its coordinate field {} is {}, not DOUBLE",
+                            d.path().string(),
+                            d.physical_type()
+                        ),
+                    ));
+                }
+                if list_levels(schema, c) != lists
+                    || d.max_def_level() != schema.column(cols[0]).max_def_level()
+                {
+                    return Err(bad(
+                        path,
+                        format!(
+                            "geometry column {name:?}: coordinate fields {} and {} are nested differently",
+                            schema.column(cols[0]).path().string(),
+                            d.path().string()
+                        ),
+                    ));
+                }
+            }
+            let want = kind.depth() + usize::from(interleaved);
+            if lists.len() != want {
+                return Err(bad(
+                    path,
+                    format!(
+                        "geometry column {name:?} is encoded as {encoding}, which nests {} lists around a coordinate{}, but its Parquet type nests {}",
+                        kind.depth(),
+                        if interleaved { " (and one list per interleaved coordinate)" } else { "" },
+                        lists.len()
+                    ),
+                ));
+            }
+            Ok(GeometryColumn::Arrow(ArrowColumn {
+                kind,
+                max_def: schema.column(cols[0]).max_def_level(),
+                leaves: cols,
+                lists,
+            }))
+        }
+
+        /// The leaf columns read for the geometries.
+        fn leaves(&self) -> &[usize] {
+            match self {
+                GeometryColumn::Wkb(c) => std::slice::from_ref(c),
+                GeometryColumn::Arrow(a) => &a.leaves,
+            }
+        }
+
+        /// The geometries of a row group.
+        fn read(&self, rg: &dyn RowGroupReader) -> std::result::Result<Geometries, Read> {
+            let a = match self {
+                GeometryColumn::Wkb(c) => return Ok(Geometries::Wkb(read_binary(rg, *c)?)),
+                GeometryColumn::Arrow(a) => a,
+            };
+            let (defs, reps, x) = read_doubles(rg, a.leaves[0])?;
+            let (rows, used) =
+                geoarrow::assemble(&a.lists, a.max_def, &defs, &reps).map_err(Read::Levels)?;
+            let y = match a.leaves.get(1) {
+                Some(&c) => {
+                    let (ydefs, yreps, y) = read_doubles(rg, c)?;
+                    if ydefs != defs || yreps != reps {
+                        return Err(Read::Levels(
+                            "the x and y fields have different levels".into(),
+                        ));
+                    }
+                    y
+                }
+                None => Vec::new(),
+            };
+            let interleaved = a.leaves.len() == 1;
+            if used != x.len() || (!interleaved && used != y.len()) {
+                return Err(Read::Levels(format!(
+                    "the levels place {used} coordinate values, the column holds {}",
+                    x.len()
+                )));
+            }
+            Ok(Geometries::Arrow {
+                kind: a.kind,
+                rows,
+                x,
+                y,
+                interleaved,
+            })
+        }
+    }
+
+    /// The levels of the lists (repeated nodes) on the path of leaf column
+    /// `col`, outermost first.
+    fn list_levels(schema: &SchemaDescriptor, col: usize) -> Vec<ListLevels> {
+        let mut node = schema.root_schema();
+        let (mut def, mut out) = (0i16, Vec::new());
+        for part in schema.column(col).path().parts() {
+            if !node.is_group() {
+                break;
+            }
+            let Some(child) = node.get_fields().iter().find(|f| f.name() == part) else {
+                break;
+            };
+            node = child;
+            match node.get_basic_info().repetition() {
+                Repetition::REQUIRED => {}
+                Repetition::OPTIONAL => def += 1,
+                Repetition::REPEATED => {
+                    out.push(ListLevels {
+                        present: def,
+                        element: def + 1,
+                    });
+                    def += 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// A whole column chunk of doubles with its definition and repetition
+    /// levels (zeros for a column that has none).
+    fn read_doubles(
+        rg: &dyn RowGroupReader,
+        col: usize,
+    ) -> parquet::errors::Result<(Vec<i16>, Vec<i16>, Vec<f64>)> {
+        check_dictionary(rg, col)?;
+        let d = rg.metadata().schema_descr().column(col);
+        let ColumnReader::DoubleColumnReader(mut r) = rg.get_column_reader(col)? else {
+            return Err(parquet::errors::ParquetError::General(
+                "a coordinate column is not of doubles".into(),
+            ));
+        };
+        let (mut defs, mut reps, mut vals) = (Vec::new(), Vec::new(), Vec::new());
+        while r
+            .read_records(BATCH, Some(&mut defs), Some(&mut reps), &mut vals)?
+            .0
+            > 0
+        {}
+        if d.max_def_level() == 0 {
+            defs = vec![0; vals.len()];
+        }
+        if d.max_rep_level() == 0 {
+            reps = vec![0; defs.len()];
+        }
+        Ok((defs, reps, vals))
     }
 
     /// Reads the objects of a GeoParquet file, and its attribute columns
@@ -512,20 +857,10 @@ mod imp {
             .key_value_metadata()
             .and_then(|kv| kv.iter().find(|kv| kv.key == "geo"))
             .and_then(|kv| kv.value.as_deref());
-        let (gcol, encoding, gname) = match geo {
+        let geometry = match geo {
             Some(text) => {
                 let (name, encoding) = geometry_column(path, text)?;
-                let col = schema
-                    .columns()
-                    .iter()
-                    .position(|c| c.path().parts() == [name.clone()])
-                    .ok_or_else(|| {
-                        bad(
-                            path,
-                            format!("the geometry column {name:?} is not in the schema"),
-                        )
-                    })?;
-                (col, encoding, name)
+                GeometryColumn::named(path, schema, &name, &encoding)?
             }
             None => {
                 let col = ["geometry", "geom", "wkb"]
@@ -537,28 +872,9 @@ mod imp {
                             "not a GeoParquet file: no 'geo' metadata and no geometry, geom or wkb column",
                         )
                     })?;
-                (
-                    col,
-                    "WKB".to_string(),
-                    schema.column(col).name().to_string(),
-                )
+                GeometryColumn::wkb(path, schema, col)?
             }
         };
-        if !encoding.eq_ignore_ascii_case("WKB") {
-            return Err(bad(
-                path,
-                format!(
-                    "geometry column {gname:?} is encoded as {encoding}; only WKB is supported"
-                ),
-            ));
-        }
-        let gdesc = schema.column(gcol);
-        if gdesc.physical_type() != PhysicalType::BYTE_ARRAY || gdesc.max_rep_level() != 0 {
-            return Err(bad(
-                path,
-                format!("geometry column {gname:?} is not a binary (WKB) column"),
-            ));
-        }
         let idcol = top("id");
         if let Some(i) = idcol {
             let d = schema.column(i);
@@ -574,7 +890,7 @@ mod imp {
         }
         let id_unsigned = idcol.is_some_and(|i| unsigned(&schema.column(i)));
         let attr_cols: Vec<usize> = (0..schema.num_columns())
-            .filter(|&c| attributes && c != gcol && Some(c) != idcol)
+            .filter(|&c| attributes && !geometry.leaves().contains(&c) && Some(c) != idcol)
             .filter(|&c| {
                 let d = schema.column(c);
                 d.path().parts().len() == 1
@@ -600,22 +916,21 @@ mod imp {
                 .collect(),
         )
         .map_err(|e| bad(path, e))?;
-        // codecs this build cannot decode: say so before the decoder does
+        // the codec this build cannot decode: say so before the decoder does
         for rg in reader.metadata().row_groups() {
-            let read = [gcol]
-                .into_iter()
+            let read = geometry
+                .leaves()
+                .iter()
+                .copied()
                 .chain(idcol)
                 .chain(attr_cols.iter().copied());
             for c in read {
-                let codec = rg.column(c).compression();
-                if !matches!(codec, Compression::UNCOMPRESSED | Compression::SNAPPY) {
-                    let codec = codec.to_string();
-                    let codec = codec.split('(').next().unwrap_or_default();
+                if rg.column(c).compression() == Compression::LZO {
                     return Err(bad(
                         path,
                         format!(
-                            "column {:?} is compressed with {codec}; this build reads uncompressed and Snappy-compressed Parquet only (rewrite the file with Snappy, e.g. GeoPandas to_parquet(compression=\"snappy\"))",
-                            rg.column(c).column_descr().name()
+                            "column {:?} is compressed with LZO, which this build does not read (it reads uncompressed, Snappy, gzip, Brotli, LZ4 and Zstandard columns; rewrite the file with one of them, e.g. GeoPandas to_parquet(compression=\"zstd\"))",
+                            rg.column(c).column_descr().path().string()
                         ),
                     ));
                 }
@@ -628,7 +943,13 @@ mod imp {
         for g in 0..reader.num_row_groups() {
             let rg = reader.get_row_group(g).map_err(pq)?;
             let rows = usize::try_from(rg.metadata().num_rows()).unwrap_or(0);
-            let geoms = read_binary(rg.as_ref(), gcol).map_err(pq)?;
+            let geoms = geometry.read(rg.as_ref()).map_err(|e| match e {
+                Read::Parquet(e) => pq(e),
+                Read::Levels(e) => bad(
+                    path,
+                    format!("row group {g}: the geometry column's levels are malformed: {e}"),
+                ),
+            })?;
             let ids = match idcol {
                 Some(i) => Some(read_ints(rg.as_ref(), i, id_unsigned).map_err(pq)?),
                 None => None,
@@ -674,7 +995,7 @@ mod imp {
                 columns.push(values.into_iter());
             }
             let mut ids = ids.map(Vec::into_iter);
-            for wkb in geoms {
+            for i in 0..geoms.len() {
                 let what = format!("row {row}");
                 let id = match ids.as_mut().and_then(Iterator::next) {
                     None => row,
@@ -682,9 +1003,9 @@ mod imp {
                     Some(Some(v)) => u64::try_from(v)
                         .map_err(|_| bad(path, format!("{what}: id {v} is negative")))?,
                 };
-                let wkb =
-                    wkb.ok_or_else(|| bad(path, format!("{what} (id {id}) has no geometry")))?;
-                let g = from_wkb(wkb.data(), &format!("{}: {what} (id {id})", path.display()))?;
+                let g = geoms
+                    .geometry(i, &format!("{}: {what} (id {id})", path.display()))?
+                    .ok_or_else(|| bad(path, format!("{what} (id {id}) has no geometry")))?;
                 objects.push(&what, id, g)?;
                 if !columns.is_empty() {
                     attrs.push(columns.iter_mut().map(|c| c.next().flatten()).collect())?;
