@@ -336,3 +336,62 @@ fn import_osm_writes_type_id_and_tags() {
         "cannot become output columns",
     );
 }
+
+/// A GeoPackage of several layers written by GeoPandas (the workbench's
+/// fixture, `crates/geoflash-bench/tests/data/geopandas`): `build` and
+/// `import` read the layer `--layer` names, refuse the file without it
+/// (listing the layers), and `build --help` names every input format.
+#[test]
+fn geopackage_layers_from_the_command_line() {
+    let gpkg = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../geoflash-bench/tests/data/geopandas/layers.gpkg");
+    let dir = tempfile::tempdir().unwrap();
+    let idx = dir.path().join("idx");
+    let build = |layer: &[&str]| {
+        let mut args = vec!["build", "--input", s(&gpkg), "--index", s(&idx)];
+        args.extend(layer);
+        geoflash(&args)
+    };
+    bad_input(
+        build(&[]),
+        "4 feature layers (buildings, other, places, roads): choose one with --layer NAME",
+    );
+    ok(build(&["--layer", "places"]));
+    assert_eq!(window_ids(&idx, "-200,-100,200,100"), vec![1, 2, 3]);
+    let out = dir.path().join("b.csv");
+    ok(geoflash(&[
+        "import",
+        "--input",
+        s(&gpkg),
+        "--layer",
+        "buildings",
+        "--out",
+        s(&out),
+    ]));
+    let ids: Vec<u64> = sorted_rects(&out).into_iter().map(|r| r.0).collect();
+    assert_eq!(ids, [20, 21]);
+    bad_input(
+        geoflash(&[
+            "import",
+            "--input",
+            s(&gpkg),
+            "--layer",
+            "parks",
+            "--out",
+            s(&out),
+        ]),
+        "no layer \"parks\"",
+    );
+    let help = ok(geoflash(&["build", "--help"]));
+    let help = String::from_utf8_lossy(&help.stdout);
+    for format in [
+        "GeoJSON",
+        "FlatGeobuf",
+        "GeoParquet",
+        "Shapefile",
+        "GeoPackage",
+        ".osm.pbf",
+    ] {
+        assert!(help.contains(format), "{format} missing from: {help}");
+    }
+}
