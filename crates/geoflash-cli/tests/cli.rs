@@ -2191,3 +2191,49 @@ fn a_query_during_a_running_build_or_insert_says_it_is_being_written() {
         "{err}"
     );
 }
+
+/// `geoflash build` without `--ack-every` builds a new eFIND index as one
+/// unlogged batch (issue 47, item 1): no log record per insertion (the few
+/// records are the creation's and the final checkpoint's, carried by log
+/// superblocks) and no log page, nodes written when they leave memory and
+/// at the end; with the budget holding the index the bytes written are
+/// its `pages.dat` and a few superblocks. `--ack-every` keeps logging.
+#[test]
+fn a_build_without_acknowledgements_writes_its_index_once() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    let n = 20_000;
+    write_rects(&data, n);
+    let build = |name: &str, extra: &[&str]| {
+        let idx = dir.path().join(name);
+        let mut args = vec!["build", "--input", s(&data), "--index", s(&idx), "--json"];
+        args.extend_from_slice(extra);
+        let stats = last_json(&ok(geoflash(&args)));
+        assert_eq!(all_ids(&idx), (1..=n).collect::<Vec<_>>(), "{name}");
+        ok(geoflash(&["verify", "--index", s(&idx)]));
+        let pages = std::fs::metadata(idx.join("pages.dat")).unwrap().len();
+        (stats, pages)
+    };
+    let count = |v: &serde_json::Value, key: &str| v[key].as_u64().unwrap();
+    // The defaults (eFIND, group durability, a budget above the index).
+    let (stats, pages) = build("defaults", &[]);
+    assert!(count(&stats, "log_records") <= 8, "{stats}");
+    assert_eq!(count(&stats, "log_pages_written"), 0, "{stats}");
+    let written = count(&stats, "bytes_written");
+    assert!(
+        written as f64 <= 1.05 * pages as f64,
+        "{written} bytes written for a pages.dat of {pages}: {stats}"
+    );
+    // A budget far below the index: nodes leave memory during the build,
+    // still with no record per insertion.
+    let (stats, _) = build("small", &["--buffer", "128KiB"]);
+    assert!(
+        count(&stats, "flushed_nodes") > count(&stats, "index_bytes") / 4096,
+        "{stats}"
+    );
+    assert!(count(&stats, "log_records") <= 8, "{stats}");
+    assert_eq!(count(&stats, "log_pages_written"), 0, "{stats}");
+    // With acknowledgements the build logs its operations.
+    let (stats, _) = build("acked", &["--ack-every", "5000"]);
+    assert!(count(&stats, "log_pages_written") > 10, "{stats}");
+}

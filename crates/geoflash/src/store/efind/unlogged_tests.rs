@@ -84,7 +84,7 @@ fn load(unlogged: bool, n: u64) -> (u64, u64, u64) {
     )
     .unwrap();
     t.store_mut().checkpoint().unwrap();
-    assert_eq!(t.store_mut().begin_unlogged().unwrap(), true);
+    assert!(t.store_mut().begin_unlogged().unwrap());
     if !unlogged {
         // The logged twin: leave the mode at once (a checkpoint ends it).
         t.store_mut().checkpoint().unwrap();
@@ -135,13 +135,13 @@ fn the_mode_needs_a_clean_store_and_a_log_that_protects_flushes() {
     let mut t = RTree::create(s, params(IndexKind::RTree)).unwrap();
     t.insert(1, Rect::new(0.0, 0.0, 1.0, 1.0).unwrap()).unwrap();
     // An operation since the checkpoint: not clean.
-    assert_eq!(t.store_mut().begin_unlogged().unwrap(), false);
+    assert!(!t.store_mut().begin_unlogged().unwrap());
     t.store_mut().checkpoint().unwrap();
-    assert_eq!(t.store_mut().begin_unlogged().unwrap(), true);
+    assert!(t.store_mut().begin_unlogged().unwrap());
     // A commit has no log to sync: the caller checkpoints.
     let durable = t.store().durable_op();
     t.insert(2, Rect::new(0.0, 0.0, 1.0, 1.0).unwrap()).unwrap();
-    assert_eq!(t.store_mut().sync_committed().unwrap(), false);
+    assert!(!t.store_mut().sync_committed().unwrap());
     assert_eq!(
         t.store().durable_op(),
         durable,
@@ -167,7 +167,7 @@ fn the_mode_needs_a_clean_store_and_a_log_that_protects_flushes() {
         )
         .unwrap();
         t.store_mut().checkpoint().unwrap();
-        assert_eq!(t.store_mut().begin_unlogged().unwrap(), false, "{cfg:?}");
+        assert!(!t.store_mut().begin_unlogged().unwrap(), "{cfg:?}");
     }
 }
 
