@@ -278,3 +278,29 @@ def test_update_batch_equals_a_loop_of_update(tmp_path):
         assert _contents(idx) == got
     with geoflash.Index(str(tmp_path / "batch")) as idx:
         assert _contents(idx) == got
+
+
+def test_a_batch_loading_a_new_index_writes_no_log_per_insert(tmp_path):
+    """Issue 47, item 1: `with idx.batch():` around the whole load of a new
+    index is not logged by the engine (its end is a checkpoint, nodes are
+    written once); the objects are all there after a reopen, and later
+    batches log as before."""
+    path = tmp_path / "new"
+    initial = _initial()
+    with geoflash.Index(str(path)) as idx:
+        start = idx.stats
+        with idx.batch():
+            for i, (box, obj) in initial.items():
+                idx.insert(i, box, obj=obj)
+        loaded = idx.stats
+        assert loaded["log_pages_written"] == start["log_pages_written"]
+        assert loaded["log_records"] - start["log_records"] <= 4
+        with idx.batch():
+            box, _ = initial[0]
+            idx.delete(0, box)
+            idx.insert(0, box, obj="again")
+        assert idx.stats["log_pages_written"] > loaded["log_pages_written"]
+    expect = dict(initial)
+    expect[0] = (initial[0][0], "again")
+    with geoflash.Index(str(path), readonly=True) as idx:
+        assert _contents(idx) == expect
