@@ -452,14 +452,62 @@ impl EfindStore {
         choice.unit
     }
 
-    /// Writes the buffered pages `ids` (`units` flushing units) as one batch
-    /// with the flush protocol (page images, see the [module docs](super)),
-    /// applies temporal control on reads, and removes them from the write buffer.
+    /// Writes the buffered pages `ids` (`units` flushing units) with the
+    /// flush protocol (page images, see the [module docs](super)), applies
+    /// temporal control on reads, and removes them from the write buffer:
+    /// as one batch when the log has room for the page images of all of
+    /// them, else in parts that fit ([`Self::pages_that_fit`]).
     pub(super) fn write_pages(&mut self, ids: &[PageId], units: u64) -> Result<()> {
-        let watch = Stopwatch::start(self.device.sim_clock_ns());
-        let mut pages: Vec<(PageId, Arc<Node>)> = Vec::new();
         let mut ids = ids.to_vec();
         ids.sort_unstable();
+        let mut rest = &ids[..];
+        let mut units = units;
+        while !rest.is_empty() {
+            let n = self.pages_that_fit(rest)?;
+            let (part, more) = rest.split_at(n);
+            // The flushing units are counted with the first part.
+            self.write_part(part, std::mem::take(&mut units))?;
+            rest = more;
+        }
+        Ok(())
+    }
+
+    /// How many of `ids` (sorted), from the first, the log has room to
+    /// flush now (their page images and the FLUSH record, after a
+    /// compaction if needed): all of them, or the most a halving finds,
+    /// at least one. A flush makes the records of its pages obsolete, so
+    /// the compaction before the next part frees their room: a log whose
+    /// records all describe buffered pages (as restart leaves it) still
+    /// empties part by part, where a flush of a whole chunk needed more
+    /// room than any compaction could free (issue 44: `DeviceFull` after
+    /// a recovery, and the store refused every change after).
+    fn pages_that_fit(&mut self, ids: &[PageId]) -> Result<usize> {
+        if self.config.durability == crate::store::log::Durability::None {
+            // No page images: the FLUSH record alone (write_protected).
+            return Ok(ids.len());
+        }
+        let per_image = (self.page_size + crate::store::log::record::RECORD_HEADER) as u64;
+        let mut n = ids.len();
+        loop {
+            let part = &ids[..n];
+            let written = |id: &&PageId| {
+                !matches!(self.wb.get(**id).map(|r| r.status), Some(Status::Del) | None)
+            };
+            let images = part.iter().filter(written).count() as u64;
+            let flush = crate::store::log::Record::flush(part)?.encoded_len() as u64;
+            match self.ensure_room(images * per_image + flush) {
+                Ok(()) => return Ok(n),
+                Err(crate::Error::DeviceFull(_)) if n > 1 => n /= 2,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// [`Self::write_pages`] of one batch: `ids` sorted, their images fit the log.
+    fn write_part(&mut self, ids: &[PageId], units: u64) -> Result<()> {
+        let watch = Stopwatch::start(self.device.sim_clock_ns());
+        let mut pages: Vec<(PageId, Arc<Node>)> = Vec::new();
+        let ids = ids.to_vec();
         for &id in &ids {
             match self.wb.get(id).map(|r| r.status) {
                 Some(Status::Del) | None => {}

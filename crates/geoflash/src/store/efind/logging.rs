@@ -362,7 +362,7 @@ impl EfindStore {
     /// Compacts when the log passes [`COMPACT_AT`]; when the survivors still
     /// fill more than [`AFTER_COMPACT_MAX`], flushes half of the buffered
     /// pages and compacts again (between operations only).
-    fn keep_log_room(&mut self) -> Result<()> {
+    pub(super) fn keep_log_room(&mut self) -> Result<()> {
         if self.log_mut()?.fill_ratio() <= COMPACT_AT {
             return Ok(());
         }

@@ -218,8 +218,16 @@ impl EfindStore {
         report.free_pages = store.alloc.free_pages().count() as u64;
         report.buffered_pages = store.wb.len() as u64;
         report.records_in_tree = store.meta.records;
+        let writable = log.is_some();
         store.log = log;
         store.restart = Some(report);
+        if writable {
+            // Between operations the log keeps room for the next one
+            // (compaction, then flushes); a crash after an operation and
+            // before that left it fuller, and restart's compaction frees
+            // nothing the write buffer's pages still need.
+            store.keep_log_room()?;
+        }
         Ok(store)
     }
 }
