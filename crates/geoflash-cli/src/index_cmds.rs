@@ -538,6 +538,9 @@ fn stopped(f: &Failure) -> Option<(u64, u64)> {
 #[derive(Debug)]
 struct FailedAt {
     done: u64,
+    /// Of the `done`, those known durable when it failed (a durable
+    /// commit, or a checkpoint): what survives if no checkpoint follows.
+    durable: u64,
     total: u64,
     message: String,
 }
@@ -605,11 +608,21 @@ fn change_applied(
                 total - done
             ),
             Err(e) => {
+                // Issue 44, item 3: say what survives, not only what was done.
+                let durable = fa.durable;
+                let more = if durable == done {
+                    String::new()
+                } else {
+                    format!(
+                        " and those of the other {} whose operations reached its log (it says how many)",
+                        done - durable
+                    )
+                };
                 return Err(Failure {
                     code: crate::FAILURE,
                     error: anyhow::anyhow!(
                         "{fa}; checkpointing the {done} records {verb} {dir} before it failed too ({e}): \
-                         run `geoflash recover --index {dir}` to make what is in the log durable"
+                         {durable} of them are durable; `geoflash recover --index {dir}` keeps them{more}"
                     ),
                 })
             }
@@ -753,6 +766,8 @@ fn apply_all_acked<T>(
     let mut failure = None;
     let mut run = |index: &mut Index| -> Result<u64, Failure> {
         let mut done = 0u64;
+        // Operations of this run known durable (see FailedAt::durable).
+        let mut durable = 0u64;
         for (id, item) in items {
             if geoflash::engine::stop_requested() {
                 // The batch ends without its checkpoint; the caller says
@@ -763,15 +778,31 @@ fn apply_all_acked<T>(
                     error: anyhow::Error::new(Stopped { done, total }),
                 });
             }
+            let committed_before = index.last_committed_op();
             op(index, *id, item).map_err(|e| {
                 let e = index.locate(e);
+                // Issue 44, item 3: an operation whose COMMIT is durable
+                // and that failed after it (a flush of its pages, which
+                // hit ENOSPC) is applied: recovery keeps it.
+                let committed = index.last_committed_op();
+                let in_log = committed != committed_before && committed.is_some();
+                let kept = in_log && index.durable_op() >= committed;
+                let (applied, how) = if kept {
+                    (done + 1, "was applied (its commit is durable), then failed")
+                } else if in_log {
+                    (done + 1, "was committed to the log, then failed")
+                } else {
+                    (done, "failed")
+                };
+                let durable = if kept { applied } else { durable };
                 Failure {
                     code: crate::exit_code(e.kind()),
                     error: anyhow::Error::new(FailedAt {
-                        done,
+                        done: applied,
+                        durable,
                         total,
                         message: format!(
-                            "{what} of object {id} (record {} of {}) failed after {done} operations: {e}",
+                            "{what} of object {id} (record {} of {}) {how} after {applied} operations: {e}",
                             done + 1,
                             input.display()
                         ),
@@ -779,8 +810,13 @@ fn apply_all_acked<T>(
                 }
             })?;
             done += 1;
+            let committed = index.last_committed_op();
+            if committed.is_some() && index.durable_op() >= committed {
+                durable = done;
+            }
             if let Some(a) = acker.as_deref_mut() {
                 a.after_op(index, done)?;
+                durable = durable.max(a.acked);
             }
             if done.is_multiple_of(1024) {
                 bar.set_position(done);

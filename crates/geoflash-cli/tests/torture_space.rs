@@ -200,6 +200,28 @@ fn a_full_file_system_never_loses_acknowledged_data_and_the_index_recovers() {
             text(&out, "recover", "err")
         );
         let after_recover = prefix("after");
+        // What the insert said it applied is what survives (item 3: it
+        // said N, and `recover` applied N + 1).
+        let applied: u64 = err
+            .split(" operations")
+            .next()
+            .and_then(|head| head.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{what}: no count of operations applied: {err}"));
+        // When the checkpoint after the failure failed too, the insert
+        // says how many of them are durable: recover keeps those, and
+        // maybe more of them (their operations in the log).
+        let durable: u64 = err
+            .split(" of them are durable")
+            .next()
+            .filter(|head| head.len() < err.len())
+            .and_then(|head| head.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(applied);
+        assert!(
+            (BUILT + durable..=BUILT + applied).contains(&after_recover),
+            "{what}: {after_recover} objects after recover; the insert said it applied {applied}, {durable} durable: {err}"
+        );
         assert!(
             after_recover >= read,
             "{what}: recover lost what readers saw"
