@@ -11,14 +11,13 @@ both answers must hold the same (left, right) pairs.
 """
 
 import argparse
-import statistics
-import time
 
 import geopandas
 import numpy as np
 import shapely
 
 import geoflash
+from timing import median_time
 
 
 def polygons(rng, n, size):
@@ -37,16 +36,6 @@ def frame(rng, geoms, prefix):
         {f"{prefix}_value": rng.random(n), "name": np.char.add(prefix, np.arange(n).astype(str)), "geometry": geoms},
         crs="EPSG:3857",
     )
-
-
-def median_time(f, repeats):
-    f()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = f()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), times, out
 
 
 def pairs(joined, how):

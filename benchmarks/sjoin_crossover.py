@@ -9,9 +9,7 @@ two frames must be equal.
     .venv/bin/python benchmarks/sjoin_crossover.py [WORKERS] [REPEATS] N...
 """
 
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -21,19 +19,10 @@ from geopandas.testing import assert_geodataframe_equal
 
 sys.path.insert(0, str(Path(__file__).parent))
 import sjoin as data  # noqa: E402
+from timing import median_time  # noqa: E402
 
 import geoflash  # noqa: E402
 import geoflash.dask as gd  # noqa: E402
-
-
-def median_time(f, repeats):
-    f()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = f()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), out
 
 
 def main():
@@ -49,8 +38,8 @@ def main():
                 rng = np.random.default_rng(46)
                 left = data.frame(rng, shapely.points(rng.uniform(0, 1, (n, 2))), "l")
                 right = data.frame(rng, data.polygons(rng, max(1, n // 5), 0.01), "r")
-                t_in, want = median_time(lambda: geoflash.sjoin(left, right), repeats)
-                t_d, got = median_time(
+                t_in, _, want = median_time(lambda: geoflash.sjoin(left, right), repeats)
+                t_d, _, got = median_time(
                     lambda: gd.sjoin(left, right, client=client, local_below=0, progress=False), repeats
                 )
                 assert_geodataframe_equal(got, want)

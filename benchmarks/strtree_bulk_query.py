@@ -9,14 +9,13 @@ runs after a warm-up, and the pairs must be identical.
     .venv/bin/python benchmarks/strtree_bulk_query.py [N] [M] [REPEATS]
 """
 
-import statistics
 import sys
-import time
 
 import numpy as np
 import shapely
 
 import geoflash
+from timing import median_time
 
 
 def polygons(rng, n):
@@ -25,16 +24,6 @@ def polygons(rng, n):
     boxes = shapely.box(x, y, x + w, y + h)
     tri = np.array([shapely.Polygon([(a, b), (a + c, b), (a + c / 2, b + d)]) for a, b, c, d in zip(x, y, w, h)])
     return np.where(rng.uniform(size=n) < 0.5, boxes, tri)
-
-
-def median_time(f, repeats):
-    f()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = f()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), out
 
 
 def main():
@@ -50,8 +39,8 @@ def main():
     print(f"{'predicate':<18}{'pairs':>9}{'STRtree ms':>12}{'geoflash ms':>13}{'speed':>8}")
     for predicate in (None, "intersects", "contains", "within", "touches", "covers", "dwithin"):
         kw = {"distance": 0.005} if predicate == "dwithin" else {}
-        ts, want = median_time(lambda: tree.query(inputs, predicate=predicate, **kw), repeats)
-        tg, got = median_time(lambda: idx.query(inputs, predicate=predicate, **kw), repeats)
+        ts, _, want = median_time(lambda: tree.query(inputs, predicate=predicate, **kw), repeats)
+        tg, _, got = median_time(lambda: idx.query(inputs, predicate=predicate, **kw), repeats)
         same = sorted(map(tuple, want.T.tolist())) == sorted(map(tuple, got.T.tolist()))
         if not same:
             raise SystemExit(f"{predicate}: the pairs differ")
