@@ -25,6 +25,7 @@ use super::fast::{FastConfig, FastStore};
 use super::log::LogPlacement;
 use super::placement::Placement;
 use super::{LoggedStore, NodeStore, OpId, StoreOpen};
+use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::{PageDevice, PageId};
 use crate::store::log::{Durability, LogReader, RecordKind};
 use crate::Result;
@@ -231,6 +232,20 @@ impl CrashSummary {
             self.pages_restored,
             self.acknowledged
         );
+    }
+}
+
+/// Where one case of a crash campaign crashes, from the faultless run that
+/// `counting` watched: every fourth case at one of that run's syncs, the
+/// others at a random one of its page writes (torn as `seed` says).
+pub(crate) fn crash_plan<D: PageDevice>(counting: &FaultyDevice<D>, case: u64, seed: u64) -> FaultPlan {
+    if case % 4 == 3 {
+        let syncs = counting.stats().io.syncs;
+        FaultPlan::none()
+            .crash_at_sync(1 + seed % syncs.max(1))
+            .with_seed(seed)
+    } else {
+        FaultPlan::random_crash(seed, counting.writes_seen())
     }
 }
 

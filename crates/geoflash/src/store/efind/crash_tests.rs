@@ -27,7 +27,7 @@ use crate::geom::{HilbertDomain, Rect};
 use crate::index::{IndexKind, Predicate, RTree, SplitKind, TreeParams};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
-use crate::store::crash_harness::{batch_switch, device_bytes, AckOracle, CrashSummary};
+use crate::store::crash_harness::{batch_switch, crash_plan, device_bytes, AckOracle, CrashSummary};
 use crate::store::log::LogFormat;
 
 const PAGE: usize = 1024;
@@ -327,16 +327,8 @@ fn crash_case(kind: IndexKind, case: u64, seen: &mut Seen) {
         ));
         let o = run(counting.clone(), kind, cfg, &ops);
         assert!(o.err.is_none(), "{kind:?} case {case}: {:?}", o.err);
-        let writes = counting.writes_seen();
-        let syncs = counting.stats().io.syncs;
         // 2. The same run, crashing.
-        let plan = if case % 4 == 3 {
-            FaultPlan::none()
-                .crash_at_sync(1 + seed % syncs.max(1))
-                .with_seed(seed)
-        } else {
-            FaultPlan::random_crash(seed, writes)
-        };
+        let plan = crash_plan(&counting, case, seed);
         let dev = Arc::new(FaultyDevice::new(
             MemDevice::new(PAGE, DEV_PAGES).unwrap(),
             plan.clone(),

@@ -19,6 +19,7 @@ use crate::geom::Rect;
 use crate::index::{IndexKind, Predicate, RTree, SplitKind, TreeParams};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
+use crate::store::crash_harness::crash_plan;
 use crate::store::log::LogFormat;
 
 const PAGE: usize = 1024;
@@ -252,15 +253,7 @@ fn campaign(kind: IndexKind) {
         ));
         let o = run(counting.clone(), kind, cfg, &objects, prefix);
         assert!(o.err.is_none(), "{kind:?} case {case}: {:?}", o.err);
-        let writes = counting.writes_seen();
-        let syncs = counting.stats().io.syncs;
-        let plan = if case % 4 == 3 {
-            FaultPlan::none()
-                .crash_at_sync(1 + seed % syncs.max(1))
-                .with_seed(seed)
-        } else {
-            FaultPlan::random_crash(seed, writes)
-        };
+        let plan = crash_plan(&counting, case, seed);
         let dev = Arc::new(FaultyDevice::new(
             MemDevice::new(PAGE, DEV_PAGES).unwrap(),
             plan.clone(),
