@@ -320,18 +320,9 @@ mod tests {
         let (rows, n) = assemble(&[], 1, &[1, 0, 1], &[0, 0, 0]).unwrap();
         assert_eq!(n, 2);
         assert_eq!(rows, vec![Some(Nest::Value(0)), None, Some(Nest::Value(1))]);
-        // a linestring of interleaved x,y,z: the coordinate is a list of 3
-        let lists = [
-            ListLevels {
-                present: 1,
-                element: 2,
-            },
-            ListLevels {
-                present: 2,
-                element: 3,
-            },
-        ];
-        let (rows, n) = assemble(&lists, 3, &[3, 3, 3, 3, 3, 3], &[0, 2, 2, 1, 2, 2]).unwrap();
+        // a linestring of interleaved x,y,z: the coordinate is a list of 3,
+        // so its levels are the polygon's (two lists deep)
+        let (rows, n) = assemble(&POLYGON, 3, &[3, 3, 3, 3, 3, 3], &[0, 2, 2, 1, 2, 2]).unwrap();
         assert_eq!(n, 6);
         let vals = [1.0, 2.0, 9.0, 3.0, 4.0, 9.0];
         let g = geometry(
