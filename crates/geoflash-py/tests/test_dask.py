@@ -184,7 +184,9 @@ def test_sjoin_on_the_cluster_equals_geoflash_and_geopandas(client, how, capsys)
     left = random_frame(np.random.default_rng(7), 900)
     right = random_frame(np.random.default_rng(8), 500)
     right["name"] = right["name"] + "r"
-    for pred, d in (("intersects", None), ("covers", None), ("dwithin", 1.5)):
+    # per-row distances: 0 to 3, so a range's extent grows by its own rows'
+    per_row = np.random.default_rng(9).random(len(left)) * 3
+    for pred, d in (("intersects", None), ("covers", None), ("dwithin", 1.5), ("dwithin", per_row)):
         got = gd.sjoin(left, right, how, pred, d, client=client, partitions=4, local_below=0)
         assert_geodataframe_equal(got, geoflash.sjoin(left, right, how, pred, distance=d))
         want = geopandas.sjoin(left, right, how=how, predicate=pred, distance=d)

@@ -223,17 +223,18 @@ def sjoin(
     Hilbert ranges (default: twice the number of workers), and each range
     is joined in process on a worker with the right rows whose boxes meet
     its extent (grown by ``distance``); every left row lives in one range,
-    so no pair is found twice. ``distance``: one number (``dwithin``).
-    ``progress``: print on standard error how many ranges are joined."""
+    so no pair is found twice. ``distance`` (``dwithin``): one number, or
+    one per left row (as ``geoflash.sjoin``; each range's extent is grown
+    by its own rows' distances). ``progress``: print on standard error how
+    many ranges are joined."""
     import shapely
 
     _joins._check_frames(left, right, how, "sjoin")
     if predicate not in PREDICATES and predicate is not None:
         raise ValueError(f"unknown predicate {predicate!r}: use one of {PREDICATES} or None")
+    per_row = None
     if predicate == "dwithin":
         d, per_row = _joins._distances(distance, len(left))
-        if per_row is not None:
-            raise ValueError("geoflash.dask.sjoin takes one distance for all rows (geoflash.sjoin takes one per row)")
     elif distance is not None:
         raise ValueError(f"distance is only for predicate 'dwithin', not {predicate!r}")
     else:
@@ -250,13 +251,15 @@ def sjoin(
     rok = np.isfinite(rb).all(axis=1)
     futs, where = [], []
     for rows in _left_parts(lb, int(partitions)):
+        # the range's boxes grown by their distances (one for all, or each row's own)
+        grow = d if per_row is None else per_row[rows]
         e = lb[rows]
-        x0, y0 = np.nanmin(e[:, 0]) - d, np.nanmin(e[:, 1]) - d
-        x1, y1 = np.nanmax(e[:, 2]) + d, np.nanmax(e[:, 3]) + d
+        x0, y0 = np.nanmin(e[:, 0] - grow), np.nanmin(e[:, 1] - grow)
+        x1, y1 = np.nanmax(e[:, 2] + grow), np.nanmax(e[:, 3] + grow)
         near = np.flatnonzero(rok & (rb[:, 0] <= x1) & (rb[:, 2] >= x0) & (rb[:, 1] <= y1) & (rb[:, 3] >= y0))
         if len(near) == 0:
             continue
-        dist = distance if predicate == "dwithin" else None
+        dist = None if predicate != "dwithin" else (d if per_row is None else per_row[rows])
         # scattered, not embedded in the task graph (large graphs are slow)
         lpart, rpart = client.scatter([lw[rows], rw[near]])
         futs.append(client.submit(_part_pairs, lpart, rpart, predicate, dist, pure=False))
