@@ -28,7 +28,10 @@ use crate::{Error, Result};
 
 /// The structure of an index and its own parameters, as a user asks for it
 /// (node capacities may be left to the page size, the domain to the data).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// It serialises as `{"tree": {...}}`, `{"fortree": {...}}`, ... (the
+/// workbench records it in a configuration's key).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum StructureSpec {
     /// A tree of the R-tree family: R-tree, R*-tree or Hilbert R-tree.
     Tree(TreeSpec),
@@ -45,7 +48,7 @@ pub enum StructureSpec {
 }
 
 /// The parameters of an R-tree-family tree.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct TreeSpec {
     /// Which tree.
     pub kind: IndexKind,
@@ -74,7 +77,7 @@ impl TreeSpec {
 }
 
 /// The FOR-tree's parameters; its buffer is the store's memory budget.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct FortreeSpec {
     /// M; `None` for the most a page holds.
     pub max_entries: Option<usize>,
@@ -102,7 +105,7 @@ impl Default for FortreeSpec {
 }
 
 /// The xBR+-tree's parameters; its domain is the index's.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct XbrSpec {
     /// M; `None` for the most a page holds.
     pub max_entries: Option<usize>,

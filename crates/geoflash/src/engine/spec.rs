@@ -99,7 +99,8 @@ impl Kind {
         }
         StructureSpec::named(s).map(Kind::Structure).map_err(|_| {
             Error::invalid(format!(
-                "unknown index kind {s:?}: use rtree, rstar, hilbert, fortree, xbr, shrtree, grid, gffm, lbgrid or hgrid"
+                "unknown index kind {s:?}: use {}",
+                IndexSpec::kinds().join(", ")
             ))
         })
     }
@@ -161,10 +162,13 @@ const TREE_KEYS: &[&str] = &[
 ];
 
 /// The settings of a new index, given as `key = value` pairs; see the
-/// [module documentation](self). Unset keys take the product defaults
+/// [module documentation](self). Unset keys take the front end's defaults
+/// ([`set_default`](IndexSpec::set_default): the workbench pins the
+/// papers' settings, Python an index in memory), else the product defaults
 /// ([`crate::defaults`]): an R*-tree of 4 KiB pages with quadratic splits
-/// on the eFIND store (the plain store for a FOR-tree) with 256 MiB, on the
-/// index directory's file read through the OS page cache.
+/// on the eFIND store (the plain store for a FOR-tree and the grid files)
+/// with 256 MiB, on the index directory's file read through the OS page
+/// cache.
 #[derive(Debug, Clone, Default)]
 pub struct IndexSpec {
     /// The value of each key set, parsed.
@@ -172,6 +176,12 @@ pub struct IndexSpec {
     /// The value of each key set, by canonical name, as given (for
     /// [`get`](IndexSpec::get) and the text form).
     values: BTreeMap<&'static str, String>,
+    /// The front end's defaults, by canonical name, as given: each one
+    /// stands for its key while the key is not [`set`](IndexSpec::set),
+    /// where the key applies (a default store leaves the FOR-tree and the
+    /// grid files on the plain store, a default buffer policy is not a
+    /// setting of the FAST store).
+    defaults: BTreeMap<&'static str, String>,
     /// The name each key was given under (an alias such as `reinsert`).
     names: BTreeMap<&'static str, String>,
     style: KeyStyle,
@@ -265,6 +275,39 @@ impl IndexSpec {
         }
     }
 
+    /// Every name the `kind` key takes: the structures
+    /// ([`KIND_NAMES`](crate::config::KIND_NAMES)) and `shrtree`, an
+    /// R*-tree whose internal nodes a hybrid device keeps on its fast tier.
+    pub fn kinds() -> Vec<&'static str> {
+        let mut kinds = crate::config::KIND_NAMES.to_vec();
+        let after = kinds
+            .iter()
+            .position(|k| *k == "xbr")
+            .map_or(kinds.len(), |i| i + 1);
+        kinds.insert(after, "shrtree");
+        kinds
+    }
+
+    /// The keys of the settings that belong to store `store` alone or to
+    /// the log it keeps (none for the plain store), by canonical name.
+    pub fn store_keys(store: StoreKind) -> Vec<&'static str> {
+        match store {
+            StoreKind::Plain => Vec::new(),
+            StoreKind::Efind => EFIND_KEYS.iter().chain(LOG_KEYS).copied().collect(),
+            StoreKind::Fast => FAST_KEYS.iter().chain(LOG_KEYS).copied().collect(),
+        }
+    }
+
+    /// The keys of the settings that only the grid files take.
+    pub const GRID_KEYS: &'static [&'static str] = GRID_KEYS;
+
+    /// The canonical name of key `name`, one of [`KEYS`](Self::KEYS)
+    /// (`reinsert` is `reinsert_percent`, `policy` is `fast_policy`);
+    /// `None`: no such key.
+    pub fn key(name: &str) -> Option<&'static str> {
+        Self::canonical(name)
+    }
+
     /// The canonical name of `key` (`None`: no such key).
     fn canonical(key: &str) -> Option<&'static str> {
         let key = key.trim();
@@ -317,6 +360,37 @@ impl IndexSpec {
         })?;
         self.values.insert(k, value.to_string());
         Ok(())
+    }
+
+    /// Sets the front end's default of `key` to `value`: the value the key
+    /// takes while it is not [`set`](Self::set), where it applies (see
+    /// [`IndexSpec`]). Parsed and refused as `set` does; not a setting (not
+    /// in [`get`](Self::get) or the text form, and never refused as
+    /// misplaced).
+    pub fn set_default(&mut self, key: &str, value: &str) -> std::result::Result<(), SpecError> {
+        let mut check = IndexSpec::new(self.style);
+        check.set(key, value)?;
+        if let Some((k, v)) = check.values.pop_first() {
+            self.defaults.insert(k, v);
+        }
+        Ok(())
+    }
+
+    /// This spec with the front end's defaults of the keys not set parsed
+    /// into its typed fields (not into the values given): what
+    /// [`options`](Self::options) reads.
+    fn with_defaults(&self) -> std::result::Result<IndexSpec, SpecError> {
+        let mut spec = self.clone();
+        for (&k, v) in &self.defaults {
+            if !self.has(k) {
+                self.parse_into(k, v, &mut spec.typed)
+                    .map_err(|error| SpecError {
+                        key: Some(k),
+                        error,
+                    })?;
+            }
+        }
+        Ok(spec)
     }
 
     /// Parses `v` as the value of key `k` into its field of `t`.
@@ -477,6 +551,14 @@ impl IndexSpec {
         Self::canonical(key).and_then(|k| self.values.get(k).map(String::as_str))
     }
 
+    /// The value of key `k` as given, else the front end's default.
+    fn text(&self, k: &str) -> Option<&str> {
+        self.values
+            .get(k)
+            .or_else(|| self.defaults.get(k))
+            .map(String::as_str)
+    }
+
     fn has(&self, k: &str) -> bool {
         self.values.contains_key(k)
     }
@@ -517,6 +599,12 @@ impl IndexSpec {
     /// xBR+-tree without a `hilbert_domain` is checked with a stand-in
     /// domain (a build from data takes the data's extent).
     pub fn options(&self) -> std::result::Result<IndexOptions, SpecError> {
+        self.with_defaults()?.resolved()
+    }
+
+    /// [`options`](Self::options) of a spec whose defaults are in its
+    /// typed fields.
+    fn resolved(&self) -> std::result::Result<IndexOptions, SpecError> {
         let t = &self.typed;
         let kind = t.kind.unwrap_or(Kind::Structure(StructureSpec::default()));
         let store = self.refuse_misplaced(kind)?;
@@ -572,7 +660,7 @@ impl IndexSpec {
         let fortree = matches!(structure, StructureSpec::Fortree(_));
         let grid = matches!(structure, StructureSpec::Grid(_));
         let kind_key = self.spell("kind");
-        let kind_text = format!("{kind_key} {:?}", self.get("kind").unwrap_or("rstar"));
+        let kind_text = format!("{kind_key} {:?}", self.text("kind").unwrap_or("rstar"));
         self.refuse_unless(grid, GRID_KEYS, "the grid files", &kind_text)?;
         if grid {
             let mut own = TREE_KEYS.to_vec();
@@ -585,8 +673,10 @@ impl IndexSpec {
             )?;
         }
         let store = match self.typed.store {
+            Some(s) if self.has("store") => s,
+            _ if fortree || grid => StoreKind::Plain,
+            // The front end's default.
             Some(s) => s,
-            None if fortree || grid => StoreKind::Plain,
             None => defaults::STORE.parse().map_err(|error| SpecError {
                 key: Some("store"),
                 error,
@@ -698,7 +788,9 @@ impl IndexSpec {
             _ => None,
         };
         if let (Some((kind, what)), false) = (tiered, matches!(device, DeviceSpec::Hybrid { .. })) {
-            let text = self.get("device").unwrap_or(defaults::DEVICE);
+            let text = self
+                .text("device")
+                .map_or_else(|| device.to_string(), str::to_string);
             return Err(self.fail(
                 "device",
                 format!(

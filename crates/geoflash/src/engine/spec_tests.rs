@@ -328,6 +328,98 @@ fn grid_files_take_their_own_keys_and_refuse_the_trees() {
     }
 }
 
+/// A front end's defaults stand for the keys it leaves unset, where they
+/// apply: a default store leaves the FOR-tree and a grid file on the plain
+/// store, a default buffer policy is no setting of the FAST store, a key
+/// given wins, and a default is no setting of the text form.
+#[test]
+fn front_end_defaults_apply_where_their_key_does() {
+    let with = |pairs: &[(&str, &str)]| {
+        let mut s = spec(pairs);
+        for (k, v) in [
+            ("store", "plain"),
+            ("buffer", "64KiB"),
+            ("device", "mem:"),
+            ("buffer_policy", "lru"),
+        ] {
+            s.set_default(k, v).unwrap();
+        }
+        s
+    };
+    let o = with(&[]).options().unwrap();
+    assert_eq!(o.store.kind(), StoreKind::Plain);
+    assert_eq!(o.store.buffer_bytes(), 64 * 1024);
+    assert_eq!(o.device, "mem:".parse().unwrap());
+    assert!(matches!(o.store, StoreSpec::Plain(p) if p.policy == crate::cache::PolicyKind::Lru));
+    assert_eq!(with(&[]).to_string(), "");
+    assert_eq!(with(&[]).get("store"), None);
+    // given keys win; the FAST store takes no buffer policy, and the
+    // default one is not refused
+    let o = with(&[("store", "fast"), ("buffer", "1MiB")])
+        .options()
+        .unwrap();
+    assert_eq!(
+        (o.store.kind(), o.store.buffer_bytes()),
+        (StoreKind::Fast, 1 << 20)
+    );
+    // a default eFIND store leaves the FOR-tree and the grid files on the plain store
+    let mut s = spec(&[("kind", "fortree")]);
+    s.set_default("store", "efind").unwrap();
+    assert_eq!(s.options().unwrap().store.kind(), StoreKind::Plain);
+    let mut s = spec(&[("kind", "gffm"), ("hilbert_domain", "0,0,1,1")]);
+    s.set_default("store", "efind").unwrap();
+    s.set_default("split", "linear").unwrap();
+    assert!(matches!(
+        s.options().unwrap().structure,
+        StructureSpec::Grid(_)
+    ));
+    // ... while the default reaches the trees
+    let mut s = spec(&[("kind", "rtree")]);
+    s.set_default("store", "fast").unwrap();
+    s.set_default("split", "linear").unwrap();
+    let o = s.options().unwrap();
+    assert_eq!(
+        (o.store.kind(), tree(&o).split),
+        (StoreKind::Fast, SplitKind::Linear)
+    );
+    // defaults are checked as settings are
+    let e = IndexSpec::new(KeyStyle::Key)
+        .set_default("store", "tape")
+        .unwrap_err();
+    assert_eq!(e.key, Some("store"));
+    assert!(IndexSpec::new(KeyStyle::Key)
+        .set_default("colour", "red")
+        .is_err());
+}
+
+/// The names the `kind` key takes and the key groups a front end asks for.
+#[test]
+fn kinds_and_key_groups() {
+    let kinds = IndexSpec::kinds();
+    for k in &kinds {
+        spec(&[("kind", k)]);
+    }
+    assert!(
+        kinds.contains(&"shrtree") && kinds.contains(&"hgrid"),
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.len(), crate::config::KIND_NAMES.len() + 1);
+    let e = refusal(KeyStyle::Key, &[("kind", "quadtree")]).1;
+    assert!(e.contains(&kinds.join(", ")), "{e}");
+    assert!(IndexSpec::store_keys(StoreKind::Plain).is_empty());
+    for (store, own, other) in [
+        (StoreKind::Efind, "flush_policy", "fast_policy"),
+        (StoreKind::Fast, "fast_policy", "flush_policy"),
+    ] {
+        let keys = IndexSpec::store_keys(store);
+        assert!(keys.contains(&own) && keys.contains(&"durability") && !keys.contains(&other));
+    }
+    assert_eq!(IndexSpec::key("reinsert"), Some("reinsert_percent"));
+    assert_eq!(IndexSpec::key("policy"), Some("fast_policy"));
+    assert_eq!(IndexSpec::key("colour"), None);
+    assert!(IndexSpec::GRID_KEYS.iter().all(|k| k.starts_with("grid_")));
+}
+
 #[test]
 fn text_form_reads_back() {
     let text = "kind=hilbert,hilbert_domain=0,0,1,1,store=fast,buffer=64KiB,fast_policy=flush-all";

@@ -9,8 +9,9 @@ use crate::storage::file::IoEngine;
 use crate::storage::spec::DeviceSpec;
 use crate::Result;
 
-/// Everything needed to create an index.
-#[derive(Debug, Clone, PartialEq)]
+/// Everything needed to create an index. It serialises with the device as
+/// its text (the workbench records the options in a configuration's key).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct IndexOptions {
     /// The structure and its own parameters.
     pub structure: StructureSpec,
@@ -22,6 +23,7 @@ pub struct IndexOptions {
     pub store: StoreSpec,
     /// The device, parsed once (its text form is `DeviceSpec`'s `Display`,
     /// what the manifest records).
+    #[serde(serialize_with = "device_text")]
     pub device: DeviceSpec,
     /// Coordinate reference of the data.
     pub crs: Crs,
@@ -32,6 +34,11 @@ pub struct IndexOptions {
     /// uses the extent of its items. An xBR+-tree and a grid file take it
     /// as their domain: every point must lie inside.
     pub hilbert_domain: Option<Rect>,
+}
+
+/// Serialises a device as its text.
+fn device_text<S: serde::Serializer>(d: &DeviceSpec, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.collect_str(d)
 }
 
 impl Default for IndexOptions {
