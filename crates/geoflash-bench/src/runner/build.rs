@@ -51,14 +51,15 @@ fn create_index(
 ) -> Result<(Target, Option<tempfile::TempDir>)> {
     let opts = c
         .index
-        .options()?
+        .options
+        .clone()
         .with_domain_of(data.iter().map(|(_, r)| r));
     let dir = scratch_dir(&opts.device, workdir)?;
     let mut index = match &dir {
         None => Index::create_temporary(&opts)?,
         Some(d) => Index::create(&d.path().join("index"), &opts)?,
     };
-    index.set_read_mode(c.index.reads.parse()?);
+    index.set_read_mode(c.index.reads);
     Ok((Target::new(index), dir))
 }
 
@@ -107,14 +108,15 @@ pub(super) fn build(
             // The bulk load creates the index, so the measurement wraps creation.
             let opts = c
                 .index
-                .options()?
+                .options
+                .clone()
                 .with_domain_of(data.iter().map(|(_, r)| r));
             let dir = scratch_dir(&opts.device, workdir)?;
             let clock = Clock::start();
             let index_dir = dir.as_ref().map(|d| d.path().join("index"));
             let mut index =
                 Index::bulk_load(index_dir.as_deref(), &opts, load.to_vec(), *m, *fill)?;
-            index.set_read_mode(c.index.reads.parse()?);
+            index.set_read_mode(c.index.reads);
             index.checkpoint()?;
             // Everything the fresh index counted: device (its log file's
             // I/O included), store, tree counters and phase times.

@@ -104,13 +104,13 @@ pub fn run(w: &Workload, store: &mut ResultsStore, opts: &RunOptions) -> Result<
             insertion_order: &order,
             dataset_count: data.len() as u64,
             index_name: &c.index.name,
-            index_kind: &c.index.kind,
-            split: &c.index.split,
-            page_size: c.index.page_size as u64,
-            store: &c.index.store,
-            buffer_bytes: c.index.buffer_bytes as u64,
-            buffer_policy: &c.index.buffer_policy,
-            device: &c.index.device,
+            index_kind: c.index.kind(),
+            split: c.index.split(),
+            page_size: c.index.options.page_size as u64,
+            store: c.index.store(),
+            buffer_bytes: c.index.options.store.buffer_bytes() as u64,
+            buffer_policy: c.index.buffer_policy(),
+            device: c.index.device(),
             repetition: c.repetition,
             config_json: &config_json,
         };
@@ -234,7 +234,7 @@ fn execute(
         next,
         live: data.get(..next).unwrap_or(data).to_vec(),
         bar: bar.clone(),
-        store: c.index.store.clone(),
+        store: c.index.store().to_string(),
     };
     for (i, step) in w.steps.iter().enumerate().skip(1) {
         if let Step::CrashAndRecover { operations } = step {

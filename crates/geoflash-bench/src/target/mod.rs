@@ -8,8 +8,9 @@
 //! way whatever the index is.
 //!
 //! A new index family implements [`geoflash::SpatialIndex`] in the library
-//! and comes through the library's `IndexSpec`; the workbench adds its
-//! kinds to [`crate::workload::IndexFamily`].
+//! and comes through the library's `IndexSpec`, whose key table a
+//! workload's `[[index]]` entry is read through: the workbench names no
+//! kind.
 use std::sync::Arc;
 
 use geoflash::engine::device::PageDevice;

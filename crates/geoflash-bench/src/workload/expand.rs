@@ -1,6 +1,5 @@
 //! Expansion: an `[[index]]` entry's parameter lists become a cross
-//! product of configurations, each starting from the workbench's defaults
-//! and named for the parameters it varies; a workload's datasets, index
+//! product of configurations, each named for the parameters it varies; a workload's datasets, index
 //! configurations and repetitions become its [`Configuration`]s, which an
 //! `--index` filter may narrow.
 use std::ops::Range;
@@ -37,31 +36,6 @@ pub(super) fn combinations(dims: &[Dim]) -> Option<Vec<Vec<usize>>> {
         }
     }
     Some(combos)
-}
-
-/// The workbench's defaults for an index configuration of `[[index]]`
-/// entry `name`, before its keys are read: an R*-tree (quadratic split,
-/// 4 KiB pages, 30% reinsertion) on the eFIND store with a 512 KiB S2Q
-/// buffer on device `flashsim:preset=seed-tc58`, reading one page at a time.
-pub(super) fn defaults(name: &str) -> IndexConfig {
-    IndexConfig {
-        name: name.to_string(),
-        base_name: name.to_string(),
-        kind: "rstar".into(),
-        split: "quadratic".into(),
-        page_size: 4096,
-        max_entries: None,
-        reinsert: 30,
-        store: "efind".into(),
-        buffer_bytes: 512 * 1024,
-        buffer_policy: "s2q".into(),
-        device: "flashsim:preset=seed-tc58".into(),
-        reads: "single".into(),
-        journal: None,
-        efind: None,
-        fast: None,
-        grid: None,
-    }
 }
 
 /// The name of combination `combo` of `dims` for entry `base`: `base`

@@ -29,11 +29,10 @@
 //! ```
 //!
 //! The module holds the model a workload is parsed into (`model`), the
-//! parser with its located errors (`parse`), the expansion of parameter
-//! lists into configurations (`expand`) and the translation of an index
-//! configuration into library options (`lower`).
+//! parser with its located errors (`parse`, which reads an `[[index]]`
+//! entry through the library's key table, `geoflash::IndexSpec`) and the
+//! expansion of parameter lists into configurations (`expand`).
 mod expand;
-mod lower;
 mod model;
 mod parse;
 #[cfg(test)]
@@ -41,7 +40,6 @@ mod tests;
 
 pub(crate) use model::step_operations;
 pub use model::{
-    predicate_name, BuildMethod, Configuration, DatasetConfig, DatasetSource, EfindParams,
-    FastParams, GridParams, IndexConfig, IndexFamily, MixedQuery, Scale, Step, WindowSource,
-    Workload, INDEX_KINDS, MAX_STEP_OPERATIONS,
+    predicate_name, BuildMethod, Configuration, DatasetConfig, DatasetSource, IndexConfig,
+    MixedQuery, Scale, Step, WindowSource, Workload, MAX_STEP_OPERATIONS, WORKBENCH_DEFAULTS,
 };

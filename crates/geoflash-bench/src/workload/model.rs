@@ -2,13 +2,11 @@
 //! parsed into ([`Workload`] with its [`DatasetConfig`]s, [`IndexConfig`]s
 //! and [`Step`]s, the [`Configuration`]s of its cross product), and the
 //! [`Scale`] its counts are taken at. Parsing lives in `parse`, the
-//! expansion of parameter lists in `expand`, the translation of an index
-//! configuration into library options in `lower`.
+//! expansion of parameter lists in `expand`.
 use std::path::PathBuf;
 
-use geoflash::engine::BulkMethod;
-use geoflash::engine::{GridKind, Predicate};
-use geoflash::{Error, Result};
+use geoflash::engine::{BulkMethod, Predicate, ReadMode, StructureSpec};
+use geoflash::{Error, IndexOptions, IndexSpec, KeyStyle, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::generate::{GenParams, InsertionOrder};
@@ -76,30 +74,29 @@ pub struct DatasetConfig {
     pub seed: u64,
 }
 
-/// eFIND parameters of a configuration, as in `geoflash build`'s flags
-/// (absent ones keep the paper's final configuration).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct EfindParams {
-    /// p, percentage of oldest buffered pages a flush considers.
-    pub flush_percent: Option<u8>,
-    /// s, pages per flushing unit.
-    pub flush_unit: Option<usize>,
-    /// Flushing policy m, mh, mha or mhao.
-    pub flush_policy: Option<String>,
-    /// Read-buffer share in percent.
-    pub read_buffer_percent: Option<u8>,
-    /// Temporal control on or off.
-    pub temporal_control: Option<bool>,
-    /// Durability of the log: sync, group, group:N,T or none.
-    pub durability: Option<String>,
-    /// Bytes of the log.
-    pub log_capacity: Option<u64>,
-    /// Format of the log: per-change (the papers', pinned by the seed
-    /// workloads), first-image or compact (the default).
-    pub log_format: Option<String>,
-}
+/// The workbench's defaults, the papers' settings the seed workloads rely
+/// on, by the library's key names: an R*-tree (quadratic split, 4 KiB
+/// pages, 30 % reinsertion) on the eFIND store with a 512 KiB S2Q buffer on
+/// device `flashsim:preset=seed-tc58`. They are the library's front-end
+/// defaults ([`IndexSpec::set_default`]) of every configuration, so one
+/// stays out of a structure it does not apply to (a grid file gets no
+/// store, the FOR-tree the plain store).
+pub const WORKBENCH_DEFAULTS: &[(&str, &str)] = &[
+    ("kind", "rstar"),
+    ("split", "quadratic"),
+    ("page_size", "4096"),
+    ("reinsert_percent", "30"),
+    ("store", "efind"),
+    ("buffer", "512KiB"),
+    ("buffer_policy", "s2q"),
+    ("device", "flashsim:preset=seed-tc58"),
+];
 
-/// One index configuration (after expanding parameter lists).
+/// One index configuration (after expanding parameter lists): the
+/// `[[index]]` entry's keys read through the library's one key table
+/// ([`IndexSpec::set`]) onto [`WORKBENCH_DEFAULTS`], and the typed options
+/// they resolve to. Its JSON (part of a configuration's key) holds the
+/// names and the options, every parameter typed.
 #[derive(Debug, Clone, Serialize)]
 pub struct IndexConfig {
     /// The workload's name for it, with the varied parameters appended
@@ -107,125 +104,84 @@ pub struct IndexConfig {
     pub name: String,
     /// The `[[index]]` entry's own name.
     pub base_name: String,
-    /// rtree, rstar, hilbert, fortree or xbr (the xBR+-tree, for point data).
-    pub kind: String,
-    /// linear, quadratic or exponential.
-    pub split: String,
-    /// Page size in bytes.
-    pub page_size: usize,
-    /// M (None: as many as a page holds).
-    pub max_entries: Option<usize>,
-    /// R*-tree reinsertion percentage.
-    pub reinsert: u8,
-    /// plain, efind or fast.
-    pub store: String,
-    /// Memory budget of the store in bytes.
-    pub buffer_bytes: usize,
-    /// lru, hlru, s2q or 2q.
-    pub buffer_policy: String,
-    /// Device spec string.
-    pub device: String,
+    /// What the index is created from: structure, page size, store, device.
+    #[serde(flatten)]
+    pub options: IndexOptions,
+    /// The settings as given, by the library's key names (for the text of
+    /// the results' columns); [`IndexConfig::options`] is what they mean.
+    #[serde(skip)]
+    pub spec: IndexSpec,
     /// How range and kNN queries read nodes: `single` (the papers' one page
     /// at a time, the workbench's default) or `batched` (the library's
     /// default: the children of a node in one device batch; kNN reads the
     /// queued nodes it will likely visit next in one batch). Left out of the
-    /// configuration key when `single`, so keys of earlier results stay.
+    /// configuration key when `single`.
     #[serde(skip_serializing_if = "is_single_reads")]
-    pub reads: String,
-    /// The rollback journal of a structure written in place on a file
-    /// (`on`, the library's default, or `off`: the papers' in-place mode,
-    /// which the seed workloads pin). Left out of the configuration key
-    /// when not given.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub journal: Option<String>,
-    /// eFIND parameters.
-    pub efind: Option<EfindParams>,
-    /// FAST parameters.
-    pub fast: Option<FastParams>,
-    /// Grid-file parameters (the grid kinds only).
-    pub grid: Option<GridParams>,
+    pub reads: ReadMode,
 }
 
 /// Whether `reads` is the workbench's default, `single`.
-fn is_single_reads(reads: &str) -> bool {
-    reads == "single"
-}
-
-/// The families of index kinds the runner drives (see [`crate::target`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IndexFamily {
-    /// The R-tree family through [`geoflash::Index`]: `rtree`, `rstar`,
-    /// `hilbert`, `fortree`, `xbr` (points only), and `shrtree` (an R*-tree whose store, any of them, hints
-    /// every internal node to the fast tier of a hybrid device).
-    Tree,
-    /// A grid file of points, of the library's grid kinds.
-    Grid(GridKind),
-}
-
-/// Every index kind a workload may name, for messages.
-pub const INDEX_KINDS: &[&str] = &[
-    "rtree", "rstar", "hilbert", "fortree", "xbr", "shrtree", "grid", "gffm", "lbgrid", "hgrid",
-];
-
-impl IndexFamily {
-    /// The family of index kind `kind`; an error listing the kinds.
-    pub fn of(kind: &str) -> Result<IndexFamily> {
-        Ok(match kind {
-            "rtree" | "rstar" | "hilbert" | "fortree" | "xbr" | "shrtree" => IndexFamily::Tree,
-            _ => match GridKind::ALL.into_iter().find(|g| g.name() == kind) {
-                Some(g) => IndexFamily::Grid(g),
-                None => {
-                    return Err(Error::invalid(format!(
-                        "unknown index kind {kind:?}: use {}",
-                        INDEX_KINDS.join(", ")
-                    )))
-                }
-            },
-        })
-    }
-
-    /// True if the family indexes points only.
-    pub fn points_only(self) -> bool {
-        !matches!(self, IndexFamily::Tree)
-    }
-}
-
-/// Grid-file parameters of one configuration (`None`: the default).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct GridParams {
-    /// `plain` (one page per read) or `batched` (Algorithms 6–8); default batched.
-    pub queries: Option<String>,
-    /// Share of the buffer given to directory pages (the thesis: 0.75).
-    pub dir_share: Option<f64>,
-    /// Pages of each cold list, the size of every batch write (the thesis: 128).
-    pub cold_pages: Option<usize>,
-    /// H-Grid's selectivity constant s (default 1.5).
-    pub s: Option<f64>,
-    /// H-Grid's special case: every sub-directory on the fast tier.
-    pub special: Option<bool>,
-}
-
-/// FAST parameters of one configuration (`None`: the store's default).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct FastParams {
-    /// Flushing policy fast, fast-star, flush-all or random.
-    pub policy: Option<String>,
-    /// Pages per flushing unit.
-    pub flush_unit: Option<usize>,
-    /// Durability of the log: sync, group, group:N,T or none.
-    pub durability: Option<String>,
-    /// Bytes of the log.
-    pub log_capacity: Option<u64>,
-    /// Format of the log: per-change, first-image or compact (the default).
-    pub log_format: Option<String>,
-    /// Seed of the random policy.
-    pub seed: Option<u64>,
+fn is_single_reads(reads: &ReadMode) -> bool {
+    *reads == ReadMode::Single
 }
 
 impl IndexConfig {
-    /// The index family of the configuration's kind.
-    pub fn family(&self) -> Result<IndexFamily> {
-        IndexFamily::of(&self.kind)
+    /// The library's settings of a configuration before its entry's keys:
+    /// empty, with [`WORKBENCH_DEFAULTS`] as its defaults.
+    pub(crate) fn workbench_spec() -> Result<IndexSpec> {
+        let mut spec = IndexSpec::new(KeyStyle::Key);
+        for (k, v) in WORKBENCH_DEFAULTS {
+            spec.set_default(k, v)?;
+        }
+        Ok(spec)
+    }
+
+    /// Key `key`'s value as the entry gives it, else the workbench's default.
+    fn text(&self, key: &str) -> &str {
+        self.spec
+            .get(key)
+            .or_else(|| {
+                WORKBENCH_DEFAULTS
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .map(|(_, v)| *v)
+            })
+            .unwrap_or("")
+    }
+
+    /// True for a grid file (points only, no node store).
+    pub fn is_grid(&self) -> bool {
+        matches!(self.options.structure, StructureSpec::Grid(_))
+    }
+
+    /// The index kind as written (`rstar`, `shrtree`, `gffm`, ...).
+    pub fn kind(&self) -> &str {
+        self.text("kind")
+    }
+
+    /// The split as written (`quadratic` unless given).
+    pub fn split(&self) -> &str {
+        self.text("split")
+    }
+
+    /// The buffer policy as written (`s2q` unless given).
+    pub fn buffer_policy(&self) -> &str {
+        self.text("buffer_policy")
+    }
+
+    /// The device as written.
+    pub fn device(&self) -> &str {
+        self.text("device")
+    }
+
+    /// The node store (`plain`, `efind`, `fast`), `none` for a grid file,
+    /// which keeps its own buffers.
+    pub fn store(&self) -> &'static str {
+        if self.is_grid() {
+            "none"
+        } else {
+            self.options.store.kind().name()
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! that name the file, the line and the key.
 use std::path::Path;
 
+use geoflash::engine::{ReadMode, StoreSpec};
 use geoflash::Result;
 
 use super::*;
@@ -65,10 +66,12 @@ fn cross_product_and_scales() {
             "efind[efind.flush_policy=mhao]"
         ]
     );
-    assert_eq!(w.indexes[0].page_size, 1024);
-    assert_eq!(
-        w.indexes[3].efind.as_ref().unwrap().temporal_control,
-        Some(false)
+    assert_eq!(w.indexes[0].options.page_size, 1024);
+    // temporal_control = "off"
+    assert!(
+        matches!(&w.indexes[3].options.store, StoreSpec::Efind(e) if e.efind.temporal_control.is_none()),
+        "{:?}",
+        w.indexes[3].options.store
     );
     assert_eq!(w.configurations(&[]).len(), 2 * 4 * 2);
     assert_eq!(w.configurations(&["efind".into()]).len(), 2 * 2 * 2);
@@ -132,7 +135,7 @@ fn cross_product_and_scales() {
 fn reads_default_to_single_and_stay_out_of_the_key() {
     let w = parse(GOOD).unwrap();
     let c = &w.configurations(&[])[0];
-    assert_eq!(c.index.reads, "single");
+    assert_eq!(c.index.reads, ReadMode::Single);
     assert!(!c.key("t", Scale::Smoke).unwrap().contains("reads"));
     let w = parse(&GOOD.replace(
         "device = \"mem:\"",
@@ -140,7 +143,7 @@ fn reads_default_to_single_and_stay_out_of_the_key() {
     ))
     .unwrap();
     let c = &w.configurations(&[])[0];
-    assert_eq!(c.index.reads, "batched");
+    assert_eq!(c.index.reads, ReadMode::Batched);
     assert!(c
         .key("t", Scale::Smoke)
         .unwrap()

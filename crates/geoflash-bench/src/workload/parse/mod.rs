@@ -10,7 +10,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::generate::GeometryKind;
-use crate::workload::model::{DatasetSource, IndexFamily, Scale, Step, Workload};
+use crate::workload::model::{DatasetSource, Scale, Step, Workload};
 
 mod dataset;
 mod index;
@@ -181,7 +181,7 @@ impl Workload {
         }
         // Point index kinds need point datasets (files are checked when read).
         for x in &indexes {
-            if !IndexFamily::of(&x.kind).is_ok_and(IndexFamily::points_only) {
+            if !x.is_grid() {
                 continue;
             }
             for d in &datasets {
@@ -199,7 +199,8 @@ impl Workload {
                             format!(
                                 "index kind {} indexes points, but dataset {:?} generates boxes: \
                                  give it geometry = \"point\"",
-                                x.kind, d.name
+                                x.kind(),
+                                d.name
                             ),
                         ));
                     }

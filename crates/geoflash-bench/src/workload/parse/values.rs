@@ -6,7 +6,6 @@
 use std::ops::Range;
 use std::path::Path;
 
-use geoflash::engine::parse_size;
 use geoflash::{Error, Result};
 use toml::Spanned;
 
@@ -159,17 +158,6 @@ pub(super) fn as_uint(v: &toml::Value) -> Result<u64> {
         toml::Value::Integer(i) if *i >= 0 => Ok(*i as u64),
         other => Err(Error::invalid(format!(
             "expected a non-negative integer, found {other}"
-        ))),
-    }
-}
-
-/// A size in bytes: a positive integer or a string such as "4KiB".
-pub(super) fn as_size(v: &toml::Value) -> Result<u64> {
-    match v {
-        toml::Value::Integer(i) if *i > 0 => Ok(*i as u64),
-        toml::Value::String(s) => parse_size(s),
-        other => Err(Error::invalid(format!(
-            "expected a size such as 4096 or \"4KiB\", found {other}"
         ))),
     }
 }
