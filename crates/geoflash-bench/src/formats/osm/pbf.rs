@@ -181,18 +181,35 @@ fn osm_id(path: &Path, t: OsmType, id: i64) -> Result<u64> {
     })
 }
 
-/// The geometry of a way that passes the filter, or why it has none.
+/// The geometry of a way that passes the filter, or why it has none. A way
+/// that lacks some of its nodes is [`SkipReason::MissingNodes`], unless
+/// `cut` (pyrosm's reading, [`super::OsmLike::Pyrosm`]): then it is built
+/// from the nodes present, in order, and a closed area way's ring is closed
+/// on its first node present.
 fn way_geometry(
     refs: &[i64],
     closed_is_area: bool,
+    cut: bool,
     nodes: &HashMap<i64, Coord>,
 ) -> std::result::Result<Geometry, SkipReason> {
-    let coords: Vec<Coord> = refs
-        .iter()
-        .map(|r| nodes.get(r).copied())
-        .collect::<Option<_>>()
-        .ok_or(SkipReason::MissingNodes)?;
     let closed = refs.len() >= 2 && refs.first() == refs.last();
+    let present: Vec<(i64, Coord)> = refs
+        .iter()
+        .filter_map(|r| nodes.get(r).map(|c| (*r, *c)))
+        .collect();
+    let mut refs: Vec<i64> = refs.to_vec();
+    if present.len() < refs.len() {
+        if !cut {
+            return Err(SkipReason::MissingNodes);
+        }
+        refs = present.iter().map(|p| p.0).collect();
+        if closed && refs.first() != refs.last() {
+            if let Some(&first) = refs.first() {
+                refs.push(first);
+            }
+        }
+    }
+    let coords: Vec<Coord> = refs.iter().filter_map(|r| nodes.get(r).copied()).collect();
     if refs.len() < 2 {
         return Err(SkipReason::Degenerate);
     }
@@ -309,7 +326,8 @@ pub(super) fn read(path: &Path, opts: &OsmOptions) -> Result<OsmRead> {
     }
     let by_id: HashMap<i64, usize> = recs.iter().enumerate().map(|(i, w)| (w.id, i)).collect();
 
-    // relations first: their member ways are not objects of their own
+    // relations first: with pyrosm's reading their member ways are not
+    // objects of their own
     let mut rel_objects = Vec::new();
     let mut skipped_rels = Vec::new();
     let mut claimed: HashSet<i64> = HashSet::new();
@@ -317,7 +335,9 @@ pub(super) fn read(path: &Path, opts: &OsmOptions) -> Result<OsmRead> {
         let id = osm_id(path, OsmType::Relation, rel.id)?;
         match relation_geometry(rel, &by_id, &recs, &nodes) {
             Ok(g) => {
-                claimed.extend(rel.ways.iter().copied());
+                if !opts.like.keeps_member_ways() {
+                    claimed.extend(rel.ways.iter().copied());
+                }
                 rel_objects.push((id, g, &rel.tags));
             }
             Err(reason) => skipped_rels.push(Skipped {
@@ -337,7 +357,7 @@ pub(super) fn read(path: &Path, opts: &OsmOptions) -> Result<OsmRead> {
         let built = if claimed.contains(&w.id) {
             Err(SkipReason::RelationMember)
         } else {
-            way_geometry(&w.refs, closed_is_area, &nodes)
+            way_geometry(&w.refs, closed_is_area, opts.like.builds_cut_ways(), &nodes)
         };
         match built {
             Ok(g) => {
@@ -423,28 +443,55 @@ mod tests {
                 )
             })
             .collect();
-        assert!(matches!(
-            way_geometry(&[1, 2, 3, 1], true, &nodes),
-            Ok(Geometry::Polygon(_))
-        ));
-        assert!(matches!(
-            way_geometry(&[1, 2, 3, 1], false, &nodes),
-            Ok(Geometry::LineString(_))
-        ));
-        assert!(matches!(
-            way_geometry(&[1, 2, 3], true, &nodes),
-            Ok(Geometry::LineString(_))
-        ));
+        for cut in [false, true] {
+            assert!(matches!(
+                way_geometry(&[1, 2, 3, 1], true, cut, &nodes),
+                Ok(Geometry::Polygon(_))
+            ));
+            assert!(matches!(
+                way_geometry(&[1, 2, 3, 1], false, cut, &nodes),
+                Ok(Geometry::LineString(_))
+            ));
+            assert!(matches!(
+                way_geometry(&[1, 2, 3], true, cut, &nodes),
+                Ok(Geometry::LineString(_))
+            ));
+            assert_eq!(
+                way_geometry(&[1, 2, 1], true, cut, &nodes),
+                Err(SkipReason::Degenerate)
+            );
+            assert_eq!(
+                way_geometry(&[1], true, cut, &nodes),
+                Err(SkipReason::Degenerate)
+            );
+        }
         assert_eq!(
-            way_geometry(&[1, 9, 3, 1], true, &nodes),
+            way_geometry(&[1, 9, 3, 1], true, false, &nodes),
             Err(SkipReason::MissingNodes)
         );
+        // cut at the edge (pyrosm's reading): built from the nodes present
+        let coords = |g: Geometry| match g {
+            Geometry::Polygon(p) => p.exterior().0.clone(),
+            Geometry::LineString(l) => l.0,
+            g => panic!("{g:?}"),
+        };
+        let at = |ids: &[i64]| -> Vec<Coord> { ids.iter().map(|i| nodes[i]).collect() };
+        let p = way_geometry(&[1, 2, 9, 3, 4, 1], true, true, &nodes).unwrap();
+        assert!(matches!(p, Geometry::Polygon(_)));
+        assert_eq!(coords(p), at(&[1, 2, 3, 4, 1]));
+        // the first (and last) node missing: the ring closes on the first present
+        let p = way_geometry(&[9, 2, 3, 4, 9], true, true, &nodes).unwrap();
+        assert_eq!(coords(p), at(&[2, 3, 4, 2]));
+        let l = way_geometry(&[9, 2, 3], true, true, &nodes).unwrap();
+        assert!(matches!(l, Geometry::LineString(_)));
+        assert_eq!(coords(l), at(&[2, 3]));
+        // too little left: three points of a ring, one of a line
         assert_eq!(
-            way_geometry(&[1, 2, 1], true, &nodes),
+            way_geometry(&[1, 9, 3, 1], true, true, &nodes),
             Err(SkipReason::Degenerate)
         );
         assert_eq!(
-            way_geometry(&[1], true, &nodes),
+            way_geometry(&[9, 2, 8], false, true, &nodes),
             Err(SkipReason::Degenerate)
         );
     }
