@@ -13,6 +13,7 @@ pub mod import;
 pub mod pg;
 pub mod pg_cluster;
 pub mod postgis;
+pub mod progress;
 pub mod report;
 pub mod results;
 pub mod runner;

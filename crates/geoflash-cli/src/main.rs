@@ -12,7 +12,7 @@ use geoflash::engine::parse_size;
 use geoflash::ErrorKind;
 use geoflash_bench::devbench::{self, DevbenchConfig, Pattern};
 use geoflash_bench::{formats, generate};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 
 #[macro_use]
 mod output;
@@ -262,10 +262,9 @@ pub fn input_file(path: &std::path::Path) -> Result<(), Failure> {
 /// A progress bar on standard error for `len` steps of `what`.
 pub fn progress_bar(len: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
-    let style = ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})")
-        .map(|s| s.progress_chars("=> "))
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-    bar.set_style(style);
+    bar.set_style(geoflash_bench::progress::style(
+        "{msg} [{bar:40}] {pos}/{len} ({rate}, eta {eta})",
+    ));
     bar.set_message(what.to_string());
     bar
 }

@@ -28,8 +28,7 @@ impl Exec<'_> {
             self.live.swap(i, j);
         }
         let victims: Vec<(u64, Rect)> = self.live.drain(..n.min(self.live.len())).collect();
-        bar.set_length(victims.len() as u64);
-        bar.set_position(0);
+        crate::progress::restart(&bar, victims.len() as u64);
         let s = measure(index, label, |ix, s| {
             for (id, r) in &victims {
                 ix.delete(*id, *r)?;

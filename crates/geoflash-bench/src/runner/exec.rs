@@ -44,6 +44,7 @@ impl Exec<'_> {
     /// configuration's loop runs) and returns its rows.
     pub(super) fn step(&mut self, index: &mut Target, step: &Step) -> Result<Vec<Row>> {
         let label = step.kind();
+        crate::progress::restart(&self.bar, 0);
         self.bar.set_message(label.to_string());
         match step {
             Step::Build { .. } => Err(Error::invalid("a build step must come first")),

@@ -52,8 +52,7 @@ impl Exec<'_> {
         let points = knn_points(&self.extent, self.data, *count, *placement, *seed)?;
         let mut rows = Vec::new();
         for &kk in k {
-            bar.set_length(points.len() as u64);
-            bar.set_position(0);
+            crate::progress::restart(&bar, points.len() as u64);
             let s = measure(index, label, |ix, s| {
                 for p in &points {
                     Answer::from(&ix.nearest(*p, kk, false)?).add_to(s);

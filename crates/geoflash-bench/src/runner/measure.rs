@@ -1,12 +1,10 @@
 //! The measurement shared by every step: [`measure`] runs a step's work
 //! between resets and differences of the device, store and tree counters
-//! and its clocks; [`Row`] is a finished result row; progress bars share
-//! one style.
+//! and its clocks; [`Row`] is a finished result row.
 use std::time::Instant;
 
 use geoflash::metrics::Stats;
 use geoflash::{Result, SpatialIndex};
-use indicatif::ProgressStyle;
 
 use crate::target::{tier_note, Target};
 
@@ -69,13 +67,6 @@ impl Clock {
             s.cpu_time_ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         }
     }
-}
-
-/// A progress-bar style with `template` (indicatif's), drawn `=> `.
-pub(super) fn bar_style(template: &str) -> ProgressStyle {
-    ProgressStyle::with_template(template)
-        .map(|s| s.progress_chars("=> "))
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
 }
 
 /// A finished row: parameter, status, message, metrics.

@@ -53,8 +53,7 @@ impl Exec<'_> {
             &[],
             seed.wrapping_add(1),
         )?;
-        bar.set_length(plan.len() as u64);
-        bar.set_position(0);
+        crate::progress::restart(&bar, plan.len() as u64);
         let mut pick = ChaCha8Rng::seed_from_u64(seed.wrapping_add(2));
         let s = measure(index, label, |ix, s| {
             let mut wi = ws.iter();

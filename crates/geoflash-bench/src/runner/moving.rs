@@ -133,8 +133,7 @@ impl Exec<'_> {
             self.extent.height() * largest,
         );
         let bar = self.bar.clone();
-        bar.set_length((*moves_per_commit * *commits) as u64);
-        bar.set_position(0);
+        crate::progress::restart(&bar, (*moves_per_commit * *commits) as u64);
         let mut moves = Stats::new(label);
         let mut queries = Stats::new(label);
         let mut notes = String::new();

@@ -38,8 +38,7 @@ impl Exec<'_> {
         let points = live_points(&self.live, *count, *seed)?;
         let mut rows = Vec::new();
         for &g in group {
-            bar.set_length(points.len() as u64);
-            bar.set_position(0);
+            crate::progress::restart(&bar, points.len() as u64);
             let s = measure(index, label, |ix, s| {
                 for chunk in points.chunks(g.max(1)) {
                     Answer::from(&ix.point_group(chunk)?).add_to(s);

@@ -72,8 +72,7 @@ fn run_queries(
     reps: u32,
     bar: &ProgressBar,
 ) -> Result<()> {
-    bar.set_length(ws.len() as u64 * u64::from(reps));
-    bar.set_position(0);
+    crate::progress::restart(&bar, ws.len() as u64 * u64::from(reps));
     for _ in 0..reps {
         for w in ws {
             Answer::from(&target.query(*w, p)?).add_to(s);

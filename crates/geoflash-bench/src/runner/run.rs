@@ -11,8 +11,9 @@ use super::build::build;
 use super::crash::crash_and_recover;
 use super::dataset::{load_dataset, order_name, source_records, DatasetCache};
 use super::exec::Exec;
-use super::measure::{bar_style, Row};
+use super::measure::Row;
 use super::{RunOptions, RunSummary};
+use crate::progress::style as bar_style;
 use crate::results::{ConfigRow, ResultsStore, StepRow};
 use crate::workload::{Configuration, DatasetSource, Step, Workload};
 
@@ -63,7 +64,7 @@ pub fn run(w: &Workload, store: &mut ResultsStore, opts: &RunOptions) -> Result<
     overall.set_message(w.name.clone());
     let step_bar = multi.add(ProgressBar::new(0));
     step_bar.set_style(bar_style(
-        "  {msg} [{bar:30}] {pos}/{len} ({per_sec}, eta {eta})",
+        "  {msg} [{bar:30}] {pos}/{len} ({rate}, eta {eta})",
     ));
     let mut summary = RunSummary {
         run_id,
