@@ -7,6 +7,7 @@ unbounded windows, overwrite, dumps/loads overrides, pickling (in memory by
 content, on disk by path, through multiprocessing), and NotImplementedError
 for what geoflash does not do."""
 
+import ctypes
 import json
 import math
 import multiprocessing
@@ -24,7 +25,9 @@ from conftest import SCALE, random_boxes
 
 N = int(1000 * SCALE)
 INF = math.inf
-RTreeError = rtree.exceptions.RTreeError
+# Errors either library raises for the same bad input: geoflash's RTreeError
+# is not rtree's (its bases do not depend on whether rtree is installed).
+RTreeError = (rtree.exceptions.RTreeError, geoflash.RTreeError)
 
 
 def both(**kw):
@@ -78,8 +81,8 @@ def test_every_public_name_of_rtree_index_exists():
 
 
 def test_exception_hierarchy():
-    assert issubclass(geoflash.RTreeError, RTreeError)
-    assert issubclass(geoflash.RTreeError, ValueError)
+    assert geoflash.RTreeError.__bases__ == (geoflash.GeoflashError, ValueError)
+    assert not issubclass(geoflash.RTreeError, rtree.exceptions.RTreeError)
     assert geoflash.exceptions.RTreeError is geoflash.RTreeError is gindex.RTreeError
     ours, theirs = both()
     for idx in (ours, theirs):
@@ -89,6 +92,17 @@ def test_exception_hierarchy():
             list(idx.intersection((5, 0, 4, 1)))
         with pytest.raises(RTreeError):  # empty stream
             type(idx)(iter([]))
+        # a None id: the bounds are checked first, then the id (rtree's
+        # ctypes.ArgumentError, "argument 2: TypeError: wrong type")
+        with pytest.raises(RTreeError):
+            idx.add(None, (0.0, 0.0, -1.0, 1.0))
+        with pytest.raises(ctypes.ArgumentError):
+            idx.add(None, (1, 1))
+    with pytest.raises(TypeError, match="id must be an integer, not NoneType"):
+        ours.insert(None, (1, 1))
+    with pytest.raises(geoflash.InvalidIdError):
+        ours.delete("7", (1, 1))
+    assert issubclass(geoflash.InvalidIdError, geoflash.RTreeError)
     ours.close()
     theirs.close()
     for idx in (ours, theirs):  # a closed index
@@ -117,6 +131,12 @@ def test_property_defaults_checks_and_pickling():
     p.set_index_type(gindex.RT_RTree)
     assert p.get_leaf_capacity() == 20 and p.get_index_type() == 0 and p.get_variant() == 0
     assert pickle.loads(pickle.dumps(p)).as_dict() == p.as_dict()
+    # as rtree's: every Property has a handle, an unpickled copy a new one
+    for cls in (gindex.Property, rindex.Property):
+        q = cls()
+        copy = pickle.loads(pickle.dumps(q))
+        assert q.handle is not None and copy.handle is not None and copy.handle != q.handle
+        assert copy.as_dict() == q.as_dict()
     with pytest.raises(RTreeError):
         gindex.Property().index_id
     assert "leaf_capacity" in repr(p) and "leaf_capacity" in str(p)
@@ -175,6 +195,11 @@ def test_what_geoflash_does_not_do_raises_not_implemented():
     for call, feature in cases:
         with pytest.raises(NotImplementedError, match=feature):
             call()
+    # as in rtree, a Property holds any dimension; the index refuses it
+    p = gindex.Property(dimension=3)
+    assert p.dimension == 3 and p.as_dict()["dimension"] == 3
+    p.dimension = 4
+    assert p.get_dimension() == 4
 
 
 # ------------------------------------------------------- objects and streams

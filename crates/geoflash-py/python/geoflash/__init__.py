@@ -12,10 +12,11 @@
 [7]
 
 Code written for rtree changes only its import: ``from geoflash import
-index`` for ``from rtree import index`` (or ``import geoflash as rtree``);
-``geoflash.RTreeError`` subclasses ``rtree.exceptions.RTreeError`` when
-rtree is installed; every exception geoflash raises for its own errors
-derives from ``geoflash.GeoflashError`` (see ``geoflash.exceptions``). An index on disk is a directory
+index`` for ``from rtree import index`` (or ``import geoflash as rtree``,
+which also makes ``rtree.exceptions.RTreeError`` geoflash's); every
+exception geoflash raises for its own errors derives from
+``geoflash.GeoflashError``, whether or not rtree is installed (see
+``geoflash.exceptions``). An index on disk is a directory
 (``geoflash.Index("roads.idx")``) that later opens again with the same
 call. See ``docs/python.md`` for the whole API, the table of rtree's names,
 the stores and devices, and how ids and objects are kept.
@@ -27,7 +28,7 @@ from . import exceptions, index
 from ._geoflash import DEFAULTS as _DEFAULTS
 from ._geoflash import __version__, parse_size
 from .container import RtreeContainer
-from .exceptions import CorruptIndexError, DeviceError, GeoflashError, ResultsStoreError, RTreeError
+from .exceptions import CorruptIndexError, DeviceError, GeoflashError, InvalidIdError, ResultsStoreError, RTreeError
 from .joins import sjoin, sjoin_nearest
 from .property import Property
 from .spatial_index import GRID_KINDS, Index, Item, Rtree
@@ -40,6 +41,7 @@ __all__ = [
     "RtreeContainer",
     "GeoflashError",
     "RTreeError",
+    "InvalidIdError",
     "CorruptIndexError",
     "DeviceError",
     "ResultsStoreError",

@@ -10,6 +10,9 @@ class                                 raised for
 ``RTreeError`` (a ``ValueError``)     bad input: bounds, coordinate counts,
                                       empty bulk-load streams, properties and
                                       options, the use of a closed index
+``InvalidIdError`` (an ``RTreeError``, an id that is not an integer (``None``,
+``TypeError`` and                     a float, a string)
+``ctypes.ArgumentError``)
 ``CorruptIndexError`` (``OSError``)   damage: checksums, magic numbers or
                                       layouts that do not verify, a newer
                                       format, an index needing recovery
@@ -19,13 +22,16 @@ class                                 raised for
 (``OSError`` and ``ValueError``)
 ====================================  =========================================
 
-``RTreeError`` is the exception of the ``rtree`` API: when the ``rtree``
-package can be imported, it subclasses ``rtree.exceptions.RTreeError`` too,
-so code written for rtree (``except rtree.exceptions.RTreeError``) catches
-geoflash's errors unchanged; it always subclasses ``ValueError``, which
-geoflash raised for the same errors before. Without rtree every class is
-the same but for that one base: ``except geoflash.GeoflashError`` catches
-them all either way.
+``RTreeError`` is the exception of the ``rtree`` API, under rtree's name:
+code written for rtree changes only its import (``import geoflash as
+rtree``, or ``from geoflash.exceptions import RTreeError``). Its bases are
+the same whether or not the ``rtree`` package is installed:
+``GeoflashError`` and ``ValueError`` (which geoflash raised for the same
+errors before), never rtree's own class, so ``except
+rtree.exceptions.RTreeError`` does not catch geoflash's errors.
+``InvalidIdError`` is what rtree raises for an id that is not an integer
+(``idx.insert(None, box)``): ``ctypes.ArgumentError``, whose message says
+``TypeError``; it is a ``TypeError`` and an ``RTreeError`` too.
 
 A ``DeviceError`` with an OS error number is also of the built-in class
 Python gives that number (``FileNotFoundError``, ``NotADirectoryError``,
@@ -34,11 +40,13 @@ Python gives that number (``FileNotFoundError``, ``NotADirectoryError``,
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple, Type
+import ctypes
+from typing import Dict, Optional, Type
 
 __all__ = [
     "GeoflashError",
     "RTreeError",
+    "InvalidIdError",
     "CorruptIndexError",
     "DeviceError",
     "ResultsStoreError",
@@ -51,17 +59,16 @@ class GeoflashError(Exception):
     is installed."""
 
 
-def _rtree_bases() -> Tuple[Type[Exception], ...]:
-    try:
-        from rtree.exceptions import RTreeError as RtreeError
-    except Exception:  # rtree not installed, or its libspatialindex missing
-        return ()
-    return (RtreeError,)
+class RTreeError(GeoflashError, ValueError):
+    """Bad input to a geoflash index (a ``ValueError``); the same class
+    whether or not the ``rtree`` package is installed."""
 
 
-class RTreeError(GeoflashError, *_rtree_bases(), ValueError):  # type: ignore[misc]
-    """Bad input to a geoflash index (a ``ValueError``, and rtree's
-    ``RTreeError`` when rtree is installed)."""
+class InvalidIdError(RTreeError, ctypes.ArgumentError, TypeError):
+    """An id that is not an integer (``None``, a float, a string): an
+    ``RTreeError`` like other bad input, and the ``TypeError`` and
+    ``ctypes.ArgumentError`` that rtree raises for it (``except
+    ctypes.ArgumentError`` in code written for rtree catches it)."""
 
 
 class CorruptIndexError(GeoflashError, OSError):

@@ -125,6 +125,17 @@ _FIELDS: Dict[str, Tuple[Any, Callable[[str, Any], Any], str]] = {
 }
 
 
+class PropertyHandle:
+    """The handle of a :class:`Property` (rtree's ``Property.handle``): an
+    opaque token, new for each Property and for each unpickled copy, as
+    rtree makes a new libspatialindex property object for each."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<geoflash.property.PropertyHandle at {id(self):#x}>"
+
+
 class Property:
     """Settings of an index, as ``rtree.index.Property``: keyword arguments
     set attributes (``Property(leaf_capacity=50, variant=RT_Quadratic)``);
@@ -139,7 +150,10 @@ class Property:
 
     def __init__(self, handle: Any = None, owned: bool = True, **kwargs: Any) -> None:
         self._values: Dict[str, Any] = {}
-        self.handle = handle
+        #: The property's handle: the one given, else a new one of its own
+        #: (rtree's is a libspatialindex property object; geoflash's is an
+        #: opaque token that only tells Property objects apart).
+        self.handle = PropertyHandle() if handle is None else handle
         self.initialize_from_dict(kwargs)
 
     def initialize_from_dict(self, state: Dict[str, Any]) -> None:
@@ -167,8 +181,9 @@ class Property:
         return self.as_dict()
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
+        """The settings of ``state`` with a new handle, as rtree unpickles."""
         self._values = {}
-        self.handle = None
+        self.handle = PropertyHandle()
         self.initialize_from_dict(state)
 
     def __repr__(self) -> str:

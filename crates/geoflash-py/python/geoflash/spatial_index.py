@@ -24,7 +24,7 @@ import numpy as np
 from ._geoflash import DEFAULTS as _DEFAULTS
 from ._geoflash import Core as _Core
 from . import _exact
-from .exceptions import RTreeError
+from .exceptions import InvalidIdError, RTreeError
 from .property import RT_Disk, RT_Memory, from_manifest, page_size_for, tree_options
 
 __all__ = ["Index", "Item", "Rtree"]
@@ -155,9 +155,14 @@ def _out_of_range(id_: int, where: str = "") -> OverflowError:
 
 
 def _as_id(value: Any) -> int:
-    """An id: an integer (``__index__``) in the int64 range; one beyond it
-    raises OverflowError naming it (it would wrap to another id)."""
-    i = _as_int(value)
+    """An id: an integer (``__index__``) in the int64 range. Anything else
+    raises InvalidIdError (an RTreeError, a TypeError and rtree's
+    ``ctypes.ArgumentError``); an integer beyond the range raises
+    OverflowError naming it (it would wrap to another id)."""
+    try:
+        i = operator.index(value)
+    except TypeError:
+        raise InvalidIdError(f"id must be an integer, not {type(value).__name__}") from None
     if not _ID_MIN <= i <= _ID_MAX:
         raise _out_of_range(i)
     return i
