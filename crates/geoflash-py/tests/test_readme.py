@@ -1,15 +1,17 @@
 """The Python examples of the README and of ``docs/*.md`` run as written.
 
-Each document's ``python`` blocks run in order in one fresh interpreter (a
-later block may use what an earlier one defined, as a reader would), in a
-temporary directory that holds what the examples read: the repository's
-``workloads/``, and the files a document names (``buildings.gpkg``,
-``roads.gpkg``, ``results.sqlite``), made here. A block marked
+Each document's ``python`` blocks run in order as one script, ``python
+example.py`` (a later block may use what an earlier one defined, as a
+reader would; run as a file, so that an example starting worker processes
+must guard its main code as a script must: Dask's and multiprocessing's
+workers import the script that made them), in a temporary directory that
+holds what the examples read: the repository's ``workloads/``, and the
+files a document names but does not make itself (``buildings.gpkg`` and
+``roads.gpkg`` of docs/scaleout.md, ``results.sqlite``), made here. A block marked
 ```` ```python no-run ```` is left out; no block is at present.
 ``crates/geoflash-cli/tests/doc_examples.rs`` runs the other languages and
 says which test runs each.
 """
-import json
 import re
 import subprocess
 import sys
@@ -37,17 +39,24 @@ def python_blocks(path):
 EXAMPLES = {d.relative_to(ROOT).as_posix(): python_blocks(d) for d in DOCUMENTS}
 EXAMPLES = {name: blocks for name, blocks in EXAMPLES.items() if blocks}
 
-# Runs the blocks in one namespace; a failure names the block's place.
-RUNNER = """
-import json, sys, traceback
-namespace = {"__name__": "__main__"}
-for place, code in json.load(open(sys.argv[1])):
-    try:
-        exec(compile(code, place, "exec"), namespace)
-    except BaseException:
-        traceback.print_exc()
-        sys.exit(f"the example at {place} failed")
-"""
+def script(blocks):
+    """The blocks as one script, each after a comment naming its place, and
+    the (first line, place) of each."""
+    lines, starts = [], []
+    for place, code in blocks:
+        lines.append(f"# {place}")
+        starts.append((len(lines) + 1, place))
+        lines.extend(code.rstrip("\n").split("\n"))
+    return "\n".join(lines) + "\n", starts
+
+
+def failed_place(stderr, starts):
+    """The place of the block of the last line of example.py a traceback
+    names, or None."""
+    lines = [int(n) for n in re.findall(r'example\.py", line (\d+)', stderr)]
+    if not lines:
+        return None
+    return [place for first, place in starts if first <= lines[-1]][-1]
 
 
 def boxes_gdf(rng, n, x0, y0, span, size, crs):
@@ -61,15 +70,6 @@ def boxes_gdf(rng, n, x0, y0, span, size, crs):
         geometry=shapely.box(x0 + xy[:, 0], y0 + xy[:, 1], x0 + xy[:, 0] + size, y0 + xy[:, 1] + size),
         crs=crs,
     )
-
-
-def buildings_in_helsinki(directory):
-    """``buildings.gpkg``: 2,000 small boxes in longitude/latitude around
-    the window docs/python.md queries (24.93–24.95 E, 60.16–60.17 N)."""
-    import numpy as np
-
-    gdf = boxes_gdf(np.random.default_rng(3), 2_000, 24.90, 60.14, 0.08, 0.0002, "EPSG:4326")
-    gdf.to_file(directory / "buildings.gpkg")
 
 
 def buildings_and_roads_in_metres(directory):
@@ -106,7 +106,6 @@ def results_store(directory):
 
 # The files each document's examples read, by document.
 FILES = {
-    "docs/python.md": [buildings_in_helsinki],
     "docs/scaleout.md": [buildings_and_roads_in_metres],
     "docs/results-schema.md": [results_store],
     "docs/workbench.md": [results_store],
@@ -123,13 +122,14 @@ def test_the_python_examples_of_a_document_run(tmp_path, document):
     (tmp_path / "workloads").symlink_to(ROOT / "workloads")
     for make in FILES.get(document, []):
         make(tmp_path)
-    blocks = tmp_path / "examples.json"
-    blocks.write_text(json.dumps(EXAMPLES[document]))
+    code, starts = script(EXAMPLES[document])
+    (tmp_path / "example.py").write_text(code)
     run = subprocess.run(
-        [sys.executable, "-c", RUNNER, str(blocks)],
+        [sys.executable, "example.py"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
         timeout=600,
     )
-    assert run.returncode == 0, run.stdout + run.stderr
+    place = failed_place(run.stderr, starts)
+    assert run.returncode == 0, f"the example at {place} failed:\n" + run.stdout + run.stderr
