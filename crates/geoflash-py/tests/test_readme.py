@@ -10,7 +10,9 @@ files a document names but does not make itself (``buildings.gpkg`` and
 ``roads.gpkg`` of docs/scaleout.md, ``results.sqlite``), made here. A block marked
 ```` ```python no-run ```` is left out; no block is at present.
 ``crates/geoflash-cli/tests/doc_examples.rs`` runs the other languages and
-says which test runs each.
+says which test runs each. The ``>>>`` examples in the package's own
+docstrings run here too (doctest), as the Rust crates' run under ``cargo
+test``.
 """
 import re
 import subprocess
@@ -133,3 +135,21 @@ def test_the_python_examples_of_a_document_run(tmp_path, document):
     )
     place = failed_place(run.stderr, starts)
     assert run.returncode == 0, f"the example at {place} failed:\n" + run.stdout + run.stderr
+
+
+def test_the_docstring_examples_of_the_package_run():
+    """The ``>>>`` examples in the docstrings of the installed package (its
+    ``__init__``'s tour, any other module's) run and print what they say."""
+    import doctest
+    import importlib
+    import pkgutil
+
+    import geoflash
+
+    names = ["geoflash"] + [m.name for m in pkgutil.walk_packages(geoflash.__path__, "geoflash.")]
+    attempted = 0
+    for name in names:
+        result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0, f"{name}: {result.failed} of its docstring examples failed"
+        attempted += result.attempted
+    assert attempted >= 6  # the tour in geoflash/__init__.py
