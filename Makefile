@@ -6,7 +6,7 @@ GEOFLASH_PROPTEST_CASES ?= 64
 export GEOFLASH_PROPTEST_CASES
 DEMO_DIR ?= demo
 
-.PHONY: all setup build demo test fmt lint unit python test-long torture bench bench-peers fuzz clean
+.PHONY: all setup build wheel demo test fmt lint unit python test-long torture bench bench-peers fuzz clean
 
 all: build
 
@@ -16,6 +16,12 @@ setup:
 
 build: setup
 	$(CARGO) build --release -p geoflash-cli
+
+## The Python package as an abi3 wheel in dist/ (release build, CPython >= 3.9,
+## this OS and architecture): built once here, `pip install dist/geoflash-*.whl`
+## installs it elsewhere in seconds without a Rust toolchain (scripts/wheel.sh).
+wheel: setup
+	@bash scripts/wheel.sh
 
 ## The main job on embedded defaults: the eFIND paper's experiment
 ## (workloads/efind-vs-fast.toml, small scale, 4 KiB pages) on the flash
