@@ -377,7 +377,7 @@ fn torn_flushes_are_restored_from_their_page_images() {
     let cfg = torn_config();
     let ops = workload(11, 80);
     let mut restored = 0;
-    for crash_at in 40..140u64 {
+    for crash_at in 40..400u64 {
         let plan = FaultPlan::crash_after_writes(crash_at).with_seed(crash_at);
         restored += run_crash(
             IndexKind::RTree,
@@ -427,7 +427,7 @@ fn restored_pages_are_hinted_by_their_level() {
     let ops = workload(11, 80);
     let placement = Placement::SHR_TREE;
     let (mut internal, mut leaves) = (0, 0);
-    for crash_at in 40..140u64 {
+    for crash_at in 40..400u64 {
         let mem = Arc::new(MemDevice::new(PAGE, DEV_PAGES).unwrap());
         let log_pages = cfg.log_pages(PAGE).unwrap();
         {

@@ -83,9 +83,12 @@
 //! look-ahead ends at the first page not written in the live epoch; a page
 //! whose magic is damaged but whose header still names this log and epoch
 //! does not end it. Damage to the last synced batch is indistinguishable from a torn
-//! tail in the log itself, as in every write-ahead log without an external
-//! end marker; the node pages then hold the evidence when they were written
-//! after it, and the stores check them ([`horizon`]).
+//! tail in the log pages themselves, as in every write-ahead log without an external
+//! end marker: compact logs of this build therefore end each synced batch
+//! with a seal page, the batch's parity, from which one damaged page is
+//! rebuilt ([`seal`]; logs without seals, of older builds or of the other
+//! formats, are read as before); the node pages hold further evidence when
+//! they were written after it, and the stores check them ([`horizon`]).
 //!
 //! # How a store uses the log
 //!
@@ -159,6 +162,7 @@ pub mod reader;
 pub mod record;
 pub mod recovery;
 pub mod report;
+mod seal;
 mod superblock;
 pub mod writer;
 
@@ -511,6 +515,19 @@ pub struct LogConfig {
     /// keeps what its superblock says.
     #[serde(default)]
     pub entry_refs: bool,
+    /// A compact log created with this configuration ends every synced
+    /// batch of pages with a seal page, their parity, so that one damaged
+    /// page of the last batch is rebuilt instead of being read as a
+    /// crash's torn tail (superblock versions 6 and 7, see the module docs,
+    /// "Seal pages"); on by
+    /// default, ignored by the other formats. An opened log keeps what its
+    /// superblock says.
+    #[serde(default = "sealed_by_default")]
+    pub sealed: bool,
+}
+
+fn sealed_by_default() -> bool {
+    true
 }
 
 impl LogConfig {
@@ -522,7 +539,17 @@ impl LogConfig {
             durability: Durability::default(),
             format: LogFormat::PerChange,
             entry_refs: false,
+            sealed: true,
         }
+    }
+
+    /// The same configuration with seal pages on or off (for creation of
+    /// a compact log, see [`LogConfig::sealed`]; off writes the log of the
+    /// builds before them, superblock versions 4 and 5).
+    #[cfg(any(test, feature = "internals"))]
+    pub fn with_seals(mut self, on: bool) -> Self {
+        self.sealed = on;
+        self
     }
 
     /// The same configuration with entry references on or off (for

@@ -17,6 +17,7 @@ use crate::{Error, Result};
 use super::record::{
     check_page, decode_framed, header_ids, Decoded, Framing, HeaderDeltas, PageCheck, Record,
 };
+use super::seal::{check_seal, BatchXor};
 use super::superblock::Superblock;
 use super::{LogLayout, Lsn, RecoveryMode, SharedDevice, LOOKAHEAD_PAGES};
 use serde::{Deserialize, Serialize};
@@ -76,12 +77,17 @@ pub(crate) fn scan_mode(
     let mut buf = vec![0u8; SCAN_BATCH as usize * ps];
     let mut pos = 0u64;
     let mut end: Option<u64> = None;
+    // Sealed logs: the batch being read (its first position and the XOR
+    // of its pages so far) and the pages rebuilt from seals.
+    let mut batch_first = 0u64;
+    let mut batch = BatchXor::default();
+    let mut rebuilt = 0u64;
     // Batches grow from 1 page so that a short log (an empty epoch after a
     // clean checkpoint) costs few reads.
-    let mut batch = 1u64;
+    let mut read_batch = 1u64;
     'outer: while pos < region_pages {
-        let n = batch.min(region_pages - pos);
-        batch = (batch * 2).min(SCAN_BATCH);
+        let n = read_batch.min(region_pages - pos);
+        read_batch = (read_batch * 2).min(SCAN_BATCH);
         let ids: Vec<PageId> = (pos..pos + n)
             .map(|p| layout.region_page(region, p))
             .collect();
@@ -98,7 +104,35 @@ pub(crate) fn scan_mode(
                 {
                     starts.push((stream.len(), here));
                     stream.extend_from_slice(data);
+                    if sb.sealed {
+                        // A batch's pages all carry its first position.
+                        if u64::from(h.durable_pos) != batch_first {
+                            batch_first = u64::from(h.durable_pos);
+                            batch.clear();
+                        }
+                        batch.add(page);
+                    }
                 }
+                _ if sb.sealed => match sealed_page(dev, layout, sb, here, page, batch_first, &batch)? {
+                    Sealed::Rebuilt(page, first, read) => {
+                        pages_read += read;
+                        rebuilt += 1;
+                        if let PageCheck::Valid(_, data) = check_page(&page) {
+                            starts.push((stream.len(), here));
+                            stream.extend_from_slice(data);
+                        }
+                        if first != batch_first {
+                            batch_first = first;
+                            batch.clear();
+                        }
+                        batch.add(&page);
+                    }
+                    Sealed::End(read) => {
+                        pages_read += read;
+                        end = Some(here);
+                        break 'outer;
+                    }
+                },
                 _ => {
                     end = Some(here);
                     break 'outer;
@@ -214,6 +248,11 @@ pub(crate) fn scan_mode(
         valid_pages = first;
         torn_tail = true;
     }
+    if rebuilt > 0 {
+        tracing::warn!(
+            "log region {region}: {rebuilt} damaged page(s) rebuilt from their batch's seal page"
+        );
+    }
     if sb.entry_refs {
         // Every later reader sees the records without references.
         super::entry_refs::resolve(&mut records, sb.format.payload_codec())?;
@@ -227,6 +266,81 @@ pub(crate) fn scan_mode(
         },
         damage,
     ))
+}
+
+/// What a page of a sealed log that is not a valid log page of its
+/// position is.
+enum Sealed {
+    /// A damaged page rebuilt from its batch's seal: the page, its batch's
+    /// first position, and the pages read to rebuild it.
+    Rebuilt(Vec<u8>, u64, u64),
+    /// The end of the log (the last batch's seal, a page never written in
+    /// this epoch, or damage the seal cannot repair, which the look-ahead
+    /// then judges), and the pages read.
+    End(u64),
+}
+
+/// Judges `page`, at region position `here` of a sealed log, which is not
+/// a valid log page of that position; `batch` holds the pages before it of
+/// the batch starting at `batch_first` ([`super::seal`]). A damaged page
+/// is the next page of that batch or the first of the next one (its first
+/// position is then `here`); the pages after it up to the batch's seal
+/// must all be intact and the rebuilt page must pass its own checksum.
+fn sealed_page(
+    dev: &SharedDevice,
+    layout: &LogLayout,
+    sb: &Superblock,
+    here: u64,
+    page: &[u8],
+    batch_first: u64,
+    batch: &BatchXor,
+) -> Result<Sealed> {
+    let ours = |log_id: u64, epoch: u64| log_id == sb.log_id && epoch == sb.epoch;
+    // Written whole but not here in this epoch (a seal ends the log; a
+    // page of another epoch or log was never written in this one), or
+    // never written: the end, as in a log without seals.
+    let whole = matches!(check_page(page), PageCheck::Valid(..)) || check_seal(page).is_some();
+    if whole || page.iter().all(|&b| b == 0) {
+        return Ok(Sealed::End(0));
+    }
+    let ps = layout.page_size;
+    let mut later = BatchXor::default();
+    let mut first: Option<u64> = None;
+    let mut buf = vec![0u8; ps];
+    let mut read = 0u64;
+    for pos in here + 1..layout.region_pages() {
+        dev.read(layout.region_page(sb.live, pos), &mut buf)?;
+        read += 1;
+        if let PageCheck::Valid(h, _) = check_page(&buf) {
+            let d = u64::from(h.durable_pos);
+            if !ours(h.log_id, h.epoch) || h.position != pos || first.is_some_and(|f| f != d) {
+                break;
+            }
+            first = Some(d);
+            later.add(&buf);
+            continue;
+        }
+        let Some(h) = check_seal(&buf) else { break };
+        if !ours(h.log_id, h.epoch) || h.position != pos || first.is_some_and(|f| f != h.first) {
+            break;
+        }
+        // The batch's other pages: those before the damaged one (its own
+        // batch continues) or none (it starts a batch), and those after it.
+        let mut others = later;
+        if h.first == batch_first && h.first < here {
+            others.merge(batch);
+        } else if h.first != here {
+            break;
+        }
+        if let Some(p) = others.rebuild(&buf, &h, here, h.first) {
+            if matches!(check_page(&p), PageCheck::Valid(v, _) if ours(v.log_id, v.epoch) && v.position == here)
+            {
+                return Ok(Sealed::Rebuilt(p, h.first, read));
+            }
+        }
+        break;
+    }
+    Ok(Sealed::End(read))
 }
 
 /// Whether the record at the start of `rest` is damage before the tail: a

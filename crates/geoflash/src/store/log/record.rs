@@ -647,7 +647,8 @@ pub(crate) fn header_ids(buf: &[u8]) -> Option<(u64, u64)> {
     get_u64(buf, 8).zip(get_u64(buf, 16))
 }
 
-fn page_crc(buf: &[u8]) -> u32 {
+/// CRC-32C of a log page (or seal page) with its bytes 4..8 taken as zero.
+pub(crate) fn page_crc(buf: &[u8]) -> u32 {
     let head = buf.get(..4).unwrap_or(buf);
     let tail = buf.get(8..).unwrap_or(&[]);
     let crc = crc32c::crc32c(head);

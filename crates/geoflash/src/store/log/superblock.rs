@@ -68,7 +68,10 @@
 //! Version 4 is a [compact](super::LogFormat::Compact) log, version 5 a
 //! compact log whose NEW and MOD records may name entries by key
 //! ([`super::entry_refs`]); a build that reads version 4 only refuses
-//! version 5 by name rather than misreading its payloads.
+//! version 5 by name rather than misreading its payloads. Versions 6 and 7
+//! are versions 4 and 5 whose synced batches end with seal pages
+//! ([`super::seal`]); a build before them refuses them by name, as it
+//! would take a seal for the end of the log.
 use crate::storage::PageId;
 use crate::{Error, Result};
 
@@ -88,6 +91,11 @@ const VERSION_COMPACT: u16 = 4;
 /// The compact format with entry references (layout of version 2; see
 /// [`super::entry_refs`]).
 const VERSION_COMPACT_REFS: u16 = 5;
+/// The compact format with seal pages (layout of version 2; see
+/// [`super::seal`]).
+const VERSION_COMPACT_SEALED: u16 = 6;
+/// The compact format with entry references and seal pages.
+const VERSION_COMPACT_REFS_SEALED: u16 = 7;
 const LEN: usize = 80;
 /// Bytes before the base payload.
 const BASE_HEADER: usize = 108;
@@ -138,6 +146,9 @@ pub(crate) struct Superblock {
     /// Written by a build that mirrors switches to both slots (flag bit 2;
     /// every superblock this build writes sets it).
     pub mirrored: bool,
+    /// Every synced batch of the live region ends with a seal page
+    /// (versions 6 and 7, compact format only; see [`super::seal`]).
+    pub sealed: bool,
 }
 
 enum Slot {
@@ -155,8 +166,12 @@ impl Superblock {
         let version = match self.format {
             LogFormat::PerChange => VERSION,
             LogFormat::FirstImage => VERSION_FIRST_IMAGE,
-            LogFormat::Compact if self.entry_refs => VERSION_COMPACT_REFS,
-            LogFormat::Compact => VERSION_COMPACT,
+            LogFormat::Compact => match (self.entry_refs, self.sealed) {
+                (true, true) => VERSION_COMPACT_REFS_SEALED,
+                (true, false) => VERSION_COMPACT_REFS,
+                (false, true) => VERSION_COMPACT_SEALED,
+                (false, false) => VERSION_COMPACT,
+            },
         };
         h[4..6].copy_from_slice(&version.to_le_bytes());
         h[6] = page_size.trailing_zeros() as u8;
@@ -223,9 +238,11 @@ impl Superblock {
                 | VERSION_FIRST_IMAGE
                 | VERSION_COMPACT
                 | VERSION_COMPACT_REFS
+                | VERSION_COMPACT_SEALED
+                | VERSION_COMPACT_REFS_SEALED
         ) {
             return Slot::Damaged(format!(
-                "log superblock format version {version}, this build reads versions {VERSION_NO_BASE} to {VERSION_COMPACT_REFS}: the index was written by another version of geoflash"
+                "log superblock format version {version}, this build reads versions {VERSION_NO_BASE} to {VERSION_COMPACT_REFS_SEALED}: the index was written by another version of geoflash"
             ));
         }
         if buf.get(6).copied() != Some(buf.len().trailing_zeros() as u8) {
@@ -290,11 +307,21 @@ impl Superblock {
                 base,
                 format: match version {
                     VERSION_FIRST_IMAGE => LogFormat::FirstImage,
-                    VERSION_COMPACT | VERSION_COMPACT_REFS => LogFormat::Compact,
+                    VERSION_COMPACT
+                    | VERSION_COMPACT_REFS
+                    | VERSION_COMPACT_SEALED
+                    | VERSION_COMPACT_REFS_SEALED => LogFormat::Compact,
                     _ => LogFormat::PerChange,
                 },
-                entry_refs: version == VERSION_COMPACT_REFS,
+                entry_refs: matches!(
+                    version,
+                    VERSION_COMPACT_REFS | VERSION_COMPACT_REFS_SEALED
+                ),
                 mirrored: flags & FLAG_MIRRORED != 0,
+                sealed: matches!(
+                    version,
+                    VERSION_COMPACT_SEALED | VERSION_COMPACT_REFS_SEALED
+                ),
             },
             codec,
         )

@@ -368,7 +368,7 @@ fn the_superblock_carries_the_log_format() {
             match format {
                 LogFormat::PerChange => 2,
                 LogFormat::FirstImage => 3,
-                LogFormat::Compact => 4,
+                LogFormat::Compact => 6,
             }
         );
         drop(log);
@@ -409,7 +409,7 @@ fn a_superblock_of_an_unknown_version_is_refused_by_name() {
     let e = Log::open(dev, 0, LOG_PAGES, config(Durability::Sync)).unwrap_err();
     let m = e.to_string();
     assert!(
-        m.contains("version 9") && m.contains("versions 1 to 5"),
+        m.contains("version 9") && m.contains("versions 1 to 7"),
         "{m}"
     );
 }
@@ -794,6 +794,90 @@ fn corruption_before_the_tail_names_the_position() {
     assert_eq!(r.committed_ops, (1..=6).collect::<Vec<_>>());
 }
 
+/// Issue 44: a damaged page in the last batch a log synced was read as a
+/// crash's torn tail (nothing after it says it had been made durable), so
+/// an index opened at an earlier commit with exit 0. In a sealed log
+/// (the default format) each synced batch ends with its parity: any one
+/// damaged page, the last batch's and seals included, is read exactly. The
+/// unsealed log of the builds before seals (still read) shows the gap.
+#[test]
+fn one_damaged_page_of_a_sealed_log_is_rebuilt_never_read_as_a_torn_tail() {
+    let layout = LogLayout::new(0, LOG_PAGES, PS).unwrap();
+    for sealed in [true, false] {
+        let dev = mem();
+        let cfg = config(Durability::Sync)
+            .with_format(LogFormat::Compact)
+            .with_seals(sealed);
+        let mut log = Log::create(dev.clone(), 0, LOG_PAGES, cfg).unwrap();
+        // Batches of one page, then one of three pages (a record of 2,500
+        // bytes), then pages written before a sync (a flush, then more).
+        for op in 1..=4 {
+            log.append(rec(RecordKind::Mod, op, op, 300)).unwrap();
+            log.commit(op).unwrap();
+        }
+        log.append(rec(RecordKind::New, 5, 9, 2500)).unwrap();
+        log.commit(5).unwrap();
+        let group = cfg.with_durability(Durability::None);
+        log.set_durability(group.durability).unwrap();
+        log.append(rec(RecordKind::Mod, 6, 2, 700)).unwrap();
+        log.commit(6).unwrap();
+        log.flush().unwrap();
+        log.append(rec(RecordKind::Mod, 7, 3, 100)).unwrap();
+        log.commit(7).unwrap();
+        log.sync().unwrap();
+        drop(log);
+        let want = LogReader::open(dev.clone(), 0, LOG_PAGES, INDEX).unwrap();
+        assert_eq!(want.len(), 14, "sealed {sealed}");
+        // The region's written positions: batches 0, 1, 2, 3, 4..=6 and
+        // 7..=8, then the last batch's seal (9; each earlier seal was
+        // overwritten by the next batch).
+        let mut buf = vec![0u8; PS];
+        let used = (0..layout.region_pages())
+            .find(|&p| {
+                dev.read(layout.region_page(0, p), &mut buf).unwrap();
+                buf.iter().all(|&b| b == 0)
+            })
+            .unwrap();
+        assert_eq!(used, if sealed { 10 } else { 9 }, "sealed {sealed}");
+        let mut lost = 0;
+        for pos in 0..used {
+            for at in [0, 4, 8, 24, 32, 36, 40, PS / 2, PS - 4] {
+                let copy = copy(dev.as_ref(), LOG_PAGES);
+                let page = layout.region_page(0, pos);
+                copy.read(page, &mut buf).unwrap();
+                for b in &mut buf[at..at + 4] {
+                    *b ^= 0xa5;
+                }
+                copy.write(page, &buf).unwrap();
+                let what = format!("sealed {sealed}: position {pos} byte {at}");
+                let got = match LogReader::open(copy.clone(), 0, LOG_PAGES, INDEX) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        // Damage a later page proves (a batch before the
+                        // last; seals are overwritten by the next batch):
+                        // an error naming it.
+                        assert!(!sealed || pos < 7, "{what}: {e}");
+                        assert!(e.to_string().contains("before its tail"), "{what}: {e}");
+                        continue;
+                    }
+                };
+                if sealed {
+                    assert_eq!(got.len(), want.len(), "{what}");
+                    assert!(!got.torn_tail(), "{what}");
+                    let (_, r) = Log::open(copy, 0, LOG_PAGES, cfg).unwrap();
+                    assert_eq!(r.committed_ops, (1..=7).collect::<Vec<_>>(), "{what}");
+                } else {
+                    assert!(got.len() <= want.len(), "{what}");
+                    lost += usize::from(got.len() < want.len());
+                }
+            }
+        }
+        if !sealed {
+            assert!(lost > 0, "an unsealed log reads damage to its last batch as a torn tail");
+        }
+    }
+}
+
 #[test]
 fn a_bad_record_inside_valid_pages_is_corruption() {
     // A page whose checksum was recomputed over a damaged record (a bug or a
@@ -896,17 +980,26 @@ fn script(seed: u64, len: usize) -> (Durability, Vec<Action>) {
     (durability, actions)
 }
 
-/// Runs `actions` on a new log; returns every record appended or being
-/// appended (with its LSN), how many of them are acknowledged (durable when a
-/// call returned), and the first error.
+/// Runs `actions` on a new log of the per-change format; returns every
+/// record appended or being appended (with its LSN), how many of them are
+/// acknowledged (durable when a call returned), and the first error.
 fn run(
     dev: Arc<dyn PageDevice>,
     durability: Durability,
     actions: &[Action],
 ) -> (Vec<Record>, usize, Option<Error>) {
+    run_as(dev, config(durability), actions)
+}
+
+/// [`run`] on a new log of configuration `cfg`.
+fn run_as(
+    dev: Arc<dyn PageDevice>,
+    cfg: LogConfig,
+    actions: &[Action],
+) -> (Vec<Record>, usize, Option<Error>) {
     let mut appended: Vec<Record> = Vec::new();
     let mut acked = 0;
-    let mut log = match Log::create(dev, 0, LOG_PAGES, config(durability)) {
+    let mut log = match Log::create(dev, 0, LOG_PAGES, cfg) {
         Ok(l) => l,
         Err(e) => return (appended, 0, Some(e)),
     };
@@ -954,6 +1047,16 @@ fn run(
 /// a prefix of them that holds every acknowledged record, made of whole
 /// records, with no record of an operation that did not commit.
 fn check_recovered(r: &Recovered, appended: &[Record], acked: usize) -> Result<usize, String> {
+    check_recovered_as(r, appended, acked, LogFormat::PerChange)
+}
+
+/// [`check_recovered`] for a log of `format` (its restart rule).
+fn check_recovered_as(
+    r: &Recovered,
+    appended: &[Record],
+    acked: usize,
+    format: LogFormat,
+) -> Result<usize, String> {
     let by_lsn: HashMap<Lsn, &Record> = appended.iter().map(|r| (r.lsn, r)).collect();
     for x in &r.records {
         if by_lsn.get(&x.lsn) != Some(&x) {
@@ -964,7 +1067,7 @@ fn check_recovered(r: &Recovered, appended: &[Record], acked: usize) -> Result<u
         }
     }
     let n = (acked..=appended.len())
-        .find(|&n| recover(appended[..n].to_vec()).records == r.records)
+        .find(|&n| recover_log(appended[..n].to_vec(), format).records == r.records)
         .ok_or_else(|| {
             format!(
                 "recovered {:?} is no prefix's recovery (acked {acked} of {})",
@@ -1036,16 +1139,36 @@ fn unwrap_faulty<D: PageDevice + 'static>(dev: Arc<FaultyDevice<D>>) -> Arc<dyn 
 
 #[test]
 fn crashes_recover_a_prefix_with_every_acknowledged_record() {
+    crash_campaign(LogFormat::PerChange);
+}
+
+/// The same campaign on the default format, whose synced batches end with
+/// seal pages: a torn batch is rebuilt from its seal or is the torn tail,
+/// never more than a prefix and never less than the acknowledged records.
+#[test]
+fn crashes_of_a_sealed_log_recover_a_prefix_with_every_acknowledged_record() {
+    crash_campaign(LogFormat::Compact);
+}
+
+fn crash_campaign(format: LogFormat) {
+    let cfg = |d: Durability| config(d).with_format(format);
     let mut outcomes = HashSet::new();
     let mut torn = 0;
     for case in 0..crate::engine::testenv::crash_cases() {
         let seed = case ^ 0x5eed;
-        let (durability, actions) = script(seed, 30);
+        let (durability, mut actions) = script(seed, 30);
+        if format != LogFormat::PerChange {
+            // Compaction keeps survivors by the per-change rule whatever
+            // the format (the stores flush first), which a prefix of a
+            // first-image log need not match: crashes in compactions of
+            // these formats are the stores' campaigns'.
+            actions.retain(|a| !matches!(a, Action::Compact));
+        }
         let counting = Arc::new(FaultyDevice::new(
             MemDevice::new(PS, 4096).unwrap(),
             FaultPlan::none(),
         ));
-        let (_, _, err) = run(counting.clone(), durability, &actions);
+        let (_, _, err) = run_as(counting.clone(), cfg(durability), &actions);
         assert!(err.is_none(), "{err:?}");
         let writes = counting.writes_seen();
         let plan = if case % 4 == 3 {
@@ -1059,7 +1182,7 @@ fn crashes_recover_a_prefix_with_every_acknowledged_record() {
             MemDevice::new(PS, 4096).unwrap(),
             plan.clone(),
         ));
-        let (appended, acked, err) = run(dev.clone(), durability, &actions);
+        let (appended, acked, err) = run_as(dev.clone(), cfg(durability), &actions);
         if err.is_none() {
             dev.crash_now().unwrap();
         } else {
@@ -1069,7 +1192,7 @@ fn crashes_recover_a_prefix_with_every_acknowledged_record() {
             );
         }
         let durable = unwrap_faulty(dev);
-        let (log, r) = match Log::open(durable.clone(), 0, LOG_PAGES, config(durability)) {
+        let (log, r) = match Log::open(durable.clone(), 0, LOG_PAGES, cfg(durability)) {
             Ok(x) => x,
             Err(e)
                 if e.to_string().contains("never created")
@@ -1080,15 +1203,15 @@ fn crashes_recover_a_prefix_with_every_acknowledged_record() {
                 assert!(appended.is_empty(), "case {case}");
                 continue;
             }
-            Err(e) => panic!("case {case} ({plan:?}): {e}"),
+            Err(e) => panic!("{format:?} case {case} ({plan:?}): {e}"),
         };
         torn += usize::from(r.torn_tail);
-        let n = check_recovered(&r, &appended, acked)
-            .unwrap_or_else(|e| panic!("case {case} ({plan:?}): {e}"));
+        let n = check_recovered_as(&r, &appended, acked, format)
+            .unwrap_or_else(|e| panic!("{format:?} case {case} ({plan:?}): {e}"));
         outcomes.insert(n == appended.len());
         drop(log);
         // Restart is idempotent.
-        let (_, again) = Log::open(durable, 0, LOG_PAGES, config(durability)).unwrap();
+        let (_, again) = Log::open(durable, 0, LOG_PAGES, cfg(durability)).unwrap();
         assert_eq!(again.records, r.records, "case {case}");
     }
     if crate::engine::testenv::crash_cases() >= 50 {

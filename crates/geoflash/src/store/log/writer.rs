@@ -7,6 +7,7 @@ use crate::store::OpId;
 use crate::{Error, Result};
 
 use super::reader::{in_device_file, scan};
+use super::seal::BatchXor;
 use super::record::{data_per_page, encode_page, HeaderDeltas, PageHeader, Record, RecordKind};
 use super::recovery::{recover, recover_log, Recovered};
 use super::superblock::{Base, Superblock};
@@ -98,6 +99,9 @@ pub struct Log {
     /// Version 5: the header fields of the region's last record written,
     /// which the next record's are written against ([`HeaderDeltas`]).
     deltas: HeaderDeltas,
+    /// Sealed logs: the XOR of the pages written since the last sync, the
+    /// next seal page ([`super::seal`]).
+    batch: BatchXor,
 }
 
 impl std::fmt::Debug for Log {
@@ -143,6 +147,7 @@ impl Log {
             format: config.format,
             entry_refs: config.entry_refs && config.format == super::LogFormat::Compact,
             mirrored: true,
+            sealed: config.sealed && config.format == super::LogFormat::Compact,
         };
         let mut log = Log::new_state(dev, layout, config, sb);
         // Both slots: no older superblock on these pages can win.
@@ -243,6 +248,7 @@ impl Log {
             records_live: 0,
             stats: LogStats::default(),
             failed: None,
+            batch: BatchXor::default(),
         }
     }
 
@@ -265,10 +271,43 @@ impl Log {
         data_per_page(self.layout.page_size)
     }
 
-    /// Pages the live region would use with `extra` more buffered bytes.
+    /// Pages the live region would use with `extra` more buffered bytes
+    /// (the room of the next seal page included).
     fn pages_needed(&self, extra: usize) -> u64 {
         let bytes = self.buf.len().saturating_add(extra);
-        self.next_pos + (bytes.div_ceil(self.data_per_page()) as u64)
+        self.next_pos + (bytes.div_ceil(self.data_per_page()) as u64) + self.seal_room()
+    }
+
+    /// Pages a sealed log keeps free for the seal of the batch being
+    /// written (1), or 0.
+    fn seal_room(&self) -> u64 {
+        u64::from(self.sb.sealed)
+    }
+
+    /// Sealed logs: writes the seal of the pages written since the last
+    /// sync, if any, at the position after them (before the sync that
+    /// makes them durable). The next batch starts at that position: a seal
+    /// holds no record, and only the last batch's is needed (damage to an
+    /// earlier batch is proven by the later pages' durable positions).
+    fn write_seal(&mut self) -> Result<()> {
+        if !self.sb.sealed || self.batch.pages() == 0 {
+            return Ok(());
+        }
+        let page = self.batch.seal(
+            self.sb.log_id,
+            self.sb.epoch,
+            self.next_pos,
+            self.durable_pos,
+            self.layout.page_size,
+        );
+        if self.next_pos >= self.layout.region_pages() {
+            return Err(Error::DeviceFull("log region full".into()));
+        }
+        self.dev
+            .write(self.layout.region_page(self.sb.live, self.next_pos), &page)?;
+        self.stats.pages_written += 1;
+        self.batch.clear();
+        Ok(())
     }
 
     /// Appends a record (its `lsn` is assigned here) and returns its LSN. The
@@ -457,7 +496,7 @@ impl Log {
         let dpp = self.data_per_page();
         let ps = self.layout.page_size;
         let n = data.len().div_ceil(dpp);
-        if self.next_pos + n as u64 > self.layout.region_pages() {
+        if self.next_pos + n as u64 + self.seal_room() > self.layout.region_pages() {
             return Err(Error::DeviceFull("log region full".into()));
         }
         let mut out = vec![0u8; n * ps];
@@ -473,6 +512,9 @@ impl Log {
                 data_len: chunk.len() as u32,
             };
             encode_page(&h, chunk, page)?;
+            if self.sb.sealed {
+                self.batch.add(page);
+            }
             ids.push(self.layout.region_page(self.sb.live, pos));
         }
         self.dev.write_batch(&ids, &out)?;
@@ -531,6 +573,7 @@ impl Log {
         }
         self.flush()?;
         self.guard(|log| {
+            log.write_seal()?;
             log.device_sync()?;
             log.durable_pos = log.next_pos;
             log.durable_lsn = log.last_lsn;
@@ -629,9 +672,10 @@ impl Log {
         self.layout.capacity_bytes()
     }
 
-    /// Bytes of the live region used: written pages (padding included) and the tail buffer.
+    /// Bytes of the live region used: written pages (padding included),
+    /// the room kept for the next seal page and the tail buffer.
     pub fn used_bytes(&self) -> u64 {
-        self.next_pos * self.data_per_page() as u64 + self.buf.len() as u64
+        (self.next_pos + self.seal_room()) * self.data_per_page() as u64 + self.buf.len() as u64
     }
 
     /// Bytes still free in the live region.
@@ -784,7 +828,7 @@ impl Log {
             }
         }
         let pages = stream.len().div_ceil(self.data_per_page()) as u64;
-        if pages > self.layout.region_pages() {
+        if pages + self.seal_room() > self.layout.region_pages() {
             return Err(Error::DeviceFull(format!(
                 "log compaction cannot free enough: {} bytes of surviving records exceed the region's {} bytes; flush pages first",
                 stream.len(),
@@ -807,14 +851,17 @@ impl Log {
                 log.device_sync()?;
                 log.sb.epoch = log.sb.epoch_high;
             }
-            // 2. Write the survivors to the other region.
+            // 2. Write the survivors to the other region (sealed logs: and
+            //    their seal).
             log.sb.live = 1 - old_region;
             log.next_pos = 0;
             log.durable_pos = 0;
+            log.batch.clear();
             for chunk in stream.chunks(WRITE_BATCH_PAGES * log.data_per_page()) {
                 log.write_pages(chunk)?;
             }
             if !stream.is_empty() {
+                log.write_seal()?;
                 log.device_sync()?;
             }
             // 3. Switch: one superblock write.
@@ -835,7 +882,10 @@ impl Log {
             log.records_live = rest.len() as u64;
             log.stats.compactions += 1;
             log.stats.records_rewritten += records.len() as u64;
-            // 4. Release the old region's pages (best effort: not needed for correctness).
+            // 4. Release the old region's pages (best effort: not needed
+            //    for correctness), its last seal included.
+            let old_pages = (old_pages + u64::from(log.sb.sealed && old_pages > 0))
+                .min(log.layout.region_pages());
             if old_pages > 0 {
                 let ids: Vec<PageId> = (0..old_pages)
                     .map(|p| log.layout.region_page(old_region, p))
