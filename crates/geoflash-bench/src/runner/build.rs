@@ -87,7 +87,7 @@ pub(super) fn build(
     let n = n.clamp(1, data.len().max(1)).min(data.len());
     let load = data.get(..n).unwrap_or(data);
     bar.set_message("build");
-    crate::progress::restart(&bar, load.len() as u64);
+    crate::progress::restart(bar, load.len() as u64);
     match method {
         BuildMethod::Insert => {
             let (mut index, dir) = create_index(c, data, workdir)?;

@@ -72,7 +72,7 @@ fn run_queries(
     reps: u32,
     bar: &ProgressBar,
 ) -> Result<()> {
-    crate::progress::restart(&bar, ws.len() as u64 * u64::from(reps));
+    crate::progress::restart(bar, ws.len() as u64 * u64::from(reps));
     for _ in 0..reps {
         for w in ws {
             Answer::from(&target.query(*w, p)?).add_to(s);
