@@ -63,7 +63,7 @@ mod tests {
 
     #[test]
     fn rates_read_as_people_write_them() {
-        assert_eq!(rate(142_762.8514), "142,763/s");
+        assert_eq!(rate(142_762.851_4), "142,763/s");
         assert_eq!(rate(999.4), "999/s");
         assert_eq!(rate(1000.0), "1,000/s");
         assert_eq!(rate(1_234_567.0), "1,234,567/s");
