@@ -3,10 +3,11 @@
 //! rectangle goes to).
 //!
 //! An R-tree cannot find a record by id without its rectangle, so the tree
-//! keeps the ids in memory: 8 bytes per record plus the hash table's
-//! overhead (about 16–20 bytes per record in all; 1 M records ≈ 20 MB). The
-//! set is outside the store's node budget (`--buffer`), which counts pages
-//! and buffered changes only.
+//! keeps the ids in memory, as an [`ObjectIds`]: dense ids (`0..n`, row
+//! numbers) in chunks of arrays and bitmaps, from 2 bytes down to 1 bit per
+//! record (4 M consecutive ids: 0.5 MB), ids spread too thinly for that in a
+//! hash set (about 9–18 bytes per record). The set is outside the store's
+//! node budget (`--buffer`), which counts pages and buffered changes only.
 //!
 //! The set is built lazily: a tree created empty starts with an empty set; a
 //! tree opened from a store, or bulk loaded, gets its set at the first
@@ -14,9 +15,9 @@
 //! by the store and the device like any read). The set is trusted only while
 //! its size equals the record count of the tree's metadata and no operation
 //! failed since it was built; otherwise the next insertion rebuilds it.
-use std::collections::HashSet;
 use std::sync::Arc;
 
+use super::object_ids::ObjectIds;
 use super::RTree;
 use crate::page::Node;
 use crate::page_id::PageId;
@@ -26,7 +27,7 @@ use crate::{Error, Result};
 /// The ids of the records of a tree, when known.
 #[derive(Debug, Default)]
 pub(crate) struct IdSet {
-    ids: HashSet<u64>,
+    ids: ObjectIds,
     /// False until built, and after a failed operation.
     valid: bool,
 }
@@ -35,7 +36,7 @@ impl IdSet {
     /// The set of an empty tree.
     pub(crate) fn empty() -> Self {
         IdSet {
-            ids: HashSet::new(),
+            ids: ObjectIds::new(),
             valid: true,
         }
     }
@@ -48,7 +49,7 @@ impl IdSet {
     /// Forgets the ids (after a failed operation): the next insertion rebuilds them.
     pub(crate) fn invalidate(&mut self) {
         self.valid = false;
-        self.ids = HashSet::new();
+        self.ids = ObjectIds::new();
     }
 
     /// Records that `id` was inserted (no-op while the set is not built).
@@ -79,7 +80,7 @@ impl<S: NodeStore> RTree<S> {
     }
 
     /// Every object id in the leaves; an id found twice is a corrupt tree.
-    pub(crate) fn collect_ids(&self) -> Result<HashSet<u64>> {
+    pub(crate) fn collect_ids(&self) -> Result<ObjectIds> {
         leaf_ids(self.store.meta().root, |page| self.store.get(page))
     }
 }
@@ -90,8 +91,8 @@ impl<S: NodeStore> RTree<S> {
 pub(crate) fn leaf_ids(
     root: Option<PageId>,
     get: impl Fn(PageId) -> Result<Arc<Node>>,
-) -> Result<HashSet<u64>> {
-    let mut ids = HashSet::new();
+) -> Result<ObjectIds> {
+    let mut ids = ObjectIds::new();
     let mut stack: Vec<PageId> = root.into_iter().collect();
     while let Some(page) = stack.pop() {
         let node = get(page)?;

@@ -94,6 +94,7 @@ mod insert;
 pub mod inspect;
 #[cfg(test)]
 mod knn_tests;
+mod object_ids;
 mod ops;
 pub mod params;
 pub mod query;

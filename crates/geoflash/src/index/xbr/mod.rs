@@ -60,12 +60,13 @@
 //! nodes written (see [`bulk`]). Queries exist one node at a time and in
 //! batches that read each level's nodes with one [`NodeStore::get_batch`]
 //! (see [`query`]).
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::geom::Rect;
+use crate::index::object_ids::ObjectIds;
 use crate::page::{self, Entry, Node};
 use crate::page_id::PageId;
 use crate::store::NodeStore;
@@ -128,7 +129,7 @@ pub struct XbrTree<S: NodeStore> {
     config: XbrConfig,
     domain: Domain,
     /// The object ids of the tree (`None` until built, and after a failed operation).
-    ids: Option<HashSet<u64>>,
+    ids: Option<ObjectIds>,
     /// Nodes held in memory during a bulk insertion (fetched in batches,
     /// kept current by every change the insertion makes).
     pins: Option<HashMap<PageId, Arc<Node>>>,
@@ -159,7 +160,7 @@ impl<S: NodeStore> XbrTree<S> {
             store,
             config,
             domain,
-            ids: Some(HashSet::new()),
+            ids: Some(ObjectIds::new()),
             pins: None,
             counters: crate::index::TreeCounters::default(),
         })
@@ -350,7 +351,7 @@ impl<S: NodeStore> XbrTree<S> {
     }
 
     /// Every object id in the leaves; an id found twice is a corrupt tree.
-    fn collect_ids(&self) -> Result<HashSet<u64>> {
+    fn collect_ids(&self) -> Result<ObjectIds> {
         super::ids::leaf_ids(self.store.meta().root, |page| self.node(page))
     }
 
@@ -359,7 +360,7 @@ impl<S: NodeStore> XbrTree<S> {
     pub(crate) fn track_ids(
         &mut self,
         outcome: &Result<()>,
-        apply: impl FnOnce(&mut HashSet<u64>),
+        apply: impl FnOnce(&mut ObjectIds),
     ) {
         match (outcome, self.ids.as_mut()) {
             (Ok(()), Some(ids)) => apply(ids),

@@ -596,7 +596,7 @@ impl EfindStore {
                 current: None,
                 next: 1,
             },
-            wb: WriteBuffer::with_view_capacity(view_capacity(write_budget, max_entries)),
+            wb: WriteBuffer::with_view_budget(write_budget),
             inner: Mutex::new(Inner {
                 rb: Cache::new(config.read_policy, read_budget),
                 rq: VecDeque::new(),
@@ -782,8 +782,9 @@ impl EfindStore {
 
     fn note_peak(&self) {
         let wb = self.wb.bytes() as u64;
+        let views = self.wb.view_bytes() as u64;
         let mut inner = self.lock();
-        let total = wb + inner.rb.used_bytes() as u64;
+        let total = wb + views + inner.rb.used_bytes() as u64;
         inner.stats.peak_buffer_bytes = inner.stats.peak_buffer_bytes.max(total);
         inner.estats.peak_write_buffer_bytes = inner.estats.peak_write_buffer_bytes.max(wb);
     }
@@ -835,13 +836,6 @@ fn parse_identity(blob: &[u8]) -> Result<(u128, PageId, u64, bool)> {
         _ => return Err(bad()),
     };
     Ok((id, first, pages, separate))
-}
-
-/// How many decoded page versions the write buffer keeps (see
-/// [`write_buffer`]): as many full nodes as the write budget would hold,
-/// and at least 64 so that the paths of the running operations stay decoded.
-fn view_capacity(write_budget: usize, max_entries: usize) -> usize {
-    (write_budget / crate::store::accounting::node_bytes_for(max_entries)).max(64)
 }
 
 impl NodeStore for EfindStore {
