@@ -204,9 +204,15 @@ pub fn read_objects(path: &Path) -> Result<Vec<(u64, Geometry)>> {
     Ok(read_dataset(path, &ReadOptions::default())?.objects)
 }
 
+/// Whether `path` is a CSV file of boxes (`id,minx,miny,maxx,maxy`, no
+/// WKT column): the input [`formats::csv_records`] streams.
+pub fn is_box_csv(path: &Path) -> Result<bool> {
+    Ok(Format::from_path(path)? == Format::Csv && wkt_column(&csv_headers(path)?).is_none())
+}
+
 /// Reads the `(id, MBR)` records of any input file.
 pub fn read_rects(path: &Path) -> Result<Vec<(u64, Rect)>> {
-    if Format::from_path(path)? == Format::Csv && wkt_column(&csv_headers(path)?).is_none() {
+    if is_box_csv(path)? {
         return formats::read_csv(path);
     }
     read_objects(path)?

@@ -400,6 +400,92 @@ fn read_input(path: &Path) -> Result<Vec<(u64, Rect)>, Failure> {
     Ok(geoflash_bench::import::read_rects(path)?)
 }
 
+/// The `(id, MBR)` records of a CSV input that builds or changes an index
+/// by insertion. A CSV file of boxes is streamed, never held whole (issue
+/// 47, item 5: the input is not part of the memory budget; 4,000,000
+/// records took 160 MB): a first pass checks every record, counts them and
+/// takes their extent, so that a bad record still changes nothing, and the
+/// operations read the file a second time. A CSV with a WKT column is read
+/// whole ([`read_input`]).
+enum RectInput {
+    /// A CSV file of boxes, checked by a first pass.
+    Streamed {
+        /// The file.
+        path: PathBuf,
+        /// Its records.
+        count: u64,
+        /// The union of their rectangles.
+        extent: Option<Rect>,
+    },
+    /// Records read whole.
+    Read(Vec<(u64, Rect)>),
+}
+
+/// The records of a [`RectInput`], each a record or the error of its line.
+type Records<'a> = Box<dyn Iterator<Item = geoflash::Result<(u64, Rect)>> + 'a>;
+
+impl RectInput {
+    /// The input `path`: streamed when it is a CSV file of boxes, else read whole.
+    fn open(path: &Path) -> Result<RectInput, Failure> {
+        if !geoflash_bench::import::is_box_csv(path)? {
+            return Ok(RectInput::Read(read_input(path)?));
+        }
+        let (mut count, mut extent) = (0u64, None::<Rect>);
+        for rec in formats::csv_records(path)? {
+            if count.is_multiple_of(1 << 16) && geoflash::engine::stop_requested() {
+                return Err(Failure {
+                    code: crate::exit_code(ErrorKind::Interrupted),
+                    error: anyhow::anyhow!(
+                        "interrupted while reading {}: nothing was changed",
+                        path.display()
+                    ),
+                });
+            }
+            let (_, r) = rec?;
+            count += 1;
+            extent = Some(extent.map_or(r, |e| e.union(&r)));
+        }
+        Ok(RectInput::Streamed {
+            path: path.to_path_buf(),
+            count,
+            extent,
+        })
+    }
+
+    /// Number of records.
+    fn len(&self) -> u64 {
+        match self {
+            RectInput::Streamed { count, .. } => *count,
+            RectInput::Read(v) => v.len() as u64,
+        }
+    }
+
+    /// `opts` with the records' extent as its domain where it needs one
+    /// ([`IndexOptions::with_domain_of`]).
+    fn domain_of(&self, opts: &IndexOptions) -> IndexOptions {
+        match self {
+            RectInput::Streamed { extent, .. } => opts.with_domain_of(extent),
+            RectInput::Read(v) => opts.with_domain_of(v.iter().map(|(_, r)| r)),
+        }
+    }
+
+    /// Every record, read whole.
+    fn into_records(self) -> Result<Vec<(u64, Rect)>, Failure> {
+        match self {
+            RectInput::Streamed { path, .. } => read_input(&path),
+            RectInput::Read(v) => Ok(v),
+        }
+    }
+
+    /// The records, in the file's order.
+    fn records(&self) -> Result<Records<'_>, Failure> {
+        Ok(match self {
+            RectInput::Streamed { path, .. } => Box::new(formats::csv_records(path)?),
+            RectInput::Read(v) => Box::new(v.iter().map(|&rec| Ok(rec))),
+        })
+    }
+}
+
 /// The objects of a dataset file of geometries, from its `layer` when it
 /// is a GeoPackage.
 fn read_objects(
@@ -756,19 +842,51 @@ fn apply_all_acked<T>(
     input: &Path,
     durability: BatchDurability,
     op: impl Fn(&mut Index, u64, &T) -> geoflash::Result<()>,
+    acker: Option<&mut Acker>,
+) -> Result<u64, Failure> {
+    let items = items.iter().map(|(id, item)| Ok((*id, item)));
+    let op = |ix: &mut Index, id: u64, item: &&T| op(ix, id, item);
+    let total = items.len() as u64;
+    apply_stream(index, items, total, what, input, durability, op, acker)
+}
+
+/// [`apply_all_acked`] over `total` items read as they are applied (an
+/// item that cannot be read stops the batch as a failed operation does).
+#[allow(clippy::too_many_arguments)]
+fn apply_stream<T>(
+    index: &mut Index,
+    items: impl Iterator<Item = geoflash::Result<(u64, T)>>,
+    total: u64,
+    what: &str,
+    input: &Path,
+    durability: BatchDurability,
+    op: impl Fn(&mut Index, u64, &T) -> geoflash::Result<()>,
     mut acker: Option<&mut Acker>,
 ) -> Result<u64, Failure> {
     catch_interrupts();
-    let total = items.len() as u64;
     let bar = progress_bar(total, what);
     // A failure inside the batch is kept here; the batch then ends without
     // its checkpoint.
     let mut failure = None;
-    let mut run = |index: &mut Index| -> Result<u64, Failure> {
+    let run = |index: &mut Index| -> Result<u64, Failure> {
         let mut done = 0u64;
         // Operations of this run known durable (see FailedAt::durable).
         let mut durable = 0u64;
-        for (id, item) in items {
+        for item in items {
+            let (id, item) = item.map_err(|e| Failure {
+                code: crate::exit_code(e.kind()),
+                error: anyhow::Error::new(FailedAt {
+                    done,
+                    durable,
+                    total,
+                    message: format!(
+                        "{what}: record {} of {} cannot be read after {done} operations: {e}",
+                        done + 1,
+                        input.display()
+                    ),
+                }),
+            })?;
+            let item = &item;
             if geoflash::engine::stop_requested() {
                 // The batch ends without its checkpoint; the caller says
                 // what is left (a build publishes nothing).
@@ -779,7 +897,7 @@ fn apply_all_acked<T>(
                 });
             }
             let committed_before = index.last_committed_op();
-            op(index, *id, item).map_err(|e| {
+            op(index, id, item).map_err(|e| {
                 let e = index.locate(e);
                 // Issue 44, item 3: an operation whose COMMIT is durable
                 // and that failed after it (a flush of its pages, which
@@ -837,6 +955,17 @@ fn apply_all_acked<T>(
     Ok(done?)
 }
 
+/// The process's peak resident set so far (`VmHWM` of `/proc/self/status`),
+/// where the system tells it: what the memory budget promises to bound
+/// (`docs/architecture.md`, "Memory budget"), printed by the commands that
+/// change an index (`peak_rss_bytes` with `--json`).
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+    let kb: u64 = kb.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb * 1024)
+}
+
 fn print_stats(
     index: &Index,
     label: &str,
@@ -852,8 +981,13 @@ fn print_stats(
     if let Ok(nodes) = nodes {
         s.set_index_bytes(nodes * index.manifest().page_size as u64);
     }
+    let peak_rss = peak_rss_bytes();
     if json {
-        print_json(&s)?;
+        let mut record = serde_json::to_value(&s).map_err(anyhow::Error::from)?;
+        if let (Some(fields), Some(rss)) = (record.as_object_mut(), peak_rss) {
+            fields.insert("peak_rss_bytes".into(), rss.into());
+        }
+        print_json(&record)?;
     } else {
         row("operations", ops);
         if label == "update" {
@@ -877,6 +1011,9 @@ fn print_stats(
             "build rewrite factor",
             format!("{:.3}", s.build_rewrite_factor),
         );
+        if let Some(rss) = peak_rss {
+            row("peak RSS (MB)", format!("{:.1}", rss as f64 / 1e6));
+        }
         if s.device_simulated {
             row(
                 "simulated time (ms)",
@@ -1014,21 +1151,30 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
         }
         return build_objects(&a, &opts);
     }
-    let records = read_input(&a.input)?;
-    let opts = opts.with_domain_of(records.iter().map(|(_, r)| r));
+    // A bulk load and a recorded trace take the records whole; a build by
+    // insertion streams a CSV of boxes (see `RectInput`).
+    let input = match a.bulk.is_some() || a.record_trace.is_some() {
+        true => RectInput::Read(read_input(&a.input)?),
+        false => RectInput::open(&a.input)?,
+    };
+    let opts = input.domain_of(&opts);
     opts.resolve()?;
-    let trace_input = a.record_trace.as_ref().map(|_| records.clone());
+    let trace_input = match (&a.record_trace, &input) {
+        (Some(_), RectInput::Read(records)) => Some(records.clone()),
+        _ => None,
+    };
     let start = BatchClock::start();
-    let (index, ops) = match &a.bulk {
-        Some(method) => {
+    let (index, ops) = match (&a.bulk, input) {
+        (Some(method), input) => {
             let method: BulkMethod = method.parse()?;
+            let records = input.into_records()?;
             let n = records.len() as u64;
             (
                 Index::bulk_load(Some(&a.index), &opts, records, method, a.fill())?,
                 n,
             )
         }
-        None => {
+        (None, input) => {
             let mut acker = Acker::new(a.ack_every)?;
             // Built in a staging directory and renamed onto --index when
             // done (checkpointed): a failure leaves no directory.
@@ -1040,9 +1186,10 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
                     Some(_) => BatchDurability::AsConfigured,
                     None => batch_durability(index.structure().durability()),
                 };
-                apply_all_acked(
+                apply_stream(
                     index,
-                    &records,
+                    input.records()?,
+                    input.len(),
                     "build",
                     &a.input,
                     durability,
@@ -1162,36 +1309,25 @@ pub fn change(a: ChangeArgs, delete: bool) -> Result<(), Failure> {
     if formats::Format::from_path(&a.input)? != formats::Format::Csv {
         return change_objects(&a, delete);
     }
-    let records = read_input(&a.input)?;
+    let input = RectInput::open(&a.input)?;
     let mut index = Index::open(&a.index, Access::Write)?;
     index.device().reset_stats();
     let start = BatchClock::start();
     let durability = batch_durability(index.structure().durability());
-    let (label, applied) = if delete {
-        (
-            "delete",
-            apply_all(
-                &mut index,
-                &records,
-                "delete",
-                &a.input,
-                durability,
-                |ix, id, r| ix.delete(id, *r),
-            ),
-        )
-    } else {
-        (
-            "insert",
-            apply_all(
-                &mut index,
-                &records,
-                "insert",
-                &a.input,
-                durability,
-                |ix, id, r| ix.insert(id, *r),
-            ),
-        )
-    };
+    let label = if delete { "delete" } else { "insert" };
+    let applied = apply_stream(
+        &mut index,
+        input.records()?,
+        input.len(),
+        label,
+        &a.input,
+        durability,
+        |ix, id, r| match delete {
+            true => ix.delete(id, *r),
+            false => ix.insert(id, *r),
+        },
+        None,
+    );
     let done = change_applied(&mut index, applied, label, &a.input)?;
     index.checkpoint()?;
     print_stats(&index, label, done, start, a.json)?;
