@@ -252,8 +252,8 @@ fn cells(c: &Correlation) -> Vec<String> {
         format!("{} ({})", c.workload, c.scale),
         step,
         c.dataset.clone(),
-        c.simulator.clone(),
-        c.device.clone(),
+        crate::report::gains::device_label(&c.simulator),
+        crate::report::gains::device_label(&c.device),
         c.configurations.to_string(),
     ];
     v.extend(c.rho.iter().map(|r| fmt_rho(*r)));
@@ -272,7 +272,7 @@ pub fn markdown(rows: &[Correlation]) -> String {
 
 /// The view as an HTML table (cells escaped by `escape`).
 pub fn html(rows: &[Correlation], escape: impl Fn(&str) -> String) -> String {
-    let mut s = String::from("<table><tr>");
+    let mut s = String::from("<div class=\"wide\"><table><tr>");
     for h in header() {
         let _ = write!(s, "<th>{}</th>", escape(&h));
     }
@@ -284,7 +284,7 @@ pub fn html(rows: &[Correlation], escape: impl Fn(&str) -> String) -> String {
         }
         s.push_str("</tr>\n");
     }
-    s.push_str("</table>\n");
+    s.push_str("</table></div>\n");
     s
 }
 
@@ -406,6 +406,8 @@ mod tests {
                 )
                 .unwrap();
             let mut s = Stats::new("build");
+            // (a real device's row stores NULL for the simulator's metrics)
+            s.device_simulated = device.starts_with("flashsim");
             s.sim.sim_time_ns = sim;
             s.sim.nand_erases = sim % 3;
             s.wall_time_ns = wall;
@@ -450,7 +452,7 @@ mod tests {
         // the simulator's NAND reads are all 0: no correlation
         assert_eq!(r.rho[1], None);
         let md = markdown(&rows);
-        assert!(md.contains("| w (smoke) | 0 build | d (random) | flashsim:preset=seed-tc58 | file | 4 | +0.80 | – |"), "{md}");
+        assert!(md.contains("| w (smoke) | 0 build | d (random) | simulator (seed-tc58) | file | 4 | +0.80 | – |"), "{md}");
         // in the report
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("r.sqlite");

@@ -4,7 +4,7 @@
 //! table and a figure.
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::figure::{Facet, GroupedBars};
+use super::figure::{Facet, GroupedBars, Mark};
 use super::tables::{self, Table};
 use super::{Bar, Panel};
 
@@ -207,10 +207,11 @@ pub fn headline_table(rows: &[HeadlineRow], target: &str, baseline: &str) -> Tab
 /// parameters other than durability and the metric ("device=file · wall
 /// time"), with the page size when there are several.
 fn series_of(r: &HeadlineRow, several_sizes: bool) -> String {
-    let mut s = if r.rest.is_empty() {
+    let rest = shown_variant(&r.rest);
+    let mut s = if rest.is_empty() {
         tables::short_label(&r.metric)
     } else {
-        format!("{} · {}", r.rest, tables::short_label(&r.metric))
+        format!("{rest} · {}", tables::short_label(&r.metric))
     };
     if several_sizes {
         s = format!("{} · {s}", tables::page_size(r.page_size));
@@ -256,7 +257,7 @@ pub fn headline_figure(rows: &[HeadlineRow], target: &str, baseline: &str) -> Gr
                 .filter_map(|r| {
                     let g = steps.iter().position(|s| *s == r.step)?;
                     let s = series.iter().position(|s| *s == series_of(r, several))?;
-                    Some((g, s, r.gain? * 100.0))
+                    Some(Mark::new(g, s, r.gain? * 100.0))
                 })
                 .collect();
             facets.push(Facet { title, bars });
@@ -267,7 +268,8 @@ pub fn headline_figure(rows: &[HeadlineRow], target: &str, baseline: &str) -> Gr
         series: series
             .into_iter()
             .enumerate()
-            .map(|(i, s)| (s, i))
+            // a hue and a marker of its own for each series
+            .map(|(i, s)| (s, super::figure::style_number(i, i)))
             .collect(),
         facets,
         columns: orders.len().max(1),
@@ -312,6 +314,122 @@ pub fn headline_pivot(rows: &[HeadlineRow]) -> Table {
             .map(|(k, c)| k.into_iter().chain(c).collect())
             .collect(),
     }
+}
+
+/// A device spec for people: `flashsim:preset=seed-tc58` → "simulator
+/// (seed-tc58)", `file` → "file", `file?direct=false` → "file (buffered)";
+/// anything else as it is.
+pub fn device_label(spec: &str) -> String {
+    if let Some(rest) = spec.strip_prefix("flashsim") {
+        let preset = rest
+            .trim_start_matches(':')
+            .split([',', '&', '?'])
+            .find_map(|p| p.strip_prefix("preset="));
+        return match preset {
+            Some(p) => format!("simulator ({p})"),
+            None => "simulator".into(),
+        };
+    }
+    match spec {
+        "file" | "file?direct=true" => "file".into(),
+        "file?direct=false" => "file (buffered)".into(),
+        _ => spec.into(),
+    }
+}
+
+/// Varied parameters `k=v, …` for people: a device by [`device_label`]
+/// (`device=file, store.durability=none` → `file, store.durability=none`).
+pub fn shown_variant(rest: &str) -> String {
+    rest.split(", ")
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.strip_prefix("device=") {
+            Some(d) => device_label(d),
+            None => p.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The name of a configuration before its `[`.
+fn base_name(index_name: &str) -> &str {
+    index_name.split('[').next().unwrap_or(index_name)
+}
+
+/// What a reader of the headline must not miss: per step, dataset (order),
+/// device and page size, a configuration that is neither `target` nor
+/// `baseline` but does better than both on the metric the headline compares
+/// there (the first of `metrics` that applies to the target and is not 0:
+/// simulated time on a simulator, wall time on a real device), each
+/// configuration at its best variant (durability, …). One sentence each,
+/// with whether its step only reads (`true`: a query step).
+pub fn findings(
+    panels: &[Panel],
+    metrics: &[String],
+    target: &str,
+    baseline: &str,
+) -> Vec<(bool, String)> {
+    let mut out = Vec::new();
+    for panel in panels {
+        // (group, device, page size) in the panel's order
+        let mut cells: Vec<(&str, &str, i64)> = Vec::new();
+        for b in &panel.bars {
+            let c = (b.group.as_str(), b.device.as_str(), b.page_size);
+            if !cells.contains(&c) {
+                cells.push(c);
+            }
+        }
+        for (group, device, size) in cells {
+            let here: Vec<&Bar> = panel
+                .bars
+                .iter()
+                .filter(|b| b.group == group && b.device == device && b.page_size == size)
+                .collect();
+            let applies =
+                |m: usize, b: &&Bar| b.values.get(m).copied().flatten().filter(|v| *v != 0.0);
+            let Some(m) = (0..metrics.len()).find(|&m| {
+                here.iter()
+                    .any(|b| is_baseline(&b.index_name, target) && applies(m, b).is_some())
+            }) else {
+                continue;
+            };
+            // each configuration's best value on metric m
+            let mut best: Vec<(&str, f64)> = Vec::new();
+            for b in &here {
+                let Some(v) = b.values.get(m).copied().flatten() else {
+                    continue;
+                };
+                let name = base_name(&b.index_name);
+                match best.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, x)) => *x = x.min(v),
+                    None => best.push((name, v)),
+                }
+            }
+            let of = |n: &str| best.iter().find(|(b, _)| *b == n).map(|x| x.1);
+            let (Some(t), Some(r)) = (of(target), of(baseline)) else {
+                continue;
+            };
+            let Some(&(winner, w)) = best.iter().min_by(|a, b| a.1.total_cmp(&b.1)) else {
+                continue;
+            };
+            if winner == target || winner == baseline || w >= t.min(r) {
+                continue;
+            }
+            let metric = metrics.get(m).map(String::as_str).unwrap_or("");
+            let unit = if metric.ends_with("_ns") { " ms" } else { "" };
+            let v = |x: f64| format!("{}{unit}", tables::value(metric, Some(x)));
+            out.push((super::read_only(&panel.step_kind), format!(
+                "{step}, {group}, {device}, {size}: {winner} beats both {target} and {baseline} on {what} ({wv} against {tv} and {rv}).",
+                step = panel.step_label(),
+                device = device_label(device),
+                size = tables::page_size(size),
+                what = tables::short_label(metric),
+                wv = v(w),
+                tv = v(t),
+                rv = v(r),
+            )));
+        }
+    }
+    out
 }
 
 /// Appends `s` to `v` unless it is there already.

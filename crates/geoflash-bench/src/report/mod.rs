@@ -32,8 +32,8 @@ pub mod tables;
 #[cfg(test)]
 mod tests;
 
-use figure::{Facet, GroupedBars};
-use gains::{durability, push_new, variant};
+use figure::{Facet, GroupedBars, Mark};
+use gains::{device_label, durability, push_new, variant};
 use tables::html_escape;
 
 /// The metrics a report shows by default (those that are all zero in a panel are left out).
@@ -92,6 +92,9 @@ pub struct Bar {
     pub repetitions: usize,
     /// Per metric: the median, or `None` where the metric does not apply.
     pub values: Vec<Option<f64>>,
+    /// Per metric: the values of the repetitions the median is over (empty
+    /// where the metric does not apply).
+    pub samples: Vec<Vec<f64>>,
 }
 
 /// The results of one step (and parameter) of one workload.
@@ -268,14 +271,16 @@ fn load_panels(store: &mut ResultsStore, metrics: &[String]) -> Result<Vec<Panel
             }
         }
         for ((index_name, dataset, ord, page_size, device), reps) in bars {
-            let values = (0..metrics.len())
+            let samples: Vec<Vec<f64>> = (0..metrics.len())
                 .map(|m| {
-                    let v: Vec<f64> = reps
-                        .iter()
+                    reps.iter()
                         .filter_map(|v| v.get(m).copied().flatten())
-                        .collect();
-                    (!v.is_empty()).then(|| median(v))
+                        .collect()
                 })
+                .collect();
+            let values = samples
+                .iter()
+                .map(|v| (!v.is_empty()).then(|| median(v.clone())))
                 .collect();
             panel.bars.push(Bar {
                 index_name,
@@ -285,6 +290,7 @@ fn load_panels(store: &mut ResultsStore, metrics: &[String]) -> Result<Vec<Panel
                 page_size,
                 repetitions: reps.len(),
                 values,
+                samples,
             });
         }
     }
@@ -317,7 +323,13 @@ fn series_of(b: &Bar, with_dataset: bool) -> String {
     let mut rest: Vec<String> = variant(&b.index_name)
         .into_iter()
         .filter(|(k, _)| k != "store.durability")
-        .map(|(k, v)| format!("{k}={v}"))
+        .map(|(k, v)| {
+            if k == "device" {
+                device_label(&v)
+            } else {
+                format!("{k}={v}")
+            }
+        })
         .collect();
     if with_dataset {
         rest.push(b.group.split(" (").next().unwrap_or("").to_string());
@@ -329,24 +341,174 @@ fn series_of(b: &Bar, with_dataset: bool) -> String {
     }
 }
 
-/// The figure of metric `m` of a panel: one group per page size, one bar
-/// per configuration ([`series_of`]), facets by insertion order (columns)
-/// and durability (rows; a configuration without durability appears in
-/// every row). Style numbers come from `styles` (shared by all figures).
+/// The name of a configuration without its durability (`efind.durability`, `fast.durability`, …).
+fn without_durability(name: &str) -> String {
+    let Some((base, rest)) = name.split_once('[') else {
+        return name.to_string();
+    };
+    let kept: Vec<&str> = rest
+        .trim_end_matches(']')
+        .split(',')
+        .filter(|p| {
+            p.split_once('=')
+                .is_none_or(|(k, _)| !k.ends_with(".durability"))
+        })
+        .collect();
+    if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}[{}]", kept.join(","))
+    }
+}
+
+/// The steps that only read the index (their work does not depend on how
+/// the index was made durable).
+fn read_only(step_kind: &str) -> bool {
+    matches!(step_kind, "range_queries" | "knn" | "point_queries")
+}
+
+/// True when, for every configuration of `bars` run under several values of
+/// one varied parameter (`strip` removes it from the name), metric `m` has
+/// the same value under each (and at least one configuration was run
+/// under several).
+fn same_across(bars: &[Bar], m: usize, strip: impl Fn(&Bar) -> String) -> bool {
+    let mut seen: Vec<(String, &str, i64, Option<f64>)> = Vec::new();
+    let mut repeated = false;
+    for b in bars {
+        let key = strip(b);
+        let v = b.values.get(m).copied().flatten();
+        match seen
+            .iter()
+            .find(|(k, g, p, _)| *k == key && *g == b.group && *p == b.page_size)
+        {
+            Some((_, _, _, w)) => {
+                if *w != v {
+                    return false;
+                }
+                repeated = true;
+            }
+            None => seen.push((key, &b.group, b.page_size, v)),
+        }
+    }
+    repeated
+}
+
+/// Merges the bars whose names are equal once `strip` is applied: one bar
+/// named so, its runs pooled (each metric's median over them), on `device`
+/// (`None`: the first bar's).
+fn merge_bars(bars: Vec<Bar>, strip: impl Fn(&Bar) -> String, device: Option<&str>) -> Vec<Bar> {
+    let mut out: Vec<Bar> = Vec::new();
+    for b in bars {
+        let name = strip(&b);
+        match out
+            .iter_mut()
+            .find(|o| o.index_name == name && o.group == b.group && o.page_size == b.page_size)
+        {
+            Some(o) => {
+                o.repetitions += b.repetitions;
+                for (mine, theirs) in o.samples.iter_mut().zip(b.samples) {
+                    mine.extend(theirs);
+                }
+                o.values = o
+                    .samples
+                    .iter()
+                    .map(|v| (!v.is_empty()).then(|| median(v.clone())))
+                    .collect();
+            }
+            None => out.push(Bar {
+                index_name: name,
+                device: device.map_or_else(|| b.device.clone(), String::from),
+                ..b
+            }),
+        }
+    }
+    out
+}
+
+/// The durabilities of a panel's configurations, if its step reads only
+/// and every count among the panel's metrics (not a time) is the same under
+/// each durability: then the figures pool the durabilities' runs instead of
+/// drawing the same numbers once per durability.
+fn pooled_durabilities(panel: &Panel, metrics: &[String]) -> Option<Vec<String>> {
+    if !read_only(&panel.step_kind) {
+        return None;
+    }
+    let counts: Vec<usize> = (0..metrics.len())
+        .filter(|&m| metrics.get(m).is_some_and(|n| !n.ends_with("_ns")))
+        .collect();
+    let strip = |b: &Bar| without_durability(&b.index_name);
+    if counts.is_empty() || !counts.iter().all(|&m| same_across(&panel.bars, m, strip)) {
+        return None;
+    }
+    let mut all = Vec::new();
+    for b in &panel.bars {
+        if let Some(d) = durability(&b.index_name) {
+            push_new(&mut all, &d);
+        }
+    }
+    Some(all)
+}
+
+/// True for a metric of time measured by the host's clock (wall or CPU).
+fn host_time(metric: &str) -> bool {
+    metric.ends_with("_ns") && !tables::simulator_only(metric)
+}
+
+/// The figure of metric `m` of a panel and the notes its caption needs:
+/// one group per page size (no x axis for one page size), one bar per
+/// configuration ([`series_of`]), facets by insertion order (columns) and
+/// durability (rows; a configuration without durability appears in every
+/// row). What would draw the same numbers twice is drawn once: the
+/// durabilities of a read-only step whose counts do not depend on them
+/// (`pooled`, their runs pooled), and the devices of a metric with the
+/// same value on each. Wall time on a simulator is labelled as the host's
+/// CPU time. Style numbers come from `styles` (shared by all figures).
 fn panel_figure(
     panel: &Panel,
     m: usize,
     metric: &str,
     styles: &BTreeMap<String, usize>,
-) -> GroupedBars {
-    let datasets: BTreeSet<&str> = panel
+    pooled: Option<&[String]>,
+) -> (GroupedBars, Vec<String>) {
+    let mut notes = Vec::new();
+    let mut bars: Vec<Bar> = panel
         .bars
+        .iter()
+        .filter(|b| b.values.get(m).copied().flatten().is_some())
+        .cloned()
+        .collect();
+    if let Some(ds) = pooled {
+        bars = merge_bars(bars, |b| without_durability(&b.index_name), None);
+        notes.push(format!(
+            "durabilities {} pooled: this step reads only and its page counts are the same under each",
+            ds.join(" and ")
+        ));
+    }
+    let devices: BTreeSet<&str> = bars.iter().map(|b| b.device.as_str()).collect();
+    if devices.len() > 1
+        && !metric.ends_with("_ns")
+        && same_across(&bars, m, |b| without_param(&b.index_name, "device"))
+    {
+        let all = devices
+            .iter()
+            .map(|d| device_label(d))
+            .collect::<Vec<_>>()
+            .join(" and ");
+        bars = merge_bars(bars, |b| without_param(&b.index_name, "device"), Some(""));
+        notes.push(format!("the same on {all}: drawn once"));
+    }
+    if host_time(metric) && bars.iter().any(|b| b.device.starts_with("flashsim")) {
+        notes.push(
+            "on the simulator this is the host's time to simulate (CPU, no device time; its simulated time is another figure), on a file the real device's"
+                .into(),
+        );
+    }
+    let datasets: BTreeSet<&str> = bars
         .iter()
         .map(|b| b.group.split(" (").next().unwrap_or(""))
         .collect();
     let with_dataset = datasets.len() > 1;
-    let sizes: Vec<i64> = panel
-        .bars
+    let sizes: Vec<i64> = bars
         .iter()
         .map(|b| b.page_size)
         .collect::<BTreeSet<_>>()
@@ -355,14 +517,12 @@ fn panel_figure(
     let mut orders: Vec<String> = Vec::new();
     let mut durabilities: BTreeSet<String> = BTreeSet::new();
     let mut series: Vec<String> = Vec::new();
-    for b in &panel.bars {
+    for b in &bars {
         push_new(&mut orders, &b.order);
         if let Some(d) = durability(&b.index_name) {
             durabilities.insert(d);
         }
-        if b.values.get(m).copied().flatten().is_some() {
-            push_new(&mut series, &series_of(b, with_dataset));
-        }
+        push_new(&mut series, &series_of(b, with_dataset));
     }
     series.sort_by_key(|s| styles.get(s).copied().unwrap_or(usize::MAX));
     let rows: Vec<Option<String>> = if durabilities.is_empty() {
@@ -378,8 +538,7 @@ fn panel_figure(
             if let Some(d) = d {
                 title.push_str(&format!(" · durability: {d}"));
             }
-            let bars = panel
-                .bars
+            let marks = bars
                 .iter()
                 .filter(|b| b.order == *o)
                 .filter(|b| match (d, durability(&b.index_name)) {
@@ -392,26 +551,54 @@ fn panel_figure(
                     let s = series
                         .iter()
                         .position(|s| *s == series_of(b, with_dataset))?;
-                    Some((g, s, v / scale))
+                    let runs = b
+                        .samples
+                        .get(m)
+                        .map(|r| r.iter().map(|x| x / scale).collect())
+                        .unwrap_or_default();
+                    Some(Mark {
+                        runs,
+                        ..Mark::new(g, s, v / scale)
+                    })
                 })
                 .collect();
-            facets.push(Facet { title, bars });
+            facets.push(Facet { title, bars: marks });
         }
     }
-    GroupedBars {
+    let single = sizes.len() == 1;
+    if single {
+        notes.push(format!(
+            "{} pages",
+            sizes
+                .first()
+                .map_or(String::new(), |&s| tables::page_size(s))
+        ));
+    }
+    let on_sim_wall = host_time(metric);
+    let fig = GroupedBars {
         groups: sizes.iter().map(|&s| tables::page_size(s)).collect(),
         series: series
             .into_iter()
             .map(|s| {
                 let st = styles.get(&s).copied().unwrap_or(0);
-                (s, st)
+                let shown = if on_sim_wall && s.contains("simulator") {
+                    format!("{s} — host CPU")
+                } else {
+                    s
+                };
+                (shown, st)
             })
             .collect(),
         facets,
         columns: orders.len().max(1),
-        x_desc: "page size (KiB)".into(),
+        x_desc: if single {
+            String::new()
+        } else {
+            "page size (KiB)".into()
+        },
         y_desc: tables::label(metric),
-    }
+    };
+    (fig, notes)
 }
 
 /// Writes `fig` to `plots/<file>`, adds it to the summary and returns its
@@ -426,15 +613,20 @@ fn figure_html(
     let path = out.join("plots").join(file);
     figure::draw(&path, fig)?;
     summary.plots.push(path);
+    let (w, h) = fig.size();
     Ok(format!(
-        "<figure><img src=\"plots/{file}\" alt=\"{c}\"><figcaption>{c}</figcaption></figure>\n",
+        "<figure><img src=\"plots/{file}\" width=\"{w}\" height=\"{h}\" alt=\"{c}\"><figcaption>{c}</figcaption></figure>\n",
         c = html_escape(caption)
     ))
 }
 
-const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1500px;color:#222}\
+/// The page's style: a text column as wide as the widest figure
+/// ([`figure::PAGE_WIDTH`]), so figures are shown at the size they are
+/// drawn; wide tables scroll inside the column instead of being cut off.
+const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;padding:0 1em;max-width:960px;color:#222;line-height:1.4}\
 h2{border-top:1px solid #ccc;padding-top:0.6em;margin-top:2em}\
-figure{margin:1em 0}figure img{max-width:100%;display:block}\
+figure{margin:1em 0}figure img{max-width:100%;height:auto;display:block}\
+.wide{overflow-x:auto;max-width:100%}.finding{background:#fff4e5;border-left:4px solid #D55E00;padding:0.4em 0.8em}\
 figcaption{font-size:0.9em;color:#444;margin-top:0.3em}\
 table{border-collapse:collapse;margin:0.8em 0;font-size:0.9em}\
 caption{text-align:left;font-weight:bold;padding:0.3em 0}\
@@ -484,6 +676,7 @@ pub fn write_report(
     };
     // One colour and marker per configuration, the same in every figure.
     let mut styles: BTreeMap<String, usize> = BTreeMap::new();
+    let (mut bases, mut rests): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
     for p in &panels {
         let several = p
             .bars
@@ -493,8 +686,25 @@ pub fn write_report(
             .len()
             > 1;
         for b in &p.bars {
-            let n = styles.len();
-            styles.entry(series_of(b, several)).or_insert(n);
+            // and the configuration drawn once for all devices (panel_figure)
+            let all_devices = Bar {
+                index_name: without_param(&b.index_name, "device"),
+                ..b.clone()
+            };
+            for key in [series_of(b, several), series_of(&all_devices, several)] {
+                // a hue per configuration, a variant (marker) per device and other settings
+                let (base, rest) = key.split_once(" · ").unwrap_or((key.as_str(), ""));
+                // (drawn once for all devices: the first variant's marker)
+                push_new(&mut bases, base);
+                if !rest.is_empty() {
+                    push_new(&mut rests, rest);
+                }
+                let hue = bases.iter().position(|x| x == base).unwrap_or(0);
+                let variant = rests.iter().position(|x| x == rest).unwrap_or(0);
+                styles
+                    .entry(key.clone())
+                    .or_insert(figure::style_number(hue, variant));
+            }
         }
     }
     let mut csv = String::from(
@@ -522,6 +732,8 @@ pub fn write_report(
             None => String::new(),
         }
     );
+    let corr = crate::simcorr::correlations(&mut store)?;
+    summary.sim_vs_device = corr.len();
     html.push_str("<nav><ul>\n");
     if let (Some(t), Some(b)) = (&opts.headline, &opts.baseline) {
         let _ = writeln!(
@@ -530,6 +742,9 @@ pub fn write_report(
             html_escape(t),
             html_escape(b)
         );
+    }
+    if !corr.is_empty() {
+        html.push_str("<li><a href=\"#sim-vs-device\">Simulator vs device</a></li>\n");
     }
     for p in &panels {
         let _ = writeln!(
@@ -552,6 +767,35 @@ pub fn write_report(
             t = html_escape(target),
             b = html_escape(baseline)
         );
+        let findings = gains::findings(&panels, &metrics, target, baseline);
+        if !findings.is_empty() {
+            let _ = writeln!(
+                html,
+                "<div class=\"finding\"><p><b>Neither {t} nor {b} is best everywhere.</b> Where a third configuration beats both (each at its best durability, on the metric the gains below compare):</p><ul>",
+                t = html_escape(target),
+                b = html_escape(baseline)
+            );
+            let queries = findings.iter().filter(|f| f.0).count();
+            for (_, f) in findings.iter().filter(|f| !f.0) {
+                let _ = writeln!(html, "<li>{}</li>", html_escape(f));
+            }
+            html.push_str("</ul>");
+            if queries > 0 {
+                let _ = write!(
+                    html,
+                    "<details><summary>and in {queries} comparisons of query steps</summary><ul>"
+                );
+                for (_, f) in findings.iter().filter(|f| f.0) {
+                    let _ = writeln!(html, "<li>{}</li>", html_escape(f));
+                }
+                html.push_str("</ul></details>");
+            }
+            html.push_str("</div>\n");
+            let _ = write!(md, "\n## Where neither {target} nor {baseline} is best\n\n");
+            for (_, f) in &findings {
+                let _ = writeln!(md, "- {f}");
+            }
+        }
         let fig = gains::headline_figure(&rows, target, baseline);
         if !fig.is_empty() {
             let caption = format!(
@@ -573,6 +817,23 @@ pub fn write_report(
             html,
             "<details><summary>Headline table, one row per comparison (headline.md)</summary>{}</details>",
             gains::headline_table(&rows, target, baseline).html(None)
+        );
+    }
+    if !corr.is_empty() {
+        let about = "Spearman rank correlation, over the configurations run on both devices, \
+                     of each simulator count with the real device's wall time (medians over \
+                     repetitions): +1 when the simulator ranks the configurations exactly as \
+                     the device does; – for fewer than 3 configurations or a constant side.";
+        let _ = write!(
+            md,
+            "\n## Simulator vs device\n\n{about}\n\n{}",
+            crate::simcorr::markdown(&corr)
+        );
+        let _ = writeln!(
+            html,
+            "<h2 id=\"sim-vs-device\">Simulator vs device</h2>\n<p>{}</p>\n{}",
+            html_escape(about),
+            crate::simcorr::html(&corr, html_escape)
         );
     }
     for panel in &panels {
@@ -615,19 +876,26 @@ pub fn write_report(
             csv.push('\n');
         }
         let _ = writeln!(html, "<h2 id=\"{slug}\">{}</h2>", html_escape(&title));
+        let pooled = pooled_durabilities(panel, &metrics);
         // Figures first.
         for &m in &shown {
             let metric = metrics.get(m).map(String::as_str).unwrap_or("");
-            let fig = panel_figure(panel, m, metric, &styles);
+            let (fig, notes) = panel_figure(panel, m, metric, &styles, pooled.as_deref());
             if fig.is_empty() {
                 continue;
             }
-            let caption = format!(
-                "{} by page size and configuration — {}; medians over repetitions; facets by insertion order{}.",
+            let mut caption = format!(
+                "{} by {}configuration — {}; bars: medians over repetitions, dots: the runs; facets by insertion order{}",
                 tables::label(metric),
+                if fig.x_desc.is_empty() { "" } else { "page size and " },
                 panel.step_label(),
                 if fig.facets.len() > fig.columns { " and durability" } else { "" }
             );
+            for n in &notes {
+                caption.push_str("; ");
+                caption.push_str(n);
+            }
+            caption.push('.');
             html.push_str(&figure_html(
                 out,
                 &format!("{slug}-{metric}.svg"),
@@ -654,25 +922,6 @@ pub fn write_report(
             full.html(None)
         );
         let _ = write!(md, "\n**Full table**\n\n{}", full.markdown());
-    }
-    let corr = crate::simcorr::correlations(&mut store)?;
-    summary.sim_vs_device = corr.len();
-    if !corr.is_empty() {
-        let about = "Spearman rank correlation, over the configurations run on both devices, \
-                     of each simulator count with the real device's wall time (medians over \
-                     repetitions): +1 when the simulator ranks the configurations exactly as \
-                     the device does; – for fewer than 3 configurations or a constant side.";
-        let _ = write!(
-            md,
-            "\n## Simulator vs device\n\n{about}\n\n{}",
-            crate::simcorr::markdown(&corr)
-        );
-        let _ = writeln!(
-            html,
-            "<h2 id=\"sim-vs-device\">Simulator vs device</h2>\n<p>{}</p>\n{}",
-            html_escape(about),
-            crate::simcorr::html(&corr, html_escape)
-        );
     }
     html.push_str("</body></html>\n");
     for (name, text) in [("summary.csv", &csv), ("summary.md", &md)] {

@@ -11,16 +11,7 @@ use super::{without_page_size, Panel};
 /// gain without a baseline).
 pub const NOT_APPLICABLE: &str = "—";
 
-/// True for the metrics only a simulated device measures (simulated times,
-/// NAND operations, garbage collection, wear): on a real device they do
-/// not apply.
-pub fn simulator_only(metric: &str) -> bool {
-    metric.starts_with("sim_")
-        || metric.starts_with("nand_")
-        || metric.starts_with("gc_")
-        || metric.starts_with("erase_count_")
-        || matches!(metric, "retired_blocks" | "device_write_amplification")
-}
+pub use crate::results::simulator_only;
 
 /// The divisor from stored value to shown value (`_ns` times in ms).
 pub fn scale(metric: &str) -> f64 {
@@ -138,7 +129,8 @@ pub struct Table {
 impl Table {
     /// The table in HTML, with a caption when one is given.
     pub fn html(&self, caption: Option<&str>) -> String {
-        let mut h = String::from("<table>");
+        // A wide table scrolls in its own box rather than being cut off.
+        let mut h = String::from("<div class=\"wide\"><table>");
         if let Some(c) = caption {
             let _ = write!(h, "<caption>{}</caption>", html_escape(c));
         }
@@ -154,7 +146,7 @@ impl Table {
             }
             h.push_str("</tr>\n");
         }
-        h.push_str("</tbody></table>\n");
+        h.push_str("</tbody></table></div>\n");
         h
     }
 

@@ -57,6 +57,7 @@ fn bar(name: &str, v: Option<f64>) -> Bar {
         page_size: 4096,
         repetitions: 3,
         values: vec![v],
+        samples: vec![v.into_iter().collect()],
     }
 }
 
@@ -106,7 +107,7 @@ fn medians_and_baseline_variants() {
     assert_eq!(fig.groups, vec!["build".to_string()]);
     assert_eq!(fig.facets.len(), 1);
     assert_eq!(fig.facets[0].title, "order: o · durability: group");
-    assert_eq!(fig.facets[0].bars, vec![(0, 0, 25.0)]);
+    assert_eq!(fig.facets[0].bars, vec![figure::Mark::new(0, 0, 25.0)]);
     assert_eq!(fig.y_desc, "gain of efind over fast (%)");
 }
 
@@ -144,14 +145,12 @@ fn figures_facet_by_order_and_durability() {
             page_size: size,
             repetitions: 1,
             values: vec![Some(v)],
+            samples: vec![vec![v]],
         });
     }
-    let styles: BTreeMap<String, usize> = [
-        ("plain · device=file".to_string(), 3),
-        ("efind".to_string(), 5),
-    ]
-    .into();
-    let fig = panel_figure(&panel, 0, "wall_time_ns", &styles);
+    let styles: BTreeMap<String, usize> =
+        [("plain · file".to_string(), 3), ("efind".to_string(), 5)].into();
+    let (fig, _) = panel_figure(&panel, 0, "wall_time_ns", &styles, None);
     assert_eq!(fig.groups, vec!["2 KiB", "4 KiB"]);
     assert_eq!(
         (fig.x_desc.as_str(), fig.y_desc.as_str()),
@@ -160,10 +159,7 @@ fn figures_facet_by_order_and_durability() {
     // Series in style order, with their styles.
     assert_eq!(
         fig.series,
-        vec![
-            ("plain · device=file".to_string(), 3),
-            ("efind".to_string(), 5)
-        ]
+        vec![("plain · file".to_string(), 3), ("efind".to_string(), 5)]
     );
     // Rows: durability group, none; columns: random, sessions.
     let titles: Vec<&str> = fig.facets.iter().map(|f| f.title.as_str()).collect();
@@ -177,12 +173,15 @@ fn figures_facet_by_order_and_durability() {
         ]
     );
     // plain (no durability) appears in both rows; values in ms.
-    assert_eq!(fig.facets[0].bars, vec![(0, 0, 5e-6), (1, 0, 6e-6)]);
-    assert_eq!(fig.facets[1].bars, vec![(1, 1, 2.0)]);
+    let triples = |f: &Facet| f.bars.iter().map(Mark::triple).collect::<Vec<_>>();
+    assert_eq!(triples(&fig.facets[0]), vec![(0, 0, 5e-6), (1, 0, 6e-6)]);
+    assert_eq!(triples(&fig.facets[1]), vec![(1, 1, 2.0)]);
     assert_eq!(
-        fig.facets[2].bars,
+        triples(&fig.facets[2]),
         vec![(0, 0, 5e-6), (1, 0, 6e-6), (0, 1, 1e-6)]
     );
+    // each bar carries its runs (in ms)
+    assert_eq!(fig.facets[1].bars[0].runs, vec![2.0]);
     assert!(fig.facets[3].bars.is_empty());
 }
 
@@ -454,4 +453,122 @@ fn the_page_renders_in_headless_chromium() {
         assert!(img["width"].as_i64().unwrap() > 0, "did not load: {img}");
         assert!(img["marks"].as_i64().unwrap() > 0, "empty plot: {img}");
     }
+}
+
+/// A bar of configuration `name` on `device` with one metric's runs.
+fn runs_bar(name: &str, device: &str, runs: &[f64]) -> Bar {
+    Bar {
+        index_name: name.into(),
+        order: "sessions".into(),
+        device: device.into(),
+        group: "d (sessions)".into(),
+        page_size: 4096,
+        repetitions: runs.len(),
+        values: vec![Some(median(runs.to_vec()))],
+        samples: vec![runs.to_vec()],
+    }
+}
+
+#[test]
+fn the_headline_says_when_a_third_configuration_beats_both() {
+    let sim = "flashsim:preset=seed-tc58";
+    let mut panel = Panel {
+        workload: "w".into(),
+        scale: "small".into(),
+        step_index: 0,
+        step_kind: "build".into(),
+        parameter: String::new(),
+        bars: vec![
+            runs_bar("plain[device=flashsim:preset=seed-tc58]", sim, &[770e6]),
+            runs_bar(
+                "efind[device=flashsim:preset=seed-tc58,efind.durability=none]",
+                sim,
+                &[2997e6],
+            ),
+            runs_bar(
+                "efind[device=flashsim:preset=seed-tc58,efind.durability=group]",
+                sim,
+                &[3500e6],
+            ),
+            runs_bar(
+                "fast[device=flashsim:preset=seed-tc58,fast.durability=none]",
+                sim,
+                &[3100e6],
+            ),
+        ],
+    };
+    let metrics = vec!["sim_time_ns".to_string()];
+    let f = gains::findings(std::slice::from_ref(&panel), &metrics, "efind", "fast");
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(
+        f[0].1,
+        "build, d (sessions), simulator (seed-tc58), 4 KiB: plain beats both efind and fast on simulated time (770 ms against 2997 ms and 3100 ms)."
+    );
+    assert!(!f[0].0);
+    // not when the plain store is slower than either
+    panel.bars[0] = runs_bar("plain[device=flashsim:preset=seed-tc58]", sim, &[3000e6]);
+    assert!(gains::findings(std::slice::from_ref(&panel), &metrics, "efind", "fast").is_empty());
+}
+
+#[test]
+fn figures_draw_equal_numbers_once() {
+    let sim = "flashsim:preset=seed-tc58";
+    // a query step: pages read equal on both devices and both durabilities
+    let panel = Panel {
+        workload: "w".into(),
+        scale: "small".into(),
+        step_index: 1,
+        step_kind: "range_queries".into(),
+        parameter: "selectivity=0.1%".into(),
+        bars: vec![
+            runs_bar(
+                "efind[device=flashsim:preset=seed-tc58,efind.durability=none]",
+                sim,
+                &[7.0, 7.0],
+            ),
+            runs_bar(
+                "efind[device=flashsim:preset=seed-tc58,efind.durability=group]",
+                sim,
+                &[7.0, 7.0],
+            ),
+            runs_bar(
+                "efind[device=file,efind.durability=none]",
+                "file",
+                &[7.0, 7.0],
+            ),
+            runs_bar(
+                "efind[device=file,efind.durability=group]",
+                "file",
+                &[7.0, 7.0],
+            ),
+            runs_bar("plain[device=file]", "file", &[9.0, 9.0]),
+            runs_bar("plain[device=flashsim:preset=seed-tc58]", sim, &[9.0, 9.0]),
+        ],
+    };
+    let metrics = vec!["pages_read".to_string()];
+    let pooled = pooled_durabilities(&panel, &metrics).unwrap();
+    assert_eq!(pooled, vec!["none".to_string(), "group".to_string()]);
+    let styles = BTreeMap::new();
+    let (fig, notes) = panel_figure(&panel, 0, "pages_read", &styles, Some(&pooled));
+    // one facet (no durability rows), one bar per configuration, its runs pooled
+    assert_eq!(fig.facets.len(), 1);
+    let labels: Vec<&str> = fig.series.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(labels, vec!["efind", "plain"]);
+    let efind = &fig.facets[0].bars[0];
+    assert_eq!((efind.value, efind.runs.len()), (7.0, 8));
+    assert!(fig.x_desc.is_empty(), "one page size: no x axis");
+    assert!(notes.iter().any(|n| n.contains("pooled")), "{notes:?}");
+    assert!(notes.iter().any(|n| n.contains("drawn once")), "{notes:?}");
+    // a build: durability matters, and a device with other numbers is kept apart
+    let mut build = panel.clone();
+    build.step_kind = "build".into();
+    build.bars[2].values[0] = Some(8.0);
+    assert_eq!(pooled_durabilities(&build, &metrics), None);
+    let (fig, _) = panel_figure(&build, 0, "pages_read", &styles, None);
+    assert_eq!(fig.facets.len(), 2);
+    assert!(
+        fig.series.iter().any(|s| s.0 == "efind · file"),
+        "{:?}",
+        fig.series
+    );
 }

@@ -30,8 +30,36 @@ mod sqlite;
 use sql::{column_type, query_one, Dialect, Sql, Value};
 
 /// Schema version (SQLite: `PRAGMA user_version`; PostgreSQL: the comment
-/// on table `results`, `geoflash results schema N`).
-pub const SCHEMA_VERSION: i64 = 1;
+/// on table `results`, `geoflash results schema N`). Version 2: the
+/// simulator's columns ([`simulator_only`]) of a row measured on a real
+/// device are NULL (version 1 stored 0 there; opening such a store sets
+/// them to NULL).
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// True for the metrics only a simulated device measures (simulated times,
+/// NAND operations, garbage collection, wear): on a real device they do
+/// not apply, and the results store holds NULL for them.
+pub fn simulator_only(metric: &str) -> bool {
+    metric.starts_with("sim_")
+        || metric.starts_with("nand_")
+        || metric.starts_with("gc_")
+        || metric.starts_with("erase_count_")
+        || matches!(metric, "retired_blocks" | "device_write_amplification")
+}
+
+/// The statement that sets the simulator's columns of real-device rows to
+/// NULL (what version 1 stored as 0).
+fn null_simulator_columns_sql() -> String {
+    let sets: Vec<String> = Stats::COLUMNS
+        .iter()
+        .filter(|c| simulator_only(c))
+        .map(|c| format!("{c} = NULL"))
+        .collect();
+    format!(
+        "UPDATE results SET {} WHERE device_simulated = 0",
+        sets.join(", ")
+    )
+}
 
 /// Where a results store is: an SQLite file or a PostgreSQL URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -384,6 +412,10 @@ fn init(db: &mut dyn Sql) -> Result<()> {
             db.batch(&format!("ALTER TABLE results ADD COLUMN {name} BIGINT"))?;
         }
     }
+    if version == 1 {
+        // Version 1 stored 0 for the simulator's metrics of a real device.
+        db.batch(&null_simulator_columns_sql())?;
+    }
     db.batch(&format!(
         "DROP VIEW IF EXISTS results_full;
 CREATE VIEW results_full AS
@@ -648,7 +680,15 @@ impl ResultsStore {
                     row.message.into(),
                     recorded_at.into(),
                 ];
-                values.extend(cols.into_iter().map(|(_, v)| Value::from_json(v)));
+                // A simulator's metric on a real device does not apply: NULL, not 0.
+                let real = !row.stats.device_simulated;
+                values.extend(cols.into_iter().map(|(name, v)| {
+                    if real && simulator_only(name) {
+                        Value::Null
+                    } else {
+                        Value::from_json(v)
+                    }
+                }));
                 values.push(row.latency_median_ns.map_or(Value::Null, int));
                 ids.push(inserted_id(db.query(&sql, &values)?)?);
             }
@@ -920,6 +960,34 @@ mod tests {
         for name in Stats::COLUMNS {
             assert!(cols.iter().any(|c| c == name), "{name}");
         }
+    }
+
+    #[test]
+    fn a_real_device_stores_null_for_the_simulator_metrics_and_old_stores_are_upgraded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.sqlite");
+        let mut st = ResultsStore::open(&path).unwrap();
+        let run = st.begin_run("w", "w.toml", "", "smoke", "test").unwrap();
+        let c = st.begin_configuration(run, &config("k1")).unwrap();
+        let mut real = Stats::new("build");
+        real.io.pages_written = 5;
+        st.record(run, c, &StepRow::ok("build", &real)).unwrap();
+        let mut sim = Stats::new("build");
+        sim.device_simulated = true;
+        st.record(run, c, &StepRow::ok("build", &sim)).unwrap();
+        let q = "SELECT sim_time_ns, nand_erases, pages_written FROM results ORDER BY result_id";
+        let null_row = vec![Value::Null, Value::Null, Value::Int(5)];
+        let sim_row = vec![Value::Int(0), Value::Int(0), Value::Int(0)];
+        assert_eq!(
+            st.query(q, &[]).unwrap(),
+            vec![null_row.clone(), sim_row.clone()]
+        );
+        // A version-1 store holds 0 there: opening it sets NULL, only on the real device's row.
+        st.batch("UPDATE results SET sim_time_ns = 0, nand_erases = 0; PRAGMA user_version = 1")
+            .unwrap();
+        drop(st);
+        let mut st = ResultsStore::open(&path).unwrap();
+        assert_eq!(st.query(q, &[]).unwrap(), vec![null_row, sim_row]);
     }
 
     #[test]
