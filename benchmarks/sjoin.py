@@ -5,9 +5,11 @@ Left: N random points (``--left points``) or polygons (boxes and
 triangles, sides up to 0.2 % of the unit square); right: M random
 polygons (sides up to 1 %); a float and a string column on each side.
 Each join runs REPEATS times after a warm-up; the time is the median, and
-both answers must hold the same (left, right) pairs.
+both answers must hold the same (left, right) pairs. ``--nearest``:
+geoflash.sjoin_nearest against geopandas.sjoin_nearest instead (PREDICATE
+is not used; the distances must agree too).
 
-    .venv/bin/python benchmarks/sjoin.py [--left points|polygons] [N] [M] [REPEATS] [HOW] [PREDICATE]
+    .venv/bin/python benchmarks/sjoin.py [--left points|polygons] [--nearest] [N] [M] [REPEATS] [HOW] [PREDICATE]
 """
 
 import argparse
@@ -52,6 +54,7 @@ def pairs(joined, how):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--left", choices=["points", "polygons"], default="points")
+    ap.add_argument("--nearest", action="store_true", help="sjoin_nearest instead of sjoin")
     ap.add_argument("n", type=int, nargs="?", default=1_000_000)
     ap.add_argument("m", type=int, nargs="?", default=100_000)
     ap.add_argument("repeats", type=int, nargs="?", default=3)
@@ -65,14 +68,20 @@ def main():
         lg = polygons(rng, a.n, 0.002)
     left = frame(rng, lg, "l")
     right = frame(rng, polygons(rng, a.m, 0.01), "r")
-    kw = dict(how=a.how, predicate=a.predicate)
-    t_gp, runs_gp, want = median_time(lambda: geopandas.sjoin(left, right, **kw), a.repeats)
-    t_gf, runs_gf, got = median_time(lambda: geoflash.sjoin(left, right, **kw), a.repeats)
+    if a.nearest:
+        kw, name = dict(how=a.how, distance_col="dist"), "sjoin_nearest"
+    else:
+        kw, name = dict(how=a.how, predicate=a.predicate), "sjoin"
+    t_gp, runs_gp, want = median_time(lambda: getattr(geopandas, name)(left, right, **kw), a.repeats)
+    t_gf, runs_gf, got = median_time(lambda: getattr(geoflash, name)(left, right, **kw), a.repeats)
     assert len(got) == len(want), (len(got), len(want))
     assert np.array_equal(pairs(got, a.how), pairs(want, a.how)), "the joins differ"
-    print(f"left {a.n:,} {a.left}, right {a.m:,} polygons, how={a.how}, predicate={a.predicate}: {len(got):,} rows")
-    print(f"geopandas.sjoin  median {t_gp:.3f} s  runs {[round(t, 3) for t in runs_gp]}")
-    print(f"geoflash.sjoin   median {t_gf:.3f} s  runs {[round(t, 3) for t in runs_gf]}")
+    if a.nearest:
+        assert np.allclose(np.sort(got["dist"].to_numpy()), np.sort(want["dist"].to_numpy())), "distances differ"
+    what = "nearest" if a.nearest else f"predicate={a.predicate}"
+    print(f"left {a.n:,} {a.left}, right {a.m:,} polygons, how={a.how}, {what}: {len(got):,} rows")
+    print(f"geopandas.{name:14s} median {t_gp:.4f} s  runs {[round(t, 4) for t in runs_gp]}")
+    print(f"geoflash.{name:15s} median {t_gf:.4f} s  runs {[round(t, 4) for t in runs_gf]}")
     print(f"speed-up {t_gp / t_gf:.2f}x")
 
 
