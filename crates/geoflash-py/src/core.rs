@@ -16,8 +16,8 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use geoflash_engine::engine::records::{RecordLog, Records, Replay, RECORDS_FILE};
 use geoflash_engine::engine::{
-    from_wkb, Access, BatchDurability, BulkMethod, DirLock, Error, Geometry, Hit, Index, IndexKind,
-    IndexOptions, IndexSpec, KeyStyle, KnnResult, OpId, OpenBatch, Predicate, Result,
+    defaults, from_wkb, Access, BatchDurability, BulkMethod, DirLock, Error, Geometry, Hit, Index,
+    IndexKind, IndexOptions, IndexSpec, KeyStyle, KnnResult, OpId, OpenBatch, Predicate, Result,
     StructureSpec, MANIFEST_FILE,
 };
 use geoflash_engine::geom::{Point, Rect, MAX_COORD};
@@ -274,9 +274,22 @@ fn option_text(key: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
 
 /// Index options from the Python keyword arguments (`None` values mean the
 /// default), through the library's one front door ([`IndexSpec`]), which
-/// checks every combination as the command line and the workbench do.
-fn parse_options(opts: &Bound<'_, PyDict>) -> PyResult<IndexOptions> {
+/// checks every combination as the command line and the workbench do. An
+/// index in this process only (`in_memory`) takes the defaults of one
+/// (`geoflash::defaults::MEMORY_*`, the `mem:` device) where the engine
+/// would take those of an index directory; the engine applies them where
+/// they apply (a FOR-tree or a grid file keeps the plain store).
+fn parse_options(opts: &Bound<'_, PyDict>, in_memory: bool) -> PyResult<IndexOptions> {
     let mut spec = IndexSpec::new(KeyStyle::Key);
+    if in_memory {
+        for (k, v) in [
+            ("store", defaults::MEMORY_STORE),
+            ("buffer", defaults::MEMORY_BUFFER),
+            ("device", defaults::MEMORY_DEVICE),
+        ] {
+            spec.set_default(k, v).map_err(|e| to_py(e.into()))?;
+        }
+    }
     for (k, v) in opts.iter() {
         let key: String = k.extract()?;
         if v.is_none() {
@@ -544,7 +557,7 @@ impl Core {
         path: Option<PathBuf>,
         options: &Bound<'_, PyDict>,
     ) -> PyResult<Core> {
-        let opts = parse_options(options)?;
+        let opts = parse_options(options, path.is_none())?;
         let hilbert =
             matches!(opts.structure, StructureSpec::Tree(t) if t.kind == IndexKind::Hilbert);
         if hilbert && opts.hilbert_domain.is_none() {
@@ -597,7 +610,7 @@ impl Core {
         method: &str,
         fill: f64,
     ) -> PyResult<Core> {
-        let opts = parse_options(options)?;
+        let opts = parse_options(options, path.is_none())?;
         let method = bulk_method(method).map_err(to_py)?;
         let mut records = Records::new();
         let mut objs = objs.map(Vec::into_iter);
@@ -652,7 +665,7 @@ impl Core {
         method: &str,
         fill: f64,
     ) -> PyResult<Core> {
-        let opts = parse_options(options)?;
+        let opts = parse_options(options, false)?;
         let method = bulk_method(method).map_err(to_py)?;
         let wkbs: Vec<Vec<u8>> = wkbs.iter().map(|b| b.as_bytes().to_vec()).collect();
         let state = py

@@ -152,7 +152,7 @@ fn _geoflash(m: &Bound<'_, PyModule>) -> PyResult<()> {
             ("device", d::DEVICE),
             ("memory_store", d::MEMORY_STORE),
             ("memory_buffer", d::MEMORY_BUFFER),
-            ("memory_device", "mem:"),
+            ("memory_device", d::MEMORY_DEVICE),
             ("papers_buffer", d::PAPERS_BUFFER),
             ("papers_device", d::PAPERS_DEVICE),
         ] {
@@ -160,5 +160,15 @@ fn _geoflash(m: &Bound<'_, PyModule>) -> PyResult<()> {
         }
     }
     m.add("DEFAULTS", defaults)?;
+    // The names the `kind` option takes, and those of the grid files (no
+    // node store), from the engine's one kind table.
+    m.add(
+        "KINDS",
+        PyTuple::new_bound(m.py(), engine::IndexSpec::kinds()),
+    )?;
+    m.add(
+        "GRID_KINDS",
+        PyTuple::new_bound(m.py(), engine::GridKind::ALL.map(engine::GridKind::name)),
+    )?;
     Ok(())
 }

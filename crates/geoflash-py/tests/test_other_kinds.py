@@ -152,3 +152,32 @@ def test_fortree_answers_as_a_scan(store, tmp_path):
 def test_fortree_refuses_a_logged_store(tmp_path):
     with pytest.raises(RTreeError, match="plain store"):
         geoflash.Index(str(tmp_path / "f"), kind="fortree", store="efind")
+
+
+def test_kinds_and_defaults_come_from_the_engine(tmp_path):
+    """The kind names and the defaults of a new index are the engine's: an
+    index in memory gets the plain store with ``DEFAULTS["memory_buffer"]``
+    on ``mem:``, one on disk eFIND with ``DEFAULTS["buffer"]``; a FOR-tree
+    and a grid file keep the plain store either way; every name of
+    ``KINDS`` makes an index."""
+    assert set(geoflash.GRID_KINDS) == {"grid", "gffm", "lbgrid", "hgrid"}
+    assert set(geoflash.GRID_KINDS) < set(geoflash.KINDS)
+    assert {"rtree", "rstar", "hilbert", "fortree", "xbr", "shrtree"} < set(geoflash.KINDS)
+    size = geoflash.parse_size
+    d = geoflash.DEFAULTS
+    m = geoflash.Index().manifest
+    assert (m["store"]["kind"], m["store"]["buffer_bytes"], m["device"]) == (
+        "plain", size(d["memory_buffer"]), d["memory_device"])
+    m = geoflash.Index(str(tmp_path / "disk")).manifest
+    assert (m["store"]["kind"], m["store"]["buffer_bytes"]) == ("efind", size(d["buffer"]))
+    assert m["device"].startswith(d["device"])  # the manifest names the I/O engine too
+    for path in (None, tmp_path / "f"):
+        m = geoflash.Index(path and str(path), kind="fortree").manifest
+        assert (m["kind"], m["store"]["kind"]) == ("fortree", "plain")
+    m = make("gffm", None).manifest
+    assert (m["kind"], m["store"]["kind"]) == ("gffm", "plain")
+    for kind in geoflash.KINDS:
+        kw = {"device": "hybrid:fast=(mem:);slow=(mem:)"} if kind in ("hgrid", "shrtree") else {}
+        idx = geoflash.Index(kind=kind, hilbert_domain=DOMAIN, **kw)
+        idx.insert(1, (3, 4))
+        assert list(idx.intersection((0, 0, 10, 10))) == [1], kind

@@ -36,6 +36,8 @@ pub const STORE: &str = "efind";
 pub const MEMORY_STORE: &str = "plain";
 /// Memory budget of an index in one process: decoded nodes kept up to this.
 pub const MEMORY_BUFFER: &str = "1GiB";
+/// Device of an index in one process: memory.
+pub const MEMORY_DEVICE: &str = "mem:";
 /// The papers' memory budget (eFIND, FAST and the plain baseline: 512 KiB).
 pub const PAPERS_BUFFER: &str = "512KiB";
 /// The papers' device: the index directory's own file with direct I/O.

@@ -10,6 +10,8 @@ _Item = Tuple[int, Optional[bytes], _Box]
 _Path = Union[str, "PathLike[str]"]
 
 DEFAULTS: dict[str, str]
+KINDS: Tuple[str, ...]
+GRID_KINDS: Tuple[str, ...]
 PREDICATES: Tuple[str, ...]
 def hilbert_keys(boxes: bytes, domain: _Box, order: int = 16) -> bytearray: ...
 def parse_size(text: str) -> int: ...

@@ -21,7 +21,8 @@ from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple, Uni
 
 import numpy as np
 
-from ._geoflash import DEFAULTS as _DEFAULTS
+from ._geoflash import GRID_KINDS as _GRID_KINDS
+from ._geoflash import KINDS as _KINDS
 from ._geoflash import Core as _Core
 from . import _exact
 from .exceptions import InvalidIdError, RTreeError
@@ -42,35 +43,14 @@ _PREDICATES = ("intersects", "contains", "within")
 
 
 #: The grid files (GFFM, LB-Grid, the Grid File, H-Grid): point indexes with
-#: a bucket layer of their own instead of a node store (no ``store`` key).
-GRID_KINDS = ("grid", "gffm", "lbgrid", "hgrid")
-
-
-def _resolve_defaults(
-    path: Any, store: Optional[str], buffer: Any, device: Optional[str], kind: Optional[str] = None
-) -> dict:
-    """The store, buffer and device a new index gets when not given: the
-    product defaults of ``geoflash::defaults`` (chosen by the peer benchmark,
-    docs/benchmarks.md): on disk eFIND with 256 MiB through the OS page cache
-    (``file?direct=false``); in memory the plain store on ``mem:`` keeping up
-    to 1 GiB of decoded nodes. The papers' settings are
-    ``buffer="512KiB", device="file"``. A grid file (``kind`` in
-    :data:`GRID_KINDS`) has no node store: it gets no default ``store`` (one
-    given is refused by the engine) and its buffer is its memory budget; the
-    FOR-tree, which keeps its own buffer, gets the plain store."""
-    where = "memory_" if path is None else ""
-    out = dict(
-        buffer=_DEFAULTS[where + "buffer"] if buffer is None else buffer,
-        device=_DEFAULTS[where + "device"] if device is None else device,
-    )
-    if store is not None:
-        out["store"] = store
-    elif kind == "fortree":
-        # The FOR-tree keeps its own buffer and runs on the plain store.
-        out["store"] = "plain"
-    elif kind not in GRID_KINDS:
-        out["store"] = _DEFAULTS[where + "store"]
-    return out
+#: a bucket layer of their own instead of a node store (no ``store`` key),
+#: as the engine names them. The defaults of a new index (store, buffer,
+#: device; ``geoflash.DEFAULTS``) are the engine's too: it applies those of
+#: an index in memory when there is no path, and keeps a FOR-tree or a
+#: grid file on the plain store unless told otherwise.
+GRID_KINDS = _GRID_KINDS
+#: Every name the ``kind`` option takes, as the engine names them.
+KINDS = _KINDS
 
 
 #: Rows per chunk a bulk load hands to the core (see :func:`bulk_chunks`).
@@ -314,12 +294,7 @@ class Index:
         for key, value in (("kind", kind), ("split", split), ("page_size", page_size)):
             if value is not None:
                 tree[key] = value
-        tree.setdefault("kind", "rstar")
-        tree.setdefault("page_size", 4096)
-        options = dict(
-            durability=durability,
-            **_resolve_defaults(path, store, buffer, device, tree.get("kind")),
-        )
+        options = dict(store=store, buffer=buffer, device=device, durability=durability)
         options.update(tree)
         options.update(store_params)
         self._setup(interleaved, options, bulk, bulk_fill if fill is None else float(fill))
@@ -526,14 +501,7 @@ class Index:
         fill = float(options.pop("fill", 1.0))
         if path is not None:
             path = os.fsdecode(os.fspath(path))
-        opts = dict(kind="rstar", page_size=4096)
-        opts.update(options)
-        opts.update(
-            _resolve_defaults(
-                path, opts.get("store"), opts.get("buffer"), opts.get("device"), opts.get("kind")
-            )
-        )
-        self._setup(interleaved, opts, bulk, fill)
+        self._setup(interleaved, dict(options), bulk, fill)
         self._core = make(self, path)
         self.properties = from_manifest(self.manifest, path)
         return self
