@@ -11,9 +11,11 @@
 //! writes the whole map, with a generation one higher than the newest
 //! copy, into the *other* region and syncs the device (the newest copy is
 //! never overwritten before that sync); then it writes the same copy into
-//! the first region as a **mirror**, without a sync of its own (the next
-//! save's sync, or the system's, makes it durable; as the log's mirrored
-//! superblock switches). A copy is:
+//! the first region as a **mirror** and syncs again, so that a save that
+//! returned left two durable copies of its map (one more sync of the small
+//! map device per save; before, the mirror waited for the next save's
+//! sync, and a crash then damage to the newest copy let the previous map
+//! stand for the newer one). A copy is:
 //!
 //! | bytes | field |
 //! |---|---|
@@ -40,12 +42,12 @@
 //!   that moved tiers since keeps its old content where that map says it
 //!   is: the stores' own recovery sees the writes since as lost, as after
 //!   any crash), never a mix;
-//! - damage to one copy after the save and its mirror: the other copy is
-//!   the same map.
+//! - damage to one copy after the save returned (its mirror synced, also
+//!   when a crash follows): the other copy is the same map.
 //!
-//! Only damage to the newest copy before its mirror was written (a crash
-//! right after the save's sync, then damage) would let the previous map
-//! stand for the newer one. Two damaged copies, or a map written for tiers
+//! A crash during the mirror's write, then damage to the newest copy, leaves
+//! the previous map: the save had not returned, so it is the first case.
+//! Two damaged copies, or a map written for tiers
 //! of another size, are clear errors: the pages on the fast tier could not
 //! be found without it, so there is no silent fallback.
 use std::collections::BTreeMap;
@@ -134,7 +136,7 @@ impl TierMapStore {
     /// Writes `slots` as generation `generation` into its region (the one
     /// the previous generation does not use), syncs the map device, then
     /// writes the same copy over the previous generation's as its mirror
-    /// (see the [module docs](self)): durable with the next sync.
+    /// and syncs again (see the [module docs](self)).
     pub fn save(&self, generation: u64, slots: &BTreeMap<PageId, u64>) -> Result<()> {
         let ps = self.device.page_size();
         let len = HEADER + ENTRY * slots.len();
@@ -162,8 +164,9 @@ impl TierMapStore {
         self.device.write_batch(&region(generation % 2), &buf)?;
         self.device.sync()?;
         // The mirror: a later damage to one copy leaves the other (see the
-        // module docs); durable with the next sync.
-        self.device.write_batch(&region(1 - generation % 2), &buf)
+        // module docs), also after a crash once this returns.
+        self.device.write_batch(&region(1 - generation % 2), &buf)?;
+        self.device.sync()
     }
 
     /// The newest valid copy; `None` when neither region was ever written.
