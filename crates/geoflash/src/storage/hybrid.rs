@@ -785,26 +785,12 @@ mod tests {
             let slow = Arc::new(MemDevice::new(512, 256).unwrap());
             let map: Arc<dyn PageDevice> = Arc::new(map_device());
             let h = persisted(&fast, &slow, map.clone(), MapOpen::Create).unwrap();
-            let ids: Vec<PageId> = (0..20).collect();
-            h.hint_tier(&ids[..10], Tier::Fast).unwrap();
-            let data: Vec<u8> = ids.iter().flat_map(|&p| tagged(p, 1)).collect();
-            h.write_batch(&ids, &data).unwrap();
-            h.sync().unwrap();
-            // The next save moves pages both ways.
-            h.hint_tier(&[0, 1], Tier::Slow).unwrap();
-            h.hint_tier(&[15, 16], Tier::Fast).unwrap();
-            let moved = [0, 1, 15, 16];
-            let data: Vec<u8> = moved.iter().flat_map(|&p| tagged(p, 2)).collect();
-            h.write_batch(&moved, &data).unwrap();
-            h.sync().unwrap();
+            let ids = two_saves_moving_pages_both_ways(&h);
             let placed = h.fast_page_ids();
             let mut want = vec![0u8; ids.len() * 512];
             h.read_batch(&ids, &mut want).unwrap();
             drop(h);
-            let mut page = vec![0u8; 1024];
-            map.read(damaged, &mut page).unwrap();
-            page[40] ^= 0xa5;
-            map.write(damaged, &page).unwrap();
+            flip_a_byte_of_map_page(&*map, damaged);
             let h = persisted(&fast, &slow, map, MapOpen::Open).unwrap();
             assert_eq!(h.fast_page_ids(), placed, "map page {damaged} damaged");
             let mut got = vec![0u8; ids.len() * 512];
@@ -827,17 +813,7 @@ mod tests {
             let slow = Arc::new(MemDevice::new(512, 256).unwrap());
             let faulty = Arc::new(FaultyDevice::new(map_device(), FaultPlan::none()));
             let h = persisted(&fast, &slow, faulty.clone(), MapOpen::Create).unwrap();
-            let ids: Vec<PageId> = (0..20).collect();
-            h.hint_tier(&ids[..10], Tier::Fast).unwrap();
-            let data: Vec<u8> = ids.iter().flat_map(|&p| tagged(p, 1)).collect();
-            h.write_batch(&ids, &data).unwrap();
-            h.sync().unwrap();
-            h.hint_tier(&[0, 1], Tier::Slow).unwrap();
-            h.hint_tier(&[15, 16], Tier::Fast).unwrap();
-            let moved = [0, 1, 15, 16];
-            let data: Vec<u8> = moved.iter().flat_map(|&p| tagged(p, 2)).collect();
-            h.write_batch(&moved, &data).unwrap();
-            h.sync().unwrap();
+            two_saves_moving_pages_both_ways(&h);
             let placed = h.fast_page_ids();
             drop(h);
             // The power fails: every unsynced write of the map is lost.
@@ -845,13 +821,36 @@ mod tests {
                 Ok(d) => Arc::new(d.into_inner()),
                 Err(_) => panic!("the map device is still shared"),
             };
-            let mut page = vec![0u8; 1024];
-            map.read(damaged, &mut page).unwrap();
-            page[40] ^= 0xa5;
-            map.write(damaged, &page).unwrap();
+            flip_a_byte_of_map_page(&*map, damaged);
             let h = persisted(&fast, &slow, map, MapOpen::Open).unwrap();
             assert_eq!(h.fast_page_ids(), placed, "map page {damaged} damaged");
         }
+    }
+
+    /// Writes pages 0..20 (the first ten on the fast tier) and saves, then
+    /// moves pages both ways (0, 1 to the slow tier, 15, 16 to the fast)
+    /// and saves again; returns the pages written.
+    fn two_saves_moving_pages_both_ways(h: &HybridDevice) -> Vec<PageId> {
+        let ids: Vec<PageId> = (0..20).collect();
+        h.hint_tier(&ids[..10], Tier::Fast).unwrap();
+        let data: Vec<u8> = ids.iter().flat_map(|&p| tagged(p, 1)).collect();
+        h.write_batch(&ids, &data).unwrap();
+        h.sync().unwrap();
+        h.hint_tier(&[0, 1], Tier::Slow).unwrap();
+        h.hint_tier(&[15, 16], Tier::Fast).unwrap();
+        let moved = [0, 1, 15, 16];
+        let data: Vec<u8> = moved.iter().flat_map(|&p| tagged(p, 2)).collect();
+        h.write_batch(&moved, &data).unwrap();
+        h.sync().unwrap();
+        ids
+    }
+
+    /// Flips one byte of the map device's page `page`.
+    fn flip_a_byte_of_map_page(map: &dyn PageDevice, page: PageId) {
+        let mut buf = vec![0u8; 1024];
+        map.read(page, &mut buf).unwrap();
+        buf[40] ^= 0xa5;
+        map.write(page, &buf).unwrap();
     }
 
     /// Crashes the map device at random points of a run of placements,
