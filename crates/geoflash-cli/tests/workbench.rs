@@ -39,6 +39,13 @@ fn smoke_workload_runs_resumes_and_reports() {
     let out = ok(geoflash(&args));
     let summary = last_json(&out);
     let configurations = summary["configurations"].as_u64().unwrap();
+    // Standard error is a pipe here: one line per configuration, not bars.
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines = err
+        .lines()
+        .filter(|l| l.contains(": configuration "))
+        .count();
+    assert_eq!(lines as u64, configurations, "{err}");
     assert!(configurations >= 4, "{summary}");
     assert_eq!(summary["executed"], configurations);
     assert!(summary["failures"].as_array().unwrap().is_empty());

@@ -6,6 +6,7 @@ use geoflash::geom::Rect;
 use geoflash::metrics::Stats;
 use geoflash::{Error, Result};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget};
+use std::io::IsTerminal;
 
 use super::build::build;
 use super::crash::crash_and_recover;
@@ -71,7 +72,10 @@ pub fn run(w: &Workload, store: &mut ResultsStore, opts: &RunOptions) -> Result<
         configurations: configs.len(),
         ..RunSummary::default()
     };
-    for c in &configs {
+    // Off a terminal (CI, `make demo > log`) the bars draw nothing: say
+    // which configuration starts, one line each, instead.
+    let lines = opts.progress && !std::io::stderr().is_terminal();
+    for (i, c) in configs.iter().enumerate() {
         overall.inc(1);
         let key = c.key(&w.name, w.scale)?;
         if !opts.force && store.is_complete(&key)? {
@@ -85,6 +89,14 @@ pub fn run(w: &Workload, store: &mut ResultsStore, opts: &RunOptions) -> Result<
             order_name(&c.dataset),
             c.repetition
         );
+        if lines {
+            eprintln!(
+                "{}: configuration {}/{}: {what}",
+                w.name,
+                i + 1,
+                configs.len()
+            );
+        }
         overall.set_message(what.clone());
         let data = match load_dataset(&c.dataset, &mut cache) {
             Ok(d) => d,
