@@ -299,7 +299,10 @@ fn every_stats_column_round_trips_in_postgres() {
         .unwrap();
     assert_eq!(
         v,
-        vec![vec![Value::Text("geoflash results schema 1".into())]]
+        vec![vec![Value::Text(format!(
+            "geoflash results schema {}",
+            geoflash_bench::results::SCHEMA_VERSION
+        ))]]
     );
     // a dropped Stats column comes back when the store is opened again
     st.batch("DROP VIEW results_full; ALTER TABLE results DROP COLUMN log_records")
