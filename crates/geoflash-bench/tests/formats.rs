@@ -566,9 +566,7 @@ fn way_rect(nodes: &[i64]) -> Rect {
 #[cfg(feature = "osm-pbf")]
 #[test]
 fn osm_pbf_ways_and_relations_become_objects() {
-    use geoflash_bench::formats::osm::{
-        object_id, OsmLike, OsmOptions, OsmType, SkipReason, Skipped,
-    };
+    use geoflash_bench::formats::osm::{object_id, OsmOptions, OsmType, SkipReason, Skipped};
     let dir = tempfile::tempdir().unwrap();
     let pbf = dir.path().join("tiny.osm.pbf");
     std::fs::write(&pbf, osm_pbf()).unwrap();
@@ -635,14 +633,7 @@ fn osm_pbf_ways_and_relations_become_objects() {
     // as pyrosm reads them: way 108 only as relation 11, way 110 built from
     // the nodes present (2, 3, 4, closed on 2), way 104 left with a ring of
     // three points (1, 3, 1)
-    let opts = ReadOptions {
-        osm: OsmOptions {
-            like: OsmLike::Pyrosm,
-            ..OsmOptions::default()
-        },
-        ..ReadOptions::default()
-    };
-    let p = import::read_dataset(&pbf, &opts).unwrap();
+    let p = import::read_dataset(&pbf, &read_as_pyrosm()).unwrap();
     assert_eq!(
         p.skipped,
         vec![
@@ -1045,7 +1036,7 @@ fn parquet_from_other_writers() {
 #[cfg(feature = "osm-pbf")]
 #[test]
 fn real_osm_extract_reads_like_a_sequential_scan() {
-    use geoflash_bench::formats::osm::{object_id, OsmLike, OsmOptions, OsmType, SkipReason};
+    use geoflash_bench::formats::osm::{object_id, OsmType, SkipReason};
     use std::collections::{HashMap, HashSet};
     let pbf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pyrosm-test.osm.pbf");
     let d = import::read_dataset(&pbf, &ReadOptions::default()).unwrap();
@@ -1054,14 +1045,7 @@ fn real_osm_extract_reads_like_a_sequential_scan() {
     // as osmium reads it, a way that a multipolygon relation holds is an object too
     assert_eq!(reasons(SkipReason::RelationMember), 0);
     // as pyrosm reads it: those ways are only their relations'
-    let opts = ReadOptions {
-        osm: OsmOptions {
-            like: OsmLike::Pyrosm,
-            ..OsmOptions::default()
-        },
-        ..ReadOptions::default()
-    };
-    let p = import::read_dataset(&pbf, &opts).unwrap();
+    let p = import::read_dataset(&pbf, &read_as_pyrosm()).unwrap();
     let in_relation: HashSet<u64> = p
         .skipped
         .iter()
@@ -1631,5 +1615,17 @@ fn a_geojson_position_of_one_coordinate_is_refused() {
             e.contains("fewer than two coordinates") || e.contains("two or more elements"),
             "{geometry}: {e}"
         );
+    }
+}
+
+/// Reading options for an OSM extract read as pyrosm reads it.
+#[cfg(feature = "osm-pbf")]
+fn read_as_pyrosm() -> ReadOptions {
+    ReadOptions {
+        osm: geoflash_bench::formats::osm::OsmOptions {
+            like: geoflash_bench::formats::osm::OsmLike::Pyrosm,
+            ..Default::default()
+        },
+        ..ReadOptions::default()
     }
 }
