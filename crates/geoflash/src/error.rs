@@ -3,6 +3,7 @@
 //! [`ErrorKind`]: what its caller can do about it (fix the input, recover
 //! or restore the index, look at the device or the results database, run
 //! again), from which the command line takes its exit code.
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
 /// Result alias used throughout geoflash.
@@ -106,15 +107,27 @@ pub enum Error {
         reason: String,
     },
 
-    /// A format version newer than this code understands.
+    /// A file of a format version this build does not read: written by a
+    /// newer geoflash, or a version no build of this line wrote. Checked
+    /// after the file's checksum where it has one, so a damaged version
+    /// field is [`Error::Corrupt`] instead. Not bad input and not damage to
+    /// repair: open the file with the geoflash that wrote it. Exit code 1
+    /// ([`ErrorKind::Damaged`]).
     #[error(
-        "format version {found} is newer than the newest this build understands ({supported})"
+        "{}{what} format version {found} is not one this build of geoflash reads ({}): open it with the geoflash that wrote it",
+        file.as_deref().map(|f| format!("{}: ", f.display())).unwrap_or_default(),
+        versions(supported)
     )]
     UnsupportedVersion {
-        /// Version found.
-        found: u16,
-        /// Newest version supported.
-        supported: u16,
+        /// The file, if known (the layer that opened it fills it in with
+        /// [`Error::in_file`]).
+        file: Option<PathBuf>,
+        /// What carries the version ("page", "manifest", "log superblock", ...).
+        what: &'static str,
+        /// The version found.
+        found: u64,
+        /// The versions this build reads.
+        supported: RangeInclusive<u64>,
     },
 }
 
@@ -129,9 +142,11 @@ pub enum ErrorKind {
     /// the index or device refuses (a duplicate id, a page beyond the
     /// device). Nothing was damaged; fix the input and run again.
     InvalidInput,
-    /// Damage: an index's data does not decode (checksum, magic, layout), is
-    /// of a newer format, or needs a writer's recovery first. Recover
-    /// (`geoflash recover`) or restore the index.
+    /// The index's files cannot be read as they are: their data does not
+    /// decode (checksum, magic, layout: recover with `geoflash recover` or
+    /// restore the index), needs a writer's recovery first, or is of a
+    /// format version this build does not read (open it with the geoflash
+    /// that wrote it). Not the user's typo: exit code 1.
     Damaged,
     /// An I/O or device failure: an operating-system error, a full or
     /// crashed device, an injected fault, a store refusing changes after an
@@ -152,6 +167,15 @@ impl ErrorKind {
         ErrorKind::ResultsStore,
         ErrorKind::Interrupted,
     ];
+}
+
+/// "version 3" or "versions 1 to 3".
+fn versions(r: &RangeInclusive<u64>) -> String {
+    if r.start() == r.end() {
+        format!("version {}", r.start())
+    } else {
+        format!("versions {} to {}", r.start(), r.end())
+    }
 }
 
 /// " in FILE, page N" with the parts that are known.
@@ -179,8 +203,26 @@ impl Error {
         }
     }
 
-    /// Names `path` as the file of a [`Error::Corrupt`] that names none yet
-    /// (other errors are returned as they are: an [`Error::Io`] names its file).
+    /// Shorthand for an [`Error::UnsupportedVersion`] whose file is not yet
+    /// named: `what` carries version `found`, this build reads `oldest` to
+    /// `newest`.
+    pub fn unsupported_version(
+        what: &'static str,
+        found: impl Into<u64>,
+        oldest: impl Into<u64>,
+        newest: impl Into<u64>,
+    ) -> Self {
+        Error::UnsupportedVersion {
+            file: None,
+            what,
+            found: found.into(),
+            supported: oldest.into()..=newest.into(),
+        }
+    }
+
+    /// Names `path` as the file of a [`Error::Corrupt`] or an
+    /// [`Error::UnsupportedVersion`] that names none yet (other errors are
+    /// returned as they are: an [`Error::Io`] names its file).
     pub fn in_file(self, path: impl Into<PathBuf>) -> Self {
         match self {
             Error::Corrupt {
@@ -191,6 +233,17 @@ impl Error {
                 file: Some(path.into()),
                 page,
                 reason,
+            },
+            Error::UnsupportedVersion {
+                file: None,
+                what,
+                found,
+                supported,
+            } => Error::UnsupportedVersion {
+                file: Some(path.into()),
+                what,
+                found,
+                supported,
             },
             other => other,
         }
@@ -296,10 +349,7 @@ mod tests {
             (Error::corrupt(Some(1), "checksum"), ErrorKind::Damaged),
             (Error::NeedsRecovery("log".into()), ErrorKind::Damaged),
             (
-                Error::UnsupportedVersion {
-                    found: 9,
-                    supported: 1,
-                },
+                Error::unsupported_version("page", 9u16, 1u16, 3u16),
                 ErrorKind::Damaged,
             ),
             (
@@ -349,5 +399,23 @@ mod tests {
         assert_eq!(e.to_string(), "corrupt data in /i/log.dat: no magic");
         assert_eq!(Error::corrupt(None, "x").to_string(), "corrupt data: x");
         assert!(!Error::invalid("x").in_file("/f").to_string().contains("/f"));
+    }
+
+    #[test]
+    fn unsupported_versions_name_the_file_the_version_and_what_is_read() {
+        let e = Error::unsupported_version("manifest", 9u64, 1u16, 2u16);
+        assert_eq!(
+            e.to_string(),
+            "manifest format version 9 is not one this build of geoflash reads \
+             (versions 1 to 2): open it with the geoflash that wrote it"
+        );
+        let e = e.in_file("/i/manifest.json").in_file("/elsewhere");
+        assert!(
+            e.to_string()
+                .starts_with("/i/manifest.json: manifest format version 9 "),
+            "{e}"
+        );
+        let e = Error::unsupported_version("trace", 0u16, 1u16, 1u16);
+        assert!(e.to_string().contains("(version 1)"), "{e}");
     }
 }

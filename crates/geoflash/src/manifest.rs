@@ -148,13 +148,14 @@ impl Manifest {
             .ok_or_else(|| {
                 Error::corrupt(None, format!("{}: no format_version", path.display()))
             })?;
-        if version > u64::from(MANIFEST_VERSION) {
-            return Err(Error::invalid(format!(
-                "{}: manifest format version {version} is newer than this build of geoflash \
-                 reads (versions 1 to {MANIFEST_VERSION}): open the index with the newer \
-                 geoflash that wrote it",
-                path.display()
-            )));
+        if !(1..=u64::from(MANIFEST_VERSION)).contains(&version) {
+            // A newer build's manifest still carries its checksum over every
+            // field; a damaged version number does not.
+            check_checksum(raw, &path)?;
+            return Err(
+                Error::unsupported_version("manifest", version, 1u16, MANIFEST_VERSION)
+                    .in_file(&path),
+            );
         }
         let mut raw = check_checksum(raw, &path)?;
         if version < 2 {

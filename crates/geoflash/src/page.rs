@@ -473,7 +473,7 @@ pub fn decode_header(buf: &[u8], page: Option<u64>) -> Result<PageHeader> {
     let version = get_u16(buf, OFF_VERSION).ok_or_else(|| short(page))?;
     let stored = get_u32(buf, OFF_CHECKSUM).ok_or_else(|| short(page))?;
     let actual = compute_checksum(buf);
-    if version > FORMAT_VERSION {
+    if !(1..=FORMAT_VERSION).contains(&version) {
         // A newer build's page still carries this checksum over its bytes;
         // a damaged version field does not (issue 44: a flipped version
         // was reported as a newer format, naming no file).
@@ -486,13 +486,12 @@ pub fn decode_header(buf: &[u8], page: Option<u64>) -> Result<PageHeader> {
                 ),
             ));
         }
-        return Err(Error::UnsupportedVersion {
-            found: version,
-            supported: FORMAT_VERSION,
-        });
-    }
-    if version == 0 {
-        return Err(corrupt(page, "format version 0 does not exist"));
+        return Err(Error::unsupported_version(
+            "page",
+            version,
+            1u16,
+            FORMAT_VERSION,
+        ));
     }
     if stored != actual {
         return Err(corrupt(
@@ -869,10 +868,13 @@ mod tests {
         update_checksum(&mut buf).unwrap();
         assert!(matches!(
             decode_node(&buf, None),
-            Err(Error::UnsupportedVersion {
-                found: 2,
-                supported: 1
-            })
+            Err(Error::UnsupportedVersion { found: 2, .. })
+        ));
+        buf[4..6].copy_from_slice(&0u16.to_le_bytes());
+        update_checksum(&mut buf).unwrap();
+        assert!(matches!(
+            decode_node(&buf, None),
+            Err(Error::UnsupportedVersion { found: 0, .. })
         ));
     }
 

@@ -93,9 +93,11 @@ pub fn unframe(id: PageId, page: &[u8]) -> Result<(PageKind, &[u8])> {
         return Err(bad("not a grid page (bad magic)".into()));
     }
     if head[4] != VERSION {
-        return Err(Error::corrupt(
-            Some(id),
-            format!("grid page format version {} is not {VERSION}", head[4]),
+        return Err(Error::unsupported_version(
+            "grid page",
+            head[4],
+            VERSION,
+            VERSION,
         ));
     }
     let kind = PageKind::from_u8(head[5])

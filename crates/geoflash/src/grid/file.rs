@@ -279,10 +279,12 @@ impl<L: BucketLayer> GridFile<L> {
         let mut r = Reader::new(&meta, None);
         let v = r.u32()?;
         if v != u32::from(META_VERSION) {
-            return Err(Error::UnsupportedVersion {
-                found: u16::try_from(v).unwrap_or(u16::MAX),
-                supported: META_VERSION,
-            });
+            return Err(Error::unsupported_version(
+                "grid metadata",
+                v,
+                META_VERSION,
+                META_VERSION,
+            ));
         }
         let alloc_next = r.u64()?;
         let root = Grid::decode_from(&mut r, None)?;

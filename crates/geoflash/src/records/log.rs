@@ -47,17 +47,26 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::manifest::write_atomic;
+use crate::parity::Parity;
 use crate::{Error, Result};
+
+mod seal;
 
 /// File name of the record map's log inside an index directory.
 pub const LOG_FILE: &str = "pyrecords.log";
 
 const MAGIC: &[u8; 8] = b"GFPYRLG\0";
-const VERSION: u16 = 1;
+/// The format written: 2, with seals (1: without, still read and
+/// appended to).
+const VERSION: u16 = 2;
+/// The first format version with seals.
+const SEALED: u16 = 2;
 const HEADER: usize = 32;
 const FRAME_HEADER: usize = 12;
 const KIND_ADD: u8 = 1;
 const KIND_REMOVE: u8 = 2;
+/// A seal frame (format version 2, [`seal`]).
+const KIND_SEAL: u8 = 3;
 /// Largest payload of a frame (a pickled object of up to 1 GiB).
 const MAX_FRAME: u32 = (1 << 30) + 32;
 
@@ -123,11 +132,11 @@ impl Change {
     }
 }
 
-/// The header of a log of generation `generation`.
-fn header(generation: u64) -> [u8; HEADER] {
+/// The header of a log of format `version` and generation `generation`.
+fn header(version: u16, generation: u64) -> [u8; HEADER] {
     let mut h = [0u8; HEADER];
     h[..8].copy_from_slice(MAGIC);
-    h[8..10].copy_from_slice(&VERSION.to_le_bytes());
+    h[8..10].copy_from_slice(&version.to_le_bytes());
     h[16..24].copy_from_slice(&generation.to_le_bytes());
     let crc = crc32c::crc32c(&h[..28]);
     h[28..].copy_from_slice(&crc.to_le_bytes());
@@ -145,6 +154,13 @@ pub struct Replay {
     pub end: u64,
     /// Bytes after `end` (a torn append), 0 for an intact file.
     pub torn: u64,
+    /// The log's format version.
+    pub version: u16,
+    /// Bytes after the header up to the end of the last seal read (where
+    /// the frames the next seal covers start); 0 without seals.
+    pub sealed: u64,
+    /// Damaged bytes rebuilt from seals (the file is left as it is).
+    pub rebuilt: u64,
 }
 
 /// Reads the log at `path`; `None` when there is no such file.
@@ -173,48 +189,193 @@ pub fn read(path: &Path) -> Result<Option<Replay>> {
         return Err(bad(0, "header checksum mismatch"));
     }
     let version = u16::from_le_bytes([head[8], head[9]]);
-    if version > VERSION {
-        return Err(Error::UnsupportedVersion {
-            found: version,
-            supported: VERSION,
-        });
+    if !(1..=VERSION).contains(&version) {
+        return Err(Error::unsupported_version("record-map log", version, 1u16, VERSION).in_file(path));
     }
     let mut g = [0u8; 8];
     g.copy_from_slice(&head[16..24]);
+    let generation = u64::from_le_bytes(g);
     let mut replay = Replay {
-        generation: u64::from_le_bytes(g),
+        generation,
+        version,
         ..Replay::default()
     };
+    let mut bytes = bytes;
     let mut at = HEADER;
+    // Sealed logs: where the frames the next seal covers start.
+    let mut sealed = HEADER;
     while at < bytes.len() {
-        let Some(fh) = bytes.get(at..at + FRAME_HEADER) else {
-            break; // a frame header cut by the end: a torn append
-        };
-        let word = |i: usize| u32::from_le_bytes([fh[i], fh[i + 1], fh[i + 2], fh[i + 3]]);
-        if crc32c::crc32c(&fh[..8]) != word(8) {
-            // Zeros to the end are an append the file's size got ahead of.
-            if bytes[at..].iter().all(|&b| b == 0) {
-                break;
+        let failure = match frame_at(&bytes, at, version, generation) {
+            Ok(Frame::Change(change, next)) => {
+                replay.changes.push(change);
+                at = next;
+                continue;
             }
-            return Err(bad(at, "frame header checksum mismatch"));
-        }
-        let len = word(0);
-        if len > MAX_FRAME {
-            return Err(bad(at, "frame longer than any record"));
-        }
-        let Some(payload) = bytes.get(at + FRAME_HEADER..at + FRAME_HEADER + len as usize) else {
-            break; // a payload cut by the end: a torn append
+            Ok(Frame::Seal(seal)) => {
+                if seal.first != sealed {
+                    return Err(bad(at, "seal of frames other than those before it"));
+                }
+                (at, sealed) = (seal.end, seal.end);
+                continue;
+            }
+            Err(failure) => failure,
         };
-        if crc32c::crc32c(payload) != word(4) {
-            return Err(bad(at, "frame checksum mismatch"));
+        if version < SEALED {
+            // Without seals a damaged last frame cannot be told from a
+            // torn append: the tail is accepted as torn when it is cut by
+            // the end of the file or zeros to it (format version 1).
+            match failure {
+                Failure::Cut | Failure::Zeros => break,
+                Failure::Header(why) | Failure::Payload(_, why) => return Err(bad(at, why)),
+            }
         }
-        let change = Change::decode(payload).ok_or_else(|| bad(at, "malformed change"))?;
-        replay.changes.push(change);
-        at += FRAME_HEADER + len as usize;
+        match sealed_failure(&mut bytes, at, sealed, &failure, generation) {
+            Judged::Skip(next) => (at, sealed) = (next, next),
+            Judged::Rebuilt(n) => replay.rebuilt += n as u64,
+            Judged::Torn => break,
+            Judged::Damaged(why) => return Err(bad(at, why)),
+        }
     }
     replay.end = (at - HEADER) as u64;
+    replay.sealed = (sealed - HEADER) as u64;
     replay.torn = (bytes.len() - at) as u64;
     Ok(Some(replay))
+}
+
+/// A frame read intact.
+enum Frame {
+    /// A change, and the file offset after its frame.
+    Change(Change, usize),
+    /// A seal (format version 2).
+    Seal(seal::Seal),
+}
+
+/// Why no intact frame starts at an offset.
+enum Failure {
+    /// The frame is cut by the end of the file.
+    Cut,
+    /// Zeros from the frame's start to the end of the file.
+    Zeros,
+    /// The frame's header is damaged.
+    Header(&'static str),
+    /// The header is intact (its frame ends at the offset given), the
+    /// payload is not.
+    Payload(usize, &'static str),
+}
+
+/// The frame at file offset `at` of a log of `version` and `generation`.
+fn frame_at(bytes: &[u8], at: usize, version: u16, generation: u64) -> Result<Frame, Failure> {
+    let Some(fh) = bytes.get(at..at + FRAME_HEADER) else {
+        return Err(Failure::Cut);
+    };
+    let word = |i: usize| u32::from_le_bytes([fh[i], fh[i + 1], fh[i + 2], fh[i + 3]]);
+    if crc32c::crc32c(&fh[..8]) != word(8) {
+        // Zeros to the end are an append the file's size got ahead of.
+        if bytes[at..].iter().all(|&b| b == 0) {
+            return Err(Failure::Zeros);
+        }
+        return Err(Failure::Header("frame header checksum mismatch"));
+    }
+    let len = word(0);
+    if len > MAX_FRAME {
+        return Err(Failure::Header("frame longer than any record"));
+    }
+    let next = at + FRAME_HEADER + len as usize;
+    let Some(payload) = bytes.get(at + FRAME_HEADER..next) else {
+        return Err(Failure::Cut);
+    };
+    if crc32c::crc32c(payload) != word(4) {
+        return Err(Failure::Payload(next, "frame checksum mismatch"));
+    }
+    if version >= SEALED && payload.first() == Some(&KIND_SEAL) {
+        return match seal::seal_at(bytes, seal::inner_at(at), generation) {
+            Some(s) if s.frame == at && s.end == next => Ok(Frame::Seal(s)),
+            _ => Err(Failure::Payload(next, "malformed seal")),
+        };
+    }
+    match Change::decode(payload) {
+        Some(change) => Ok(Frame::Change(change, next)),
+        None => Err(Failure::Payload(next, "malformed change")),
+    }
+}
+
+/// What a sealed log's reader makes of a frame that is not intact.
+enum Judged {
+    /// The frame is the seal of frames read whole; go on at this offset.
+    Skip(usize),
+    /// The damage was rebuilt from the seal (this many bytes); read on.
+    Rebuilt(usize),
+    /// A crash's torn append: the log ends here.
+    Torn,
+    /// Damage to frames a later seal proves were made durable.
+    Damaged(&'static str),
+}
+
+/// Judges the failed frame at file offset `at` of a sealed log whose last
+/// seal read ends at `sealed` ([`seal`]): the first seal after it tells
+/// whether the frame was made durable. No seal after it: a torn append
+/// (every sync ends in a seal, one block never damages both a frame and
+/// the seal after it). The frame's own seal (its header or padding
+/// damaged, the frames it covers read whole): skipped. A seal covering
+/// it: rebuilt from the seal if one block holds the damage; otherwise a
+/// torn last batch (a crash may have torn more than one block of it, the
+/// seal reaching the file first) or, with a later seal after it, damage.
+/// A seal of frames after it: the failed frame is the previous seal when
+/// its header says it ends where the seal's frames start, damage otherwise.
+fn sealed_failure(
+    bytes: &mut [u8],
+    at: usize,
+    sealed: usize,
+    failure: &Failure,
+    generation: u64,
+) -> Judged {
+    let Some(s) = seal::find(bytes, at + FRAME_HEADER + 1, generation) else {
+        return Judged::Torn;
+    };
+    if s.frame == at {
+        return if s.first == sealed {
+            Judged::Skip(s.end)
+        } else {
+            Judged::Damaged("seal of frames other than those before it")
+        };
+    }
+    let frame_end = match failure {
+        Failure::Payload(end, _) => Some(*end),
+        _ => None,
+    };
+    if s.first <= at {
+        if s.first != sealed {
+            return Judged::Damaged("seal of frames other than those before it");
+        }
+        let span_end = frame_end.unwrap_or(at + FRAME_HEADER);
+        let frame = s.frame;
+        let intact = |b: &[u8]| frames_end_at(b, at, frame, generation);
+        if let Some(n) = seal::rebuild(bytes, &s, at, span_end, intact) {
+            return Judged::Rebuilt(n);
+        }
+        return if seal::find(bytes, s.end, generation).is_some() {
+            Judged::Damaged("damaged frames a later seal proves durable, beyond what their seal rebuilds")
+        } else {
+            Judged::Torn
+        };
+    }
+    if frame_end == Some(s.first) && at >= sealed {
+        // The previous seal (damaged) of frames read whole.
+        return Judged::Skip(s.first);
+    }
+    Judged::Damaged("damaged frames before a later seal")
+}
+
+/// Whether the frames from file offset `at` are intact changes that end
+/// exactly at `end`.
+fn frames_end_at(bytes: &[u8], mut at: usize, end: usize, generation: u64) -> bool {
+    while at < end {
+        match frame_at(bytes, at, SEALED, generation) {
+            Ok(Frame::Change(_, next)) if next <= end => at = next,
+            _ => return false,
+        }
+    }
+    at == end
 }
 
 /// The log of a writable index, open for appending.
@@ -230,44 +391,73 @@ pub struct RecordLog {
     /// A write failed: the file may end inside a frame, so nothing more is
     /// appended (the next open truncates the torn frame).
     failed: bool,
+    /// The format version (seals from [`SEALED`] on).
+    version: u16,
+    /// File offset of the first byte the next seal covers.
+    cover: u64,
+    /// The parity of the bytes from `cover` on.
+    parity: Parity,
 }
 
 impl RecordLog {
     /// A new, empty log of `generation` in `dir`, replacing any there
     /// (atomically: the old one stays until the new one is in place).
     pub fn create(dir: &Path, generation: u64) -> Result<RecordLog> {
-        write_atomic(dir, LOG_FILE, &header(generation))?;
-        RecordLog::append_to(dir, generation, 0)
+        RecordLog::create_version(dir, generation, VERSION)
     }
 
-    /// The log in `dir` opened for appending after its `end` intact bytes
-    /// of frames (what [`read`] found); a torn tail after them is cut off.
-    pub fn append_to(dir: &Path, generation: u64, end: u64) -> Result<RecordLog> {
+    fn create_version(dir: &Path, generation: u64, version: u16) -> Result<RecordLog> {
+        write_atomic(dir, LOG_FILE, &header(version, generation))?;
+        let replay = Replay {
+            generation,
+            version,
+            ..Replay::default()
+        };
+        RecordLog::append_to(dir, &replay)
+    }
+
+    /// The log in `dir` that [`read`] found as `replay`, opened for
+    /// appending after its intact frames (`replay.end`); a torn tail after
+    /// them is cut off. A log of format version 1 stays one (no seals).
+    pub fn append_to(dir: &Path, replay: &Replay) -> Result<RecordLog> {
         let path = dir.join(LOG_FILE);
         let io = |source| Error::Io {
             path: path.clone(),
             page: None,
             source,
         };
-        let file = OpenOptions::new().write(true).open(&path).map_err(io)?;
-        let len = HEADER as u64 + end;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(io)?;
+        let len = HEADER as u64 + replay.end;
         if file.metadata().map_err(io)?.len() != len {
             file.set_len(len).map_err(io)?;
             file.sync_all().map_err(io)?;
         }
-        let mut log = RecordLog {
+        use std::io::{Read, Seek, SeekFrom};
+        let cover = HEADER as u64 + replay.sealed.min(replay.end);
+        let mut parity = Parity::default();
+        if replay.version >= SEALED && cover < len {
+            // The frames after the last seal, which the next one covers.
+            let mut tail = vec![0u8; (len - cover) as usize];
+            file.seek(SeekFrom::Start(cover)).map_err(io)?;
+            file.read_exact(&mut tail).map_err(io)?;
+            parity.fold(seal::BLOCK, 0, &tail);
+        }
+        file.seek(SeekFrom::Start(len)).map_err(io)?;
+        Ok(RecordLog {
             path,
             file,
-            generation,
-            bytes: end,
+            generation: replay.generation,
+            bytes: replay.end,
             unsynced: false,
             failed: false,
-        };
-        use std::io::Seek;
-        log.file
-            .seek(std::io::SeekFrom::Start(len))
-            .map_err(|source| log.io(source))?;
-        Ok(log)
+            version: replay.version,
+            cover,
+            parity,
+        })
     }
 
     fn io(&self, source: std::io::Error) -> Error {
@@ -283,7 +473,7 @@ impl RecordLog {
         self.generation
     }
 
-    /// Bytes of frames written since the snapshot.
+    /// Bytes of frames written since the snapshot (seals included).
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
@@ -300,6 +490,13 @@ impl RecordLog {
     }
 
     fn append(&mut self, payload: &[u8]) -> Result<()> {
+        self.write_frame(payload)?;
+        self.unsynced = true;
+        Ok(())
+    }
+
+    /// Writes one frame of `payload` (one `write`).
+    fn write_frame(&mut self, payload: &[u8]) -> Result<()> {
         if self.failed {
             return Err(Error::StoreFailed(format!(
                 "{}: an earlier write failed; reopen the index",
@@ -320,15 +517,33 @@ impl RecordLog {
             self.failed = true;
             return Err(self.io(e));
         }
+        if self.version >= SEALED {
+            let at = HEADER as u64 + self.bytes - self.cover;
+            self.parity.fold(seal::BLOCK, at, &frame);
+        }
         self.bytes += frame.len() as u64;
-        self.unsynced = true;
         Ok(())
     }
 
-    /// Makes every change appended so far durable.
+    /// Makes every change appended so far durable: in a sealed log, first
+    /// writes the seal of the frames since the last one ([`seal`]; one
+    /// more `write`, the same one `fsync`).
     pub fn sync(&mut self) -> Result<()> {
         if !std::mem::take(&mut self.unsynced) {
             return Ok(());
+        }
+        if self.version >= SEALED {
+            let frame = HEADER as u64 + self.bytes;
+            let payload = seal::payload(
+                KIND_SEAL,
+                self.generation,
+                self.cover,
+                frame,
+                &self.parity,
+            );
+            self.write_frame(&payload)?;
+            self.cover = HEADER as u64 + self.bytes;
+            self.parity.clear();
         }
         self.file.sync_data().map_err(|e| {
             self.failed = true;

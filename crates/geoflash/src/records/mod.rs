@@ -541,11 +541,11 @@ impl Records {
         }
         let mut r = Reader { data, at: 8 };
         let version = r.u16()?;
-        if version > VERSION {
-            return Err(Error::UnsupportedVersion {
-                found: version,
-                supported: VERSION,
-            });
+        if !(1..=VERSION).contains(&version) {
+            return Err(
+                Error::unsupported_version("record map", version, 1u16, VERSION)
+                    .in_file(RECORDS_FILE),
+            );
         }
         r.take(6)?;
         let generation = if version >= 2 { r.u64()? } else { 0 };

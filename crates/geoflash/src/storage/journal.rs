@@ -177,8 +177,31 @@ fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
     }
 }
 
+/// A header slot that does not decode.
+enum BadHeader {
+    /// Damaged: what is wrong.
+    Damaged(String),
+    /// Intact, of a format version this build does not read.
+    Unsupported(u32),
+}
+
+impl From<String> for BadHeader {
+    fn from(why: String) -> Self {
+        BadHeader::Damaged(why)
+    }
+}
+
+impl From<&str> for BadHeader {
+    fn from(why: &str) -> Self {
+        BadHeader::Damaged(why.to_string())
+    }
+}
+
 /// A decoded header slot: (generation, horizon).
-fn decode_header(buf: &[u8], page_size: usize) -> std::result::Result<Option<(u64, u64)>, String> {
+fn decode_header(
+    buf: &[u8],
+    page_size: usize,
+) -> std::result::Result<Option<(u64, u64)>, BadHeader> {
     if buf.iter().all(|&b| b == 0) {
         return Ok(None);
     }
@@ -190,15 +213,14 @@ fn decode_header(buf: &[u8], page_size: usize) -> std::result::Result<Option<(u6
     }
     let version = u32_at(buf, 12);
     if version != VERSION {
-        return Err(format!(
-            "journal format version {version}, this build reads version {VERSION}"
-        ));
+        return Err(BadHeader::Unsupported(version));
     }
     if u64_at(buf, 32) != page_size as u64 {
         return Err(format!(
             "journal written for pages of {} bytes, the device has {page_size}",
             u64_at(buf, 32)
-        ));
+        )
+        .into());
     }
     Ok(Some((u64_at(buf, 16), u64_at(buf, 24))))
 }
@@ -254,7 +276,17 @@ impl JournaledDevice {
                     }
                 }
                 Ok(None) => {}
-                Err(why) => problems.push(format!("page {slot}: {why}")),
+                // Either slot may be the newest: one this build cannot read
+                // refuses the journal rather than roll back by the other.
+                Err(BadHeader::Unsupported(version)) => {
+                    return Err(in_journal(Error::unsupported_version(
+                        "journal header",
+                        version,
+                        VERSION,
+                        VERSION,
+                    )))
+                }
+                Err(BadHeader::Damaged(why)) => problems.push(format!("page {slot}: {why}")),
             }
         }
         let read_only = how == JournalOpen::Read;

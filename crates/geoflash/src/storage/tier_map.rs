@@ -172,6 +172,7 @@ impl TierMapStore {
     /// The newest valid copy; `None` when neither region was ever written.
     pub fn load(&self) -> Result<Option<SavedMap>> {
         let mut problems = Vec::new();
+        let mut unsupported = Vec::new();
         let mut best: Option<SavedMap> = None;
         for region in 0..2u64 {
             match self.read_copy(region) {
@@ -183,12 +184,19 @@ impl TierMapStore {
                 }
                 // Tiers of another size: say so, whatever the other copy holds.
                 Err(e @ Error::InvalidInput(_)) => return Err(e),
+                // The version field is outside the checksum: a valid other
+                // copy stands (both copies hold the same save); with none,
+                // the map is of a newer format.
+                Err(e @ Error::UnsupportedVersion { .. }) => unsupported.push(e),
                 Err(e) => problems.push(format!("copy {region}: {e}")),
             }
         }
         match best {
             Some(m) => Ok(Some(m)),
-            None if problems.is_empty() => Ok(None),
+            None if problems.is_empty() => match unsupported.into_iter().next() {
+                Some(newer) => Err(newer),
+                None => Ok(None),
+            },
             None => Err(Error::corrupt(
                 None,
                 format!(
@@ -219,9 +227,12 @@ impl TierMapStore {
             |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
         let version = u32_at(&head, 8);
         if version != VERSION {
-            return Err(bad(format!(
-                "placement map format version {version}, this build reads {VERSION}"
-            )));
+            return Err(Error::unsupported_version(
+                "placement map",
+                version,
+                VERSION,
+                VERSION,
+            ));
         }
         let n = u64_at(&head, 48);
         if n > self.geometry.fast_limit {

@@ -253,13 +253,12 @@ impl Trace {
         }
         let version = u16::from_le_bytes(r.array("header")?);
         if version != TRACE_VERSION {
-            if version > TRACE_VERSION {
-                return Err(Error::UnsupportedVersion {
-                    found: version,
-                    supported: TRACE_VERSION,
-                });
-            }
-            return Err(corrupt(8, format!("unknown trace version {version}")));
+            return Err(Error::unsupported_version(
+                "trace",
+                version,
+                TRACE_VERSION,
+                TRACE_VERSION,
+            ));
         }
         let flags = u16::from_le_bytes(r.array("header")?);
         if flags & !FLAG_TIMED != 0 {

@@ -227,11 +227,13 @@ impl Header {
             return Err(Error::corrupt(Some(0), fmt.bad_magic));
         }
         let version = r.u16()?;
-        if version > HEADER_VERSION {
-            return Err(Error::UnsupportedVersion {
-                found: version,
-                supported: HEADER_VERSION,
-            });
+        if !(1..=HEADER_VERSION).contains(&version) {
+            return Err(Error::unsupported_version(
+                "store header",
+                version,
+                1u16,
+                HEADER_VERSION,
+            ));
         }
         let with_payload = match r.u8()? {
             0 => false,

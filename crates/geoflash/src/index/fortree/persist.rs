@@ -172,10 +172,12 @@ impl<S: NodeStore> Fortree<S> {
         match format {
             Some((MAGIC, VERSION)) => {}
             Some((MAGIC, v)) => {
-                return Err(Error::UnsupportedVersion {
-                    found: u16::try_from(v).unwrap_or(u16::MAX),
-                    supported: VERSION as u16,
-                })
+                return Err(Error::unsupported_version(
+                    "FOR-tree head page",
+                    v,
+                    VERSION,
+                    VERSION,
+                ))
             }
             _ => {
                 return Err(Error::invalid(

@@ -125,7 +125,7 @@ impl FlashSim {
     /// Loads a simulator saved by [`FlashSim::save`] (counters start at zero).
     pub fn load(path: &Path) -> Result<FlashSim> {
         let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
-        Self::decode(&bytes)
+        Self::decode(&bytes).map_err(|e| e.in_file(path))
     }
 
     /// Loads a simulator from a stream written by [`FlashSim::save_to`].
@@ -191,17 +191,17 @@ impl FlashSim {
             return Err(corrupt("not a flashsim image (bad magic)"));
         }
         let version = c.u32()?;
-        if version != VERSION {
-            if version > VERSION {
-                return Err(Error::UnsupportedVersion {
-                    found: version.min(u32::from(u16::MAX)) as u16,
-                    supported: VERSION as u16,
-                });
-            }
-            return Err(corrupt(format!("unknown version {version}")));
-        }
+        // The checksum first: a damaged version field is damage, not a newer format.
         if crc32c::crc32c(body) != u32::from_le_bytes(*crc) {
             return Err(corrupt("checksum mismatch"));
+        }
+        if version != VERSION {
+            return Err(Error::unsupported_version(
+                "flash simulator image",
+                version,
+                VERSION,
+                VERSION,
+            ));
         }
         let header_len = c.u32()? as usize;
         let header: Header = serde_json::from_slice(c.take(header_len)?)

@@ -96,6 +96,10 @@ const VERSION_COMPACT_REFS: u16 = 5;
 const VERSION_COMPACT_SEALED: u16 = 6;
 /// The compact format with entry references and seal pages.
 const VERSION_COMPACT_REFS_SEALED: u16 = 7;
+/// The oldest superblock version this build reads (every one up to [`NEWEST`]).
+const OLDEST: u16 = VERSION_NO_BASE;
+/// The newest superblock version this build reads and writes.
+const NEWEST: u16 = VERSION_COMPACT_REFS_SEALED;
 const LEN: usize = 80;
 /// Bytes before the base payload.
 const BASE_HEADER: usize = 108;
@@ -154,6 +158,8 @@ pub(crate) struct Superblock {
 enum Slot {
     Blank,
     Damaged(String),
+    /// An intact superblock of a format version this build does not read.
+    Unsupported(u16),
     /// The superblock and its payload codec version.
     Valid(Superblock, u8),
 }
@@ -231,19 +237,8 @@ impl Superblock {
             .and_then(|b| b.try_into().ok())
             .map(u16::from_le_bytes)
             .unwrap_or(0);
-        if !matches!(
-            version,
-            VERSION_NO_BASE
-                | VERSION
-                | VERSION_FIRST_IMAGE
-                | VERSION_COMPACT
-                | VERSION_COMPACT_REFS
-                | VERSION_COMPACT_SEALED
-                | VERSION_COMPACT_REFS_SEALED
-        ) {
-            return Slot::Damaged(format!(
-                "log superblock format version {version}, this build reads versions {VERSION_NO_BASE} to {VERSION_COMPACT_REFS_SEALED}: the index was written by another version of geoflash"
-            ));
+        if !(OLDEST..=NEWEST).contains(&version) {
+            return Slot::Unsupported(version);
         }
         if buf.get(6).copied() != Some(buf.len().trailing_zeros() as u8) {
             return Slot::Damaged("superblock written with another page size".into());
@@ -400,6 +395,16 @@ impl Superblock {
         for (page, chunk) in pages.iter().zip(buf.chunks_exact(ps)) {
             match Superblock::decode(chunk) {
                 Slot::Blank => blanks += 1,
+                // Either slot may be the newest: one this build cannot read
+                // refuses the log rather than open it at the other's older state.
+                Slot::Unsupported(version) => {
+                    return Err(Error::unsupported_version(
+                        "log superblock",
+                        version,
+                        OLDEST,
+                        NEWEST,
+                    ))
+                }
                 Slot::Damaged(why) => {
                     damaged_page = Some(*page);
                     problems.push(format!("page {page}: {why}"));
