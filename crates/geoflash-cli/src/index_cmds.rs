@@ -95,6 +95,11 @@ pub struct BuildArgs {
     /// and at least 64MiB for a log in its own file, log.dat on `file`).
     #[arg(long)]
     log_capacity: Option<String>,
+    /// eFIND and FAST: a commit or group commit this long after the last
+    /// checkpoint checkpoints (bounds what a crash leaves to replay by time):
+    /// 90s, 5min, 500ms, a number of seconds, or off (default 5min).
+    #[arg(long)]
+    checkpoint_interval: Option<String>,
     /// eFIND and FAST: log format, compact (the default: first-image flushes, and
     /// eFIND logs each group commit as the net changes of its pages), first-image (a
     /// page image only at a page's first flush after a compaction, one log sync per
@@ -1063,7 +1068,7 @@ impl BuildArgs {
     /// names the flags at fault).
     fn spec(&self) -> Result<IndexSpec, Failure> {
         let number = |v: Option<usize>| v.map(|n| n.to_string());
-        let flags: [(&str, Option<String>); 31] = [
+        let flags: [(&str, Option<String>); 32] = [
             ("kind", Some(self.kind.clone())),
             ("split", self.split.clone()),
             ("page_size", Some(self.page_size.clone())),
@@ -1088,6 +1093,7 @@ impl BuildArgs {
             ("group_commit", self.group_commit.clone()),
             ("flush_unit", number(self.flush_unit)),
             ("log_capacity", self.log_capacity.clone()),
+            ("checkpoint_interval", self.checkpoint_interval.clone()),
             ("log_format", self.log_format.clone()),
             ("flush_percent", self.flush_percent.map(|n| n.to_string())),
             ("flush_policy", self.flush_policy.clone()),

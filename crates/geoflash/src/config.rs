@@ -494,6 +494,11 @@ pub struct EfindSpec {
     /// `buffer_bytes`, `read_policy`, `with_payload` and `recovery` are
     /// taken from the fields above, the structure and the session.
     pub efind: EfindConfig,
+    /// Checkpoints by time: a durability point (a commit, a group commit)
+    /// this many milliseconds or more after the index's last checkpoint
+    /// is a checkpoint; 0: off (see [`StoreSpec::checkpoint_interval`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub checkpoint_interval_ms: u64,
 }
 
 /// The FAST store's options.
@@ -508,6 +513,14 @@ pub struct FastSpec {
     /// pages, group commit, an automatic log). Its `with_payload` and
     /// `recovery` are taken from the structure and the session.
     pub fast: FastConfig,
+    /// Checkpoints by time, as [`EfindSpec::checkpoint_interval_ms`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub checkpoint_interval_ms: u64,
+}
+
+/// Serde: a field left out of the JSON while 0 (off).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Default for StoreSpec {
@@ -535,6 +548,7 @@ impl StoreSpec {
             policy: PolicyKind::S2q,
             placement: Placement::None,
             efind,
+            checkpoint_interval_ms: 0,
         })
     }
 
@@ -544,6 +558,7 @@ impl StoreSpec {
             buffer_bytes,
             placement: Placement::None,
             fast,
+            checkpoint_interval_ms: 0,
         })
     }
 
@@ -611,6 +626,36 @@ impl StoreSpec {
     /// journal; see [`PlainSpec::in_place`]).
     pub fn in_place(&self) -> bool {
         matches!(self, StoreSpec::Plain(s) if s.in_place)
+    }
+
+    /// Checkpoints by time: how long after the index's last checkpoint a
+    /// durability point (the end of a batch's commit, a group commit of the
+    /// store's durability mode) checkpoints instead of only syncing the
+    /// log, bounding what a crash leaves to replay by time as the log's
+    /// capacity bounds it by size. `None`: off, and always for the plain
+    /// store (no log: its commits are checkpoints). The constructors
+    /// ([`StoreSpec::efind`], [`StoreSpec::fast`]) leave it off; the front
+    /// ends' [`crate::IndexSpec`] sets
+    /// [`defaults::CHECKPOINT_INTERVAL`](crate::defaults::CHECKPOINT_INTERVAL).
+    pub fn checkpoint_interval(&self) -> Option<std::time::Duration> {
+        let ms = match self {
+            StoreSpec::Plain(_) => 0,
+            StoreSpec::Efind(s) => s.checkpoint_interval_ms,
+            StoreSpec::Fast(s) => s.checkpoint_interval_ms,
+        };
+        (ms > 0).then(|| std::time::Duration::from_millis(ms))
+    }
+
+    /// This store with checkpoints by time every `interval` (`None`: off;
+    /// nothing for the plain store, which has no log).
+    pub fn with_checkpoint_interval(mut self, interval: Option<std::time::Duration>) -> StoreSpec {
+        let ms = interval.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1));
+        match &mut self {
+            StoreSpec::Plain(_) => {}
+            StoreSpec::Efind(s) => s.checkpoint_interval_ms = ms,
+            StoreSpec::Fast(s) => s.checkpoint_interval_ms = ms,
+        }
+        self
     }
 
     /// The log's capacity as given, 0 for automatic (`None`: no log).

@@ -38,6 +38,15 @@ pub const MEMORY_STORE: &str = "plain";
 pub const MEMORY_BUFFER: &str = "1GiB";
 /// Device of an index in one process: memory.
 pub const MEMORY_DEVICE: &str = "mem:";
+/// Checkpoints by time of a store with a log (`--checkpoint-interval`,
+/// Python `checkpoint_interval=`): a commit or group commit this long
+/// after the index's last checkpoint checkpoints, so that what a crash
+/// leaves to replay is bounded by time as well as by the log's capacity
+/// (`docs/reliability.md`, "Recovery time"). Five minutes, PostgreSQL's
+/// `checkpoint_timeout`: a checkpoint writes every dirty node of the
+/// buffer, which at the default budget is at most 256 MiB, a few seconds
+/// once per five minutes. The workbench pins it off (the papers have none).
+pub const CHECKPOINT_INTERVAL: &str = "5min";
 /// The papers' memory budget (eFIND, FAST and the plain baseline: 512 KiB).
 pub const PAPERS_BUFFER: &str = "512KiB";
 /// The papers' device: the index directory's own file with direct I/O.

@@ -77,10 +77,10 @@ pub struct DatasetConfig {
 /// The workbench's defaults, the papers' settings the seed workloads rely
 /// on, by the library's key names: an R*-tree (quadratic split, 4 KiB
 /// pages, 30 % reinsertion) on the eFIND store with a 512 KiB S2Q buffer on
-/// device `flashsim:preset=seed-tc58`. They are the library's front-end
-/// defaults ([`IndexSpec::set_default`]) of every configuration, so one
-/// stays out of a structure it does not apply to (a grid file gets no
-/// store, the FOR-tree the plain store).
+/// device `flashsim:preset=seed-tc58`, and no checkpoints by time. They are
+/// the library's front-end defaults ([`IndexSpec::set_default`]) of every
+/// configuration, so one stays out of a structure it does not apply to (a
+/// grid file gets no store, the FOR-tree the plain store).
 pub const WORKBENCH_DEFAULTS: &[(&str, &str)] = &[
     ("kind", "rstar"),
     ("split", "quadratic"),
@@ -90,6 +90,8 @@ pub const WORKBENCH_DEFAULTS: &[(&str, &str)] = &[
     ("buffer", "512KiB"),
     ("buffer_policy", "s2q"),
     ("device", "flashsim:preset=seed-tc58"),
+    // The papers checkpoint at the end of a run only.
+    ("checkpoint_interval", "off"),
 ];
 
 /// One index configuration (after expanding parameter lists): the

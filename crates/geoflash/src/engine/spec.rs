@@ -132,6 +132,7 @@ const EFIND_KEYS: &[&str] = &[
 const LOG_KEYS: &[&str] = &[
     "flush_unit",
     "log_capacity",
+    "checkpoint_interval",
     "log_format",
     "durability",
     "group_commit",
@@ -211,6 +212,8 @@ struct Settings {
     group_commit: Option<Durability>,
     flush_unit: Option<usize>,
     log_capacity: Option<u64>,
+    /// Milliseconds; 0 is off.
+    checkpoint_interval: Option<u64>,
     log_format: Option<LogFormat>,
     flush_percent: Option<u8>,
     flush_policy: Option<FlushPolicy>,
@@ -251,6 +254,7 @@ impl IndexSpec {
         "group_commit",
         "flush_unit",
         "log_capacity",
+        "checkpoint_interval",
         "log_format",
         "flush_percent",
         "flush_policy",
@@ -412,6 +416,7 @@ impl IndexSpec {
             "store" => t.store = Some(v.parse()?),
             "buffer" => t.buffer = Some(self.size(k, v, u64::MAX)?),
             "log_capacity" => t.log_capacity = Some(self.size(k, v, u64::MAX)?),
+            "checkpoint_interval" => t.checkpoint_interval = Some(self.interval_ms(k, v)?),
             "buffer_policy" => t.buffer_policy = Some(v.parse()?),
             "device" => t.device = Some(DeviceSpec::parse(v)?),
             "placement" => t.placement = Some(Placement::parse(v)?),
@@ -496,6 +501,35 @@ impl IndexSpec {
             _ => Err(Error::invalid(format!(
                 "{} {v:?}: use plain or batched",
                 self.spell("grid_queries")
+            ))),
+        }
+    }
+
+    /// A time interval in milliseconds: a number with a unit (`ms`, `s`,
+    /// `min`, `h`; seconds without one), or `off` (0).
+    fn interval_ms(&self, k: &'static str, v: &str) -> Result<u64> {
+        let v = v.trim().to_ascii_lowercase();
+        if v == "off" {
+            return Ok(0);
+        }
+        let split = v
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(v.len());
+        let (number, unit) = (&v[..split], v[split..].trim());
+        let scale = match unit {
+            "ms" => 1.0,
+            "" | "s" => 1e3,
+            "min" | "m" => 60e3,
+            "h" => 3600e3,
+            _ => f64::NAN,
+        };
+        match number.parse::<f64>() {
+            Ok(x) if x.is_finite() && scale.is_finite() && x * scale < 1e15 => {
+                Ok((x * scale).round() as u64)
+            }
+            _ => Err(Error::invalid(format!(
+                "{} {v:?} is not a time interval: a number with ms, s, min or h (seconds without), or off",
+                self.spell(k)
             ))),
         }
     }
@@ -857,13 +891,29 @@ impl IndexSpec {
                 policy,
                 placement,
                 efind: self.efind_config(durability)?,
+                checkpoint_interval_ms: self.checkpoint_interval_ms()?,
             }),
             StoreKind::Fast => StoreSpec::Fast(FastSpec {
                 buffer_bytes,
                 placement,
                 fast: self.fast_config(durability)?,
+                checkpoint_interval_ms: self.checkpoint_interval_ms()?,
             }),
         })
+    }
+
+    /// The checkpoint interval of a store with a log, in milliseconds (0:
+    /// off): as given, else [`defaults::CHECKPOINT_INTERVAL`].
+    fn checkpoint_interval_ms(&self) -> std::result::Result<u64, SpecError> {
+        match self.typed.checkpoint_interval {
+            Some(ms) => Ok(ms),
+            None => self
+                .interval_ms("checkpoint_interval", defaults::CHECKPOINT_INTERVAL)
+                .map_err(|error| SpecError {
+                    key: Some("checkpoint_interval"),
+                    error,
+                }),
+        }
     }
 
     /// Checks `options` as creating the index would (with a stand-in domain

@@ -121,6 +121,44 @@ fn settings_reach_the_options() {
     assert_eq!(f.durability, Durability::Sync);
 }
 
+#[test]
+fn the_checkpoint_interval_defaults_to_the_products_and_parses_units() {
+    let interval =
+        |pairs: &[(&str, &str)]| spec(pairs).options().unwrap().store.checkpoint_interval();
+    let five_min = Some(std::time::Duration::from_secs(300));
+    assert_eq!(crate::defaults::CHECKPOINT_INTERVAL, "5min");
+    assert_eq!(interval(&[]), five_min);
+    assert_eq!(interval(&[("store", "fast")]), five_min);
+    assert_eq!(interval(&[("store", "plain")]), None);
+    for (text, ms) in [
+        ("90", 90_000),
+        ("250ms", 250),
+        ("1.5s", 1_500),
+        ("2min", 120_000),
+        ("1h", 3_600_000),
+    ] {
+        let got = interval(&[("checkpoint_interval", text)]);
+        assert_eq!(got, Some(std::time::Duration::from_millis(ms)), "{text}");
+    }
+    assert_eq!(interval(&[("checkpoint_interval", "off")]), None);
+    assert_eq!(interval(&[("checkpoint_interval", "0")]), None);
+    // A front end's default (the workbench pins it off) stands until set.
+    let mut pinned = IndexSpec::new(KeyStyle::Key);
+    pinned.set_default("checkpoint_interval", "off").unwrap();
+    assert_eq!(pinned.options().unwrap().store.checkpoint_interval(), None);
+    let (k, msg) = refusal(KeyStyle::Flag, &[("checkpoint_interval", "soon")]);
+    assert_eq!(k, Some("checkpoint_interval"));
+    assert!(
+        msg.contains("--checkpoint-interval") && msg.contains("soon"),
+        "{msg}"
+    );
+    let (k, _) = refusal(
+        KeyStyle::Key,
+        &[("store", "plain"), ("checkpoint_interval", "1min")],
+    );
+    assert_eq!(k, Some("checkpoint_interval"));
+}
+
 /// Settings, the key their refusal blames, and words its message holds.
 type Refusal = (
     &'static [(&'static str, &'static str)],

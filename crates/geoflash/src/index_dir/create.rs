@@ -352,6 +352,7 @@ impl Index {
             in_batch: false,
             operation_cpu_time: true,
             locator: Default::default(),
+            checkpoints: super::checkpoints::CheckpointTimer::new(store.checkpoint_interval()),
         };
         index.checkpoint()?;
         // The manifest is written last: a directory without one holds no index.

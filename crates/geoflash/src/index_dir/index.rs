@@ -75,6 +75,8 @@ pub struct Index {
     /// Each object's rectangle, for [`Index::update_by_id`] (built at its
     /// first use).
     pub(super) locator: super::locator::Locator,
+    /// Checkpoints by time (see `checkpoints.rs`).
+    pub(super) checkpoints: super::checkpoints::CheckpointTimer,
 }
 
 impl std::fmt::Debug for Index {
@@ -231,6 +233,32 @@ impl Index {
                 s.sim.save(&dir.join(s.file))?;
             }
         }
+        self.checkpoints.restart();
+        Ok(())
+    }
+
+    /// How long after the last checkpoint a durability point checkpoints
+    /// (`None`: never; see [`StoreSpec::checkpoint_interval`](crate::config::StoreSpec::checkpoint_interval)).
+    pub fn checkpoint_interval(&self) -> Option<std::time::Duration> {
+        self.checkpoints.interval()
+    }
+
+    /// After an operation outside a batch that waits for its end: a
+    /// checkpoint when the interval has passed and the store's durability
+    /// mode has just made every committed operation durable (a durability
+    /// point; see `checkpoints.rs`).
+    pub(super) fn checkpoint_if_due(&mut self) -> Result<()> {
+        // A batch waiting for its end runs the store in the unbounded
+        // group mode: its end is its durability point.
+        if !self.checkpoints.due()
+            || self.tree.durability() == Some(crate::store::log::Durability::UNBOUNDED_GROUP)
+        {
+            return Ok(());
+        }
+        let durable = self.tree.durable_op();
+        if durable.is_some() && durable == self.tree.last_committed_op() {
+            self.checkpoint()?;
+        }
         Ok(())
     }
 
@@ -242,12 +270,14 @@ impl Index {
     /// simulated device (saved whole to `device.img` at checkpoints), is
     /// [checkpointed](Self::checkpoint). A simulated device without a
     /// directory (a workbench run) lives in its process: there the commit
-    /// is the log sync it simulates.
+    /// is the log sync it simulates. A commit that comes
+    /// [`checkpoint_interval`](Self::checkpoint_interval) or more after the
+    /// last checkpoint is a checkpoint (checkpoints by time).
     pub fn commit(&mut self) -> Result<()> {
         if self.access == Access::Read {
             return Ok(());
         }
-        if self.saved_at_checkpoints() {
+        if self.saved_at_checkpoints() || self.checkpoints.due() {
             return self.checkpoint();
         }
         if let Some(heap) = &self.objects {

@@ -35,6 +35,9 @@
 //! `operations.rs` its updates and queries, and `objects.rs` the object
 //! heap of exact geometries.
 mod batch;
+mod checkpoints;
+#[cfg(test)]
+mod checkpoints_tests;
 mod create;
 #[cfg(test)]
 mod damage_tests;

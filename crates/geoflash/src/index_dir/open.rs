@@ -110,6 +110,7 @@ impl Index {
             in_batch: false,
             operation_cpu_time: true,
             locator: Default::default(),
+            checkpoints: super::checkpoints::CheckpointTimer::new(store.checkpoint_interval()),
         })
     }
 }

@@ -12,13 +12,16 @@ use crate::{Error, Result};
 
 impl Index {
     /// Runs the update `f` on the structure as a timed index phase, its
-    /// errors naming the page file; refused on a read-only index.
+    /// errors naming the page file; refused on a read-only index. A
+    /// checkpoint follows when it is due by time and the operation was a
+    /// durability point of the store's mode (`checkpoints.rs`).
     fn change(&mut self, f: impl FnOnce(&mut dyn SpatialIndex) -> Result<()>) -> Result<()> {
         self.writable()?;
         let watch = self.watch();
         let done = f(&mut *self.tree).map_err(|e| self.locate(e));
         self.note(watch, Phase::Index);
-        done
+        done?;
+        self.checkpoint_if_due()
     }
 
     /// Runs the query `f` on the structure as a timed filter phase, its
