@@ -779,3 +779,332 @@ fn every_kind_of_error_has_its_exit_code() {
         &["postgresql://bench@127.0.0.1:1/results", "cannot connect"],
     );
 }
+
+/// The offsets of the `ps`-byte pages of `bytes` that start with `magic`.
+fn pages_starting_with(bytes: &[u8], magic: &[u8], ps: usize) -> Vec<usize> {
+    (0..bytes.len() / ps)
+        .map(|p| p * ps)
+        .filter(|&at| bytes[at..].starts_with(magic))
+        .collect()
+}
+
+/// CRC-32C of `buf` with its four bytes at `at` read as zeros (the
+/// checksum of a page, a log superblock and a journal header).
+fn crc_skipping(buf: &[u8], at: usize) -> u32 {
+    let c = crc32c::crc32c(&buf[..at]);
+    let c = crc32c::crc32c_append(c, &[0; 4]);
+    crc32c::crc32c_append(c, &buf[at + 4..])
+}
+
+/// How a newer build's file is forged from this build's: the version
+/// field rewritten, and the checksum over it recomputed as the newer build
+/// would have written it.
+enum Bump {
+    /// `format_version` of the manifest (and its checksum field dropped:
+    /// manifests without one are read).
+    Manifest,
+    /// In every `ps`-byte page starting with `magic`: the `width`-byte
+    /// version at `version`, then the page's own CRC at `crc` if any.
+    Pages {
+        magic: &'static [u8],
+        version: usize,
+        width: usize,
+        crc: Option<usize>,
+    },
+    /// The store header in page 0 (its magic is found in the page): its
+    /// version, then the page's CRC.
+    StoreHeader(&'static [u8]),
+    /// A grid page: version byte 4, CRC at 12 over the header's first 12
+    /// bytes and the payload (its length at 8).
+    GridPages,
+    /// In every `ps`-byte node page holding the bytes `from`: `to` in their
+    /// place, then the page's CRC (at 20).
+    Replace { from: Vec<u8>, to: Vec<u8> },
+    /// A whole file: the `width`-byte version at `version`, then the CRC of
+    /// everything before the last four bytes if `tail_crc`.
+    File {
+        version: usize,
+        width: usize,
+        tail_crc: bool,
+    },
+}
+
+/// Rewrites the version of `path` as `bump` says to `newer`.
+fn bump_version(path: &Path, bump: &Bump, ps: usize, newer: u64) {
+    let mut b = std::fs::read(path).unwrap();
+    let put = |b: &mut [u8], at: usize, width: usize| {
+        b[at..at + width].copy_from_slice(&newer.to_le_bytes()[..width]);
+    };
+    match *bump {
+        Bump::Manifest => {
+            let mut m: serde_json::Value = serde_json::from_slice(&b).unwrap();
+            m["format_version"] = newer.into();
+            m.as_object_mut().unwrap().remove("checksum");
+            b = serde_json::to_vec_pretty(&m).unwrap();
+        }
+        Bump::Pages {
+            magic,
+            version,
+            width,
+            crc,
+        } => {
+            let pages = pages_starting_with(&b, magic, ps);
+            assert!(
+                !pages.is_empty(),
+                "{}: no page starts with {magic:?}",
+                path.display()
+            );
+            for at in pages {
+                let page = &mut b[at..at + ps];
+                put(page, version, width);
+                if let Some(c) = crc {
+                    let sum = crc_skipping(page, c);
+                    page[c..c + 4].copy_from_slice(&sum.to_le_bytes());
+                }
+            }
+        }
+        Bump::StoreHeader(magic) => {
+            let page = &mut b[..ps];
+            let at = page.windows(magic.len()).position(|w| w == magic).unwrap();
+            put(page, at + magic.len(), 2);
+            let sum = crc_skipping(page, 20);
+            page[20..24].copy_from_slice(&sum.to_le_bytes());
+        }
+        Bump::GridPages => {
+            for at in pages_starting_with(&b, b"GFGR", ps) {
+                let page = &mut b[at..at + ps];
+                put(page, 4, 1);
+                let len = u32::from_le_bytes(page[8..12].try_into().unwrap()) as usize;
+                let sum = crc32c::crc32c_append(crc32c::crc32c(&page[..12]), &page[16..16 + len]);
+                page[12..16].copy_from_slice(&sum.to_le_bytes());
+            }
+        }
+        Bump::Replace { ref from, ref to } => {
+            let mut found = false;
+            for page in b.chunks_exact_mut(ps) {
+                if let Some(at) = page.windows(from.len()).position(|w| w == &from[..]) {
+                    page[at..at + to.len()].copy_from_slice(to);
+                    let sum = crc_skipping(page, 20);
+                    page[20..24].copy_from_slice(&sum.to_le_bytes());
+                    found = true;
+                }
+            }
+            assert!(found, "{}: no page holds {from:?}", path.display());
+        }
+        Bump::File {
+            version,
+            width,
+            tail_crc,
+        } => {
+            put(&mut b, version, width);
+            if tail_crc {
+                let n = b.len() - 4;
+                let sum = crc32c::crc32c(&b[..n]);
+                b[n..].copy_from_slice(&sum.to_le_bytes());
+            }
+        }
+    }
+    std::fs::write(path, b).unwrap();
+}
+
+/// Issue 45, item 4: a file of a format version this build does not read
+/// (written by a newer geoflash) is refused with exit code 1, the one of
+/// `UnsupportedVersion` everywhere, and a message naming the file, what
+/// carries the version and the version found; for every kind of file an
+/// index or a command reads.
+#[test]
+fn every_file_of_a_newer_format_exits_1_naming_the_file_and_version() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let boxes = dir.path().join("d.csv");
+    write_rects(&boxes, 300);
+    let shapes = dir.path().join("g.geojson");
+    let features: Vec<String> = (0..50)
+        .map(|i| {
+            let (x, y) = (f64::from(i % 10) * 10.0, f64::from(i / 10) * 10.0);
+            format!(
+                r#"{{"type":"Feature","id":{i},"properties":{{}},"geometry":{{"type":"Polygon","coordinates":[[[{x},{y}],[{},{y}],[{x},{}],[{x},{y}]]]}}}}"#,
+                x + 5.0,
+                y + 5.0
+            )
+        })
+        .collect();
+    std::fs::write(
+        &shapes,
+        format!(
+            r#"{{"type":"FeatureCollection","features":[{}]}}"#,
+            features.join(",")
+        ),
+    )
+    .unwrap();
+    let points = dir.path().join("p.csv");
+    let text: String = (0..300)
+        .map(|i| format!("{i},{},{},{},{}\n", i % 20, i / 20, i % 20, i / 20))
+        .collect();
+    std::fs::write(&points, format!("id,minx,miny,maxx,maxy\n{text}")).unwrap();
+    let trace = dir.path().join("build.trace");
+    let file = "file?direct=false";
+    let page = |magic, version, width, crc| Bump::Pages {
+        magic,
+        version,
+        width,
+        crc,
+    };
+    // (case, build flags, file, how to forge it, command reading it, what carries the version)
+    let cases: Vec<(&str, Vec<&str>, &str, Bump, &str, &str)> = vec![
+        (
+            "manifest",
+            vec!["--device", file],
+            "manifest.json",
+            Bump::Manifest,
+            "inspect",
+            "manifest",
+        ),
+        (
+            "node page",
+            vec!["--store", "plain", "--device", file],
+            "pages.dat",
+            page(b"GFPG", 4, 2, Some(20)),
+            "inspect",
+            "page",
+        ),
+        (
+            "store header",
+            vec!["--store", "plain", "--device", file],
+            "pages.dat",
+            Bump::StoreHeader(b"GFPLAIN\0"),
+            "inspect",
+            "store header",
+        ),
+        (
+            "log superblock",
+            vec!["--store", "efind", "--device", file],
+            "log.dat",
+            page(b"GFLS", 4, 2, Some(8)),
+            "recover",
+            "log superblock",
+        ),
+        (
+            "journal",
+            vec!["--store", "plain", "--device", file],
+            "journal.dat",
+            page(b"GFJRNL01", 12, 4, Some(8)),
+            "checkpoint",
+            "journal header",
+        ),
+        (
+            "flash simulator",
+            vec!["--store", "plain", "--device", "flashsim:preset=seed-tc58"],
+            "device.img",
+            Bump::File {
+                version: 12,
+                width: 4,
+                tail_crc: true,
+            },
+            "inspect",
+            "flash simulator image",
+        ),
+        (
+            "placement map",
+            vec![
+                "--store",
+                "plain",
+                "--device",
+                "hybrid:fast=(file?direct=false);slow=(file?direct=false)",
+            ],
+            "tiers.map",
+            page(b"GFTIERMP", 8, 4, None),
+            "inspect",
+            "placement map",
+        ),
+        (
+            "grid",
+            vec!["--kind", "gffm", "--device", file],
+            "pages.dat",
+            Bump::GridPages,
+            "inspect",
+            "grid page",
+        ),
+        (
+            "FOR-tree",
+            vec!["--kind", "fortree", "--device", file],
+            "pages.dat",
+            // The head page's format entry, the point ("FOR", version) as
+            // the rectangle (minx, miny, maxx, maxy) it is stored as.
+            Bump::Replace {
+                from: [f64::from(0x46_4F52), 1.0, f64::from(0x46_4F52), 1.0]
+                    .map(f64::to_le_bytes)
+                    .concat(),
+                to: [f64::from(0x46_4F52), 99.0, f64::from(0x46_4F52), 99.0]
+                    .map(f64::to_le_bytes)
+                    .concat(),
+            },
+            "inspect",
+            "FOR-tree head page",
+        ),
+        (
+            "object heap",
+            vec!["--device", file],
+            "objects.dat",
+            Bump::File {
+                version: 8,
+                width: 2,
+                tail_crc: false,
+            },
+            "query",
+            "object heap",
+        ),
+    ];
+    for (case, flags, name, bump, cmd, what) in &cases {
+        let idx = dir.path().join(case.replace(' ', "-"));
+        // Objects come from a file of geometries; a grid file holds points.
+        let input = match *case {
+            "object heap" => &shapes,
+            "grid" => &points,
+            _ => &boxes,
+        };
+        let mut args = vec![
+            "build",
+            "--input",
+            s(input),
+            "--index",
+            s(&idx),
+            "--page-size",
+            "1024",
+        ];
+        args.extend_from_slice(flags);
+        ok(geoflash(&args));
+        let path = idx.join(name);
+        bump_version(&path, bump, 1024, 99);
+        let mut args = vec![*cmd, "--index", s(&idx)];
+        if *cmd == "query" {
+            args.extend_from_slice(&["--window", "0,0,100,100", "--refine"]);
+        }
+        let want = format!("{what} format version 99");
+        fails(&args, 1, &[s(&path), &want]);
+    }
+    // A trace recorded by a newer build, read by `devbench`.
+    ok(geoflash(&[
+        "build",
+        "--input",
+        s(&boxes),
+        "--index",
+        s(&dir.path().join("traced")),
+        "--store",
+        "plain",
+        "--device",
+        "flashsim:preset=seed-tc58",
+        "--record-trace",
+        s(&trace),
+    ]));
+    let forge = Bump::File {
+        version: 8,
+        width: 2,
+        tail_crc: false,
+    };
+    bump_version(&trace, &forge, 1024, 99);
+    fails(
+        &["devbench", "--trace", s(&trace), "--device", "mem:"],
+        1,
+        &[s(&trace), "trace format version 99"],
+    );
+}

@@ -92,6 +92,15 @@ pub fn unframe(id: PageId, page: &[u8]) -> Result<(PageKind, &[u8])> {
     if head[0..4] != MAGIC {
         return Err(bad("not a grid page (bad magic)".into()));
     }
+    let len = u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize;
+    let payload = page
+        .get(HEADER..HEADER.saturating_add(len))
+        .ok_or_else(|| bad(format!("payload length {len} exceeds the page")))?;
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&head[0..12]), payload);
+    if crc != u32::from_le_bytes([head[12], head[13], head[14], head[15]]) {
+        return Err(bad("checksum mismatch".into()));
+    }
+    // After the checksum, which covers it: a damaged version is damage.
     if head[4] != VERSION {
         return Err(Error::unsupported_version(
             "grid page",
@@ -102,14 +111,6 @@ pub fn unframe(id: PageId, page: &[u8]) -> Result<(PageKind, &[u8])> {
     }
     let kind = PageKind::from_u8(head[5])
         .ok_or_else(|| bad(format!("unknown grid page kind {}", head[5])))?;
-    let len = u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize;
-    let payload = page
-        .get(HEADER..HEADER.saturating_add(len))
-        .ok_or_else(|| bad(format!("payload length {len} exceeds the page")))?;
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&head[0..12]), payload);
-    if crc != u32::from_le_bytes([head[12], head[13], head[14], head[15]]) {
-        return Err(bad("checksum mismatch".into()));
-    }
     Ok((kind, payload))
 }
 

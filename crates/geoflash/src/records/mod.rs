@@ -542,10 +542,12 @@ impl Records {
         let mut r = Reader { data, at: 8 };
         let version = r.u16()?;
         if !(1..=VERSION).contains(&version) {
-            return Err(
-                Error::unsupported_version("record map", version, 1u16, VERSION)
-                    .in_file(RECORDS_FILE),
-            );
+            return Err(Error::unsupported_version(
+                "record map",
+                version,
+                1u16,
+                VERSION,
+            ));
         }
         r.take(6)?;
         let generation = if version >= 2 { r.u64()? } else { 0 };
@@ -611,7 +613,7 @@ impl Records {
     pub fn load(dir: &Path) -> Result<(Records, Option<log::Replay>)> {
         let path = dir.join(RECORDS_FILE);
         let mut map = match std::fs::read(&path) {
-            Ok(bytes) => Records::decode(&bytes)?,
+            Ok(bytes) => Records::decode(&bytes).map_err(|e| e.in_file(&path))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok((Records::identity(), None))
             }
