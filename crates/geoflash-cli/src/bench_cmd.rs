@@ -141,7 +141,7 @@ pub fn bench(a: BenchArgs) -> Result<(), Failure> {
     let opts = RunOptions {
         force: a.force,
         only: a.only.clone(),
-        progress: true,
+        progress: crate::show_progress(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
         workdir: a.workdir.clone(),
         pick: None,

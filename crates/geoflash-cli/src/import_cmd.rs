@@ -93,6 +93,11 @@ pub fn import(a: ImportArgs) -> Result<(), Failure> {
     let r = match (&a.input, &a.postgis) {
         (Some(input), _) => {
             crate::input_file(input)?;
+            crate::status_line(format_args!(
+                "import: reading {} and writing {}",
+                input.display(),
+                a.out.display()
+            ));
             import::import(input, &a.out, order, a.seed, &opts)?
         }
         (None, Some(url)) => postgis(url, &a, order)?,

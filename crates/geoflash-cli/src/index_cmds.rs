@@ -518,6 +518,11 @@ fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
     let (index, ops) = match &a.bulk {
         Some(method) => {
             let method: BulkMethod = method.parse()?;
+            crate::status_line(format_args!(
+                "build: bulk loading {} objects (--bulk {})",
+                geoflash_bench::progress::count(objects.len() as u64),
+                a.bulk.as_deref().unwrap_or_default()
+            ));
             let index = Index::bulk_load_objects(&a.index, opts, &objects, method, a.fill())?;
             (index, objects.len() as u64)
         }
@@ -956,8 +961,9 @@ fn apply_stream<T>(
     if let Some(f) = failure {
         return Err(f);
     }
-    bar.finish_and_clear();
-    Ok(done?)
+    let done = done?;
+    bar.finish(done);
+    Ok(done)
 }
 
 /// The process's peak resident set so far (`VmHWM` of `/proc/self/status`),
@@ -1175,6 +1181,11 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
             let method: BulkMethod = method.parse()?;
             let records = input.into_records()?;
             let n = records.len() as u64;
+            crate::status_line(format_args!(
+                "build: bulk loading {} records (--bulk {})",
+                geoflash_bench::progress::count(n),
+                a.bulk.as_deref().unwrap_or_default()
+            ));
             (
                 Index::bulk_load(Some(&a.index), &opts, records, method, a.fill())?,
                 n,
@@ -1282,6 +1293,10 @@ fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<()
         memory_budget,
         temp_dir: PathBuf::from("."),
     };
+    crate::status_line(format_args!(
+        "build: bounded-memory bulk load of {} (--memory {memory})",
+        a.input.display()
+    ));
     let start = BatchClock::start();
     let (index, report) = Index::bulk_load_external(
         Some(&a.index),

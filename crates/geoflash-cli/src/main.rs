@@ -5,14 +5,19 @@
 //! progress bars go to standard error.
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use geoflash::engine::device::DeviceSpec;
 use geoflash::engine::parse_size;
 use geoflash::ErrorKind;
 use geoflash_bench::devbench::{self, DevbenchConfig, Pattern};
+use geoflash_bench::progress::Lines;
 use geoflash_bench::{formats, generate};
-use indicatif::ProgressBar;
+use indicatif::{ProgressBar, ProgressDrawTarget};
+use std::io::IsTerminal;
 
 #[macro_use]
 mod output;
@@ -26,8 +31,20 @@ mod trace_cmd;
 #[derive(Parser)]
 #[command(name = "geoflash", version, about, propagate_version = true)]
 struct Cli {
+    /// Print no progress on standard error (neither bars on a terminal nor
+    /// the status lines printed elsewhere: CI, a log file).
+    #[arg(long, short, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
+}
+
+/// Set by `--quiet`: no progress at all.
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Whether progress is to be shown (`--quiet` not given).
+pub fn show_progress() -> bool {
+    !QUIET.load(Ordering::Relaxed)
 }
 
 #[derive(Subcommand)]
@@ -215,6 +232,7 @@ impl From<anyhow::Error> for Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    QUIET.store(cli.quiet, Ordering::Relaxed);
     let result = match cli.command {
         Command::Devbench(args) => cmd_devbench(args),
         Command::Generate(args) => cmd_generate(args),
@@ -259,14 +277,70 @@ pub fn input_file(path: &std::path::Path) -> Result<(), Failure> {
     }
 }
 
-/// A progress bar on standard error for `len` steps of `what`.
-pub fn progress_bar(len: u64, what: &str) -> ProgressBar {
-    let bar = ProgressBar::new(len);
+/// The progress of `len` steps of `what` on standard error: a bar on a
+/// terminal; elsewhere (CI, `make demo > log`), where a bar draws nothing,
+/// a status line per tenth of the steps or every few seconds
+/// ([`Lines`]) and one when done; nothing with `--quiet`.
+pub struct Progress {
+    bar: ProgressBar,
+    lines: Option<Mutex<Lines>>,
+}
+
+impl Progress {
+    /// `done` steps are done.
+    pub fn set_position(&self, done: u64) {
+        self.bar.set_position(done);
+        if let Some(lines) = &self.lines {
+            if let Ok(mut lines) = lines.lock() {
+                if let Some(line) = lines.update(done, Instant::now()) {
+                    eprintln!("{line}");
+                }
+            }
+        }
+    }
+
+    /// The work ended with `done` steps done: the bar is cleared, the
+    /// status lines end with the count and the time taken.
+    pub fn finish(&self, done: u64) {
+        self.bar.finish_and_clear();
+        if let Some(lines) = &self.lines {
+            if let Ok(lines) = lines.lock() {
+                eprintln!("{}", lines.finish(done, Instant::now()));
+            }
+        }
+    }
+
+    /// Stops the bar where it is with `message` (the command's error says
+    /// the same off a terminal).
+    pub fn abandon_with_message(&self, message: String) {
+        self.bar.abandon_with_message(message);
+    }
+}
+
+/// A [`Progress`] for `len` steps of `what`.
+pub fn progress_bar(len: u64, what: &str) -> Progress {
+    let show = show_progress();
+    let bar = if show {
+        ProgressBar::new(len)
+    } else {
+        ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden())
+    };
     bar.set_style(geoflash_bench::progress::style(
         "{msg} [{bar:40}] {pos}/{len} ({rate}, eta {eta})",
     ));
     bar.set_message(what.to_string());
-    bar
+    let lines = (show && !std::io::stderr().is_terminal())
+        .then(|| Mutex::new(Lines::new(what, len, Instant::now())));
+    Progress { bar, lines }
+}
+
+/// Says on standard error that a step without a count (a bulk load, reading
+/// a file whole) begins, off a terminal and without `--quiet`, so that a
+/// log shows what a long silence is.
+pub fn status_line(message: std::fmt::Arguments) {
+    if show_progress() && !std::io::stderr().is_terminal() {
+        eprintln!("{message}");
+    }
 }
 
 fn cmd_devbench(a: DevbenchArgs) -> Result<(), Failure> {
@@ -298,7 +372,7 @@ fn cmd_devbench(a: DevbenchArgs) -> Result<(), Failure> {
     };
     let bar = progress_bar(cfg.count, "devbench");
     let report = devbench::run(device.as_ref(), &cfg, &|done| bar.set_position(done))?;
-    bar.finish_and_clear();
+    bar.finish(cfg.count);
     if let Some(r) = recorder {
         r.finish()?;
     }

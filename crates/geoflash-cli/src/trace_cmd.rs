@@ -24,7 +24,7 @@ pub fn replay(device: &str, trace_path: &Path, json: bool) -> Result<(), Failure
         &trace_path.display().to_string(),
         &|done| bar.set_position(done),
     )?;
-    bar.finish_and_clear();
+    bar.finish(trace.ops.len() as u64);
     if json {
         print_json(&report)?;
         return Ok(());
@@ -128,14 +128,15 @@ fn replicate(
         None => {
             // Created as the build's index is: one checkpoint of the empty tree.
             let mut index = Index::create_on(device, opts)?;
-            let bar = progress_bar(records.len() as u64, "record trace");
+            let total = records.len() as u64;
+            let bar = progress_bar(total, "record trace");
             for (i, (id, r)) in records.into_iter().enumerate() {
                 index.insert(id, r)?;
                 if i % 1024 == 0 {
                     bar.set_position(i as u64);
                 }
             }
-            bar.finish_and_clear();
+            bar.finish(total);
             index
         }
     };

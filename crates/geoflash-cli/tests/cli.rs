@@ -2275,3 +2275,100 @@ fn a_build_by_insertion_stays_within_its_memory_budget() {
         "peak RSS {peak} bytes above the 2 MiB budget + 32 MB ({bound}): {stats}"
     );
 }
+
+/// The tenths (1 for `10%` … 9 for `90%`) that the status lines of `what`
+/// on standard error announce (`build: 40% (8,192/20,000), …`).
+fn progress_tenths(stderr: &str, what: &str) -> std::collections::BTreeSet<u64> {
+    let prefix = format!("{what}: ");
+    stderr
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix(&prefix)?
+                .split_once("% (")?
+                .0
+                .parse::<u64>()
+                .ok()
+        })
+        .map(|percent| percent / 10)
+        .collect()
+}
+
+/// Issue 46: off a terminal (CI, `make demo > log`) the command line's
+/// progress bars draw nothing, so it prints a status line per tenth of the
+/// operations (triggered by count: the check is on the lines, not on time)
+/// and one when done; `--quiet` prints none.
+#[test]
+fn progress_off_a_terminal_is_a_line_per_tenth_and_nothing_with_quiet() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 20_000);
+    let more = dir.path().join("more.csv");
+    let text = std::fs::read_to_string(&data).unwrap();
+    let shifted: String = text
+        .lines()
+        .skip(1)
+        .take(3_000)
+        .map(|l| {
+            let (id, rest) = l.split_once(',').unwrap();
+            format!("{},{rest}\n", id.parse::<u64>().unwrap() + 100_000)
+        })
+        .collect();
+    std::fs::write(&more, format!("id,minx,miny,maxx,maxy\n{shifted}")).unwrap();
+
+    let idx = dir.path().join("ix");
+    let out = ok(geoflash(&[
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&idx),
+    ]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        progress_tenths(&err, "build"),
+        (1..=9).collect(),
+        "a line per tenth of 20,000 insertions: {err}"
+    );
+    assert!(
+        err.lines().any(|l| l.starts_with("build: 20,000 done in ")),
+        "{err}"
+    );
+    let insert = ok(geoflash(&[
+        "insert",
+        "--input",
+        s(&more),
+        "--index",
+        s(&idx),
+    ]));
+    let err = String::from_utf8_lossy(&insert.stderr);
+    assert!(
+        err.lines().any(|l| l.starts_with("insert: 3,000 done in ")),
+        "{err}"
+    );
+    let bulk = ok(geoflash(&[
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&dir.path().join("bulk")),
+        "--bulk",
+        "str",
+    ]));
+    let err = String::from_utf8_lossy(&bulk.stderr);
+    assert!(
+        err.contains("build: bulk loading 20,000 records (--bulk str)"),
+        "{err}"
+    );
+
+    for (i, flags) in [["--quiet", "build"], ["build", "-q"]]
+        .into_iter()
+        .enumerate()
+    {
+        let target = dir.path().join(format!("quiet{i}"));
+        let mut args = flags.to_vec();
+        args.extend(["--input", s(&data), "--index", s(&target)]);
+        let out = ok(geoflash(&args));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.trim().is_empty(), "{args:?} printed: {err}");
+    }
+}
