@@ -212,10 +212,17 @@ pub fn is_box_csv(path: &Path) -> Result<bool> {
 
 /// Reads the `(id, MBR)` records of any input file.
 pub fn read_rects(path: &Path) -> Result<Vec<(u64, Rect)>> {
+    read_rects_with(path, &ReadOptions::default())
+}
+
+/// Reads the `(id, MBR)` records of any input file with `opts` (the layer
+/// of a GeoPackage, the filters of an OSM file).
+pub fn read_rects_with(path: &Path, opts: &ReadOptions) -> Result<Vec<(u64, Rect)>> {
     if is_box_csv(path)? {
         return formats::read_csv(path);
     }
-    read_objects(path)?
+    read_dataset(path, opts)?
+        .objects
         .into_iter()
         .map(|(id, g)| {
             geoflash::engine::bounding_rect(&g)

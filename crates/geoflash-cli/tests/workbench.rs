@@ -392,3 +392,116 @@ fn import_converts_and_build_reads_wkt_csv() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("record 1"));
 }
+
+/// A GeoPackage at `path` with a feature layer of points per `(name,
+/// points)`, written with SQLite as GDAL lays one out (the tables the
+/// reader reads: `gpkg_contents`, `gpkg_geometry_columns`, one table per
+/// layer with an integer primary key `fid` and GeoPackage binary
+/// geometries: `GP`, version 0, little-endian header without envelope, SRS
+/// id 0, then WKB).
+fn write_gpkg(path: &Path, layers: &[(&str, &[(f64, f64)])]) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE gpkg_contents (table_name TEXT PRIMARY KEY, data_type TEXT NOT NULL);
+         CREATE TABLE gpkg_geometry_columns (table_name TEXT NOT NULL, column_name TEXT NOT NULL,
+             geometry_type_name TEXT NOT NULL, srs_id INTEGER NOT NULL, z TINYINT, m TINYINT);",
+    )
+    .unwrap();
+    for (name, points) in layers {
+        conn.execute_batch(&format!(
+            "CREATE TABLE {name} (fid INTEGER PRIMARY KEY, geom BLOB);
+             INSERT INTO gpkg_contents VALUES ('{name}', 'features');
+             INSERT INTO gpkg_geometry_columns VALUES ('{name}', 'geom', 'POINT', 0, 0, 0);"
+        ))
+        .unwrap();
+        for (i, (x, y)) in points.iter().enumerate() {
+            let mut blob = b"GP\x00\x01".to_vec();
+            blob.extend(0i32.to_le_bytes());
+            blob.extend([1u8, 1, 0, 0, 0]);
+            blob.extend(x.to_le_bytes());
+            blob.extend(y.to_le_bytes());
+            conn.execute(
+                &format!("INSERT INTO {name} (fid, geom) VALUES (?1, ?2)"),
+                rusqlite::params![i as i64 + 1, blob],
+            )
+            .unwrap();
+        }
+    }
+}
+
+/// Issue 46: a workload's `file =` dataset names a GeoPackage layer with
+/// `layer =` (as `--layer` on the command line), checked when the workload
+/// is read; the run reads that layer.
+#[test]
+fn a_workload_dataset_reads_the_named_geopackage_layer() {
+    let dir = tempfile::tempdir().unwrap();
+    let gpkg = dir.path().join("two.gpkg");
+    let small: &[(f64, f64)] = &[(0.0, 0.0), (1.0, 1.0)];
+    let big: &[(f64, f64)] = &[
+        (10.0, 10.0),
+        (11.0, 12.0),
+        (13.0, 11.0),
+        (14.0, 14.0),
+        (15.0, 10.0),
+    ];
+    write_gpkg(&gpkg, &[("small", small), ("big", big)]);
+    std::fs::write(
+        dir.path().join("pts.csv"),
+        "id,minx,miny,maxx,maxy\n1,0,0,0,0\n",
+    )
+    .unwrap();
+    let workload = |dataset: &str| {
+        format!(
+            "name = \"gpkg\"\n\n[[dataset]]\nname = \"d\"\n{dataset}\n\n\
+             [[index]]\nname = \"plain\"\nstore = \"plain\"\ndevice = \"mem:\"\n\n\
+             [[step]]\nkind = \"build\"\n"
+        )
+    };
+    let run = |dataset: &str| {
+        let w = dir.path().join("w.toml");
+        std::fs::write(&w, workload(dataset)).unwrap();
+        let db = dir.path().join(format!("r{}.sqlite", dataset.len()));
+        let out = geoflash(&["bench", s(&w), "--results", s(&db), "--json"]);
+        (out, db)
+    };
+
+    let (out, db) = run("file = \"two.gpkg\"\nlayer = \"big\"");
+    let j = last_json(&ok(out));
+    assert!(j["failures"].as_array().unwrap().is_empty(), "{j}");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let ops: i64 = conn
+        .query_row(
+            "SELECT operations FROM results WHERE step_kind = 'build'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(ops, big.len() as i64, "the build read layer big");
+
+    for (dataset, wanted) in [
+        (
+            "file = \"two.gpkg\"",
+            "2 feature layers (big, small): choose one with --layer NAME",
+        ),
+        (
+            "file = \"two.gpkg\"\nlayer = \"parks\"",
+            "no layer \"parks\"; its feature layers: big, small",
+        ),
+        (
+            "file = \"pts.csv\"\nlayer = \"big\"",
+            "applies to GeoPackage files (.gpkg) only",
+        ),
+        (
+            "generator = \"uniform\"\ncount = 10\nlayer = \"big\"",
+            "applies to a dataset file",
+        ),
+    ] {
+        let (out, _) = run(dataset);
+        assert_eq!(out.status.code(), Some(2), "{dataset}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(wanted) && err.contains("w.toml"),
+            "{dataset}: {err}"
+        );
+    }
+}

@@ -119,12 +119,20 @@ fn choose(path: &Path, layers: Vec<Layer>, name: Option<&str>) -> Result<Layer> 
             n => Err(bad(
                 path,
                 format!(
-                    "the GeoPackage has {n} feature layers ({}): choose one with --layer NAME",
+                    "the GeoPackage has {n} feature layers ({}): choose one with --layer NAME \
+                     (in a workload, the dataset's layer = \"NAME\")",
                     names()
                 ),
             )),
         },
     }
+}
+
+/// Checks that [`read`] can choose a layer of `path` by `name`: the layer
+/// exists, or the file has only one when `name` is `None` (the errors list
+/// the file's feature layers).
+pub fn check_layer(path: &Path, name: Option<&str>) -> Result<()> {
+    choose(path, layers(path)?, name).map(drop)
 }
 
 /// The parts of a GeoPackage binary geometry: the WKB after the header, or

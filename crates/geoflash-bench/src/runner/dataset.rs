@@ -37,6 +37,13 @@ pub(super) fn source_records(
                     .map(|(i, r)| (i as u64, r))
                     .collect(),
                 DatasetSource::File(path) => crate::import::read_rects(path)?,
+                DatasetSource::Layer { file, layer } => {
+                    let opts = crate::import::ReadOptions {
+                        layer: Some(layer.clone()),
+                        ..Default::default()
+                    };
+                    crate::import::read_rects_with(file, &opts)?
+                }
                 #[cfg(feature = "postgres")]
                 DatasetSource::Postgis(src) => crate::postgis::read_rects(src)?,
                 #[cfg(not(feature = "postgres"))]

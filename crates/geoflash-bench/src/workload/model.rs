@@ -57,6 +57,14 @@ pub enum DatasetSource {
     Generator(GenParams),
     /// A dataset file (any format [`crate::import::read_rects`] reads).
     File(PathBuf),
+    /// A layer of a GeoPackage file (`file = "city.gpkg"`, `layer =
+    /// "buildings"`), needed when the file has several.
+    Layer {
+        /// The GeoPackage file.
+        file: PathBuf,
+        /// The name of its feature layer (its table).
+        layer: String,
+    },
     /// A PostGIS table (recorded without the URL's password).
     Postgis(crate::postgis::PostgisSource),
 }

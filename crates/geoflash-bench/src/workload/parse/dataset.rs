@@ -114,6 +114,13 @@ pub(super) fn parse_dataset(
         }
         Ok(())
     };
+    if let (Some(l), None) = (&d.layer, &d.file) {
+        return Err(cx.err(
+            &l.span(),
+            &key("layer"),
+            "applies to a dataset file (file = \"x.gpkg\") only",
+        ));
+    }
     let source = match (&d.generator, &d.file, &d.postgis) {
         (None, None, Some(t)) => {
             not_generated("a PostGIS table")?;
@@ -193,13 +200,36 @@ pub(super) fn parse_dataset(
                     format!("dataset file {} does not exist", p.display()),
                 ));
             }
-            cx.at(
+            let format = cx.at(
                 &f.span(),
                 &key("file"),
                 crate::import::InputFormat::from_path(&p),
             )?;
             not_generated("a file")?;
-            DatasetSource::File(p)
+            let layer = d.layer.as_ref().map(|l| (l.span(), l.get_ref().clone()));
+            match (format, layer) {
+                (crate::import::InputFormat::GeoPackage, layer) => {
+                    // The layer (or the only one) is chosen now, not when the workload runs.
+                    let (span, name) = match &layer {
+                        Some((span, name)) => (span.clone(), Some(name.as_str())),
+                        None => (f.span(), None),
+                    };
+                    let k = key(if layer.is_some() { "layer" } else { "file" });
+                    cx.at(&span, &k, crate::formats::gpkg::check_layer(&p, name))?;
+                    match layer {
+                        Some((_, layer)) => DatasetSource::Layer { file: p, layer },
+                        None => DatasetSource::File(p),
+                    }
+                }
+                (_, Some((span, _))) => {
+                    return Err(cx.err(
+                        &span,
+                        &key("layer"),
+                        "applies to GeoPackage files (.gpkg) only",
+                    ))
+                }
+                (_, None) => DatasetSource::File(p),
+            }
         }
         (None, None, None) => {
             return Err(cx.err(

@@ -46,6 +46,7 @@ struct RawDataset {
     name: Spanned<String>,
     generator: Option<Spanned<String>>,
     file: Option<Spanned<String>>,
+    layer: Option<Spanned<String>>,
     postgis: Option<Spanned<toml::Table>>,
     geometry: Val,
     count: Val,
