@@ -80,6 +80,46 @@ def test_geoparquet_geoarrow(tmp_path, data, kind):
     assert_same(src, tmp_path / "out.parquet", df)
 
 
+@pytest.mark.parametrize("kind", ["point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon"])
+def test_geoparquet_geoarrow_interleaved(tmp_path, data, kind):
+    """Interleaved GeoArrow coordinates (one ``fixed_size_list<xy>[2]`` per
+    vertex) from a real encoder: GeoPandas' ``to_arrow(geometry_encoding=
+    "geoarrow", interleaved=True)`` (its ``to_parquet`` writes the separated
+    layout, which the GeoParquet 1.1 specification asks for). pyarrow writes
+    the table with the GeoParquet metadata (encoding named after the
+    GeoArrow type, as GeoPandas names it). GDAL's Parquet driver
+    (``GEOMETRY_ENCODING=GEOARROW_INTERLEAVED``) is not in pyogrio's wheel,
+    and DuckDB writes WKB."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    df = frame(data[kind], 1000)
+    table = pa.table(df.to_arrow(geometry_encoding="geoarrow", interleaved=True))
+    field = table.schema.field("geometry")
+    assert pa.types.is_fixed_size_list(_leaf_list(field.type)), field.type
+    encoding = field.metadata[b"ARROW:extension:name"].decode().removeprefix("geoarrow.")
+    geo = {
+        "version": "1.1.0",
+        "primary_column": "geometry",
+        "columns": {"geometry": {"encoding": encoding, "geometry_types": [type(data[kind][0]).__name__]}},
+    }
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"geo": json.dumps(geo).encode()})
+    src = tmp_path / f"{kind}-interleaved.parquet"
+    pq.write_table(table, src, compression="zstd")
+    assert_same(src, tmp_path / "out.parquet", df)
+
+
+def _leaf_list(t):
+    """The innermost list type of a GeoArrow type (its vertices)."""
+    import pyarrow as pa
+
+    while pa.types.is_list(t) or pa.types.is_large_list(t):
+        t = t.value_type
+    return t
+
+
 def test_geopackage_layers(tmp_path, data):
     src = tmp_path / "layers.gpkg"
     layers = {
