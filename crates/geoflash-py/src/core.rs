@@ -69,9 +69,7 @@ impl State {
         index.set_operation_cpu_time(false);
         let log = match index.dir() {
             Some(dir) if writable && !records.is_identity() => Some(match replay {
-                Some(r) if r.generation == records.generation() => {
-                    RecordLog::append_to(dir, r.generation, r.end)?
-                }
+                Some(r) if r.generation == records.generation() => RecordLog::append_to(dir, r)?,
                 _ => RecordLog::create(dir, records.generation())?,
             }),
             _ => None,

@@ -74,6 +74,7 @@ pub mod metrics;
 // `engine` and the re-exports below.
 mod error;
 mod page_id;
+mod parity;
 mod spatial;
 #[cfg(test)]
 mod spatial_tests;

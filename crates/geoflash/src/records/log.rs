@@ -27,21 +27,29 @@
 //!
 //! # File format
 //!
-//! A 32-byte header: magic `GFPYRLG\0`, format version (`u16` LE), six zero
-//! bytes, the generation (`u64` LE), four zero bytes and the CRC-32C of the
-//! 28 bytes before it. Then frames:
+//! A 32-byte header: magic `GFPYRLG\0`, format version (`u16` LE: 2, or
+//! 1 for logs written before seals), six zero bytes, the generation (`u64`
+//! LE), four zero bytes and the CRC-32C of the 28 bytes before it. Then
+//! frames:
 //!
 //! | bytes | field |
 //! |---|---|
 //! | 4 | payload length `l` (`u32` LE) |
 //! | 4 | CRC-32C of the payload |
 //! | 4 | CRC-32C of the 8 bytes above |
-//! | l | payload: kind (1 = ADD, 2 = REMOVE), key (`u64` LE), then for ADD the id (`i64` LE), 1 if an object follows, and the object |
+//! | l | payload: kind (1 = ADD, 2 = REMOVE, 3 = SEAL), key (`u64` LE), then for ADD the id (`i64` LE), 1 if an object follows, and the object; for SEAL see [`seal`] |
 //!
-//! The header checksum makes the lengths trustworthy, so the only damage
-//! accepted is a last frame cut by the end of the file (a torn append),
-//! which a writable open truncates; anything else is [`Error::Corrupt`]
-//! naming the file and the offset.
+//! The header checksum makes the lengths trustworthy. Format 2 ends every
+//! sync's frames with a seal frame ([`seal`]): their parity, written before
+//! the sync's one `fsync`. A frame that fails its checks is judged by the
+//! first seal after it: none, a crash's torn append (cut off by a writable
+//! open); one covering it, damage rebuilt from the seal when it lies in one
+//! aligned 4 KiB block (or, in the last batch, a crash that tore more than
+//! one block before the sync returned); anything else, [`Error::Corrupt`]
+//! naming the file and the offset. So damage to the last commit's frames
+//! is read exactly or refused, never read as a torn tail. Format 1 (no
+//! seals) is read and appended to as before: a last frame cut by the end
+//! of the file or zeros to it is a torn append, other damage an error.
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -553,95 +561,4 @@ impl RecordLog {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn changes() -> Vec<Change> {
-        vec![
-            Change::Add {
-                key: 0,
-                id: -5,
-                obj: None,
-            },
-            Change::Add {
-                key: 1,
-                id: 7,
-                obj: Some(b"pickled".to_vec()),
-            },
-            Change::Remove { key: 0 },
-        ]
-    }
-
-    fn written(dir: &Path) -> Vec<u8> {
-        let mut log = RecordLog::create(dir, 3).unwrap();
-        for c in changes() {
-            match c {
-                Change::Add { key, id, obj } => log.append_add(key, id, obj.as_deref()).unwrap(),
-                Change::Remove { key } => log.append_remove(key).unwrap(),
-            }
-        }
-        log.sync().unwrap();
-        std::fs::read(dir.join(LOG_FILE)).unwrap()
-    }
-
-    #[test]
-    fn changes_come_back_in_order_with_the_generation() {
-        let dir = tempfile::tempdir().unwrap();
-        let bytes = written(dir.path());
-        let r = read(&dir.path().join(LOG_FILE)).unwrap().unwrap();
-        assert_eq!((r.generation, r.changes, r.torn), (3, changes(), 0));
-        assert_eq!(r.end as usize, bytes.len() - HEADER);
-    }
-
-    #[test]
-    fn a_torn_last_frame_is_cut_and_appending_resumes_after_the_intact_ones() {
-        let dir = tempfile::tempdir().unwrap();
-        let bytes = written(dir.path());
-        let path = dir.path().join(LOG_FILE);
-        // Every cut inside the last frame, and zeros after the intact frames.
-        let last = bytes.len() - (FRAME_HEADER + 9);
-        for cut in last + 1..bytes.len() {
-            std::fs::write(&path, &bytes[..cut]).unwrap();
-            let r = read(&path).unwrap().unwrap();
-            assert_eq!(r.changes, changes()[..2].to_vec(), "cut at {cut}");
-            assert_eq!(r.torn as usize, cut - last);
-        }
-        let mut zeroed = bytes[..last].to_vec();
-        zeroed.extend_from_slice(&[0u8; 40]);
-        std::fs::write(&path, &zeroed).unwrap();
-        let r = read(&path).unwrap().unwrap();
-        assert_eq!((r.changes.len(), r.torn), (2, 40));
-        let mut log = RecordLog::append_to(dir.path(), r.generation, r.end).unwrap();
-        log.append_remove(1).unwrap();
-        let r = read(&path).unwrap().unwrap();
-        assert_eq!(r.changes.last(), Some(&Change::Remove { key: 1 }));
-        assert_eq!((r.changes.len(), r.torn), (3, 0));
-    }
-
-    #[test]
-    fn damage_inside_the_intact_frames_is_an_error_naming_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let bytes = written(dir.path());
-        let path = dir.path().join(LOG_FILE);
-        for at in 0..bytes.len() {
-            let mut b = bytes.clone();
-            b[at] ^= 0x5a;
-            std::fs::write(&path, &b).unwrap();
-            match read(&path) {
-                Err(e) => assert!(e.to_string().contains(LOG_FILE), "byte {at}: {e}"),
-                // A flip can only pass as a torn tail when it cuts the
-                // last frame's length short of the end of the file: then the
-                // changes read are a prefix, never a different change.
-                Ok(Some(r)) => {
-                    assert!(r.torn > 0, "byte {at}: damage accepted as intact");
-                    assert_eq!(
-                        r.changes,
-                        changes()[..r.changes.len()].to_vec(),
-                        "byte {at}"
-                    );
-                }
-                Ok(None) => unreachable!(),
-            }
-        }
-    }
-}
+mod tests;

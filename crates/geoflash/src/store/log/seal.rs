@@ -46,6 +46,7 @@
 //! a rebuild needs. The log id and epoch sit where a log page has them, so
 //! the torn-tail look-ahead treats a seal as a page of its epoch.
 use super::record::{get_u32, get_u64, page_crc, PAGE_MAGIC};
+use crate::parity::Parity;
 
 /// Magic number of a seal page.
 pub const SEAL_MAGIC: [u8; 4] = *b"GFLX";
@@ -61,22 +62,18 @@ pub(crate) struct SealHeader {
 }
 
 /// The XOR of the raw pages of one batch, kept by the writer while it
-/// writes the batch and by the reader while it scans it.
+/// writes the batch and by the reader while it scans it: a
+/// [`Parity`] one page wide.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct BatchXor {
-    xor: Vec<u8>,
+    xor: Parity,
     pages: u64,
 }
 
 impl BatchXor {
     /// Folds one raw page into the batch.
     pub fn add(&mut self, page: &[u8]) {
-        if self.xor.len() != page.len() {
-            self.xor = vec![0u8; page.len()];
-        }
-        for (x, b) in self.xor.iter_mut().zip(page) {
-            *x ^= b;
-        }
+        self.xor.fold(page.len(), 0, page);
         self.pages += 1;
     }
 
@@ -85,12 +82,7 @@ impl BatchXor {
         if other.pages == 0 {
             return;
         }
-        if self.xor.len() != other.xor.len() {
-            self.xor = vec![0u8; other.xor.len()];
-        }
-        for (x, b) in self.xor.iter_mut().zip(&other.xor) {
-            *x ^= b;
-        }
+        self.xor.merge(other.xor.bytes());
         self.pages += other.pages;
     }
 
@@ -101,7 +93,7 @@ impl BatchXor {
 
     /// Starts a new batch.
     pub fn clear(&mut self) {
-        self.xor.fill(0);
+        self.xor.clear();
         self.pages = 0;
     }
 
@@ -116,12 +108,13 @@ impl BatchXor {
         page_size: usize,
     ) -> Vec<u8> {
         let mut buf = vec![0u8; page_size];
-        if let Some(src) = self.xor.get(36..) {
+        let xor = self.xor.bytes();
+        if let Some(src) = xor.get(36..) {
             if let Some(dst) = buf.get_mut(36..36 + src.len()) {
                 dst.copy_from_slice(src);
             }
         }
-        if let (Some(dst), Some(src)) = (buf.get_mut(32..36), self.xor.get(4..8)) {
+        if let (Some(dst), Some(src)) = (buf.get_mut(32..36), xor.get(4..8)) {
             dst.copy_from_slice(src);
         }
         put(&mut buf, 0, &SEAL_MAGIC);
@@ -148,8 +141,8 @@ impl BatchXor {
         let ps = seal.len();
         let mut page = vec![0u8; ps];
         let zeros = vec![0u8; ps];
-        let xor = if self.xor.len() == ps {
-            &self.xor
+        let xor = if self.xor.bytes().len() == ps {
+            self.xor.bytes()
         } else {
             &zeros
         };
