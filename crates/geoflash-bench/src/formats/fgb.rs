@@ -75,6 +75,60 @@ pub fn read_attributes(path: &Path) -> Result<(Vec<u64>, Attributes)> {
     Ok((objects.into_iter().map(|o| o.0).collect(), attrs))
 }
 
+/// The attribute table of `columns` (name, type) `attr_cols`: unsigned
+/// integer columns as [`Kind::UInt`], the others as text.
+fn attribute_table(columns: &[(String, ColumnType)], attr_cols: &[usize]) -> Result<Attributes> {
+    Attributes::new(
+        attr_cols
+            .iter()
+            .map(|&c| {
+                let kind = match columns[c].1 {
+                    ColumnType::UByte
+                    | ColumnType::UShort
+                    | ColumnType::UInt
+                    | ColumnType::ULong => Kind::UInt,
+                    _ => Kind::Text,
+                };
+                Column::new(columns[c].0.clone(), kind)
+            })
+            .collect(),
+    )
+}
+
+/// The row of `attrs` (columns `attr_cols` of the header) of a feature
+/// whose properties are `set` (column, type, bytes): a value of another
+/// kind than its column's as text; `None` where the feature has none.
+fn attribute_row(
+    attrs: &Attributes,
+    attr_cols: &[usize],
+    set: &[Property<'_>],
+) -> Vec<Option<Value>> {
+    attrs
+        .columns()
+        .iter()
+        .zip(attr_cols)
+        .map(|(col, &c)| {
+            let (_, ty, v) = set.iter().find(|p| p.0 == c)?;
+            match (attribute_value(*ty, v), col.kind) {
+                (v @ Value::UInt(_), Kind::UInt) | (v @ Value::Text(_), Kind::Text) => Some(v),
+                (v, _) => Some(Value::Text(v.to_string())),
+            }
+        })
+        .collect()
+}
+
+/// The columns (name, type) the header declares.
+fn header_columns(header: &flatgeobuf::Header) -> Vec<(String, ColumnType)> {
+    header
+        .columns()
+        .map(|cs| {
+            cs.iter()
+                .map(|c| (c.name().to_string(), c.type_()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Reads a whole FlatGeobuf file, and the attributes (columns other than
 /// `id`) when `attributes` is set (else an empty table).
 fn read_with(path: &Path, attributes: bool) -> Result<(Vec<(u64, Geometry)>, Attributes)> {
@@ -122,14 +176,7 @@ fn read_with(path: &Path, attributes: bool) -> Result<(Vec<(u64, Geometry)>, Att
     let dataset_type = header.geometry_type();
 
     // the id column and the sizes of the columns before it
-    let columns: Vec<(String, ColumnType)> = header
-        .columns()
-        .map(|cs| {
-            cs.iter()
-                .map(|c| (c.name().to_string(), c.type_()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let columns = header_columns(&header);
     let id_col = columns
         .iter()
         .position(|(n, _)| n.eq_ignore_ascii_case("id"));
@@ -137,22 +184,7 @@ fn read_with(path: &Path, attributes: bool) -> Result<(Vec<(u64, Geometry)>, Att
     let attr_cols: Vec<usize> = (0..columns.len())
         .filter(|&c| attributes && Some(c) != id_col)
         .collect();
-    let mut attrs = Attributes::new(
-        attr_cols
-            .iter()
-            .map(|&c| {
-                let kind = match columns[c].1 {
-                    ColumnType::UByte
-                    | ColumnType::UShort
-                    | ColumnType::UInt
-                    | ColumnType::ULong => Kind::UInt,
-                    _ => Kind::Text,
-                };
-                Column::new(columns[c].0.clone(), kind)
-            })
-            .collect(),
-    )
-    .map_err(|e| bad(path, e))?;
+    let mut attrs = attribute_table(&columns, &attr_cols).map_err(|e| bad(path, e))?;
 
     let index = index_bytes(count, header.index_node_size())
         .filter(|&b| b <= len.saturating_sub(pos))
@@ -199,20 +231,7 @@ fn read_with(path: &Path, attributes: bool) -> Result<(Vec<(u64, Geometry)>, Att
         .unwrap_or(n);
         if !attrs.is_empty() {
             let set = properties(props, &columns).map_err(|e| corrupt(format!("{what}: {e}")))?;
-            let row = attrs
-                .columns()
-                .iter()
-                .zip(&attr_cols)
-                .map(|(col, &c)| {
-                    let (_, ty, v) = set.iter().find(|p| p.0 == c)?;
-                    match (attribute_value(*ty, v), col.kind) {
-                        (v @ Value::UInt(_), Kind::UInt) | (v @ Value::Text(_), Kind::Text) => {
-                            Some(v)
-                        }
-                        (v, _) => Some(Value::Text(v.to_string())),
-                    }
-                })
-                .collect::<Vec<_>>();
+            let row = attribute_row(&attrs, &attr_cols, &set);
             attrs
                 .push(row)
                 .map_err(|e| corrupt(format!("{what}: {e}")))?;

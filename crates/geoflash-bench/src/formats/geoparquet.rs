@@ -826,6 +826,103 @@ mod imp {
         Ok((defs, reps, vals))
     }
 
+    /// The geometry column of a Parquet file without `geo` metadata: the
+    /// first of `geometry`, `geom` and `wkb` (found by `top`).
+    fn untagged_geometry(path: &Path, top: &dyn Fn(&str) -> Option<usize>) -> Result<usize> {
+        ["geometry", "geom", "wkb"]
+            .into_iter()
+            .find_map(top)
+            .ok_or_else(|| {
+                bad(
+                    path,
+                    "not a GeoParquet file: no 'geo' metadata and no geometry, geom or wkb column",
+                )
+            })
+    }
+
+    /// Refuses an `id` column `d` of another type than an integer.
+    fn check_id_column(path: &Path, d: &ColumnDescriptor) -> Result<()> {
+        let ty = d.physical_type();
+        if matches!(ty, PhysicalType::INT32 | PhysicalType::INT64) {
+            Ok(())
+        } else {
+            Err(bad(
+                path,
+                format!("the id column has type {ty}, not an integer type"),
+            ))
+        }
+    }
+
+    /// The attribute table of `schema`'s columns `attr_cols`: unsigned
+    /// integer columns as [`Kind::UInt`], the others as text.
+    fn attribute_table(schema: &SchemaDescriptor, attr_cols: &[usize]) -> Result<Attributes> {
+        Attributes::new(
+            attr_cols
+                .iter()
+                .map(|&c| {
+                    let d = schema.column(c);
+                    let kind = if d.physical_type() != PhysicalType::BYTE_ARRAY && unsigned(&d) {
+                        Kind::UInt
+                    } else {
+                        Kind::Text
+                    };
+                    Column::new(d.name(), kind)
+                })
+                .collect(),
+        )
+    }
+
+    /// Refuses a file whose columns `read` are compressed with the codec this
+    /// build cannot decode, before the decoder fails on it.
+    fn refuse_lzo(
+        path: &Path,
+        reader: &SerializedFileReader<bytes::Bytes>,
+        read: &[usize],
+    ) -> Result<()> {
+        for rg in reader.metadata().row_groups() {
+            for &c in read {
+                if rg.column(c).compression() == Compression::LZO {
+                    return Err(bad(
+                        path,
+                        format!(
+                            "column {:?} is compressed with LZO, which this build does not read (it reads uncompressed, Snappy, gzip, Brotli, LZ4 and Zstandard columns; rewrite the file with one of them, e.g. GeoPandas to_parquet(compression=\"zstd\"))",
+                            rg.column(c).column_descr().path().string()
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The values of attribute column `c` (`col` of the table) in row group
+    /// `rg`: text, or unsigned integers where the column is of that kind.
+    fn attribute_values(
+        rg: &dyn RowGroupReader,
+        schema: &SchemaDescriptor,
+        c: usize,
+        col: &Column,
+    ) -> parquet::errors::Result<Vec<Option<Value>>> {
+        Ok(
+            if schema.column(c).physical_type() == PhysicalType::BYTE_ARRAY {
+                read_binary(rg, c)?
+                    .into_iter()
+                    .map(|v| v.map(|b| Value::Text(String::from_utf8_lossy(b.data()).into())))
+                    .collect()
+            } else {
+                read_ints(rg, c, col.kind == Kind::UInt)?
+                    .into_iter()
+                    .map(|v| {
+                        v.map(|x| match (col.kind, u64::try_from(x)) {
+                            (Kind::UInt, Ok(u)) => Value::UInt(u),
+                            _ => Value::Text(x.to_string()),
+                        })
+                    })
+                    .collect()
+            },
+        )
+    }
+
     /// Reads the objects of a GeoParquet file, and its attribute columns
     /// when `attributes` is set (else an empty table).
     pub(super) fn read_with(
@@ -862,31 +959,11 @@ mod imp {
                 let (name, encoding) = geometry_column(path, text)?;
                 GeometryColumn::named(path, schema, &name, &encoding)?
             }
-            None => {
-                let col = ["geometry", "geom", "wkb"]
-                    .into_iter()
-                    .find_map(top)
-                    .ok_or_else(|| {
-                        bad(
-                            path,
-                            "not a GeoParquet file: no 'geo' metadata and no geometry, geom or wkb column",
-                        )
-                    })?;
-                GeometryColumn::wkb(path, schema, col)?
-            }
+            None => GeometryColumn::wkb(path, schema, untagged_geometry(path, &top)?)?,
         };
         let idcol = top("id");
         if let Some(i) = idcol {
-            let d = schema.column(i);
-            if !matches!(d.physical_type(), PhysicalType::INT32 | PhysicalType::INT64) {
-                return Err(bad(
-                    path,
-                    format!(
-                        "the id column has type {}, not an integer type",
-                        d.physical_type()
-                    ),
-                ));
-            }
+            check_id_column(path, &schema.column(i))?;
         }
         let id_unsigned = idcol.is_some_and(|i| unsigned(&schema.column(i)));
         let attr_cols: Vec<usize> = (0..schema.num_columns())
@@ -901,41 +978,15 @@ mod imp {
                     )
             })
             .collect();
-        let mut attrs = Attributes::new(
-            attr_cols
-                .iter()
-                .map(|&c| {
-                    let d = schema.column(c);
-                    let kind = if d.physical_type() != PhysicalType::BYTE_ARRAY && unsigned(&d) {
-                        Kind::UInt
-                    } else {
-                        Kind::Text
-                    };
-                    Column::new(d.name(), kind)
-                })
-                .collect(),
-        )
-        .map_err(|e| bad(path, e))?;
-        // the codec this build cannot decode: say so before the decoder does
-        for rg in reader.metadata().row_groups() {
-            let read = geometry
-                .leaves()
-                .iter()
-                .copied()
-                .chain(idcol)
-                .chain(attr_cols.iter().copied());
-            for c in read {
-                if rg.column(c).compression() == Compression::LZO {
-                    return Err(bad(
-                        path,
-                        format!(
-                            "column {:?} is compressed with LZO, which this build does not read (it reads uncompressed, Snappy, gzip, Brotli, LZ4 and Zstandard columns; rewrite the file with one of them, e.g. GeoPandas to_parquet(compression=\"zstd\"))",
-                            rg.column(c).column_descr().path().string()
-                        ),
-                    ));
-                }
-            }
-        }
+        let mut attrs = attribute_table(schema, &attr_cols).map_err(|e| bad(path, e))?;
+        let read: Vec<usize> = geometry
+            .leaves()
+            .iter()
+            .copied()
+            .chain(idcol)
+            .chain(attr_cols.iter().copied())
+            .collect();
+        refuse_lzo(path, &reader, &read)?;
         let pq =
             |e: parquet::errors::ParquetError| bad(path, format!("cannot read Parquet data: {e}"));
         let mut objects = Collector::new(path);
@@ -962,26 +1013,7 @@ mod imp {
             }
             let mut columns = Vec::with_capacity(attr_cols.len());
             for (&c, col) in attr_cols.iter().zip(attrs.columns()) {
-                let values: Vec<Option<Value>> = if schema.column(c).physical_type()
-                    == PhysicalType::BYTE_ARRAY
-                {
-                    read_binary(rg.as_ref(), c)
-                        .map_err(pq)?
-                        .into_iter()
-                        .map(|v| v.map(|b| Value::Text(String::from_utf8_lossy(b.data()).into())))
-                        .collect()
-                } else {
-                    read_ints(rg.as_ref(), c, col.kind == Kind::UInt)
-                        .map_err(pq)?
-                        .into_iter()
-                        .map(|v| {
-                            v.map(|x| match (col.kind, u64::try_from(x)) {
-                                (Kind::UInt, Ok(u)) => Value::UInt(u),
-                                _ => Value::Text(x.to_string()),
-                            })
-                        })
-                        .collect()
-                };
+                let values = attribute_values(rg.as_ref(), schema, c, col).map_err(pq)?;
                 if values.len() != rows {
                     return Err(bad(
                         path,

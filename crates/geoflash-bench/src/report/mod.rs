@@ -669,15 +669,40 @@ pub fn write_report(
     }
     let plots_dir = out.join("plots");
     std::fs::create_dir_all(&plots_dir).map_err(|e| io_err(&plots_dir, e))?;
-    let mut summary = ReportSummary {
-        html: out.join("index.html"),
-        panels: panels.len(),
-        ..ReportSummary::default()
+    let corr = crate::simcorr::correlations(&mut store)?;
+    let mut r = Report {
+        out,
+        opts,
+        metrics: &metrics,
+        styles: series_styles(&panels),
+        csv: csv_header(&metrics, opts.baseline.is_some()),
+        md: String::from("# geoflash report\n"),
+        html: String::new(),
+        summary: ReportSummary {
+            html: out.join("index.html"),
+            panels: panels.len(),
+            sim_vs_device: corr.len(),
+            ..ReportSummary::default()
+        },
     };
-    // One colour and marker per configuration, the same in every figure.
+    r.intro(results, &panels, !corr.is_empty());
+    if let (Some(target), Some(baseline)) = (&opts.headline, &opts.baseline) {
+        r.headline(&panels, target, baseline)?;
+    }
+    if !corr.is_empty() {
+        r.sim_vs_device(&corr);
+    }
+    for panel in &panels {
+        r.panel(panel)?;
+    }
+    r.finish()
+}
+
+/// One colour and marker per configuration, the same in every figure.
+fn series_styles(panels: &[Panel]) -> BTreeMap<String, usize> {
     let mut styles: BTreeMap<String, usize> = BTreeMap::new();
     let (mut bases, mut rests): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
-    for p in &panels {
+    for p in panels {
         let several = p
             .bars
             .iter()
@@ -707,136 +732,176 @@ pub fn write_report(
             }
         }
     }
+    styles
+}
+
+/// The header line of `summary.csv`: each metric, and its gain with a baseline.
+fn csv_header(metrics: &[String], gains: bool) -> String {
     let mut csv = String::from(
         "workload,scale,step_index,step_kind,parameter,configuration,page_size,repetitions",
     );
-    for m in &metrics {
+    for m in metrics {
         csv.push(',');
         csv.push_str(m);
-        if opts.baseline.is_some() {
+        if gains {
             csv.push_str(&format!(",{m}_gain"));
         }
     }
     csv.push('\n');
-    let mut md = String::from("# geoflash report\n");
-    let mut html = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>geoflash report</title>\n<style>{STYLE}</style></head><body>\n<h1>geoflash report</h1>\n"
-    );
-    let _ = writeln!(
-        html,
-        "<p>Results: <code>{}</code>. Values are medians over repetitions; “{}” marks a value that does not apply (a simulator's count on a real device). Tables: <a href=\"summary.csv\">summary.csv</a>, <a href=\"summary.md\">summary.md</a>{}.</p>",
-        html_escape(&results.to_string()),
-        tables::NOT_APPLICABLE,
-        match &opts.baseline {
-            Some(b) => format!(". Gains are (ref − value)/ref against <b>{}</b>", html_escape(b)),
-            None => String::new(),
+    csv
+}
+
+/// A report being written: its three documents (the CSV and Markdown
+/// tables and the HTML page) and what it wrote so far.
+struct Report<'a> {
+    out: &'a Path,
+    opts: &'a ReportOptions,
+    metrics: &'a [String],
+    /// The style number of each series ([`series_styles`]).
+    styles: BTreeMap<String, usize>,
+    csv: String,
+    md: String,
+    html: String,
+    summary: ReportSummary,
+}
+
+impl Report<'_> {
+    /// The page's head, its introduction and its table of contents.
+    fn intro(&mut self, results: &ResultsLocation, panels: &[Panel], sim_vs_device: bool) {
+        let html = &mut self.html;
+        let _ = writeln!(
+            html,
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>geoflash report</title>\n<style>{STYLE}</style></head><body>\n<h1>geoflash report</h1>"
+        );
+        let _ = writeln!(
+            html,
+            "<p>Results: <code>{}</code>. Values are medians over repetitions; “{}” marks a value that does not apply (a simulator's count on a real device). Tables: <a href=\"summary.csv\">summary.csv</a>, <a href=\"summary.md\">summary.md</a>{}.</p>",
+            html_escape(&results.to_string()),
+            tables::NOT_APPLICABLE,
+            match &self.opts.baseline {
+                Some(b) => format!(". Gains are (ref − value)/ref against <b>{}</b>", html_escape(b)),
+                None => String::new(),
+            }
+        );
+        html.push_str("<nav><ul>\n");
+        if let (Some(t), Some(b)) = (&self.opts.headline, &self.opts.baseline) {
+            let _ = writeln!(
+                html,
+                "<li><a href=\"#headline\">Gains of {} over {}</a></li>",
+                html_escape(t),
+                html_escape(b)
+            );
         }
-    );
-    let corr = crate::simcorr::correlations(&mut store)?;
-    summary.sim_vs_device = corr.len();
-    html.push_str("<nav><ul>\n");
-    if let (Some(t), Some(b)) = (&opts.headline, &opts.baseline) {
-        let _ = writeln!(
-            html,
-            "<li><a href=\"#headline\">Gains of {} over {}</a></li>",
-            html_escape(t),
-            html_escape(b)
-        );
+        if sim_vs_device {
+            html.push_str("<li><a href=\"#sim-vs-device\">Simulator vs device</a></li>\n");
+        }
+        for p in panels {
+            let _ = writeln!(
+                html,
+                "<li><a href=\"#{}\">{}</a></li>",
+                p.slug(),
+                html_escape(&p.title())
+            );
+        }
+        html.push_str("</ul></nav>\n");
     }
-    if !corr.is_empty() {
-        html.push_str("<li><a href=\"#sim-vs-device\">Simulator vs device</a></li>\n");
-    }
-    for p in &panels {
-        let _ = writeln!(
-            html,
-            "<li><a href=\"#{}\">{}</a></li>",
-            p.slug(),
-            html_escape(&p.title())
-        );
-    }
-    html.push_str("</ul></nav>\n");
-    if let (Some(target), Some(baseline)) = (&opts.headline, &opts.baseline) {
-        let rows = gains::headline_rows(&panels, &metrics, target, baseline);
+
+    /// The headline: gains of `target` over `baseline` (`headline.md`, a
+    /// figure, tables) and where a third configuration beats both.
+    fn headline(&mut self, panels: &[Panel], target: &str, baseline: &str) -> Result<()> {
+        let rows = gains::headline_rows(panels, self.metrics, target, baseline);
         let table = gains::headline_markdown(&rows, target, baseline);
-        let p = out.join("headline.md");
+        let p = self.out.join("headline.md");
         std::fs::write(&p, &table).map_err(|e| io_err(&p, e))?;
-        summary.headline = Some(p);
+        self.summary.headline = Some(p);
         let _ = writeln!(
-            html,
+            self.html,
             "<h2 id=\"headline\">Gains of {t} over {b}</h2>",
             t = html_escape(target),
             b = html_escape(baseline)
         );
-        let findings = gains::findings(&panels, &metrics, target, baseline);
-        if !findings.is_empty() {
-            let _ = writeln!(
-                html,
-                "<div class=\"finding\"><p><b>Neither {t} nor {b} is best everywhere.</b> Where a third configuration beats both (each at its best durability, on the metric the gains below compare):</p><ul>",
-                t = html_escape(target),
-                b = html_escape(baseline)
-            );
-            let queries = findings.iter().filter(|f| f.0).count();
-            for (_, f) in findings.iter().filter(|f| !f.0) {
-                let _ = writeln!(html, "<li>{}</li>", html_escape(f));
-            }
-            html.push_str("</ul>");
-            if queries > 0 {
-                let _ = write!(
-                    html,
-                    "<details><summary>and in {queries} comparisons of query steps</summary><ul>"
-                );
-                for (_, f) in findings.iter().filter(|f| f.0) {
-                    let _ = writeln!(html, "<li>{}</li>", html_escape(f));
-                }
-                html.push_str("</ul></details>");
-            }
-            html.push_str("</div>\n");
-            let _ = write!(md, "\n## Where neither {target} nor {baseline} is best\n\n");
-            for (_, f) in &findings {
-                let _ = writeln!(md, "- {f}");
-            }
-        }
+        self.findings(panels, target, baseline);
         let fig = gains::headline_figure(&rows, target, baseline);
         if !fig.is_empty() {
             let caption = format!(
                 "Gain (ref − value)/ref of {target} over {baseline} per workload step, in % (positive: {target} is better), on the first shown metric that applies to each configuration (simulated time on the simulator, wall time on a real device); facets by insertion order and durability."
             );
-            html.push_str(&figure_html(
-                out,
-                "headline.svg",
-                &fig,
-                &caption,
-                &mut summary,
-            )?);
+            let img = figure_html(self.out, "headline.svg", &fig, &caption, &mut self.summary)?;
+            self.html.push_str(&img);
         }
-        html.push_str(
+        self.html.push_str(
             &gains::headline_pivot(&rows)
                 .html(Some("Gains by page size (configurations × page size)")),
         );
         let _ = writeln!(
-            html,
+            self.html,
             "<details><summary>Headline table, one row per comparison (headline.md)</summary>{}</details>",
             gains::headline_table(&rows, target, baseline).html(None)
         );
+        Ok(())
     }
-    if !corr.is_empty() {
+
+    /// Where a third configuration beats both `target` and `baseline`
+    /// (query steps behind a disclosure).
+    fn findings(&mut self, panels: &[Panel], target: &str, baseline: &str) {
+        let findings = gains::findings(panels, self.metrics, target, baseline);
+        if findings.is_empty() {
+            return;
+        }
+        let html = &mut self.html;
+        let _ = writeln!(
+            html,
+            "<div class=\"finding\"><p><b>Neither {t} nor {b} is best everywhere.</b> Where a third configuration beats both (each at its best durability, on the metric the gains below compare):</p><ul>",
+            t = html_escape(target),
+            b = html_escape(baseline)
+        );
+        let queries = findings.iter().filter(|f| f.0).count();
+        for (_, f) in findings.iter().filter(|f| !f.0) {
+            let _ = writeln!(html, "<li>{}</li>", html_escape(f));
+        }
+        html.push_str("</ul>");
+        if queries > 0 {
+            let _ = write!(
+                html,
+                "<details><summary>and in {queries} comparisons of query steps</summary><ul>"
+            );
+            for (_, f) in findings.iter().filter(|f| f.0) {
+                let _ = writeln!(html, "<li>{}</li>", html_escape(f));
+            }
+            html.push_str("</ul></details>");
+        }
+        html.push_str("</div>\n");
+        let _ = write!(
+            self.md,
+            "\n## Where neither {target} nor {baseline} is best\n\n"
+        );
+        for (_, f) in &findings {
+            let _ = writeln!(self.md, "- {f}");
+        }
+    }
+
+    /// How well the simulator's counts rank configurations as the device does.
+    fn sim_vs_device(&mut self, corr: &[crate::simcorr::Correlation]) {
         let about = "Spearman rank correlation, over the configurations run on both devices, \
                      of each simulator count with the real device's wall time (medians over \
                      repetitions): +1 when the simulator ranks the configurations exactly as \
                      the device does; – for fewer than 3 configurations or a constant side.";
         let _ = write!(
-            md,
+            self.md,
             "\n## Simulator vs device\n\n{about}\n\n{}",
-            crate::simcorr::markdown(&corr)
+            crate::simcorr::markdown(corr)
         );
         let _ = writeln!(
-            html,
+            self.html,
             "<h2 id=\"sim-vs-device\">Simulator vs device</h2>\n<p>{}</p>\n{}",
             html_escape(about),
-            crate::simcorr::html(&corr, html_escape)
+            crate::simcorr::html(corr, html_escape)
         );
     }
-    for panel in &panels {
+
+    /// One workload step: its CSV rows, figures and tables.
+    fn panel(&mut self, panel: &Panel) -> Result<()> {
+        let metrics = self.metrics;
         let title = panel.title();
         let slug = panel.slug();
         let shown: Vec<usize> = (0..metrics.len())
@@ -847,12 +912,38 @@ pub fn write_report(
                     .any(|b| b.values.get(m).copied().flatten().is_some_and(|v| v != 0.0))
             })
             .collect();
-        let all_gains: Option<Vec<Vec<Option<f64>>>> = opts.baseline.as_ref().map(|b| {
+        let all_gains: Option<Vec<Vec<Option<f64>>>> = self.opts.baseline.as_ref().map(|b| {
             (0..metrics.len())
                 .map(|m| gains::gains(panel, m, b))
                 .collect()
         });
-        // CSV: every metric; empty where it does not apply.
+        self.csv_rows(panel, all_gains.as_deref());
+        let _ = writeln!(self.html, "<h2 id=\"{slug}\">{}</h2>", html_escape(&title));
+        self.figures(panel, &shown)?;
+        // Then the pivoted tables, and the full table behind a disclosure.
+        let _ = writeln!(self.md, "\n## {title}\n");
+        for &m in &shown {
+            let metric = metrics.get(m).map(String::as_str).unwrap_or("");
+            let t = tables::pivot(panel, m, metric);
+            let caption = format!("{} (configurations × page size)", tables::label(metric));
+            self.html.push_str(&t.html(Some(&caption)));
+            let _ = write!(self.md, "\n**{caption}**\n\n{}", t.markdown());
+        }
+        let full = tables::full(panel, &shown, metrics, all_gains.as_deref());
+        let _ = writeln!(
+            self.html,
+            "<details><summary>Full table: all {} configurations of this step{}</summary>{}</details>",
+            panel.bars.len(),
+            if all_gains.is_some() { ", with gains" } else { "" },
+            full.html(None)
+        );
+        let _ = write!(self.md, "\n**Full table**\n\n{}", full.markdown());
+        Ok(())
+    }
+
+    /// The CSV rows of `panel`: every metric; empty where it does not apply.
+    fn csv_rows(&mut self, panel: &Panel, all_gains: Option<&[Vec<Option<f64>>]>) {
+        let csv = &mut self.csv;
         for (bi, b) in panel.bars.iter().enumerate() {
             let _ = write!(
                 csv,
@@ -868,19 +959,22 @@ pub fn write_report(
             );
             for (m, v) in b.values.iter().enumerate() {
                 let _ = write!(csv, ",{}", v.map(|v| v.to_string()).unwrap_or_default());
-                if let Some(g) = &all_gains {
+                if let Some(g) = all_gains {
                     let g = g.get(m).and_then(|g| g.get(bi).copied().flatten());
                     let _ = write!(csv, ",{}", g.map(|g| g.to_string()).unwrap_or_default());
                 }
             }
             csv.push('\n');
         }
-        let _ = writeln!(html, "<h2 id=\"{slug}\">{}</h2>", html_escape(&title));
-        let pooled = pooled_durabilities(panel, &metrics);
-        // Figures first.
-        for &m in &shown {
-            let metric = metrics.get(m).map(String::as_str).unwrap_or("");
-            let (fig, notes) = panel_figure(panel, m, metric, &styles, pooled.as_deref());
+    }
+
+    /// The figures of `panel`, one per metric `shown`.
+    fn figures(&mut self, panel: &Panel, shown: &[usize]) -> Result<()> {
+        let slug = panel.slug();
+        let pooled = pooled_durabilities(panel, self.metrics);
+        for &m in shown {
+            let metric = self.metrics.get(m).map(String::as_str).unwrap_or("");
+            let (fig, notes) = panel_figure(panel, m, metric, &self.styles, pooled.as_deref());
             if fig.is_empty() {
                 continue;
             }
@@ -896,39 +990,28 @@ pub fn write_report(
                 caption.push_str(n);
             }
             caption.push('.');
-            html.push_str(&figure_html(
-                out,
+            let img = figure_html(
+                self.out,
                 &format!("{slug}-{metric}.svg"),
                 &fig,
                 &caption,
-                &mut summary,
-            )?);
+                &mut self.summary,
+            )?;
+            self.html.push_str(&img);
         }
-        // Then the pivoted tables, and the full table behind a disclosure.
-        let _ = writeln!(md, "\n## {title}\n");
-        for &m in &shown {
-            let metric = metrics.get(m).map(String::as_str).unwrap_or("");
-            let t = tables::pivot(panel, m, metric);
-            let caption = format!("{} (configurations × page size)", tables::label(metric));
-            html.push_str(&t.html(Some(&caption)));
-            let _ = write!(md, "\n**{caption}**\n\n{}", t.markdown());
+        Ok(())
+    }
+
+    /// Writes `summary.csv`, `summary.md` and `index.html`.
+    fn finish(mut self) -> Result<ReportSummary> {
+        self.html.push_str("</body></html>\n");
+        for (name, text) in [("summary.csv", &self.csv), ("summary.md", &self.md)] {
+            let p = self.out.join(name);
+            std::fs::write(&p, text).map_err(|e| io_err(&p, e))?;
+            self.summary.tables.push(p);
         }
-        let full = tables::full(panel, &shown, &metrics, all_gains.as_deref());
-        let _ = writeln!(
-            html,
-            "<details><summary>Full table: all {} configurations of this step{}</summary>{}</details>",
-            panel.bars.len(),
-            if all_gains.is_some() { ", with gains" } else { "" },
-            full.html(None)
-        );
-        let _ = write!(md, "\n**Full table**\n\n{}", full.markdown());
+        let summary = self.summary;
+        std::fs::write(&summary.html, &self.html).map_err(|e| io_err(&summary.html, e))?;
+        Ok(summary)
     }
-    html.push_str("</body></html>\n");
-    for (name, text) in [("summary.csv", &csv), ("summary.md", &md)] {
-        let p = out.join(name);
-        std::fs::write(&p, text).map_err(|e| io_err(&p, e))?;
-        summary.tables.push(p);
-    }
-    std::fs::write(&summary.html, &html).map_err(|e| io_err(&summary.html, e))?;
-    Ok(summary)
 }
