@@ -31,7 +31,8 @@ demo: build
 	@bash scripts/demo.sh $(DEMO_DIR)
 
 ## What CI runs: the declared minimum Rust version (every crate inherits
-## it), formatting, then one build of the workspace linted by clippy as it
+## it), formatting, no new function over 120 lines outside tests
+## (scripts/check-fn-length.py), then one build of the workspace linted by clippy as it
 ## compiles (a warning fails it: scripts/lint-build-env.sh), every unit,
 ## property and crash test at moderate counts, and the Python package's
 ## pytest suite on a wheel that reuses that build.
@@ -40,6 +41,7 @@ test: setup fmt unit python
 fmt:
 	bash scripts/check-rust-version.sh
 	$(CARGO) fmt --all -- --check
+	python3 scripts/check-fn-length.py
 
 ## The lints alone, without building the tests (`make test` lints as it builds).
 lint: fmt
