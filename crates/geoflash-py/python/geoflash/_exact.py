@@ -100,10 +100,22 @@ class _Inputs:
         ok = ~(shapely.is_missing(geoms) | shapely.is_empty(geoms))
         self.count = len(geoms)
         self.positions = np.flatnonzero(ok).astype(np.int64)
-        kept = geoms[ok]
-        self.boxes = np.ascontiguousarray(shapely.bounds(kept), dtype=np.float64).reshape(-1, 4)
-        # None for a point: its box is the point (see _wkb_unless_point)
-        self.wkbs = _wkb_unless_point(kept).tolist()
+        self._kept = geoms[ok]
+        self.boxes = np.ascontiguousarray(shapely.bounds(self._kept), dtype=np.float64).reshape(-1, 4)
+        self._wkbs: Optional[List[Optional[bytes]]] = None
+
+    def __len__(self) -> int:
+        """How many inputs are kept (neither missing nor empty)."""
+        return len(self._kept)
+
+    @property
+    def wkbs(self) -> List[Optional[bytes]]:
+        """The WKB of each kept input, None for a point (its box is the
+        point, see _wkb_unless_point); written on first use: the box test
+        alone (``predicate=None``) needs none."""
+        if self._wkbs is None:
+            self._wkbs = _wkb_unless_point(self._kept).tolist()
+        return self._wkbs
 
     def pairs(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         """The answer in shapely's layout: the entry ids for a scalar input,
@@ -111,6 +123,24 @@ class _Inputs:
         if self.scalar:
             return right
         return np.vstack([self.positions[left], right]).astype(np.int64)
+
+
+def _by_input_then_id(offsets: np.ndarray, ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(input position, id) pairs of a batched box query (``offsets``: the
+    range of ``ids`` of each input), sorted by input then id. The pairs come
+    grouped by input, so one stable sort of ``input × span + id`` (int64, a
+    merge of presorted runs) orders them where ``np.lexsort`` of the two
+    arrays took several times as long; lexsort when that key could overflow."""
+    left = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
+    if len(ids) == 0:
+        return left, ids
+    low = int(ids.min())
+    span = int(ids.max()) - low + 1
+    if span * len(offsets) < 2**62:
+        order = np.argsort(left * span + (ids - low), kind="stable")
+        return left, ids[order]  # left is sorted already
+    order = np.lexsort((ids, left))
+    return left[order], ids[order]
 
 
 def _distance(predicate: Optional[str], distance: Any) -> Optional[float]:
@@ -135,7 +165,7 @@ def query(index: Any, geometry: Any, predicate: Optional[str], distance: Any) ->
     d = _distance(predicate, distance)
     inputs = _Inputs(geometry)
     empty = np.empty(0, dtype=np.int64)
-    if len(inputs.wkbs) == 0 or len(index) == 0:
+    if len(inputs) == 0 or len(index) == 0:
         return inputs.pairs(empty, empty)
     boxes = inputs.boxes
     if d is not None:
@@ -144,9 +174,7 @@ def query(index: Any, geometry: Any, predicate: Optional[str], distance: Any) ->
     if predicate is None:
         offsets = np.frombuffer(offsets_b, dtype=np.int64)
         ids = np.frombuffer(ids_b, dtype=np.int64)
-        left = np.repeat(np.arange(len(inputs.wkbs), dtype=np.int64), np.diff(offsets))
-        order = np.lexsort((ids, left))
-        return inputs.pairs(left[order], ids[order])
+        return inputs.pairs(*_by_input_then_id(offsets, ids))
     left_b, right_b = tree_geometries(index).refine(
         inputs.wkbs, bytes(offsets_b), bytes(ids_b), predicate, d, inputs.boxes.tobytes()
     )
@@ -171,7 +199,7 @@ def nearest_pairs(
     a candidate, refined by exact distance. ``exclusive`` leaves out
     entries equal to the input; when that leaves fewer than k, the box
     search is repeated with 4 times as many."""
-    n = len(inputs.wkbs)
+    n = len(inputs)
     ex = tree_geometries(index)
     total = len(index)
     bound = np.full(n, np.inf)
@@ -230,7 +258,7 @@ def query_nearest(
         if not max_distance > 0:
             raise RTreeError(f"max_distance must be greater than 0, not {max_distance!r}")
     inputs = _Inputs(geometry)
-    if len(inputs.wkbs) == 0 or len(index) == 0:
+    if len(inputs) == 0 or len(index) == 0:
         left = right = np.empty(0, dtype=np.int64)
         dist = np.empty(0, dtype=np.float64)
     else:
@@ -244,6 +272,6 @@ def nearest_ids(index: Any, geometry: Any, k: int) -> np.ndarray:
     entries nearest by exact distance and every one tied with the k-th,
     nearest first (ties by id)."""
     inputs = _Inputs(geometry)
-    if len(inputs.wkbs) == 0 or len(index) == 0 or k == 0:
+    if len(inputs) == 0 or len(index) == 0 or k == 0:
         return np.empty(0, dtype=np.int64)
     return nearest_pairs(index, inputs, k, True, False, None)[1]
