@@ -40,6 +40,22 @@ fn scratch_dir(device: &DeviceSpec, workdir: Option<&Path>) -> Result<Option<tem
     })
 }
 
+/// The options of a configuration's index, with the extent of `data` as
+/// the domain of a structure given none, and its scratch directory.
+fn options_and_dir(
+    c: &Configuration,
+    data: &[(u64, Rect)],
+    workdir: Option<&Path>,
+) -> Result<(geoflash::IndexOptions, Option<tempfile::TempDir>)> {
+    let opts = c
+        .index
+        .options
+        .clone()
+        .with_domain_of(data.iter().map(|(_, r)| r));
+    let dir = scratch_dir(&opts.device, workdir)?;
+    Ok((opts, dir))
+}
+
 /// Creates the index of a configuration (`file` devices get a fresh
 /// directory in `workdir`) through [`Index`]; a structure that needs a
 /// domain (a Hilbert R-tree, an xBR+-tree, a grid file) and is given none
@@ -49,12 +65,7 @@ fn create_index(
     data: &[(u64, Rect)],
     workdir: Option<&Path>,
 ) -> Result<(Target, Option<tempfile::TempDir>)> {
-    let opts = c
-        .index
-        .options
-        .clone()
-        .with_domain_of(data.iter().map(|(_, r)| r));
-    let dir = scratch_dir(&opts.device, workdir)?;
+    let (opts, dir) = options_and_dir(c, data, workdir)?;
     let mut index = match &dir {
         None => Index::create_temporary(&opts)?,
         Some(d) => Index::create(&d.path().join("index"), &opts)?,
@@ -105,12 +116,7 @@ pub(super) fn build(
         }
         BuildMethod::Bulk(m) => {
             // The bulk load creates the index, so the measurement wraps creation.
-            let opts = c
-                .index
-                .options
-                .clone()
-                .with_domain_of(data.iter().map(|(_, r)| r));
-            let dir = scratch_dir(&opts.device, workdir)?;
+            let (opts, dir) = options_and_dir(c, data, workdir)?;
             let clock = Clock::start();
             let index_dir = dir.as_ref().map(|d| d.path().join("index"));
             let mut index =
