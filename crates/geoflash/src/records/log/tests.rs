@@ -113,7 +113,7 @@ fn a_newer_format_is_refused_naming_the_file_and_the_version() {
 
 /// A change with an object of `len` bytes (none for 0).
 fn change(key: u64, len: usize) -> Change {
-    if len == 0 && key % 3 == 0 {
+    if len == 0 && key.is_multiple_of(3) {
         return Change::Remove { key };
     }
     Change::Add {
