@@ -13,6 +13,8 @@
 //! query over the whole index) and is reported apart. Prints the
 //! distribution of the other commits' wall times and the differences of
 //! [`Index::stats`] per move over them; `--json` prints one JSON record.
+//! `--crash` exits after the last commit without closing (a killed
+//! writer: the commits are in the log, for the next open to replay).
 //!
 //! ```sh no-run
 //! geoflash generate --distribution uniform --geometry box --count 10000000 --seed 7 --out /tmp/u10m.csv
@@ -57,6 +59,7 @@ struct Args {
     shift: f64,
     seed: u64,
     json: bool,
+    crash: bool,
 }
 
 fn parse_args() -> Result<Args> {
@@ -67,12 +70,17 @@ fn parse_args() -> Result<Args> {
         shift: 0.0005,
         seed: 11,
         json: false,
+        crash: false,
     };
     let mut it = std::env::args().skip(1);
     let bad = |flag: &str, v: &str| Error::invalid(format!("{flag}: cannot read {v:?}"));
     while let Some(flag) = it.next() {
         if flag == "--json" {
             a.json = true;
+            continue;
+        }
+        if flag == "--crash" {
+            a.crash = true;
             continue;
         }
         let v = it
@@ -89,7 +97,7 @@ fn parse_args() -> Result<Args> {
     }
     if a.index.as_os_str().is_empty() {
         return Err(Error::invalid(
-            "usage: moving_commits --index DIR [--commits C] [--moves M] [--shift F] [--seed S] [--json]",
+            "usage: moving_commits --index DIR [--commits C] [--moves M] [--shift F] [--seed S] [--json] [--crash]",
         ));
     }
     Ok(a)
@@ -196,6 +204,18 @@ fn run() -> Result<()> {
         .iter()
         .map(|&k| (k, (field(&after, k) - field(&before, k)) / moves.max(1.0)))
         .collect();
+    let by_level = |m: &serde_json::Map<String, serde_json::Value>| -> Vec<f64> {
+        m.get("node_reads_by_level")
+            .and_then(serde_json::Value::as_array)
+            .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
+            .unwrap_or_default()
+    };
+    let (b, e) = (by_level(&before), by_level(&after));
+    let reads_by_level: Vec<f64> = e
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (x - b.get(i).copied().unwrap_or(0.0)) / moves.max(1.0))
+        .collect();
     let tenth = (times.len() / 10).max(1).min(times.len());
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     if a.json {
@@ -211,6 +231,10 @@ fn run() -> Result<()> {
         for (k, v) in &per_move {
             rec.insert(format!("{k}_per_move"), (*v).into());
         }
+        rec.insert(
+            "node_reads_by_level_per_move".into(),
+            reads_by_level.clone().into(),
+        );
         println!("{}", serde_json::Value::Object(rec));
     } else {
         println!(
@@ -229,6 +253,16 @@ fn run() -> Result<()> {
         for (k, v) in &per_move {
             println!("  {k:>16} per move: {v:.3}");
         }
+        let levels: Vec<String> = reads_by_level.iter().map(|x| format!("{x:.3}")).collect();
+        println!(
+            "  node reads per move by level (leaves first): {}",
+            levels.join(" / ")
+        );
+    }
+    if a.crash {
+        // As if killed after the last commit: no checkpoint, the commits
+        // are in the log for the next open (or `geoflash recover`) to replay.
+        std::process::exit(0);
     }
     index.close()
 }

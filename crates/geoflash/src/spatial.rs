@@ -73,6 +73,32 @@ pub trait SpatialIndex: Any + Send + Sync {
         self.insert(id, new)
     }
 
+    /// Every record as `(id, rectangle, hint)`, the hint (where the
+    /// structure keeps one: the R-tree family's leaf) what
+    /// [`update_near`](Self::update_near) takes as `near`. By default a
+    /// query over the whole plane, without hints.
+    fn located_records(&self) -> Result<Vec<(u64, Rect, Option<u64>)>> {
+        let all = self.query(Rect::world(), Predicate::Intersects)?;
+        Ok(all.hits.into_iter().map(|h| (h.id, h.rect, None)).collect())
+    }
+
+    /// [`update`](Self::update) with a hint of where the record is: `near`,
+    /// a page this structure returned from an earlier `update_near` of the
+    /// same record (the R-tree family: the leaf it was rewritten in; a
+    /// stale hint costs a search, never a wrong answer). Returns the hint
+    /// for the next update of the record, `None` when there is none (by
+    /// default: this is `update`).
+    fn update_near(
+        &mut self,
+        id: u64,
+        old: Rect,
+        new: Rect,
+        near: Option<u64>,
+    ) -> Result<Option<u64>> {
+        let _ = near;
+        self.update(id, old, new).map(|()| None)
+    }
+
     /// The objects whose rectangle satisfies `predicate` against `window`.
     fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult>;
 

@@ -26,14 +26,44 @@ impl<S: NodeStore> RTree<S> {
             return Err(absent());
         };
         let mut path = Vec::new();
-        if self.find_in(root, id, rect, &mut path)? {
+        if self.find_in(root, id, rect, None, &mut path)? {
             Ok(path)
         } else {
             Err(absent())
         }
     }
 
-    fn find_in(&self, page: PageId, id: u64, rect: &Rect, path: &mut Vec<Step>) -> Result<bool> {
+    /// [`find_record`](Self::find_record) told that the record was last
+    /// seen in leaf `leaf`: the search reads no other leaf (every leaf
+    /// whose rectangle contains `rect` is a candidate, and where leaves
+    /// overlap a search without the hint reads several), and falls back to
+    /// the full search when the record is not there any more (a split or a
+    /// reinsertion moved it). The internal nodes are read as before.
+    pub(crate) fn find_record_near(
+        &self,
+        id: u64,
+        rect: &Rect,
+        leaf: Option<PageId>,
+    ) -> Result<Vec<Step>> {
+        if let (Some(leaf), Some(root)) = (leaf, self.store.meta().root) {
+            let mut path = Vec::new();
+            if self.find_in(root, id, rect, Some(leaf), &mut path)? {
+                return Ok(path);
+            }
+        }
+        self.find_record(id, rect)
+    }
+
+    /// Depth-first search below `page` for record `(id, rect)`, pushing the
+    /// nodes on the way onto `path`; with `leaf`, the only leaf read.
+    fn find_in(
+        &self,
+        page: PageId,
+        id: u64,
+        rect: &Rect,
+        leaf: Option<PageId>,
+        path: &mut Vec<Step>,
+    ) -> Result<bool> {
         let node = self.store.get(page)?;
         path.push(Step {
             id: page,
@@ -44,8 +74,11 @@ impl<S: NodeStore> RTree<S> {
                 return Ok(true);
             }
         } else {
-            for e in node.entries.iter().filter(|e| contains(&e.rect, rect)) {
-                if self.find_in(e.key, id, rect, path)? {
+            let wanted = |e: &&Entry| {
+                contains(&e.rect, rect) && (node.level > 1 || leaf.is_none_or(|l| e.key == l))
+            };
+            for e in node.entries.iter().filter(wanted) {
+                if self.find_in(e.key, id, rect, leaf, path)? {
                     return Ok(true);
                 }
             }

@@ -343,11 +343,28 @@ impl<S: NodeStore> RTree<S> {
     /// Hilbert values, which a new rectangle changes), a delete and an
     /// insert in one operation.
     pub fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
+        self.update_near(id, old, new, None).map(|_| ())
+    }
+
+    /// [`update`](Self::update) told that the record was last seen in leaf
+    /// `leaf` (a hint, e.g. from an id → leaf locator): the search for it
+    /// reads that leaf only, unless the record is not there any more
+    /// ([`RTree::find_record_near`]). Returns the leaf the record is in
+    /// afterwards when it was rewritten in place, `None` when it moved
+    /// (deleted and inserted: its new leaf is not tracked).
+    pub fn update_near(
+        &mut self,
+        id: u64,
+        old: Rect,
+        new: Rect,
+        leaf: Option<PageId>,
+    ) -> Result<Option<PageId>> {
         let old = checked(old)?;
         let new = checked(new)?;
-        let path = self.find_record(id, &old)?;
+        let path = self.find_record_near(id, &old, leaf)?;
         if self.fits_in_place(&path, &new)? {
-            return self.update_in_place(path, id, new);
+            let at = path.last().map(|s| s.id);
+            return self.update_in_place(path, id, new).map(|()| at);
         }
         let mut meta = self.store.meta();
         let done = (|| {
@@ -363,7 +380,7 @@ impl<S: NodeStore> RTree<S> {
             self.store.commit_op(op)
         })();
         self.track_ids(&done, |_| {});
-        done
+        done.map(|()| None)
     }
 
     /// True when the record at the end of `path` can take rectangle `new`

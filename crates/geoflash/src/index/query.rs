@@ -640,6 +640,27 @@ impl<S: NodeStore> RTree<S> {
         Ok(out)
     }
 
+    /// Every record with the leaf holding it (`(id, rectangle, leaf)`),
+    /// through the one traversal (each node read once, per the tree's
+    /// [`ReadMode`]): what an id → leaf locator is built from.
+    pub fn records_by_leaf(&self) -> Result<Vec<(u64, Rect, PageId)>> {
+        let mut out = Vec::with_capacity(usize::try_from(self.len()).unwrap_or(0));
+        self.walk(
+            (),
+            |_, entries, out| {
+                for e in entries {
+                    out.push(e.key, ());
+                }
+            },
+            |id, node, _| {
+                if node.level == 0 {
+                    out.extend(node.entries.iter().map(|e| (e.key, e.rect, id)));
+                }
+            },
+        )?;
+        Ok(out)
+    }
+
     /// The MBR of every record (the union of the root's entries; one node
     /// read), or `None` for an empty tree.
     pub fn bounds(&self) -> Result<Option<Rect>> {

@@ -32,6 +32,17 @@ impl<S: NodeStore + 'static> SpatialIndex for RTree<S> {
         RTree::update(self, id, old, new)
     }
 
+    fn located_records(&self) -> Result<Vec<(u64, Rect, Option<u64>)>> {
+        Ok(RTree::records_by_leaf(self)?
+            .into_iter()
+            .map(|(id, rect, leaf)| (id, rect, Some(leaf)))
+            .collect())
+    }
+
+    fn update_near(&mut self, id: u64, old: Rect, new: Rect, near: Option<u64>) -> Result<Option<u64>> {
+        RTree::update_near(self, id, old, new, near)
+    }
+
     fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {
         RTree::query(self, window, predicate)
     }

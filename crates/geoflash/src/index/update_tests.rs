@@ -24,6 +24,8 @@ enum Write {
 struct Writes {
     inner: MemStore,
     log: Arc<Mutex<Vec<Write>>>,
+    /// Every page read (`get`), in order.
+    reads: Arc<Mutex<Vec<PageId>>>,
 }
 
 impl Writes {
@@ -34,10 +36,15 @@ impl Writes {
     fn note(&self, w: Write) {
         self.log.lock().unwrap().push(w);
     }
+
+    fn take_reads(&self) -> Vec<PageId> {
+        std::mem::take(&mut *self.reads.lock().unwrap())
+    }
 }
 
 impl NodeStore for Writes {
     fn get(&self, id: PageId) -> Result<Arc<Node>> {
+        self.reads.lock().unwrap().push(id);
         self.inner.get(id)
     }
     fn begin_op(&mut self) -> Result<OpId> {
@@ -280,4 +287,53 @@ fn a_small_move_across_its_leafs_border_is_in_place_within_the_parent() {
         }
         assert_eq!(t.bounds().unwrap(), Rect::union_all(rects.values()));
     }
+}
+
+#[test]
+fn a_leaf_hint_reads_that_leaf_alone_and_a_stale_one_falls_back() {
+    // Boxes of 4 × 4 in a 40 × 40 square: leaves' rectangles overlap, so
+    // a record's rectangle lies inside several of them.
+    let mut t = RTree::create(Writes::default(), TreeParams::new(IndexKind::RStar, 8)).unwrap();
+    let mut rects = HashMap::new();
+    let mut seed = 7u64;
+    let mut next = || {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) as f64 / (1u64 << 31) as f64
+    };
+    for i in 0..600u64 {
+        let (x, y) = (next() * 36.0, next() * 36.0);
+        let b = r(x, y, x + 4.0, y + 4.0);
+        t.insert(i, b).unwrap();
+        rects.insert(i, b);
+    }
+    assert!(t.height() >= 3, "height {}", t.height());
+    let located = t.records_by_leaf().unwrap();
+    assert_eq!(located.len(), 600);
+    let leaves: std::collections::HashSet<PageId> = located.iter().map(|l| l.2).collect();
+    let store = t.store();
+    let leaf_reads = |reads: &[PageId]| reads.iter().filter(|p| leaves.contains(p)).count();
+    let mut searched_several = 0;
+    for &(id, rect, leaf) in &located {
+        assert_eq!(rects[&id], rect);
+        store.take_reads();
+        let path = t.find_record_near(id, &rect, Some(leaf)).unwrap();
+        assert_eq!(path.last().map(|s| s.id), Some(leaf));
+        assert_eq!(leaf_reads(&store.take_reads()), 1, "record {id}: more than its leaf read");
+        let path = t.find_record(id, &rect).unwrap();
+        assert_eq!(path.last().map(|s| s.id), Some(leaf));
+        if leaf_reads(&store.take_reads()) > 1 {
+            searched_several += 1;
+        }
+        // A stale hint (another leaf): found by the full search.
+        let other = *leaves.iter().find(|&&l| l != leaf).unwrap();
+        let path = t.find_record_near(id, &rect, Some(other)).unwrap();
+        assert_eq!(path.last().map(|s| s.id), Some(leaf));
+    }
+    assert!(searched_several > 0, "no record whose search without a hint read several leaves");
+    // update_near returns the leaf of a record rewritten in place, None for one moved.
+    let (id, rect, leaf) = located[0];
+    assert_eq!(t.update_near(id, rect, shrunk(&rect), Some(leaf)).unwrap(), Some(leaf));
+    let far = r(1000.0, 1000.0, 1001.0, 1001.0);
+    assert_eq!(t.update_near(id, shrunk(&rect), far, Some(leaf)).unwrap(), None);
+    assert_eq!(t.query(far, Predicate::Intersects).unwrap().sorted_ids(), vec![id]);
 }
