@@ -20,9 +20,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::flush_index::{Choice, FlushIndexConfig, TcParams};
-use super::write_buffer::{Status, WriteBuffer};
+use super::write_buffer::{Status, WbEntry, WriteBuffer};
 use super::{EfindConfig, EfindStore};
-use crate::page::{self, Node};
+use crate::page;
 use crate::storage::PageId;
 use crate::store::FLUSH_BATCH_UNITS;
 use crate::Result;
@@ -491,7 +491,7 @@ impl EfindStore {
         loop {
             let part = &ids[..n];
             let written = |id: &&PageId| {
-                !matches!(self.wb.get(**id).map(|r| r.status), Some(Status::Del) | None)
+                !matches!(self.wb.get(**id).map(WbEntry::status), Some(Status::Del) | None)
             };
             let images = part.iter().filter(written).count() as u64;
             let flush = crate::store::log::Record::flush(part)?.encoded_len() as u64;
@@ -504,41 +504,54 @@ impl EfindStore {
     }
 
     /// [`Self::write_pages`] of one batch: `ids` sorted, their images fit the log.
+    /// Each page is encoded as soon as its newest version is made, and a
+    /// version made by a merge is dropped then: a part holds its encoded
+    /// pages, not a decoded copy of each beside them. A page the read
+    /// buffer then takes (Alg. 5) is the write buffer's node or view, else
+    /// decoded again from its encoded bytes.
     fn write_part(&mut self, ids: &[PageId], units: u64) -> Result<()> {
         let watch = Stopwatch::start(self.device.sim_clock_ns());
-        let mut pages: Vec<(PageId, Arc<Node>)> = Vec::new();
         let ids = ids.to_vec();
-        for &id in &ids {
-            match self.wb.get(id).map(|r| r.status) {
-                Some(Status::Del) | None => {}
-                Some(_) => pages.push((id, self.retrieve(id, false)?)),
-            }
-        }
+        let written: Vec<PageId> = ids
+            .iter()
+            .copied()
+            .filter(|&id| {
+                !matches!(
+                    self.wb.get(id).map(WbEntry::status),
+                    Some(Status::Del) | None
+                )
+            })
+            .collect();
         let ps = self.page_size;
         let lsn = self.log.as_ref().map_or(0, |l| l.page_lsn());
-        let mut data = vec![0u8; pages.len() * ps];
-        for ((_, node), chunk) in pages.iter().zip(data.chunks_exact_mut(ps)) {
-            page::encode_node(node, lsn, self.config.with_payload, chunk)?;
+        let mut data = vec![0u8; written.len() * ps];
+        let mut levels: Vec<u16> = Vec::with_capacity(written.len());
+        for (&id, chunk) in written.iter().zip(data.chunks_exact_mut(ps)) {
+            let node = self.retrieve(id, false)?;
+            page::encode_node(&node, lsn, self.config.with_payload, chunk)?;
+            levels.push(node.level);
         }
-        let pids: Vec<PageId> = pages.iter().map(|(id, _)| *id).collect();
         // Tier hints for the nodes of this batch (not for the log's pages,
         // which the flush protocol may write first).
-        self.placement
-            .hint(&*self.device, pages.iter().map(|(id, n)| (*id, n.level)))?;
-        self.write_protected(&pids, &data, &ids)?;
+        self.placement.hint(
+            &*self.device,
+            written.iter().copied().zip(levels.iter().copied()),
+        )?;
+        self.write_protected(&written, &data, &ids)?;
         let mut inner = self.lock();
-        let n = pages.len() as u64;
-        inner
-            .stats
-            .record_node_writes(pages.iter().map(|(_, node)| node.level));
+        inner.stats.record_node_writes(levels.iter().copied());
         inner.stats.flushes += units;
-        inner.stats.flushed_nodes += n;
+        inner.stats.flushed_nodes += written.len() as u64;
         let tc = self.config.temporal_control;
-        for (id, node) in pages {
+        for (&id, chunk) in written.iter().zip(data.chunks_exact(ps)) {
             // Alg. 5: keep the read buffer in step; pre-cache pages read recently.
             let cached = inner.rb.peek(id).is_some();
             let recently_read = tc.is_some() && inner.rq.contains(&id);
             if cached || recently_read {
+                let node = match self.wb.node(id).or_else(|| self.wb.view(id)) {
+                    Some(node) => Arc::clone(node),
+                    None => Arc::new(page::decode_node(chunk, Some(id))?.1),
+                };
                 let m = super::meta_of(&node);
                 inner.rb.insert(id, node, m);
                 if recently_read && !cached {

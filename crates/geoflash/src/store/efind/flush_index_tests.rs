@@ -95,7 +95,7 @@ fn write(wb: &mut WriteBuffer, wq: &mut VecDeque<PageId>, cfg: &EfindConfig, ids
     ids.sort_unstable();
     for &id in &ids {
         if let (Some(tc), Some(row)) = (cfg.temporal_control, wb.get(id)) {
-            if row.status != Status::Del {
+            if row.status() != Status::Del {
                 wq.push_back(id);
                 while wq.len() > tc.wq_capacity {
                     wq.pop_front();

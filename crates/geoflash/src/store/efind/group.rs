@@ -10,7 +10,7 @@
 //! before the group that changed it is logged.
 use crate::page_id::{IdMap, IdSet};
 
-use super::write_buffer::{Status, WriteBuffer};
+use super::write_buffer::{Body, WbEntry, WriteBuffer};
 use crate::page::Entry;
 use crate::storage::PageId;
 use crate::store::EntryChange;
@@ -126,30 +126,37 @@ impl HeldGroup {
         let mut out = Vec::with_capacity(pages.len());
         for (id, touched) in pages {
             let row = wb.get(id);
-            let rec = match (touched, row) {
-                (Touched::Deleted(level), None) => PageRecord::Del(*level),
-                (Touched::Deleted(level), Some(r)) if r.status == Status::Del => {
-                    PageRecord::Del(*level)
+            let rec = match (touched, row.map(|r| (r.height, &r.body))) {
+                (Touched::Deleted(level), None | Some((_, Body::Del))) => PageRecord::Del(*level),
+                (Touched::Created, Some((height, Body::New(node)))) => {
+                    PageRecord::New(height, node.entries.clone())
                 }
-                (Touched::Created, Some(r)) if r.status == Status::New => {
-                    PageRecord::New(r.height, r.mods.values().flatten().copied().collect())
-                }
-                (Touched::Modified(keys), Some(r)) if r.status != Status::Del => {
+                (Touched::Modified(keys), Some((height, body))) if *body != Body::Del => {
                     let mut keys: Vec<u64> = keys.iter().copied().collect();
                     keys.sort_unstable();
+                    let latest = |k: u64| match body {
+                        Body::New(node) => node
+                            .entries
+                            .binary_search_by_key(&k, |e| e.key)
+                            .ok()
+                            .and_then(|i| node.entries.get(i))
+                            .copied(),
+                        Body::Mod(changes) => changes.get(k).copied().flatten(),
+                        Body::Del => None,
+                    };
                     let changes = keys
                         .into_iter()
-                        .map(|k| match r.mods.get(&k) {
-                            Some(Some(e)) => EntryChange::Upsert(*e),
-                            _ => EntryChange::Remove(k),
+                        .map(|k| match latest(k) {
+                            Some(e) => EntryChange::Upsert(e),
+                            None => EntryChange::Remove(k),
                         })
                         .collect();
-                    PageRecord::Mod(r.height, changes)
+                    PageRecord::Mod(height, changes)
                 }
-                (t, r) => {
+                (t, _) => {
                     return Err(format!(
                         "page {id}: the operation group holds {t:?} but the write buffer {:?}",
-                        r.map(|r| r.status)
+                        row.map(WbEntry::status)
                     ))
                 }
             };

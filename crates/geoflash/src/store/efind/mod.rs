@@ -909,12 +909,20 @@ impl NodeStore for EfindStore {
             EntryChange::Upsert(e) => Some(e),
             EntryChange::Remove(_) => None,
         }))?;
-        let mut after = current;
+        self.check_len(write_buffer::len_after(&current.entries, changes))?;
         // Without the buffer's reference (and the tree's, which drops its
-        // copy of a node before changing it) the node changes in place.
-        self.wb.forget_view(id);
-        crate::store::mem::apply_changes(&mut Arc::make_mut(&mut after).entries, changes);
-        self.check_len(after.entries.len())?;
+        // copy of a node before changing it) the node changes in place: a
+        // NEW page's in its row, a MOD page's newest version here, to
+        // become its view.
+        let after = if self.wb.node(id).is_some() {
+            drop(current);
+            None
+        } else {
+            let mut after = current;
+            self.wb.forget_view(id);
+            crate::store::mem::apply_changes(&mut Arc::make_mut(&mut after).entries, changes);
+            Some(after)
+        };
         if self.is_unlogged() {
             // Nothing logged (`unlogged.rs`).
         } else if self.groups_operations() {
@@ -928,7 +936,9 @@ impl NodeStore for EfindStore {
             ));
         }
         self.wb.modify(id, level, changes);
-        self.wb.set_view(id, after);
+        if let Some(after) = after {
+            self.wb.set_view(id, after);
+        }
         self.note_peak();
         Ok(())
     }

@@ -4,7 +4,7 @@
 use crate::metrics::{Phase, Stopwatch};
 use std::sync::Arc;
 
-use super::write_buffer::{merge, new_node, Status};
+use super::write_buffer::{merge, Body, Status, WbEntry};
 use super::EfindStore;
 use crate::page::Node;
 use crate::storage::PageId;
@@ -113,25 +113,25 @@ impl EfindStore {
     /// Alg. 2 for many pages (what [`Self::retrieve`] returns for each, in
     /// order), the stored versions needed read as one device batch.
     pub(super) fn retrieve_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
-        let needs_stored = |id: &PageId| !matches!(self.wb.get(*id), Some(row) if matches!(row.status, Status::New | Status::Del));
+        let needs_stored = |id: &PageId| {
+            !matches!(self.wb.get(*id).map(WbEntry::status), Some(Status::New | Status::Del))
+        };
         let wanted: Vec<PageId> = ids.iter().copied().filter(needs_stored).collect();
         let stored = self.stored_batch(&wanted)?;
         ids.iter()
-            .map(|&id| match self.wb.get(id) {
-                Some(row) if row.status == Status::New => {
+            .map(|&id| match self.wb.get(id).map(|row| &row.body) {
+                Some(Body::New(node)) => {
                     self.lock().stats.buffer_hits += 1;
-                    Ok(self.view_or(id, || new_node(row)))
+                    Ok(Arc::clone(node))
                 }
-                Some(row) if row.status == Status::Del => Err(Error::invalid(format!(
-                    "no node at page {id}: the node was deleted"
-                ))),
-                row => {
+                Some(Body::Del) => Err(deleted(id)),
+                body => {
                     let base = stored.get(&id).ok_or_else(|| {
                         Error::corrupt(Some(id), "node missing from a batch read")
                     })?;
-                    Ok(match row {
-                        Some(row) => self.view_or(id, || merge(base, row)),
-                        None => Arc::clone(base),
+                    Ok(match body {
+                        Some(Body::Mod(changes)) => self.view_or(id, || merge(base, changes)),
+                        _ => Arc::clone(base),
                     })
                 }
             })
@@ -140,27 +140,25 @@ impl EfindStore {
 
     /// Alg. 2: the newest version of page `id`; `count` as in [`Self::stored`].
     pub(super) fn retrieve(&self, id: PageId, count: bool) -> Result<Arc<Node>> {
-        match self.wb.get(id) {
-            Some(row) if row.status == Status::New => {
+        match self.wb.get(id).map(|row| &row.body) {
+            Some(Body::New(node)) => {
                 if count {
                     self.lock().stats.buffer_hits += 1;
                 }
-                Ok(self.view_or(id, || new_node(row)))
+                Ok(Arc::clone(node))
             }
-            Some(row) if row.status == Status::Del => Err(Error::invalid(format!(
-                "no node at page {id}: the node was deleted"
-            ))),
-            Some(row) => {
+            Some(Body::Del) => Err(deleted(id)),
+            Some(Body::Mod(changes)) => {
                 // The stored version is read even when a view exists, so
                 // that views change no I/O or buffer counters.
                 let base = self.stored(id, count)?;
-                Ok(self.view_or(id, || merge(&base, row)))
+                Ok(self.view_or(id, || merge(&base, changes)))
             }
             None => self.stored(id, count),
         }
     }
 
-    /// The write buffer's view of buffered page `id`, else `make()`. Under
+    /// The write buffer's view of MOD page `id`, else `make()`. Under
     /// test, a view is checked against `make()`.
     fn view_or(&self, id: PageId, make: impl FnOnce() -> Node) -> Arc<Node> {
         match self.wb.view(id) {
@@ -172,4 +170,9 @@ impl EfindStore {
             None => Arc::new(make()),
         }
     }
+}
+
+/// The error of a read of deleted page `id`.
+fn deleted(id: PageId) -> Error {
+    Error::invalid(format!("no node at page {id}: the node was deleted"))
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::flush::{choose_unit, degree, temporal_control_writes, PageInfo, TcChoice};
-use super::write_buffer::{merge, Status, WbEntry};
+use super::write_buffer::{merge, Changes};
 use super::*;
 use crate::geom::{HilbertDomain, Rect};
 use crate::index::tests::rect_strategy;
@@ -130,21 +130,78 @@ fn merge_applies_newest_versions_and_removals() {
         level: 0,
         entries: vec![e(1, 0.0), e(3, 0.0), e(5, 0.0)],
     };
-    let mut mods = BTreeMap::new();
-    mods.insert(0, Some(e(0, 2.0)));
-    mods.insert(3, None);
-    mods.insert(5, Some(e(5, 9.0)));
-    mods.insert(7, Some(e(7, 1.0)));
-    mods.insert(8, None);
-    let row = WbEntry {
-        height: 0,
-        mod_count: 5,
-        timestamp: 1,
-        status: Status::Mod,
-        mods,
-    };
-    let m = merge(&base, &row);
+    let changes: Changes = [
+        (7, Some(e(7, 1.0))),
+        (0, Some(e(0, 2.0))),
+        (3, None),
+        (5, Some(e(5, 9.0))),
+        (8, Some(e(8, 4.0))),
+        (8, None),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(changes.keys(), 5);
+    assert_eq!(changes.get(8), Some(&None), "the last change of a key wins");
+    let m = merge(&base, &changes);
     assert_eq!(m.entries, vec![e(0, 2.0), e(1, 0.0), e(5, 9.0), e(7, 1.0)]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+
+    /// `len_after` counts what `apply_changes` leaves, duplicates of a key
+    /// in the changes included (the last one decides).
+    #[test]
+    fn len_after_counts_what_applying_the_changes_leaves(
+        keys in proptest::collection::btree_set(0u64..40, 0..30),
+        changes in proptest::collection::vec((0u64..40, any::<bool>()), 0..12),
+    ) {
+        let e = |k: u64| Entry { key: k, rect: r(0.0, 0.0, 1.0, 1.0), payload: 0 };
+        let mut entries: Vec<Entry> = keys.into_iter().map(e).collect();
+        let changes: Vec<EntryChange> = changes
+            .into_iter()
+            .map(|(k, up)| if up { EntryChange::Upsert(e(k)) } else { EntryChange::Remove(k) })
+            .collect();
+        let predicted = write_buffer::len_after(&entries, &changes);
+        crate::store::mem::apply_changes(&mut entries, &changes);
+        prop_assert_eq!(predicted, entries.len());
+    }
+}
+
+/// A NEW page is kept once, as its node: a read returns the row's node
+/// itself (no copy, no merge) and a change updates it in place, charged as
+/// one element per entry.
+#[test]
+fn a_new_page_is_one_node_that_reads_share_and_changes_update_in_place() {
+    let e = |k: u64| Entry {
+        key: k,
+        rect: r(k as f64, 0.0, k as f64 + 1.0, 1.0),
+        payload: 0,
+    };
+    let mut wb = write_buffer::WriteBuffer::new();
+    wb.create(7, 0, &[e(3), e(1), e(2), e(1)]);
+    let node = Arc::clone(wb.node(7).expect("NEW page"));
+    assert_eq!(node.entries, vec![e(1), e(2), e(3)], "sorted, one per key");
+    let at = Arc::as_ptr(&node);
+    drop(node);
+    wb.modify(7, 0, &[EntryChange::Upsert(e(5)), EntryChange::Remove(2)]);
+    let node = wb.node(7).expect("still NEW");
+    assert_eq!(Arc::as_ptr(node), at, "changed in place");
+    assert_eq!(node.entries, vec![e(1), e(3), e(5)]);
+    assert_eq!(wb.bytes(), crate::store::accounting::changes_bytes(1, 3));
+    assert_eq!(wb.view_bytes(), 0, "no view beside the node");
+
+    // Through the store: two reads of a NEW page share one node.
+    let mut store = EfindStore::create_in_memory(4096, EfindConfig::default()).unwrap();
+    let op = store.begin_op().unwrap();
+    let id = store.create(0, vec![e(1), e(2)]).unwrap();
+    store
+        .modify(id, 0, &[EntryChange::Upsert(e(9))])
+        .unwrap();
+    store.commit_op(op).unwrap();
+    let (a, b) = (store.get(id).unwrap(), store.get(id).unwrap());
+    assert!(Arc::ptr_eq(&a, &b), "a read of a NEW page makes no copy");
+    assert_eq!(a.entries, vec![e(1), e(2), e(9)]);
 }
 
 #[test]
