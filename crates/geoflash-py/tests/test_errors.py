@@ -429,3 +429,60 @@ print("ok")
     # the same classes in this process, where rtree may be installed
     assert out.stdout.strip().splitlines()[0] == str([c.__qualname__ for c in geoflash.InvalidIdError.__mro__]), lines
     assert "rtree" not in [c.__module__.split(".")[0] for c in geoflash.RTreeError.__mro__]
+
+
+def _crc32c(data):
+    """CRC-32C (Castagnoli) of `data`, as the engine's files use it."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return crc ^ 0xFFFFFFFF
+
+
+def _newer_record_map(path):
+    """pyrecords.dat as a newer build would write it: version 99 at byte 8,
+    the CRC-32C of everything before it in the last four bytes."""
+    data = bytearray(open(path, "rb").read())
+    data[8:10] = (99).to_bytes(2, "little")
+    data[-4:] = _crc32c(bytes(data[:-4])).to_bytes(4, "little")
+    open(path, "wb").write(bytes(data))
+
+
+def _newer_record_log(path):
+    """pyrecords.log as a newer build would write it: version 99 at byte 8,
+    the header's CRC-32C (of its first 28 bytes) at byte 28."""
+    data = bytearray(open(path, "rb").read())
+    data[8:10] = (99).to_bytes(2, "little")
+    data[28:32] = _crc32c(bytes(data[:28])).to_bytes(4, "little")
+    open(path, "wb").write(bytes(data))
+
+
+def _newer_manifest(path):
+    """manifest.json of format 99 (without its checksum, which is optional)."""
+    import json
+
+    m = json.load(open(path))
+    m["format_version"] = 99
+    m.pop("checksum", None)
+    json.dump(m, open(path, "w"))
+
+
+@pytest.mark.parametrize("name, forge, what", [
+    ("pyrecords.dat", _newer_record_map, "record map"),
+    ("pyrecords.log", _newer_record_log, "record-map log"),
+    ("manifest.json", _newer_manifest, "manifest"),
+])
+def test_a_file_of_a_newer_format_is_refused_naming_it(tmp_path, name, forge, what):
+    """Issue 45, item 4: a file written by a newer geoflash raises a
+    GeoflashError (CorruptIndexError, the class of every file this build
+    cannot read) naming the file, what carries the version and the version."""
+    path = _built(tmp_path)
+    target = os.path.join(path, name)
+    assert os.path.exists(target), os.listdir(path)
+    forge(target)
+    with pytest.raises(geoflash.GeoflashError) as e:
+        geoflash.Index(path)
+    assert isinstance(e.value, geoflash.CorruptIndexError)
+    assert target in str(e.value) and f"{what} format version 99" in str(e.value), str(e.value)
