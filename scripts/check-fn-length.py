@@ -24,12 +24,9 @@ KNOWN = {
     "crates/geoflash/src/store/efind/restart.rs:open_inner",
     "crates/geoflash/src/index/external.rs:bulk_load_external",
     "crates/geoflash/src/storage/flashsim/ftl.rs:check_invariants",
-    "crates/geoflash/src/grid/file.rs:knn_impl",
     "crates/geoflash-bench/src/workload/parse/dataset.rs:parse_dataset",
     "crates/geoflash-bench/src/workload/parse/mod.rs:parse",
     "crates/geoflash-bench/src/runner/moving.rs:moving",
-    "crates/geoflash-bench/src/runner/run.rs:run",
-    "crates/geoflash-bench/src/report/mod.rs:panel_figure",
     "crates/geoflash-bench/src/formats/osm/pbf.rs:read",
 }
 

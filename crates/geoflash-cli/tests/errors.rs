@@ -907,6 +907,10 @@ fn bump_version(path: &Path, bump: &Bump, ps: usize, newer: u64) {
     std::fs::write(path, b).unwrap();
 }
 
+/// A case of the test below: its name, its build's flags, the file forged,
+/// how, the command that reads it and what carries the version.
+type VersionCase<'a> = (&'a str, Vec<&'a str>, &'a str, Bump, &'a str, &'a str);
+
 /// Issue 45, item 4: a file of a format version this build does not read
 /// (written by a newer geoflash) is refused with exit code 1, the one of
 /// `UnsupportedVersion` everywhere, and a message naming the file, what
@@ -949,8 +953,7 @@ fn every_file_of_a_newer_format_exits_1_naming_the_file_and_version() {
         width,
         crc,
     };
-    // (case, build flags, file, how to forge it, command reading it, what carries the version)
-    let cases: Vec<(&str, Vec<&str>, &str, Bump, &str, &str)> = vec![
+    let cases: Vec<VersionCase> = vec![
         (
             "manifest",
             vec!["--device", file],

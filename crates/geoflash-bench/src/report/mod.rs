@@ -454,23 +454,16 @@ fn host_time(metric: &str) -> bool {
     metric.ends_with("_ns") && !tables::simulator_only(metric)
 }
 
-/// The figure of metric `m` of a panel and the notes its caption needs:
-/// one group per page size (no x axis for one page size), one bar per
-/// configuration ([`series_of`]), facets by insertion order (columns) and
-/// durability (rows; a configuration without durability appears in every
-/// row). What would draw the same numbers twice is drawn once: the
-/// durabilities of a read-only step whose counts do not depend on them
-/// (`pooled`, their runs pooled), and the devices of a metric with the
-/// same value on each. Wall time on a simulator is labelled as the host's
-/// CPU time. Style numbers come from `styles` (shared by all figures).
-fn panel_figure(
+/// The bars of `panel` that have a value of metric `m`, with what would
+/// draw the same numbers twice merged ([`panel_figure`]); a note for the
+/// caption in `notes` for each merge.
+fn drawn_bars(
     panel: &Panel,
     m: usize,
     metric: &str,
-    styles: &BTreeMap<String, usize>,
     pooled: Option<&[String]>,
-) -> (GroupedBars, Vec<String>) {
-    let mut notes = Vec::new();
+    notes: &mut Vec<String>,
+) -> Vec<Bar> {
     let mut bars: Vec<Bar> = panel
         .bars
         .iter()
@@ -497,6 +490,27 @@ fn panel_figure(
         bars = merge_bars(bars, |b| without_param(&b.index_name, "device"), Some(""));
         notes.push(format!("the same on {all}: drawn once"));
     }
+    bars
+}
+
+/// The figure of metric `m` of a panel and the notes its caption needs:
+/// one group per page size (no x axis for one page size), one bar per
+/// configuration ([`series_of`]), facets by insertion order (columns) and
+/// durability (rows; a configuration without durability appears in every
+/// row). What would draw the same numbers twice is drawn once: the
+/// durabilities of a read-only step whose counts do not depend on them
+/// (`pooled`, their runs pooled), and the devices of a metric with the
+/// same value on each. Wall time on a simulator is labelled as the host's
+/// CPU time. Style numbers come from `styles` (shared by all figures).
+fn panel_figure(
+    panel: &Panel,
+    m: usize,
+    metric: &str,
+    styles: &BTreeMap<String, usize>,
+    pooled: Option<&[String]>,
+) -> (GroupedBars, Vec<String>) {
+    let mut notes = Vec::new();
+    let bars = drawn_bars(panel, m, metric, pooled, &mut notes);
     if host_time(metric) && bars.iter().any(|b| b.device.starts_with("flashsim")) {
         notes.push(
             "on the simulator this is the host's time to simulate (CPU, no device time; its simulated time is another figure), on a file the real device's"

@@ -18,8 +18,9 @@ use crate::progress::style as bar_style;
 use crate::results::{ConfigRow, ResultsStore, StepRow};
 use crate::workload::{Configuration, DatasetSource, Step, Workload};
 
-/// Runs workload `w`, recording into `store`.
-pub fn run(w: &Workload, store: &mut ResultsStore, opts: &RunOptions) -> Result<RunSummary> {
+/// The configurations of `w` that `opts` names (`only`, then `pick`), at
+/// least one.
+fn chosen_configurations(w: &Workload, opts: &RunOptions) -> Result<Vec<Configuration>> {
     let mut configs = w.configurations(&opts.only);
     if configs.is_empty() {
         return Err(Error::invalid(format!(
@@ -38,6 +39,36 @@ pub fn run(w: &Workload, store: &mut ResultsStore, opts: &RunOptions) -> Result<
         }
         configs = vec![configs.swap_remove(i)];
     }
+    Ok(configs)
+}
+
+/// The run's progress bars, on standard error when `opts.progress`: the
+/// configurations of `w` (`n`) and the current step's operations.
+fn progress_bars(
+    w: &Workload,
+    opts: &RunOptions,
+    n: usize,
+) -> (MultiProgress, ProgressBar, ProgressBar) {
+    let multi = MultiProgress::with_draw_target(if opts.progress {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    });
+    let overall = multi.add(ProgressBar::new(n as u64));
+    overall.set_style(bar_style(
+        "{msg} [{bar:30}] {pos}/{len} configurations (eta {eta})",
+    ));
+    overall.set_message(w.name.clone());
+    let step_bar = multi.add(ProgressBar::new(0));
+    step_bar.set_style(bar_style(
+        "  {msg} [{bar:30}] {pos}/{len} ({rate}, eta {eta})",
+    ));
+    (multi, overall, step_bar)
+}
+
+/// Runs workload `w`, recording into `store`.
+pub fn run(w: &Workload, store: &mut ResultsStore, opts: &RunOptions) -> Result<RunSummary> {
+    let configs = chosen_configurations(w, opts)?;
     // PostGIS tables are read before anything is recorded: a server that
     // cannot be reached leaves no trace in the results store.
     let mut cache = DatasetCache::new();
@@ -53,20 +84,7 @@ pub fn run(w: &Workload, store: &mut ResultsStore, opts: &RunOptions) -> Result<
         w.scale.name(),
         &opts.command,
     )?;
-    let multi = MultiProgress::with_draw_target(if opts.progress {
-        ProgressDrawTarget::stderr()
-    } else {
-        ProgressDrawTarget::hidden()
-    });
-    let overall = multi.add(ProgressBar::new(configs.len() as u64));
-    overall.set_style(bar_style(
-        "{msg} [{bar:30}] {pos}/{len} configurations (eta {eta})",
-    ));
-    overall.set_message(w.name.clone());
-    let step_bar = multi.add(ProgressBar::new(0));
-    step_bar.set_style(bar_style(
-        "  {msg} [{bar:30}] {pos}/{len} ({rate}, eta {eta})",
-    ));
+    let (_multi, overall, step_bar) = progress_bars(w, opts, configs.len());
     let mut summary = RunSummary {
         run_id,
         configurations: configs.len(),

@@ -749,6 +749,28 @@ impl<L: BucketLayer> GridFile<L> {
         self.knn_impl(x, y, k, lbb, dg)
     }
 
+    /// The distance from `p` (inside `bx`) to the nearest side of the cells
+    /// `bx` that is not the border of the grid: nothing outside `bx` is
+    /// closer ([`f64::INFINITY`] when `bx` covers the whole grid).
+    fn beyond(&self, bx: &CellBox, p: &Point) -> f64 {
+        let (nx, ny) = (self.root.nx(), self.root.ny());
+        let br = self.root.box_rect(bx);
+        let mut b = f64::INFINITY;
+        if bx.c0 > 0 {
+            b = b.min(p.x - br.min_x());
+        }
+        if bx.c1 < nx {
+            b = b.min(br.max_x() - p.x);
+        }
+        if bx.r0 > 0 {
+            b = b.min(p.y - br.min_y());
+        }
+        if bx.r1 < ny {
+            b = b.min(br.max_y() - p.y);
+        }
+        b.max(0.0)
+    }
+
     fn knn_impl(
         &mut self,
         x: f64,
@@ -818,25 +840,7 @@ impl<L: BucketLayer> GridFile<L> {
                 }
             }
             // Nothing outside the rings seen so far is closer than `bound`.
-            let bound = if covers_all {
-                f64::INFINITY
-            } else {
-                let br = self.root.box_rect(&bx);
-                let mut b = f64::INFINITY;
-                if bx.c0 > 0 {
-                    b = b.min(p.x - br.min_x());
-                }
-                if bx.c1 < nx {
-                    b = b.min(br.max_x() - p.x);
-                }
-                if bx.r0 > 0 {
-                    b = b.min(p.y - br.min_y());
-                }
-                if bx.r1 < ny {
-                    b = b.min(br.max_y() - p.y);
-                }
-                b.max(0.0)
-            };
+            let bound = self.beyond(&bx, &p);
             while let Some(&Reverse((Dist(d), _))) = cellq.peek() {
                 if d >= bound || d >= best.kth() {
                     break;
