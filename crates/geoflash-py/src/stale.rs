@@ -21,7 +21,9 @@
 //! copied into an index in memory (an STR bulk load), which the session
 //! reads instead.
 use geoflash_engine::engine::records::Records;
-use geoflash_engine::engine::{BulkMethod, Error, Index, IndexOptions, Predicate, Result};
+use geoflash_engine::engine::{
+    BulkMethod, Error, Index, IndexOptions, MemorySpec, Predicate, Result, StoreSpec,
+};
 use geoflash_engine::geom::{Rect, MAX_COORD};
 
 /// What [`reconcile`] did.
@@ -79,9 +81,11 @@ pub fn reconcile(index: Index, records: &mut Records, writable: bool) -> Result<
                  open it for writing once (geoflash.Index(path)) to repair it",
             ));
         }
+        // The copy keeps its nodes decoded, once (the memory store).
         let opts = IndexOptions {
             page_size: index.manifest().page_size,
             device: "mem:".parse()?,
+            store: StoreSpec::Memory(MemorySpec {}),
             ..IndexOptions::default()
         };
         Index::bulk_load(None, &opts, kept, BulkMethod::Str, 1.0)?

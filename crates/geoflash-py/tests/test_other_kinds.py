@@ -156,18 +156,26 @@ def test_fortree_refuses_a_logged_store(tmp_path):
 
 def test_kinds_and_defaults_come_from_the_engine(tmp_path):
     """The kind names and the defaults of a new index are the engine's: an
-    index in memory gets the plain store with ``DEFAULTS["memory_buffer"]``
-    on ``mem:``, one on disk eFIND with ``DEFAULTS["buffer"]``; a FOR-tree
-    and a grid file keep the plain store either way; every name of
-    ``KINDS`` makes an index."""
+    index in memory gets the memory store on ``mem:`` (the plain store
+    with ``DEFAULTS["memory_buffer"]`` when given a buffer policy, and with
+    the buffer given), one on disk eFIND with ``DEFAULTS["buffer"]``; a
+    FOR-tree and a grid file keep the plain store either way; every name
+    of ``KINDS`` makes an index."""
     assert set(geoflash.GRID_KINDS) == {"grid", "gffm", "lbgrid", "hgrid"}
     assert set(geoflash.GRID_KINDS) < set(geoflash.KINDS)
     assert {"rtree", "rstar", "hilbert", "fortree", "xbr", "shrtree"} < set(geoflash.KINDS)
     size = geoflash.parse_size
     d = geoflash.DEFAULTS
     m = geoflash.Index().manifest
+    assert (m["store"], m["device"]) == ({"kind": d["memory_store"]}, d["memory_device"])
+    assert d["memory_store"] == "memory"
+    m = geoflash.Index(buffer_policy="lru").manifest
     assert (m["store"]["kind"], m["store"]["buffer_bytes"], m["device"]) == (
         "plain", size(d["memory_buffer"]), d["memory_device"])
+    m = geoflash.Index(buffer="64KiB").manifest
+    assert (m["store"]["kind"], m["store"]["buffer_bytes"]) == ("plain", 65536)
+    with pytest.raises(ValueError, match="memory"):
+        geoflash.Index(str(tmp_path / "m"), store="memory")
     m = geoflash.Index(str(tmp_path / "disk")).manifest
     assert (m["store"]["kind"], m["store"]["buffer_bytes"]) == ("efind", size(d["buffer"]))
     assert m["device"].startswith(d["device"])  # the manifest names the I/O engine too

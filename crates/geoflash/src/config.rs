@@ -422,15 +422,27 @@ pub enum StoreKind {
     Efind,
     /// The FAST framework.
     Fast,
+    /// Decoded nodes in this process's memory, no device (an index without
+    /// a directory: the `mem:` device holds nothing).
+    Memory,
 }
 
 impl StoreKind {
-    /// The store's name (`plain`, `efind`, `fast`).
+    /// Every store, in the order messages list them.
+    pub const ALL: [StoreKind; 4] = [
+        StoreKind::Plain,
+        StoreKind::Efind,
+        StoreKind::Fast,
+        StoreKind::Memory,
+    ];
+
+    /// The store's name (`plain`, `efind`, `fast`, `memory`).
     pub fn name(self) -> &'static str {
         match self {
             StoreKind::Plain => "plain",
             StoreKind::Efind => "efind",
             StoreKind::Fast => "fast",
+            StoreKind::Memory => "memory",
         }
     }
 }
@@ -438,10 +450,14 @@ impl StoreKind {
 impl std::str::FromStr for StoreKind {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        [StoreKind::Plain, StoreKind::Efind, StoreKind::Fast]
+        StoreKind::ALL
             .into_iter()
             .find(|k| k.name() == s)
-            .ok_or_else(|| Error::invalid(format!("unknown store {s:?}: use plain, efind or fast")))
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "unknown store {s:?}: use plain, efind, fast or memory"
+                ))
+            })
     }
 }
 
@@ -458,7 +474,15 @@ pub enum StoreSpec {
     Efind(EfindSpec),
     /// The FAST framework.
     Fast(FastSpec),
+    /// Decoded nodes in memory ([`crate::store::mem::MemStore`]): an index
+    /// without a directory, on `mem:`.
+    Memory(MemorySpec),
 }
+
+/// The memory store's options: none besides the structure's (it keeps
+/// every node, decoded, with no budget, device, log or journal).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemorySpec {}
 
 /// The plain store's options.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -568,6 +592,7 @@ impl StoreSpec {
             StoreKind::Plain => StoreSpec::plain(buffer_bytes),
             StoreKind::Efind => StoreSpec::efind(buffer_bytes, EfindConfig::default()),
             StoreKind::Fast => StoreSpec::fast(buffer_bytes, FastConfig::default()),
+            StoreKind::Memory => StoreSpec::Memory(MemorySpec {}),
         }
     }
 
@@ -577,6 +602,7 @@ impl StoreSpec {
             StoreSpec::Plain(_) => StoreKind::Plain,
             StoreSpec::Efind(_) => StoreKind::Efind,
             StoreSpec::Fast(_) => StoreKind::Fast,
+            StoreSpec::Memory(_) => StoreKind::Memory,
         }
     }
 
@@ -585,39 +611,46 @@ impl StoreSpec {
         matches!(self, StoreSpec::Plain(_))
     }
 
-    /// The memory budget in bytes.
+    /// The memory budget in bytes (0 for the memory store, which has none:
+    /// it keeps every node).
     pub fn buffer_bytes(&self) -> usize {
         match self {
             StoreSpec::Plain(s) => s.buffer_bytes,
             StoreSpec::Efind(s) => s.buffer_bytes,
             StoreSpec::Fast(s) => s.buffer_bytes,
+            StoreSpec::Memory(_) => 0,
         }
     }
 
-    /// Sets the memory budget.
+    /// Sets the memory budget (nothing for the memory store).
     pub fn set_buffer_bytes(&mut self, bytes: usize) {
         match self {
             StoreSpec::Plain(s) => s.buffer_bytes = bytes,
             StoreSpec::Efind(s) => s.buffer_bytes = bytes,
             StoreSpec::Fast(s) => s.buffer_bytes = bytes,
+            StoreSpec::Memory(_) => {}
         }
     }
 
-    /// Which nodes the store hints to the fast tier of a two-tier device.
+    /// Which nodes the store hints to the fast tier of a two-tier device
+    /// (none for the memory store, which writes no page).
     pub fn placement(&self) -> Placement {
         match self {
             StoreSpec::Plain(s) => s.placement,
             StoreSpec::Efind(s) => s.placement,
             StoreSpec::Fast(s) => s.placement,
+            StoreSpec::Memory(_) => Placement::None,
         }
     }
 
-    /// This store with fast-tier hints `placement`.
+    /// This store with fast-tier hints `placement` (the memory store
+    /// ignores them).
     pub fn with_placement(mut self, placement: Placement) -> StoreSpec {
         match &mut self {
             StoreSpec::Plain(s) => s.placement = placement,
             StoreSpec::Efind(s) => s.placement = placement,
             StoreSpec::Fast(s) => s.placement = placement,
+            StoreSpec::Memory(_) => {}
         }
         self
     }
@@ -639,7 +672,7 @@ impl StoreSpec {
     /// [`defaults::CHECKPOINT_INTERVAL`](crate::defaults::CHECKPOINT_INTERVAL).
     pub fn checkpoint_interval(&self) -> Option<std::time::Duration> {
         let ms = match self {
-            StoreSpec::Plain(_) => 0,
+            StoreSpec::Plain(_) | StoreSpec::Memory(_) => 0,
             StoreSpec::Efind(s) => s.checkpoint_interval_ms,
             StoreSpec::Fast(s) => s.checkpoint_interval_ms,
         };
@@ -651,7 +684,7 @@ impl StoreSpec {
     pub fn with_checkpoint_interval(mut self, interval: Option<std::time::Duration>) -> StoreSpec {
         let ms = interval.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1));
         match &mut self {
-            StoreSpec::Plain(_) => {}
+            StoreSpec::Plain(_) | StoreSpec::Memory(_) => {}
             StoreSpec::Efind(s) => s.checkpoint_interval_ms = ms,
             StoreSpec::Fast(s) => s.checkpoint_interval_ms = ms,
         }
@@ -661,7 +694,7 @@ impl StoreSpec {
     /// The log's capacity as given, 0 for automatic (`None`: no log).
     pub fn log_capacity(&self) -> Option<u64> {
         match self {
-            StoreSpec::Plain(_) => None,
+            StoreSpec::Plain(_) | StoreSpec::Memory(_) => None,
             StoreSpec::Efind(s) => Some(s.efind.log_capacity),
             StoreSpec::Fast(s) => Some(s.fast.log_capacity),
         }
@@ -671,7 +704,7 @@ impl StoreSpec {
     /// (eFIND's flushing unit against pages of `page_size` bytes).
     pub fn verify(&self, page_size: usize) -> Result<()> {
         match self {
-            StoreSpec::Plain(_) => Ok(()),
+            StoreSpec::Plain(_) | StoreSpec::Memory(_) => Ok(()),
             StoreSpec::Efind(s) => s.efind.verify_for_page(page_size),
             StoreSpec::Fast(_) => Ok(()),
         }

@@ -32,9 +32,13 @@ pub const DEVICE: &str = "file?direct=false";
 /// Store of an index directory: eFIND, crash-safe with its log.
 pub const STORE: &str = "efind";
 /// Store of an index that lives in one process (Python `Index()` without a
-/// path): the plain store, which has no log to write, keeping decoded nodes.
-pub const MEMORY_STORE: &str = "plain";
-/// Memory budget of an index in one process: decoded nodes kept up to this.
+/// path): the memory store, which keeps each node once, decoded, with no
+/// device, log or cache (issue 47, item 4). A front end applies it where it
+/// applies: on `mem:`, given no budget, buffer policy or placement (the
+/// plain store takes those), and not for the FOR-tree or the grid files.
+pub const MEMORY_STORE: &str = "memory";
+/// Memory budget of an index in one process on the plain store (given a
+/// device other than `mem:`, or `store="plain"`): decoded nodes kept up to this.
 pub const MEMORY_BUFFER: &str = "1GiB";
 /// Device of an index in one process: memory.
 pub const MEMORY_DEVICE: &str = "mem:";

@@ -24,14 +24,17 @@ fn domain() -> Rect {
     Rect::new(0.0, 0.0, SIDE, SIDE).unwrap()
 }
 
-/// The families: the tree kinds through an [`Index`] on `mem:`, the grid
-/// files directly.
+/// The families: the tree kinds through an [`Index`] on `mem:` (the
+/// default store; `KIND@memory` the memory store), the grid files directly.
 const FAMILIES: &[&str] = &[
     "rtree",
     "rstar",
     "hilbert",
     "fortree",
     "xbr",
+    "rstar@memory",
+    "hilbert@memory",
+    "xbr@memory",
     "gffm",
     "gffm-batched",
     "lbgrid",
@@ -55,10 +58,17 @@ fn make(family: &str) -> Box<dyn SpatialIndex> {
         "lbgrid" => Box::new(
             GridIndex::<LogBuckets>::create(family, grid_dev(), grid_opts(), true).unwrap(),
         ),
-        kind => {
+        family => {
+            let (kind, store) = match family.split_once('@') {
+                Some((kind, store)) => (kind, Some(store)),
+                None => (family, None),
+            };
             let mut spec = IndexSpec::new(KeyStyle::Key);
             for (k, v) in [("kind", kind), ("device", "mem:"), ("page_size", "1024")] {
                 spec.set(k, v).unwrap();
+            }
+            if let Some(store) = store {
+                spec.set("store", store).unwrap();
             }
             let opts = spec
                 .options()

@@ -23,7 +23,7 @@ pub use spec::{IndexSpec, KeyStyle, SpecError};
 pub mod testenv;
 
 pub use crate::config::{
-    EfindSpec, FastSpec, FortreeSpec, PlainSpec, StoreKind, StoreSpec, StructureConfig,
+    EfindSpec, FastSpec, FortreeSpec, MemorySpec, PlainSpec, StoreKind, StoreSpec, StructureConfig,
     StructureSpec, TreeSpec, XbrSpec, KIND_NAMES,
 };
 pub use crate::defaults;

@@ -21,7 +21,8 @@ use std::fmt;
 
 use crate::cache::PolicyKind;
 use crate::config::{
-    EfindSpec, FastSpec, PlainSpec, StoreKind, StoreSpec, StructureConfig, StructureSpec, TreeSpec,
+    EfindSpec, FastSpec, MemorySpec, PlainSpec, StoreKind, StoreSpec, StructureConfig,
+    StructureSpec, TreeSpec,
 };
 use crate::geom::Rect;
 use crate::grid::{GridKind, GridSettings};
@@ -296,7 +297,7 @@ impl IndexSpec {
     /// the log it keeps (none for the plain store), by canonical name.
     pub fn store_keys(store: StoreKind) -> Vec<&'static str> {
         match store {
-            StoreKind::Plain => Vec::new(),
+            StoreKind::Plain | StoreKind::Memory => Vec::new(),
             StoreKind::Efind => EFIND_KEYS.iter().chain(LOG_KEYS).copied().collect(),
             StoreKind::Fast => FAST_KEYS.iter().chain(LOG_KEYS).copied().collect(),
         }
@@ -644,6 +645,20 @@ impl IndexSpec {
         let store = self.refuse_misplaced(kind)?;
         let buffer_bytes = self.buffer_bytes(kind, store)?;
         let device = self.device(kind)?;
+        if store == StoreKind::Memory && !matches!(device, DeviceSpec::Mem { .. }) {
+            let text = self
+                .text("device")
+                .map_or_else(|| device.to_string(), str::to_string);
+            return Err(self.fail(
+                "device",
+                format!(
+                    "{} \"memory\" keeps nodes decoded in this process, with no device: \
+                     use {} \"mem:\" (an index without a directory), not {text:?}",
+                    self.spell("store"),
+                    self.spell("device")
+                ),
+            ));
+        }
         let mut options = IndexOptions {
             structure: self.structure(kind.structure()),
             page_size: t.page_size.unwrap_or(4096),
@@ -709,6 +724,17 @@ impl IndexSpec {
         let store = match self.typed.store {
             Some(s) if self.has("store") => s,
             _ if fortree || grid => StoreKind::Plain,
+            // A front end's default memory store applies to an index on
+            // `mem:` given no setting of a store with a device (a budget,
+            // a buffer policy, a placement); the plain store takes the others.
+            Some(StoreKind::Memory)
+                if !matches!(self.typed.device, Some(DeviceSpec::Mem { .. }))
+                    || !self
+                        .given(&["buffer", "buffer_policy", "placement"])
+                        .is_empty() =>
+            {
+                StoreKind::Plain
+            }
             // The front end's default.
             Some(s) => s,
             None => defaults::STORE.parse().map_err(|error| SpecError {
@@ -726,7 +752,7 @@ impl IndexSpec {
             &actual,
         )?;
         self.refuse_unless(
-            store != StoreKind::Plain,
+            matches!(store, StoreKind::Efind | StoreKind::Fast),
             LOG_KEYS,
             &owner("\"efind\" or \"fast\""),
             &actual,
@@ -743,6 +769,17 @@ impl IndexSpec {
             store == StoreKind::Plain,
             &["journal"],
             &owner("\"plain\" (and the FOR-tree, xBR+-tree and grid files on it)"),
+            &actual,
+        )?;
+        // The memory store keeps every node decoded: no budget to give, no
+        // buffer to replace from, no pages to place on a tier.
+        self.refuse_unless(
+            store != StoreKind::Memory,
+            &["buffer", "buffer_policy", "placement"],
+            &format!(
+                "the stores that keep nodes on a device; {store_key} \"memory\" keeps every node \
+                 decoded in memory (give {store_key} \"plain\" for a node buffer over mem:)"
+            ),
             &actual,
         )?;
         self.refuse_unless(
@@ -773,6 +810,10 @@ impl IndexSpec {
             )
         })?;
         let store_key = self.spell("store");
+        if store == StoreKind::Memory {
+            // Keeps every node (`refuse_misplaced` refused a budget).
+            return Ok(0);
+        }
         if buffer_bytes == 0 && (store != StoreKind::Plain || fortree) {
             let what = if fortree {
                 "FOR-tree".to_string()
@@ -899,6 +940,7 @@ impl IndexSpec {
                 fast: self.fast_config(durability)?,
                 checkpoint_interval_ms: self.checkpoint_interval_ms()?,
             }),
+            StoreKind::Memory => StoreSpec::Memory(MemorySpec {}),
         })
     }
 

@@ -430,6 +430,72 @@ fn front_end_defaults_apply_where_their_key_does() {
         .is_err());
 }
 
+/// The memory store: given, it takes no budget, buffer policy, placement
+/// or log setting and only the `mem:` device; as a front end's default (an
+/// index in memory) it applies on `mem:` given none of those, and the
+/// plain store takes the others.
+#[test]
+fn the_memory_store_and_where_its_default_applies() {
+    let memory = |pairs: &[(&str, &str)]| {
+        let mut s = spec(pairs);
+        for (k, v) in [("store", "memory"), ("buffer", "1GiB"), ("device", "mem:")] {
+            s.set_default(k, v).unwrap();
+        }
+        s.options()
+    };
+    let o = memory(&[]).unwrap();
+    assert_eq!(
+        (o.store.kind(), o.store.buffer_bytes()),
+        (StoreKind::Memory, 0)
+    );
+    assert_eq!(o.device, "mem:".parse().unwrap());
+    for kind in ["rtree", "rstar", "xbr"] {
+        assert_eq!(
+            memory(&[("kind", kind)]).unwrap().store.kind(),
+            StoreKind::Memory,
+            "{kind}"
+        );
+    }
+    // the default leaves to the plain store what only a store with a device does
+    for given in [
+        ("buffer", "64KiB"),
+        ("buffer_policy", "lru"),
+        ("device", "flashsim:preset=seed-tc58"),
+        ("kind", "fortree"),
+    ] {
+        assert_eq!(
+            memory(&[given]).unwrap().store.kind(),
+            StoreKind::Plain,
+            "{given:?}"
+        );
+    }
+    assert_eq!(
+        memory(&[("buffer", "64KiB")]).unwrap().store.buffer_bytes(),
+        64 * 1024
+    );
+    // given, it refuses them, naming the key
+    for (given, key) in [
+        (("buffer", "64KiB"), "buffer"),
+        (("buffer_policy", "lru"), "buffer_policy"),
+        (("durability", "sync"), "durability"),
+        (("device", "file"), "device"),
+    ] {
+        let e = spec(&[("store", "memory"), ("device", "mem:"), given]).options();
+        let e = e.unwrap_err();
+        assert_eq!(e.key, Some(key), "{given:?}: {e}");
+        assert!(e.to_string().contains("memory"), "{given:?}: {e}");
+    }
+    let e = spec(&[("store", "memory")]).options().unwrap_err();
+    assert_eq!(e.key, Some("device"), "the default device is a file: {e}");
+    assert!(
+        spec(&[("store", "memory"), ("kind", "gffm"), ("device", "mem:")])
+            .options()
+            .is_err()
+    );
+    assert_eq!("memory".parse::<StoreKind>().unwrap(), StoreKind::Memory);
+    assert!(IndexSpec::store_keys(StoreKind::Memory).is_empty());
+}
+
 /// The names the `kind` key takes and the key groups a front end asks for.
 #[test]
 fn kinds_and_key_groups() {

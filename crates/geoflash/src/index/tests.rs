@@ -700,6 +700,77 @@ mod plain {
         }
     }
 
+    /// The memory store of an index in memory (made for pages: M from the
+    /// page size, payloads only for the Hilbert R-tree) under the oracle,
+    /// and the same trees as the plain store page by page: by insertion
+    /// (no deletion, so both allocate pages in the same order) and by both
+    /// bulk loads (the memory store's own sink against the device's).
+    #[test]
+    fn the_memory_store_builds_the_plain_store_s_trees() {
+        for params in configs(12).into_iter().filter_map(|p| for_page(p, 512)) {
+            let with_payload = params.kind == IndexKind::Hilbert;
+            let plain = || {
+                let dev = Arc::new(MemDevice::new(512, 1 << 20).unwrap());
+                let cfg = PlainConfig {
+                    buffer_bytes: 4096,
+                    policy: PolicyKind::S2q,
+                    with_payload,
+                };
+                PlainStore::create(dev, cfg).unwrap()
+            };
+            let memory = || MemStore::for_pages(512, with_payload).unwrap();
+            let items: Vec<(u64, Rect)> = (0..600u64)
+                .map(|i| {
+                    let x = ((i * 7919) % 1000) as f64 / 50.0;
+                    let y = ((i * 104_729) % 997) as f64 / 50.0;
+                    (i, r(x, y, x + (i % 4) as f64 * 0.5, y + (i % 3) as f64 * 0.5))
+                })
+                .collect();
+            let mut a = RTree::create(memory(), params).unwrap();
+            let mut b = RTree::create(plain(), params).unwrap();
+            for &(id, rect) in &items {
+                a.insert(id, rect).unwrap();
+                b.insert(id, rect).unwrap();
+            }
+            b.store_mut().checkpoint().unwrap();
+            same_pages(&a, &b, &format!("{params:?} by insertion"));
+            assert_eq!(all_answers(&a), all_answers(&b));
+            for method in [BulkMethod::Str, BulkMethod::Hilbert] {
+                let a = RTree::bulk_load(memory(), params, items.clone(), method, 0.8).unwrap();
+                let b = RTree::bulk_load(plain(), params, items.clone(), method, 0.8).unwrap();
+                same_pages(&a, &b, &format!("{params:?} bulk {method:?}"));
+                assert_eq!(a.store().stats().ops_committed, 0);
+            }
+        }
+    }
+
+    /// The tree of `a` (a memory store) is that of `b`, page by page.
+    fn same_pages<S: NodeStore>(a: &RTree<MemStore>, b: &RTree<S>, what: &str) {
+        assert_eq!(a.check().unwrap(), b.check().unwrap(), "{what}");
+        assert_eq!(a.store().meta(), b.store().meta(), "{what}");
+        for p in a.store().page_ids() {
+            assert_eq!(a.store().get(p).unwrap(), b.store().get(p).unwrap(), "{what}: page {p}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+
+        /// Random operations, deletions and updates included, on the memory
+        /// store of an index in memory, against the oracle.
+        #[test]
+        fn the_memory_store_for_pages_agrees_with_the_oracle(
+            ops in prop::collection::vec(op_strategy(), 1..200),
+        ) {
+            for params in configs(12).into_iter().filter_map(|p| for_page(p, 512)) {
+                let store = MemStore::for_pages(512, params.kind == IndexKind::Hilbert).unwrap();
+                let t = run_ops(store, params, &ops);
+                let nodes: u64 = t.check().unwrap().nodes_per_level.iter().sum();
+                prop_assert_eq!(t.store().node_count() as u64, nodes);
+            }
+        }
+    }
+
     #[test]
     fn plain_and_mem_stores_build_the_same_tree_by_insertion() {
         // Without deletions both stores allocate pages in the same order, so

@@ -241,6 +241,7 @@ impl Index {
         opts: &IndexOptions,
         make: impl FnOnce(&Path) -> std::result::Result<(Index, T), E>,
     ) -> std::result::Result<(Index, T), E> {
+        refuse_memory_store(dir, &opts.store)?;
         let spec = opts.device.clone();
         let staging = Staging::begin(dir, &spec)?;
         let made = make(staging.dir()).and_then(|(mut index, t)| {
@@ -281,6 +282,9 @@ impl Index {
     ) -> Result<Index> {
         let structure = opts.resolve()?;
         let (mut store, auto_log) = new_store(opts, &structure)?;
+        if let Some(dir) = dir {
+            refuse_memory_store(dir, &store)?;
+        }
         let spec = opts.device.clone();
         let (lock, (device, sims), log_device) = match (dir, device) {
             (None, Some(device)) => (None, (device, Vec::new()), None),
@@ -407,7 +411,7 @@ fn size_automatic_log(
             let capacity = match store {
                 StoreSpec::Efind(s) => s.efind.resolved_log_capacity(),
                 StoreSpec::Fast(s) => s.fast.resolved_log_capacity(),
-                StoreSpec::Plain(_) => return Ok(()),
+                StoreSpec::Plain(_) | StoreSpec::Memory(_) => return Ok(()),
             };
             crate::store::log::placement::check_automatic_fits(capacity, ld)
         }
@@ -420,6 +424,19 @@ fn size_automatic_log(
         }
         _ => Ok(()),
     }
+}
+
+/// Refuses the memory store for an index in directory `dir`: its nodes
+/// live in the process that makes them, so no later one could open it.
+fn refuse_memory_store(dir: &Path, store: &StoreSpec) -> Result<()> {
+    if matches!(store, StoreSpec::Memory(_)) {
+        return Err(Error::invalid(format!(
+            "the memory store keeps its nodes in this process only: the index in {} needs a store \
+             with a device (plain, efind or fast); leave the directory out for an index in memory",
+            dir.display()
+        )));
+    }
+    Ok(())
 }
 
 /// The error of a build of `dir` stopped before it published.

@@ -19,6 +19,7 @@ use crate::storage::PageDevice;
 use crate::store::efind::{EfindConfig, EfindStore, RestartReport};
 use crate::store::fast::{FastConfig, FastStore};
 use crate::store::log::{LogPlacement, RecoveryMode};
+use crate::store::mem::MemStore;
 use crate::store::placement::Placement;
 use crate::store::plain::{PlainConfig, PlainStore};
 pub use crate::store::StoreOpen;
@@ -136,6 +137,13 @@ pub(super) fn make_store(
             let log = cfg.log_placement(&device, site.log_device.clone())?;
             logged::<EfindStore>(how, device, log, cfg, s.placement)
         }
+        StoreSpec::Memory(_) if how == StoreOpen::Create => {
+            let store = MemStore::for_pages(device.page_size(), with_payload)?;
+            Ok((Box::new(store), None))
+        }
+        StoreSpec::Memory(_) => Err(Error::invalid(
+            "an index of the memory store lives in the process that made it: there is nothing to open",
+        )),
         StoreSpec::Fast(s) => {
             let cfg = FastConfig {
                 buffer_bytes: s.buffer_bytes,

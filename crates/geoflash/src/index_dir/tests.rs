@@ -147,7 +147,7 @@ fn logged_opts(kind: StoreKind, durability: crate::store::log::Durability) -> In
                 ..FastConfig::default()
             },
         ),
-        StoreKind::Plain => StoreSpec::plain(buffer),
+        StoreKind::Plain | StoreKind::Memory => StoreSpec::plain(buffer),
     };
     IndexOptions {
         store,

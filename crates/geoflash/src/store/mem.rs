@@ -1,61 +1,118 @@
-//! `MemStore`: a trivial [`NodeStore`] keeping decoded nodes in a hash map,
-//! with no device behind it.
+//! `MemStore`: a [`NodeStore`] keeping decoded nodes in memory, with no
+//! device behind it (issue 47, item 4).
 //!
-//! It is the reference store of the index tests: every other store must build
-//! the same trees from the same operation sequences. It is strict about the
-//! contract so that index bugs show up as errors: changes outside an
-//! operation, a level that does not match the node, a missing page or a second
-//! `begin_op` before `commit_op` are all refused.
+//! Two uses, one store:
+//! - **the store of an index in memory** (`store = "memory"`, the default
+//!   of Python's `Index()` without a path; [`StoreSpec::Memory`]): each
+//!   node lives once, as the `Arc<Node>` readers get, the way rstar and
+//!   geo-index keep theirs. No page is encoded, checksummed or copied to a
+//!   device, and no cache sits between the tree and its nodes. The `mem:`
+//!   device of such an index holds nothing;
+//! - **the reference store of the index tests**: every other store must
+//!   build the same trees from the same operation sequences.
 //!
-//! Page allocation: the smallest free page id, else the next id after the
-//! highest ever used (page 0 is reserved for a header, as on devices). Pages
-//! of deleted nodes become reusable when the deleting operation commits.
-use std::collections::BTreeSet;
-
-use crate::page_id::IdMap;
+//! It refuses what breaks the contract, at the cost of a comparison each:
+//! changes outside an operation, a level that does not match the node, a
+//! missing page, a second `begin_op` before `commit_op`, two entries of one
+//! key in a new node; made [`for pages`](MemStore::for_pages), also a node
+//! larger than a page (M comes from the page size, as on a device) and a
+//! payload in a store that keeps none.
+//!
+//! Nodes sit in a vector indexed by page id (page ids are dense: the
+//! allocator hands out the smallest free id, else the next one). Page
+//! allocation: the smallest free page id, else the next id after the
+//! highest ever used (page 0 is reserved for a header, as on devices).
+//! Pages of deleted nodes become reusable when the deleting operation
+//! commits.
+//!
+//! Counters ([`StoreStats`]): `node_gets` (every get, answered from memory,
+//! so `buffer_hits` equals it), `nodes_created`, `nodes_deleted`,
+//! `ops_committed`, and `peak_buffer_bytes`, the peak of the decoded nodes
+//! held, charged by [`accounting::node_bytes`](super::accounting::node_bytes)
+//! as every store charges its buffer. Device reads, writes, flushes and
+//! misses stay 0: there is no device.
+//!
+//! [`StoreSpec::Memory`]: crate::config::StoreSpec::Memory
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use super::accounting::node_bytes_for;
+use super::bulk::{self, BulkBuild, BulkSink};
+use super::checks;
 use super::{EntryChange, NodeStore, OpId, StoreStats, TreeMeta};
-use crate::page::{Entry, Node};
+use crate::page::{self, Entry, Node};
 use crate::storage::PageId;
 use crate::{Error, Result};
+
+/// The page a store made [`for pages`](MemStore::for_pages) stands for: its
+/// nodes hold at most as many entries as such a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PageLimits {
+    page_size: usize,
+    with_payload: bool,
+    max_entries: usize,
+}
 
 /// A node store in memory (see the module documentation).
 #[derive(Debug, Default)]
 pub struct MemStore {
-    nodes: IdMap<Arc<Node>>,
-    free: BTreeSet<PageId>,
+    /// Node of each page id (`None`: page 0, free or never used).
+    nodes: Vec<Option<Arc<Node>>>,
+    /// Live nodes.
+    live: usize,
+    /// Free page ids, smallest first.
+    free: BinaryHeap<Reverse<PageId>>,
+    /// Pages deleted by the running operation (free once it commits).
     freed_in_op: Vec<PageId>,
-    next_page: PageId,
     meta: TreeMeta,
     open_op: Option<OpId>,
     next_op: OpId,
+    limits: Option<PageLimits>,
+    /// Bytes of the nodes held (the shared accounting function).
+    bytes: usize,
     gets: AtomicU64,
     stats: StoreStats,
 }
 
 impl MemStore {
-    /// An empty store.
+    /// An empty store with no page size: nodes of any length, entries with
+    /// any payload (the index tests' reference store).
     pub fn new() -> Self {
-        MemStore {
-            next_page: 1,
+        MemStore::default()
+    }
+
+    /// An empty store whose nodes hold at most what a `page_size`-byte page
+    /// holds (with entry payloads when `with_payload`), as the node stores
+    /// on a device: the store of an index in memory.
+    pub fn for_pages(page_size: usize, with_payload: bool) -> Result<Self> {
+        crate::units::check_page_size(page_size)?;
+        Ok(MemStore {
+            limits: Some(PageLimits {
+                page_size,
+                with_payload,
+                max_entries: page::max_entries(page_size, with_payload),
+            }),
             ..MemStore::default()
-        }
+        })
     }
 
     /// Number of live nodes.
     #[cfg(test)]
     pub fn node_count(&self) -> usize {
-        self.nodes.len()
+        self.live
     }
 
     /// Page ids of every live node, ascending.
     #[cfg(test)]
     pub fn page_ids(&self) -> Vec<PageId> {
-        let mut ids: Vec<PageId> = self.nodes.keys().copied().collect();
-        ids.sort_unstable();
-        ids
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.is_some())
+            .map(|(id, _)| id as PageId)
+            .collect()
     }
 
     fn in_op(&self, what: &str) -> Result<()> {
@@ -67,14 +124,83 @@ impl MemStore {
         Ok(())
     }
 
+    /// The slot of page `id`, when it holds a node.
+    fn slot(&mut self, id: PageId) -> Option<&mut Arc<Node>> {
+        usize::try_from(id)
+            .ok()
+            .and_then(|i| self.nodes.get_mut(i))
+            .and_then(Option::as_mut)
+    }
+
+    /// The smallest free page id, else the next one.
     fn alloc(&mut self) -> PageId {
-        if let Some(&id) = self.free.iter().next() {
-            self.free.remove(&id);
+        if let Some(Reverse(id)) = self.free.pop() {
             return id;
         }
-        let id = self.next_page.max(1);
-        self.next_page = id + 1;
-        id
+        self.nodes.len().max(1) as PageId
+    }
+
+    /// Puts `node` in page `id` (from [`alloc`](Self::alloc)).
+    fn put(&mut self, id: PageId, node: Node) {
+        self.bytes += node_bytes_for(node.entries.len());
+        self.stats.peak_buffer_bytes = self.stats.peak_buffer_bytes.max(self.bytes as u64);
+        let i = id as usize;
+        if self.nodes.len() <= i {
+            self.nodes.resize(i + 1, None);
+        }
+        if let Some(slot) = self.nodes.get_mut(i) {
+            *slot = Some(Arc::new(node));
+        }
+        self.live += 1;
+        self.stats.nodes_created += 1;
+    }
+
+    /// Refuses `n` entries in a node when they do not fit the store's page.
+    fn check_len(&self, n: usize) -> Result<()> {
+        match self.limits {
+            Some(l) => checks::check_len(n, l.max_entries, l.page_size, l.with_payload),
+            None => Ok(()),
+        }
+    }
+
+    /// Refuses an entry with a payload in a store for pages without payloads.
+    fn check_payload(&self, e: &Entry) -> Result<()> {
+        match self.limits {
+            Some(l) => checks::check_payload(e, l.with_payload),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks a new node's entries (sorted by key) and stores it on a fresh page.
+    fn store_new(&mut self, level: u16, entries: Vec<Entry>) -> Result<PageId> {
+        self.check_len(entries.len())?;
+        if let Some([a, _]) = entries
+            .windows(2)
+            .find(|w| matches!(w, [a, b] if a.key == b.key))
+        {
+            return Err(Error::invalid(format!(
+                "MemStore: a new node with two entries of key {}",
+                a.key
+            )));
+        }
+        for e in &entries {
+            self.check_payload(e)?;
+        }
+        let id = self.alloc();
+        self.put(id, Node { level, entries });
+        Ok(id)
+    }
+
+    /// Removes the node of page `id` (an error if there is none).
+    fn take(&mut self, id: PageId) -> Result<Arc<Node>> {
+        let node = usize::try_from(id)
+            .ok()
+            .and_then(|i| self.nodes.get_mut(i))
+            .and_then(Option::take)
+            .ok_or_else(|| Error::corrupt(Some(id), "MemStore: delete of a missing node"))?;
+        self.live -= 1;
+        self.bytes -= node_bytes_for(node.entries.len());
+        Ok(node)
     }
 }
 
@@ -109,13 +235,48 @@ pub(crate) fn apply_changes(entries: &mut Vec<Entry>, changes: &[EntryChange]) {
     }
 }
 
+/// The [`BulkSink`] of a [`MemStore`]: each node straight into its page.
+struct MemSink<'s> {
+    store: &'s mut MemStore,
+    /// Pages the load filled, in order (emptied again if it fails).
+    pages: Vec<PageId>,
+}
+
+impl BulkSink for MemSink<'_> {
+    fn node(&mut self, level: u16, entries: &[Entry]) -> Result<PageId> {
+        let mut entries = entries.to_vec();
+        if !entries.windows(2).all(|w| matches!(w, [a, b] if a.key < b.key)) {
+            entries.sort_unstable_by_key(|e| e.key);
+        }
+        let id = self.store.store_new(level, entries)?;
+        self.pages.push(id);
+        Ok(id)
+    }
+}
+
 impl NodeStore for MemStore {
     fn get(&self, id: PageId) -> Result<Arc<Node>> {
         self.gets.fetch_add(1, Ordering::Relaxed);
-        self.nodes
-            .get(&id)
+        usize::try_from(id)
+            .ok()
+            .and_then(|i| self.nodes.get(i))
+            .and_then(Option::as_ref)
             .cloned()
             .ok_or_else(|| Error::corrupt(Some(id), "MemStore: no node in this page"))
+    }
+
+    fn get_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
+        self.gets.fetch_add(ids.len() as u64, Ordering::Relaxed);
+        ids.iter()
+            .map(|&id| {
+                usize::try_from(id)
+                    .ok()
+                    .and_then(|i| self.nodes.get(i))
+                    .and_then(Option::as_ref)
+                    .cloned()
+                    .ok_or_else(|| Error::corrupt(Some(id), "MemStore: no node in this page"))
+            })
+            .collect()
     }
 
     fn begin_op(&mut self) -> Result<OpId> {
@@ -131,26 +292,20 @@ impl NodeStore for MemStore {
 
     fn create(&mut self, level: u16, mut entries: Vec<Entry>) -> Result<PageId> {
         self.in_op("create")?;
-        entries.sort_by_key(|e| e.key);
-        if entries
-            .windows(2)
-            .any(|w| matches!(w, [a, b] if a.key == b.key))
-        {
-            return Err(Error::invalid(
-                "MemStore: create with two entries of the same key",
-            ));
-        }
-        let id = self.alloc();
-        self.nodes.insert(id, Arc::new(Node { level, entries }));
-        self.stats.nodes_created += 1;
-        Ok(id)
+        entries.sort_unstable_by_key(|e| e.key);
+        self.store_new(level, entries)
     }
 
     fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) -> Result<()> {
         self.in_op("modify")?;
+        for c in changes {
+            if let EntryChange::Upsert(e) = c {
+                self.check_payload(e)?;
+            }
+        }
+        let limits = self.limits;
         let node = self
-            .nodes
-            .get_mut(&id)
+            .slot(id)
             .ok_or_else(|| Error::corrupt(Some(id), "MemStore: modify of a missing node"))?;
         if node.level != level {
             return Err(Error::corrupt(
@@ -161,18 +316,33 @@ impl NodeStore for MemStore {
                 ),
             ));
         }
-        apply_changes(&mut Arc::make_mut(node).entries, changes);
+        let before = node.entries.len();
+        if let Some(l) = limits {
+            if before + changes.len() > l.max_entries {
+                let n = super::efind::write_buffer::len_after(&node.entries, changes);
+                checks::check_len(n, l.max_entries, l.page_size, l.with_payload)?;
+            }
+        }
+        match Arc::get_mut(node) {
+            // No reader holds the node: change it in place.
+            Some(n) => apply_changes(&mut n.entries, changes),
+            // Readers keep the version they hold.
+            None => {
+                *node = Arc::new(Node {
+                    level,
+                    entries: with_changes(&node.entries, changes),
+                })
+            }
+        }
+        let after = node.entries.len();
+        self.bytes = self.bytes + node_bytes_for(after) - node_bytes_for(before);
+        self.stats.peak_buffer_bytes = self.stats.peak_buffer_bytes.max(self.bytes as u64);
         Ok(())
     }
 
     fn delete(&mut self, id: PageId) -> Result<()> {
         self.in_op("delete")?;
-        if self.nodes.remove(&id).is_none() {
-            return Err(Error::corrupt(
-                Some(id),
-                "MemStore: delete of a missing node",
-            ));
-        }
+        self.take(id)?;
         self.freed_in_op.push(id);
         self.stats.nodes_deleted += 1;
         Ok(())
@@ -192,7 +362,7 @@ impl NodeStore for MemStore {
             )));
         }
         self.open_op = None;
-        self.free.extend(self.freed_in_op.drain(..));
+        self.free.extend(self.freed_in_op.drain(..).map(Reverse));
         self.stats.ops_committed += 1;
         Ok(())
     }
@@ -208,6 +378,44 @@ impl NodeStore for MemStore {
             )));
         }
         Ok(())
+    }
+
+    /// Puts each node of the load straight into its page (no operation per
+    /// node), then the metadata: the tree is there when this returns. A
+    /// failed load takes its nodes out again and leaves the store as before.
+    fn bulk_load(&mut self, build: BulkBuild<'_>) -> Result<()> {
+        bulk::check_target(&self.meta, self.open_op)?;
+        let (free, next, stats) = (self.free.clone(), self.nodes.len(), self.stats.clone());
+        let mut sink = MemSink {
+            store: self,
+            pages: Vec::new(),
+        };
+        let built = build(&mut sink);
+        let pages = std::mem::take(&mut sink.pages);
+        let root_is_ours = |meta: &TreeMeta| match meta.root {
+            Some(root) => pages.contains(&root),
+            None => meta.records == 0 && meta.height == 0,
+        };
+        match built {
+            Ok(meta) if root_is_ours(&meta) => {
+                self.meta = meta;
+                Ok(())
+            }
+            failed => {
+                for &id in &pages {
+                    self.take(id)?;
+                }
+                (self.free, self.stats) = (free, stats);
+                self.nodes.truncate(next);
+                Err(match failed {
+                    Err(e) => e,
+                    Ok(meta) => Error::invalid(format!(
+                        "bulk load: the tree's root {:?} is not a node of the load",
+                        meta.root
+                    )),
+                })
+            }
+        }
     }
 
     fn stats(&self) -> StoreStats {
@@ -264,5 +472,138 @@ mod tests {
         s.commit_op(op).unwrap();
         assert!(s.get(99).is_err());
         assert!(s.stats().node_gets >= 2);
+    }
+
+    #[test]
+    fn the_smallest_free_page_comes_first() {
+        let mut s = MemStore::new();
+        let op = s.begin_op().unwrap();
+        let ids: Vec<PageId> = (0..6).map(|_| s.create(0, vec![]).unwrap()).collect();
+        assert_eq!(ids, vec![1, 2, 3, 4, 5, 6]);
+        for id in [5, 2, 4] {
+            s.delete(id).unwrap();
+        }
+        s.commit_op(op).unwrap();
+        let op = s.begin_op().unwrap();
+        let again: Vec<PageId> = (0..4).map(|_| s.create(0, vec![]).unwrap()).collect();
+        assert_eq!(again, vec![2, 4, 5, 7]);
+        s.commit_op(op).unwrap();
+        assert_eq!(s.page_ids(), vec![1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(s.node_count(), 7);
+    }
+
+    #[test]
+    fn a_store_for_pages_refuses_what_a_page_does_not_hold() {
+        let max = page::max_entries(512, false);
+        let mut s = MemStore::for_pages(512, false).unwrap();
+        let op = s.begin_op().unwrap();
+        let full = s.create(0, (0..max as u64).map(e).collect()).unwrap();
+        let err = s.create(0, (0..=max as u64).map(e).collect()).unwrap_err();
+        assert!(err.to_string().contains("does not fit"), "{err}");
+        let err = s
+            .modify(full, 0, &[EntryChange::Upsert(e(max as u64 + 5))])
+            .unwrap_err();
+        assert!(err.to_string().contains("does not fit"), "{err}");
+        // An upsert of a present key with a removal keeps the length.
+        s.modify(
+            full,
+            0,
+            &[
+                EntryChange::Remove(0),
+                EntryChange::Upsert(e(max as u64 + 5)),
+                EntryChange::Upsert(e(3)),
+            ],
+        )
+        .unwrap();
+        assert_eq!(s.get(full).unwrap().entries.len(), max);
+        let mut paid = e(1);
+        paid.payload = 4;
+        let err = s.create(0, vec![paid]).unwrap_err();
+        assert!(err.to_string().contains("payload"), "{err}");
+        let err = s.create(0, vec![e(1), e(1)]).unwrap_err();
+        assert!(err.to_string().contains("two entries"), "{err}");
+        s.commit_op(op).unwrap();
+        assert!(MemStore::for_pages(100, false).is_err());
+        let mut with = MemStore::for_pages(512, true).unwrap();
+        let op = with.begin_op().unwrap();
+        with.create(1, vec![paid]).unwrap();
+        with.commit_op(op).unwrap();
+    }
+
+    #[test]
+    fn a_node_a_reader_holds_is_copied_and_the_reader_keeps_its_version() {
+        let mut s = MemStore::new();
+        let op = s.begin_op().unwrap();
+        let a = s.create(0, vec![e(1), e(2)]).unwrap();
+        let held = s.get(a).unwrap();
+        s.modify(a, 0, &[EntryChange::Remove(1)]).unwrap();
+        assert_eq!(held.entries.len(), 2);
+        assert_eq!(s.get(a).unwrap().entries, vec![e(2)]);
+        drop(held);
+        s.modify(a, 0, &[EntryChange::Upsert(e(7))]).unwrap();
+        assert_eq!(s.get(a).unwrap().entries, vec![e(2), e(7)]);
+        s.commit_op(op).unwrap();
+    }
+
+    #[test]
+    fn node_bytes_and_their_peak_follow_the_nodes() {
+        let mut s = MemStore::new();
+        let op = s.begin_op().unwrap();
+        let a = s.create(0, vec![e(1), e(2)]).unwrap();
+        let b = s.create(0, vec![e(3)]).unwrap();
+        assert_eq!(s.bytes, node_bytes_for(2) + node_bytes_for(1));
+        s.modify(a, 0, &[EntryChange::Upsert(e(5))]).unwrap();
+        s.delete(b).unwrap();
+        s.commit_op(op).unwrap();
+        assert_eq!(s.bytes, node_bytes_for(3));
+        let st = s.stats();
+        assert_eq!(
+            st.peak_buffer_bytes as usize,
+            node_bytes_for(3) + node_bytes_for(1)
+        );
+        assert_eq!((st.nodes_created, st.nodes_deleted, st.ops_committed), (2, 1, 1));
+        assert_eq!((st.node_reads, st.node_writes, st.flushes), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_bulk_load_publishes_its_tree_or_leaves_the_store_as_it_was() {
+        let mut s = MemStore::for_pages(512, false).unwrap();
+        let failed = s.bulk_load(Box::new(|sink: &mut dyn BulkSink| {
+            sink.node(0, &[e(2), e(1)])?;
+            Err(Error::invalid("the loader's input ended badly"))
+        }));
+        assert!(failed.unwrap_err().to_string().contains("ended badly"));
+        assert_eq!((s.node_count(), s.bytes, s.stats().nodes_created), (0, 0, 0));
+        let stray = s.bulk_load(Box::new(|sink: &mut dyn BulkSink| {
+            sink.node(0, &[e(1)])?;
+            Ok(TreeMeta {
+                root: Some(40),
+                height: 1,
+                records: 1,
+            })
+        }));
+        assert!(stray.unwrap_err().to_string().contains("not a node of the load"));
+        assert_eq!(s.node_count(), 0);
+        s.bulk_load(Box::new(|sink: &mut dyn BulkSink| {
+            let leaf = sink.node(0, &[e(2), e(1)])?;
+            let mut up = e(leaf);
+            up.key = leaf;
+            let root = sink.node(1, &[up])?;
+            Ok(TreeMeta {
+                root: Some(root),
+                height: 2,
+                records: 2,
+            })
+        }))
+        .unwrap();
+        assert_eq!(s.page_ids(), vec![1, 2]);
+        assert_eq!(s.get(1).unwrap().entries, vec![e(1), e(2)]);
+        assert_eq!(s.meta().root, Some(2));
+        assert_eq!(s.stats().ops_committed, 0, "no operation per node");
+        assert!(s
+            .bulk_load(Box::new(|_: &mut dyn BulkSink| Ok(TreeMeta::default())))
+            .unwrap_err()
+            .to_string()
+            .contains("already holds"));
     }
 }
