@@ -32,12 +32,12 @@ use crate::to_py;
 /// checkpoint's snapshot is paid for by at least as many logged bytes.
 const RECORD_LOG_BUDGET: u64 = 64 << 20;
 
-/// An open index and its record map.
+/// An open index and, inside it, its record map ([`Index::records`]).
 struct State {
     index: Index,
-    records: Records,
-    /// The record map's log (`pyrecords.log`) of a writable index in a
-    /// directory with Python ids (see `geoflash_engine::engine::records`).
+    /// The record map's own log (`pyrecords.log`) of a writable index in a
+    /// directory with Python ids whose store's log does not take them
+    /// ([`Index::records_in_log`]; see `geoflash_engine::engine::records`).
     log: Option<RecordLog>,
     /// Bytes of the last snapshot (`pyrecords.dat`).
     snapshot_bytes: u64,
@@ -60,18 +60,18 @@ impl State {
     /// calls them one by one, and two readings per call were a large share
     /// of a small insert or query. Wall times are still kept; batches
     /// (`with index.batch():`) still measure their CPU time.
-    fn new(
-        mut index: Index,
-        records: Records,
-        writable: bool,
-        replay: Option<&Replay>,
-    ) -> Result<State> {
+    fn new(mut index: Index, writable: bool, replay: Option<&Replay>) -> Result<State> {
         index.set_operation_cpu_time(false);
+        let records = index.records();
         let log = match index.dir() {
-            Some(dir) if writable && !records.is_identity() => Some(match replay {
-                Some(r) if r.generation == records.generation() => RecordLog::append_to(dir, r)?,
-                _ => RecordLog::create(dir, records.generation())?,
-            }),
+            Some(dir) if writable && !records.is_identity() && !index.records_in_log() => {
+                Some(match replay {
+                    Some(r) if r.generation == records.generation() => {
+                        RecordLog::append_to(dir, r)?
+                    }
+                    _ => RecordLog::create(dir, records.generation())?,
+                })
+            }
             _ => None,
         };
         let snapshot_bytes = index
@@ -81,7 +81,6 @@ impl State {
         let synced_op = index.durable_op();
         Ok(State {
             index,
-            records,
             log,
             snapshot_bytes,
             synced_op,
@@ -114,9 +113,11 @@ impl State {
         )))
     }
 
-    /// Checkpoints the record map and the engine: the map's snapshot of the
-    /// next generation, its log started over, then the engine's checkpoint
-    /// (in this order, so the snapshot is never older than the
+    /// Checkpoints the record map and the engine. A map in the store's log
+    /// is checkpointed by the engine (its snapshot, then the store's
+    /// checkpoint naming it). A map with its own log: the map's snapshot of
+    /// the next generation, its log started over, then the engine's
+    /// checkpoint (in this order, so the snapshot is never older than the
     /// checkpointed tree; see `geoflash_engine::engine::records`).
     fn checkpoint(&mut self) -> Result<()> {
         if !self.writable {
@@ -124,10 +125,10 @@ impl State {
         }
         self.check_owner()?;
         if let Some(dir) = self.index.dir().map(Path::to_path_buf) {
-            if !self.records.is_identity() {
+            if !self.index.records().is_identity() && !self.index.records_in_log() {
                 self.log = None;
-                self.snapshot_bytes = self.records.save(&dir)?;
-                self.log = Some(RecordLog::create(&dir, self.records.generation())?);
+                self.snapshot_bytes = self.index.records_mut().save(&dir)?;
+                self.log = Some(RecordLog::create(&dir, self.index.records().generation())?);
             }
         }
         self.index.checkpoint()?;
@@ -153,9 +154,10 @@ impl State {
         Ok(())
     }
 
-    /// Commits (the end of a batch): the map's log synced, then the
-    /// engine's ([`Index::end_batch`] with [`BatchDurability::Commit`]); a
-    /// checkpoint when the map's log has outgrown its budget.
+    /// Commits (the end of a batch): a map in the store's log commits with
+    /// the engine ([`Index::end_batch`] with [`BatchDurability::Commit`]:
+    /// one log sync); a map with its own log has it synced first, and
+    /// checkpoints when that log has outgrown its budget.
     fn end_batch(&mut self, batch: OpenBatch, succeeded: bool) -> Result<()> {
         if succeeded && self.writable {
             if let Some(log) = &mut self.log {
@@ -184,7 +186,7 @@ impl State {
         if !self.writable {
             return Err(Error::invalid("the index is open read-only"));
         }
-        let key = match self.records.only_live_key(id) {
+        let key = match self.index.records_mut().only_live_key(id) {
             Ok(key) => key,
             Err(0) => return Err(Error::invalid(format!("no entry with id {id} to update"))),
             Err(n) => {
@@ -205,14 +207,15 @@ impl State {
     /// The user ids of the records `hits` found.
     fn ids_of(&self, hits: &[Hit]) -> Result<Vec<i64>> {
         let mut ids = Vec::new();
-        self.records
+        self.index
+            .records()
             .extend_ids(hits.iter().map(|h| h.id), &mut ids)?;
         Ok(ids)
     }
 
     /// The key of the live entry with user id `id` and MBR exactly `rect`.
     fn find(&self, id: i64, rect: Rect) -> Result<Option<u64>> {
-        if let Some(key) = self.records.identity_key(id) {
+        if let Some(key) = self.index.records().identity_key(id) {
             let found = self.index.query(rect, Predicate::Contains)?;
             return Ok(found
                 .hits
@@ -222,7 +225,7 @@ impl State {
         }
         let found = self.index.query(rect, Predicate::Contains)?;
         for h in &found.hits {
-            if h.rect == rect && self.records.id(h.id)? == id {
+            if h.rect == rect && self.index.records().id(h.id)? == id {
                 return Ok(Some(h.id));
             }
         }
@@ -423,13 +426,21 @@ fn bulk_method(name: &str) -> Result<BulkMethod> {
     BulkMethod::from_str(name)
 }
 
-/// Saves the id map of a new index in its directory (created atomically by
-/// `Index::create`/`bulk_load`, which refuse a directory holding an index
-/// or any other file, so the map goes in after it).
-fn save_records(index: &Index, records: &mut Records) -> Result<()> {
+/// Attaches the id map of a new index and saves it in its directory
+/// (created atomically by `Index::create`/`bulk_load`, which refuse a
+/// directory holding an index or any other file, so the map goes in after
+/// it): in the store's log when the store takes it (the engine's
+/// checkpoint writes the first snapshot), else as a snapshot for the map's
+/// own log.
+fn save_records(index: &mut Index, mut records: Records) -> Result<()> {
+    if index.can_log_records() {
+        index.log_records_in_store(records)?;
+        return Ok(());
+    }
     if let Some(dir) = index.dir() {
         records.save(dir)?;
     }
+    index.set_records(records);
     Ok(())
 }
 
@@ -531,8 +542,8 @@ impl Core {
         hits.iter()
             .map(|h| {
                 Ok((
-                    st.records.id(h.id)?,
-                    st.records.obj(h.id).map(<[u8]>::to_vec),
+                    st.index.records().id(h.id)?,
+                    st.index.records().obj(h.id).map(<[u8]>::to_vec),
                     (
                         h.rect.min_x(),
                         h.rect.min_y(),
@@ -574,13 +585,12 @@ impl Core {
         }
         let state = py
             .allow_threads(|| -> Result<State> {
-                let mut records = Records::new();
-                let index = match &path {
+                let mut index = match &path {
                     Some(dir) => Index::create(dir, &opts)?,
                     None => Index::create_temporary(&opts)?,
                 };
-                save_records(&index, &mut records)?;
-                State::new(index, records, true, None)
+                save_records(&mut index, Records::new())?;
+                State::new(index, true, None)
             })
             .map_err(to_py)?;
         Ok(Core::new(state))
@@ -638,12 +648,12 @@ impl Core {
         }
         let state = py
             .allow_threads(|| -> Result<State> {
-                let index = match &path {
+                let mut index = match &path {
                     Some(dir) => Index::bulk_load(Some(dir), &opts, items, method, fill)?,
                     None => Index::bulk_load(None, &opts, items, method, fill)?,
                 };
-                save_records(&index, &mut records)?;
-                State::new(index, records, true, None)
+                save_records(&mut index, records)?;
+                State::new(index, true, None)
             })
             .map_err(to_py)?;
         Ok(Core::new(state))
@@ -682,9 +692,9 @@ impl Core {
                     let g = from_wkb(w, &format!("geometry {i}"))?;
                     objects.push((records.add(id, None)?, g));
                 }
-                let index = Index::bulk_load_objects(&path, &opts, &objects, method, fill)?;
-                save_records(&index, &mut records)?;
-                State::new(index, records, true, None)
+                let mut index = Index::bulk_load_objects(&path, &opts, &objects, method, fill)?;
+                save_records(&mut index, records)?;
+                State::new(index, true, None)
             })
             .map_err(to_py)?;
         Ok(Core::new(state))
@@ -701,22 +711,37 @@ impl Core {
         };
         let (state, warning) = py
             .allow_threads(|| -> Result<(State, Option<String>)> {
-                let index = Index::open(&path, access)?;
-                let (mut records, replay) = Records::load(&path)?;
+                let mut index = Index::open(&path, access)?;
+                // A map in the store's log comes back with the tree, the
+                // same prefix of operations (the engine read it at open);
+                // a map with its own log is read here.
+                let in_log = index.records_in_log();
+                let replay = if in_log {
+                    None
+                } else {
+                    let (records, replay) = Records::load(&path)?;
+                    index.set_records(records);
+                    replay
+                };
                 let mut warning = None;
-                // After a crash the tree decides which keys are live: the
-                // map's log holds changes since its snapshot (a clean close
-                // leaves it empty), restart replayed operations, the
-                // rollback journal undid pages, or the counts differ.
+                // After a crash the tree decides which keys are live when
+                // the map keeps its own log: that log holds changes since
+                // its snapshot (a clean close leaves it empty), restart
+                // replayed operations, the rollback journal undid pages;
+                // and whenever the counts differ.
                 let logged = replay.as_ref().is_some_and(|r| !r.changes.is_empty() || r.torn > 0);
-                let recovered = index
-                    .restart_report()
-                    .is_some_and(|r| r.recovered_anything())
-                    || index.rolled_back_pages() > 0;
-                let (index, changed) = match records.live() {
+                let recovered = !in_log
+                    && (index
+                        .restart_report()
+                        .is_some_and(|r| r.recovered_anything())
+                        || index.rolled_back_pages() > 0);
+                let (index, changed) = match index.records().live() {
                     Some(live) if logged || recovered || index.len() != live => {
                         let tree = index.len();
+                        let mut records = index.swap_records(Records::identity());
                         let r = crate::stale::reconcile(index, &mut records, !readonly)?;
+                        let mut index = r.index;
+                        index.swap_records(records);
                         if r.unknown_entries + r.missing_keys + r.revived_keys > 0 {
                             warning = Some(format!(
                                 "{}: the id map ({RECORDS_FILE} and its log) and the tree ({tree} entries, the map \
@@ -734,12 +759,13 @@ impl Core {
                                 }
                             ));
                         }
-                        (r.index, true)
+                        (index, true)
                     }
                     _ => (index, false),
                 };
-                let upgrade = records.read_version() < 2 && !records.is_identity();
-                let mut st = State::new(index, records, !readonly, replay.as_ref())?;
+                let records = index.records();
+                let upgrade = !in_log && records.read_version() < 2 && !records.is_identity();
+                let mut st = State::new(index, !readonly, replay.as_ref())?;
                 if !readonly && (changed || upgrade) {
                     // The repair, or the snapshot's new format (so that an
                     // older build refuses the index instead of ignoring the log).
@@ -795,22 +821,27 @@ impl Core {
             if !st.writable {
                 return Err(Error::invalid("the index is open read-only"));
             }
-            let key = st.records.add(id, obj)?;
+            if st.index.records_in_log() {
+                // The ADD goes to the store's log with the insertion.
+                st.index.insert_logged_record(id, r, obj)?;
+                return Ok(());
+            }
+            let key = st.index.records_mut().add(id, obj)?;
             let Some(log) = st.log.as_mut() else {
                 if let Err(e) = st.index.insert(key, r) {
-                    st.records.undo_add(key);
+                    st.index.records_mut().undo_add(key);
                     return Err(e);
                 }
                 return Ok(());
             };
             // The ADD before the engine's insert (see the records log's protocol).
-            if let Err(e) = log.append_add(key, id, st.records.obj(key)) {
-                st.records.undo_add(key);
+            if let Err(e) = log.append_add(key, id, st.index.records().obj(key)) {
+                st.index.records_mut().undo_add(key);
                 return Err(e);
             }
             if let Err(e) = st.index.insert(key, r) {
                 // The key is in the log: it stays allocated, deleted.
-                st.records.remove(key);
+                st.index.records_mut().remove(key);
                 let _ = log.append_remove(key);
                 return Err(e);
             }
@@ -869,12 +900,17 @@ impl Core {
             let Some(key) = st.find(id, r)? else {
                 return Ok(false);
             };
+            if st.index.records_in_log() {
+                // The REMOVE goes to the store's log with the deletion.
+                st.index.delete_logged_record(key, r)?;
+                return Ok(true);
+            }
             if st.index.objects().is_some_and(|h| h.contains(key)) {
                 st.index.delete_object(key)?;
             } else {
                 st.index.delete(key, r)?;
             }
-            st.records.remove(key);
+            st.index.records_mut().remove(key);
             if let Some(log) = st.log.as_mut() {
                 log.append_remove(key)?;
             }
@@ -1048,7 +1084,9 @@ impl Core {
             let mut ids: Vec<i64> = Vec::with_capacity(total);
             offsets.push(0);
             for r in &results {
-                st.records.extend_ids(r.keys.iter().copied(), &mut ids)?;
+                st.index
+                    .records()
+                    .extend_ids(r.keys.iter().copied(), &mut ids)?;
                 offsets.push(ids.len() as i64);
             }
             Ok((offsets, ids))
@@ -1123,7 +1161,8 @@ impl Core {
             offsets.push(0);
             for q in queries {
                 let found = Core::nearest_of(st, q, k, ties)?;
-                st.records
+                st.index
+                    .records()
                     .extend_ids(found.neighbors.iter().map(|n| n.id), &mut ids)?;
                 dists.extend(found.neighbors.iter().map(|n| n.distance));
                 offsets.push(ids.len() as i64);
@@ -1187,7 +1226,7 @@ impl Core {
                 .map(|(id, keys, r)| {
                     let ids = keys
                         .iter()
-                        .map(|&k| st.records.id(k))
+                        .map(|&k| st.index.records().id(k))
                         .collect::<Result<Vec<i64>>>()?;
                     Ok((id, ids, (r.min_x(), r.min_y(), r.max_x(), r.max_y())))
                 })
@@ -1211,9 +1250,10 @@ impl Core {
         })
     }
 
-    /// Ends the open batch: when `succeeded`, commits (the id map's log
-    /// synced, then the engine's log; a checkpoint for stores without a
-    /// log, or when the map's log outgrew its budget); otherwise only
+    /// Ends the open batch: when `succeeded`, commits (the engine's log
+    /// synced, the id map's changes in it; for an id map with its own log,
+    /// that log synced first; a checkpoint for stores without a log, or
+    /// when the map's changes outgrew their budget); otherwise only
     /// restores the durability mode. Nothing to do without an open batch.
     fn end_batch(&self, py: Python<'_>, succeeded: bool) -> PyResult<()> {
         py.allow_threads(|| {

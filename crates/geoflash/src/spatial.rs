@@ -200,6 +200,18 @@ pub trait SpatialIndex: Any + Send + Sync {
         Ok(false)
     }
 
+    /// The store's side of a front end's frames in its log
+    /// ([`crate::store::NodeStore::client_log`]); `None` for structures
+    /// without such a store.
+    fn client_log(&mut self) -> Option<&mut crate::store::log::ClientLog> {
+        None
+    }
+
+    /// [`client_log`](Self::client_log) for reading.
+    fn client_log_ref(&self) -> Option<&crate::store::log::ClientLog> {
+        None
+    }
+
     /// The newest committed operation of a store with a log.
     fn last_committed_op(&self) -> Option<OpId> {
         None
@@ -378,6 +390,14 @@ macro_rules! forward_to_store {
 
         fn begin_unlogged(&mut self) -> $crate::Result<bool> {
             self.store_mut().begin_unlogged()
+        }
+
+        fn client_log(&mut self) -> Option<&mut $crate::store::log::ClientLog> {
+            self.store_mut().client_log()
+        }
+
+        fn client_log_ref(&self) -> Option<&$crate::store::log::ClientLog> {
+            self.store().client_log_ref()
         }
 
         fn last_committed_op(&self) -> Option<$crate::store::OpId> {

@@ -357,6 +357,7 @@ impl Index {
             operation_cpu_time: true,
             locator: Default::default(),
             checkpoints: super::checkpoints::CheckpointTimer::new(store.checkpoint_interval()),
+            records: Default::default(),
         };
         index.checkpoint()?;
         // The manifest is written last: a directory without one holds no index.

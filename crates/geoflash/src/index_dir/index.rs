@@ -77,6 +77,8 @@ pub struct Index {
     pub(super) locator: super::locator::Locator,
     /// Checkpoints by time (see `checkpoints.rs`).
     pub(super) checkpoints: super::checkpoints::CheckpointTimer,
+    /// A front end's record map (see `records.rs`).
+    pub(super) records: super::records::RecordState,
 }
 
 impl std::fmt::Debug for Index {
@@ -216,7 +218,10 @@ impl Index {
     }
 
     /// Flushes everything and syncs the device; a simulated flash device's
-    /// state is saved to `device.img` (atomically) so a later command can reopen it.
+    /// state is saved to `device.img` (atomically) so a later command can
+    /// reopen it. A record map whose changes are in the store's log is
+    /// written first as the snapshot of its next generation, which the
+    /// store's checkpoint names (see `records.rs`).
     pub fn checkpoint(&mut self) -> Result<()> {
         if self.access == Access::Read {
             return Ok(());
@@ -224,7 +229,11 @@ impl Index {
         if let Some(heap) = &self.objects {
             heap.sync()?;
         }
+        let generation = self.records_before_checkpoint()?;
         self.tree.checkpoint().map_err(|e| self.locate(e))?;
+        if let Some(g) = generation {
+            self.records_after_checkpoint(g)?;
+        }
         if let Some(journal) = &self.journal {
             journal.commit().map_err(|e| self.locate(e))?;
         }
@@ -250,6 +259,11 @@ impl Index {
     pub(super) fn checkpoint_if_due(&mut self) -> Result<()> {
         // A batch waiting for its end runs the store in the unbounded
         // group mode: its end is its durability point.
+        if self.record_frames_due() {
+            // The record map's frames reached their budget: a checkpoint
+            // between operations (inside a batch too) makes them obsolete.
+            return self.checkpoint();
+        }
         if !self.checkpoints.due()
             || self.tree.durability() == Some(crate::store::log::Durability::UNBOUNDED_GROUP)
         {
@@ -277,7 +291,7 @@ impl Index {
         if self.access == Access::Read {
             return Ok(());
         }
-        if self.saved_at_checkpoints() || self.checkpoints.due() {
+        if self.saved_at_checkpoints() || self.checkpoints.due() || self.record_frames_due() {
             return self.checkpoint();
         }
         if let Some(heap) = &self.objects {

@@ -50,6 +50,9 @@ mod objects;
 mod open;
 mod operations;
 mod options;
+mod records;
+#[cfg(test)]
+mod records_tests;
 mod spatial;
 #[cfg(test)]
 mod tests;

@@ -93,7 +93,7 @@ impl Index {
             Box::new(RTree::open),
             &mut times,
         )?;
-        Ok(Index {
+        let mut index = Index {
             dir: Some(dir.to_path_buf()),
             manifest,
             tree,
@@ -111,6 +111,11 @@ impl Index {
             operation_cpu_time: true,
             locator: Default::default(),
             checkpoints: super::checkpoints::CheckpointTimer::new(store.checkpoint_interval()),
-        })
+            records: Default::default(),
+        };
+        // A record map whose changes are in the store's log: its snapshot
+        // and the frames restart kept.
+        index.open_logged_records()?;
+        Ok(index)
     }
 }

@@ -1,6 +1,10 @@
 //! The log of the record map (`pyrecords.log`): the changes made to the map
 //! since its last snapshot (`pyrecords.dat`), so that a commit writes what
-//! changed instead of the whole map.
+//! changed instead of the whole map. Indexes whose store has a log of its
+//! own that takes them (eFIND and FAST, superblock versions 8 and 9) keep
+//! these changes there instead, as frames ([`add_frame`], [`remove_frame`])
+//! committed with their operations (`index_dir/records.rs`); this file's
+//! log serves the other stores and the indexes written before.
 //!
 //! # Protocol
 //!
@@ -115,6 +119,24 @@ fn remove_payload(key: u64) -> Vec<u8> {
     p.push(KIND_REMOVE);
     p.extend_from_slice(&key.to_le_bytes());
     p
+}
+
+/// A change as a frame of the store's log (a CLIENT frame, see
+/// [`crate::store::log::client`]): the payload of an ADD of `key` for `id`
+/// with its pickled object, as in this file.
+pub fn add_frame(key: u64, id: i64, obj: Option<&[u8]>) -> Vec<u8> {
+    add_payload(key, id, obj)
+}
+
+/// The frame of a REMOVE of `key` (see [`add_frame`]).
+pub fn remove_frame(key: u64) -> Vec<u8> {
+    remove_payload(key)
+}
+
+/// The change a frame of [`add_frame`] or [`remove_frame`] holds (`None`
+/// for anything else).
+pub fn decode_frame(frame: &[u8]) -> Option<Change> {
+    Change::decode(frame)
 }
 
 impl Change {

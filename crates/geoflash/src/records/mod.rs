@@ -13,7 +13,7 @@
 //! | bytes | field |
 //! |---|---|
 //! | 8 | magic `GFPYREC\0` |
-//! | 2 | format version (`u16` LE): 2 (version 1 had no generation) |
+//! | 2 | format version (`u16` LE): 2, or 3 for a map whose changes are in the store's log (same layout; version 1 had no generation) |
 //! | 6 | zero |
 //! | 8 | generation (`u64` LE; absent in version 1, read as 0) |
 //! | 8 | `n`: number of keys allocated (`u64` LE) |
@@ -24,11 +24,23 @@
 //! | 4 | CRC-32C of everything before |
 //!
 //! The snapshot is replaced atomically (write, sync, rename, sync the
-//! directory) at checkpoints only; the changes between two snapshots go to
-//! the map's log ([`log`], `pyrecords.log`), which a commit syncs. See
-//! [`log`] for the protocol. An index directory without the file was built
-//! outside Python (the command line): its record keys are the user ids
-//! ([`Records::identity`]) and it cannot take new entries from Python.
+//! directory) at checkpoints only. The changes between two snapshots go
+//! either to the store's own log, as CLIENT frames committed with the
+//! operation they belong to (an eFIND or FAST index whose log is of
+//! superblock version 8 or 9: snapshot version 3, see
+//! [`crate::store::log::client`] and the `Index` methods of
+//! `index_dir/records.rs`), or, for the other stores, to the map's own log
+//! ([`log`], `pyrecords.log`), which a commit syncs (snapshot version 2;
+//! see [`log`] for that protocol). An index directory without the file was
+//! built outside Python (the command line): its record keys are the user
+//! ids ([`Records::identity`]) and it cannot take new entries from Python.
+//!
+//! With the store's log, a checkpoint writes the snapshot of the next
+//! generation to `pyrecords.next.dat` ([`NEXT_FILE`]), then checkpoints
+//! the store naming that generation, then renames the file to
+//! `pyrecords.dat`; [`Records::load_logged`] uses the generation the
+//! store's newest checkpoint names to pick the snapshot after a crash
+//! between two of these steps.
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -37,12 +49,20 @@ use crate::{Error, Result};
 
 /// File name of the record map inside an index directory.
 pub const RECORDS_FILE: &str = "pyrecords.dat";
+/// File name of the snapshot a checkpoint of a map in the store's log
+/// writes before the store's checkpoint (renamed to [`RECORDS_FILE`] after it).
+pub const NEXT_FILE: &str = "pyrecords.next.dat";
 
 pub mod log;
 
 const MAGIC: &[u8; 8] = b"GFPYREC\0";
-/// The snapshot format written: 2 since the map has a log (issue 43).
+/// The snapshot format written for a map with its own log: 2 since the
+/// map has a log (issue 43).
 const VERSION: u16 = 2;
+/// The snapshot format of a map whose changes are in the store's log
+/// (same layout as 2): a build that reads only 1 and 2 refuses it by name
+/// instead of reading the snapshot without the changes logged since.
+pub const LOGGED_VERSION: u16 = 3;
 /// Header bytes of a version-2 snapshot (32 in version 1).
 const HEADER: usize = 40;
 
@@ -369,6 +389,11 @@ impl Records {
     /// the tree confirmed. An ADD must allocate the next key: anything else
     /// means a log that does not continue this snapshot.
     pub fn replay(&mut self, changes: &[log::Change]) -> Result<()> {
+        self.replay_from(changes, log::LOG_FILE)
+    }
+
+    /// [`Records::replay`] of changes read from `source` (named in errors).
+    fn replay_from(&mut self, changes: &[log::Change], source: &str) -> Result<()> {
         for c in changes {
             match c {
                 log::Change::Add { key, id, obj } => {
@@ -376,8 +401,7 @@ impl Records {
                         return Err(Error::corrupt(
                             None,
                             format!(
-                                "{}: adds key {key} where the map has {} keys: the log does not continue {RECORDS_FILE}",
-                                log::LOG_FILE,
+                                "{source}: adds key {key} where the map has {} keys: the log does not continue {RECORDS_FILE}",
                                 self.keys()
                             ),
                         ));
@@ -498,13 +522,18 @@ impl Records {
 
     /// The file's bytes (see the module docs).
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_as(VERSION, self.generation)
+    }
+
+    /// The file's bytes in format `version` with `generation`.
+    fn encode_as(&self, version: u16, generation: u64) -> Vec<u8> {
         let n = usize::try_from(self.keys()).unwrap_or(usize::MAX);
         let body: usize = self.objs.values().map(|o| 12 + o.len()).sum();
         let mut out = Vec::with_capacity(HEADER + 9 * n + body + 4);
         out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&version.to_le_bytes());
         out.extend_from_slice(&[0u8; 6]);
-        out.extend_from_slice(&self.generation.to_le_bytes());
+        out.extend_from_slice(&generation.to_le_bytes());
         out.extend_from_slice(&(n as u64).to_le_bytes());
         out.extend_from_slice(&(self.objs.len() as u64).to_le_bytes());
         for key in 0..self.keys() {
@@ -541,12 +570,12 @@ impl Records {
         }
         let mut r = Reader { data, at: 8 };
         let version = r.u16()?;
-        if !(1..=VERSION).contains(&version) {
+        if !(1..=LOGGED_VERSION).contains(&version) {
             return Err(Error::unsupported_version(
                 "record map",
                 version,
                 1u16,
-                VERSION,
+                LOGGED_VERSION,
             ));
         }
         r.take(6)?;
@@ -606,6 +635,99 @@ impl Records {
         Ok(bytes.len() as u64)
     }
 
+    /// Writes the snapshot of the next generation to [`NEXT_FILE`] in `dir`
+    /// (format [`LOGGED_VERSION`], atomically: write, sync, rename, sync
+    /// the directory) and returns that generation and the file's size. The
+    /// map keeps its generation until the store's checkpoint naming the new
+    /// one is durable ([`Records::promote_next`]).
+    pub fn save_next(&self, dir: &Path) -> Result<(u64, u64)> {
+        let generation = self.generation + 1;
+        let bytes = self.encode_as(LOGGED_VERSION, generation);
+        write_atomic(dir, NEXT_FILE, &bytes)?;
+        Ok((generation, bytes.len() as u64))
+    }
+
+    /// After the store's checkpoint naming `generation` is durable: renames
+    /// [`NEXT_FILE`] to [`RECORDS_FILE`] in `dir` (then syncs the
+    /// directory) and takes `generation` as the map's.
+    pub fn promote_next(&mut self, dir: &Path, generation: u64) -> Result<()> {
+        finish_next(dir)?;
+        self.generation = generation;
+        self.read_version = LOGGED_VERSION;
+        Ok(())
+    }
+
+    /// The map of the index in `dir` whose changes are in the store's log:
+    /// the snapshot of `generation` (the one the store's newest checkpoint
+    /// names) with `frames` applied (the store's CLIENT frames since that
+    /// checkpoint, oldest first, each a change as [`log::add_frame`] and
+    /// [`log::remove_frame`] write them). The snapshot is `pyrecords.dat`,
+    /// or `pyrecords.next.dat` after a crash between the store's checkpoint
+    /// and the rename (`writable`: the rename is finished); a
+    /// `pyrecords.next.dat` of another generation is a checkpoint that did
+    /// not happen (`writable`: removed). Anything else is an error naming
+    /// both files and the generations.
+    pub fn load_logged(
+        dir: &Path,
+        generation: u64,
+        frames: &[Vec<u8>],
+        writable: bool,
+    ) -> Result<Records> {
+        let current = read_snapshot(dir, RECORDS_FILE)?;
+        let next = read_snapshot(dir, NEXT_FILE)?;
+        let gen_of = |m: &Option<Records>| m.as_ref().map(|m| m.generation);
+        let (cur_gen, next_gen) = (gen_of(&current), gen_of(&next));
+        let mut map = match (current, next) {
+            (Some(m), next) if m.generation == generation => {
+                if writable && next.is_some() {
+                    let path = dir.join(NEXT_FILE);
+                    std::fs::remove_file(&path).map_err(|source| Error::Io {
+                        path,
+                        page: None,
+                        source,
+                    })?;
+                }
+                m
+            }
+            (_, Some(n)) if n.generation == generation => {
+                if writable {
+                    finish_next(dir)?;
+                }
+                n
+            }
+            _ => {
+                let says = |g: Option<u64>| {
+                    g.map_or("is missing".to_string(), |g| format!("holds generation {g}"))
+                };
+                return Err(Error::corrupt(
+                    None,
+                    format!(
+                        "the store's newest checkpoint names record-map generation {generation}, but {RECORDS_FILE} {} and {NEXT_FILE} {}",
+                        says(cur_gen),
+                        says(next_gen)
+                    ),
+                )
+                .in_file(dir.join(RECORDS_FILE)));
+            }
+        };
+        let changes = frames
+            .iter()
+            .map(|f| {
+                log::decode_frame(f).ok_or_else(|| {
+                    Error::corrupt(
+                        None,
+                        "a frame of the store's log that is not a record-map change",
+                    )
+                    .in_file(dir.join(RECORDS_FILE))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        map.replay_from(&changes, "the store's log")
+            .map_err(|e| e.in_file(dir.join(RECORDS_FILE)))?;
+        map.prune_objects();
+        Ok(map)
+    }
+
     /// The map of the index in `dir`: its snapshot with the changes of its
     /// log applied (see [`log`]), or an identity map if it has no snapshot;
     /// with what was read of the log when it continues the snapshot
@@ -646,6 +768,33 @@ impl Records {
         map.replay(&replay.changes)?;
         Ok((map, Some(replay)))
     }
+}
+
+/// The snapshot `name` in `dir` (`None` when there is no such file).
+fn read_snapshot(dir: &Path, name: &str) -> Result<Option<Records>> {
+    let path = dir.join(name);
+    match std::fs::read(&path) {
+        Ok(bytes) => Records::decode(&bytes)
+            .map(Some)
+            .map_err(|e| e.in_file(&path)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(Error::Io {
+            path,
+            page: None,
+            source,
+        }),
+    }
+}
+
+/// Renames [`NEXT_FILE`] to [`RECORDS_FILE`] in `dir` and syncs the directory.
+fn finish_next(dir: &Path) -> Result<()> {
+    let (from, to) = (dir.join(NEXT_FILE), dir.join(RECORDS_FILE));
+    std::fs::rename(&from, &to).map_err(|source| Error::Io {
+        path: from,
+        page: None,
+        source,
+    })?;
+    crate::manifest::sync_dir(dir)
 }
 
 /// Bounds-checked little-endian reads.

@@ -249,6 +249,65 @@ pub(crate) fn crash_plan<D: PageDevice>(counting: &FaultyDevice<D>, case: u64, s
     }
 }
 
+/// Front-end frames in the crash campaigns (issue 43, item 1): each data
+/// operation stages the frame of `k`, the number of data operations done
+/// once it completes, with the store's client log (stores whose log holds
+/// them), so that restart must hand back exactly the frames of the
+/// operations it kept.
+pub(crate) fn stage_op_frame(store: &mut dyn NodeStore, k: usize) {
+    if let Some(c) = store.client_log() {
+        c.stage(&(k as u64).to_le_bytes());
+    }
+}
+
+/// Drops what [`stage_op_frame`] staged and the operation did not commit.
+pub(crate) fn discard_op_frame(store: &mut dyn NodeStore) {
+    if let Some(c) = store.client_log() {
+        c.discard_staged();
+    }
+}
+
+/// Checks the frames restart handed back to a store with a client log
+/// (nothing to check without one): the operations `k0 + 1 ..= k` for a
+/// `k` among `recovered` (the prefixes the recovered tree matches) and a
+/// `k0` among `bounds` (0 and the counts of data operations before each
+/// checkpoint, which makes the frames before it obsolete).
+pub(crate) fn check_op_frames(
+    store: &mut dyn NodeStore,
+    recovered: &[usize],
+    bounds: &[usize],
+) -> std::result::Result<(), String> {
+    let Some(found) = store.client_log().and_then(|c| c.take_recovered()) else {
+        return Ok(());
+    };
+    let ks: Vec<u64> = found
+        .frames
+        .iter()
+        .map(|f| <[u8; 8]>::try_from(f.as_slice()).map(u64::from_le_bytes))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| format!("a frame that no operation staged: {:?}", found.frames))?;
+    let (k0, k) = match (ks.first(), ks.last()) {
+        (Some(&a), Some(&b)) => ((a as usize).saturating_sub(1), b as usize),
+        _ => {
+            // No frame: the recovered prefix ends at a checkpoint.
+            return if recovered.iter().any(|k| bounds.contains(k)) {
+                Ok(())
+            } else {
+                Err(format!("no frame, but the recovered prefixes {recovered:?} end at no checkpoint of {bounds:?}"))
+            };
+        }
+    };
+    let consecutive = ks.windows(2).all(|w| w[1] == w[0] + 1);
+    if consecutive && recovered.contains(&k) && bounds.contains(&k0) {
+        Ok(())
+    } else {
+        Err(format!(
+            "frames of operations {}..={k} (consecutive: {consecutive}) for recovered prefixes {recovered:?} and checkpoints after {bounds:?}",
+            k0 + 1
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

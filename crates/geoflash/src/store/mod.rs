@@ -320,6 +320,18 @@ pub trait NodeStore: Send + Sync {
     fn begin_unlogged(&mut self) -> Result<bool> {
         Ok(false)
     }
+    /// The store's side of a front end's frames in its log (see
+    /// [`log::client`]): stage frames for the next operation, name the
+    /// front end's generation at the next checkpoint, take what restart
+    /// found. `None` for stores whose log holds no such frames (the plain
+    /// store, logs of superblock versions before 8).
+    fn client_log(&mut self) -> Option<&mut log::ClientLog> {
+        None
+    }
+    /// [`client_log`](Self::client_log) for reading.
+    fn client_log_ref(&self) -> Option<&log::ClientLog> {
+        None
+    }
 }
 
 /// The operation bracket shared by the stores: which operation is running
@@ -419,5 +431,11 @@ impl NodeStore for Box<dyn NodeStore> {
     }
     fn begin_unlogged(&mut self) -> Result<bool> {
         (**self).begin_unlogged()
+    }
+    fn client_log(&mut self) -> Option<&mut log::ClientLog> {
+        (**self).client_log()
+    }
+    fn client_log_ref(&self) -> Option<&log::ClientLog> {
+        (**self).client_log_ref()
     }
 }

@@ -27,7 +27,10 @@ use crate::geom::{HilbertDomain, Rect};
 use crate::index::{IndexKind, Predicate, RTree, SplitKind, TreeParams};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
-use crate::store::crash_harness::{batch_switch, crash_plan, device_bytes, AckOracle, CrashSummary};
+use crate::store::crash_harness::{
+    batch_switch, check_op_frames, crash_plan, device_bytes, discard_op_frame, stage_op_frame,
+    AckOracle, CrashSummary,
+};
 use crate::store::log::LogFormat;
 
 const PAGE: usize = 1024;
@@ -103,6 +106,20 @@ fn bits(r: &Rect) -> [u64; 4] {
         r.max_x().to_bits(),
         r.max_y().to_bits(),
     ]
+}
+
+/// The data operations done before each checkpoint of `ops`, and 0: the
+/// prefixes after which the front end's frames start over.
+fn checkpoint_bounds(ops: &[Op]) -> Vec<usize> {
+    let mut done = 0;
+    let mut out = vec![0];
+    for op in ops {
+        match op {
+            Op::Checkpoint => out.push(done),
+            _ => done += 1,
+        }
+    }
+    out
 }
 
 /// The oracle's state after each prefix of the data operations (checkpoints
@@ -230,12 +247,16 @@ fn run(dev: Arc<dyn PageDevice>, kind: IndexKind, cfg: EfindConfig, ops: &[Op]) 
             }
             acks.set_durability(mode);
         }
+        if !matches!(op, Op::Checkpoint) {
+            stage_op_frame(t.store_mut(), out.attempted + 1);
+        }
         let r = match op {
             Op::Insert(id, r) => t.insert(*id, *r),
             Op::Delete(id, r) => t.delete(*id, *r),
             Op::Update(id, old, new) => t.update(*id, *old, *new),
             Op::Checkpoint => t.store_mut().checkpoint(),
         };
+        discard_op_frame(t.store_mut());
         if !matches!(op, Op::Checkpoint) {
             out.attempted += 1;
         }
@@ -411,9 +432,13 @@ fn crash_case(kind: IndexKind, case: u64, seen: &mut Seen) {
         if k < o.attempted {
             seen.lost_unacked += 1;
         }
+        // The front end's frames came back exactly with their operations.
+        let mut t = t;
+        let recovered: Vec<usize> = (o.acked..=hi).filter(|&k| states[k] == got).collect();
+        check_op_frames(t.store_mut(), &recovered, &checkpoint_bounds(&ops))
+            .unwrap_or_else(|e| panic!("{kind:?} case {case} ({plan:?}): {e}"));
         seen.acknowledged += o.acked as u64;
         // 5. The recovered store keeps working and survives a clean reopen.
-        let mut t = t;
         let mut expect = got;
         let extra = Rect::new(1.0, 1.0, 2.0, 2.0).unwrap();
         for i in 0..12u64 {

@@ -10,7 +10,7 @@ use super::records::{CheckpointState, MetaState};
 use super::EfindStore;
 use crate::page::Node;
 use crate::storage::PageId;
-use crate::store::log::{Durability, Record, RecordKind, NO_OP};
+use crate::store::log::{ClientLog, Durability, Record, RecordKind, NO_OP};
 use crate::store::OpId;
 use crate::store::FLUSH_BATCH_LOW_WATER;
 use crate::{Error, Result};
@@ -182,7 +182,12 @@ impl EfindStore {
     /// except in a group of more than [`MEMO_GROUP_CHANGES`] entry changes:
     /// there the memo is emptied and the entries written in full (see the
     /// constant).
-    fn group_records(&mut self, op: OpId, pages: &[(PageId, PageRecord)]) -> Result<Vec<Record>> {
+    fn group_records(
+        &mut self,
+        op: OpId,
+        pages: &[(PageId, PageRecord)],
+        client: Option<Record>,
+    ) -> Result<Vec<Record>> {
         let codec = self.codec();
         let refs = self.log.as_ref().is_some_and(|l| l.entry_refs());
         let epoch = self.log_mut()?.epoch();
@@ -210,6 +215,7 @@ impl EfindStore {
             };
             recs.push(Record::new(kind, op, *id, payload));
         }
+        recs.extend(client);
         if self.held.meta {
             recs.push(self.meta_record(op));
         }
@@ -223,11 +229,13 @@ impl EfindStore {
     /// group itself (which precede them in the new epoch).
     fn append_group(&mut self, op: OpId, pages: &[(PageId, PageRecord)]) -> Result<Vec<PageId>> {
         let epoch = self.log_mut()?.epoch();
-        let mut recs = self.group_records(op, pages)?;
+        // The group's client frames, one CLIENT record before its META.
+        let client = self.client.as_mut().and_then(|c| c.take_record(op));
+        let mut recs = self.group_records(op, pages, client.clone())?;
         self.ensure_room_for(&recs, op)?;
         if self.log_mut()?.epoch() != epoch {
             self.memo.clear();
-            recs = self.group_records(op, pages)?;
+            recs = self.group_records(op, pages, client)?;
             self.ensure_room_for(&recs, op)?;
         }
         let created = recs
@@ -309,10 +317,16 @@ impl EfindStore {
         if self.is_unlogged() {
             // Nothing to log (`unlogged.rs`): the checkpoint is the
             // operation's durability point.
+            if let Some(c) = self.client.as_mut() {
+                c.committed_unlogged();
+            }
             self.meta_dirty = false;
             self.last_op = Some(op);
             self.lock().stats.ops_committed += 1;
             return self.flush_and_keep_room();
+        }
+        if let Some(c) = self.client.as_mut() {
+            c.committed();
         }
         if self.groups_operations() {
             self.commit_grouped(op)?;
@@ -321,6 +335,7 @@ impl EfindStore {
             return self.flush_and_keep_room();
         }
         let mut recs = std::mem::take(&mut self.pending);
+        recs.extend(self.client.as_mut().and_then(|c| c.take_record(op)));
         if std::mem::take(&mut self.meta_dirty) {
             recs.push(self.meta_record(op));
         }
@@ -534,6 +549,7 @@ impl EfindStore {
                 .max(self.ops.next.saturating_sub(1)),
             meta: self.meta_state(),
             free: self.alloc.free_after_durable(),
+            client_generation: self.client.as_ref().and_then(ClientLog::next_generation),
         };
         // A clean checkpoint: a fresh, empty log epoch whose superblock holds
         // the state (see `Log::checkpoint`); in the unlogged mode its COMMIT
@@ -541,6 +557,9 @@ impl EfindStore {
         let unlogged = self.last_op.filter(|_| self.is_unlogged());
         self.log_mut()?
             .checkpoint_state_including(&state, unlogged)?;
+        if let Some(c) = self.client.as_mut() {
+            c.checkpointed();
+        }
         self.alloc.make_durable();
         self.lock().estats.checkpoints += 1;
         Ok(())

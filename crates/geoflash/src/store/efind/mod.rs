@@ -106,7 +106,7 @@ use crate::cache::{Cache, EntryMeta, PolicyKind};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
 use crate::store::log::{
-    Durability, EntryMemo, Log, LogFormat, LogLayout, LogPlacement, LogStats, LsnHorizon, Record,
+    ClientLog, Durability, EntryMemo, Log, LogFormat, LogLayout, LogPlacement, LogStats, LsnHorizon, Record,
     RecordKind, RecoveryMode,
 };
 use crate::{Error, Result};
@@ -421,6 +421,9 @@ pub struct EfindStore {
     horizon: LsnHorizon,
     /// The unlogged mode, until the next checkpoint (`unlogged.rs`).
     unlogged: Option<unlogged::Unlogged>,
+    /// A front end's frames, on a log that holds them (superblock
+    /// versions 8 and 9; see [`crate::store::log::client`]).
+    client: Option<ClientLog>,
 }
 
 impl std::fmt::Debug for EfindStore {
@@ -495,6 +498,10 @@ impl EfindStore {
             store.log_place.pages,
             store.log_config(),
         )?;
+        let room = log.capacity_bytes() / 4;
+        store.client = log
+            .client_frames()
+            .then(|| ClientLog::default().with_room(room));
         store.log = Some(log);
         store.append_checkpoint()?;
         Ok(store)
@@ -622,6 +629,7 @@ impl EfindStore {
             placement: Placement::None,
             horizon: LsnHorizon::none(),
             unlogged: None,
+            client: None,
         })
     }
 
@@ -717,6 +725,7 @@ impl EfindStore {
         self.unlogged.is_none()
             && self.wb.is_empty()
             && self.held.is_empty()
+            && !self.client.as_ref().is_some_and(ClientLog::generation_pending)
             && self.clean_lsn.is_some()
             && self.clean_lsn == self.log.as_ref().map(Log::last_lsn)
     }
@@ -1110,5 +1119,13 @@ impl NodeStore for EfindStore {
     /// before they are rewritten, and the next checkpoint ends the mode.
     fn begin_unlogged(&mut self) -> Result<bool> {
         self.enter_unlogged()
+    }
+
+    fn client_log(&mut self) -> Option<&mut ClientLog> {
+        self.client.as_mut()
+    }
+
+    fn client_log_ref(&self) -> Option<&ClientLog> {
+        self.client.as_ref()
     }
 }

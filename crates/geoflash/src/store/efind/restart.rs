@@ -10,7 +10,8 @@ use crate::storage::{PageDevice, PageId};
 use crate::store::alloc::PageAllocator;
 use crate::store::header::Header;
 use crate::store::log::{
-    needs_replay, LogConfig, LogPlacement, LogReader, Record, RecordKind, TailRepair,
+    needs_replay, ClientLog, LogConfig, LogPlacement, LogReader, Record, RecordKind, RecoveredClient,
+    TailRepair,
 };
 use crate::store::placement::Placement;
 use crate::store::stored::open_log;
@@ -150,6 +151,7 @@ impl EfindStore {
                 next_page: hdr.next_page,
             },
             free: hdr.free.clone(),
+            client_generation: None,
         };
         let mut store = Self::assemble(
             device,
@@ -183,7 +185,7 @@ impl EfindStore {
                 RecordKind::PageImage => {
                     store.wb.remove(r.page);
                 }
-                RecordKind::Commit | RecordKind::Flush => {}
+                RecordKind::Commit | RecordKind::Flush | RecordKind::Client => {}
             }
             if needs_replay(r) && r.kind != RecordKind::PageImage {
                 report.changes_replayed += 1;
@@ -218,6 +220,20 @@ impl EfindStore {
         report.free_pages = store.alloc.free_pages().count() as u64;
         report.buffered_pages = store.wb.len() as u64;
         report.records_in_tree = store.meta.records;
+        // A front end's frames since the checkpoint, on a log that holds
+        // them (read-only: one whose checkpoint names a generation).
+        let client = match &log {
+            Some(l) => l.client_frames(),
+            None => {
+                ck.client_generation.is_some()
+                    || rec.records.iter().any(|r| r.kind == RecordKind::Client)
+            }
+        };
+        if client {
+            let found = RecoveredClient::collect(ck.client_generation, &rec.records)?;
+            let room = log.as_ref().map_or(0, |l| l.capacity_bytes() / 4);
+            store.client = Some(ClientLog::restarted(found).with_room(room));
+        }
         let writable = log.is_some();
         store.log = log;
         store.restart = Some(report);

@@ -24,7 +24,10 @@ use super::*;
 use crate::index::{IndexKind, Predicate, RTree};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
-use crate::store::crash_harness::{batch_switch, device_bytes, AckOracle, CrashSummary};
+use crate::store::crash_harness::{
+    batch_switch, check_op_frames, device_bytes, discard_op_frame, stage_op_frame, AckOracle,
+    CrashSummary,
+};
 
 const DEV_PAGES: u64 = 1 << 12;
 
@@ -238,7 +241,10 @@ fn run_crash(
                 if !mutates {
                     continue;
                 }
-                match o.apply(&mut t, op) {
+                stage_op_frame(t.store_mut(), states.len());
+                let applied = o.apply(&mut t, op);
+                discard_op_frame(t.store_mut());
+                match applied {
                     Ok(_) => {
                         assert_eq!(o, next);
                         states.push(state_of(&o));
@@ -308,6 +314,10 @@ fn run_crash(
         holds_acknowledged(&prefixes, acked),
         "{kind:?} {case} {cfg:?}: recovered the state after {prefixes:?} operations but {acked} were acknowledged"
     );
+    // The front end's frames came back exactly with their operations (the
+    // workload checkpoints nowhere: they start at the first operation).
+    check_op_frames(t.store_mut(), &prefixes, &[0])
+        .unwrap_or_else(|e| panic!("{kind:?} {case} {cfg:?}: {e}"));
     // The recovered store keeps working.
     let mut o2 = Oracle {
         items: got

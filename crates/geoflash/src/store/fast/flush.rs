@@ -10,7 +10,7 @@ use crate::metrics::{Phase, Stopwatch};
 use crate::page;
 use crate::storage::PageId;
 use crate::store::log::record::RECORD_HEADER;
-use crate::store::log::{CheckpointState, Durability, MetaState, Record, RecordKind, NO_OP};
+use crate::store::log::{CheckpointState, ClientLog, Durability, MetaState, Record, RecordKind, NO_OP};
 use crate::store::{OpId, FLUSH_BATCH_LOW_WATER, FLUSH_BATCH_UNITS};
 use crate::{Error, Result};
 
@@ -70,6 +70,7 @@ impl FastStore {
         let state = (m.meta.clone(), m.next_page, reused.len());
         let codec = self.codec();
         let mut records = self.staged.records(op, codec);
+        records.extend(self.client.as_mut().and_then(|c| c.take_record(op)));
         if state != self.logged {
             let payload = codec.encode_meta_reused(&m, &reused);
             records.push(Record::new(RecordKind::Meta, op, 0, payload));
@@ -169,11 +170,21 @@ impl FastStore {
 
     /// Right after a compaction (or restart, which compacts): when the
     /// survivors still fill too much of the log, an emergency flush (a
-    /// checkpoint) and another compaction.
+    /// checkpoint) and another compaction. With a front end's frames in the
+    /// log since the last checkpoint, every buffered page is written
+    /// instead of a checkpoint: a CHECKPOINT would make the frames obsolete
+    /// before the front end's snapshot holds them (only its checkpoint,
+    /// which names that snapshot, may), and the written pages make their
+    /// records obsolete as well.
     fn relieve_compacted_log(&mut self) -> Result<()> {
         if self.log.fill_ratio() >= EMERGENCY_AT || self.log.free_bytes() < self.reserve() {
             self.fstats.emergency_flushes += 1;
-            self.checkpoint_inner()?;
+            if self.client.as_ref().is_some_and(ClientLog::holds_logged_frames) {
+                let ids = self.table.ids();
+                self.flush_pages(&ids, 1)?;
+            } else {
+                self.checkpoint_inner()?;
+            }
             self.compact_log()?;
         }
         Ok(())
@@ -475,10 +486,14 @@ impl FastStore {
                 next_page: self.alloc.next_page(),
             },
             free: self.alloc.free_after_durable(),
+            client_generation: self.client.as_ref().and_then(ClientLog::next_generation),
         };
         // A clean checkpoint: a fresh, empty log epoch whose superblock holds
         // the state (see `Log::checkpoint`).
         self.log.checkpoint_state(&state)?;
+        if let Some(c) = self.client.as_mut() {
+            c.checkpointed();
+        }
         self.alloc.make_durable();
         self.reused.clear();
         self.logged = (self.meta.clone(), self.alloc.next_page(), 0);

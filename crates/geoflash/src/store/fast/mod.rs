@@ -114,7 +114,7 @@ use super::bulk::{self, BulkBuild, PageFormat};
 use super::checks;
 use super::header::{Format, Header};
 use super::log::{
-    needs_replay, record::RECORD_HEADER, Durability, Log, LogConfig, LogFormat, LogLayout,
+    needs_replay, record::RECORD_HEADER, ClientLog, Durability, Log, LogConfig, LogFormat, LogLayout,
     LogPlacement, LogReader, LsnHorizon, MetaState, PayloadCodec, RecoveryMode, RestartReport,
     PAYLOAD_CODEC_VERSION,
 };
@@ -318,6 +318,9 @@ pub struct FastStore {
     /// (`None` before the first): while it is still the last and the table
     /// is empty, a checkpoint has nothing to do.
     clean_lsn: Option<super::log::Lsn>,
+    /// A front end's frames, on a log that holds them (superblock
+    /// versions 8 and 9; see [`crate::store::log::client`]).
+    client: Option<ClientLog>,
     inner: Mutex<Inner>,
 }
 
@@ -420,7 +423,13 @@ impl FastStore {
             .with_format(config.log_format);
         let l = Log::create(Arc::clone(&log.device), log.first_page, log.pages, lc)?;
         let alloc = PageAllocator::new(1, node_capacity)?;
-        Self::assemble(device, l, log, config, alloc)
+        let room = l.capacity_bytes() / 4;
+        let client = l
+            .client_frames()
+            .then(|| ClientLog::default().with_room(room));
+        let mut store = Self::assemble(device, l, log, config, alloc)?;
+        store.client = client;
+        Ok(store)
     }
 
     /// Checks `config` and the identity page of an existing store; its node
@@ -476,6 +485,11 @@ impl FastStore {
         report.add_tail_repair(&repair);
         store.legacy_payloads = created_codec == 0;
         store.restart(rec)?;
+        if store.log.client_frames() {
+            let room = store.log.capacity_bytes() / 4;
+            let client = store.client.take().unwrap_or_default();
+            store.client = Some(client.with_room(room));
+        }
         store.restart = Some(store.complete_report(report));
         // Restart ends between operations: the table within its budget
         // and the log with room for the next operation, as after a commit.
@@ -628,6 +642,7 @@ impl FastStore {
             restart: None,
             fstats: FastStats::default(),
             clean_lsn: None,
+            client: None,
             inner: Mutex::new(Inner::default()),
         })
     }
@@ -1010,6 +1025,9 @@ impl NodeStore for FastStore {
         if self.ops.current != Some(op) {
             return self.ops.end(op);
         }
+        if let Some(c) = self.client.as_mut() {
+            c.committed();
+        }
         self.guard(|s| s.commit_records(op))?;
         self.ops.end(op)?;
         self.last_op = op;
@@ -1027,7 +1045,10 @@ impl NodeStore for FastStore {
                 "checkpoint while operation {op} is running: commit it first"
             )));
         }
-        if self.table.is_empty() && self.clean_lsn == Some(self.log.last_lsn()) {
+        if self.table.is_empty()
+            && self.clean_lsn == Some(self.log.last_lsn())
+            && !self.client.as_ref().is_some_and(ClientLog::generation_pending)
+        {
             // Nothing happened since the newest checkpoint or bulk load.
             return self.check_alive();
         }
@@ -1093,6 +1114,14 @@ impl NodeStore for FastStore {
         self.check_alive()?;
         self.sync_log()?;
         Ok(true)
+    }
+
+    fn client_log(&mut self) -> Option<&mut ClientLog> {
+        self.client.as_mut()
+    }
+
+    fn client_log_ref(&self) -> Option<&ClientLog> {
+        self.client.as_ref()
     }
 
     fn stats(&self) -> StoreStats {

@@ -13,7 +13,7 @@ use crate::storage::PageId;
 use crate::store::alloc::PageAllocator;
 use crate::store::log::LogPlacement;
 use crate::store::log::{
-    payload_codec_version, CheckpointState, LogReader, MetaState, RecordKind, Recovered, NO_OP,
+    payload_codec_version, CheckpointState, ClientLog, LogReader, MetaState, RecordKind, Recovered, RecoveredClient, NO_OP,
     PAYLOAD_CODEC_VERSION,
 };
 use crate::store::OpId;
@@ -155,6 +155,15 @@ impl FastStore {
             replayed += 1;
         }
         self.fstats.replayed_records = replayed;
+        // A front end's frames since the checkpoint, when the log holds
+        // them or the checkpoint names its generation (a writable open of
+        // a log of version 8 or 9 gets a client log even without them).
+        if state.client_generation.is_some()
+            || rec.records.iter().any(|r| r.kind == RecordKind::Client)
+        {
+            let found = RecoveredClient::collect(state.client_generation, &rec.records)?;
+            self.client = Some(ClientLog::restarted(found));
+        }
         // Counted as `commit_records` counts an operation.
         self.max_op_bytes = op_bytes.values().max().map_or(0, |&b| self.op_room(b));
         self.meta = meta;

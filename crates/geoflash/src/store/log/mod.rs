@@ -154,6 +154,7 @@ use crate::storage::{PageDevice, PageId};
 use crate::units::check_page_size;
 use crate::{Error, Result};
 
+pub mod client;
 pub mod entry_refs;
 pub mod horizon;
 pub mod payload;
@@ -174,6 +175,7 @@ mod tests;
 #[cfg(test)]
 pub(crate) use superblock::rewrite_as_codec_0;
 
+pub use client::{ClientLog, RecoveredClient};
 pub use entry_refs::EntryMemo;
 pub use horizon::LsnHorizon;
 pub use payload::{CheckpointState, MetaState, PayloadCodec, PayloadEncoding};
@@ -524,6 +526,13 @@ pub struct LogConfig {
     /// superblock says.
     #[serde(default = "sealed_by_default")]
     pub sealed: bool,
+    /// A sealed compact log created with this configuration may hold a
+    /// front end's CLIENT frames and name its generation at checkpoints
+    /// (superblock versions 8 and 9, see [`client`]); on by default,
+    /// ignored by the other formats and without seals. An opened log keeps
+    /// what its superblock says.
+    #[serde(default = "sealed_by_default")]
+    pub client: bool,
 }
 
 fn sealed_by_default() -> bool {
@@ -540,7 +549,18 @@ impl LogConfig {
             format: LogFormat::PerChange,
             entry_refs: false,
             sealed: true,
+            client: true,
         }
+    }
+
+    /// The same configuration with CLIENT frames allowed or not (for
+    /// creation of a sealed compact log, see [`LogConfig::client`]; off
+    /// writes the log of the builds before them, superblock versions 6
+    /// and 7).
+    #[cfg(any(test, feature = "internals"))]
+    pub fn with_client_frames(mut self, on: bool) -> Self {
+        self.client = on;
+        self
     }
 
     /// The same configuration with seal pages on or off (for creation of

@@ -125,6 +125,11 @@ pub struct CheckpointState {
     pub meta: MetaState,
     /// Free pages (their deletions are durable with the checkpoint).
     pub free: Vec<PageId>,
+    /// The front end's generation: its snapshot holding every CLIENT
+    /// frame logged before this checkpoint (see [`super::client`]);
+    /// written after the free list when set (logs of superblock versions
+    /// 8 and 9; at least 1), absent (`None`) in the payloads of older logs.
+    pub client_generation: Option<u64>,
 }
 
 /// The payload codec of one log: its [`PayloadEncoding`], and whether it
@@ -573,6 +578,9 @@ impl PayloadCodec {
         w.u64(c.last_op);
         w.meta(&c.meta);
         w.pages(&c.free);
+        if let Some(g) = c.client_generation {
+            w.u64(g);
+        }
         w.out
     }
 
@@ -752,11 +760,21 @@ impl PayloadCodec {
             let m = r.meta()?;
             (m, r.pages()?)
         };
+        let client_generation = if r.off < r.buf.len() {
+            // Generations start at 1: a 0 here is a stray byte.
+            match r.u64()? {
+                0 => return Err(r.bad("trailing bytes after the payload")),
+                g => Some(g),
+            }
+        } else {
+            None
+        };
         r.end()?;
         Ok(CheckpointState {
             last_op,
             meta,
             free,
+            client_generation,
         })
     }
 }

@@ -120,11 +120,17 @@ pub enum RecordKind {
     PageImage,
     /// Everything older is durable on the device: recovery needs nothing before it.
     Checkpoint,
+    /// Frames of a front end's own state (the record map of user ids and
+    /// objects), opaque to the log and to the stores, logged with the
+    /// operation they belong to (`Record::op`): restart keeps them exactly
+    /// when it keeps that operation, and only a CHECKPOINT makes them
+    /// obsolete (logs of superblock versions 8 and 9).
+    Client,
 }
 
 impl RecordKind {
     /// Every kind, for tests and tools.
-    pub const ALL: [RecordKind; 8] = [
+    pub const ALL: [RecordKind; 9] = [
         RecordKind::New,
         RecordKind::Mod,
         RecordKind::Del,
@@ -133,6 +139,7 @@ impl RecordKind {
         RecordKind::Meta,
         RecordKind::PageImage,
         RecordKind::Checkpoint,
+        RecordKind::Client,
     ];
 
     /// The on-device code.
@@ -146,6 +153,7 @@ impl RecordKind {
             RecordKind::Meta => 6,
             RecordKind::PageImage => 7,
             RecordKind::Checkpoint => 8,
+            RecordKind::Client => 9,
         }
     }
 

@@ -17,6 +17,9 @@
 //!   makes older META records obsolete.
 //! - **CHECKPOINT.** Nothing older than the newest CHECKPOINT is needed; the
 //!   CHECKPOINT record itself survives (it may carry the store's payload).
+//! - **CLIENT.** A front end's frames survive with their operation (or
+//!   always, without one) until the newest CHECKPOINT: no FLUSH and no
+//!   complete page record makes them obsolete, so compaction keeps them.
 //! - **COMMIT.** A COMMIT survives when a record of its operation survives, and
 //!   the newest COMMIT always survives, so the newest committed operation is
 //!   known after any number of compactions.
@@ -182,6 +185,19 @@ pub fn recover_with(records: Vec<Record>, rule: FlushRule) -> Recovered {
                     newest_commit = Some(rec.lsn);
                     out.last_committed_op = Some(rec.op);
                 }
+                stack.push(rec);
+            }
+            RecordKind::Client => {
+                // A front end's frames: kept with their operation, never
+                // made obsolete by a FLUSH (they concern no page).
+                if rec.op != NO_OP && !committed.contains(&rec.op) {
+                    if !incomplete.contains(&rec.op) {
+                        incomplete.push(rec.op);
+                    }
+                    out.incomplete += 1;
+                    continue;
+                }
+                ops_kept.insert(rec.op);
                 stack.push(rec);
             }
             RecordKind::Meta

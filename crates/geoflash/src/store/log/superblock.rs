@@ -71,7 +71,11 @@
 //! version 5 by name rather than misreading its payloads. Versions 6 and 7
 //! are versions 4 and 5 whose synced batches end with seal pages
 //! ([`super::seal`]); a build before them refuses them by name, as it
-//! would take a seal for the end of the log.
+//! would take a seal for the end of the log. Versions 8 and 9 are versions
+//! 6 and 7 whose records may be a front end's CLIENT frames and whose
+//! CHECKPOINT payloads may end with its generation ([`super::client`]); a
+//! build before them refuses them by name rather than calling the new
+//! record kind damage.
 use crate::storage::PageId;
 use crate::{Error, Result};
 
@@ -96,10 +100,15 @@ const VERSION_COMPACT_REFS: u16 = 5;
 const VERSION_COMPACT_SEALED: u16 = 6;
 /// The compact format with entry references and seal pages.
 const VERSION_COMPACT_REFS_SEALED: u16 = 7;
+/// Version 6 whose records may be CLIENT frames and whose checkpoints may
+/// name a front end's generation (see [`super::client`]).
+const VERSION_COMPACT_SEALED_CLIENT: u16 = 8;
+/// Version 7 with CLIENT frames (as version 8).
+const VERSION_COMPACT_REFS_SEALED_CLIENT: u16 = 9;
 /// The oldest superblock version this build reads (every one up to [`NEWEST`]).
 const OLDEST: u16 = VERSION_NO_BASE;
 /// The newest superblock version this build reads and writes.
-const NEWEST: u16 = VERSION_COMPACT_REFS_SEALED;
+const NEWEST: u16 = VERSION_COMPACT_REFS_SEALED_CLIENT;
 const LEN: usize = 80;
 /// Bytes before the base payload.
 const BASE_HEADER: usize = 108;
@@ -151,8 +160,12 @@ pub(crate) struct Superblock {
     /// every superblock this build writes sets it).
     pub mirrored: bool,
     /// Every synced batch of the live region ends with a seal page
-    /// (versions 6 and 7, compact format only; see [`super::seal`]).
+    /// (versions 6 to 9, compact format only; see [`super::seal`]).
     pub sealed: bool,
+    /// The log may hold CLIENT records and its checkpoints a front end's
+    /// generation (versions 8 and 9, sealed compact logs only; see
+    /// [`super::client`]).
+    pub client: bool,
 }
 
 enum Slot {
@@ -172,11 +185,13 @@ impl Superblock {
         let version = match self.format {
             LogFormat::PerChange => VERSION,
             LogFormat::FirstImage => VERSION_FIRST_IMAGE,
-            LogFormat::Compact => match (self.entry_refs, self.sealed) {
-                (true, true) => VERSION_COMPACT_REFS_SEALED,
-                (true, false) => VERSION_COMPACT_REFS,
-                (false, true) => VERSION_COMPACT_SEALED,
-                (false, false) => VERSION_COMPACT,
+            LogFormat::Compact => match (self.entry_refs, self.sealed, self.client) {
+                (true, true, true) => VERSION_COMPACT_REFS_SEALED_CLIENT,
+                (false, true, true) => VERSION_COMPACT_SEALED_CLIENT,
+                (true, true, false) => VERSION_COMPACT_REFS_SEALED,
+                (true, false, _) => VERSION_COMPACT_REFS,
+                (false, true, false) => VERSION_COMPACT_SEALED,
+                (false, false, _) => VERSION_COMPACT,
             },
         };
         h[4..6].copy_from_slice(&version.to_le_bytes());
@@ -305,17 +320,28 @@ impl Superblock {
                     VERSION_COMPACT
                     | VERSION_COMPACT_REFS
                     | VERSION_COMPACT_SEALED
-                    | VERSION_COMPACT_REFS_SEALED => LogFormat::Compact,
+                    | VERSION_COMPACT_REFS_SEALED
+                    | VERSION_COMPACT_SEALED_CLIENT
+                    | VERSION_COMPACT_REFS_SEALED_CLIENT => LogFormat::Compact,
                     _ => LogFormat::PerChange,
                 },
                 entry_refs: matches!(
                     version,
-                    VERSION_COMPACT_REFS | VERSION_COMPACT_REFS_SEALED
+                    VERSION_COMPACT_REFS
+                        | VERSION_COMPACT_REFS_SEALED
+                        | VERSION_COMPACT_REFS_SEALED_CLIENT
                 ),
                 mirrored: flags & FLAG_MIRRORED != 0,
                 sealed: matches!(
                     version,
-                    VERSION_COMPACT_SEALED | VERSION_COMPACT_REFS_SEALED
+                    VERSION_COMPACT_SEALED
+                        | VERSION_COMPACT_REFS_SEALED
+                        | VERSION_COMPACT_SEALED_CLIENT
+                        | VERSION_COMPACT_REFS_SEALED_CLIENT
+                ),
+                client: matches!(
+                    version,
+                    VERSION_COMPACT_SEALED_CLIENT | VERSION_COMPACT_REFS_SEALED_CLIENT
                 ),
             },
             codec,

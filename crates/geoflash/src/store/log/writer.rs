@@ -148,6 +148,7 @@ impl Log {
             entry_refs: config.entry_refs && config.format == super::LogFormat::Compact,
             mirrored: true,
             sealed: config.sealed && config.format == super::LogFormat::Compact,
+            client: config.client && config.sealed && config.format == super::LogFormat::Compact,
         };
         let mut log = Log::new_state(dev, layout, config, sb);
         // Both slots: no older superblock on these pages can win.
@@ -648,6 +649,13 @@ impl Log {
     /// (from the superblock: version 5, see [`super::entry_refs`]).
     pub fn entry_refs(&self) -> bool {
         self.sb.entry_refs
+    }
+
+    /// Whether the log may hold a front end's CLIENT frames and name its
+    /// generation at checkpoints (from the superblock: versions 8 and 9,
+    /// see [`super::client`]).
+    pub fn client_frames(&self) -> bool {
+        self.sb.client
     }
 
     /// The epoch of the live region: it changes at every compaction,

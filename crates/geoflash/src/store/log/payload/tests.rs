@@ -70,8 +70,17 @@ fn the_fixed_encoding_is_the_byte_layout_of_the_earlier_efind_codec() {
         last_op: 7,
         meta: meta(Some(3), 2, 10, 12),
         free: vec![4, 6],
+        client_generation: None,
     };
     assert_eq!(FIXED.encode_checkpoint(&c).len(), 42 + 16);
+    // A front end's generation follows the free list.
+    let g = CheckpointState {
+        client_generation: Some(9),
+        ..c.clone()
+    };
+    assert_eq!(FIXED.encode_checkpoint(&g).len(), 42 + 16 + 8);
+    let r = rec(RecordKind::Checkpoint, VARINT.encode_checkpoint(&g));
+    assert_eq!(VARINT.decode_checkpoint(&r).unwrap(), g);
 }
 
 #[test]
@@ -111,6 +120,7 @@ fn fast_layouts_before_codec_version_1_are_read() {
             last_op: 77,
             meta: meta(Some(3), 2, 10, 12),
             free: vec![4, 6],
+            client_generation: None,
         }
     );
     // No root, no pages.
@@ -244,7 +254,8 @@ proptest! {
         prop_assert_eq!(codec.decode_meta(&r).unwrap(), m.clone());
         let r = rec(RecordKind::Meta, codec.encode_meta_reused(&m, &pages));
         prop_assert_eq!(codec.decode_meta_reused(&r).unwrap(), (m.clone(), pages.clone()));
-        let c = CheckpointState { last_op, meta: m, free: pages };
+        let client_generation = (last_op % 3 != 0).then_some(last_op / 3 + 1);
+        let c = CheckpointState { last_op, meta: m, free: pages, client_generation };
         let r = rec(RecordKind::Checkpoint, codec.encode_checkpoint(&c));
         prop_assert_eq!(codec.decode_checkpoint(&r).unwrap(), c);
     }
@@ -258,7 +269,7 @@ proptest! {
         m in arb_meta(),
         pages in prop::collection::vec(any::<u64>(), 0..6),
     ) {
-        let c = CheckpointState { last_op: 3, meta: m.clone(), free: pages.clone() };
+        let c = CheckpointState { last_op: 3, meta: m.clone(), free: pages.clone(), client_generation: None };
         type Dec = fn(PayloadCodec, &Record) -> bool;
         let cases: [(Vec<u8>, Dec); 6] = [
             (codec.encode_new(level, &entries), |c, r| c.decode_new(r).is_ok()),

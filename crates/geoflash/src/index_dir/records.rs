@@ -1,0 +1,268 @@
+//! The record map of a front end inside the index (issue 43, item 1): the
+//! user ids and objects of the Python package ([`Records`]), kept by the
+//! [`Index`] so that every checkpoint (the front end's, a commit's by
+//! time, the end of an unlogged batch, `close`, the command line's
+//! `recover` and `checkpoint`) keeps the map and the tree together.
+//!
+//! Two protocols (`docs/architecture.md`, "Design: the map's changes in the
+//! store's log"):
+//!
+//! - **In the store's log** (an index directory of an eFIND or FAST store
+//!   whose log is of superblock version 8 or 9, not on a simulated device
+//!   saved at checkpoints): the front end stages each change as a frame
+//!   ([`Index::insert_logged_record`], [`Index::delete_logged_record`]); the
+//!   store logs it with the operation it belongs to, so a commit syncs one
+//!   log, and restart hands back exactly the frames of the operations it
+//!   kept. A checkpoint writes the snapshot of the next generation
+//!   (`pyrecords.next.dat`), checkpoints the store naming it, then renames
+//!   the snapshot to `pyrecords.dat`; [`Records::load_logged`] reads the
+//!   map back at open from the generation the store names.
+//! - **The map's own log** (`pyrecords.log`, every other index): the front
+//!   end keeps it ([`crate::records::log`]); the index only holds the map
+//!   ([`Index::set_records`]) and its checkpoints leave the files alone.
+use crate::geom::Rect;
+use crate::records::{log as rlog, Records};
+use crate::{Error, Result};
+
+use super::Index;
+
+/// Bytes of CLIENT frames in the store's log above which the index
+/// checkpoints between operations (at least; the snapshot's size when
+/// larger, and never more than a quarter of the log): a checkpoint's
+/// snapshot is paid for by at least as many logged bytes, and the frames
+/// never crowd the log.
+pub const RECORD_FRAMES_BUDGET: u64 = 64 << 20;
+
+/// The record map an index holds (see the module docs).
+#[derive(Debug)]
+pub(crate) struct RecordState {
+    /// The map (an identity map while the front end attached none).
+    map: Records,
+    /// Its changes go to the store's log as CLIENT frames.
+    logged: bool,
+    /// Bytes of the newest snapshot.
+    snapshot_bytes: u64,
+    /// The map changed since its newest snapshot (a checkpoint writes the
+    /// next one only then).
+    changed: bool,
+}
+
+impl Default for RecordState {
+    fn default() -> Self {
+        RecordState {
+            map: Records::identity(),
+            logged: false,
+            snapshot_bytes: 0,
+            changed: false,
+        }
+    }
+}
+
+impl Index {
+    /// The record map (an identity map when the front end attached none).
+    pub fn records(&self) -> &Records {
+        &self.records.map
+    }
+
+    /// The record map, to change it (the front end's own protocol; with
+    /// the store's log use [`Index::insert_logged_record`] and
+    /// [`Index::delete_logged_record`], which log what they change).
+    pub fn records_mut(&mut self) -> &mut Records {
+        &mut self.records.map
+    }
+
+    /// Attaches `map`, whose changes the front end logs itself (the map's
+    /// own log, `pyrecords.log`): checkpoints leave its files alone.
+    pub fn set_records(&mut self, map: Records) {
+        self.records = RecordState {
+            map,
+            ..RecordState::default()
+        };
+    }
+
+    /// Replaces the record map by `map` (its protocol unchanged) and
+    /// returns the one it held (a front end's repair after a crash).
+    pub fn swap_records(&mut self, map: Records) -> Records {
+        self.records.changed = true;
+        std::mem::replace(&mut self.records.map, map)
+    }
+
+    /// Whether the record map's changes go to the store's log (see the
+    /// module docs): a commit then syncs that log only.
+    pub fn records_in_log(&self) -> bool {
+        self.records.logged
+    }
+
+    /// Whether the map of a new index can keep its changes in the store's
+    /// log: a writable index directory whose store's log holds CLIENT
+    /// frames (eFIND or FAST, superblock versions 8 and 9), not saved
+    /// whole at checkpoints.
+    pub fn can_log_records(&self) -> bool {
+        self.dir.is_some()
+            && self.access == crate::manifest::Access::Write
+            && !self.saved_at_checkpoints()
+            && self.tree.client_log_ref().is_some()
+    }
+
+    /// Attaches `map` to a new index whose changes go to the store's log
+    /// ([`Index::can_log_records`]) and checkpoints, which writes its first
+    /// snapshot and names it in the store's checkpoint; `Ok(false)`, having
+    /// attached nothing, when the index cannot.
+    pub fn log_records_in_store(&mut self, map: Records) -> Result<bool> {
+        if !self.can_log_records() || map.is_identity() {
+            return Ok(false);
+        }
+        self.records = RecordState {
+            map,
+            logged: true,
+            snapshot_bytes: 0,
+            changed: true,
+        };
+        self.checkpoint()?;
+        Ok(true)
+    }
+
+    /// Allocates a record key for user `id` with its pickled object and
+    /// inserts it with `rect`, the ADD logged with the insertion (a map in
+    /// the store's log). On failure the key is given back and nothing is
+    /// logged.
+    pub fn insert_logged_record(&mut self, id: i64, rect: Rect, obj: Option<Vec<u8>>) -> Result<u64> {
+        self.check_logged()?;
+        let key = self.records.map.add(id, obj)?;
+        let frame = rlog::add_frame(key, id, self.records.map.obj(key));
+        let done = self.with_frame(&frame, |index| index.insert(key, rect));
+        if let Err(e) = done {
+            self.records.map.undo_add(key);
+            return Err(e);
+        }
+        self.records.changed = true;
+        Ok(key)
+    }
+
+    /// Deletes record `key` with `rect` (from the object heap too when it
+    /// holds the key), the REMOVE logged with the deletion (a map in the
+    /// store's log).
+    pub fn delete_logged_record(&mut self, key: u64, rect: Rect) -> Result<()> {
+        self.check_logged()?;
+        let frame = rlog::remove_frame(key);
+        let object = self.objects().is_some_and(|h| h.contains(key));
+        self.with_frame(&frame, |index| {
+            if object {
+                index.delete_object(key)
+            } else {
+                index.delete(key, rect)
+            }
+        })?;
+        self.records.map.remove(key);
+        self.records.changed = true;
+        Ok(())
+    }
+
+    /// An error unless the map's changes go to the store's log.
+    fn check_logged(&self) -> Result<()> {
+        if self.records.logged {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            "this index's record map keeps its own log: change it through the front end's protocol",
+        ))
+    }
+
+    /// Runs `op` with `frame` staged for the store's next committed
+    /// operation (the one `op` runs); what `op` did not commit is dropped.
+    fn with_frame(&mut self, frame: &[u8], op: impl FnOnce(&mut Index) -> Result<()>) -> Result<()> {
+        self.writable()?;
+        let staged = self.tree.client_log().map(|c| c.stage(frame));
+        if staged.is_none() {
+            return Err(Error::invalid(
+                "the store's log takes no record-map frames (internal: the map is marked as logged there)",
+            ));
+        }
+        let done = op(self);
+        if let Some(c) = self.tree.client_log() {
+            c.discard_staged();
+        }
+        done
+    }
+
+    /// Before the store's checkpoint of an index whose map is in its log:
+    /// writes the snapshot of the next generation and names it for the
+    /// store's checkpoint; returns that generation (`None`: nothing to do).
+    pub(super) fn records_before_checkpoint(&mut self) -> Result<Option<u64>> {
+        if !self.records.logged || self.access == crate::manifest::Access::Read {
+            return Ok(None);
+        }
+        if !self.records.changed {
+            // The newest snapshot holds the map; the store's log holds no
+            // frame of it that a checkpoint would drop.
+            return Ok(None);
+        }
+        let Some(dir) = self.dir.clone() else {
+            return Ok(None);
+        };
+        let (generation, bytes) = self.records.map.save_next(&dir)?;
+        self.records.snapshot_bytes = bytes;
+        match self.tree.client_log() {
+            Some(c) => c.set_next_generation(generation),
+            None => {
+                return Err(Error::invalid(
+                    "internal: a record map in the store's log on a store without one",
+                ))
+            }
+        }
+        Ok(Some(generation))
+    }
+
+    /// After the store's checkpoint naming `generation`: the snapshot
+    /// becomes `pyrecords.dat`.
+    pub(super) fn records_after_checkpoint(&mut self, generation: u64) -> Result<()> {
+        if let Some(dir) = self.dir.clone() {
+            self.records.map.promote_next(&dir, generation)?;
+        }
+        self.records.changed = false;
+        Ok(())
+    }
+
+    /// At open: the map of an index whose store's newest checkpoint names a
+    /// record-map generation, read from its snapshot and the frames restart
+    /// handed back (see [`Records::load_logged`]); nothing for other indexes.
+    pub(super) fn open_logged_records(&mut self) -> Result<()> {
+        let Some(dir) = self.dir.clone() else {
+            return Ok(());
+        };
+        let Some(found) = self.tree.client_log().and_then(|c| c.take_recovered()) else {
+            return Ok(());
+        };
+        let Some(generation) = found.generation else {
+            return Ok(());
+        };
+        let writable = self.access == crate::manifest::Access::Write;
+        let map = Records::load_logged(&dir, generation, &found.frames, writable)?;
+        let snapshot_bytes = std::fs::metadata(dir.join(crate::records::RECORDS_FILE))
+            .or_else(|_| std::fs::metadata(dir.join(crate::records::NEXT_FILE)))
+            .map_or(0, |m| m.len());
+        self.records = RecordState {
+            map,
+            logged: true,
+            snapshot_bytes,
+            // Frames the store's next checkpoint drops go into a snapshot.
+            changed: !found.frames.is_empty(),
+        };
+        Ok(())
+    }
+
+    /// Whether the frames in the store's log have reached their budget
+    /// (see [`RECORD_FRAMES_BUDGET`]): the next durability point checkpoints.
+    pub(super) fn record_frames_due(&self) -> bool {
+        if !self.records.logged {
+            return false;
+        }
+        let Some(c) = self.tree.client_log_ref() else {
+            return false;
+        };
+        let budget = RECORD_FRAMES_BUDGET
+            .max(self.records.snapshot_bytes)
+            .min(c.room().max(1));
+        c.bytes() > budget
+    }
+}

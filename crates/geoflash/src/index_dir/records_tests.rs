@@ -1,0 +1,243 @@
+//! The record map in the store's log (`records.rs`, issue 43, item 1): a
+//! commit is one sync of the store's log, a crash brings the map back at
+//! the tree's prefix of operations, and a crash between the steps of a
+//! checkpoint opens the snapshot the store's checkpoint names.
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::*;
+use crate::engine::Access;
+use crate::geom::Rect;
+use crate::index::query::Predicate;
+use crate::records::{Records, NEXT_FILE, RECORDS_FILE};
+
+/// A new index in `dir` on `store` with its record map in the store's log.
+fn create(dir: &Path, store: &str, settings: &[(&str, &str)]) -> Index {
+    let mut spec = crate::IndexSpec::new(crate::KeyStyle::Key);
+    for (k, v) in [("store", store), ("page_size", "1024"), ("buffer", "8MiB")]
+        .iter()
+        .chain(settings)
+    {
+        spec.set(k, v).unwrap();
+    }
+    let opts = spec
+        .options()
+        .unwrap()
+        .with_domain_of([Rect::from_valid(0.0, 0.0, 100.0, 100.0)].iter());
+    let mut index = Index::create(dir, &opts).unwrap();
+    assert!(index.log_records_in_store(Records::new()).unwrap(), "{store}");
+    index
+}
+
+fn rect(i: u64) -> Rect {
+    let (x, y) = ((i % 97) as f64, (i / 97 % 97) as f64);
+    Rect::from_valid(x, y, x + 0.5, y + 0.5)
+}
+
+/// What the test expects: record key → (user id, rectangle, object).
+type Oracle = BTreeMap<u64, (i64, Rect, Option<Vec<u8>>)>;
+
+/// Inserts user id `id` at `r` (an object for every third id).
+fn insert(index: &mut Index, oracle: &mut Oracle, id: i64, r: Rect) {
+    let obj = (id % 3 == 0).then(|| vec![id as u8; 3]);
+    let key = index.insert_logged_record(id, r, obj.clone()).unwrap();
+    oracle.insert(key, (id, r, obj));
+}
+
+/// Moves the record `key` to `r`: a delete and an insert of its id.
+fn mv(index: &mut Index, oracle: &mut Oracle, key: u64, r: Rect) {
+    let (id, old, _) = oracle.remove(&key).unwrap();
+    index.delete_logged_record(key, old).unwrap();
+    insert(index, oracle, id, r);
+}
+
+/// Checks that `index` (tree and map) holds exactly `oracle`.
+fn check(index: &Index, oracle: &Oracle, what: &str) {
+    let all = Rect::from_valid(-1.0, -1.0, 101.0, 101.0);
+    let mut tree: Vec<(u64, Rect)> = index
+        .query(all, Predicate::Intersects)
+        .unwrap()
+        .hits
+        .iter()
+        .map(|h| (h.id, h.rect))
+        .collect();
+    tree.sort_by_key(|&(k, _)| k);
+    let want: Vec<(u64, Rect)> = oracle.iter().map(|(&k, (_, r, _))| (k, *r)).collect();
+    if tree != want {
+        let first = tree.iter().zip(&want).position(|(a, b)| a != b);
+        panic!(
+            "{what}: the tree holds {} entries, the oracle {}; first difference at {first:?}",
+            tree.len(),
+            want.len()
+        );
+    }
+    let map = index.records();
+    assert_eq!(map.live(), Some(oracle.len() as u64), "{what}: live ids");
+    for (&k, (id, _, obj)) in oracle {
+        assert_eq!(map.id(k).unwrap(), *id, "{what}: id of key {k}");
+        assert_eq!(map.obj(k), obj.as_deref(), "{what}: object of key {k}");
+    }
+}
+
+#[test]
+fn a_commit_is_one_sync_and_a_crash_brings_the_map_back_with_the_tree() {
+    for store in ["efind", "fast"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let mut index = create(dir, store, &[]);
+        let mut oracle = Oracle::new();
+        index
+            .batch(BatchDurability::Commit, |index| {
+                for i in 0..300u64 {
+                    insert(index, &mut oracle, 10 * i as i64 - 7, rect(i));
+                }
+                Ok(())
+            })
+            .unwrap();
+        // Commits of moves: one sync of the store's log each, no other file.
+        for round in 0..3u64 {
+            let before = index.stats("t");
+            let keys: Vec<u64> = oracle.keys().copied().step_by(7).collect();
+            index
+                .batch(BatchDurability::Commit, |index| {
+                    for (j, &k) in keys.iter().enumerate() {
+                        mv(index, &mut oracle, k, rect(1000 + 31 * round + j as u64));
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            let after = index.stats("t");
+            assert_eq!(after.io.syncs - before.io.syncs, 1, "{store}: device syncs of a commit");
+            assert_eq!(after.log_syncs - before.log_syncs, 1, "{store}: log syncs of a commit");
+        }
+        assert!(!dir.join(crate::records::log::LOG_FILE).exists(), "{store}");
+        check(&index, &oracle, store);
+        // A crash after the commits: the map comes back from its snapshot
+        // and the frames restart kept, exactly the tree's operations.
+        drop(index);
+        let index = Index::open(dir, Access::Write).unwrap();
+        assert!(index.records_in_log(), "{store}");
+        check(&index, &oracle, &format!("{store} after a crash"));
+        // Read-only, the same, and nothing written.
+        drop(index);
+        let ro = Index::open(dir, Access::Read).unwrap();
+        check(&ro, &oracle, &format!("{store} read-only"));
+        drop(ro);
+        let mut index = Index::open(dir, Access::Write).unwrap();
+        // Deletes and inserts after the last commit, outside a batch: each
+        // its own operation, durable by the group commit; a crash keeps a
+        // prefix of them, ids with the tree.
+        let states: Vec<Oracle> = {
+            let mut states = vec![oracle.clone()];
+            let keys: Vec<u64> = oracle.keys().copied().take(40).collect();
+            for (j, &k) in keys.iter().enumerate() {
+                let (id, old, _) = oracle.remove(&k).unwrap();
+                index.delete_logged_record(k, old).unwrap();
+                states.push(oracle.clone());
+                insert(&mut index, &mut oracle, id, rect(5000 + j as u64));
+                states.push(oracle.clone());
+            }
+            states
+        };
+        drop(index);
+        let index = Index::open(dir, Access::Write).unwrap();
+        let live = index.records().live().unwrap_or(0);
+        let prefix = states
+            .iter()
+            .rposition(|s| s.len() as u64 == live && s.keys().all(|k| index.records().is_live(*k)))
+            .unwrap_or_else(|| panic!("{store}: the recovered map is no prefix state"));
+        check(&index, &states[prefix], &format!("{store}: prefix {prefix}"));
+        index.close().unwrap();
+    }
+}
+
+#[test]
+fn a_crash_between_the_steps_of_a_checkpoint_opens_the_snapshot_the_store_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut index = create(dir, "efind", &[]);
+    let mut oracle = Oracle::new();
+    for i in 0..50u64 {
+        insert(&mut index, &mut oracle, i as i64, rect(i));
+    }
+    index.close().unwrap();
+    let generation = |dir: &Path, name: &str| {
+        Records::decode(&std::fs::read(dir.join(name)).unwrap())
+            .unwrap()
+            .generation()
+    };
+    let g = generation(dir, RECORDS_FILE);
+
+    // 1. After the snapshot, before the store's checkpoint: the next
+    //    snapshot is a checkpoint that did not happen.
+    let mut index = Index::open(dir, Access::Write).unwrap();
+    for i in 50..60u64 {
+        insert(&mut index, &mut oracle, i as i64, rect(i));
+    }
+    index.commit().unwrap();
+    assert_eq!(index.records_before_checkpoint().unwrap(), Some(g + 1));
+    drop(index);
+    assert_eq!(generation(dir, NEXT_FILE), g + 1);
+    let index = Index::open(dir, Access::Write).unwrap();
+    check(&index, &oracle, "a crash after the snapshot");
+    assert!(!dir.join(NEXT_FILE).exists(), "the stale snapshot stays");
+    assert_eq!(index.records().generation(), g);
+    drop(index);
+
+    // 2. After the store's checkpoint, before the rename: the next
+    //    snapshot is the one the store names.
+    let mut index = Index::open(dir, Access::Write).unwrap();
+    for i in 60..70u64 {
+        insert(&mut index, &mut oracle, i as i64, rect(i));
+    }
+    let next = index.records_before_checkpoint().unwrap().unwrap();
+    index.tree.checkpoint().unwrap();
+    drop(index);
+    assert_eq!((generation(dir, RECORDS_FILE), generation(dir, NEXT_FILE)), (g, next));
+    let ro = Index::open(dir, Access::Read).unwrap();
+    check(&ro, &oracle, "read-only after the store's checkpoint");
+    assert!(dir.join(NEXT_FILE).exists(), "a reader renames nothing");
+    drop(ro);
+    let index = Index::open(dir, Access::Write).unwrap();
+    check(&index, &oracle, "a crash after the store's checkpoint");
+    assert!(!dir.join(NEXT_FILE).exists(), "the rename is finished");
+    assert_eq!(generation(dir, RECORDS_FILE), next);
+    drop(index);
+
+    // 3. A snapshot the store does not name is refused, naming both files.
+    std::fs::remove_file(dir.join(RECORDS_FILE)).unwrap();
+    let e = Index::open(dir, Access::Read).unwrap_err().to_string();
+    assert!(
+        e.contains(RECORDS_FILE) && e.contains(NEXT_FILE) && e.contains(&format!("generation {next}")),
+        "{e}"
+    );
+}
+
+#[test]
+fn frames_past_their_budget_checkpoint_between_operations() {
+    for store in ["efind", "fast"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        // A small log: a quarter of it is the frames' budget.
+        let mut index = create(dir, store, &[("log_capacity", "256KiB")]);
+        let room = index.tree.client_log_ref().unwrap().room();
+        assert!(room <= 66 << 10, "{store}: {room}");
+        let mut oracle = Oracle::new();
+        let start = index.records().generation();
+        // Several times the budget of frames, with objects.
+        for i in 0..8000u64 {
+            insert(&mut index, &mut oracle, 3 * i as i64, rect(i));
+        }
+        let logged = index.tree.client_log_ref().unwrap().bytes();
+        assert!(logged < 2 * room, "{store}: {logged} bytes of frames, room {room}");
+        assert!(
+            index.records().generation() > start + 1,
+            "{store}: no checkpoint by the frames' budget"
+        );
+        index.commit().unwrap();
+        drop(index);
+        let index = Index::open(dir, Access::Write).unwrap();
+        check(&index, &oracle, store);
+        index.close().unwrap();
+    }
+}
