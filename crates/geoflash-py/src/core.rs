@@ -366,6 +366,70 @@ fn int64_rows(bytes: &[u8]) -> Result<std::slice::ChunksExact<'_, u8>> {
     Ok(rows)
 }
 
+/// Windows of a batched query from which it runs in shares, one thread
+/// each: below this a thread costs more than the share saves.
+const PARALLEL_WINDOWS: usize = 2_048;
+
+/// The user ids of the entries related to each of `windows` by `p`, as
+/// (offsets, `windows.len() + 1` values; ids, window `i`'s at
+/// `offsets[i]..offsets[i+1]`), each window's sorted by id when `sorted`
+/// (else in traversal order). One batched traversal of the tree
+/// ([`Index::query_batch_flat`]) per share of consecutive windows, the
+/// shares on every core.
+fn batch_ids(
+    st: &State,
+    windows: &[Rect],
+    p: Predicate,
+    sorted: bool,
+) -> Result<(Vec<i64>, Vec<i64>)> {
+    let share = |ws: &[Rect]| -> Result<(Vec<i64>, Vec<i64>)> {
+        let found = st.index.query_batch_flat(ws, p)?;
+        let mut ids: Vec<i64> = Vec::with_capacity(found.keys.len());
+        st.index
+            .records()
+            .extend_ids(found.keys.iter().copied(), &mut ids)?;
+        let offsets: Vec<i64> = found.offsets.iter().map(|&o| o as i64).collect();
+        if sorted {
+            for w in found.offsets.windows(2) {
+                if let Some(run) = ids.get_mut(w[0]..w[1]) {
+                    run.sort_unstable();
+                }
+            }
+        }
+        Ok((offsets, ids))
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(windows.len() / PARALLEL_WINDOWS)
+        .max(1);
+    if threads == 1 {
+        return share(windows);
+    }
+    let size = windows.len().div_ceil(threads);
+    let parts: Vec<Result<(Vec<i64>, Vec<i64>)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = windows
+            .chunks(size)
+            .map(|ws| s.spawn(move || share(ws)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::invalid("a query thread panicked")))
+            })
+            .collect()
+    });
+    let mut offsets: Vec<i64> = vec![0];
+    let mut ids: Vec<i64> = Vec::new();
+    for part in parts {
+        let (o, i) = part?;
+        let base = ids.len() as i64;
+        offsets.extend(o.iter().skip(1).map(|x| x + base));
+        ids.extend(i);
+    }
+    Ok((offsets, ids))
+}
+
 /// A new `bytearray` of `values` in native byte order, written in place:
 /// NumPy's `frombuffer` makes a writable array of it without a copy.
 fn ne_bytearray<'py, T: Copy, const N: usize>(
@@ -1078,23 +1142,47 @@ impl Core {
         let p = self::predicate(predicate).map_err(to_py)?;
         let (offsets, ids) = self.read_nogil(py, |st| {
             let windows = self::boxes(boxes, true)?;
-            let results = st.index.query_batch_keys(&windows, p)?;
-            let total = results.iter().map(|r| r.keys.len()).sum();
-            let mut offsets: Vec<i64> = Vec::with_capacity(windows.len() + 1);
-            let mut ids: Vec<i64> = Vec::with_capacity(total);
-            offsets.push(0);
-            for r in &results {
-                st.index
-                    .records()
-                    .extend_ids(r.keys.iter().copied(), &mut ids)?;
-                offsets.push(ids.len() as i64);
-            }
-            Ok((offsets, ids))
+            batch_ids(st, &windows, p, false)
         })?;
         Ok((
             ne_bytearray(py, &offsets, i64::to_ne_bytes)?,
             ne_bytearray(py, &ids, i64::to_ne_bytes)?,
         ))
+    }
+
+    /// The pairs of a bulk box query in shapely's layout: `boxes` as
+    /// native float64 rows; returns one native int64 buffer of `2 × M`
+    /// values, the M box positions then the M user ids of the entries
+    /// related to each box by `predicate`, sorted by position then id
+    /// (NumPy: `frombuffer(...).reshape(2, -1)`). One batched traversal,
+    /// the windows in shares on every core, the GIL released.
+    #[pyo3(signature = (boxes, predicate="intersects"))]
+    fn query_pairs<'py>(
+        &self,
+        py: Python<'py>,
+        boxes: &[u8],
+        predicate: &str,
+    ) -> PyResult<Bound<'py, PyByteArray>> {
+        let p = self::predicate(predicate).map_err(to_py)?;
+        let (offsets, ids) = self.read_nogil(py, |st| {
+            let windows = self::boxes(boxes, true)?;
+            batch_ids(st, &windows, p, true)
+        })?;
+        let n = ids.len();
+        PyByteArray::new_bound_with(py, 2 * n * 8, |buf| {
+            let (left, right) = buf.split_at_mut(n * 8);
+            let mut slots = left.chunks_exact_mut(8);
+            for (pos, w) in offsets.windows(2).enumerate() {
+                let b = (pos as i64).to_ne_bytes();
+                for slot in slots.by_ref().take((w[1] - w[0]) as usize) {
+                    slot.copy_from_slice(&b);
+                }
+            }
+            for (slot, id) in right.chunks_exact_mut(8).zip(&ids) {
+                slot.copy_from_slice(&id.to_ne_bytes());
+            }
+            Ok(())
+        })
     }
 
     /// The `k` entries nearest to the box (a point when degenerate), and

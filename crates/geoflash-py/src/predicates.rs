@@ -43,6 +43,42 @@ pub const PREDICATES: [&str; 10] = [
 /// Candidates of a bulk refinement from which it runs on every core.
 const PARALLEL_CANDIDATES: usize = 20_000;
 
+/// Geometries from which their decoding runs on every core.
+const PARALLEL_DECODES: usize = 20_000;
+
+/// `work` of the positions `0..n` in contiguous shares, one thread per
+/// core when `parallel` (else one share), the answers in the order of the
+/// shares; the first error is returned.
+fn on_every_core<T: Send>(
+    n: usize,
+    parallel: bool,
+    work: impl Fn(std::ops::Range<usize>) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    let threads = if parallel {
+        std::thread::available_parallelism().map_or(1, |c| c.get())
+    } else {
+        1
+    };
+    if threads == 1 {
+        return Ok(vec![work(0..n)?]);
+    }
+    let share = n.div_ceil(threads).max(1);
+    let work = &work;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .step_by(share)
+            .map(|lo| s.spawn(move || work(lo..(lo + share).min(n))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::invalid("a worker thread panicked")))
+            })
+            .collect()
+    })
+}
+
 /// A predicate of [`PREDICATES`], `p(input, tree_geometry)`.
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Pred {
@@ -464,17 +500,21 @@ impl Geometries {
                     rects.len() / 4
                 )));
             }
-            let mut geoms = Vec::with_capacity(ids.len());
-            for (i, (id, w)) in ids.iter().zip(&wkbs).enumerate() {
-                let g = match w {
-                    Some(w) => from_wkb(w, &format!("geometry of entry {id}"))?,
+            let decode = |i: usize| -> Result<Geometry> {
+                match wkbs[i] {
+                    Some(w) => from_wkb(w, &format!("geometry of entry {}", ids[i])),
                     None => {
                         let b = &rects[4 * i..4 * i + 4];
-                        window_geometry(&Rect::new(b[0], b[1], b[2], b[3])?)
+                        Ok(window_geometry(&Rect::new(b[0], b[1], b[2], b[3])?))
                     }
-                };
-                geoms.push(g);
-            }
+                }
+            };
+            let geoms = on_every_core(ids.len(), ids.len() >= PARALLEL_DECODES, |range| {
+                range.map(decode).collect::<Result<Vec<_>>>()
+            })?
+            .into_iter()
+            .flatten()
+            .collect();
             Ok(Geometries {
                 slot: Slots::new(&ids),
                 geoms,
@@ -493,9 +533,11 @@ impl Geometries {
     /// float64 rows: a point), `offsets` and `ids` (native int64: the candidates of
     /// input `i`, entries whose box passed the filter step, at
     /// `ids[offsets[i]:offsets[i+1]]`). Returns (input positions, entry
-    /// ids) as native int64, the pairs where `predicate(input, entry)`
-    /// holds, by input then by id. Many candidates are refined on every
-    /// core, the inputs in contiguous shares.
+    /// ids) as one native int64 buffer of `2 × M` values (the M input
+    /// positions, then the M ids; NumPy: `frombuffer(...).reshape(2, -1)`),
+    /// the pairs where `predicate(input, entry)` holds, by input then by
+    /// id. Many candidates are refined on every core, the inputs in
+    /// contiguous shares.
     #[pyo3(signature = (inputs, offsets, ids, predicate, distance=None, boxes=None))]
     #[allow(clippy::too_many_arguments)] // the Python call's arguments
     fn refine<'py>(
@@ -507,52 +549,29 @@ impl Geometries {
         predicate: &str,
         distance: Option<f64>,
         boxes: Option<&[u8]>,
-    ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>)> {
+    ) -> PyResult<Bound<'py, PyByteArray>> {
         let p = Pred::parse(predicate, distance).map_err(to_py)?;
         let inputs = Inputs::new(&inputs, boxes).map_err(to_py)?;
-        let (left, right) = py
+        let (mut left, right) = py
             .allow_threads(|| -> Result<(Vec<i64>, Vec<i64>)> {
                 let ids = int64s(ids, "id")?;
                 let ranges = ranges(&int64s(offsets, "offset")?, inputs.len(), ids.len())?;
                 // Inputs in contiguous shares, one thread each when there
                 // are enough candidates to pay for the threads.
-                let threads = if ids.len() < PARALLEL_CANDIDATES {
-                    1
-                } else {
-                    std::thread::available_parallelism().map_or(1, |n| n.get())
-                };
-                let share = inputs.len().div_ceil(threads).max(1);
-                let parts: Vec<Result<(Vec<i64>, Vec<i64>)>> = std::thread::scope(|s| {
-                    let handles: Vec<_> = (0..inputs.len())
-                        .step_by(share)
-                        .map(|lo| {
-                            let hi = (lo + share).min(inputs.len());
-                            let (inputs, ranges, ids) = (&inputs, &ranges, &ids);
-                            s.spawn(move || self.refine_share(p, inputs, ranges, ids, lo..hi))
-                        })
-                        .collect();
-                    handles
-                        .into_iter()
-                        .map(|h| {
-                            h.join().unwrap_or_else(|_| {
-                                Err(Error::invalid("a refinement thread panicked"))
-                            })
-                        })
-                        .collect()
-                });
+                let parts =
+                    on_every_core(inputs.len(), ids.len() >= PARALLEL_CANDIDATES, |share| {
+                        self.refine_share(p, &inputs, &ranges, &ids, share)
+                    })?;
                 let (mut left, mut right) = (Vec::new(), Vec::new());
-                for part in parts {
-                    let (l, r) = part?;
+                for (l, r) in parts {
                     left.extend(l);
                     right.extend(r);
                 }
                 Ok((left, right))
             })
             .map_err(to_py)?;
-        Ok((
-            out_bytes(py, &left, i64::to_ne_bytes),
-            out_bytes(py, &right, i64::to_ne_bytes),
-        ))
+        left.extend(right);
+        Ok(out_bytes(py, &left, i64::to_ne_bytes))
     }
 
     /// The first step of an exact k-nearest search: per input, the `k`-th

@@ -30,7 +30,7 @@ use std::sync::{Mutex, MutexGuard};
 use crate::geom::{Point, Rect};
 use crate::index::fortree::Fortree;
 use crate::index::query::{
-    BatchResult, Hit, KeyResult, KnnResult, Neighbor, Predicate, QueryResult, QueryStats,
+    BatchKeys, BatchResult, Hit, KeyResult, KnnResult, Neighbor, Predicate, QueryResult, QueryStats,
 };
 use crate::index::xbr::XbrTree;
 use crate::index::{RTree, ReadMode, TreeCounters};
@@ -142,6 +142,21 @@ pub trait SpatialIndex: Any + Send + Sync {
             .into_iter()
             .map(KeyResult::from)
             .collect())
+    }
+
+    /// [`SpatialIndex::query_batch_keys`] as one flat list ([`BatchKeys`]:
+    /// the same keys in the same order, no counters); by default gathered
+    /// from its answers, the R-tree family fills it in its one traversal.
+    fn query_batch_flat(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchKeys> {
+        let mut out = BatchKeys {
+            offsets: vec![0],
+            keys: Vec::new(),
+        };
+        for r in self.query_batch_keys(windows, predicate)? {
+            out.keys.extend(r.keys);
+            out.offsets.push(out.keys.len());
+        }
+        Ok(out)
     }
 
     /// The `k` nearest objects to `point` by ascending distance (ties by

@@ -10,7 +10,8 @@ distances), both in one call each for any number of inputs.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+import threading
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
@@ -124,23 +125,15 @@ class _Inputs:
             return right
         return np.vstack([self.positions[left], right]).astype(np.int64)
 
-
-def _by_input_then_id(offsets: np.ndarray, ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """(input position, id) pairs of a batched box query (``offsets``: the
-    range of ``ids`` of each input), sorted by input then id. The pairs come
-    grouped by input, so one stable sort of ``input × span + id`` (int64, a
-    merge of presorted runs) orders them where ``np.lexsort`` of the two
-    arrays took several times as long; lexsort when that key could overflow."""
-    left = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
-    if len(ids) == 0:
-        return left, ids
-    low = int(ids.min())
-    span = int(ids.max()) - low + 1
-    if span * len(offsets) < 2**62:
-        order = np.argsort(left * span + (ids - low), kind="stable")
-        return left, ids[order]  # left is sorted already
-    order = np.lexsort((ids, left))
-    return left[order], ids[order]
+    def sorted_pairs(self, found: np.ndarray) -> np.ndarray:
+        """:meth:`pairs` of ``found``, a writable 2×M int64 array of (kept
+        input position, entry id) pairs, in place: the positions become
+        those of the inputs given (unchanged when none was left out)."""
+        if self.scalar:
+            return found[1]
+        if len(self.positions) != self.count:
+            found[0] = self.positions[found[0]]
+        return found
 
 
 def _distance(predicate: Optional[str], distance: Any) -> Optional[float]:
@@ -170,15 +163,51 @@ def query(index: Any, geometry: Any, predicate: Optional[str], distance: Any) ->
     boxes = inputs.boxes
     if d is not None:
         boxes = _grow(boxes, np.full(len(boxes), d))
-    offsets_b, ids_b = index._core.query_batch(boxes.tobytes(), _FILTER.get(predicate, "intersects"))
     if predicate is None:
-        offsets = np.frombuffer(offsets_b, dtype=np.int64)
-        ids = np.frombuffer(ids_b, dtype=np.int64)
-        return inputs.pairs(*_by_input_then_id(offsets, ids))
-    left_b, right_b = tree_geometries(index).refine(
-        inputs.wkbs, bytes(offsets_b), bytes(ids_b), predicate, d, inputs.boxes.tobytes()
-    )
-    return inputs.pairs(np.frombuffer(left_b, dtype=np.int64), np.frombuffer(right_b, dtype=np.int64))
+        # The pairs come from Rust sorted and in shapely's layout.
+        found = np.frombuffer(index._core.query_pairs(boxes.tobytes(), "intersects"), dtype=np.int64)
+        return inputs.sorted_pairs(found.reshape(2, -1))
+    # The box filter runs in Rust without the GIL: on a thread of its own
+    # while this one writes the WKB of the entries (on first use) and of the
+    # inputs, which shapely writes holding the GIL.
+    candidates = _overlapped(len(inputs), index._core.query_batch, boxes.tobytes(), _FILTER.get(predicate, "intersects"))
+    tree, wkbs = tree_geometries(index), inputs.wkbs
+    offsets_b, ids_b = candidates()
+    found = tree.refine(wkbs, bytes(offsets_b), bytes(ids_b), predicate, d, inputs.boxes.tobytes())
+    return inputs.sorted_pairs(np.frombuffer(found, dtype=np.int64).reshape(2, -1))
+
+
+#: Inputs from which a bulk query runs its box filter on a thread of its own.
+_OVERLAP_INPUTS = 2048
+
+
+def _overlapped(n: int, f: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """Starts ``f(*args)`` (a Rust call that releases the GIL) and returns
+    a function that waits for its result (raising its exception): on a
+    thread of its own for ``n`` inputs of at least ``_OVERLAP_INPUTS``,
+    at once below (a thread costs more than it saves there)."""
+    if n < _OVERLAP_INPUTS:
+        result = f(*args)
+        return lambda: result
+    out: List[Any] = []
+
+    def run() -> None:
+        try:
+            out.append((True, f(*args)))
+        except BaseException as e:  # handed to the caller, raised there
+            out.append((False, e))
+
+    thread = threading.Thread(target=run, name="geoflash-filter", daemon=True)
+    thread.start()
+
+    def wait() -> Any:
+        thread.join()
+        ok, value = out[0]
+        if not ok:
+            raise value
+        return value
+
+    return wait
 
 
 def nearest_pairs(

@@ -30,8 +30,8 @@ pub use crate::defaults;
 pub use crate::error::{Error, ErrorKind, Result};
 pub use crate::grid::GridKind;
 pub use crate::index::query::{
-    BatchResult, Hit, KeyResult, KnnResult, Neighbor, Predicate, QueryResult, QueryStats,
-    Selection, Window, WindowAnswer,
+    BatchKeys, BatchResult, Hit, KeyResult, KnnResult, Neighbor, Predicate, QueryResult,
+    QueryStats, Selection, Window, WindowAnswer,
 };
 pub use crate::index::refine::satisfies;
 pub use crate::index::{

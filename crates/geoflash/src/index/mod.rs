@@ -114,7 +114,7 @@ pub use external::{ExternalBulkConfig, ExternalBulkReport};
 pub use params::{IndexKind, SplitKind, TreeParams};
 pub use query::{Leaf, Neighbor};
 #[cfg(test)]
-pub use query::{Hit, KeyResult, KnnResult, Predicate, QueryResult};
+pub use query::{BatchKeys, Hit, KeyResult, KnnResult, Predicate, QueryResult};
 
 /// Euclidean distance from a point to the nearest point of a rectangle (0
 /// inside): the distance kNN queries report, in the units of the coordinates.

@@ -1,6 +1,6 @@
 //! The R-tree family (R-tree, R*-tree, Hilbert R-tree) as a
 //! [`SpatialIndex`].
-use super::query::{BatchResult, KeyResult, KnnResult, Predicate, QueryResult};
+use super::query::{BatchKeys, BatchResult, KeyResult, KnnResult, Predicate, QueryResult};
 use super::{RTree, ReadMode};
 use crate::geom::{Point, Rect};
 use crate::spatial::{forward_to_store, SpatialIndex};
@@ -64,6 +64,10 @@ impl<S: NodeStore + 'static> SpatialIndex for RTree<S> {
 
     fn query_batch_keys(&self, windows: &[Rect], predicate: Predicate) -> Result<Vec<KeyResult>> {
         RTree::query_batch_keys(self, windows, predicate)
+    }
+
+    fn query_batch_flat(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchKeys> {
+        RTree::query_batch_flat(self, windows, predicate)
     }
 
     fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {

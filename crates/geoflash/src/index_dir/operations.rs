@@ -5,7 +5,7 @@
 //! the page file.
 use super::Index;
 use crate::geom::{Point, Rect};
-use crate::index::query::{BatchResult, KeyResult, KnnResult, Predicate, QueryResult};
+use crate::index::query::{BatchKeys, BatchResult, KeyResult, KnnResult, Predicate, QueryResult};
 use crate::metrics::Phase;
 use crate::spatial::SpatialIndex;
 use crate::{Error, Result};
@@ -156,6 +156,12 @@ impl Index {
         predicate: Predicate,
     ) -> Result<Vec<KeyResult>> {
         self.ask(|t| t.query_batch_keys(windows, predicate))
+    }
+
+    /// Batched range queries in one traversal, answering with one flat
+    /// list of record keys ([`BatchKeys`]).
+    pub fn query_batch_flat(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchKeys> {
+        self.ask(|t| t.query_batch_flat(windows, predicate))
     }
 
     /// The `k` nearest objects to `point` (and every object tied with the k-th when `ties`).

@@ -6,7 +6,7 @@ use std::any::Any;
 
 use super::Index;
 use crate::geom::{Point, Rect};
-use crate::index::query::{BatchResult, KeyResult, KnnResult, Predicate, QueryResult};
+use crate::index::query::{BatchKeys, BatchResult, KeyResult, KnnResult, Predicate, QueryResult};
 use crate::index::{ReadMode, TreeCounters};
 use crate::spatial::{point_windows, SpatialIndex};
 use crate::store::log::Durability;
@@ -56,6 +56,10 @@ impl SpatialIndex for Index {
 
     fn query_batch_keys(&self, windows: &[Rect], predicate: Predicate) -> Result<Vec<KeyResult>> {
         Index::query_batch_keys(self, windows, predicate)
+    }
+
+    fn query_batch_flat(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchKeys> {
+        Index::query_batch_flat(self, windows, predicate)
     }
 
     fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
