@@ -346,7 +346,7 @@ pub fn replay_trace(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use geoflash::engine::device::MemDevice;
+    use geoflash::engine::device::{DeviceExt, MemDevice};
 
     #[test]
     fn counts_what_it_does() {
@@ -405,14 +405,17 @@ mod tests {
         fn trim(&self, pages: &[PageId]) -> Result<()> {
             self.inner.trim(pages)
         }
+        fn describe(&self) -> String {
+            self.inner.describe()
+        }
+    }
+
+    impl DeviceExt for Budgeted {
         fn stats(&self) -> DeviceStats {
             self.inner.stats()
         }
         fn reset_stats(&self) {
             self.inner.reset_stats()
-        }
-        fn describe(&self) -> String {
-            self.inner.describe()
         }
     }
 

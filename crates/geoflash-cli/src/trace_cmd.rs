@@ -3,7 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use geoflash::engine::device::{DeviceSpec, DeviceStats, PageDevice, Trace, TraceDevice};
+use geoflash::engine::device::{
+    DeviceExt, DeviceSpec, DeviceStats, PageDevice, Trace, TraceDevice,
+};
 use geoflash::engine::{BulkMethod, Error, Index, IndexOptions};
 use geoflash::geom::Rect;
 use geoflash_bench::devbench;

@@ -59,12 +59,13 @@ pub mod records {
 }
 
 /// The devices an index lives on, as a workbench measures them: the
-/// parsed device spec and what it opens, the page I/O trait and its
-/// counters, the in-memory device, and I/O traces (recording one of a
-/// device, replaying one on another).
+/// parsed device spec and what it opens, the page I/O trait, its extension
+/// (counters, tiers, simulated clock) and the counters, the in-memory
+/// device, and I/O traces (recording one of a device, replaying one on
+/// another).
 pub mod device {
     pub use crate::storage::mem::MemDevice;
     pub use crate::storage::spec::DeviceSpec;
     pub use crate::storage::trace::{replay_with_progress, ReplaySummary, Trace, TraceDevice};
-    pub use crate::storage::{DeviceStats, IoCounters, PageDevice, PageId};
+    pub use crate::storage::{DeviceExt, DeviceStats, IoCounters, PageDevice, PageId};
 }

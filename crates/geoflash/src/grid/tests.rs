@@ -7,6 +7,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::storage::mem::MemDevice;
+use crate::storage::DeviceExt;
 
 fn domain() -> Rect {
     Rect::new(0.0, 0.0, 100.0, 100.0).unwrap()

@@ -1,12 +1,11 @@
-//! Device counters: host-side I/O counts kept by every device, and the NAND
-//! counters that only the flash simulator fills.
-use std::sync::{Mutex, MutexGuard};
-
+//! Device counters: host-side I/O counts kept by [`Counted`](super::Counted)
+//! around every device, and the NAND counters that only the flash simulator
+//! fills.
 use serde::{Deserialize, Serialize};
 
 use super::PageId;
 
-/// Host-side I/O counters, kept by every device.
+/// Host-side I/O counters, kept by [`Counted`](super::Counted) for the device it wraps.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IoCounters {
     /// Pages read.
@@ -180,20 +179,6 @@ impl IoTracker {
     /// Resets the counters and the sequential-access memory.
     pub fn reset(&mut self) {
         *self = IoTracker::default();
-    }
-}
-
-/// An [`IoTracker`] shared by the callers of a device: what every
-/// [`PageIo`](super::PageIo) implementation holds for the counting that
-/// [`PageDevice`](super::PageDevice) does around its raw I/O.
-#[derive(Debug, Default)]
-pub struct SharedTracker(Mutex<IoTracker>);
-
-impl SharedTracker {
-    /// The tracker, locked. A poisoned lock only means another thread
-    /// panicked between two updates; the counters are still usable.
-    pub fn lock(&self) -> MutexGuard<'_, IoTracker> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

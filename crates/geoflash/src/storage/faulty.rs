@@ -31,7 +31,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{PageDevice, PageId, SharedTracker, SimCounters};
+use super::{Counted, DeviceExt, DeviceStats, PageDevice, PageId};
 use crate::{Error, Result};
 
 /// Size of the atomic unit of a torn write: a page tears only at multiples of this.
@@ -196,14 +196,16 @@ pub struct CrashRecord {
 /// assert_eq!(buf, [1u8; 512]); // synced data always survives
 /// # Ok::<(), geoflash::Error>(())
 /// ```
+pub type FaultyDevice<D> = Counted<FaultyIo<D>>;
+
+/// The faults behind a [`FaultyDevice`], uncounted.
 #[derive(Debug)]
-pub struct FaultyDevice<D: PageDevice> {
+pub struct FaultyIo<D: PageDevice> {
     inner: D,
     page_size: usize,
     capacity: u64,
     plan: FaultPlan,
     state: Mutex<State>,
-    tracker: SharedTracker,
 }
 
 #[derive(Debug)]
@@ -241,16 +243,24 @@ impl<D: PageDevice> FaultyDevice<D> {
             crashed: None,
             crash_records: Vec::new(),
         };
-        FaultyDevice {
+        Counted::wrap(FaultyIo {
             inner,
             page_size,
             capacity,
             plan,
             state: Mutex::new(state),
-            tracker: SharedTracker::default(),
-        }
+        })
     }
 
+    /// Consumes the wrapper and returns the durable device (to "reboot" and
+    /// recover from it). Unsynced writes of a device that has not crashed are lost,
+    /// as if the power had failed and every one of them had been dropped.
+    pub fn into_inner(self) -> D {
+        self.into_uncounted().inner
+    }
+}
+
+impl<D: PageDevice> FaultyIo<D> {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A poisoned lock only means another thread panicked; the state is still consistent.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -287,13 +297,6 @@ impl<D: PageDevice> FaultyDevice<D> {
     /// a crash it holds the post-crash image.
     pub fn durable(&self) -> &D {
         &self.inner
-    }
-
-    /// Consumes the wrapper and returns the durable device (to "reboot" and
-    /// recover from it). Unsynced writes of a device that has not crashed are lost,
-    /// as if the power had failed and every one of them had been dropped.
-    pub fn into_inner(self) -> D {
-        self.inner
     }
 
     /// Crashes the device now: every unsynced write is kept, dropped or torn and
@@ -390,16 +393,16 @@ impl<D: PageDevice> FaultyDevice<D> {
     }
 }
 
-impl<D: PageDevice> super::PageIo for FaultyDevice<D> {
-    fn io_page_size(&self) -> usize {
+impl<D: PageDevice> PageDevice for FaultyIo<D> {
+    fn page_size(&self) -> usize {
         self.page_size
     }
 
-    fn io_capacity(&self) -> u64 {
+    fn capacity(&self) -> u64 {
         self.capacity
     }
 
-    fn io_read(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
+    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
         let mut st = self.lock();
         Self::check_alive(&st)?;
         st.read_calls += 1;
@@ -441,7 +444,7 @@ impl<D: PageDevice> super::PageIo for FaultyDevice<D> {
         Ok(())
     }
 
-    fn io_write(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
+    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         let mut st = self.lock();
         Self::check_alive(&st)?;
         if let Some(limit) = self.plan.full_at_page {
@@ -502,7 +505,7 @@ impl<D: PageDevice> super::PageIo for FaultyDevice<D> {
         Ok(())
     }
 
-    fn io_sync(&self) -> Result<()> {
+    fn sync(&self) -> Result<()> {
         let mut st = self.lock();
         Self::check_alive(&st)?;
         st.sync_calls += 1;
@@ -554,7 +557,7 @@ impl<D: PageDevice> super::PageIo for FaultyDevice<D> {
         Ok(())
     }
 
-    fn io_trim(&self, pages: &[PageId]) -> Result<()> {
+    fn trim(&self, pages: &[PageId]) -> Result<()> {
         let mut st = self.lock();
         Self::check_alive(&st)?;
         for &p in pages {
@@ -563,42 +566,28 @@ impl<D: PageDevice> super::PageIo for FaultyDevice<D> {
         Ok(())
     }
 
-    /// Host-visible counters of this wrapper (reads served from the overlay
-    /// count like any other read).
-    fn io_tracker(&self) -> &SharedTracker {
-        &self.tracker
-    }
-
-    /// The inner device's simulator counters, which reflect only what
-    /// reached the durable medium (a reset of this wrapper's counters leaves
-    /// them alone).
-    fn io_sim_counters(&self) -> Option<SimCounters> {
-        self.inner.stats().sim
-    }
-
-    fn io_describe(&self) -> String {
+    fn describe(&self) -> String {
         format!("faulty({:?}) over {}", self.plan, self.inner.describe())
     }
 
-    fn io_path(&self) -> Option<std::path::PathBuf> {
+    fn path(&self) -> Option<std::path::PathBuf> {
         self.inner.path()
     }
+}
 
-    fn io_hint_tier(&self, pages: &[PageId], tier: super::Tier) -> Result<()> {
-        self.inner.hint_tier(pages, tier)
+impl<D: PageDevice> DeviceExt for FaultyIo<D> {
+    /// No I/O counters (the host-visible I/O, reads served from the
+    /// overlay included, is [`Counted`]'s); the inner device's simulator
+    /// counters, which reflect only what reached the durable medium (a
+    /// reset of this wrapper's counters leaves them alone).
+    fn stats(&self) -> DeviceStats {
+        DeviceStats {
+            sim: self.inner.stats().sim,
+            ..DeviceStats::default()
+        }
     }
 
-    fn io_tiers(&self) -> Option<super::TierReport> {
-        self.inner.tiers()
-    }
-
-    fn io_page_tier(&self, page: PageId) -> Option<super::Tier> {
-        self.inner.page_tier(page)
-    }
-
-    fn io_sim_clock_ns(&self) -> Option<u64> {
-        self.inner.sim_clock_ns()
-    }
+    super::forward_device_ext!(inner: hint_tier, tiers, page_tier, sim_clock_ns);
 }
 
 #[cfg(test)]

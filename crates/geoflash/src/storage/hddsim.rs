@@ -72,7 +72,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use super::{PageId, SharedTracker, SimCounters};
+use super::{Counted, DeviceExt, DeviceStats, PageDevice, PageId, SimCounters};
 use crate::units::{check_page_size, parse_size};
 use crate::{Error, Result};
 
@@ -325,14 +325,16 @@ impl HddSimConfig {
 /// assert!(ms > 10.0 && ms < 100.0, "{ms} ms");
 /// # Ok::<(), geoflash::Error>(())
 /// ```
+pub type HddSim = Counted<HddSimIo>;
+
+/// The disk model behind an [`HddSim`], uncounted.
 #[derive(Debug)]
-pub struct HddSim {
+pub struct HddSimIo {
     config: HddSimConfig,
     page_size: usize,
     capacity: u64,
     geo: Geometry,
     inner: Mutex<HddInner>,
-    tracker: SharedTracker,
 }
 
 /// Derived constants of the model.
@@ -398,6 +400,13 @@ impl HddSim {
     /// A disk of `config` with pages of `page_size` bytes; its capacity is
     /// `capacity_bytes / page_size` pages.
     pub fn new(config: HddSimConfig, page_size: usize) -> Result<Self> {
+        HddSimIo::fresh(config, page_size).map(Counted::wrap)
+    }
+}
+
+impl HddSimIo {
+    /// The model of a disk of `config` (see [`HddSim::new`]).
+    fn fresh(config: HddSimConfig, page_size: usize) -> Result<Self> {
         check_page_size(page_size)?;
         config.validate()?;
         let capacity = config.capacity_bytes / page_size as u64;
@@ -427,13 +436,12 @@ impl HddSim {
                 .unwrap_or(usize::MAX),
             read_ahead_pages: config.read_ahead_bytes / page_size as u64,
         };
-        Ok(HddSim {
+        Ok(HddSimIo {
             config,
             page_size,
             capacity,
             geo,
             inner: Mutex::new(HddInner::default()),
-            tracker: SharedTracker::default(),
         })
     }
 
@@ -448,7 +456,7 @@ impl HddSim {
         self.geo.seek_ns(distance) / 1e6
     }
 
-    /// Simulated nanoseconds since creation or the last [`PageDevice::reset_stats`](super::PageDevice::reset_stats).
+    /// Simulated nanoseconds since creation or the last [`DeviceExt::reset_stats`].
     pub fn sim_time_ns(&self) -> u64 {
         let st = self.lock();
         (st.clock_ns - st.base_ns).max(0.0).round() as u64
@@ -545,16 +553,16 @@ impl HddSim {
     }
 }
 
-impl super::PageIo for HddSim {
-    fn io_page_size(&self) -> usize {
+impl PageDevice for HddSimIo {
+    fn page_size(&self) -> usize {
         self.page_size
     }
 
-    fn io_capacity(&self) -> u64 {
+    fn capacity(&self) -> u64 {
         self.capacity
     }
 
-    fn io_read(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
+    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
         let mut st = self.lock();
         for (&p, out) in pages.iter().zip(buf.chunks_exact_mut(self.page_size)) {
             match st.pages.get(&p) {
@@ -595,7 +603,7 @@ impl super::PageIo for HddSim {
         Ok(())
     }
 
-    fn io_write(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
+    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         let mut st = self.lock();
         for (&p, chunk) in pages.iter().zip(data.chunks_exact(self.page_size)) {
             st.pages.insert(p, chunk.into());
@@ -627,13 +635,13 @@ impl super::PageIo for HddSim {
         Ok(())
     }
 
-    fn io_sync(&self) -> Result<()> {
+    fn sync(&self) -> Result<()> {
         let mut st = self.lock();
         self.destage_all(&mut st);
         Ok(())
     }
 
-    fn io_trim(&self, pages: &[PageId]) -> Result<()> {
+    fn trim(&self, pages: &[PageId]) -> Result<()> {
         let mut st = self.lock();
         for p in pages {
             st.pages.remove(p);
@@ -642,30 +650,7 @@ impl super::PageIo for HddSim {
         Ok(())
     }
 
-    fn io_tracker(&self) -> &SharedTracker {
-        &self.tracker
-    }
-
-    /// `sim_time_ns` the simulated time (the other simulator fields are 0).
-    fn io_sim_counters(&self) -> Option<SimCounters> {
-        Some(SimCounters {
-            sim_time_ns: self.sim_time_ns(),
-            ..SimCounters::default()
-        })
-    }
-
-    fn io_sim_clock_ns(&self) -> Option<u64> {
-        Some(self.lock().clock_ns.max(0.0).round() as u64)
-    }
-
-    /// Resets the reported simulated time (not the contents, the cache or
-    /// the head position).
-    fn io_reset_sim(&self) {
-        let mut st = self.lock();
-        st.base_ns = st.clock_ns;
-    }
-
-    fn io_describe(&self) -> String {
+    fn describe(&self) -> String {
         let c = &self.config;
         format!(
             "hddsim: {} rpm, {} bytes, {} cylinders x {} heads, seek {}/{}/{} ms, media {} MB/s, \
@@ -684,6 +669,31 @@ impl super::PageIo for HddSim {
             c.read_ahead_bytes,
             self.page_size
         )
+    }
+}
+
+impl DeviceExt for HddSimIo {
+    /// No I/O counters (see [`Counted`]); as simulator counters,
+    /// `sim_time_ns` the simulated time (the other fields are 0).
+    fn stats(&self) -> DeviceStats {
+        DeviceStats {
+            sim: Some(SimCounters {
+                sim_time_ns: self.sim_time_ns(),
+                ..SimCounters::default()
+            }),
+            ..DeviceStats::default()
+        }
+    }
+
+    fn sim_clock_ns(&self) -> Option<u64> {
+        Some(self.lock().clock_ns.max(0.0).round() as u64)
+    }
+
+    /// Resets the reported simulated time (not the contents, the cache or
+    /// the head position).
+    fn reset_stats(&self) {
+        let mut st = self.lock();
+        st.base_ns = st.clock_ns;
     }
 }
 

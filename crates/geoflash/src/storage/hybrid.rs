@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::tier_map::{TierGeometry, TierMapStore};
 pub use super::Tier;
-use super::{check_batch, DeviceStats, PageDevice, PageId, SharedTracker, SimCounters};
+use super::{check_batch, Counted, DeviceExt, DeviceStats, PageDevice, PageId, SimCounters};
 use crate::{Error, Result};
 
 /// The spec of a 3D XPoint-like tier on the flash simulator: read 7 µs,
@@ -88,17 +88,19 @@ pub enum MapOpen {
     Open,
 }
 
-/// A device of two tiers (see the module docs).
-pub struct HybridDevice {
+/// A device of two tiers (see the module docs), counted.
+pub type HybridDevice = Counted<HybridIo>;
+
+/// The two tiers behind a [`HybridDevice`] and their placement map, uncounted.
+pub struct HybridIo {
     fast: Arc<dyn PageDevice>,
     slow: Arc<dyn PageDevice>,
     inner: Mutex<Inner>,
     /// Held through a save of the map, so two syncs never write one region at once.
     saving: Mutex<()>,
-    tracker: SharedTracker,
 }
 
-impl std::fmt::Debug for HybridDevice {
+impl std::fmt::Debug for HybridIo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.describe())
     }
@@ -119,13 +121,12 @@ impl HybridDevice {
             fast_limit: fast.capacity(),
             ..Inner::default()
         };
-        Ok(HybridDevice {
+        Ok(Counted::wrap(HybridIo {
             fast,
             slow,
             inner: Mutex::new(inner),
             saving: Mutex::new(()),
-            tracker: SharedTracker::default(),
-        })
+        }))
     }
 
     /// Places pages `0..n` on the fast tier when first written (as far as it has room).
@@ -203,6 +204,9 @@ impl HybridDevice {
         Ok(self)
     }
 
+}
+
+impl HybridIo {
     /// The pages on the fast tier, in order.
     #[cfg(test)]
     pub fn fast_page_ids(&self) -> Vec<PageId> {
@@ -440,16 +444,16 @@ fn add_sim(a: Option<SimCounters>, b: Option<SimCounters>) -> Option<SimCounters
     }
 }
 
-impl super::PageIo for HybridDevice {
-    fn io_page_size(&self) -> usize {
+impl PageDevice for HybridIo {
+    fn page_size(&self) -> usize {
         self.slow.page_size()
     }
 
-    fn io_capacity(&self) -> u64 {
+    fn capacity(&self) -> u64 {
         self.slow.capacity()
     }
 
-    fn io_read(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
+    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
         let ps = self.page_size();
         let (f, s) = self.split_read(pages);
         for (dev, part) in [(&self.fast, &f), (&self.slow, &s)] {
@@ -471,7 +475,7 @@ impl super::PageIo for HybridDevice {
         Ok(())
     }
 
-    fn io_write(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
+    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         let ps = self.page_size();
         let (f, s) = self.split_write(pages)?;
         for (dev, part) in [(&self.fast, &f), (&self.slow, &s)] {
@@ -488,14 +492,14 @@ impl super::PageIo for HybridDevice {
         Ok(())
     }
 
-    fn io_sync(&self) -> Result<()> {
+    fn sync(&self) -> Result<()> {
         self.fast.sync()?;
         self.slow.sync()?;
         // The map last: it names only pages whose contents are durable.
         self.save_map()
     }
 
-    fn io_trim(&self, pages: &[PageId]) -> Result<()> {
+    fn trim(&self, pages: &[PageId]) -> Result<()> {
         // A trimmed page leaves the fast tier; both copies read as zeros.
         let mut slots = Vec::new();
         {
@@ -516,30 +520,7 @@ impl super::PageIo for HybridDevice {
         self.slow.trim(pages)
     }
 
-    fn io_tracker(&self) -> &SharedTracker {
-        &self.tracker
-    }
-
-    /// The tiers' simulator counters, added up.
-    fn io_sim_counters(&self) -> Option<SimCounters> {
-        add_sim(self.fast.stats().sim, self.slow.stats().sim)
-    }
-
-    /// The sum of the tiers' simulated clocks (each tier advances its own).
-    fn io_sim_clock_ns(&self) -> Option<u64> {
-        match (self.fast.sim_clock_ns(), self.slow.sim_clock_ns()) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
-        }
-    }
-
-    /// Resets the tiers' counters.
-    fn io_reset_sim(&self) {
-        self.fast.reset_stats();
-        self.slow.reset_stats();
-    }
-
-    fn io_describe(&self) -> String {
+    fn describe(&self) -> String {
         format!(
             "hybrid(fast={}; slow={}; fast_pages={})",
             self.fast.describe(),
@@ -547,8 +528,33 @@ impl super::PageIo for HybridDevice {
             self.fast_limit()
         )
     }
+}
 
-    fn io_tiers(&self) -> Option<super::TierReport> {
+impl DeviceExt for HybridIo {
+    /// No I/O counters of its own (see [`Counted`]; each tier is counted):
+    /// the tiers' simulator counters, added up.
+    fn stats(&self) -> DeviceStats {
+        DeviceStats {
+            sim: add_sim(self.fast.stats().sim, self.slow.stats().sim),
+            ..DeviceStats::default()
+        }
+    }
+
+    /// The sum of the tiers' simulated clocks (each tier advances its own).
+    fn sim_clock_ns(&self) -> Option<u64> {
+        match (self.fast.sim_clock_ns(), self.slow.sim_clock_ns()) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+        }
+    }
+
+    /// Resets the tiers' counters.
+    fn reset_stats(&self) {
+        self.fast.reset_stats();
+        self.slow.reset_stats();
+    }
+
+    fn tiers(&self) -> Option<super::TierReport> {
         let (fast, slow) = self.tier_stats();
         let g = self.lock();
         Some(super::TierReport {
@@ -560,11 +566,11 @@ impl super::PageIo for HybridDevice {
         })
     }
 
-    fn io_page_tier(&self, page: PageId) -> Option<Tier> {
+    fn page_tier(&self, page: PageId) -> Option<Tier> {
         Some(self.tier_of(page))
     }
 
-    fn io_hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
+    fn hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
         check_batch(pages, 0, 0, self.capacity())?;
         let mut g = self.lock();
         for &p in pages {

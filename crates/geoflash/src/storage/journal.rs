@@ -62,7 +62,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use super::{DeviceStats, PageDevice, PageId, Tier, TierReport};
+use super::{DeviceExt, DeviceStats, PageDevice, PageId};
 use crate::{Error, Result};
 
 const HEADER_MAGIC: [u8; 8] = *b"GFJRNL01";
@@ -614,6 +614,15 @@ impl PageDevice for JournaledDevice {
     fn trim(&self, pages: &[PageId]) -> Result<()> {
         self.change(pages, || self.inner.trim(pages))
     }
+    fn describe(&self) -> String {
+        format!("journaled({})", self.inner.describe())
+    }
+    fn path(&self) -> Option<std::path::PathBuf> {
+        self.inner.path()
+    }
+}
+
+impl DeviceExt for JournaledDevice {
     /// The device's counters with the journal's I/O added: what the index
     /// costs the drive.
     fn stats(&self) -> DeviceStats {
@@ -625,24 +634,7 @@ impl PageDevice for JournaledDevice {
         self.inner.reset_stats();
         self.journal.reset_stats();
     }
-    fn describe(&self) -> String {
-        format!("journaled({})", self.inner.describe())
-    }
-    fn path(&self) -> Option<std::path::PathBuf> {
-        self.inner.path()
-    }
-    fn hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
-        self.inner.hint_tier(pages, tier)
-    }
-    fn tiers(&self) -> Option<TierReport> {
-        self.inner.tiers()
-    }
-    fn page_tier(&self, page: PageId) -> Option<Tier> {
-        self.inner.page_tier(page)
-    }
-    fn sim_clock_ns(&self) -> Option<u64> {
-        self.inner.sim_clock_ns()
-    }
+    super::forward_device_ext!(inner: hint_tier, tiers, page_tier, sim_clock_ns);
 }
 
 #[cfg(test)]

@@ -2,17 +2,20 @@
 //! only in their process.
 use std::sync::Mutex;
 
-use super::{PageId, SharedTracker};
+use super::{Counted, DeviceExt, PageDevice, PageId};
 use crate::units::check_page_size;
 use crate::{Error, Result};
 
-/// A device whose pages live in a hash map (sparse: unwritten pages cost nothing).
+/// A device whose pages live in a hash map (sparse: unwritten pages cost
+/// nothing), counted.
+pub type MemDevice = Counted<MemIo>;
+
+/// The pages of a [`MemDevice`], uncounted.
 #[derive(Debug)]
-pub struct MemDevice {
+pub struct MemIo {
     page_size: usize,
     capacity: u64,
     inner: Mutex<MemInner>,
-    tracker: SharedTracker,
 }
 
 #[derive(Debug, Default)]
@@ -32,14 +35,15 @@ impl MemDevice {
                 "a memory device needs a capacity of at least one page",
             ));
         }
-        Ok(MemDevice {
+        Ok(Counted::wrap(MemIo {
             page_size,
             capacity,
             inner: Mutex::new(MemInner::default()),
-            tracker: SharedTracker::default(),
-        })
+        }))
     }
+}
 
+impl MemIo {
     fn lock(&self) -> std::sync::MutexGuard<'_, MemInner> {
         // A poisoned lock only means another thread panicked; the map is still consistent.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
@@ -51,16 +55,16 @@ impl MemDevice {
     }
 }
 
-impl super::PageIo for MemDevice {
-    fn io_page_size(&self) -> usize {
+impl PageDevice for MemIo {
+    fn page_size(&self) -> usize {
         self.page_size
     }
 
-    fn io_capacity(&self) -> u64 {
+    fn capacity(&self) -> u64 {
         self.capacity
     }
 
-    fn io_read(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
+    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
         let inner = self.lock();
         for (&p, out) in pages.iter().zip(buf.chunks_exact_mut(self.page_size)) {
             match inner.pages.get(&p) {
@@ -71,7 +75,7 @@ impl super::PageIo for MemDevice {
         Ok(())
     }
 
-    fn io_write(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
+    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         let mut inner = self.lock();
         for (&p, chunk) in pages.iter().zip(data.chunks_exact(self.page_size)) {
             inner.pages.insert(p, chunk.into());
@@ -79,11 +83,11 @@ impl super::PageIo for MemDevice {
         Ok(())
     }
 
-    fn io_sync(&self) -> Result<()> {
+    fn sync(&self) -> Result<()> {
         Ok(())
     }
 
-    fn io_trim(&self, pages: &[PageId]) -> Result<()> {
+    fn trim(&self, pages: &[PageId]) -> Result<()> {
         let mut inner = self.lock();
         for p in pages {
             inner.pages.remove(p);
@@ -91,17 +95,15 @@ impl super::PageIo for MemDevice {
         Ok(())
     }
 
-    fn io_tracker(&self) -> &SharedTracker {
-        &self.tracker
-    }
-
-    fn io_describe(&self) -> String {
+    fn describe(&self) -> String {
         format!(
             "mem: page_size={} capacity={} pages",
             self.page_size, self.capacity
         )
     }
 }
+
+impl DeviceExt for MemIo {}
 
 #[cfg(test)]
 mod tests {

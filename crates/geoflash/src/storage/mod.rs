@@ -1,8 +1,10 @@
 //! Page devices: numbered fixed-size pages with batched reads and writes.
 //!
-//! Every device implements [`PageDevice`]. Devices compose like foyer's
-//! decorators: [`FaultyDevice`](faulty::FaultyDevice) wraps any device to
-//! inject crashes and errors; [`FlashSim`](flashsim::FlashSim) and
+//! Every device implements [`PageDevice`]: page I/O and geometry, nothing
+//! else. Devices compose like foyer's decorators:
+//! [`Counted`] wraps a device to check and count every batch (foyer's
+//! `MonitoredIoEngine`); [`FaultyDevice`](faulty::FaultyDevice) wraps any
+//! device to inject crashes and errors; [`FlashSim`](flashsim::FlashSim) and
 //! [`HddSim`](hddsim::HddSim) model hardware that is not present;
 //! [`FileDevice`](file::FileDevice) is the real thing (buffered or `O_DIRECT`,
 //! batches through io_uring where the kernel permits).
@@ -15,17 +17,27 @@
 //! - `sync` makes every completed write durable.
 //!
 //! # Layers
-//! A device implements [`PageIo`], its raw I/O only: batches that are
-//! already checked, a sync, a trim, and the optional hooks (tiers, simulated
-//! clock, simulator counters). Every [`PageIo`] is a [`PageDevice`] through
-//! one blanket implementation that does what all devices share, once:
-//! [`check_batch`], the wall-clock timing of reads, writes and syncs, and the
-//! host-side counters ([`IoCounters`], kept in the device's
-//! [`SharedTracker`]). A batch is counted when its raw I/O succeeded; a
-//! refused or failed one is not. [`TraceDevice`](trace::TraceDevice) forwards
-//! to its inner device (and its counters) and implements [`PageDevice`]
-//! directly, as do `Arc<D>` and `Box<dyn PageDevice>`.
+//! A device's own type moves pages and nothing else (`MemIo`, `FileIo`,
+//! `FlashSimIo`, `HddSimIo`, `HybridIo`, `FaultyIo`). The names the rest of
+//! the crate uses are those types counted: `MemDevice` is
+//! `Counted<MemIo>`, and so on. [`Counted`] does what all devices share,
+//! once: [`check_batch`], the wall-clock timing of reads, writes and syncs,
+//! and the host-side counters ([`IoCounters`]). A batch is counted when the
+//! device's I/O succeeded; a refused or failed one is not.
+//!
+//! What a device offers beyond page I/O is the extension trait
+//! [`DeviceExt`], with defaults for a device that has none of it: its
+//! counters ([`DeviceExt::stats`]: the host counters of [`Counted`], the
+//! simulator counters of a simulated device), the tiers of a two-tier device
+//! ([`DeviceExt::hint_tier`], [`DeviceExt::tiers`], [`DeviceExt::page_tier`])
+//! and the simulated clock ([`DeviceExt::sim_clock_ns`]). It is a
+//! supertrait of [`PageDevice`], so `dyn PageDevice` offers it too.
+//! Decorators that forward to an inner device
+//! ([`TraceDevice`](trace::TraceDevice), the rollback journal, the image
+//! overlay, `Arc<D>`, `Box<dyn PageDevice>`) forward its methods with
+//! `forward_device_ext!`.
 
+pub mod counted;
 pub mod counters;
 #[cfg(test)]
 pub mod faulty;
@@ -40,9 +52,8 @@ pub mod spec;
 pub mod tier_map;
 pub mod trace;
 
-pub use counters::{DeviceStats, IoCounters, SharedTracker, SimCounters};
-
-use std::time::Instant;
+pub use counted::Counted;
+pub use counters::{DeviceStats, IoCounters, SimCounters};
 
 use crate::{Error, Result};
 
@@ -74,9 +85,11 @@ pub struct TierReport {
     pub fallbacks: u64,
 }
 
-/// A device of numbered fixed-size pages. Methods take `&self`: devices are
-/// shared by concurrent readers and synchronise internally.
-pub trait PageDevice: Send + Sync {
+/// A device of numbered fixed-size pages: page I/O and geometry. Methods
+/// take `&self`: devices are shared by concurrent readers and synchronise
+/// internally. What a device offers beyond I/O (counters, tiers, the
+/// simulated clock) is its supertrait [`DeviceExt`].
+pub trait PageDevice: DeviceExt + Send + Sync {
     /// Size of one page in bytes (a power of two from 512 to 65536).
     fn page_size(&self) -> usize;
 
@@ -86,7 +99,8 @@ pub trait PageDevice: Send + Sync {
     /// Reads `pages.len()` pages into `buf` (page `i` at `i * page_size`), submitted as one batch.
     fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()>;
 
-    /// Writes `pages.len()` pages from `data` (page `i` at `i * page_size`), submitted as one batch.
+    /// Writes `pages.len()` pages from `data` (page `i` at `i * page_size`; a
+    /// page that occurs twice ends with its last copy), submitted as one batch.
     fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()>;
 
     /// Makes every completed write durable.
@@ -94,12 +108,6 @@ pub trait PageDevice: Send + Sync {
 
     /// Declares pages unused: they read as zeros afterwards and a flash device may reclaim them.
     fn trim(&self, pages: &[PageId]) -> Result<()>;
-
-    /// Counters since the device was opened (or since [`PageDevice::reset_stats`]).
-    fn stats(&self) -> DeviceStats;
-
-    /// Resets the counters (not the contents).
-    fn reset_stats(&self);
 
     /// One-line description: kind, parameters and, for files, the I/O engine in use.
     fn describe(&self) -> String;
@@ -109,6 +117,32 @@ pub trait PageDevice: Send + Sync {
     fn path(&self) -> Option<std::path::PathBuf> {
         None
     }
+
+    /// Reads one page.
+    fn read(&self, page: PageId, buf: &mut [u8]) -> Result<()> {
+        self.read_batch(&[page], buf)
+    }
+
+    /// Writes one page.
+    fn write(&self, page: PageId, data: &[u8]) -> Result<()> {
+        self.write_batch(&[page], data)
+    }
+}
+
+/// What a device offers beyond page I/O, each with the default of a device
+/// that does not have it: counters, the tiers of a two-tier device, the
+/// simulated clock. The supertrait of [`PageDevice`].
+pub trait DeviceExt {
+    /// Counters since the device was opened (or since
+    /// [`DeviceExt::reset_stats`]): the host-side I/O counted by [`Counted`]
+    /// and, on a simulated device, the simulator's counters. A device's own
+    /// type (not counted) reports zero I/O; the default reports nothing.
+    fn stats(&self) -> DeviceStats {
+        DeviceStats::default()
+    }
+
+    /// Resets the counters (not the contents). Nothing by default.
+    fn reset_stats(&self) {}
 
     /// A placement hint from the layer above: `pages` should live on `tier`
     /// from their next write on. It costs no I/O and never changes what a
@@ -139,21 +173,11 @@ pub trait PageDevice: Send + Sync {
     fn sim_clock_ns(&self) -> Option<u64> {
         None
     }
-
-    /// Reads one page.
-    fn read(&self, page: PageId, buf: &mut [u8]) -> Result<()> {
-        self.read_batch(&[page], buf)
-    }
-
-    /// Writes one page.
-    fn write(&self, page: PageId, data: &[u8]) -> Result<()> {
-        self.write_batch(&[page], data)
-    }
 }
 
 /// Checks a batch request against a device's geometry: buffer length and page ids.
-/// The [`PageDevice`] implementation of every [`PageIo`] calls this before
-/// the raw I/O, so that bad input is reported the same way everywhere.
+/// [`Counted`] calls this before the device's I/O, so that bad input is
+/// reported the same way everywhere.
 pub fn check_batch(
     pages: &[PageId],
     buf_len: usize,
@@ -176,197 +200,64 @@ pub fn check_batch(
     Ok(())
 }
 
-/// The raw I/O of a device, below [`PageDevice`] (see the module's
-/// "Layers"). An implementation moves pages and nothing else: the blanket
-/// `impl<T: PageIo> PageDevice for T` checks every batch with
-/// [`check_batch`] before calling it, times it, and counts it in
-/// [`PageIo::io_tracker`] after it succeeded.
-///
-/// Every method is named `io_*`, so that no name is shared with
-/// [`PageDevice`] (callers use [`PageDevice`]; the raw calls skip the
-/// checks and the counting).
-pub trait PageIo: Send + Sync {
-    /// Size of one page in bytes (a power of two from 512 to 65536).
-    fn io_page_size(&self) -> usize;
-
-    /// Logical capacity in pages: valid page ids are `0..capacity()`.
-    fn io_capacity(&self) -> u64;
-
-    /// Reads `pages` into `buf` (page `i` at `i * page_size`). The batch was
-    /// checked: every id is below the capacity and `buf` holds exactly
-    /// `pages.len()` pages.
-    fn io_read(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()>;
-
-    /// Writes `pages` from `data` (page `i` at `i * page_size`; a page that
-    /// occurs twice ends with its last copy). The batch was checked as for
-    /// [`PageIo::io_read`].
-    fn io_write(&self, pages: &[PageId], data: &[u8]) -> Result<()>;
-
-    /// Makes every completed write durable.
-    fn io_sync(&self) -> Result<()>;
-
-    /// Declares `pages` unused (every id was checked to be below the capacity).
-    fn io_trim(&self, pages: &[PageId]) -> Result<()>;
-
-    /// The host-side counters the blanket [`PageDevice`] implementation keeps
-    /// for this device.
-    fn io_tracker(&self) -> &SharedTracker;
-
-    /// The simulator counters reported by [`PageDevice::stats`] (`None`, the
-    /// default, on a real device).
-    fn io_sim_counters(&self) -> Option<SimCounters> {
-        None
-    }
-
-    /// Resets what this device reports beyond its own [`IoCounters`] (the
-    /// simulator counters' base, the counters of the devices it is made of);
-    /// called by [`PageDevice::reset_stats`]. Nothing by default.
-    fn io_reset_sim(&self) {}
-
-    /// One-line description: kind, parameters and, for files, the I/O engine in use.
-    fn io_describe(&self) -> String;
-
-    /// See [`PageDevice::path`] (`None` by default).
-    fn io_path(&self) -> Option<std::path::PathBuf> {
-        None
-    }
-
-    /// See [`PageDevice::hint_tier`] (ignored by default).
-    fn io_hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
-        let _ = (pages, tier);
-        Ok(())
-    }
-
-    /// See [`PageDevice::tiers`] (`None` by default).
-    fn io_tiers(&self) -> Option<TierReport> {
-        None
-    }
-
-    /// See [`PageDevice::page_tier`] (`None` by default).
-    fn io_page_tier(&self, page: PageId) -> Option<Tier> {
-        let _ = page;
-        None
-    }
-
-    /// See [`PageDevice::sim_clock_ns`] (`None` by default).
-    fn io_sim_clock_ns(&self) -> Option<u64> {
-        None
-    }
-}
-
-/// Which way a counted batch goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Dir {
-    Read,
-    Write,
-}
-
-/// Nanoseconds since `start`, saturated.
-fn elapsed_ns(start: Instant) -> u64 {
-    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// The shared opening of every batch: checks `pages` against a buffer of
-/// `len` bytes and `dev`'s geometry, runs `io`, and counts the batch with
-/// its wall-clock time if `io` succeeded. [`FileDevice`](file::FileDevice)'s
-/// unbounced calls go through it too.
-fn counted<T: PageIo + ?Sized>(
-    dev: &T,
-    dir: Dir,
-    pages: &[PageId],
-    len: usize,
-    io: impl FnOnce() -> Result<()>,
-) -> Result<()> {
-    let page_size = dev.io_page_size();
-    check_batch(pages, len, page_size, dev.io_capacity())?;
-    let start = Instant::now();
-    io()?;
-    let ns = elapsed_ns(start);
-    let mut tracker = dev.io_tracker().lock();
-    match dir {
-        Dir::Read => tracker.record_reads(pages, page_size, ns),
-        Dir::Write => tracker.record_writes(pages, page_size, ns),
-    }
-    Ok(())
-}
-
-impl<T: PageIo> PageDevice for T {
-    fn page_size(&self) -> usize {
-        self.io_page_size()
-    }
-
-    fn capacity(&self) -> u64 {
-        self.io_capacity()
-    }
-
-    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
-        counted(self, Dir::Read, pages, buf.len(), || {
-            self.io_read(pages, buf)
-        })
-    }
-
-    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
-        counted(self, Dir::Write, pages, data.len(), || {
-            self.io_write(pages, data)
-        })
-    }
-
-    fn sync(&self) -> Result<()> {
-        let start = Instant::now();
-        self.io_sync()?;
-        let ns = elapsed_ns(start);
-        self.io_tracker().lock().record_sync(ns);
-        Ok(())
-    }
-
-    fn trim(&self, pages: &[PageId]) -> Result<()> {
-        check_batch(pages, 0, 0, self.io_capacity())?;
-        self.io_trim(pages)?;
-        self.io_tracker().lock().record_trim(pages.len());
-        Ok(())
-    }
-
-    fn stats(&self) -> DeviceStats {
-        DeviceStats {
-            io: self.io_tracker().lock().counters(),
-            sim: self.io_sim_counters(),
+/// Methods of [`DeviceExt`] that forward to another device, inside an
+/// `impl DeviceExt`: `forward_device_ext!(inner: stats, tiers)` forwards
+/// `stats` and `tiers` to the field `inner`; `forward_device_ext!(*:
+/// ...)` to `**self` (a pointer). The methods not named keep their
+/// defaults or are written beside the macro.
+macro_rules! forward_device_ext {
+    (*: $($method:ident),+ $(,)?) => {
+        $($crate::storage::forward_device_ext!(@one [**] $method);)+
+    };
+    ($field:ident: $($method:ident),+ $(,)?) => {
+        $($crate::storage::forward_device_ext!(@one [$field] $method);)+
+    };
+    (@one [$($to:tt)+] stats) => {
+        fn stats(&self) -> $crate::storage::DeviceStats {
+            $crate::storage::forward_device_ext!(@to self [$($to)+]).stats()
         }
-    }
-
-    fn reset_stats(&self) {
-        self.io_tracker().lock().reset();
-        self.io_reset_sim();
-    }
-
-    fn describe(&self) -> String {
-        self.io_describe()
-    }
-
-    fn path(&self) -> Option<std::path::PathBuf> {
-        self.io_path()
-    }
-
-    fn hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
-        self.io_hint_tier(pages, tier)
-    }
-
-    fn tiers(&self) -> Option<TierReport> {
-        self.io_tiers()
-    }
-
-    fn page_tier(&self, page: PageId) -> Option<Tier> {
-        self.io_page_tier(page)
-    }
-
-    fn sim_clock_ns(&self) -> Option<u64> {
-        self.io_sim_clock_ns()
-    }
+    };
+    (@one [$($to:tt)+] reset_stats) => {
+        fn reset_stats(&self) {
+            $crate::storage::forward_device_ext!(@to self [$($to)+]).reset_stats()
+        }
+    };
+    (@one [$($to:tt)+] hint_tier) => {
+        fn hint_tier(
+            &self,
+            pages: &[$crate::storage::PageId],
+            tier: $crate::storage::Tier,
+        ) -> $crate::Result<()> {
+            $crate::storage::forward_device_ext!(@to self [$($to)+]).hint_tier(pages, tier)
+        }
+    };
+    (@one [$($to:tt)+] tiers) => {
+        fn tiers(&self) -> Option<$crate::storage::TierReport> {
+            $crate::storage::forward_device_ext!(@to self [$($to)+]).tiers()
+        }
+    };
+    (@one [$($to:tt)+] page_tier) => {
+        fn page_tier(&self, page: $crate::storage::PageId) -> Option<$crate::storage::Tier> {
+            $crate::storage::forward_device_ext!(@to self [$($to)+]).page_tier(page)
+        }
+    };
+    (@one [$($to:tt)+] sim_clock_ns) => {
+        fn sim_clock_ns(&self) -> Option<u64> {
+            $crate::storage::forward_device_ext!(@to self [$($to)+]).sim_clock_ns()
+        }
+    };
+    (@to $self:ident [**]) => {
+        (**$self)
+    };
+    (@to $self:ident [$field:ident]) => {
+        $self.$field
+    };
 }
+pub(crate) use forward_device_ext;
 
 /// Forwards every call through a pointer, so `Arc<dyn PageDevice>`,
-/// `Box<dyn PageDevice>` and `Arc` of a concrete device are devices too.
-/// (`Box<D>` of a concrete device is not: `Box` may implement [`PageIo`]
-/// downstream, which the blanket implementation above rules out.)
+/// `Box<dyn PageDevice>` and an `Arc` or `Box` of a concrete device are
+/// devices too.
 macro_rules! forward_page_device {
     ([$($generics:tt)*] $ptr:ty) => {
         impl<$($generics)*> PageDevice for $ptr {
@@ -388,36 +279,22 @@ macro_rules! forward_page_device {
             fn trim(&self, pages: &[PageId]) -> Result<()> {
                 (**self).trim(pages)
             }
-            fn stats(&self) -> DeviceStats {
-                (**self).stats()
-            }
-            fn reset_stats(&self) {
-                (**self).reset_stats()
-            }
             fn describe(&self) -> String {
                 (**self).describe()
             }
             fn path(&self) -> Option<std::path::PathBuf> {
                 (**self).path()
             }
-            fn hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
-                (**self).hint_tier(pages, tier)
-            }
-            fn tiers(&self) -> Option<TierReport> {
-                (**self).tiers()
-            }
-            fn page_tier(&self, page: PageId) -> Option<Tier> {
-                (**self).page_tier(page)
-            }
-            fn sim_clock_ns(&self) -> Option<u64> {
-                (**self).sim_clock_ns()
-            }
+        }
+
+        impl<$($generics)*> DeviceExt for $ptr {
+            forward_device_ext!(*: stats, reset_stats, hint_tier, tiers, page_tier, sim_clock_ns);
         }
     };
 }
 
 forward_page_device!([D: PageDevice + ?Sized] std::sync::Arc<D>);
-forward_page_device!([] Box<dyn PageDevice>);
+forward_page_device!([D: PageDevice + ?Sized] Box<D>);
 
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use super::{DeviceStats, PageDevice, PageId, Tier, TierReport};
+use super::{DeviceExt, PageDevice, PageId, Tier};
 use crate::{Error, Result};
 
 /// A device whose writes stay in memory and whose reads see them first.
@@ -83,31 +83,20 @@ impl PageDevice for ImageOverlay {
     fn trim(&self, _pages: &[PageId]) -> Result<()> {
         Err(Error::invalid("a read-only view of a device trims nothing"))
     }
-    fn stats(&self) -> DeviceStats {
-        self.inner.stats()
-    }
-    fn reset_stats(&self) {
-        self.inner.reset_stats();
-    }
     fn describe(&self) -> String {
         format!("read-only view of {}", self.inner.describe())
     }
     fn path(&self) -> Option<std::path::PathBuf> {
         self.inner.path()
     }
+}
+
+impl DeviceExt for ImageOverlay {
     /// Ignored: nothing is written to a tier.
     fn hint_tier(&self, _pages: &[PageId], _tier: Tier) -> Result<()> {
         Ok(())
     }
-    fn tiers(&self) -> Option<TierReport> {
-        self.inner.tiers()
-    }
-    fn page_tier(&self, page: PageId) -> Option<Tier> {
-        self.inner.page_tier(page)
-    }
-    fn sim_clock_ns(&self) -> Option<u64> {
-        self.inner.sim_clock_ns()
-    }
+    super::forward_device_ext!(inner: stats, reset_stats, tiers, page_tier, sim_clock_ns);
 }
 
 #[cfg(test)]

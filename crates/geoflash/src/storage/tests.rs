@@ -1,8 +1,9 @@
 //! The contract every device shares, checked on every kind of device: the
-//! counters match the operations issued (issue 20, item 5: the checks and
-//! the counting live once, in the blanket [`PageDevice`] of every
-//! [`PageIo`](super::PageIo)), contents read back as written, and invalid
-//! batches are refused with an error that changes nothing.
+//! counters match the operations issued (issue 20, item 5, and issue 45,
+//! item 6: the checks and the counting live once, in the
+//! [`Counted`](super::Counted) wrapper every device is opened in), contents
+//! read back as written, and invalid batches are refused with an error that
+//! changes nothing.
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -96,7 +97,7 @@ fn devices(dir: &std::path::Path) -> Vec<(String, Arc<dyn PageDevice>)> {
 }
 
 /// The counters a run of operations must leave, kept independently of
-/// [`super::IoTracker`]: the page ids of every read (and write) in issue
+/// [`super::counters::IoTracker`]: the page ids of every read (and write) in issue
 /// order, classified only at the end.
 #[derive(Default)]
 struct Expected {

@@ -34,7 +34,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::{DeviceStats, PageDevice, PageId};
+use super::{DeviceExt, PageDevice, PageId};
 use crate::{Error, Result};
 
 /// The first bytes of a trace file.
@@ -501,12 +501,6 @@ impl<D: PageDevice> PageDevice for TraceDevice<D> {
         self.inner.trim(pages)?;
         self.record(TraceOp::Trim(pages.to_vec()), start)
     }
-    fn stats(&self) -> DeviceStats {
-        self.inner.stats()
-    }
-    fn reset_stats(&self) {
-        self.inner.reset_stats()
-    }
     fn describe(&self) -> String {
         format!("trace({})", self.inner.describe())
     }
@@ -514,22 +508,17 @@ impl<D: PageDevice> PageDevice for TraceDevice<D> {
     fn path(&self) -> Option<PathBuf> {
         self.inner.path()
     }
+}
 
-    fn hint_tier(&self, pages: &[PageId], tier: super::Tier) -> Result<()> {
-        self.inner.hint_tier(pages, tier)
-    }
-
-    fn tiers(&self) -> Option<super::TierReport> {
-        self.inner.tiers()
-    }
-
-    fn page_tier(&self, page: PageId) -> Option<super::Tier> {
-        self.inner.page_tier(page)
-    }
-
-    fn sim_clock_ns(&self) -> Option<u64> {
-        self.inner.sim_clock_ns()
-    }
+impl<D: PageDevice> DeviceExt for TraceDevice<D> {
+    super::forward_device_ext!(
+        inner: stats,
+        reset_stats,
+        hint_tier,
+        tiers,
+        page_tier,
+        sim_clock_ns
+    );
 }
 
 /// What a replay submitted.
@@ -625,6 +614,7 @@ pub fn replay(trace: &Trace, device: &dyn PageDevice) -> Result<ReplaySummary> {
 mod tests {
     use super::*;
     use crate::storage::flashsim::FlashSim;
+    use crate::storage::DeviceStats;
     use crate::storage::hddsim::HddSim;
     use crate::storage::mem::MemDevice;
     use proptest::prelude::*;

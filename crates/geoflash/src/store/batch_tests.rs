@@ -13,7 +13,7 @@ use super::NodeStore;
 use crate::geom::{Point, Rect};
 use crate::index::{min_dist, IndexKind, Predicate, RTree, ReadMode, TreeParams};
 use crate::storage::mem::MemDevice;
-use crate::storage::{PageDevice, PageId};
+use crate::storage::PageId;
 
 const PAGE: usize = 512;
 

@@ -15,7 +15,7 @@
 //! bounce buffers, how a batch's pages become spans of the file, trim);
 //! the private `engine` submodule submits those spans (psync, or io_uring
 //! with its pool of rings); the counting and the checks of every batch are
-//! [`PageDevice`](super::PageDevice)'s, through [`PageIo`](super::PageIo). All `unsafe` code
+//! [`Counted`]'s (a [`FileDevice`] is a counted [`FileIo`]). All `unsafe` code
 //! (aligned allocation, io_uring, `fallocate`) lives in the private `sys`
 //! submodule.
 use std::collections::HashSet;
@@ -26,9 +26,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use super::{PageId, SharedTracker};
 #[cfg(test)]
-use super::{counted, Dir, PageDevice};
+use super::counted::Dir;
+use super::{Counted, DeviceExt, PageDevice, PageId};
 use crate::units::check_page_size;
 use crate::{Error, Result};
 
@@ -94,9 +94,12 @@ pub fn check_direct_alignment(addr: usize, len: usize, align: usize) -> Result<(
     Ok(())
 }
 
-/// A page device backed by a file.
+/// A page device backed by a file, counted.
+pub type FileDevice = Counted<FileIo>;
+
+/// The file behind a [`FileDevice`], uncounted.
 #[derive(Debug)]
-pub struct FileDevice {
+pub struct FileIo {
     path: PathBuf,
     file: File,
     page_size: usize,
@@ -107,7 +110,6 @@ pub struct FileDevice {
     /// How spans reach the kernel (psync or io_uring).
     engine: Engine,
     bounce: Mutex<Vec<AlignedBuf>>,
-    tracker: SharedTracker,
     punch_hole_works: AtomicBool,
 }
 
@@ -126,6 +128,36 @@ impl FileDevice {
     /// explicit [`IoEngine::Uring`] when io_uring is unavailable; any error
     /// opening the file.
     pub fn open(path: &Path, page_size: usize, opts: FileDeviceOptions) -> Result<FileDevice> {
+        FileIo::open(path, page_size, opts).map(Counted::wrap)
+    }
+
+    /// Reads a batch into `buf` without bouncing: in direct mode `buf` must be
+    /// aligned to [`DIRECT_MEM_ALIGN`], else [`Error::MisalignedBuffer`].
+    /// Counted in the statistics like [`PageDevice::read_batch`].
+    #[cfg(test)]
+    pub fn read_batch_raw(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
+        let len = buf.len();
+        self.count(Dir::Read, pages, len, || {
+            self.check_unbounced(buf)?;
+            self.read_into(pages, buf)
+        })
+    }
+
+    /// Writes a batch from `data` without bouncing: in direct mode `data`
+    /// must be aligned to [`DIRECT_MEM_ALIGN`], else [`Error::MisalignedBuffer`].
+    #[cfg(test)]
+    pub fn write_batch_raw(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
+        self.count(Dir::Write, pages, data.len(), || {
+            self.check_writable()?;
+            self.check_unbounced(data)?;
+            self.write_from(pages, data)
+        })
+    }
+}
+
+impl FileIo {
+    /// The file of [`FileDevice::open`], uncounted.
+    fn open(path: &Path, page_size: usize, opts: FileDeviceOptions) -> Result<FileIo> {
         check_page_size(page_size)?;
         let capacity = if opts.capacity_pages == 0 {
             (DEFAULT_CAPACITY_BYTES / page_size as u64).max(1)
@@ -186,7 +218,7 @@ impl FileDevice {
                 Engine::psync(path, page_size)
             }),
         };
-        Ok(FileDevice {
+        Ok(FileIo {
             path: path.to_path_buf(),
             file,
             page_size,
@@ -194,7 +226,6 @@ impl FileDevice {
             direct: opts.direct,
             engine,
             bounce: Mutex::new(Vec::new()),
-            tracker: SharedTracker::default(),
             punch_hole_works: AtomicBool::new(true),
             read_only: opts.read_only,
         })
@@ -223,28 +254,6 @@ impl FileDevice {
             .checked_mul(self.page_size)
             .ok_or_else(|| Error::invalid("buffer too large"))?;
         AlignedBuf::new(len, self.buf_align())
-    }
-
-    /// Reads a batch into `buf` without bouncing: in direct mode `buf` must be
-    /// aligned to [`DIRECT_MEM_ALIGN`], else [`Error::MisalignedBuffer`].
-    /// Counted in the statistics like [`PageDevice::read_batch`](super::PageDevice::read_batch).
-    #[cfg(test)]
-    pub fn read_batch_raw(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
-        counted(self, Dir::Read, pages, buf.len(), || {
-            self.check_unbounced(buf)?;
-            self.read_into(pages, buf)
-        })
-    }
-
-    /// Writes a batch from `data` without bouncing: in direct mode `data`
-    /// must be aligned to [`DIRECT_MEM_ALIGN`], else [`Error::MisalignedBuffer`].
-    #[cfg(test)]
-    pub fn write_batch_raw(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
-        counted(self, Dir::Write, pages, data.len(), || {
-            self.check_writable()?;
-            self.check_unbounced(data)?;
-            self.write_from(pages, data)
-        })
     }
 
     /// In direct mode, an error unless `buf` may be used for `O_DIRECT` as it is.
@@ -404,16 +413,16 @@ fn has_duplicates(pages: &[PageId]) -> bool {
     !pages.iter().all(|p| seen.insert(*p))
 }
 
-impl super::PageIo for FileDevice {
-    fn io_page_size(&self) -> usize {
+impl PageDevice for FileIo {
+    fn page_size(&self) -> usize {
         self.page_size
     }
 
-    fn io_capacity(&self) -> u64 {
+    fn capacity(&self) -> u64 {
         self.capacity
     }
 
-    fn io_read(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
+    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
         if self.usable_directly(buf) {
             return self.read_into(pages, buf);
         }
@@ -426,7 +435,7 @@ impl super::PageIo for FileDevice {
         result
     }
 
-    fn io_write(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
+    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         self.check_writable()?;
         if self.usable_directly(data) {
             return self.write_from(pages, data);
@@ -443,7 +452,7 @@ impl super::PageIo for FileDevice {
         result
     }
 
-    fn io_sync(&self) -> Result<()> {
+    fn sync(&self) -> Result<()> {
         self.file.sync_data().map_err(|source| Error::Io {
             path: self.path.clone(),
             page: None,
@@ -451,7 +460,7 @@ impl super::PageIo for FileDevice {
         })
     }
 
-    fn io_trim(&self, pages: &[PageId]) -> Result<()> {
+    fn trim(&self, pages: &[PageId]) -> Result<()> {
         self.check_writable()?;
         let mut sorted = pages.to_vec();
         sorted.sort_unstable();
@@ -485,11 +494,7 @@ impl super::PageIo for FileDevice {
         Ok(())
     }
 
-    fn io_tracker(&self) -> &SharedTracker {
-        &self.tracker
-    }
-
-    fn io_describe(&self) -> String {
+    fn describe(&self) -> String {
         format!(
             "file: path={} direct={} engine={} page_size={} capacity={} pages",
             self.path.display(),
@@ -500,10 +505,12 @@ impl super::PageIo for FileDevice {
         )
     }
 
-    fn io_path(&self) -> Option<PathBuf> {
+    fn path(&self) -> Option<PathBuf> {
         Some(self.path.clone())
     }
 }
+
+impl DeviceExt for FileIo {}
 
 #[cfg(test)]
 mod tests;

@@ -67,16 +67,20 @@ pub use config::FlashSimConfig;
 #[cfg(test)]
 pub use config::{FtlMode, GcPolicy, CONFIG_KEYS, PRESETS};
 
-use super::{PageId, SharedTracker, SimCounters};
+use super::{Counted, DeviceExt, DeviceStats, PageDevice, PageId, SimCounters};
 use crate::units::check_page_size;
 use crate::{Error, Result};
 use flashdbsim::Engine;
 use ftl::NandCounters;
 use timing::Timeline;
 
-/// A simulated NAND flash device with a page-mapping FTL (see the module documentation).
+/// A simulated NAND flash device with a page-mapping FTL (see the module
+/// documentation), counted.
+pub type FlashSim = Counted<FlashSimIo>;
+
+/// The simulator behind a [`FlashSim`], uncounted.
 #[derive(Debug)]
-pub struct FlashSim {
+pub struct FlashSimIo {
     config: FlashSimConfig,
     host_page_size: usize,
     /// Flash pages per host page (1 when the host page is not larger).
@@ -85,7 +89,6 @@ pub struct FlashSim {
     host_per_flash: u64,
     capacity: u64,
     inner: Mutex<Inner>,
-    tracker: SharedTracker,
 }
 
 #[derive(Debug)]
@@ -118,6 +121,19 @@ pub struct FlashSimDetail {
 impl FlashSim {
     /// A fresh (erased) simulated device for `host_page_size`-byte host pages.
     pub fn new(config: FlashSimConfig, host_page_size: usize) -> Result<FlashSim> {
+        FlashSimIo::fresh(config, host_page_size).map(Counted::wrap)
+    }
+
+    /// Parses the parameter part of a `flashsim:` spec (see
+    /// [`FlashSimConfig::from_params`]) and builds the device.
+    pub fn from_params(params: &str, host_page_size: usize) -> Result<FlashSim> {
+        FlashSim::new(FlashSimConfig::from_params(params)?, host_page_size)
+    }
+}
+
+impl FlashSimIo {
+    /// A fresh (erased) simulator for `host_page_size`-byte host pages.
+    fn fresh(config: FlashSimConfig, host_page_size: usize) -> Result<FlashSimIo> {
         config.validate()?;
         check_page_size(host_page_size)?;
         let flash = config.flash_page_size;
@@ -148,7 +164,7 @@ impl FlashSim {
             config.erase_ns,
             config.transfer_ns_per_page(),
         );
-        Ok(FlashSim {
+        Ok(FlashSimIo {
             config,
             host_page_size,
             flash_per_host,
@@ -161,14 +177,7 @@ impl FlashSim {
                 base: NandCounters::default(),
                 time_base: 0,
             }),
-            tracker: SharedTracker::default(),
         })
-    }
-
-    /// Parses the parameter part of a `flashsim:` spec (see
-    /// [`FlashSimConfig::from_params`]) and builds the device.
-    pub fn from_params(params: &str, host_page_size: usize) -> Result<FlashSim> {
-        FlashSim::new(FlashSimConfig::from_params(params)?, host_page_size)
     }
 
     /// The configuration this device was built with.
@@ -249,16 +258,16 @@ impl FlashSim {
     }
 }
 
-impl super::PageIo for FlashSim {
-    fn io_page_size(&self) -> usize {
+impl PageDevice for FlashSimIo {
+    fn page_size(&self) -> usize {
         self.host_page_size
     }
 
-    fn io_capacity(&self) -> u64 {
+    fn capacity(&self) -> u64 {
         self.capacity
     }
 
-    fn io_read(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
+    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
         let mut guard = self.lock();
         let inner = &mut *guard;
         let t0 = inner.timeline.begin();
@@ -279,7 +288,7 @@ impl super::PageIo for FlashSim {
         Ok(())
     }
 
-    fn io_write(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
+    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         let mut guard = self.lock();
         let inner = &mut *guard;
         inner.ftl.check_capacity()?;
@@ -312,12 +321,12 @@ impl super::PageIo for FlashSim {
         result
     }
 
-    fn io_sync(&self) -> Result<()> {
+    fn sync(&self) -> Result<()> {
         // Programs complete before a batch returns: nothing is volatile.
         Ok(())
     }
 
-    fn io_trim(&self, pages: &[PageId]) -> Result<()> {
+    fn trim(&self, pages: &[PageId]) -> Result<()> {
         let mut guard = self.lock();
         let inner = &mut *guard;
         for &h in pages {
@@ -335,48 +344,7 @@ impl super::PageIo for FlashSim {
         Ok(())
     }
 
-    fn io_tracker(&self) -> &SharedTracker {
-        &self.tracker
-    }
-
-    fn io_sim_counters(&self) -> Option<SimCounters> {
-        let inner = self.lock();
-        let c = inner.ftl.counters();
-        let b = inner.base;
-        let host = c.host_programs - b.host_programs;
-        let programs = c.programs - b.programs;
-        let (erase_count_min, erase_count_mean, erase_count_max) = inner.ftl.erase_spread();
-        Some(SimCounters {
-            nand_reads: c.reads - b.reads,
-            nand_programs: programs,
-            nand_erases: c.erases - b.erases,
-            gc_copies: c.gc_copies - b.gc_copies,
-            gc_runs: c.gc_runs - b.gc_runs,
-            retired_blocks: inner.ftl.retired_blocks(),
-            device_write_amplification: if host == 0 {
-                0.0
-            } else {
-                programs as f64 / host as f64
-            },
-            erase_count_min,
-            erase_count_mean,
-            erase_count_max,
-            sim_time_ns: inner.ftl.now(&inner.timeline) - inner.time_base,
-        })
-    }
-
-    fn io_sim_clock_ns(&self) -> Option<u64> {
-        let inner = self.lock();
-        Some(inner.ftl.now(&inner.timeline))
-    }
-
-    fn io_reset_sim(&self) {
-        let mut inner = self.lock();
-        inner.base = inner.ftl.counters();
-        inner.time_base = inner.ftl.now(&inner.timeline);
-    }
-
-    fn io_describe(&self) -> String {
+    fn describe(&self) -> String {
         let c = &self.config;
         format!(
             "flashsim: preset={} ftl={} capacity={} B ({} blocks of {} × {} B pages) planes={} \
@@ -408,7 +376,52 @@ impl super::PageIo for FlashSim {
     }
 }
 
-impl FlashSim {
+impl DeviceExt for FlashSimIo {
+    /// No I/O counters (see [`Counted`]); the NAND counters since the last reset.
+    fn stats(&self) -> DeviceStats {
+        let inner = self.lock();
+        let c = inner.ftl.counters();
+        let b = inner.base;
+        let host = c.host_programs - b.host_programs;
+        let programs = c.programs - b.programs;
+        let (erase_count_min, erase_count_mean, erase_count_max) = inner.ftl.erase_spread();
+        let sim = SimCounters {
+            nand_reads: c.reads - b.reads,
+            nand_programs: programs,
+            nand_erases: c.erases - b.erases,
+            gc_copies: c.gc_copies - b.gc_copies,
+            gc_runs: c.gc_runs - b.gc_runs,
+            retired_blocks: inner.ftl.retired_blocks(),
+            device_write_amplification: if host == 0 {
+                0.0
+            } else {
+                programs as f64 / host as f64
+            },
+            erase_count_min,
+            erase_count_mean,
+            erase_count_max,
+            sim_time_ns: inner.ftl.now(&inner.timeline) - inner.time_base,
+        };
+        DeviceStats {
+            sim: Some(sim),
+            ..DeviceStats::default()
+        }
+    }
+
+    fn sim_clock_ns(&self) -> Option<u64> {
+        let inner = self.lock();
+        Some(inner.ftl.now(&inner.timeline))
+    }
+
+    /// Resets the NAND counters' base and the reported simulated time.
+    fn reset_stats(&self) {
+        let mut inner = self.lock();
+        inner.base = inner.ftl.counters();
+        inner.time_base = inner.ftl.now(&inner.timeline);
+    }
+}
+
+impl FlashSimIo {
     /// Writes host pages smaller than a flash page: one (read-modify-)write per
     /// distinct flash page of the batch, in order of first appearance.
     fn write_shared(

@@ -22,7 +22,8 @@ use serde::{Deserialize, Serialize};
 
 use super::flashdbsim::Engine;
 use super::ftl::FtlImage;
-use super::{FlashSim, FlashSimConfig};
+use super::{FlashSim, FlashSimConfig, FlashSimIo};
+use crate::storage::Counted;
 use crate::{Error, Result};
 
 const MAGIC: &[u8; 12] = b"GEOFLASHSIM\0";
@@ -94,6 +95,26 @@ impl<'a> Cursor<'a> {
 }
 
 impl FlashSim {
+    /// Loads a simulator saved by [`FlashSim::save`] (counters start at zero).
+    pub fn load(path: &Path) -> Result<FlashSim> {
+        let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
+        FlashSimIo::decode(&bytes)
+            .map(Counted::wrap)
+            .map_err(|e| e.in_file(path))
+    }
+
+    /// Loads a simulator from a stream written by [`FlashSim::save_to`].
+    #[cfg(test)]
+    pub fn load_from(input: &mut impl Read) -> Result<FlashSim> {
+        let mut bytes = Vec::new();
+        input
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_error(Path::new("<stream>"), e))?;
+        FlashSimIo::decode(&bytes).map(Counted::wrap)
+    }
+}
+
+impl FlashSimIo {
     /// Writes the simulator's state (configuration, FTL tables, contents) to `out`.
     #[cfg(test)]
     pub fn save_to(&self, out: &mut impl Write) -> Result<()> {
@@ -120,22 +141,6 @@ impl FlashSim {
             }
         }
         Ok(())
-    }
-
-    /// Loads a simulator saved by [`FlashSim::save`] (counters start at zero).
-    pub fn load(path: &Path) -> Result<FlashSim> {
-        let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
-        Self::decode(&bytes).map_err(|e| e.in_file(path))
-    }
-
-    /// Loads a simulator from a stream written by [`FlashSim::save_to`].
-    #[cfg(test)]
-    pub fn load_from(input: &mut impl Read) -> Result<FlashSim> {
-        let mut bytes = Vec::new();
-        input
-            .read_to_end(&mut bytes)
-            .map_err(|e| io_error(Path::new("<stream>"), e))?;
-        Self::decode(&bytes)
     }
 
     fn encode(&self) -> Result<Vec<u8>> {
@@ -182,7 +187,7 @@ impl FlashSim {
         Ok(out)
     }
 
-    fn decode(bytes: &[u8]) -> Result<FlashSim> {
+    fn decode(bytes: &[u8]) -> Result<FlashSimIo> {
         let (body, crc) = bytes
             .split_last_chunk::<4>()
             .ok_or_else(|| corrupt("shorter than its checksum"))?;
@@ -219,7 +224,7 @@ impl FlashSim {
                 "the image is smaller than its configuration's tables",
             ));
         }
-        let sim = FlashSim::new(header.config, header.host_page_size)?;
+        let sim = FlashSimIo::fresh(header.config, header.host_page_size)?;
         let next_plane = c.u64()?;
         let seq = c.u64()?;
         let wl_cursor = c.u64()?;

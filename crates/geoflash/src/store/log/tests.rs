@@ -11,7 +11,7 @@ use super::record::{decode, Decoded};
 use super::*;
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
-use crate::storage::{DeviceStats, PageDevice, PageId};
+use crate::storage::{DeviceExt, DeviceStats, PageDevice, PageId};
 use crate::store::OpId;
 use crate::Error;
 
@@ -595,12 +595,14 @@ impl PageDevice for Recording {
     fn trim(&self, pages: &[PageId]) -> crate::Result<()> {
         self.inner.trim(pages)
     }
-    fn stats(&self) -> DeviceStats {
-        self.inner.stats()
-    }
-    fn reset_stats(&self) {}
     fn describe(&self) -> String {
         "recording".into()
+    }
+}
+
+impl DeviceExt for Recording {
+    fn stats(&self) -> DeviceStats {
+        self.inner.stats()
     }
 }
 

@@ -1,0 +1,160 @@
+//! [`Counted`]: the one device that counts. It wraps any device, checks
+//! every batch against the device's geometry ([`check_batch`]), times
+//! reads, writes and syncs, and keeps the host-side counters
+//! ([`IoCounters`]) of the batches that succeeded, as foyer's
+//! `MonitoredIoEngine` does around an I/O engine. The devices themselves
+//! carry no counters.
+use std::ops::Deref;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+use super::counters::IoTracker;
+use super::{check_batch, DeviceExt, DeviceStats, PageDevice, PageId};
+use crate::Result;
+
+/// A device whose batches are checked and counted (see the
+/// [module docs](self)). It dereferences to the device it wraps, for the
+/// methods of that device's own (`FlashSim`'s image, `FaultyDevice`'s
+/// crash control); page I/O goes through [`Counted`]'s [`PageDevice`].
+#[derive(Debug)]
+pub struct Counted<D> {
+    inner: D,
+    tracker: Mutex<IoTracker>,
+}
+
+/// Which way a counted batch goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dir {
+    /// A read batch.
+    Read,
+    /// A write batch.
+    Write,
+}
+
+/// Nanoseconds since `start`, saturated.
+fn elapsed_ns(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl<D: PageDevice> Counted<D> {
+    /// `inner`, counted from zero.
+    pub fn wrap(inner: D) -> Self {
+        Counted {
+            inner,
+            tracker: Mutex::new(IoTracker::default()),
+        }
+    }
+
+    /// The device inside, uncounted.
+    pub fn into_uncounted(self) -> D {
+        self.inner
+    }
+
+    /// The counters. A poisoned lock only means another thread panicked
+    /// between two updates; the counters are still usable.
+    fn tracker(&self) -> MutexGuard<'_, IoTracker> {
+        self.tracker.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counters since the device was opened or reset: this wrapper's host
+    /// counters and the simulator counters of the device inside.
+    pub fn stats(&self) -> DeviceStats {
+        DeviceStats {
+            io: self.tracker().counters(),
+            sim: self.inner.stats().sim,
+        }
+    }
+
+    /// Resets the counters, this wrapper's and the device's (not the contents).
+    pub fn reset_stats(&self) {
+        self.tracker().reset();
+        self.inner.reset_stats();
+    }
+
+    /// The shared opening of every batch: checks `pages` against a buffer of
+    /// `len` bytes and the device's geometry, runs `io`, and counts the
+    /// batch with its wall-clock time if `io` succeeded. `FileDevice`'s
+    /// unbounced calls go through it too.
+    pub(crate) fn count(
+        &self,
+        dir: Dir,
+        pages: &[PageId],
+        len: usize,
+        io: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let page_size = self.inner.page_size();
+        check_batch(pages, len, page_size, self.inner.capacity())?;
+        let start = Instant::now();
+        io()?;
+        let ns = elapsed_ns(start);
+        let mut tracker = self.tracker();
+        match dir {
+            Dir::Read => tracker.record_reads(pages, page_size, ns),
+            Dir::Write => tracker.record_writes(pages, page_size, ns),
+        }
+        Ok(())
+    }
+}
+
+impl<D> Deref for Counted<D> {
+    type Target = D;
+    fn deref(&self) -> &D {
+        &self.inner
+    }
+}
+
+impl<D: PageDevice> PageDevice for Counted<D> {
+    fn page_size(&self) -> usize {
+        self.inner.page_size()
+    }
+
+    fn capacity(&self) -> u64 {
+        self.inner.capacity()
+    }
+
+    fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
+        let len = buf.len();
+        self.count(Dir::Read, pages, len, || self.inner.read_batch(pages, buf))
+    }
+
+    fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
+        self.count(Dir::Write, pages, data.len(), || {
+            self.inner.write_batch(pages, data)
+        })
+    }
+
+    fn sync(&self) -> Result<()> {
+        let start = Instant::now();
+        self.inner.sync()?;
+        let ns = elapsed_ns(start);
+        self.tracker().record_sync(ns);
+        Ok(())
+    }
+
+    fn trim(&self, pages: &[PageId]) -> Result<()> {
+        check_batch(pages, 0, 0, self.inner.capacity())?;
+        self.inner.trim(pages)?;
+        self.tracker().record_trim(pages.len());
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn path(&self) -> Option<std::path::PathBuf> {
+        self.inner.path()
+    }
+}
+
+impl<D: PageDevice> DeviceExt for Counted<D> {
+    fn stats(&self) -> DeviceStats {
+        Counted::stats(self)
+    }
+
+    fn reset_stats(&self) {
+        Counted::reset_stats(self)
+    }
+
+    super::forward_device_ext!(inner: hint_tier, tiers, page_tier, sim_clock_ns);
+}
