@@ -21,6 +21,7 @@ use crate::page::{Entry, Node};
 use crate::storage::PageId;
 use crate::Result;
 
+mod absorb;
 pub mod accounting;
 pub mod alloc;
 #[cfg(test)]

@@ -1,0 +1,97 @@
+//! How a store's counters join the record of an operation batch
+//! ([`Stats::absorb_store`]): here, beside the store's counters, so that
+//! [`crate::metrics`] knows nothing of the layers that feed it.
+use super::StoreStats;
+use crate::metrics::{add_levels, Stats};
+
+impl Stats {
+    /// Adds a store's counters (node traffic, by level too, buffer hits and
+    /// misses, flushes, created and deleted nodes, committed operations, log
+    /// counters, phase times); the buffer peak is the larger of the two.
+    pub fn absorb_store(&mut self, store: &StoreStats) {
+        let StoreStats {
+            node_gets,
+            buffer_hits,
+            buffer_misses,
+            node_reads,
+            node_writes,
+            nodes_created,
+            nodes_deleted,
+            flushes,
+            flushed_nodes,
+            ops_committed,
+            peak_buffer_bytes,
+            log_records,
+            log_bytes,
+            log_pages_written,
+            log_syncs,
+            compactions,
+            forced_flushes,
+            page_images,
+            page_image_bytes,
+            tc_seq,
+            tc_str,
+            tc_both,
+            tc_fallback,
+            precached,
+            ref node_reads_by_level,
+            ref node_writes_by_level,
+            ref times,
+            ..
+        } = *store;
+        add_levels(&mut self.node_reads_by_level, node_reads_by_level);
+        add_levels(&mut self.node_writes_by_level, node_writes_by_level);
+        self.times.add(times);
+        self.node_gets = self.node_gets.saturating_add(node_gets);
+        self.buffer_hits = self.buffer_hits.saturating_add(buffer_hits);
+        self.buffer_misses = self.buffer_misses.saturating_add(buffer_misses);
+        self.node_reads = self.node_reads.saturating_add(node_reads);
+        self.node_writes = self.node_writes.saturating_add(node_writes);
+        self.nodes_created = self.nodes_created.saturating_add(nodes_created);
+        self.nodes_deleted = self.nodes_deleted.saturating_add(nodes_deleted);
+        self.flushes = self.flushes.saturating_add(flushes);
+        self.flushed_nodes = self.flushed_nodes.saturating_add(flushed_nodes);
+        self.ops_committed = self.ops_committed.saturating_add(ops_committed);
+        self.peak_buffer_bytes = self.peak_buffer_bytes.max(peak_buffer_bytes);
+        self.log_records = self.log_records.saturating_add(log_records);
+        self.log_bytes = self.log_bytes.saturating_add(log_bytes);
+        self.log_pages_written = self.log_pages_written.saturating_add(log_pages_written);
+        self.log_syncs = self.log_syncs.saturating_add(log_syncs);
+        self.compactions = self.compactions.saturating_add(compactions);
+        self.forced_flushes = self.forced_flushes.saturating_add(forced_flushes);
+        self.page_images = self.page_images.saturating_add(page_images);
+        self.page_image_bytes = self.page_image_bytes.saturating_add(page_image_bytes);
+        self.tc_seq = self.tc_seq.saturating_add(tc_seq);
+        self.tc_str = self.tc_str.saturating_add(tc_str);
+        self.tc_both = self.tc_both.saturating_add(tc_both);
+        self.tc_fallback = self.tc_fallback.saturating_add(tc_fallback);
+        self.precached = self.precached.saturating_add(precached);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_s_counters_add_up_and_keep_the_larger_peak() {
+        let mut s = Stats::new("q");
+        let st = StoreStats {
+            buffer_hits: 3,
+            buffer_misses: 1,
+            flushes: 2,
+            flushed_nodes: 9,
+            peak_buffer_bytes: 100,
+            ..StoreStats::default()
+        };
+        s.absorb_store(&st);
+        s.absorb_store(&StoreStats {
+            peak_buffer_bytes: 50,
+            ..st
+        });
+        assert_eq!((s.buffer_hits, s.buffer_misses), (6, 2));
+        assert_eq!((s.flushes, s.flushed_nodes), (4, 18));
+        assert_eq!(s.peak_buffer_bytes, 100);
+        assert_eq!(s.buffer_hit_ratio(), 0.75);
+    }
+}
