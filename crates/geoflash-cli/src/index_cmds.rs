@@ -128,7 +128,9 @@ pub struct BuildArgs {
     page_size: String,
     /// Memory budget of the store (0 only for --store plain: no buffer,
     /// written through at each operation's end; the papers' experiments use 512KiB).
-    #[arg(long, default_value = geoflash::engine::defaults::BUFFER)]
+    /// The default is an eighth of the machine's memory (or of the
+    /// control group's limit), at least 256MiB and at most 1GiB.
+    #[arg(long, default_value = geoflash::engine::defaults::buffer())]
     buffer: String,
     /// Replacement policy of the buffer (plain store) or the read buffer
     /// (efind): lru, hlru, s2q, 2q or arc (default s2q).

@@ -148,7 +148,7 @@ fn _geoflash(m: &Bound<'_, PyModule>) -> PyResult<()> {
         use engine::defaults as d;
         for (k, v) in [
             ("store", d::STORE),
-            ("buffer", d::BUFFER),
+            ("buffer", d::buffer()),
             ("device", d::DEVICE),
             ("memory_store", d::MEMORY_STORE),
             ("memory_buffer", d::MEMORY_BUFFER),

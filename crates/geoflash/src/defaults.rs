@@ -4,7 +4,7 @@
 //! Chosen by the peer benchmark (`make bench-peers`, `benchmarks/peers/`,
 //! results in `docs/benchmarks.md`, "Peer benchmark"): at 200,000 uniform
 //! rectangles an eFIND index on `file?direct=false` with 64 MiB (the budget
-//! then; see [`BUFFER`] for why it is 256 MiB now) answered
+//! then; see [`buffer`] for what it is now) answered
 //! 100 windows of 0.001 % on a reopened index in 1.5 ms cold and 0.14 ms
 //! warm, against 10.5 and 11.4 ms for the papers' 512 KiB on direct I/O
 //! (SQLite's R*Tree 5.1 / 3.5 ms, libspatialindex 1.9 / 1.5 ms in the same
@@ -15,17 +15,108 @@
 //! (`workloads/*.toml` name their buffer and device) and are available as
 //! [`PAPERS_BUFFER`] and [`PAPERS_DEVICE`].
 
-/// Memory budget of a store on disk (`--buffer`, Python `buffer=`): a
-/// ceiling, not an allocation (a store holds what it has been given).
+/// The smallest default memory budget of a store on disk: 256 MiB, the
+/// default from session 23 to issue 47, whatever the machine.
 ///
-/// 256 MiB since session 23: building 1,000,000 rectangles by insertion
-/// (the command line's `build`, durable when it returns) took 0.46× SQLite
-/// R*Tree's wall time on uniform boxes and 0.43× on buildings in session
-/// order, against 0.59× and 0.50× with 64 MiB in the same run, and wrote
-/// 93 MB instead of 152 MB (uniform): 64 MiB does not hold a million-entry
-/// index (56 MB of pages, more decoded), so its build flushes and logs
-/// page images (`docs/benchmarks.md`, "The default memory budget").
-pub const BUFFER: &str = "256MiB";
+/// At 256 MiB, building 1,000,000 rectangles by insertion (the command
+/// line's `build`, durable when it returns) took 0.46× SQLite R*Tree's wall
+/// time on uniform boxes and 0.43× on buildings in session order, against
+/// 0.59× and 0.50× with 64 MiB in the same run, and wrote 93 MB instead of
+/// 152 MB (uniform): 64 MiB does not hold a million-entry index (56 MB of
+/// pages, more decoded), so its build flushes and logs page images
+/// (`docs/benchmarks.md`, "The default memory budget").
+pub const BUFFER_FLOOR: u64 = 256 << 20;
+/// The largest default memory budget: 1 GiB (see [`buffer_for_ram`]).
+///
+/// The log of a store follows its budget (four times it per region, two
+/// regions, [`crate::store::log::auto_log_capacity`]) in a sparse
+/// `log.dat` of at most 16 GiB, which holds the log of a budget below
+/// 2 GiB; and 1 GiB holds an index of about 4,000,000 rectangles built by
+/// insertion without a flush (`docs/benchmarks.md`, "The default memory
+/// budget follows the machine's memory").
+pub const BUFFER_CAP: u64 = 1 << 30;
+/// The default memory budget is this fraction of the machine's memory
+/// (`1 / BUFFER_RAM_DIVISOR`), between [`BUFFER_FLOOR`] and [`BUFFER_CAP`].
+pub const BUFFER_RAM_DIVISOR: u64 = 8;
+
+/// The default memory budget of a store on disk for a machine with
+/// `memory` bytes (`None`: not known): an eighth of it in whole MiB, at
+/// least [`BUFFER_FLOOR`] and at most [`BUFFER_CAP`]; the floor when the
+/// memory is not known. A machine of 2 GiB or less gets 256 MiB, one of
+/// 8 GiB or more 1 GiB.
+///
+/// The budget is a ceiling, not an allocation: a store holds what it has
+/// been given, so an index that fits in the floor behaves the same on
+/// every machine, and the process stays within the budget plus a constant
+/// (`docs/architecture.md`, "The memory budget bounds the process").
+pub fn buffer_for_ram(memory: Option<u64>) -> u64 {
+    match memory {
+        None => BUFFER_FLOOR,
+        Some(m) => (m / BUFFER_RAM_DIVISOR / MIB * MIB).clamp(BUFFER_FLOOR, BUFFER_CAP),
+    }
+}
+
+const MIB: u64 = 1 << 20;
+
+/// The memory this process may use, in bytes, if known: the machine's
+/// `MemTotal` (`/proc/meminfo`), or the memory limit of the process's
+/// control group when that is lower (`memory.max` of cgroup v2,
+/// `memory.limit_in_bytes` of cgroup v1: a container sees the host's
+/// `MemTotal`). `None` where neither can be read (not Linux).
+pub fn machine_memory() -> Option<u64> {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| mem_total(&text));
+    let limit = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .filter_map(|p| std::fs::read_to_string(p).ok())
+    .find_map(|text| text.trim().parse::<u64>().ok());
+    match (total, limit) {
+        (Some(t), Some(l)) => Some(t.min(l)),
+        (t, l) => t.or(l),
+    }
+}
+
+/// `MemTotal` of a `/proc/meminfo` text, in bytes.
+fn mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let mut words = line.split_whitespace().skip(1);
+    let value: u64 = words.next()?.parse().ok()?;
+    match words.next() {
+        Some("kB") => value.checked_mul(1024),
+        None => Some(value),
+        Some(_) => None,
+    }
+}
+
+/// A whole number of bytes as the size syntax the front ends parse: `GiB`
+/// or `MiB` when exact, else bytes.
+fn size_text(bytes: u64) -> String {
+    match bytes {
+        b if b > 0 && b % (1 << 30) == 0 => format!("{}GiB", b >> 30),
+        b if b > 0 && b % MIB == 0 => format!("{}MiB", b >> 20),
+        b => b.to_string(),
+    }
+}
+
+/// The default memory budget of a store on disk on this machine (`--buffer`,
+/// Python `buffer=` for an index with a path): [`buffer_for_ram`] of
+/// [`machine_memory`], read once per process, in the size syntax
+/// (`1GiB`, `384MiB`).
+pub fn buffer() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| size_text(buffer_bytes()))
+}
+
+/// [`buffer`] in bytes.
+pub fn buffer_bytes() -> u64 {
+    static BYTES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(|| buffer_for_ram(machine_memory()))
+}
+
 /// Device of an index directory: its `pages.dat` read and written through
 /// the OS page cache (`--device`, Python `device=`).
 pub const DEVICE: &str = "file?direct=false";
@@ -62,16 +153,59 @@ mod tests {
 
     #[test]
     fn defaults_parse() {
-        for s in [BUFFER, MEMORY_BUFFER, PAPERS_BUFFER] {
+        for s in [buffer(), MEMORY_BUFFER, PAPERS_BUFFER] {
             assert!(crate::units::parse_size(s).unwrap() >= 512 * 1024, "{s}");
         }
         for d in [DEVICE, PAPERS_DEVICE] {
             assert!(d.starts_with("file"), "{d}");
         }
-        assert!(
-            crate::units::parse_size(BUFFER).unwrap()
-                > crate::units::parse_size(PAPERS_BUFFER).unwrap()
+        assert_eq!(crate::units::parse_size(buffer()).unwrap(), buffer_bytes());
+        assert!(buffer_bytes() > crate::units::parse_size(PAPERS_BUFFER).unwrap());
+    }
+
+    #[test]
+    fn the_default_budget_is_an_eighth_of_the_memory_between_floor_and_cap() {
+        const GIB: u64 = 1 << 30;
+        for (memory, budget) in [
+            (None, BUFFER_FLOOR),
+            (Some(0), BUFFER_FLOOR),
+            (Some(512 * MIB), BUFFER_FLOOR),
+            (Some(2 * GIB), 256 * MIB),
+            (Some(3 * GIB), 384 * MIB),
+            // Whole MiB, rounded down.
+            (Some(3 * GIB + 7 * MIB), 384 * MIB),
+            (Some(6 * GIB), 768 * MIB),
+            (Some(8 * GIB), GIB),
+            (Some(24 * GIB), GIB),
+            (Some(u64::MAX), BUFFER_CAP),
+        ] {
+            assert_eq!(buffer_for_ram(memory), budget, "{memory:?}");
+            assert_eq!(
+                crate::units::parse_size(&size_text(budget)).unwrap(),
+                budget,
+                "{memory:?}"
+            );
+        }
+        assert_eq!(size_text(384 * MIB), "384MiB");
+        assert_eq!(size_text(GIB), "1GiB");
+        // The log that follows the largest budget fits a log file.
+        let log = crate::store::log::auto_log_capacity(
+            crate::store::log::LogFormat::default(),
+            BUFFER_CAP as usize,
         );
+        assert!(
+            2 * log < crate::storage::file::DEFAULT_CAPACITY_BYTES,
+            "{log}"
+        );
+    }
+
+    #[test]
+    fn mem_total_reads_meminfo() {
+        let text = "MemTotal:       24525284 kB\nMemFree:        21000000 kB\n";
+        assert_eq!(mem_total(text), Some(24_525_284 * 1024));
+        assert_eq!(mem_total("MemFree: 1 kB\n"), None);
+        assert_eq!(mem_total("MemTotal: lots kB\n"), None);
+        assert_eq!(mem_total("MemTotal: 5 MB\n"), None);
     }
 }
 

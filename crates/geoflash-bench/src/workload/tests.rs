@@ -409,3 +409,54 @@ fn move_steps_parse_with_defaults_and_refuse_bad_keys() {
         }
     }
 }
+
+/// The shipped seed workloads keep their memory budgets whatever the
+/// machine: the library's default follows the machine's memory
+/// (`geoflash::engine::defaults::buffer`), so every configuration with a
+/// store takes the budget its `[[index]]` entry names, or the workbench's
+/// default (the papers' 512 KiB), never the library's.
+#[test]
+fn shipped_workloads_pin_their_memory_budgets() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads");
+    let papers = geoflash::engine::parse_size(
+        WORKBENCH_DEFAULTS
+            .iter()
+            .find(|(k, _)| *k == "buffer")
+            .map(|(_, v)| *v)
+            .expect("the workbench pins a buffer"),
+    )
+    .unwrap();
+    let mut files = 0;
+    let mut configs = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        files += 1;
+        let w = Workload::load(&path, Scale::Smoke)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for ix in &w.indexes {
+            if ix.options.store.buffer_bytes() == 0 {
+                // No budget (the memory store, or a plain store written through).
+                continue;
+            }
+            let pinned = match ix.spec.get("buffer") {
+                Some(text) => geoflash::engine::parse_size(text).unwrap(),
+                None => papers,
+            };
+            assert_eq!(
+                ix.options.store.buffer_bytes() as u64,
+                pinned,
+                "{}: index {}",
+                path.display(),
+                ix.name
+            );
+            configs += 1;
+        }
+    }
+    assert!(
+        files >= 10 && configs >= 30,
+        "{files} files, {configs} configurations"
+    );
+}

@@ -238,7 +238,8 @@ class Index:
       budget (``"512KiB"`` or bytes); ``device``: a device string of the
       command line (``"file"``, ``"file?direct=false"``, ``"mem:"``,
       ``"flashsim:preset=seed-tc58"``, ...). Defaults (``geoflash.DEFAULTS``,
-      chosen by the peer benchmark): with a path eFIND, ``"256MiB"``,
+      chosen by the peer benchmark): with a path eFIND, a budget of an
+      eighth of the machine's memory between ``"256MiB"`` and ``"1GiB"``,
       ``"file?direct=false"`` (the OS page cache); without one the plain
       store on ``"mem:"`` with ``"1GiB"`` (no log to write). The papers'
       settings are ``buffer="512KiB", device="file"`` (direct I/O).

@@ -796,13 +796,8 @@ impl IndexSpec {
     /// there is no such buffer.
     fn buffer_bytes(&self, kind: Kind, store: StoreKind) -> std::result::Result<usize, SpecError> {
         let fortree = matches!(kind.structure(), StructureSpec::Fortree(_));
-        let buffer = match self.typed.buffer {
-            Some(b) => b,
-            None => parse_size(defaults::BUFFER).map_err(|error| SpecError {
-                key: Some("buffer"),
-                error,
-            })?,
-        };
+        // The default follows the machine's memory (`defaults::buffer`).
+        let buffer = self.typed.buffer.unwrap_or_else(defaults::buffer_bytes);
         let buffer_bytes = usize::try_from(buffer).map_err(|_| {
             self.fail(
                 "buffer",

@@ -45,7 +45,7 @@ fn an_empty_spec_gives_the_product_defaults() {
     assert_eq!(o.store.kind(), StoreKind::Efind);
     assert_eq!(
         o.store.buffer_bytes() as u64,
-        crate::units::parse_size(crate::defaults::BUFFER).unwrap()
+        crate::defaults::buffer_bytes()
     );
     assert_eq!(o.device, crate::defaults::DEVICE.parse().unwrap());
     assert!(
