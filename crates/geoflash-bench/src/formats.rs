@@ -18,7 +18,7 @@
 //!
 //! Objects may carry attributes ([`attributes`]: the OSM type, id and tags
 //! of objects read from OSM PBF), which [`write_objects_with`] stores in
-//! every writable format and [`attributes::read`] reads back.
+//! every writable format and [`read_attributes`] reads back.
 //!
 //! Every reader returns `(id, geometry)` pairs in file order, with unique
 //! ids and geometries whose coordinates are finite and at most
@@ -484,6 +484,28 @@ fn write_geojson<'r, G: Borrow<Geometry>>(
 /// The JSON text of `v`, a part of object `id` of the GeoJSON file `path`.
 fn json_text(path: &Path, id: u64, v: &impl serde::Serialize) -> Result<String> {
     serde_json::to_string(v).map_err(|e| bad(path, format!("object {id}: {e}")))
+}
+
+/// Reads the ids and the attribute columns of a file of a writable
+/// [`Format`], in file order: the columns after `id,minx,miny,maxx,maxy`
+/// of a rectangle CSV (or beside the `id` and WKT columns of a WKT CSV),
+/// all as text; the properties other than `id` of GeoJSON features
+/// (numbers that are unsigned integers as such, other values as their JSON
+/// text, `null` absent; columns in name order); the columns other than `id`
+/// of FlatGeobuf (integers that are non-negative as such, the rest as text);
+/// the top-level integer and binary columns other than `id` and the
+/// geometry of GeoParquet. Ids are those the geometry readers give.
+pub fn read_attributes(path: &Path) -> Result<(Vec<u64>, attributes::Attributes)> {
+    match Format::from_path(path)? {
+        Format::Csv => attributes::read_csv(path),
+        Format::GeoJson => attributes::read_geojson(path),
+        Format::FlatGeobuf => fgb::read_attributes(path),
+        Format::GeoParquet => geoparquet::read_attributes(path),
+        f => Err(bad(
+            path,
+            format!("{} files carry no attributes geoflash reads", f.name()),
+        )),
+    }
 }
 
 /// Reads `(id, rect)` records from a CSV dataset file (`id,minx,miny,maxx,maxy` with a header).

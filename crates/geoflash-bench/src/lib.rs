@@ -17,7 +17,6 @@ pub mod progress;
 pub mod report;
 pub mod results;
 pub mod runner;
-pub mod simcorr;
 pub mod target;
 pub mod windows;
 pub mod workload;

@@ -1270,10 +1270,10 @@ fn an_osm_node_outside_wgs84_is_refused() {
 }
 
 /// The attribute values of every object of a written file, by object id:
-/// the file's columns read back with `attributes::read`, as text.
+/// the file's columns read back with `formats::read_attributes`, as text.
 #[cfg(feature = "osm-pbf")]
 fn attribute_text(path: &Path) -> std::collections::BTreeMap<u64, Vec<(String, Option<String>)>> {
-    let (ids, attrs) = geoflash_bench::formats::attributes::read(path).unwrap();
+    let (ids, attrs) = geoflash_bench::formats::read_attributes(path).unwrap();
     assert_eq!(ids.len(), attrs.len(), "{}", path.display());
     ids.iter()
         .enumerate()
@@ -1385,7 +1385,7 @@ fn osm_type_id_and_tags_reach_every_output() {
         back.sort_by_key(|r| r.0);
         assert_eq!(back, rects, "{ext}");
         // typed formats keep the id an integer; CSV has text only
-        let (ids, attrs) = geoflash_bench::formats::attributes::read(&out).unwrap();
+        let (ids, attrs) = geoflash_bench::formats::read_attributes(&out).unwrap();
         let i = ids.iter().position(|&id| id == rel(11)).unwrap();
         let osm_id = attrs.get(i, "osm_id").unwrap();
         if ext == "csv" {
@@ -1436,7 +1436,7 @@ fn attributes_are_optional_and_survive_awkward_text() {
         }
         let plain = dir.path().join(format!("plain.{ext}"));
         formats::write_objects(&plain, objects.iter().map(|(id, g)| (*id, g))).unwrap();
-        let (ids, none) = attributes::read(&plain).unwrap();
+        let (ids, none) = geoflash_bench::formats::read_attributes(&plain).unwrap();
         assert_eq!(ids, objects.iter().map(|o| o.0).collect::<Vec<_>>());
         assert!(none.is_empty(), "{ext}: {:?}", none.columns());
         let with = dir.path().join(format!("with.{ext}"));
@@ -1450,7 +1450,7 @@ fn attributes_are_optional_and_survive_awkward_text() {
         )
         .unwrap();
         assert_eq!(n, 4);
-        let (ids, back) = attributes::read(&with).unwrap();
+        let (ids, back) = geoflash_bench::formats::read_attributes(&with).unwrap();
         assert_eq!(ids.len(), 4);
         for (i, t) in texts.iter().enumerate() {
             assert_eq!(

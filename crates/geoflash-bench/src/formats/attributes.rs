@@ -15,7 +15,7 @@
 //! | FlatGeobuf | nullable columns after `id` | `ULong` | `String` | property not set |
 //! | GeoParquet | optional columns after `geometry` | `INT64` (unsigned) | `BYTE_ARRAY` (UTF-8) | null |
 //!
-//! [`read`] reads the attribute columns of a file of any writable format
+//! [`super::read_attributes`] reads the attribute columns of a file of any writable format
 //! back. Column names are checked once ([`Attributes::new`]): no two alike,
 //! none empty, and none of the names the formats use themselves
 //! ([`RESERVED`]).
@@ -26,7 +26,7 @@ use std::path::Path;
 
 use geoflash::{Error, Result};
 
-use super::{bad, io_err, Format};
+use super::{bad, io_err};
 
 /// Column names the formats use themselves (any case): the id, the CSV
 /// rectangle columns and the names the readers take for a geometry column.
@@ -196,29 +196,7 @@ pub fn osm_columns(keys: &[String]) -> Result<Attributes> {
     })
 }
 
-/// Reads the ids and the attribute columns of a file of a writable
-/// [`Format`], in file order: the columns after `id,minx,miny,maxx,maxy`
-/// of a rectangle CSV (or beside the `id` and WKT columns of a WKT CSV),
-/// all as text; the properties other than `id` of GeoJSON features
-/// (numbers that are unsigned integers as such, other values as their JSON
-/// text, `null` absent; columns in name order); the columns other than `id`
-/// of FlatGeobuf (integers that are non-negative as such, the rest as text);
-/// the top-level integer and binary columns other than `id` and the
-/// geometry of GeoParquet. Ids are those the geometry readers give.
-pub fn read(path: &Path) -> Result<(Vec<u64>, Attributes)> {
-    match Format::from_path(path)? {
-        Format::Csv => read_csv(path),
-        Format::GeoJson => read_geojson(path),
-        Format::FlatGeobuf => super::fgb::read_attributes(path),
-        Format::GeoParquet => super::geoparquet::read_attributes(path),
-        f => Err(bad(
-            path,
-            format!("{} files carry no attributes geoflash reads", f.name()),
-        )),
-    }
-}
-
-fn read_csv(path: &Path) -> Result<(Vec<u64>, Attributes)> {
+pub(super) fn read_csv(path: &Path) -> Result<(Vec<u64>, Attributes)> {
     let file = File::open(path).map_err(|e| io_err(path, e))?;
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
@@ -267,7 +245,7 @@ fn read_csv(path: &Path) -> Result<(Vec<u64>, Attributes)> {
     Ok((ids, attrs))
 }
 
-fn read_geojson(path: &Path) -> Result<(Vec<u64>, Attributes)> {
+pub(super) fn read_geojson(path: &Path) -> Result<(Vec<u64>, Attributes)> {
     let ids: Vec<u64> = super::read_geojson(path)?
         .into_iter()
         .map(|o| o.0)

@@ -28,6 +28,7 @@ use crate::results::{ResultsLocation, ResultsStore};
 
 pub mod figure;
 pub mod gains;
+pub mod simcorr;
 pub mod tables;
 #[cfg(test)]
 mod tests;
@@ -70,7 +71,7 @@ pub struct ReportSummary {
     pub panels: usize,
     /// The headline table (`headline.md`), when asked for.
     pub headline: Option<PathBuf>,
-    /// Rows of the simulator-vs-device view ([`crate::simcorr`]): steps
+    /// Rows of the simulator-vs-device view ([`simcorr`]): steps
     /// with configurations run on both a `flashsim:` and a `file` device.
     pub sim_vs_device: usize,
 }
@@ -683,7 +684,7 @@ pub fn write_report(
     }
     let plots_dir = out.join("plots");
     std::fs::create_dir_all(&plots_dir).map_err(|e| io_err(&plots_dir, e))?;
-    let corr = crate::simcorr::correlations(&mut store)?;
+    let corr = simcorr::correlations(&mut store)?;
     let mut r = Report {
         out,
         opts,
@@ -895,7 +896,7 @@ impl Report<'_> {
     }
 
     /// How well the simulator's counts rank configurations as the device does.
-    fn sim_vs_device(&mut self, corr: &[crate::simcorr::Correlation]) {
+    fn sim_vs_device(&mut self, corr: &[simcorr::Correlation]) {
         let about = "Spearman rank correlation, over the configurations run on both devices, \
                      of each simulator count with the real device's wall time (medians over \
                      repetitions): +1 when the simulator ranks the configurations exactly as \
@@ -903,13 +904,13 @@ impl Report<'_> {
         let _ = write!(
             self.md,
             "\n## Simulator vs device\n\n{about}\n\n{}",
-            crate::simcorr::markdown(corr)
+            simcorr::markdown(corr)
         );
         let _ = writeln!(
             self.html,
             "<h2 id=\"sim-vs-device\">Simulator vs device</h2>\n<p>{}</p>\n{}",
             html_escape(about),
-            crate::simcorr::html(corr, html_escape)
+            simcorr::html(corr, html_escape)
         );
     }
 

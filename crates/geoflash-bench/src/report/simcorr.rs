@@ -19,7 +19,7 @@ use std::fmt::Write as _;
 use geoflash::engine::device::DeviceSpec;
 use geoflash::Result;
 
-use crate::report::{median, without_param};
+use super::{median, without_param};
 use crate::results::sql::Value;
 use crate::results::ResultsStore;
 
@@ -252,8 +252,8 @@ fn cells(c: &Correlation) -> Vec<String> {
         format!("{} ({})", c.workload, c.scale),
         step,
         c.dataset.clone(),
-        crate::report::gains::device_label(&c.simulator),
-        crate::report::gains::device_label(&c.device),
+        super::gains::device_label(&c.simulator),
+        super::gains::device_label(&c.device),
         c.configurations.to_string(),
     ];
     v.extend(c.rho.iter().map(|r| fmt_rho(*r)));
