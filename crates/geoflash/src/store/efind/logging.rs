@@ -238,6 +238,12 @@ impl EfindStore {
             recs = self.group_records(op, pages, client)?;
             self.ensure_room_for(&recs, op)?;
         }
+        self.append_records(recs)
+    }
+
+    /// Appends `recs` to the log in order and returns the pages their NEW
+    /// records create.
+    fn append_records(&mut self, recs: Vec<Record>) -> Result<Vec<PageId>> {
         let created = recs
             .iter()
             .filter(|r| r.kind == RecordKind::New)
@@ -346,16 +352,8 @@ impl EfindStore {
             .log_mut()?
             .commit_may_do_io(&recs)
             .then(|| Stopwatch::start(self.device.sim_clock_ns()));
-        let created: Vec<PageId> = recs
-            .iter()
-            .filter(|r| r.kind == RecordKind::New)
-            .map(|r| r.page)
-            .collect();
-        let log = self.log_mut()?;
-        for r in recs {
-            log.append(r)?;
-        }
-        log.commit(op)?;
+        let created = self.append_records(recs)?;
+        self.log_mut()?.commit(op)?;
         if self.first_image() {
             // A NEW record holds the whole page: it protects the page's
             // flushes in this epoch as an image would.

@@ -275,13 +275,7 @@ mod tests {
     }
 
     fn rec(lsn: u64, kind: RecordKind, op: OpId, page: u64, payload: Vec<u8>) -> Record {
-        Record {
-            lsn,
-            kind,
-            op,
-            page,
-            payload,
-        }
+        Record::at(lsn, kind, op, page, payload)
     }
 
     #[test]

@@ -189,8 +189,13 @@ pub struct Record {
 impl Record {
     /// A record of `kind` before it has an LSN (the log assigns it).
     pub fn new(kind: RecordKind, op: OpId, page: PageId, payload: Vec<u8>) -> Record {
+        Record::at(0, kind, op, page, payload)
+    }
+
+    /// A record with its LSN (as decoded from the log).
+    pub fn at(lsn: Lsn, kind: RecordKind, op: OpId, page: PageId, payload: Vec<u8>) -> Record {
         Record {
-            lsn: 0,
+            lsn,
             kind,
             op,
             page,
@@ -497,16 +502,7 @@ fn decode_compact(buf: &[u8]) -> Decoded {
     let Some(payload) = buf.get(off..off + len) else {
         return Decoded::Incomplete;
     };
-    Decoded::Record(
-        Record {
-            lsn,
-            kind,
-            op,
-            page,
-            payload: payload.to_vec(),
-        },
-        off + len,
-    )
+    Decoded::Record(Record::at(lsn, kind, op, page, payload.to_vec()), off + len)
 }
 
 /// Decodes the record at the front of `buf` (fixed framing). Never panics.
@@ -540,16 +536,7 @@ pub fn decode(buf: &[u8]) -> Decoded {
         return Decoded::Corrupt("record with LSN 0".into());
     }
     let payload = bytes.get(RECORD_HEADER..).unwrap_or(&[]).to_vec();
-    Decoded::Record(
-        Record {
-            lsn,
-            kind,
-            op,
-            page,
-            payload,
-        },
-        len,
-    )
+    Decoded::Record(Record::at(lsn, kind, op, page, payload), len)
 }
 
 fn record_crc(bytes: &[u8]) -> u32 {
