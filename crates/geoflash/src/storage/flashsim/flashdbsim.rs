@@ -58,7 +58,7 @@
 //! size, and a clear [`Error::DeviceFull`] when every page outside the
 //! reserved block holds live data, so a collection has nothing to reclaim.
 use super::config::FlashSimConfig;
-use super::ftl::{Ftl, FtlImage, NandCounters};
+use super::ftl::{mapped, slot, Ftl, FtlImage, NandCounters};
 use super::timing::Timeline;
 use crate::{Error, Result};
 use std::collections::VecDeque;
@@ -152,23 +152,11 @@ impl DbFtl {
     }
 
     fn index(&self, lfp: u64) -> Result<usize> {
-        usize::try_from(lfp)
-            .ok()
-            .filter(|&i| i < self.l2p.len())
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "flashsim: logical flash page {lfp} beyond {}",
-                    self.logical
-                ))
-            })
+        slot(&self.l2p, self.logical, lfp)
     }
 
     fn lookup(&self, lfp: u64) -> Option<u32> {
-        let idx = usize::try_from(lfp).ok()?;
-        match self.l2p.get(idx) {
-            Some(&p) if p != NONE => Some(p),
-            _ => None,
-        }
+        mapped(&self.l2p, lfp)
     }
 
     /// Dead pages of block `b`.
@@ -617,15 +605,8 @@ impl DbFtl {
             ftl.erase_count[b] = ec;
             ftl.joined[b] = joined;
         }
-        for (lfp, &ppn) in image.l2p.iter().enumerate() {
-            if ppn == NONE {
-                continue;
-            }
-            match ftl.p2l.get_mut(ppn as usize) {
-                Some(slot) if *slot == NONE => *slot = lfp as u32,
-                Some(_) => return Err(bad(format!("physical page {ppn} mapped twice"))),
-                None => return Err(bad(format!("logical page {lfp} maps beyond the device"))),
-            }
+        image.reverse_into(&mut ftl.p2l)?;
+        for &ppn in image.l2p.iter().filter(|&&ppn| ppn != NONE) {
             let b = (ppn / ftl.ppb) as usize;
             if let Some(v) = ftl.valid.get_mut(b) {
                 *v += 1;

@@ -205,11 +205,7 @@ impl Ftl {
     }
 
     fn lookup(&self, lfp: u64) -> Option<u32> {
-        let idx = usize::try_from(lfp).ok()?;
-        match self.l2p.get(idx) {
-            Some(&p) if p != NONE => Some(p),
-            _ => None,
-        }
+        mapped(&self.l2p, lfp)
     }
 
     /// True if the logical page holds data.
@@ -236,15 +232,7 @@ impl Ftl {
 
     /// Writes a logical page out of place; returns the program's completion time.
     pub(crate) fn write(&mut self, lfp: u64, ready: u64, tl: &mut Timeline) -> Result<u64> {
-        let idx = usize::try_from(lfp)
-            .ok()
-            .filter(|&i| i < self.l2p.len())
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "flashsim: logical flash page {lfp} beyond {}",
-                    self.logical
-                ))
-            })?;
+        let idx = slot(&self.l2p, self.logical, lfp)?;
         let ppn = self.alloc_host(ready, tl)?;
         let plane = self.plane_of(self.block_of(ppn));
         let done = tl.program(plane, ready);
@@ -626,7 +614,21 @@ impl Ftl {
         if self.p2l.len() != self.blocks.len() * ppb || self.l2p.len() as u64 != self.logical {
             return Err(corrupt("table sizes disagree with the geometry".into()));
         }
-        // Forward map -> reverse map.
+        let mapped = self.check_forward_map()?;
+        let total_valid = self.check_blocks()?;
+        if total_valid != mapped {
+            return Err(corrupt(format!(
+                "{mapped} logical pages mapped but {total_valid} physical pages valid"
+            )));
+        }
+        self.check_planes()?;
+        self.check_accounting()
+    }
+
+    /// Forward map -> reverse map: every mapped logical page points at a
+    /// programmed physical page that points back. Returns the number of
+    /// mapped logical pages.
+    fn check_forward_map(&self) -> Result<u64> {
         let mut mapped = 0u64;
         for (lfp, &ppn) in self.l2p.iter().enumerate() {
             if ppn == NONE {
@@ -653,7 +655,13 @@ impl Ftl {
                 )));
             }
         }
-        // Reverse map -> forward map, valid counts per block.
+        Ok(mapped)
+    }
+
+    /// Reverse map -> forward map, valid counts and states per block.
+    /// Returns the number of valid physical pages.
+    fn check_blocks(&self) -> Result<u64> {
+        let ppb = self.ppb as usize;
         let mut total_valid = 0u64;
         for (bi, b) in self.blocks.iter().enumerate() {
             let pages = &self.p2l[bi * ppb..(bi + 1) * ppb];
@@ -703,12 +711,11 @@ impl Ftl {
                 )));
             }
         }
-        if total_valid != mapped {
-            return Err(corrupt(format!(
-                "{mapped} logical pages mapped but {total_valid} physical pages valid"
-            )));
-        }
-        // Per-plane free heaps, open blocks and buckets.
+        Ok(total_valid)
+    }
+
+    /// Per-plane free heaps, open blocks and buckets.
+    fn check_planes(&self) -> Result<()> {
         let mut seen_free = vec![false; self.blocks.len()];
         for (p, plane) in self.planes.iter().enumerate() {
             for &Reverse((count, b)) in plane.free.iter() {
@@ -754,7 +761,11 @@ impl Ftl {
                 "{free} free blocks but fewer in the free lists"
             )));
         }
-        // Free-block and erase accounting.
+        Ok(())
+    }
+
+    /// Retired-block and erase accounting.
+    fn check_accounting(&self) -> Result<()> {
         let retired = self
             .blocks
             .iter()
@@ -792,6 +803,50 @@ pub(crate) struct FtlImage {
     pub(crate) next_plane: u64,
     pub(crate) seq: u64,
     pub(crate) wl_cursor: u64,
+}
+
+impl FtlImage {
+    /// Fills `p2l` (the reverse map, `NONE` where unmapped) from the
+    /// image's forward map: an error for a physical page mapped twice or
+    /// beyond `p2l`.
+    pub(crate) fn reverse_into(&self, p2l: &mut [u32]) -> Result<()> {
+        let bad = |msg: String| Error::corrupt(None, format!("flashsim state: {msg}"));
+        p2l.fill(NONE);
+        for (lfp, &ppn) in self.l2p.iter().enumerate() {
+            if ppn == NONE {
+                continue;
+            }
+            match p2l.get_mut(ppn as usize) {
+                Some(slot) if *slot == NONE => *slot = lfp as u32,
+                Some(_) => return Err(bad(format!("physical page {ppn} mapped twice"))),
+                None => return Err(bad(format!("logical page {lfp} maps beyond the device"))),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The physical page the forward map `l2p` gives logical page `lfp`, if
+/// any.
+pub(crate) fn mapped(l2p: &[u32], lfp: u64) -> Option<u32> {
+    let idx = usize::try_from(lfp).ok()?;
+    match l2p.get(idx) {
+        Some(&p) if p != NONE => Some(p),
+        _ => None,
+    }
+}
+
+/// `lfp` as an index into the forward map `l2p` of a device of `logical`
+/// pages: an error beyond it.
+pub(crate) fn slot(l2p: &[u32], logical: u64, lfp: u64) -> Result<usize> {
+    usize::try_from(lfp)
+        .ok()
+        .filter(|&i| i < l2p.len())
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "flashsim: logical flash page {lfp} beyond {logical}"
+            ))
+        })
 }
 
 impl Ftl {
@@ -833,17 +888,7 @@ impl Ftl {
                 ftl.l2p.len()
             )));
         }
-        ftl.p2l.fill(NONE);
-        for (lfp, &ppn) in image.l2p.iter().enumerate() {
-            if ppn == NONE {
-                continue;
-            }
-            match ftl.p2l.get_mut(ppn as usize) {
-                Some(slot) if *slot == NONE => *slot = lfp as u32,
-                Some(_) => return Err(bad(format!("physical page {ppn} mapped twice"))),
-                None => return Err(bad(format!("logical page {lfp} maps beyond the device"))),
-            }
-        }
+        image.reverse_into(&mut ftl.p2l)?;
         ftl.l2p = image.l2p;
         for plane in &mut ftl.planes {
             plane.free.clear();
