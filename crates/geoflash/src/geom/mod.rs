@@ -224,6 +224,18 @@ impl Rect {
         self.max_y
     }
 
+    /// The bit patterns of min x, min y, max x and max y: the rectangle
+    /// compared or hashed bit for bit.
+    #[inline]
+    pub fn to_bits(&self) -> [u64; 4] {
+        [
+            self.min_x.to_bits(),
+            self.min_y.to_bits(),
+            self.max_x.to_bits(),
+            self.max_y.to_bits(),
+        ]
+    }
+
     /// The rectangle spanned by two opposite corners given in any order.
     pub fn from_corners(a: Point, b: Point) -> Result<Rect> {
         Rect::new(a.x.min(b.x), a.y.min(b.y), a.x.max(b.x), a.y.max(b.y))

@@ -22,7 +22,7 @@ use crate::index::{
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
 use crate::storage::{IoCounters, PageDevice};
-use crate::store::crash_harness::CrashSummary;
+use crate::store::crash_harness::{crash_in_restart, unwrap_faulty, CrashSummary};
 use crate::store::efind::{EfindConfig, EfindStore};
 use crate::store::log::LogPlacement;
 use crate::store::placement::Placement;
@@ -511,13 +511,6 @@ struct Outcomes {
     crashed_in_restart: u64,
 }
 
-fn unwrap_faulty(dev: Arc<FaultyDevice<MemDevice>>) -> MemDevice {
-    match Arc::try_unwrap(dev) {
-        Ok(d) => d.into_inner(),
-        Err(_) => panic!("the store still holds the device"),
-    }
-}
-
 /// Crashes a bulk load of `kind` at a seeded random page write or sync after
 /// the store's creation (in the load, its batches, the sync of its pages or
 /// the publication), sometimes crashes the restart too, and checks that the
@@ -572,19 +565,15 @@ fn crash_campaign(kind: Kind) {
         let mut durable = unwrap_faulty(dev);
         // 3. Sometimes crash during restart too (it writes to the log).
         if kind != Kind::Plain && case % 4 == 1 {
-            let rdev = Arc::new(FaultyDevice::new(
-                durable,
-                FaultPlan::random_crash(seed ^ 0xabc, 8),
-            ));
-            match kind.store(StoreOpen::Write, rdev.clone(), None, wp) {
-                Ok(s) => {
-                    drop(s);
-                    rdev.crash_now().unwrap();
-                }
-                Err(Error::Crashed(_)) => seen.crashed_in_restart += 1,
-                Err(e) => panic!("{what}: restart: {e}"),
+            let (after, err) = crash_in_restart(durable, seed ^ 0xabc, 8, |d| {
+                kind.store(StoreOpen::Write, d, None, wp)
+            });
+            match err {
+                None => {}
+                Some(Error::Crashed(_)) => seen.crashed_in_restart += 1,
+                Some(e) => panic!("{what}: restart: {e}"),
             }
-            durable = unwrap_faulty(rdev);
+            durable = after;
         }
         // 4. Reopen: the empty tree or the whole new one.
         let dev: Arc<dyn PageDevice> = Arc::new(durable);

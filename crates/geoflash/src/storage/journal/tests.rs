@@ -175,12 +175,7 @@ enum Op {
 type State = BTreeMap<u64, [u64; 4]>;
 
 fn bits(r: &Rect) -> [u64; 4] {
-    [
-        r.min_x().to_bits(),
-        r.min_y().to_bits(),
-        r.max_x().to_bits(),
-        r.max_y().to_bits(),
-    ]
+    r.to_bits()
 }
 
 fn script(seed: u64, len: usize) -> Vec<Op> {

@@ -24,12 +24,12 @@ use super::tests::{create_on, open_on};
 use super::*;
 use crate::engine::testenv::crash_cases;
 use crate::geom::{HilbertDomain, Rect};
-use crate::index::{IndexKind, Predicate, RTree, SplitKind, TreeParams};
+use crate::index::{IndexKind, RTree, SplitKind, TreeParams};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
 use crate::store::crash_harness::{
-    batch_switch, check_op_frames, crash_plan, device_bytes, discard_op_frame, stage_op_frame,
-    AckOracle, CrashSummary,
+    batch_switch, check_op_frames, crash_in_restart, crash_plan, device_bytes, discard_op_frame,
+    stage_op_frame, tree_state, unwrap_faulty, AckOracle, CrashSummary, State,
 };
 use crate::store::log::LogFormat;
 
@@ -97,15 +97,9 @@ fn script(seed: u64, len: usize) -> Vec<Op> {
     ops
 }
 
-type State = BTreeMap<u64, [u64; 4]>;
 
 fn bits(r: &Rect) -> [u64; 4] {
-    [
-        r.min_x().to_bits(),
-        r.min_y().to_bits(),
-        r.max_x().to_bits(),
-        r.max_y().to_bits(),
-    ]
+    r.to_bits()
 }
 
 /// The data operations done before each checkpoint of `ops`, and 0: the
@@ -274,22 +268,6 @@ fn run(dev: Arc<dyn PageDevice>, kind: IndexKind, cfg: EfindConfig, ops: &[Op]) 
     out
 }
 
-fn unwrap_faulty(dev: Arc<FaultyDevice<MemDevice>>) -> MemDevice {
-    match Arc::try_unwrap(dev) {
-        Ok(d) => d.into_inner(),
-        Err(_) => panic!("the store still holds the device"),
-    }
-}
-
-fn tree_state<S: NodeStore>(t: &RTree<S>) -> State {
-    let all = Rect::new(-1e9, -1e9, 1e9, 1e9).unwrap();
-    let hits = t.query(all, Predicate::Intersects).unwrap().hits;
-    let n = hits.len();
-    let s: State = hits.into_iter().map(|h| (h.id, bits(&h.rect))).collect();
-    assert_eq!(s.len(), n, "an object appears twice in the tree");
-    s
-}
-
 /// Coverage counters of a campaign.
 #[derive(Debug, Default)]
 struct Seen {
@@ -363,20 +341,14 @@ fn crash_case(kind: IndexKind, case: u64, seen: &mut Seen) {
         let mut durable = unwrap_faulty(dev);
         // 3. Sometimes crash during restart too.
         if case % 3 == 1 {
-            let rdev = Arc::new(FaultyDevice::new(
-                durable,
-                FaultPlan::random_crash(seed ^ 0xabc, 40),
-            ));
-            match open_on(rdev.clone(), cfg) {
-                Ok(s) => {
-                    drop(s);
-                    rdev.crash_now().unwrap();
-                }
-                Err(Error::Crashed(_)) => seen.restart_crashes += 1,
-                Err(_) if o.attempted == 0 => {}
-                Err(e) => panic!("{kind:?} case {case}: restart before the crash: {e}"),
+            let (after, err) = crash_in_restart(durable, seed ^ 0xabc, 40, |d| open_on(d, cfg));
+            match err {
+                None => {}
+                Some(Error::Crashed(_)) => seen.restart_crashes += 1,
+                Some(_) if o.attempted == 0 => {}
+                Some(e) => panic!("{kind:?} case {case}: restart before the crash: {e}"),
             }
-            durable = unwrap_faulty(rdev);
+            durable = after;
         }
         // 4. Recover and compare with the oracle; first a reader, which
         //    replays in memory and must see what the writer's restart will.

@@ -6,7 +6,6 @@
 //!
 //! `GEOFLASH_CRASH_CASES` sets the crash cases (a quarter of it per tree
 //! kind, [`crate::engine::testenv::crash_cases`]).
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
@@ -16,16 +15,15 @@ use super::tests::{create_on, open_on};
 use super::*;
 use crate::engine::testenv::crash_cases;
 use crate::geom::Rect;
-use crate::index::{IndexKind, Predicate, RTree, SplitKind, TreeParams};
+use crate::index::{IndexKind, RTree, SplitKind, TreeParams};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
-use crate::store::crash_harness::crash_plan;
+use crate::store::crash_harness::{crash_in_restart, crash_plan, tree_state, unwrap_faulty, State};
 use crate::store::log::LogFormat;
 
 const PAGE: usize = 1024;
 const DEV_PAGES: u64 = 4096;
 
-type State = BTreeMap<u64, [u64; 4]>;
 
 fn rect(i: u64, rng: &mut ChaCha8Rng) -> Rect {
     let x = f64::from(rng.gen_range(0..400u32)) * 0.25 + (i % 7) as f64 * 0.01;
@@ -34,12 +32,7 @@ fn rect(i: u64, rng: &mut ChaCha8Rng) -> Rect {
 }
 
 fn bits(r: &Rect) -> [u64; 4] {
-    [
-        r.min_x().to_bits(),
-        r.min_y().to_bits(),
-        r.max_x().to_bits(),
-        r.max_y().to_bits(),
-    ]
+    r.to_bits()
 }
 
 fn params(kind: IndexKind) -> TreeParams {
@@ -58,15 +51,6 @@ fn config(buffer: usize) -> EfindConfig {
         log_capacity: base.min_log_capacity(PAGE) * 4,
         ..base
     }
-}
-
-fn tree_state<S: NodeStore>(t: &RTree<S>) -> State {
-    let all = Rect::new(-1e9, -1e9, 1e9, 1e9).unwrap();
-    let hits = t.query(all, Predicate::Intersects).unwrap().hits;
-    let n = hits.len();
-    let s: State = hits.into_iter().map(|h| (h.id, bits(&h.rect))).collect();
-    assert_eq!(s.len(), n, "an object appears twice in the tree");
-    s
 }
 
 fn memory_device() -> Arc<dyn PageDevice> {
@@ -172,13 +156,6 @@ fn the_mode_needs_a_clean_store_and_a_log_that_protects_flushes() {
     }
 }
 
-fn unwrap_faulty(dev: Arc<FaultyDevice<MemDevice>>) -> MemDevice {
-    match Arc::try_unwrap(dev) {
-        Ok(d) => d.into_inner(),
-        Err(_) => panic!("the store still holds the device"),
-    }
-}
-
 /// How far a run got.
 #[derive(Debug, Default)]
 struct Outcome {
@@ -267,20 +244,13 @@ fn campaign(kind: IndexKind) {
         let mut durable = unwrap_faulty(dev);
         if case % 3 == 1 {
             // A second crash, during restart.
-            let rdev = Arc::new(FaultyDevice::new(
-                durable,
-                FaultPlan::random_crash(seed ^ 0xabc, 20),
-            ));
-            match open_on(rdev.clone(), cfg) {
-                Ok(s) => {
-                    drop(s);
-                    rdev.crash_now().unwrap();
-                }
-                Err(Error::Crashed(_)) => {}
-                Err(_) if !o.before => {}
-                Err(e) => panic!("{kind:?} case {case}: restart: {e}"),
+            let (after, err) = crash_in_restart(durable, seed ^ 0xabc, 20, |d| open_on(d, cfg));
+            match err {
+                None | Some(Error::Crashed(_)) => {}
+                Some(_) if !o.before => {}
+                Some(e) => panic!("{kind:?} case {case}: restart: {e}"),
             }
-            durable = unwrap_faulty(rdev);
+            durable = after;
         }
         let dev: Arc<dyn PageDevice> = Arc::new(durable);
         let store = match open_on(dev.clone(), cfg) {

@@ -100,12 +100,7 @@ fn state_of(o: &Oracle) -> State {
         .map(|(id, x)| {
             (
                 *id,
-                [
-                    x.min_x().to_bits(),
-                    x.min_y().to_bits(),
-                    x.max_x().to_bits(),
-                    x.max_y().to_bits(),
-                ],
+                x.to_bits(),
             )
         })
         .collect()
@@ -120,12 +115,7 @@ fn tree_state<S: NodeStore>(t: &RTree<S>) -> State {
         .map(|h| {
             (
                 h.id,
-                [
-                    h.rect.min_x().to_bits(),
-                    h.rect.min_y().to_bits(),
-                    h.rect.max_x().to_bits(),
-                    h.rect.max_y().to_bits(),
-                ],
+                h.rect.to_bits(),
             )
         })
         .collect()

@@ -45,13 +45,8 @@ type Content = [u64; 5];
 
 /// The content of `e`, bit for bit.
 pub(super) fn content(e: &Entry) -> Content {
-    [
-        e.rect.min_x().to_bits(),
-        e.rect.min_y().to_bits(),
-        e.rect.max_x().to_bits(),
-        e.rect.max_y().to_bits(),
-        e.payload,
-    ]
+    let [a, b, c, d] = e.rect.to_bits();
+    [a, b, c, d, e.payload]
 }
 
 /// The writer's side: the content last logged for each (level, key) in the
