@@ -149,11 +149,7 @@ fn check(family: &str, ops: &[Op], windows: &[(u8, u8, u8, u8)], probes: &[(u8, 
             Rect::new(x, y, x + f64::from(w % 16), y + f64::from(h % 16)).unwrap()
         })
         .collect();
-    for p in [
-        Predicate::Intersects,
-        Predicate::Contains,
-        Predicate::Within,
-    ] {
+    for p in Predicate::ALL {
         let batch = ix.query_batch(&rects, p).unwrap();
         assert_eq!(batch.results.len(), rects.len());
         for (w, b) in rects.iter().zip(&batch.results) {

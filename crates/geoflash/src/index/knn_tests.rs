@@ -2,85 +2,13 @@
 //! neighbours (ids, distances, order, ties) as each other and as brute
 //! force, visit the same nodes, and batched reads ask the store fewer times.
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
 
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 
 use super::*;
 use crate::geom::{HilbertDomain, Point};
-use crate::store::mem::MemStore;
-use crate::store::{OpId, StoreStats};
-
-/// One read the tree asked its store for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Call {
-    Get(PageId),
-    Batch(Vec<PageId>),
-}
-
-/// A [`MemStore`] that records every read asked of it.
-#[derive(Debug, Default)]
-struct Recording {
-    inner: MemStore,
-    calls: Mutex<Vec<Call>>,
-}
-
-impl Recording {
-    fn new() -> Self {
-        Recording {
-            inner: MemStore::new(),
-            calls: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// The reads since the last call, oldest first.
-    fn take(&self) -> Vec<Call> {
-        std::mem::take(&mut *self.calls.lock().unwrap())
-    }
-
-    fn note(&self, call: Call) {
-        self.calls.lock().unwrap().push(call);
-    }
-}
-
-impl NodeStore for Recording {
-    fn get(&self, id: PageId) -> Result<Arc<Node>> {
-        self.note(Call::Get(id));
-        self.inner.get(id)
-    }
-    fn get_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
-        self.note(Call::Batch(ids.to_vec()));
-        ids.iter().map(|&id| self.inner.get(id)).collect()
-    }
-    fn begin_op(&mut self) -> Result<OpId> {
-        self.inner.begin_op()
-    }
-    fn create(&mut self, level: u16, entries: Vec<Entry>) -> Result<PageId> {
-        self.inner.create(level, entries)
-    }
-    fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) -> Result<()> {
-        self.inner.modify(id, level, changes)
-    }
-    fn delete(&mut self, id: PageId) -> Result<()> {
-        self.inner.delete(id)
-    }
-    fn set_meta(&mut self, meta: TreeMeta) -> Result<()> {
-        self.inner.set_meta(meta)
-    }
-    fn commit_op(&mut self, op: OpId) -> Result<()> {
-        self.inner.commit_op(op)
-    }
-    fn meta(&self) -> TreeMeta {
-        self.inner.meta()
-    }
-    fn checkpoint(&mut self) -> Result<()> {
-        self.inner.checkpoint()
-    }
-    fn stats(&self) -> StoreStats {
-        self.inner.stats()
-    }
-}
+use super::recording_tests::{Call, Recording};
 
 fn r(x0: f64, y0: f64, x1: f64, y1: f64) -> Rect {
     Rect::new(x0, y0, x1, y1).unwrap()
@@ -117,11 +45,11 @@ fn build(
 ) -> (RTree<Recording>, Vec<(u64, Rect)>) {
     if bulk {
         let t =
-            RTree::bulk_load(Recording::new(), p, items.to_vec(), BulkMethod::Str, 1.0).unwrap();
+            RTree::bulk_load(Recording::default(), p, items.to_vec(), BulkMethod::Str, 1.0).unwrap();
         t.store().take();
         return (t, items.to_vec());
     }
-    let mut t = RTree::create(Recording::new(), p).unwrap();
+    let mut t = RTree::create(Recording::default(), p).unwrap();
     for (id, rect) in items {
         t.insert(*id, *rect).unwrap();
     }

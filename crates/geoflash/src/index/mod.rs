@@ -98,6 +98,8 @@ mod object_ids;
 mod ops;
 pub mod params;
 pub mod query;
+#[cfg(test)]
+mod recording_tests;
 pub mod refine;
 mod rstar;
 mod spatial;

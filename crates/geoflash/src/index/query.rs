@@ -38,6 +38,11 @@ pub enum Predicate {
     Within,
 }
 
+impl Predicate {
+    /// Every predicate, in declaration order.
+    pub const ALL: [Predicate; 3] = [Predicate::Intersects, Predicate::Contains, Predicate::Within];
+}
+
 /// Decides which subtrees a traversal enters and which records it reports.
 pub trait Selection {
     /// Enter the subtree whose MBR is `rect`?

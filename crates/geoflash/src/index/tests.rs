@@ -91,11 +91,7 @@ fn ids(res: &QueryResult) -> BTreeSet<u64> {
 
 /// Checks every query kind against the oracle.
 fn check_queries<S: NodeStore>(t: &RTree<S>, o: &Oracle, w: &Rect, p: &Point, k: usize) {
-    for pred in [
-        Predicate::Intersects,
-        Predicate::Contains,
-        Predicate::Within,
-    ] {
+    for pred in Predicate::ALL {
         let res = t.query(*w, pred).unwrap();
         assert_eq!(ids(&res), o.query(w, pred), "{pred:?} {w:?}");
         assert_eq!(res.stats.results, res.hits.len() as u64);
@@ -146,6 +142,16 @@ enum Op {
     Nudge(usize, (i8, i8, i8)),
     DeleteAbsent(Rect),
     Query(Rect, Point, usize),
+}
+
+/// `n` half-unit squares, twenty to a row, with ids 0 to `n - 1`.
+pub(crate) fn grid_items(n: u64) -> Vec<(u64, Rect)> {
+    (0..n)
+        .map(|i| {
+            let (x, y) = ((i % 20) as f64, (i / 20) as f64);
+            (i, r(x, y, x + 0.5, y + 0.5))
+        })
+        .collect()
 }
 
 /// Rectangles on a coarse grid (half units over 20 × 20), so that ties,
@@ -463,12 +469,7 @@ fn a_duplicate_id_anywhere_in_the_tree_is_refused() {
     // Object 3 sits far from where its duplicate's rectangle goes, so the
     // leaf check alone would not see it; the id set must.
     let far = r(1000.0, 1000.0, 1001.0, 1001.0);
-    let items: Vec<(u64, Rect)> = (0..200u64)
-        .map(|i| {
-            let x = (i % 20) as f64;
-            (i, r(x, (i / 20) as f64, x + 0.5, (i / 20) as f64 + 0.5))
-        })
-        .collect();
+    let items = grid_items(200);
     for params in configs(6) {
         let mut t = RTree::create(MemStore::new(), params).unwrap();
         for (i, rect) in &items {
@@ -617,11 +618,7 @@ mod plain {
         let mut out = Vec::new();
         for i in 0..10 {
             let x = f64::from(i) * 2.0;
-            for pred in [
-                Predicate::Intersects,
-                Predicate::Contains,
-                Predicate::Within,
-            ] {
+            for pred in Predicate::ALL {
                 let ids = t
                     .query(r(x, x, x + 3.0, x + 3.0), pred)
                     .unwrap()

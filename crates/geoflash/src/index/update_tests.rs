@@ -3,90 +3,18 @@
 //! leaf, more only when the leaf's rectangle shrinks), anything else is a
 //! delete and an insert; the Hilbert R-tree always takes the second way.
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 
 use super::*;
 use crate::geom::HilbertDomain;
-use crate::store::mem::MemStore;
-use crate::store::{OpId, StoreStats};
-
-/// One change the tree asked its store for.
-#[derive(Debug, Clone, PartialEq)]
-enum Write {
-    Create(u16),
-    Modify(PageId, u16, Vec<EntryChange>),
-    Delete(PageId),
-    SetMeta,
-}
-
-/// A [`MemStore`] that records every change asked of it.
-#[derive(Debug, Default)]
-struct Writes {
-    inner: MemStore,
-    log: Arc<Mutex<Vec<Write>>>,
-    /// Every page read (`get`), in order.
-    reads: Arc<Mutex<Vec<PageId>>>,
-}
-
-impl Writes {
-    fn take(&self) -> Vec<Write> {
-        std::mem::take(&mut *self.log.lock().unwrap())
-    }
-
-    fn note(&self, w: Write) {
-        self.log.lock().unwrap().push(w);
-    }
-
-    fn take_reads(&self) -> Vec<PageId> {
-        std::mem::take(&mut *self.reads.lock().unwrap())
-    }
-}
-
-impl NodeStore for Writes {
-    fn get(&self, id: PageId) -> Result<Arc<Node>> {
-        self.reads.lock().unwrap().push(id);
-        self.inner.get(id)
-    }
-    fn begin_op(&mut self) -> Result<OpId> {
-        self.inner.begin_op()
-    }
-    fn create(&mut self, level: u16, entries: Vec<Entry>) -> Result<PageId> {
-        self.note(Write::Create(level));
-        self.inner.create(level, entries)
-    }
-    fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) -> Result<()> {
-        self.note(Write::Modify(id, level, changes.to_vec()));
-        self.inner.modify(id, level, changes)
-    }
-    fn delete(&mut self, id: PageId) -> Result<()> {
-        self.note(Write::Delete(id));
-        self.inner.delete(id)
-    }
-    fn set_meta(&mut self, meta: TreeMeta) -> Result<()> {
-        self.note(Write::SetMeta);
-        self.inner.set_meta(meta)
-    }
-    fn commit_op(&mut self, op: OpId) -> Result<()> {
-        self.inner.commit_op(op)
-    }
-    fn meta(&self) -> TreeMeta {
-        self.inner.meta()
-    }
-    fn checkpoint(&mut self) -> Result<()> {
-        self.inner.checkpoint()
-    }
-    fn stats(&self) -> StoreStats {
-        self.inner.stats()
-    }
-}
+use super::recording_tests::{Recording, Write};
 
 fn r(x0: f64, y0: f64, x1: f64, y1: f64) -> Rect {
     Rect::new(x0, y0, x1, y1).unwrap()
 }
 
 /// A tree of `params` holding 400 small boxes on a 20 × 20 grid.
-fn grid_tree(params: TreeParams) -> (RTree<Writes>, HashMap<u64, Rect>) {
-    let mut t = RTree::create(Writes::default(), params).unwrap();
+fn grid_tree(params: TreeParams) -> (RTree<Recording>, HashMap<u64, Rect>) {
+    let mut t = RTree::create(Recording::default(), params).unwrap();
     let mut rects = HashMap::new();
     for i in 0..400u64 {
         let (x, y) = ((i % 20) as f64, (i / 20) as f64);
@@ -94,7 +22,7 @@ fn grid_tree(params: TreeParams) -> (RTree<Writes>, HashMap<u64, Rect>) {
         t.insert(i, b).unwrap();
         rects.insert(i, b);
     }
-    t.store().take();
+    t.store().take_writes();
     (t, rects)
 }
 
@@ -140,7 +68,7 @@ fn an_update_inside_its_leaf_rewrites_the_record_in_place() {
                 t.update(id, old, new).unwrap();
                 rects.insert(id, new);
                 in_place += 1;
-                let writes = t.store().take();
+                let writes = t.store().take_writes();
                 let record = Entry {
                     key: id,
                     rect: new,
@@ -192,7 +120,7 @@ fn an_update_leaving_its_leaf_is_a_delete_and_an_insert() {
             let new = r(100.0 + id as f64, 100.0, 100.5 + id as f64, 100.5);
             t.update(id, old, new).unwrap();
             rects.insert(id, new);
-            let writes = t.store().take();
+            let writes = t.store().take_writes();
             assert!(writes.contains(&Write::SetMeta), "{params:?}: {writes:?}");
             t.check().unwrap();
             assert!(t
@@ -216,13 +144,13 @@ fn an_update_leaving_its_leaf_is_a_delete_and_an_insert() {
 
 #[test]
 fn a_root_leaf_takes_any_rectangle_in_place() {
-    let mut t = RTree::create(Writes::default(), TreeParams::new(IndexKind::RTree, 8)).unwrap();
+    let mut t = RTree::create(Recording::default(), TreeParams::new(IndexKind::RTree, 8)).unwrap();
     t.insert(1, r(0.0, 0.0, 1.0, 1.0)).unwrap();
     t.insert(2, r(2.0, 2.0, 3.0, 3.0)).unwrap();
-    t.store().take();
+    t.store().take_writes();
     t.update(1, r(0.0, 0.0, 1.0, 1.0), r(50.0, 50.0, 51.0, 51.0))
         .unwrap();
-    let writes = t.store().take();
+    let writes = t.store().take_writes();
     assert_eq!(writes.len(), 1, "{writes:?}");
     assert_eq!(t.counters().updates_in_place, 1);
     t.check().unwrap();
@@ -231,7 +159,7 @@ fn a_root_leaf_takes_any_rectangle_in_place() {
     assert!(t
         .update(1, r(0.0, 0.0, 1.0, 1.0), r(0.0, 0.0, 1.0, 1.0))
         .is_err());
-    assert!(t.store().take().is_empty());
+    assert!(t.store().take_writes().is_empty());
     assert_eq!(t.counters().updates_in_place, 1);
 }
 
@@ -268,7 +196,7 @@ fn a_small_move_across_its_leafs_border_is_in_place_within_the_parent() {
             let before = t.counters().updates_in_place;
             t.update(id, old, new).unwrap();
             rects.insert(id, new);
-            let writes = t.store().take();
+            let writes = t.store().take_writes();
             t.check().unwrap();
             if t.counters().updates_in_place > before {
                 crossed += 1;
@@ -293,7 +221,7 @@ fn a_small_move_across_its_leafs_border_is_in_place_within_the_parent() {
 fn a_leaf_hint_reads_that_leaf_alone_and_a_stale_one_falls_back() {
     // Boxes of 4 × 4 in a 40 × 40 square: leaves' rectangles overlap, so
     // a record's rectangle lies inside several of them.
-    let mut t = RTree::create(Writes::default(), TreeParams::new(IndexKind::RStar, 8)).unwrap();
+    let mut t = RTree::create(Recording::default(), TreeParams::new(IndexKind::RStar, 8)).unwrap();
     let mut rects = HashMap::new();
     let mut seed = 7u64;
     let mut next = || {

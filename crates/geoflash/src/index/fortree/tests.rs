@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::geom::Point;
 use crate::index::query::{Predicate, Selection, Window};
-use crate::index::tests::rect_strategy;
+use crate::index::tests::{grid_items, rect_strategy};
 use crate::storage::mem::MemDevice;
 use crate::storage::PageDevice;
 use crate::store::mem::MemStore;
@@ -75,11 +75,7 @@ impl Oracle {
 
 /// Every query kind against the oracle.
 fn check_queries<S: NodeStore>(t: &mut Fortree<S>, o: &Oracle, w: &Rect, p: &Point, k: usize) {
-    for pred in [
-        Predicate::Intersects,
-        Predicate::Contains,
-        Predicate::Within,
-    ] {
+    for pred in Predicate::ALL {
         let res = t.query(*w, pred).unwrap();
         let got: BTreeSet<u64> = res.hits.iter().map(|h| h.id).collect();
         assert_eq!(got.len(), res.hits.len(), "a record reported twice");
@@ -309,12 +305,7 @@ fn a_duplicate_id_anywhere_in_the_tree_is_refused() {
     // Issue 44, item 14. Object 3 sits far from where its duplicate's
     // rectangle goes, so the leaf unit check alone would not see it.
     let far = r(1000.0, 1000.0, 1001.0, 1001.0);
-    let items: Vec<(u64, Rect)> = (0..200u64)
-        .map(|i| {
-            let x = (i % 20) as f64;
-            (i, r(x, (i / 20) as f64, x + 0.5, (i / 20) as f64 + 0.5))
-        })
-        .collect();
+    let items = grid_items(200);
     let (dev, store) = plain(512);
     let mut t = Fortree::create(store, FortreeConfig::new(6)).unwrap();
     for (i, rect) in &items {
