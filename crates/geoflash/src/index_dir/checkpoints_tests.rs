@@ -17,21 +17,13 @@ const MINUTE: Duration = Duration::from_secs(60);
 /// that holds every node, its checkpoint interval one minute, and
 /// `settings` on top.
 fn create(dir: &Path, store: &str, settings: &[(&str, &str)]) -> Index {
-    let mut spec = crate::IndexSpec::new(crate::KeyStyle::Key);
-    for (k, v) in [
+    let base = [
         ("store", store),
         ("page_size", "1024"),
         ("buffer", "8MiB"),
         ("checkpoint_interval", "1min"),
-    ]
-    .iter()
-    .chain(settings)
-    {
-        spec.set(k, v).unwrap();
-    }
-    let opts = spec
-        .options()
-        .unwrap()
+    ];
+    let opts = super::tests::spec_options(base.iter().chain(settings))
         .with_domain_of([Rect::from_valid(0.0, 0.0, 100.0, 100.0)].iter());
     let mut index = Index::create(dir, &opts).unwrap();
     // The tests' clock from here on: advanced, never read from the wall.

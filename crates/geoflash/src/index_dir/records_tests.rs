@@ -13,16 +13,8 @@ use crate::records::{Records, NEXT_FILE, RECORDS_FILE};
 
 /// A new index in `dir` on `store` with its record map in the store's log.
 fn create(dir: &Path, store: &str, settings: &[(&str, &str)]) -> Index {
-    let mut spec = crate::IndexSpec::new(crate::KeyStyle::Key);
-    for (k, v) in [("store", store), ("page_size", "1024"), ("buffer", "8MiB")]
-        .iter()
-        .chain(settings)
-    {
-        spec.set(k, v).unwrap();
-    }
-    let opts = spec
-        .options()
-        .unwrap()
+    let base = [("store", store), ("page_size", "1024"), ("buffer", "8MiB")];
+    let opts = super::tests::spec_options(base.iter().chain(settings))
         .with_domain_of([Rect::from_valid(0.0, 0.0, 100.0, 100.0)].iter());
     let mut index = Index::create(dir, &opts).unwrap();
     assert!(index.log_records_in_store(Records::new()).unwrap(), "{store}");

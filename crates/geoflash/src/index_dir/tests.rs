@@ -22,6 +22,15 @@ fn rect(i: u64) -> Rect {
     Rect::new(x, y, x + 5.0, y + 5.0).unwrap()
 }
 
+/// Index options from `settings` (keys spelled as keys), in order.
+pub(super) fn spec_options<'a>(settings: impl IntoIterator<Item = &'a (&'a str, &'a str)>) -> IndexOptions {
+    let mut spec = crate::IndexSpec::new(crate::KeyStyle::Key);
+    for (k, v) in settings {
+        spec.set(k, v).unwrap();
+    }
+    spec.options().unwrap()
+}
+
 fn file_opts() -> IndexOptions {
     IndexOptions {
         page_size: 1024,
@@ -824,20 +833,14 @@ fn grid_files_live_in_index_directories_and_reopen_with_the_same_answers() {
         ),
         ("gffm", "flashsim:preset=seed-tc58"),
     ] {
-        let mut spec = crate::IndexSpec::new(crate::KeyStyle::Key);
-        for (k, v) in [
+        let opts = spec_options(&[
             ("kind", kind),
             ("device", device),
             ("page_size", "1KiB"),
             ("buffer", "256KiB"),
-        ] {
-            spec.set(k, v).unwrap();
-        }
+        ]);
         // The domain comes from the data, as a build from a file takes it.
-        let opts = spec
-            .options()
-            .unwrap()
-            .with_domain_of(pts.iter().map(|(_, r)| r));
+        let opts = opts.with_domain_of(pts.iter().map(|(_, r)| r));
         let path = dir.path().join(format!("{kind}-{}", device.len()));
         let mut idx = Index::create(&path, &opts).unwrap();
         for &(i, r) in &pts {

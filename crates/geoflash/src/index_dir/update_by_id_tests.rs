@@ -25,17 +25,14 @@ fn rect(x0: f64, y0: f64, x1: f64, y1: f64) -> Rect {
 
 /// A temporary index of `kind` in memory, small pages, over [0, 100]².
 fn index_of(kind: &str) -> Index {
-    let mut spec = crate::IndexSpec::new(crate::KeyStyle::Key);
-    for (k, v) in [
+    let opts = super::tests::spec_options(&[
         ("kind", kind),
         ("device", "mem:"),
         ("page_size", "512"),
         ("buffer", "64KiB"),
-    ] {
-        spec.set(k, v).unwrap();
-    }
+    ]);
     let corners = [rect(0.0, 0.0, 0.0, 0.0), rect(100.0, 100.0, 100.0, 100.0)];
-    let opts = spec.options().unwrap().with_domain_of(corners.iter());
+    let opts = opts.with_domain_of(corners.iter());
     Index::create_temporary(&opts).unwrap_or_else(|e| panic!("{kind}: {e}"))
 }
 
