@@ -142,22 +142,10 @@ impl Engine {
         spans: &[Span],
         os_error: OsError<'_>,
     ) -> Result<()> {
-        if let Some(results) = self.with_ring(|ring, out| ring.read(file, buf, spans, out)) {
-            for (s, r) in spans.iter().zip(results) {
-                match r {
-                    Ok(n) if n >= s.len => {}
-                    // Short read (end of file) or a transient error: finish with pread.
-                    Ok(n) => self.pread_span(file, buf, s, n, os_error)?,
-                    Err(e) if is_retryable(&e) => self.pread_span(file, buf, s, 0, os_error)?,
-                    Err(e) => return Err(os_error(s.page, e)),
-                }
-            }
-            return Ok(());
-        }
-        for s in spans {
-            self.pread_span(file, buf, s, 0, os_error)?;
-        }
-        Ok(())
+        let results = self.with_ring(|ring, out| ring.read(file, buf, spans, out));
+        complete(spans, results, os_error, |s, done| {
+            self.pread_span(file, buf, s, done, os_error)
+        })
     }
 
     /// Writes every span of `data` to `file`.
@@ -168,21 +156,10 @@ impl Engine {
         spans: &[Span],
         os_error: OsError<'_>,
     ) -> Result<()> {
-        if let Some(results) = self.with_ring(|ring, out| ring.write(file, data, spans, out)) {
-            for (s, r) in spans.iter().zip(results) {
-                match r {
-                    Ok(n) if n >= s.len => {}
-                    Ok(n) => self.pwrite_span(file, data, s, n, os_error)?,
-                    Err(e) if is_retryable(&e) => self.pwrite_span(file, data, s, 0, os_error)?,
-                    Err(e) => return Err(os_error(s.page, e)),
-                }
-            }
-            return Ok(());
-        }
-        for s in spans {
-            self.pwrite_span(file, data, s, 0, os_error)?;
-        }
-        Ok(())
+        let results = self.with_ring(|ring, out| ring.write(file, data, spans, out));
+        complete(spans, results, os_error, |s, done| {
+            self.pwrite_span(file, data, s, done, os_error)
+        })
     }
 
     /// Runs `f` on a ring if io_uring is in use; `None` means "use psync".
@@ -288,6 +265,30 @@ impl Engine {
     fn page_at(&self, s: &Span, done: usize) -> PageId {
         s.page + (done / self.page_size) as u64
     }
+}
+
+/// Completes the transfer of every span: with `finish(span, bytes already
+/// done)` (pread or pwrite) where the ring's `results` left it short (end
+/// of file) or failed transiently, and for every span when no ring ran
+/// (`None`). Any other error of the ring is the batch's.
+fn complete(
+    spans: &[Span],
+    results: Option<Vec<io::Result<usize>>>,
+    os_error: OsError<'_>,
+    mut finish: impl FnMut(&Span, usize) -> Result<()>,
+) -> Result<()> {
+    let Some(results) = results else {
+        return spans.iter().try_for_each(|s| finish(s, 0));
+    };
+    for (s, r) in spans.iter().zip(results) {
+        match r {
+            Ok(n) if n >= s.len => {}
+            Ok(n) => finish(s, n)?,
+            Err(e) if is_retryable(&e) => finish(s, 0)?,
+            Err(e) => return Err(os_error(s.page, e)),
+        }
+    }
+    Ok(())
 }
 
 fn is_retryable(e: &io::Error) -> bool {
