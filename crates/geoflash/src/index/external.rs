@@ -69,6 +69,25 @@ pub struct ExternalBulkConfig {
     pub temp_dir: PathBuf,
 }
 
+impl ExternalBulkConfig {
+    /// Checks a bulk load's fill factor (in (0, 1]) and this memory budget
+    /// (at least [`MIN_MEMORY_BUDGET`]).
+    fn check_fill(&self, fill: f64) -> Result<()> {
+        if !(fill > 0.0 && fill <= 1.0) {
+            return Err(Error::invalid(format!(
+                "bulk-load fill factor {fill} must be in (0, 1]"
+            )));
+        }
+        if self.memory_budget < MIN_MEMORY_BUDGET {
+            return Err(Error::invalid(format!(
+                "bulk-load memory budget of {} bytes is below the minimum of {MIN_MEMORY_BUDGET}",
+                self.memory_budget
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// What [`RTree::bulk_load_external`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ExternalBulkReport {
@@ -438,17 +457,7 @@ impl<S: NodeStore> RTree<S> {
         I: IntoIterator<Item = (u64, Rect)>,
     {
         let mut tree = RTree::create(store, params)?;
-        if !(fill > 0.0 && fill <= 1.0) {
-            return Err(Error::invalid(format!(
-                "bulk-load fill factor {fill} must be in (0, 1]"
-            )));
-        }
-        if config.memory_budget < MIN_MEMORY_BUDGET {
-            return Err(Error::invalid(format!(
-                "bulk-load memory budget of {} bytes is below the minimum of {MIN_MEMORY_BUDGET}",
-                config.memory_budget
-            )));
-        }
+        config.check_fill(fill)?;
         let mut spill = Spill::new(&config.temp_dir)?;
         let mut report = ExternalBulkReport::default();
         let hilbert_tree = params.kind == IndexKind::Hilbert;
@@ -463,34 +472,10 @@ impl<S: NodeStore> RTree<S> {
                 hilbert_tree,
                 run_len,
             )?,
-            None => {
-                let (path, mut w) = spill.create()?;
-                let mut extent: Option<Rect> = None;
-                for (id, rect) in items {
-                    let rect = checked(rect)?;
-                    extent = Some(extent.map_or(rect, |e| e.union(&rect)));
-                    w.push(&EntryRec(Entry {
-                        key: id,
-                        rect,
-                        payload: 0,
-                    }))?;
-                }
-                spill.bytes += w.finish()?;
-                let Some(extent) = extent else {
-                    spill.remove(&path);
-                    return Ok((tree, report));
-                };
-                let d = HilbertDomain::new(extent, HilbertDomain::DEFAULT_ORDER)?;
-                let mut r: Reader<EntryRec> = Reader::open(&path, READ_BUFFER)?;
-                let input = std::iter::from_fn(move || match r.next_rec() {
-                    Ok(Some(EntryRec(e))) => Some(Ok((e.key, e.rect))),
-                    Ok(None) => None,
-                    Err(e) => Some(Err(e)),
-                });
-                let out = form_runs(&mut spill, input, d, hilbert_tree, run_len)?;
-                spill.remove(&path);
-                out
-            }
+            None => match form_runs_in_extent(&mut spill, items, hilbert_tree, run_len)? {
+                Some(out) => out,
+                None => return Ok((tree, report)),
+            },
         };
         report.records = records;
         report.runs = runs.len() as u64;
@@ -501,29 +486,13 @@ impl<S: NodeStore> RTree<S> {
             .saturating_sub(1)
             .max(2);
 
-        // Duplicate ids: merge the id runs and compare neighbours.
-        let (id_runs, _) = reduce_runs::<(u64, u64)>(&mut spill, id_runs, fan_in, READ_BUFFER)?;
-        let mut ids: Merge<(u64, u64)> = Merge::open(&id_runs, READ_BUFFER)?;
-        let mut prev: Option<(u64, u64)> = None;
-        while let Some((id, at)) = ids.next_rec()? {
-            if let Some((_, first)) = prev.filter(|p| p.0 == id) {
-                return Err(duplicate_record(id, first, at));
-            }
-            prev = Some((id, at));
-        }
-        drop(ids);
-        for p in &id_runs {
-            spill.remove(p);
-        }
+        check_unique_ids(&mut spill, id_runs, fan_in)?;
 
         let (runs, passes) = reduce_runs::<Keyed>(&mut spill, runs, fan_in, READ_BUFFER)?;
         report.merge_passes = passes + u64::from(runs.len() > 1);
         let mut merged: Merge<Keyed> = Merge::open(&runs, READ_BUFFER)?;
-        let leaves = std::iter::from_fn(move || match merged.next_rec() {
-            Ok(Some(k)) => Some(Ok(k.entry)),
-            Ok(None) => None,
-            Err(e) => Some(Err(e)),
-        });
+        let leaves = std::iter::from_fn(move || merged.next_rec().transpose())
+            .map(|k| k.map(|k: Keyed| k.entry));
         let p = tree.params;
         let cap =
             ((p.max_entries as f64 * fill).floor() as usize).clamp(p.min_entries, p.max_entries);
@@ -553,18 +522,7 @@ impl<S: NodeStore> RTree<S> {
                     } else {
                         even_sizes_at(k, groups, g)
                     };
-                    node.clear();
-                    for _ in 0..size {
-                        match input.next() {
-                            Some(e) => node.push(e?),
-                            None => {
-                                return Err(Error::corrupt(
-                                    None,
-                                    "bulk load: a temporary file ended early",
-                                ))
-                            }
-                        }
-                    }
+                    next_node(&mut input, size, &mut node)?;
                     let mut parent = entry_of(p.kind, 0, &node)?;
                     parent.key = sink.node(level, &node)?;
                     root = Some(parent.key);
@@ -589,11 +547,10 @@ impl<S: NodeStore> RTree<S> {
                 };
                 spilled.bytes += w.finish()?;
                 let mut r: Reader<EntryRec> = Reader::open(&path, READ_BUFFER)?;
-                input = Box::new(std::iter::from_fn(move || match r.next_rec() {
-                    Ok(Some(EntryRec(e))) => Some(Ok(e)),
-                    Ok(None) => None,
-                    Err(e) => Some(Err(e)),
-                }));
+                input = Box::new(
+                    std::iter::from_fn(move || r.next_rec().transpose())
+                        .map(|e| e.map(|EntryRec(e)| e)),
+                );
                 prev_file = Some(path);
                 k = groups;
                 level += 1;
@@ -602,6 +559,85 @@ impl<S: NodeStore> RTree<S> {
         report.bytes_spilled = spill.bytes;
         Ok((tree, report))
     }
+}
+
+/// The next `size` entries of `input` into `node` (cleared first): an
+/// error when it ends early.
+fn next_node(
+    input: &mut dyn Iterator<Item = Result<Entry>>,
+    size: usize,
+    node: &mut Vec<Entry>,
+) -> Result<()> {
+    node.clear();
+    for _ in 0..size {
+        match input.next() {
+            Some(e) => node.push(e?),
+            None => {
+                return Err(Error::corrupt(
+                    None,
+                    "bulk load: a temporary file ended early",
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The record runs, the id runs and the number of records of an input.
+type Runs = (Vec<PathBuf>, Vec<PathBuf>, u64);
+
+/// Runs of `items` for a tree without a Hilbert domain: the input is
+/// written once to a temporary file while its extent is measured, then
+/// read back into runs in the domain of that extent (see [`form_runs`]).
+/// `None` for an empty input.
+fn form_runs_in_extent(
+    spill: &mut Spill,
+    items: impl IntoIterator<Item = (u64, Rect)>,
+    hilbert_tree: bool,
+    run_len: usize,
+) -> Result<Option<Runs>> {
+    let (path, mut w) = spill.create()?;
+    let mut extent: Option<Rect> = None;
+    for (id, rect) in items {
+        let rect = checked(rect)?;
+        extent = Some(extent.map_or(rect, |e| e.union(&rect)));
+        w.push(&EntryRec(Entry {
+            key: id,
+            rect,
+            payload: 0,
+        }))?;
+    }
+    spill.bytes += w.finish()?;
+    let Some(extent) = extent else {
+        spill.remove(&path);
+        return Ok(None);
+    };
+    let d = HilbertDomain::new(extent, HilbertDomain::DEFAULT_ORDER)?;
+    let mut r: Reader<EntryRec> = Reader::open(&path, READ_BUFFER)?;
+    let input = std::iter::from_fn(move || r.next_rec().transpose())
+        .map(|e| e.map(|EntryRec(e)| (e.key, e.rect)));
+    let out = form_runs(spill, input, d, hilbert_tree, run_len)?;
+    spill.remove(&path);
+    Ok(Some(out))
+}
+
+/// Duplicate ids: merges the id runs (`fan_in` at a time) and compares
+/// neighbours; the runs are removed when none is found.
+fn check_unique_ids(spill: &mut Spill, id_runs: Vec<PathBuf>, fan_in: usize) -> Result<()> {
+    let (id_runs, _) = reduce_runs::<(u64, u64)>(spill, id_runs, fan_in, READ_BUFFER)?;
+    let mut ids: Merge<(u64, u64)> = Merge::open(&id_runs, READ_BUFFER)?;
+    let mut prev: Option<(u64, u64)> = None;
+    while let Some((id, at)) = ids.next_rec()? {
+        if let Some((_, first)) = prev.filter(|p| p.0 == id) {
+            return Err(duplicate_record(id, first, at));
+        }
+        prev = Some((id, at));
+    }
+    drop(ids);
+    for p in &id_runs {
+        spill.remove(p);
+    }
+    Ok(())
 }
 
 /// The error for object `id` found at input positions `first` and `again`
@@ -626,7 +662,7 @@ fn form_runs(
     domain: HilbertDomain,
     hilbert_tree: bool,
     run_len: usize,
-) -> Result<(Vec<PathBuf>, Vec<PathBuf>, u64)> {
+) -> Result<Runs> {
     let mut runs = Vec::new();
     let mut id_runs = Vec::new();
     let mut chunk: Vec<Keyed> = Vec::with_capacity(run_len);

@@ -10,7 +10,7 @@ use crate::storage::{PageDevice, PageId};
 use crate::store::alloc::PageAllocator;
 use crate::store::header::Header;
 use crate::store::log::{
-    needs_replay, ClientLog, LogConfig, LogPlacement, LogReader, Record, RecordKind, RecoveredClient,
+    needs_replay, ClientLog, Log, LogConfig, LogPlacement, LogReader, Record, RecordKind, RecoveredClient,
     TailRepair,
 };
 use crate::store::placement::Placement;
@@ -71,7 +71,92 @@ fn resolves_automatically(
             .is_ok_and(|p| (p.first_page, p.pages) == (log.first_page, log.pages))
 }
 
+/// Writes the page images among `records` back to `device` (each to the
+/// tier of its level, as a flush puts it) and syncs: the number of pages
+/// restored. An image that does not fit a store of `cap` pages is
+/// corruption.
+fn restore_images(
+    device: &dyn PageDevice,
+    records: &[Record],
+    cap: u64,
+    placement: &Placement,
+) -> Result<u64> {
+    let ps = device.page_size();
+    let images: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.kind == RecordKind::PageImage)
+        .collect();
+    if images.is_empty() {
+        return Ok(0);
+    }
+    let mut ids = Vec::with_capacity(images.len());
+    let mut data = Vec::with_capacity(images.len() * ps);
+    for r in &images {
+        if r.payload.len() != ps || r.page == 0 || r.page >= cap {
+            return Err(Error::corrupt(
+                Some(r.page),
+                format!(
+                    "log record {}: a page image of {} bytes for page {} does not fit this store",
+                    r.lsn,
+                    r.payload.len(),
+                    r.page
+                ),
+            ));
+        }
+        ids.push(r.page);
+        data.extend_from_slice(&r.payload);
+    }
+    placement.hint_images(device, ids.iter().copied().zip(data.chunks_exact(ps)))?;
+    device.write_batch(&ids, &data)?;
+    device.sync()?;
+    Ok(ids.len() as u64)
+}
+
+/// A front end's frames since the checkpoint (of client generation
+/// `generation`) among `records`, on a log that holds them (read-only,
+/// `log` is `None`: one whose checkpoint names a generation or that holds
+/// CLIENT records).
+fn restored_client(
+    log: Option<&Log>,
+    generation: Option<u64>,
+    records: &[Record],
+) -> Result<Option<ClientLog>> {
+    let client = match log {
+        Some(l) => l.client_frames(),
+        None => generation.is_some() || records.iter().any(|r| r.kind == RecordKind::Client),
+    };
+    if !client {
+        return Ok(None);
+    }
+    let found = RecoveredClient::collect(generation, records)?;
+    let room = log.map_or(0, |l| l.capacity_bytes() / 4);
+    Ok(Some(ClientLog::restarted(found).with_room(room)))
+}
+
 impl EfindStore {
+    /// The allocator after a restart, pages `1 .. next_page` in use or
+    /// free: from the checkpoint's free list `free` when nothing was
+    /// `replayed`, else from the pages reachable from the root (buffered
+    /// deletions of unreachable pages are settled: nothing refers to them).
+    fn restore_allocator(
+        &mut self,
+        replayed: bool,
+        next_page: PageId,
+        free: &[PageId],
+        cap: u64,
+    ) -> Result<()> {
+        if replayed {
+            self.alloc = PageAllocator::restore(1, next_page, std::iter::empty(), cap)?;
+            let reachable = self.reachable_pages()?;
+            let free: Vec<PageId> = (1..next_page).filter(|p| !reachable.contains(p)).collect();
+            self.alloc = PageAllocator::restore(1, next_page, free, cap)?;
+        } else {
+            self.alloc = PageAllocator::restore(1, next_page, free.iter().copied(), cap)
+                .map_err(|e| Error::corrupt(None, format!("checkpoint free list: {e}")))?;
+        }
+        Ok(())
+    }
+
     pub(super) fn open_inner(
         device: Arc<dyn PageDevice>,
         log: LogPlacement,
@@ -110,39 +195,7 @@ impl EfindStore {
         let mut report = RestartReport::from_recovered(&rec);
         report.add_tail_repair(&repair);
         // 1. Torn-write repair: write the surviving page images back.
-        let ps = device.page_size();
-        let images: Vec<&Record> = rec
-            .records
-            .iter()
-            .filter(|r| r.kind == RecordKind::PageImage)
-            .collect();
-        if !images.is_empty() {
-            let mut ids = Vec::with_capacity(images.len());
-            let mut data = Vec::with_capacity(images.len() * ps);
-            for r in &images {
-                if r.payload.len() != ps || r.page == 0 || r.page >= cap {
-                    return Err(Error::corrupt(
-                        Some(r.page),
-                        format!(
-                            "log record {}: a page image of {} bytes for page {} does not fit this store",
-                            r.lsn,
-                            r.payload.len(),
-                            r.page
-                        ),
-                    ));
-                }
-                ids.push(r.page);
-                data.extend_from_slice(&r.payload);
-            }
-            // the images go back to the tier of their level, as a flush puts them
-            placement.hint_images(
-                device.as_ref(),
-                ids.iter().copied().zip(data.chunks_exact(ps)),
-            )?;
-            device.write_batch(&ids, &data)?;
-            device.sync()?;
-            report.pages_restored = ids.len() as u64;
-        }
+        report.pages_restored = restore_images(device.as_ref(), &rec.records, cap, &placement)?;
         // 2. The state of the newest checkpoint, then the later records.
         let mut ck = CheckpointState {
             last_op: hdr.lsn,
@@ -204,36 +257,13 @@ impl EfindStore {
         let last_op = rec.last_committed_op.unwrap_or(0).max(ck.last_op);
         store.last_op = (last_op > 0).then_some(last_op);
         store.ops.next = rec.max_op.max(ck.last_op).max(hdr.lsn).saturating_add(1);
-        // 3. The allocator: from the checkpoint when nothing was replayed,
-        //    else from the pages reachable from the root.
-        if replayed {
-            store.alloc = PageAllocator::restore(1, next_page, std::iter::empty(), cap)?;
-            let reachable = store.reachable_pages()?;
-            let free: Vec<PageId> = (1..next_page).filter(|p| !reachable.contains(p)).collect();
-            // Buffered deletions of unreachable pages are settled: nothing refers to them.
-            store.alloc = PageAllocator::restore(1, next_page, free, cap)?;
-            report.allocator_rebuilt = true;
-        } else {
-            store.alloc = PageAllocator::restore(1, next_page, ck.free.iter().copied(), cap)
-                .map_err(|e| Error::corrupt(None, format!("checkpoint free list: {e}")))?;
-        }
+        // 3. The allocator.
+        store.restore_allocator(replayed, next_page, &ck.free, cap)?;
+        report.allocator_rebuilt = replayed;
         report.free_pages = store.alloc.free_pages().count() as u64;
         report.buffered_pages = store.wb.len() as u64;
         report.records_in_tree = store.meta.records;
-        // A front end's frames since the checkpoint, on a log that holds
-        // them (read-only: one whose checkpoint names a generation).
-        let client = match &log {
-            Some(l) => l.client_frames(),
-            None => {
-                ck.client_generation.is_some()
-                    || rec.records.iter().any(|r| r.kind == RecordKind::Client)
-            }
-        };
-        if client {
-            let found = RecoveredClient::collect(ck.client_generation, &rec.records)?;
-            let room = log.as_ref().map_or(0, |l| l.capacity_bytes() / 4);
-            store.client = Some(ClientLog::restarted(found).with_room(room));
-        }
+        store.client = restored_client(log.as_ref(), ck.client_generation, &rec.records)?;
         let writable = log.is_some();
         store.log = log;
         store.restart = Some(report);

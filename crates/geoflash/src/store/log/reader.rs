@@ -58,15 +58,47 @@ pub(crate) struct Damage {
     pub records: u64,
 }
 
-/// [`scan`] under `mode`: with [`RecoveryMode::TolerateCorruptTail`] the
-/// first damaged page ends the stream and the damage is returned.
-pub(crate) fn scan_mode(
-    dev: &SharedDevice,
-    layout: &LogLayout,
-    sb: &Superblock,
-    mode: RecoveryMode,
-) -> Result<(Scan, Option<Damage>)> {
-    let tolerate = mode == RecoveryMode::TolerateCorruptTail;
+/// The pages of the live region read in order, up to the first page that
+/// is not of the live epoch at its position (rebuilt from its batch's
+/// seal when the log is sealed and it can be).
+struct Stream {
+    /// The pages' data (after their headers), concatenated.
+    data: Vec<u8>,
+    /// (offset in `data` where a page's data starts, its region position).
+    starts: Vec<(usize, u64)>,
+    /// Pages read from the device (seals and the pages they needed too).
+    pages_read: u64,
+    /// Region position of the first page that ended the stream, if any.
+    end: Option<u64>,
+    /// Pages rebuilt from seals.
+    rebuilt: u64,
+}
+
+impl Stream {
+    /// (data offset, region position) of the page holding data offset
+    /// `off` ((0, 0) for an empty stream).
+    fn page_holding(&self, off: usize) -> (usize, u64) {
+        let idx = self
+            .starts
+            .partition_point(|&(s, _)| s <= off)
+            .saturating_sub(1);
+        self.starts.get(idx).copied().unwrap_or((0, 0))
+    }
+
+    /// Data offset where the page at region position `p` starts (the end
+    /// of the data when no page of the stream is there).
+    fn page_start(&self, p: u64) -> usize {
+        self.starts
+            .iter()
+            .find(|&&(_, q)| q == p)
+            .map_or(self.data.len(), |&(s, _)| s)
+    }
+}
+
+/// Reads the live region of `sb` into a [`Stream`], in batches that grow
+/// from one page so that a short log (an empty epoch after a clean
+/// checkpoint) costs few reads.
+fn read_stream(dev: &SharedDevice, layout: &LogLayout, sb: &Superblock) -> Result<Stream> {
     let ps = layout.page_size;
     let region_pages = layout.region_pages();
     let region = sb.live;
@@ -141,7 +173,28 @@ pub(crate) fn scan_mode(
         }
         pos += n;
     }
-    let mut valid_pages = end.unwrap_or(region_pages);
+    Ok(Stream {
+        data: stream,
+        starts,
+        pages_read,
+        end,
+        rebuilt,
+    })
+}
+
+/// [`scan`] under `mode`: with [`RecoveryMode::TolerateCorruptTail`] the
+/// first damaged page ends the stream and the damage is returned.
+pub(crate) fn scan_mode(
+    dev: &SharedDevice,
+    layout: &LogLayout,
+    sb: &Superblock,
+    mode: RecoveryMode,
+) -> Result<(Scan, Option<Damage>)> {
+    let tolerate = mode == RecoveryMode::TolerateCorruptTail;
+    let region = sb.live;
+    let st = read_stream(dev, layout, sb)?;
+    let (stream, end, mut pages_read) = (&st.data, st.end, st.pages_read);
+    let mut valid_pages = end.unwrap_or(layout.region_pages());
     let mut damage: Option<Damage> = None;
     if let Some(bad) = end {
         let (read, proof) = lookahead(dev, layout, sb, bad, tolerate)?;
@@ -156,19 +209,14 @@ pub(crate) fn scan_mode(
     }
 
     let locate = |off: usize| -> String {
-        let idx = starts.partition_point(|&(s, _)| s <= off).saturating_sub(1);
-        let (s, p) = starts.get(idx).copied().unwrap_or((0, 0));
+        let (s, p) = st.page_holding(off);
         format!(
             "log region {region} page {p} (device page {}) offset {}",
             layout.region_page(region, p),
             off - s + super::record::PAGE_HEADER
         )
     };
-    let device_page = |off: usize| -> PageId {
-        let idx = starts.partition_point(|&(s, _)| s <= off).saturating_sub(1);
-        let p = starts.get(idx).map(|&(_, p)| p).unwrap_or(0);
-        layout.region_page(region, p)
-    };
+    let device_page = |off: usize| layout.region_page(region, st.page_holding(off).1);
 
     // The base a clean checkpoint left in the superblock comes first.
     let mut records = sb.base_records();
@@ -176,17 +224,6 @@ pub(crate) fn scan_mode(
     let mut torn_tail = false;
     let mut last_lsn: Lsn = records.iter().map(|r| r.lsn).max().unwrap_or(0);
     let base = records.len();
-    // Stream offset where the page at region position `p` starts.
-    let page_start = |p: u64| -> usize {
-        starts
-            .iter()
-            .find(|&&(_, q)| q == p)
-            .map_or(stream.len(), |&(s, _)| s)
-    };
-    let page_of = |off: usize| -> u64 {
-        let idx = starts.partition_point(|&(s, _)| s <= off).saturating_sub(1);
-        starts.get(idx).map_or(0, |&(_, p)| p)
-    };
     // Record (start, end) offsets of the region's records.
     let mut spans: Vec<(usize, usize)> = Vec::new();
     let framing = sb.format.framing();
@@ -199,7 +236,7 @@ pub(crate) fn scan_mode(
             Decoded::Record(_, _) | Decoded::Corrupt(_)
                 if tolerate && damaged(rest, framing, last_lsn, deltas) =>
             {
-                cut = Some(page_of(off));
+                cut = Some(st.page_holding(off).1);
                 break;
             }
             Decoded::Record(mut rec, len) => {
@@ -236,7 +273,7 @@ pub(crate) fn scan_mode(
     if let Some(first) = cut {
         // The first damaged page ends the log: it and every later page go,
         // with the records that end in them.
-        let from = page_start(first);
+        let from = st.page_start(first);
         let keep = base + spans.iter().take_while(|&&(_, e)| e <= from).count();
         let seen_end = damage.map_or(valid_pages, |d| d.end);
         damage = Some(Damage {
@@ -248,7 +285,8 @@ pub(crate) fn scan_mode(
         valid_pages = first;
         torn_tail = true;
     }
-    if rebuilt > 0 {
+    if st.rebuilt > 0 {
+        let rebuilt = st.rebuilt;
         tracing::warn!(
             "log region {region}: {rebuilt} damaged page(s) rebuilt from their batch's seal page"
         );
