@@ -34,6 +34,16 @@ selectivity = "1%"
 count = 10
 "#;
 
+/// The report's options for eFIND's gains over the plain store, every
+/// metric.
+fn gains_against_plain() -> ReportOptions {
+    ReportOptions {
+        metrics: vec![],
+        baseline: Some("plain".into()),
+        headline: Some("efind".into()),
+    }
+}
+
 /// Runs [`W`] at smoke scale into `dir/r.sqlite` and reports it into `dir/report`.
 fn small_report(dir: &Path, opts: &ReportOptions) -> ReportSummary {
     let db = dir.join("r.sqlite");
@@ -188,14 +198,7 @@ fn figures_facet_by_order_and_durability() {
 #[test]
 fn report_has_figures_first_pivots_and_gains() {
     let dir = tempfile::tempdir().unwrap();
-    let s = small_report(
-        dir.path(),
-        &ReportOptions {
-            metrics: vec![],
-            baseline: Some("plain".into()),
-            headline: Some("efind".into()),
-        },
-    );
+    let s = small_report(dir.path(), &gains_against_plain());
     let out = dir.path().join("report");
     assert_eq!(s.panels, 2);
     let html = std::fs::read_to_string(&s.html).unwrap();
@@ -404,14 +407,7 @@ fn the_page_renders_in_headless_chromium() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let s = small_report(
-        dir.path(),
-        &ReportOptions {
-            metrics: vec![],
-            baseline: Some("plain".into()),
-            headline: Some("efind".into()),
-        },
-    );
+    let s = small_report(dir.path(), &gains_against_plain());
     let html = std::fs::read_to_string(&s.html).unwrap();
     let palette: Vec<String> = figure::OKABE_ITO
         .iter()

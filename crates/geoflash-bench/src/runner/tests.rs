@@ -6,7 +6,7 @@ use std::path::Path;
 
 use geoflash::geom::Rect;
 
-use super::{run, RunOptions};
+use super::{run, RunOptions, RunSummary};
 use crate::results::ResultsStore;
 use crate::workload::{Scale, Workload};
 
@@ -62,9 +62,7 @@ fn count(st: &mut ResultsStore, sql: &str) -> i64 {
 /// queries as the R*-tree does on the same data.
 fn answers_as_the_rstar_tree(text: &str, kind: &str, configurations: usize) {
     let w = Workload::parse(text, Path::new("w.toml"), Scale::Smoke).unwrap();
-    let mut st = ResultsStore::in_memory().unwrap();
-    let s = run(&w, &mut st, &RunOptions::default()).unwrap();
-    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let (mut st, s) = run_clean(&w, None);
     assert_eq!(s.configurations, configurations);
     let mut answers = |kind: &str| {
         count(
@@ -78,6 +76,19 @@ fn answers_as_the_rstar_tree(text: &str, kind: &str, configurations: usize) {
     let (rstar, other) = (answers("rstar"), answers(kind));
     assert!(rstar > 0);
     assert_eq!(other, rstar);
+}
+
+/// Runs `w` into a results store in memory (the devices' files in
+/// `workdir` when given), asserting that no configuration failed.
+fn run_clean(w: &Workload, workdir: Option<&Path>) -> (ResultsStore, RunSummary) {
+    let mut st = ResultsStore::in_memory().unwrap();
+    let opts = RunOptions {
+        workdir: workdir.map(Path::to_path_buf),
+        ..RunOptions::default()
+    };
+    let s = run(w, &mut st, &opts).unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    (st, s)
 }
 
 /// The FOR-tree (`kind = "fortree"`) runs every step and answers as the
@@ -136,9 +147,7 @@ fn pick_runs_one_configuration() {
 #[test]
 fn runs_every_configuration_and_step_and_resumes() {
     let w = Workload::parse(W, Path::new("w.toml"), Scale::Smoke).unwrap();
-    let mut st = ResultsStore::in_memory().unwrap();
-    let s = run(&w, &mut st, &RunOptions::default()).unwrap();
-    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let (mut st, s) = run_clean(&w, None);
     assert_eq!(s.configurations, 4);
     // per configuration: build, 2 selectivities, 2 k, mixed, delete, crash (skipped)
     assert_eq!(s.rows, 4 * 8);
@@ -325,9 +334,7 @@ kind = "checkpoint"
     let path = dir.path().join("b.toml");
     std::fs::write(&path, text).unwrap();
     let w = Workload::load(&path, Scale::Small).unwrap();
-    let mut st = ResultsStore::in_memory().unwrap();
-    let s = run(&w, &mut st, &RunOptions::default()).unwrap();
-    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let (mut st, _) = run_clean(&w, None);
     assert_eq!(
         count(
             &mut st,
@@ -384,17 +391,7 @@ windows = "WINDOWS"
     crate::windows::write_windows(&wfile, &[Rect::new(-1.0, -1.0, 2.0, 2.0).unwrap()]).unwrap();
     let text = text.replace("WINDOWS", wfile.to_str().unwrap());
     let w = Workload::parse(&text, Path::new("c.toml"), Scale::Smoke).unwrap();
-    let mut st = ResultsStore::in_memory().unwrap();
-    let s = run(
-        &w,
-        &mut st,
-        &RunOptions {
-            workdir: Some(dir.path().to_path_buf()),
-            ..RunOptions::default()
-        },
-    )
-    .unwrap();
-    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let (mut st, s) = run_clean(&w, Some(dir.path()));
     let mut get = |sql: &str| count(&mut st, sql);
     // sync durability: every acknowledged insert survives; the query sees them all
     assert_eq!(
@@ -494,9 +491,7 @@ count = 1
 #[test]
 fn grid_kinds_answer_like_the_rstar_tree() {
     let w = Workload::parse(GRID, Path::new("g.toml"), Scale::Smoke).unwrap();
-    let mut st = ResultsStore::in_memory().unwrap();
-    let s = run(&w, &mut st, &RunOptions::default()).unwrap();
-    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let (mut st, s) = run_clean(&w, None);
     assert_eq!(s.configurations, 7);
     // Every query step returns the same number of results on every index.
     let mut distinct = |sql: &str| count(&mut st, sql);
@@ -658,9 +653,7 @@ selectivity = "1%"
 count = 20
 "#;
     let w = Workload::parse(text, Path::new("h.toml"), Scale::Smoke).unwrap();
-    let mut st = ResultsStore::in_memory().unwrap();
-    let s = run(&w, &mut st, &RunOptions::default()).unwrap();
-    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let (mut st, _) = run_clean(&w, None);
     assert_eq!(
         count(
             &mut st,
@@ -715,17 +708,7 @@ fn moving_objects_workload_runs_at_smoke_scale() {
     let dir = tempfile::tempdir().unwrap();
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads/moving-objects.toml");
     let w = Workload::load(&path, Scale::Smoke).unwrap();
-    let mut st = ResultsStore::in_memory().unwrap();
-    let s = run(
-        &w,
-        &mut st,
-        &RunOptions {
-            workdir: Some(dir.path().to_path_buf()),
-            ..RunOptions::default()
-        },
-    )
-    .unwrap();
-    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    let (mut st, s) = run_clean(&w, Some(dir.path()));
     assert_eq!(s.executed, 6);
     let mut get = |sql: &str| count(&mut st, sql);
     // per configuration: the build, the moves, the queries
