@@ -89,7 +89,73 @@ fn difference(mut got: Vec<u64>, mut want: Vec<u64>) -> Option<String> {
     ))
 }
 
+/// The moving objects: the first `n` of a seeded shuffle of the `loaded`
+/// live objects' positions.
+fn choose_movers(rng: &mut ChaCha8Rng, loaded: usize, n: usize) -> Vec<usize> {
+    let mut movers: Vec<usize> = (0..loaded).collect();
+    for i in 0..n {
+        let j = rng.gen_range(i..loaded);
+        movers.swap(i, j);
+    }
+    movers.truncate(n);
+    movers
+}
+
 impl Exec<'_> {
+    /// One batch's `count` moves, planned before it is timed: each of a
+    /// random one of `movers` by a random offset of at most `(ex, ey)`. An
+    /// object may move twice in a batch, from where its previous move left
+    /// it (the old rectangle is the oracle's; the index finds its own).
+    /// The oracle (`live`) takes the new rectangles.
+    fn plan_moves(
+        &mut self,
+        rng: &mut ChaCha8Rng,
+        movers: &[usize],
+        count: usize,
+        (ex, ey): (f64, f64),
+    ) -> Result<Vec<(u64, Rect, Rect)>> {
+        let mut plan = Vec::with_capacity(count);
+        for _ in 0..count {
+            let i = movers[rng.gen_range(0..movers.len())];
+            let (id, old) = self.live[i];
+            let dx = (rng.gen::<f64>() * 2.0 - 1.0) * ex;
+            let dy = (rng.gen::<f64>() * 2.0 - 1.0) * ey;
+            let new = shifted(&old, dx, dy, &self.extent)?;
+            self.live[i].1 = new;
+            plan.push((id, old, new));
+        }
+        Ok(plan)
+    }
+
+    /// Every answer of windows `ws` after commit `commit` of `commits`
+    /// against the current rectangles.
+    fn check_answers(
+        &self,
+        ws: &[Rect],
+        answers: Vec<Vec<u64>>,
+        commit: usize,
+        commits: usize,
+    ) -> Result<()> {
+        for (w, got) in ws.iter().zip(answers) {
+            let want: Vec<u64> = self
+                .live
+                .iter()
+                .filter(|(_, r)| w.intersects(r))
+                .map(|(id, _)| *id)
+                .collect();
+            if let Some(d) = difference(got, want) {
+                return Err(Error::corrupt(
+                    None,
+                    format!(
+                        "move step: after commit {commit} of {commits}, window {w:?} is answered \
+                         wrongly: {d}"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// A move step (its parameters read from `step`): two rows.
     pub(super) fn moving(&mut self, index: &mut Target, step: &Step) -> Result<Vec<Row>> {
         let Step::Move {
@@ -121,13 +187,7 @@ impl Exec<'_> {
             )));
         }
         let mut rng = ChaCha8Rng::seed_from_u64(*seed);
-        // The moving objects: the first n of a seeded shuffle of the live set.
-        let mut movers: Vec<usize> = (0..loaded).collect();
-        for i in 0..n {
-            let j = rng.gen_range(i..loaded);
-            movers.swap(i, j);
-        }
-        movers.truncate(n);
+        let movers = choose_movers(&mut rng, loaded, n);
         let (ex, ey) = (
             self.extent.width() * largest,
             self.extent.height() * largest,
@@ -139,19 +199,7 @@ impl Exec<'_> {
         let mut notes = String::new();
         let mut latencies = Vec::with_capacity(commits * queries_between);
         for c in 0..*commits {
-            // The batch's moves, planned before it is timed: an object may
-            // move twice in a batch, from where its previous move left it
-            // (the old rectangle is the oracle's; the index finds its own).
-            let mut plan = Vec::with_capacity(*moves_per_commit);
-            for _ in 0..*moves_per_commit {
-                let i = movers[rng.gen_range(0..n)];
-                let (id, old) = self.live[i];
-                let dx = (rng.gen::<f64>() * 2.0 - 1.0) * ex;
-                let dy = (rng.gen::<f64>() * 2.0 - 1.0) * ey;
-                let new = shifted(&old, dx, dy, &self.extent)?;
-                self.live[i].1 = new;
-                plan.push((id, old, new));
-            }
+            let plan = self.plan_moves(&mut rng, &movers, *moves_per_commit, (ex, ey))?;
             let (s, note) = measure_target(index, label, |t, s| {
                 t.as_index_mut()
                     .batch(BatchDurability::Commit, |ix| {
@@ -197,25 +245,7 @@ impl Exec<'_> {
                 Ok(())
             })?;
             queries.merge(&s);
-            // Every answer against the current rectangles.
-            for (w, got) in ws.iter().zip(answers) {
-                let want: Vec<u64> = self
-                    .live
-                    .iter()
-                    .filter(|(_, r)| w.intersects(r))
-                    .map(|(id, _)| *id)
-                    .collect();
-                if let Some(d) = difference(got, want) {
-                    return Err(Error::corrupt(
-                        None,
-                        format!(
-                            "move step: after commit {} of {commits}, window {w:?} is answered \
-                             wrongly: {d}",
-                            c + 1
-                        ),
-                    ));
-                }
-            }
+            self.check_answers(&ws, answers, c + 1, *commits)?;
         }
         let param = format!("objects={n};moves_per_commit={moves_per_commit};commits={commits}");
         let mut rows = vec![Row {

@@ -252,16 +252,15 @@ fn relation_geometry(
     })
 }
 
-/// Reads the ways and multipolygon relations of an OSM PBF file that pass
-/// the filters (see the module documentation of [`super`]).
-pub(super) fn read(path: &Path, opts: &OsmOptions) -> Result<OsmRead> {
-    std::fs::metadata(path).map_err(|e| io_err(path, e))?;
-    let filters = opts.filters.as_slice();
-    let keys = opts.keys();
-    let mut attributes = attributes::osm_columns(&keys).map_err(|e| bad(path, e))?;
-    let rels = read_relations(path, filters, &keys)?;
-    let members: HashSet<i64> = rels.iter().flat_map(|r| r.ways.iter().copied()).collect();
-
+/// The ways that pass `filters` or are members of a kept relation
+/// (`members`), and every node they reference: an error for a way whose
+/// node references overflow or a node outside WGS 84.
+fn read_ways(
+    path: &Path,
+    filters: &[OsmFilter],
+    keys: &[String],
+    members: &HashSet<i64>,
+) -> Result<(Vec<WayRec>, HashMap<i64, Coord>)> {
     let mut reader = osmpbf::IndexedReader::from_path(path).map_err(|e| pbf_error(path, e))?;
     let mut recs: Vec<WayRec> = Vec::new();
     let mut overflow: Option<i64> = None;
@@ -280,7 +279,7 @@ pub(super) fn read(path: &Path, opts: &OsmOptions) -> Result<OsmRead> {
                     return false;
                 };
                 let tags = if facts.passes {
-                    tag_values(&keys, way.raw_tags(), way.raw_stringtable())
+                    tag_values(keys, way.raw_tags(), way.raw_stringtable())
                 } else {
                     Vec::new()
                 };
@@ -324,6 +323,19 @@ pub(super) fn read(path: &Path, opts: &OsmOptions) -> Result<OsmRead> {
             ),
         ));
     }
+    Ok((recs, nodes))
+}
+
+/// Reads the ways and multipolygon relations of an OSM PBF file that pass
+/// the filters (see the module documentation of [`super`]).
+pub(super) fn read(path: &Path, opts: &OsmOptions) -> Result<OsmRead> {
+    std::fs::metadata(path).map_err(|e| io_err(path, e))?;
+    let filters = opts.filters.as_slice();
+    let keys = opts.keys();
+    let mut attributes = attributes::osm_columns(&keys).map_err(|e| bad(path, e))?;
+    let rels = read_relations(path, filters, &keys)?;
+    let members: HashSet<i64> = rels.iter().flat_map(|r| r.ways.iter().copied()).collect();
+    let (recs, nodes) = read_ways(path, filters, &keys, &members)?;
     let by_id: HashMap<i64, usize> = recs.iter().enumerate().map(|(i, w)| (w.id, i)).collect();
 
     // relations first: with pyrosm's reading their member ways are not

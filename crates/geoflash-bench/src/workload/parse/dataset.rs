@@ -94,26 +94,6 @@ pub(super) fn parse_dataset(
         None => 1,
         Some(v) => cx.int(&v.span(), v.get_ref(), &key("seed"))?,
     };
-    // Generator keys given to a file or PostGIS dataset.
-    let not_generated = |what: &str| -> Result<()> {
-        for (k, v) in [("geometry", &d.geometry), ("count", &d.count)] {
-            if let Some(v) = v {
-                return Err(cx.err(
-                    &v.span(),
-                    &key(k),
-                    format!("applies to generated datasets only, not to {what}"),
-                ));
-            }
-        }
-        if let Some(t) = &d.params {
-            return Err(cx.err(
-                &t.span(),
-                &key("params"),
-                format!("applies to generated datasets only, not to {what}"),
-            ));
-        }
-        Ok(())
-    };
     if let (Some(l), None) = (&d.layer, &d.file) {
         return Err(cx.err(
             &l.span(),
@@ -123,114 +103,11 @@ pub(super) fn parse_dataset(
     }
     let source = match (&d.generator, &d.file, &d.postgis) {
         (None, None, Some(t)) => {
-            not_generated("a PostGIS table")?;
+            not_generated(cx, d, i, "a PostGIS table")?;
             DatasetSource::Postgis(parse_postgis(cx, t, &key("postgis"))?)
         }
-        (Some(g), None, None) => {
-            let dist: Distribution = cx.at(&g.span(), &key("generator"), g.get_ref().parse())?;
-            let geometry: GeometryKind = match &d.geometry {
-                None => GeometryKind::Point,
-                Some(v) => {
-                    let s = cx.string(v, &key("geometry"))?;
-                    cx.at(&v.span(), &key("geometry"), s.parse())?
-                }
-            };
-            let count = match &d.count {
-                None => {
-                    return Err(cx.err(
-                        &d.name.span(),
-                        &key("count"),
-                        "a generated dataset needs a count",
-                    ))
-                }
-                Some(v) => cx.scaled(v, &key("count"))?,
-            };
-            if count == 0 {
-                return Err(cx.err(&d.name.span(), &key("count"), "must be at least 1"));
-            }
-            let count = usize::try_from(count)
-                .map_err(|_| cx.err(&d.name.span(), &key("count"), "too large"))?;
-            let mut p = GenParams::new(dist, geometry, count, seed);
-            if let Some(t) = &d.params {
-                for (k, v) in t.get_ref() {
-                    let pk = key(&format!("params.{k}"));
-                    let span = t.span();
-                    match k.as_str() {
-                        "max_size" => p.max_size = cx.float(&span, v, &pk)?,
-                        "percentage" => p.percentage = cx.float(&span, v, &pk)?,
-                        "buffer" => p.buffer = cx.float(&span, v, &pk)?,
-                        "probability" => p.probability = cx.float(&span, v, &pk)?,
-                        "digits" => {
-                            p.digits = u32::try_from(cx.int(&span, v, &pk)?)
-                                .map_err(|_| cx.err(&span, &pk, "too large"))?
-                        }
-                        "split_range" => p.split_range = cx.float(&span, v, &pk)?,
-                        "dither" => p.dither = cx.float(&span, v, &pk)?,
-                        "cluster_size" => p.cluster_size = cx.float(&span, v, &pk)?,
-                        "cluster_sigma" => p.cluster_sigma = cx.float(&span, v, &pk)?,
-                        _ => {
-                            return Err(cx.err(
-                                &span,
-                                &pk,
-                                format!(
-                                    "unknown generator parameter (use {})",
-                                    GEN_PARAMS.join(", ")
-                                ),
-                            ))
-                        }
-                    }
-                }
-                // The generator checks its parameters; try a tiny instance now.
-                let mut probe = p.clone();
-                probe.count = 1;
-                cx.at(
-                    &t.span(),
-                    &key("params"),
-                    crate::generate::generate(&probe).map(|_| ()),
-                )?;
-            }
-            DatasetSource::Generator(p)
-        }
-        (None, Some(f), None) => {
-            let p = base.join(f.get_ref());
-            if !p.is_file() {
-                return Err(cx.err(
-                    &f.span(),
-                    &key("file"),
-                    format!("dataset file {} does not exist", p.display()),
-                ));
-            }
-            let format = cx.at(
-                &f.span(),
-                &key("file"),
-                crate::import::InputFormat::from_path(&p),
-            )?;
-            not_generated("a file")?;
-            let layer = d.layer.as_ref().map(|l| (l.span(), l.get_ref().clone()));
-            match (format, layer) {
-                (crate::import::InputFormat::GeoPackage, layer) => {
-                    // The layer (or the only one) is chosen now, not when the workload runs.
-                    let (span, name) = match &layer {
-                        Some((span, name)) => (span.clone(), Some(name.as_str())),
-                        None => (f.span(), None),
-                    };
-                    let k = key(if layer.is_some() { "layer" } else { "file" });
-                    cx.at(&span, &k, crate::formats::gpkg::check_layer(&p, name))?;
-                    match layer {
-                        Some((_, layer)) => DatasetSource::Layer { file: p, layer },
-                        None => DatasetSource::File(p),
-                    }
-                }
-                (_, Some((span, _))) => {
-                    return Err(cx.err(
-                        &span,
-                        &key("layer"),
-                        "applies to GeoPackage files (.gpkg) only",
-                    ))
-                }
-                (_, None) => DatasetSource::File(p),
-            }
-        }
+        (Some(g), None, None) => generated(cx, d, i, g, seed)?,
+        (None, Some(f), None) => from_file(cx, d, i, f, base)?,
         (None, None, None) => {
             return Err(cx.err(
                 &d.name.span(),
@@ -265,4 +142,152 @@ pub(super) fn parse_dataset(
             seed,
         })
         .collect())
+}
+
+/// Fails when generator keys are given to a dataset of `what` (a file or
+/// a PostGIS table), `[[dataset]]` entry `i`.
+fn not_generated(cx: &Ctx, d: &RawDataset, i: usize, what: &str) -> Result<()> {
+    let key = |k: &str| format!("dataset[{i}].{k}");
+    for (k, v) in [("geometry", &d.geometry), ("count", &d.count)] {
+        if let Some(v) = v {
+            return Err(cx.err(
+                &v.span(),
+                &key(k),
+                format!("applies to generated datasets only, not to {what}"),
+            ));
+        }
+    }
+    if let Some(t) = &d.params {
+        return Err(cx.err(
+            &t.span(),
+            &key("params"),
+            format!("applies to generated datasets only, not to {what}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The source of generated `[[dataset]]` entry `i`: generator `g`, its
+/// geometry, count and parameters (checked on a one-object instance).
+fn generated(
+    cx: &Ctx,
+    d: &RawDataset,
+    i: usize,
+    g: &Spanned<String>,
+    seed: u64,
+) -> Result<DatasetSource> {
+    let key = |k: &str| format!("dataset[{i}].{k}");
+    let dist: Distribution = cx.at(&g.span(), &key("generator"), g.get_ref().parse())?;
+    let geometry: GeometryKind = match &d.geometry {
+        None => GeometryKind::Point,
+        Some(v) => {
+            let s = cx.string(v, &key("geometry"))?;
+            cx.at(&v.span(), &key("geometry"), s.parse())?
+        }
+    };
+    let count = match &d.count {
+        None => {
+            return Err(cx.err(
+                &d.name.span(),
+                &key("count"),
+                "a generated dataset needs a count",
+            ))
+        }
+        Some(v) => cx.scaled(v, &key("count"))?,
+    };
+    if count == 0 {
+        return Err(cx.err(&d.name.span(), &key("count"), "must be at least 1"));
+    }
+    let count =
+        usize::try_from(count).map_err(|_| cx.err(&d.name.span(), &key("count"), "too large"))?;
+    let mut p = GenParams::new(dist, geometry, count, seed);
+    if let Some(t) = &d.params {
+        for (k, v) in t.get_ref() {
+            let pk = key(&format!("params.{k}"));
+            let span = t.span();
+            match k.as_str() {
+                "max_size" => p.max_size = cx.float(&span, v, &pk)?,
+                "percentage" => p.percentage = cx.float(&span, v, &pk)?,
+                "buffer" => p.buffer = cx.float(&span, v, &pk)?,
+                "probability" => p.probability = cx.float(&span, v, &pk)?,
+                "digits" => {
+                    p.digits = u32::try_from(cx.int(&span, v, &pk)?)
+                        .map_err(|_| cx.err(&span, &pk, "too large"))?
+                }
+                "split_range" => p.split_range = cx.float(&span, v, &pk)?,
+                "dither" => p.dither = cx.float(&span, v, &pk)?,
+                "cluster_size" => p.cluster_size = cx.float(&span, v, &pk)?,
+                "cluster_sigma" => p.cluster_sigma = cx.float(&span, v, &pk)?,
+                _ => {
+                    return Err(cx.err(
+                        &span,
+                        &pk,
+                        format!(
+                            "unknown generator parameter (use {})",
+                            GEN_PARAMS.join(", ")
+                        ),
+                    ))
+                }
+            }
+        }
+        // The generator checks its parameters; try a tiny instance now.
+        let mut probe = p.clone();
+        probe.count = 1;
+        cx.at(
+            &t.span(),
+            &key("params"),
+            crate::generate::generate(&probe).map(|_| ()),
+        )?;
+    }
+    Ok(DatasetSource::Generator(p))
+}
+
+/// The source of `[[dataset]]` entry `i` read from file `f` (relative to
+/// `base`): a GeoPackage's layer is chosen now, not when the workload runs.
+fn from_file(
+    cx: &Ctx,
+    d: &RawDataset,
+    i: usize,
+    f: &Spanned<String>,
+    base: &Path,
+) -> Result<DatasetSource> {
+    let key = |k: &str| format!("dataset[{i}].{k}");
+    let p = base.join(f.get_ref());
+    if !p.is_file() {
+        return Err(cx.err(
+            &f.span(),
+            &key("file"),
+            format!("dataset file {} does not exist", p.display()),
+        ));
+    }
+    let format = cx.at(
+        &f.span(),
+        &key("file"),
+        crate::import::InputFormat::from_path(&p),
+    )?;
+    not_generated(cx, d, i, "a file")?;
+    let layer = d.layer.as_ref().map(|l| (l.span(), l.get_ref().clone()));
+    Ok(match (format, layer) {
+        (crate::import::InputFormat::GeoPackage, layer) => {
+            // The layer (or the only one) is chosen now, not when the workload runs.
+            let (span, name) = match &layer {
+                Some((span, name)) => (span.clone(), Some(name.as_str())),
+                None => (f.span(), None),
+            };
+            let k = key(if layer.is_some() { "layer" } else { "file" });
+            cx.at(&span, &k, crate::formats::gpkg::check_layer(&p, name))?;
+            match layer {
+                Some((_, layer)) => DatasetSource::Layer { file: p, layer },
+                None => DatasetSource::File(p),
+            }
+        }
+        (_, Some((span, _))) => {
+            return Err(cx.err(
+                &span,
+                &key("layer"),
+                "applies to GeoPackage files (.gpkg) only",
+            ))
+        }
+        (_, None) => DatasetSource::File(p),
+    })
 }

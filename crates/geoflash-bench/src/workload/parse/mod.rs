@@ -3,6 +3,7 @@
 //! `[[dataset]]`, `[[index]]` and `[[step]]` is checked and converted
 //! (`dataset`, `index`, `step`), so that every error names the file, the
 //! line and the key (`values`).
+use std::collections::HashSet;
 use std::path::Path;
 
 use geoflash::{Error, Result};
@@ -155,93 +156,21 @@ impl Workload {
             )));
         }
         let mut datasets = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         for (i, d) in raw.datasets.iter().enumerate() {
             let d = d.get_ref();
-            if !seen.insert(d.name.get_ref().clone()) {
-                return Err(cx.err(
-                    &d.name.span(),
-                    &format!("dataset[{i}].name"),
-                    format!("duplicate dataset name {:?}", d.name.get_ref()),
-                ));
-            }
+            new_name(&cx, &mut seen, &d.name, "dataset", i)?;
             datasets.extend(dataset::parse_dataset(&cx, d, i, base)?);
         }
         let mut indexes = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         for (i, x) in raw.indexes.iter().enumerate() {
             let x = x.get_ref();
-            if !seen.insert(x.name.get_ref().clone()) {
-                return Err(cx.err(
-                    &x.name.span(),
-                    &format!("index[{i}].name"),
-                    format!("duplicate index name {:?}", x.name.get_ref()),
-                ));
-            }
+            new_name(&cx, &mut seen, &x.name, "index", i)?;
             indexes.extend(index::parse_index(&cx, x, i)?);
         }
-        // Point index kinds need point datasets (files are checked when read).
-        for x in &indexes {
-            if !x.is_grid() {
-                continue;
-            }
-            for d in &datasets {
-                if let DatasetSource::Generator(g) = &d.source {
-                    if g.geometry != GeometryKind::Point {
-                        let span = raw
-                            .indexes
-                            .iter()
-                            .find(|r| *r.get_ref().name.get_ref() == x.base_name)
-                            .map(|r| r.get_ref().name.span())
-                            .unwrap_or(0..0);
-                        return Err(cx.err(
-                            &span,
-                            "kind",
-                            format!(
-                                "index kind {} indexes points, but dataset {:?} generates boxes: \
-                                 give it geometry = \"point\"",
-                                x.kind(),
-                                d.name
-                            ),
-                        ));
-                    }
-                }
-            }
-        }
-        if raw.steps.is_empty() {
-            return Err(Error::invalid(format!(
-                "{}: no [[step]]: a workload needs at least one (e.g. kind = \"build\")",
-                path.display()
-            )));
-        }
-        let mut steps = Vec::new();
-        for (i, s) in raw.steps.iter().enumerate() {
-            steps.push(step::parse_step(&cx, s.get_ref(), i, base)?);
-        }
-        if !matches!(steps.first(), Some(Step::Build { .. })) {
-            return Err(cx.err(
-                &raw.steps
-                    .first()
-                    .map(|s| s.get_ref().kind.span())
-                    .unwrap_or(0..0),
-                "step[0].kind",
-                "the first step must be a build",
-            ));
-        }
-        for (i, s) in steps.iter().enumerate().skip(1) {
-            if matches!(s, Step::Build { .. }) {
-                let span = raw
-                    .steps
-                    .get(i)
-                    .map(|s| s.get_ref().kind.span())
-                    .unwrap_or(0..0);
-                return Err(cx.err(
-                    &span,
-                    &format!("step[{i}].kind"),
-                    "only the first step may be a build",
-                ));
-            }
-        }
+        check_point_kinds(&cx, &raw, &indexes, &datasets)?;
+        let steps = parse_steps(&cx, &raw, base)?;
         Ok(Workload {
             name,
             description: raw.description.clone(),
@@ -254,4 +183,99 @@ impl Workload {
             path: path.to_path_buf(),
         })
     }
+}
+
+/// Adds `name`, of the `i`-th `what` (e.g. `dataset`), to the names
+/// `seen` so far: an error when it is there already.
+fn new_name(
+    cx: &Ctx,
+    seen: &mut HashSet<String>,
+    name: &Spanned<String>,
+    what: &str,
+    i: usize,
+) -> Result<()> {
+    if seen.insert(name.get_ref().clone()) {
+        return Ok(());
+    }
+    Err(cx.err(
+        &name.span(),
+        &format!("{what}[{i}].name"),
+        format!("duplicate {what} name {:?}", name.get_ref()),
+    ))
+}
+
+/// Point index kinds need point datasets (files are checked when read).
+fn check_point_kinds(
+    cx: &Ctx,
+    raw: &RawWorkload,
+    indexes: &[crate::workload::model::IndexConfig],
+    datasets: &[crate::workload::model::DatasetConfig],
+) -> Result<()> {
+    for x in indexes {
+        if !x.is_grid() {
+            continue;
+        }
+        for d in datasets {
+            if let DatasetSource::Generator(g) = &d.source {
+                if g.geometry != GeometryKind::Point {
+                    let span = raw
+                        .indexes
+                        .iter()
+                        .find(|r| *r.get_ref().name.get_ref() == x.base_name)
+                        .map(|r| r.get_ref().name.span())
+                        .unwrap_or(0..0);
+                    return Err(cx.err(
+                        &span,
+                        "kind",
+                        format!(
+                            "index kind {} indexes points, but dataset {:?} generates boxes: \
+                             give it geometry = \"point\"",
+                            x.kind(),
+                            d.name
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The steps, the first a build and no other.
+fn parse_steps(cx: &Ctx, raw: &RawWorkload, base: &Path) -> Result<Vec<Step>> {
+    if raw.steps.is_empty() {
+        return Err(Error::invalid(format!(
+            "{}: no [[step]]: a workload needs at least one (e.g. kind = \"build\")",
+            cx.path.display()
+        )));
+    }
+    let mut steps = Vec::new();
+    for (i, s) in raw.steps.iter().enumerate() {
+        steps.push(step::parse_step(cx, s.get_ref(), i, base)?);
+    }
+    if !matches!(steps.first(), Some(Step::Build { .. })) {
+        return Err(cx.err(
+            &raw.steps
+                .first()
+                .map(|s| s.get_ref().kind.span())
+                .unwrap_or(0..0),
+            "step[0].kind",
+            "the first step must be a build",
+        ));
+    }
+    for (i, s) in steps.iter().enumerate().skip(1) {
+        if matches!(s, Step::Build { .. }) {
+            let span = raw
+                .steps
+                .get(i)
+                .map(|s| s.get_ref().kind.span())
+                .unwrap_or(0..0);
+            return Err(cx.err(
+                &span,
+                &format!("step[{i}].kind"),
+                "only the first step may be a build",
+            ));
+        }
+    }
+    Ok(steps)
 }
