@@ -151,9 +151,28 @@ impl Pred {
             // matrix of most overlapping pairs (the only ones left after
             // the test above), which `touches` computed for every one.
             (Pred::Touches, _) if interiors_meet(input, tree) => false,
-            (_, None) => self.matrix_holds(&input.relate(tree)),
-            (_, Some(prepared)) => self.matrix_holds(&prepared.relate(tree)),
+            // One simple polygon inside the other without their boundaries
+            // meeting (most pairs of a join of small polygons with large
+            // ones): decided without the matrix.
+            _ => match (nesting(input, tree), prepared) {
+                (Some(n), _) => self.nested_holds(n),
+                (None, None) => self.matrix_holds(&input.relate(tree)),
+                (None, Some(prepared)) => self.matrix_holds(&prepared.relate(tree)),
+            },
         }
+    }
+
+    /// Does the predicate hold for two geometries nested as `n`?
+    fn nested_holds(self, n: Nesting) -> bool {
+        matches!(
+            (self, n),
+            (Pred::Intersects | Pred::Dwithin(_), _)
+                | (
+                    Pred::Contains | Pred::Covers | Pred::ContainsProperly,
+                    Nesting::TreeInInput
+                )
+                | (Pred::Within | Pred::CoveredBy, Nesting::InputInTree)
+        )
     }
 
     /// Does the DE-9IM matrix `m` of (input, tree) satisfy the predicate?
@@ -209,6 +228,56 @@ fn interiors_meet(a: &Geometry, b: &Geometry) -> bool {
         return false;
     };
     vertex_inside(a, pb) || vertex_inside(b, pa)
+}
+
+/// Which of two intersecting geometries lies in the other's interior
+/// (see [`nesting`]).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Nesting {
+    /// The tree geometry lies in the input's interior.
+    TreeInInput,
+    /// The input lies in the tree geometry's interior.
+    InputInTree,
+}
+
+/// Rings of at most this many coordinates each are compared segment by
+/// segment in [`nesting`]; larger ones go to the DE-9IM matrix, whose
+/// sweep costs less than all pairs of their segments.
+const NESTING_MAX_COORDS: usize = 64;
+
+/// For two intersecting polygons of positive area without holes whose
+/// boundaries do not meet, the one that lies in the other's interior; None
+/// otherwise (other geometries, holes, large rings, meeting boundaries).
+/// Valid polygons (the semantics shapely's predicates have): a boundary
+/// that does not meet the other's lies wholly inside it or wholly outside;
+/// a vertex strictly inside tells which, and a polygon without holes holds
+/// all that its boundary encloses.
+fn nesting(input: &Geometry, tree: &Geometry) -> Option<Nesting> {
+    let (Geometry::Polygon(a), Geometry::Polygon(b)) = (input, tree) else {
+        return None;
+    };
+    let simple = |p: &Polygon| {
+        p.interiors().is_empty()
+            && p.exterior().0.len() <= NESTING_MAX_COORDS
+            && p.unsigned_area() > 0.0
+    };
+    if !(simple(a) && simple(b)) || a.exterior().intersects(b.exterior()) {
+        return None;
+    }
+    let inside = |outer: &Polygon, inner: &Polygon| {
+        inner
+            .exterior()
+            .0
+            .first()
+            .is_some_and(|c| outer.coordinate_position(c) == CoordPos::Inside)
+    };
+    if inside(a, b) {
+        Some(Nesting::TreeInInput)
+    } else if inside(b, a) {
+        Some(Nesting::InputInTree)
+    } else {
+        None
+    }
 }
 
 /// The DE-9IM matrix of a geometry with itself: interiors meet in its

@@ -151,3 +151,29 @@ def test_entries_with_large_and_negative_ids_refine_as_their_boxes():
         got = idx.query(inputs, predicate=predicate)
         assert sorted(zip(got[0].tolist(), got[1].tolist())) == sorted((a, int(ids[b])) for a, b in want), predicate
         assert len(want) > 0
+
+
+def test_nested_polygons_match_strtree():
+    """Small polygons inside large ones, with and without meeting boundaries
+    or holes: the nesting shortcut (no DE-9IM matrix when one simple polygon
+    lies in the other's interior) gives shapely's answers for every predicate."""
+    rng = np.random.default_rng(4646)
+    centres = rng.integers(0, 40, size=(400, 2)).astype(float)
+    radii = rng.choice([0.5, 1.0, 3.0, 8.0, 20.0], size=400)
+    sides = rng.choice([3, 4, 6, 16, 80], size=400)
+    geoms = [
+        shapely.Point(c).buffer(r, quad_segs=max(1, int(s) // 4)) if s > 4 else shapely.Point(c).buffer(r, cap_style="square")
+        for c, r, s in zip(centres, radii, sides)
+    ]
+    # donuts: holes must not take the shortcut
+    geoms += [g.difference(shapely.Point(g.centroid).buffer(0.3)) for g in geoms[:40]]
+    tree_geoms = np.array(geoms[::2], dtype=object)
+    inputs = np.array(geoms[1::2], dtype=object)
+    tree = shapely.STRtree(tree_geoms)
+    idx = geoflash.Index.from_geoseries(tree_geoms, None, page_size=512)
+    for predicate in PREDICATES:
+        want = pairs(tree.query(inputs, predicate=predicate))
+        assert pairs(idx.query(inputs, predicate=predicate)) == want, predicate
+    nested = pairs(tree.query(inputs, predicate="contains_properly"))
+    assert len(nested) > 50  # the shortcut is exercised
+    idx.close()
