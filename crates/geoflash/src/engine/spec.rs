@@ -323,6 +323,13 @@ impl IndexSpec {
         }
     }
 
+    /// The device as the user wrote it (or as its default prints), for
+    /// errors about the device.
+    fn device_text(&self, device: &DeviceSpec) -> String {
+        self.text("device")
+            .map_or_else(|| device.to_string(), str::to_string)
+    }
+
     fn spell(&self, key: &'static str) -> String {
         self.style
             .spell(self.names.get(key).map(String::as_str).unwrap_or(key))
@@ -646,9 +653,7 @@ impl IndexSpec {
         let buffer_bytes = self.buffer_bytes(kind, store)?;
         let device = self.device(kind)?;
         if store == StoreKind::Memory && !matches!(device, DeviceSpec::Mem { .. }) {
-            let text = self
-                .text("device")
-                .map_or_else(|| device.to_string(), str::to_string);
+            let text = self.device_text(&device);
             return Err(self.fail(
                 "device",
                 format!(
@@ -858,9 +863,7 @@ impl IndexSpec {
             _ => None,
         };
         if let (Some((kind, what)), false) = (tiered, matches!(device, DeviceSpec::Hybrid { .. })) {
-            let text = self
-                .text("device")
-                .map_or_else(|| device.to_string(), str::to_string);
+            let text = self.device_text(&device);
             return Err(self.fail(
                 "device",
                 format!(
