@@ -311,6 +311,54 @@ pub(crate) fn check_op_frames(
     }
 }
 
+/// The memory device under `dev` once nothing else holds it (a store
+/// still holding it is a test bug).
+pub(crate) fn unwrap_faulty(dev: Arc<FaultyDevice<MemDevice>>) -> MemDevice {
+    match Arc::try_unwrap(dev) {
+        Ok(d) => d.into_inner(),
+        Err(_) => panic!("the store still holds the device"),
+    }
+}
+
+/// A restart that may crash too: opens a store with `open` on `durable`
+/// under a crash at a random one of its first `max_writes` writes
+/// (`seed`), and crashes the device after an open that finished. Returns
+/// the device as the crash left it and the open's error, if any.
+pub(crate) fn crash_in_restart<S>(
+    durable: MemDevice,
+    seed: u64,
+    max_writes: u64,
+    open: impl FnOnce(Arc<dyn PageDevice>) -> Result<S>,
+) -> (MemDevice, Option<Error>) {
+    let rdev = Arc::new(FaultyDevice::new(
+        durable,
+        FaultPlan::random_crash(seed, max_writes),
+    ));
+    let err = match open(rdev.clone()) {
+        Ok(s) => {
+            drop(s);
+            rdev.crash_now().unwrap();
+            None
+        }
+        Err(e) => Some(e),
+    };
+    (unwrap_faulty(rdev), err)
+}
+
+/// A tree's records by id, each rectangle bit for bit.
+pub(crate) type State = BTreeMap<u64, [u64; 4]>;
+
+/// Every record of `t` (a query over everything), checking that none
+/// appears twice.
+pub(crate) fn tree_state<S: NodeStore>(t: &RTree<S>) -> State {
+    let all = Rect::new(-1e9, -1e9, 1e9, 1e9).unwrap();
+    let hits = t.query(all, Predicate::Intersects).unwrap().hits;
+    let n = hits.len();
+    let s: State = hits.into_iter().map(|h| (h.id, h.rect.to_bits())).collect();
+    assert_eq!(s.len(), n, "an object appears twice in the tree");
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -446,52 +494,4 @@ mod tests {
         a.checkpointed(t.store()).unwrap();
         assert_eq!(a.acknowledged(), 1);
     }
-}
-
-/// The memory device under `dev` once nothing else holds it (a store
-/// still holding it is a test bug).
-pub(crate) fn unwrap_faulty(dev: Arc<FaultyDevice<MemDevice>>) -> MemDevice {
-    match Arc::try_unwrap(dev) {
-        Ok(d) => d.into_inner(),
-        Err(_) => panic!("the store still holds the device"),
-    }
-}
-
-/// A restart that may crash too: opens a store with `open` on `durable`
-/// under a crash at a random one of its first `max_writes` writes
-/// (`seed`), and crashes the device after an open that finished. Returns
-/// the device as the crash left it and the open's error, if any.
-pub(crate) fn crash_in_restart<S>(
-    durable: MemDevice,
-    seed: u64,
-    max_writes: u64,
-    open: impl FnOnce(Arc<dyn PageDevice>) -> Result<S>,
-) -> (MemDevice, Option<Error>) {
-    let rdev = Arc::new(FaultyDevice::new(
-        durable,
-        FaultPlan::random_crash(seed, max_writes),
-    ));
-    let err = match open(rdev.clone()) {
-        Ok(s) => {
-            drop(s);
-            rdev.crash_now().unwrap();
-            None
-        }
-        Err(e) => Some(e),
-    };
-    (unwrap_faulty(rdev), err)
-}
-
-/// A tree's records by id, each rectangle bit for bit.
-pub(crate) type State = BTreeMap<u64, [u64; 4]>;
-
-/// Every record of `t` (a query over everything), checking that none
-/// appears twice.
-pub(crate) fn tree_state<S: NodeStore>(t: &RTree<S>) -> State {
-    let all = Rect::new(-1e9, -1e9, 1e9, 1e9).unwrap();
-    let hits = t.query(all, Predicate::Intersects).unwrap().hits;
-    let n = hits.len();
-    let s: State = hits.into_iter().map(|h| (h.id, h.rect.to_bits())).collect();
-    assert_eq!(s.len(), n, "an object appears twice in the tree");
-    s
 }
