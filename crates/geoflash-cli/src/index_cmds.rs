@@ -12,6 +12,7 @@ use geoflash::{BatchDurability, Error, ErrorKind, Index, IndexOptions, IndexSpec
 use geoflash_bench::formats;
 use serde_json::json;
 
+use crate::ids::{Ids, PrintedId};
 use crate::output::{print_json, row};
 use crate::{input_file, progress_bar, Failure};
 
@@ -1427,6 +1428,7 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
     let reads: ReadMode = a.reads.parse()?;
     let mut index = Index::open(&a.index, Access::Read)?;
     index.set_read_mode(reads);
+    let printed = Ids::of(&index)?;
     let start = BatchClock::start();
     let mut answers = Vec::with_capacity(windows.len());
     let (mut candidates, mut results) = (0u64, 0u64);
@@ -1438,9 +1440,7 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
         };
         candidates += r.stats.candidates;
         results += r.stats.results;
-        let mut ids: Vec<u64> = r.hits.iter().map(|h| h.id).collect();
-        ids.sort_unstable();
-        answers.push(ids);
+        answers.push(printed.sorted(&index, r.hits.iter().map(|h| h.id))?);
     }
     let stats = batch_stats(&index, "query", &start, windows.len(), candidates, results);
     if a.json {
@@ -1458,7 +1458,7 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
     } else {
         for (i, ids) in answers.iter().enumerate() {
             if a.ids {
-                let list: Vec<String> = ids.iter().map(u64::to_string).collect();
+                let list: Vec<String> = ids.iter().map(PrintedId::to_string).collect();
                 outln!("window {i}: {} [{}]", ids.len(), list.join(" "));
             } else {
                 outln!("window {i}: {}", ids.len());
@@ -1489,18 +1489,31 @@ pub fn knn(a: KnnArgs) -> Result<(), Failure> {
     let mut index = Index::open(&a.index, Access::Read)?;
     index.set_read_mode(reads);
     let r = index.nearest(point, a.k, a.ties)?;
+    let neighbors = neighbors(&index, &Ids::of(&index)?, &r)?;
     if a.json {
         print_json(&json!({
-            "neighbors": r.neighbors.iter().map(|n| json!({"id": n.id, "distance": n.distance})).collect::<Vec<_>>(),
+            "neighbors": neighbors.iter().map(|(id, d)| json!({"id": id, "distance": d})).collect::<Vec<_>>(),
             "units": index.manifest().crs.units,
             "stats": r.stats,
         }))?;
     } else {
-        for n in &r.neighbors {
-            outln!("{} {}", n.id, n.distance);
+        for (id, d) in &neighbors {
+            outln!("{id} {d}");
         }
     }
     Ok(())
+}
+
+/// The neighbours of `r` as (printed id, distance), in `r`'s order.
+fn neighbors(
+    index: &Index,
+    printed: &Ids,
+    r: &geoflash::engine::KnnResult,
+) -> geoflash::Result<Vec<(PrintedId, f64)>> {
+    r.neighbors
+        .iter()
+        .map(|n| Ok((printed.id(index, n.id)?, n.distance)))
+        .collect()
 }
 
 /// The index's Stats record `label` of a batch of `operations` queries
@@ -1526,6 +1539,7 @@ fn batch_stats(
 fn knn_points(a: &KnnArgs, points: &[Point], reads: ReadMode) -> Result<(), Failure> {
     let mut index = Index::open(&a.index, Access::Read)?;
     index.set_read_mode(reads);
+    let printed = Ids::of(&index)?;
     let start = BatchClock::start();
     let mut answers = Vec::with_capacity(points.len());
     let (mut candidates, mut results) = (0u64, 0u64);
@@ -1533,16 +1547,17 @@ fn knn_points(a: &KnnArgs, points: &[Point], reads: ReadMode) -> Result<(), Fail
         let r = index.nearest(*p, a.k, a.ties)?;
         candidates += r.stats.candidates;
         results += r.stats.results;
-        answers.push(r);
+        let found = neighbors(&index, &printed, &r)?;
+        answers.push((found, r.stats));
     }
     let stats = batch_stats(&index, "knn", &start, points.len(), candidates, results);
     if a.json {
         let per: Vec<serde_json::Value> = answers
             .iter()
-            .map(|r| {
+            .map(|(found, stats)| {
                 json!({
-                    "neighbors": r.neighbors.iter().map(|n| json!({"id": n.id, "distance": n.distance})).collect::<Vec<_>>(),
-                    "stats": r.stats,
+                    "neighbors": found.iter().map(|(id, d)| json!({"id": id, "distance": d})).collect::<Vec<_>>(),
+                    "stats": stats,
                 })
             })
             .collect();
@@ -1552,12 +1567,8 @@ fn knn_points(a: &KnnArgs, points: &[Point], reads: ReadMode) -> Result<(), Fail
             "stats": stats,
         }))?;
     } else {
-        for (i, r) in answers.iter().enumerate() {
-            let list: Vec<String> = r
-                .neighbors
-                .iter()
-                .map(|n| format!("{}:{}", n.id, n.distance))
-                .collect();
+        for (i, (found, _)) in answers.iter().enumerate() {
+            let list: Vec<String> = found.iter().map(|(id, d)| format!("{id}:{d}")).collect();
             outln!("point {i}: {}", list.join(" "));
         }
     }

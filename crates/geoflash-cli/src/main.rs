@@ -22,6 +22,7 @@ use std::io::IsTerminal;
 #[macro_use]
 mod output;
 mod bench_cmd;
+mod ids;
 mod import_cmd;
 mod index_cmds;
 mod report_cmd;

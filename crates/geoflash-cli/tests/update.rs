@@ -185,3 +185,66 @@ fn an_unknown_id_exits_2_naming_it_with_the_updates_before_it_applied() {
     assert_eq!(out.status.code(), Some(2));
     assert!(window_ids(&idx, &window(boxes[&3])).contains(&3));
 }
+
+/// An index as the Python package writes it: its entries keyed by a
+/// record map in the store's log (`store`: eFIND) or with its own log
+/// (`pyrecords.dat`: the plain store), holding user ids a command line's
+/// ids cannot be (negative, repeated).
+fn python_index(dir: &Path, store: &str) -> std::path::PathBuf {
+    use geoflash::engine::records::Records;
+    use geoflash::geom::Rect;
+    let idx = dir.join(store);
+    let mut spec = geoflash::IndexSpec::new(geoflash::KeyStyle::Key);
+    for (k, v) in [("store", store), ("device", "file?direct=false")] {
+        spec.set(k, v).unwrap();
+    }
+    let opts = spec.options().unwrap();
+    let mut index = geoflash::Index::create(&idx, &opts).unwrap();
+    let users = [(-5i64, 0.0), (7, 2.0), (7, 4.0)];
+    let mut map = Records::new();
+    if store == "plain" {
+        for (id, x) in users {
+            let key = map.add(id, None).unwrap();
+            index.insert(key, Rect::new(x, x, x + 1.0, x + 1.0).unwrap()).unwrap();
+        }
+        map.save(&idx).unwrap();
+        index.set_records(map);
+    } else {
+        assert!(index.log_records_in_store(map).unwrap());
+        for (id, x) in users {
+            let r = Rect::new(x, x, x + 1.0, x + 1.0).unwrap();
+            index.insert_logged_record(id, r, None).unwrap();
+        }
+    }
+    index.close().unwrap();
+    idx
+}
+
+#[test]
+fn an_index_the_python_package_wrote_answers_with_its_user_ids_and_refuses_writes_by_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    for store in ["efind", "plain"] {
+        let idx = python_index(tmp.path(), store);
+        let out = ok(geoflash(&["query", "--index", s(&idx), "--window", "0,0,10,10", "--ids"]));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("window 0: 3 [-5 7 7]"), "{store}: {text}");
+        let out = ok(geoflash(&["knn", "--index", s(&idx), "--point", "0.5,0.5", "--k", "1"]));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.starts_with("-5 0"), "{store}: {text}");
+        // The command line's ids are not the map's keys: every write by
+        // key is refused (exit 2) and changes nothing.
+        let moves = tmp.path().join("moves.csv");
+        write_moves(&moves, &[(1, [8.0, 8.0, 9.0, 9.0])]);
+        for cmd in ["insert", "delete", "update"] {
+            let out = geoflash(&[cmd, "--index", s(&idx), "--input", s(&moves)]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{store} {cmd}: {err}");
+            assert!(err.contains("Python") && err.contains("pyrecords.dat"), "{store} {cmd}: {err}");
+        }
+        ok(geoflash(&["checkpoint", "--index", s(&idx)]));
+        ok(geoflash(&["verify", "--index", s(&idx)]));
+        let out = ok(geoflash(&["query", "--index", s(&idx), "--window", "0,0,10,10", "--ids"]));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("window 0: 3 [-5 7 7]"), "{store} after the refusals: {text}");
+    }
+}

@@ -776,6 +776,8 @@ impl Core {
         let (state, warning) = py
             .allow_threads(|| -> Result<(State, Option<String>)> {
                 let mut index = Index::open(&path, access)?;
+                // This package is the front end whose map keys the index.
+                index.claim_records();
                 // A map in the store's log comes back with the tree, the
                 // same prefix of operations (the engine read it at open);
                 // a map with its own log is read here.

@@ -104,11 +104,20 @@ impl Index {
         }
     }
 
+    /// An error unless the index is open for writing.
     pub(super) fn writable(&self) -> Result<()> {
         if self.access == Access::Read {
             return Err(Error::invalid("the index is open read-only"));
         }
         Ok(())
+    }
+
+    /// [`Index::writable`] for a change of entries by key: also refused on
+    /// an index whose keys are an unclaimed front end's record map
+    /// ([`Index::claim_records`]).
+    pub(super) fn writable_by_key(&self) -> Result<()> {
+        self.writable()?;
+        self.check_keyed_writes()
     }
 
     /// The manifest.

@@ -62,7 +62,7 @@ impl Index {
     /// found here is a leftover (none in a new staging directory): it is
     /// replaced.
     fn objects_mut(&mut self) -> Result<&mut crate::objects::Heap> {
-        self.writable()?;
+        self.writable_by_key()?;
         let heap = match self.objects.take() {
             Some(h) => h,
             None => {

@@ -116,6 +116,7 @@ impl Index {
         // A record map whose changes are in the store's log: its snapshot
         // and the frames restart kept.
         index.open_logged_records()?;
+        index.note_own_log_records();
         Ok(index)
     }
 }

@@ -16,7 +16,7 @@ impl Index {
     /// checkpoint follows when it is due by time and the operation was a
     /// durability point of the store's mode (`checkpoints.rs`).
     fn change(&mut self, f: impl FnOnce(&mut dyn SpatialIndex) -> Result<()>) -> Result<()> {
-        self.writable()?;
+        self.writable_by_key()?;
         let watch = self.watch();
         let done = f(&mut *self.tree).map_err(|e| self.locate(e));
         self.note(watch, Phase::Index);
@@ -100,7 +100,7 @@ impl Index {
     /// # Ok::<(), geoflash::Error>(())
     /// ```
     pub fn update_by_id(&mut self, id: u64, new: Rect) -> Result<()> {
-        self.writable()?;
+        self.writable_by_key()?;
         let records = self.tree.len();
         let tree = &self.tree;
         let scan = || tree.located_records();

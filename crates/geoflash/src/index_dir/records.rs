@@ -45,6 +45,11 @@ pub(crate) struct RecordState {
     /// The map changed since its newest snapshot (a checkpoint writes the
     /// next one only then).
     changed: bool,
+    /// The directory holds a front end's map that no front end has
+    /// claimed in this session ([`Index::claim_records`]): the index's
+    /// keys are that map's, not a caller's ids, so writes by key are
+    /// refused ([`Index::check_keyed_writes`]).
+    unclaimed: bool,
 }
 
 impl Default for RecordState {
@@ -54,6 +59,7 @@ impl Default for RecordState {
             logged: false,
             snapshot_bytes: 0,
             changed: false,
+            unclaimed: false,
         }
     }
 }
@@ -117,6 +123,7 @@ impl Index {
             logged: true,
             snapshot_bytes: 0,
             changed: true,
+            unclaimed: false,
         };
         self.checkpoint()?;
         Ok(true)
@@ -178,7 +185,11 @@ impl Index {
                 "the store's log takes no record-map frames (internal: the map is marked as logged there)",
             ));
         }
+        // A change through the map's own protocol is the front end's,
+        // whether or not it claimed the map.
+        let unclaimed = std::mem::replace(&mut self.records.unclaimed, false);
         let done = op(self);
+        self.records.unclaimed = unclaimed;
         if let Some(c) = self.tree.client_log() {
             c.discard_staged();
         }
@@ -247,8 +258,58 @@ impl Index {
             snapshot_bytes,
             // Frames the store's next checkpoint drops go into a snapshot.
             changed: !found.frames.is_empty(),
+            unclaimed: true,
         };
         Ok(())
+    }
+
+    /// At open, after [`Index::open_logged_records`]: marks a map with its
+    /// own log (`pyrecords.dat`, `pyrecords.log`) as unclaimed too, which
+    /// the index does not read (the front end does, and reconciles it with
+    /// the tree after a crash).
+    pub(super) fn note_own_log_records(&mut self) {
+        let Some(dir) = self.dir.as_deref() else {
+            return;
+        };
+        let files = [crate::records::RECORDS_FILE, crate::records::NEXT_FILE, rlog::LOG_FILE];
+        if !self.records.logged && files.iter().any(|f| dir.join(f).exists()) {
+            self.records.unclaimed = true;
+        }
+    }
+
+    /// Whether the directory holds a front end's record map (the Python
+    /// package's `pyrecords.dat`): the index's keys are that map's record
+    /// keys, not the front end's ids. The map is [`Index::records`] when
+    /// its changes are in the store's log ([`Index::records_in_log`]);
+    /// otherwise the front end reads it ([`Records::load`]).
+    pub fn has_front_end_records(&self) -> bool {
+        self.records.unclaimed || !self.records.map.is_identity()
+    }
+
+    /// Declares the caller the front end whose record map the index holds
+    /// (the Python package, after it opened the index): its writes by
+    /// record key are then accepted. Without it an index holding a front
+    /// end's map refuses them ([`Index::check_keyed_writes`]), since a key
+    /// written by another caller would be an entry the map does not know,
+    /// or one it knows as another object.
+    pub fn claim_records(&mut self) {
+        self.records.unclaimed = false;
+    }
+
+    /// An error naming the directory when the index holds a front end's
+    /// record map that no front end claimed ([`Index::claim_records`]):
+    /// writes by key would not go through that map.
+    pub(super) fn check_keyed_writes(&self) -> Result<()> {
+        if !self.records.unclaimed {
+            return Ok(());
+        }
+        let dir = self.dir.as_deref().map_or(String::new(), |d| format!("{}: ", d.display()));
+        Err(Error::invalid(format!(
+            "{dir}this index was written by the Python package (geoflash.Index): its entries are keyed \
+             by the package's id map ({}), not by the ids given here, so it is changed from Python only \
+             (queries, checkpoint and recover work here)",
+            crate::records::RECORDS_FILE
+        )))
     }
 
     /// Whether the frames in the store's log have reached their budget

@@ -233,3 +233,82 @@ fn frames_past_their_budget_checkpoint_between_operations() {
         index.close().unwrap();
     }
 }
+
+/// Asserts that every write by key on `index` is refused naming the
+/// Python package's map, and that the index is unchanged.
+fn refuses_keyed_writes(index: &mut Index, key: u64, at: Rect, what: &str) {
+    let before = index.len();
+    let new = Rect::from_valid(50.0, 50.0, 50.5, 50.5);
+    let errors = [
+        index.insert(1_000_000, new).unwrap_err(),
+        index.delete(key, at).unwrap_err(),
+        index.update(key, at, new).unwrap_err(),
+        index.update_by_id(key, new).unwrap_err(),
+    ];
+    for e in errors {
+        let text = e.to_string();
+        assert!(text.contains(RECORDS_FILE) && text.contains("Python"), "{what}: {text}");
+    }
+    assert_eq!(index.len(), before, "{what}: a refused write changed the index");
+}
+
+#[test]
+fn an_index_keyed_by_a_front_ends_map_refuses_writes_by_key_until_the_front_end_claims_it() {
+    // The map in the store's log (eFIND) and the map with its own log
+    // (the plain store): opened by another caller (the command line), a
+    // write by key would be an entry the map does not know or knows as
+    // another object.
+    for store in ["efind", "plain"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let mut oracle = Oracle::new();
+        if store == "efind" {
+            let mut index = create(dir, store, &[]);
+            for i in 0..50 {
+                insert(&mut index, &mut oracle, -(i as i64), rect(i));
+            }
+            index.close().unwrap();
+        } else {
+            let base = [("store", store), ("page_size", "1024"), ("buffer", "8MiB")];
+            let opts = super::tests::spec_options(base.iter())
+                .with_domain_of([Rect::from_valid(0.0, 0.0, 100.0, 100.0)].iter());
+            let mut index = Index::create(dir, &opts).unwrap();
+            let mut map = Records::new();
+            for i in 0..50u64 {
+                let key = map.add(-(i as i64), None).unwrap();
+                index.insert(key, rect(i)).unwrap();
+                oracle.insert(key, (-(i as i64), rect(i), None));
+            }
+            map.save(dir).unwrap();
+            index.set_records(map);
+            index.close().unwrap();
+        }
+        let (&key, &(_, at, _)) = oracle.iter().next().unwrap();
+        let mut index = Index::open(dir, Access::Write).unwrap();
+        assert!(index.has_front_end_records(), "{store}");
+        refuses_keyed_writes(&mut index, key, at, store);
+        // Queries, checkpoints and the map's own protocol still work.
+        assert_eq!(index.len(), 50, "{store}");
+        index.checkpoint().unwrap();
+        if store == "efind" {
+            mv(&mut index, &mut oracle, key, rect(60));
+            check(&index, &oracle, "a move through the map, unclaimed");
+            refuses_keyed_writes(&mut index, 1, rect(1), "after a move through the map");
+        }
+        // The front end claims the map: its writes by key go through.
+        index.claim_records();
+        let key = *oracle.keys().next().unwrap();
+        index.update_by_id(key, rect(70)).unwrap();
+        index.close().unwrap();
+        // An index without a front end's map takes writes by key.
+        let plain = tempfile::tempdir().unwrap();
+        let opts = super::tests::spec_options([("store", store)].iter())
+            .with_domain_of([Rect::from_valid(0.0, 0.0, 100.0, 100.0)].iter());
+        let mut index = Index::create(plain.path(), &opts).unwrap();
+        index.insert(1, rect(1)).unwrap();
+        index.close().unwrap();
+        let mut index = Index::open(plain.path(), Access::Write).unwrap();
+        assert!(!index.has_front_end_records());
+        index.insert(2, rect(2)).unwrap();
+    }
+}
