@@ -70,7 +70,9 @@ impl Ids {
 
     /// The printed ids of `keys`, sorted.
     pub fn sorted(&self, index: &Index, keys: impl Iterator<Item = u64>) -> Result<Vec<PrintedId>> {
-        let mut ids = keys.map(|k| self.id(index, k)).collect::<Result<Vec<_>>>()?;
+        let mut ids = keys
+            .map(|k| self.id(index, k))
+            .collect::<Result<Vec<_>>>()?;
         ids.sort_unstable();
         Ok(ids)
     }

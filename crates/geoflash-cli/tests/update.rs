@@ -205,7 +205,9 @@ fn python_index(dir: &Path, store: &str) -> std::path::PathBuf {
     if store == "plain" {
         for (id, x) in users {
             let key = map.add(id, None).unwrap();
-            index.insert(key, Rect::new(x, x, x + 1.0, x + 1.0).unwrap()).unwrap();
+            index
+                .insert(key, Rect::new(x, x, x + 1.0, x + 1.0).unwrap())
+                .unwrap();
         }
         map.save(&idx).unwrap();
         index.set_records(map);
@@ -225,10 +227,25 @@ fn an_index_the_python_package_wrote_answers_with_its_user_ids_and_refuses_write
     let tmp = tempfile::tempdir().unwrap();
     for store in ["efind", "plain"] {
         let idx = python_index(tmp.path(), store);
-        let out = ok(geoflash(&["query", "--index", s(&idx), "--window", "0,0,10,10", "--ids"]));
+        let out = ok(geoflash(&[
+            "query",
+            "--index",
+            s(&idx),
+            "--window",
+            "0,0,10,10",
+            "--ids",
+        ]));
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("window 0: 3 [-5 7 7]"), "{store}: {text}");
-        let out = ok(geoflash(&["knn", "--index", s(&idx), "--point", "0.5,0.5", "--k", "1"]));
+        let out = ok(geoflash(&[
+            "knn",
+            "--index",
+            s(&idx),
+            "--point",
+            "0.5,0.5",
+            "--k",
+            "1",
+        ]));
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.starts_with("-5 0"), "{store}: {text}");
         // The command line's ids are not the map's keys: every write by
@@ -239,12 +256,25 @@ fn an_index_the_python_package_wrote_answers_with_its_user_ids_and_refuses_write
             let out = geoflash(&[cmd, "--index", s(&idx), "--input", s(&moves)]);
             let err = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(2), "{store} {cmd}: {err}");
-            assert!(err.contains("Python") && err.contains("pyrecords.dat"), "{store} {cmd}: {err}");
+            assert!(
+                err.contains("Python") && err.contains("pyrecords.dat"),
+                "{store} {cmd}: {err}"
+            );
         }
         ok(geoflash(&["checkpoint", "--index", s(&idx)]));
         ok(geoflash(&["verify", "--index", s(&idx)]));
-        let out = ok(geoflash(&["query", "--index", s(&idx), "--window", "0,0,10,10", "--ids"]));
+        let out = ok(geoflash(&[
+            "query",
+            "--index",
+            s(&idx),
+            "--window",
+            "0,0,10,10",
+            "--ids",
+        ]));
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(text.contains("window 0: 3 [-5 7 7]"), "{store} after the refusals: {text}");
+        assert!(
+            text.contains("window 0: 3 [-5 7 7]"),
+            "{store} after the refusals: {text}"
+        );
     }
 }
