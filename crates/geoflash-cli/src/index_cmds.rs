@@ -88,6 +88,11 @@ pub struct BuildArgs {
     /// eFIND: share of the buffer given to the read buffer, in percent.
     #[arg(long)]
     read_buffer_percent: Option<u8>,
+    /// eFIND: `adaptive` (default: the read buffer takes what the write
+    /// buffer leaves of the budget, decoded views answer reads) or `fixed`
+    /// (the paper's share).
+    #[arg(long)]
+    read_buffer_mode: Option<String>,
     /// eFIND: temporal control on or off.
     #[arg(long)]
     temporal_control: Option<String>,
@@ -1077,7 +1082,7 @@ impl BuildArgs {
     /// names the flags at fault).
     fn spec(&self) -> Result<IndexSpec, Failure> {
         let number = |v: Option<usize>| v.map(|n| n.to_string());
-        let flags: [(&str, Option<String>); 32] = [
+        let flags: [(&str, Option<String>); 33] = [
             ("kind", Some(self.kind.clone())),
             ("split", self.split.clone()),
             ("page_size", Some(self.page_size.clone())),
@@ -1110,6 +1115,7 @@ impl BuildArgs {
                 "read_buffer_percent",
                 self.read_buffer_percent.map(|n| n.to_string()),
             ),
+            ("read_buffer_mode", self.read_buffer_mode.clone()),
             ("temporal_control", self.temporal_control.clone()),
             ("fast_policy", self.fast_policy.clone()),
             (

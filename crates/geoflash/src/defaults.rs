@@ -15,6 +15,21 @@
 //! (`workloads/*.toml` name their buffer and device) and are available as
 //! [`PAPERS_BUFFER`] and [`PAPERS_DEVICE`].
 
+/// How eFIND's read buffer is sized by default: adaptive, taking the part
+/// of the memory budget the write buffer and its decoded views leave, and
+/// answering a page with buffered modifications from its decoded view
+/// without reading the stored version. The paper's fixed 20 % share, which
+/// reads the stored version under every modified page, stays pinned in the
+/// workbench's defaults (`read_buffer_mode = "fixed"`).
+///
+/// With the fixed share, commits of 1,000 moves into 10,000,000 boxes (a
+/// 410 MB index, a 1 GiB budget) read 0.58 leaves a move from the device,
+/// since a fifth of the budget does not hold the index, where the same
+/// commits into 1,000,000 boxes read none (`docs/benchmarks.md`,
+/// "Per-commit cost as the index grows").
+pub const READ_BUFFER_MODE: crate::store::efind::ReadBufferMode =
+    crate::store::efind::ReadBufferMode::Adaptive;
+
 /// The smallest default memory budget of a store on disk: 256 MiB, the
 /// default from session 23 to issue 47, whatever the machine.
 ///

@@ -244,7 +244,7 @@ class Index:
       store on ``"mem:"`` with ``"1GiB"`` (no log to write). The papers'
       settings are ``buffer="512KiB", device="file"`` (direct I/O).
     - ``store_params``: ``max_entries``, ``min_entries``, ``reinsert_percent``,
-      ``buffer_policy``, eFIND's ``read_buffer_percent``,
+      ``buffer_policy``, eFIND's ``read_buffer_percent``, ``read_buffer_mode``,
       ``flush_percent``, ``flush_policy``, ``temporal_control``, FAST's
       ``fast_policy`` (``"fast"``, ``"fast-star"``, ``"flush-all"``,
       ``"random"``), and ``flush_unit``, ``log_capacity`` and ``log_format``

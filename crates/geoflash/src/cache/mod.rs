@@ -407,6 +407,12 @@ impl<V> Cache<V> {
         }
     }
 
+    /// Sets the byte budget (nothing is evicted until the next
+    /// [`insert`](Cache::insert) or [`evict_to_budget`](Cache::evict_to_budget)).
+    pub fn set_budget(&mut self, budget: usize) {
+        self.budget = budget;
+    }
+
     /// Evicts until the values fit the budget; returns the victims in eviction order.
     pub fn evict_to_budget(&mut self) -> Vec<(PageId, V)> {
         let mut out = Vec::new();

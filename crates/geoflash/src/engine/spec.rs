@@ -30,7 +30,7 @@ use crate::index::{IndexKind, SplitKind};
 use crate::index_dir::IndexOptions;
 use crate::manifest::Crs;
 use crate::storage::spec::DeviceSpec;
-use crate::store::efind::{EfindConfig, FlushPolicy};
+use crate::store::efind::{EfindConfig, FlushPolicy, ReadBufferMode};
 use crate::store::fast::{FastConfig, FastPolicy};
 use crate::store::log::{Durability, LogFormat};
 use crate::store::placement::Placement;
@@ -127,6 +127,7 @@ const EFIND_KEYS: &[&str] = &[
     "flush_percent",
     "flush_policy",
     "read_buffer_percent",
+    "read_buffer_mode",
     "temporal_control",
 ];
 /// Keys of the log, which the eFIND and FAST stores keep.
@@ -219,6 +220,7 @@ struct Settings {
     flush_percent: Option<u8>,
     flush_policy: Option<FlushPolicy>,
     read_buffer_percent: Option<u8>,
+    read_buffer_mode: Option<ReadBufferMode>,
     temporal_control: Option<bool>,
     fast_policy: Option<FastPolicy>,
     seed: Option<u64>,
@@ -260,6 +262,7 @@ impl IndexSpec {
         "flush_percent",
         "flush_policy",
         "read_buffer_percent",
+        "read_buffer_mode",
         "temporal_control",
         "fast_policy",
         "seed",
@@ -436,6 +439,7 @@ impl IndexSpec {
             "log_format" => t.log_format = Some(LogFormat::parse(v)?),
             "flush_percent" => t.flush_percent = Some(self.percent(k, v, 100)?),
             "read_buffer_percent" => t.read_buffer_percent = Some(self.percent(k, v, 99)?),
+            "read_buffer_mode" => t.read_buffer_mode = Some(v.parse()?),
             "flush_policy" => t.flush_policy = Some(v.parse()?),
             "temporal_control" => t.temporal_control = Some(self.switch(k, v)?),
             "fortree_original_root_counter" => {
@@ -1109,6 +1113,12 @@ impl IndexSpec {
         c.flush_percent = t.flush_percent.unwrap_or(c.flush_percent);
         c.policy = t.flush_policy.unwrap_or(c.policy);
         c.read_buffer_percent = t.read_buffer_percent.unwrap_or(c.read_buffer_percent);
+        // The product's read buffer takes what the write buffer leaves
+        // (`crate::defaults::READ_BUFFER_MODE`); the workbench pins the
+        // paper's fixed share.
+        c.read_buffer_mode = t
+            .read_buffer_mode
+            .unwrap_or(crate::defaults::READ_BUFFER_MODE);
         if let Some(on) = t.temporal_control {
             c.temporal_control = if on {
                 c.temporal_control.or(Some(Default::default()))

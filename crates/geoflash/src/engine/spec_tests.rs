@@ -49,7 +49,15 @@ fn an_empty_spec_gives_the_product_defaults() {
     );
     assert_eq!(o.device, crate::defaults::DEVICE.parse().unwrap());
     assert!(
-        matches!(o.store, StoreSpec::Efind(e) if e.efind == crate::store::efind::EfindConfig::default())
+        matches!(o.store, StoreSpec::Efind(e) if e.efind == crate::store::efind::EfindConfig {
+            read_buffer_mode: crate::defaults::READ_BUFFER_MODE,
+            ..crate::store::efind::EfindConfig::default()
+        })
+    );
+    // The paper's read buffer stays the store's own default.
+    assert_ne!(
+        crate::defaults::READ_BUFFER_MODE,
+        crate::store::efind::EfindConfig::default().read_buffer_mode
     );
     // The FOR-tree runs on the plain store unless told otherwise.
     let f = spec(&[("kind", "fortree")]).options().unwrap();

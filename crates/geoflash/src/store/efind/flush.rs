@@ -543,12 +543,20 @@ impl EfindStore {
         inner.stats.flushes += units;
         inner.stats.flushed_nodes += written.len() as u64;
         let tc = self.config.temporal_control;
+        // An adaptive read buffer also keeps the flushed pages the write
+        // buffer held decoded (new nodes, views): no decode, and they were
+        // in use.
+        let adaptive = !self.config.read_buffer_mode.is_fixed();
+        if adaptive {
+            inner.rb.set_budget(self.read_room());
+        }
         for (&id, chunk) in written.iter().zip(data.chunks_exact(ps)) {
             // Alg. 5: keep the read buffer in step; pre-cache pages read recently.
             let cached = inner.rb.peek(id).is_some();
             let recently_read = tc.is_some() && inner.rq.contains(&id);
-            if cached || recently_read {
-                let node = match self.wb.node(id).or_else(|| self.wb.view(id)) {
+            let decoded = self.wb.node(id).or_else(|| self.wb.view(id));
+            if cached || recently_read || (adaptive && decoded.is_some()) {
+                let node = match decoded {
                     Some(node) => Arc::clone(node),
                     None => Arc::new(page::decode_node(chunk, Some(id))?.1),
                 };

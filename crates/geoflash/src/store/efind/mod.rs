@@ -144,6 +144,56 @@ fn default_log_capacity() -> u64 {
     DEFAULT_LOG_CAPACITY
 }
 
+/// How eFIND's read buffer is sized, and whether the write buffer's
+/// decoded views answer reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadBufferMode {
+    /// The paper's: the read buffer holds its share of the budget
+    /// ([`EfindConfig::read_buffer_percent`]), and a page with buffered
+    /// modifications is read from the read buffer or the device and merged
+    /// with them (Alg. 2), also when the write buffer keeps the merge
+    /// decoded (the views change no I/O counter).
+    #[default]
+    Fixed,
+    /// The product's: the read buffer takes the part of the budget the
+    /// write buffer and its views leave (never less than its share), so a
+    /// budget larger than the index holds the whole index, and a page whose
+    /// merge the write buffer keeps decoded is answered from it without
+    /// reading its stored version.
+    Adaptive,
+}
+
+impl ReadBufferMode {
+    /// The name of the key's value: `fixed` or `adaptive`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadBufferMode::Fixed => "fixed",
+            ReadBufferMode::Adaptive => "adaptive",
+        }
+    }
+
+    /// True for [`ReadBufferMode::Fixed`] (the paper's, the default of
+    /// [`EfindConfig`]).
+    pub fn is_fixed(&self) -> bool {
+        *self == ReadBufferMode::Fixed
+    }
+}
+
+impl std::str::FromStr for ReadBufferMode {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "fixed" => Ok(ReadBufferMode::Fixed),
+            "adaptive" => Ok(ReadBufferMode::Adaptive),
+            _ => Err(Error::invalid(format!(
+                "unknown read buffer mode {s:?}: expected fixed (the paper's share) or adaptive"
+            ))),
+        }
+    }
+}
+
 /// Temporal control parameters (Algs. 4–5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TemporalControl {
@@ -178,6 +228,10 @@ pub struct EfindConfig {
     pub read_buffer_percent: u8,
     /// Replacement policy of the read buffer.
     pub read_policy: PolicyKind,
+    /// How the read buffer is sized (written to a manifest only when not
+    /// the paper's).
+    #[serde(default, skip_serializing_if = "ReadBufferMode::is_fixed")]
+    pub read_buffer_mode: ReadBufferMode,
     /// p: the percentage of oldest buffered pages considered by a flush (1..=100).
     pub flush_percent: u8,
     /// s: pages per flushing unit (≥ 1).
@@ -216,6 +270,7 @@ impl Default for EfindConfig {
             buffer_bytes: 512 * 1024,
             read_buffer_percent: 20,
             read_policy: PolicyKind::S2q,
+            read_buffer_mode: ReadBufferMode::Fixed,
             flush_percent: 60,
             flush_unit: 5,
             policy: FlushPolicy::Mh,
@@ -605,7 +660,13 @@ impl EfindStore {
             },
             wb: WriteBuffer::with_view_budget(write_budget),
             inner: Mutex::new(Inner {
-                rb: Cache::new(config.read_policy, read_budget),
+                rb: Cache::new(
+                    config.read_policy,
+                    match config.read_buffer_mode {
+                        ReadBufferMode::Fixed => read_budget,
+                        ReadBufferMode::Adaptive => config.buffer_bytes,
+                    },
+                ),
                 rq: VecDeque::new(),
                 wq: VecDeque::new(),
                 stats: StoreStats::default(),
@@ -789,7 +850,10 @@ impl EfindStore {
         })
     }
 
+    /// After the write buffer grew: an adaptive read buffer gives back
+    /// what the budget no longer leaves it, then the peak is noted.
     fn note_peak(&self) {
+        self.trim_read_buffer();
         let wb = self.wb.bytes() as u64;
         let views = self.wb.view_bytes() as u64;
         let mut inner = self.lock();

@@ -5,7 +5,7 @@ use crate::metrics::{Phase, Stopwatch};
 use std::sync::Arc;
 
 use super::write_buffer::{merge, Body, Status, WbEntry};
-use super::EfindStore;
+use super::{EfindStore, ReadBufferMode};
 use crate::page::Node;
 use crate::storage::PageId;
 use crate::store::stored::decode_stored;
@@ -50,12 +50,43 @@ impl EfindStore {
         None
     }
 
+    /// The bytes the read buffer may hold now: its share of the budget
+    /// ([`ReadBufferMode::Fixed`]), or what the write buffer and its views
+    /// leave of the budget, at least that share ([`ReadBufferMode::Adaptive`]).
+    pub(super) fn read_room(&self) -> usize {
+        match self.config.read_buffer_mode {
+            ReadBufferMode::Fixed => self.read_budget,
+            ReadBufferMode::Adaptive => self
+                .config
+                .buffer_bytes
+                .saturating_sub(self.wb.bytes() + self.wb.view_bytes())
+                .max(self.read_budget),
+        }
+    }
+
+    /// After the write buffer grew: an adaptive read buffer
+    /// gives back what the budget no longer leaves it (a fixed one never
+    /// holds more than its share).
+    pub(super) fn trim_read_buffer(&self) {
+        if self.config.read_buffer_mode.is_fixed() {
+            return;
+        }
+        let room = self.read_room();
+        let mut inner = self.lock();
+        if inner.rb.used_bytes() > room {
+            inner.rb.set_budget(room);
+            inner.rb.evict_to_budget();
+        }
+    }
+
     /// A page just read from the device: counted, and entered into the read
     /// buffer and RQ.
     fn adopt(&self, inner: &mut super::Inner, id: PageId, node: &Arc<Node>) {
         inner.stats.record_node_read(node.level);
-        if self.read_budget > 0 {
+        let room = self.read_room();
+        if room > 0 {
             let m = super::meta_of(node);
+            inner.rb.set_budget(room);
             inner.rb.insert(id, Arc::clone(node), m);
         }
         if let Some(tc) = self.config.temporal_control {
@@ -113,8 +144,10 @@ impl EfindStore {
     /// Alg. 2 for many pages (what [`Self::retrieve`] returns for each, in
     /// order), the stored versions needed read as one device batch.
     pub(super) fn retrieve_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
-        let needs_stored = |id: &PageId| {
-            !matches!(self.wb.get(*id).map(WbEntry::status), Some(Status::New | Status::Del))
+        let needs_stored = |id: &PageId| match self.wb.get(*id).map(WbEntry::status) {
+            Some(Status::New | Status::Del) => false,
+            Some(Status::Mod) => self.view_to_answer(*id).is_none(),
+            None => true,
         };
         let wanted: Vec<PageId> = ids.iter().copied().filter(needs_stored).collect();
         let stored = self.stored_batch(&wanted)?;
@@ -125,6 +158,14 @@ impl EfindStore {
                     Ok(Arc::clone(node))
                 }
                 Some(Body::Del) => Err(deleted(id)),
+                Some(Body::Mod(_)) if !stored.contains_key(&id) => match self.view_to_answer(id) {
+                    Some(view) => {
+                        self.lock().stats.buffer_hits += 1;
+                        Ok(view)
+                    }
+                    // The view was given back since the batch was planned.
+                    None => self.retrieve(id, true),
+                },
                 body => {
                     let base = stored.get(&id).ok_or_else(|| {
                         Error::corrupt(Some(id), "node missing from a batch read")
@@ -149,12 +190,28 @@ impl EfindStore {
             }
             Some(Body::Del) => Err(deleted(id)),
             Some(Body::Mod(changes)) => {
-                // The stored version is read even when a view exists, so
-                // that views change no I/O or buffer counters.
+                if let Some(view) = self.view_to_answer(id) {
+                    if count {
+                        self.lock().stats.buffer_hits += 1;
+                    }
+                    return Ok(view);
+                }
+                // The paper's mode reads the stored version even when a
+                // view exists, so that views change no I/O or buffer
+                // counters.
                 let base = self.stored(id, count)?;
                 Ok(self.view_or(id, || merge(&base, changes)))
             }
             None => self.stored(id, count),
+        }
+    }
+
+    /// The write buffer's view of MOD page `id` when it answers reads
+    /// without the stored version ([`ReadBufferMode::Adaptive`]).
+    fn view_to_answer(&self, id: PageId) -> Option<Arc<Node>> {
+        match self.config.read_buffer_mode {
+            ReadBufferMode::Fixed => None,
+            ReadBufferMode::Adaptive => self.wb.view(id).map(Arc::clone),
         }
     }
 

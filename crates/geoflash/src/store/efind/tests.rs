@@ -281,7 +281,81 @@ fn small_configs() -> Vec<EfindConfig> {
             temporal_control: Some(tc),
             ..EfindConfig::default()
         },
+        // The product's read buffer: what the write buffer leaves, views
+        // answering reads.
+        EfindConfig {
+            buffer_bytes: 3000,
+            flush_unit: 1,
+            read_buffer_mode: ReadBufferMode::Adaptive,
+            ..EfindConfig::default()
+        },
+        EfindConfig {
+            buffer_bytes: 6000,
+            read_buffer_percent: 0,
+            read_buffer_mode: ReadBufferMode::Adaptive,
+            temporal_control: Some(tc),
+            ..EfindConfig::default()
+        },
     ]
+}
+
+/// Node reads from the device of a query over everything on `t`.
+fn reads_of_a_full_scan<S: NodeStore>(t: &RTree<S>, all: Rect) -> u64 {
+    let before = t.store().stats().node_reads;
+    ids_in(t, all);
+    t.store().stats().node_reads - before
+}
+
+#[test]
+fn an_adaptive_read_buffer_holds_what_the_write_buffer_leaves_and_views_answer_reads() {
+    let page = 512;
+    let p = params(IndexKind::RStar, page);
+    let all = r(-100.0, -100.0, 100.0, 100.0);
+    let budget = 512 << 10;
+    let mut second_scans = Vec::new();
+    for mode in [ReadBufferMode::Fixed, ReadBufferMode::Adaptive] {
+        let cfg = EfindConfig {
+            buffer_bytes: budget,
+            read_buffer_mode: mode,
+            ..EfindConfig::default()
+        };
+        let dev = Arc::new(MemDevice::new(page, 4 << 20).unwrap());
+        let mut t = RTree::create(create_on(dev.clone(), cfg).unwrap(), p).unwrap();
+        let ops = build_ops(3000);
+        let mut live = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            if let Op::Insert(rect) = op {
+                t.insert(i as u64, *rect).unwrap();
+                live.push((i as u64, *rect));
+            }
+        }
+        t.store_mut().checkpoint().unwrap();
+        let pages: u64 = t.check().unwrap().nodes_per_level.iter().sum();
+        drop(t);
+        let mut t = RTree::open(open_on(dev, cfg).unwrap(), p).unwrap();
+        let first = reads_of_a_full_scan(&t, all);
+        assert_eq!(first, pages, "{mode:?}: the first scan reads every node once");
+        let second = reads_of_a_full_scan(&t, all);
+        second_scans.push(second);
+        // Moves of a tenth of the entries in place: the leaves they change
+        // are buffered with views, which answer the next scan in the
+        // adaptive mode; the fixed mode reads their stored versions.
+        for (id, rect) in live.iter().step_by(10) {
+            let new = r(rect.min_x() + 0.01, rect.min_y(), rect.max_x() + 0.01, rect.max_y());
+            t.update(*id, *rect, new).unwrap();
+        }
+        let third = reads_of_a_full_scan(&t, all);
+        let peak = t.store().stats().peak_buffer_bytes;
+        assert!(peak <= budget as u64, "{mode:?}: peak {peak} above the budget {budget}");
+        match mode {
+            ReadBufferMode::Fixed => assert!(second > 0 && third > 0, "{mode:?}: {second} {third}"),
+            ReadBufferMode::Adaptive => {
+                assert_eq!((second, third), (0, 0), "the index fits what the write buffer leaves");
+                assert!(peak > (budget / 5) as u64, "the read buffer outgrew its share: {peak}");
+            }
+        }
+    }
+    assert!(second_scans[0] > 0, "the fixed share ({}) does not hold {} bytes", budget / 5, budget);
 }
 
 fn params(kind: IndexKind, page: usize) -> TreeParams {
