@@ -24,9 +24,9 @@
 ///
 /// With the fixed share, commits of 1,000 moves into 10,000,000 boxes (a
 /// 410 MB index, a 1 GiB budget) read 0.58 leaves a move from the device,
-/// since a fifth of the budget does not hold the index, where the same
-/// commits into 1,000,000 boxes read none (`docs/benchmarks.md`,
-/// "Per-commit cost as the index grows").
+/// since a fifth of the budget does not hold the index; the adaptive read
+/// buffer reads none and halves the commit's time there
+/// (`docs/benchmarks.md`, "Per-commit cost as the index grows").
 pub const READ_BUFFER_MODE: crate::store::efind::ReadBufferMode =
     crate::store::efind::ReadBufferMode::Adaptive;
 
