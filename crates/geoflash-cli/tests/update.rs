@@ -225,17 +225,21 @@ fn python_index(dir: &Path, store: &str) -> std::path::PathBuf {
 #[test]
 fn an_index_the_python_package_wrote_answers_with_its_user_ids_and_refuses_writes_by_key() {
     let tmp = tempfile::tempdir().unwrap();
-    for store in ["efind", "plain"] {
-        let idx = python_index(tmp.path(), store);
+    // The user ids of the window (0,0)–(10,10).
+    let ids_near_the_origin = |idx: &Path| {
         let out = ok(geoflash(&[
             "query",
             "--index",
-            s(&idx),
+            s(idx),
             "--window",
             "0,0,10,10",
             "--ids",
         ]));
-        let text = String::from_utf8_lossy(&out.stdout);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for store in ["efind", "plain"] {
+        let idx = python_index(tmp.path(), store);
+        let text = ids_near_the_origin(&idx);
         assert!(text.contains("window 0: 3 [-5 7 7]"), "{store}: {text}");
         let out = ok(geoflash(&[
             "knn",
@@ -263,15 +267,7 @@ fn an_index_the_python_package_wrote_answers_with_its_user_ids_and_refuses_write
         }
         ok(geoflash(&["checkpoint", "--index", s(&idx)]));
         ok(geoflash(&["verify", "--index", s(&idx)]));
-        let out = ok(geoflash(&[
-            "query",
-            "--index",
-            s(&idx),
-            "--window",
-            "0,0,10,10",
-            "--ids",
-        ]));
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = ids_near_the_origin(&idx);
         assert!(
             text.contains("window 0: 3 [-5 7 7]"),
             "{store} after the refusals: {text}"
