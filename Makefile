@@ -6,16 +6,6 @@ GEOFLASH_PROPTEST_CASES ?= 64
 export GEOFLASH_PROPTEST_CASES
 DEMO_DIR ?= demo
 
-# A fresh clone has no build to reuse, so its workspace crates compile without
-# cargo's incremental cache (the default of the dev and test profiles): one
-# decision for the whole run, so the lint build, the tests and the wheel share
-# their artifacts. It shortens the first build (the engine's test build took
-# 3 min 39 s instead of 4 min 30 s); later runs keep incremental compilation,
-# which is what makes a rebuild after an edit quick.
-ifeq ($(wildcard $(or $(CARGO_TARGET_DIR),target)/debug),)
-export CARGO_INCREMENTAL ?= 0
-endif
-
 .PHONY: all setup build wheel demo test fmt lint unit python test-long torture bench bench-peers fuzz clean
 
 all: build
