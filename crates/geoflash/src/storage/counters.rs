@@ -125,39 +125,45 @@ pub struct IoTracker {
     last_write: Option<PageId>,
 }
 
+/// How many of `pages` follow the page before them in the same direction
+/// (`last`, which ends at the batch's last page): the batch's sequential
+/// accesses; the others are random.
+fn sequential(last: &mut Option<PageId>, pages: &[PageId]) -> u64 {
+    let mut seq = 0;
+    for &p in pages {
+        if last.map(|l| l.wrapping_add(1)) == Some(p) {
+            seq += 1;
+        }
+        *last = Some(p);
+    }
+    seq
+}
+
 impl IoTracker {
     /// Records a batch of reads of `page_size`-byte pages that took `ns` nanoseconds.
     pub fn record_reads(&mut self, pages: &[PageId], page_size: usize, ns: u64) {
+        let n = pages.len() as u64;
+        let seq = sequential(&mut self.last_read, pages);
         let c = &mut self.counters;
         c.read_batches += 1;
         c.read_time_ns += ns;
-        for &p in pages {
-            c.pages_read += 1;
-            c.bytes_read += page_size as u64;
-            if self.last_read.map(|l| l.wrapping_add(1)) == Some(p) {
-                c.sequential_reads += 1;
-            } else {
-                c.random_reads += 1;
-            }
-            self.last_read = Some(p);
-        }
+        c.pages_read += n;
+        c.bytes_read += n * page_size as u64;
+        c.sequential_reads += seq;
+        c.random_reads += n - seq;
     }
 
     /// Records a batch of writes of `page_size`-byte pages that took `ns` nanoseconds.
     pub fn record_writes(&mut self, pages: &[PageId], page_size: usize, ns: u64) {
+        let n = pages.len() as u64;
+        let seq = sequential(&mut self.last_write, pages);
         let c = &mut self.counters;
         c.write_batches += 1;
         c.write_time_ns += ns;
-        for &p in pages {
-            c.pages_written += 1;
-            c.bytes_written += page_size as u64;
-            if self.last_write.map(|l| l.wrapping_add(1)) == Some(p) {
-                c.sequential_writes += 1;
-            } else {
-                c.random_writes += 1;
-            }
-            self.last_write = Some(p);
-        }
+        c.pages_written += n;
+        c.bytes_written += n * page_size as u64;
+        c.sequential_writes += seq;
+        c.random_writes += n - seq;
     }
 
     /// Records a sync that took `ns` nanoseconds.

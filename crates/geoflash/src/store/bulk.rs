@@ -64,11 +64,7 @@ pub type BulkBuild<'a> = Box<dyn FnOnce(&mut dyn BulkSink) -> Result<TreeMeta> +
 
 /// Refuses a bulk load into a store that holds a tree or runs an operation.
 pub(crate) fn check_target(meta: &TreeMeta, running: Option<crate::store::OpId>) -> Result<()> {
-    if let Some(op) = running {
-        return Err(Error::invalid(format!(
-            "bulk load while operation {op} is running: commit it first"
-        )));
-    }
+    crate::store::check_idle(running, "bulk load")?;
     if meta.root.is_some() || meta.records > 0 {
         return Err(Error::invalid(
             "a bulk load builds a new tree: the store already holds one",

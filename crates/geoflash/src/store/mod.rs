@@ -345,6 +345,17 @@ pub(crate) struct OpBracket {
     pub(crate) next: OpId,
 }
 
+/// Refuses `what` while operation `running` runs (see
+/// [`OpBracket::check_idle`]).
+pub(crate) fn check_idle(running: Option<OpId>, what: &str) -> Result<()> {
+    match running {
+        Some(op) => Err(crate::Error::invalid(format!(
+            "{what} while operation {op} is running: commit it first"
+        ))),
+        None => Ok(()),
+    }
+}
+
 impl OpBracket {
     /// Starts an operation; an error while another one runs.
     pub(crate) fn begin(&mut self) -> Result<OpId> {
@@ -357,6 +368,12 @@ impl OpBracket {
         self.next = self.next.saturating_add(1);
         self.current = Some(op);
         Ok(op)
+    }
+
+    /// Refuses `what` (a checkpoint, a bulk load, ...) while an operation
+    /// runs: what it would make durable must not hold half an operation.
+    pub(crate) fn check_idle(&self, what: &str) -> Result<()> {
+        check_idle(self.current, what)
     }
 
     /// Ends operation `op`; an error if it is not the running one.

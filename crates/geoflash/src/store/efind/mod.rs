@@ -1072,11 +1072,7 @@ impl NodeStore for EfindStore {
             return Ok(());
         }
         self.check_writable()?;
-        if let Some(op) = self.ops.current {
-            return Err(Error::invalid(format!(
-                "checkpoint while operation {op} is running: commit it first"
-            )));
-        }
+        self.ops.check_idle("checkpoint")?;
         if self.is_clean() {
             return Ok(());
         }

@@ -49,11 +49,7 @@ impl EfindStore {
     /// is clean and its log protects flushes; whether it did.
     pub(super) fn enter_unlogged(&mut self) -> Result<bool> {
         self.check_writable()?;
-        if let Some(op) = self.ops.current {
-            return Err(crate::Error::invalid(format!(
-                "unlogged mode asked while operation {op} is running: commit it first"
-            )));
-        }
+        self.ops.check_idle("unlogged mode asked")?;
         if self.unlogged.is_some() {
             return Ok(true);
         }

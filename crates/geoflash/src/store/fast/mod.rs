@@ -1040,11 +1040,7 @@ impl NodeStore for FastStore {
     }
 
     fn checkpoint(&mut self) -> Result<()> {
-        if let Some(op) = self.ops.current {
-            return Err(Error::invalid(format!(
-                "checkpoint while operation {op} is running: commit it first"
-            )));
-        }
+        self.ops.check_idle("checkpoint")?;
         if self.table.is_empty()
             && self.clean_lsn == Some(self.log.last_lsn())
             && !self.client.as_ref().is_some_and(ClientLog::generation_pending)

@@ -728,11 +728,7 @@ impl NodeStore for PlainStore {
 
     fn checkpoint(&mut self) -> Result<()> {
         self.check_usable()?;
-        if let Some(op) = self.ops.current {
-            return Err(Error::invalid(format!(
-                "checkpoint while operation {op} is running: commit it first"
-            )));
-        }
+        self.ops.check_idle("checkpoint")?;
         {
             let inner = &mut *self.inner.lock().unwrap_or_else(|e| e.into_inner());
             let dirty: Vec<(PageId, Arc<Node>)> = inner
