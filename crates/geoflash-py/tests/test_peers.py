@@ -45,6 +45,8 @@ def test_peer_benchmark_smoke_run(tmp_path):
     md = (out / "results.md").read_text()
     assert "## uniform (1,500 objects)" in md
     assert "geoflash ÷ peer" in md
+    # the header says what memory each system had: here each peer's default
+    assert "Memory, each peer with its own default" in md and "SQLite's page cache 2,000 KiB" in md
     con = sqlite3.connect(out / "results.sqlite")
     rows = con.execute("SELECT system, phase, mismatches, error FROM peer_results").fetchall()
     systems = {r[0] for r in rows}
@@ -83,3 +85,33 @@ def test_peer_benchmark_smoke_run(tmp_path):
     assert {r[2] for r in ok if r[1] == "geoflash"} == {"update_batch"}
     (eng,) = con.execute("SELECT engine FROM moving_results WHERE system='geoflash (TC58 sim)' LIMIT 1").fetchone()
     assert json.loads(eng)["nand_programs"] > 0
+
+
+def test_equal_memory_gives_the_peers_geoflashs_budget_and_says_so(tmp_path):
+    """``--equal-memory``: SQLite's page cache and DuckDB's memory limit are
+    geoflash's default budget, and the report's header says what each had."""
+    import re
+
+    bin_ = geoflash_bin()
+    assert bin_, "the geoflash command is not built (cargo build -p geoflash-cli)"
+    out = tmp_path / "out"
+    cmd = [
+        sys.executable, str(RUN), "--scale", "smoke", "--count", "500", "--datasets", "uniform",
+        "--queries", "5", "--warm-repeat", "1", "--out", str(out), "--workdir", str(tmp_path / "work"),
+        "--geoflash-bin", bin_, "--systems", "geoflash,sqlite-rtree,duckdb", "--exclude", "geoflash (papers)",
+        "--no-postgis", "--equal-memory",
+    ]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    md = (out / "results.md").read_text()
+    line = next(x for x in md.splitlines() if x.startswith("Memory,"))
+    assert "(--equal-memory)" in line, line
+    budget = re.search(r"geoflash's default budget ([\d,]+) KiB", line)
+    cache = re.search(r"SQLite's page cache ([\d,]+) KiB", line)
+    assert budget and cache and budget.group(1) == cache.group(1), line
+    kib = int(budget.group(1).replace(",", ""))
+    assert kib >= 256 * 1024, line  # geoflash's budget is at least 256 MiB
+    assert "DuckDB's memory_limit" in line and "2,000 KiB" not in line, line
+    con = sqlite3.connect(out / "results.sqlite")
+    systems = {r[0] for r in con.execute("SELECT system FROM peer_results WHERE error IS NULL")}
+    assert {"geoflash", "sqlite-rtree", "duckdb"} <= systems, systems
