@@ -27,21 +27,26 @@ def geoflash_bin():
     return None
 
 
-def test_peer_benchmark_smoke_run(tmp_path):
+def run_harness(tmp_path, *args):
+    """Runs the harness at smoke scale with ``args`` into ``tmp_path``;
+    its output folder once it has exited 0, and its standard output."""
     bin_ = geoflash_bin()
     assert bin_, "the geoflash command is not built (cargo build -p geoflash-cli)"
     out = tmp_path / "out"
-    cmd = [
-        sys.executable, str(RUN), "--scale", "smoke", "--count", "1500", "--datasets", "uniform,helsinki",
-        "--queries", "20", "--warm-repeat", "1", "--out", str(out), "--workdir", str(tmp_path / "work"),
-        "--geoflash-bin", bin_, "--exclude", "rtree (buffer 128)", "--moving",
-    ]
-    strict = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-    if strict:
-        cmd.append("--strict")
+    cmd = [sys.executable, str(RUN), "--scale", "smoke", "--warm-repeat", "1", "--out", str(out),
+           "--workdir", str(tmp_path / "work"), "--geoflash-bin", bin_, *args]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
-    assert "WRONG" not in run.stdout
+    return out, run.stdout
+
+
+def test_peer_benchmark_smoke_run(tmp_path):
+    strict = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+    out, stdout = run_harness(
+        tmp_path, "--count", "1500", "--datasets", "uniform,helsinki", "--queries", "20",
+        "--exclude", "rtree (buffer 128)", "--moving", *(["--strict"] if strict else []),
+    )
+    assert "WRONG" not in stdout
     md = (out / "results.md").read_text()
     assert "## uniform (1,500 objects)" in md
     assert "geoflash ÷ peer" in md
@@ -92,17 +97,10 @@ def test_equal_memory_gives_the_peers_geoflashs_budget_and_says_so(tmp_path):
     geoflash's default budget, and the report's header says what each had."""
     import re
 
-    bin_ = geoflash_bin()
-    assert bin_, "the geoflash command is not built (cargo build -p geoflash-cli)"
-    out = tmp_path / "out"
-    cmd = [
-        sys.executable, str(RUN), "--scale", "smoke", "--count", "500", "--datasets", "uniform",
-        "--queries", "5", "--warm-repeat", "1", "--out", str(out), "--workdir", str(tmp_path / "work"),
-        "--geoflash-bin", bin_, "--systems", "geoflash,sqlite-rtree,duckdb", "--exclude", "geoflash (papers)",
-        "--no-postgis", "--equal-memory",
-    ]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    out, _ = run_harness(
+        tmp_path, "--count", "500", "--datasets", "uniform", "--queries", "5",
+        "--systems", "geoflash,sqlite-rtree,duckdb", "--exclude", "geoflash (papers)", "--no-postgis", "--equal-memory",
+    )
     md = (out / "results.md").read_text()
     line = next(x for x in md.splitlines() if x.startswith("Memory,"))
     assert "(--equal-memory)" in line, line
