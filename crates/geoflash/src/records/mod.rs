@@ -109,6 +109,28 @@ struct BitSet {
 }
 
 impl BitSet {
+    /// The bits of `bytes`, one a byte (nonzero: set), packed 64 to a word
+    /// (a record map's liveness column, decoded a word at a time).
+    fn from_bytes(bytes: &[u8]) -> BitSet {
+        let words = bytes
+            .chunks(64)
+            .map(|c| {
+                c.iter()
+                    .enumerate()
+                    .fold(0u64, |w, (i, &b)| w | (u64::from(b != 0) << i))
+            })
+            .collect();
+        BitSet {
+            words,
+            len: bytes.len() as u64,
+        }
+    }
+
+    /// Number of set bits (the bits past [`len`](Self::len) are clear).
+    fn count_ones(&self) -> u64 {
+        self.words.iter().map(|w| u64::from(w.count_ones())).sum()
+    }
+
     /// Number of bits.
     fn len(&self) -> u64 {
         self.len
@@ -184,22 +206,19 @@ impl Records {
         }
     }
 
-    /// The map of keys `0..ids.len()` with these ids, liveness and objects.
+    /// The map of keys `0..dense + ids.len()`: the first `dense` keys are
+    /// their own ids, then these ids; with this liveness and these objects.
     fn from_parts(
-        mut ids: Vec<i64>,
+        dense: u64,
+        ids: Vec<i64>,
         alive: BitSet,
         live: u64,
         objs: HashMap<u64, Vec<u8>>,
     ) -> Records {
-        let dense = ids
-            .iter()
-            .enumerate()
-            .take_while(|&(k, &id)| i64::try_from(k).is_ok_and(|k| k == id))
-            .count();
         Records {
             identity: false,
-            dense: dense as u64,
-            ids: ids.split_off(dense),
+            dense,
+            ids,
             alive,
             live,
             objs,
@@ -585,20 +604,25 @@ impl Records {
         if n.checked_mul(9).is_none_or(|b| b > data.len()) {
             return Err(bad("key count larger than the file"));
         }
-        let ids: Vec<i64> = r
-            .take(8 * n)?
+        // The ids column: the prefix of keys that are their own ids (all
+        // of them after `from_arrays` with `arange`) is counted, not kept.
+        let id_bytes = r.take(8 * n)?;
+        let le_i64 = |c: &[u8]| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(c);
+            i64::from_le_bytes(a)
+        };
+        let dense = id_bytes
             .chunks_exact(8)
-            .map(|c| {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(c);
-                i64::from_le_bytes(a)
-            })
+            .enumerate()
+            .position(|(k, c)| i64::try_from(k).map_or(true, |k| le_i64(c) != k))
+            .unwrap_or(n);
+        let ids: Vec<i64> = id_bytes[8 * dense..]
+            .chunks_exact(8)
+            .map(le_i64)
             .collect();
-        let mut alive = BitSet::default();
-        for &b in r.take(n)? {
-            alive.push(b != 0);
-        }
-        let live = (0..alive.len()).filter(|&k| alive.get(k)).count() as u64;
+        let alive = BitSet::from_bytes(r.take(n)?);
+        let live = alive.count_ones();
         let mut objs = HashMap::new();
         for _ in 0..o {
             let key = r.u64()?;
@@ -611,7 +635,7 @@ impl Records {
         if r.at != data.len() {
             return Err(bad("trailing bytes after the last object"));
         }
-        let mut map = Records::from_parts(ids, alive, live, objs);
+        let mut map = Records::from_parts(dense as u64, ids, alive, live, objs);
         map.generation = generation;
         map.read_version = version;
         Ok(map)

@@ -171,3 +171,26 @@ fn only_live_key_finds_one_key_and_counts_the_others() {
     assert_eq!(Records::identity().only_live_key(5), Ok(5));
     assert_eq!(Records::identity().only_live_key(-5), Err(0));
 }
+
+#[test]
+fn a_liveness_column_decodes_as_the_bits_pushed_one_by_one() {
+    // Lengths around word boundaries, bytes other than 0 and 1, and pops
+    // that cross a word: the packed decode equals pushing bit by bit.
+    for n in [0usize, 1, 63, 64, 65, 127, 128, 129, 1000] {
+        let bytes: Vec<u8> = (0..n).map(|i| [0u8, 1, 0, 7, 255][(i * 7 + i / 3) % 5]).collect();
+        let mut pushed = BitSet::default();
+        for &b in &bytes {
+            pushed.push(b != 0);
+        }
+        let mut packed = BitSet::from_bytes(&bytes);
+        assert_eq!((packed.len(), &packed.words), (pushed.len(), &pushed.words), "n = {n}");
+        let set = bytes.iter().filter(|&&b| b != 0).count() as u64;
+        assert_eq!(packed.count_ones(), set, "n = {n}");
+        for _ in 0..n.min(70) {
+            packed.pop();
+            pushed.pop();
+        }
+        assert_eq!((packed.len(), &packed.words), (pushed.len(), &pushed.words), "n = {n}, popped");
+        assert_eq!(packed.count_ones(), (0..packed.len()).filter(|&k| packed.get(k)).count() as u64);
+    }
+}
