@@ -194,3 +194,25 @@ fn a_liveness_column_decodes_as_the_bits_pushed_one_by_one() {
         assert_eq!(packed.count_ones(), (0..packed.len()).filter(|&k| packed.get(k)).count() as u64);
     }
 }
+
+#[test]
+fn every_key_id_and_liveness_comes_back_whatever_the_dense_prefix() {
+    // Ids that are their own keys throughout, for a prefix, or not from
+    // the first key: the decoded map has every key, id and liveness.
+    for ids in [vec![0i64, 1, 2, 3], vec![0, 1, 5, 3], vec![9, 1, 2], vec![]] {
+        let mut m = Records::new();
+        for &id in &ids {
+            m.add(id, None).unwrap();
+        }
+        if !ids.is_empty() {
+            m.remove(0);
+        }
+        let back = Records::decode(&m.encode()).unwrap();
+        same(&m, &back);
+        assert_eq!(back.keys(), ids.len() as u64, "{ids:?}");
+        for (k, &id) in ids.iter().enumerate() {
+            assert_eq!(back.stored_id(k as u64), Some(id), "{ids:?} key {k}");
+            assert_eq!(back.alive.get(k as u64), k != 0, "{ids:?} key {k}");
+        }
+    }
+}
