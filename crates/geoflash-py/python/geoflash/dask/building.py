@@ -67,7 +67,13 @@ def _array_input(data: Any, ids: Any) -> tuple:
 
 def _chunk_futures(client: Any, data: Any, ids: Any, chunks: int) -> tuple:
     """Futures of the input's chunks, and whether their ids are local
-    positions (to be offset) or final."""
+    positions (to be offset) or final.
+
+    Every ``scatter`` here and in ``join`` passes ``hash=False``: with
+    content-hashed keys, scattering data equal to that of a call whose
+    futures are being released races with the release, and the scheduler
+    cancels the new tasks for "lost dependencies" (seen in CI: the same
+    boxes built twice in a row failed about once in 60)."""
     if isinstance(data, (str, os.PathLike)):
         files = sorted(glob.glob(os.fspath(data)))
         if not files:
@@ -77,16 +83,16 @@ def _chunk_futures(client: Any, data: Any, ids: Any, chunks: int) -> tuple:
         parts = client.compute(data.to_delayed())
         return [client.submit(worker.frame_chunk, f) for f in parts], True
     if isinstance(data, list) and data and all(_is_frame(d) for d in data):
-        return [client.submit(worker.frame_chunk, f) for f in client.scatter(data)], True
+        return [client.submit(worker.frame_chunk, f) for f in client.scatter(data, hash=False)], True
     if _is_frame(data):
         n = len(data)
         cuts = np.linspace(0, n, max(1, min(chunks, n)) + 1).astype(int)
         pieces = [data.iloc[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
-        return [client.submit(worker.frame_chunk, f) for f in client.scatter(pieces)], True
+        return [client.submit(worker.frame_chunk, f) for f in client.scatter(pieces, hash=False)], True
     i, b = _array_input(data, ids)
     cuts = np.linspace(0, len(b), max(1, min(chunks, len(b))) + 1).astype(int)
     pieces = [worker.array_chunk(i[a:c], b[a:c]) for a, c in zip(cuts[:-1], cuts[1:])]
-    return client.scatter(pieces), False
+    return client.scatter(pieces, hash=False), False
 
 
 def _check_crs(summaries: List[Dict[str, Any]]) -> Optional[str]:

@@ -144,7 +144,7 @@ def join(
                 )
         if small is not None:
             big = sides[1 - small]
-            shipped = client.scatter(_small_chunk(client, sides[small]), broadcast=True)
+            shipped = client.scatter(_small_chunk(client, sides[small]), broadcast=True, hash=False)
             futs = [
                 big._submit(n, worker.join_with, shipped, predicate, d, small == 1)
                 for n in range(len(big.partitions))
@@ -261,7 +261,7 @@ def sjoin(
             continue
         dist = None if predicate != "dwithin" else (d if per_row is None else per_row[rows])
         # scattered, not embedded in the task graph (large graphs are slow)
-        lpart, rpart = client.scatter([lw[rows], rw[near]])
+        lpart, rpart = client.scatter([lw[rows], rw[near]], hash=False)
         futs.append(client.submit(_part_pairs, lpart, rpart, predicate, dist, pure=False))
         where.append((rows, near))
     found = _progress.gather(client, futs, "sjoin: ranges", progress)
