@@ -12,7 +12,8 @@
 # the test profile (Cargo.toml), with the same lint wrapper
 # (scripts/lint-build-env.sh) and the same features as `cargo test
 # --workspace` (the engine's `internals` feature, which only makes its
-# layers public): after scripts/rust-test.sh it reuses that build's
+# layers public, and the `test-support` features of the engine and the
+# workbench, which the test build's dev-dependencies turn on): after scripts/rust-test.sh it reuses that build's
 # artifacts and compiles little more than the bindings. Set
 # GEOFLASH_PY_PROFILE=release to test the release build users get.
 # GEOFLASH_PY_SCALE scales the data sizes of the comparisons with rtree.
@@ -41,7 +42,7 @@ fi
 
 start=$(date +%s)
 features=()
-if [ "$PROFILE" = dev ]; then features=(--features geoflash-engine/internals); fi
+if [ "$PROFILE" = dev ]; then features=(--features geoflash-engine/internals,geoflash-engine/test-support,geoflash-bench/test-support); fi
 MATURIN_PEP517_ARGS="--profile $PROFILE ${features[*]}" "${pip[@]}" install --force-reinstall --no-deps ./crates/geoflash-py
 echo "python-test: wheel built and installed (profile $PROFILE) in $(( $(date +%s) - start )) s" >&2
 

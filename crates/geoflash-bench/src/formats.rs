@@ -35,9 +35,12 @@ use geoflash::geom::Rect;
 use geoflash::{Error, Result};
 
 use attributes::{Column, Row, Value};
+#[cfg(any(feature = "geoparquet", feature = "osm-pbf"))]
 pub(crate) use contained::contained_reader;
 
 pub mod attributes;
+// The decoders that can panic on damaged input: GeoParquet's and OSM PBF's.
+#[cfg(any(feature = "geoparquet", feature = "osm-pbf"))]
 mod contained;
 pub mod fgb;
 pub mod geoparquet;

@@ -11,6 +11,8 @@ pub mod formats;
 pub mod generate;
 pub mod import;
 pub mod pg;
+// Test support: with the `test-support` feature only.
+#[cfg(feature = "test-support")]
 pub mod pg_cluster;
 pub mod postgis;
 pub mod progress;

@@ -6,7 +6,7 @@
 //! The server binaries (`initdb`, `pg_ctl`, `postgres`) are looked for in
 //! `$GEOFLASH_PG_BIN`, on `PATH`, then in Debian's
 //! `/usr/lib/postgresql/<version>/bin` (newest first). When none are found,
-//! the missing prerequisite goes through [`geoflash::engine::testenv`]: outside CI
+//! the missing prerequisite goes through [`geoflash::testenv`]: outside CI
 //! [`TempCluster::shared`] prints why on standard error and returns `None`,
 //! and the tests that need a server are skipped; under CI (`CI=true`, as
 //! `.ci/run` sets) it fails the test instead (`scripts/setup.sh` installs
@@ -110,10 +110,10 @@ static DATABASES: AtomicU32 = AtomicU32::new(0);
 impl TempCluster {
     /// Starts a new cluster; when the server binaries cannot be found,
     /// `Ok(None)` (with a message on standard error) outside CI and an
-    /// error under CI ([`geoflash::engine::testenv::prerequisite_missing`]).
+    /// error under CI ([`geoflash::testenv::prerequisite_missing`]).
     pub fn start() -> Result<Option<TempCluster>> {
         let Some(bin) = find_binaries() else {
-            geoflash::engine::testenv::prerequisite_missing(
+            geoflash::testenv::prerequisite_missing(
                 "PostgreSQL server binaries (initdb, pg_ctl, postgres) not found in \
                  $GEOFLASH_PG_BIN, on PATH or in /usr/lib/postgresql/*/bin; \
                  install the Debian packages postgresql and postgis (scripts/setup.sh does)",

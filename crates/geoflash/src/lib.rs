@@ -69,6 +69,12 @@ pub mod defaults;
 pub mod engine;
 pub mod geom;
 pub mod metrics;
+/// Test support shared by the test suites of every geoflash crate (case
+/// counts from the environment, missing prerequisites under CI): with the
+/// `test-support` feature only, as the crate's own tests and the other
+/// crates' test builds turn on; no front end uses it.
+#[cfg(any(test, feature = "test-support"))]
+pub mod testenv;
 
 // Beneath the front door, private: their public items reach users through
 // `engine` and the re-exports below.

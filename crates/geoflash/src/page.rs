@@ -1009,7 +1009,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         #[test]
         fn prop_round_trip(wp in any::<bool>(), node in arb_node(84, true), lsn in any::<u64>()) {

@@ -321,7 +321,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(geoflash::engine::testenv::proptest_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(geoflash::testenv::proptest_cases()))]
 
         /// Without ties, ρ = 1 − 6 Σd² / (n(n² − 1)); monotone transforms
         /// change nothing; ρ is symmetric and reversing one side negates it.

@@ -400,10 +400,8 @@ fn the_page_renders_in_headless_chromium() {
             .output()
             .is_ok_and(|o| o.status.success())
     }) else {
-        geoflash::engine::testenv::prerequisite_missing(
-            "chromium (headless), for the report page test",
-        )
-        .unwrap();
+        geoflash::testenv::prerequisite_missing("chromium (headless), for the report page test")
+            .unwrap();
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -561,7 +561,7 @@ pub(crate) mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         /// The cache holds exactly what was inserted minus what was removed or
         /// evicted, and never exceeds its budget after an evicting call.

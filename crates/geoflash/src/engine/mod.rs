@@ -20,7 +20,6 @@ mod spec;
 mod spec_tests;
 
 pub use spec::{IndexSpec, KeyStyle, SpecError};
-pub mod testenv;
 
 pub use crate::config::{
     EfindSpec, FastSpec, FortreeSpec, MemorySpec, PlainSpec, StoreKind, StoreSpec, StructureConfig,

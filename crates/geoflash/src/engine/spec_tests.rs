@@ -569,7 +569,7 @@ fn setting() -> impl Strategy<Value = (&'static str, String)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     /// Any settings: the text form reads back to the same settings, and
     /// either both lower to the same options or both are refused for the

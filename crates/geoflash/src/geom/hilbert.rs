@@ -346,7 +346,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         #[test]
         fn prop_inverse(x in any::<u32>(), y in any::<u32>(), order in 1u32..=32) {

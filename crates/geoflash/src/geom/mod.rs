@@ -638,7 +638,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         #[test]
         fn prop_predicate_laws(a in arb_rect(), b in arb_rect()) {

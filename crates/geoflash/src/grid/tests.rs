@@ -226,7 +226,7 @@ fn prefill(n: usize, seed: u64) -> Vec<(f64, f64)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn gffm_agrees_with_the_oracle(ops in prop::collection::vec(op(), 1..300), n in 0usize..400, seed in any::<u64>()) {

@@ -614,7 +614,7 @@ mod tests {
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
-            crate::engine::testenv::proptest_cases()
+            crate::testenv::proptest_cases()
         ))]
 
         /// The packed sort orders like a sort on (coordinate, key): few

@@ -269,7 +269,7 @@ fn item_strategy() -> impl Strategy<Value = Rect> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn batched_knn_equals_single_and_brute_force(

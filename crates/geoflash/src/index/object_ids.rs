@@ -280,7 +280,7 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(
-            crate::engine::testenv::proptest_cases()
+            crate::testenv::proptest_cases()
         ))]
         /// The set answers as a `HashSet` under any insertions and removals
         /// (ids clustered in a few chunks so that arrays become bitmaps and back).

@@ -145,7 +145,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         /// Filter + refine through the index and the heap equals the
         /// predicate applied to every object, for all three predicates.

@@ -473,7 +473,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         /// Dense children (many ties and shared edges) and sparse ones
         /// (the early answer and the full sum both common).
@@ -523,7 +523,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         /// Many children tied on the least enlargement (and so on whether
         /// they are candidates), with different areas.

@@ -320,7 +320,7 @@ fn check_batch_modes<S: NodeStore>(t: &mut RTree<S>, o: &Oracle) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn random_operations_agree_with_the_oracle_small_pages(
@@ -346,7 +346,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     /// A batch of many windows of mixed widths (points, vertical lines,
     /// slivers, wide ones and one covering everything), many of them
@@ -632,7 +632,7 @@ mod plain {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         #[test]
         fn plain_store_agrees_with_the_oracle_and_survives_reopen(
@@ -764,7 +764,7 @@ mod plain {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         /// Random operations, deletions and updates included, on the memory
         /// store of an index in memory, against the oracle.

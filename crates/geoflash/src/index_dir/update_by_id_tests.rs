@@ -205,7 +205,7 @@ fn run(kind: &str, ops: &[Op]) -> Index {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(
-        (crate::engine::testenv::proptest_cases() / 4).max(4)
+        (crate::testenv::proptest_cases() / 4).max(4)
     ))]
 
     #[test]

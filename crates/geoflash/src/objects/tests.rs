@@ -197,7 +197,7 @@ fn a_torn_last_record_is_ignored_read_only_and_truncated_writable() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     /// Any damage (byte flips, truncation) gives an error or a heap whose
     /// reads succeed or fail cleanly: never a panic.

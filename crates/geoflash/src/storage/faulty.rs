@@ -987,7 +987,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         #[test]
         fn random_scripts_crash_legally(ops in proptest::collection::vec(op_strategy(), 1..30), seed in any::<u64>(), max in 0u64..60) {

@@ -972,7 +972,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         #[test]
         fn contents_match_an_oracle(

@@ -145,7 +145,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
         /// Any sequence of batched writes, reads, trims and syncs reads back
         /// what was last written (zeros for never-written or trimmed pages).
         #[test]

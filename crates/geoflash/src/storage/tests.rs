@@ -75,7 +75,7 @@ fn devices(dir: &std::path::Path) -> Vec<(String, Arc<dyn PageDevice>)> {
     match DeviceSpec::parse(&direct).unwrap().open(4096, None) {
         Ok(dev) => out.push((direct, dev)),
         Err(e) if e.to_string().contains("refuses O_DIRECT") => {
-            if let Err(e) = crate::engine::testenv::prerequisite_missing(&format!("{direct}: {e}"))
+            if let Err(e) = crate::testenv::prerequisite_missing(&format!("{direct}: {e}"))
             {
                 panic!("{e}");
             }

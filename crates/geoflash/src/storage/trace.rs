@@ -800,7 +800,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         #[test]
         fn round_trip(ops in prop::collection::vec((0u8..4, prop::collection::vec(0u64..1_000_000, 0..20), any::<u64>()), 0..40),

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
-use crate::engine::testenv::{crash_cases, proptest_cases};
+use crate::testenv::{crash_cases, proptest_cases};
 use crate::geom::{HilbertDomain, Rect};
 use crate::index::{
     BulkMethod, ExternalBulkConfig, IndexKind, Predicate, RTree, SplitKind, TreeParams,

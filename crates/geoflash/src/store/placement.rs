@@ -203,7 +203,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         /// The sHR-tree answers like brute force whatever the fast tier's
         /// size, and after a checkpoint every internal node it holds is on
@@ -367,7 +367,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         /// Every store, on every R-tree kind, puts each node it wrote on
         /// the tier `Placement::tier(level)` gives, for inserts and deletes

@@ -185,7 +185,7 @@ fn configs(max: usize) -> Vec<FortreeConfig> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn random_operations_agree_with_the_oracle(
@@ -713,7 +713,7 @@ fn insert_only(max: usize, n: u64, seed: u64, original: bool) -> FortreeReport {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     /// Issue 17, item 1: at every M from 3 up, an insert-only build with
     /// the fixed counter grows the tree — no chain (the root's included)

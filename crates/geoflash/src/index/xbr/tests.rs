@@ -297,7 +297,7 @@ fn ops_strategy() -> impl Strategy<Value = (usize, Vec<Op>)> {
 macro_rules! oracle_test {
     ($name:ident, $kind:expr) => {
         proptest! {
-            #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+            #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
             #[test]
             fn $name((max, ops) in ops_strategy()) {
                 scenario($kind, max, &ops);
@@ -328,7 +328,7 @@ fn distinct_points() -> impl Strategy<Value = Vec<(u64, Point)>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
     /// Bulk loading and then bulk insertion build trees that answer like
     /// the oracle, on every store, and survive a reopen.
     #[test]

@@ -292,7 +292,7 @@ fn appending_after_a_rebuilt_or_torn_seal_keeps_the_last_batch_sealed() {
 /// seals what it adds. `GEOFLASH_CRASH_CASES` cases (200 by default).
 #[test]
 fn crashes_while_a_batch_is_synced_recover_a_prefix_with_every_acknowledged_change() {
-    let cases = crate::engine::testenv::crash_cases();
+    let cases = crate::testenv::crash_cases();
     let (mut whole, mut rebuilt, mut cut) = (0u64, 0u64, 0u64);
     for case in 0..cases {
         let mut rng = ChaCha8Rng::seed_from_u64(case ^ 0x5eed_1095);

@@ -22,10 +22,10 @@ fn opts(direct: bool, engine: IoEngine, capacity_pages: u64) -> FileDeviceOption
     }
 }
 
-/// Reports a missing prerequisite through [`crate::engine::testenv`]: the test
+/// Reports a missing prerequisite through [`crate::testenv`]: the test
 /// fails under CI, and is skipped (with the reason printed) elsewhere.
 fn missing(what: &str) {
-    if let Err(e) = crate::engine::testenv::prerequisite_missing(what) {
+    if let Err(e) = crate::testenv::prerequisite_missing(what) {
         panic!("{e}");
     }
 }
@@ -392,7 +392,7 @@ fn op_strategy(max_page: PageId) -> impl Strategy<Value = Op> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn random_operations_match_a_hashmap(

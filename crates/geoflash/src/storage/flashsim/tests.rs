@@ -185,7 +185,7 @@ fn run_oracle(shape: (usize, usize, u32, u32, u32, bool), ops: &[Op], erase_limi
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn matches_a_hashmap_oracle(shape in shape_strategy(),
@@ -839,7 +839,7 @@ fn reseal(img: &mut [u8]) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     /// Damage past the checksum (bytes changed and the checksum recomputed):
     /// loading returns an error or a device whose invariants hold, never a panic.

@@ -12,7 +12,7 @@
 //! from the calls that returned, [`AckOracle`]).
 //!
 //! `GEOFLASH_CRASH_CASES` sets the number of cases per tree kind (default 200,
-//! [`crate::engine::testenv::crash_cases`]; `make test-long` runs 10,000 per kind);
+//! [`crate::testenv::crash_cases`]; `make test-long` runs 10,000 per kind);
 //! each campaign prints a [`CrashSummary`] line.
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::tests::{create_on, open_on};
 use super::*;
-use crate::engine::testenv::crash_cases;
+use crate::testenv::crash_cases;
 use crate::geom::{HilbertDomain, Rect};
 use crate::index::{IndexKind, RTree, SplitKind, TreeParams};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};

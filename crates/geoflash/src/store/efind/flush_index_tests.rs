@@ -170,7 +170,7 @@ fn run(cfg: EfindConfig, ops: Vec<Op>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     /// Same units, same order, same temporal-control outcomes as the scan.
     #[test]

@@ -147,7 +147,7 @@ fn merge_applies_newest_versions_and_removals() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     /// `len_after` counts what `apply_changes` leaves, duplicates of a key
     /// in the changes included (the last one decides).
@@ -446,7 +446,7 @@ fn run(kind: IndexKind, cfg: EfindConfig, ops: &[Op]) -> StoreStats {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn efind_store_agrees_with_the_oracle_and_survives_reopen(
@@ -677,7 +677,7 @@ fn flush_policies_parse_by_their_names_and_refuse_others() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     /// The flush choice computes the modified area only for FP_mha and
     /// FP_mhao and the overlap only for FP_mhao: with them left at zero the

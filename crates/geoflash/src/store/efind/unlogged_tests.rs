@@ -5,7 +5,7 @@
 //! batch or the one after it, never a part of the batch.
 //!
 //! `GEOFLASH_CRASH_CASES` sets the crash cases (a quarter of it per tree
-//! kind, [`crate::engine::testenv::crash_cases`]).
+//! kind, [`crate::testenv::crash_cases`]).
 use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::tests::{create_on, open_on};
 use super::*;
-use crate::engine::testenv::crash_cases;
+use crate::testenv::crash_cases;
 use crate::geom::Rect;
 use crate::index::{IndexKind, RTree, SplitKind, TreeParams};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};

@@ -13,7 +13,7 @@
 //! and whatever more the store claimed durable when the crash came).
 //!
 //! `GEOFLASH_CRASH_CASES` sets the number of cases per tree kind (default
-//! 200, [`crate::engine::testenv::crash_cases`]); each campaign prints a
+//! 200, [`crate::testenv::crash_cases`]); each campaign prints a
 //! [`CrashSummary`] line.
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -340,7 +340,7 @@ fn run_crash(
 }
 
 fn campaign(kind: IndexKind) {
-    let n = crate::engine::testenv::crash_cases();
+    let n = crate::testenv::crash_cases();
     let mut sum = CrashSummary {
         cases: n,
         ..CrashSummary::default()

@@ -246,7 +246,7 @@ fn run(kind: IndexKind, cfg: FastConfig, ops: &[Op]) -> (StoreStats, FastStats) 
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn fast_store_agrees_with_the_oracle_and_survives_restart(

@@ -159,7 +159,7 @@ fn layout_is_checked() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn decoding_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
@@ -1097,7 +1097,7 @@ fn check_recovered_as(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn reopen_returns_exactly_the_durable_records(seed in any::<u64>(), len in 1usize..40) {
@@ -1157,7 +1157,7 @@ fn crash_campaign(format: LogFormat) {
     let cfg = |d: Durability| config(d).with_format(format);
     let mut outcomes = HashSet::new();
     let mut torn = 0;
-    for case in 0..crate::engine::testenv::crash_cases() {
+    for case in 0..crate::testenv::crash_cases() {
         let seed = case ^ 0x5eed;
         let (durability, mut actions) = script(seed, 30);
         if format != LogFormat::PerChange {
@@ -1217,7 +1217,7 @@ fn crash_campaign(format: LogFormat) {
         let (_, again) = Log::open(durable, 0, LOG_PAGES, cfg(durability)).unwrap();
         assert_eq!(again.records, r.records, "case {case}");
     }
-    if crate::engine::testenv::crash_cases() >= 50 {
+    if crate::testenv::crash_cases() >= 50 {
         assert_eq!(
             outcomes.len(),
             2,

@@ -178,7 +178,7 @@ fn arb_logged() -> impl Strategy<Value = Logged> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn resolving_gives_the_plain_payloads(
@@ -290,7 +290,7 @@ fn a_varint_flush_list_reads_back_and_refuses_damage() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn varint_flush_lists_round_trip(pages in prop::collection::vec(any::<u64>(), 0..40)) {
@@ -306,7 +306,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     /// Version 5 writes each header as differences to the previous one;
     /// decoding the stream in order restores every field.

@@ -232,7 +232,7 @@ fn arb_codec() -> impl Strategy<Value = PayloadCodec> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(crate::engine::testenv::proptest_cases()))]
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
     fn payloads_round_trip(

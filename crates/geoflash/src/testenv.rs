@@ -13,7 +13,8 @@
 //!   `.ci/run` and the usual CI services do) it fails instead, so that a
 //!   green CI run means every test ran.
 //!
-//! Nothing here is used by the library itself; it is public so that the
+//! Nothing here is used by the library itself; it exists with the
+//! `test-support` feature (and in the crate's own tests) so that the
 //! workbench and command-line crates' tests share it.
 
 /// The variable holding the number of cases of each property test.
