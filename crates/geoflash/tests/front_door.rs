@@ -1,6 +1,6 @@
 //! The front ends (the command line, the workbench, the Python package)
 //! reach the library only through its API: `engine`, `geom`, `metrics`,
-//! `defaults` and the names `lib.rs` re-exports. This test reads their
+//! `defaults`, the names `lib.rs` re-exports, and (in test support) `testenv`. This test reads their
 //! sources and fails on any path into the layers beneath
 //! (`geoflash::store::…`, `geoflash::storage::…`, …), naming file and line.
 use std::path::{Path, PathBuf};
@@ -21,6 +21,10 @@ const API: &[&str] = &[
     "SpecError",
     "SpatialIndex",
     "BatchDurability",
+    // Test support (the `test-support` feature): the test suites' case
+    // counts and prerequisites, used by the other crates' tests and
+    // geoflash-bench's `pg_cluster`.
+    "testenv",
 ];
 
 /// Every `.rs` file under `dir`.
