@@ -86,14 +86,14 @@ impl State {
             synced_op,
             writable,
             batch: None,
-            owner: std::process::id(),
+            owner: crate::pid::current(),
         })
     }
 
     /// True when this process may write the index: it opened it, or the
     /// index lives in memory only (a forked child has its own copy of that).
     fn owned(&self) -> bool {
-        self.index.dir().is_none() || std::process::id() == self.owner
+        self.index.dir().is_none() || crate::pid::current() == self.owner
     }
 
     /// Refuses a write (or checkpoint) of an index in a directory opened

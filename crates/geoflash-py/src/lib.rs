@@ -11,6 +11,7 @@ use pyo3::types::{PyByteArray, PyTuple, PyType};
 
 mod bench;
 mod core;
+mod pid;
 mod predicates;
 mod stale;
 
@@ -125,6 +126,7 @@ fn hilbert_keys<'py>(
 #[pymodule]
 fn _geoflash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    pid::register(m)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(page_capacity, m)?)?;
     m.add_function(wrap_pyfunction!(hilbert_keys, m)?)?;
