@@ -660,6 +660,19 @@ pub fn decode_raw(buf: &[u8], page: Option<u64>) -> Result<(PageHeader, &[u8])> 
     Ok((h, body))
 }
 
+/// Whether `entries` (in key order) hold `key`. A key above every key of
+/// the node, as an insertion's usually is (the record map and most inputs
+/// number new objects upwards), is answered from the last entry alone: a
+/// binary search over a leaf not yet in the CPU's cache waits on one cache
+/// miss per probe, about a tenth of an insertion's time before this path.
+pub(crate) fn holds_key(entries: &[Entry], key: u64) -> bool {
+    match entries.last() {
+        None => false,
+        Some(last) if last.key <= key => last.key == key,
+        Some(_) => entries.binary_search_by_key(&key, |e| e.key).is_ok(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

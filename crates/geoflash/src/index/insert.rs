@@ -6,7 +6,7 @@ use super::ops::{area, enlargement, mbr, union};
 use super::params::IndexKind;
 use super::{diff, duplicate_id, rstar, split, RTree, Step};
 use crate::geom::Rect;
-use crate::page::Entry;
+use crate::page::{holds_key, Entry};
 use crate::page_id::PageId;
 use crate::store::{EntryChange, NodeStore, TreeMeta};
 use crate::{Error, Result};
@@ -98,7 +98,7 @@ impl<S: NodeStore> RTree<S> {
                 }
             }
             if let Some(a) = add.take() {
-                if entries.binary_search_by_key(&a.key, |e| e.key).is_ok() {
+                if holds_key(&entries, a.key) {
                     return Err(if level == 0 {
                         duplicate_id(a.key)
                     } else {
@@ -208,7 +208,7 @@ impl<S: NodeStore> RTree<S> {
             }
         }
         if let Some(a) = add {
-            if old.binary_search_by_key(&a.key, |e| e.key).is_ok() {
+            if holds_key(old, a.key) {
                 return Err(if step.node.level == 0 {
                     duplicate_id(a.key)
                 } else {

@@ -36,7 +36,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::geom::Rect;
-use crate::page::{Entry, Node};
+use crate::page::{holds_key, Entry, Node};
 use crate::page_id::PageId;
 use crate::store::{EntryChange, NodeStore, TreeMeta};
 use crate::{Error, Result};
@@ -463,12 +463,7 @@ impl<S: NodeStore> RTree<S> {
     fn leaf_path_for_insert(&self, root: PageId, entry: &Entry) -> Result<Vec<Step>> {
         let path = self.choose_path(root, entry, 0)?;
         if let Some(leaf) = path.last() {
-            if leaf
-                .node
-                .entries
-                .binary_search_by_key(&entry.key, |e| e.key)
-                .is_ok()
-            {
+            if holds_key(&leaf.node.entries, entry.key) {
                 return Err(duplicate_id(entry.key));
             }
         }

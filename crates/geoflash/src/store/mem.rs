@@ -218,6 +218,11 @@ pub(crate) fn with_changes(entries: &[Entry], changes: &[EntryChange]) -> Vec<En
 pub(crate) fn apply_changes(entries: &mut Vec<Entry>, changes: &[EntryChange]) {
     for change in changes {
         match change {
+            // A key above every key is appended without a search (see
+            // `page::holds_key`: new keys usually are).
+            EntryChange::Upsert(e) if entries.last().is_none_or(|l| l.key < e.key) => {
+                entries.push(*e);
+            }
             EntryChange::Upsert(e) => match entries.binary_search_by_key(&e.key, |x| x.key) {
                 Ok(i) => {
                     if let Some(slot) = entries.get_mut(i) {

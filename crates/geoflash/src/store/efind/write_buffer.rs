@@ -498,7 +498,7 @@ impl WriteBuffer {
 /// applied in order ([`crate::store::mem::apply_changes`]'s result), without
 /// applying them: a change is refused before anything is changed.
 pub fn len_after(entries: &[Entry], changes: &[EntryChange]) -> usize {
-    let present = |k: u64| entries.binary_search_by_key(&k, |e| e.key).is_ok();
+    let present = |k: u64| crate::page::holds_key(entries, k);
     let delta = |k: u64, upsert: bool| match (present(k), upsert) {
         (false, true) => 1isize,
         (true, false) => -1,
