@@ -5,11 +5,12 @@ durable build of 200,000 uniform rectangles at <= 0.5x SQLite's wall time).
 
     benchmarks/build_vs_sqlite.py --data u200k.csv --workdir /tmp/bvs \
         --bin now=target/release/geoflash --bin before=/path/to/old/geoflash \
-        [--reps 3] [--geoflash-args "--durability none"]
+        [--reps 3] [--geoflash-args "--durability none"] [--sqlite-cache-kib 1048576]
 
 SQLite: Python's sqlite3, `CREATE VIRTUAL TABLE t USING rtree(...)`, every
-row inserted in one transaction (default page cache), as the peer benchmark
-does. geoflash: `geoflash build --input DATA --index DIR --json` with its
+row inserted in one transaction (default page cache, or `--sqlite-cache-kib`
+for `PRAGMA cache_size`: give it geoflash's memory budget to compare at
+equal memory), as the peer benchmark does. geoflash: `geoflash build --input DATA --index DIR --json` with its
 defaults (plus --geoflash-args). Wall time is measured around each process
 or call, and CPU time (user + system) beside it: SQLite's is this process's
 own (`time.process_time`), geoflash's the child's (`getrusage`), so a ratio of
@@ -29,12 +30,14 @@ import subprocess
 import time
 
 
-def sqlite_build(rows, db):
+def sqlite_build(rows, db, cache_kib=None):
     if os.path.exists(db):
         os.remove(db)
     t = time.perf_counter()
     cpu = time.process_time()
     c = sqlite3.connect(db)
+    if cache_kib:
+        c.execute(f"PRAGMA cache_size=-{int(cache_kib)}")
     c.execute("CREATE VIRTUAL TABLE t USING rtree(id, minx, maxx, miny, maxy)")
     with c:
         c.executemany("INSERT INTO t VALUES (?,?,?,?,?)", rows)
@@ -70,6 +73,9 @@ def main():
     ap.add_argument("--bin", action="append", required=True, help="NAME=PATH of a geoflash binary")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--geoflash-args", default="")
+    ap.add_argument(
+        "--sqlite-cache-kib", type=int, default=None, help="SQLite's page cache in KiB (default: its own, 2,000 KiB)"
+    )
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     with open(a.data) as f:
@@ -82,7 +88,7 @@ def main():
     cpus = {"sqlite": []}
     info = {}
     for _ in range(a.reps):
-        w, c, size = sqlite_build(rows, os.path.join(a.workdir, "s.db"))
+        w, c, size = sqlite_build(rows, os.path.join(a.workdir, "s.db"), a.sqlite_cache_kib)
         walls["sqlite"].append(w)
         cpus["sqlite"].append(c)
         info["sqlite"] = f"{size / 1e6:.1f} MB file"
