@@ -537,18 +537,20 @@ pub fn read_csv(path: &Path) -> Result<Vec<(u64, Rect)>> {
 /// error of its line.
 pub fn csv_records(path: &Path) -> Result<impl Iterator<Item = Result<(u64, Rect)>>> {
     let file = File::open(path).map_err(|e| io_err(path, e))?;
+    // Fields are trimmed as they are parsed (`trim_ascii`, what the csv
+    // crate's `Trim::All` removes) rather than by the reader, which would
+    // copy every record into a new one.
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
-        .trim(csv::Trim::All)
         .from_reader(BufReader::new(file));
     let headers = rdr.headers().map_err(|e| bad(path, e))?;
     check_csv_header(path, headers, &BOX_COLUMNS)?;
     let path = path.to_path_buf();
     // One record buffer for the whole file (no allocation per line).
-    let mut rec = csv::StringRecord::new();
+    let mut rec = csv::ByteRecord::new();
     let mut line = 0;
     Ok(std::iter::from_fn(move || {
-        let item = match rdr.read_record(&mut rec) {
+        let item = match rdr.read_byte_record(&mut rec) {
             Ok(false) => return None,
             Ok(true) => csv_record(&path, line, &rec),
             Err(e) => Err(bad(&path, e)),
@@ -559,9 +561,9 @@ pub fn csv_records(path: &Path) -> Result<impl Iterator<Item = Result<(u64, Rect
 }
 
 /// One record of [`csv_records`].
-fn csv_record(path: &Path, line: usize, rec: &csv::StringRecord) -> Result<(u64, Rect)> {
+fn csv_record(path: &Path, line: usize, rec: &csv::ByteRecord) -> Result<(u64, Rect)> {
     let at = |i: usize| {
-        rec.get(i).ok_or_else(|| {
+        let field = rec.get(i).ok_or_else(|| {
             bad(
                 path,
                 format!(
@@ -569,6 +571,12 @@ fn csv_record(path: &Path, line: usize, rec: &csv::StringRecord) -> Result<(u64,
                     line + 1,
                     rec.len()
                 ),
+            )
+        })?;
+        std::str::from_utf8(field.trim_ascii()).map_err(|_| {
+            bad(
+                path,
+                format!("record {}: field {} is not UTF-8", line + 1, i + 1),
             )
         })
     };
@@ -811,6 +819,24 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(&gj).unwrap()).unwrap();
         assert_eq!(v["features"].as_array().unwrap().len(), 2);
         assert_eq!(v["features"][1]["geometry"]["type"], "Point");
+    }
+
+    #[test]
+    fn csv_fields_are_trimmed_and_a_field_that_is_not_utf8_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let padded = dir.path().join("padded.csv");
+        std::fs::write(&padded, " id , minx,miny ,maxx,maxy\n 3 , 0.5 ,\t1,2 ,3\n").unwrap();
+        assert_eq!(
+            read_csv(&padded).unwrap(),
+            vec![(3, Rect::new(0.5, 1.0, 2.0, 3.0).unwrap())]
+        );
+        let bytes = dir.path().join("bytes.csv");
+        std::fs::write(&bytes, b"id,minx,miny,maxx,maxy\n1,0,0,1,1\n2,0,\xff,1,1\n").unwrap();
+        let e = read_csv(&bytes).unwrap_err().to_string();
+        assert!(
+            e.contains("bytes.csv") && e.contains("record 2: field 3 is not UTF-8"),
+            "{e}"
+        );
     }
 
     #[test]
