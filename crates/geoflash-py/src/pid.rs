@@ -6,8 +6,7 @@
 //! call on every call since glibc 2.25, about 5 % of an insertion's time in
 //! a Python loop, so the id is kept here: read when the module is loaded
 //! and again in the child after every fork Python makes (`os.fork`,
-//! `multiprocessing`'s fork start method, `subprocess` before it execs),
-//! through `os.register_at_fork`. A fork that bypasses Python's fork hooks
+//! `multiprocessing`'s fork start method), through `os.register_at_fork`. A fork that bypasses Python's fork hooks
 //! (a C library calling `fork()` and then calling back into Python) is not
 //! seen; the error message of a refused write reads the id afresh.
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -1025,6 +1025,16 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         #[test]
+        fn holds_key_agrees_with_a_scan(
+            keys in prop::collection::btree_set(0u64..64, 0..20),
+            key in 0u64..70,
+        ) {
+            let rect = Rect::new(0.0, 0.0, 1.0, 1.0).unwrap();
+            let entries: Vec<Entry> = keys.iter().map(|&k| Entry { rect, key: k, payload: 0 }).collect();
+            prop_assert_eq!(holds_key(&entries, key), entries.iter().any(|e| e.key == key));
+        }
+
+        #[test]
         fn prop_round_trip(wp in any::<bool>(), node in arb_node(84, true), lsn in any::<u64>()) {
             let node = Node {
                 level: node.level,

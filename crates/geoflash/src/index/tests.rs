@@ -333,18 +333,6 @@ proptest! {
     }
 
     #[test]
-    fn holds_key_agrees_with_a_scan(
-        keys in prop::collection::btree_set(0u64..64, 0..20),
-        key in 0u64..70,
-    ) {
-        let entries: Vec<Entry> = keys
-            .iter()
-            .map(|&k| Entry { rect: r(0.0, 0.0, 1.0, 1.0), key: k, payload: 0 })
-            .collect();
-        prop_assert_eq!(holds_key(&entries, key), entries.iter().any(|e| e.key == key));
-    }
-
-    #[test]
     fn random_operations_agree_with_the_oracle_page_sizes(
         ops in prop::collection::vec(op_strategy(), 1..300),
     ) {
