@@ -293,6 +293,53 @@ impl BatchClock {
     }
 }
 
+thread_local! {
+    /// Whether a [`CpuClockOff`] scope is open on this thread.
+    static CPU_CLOCK_OFF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A scope in which the [`Stopwatch`]es started on this thread read no CPU
+/// clock (wall-clock and simulated time are still measured): the front end
+/// opens it around an operation whose caller turned operation CPU time off
+/// (`Index::set_operation_cpu_time`), so that the stores' phases inside
+/// that operation (the node reads of a query, a flush an insertion causes)
+/// skip the two system calls too. A cold query batch reads nodes in dozens
+/// of device batches, and the thread-clock readings around them were a
+/// sixth of its time. The previous setting comes back when the scope ends.
+#[derive(Debug)]
+#[must_use = "the scope ends when the value is dropped"]
+pub(crate) struct CpuClockOff {
+    before: bool,
+    /// The setting is the thread's: the scope must end on its thread.
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl CpuClockOff {
+    /// Opens the scope on the calling thread.
+    pub(crate) fn enter() -> CpuClockOff {
+        CpuClockOff {
+            before: CPU_CLOCK_OFF.with(|c| c.replace(true)),
+            _not_send: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Drop for CpuClockOff {
+    fn drop(&mut self) {
+        CPU_CLOCK_OFF.with(|c| c.set(self.before));
+    }
+}
+
+/// The thread's CPU clock for a [`Stopwatch`]: `None` inside a
+/// [`CpuClockOff`] scope.
+fn stopwatch_cpu_ns() -> Option<u64> {
+    if CPU_CLOCK_OFF.with(std::cell::Cell::get) {
+        None
+    } else {
+        thread_cpu_ns()
+    }
+}
+
 /// Measures one phase on the three clocks: wall, the thread's CPU and, when
 /// given, a simulated device's clock ([`crate::storage::PageDevice::sim_clock_ns`]).
 /// Start it at a layer boundary (an operation, a flush, a batch of page
@@ -305,11 +352,12 @@ pub struct Stopwatch {
 }
 
 impl Stopwatch {
-    /// Starts measuring; `sim` is the simulated clock now (`None` on a real device).
+    /// Starts measuring; `sim` is the simulated clock now (`None` on a real
+    /// device). Inside a [`CpuClockOff`] scope the CPU clock is not read.
     pub fn start(sim: Option<u64>) -> Stopwatch {
         Stopwatch {
             wall: Some(std::time::Instant::now()),
-            cpu: thread_cpu_ns(),
+            cpu: stopwatch_cpu_ns(),
             sim,
         }
     }

@@ -224,8 +224,16 @@ pub fn max_raw_body(page_size: usize) -> usize {
 }
 
 /// True for a page of all zeros: a page that was never written (or was trimmed).
+///
+/// Checked 64 bytes at a time (an OR of the block, which the compiler turns
+/// into vector instructions, then one early exit per block): every node read
+/// checks the bytes after the body (a third of the page in a node 70 % full),
+/// and a byte-at-a-time loop with an exit per byte was 5 % of the first
+/// query batch on an index built by insertion.
 pub fn is_blank(buf: &[u8]) -> bool {
-    buf.iter().all(|&b| b == 0)
+    let mut blocks = buf.chunks_exact(64);
+    let all_zero = blocks.by_ref().all(|b| b.iter().fold(0u8, |acc, &x| acc | x) == 0);
+    all_zero && blocks.remainder().iter().all(|&b| b == 0)
 }
 
 // ---------------------------------------------------------------------------
@@ -808,6 +816,19 @@ mod tests {
         assert!(decode_raw(&buf, Some(0)).is_err());
         encode_raw(PageKind::Bucket, 0, &[], &mut buf).unwrap();
         assert_eq!(decode_raw(&buf, None).unwrap().1, &[] as &[u8]);
+    }
+
+    #[test]
+    fn is_blank_finds_one_non_zero_byte_anywhere() {
+        for len in [0usize, 1, 63, 64, 65, 127, 128, 200, 4096] {
+            let mut buf = vec![0u8; len];
+            assert!(is_blank(&buf), "{len} zero bytes");
+            for at in 0..len {
+                buf[at] = 1 << (at % 8);
+                assert!(!is_blank(&buf), "byte {at} of {len}");
+                buf[at] = 0;
+            }
+        }
     }
 
     #[test]

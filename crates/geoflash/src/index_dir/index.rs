@@ -9,7 +9,7 @@ use super::devices::SavedSim;
 use super::factory::pages_file;
 use crate::index::ReadMode;
 use crate::manifest::{Access, DirLock, Manifest};
-use crate::metrics::{Phase, PhaseTimes, Stats, Stopwatch};
+use crate::metrics::{CpuClockOff, Phase, PhaseTimes, Stats, Stopwatch};
 use crate::spatial::{DynRTree, SpatialIndex};
 use crate::storage::PageDevice;
 use crate::store::efind::RestartReport;
@@ -193,8 +193,10 @@ impl Index {
     /// (`cpu_index_ns`, `cpu_filter_ns`, `cpu_refine_ns`) does not measure
     /// them: it holds only what batches ([`Index::batch`], which read the
     /// clock once at each end) and the operations run while it was on added.
-    /// The stores' own phases (flushes, node reads, log writes) are timed
-    /// as before.
+    /// The stores' phases inside such an operation (its node reads, the
+    /// flushes and log writes it causes) count their wall-clock time but
+    /// not their CPU time either; outside operations (checkpoints, closing)
+    /// they are timed as before.
     pub fn set_operation_cpu_time(&mut self, on: bool) {
         self.operation_cpu_time = on;
     }
@@ -209,21 +211,32 @@ impl Index {
     /// one; inside a batch on that clock alone (the batch measures its wall
     /// and CPU time once), and without a CPU-clock reading when operation
     /// CPU time is off.
-    pub(super) fn watch(&self) -> Stopwatch {
+    ///
+    /// When operation CPU time is off, the operation also runs in a
+    /// [`CpuClockOff`] scope until [`Index::note`]: the stores' phases inside
+    /// it (node reads, the flushes and log writes it causes) read no CPU
+    /// clock either.
+    pub(super) fn watch(&self) -> OpWatch {
         let sim = self.device.sim_clock_ns();
-        if self.in_batch {
+        let cpu_off = (!self.operation_cpu_time).then(CpuClockOff::enter);
+        let watch = if self.in_batch {
             Stopwatch::start_sim_only(sim)
-        } else if !self.operation_cpu_time {
+        } else if cpu_off.is_some() {
             Stopwatch::start_without_cpu(sim)
         } else {
             Stopwatch::start(sim)
+        };
+        OpWatch {
+            watch,
+            _cpu_off: cpu_off,
         }
     }
 
-    /// Adds the time since `watch` started to the front end's `phase`.
-    pub(super) fn note(&self, watch: Stopwatch, phase: Phase) {
+    /// Adds the time since `watch` started to the front end's `phase`
+    /// (and ends its [`CpuClockOff`] scope, if any).
+    pub(super) fn note(&self, watch: OpWatch, phase: Phase) {
         let mut times = self.times.lock().unwrap_or_else(|e| e.into_inner());
-        watch.stop(phase, self.device.sim_clock_ns(), &mut times);
+        watch.watch.stop(phase, self.device.sim_clock_ns(), &mut times);
     }
 
     /// Flushes everything and syncs the device; a simulated flash device's
@@ -379,4 +392,13 @@ impl Index {
     pub fn close(mut self) -> Result<()> {
         self.checkpoint()
     }
+}
+
+/// A front-end phase being timed ([`Index::watch`] → [`Index::note`]): the
+/// stopwatch and, while operation CPU time is off, the scope in which no
+/// stopwatch of the thread reads the CPU clock.
+#[derive(Debug)]
+pub(super) struct OpWatch {
+    watch: Stopwatch,
+    _cpu_off: Option<CpuClockOff>,
 }

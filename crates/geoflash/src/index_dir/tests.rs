@@ -945,6 +945,53 @@ fn operations_read_the_cpu_clock_unless_told_not_to() {
 }
 
 #[test]
+fn with_operation_cpu_time_off_the_stores_phases_read_no_cpu_clock_either() {
+    for kind in [StoreKind::Efind, StoreKind::Fast] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("idx");
+        // A 16 KiB buffer: insertions flush and log, queries read nodes back.
+        let opts = logged_opts(kind, crate::store::log::Durability::None);
+        let mut idx = Index::create(&path, &opts).unwrap();
+        idx.set_operation_cpu_time(false);
+        let before = idx.stats("off");
+        for i in 0..3000 {
+            idx.insert(i, rect(i)).unwrap();
+        }
+        for i in 0..300 {
+            idx.query(rect(i * 10), Predicate::Intersects).unwrap();
+        }
+        let off = idx.stats("off");
+        let (wall, cpu) = (&off.times.wall, &off.times.cpu);
+        assert!(
+            wall.wall_read_ns > before.times.wall.wall_read_ns
+                && wall.wall_flush_ns > before.times.wall.wall_flush_ns,
+            "{kind:?}: reads and flushes happened and their wall time counts"
+        );
+        assert_eq!(
+            (cpu.cpu_read_ns, cpu.cpu_flush_ns, cpu.cpu_log_ns),
+            (
+                before.times.cpu.cpu_read_ns,
+                before.times.cpu.cpu_flush_ns,
+                before.times.cpu.cpu_log_ns
+            ),
+            "{kind:?}: no CPU clock read inside the operations"
+        );
+        idx.set_operation_cpu_time(true);
+        for i in 3000..6000 {
+            idx.insert(i, rect(i)).unwrap();
+        }
+        for i in 0..300 {
+            idx.query(rect(i * 20), Predicate::Intersects).unwrap();
+        }
+        let on = idx.stats("on").times.cpu;
+        assert!(
+            on.cpu_read_ns > cpu.cpu_read_ns && on.cpu_flush_ns > cpu.cpu_flush_ns,
+            "{kind:?}: on again, the stores' phases read the CPU clock again"
+        );
+    }
+}
+
+#[test]
 fn a_batch_syncs_once_at_its_end_and_restores_the_durability_mode() {
     for kind in [StoreKind::Efind, StoreKind::Fast] {
         a_batch_syncs_once_at_its_end(kind);
