@@ -114,8 +114,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(index) = Index::open(&dir, Access::Write) else {
         return;
     };
-    let tree = index.tree().expect("an R*-tree index");
-    if let Err(e) = tree.check() {
+    if let Err(e) = index.verify() {
         if refused_by_horizon(&e) {
             return;
         }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use geoflash::engine::parse_size;
 use geoflash::engine::Access;
 use geoflash::engine::Predicate;
-use geoflash::engine::{BulkMethod, ReadMode};
+use geoflash::engine::{BulkMethod, FortreeConfig, FortreeReport, Inspection, ReadMode};
 use geoflash::engine::{Durability, RecoveryMode};
 use geoflash::geom::{Point, Rect};
 use geoflash::{BatchDurability, Error, ErrorKind, Index, IndexOptions, IndexSpec, KeyStyle};
@@ -1584,29 +1584,36 @@ fn knn_points(a: &KnnArgs, points: &[Point], reads: ReadMode) -> Result<(), Fail
 /// `geoflash inspect`.
 pub fn inspect(a: DirArgs) -> Result<(), Failure> {
     let index = Index::open(&a.index, Access::Read)?;
-    if let Some(mut f) = index.structure().fortree() {
-        return inspect_fortree(&index, &mut f, a.json);
-    }
-    if let Some(x) = index.structure().xbr() {
-        let report = x.check().map_err(|e| index.locate(e))?;
-        if a.json {
-            print_json(
-                &json!({"manifest": index.manifest(), "xbr": report, "config": x.config()}),
-            )?;
-        } else {
+    let report = match index.inspect()? {
+        Inspection::Tree(report) => report,
+        Inspection::Xbr {
+            report,
+            config,
+            height,
+        } => {
+            if a.json {
+                print_json(
+                    &json!({"manifest": index.manifest(), "xbr": report, "config": config}),
+                )?;
+                return Ok(());
+            }
             let m = index.manifest();
             row("kind", m.kind());
             row("page size", m.page_size);
             row("device", index.device().describe());
             row("records", report.points);
-            row("height", x.height());
+            row("height", height);
             row("nodes", report.nodes);
             row("leaves", report.leaves);
             row("fill", format!("{:.2}", report.fill));
+            return Ok(());
         }
-        return Ok(());
-    }
-    let report = index.tree()?.inspect().map_err(|e| index.locate(e))?;
+        Inspection::Fortree {
+            report,
+            ont_units,
+            config,
+        } => return inspect_fortree(&index, &report, ont_units, &config, a.json),
+    };
     if a.json {
         let objects = index.objects().map(|h| {
             json!({"objects": h.len(), "file_bytes": h.file_bytes(), "live_bytes": h.live_bytes()})
@@ -1653,17 +1660,17 @@ pub fn inspect(a: DirArgs) -> Result<(), Failure> {
 /// `geoflash inspect` of a FOR-tree: its units, overflow nodes and chains.
 fn inspect_fortree(
     index: &Index,
-    f: &mut geoflash::engine::IndexFortree,
+    report: &FortreeReport,
+    ont_units: usize,
+    c: &FortreeConfig,
     json: bool,
 ) -> Result<(), Failure> {
-    let report = f.check().map_err(|e| index.locate(e))?;
-    let ont_units = f.ont().len();
     if json {
         print_json(&json!({
             "manifest": index.manifest(),
             "fortree": report,
             "ont_units": ont_units,
-            "config": f.config(),
+            "config": c,
         }))?;
         return Ok(());
     }
@@ -1673,7 +1680,6 @@ fn inspect_fortree(
     row("device", index.device().describe());
     row("records", report.records);
     row("height", report.height);
-    let c = f.config();
     row("M / m", format!("{} / {}", c.max_entries, c.min_entries));
     row("nodes (pages)", report.nodes_per_level.iter().sum::<u64>());
     row(

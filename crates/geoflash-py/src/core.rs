@@ -598,7 +598,7 @@ impl Core {
         if q.is_point() {
             st.index.nearest(Point::new(q.min_x(), q.min_y())?, k, ties)
         } else {
-            st.index.tree()?.nearest_to(q, k, ties)
+            st.index.nearest_to(q, k, ties)
         }
     }
 
@@ -1310,7 +1310,6 @@ impl Core {
     fn leaves(&self, py: Python<'_>) -> PyResult<Vec<(u64, Vec<i64>, (f64, f64, f64, f64))>> {
         self.read_nogil(py, |st| {
             st.index
-                .tree()?
                 .leaves()?
                 .into_iter()
                 .map(|(id, keys, r)| {

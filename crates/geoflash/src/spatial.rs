@@ -255,17 +255,17 @@ pub trait SpatialIndex: Any + Send + Sync {
 }
 
 /// The tree type of an index's R-tree family (its store chosen at run time).
-pub type DynRTree = RTree<Box<dyn NodeStore>>;
+pub(crate) type DynRTree = RTree<Box<dyn NodeStore>>;
 /// The FOR-tree of an index (its store chosen at run time).
-pub type IndexFortree = Fortree<Box<dyn NodeStore>>;
+pub(crate) type IndexFortree = Fortree<Box<dyn NodeStore>>;
 /// The FOR-tree of an index, behind the lock its counting queries need.
-pub type DynFortree = Mutex<IndexFortree>;
+pub(crate) type DynFortree = Mutex<IndexFortree>;
 /// The xBR+-tree of an index.
-pub type DynXbr = XbrTree<Box<dyn NodeStore>>;
+pub(crate) type DynXbr = XbrTree<Box<dyn NodeStore>>;
 
 impl dyn SpatialIndex {
     /// The R-tree-family tree; an error naming `what` for another family.
-    pub fn rtree(&self, what: &str) -> Result<&DynRTree> {
+    pub(crate) fn rtree(&self, what: &str) -> Result<&DynRTree> {
         self.as_any().downcast_ref::<DynRTree>().ok_or_else(|| {
             Error::invalid(format!(
                 "{what} is not available for {} index (it works on R-tree-family indexes)",
@@ -289,17 +289,17 @@ impl dyn SpatialIndex {
     }
 
     /// The xBR+-tree (`None` for the other families).
-    pub fn xbr(&self) -> Option<&DynXbr> {
+    pub(crate) fn xbr(&self) -> Option<&DynXbr> {
         self.as_any().downcast_ref::<DynXbr>()
     }
 
     /// The xBR+-tree, mutably (`None` for the other families).
-    pub fn xbr_mut(&mut self) -> Option<&mut DynXbr> {
+    pub(crate) fn xbr_mut(&mut self) -> Option<&mut DynXbr> {
         self.as_any_mut().downcast_mut::<DynXbr>()
     }
 
     /// The FOR-tree, locked (`None` for the other families).
-    pub fn fortree(&self) -> Option<MutexGuard<'_, Fortree<Box<dyn NodeStore>>>> {
+    pub(crate) fn fortree(&self) -> Option<MutexGuard<'_, Fortree<Box<dyn NodeStore>>>> {
         self.as_any().downcast_ref::<DynFortree>().map(lock)
     }
 }

@@ -77,8 +77,7 @@ fn refused_by_horizon(e: &Error) -> bool {
 fn open_and_check(dir: &Path, files: &HashMap<String, Vec<u8>>) -> Result<u64, Error> {
     restore(dir, files);
     let index = Index::open(dir, Access::Write)?;
-    let tree = index.tree().unwrap();
-    if let Err(e) = tree.check() {
+    if let Err(e) = index.verify() {
         if refused_by_horizon(&e) {
             return Err(e);
         }

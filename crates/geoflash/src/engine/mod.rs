@@ -21,32 +21,45 @@ mod spec_tests;
 
 pub use spec::{IndexSpec, KeyStyle, SpecError};
 
+pub use crate::cache::PolicyKind;
 pub use crate::config::{
     EfindSpec, FastSpec, FortreeSpec, MemorySpec, PlainSpec, StoreKind, StoreSpec, StructureConfig,
     StructureSpec, TreeSpec, XbrSpec, KIND_NAMES,
 };
 pub use crate::defaults;
 pub use crate::error::{Error, ErrorKind, Result};
+pub use crate::grid::hot::HybridOptions;
 pub use crate::grid::GridKind;
+pub use crate::grid::{GridConfig, GridOptions, GridSettings};
+pub use crate::index::fortree::{FortreeConfig, FortreeReport};
+pub use crate::index::inspect::{InspectReport, LevelReport, FILL_BUCKETS};
 pub use crate::index::query::{
     BatchKeys, BatchResult, Hit, KeyResult, KnnResult, Neighbor, Predicate, QueryResult,
     QueryStats, Selection, Window, WindowAnswer,
 };
 pub use crate::index::refine::satisfies;
+pub use crate::index::xbr::{Domain, Quadrant};
+pub use crate::index::xbr::{XbrConfig, XbrReport};
 pub use crate::index::{
     BulkMethod, ExternalBulkConfig, ExternalBulkReport, IndexKind, Leaf, ReadMode,
 };
-pub use crate::index_dir::{BatchDurability, Index, IndexOptions, OpenBatch, Verified};
+pub use crate::index::{SplitKind, TreeCounters, TreeParams};
+pub use crate::index_dir::{BatchDurability, Index, IndexOptions, Inspection, OpenBatch, Verified};
 pub use crate::manifest::{write_atomic, Access, DirLock, MANIFEST_FILE};
+pub use crate::manifest::{Crs, Manifest};
 pub use crate::objects::geometry::{bounding_rect, from_wkb, to_wkb, window_geometry};
-pub use crate::objects::Geometry;
+pub use crate::objects::CompactReport;
+pub use crate::objects::{Geometry, Heap};
 pub use crate::page::max_entries;
-pub use crate::spatial::{IndexFortree, SpatialIndex};
+pub use crate::spatial::SpatialIndex;
 pub use crate::staging::{adopt_interrupted, remove_abandoned, request_stop, stop_requested};
-pub use crate::store::efind::FlushPolicy;
-pub use crate::store::fast::FastPolicy;
-pub use crate::store::log::{Durability, LogFormat, RecoveryMode};
-pub use crate::store::OpId;
+pub use crate::store::efind::{
+    EfindConfig, FlushPolicy, ReadBufferMode, RestartReport, TemporalControl,
+};
+pub use crate::store::fast::{FastConfig, FastPolicy};
+pub use crate::store::log::{Durability, LogFormat, RecoveryMode, TailRepair};
+pub use crate::store::placement::Placement;
+pub use crate::store::{OpId, StoreStats};
 pub use crate::units::parse_size;
 
 /// The record map of a front end whose ids are not the engine's keys (the
@@ -63,8 +76,15 @@ pub mod records {
 /// device, and I/O traces (recording one of a device, replaying one on
 /// another).
 pub mod device {
+    pub use crate::storage::file::{FileDeviceOptions, IoEngine};
+    pub use crate::storage::flashsim::{FlashSimConfig, FtlMode, GcPolicy};
+    pub use crate::storage::hddsim::HddSimConfig;
     pub use crate::storage::mem::MemDevice;
     pub use crate::storage::spec::DeviceSpec;
-    pub use crate::storage::trace::{replay_with_progress, ReplaySummary, Trace, TraceDevice};
-    pub use crate::storage::{DeviceExt, DeviceStats, IoCounters, PageDevice, PageId};
+    pub use crate::storage::trace::{
+        replay_with_progress, ReplaySummary, Trace, TraceDevice, TraceOp,
+    };
+    pub use crate::storage::{
+        DeviceExt, DeviceStats, IoCounters, PageDevice, PageId, SimCounters, Tier, TierReport,
+    };
 }

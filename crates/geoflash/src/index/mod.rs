@@ -57,6 +57,7 @@ macro_rules! store_accessors {
             &mut self.store
         }
 
+#[cfg(test)]
         /// Gives the store back (checkpoint first to keep the tree).
         pub fn into_store(self) -> S {
             self.store
@@ -70,6 +71,7 @@ macro_rules! store_accessors {
             self.store.meta().records
         }
 
+#[cfg(any(test, feature = "internals"))]
         #[doc = concat!("True when the tree holds no ", $what, ".")]
         pub fn is_empty(&self) -> bool {
             self.len() == 0
@@ -248,6 +250,7 @@ impl<S: NodeStore> RTree<S> {
         })
     }
 
+#[cfg(test)]
     /// The tree's parameters.
     pub fn params(&self) -> &TreeParams {
         &self.params

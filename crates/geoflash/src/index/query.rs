@@ -51,6 +51,7 @@ pub trait Selection {
     fn select(&self, rect: &Rect) -> bool;
 }
 
+#[cfg(any(test, feature = "internals"))]
 /// Records within `radius` of `center`, boundary included: a subtree is
 /// entered when its MBR comes that close, a record is reported when its
 /// MBR does (for a point, its distance to the centre).
@@ -62,6 +63,7 @@ pub struct WithinDistance {
     pub radius: f64,
 }
 
+#[cfg(any(test, feature = "internals"))]
 impl Selection for WithinDistance {
     fn descend(&self, rect: &Rect) -> bool {
         rect.min_dist_point(&self.center) <= self.radius
@@ -771,6 +773,7 @@ impl<S: NodeStore> RTree<S> {
         self.collect(&Window { rect, predicate })
     }
 
+#[cfg(test)]
     /// Records whose MBR contains the point.
     pub fn query_point(&self, point: Point) -> Result<QueryResult> {
         let p = checked_point(point)?;
@@ -844,6 +847,7 @@ impl<S: NodeStore> RTree<S> {
         )
     }
 
+#[cfg(test)]
     /// Neighbours of `point` by ascending distance, lazily (best-first search).
     /// The search visits nodes in the same order in both [`ReadMode`]s; with
     /// batched reads a node that must be read brings along the queued nodes

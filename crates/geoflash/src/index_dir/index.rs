@@ -133,7 +133,7 @@ impl Index {
     /// The R-tree-family tree (for inspection, checks and direct
     /// traversals); an error for a FOR-tree index, whose operations go
     /// through [`Index::structure`].
-    pub fn tree(&self) -> Result<&DynRTree> {
+    pub(crate) fn tree(&self) -> Result<&DynRTree> {
         self.tree.rtree("this operation")
     }
 

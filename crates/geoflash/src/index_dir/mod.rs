@@ -44,6 +44,7 @@ mod damage_tests;
 mod devices;
 mod factory;
 mod index;
+mod inspection;
 mod journal;
 mod locator;
 mod objects;
@@ -70,5 +71,6 @@ pub use factory::{LOG_FILE, PAGES_FILE};
 #[cfg(test)]
 pub use factory::{make_store_with_log, StoreOpen, DEVICE_IMAGE_FILE};
 pub use index::Index;
+pub use inspection::Inspection;
 pub use options::IndexOptions;
 pub use verify::Verified;

@@ -144,7 +144,6 @@ mod spatial;
 mod tests;
 
 use buffer::Buffer;
-#[cfg(test)]
 pub use check::FortreeReport;
 
 /// Parameters of a [`Fortree`].

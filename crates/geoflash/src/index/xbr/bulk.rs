@@ -33,11 +33,15 @@
 //! store together at the operation's end — one batch write on a store
 //! without a node buffer. Each chunk is atomic; an error in a chunk leaves
 //! the earlier chunks inserted and says how many points that is.
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+#[cfg(any(test, feature = "internals"))]
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{duplicate_id, insert::duplicate_point, XbrConfig, XbrTree};
+use super::{duplicate_id, insert::duplicate_point, XbrTree};
+#[cfg(any(test, feature = "internals"))]
+use super::XbrConfig;
 use crate::geom::Point;
 use crate::page::Entry;
 use crate::page_id::PageId;
@@ -110,6 +114,7 @@ fn sorted_batch(
 }
 
 impl<S: NodeStore> XbrTree<S> {
+#[cfg(any(test, feature = "internals"))]
     /// Builds a tree of `items` on the empty `store` (see the module
     /// documentation). Bad points or ids are errors before anything is written.
     pub fn bulk_load(
@@ -162,6 +167,7 @@ impl<S: NodeStore> XbrTree<S> {
         Ok(())
     }
 
+#[cfg(any(test, feature = "internals"))]
     /// Inserts `items` in chunks (see the module documentation). Returns the
     /// number of store operations (chunks).
     pub fn bulk_insert(&mut self, items: &[(u64, Point)], opts: BulkOptions) -> Result<usize> {
@@ -188,6 +194,7 @@ impl<S: NodeStore> XbrTree<S> {
         Ok(chunks)
     }
 
+#[cfg(any(test, feature = "internals"))]
     /// One chunk: batched routing (pinning every node read), then every
     /// insertion in one store operation.
     fn insert_chunk(&mut self, chunk: &[(u64, u64, Point)], read_batch: usize) -> Result<()> {

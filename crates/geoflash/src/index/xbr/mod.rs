@@ -84,6 +84,7 @@ mod split;
 mod tests;
 
 pub use bulk::BulkOptions;
+pub use check::XbrReport;
 pub use quad::{Domain, Quadrant};
 
 /// Parameters of an xBR+-tree, fixed for its life.
@@ -205,6 +206,7 @@ impl<S: NodeStore> XbrTree<S> {
         &self.config
     }
 
+#[cfg(test)]
     /// The domain's address mapping.
     pub fn domain(&self) -> &Domain {
         &self.domain

@@ -18,7 +18,9 @@ use super::quad::{self, Domain};
 use super::XbrTree;
 use crate::geom::{Point, Rect};
 use crate::index::fortree::query::Item;
-use crate::index::query::{Predicate, Selection, Window, WithinDistance};
+use crate::index::query::{Predicate, Selection, Window};
+#[cfg(any(test, feature = "internals"))]
+use crate::index::query::WithinDistance;
 use crate::index::Neighbor;
 use crate::page::{Entry, Node};
 use crate::page_id::PageId;
@@ -172,6 +174,7 @@ impl<S: NodeStore> XbrTree<S> {
         self.probe(&window(w))
     }
 
+#[cfg(any(test, feature = "internals"))]
     /// Points within `radius` of `center` (one node at a time).
     pub fn within_distance(&self, center: &Point, radius: f64) -> Result<Vec<Found>> {
         self.probe(&Selected(WithinDistance {
@@ -180,6 +183,7 @@ impl<S: NodeStore> XbrTree<S> {
         }))
     }
 
+#[cfg(any(test, feature = "internals"))]
     /// The id of the point at `p`, if the tree holds it.
     pub fn point(&self, p: &Point) -> Result<Option<u64>> {
         Ok(self
@@ -198,6 +202,7 @@ impl<S: NodeStore> XbrTree<S> {
         self.probe_batch(&probes, max_batch, &mut |_, _| {})
     }
 
+#[cfg(any(test, feature = "internals"))]
     /// Distance-range queries `(centre, radius)` as one batch.
     pub fn within_distance_batch(
         &self,

@@ -63,9 +63,9 @@ mod timing;
 #[cfg(test)]
 mod tests;
 
-pub use config::FlashSimConfig;
+pub use config::{FlashSimConfig, FtlMode, GcPolicy};
 #[cfg(test)]
-pub use config::{FtlMode, GcPolicy, CONFIG_KEYS, PRESETS};
+pub use config::{CONFIG_KEYS, PRESETS};
 
 use super::{Counted, DeviceExt, DeviceStats, PageDevice, PageId, SimCounters};
 use crate::units::check_page_size;
