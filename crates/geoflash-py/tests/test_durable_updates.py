@@ -162,12 +162,12 @@ def test_a_killed_writer_keeps_every_acknowledged_batch(tmp_path, store):
 def test_a_batch_commit_is_one_sync_of_the_store_log(tmp_path, store):
     """A commit of deletes and inserts with objects syncs the store's log
     once (the id map's changes in it) and nothing else: no pyrecords.log,
-    pyrecords.dat untouched; close() writes a new snapshot (version 3)."""
+    pyrecords.dat untouched; close() writes a new snapshot (version 5)."""
     path = tmp_path / "i"
     _build(path, store)
     snap = path / "pyrecords.dat"
     before = (snap.stat().st_ino, snap.read_bytes())
-    assert before[1][8:10] == (3).to_bytes(2, "little")
+    assert before[1][8:10] == (5).to_bytes(2, "little")
     with geoflash.Index(str(path)) as idx:
         start = idx.stats
         for b in range(3):
@@ -185,7 +185,7 @@ def test_a_batch_commit_is_one_sync_of_the_store_log(tmp_path, store):
         # The engine wrote no node for the commits: only log pages.
         assert stats["flushed_nodes"] == start["flushed_nodes"]
     assert snap.stat().st_ino != before[0]
-    assert snap.read_bytes()[8:10] == (3).to_bytes(2, "little")
+    assert snap.read_bytes()[8:10] == (5).to_bytes(2, "little")
     with geoflash.Index(str(path), readonly=True) as idx:
         got = _contents(idx)
     assert sum(1 for v in got.values() if v[1] == "moved") == 60
@@ -194,7 +194,7 @@ def test_a_batch_commit_is_one_sync_of_the_store_log(tmp_path, store):
 def test_a_plain_commit_writes_the_map_log_not_the_snapshot(tmp_path):
     """The plain store (no log of its own): a commit appends to
     pyrecords.log and leaves pyrecords.dat alone; close() writes a new
-    snapshot (version 2) and empties the log."""
+    snapshot (version 4) and empties the log."""
     path = tmp_path / "i"
     _build(path, "plain")
     snap = path / "pyrecords.dat"
@@ -212,7 +212,7 @@ def test_a_plain_commit_writes_the_map_log_not_the_snapshot(tmp_path):
             assert log.stat().st_size > 32 + 20 * 21 * (b + 1)
     assert log.stat().st_size == 32  # the header only: everything in the snapshot
     assert snap.stat().st_ino != before[0]
-    assert snap.read_bytes()[8:10] == (2).to_bytes(2, "little")
+    assert snap.read_bytes()[8:10] == (4).to_bytes(2, "little")
     with geoflash.Index(str(path), readonly=True) as idx:
         got = _contents(idx)
     assert sum(1 for v in got.values() if v[1] == "moved") == 60

@@ -252,12 +252,15 @@ impl Index {
         let snapshot_bytes = std::fs::metadata(dir.join(crate::records::RECORDS_FILE))
             .or_else(|_| std::fs::metadata(dir.join(crate::records::NEXT_FILE)))
             .map_or(0, |m| m.len());
+        // Frames the store's next checkpoint drops go into a snapshot, and
+        // a snapshot of an older format is rewritten in the current one.
+        let changed =
+            !found.frames.is_empty() || map.read_version() < crate::records::LOGGED_VERSION;
         self.records = RecordState {
             map,
             logged: true,
             snapshot_bytes,
-            // Frames the store's next checkpoint drops go into a snapshot.
-            changed: !found.frames.is_empty(),
+            changed,
             unclaimed: true,
         };
         Ok(())

@@ -144,6 +144,51 @@ fn a_commit_is_one_sync_and_a_crash_brings_the_map_back_with_the_tree() {
 }
 
 #[test]
+fn a_snapshot_of_the_column_layout_is_read_and_rewritten_compact_at_the_next_checkpoint() {
+    for store in ["efind", "fast"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let mut index = create(dir, store, &[]);
+        let mut oracle = Oracle::new();
+        for i in 0..300u64 {
+            // Ids that are their keys, then others (negative, repeated).
+            let id = if i < 200 { i as i64 } else { (i % 7) as i64 - 3 };
+            insert(&mut index, &mut oracle, id, rect(i));
+        }
+        index.close().unwrap();
+        // The snapshot as a build before the compact layout wrote it.
+        let path = dir.join(RECORDS_FILE);
+        let map = Records::decode(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(map.read_version(), crate::records::LOGGED_VERSION, "{store}");
+        let columns = map.encode_columns(3, map.generation());
+        std::fs::write(&path, &columns).unwrap();
+        let index = Index::open(dir, Access::Read).unwrap();
+        assert_eq!(index.records().read_version(), 3, "{store}");
+        check(&index, &oracle, &format!("{store}: version 3 read-only"));
+        drop(index);
+        assert_eq!(std::fs::read(&path).unwrap(), columns, "{store}: a read-only open writes nothing");
+        let index = Index::open(dir, Access::Write).unwrap();
+        check(&index, &oracle, &format!("{store}: version 3"));
+        index.close().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(
+            bytes[8..10],
+            crate::records::LOGGED_VERSION.to_le_bytes(),
+            "{store}: rewritten in the current format"
+        );
+        // The 200 ids that are their keys not stored (8 bytes for their
+        // count), and 38 bytes of liveness bits instead of 300 bytes.
+        assert_eq!(
+            columns.len() - bytes.len(),
+            200 * 8 - 8 + 300 - 38,
+            "{store}"
+        );
+        let index = Index::open(dir, Access::Write).unwrap();
+        check(&index, &oracle, &format!("{store}: rewritten"));
+    }
+}
+
+#[test]
 fn a_crash_between_the_steps_of_a_checkpoint_opens_the_snapshot_the_store_names() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();

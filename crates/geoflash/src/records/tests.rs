@@ -37,7 +37,7 @@ fn a_snapshot_comes_back_with_its_generation() {
 #[test]
 fn a_version_1_snapshot_is_read_as_generation_0() {
     let m = sample();
-    let v2 = m.encode();
+    let v2 = m.encode_columns(2, m.generation());
     // Version 1: no generation field, version 1.
     let mut v1 = v2[..8].to_vec();
     v1.extend_from_slice(&1u16.to_le_bytes());
@@ -48,6 +48,101 @@ fn a_version_1_snapshot_is_read_as_generation_0() {
     let back = Records::decode(&v1).unwrap();
     assert_eq!((back.generation(), back.read_version()), (0, 1));
     same(&m, &back);
+}
+
+/// Maps of `keys` keys drawn from `seed`: a dense prefix of random length,
+/// then ids that are their keys or not (negative, duplicates), random
+/// deletions and a few objects.
+fn random_map(seed: u64, keys: u64) -> Records {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let prefix = next() % (keys + 1);
+    let mut m = Records::new();
+    for k in 0..keys {
+        let id = if k < prefix || next() % 3 == 0 {
+            k as i64
+        } else {
+            (next() % 50) as i64 - 25
+        };
+        let obj = (next() % 7 == 0).then(|| k.to_le_bytes().to_vec());
+        m.add(id, obj).unwrap();
+    }
+    for _ in 0..keys / 4 {
+        if keys > 0 {
+            m.remove(next() % keys);
+        }
+    }
+    m
+}
+
+#[test]
+fn the_compact_layout_and_the_column_layout_read_back_the_same_map() {
+    for (seed, keys) in (0..40u64).map(|s| (s, [0, 1, 7, 63, 64, 65, 200, 1000][s as usize % 8])) {
+        let m = random_map(seed, keys);
+        let compact = Records::decode(&m.encode()).unwrap();
+        assert_eq!(compact.read_version(), VERSION);
+        same(&m, &compact);
+        for version in [2, 3] {
+            let old = Records::decode(&m.encode_columns(version, m.generation())).unwrap();
+            assert_eq!(old.read_version(), version, "seed {seed}");
+            same(&m, &old);
+            assert_eq!(old.live(), m.live(), "seed {seed}");
+            for k in 0..keys {
+                assert_eq!(old.is_live(k), m.is_live(k), "seed {seed} key {k}");
+                assert_eq!(compact.id(k).ok(), m.id(k).ok(), "seed {seed} key {k}");
+                assert_eq!(old.obj(k), m.obj(k), "seed {seed} key {k}");
+            }
+        }
+    }
+}
+
+#[test]
+fn ids_that_are_their_keys_take_a_bit_each_in_the_compact_layout() {
+    let mut m = Records::new();
+    for id in 0..100_000 {
+        m.add(id, None).unwrap();
+    }
+    m.remove(5);
+    let bytes = m.encode();
+    // Header, the dense prefix's length, 12,500 bytes of liveness, CRC.
+    assert_eq!(bytes.len(), HEADER + 8 + 12_500 + 4);
+    assert_eq!(m.encode_columns(3, 0).len(), HEADER + 9 * 100_000 + 4);
+    let back = Records::decode(&bytes).unwrap();
+    assert_eq!((back.live(), back.is_live(5), back.id(99_999).unwrap()), (Some(99_999), false, 99_999));
+}
+
+#[test]
+fn a_compact_snapshot_with_an_impossible_prefix_or_stray_bits_is_refused() {
+    let reseal = |mut b: Vec<u8>| {
+        b.truncate(b.len() - 4);
+        let crc = crc32c::crc32c(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        b
+    };
+    let mut m = Records::new();
+    for id in [0, 1, 2, -4, 9] {
+        m.add(id, None).unwrap();
+    }
+    let good = m.encode();
+    // The dense prefix (bytes 40..48) longer than the 5 keys.
+    let mut b = good.clone();
+    b[40..48].copy_from_slice(&6u64.to_le_bytes());
+    let e = Records::decode(&reseal(b)).unwrap_err().to_string();
+    assert!(e.contains("dense prefix longer"), "{e}");
+    // A liveness bit past the last key (byte after the 2 ids).
+    let mut b = good.clone();
+    b[48 + 16] |= 1 << 6;
+    let e = Records::decode(&reseal(b)).unwrap_err().to_string();
+    assert!(e.contains("liveness bits set past the last key"), "{e}");
+    // A key count the file cannot hold.
+    let mut b = good;
+    b[24..32].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert!(Records::decode(&reseal(b)).is_err());
 }
 
 #[test]
