@@ -38,9 +38,30 @@ use crate::store::log::Durability;
 use crate::store::{NodeStore, OpId, StoreStats};
 use crate::{Error, Result};
 
+/// The side of a structure only the crate reaches: the store's part of a
+/// front end's frames in its log ([`crate::store::NodeStore::client_log`];
+/// `None` for structures without such a store). A supertrait of
+/// [`SpatialIndex`], so that the index directory reaches it through
+/// `dyn SpatialIndex`, and crate-private, so that the log's types stay out
+/// of the public API (a sealed supertrait, which also keeps
+/// [`SpatialIndex`] from being implemented outside the crate).
+pub(crate) trait StoreLink {
+    /// The store's client log, if it keeps one.
+    fn client_log(&mut self) -> Option<&mut crate::store::log::ClientLog> {
+        None
+    }
+
+    /// [`client_log`](Self::client_log) for reading.
+    fn client_log_ref(&self) -> Option<&crate::store::log::ClientLog> {
+        None
+    }
+}
+
 /// A spatial index of objects (an id and a rectangle each); see the module
-/// documentation.
-pub trait SpatialIndex: Any + Send + Sync {
+/// documentation. Implemented by the crate's structures only (its
+/// supertrait `StoreLink` is the crate's own).
+#[allow(private_bounds)]
+pub trait SpatialIndex: StoreLink + Any + Send + Sync {
     /// The family in messages, with its article (`"an R-tree-family
     /// tree"`, `"a FOR-tree"`, `"an xBR+-tree"`, `"a grid file"`).
     fn family(&self) -> &'static str;
@@ -213,18 +234,6 @@ pub trait SpatialIndex: Any + Send + Sync {
     /// `false`, having done nothing, for structures without such a store.
     fn begin_unlogged(&mut self) -> Result<bool> {
         Ok(false)
-    }
-
-    /// The store's side of a front end's frames in its log
-    /// ([`crate::store::NodeStore::client_log`]); `None` for structures
-    /// without such a store.
-    fn client_log(&mut self) -> Option<&mut crate::store::log::ClientLog> {
-        None
-    }
-
-    /// [`client_log`](Self::client_log) for reading.
-    fn client_log_ref(&self) -> Option<&crate::store::log::ClientLog> {
-        None
     }
 
     /// The newest committed operation of a store with a log.
@@ -407,14 +416,6 @@ macro_rules! forward_to_store {
             self.store_mut().begin_unlogged()
         }
 
-        fn client_log(&mut self) -> Option<&mut $crate::store::log::ClientLog> {
-            self.store_mut().client_log()
-        }
-
-        fn client_log_ref(&self) -> Option<&$crate::store::log::ClientLog> {
-            self.store().client_log_ref()
-        }
-
         fn last_committed_op(&self) -> Option<$crate::store::OpId> {
             self.store().last_committed_op()
         }
@@ -433,6 +434,23 @@ macro_rules! forward_to_store {
     };
 }
 pub(crate) use forward_to_store;
+
+/// [`StoreLink`] of a structure that keeps its nodes in one node store
+/// (`self.store()`, `self.store_mut()`): forwarded to the store.
+macro_rules! store_link_to_store {
+    ($($t:tt)+) => {
+        impl<S: $crate::store::NodeStore + 'static> $crate::spatial::StoreLink for $($t)+ {
+            fn client_log(&mut self) -> Option<&mut $crate::store::log::ClientLog> {
+                self.store_mut().client_log()
+            }
+
+            fn client_log_ref(&self) -> Option<&$crate::store::log::ClientLog> {
+                self.store().client_log_ref()
+            }
+        }
+    };
+}
+pub(crate) use store_link_to_store;
 
 /// The answer of a group point lookup from the id found at each point.
 pub(crate) fn point_group_answer(points: &[Point], found: &[Option<u64>]) -> BatchResult {

@@ -76,10 +76,11 @@ pub mod records {
 /// device, and I/O traces (recording one of a device, replaying one on
 /// another).
 pub mod device {
+    pub use crate::storage::counted::Counted;
     pub use crate::storage::file::{FileDeviceOptions, IoEngine};
     pub use crate::storage::flashsim::{FlashSimConfig, FtlMode, GcPolicy};
     pub use crate::storage::hddsim::HddSimConfig;
-    pub use crate::storage::mem::MemDevice;
+    pub use crate::storage::mem::{MemDevice, MemIo};
     pub use crate::storage::spec::DeviceSpec;
     pub use crate::storage::trace::{
         replay_with_progress, ReplaySummary, Trace, TraceDevice, TraceOp,

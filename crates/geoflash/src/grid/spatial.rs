@@ -103,6 +103,9 @@ impl<L: BucketLayer + 'static> GridIndex<L> {
     }
 }
 
+/// No client log: a grid file has no node store.
+impl<L: BucketLayer + 'static> crate::spatial::StoreLink for GridIndex<L> {}
+
 impl<L: BucketLayer + 'static> SpatialIndex for GridIndex<L> {
     fn family(&self) -> &'static str {
         "a grid file"

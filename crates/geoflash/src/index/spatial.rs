@@ -7,6 +7,8 @@ use crate::spatial::{forward_to_store, SpatialIndex};
 use crate::store::NodeStore;
 use crate::Result;
 
+crate::spatial::store_link_to_store!(RTree<S>);
+
 impl<S: NodeStore + 'static> SpatialIndex for RTree<S> {
     fn family(&self) -> &'static str {
         "an R-tree-family tree"

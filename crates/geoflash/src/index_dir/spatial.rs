@@ -13,6 +13,9 @@ use crate::store::log::Durability;
 use crate::store::{OpId, StoreStats};
 use crate::Result;
 
+/// No client log of its own: the index reaches its structure's.
+impl crate::spatial::StoreLink for Index {}
+
 impl SpatialIndex for Index {
     fn family(&self) -> &'static str {
         self.tree.family()

@@ -14,6 +14,9 @@ use crate::store::log::Durability;
 use crate::store::{NodeStore, OpId, StoreStats};
 use crate::Result;
 
+/// No client log: the FOR-tree's store is the plain store.
+impl<S: NodeStore + 'static> crate::spatial::StoreLink for Mutex<Fortree<S>> {}
+
 impl<S: NodeStore + 'static> SpatialIndex for Mutex<Fortree<S>> {
     fn family(&self) -> &'static str {
         "a FOR-tree"

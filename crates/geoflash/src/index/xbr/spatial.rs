@@ -16,6 +16,8 @@ use crate::Result;
 /// Most pages of one batched read of the xBR+-tree's batch queries.
 const XBR_READ_BATCH: usize = 1024;
 
+crate::spatial::store_link_to_store!(XbrTree<S>);
+
 impl<S: NodeStore + 'static> SpatialIndex for XbrTree<S> {
     fn family(&self) -> &'static str {
         "an xBR+-tree"
