@@ -197,9 +197,11 @@ pub trait SpatialIndex: StoreLink + Any + Send + Sync {
     /// The counters of the store (or buffers) under the index.
     fn store_stats(&self) -> StoreStats;
 
-    /// The pages the index occupies on its device (by default the nodes the
-    /// store created and has not deleted; a grid file's directory, bucket
-    /// and metadata pages).
+    /// The pages the index occupies on its device, without reading them:
+    /// the pages holding nodes ([`crate::store::NodeStore::nodes_in_use`];
+    /// by default, and on the memory store, the nodes created and not
+    /// deleted since the store was opened), a grid file's directory, bucket
+    /// and metadata pages.
     fn pages_in_use(&self) -> u64 {
         let st = self.store_stats();
         st.nodes_created.saturating_sub(st.nodes_deleted)
@@ -395,6 +397,13 @@ macro_rules! forward_to_store {
 
         fn tree_counters(&self) -> $crate::index::TreeCounters {
             self.counters()
+        }
+
+        fn pages_in_use(&self) -> u64 {
+            self.store().nodes_in_use().unwrap_or_else(|| {
+                let st = self.store().stats();
+                st.nodes_created.saturating_sub(st.nodes_deleted)
+            })
         }
 
         fn durability(&self) -> Option<$crate::store::log::Durability> {

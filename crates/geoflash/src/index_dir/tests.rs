@@ -992,6 +992,44 @@ fn with_operation_cpu_time_off_the_stores_phases_read_no_cpu_clock_either() {
 }
 
 #[test]
+fn pages_in_use_counts_the_nodes_the_check_finds_without_reading_them() {
+    for store in ["efind", "fast", "plain"] {
+        for kind in ["rtree", "rstar", "hilbert", "xbr"] {
+            let tmp = tempfile::tempdir().unwrap();
+            let path = tmp.path().join("idx");
+            let settings = [
+                ("store", store),
+                ("kind", kind),
+                ("page_size", "1024"),
+                ("buffer", "64KiB"),
+            ];
+            let opts = spec_options(settings.iter())
+                .with_domain_of([Rect::from_valid(0.0, 0.0, 100.0, 100.0)].iter());
+            let mut idx = Index::create(&path, &opts).unwrap();
+            let point = |i: u64| {
+                let (x, y) = ((i * 37 % 1000) as f64 / 10.0, (i * 91 % 997) as f64 / 10.0);
+                Rect::from_valid(x, y, x, y)
+            };
+            for i in 0..4000 {
+                idx.insert(i, point(i)).unwrap();
+            }
+            for i in (0..4000).step_by(3) {
+                idx.delete(i, point(i)).unwrap();
+            }
+            let what = format!("{store} {kind}");
+            let check = |idx: &Index, when: &str| {
+                let nodes = idx.verify().unwrap().nodes;
+                assert_eq!(idx.structure().pages_in_use(), nodes, "{what} {when}");
+            };
+            check(&idx, "before the checkpoint");
+            idx.close().unwrap();
+            let idx = Index::open(&path, Access::Read).unwrap();
+            check(&idx, "reopened");
+        }
+    }
+}
+
+#[test]
 fn a_batch_syncs_once_at_its_end_and_restores_the_durability_mode() {
     for kind in [StoreKind::Efind, StoreKind::Fast] {
         a_batch_syncs_once_at_its_end(kind);

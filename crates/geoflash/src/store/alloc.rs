@@ -149,8 +149,8 @@ impl PageAllocator {
         self.free.union(&self.pending).copied().collect()
     }
 
-    /// Number of pages allocated and not freed.
-    #[cfg(test)]
+    /// Number of pages allocated and not freed (a page whose release is
+    /// pending until the next durable point counts as freed).
     pub fn allocated_count(&self) -> u64 {
         (self.next - self.first) - self.free.len() as u64 - self.pending.len() as u64
     }

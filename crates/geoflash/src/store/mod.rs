@@ -278,6 +278,13 @@ pub trait NodeStore: Send + Sync {
     }
     /// Counters since the store was opened.
     fn stats(&self) -> StoreStats;
+    /// Pages holding nodes now (allocated and not freed, whatever was
+    /// done since the store was opened), from the store's page allocator
+    /// without reading a node; `None` for a store without pages (the
+    /// memory store).
+    fn nodes_in_use(&self) -> Option<u64> {
+        None
+    }
     /// The newest committed operation, for stores that log their operations
     /// (`None` for the others).
     fn last_committed_op(&self) -> Option<OpId> {
@@ -431,6 +438,9 @@ impl NodeStore for Box<dyn NodeStore> {
     }
     fn stats(&self) -> StoreStats {
         (**self).stats()
+    }
+    fn nodes_in_use(&self) -> Option<u64> {
+        (**self).nodes_in_use()
     }
     fn last_committed_op(&self) -> Option<OpId> {
         (**self).last_committed_op()

@@ -1105,6 +1105,10 @@ impl NodeStore for EfindStore {
         Ok(())
     }
 
+    fn nodes_in_use(&self) -> Option<u64> {
+        Some(self.alloc.allocated_count())
+    }
+
     fn stats(&self) -> StoreStats {
         let inner = self.lock();
         let (s, e) = (inner.stats.clone(), inner.estats);

@@ -1120,6 +1120,10 @@ impl NodeStore for FastStore {
         self.client.as_ref()
     }
 
+    fn nodes_in_use(&self) -> Option<u64> {
+        Some(self.alloc.allocated_count())
+    }
+
     fn stats(&self) -> StoreStats {
         let mut s = self.lock().stats.clone();
         let l = self.log.stats();

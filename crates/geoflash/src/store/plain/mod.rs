@@ -790,6 +790,10 @@ impl NodeStore for PlainStore {
         self.checkpoint()
     }
 
+    fn nodes_in_use(&self) -> Option<u64> {
+        Some(self.alloc.allocated_count())
+    }
+
     fn stats(&self) -> StoreStats {
         self.lock().stats.clone()
     }
