@@ -362,17 +362,6 @@ impl Stopwatch {
         }
     }
 
-    /// Starts measuring wall-clock and simulated time only (no CPU-clock
-    /// reading, a system call): for one-by-one operations whose caller
-    /// turned operation CPU time off.
-    pub fn start_without_cpu(sim: Option<u64>) -> Stopwatch {
-        Stopwatch {
-            wall: Some(std::time::Instant::now()),
-            cpu: None,
-            sim,
-        }
-    }
-
     /// Starts measuring simulated time only, reading no clock: for
     /// operations inside a batch, whose wall-clock and CPU time are measured
     /// once around the whole batch (a wall-clock reading costs about 25 ns,

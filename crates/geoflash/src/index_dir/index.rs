@@ -218,11 +218,10 @@ impl Index {
     /// clock either.
     pub(super) fn watch(&self) -> OpWatch {
         let sim = self.device.sim_clock_ns();
+        // Entered first: `Stopwatch::start` reads no CPU clock inside it.
         let cpu_off = (!self.operation_cpu_time).then(CpuClockOff::enter);
         let watch = if self.in_batch {
             Stopwatch::start_sim_only(sim)
-        } else if cpu_off.is_some() {
-            Stopwatch::start_without_cpu(sim)
         } else {
             Stopwatch::start(sim)
         };
