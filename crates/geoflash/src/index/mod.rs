@@ -102,6 +102,8 @@ pub mod params;
 pub mod query;
 #[cfg(test)]
 mod recording_tests;
+#[cfg(test)]
+mod read_ahead_tests;
 pub mod refine;
 mod rstar;
 mod spatial;

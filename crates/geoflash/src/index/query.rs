@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::ops::{contains, contains_point, intersects};
 use super::{checked, RTree, ReadMode};
 use crate::geom::{Point, Rect};
-use crate::page::{Entry, Node};
+use crate::page::{self, Entry, Node};
 use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
@@ -575,70 +575,149 @@ enum Pending<T> {
     Read(PageId, Arc<Node>, T),
 }
 
-/// Most nodes [`read_ahead`] reads in one batch (beyond, the walk reads
-/// each node's children when it reaches the node): 4 MiB of 4 KiB pages.
-const READ_AHEAD: usize = 1024;
+/// Bytes of pages [`ReadAhead`] holds at most (16 MiB: 4,096 pages of 4 KiB
+/// full of 40-byte entries), counted as [`page::ENTRY_SIZE`] per entry slot
+/// of a node: the cap in nodes follows the tree's M.
+const READ_AHEAD_BYTES: usize = 16 << 20;
 
-/// The nodes `ids`, in order: those read ahead taken from `ahead`, the
-/// others read as one batch.
-fn read_through<S: NodeStore + ?Sized>(
-    store: &S,
-    ahead: &mut crate::page_id::IdMap<Arc<Node>>,
-    ids: &[PageId],
-) -> Result<Vec<Arc<Node>>> {
-    if ahead.is_empty() {
-        return store.get_batch(ids);
-    }
-    let missing: Vec<PageId> = ids
-        .iter()
-        .copied()
-        .filter(|id| !ahead.contains_key(id))
-        .collect();
-    let mut read = store.get_batch(&missing)?.into_iter();
-    ids.iter()
-        .map(|id| match ahead.remove(id) {
-            Some(node) => Ok(node),
-            None => read
-                .next()
-                .ok_or_else(|| Error::corrupt(Some(*id), "node missing from a batch read")),
-        })
-        .collect()
+/// Nodes read ahead of [`RTree::walk`] in a batched traversal.
+///
+/// When the walk has read a group of sibling nodes (the children a node's
+/// visit enters), the nodes below them that the walk will enter (`enter`,
+/// the walk's own choice, so nothing is read that the walk does not visit)
+/// are read level by level, each level as one batch, down to the leaves or
+/// until [`READ_AHEAD_BYTES`] of nodes are held. A small batch of windows
+/// over a large tree is then read in about one device batch per level,
+/// instead of a batch per group of siblings: more reads in flight on a
+/// cold index.
+struct ReadAhead {
+    /// Nodes read and not visited yet.
+    nodes: crate::page_id::IdMap<Arc<Node>>,
+    /// Nodes (read ahead or not) whose entered children are all in `nodes`
+    /// or were visited: their visit's group needs no look again. An id
+    /// leaves the set when its group is looked at.
+    expanded: crate::page_id::IdSet,
+    /// Most nodes held in `nodes`.
+    cap: usize,
 }
 
-/// Reads ahead of [`RTree::walk`]: when a batch of internal `nodes` has
-/// been read (each with the state it will be visited with), the children
-/// their visits will enter (`enter`, the walk's own choice, so nothing is
-/// read that the walk does not visit) are read now as one more batch, at
-/// most [`READ_AHEAD`] of them, and kept in `ahead`. A walk then asks the
-/// device for the nodes below a whole group of siblings at once, instead
-/// of one node's children at a time: more reads in flight on a cold index.
-fn read_ahead<S: NodeStore + ?Sized, T>(
-    store: &S,
-    ahead: &mut crate::page_id::IdMap<Arc<Node>>,
-    nodes: &[Arc<Node>],
-    states: &[T],
-    enter: &impl Fn(&T, &[Entry], &mut Entered<T>),
-) -> Result<()> {
-    if nodes.first().is_none_or(|n| n.level == 0) || nodes.len() < 2 {
-        return Ok(());
-    }
-    let mut below = Entered {
-        ids: Vec::new(),
-        states: Vec::new(),
-    };
-    let mut ids = Vec::new();
-    for (node, state) in nodes.iter().zip(states) {
-        below.ids.clear();
-        below.states.clear();
-        enter(state, &node.entries, &mut below);
-        ids.extend(below.ids.iter().copied().filter(|id| !ahead.contains_key(id)));
-        if ids.len() > READ_AHEAD {
-            return Ok(());
+impl ReadAhead {
+    /// Nothing read ahead, for a tree of `max_entries` per node.
+    fn new(max_entries: usize) -> Self {
+        let cap = (READ_AHEAD_BYTES / (max_entries.max(1) * page::ENTRY_SIZE)).max(1);
+        #[cfg(test)]
+        let cap = super::read_ahead_tests::CAP.with(|c| c.get()).unwrap_or(cap);
+        ReadAhead {
+            nodes: Default::default(),
+            expanded: Default::default(),
+            cap,
         }
     }
-    let read = store.get_batch(&ids)?;
-    ahead.extend(ids.into_iter().zip(read));
-    Ok(())
+
+    /// The nodes `ids`, in order: those read ahead taken from here, the
+    /// others read as one batch.
+    fn take<S: NodeStore + ?Sized>(&mut self, store: &S, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
+        if self.nodes.is_empty() {
+            return store.get_batch(ids);
+        }
+        let missing: Vec<PageId> = ids
+            .iter()
+            .copied()
+            .filter(|id| !self.nodes.contains_key(id))
+            .collect();
+        let mut read = store.get_batch(&missing)?.into_iter();
+        ids.iter()
+            .map(|id| match self.nodes.remove(id) {
+                Some(node) => Ok(node),
+                None => read
+                    .next()
+                    .ok_or_else(|| Error::corrupt(Some(*id), "node missing from a batch read")),
+            })
+            .collect()
+    }
+
+    /// Reads ahead below the group `ids` (nodes `nodes`, which the walk
+    /// will visit with `states`), as the type documentation says.
+    fn below<S: NodeStore + ?Sized, T>(
+        &mut self,
+        store: &S,
+        ids: &[PageId],
+        nodes: &[Arc<Node>],
+        states: &[T],
+        enter: &impl Fn(&T, &[Entry], &mut Entered<T>),
+    ) -> Result<()> {
+        // The group's nodes that were expanded already leave the set now:
+        // this is the only time the walk asks about them.
+        let group: Vec<usize> = (0..ids.len())
+            .filter(|&i| nodes[i].level > 0 && !self.expanded.remove(&ids[i]))
+            .collect();
+        let mut level = self.level_below(store, group.iter().map(|&i| (ids[i], &nodes[i], &states[i])), enter)?;
+        while let Some((ids, nodes, states)) = level.take() {
+            let parents: Vec<usize> = (0..ids.len())
+                .filter(|&i| nodes[i].level > 0 && !self.expanded.contains(&ids[i]))
+                .collect();
+            let parents = parents.iter().map(|&i| (ids[i], &nodes[i], &states[i]));
+            level = self.level_below(store, parents, enter)?;
+        }
+        Ok(())
+    }
+
+    /// One level of [`below`](Self::below): the children `parents` enter,
+    /// those not held read as one batch (the first ones, in the walk's
+    /// order, while the cap allows); each parent whose children are all
+    /// held is marked expanded. Returns the children held, with their
+    /// states, to look below next; `None` when there is nothing more to
+    /// read (no parent, leaves, or the cap reached).
+    #[allow(clippy::type_complexity)]
+    fn level_below<'a, S: NodeStore + ?Sized, T: 'a>(
+        &mut self,
+        store: &S,
+        parents: impl Iterator<Item = (PageId, &'a Arc<Node>, &'a T)>,
+        enter: &impl Fn(&T, &[Entry], &mut Entered<T>),
+    ) -> Result<Option<(Vec<PageId>, Vec<Arc<Node>>, Vec<T>)>> {
+        let mut entered = Entered {
+            ids: Vec::new(),
+            states: Vec::new(),
+        };
+        // Each parent with the end of its children in `entered`.
+        let mut ends = Vec::new();
+        for (id, node, state) in parents {
+            enter(state, &node.entries, &mut entered);
+            ends.push((id, entered.ids.len()));
+        }
+        let room = self.cap.saturating_sub(self.nodes.len());
+        if ends.is_empty() || room == 0 {
+            return Ok(None);
+        }
+        let mut missing = Vec::new();
+        // Children up to `held` (exclusive) are held once the batch is read.
+        let mut held = entered.ids.len();
+        for (i, id) in entered.ids.iter().enumerate() {
+            if !self.nodes.contains_key(id) {
+                if missing.len() == room {
+                    held = i;
+                    break;
+                }
+                missing.push(*id);
+            }
+        }
+        let read = store.get_batch(&missing)?;
+        self.nodes.extend(missing.into_iter().zip(read));
+        for &(id, end) in &ends {
+            if end <= held {
+                self.expanded.insert(id);
+            }
+        }
+        if held < entered.ids.len() {
+            return Ok(None);
+        }
+        let nodes = entered
+            .ids
+            .iter()
+            .map(|id| Arc::clone(&self.nodes[id]))
+            .collect();
+        Ok(Some((entered.ids, nodes, entered.states)))
+    }
 }
 
 /// The children a node's visit enters in [`RTree::walk`], in key order,
@@ -737,9 +816,9 @@ impl<S: NodeStore> RTree<S> {
             ids: Vec::new(),
             states: Vec::new(),
         };
-        // Batched: nodes read ahead of the walk (see `read_ahead`), taken
-        // when their parent's visit enters them.
-        let mut ahead: crate::page_id::IdMap<Arc<Node>> = Default::default();
+        // Batched: nodes read ahead of the walk, taken when their parent's
+        // visit enters them.
+        let mut ahead = ReadAhead::new(self.params.max_entries);
         while let Some(next) = stack.pop() {
             let (id, node, state) = match next {
                 Pending::Page(id, state) => (id, self.store.get(id)?, state),
@@ -756,8 +835,8 @@ impl<S: NodeStore> RTree<S> {
             let Entered { ids, states } = &mut entered;
             // Pushed in reverse so children are visited in key order.
             if batched {
-                let nodes = read_through(&self.store, &mut ahead, ids)?;
-                read_ahead(&self.store, &mut ahead, &nodes, states, &enter)?;
+                let nodes = ahead.take(&self.store, ids)?;
+                ahead.below(&self.store, ids, &nodes, states, &enter)?;
                 stack.extend(
                     ids.iter()
                         .zip(nodes)
