@@ -103,7 +103,7 @@
 //! node) are: the first is an error (a deleted page is not reused before a
 //! checkpoint), the second drops the row; the log holds an operation's
 //! changes coalesced per page, the table the paper's arrival-ordered lists.
-use crate::metrics::{Phase, Stopwatch};
+use crate::metrics::{Clock, Phase, Stopwatch};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -119,6 +119,7 @@ use super::log::{
     PAYLOAD_CODEC_VERSION,
 };
 use super::placement::Placement;
+use super::overlap::read_decoded;
 use super::stored::{decode_stored, open_log};
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::page::{self, Entry, Node};
@@ -770,23 +771,16 @@ impl FastStore {
             return Ok(Vec::new());
         }
         let watch = Stopwatch::start(self.device.sim_clock_ns());
-        let mut buf = vec![0u8; ids.len() * self.page_size];
-        if ids.len() == 1 {
-            self.device.read(ids[0], &mut buf)?;
-        } else {
-            self.device.read_batch(ids, &mut buf)?;
-        }
-        let nodes = ids
-            .iter()
-            .zip(buf.chunks_exact(self.page_size))
-            .map(|(&id, page)| decode_stored(page, id, &self.horizon))
-            .collect::<Result<Vec<Node>>>()?;
+        let (nodes, helper_cpu) = read_decoded(&*self.device, self.page_size, ids, |page, id| {
+            decode_stored(page, id, &self.horizon)
+        })?;
         let mut inner = self.lock();
         watch.stop(
             Phase::Read,
             self.device.sim_clock_ns(),
             &mut inner.stats.times,
         );
+        inner.stats.times.add_ns(Clock::Cpu, Phase::Read, helper_cpu);
         for node in &nodes {
             inner.stats.record_node_read(node.level);
         }

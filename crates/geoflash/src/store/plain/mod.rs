@@ -52,11 +52,12 @@ use super::alloc::PageAllocator;
 use super::bulk::{self, BulkBuild, PageFormat};
 use super::checks;
 use super::header::{Format, Header};
+use super::overlap::read_decoded;
 use super::placement::Placement;
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::cache::{Cache, EntryMeta, PolicyKind};
 use crate::geom::Rect;
-use crate::metrics::{Phase, PhaseTimes, Stopwatch};
+use crate::metrics::{Clock, Phase, PhaseTimes, Stopwatch};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
@@ -615,14 +616,12 @@ impl NodeStore for PlainStore {
         missing.dedup();
         if !missing.is_empty() {
             let ps = self.page_size;
-            let (nodes, t) = PhaseTimes::measure(Phase::Read, &*self.device, || {
-                let mut buf = vec![0u8; missing.len() * ps];
-                self.device.read_batch(&missing, &mut buf)?;
-                missing
-                    .iter()
-                    .zip(buf.chunks_exact(ps))
-                    .map(|(&id, chunk)| decode_node_page(chunk, id))
-                    .collect::<Result<Vec<Node>>>()
+            let (nodes, mut t) = PhaseTimes::measure(Phase::Read, &*self.device, || {
+                read_decoded(&*self.device, ps, &missing, decode_node_page)
+            });
+            let nodes = nodes.map(|(nodes, helper_cpu)| {
+                t.add_ns(Clock::Cpu, Phase::Read, helper_cpu);
+                nodes
             });
             let mut read = std::collections::HashMap::with_capacity(missing.len());
             // The batch's time is counted once, with its first node.
