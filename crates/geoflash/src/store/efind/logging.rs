@@ -35,7 +35,9 @@ const AFTER_COMPACT_MAX: f64 = 0.5;
 const HELD_BYTES_PER_CHANGE: u64 = 64;
 
 /// Bytes of pages a checkpoint (or a forced flush) writes with one batch
-/// at most: a sixteenth of the memory budget, between 4 and 16 MiB. A
+/// at most: a sixteenth of the memory budget, between 4 and 8 MiB (16 MiB
+/// parts put the final checkpoint of a 16 M-object build 22 MB above
+/// budget + 64 MB; 8 MiB parts, 8.6 MB below it: docs/benchmarks.md). A
 /// part's pages are merged and encoded together, so a checkpoint of a
 /// large write buffer in one part (the automatic log of a 256 MiB budget is
 /// 1 GiB, a quarter of which held every buffered page) kept every page
@@ -45,7 +47,7 @@ const HELD_BYTES_PER_CHANGE: u64 = 64;
 /// than the papers' 10 MiB log lets a part hold (a quarter of it), so their
 /// settings write the same parts as before.
 pub(super) fn chunk_bytes(buffer_bytes: usize) -> usize {
-    (buffer_bytes / 16).clamp(4 << 20, 16 << 20)
+    (buffer_bytes / 16).clamp(4 << 20, 8 << 20)
 }
 
 impl EfindStore {

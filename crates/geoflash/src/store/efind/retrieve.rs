@@ -53,15 +53,21 @@ impl EfindStore {
 
     /// The bytes the read buffer may hold now: its share of the budget
     /// ([`ReadBufferMode::Fixed`]), or what the write buffer and its views
-    /// leave of the budget, at least that share ([`ReadBufferMode::Adaptive`]).
+    /// leave of the budget, at least that share less the views
+    /// ([`ReadBufferMode::Adaptive`]): a full write buffer takes the rest
+    /// of the budget, and the views it keeps whatever the room (the floor
+    /// of [`super::write_buffer::VIEW_FLOOR_BYTES`]) come out of the read
+    /// buffer's share, so that the three stay within the budget.
     pub(super) fn read_room(&self) -> usize {
         match self.config.read_buffer_mode {
             ReadBufferMode::Fixed => self.read_budget,
-            ReadBufferMode::Adaptive => self
-                .config
-                .buffer_bytes
-                .saturating_sub(self.wb.bytes() + self.wb.view_bytes())
-                .max(self.read_budget),
+            ReadBufferMode::Adaptive => {
+                let views = self.wb.view_bytes();
+                self.config
+                    .buffer_bytes
+                    .saturating_sub(self.wb.bytes() + views)
+                    .max(self.read_budget.saturating_sub(views))
+            }
         }
     }
 
