@@ -17,6 +17,7 @@
 //! Every fallible function returns [`Result`]; nothing that a user or a device
 //! can feed makes the library panic.
 #![deny(missing_docs)]
+#![deny(unnameable_types)]
 #![deny(unsafe_code)]
 #![deny(clippy::unwrap_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
@@ -65,6 +66,22 @@ macro_rules! tests_for {
     };
 }
 
+/// Declares one item (a type, a trait, a function or a method) public with
+/// the `internals` feature and visible in the crate only without it: for the
+/// layers' items that the crate's integration tests, benches or fuzz targets
+/// use but that no front door signature shows, so that nothing a user can
+/// reach names a type the user cannot name.
+macro_rules! internal {
+    ($(#[$meta:meta])* pub $($item:tt)*) => {
+        #[cfg(feature = "internals")]
+        $(#[$meta])*
+        pub $($item)*
+        #[cfg(not(feature = "internals"))]
+        $(#[$meta])*
+        pub(crate) $($item)*
+    };
+}
+
 pub mod defaults;
 pub mod engine;
 pub mod geom;
@@ -79,7 +96,6 @@ pub mod testenv;
 // Beneath the front door, private: their public items reach users through
 // `engine` and the re-exports below.
 mod error;
-mod page_id;
 mod parity;
 mod spatial;
 #[cfg(test)]
@@ -107,7 +123,10 @@ macro_rules! layers {
     };
 }
 
-layers!(cache, config, grid, index, index_dir, manifest, objects, page, records, storage, store,);
+layers!(
+    cache, config, grid, index, index_dir, manifest, objects, page, page_id, records, storage,
+    store,
+);
 
 pub use engine::{IndexSpec, KeyStyle, SpecError};
 pub use error::{Error, ErrorKind, Result};

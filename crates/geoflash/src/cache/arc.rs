@@ -143,6 +143,7 @@ impl Arc {
 }
 
 impl ReplacementPolicy for Arc {
+    #[cfg(test)]
     fn name(&self) -> &'static str {
         "arc"
     }
@@ -202,10 +203,12 @@ impl ReplacementPolicy for Arc {
         Some(id)
     }
 
+    #[cfg(test)]
     fn contains(&self, id: PageId) -> bool {
         matches!(self.place.get(&id), Some((List::T1 | List::T2, _)))
     }
 
+    #[cfg(test)]
     fn len(&self) -> usize {
         self.resident
     }

@@ -54,6 +54,7 @@ impl Hlru {
 }
 
 impl ReplacementPolicy for Hlru {
+    #[cfg(test)]
     fn name(&self) -> &'static str {
         "hlru"
     }
@@ -85,10 +86,12 @@ impl ReplacementPolicy for Hlru {
         id
     }
 
+    #[cfg(test)]
     fn contains(&self, id: PageId) -> bool {
         self.height_of.contains_key(&id)
     }
 
+    #[cfg(test)]
     fn len(&self) -> usize {
         self.height_of.len()
     }

@@ -16,6 +16,7 @@ impl Lru {
 }
 
 impl ReplacementPolicy for Lru {
+    #[cfg(test)]
     fn name(&self) -> &'static str {
         "lru"
     }
@@ -38,10 +39,12 @@ impl ReplacementPolicy for Lru {
         self.list.pop_back()
     }
 
+    #[cfg(test)]
     fn contains(&self, id: PageId) -> bool {
         self.list.contains(id)
     }
 
+    #[cfg(test)]
     fn len(&self) -> usize {
         self.list.len()
     }

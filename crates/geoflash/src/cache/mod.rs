@@ -54,6 +54,7 @@ pub struct EntryMeta {
 /// [`pop_victim`](ReplacementPolicy::pop_victim) to choose and forget the
 /// next victim.
 pub trait ReplacementPolicy: Send + fmt::Debug {
+    #[cfg(test)]
     /// Short name of the policy (`lru`, `hlru`, `s2q`, `2q`, `arc`).
     fn name(&self) -> &'static str;
     /// A page becomes resident (it must not be resident already; if it is,
@@ -65,10 +66,13 @@ pub trait ReplacementPolicy: Send + fmt::Debug {
     fn remove(&mut self, id: PageId) -> bool;
     /// Chooses a victim among the resident pages and forgets it.
     fn pop_victim(&mut self) -> Option<PageId>;
+    #[cfg(test)]
     /// Whether the page is resident (ghost entries of 2Q's A1out are not).
     fn contains(&self, id: PageId) -> bool;
+    #[cfg(test)]
     /// Number of resident pages.
     fn len(&self) -> usize;
+    #[cfg(test)]
     /// Whether no page is resident.
     fn is_empty(&self) -> bool {
         self.len() == 0
@@ -120,7 +124,7 @@ impl PolicyKind {
 
     /// A policy of this kind for a cache of `budget` bytes, with the
     /// default parameters (2Q: Kin = 25%, Kout = 50% of the budget).
-    pub fn build(self, budget: usize) -> Box<dyn ReplacementPolicy> {
+    pub(crate) fn build(self, budget: usize) -> Box<dyn ReplacementPolicy> {
         match self {
             PolicyKind::Lru => Box::new(Lru::new()),
             PolicyKind::Hlru => Box::new(Hlru::new()),
@@ -187,6 +191,7 @@ impl LinkedSet {
         Self::default()
     }
 
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.links.len()
     }

@@ -71,6 +71,7 @@ impl S2q {
 }
 
 impl ReplacementPolicy for S2q {
+    #[cfg(test)]
     fn name(&self) -> &'static str {
         "s2q"
     }
@@ -113,10 +114,12 @@ impl ReplacementPolicy for S2q {
         Some(id)
     }
 
+    #[cfg(test)]
     fn contains(&self, id: PageId) -> bool {
         self.where_.contains_key(&id)
     }
 
+    #[cfg(test)]
     fn len(&self) -> usize {
         self.where_.len()
     }

@@ -120,6 +120,7 @@ impl TwoQ {
 }
 
 impl ReplacementPolicy for TwoQ {
+    #[cfg(test)]
     fn name(&self) -> &'static str {
         "2q"
     }
@@ -171,10 +172,12 @@ impl ReplacementPolicy for TwoQ {
         Some(id)
     }
 
+    #[cfg(test)]
     fn contains(&self, id: PageId) -> bool {
         self.resident.contains_key(&id)
     }
 
+    #[cfg(test)]
     fn len(&self) -> usize {
         self.resident.len()
     }

@@ -35,7 +35,7 @@ pub use crate::index::fortree::{FortreeConfig, FortreeReport};
 pub use crate::index::inspect::{InspectReport, LevelReport, FILL_BUCKETS};
 pub use crate::index::query::{
     BatchKeys, BatchResult, Hit, KeyResult, KnnResult, Neighbor, Predicate, QueryResult,
-    QueryStats, Selection, Window, WindowAnswer,
+    QueryStats, Selection, Window,
 };
 pub use crate::index::refine::satisfies;
 pub use crate::index::xbr::{Domain, Quadrant};

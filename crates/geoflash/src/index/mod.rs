@@ -86,6 +86,8 @@ macro_rules! store_accessors {
 
 pub mod bulk;
 mod check;
+#[cfg(feature = "internals")]
+pub use check::TreeReport;
 mod counters;
 mod delete;
 pub mod external;

@@ -1,6 +1,6 @@
 //! Rectangle measures the tree algorithms use, as short free functions over
 //! the methods of [`crate::geom::Rect`] so the algorithms read like the papers.
-use crate::geom::{Point, Rect};
+use crate::geom::Rect;
 use crate::page::Entry;
 
 /// An integer whose order is [`f64::total_cmp`]'s order of `v`: sort keys
@@ -57,11 +57,6 @@ pub(crate) fn contains(outer: &Rect, inner: &Rect) -> bool {
     outer.contains(inner)
 }
 
-/// `r` contains the point (boundaries included).
-#[inline]
-pub(crate) fn contains_point(r: &Rect, p: &Point) -> bool {
-    r.contains_point(p)
-}
 
 /// Centre of the rectangle.
 #[inline]
@@ -74,7 +69,7 @@ pub(crate) fn center(r: &Rect) -> (f64, f64) {
 /// (0 inside). Public through [`crate::index::min_dist`].
 #[inline]
 #[cfg(test)]
-pub(crate) fn min_dist(p: &Point, r: &Rect) -> f64 {
+pub(crate) fn min_dist(p: &crate::geom::Point, r: &Rect) -> f64 {
     r.min_dist_point(p)
 }
 

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::ops::{contains, contains_point, intersects};
+use super::ops::{contains, intersects};
 use super::{checked, RTree, ReadMode};
 use crate::geom::{Point, Rect};
 use crate::page::{self, Entry, Node};
@@ -266,7 +266,7 @@ impl BatchWindows {
 /// hits with their rectangles ([`QueryResult`]) or their keys alone
 /// ([`KeyResult`], for callers that need no rectangle: nothing but the
 /// 8-byte keys is copied).
-pub trait WindowAnswer: Default + Clone {
+pub(crate) trait WindowAnswer: Default + Clone {
     /// Appends the records `found` (selected already).
     fn extend_entries<'a>(&mut self, found: impl Iterator<Item = &'a Entry>);
     /// Appends the records of `entries` that `keep` selects, in order.
@@ -448,17 +448,19 @@ fn select_leaf<R: WindowAnswer>(window: &Window, entries: &[Entry], r: &mut R) {
     stats.results += found;
 }
 
+#[cfg(test)]
 /// A point query: objects whose MBR contains the point.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PointSelection(pub Point);
 
+#[cfg(test)]
 impl Selection for PointSelection {
     fn descend(&self, rect: &Rect) -> bool {
-        contains_point(rect, &self.0)
+        rect.contains_point(&self.0)
     }
 
     fn select(&self, rect: &Rect) -> bool {
-        contains_point(rect, &self.0)
+        rect.contains_point(&self.0)
     }
 }
 

@@ -67,7 +67,7 @@ impl Oracle {
     fn point(&self, p: &Point) -> BTreeSet<u64> {
         self.items
             .iter()
-            .filter(|(_, r)| ops::contains_point(r, p))
+            .filter(|(_, r)| r.contains_point(p))
             .map(|(id, _)| *id)
             .collect()
     }

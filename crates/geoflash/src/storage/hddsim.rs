@@ -327,14 +327,16 @@ impl HddSimConfig {
 /// ```
 pub type HddSim = Counted<HddSimIo>;
 
-/// The disk model behind an [`HddSim`], uncounted.
-#[derive(Debug)]
-pub struct HddSimIo {
-    config: HddSimConfig,
-    page_size: usize,
-    capacity: u64,
-    geo: Geometry,
-    inner: Mutex<HddInner>,
+internal! {
+    /// The disk model behind an [`HddSim`], uncounted.
+    #[derive(Debug)]
+    pub struct HddSimIo {
+        config: HddSimConfig,
+        page_size: usize,
+        capacity: u64,
+        geo: Geometry,
+        inner: Mutex<HddInner>,
+    }
 }
 
 /// Derived constants of the model.

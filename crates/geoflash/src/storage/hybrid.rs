@@ -79,25 +79,29 @@ struct Persist {
     released: Vec<u64>,
 }
 
-/// How [`HybridDevice::with_map`] treats the map device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MapOpen {
-    /// A new device: every page on the slow tier; an empty map is saved at once.
-    Create,
-    /// An existing device: the saved map is loaded (it must exist).
-    Open,
+internal! {
+    /// How [`HybridDevice::with_map`] treats the map device.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum MapOpen {
+        /// A new device: every page on the slow tier; an empty map is saved at once.
+        Create,
+        /// An existing device: the saved map is loaded (it must exist).
+        Open,
+    }
 }
 
 /// A device of two tiers (see the module docs), counted.
 pub type HybridDevice = Counted<HybridIo>;
 
-/// The two tiers behind a [`HybridDevice`] and their placement map, uncounted.
-pub struct HybridIo {
-    fast: Arc<dyn PageDevice>,
-    slow: Arc<dyn PageDevice>,
-    inner: Mutex<Inner>,
-    /// Held through a save of the map, so two syncs never write one region at once.
-    saving: Mutex<()>,
+internal! {
+    /// The two tiers behind a [`HybridDevice`] and their placement map, uncounted.
+    pub struct HybridIo {
+        fast: Arc<dyn PageDevice>,
+        slow: Arc<dyn PageDevice>,
+        inner: Mutex<Inner>,
+        /// Held through a save of the map, so two syncs never write one region at once.
+        saving: Mutex<()>,
+    }
 }
 
 impl std::fmt::Debug for HybridIo {

@@ -49,13 +49,15 @@ use crate::{Error, Result};
 /// 256 pages of 4 KiB), large enough to reach a drive's sequential speed.
 pub const BATCH_BYTES: usize = 1 << 20;
 
-/// Where a bulk load puts its nodes; given to the loader by
-/// [`NodeStore::bulk_load`] (see the [module docs](self)).
-pub trait BulkSink {
-    /// Stores a new node of `level` holding `entries` (any order, keys
-    /// unique) on a fresh page and returns its page id. The node can be read
-    /// only once the bulk load is published.
-    fn node(&mut self, level: u16, entries: &[Entry]) -> Result<PageId>;
+internal! {
+    /// Where a bulk load puts its nodes; given to the loader by
+    /// [`NodeStore::bulk_load`] (see the [module docs](self)).
+    pub trait BulkSink {
+        /// Stores a new node of `level` holding `entries` (any order, keys
+        /// unique) on a fresh page and returns its page id. The node can be read
+        /// only once the bulk load is published.
+        fn node(&mut self, level: u16, entries: &[Entry]) -> Result<PageId>;
+    }
 }
 
 /// The loader's side of a bulk load: stores the nodes of a new tree through

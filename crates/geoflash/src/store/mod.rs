@@ -47,7 +47,10 @@ pub mod plain;
 mod overlap;
 pub(crate) mod stored;
 
-pub use bulk::{BulkBuild, BulkSink};
+pub use bulk::BulkBuild;
+internal! {
+    pub use bulk::BulkSink;
+}
 #[cfg(feature = "internals")]
 pub use fast::{FastConfig, FastStore};
 pub use logged::{LoggedStore, StoreOpen};
@@ -71,24 +74,28 @@ pub const FLUSH_BATCH_LOW_WATER: usize = 6;
 /// Identifier of one user operation (insert, delete, update) inside a store.
 pub type OpId = u64;
 
-/// One entry-level change of a node.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub enum EntryChange {
-    /// Insert the entry, or replace the entry with the same key.
-    Upsert(Entry),
-    /// Remove the entry with this key (no-op if absent).
-    Remove(u64),
+internal! {
+    /// One entry-level change of a node.
+    #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+    pub enum EntryChange {
+        /// Insert the entry, or replace the entry with the same key.
+        Upsert(Entry),
+        /// Remove the entry with this key (no-op if absent).
+        Remove(u64),
+    }
 }
 
-/// Tree metadata kept by the store and made durable like a node.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TreeMeta {
-    /// Page id of the root node (`None` for an empty tree that has no root yet).
-    pub root: Option<PageId>,
-    /// Number of levels (0 for an empty tree, 1 when the root is a leaf).
-    pub height: u16,
-    /// Number of records (leaf entries) in the tree.
-    pub records: u64,
+internal! {
+    /// Tree metadata kept by the store and made durable like a node.
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    pub struct TreeMeta {
+        /// Page id of the root node (`None` for an empty tree that has no root yet).
+        pub root: Option<PageId>,
+        /// Number of levels (0 for an empty tree, 1 when the root is a leaf).
+        pub height: u16,
+        /// Number of records (leaf entries) in the tree.
+        pub records: u64,
+    }
 }
 
 impl TreeMeta {
@@ -238,108 +245,110 @@ impl StoreStats {
     }
 }
 
-/// How nodes reach the device. See the module documentation for the contract.
-pub trait NodeStore: Send + Sync {
-    /// The newest version of node `id`; many readers at once.
-    fn get(&self, id: PageId) -> Result<Arc<Node>>;
-    /// The newest versions of nodes `ids` (in that order): what
-    /// [`get`](Self::get) returns for each, with the device pages that are
-    /// not in memory read as one batch where the store can (Fevgas' thesis:
-    /// an SSD reaches its speed only with many reads in flight). The default
-    /// calls `get` once per id; stores that read pages in place override it.
-    fn get_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
-        ids.iter().map(|&id| self.get(id)).collect()
-    }
-    /// Starts one user operation.
-    fn begin_op(&mut self) -> Result<OpId>;
-    /// Creates a node and returns its page id (from the free list, else the end of the device).
-    fn create(&mut self, level: u16, entries: Vec<Entry>) -> Result<PageId>;
-    /// Applies entry-level changes to node `id` (at `level`).
-    fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) -> Result<()>;
-    /// Deletes node `id`; its page returns to the free list once the deletion is durable.
-    fn delete(&mut self, id: PageId) -> Result<()>;
-    /// Replaces the tree metadata.
-    fn set_meta(&mut self, meta: TreeMeta) -> Result<()>;
-    /// Ends operation `op`; acknowledged per the durability mode.
-    fn commit_op(&mut self, op: OpId) -> Result<()>;
-    /// The current tree metadata.
-    fn meta(&self) -> TreeMeta;
-    /// Flushes everything and syncs: the index needs no recovery after it.
-    fn checkpoint(&mut self) -> Result<()>;
-    /// Bulk load (see [`bulk`]): on a store holding no tree, between
-    /// operations, runs `build`, which stores the nodes of a new tree
-    /// through the [`BulkSink`] it is given and returns the tree's metadata;
-    /// then publishes that tree atomically and durably (a crash leaves the
-    /// empty tree or the whole new one). When `build` fails nothing is
-    /// published and the store is as before. The default stores each node
-    /// as an operation ([`bulk::through_operations`]); stores with a device
-    /// write fresh pages in large batches with no log record and two syncs.
-    fn bulk_load(&mut self, build: BulkBuild<'_>) -> Result<()> {
-        bulk::through_operations(self, build)
-    }
-    /// Counters since the store was opened.
-    fn stats(&self) -> StoreStats;
-    /// Pages holding nodes now (allocated and not freed, whatever was
-    /// done since the store was opened), from the store's page allocator
-    /// without reading a node; `None` for a store without pages (the
-    /// memory store).
-    fn nodes_in_use(&self) -> Option<u64> {
-        None
-    }
-    /// The newest committed operation, for stores that log their operations
-    /// (`None` for the others).
-    fn last_committed_op(&self) -> Option<OpId> {
-        None
-    }
-    /// The newest operation whose commit is durable: it and every earlier
-    /// operation survive a crash. `None` for stores without a log, whose
-    /// operations are durable only after [`checkpoint`](Self::checkpoint).
-    fn durable_op(&self) -> Option<OpId> {
-        None
-    }
-    /// When operations become durable, for stores that log them (`None` for
-    /// the others, whose operations are durable only at checkpoints).
-    fn durability(&self) -> Option<log::Durability> {
-        None
-    }
-    /// Changes when operations become durable, from the next one on (not
-    /// persisted: a reopened store takes its configured mode). Stores
-    /// without a log ignore it.
-    fn set_durability(&mut self, _durability: log::Durability) -> Result<()> {
-        Ok(())
-    }
-    /// Makes every committed operation durable the cheapest way the store
-    /// has: a store with a log syncs it (the held group included) and
-    /// returns `true`, leaving dirty nodes to its flushing policy; a store
-    /// without one does nothing and returns `false` (the caller
-    /// checkpoints instead).
-    fn sync_committed(&mut self) -> Result<bool> {
-        Ok(false)
-    }
-    /// Stops logging operations until the next
-    /// [`checkpoint`](Self::checkpoint), which becomes their only
-    /// durability point: nodes are written when they leave memory and at
-    /// the checkpoint, with no record per operation, and a crash before
-    /// the checkpoint returns the store to the previous one (as a build
-    /// that publishes at its end wants; see the eFIND store's
-    /// implementation). Returns whether the store entered the mode: `false`
-    /// for stores that have no such mode, or cannot enter it now (eFIND:
-    /// changes since the last checkpoint, the papers' per-change log or
-    /// durability `none`). Only between operations.
-    fn begin_unlogged(&mut self) -> Result<bool> {
-        Ok(false)
-    }
-    /// The store's side of a front end's frames in its log (see
-    /// [`log::client`]): stage frames for the next operation, name the
-    /// front end's generation at the next checkpoint, take what restart
-    /// found. `None` for stores whose log holds no such frames (the plain
-    /// store, logs of superblock versions before 8).
-    fn client_log(&mut self) -> Option<&mut log::ClientLog> {
-        None
-    }
-    /// [`client_log`](Self::client_log) for reading.
-    fn client_log_ref(&self) -> Option<&log::ClientLog> {
-        None
+internal! {
+    /// How nodes reach the device. See the module documentation for the contract.
+    pub trait NodeStore: Send + Sync {
+        /// The newest version of node `id`; many readers at once.
+        fn get(&self, id: PageId) -> Result<Arc<Node>>;
+        /// The newest versions of nodes `ids` (in that order): what
+        /// [`get`](Self::get) returns for each, with the device pages that are
+        /// not in memory read as one batch where the store can (Fevgas' thesis:
+        /// an SSD reaches its speed only with many reads in flight). The default
+        /// calls `get` once per id; stores that read pages in place override it.
+        fn get_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
+            ids.iter().map(|&id| self.get(id)).collect()
+        }
+        /// Starts one user operation.
+        fn begin_op(&mut self) -> Result<OpId>;
+        /// Creates a node and returns its page id (from the free list, else the end of the device).
+        fn create(&mut self, level: u16, entries: Vec<Entry>) -> Result<PageId>;
+        /// Applies entry-level changes to node `id` (at `level`).
+        fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) -> Result<()>;
+        /// Deletes node `id`; its page returns to the free list once the deletion is durable.
+        fn delete(&mut self, id: PageId) -> Result<()>;
+        /// Replaces the tree metadata.
+        fn set_meta(&mut self, meta: TreeMeta) -> Result<()>;
+        /// Ends operation `op`; acknowledged per the durability mode.
+        fn commit_op(&mut self, op: OpId) -> Result<()>;
+        /// The current tree metadata.
+        fn meta(&self) -> TreeMeta;
+        /// Flushes everything and syncs: the index needs no recovery after it.
+        fn checkpoint(&mut self) -> Result<()>;
+        /// Bulk load (see [`bulk`]): on a store holding no tree, between
+        /// operations, runs `build`, which stores the nodes of a new tree
+        /// through the [`BulkSink`] it is given and returns the tree's metadata;
+        /// then publishes that tree atomically and durably (a crash leaves the
+        /// empty tree or the whole new one). When `build` fails nothing is
+        /// published and the store is as before. The default stores each node
+        /// as an operation ([`bulk::through_operations`]); stores with a device
+        /// write fresh pages in large batches with no log record and two syncs.
+        fn bulk_load(&mut self, build: BulkBuild<'_>) -> Result<()> {
+            bulk::through_operations(self, build)
+        }
+        /// Counters since the store was opened.
+        fn stats(&self) -> StoreStats;
+        /// Pages holding nodes now (allocated and not freed, whatever was
+        /// done since the store was opened), from the store's page allocator
+        /// without reading a node; `None` for a store without pages (the
+        /// memory store).
+        fn nodes_in_use(&self) -> Option<u64> {
+            None
+        }
+        /// The newest committed operation, for stores that log their operations
+        /// (`None` for the others).
+        fn last_committed_op(&self) -> Option<OpId> {
+            None
+        }
+        /// The newest operation whose commit is durable: it and every earlier
+        /// operation survive a crash. `None` for stores without a log, whose
+        /// operations are durable only after [`checkpoint`](Self::checkpoint).
+        fn durable_op(&self) -> Option<OpId> {
+            None
+        }
+        /// When operations become durable, for stores that log them (`None` for
+        /// the others, whose operations are durable only at checkpoints).
+        fn durability(&self) -> Option<log::Durability> {
+            None
+        }
+        /// Changes when operations become durable, from the next one on (not
+        /// persisted: a reopened store takes its configured mode). Stores
+        /// without a log ignore it.
+        fn set_durability(&mut self, _durability: log::Durability) -> Result<()> {
+            Ok(())
+        }
+        /// Makes every committed operation durable the cheapest way the store
+        /// has: a store with a log syncs it (the held group included) and
+        /// returns `true`, leaving dirty nodes to its flushing policy; a store
+        /// without one does nothing and returns `false` (the caller
+        /// checkpoints instead).
+        fn sync_committed(&mut self) -> Result<bool> {
+            Ok(false)
+        }
+        /// Stops logging operations until the next
+        /// [`checkpoint`](Self::checkpoint), which becomes their only
+        /// durability point: nodes are written when they leave memory and at
+        /// the checkpoint, with no record per operation, and a crash before
+        /// the checkpoint returns the store to the previous one (as a build
+        /// that publishes at its end wants; see the eFIND store's
+        /// implementation). Returns whether the store entered the mode: `false`
+        /// for stores that have no such mode, or cannot enter it now (eFIND:
+        /// changes since the last checkpoint, the papers' per-change log or
+        /// durability `none`). Only between operations.
+        fn begin_unlogged(&mut self) -> Result<bool> {
+            Ok(false)
+        }
+        /// The store's side of a front end's frames in its log (see
+        /// [`log::client`]): stage frames for the next operation, name the
+        /// front end's generation at the next checkpoint, take what restart
+        /// found. `None` for stores whose log holds no such frames (the plain
+        /// store, logs of superblock versions before 8).
+        fn client_log(&mut self) -> Option<&mut log::ClientLog> {
+            None
+        }
+        /// [`client_log`](Self::client_log) for reading.
+        fn client_log_ref(&self) -> Option<&log::ClientLog> {
+            None
+        }
     }
 }
 

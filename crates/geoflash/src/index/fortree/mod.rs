@@ -235,68 +235,74 @@ impl FortreeConfig {
     }
 }
 
-/// One entry of the overflow node table.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OntEntry {
-    /// The O-nodes of the unit, in creation order.
-    pub overflow: Vec<PageId>,
-    /// The unit's access counter since it got its first O-node: accesses
-    /// with the original counter, extra page reads of its overflow chain
-    /// with the fixed one ([`FortreeConfig::original_root_counter`]).
-    pub accesses: u64,
+internal! {
+    /// One entry of the overflow node table.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct OntEntry {
+        /// The O-nodes of the unit, in creation order.
+        pub overflow: Vec<PageId>,
+        /// The unit's access counter since it got its first O-node: accesses
+        /// with the original counter, extra page reads of its overflow chain
+        /// with the fixed one ([`FortreeConfig::original_root_counter`]).
+        pub accesses: u64,
+    }
 }
 
-/// Counters of a FOR-tree since it was created or opened.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FortreeStats {
-    /// O-nodes in the tree now.
-    pub overflow_nodes: u64,
-    /// O-nodes created.
-    pub overflow_nodes_created: u64,
-    /// Merge-back operations.
-    pub merge_backs: u64,
-    /// Units dissolved by deletions (their entries reinserted).
-    pub condensed_units: u64,
-    /// Flush events (each one store operation).
-    pub flushes: u64,
-    /// Nodes written by flushes (created and changed nodes).
-    pub flushed_nodes: u64,
-    /// Node requests answered by the FOR-tree's buffer.
-    pub buffer_hits: u64,
-    /// Node requests that went to the store.
-    pub buffer_misses: u64,
-    /// Node pages the store read from its device.
-    pub pages_read: u64,
-    /// Node pages the store wrote to its device.
-    pub pages_written: u64,
-    /// Peak bytes of the FOR-tree's buffer.
-    pub peak_buffer_bytes: u64,
+internal! {
+    /// Counters of a FOR-tree since it was created or opened.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct FortreeStats {
+        /// O-nodes in the tree now.
+        pub overflow_nodes: u64,
+        /// O-nodes created.
+        pub overflow_nodes_created: u64,
+        /// Merge-back operations.
+        pub merge_backs: u64,
+        /// Units dissolved by deletions (their entries reinserted).
+        pub condensed_units: u64,
+        /// Flush events (each one store operation).
+        pub flushes: u64,
+        /// Nodes written by flushes (created and changed nodes).
+        pub flushed_nodes: u64,
+        /// Node requests answered by the FOR-tree's buffer.
+        pub buffer_hits: u64,
+        /// Node requests that went to the store.
+        pub buffer_misses: u64,
+        /// Node pages the store read from its device.
+        pub pages_read: u64,
+        /// Node pages the store wrote to its device.
+        pub pages_written: u64,
+        /// Peak bytes of the FOR-tree's buffer.
+        pub peak_buffer_bytes: u64,
+    }
 }
 
-/// A FOR-tree over a node store. See the module documentation.
-///
-/// Queries take `&mut self`: they count accesses in the overflow node table
-/// and fill the buffer.
-#[derive(Debug)]
-pub struct Fortree<S: NodeStore> {
-    store: S,
-    config: FortreeConfig,
-    /// The head page (the store's `TreeMeta::root`).
-    head: PageId,
-    /// Continuation pages of the head written by the last checkpoint.
-    continuation: Vec<PageId>,
-    root: Option<PageId>,
-    height: u16,
-    records: u64,
-    ont: BTreeMap<PageId, OntEntry>,
-    buf: Buffer,
-    stats: FortreeStats,
-    /// Operation clock (one tick per insert or delete).
-    tick: u64,
-    /// The object ids of the records, for the duplicate check of insertions
-    /// (`None` until built by one walk over the tree, and after a failed
-    /// operation), as the R-tree family keeps them (`index::ids`).
-    ids: Option<HashSet<u64>>,
+internal! {
+    /// A FOR-tree over a node store. See the module documentation.
+    ///
+    /// Queries take `&mut self`: they count accesses in the overflow node table
+    /// and fill the buffer.
+    #[derive(Debug)]
+    pub struct Fortree<S: NodeStore> {
+        store: S,
+        config: FortreeConfig,
+        /// The head page (the store's `TreeMeta::root`).
+        head: PageId,
+        /// Continuation pages of the head written by the last checkpoint.
+        continuation: Vec<PageId>,
+        root: Option<PageId>,
+        height: u16,
+        records: u64,
+        ont: BTreeMap<PageId, OntEntry>,
+        buf: Buffer,
+        stats: FortreeStats,
+        /// Operation clock (one tick per insert or delete).
+        tick: u64,
+        /// The object ids of the records, for the duplicate check of insertions
+        /// (`None` until built by one walk over the tree, and after a failed
+        /// operation), as the R-tree family keeps them (`index::ids`).
+        ids: Option<HashSet<u64>>,
+    }
 }
 
 /// One unit on a root-to-unit path: its P-node and its level.
@@ -365,6 +371,7 @@ impl<S: NodeStore> Fortree<S> {
         self.records
     }
 
+    #[cfg(any(test, feature = "internals"))]
     /// True when the tree holds no record.
     pub fn is_empty(&self) -> bool {
         self.records == 0
@@ -375,6 +382,7 @@ impl<S: NodeStore> Fortree<S> {
         self.height
     }
 
+    #[cfg(test)]
     /// The P-node of the root unit (`None` for an empty tree).
     pub fn root(&self) -> Option<PageId> {
         self.root
@@ -390,6 +398,7 @@ impl<S: NodeStore> Fortree<S> {
         self.ont.get(&primary).map_or(0, |e| e.overflow.len())
     }
 
+    #[cfg(test)]
     /// Bytes the buffer holds now.
     pub fn buffered_bytes(&self) -> usize {
         self.buf.bytes()

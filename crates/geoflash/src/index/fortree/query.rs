@@ -8,8 +8,10 @@ use std::collections::BinaryHeap;
 use super::{checked, Access, Fortree};
 use crate::geom::{Point, Rect};
 use crate::index::query::checked_point;
+#[cfg(test)]
+use crate::index::query::PointSelection;
 use crate::index::query::{
-    KnnResult, Neighbor, PointSelection, Predicate, QueryResult, QueryStats, Selection, Window,
+    KnnResult, Neighbor, Predicate, QueryResult, QueryStats, Selection, Window,
 };
 use crate::page::Entry;
 use crate::page_id::PageId;
@@ -61,6 +63,7 @@ impl<S: NodeStore> Fortree<S> {
         self.collect(&Window { rect, predicate })
     }
 
+    #[cfg(test)]
     /// Records whose MBR contains the point.
     pub fn query_point(&mut self, point: Point) -> Result<QueryResult> {
         let p = checked_point(point)?;

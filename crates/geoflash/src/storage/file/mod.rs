@@ -37,7 +37,9 @@ mod sys;
 
 use engine::Engine;
 pub use engine::IoEngine;
-pub use sys::AlignedBuf;
+internal! {
+    pub use sys::AlignedBuf;
+}
 use sys::Span;
 
 /// Memory alignment required of buffers used for `O_DIRECT` I/O.
@@ -97,20 +99,22 @@ pub fn check_direct_alignment(addr: usize, len: usize, align: usize) -> Result<(
 /// A page device backed by a file, counted.
 pub type FileDevice = Counted<FileIo>;
 
-/// The file behind a [`FileDevice`], uncounted.
-#[derive(Debug)]
-pub struct FileIo {
-    path: PathBuf,
-    file: File,
-    page_size: usize,
-    capacity: u64,
-    direct: bool,
-    /// Opened read-only.
-    read_only: bool,
-    /// How spans reach the kernel (psync or io_uring).
-    engine: Engine,
-    bounce: Mutex<Vec<AlignedBuf>>,
-    punch_hole_works: AtomicBool,
+internal! {
+    /// The file behind a [`FileDevice`], uncounted.
+    #[derive(Debug)]
+    pub struct FileIo {
+        path: PathBuf,
+        file: File,
+        page_size: usize,
+        capacity: u64,
+        direct: bool,
+        /// Opened read-only.
+        read_only: bool,
+        /// How spans reach the kernel (psync or io_uring).
+        engine: Engine,
+        bounce: Mutex<Vec<AlignedBuf>>,
+        punch_hole_works: AtomicBool,
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -19,12 +19,14 @@ use io_uring::{opcode, types, IoUring};
 use crate::storage::PageId;
 use crate::{Error, Result};
 
-/// A zeroed heap buffer whose address is a multiple of its alignment, as
-/// `O_DIRECT` requires. Dereferences to `[u8]`.
-pub struct AlignedBuf {
-    ptr: NonNull<u8>,
-    len: usize,
-    layout: Layout,
+internal! {
+    /// A zeroed heap buffer whose address is a multiple of its alignment, as
+    /// `O_DIRECT` requires. Dereferences to `[u8]`.
+    pub struct AlignedBuf {
+        ptr: NonNull<u8>,
+        len: usize,
+        layout: Layout,
+    }
 }
 
 // SAFETY: `AlignedBuf` owns its allocation exclusively (like `Box<[u8]>`);

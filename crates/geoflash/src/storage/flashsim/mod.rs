@@ -78,17 +78,19 @@ use timing::Timeline;
 /// documentation), counted.
 pub type FlashSim = Counted<FlashSimIo>;
 
-/// The simulator behind a [`FlashSim`], uncounted.
-#[derive(Debug)]
-pub struct FlashSimIo {
-    config: FlashSimConfig,
-    host_page_size: usize,
-    /// Flash pages per host page (1 when the host page is not larger).
-    flash_per_host: u64,
-    /// Host pages per flash page (1 when the host page is not smaller).
-    host_per_flash: u64,
-    capacity: u64,
-    inner: Mutex<Inner>,
+internal! {
+    /// The simulator behind a [`FlashSim`], uncounted.
+    #[derive(Debug)]
+    pub struct FlashSimIo {
+        config: FlashSimConfig,
+        host_page_size: usize,
+        /// Flash pages per host page (1 when the host page is not larger).
+        flash_per_host: u64,
+        /// Host pages per flash page (1 when the host page is not smaller).
+        host_per_flash: u64,
+        capacity: u64,
+        inner: Mutex<Inner>,
+    }
 }
 
 #[derive(Debug)]

@@ -361,26 +361,28 @@ impl EfindConfig {
         Ok(())
     }
 
-    /// The log of a store on `device` sized by this configuration
-    /// ([`LogPlacement::for_capacity`], as
-    /// [`FastConfig::log_placement`](crate::store::fast::FastConfig::log_placement)
-    /// places FAST's): the first pages of `log_device` when given (for
-    /// example `log.dat` next to `pages.dat`), else the last pages of
-    /// `device`, an automatic capacity ([`log_capacity`](Self::log_capacity)
-    /// 0) taking at most a quarter of it. The capacity is checked against
-    /// the page size first ([`verify_for_page`](Self::verify_for_page)).
-    pub fn log_placement(
-        &self,
-        device: &Arc<dyn PageDevice>,
-        log_device: Option<Arc<dyn PageDevice>>,
-    ) -> Result<LogPlacement> {
-        self.verify_for_page(device.page_size())?;
-        LogPlacement::for_capacity(
-            device,
-            log_device,
-            self.resolved_log_capacity(),
-            self.log_capacity == 0,
-        )
+    internal! {
+        /// The log of a store on `device` sized by this configuration
+        /// ([`LogPlacement::for_capacity`], as
+        /// [`FastConfig::log_placement`](crate::store::fast::FastConfig::log_placement)
+        /// places FAST's): the first pages of `log_device` when given (for
+        /// example `log.dat` next to `pages.dat`), else the last pages of
+        /// `device`, an automatic capacity ([`log_capacity`](Self::log_capacity)
+        /// 0) taking at most a quarter of it. The capacity is checked against
+        /// the page size first ([`verify_for_page`](Self::verify_for_page)).
+        pub fn log_placement(
+            &self,
+            device: &Arc<dyn PageDevice>,
+            log_device: Option<Arc<dyn PageDevice>>,
+        ) -> Result<LogPlacement> {
+            self.verify_for_page(device.page_size())?;
+            LogPlacement::for_capacity(
+                device,
+                log_device,
+                self.resolved_log_capacity(),
+                self.log_capacity == 0,
+            )
+        }
     }
 }
 

@@ -221,23 +221,25 @@ impl FastConfig {
         LogLayout::pages_for_capacity(self.resolved_log_capacity(), page_size)
     }
 
-    /// The log of a store on `device` sized by this configuration, as
-    /// [`EfindConfig::log_placement`](crate::store::efind::EfindConfig::log_placement)
-    /// places eFIND's ([`LogPlacement::for_capacity`]): the first pages of
-    /// `log_device` when given, else the last pages of `device` (an
-    /// automatic capacity taking at most a quarter of it). Give the same
-    /// placement at open.
-    pub fn log_placement(
-        &self,
-        device: &Arc<dyn PageDevice>,
-        log_device: Option<Arc<dyn PageDevice>>,
-    ) -> Result<LogPlacement> {
-        LogPlacement::for_capacity(
-            device,
-            log_device,
-            self.resolved_log_capacity(),
-            self.log_capacity == 0,
-        )
+    internal! {
+        /// The log of a store on `device` sized by this configuration, as
+        /// [`EfindConfig::log_placement`](crate::store::efind::EfindConfig::log_placement)
+        /// places eFIND's ([`LogPlacement::for_capacity`]): the first pages of
+        /// `log_device` when given, else the last pages of `device` (an
+        /// automatic capacity taking at most a quarter of it). Give the same
+        /// placement at open.
+        pub fn log_placement(
+            &self,
+            device: &Arc<dyn PageDevice>,
+            log_device: Option<Arc<dyn PageDevice>>,
+        ) -> Result<LogPlacement> {
+            LogPlacement::for_capacity(
+                device,
+                log_device,
+                self.resolved_log_capacity(),
+                self.log_capacity == 0,
+            )
+        }
     }
 }
 

@@ -94,17 +94,19 @@ impl ClientFrames {
     }
 }
 
-/// What restart found for a front end: the generation the newest
-/// checkpoint named and the frames logged since, oldest first.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct RecoveredClient {
-    /// [`super::CheckpointState::client_generation`] of the newest
-    /// checkpoint (`None`: none was named, as in logs before version 8).
-    pub generation: Option<u64>,
-    /// The frames of the operations restart kept, in log order.
-    pub frames: Vec<Vec<u8>>,
-    /// Bytes of CLIENT payloads among the survivors.
-    pub bytes: u64,
+internal! {
+    /// What restart found for a front end: the generation the newest
+    /// checkpoint named and the frames logged since, oldest first.
+    #[derive(Debug, Default, Clone, PartialEq, Eq)]
+    pub struct RecoveredClient {
+        /// [`super::CheckpointState::client_generation`] of the newest
+        /// checkpoint (`None`: none was named, as in logs before version 8).
+        pub generation: Option<u64>,
+        /// The frames of the operations restart kept, in log order.
+        pub frames: Vec<Vec<u8>>,
+        /// Bytes of CLIENT payloads among the survivors.
+        pub bytes: u64,
+    }
 }
 
 impl RecoveredClient {
@@ -123,29 +125,31 @@ impl RecoveredClient {
     }
 }
 
-/// A store's side of a front end's frames (eFIND and FAST, on logs of
-/// superblock versions 8 and 9): what is staged for the running operation,
-/// held for the next logged group, the generation checkpoints name, and
-/// what restart found. Front ends reach it through
-/// [`crate::store::NodeStore::client_log`].
-#[derive(Debug, Default)]
-pub struct ClientLog {
-    /// Frames staged for the next operation to commit.
-    staged: ClientFrames,
-    /// Frames of committed operations not logged yet (a compact log's held
-    /// group).
-    held: ClientFrames,
-    /// The generation the next checkpoint names.
-    next_generation: Option<u64>,
-    /// The generation the newest checkpoint named.
-    generation: Option<u64>,
-    /// What restart found, until the front end takes it.
-    recovered: Option<RecoveredClient>,
-    /// Bytes of CLIENT payloads in the log since the newest checkpoint.
-    bytes: u64,
-    /// Bytes of frames the log can take between checkpoints without
-    /// crowding its own records (0: not set, no limit).
-    room: u64,
+internal! {
+    /// A store's side of a front end's frames (eFIND and FAST, on logs of
+    /// superblock versions 8 and 9): what is staged for the running operation,
+    /// held for the next logged group, the generation checkpoints name, and
+    /// what restart found. Front ends reach it through
+    /// [`crate::store::NodeStore::client_log`].
+    #[derive(Debug, Default)]
+    pub struct ClientLog {
+        /// Frames staged for the next operation to commit.
+        staged: ClientFrames,
+        /// Frames of committed operations not logged yet (a compact log's held
+        /// group).
+        held: ClientFrames,
+        /// The generation the next checkpoint names.
+        next_generation: Option<u64>,
+        /// The generation the newest checkpoint named.
+        generation: Option<u64>,
+        /// What restart found, until the front end takes it.
+        recovered: Option<RecoveredClient>,
+        /// Bytes of CLIENT payloads in the log since the newest checkpoint.
+        bytes: u64,
+        /// Bytes of frames the log can take between checkpoints without
+        /// crowding its own records (0: not set, no limit).
+        room: u64,
+    }
 }
 
 impl ClientLog {
@@ -230,6 +234,7 @@ impl ClientLog {
         self.next_generation
     }
 
+    #[cfg(test)]
     /// The generation the newest checkpoint named.
     pub fn generation(&self) -> Option<u64> {
         self.generation

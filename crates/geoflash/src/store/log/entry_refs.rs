@@ -73,11 +73,13 @@ impl EntryMemo {
         }
     }
 
+    #[cfg(test)]
     /// Entries held.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    #[cfg(test)]
     /// Whether the memo holds nothing.
     pub fn is_empty(&self) -> bool {
         self.len == 0

@@ -175,13 +175,17 @@ mod tests;
 #[cfg(test)]
 pub(crate) use superblock::rewrite_as_codec_0;
 
-pub use client::{ClientLog, RecoveredClient};
+internal! {
+    pub use client::{ClientLog, RecoveredClient};
+}
 pub use entry_refs::EntryMemo;
 pub use horizon::LsnHorizon;
 pub use payload::{CheckpointState, MetaState, PayloadCodec, PayloadEncoding};
 pub use placement::LogPlacement;
 pub use reader::{repair_corrupt_tail, LogReader, TailRepair};
-pub use record::{Record, RecordKind};
+internal! {
+    pub use record::{Record, RecordKind};
+}
 pub use recovery::{recover_log, FlushRule, Recovered};
 #[cfg(test)]
 pub use recovery::{recover, recover_with};
@@ -418,7 +422,7 @@ impl LogFormat {
     }
 
     /// How records are framed in a log of this format.
-    pub fn framing(self) -> record::Framing {
+    pub(crate) fn framing(self) -> record::Framing {
         match self {
             LogFormat::Compact => record::Framing::Compact,
             LogFormat::PerChange | LogFormat::FirstImage => record::Framing::Fixed,
@@ -426,7 +430,7 @@ impl LogFormat {
     }
 
     /// How restart treats FLUSH records in a log of this format.
-    pub fn restart_rule(self) -> FlushRule {
+    pub(crate) fn restart_rule(self) -> FlushRule {
         match self {
             LogFormat::PerChange => FlushRule::Obsolete,
             LogFormat::FirstImage | LogFormat::Compact => FlushRule::KeepFromImage,
@@ -435,7 +439,7 @@ impl LogFormat {
 
     /// How the stores encode the integers of their record payloads in a
     /// log of this format (see [`payload`]).
-    pub fn payload_encoding(self) -> PayloadEncoding {
+    pub(crate) fn payload_encoding(self) -> PayloadEncoding {
         match self {
             LogFormat::PerChange | LogFormat::FirstImage => PayloadEncoding::Fixed,
             LogFormat::Compact => PayloadEncoding::Varint,
@@ -443,7 +447,7 @@ impl LogFormat {
     }
 
     /// The payload codec of a log of this format.
-    pub fn payload_codec(self) -> PayloadCodec {
+    pub(crate) fn payload_codec(self) -> PayloadCodec {
         PayloadCodec::new(self.payload_encoding())
     }
 

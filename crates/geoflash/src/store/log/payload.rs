@@ -509,6 +509,7 @@ impl PayloadCodec {
         self
     }
 
+    #[cfg(test)]
     /// Its integer encoding.
     pub fn encoding(self) -> PayloadEncoding {
         self.encoding

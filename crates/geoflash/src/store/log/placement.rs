@@ -130,6 +130,7 @@ impl LogPlacement {
         })
     }
 
+    #[cfg(test)]
     /// The whole of a separate log device (`log.dat`).
     pub fn whole(device: Arc<dyn PageDevice>) -> Self {
         let pages = device.capacity();

@@ -74,13 +74,15 @@ pub fn data_per_page(page_size: usize) -> usize {
     page_size.saturating_sub(PAGE_HEADER)
 }
 
-/// How records are framed in a log's byte stream (see the [module docs](self)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framing {
-    /// A 33-byte header with the record's length and CRC-32C.
-    Fixed,
-    /// A kind byte and varints (about 8 bytes), no record checksum.
-    Compact,
+internal! {
+    /// How records are framed in a log's byte stream (see the [module docs](self)).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Framing {
+        /// A 33-byte header with the record's length and CRC-32C.
+        Fixed,
+        /// A kind byte and varints (about 8 bytes), no record checksum.
+        Compact,
+    }
 }
 
 impl Framing {
@@ -97,35 +99,37 @@ impl Framing {
 /// Largest bytes of a compact header: kind, three `u64` varints and a `u32` one.
 const COMPACT_HEADER_MAX: usize = 1 + 3 * 10 + 5;
 
-/// What a record says. Kinds other than FLUSH, COMMIT and CHECKPOINT concern
-/// one page (`Record::page`) or the tree metadata (META).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum RecordKind {
-    /// A node was created; the payload is its complete content (it supersedes older records of the page).
-    New,
-    /// Entry-level changes of a node.
-    Mod,
-    /// A node was deleted.
-    Del,
-    /// Pages made durable on the device; earlier records of these pages are
-    /// obsolete. For a deleted page it means the deletion is durable (for
-    /// example the free list holding the page has been written).
-    Flush,
-    /// The operation `Record::op` is complete.
-    Commit,
-    /// Tree metadata; the newest committed META supersedes older ones.
-    Meta,
-    /// The complete content of a page about to be written in place (torn-write
-    /// protection); it supersedes older records of the page until a FLUSH covers it.
-    PageImage,
-    /// Everything older is durable on the device: recovery needs nothing before it.
-    Checkpoint,
-    /// Frames of a front end's own state (the record map of user ids and
-    /// objects), opaque to the log and to the stores, logged with the
-    /// operation they belong to (`Record::op`): restart keeps them exactly
-    /// when it keeps that operation, and only a CHECKPOINT makes them
-    /// obsolete (logs of superblock versions 8 and 9).
-    Client,
+internal! {
+    /// What a record says. Kinds other than FLUSH, COMMIT and CHECKPOINT concern
+    /// one page (`Record::page`) or the tree metadata (META).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum RecordKind {
+        /// A node was created; the payload is its complete content (it supersedes older records of the page).
+        New,
+        /// Entry-level changes of a node.
+        Mod,
+        /// A node was deleted.
+        Del,
+        /// Pages made durable on the device; earlier records of these pages are
+        /// obsolete. For a deleted page it means the deletion is durable (for
+        /// example the free list holding the page has been written).
+        Flush,
+        /// The operation `Record::op` is complete.
+        Commit,
+        /// Tree metadata; the newest committed META supersedes older ones.
+        Meta,
+        /// The complete content of a page about to be written in place (torn-write
+        /// protection); it supersedes older records of the page until a FLUSH covers it.
+        PageImage,
+        /// Everything older is durable on the device: recovery needs nothing before it.
+        Checkpoint,
+        /// Frames of a front end's own state (the record map of user ids and
+        /// objects), opaque to the log and to the stores, logged with the
+        /// operation they belong to (`Record::op`): restart keeps them exactly
+        /// when it keeps that operation, and only a CHECKPOINT makes them
+        /// obsolete (logs of superblock versions 8 and 9).
+        Client,
+    }
 }
 
 impl RecordKind {
@@ -171,19 +175,21 @@ impl RecordKind {
     }
 }
 
-/// One log record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
-    /// Sequence number (assigned by the log at append).
-    pub lsn: Lsn,
-    /// What the record says.
-    pub kind: RecordKind,
-    /// Operation the record belongs to ([`NO_OP`](super::NO_OP) for none).
-    pub op: OpId,
-    /// Page concerned (0 where the kind concerns no page).
-    pub page: PageId,
-    /// Opaque bytes (FLUSH: the page list, see the module docs).
-    pub payload: Vec<u8>,
+internal! {
+    /// One log record.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Record {
+        /// Sequence number (assigned by the log at append).
+        pub lsn: Lsn,
+        /// What the record says.
+        pub kind: RecordKind,
+        /// Operation the record belongs to ([`NO_OP`](super::NO_OP) for none).
+        pub op: OpId,
+        /// Page concerned (0 where the kind concerns no page).
+        pub page: PageId,
+        /// Opaque bytes (FLUSH: the page list, see the module docs).
+        pub payload: Vec<u8>,
+    }
 }
 
 impl Record {
@@ -374,6 +380,7 @@ impl Record {
         Ok(())
     }
 
+    #[cfg(test)]
     /// The framed record as bytes.
     pub fn encode(&self) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(self.encoded_len());

@@ -47,7 +47,7 @@ pub struct RestartReport {
 impl RestartReport {
     /// The fields the log's restart decides (what it scanned, kept and
     /// dropped); the store fills in what replay did.
-    pub fn from_recovered(rec: &Recovered) -> Self {
+    pub(crate) fn from_recovered(rec: &Recovered) -> Self {
         RestartReport {
             records_scanned: rec.scanned,
             records_kept: rec.records.len() as u64,
