@@ -129,28 +129,28 @@ fn header_columns(header: &flatgeobuf::Header) -> Vec<(String, ColumnType)> {
         .unwrap_or_default()
 }
 
-/// Reads a whole FlatGeobuf file, and the attributes (columns other than
-/// `id`) when `attributes` is set (else an empty table).
-fn read_with(path: &Path, attributes: bool) -> Result<(Vec<(u64, Geometry)>, Attributes)> {
-    let file = File::open(path).map_err(|e| io_err(path, e))?;
-    let len = file.metadata().map_err(|e| io_err(path, e))?.len();
-    let mut r = BufReader::new(file);
-    let corrupt = |msg: String| bad(path, format!("not a valid FlatGeobuf file: {msg}"));
-    let read_exact = |r: &mut BufReader<File>, buf: &mut [u8], what: &str| {
-        r.read_exact(buf).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                bad(
-                    path,
-                    format!("truncated FlatGeobuf file: it ends inside {what}"),
-                )
-            } else {
-                io_err(path, e)
-            }
-        })
-    };
+/// Fills `buf` from `r`, a read that ends early being a truncated file
+/// (`what`: the part of the file being read).
+fn read_all(path: &Path, r: &mut BufReader<File>, buf: &mut [u8], what: &str) -> Result<()> {
+    r.read_exact(buf).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            bad(
+                path,
+                format!("truncated FlatGeobuf file: it ends inside {what}"),
+            )
+        } else {
+            io_err(path, e)
+        }
+    })
+}
 
+/// Reads the magic bytes and the size-prefixed header of a FlatGeobuf
+/// file of `len` bytes: the header's bytes with their size prefix, and the
+/// position after them.
+fn read_header_bytes(path: &Path, r: &mut BufReader<File>, len: u64) -> Result<(Vec<u8>, u64)> {
+    let corrupt = |msg: String| bad(path, format!("not a valid FlatGeobuf file: {msg}"));
     let mut magic = [0u8; 8];
-    read_exact(&mut r, &mut magic, "the magic bytes")?;
+    read_all(path, r, &mut magic, "the magic bytes")?;
     if &magic[0..3] != b"fgb" || &magic[4..7] != b"fgb" || magic[3] != flatgeobuf::VERSION {
         return Err(corrupt(format!(
             "magic bytes {magic:02x?} are not those of FlatGeobuf version {}",
@@ -158,9 +158,9 @@ fn read_with(path: &Path, attributes: bool) -> Result<(Vec<(u64, Geometry)>, Att
         )));
     }
     let mut size = [0u8; 4];
-    read_exact(&mut r, &mut size, "the header size")?;
+    read_all(path, r, &mut size, "the header size")?;
     let header_len = u64::from(u32::from_le_bytes(size));
-    let mut pos = 12u64;
+    let pos = 12u64;
     if !(8..=MAX_HEADER).contains(&header_len) || header_len > len.saturating_sub(pos) {
         return Err(corrupt(format!(
             "header size {header_len} is impossible in a file of {len} bytes"
@@ -168,8 +168,21 @@ fn read_with(path: &Path, attributes: bool) -> Result<(Vec<(u64, Geometry)>, Att
     }
     let mut header_buf = vec![0u8; header_len as usize + 4];
     header_buf[..4].copy_from_slice(&size);
-    read_exact(&mut r, &mut header_buf[4..], "the header")?;
-    pos += header_len;
+    read_all(path, r, &mut header_buf[4..], "the header")?;
+    Ok((header_buf, pos + header_len))
+}
+
+/// Reads a whole FlatGeobuf file, and the attributes (columns other than
+/// `id`) when `attributes` is set (else an empty table).
+fn read_with(path: &Path, attributes: bool) -> Result<(Vec<(u64, Geometry)>, Attributes)> {
+    let file = File::open(path).map_err(|e| io_err(path, e))?;
+    let len = file.metadata().map_err(|e| io_err(path, e))?.len();
+    let mut r = BufReader::new(file);
+    let corrupt = |msg: String| bad(path, format!("not a valid FlatGeobuf file: {msg}"));
+    let read_exact =
+        |r: &mut BufReader<File>, buf: &mut [u8], what: &str| read_all(path, r, buf, what);
+    let (header_buf, mut pos) = read_header_bytes(path, &mut r, len)?;
+    let mut size = [0u8; 4];
     let header = flatgeobuf::size_prefixed_root_as_header(&header_buf)
         .map_err(|e| corrupt(format!("bad header: {e}")))?;
     let count = header.features_count();

@@ -923,6 +923,28 @@ mod imp {
         )
     }
 
+    /// The columns read as attributes: the top-level, non-repeated
+    /// integer and byte-array columns other than the geometry's leaves and
+    /// the id column.
+    fn attribute_columns(
+        schema: &SchemaDescriptor,
+        geometry: &[usize],
+        idcol: Option<usize>,
+    ) -> Vec<usize> {
+        (0..schema.num_columns())
+            .filter(|&c| !geometry.contains(&c) && Some(c) != idcol)
+            .filter(|&c| {
+                let d = schema.column(c);
+                d.path().parts().len() == 1
+                    && d.max_rep_level() == 0
+                    && matches!(
+                        d.physical_type(),
+                        PhysicalType::INT32 | PhysicalType::INT64 | PhysicalType::BYTE_ARRAY
+                    )
+            })
+            .collect()
+    }
+
     /// Reads the objects of a GeoParquet file, and its attribute columns
     /// when `attributes` is set (else an empty table).
     pub(super) fn read_with(
@@ -966,18 +988,11 @@ mod imp {
             check_id_column(path, &schema.column(i))?;
         }
         let id_unsigned = idcol.is_some_and(|i| unsigned(&schema.column(i)));
-        let attr_cols: Vec<usize> = (0..schema.num_columns())
-            .filter(|&c| attributes && !geometry.leaves().contains(&c) && Some(c) != idcol)
-            .filter(|&c| {
-                let d = schema.column(c);
-                d.path().parts().len() == 1
-                    && d.max_rep_level() == 0
-                    && matches!(
-                        d.physical_type(),
-                        PhysicalType::INT32 | PhysicalType::INT64 | PhysicalType::BYTE_ARRAY
-                    )
-            })
-            .collect();
+        let attr_cols = if attributes {
+            attribute_columns(schema, geometry.leaves(), idcol)
+        } else {
+            Vec::new()
+        };
         let mut attrs = attribute_table(schema, &attr_cols).map_err(|e| bad(path, e))?;
         let read: Vec<usize> = geometry
             .leaves()

@@ -99,6 +99,24 @@ impl<S: NodeStore> RTree<S> {
         Ok(())
     }
 
+    /// Splits the node of `step` 1-to-2 with `entries` (its entries and
+    /// the one that overflowed it, in Hilbert order): the first half stays
+    /// in the node, the second goes to a new node. Returns the parent
+    /// entries of both (rect and LHV).
+    fn split_in_two(&mut self, step: &Step, entries: Vec<Entry>) -> Result<(Entry, Entry)> {
+        let level = step.node.level;
+        let mut groups = spread(entries, 2).into_iter();
+        self.counters.splits += 1;
+        let (Some(a), Some(b)) = (groups.next(), groups.next()) else {
+            return Err(Error::corrupt(Some(step.id), "split failed"));
+        };
+        self.store
+            .modify(step.id, level, &diff(&step.node.entries, &a))?;
+        let left = self.entry_for(step.id, &a)?;
+        let b_id = self.store.create(level, b.clone())?;
+        Ok((left, self.entry_for(b_id, &b)?))
+    }
+
     /// Adds `entry` to the last node of `path` and treats overflow by
     /// deferred splitting, adjusting MBRs and LHVs up to the root.
     pub(crate) fn hilbert_insert_along(
@@ -144,16 +162,7 @@ impl<S: NodeStore> RTree<S> {
             entries.sort_by(hilbert_order);
             let Some(parent) = i.checked_sub(1).and_then(|p| path.get(p)) else {
                 // The root splits 1-to-2.
-                let mut groups = spread(entries, 2).into_iter();
-                self.counters.splits += 1;
-                let (Some(a), Some(b)) = (groups.next(), groups.next()) else {
-                    return Err(Error::corrupt(Some(step.id), "root split failed"));
-                };
-                self.store
-                    .modify(step.id, level, &diff(&step.node.entries, &a))?;
-                let left = self.entry_for(step.id, &a)?;
-                let b_id = self.store.create(level, b.clone())?;
-                let right = self.entry_for(b_id, &b)?;
+                let (left, right) = self.split_in_two(step, entries)?;
                 let root = self.store.create(level + 1, vec![left, right])?;
                 meta.root = Some(root);
                 meta.height = meta.height.saturating_add(1);
@@ -173,16 +182,9 @@ impl<S: NodeStore> RTree<S> {
             let Some(sib_id) = order.get(sib_pos).map(|e| e.key) else {
                 // An only child (a root with one child while orphans are
                 // reinserted after a deletion): split 1-to-2.
-                let mut groups = spread(entries, 2).into_iter();
-                self.counters.splits += 1;
-                let (Some(a), Some(b)) = (groups.next(), groups.next()) else {
-                    return Err(Error::corrupt(Some(step.id), "split failed"));
-                };
-                self.store
-                    .modify(step.id, level, &diff(&step.node.entries, &a))?;
-                updates.push(self.entry_for(step.id, &a)?);
-                let b_id = self.store.create(level, b.clone())?;
-                add = Some(self.entry_for(b_id, &b)?);
+                let (left, right) = self.split_in_two(step, entries)?;
+                updates.push(left);
+                add = Some(right);
                 continue;
             };
             let sib = self.store.get(sib_id)?;

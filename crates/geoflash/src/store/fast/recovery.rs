@@ -46,8 +46,9 @@ impl FastStore {
         Ok(())
     }
 
-    pub(super) fn restart(&mut self, rec: Recovered) -> Result<()> {
-        // 1. Write back the surviving page images (pages a crash may have torn).
+    /// Restart's first step: writes back the page images the log holds
+    /// (pages a crash may have torn), to the tier of their level, and syncs.
+    fn restore_page_images(&mut self, rec: &Recovered) -> Result<()> {
         let mut images: BTreeMap<PageId, &[u8]> = BTreeMap::new();
         for r in rec
             .records
@@ -77,6 +78,16 @@ impl FastStore {
             self.device.sync()?;
             self.fstats.restored_pages = ids.len() as u64;
         }
+        Ok(())
+    }
+
+    /// Restart from the log's surviving records: page images written
+    /// back, the allocator and meta of the newest CHECKPOINT and META, the
+    /// records since replayed into the table, the front end's frames
+    /// collected.
+    pub(super) fn restart(&mut self, rec: Recovered) -> Result<()> {
+        // 1. Write back the surviving page images (pages a crash may have torn).
+        self.restore_page_images(&rec)?;
 
         // 2. The state: newest CHECKPOINT, then newest META.
         let codec = rec

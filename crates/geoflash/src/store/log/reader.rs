@@ -182,6 +182,28 @@ fn read_stream(dev: &SharedDevice, layout: &LogLayout, sb: &Superblock) -> Resul
     })
 }
 
+/// What [`lookahead`] finds after `end`, the first page the stream could
+/// not read (`None`: the stream read to the region's end): the pages it
+/// read, and the damage when a later page of the live epoch proves it.
+fn damage_after(
+    dev: &SharedDevice,
+    layout: &LogLayout,
+    sb: &Superblock,
+    end: Option<u64>,
+    tolerate: bool,
+) -> Result<(u64, Option<Damage>)> {
+    let Some(bad) = end else {
+        return Ok((0, None));
+    };
+    let (read, proof) = lookahead(dev, layout, sb, bad, tolerate)?;
+    let damage = proof.map(|seen| Damage {
+        first: bad,
+        end: seen + 1,
+        records: 0,
+    });
+    Ok((read, damage))
+}
+
 /// [`scan`] under `mode`: with [`RecoveryMode::TolerateCorruptTail`] the
 /// first damaged page ends the stream and the damage is returned.
 pub(crate) fn scan_mode(
@@ -195,18 +217,8 @@ pub(crate) fn scan_mode(
     let st = read_stream(dev, layout, sb)?;
     let (stream, end, mut pages_read) = (&st.data, st.end, st.pages_read);
     let mut valid_pages = end.unwrap_or(layout.region_pages());
-    let mut damage: Option<Damage> = None;
-    if let Some(bad) = end {
-        let (read, proof) = lookahead(dev, layout, sb, bad, tolerate)?;
-        pages_read += read;
-        if let Some(seen) = proof {
-            damage = Some(Damage {
-                first: bad,
-                end: seen + 1,
-                records: 0,
-            });
-        }
-    }
+    let (read, mut damage) = damage_after(dev, layout, sb, end, tolerate)?;
+    pages_read += read;
 
     let locate = |off: usize| -> String {
         let (s, p) = st.page_holding(off);
