@@ -6,7 +6,7 @@ GEOFLASH_PROPTEST_CASES ?= 64
 export GEOFLASH_PROPTEST_CASES
 DEMO_DIR ?= demo
 
-.PHONY: all setup build wheel demo test fmt lint unit python test-long torture bench bench-peers fuzz clean
+.PHONY: doc all setup build wheel demo test fmt lint unit python test-long torture bench bench-peers fuzz clean
 
 all: build
 
@@ -43,9 +43,14 @@ fmt:
 	$(CARGO) fmt --all -- --check
 	python3 scripts/check-fn-length.py
 
-## The lints alone, without building the tests (`make test` lints as it builds).
-lint: fmt
+## The lints alone, without building the tests (`make test` lints as it builds),
+## and the API documentation with rustdoc's warnings denied (no link to a
+## private or missing item).
+lint: fmt doc
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+doc:
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p geoflash -p geoflash-bench --no-deps
 
 unit:
 	@CARGO=$(CARGO) bash scripts/rust-test.sh

@@ -1,3 +1,6 @@
+// The doc comments of clap arguments are `--help` text, not rustdoc: a
+// `[:port]` in them is not an intra-doc link.
+#![allow(rustdoc::broken_intra_doc_links)]
 //! The `geoflash` command. Exit codes ([`exit_code`], the one table): 0
 //! success, 2 bad input, 1 damage, I/O, device and results-database
 //! failures, 130 interrupted (Ctrl-C: the message says what the command left).

@@ -474,7 +474,7 @@ pub enum StoreSpec {
     Efind(EfindSpec),
     /// The FAST framework.
     Fast(FastSpec),
-    /// Decoded nodes in memory ([`crate::store::mem::MemStore`]): an index
+    /// Decoded nodes in memory (`crate::store::mem::MemStore`): an index
     /// without a directory, on `mem:`.
     Memory(MemorySpec),
 }

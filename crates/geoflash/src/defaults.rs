@@ -44,7 +44,7 @@ pub const BUFFER_FLOOR: u64 = 256 << 20;
 /// The largest default memory budget: 1 GiB (see [`buffer_for_ram`]).
 ///
 /// The log of a store follows its budget (four times it per region, two
-/// regions, [`crate::store::log::auto_log_capacity`]) in a sparse
+/// regions, `crate::store::log::auto_log_capacity`) in a sparse
 /// `log.dat` of at most 16 GiB, which holds the log of a budget below
 /// 2 GiB; and 1 GiB holds an index of about 4,000,000 rectangles built by
 /// insertion without a flush (`docs/benchmarks.md`, "The default memory

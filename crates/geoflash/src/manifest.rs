@@ -121,7 +121,7 @@ impl Manifest {
 
     /// Reads and validates `dir/manifest.json`. A missing file, bad JSON, a
     /// damaged value or a newer format version are clear errors naming the
-    /// file; a manifest of format 1 is read through [`upgrade_v1`].
+    /// file; a manifest of format 1 is read through `upgrade_v1`.
     pub fn load(dir: &Path) -> Result<Manifest> {
         let path = dir.join(MANIFEST_FILE);
         let text = std::fs::read_to_string(&path).map_err(|source| {

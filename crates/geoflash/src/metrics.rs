@@ -349,7 +349,7 @@ pub(crate) fn stopwatch_cpu_ns() -> Option<u64> {
 }
 
 /// Measures one phase on the three clocks: wall, the thread's CPU and, when
-/// given, a simulated device's clock ([`crate::storage::PageDevice::sim_clock_ns`]).
+/// given, a simulated device's clock (`crate::storage::PageDevice::sim_clock_ns`).
 /// Start it at a layer boundary (an operation, a flush, a batch of page
 /// reads), never per entry.
 #[derive(Debug, Clone, Copy)]
@@ -361,7 +361,7 @@ pub struct Stopwatch {
 
 impl Stopwatch {
     /// Starts measuring; `sim` is the simulated clock now (`None` on a real
-    /// device). Inside a [`CpuClockOff`] scope the CPU clock is not read.
+    /// device). Inside a `CpuClockOff` scope the CPU clock is not read.
     pub fn start(sim: Option<u64>) -> Stopwatch {
         Stopwatch {
             wall: Some(std::time::Instant::now()),

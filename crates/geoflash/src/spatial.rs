@@ -198,7 +198,7 @@ pub trait SpatialIndex: StoreLink + Any + Send + Sync {
     fn store_stats(&self) -> StoreStats;
 
     /// The pages the index occupies on its device, without reading them:
-    /// the pages holding nodes ([`crate::store::NodeStore::nodes_in_use`];
+    /// the pages holding nodes (`crate::store::NodeStore::nodes_in_use`;
     /// by default, and on the memory store, the nodes created and not
     /// deleted since the store was opened), a grid file's directory, bucket
     /// and metadata pages.
@@ -226,13 +226,13 @@ pub trait SpatialIndex: StoreLink + Any + Send + Sync {
     /// Makes every committed operation durable by syncing the store's log
     /// (`true`), leaving dirty nodes to the store's flushing policy;
     /// `false`, having done nothing, without a log (the caller
-    /// checkpoints instead). See [`crate::store::NodeStore::sync_committed`].
+    /// checkpoints instead). See `crate::store::NodeStore::sync_committed`.
     fn sync_committed(&mut self) -> Result<bool> {
         Ok(false)
     }
 
     /// Asks the store to stop logging operations until the next checkpoint
-    /// (see [`crate::store::NodeStore::begin_unlogged`]); whether it did.
+    /// (see `crate::store::NodeStore::begin_unlogged`); whether it did.
     /// `false`, having done nothing, for structures without such a store.
     fn begin_unlogged(&mut self) -> Result<bool> {
         Ok(false)
@@ -285,7 +285,7 @@ impl dyn SpatialIndex {
         })
     }
 
-    /// For a grid file, its structural check ([`crate::grid::GridFile::verify`]:
+    /// For a grid file, its structural check (`crate::grid::GridFile::verify`:
     /// root and sub-directory regions, every point in its bucket's region,
     /// bucket sizes) with the number of points it found; `None` for the
     /// other families.

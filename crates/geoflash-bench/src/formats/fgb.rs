@@ -69,7 +69,7 @@ pub fn read(path: &Path) -> Result<Vec<(u64, Geometry)>> {
 }
 
 /// The ids and the attributes of a FlatGeobuf file: every column but `id`
-/// ([`attribute_value`]; see [`super::read_attributes`]).
+/// (`attribute_value`; see [`super::read_attributes`]).
 pub fn read_attributes(path: &Path) -> Result<(Vec<u64>, Attributes)> {
     let (objects, attrs) = read_with(path, true)?;
     Ok((objects.into_iter().map(|o| o.0).collect(), attrs))

@@ -225,7 +225,7 @@ fn facet_of(r: &HeadlineRow) -> (String, String) {
 }
 
 /// The headline as a figure: the gain in % per step (x groups), one bar per
-/// series ([`series_of`]), facets by insertion order (columns) and
+/// series (`series_of`), facets by insertion order (columns) and
 /// durability (rows).
 pub fn headline_figure(rows: &[HeadlineRow], target: &str, baseline: &str) -> GroupedBars {
     let several = rows

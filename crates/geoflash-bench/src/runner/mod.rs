@@ -1,6 +1,6 @@
 //! The runner: executes a workload's cross product, each configuration on a
-//! fresh index, and records one [`Stats`] row per step (per selectivity, per
-//! k) in a [`ResultsStore`].
+//! fresh index, and records one [`Stats`](geoflash::metrics::Stats) row per step (per selectivity, per
+//! k) in a [`ResultsStore`](crate::results::ResultsStore).
 //!
 //! Per step the device counters are reset and the store's counters are
 //! differenced, so every row holds that step's work only. Build, mixed and
@@ -51,7 +51,7 @@ pub struct RunOptions {
     /// Directory for the index directories of `file` devices (default: the system's temporary directory).
     pub workdir: Option<PathBuf>,
     /// Only the configuration at this position of the cross product (after
-    /// `only`; positions as [`Workload::configurations`] lists them): one
+    /// `only`; positions as [`Workload::configurations`](crate::workload::Workload::configurations) lists them): one
     /// task of a sweep spread over several machines (`geoflash.dask.run`).
     pub pick: Option<usize>,
 }

@@ -4,8 +4,8 @@
 //!
 //! [`IndexSpec`] takes an index's settings as `key = value` text (a flag, a
 //! workload key, a keyword argument), checks every combination in one
-//! place and lowers them to the [`IndexOptions`](crate::IndexOptions) an
-//! [`Index`](crate::Index) is created from.
+//! place and lowers them to the [`IndexOptions`] an
+//! [`Index`] is created from.
 //!
 //! Beside the spec, this module re-exports what a front end works with
 //! (the index and its options, queries and their answers, batches, the

@@ -165,7 +165,7 @@ const TREE_KEYS: &[&str] = &[
 ];
 
 /// The settings of a new index, given as `key = value` pairs; see the
-/// [module documentation](self). Unset keys take the front end's defaults
+/// module documentation. Unset keys take the front end's defaults
 /// ([`set_default`](IndexSpec::set_default): the workbench pins the
 /// papers' settings, Python an index in memory), else the product defaults
 /// ([`crate::defaults`]): an R*-tree of 4 KiB pages with quadratic splits

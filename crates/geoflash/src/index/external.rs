@@ -59,11 +59,11 @@ const READ_BUFFER: usize = 8 * 1024;
 /// id and position).
 const RUN_RECORD_COST: usize = KEYED_BYTES + 16;
 
-/// Settings of [`RTree::bulk_load_external`].
+/// Settings of `RTree::bulk_load_external`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExternalBulkConfig {
     /// Bytes of memory for records being sorted and merge buffers (at least
-    /// [`MIN_MEMORY_BUDGET`]).
+    /// `MIN_MEMORY_BUDGET`).
     pub memory_budget: usize,
     /// Directory for the temporary run files (must exist and be writable).
     pub temp_dir: PathBuf,
@@ -88,7 +88,7 @@ impl ExternalBulkConfig {
     }
 }
 
-/// What [`RTree::bulk_load_external`] did.
+/// What `RTree::bulk_load_external` did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ExternalBulkReport {
     /// Records loaded.

@@ -34,7 +34,7 @@ pub struct LevelReport {
     pub overlap: f64,
 }
 
-/// What [`RTree::inspect`] reports.
+/// What `RTree::inspect` reports.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct InspectReport {
     /// Number of levels.

@@ -163,19 +163,19 @@ pub struct RTree<S: NodeStore> {
 /// visits the same nodes in the same order (depth-first in key order for
 /// range queries, best-first for kNN) and returns the same records in the
 /// same order; only the device requests differ, and batched kNN may read a
-/// few nodes it then does not visit ([`QueryStats::nodes_read_unused`]).
+/// few nodes it then does not visit (`QueryStats::nodes_read_unused`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReadMode {
     /// The children of a node that the query enters are read together, as
-    /// one [`NodeStore::get_batch`] (one device batch for the pages not in
+    /// one `NodeStore::get_batch` (one device batch for the pages not in
     /// memory: many reads in flight, the level-by-level batching of Fevgas'
     /// thesis applied to ordinary queries). kNN reads a node that is not in
     /// hand together with the queued nodes it will likely visit next (see
-    /// [`query::NearestIter`]). The default.
+    /// `query::NearestIter`). The default.
     #[default]
     Batched,
-    /// One [`NodeStore::get`] per node, when the traversal reaches it (kNN:
+    /// One `NodeStore::get` per node, when the traversal reaches it (kNN:
     /// when it leaves the queue): the papers' one-page-at-a-time reads,
     /// pinned by the seed workloads.
     Single,

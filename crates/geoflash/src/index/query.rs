@@ -296,7 +296,7 @@ impl WindowAnswer for QueryResult {
     }
 }
 
-/// Answer of a range query as record keys alone (see [`WindowAnswer`]).
+/// Answer of a range query as record keys alone (see `WindowAnswer`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KeyResult {
     /// Keys (object ids) of the records found, in traversal order.
@@ -348,7 +348,7 @@ impl From<QueryResult> for KeyResult {
 }
 
 /// The answers of a batch of range queries as one flat list of record
-/// keys ([`RTree::query_batch_flat`]): window `i`'s at
+/// keys (`RTree::query_batch_flat`): window `i`'s at
 /// `keys[offsets[i]..offsets[i + 1]]`, in the order its own query gives.
 /// One vector for all windows, where [`KeyResult`]s grow one each (with
 /// thousands of windows, their growth in turns was a third of a batch's

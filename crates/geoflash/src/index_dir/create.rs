@@ -150,7 +150,7 @@ impl Index {
     /// A new index in `dir` (or in this process only, for `None`) holding
     /// `items`, Hilbert-packed bottom-up with bounded memory: about
     /// `config.memory_budget` bytes of records, the rest in temporary files
-    /// ([`RTree::bulk_load_external`]), so the input may be larger than
+    /// (`RTree::bulk_load_external`), so the input may be larger than
     /// memory. With a `dir` the temporary files go in the build's staging
     /// directory (`config.temp_dir` is not used), so that a killed load's
     /// files go with it (the next build of `dir` removes it); without one,
@@ -206,7 +206,7 @@ impl Index {
 
     /// A new index in `dir`, filled by `fill` (insertions, say), created
     /// atomically: everything happens in the staging directory beside `dir`
-    /// (`.NAME.building`, see [`crate::staging`]), which is checkpointed and
+    /// (`.NAME.building`, see `crate::staging`), which is checkpointed and
     /// renamed onto `dir` once `fill` returns `Ok`. If anything fails the
     /// staging directory is removed (and the `file:PATH` device files the
     /// build created), so `dir` is left as it was: absent, or an empty

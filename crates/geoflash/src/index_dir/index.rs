@@ -96,7 +96,7 @@ impl Index {
     /// `e` naming the index's page file (`pages.dat`, the `file:PATH`, or
     /// `device.img` of a simulated device) when it is a corruption error
     /// that names no file yet (the log names `log.dat` itself). For
-    /// errors from [`Index::structure`] or [`Index::tree`] calls.
+    /// errors from [`Index::structure`] or `Index::tree` calls.
     pub fn locate(&self, e: Error) -> Error {
         match &self.dir {
             Some(dir) => e.in_file(pages_file(dir, &self.manifest)),

@@ -127,7 +127,7 @@ impl Index {
     }
 
     /// Range query with refinement: the filter step on MBRs, then the exact
-    /// geometries from the object heap ([`crate::index::refine::refine`]).
+    /// geometries from the object heap (`crate::index::refine::refine`).
     /// `stats.candidates` counts the filter step's answers, `stats.results`
     /// the refined ones. An error if the index has no object heap.
     pub fn query_refined(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {

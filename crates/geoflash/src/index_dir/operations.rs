@@ -53,7 +53,7 @@ impl Index {
 
     /// Moves object `id` from `old` to `new` (an R-tree or R*-tree rewrites
     /// the record in its leaf when the leaf's rectangle contains `new`: see
-    /// [`crate::index::RTree::update`]).
+    /// `crate::index::RTree::update`).
     pub fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
         let done = self.change(|t| t.update(id, old, new));
         self.locator.track(&done, |m| {

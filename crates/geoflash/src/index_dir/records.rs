@@ -292,7 +292,7 @@ impl Index {
     /// Declares the caller the front end whose record map the index holds
     /// (the Python package, after it opened the index): its writes by
     /// record key are then accepted. Without it an index holding a front
-    /// end's map refuses them ([`Index::check_keyed_writes`]), since a key
+    /// end's map refuses them (`Index::check_keyed_writes`), since a key
     /// written by another caller would be an entry the map does not know,
     /// or one it knows as another object.
     pub fn claim_records(&mut self) {

@@ -173,7 +173,7 @@ fn header(version: u16, generation: u64) -> [u8; HEADER] {
     h
 }
 
-/// What [`read`] found in a log file.
+/// What `read` found in a log file.
 #[derive(Debug, Default)]
 pub struct Replay {
     /// The log's generation.
@@ -446,7 +446,7 @@ impl RecordLog {
         RecordLog::append_to(dir, &replay)
     }
 
-    /// The log in `dir` that [`read`] found as `replay`, opened for
+    /// The log in `dir` that `read` found as `replay`, opened for
     /// appending after its intact frames (`replay.end`); a torn tail after
     /// them is cut off. A log of format version 1 stays one (no seals).
     pub fn append_to(dir: &Path, replay: &Replay) -> Result<RecordLog> {
@@ -556,7 +556,7 @@ impl RecordLog {
     }
 
     /// Makes every change appended so far durable: in a sealed log, first
-    /// writes the seal of the frames since the last one ([`seal`]; one
+    /// writes the seal of the frames since the last one (`seal`; one
     /// more `write`, the same one `fsync`).
     pub fn sync(&mut self) -> Result<()> {
         if !std::mem::take(&mut self.unsynced) {

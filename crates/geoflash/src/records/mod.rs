@@ -709,8 +709,8 @@ impl Records {
         Ok(bytes.len() as u64)
     }
 
-    /// Writes the snapshot of the next generation to [`NEXT_FILE`] in `dir`
-    /// (format [`LOGGED_VERSION`], atomically: write, sync, rename, sync
+    /// Writes the snapshot of the next generation to `NEXT_FILE` in `dir`
+    /// (format `LOGGED_VERSION`, atomically: write, sync, rename, sync
     /// the directory) and returns that generation and the file's size. The
     /// map keeps its generation until the store's checkpoint naming the new
     /// one is durable ([`Records::promote_next`]).
@@ -722,7 +722,7 @@ impl Records {
     }
 
     /// After the store's checkpoint naming `generation` is durable: renames
-    /// [`NEXT_FILE`] to [`RECORDS_FILE`] in `dir` (then syncs the
+    /// `NEXT_FILE` to [`RECORDS_FILE`] in `dir` (then syncs the
     /// directory) and takes `generation` as the map's.
     pub fn promote_next(&mut self, dir: &Path, generation: u64) -> Result<()> {
         finish_next(dir)?;
@@ -734,8 +734,8 @@ impl Records {
     /// The map of the index in `dir` whose changes are in the store's log:
     /// the snapshot of `generation` (the one the store's newest checkpoint
     /// names) with `frames` applied (the store's CLIENT frames since that
-    /// checkpoint, oldest first, each a change as [`log::add_frame`] and
-    /// [`log::remove_frame`] write them). The snapshot is `pyrecords.dat`,
+    /// checkpoint, oldest first, each a change as `log::add_frame` and
+    /// `log::remove_frame` write them). The snapshot is `pyrecords.dat`,
     /// or `pyrecords.next.dat` after a crash between the store's checkpoint
     /// and the rename (`writable`: the rename is finished); a
     /// `pyrecords.next.dat` of another generation is a checkpoint that did
@@ -803,7 +803,7 @@ impl Records {
     }
 
     /// The map of the index in `dir`: its snapshot with the changes of its
-    /// log applied (see [`log`]), or an identity map if it has no snapshot;
+    /// log applied (see `log`), or an identity map if it has no snapshot;
     /// with what was read of the log when it continues the snapshot
     /// (`None`: no log, or one the snapshot already holds).
     pub fn load(dir: &Path) -> Result<(Records, Option<log::Replay>)> {

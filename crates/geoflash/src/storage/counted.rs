@@ -13,7 +13,7 @@ use super::{check_batch, DeviceExt, DeviceStats, PageDevice, PageId};
 use crate::Result;
 
 /// A device whose batches are checked and counted (see the
-/// [module docs](self)). It dereferences to the device it wraps, for the
+/// module docs). It dereferences to the device it wraps, for the
 /// methods of that device's own (`FlashSim`'s image, `FaultyDevice`'s
 /// crash control); page I/O goes through [`Counted`]'s [`PageDevice`].
 #[derive(Debug)]

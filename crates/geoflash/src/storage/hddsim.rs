@@ -152,7 +152,7 @@ impl Default for HddSimConfig {
 
 impl HddSimConfig {
     /// A named configuration: `7200rpm` (the JIDM 2017 drive, calibrated to its
-    /// measured 4 KB random rates, see the [module docs](self)) or
+    /// measured 4 KB random rates, see the module docs) or
     /// `7200rpm-datasheet` (the same mechanics with only 0.1 ms per command:
     /// what the datasheet promises, about 12.5 ms per random read).
     pub fn preset(name: &str) -> Result<Self> {

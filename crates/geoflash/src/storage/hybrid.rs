@@ -149,11 +149,11 @@ impl HybridDevice {
         self
     }
 
-    /// Keeps the placement map durable on `map` (see [`super::tier_map`];
+    /// Keeps the placement map durable on `map` (see `super::tier_map`;
     /// set the fast tier's limit first, [`with_fast_pages`](Self::with_fast_pages):
     /// it sizes the map and must be the same at every open):
-    /// loaded now ([`MapOpen::Open`]) or saved empty now
-    /// ([`MapOpen::Create`]), then saved at every [`sync`](PageDevice::sync)
+    /// loaded now (`MapOpen::Open`) or saved empty now
+    /// (`MapOpen::Create`), then saved at every [`sync`](PageDevice::sync)
     /// that follows a change, after both tiers are synced. Until a save, a
     /// slot the saved map may still name is not reused, so a crash leaves
     /// the saved map and the tiers consistent: the pages read what they

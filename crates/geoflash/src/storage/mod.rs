@@ -59,8 +59,8 @@ use crate::{Error, Result};
 
 pub use crate::page_id::PageId;
 
-/// A tier of a two-tier device ([`hybrid::HybridDevice`]): where a page
-/// should live, as hinted by [`PageDevice::hint_tier`].
+/// A tier of a two-tier device (`hybrid::HybridDevice`): where a page
+/// should live, as hinted by `PageDevice::hint_tier`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Tier {
@@ -70,7 +70,7 @@ pub enum Tier {
     Slow,
 }
 
-/// Counters of a two-tier device ([`PageDevice::tiers`]).
+/// Counters of a two-tier device (`PageDevice::tiers`).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct TierReport {
     /// The fast tier's own counters.
@@ -147,7 +147,7 @@ pub trait DeviceExt {
     /// A placement hint from the layer above: `pages` should live on `tier`
     /// from their next write on. It costs no I/O and never changes what a
     /// page reads; a device with one tier ignores it (the default). Stores
-    /// give hints per node ([`crate::store::placement`]), grid files per
+    /// give hints per node (`crate::store::placement`), grid files per
     /// page kind; the device never learns what a page holds.
     fn hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
         let _ = (pages, tier);

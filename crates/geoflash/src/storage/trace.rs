@@ -542,7 +542,7 @@ pub struct ReplaySummary {
 /// syncs and trims (written contents are synthetic). The device must have the
 /// trace's page size and hold every page id. `progress` is called with the
 /// number of records done. Returns what was submitted; read the device's
-/// counters with [`PageDevice::stats`].
+/// counters with `PageDevice::stats`.
 pub fn replay_with_progress(
     trace: &Trace,
     device: &dyn PageDevice,

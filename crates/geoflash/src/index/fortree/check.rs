@@ -12,7 +12,7 @@ use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 
-/// What [`Fortree::check`] found in a sound tree.
+/// What `Fortree::check` found in a sound tree.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FortreeReport {
     /// Number of levels.

@@ -146,7 +146,7 @@ mod tests;
 use buffer::Buffer;
 pub use check::FortreeReport;
 
-/// Parameters of a [`Fortree`].
+/// Parameters of a `Fortree`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct FortreeConfig {
     /// M: the most entries of a node (P-node or O-node).

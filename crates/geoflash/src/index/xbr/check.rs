@@ -10,7 +10,7 @@ use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 
-/// What [`XbrTree::check`] found in a sound tree.
+/// What `XbrTree::check` found in a sound tree.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct XbrReport {
     /// Nodes.

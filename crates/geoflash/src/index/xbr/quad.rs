@@ -64,7 +64,7 @@ impl Quadrant {
         }
     }
 
-    /// Sub-quadrant `digit` (0–3), `None` at [`MAX_LEVEL`].
+    /// Sub-quadrant `digit` (0–3), `None` at `MAX_LEVEL`.
     pub fn child(&self, digit: u8) -> Option<Quadrant> {
         (self.level < MAX_LEVEL).then(|| Quadrant {
             level: self.level + 1,
@@ -84,7 +84,7 @@ impl Quadrant {
     }
 
     /// Which sub-quadrant (0–3) holds the point with address `code`; `None`
-    /// at [`MAX_LEVEL`].
+    /// at `MAX_LEVEL`.
     pub fn digit_of(&self, code: u64) -> Option<u8> {
         (self.level < MAX_LEVEL).then(|| {
             // The two bits below this quadrant's prefix.
@@ -174,7 +174,7 @@ impl Domain {
         Rect::from_valid(x0, y0, x1.max(x0), y1.max(y0))
     }
 
-    /// Side lengths of a cell of [`MAX_LEVEL`].
+    /// Side lengths of a cell of `MAX_LEVEL`.
     pub fn finest_cell(&self) -> (f64, f64) {
         let n = f64::from(1u32 << MAX_LEVEL);
         (self.rect().width() / n, self.rect().height() / n)

@@ -30,7 +30,7 @@ pub const RING_ENTRIES: u32 = 256;
 /// wait for each other.
 const MAX_IDLE_RINGS: usize = 4;
 
-/// How a [`FileDevice`](super::FileDevice) issues its I/O.
+/// How a `FileDevice` issues its I/O.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IoEngine {
     /// io_uring if an instance can be created and a probe read works, else psync.

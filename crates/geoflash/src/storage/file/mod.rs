@@ -62,7 +62,7 @@ pub struct FileDeviceOptions {
     /// I/O engine. Default [`IoEngine::Auto`].
     pub engine: IoEngine,
     /// Logical capacity in pages; `0` (the default) means
-    /// [`DEFAULT_CAPACITY_BYTES`] / page size.
+    /// `DEFAULT_CAPACITY_BYTES` / page size.
     pub capacity_pages: u64,
     /// Open the file read-only (it must exist; writes and trims are errors).
     /// Default `false`.

@@ -356,7 +356,7 @@ impl FlashSimConfig {
         Ok(cfg)
     }
 
-    /// Sets one parameter from a `key=value` pair (see [`CONFIG_KEYS`]): sizes
+    /// Sets one parameter from a `key=value` pair (see `CONFIG_KEYS`): sizes
     /// accept units (`2KiB`), latencies are in microseconds for the `_us` keys
     /// and nanoseconds for the `_ns` keys. `preset` replaces the whole
     /// configuration. An unknown key is an error listing the valid keys.

@@ -95,7 +95,7 @@ impl<'a> Cursor<'a> {
 }
 
 impl FlashSim {
-    /// Loads a simulator saved by [`FlashSim::save`] (counters start at zero).
+    /// Loads a simulator saved by `FlashSim::save` (counters start at zero).
     pub fn load(path: &Path) -> Result<FlashSim> {
         let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
         FlashSimIo::decode(&bytes)

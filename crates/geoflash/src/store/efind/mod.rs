@@ -219,7 +219,7 @@ impl Default for TemporalControl {
     }
 }
 
-/// Configuration of an [`EfindStore`]; defaults are the paper's final configuration.
+/// Configuration of an `EfindStore`; defaults are the paper's final configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct EfindConfig {
     /// Total buffer bytes (write buffer + read buffer).
@@ -244,9 +244,9 @@ pub struct EfindConfig {
     pub with_payload: bool,
     /// Bytes of records the log holds before it must be compacted (one
     /// region; the log takes two regions and two superblock pages), or 0
-    /// for [`auto_log_capacity`](crate::store::log::auto_log_capacity) of
+    /// for `auto_log_capacity` of
     /// the format and the buffer. Sizes the log at creation
-    /// ([`EfindConfig::log_placement`]); an opened store keeps the size it
+    /// (`EfindConfig::log_placement`); an opened store keeps the size it
     /// was created with (an automatic placement stands for it at open).
     #[serde(default = "default_log_capacity")]
     pub log_capacity: u64,
@@ -257,7 +257,7 @@ pub struct EfindConfig {
     /// Configurations written before the field existed describe per-change logs.
     #[serde(default = "LogFormat::per_change")]
     pub log_format: LogFormat,
-    /// What [`EfindStore::open`] does with damage before the log's tail
+    /// What `EfindStore::open` does with damage before the log's tail
     /// (written to a manifest only when not the default).
     #[serde(default, skip_serializing_if = "RecoveryMode::is_default")]
     pub recovery: RecoveryMode,

@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use crate::storage::PageId;
 use crate::{Error, Result};
 
-/// Flushing policy of a [`FastStore`](super::FastStore).
+/// Flushing policy of a `FastStore`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum FastPolicy {
     /// The unit with the most buffered updates.

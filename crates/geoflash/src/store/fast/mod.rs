@@ -146,7 +146,7 @@ pub const COMPACT_AT: f64 = 0.75;
 /// Fill ratio after a compaction that triggers an emergency flush.
 pub const EMERGENCY_AT: f64 = 0.5;
 
-/// Configuration of a [`FastStore`].
+/// Configuration of a `FastStore`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct FastConfig {
     /// Memory for the tree modifications table, in bytes (shared accounting).
@@ -159,9 +159,9 @@ pub struct FastConfig {
     /// When commits become durable.
     pub durability: Durability,
     /// Bytes of log records one log region holds (the paper's log file
-    /// size), or 0 for [`auto_log_capacity`](crate::store::log::auto_log_capacity)
+    /// size), or 0 for `auto_log_capacity`
     /// of the format and the buffer; used by [`FastConfig::log_pages`] and
-    /// [`FastConfig::log_placement`] to size the log's page range (give the
+    /// `FastConfig::log_placement` to size the log's page range (give the
     /// same value at open: FAST opens only the range recorded at creation).
     pub log_capacity: u64,
     /// Format of the log at creation (an opened store keeps its own).
@@ -172,7 +172,7 @@ pub struct FastConfig {
     pub with_payload: bool,
     /// Seed of the random policy.
     pub seed: u64,
-    /// What [`FastStore::open`] does with damage before the log's tail
+    /// What `FastStore::open` does with damage before the log's tail
     /// (written to a manifest only when not the default).
     #[serde(default, skip_serializing_if = "RecoveryMode::is_default")]
     pub recovery: RecoveryMode,

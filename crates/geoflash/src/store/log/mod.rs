@@ -234,7 +234,7 @@ pub enum RecoveryMode {
     #[serde(rename = "absolute-consistency")]
     AbsoluteConsistency,
     /// The first damaged page is taken as the end of the log
-    /// ([`repair_corrupt_tail`]): it, the later pages and the operations
+    /// (`repair_corrupt_tail`): it, the later pages and the operations
     /// they held are dropped, and the restart report says how many pages
     /// and records. Pages the dropped operations had already written in
     /// place stay as they are: check the index afterwards.
@@ -249,10 +249,10 @@ impl RecoveryMode {
     }
 }
 
-/// When commits become durable. See the [module docs](self).
+/// When commits become durable. See the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Durability {
-    /// Every commit is durable when [`Log::commit`] returns.
+    /// Every commit is durable when `Log::commit` returns.
     Sync,
     /// Durable every `ops` commits or when the oldest unsynced commit is `millis` old.
     Group {
@@ -366,8 +366,8 @@ impl std::fmt::Display for Durability {
 }
 
 /// How the stores use the log; kept in the superblock (its format version),
-/// so an index keeps the format it was created with. See the [module
-/// docs](self) ("Log formats").
+/// so an index keeps the format it was created with. See the module
+/// docs ("Log formats").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum LogFormat {
     /// The papers' log (superblock version 2): one record per changed
@@ -389,8 +389,8 @@ pub enum LogFormat {
     /// durable or before a page is written. eFIND's compact logs are of
     /// superblock version 5: entries already logged are named by key,
     /// record headers and FLUSH page lists are written as differences
-    /// ([`entry_refs`], [`LogConfig::entry_refs`]); FAST's stay version 4.
-    /// See the [module docs](self) ("Log formats").
+    /// (`entry_refs`, `LogConfig::entry_refs`); FAST's stay version 4.
+    /// See the module docs ("Log formats").
     #[default]
     #[serde(rename = "compact")]
     Compact,

@@ -463,7 +463,7 @@ fn lookahead(
     Ok((read, proven.then_some(seen)))
 }
 
-/// What [`repair_corrupt_tail`] dropped.
+/// What `repair_corrupt_tail` dropped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TailRepair {
     /// Device page of the first damaged page (the log now ends before it), if any.

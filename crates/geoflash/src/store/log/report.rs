@@ -60,7 +60,7 @@ impl RestartReport {
         }
     }
 
-    /// Notes what [`repair_corrupt_tail`](super::repair_corrupt_tail) dropped.
+    /// Notes what `repair_corrupt_tail` dropped.
     pub fn add_tail_repair(&mut self, r: &super::TailRepair) {
         self.corrupt_pages_dropped += r.pages_dropped;
         self.corrupt_records_dropped += r.records_dropped;
