@@ -319,6 +319,52 @@ pub fn write_dataset(path: &Path, records: impl Iterator<Item = (u64, Rect)>) ->
     write_objects(path, records.map(|(id, r)| (id, rect_geometry(&r))))
 }
 
+/// The fewest bytes an object takes in any output format (a CSV line
+/// `0,0,0,0,0` and its newline).
+const MIN_OBJECT_BYTES: u64 = 10;
+
+/// Refuses `count` objects written to `path` when they cannot fit in the
+/// space its filesystem has free (at [`MIN_OBJECT_BYTES`] each, a lower
+/// bound): a dataset streamed to a file holds no object in memory, so the
+/// disk is what bounds its size, and a count beyond it is bad input found
+/// before any work, not a full disk found after.
+pub fn check_room(path: &Path, count: u64) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let fs = rustix::fs::statvfs(dir).map_err(|e| io_err(dir, std::io::Error::from(e)))?;
+    let free = u128::from(fs.f_bavail) * u128::from(fs.f_frsize);
+    let need = u128::from(count) * u128::from(MIN_OBJECT_BYTES);
+    if need > free {
+        return Err(Error::invalid(format!(
+            "count: {count} is too large for {}: its objects need at least {need} bytes, the filesystem has {free} free",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// [`write_dataset`] for records that may fail as they come (a generator
+/// streaming its objects, [`crate::generate::objects`]): the first error
+/// ends the writing and is returned, with no file left at `path`.
+pub fn write_dataset_results(
+    path: &Path,
+    records: impl Iterator<Item = Result<(u64, Rect)>>,
+) -> Result<u64> {
+    let mut failure = None;
+    let ok = records.map_while(|r| r.map_err(|e| failure = Some(e)).ok());
+    let written = write_dataset(path, ok);
+    match failure {
+        Some(e) => {
+            // The file was written up to the error: it is not the dataset.
+            let _ = std::fs::remove_file(path);
+            Err(e)
+        }
+        None => written,
+    }
+}
+
 /// Writes `(id, geometry)` objects to `path` in the format of its extension
 /// ([`Format::for_output`]): `.csv` holds their bounding rectangles,
 /// `.geojson`, `.fgb` and `.parquet` the geometries with their ids (GeoJSON
@@ -864,6 +910,29 @@ mod tests {
             let p = format!("x.{}", fmt.extensions()[0]);
             assert_eq!(f(&p).unwrap(), fmt);
             assert_eq!(Format::for_output(Path::new(&p)).is_ok(), fmt.writable());
+        }
+    }
+
+    #[test]
+    fn a_failing_record_stream_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["d.csv", "d.geojson"] {
+            let path = dir.path().join(name);
+            let rect = Rect::new(0.0, 0.0, 1.0, 1.0).unwrap();
+            let records = vec![
+                Ok((0, rect)),
+                Err(Error::invalid("drawn badly")),
+                Ok((2, rect)),
+            ];
+            let e = write_dataset_results(&path, records.into_iter()).unwrap_err();
+            assert!(e.to_string().contains("drawn badly"), "{name}: {e}");
+            assert!(!path.exists(), "{name}: a partial file is left");
+            let good = vec![Ok((0, rect)), Ok((1, rect))];
+            assert_eq!(
+                write_dataset_results(&path, good.into_iter()).unwrap(),
+                2,
+                "{name}"
+            );
         }
     }
 

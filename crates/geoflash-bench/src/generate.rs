@@ -212,20 +212,105 @@ fn in_unit(rng: &mut ChaCha8Rng, d: &Normal<f64>) -> f64 {
 /// Generates the dataset: `count` rectangles, in generation order (ids are positions).
 pub fn generate(p: &GenParams) -> Result<Vec<Rect>> {
     p.validate()?;
-    let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
     // The dataset is held in memory: a count the machine cannot hold fails
     // here, before any work, as bad input.
     let mut rects = reserve::vec_for(p.count, "count")?;
-    match p.distribution {
-        Distribution::Parcel => parcels(p, &mut rng, &mut rects)?,
-        Distribution::Buildings => buildings(p, &mut rng, &mut rects)?,
-        _ => {
-            for (x, y) in points(p, &mut rng)? {
-                rects.push(to_geometry(p, &mut rng, x, y)?);
-            }
-        }
+    for object in objects(p)? {
+        rects.push(object?.1);
     }
     Ok(rects)
+}
+
+/// The dataset of [`generate`] object by object, `(id, rectangle)` in
+/// generation order, without holding it: the same objects, drawn from the
+/// same random stream. Each object is its point and then its shape (a box's
+/// sides, a building's size and aspect), and every point's draws come
+/// before every shape's (so the points of a dataset do not depend on its
+/// geometry), so the shapes draw from a second generator set where the
+/// points end (found by a first pass that draws the points and keeps none).
+/// Memory is constant but for a Thomas process's parents (a
+/// `cluster_size`-th of the count) and for `parcel`, whose partition of the
+/// square is held whole.
+pub fn objects(p: &GenParams) -> Result<Objects> {
+    p.validate()?;
+    let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
+    let source = if p.distribution == Distribution::Parcel {
+        let mut rects = reserve::vec_for(p.count, "count")?;
+        parcels(p, &mut rng, &mut rects)?;
+        Source::Held(rects.into_iter())
+    } else {
+        let mut ahead = Points::new(p, rng.clone())?;
+        for _ in 0..p.count {
+            ahead.next_point();
+        }
+        let sizes = match p.distribution {
+            Distribution::Buildings => Some(building_sizes(p)?),
+            _ => None,
+        };
+        Source::Drawn(Box::new(Drawn {
+            params: p.clone(),
+            points: Points::new(p, rng)?,
+            shapes: ahead.rng,
+            sizes,
+        }))
+    };
+    Ok(Objects {
+        next: 0,
+        count: p.count as u64,
+        source,
+    })
+}
+
+/// The objects of a dataset in generation order ([`objects`]).
+pub struct Objects {
+    next: u64,
+    count: u64,
+    source: Source,
+}
+
+/// Where [`Objects`] takes its objects from.
+enum Source {
+    /// A dataset generated whole (`parcel`).
+    Held(std::vec::IntoIter<Rect>),
+    /// A point process and the shapes' generator.
+    Drawn(Box<Drawn>),
+}
+
+/// The generators of a dataset drawn object by object.
+struct Drawn {
+    params: GenParams,
+    points: Points,
+    shapes: ChaCha8Rng,
+    /// The side lengths of `buildings`.
+    sizes: Option<LogNormal<f64>>,
+}
+
+impl Iterator for Objects {
+    type Item = Result<(u64, Rect)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next == self.count {
+            return None;
+        }
+        let rect = match &mut self.source {
+            Source::Held(rects) => Ok(rects.next()?),
+            Source::Drawn(d) => {
+                let (x, y) = d.points.next_point();
+                match &d.sizes {
+                    Some(size) => building(&d.params, &mut d.shapes, size, x, y),
+                    None => to_geometry(&d.params, &mut d.shapes, x, y),
+                }
+            }
+        };
+        let id = self.next;
+        self.next += 1;
+        Some(rect.map(|r| (id, r)))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = usize::try_from(self.count - self.next).unwrap_or(usize::MAX);
+        (left, Some(left))
+    }
 }
 
 fn to_geometry(p: &GenParams, rng: &mut ChaCha8Rng, x: f64, y: f64) -> Result<Rect> {
@@ -239,58 +324,135 @@ fn to_geometry(p: &GenParams, rng: &mut ChaCha8Rng, x: f64, y: f64) -> Result<Re
     }
 }
 
-fn points(p: &GenParams, rng: &mut ChaCha8Rng) -> Result<Vec<(f64, f64)>> {
-    let n = p.count;
-    let mut out = reserve::vec_for(n, "count")?;
-    match p.distribution {
-        Distribution::Uniform => out.extend((0..n).map(|_| (rng.gen::<f64>(), rng.gen::<f64>()))),
-        Distribution::Gaussian => {
-            let d = normal(0.5, 0.1)?;
-            out.extend((0..n).map(|_| (in_unit(rng, &d), in_unit(rng, &d))));
-        }
-        Distribution::Diagonal => {
-            let d = normal(0.0, (p.buffer / 5.0).max(f64::MIN_POSITIVE))?;
-            for _ in 0..n {
+/// A point process drawn one point at a time.
+enum Process {
+    Uniform,
+    Gaussian(Normal<f64>),
+    Diagonal(Normal<f64>),
+    Bit {
+        digits: u32,
+        probability: f64,
+    },
+    Sierpinski {
+        x: f64,
+        y: f64,
+    },
+    /// The outermost level of a Thomas process: its parents (drawn when the
+    /// process starts) and the children's displacement.
+    Thomas {
+        parents: Vec<(f64, f64)>,
+        d: Normal<f64>,
+    },
+}
+
+/// The points of a distribution, drawn one at a time from `rng`.
+struct Points {
+    process: Process,
+    percentage: f64,
+    rng: ChaCha8Rng,
+}
+
+impl Points {
+    /// The points of `p`'s distribution (not `parcel`, which is no point
+    /// process) drawn from `rng`; a Thomas process draws its parents now.
+    fn new(p: &GenParams, mut rng: ChaCha8Rng) -> Result<Points> {
+        let n = p.count;
+        let process = match p.distribution {
+            Distribution::Uniform => Process::Uniform,
+            Distribution::Gaussian => Process::Gaussian(normal(0.5, 0.1)?),
+            Distribution::Diagonal => {
+                Process::Diagonal(normal(0.0, (p.buffer / 5.0).max(f64::MIN_POSITIVE))?)
+            }
+            Distribution::Bit => Process::Bit {
+                digits: p.digits,
+                probability: p.probability,
+            },
+            Distribution::Sierpinski => Process::Sierpinski { x: 0.0, y: 0.0 },
+            Distribution::Thomas => {
+                thomas_start(&mut rng, n, &[(p.cluster_sigma, p.cluster_size)])?
+            }
+            Distribution::HierThomas | Distribution::Buildings => {
+                thomas_start(&mut rng, n, &hier_levels(p.cluster_sigma, p.cluster_size))?
+            }
+            Distribution::Parcel => {
+                return Err(Error::invalid("internal: parcel is not a point process"))
+            }
+        };
+        Ok(Points {
+            process,
+            percentage: p.percentage,
+            rng,
+        })
+    }
+
+    /// The next point.
+    fn next_point(&mut self) -> (f64, f64) {
+        let rng = &mut self.rng;
+        match &mut self.process {
+            Process::Uniform => (rng.gen::<f64>(), rng.gen::<f64>()),
+            Process::Gaussian(d) => (in_unit(rng, d), in_unit(rng, d)),
+            Process::Diagonal(d) => {
                 let c: f64 = rng.gen();
-                if rng.gen::<f64>() < p.percentage {
-                    out.push((c, c));
+                if rng.gen::<f64>() < self.percentage {
+                    (c, c)
                 } else {
                     let off = d.sample(rng) / std::f64::consts::SQRT_2;
-                    out.push(((c + off).clamp(0.0, 1.0), (c - off).clamp(0.0, 1.0)));
+                    ((c + off).clamp(0.0, 1.0), (c - off).clamp(0.0, 1.0))
                 }
             }
-        }
-        Distribution::Bit => {
-            let coord = |rng: &mut ChaCha8Rng| {
-                (1..=p.digits).fold(0.0, |acc, i| {
-                    if rng.gen::<f64>() < p.probability {
-                        acc + 0.5f64.powi(i as i32)
-                    } else {
-                        acc
-                    }
-                })
-            };
-            out.extend((0..n).map(|_| (coord(rng), coord(rng))));
-        }
-        Distribution::Sierpinski => {
-            let v = [(0.0, 0.0), (1.0, 0.0), (0.5, 3f64.sqrt() / 2.0)];
-            let (mut x, mut y) = (0.0, 0.0);
-            for _ in 0..n {
-                let (vx, vy) = v[rng.gen_range(0..3)];
-                x = (x + vx) / 2.0;
-                y = (y + vy) / 2.0;
-                out.push((x, y));
+            Process::Bit {
+                digits,
+                probability,
+            } => {
+                let coord = |rng: &mut ChaCha8Rng| {
+                    (1..=*digits).fold(0.0, |acc, i| {
+                        if rng.gen::<f64>() < *probability {
+                            acc + 0.5f64.powi(i as i32)
+                        } else {
+                            acc
+                        }
+                    })
+                };
+                (coord(rng), coord(rng))
             }
-        }
-        Distribution::Thomas => thomas(rng, n, &[(p.cluster_sigma, p.cluster_size)], &mut out)?,
-        Distribution::HierThomas => hier_thomas(rng, n, p.cluster_sigma, p.cluster_size, &mut out)?,
-        Distribution::Parcel | Distribution::Buildings => {
-            return Err(Error::invalid(
-                "internal: parcel and buildings are not point processes",
-            ))
+            Process::Sierpinski { x, y } => {
+                let v = [(0.0, 0.0), (1.0, 0.0), (0.5, 3f64.sqrt() / 2.0)];
+                let (vx, vy) = v[rng.gen_range(0..3)];
+                *x = (*x + vx) / 2.0;
+                *y = (*y + vy) / 2.0;
+                (*x, *y)
+            }
+            Process::Thomas { parents, d } => thomas_child(rng, parents, d),
         }
     }
-    Ok(out)
+}
+
+/// The outermost level of a Thomas process of `n` points with `levels`
+/// (see [`thomas`]): its parents drawn now.
+fn thomas_start(rng: &mut ChaCha8Rng, n: usize, levels: &[(f64, f64)]) -> Result<Process> {
+    let Some((&(sigma, size), rest)) = levels.split_first() else {
+        return Ok(Process::Uniform);
+    };
+    let parents_n = ((n as f64 / size).ceil() as usize).max(1);
+    let mut parents = reserve::vec_for(parents_n, "cluster parents")?;
+    thomas(rng, parents_n, rest, &mut parents)?;
+    Ok(Process::Thomas {
+        parents,
+        d: normal(0.0, sigma)?,
+    })
+}
+
+/// One child of a Thomas process: a parent chosen uniformly, displaced by
+/// `d` in x and y (redrawn while outside the square, at most 64 times).
+fn thomas_child(rng: &mut ChaCha8Rng, parents: &[(f64, f64)], d: &Normal<f64>) -> (f64, f64) {
+    let (px, py) = parents[rng.gen_range(0..parents.len())];
+    for _ in 0..64 {
+        let c = (px + d.sample(rng), py + d.sample(rng));
+        if (0.0..=1.0).contains(&c.0) && (0.0..=1.0).contains(&c.1) {
+            return c;
+        }
+    }
+    (px, py)
 }
 
 /// A Thomas process of `n` points, possibly nested. `levels[0] = (σ, size)`:
@@ -305,44 +467,24 @@ fn thomas(
     levels: &[(f64, f64)],
     out: &mut Vec<(f64, f64)>,
 ) -> Result<()> {
-    let Some((&(sigma, size), rest)) = levels.split_first() else {
-        out.extend((0..n).map(|_| (rng.gen::<f64>(), rng.gen::<f64>())));
-        return Ok(());
-    };
-    let parents_n = ((n as f64 / size).ceil() as usize).max(1);
-    let mut parents = reserve::vec_for(parents_n, "cluster parents")?;
-    thomas(rng, parents_n, rest, &mut parents)?;
-    let d = normal(0.0, sigma)?;
-    for _ in 0..n {
-        let (px, py) = parents[rng.gen_range(0..parents.len())];
-        let mut pt = (px, py);
-        for _ in 0..64 {
-            let c = (px + d.sample(rng), py + d.sample(rng));
-            if (0.0..=1.0).contains(&c.0) && (0.0..=1.0).contains(&c.1) {
-                pt = c;
-                break;
-            }
+    match thomas_start(rng, n, levels)? {
+        Process::Thomas { parents, d } => {
+            out.extend((0..n).map(|_| thomas_child(rng, &parents, &d)));
         }
-        out.push(pt);
+        _ => out.extend((0..n).map(|_| (rng.gen::<f64>(), rng.gen::<f64>()))),
     }
     Ok(())
 }
 
-/// Three nested levels: blocks (σ, `cluster_size` objects each) inside towns
-/// (5σ, 10 blocks each) inside regions (25σ, 10 towns each), regions uniform.
-fn hier_thomas(
-    rng: &mut ChaCha8Rng,
-    n: usize,
-    sigma: f64,
-    cluster_size: f64,
-    out: &mut Vec<(f64, f64)>,
-) -> Result<()> {
-    let levels = [
+/// The levels of the hierarchical Thomas process: blocks (σ, `cluster_size`
+/// objects each) inside towns (5σ, 10 blocks each) inside regions (25σ, 10
+/// towns each), regions uniform.
+fn hier_levels(sigma: f64, cluster_size: f64) -> [(f64, f64); 3] {
+    [
         (sigma, cluster_size),
         ((sigma * 5.0).min(1.0), 10.0),
         ((sigma * 25.0).min(1.0), 10.0),
-    ];
-    thomas(rng, n, &levels, out)
+    ]
 }
 
 /// Spider's parcel: split the largest pending box at a random position of its
@@ -389,28 +531,33 @@ fn parcels(p: &GenParams, rng: &mut ChaCha8Rng, out: &mut Vec<Rect>) -> Result<(
     Ok(())
 }
 
-/// Building-like boxes: centres from the hierarchical Thomas process; side
-/// lengths log-normal with median `max_size / 100` and σ = 0.8 (heavy right
-/// tail: a few objects a hundred times the median), aspect ratio in [0.5, 2].
-fn buildings(p: &GenParams, rng: &mut ChaCha8Rng, out: &mut Vec<Rect>) -> Result<()> {
-    let mut centres = reserve::vec_for(p.count, "count")?;
-    hier_thomas(rng, p.count, p.cluster_sigma, p.cluster_size, &mut centres)?;
+/// The side lengths of `buildings`: log-normal with median `max_size / 100`
+/// and σ = 0.8 (heavy right tail: a few objects a hundred times the median).
+fn building_sizes(p: &GenParams) -> Result<LogNormal<f64>> {
     let median = (p.max_size / 100.0).max(1e-9);
-    let size = LogNormal::new(median.ln(), 0.8)
-        .map_err(|e| Error::invalid(format!("log-normal sizes: {e}")))?;
-    for (x, y) in centres {
-        let rect = match p.geometry {
-            GeometryKind::Point => Rect::new(x, y, x, y),
-            GeometryKind::Box => {
-                let s = size.sample(rng).min(p.max_size.max(median));
-                let aspect = 0.5 + 1.5 * rng.gen::<f64>();
-                let (w, h) = (s * aspect.sqrt(), s / aspect.sqrt());
-                Rect::new(x - w / 2.0, y - h / 2.0, x + w / 2.0, y + h / 2.0)
-            }
-        };
-        out.push(rect?);
+    LogNormal::new(median.ln(), 0.8).map_err(|e| Error::invalid(format!("log-normal sizes: {e}")))
+}
+
+/// A building-like box at centre `(x, y)` (centres come from the
+/// hierarchical Thomas process): its side from `size`, at most `max_size`,
+/// its aspect ratio in [0.5, 2].
+fn building(
+    p: &GenParams,
+    rng: &mut ChaCha8Rng,
+    size: &LogNormal<f64>,
+    x: f64,
+    y: f64,
+) -> Result<Rect> {
+    match p.geometry {
+        GeometryKind::Point => Rect::new(x, y, x, y),
+        GeometryKind::Box => {
+            let median = (p.max_size / 100.0).max(1e-9);
+            let s = size.sample(rng).min(p.max_size.max(median));
+            let aspect = 0.5 + 1.5 * rng.gen::<f64>();
+            let (w, h) = (s * aspect.sqrt(), s / aspect.sqrt());
+            Rect::new(x - w / 2.0, y - h / 2.0, x + w / 2.0, y + h / 2.0)
+        }
     }
-    Ok(())
 }
 
 /// The order in which objects are inserted (it decides how much a write buffer absorbs).
@@ -503,6 +650,268 @@ mod tests {
 
     fn gen(d: Distribution, g: GeometryKind, n: usize) -> Vec<Rect> {
         generate(&GenParams::new(d, g, n, 7)).unwrap()
+    }
+
+    /// FNV-1a over the coordinates' bits: a digest of a dataset.
+    fn digest(rects: &[Rect]) -> u64 {
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        for r in rects {
+            for v in [r.min_x(), r.min_y(), r.max_x(), r.max_y()] {
+                for b in v.to_bits().to_le_bytes() {
+                    h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+                }
+            }
+        }
+        h
+    }
+
+    /// The datasets are pinned: the benchmarks and the papers' workloads
+    /// name them by their parameters, so a change to a generator that
+    /// changes its objects changes every result measured on them. The
+    /// digests were taken from the generators that held every point before
+    /// drawing the shapes, before [`objects`] streamed them.
+    #[test]
+    fn generated_datasets_are_pinned() {
+        let pinned = [
+            (
+                Distribution::Uniform,
+                GeometryKind::Point,
+                777,
+                0x9855_a116_7c90_d5ad,
+            ),
+            (
+                Distribution::Uniform,
+                GeometryKind::Point,
+                5000,
+                0xee69_296c_b553_676d,
+            ),
+            (
+                Distribution::Uniform,
+                GeometryKind::Box,
+                777,
+                0xc5b5_3bc9_ad61_1cea,
+            ),
+            (
+                Distribution::Uniform,
+                GeometryKind::Box,
+                5000,
+                0x274c_c9b2_a3c5_3c7f,
+            ),
+            (
+                Distribution::Gaussian,
+                GeometryKind::Point,
+                777,
+                0xc27e_9e0c_ef29_c4dd,
+            ),
+            (
+                Distribution::Gaussian,
+                GeometryKind::Point,
+                5000,
+                0xb029_7b49_be91_f681,
+            ),
+            (
+                Distribution::Gaussian,
+                GeometryKind::Box,
+                777,
+                0x70b8_54f8_acc0_9dd2,
+            ),
+            (
+                Distribution::Gaussian,
+                GeometryKind::Box,
+                5000,
+                0x7fe4_9cc6_b5c6_8599,
+            ),
+            (
+                Distribution::Diagonal,
+                GeometryKind::Point,
+                777,
+                0x499d_7c0b_2135_b809,
+            ),
+            (
+                Distribution::Diagonal,
+                GeometryKind::Point,
+                5000,
+                0x1916_d8a4_dbd8_8b51,
+            ),
+            (
+                Distribution::Diagonal,
+                GeometryKind::Box,
+                777,
+                0x0d52_f1b7_1eda_7f0b,
+            ),
+            (
+                Distribution::Diagonal,
+                GeometryKind::Box,
+                5000,
+                0xd4c3_10ce_7b79_8b21,
+            ),
+            (
+                Distribution::Bit,
+                GeometryKind::Point,
+                777,
+                0xc6d7_4419_b21b_9d21,
+            ),
+            (
+                Distribution::Bit,
+                GeometryKind::Point,
+                5000,
+                0xf619_c367_4088_67f1,
+            ),
+            (
+                Distribution::Bit,
+                GeometryKind::Box,
+                777,
+                0xc549_cce8_4217_bf0f,
+            ),
+            (
+                Distribution::Bit,
+                GeometryKind::Box,
+                5000,
+                0xf5bf_b6ed_6ade_d475,
+            ),
+            (
+                Distribution::Sierpinski,
+                GeometryKind::Point,
+                777,
+                0x9a14_07ce_2680_cdc5,
+            ),
+            (
+                Distribution::Sierpinski,
+                GeometryKind::Point,
+                5000,
+                0x8ecc_5aa9_33b0_a311,
+            ),
+            (
+                Distribution::Sierpinski,
+                GeometryKind::Box,
+                777,
+                0xc085_1d94_8eaa_75df,
+            ),
+            (
+                Distribution::Sierpinski,
+                GeometryKind::Box,
+                5000,
+                0x9c8b_df98_7dc3_8118,
+            ),
+            (
+                Distribution::Parcel,
+                GeometryKind::Point,
+                777,
+                0x07dc_841a_9b2d_9f6d,
+            ),
+            (
+                Distribution::Parcel,
+                GeometryKind::Point,
+                5000,
+                0x7253_e79d_0ce8_b369,
+            ),
+            (
+                Distribution::Parcel,
+                GeometryKind::Box,
+                777,
+                0x50a8_e547_11e0_9789,
+            ),
+            (
+                Distribution::Parcel,
+                GeometryKind::Box,
+                5000,
+                0xed65_7492_a972_c98e,
+            ),
+            (
+                Distribution::Thomas,
+                GeometryKind::Point,
+                777,
+                0x0b0c_7648_8802_85d9,
+            ),
+            (
+                Distribution::Thomas,
+                GeometryKind::Point,
+                5000,
+                0x06d6_b46e_2649_3769,
+            ),
+            (
+                Distribution::Thomas,
+                GeometryKind::Box,
+                777,
+                0x705d_64b0_be88_e191,
+            ),
+            (
+                Distribution::Thomas,
+                GeometryKind::Box,
+                5000,
+                0x294a_d68c_0944_bce2,
+            ),
+            (
+                Distribution::HierThomas,
+                GeometryKind::Point,
+                777,
+                0x02eb_a28a_5a36_78d1,
+            ),
+            (
+                Distribution::HierThomas,
+                GeometryKind::Point,
+                5000,
+                0x22db_1450_2591_c2b5,
+            ),
+            (
+                Distribution::HierThomas,
+                GeometryKind::Box,
+                777,
+                0x72ea_b656_3e18_bd67,
+            ),
+            (
+                Distribution::HierThomas,
+                GeometryKind::Box,
+                5000,
+                0x51a2_bc0c_0a72_fe28,
+            ),
+            (
+                Distribution::Buildings,
+                GeometryKind::Point,
+                777,
+                0x02eb_a28a_5a36_78d1,
+            ),
+            (
+                Distribution::Buildings,
+                GeometryKind::Point,
+                5000,
+                0x22db_1450_2591_c2b5,
+            ),
+            (
+                Distribution::Buildings,
+                GeometryKind::Box,
+                777,
+                0x251e_29b4_5d85_e7da,
+            ),
+            (
+                Distribution::Buildings,
+                GeometryKind::Box,
+                5000,
+                0x5f8e_f3ba_e7a7_32e0,
+            ),
+        ];
+        for (d, g, n, want) in pinned {
+            assert_eq!(
+                digest(&gen(d, g, n)),
+                want,
+                "{d:?} {g:?} {n}: the dataset changed"
+            );
+        }
+    }
+
+    #[test]
+    fn the_stream_is_the_dataset_and_says_its_length() {
+        for d in ALL {
+            let p = GenParams::new(d, GeometryKind::Box, 1000, 11);
+            let stream = objects(&p).unwrap();
+            assert_eq!(stream.size_hint(), (1000, Some(1000)));
+            let streamed: Vec<(u64, Rect)> = stream.map(Result::unwrap).collect();
+            let whole = generate(&p).unwrap();
+            assert_eq!(streamed.len(), whole.len(), "{d:?}");
+            for (i, (id, r)) in streamed.iter().enumerate() {
+                assert_eq!((*id, *r), (i as u64, whole[i]), "{d:?}");
+            }
+        }
     }
 
     #[test]

@@ -400,12 +400,29 @@ fn cmd_generate(a: GenerateArgs) -> Result<(), Failure> {
     }
     let order: generate::InsertionOrder = a.order.parse()?;
     formats::Format::for_output(&a.out)?;
-    let rects = generate::generate(&params)?;
-    let perm = generate::order(&rects, order, a.seed)?;
-    let records = perm
-        .iter()
-        .filter_map(|&i| rects.get(i).map(|r| (i as u64, *r)));
-    let written = formats::write_dataset(&a.out, records)?;
+    let bar = progress_bar(a.count as u64, "generate");
+    let written = if order == generate::InsertionOrder::AsGenerated {
+        // Object by object: memory does not grow with the count, the disk
+        // bounds it.
+        formats::check_room(&a.out, a.count as u64)?;
+        let objects = generate::objects(&params)?.inspect(|o| {
+            if let Ok((id, _)) = o {
+                if id % 65_536 == 0 {
+                    bar.set_position(*id);
+                }
+            }
+        });
+        formats::write_dataset_results(&a.out, objects)?
+    } else {
+        // Another order needs every object first.
+        let rects = generate::generate(&params)?;
+        let perm = generate::order(&rects, order, a.seed)?;
+        let records = perm
+            .iter()
+            .filter_map(|&i| rects.get(i).map(|r| (i as u64, *r)));
+        formats::write_dataset(&a.out, records)?
+    };
+    bar.finish(written);
     let summary = serde_json::json!({
         "out": a.out.display().to_string(),
         "count": written,
