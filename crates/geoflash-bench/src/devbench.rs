@@ -346,7 +346,7 @@ pub fn replay_trace(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use geoflash::engine::device::{DeviceExt, MemDevice};
+    use geoflash::engine::device::{DeviceExt, DeviceGeometry, MemDevice};
 
     #[test]
     fn counts_what_it_does() {
@@ -382,11 +382,8 @@ mod tests {
     }
 
     impl PageDevice for Budgeted {
-        fn page_size(&self) -> usize {
-            self.inner.page_size()
-        }
-        fn capacity(&self) -> u64 {
-            self.inner.capacity()
+        fn geometry(&self) -> DeviceGeometry {
+            self.inner.geometry()
         }
         fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
             self.inner.read_batch(pages, buf)

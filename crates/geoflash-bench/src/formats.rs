@@ -324,7 +324,7 @@ pub fn write_dataset(path: &Path, records: impl Iterator<Item = (u64, Rect)>) ->
 const MIN_OBJECT_BYTES: u64 = 10;
 
 /// Refuses `count` objects written to `path` when they cannot fit in the
-/// space its filesystem has free (at [`MIN_OBJECT_BYTES`] each, a lower
+/// space its filesystem has free (at `MIN_OBJECT_BYTES` each, a lower
 /// bound): a dataset streamed to a file holds no object in memory, so the
 /// disk is what bounds its size, and a count beyond it is bad input found
 /// before any work, not a full disk found after.

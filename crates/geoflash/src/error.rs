@@ -220,6 +220,23 @@ impl Error {
         }
     }
 
+    /// Checks that `found` is a version this build reads, `oldest` to
+    /// `newest`: [`Error::unsupported_version`] of `what` otherwise (name
+    /// the file with [`in_file`](Self::in_file)).
+    pub fn check_version<V: Into<u64>>(
+        what: &'static str,
+        found: V,
+        oldest: V,
+        newest: V,
+    ) -> Result<(), Error> {
+        let (found, oldest, newest) = (found.into(), oldest.into(), newest.into());
+        if (oldest..=newest).contains(&found) {
+            Ok(())
+        } else {
+            Err(Error::unsupported_version(what, found, oldest, newest))
+        }
+    }
+
     /// Names `path` as the file of a [`Error::Corrupt`] or an
     /// [`Error::UnsupportedVersion`] that names none yet (other errors are
     /// returned as they are: an [`Error::Io`] names its file).

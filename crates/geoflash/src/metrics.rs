@@ -505,24 +505,69 @@ pub struct Stats {
     /// Bytes of page images in the log.
     #[serde(default)]
     pub page_image_bytes: u64,
-    /// eFIND temporal control on writes: Seq chosen.
-    #[serde(default)]
-    pub tc_seq: u64,
-    /// eFIND temporal control on writes: Str chosen.
-    #[serde(default)]
-    pub tc_str: u64,
-    /// eFIND temporal control on writes: Seq ∪ Str chosen.
-    #[serde(default)]
-    pub tc_both: u64,
-    /// eFIND temporal control on writes: fallback to the oldest pages.
-    #[serde(default)]
-    pub tc_fallback: u64,
-    /// eFIND temporal control on reads: flushed pages pre-cached (interleaved reads avoided).
-    #[serde(default)]
-    pub precached: u64,
+    /// eFIND temporal control (`tc_*`, `precached`).
+    #[serde(flatten)]
+    pub temporal_control: TemporalControlCounts,
 
     /// Peak bytes of buffer memory (shared accounting function), a peak, not a sum.
     pub peak_buffer_bytes: u64,
+}
+
+/// What eFIND's temporal control did: the choice of its flushing policy on
+/// writes (the columns `tc_seq`, `tc_str`, `tc_both`, `tc_fallback`) and the
+/// flushed pages it kept for reads (`precached`). Zero for other stores.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemporalControlCounts {
+    /// Writes: the sequential pages (Seq) chosen.
+    #[serde(default, rename = "tc_seq")]
+    pub seq: u64,
+    /// Writes: the strided pages (Str) chosen.
+    #[serde(default, rename = "tc_str")]
+    pub stride: u64,
+    /// Writes: Seq ∪ Str chosen.
+    #[serde(default, rename = "tc_both")]
+    pub both: u64,
+    /// Writes: neither applied, the oldest pages chosen.
+    #[serde(default, rename = "tc_fallback")]
+    pub fallback: u64,
+    /// Reads: flushed pages pre-cached into the read buffer (a read after
+    /// the write avoided).
+    #[serde(default)]
+    pub precached: u64,
+}
+
+impl TemporalControlCounts {
+    fn fields(&mut self) -> [&mut u64; 5] {
+        [
+            &mut self.seq,
+            &mut self.stride,
+            &mut self.both,
+            &mut self.fallback,
+            &mut self.precached,
+        ]
+    }
+
+    /// Flushing choices made on writes (all but `precached`).
+    pub fn write_choices(&self) -> u64 {
+        self.seq + self.stride + self.both + self.fallback
+    }
+
+    /// Adds `other`'s counts (saturating).
+    pub fn add(&mut self, other: &TemporalControlCounts) {
+        let mut other = *other;
+        for (a, b) in self.fields().into_iter().zip(other.fields()) {
+            *a = a.saturating_add(*b);
+        }
+    }
+
+    /// The counts since `before` (saturating at zero).
+    pub fn since(&self, before: &TemporalControlCounts) -> TemporalControlCounts {
+        let (mut now, mut before) = (*self, *before);
+        for (a, b) in now.fields().into_iter().zip(before.fields()) {
+            *a = a.saturating_sub(*b);
+        }
+        now
+    }
 }
 
 /// Adds the counts per level of `from` to `into`, which grows to `from`'s length.
@@ -798,14 +843,10 @@ impl Stats {
             (&mut self.forced_flushes, other.forced_flushes),
             (&mut self.page_images, other.page_images),
             (&mut self.page_image_bytes, other.page_image_bytes),
-            (&mut self.tc_seq, other.tc_seq),
-            (&mut self.tc_str, other.tc_str),
-            (&mut self.tc_both, other.tc_both),
-            (&mut self.tc_fallback, other.tc_fallback),
-            (&mut self.precached, other.precached),
         ] {
             *a = a.saturating_add(b);
         }
+        self.temporal_control.add(&other.temporal_control);
         self.peak_buffer_bytes = self.peak_buffer_bytes.max(other.peak_buffer_bytes);
     }
 

@@ -86,6 +86,7 @@ pub mod device {
         replay_with_progress, ReplaySummary, Trace, TraceDevice, TraceOp,
     };
     pub use crate::storage::{
-        DeviceExt, DeviceStats, IoCounters, PageDevice, PageId, SimCounters, Tier, TierReport,
+        DeviceExt, DeviceGeometry, DeviceStats, IoCounters, PageDevice, PageId, SimCounters, Tier,
+        TierReport,
     };
 }

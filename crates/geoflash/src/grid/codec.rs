@@ -101,14 +101,7 @@ pub fn unframe(id: PageId, page: &[u8]) -> Result<(PageKind, &[u8])> {
         return Err(bad("checksum mismatch".into()));
     }
     // After the checksum, which covers it: a damaged version is damage.
-    if head[4] != VERSION {
-        return Err(Error::unsupported_version(
-            "grid page",
-            head[4],
-            VERSION,
-            VERSION,
-        ));
-    }
+    Error::check_version("grid page", head[4], VERSION, VERSION)?;
     let kind = PageKind::from_u8(head[5])
         .ok_or_else(|| bad(format!("unknown grid page kind {}", head[5])))?;
     Ok((kind, payload))

@@ -41,7 +41,7 @@ impl<L: BucketLayer> std::fmt::Debug for GridFile<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GridFile")
             .field("kind", &L::NAME)
-            .field("device", &self.dev.describe())
+            .field("device", &self.dev)
             .field("root_cells", &self.root.cells.len())
             .field("pages_in_use", &self.alloc.in_use())
             .finish()
@@ -278,14 +278,7 @@ impl<L: BucketLayer> GridFile<L> {
         }
         let mut r = Reader::new(&meta, None);
         let v = r.u32()?;
-        if v != u32::from(META_VERSION) {
-            return Err(Error::unsupported_version(
-                "grid metadata",
-                v,
-                META_VERSION,
-                META_VERSION,
-            ));
-        }
+        Error::check_version("grid metadata", v, u32::from(META_VERSION), u32::from(META_VERSION))?;
         let alloc_next = r.u64()?;
         let root = Grid::decode_from(&mut r, None)?;
         let mut opts = opts;

@@ -86,7 +86,7 @@ impl std::fmt::Debug for Index {
         f.debug_struct("Index")
             .field("dir", &self.dir)
             .field("kind", &self.manifest.kind())
-            .field("device", &self.device.describe())
+            .field("device", &self.device)
             .field("records", &self.len())
             .finish()
     }

@@ -280,15 +280,8 @@ impl Heap {
             ));
         }
         let version = u16::from_le_bytes([head[8], head[9]]);
-        if !(1..=HEAP_FORMAT_VERSION).contains(&version) {
-            return Err(Error::unsupported_version(
-                "object heap",
-                version,
-                1u16,
-                HEAP_FORMAT_VERSION,
-            )
-            .in_file(&self.path));
-        }
+        Error::check_version("object heap", version, 1, HEAP_FORMAT_VERSION)
+            .map_err(|e| e.in_file(&self.path))?;
         let mut rdr = BufReader::with_capacity(1 << 16, &self.file);
         let mut skip = [0u8; FILE_HEADER as usize];
         rdr.read_exact(&mut skip)

@@ -219,9 +219,7 @@ pub fn read(path: &Path) -> Result<Option<Replay>> {
         return Err(bad(0, "header checksum mismatch"));
     }
     let version = u16::from_le_bytes([head[8], head[9]]);
-    if !(1..=VERSION).contains(&version) {
-        return Err(Error::unsupported_version("record-map log", version, 1u16, VERSION).in_file(path));
-    }
+    Error::check_version("record-map log", version, 1, VERSION).map_err(|e| e.in_file(path))?;
     let mut g = [0u8; 8];
     g.copy_from_slice(&head[16..24]);
     let generation = u64::from_le_bytes(g);

@@ -655,14 +655,7 @@ impl Records {
         }
         let mut r = Reader { data, at: 8 };
         let version = r.u16()?;
-        if !(1..=LOGGED_VERSION).contains(&version) {
-            return Err(Error::unsupported_version(
-                "record map",
-                version,
-                1u16,
-                LOGGED_VERSION,
-            ));
-        }
+        Error::check_version("record map", version, 1, LOGGED_VERSION)?;
         r.take(6)?;
         let generation = if version >= 2 { r.u64()? } else { 0 };
         let n = usize::try_from(r.u64()?).map_err(|_| bad("key count too large"))?;

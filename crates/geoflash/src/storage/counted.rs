@@ -1,5 +1,5 @@
 //! [`Counted`]: the one device that counts. It wraps any device, checks
-//! every batch against the device's geometry ([`check_batch`]), times
+//! every batch against the device's geometry ([`DeviceGeometry::check_batch`]), times
 //! reads, writes and syncs, and keeps the host-side counters
 //! ([`IoCounters`]) of the batches that succeeded, as foyer's
 //! `MonitoredIoEngine` does around an I/O engine. The devices themselves
@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use super::counters::IoTracker;
-use super::{check_batch, DeviceExt, DeviceStats, PageDevice, PageId};
+use super::{DeviceExt, DeviceGeometry, DeviceStats, PageDevice, PageId};
 use crate::Result;
 
 /// A device whose batches are checked and counted (see the
@@ -82,8 +82,9 @@ impl<D: PageDevice> Counted<D> {
         len: usize,
         io: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
-        let page_size = self.inner.page_size();
-        check_batch(pages, len, page_size, self.inner.capacity())?;
+        let geometry = self.inner.geometry();
+        geometry.check_batch(pages, len)?;
+        let page_size = geometry.page_size;
         let start = Instant::now();
         io()?;
         let ns = elapsed_ns(start);
@@ -104,12 +105,8 @@ impl<D> Deref for Counted<D> {
 }
 
 impl<D: PageDevice> PageDevice for Counted<D> {
-    fn page_size(&self) -> usize {
-        self.inner.page_size()
-    }
-
-    fn capacity(&self) -> u64 {
-        self.inner.capacity()
+    fn geometry(&self) -> DeviceGeometry {
+        self.inner.geometry()
     }
 
     fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
@@ -132,7 +129,7 @@ impl<D: PageDevice> PageDevice for Counted<D> {
     }
 
     fn trim(&self, pages: &[PageId]) -> Result<()> {
-        check_batch(pages, 0, 0, self.inner.capacity())?;
+        self.inner.geometry().check_pages(pages)?;
         self.inner.trim(pages)?;
         self.tracker().record_trim(pages.len());
         Ok(())

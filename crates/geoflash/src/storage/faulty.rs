@@ -31,7 +31,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{Counted, DeviceExt, DeviceStats, PageDevice, PageId};
+use super::{Counted, DeviceExt, DeviceGeometry, DeviceStats, PageDevice, PageId};
 use crate::{Error, Result};
 
 /// Size of the atomic unit of a torn write: a page tears only at multiples of this.
@@ -394,12 +394,8 @@ impl<D: PageDevice> FaultyIo<D> {
 }
 
 impl<D: PageDevice> PageDevice for FaultyIo<D> {
-    fn page_size(&self) -> usize {
-        self.page_size
-    }
-
-    fn capacity(&self) -> u64 {
-        self.capacity
+    fn geometry(&self) -> DeviceGeometry {
+        DeviceGeometry::new(self.page_size, self.capacity)
     }
 
     fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {

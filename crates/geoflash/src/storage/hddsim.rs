@@ -72,7 +72,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Counted, DeviceExt, DeviceStats, PageDevice, PageId, SimCounters};
+use super::{Counted, DeviceExt, DeviceGeometry, DeviceStats, PageDevice, PageId, SimCounters};
 use crate::units::{check_page_size, parse_size};
 use crate::{Error, Result};
 
@@ -556,12 +556,8 @@ impl HddSimIo {
 }
 
 impl PageDevice for HddSimIo {
-    fn page_size(&self) -> usize {
-        self.page_size
-    }
-
-    fn capacity(&self) -> u64 {
-        self.capacity
+    fn geometry(&self) -> DeviceGeometry {
+        DeviceGeometry::new(self.page_size, self.capacity)
     }
 
     fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {

@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::tier_map::{TierGeometry, TierMapStore};
 pub use super::Tier;
-use super::{check_batch, Counted, DeviceExt, DeviceStats, PageDevice, PageId, SimCounters};
+use super::{Counted, DeviceExt, DeviceGeometry, DeviceStats, PageDevice, PageId, SimCounters};
 use crate::{Error, Result};
 
 /// The spec of a 3D XPoint-like tier on the flash simulator: read 7 µs,
@@ -346,7 +346,7 @@ impl HybridIo {
     /// it ended on (the slow one if the fast tier is full).
     #[cfg(test)]
     pub fn place(&self, p: PageId, tier: Tier) -> Result<Tier> {
-        check_batch(&[p], 0, 0, self.capacity())?;
+        self.geometry().check_pages(&[p])?;
         let ps = self.page_size();
         let mut g = self.lock();
         g.hint.remove(&p);
@@ -449,12 +449,8 @@ fn add_sim(a: Option<SimCounters>, b: Option<SimCounters>) -> Option<SimCounters
 }
 
 impl PageDevice for HybridIo {
-    fn page_size(&self) -> usize {
-        self.slow.page_size()
-    }
-
-    fn capacity(&self) -> u64 {
-        self.slow.capacity()
+    fn geometry(&self) -> DeviceGeometry {
+        self.slow.geometry()
     }
 
     fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
@@ -575,7 +571,7 @@ impl DeviceExt for HybridIo {
     }
 
     fn hint_tier(&self, pages: &[PageId], tier: Tier) -> Result<()> {
-        check_batch(pages, 0, 0, self.capacity())?;
+        self.geometry().check_pages(pages)?;
         let mut g = self.lock();
         for &p in pages {
             g.hint.insert(p, tier);

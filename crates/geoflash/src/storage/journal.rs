@@ -62,7 +62,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use super::{DeviceExt, DeviceStats, PageDevice, PageId};
+use super::{DeviceExt, DeviceGeometry, DeviceStats, PageDevice, PageId};
 use crate::{Error, Result};
 
 const HEADER_MAGIC: [u8; 8] = *b"GFJRNL01";
@@ -141,13 +141,11 @@ pub struct JournaledDevice {
     state: Mutex<State>,
 }
 
+/// Shows as its description with the journal's and whether it is read-only.
 impl std::fmt::Debug for JournaledDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JournaledDevice")
-            .field("inner", &self.inner.describe())
-            .field("journal", &self.journal.describe())
-            .field("read_only", &self.read_only)
-            .finish_non_exhaustive()
+        let ro = if self.read_only { ", read-only" } else { "" };
+        write!(f, "{} with journal {}{ro}", self.describe(), self.journal.describe())
     }
 }
 
@@ -585,11 +583,8 @@ impl JournaledDevice {
 }
 
 impl PageDevice for JournaledDevice {
-    fn page_size(&self) -> usize {
-        self.page_size
-    }
-    fn capacity(&self) -> u64 {
-        self.inner.capacity()
+    fn geometry(&self) -> DeviceGeometry {
+        DeviceGeometry::new(self.page_size, self.inner.capacity())
     }
     fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
         self.inner.read_batch(pages, buf)?;

@@ -2,7 +2,7 @@
 //! only in their process.
 use std::sync::Mutex;
 
-use super::{Counted, DeviceExt, PageDevice, PageId};
+use super::{Counted, DeviceExt, DeviceGeometry, PageDevice, PageId};
 use crate::units::check_page_size;
 use crate::{Error, Result};
 
@@ -56,12 +56,8 @@ impl MemIo {
 }
 
 impl PageDevice for MemIo {
-    fn page_size(&self) -> usize {
-        self.page_size
-    }
-
-    fn capacity(&self) -> u64 {
-        self.capacity
+    fn geometry(&self) -> DeviceGeometry {
+        DeviceGeometry::new(self.page_size, self.capacity)
     }
 
     fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {

@@ -85,16 +85,73 @@ pub struct TierReport {
     pub fallbacks: u64,
 }
 
+/// What a device fixes when it opens: the size of its pages and how many
+/// there are. Batch requests are checked against it ([`check_batch`](Self::check_batch)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceGeometry {
+    /// Size of one page in bytes (a power of two from 512 to 65536).
+    pub page_size: usize,
+    /// Logical capacity in pages: valid page ids are `0..capacity`.
+    pub capacity: u64,
+}
+
+impl DeviceGeometry {
+    /// The geometry of `capacity` pages of `page_size` bytes.
+    pub fn new(page_size: usize, capacity: u64) -> Self {
+        Self {
+            page_size,
+            capacity,
+        }
+    }
+
+    /// Checks a batch request: `buf_len` must hold exactly `pages.len()`
+    /// pages and every page id must be below the capacity.
+    /// [`Counted`] calls this before the device's I/O, so that bad input is
+    /// reported the same way everywhere.
+    pub fn check_batch(&self, pages: &[PageId], buf_len: usize) -> Result<()> {
+        let expected = pages
+            .len()
+            .checked_mul(self.page_size)
+            .ok_or_else(|| Error::invalid("batch too large"))?;
+        if buf_len != expected {
+            return Err(Error::BufferSize {
+                expected,
+                got: buf_len,
+            });
+        }
+        self.check_pages(pages)
+    }
+
+    /// Checks that every page id of a request without data (a trim, a tier
+    /// hint) is below the capacity.
+    pub fn check_pages(&self, pages: &[PageId]) -> Result<()> {
+        match pages.iter().find(|&&p| p >= self.capacity) {
+            Some(&page) => Err(Error::PageOutOfRange {
+                page,
+                capacity: self.capacity,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A device of numbered fixed-size pages: page I/O and geometry. Methods
 /// take `&self`: devices are shared by concurrent readers and synchronise
 /// internally. What a device offers beyond I/O (counters, tiers, the
 /// simulated clock) is its supertrait [`DeviceExt`].
 pub trait PageDevice: DeviceExt + Send + Sync {
+    /// The page size and capacity, fixed when the device opens.
+    fn geometry(&self) -> DeviceGeometry;
+
     /// Size of one page in bytes (a power of two from 512 to 65536).
-    fn page_size(&self) -> usize;
+    fn page_size(&self) -> usize {
+        self.geometry().page_size
+    }
 
     /// Logical capacity in pages: valid page ids are `0..capacity()`.
-    fn capacity(&self) -> u64;
+    fn capacity(&self) -> u64 {
+        self.geometry().capacity
+    }
 
     /// Reads `pages.len()` pages into `buf` (page `i` at `i * page_size`), submitted as one batch.
     fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()>;
@@ -175,29 +232,12 @@ pub trait DeviceExt {
     }
 }
 
-/// Checks a batch request against a device's geometry: buffer length and page ids.
-/// [`Counted`] calls this before the device's I/O, so that bad input is
-/// reported the same way everywhere.
-pub fn check_batch(
-    pages: &[PageId],
-    buf_len: usize,
-    page_size: usize,
-    capacity: u64,
-) -> Result<()> {
-    let expected = pages
-        .len()
-        .checked_mul(page_size)
-        .ok_or_else(|| Error::invalid("batch too large"))?;
-    if buf_len != expected {
-        return Err(Error::BufferSize {
-            expected,
-            got: buf_len,
-        });
+/// A device shows as its one-line description ([`PageDevice::describe`]),
+/// so that structures holding one can derive `Debug`.
+impl std::fmt::Debug for dyn PageDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
     }
-    if let Some(&page) = pages.iter().find(|&&p| p >= capacity) {
-        return Err(Error::PageOutOfRange { page, capacity });
-    }
-    Ok(())
 }
 
 /// Methods of [`DeviceExt`] that forward to another device, inside an
@@ -261,11 +301,8 @@ pub(crate) use forward_device_ext;
 macro_rules! forward_page_device {
     ([$($generics:tt)*] $ptr:ty) => {
         impl<$($generics)*> PageDevice for $ptr {
-            fn page_size(&self) -> usize {
-                (**self).page_size()
-            }
-            fn capacity(&self) -> u64 {
-                (**self).capacity()
+            fn geometry(&self) -> DeviceGeometry {
+                (**self).geometry()
             }
             fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
                 (**self).read_batch(pages, buf)

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use super::{DeviceExt, PageDevice, PageId, Tier};
+use super::{DeviceExt, DeviceGeometry, PageDevice, PageId, Tier};
 use crate::{Error, Result};
 
 /// A device whose writes stay in memory and whose reads see them first.
@@ -35,11 +35,8 @@ impl ImageOverlay {
 }
 
 impl PageDevice for ImageOverlay {
-    fn page_size(&self) -> usize {
-        self.inner.page_size()
-    }
-    fn capacity(&self) -> u64 {
-        self.inner.capacity()
+    fn geometry(&self) -> DeviceGeometry {
+        self.inner.geometry()
     }
     fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
         self.inner.read_batch(pages, buf)?;

@@ -86,19 +86,11 @@ pub struct SavedMap {
 }
 
 /// The two copies of a placement map on a device of their own.
+#[derive(Debug)]
 pub struct TierMapStore {
     device: Arc<dyn PageDevice>,
     geometry: TierGeometry,
     region_pages: u64,
-}
-
-impl std::fmt::Debug for TierMapStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TierMapStore")
-            .field("device", &self.device.describe())
-            .field("geometry", &self.geometry)
-            .finish()
-    }
 }
 
 impl TierMapStore {
@@ -226,14 +218,7 @@ impl TierMapStore {
         let u64_at =
             |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
         let version = u32_at(&head, 8);
-        if version != VERSION {
-            return Err(Error::unsupported_version(
-                "placement map",
-                version,
-                VERSION,
-                VERSION,
-            ));
-        }
+        Error::check_version("placement map", version, VERSION, VERSION)?;
         let n = u64_at(&head, 48);
         if n > self.geometry.fast_limit {
             return Err(bad(format!(

@@ -34,7 +34,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::{DeviceExt, PageDevice, PageId};
+use super::{DeviceExt, DeviceGeometry, PageDevice, PageId};
 use crate::{Error, Result};
 
 /// The first bytes of a trace file.
@@ -252,14 +252,7 @@ impl Trace {
             return Err(corrupt(0, "not a geoflash trace (bad magic)"));
         }
         let version = u16::from_le_bytes(r.array("header")?);
-        if version != TRACE_VERSION {
-            return Err(Error::unsupported_version(
-                "trace",
-                version,
-                TRACE_VERSION,
-                TRACE_VERSION,
-            ));
-        }
+        Error::check_version("trace", version, TRACE_VERSION, TRACE_VERSION)?;
         let flags = u16::from_le_bytes(r.array("header")?);
         if flags & !FLAG_TIMED != 0 {
             return Err(corrupt(10, format!("unknown flags {flags:#x}")));
@@ -475,11 +468,8 @@ fn with_path(e: Error, path: &Path) -> Error {
 }
 
 impl<D: PageDevice> PageDevice for TraceDevice<D> {
-    fn page_size(&self) -> usize {
-        self.inner.page_size()
-    }
-    fn capacity(&self) -> u64 {
-        self.inner.capacity()
+    fn geometry(&self) -> DeviceGeometry {
+        self.inner.geometry()
     }
     fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
         let start = Instant::now();

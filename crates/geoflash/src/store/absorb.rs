@@ -29,11 +29,7 @@ impl Stats {
             forced_flushes,
             page_images,
             page_image_bytes,
-            tc_seq,
-            tc_str,
-            tc_both,
-            tc_fallback,
-            precached,
+            ref temporal_control,
             ref node_reads_by_level,
             ref node_writes_by_level,
             ref times,
@@ -61,11 +57,7 @@ impl Stats {
         self.forced_flushes = self.forced_flushes.saturating_add(forced_flushes);
         self.page_images = self.page_images.saturating_add(page_images);
         self.page_image_bytes = self.page_image_bytes.saturating_add(page_image_bytes);
-        self.tc_seq = self.tc_seq.saturating_add(tc_seq);
-        self.tc_str = self.tc_str.saturating_add(tc_str);
-        self.tc_both = self.tc_both.saturating_add(tc_both);
-        self.tc_fallback = self.tc_fallback.saturating_add(tc_fallback);
-        self.precached = self.precached.saturating_add(precached);
+        self.temporal_control.add(temporal_control);
     }
 }
 

@@ -227,14 +227,7 @@ impl Header {
             return Err(Error::corrupt(Some(0), fmt.bad_magic));
         }
         let version = r.u16()?;
-        if !(1..=HEADER_VERSION).contains(&version) {
-            return Err(Error::unsupported_version(
-                "store header",
-                version,
-                1u16,
-                HEADER_VERSION,
-            ));
-        }
+        Error::check_version("store header", version, 1, HEADER_VERSION)?;
         let with_payload = match r.u8()? {
             0 => false,
             1 => true,

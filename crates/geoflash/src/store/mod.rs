@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::PhaseTimes;
+use crate::metrics::{PhaseTimes, TemporalControlCounts};
 use crate::page::{Entry, Node};
 use crate::storage::PageId;
 use crate::Result;
@@ -160,21 +160,9 @@ pub struct StoreStats {
     /// Flushes forced by the log (its compaction could not free enough).
     #[serde(default)]
     pub forced_flushes: u64,
-    /// eFIND temporal control on writes: Seq chosen.
-    #[serde(default)]
-    pub tc_seq: u64,
-    /// eFIND temporal control on writes: Str chosen.
-    #[serde(default)]
-    pub tc_str: u64,
-    /// eFIND temporal control on writes: Seq ∪ Str chosen.
-    #[serde(default)]
-    pub tc_both: u64,
-    /// eFIND temporal control on writes: fell back to the oldest pages.
-    #[serde(default)]
-    pub tc_fallback: u64,
-    /// eFIND temporal control on reads: flushed pages pre-cached (a read after the write avoided).
-    #[serde(default)]
-    pub precached: u64,
+    /// eFIND temporal control (zero for other stores).
+    #[serde(flatten)]
+    pub temporal_control: TemporalControlCounts,
     /// Node pages read from the device, by node level (index 0 = leaves).
     #[serde(default)]
     pub node_reads_by_level: Vec<u64>,
@@ -233,11 +221,7 @@ impl StoreStats {
             page_images: d(self.page_images, before.page_images),
             page_image_bytes: d(self.page_image_bytes, before.page_image_bytes),
             forced_flushes: d(self.forced_flushes, before.forced_flushes),
-            tc_seq: d(self.tc_seq, before.tc_seq),
-            tc_str: d(self.tc_str, before.tc_str),
-            tc_both: d(self.tc_both, before.tc_both),
-            tc_fallback: d(self.tc_fallback, before.tc_fallback),
-            precached: d(self.precached, before.precached),
+            temporal_control: self.temporal_control.since(&before.temporal_control),
             node_reads_by_level: levels(&self.node_reads_by_level, &before.node_reads_by_level),
             node_writes_by_level: levels(&self.node_writes_by_level, &before.node_writes_by_level),
             times: self.times.since(&before.times),

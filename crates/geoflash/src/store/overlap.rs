@@ -8,7 +8,7 @@
 //! flight. [`read_decoded`] keeps them in flight while it decodes.
 use std::sync::mpsc;
 
-use crate::metrics::{stopwatch_cpu_ns, CpuClockOff};
+use crate::metrics::{stopwatch_cpu_ns, Clock, CpuClockOff, Phase, PhaseTimes};
 use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
 
@@ -29,6 +29,23 @@ const CHUNKS_IN_FLIGHT: usize = 2;
 /// memory has no reads to wait for.
 fn overlaps(device: &dyn PageDevice, pages: usize) -> bool {
     pages >= OVERLAP_MIN && device.sim_clock_ns().is_none() && device.path().is_some()
+}
+
+/// [`read_decoded`] measured as one [`Phase::Read`]: its wall-clock,
+/// CPU (a helper thread's included) and simulated time, for the caller to
+/// add to its counters.
+pub(crate) fn read_decoded_timed<T>(
+    device: &dyn PageDevice,
+    page_size: usize,
+    ids: &[PageId],
+    decode: impl FnMut(&[u8], PageId) -> Result<T>,
+) -> Result<(Vec<T>, PhaseTimes)> {
+    let (read, mut times) = PhaseTimes::measure(Phase::Read, device, || {
+        read_decoded(device, page_size, ids, decode)
+    });
+    let (decoded, helper_cpu) = read?;
+    times.add_ns(Clock::Cpu, Phase::Read, helper_cpu);
+    Ok((decoded, times))
 }
 
 /// Reads the pages `ids` of `device` (`page_size` bytes each) and decodes

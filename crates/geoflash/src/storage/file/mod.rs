@@ -28,7 +28,7 @@ use std::sync::{Mutex, MutexGuard};
 
 #[cfg(test)]
 use super::counted::Dir;
-use super::{Counted, DeviceExt, PageDevice, PageId};
+use super::{Counted, DeviceExt, DeviceGeometry, PageDevice, PageId};
 use crate::units::check_page_size;
 use crate::{Error, Result};
 
@@ -418,12 +418,8 @@ fn has_duplicates(pages: &[PageId]) -> bool {
 }
 
 impl PageDevice for FileIo {
-    fn page_size(&self) -> usize {
-        self.page_size
-    }
-
-    fn capacity(&self) -> u64 {
-        self.capacity
+    fn geometry(&self) -> DeviceGeometry {
+        DeviceGeometry::new(self.page_size, self.capacity)
     }
 
     fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {

@@ -67,7 +67,7 @@ pub use config::{FlashSimConfig, FtlMode, GcPolicy};
 #[cfg(test)]
 pub use config::{CONFIG_KEYS, PRESETS};
 
-use super::{Counted, DeviceExt, DeviceStats, PageDevice, PageId, SimCounters};
+use super::{Counted, DeviceExt, DeviceGeometry, DeviceStats, PageDevice, PageId, SimCounters};
 use crate::units::check_page_size;
 use crate::{Error, Result};
 use flashdbsim::Engine;
@@ -261,12 +261,8 @@ impl FlashSimIo {
 }
 
 impl PageDevice for FlashSimIo {
-    fn page_size(&self) -> usize {
-        self.host_page_size
-    }
-
-    fn capacity(&self) -> u64 {
-        self.capacity
+    fn geometry(&self) -> DeviceGeometry {
+        DeviceGeometry::new(self.host_page_size, self.capacity)
     }
 
     fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {

@@ -200,14 +200,7 @@ impl FlashSimIo {
         if crc32c::crc32c(body) != u32::from_le_bytes(*crc) {
             return Err(corrupt("checksum mismatch"));
         }
-        if version != VERSION {
-            return Err(Error::unsupported_version(
-                "flash simulator image",
-                version,
-                VERSION,
-                VERSION,
-            ));
-        }
+        Error::check_version("flash simulator image", version, VERSION, VERSION)?;
         let header_len = c.u32()? as usize;
         let header: Header = serde_json::from_slice(c.take(header_len)?)
             .map_err(|e| corrupt(format!("bad configuration: {e}")))?;

@@ -15,7 +15,7 @@ use crate::geom::Rect;
 use crate::index::{IndexKind, Predicate, RTree, SplitKind, TreeParams};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
-use crate::storage::{DeviceExt, PageDevice, PageId};
+use crate::storage::{DeviceExt, DeviceGeometry, PageDevice, PageId};
 use crate::store::plain::{PlainConfig, PlainStore};
 use crate::store::NodeStore;
 
@@ -36,18 +36,15 @@ impl Region {
 }
 
 impl PageDevice for Region {
-    fn page_size(&self) -> usize {
-        self.dev.page_size()
-    }
-    fn capacity(&self) -> u64 {
-        self.pages
+    fn geometry(&self) -> DeviceGeometry {
+        DeviceGeometry::new(self.dev.page_size(), self.pages)
     }
     fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> crate::Result<()> {
-        crate::storage::check_batch(pages, buf.len(), PS, self.pages)?;
+        DeviceGeometry::new(PS, self.pages).check_batch(pages, buf.len())?;
         self.dev.read_batch(&self.ids(pages), buf)
     }
     fn write_batch(&self, pages: &[PageId], data: &[u8]) -> crate::Result<()> {
-        crate::storage::check_batch(pages, data.len(), PS, self.pages)?;
+        DeviceGeometry::new(PS, self.pages).check_batch(pages, data.len())?;
         self.dev.write_batch(&self.ids(pages), data)
     }
     fn sync(&self) -> crate::Result<()> {

@@ -484,14 +484,14 @@ fn the_faultless_script_compacts_and_forces_flushes() {
     assert!(e.compactions > 0 && l.compactions > 0, "{e:?} {l:?}");
     assert!(e.page_images > 0, "{e:?}");
     assert!(t.store().stats().flushes > 0);
-    assert!(e.tc_seq + e.tc_str + e.tc_both + e.tc_fallback > 0, "{e:?}");
+    assert!(e.temporal_control.write_choices() > 0, "{e:?}");
     // The store's counters carry the log and eFIND columns into the metrics record.
     let st = t.store().stats();
     assert_eq!((st.log_records, st.log_bytes), (l.records, l.bytes));
     assert_eq!((st.log_syncs, st.compactions), (l.syncs, e.compactions));
     assert_eq!(
-        (st.page_images, st.tc_seq, st.tc_fallback),
-        (e.page_images, e.tc_seq, e.tc_fallback)
+        (st.page_images, st.temporal_control),
+        (e.page_images, e.temporal_control)
     );
     let mut m = crate::metrics::Stats::new("build");
     m.absorb_store(&st);

@@ -442,11 +442,12 @@ impl EfindStore {
         }
         if let Some(tc) = choice.tc {
             let mut inner = self.lock();
+            let counts = &mut inner.estats.temporal_control;
             match tc {
-                TcChoice::Seq => inner.estats.tc_seq += 1,
-                TcChoice::Str => inner.estats.tc_str += 1,
-                TcChoice::Both => inner.estats.tc_both += 1,
-                TcChoice::Fallback => inner.estats.tc_fallback += 1,
+                TcChoice::Seq => counts.seq += 1,
+                TcChoice::Str => counts.stride += 1,
+                TcChoice::Both => counts.both += 1,
+                TcChoice::Fallback => counts.fallback += 1,
             }
         }
         choice.unit
@@ -563,7 +564,7 @@ impl EfindStore {
                 let m = super::meta_of(&node);
                 inner.rb.insert(id, node, m);
                 if recently_read && !cached {
-                    inner.estats.precached += 1;
+                    inner.estats.temporal_control.precached += 1;
                 }
             }
             if let Some(tc) = tc {

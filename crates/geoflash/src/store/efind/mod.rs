@@ -109,6 +109,7 @@ use crate::store::log::{
     ClientLog, Durability, EntryMemo, Log, LogFormat, LogLayout, LogPlacement, LogStats, LsnHorizon, Record,
     RecordKind, RecoveryMode,
 };
+use crate::metrics::TemporalControlCounts;
 use crate::{Error, Result};
 
 #[cfg(test)]
@@ -389,16 +390,9 @@ impl EfindConfig {
 /// eFIND-specific counters (beside [`StoreStats`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EfindStats {
-    /// Temporal control on writes chose Seq.
-    pub tc_seq: u64,
-    /// Temporal control on writes chose Str.
-    pub tc_str: u64,
-    /// Temporal control on writes chose Seq ∪ Str.
-    pub tc_both: u64,
-    /// Temporal control on writes fell back to the input.
-    pub tc_fallback: u64,
-    /// Flushed pages pre-cached into the read buffer because they were in RQ.
-    pub precached: u64,
+    /// What temporal control did.
+    #[serde(flatten)]
+    pub temporal_control: TemporalControlCounts,
     /// Peak bytes of the write buffer.
     pub peak_write_buffer_bytes: u64,
     /// Flushes forced by the log (compaction could not free enough).
@@ -486,7 +480,7 @@ pub struct EfindStore {
 impl std::fmt::Debug for EfindStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EfindStore")
-            .field("device", &self.device.describe())
+            .field("device", &self.device)
             .field("config", &self.config)
             .field("meta", &self.meta)
             .field("buffered_pages", &self.wb.len())
@@ -1125,11 +1119,7 @@ impl NodeStore for EfindStore {
             page_images: e.page_images,
             page_image_bytes: e.page_image_bytes,
             forced_flushes: e.forced_flushes,
-            tc_seq: e.tc_seq,
-            tc_str: e.tc_str,
-            tc_both: e.tc_both,
-            tc_fallback: e.tc_fallback,
-            precached: e.precached,
+            temporal_control: e.temporal_control,
             ..s
         }
     }

@@ -1,14 +1,14 @@
 //! RetrievePage (Alg. 2): the newest version of a page, merging the stored
 //! content (read buffer or device) with the write buffer. NEW pages are
 //! answered without I/O; the read buffer never holds buffered changes.
-use crate::metrics::{Clock, Phase, Stopwatch};
+use crate::metrics::{Phase, Stopwatch};
 use std::sync::Arc;
 
 use super::write_buffer::{merge, Body, Status, WbEntry};
 use super::{EfindStore, ReadBufferMode};
 use crate::page::Node;
 use crate::storage::PageId;
-use crate::store::overlap::read_decoded;
+use crate::store::overlap::read_decoded_timed;
 use crate::store::stored::decode_stored;
 use crate::{Error, Result};
 
@@ -127,18 +127,12 @@ impl EfindStore {
         if missing.is_empty() {
             return Ok(found);
         }
-        let watch = Stopwatch::start(self.device.sim_clock_ns());
-        let (nodes, helper_cpu) =
-            read_decoded(&*self.device, self.page_size, &missing, |page, id| {
+        let (nodes, times) =
+            read_decoded_timed(&*self.device, self.page_size, &missing, |page, id| {
                 decode_stored(page, id, &self.horizon).map(Arc::new)
             })?;
         let mut inner = self.lock();
-        watch.stop(
-            Phase::Read,
-            self.device.sim_clock_ns(),
-            &mut inner.stats.times,
-        );
-        inner.stats.times.add_ns(Clock::Cpu, Phase::Read, helper_cpu);
+        inner.stats.times.add(&times);
         for (&id, node) in missing.iter().zip(nodes) {
             self.adopt(&mut inner, id, &node);
             found.insert(id, node);

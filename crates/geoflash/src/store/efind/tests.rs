@@ -505,7 +505,7 @@ fn small_buffers_flush_one_unit_at_a_time_and_use_temporal_control() {
         }
     }
     let e = t.store().efind_stats();
-    assert!(e.tc_seq + e.tc_str + e.tc_both + e.tc_fallback > 0, "{e:?}");
+    assert!(e.temporal_control.write_choices() > 0, "{e:?}");
     assert!(t.store().write_buffer_bytes() <= 3000 - 600);
 }
 

@@ -103,7 +103,6 @@
 //! node) are: the first is an error (a deleted page is not reused before a
 //! checkpoint), the second drops the row; the log holds an operation's
 //! changes coalesced per page, the table the paper's arrival-ordered lists.
-use crate::metrics::{Clock, Phase, Stopwatch};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -119,7 +118,7 @@ use super::log::{
     PAYLOAD_CODEC_VERSION,
 };
 use super::placement::Placement;
-use super::overlap::read_decoded;
+use super::overlap::read_decoded_timed;
 use super::stored::{decode_stored, open_log};
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::page::{self, Entry, Node};
@@ -330,7 +329,7 @@ pub struct FastStore {
 impl std::fmt::Debug for FastStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FastStore")
-            .field("device", &self.device.describe())
+            .field("device", &self.device)
             .field("log", &self.placement)
             .field("config", &self.config)
             .field("meta", &self.meta)
@@ -772,17 +771,12 @@ impl FastStore {
             // Every node asked for was in memory: no device request.
             return Ok(Vec::new());
         }
-        let watch = Stopwatch::start(self.device.sim_clock_ns());
-        let (nodes, helper_cpu) = read_decoded(&*self.device, self.page_size, ids, |page, id| {
-            decode_stored(page, id, &self.horizon)
-        })?;
+        let (nodes, times) =
+            read_decoded_timed(&*self.device, self.page_size, ids, |page, id| {
+                decode_stored(page, id, &self.horizon)
+            })?;
         let mut inner = self.lock();
-        watch.stop(
-            Phase::Read,
-            self.device.sim_clock_ns(),
-            &mut inner.stats.times,
-        );
-        inner.stats.times.add_ns(Clock::Cpu, Phase::Read, helper_cpu);
+        inner.stats.times.add(&times);
         for node in &nodes {
             inner.stats.record_node_read(node.level);
         }

@@ -79,7 +79,7 @@ pub fn check_automatic_fits(capacity: u64, log_device: &dyn PageDevice) -> Resul
 /// Where a log lives: pages `first_page .. first_page + pages` of `device`.
 /// When `device` is the node device itself, the range must be its tail:
 /// node pages are allocated below `first_page`.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct LogPlacement {
     /// The device holding the log (the node device or a separate one).
     pub device: Arc<dyn PageDevice>,
@@ -87,16 +87,6 @@ pub struct LogPlacement {
     pub first_page: PageId,
     /// Pages of the range.
     pub pages: u64,
-}
-
-impl std::fmt::Debug for LogPlacement {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LogPlacement")
-            .field("device", &self.device.describe())
-            .field("first_page", &self.first_page)
-            .field("pages", &self.pages)
-            .finish()
-    }
 }
 
 impl LogPlacement {

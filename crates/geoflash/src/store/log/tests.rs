@@ -11,7 +11,7 @@ use super::record::{decode, Decoded};
 use super::*;
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
-use crate::storage::{DeviceExt, DeviceStats, PageDevice, PageId};
+use crate::storage::{DeviceExt, DeviceGeometry, DeviceStats, PageDevice, PageId};
 use crate::store::OpId;
 use crate::Error;
 
@@ -573,11 +573,8 @@ struct Recording {
 }
 
 impl PageDevice for Recording {
-    fn page_size(&self) -> usize {
-        self.inner.page_size()
-    }
-    fn capacity(&self) -> u64 {
-        self.inner.capacity()
+    fn geometry(&self) -> DeviceGeometry {
+        self.inner.geometry()
     }
     fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> crate::Result<()> {
         self.inner.read_batch(pages, buf)

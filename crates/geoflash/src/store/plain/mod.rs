@@ -52,12 +52,12 @@ use super::alloc::PageAllocator;
 use super::bulk::{self, BulkBuild, PageFormat};
 use super::checks;
 use super::header::{Format, Header};
-use super::overlap::read_decoded;
+use super::overlap::read_decoded_timed;
 use super::placement::Placement;
 use super::{EntryChange, NodeStore, OpBracket, OpId, StoreStats, TreeMeta};
 use crate::cache::{Cache, EntryMeta, PolicyKind};
 use crate::geom::Rect;
-use crate::metrics::{Clock, Phase, PhaseTimes, Stopwatch};
+use crate::metrics::{Phase, PhaseTimes, Stopwatch};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
@@ -139,7 +139,7 @@ pub struct PlainStore {
 impl std::fmt::Debug for PlainStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PlainStore")
-            .field("device", &self.device.describe())
+            .field("device", &self.device)
             .field("config", &self.config)
             .field("meta", &self.meta)
             .field("next_page", &self.alloc.next_page())
@@ -616,17 +616,11 @@ impl NodeStore for PlainStore {
         missing.dedup();
         if !missing.is_empty() {
             let ps = self.page_size;
-            let (nodes, mut t) = PhaseTimes::measure(Phase::Read, &*self.device, || {
-                read_decoded(&*self.device, ps, &missing, decode_node_page)
-            });
-            let nodes = nodes.map(|(nodes, helper_cpu)| {
-                t.add_ns(Clock::Cpu, Phase::Read, helper_cpu);
-                nodes
-            });
+            let (nodes, t) = read_decoded_timed(&*self.device, ps, &missing, decode_node_page)?;
             let mut read = std::collections::HashMap::with_capacity(missing.len());
             // The batch's time is counted once, with its first node.
             let mut time = Some(t);
-            for (&id, node) in missing.iter().zip(nodes?) {
+            for (&id, node) in missing.iter().zip(nodes) {
                 let t = time.take().unwrap_or_default();
                 read.insert(id, self.adopt(id, node, &t));
             }
