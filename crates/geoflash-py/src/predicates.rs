@@ -15,7 +15,7 @@ use geo::coordinate_position::{CoordPos, CoordinatePosition};
 use geo::dimensions::{Dimensions, HasDimensions};
 use geo::relate::IntersectionMatrix;
 use geo::{
-    Area, BoundingRect, Coord, CoordsIter, Distance, Euclidean, Intersects, Polygon,
+    Area, BoundingRect, Coord, CoordsIter, Distance, Euclidean, Intersects, LineString, Polygon,
     PreparedGeometry, Relate,
 };
 use geoflash_engine::engine::{from_wkb, window_geometry, Error, Geometry, Result};
@@ -352,6 +352,73 @@ pub(crate) fn out_bytes<'py, T: Copy, const N: usize>(
     PyByteArray::new_bound(py, &buf)
 }
 
+/// Polygons of one ring given as their coordinates rather than as WKB
+/// (what shapely's `get_coordinates` and `get_num_coordinates` return,
+/// without writing and reading WKB): geometry `i` is the ring of
+/// `counts[i]` coordinates that follows those of the geometries before
+/// it, or is given otherwise when `counts[i]` is 0.
+#[derive(Default)]
+struct Rings {
+    /// x, y of every ring's coordinates, ring after ring.
+    coords: Vec<f64>,
+    /// Per geometry, its first coordinate (one more: the end); empty when
+    /// no geometry is given this way.
+    starts: Vec<usize>,
+}
+
+impl Rings {
+    /// The rings of `n` geometries from `counts` (native int64, one per
+    /// geometry) and `coords` (native float64 x, y pairs); none when
+    /// neither is given.
+    fn new(counts: Option<&[u8]>, coords: Option<&[u8]>, n: usize) -> Result<Rings> {
+        let (counts, coords) = match (counts, coords) {
+            (None, None) => return Ok(Rings::default()),
+            (Some(a), Some(b)) => (int64s(a, "coordinate count")?, float64s(b, "coordinate")?),
+            _ => {
+                return Err(Error::invalid(
+                    "coordinate counts and coordinates go together: give both or neither",
+                ))
+            }
+        };
+        if counts.len() != n {
+            return Err(Error::invalid(format!(
+                "{} coordinate counts for {n} geometries (expected one each)",
+                counts.len()
+            )));
+        }
+        let mut starts = Vec::with_capacity(n + 1);
+        let mut at = 0usize;
+        starts.push(at);
+        for &c in &counts {
+            let c = usize::try_from(c)
+                .map_err(|_| Error::invalid(format!("negative coordinate count {c}")))?;
+            at = at.saturating_add(c);
+            starts.push(at);
+        }
+        if at.checked_mul(2) != Some(coords.len()) {
+            return Err(Error::invalid(format!(
+                "the coordinate counts add up to {at} coordinates but {} values were given \
+                 (expected x, y of each)",
+                coords.len()
+            )));
+        }
+        Ok(Rings { coords, starts })
+    }
+
+    /// Geometry `i` as a polygon of one ring, if it is given this way.
+    fn polygon(&self, i: usize) -> Option<Geometry> {
+        let (a, b) = (*self.starts.get(i)?, *self.starts.get(i + 1)?);
+        if a == b {
+            return None;
+        }
+        let ring: Vec<Coord> = self.coords[2 * a..2 * b]
+            .chunks_exact(2)
+            .map(|c| Coord { x: c[0], y: c[1] })
+            .collect();
+        Some(Geometry::Polygon(Polygon::new(LineString::from(ring), vec![])))
+    }
+}
+
 /// The input geometries of a bulk query: the WKB of each, borrowed from
 /// its `bytes` object (extracting a `Vec<u8>` would read a Python int per
 /// byte), or None for one that is its box (a point: no WKB to write and
@@ -545,14 +612,18 @@ impl Geometries {
 #[pymethods]
 impl Geometries {
     /// The geometries of entries `ids` (native int64): `wkbs[i]` (WKB) or,
-    /// where None, the box `rects[i]` (native float64 rows `minx, miny,
-    /// maxx, maxy`).
+    /// where None, the polygon of `counts[i]` coordinates of `coords` when
+    /// given and not 0 (see `Rings`), else the box `rects[i]` (native
+    /// float64 rows `minx, miny, maxx, maxy`).
     #[new]
+    #[pyo3(signature = (ids, wkbs, rects, counts=None, coords=None))]
     fn new(
         py: Python<'_>,
         ids: &[u8],
         wkbs: Vec<Option<Bound<'_, PyBytes>>>,
         rects: &[u8],
+        counts: Option<&[u8]>,
+        coords: Option<&[u8]>,
     ) -> PyResult<Geometries> {
         let wkbs: Vec<Option<&[u8]>> = wkbs
             .iter()
@@ -569,14 +640,16 @@ impl Geometries {
                     rects.len() / 4
                 )));
             }
+            let rings = Rings::new(counts, coords, ids.len())?;
             let decode = |i: usize| -> Result<Geometry> {
-                match wkbs[i] {
-                    Some(w) => from_wkb(w, &format!("geometry of entry {}", ids[i])),
-                    None => {
-                        let b = &rects[4 * i..4 * i + 4];
-                        Ok(window_geometry(&Rect::new(b[0], b[1], b[2], b[3])?))
-                    }
+                if let Some(w) = wkbs[i] {
+                    return from_wkb(w, &format!("geometry of entry {}", ids[i]));
                 }
+                if let Some(p) = rings.polygon(i) {
+                    return Ok(p);
+                }
+                let b = &rects[4 * i..4 * i + 4];
+                Ok(window_geometry(&Rect::new(b[0], b[1], b[2], b[3])?))
             };
             let geoms = on_every_core(ids.len(), ids.len() >= PARALLEL_DECODES, |range| {
                 range.map(decode).collect::<Result<Vec<_>>>()

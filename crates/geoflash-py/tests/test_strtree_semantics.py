@@ -177,3 +177,33 @@ def test_nested_polygons_match_strtree():
     nested = pairs(tree.query(inputs, predicate="contains_properly"))
     assert len(nested) > 50  # the shortcut is exercised
     idx.close()
+
+
+def test_rings_wkb_points_and_boxes_mixed_match_strtree():
+    """The index's geometries reach Rust three ways (polygons of one ring as
+    coordinates, points as their box, the rest as WKB) and entries without
+    a geometry count as their box: a series mixing all of them, with None
+    and empty polygons, in an order that is not the rows', answers as
+    STRtree over the same geometries."""
+    rng = np.random.default_rng(4747)
+    base = list(generated_geometries(rng, 300))
+    donuts = [shapely.box(x, y, x + 6, y + 6).difference(shapely.box(x + 2, y + 2, x + 4, y + 4)) for x, y in rng.integers(0, 18, (30, 2))]
+    multis = [shapely.MultiPolygon([shapely.box(x, y, x + 1, y + 1), shapely.box(x + 3, y, x + 4, y + 2)]) for x, y in rng.integers(0, 20, (30, 2))]
+    geoms = np.array(base + donuts + multis + [None, shapely.Polygon(), None], dtype=object)
+    order = rng.permutation(len(geoms))
+    geoms = geoms[order]
+    idx = geoflash.Index.from_geoseries(geoms, None, page_size=512)
+    # Entries without a geometry, ids beyond the series' rows: their boxes.
+    extra = {10_000 + i: (float(x), float(y), float(x + 2), float(y + 1)) for i, (x, y) in enumerate(rng.integers(0, 20, (20, 2)))}
+    for i, b in extra.items():
+        idx.insert(i, b)
+    known = [i for i, g in enumerate(geoms) if g is not None and not shapely.is_empty(g)]
+    tree_geoms = [geoms[i] for i in known] + [shapely.box(*b) for b in extra.values()]
+    tree_ids = known + list(extra)
+    tree = shapely.STRtree(tree_geoms)
+    inputs = generated_geometries(rng, 120)
+    for predicate in PREDICATES:
+        want = sorted((a, tree_ids[b]) for a, b in pairs(tree.query(inputs, predicate=predicate)))
+        assert pairs(idx.query(inputs, predicate=predicate)) == want, predicate
+        assert len(want) > 0 or predicate in ("crosses",), predicate
+    idx.close()

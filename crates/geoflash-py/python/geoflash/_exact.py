@@ -57,6 +57,41 @@ def _wkb_unless_point(geoms: np.ndarray) -> np.ndarray:
     return out
 
 
+#: shapely's type id of a polygon.
+_POLYGON = 3
+
+
+def _encode(geoms: np.ndarray) -> Tuple[List[Optional[bytes]], Optional[bytes], Optional[bytes]]:
+    """The geometries as Rust reads them (``_geoflash.Geometries`` and the
+    refinement's inputs): the polygons of one ring as their coordinates
+    (``counts``, native int64 per geometry, 0 for the others, and
+    ``coords``, native float64 x, y pairs: reading shapely's coordinates
+    costs about half of writing WKB), points as None (Rust takes a point
+    from its box) and every other geometry as WKB. ``counts`` and
+    ``coords`` are None when no geometry is such a polygon."""
+    import shapely
+
+    types = shapely.get_type_id(geoms)
+    simple = np.flatnonzero(types == _POLYGON)
+    counts = np.zeros(len(geoms), dtype=np.int64)
+    if len(simple):
+        polygons = geoms[simple]
+        n = shapely.get_num_coordinates(polygons)
+        # An empty polygon has no ring to give (WKB says it is empty).
+        keep = (n > 0) & (shapely.get_num_interior_rings(polygons) == 0)
+        simple = simple[keep]
+        counts[simple] = n[keep]
+    out = np.full(len(geoms), None, dtype=object)
+    other = types != 0
+    other[simple] = False
+    if other.any():
+        out[other] = shapely.to_wkb(geoms[other], output_dimension=2)
+    if not len(simple):
+        return out.tolist(), None, None
+    coords = np.ascontiguousarray(shapely.get_coordinates(geoms[simple]), dtype=np.float64)
+    return out.tolist(), counts.tobytes(), coords.tobytes()
+
+
 def tree_geometries(index: Any) -> _Geometries:
     """The exact geometries of the index's entries (built on first use and
     kept until the index changes): the shapely geometries given to
@@ -65,20 +100,30 @@ def tree_geometries(index: Any) -> _Geometries:
     cached = getattr(index, "_exact", None)
     if cached is not None:
         return cached
-    import shapely
-
     keys, ids_b, rects = index._core.query_keys(*_WORLD, "intersects")
     ids = np.frombuffer(ids_b, dtype=np.int64)
     geoms = getattr(index, "_geoms", None)
-    if geoms is not None:
-        encoded = np.full(len(ids), None, dtype=object)
-        known = np.flatnonzero((ids >= 0) & (ids < len(geoms)))
-        if len(known):
-            encoded[known] = _wkb_unless_point(geoms[ids[known]])
-        wkbs: List[Optional[bytes]] = encoded.tolist()
-    else:
-        wkbs = index._core.wkb(keys)
-    index._exact = _Geometries(ids_b, wkbs, rects)
+    if geoms is None:
+        index._exact = _Geometries(ids_b, index._core.wkb(keys), rects)
+        return index._exact
+    # shapely reads geometries about 2.5x faster in their own (memory)
+    # order than in the index's: the known ones go to Rust by row, each
+    # with the box of its first entry; entries without one keep their box.
+    boxes = np.frombuffer(rects, dtype=np.float64).reshape(-1, 4)
+    known = (ids >= 0) & (ids < len(geoms))
+    entry_of = np.full(len(geoms), -1, dtype=np.int64)
+    at = np.flatnonzero(known)[::-1]
+    entry_of[ids[at]] = at
+    rows = np.flatnonzero(entry_of >= 0)
+    wkbs, counts, coords = _encode(geoms[rows])
+    unknown = np.flatnonzero(~known)
+    if len(unknown):
+        wkbs += [None] * len(unknown)
+        if counts is not None:
+            counts += bytes(8 * len(unknown))
+    ids_b = np.concatenate([rows, ids[unknown]]).astype(np.int64).tobytes()
+    rects = np.concatenate([boxes[entry_of[rows]], boxes[unknown]]).tobytes()
+    index._exact = _Geometries(ids_b, wkbs, rects, counts, coords)
     return index._exact
 
 
