@@ -156,6 +156,10 @@ impl Pred {
             // ones): decided without the matrix.
             _ => match (nesting(input, tree), prepared) {
                 (Some(n), _) => self.nested_holds(n),
+                // A vertex of the one that must lie in the other strictly
+                // outside it rules the pair out (most pairs whose
+                // boundaries cross): no matrix.
+                (None, _) if self.vertex_rules_out(input, tree) => false,
                 (None, None) => self.matrix_holds(&input.relate(tree)),
                 (None, Some(prepared)) => self.matrix_holds(&prepared.relate(tree)),
             },
@@ -173,6 +177,25 @@ impl Pred {
                 )
                 | (Pred::Within | Pred::CoveredBy, Nesting::InputInTree)
         )
+    }
+
+    /// Is the predicate false because a vertex of the geometry it needs
+    /// inside the other lies strictly outside it (contains, covers and
+    /// contains_properly need every point of the tree geometry in the
+    /// input, within and covered_by every point of the input in the tree
+    /// geometry)? False says nothing; geometries of more than
+    /// [`NESTING_MAX_COORDS`] coordinates are not tested.
+    fn vertex_rules_out(self, input: &Geometry, tree: &Geometry) -> bool {
+        let (outer, inner) = match self {
+            Pred::Contains | Pred::Covers | Pred::ContainsProperly => (input, tree),
+            Pred::Within | Pred::CoveredBy => (tree, input),
+            _ => return false,
+        };
+        outer.coords_count() <= NESTING_MAX_COORDS
+            && inner.coords_count() <= NESTING_MAX_COORDS
+            && inner
+                .coords_iter()
+                .any(|c| outer.coordinate_position(&c) == CoordPos::Outside)
     }
 
     /// Does the DE-9IM matrix `m` of (input, tree) satisfy the predicate?
@@ -415,7 +438,10 @@ impl Rings {
             .chunks_exact(2)
             .map(|c| Coord { x: c[0], y: c[1] })
             .collect();
-        Some(Geometry::Polygon(Polygon::new(LineString::from(ring), vec![])))
+        Some(Geometry::Polygon(Polygon::new(
+            LineString::from(ring),
+            vec![],
+        )))
     }
 }
 
