@@ -142,6 +142,9 @@ impl Pred {
         match (self, prepared) {
             (Pred::Intersects, _) => input.intersects(tree),
             (Pred::Dwithin(d), _) => Euclidean.distance(input, tree) <= d,
+            // Two areas never cross (DE-9IM: crossing needs a dimension
+            // below the other's, or two lines).
+            (Pred::Crosses, _) if is_area(input) && is_area(tree) => false,
             // Each of the others implies that the two share a point: the
             // cheap test first spares the DE-9IM matrix of most pairs.
             (_, _) if !input.intersects(tree) => false,
@@ -228,6 +231,15 @@ fn areal_parts(g: &Geometry) -> Option<&[Polygon]> {
         Geometry::MultiPolygon(mp) => Some(&mp.0),
         _ => None,
     }
+}
+
+/// Is `g` a polygon or multipolygon whose every part has positive area?
+/// Its interior is then two-dimensional, and so is the intersection of
+/// that interior with the other geometry's interior or exterior, whatever
+/// that geometry is: the dimension the DE-9IM predicates read for it.
+fn is_area(g: &Geometry) -> bool {
+    areal_parts(g)
+        .is_some_and(|parts| !parts.is_empty() && parts.iter().all(|p| p.unsigned_area() > 0.0))
 }
 
 /// Does a vertex of a part of positive area of `b` lie strictly inside
