@@ -148,6 +148,21 @@ impl Pred {
             // Each of the others implies that the two share a point: the
             // cheap test first spares the DE-9IM matrix of most pairs.
             (_, _) if !input.intersects(tree) => false,
+            _ => self
+                .point_holds(input, tree)
+                .unwrap_or_else(|| self.holds_between_intersecting(input, prepared, tree)),
+        }
+    }
+
+    /// [`holds`](Self::holds) for two intersecting geometries, neither a
+    /// point that [`point_holds`](Self::point_holds) decides.
+    fn holds_between_intersecting<'a>(
+        self,
+        input: &Geometry,
+        prepared: Option<&PreparedGeometry<'a, &'a Geometry>>,
+        tree: &Geometry,
+    ) -> bool {
+        match (self, prepared) {
             (_, _) if input == tree => self.matrix_holds(&equal_matrix(input)),
             // Two areas whose interiors share a point do not touch: found
             // by a vertex strictly inside the other area, this spares the
@@ -180,6 +195,31 @@ impl Pred {
                 )
                 | (Pred::Within | Pred::CoveredBy, Nesting::InputInTree)
         )
+    }
+
+    /// The predicate for a pair of which one is a point, from where the
+    /// point lies in the other (interior, boundary, exterior): within and
+    /// contains ask for the interior, covered_by and covers for not the
+    /// exterior, touches for the boundary, and a point overlaps and
+    /// crosses nothing (both need a point of its interior outside the
+    /// other). None when neither is a point, or when the point must hold
+    /// the other (left to the matrix).
+    fn point_holds(self, input: &Geometry, tree: &Geometry) -> Option<bool> {
+        let (point, other, point_is_input) = match (input, tree) {
+            (Geometry::Point(p), g) => (p, g, true),
+            (g, Geometry::Point(p)) => (p, g, false),
+            _ => return None,
+        };
+        let pos = other.coordinate_position(&point.0);
+        Some(match (self, point_is_input) {
+            (Pred::Touches, _) => pos == CoordPos::OnBoundary,
+            (Pred::Overlaps | Pred::Crosses, _) => false,
+            (Pred::Within, true) | (Pred::Contains | Pred::ContainsProperly, false) => {
+                pos == CoordPos::Inside
+            }
+            (Pred::CoveredBy, true) | (Pred::Covers, false) => pos != CoordPos::Outside,
+            _ => return None,
+        })
     }
 
     /// Is the predicate false because a vertex of the geometry it needs
