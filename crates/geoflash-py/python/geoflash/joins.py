@@ -230,7 +230,11 @@ def _with_missing(keep: np.ndarray, other: np.ndarray, count: int, extra: Option
     """``keep`` (sorted positions of the side whose rows all stay) with
     every absent position ``0..count-1`` inserted in order, paired with -1
     in ``other`` (and NaN in ``extra``)."""
-    missing = np.setdiff1d(np.arange(count, dtype=np.int64), keep, assume_unique=False)
+    # A mask, not setdiff1d: that one hashes or sorts both arrays (a third
+    # of a left join of 1 M rows).
+    present = np.zeros(count, dtype=bool)
+    present[keep] = True
+    missing = np.flatnonzero(~present)
     at = np.searchsorted(keep, missing)
     keep = np.insert(keep, at, missing)
     other = np.insert(other, at, -1)
