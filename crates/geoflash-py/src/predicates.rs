@@ -500,10 +500,12 @@ impl Rings {
 /// The input geometries of a bulk query: the WKB of each, borrowed from
 /// its `bytes` object (extracting a `Vec<u8>` would read a Python int per
 /// byte), or None for one that is its box (a point: no WKB to write and
-/// read), and the inputs' boxes (native float64 rows).
+/// read) or one given as a ring ([`Rings`]), and the inputs' boxes
+/// (native float64 rows).
 struct Inputs<'a> {
     wkbs: Vec<Option<&'a [u8]>>,
     boxes: Vec<f64>,
+    rings: Rings,
 }
 
 impl<'a> Inputs<'a> {
@@ -516,7 +518,15 @@ impl<'a> Inputs<'a> {
                 .map(|w| w.as_ref().map(|b| b.as_bytes()))
                 .collect(),
             boxes,
+            rings: Rings::default(),
         })
+    }
+
+    /// The inputs whose WKB is None given as rings by `counts` and
+    /// `coords` where they are (see [`Rings`]).
+    fn with_rings(mut self, counts: Option<&[u8]>, coords: Option<&[u8]>) -> Result<Self> {
+        self.rings = Rings::new(counts, coords, self.wkbs.len())?;
+        Ok(self)
     }
 
     /// How many inputs.
@@ -524,17 +534,18 @@ impl<'a> Inputs<'a> {
         self.wkbs.len()
     }
 
-    /// Input `i`, decoded.
+    /// Input `i`, decoded: its WKB, its ring, or its box.
     fn geometry(&self, i: usize) -> Result<Geometry> {
-        match self.wkbs[i] {
-            Some(w) => from_wkb(w, &format!("input geometry {i}")),
-            None => {
-                let b = self.boxes.get(4 * i..4 * i + 4).ok_or_else(|| {
-                    Error::invalid(format!("input geometry {i} has neither WKB nor a box"))
-                })?;
-                Ok(window_geometry(&Rect::new(b[0], b[1], b[2], b[3])?))
-            }
+        if let Some(w) = self.wkbs[i] {
+            return from_wkb(w, &format!("input geometry {i}"));
         }
+        if let Some(p) = self.rings.polygon(i) {
+            return Ok(p);
+        }
+        let b = self.boxes.get(4 * i..4 * i + 4).ok_or_else(|| {
+            Error::invalid(format!("input geometry {i} has neither WKB nor a box"))
+        })?;
+        Ok(window_geometry(&Rect::new(b[0], b[1], b[2], b[3])?))
     }
 
     /// Every input, decoded.
@@ -758,7 +769,9 @@ impl Geometries {
     /// the pairs where `predicate(input, entry)` holds, by input then by
     /// id. Many candidates are refined on every core, the inputs in
     /// contiguous shares.
-    #[pyo3(signature = (inputs, offsets, ids, predicate, distance=None, boxes=None))]
+    /// `counts` and `coords` give inputs whose WKB is None as rings (see
+    /// `Rings`; `_exact._encode` writes all three).
+    #[pyo3(signature = (inputs, offsets, ids, predicate, distance=None, boxes=None, counts=None, coords=None))]
     #[allow(clippy::too_many_arguments)] // the Python call's arguments
     fn refine<'py>(
         &self,
@@ -769,9 +782,13 @@ impl Geometries {
         predicate: &str,
         distance: Option<f64>,
         boxes: Option<&[u8]>,
+        counts: Option<&[u8]>,
+        coords: Option<&[u8]>,
     ) -> PyResult<Bound<'py, PyByteArray>> {
         let p = Pred::parse(predicate, distance).map_err(to_py)?;
-        let inputs = Inputs::new(&inputs, boxes).map_err(to_py)?;
+        let inputs = Inputs::new(&inputs, boxes)
+            .and_then(|i| i.with_rings(counts, coords))
+            .map_err(to_py)?;
         let (mut left, right) = py
             .allow_threads(|| -> Result<(Vec<i64>, Vec<i64>)> {
                 let ids = int64s(ids, "id")?;

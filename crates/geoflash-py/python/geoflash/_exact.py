@@ -149,6 +149,7 @@ class _Inputs:
         self._kept = geoms[ok]
         self.boxes = np.ascontiguousarray(shapely.bounds(self._kept), dtype=np.float64).reshape(-1, 4)
         self._wkbs: Optional[List[Optional[bytes]]] = None
+        self._encoded: Optional[Tuple[List[Optional[bytes]], Optional[bytes], Optional[bytes]]] = None
 
     def __len__(self) -> int:
         """How many inputs are kept (neither missing nor empty)."""
@@ -162,6 +163,14 @@ class _Inputs:
         if self._wkbs is None:
             self._wkbs = _wkb_unless_point(self._kept).tolist()
         return self._wkbs
+
+    @property
+    def encoded(self) -> Tuple[List[Optional[bytes]], Optional[bytes], Optional[bytes]]:
+        """The kept inputs as the refinement reads them (see _encode:
+        polygons of one ring as coordinates), written on first use."""
+        if self._encoded is None:
+            self._encoded = _encode(self._kept)
+        return self._encoded
 
     def pairs(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         """The answer in shapely's layout: the entry ids for a scalar input,
@@ -216,9 +225,9 @@ def query(index: Any, geometry: Any, predicate: Optional[str], distance: Any) ->
     # while this one writes the WKB of the entries (on first use) and of the
     # inputs, which shapely writes holding the GIL.
     candidates = _overlapped(len(inputs), index._core.query_batch, boxes.tobytes(), _FILTER.get(predicate, "intersects"))
-    tree, wkbs = tree_geometries(index), inputs.wkbs
+    tree, (wkbs, counts, coords) = tree_geometries(index), inputs.encoded
     offsets_b, ids_b = candidates()
-    found = tree.refine(wkbs, bytes(offsets_b), bytes(ids_b), predicate, d, inputs.boxes.tobytes())
+    found = tree.refine(wkbs, bytes(offsets_b), bytes(ids_b), predicate, d, inputs.boxes.tobytes(), counts, coords)
     return inputs.sorted_pairs(np.frombuffer(found, dtype=np.int64).reshape(2, -1))
 
 

@@ -110,7 +110,14 @@ class Core:
 class Geometries:
     """Exact geometries of an index's entries by id (see geoflash._exact)."""
 
-    def __init__(self, ids: bytes, wkbs: List[Optional[bytes]], rects: bytes) -> None: ...
+    def __init__(
+        self,
+        ids: bytes,
+        wkbs: List[Optional[bytes]],
+        rects: bytes,
+        counts: Optional[bytes] = None,
+        coords: Optional[bytes] = None,
+    ) -> None: ...
     def __len__(self) -> int: ...
     def refine(
         self,
@@ -120,6 +127,8 @@ class Geometries:
         predicate: str,
         distance: Optional[float] = None,
         boxes: Optional[bytes] = None,
+        counts: Optional[bytes] = None,
+        coords: Optional[bytes] = None,
     ) -> bytearray: ...
     def kth_distance(
         self,
