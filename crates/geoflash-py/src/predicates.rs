@@ -133,54 +133,52 @@ impl Pred {
 
     /// Does `p(input, tree)` hold?
     /// `prepared` is the input prepared for DE-9IM ([`Pred::uses_relate`]).
+    /// Cheap tests decide most pairs before the DE-9IM matrix.
     fn holds<'a>(
         self,
         input: &Geometry,
         prepared: Option<&PreparedGeometry<'a, &'a Geometry>>,
         tree: &Geometry,
     ) -> bool {
-        match (self, prepared) {
-            (Pred::Intersects, _) => input.intersects(tree),
-            (Pred::Dwithin(d), _) => Euclidean.distance(input, tree) <= d,
+        match self {
+            Pred::Intersects => return input.intersects(tree),
+            Pred::Dwithin(d) => return Euclidean.distance(input, tree) <= d,
             // Two areas never cross (DE-9IM: crossing needs a dimension
             // below the other's, or two lines).
-            (Pred::Crosses, _) if is_area(input) && is_area(tree) => false,
-            // Each of the others implies that the two share a point: the
-            // cheap test first spares the DE-9IM matrix of most pairs.
-            (_, _) if !input.intersects(tree) => false,
-            _ => self
-                .point_holds(input, tree)
-                .unwrap_or_else(|| self.holds_between_intersecting(input, prepared, tree)),
+            Pred::Crosses if is_area(input) && is_area(tree) => return false,
+            _ => {}
         }
-    }
-
-    /// [`holds`](Self::holds) for two intersecting geometries, neither a
-    /// point that [`point_holds`](Self::point_holds) decides.
-    fn holds_between_intersecting<'a>(
-        self,
-        input: &Geometry,
-        prepared: Option<&PreparedGeometry<'a, &'a Geometry>>,
-        tree: &Geometry,
-    ) -> bool {
-        match (self, prepared) {
-            (_, _) if input == tree => self.matrix_holds(&equal_matrix(input)),
-            // Two areas whose interiors share a point do not touch: found
-            // by a vertex strictly inside the other area, this spares the
-            // matrix of most overlapping pairs (the only ones left after
-            // the test above), which `touches` computed for every one.
-            (Pred::Touches, _) if interiors_meet(input, tree) => false,
-            // One simple polygon inside the other without their boundaries
-            // meeting (most pairs of a join of small polygons with large
-            // ones): decided without the matrix.
-            _ => match (nesting(input, tree), prepared) {
-                (Some(n), _) => self.nested_holds(n),
-                // A vertex of the one that must lie in the other strictly
-                // outside it rules the pair out (most pairs whose
-                // boundaries cross): no matrix.
-                (None, _) if self.vertex_rules_out(input, tree) => false,
-                (None, None) => self.matrix_holds(&input.relate(tree)),
-                (None, Some(prepared)) => self.matrix_holds(&prepared.relate(tree)),
-            },
+        // Each of the others implies that the two share a point.
+        if !input.intersects(tree) {
+            return false;
+        }
+        if let Some(answer) = self.point_holds(input, tree) {
+            return answer;
+        }
+        if input == tree {
+            return self.matrix_holds(&equal_matrix(input));
+        }
+        // Two areas whose interiors share a point do not touch: found by a
+        // vertex strictly inside the other area, this spares the matrix of
+        // most overlapping pairs (the only ones left after the tests
+        // above), which `touches` computed for every one.
+        if matches!(self, Pred::Touches) && interiors_meet(input, tree) {
+            return false;
+        }
+        // One simple polygon inside the other without their boundaries
+        // meeting (most pairs of a join of small polygons with large
+        // ones).
+        if let Some(n) = nesting(input, tree) {
+            return self.nested_holds(n);
+        }
+        // A vertex of the one that must lie in the other strictly outside
+        // it (most pairs whose boundaries cross).
+        if self.vertex_rules_out(input, tree) {
+            return false;
+        }
+        match prepared {
+            None => self.matrix_holds(&input.relate(tree)),
+            Some(prepared) => self.matrix_holds(&prepared.relate(tree)),
         }
     }
 
