@@ -411,6 +411,42 @@ pub(crate) fn float64s(bytes: &[u8], what: &str) -> Result<Vec<f64>> {
         .collect())
 }
 
+/// The positions of `keys` (native int64, each in `0..bound`) in the
+/// order of their keys, equal keys in their order (a stable sort): one
+/// counting pass, where a comparison sort of a join's million pairs took a
+/// twentieth of the join. Native int64.
+#[pyfunction]
+pub(crate) fn stable_order_by_key<'py>(
+    py: Python<'py>,
+    keys: &[u8],
+    bound: usize,
+) -> PyResult<Bound<'py, PyByteArray>> {
+    let order = py
+        .allow_threads(|| -> Result<Vec<i64>> {
+            let keys = int64s(keys, "key")?;
+            let mut start = vec![0usize; bound + 1];
+            for &k in &keys {
+                let slot = usize::try_from(k)
+                    .ok()
+                    .filter(|&k| k < bound)
+                    .ok_or_else(|| Error::invalid(format!("key {k} is not in 0..{bound}")))?;
+                start[slot + 1] += 1;
+            }
+            for i in 0..bound {
+                start[i + 1] += start[i];
+            }
+            let mut order = vec![0i64; keys.len()];
+            for (position, &k) in keys.iter().enumerate() {
+                let at = &mut start[k as usize];
+                order[*at] = position as i64;
+                *at += 1;
+            }
+            Ok(order)
+        })
+        .map_err(to_py)?;
+    Ok(out_bytes(py, &order, i64::to_ne_bytes))
+}
+
 /// A `bytearray` of native-endian values (NumPy's `frombuffer` reads it
 /// without a copy, writable).
 pub(crate) fn out_bytes<'py, T: Copy, const N: usize>(

@@ -175,3 +175,17 @@ def test_helsinki_buildings_match_geopandas():
         same(geoflash.sjoin(buildings, buildings.rename(columns={"lid": "rid"}), how=how, predicate="touches"), want, how)
         kw = dict(how=how, distance_col="d", max_distance=50)
         same(geoflash.sjoin_nearest(buildings, points, **kw), geopandas.sjoin_nearest(buildings, points, **kw), how)
+
+
+def test_stable_order_by_key_is_a_stable_argsort():
+    """The counting sort the flipped joins use: numpy's stable argsort on
+    keys with many repeats, and a key out of range refused."""
+    from geoflash._geoflash import stable_order_by_key
+
+    rng = np.random.default_rng(8)
+    for n, bound in ((0, 1), (1, 1), (1000, 7), (5000, 5000)):
+        keys = rng.integers(0, bound, n).astype(np.int64)
+        got = np.frombuffer(stable_order_by_key(keys.tobytes(), bound), dtype=np.int64)
+        assert got.tolist() == np.argsort(keys, kind="stable").tolist()
+    with pytest.raises(geoflash.RTreeError, match="not in 0..3"):
+        stable_order_by_key(np.array([0, 3], dtype=np.int64).tobytes(), 3)

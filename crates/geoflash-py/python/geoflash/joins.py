@@ -21,6 +21,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ._exact import PREDICATES
+from ._geoflash import stable_order_by_key as _stable_order_by_key
 from .spatial_index import Index
 
 #: The values of ``how``.
@@ -117,9 +118,9 @@ def predicate_pairs(
         finally:
             index.close()
         # By right then left position: a stable sort by left alone makes it
-        # by left then right.
+        # by left then right (a counting sort in Rust: the keys are positions).
         r, l = found[0], found[1]
-        order = np.argsort(l, kind="stable")
+        order = np.frombuffer(_stable_order_by_key(l.astype(np.int64).tobytes(), len(left_geoms)), dtype=np.int64)
         return l[order], r[order]
     index = Index.from_geoseries(right_geoms)
     try:
