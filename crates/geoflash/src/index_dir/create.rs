@@ -63,7 +63,7 @@ impl Index {
     ) -> Result<Index> {
         opts.structure.check_bulk_load()?;
         Index::staged_or_temporary(dir, opts, |at| {
-            Index::bulk_load_in(at, opts, items, method, fill)
+            Index::bulk_load_at(at, None, opts, items, method, fill)
         })
     }
 
@@ -103,19 +103,9 @@ impl Index {
         }
     }
 
-    /// [`Index::bulk_load`] with its files in `dir` as it is.
-    pub(super) fn bulk_load_in(
-        dir: Option<&Path>,
-        opts: &IndexOptions,
-        items: Vec<(u64, Rect)>,
-        method: BulkMethod,
-        fill: f64,
-    ) -> Result<Index> {
-        Index::bulk_load_at(dir, None, opts, items, method, fill)
-    }
-
-    /// [`Index::bulk_load_in`] on `device` when given (see [`Index::create_at`]).
-    fn bulk_load_at(
+    /// [`Index::bulk_load`] with its files in `dir` as it is (no staging),
+    /// on `device` when given (see [`Index::create_at`]).
+    pub(super) fn bulk_load_at(
         dir: Option<&Path>,
         device: Option<Arc<dyn PageDevice>>,
         opts: &IndexOptions,

@@ -42,7 +42,7 @@ impl Index {
             .collect::<Result<Vec<_>>>()?;
         opts.structure.check_bulk_load()?;
         Index::staged(dir, opts, |staging| {
-            let mut index = Index::bulk_load_in(Some(staging), opts, items, method, fill)?;
+            let mut index = Index::bulk_load_at(Some(staging), None, opts, items, method, fill)?;
             let heap = index.objects_mut()?;
             for (id, g) in objects {
                 heap.put(*id, &[], g)?;
