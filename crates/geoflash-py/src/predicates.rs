@@ -531,6 +531,29 @@ impl Rings {
     }
 }
 
+/// Geometry `i` of a batch as Python hands it over: its WKB when given,
+/// else its ring when `rings` has one, else its box (`boxes`: native
+/// float64 rows, a point or a degenerate box as what it is). `what` names
+/// the geometry in errors.
+fn decode(
+    wkb: Option<&[u8]>,
+    rings: &Rings,
+    boxes: &[f64],
+    i: usize,
+    what: impl Fn() -> String,
+) -> Result<Geometry> {
+    if let Some(w) = wkb {
+        return from_wkb(w, &what());
+    }
+    if let Some(p) = rings.polygon(i) {
+        return Ok(p);
+    }
+    let b = boxes
+        .get(4 * i..4 * i + 4)
+        .ok_or_else(|| Error::invalid(format!("{} has neither WKB nor a box", what())))?;
+    Ok(window_geometry(&Rect::new(b[0], b[1], b[2], b[3])?))
+}
+
 /// The input geometries of a bulk query: the WKB of each, borrowed from
 /// its `bytes` object (extracting a `Vec<u8>` would read a Python int per
 /// byte), or None for one that is its box (a point: no WKB to write and
@@ -568,18 +591,11 @@ impl<'a> Inputs<'a> {
         self.wkbs.len()
     }
 
-    /// Input `i`, decoded: its WKB, its ring, or its box.
+    /// Input `i`, decoded ([`decode`]).
     fn geometry(&self, i: usize) -> Result<Geometry> {
-        if let Some(w) = self.wkbs[i] {
-            return from_wkb(w, &format!("input geometry {i}"));
-        }
-        if let Some(p) = self.rings.polygon(i) {
-            return Ok(p);
-        }
-        let b = self.boxes.get(4 * i..4 * i + 4).ok_or_else(|| {
-            Error::invalid(format!("input geometry {i} has neither WKB nor a box"))
-        })?;
-        Ok(window_geometry(&Rect::new(b[0], b[1], b[2], b[3])?))
+        decode(self.wkbs[i], &self.rings, &self.boxes, i, || {
+            format!("input geometry {i}")
+        })
     }
 
     /// Every input, decoded.
@@ -764,18 +780,13 @@ impl Geometries {
                 )));
             }
             let rings = Rings::new(counts, coords, ids.len())?;
-            let decode = |i: usize| -> Result<Geometry> {
-                if let Some(w) = wkbs[i] {
-                    return from_wkb(w, &format!("geometry of entry {}", ids[i]));
-                }
-                if let Some(p) = rings.polygon(i) {
-                    return Ok(p);
-                }
-                let b = &rects[4 * i..4 * i + 4];
-                Ok(window_geometry(&Rect::new(b[0], b[1], b[2], b[3])?))
+            let entry = |i: usize| -> Result<Geometry> {
+                decode(wkbs[i], &rings, &rects, i, || {
+                    format!("geometry of entry {}", ids[i])
+                })
             };
             let geoms = on_every_core(ids.len(), ids.len() >= PARALLEL_DECODES, |range| {
-                range.map(decode).collect::<Result<Vec<_>>>()
+                range.map(entry).collect::<Result<Vec<_>>>()
             })?
             .into_iter()
             .flatten()

@@ -45,34 +45,24 @@ def _grow(boxes: np.ndarray, d: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(boxes + np.outer(pad, [-1.0, -1.0, 1.0, 1.0]))
 
 
-def _wkb_unless_point(geoms: np.ndarray) -> np.ndarray:
-    """The WKB of each geometry, None for a point: Rust takes a point from
-    its box (the entry's, or the input's), sparing the WKB of each."""
-    import shapely
-
-    out = np.full(len(geoms), None, dtype=object)
-    other = np.flatnonzero(shapely.get_type_id(geoms) != 0)
-    if len(other):
-        out[other] = shapely.to_wkb(geoms[other], output_dimension=2)
-    return out
-
-
 #: shapely's type id of a polygon.
 _POLYGON = 3
 
 
-def _encode(geoms: np.ndarray) -> Tuple[List[Optional[bytes]], Optional[bytes], Optional[bytes]]:
+def _encode(geoms: np.ndarray, rings: bool = True) -> Tuple[List[Optional[bytes]], Optional[bytes], Optional[bytes]]:
     """The geometries as Rust reads them (``_geoflash.Geometries`` and the
-    refinement's inputs): the polygons of one ring as their coordinates
-    (``counts``, native int64 per geometry, 0 for the others, and
-    ``coords``, native float64 x, y pairs: reading shapely's coordinates
-    costs about half of writing WKB), points as None (Rust takes a point
-    from its box) and every other geometry as WKB. ``counts`` and
-    ``coords`` are None when no geometry is such a polygon."""
+    refinement's inputs): with ``rings``, the polygons of one ring as their
+    coordinates (``counts``, native int64 per geometry, 0 for the others,
+    and ``coords``, native float64 x, y pairs: reading shapely's
+    coordinates costs about half of writing WKB), points as None (Rust
+    takes a point from its box) and every other geometry as WKB.
+    ``counts`` and ``coords`` are None when no geometry is such a polygon
+    (always without ``rings``: the nearest searches, which pick inputs
+    from the list, take WKB only)."""
     import shapely
 
     types = shapely.get_type_id(geoms)
-    simple = np.flatnonzero(types == _POLYGON)
+    simple = np.flatnonzero(types == _POLYGON) if rings else np.empty(0, dtype=np.intp)
     counts = np.zeros(len(geoms), dtype=np.int64)
     if len(simple):
         polygons = geoms[simple]
@@ -158,10 +148,10 @@ class _Inputs:
     @property
     def wkbs(self) -> List[Optional[bytes]]:
         """The WKB of each kept input, None for a point (its box is the
-        point, see _wkb_unless_point); written on first use: the box test
+        point, see _encode); written on first use: the box test
         alone (``predicate=None``) needs none."""
         if self._wkbs is None:
-            self._wkbs = _wkb_unless_point(self._kept).tolist()
+            self._wkbs = _encode(self._kept, rings=False)[0]
         return self._wkbs
 
     @property
