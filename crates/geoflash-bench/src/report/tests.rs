@@ -6,33 +6,7 @@ use crate::workload::{Scale, Workload};
 /// Two orders, two page sizes; plain on the simulator and on a real file,
 /// eFIND with two durabilities: facets in both directions, and simulated
 /// time that does not apply to the file.
-const W: &str = r#"
-name = "report-test"
-[[dataset]]
-name = "u"
-generator = "uniform"
-count = 400
-order = ["random", "hilbert"]
-[[index]]
-name = "plain"
-store = "plain"
-page_size = [1024, 2048]
-buffer = "8KiB"
-device = ["flashsim:preset=seed-tc58", "file"]
-[[index]]
-name = "efind"
-store = "efind"
-page_size = [1024, 2048]
-buffer = "8KiB"
-device = "flashsim:preset=seed-tc58"
-efind = { durability = ["none", "group"] }
-[[step]]
-kind = "build"
-[[step]]
-kind = "range_queries"
-selectivity = "1%"
-count = 10
-"#;
+const W: &str = include_str!("../../tests/data/workloads/report.toml");
 
 /// The report's options for eFIND's gains over the plain store, every
 /// metric.

@@ -10,48 +10,18 @@ use super::{run, RunOptions, RunSummary};
 use crate::results::ResultsStore;
 use crate::workload::{Scale, Workload};
 
-const W: &str = r#"
-name = "runner-test"
-[[dataset]]
-name = "u"
-generator = "uniform"
-geometry = "box"
-count = 600
-order = ["random", "hilbert"]
+const W: &str = include_str!("../../tests/data/workloads/runner.toml");
 
-[[index]]
-name = "plain"
-store = "plain"
-page_size = 1024
-buffer = "16KiB"
-device = ["mem:", "flashsim:preset=seed-tc58"]
-
-[[step]]
-kind = "build"
-fraction = 0.8
-
-[[step]]
-kind = "range_queries"
-selectivity = ["0.1%", "1%"]
-count = 20
-
-[[step]]
-kind = "knn"
-k = [1, 5]
-count = 10
-
-[[step]]
-kind = "mixed"
-operations = 100
-insert_ratio = 0.5
-
-[[step]]
-kind = "delete"
-fraction = 0.25
-
-[[step]]
-kind = "crash_and_recover"
-"#;
+/// Checks that workload `text` with `from` replaced by `to` is refused with
+/// an error holding every one of `needles` (`from` must be in `text`, so
+/// that the edit cannot silently miss).
+fn assert_refused(text: &str, from: &str, to: &str, needles: &[&str]) {
+    assert!(text.contains(from), "the fixture has no {from:?}");
+    let e = Workload::parse(&text.replace(from, to), Path::new("w.toml"), Scale::Smoke)
+        .unwrap_err()
+        .to_string();
+    assert!(needles.iter().all(|n| e.contains(n)), "{e}");
+}
 
 fn count(st: &mut ResultsStore, sql: &str) -> i64 {
     crate::results::sql::Value::as_i64(&st.query(sql, &[]).unwrap()[0][0]).unwrap()
@@ -310,27 +280,7 @@ fn bulk_build_and_windows_file() {
         ],
     )
     .unwrap();
-    let text = r#"
-name = "bulk"
-[[dataset]]
-name = "g"
-generator = "gaussian"
-count = 300
-[[index]]
-name = "e"
-store = "efind"
-device = "flashsim:preset=seed-tc58"
-[[step]]
-kind = "build"
-method = "bulk"
-bulk = "hilbert"
-[[step]]
-kind = "range_queries"
-windows = "w.csv"
-repetitions = 2
-[[step]]
-kind = "checkpoint"
-"#;
+    let text = include_str!("../../tests/data/workloads/runner-bulk.toml");
     let path = dir.path().join("b.toml");
     std::fs::write(&path, text).unwrap();
     let w = Workload::load(&path, Scale::Small).unwrap();
@@ -359,33 +309,7 @@ kind = "checkpoint"
 #[test]
 fn crash_and_recover_on_a_file_device() {
     let dir = tempfile::tempdir().unwrap();
-    let text = r#"
-name = "crash"
-[[dataset]]
-name = "u"
-generator = "uniform"
-count = 500
-[[index]]
-name = "e"
-store = "efind"
-page_size = 1024
-buffer = "16KiB"
-device = "file"
-efind = { durability = ["sync", "none"] }
-[[index]]
-name = "p"
-store = "plain"
-device = "file"
-[[step]]
-kind = "build"
-fraction = 0.8
-[[step]]
-kind = "crash_and_recover"
-operations = 50
-[[step]]
-kind = "range_queries"
-windows = "WINDOWS"
-"#;
+    let text = include_str!("../../tests/data/workloads/runner-crash.toml");
     let wdir = tempfile::tempdir().unwrap();
     let wfile = wdir.path().join("all.csv");
     crate::windows::write_windows(&wfile, &[Rect::new(-1.0, -1.0, 2.0, 2.0).unwrap()]).unwrap();
@@ -425,68 +349,7 @@ windows = "WINDOWS"
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
-const GRID: &str = r#"
-name = "grid-test"
-[[dataset]]
-name = "g"
-generator = "gaussian"
-geometry = "point"
-count = 3000
-
-[[index]]
-name = "grids"
-kind = ["grid", "gffm", "lbgrid"]
-page_size = 1024
-buffer = "64KiB"
-device = "flashsim:preset=seed-tc58"
-grid = { queries = ["plain", "batched"] }
-
-[[index]]
-name = "rstar"
-store = "plain"
-page_size = 1024
-buffer = "64KiB"
-device = "flashsim:preset=seed-tc58"
-
-[[step]]
-kind = "build"
-fraction = 0.6
-
-[[step]]
-kind = "range_queries"
-selectivity = ["0.1%", "1%"]
-count = 20
-
-[[step]]
-kind = "knn"
-k = [1, 10]
-count = 10
-
-[[step]]
-kind = "point_queries"
-group = [1, 10]
-count = 40
-
-[[step]]
-kind = "mixed"
-operations = 400
-insert_ratio = 0.5
-query = "point"
-
-[[step]]
-kind = "mixed"
-operations = 200
-insert_ratio = 0.5
-
-[[step]]
-kind = "delete"
-fraction = 0.2
-
-[[step]]
-kind = "range_queries"
-selectivity = "100%"
-count = 1
-"#;
+const GRID: &str = include_str!("../../tests/data/workloads/runner-grid.toml");
 
 #[test]
 fn grid_kinds_answer_like_the_rstar_tree() {
@@ -563,13 +426,11 @@ fn grid_kinds_answer_like_the_rstar_tree() {
 
 #[test]
 fn grid_kinds_refuse_box_datasets_and_bulk_loads() {
-    let boxes = GRID.replace("geometry = \"point\"", "geometry = \"box\"");
-    let e = Workload::parse(&boxes, Path::new("g.toml"), Scale::Smoke)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("indexes points") && e.contains("geometry = \"point\""),
-        "{e}"
+    assert_refused(
+        GRID,
+        "geometry = \"point\"",
+        "geometry = \"box\"",
+        &["indexes points", "geometry = \"point\""],
     );
     let bulk = GRID.replace("fraction = 0.6", "fraction = 0.6\nmethod = \"bulk\"");
     let w = Workload::parse(&bulk, Path::new("g.toml"), Scale::Smoke).unwrap();
@@ -588,70 +449,23 @@ fn grid_kinds_refuse_box_datasets_and_bulk_loads() {
         "{:?}",
         s.failures
     );
-    let bad = GRID.replace(
+    assert_refused(
+        GRID,
         "queries = [\"plain\", \"batched\"]",
         "queries = \"sideways\"",
+        &["plain or batched", "line 14"],
     );
-    let e = Workload::parse(&bad, Path::new("g.toml"), Scale::Smoke)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("plain or batched") && e.contains("line 15"),
-        "{e}"
-    );
-    let bad = GRID.replace(
+    assert_refused(
+        GRID,
         "kind = [\"grid\", \"gffm\", \"lbgrid\"]",
         "kind = \"quadtree\"",
-    );
-    let e = Workload::parse(&bad, Path::new("g.toml"), Scale::Smoke)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("unknown index kind") && e.contains("lbgrid"),
-        "{e}"
+        &["unknown index kind", "lbgrid"],
     );
 }
 
 #[test]
 fn hybrid_kinds_use_the_fast_tier_and_answer_alike() {
-    let text = r#"
-name = "hybrid-test"
-[[dataset]]
-name = "g"
-generator = "gaussian"
-count = 3000
-[[index]]
-name = "hgrid"
-kind = "hgrid"
-page_size = 1024
-buffer = "64KiB"
-device = "hybrid:fast=(flashsim:preset=xpoint);slow=(flashsim:preset=p3700)&fast_pages=200"
-grid = { special = [false, true], s = 1.0 }
-[[index]]
-name = "shr"
-kind = "shrtree"
-store = "plain"
-page_size = 1024
-buffer = "16KiB"
-device = "hybrid:fast=(flashsim:preset=xpoint);slow=(flashsim:preset=p3700)"
-[[index]]
-name = "flash"
-kind = "gffm"
-page_size = 1024
-buffer = "64KiB"
-device = "flashsim:preset=p3700"
-[[step]]
-kind = "build"
-fraction = 0.8
-[[step]]
-kind = "point_queries"
-group = [1, 10]
-count = 300
-[[step]]
-kind = "range_queries"
-selectivity = "1%"
-count = 20
-"#;
+    let text = include_str!("../../tests/data/workloads/runner-hybrid.toml");
     let w = Workload::parse(text, Path::new("h.toml"), Scale::Smoke).unwrap();
     let (mut st, _) = run_clean(&w, None);
     assert_eq!(
@@ -679,14 +493,9 @@ count = 20
             "{n}"
         );
     }
-    let bad = text.replace(
+    assert_refused(text,
         "device = \"hybrid:fast=(flashsim:preset=xpoint);slow=(flashsim:preset=p3700)&fast_pages=200\"",
-        "device = \"flashsim:preset=p3700\"",
-    );
-    let e = Workload::parse(&bad, Path::new("h.toml"), Scale::Smoke)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("hgrid") && e.contains("one tier"), "{e}");
+        "device = \"flashsim:preset=p3700\"", &["hgrid", "one tier"]);
     // Every store hints its node writes: the sHR-tree on eFIND and FAST too.
     for store in ["efind", "fast"] {
         let text = text.replace(

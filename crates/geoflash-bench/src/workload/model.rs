@@ -227,7 +227,7 @@ pub fn predicate_name(p: Predicate) -> &'static str {
 }
 
 /// Where range-query windows come from.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WindowSource {
     /// Generated: one batch of `count` windows per selectivity.
@@ -260,7 +260,7 @@ fn ser_placement<S: serde::Serializer>(
 }
 
 /// One step of a workload.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Step {
     /// Builds the index from the first `fraction` of the dataset.

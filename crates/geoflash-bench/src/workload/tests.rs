@@ -150,125 +150,34 @@ fn reads_default_to_single_and_stay_out_of_the_key() {
         .contains("\"reads\":\"batched\""));
 }
 
+/// `tests/data/workloads/refused-edits.toml`: edits of [`GOOD`] and what
+/// their errors must say.
+#[derive(serde::Deserialize)]
+struct RefusedEdits {
+    case: Vec<RefusedEdit>,
+}
+
+/// One edit: `from` replaced by `to`, refused with an error holding `error`.
+#[derive(serde::Deserialize)]
+struct RefusedEdit {
+    from: String,
+    to: String,
+    error: Vec<String>,
+}
+
 /// Each bad input gives an error naming the line and the key.
 #[test]
 fn errors_name_line_and_key() {
-    let cases: &[(&str, &str, &[&str])] = &[
-        (
-            "page_size = [\"1KiB\", 2048]",
-            "page_size = [\"1KiB\", 3]",
-            &["line 17", "index[0].page_size"],
-        ),
-        (
-            "store = \"plain\"",
-            "store = \"plian\"",
-            &["line 16", "index[0].store", "plian"],
-        ),
-        (
-            "device = \"mem:\"",
-            "device = \"tape:\"",
-            &["line 19", "index[0].device"],
-        ),
-        (
-            "device = \"mem:\"",
-            "device = \"mem:\"\nreads = \"sometimes\"",
-            &["line 20", "index[0].reads", "batched or single"],
-        ),
-        (
-            "k = [1, 10]",
-            "k = [1, 0]",
-            &["line 37", "step[2].k", "at least 1"],
-        ),
-        (
-            "k = [1, 10]",
-            "k = 1\nfill = 0.5",
-            &["line 38", "step[2].fill", "does not apply to knn"],
-        ),
-        (
-            "kind = \"knn\"",
-            "kind = \"knnn\"",
-            &["line 36", "step[2].kind", "unknown step kind"],
-        ),
-        (
-            "generator = \"uniform\"",
-            "generator = \"uniforme\"",
-            &["line 8", "dataset[0].generator"],
-        ),
-        (
-            "order = [\"random\", \"hilbert\"]",
-            "order = [\"random\", \"zorder\"]",
-            &["line 11", "dataset[0].order", "zorder"],
-        ),
-        (
-            "params = { max_size = 0.01 }",
-            "params = { max_sise = 0.01 }",
-            &["line 12", "params.max_sise"],
-        ),
-        (
-            "params = { max_size = 0.01 }",
-            "params = { max_size = 7.0 }",
-            &["line 12", "max_size"],
-        ),
-        (
-            "selectivity = [\"0.01%\", \"1%\"]",
-            "selectivity = [\"0.01%\", \"200%\"]",
-            &["line 32", "step[1].selectivity"],
-        ),
-        (
-            "repetitions = 2",
-            "repetitions = 0",
-            &["line 4", "repetitions"],
-        ),
-        (
-            "repetitions = 2",
-            "repetitions = 2\ncolour = \"red\"",
-            &["line 5", "colour"],
-        ),
-        (
-            "efind = { flush_policy = [\"mh\", \"mhao\"], temporal_control = \"off\" }",
-            "efind = { flush_policy = \"mx\" }",
-            &["line 25", "index[1].efind.flush_policy"],
-        ),
-        (
-            "efind = { flush_policy = [\"mh\", \"mhao\"], temporal_control = \"off\" }",
-            "efind = { flush_percentage = 3 }",
-            &[
-                "line 25",
-                "efind.flush_percentage",
-                "unknown efind parameter",
-            ],
-        ),
-        (
-            "name = \"plain\"\nstore = \"plain\"",
-            "name = \"plain\"\nstore = \"plain\"\nefind = { flush_unit = 2 }",
-            &["index[0].efind", "store \"plain\""],
-        ),
-        (
-            "[[step]]\nkind = \"build\"",
-            "[[step]]\nkind = \"knn\"",
-            &["step[0].kind", "first step must be a build"],
-        ),
-        (
-            "name = \"plain\"\nstore",
-            "name = \"efind\"\nstore",
-            &["duplicate index name"],
-        ),
-        (
-            "buffer = \"64KiB\"",
-            "buffer = \"64 parsecs\"",
-            &["line 18", "index[0].buffer"],
-        ),
-        (
-            "count = { smoke = 100, small = 1000 }",
-            "count = { smok = 100 }",
-            &["line 10", "unknown scale"],
-        ),
-    ];
-    for (from, to, wants) in cases {
-        assert!(GOOD.contains(from), "{from}");
-        let text = GOOD.replacen(from, to, 1);
+    let cases: RefusedEdits = toml::from_str(include_str!(
+        "../../tests/data/workloads/refused-edits.toml"
+    ))
+    .unwrap();
+    assert_eq!(cases.case.len(), 21);
+    for RefusedEdit { from, to, error } in &cases.case {
+        assert!(GOOD.contains(from.as_str()), "{from}");
+        let text = GOOD.replacen(from.as_str(), to, 1);
         let e = parse(&text).unwrap_err().to_string();
-        for want in *wants {
+        for want in error {
             assert!(e.contains(want), "{to}: {e} (wanted {want})");
         }
         assert!(e.contains("w.toml"), "{e}");
@@ -337,51 +246,35 @@ fn steps_beyond_the_operations_limit_are_refused_at_parse() {
 #[test]
 fn move_steps_parse_with_defaults_and_refuse_bad_keys() {
     let w = parse(&format!("{GOOD}\n[[step]]\nkind = \"move\"\ncommits = 3\n")).unwrap();
-    let Some(Step::Move {
-        objects,
-        moves_per_commit,
-        commits,
-        step,
-        queries_between,
-        window,
-        seed,
-    }) = w.steps.last()
-    else {
-        panic!("{:?}", w.steps.last());
-    };
     assert_eq!(
-        (
-            *objects,
-            *moves_per_commit,
-            *commits,
-            *queries_between,
-            *seed
-        ),
-        (None, 1000, 3, 10, 1)
+        w.steps.last(),
+        Some(&Step::Move {
+            objects: None,
+            moves_per_commit: 1000,
+            commits: 3,
+            step: 0.0005,
+            queries_between: 10,
+            window: 0.0001,
+            seed: 1,
+        })
     );
-    assert_eq!((*step, *window), (0.0005, 0.0001));
     let w = parse(&format!(
         "{GOOD}\n[[step]]\nkind = \"move\"\nobjects = 50\nmoves_per_commit = {{ smoke = 7 }}\n\
          commits = 2\nstep = 0.01\nqueries_between = 0\nwindow = \"0.1%\"\nseed = 9\n"
     ))
     .unwrap();
-    let Some(Step::Move {
-        objects,
-        moves_per_commit,
-        step,
-        queries_between,
-        window,
-        seed,
-        ..
-    }) = w.steps.last()
-    else {
-        panic!("{:?}", w.steps.last());
-    };
     assert_eq!(
-        (*objects, *moves_per_commit, *queries_between, *seed),
-        (Some(50), 7, 0, 9)
+        w.steps.last(),
+        Some(&Step::Move {
+            objects: Some(50),
+            moves_per_commit: 7,
+            commits: 2,
+            step: 0.01,
+            queries_between: 0,
+            window: 0.001,
+            seed: 9,
+        })
     );
-    assert_eq!((*step, *window), (0.01, 0.001));
     for (body, words) in [
         ("", &["step[3].commits", "needs a number of commits"][..]),
         (
