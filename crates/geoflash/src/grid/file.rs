@@ -13,6 +13,7 @@ use super::codec::{self, PageKind, Reader, Writer};
 use super::dir::{CellBox, Grid, SubDir};
 use super::hot::HotRegions;
 use super::{
+    BucketIo,
     next_fit, Alloc, BucketLayer, DeleteOutcome, Dist, GridOptions, GridPoint, GridStats,
     InsertOutcome, KBest,
 };
@@ -162,7 +163,7 @@ impl<L: BucketLayer> GridFile<L> {
         let mut alloc = Alloc::new(1, dev.capacity());
         let mut layer = L::new(&opts, ps)?;
         let b = layer
-            .rewrite(&*dev, &mut alloc, &[], vec![Vec::new()])?
+            .rewrite(&mut BucketIo { dev: &*dev, alloc: &mut alloc }, &[], vec![Vec::new()])?
             .first()
             .copied()
             .ok_or_else(|| Error::invalid("bucket layer created no bucket"))?;
@@ -451,7 +452,7 @@ impl<L: BucketLayer> GridFile<L> {
         let wd = self.visit_dir(sdp)?;
         match self
             .layer
-            .insert(&*dev, &mut self.alloc, b, GridPoint { x, y, id })?
+            .insert(&mut BucketIo { dev: &*dev, alloc: &mut self.alloc }, b, GridPoint { x, y, id })?
         {
             InsertOutcome::Done => self.visit_buckets(wd, &[b]),
             InsertOutcome::Duplicate => Err(Error::invalid(format!(
@@ -506,7 +507,7 @@ impl<L: BucketLayer> GridFile<L> {
         }
         self.stats.bucket_splits += done.len().saturating_sub(1) as u64;
         let (boxes, pieces): (Vec<CellBox>, Vec<Vec<GridPoint>>) = done.into_iter().unzip();
-        let ids = self.layer.rewrite(&*dev, &mut self.alloc, &[b], pieces)?;
+        let ids = self.layer.rewrite(&mut BucketIo { dev: &*dev, alloc: &mut self.alloc }, &[b], pieces)?;
         for (bx, id) in boxes.iter().zip(ids) {
             g.fill(bx, id);
         }
@@ -539,7 +540,7 @@ impl<L: BucketLayer> GridFile<L> {
                         pts.into_iter().partition(|q| coord(q, axis) < v);
                     let ids = self
                         .layer
-                        .rewrite(&*dev, &mut self.alloc, &[bref], vec![pl, ph])?;
+                        .rewrite(&mut BucketIo { dev: &*dev, alloc: &mut self.alloc }, &[bref], vec![pl, ph])?;
                     let (lo, hi) = bx.split(axis, i);
                     if let (Some(&l), Some(&h)) = (ids.first(), ids.get(1)) {
                         g.fill(&lo, l);
@@ -576,7 +577,7 @@ impl<L: BucketLayer> GridFile<L> {
         let sdp = self.root.lookup(x, y)?;
         let b = self.subdir(sdp)?.0.lookup(x, y)?;
         let wd = self.visit_dir(sdp)?;
-        let (out, est) = self.layer.delete(&*dev, &mut self.alloc, b, x, y)?;
+        let (out, est) = self.layer.delete(&mut BucketIo { dev: &*dev, alloc: &mut self.alloc }, b, x, y)?;
         self.visit_buckets(wd, &[b])?;
         let cap = self.layer.capacity();
         if out != DeleteOutcome::NotFound && (est as f64) <= self.opts.merge_threshold * cap as f64
@@ -599,7 +600,7 @@ impl<L: BucketLayer> GridFile<L> {
             let all: Vec<GridPoint> = both.into_iter().flatten().collect();
             let ids = self
                 .layer
-                .rewrite(&*dev, &mut self.alloc, &[b, m], vec![all])?;
+                .rewrite(&mut BucketIo { dev: &*dev, alloc: &mut self.alloc }, &[b, m], vec![all])?;
             let id = ids
                 .first()
                 .copied()

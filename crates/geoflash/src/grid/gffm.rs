@@ -9,7 +9,7 @@ use crate::{Error, Result};
 
 use super::buffer::{BufferStats, HotCold, PageValue};
 use super::codec::{self, PageKind, Reader, Writer};
-use super::{Alloc, BucketLayer, DeleteOutcome, GridOptions, GridPoint, InsertOutcome};
+use super::{BucketIo, BucketLayer, DeleteOutcome, GridOptions, GridPoint, InsertOutcome};
 
 /// Bytes of one point in a bucket page.
 const POINT_BYTES: usize = 24;
@@ -81,8 +81,7 @@ impl BucketLayer for InPlaceBuckets {
 
     fn rewrite(
         &mut self,
-        dev: &dyn PageDevice,
-        alloc: &mut Alloc,
+        io: &mut BucketIo<'_>,
         old: &[u64],
         pieces: Vec<Vec<GridPoint>>,
     ) -> Result<Vec<u64>> {
@@ -91,14 +90,14 @@ impl BucketLayer for InPlaceBuckets {
         for (i, piece) in pieces.into_iter().enumerate() {
             let id = match old.get(i) {
                 Some(&p) => p,
-                None => alloc.alloc()?,
+                None => io.alloc.alloc()?,
             };
-            self.buf.put(dev, id, BucketPage(piece))?;
+            self.buf.put(io.dev, id, BucketPage(piece))?;
             ids.push(id);
         }
         for &p in old.iter().skip(n) {
             self.buf.remove(p);
-            alloc.free(p);
+            io.alloc.free(p);
         }
         Ok(ids)
     }
@@ -118,12 +117,11 @@ impl BucketLayer for InPlaceBuckets {
 
     fn insert(
         &mut self,
-        dev: &dyn PageDevice,
-        _alloc: &mut Alloc,
+        io: &mut BucketIo<'_>,
         b: u64,
         p: GridPoint,
     ) -> Result<InsertOutcome> {
-        let page = self.buf.fetch(dev, b)?;
+        let page = self.buf.fetch(io.dev, b)?;
         if page.0.iter().any(|q| q.at(p.x, p.y)) {
             return Ok(InsertOutcome::Duplicate);
         }
@@ -133,24 +131,23 @@ impl BucketLayer for InPlaceBuckets {
             return Ok(InsertOutcome::Full(all));
         }
         drop(page);
-        self.buf.update(dev, b, |bp| bp.0.push(p))?;
+        self.buf.update(io.dev, b, |bp| bp.0.push(p))?;
         Ok(InsertOutcome::Done)
     }
 
     fn delete(
         &mut self,
-        dev: &dyn PageDevice,
-        _alloc: &mut Alloc,
+        io: &mut BucketIo<'_>,
         b: u64,
         x: f64,
         y: f64,
     ) -> Result<(DeleteOutcome, usize)> {
-        let page = self.buf.fetch(dev, b)?;
+        let page = self.buf.fetch(io.dev, b)?;
         let Some(pos) = page.0.iter().position(|q| q.at(x, y)) else {
             return Ok((DeleteOutcome::NotFound, page.0.len()));
         };
         drop(page);
-        let left = self.buf.update(dev, b, |bp| {
+        let left = self.buf.update(io.dev, b, |bp| {
             bp.0.swap_remove(pos);
             bp.0.len()
         })?;

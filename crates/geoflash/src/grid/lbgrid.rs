@@ -49,7 +49,7 @@ use crate::{Error, Result};
 
 use super::buffer::{BufferStats, HotCold, PageValue};
 use super::codec::{self, PageKind, Reader, Writer};
-use super::{Alloc, BucketLayer, DeleteOutcome, GridOptions, GridPoint, InsertOutcome};
+use super::{Alloc, BucketIo, BucketLayer, DeleteOutcome, GridOptions, GridPoint, InsertOutcome};
 
 /// Bytes of one encoded log record.
 const RECORD_BYTES: usize = 41;
@@ -207,17 +207,17 @@ impl LogBuckets {
     }
 
     /// Appends a record to the working log-bucket, sealing it first if full.
-    fn append(&mut self, dev: &dyn PageDevice, alloc: &mut Alloc, rec: LogRecord) -> Result<()> {
+    fn append(&mut self, io: &mut BucketIo<'_>, rec: LogRecord) -> Result<()> {
         let wp = match self.work_page {
             Some(p) => p,
             None => {
-                let p = alloc.alloc()?;
+                let p = io.alloc.alloc()?;
                 self.work_page = Some(p);
                 p
             }
         };
         let wp = if self.work.len() >= self.cap {
-            self.seal(dev, alloc, wp)?
+            self.seal(io, wp)?
         } else {
             wp
         };
@@ -231,14 +231,14 @@ impl LogBuckets {
     }
 
     /// Moves the full working log-bucket into the buffer (dirty) and starts a new one.
-    fn seal(&mut self, dev: &dyn PageDevice, alloc: &mut Alloc, wp: PageId) -> Result<PageId> {
+    fn seal(&mut self, io: &mut BucketIo<'_>, wp: PageId) -> Result<PageId> {
         let recs = std::mem::take(&mut self.work);
         if self.refs.get(&wp).copied().unwrap_or(0) == 0 {
             // No live bucket needs it: reuse the page.
             return Ok(wp);
         }
-        self.buf.put(dev, wp, LogPage(recs))?;
-        let np = alloc.alloc()?;
+        self.buf.put(io.dev, wp, LogPage(recs))?;
+        let np = io.alloc.alloc()?;
         self.work_page = Some(np);
         Ok(np)
     }
@@ -268,8 +268,7 @@ impl LogBuckets {
     /// next timestamp.
     fn log(
         &mut self,
-        dev: &dyn PageDevice,
-        alloc: &mut Alloc,
+        io: &mut BucketIo<'_>,
         bucket: u64,
         point: GridPoint,
         op: LogOp,
@@ -277,8 +276,7 @@ impl LogBuckets {
         self.ts += 1;
         let ts = self.ts;
         self.append(
-            dev,
-            alloc,
+            io,
             LogRecord {
                 point,
                 op,
@@ -292,24 +290,23 @@ impl LogBuckets {
     /// (Algorithm 2).
     fn insert_new(
         &mut self,
-        dev: &dyn PageDevice,
-        alloc: &mut Alloc,
+        io: &mut BucketIo<'_>,
         b: u64,
         p: GridPoint,
     ) -> Result<InsertOutcome> {
         let est = self.entry(b)?.est;
         if est < self.cap {
-            self.log(dev, alloc, b, p, LogOp::Insert)?;
+            self.log(io, b, p, LogOp::Insert)?;
             self.entry(b)?.est = est + 1;
             return Ok(InsertOutcome::Done);
         }
-        let mut pts = self.read_one(dev, b)?;
+        let mut pts = self.read_one(io.dev, b)?;
         if pts.iter().any(|q| q.at(p.x, p.y)) {
             // The bucket holds it after all: refused, never replaced.
             return Ok(InsertOutcome::Duplicate);
         }
         if pts.len() < self.cap {
-            self.log(dev, alloc, b, p, LogOp::Insert)?;
+            self.log(io, b, p, LogOp::Insert)?;
             self.entry(b)?.est = pts.len() + 1;
             return Ok(InsertOutcome::Done);
         }
@@ -357,13 +354,12 @@ impl BucketLayer for LogBuckets {
 
     fn rewrite(
         &mut self,
-        dev: &dyn PageDevice,
-        alloc: &mut Alloc,
+        io: &mut BucketIo<'_>,
         old: &[u64],
         pieces: Vec<Vec<GridPoint>>,
     ) -> Result<Vec<u64>> {
         for &b in old {
-            self.drop_bucket(alloc, b);
+            self.drop_bucket(io.alloc, b);
         }
         let mut ids = Vec::with_capacity(pieces.len());
         for piece in pieces {
@@ -377,7 +373,7 @@ impl BucketLayer for LogBuckets {
                 },
             );
             for point in piece {
-                self.log(dev, alloc, id, point, LogOp::Insert)?;
+                self.log(io, id, point, LogOp::Insert)?;
             }
             ids.push(id);
         }
@@ -435,15 +431,14 @@ impl BucketLayer for LogBuckets {
 
     fn insert(
         &mut self,
-        dev: &dyn PageDevice,
-        alloc: &mut Alloc,
+        io: &mut BucketIo<'_>,
         b: u64,
         p: GridPoint,
     ) -> Result<InsertOutcome> {
         if self.held.contains(&key(p.x, p.y)) {
             return Ok(InsertOutcome::Duplicate);
         }
-        let out = self.insert_new(dev, alloc, b, p)?;
+        let out = self.insert_new(io, b, p)?;
         // A point refused by the bucket itself is held too.
         self.held.insert(key(p.x, p.y));
         Ok(out)
@@ -451,13 +446,12 @@ impl BucketLayer for LogBuckets {
 
     fn delete(
         &mut self,
-        dev: &dyn PageDevice,
-        alloc: &mut Alloc,
+        io: &mut BucketIo<'_>,
         b: u64,
         x: f64,
         y: f64,
     ) -> Result<(DeleteOutcome, usize)> {
-        self.log(dev, alloc, b, GridPoint { x, y, id: 0 }, LogOp::Delete)?;
+        self.log(io, b, GridPoint { x, y, id: 0 }, LogOp::Delete)?;
         self.held.remove(&key(x, y));
         let e = self.entry(b)?;
         e.est = e.est.saturating_sub(1);

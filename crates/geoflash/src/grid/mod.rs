@@ -292,6 +292,15 @@ impl Alloc {
     }
 }
 
+/// What a bucket layer writes with: the grid file's device and its page
+/// allocator, borrowed together for one update.
+pub struct BucketIo<'a> {
+    /// The grid file's device.
+    pub dev: &'a dyn PageDevice,
+    /// The grid file's page allocator.
+    pub alloc: &'a mut Alloc,
+}
+
 /// How a grid file keeps its buckets (GFFM in place, LB-Grid in log-buckets).
 /// The directory algorithms in [`GridFile`] are written once against it.
 pub trait BucketLayer: Sized + Send {
@@ -318,8 +327,7 @@ pub trait BucketLayer: Sized + Send {
     /// dropped) and returns their references, one per piece, in order.
     fn rewrite(
         &mut self,
-        dev: &dyn PageDevice,
-        alloc: &mut Alloc,
+        io: &mut BucketIo<'_>,
         old: &[u64],
         pieces: Vec<Vec<GridPoint>>,
     ) -> Result<Vec<u64>>;
@@ -331,8 +339,7 @@ pub trait BucketLayer: Sized + Send {
     /// Inserts `p` into bucket `b`.
     fn insert(
         &mut self,
-        dev: &dyn PageDevice,
-        alloc: &mut Alloc,
+        io: &mut BucketIo<'_>,
         b: u64,
         p: GridPoint,
     ) -> Result<InsertOutcome>;
@@ -340,8 +347,7 @@ pub trait BucketLayer: Sized + Send {
     /// the bucket's (estimated) number of points afterwards.
     fn delete(
         &mut self,
-        dev: &dyn PageDevice,
-        alloc: &mut Alloc,
+        io: &mut BucketIo<'_>,
         b: u64,
         x: f64,
         y: f64,
