@@ -129,6 +129,44 @@ impl Level<'_> {
     /// the entries of the level above (one per node, in the order stored).
     fn pack<T: Packed>(&mut self, level: u16, records: &mut [T], cut: Cut) -> Result<Vec<Entry>> {
         let k = records.len();
+        self.emit_level(level, k, |sizes, gathered, emit| match cut {
+            _ if sizes.len() < 2 => emit_runs(records, sizes, gathered, emit),
+            Cut::InOrder => emit_runs(records, sizes, gathered, emit),
+            Cut::Hilbert(d) => {
+                records.sort_by_cached_key(|e| (d.hilbert_rect(e.rect()), e.key()));
+                emit_runs(records, sizes, gathered, emit)
+            }
+            Cut::Str => str_runs(records, sizes, emit, pipelined_for(k)),
+        })
+    }
+
+    /// [`pack`](Self::pack) of the load's input items at the leaves, which
+    /// it owns: an STR cut frees them as their nodes are made
+    /// ([`str_runs_consuming`]).
+    fn pack_items(&mut self, mut items: Vec<(u64, Rect)>, cut: Cut) -> Result<Vec<Entry>> {
+        if !matches!(cut, Cut::Str) {
+            return self.pack(0, &mut items, cut);
+        }
+        let k = items.len();
+        self.emit_level(0, k, |sizes, gathered, emit| {
+            if sizes.len() < 2 {
+                emit_runs(&items, sizes, gathered, emit)
+            } else {
+                str_runs_consuming(items, sizes, emit, pipelined_for(k))
+            }
+        })
+    }
+
+    /// Stores the `k` records of `level` as the nodes `cut` emits, given
+    /// the sizes of the nodes (one node when `k` fits in one), this level's
+    /// gathering buffer and the function that stores a node; returns the
+    /// entries of the level above (one per node, in the order stored).
+    fn emit_level(
+        &mut self,
+        level: u16,
+        k: usize,
+        cut: impl FnOnce(&[usize], &mut Vec<Entry>, &mut dyn FnMut(&[Entry]) -> Result<()>) -> Result<()>,
+    ) -> Result<Vec<Entry>> {
         let groups = node_count(k, self.cap, self.m);
         let mut parents = Vec::with_capacity(groups);
         let (sink, kind) = (&mut *self.sink, self.kind);
@@ -138,26 +176,19 @@ impl Level<'_> {
             parents.push(parent);
             Ok(())
         };
-        let gathered = &mut self.gathered;
-        if k <= self.cap {
-            emit_runs(records, &[k], gathered, &mut emit)?;
-            return Ok(parents);
-        }
-        let sizes = even_sizes(k, groups);
-        match cut {
-            Cut::InOrder => emit_runs(records, &sizes, gathered, &mut emit)?,
-            Cut::Hilbert(d) => {
-                records.sort_by_cached_key(|e| (d.hilbert_rect(e.rect()), e.key()));
-                emit_runs(records, &sizes, gathered, &mut emit)?;
-            }
-            Cut::Str => {
-                let pipelined = k >= PIPELINE_MIN_RECORDS
-                    && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
-                str_runs(records, &sizes, &mut emit, pipelined)?
-            }
-        }
+        let sizes = if k <= self.cap {
+            vec![k]
+        } else {
+            even_sizes(k, groups)
+        };
+        cut(&sizes, &mut self.gathered, &mut emit)?;
         Ok(parents)
     }
+}
+
+/// Whether a level of `k` records sorts its STR slices on a second thread.
+fn pipelined_for(k: usize) -> bool {
+    k >= PIPELINE_MIN_RECORDS && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
 }
 
 impl<S: NodeStore> RTree<S> {
@@ -243,7 +274,7 @@ impl<S: NodeStore> RTree<S> {
                     leaves.sort_by(super::hilbert::hilbert_order);
                     (packer.pack(0, &mut leaves, Cut::InOrder)?, Cut::InOrder)
                 }
-                None => (packer.pack(0, &mut items, cut)?, cut),
+                None => (packer.pack_items(items, cut)?, cut),
             };
             let mut level: u16 = 1;
             loop {
@@ -352,22 +383,12 @@ fn str_runs_with<T: Packed>(
     pipelined: bool,
     keys_ascend: bool,
 ) -> Result<()> {
+    let (slice_sizes, cuts) = str_slice_sizes(sizes);
     let mut order: Vec<u128> = records
         .iter()
         .enumerate()
         .map(|(i, e)| sort_key(center(e.rect()).0, i))
         .collect();
-    let slices = (sizes.len() as f64).sqrt().ceil().max(1.0) as usize;
-    let per_slice = sizes.len().div_ceil(slices).max(1);
-    let slice_sizes: Vec<&[usize]> = sizes.chunks(per_slice).collect();
-    let mut cuts: Vec<usize> = slice_sizes
-        .iter()
-        .scan(0, |end, c| {
-            *end += c.iter().sum::<usize>();
-            Some(*end)
-        })
-        .collect();
-    cuts.pop();
     partition_at(&mut order, &cuts, records, pipelined);
     let mut parts: Vec<&mut [u128]> = Vec::with_capacity(slice_sizes.len());
     let mut rest = order.as_mut_slice();
@@ -377,30 +398,108 @@ fn str_runs_with<T: Packed>(
         rest = tail;
         parts.push(part);
     }
-    // Sorts one slice by centre y and gathers its nodes into `out`.
-    let gather = move |part: &mut [u128], sizes: &[usize], positions: &mut Vec<usize>, out: &mut Vec<Entry>| {
-        sort_slice_by_y(part, records);
-        gather_nodes(part, sizes, records, keys_ascend, positions, out);
+    let mut parts = parts.into_iter();
+    let mut positions = Vec::new();
+    // Sorts the next slice by centre y and gathers its nodes into `out`.
+    let next = move |sizes: &[usize], out: &mut Vec<Entry>| {
+        if let Some(part) = parts.next() {
+            sort_slice_by_y(part, records);
+            gather_nodes(part, sizes, records, keys_ascend, &mut positions, out);
+        }
     };
-    if !pipelined || parts.len() < 2 {
-        let (mut positions, mut slice) = (Vec::new(), Vec::new());
-        for (part, c) in parts.into_iter().zip(&slice_sizes) {
-            gather(part, c, &mut positions, &mut slice);
+    emit_slices(&slice_sizes, next, emit, pipelined)
+}
+
+/// [`str_runs`] of an input it owns: the same nodes, emitted in the same
+/// order, with the input freed as they are made. The records themselves
+/// are partitioned into the vertical slices, the first slice at the end
+/// (by centre x and key, descending); each slice is then sorted where it
+/// lies and cut off the vector's end. A record is held once, in the input
+/// or in the nodes gathered from it, and no order of positions is kept:
+/// the load's memory peaks at about the tree's size, not at the input,
+/// its order and the tree (issue 47, item 4).
+fn str_runs_consuming(
+    mut records: Vec<(u64, Rect)>,
+    sizes: &[usize],
+    emit: &mut dyn FnMut(&[Entry]) -> Result<()>,
+    pipelined: bool,
+) -> Result<()> {
+    let (slice_sizes, ends) = str_slice_sizes(sizes);
+    let n = records.len();
+    // The slices' boundaries counted from the end, ascending.
+    let cuts: Vec<usize> = ends.iter().rev().map(|&e| n.saturating_sub(e)).collect();
+    let x_and_key = |r: &(u64, Rect)| (center(&r.1).0, r.0);
+    let descending = |a: &(u64, Rect), b: &(u64, Rect)| {
+        let ((xa, ka), (xb, kb)) = (x_and_key(a), x_and_key(b));
+        xb.total_cmp(&xa).then(kb.cmp(&ka))
+    };
+    partition_by(&mut records, &cuts, &descending, pipelined);
+    let (mut keys, mut positions) = (Vec::new(), Vec::new());
+    // Takes the next slice off the end of `records`, sorted by centre y,
+    // and gathers its nodes into `out`.
+    let next = move |sizes: &[usize], out: &mut Vec<Entry>| {
+        let start = records.len().saturating_sub(sizes.iter().sum::<usize>());
+        if let Some(slice) = records.get(start..) {
+            keys.clear();
+            keys.extend(slice.iter().enumerate().map(|(i, e)| sort_key(center(e.rect()).1, i)));
+            sort_by_coordinate_and_key(&mut keys, slice);
+            gather_nodes(&keys, sizes, slice, false, &mut positions, out);
+        }
+        records.truncate(start);
+        // Gives the slice's memory back (a large vector shrinks in place).
+        records.shrink_to_fit();
+    };
+    emit_slices(&slice_sizes, next, emit, pipelined)
+}
+
+/// STR's vertical slices for nodes of `sizes`: the sizes of each slice's
+/// nodes, and where each slice but the last ends (ascending).
+fn str_slice_sizes(sizes: &[usize]) -> (Vec<&[usize]>, Vec<usize>) {
+    let slices = (sizes.len() as f64).sqrt().ceil().max(1.0) as usize;
+    let per_slice = sizes.len().div_ceil(slices).max(1);
+    let slice_sizes: Vec<&[usize]> = sizes.chunks(per_slice).collect();
+    let mut ends: Vec<usize> = slice_sizes
+        .iter()
+        .scan(0, |end, c| {
+            *end += c.iter().sum::<usize>();
+            Some(*end)
+        })
+        .collect();
+    ends.pop();
+    (slice_sizes, ends)
+}
+
+/// Emits the nodes of each slice of `slice_sizes` in order, the slice's
+/// entries produced by `next` (called once per slice, in order, with the
+/// sizes of its nodes and a buffer to fill). `pipelined`: `next` runs on a
+/// second thread, one or two slices ahead of the calling thread, which
+/// emits the nodes of each slice as it arrives (the sink encodes and
+/// stores them: the calling thread's work, so the gathering moves to the
+/// thread that would otherwise wait). The nodes, their order and
+/// everything emitted are the same either way.
+fn emit_slices(
+    slice_sizes: &[&[usize]],
+    mut next: impl FnMut(&[usize], &mut Vec<Entry>) + Send,
+    emit: &mut dyn FnMut(&[Entry]) -> Result<()>,
+    pipelined: bool,
+) -> Result<()> {
+    if !pipelined || slice_sizes.len() < 2 {
+        let mut slice = Vec::new();
+        for c in slice_sizes {
+            next(c, &mut slice);
             emit_nodes(&slice, c, emit)?;
         }
         return Ok(());
     }
-    let slice_sizes = &slice_sizes;
     std::thread::scope(|scope| {
         let (sorted, arrivals) = std::sync::mpsc::sync_channel::<Vec<Entry>>(SLICES_AHEAD);
         // The slices' buffers go back to the sorting thread once emitted,
         // so a load fills a few buffers instead of allocating one a slice.
         let (spent, returned) = std::sync::mpsc::sync_channel::<Vec<Entry>>(SLICES_AHEAD + 2);
         scope.spawn(move || {
-            let mut positions = Vec::new();
-            for (part, c) in parts.into_iter().zip(slice_sizes) {
+            for c in slice_sizes {
                 let mut slice = returned.try_recv().unwrap_or_default();
-                gather(part, c, &mut positions, &mut slice);
+                next(c, &mut slice);
                 // The receiver is gone when emitting failed: stop.
                 if sorted.send(slice).is_err() {
                     break;
@@ -501,39 +600,54 @@ fn sort_by_coordinate_and_key<T: Packed>(order: &mut [u128], entries: &[T]) {
 /// Partitions `order` at the ascending positions `cuts` by (coordinate,
 /// the entry's key), as [`sort_by_coordinate_and_key`] orders: afterwards
 /// every key before a cut orders before every key after it, so each part
-/// holds the keys a full sort would put there, in no particular order.
-/// One selection per cut, each within the part its neighbours left: the
-/// O(n log n) sort of a whole level becomes O(n log slices) (STR needs the
-/// vertical slices, not the order inside them).
+/// holds the keys a full sort would put there, in no particular order
+/// ([`partition_by`]).
+fn partition_at<T: Packed>(order: &mut [u128], cuts: &[usize], entries: &[T], parallel: bool) {
+    // The entries' keys are looked up only for equal coordinates: the
+    // comparison of the packed keys alone touches no entry.
+    let key_of = |t: &u128| entries.get(position(*t)).map_or(0, Packed::key);
+    let by_coordinate_and_key = |a: &u128, b: &u128| {
+        (a >> 64)
+            .cmp(&(b >> 64))
+            .then_with(|| key_of(a).cmp(&key_of(b)))
+    };
+    partition_by(order, cuts, &by_coordinate_and_key, parallel);
+}
+
+/// Partitions `items` at the ascending positions `cuts` by `cmp`, a total
+/// order: afterwards every item before a cut orders before every item
+/// after it, so each part holds the items a full sort would put there, in
+/// no particular order. One selection per cut, each within the part its
+/// neighbours left: the O(n log n) sort of a whole level becomes
+/// O(n log slices) (STR needs the vertical slices, not the order inside
+/// them).
 ///
 /// `parallel`: after the first selection, the two halves are partitioned
 /// on two threads (the same result).
-fn partition_at<T: Packed>(order: &mut [u128], cuts: &[usize], entries: &[T], parallel: bool) {
+fn partition_by<T: Send, F: Fn(&T, &T) -> std::cmp::Ordering + Sync>(
+    items: &mut [T],
+    cuts: &[usize],
+    cmp: &F,
+    parallel: bool,
+) {
     let (before, rest) = cuts.split_at(cuts.len() / 2);
     let Some((&cut, after)) = rest.split_first() else {
         return;
     };
-    let cut = cut.min(order.len());
-    if cut > 0 && cut < order.len() {
-        // The entries' keys are looked up only for equal coordinates: the
-        // comparison of the packed keys alone touches no entry.
-        let key_of = |t: &u128| entries.get(position(*t)).map_or(0, Packed::key);
-        order.select_nth_unstable_by(cut, |a, b| {
-            (a >> 64)
-                .cmp(&(b >> 64))
-                .then_with(|| key_of(a).cmp(&key_of(b)))
-        });
+    let cut = cut.min(items.len());
+    if cut > 0 && cut < items.len() {
+        items.select_nth_unstable_by(cut, cmp);
     }
-    let (left, right) = order.split_at_mut(cut);
+    let (left, right) = items.split_at_mut(cut);
     let shifted: Vec<usize> = after.iter().map(|c| c.saturating_sub(cut)).collect();
     if parallel {
         std::thread::scope(|scope| {
-            scope.spawn(|| partition_at(left, before, entries, false));
-            partition_at(right, &shifted, entries, false);
+            scope.spawn(|| partition_by(left, before, cmp, false));
+            partition_by(right, &shifted, cmp, false);
         });
     } else {
-        partition_at(left, before, entries, false);
-        partition_at(right, &shifted, entries, false);
+        partition_by(left, before, cmp, false);
+        partition_by(right, &shifted, cmp, false);
     }
 }
 
@@ -750,6 +864,36 @@ mod tests {
                 let got = str_nodes_with(&entries, cap, pipelined, None, Some(true)).unwrap();
                 assert_eq!(got, want, "cap {cap}, pipelined {pipelined}");
                 assert_eq!(str_nodes(&entries, cap, pipelined, None).unwrap(), want);
+            }
+        }
+    }
+
+    /// An input STR owns and frees as it goes gives the nodes of the one it
+    /// borrows, in the same order, on one thread or two, and a failing sink
+    /// stops it with its error.
+    #[test]
+    fn str_of_an_owned_input_emits_the_same_nodes() {
+        let entries = grid_entries(13, |i| (i * 7919) % 20_011);
+        let items: Vec<(u64, Rect)> = entries.iter().map(|e| (e.key, e.rect)).collect();
+        for cap in [4, 50, 113] {
+            let want = str_nodes(&entries, cap, false, None).unwrap();
+            let sizes = even_sizes(items.len(), items.len().div_ceil(cap));
+            for pipelined in [false, true] {
+                for fail_at in [None, Some(0), Some(want.len() / 2)] {
+                    let mut got: Vec<Vec<u64>> = Vec::new();
+                    let mut emit = |node: &[Entry]| -> Result<()> {
+                        if Some(got.len()) == fail_at {
+                            return Err(Error::invalid("the sink refused the node"));
+                        }
+                        got.push(node.iter().map(|e| e.key).collect());
+                        Ok(())
+                    };
+                    let done = str_runs_consuming(items.clone(), &sizes, &mut emit, pipelined);
+                    match fail_at {
+                        None => assert_eq!(got, want, "cap {cap}, pipelined {pipelined}"),
+                        Some(_) => assert!(done.unwrap_err().to_string().contains("sink refused")),
+                    }
+                }
             }
         }
     }
