@@ -526,23 +526,25 @@ fn gather_nodes<T: Packed>(
     sizes: &[usize],
     records: &[T],
     keys_ascend: bool,
-    positions: &mut Vec<usize>,
+    positions: &mut Vec<u128>,
     out: &mut Vec<Entry>,
 ) {
     out.clear();
-    for node in runs(slice, sizes) {
-        if keys_ascend {
-            positions.clear();
-            positions.extend(node.iter().map(|&t| position(t)));
-            positions.sort_unstable();
-            out.extend(positions.iter().filter_map(|&p| records.get(p).map(Packed::entry)));
-        } else {
-            let start = out.len();
-            out.extend(node.iter().filter_map(|&t| records.get(position(t)).map(Packed::entry)));
-            if let Some(gathered) = out.get_mut(start..) {
-                gathered.sort_unstable_by_key(|e| e.key);
-            }
+    // Sorts the node's positions (when keys ascend with them) or its
+    // (key, position) pairs, 16 bytes each, rather than its gathered
+    // 48-byte entries.
+    let order_of = |t: &u128| {
+        let p = position(*t);
+        match keys_ascend {
+            true => p as u128,
+            false => (u128::from(records.get(p).map_or(0, Packed::key)) << 64) | p as u128,
         }
+    };
+    for node in runs(slice, sizes) {
+        positions.clear();
+        positions.extend(node.iter().map(order_of));
+        positions.sort_unstable();
+        out.extend(positions.iter().filter_map(|&p| records.get(position(p)).map(Packed::entry)));
     }
 }
 
