@@ -102,6 +102,17 @@ internal! {
     }
 }
 
+impl Node {
+    /// The entry of key `key`, found by binary search (the entries ascend
+    /// by key): a few cache lines of the node read, not all of them.
+    pub fn entry(&self, key: u64) -> Option<&Entry> {
+        self.entries
+            .binary_search_by_key(&key, |e| e.key)
+            .ok()
+            .and_then(|i| self.entries.get(i))
+    }
+}
+
 /// Page format version written by this build; newer versions are refused.
 pub const FORMAT_VERSION: u16 = 1;
 /// The first four bytes of every page.

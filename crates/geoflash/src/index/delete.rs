@@ -69,6 +69,9 @@ impl<S: NodeStore> RTree<S> {
             id: page,
             node: node.clone(),
         });
+        // Linear scans: a node's entries are read from memory in order,
+        // which the prefetcher streams, where the dependent probes of a
+        // binary search each wait for a cache miss in a cold node.
         if node.level == 0 {
             if node.entries.iter().any(|e| e.key == id && e.rect == *rect) {
                 return Ok(true);

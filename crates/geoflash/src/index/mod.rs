@@ -445,6 +445,13 @@ impl<S: NodeStore> RTree<S> {
                 let Some(u) = change.take() else { break };
                 let step = &path[i];
                 let level = step.node.level;
+                if keeps_node_rect(&path, i, &u) {
+                    // Nothing above changes: rewrite the entry, stop.
+                    path[i].release();
+                    self.store
+                        .modify(path[i].id, level, &[EntryChange::Upsert(u)])?;
+                    break;
+                }
                 let mut entries = step.node.entries.clone();
                 match entries.iter_mut().find(|e| e.key == u.key) {
                     Some(slot) => *slot = u,
@@ -572,9 +579,7 @@ impl<S: NodeStore> RTree<S> {
         let new = self.entry_for(step.id, entries)?;
         let current = parent
             .node
-            .entries
-            .iter()
-            .find(|e| e.key == step.id)
+            .entry(step.id)
             .ok_or_else(|| {
                 Error::corrupt(Some(parent.id), "child entry missing from its parent")
             })?;
@@ -589,12 +594,35 @@ impl<S: NodeStore> RTree<S> {
 /// leaf never grows beyond the region its parent already covers.
 pub const IN_PLACE_MARGIN: f64 = 0.1;
 
+/// True when rewriting entry `u` in the node of `path[i]` leaves the
+/// node's rectangle as its parent holds it, without reading the node's
+/// other entries: the node is the root, or `u`'s rectangle lies inside the
+/// node's rectangle and the entry's current one touches none of its sides
+/// (so the other entries reach every side). False also when the entry or
+/// the node's entry in its parent is missing (the caller reports it).
+fn keeps_node_rect(path: &[Step], i: usize, u: &Entry) -> bool {
+    let Some(step) = path.get(i) else {
+        return false;
+    };
+    let Some(parent) = i.checked_sub(1).and_then(|p| path.get(p)) else {
+        return step.node.entry(u.key).is_some();
+    };
+    let (Some(old), Some(node)) = (step.node.entry(u.key), parent.node.entry(step.id)) else {
+        return false;
+    };
+    let (o, r) = (&old.rect, &node.rect);
+    u.payload == old.payload
+        && ops::contains(r, &u.rect)
+        && o.min_x() > r.min_x()
+        && o.min_y() > r.min_y()
+        && o.max_x() < r.max_x()
+        && o.max_y() < r.max_y()
+}
+
 /// The rectangle of child `child` in `step`'s node (its entry there).
 fn child_rect(step: &Step, child: PageId) -> Result<Rect> {
     step.node
-        .entries
-        .iter()
-        .find(|e| e.key == child)
+        .entry(child)
         .map(|e| e.rect)
         .ok_or_else(|| Error::corrupt(Some(step.id), "child entry missing from its parent"))
 }
