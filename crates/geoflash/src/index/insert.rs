@@ -227,15 +227,7 @@ impl<S: NodeStore> RTree<S> {
         let Some(parent) = i.checked_sub(1).and_then(|p| path.get(p)) else {
             return Ok(Some(None));
         };
-        let current = parent
-            .node
-            .entries
-            .binary_search_by_key(&id, |e| e.key)
-            .ok()
-            .and_then(|p| parent.node.entries.get(p))
-            .ok_or_else(|| {
-                Error::corrupt(Some(parent.id), "child entry missing from its parent")
-            })?;
+        let current = super::child_entry(parent, id)?;
         let mut new = *current;
         for c in &changes {
             if let EntryChange::Upsert(e) = c {

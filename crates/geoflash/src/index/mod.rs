@@ -577,12 +577,7 @@ impl<S: NodeStore> RTree<S> {
             return Ok(None);
         };
         let new = self.entry_for(step.id, entries)?;
-        let current = parent
-            .node
-            .entry(step.id)
-            .ok_or_else(|| {
-                Error::corrupt(Some(parent.id), "child entry missing from its parent")
-            })?;
+        let current = child_entry(parent, step.id)?;
         Ok(if *current == new { None } else { Some(new) })
     }
 }
@@ -619,12 +614,17 @@ fn keeps_node_rect(path: &[Step], i: usize, u: &Entry) -> bool {
         && o.max_y() < r.max_y()
 }
 
-/// The rectangle of child `child` in `step`'s node (its entry there).
-fn child_rect(step: &Step, child: PageId) -> Result<Rect> {
+/// The entry of child `child` in `step`'s node, found by key; a
+/// corruption error naming the node when it is missing.
+pub(crate) fn child_entry(step: &Step, child: PageId) -> Result<&Entry> {
     step.node
         .entry(child)
-        .map(|e| e.rect)
         .ok_or_else(|| Error::corrupt(Some(step.id), "child entry missing from its parent"))
+}
+
+/// The rectangle of child `child` in `step`'s node (its entry there).
+fn child_rect(step: &Step, child: PageId) -> Result<Rect> {
+    child_entry(step, child).map(|e| e.rect)
 }
 
 /// The rectangle after the checks of [`Rect::new`]. Every `Rect` passes them
