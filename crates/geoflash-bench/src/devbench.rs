@@ -14,7 +14,6 @@
 //! The buffer of a batch holds `min(batch, count)` pages; a batch the
 //! machine cannot hold is bad input, not an allocation failure.
 use std::collections::BTreeSet;
-use std::str::FromStr;
 use std::time::Instant;
 
 use geoflash::engine::device::{replay_with_progress, ReplaySummary, Trace};
@@ -55,23 +54,9 @@ impl Pattern {
     }
 }
 
-impl FromStr for Pattern {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Ok(match s {
-            "seq-read" => Pattern::SeqRead,
-            "seq-write" => Pattern::SeqWrite,
-            "random-read" => Pattern::RandomRead,
-            "random-write" => Pattern::RandomWrite,
-            "mixed" => Pattern::Mixed,
-            _ => {
-                return Err(Error::invalid(format!(
-                    "unknown pattern {s:?}: use seq-read, seq-write, random-read, random-write or mixed"
-                )))
-            }
-        })
-    }
-}
+from_names!(Pattern, "pattern",
+    "seq-read" => SeqRead, "seq-write" => SeqWrite, "random-read" => RandomRead,
+    "random-write" => RandomWrite, "mixed" => Mixed);
 
 /// Parameters of a run.
 #[derive(Debug, Clone, Serialize)]
@@ -489,26 +474,16 @@ mod tests {
     #[test]
     fn bad_parameters() {
         let dev = MemDevice::new(4096, 10).unwrap();
-        let bad = [
-            DevbenchConfig {
-                batch: 0,
-                ..DevbenchConfig::default()
-            },
-            DevbenchConfig {
-                count: 0,
-                ..DevbenchConfig::default()
-            },
-            DevbenchConfig {
-                read_fraction: 2.0,
-                ..DevbenchConfig::default()
-            },
-            DevbenchConfig {
-                region_bytes: 100,
-                ..DevbenchConfig::default()
-            },
+        let bad: [fn(&mut DevbenchConfig); 4] = [
+            |c| c.batch = 0,
+            |c| c.count = 0,
+            |c| c.read_fraction = 2.0,
+            |c| c.region_bytes = 100,
         ];
-        for cfg in bad {
-            assert!(run(&dev, &cfg, &|_| {}).is_err());
+        for (i, spoil) in bad.into_iter().enumerate() {
+            let mut cfg = DevbenchConfig::default();
+            spoil(&mut cfg);
+            assert!(run(&dev, &cfg, &|_| {}).is_err(), "bad configuration {i}");
         }
         assert!("zigzag".parse::<Pattern>().is_err());
     }

@@ -16,7 +16,6 @@
 //! Boxes (`--geometry box`) are centred on the generated point with width and
 //! height drawn uniformly from `[0, max_size]` (Spider's definition), except
 //! `parcel`, which partitions the square itself, and `buildings`.
-use std::str::FromStr;
 
 use geoflash::engine::reserve;
 use geoflash::geom::Rect;
@@ -51,27 +50,10 @@ pub enum Distribution {
     Buildings,
 }
 
-impl FromStr for Distribution {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Ok(match s {
-            "uniform" => Distribution::Uniform,
-            "gaussian" => Distribution::Gaussian,
-            "diagonal" => Distribution::Diagonal,
-            "bit" => Distribution::Bit,
-            "sierpinski" => Distribution::Sierpinski,
-            "parcel" => Distribution::Parcel,
-            "thomas" => Distribution::Thomas,
-            "hier-thomas" => Distribution::HierThomas,
-            "buildings" => Distribution::Buildings,
-            _ => {
-                return Err(Error::invalid(format!(
-                    "unknown distribution {s:?}: use uniform, gaussian, diagonal, bit, sierpinski, parcel, thomas, hier-thomas or buildings"
-                )))
-            }
-        })
-    }
-}
+from_names!(Distribution, "distribution",
+    "uniform" => Uniform, "gaussian" => Gaussian, "diagonal" => Diagonal, "bit" => Bit,
+    "sierpinski" => Sierpinski, "parcel" => Parcel, "thomas" => Thomas,
+    "hier-thomas" => HierThomas, "buildings" => Buildings);
 
 /// Points or boxes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -83,18 +65,7 @@ pub enum GeometryKind {
     Box,
 }
 
-impl FromStr for GeometryKind {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "point" => Ok(GeometryKind::Point),
-            "box" => Ok(GeometryKind::Box),
-            _ => Err(Error::invalid(format!(
-                "unknown geometry {s:?}: use point or box"
-            ))),
-        }
-    }
-}
+from_names!(GeometryKind, "geometry", "point" => Point, "box" => Box);
 
 /// Parameters of a generator, with Spider's defaults.
 #[derive(Debug, Clone, Serialize)]
@@ -575,22 +546,8 @@ pub enum InsertionOrder {
     Sessions,
 }
 
-impl FromStr for InsertionOrder {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Ok(match s {
-            "as-generated" => InsertionOrder::AsGenerated,
-            "random" => InsertionOrder::Random,
-            "hilbert" => InsertionOrder::Hilbert,
-            "sessions" => InsertionOrder::Sessions,
-            _ => {
-                return Err(Error::invalid(format!(
-                    "unknown order {s:?}: use as-generated, random, hilbert or sessions"
-                )))
-            }
-        })
-    }
-}
+from_names!(InsertionOrder, "order",
+    "as-generated" => AsGenerated, "random" => Random, "hilbert" => Hilbert, "sessions" => Sessions);
 
 /// Returns the permutation of `0..rects.len()` giving the insertion order.
 pub fn order(rects: &[Rect], order: InsertionOrder, seed: u64) -> Result<Vec<usize>> {

@@ -461,36 +461,18 @@ mod tests {
         assert_eq!(rects[1].1, Rect::new(5.0, 6.0, 5.0, 6.0).unwrap());
         // to GeoJSON and back, to rectangle CSV and back: the same MBRs
         let gj = dir.path().join("d.geojson");
-        let r = import(
-            &wkt,
-            &gj,
-            InsertionOrder::AsGenerated,
-            1,
-            &ReadOptions::default(),
-        )
-        .unwrap();
+        let convert = |from: &Path, to: &Path, order: InsertionOrder, seed: u64| {
+            import(from, to, order, seed, &ReadOptions::default()).unwrap()
+        };
+        let r = convert(&wkt, &gj, InsertionOrder::AsGenerated, 1);
         assert_eq!(r.count, 3);
         assert_eq!(read_rects(&gj).unwrap(), rects);
         let csv = dir.path().join("r.csv");
-        import(
-            &gj,
-            &csv,
-            InsertionOrder::AsGenerated,
-            1,
-            &ReadOptions::default(),
-        )
-        .unwrap();
+        convert(&gj, &csv, InsertionOrder::AsGenerated, 1);
         assert_eq!(read_rects(&csv).unwrap(), rects);
         // a random order is a permutation of the same records
         let shuffled = dir.path().join("s.csv");
-        import(
-            &wkt,
-            &shuffled,
-            InsertionOrder::Random,
-            3,
-            &ReadOptions::default(),
-        )
-        .unwrap();
+        convert(&wkt, &shuffled, InsertionOrder::Random, 3);
         let mut got = read_rects(&shuffled).unwrap();
         got.sort_by_key(|x| x.0);
         assert_eq!(got, rects);

@@ -155,24 +155,32 @@ mod tests {
 
     #[test]
     fn rates_read_as_people_write_them() {
-        assert_eq!(rate(142_762.851_4), "142,763/s");
-        assert_eq!(rate(999.4), "999/s");
-        assert_eq!(rate(1000.0), "1,000/s");
-        assert_eq!(rate(1_234_567.0), "1,234,567/s");
-        assert_eq!(rate(12.54), "12.5/s");
-        assert_eq!(rate(0.01234), "0.0123/s");
-        assert_eq!(rate(0.5), "0.500/s");
-        assert_eq!(rate(0.0), "0/s");
-        assert_eq!(rate(f64::NAN), "0/s");
+        for (per_sec, shown) in [
+            (142_762.851_4, "142,763/s"),
+            (999.4, "999/s"),
+            (1000.0, "1,000/s"),
+            (1_234_567.0, "1,234,567/s"),
+            (12.54, "12.5/s"),
+            (0.01234, "0.0123/s"),
+            (0.5, "0.500/s"),
+            (0.0, "0/s"),
+            (f64::NAN, "0/s"),
+        ] {
+            assert_eq!(rate(per_sec), shown, "{per_sec}");
+        }
     }
 
     #[test]
     fn counts_are_grouped_by_thousands() {
-        assert_eq!(count(0), "0");
-        assert_eq!(count(999), "999");
-        assert_eq!(count(1000), "1,000");
-        assert_eq!(count(20_000), "20,000");
-        assert_eq!(count(1_234_567), "1,234,567");
+        for (n, shown) in [
+            (0, "0"),
+            (999, "999"),
+            (1000, "1,000"),
+            (20_000, "20,000"),
+            (1_234_567, "1,234,567"),
+        ] {
+            assert_eq!(count(n), shown);
+        }
     }
 
     #[test]

@@ -20,18 +20,7 @@ pub enum Placement {
     OnData,
 }
 
-impl std::str::FromStr for Placement {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "uniform" => Ok(Placement::Uniform),
-            "on-data" => Ok(Placement::OnData),
-            _ => Err(Error::invalid(format!(
-                "unknown placement {s:?}: use uniform or on-data"
-            ))),
-        }
-    }
-}
+from_names!(Placement, "placement", "uniform" => Uniform, "on-data" => OnData);
 
 /// Parses a selectivity: `0.01%` (a percentage) or `0.0001` (a fraction), in (0, 1].
 pub fn parse_selectivity(text: &str) -> Result<f64> {

@@ -291,47 +291,34 @@ fn report_has_figures_first_pivots_and_gains() {
 #[test]
 fn bad_metric_and_missing_store() {
     let dir = tempfile::tempdir().unwrap();
-    let e = write_report(
-        &ResultsLocation::Sqlite(dir.path().join("none.sqlite")),
-        dir.path(),
-        &ReportOptions::default(),
-    )
-    .unwrap_err()
-    .to_string();
+    let refused = |db: &Path, opts: &ReportOptions| -> String {
+        write_report(&ResultsLocation::Sqlite(db.to_path_buf()), dir.path(), opts)
+            .unwrap_err()
+            .to_string()
+    };
+    let e = refused(&dir.path().join("none.sqlite"), &ReportOptions::default());
     assert!(e.contains("does not exist"), "{e}");
     let db = dir.path().join("r.sqlite");
     ResultsStore::open(&db).unwrap();
-    let e = write_report(
-        &ResultsLocation::Sqlite(db.clone()),
-        dir.path(),
+    let e = refused(
+        &db,
         &ReportOptions {
             metrics: vec!["pages_written; DROP TABLE results".into()],
             baseline: None,
             headline: None,
         },
-    )
-    .unwrap_err()
-    .to_string();
+    );
     assert!(e.contains("unknown metric"), "{e}");
-    let e = write_report(
-        &ResultsLocation::Sqlite(db.clone()),
-        dir.path(),
-        &ReportOptions::default(),
-    )
-    .unwrap_err()
-    .to_string();
+    let e = refused(&db, &ReportOptions::default());
     assert!(e.contains("no successful result"), "{e}");
-    let e = write_report(
-        &ResultsLocation::Sqlite(db.clone()),
-        dir.path(),
+    let e = refused(
+        &db,
         &ReportOptions {
             metrics: vec![],
             baseline: None,
             headline: Some("efind".into()),
         },
-    )
-    .unwrap_err()
-    .to_string();
+    );
     assert!(e.contains("needs a baseline"), "{e}");
     assert_eq!(without_page_size("a[page_size=1024,store=x]"), "a[store=x]");
     assert_eq!(without_page_size("a[page_size=1024]"), "a");

@@ -69,18 +69,16 @@ fn difference(mut got: Vec<u64>, mut want: Vec<u64>) -> Option<String> {
     if got == want {
         return None;
     }
-    let missing: Vec<u64> = want
-        .iter()
-        .filter(|i| got.binary_search(i).is_err())
-        .take(5)
-        .copied()
-        .collect();
-    let extra: Vec<u64> = got
-        .iter()
-        .filter(|i| want.binary_search(i).is_err())
-        .take(5)
-        .copied()
-        .collect();
+    // At most 5 ids of `a` that `b` (sorted) does not hold.
+    let absent = |a: &[u64], b: &[u64]| -> Vec<u64> {
+        a.iter()
+            .filter(|i| b.binary_search(i).is_err())
+            .take(5)
+            .copied()
+            .collect()
+    };
+    let missing = absent(&want, &got);
+    let extra = absent(&got, &want);
     Some(format!(
         "{} objects answered, {} expected (missing ids {missing:?}, unexpected ids {extra:?}, \
          at most 5 of each)",

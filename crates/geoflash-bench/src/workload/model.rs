@@ -35,19 +35,7 @@ impl Scale {
     }
 }
 
-impl std::str::FromStr for Scale {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "smoke" => Ok(Scale::Smoke),
-            "small" => Ok(Scale::Small),
-            "full" => Ok(Scale::Full),
-            _ => Err(Error::invalid(format!(
-                "unknown scale {s:?}: use smoke, small or full"
-            ))),
-        }
-    }
-}
+from_names!(Scale, "scale", "smoke" => Smoke, "small" => Small, "full" => Full);
 
 /// Where a dataset comes from.
 #[derive(Debug, Clone, Serialize)]
