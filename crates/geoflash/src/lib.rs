@@ -50,6 +50,25 @@ macro_rules! ordered_by {
     };
 }
 
+/// Adds counters field by field, saturating:
+/// `add_counters!(into, Type { a, b } = from)` destructures `from` (a
+/// `Type`) and adds each named field to the field of the same name of
+/// `into`. Without a trailing `..` every field must be named, so a counter
+/// added to `Type` fails to compile until it is summed; with `..` the
+/// fields left out are the caller's to combine.
+macro_rules! add_counters {
+    ($into:expr, $t:ident { $($f:ident),+ $(,)? } = $from:expr) => {{
+        let $t { $($f),+ } = $from;
+        let into = $into;
+        $(into.$f = into.$f.saturating_add($f);)+
+    }};
+    ($into:expr, $t:ident { $($f:ident),+ , .. } = $from:expr) => {{
+        let $t { $($f),+ , .. } = $from;
+        let into = $into;
+        $(into.$f = into.$f.saturating_add($f);)+
+    }};
+}
+
 /// Test functions that each run `$run` on one argument:
 /// `tests_for!(run: name_a => arg_a, name_b => arg_b)` declares
 /// `#[test] fn name_a() { run(arg_a) }` and so on (one test per case, as

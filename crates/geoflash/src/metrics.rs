@@ -580,52 +580,6 @@ pub(crate) fn add_levels(into: &mut Vec<u64>, from: &[u64]) {
     }
 }
 
-/// Host flash-page writes behind a simulator record: NAND programs ÷ write amplification.
-fn host_flash_writes(s: &SimCounters) -> f64 {
-    if s.device_write_amplification > 0.0 && s.device_write_amplification.is_finite() {
-        s.nand_programs as f64 / s.device_write_amplification
-    } else {
-        0.0
-    }
-}
-
-/// Sums `b` into `a`. Write amplification is recombined from the NAND
-/// programs and host writes of both; the erase-count snapshot is `b`'s (the
-/// later batch) when `b` has one.
-fn add_sim(a: &mut SimCounters, b: &SimCounters) {
-    let SimCounters {
-        nand_reads,
-        nand_programs,
-        nand_erases,
-        gc_copies,
-        gc_runs,
-        retired_blocks,
-        device_write_amplification: _,
-        erase_count_min,
-        erase_count_mean,
-        erase_count_max,
-        sim_time_ns,
-    } = *b;
-    let host = host_flash_writes(a) + host_flash_writes(b);
-    a.nand_reads = a.nand_reads.saturating_add(nand_reads);
-    a.nand_programs = a.nand_programs.saturating_add(nand_programs);
-    a.nand_erases = a.nand_erases.saturating_add(nand_erases);
-    a.gc_copies = a.gc_copies.saturating_add(gc_copies);
-    a.gc_runs = a.gc_runs.saturating_add(gc_runs);
-    a.retired_blocks = a.retired_blocks.saturating_add(retired_blocks);
-    a.sim_time_ns = a.sim_time_ns.saturating_add(sim_time_ns);
-    a.device_write_amplification = if host > 0.0 {
-        a.nand_programs as f64 / host
-    } else {
-        0.0
-    };
-    if erase_count_max > 0 || erase_count_mean > 0.0 {
-        a.erase_count_min = erase_count_min;
-        a.erase_count_mean = erase_count_mean;
-        a.erase_count_max = erase_count_max;
-    }
-}
-
 impl Stats {
     /// Column names of the flat JSON form, in serialization order.
     pub const COLUMNS: &'static [&'static str] = &[
@@ -810,7 +764,7 @@ impl Stats {
         self.node_gets = self.node_gets.saturating_add(other.node_gets);
         self.device_simulated |= other.device_simulated;
         self.io.add(&other.io);
-        add_sim(&mut self.sim, &other.sim);
+        self.sim.add(&other.sim);
         let index_bytes = if other.index_bytes > 0 {
             other.index_bytes
         } else {

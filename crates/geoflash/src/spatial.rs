@@ -385,6 +385,65 @@ pub(crate) fn knn_answer(neighbors: Vec<Neighbor>) -> KnnResult {
     }
 }
 
+/// The [`SpatialIndex`] methods that an implementor `$t` has as inherent
+/// methods of the same name and arguments (updates, window and batch
+/// queries, kNN, the read mode), each forwarded to `$t::name`: the R-tree
+/// family and the [`crate::Index`] front end. The caller has the types of
+/// the signatures in scope (`Rect`, `Point`, `Result`, `ReadMode` and the
+/// query results).
+macro_rules! forward_to_inherent {
+    ($t:ident) => {
+        fn insert(&mut self, id: u64, rect: Rect) -> Result<()> {
+            $t::insert(self, id, rect)
+        }
+
+        fn delete(&mut self, id: u64, rect: Rect) -> Result<()> {
+            $t::delete(self, id, rect)
+        }
+
+        fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
+            $t::update(self, id, old, new)
+        }
+
+        fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {
+            $t::query(self, window, predicate)
+        }
+
+        fn bounds(&self) -> Result<Option<Rect>> {
+            $t::bounds(self)
+        }
+
+        fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
+            $t::query_batch(self, windows, predicate)
+        }
+
+        fn query_batch_keys(
+            &self,
+            windows: &[Rect],
+            predicate: Predicate,
+        ) -> Result<Vec<KeyResult>> {
+            $t::query_batch_keys(self, windows, predicate)
+        }
+
+        fn query_batch_flat(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchKeys> {
+            $t::query_batch_flat(self, windows, predicate)
+        }
+
+        fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
+            $t::nearest(self, point, k, ties)
+        }
+
+        fn read_mode(&self) -> ReadMode {
+            $t::read_mode(self)
+        }
+
+        fn set_read_mode(&mut self, mode: ReadMode) {
+            $t::set_read_mode(self, mode)
+        }
+    };
+}
+pub(crate) use forward_to_inherent;
+
 /// The counters and durability of a structure that keeps its nodes in one
 /// node store (`self.store()`, `self.store_mut()`), forwarded to the
 /// store: the [`SpatialIndex`] methods of the R-tree family and the

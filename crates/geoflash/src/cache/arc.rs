@@ -204,8 +204,8 @@ impl ReplacementPolicy for Arc {
     }
 
     #[cfg(test)]
-    fn contains(&self, id: PageId) -> bool {
-        matches!(self.place.get(&id), Some((List::T1 | List::T2, _)))
+    fn resident(&self) -> Vec<PageId> {
+        [&self.t1, &self.t2].iter().flat_map(|l| l.to_vec()).collect()
     }
 
     #[cfg(test)]

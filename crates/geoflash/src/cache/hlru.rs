@@ -87,13 +87,8 @@ impl ReplacementPolicy for Hlru {
     }
 
     #[cfg(test)]
-    fn contains(&self, id: PageId) -> bool {
-        self.height_of.contains_key(&id)
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.height_of.len()
+    fn resident(&self) -> Vec<PageId> {
+        self.height_of.keys().copied().collect()
     }
 }
 

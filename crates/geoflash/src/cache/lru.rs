@@ -40,13 +40,8 @@ impl ReplacementPolicy for Lru {
     }
 
     #[cfg(test)]
-    fn contains(&self, id: PageId) -> bool {
-        self.list.contains(id)
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.list.len()
+    fn resident(&self) -> Vec<PageId> {
+        self.list.to_vec()
     }
 }
 

@@ -67,11 +67,19 @@ pub trait ReplacementPolicy: Send + fmt::Debug {
     /// Chooses a victim among the resident pages and forgets it.
     fn pop_victim(&mut self) -> Option<PageId>;
     #[cfg(test)]
-    /// Whether the page is resident (ghost entries of 2Q's A1out are not).
-    fn contains(&self, id: PageId) -> bool;
+    /// The resident pages, in no particular order (ghost entries of 2Q's
+    /// A1out are not resident).
+    fn resident(&self) -> Vec<PageId>;
+    #[cfg(test)]
+    /// Whether the page is resident.
+    fn contains(&self, id: PageId) -> bool {
+        self.resident().contains(&id)
+    }
     #[cfg(test)]
     /// Number of resident pages.
-    fn len(&self) -> usize;
+    fn len(&self) -> usize {
+        self.resident().len()
+    }
     #[cfg(test)]
     /// Whether no page is resident.
     fn is_empty(&self) -> bool {

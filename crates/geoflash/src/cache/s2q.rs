@@ -14,19 +14,111 @@
 use super::{fraction_of, EntryMeta, IdMap, LinkedSet, ReplacementPolicy};
 use crate::storage::PageId;
 
+/// The resident queue of a page in either 2Q.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Queue {
+pub(super) enum Queue {
+    /// `A1` (simplified 2Q) or `A1in` (full 2Q): a FIFO of pages seen once.
     A1,
+    /// `Am`: an LRU of pages used again.
     Am,
+}
+
+/// The two resident queues both 2Q variants keep, with each resident
+/// page's queue and size and the bytes `A1` holds; full 2Q adds its ghost
+/// queue beside them.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Queues {
+    a1: LinkedSet,
+    am: LinkedSet,
+    where_: IdMap<(Queue, usize)>,
+    a1_bytes: usize,
+}
+
+impl Queues {
+    /// Whether `id` is resident.
+    pub(super) fn holds(&self, id: PageId) -> bool {
+        self.where_.contains_key(&id)
+    }
+
+    /// Puts the page of `size` bytes at the front of `queue`.
+    pub(super) fn push(&mut self, id: PageId, queue: Queue, size: usize) {
+        match queue {
+            Queue::A1 => {
+                self.a1.push_front(id);
+                self.a1_bytes += size;
+            }
+            Queue::Am => self.am.push_front(id),
+        }
+        self.where_.insert(id, (queue, size));
+    }
+
+    /// A hit on `id`, now of `size` bytes: a page of `Am` moves to its
+    /// front; a page of `A1` moves to the front of `Am` when `promote`,
+    /// else stays where it is. Returns whether `id` was resident.
+    pub(super) fn hit(&mut self, id: PageId, size: usize, promote: bool) -> bool {
+        // One map lookup (a hit is the common case of a read-mostly cache).
+        let Some(slot) = self.where_.get_mut(&id) else {
+            return false;
+        };
+        let (queue, old) = *slot;
+        if queue == Queue::A1 && !promote {
+            *slot = (Queue::A1, size);
+            self.a1_bytes = self.a1_bytes - old + size;
+            return true;
+        }
+        *slot = (Queue::Am, size);
+        if queue == Queue::A1 {
+            self.a1.remove(id);
+            self.a1_bytes -= old;
+        }
+        self.am.push_front(id);
+        true
+    }
+
+    /// Removes a resident page; returns its queue and size.
+    pub(super) fn forget(&mut self, id: PageId) -> Option<(Queue, usize)> {
+        let (q, size) = self.where_.remove(&id)?;
+        match q {
+            Queue::A1 => {
+                self.a1.remove(id);
+                self.a1_bytes -= size;
+            }
+            Queue::Am => {
+                self.am.remove(id);
+            }
+        }
+        Some((q, size))
+    }
+
+    /// Chooses and forgets the victim: the back of `A1` when it holds more
+    /// than `a1_limit` bytes (or `Am` is empty), else the back of `Am`.
+    /// Returns it with the queue it left and its size.
+    pub(super) fn pop_victim(&mut self, a1_limit: usize) -> Option<(PageId, Queue, usize)> {
+        let id = if self.a1_bytes > a1_limit || self.am.is_empty() {
+            self.a1.back_or(&self.am)
+        } else {
+            self.am.back_or(&self.a1)
+        }?;
+        let (q, size) = self.forget(id)?;
+        Some((id, q, size))
+    }
+
+    #[cfg(test)]
+    pub(super) fn resident(&self) -> Vec<PageId> {
+        self.where_.keys().copied().collect()
+    }
+
+    /// `A1` and `Am`, front to back.
+    #[cfg(test)]
+    pub(super) fn lists(&self) -> (Vec<PageId>, Vec<PageId>) {
+        (self.a1.to_vec(), self.am.to_vec())
+    }
 }
 
 /// Simplified 2Q; see the module documentation.
 #[derive(Debug, Clone)]
 pub struct S2q {
-    a1: LinkedSet,
-    am: LinkedSet,
-    where_: IdMap<(Queue, usize)>,
-    a1_bytes: usize,
+    queues: Queues,
     threshold: usize,
 }
 
@@ -42,31 +134,14 @@ impl S2q {
     /// Simplified 2Q whose `A1` queue may hold `a1_bytes` before it gives up victims first.
     pub fn with_threshold(a1_bytes: usize) -> Self {
         S2q {
-            a1: LinkedSet::new(),
-            am: LinkedSet::new(),
-            where_: IdMap::default(),
-            a1_bytes: 0,
+            queues: Queues::default(),
             threshold: a1_bytes,
         }
     }
 
-    fn forget(&mut self, id: PageId) -> Option<Queue> {
-        let (q, size) = self.where_.remove(&id)?;
-        match q {
-            Queue::A1 => {
-                self.a1.remove(id);
-                self.a1_bytes -= size;
-            }
-            Queue::Am => {
-                self.am.remove(id);
-            }
-        }
-        Some(q)
-    }
-
     #[cfg(test)]
     fn queues(&self) -> (Vec<PageId>, Vec<PageId>) {
-        (self.a1.to_vec(), self.am.to_vec())
+        self.queues.lists()
     }
 }
 
@@ -77,51 +152,26 @@ impl ReplacementPolicy for S2q {
     }
 
     fn insert(&mut self, id: PageId, meta: EntryMeta) {
-        if self.where_.contains_key(&id) {
-            self.access(id, meta);
-            return;
+        if !self.queues.hit(id, meta.size, true) {
+            self.queues.push(id, Queue::A1, meta.size);
         }
-        self.a1.push_front(id);
-        self.a1_bytes += meta.size;
-        self.where_.insert(id, (Queue::A1, meta.size));
     }
 
     fn access(&mut self, id: PageId, meta: EntryMeta) {
-        // One map lookup (a hit is the common case of a read-mostly cache).
-        let Some(slot) = self.where_.get_mut(&id) else {
-            return;
-        };
-        let (queue, size) = *slot;
-        *slot = (Queue::Am, meta.size);
-        if queue == Queue::A1 {
-            self.a1.remove(id);
-            self.a1_bytes -= size;
-        }
-        self.am.push_front(id);
+        self.queues.hit(id, meta.size, true);
     }
 
     fn remove(&mut self, id: PageId) -> bool {
-        self.forget(id).is_some()
+        self.queues.forget(id).is_some()
     }
 
     fn pop_victim(&mut self) -> Option<PageId> {
-        let id = if self.a1_bytes > self.threshold || self.am.is_empty() {
-            self.a1.back_or(&self.am)
-        } else {
-            self.am.back_or(&self.a1)
-        }?;
-        self.forget(id);
-        Some(id)
+        self.queues.pop_victim(self.threshold).map(|(id, _, _)| id)
     }
 
     #[cfg(test)]
-    fn contains(&self, id: PageId) -> bool {
-        self.where_.contains_key(&id)
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.where_.len()
+    fn resident(&self) -> Vec<PageId> {
+        self.queues.resident()
     }
 }
 

@@ -14,24 +14,17 @@
 //! Sizes are in bytes of the budget, the paper's page counts scaled by the
 //! page sizes: defaults `Kin` = 25% and `Kout` = 50% of the budget, as the
 //! paper recommends.
+use super::s2q::{Queue, Queues};
 use super::{fraction_of, EntryMeta, IdMap, LinkedSet, ReplacementPolicy};
 use crate::storage::PageId;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Queue {
-    A1in,
-    Am,
-}
 
 /// Full 2Q; see the module documentation.
 #[derive(Debug, Clone)]
 pub struct TwoQ {
-    a1in: LinkedSet,
-    am: LinkedSet,
+    /// `A1in` (as [`Queue::A1`]) and `Am`.
+    queues: Queues,
     a1out: LinkedSet,
-    resident: IdMap<(Queue, usize)>,
     ghost_size: IdMap<usize>,
-    a1in_bytes: usize,
     a1out_bytes: usize,
     kin: usize,
     kout: usize,
@@ -56,30 +49,13 @@ impl TwoQ {
     /// Full 2Q with `Kin` and `Kout` in bytes.
     pub fn with_sizes(kin_bytes: usize, kout_bytes: usize) -> Self {
         TwoQ {
-            a1in: LinkedSet::new(),
-            am: LinkedSet::new(),
+            queues: Queues::default(),
             a1out: LinkedSet::new(),
-            resident: IdMap::default(),
             ghost_size: IdMap::default(),
-            a1in_bytes: 0,
             a1out_bytes: 0,
             kin: kin_bytes,
             kout: kout_bytes,
         }
-    }
-
-    fn forget_resident(&mut self, id: PageId) -> Option<(Queue, usize)> {
-        let (q, size) = self.resident.remove(&id)?;
-        match q {
-            Queue::A1in => {
-                self.a1in.remove(id);
-                self.a1in_bytes -= size;
-            }
-            Queue::Am => {
-                self.am.remove(id);
-            }
-        }
-        Some((q, size))
     }
 
     fn forget_ghost(&mut self, id: PageId) -> bool {
@@ -115,7 +91,8 @@ impl TwoQ {
 
     #[cfg(test)]
     fn queues(&self) -> (Vec<PageId>, Vec<PageId>, Vec<PageId>) {
-        (self.a1in.to_vec(), self.a1out.to_vec(), self.am.to_vec())
+        let (a1in, am) = self.queues.lists();
+        (a1in, self.a1out.to_vec(), am)
     }
 }
 
@@ -126,60 +103,39 @@ impl ReplacementPolicy for TwoQ {
     }
 
     fn insert(&mut self, id: PageId, meta: EntryMeta) {
-        if self.resident.contains_key(&id) {
+        if self.queues.holds(id) {
             self.access(id, meta);
             return;
         }
-        if self.forget_ghost(id) {
-            self.am.push_front(id);
-            self.resident.insert(id, (Queue::Am, meta.size));
+        let queue = if self.forget_ghost(id) {
+            Queue::Am
         } else {
-            self.a1in.push_front(id);
-            self.a1in_bytes += meta.size;
-            self.resident.insert(id, (Queue::A1in, meta.size));
-        }
+            Queue::A1
+        };
+        self.queues.push(id, queue, meta.size);
     }
 
+    /// A hit in `A1in` does not promote (correlated references).
     fn access(&mut self, id: PageId, meta: EntryMeta) {
-        match self.resident.get_mut(&id) {
-            Some((Queue::Am, size)) => {
-                *size = meta.size;
-                self.am.push_front(id);
-            }
-            Some((Queue::A1in, size)) => {
-                self.a1in_bytes = self.a1in_bytes - *size + meta.size;
-                *size = meta.size;
-            }
-            None => {}
-        }
+        self.queues.hit(id, meta.size, false);
     }
 
     fn remove(&mut self, id: PageId) -> bool {
         self.forget_ghost(id);
-        self.forget_resident(id).is_some()
+        self.queues.forget(id).is_some()
     }
 
     fn pop_victim(&mut self) -> Option<PageId> {
-        let from_a1in = self.a1in_bytes > self.kin || self.am.is_empty();
-        let id = if from_a1in {
-            self.a1in.back_or(&self.am)
-        } else {
-            self.am.back_or(&self.a1in)
-        }?;
-        if let Some((Queue::A1in, size)) = self.forget_resident(id) {
+        let (id, queue, size) = self.queues.pop_victim(self.kin)?;
+        if queue == Queue::A1 {
             self.remember_ghost(id, size);
         }
         Some(id)
     }
 
     #[cfg(test)]
-    fn contains(&self, id: PageId) -> bool {
-        self.resident.contains_key(&id)
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.resident.len()
+    fn resident(&self) -> Vec<PageId> {
+        self.queues.resident()
     }
 }
 

@@ -42,15 +42,14 @@ impl crate::metrics::Stats {
     /// Adds an index's tree counters (splits, reinsertions, merges,
     /// updates in place).
     pub fn absorb_tree(&mut self, tree: &TreeCounters) {
-        let TreeCounters {
-            splits,
-            reinsertions,
-            merges,
-            updates_in_place,
-        } = *tree;
-        self.updates_in_place = self.updates_in_place.saturating_add(updates_in_place);
-        self.splits = self.splits.saturating_add(splits);
-        self.reinsertions = self.reinsertions.saturating_add(reinsertions);
-        self.merges = self.merges.saturating_add(merges);
+        add_counters!(
+            self,
+            TreeCounters {
+                splits,
+                reinsertions,
+                merges,
+                updates_in_place,
+            } = *tree
+        );
     }
 }

@@ -3,13 +3,17 @@
 use super::query::{BatchKeys, BatchResult, KeyResult, KnnResult, Predicate, QueryResult};
 use super::{RTree, ReadMode};
 use crate::geom::{Point, Rect};
-use crate::spatial::{forward_to_store, SpatialIndex};
+use crate::spatial::{forward_to_inherent, forward_to_store, SpatialIndex};
 use crate::store::NodeStore;
 use crate::Result;
 
 crate::spatial::store_link_to_store!(RTree<S>);
 
 impl<S: NodeStore + 'static> SpatialIndex for RTree<S> {
+    forward_to_inherent!(RTree);
+
+    forward_to_store!();
+
     fn family(&self) -> &'static str {
         "an R-tree-family tree"
     }
@@ -20,18 +24,6 @@ impl<S: NodeStore + 'static> SpatialIndex for RTree<S> {
 
     fn height(&self) -> u16 {
         RTree::height(self)
-    }
-
-    fn insert(&mut self, id: u64, rect: Rect) -> Result<()> {
-        RTree::insert(self, id, rect)
-    }
-
-    fn delete(&mut self, id: u64, rect: Rect) -> Result<()> {
-        RTree::delete(self, id, rect)
-    }
-
-    fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
-        RTree::update(self, id, old, new)
     }
 
     fn located_records(&self) -> Result<Vec<(u64, Rect, Option<u64>)>> {
@@ -45,10 +37,6 @@ impl<S: NodeStore + 'static> SpatialIndex for RTree<S> {
         RTree::update_near(self, id, old, new, near)
     }
 
-    fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {
-        RTree::query(self, window, predicate)
-    }
-
     fn count(&self, window: Rect, predicate: Predicate) -> Result<u64> {
         let mut n = 0u64;
         let rect = super::checked(window)?;
@@ -56,37 +44,7 @@ impl<S: NodeStore + 'static> SpatialIndex for RTree<S> {
         Ok(n)
     }
 
-    fn bounds(&self) -> Result<Option<Rect>> {
-        RTree::bounds(self)
-    }
-
-    fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
-        RTree::query_batch(self, windows, predicate)
-    }
-
-    fn query_batch_keys(&self, windows: &[Rect], predicate: Predicate) -> Result<Vec<KeyResult>> {
-        RTree::query_batch_keys(self, windows, predicate)
-    }
-
-    fn query_batch_flat(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchKeys> {
-        RTree::query_batch_flat(self, windows, predicate)
-    }
-
-    fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
-        RTree::nearest(self, point, k, ties)
-    }
-
     fn checkpoint(&mut self) -> Result<()> {
         self.store_mut().checkpoint()
-    }
-
-    forward_to_store!();
-
-    fn read_mode(&self) -> ReadMode {
-        RTree::read_mode(self)
-    }
-
-    fn set_read_mode(&mut self, mode: ReadMode) {
-        RTree::set_read_mode(self, mode)
     }
 }

@@ -8,7 +8,7 @@ use super::Index;
 use crate::geom::{Point, Rect};
 use crate::index::query::{BatchKeys, BatchResult, KeyResult, KnnResult, Predicate, QueryResult};
 use crate::index::{ReadMode, TreeCounters};
-use crate::spatial::{point_windows, SpatialIndex};
+use crate::spatial::{forward_to_inherent, point_windows, SpatialIndex};
 use crate::store::log::Durability;
 use crate::store::{OpId, StoreStats};
 use crate::Result;
@@ -17,6 +17,8 @@ use crate::Result;
 impl crate::spatial::StoreLink for Index {}
 
 impl SpatialIndex for Index {
+    forward_to_inherent!(Index);
+
     fn family(&self) -> &'static str {
         self.tree.family()
     }
@@ -29,44 +31,8 @@ impl SpatialIndex for Index {
         self.tree.height()
     }
 
-    fn insert(&mut self, id: u64, rect: Rect) -> Result<()> {
-        Index::insert(self, id, rect)
-    }
-
-    fn delete(&mut self, id: u64, rect: Rect) -> Result<()> {
-        Index::delete(self, id, rect)
-    }
-
-    fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
-        Index::update(self, id, old, new)
-    }
-
-    fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {
-        Index::query(self, window, predicate)
-    }
-
     fn count(&self, window: Rect, predicate: Predicate) -> Result<u64> {
         Index::count(self, window, predicate)
-    }
-
-    fn bounds(&self) -> Result<Option<Rect>> {
-        Index::bounds(self)
-    }
-
-    fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
-        Index::query_batch(self, windows, predicate)
-    }
-
-    fn query_batch_keys(&self, windows: &[Rect], predicate: Predicate) -> Result<Vec<KeyResult>> {
-        Index::query_batch_keys(self, windows, predicate)
-    }
-
-    fn query_batch_flat(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchKeys> {
-        Index::query_batch_flat(self, windows, predicate)
-    }
-
-    fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
-        Index::nearest(self, point, k, ties)
     }
 
     /// The xBR+-tree's group algorithm (timed as one filter step); for the
@@ -115,14 +81,6 @@ impl SpatialIndex for Index {
 
     fn durable_op(&self) -> Option<OpId> {
         Index::durable_op(self)
-    }
-
-    fn read_mode(&self) -> ReadMode {
-        Index::read_mode(self)
-    }
-
-    fn set_read_mode(&mut self, mode: ReadMode) {
-        Index::set_read_mode(self, mode)
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -43,39 +43,26 @@ pub struct IoCounters {
 impl IoCounters {
     /// Adds `b`'s counts to these (saturating; every field, by destructuring).
     pub fn add(&mut self, b: &IoCounters) {
-        let a = self;
-        let IoCounters {
-            pages_read,
-            pages_written,
-            bytes_read,
-            bytes_written,
-            read_batches,
-            write_batches,
-            sequential_reads,
-            random_reads,
-            sequential_writes,
-            random_writes,
-            syncs,
-            pages_trimmed,
-            read_time_ns,
-            write_time_ns,
-            sync_time_ns,
-        } = *b;
-        a.pages_read = a.pages_read.saturating_add(pages_read);
-        a.pages_written = a.pages_written.saturating_add(pages_written);
-        a.bytes_read = a.bytes_read.saturating_add(bytes_read);
-        a.bytes_written = a.bytes_written.saturating_add(bytes_written);
-        a.read_batches = a.read_batches.saturating_add(read_batches);
-        a.write_batches = a.write_batches.saturating_add(write_batches);
-        a.sequential_reads = a.sequential_reads.saturating_add(sequential_reads);
-        a.random_reads = a.random_reads.saturating_add(random_reads);
-        a.sequential_writes = a.sequential_writes.saturating_add(sequential_writes);
-        a.random_writes = a.random_writes.saturating_add(random_writes);
-        a.syncs = a.syncs.saturating_add(syncs);
-        a.pages_trimmed = a.pages_trimmed.saturating_add(pages_trimmed);
-        a.read_time_ns = a.read_time_ns.saturating_add(read_time_ns);
-        a.write_time_ns = a.write_time_ns.saturating_add(write_time_ns);
-        a.sync_time_ns = a.sync_time_ns.saturating_add(sync_time_ns);
+        add_counters!(
+            self,
+            IoCounters {
+                pages_read,
+                pages_written,
+                bytes_read,
+                bytes_written,
+                read_batches,
+                write_batches,
+                sequential_reads,
+                random_reads,
+                sequential_writes,
+                random_writes,
+                syncs,
+                pages_trimmed,
+                read_time_ns,
+                write_time_ns,
+                sync_time_ns,
+            } = *b
+        );
     }
 }
 
@@ -105,6 +92,57 @@ pub struct SimCounters {
     pub erase_count_max: u64,
     /// Simulated elapsed time in nanoseconds.
     pub sim_time_ns: u64,
+}
+
+impl SimCounters {
+    /// Host flash-page writes behind these counters: NAND programs ÷
+    /// write amplification.
+    fn host_flash_writes(&self) -> f64 {
+        let wa = self.device_write_amplification;
+        if wa > 0.0 && wa.is_finite() {
+            self.nand_programs as f64 / wa
+        } else {
+            0.0
+        }
+    }
+
+    /// Sums `b` into these counters. Write amplification is recombined
+    /// from the NAND programs and host writes of both; the erase-count
+    /// snapshot is `b`'s (the later batch) when `b` has one.
+    pub fn add(&mut self, b: &SimCounters) {
+        let a = self;
+        let SimCounters {
+            nand_reads,
+            nand_programs,
+            nand_erases,
+            gc_copies,
+            gc_runs,
+            retired_blocks,
+            device_write_amplification: _,
+            erase_count_min,
+            erase_count_mean,
+            erase_count_max,
+            sim_time_ns,
+        } = *b;
+        let host = a.host_flash_writes() + b.host_flash_writes();
+        a.nand_reads = a.nand_reads.saturating_add(nand_reads);
+        a.nand_programs = a.nand_programs.saturating_add(nand_programs);
+        a.nand_erases = a.nand_erases.saturating_add(nand_erases);
+        a.gc_copies = a.gc_copies.saturating_add(gc_copies);
+        a.gc_runs = a.gc_runs.saturating_add(gc_runs);
+        a.retired_blocks = a.retired_blocks.saturating_add(retired_blocks);
+        a.sim_time_ns = a.sim_time_ns.saturating_add(sim_time_ns);
+        a.device_write_amplification = if host > 0.0 {
+            a.nand_programs as f64 / host
+        } else {
+            0.0
+        };
+        if erase_count_max > 0 || erase_count_mean > 0.0 {
+            a.erase_count_min = erase_count_min;
+            a.erase_count_mean = erase_count_mean;
+            a.erase_count_max = erase_count_max;
+        }
+    }
 }
 
 /// Everything a device reports.

@@ -426,25 +426,15 @@ fn add_sim(a: Option<SimCounters>, b: Option<SimCounters>) -> Option<SimCounters
     match (a, b) {
         (None, None) => None,
         (Some(x), None) | (None, Some(x)) => Some(x),
-        (Some(x), Some(y)) => Some(SimCounters {
-            nand_reads: x.nand_reads + y.nand_reads,
-            nand_programs: x.nand_programs + y.nand_programs,
-            nand_erases: x.nand_erases + y.nand_erases,
-            gc_copies: x.gc_copies + y.gc_copies,
-            gc_runs: x.gc_runs + y.gc_runs,
-            retired_blocks: x.retired_blocks + y.retired_blocks,
-            device_write_amplification: if x.nand_programs + y.nand_programs == 0 {
-                0.0
-            } else {
-                // Weighted by each tier's programs.
-                let w = |c: &SimCounters| c.device_write_amplification * c.nand_programs as f64;
-                (w(&x) + w(&y)) / (x.nand_programs + y.nand_programs) as f64
-            },
-            erase_count_min: x.erase_count_min.min(y.erase_count_min),
-            erase_count_mean: (x.erase_count_mean + y.erase_count_mean) / 2.0,
-            erase_count_max: x.erase_count_max.max(y.erase_count_max),
-            sim_time_ns: x.sim_time_ns + y.sim_time_ns,
-        }),
+        (Some(x), Some(y)) => {
+            let mut sum = x;
+            sum.add(&y);
+            // The erase counts of both tiers' blocks.
+            sum.erase_count_min = x.erase_count_min.min(y.erase_count_min);
+            sum.erase_count_mean = (x.erase_count_mean + y.erase_count_mean) / 2.0;
+            sum.erase_count_max = x.erase_count_max.max(y.erase_count_max);
+            Some(sum)
+        }
     }
 }
 

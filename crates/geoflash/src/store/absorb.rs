@@ -10,25 +10,7 @@ impl Stats {
     /// counters, phase times); the buffer peak is the larger of the two.
     pub fn absorb_store(&mut self, store: &StoreStats) {
         let StoreStats {
-            node_gets,
-            buffer_hits,
-            buffer_misses,
-            node_reads,
-            node_writes,
-            nodes_created,
-            nodes_deleted,
-            flushes,
-            flushed_nodes,
-            ops_committed,
             peak_buffer_bytes,
-            log_records,
-            log_bytes,
-            log_pages_written,
-            log_syncs,
-            compactions,
-            forced_flushes,
-            page_images,
-            page_image_bytes,
             ref temporal_control,
             ref node_reads_by_level,
             ref node_writes_by_level,
@@ -38,25 +20,31 @@ impl Stats {
         add_levels(&mut self.node_reads_by_level, node_reads_by_level);
         add_levels(&mut self.node_writes_by_level, node_writes_by_level);
         self.times.add(times);
-        self.node_gets = self.node_gets.saturating_add(node_gets);
-        self.buffer_hits = self.buffer_hits.saturating_add(buffer_hits);
-        self.buffer_misses = self.buffer_misses.saturating_add(buffer_misses);
-        self.node_reads = self.node_reads.saturating_add(node_reads);
-        self.node_writes = self.node_writes.saturating_add(node_writes);
-        self.nodes_created = self.nodes_created.saturating_add(nodes_created);
-        self.nodes_deleted = self.nodes_deleted.saturating_add(nodes_deleted);
-        self.flushes = self.flushes.saturating_add(flushes);
-        self.flushed_nodes = self.flushed_nodes.saturating_add(flushed_nodes);
-        self.ops_committed = self.ops_committed.saturating_add(ops_committed);
         self.peak_buffer_bytes = self.peak_buffer_bytes.max(peak_buffer_bytes);
-        self.log_records = self.log_records.saturating_add(log_records);
-        self.log_bytes = self.log_bytes.saturating_add(log_bytes);
-        self.log_pages_written = self.log_pages_written.saturating_add(log_pages_written);
-        self.log_syncs = self.log_syncs.saturating_add(log_syncs);
-        self.compactions = self.compactions.saturating_add(compactions);
-        self.forced_flushes = self.forced_flushes.saturating_add(forced_flushes);
-        self.page_images = self.page_images.saturating_add(page_images);
-        self.page_image_bytes = self.page_image_bytes.saturating_add(page_image_bytes);
+        add_counters!(
+            &mut *self,
+            StoreStats {
+                node_gets,
+                buffer_hits,
+                buffer_misses,
+                node_reads,
+                node_writes,
+                nodes_created,
+                nodes_deleted,
+                flushes,
+                flushed_nodes,
+                ops_committed,
+                log_records,
+                log_bytes,
+                log_pages_written,
+                log_syncs,
+                compactions,
+                forced_flushes,
+                page_images,
+                page_image_bytes,
+                ..
+            } = *store
+        );
         self.temporal_control.add(temporal_control);
     }
 }

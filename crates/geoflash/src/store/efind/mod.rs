@@ -106,7 +106,7 @@ use crate::cache::{Cache, EntryMeta, PolicyKind};
 use crate::page::{self, Entry, Node};
 use crate::storage::{PageDevice, PageId};
 use crate::store::log::{
-    ClientLog, Durability, EntryMemo, Log, LogFormat, LogLayout, LogPlacement, LogStats, LsnHorizon, Record,
+    ClientLog, Durability, EntryMemo, Log, LogFormat, LogLayout, LogPlacement, LogSize, LogStats, LsnHorizon, Record,
     RecordKind, RecoveryMode,
 };
 use crate::metrics::TemporalControlCounts;
@@ -336,10 +336,12 @@ impl EfindConfig {
     /// The log capacity in bytes: [`log_capacity`](Self::log_capacity),
     /// or the automatic one when that is 0.
     pub fn resolved_log_capacity(&self) -> u64 {
-        match self.log_capacity {
-            0 => crate::store::log::auto_log_capacity(self.log_format, self.buffer_bytes),
-            c => c,
-        }
+        self.log_size().bytes
+    }
+
+    /// The log's size as this configuration gives it.
+    fn log_size(&self) -> LogSize {
+        LogSize::of(self.log_capacity, self.log_format, self.buffer_bytes)
     }
 
     /// [`verify`](Self::verify), and the log capacity against the page size.
@@ -377,12 +379,7 @@ impl EfindConfig {
             log_device: Option<Arc<dyn PageDevice>>,
         ) -> Result<LogPlacement> {
             self.verify_for_page(device.page_size())?;
-            LogPlacement::for_capacity(
-                device,
-                log_device,
-                self.resolved_log_capacity(),
-                self.log_capacity == 0,
-            )
+            LogPlacement::for_capacity(device, log_device, self.log_size())
         }
     }
 }

@@ -114,7 +114,7 @@ use super::checks;
 use super::header::{Format, Header};
 use super::log::{
     needs_replay, record::RECORD_HEADER, ClientLog, Durability, Log, LogConfig, LogFormat, LogLayout,
-    LogPlacement, LogReader, LsnHorizon, MetaState, PayloadCodec, RecoveryMode, RestartReport,
+    LogPlacement, LogReader, LogSize, LsnHorizon, MetaState, PayloadCodec, RecoveryMode, RestartReport,
     PAYLOAD_CODEC_VERSION,
 };
 use super::placement::Placement;
@@ -209,10 +209,12 @@ impl FastConfig {
     /// The log capacity in bytes: [`log_capacity`](Self::log_capacity),
     /// or the automatic one when that is 0.
     pub fn resolved_log_capacity(&self) -> u64 {
-        match self.log_capacity {
-            0 => crate::store::log::auto_log_capacity(self.log_format, self.buffer_bytes),
-            c => c,
-        }
+        self.log_size().bytes
+    }
+
+    /// The log's size as this configuration gives it.
+    fn log_size(&self) -> LogSize {
+        LogSize::of(self.log_capacity, self.log_format, self.buffer_bytes)
     }
 
     /// Pages of the log's range for the log capacity with `page_size`-byte pages.
@@ -232,12 +234,7 @@ impl FastConfig {
             device: &Arc<dyn PageDevice>,
             log_device: Option<Arc<dyn PageDevice>>,
         ) -> Result<LogPlacement> {
-            LogPlacement::for_capacity(
-                device,
-                log_device,
-                self.resolved_log_capacity(),
-                self.log_capacity == 0,
-            )
+            LogPlacement::for_capacity(device, log_device, self.log_size())
         }
     }
 }

@@ -181,7 +181,7 @@ internal! {
 pub use entry_refs::EntryMemo;
 pub use horizon::LsnHorizon;
 pub use payload::{CheckpointState, MetaState, PayloadCodec, PayloadEncoding};
-pub use placement::LogPlacement;
+pub use placement::{LogPlacement, LogSize};
 pub use reader::{repair_corrupt_tail, LogReader, TailRepair};
 internal! {
     pub use record::{Record, RecordKind};

@@ -16,10 +16,39 @@
 use std::sync::Arc;
 
 use super::{
-    cap_to_shared_device, LogLayout, LOG_CAPACITY_PER_BUFFER, PAPERS_LOG_CAPACITY, SUPERBLOCK_PAGES,
+    auto_log_capacity, cap_to_shared_device, LogFormat, LogLayout, LOG_CAPACITY_PER_BUFFER,
+    PAPERS_LOG_CAPACITY, SUPERBLOCK_PAGES,
 };
 use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
+
+/// The bytes of records a log region holds, as a store's configuration
+/// sizes it: given by the user, or automatic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogSize {
+    /// Bytes of records per region.
+    pub bytes: u64,
+    /// The configuration gave 0, so `bytes` is [`auto_log_capacity`]'s.
+    pub automatic: bool,
+}
+
+impl LogSize {
+    /// `capacity` bytes, or when it is 0 the automatic capacity of a log
+    /// of `format` beside a buffer of `buffer_bytes` bytes
+    /// ([`auto_log_capacity`]).
+    pub fn of(capacity: u64, format: LogFormat, buffer_bytes: usize) -> LogSize {
+        match capacity {
+            0 => LogSize {
+                bytes: auto_log_capacity(format, buffer_bytes),
+                automatic: true,
+            },
+            bytes => LogSize {
+                bytes,
+                automatic: false,
+            },
+        }
+    }
+}
 
 /// Node pages a log sized by [`LogPlacement::for_capacity`] leaves at
 /// least on the node device it shares (page 0 included).
@@ -131,18 +160,21 @@ impl LogPlacement {
         }
     }
 
-    /// The log of a store on the node device `nodes` holding `capacity`
+    /// The log of a store on the node device `nodes` holding `size.bytes`
     /// bytes of records per region ([`LogLayout::pages_for_capacity`]):
     /// the first pages of `log_device` when given, else the last pages of
-    /// `nodes`. An `automatic` capacity sharing the node device is first
+    /// `nodes`. An automatic size sharing the node device is first
     /// capped to a quarter of it ([`cap_to_shared_device`]), and the range
     /// leaves at least [`MIN_NODE_PAGES`] pages below it.
     pub fn for_capacity(
         nodes: &Arc<dyn PageDevice>,
         log_device: Option<Arc<dyn PageDevice>>,
-        capacity: u64,
-        automatic: bool,
+        size: LogSize,
     ) -> Result<Self> {
+        let LogSize {
+            bytes: capacity,
+            automatic,
+        } = size;
         let ps = nodes.page_size();
         match log_device {
             Some(ld) => {
