@@ -5,12 +5,12 @@ use crate::metrics::{Phase, Stopwatch};
 use std::sync::Arc;
 
 use super::flush::BatchTarget;
-use super::group::PageRecord;
+use super::group::{HeldGroup, PageRecord};
 use super::records::{CheckpointState, MetaState};
 use super::EfindStore;
 use crate::page::Node;
 use crate::storage::PageId;
-use crate::store::log::{ClientLog, Durability, Record, RecordKind, NO_OP};
+use crate::store::log::{ClientLog, Durability, PayloadCodec, Record, RecordKind, NO_OP};
 use crate::store::OpId;
 use crate::store::FLUSH_BATCH_LOW_WATER;
 use crate::{Error, Result};
@@ -115,6 +115,27 @@ impl EfindStore {
         self.log
             .as_ref()
             .is_some_and(|l| l.format().groups_operations())
+    }
+
+    /// Logs a node change `(op, node, kind)`: nothing while unlogged
+    /// (`unlogged.rs`); in a compact log, `hold` notes it in the held group
+    /// of operations; otherwise a record of `kind` with the payload
+    /// `encode` gives waits in the operation's pending records.
+    pub(super) fn log_change(
+        &mut self,
+        (op, id, kind): (OpId, PageId, RecordKind),
+        hold: impl FnOnce(&mut HeldGroup),
+        encode: impl FnOnce(&PayloadCodec) -> Vec<u8>,
+    ) {
+        if self.is_unlogged() {
+            return;
+        }
+        if self.groups_operations() {
+            hold(&mut self.held);
+        } else {
+            let payload = encode(&self.codec());
+            self.pending.push(Record::new(kind, op, id, payload));
+        }
     }
 
     /// Compact format, after operation `op`: adds it to the held group and

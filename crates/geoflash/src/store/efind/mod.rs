@@ -942,18 +942,11 @@ impl NodeStore for EfindStore {
             return Err(Error::invalid("duplicate entry key in a created node"));
         }
         let id = self.guard(|s| s.alloc.allocate())?;
-        if self.is_unlogged() {
-            // Nothing logged (`unlogged.rs`).
-        } else if self.groups_operations() {
-            self.held.created(id, entries.len());
-        } else {
-            self.pending.push(Record::new(
-                RecordKind::New,
-                op,
-                id,
-                self.codec().encode_new(level, &entries),
-            ));
-        }
+        self.log_change(
+            (op, id, RecordKind::New),
+            |held| held.created(id, entries.len()),
+            |codec| codec.encode_new(level, &entries),
+        );
         self.wb.create(id, level, &entries);
         self.lock().stats.nodes_created += 1;
         self.note_peak();
@@ -989,18 +982,11 @@ impl NodeStore for EfindStore {
             crate::store::mem::apply_changes(&mut Arc::make_mut(&mut after).entries, changes);
             Some(after)
         };
-        if self.is_unlogged() {
-            // Nothing logged (`unlogged.rs`).
-        } else if self.groups_operations() {
-            self.held.modified(id, changes);
-        } else {
-            self.pending.push(Record::new(
-                RecordKind::Mod,
-                op,
-                id,
-                self.codec().encode_mod(level, changes),
-            ));
-        }
+        self.log_change(
+            (op, id, RecordKind::Mod),
+            |held| held.modified(id, changes),
+            |codec| codec.encode_mod(level, changes),
+        );
         self.wb.modify(id, level, changes);
         if let Some(after) = after {
             self.wb.set_view(id, after);
@@ -1018,18 +1004,11 @@ impl NodeStore for EfindStore {
             None => self.guard(|s| s.retrieve(id, false))?.level,
         };
         self.alloc.release(id)?;
-        if self.is_unlogged() {
-            // Nothing logged (`unlogged.rs`).
-        } else if self.groups_operations() {
-            self.held.deleted(id, level);
-        } else {
-            self.pending.push(Record::new(
-                RecordKind::Del,
-                op,
-                id,
-                self.codec().encode_del(level),
-            ));
-        }
+        self.log_change(
+            (op, id, RecordKind::Del),
+            |held| held.deleted(id, level),
+            |codec| codec.encode_del(level),
+        );
         self.wb.delete(id, level);
         let mut inner = self.lock();
         inner.rb.remove(id);
