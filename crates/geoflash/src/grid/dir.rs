@@ -600,30 +600,25 @@ mod tests {
         assert!(g.encoded_len() >= 16);
     }
 
+    /// A grid over `region` with one boundary at `y`: bucket `below` under
+    /// it, bucket `above` over it.
+    fn split_at_y(region: Rect, y: f64, below: u64, above: u64) -> Grid {
+        let mut g = Grid::single(region, below);
+        g.insert_boundary(1, y).unwrap();
+        let upper = CellBox {
+            c0: 0,
+            c1: 1,
+            r0: 1,
+            r1: 2,
+        };
+        g.fill(&upper, above);
+        g
+    }
+
     #[test]
     fn merge_refines_the_other_axis() {
-        let mut a = Grid::single(Rect::new(0.0, 0.0, 0.5, 1.0).unwrap(), 1);
-        a.insert_boundary(1, 0.3).unwrap();
-        a.fill(
-            &CellBox {
-                c0: 0,
-                c1: 1,
-                r0: 1,
-                r1: 2,
-            },
-            2,
-        );
-        let mut b = Grid::single(Rect::new(0.5, 0.0, 1.0, 1.0).unwrap(), 3);
-        b.insert_boundary(1, 0.6).unwrap();
-        b.fill(
-            &CellBox {
-                c0: 0,
-                c1: 1,
-                r0: 1,
-                r1: 2,
-            },
-            4,
-        );
+        let a = split_at_y(Rect::new(0.0, 0.0, 0.5, 1.0).unwrap(), 0.3, 1, 2);
+        let b = split_at_y(Rect::new(0.5, 0.0, 1.0, 1.0).unwrap(), 0.6, 3, 4);
         let m = Grid::merge(&a, &b, 0).unwrap();
         assert_eq!(m.ys, vec![0.3, 0.6]);
         for (x, y) in [

@@ -208,6 +208,14 @@ fn run_on<L: BucketLayer>(
     h
 }
 
+/// The points of `pts` in the hot corner, x and y below 20.
+fn hot_corner(pts: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    pts.iter()
+        .copied()
+        .filter(|&(x, y)| x < 20.0 && y < 20.0)
+        .collect()
+}
+
 fn prefill(n: usize, seed: u64) -> Vec<(f64, f64)> {
     use rand::{Rng, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -285,11 +293,7 @@ fn hybrid_mem(page: usize, fast_pages: u64) -> crate::storage::hybrid::HybridDev
 fn hgrid_moves_the_hot_region_to_the_fast_tier() {
     use crate::storage::Tier;
     let pts = prefill(4000, 3);
-    let hot: Vec<(f64, f64)> = pts
-        .iter()
-        .copied()
-        .filter(|&(x, y)| x < 20.0 && y < 20.0)
-        .collect();
+    let hot = hot_corner(&pts);
     assert!(hot.len() > 50);
     let mut reads = Vec::new();
     for hybrid in [
@@ -673,11 +677,7 @@ fn hgrid_keeps_its_placement_across_processes() {
         ..small_opts()
     };
     let pts = prefill(3000, 5);
-    let hot: Vec<(f64, f64)> = pts
-        .iter()
-        .copied()
-        .filter(|&(x, y)| x < 20.0 && y < 20.0)
-        .collect();
+    let hot = hot_corner(&pts);
     let dev = open(MapOpen::Create);
     let mut g = Gffm::create(dev.clone(), opts.clone()).unwrap();
     for (i, &(x, y)) in pts.iter().enumerate() {

@@ -45,6 +45,21 @@ fn for_page(p: TreeParams, page: usize) -> Option<TreeParams> {
     p.verify().is_ok().then_some(p)
 }
 
+/// The ids of the items of `items` whose value `keep` accepts (a
+/// brute-force answer).
+pub(crate) fn ids_where<T>(items: &[(u64, T)], keep: impl Fn(&T) -> bool) -> BTreeSet<u64> {
+    items.iter().filter(|(_, v)| keep(v)).map(|(id, _)| *id).collect()
+}
+
+/// The ids of the rectangles of `items` that window `w` selects under `p`.
+pub(crate) fn ids_selected(items: &[(u64, Rect)], w: &Rect, p: Predicate) -> BTreeSet<u64> {
+    let sel = query::Window {
+        rect: *w,
+        predicate: p,
+    };
+    ids_where(items, |r| query::Selection::select(&sel, r))
+}
+
 /// Brute-force oracle.
 #[derive(Default, Clone)]
 struct Oracle {
@@ -53,23 +68,11 @@ struct Oracle {
 
 impl Oracle {
     fn query(&self, w: &Rect, p: Predicate) -> BTreeSet<u64> {
-        let sel = query::Window {
-            rect: *w,
-            predicate: p,
-        };
-        self.items
-            .iter()
-            .filter(|(_, r)| query::Selection::select(&sel, r))
-            .map(|(id, _)| *id)
-            .collect()
+        ids_selected(&self.items, w, p)
     }
 
     fn point(&self, p: &Point) -> BTreeSet<u64> {
-        self.items
-            .iter()
-            .filter(|(_, r)| r.contains_point(p))
-            .map(|(id, _)| *id)
-            .collect()
+        ids_where(&self.items, |r| r.contains_point(p))
     }
 
     fn dists(&self, p: &Point) -> Vec<(f64, u64)> {
@@ -83,10 +86,19 @@ impl Oracle {
     }
 }
 
-fn ids(res: &QueryResult) -> BTreeSet<u64> {
+/// The ids of the hits of `res`, checking that none is reported twice.
+pub(crate) fn ids(res: &QueryResult) -> BTreeSet<u64> {
     let set: BTreeSet<u64> = res.hits.iter().map(|h| h.id).collect();
     assert_eq!(set.len(), res.hits.len(), "a record reported twice");
     set
+}
+
+/// The hits of `res` as (id, rectangle), ordered by id (a record reported
+/// twice stays twice).
+pub(crate) fn hits_by_id(res: &QueryResult) -> Vec<(u64, Rect)> {
+    let mut hits: Vec<(u64, Rect)> = res.hits.iter().map(|h| (h.id, h.rect)).collect();
+    hits.sort_by_key(|&(k, _)| k);
+    hits
 }
 
 /// Checks every query kind against the oracle.

@@ -9,6 +9,7 @@ use super::*;
 use crate::engine::Access;
 use crate::geom::Rect;
 use crate::index::query::Predicate;
+use crate::index::tests::hits_by_id;
 use crate::records::{Records, NEXT_FILE, RECORDS_FILE};
 
 /// A new index in `dir` on `store` with its record map in the store's log.
@@ -19,6 +20,15 @@ fn create(dir: &Path, store: &str, settings: &[(&str, &str)]) -> Index {
     let mut index = Index::create(dir, &opts).unwrap();
     assert!(index.log_records_in_store(Records::new()).unwrap(), "{store}");
     index
+}
+
+/// Runs `test` with each store of `stores` (by name) and a fresh
+/// temporary directory.
+fn in_fresh_dirs(stores: [&str; 2], test: impl Fn(&str, &Path)) {
+    for store in stores {
+        let tmp = tempfile::tempdir().unwrap();
+        test(store, tmp.path());
+    }
 }
 
 fn rect(i: u64) -> Rect {
@@ -46,14 +56,7 @@ fn mv(index: &mut Index, oracle: &mut Oracle, key: u64, r: Rect) {
 /// Checks that `index` (tree and map) holds exactly `oracle`.
 fn check(index: &Index, oracle: &Oracle, what: &str) {
     let all = Rect::from_valid(-1.0, -1.0, 101.0, 101.0);
-    let mut tree: Vec<(u64, Rect)> = index
-        .query(all, Predicate::Intersects)
-        .unwrap()
-        .hits
-        .iter()
-        .map(|h| (h.id, h.rect))
-        .collect();
-    tree.sort_by_key(|&(k, _)| k);
+    let tree = hits_by_id(&index.query(all, Predicate::Intersects).unwrap());
     let want: Vec<(u64, Rect)> = oracle.iter().map(|(&k, (_, r, _))| (k, *r)).collect();
     if tree != want {
         let first = tree.iter().zip(&want).position(|(a, b)| a != b);
@@ -73,9 +76,7 @@ fn check(index: &Index, oracle: &Oracle, what: &str) {
 
 #[test]
 fn a_commit_is_one_sync_and_a_crash_brings_the_map_back_with_the_tree() {
-    for store in ["efind", "fast"] {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path();
+    in_fresh_dirs(["efind", "fast"], |store, dir| {
         let mut index = create(dir, store, &[]);
         let mut oracle = Oracle::new();
         index
@@ -140,14 +141,12 @@ fn a_commit_is_one_sync_and_a_crash_brings_the_map_back_with_the_tree() {
             .unwrap_or_else(|| panic!("{store}: the recovered map is no prefix state"));
         check(&index, &states[prefix], &format!("{store}: prefix {prefix}"));
         index.close().unwrap();
-    }
+    });
 }
 
 #[test]
 fn a_snapshot_of_the_column_layout_is_read_and_rewritten_compact_at_the_next_checkpoint() {
-    for store in ["efind", "fast"] {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path();
+    in_fresh_dirs(["efind", "fast"], |store, dir| {
         let mut index = create(dir, store, &[]);
         let mut oracle = Oracle::new();
         for i in 0..300u64 {
@@ -185,7 +184,7 @@ fn a_snapshot_of_the_column_layout_is_read_and_rewritten_compact_at_the_next_che
         );
         let index = Index::open(dir, Access::Write).unwrap();
         check(&index, &oracle, &format!("{store}: rewritten"));
-    }
+    });
 }
 
 #[test]
@@ -252,9 +251,7 @@ fn a_crash_between_the_steps_of_a_checkpoint_opens_the_snapshot_the_store_names(
 
 #[test]
 fn frames_past_their_budget_checkpoint_between_operations() {
-    for store in ["efind", "fast"] {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path();
+    in_fresh_dirs(["efind", "fast"], |store, dir| {
         // A small log: a quarter of it is the frames' budget.
         let mut index = create(dir, store, &[("log_capacity", "256KiB")]);
         let room = index.tree.client_log_ref().unwrap().room();
@@ -276,7 +273,7 @@ fn frames_past_their_budget_checkpoint_between_operations() {
         let index = Index::open(dir, Access::Write).unwrap();
         check(&index, &oracle, store);
         index.close().unwrap();
-    }
+    });
 }
 
 /// Asserts that every write by key on `index` is refused naming the
@@ -303,9 +300,7 @@ fn an_index_keyed_by_a_front_ends_map_refuses_writes_by_key_until_the_front_end_
     // (the plain store): opened by another caller (the command line), a
     // write by key would be an entry the map does not know or knows as
     // another object.
-    for store in ["efind", "plain"] {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path();
+    in_fresh_dirs(["efind", "plain"], |store, dir| {
         let mut oracle = Oracle::new();
         if store == "efind" {
             let mut index = create(dir, store, &[]);
@@ -355,5 +350,5 @@ fn an_index_keyed_by_a_front_ends_map_refuses_writes_by_key_until_the_front_end_
         let mut index = Index::open(plain.path(), Access::Write).unwrap();
         assert!(!index.has_front_end_records());
         index.insert(2, rect(2)).unwrap();
-    }
+    });
 }

@@ -8,6 +8,7 @@ use std::path::Path;
 use super::*;
 use crate::geom::{Point, Rect};
 use crate::index::query::Predicate;
+use crate::index::tests::ids;
 use crate::index::{BulkMethod, IndexKind, RTree};
 use crate::manifest::Access;
 use crate::staging::Staging;
@@ -35,6 +36,14 @@ fn file_opts() -> IndexOptions {
     IndexOptions {
         page_size: 1024,
         device: "file?direct=false".parse().unwrap(),
+        ..IndexOptions::default()
+    }
+}
+
+/// The default options on a simulated flash device (the seed paper's SSD).
+fn flash_opts() -> IndexOptions {
+    IndexOptions {
+        device: "flashsim:preset=seed-tc58".parse().unwrap(),
         ..IndexOptions::default()
     }
 }
@@ -136,28 +145,27 @@ fn logged_indexes_reopen_with_the_same_answers_and_write_less() {
     );
 }
 
+/// The stores with a log.
+const LOGGED_KINDS: [StoreKind; 2] = [StoreKind::Efind, StoreKind::Fast];
+
 /// A store with a log (eFIND or FAST): 16 KiB of memory, a 256 KiB log.
 fn logged_opts(kind: StoreKind, durability: crate::store::log::Durability) -> IndexOptions {
     let buffer = 16 * 1024;
-    let store = match kind {
-        StoreKind::Efind => StoreSpec::efind(
-            buffer,
-            EfindConfig {
-                durability,
-                log_capacity: 256 * 1024,
-                ..EfindConfig::default()
-            },
-        ),
-        StoreKind::Fast => StoreSpec::fast(
-            buffer,
-            FastConfig {
-                durability,
-                log_capacity: 256 * 1024,
-                ..FastConfig::default()
-            },
-        ),
+    let mut store = match kind {
+        StoreKind::Efind | StoreKind::Fast => StoreSpec::of_kind(kind, buffer),
         StoreKind::Plain | StoreKind::Memory => StoreSpec::plain(buffer),
     };
+    match &mut store {
+        StoreSpec::Efind(s) => {
+            s.efind.durability = durability;
+            s.efind.log_capacity = 256 * 1024;
+        }
+        StoreSpec::Fast(s) => {
+            s.fast.durability = durability;
+            s.fast.log_capacity = 256 * 1024;
+        }
+        StoreSpec::Plain(_) | StoreSpec::Memory(_) => {}
+    }
     IndexOptions {
         store,
         ..file_opts()
@@ -245,9 +253,7 @@ fn log_in_log_dat_recovers_an_index_closed_without_checkpoint(kind: StoreKind) {
 
 #[test]
 fn logged_stores_on_simulated_flash_keep_their_log_in_a_region_of_the_device() {
-    for kind in [StoreKind::Efind, StoreKind::Fast] {
-        logged_store_on_simulated_flash(kind);
-    }
+    LOGGED_KINDS.into_iter().for_each(logged_store_on_simulated_flash);
 }
 
 fn logged_store_on_simulated_flash(kind: StoreKind) {
@@ -319,13 +325,7 @@ fn hilbert_indexes_keep_their_domain_in_the_manifest() {
         let ix = Index::open(p, Access::Write).unwrap();
         assert!(ix.manifest().structure.to_json().unwrap().to_string().contains("hilbert_domain"));
         ix.tree().unwrap().check().unwrap();
-        let got: BTreeSet<u64> = ix
-            .query(window, Predicate::Intersects)
-            .unwrap()
-            .hits
-            .iter()
-            .map(|h| h.id)
-            .collect();
+        let got = ids(&ix.query(window, Predicate::Intersects).unwrap());
         assert_eq!(got, want, "{}", p.display());
     }
 }
@@ -424,10 +424,7 @@ fn entries(dir: &Path) -> Vec<String> {
 #[test]
 fn a_failed_build_leaves_no_directory_and_the_previous_index_untouched() {
     let tmp = tempfile::tempdir().unwrap();
-    let flash = IndexOptions {
-        device: "flashsim:preset=seed-tc58".parse().unwrap(),
-        ..IndexOptions::default()
-    };
+    let flash = flash_opts();
     let xbr = {
         let mut o = file_opts();
         o.set_kind("xbr").unwrap();
@@ -522,10 +519,7 @@ fn a_killed_build_is_adopted_and_recovered() {
 #[test]
 fn simulated_devices_live_in_their_process() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = IndexOptions {
-        device: "flashsim:preset=seed-tc58".parse().unwrap(),
-        ..IndexOptions::default()
-    };
+    let opts = flash_opts();
     let mut idx = Index::create(&dir.path().join("sim"), &opts).unwrap();
     for i in 0..500 {
         idx.insert(i, rect(i)).unwrap();
@@ -754,13 +748,7 @@ fn xbr_index_on_every_store_answers_like_brute_force_after_reopen() {
             assert_eq!(idx.len(), 1499);
             let t = idx.structure().xbr().unwrap();
             t.check().unwrap();
-            let got: BTreeSet<u64> = idx
-                .query(window, Predicate::Contains)
-                .unwrap()
-                .hits
-                .iter()
-                .map(|h| h.id)
-                .collect();
+            let got = ids(&idx.query(window, Predicate::Contains).unwrap());
             assert_eq!(got, want);
             let batch = idx
                 .query_batch(&[window, window], Predicate::Intersects)
@@ -863,13 +851,7 @@ fn grid_files_live_in_index_directories_and_reopen_with_the_same_answers() {
         assert_eq!(idx.manifest().kind(), kind);
         assert_eq!(idx.len(), 2990, "{kind}: counted after reopening");
         assert!(idx.structure().pages_in_use() > 2, "{kind}");
-        let got: BTreeSet<u64> = idx
-            .query(window, Predicate::Intersects)
-            .unwrap()
-            .hits
-            .iter()
-            .map(|h| h.id)
-            .collect();
+        let got = ids(&idx.query(window, Predicate::Intersects).unwrap());
         assert_eq!(got, inside(10), "{kind}");
         let p = Point::new(50.0, 50.0).unwrap();
         let near = idx.nearest(p, 5, false).unwrap();
@@ -946,7 +928,7 @@ fn operations_read_the_cpu_clock_unless_told_not_to() {
 
 #[test]
 fn with_operation_cpu_time_off_the_stores_phases_read_no_cpu_clock_either() {
-    for kind in [StoreKind::Efind, StoreKind::Fast] {
+    for kind in LOGGED_KINDS {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("idx");
         // A 16 KiB buffer: insertions flush and log, queries read nodes back.
@@ -1031,9 +1013,7 @@ fn pages_in_use_counts_the_nodes_the_check_finds_without_reading_them() {
 
 #[test]
 fn a_batch_syncs_once_at_its_end_and_restores_the_durability_mode() {
-    for kind in [StoreKind::Efind, StoreKind::Fast] {
-        a_batch_syncs_once_at_its_end(kind);
-    }
+    LOGGED_KINDS.into_iter().for_each(a_batch_syncs_once_at_its_end);
 }
 
 fn a_batch_syncs_once_at_its_end(kind: StoreKind) {

@@ -698,6 +698,7 @@ impl DeviceExt for HddSimIo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::tests::DeviceOp as Op;
     use crate::storage::PageDevice;
     use proptest::prelude::*;
     use rand::{Rng, SeedableRng};
@@ -715,6 +716,18 @@ mod tests {
         (0..n).map(|_| rng.gen_range(0..capacity)).collect()
     }
 
+    /// The MiB/s of `n` random 4 KiB writes (pages drawn with `seed`) and a
+    /// sync on a fresh 7200 rpm disk.
+    fn random_write_mib_s(n: usize, seed: u64) -> f64 {
+        let d = HddSim::new(HddSimConfig::preset("7200rpm").unwrap(), KIB4).unwrap();
+        let buf = vec![0u8; KIB4];
+        for p in random_pages(n, d.capacity(), seed) {
+            d.write(p, &buf).unwrap();
+        }
+        d.sync().unwrap();
+        mib_s((n * KIB4) as u64, d.sim_time_ns())
+    }
+
     #[test]
     fn preset_matches_the_measured_rates() {
         let ops = 2000;
@@ -729,25 +742,14 @@ mod tests {
             "random read {read} MiB/s"
         );
 
-        let d = HddSim::new(HddSimConfig::preset("7200rpm").unwrap(), KIB4).unwrap();
-        for p in random_pages(ops, d.capacity(), 2) {
-            d.write(p, &buf).unwrap();
-        }
-        d.sync().unwrap();
-        let write = mib_s((ops * KIB4) as u64, d.sim_time_ns());
+        let write = random_write_mib_s(ops, 2);
         assert!(
             (write / 0.441 - 1.0).abs() < 0.15,
             "random write {write} MiB/s"
         );
 
         // Sustained: four times the cache, every write destaged by the end.
-        let d = HddSim::new(HddSimConfig::preset("7200rpm").unwrap(), KIB4).unwrap();
-        let n = 4 * 4096;
-        for p in random_pages(n, d.capacity(), 3) {
-            d.write(p, &buf).unwrap();
-        }
-        d.sync().unwrap();
-        let sustained = mib_s((n * KIB4) as u64, d.sim_time_ns());
+        let sustained = random_write_mib_s(4 * 4096, 3);
         assert!(
             (sustained / 0.441 - 1.0).abs() < 0.15,
             "sustained random write {sustained} MiB/s"
@@ -947,14 +949,6 @@ mod tests {
             Err(Error::BufferSize { .. })
         ));
         assert!(matches!(d.trim(&[16]), Err(Error::PageOutOfRange { .. })));
-    }
-
-    #[derive(Debug, Clone)]
-    enum Op {
-        Write(Vec<PageId>, u8),
-        Read(Vec<PageId>),
-        Trim(Vec<PageId>),
-        Sync,
     }
 
     const CAP: u64 = 64;

@@ -691,6 +691,14 @@ mod tests {
         assert!(h.hint_tier(&[100], Tier::Fast).is_err());
     }
 
+    /// A fresh fast tier (64 pages of 512 bytes) and slow tier (256 pages).
+    fn tiers() -> (Arc<MemDevice>, Arc<MemDevice>) {
+        (
+            Arc::new(MemDevice::new(512, 64).unwrap()),
+            Arc::new(MemDevice::new(512, 256).unwrap()),
+        )
+    }
+
     /// A hybrid of memory tiers (512-byte pages: 64 fast, 256 slow) whose
     /// map lives on `map`.
     fn persisted(
@@ -718,8 +726,7 @@ mod tests {
 
     #[test]
     fn the_map_survives_a_reopen_and_damage_is_a_clear_error() {
-        let fast = Arc::new(MemDevice::new(512, 64).unwrap());
-        let slow = Arc::new(MemDevice::new(512, 256).unwrap());
+        let (fast, slow) = tiers();
         let map: Arc<dyn PageDevice> = Arc::new(map_device());
         let h = persisted(&fast, &slow, map.clone(), MapOpen::Create).unwrap();
         let ids: Vec<PageId> = (0..40).collect();
@@ -777,8 +784,7 @@ mod tests {
     fn a_damaged_copy_of_the_map_leaves_its_mirror() {
         let region = TierMapStore::region_pages(64, 1024);
         for damaged in [0, region] {
-            let fast = Arc::new(MemDevice::new(512, 64).unwrap());
-            let slow = Arc::new(MemDevice::new(512, 256).unwrap());
+            let (fast, slow) = tiers();
             let map: Arc<dyn PageDevice> = Arc::new(map_device());
             let h = persisted(&fast, &slow, map.clone(), MapOpen::Create).unwrap();
             let ids = two_saves_moving_pages_both_ways(&h);
@@ -805,8 +811,7 @@ mod tests {
         use crate::storage::faulty::{FaultPlan, FaultyDevice};
         let region = TierMapStore::region_pages(64, 1024);
         for damaged in [0, region] {
-            let fast = Arc::new(MemDevice::new(512, 64).unwrap());
-            let slow = Arc::new(MemDevice::new(512, 256).unwrap());
+            let (fast, slow) = tiers();
             let faulty = Arc::new(FaultyDevice::new(map_device(), FaultPlan::none()));
             let h = persisted(&fast, &slow, faulty.clone(), MapOpen::Create).unwrap();
             two_saves_moving_pages_both_ways(&h);
@@ -861,8 +866,7 @@ mod tests {
         use std::collections::BTreeSet;
         let (mut olds, mut news) = (0, 0);
         for seed in 0..200u64 {
-            let fast = Arc::new(MemDevice::new(512, 64).unwrap());
-            let slow = Arc::new(MemDevice::new(512, 256).unwrap());
+            let (fast, slow) = tiers();
             let fresh = Arc::new(map_device());
             drop(persisted(&fast, &slow, fresh.clone(), MapOpen::Create).unwrap());
             let fresh = Arc::try_unwrap(fresh).unwrap_or_else(|_| panic!("shared"));

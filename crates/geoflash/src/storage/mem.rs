@@ -104,6 +104,7 @@ impl DeviceExt for MemIo {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::tests::{assert_read_out_of_range, DeviceOp as Op};
     use crate::storage::PageDevice;
 
     #[test]
@@ -119,14 +120,6 @@ mod tests {
         d.trim(&[3]).unwrap();
         d.read(3, &mut buf[..512]).unwrap();
         assert!(buf[..512].iter().all(|&b| b == 0));
-    }
-
-    #[derive(Debug, Clone)]
-    enum Op {
-        Write(Vec<u64>, u8),
-        Read(Vec<u64>),
-        Trim(Vec<u64>),
-        Sync,
     }
 
     fn op() -> impl proptest::strategy::Strategy<Value = Op> {
@@ -184,14 +177,8 @@ mod tests {
         assert!(MemDevice::new(1000, 4).is_err());
         assert!(MemDevice::new(512, 0).is_err());
         let d = MemDevice::new(512, 4).unwrap();
-        let mut buf = vec![0u8; 512];
-        assert!(matches!(
-            d.read(4, &mut buf),
-            Err(Error::PageOutOfRange {
-                page: 4,
-                capacity: 4
-            })
-        ));
+        assert_read_out_of_range(&d, 4, 4);
+        let buf = vec![0u8; 512];
         assert!(matches!(
             d.write(0, &buf[..100]),
             Err(Error::BufferSize { .. })

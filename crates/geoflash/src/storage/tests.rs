@@ -18,6 +18,27 @@ use super::trace::TraceDevice;
 use super::{DeviceStats, IoCounters, PageDevice, PageId};
 use crate::Error;
 
+/// One step of a random device workload (the devices' own property tests).
+#[derive(Debug, Clone)]
+pub(crate) enum DeviceOp {
+    /// A batch write of these pages, filled from this byte.
+    Write(Vec<PageId>, u8),
+    Read(Vec<PageId>),
+    Trim(Vec<PageId>),
+    Sync,
+}
+
+/// Asserts that reading page `page` of `d` is refused as past the end of
+/// a device of `capacity` pages, naming both.
+pub(crate) fn assert_read_out_of_range(d: &dyn PageDevice, page: PageId, capacity: u64) {
+    let mut buf = vec![0u8; d.page_size()];
+    let e = d.read(page, &mut buf).unwrap_err();
+    assert!(
+        matches!(e, Error::PageOutOfRange { page: p, capacity: c } if p == page && c == capacity),
+        "{e}"
+    );
+}
+
 /// A temporary directory under the workspace's `target/` (a real disk
 /// filesystem, where `O_DIRECT` usually works; `/tmp` may be tmpfs).
 fn test_dir() -> tempfile::TempDir {

@@ -22,13 +22,10 @@ use crate::index::{
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
 use crate::storage::{IoCounters, PageDevice};
-use crate::store::crash_harness::{crash_in_restart, unwrap_faulty, CrashSummary};
-use crate::store::efind::{EfindConfig, EfindStore};
+use crate::store::crash_harness::{crash_in_restart, unwrap_faulty, CrashSummary, LoggedKind};
+use crate::store::efind::EfindConfig;
 use crate::store::log::LogPlacement;
-use crate::store::placement::Placement;
-use crate::store::{
-    FastConfig, FastStore, LoggedStore, NodeStore, PlainConfig, PlainStore, StoreOpen,
-};
+use crate::store::{FastConfig, NodeStore, PlainConfig, PlainStore, StoreOpen};
 use crate::{Error, Result};
 
 const PAGE: usize = 1024;
@@ -63,21 +60,11 @@ impl Kind {
     }
 
     fn efind(wp: bool) -> EfindConfig {
-        EfindConfig {
-            buffer_bytes: 32 << 10,
-            with_payload: wp,
-            log_capacity: LOG_BYTES,
-            ..EfindConfig::default()
-        }
+        LoggedKind::configs(32 << 10, wp, LOG_BYTES).0
     }
 
     fn fast(wp: bool) -> FastConfig {
-        FastConfig {
-            buffer_bytes: 32 << 10,
-            with_payload: wp,
-            log_capacity: LOG_BYTES,
-            ..FastConfig::default()
-        }
+        LoggedKind::configs(32 << 10, wp, LOG_BYTES).1
     }
 
     /// Where the logged stores' log goes (the same placement for both):
@@ -105,20 +92,8 @@ impl Kind {
                 Box::new(PlainStore::create(dev, Self::plain(wp))?)
             }
             Kind::Plain => Box::new(PlainStore::open(dev, Self::plain(wp))?),
-            Kind::Efind => Box::new(EfindStore::opened(
-                how,
-                dev.clone(),
-                place(),
-                Self::efind(wp),
-                Placement::None,
-            )?),
-            Kind::Fast => Box::new(FastStore::opened(
-                how,
-                dev.clone(),
-                place(),
-                Self::fast(wp),
-                Placement::None,
-            )?),
+            Kind::Efind => LoggedKind::Efind.store(how, dev.clone(), place(), Self::efind(wp), Self::fast(wp))?,
+            Kind::Fast => LoggedKind::Fast.store(how, dev.clone(), place(), Self::efind(wp), Self::fast(wp))?,
         })
     }
 }

@@ -8,12 +8,13 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::geom::Rect;
-use crate::index::{IndexKind, Predicate, RTree, TreeParams};
+use crate::index::{IndexKind, RTree, TreeParams};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
 use crate::storage::PageDevice;
 use crate::store::crash_harness::LoggedKind as Kind;
 use crate::store::efind::EfindConfig;
+use crate::store::fast::tests::ids_in;
 use crate::store::log::{Durability, LogPlacement};
 use crate::store::{FastConfig, NodeStore, StoreOpen};
 use crate::Result;
@@ -63,13 +64,7 @@ fn params() -> TreeParams {
 }
 
 fn all_ids(t: &RTree<Store>) -> BTreeSet<u64> {
-    let everything = Rect::new(-1.0, -1.0, 2000.0, 2000.0).unwrap();
-    t.query(everything, Predicate::Intersects)
-        .unwrap()
-        .hits
-        .into_iter()
-        .map(|h| h.id)
-        .collect()
+    ids_in(t, Rect::new(-1.0, -1.0, 2000.0, 2000.0).unwrap())
 }
 
 fn devices() -> (Arc<dyn PageDevice>, Arc<dyn PageDevice>) {

@@ -46,6 +46,29 @@ impl LoggedKind {
     /// Both kinds.
     pub(crate) const BOTH: [LoggedKind; 2] = [LoggedKind::Efind, LoggedKind::Fast];
 
+    /// The configurations of both stores with `buffer_bytes` of memory,
+    /// payloads in the leaves as `with_payload` says and a log of
+    /// `log_capacity` bytes, the rest their defaults.
+    pub(crate) fn configs(
+        buffer_bytes: usize,
+        with_payload: bool,
+        log_capacity: u64,
+    ) -> (EfindConfig, FastConfig) {
+        let efind = EfindConfig {
+            buffer_bytes,
+            with_payload,
+            log_capacity,
+            ..EfindConfig::default()
+        };
+        let fast = FastConfig {
+            buffer_bytes,
+            with_payload,
+            log_capacity,
+            ..FastConfig::default()
+        };
+        (efind, fast)
+    }
+
     /// The store on `dev` as `how` says, its log at `log`, configured by
     /// `efind` or `fast` (the one of its kind).
     pub(crate) fn store(

@@ -35,19 +35,11 @@ fn mem() -> Arc<dyn PageDevice> {
 }
 
 fn efind_cfg() -> EfindConfig {
-    EfindConfig {
-        buffer_bytes: 16 << 10,
-        log_capacity: LOG_BYTES,
-        ..EfindConfig::default()
-    }
+    Kind::configs(16 << 10, false, LOG_BYTES).0
 }
 
 fn fast_cfg() -> FastConfig {
-    FastConfig {
-        buffer_bytes: 16 << 10,
-        log_capacity: LOG_BYTES,
-        ..FastConfig::default()
-    }
+    Kind::configs(16 << 10, false, LOG_BYTES).1
 }
 
 /// Creates (`fresh`) or opens the store of `kind` on `dev` with its log at `log`.
@@ -261,25 +253,11 @@ fn efind_index_with_an_automatic_capacity_reopens() {
 fn an_automatic_log_too_large_for_its_device_blames_the_buffer() {
     let nodes = mem();
     let small: Arc<dyn PageDevice> = Arc::new(MemDevice::new(PAGE, 1 << 15).unwrap());
+    // 1 GiB of buffer, an automatic log (capacity 0).
+    let (efind, fast) = Kind::configs(1 << 30, false, 0);
     for (kind, placement) in [
-        (
-            "efind",
-            EfindConfig {
-                buffer_bytes: 1 << 30,
-                log_capacity: 0,
-                ..EfindConfig::default()
-            }
-            .log_placement(&nodes, Some(small.clone())),
-        ),
-        (
-            "fast",
-            FastConfig {
-                buffer_bytes: 1 << 30,
-                log_capacity: 0,
-                ..FastConfig::default()
-            }
-            .log_placement(&nodes, Some(small.clone())),
-        ),
+        ("efind", efind.log_placement(&nodes, Some(small.clone()))),
+        ("fast", fast.log_placement(&nodes, Some(small.clone()))),
     ] {
         let m = placement.err().unwrap().to_string();
         assert!(

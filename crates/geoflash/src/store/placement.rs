@@ -170,6 +170,20 @@ mod tests {
         }
     }
 
+    /// A temporary index of `opts` holding `n` half-unit squares on a grid
+    /// 20 wide (key i at (i % 20, i / 20)), checkpointed.
+    fn checkpointed_grid(opts: &IndexOptions, n: u64) -> Index {
+        let mut index = Index::create_temporary(opts).unwrap();
+        for i in 0..n {
+            let (x, y) = ((i % 20) as f64, (i / 20) as f64);
+            index
+                .insert(i, Rect::new(x, y, x + 0.5, y + 0.5).unwrap())
+                .unwrap();
+        }
+        index.checkpoint().unwrap();
+        index
+    }
+
     /// (internal nodes, leaves) reachable from the root.
     fn node_pages(index: &Index) -> (Vec<PageId>, Vec<PageId>) {
         let store = index.tree().unwrap().store();
@@ -263,14 +277,7 @@ mod tests {
 
     #[test]
     fn internal_nodes_go_fast_leaves_slow() {
-        let mut index = Index::create_temporary(&shr_options(1000, Placement::SHR_TREE)).unwrap();
-        for i in 0..400u64 {
-            let (x, y) = ((i % 20) as f64, (i / 20) as f64);
-            index
-                .insert(i, Rect::new(x, y, x + 0.5, y + 0.5).unwrap())
-                .unwrap();
-        }
-        index.checkpoint().unwrap();
+        let index = checkpointed_grid(&shr_options(1000, Placement::SHR_TREE), 400);
         let (inner, leaves) = node_pages(&index);
         assert!(inner.len() > 3 && leaves.len() > inner.len());
         let t = index.device().tiers().unwrap();
@@ -411,14 +418,7 @@ mod tests {
     fn efind_and_fast_logs_stay_on_the_slow_tier() {
         for store in [StoreKind::Efind, StoreKind::Fast] {
             let opts = store_options(store, IndexKind::RTree, Placement::FastFromLevel(0));
-            let mut index = Index::create_temporary(&opts).unwrap();
-            for i in 0..300u64 {
-                let (x, y) = ((i % 20) as f64, (i / 20) as f64);
-                index
-                    .insert(i, Rect::new(x, y, x + 0.5, y + 0.5).unwrap())
-                    .unwrap();
-            }
-            index.checkpoint().unwrap();
+            let index = checkpointed_grid(&opts, 300);
             // Every node is fast; the log's pages (the slow tier's last) are not.
             let nodes = nodes_with_levels(&index);
             let dev = index.device();

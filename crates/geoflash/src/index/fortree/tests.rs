@@ -9,8 +9,8 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::geom::Point;
-use crate::index::query::{Predicate, Selection, Window};
-use crate::index::tests::{grid_items, rect_strategy};
+use crate::index::query::Predicate;
+use crate::index::tests::{grid_items, ids, ids_selected, rect_strategy};
 use crate::storage::mem::MemDevice;
 use crate::storage::PageDevice;
 use crate::store::mem::MemStore;
@@ -44,15 +44,7 @@ struct Oracle(Vec<(u64, Rect)>);
 
 impl Oracle {
     fn query(&self, w: &Rect, p: Predicate) -> BTreeSet<u64> {
-        let sel = Window {
-            rect: *w,
-            predicate: p,
-        };
-        self.0
-            .iter()
-            .filter(|(_, r)| sel.select(r))
-            .map(|(id, _)| *id)
-            .collect()
+        ids_selected(&self.0, w, p)
     }
 
     fn knn(&self, p: &Point, k: usize, ties: bool) -> Vec<(f64, u64)> {
@@ -77,13 +69,10 @@ impl Oracle {
 fn check_queries<S: NodeStore>(t: &mut Fortree<S>, o: &Oracle, w: &Rect, p: &Point, k: usize) {
     for pred in Predicate::ALL {
         let res = t.query(*w, pred).unwrap();
-        let got: BTreeSet<u64> = res.hits.iter().map(|h| h.id).collect();
-        assert_eq!(got.len(), res.hits.len(), "a record reported twice");
-        assert_eq!(got, o.query(w, pred), "{pred:?} {w:?}");
+        assert_eq!(ids(&res), o.query(w, pred), "{pred:?} {w:?}");
     }
     let pt = t.query_point(*p).unwrap();
-    let got: BTreeSet<u64> = pt.hits.iter().map(|h| h.id).collect();
-    assert_eq!(got, o.query(&r(p.x, p.y, p.x, p.y), Predicate::Intersects));
+    assert_eq!(ids(&pt), o.query(&r(p.x, p.y, p.x, p.y), Predicate::Intersects));
     for ties in [false, true] {
         let got: Vec<(f64, u64)> = t
             .nearest(*p, k, ties)
@@ -148,13 +137,7 @@ fn run_ops<S: NodeStore>(t: &mut Fortree<S>, o: &mut Oracle, ops: &[Op], next_id
         }
     }
     let all = r(-100.0, -100.0, 100.0, 100.0);
-    let got: BTreeSet<u64> = t
-        .query(all, Predicate::Intersects)
-        .unwrap()
-        .hits
-        .iter()
-        .map(|h| h.id)
-        .collect();
+    let got = ids(&t.query(all, Predicate::Intersects).unwrap());
     assert_eq!(got, o.0.iter().map(|x| x.0).collect());
 }
 
@@ -415,6 +398,25 @@ fn original_root_counter_piles_objects_into_the_root() {
     );
 }
 
+/// A FOR-tree of `cfg` in memory holding the first `n` of 100 rectangles
+/// (`rects(100, 3)`, returned with it).
+fn in_memory_with_first(cfg: FortreeConfig, n: usize) -> (Fortree<MemStore>, Vec<(u64, Rect)>) {
+    let mut t = Fortree::create(MemStore::new(), cfg).unwrap();
+    let data = rects(100, 3);
+    for (id, rect) in data.iter().take(n) {
+        t.insert(*id, *rect).unwrap();
+    }
+    (t, data)
+}
+
+/// Runs `times` searches of the unit square at the origin (each reads the root).
+fn search_the_corner<S: NodeStore>(t: &mut Fortree<S>, times: usize) {
+    for _ in 0..times {
+        t.query(r(0.0, 0.0, 1.0, 1.0), Predicate::Intersects)
+            .unwrap();
+    }
+}
+
 /// Searches move the counter in both modes: with the original counter, a
 /// root that is searched merges back and the tree grows.
 #[test]
@@ -424,18 +426,11 @@ fn searches_let_the_original_root_merge_back() {
         write_read_ratio: 1.0,
         ..FortreeConfig::new(8)
     };
-    let mut t = Fortree::create(MemStore::new(), cfg).unwrap();
-    let data = rects(100, 3);
-    for (id, rect) in data.iter().take(20) {
-        t.insert(*id, *rect).unwrap();
-    }
+    let (mut t, data) = in_memory_with_first(cfg, 20);
     assert_eq!(t.height(), 1);
     let root = t.root().unwrap();
     assert_eq!(t.chain_len(root), 2);
-    for _ in 0..4 {
-        t.query(r(0.0, 0.0, 1.0, 1.0), Predicate::Intersects)
-            .unwrap();
-    }
+    search_the_corner(&mut t, 4);
     assert_eq!(t.ont().get(&root).map(|e| e.accesses), Some(4));
     // T(2) = 4 · 1: the next insertion into the root merges it back.
     let (id, rect) = data[20];
@@ -453,20 +448,13 @@ fn fixed_counter_counts_the_extra_reads_of_every_access() {
         write_read_ratio: 100.0,
         ..FortreeConfig::new(8)
     };
-    let mut t = Fortree::create(MemStore::new(), cfg).unwrap();
-    let data = rects(100, 3);
     // 8 fill the root, the 9th starts the chain (no counter yet), the
     // 10th to 16th each add 1, the 17th adds 1 and starts a second O-node.
-    for (id, rect) in data.iter().take(17) {
-        t.insert(*id, *rect).unwrap();
-    }
+    let (mut t, data) = in_memory_with_first(cfg, 17);
     let root = t.root().unwrap();
     assert_eq!(t.chain_len(root), 2);
     assert_eq!(t.ont().get(&root).map(|e| e.accesses), Some(8));
-    for _ in 0..3 {
-        t.query(r(0.0, 0.0, 1.0, 1.0), Predicate::Intersects)
-            .unwrap();
-    }
+    search_the_corner(&mut t, 3);
     assert_eq!(t.ont().get(&root).map(|e| e.accesses), Some(8 + 3 * 2));
     let (id, rect) = data[17];
     t.insert(id, rect).unwrap();

@@ -13,6 +13,8 @@ use crate::cache::PolicyKind;
 use crate::geom::Point;
 use crate::storage::mem::MemDevice;
 use crate::storage::PageDevice;
+use crate::index::tests::ids_where;
+use crate::store::crash_harness::LoggedKind;
 use crate::store::efind::tests::{create_on, open_on};
 use crate::store::efind::EfindConfig;
 use crate::store::log::Durability;
@@ -41,21 +43,11 @@ enum Kind {
 }
 
 fn efind_cfg() -> EfindConfig {
-    EfindConfig {
-        buffer_bytes: 12 * 1024,
-        with_payload: true,
-        log_capacity: 1 << 20,
-        ..EfindConfig::default()
-    }
+    LoggedKind::configs(12 * 1024, true, 1 << 20).0
 }
 
 fn fast_cfg() -> FastConfig {
-    FastConfig {
-        buffer_bytes: 12 * 1024,
-        with_payload: true,
-        log_capacity: 1 << 20,
-        ..FastConfig::default()
-    }
+    LoggedKind::configs(12 * 1024, true, 1 << 20).1
 }
 
 fn plain_cfg(buffer_bytes: usize) -> PlainConfig {
@@ -95,18 +87,10 @@ struct Oracle {
 
 impl Oracle {
     fn range(&self, w: &Rect) -> BTreeSet<u64> {
-        self.items
-            .iter()
-            .filter(|(_, p)| w.contains_point(p))
-            .map(|(id, _)| *id)
-            .collect()
+        ids_where(&self.items, |p| w.contains_point(p))
     }
     fn within(&self, c: &Point, r: f64) -> BTreeSet<u64> {
-        self.items
-            .iter()
-            .filter(|(_, p)| p.distance(c) <= r)
-            .map(|(id, _)| *id)
-            .collect()
+        ids_where(&self.items, |p| p.distance(c) <= r)
     }
     fn knn(&self, c: &Point, k: usize) -> Vec<f64> {
         let mut d: Vec<f64> = self.items.iter().map(|(_, p)| p.distance(c)).collect();
@@ -369,46 +353,26 @@ proptest! {
 fn bad_input_is_a_clear_error_and_changes_nothing() {
     let mut t = XbrTree::create(MemStore::new(), XbrConfig::new(domain(), 4)).unwrap();
     t.insert(1, pt(1.0, 1.0)).unwrap();
-    let e = t.insert(2, pt(-0.5, 1.0)).unwrap_err();
-    assert!(
-        e.is_user_error() && e.to_string().contains("outside"),
-        "{e}"
-    );
-    let e = t.insert(2, pt(1.0, 1.0)).unwrap_err();
-    assert!(
-        e.is_user_error() && e.to_string().contains("distinct points"),
-        "{e}"
-    );
-    let e = t.insert(1, pt(2.0, 1.0)).unwrap_err();
-    assert!(
-        e.is_user_error() && e.to_string().contains("object id 1"),
-        "{e}"
-    );
+    for (id, at, says) in [
+        (2, pt(-0.5, 1.0), "outside"),
+        (2, pt(1.0, 1.0), "distinct points"),
+        (1, pt(2.0, 1.0), "object id 1"),
+    ] {
+        let e = t.insert(id, at).unwrap_err();
+        assert!(e.is_user_error() && e.to_string().contains(says), "{e}");
+    }
     let e = t.delete(1, pt(2.0, 1.0)).unwrap_err();
     assert!(e.is_user_error() && e.to_string().contains("not in"), "{e}");
     assert!(t.delete(1, pt(99.0, 1.0)).is_err());
     // Bulk operations check the whole batch first.
-    let e = t
-        .bulk_insert(
-            &[(5, pt(3.0, 3.0)), (6, pt(3.0, 3.0))],
-            BulkOptions::default(),
-        )
-        .unwrap_err();
-    assert!(e.to_string().contains("distinct points"), "{e}");
-    let e = t
-        .bulk_insert(
-            &[(5, pt(3.0, 3.0)), (5, pt(4.0, 3.0))],
-            BulkOptions::default(),
-        )
-        .unwrap_err();
-    assert!(e.to_string().contains("object id 5"), "{e}");
-    let e = t
-        .bulk_insert(
-            &[(5, pt(3.0, 3.0)), (7, pt(1.0, 1.0))],
-            BulkOptions::default(),
-        )
-        .unwrap_err();
-    assert!(e.to_string().contains("distinct points"), "{e}");
+    for (batch, says) in [
+        ([(5, pt(3.0, 3.0)), (6, pt(3.0, 3.0))], "distinct points"),
+        ([(5, pt(3.0, 3.0)), (5, pt(4.0, 3.0))], "object id 5"),
+        ([(5, pt(3.0, 3.0)), (7, pt(1.0, 1.0))], "distinct points"),
+    ] {
+        let e = t.bulk_insert(&batch, BulkOptions::default()).unwrap_err();
+        assert!(e.to_string().contains(says), "{e}");
+    }
     let e = XbrTree::bulk_load(
         MemStore::new(),
         XbrConfig::new(domain(), 4),

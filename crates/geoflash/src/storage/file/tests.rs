@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use proptest::prelude::*;
 
 use super::*;
+use crate::storage::tests::assert_read_out_of_range;
 
 /// A temporary directory under the workspace's `target/` (a real disk
 /// filesystem here; `/tmp` may be tmpfs elsewhere).
@@ -60,6 +61,18 @@ const CONFIGS: [(bool, IoEngine); 4] = [
     (true, IoEngine::Psync),
     (true, IoEngine::Uring),
 ];
+
+/// Runs `test` on a fresh device of `ps`-byte pages (file `f` of a new
+/// test directory, no capacity limit) in each configuration of [`CONFIGS`]
+/// that this machine offers (see [`open_or_skip`]).
+fn on_each_fresh_device(ps: usize, test: impl Fn(FileDevice)) {
+    for (direct, engine) in CONFIGS {
+        let dir = test_dir();
+        if let Some(d) = open_or_skip(&dir.path().join("f"), ps, opts(direct, engine, 0)) {
+            test(d);
+        }
+    }
+}
 
 /// What the other tests of this module exercise on this machine: a direct
 /// device whose `Auto` engine resolves to io_uring, writing and reading a
@@ -149,12 +162,8 @@ fn round_trip_all_modes_and_engines() {
 
 #[test]
 fn batches_larger_than_the_ring() {
-    for (direct, engine) in CONFIGS {
-        let ps = 512;
-        let dir = test_dir();
-        let Some(d) = open_or_skip(&dir.path().join("f"), ps, opts(direct, engine, 0)) else {
-            continue;
-        };
+    let ps = 512;
+    on_each_fresh_device(ps, |d| {
         // 700 scattered pages (no merging possible) plus a long run (merged
         // into spans of at most 1 MiB).
         let mut pages: Vec<PageId> = (0..700).map(|i| i * 3 + 1).collect();
@@ -168,7 +177,7 @@ fn batches_larger_than_the_ring() {
         for (i, &p) in rev.iter().enumerate() {
             assert_eq!(&buf[i * ps..(i + 1) * ps], pattern(p, 9, ps), "page {p}");
         }
-    }
+    });
 }
 
 #[test]
@@ -211,14 +220,8 @@ fn bad_input_is_an_error() {
             continue;
         };
         assert_eq!(d.capacity(), 8);
+        assert_read_out_of_range(&d, 8, 8);
         let mut buf = vec![0u8; 4096];
-        assert!(matches!(
-            d.read(8, &mut buf),
-            Err(Error::PageOutOfRange {
-                page: 8,
-                capacity: 8
-            })
-        ));
         assert!(matches!(
             d.write(8, &buf),
             Err(Error::PageOutOfRange { .. })
@@ -448,12 +451,8 @@ proptest! {
 
 #[test]
 fn merged_span_crossing_the_end_of_file_reads_zeros_after_it() {
-    for (direct, engine) in CONFIGS {
-        let ps = 4096;
-        let dir = test_dir();
-        let Some(d) = open_or_skip(&dir.path().join("f"), ps, opts(direct, engine, 0)) else {
-            continue;
-        };
+    let ps = 4096;
+    on_each_fresh_device(ps, |d| {
         d.write(10, &pattern(10, 3, ps)).unwrap();
         // Pages 9..=12 form one I/O; the file ends after page 10.
         let mut buf = vec![0x77u8; 4 * ps];
@@ -461,17 +460,13 @@ fn merged_span_crossing_the_end_of_file_reads_zeros_after_it() {
         assert!(buf[..ps].iter().all(|&b| b == 0));
         assert_eq!(&buf[ps..2 * ps], pattern(10, 3, ps));
         assert!(buf[2 * ps..].iter().all(|&b| b == 0));
-    }
+    });
 }
 
 #[test]
 fn trim_without_hole_punching_writes_zeros() {
-    for (direct, engine) in CONFIGS {
-        let ps = 512;
-        let dir = test_dir();
-        let Some(d) = open_or_skip(&dir.path().join("f"), ps, opts(direct, engine, 0)) else {
-            continue;
-        };
+    let ps = 512;
+    on_each_fresh_device(ps, |d| {
         d.punch_hole_works.store(false, Ordering::Relaxed);
         let pages: Vec<PageId> = (0..3000).collect();
         let data: Vec<u8> = pages.iter().flat_map(|&p| pattern(p, 1, ps)).collect();
@@ -490,7 +485,7 @@ fn trim_without_hole_punching_writes_zeros() {
             }
         }
         assert_eq!(d.stats().io.pages_trimmed, trimmed.len() as u64);
-    }
+    });
 }
 
 #[test]

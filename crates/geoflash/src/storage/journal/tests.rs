@@ -64,6 +64,11 @@ impl DeviceExt for Region {}
 const NODE_PAGES: u64 = 3000;
 const JOURNAL_PAGES: u64 = 3000;
 
+/// A memory device for the node pages and the journal.
+fn memory() -> MemDevice {
+    MemDevice::new(PS, NODE_PAGES + JOURNAL_PAGES).unwrap()
+}
+
 /// The node device and the journal device over one device.
 fn split(dev: Arc<dyn PageDevice>) -> (Arc<dyn PageDevice>, Arc<dyn PageDevice>) {
     let nodes = Region {
@@ -91,9 +96,7 @@ fn read(dev: &dyn PageDevice, id: PageId) -> Vec<u8> {
 
 #[test]
 fn uncommitted_writes_roll_back_and_readers_see_the_last_commit() {
-    let mem: Arc<dyn PageDevice> =
-        Arc::new(MemDevice::new(PS, NODE_PAGES + JOURNAL_PAGES).unwrap());
-    let (nodes, journal) = split(mem);
+    let (nodes, journal) = split(Arc::new(memory()));
     let open = JournalOpen::Write { fresh_horizon: 0 };
     let (dev, r) = JournaledDevice::open(nodes.clone(), journal.clone(), open).unwrap();
     assert_eq!(r, Rollback::default());
@@ -139,9 +142,7 @@ fn uncommitted_writes_roll_back_and_readers_see_the_last_commit() {
 
 #[test]
 fn a_damaged_journal_header_is_an_error_not_a_fresh_journal() {
-    let mem: Arc<dyn PageDevice> =
-        Arc::new(MemDevice::new(PS, NODE_PAGES + JOURNAL_PAGES).unwrap());
-    let (nodes, journal) = split(mem);
+    let (nodes, journal) = split(Arc::new(memory()));
     let open = JournalOpen::Write { fresh_horizon: 0 };
     let (dev, _) = JournaledDevice::open(nodes.clone(), journal.clone(), open).unwrap();
     dev.write(1, &page(1)).unwrap();
@@ -273,14 +274,14 @@ fn crashes_of_a_journaled_plain_store_recover_exactly_a_commit() {
         let seed = case.wrapping_mul(0x2545_f491) ^ 0x5eed;
         let ops = script(seed, 150 + (case % 4) as usize * 50);
         let counting = Arc::new(FaultyDevice::new(
-            MemDevice::new(PS, NODE_PAGES + JOURNAL_PAGES).unwrap(),
+            memory(),
             FaultPlan::none(),
         ));
         run(counting.clone(), &ops);
         let writes = counting.writes_seen();
         let plan = FaultPlan::random_crash(seed, writes.max(1));
         let dev = Arc::new(FaultyDevice::new(
-            MemDevice::new(PS, NODE_PAGES + JOURNAL_PAGES).unwrap(),
+            memory(),
             plan.clone(),
         ));
         let (acked, in_flight) = run(dev.clone(), &ops);
@@ -335,9 +336,7 @@ fn crashes_of_a_journaled_plain_store_recover_exactly_a_commit() {
 #[test]
 fn damage_to_any_batch_or_a_header_is_refused_or_read_from_the_copy() {
     let setup = || {
-        let mem: Arc<dyn PageDevice> =
-            Arc::new(MemDevice::new(PS, NODE_PAGES + JOURNAL_PAGES).unwrap());
-        let (nodes, journal) = split(mem);
+        let (nodes, journal) = split(Arc::new(memory()));
         let open = JournalOpen::Write { fresh_horizon: 0 };
         let (dev, _) = JournaledDevice::open(nodes.clone(), journal.clone(), open).unwrap();
         for p in 0..4u64 {

@@ -9,9 +9,10 @@ use super::flush::{choose_unit, degree, temporal_control_writes, PageInfo, TcCho
 use super::write_buffer::{merge, Changes};
 use super::*;
 use crate::geom::{HilbertDomain, Rect};
-use crate::index::tests::rect_strategy;
+use crate::index::tests::{hits_by_id, rect_strategy};
 use crate::index::{IndexKind, Predicate, RTree, TreeParams};
 use crate::storage::mem::MemDevice;
+use crate::store::fast::tests::{assert_fewer_writes_than_plain, assert_one_batch_per_flush, ids_in};
 use crate::store::plain::{PlainConfig, PlainStore};
 
 /// An eFIND store created on `dev` with its log in the device's last
@@ -368,15 +369,6 @@ fn params(kind: IndexKind, page: usize) -> TreeParams {
     }
 }
 
-fn ids_in<S: NodeStore>(t: &RTree<S>, w: Rect) -> BTreeSet<u64> {
-    t.query(w, Predicate::Intersects)
-        .unwrap()
-        .hits
-        .iter()
-        .map(|h| h.id)
-        .collect()
-}
-
 #[derive(Debug, Clone)]
 enum Op {
     Insert(Rect),
@@ -580,37 +572,13 @@ fn efind_writes_fewer_pages_than_plain_with_the_same_buffer() {
     // eFIND's entry-level buffer must write fewer pages than the plain
     // store's node buffer of the same size.
     let page = 4096;
-    let p = params(IndexKind::RTree, page);
-    let pcfg = PlainConfig {
-        buffer_bytes: 64 * 1024,
-        policy: PolicyKind::Lru,
-        with_payload: false,
-    };
     let ecfg = EfindConfig {
         buffer_bytes: 64 * 1024,
         ..EfindConfig::default()
     };
-    let mut a = RTree::create(PlainStore::create_in_memory(page, pcfg).unwrap(), p).unwrap();
-    let mut b = RTree::create(EfindStore::create_in_memory(page, ecfg).unwrap(), p).unwrap();
-    for i in 0..6000u64 {
-        let x = ((i * 7919) % 1000) as f64 / 40.0;
-        let y = ((i * 104_729) % 997) as f64 / 40.0;
-        let rect = r(x, y, x + 0.1, y + 0.1);
-        a.insert(i, rect).unwrap();
-        b.insert(i, rect).unwrap();
-    }
-    a.store_mut().checkpoint().unwrap();
-    b.store_mut().checkpoint().unwrap();
-    let (sa, sb) = (a.store().stats(), b.store().stats());
-    println!(
-        "plain: {sa:?}\nefind: {sb:?}\n{:?}",
-        b.store().efind_stats()
-    );
-    assert!(sb.node_writes < sa.node_writes, "plain {sa:?} efind {sb:?}");
-    assert_eq!(
-        ids_in(&a, r(0.0, 0.0, 30.0, 30.0)),
-        ids_in(&b, r(0.0, 0.0, 30.0, 30.0))
-    );
+    let efind = EfindStore::create_in_memory(page, ecfg).unwrap();
+    let b = assert_fewer_writes_than_plain("efind", page, params(IndexKind::RTree, page), efind);
+    println!("{:?}", b.store().efind_stats());
 }
 
 #[test]
@@ -647,15 +615,7 @@ fn new_and_deleted_pages_need_no_io_and_each_flush_is_one_batch() {
     assert_eq!(s.stats().node_reads, 0);
     // Insertions only (no DEL rows): one device batch per flush.
     let mut t = RTree::create(s, params(IndexKind::RTree, 512)).unwrap();
-    for i in 0..300u64 {
-        let x = ((i * 7919) % 100) as f64 / 5.0;
-        t.insert(i + 10, r(x, x, x + 1.0, x + 1.0)).unwrap();
-    }
-    let st = t.store().stats();
-    assert!(st.flushes > 5, "{st:?}");
-    let io = dev.stats().io;
-    assert_eq!(io.write_batches, before.write_batches + st.flushes);
-    assert_eq!(io.pages_written, before.pages_written + st.node_writes);
+    assert_one_batch_per_flush(&mut t, &*dev, before, 300, 10);
 }
 
 #[test]
@@ -781,13 +741,8 @@ fn compact_groups_log_net_changes_and_replay_to_the_same_tree() {
         let t = RTree::open(store, p).unwrap();
         assert_eq!(t.check().unwrap().records, report.records);
         let all = r(-100.0, -100.0, 100.0, 100.0);
-        let got: BTreeMap<u64, Rect> = t
-            .query(all, Predicate::Intersects)
-            .unwrap()
-            .hits
-            .iter()
-            .map(|h| (h.id, h.rect))
-            .collect();
+        let got: BTreeMap<u64, Rect> =
+        hits_by_id(&t.query(all, Predicate::Intersects).unwrap()).into_iter().collect();
         assert_eq!(got, oracle, "{format}");
         trees.push(got);
     }
@@ -899,12 +854,7 @@ fn a_group_logged_without_the_memo_empties_it() {
     let store = open_on(dev, cfg).unwrap();
     assert!(store.restart_report().unwrap().changes_replayed > 0);
     let t = RTree::open(store, p).unwrap();
-    let got: BTreeMap<u64, Rect> = t
-        .query(r(-100.0, -100.0, 100.0, 100.0), Predicate::Intersects)
-        .unwrap()
-        .hits
-        .iter()
-        .map(|h| (h.id, h.rect))
-        .collect();
+    let got: BTreeMap<u64, Rect> =
+        hits_by_id(&t.query(r(-100.0, -100.0, 100.0, 100.0), Predicate::Intersects).unwrap()).into_iter().collect();
     assert_eq!(got, oracle);
 }

@@ -298,12 +298,7 @@ fn campaign(kind: IndexKind) {
     assert!(in_batch > 0, "no crash landed inside a batch");
 }
 
-#[test]
-fn a_crash_in_an_unlogged_batch_recovers_the_checkpoint_before_or_after_it_rtree() {
-    campaign(IndexKind::RTree);
-}
-
-#[test]
-fn a_crash_in_an_unlogged_batch_recovers_the_checkpoint_before_or_after_it_rstar() {
-    campaign(IndexKind::RStar);
-}
+tests_for!(campaign:
+    a_crash_in_an_unlogged_batch_recovers_the_checkpoint_before_or_after_it_rtree => IndexKind::RTree,
+    a_crash_in_an_unlogged_batch_recovers_the_checkpoint_before_or_after_it_rstar => IndexKind::RStar,
+);

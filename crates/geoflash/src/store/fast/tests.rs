@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::cache::PolicyKind;
 use crate::geom::{HilbertDomain, Rect};
-use crate::index::tests::rect_strategy;
+use crate::index::tests::{ids, rect_strategy};
 use crate::index::{IndexKind, Predicate, RTree, SplitKind, TreeParams};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
@@ -42,17 +42,70 @@ pub(crate) fn params(kind: IndexKind, page: usize) -> TreeParams {
 }
 
 pub(crate) fn ids_in<S: NodeStore>(t: &RTree<S>, w: Rect) -> BTreeSet<u64> {
-    t.query(w, Predicate::Intersects)
-        .unwrap()
-        .hits
-        .iter()
-        .map(|h| h.id)
-        .collect()
+    ids(&t.query(w, Predicate::Intersects).unwrap())
 }
 
 /// Everything in the tree.
 pub(crate) fn all_ids<S: NodeStore>(t: &RTree<S>) -> BTreeSet<u64> {
     ids_in(t, r(-100.0, -100.0, 100.0, 100.0))
+}
+
+/// Builds the same R-tree of 6000 small rectangles, inserted in a scattered
+/// order, on a plain store with a 64 KiB LRU node buffer and on `other`
+/// (named `name` in messages), checkpoints both, and checks that `other`
+/// wrote fewer node pages than the plain store and holds the same objects.
+/// Returns `other`'s tree.
+pub(crate) fn assert_fewer_writes_than_plain<S: NodeStore>(
+    name: &str,
+    page: usize,
+    p: TreeParams,
+    other: S,
+) -> RTree<S> {
+    let pcfg = PlainConfig {
+        buffer_bytes: 64 * 1024,
+        policy: PolicyKind::Lru,
+        with_payload: false,
+    };
+    let mut a = RTree::create(PlainStore::create_in_memory(page, pcfg).unwrap(), p).unwrap();
+    let mut b = RTree::create(other, p).unwrap();
+    for i in 0..6000u64 {
+        let x = ((i * 7919) % 1000) as f64 / 40.0;
+        let y = ((i * 104_729) % 997) as f64 / 40.0;
+        let rect = r(x, y, x + 0.1, y + 0.1);
+        a.insert(i + 1, rect).unwrap();
+        b.insert(i + 1, rect).unwrap();
+    }
+    a.store_mut().checkpoint().unwrap();
+    b.store_mut().checkpoint().unwrap();
+    let (sa, sb) = (a.store().stats(), b.store().stats());
+    println!("plain: {sa:?}\n{name}: {sb:?}");
+    assert!(sb.node_writes < sa.node_writes, "plain {sa:?} {name} {sb:?}");
+    assert_eq!(all_ids(&a), all_ids(&b));
+    b
+}
+
+/// Inserts `n` small squares along the diagonal (keys from `first_key`)
+/// into `t` and checks that the store flushed more than five times and
+/// that each flush was one write batch on `nodes`, the node device (whose
+/// counters were `before` when the inserts began), together writing
+/// exactly the store's node writes. Returns the store's counters.
+pub(crate) fn assert_one_batch_per_flush<S: NodeStore>(
+    t: &mut RTree<S>,
+    nodes: &dyn PageDevice,
+    before: crate::storage::IoCounters,
+    n: u64,
+    first_key: u64,
+) -> crate::store::StoreStats {
+    for i in 0..n {
+        let x = ((i * 7919) % 100) as f64 / 5.0;
+        t.insert(first_key + i, r(x, x, x + 1.0, x + 1.0)).unwrap();
+    }
+    let st = t.store().stats();
+    assert!(st.flushes > 5, "{st:?}");
+    let io = nodes.stats().io;
+    assert_eq!(io.write_batches, before.write_batches + st.flushes);
+    assert_eq!(io.pages_written, before.pages_written + st.node_writes);
+    st
 }
 
 /// One step of a random workload.
@@ -377,15 +430,7 @@ fn each_flush_is_one_batch_after_its_page_images() {
     let s = FastStore::create(nodes.clone(), LogPlacement::whole(logdev), cfg).unwrap();
     let before = nodes.stats().io;
     let mut t = RTree::create(s, params(IndexKind::RTree, PAGE)).unwrap();
-    for i in 0..400u64 {
-        let x = ((i * 7919) % 100) as f64 / 5.0;
-        t.insert(i + 1, r(x, x, x + 1.0, x + 1.0)).unwrap();
-    }
-    let st = t.store().stats();
-    assert!(st.flushes > 5, "{st:?}");
-    let io = nodes.stats().io;
-    assert_eq!(io.write_batches, before.write_batches + st.flushes);
-    assert_eq!(io.pages_written, before.pages_written + st.node_writes);
+    let st = assert_one_batch_per_flush(&mut t, &*nodes, before, 400, 1);
     assert_eq!(st.node_writes, st.flushed_nodes);
     assert!(t.store().log_stats().records > 400);
 }
@@ -503,31 +548,13 @@ fn fast_and_plain_stores_build_the_same_tree() {
 #[test]
 fn fast_writes_far_fewer_pages_than_plain_with_the_same_memory() {
     let page = 4096;
-    let p = params(IndexKind::RTree, page);
-    let pcfg = PlainConfig {
-        buffer_bytes: 64 * 1024,
-        policy: PolicyKind::Lru,
-        with_payload: false,
-    };
     let fcfg = FastConfig {
         buffer_bytes: 64 * 1024,
         durability: Durability::None,
         ..FastConfig::default()
     };
-    let mut a = RTree::create(PlainStore::create_in_memory(page, pcfg).unwrap(), p).unwrap();
-    let mut b = RTree::create(FastStore::create_in_memory(page, fcfg).unwrap(), p).unwrap();
-    for i in 0..6000u64 {
-        let x = ((i * 7919) % 1000) as f64 / 40.0;
-        let y = ((i * 104_729) % 997) as f64 / 40.0;
-        let rect = r(x, y, x + 0.1, y + 0.1);
-        a.insert(i + 1, rect).unwrap();
-        b.insert(i + 1, rect).unwrap();
-    }
-    a.store_mut().checkpoint().unwrap();
-    b.store_mut().checkpoint().unwrap();
-    let (sa, sb) = (a.store().stats(), b.store().stats());
-    assert!(sb.node_writes < sa.node_writes, "plain {sa:?} fast {sb:?}");
-    assert_eq!(all_ids(&a), all_ids(&b));
+    let fast = FastStore::create_in_memory(page, fcfg).unwrap();
+    assert_fewer_writes_than_plain("fast", page, params(IndexKind::RTree, page), fast);
 }
 
 #[test]

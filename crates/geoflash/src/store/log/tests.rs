@@ -27,6 +27,13 @@ fn config(d: Durability) -> LogConfig {
     LogConfig::new(INDEX).with_durability(d)
 }
 
+/// Appends operation 1, one modification of `page` with `len` bytes of
+/// payload, and commits it.
+fn commit_op_1(log: &mut Log, page: PageId, len: usize) {
+    log.append(rec(RecordKind::Mod, 1, page, len)).unwrap();
+    log.commit(1).unwrap();
+}
+
 fn rec(kind: RecordKind, op: OpId, page: PageId, len: usize) -> Record {
     let payload = (0..len)
         .map(|i| (i as u64 * 31 + page * 7 + op) as u8)
@@ -340,8 +347,7 @@ fn the_superblock_carries_the_log_format() {
         let c = config(Durability::Sync).with_format(format);
         let mut log = Log::create(dev.clone(), 0, LOG_PAGES, c).unwrap();
         assert_eq!(log.format(), format);
-        log.append(rec(RecordKind::Mod, 1, 5, 10)).unwrap();
-        log.commit(1).unwrap();
+        commit_op_1(&mut log, 5, 10);
         let e0 = log.epoch();
         log.compact().unwrap();
         assert_ne!(log.epoch(), e0, "a compaction starts a new epoch");
@@ -699,8 +705,7 @@ fn another_index_blank_and_bad_superblocks() {
     let err = Log::open(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap_err();
     assert!(err.to_string().contains("never created"), "{err}");
     let mut log = Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
-    log.append(rec(RecordKind::Mod, 1, 1, 10)).unwrap();
-    log.commit(1).unwrap();
+    commit_op_1(&mut log, 1, 10);
     drop(log);
     let other = LogConfig::new(INDEX + 1);
     let err = Log::open(dev.clone(), 0, LOG_PAGES, other).unwrap_err();
@@ -730,8 +735,7 @@ fn another_index_blank_and_bad_superblocks() {
 fn torn_last_record_is_ignored() {
     let dev = mem();
     let mut log = Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
-    log.append(rec(RecordKind::Mod, 1, 1, 100)).unwrap();
-    log.commit(1).unwrap();
+    commit_op_1(&mut log, 1, 100);
     // A record spanning three pages, written but never synced.
     log.append(rec(RecordKind::PageImage, NO_OP, 9, 2500))
         .unwrap();
@@ -884,8 +888,7 @@ fn a_bad_record_inside_valid_pages_is_corruption() {
     // tool) still fails on the record's own checksum.
     let dev = mem();
     let mut log = Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
-    log.append(rec(RecordKind::Mod, 1, 1, 100)).unwrap();
-    log.commit(1).unwrap();
+    commit_op_1(&mut log, 1, 100);
     drop(log);
     let layout = LogLayout::new(0, LOG_PAGES, PS).unwrap();
     let p = layout.region_page(0, 0);
@@ -1137,18 +1140,14 @@ fn unwrap_faulty<D: PageDevice + 'static>(dev: Arc<FaultyDevice<D>>) -> Arc<dyn 
     }
 }
 
-#[test]
-fn crashes_recover_a_prefix_with_every_acknowledged_record() {
-    crash_campaign(LogFormat::PerChange);
-}
-
-/// The same campaign on the default format, whose synced batches end with
-/// seal pages: a torn batch is rebuilt from its seal or is the torn tail,
-/// never more than a prefix and never less than the acknowledged records.
-#[test]
-fn crashes_of_a_sealed_log_recover_a_prefix_with_every_acknowledged_record() {
-    crash_campaign(LogFormat::Compact);
-}
+// The second: the same campaign on the default format, whose synced
+// batches end with seal pages: a torn batch is rebuilt from its seal or is
+// the torn tail, never more than a prefix and never less than the
+// acknowledged records.
+tests_for!(crash_campaign:
+    crashes_recover_a_prefix_with_every_acknowledged_record => LogFormat::PerChange,
+    crashes_of_a_sealed_log_recover_a_prefix_with_every_acknowledged_record => LogFormat::Compact,
+);
 
 fn crash_campaign(format: LogFormat) {
     let cfg = |d: Durability| config(d).with_format(format);
@@ -1322,8 +1321,7 @@ fn device_errors_are_sticky() {
         FaultPlan::none().fail_sync(3),
     ));
     let mut log = Log::create(dev, 0, LOG_PAGES, config(Durability::Sync)).unwrap();
-    log.append(rec(RecordKind::Mod, 1, 1, 10)).unwrap();
-    log.commit(1).unwrap();
+    commit_op_1(&mut log, 1, 10);
     log.append(rec(RecordKind::Mod, 2, 1, 10)).unwrap();
     assert!(log.commit(2).is_err());
     assert_eq!(log.durable_op(), Some(1));
@@ -1380,8 +1378,7 @@ fn the_log_can_be_shared_between_threads() {
 fn flush_for_writes_the_tail_only_for_pages_it_names() {
     let dev = mem();
     let mut log = Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::None)).unwrap();
-    log.append(rec(RecordKind::Mod, 1, 5, 100)).unwrap();
-    log.commit(1).unwrap();
+    commit_op_1(&mut log, 5, 100);
     let before = log.stats().pages_written;
     log.flush_for(&[6, 7]).unwrap();
     assert_eq!(log.stats().pages_written, before, "no record names 6 or 7");
@@ -1491,8 +1488,7 @@ fn a_damaged_superblock_slot_never_stands_for_an_older_log() {
 fn an_unmirrored_older_slot_is_refused_unless_tolerated() {
     let dev = mem();
     let mut log = Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
-    log.append(rec(RecordKind::Mod, 1, 1, 40)).unwrap();
-    log.commit(1).unwrap();
+    commit_op_1(&mut log, 1, 40);
     log.checkpoint(vec![7; 60]).unwrap();
     drop(log);
     let mut n = 0;

@@ -11,6 +11,13 @@ fn dev(ps: usize, cap: u64) -> Arc<dyn PageDevice> {
     Arc::new(MemDevice::new(ps, cap).unwrap())
 }
 
+/// Copies the store's header (page 0, 512 bytes) from `from` to `to`.
+fn copy_header(from: &dyn PageDevice, to: &dyn PageDevice) {
+    let mut buf = vec![0u8; 512];
+    from.read(0, &mut buf).unwrap();
+    to.write(0, &buf).unwrap();
+}
+
 fn entry(key: u64, version: u64, with_payload: bool) -> Entry {
     let (k, v) = (key as f64, version as f64);
     Entry {
@@ -169,9 +176,7 @@ fn bad_page_ids_and_full_device_are_errors() {
     leaf(&mut s2, &[1]);
     s2.checkpoint().unwrap();
     let big = dev(512, 100);
-    let mut buf = vec![0u8; 512];
-    small.read(0, &mut buf).unwrap();
-    big.write(0, &buf).unwrap();
+    copy_header(&*small, &*big);
     // The header claims node pages the new device never received.
     let s3 = PlainStore::open(big, PlainConfig::default()).unwrap();
     assert!(matches!(s3.get(1), Err(Error::Corrupt { .. })));
@@ -434,9 +439,7 @@ fn a_header_beyond_the_device_is_refused() {
     }
     s.checkpoint().unwrap();
     let small = dev(512, 5);
-    let mut buf = vec![0u8; 512];
-    big.read(0, &mut buf).unwrap();
-    small.write(0, &buf).unwrap();
+    copy_header(&*big, &*small);
     let e = PlainStore::open(small, PlainConfig::default()).unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }), "{e}");
 }

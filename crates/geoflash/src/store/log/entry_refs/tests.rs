@@ -72,16 +72,11 @@ fn a_moved_entry_is_named_by_its_key_and_resolved_to_its_content() {
 
 #[test]
 fn content_is_compared_bit_for_bit() {
-    let pos = Entry {
-        key: 5,
-        rect: Rect::new(0.0, 1.0, 0.0, 1.0).unwrap(),
-        payload: 0,
-    };
-    let neg = Entry {
-        key: 5,
-        rect: Rect::new(-0.0, 1.0, 0.0, 1.0).unwrap(),
-        payload: 0,
-    };
+    // Points at (±0, 1): they differ in the sign of min_x only
+    // (-0.0 + 0.0 is +0.0, so max_x is +0.0 in both).
+    let pos = entry(5, 0.0, 1.0, 0.0, 0);
+    let neg = entry(5, -0.0, 1.0, 0.0, 0);
+    assert!(neg.rect.min_x().is_sign_negative() && neg.rect.max_x().is_sign_positive());
     let logged = [Logged::New(0, vec![pos]), Logged::New(0, vec![neg])];
     let (refs, plain) = encode(&logged, 100);
     let mut resolved = refs;

@@ -231,19 +231,46 @@ fn arb_codec() -> impl Strategy<Value = PayloadCodec> {
     prop_oneof![Just(FIXED), Just(VARINT)]
 }
 
+/// What the payloads of every record kind are made of.
+#[derive(Debug, Clone)]
+struct Parts {
+    codec: PayloadCodec,
+    level: u16,
+    entries: Vec<Entry>,
+    changes: Vec<EntryChange>,
+    m: MetaState,
+    pages: Vec<u64>,
+}
+
+/// [`Parts`] in either codec, with `changes` changes and `pages` page numbers.
+fn arb_parts(
+    changes: std::ops::Range<usize>,
+    pages: std::ops::Range<usize>,
+) -> impl Strategy<Value = Parts> {
+    (
+        arb_codec(),
+        any::<u16>(),
+        arb_entries(),
+        prop::collection::vec(arb_change(), changes),
+        arb_meta(),
+        prop::collection::vec(any::<u64>(), pages),
+    )
+        .prop_map(|(codec, level, entries, changes, m, pages)| Parts {
+            codec,
+            level,
+            entries,
+            changes,
+            m,
+            pages,
+        })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
     #[test]
-    fn payloads_round_trip(
-        codec in arb_codec(),
-        level in any::<u16>(),
-        entries in arb_entries(),
-        changes in prop::collection::vec(arb_change(), 0..20),
-        m in arb_meta(),
-        pages in prop::collection::vec(any::<u64>(), 0..20),
-        last_op in any::<u64>(),
-    ) {
+    fn payloads_round_trip(parts in arb_parts(0..20, 0..20), last_op in any::<u64>()) {
+        let Parts { codec, level, entries, changes, m, pages } = parts;
         let r = rec(RecordKind::New, codec.encode_new(level, &entries));
         prop_assert_eq!(codec.decode_new(&r).unwrap(), (level, entries));
         let r = rec(RecordKind::Mod, codec.encode_mod(level, &changes));
@@ -261,14 +288,8 @@ proptest! {
     }
 
     #[test]
-    fn truncated_payloads_are_errors(
-        codec in arb_codec(),
-        level in any::<u16>(),
-        entries in arb_entries(),
-        changes in prop::collection::vec(arb_change(), 1..6),
-        m in arb_meta(),
-        pages in prop::collection::vec(any::<u64>(), 0..6),
-    ) {
+    fn truncated_payloads_are_errors(parts in arb_parts(1..6, 0..6)) {
+        let Parts { codec, level, entries, changes, m, pages } = parts;
         let c = CheckpointState { last_op: 3, meta: m.clone(), free: pages.clone(), client_generation: None };
         type Dec = fn(PayloadCodec, &Record) -> bool;
         let cases: [(Vec<u8>, Dec); 6] = [
