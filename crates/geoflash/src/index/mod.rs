@@ -370,6 +370,11 @@ impl<S: NodeStore> RTree<S> {
     ) -> Result<Option<PageId>> {
         let old = checked(old)?;
         let new = checked(new)?;
+        if let Some(leaf) = leaf {
+            if self.update_inside_leaf(leaf, id, &old, new)? {
+                return Ok(Some(leaf));
+            }
+        }
         let path = self.find_record_near(id, &old, leaf)?;
         if self.fits_in_place(&path, &new)? {
             let at = path.last().map(|s| s.id);
@@ -390,6 +395,69 @@ impl<S: NodeStore> RTree<S> {
         })();
         self.track_ids(&done, |_| {});
         done.map(|()| None)
+    }
+
+    /// The update of record `id` from `old` to `new` in `leaf` (the
+    /// locator's hint) alone, without a path from the root, when that node
+    /// is a live leaf holding the record and the rectangle of its entries
+    /// stays the same: `old` lies strictly inside it on every side (other
+    /// entries make its edges) and `new` inside it. No ancestor's entry then
+    /// changes, whatever its own rectangle. Returns whether it updated;
+    /// `false` (nothing done, the caller takes the path from the root) for
+    /// any other case, for a hint that is stale or names no live node, and
+    /// for the Hilbert R-tree, whose order follows the rectangles.
+    fn update_inside_leaf(&mut self, leaf: PageId, id: u64, old: &Rect, new: Rect) -> Result<bool> {
+        if self.params.kind == IndexKind::Hilbert {
+            return Ok(false);
+        }
+        // A page that holds no live node is an error of the store's `get`;
+        // the search from the root settles what the hint could not.
+        let Ok(node) = self.store.get(leaf) else {
+            return Ok(false);
+        };
+        if node.level != 0 {
+            return Ok(false);
+        }
+        // One pass: the record (keys are unique in the tree) and the
+        // rectangle of the entries.
+        let mut found = None;
+        let (mut x0, mut y0) = (f64::INFINITY, f64::INFINITY);
+        let (mut x1, mut y1) = (f64::NEG_INFINITY, f64::NEG_INFINITY);
+        for e in &node.entries {
+            if e.key == id {
+                found = Some(e.rect);
+            }
+            x0 = x0.min(e.rect.min_x());
+            y0 = y0.min(e.rect.min_y());
+            x1 = x1.max(e.rect.max_x());
+            y1 = y1.max(e.rect.max_y());
+        }
+        let stays = found == Some(*old)
+            && old.min_x() > x0
+            && old.min_y() > y0
+            && old.max_x() < x1
+            && old.max_y() < y1
+            && new.min_x() >= x0
+            && new.min_y() >= y0
+            && new.max_x() <= x1
+            && new.max_y() <= y1;
+        if !stays {
+            return Ok(false);
+        }
+        // The tree's copy goes before the change, so the store can change
+        // its node in place.
+        drop(node);
+        let entry = self.record(id, new)?;
+        let done = (|| {
+            let op = self.store.begin_op()?;
+            self.store.modify(leaf, 0, &[EntryChange::Upsert(entry)])?;
+            self.store.commit_op(op)
+        })();
+        if done.is_ok() {
+            self.counters.updates_in_place += 1;
+        }
+        self.track_ids(&done, |_| {});
+        done.map(|()| true)
     }
 
     /// True when the record at the end of `path` can take rectangle `new`

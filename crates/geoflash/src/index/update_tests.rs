@@ -265,3 +265,72 @@ fn a_leaf_hint_reads_that_leaf_alone_and_a_stale_one_falls_back() {
     assert_eq!(t.update_near(id, shrunk(&rect), far, Some(leaf)).unwrap(), None);
     assert_eq!(t.query(far, Predicate::Intersects).unwrap().sorted_ids(), vec![id]);
 }
+
+#[test]
+fn a_hinted_update_inside_its_leafs_entries_reads_and_writes_that_leaf_alone() {
+    for params in in_place_params() {
+        // 1,000 small boxes at random: leaves of many records around.
+        let mut t = RTree::create(Recording::default(), params).unwrap();
+        let mut rects = HashMap::new();
+        let mut seed = 11u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as f64 / (1u64 << 31) as f64
+        };
+        for i in 0..1000u64 {
+            let (x, y) = (next() * 100.0, next() * 100.0);
+            let b = r(x, y, x + 0.5, y + 0.5);
+            t.insert(i, b).unwrap();
+            rects.insert(i, b);
+        }
+        assert!(t.height() >= 3, "{params:?}: height {}", t.height());
+        let root = t.store().meta().root.unwrap();
+        let mut alone = 0;
+        for (id, old, leaf) in t.records_by_leaf().unwrap() {
+            // Strictly inside the rectangle of its leaf's entries on every
+            // side (the grid's records in a leaf's middle), or not.
+            let entries: Vec<Rect> = t.store().get(leaf).unwrap().entries.iter().map(|e| e.rect).collect();
+            let bounds = Rect::union_all(entries.iter()).unwrap();
+            let interior = old.min_x() > bounds.min_x()
+                && old.min_y() > bounds.min_y()
+                && old.max_x() < bounds.max_x()
+                && old.max_y() < bounds.max_y();
+            let new = shrunk(&old);
+            t.store().take_reads();
+            t.store().take_writes();
+            let before = t.counters().updates_in_place;
+            assert_eq!(t.update_near(id, old, new, Some(leaf)).unwrap(), Some(leaf));
+            assert_eq!(t.counters().updates_in_place, before + 1);
+            let (reads, writes) = (t.store().take_reads(), t.store().take_writes());
+            if interior {
+                alone += 1;
+                assert_eq!(reads, vec![leaf], "{params:?}: record {id}");
+                assert_eq!(writes.len(), 1, "{params:?}: {writes:?}");
+                assert!(matches!(writes[0], Write::Modify(l, 0, _) if l == leaf));
+            } else {
+                // The search from the root: the leaf's rectangle in its
+                // parent is needed, and perhaps changes.
+                assert!(reads.contains(&root), "{params:?}: record {id}: {reads:?}");
+            }
+            rects.insert(id, new);
+            t.check().unwrap();
+        }
+        assert!(alone > 0, "{params:?}: no record inside its leaf's entries");
+        // A hint naming an inner node, or a page no live node holds: the
+        // search from the root settles it.
+        let (id, old, leaf) = t.records_by_leaf().unwrap()[0];
+        let new = shrunk(&old);
+        assert_eq!(t.update_near(id, old, new, Some(root)).unwrap(), Some(leaf));
+        rects.insert(id, new);
+        let (id, old, leaf) = t.records_by_leaf().unwrap()[1];
+        let new = shrunk(&old);
+        assert_eq!(t.update_near(id, old, new, Some(1 << 40)).unwrap(), Some(leaf));
+        rects.insert(id, new);
+        t.check().unwrap();
+        for (id, b) in &rects {
+            let hits = t.query(*b, Predicate::Within).unwrap();
+            assert!(hits.hits.iter().any(|h| h.id == *id), "{params:?}: {id}");
+        }
+        assert_eq!(t.bounds().unwrap(), Rect::union_all(rects.values()));
+    }
+}
