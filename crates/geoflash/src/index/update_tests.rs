@@ -26,6 +26,30 @@ fn grid_tree(params: TreeParams) -> (RTree<Recording>, HashMap<u64, Rect>) {
     (t, rects)
 }
 
+/// A tree of `params` holding `n` boxes of `size` × `size` with corners at
+/// seeded random points of the square `[0, extent)²`.
+fn random_tree(
+    params: TreeParams,
+    n: u64,
+    extent: f64,
+    size: f64,
+    mut seed: u64,
+) -> (RTree<Recording>, HashMap<u64, Rect>) {
+    let mut t = RTree::create(Recording::default(), params).unwrap();
+    let mut rects = HashMap::new();
+    let mut next = || {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) as f64 / (1u64 << 31) as f64
+    };
+    for i in 0..n {
+        let (x, y) = (next() * extent, next() * extent);
+        let b = r(x, y, x + size, y + size);
+        t.insert(i, b).unwrap();
+        rects.insert(i, b);
+    }
+    (t, rects)
+}
+
 /// `b` shrunk to its middle half (inside `b`).
 fn shrunk(b: &Rect) -> Rect {
     let (w, h) = (b.max_x() - b.min_x(), b.max_y() - b.min_y());
@@ -221,19 +245,7 @@ fn a_small_move_across_its_leafs_border_is_in_place_within_the_parent() {
 fn a_leaf_hint_reads_that_leaf_alone_and_a_stale_one_falls_back() {
     // Boxes of 4 × 4 in a 40 × 40 square: leaves' rectangles overlap, so
     // a record's rectangle lies inside several of them.
-    let mut t = RTree::create(Recording::default(), TreeParams::new(IndexKind::RStar, 8)).unwrap();
-    let mut rects = HashMap::new();
-    let mut seed = 7u64;
-    let mut next = || {
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (seed >> 33) as f64 / (1u64 << 31) as f64
-    };
-    for i in 0..600u64 {
-        let (x, y) = (next() * 36.0, next() * 36.0);
-        let b = r(x, y, x + 4.0, y + 4.0);
-        t.insert(i, b).unwrap();
-        rects.insert(i, b);
-    }
+    let (mut t, rects) = random_tree(TreeParams::new(IndexKind::RStar, 8), 600, 36.0, 4.0, 7);
     assert!(t.height() >= 3, "height {}", t.height());
     let located = t.records_by_leaf().unwrap();
     assert_eq!(located.len(), 600);
@@ -270,19 +282,7 @@ fn a_leaf_hint_reads_that_leaf_alone_and_a_stale_one_falls_back() {
 fn a_hinted_update_inside_its_leafs_entries_reads_and_writes_that_leaf_alone() {
     for params in in_place_params() {
         // 1,000 small boxes at random: leaves of many records around.
-        let mut t = RTree::create(Recording::default(), params).unwrap();
-        let mut rects = HashMap::new();
-        let mut seed = 11u64;
-        let mut next = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (seed >> 33) as f64 / (1u64 << 31) as f64
-        };
-        for i in 0..1000u64 {
-            let (x, y) = (next() * 100.0, next() * 100.0);
-            let b = r(x, y, x + 0.5, y + 0.5);
-            t.insert(i, b).unwrap();
-            rects.insert(i, b);
-        }
+        let (mut t, mut rects) = random_tree(params, 1000, 100.0, 0.5, 11);
         assert!(t.height() >= 3, "{params:?}: height {}", t.height());
         let root = t.store().meta().root.unwrap();
         let mut alone = 0;
