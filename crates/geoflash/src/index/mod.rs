@@ -418,29 +418,13 @@ impl<S: NodeStore> RTree<S> {
         if node.level != 0 {
             return Ok(false);
         }
-        // One pass: the record (keys are unique in the tree) and the
-        // rectangle of the entries.
-        let mut found = None;
-        let (mut x0, mut y0) = (f64::INFINITY, f64::INFINITY);
-        let (mut x1, mut y1) = (f64::NEG_INFINITY, f64::NEG_INFINITY);
-        for e in &node.entries {
-            if e.key == id {
-                found = Some(e.rect);
-            }
-            x0 = x0.min(e.rect.min_x());
-            y0 = y0.min(e.rect.min_y());
-            x1 = x1.max(e.rect.max_x());
-            y1 = y1.max(e.rect.max_y());
-        }
-        let stays = found == Some(*old)
-            && old.min_x() > x0
-            && old.min_y() > y0
-            && old.max_x() < x1
-            && old.max_y() < y1
-            && new.min_x() >= x0
-            && new.min_y() >= y0
-            && new.max_x() <= x1
-            && new.max_y() <= y1;
+        // The record (keys are unique in the tree) and the rectangle of
+        // the leaf's entries.
+        let found = node.entries.iter().find(|e| e.key == id).map(|e| e.rect);
+        let Some(bounds) = Rect::union_all(node.entries.iter().map(|e| &e.rect)) else {
+            return Ok(false);
+        };
+        let stays = found == Some(*old) && strictly_inside(old, &bounds) && ops::contains(&bounds, &new);
         if !stays {
             return Ok(false);
         }
@@ -673,13 +657,16 @@ fn keeps_node_rect(path: &[Step], i: usize, u: &Entry) -> bool {
     let (Some(old), Some(node)) = (step.node.entry(u.key), parent.node.entry(step.id)) else {
         return false;
     };
-    let (o, r) = (&old.rect, &node.rect);
-    u.payload == old.payload
-        && ops::contains(r, &u.rect)
-        && o.min_x() > r.min_x()
-        && o.min_y() > r.min_y()
-        && o.max_x() < r.max_x()
-        && o.max_y() < r.max_y()
+    u.payload == old.payload && ops::contains(&node.rect, &u.rect) && strictly_inside(&old.rect, &node.rect)
+}
+
+/// Whether `inner` lies inside `outer` touching none of its sides: the
+/// rectangle of a set of entries holding `inner` is then made by the others.
+fn strictly_inside(inner: &Rect, outer: &Rect) -> bool {
+    inner.min_x() > outer.min_x()
+        && inner.min_y() > outer.min_y()
+        && inner.max_x() < outer.max_x()
+        && inner.max_y() < outer.max_y()
 }
 
 /// The entry of child `child` in `step`'s node, found by key; a
