@@ -8,11 +8,12 @@ use geoflash::engine::Predicate;
 use geoflash::engine::{BulkMethod, FortreeConfig, FortreeReport, Inspection, ReadMode};
 use geoflash::engine::{Durability, RecoveryMode};
 use geoflash::geom::{Point, Rect};
-use geoflash::{BatchDurability, Error, ErrorKind, Index, IndexOptions, IndexSpec, KeyStyle};
+use geoflash::{BatchDurability, Error, ErrorKind, Index, IndexOptions, IndexSpec};
 use geoflash_bench::formats;
 use serde_json::json;
 
 use crate::ids::{Ids, PrintedId};
+use crate::index_flags::IndexFlags;
 use crate::output::{print_json, row};
 use crate::{input_file, progress_bar, Failure};
 
@@ -31,147 +32,15 @@ pub struct BuildArgs {
     /// Index directory to create.
     #[arg(long)]
     index: PathBuf,
-    /// rtree, rstar, hilbert, fortree (the FOR-tree: overflow nodes
-    /// instead of splits, merge-back; on the plain store with its own
-    /// buffer), xbr (the xBR+-tree of points), or a grid file of points:
-    /// grid, gffm, lbgrid or hgrid (its own buffers, no node store; built by
-    /// insertion).
-    #[arg(long, default_value = "rstar")]
-    kind: String,
-    /// Grid files: queries plain (one page at a time) or batched (the
-    /// default: the batch algorithms).
-    #[arg(long)]
-    grid_queries: Option<String>,
-    /// Grid files: share of --buffer given to directory pages (default 0.75).
-    #[arg(long)]
-    grid_dir_share: Option<f64>,
-    /// Grid files: pages of each cold list, the size of every batch write
-    /// (default: an eighth of the buffer, at most 128; 1 for --kind grid).
-    #[arg(long)]
-    grid_cold_pages: Option<usize>,
-    /// H-Grid: the selectivity constant s of its hot-region detector (default 1.5).
-    #[arg(long)]
-    grid_s: Option<f64>,
-    /// H-Grid: every sub-directory on the fast tier (on or off; default off).
-    #[arg(long)]
-    grid_special: Option<String>,
-    /// FOR-tree: reproduce the original root counter (insertions never count
-    /// the unit they insert into, so a leaf root never merges back: the
-    /// seeds' failure). Off by default: the fix counts it.
-    #[arg(long)]
-    fortree_original_root_counter: bool,
-    /// FOR-tree: C_w / C_r, the cost of a page write over a page read in the
-    /// merge-back threshold (default 10).
-    #[arg(long)]
-    fortree_write_read_ratio: Option<f64>,
-    /// Split of the R-tree: linear, quadratic (the default) or exponential.
-    #[arg(long)]
-    split: Option<String>,
-    /// Node store: efind or fast (the two flash-aware frameworks, crash-safe
-    /// with their log), or plain (the disk-based baseline of the papers).
-    /// Default efind; plain for --kind fortree (the only store it takes).
-    #[arg(long)]
-    store: Option<String>,
-    /// FAST: flushing policy fast (most updates), fast-star (most updates,
-    /// least recently updated; the default), flush-all or random.
-    #[arg(long)]
-    fast_policy: Option<String>,
-    /// eFIND: p, the percentage of oldest buffered pages a flush considers.
-    #[arg(long)]
-    flush_percent: Option<u8>,
-    /// eFIND and FAST: pages per flushing unit (eFIND's s; FAST's unit, default 5).
-    #[arg(long)]
-    flush_unit: Option<usize>,
-    /// eFIND: flushing policy m, mh, mha or mhao.
-    #[arg(long)]
-    flush_policy: Option<String>,
-    /// eFIND: share of the buffer given to the read buffer, in percent.
-    #[arg(long)]
-    read_buffer_percent: Option<u8>,
-    /// eFIND: `adaptive` (default: the read buffer takes what the write
-    /// buffer leaves of the budget, decoded views answer reads) or `fixed`
-    /// (the paper's share).
-    #[arg(long)]
-    read_buffer_mode: Option<String>,
-    /// eFIND: temporal control on or off.
-    #[arg(long)]
-    temporal_control: Option<String>,
-    /// eFIND and FAST: bytes of records the log holds before compaction (default:
-    /// 10MiB for the per-change format, else the larger of 10MiB and 4 x the buffer,
-    /// and at least 64MiB for a log in its own file, log.dat on `file`).
-    #[arg(long)]
-    log_capacity: Option<String>,
-    /// eFIND and FAST: a commit or group commit this long after the last
-    /// checkpoint checkpoints (bounds what a crash leaves to replay by time):
-    /// 90s, 5min, 500ms, a number of seconds, or off (default 5min).
-    #[arg(long)]
-    checkpoint_interval: Option<String>,
-    /// eFIND and FAST: log format, compact (the default: first-image flushes, and
-    /// eFIND logs each group commit as the net changes of its pages), first-image (a
-    /// page image only at a page's first flush after a compaction, one log sync per
-    /// batch of flushes, records per operation) or per-change (the papers': a page
-    /// image and two syncs at every flush).
-    #[arg(long)]
-    log_format: Option<String>,
-    /// eFIND and FAST: when operations become durable: sync (each one), group (every
-    /// N operations or T ms, see --group-commit; the default) or none (the papers' mode).
-    /// With the default and no --ack-every, the input of build, insert and delete is
-    /// one batch, durable when the command returns (one checkpoint, as one SQL
-    /// transaction); sync and group:N,T are kept operation by operation.
-    #[arg(long)]
-    durability: Option<String>,
-    /// eFIND and FAST: group commit as N,T: sync every N operations or when the oldest
-    /// unsynced one is T milliseconds old (implies --durability group).
-    #[arg(long)]
-    group_commit: Option<String>,
+    /// The index's settings: a flag per setting of the library's table
+    /// (`IndexSpec::SETTINGS`).
+    #[command(flatten)]
+    settings: IndexFlags,
     /// Print `acked K` on standard output (flushed) each time the first K
     /// operations are durable, checked every N operations and at the end
     /// (stores without a log checkpoint every N operations to get there).
     #[arg(long)]
     ack_every: Option<u64>,
-    /// Page (node) size.
-    #[arg(long, default_value = "4096")]
-    page_size: String,
-    /// Memory budget of the store (0 only for --store plain: no buffer,
-    /// written through at each operation's end; the papers' experiments use 512KiB).
-    /// The default is an eighth of the machine's memory (or of the
-    /// control group's limit), at least 256MiB and at most 1GiB.
-    #[arg(long, default_value = geoflash::engine::defaults::buffer())]
-    buffer: String,
-    /// Replacement policy of the buffer (plain store) or the read buffer
-    /// (efind): lru, hlru, s2q, 2q or arc (default s2q).
-    #[arg(long)]
-    buffer_policy: Option<String>,
-    /// Device spec (file = direct I/O, file?direct=false, file:PATH?…, mem:, flashsim:…, hddsim:…).
-    #[arg(long, default_value = geoflash::engine::defaults::DEVICE)]
-    device: String,
-    /// Which nodes the store hints to the fast tier of a `hybrid:` device:
-    /// none (the default), internal-fast (the sHR-tree) or fast-from-level=N.
-    /// Every store hints its node writes; the eFIND and FAST logs stay on
-    /// the slow tier.
-    #[arg(long)]
-    placement: Option<String>,
-    /// on (the default): the pages of an index written in place (the plain
-    /// store, the FOR-tree, the xBR+-tree, grid files) on its file are
-    /// protected by a rollback journal (journal.dat), so a crash returns to
-    /// the last checkpoint. off: the papers' in-place mode, for
-    /// reproductions (not crash-safe; refuses --ack-every).
-    #[arg(long)]
-    journal: Option<String>,
-    /// Maximum entries per node, M (default: as many as a page holds).
-    #[arg(long)]
-    max_entries: Option<usize>,
-    /// Minimum fill: a fraction of M in (0, 0.5] (e.g. 0.4) or an entry count m ≥ 2.
-    #[arg(long)]
-    min_fill: Option<String>,
-    /// R*-tree forced-reinsertion percentage (default 30).
-    #[arg(long)]
-    reinsert: Option<u8>,
-    /// Hilbert R-tree: the extent mapped onto the curve, MINX,MINY,MAXX,MAXY
-    /// (default: the input's extent; later objects outside it are clamped
-    /// to its border cells).
-    #[arg(long)]
-    hilbert_domain: Option<String>,
     /// Bulk load instead of inserting one by one: str or hilbert.
     #[arg(long)]
     bulk: Option<String>,
@@ -184,12 +53,6 @@ pub struct BuildArgs {
     /// directory; removed with it), so the input may be larger than memory.
     #[arg(long)]
     memory: Option<String>,
-    /// CRS of the coordinates (recorded in the manifest).
-    #[arg(long, default_value = "unknown")]
-    crs: String,
-    /// Units of the coordinates (kNN distances are in these units).
-    #[arg(long, default_value = "unit")]
-    units: String,
     /// Record the I/O trace of the index device in this file (replay it with
     /// `devbench --trace`); the build is re-run on a scratch device to record it.
     #[arg(long)]
@@ -1081,59 +944,7 @@ impl BuildArgs {
     /// one front door ([`IndexSpec`], which checks every combination and
     /// names the flags at fault).
     fn spec(&self) -> Result<IndexSpec, Failure> {
-        let number = |v: Option<usize>| v.map(|n| n.to_string());
-        let flags: [(&str, Option<String>); 33] = [
-            ("kind", Some(self.kind.clone())),
-            ("split", self.split.clone()),
-            ("page_size", Some(self.page_size.clone())),
-            ("max_entries", number(self.max_entries)),
-            ("min_fill", self.min_fill.clone()),
-            ("reinsert", self.reinsert.map(|n| n.to_string())),
-            ("grid_queries", self.grid_queries.clone()),
-            ("grid_dir_share", self.grid_dir_share.map(|v| v.to_string())),
-            ("grid_cold_pages", number(self.grid_cold_pages)),
-            ("grid_s", self.grid_s.map(|v| v.to_string())),
-            ("grid_special", self.grid_special.clone()),
-            ("hilbert_domain", self.hilbert_domain.clone()),
-            ("store", self.store.clone()),
-            ("buffer", Some(self.buffer.clone())),
-            ("buffer_policy", self.buffer_policy.clone()),
-            ("device", Some(self.device.clone())),
-            ("placement", self.placement.clone()),
-            ("journal", self.journal.clone()),
-            ("crs", Some(self.crs.clone())),
-            ("units", Some(self.units.clone())),
-            ("durability", self.durability.clone()),
-            ("group_commit", self.group_commit.clone()),
-            ("flush_unit", number(self.flush_unit)),
-            ("log_capacity", self.log_capacity.clone()),
-            ("checkpoint_interval", self.checkpoint_interval.clone()),
-            ("log_format", self.log_format.clone()),
-            ("flush_percent", self.flush_percent.map(|n| n.to_string())),
-            ("flush_policy", self.flush_policy.clone()),
-            (
-                "read_buffer_percent",
-                self.read_buffer_percent.map(|n| n.to_string()),
-            ),
-            ("read_buffer_mode", self.read_buffer_mode.clone()),
-            ("temporal_control", self.temporal_control.clone()),
-            ("fast_policy", self.fast_policy.clone()),
-            (
-                "fortree_write_read_ratio",
-                self.fortree_write_read_ratio.map(|r| r.to_string()),
-            ),
-        ];
-        let mut spec = IndexSpec::new(KeyStyle::Flag);
-        for (key, value) in flags {
-            if let Some(v) = value {
-                spec.set(key, &v).map_err(Error::from)?;
-            }
-        }
-        if self.fortree_original_root_counter {
-            spec.set("fortree_original_root_counter", "on")
-                .map_err(Error::from)?;
-        }
-        Ok(spec)
+        Ok(self.settings.spec().map_err(Error::from)?)
     }
 }
 

@@ -28,6 +28,7 @@ mod bench_cmd;
 mod ids;
 mod import_cmd;
 mod index_cmds;
+mod index_flags;
 mod report_cmd;
 mod trace_cmd;
 

@@ -147,7 +147,7 @@ layers!(
     store,
 );
 
-pub use engine::{IndexSpec, KeyStyle, SpecError};
+pub use engine::{IndexSpec, KeyStyle, Setting, SpecError};
 pub use error::{Error, ErrorKind, Result};
 pub use index_dir::{BatchDurability, Index, IndexOptions};
 pub use spatial::SpatialIndex;

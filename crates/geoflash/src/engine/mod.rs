@@ -15,10 +15,12 @@
 //! the workbench, the Python package — imports `engine`, `geom` and
 //! `metrics` and none of the layers beneath.
 pub mod reserve;
+mod settings;
 mod spec;
 #[cfg(test)]
 mod spec_tests;
 
+pub use settings::Setting;
 pub use spec::{IndexSpec, KeyStyle, SpecError};
 
 pub use crate::cache::PolicyKind;

@@ -37,6 +37,8 @@ use crate::store::placement::Placement;
 use crate::units::{check_page_size, parse_size};
 use crate::{defaults, Error, Result};
 
+use super::settings::{setting_named, Setting, SETTINGS};
+
 /// How a front end spells a key in its messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum KeyStyle {
@@ -58,7 +60,7 @@ impl KeyStyle {
 }
 
 /// A refused setting: the error, and the key it is about (its canonical
-/// name, one of [`IndexSpec::KEYS`]), so that a front end can point at
+/// name, the key of one of [`IndexSpec::SETTINGS`]), so that a front end can point at
 /// where the user wrote it.
 #[derive(Debug)]
 pub struct SpecError {
@@ -234,46 +236,9 @@ struct Settings {
 }
 
 impl IndexSpec {
-    /// Every key [`set`](Self::set) takes, by canonical name (aliases:
-    /// `reinsert` for `reinsert_percent`, `policy` for `fast_policy`).
-    pub const KEYS: &'static [&'static str] = &[
-        "kind",
-        "split",
-        "page_size",
-        "max_entries",
-        "min_entries",
-        "min_fill",
-        "reinsert_percent",
-        "hilbert_domain",
-        "store",
-        "buffer",
-        "buffer_policy",
-        "device",
-        "placement",
-        "journal",
-        "crs",
-        "units",
-        "durability",
-        "group_commit",
-        "flush_unit",
-        "log_capacity",
-        "checkpoint_interval",
-        "log_format",
-        "flush_percent",
-        "flush_policy",
-        "read_buffer_percent",
-        "read_buffer_mode",
-        "temporal_control",
-        "fast_policy",
-        "seed",
-        "fortree_write_read_ratio",
-        "fortree_original_root_counter",
-        "grid_queries",
-        "grid_dir_share",
-        "grid_cold_pages",
-        "grid_s",
-        "grid_special",
-    ];
+    /// Every setting [`set`](Self::set) takes, with its aliases and help
+    /// text ([`SETTINGS`](super::settings::SETTINGS)).
+    pub const SETTINGS: &'static [Setting] = SETTINGS;
 
     /// An empty spec (every key at its default) whose messages spell keys in `style`.
     pub fn new(style: KeyStyle) -> IndexSpec {
@@ -309,21 +274,16 @@ impl IndexSpec {
     /// The keys of the settings that only the grid files take.
     pub const GRID_KEYS: &'static [&'static str] = GRID_KEYS;
 
-    /// The canonical name of key `name`, one of [`KEYS`](Self::KEYS)
-    /// (`reinsert` is `reinsert_percent`, `policy` is `fast_policy`);
-    /// `None`: no such key.
+    /// The canonical name of key `name`, the key of one of
+    /// [`SETTINGS`](Self::SETTINGS) (`reinsert` is `reinsert_percent`,
+    /// `policy` is `fast_policy`); `None`: no such key.
     pub fn key(name: &str) -> Option<&'static str> {
         Self::canonical(name)
     }
 
     /// The canonical name of `key` (`None`: no such key).
     fn canonical(key: &str) -> Option<&'static str> {
-        let key = key.trim();
-        match key {
-            "reinsert" => Some("reinsert_percent"),
-            "policy" => Some("fast_policy"),
-            _ => Self::KEYS.iter().copied().find(|k| *k == key),
-        }
+        setting_named(key.trim()).map(|s| s.key)
     }
 
     /// The device as the user wrote it (or as its default prints), for
@@ -356,9 +316,9 @@ impl IndexSpec {
                 error: Error::invalid(format!(
                     "unknown index option {:?}; the options are {}",
                     self.style.spell(key),
-                    Self::KEYS
+                    SETTINGS
                         .iter()
-                        .map(|k| self.style.spell(k))
+                        .map(|s| self.style.spell(s.key))
                         .collect::<Vec<_>>()
                         .join(", ")
                 )),
@@ -1158,12 +1118,12 @@ impl IndexSpec {
     }
 }
 
-/// `key=value` pairs joined by commas, in [`IndexSpec::KEYS`] order. A
+/// `key=value` pairs joined by commas, in [`IndexSpec::SETTINGS`] order. A
 /// value holding commas (`hilbert_domain=0,0,1,1`) reads back whole.
 impl fmt::Display for IndexSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
-        for k in Self::KEYS {
+        for k in SETTINGS.iter().map(|s| s.key) {
             if let Some(v) = self.values.get(k) {
                 if !first {
                     f.write_str(",")?;

@@ -589,3 +589,21 @@ proptest! {
         }
     }
 }
+
+/// Every setting of the table is parsed by `set` (a value that is no value
+/// of it is refused, naming its key), so a row added to
+/// `SETTINGS` without its parse fails here rather than being ignored.
+#[test]
+fn every_setting_of_the_table_is_parsed_by_set() {
+    for s in IndexSpec::SETTINGS {
+        if matches!(s.key, "crs" | "units") {
+            continue; // free text
+        }
+        let (key, msg) = refusal(KeyStyle::Flag, &[(s.key, "%%")]);
+        assert_eq!(key, Some(s.key), "{}: {msg}", s.key);
+        for alias in s.aliases {
+            let (key, _) = refusal(KeyStyle::Key, &[(alias, "%%")]);
+            assert_eq!(key, Some(s.key), "alias {alias}");
+        }
+    }
+}
