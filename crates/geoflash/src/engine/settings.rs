@@ -232,6 +232,12 @@ pub const SETTINGS: &[Setting] = &[
         "on|off",
         "eFIND: temporal control on or off.",
     ),
+    setting(
+        "temporal_queues",
+        "PAGES",
+        "eFIND: the length of temporal control's queues of the pages last read and last \
+         written (RQ and WQ; default 64).",
+    ),
     Setting {
         aliases: &["policy"],
         ..setting(

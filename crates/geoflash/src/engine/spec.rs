@@ -131,6 +131,7 @@ const EFIND_KEYS: &[&str] = &[
     "read_buffer_percent",
     "read_buffer_mode",
     "temporal_control",
+    "temporal_queues",
 ];
 /// Keys of the log, which the eFIND and FAST stores keep.
 const LOG_KEYS: &[&str] = &[
@@ -224,6 +225,7 @@ struct Settings {
     read_buffer_percent: Option<u8>,
     read_buffer_mode: Option<ReadBufferMode>,
     temporal_control: Option<bool>,
+    temporal_queues: Option<usize>,
     fast_policy: Option<FastPolicy>,
     seed: Option<u64>,
     fortree_write_read_ratio: Option<f64>,
@@ -402,6 +404,7 @@ impl IndexSpec {
             "read_buffer_mode" => t.read_buffer_mode = Some(v.parse()?),
             "flush_policy" => t.flush_policy = Some(v.parse()?),
             "temporal_control" => t.temporal_control = Some(self.switch(k, v)?),
+            "temporal_queues" => t.temporal_queues = Some(small(self.count(k, v, 1 << 20)?)),
             "fortree_original_root_counter" => {
                 t.fortree_original_root_counter = Some(self.switch(k, v)?)
             }
@@ -1085,6 +1088,28 @@ impl IndexSpec {
             } else {
                 None
             };
+        }
+        if let Some(n) = t.temporal_queues {
+            let key = "temporal_queues";
+            match c.temporal_control.as_mut() {
+                Some(tc) if n > 0 => (tc.rq_capacity, tc.wq_capacity) = (n, n),
+                Some(_) => {
+                    return Err(self.fail(
+                        key,
+                        format!("{} 0: a queue holds at least one page", self.spell(key)),
+                    ))
+                }
+                None => {
+                    return Err(self.fail(
+                        key,
+                        format!(
+                            "{} applies with temporal control on (drop {} off)",
+                            self.spell(key),
+                            self.spell("temporal_control")
+                        ),
+                    ))
+                }
+            }
         }
         self.apply_log(
             durability,

@@ -564,6 +564,7 @@ fn setting() -> impl Strategy<Value = (&'static str, String)> {
         prop::sample::select(vec!["sync", "none", "group", "group:8,5"])
             .prop_map(|v| ("durability", v.to_string())),
         prop::sample::select(vec!["on", "off"]).prop_map(|v| ("temporal_control", v.to_string())),
+        (0usize..3).prop_map(|v| ("temporal_queues", v.to_string())),
         (0u64..1000).prop_map(|v| ("seed", v.to_string())),
     ]
 }
@@ -605,5 +606,43 @@ fn every_setting_of_the_table_is_parsed_by_set() {
             let (key, _) = refusal(KeyStyle::Key, &[(alias, "%%")]);
             assert_eq!(key, Some(s.key), "alias {alias}");
         }
+    }
+}
+
+/// `temporal_queues` sets the length of both of temporal control's queues,
+/// and is refused where it means nothing: 0, temporal control off, a store
+/// other than eFIND.
+#[test]
+fn temporal_queues_sets_both_queues_of_temporal_control() {
+    let o = spec(&[("store", "efind"), ("temporal_queues", "16")])
+        .options()
+        .unwrap();
+    let StoreSpec::Efind(e) = o.store else {
+        panic!("not eFIND: {:?}", o.store)
+    };
+    let tc = e
+        .efind
+        .temporal_control
+        .expect("temporal control is on by default");
+    assert_eq!((tc.rq_capacity, tc.wq_capacity), (16, 16));
+    let on = crate::store::efind::TemporalControl::default();
+    assert_eq!(
+        (on.seq_distance, on.stride_distance),
+        (tc.seq_distance, tc.stride_distance)
+    );
+    for (pairs, says) in [
+        (&[("temporal_queues", "0")][..], "--temporal-queues 0"),
+        (
+            &[("temporal_control", "off"), ("temporal_queues", "8")][..],
+            "drop --temporal-control off",
+        ),
+        (
+            &[("store", "fast"), ("temporal_queues", "8")][..],
+            "--temporal-queues",
+        ),
+    ] {
+        let (key, msg) = refusal(KeyStyle::Flag, pairs);
+        assert_eq!(key, Some("temporal_queues"), "{msg}");
+        assert!(msg.contains(says), "{msg}");
     }
 }
