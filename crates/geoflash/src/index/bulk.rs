@@ -585,12 +585,17 @@ fn position(key: u128) -> usize {
     key as u64 as usize
 }
 
-/// Sorts [`sort_key`]s by (coordinate, the entry's key): by the packed
-/// keys, then each run of equal coordinates by the entries' keys, so the
-/// order is that of a stable sort on (coordinate, key) whatever the input
-/// order (entry keys are unique).
+/// Sorts [`sort_key`]s by (coordinate, the entry's key): by the
+/// coordinates' bits, then each run of equal coordinates by the entries'
+/// keys, so the order is that of a stable sort on (coordinate, key)
+/// whatever the input order (entry keys are unique).
+///
+/// The first sort is a radix sort on the 64 bits of the coordinate (an
+/// STR slice of about 10,000 keys sorts in less than half the time of a
+/// comparison sort of the 128-bit keys; passes whose byte is the same in
+/// every key are skipped).
 fn sort_by_coordinate_and_key<T: Packed>(order: &mut [u128], entries: &[T]) {
-    order.sort_unstable();
+    radsort::sort_by_key(order, |t| (*t >> 64) as u64);
     let key_of = |t: &u128| entries.get(position(*t)).map_or(0, Packed::key);
     for run in order.chunk_by_mut(|a, b| a >> 64 == b >> 64) {
         if run.len() > 1 {
