@@ -173,5 +173,12 @@ fn _geoflash(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "GRID_KINDS",
         PyTuple::new_bound(m.py(), engine::GridKind::ALL.map(engine::GridKind::name)),
     )?;
+    // Every keyword argument an index takes, with what it does, from the
+    // engine's one table of settings (the command line's `build` flags).
+    let settings = pyo3::types::PyDict::new_bound(m.py());
+    for s in engine::IndexSpec::SETTINGS {
+        settings.set_item(s.key, s.help(engine::KeyStyle::Key))?;
+    }
+    m.add("SETTINGS", settings)?;
     Ok(())
 }

@@ -189,3 +189,24 @@ def test_kinds_and_defaults_come_from_the_engine(tmp_path):
         idx = geoflash.Index(kind=kind, hilbert_domain=DOMAIN, **kw)
         idx.insert(1, (3, 4))
         assert list(idx.intersection((0, 0, 10, 10))) == [1], kind
+
+
+def test_settings_lists_every_keyword_of_a_new_index_with_its_help():
+    """``geoflash.SETTINGS`` is the engine's table: each key is a keyword
+    ``Index`` takes (a value it cannot take is refused naming that key), an
+    unknown keyword is refused listing them, and a setting added to the
+    table, ``temporal_queues``, reaches the store without a change here."""
+    s = geoflash.SETTINGS
+    assert {"kind", "store", "buffer", "flush_percent", "temporal_queues"} <= set(s)
+    assert all(isinstance(v, str) and v for v in s.values())
+    assert "durability group" in s["group_commit"]  # keys spelled as keys
+    for key in s:
+        if key in ("crs", "units"):
+            continue  # free text
+        with pytest.raises(ValueError, match=key):
+            geoflash.Index(**{key: "%%"})
+    with pytest.raises(ValueError, match="temporal_queues"):
+        geoflash.Index(colour="red")
+    m = geoflash.Index(store="efind", buffer="1MiB", temporal_queues=8).manifest
+    tc = m["store"]["efind"]["temporal_control"]
+    assert (tc["rq_capacity"], tc["wq_capacity"]) == (8, 8)

@@ -31,7 +31,7 @@ from .container import RtreeContainer
 from .exceptions import CorruptIndexError, DeviceError, GeoflashError, InvalidIdError, ResultsStoreError, RTreeError
 from .joins import sjoin, sjoin_nearest
 from .property import Property
-from .spatial_index import GRID_KINDS, KINDS, Index, Item, Rtree
+from .spatial_index import GRID_KINDS, KINDS, SETTINGS, Index, Item, Rtree
 
 __all__ = [
     "Index",
@@ -50,6 +50,7 @@ __all__ = [
     "sjoin_nearest",
     "GRID_KINDS",
     "KINDS",
+    "SETTINGS",
     "parse_size",
     "index",
     "exceptions",

@@ -12,6 +12,7 @@ _Path = Union[str, "PathLike[str]"]
 DEFAULTS: dict[str, str]
 KINDS: Tuple[str, ...]
 GRID_KINDS: Tuple[str, ...]
+SETTINGS: dict[str, str]
 PREDICATES: Tuple[str, ...]
 def hilbert_keys(boxes: bytes, domain: _Box, order: int = 16) -> bytearray: ...
 def parse_size(text: str) -> int: ...

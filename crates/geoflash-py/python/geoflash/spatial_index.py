@@ -23,6 +23,7 @@ import numpy as np
 
 from ._geoflash import GRID_KINDS as _GRID_KINDS
 from ._geoflash import KINDS as _KINDS
+from ._geoflash import SETTINGS as _SETTINGS
 from ._geoflash import Core as _Core
 from . import _exact
 from .exceptions import InvalidIdError, RTreeError
@@ -51,6 +52,10 @@ _PREDICATES = ("intersects", "contains", "within")
 GRID_KINDS = _GRID_KINDS
 #: Every name the ``kind`` option takes, as the engine names them.
 KINDS = _KINDS
+#: Every keyword argument of ``Index`` that sets up a new index, with what
+#: it does (the engine's one table of settings, as ``geoflash build --help``
+#: prints it); aliases such as ``reinsert`` are also taken.
+SETTINGS = _SETTINGS
 
 
 #: Rows per chunk a bulk load hands to the core (see :func:`bulk_chunks`).

@@ -300,6 +300,20 @@ impl IndexSpec {
             .spell(self.names.get(key).map(String::as_str).unwrap_or(key))
     }
 
+    /// `error` about the value of `key`, its message led by the key as
+    /// the user spelled it where a parser of values wrote it without one
+    /// (`size "%%" does not start with a number` becomes `--page-size:
+    /// size "%%" ...`).
+    fn naming(&self, key: &'static str, error: Error) -> Error {
+        let spelled = self.spell(key);
+        match error {
+            Error::InvalidInput(msg) if !msg.contains(&spelled) => {
+                Error::invalid(format!("{spelled}: {msg}"))
+            }
+            other => other,
+        }
+    }
+
     fn fail(&self, key: &'static str, msg: impl Into<String>) -> SpecError {
         SpecError {
             key: Some(key),
@@ -331,9 +345,9 @@ impl IndexSpec {
         let mut typed = std::mem::take(&mut self.typed);
         let parsed = self.parse_into(k, value, &mut typed);
         self.typed = typed;
-        parsed.map_err(|e| SpecError {
+        parsed.map_err(|error| SpecError {
             key: Some(k),
-            error: e,
+            error: self.naming(k, error),
         })?;
         self.values.insert(k, value.to_string());
         Ok(())

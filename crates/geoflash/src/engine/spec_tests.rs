@@ -592,7 +592,7 @@ proptest! {
 }
 
 /// Every setting of the table is parsed by `set` (a value that is no value
-/// of it is refused, naming its key), so a row added to
+/// of it is refused, naming its key and, in the message, its flag), so a row added to
 /// `SETTINGS` without its parse fails here rather than being ignored.
 #[test]
 fn every_setting_of_the_table_is_parsed_by_set() {
@@ -602,6 +602,8 @@ fn every_setting_of_the_table_is_parsed_by_set() {
         }
         let (key, msg) = refusal(KeyStyle::Flag, &[(s.key, "%%")]);
         assert_eq!(key, Some(s.key), "{}: {msg}", s.key);
+        let flag = KeyStyle::Flag.spell(s.key);
+        assert!(msg.contains(&flag), "the message names {flag}: {msg}");
         for alias in s.aliases {
             let (key, _) = refusal(KeyStyle::Key, &[(alias, "%%")]);
             assert_eq!(key, Some(s.key), "alias {alias}");
