@@ -291,8 +291,14 @@ impl IndexSpec {
     /// The device as the user wrote it (or as its default prints), for
     /// errors about the device.
     fn device_text(&self, device: &DeviceSpec) -> String {
-        self.text("device")
-            .map_or_else(|| device.to_string(), str::to_string)
+        match self.text("device") {
+            Some(text) => text.to_string(),
+            // Not given: the product default, as it is written.
+            None if DeviceSpec::parse(defaults::DEVICE).is_ok_and(|d| d == *device) => {
+                defaults::DEVICE.to_string()
+            }
+            None => device.to_string(),
+        }
     }
 
     fn spell(&self, key: &'static str) -> String {

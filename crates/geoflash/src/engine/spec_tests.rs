@@ -648,3 +648,13 @@ fn temporal_queues_sets_both_queues_of_temporal_control() {
         assert!(msg.contains(says), "{msg}");
     }
 }
+
+/// A device not given is named in messages as the product default is
+/// written (`file?direct=false`), not as its parsed form prints.
+#[test]
+fn a_device_not_given_is_named_as_the_default_is_written() {
+    let (key, msg) = refusal(KeyStyle::Flag, &[("kind", "hgrid")]);
+    assert_eq!(key, Some("device"), "{msg}");
+    let named = format!("device {:?} has one tier", crate::defaults::DEVICE);
+    assert!(msg.contains(&named), "{msg}");
+}
