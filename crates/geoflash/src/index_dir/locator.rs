@@ -13,11 +13,14 @@
 //! size equals the index's record count (anything that changes records
 //! another way, such as a FOR-tree changed through its lock, changes the
 //! count, or leaves a stale rectangle which the structure then refuses,
-//! dropping the map). It costs about 70 bytes per record (a `u64` key, a
-//! four-`f64` rectangle and a `u64` hint in a hash table), outside the
-//! store's node budget. The table hashes keys with the page ids'
-//! multiplicative hasher ([`IdMap`]): record keys are the index's own, and
-//! SipHash was a visible share of an update by id.
+//! dropping the map). It is kept outside the store's node budget: while
+//! the ids are dense (ids `0..N`, as bulk loads and Python give them) an
+//! array indexed by id of a four-`f64` rectangle and a `u64` hint, 40
+//! bytes a record and one memory access per lookup; otherwise a hash table
+//! of the same with the `u64` key, about 60–70 bytes a record ([`Places`]).
+//! The table hashes keys with the page ids' multiplicative hasher
+//! ([`IdMap`]): record keys are the index's own, and SipHash was a visible
+//! share of an update by id.
 //!
 //! Beside each rectangle the map keeps a hint of where the record is: the
 //! page the structure gave for it when the map was built
@@ -42,18 +45,101 @@ use crate::Result;
 /// No hint of where a record is.
 const NOWHERE: u64 = u64::MAX;
 
-/// A record's rectangle and the hint of where it is (`NOWHERE`: none).
+/// The hint of a free slot of a dense map: no record has this id.
+const ABSENT: u64 = u64::MAX - 1;
+
+/// A record's rectangle and the hint of where it is (`NOWHERE`: none;
+/// `ABSENT`: a free slot of a dense map).
 #[derive(Debug, Clone, Copy)]
-struct Located {
+pub(super) struct Located {
     rect: Rect,
     near: u64,
 }
 
-/// The map of a built locator, as the operations keep it in step.
-#[derive(Debug, Default)]
-pub(super) struct Places(IdMap<Located>);
+impl Located {
+    /// A free slot of a dense map.
+    fn free() -> Located {
+        Located {
+            rect: Rect::world(),
+            near: ABSENT,
+        }
+    }
+}
+
+/// Ids a dense map may hold beyond twice its records before it turns into
+/// a hash map (so a few records with small ids stay dense).
+const DENSE_SLACK: u64 = 1024;
+
+/// The map of a built locator, as the operations keep it in step: an array
+/// indexed by id while the ids are dense (below twice the records, plus
+/// [`DENSE_SLACK`]: ids `0..N`, as bulk loads and the Python package give
+/// them), 40 bytes a record and one memory access per lookup; else a hash
+/// map (about 60 bytes a record, two accesses). Both answer alike
+/// (`places_tests` checks them against each other).
+#[derive(Debug)]
+pub(super) enum Places {
+    /// `slots[id]`; `len` of them hold records.
+    Dense { slots: Vec<Located>, len: usize },
+    /// By id.
+    Sparse(IdMap<Located>),
+}
+
+impl Default for Places {
+    fn default() -> Places {
+        Places::Sparse(IdMap::default())
+    }
+}
 
 impl Places {
+    /// The map of `records` (`(id, rectangle, hint)`, ids unique), dense
+    /// when the ids are.
+    fn of(records: Vec<(u64, Rect, Option<u64>)>) -> Places {
+        let located = |rect, near: Option<u64>| Located {
+            rect,
+            near: near.unwrap_or(NOWHERE),
+        };
+        let top = records.iter().map(|r| r.0).max();
+        let dense = top.is_some_and(|t| dense_enough(t, records.len()));
+        match (dense, top) {
+            (true, Some(top)) => {
+                let mut slots = vec![Located::free(); top as usize + 1];
+                let mut len = 0;
+                for (id, rect, near) in records {
+                    if let Some(slot) = slots.get_mut(id as usize) {
+                        len += usize::from(slot.near == ABSENT);
+                        *slot = located(rect, near);
+                    }
+                }
+                Places::Dense { slots, len }
+            }
+            _ => Places::Sparse(
+                records
+                    .into_iter()
+                    .map(|(id, rect, near)| (id, located(rect, near)))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// How many records the map holds.
+    fn len(&self) -> usize {
+        match self {
+            Places::Dense { len, .. } => *len,
+            Places::Sparse(map) => map.len(),
+        }
+    }
+
+    /// Where record `id` is, if the map holds it.
+    fn get(&self, id: u64) -> Option<&Located> {
+        match self {
+            Places::Dense { slots, .. } => usize::try_from(id)
+                .ok()
+                .and_then(|i| slots.get(i))
+                .filter(|l| l.near != ABSENT),
+            Places::Sparse(map) => map.get(&id),
+        }
+    }
+
     /// Record `id` is at `rect` now, nothing known of where it is stored.
     pub(super) fn insert(&mut self, id: u64, rect: Rect) {
         self.place(id, rect, None);
@@ -61,14 +147,66 @@ impl Places {
 
     /// Record `id` is at `rect` now, stored near page `near` (the hint).
     pub(super) fn place(&mut self, id: u64, rect: Rect, near: Option<u64>) {
-        let near = near.unwrap_or(NOWHERE);
-        self.0.insert(id, Located { rect, near });
+        let l = Located {
+            rect,
+            near: near.unwrap_or(NOWHERE),
+        };
+        match self {
+            Places::Dense { slots, len } => {
+                let i = id as usize;
+                if i >= slots.len() {
+                    if !dense_enough(id, *len + 1) {
+                        self.make_sparse();
+                        return self.place(id, rect, near);
+                    }
+                    slots.resize(i + 1, Located::free());
+                }
+                if let Some(slot) = slots.get_mut(i) {
+                    *len += usize::from(slot.near == ABSENT);
+                    *slot = l;
+                }
+            }
+            Places::Sparse(map) => {
+                map.insert(id, l);
+            }
+        }
     }
 
     /// Record `id` is gone.
     pub(super) fn remove(&mut self, id: &u64) {
-        self.0.remove(id);
+        match self {
+            Places::Dense { slots, len } => {
+                if let Some(slot) = slots.get_mut(*id as usize) {
+                    if slot.near != ABSENT {
+                        *slot = Located::free();
+                        *len -= 1;
+                    }
+                }
+            }
+            Places::Sparse(map) => {
+                map.remove(id);
+            }
+        }
     }
+
+    /// Turns a dense map into a hash map of the same records.
+    fn make_sparse(&mut self) {
+        if let Places::Dense { slots, .. } = self {
+            let map: IdMap<Located> = slots
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.near != ABSENT)
+                .map(|(i, l)| (i as u64, *l))
+                .collect();
+            *self = Places::Sparse(map);
+        }
+    }
+}
+
+/// Whether ids up to `top` are dense enough among `records` records for an
+/// array indexed by id.
+fn dense_enough(top: u64, records: usize) -> bool {
+    top < (records as u64).saturating_mul(2).saturating_add(DENSE_SLACK)
 }
 
 /// Where each object of an index is: its id's rectangle (and a hint of its
@@ -90,23 +228,16 @@ impl Locator {
         scan: impl FnOnce() -> Result<Vec<(u64, Rect, Option<u64>)>>,
     ) -> Result<Option<(Rect, Option<u64>)>> {
         let stale = match (&self.rects, records) {
-            (Some(m), Some(n)) => m.0.len() as u64 != n,
+            (Some(m), Some(n)) => m.len() as u64 != n,
             (Some(_), None) => false,
             (None, _) => true,
         };
         if stale {
             self.rects = None;
-            let map: IdMap<Located> = scan()?
-                .into_iter()
-                .map(|(id, rect, near)| {
-                    let near = near.unwrap_or(NOWHERE);
-                    (id, Located { rect, near })
-                })
-                .collect();
-            self.rects = Some(Places(map));
+            self.rects = Some(Places::of(scan()?));
         }
         Ok(self.rects.as_ref().and_then(|m| {
-            m.0.get(&id)
+            m.get(id)
                 .map(|l| (l.rect, (l.near != NOWHERE).then_some(l.near)))
         }))
     }
@@ -135,5 +266,90 @@ impl Locator {
     #[cfg(test)]
     pub(super) fn is_built(&self) -> bool {
         self.rects.is_some()
+    }
+}
+
+#[cfg(test)]
+mod places_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What a map answers for every id up to `top`.
+    fn answers(p: &Places, top: u64) -> Vec<Option<(u64, [u64; 4])>> {
+        (0..=top)
+            .map(|id| p.get(id).map(|l| (l.near, l.rect.to_bits())))
+            .collect()
+    }
+
+    fn rect(v: u16) -> Rect {
+        let x = f64::from(v);
+        Rect::new(x, x, x + 1.0, x + 2.0).unwrap_or_else(|_| Rect::world())
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Place(u64, u16, Option<u64>),
+        Remove(u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        // Mostly small ids (dense), sometimes far ones (a dense map turns sparse).
+        let id = prop_oneof![8 => 0u64..300, 1 => 0u64..100_000];
+        prop_oneof![
+            3 => (id.clone(), any::<u16>(), prop::option::of(0u64..1000))
+                .prop_map(|(i, r, n)| Op::Place(i, r, n)),
+            1 => id.prop_map(Op::Remove),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+
+        /// Built from the same records and changed by the same operations,
+        /// the dense form (when the ids allow it) and the hash map answer
+        /// alike for every id and hold as many records.
+        #[test]
+        fn the_dense_map_answers_as_the_hash_map(
+            ids in prop::collection::btree_set(0u64..400, 0..200),
+            ops in prop::collection::vec(op(), 0..120),
+        ) {
+            let records: Vec<(u64, Rect, Option<u64>)> = ids
+                .iter()
+                .map(|&id| (id, rect(id as u16), (id % 3 == 0).then_some(id * 7)))
+                .collect();
+            let mut dense = Places::of(records.clone());
+            let mut sparse = Places::Sparse(IdMap::default());
+            for (id, r, near) in &records {
+                sparse.place(*id, *r, *near);
+            }
+            let is_dense = matches!(dense, Places::Dense { .. });
+            prop_assert!(records.is_empty() || is_dense, "ids below 400 make a dense map");
+            for op in &ops {
+                match *op {
+                    Op::Place(id, r, near) => {
+                        dense.place(id, rect(r), near);
+                        sparse.place(id, rect(r), near);
+                    }
+                    Op::Remove(id) => {
+                        dense.remove(&id);
+                        sparse.remove(&id);
+                    }
+                }
+                prop_assert_eq!(dense.len(), sparse.len());
+            }
+            prop_assert_eq!(answers(&dense, 100_000), answers(&sparse, 100_000));
+        }
+    }
+
+    #[test]
+    fn far_ids_make_a_dense_map_sparse_and_keep_every_record() {
+        let mut p = Places::of((0..10).map(|i| (i, rect(i as u16), None)).collect());
+        assert!(matches!(p, Places::Dense { .. }));
+        p.place(1 << 40, rect(7), Some(3));
+        assert!(matches!(p, Places::Sparse(_)));
+        assert_eq!(p.len(), 11);
+        assert_eq!(p.get(1 << 40).map(|l| l.near), Some(3));
+        assert_eq!(p.get(4).map(|l| l.rect), Some(rect(4)));
+        assert!(matches!(Places::of(vec![(1 << 40, rect(1), None)]), Places::Sparse(_)));
     }
 }
