@@ -11,7 +11,11 @@
 //! [`IndexSpec::set`]: super::IndexSpec::set
 use super::KeyStyle;
 
-/// One setting of a new index (see the [module](self)).
+/// One setting of a new index: a row of
+/// [`IndexSpec::SETTINGS`](super::IndexSpec::SETTINGS), the one list of
+/// settings the front ends share (the command line makes a flag of each
+/// row, the workbench's keys and Python's keyword arguments are the same
+/// names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Setting {
     /// The canonical key: `flush_percent`.

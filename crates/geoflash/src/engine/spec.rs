@@ -239,7 +239,9 @@ struct Settings {
 
 impl IndexSpec {
     /// Every setting [`set`](Self::set) takes, with its aliases and help
-    /// text ([`SETTINGS`](super::settings::SETTINGS)).
+    /// text, in the order help texts list them (one [`Setting`] a row: the
+    /// command line's `build` flags, the workbench's keys and Python's
+    /// keyword arguments are these names).
     pub const SETTINGS: &'static [Setting] = SETTINGS;
 
     /// An empty spec (every key at its default) whose messages spell keys in `style`.
