@@ -34,9 +34,10 @@ demo: build
 ## it), formatting, no new function over 120 lines outside tests
 ## (scripts/check-fn-length.py), then one build of the workspace linted by clippy as it
 ## compiles (a warning fails it: scripts/lint-build-env.sh), every unit,
-## property and crash test at moderate counts, and the Python package's
-## pytest suite on a wheel that reuses that build.
-test: setup fmt unit python
+## property and crash test at moderate counts, the Python package's
+## pytest suite on a wheel that reuses that build, and the API
+## documentation with rustdoc's warnings denied (about 40 s).
+test: setup fmt unit python doc
 
 fmt:
 	bash scripts/check-rust-version.sh
