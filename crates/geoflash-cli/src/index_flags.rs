@@ -44,7 +44,11 @@ impl FromArgMatches for IndexFlags {
 impl Args for IndexFlags {
     fn augment_args(cmd: Command) -> Command {
         IndexSpec::SETTINGS.iter().fold(cmd, |cmd, s| {
-            let flag = |name: &str| name.replace('_', "-");
+            // `--flush-percent` without its dashes, as clap takes a long name.
+            let flag = |name: &str| {
+                let spelled = KeyStyle::Flag.spell(name);
+                spelled.trim_start_matches('-').to_string()
+            };
             let mut arg = Arg::new(s.key)
                 .long(flag(s.key))
                 .value_name(s.value_name)
@@ -98,7 +102,7 @@ mod tests {
         assert_eq!(spec.get("kind"), Some("rstar"));
         assert_eq!(spec.get("store"), None, "a flag not given is not set");
         for s in IndexSpec::SETTINGS {
-            let flag = format!("--{}", s.key.replace('_', "-"));
+            let flag = KeyStyle::Flag.spell(s.key);
             let value = if s.switch { "on" } else { "x" };
             let given = parse(&[&flag, value]);
             assert_eq!(given.given, vec![(s.key, value.to_string())], "{flag}");

@@ -94,31 +94,22 @@ impl Places {
     /// The map of `records` (`(id, rectangle, hint)`, ids unique), dense
     /// when the ids are.
     fn of(records: Vec<(u64, Rect, Option<u64>)>) -> Places {
-        let located = |rect, near: Option<u64>| Located {
-            rect,
-            near: near.unwrap_or(NOWHERE),
-        };
         let top = records.iter().map(|r| r.0).max();
-        let dense = top.is_some_and(|t| dense_enough(t, records.len()));
-        match (dense, top) {
-            (true, Some(top)) => {
-                let mut slots = vec![Located::free(); top as usize + 1];
-                let mut len = 0;
-                for (id, rect, near) in records {
-                    if let Some(slot) = slots.get_mut(id as usize) {
-                        len += usize::from(slot.near == ABSENT);
-                        *slot = located(rect, near);
-                    }
-                }
-                Places::Dense { slots, len }
-            }
-            _ => Places::Sparse(
-                records
-                    .into_iter()
-                    .map(|(id, rect, near)| (id, located(rect, near)))
-                    .collect(),
-            ),
+        let mut places = match top {
+            // Every slot up front: the places below never grow the array.
+            Some(top) if dense_enough(top, records.len()) => Places::Dense {
+                slots: vec![Located::free(); top as usize + 1],
+                len: 0,
+            },
+            _ => Places::Sparse(IdMap::with_capacity_and_hasher(
+                records.len(),
+                Default::default(),
+            )),
+        };
+        for (id, rect, near) in records {
+            places.place(id, rect, near);
         }
+        places
     }
 
     /// How many records the map holds.
