@@ -330,14 +330,6 @@ impl Drop for CpuClockOff {
     }
 }
 
-impl CpuClockOff {
-    /// Whether the calling thread is inside a scope: a helper thread that
-    /// works for an operation takes the operation thread's setting.
-    pub(crate) fn is_on() -> bool {
-        CPU_CLOCK_OFF.with(std::cell::Cell::get)
-    }
-}
-
 /// The thread's CPU clock for a [`Stopwatch`]: `None` inside a
 /// [`CpuClockOff`] scope.
 pub(crate) fn stopwatch_cpu_ns() -> Option<u64> {

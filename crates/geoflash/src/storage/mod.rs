@@ -156,6 +156,32 @@ pub trait PageDevice: DeviceExt + Send + Sync {
     /// Reads `pages.len()` pages into `buf` (page `i` at `i * page_size`), submitted as one batch.
     fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()>;
 
+    /// Reads `pages` as one batch, as [`read_batch`](Self::read_batch) does,
+    /// and hands each page's bytes to `each` with its position in `pages`,
+    /// in any order and possibly while the rest of the batch is still being
+    /// read: a file device hands a page over as soon as its read completes,
+    /// so the caller's work on it (decoding, checksums) overlaps the reads
+    /// still in flight. Each page is handed over once; the first error, of
+    /// a read or of `each`, is returned, and no page is handed over after
+    /// it. The default reads the whole batch, then hands the pages over in
+    /// order.
+    fn read_batch_each(
+        &self,
+        pages: &[PageId],
+        each: &mut dyn FnMut(usize, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let ps = self.page_size();
+        let len = pages
+            .len()
+            .checked_mul(ps)
+            .ok_or_else(|| crate::Error::invalid("read batch too large"))?;
+        let mut buf = vec![0u8; len];
+        self.read_batch(pages, &mut buf)?;
+        buf.chunks_exact(ps)
+            .enumerate()
+            .try_for_each(|(i, page)| each(i, page))
+    }
+
     /// Writes `pages.len()` pages from `data` (page `i` at `i * page_size`; a
     /// page that occurs twice ends with its last copy), submitted as one batch.
     fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()>;
@@ -306,6 +332,13 @@ macro_rules! forward_page_device {
             }
             fn read_batch(&self, pages: &[PageId], buf: &mut [u8]) -> Result<()> {
                 (**self).read_batch(pages, buf)
+            }
+            fn read_batch_each(
+                &self,
+                pages: &[PageId],
+                each: &mut dyn FnMut(usize, &[u8]) -> Result<()>,
+            ) -> Result<()> {
+                (**self).read_batch_each(pages, each)
             }
             fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
                 (**self).write_batch(pages, data)

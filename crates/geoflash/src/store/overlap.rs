@@ -1,129 +1,58 @@
-//! Reading a large batch of node pages with its decoding overlapped.
+//! Reading a batch of node pages with its decoding overlapped.
 //!
 //! A store that reads a batch of pages and then decodes them leaves the
 //! device idle while it decodes and checksums, and itself idle while the
 //! device reads: on a cold 100 M-object index the decoding of a query's
 //! 773 pages took 3 of its 11 ms after 7.5 ms of device reads. Fevgas'
 //! thesis makes the point for SSDs: they are fast only with reads in
-//! flight. [`read_decoded`] keeps them in flight while it decodes.
-use std::sync::mpsc;
-
-use crate::metrics::{stopwatch_cpu_ns, Clock, CpuClockOff, Phase, PhaseTimes};
+//! flight. [`read_decoded`] decodes each page as the device hands it over
+//! ([`PageDevice::read_batch_each`]): a file device submits the whole batch
+//! at once, keeps its queue full while reads complete, and hands each page
+//! over as its read completes, so the decoding runs while the rest of the
+//! batch is read, on the calling thread.
+use crate::metrics::{Phase, PhaseTimes};
 use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
 
-/// Pages per device batch of an overlapped read: the queue depth at which
-/// `geoflash devbench` measures an SSD's random-read rate.
-const OVERLAP_CHUNK: usize = 64;
-
-/// Batches of at least this many pages are overlapped; smaller ones are
-/// read as one device batch (a thread costs tens of microseconds).
-const OVERLAP_MIN: usize = 2 * OVERLAP_CHUNK;
-
-/// Device batches read ahead of the decoding (each [`OVERLAP_CHUNK`] pages).
-const CHUNKS_IN_FLIGHT: usize = 2;
-
-/// Whether a batch of `pages` pages of `device` is read overlapped: a
-/// large batch on a real device. A simulated device's clock would see
-/// other batches than the papers' and models no CPU, and a device in
-/// memory has no reads to wait for.
-fn overlaps(device: &dyn PageDevice, pages: usize) -> bool {
-    pages >= OVERLAP_MIN && device.sim_clock_ns().is_none() && device.path().is_some()
-}
-
-/// [`read_decoded`] measured as one [`Phase::Read`]: its wall-clock,
-/// CPU (a helper thread's included) and simulated time, for the caller to
-/// add to its counters.
+/// [`read_decoded`] measured as one [`Phase::Read`]: its wall-clock, CPU
+/// and simulated time, for the caller to add to its counters.
 pub(crate) fn read_decoded_timed<T>(
     device: &dyn PageDevice,
-    page_size: usize,
     ids: &[PageId],
     decode: impl FnMut(&[u8], PageId) -> Result<T>,
 ) -> Result<(Vec<T>, PhaseTimes)> {
-    let (read, mut times) = PhaseTimes::measure(Phase::Read, device, || {
-        read_decoded(device, page_size, ids, decode)
+    let (read, times) = PhaseTimes::measure(Phase::Read, device, || {
+        read_decoded(device, ids, decode)
     });
-    let (decoded, helper_cpu) = read?;
-    times.add_ns(Clock::Cpu, Phase::Read, helper_cpu);
-    Ok((decoded, times))
+    Ok((read?, times))
 }
 
-/// Reads the pages `ids` of `device` (`page_size` bytes each) and decodes
-/// each with `decode`, in order. Returns the decoded pages and the CPU
-/// time (ns) a helper thread spent reading, which the caller adds to its
-/// read phase (0 when no helper ran, or inside a [`CpuClockOff`] scope).
-///
-/// A large batch on a real device ([`overlaps`]) is read by a helper
-/// thread in device batches of [`OVERLAP_CHUNK`] pages, one after the
-/// other and at most [`CHUNKS_IN_FLIGHT`] ahead, while this thread decodes
-/// the pages already read. Otherwise the batch is one device batch, then
-/// decoded. Either way the same pages are read once each and decoded in
-/// the same order; the first error (of a read or a decoding) is returned.
+/// Reads the pages `ids` of `device` as one device batch and decodes each
+/// with `decode` as the device hands it over; returns the decoded pages in
+/// the order of `ids`. Every page is read once; the first error (of a read
+/// or a decoding) is returned.
 pub(crate) fn read_decoded<T>(
     device: &dyn PageDevice,
-    page_size: usize,
     ids: &[PageId],
     mut decode: impl FnMut(&[u8], PageId) -> Result<T>,
-) -> Result<(Vec<T>, u64)> {
-    if !overlaps(device, ids.len()) {
-        let mut buf = vec![0u8; ids.len() * page_size];
-        device.read_batch(ids, &mut buf)?;
-        let decoded = ids
-            .iter()
-            .zip(buf.chunks_exact(page_size))
-            .map(|(&id, page)| decode(page, id))
-            .collect::<Result<Vec<T>>>()?;
-        return Ok((decoded, 0));
-    }
-    let clock_off = CpuClockOff::is_on();
-    std::thread::scope(|scope| {
-        let (tx, rx) = mpsc::sync_channel::<Result<Vec<u8>>>(CHUNKS_IN_FLIGHT);
-        let reader = scope.spawn(move || {
-            let _scope = clock_off.then(CpuClockOff::enter);
-            let start = stopwatch_cpu_ns();
-            for chunk in ids.chunks(OVERLAP_CHUNK) {
-                let mut buf = vec![0u8; chunk.len() * page_size];
-                let read = device.read_batch(chunk, &mut buf).map(|()| buf);
-                let failed = read.is_err();
-                // A closed channel: the decoding failed and stopped.
-                if tx.send(read).is_err() || failed {
-                    break;
-                }
-            }
-            match (start, stopwatch_cpu_ns()) {
-                (Some(a), Some(b)) => b.saturating_sub(a),
-                _ => 0,
-            }
-        });
-        let decoded = decode_chunks(&rx, ids, page_size, &mut decode);
-        // Unblocks a reader waiting to send after an error here.
-        drop(rx);
-        let cpu = match reader.join() {
-            Ok(cpu) => cpu,
-            Err(panic) => std::panic::resume_unwind(panic),
-        };
-        decoded.map(|d| (d, cpu))
-    })
-}
-
-/// The decoding side of [`read_decoded`]: each chunk of `ids` as the
-/// reader sends it.
-fn decode_chunks<T>(
-    rx: &mpsc::Receiver<Result<Vec<u8>>>,
-    ids: &[PageId],
-    page_size: usize,
-    decode: &mut impl FnMut(&[u8], PageId) -> Result<T>,
 ) -> Result<Vec<T>> {
-    let mut out = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks(OVERLAP_CHUNK) {
-        let buf = rx.recv().map_err(|_| {
-            Error::invalid("internal: the page reader stopped before the batch was read")
-        })??;
-        for (&id, page) in chunk.iter().zip(buf.chunks_exact(page_size)) {
-            out.push(decode(page, id)?);
-        }
-    }
-    Ok(out)
+    let mut slots: Vec<Option<T>> = std::iter::repeat_with(|| None).take(ids.len()).collect();
+    device.read_batch_each(ids, &mut |i, page| {
+        let (Some(&id), Some(slot)) = (ids.get(i), slots.get_mut(i)) else {
+            return Err(Error::invalid("internal: the device handed over a page it was not asked for"));
+        };
+        *slot = Some(decode(page, id)?);
+        Ok(())
+    })?;
+    slots
+        .into_iter()
+        .zip(ids)
+        .map(|(slot, &id)| {
+            slot.ok_or_else(|| {
+                Error::invalid(format!("internal: the device did not hand over page {id} of its batch"))
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -179,70 +108,58 @@ mod tests {
     /// and pages it read.
     fn read(dev: &dyn PageDevice, ids: &[PageId]) -> (Result<Vec<u64>>, u64, u64) {
         dev.reset_stats();
-        let out = read_decoded(dev, PS, ids, decode).map(|(d, _)| d);
+        let out = read_decoded(dev, ids, decode);
         let s = dev.stats().io;
         (out, s.read_batches, s.pages_read)
     }
 
-    /// On a file, a large batch (any order of ids) is read in device
-    /// batches of 64, every page once, decoded in the order asked.
+    /// On a file and in memory, a batch (any order of ids, more than the
+    /// ring's depth) is one device batch, every page read once and decoded
+    /// in the order asked.
     #[test]
-    fn a_large_batch_on_a_file_is_read_in_batches_of_the_queue_depth_and_decoded_in_order() {
+    fn a_batch_is_one_device_batch_decoded_in_the_order_asked() {
         let dir = test_dir();
         let dev = file_device(&dir, 1000);
-        let mut ids: Vec<PageId> = (0..1000).step_by(3).collect();
-        ids.reverse();
-        let (out, batches, pages) = read(&dev, &ids);
-        assert_eq!(out.unwrap(), ids);
-        assert_eq!(pages, ids.len() as u64);
-        assert_eq!(batches, ids.len().div_ceil(OVERLAP_CHUNK) as u64);
-    }
-
-    /// A small batch on a file, and any batch on a device in memory, is one
-    /// device batch.
-    #[test]
-    fn a_small_batch_or_a_device_in_memory_is_one_device_batch() {
-        let dir = test_dir();
-        let dev = file_device(&dir, 1000);
-        let ids: Vec<PageId> = (0..OVERLAP_MIN as u64 - 1).collect();
-        let (out, batches, _) = read(&dev, &ids);
-        assert_eq!(out.unwrap(), ids);
-        assert_eq!(batches, 1);
         let mem = MemDevice::new(PS, 1000).unwrap();
         fill(&mem, 1000);
-        let ids: Vec<PageId> = (0..1000).collect();
-        let (out, batches, _) = read(&mem, &ids);
-        assert_eq!(out.unwrap(), ids);
-        assert_eq!(batches, 1);
+        let mut ids: Vec<PageId> = (0..1000).step_by(3).collect();
+        ids.reverse();
+        for d in [&dev as &dyn PageDevice, &mem] {
+            let (out, batches, pages) = read(d, &ids);
+            assert_eq!(out.unwrap(), ids);
+            assert_eq!(pages, ids.len() as u64);
+            assert_eq!(batches, 1);
+        }
     }
 
-    /// A page that does not decode fails the batch with its own error, and
-    /// the reader stops soon after it (no more than the chunks in flight).
+    /// A page that does not decode fails the batch with its own error; no
+    /// page is decoded after it.
     #[test]
-    fn the_first_decoding_error_fails_the_batch_and_stops_the_reader() {
+    fn the_first_decoding_error_fails_the_batch_and_nothing_is_decoded_after_it() {
         let dir = test_dir();
         let dev = file_device(&dir, 2000);
         let mut page = vec![0u8; PS];
         page[..8].copy_from_slice(&777u64.to_le_bytes());
         dev.write_batch(&[300], &page).unwrap();
         let ids: Vec<PageId> = (0..2000).collect();
-        let (out, _, pages) = read(&dev, &ids);
+        let mut failed = false;
+        let out = read_decoded(&dev, &ids, |page, id| {
+            assert!(!failed, "page {id} decoded after the error");
+            decode(page, id).inspect_err(|_| failed = true)
+        });
         let err = out.unwrap_err().to_string();
         assert!(err.contains("300") && err.contains("another id"), "{err}");
-        let most = 384 + ((CHUNKS_IN_FLIGHT + 1) * OVERLAP_CHUNK) as u64;
-        assert!(pages <= most, "read {pages} pages after the error");
+        assert!(failed);
     }
 
-    /// A device batch that fails (the third) fails the whole read with the
-    /// device's error, whichever thread met it.
+    /// A device batch that fails fails the whole read with the device's error.
     #[test]
     fn a_failed_device_batch_fails_the_read() {
         let dir = test_dir();
-        let dev = FaultyDevice::new(file_device(&dir, 1000), FaultPlan::none().fail_read(3));
+        let dev = FaultyDevice::new(file_device(&dir, 1000), FaultPlan::none().fail_read(1));
         let ids: Vec<PageId> = (0..1000).collect();
-        let (out, batches, _) = read(&dev, &ids);
+        let (out, _, _) = read(&dev, &ids);
         let err = out.unwrap_err().to_string();
-        assert!(err.contains("read call 3 failed"), "{err}");
-        assert!(batches >= 2, "{batches}");
+        assert!(err.contains("read call 1 failed"), "{err}");
     }
 }

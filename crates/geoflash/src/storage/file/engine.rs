@@ -142,10 +142,56 @@ impl Engine {
         spans: &[Span],
         os_error: OsError<'_>,
     ) -> Result<()> {
-        let results = self.with_ring(|ring, out| ring.read(file, buf, spans, out));
+        let results = self.with_ring(|ring| {
+            let mut out = Vec::new();
+            ring.read(file, buf, spans, &mut out).map(|()| out)
+        });
         complete(spans, results, os_error, |s, done| {
             self.pread_span(file, buf, s, done, os_error)
         })
+    }
+
+    /// Reads every span of `file` into `buf`, like [`Engine::read`], and
+    /// calls `each(span, bytes)` for each span as soon as its bytes are in
+    /// `buf` (with io_uring in the order the reads complete, the rest still
+    /// in flight; with psync one span after the other). The first error, of
+    /// a read or of `each`, is returned and no span is handed on after it.
+    pub(super) fn read_each(
+        &self,
+        file: &File,
+        buf: &mut [u8],
+        spans: &[Span],
+        os_error: OsError<'_>,
+        each: &mut dyn FnMut(&Span, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let mut handed = vec![false; spans.len()];
+        let streamed = self.with_ring(|ring| {
+            ring.read_each(file, buf, spans, &mut handed, |i, r, bytes| {
+                let Some(s) = spans.get(i) else {
+                    return Err(Error::invalid("internal: a completion of no span"));
+                };
+                match r {
+                    Ok(n) if n >= s.len => {}
+                    Ok(n) => self.pread_region(file, bytes, s, n, os_error)?,
+                    Err(e) if is_retryable(&e) => self.pread_region(file, bytes, s, 0, os_error)?,
+                    Err(e) => return Err(os_error(s.page, e)),
+                }
+                each(s, bytes)
+            })
+        });
+        if let Some(result) = streamed {
+            return result;
+        }
+        // psync, or a ring that failed before its first read: the spans not
+        // handed on yet, one after the other.
+        for (s, _) in spans.iter().zip(&handed).filter(|(_, &h)| !h) {
+            let Some(bytes) = buf.get_mut(s.buf_offset..s.buf_offset + s.len) else {
+                return Err(Error::invalid("internal: span outside its buffer"));
+            };
+            self.pread_region(file, bytes, s, 0, os_error)?;
+            each(s, bytes)?;
+        }
+        Ok(())
     }
 
     /// Writes every span of `data` to `file`.
@@ -156,7 +202,10 @@ impl Engine {
         spans: &[Span],
         os_error: OsError<'_>,
     ) -> Result<()> {
-        let results = self.with_ring(|ring, out| ring.write(file, data, spans, out));
+        let results = self.with_ring(|ring| {
+            let mut out = Vec::new();
+            ring.write(file, data, spans, &mut out).map(|()| out)
+        });
         complete(spans, results, os_error, |s, done| {
             self.pwrite_span(file, data, s, done, os_error)
         })
@@ -166,10 +215,7 @@ impl Engine {
     /// Takes an idle ring or creates one (so concurrent batches run in
     /// parallel). A ring that fails as a whole switches the engine to psync
     /// for good (with a warning).
-    fn with_ring(
-        &self,
-        f: impl FnOnce(&mut Ring, &mut Vec<io::Result<usize>>) -> io::Result<()>,
-    ) -> Option<Vec<io::Result<usize>>> {
+    fn with_ring<T>(&self, f: impl FnOnce(&mut Ring) -> io::Result<T>) -> Option<T> {
         if !self.uring.load(Ordering::Relaxed) {
             return None;
         }
@@ -185,9 +231,8 @@ impl Engine {
                 }
             },
         };
-        let mut out = Vec::new();
-        match f(&mut ring, &mut out) {
-            Ok(()) => {
+        match f(&mut ring) {
+            Ok(out) => {
                 let mut idle = lock(&self.rings);
                 if idle.len() < MAX_IDLE_RINGS {
                     idle.push(ring);
@@ -203,18 +248,31 @@ impl Engine {
         }
     }
 
-    /// Reads span `s` from byte `done` on with pread; zeros beyond the end of file.
+    /// Reads span `s` of `buf` from byte `done` on with pread; zeros beyond the end of file.
     fn pread_span(
         &self,
         file: &File,
         buf: &mut [u8],
         s: &Span,
-        mut done: usize,
+        done: usize,
         os_error: OsError<'_>,
     ) -> Result<()> {
         let Some(region) = buf.get_mut(s.buf_offset..s.buf_offset + s.len) else {
             return Err(Error::invalid("internal: span outside its buffer"));
         };
+        self.pread_region(file, region, s, done, os_error)
+    }
+
+    /// Reads span `s` into `region` (its `s.len` bytes) from byte `done` on
+    /// with pread; zeros beyond the end of file.
+    fn pread_region(
+        &self,
+        file: &File,
+        region: &mut [u8],
+        s: &Span,
+        mut done: usize,
+        os_error: OsError<'_>,
+    ) -> Result<()> {
         while done < s.len {
             let Some(rest) = region.get_mut(done..) else {
                 break;

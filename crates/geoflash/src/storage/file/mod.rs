@@ -54,6 +54,12 @@ const MAX_SPAN_BYTES: usize = 1 << 20;
 /// Largest bounce buffer kept for reuse (larger ones are freed after use).
 const MAX_POOLED_BYTES: usize = 16 << 20;
 
+/// The most bytes of pages a streamed read ([`PageDevice::read_batch_each`])
+/// holds at once: a larger batch is read in groups of this size through one
+/// buffer (the device's queue drains once per group, a thousand 4 KiB
+/// pages, and the batch's memory stays bounded).
+pub const STREAM_GROUP_BYTES: usize = 4 << 20;
+
 /// Options of [`FileDevice::open`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileDeviceOptions {
@@ -431,6 +437,49 @@ impl PageDevice for FileIo {
             Some(b) => self.read_into(pages, b).map(|()| buf.copy_from_slice(b)),
             None => Err(Error::invalid("internal: bounce buffer too small")),
         };
+        self.give_bounce(bounce);
+        result
+    }
+
+    /// The batch read into an aligned buffer of the device's pool (no copy,
+    /// direct or not), each span handed over as its read completes; a
+    /// batch of more than [`STREAM_GROUP_BYTES`] goes in groups of that
+    /// size through the one buffer.
+    fn read_batch_each(
+        &self,
+        pages: &[PageId],
+        each: &mut dyn FnMut(usize, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        if pages.is_empty() {
+            return Ok(());
+        }
+        let ps = self.page_size;
+        let group = (STREAM_GROUP_BYTES / ps).max(1);
+        let mut bounce = self.take_bounce(pages.len().min(group) * ps)?;
+        let mut result = Ok(());
+        for (g, part) in pages.chunks(group).enumerate() {
+            let len = part.len() * ps;
+            let spans = self.spans(part, 0..part.len());
+            result = match bounce.get_mut(..len) {
+                Some(buf) => self.engine.read_each(
+                    &self.file,
+                    buf,
+                    &spans,
+                    &|page, e| self.io_error(page, e),
+                    &mut |s, bytes| {
+                        let first = g * group + s.buf_offset / ps;
+                        bytes
+                            .chunks_exact(ps)
+                            .enumerate()
+                            .try_for_each(|(k, page)| each(first + k, page))
+                    },
+                ),
+                None => Err(Error::invalid("internal: bounce buffer too small")),
+            };
+            if result.is_err() {
+                break;
+            }
+        }
         self.give_bounce(bounce);
         result
     }

@@ -20,14 +20,26 @@ use crate::storage::PageId;
 use crate::{Error, Result};
 
 internal! {
-    /// A zeroed heap buffer whose address is a multiple of its alignment, as
+    /// A zeroed buffer whose address is a multiple of its alignment, as
     /// `O_DIRECT` requires. Dereferences to `[u8]`.
     pub struct AlignedBuf {
         ptr: NonNull<u8>,
         len: usize,
         layout: Layout,
+        /// Mapped from the kernel rather than taken from the heap.
+        mapped: bool,
     }
 }
+
+/// Buffers of at least this many bytes, aligned to at most a memory page,
+/// are mapped from the kernel: its pages are zero until written, so none
+/// is touched (faulted in and cleared a second time) before the device
+/// fills it. A cold query's batches of a few hundred pages spent more time
+/// zeroing fresh buffers than decoding what was read into them.
+const MAPPED_MIN: usize = 64 << 10;
+
+/// The memory page size that mapped buffers are aligned to.
+const MAP_ALIGN: usize = 4096;
 
 // SAFETY: `AlignedBuf` owns its allocation exclusively (like `Box<[u8]>`);
 // shared references only give `&[u8]`, so sending or sharing it across
@@ -51,12 +63,27 @@ impl AlignedBuf {
                 "aligned buffer of {len} bytes (alignment {align}) is too large"
             ))
         })?;
+        if size >= MAPPED_MIN && align <= MAP_ALIGN {
+            if let Some(ptr) = map_zeroed(size) {
+                return Ok(AlignedBuf {
+                    ptr,
+                    len,
+                    layout,
+                    mapped: true,
+                });
+            }
+        }
         // SAFETY: `layout` has a non-zero size (at least 1 byte).
         let raw = unsafe { alloc::alloc_zeroed(layout) };
         let Some(ptr) = NonNull::new(raw) else {
             alloc::handle_alloc_error(layout)
         };
-        Ok(AlignedBuf { ptr, len, layout })
+        Ok(AlignedBuf {
+            ptr,
+            len,
+            layout,
+            mapped: false,
+        })
     }
 
     /// The alignment of the buffer's address in bytes.
@@ -82,8 +109,36 @@ impl DerefMut for AlignedBuf {
     }
 }
 
+/// `size` bytes of fresh anonymous memory (zero, page-aligned), or `None`
+/// if the kernel refuses the mapping (the caller takes heap memory then).
+fn map_zeroed(size: usize) -> Option<NonNull<u8>> {
+    // SAFETY: an anonymous private mapping at an address the kernel picks
+    // touches no existing memory; the result is checked before use.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return None;
+    }
+    NonNull::new(raw.cast::<u8>())
+}
+
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
+        if self.mapped {
+            // SAFETY: `ptr` is a mapping of `layout.size()` bytes made by
+            // `map_zeroed` and unmapped only here. An unmap that fails
+            // leaves the memory mapped: a leak, not unsoundness.
+            unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.layout.size()) };
+            return;
+        }
         // SAFETY: `ptr` was returned by `alloc_zeroed` with exactly `layout`
         // and is freed only here.
         unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
@@ -227,32 +282,8 @@ impl Ring {
     fn wait_all(&mut self, count: usize, out: &mut [io::Result<usize>]) -> io::Result<()> {
         let mut done = 0usize;
         while done < count {
-            if let Err(e) = self.ring.submit_and_wait(count - done) {
-                if !is_transient(&e) {
-                    let unsubmitted = self.ring.submission().len();
-                    let in_flight = count - done - unsubmitted.min(count - done);
-                    if in_flight == 0 {
-                        // Nothing reached the kernel: no buffer is in use;
-                        // the caller drops this ring (with its unsubmitted
-                        // entries) and never uses it again.
-                        return Err(e);
-                    }
-                    // The kernel holds pointers into the caller's buffer and
-                    // the ring cannot be waited on: returning would let the
-                    // kernel write into freed memory. This needs a kernel
-                    // failure that io_uring_enter does not document.
-                    tracing::error!(error = %e, in_flight, "io_uring failed with I/O in flight; aborting");
-                    std::process::abort();
-                }
-            }
-            for cqe in self.ring.completion() {
-                let idx = cqe.user_data() as usize;
-                let res = cqe.result();
-                let r = if res < 0 {
-                    Err(io::Error::from_raw_os_error(-res))
-                } else {
-                    Ok(res as usize)
-                };
+            self.enter(count - done, count - done)?;
+            for (idx, r) in self.completed() {
                 if let Some(slot) = out.get_mut(idx) {
                     *slot = r;
                 }
@@ -261,6 +292,144 @@ impl Ring {
         }
         Ok(())
     }
+
+    /// Reads every span into `buf` with up to the ring's size in flight,
+    /// and calls `done(i, result, bytes)` for span `i` as soon as its read
+    /// completes (in the order the reads complete), with the span's bytes
+    /// in `buf` (the kernel no longer touches them; what it did not fill is
+    /// as it was). A span is submitted as another completes, so the device
+    /// keeps its queue full to the end of the batch.
+    ///
+    /// After `done` returns an error nothing more is submitted; the reads
+    /// in flight are waited for and not handed on, and the error is
+    /// returned inside `Ok`. An outer `Err` means the ring itself failed
+    /// (nothing is in flight then; the spans already handed on are marked
+    /// in `handed`) and should no longer be used. The spans must lie in
+    /// `buf` in increasing, non-overlapping order (as a device builds them).
+    pub fn read_each<E>(
+        &mut self,
+        file: &File,
+        buf: &mut [u8],
+        spans: &[Span],
+        handed: &mut [bool],
+        mut done: impl FnMut(usize, io::Result<usize>, &mut [u8]) -> std::result::Result<(), E>,
+    ) -> io::Result<std::result::Result<(), E>> {
+        check_spans(buf.len(), spans)?;
+        check_disjoint(spans)?;
+        if handed.len() != spans.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "one handed flag per span",
+            ));
+        }
+        let base = buf.as_mut_ptr();
+        let fd = types::Fd(file.as_raw_fd());
+        let depth = (self.ring.params().sq_entries() as usize).max(1);
+        let (mut next, mut in_flight) = (0usize, 0usize);
+        let mut failed: Option<E> = None;
+        while in_flight > 0 || (failed.is_none() && next < spans.len()) {
+            while failed.is_none() && next < spans.len() && in_flight < depth {
+                let Some(s) = spans.get(next) else { break };
+                // SAFETY: `check_spans` put the span inside the buffer, so
+                // the pointer stays in the same allocation; the buffer is
+                // borrowed until this function returns, which it does not
+                // while any read is in flight (the loop waits for all of
+                // them, and a ring failure with reads in flight aborts in
+                // `enter`). The fd belongs to `file`, borrowed as long. At
+                // most `depth` entries are queued, and the queue was
+                // emptied by the last `enter`.
+                let entry = opcode::Read::new(fd, unsafe { base.add(s.buf_offset) }, s.len as u32)
+                    .offset(s.file_offset)
+                    .build()
+                    .user_data(next as u64);
+                // SAFETY: as above.
+                if unsafe { self.ring.submission().push(&entry) }.is_err() {
+                    return Err(io::Error::other("io_uring submission queue full"));
+                }
+                next += 1;
+                in_flight += 1;
+            }
+            self.enter(1, in_flight)?;
+            for (idx, r) in self.completed() {
+                in_flight = in_flight.saturating_sub(1);
+                let Some(s) = spans.get(idx) else { continue };
+                if failed.is_some() {
+                    continue;
+                }
+                // SAFETY: span `idx` lies inside the buffer (checked) and no
+                // other span overlaps it (checked); its read has completed,
+                // so the kernel no longer writes it, and no other slice of
+                // it exists (each span completes once).
+                let bytes = unsafe { std::slice::from_raw_parts_mut(base.add(s.buf_offset), s.len) };
+                if let Some(h) = handed.get_mut(idx) {
+                    *h = true;
+                }
+                if let Err(e) = done(idx, r, bytes) {
+                    failed = Some(e);
+                }
+            }
+        }
+        Ok(failed.map_or(Ok(()), Err))
+    }
+
+    /// Submits what is queued and waits for `want` completions, with
+    /// `in_flight` requests queued or in the kernel. A transient failure
+    /// returns to let the caller collect what completed. Any other failure
+    /// with nothing in flight is returned (the caller drops the ring); with
+    /// requests in flight it aborts the process, since returning would let
+    /// the kernel write into freed memory.
+    fn enter(&mut self, want: usize, in_flight: usize) -> io::Result<()> {
+        let Err(e) = self.ring.submit_and_wait(want) else {
+            return Ok(());
+        };
+        if is_transient(&e) {
+            return Ok(());
+        }
+        let unsubmitted = self.ring.submission().len();
+        let in_kernel = in_flight - unsubmitted.min(in_flight);
+        if in_kernel == 0 {
+            // Nothing reached the kernel: no buffer is in use; the caller
+            // drops this ring (with its unsubmitted entries) and never uses
+            // it again.
+            return Err(e);
+        }
+        // This needs a kernel failure that io_uring_enter does not document.
+        tracing::error!(error = %e, in_flight = in_kernel, "io_uring failed with I/O in flight; aborting");
+        std::process::abort();
+    }
+
+    /// The completions waiting in the ring: each request's index (its
+    /// `user_data`) and its byte count or error.
+    fn completed(&mut self) -> Vec<(usize, io::Result<usize>)> {
+        self.ring
+            .completion()
+            .map(|cqe| {
+                let res = cqe.result();
+                let r = if res < 0 {
+                    Err(io::Error::from_raw_os_error(-res))
+                } else {
+                    Ok(res as usize)
+                };
+                (cqe.user_data() as usize, r)
+            })
+            .collect()
+    }
+}
+
+/// Checks that the spans lie in their buffer in increasing order, none
+/// overlapping the next.
+fn check_disjoint(spans: &[Span]) -> io::Result<()> {
+    for w in spans.windows(2) {
+        if let [a, b] = w {
+            if a.buf_offset + a.len > b.buf_offset {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("I/O spans {a:?} and {b:?} overlap or are out of order"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks that every span lies inside a buffer of `buf_len` bytes and fits
@@ -330,12 +499,18 @@ mod tests {
 
     #[test]
     fn aligned_buf_is_aligned_and_zeroed() {
-        for (len, align) in [(0, 4096), (1, 4096), (8192, 4096), (65536, 65536)] {
+        let sizes = [(0, 4096), (1, 4096), (8192, 4096), (65536, 65536), (MAPPED_MIN, 4096), (3 << 20, 512)];
+        for (len, align) in sizes {
             let b = AlignedBuf::new(len, align).unwrap();
             assert_eq!(b.len(), len);
             assert_eq!(b.as_ptr() as usize % align, 0);
             assert!(b.iter().all(|&x| x == 0));
             assert_eq!(b.align(), align);
+            assert_eq!(b.mapped, len >= MAPPED_MIN && align <= MAP_ALIGN);
+            // Written end to end and read back (a mapping is writable).
+            let mut b = b;
+            b.fill(0xa5);
+            assert!(b.iter().all(|&x| x == 0xa5));
         }
         assert!(AlignedBuf::new(16, 3000).is_err());
     }

@@ -177,6 +177,77 @@ fn batches_larger_than_the_ring() {
         for (i, &p) in rev.iter().enumerate() {
             assert_eq!(&buf[i * ps..(i + 1) * ps], pattern(p, 9, ps), "page {p}");
         }
+        // Handed over page by page: the ring refilled as reads complete.
+        let got = read_each(&d, &rev);
+        for (i, &p) in rev.iter().enumerate() {
+            assert_eq!(got[i], pattern(p, 9, ps), "page {p}");
+        }
+    });
+}
+
+/// A streamed batch larger than a group ([`STREAM_GROUP_BYTES`]) hands
+/// every page over once, at its position, across the groups.
+#[test]
+fn a_streamed_batch_larger_than_a_group_hands_every_page_over_once() {
+    let ps = 4096;
+    let n = (STREAM_GROUP_BYTES / ps) as u64 * 2 + 77;
+    on_each_fresh_device(ps, |d| {
+        let pages: Vec<PageId> = (0..n).map(|i| (i * 7919) % (n + 13)).collect();
+        let data: Vec<u8> = pages.iter().flat_map(|&p| pattern(p, 2, ps)).collect();
+        d.write_batch(&pages, &data).unwrap();
+        let got = read_each(&d, &pages);
+        for (i, &p) in pages.iter().enumerate() {
+            assert_eq!(got[i], pattern(p, 2, ps), "page {p} at {i}");
+        }
+    });
+}
+
+/// The pages of `pages` as [`PageDevice::read_batch_each`] hands them over,
+/// in the order of `pages`; fails if a position is handed over twice or
+/// never.
+fn read_each(d: &FileDevice, pages: &[PageId]) -> Vec<Vec<u8>> {
+    let mut got: Vec<Option<Vec<u8>>> = vec![None; pages.len()];
+    d.read_batch_each(pages, &mut |i, page| {
+        assert!(got[i].is_none(), "position {i} handed over twice");
+        got[i] = Some(page.to_vec());
+        Ok(())
+    })
+    .unwrap();
+    got.into_iter()
+        .enumerate()
+        .map(|(i, p)| p.unwrap_or_else(|| panic!("position {i} never handed over")))
+        .collect()
+}
+
+/// An error of the caller's handler fails the batch: no page is handed
+/// over after it, the reads in flight are waited for, and the device reads
+/// correctly afterwards.
+#[test]
+fn an_error_of_the_handler_stops_the_batch_and_the_device_stays_usable() {
+    let ps = 4096;
+    on_each_fresh_device(ps, |d| {
+        let pages: Vec<PageId> = (0..600).map(|i| i * 2).collect();
+        let data: Vec<u8> = pages.iter().flat_map(|&p| pattern(p, 4, ps)).collect();
+        d.write_batch(&pages, &data).unwrap();
+        let mut calls = 0;
+        let err = d
+            .read_batch_each(&pages, &mut |_, _| {
+                calls += 1;
+                match calls {
+                    5 => Err(crate::Error::invalid("handler refused page five")),
+                    n => {
+                        assert!(n < 5, "a page handed over after the error");
+                        Ok(())
+                    }
+                }
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("page five"), "{err}");
+        assert_eq!(calls, 5);
+        let got = read_each(&d, &pages);
+        for (i, &p) in pages.iter().enumerate() {
+            assert_eq!(got[i], pattern(p, 4, ps), "page {p}");
+        }
     });
 }
 
@@ -380,6 +451,7 @@ fn device_is_send_and_sync_and_shareable() {
 enum Op {
     Write(Vec<(PageId, u8)>),
     Read(Vec<PageId>),
+    ReadEach(Vec<PageId>),
     Trim(Vec<PageId>),
     Sync,
 }
@@ -389,6 +461,7 @@ fn op_strategy(max_page: PageId) -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => prop::collection::vec((page.clone(), any::<u8>()), 1..12).prop_map(Op::Write),
         4 => prop::collection::vec(page.clone(), 1..12).prop_map(Op::Read),
+        3 => prop::collection::vec(page.clone(), 0..40).prop_map(Op::ReadEach),
         2 => prop::collection::vec(page, 1..5).prop_map(Op::Trim),
         1 => Just(Op::Sync),
     ]
@@ -437,6 +510,14 @@ proptest! {
                         }
                     }
                 }
+                Op::ReadEach(pages) => {
+                    for (got, p) in read_each(&d, &pages).iter().zip(&pages) {
+                        match oracle.get(p) {
+                            Some(v) => prop_assert_eq!(got, v, "page {}", p),
+                            None => prop_assert!(got.iter().all(|&b| b == 0), "page {} not zero", p),
+                        }
+                    }
+                }
                 Op::Trim(pages) => {
                     d.trim(&pages).unwrap();
                     for p in pages {
@@ -460,6 +541,13 @@ fn merged_span_crossing_the_end_of_file_reads_zeros_after_it() {
         assert!(buf[..ps].iter().all(|&b| b == 0));
         assert_eq!(&buf[ps..2 * ps], pattern(10, 3, ps));
         assert!(buf[2 * ps..].iter().all(|&b| b == 0));
+        // Handed over from the device's pooled buffer, last filled with
+        // other pages: still zeros after the end of the file.
+        read_each(&d, &[10, 10, 10, 10]);
+        let got = read_each(&d, &[9, 10, 11, 12]);
+        assert!(got[0].iter().all(|&b| b == 0));
+        assert_eq!(got[1], pattern(10, 3, ps));
+        assert!(got[2].iter().chain(&got[3]).all(|&b| b == 0));
     });
 }
 

@@ -128,7 +128,7 @@ impl EfindStore {
             return Ok(found);
         }
         let (nodes, times) =
-            read_decoded_timed(&*self.device, self.page_size, &missing, |page, id| {
+            read_decoded_timed(&*self.device, &missing, |page, id| {
                 decode_stored(page, id, &self.horizon).map(Arc::new)
             })?;
         let mut inner = self.lock();

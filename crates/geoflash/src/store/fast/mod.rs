@@ -769,7 +769,7 @@ impl FastStore {
             return Ok(Vec::new());
         }
         let (nodes, times) =
-            read_decoded_timed(&*self.device, self.page_size, ids, |page, id| {
+            read_decoded_timed(&*self.device, ids, |page, id| {
                 decode_stored(page, id, &self.horizon)
             })?;
         let mut inner = self.lock();

@@ -615,8 +615,7 @@ impl NodeStore for PlainStore {
         missing.sort_unstable();
         missing.dedup();
         if !missing.is_empty() {
-            let ps = self.page_size;
-            let (nodes, t) = read_decoded_timed(&*self.device, ps, &missing, decode_node_page)?;
+            let (nodes, t) = read_decoded_timed(&*self.device, &missing, decode_node_page)?;
             let mut read = std::collections::HashMap::with_capacity(missing.len());
             // The batch's time is counted once, with its first node.
             let mut time = Some(t);
