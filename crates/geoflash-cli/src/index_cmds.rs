@@ -1366,8 +1366,9 @@ fn knn_points(a: &KnnArgs, points: &[Point], reads: ReadMode) -> Result<(), Fail
     let start = BatchClock::start();
     let mut answers = Vec::with_capacity(points.len());
     let (mut candidates, mut results) = (0u64, 0u64);
-    for p in points {
-        let r = index.nearest(*p, a.k, a.ties)?;
+    // One batched search for all points: the nodes the searches need next
+    // are read as one device batch (more reads in flight on a cold index).
+    for r in index.nearest_batch(points, a.k, a.ties)? {
         candidates += r.stats.candidates;
         results += r.stats.results;
         let found = neighbors(&index, &printed, &r)?;

@@ -184,6 +184,14 @@ pub trait SpatialIndex: StoreLink + Any + Send + Sync {
     /// id), and every object tied with the k-th when `ties`.
     fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult>;
 
+    /// [`SpatialIndex::nearest`] of each point of `points`: one answer per
+    /// point, in order, each as `nearest` gives it. By default one search
+    /// after the other; the R-tree family runs them together, reading the
+    /// nodes they need next as one store batch (batched reads).
+    fn nearest_batch(&self, points: &[Point], k: usize, ties: bool) -> Result<Vec<KnnResult>> {
+        points.iter().map(|p| self.nearest(*p, k, ties)).collect()
+    }
+
     /// Exact point lookups as one group: one answer per point, the objects
     /// whose rectangle contains it (by default one degenerate window per
     /// point; the xBR+-tree and the grid files have group algorithms).
@@ -431,6 +439,10 @@ macro_rules! forward_to_inherent {
 
         fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
             $t::nearest(self, point, k, ties)
+        }
+
+        fn nearest_batch(&self, points: &[Point], k: usize, ties: bool) -> Result<Vec<KnnResult>> {
+            $t::nearest_batch(self, points, k, ties)
         }
 
         fn read_mode(&self) -> ReadMode {

@@ -309,6 +309,69 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+
+    /// The searches of many points run together give, for each point, the
+    /// answer of its own search (neighbours to the bit, order, ties, nodes
+    /// visited and candidates), which brute force checks; with batched
+    /// reads every store request is one batch, each page once, and the
+    /// store is asked fewer times than by the searches one after the other.
+    #[test]
+    fn knn_of_many_points_at_once_equals_each_search_alone(
+        rects in prop::collection::vec(item_strategy(), 0..400),
+        points in prop::collection::vec((0i32..100, 0i32..100), 0..12),
+        k in 0usize..30,
+        ties in any::<bool>(),
+        max in 4usize..10,
+        bulk in any::<bool>(),
+        delete_every in 0usize..4,
+    ) {
+        let items: Vec<(u64, Rect)> = rects.iter().enumerate().map(|(i, b)| (i as u64 * 3 + 1, *b)).collect();
+        let pts: Vec<Point> = points
+            .iter()
+            .map(|&(x, y)| Point::new(f64::from(x) / 2.0 - 1.0, f64::from(y) / 2.0 - 1.0).unwrap())
+            .collect();
+        for p in params(max) {
+            let (mut t, live) = build(p, &items, bulk, delete_every);
+            for mode in [ReadMode::Single, ReadMode::Batched] {
+                t.set_read_mode(mode);
+                let alone: Vec<KnnResult> = pts.iter().map(|q| t.nearest(*q, k, ties).unwrap()).collect();
+                let alone_calls = t.store().take();
+                let together = t.nearest_batch(&pts, k, ties).unwrap();
+                let together_calls = t.store().take();
+                prop_assert_eq!(together.len(), pts.len());
+                for ((q, one), all) in pts.iter().zip(&alone).zip(&together) {
+                    prop_assert_eq!(&all.neighbors, &one.neighbors, "{:?} {:?}", q, mode);
+                    prop_assert_eq!(all.stats.nodes_visited, one.stats.nodes_visited);
+                    prop_assert_eq!(all.stats.candidates, one.stats.candidates);
+                    // Brute force: the k smallest distances, each
+                    // neighbour at its own distance (ties come in any order).
+                    let truth = brute_force(&live, &Rect::from_point(*q));
+                    let want: Vec<f64> = truth.iter().take(k).map(|x| x.0).collect();
+                    let got: Vec<f64> = all.neighbors.iter().take(k).map(|n| n.distance).collect();
+                    prop_assert_eq!(got, want);
+                    for n in &all.neighbors {
+                        prop_assert!(truth.contains(&(n.distance, n.id)), "{:?} at the wrong distance", n);
+                    }
+                }
+                if mode == ReadMode::Batched {
+                    for c in &together_calls {
+                        let Call::Batch(ids) = c else {
+                            return Err(TestCaseError::fail("a single get in a batched kNN"));
+                        };
+                        let mut unique = ids.clone();
+                        unique.sort_unstable();
+                        unique.dedup();
+                        prop_assert_eq!(unique.len(), ids.len(), "a page asked twice in one batch");
+                    }
+                    prop_assert!(together_calls.len() <= alone_calls.len().max(1));
+                }
+            }
+        }
+    }
+}
+
 /// A tree of a few thousand records: batched kNN asks the store far fewer
 /// times than it reads nodes, and fewer times than single reads do.
 #[test]

@@ -26,6 +26,8 @@ use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 
+mod knn;
+
 /// The spatial predicate of a range query, as `predicate(window, object)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -1048,50 +1050,6 @@ impl<S: NodeStore> RTree<S> {
             read: 0,
         })
     }
-
-    /// The `k` nearest records to `point` with their distances. With
-    /// `ties`, every record at the k-th distance is returned too (so the
-    /// answer may hold more than `k`). Equal to the first items of
-    /// [`RTree::nearest_iter`]. Both [`ReadMode`]s return the same
-    /// neighbours in the same order from the same visited nodes; batched
-    /// reads may read a few nodes more ([`QueryStats::nodes_read_unused`]).
-    pub fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
-        self.nearest_to(Rect::from_point(checked_point(point)?), k, ties)
-    }
-
-    /// The `k` records nearest to the rectangle `query` (distance between the
-    /// nearest points, 0 where they intersect), as [`RTree::nearest`] is
-    /// for a point.
-    pub fn nearest_to(&self, query: Rect, k: usize, ties: bool) -> Result<KnnResult> {
-        let mut it = self.nearest_iter_to(query)?;
-        // Memory follows the answer, never `k` itself (a user's number):
-        // there are no more neighbours than records.
-        let cap = crate::engine::reserve::answer_capacity(k, self.store.meta().records);
-        // Nothing farther than the k-th nearest record seen so far can be in
-        // the answer (ties included), so the search need not queue it.
-        if k > 0 {
-            it.bound = Some(Bound::new(k, cap.saturating_add(1)));
-        }
-        let mut neighbors: Vec<Neighbor> = Vec::with_capacity(cap);
-        while neighbors.len() < k {
-            match it.next() {
-                Some(n) => neighbors.push(n?),
-                None => break,
-            }
-        }
-        if let (true, Some(kth)) = (ties, neighbors.last().map(|l| l.distance)) {
-            for n in it.by_ref() {
-                let n = n?;
-                if n.distance > kth {
-                    break;
-                }
-                neighbors.push(n);
-            }
-        }
-        let mut stats = it.stats();
-        stats.results = neighbors.len() as u64;
-        Ok(KnnResult { neighbors, stats })
-    }
 }
 
 /// A queued node or record, small so that heap moves are cheap: a record's
@@ -1397,11 +1355,52 @@ impl<S: NodeStore> Iterator for NearestIter<'_, S> {
         if self.failed {
             return None;
         }
+        match self.step(true) {
+            Ok(Step::Neighbor(n)) => Some(Ok(n)),
+            Ok(Step::End) => None,
+            Ok(Step::Read(_)) => {
+                self.failed = true;
+                Some(Err(Error::invalid(
+                    "internal: a kNN search that may read stopped for a read",
+                )))
+            }
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// What one [`NearestIter::step`] of a search gave.
+#[derive(Debug)]
+pub(super) enum Step {
+    /// The next neighbour.
+    Neighbor(Neighbor),
+    /// The search must visit a node that has not been read: these pages
+    /// (the node's first, then those to read ahead with it), to be read by
+    /// the caller and handed over with [`NearestIter::hand_over`].
+    Read(Vec<PageId>),
+    /// No neighbour is left.
+    End,
+}
+
+impl<S: NodeStore> NearestIter<'_, S> {
+    /// Runs the search to its next neighbour. With `may_read` the nodes it
+    /// visits are read per the tree's [`ReadMode`]; without, it stops at the
+    /// first node it must visit that has not been read and returns
+    /// [`Step::Read`], and the next step resumes exactly there (so a search
+    /// fed its reads visits the same nodes in the same order, whoever
+    /// reads them: the batched kNN of many queries reads for all at once).
+    pub(super) fn step(&mut self, may_read: bool) -> Result<Step> {
         while let Some(item) = self.pop() {
             if !item.is_node() {
-                let rect = *self.rects.get(item.slot)?;
+                let rect = *self
+                    .rects
+                    .get(item.slot)
+                    .ok_or_else(|| Error::invalid("internal: a queued record without its rectangle"))?;
                 self.stats.results += 1;
-                return Some(Ok(Neighbor {
+                return Ok(Step::Neighbor(Neighbor {
                     id: item.key,
                     rect,
                     distance: item.dist,
@@ -1412,13 +1411,14 @@ impl<S: NodeStore> Iterator for NearestIter<'_, S> {
                 self.ahead.remove(&item.key);
                 continue;
             }
-            let node = match self.read_node(&item) {
-                Ok(n) => n,
-                Err(e) => {
-                    self.failed = true;
-                    return Some(Err(e));
-                }
-            };
+            if !may_read && !self.ahead.contains_key(&item.key) {
+                let ids = self.read_ahead_ids(&item);
+                // Back on top: the least item of both queues, it leaves
+                // first at the next step.
+                self.nodes.push(Reverse(item));
+                return Ok(Step::Read(ids));
+            }
+            let node = self.read_node(&item)?;
             self.stats.nodes_visited += 1;
             let leaf = node.level == 0;
             if leaf {
@@ -1472,6 +1472,14 @@ impl<S: NodeStore> Iterator for NearestIter<'_, S> {
                 }
             }
         }
-        None
+        Ok(Step::End)
+    }
+
+    /// Hands over the nodes of pages `ids` (a [`Step::Read`]'s, in its
+    /// order), read by the caller; the next [`NearestIter::step`] visits
+    /// them from memory.
+    pub(super) fn hand_over(&mut self, ids: &[PageId], nodes: impl IntoIterator<Item = Arc<Node>>) {
+        self.read += ids.len() as u64;
+        self.ahead.extend(ids.iter().copied().zip(nodes));
     }
 }

@@ -168,4 +168,12 @@ impl Index {
     pub fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
         self.ask(|t| t.nearest(point, k, ties))
     }
+
+    /// [`Index::nearest`] of each point of `points`, one answer per point in
+    /// order: the searches run together and read the nodes they need next
+    /// as one device batch (see [`crate::index::RTree::nearest_batch`]), so a
+    /// cold index is read with many pages in flight.
+    pub fn nearest_batch(&self, points: &[Point], k: usize, ties: bool) -> Result<Vec<KnnResult>> {
+        self.ask(|t| t.nearest_batch(points, k, ties))
+    }
 }
