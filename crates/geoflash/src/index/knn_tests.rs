@@ -372,6 +372,29 @@ proptest! {
     }
 }
 
+/// More points than run together at once: every answer is still its own
+/// search's, in the order of the points.
+#[test]
+fn knn_of_more_points_than_run_at_once_keeps_every_answer_in_order() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let items: Vec<(u64, Rect)> = (0..2000u64)
+        .map(|i| {
+            let (x, y) = (rng.gen_range(0.0..100.0), rng.gen_range(0.0..100.0));
+            (i, r(x, y, x + 0.5, y + 0.5))
+        })
+        .collect();
+    let n = query::knn::SEARCHES_AT_ONCE * 2 + 7;
+    let pts: Vec<Point> = (0..n)
+        .map(|_| Point::new(rng.gen_range(-5.0..105.0), rng.gen_range(-5.0..105.0)).unwrap())
+        .collect();
+    let (t, _) = build(TreeParams::new(IndexKind::RStar, 8), &items, true, 0);
+    let together = t.nearest_batch(&pts, 5, true).unwrap();
+    assert_eq!(together.len(), n);
+    for (p, all) in pts.iter().zip(&together) {
+        assert_eq!(all.neighbors, t.nearest(*p, 5, true).unwrap().neighbors, "{p:?}");
+    }
+}
+
 /// A tree of a few thousand records: batched kNN asks the store far fewer
 /// times than it reads nodes, and fewer times than single reads do.
 #[test]

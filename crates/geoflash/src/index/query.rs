@@ -26,7 +26,7 @@ use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 
-mod knn;
+pub(crate) mod knn;
 
 /// The spatial predicate of a range query, as `predicate(window, object)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

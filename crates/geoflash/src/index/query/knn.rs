@@ -17,6 +17,12 @@ use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::Result;
 
+/// Most searches [`RTree::nearest_batch_to`] runs together: enough for
+/// batches of hundreds of pages, few enough that their queues (a few
+/// kilobytes to tens of kilobytes each) stay small whatever the number of
+/// queries.
+pub const SEARCHES_AT_ONCE: usize = 256;
+
 /// One k-nearest search: its iterator and the neighbours collected so far.
 struct KnnSearch<'a, S: NodeStore> {
     it: NearestIter<'a, S>,
@@ -125,10 +131,21 @@ impl<S: NodeStore> RTree<S> {
     /// [`RTree::nearest_batch`] for rectangles, as [`RTree::nearest_to`] is
     /// for one. With single reads (the papers' search: a page per node
     /// visited) the searches run one after the other.
+    /// At most [`SEARCHES_AT_ONCE`] searches run together (each holds its
+    /// queues), the next ones after them.
     pub fn nearest_batch_to(&self, queries: &[Rect], k: usize, ties: bool) -> Result<Vec<KnnResult>> {
         if self.reads == ReadMode::Single {
             return queries.iter().map(|q| self.nearest_to(*q, k, ties)).collect();
         }
+        let mut out = Vec::with_capacity(queries.len());
+        for group in queries.chunks(SEARCHES_AT_ONCE) {
+            out.extend(self.nearest_together(group, k, ties)?);
+        }
+        Ok(out)
+    }
+
+    /// The searches of `queries` in lockstep (see [`RTree::nearest_batch`]).
+    fn nearest_together(&self, queries: &[Rect], k: usize, ties: bool) -> Result<Vec<KnnResult>> {
         let mut searches = queries
             .iter()
             .map(|q| KnnSearch::new(self, *q, k, ties))
