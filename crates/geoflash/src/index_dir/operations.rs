@@ -170,9 +170,11 @@ impl Index {
     }
 
     /// [`Index::nearest`] of each point of `points`, one answer per point in
-    /// order: the searches run together and read the nodes they need next
-    /// as one device batch (see [`crate::index::RTree::nearest_batch`]), so a
-    /// cold index is read with many pages in flight.
+    /// order, each as `nearest` gives it. On the R-tree family with batched
+    /// reads the searches run together (up to 256 at a time) and read the
+    /// nodes they need next as one device batch, so a cold index is read
+    /// with many pages in flight; other indices search one point after the
+    /// other.
     pub fn nearest_batch(&self, points: &[Point], k: usize, ties: bool) -> Result<Vec<KnnResult>> {
         self.ask(|t| t.nearest_batch(points, k, ties))
     }
