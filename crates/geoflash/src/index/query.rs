@@ -1014,11 +1014,17 @@ impl<S: NodeStore> RTree<S> {
     /// [`RTree::nearest_iter`] is for a point (a point is the rectangle of
     /// no extent, and gives the same distances to the bit).
     pub fn nearest_iter_to(&self, query: Rect) -> Result<NearestIter<'_, S>> {
-        let meta = self.store.meta();
         // Room for a few nodes' entries from the start, so that the queues
         // do not grow from nothing (reallocating and copying at each
         // doubling): about 5 % of a small kNN query in memory.
-        let room = self.params.max_entries.saturating_mul(4).min(4096);
+        self.nearest_iter_with_room(query, self.params.max_entries.saturating_mul(4))
+    }
+
+    /// [`RTree::nearest_iter_to`] with queues made with room for `room`
+    /// items (at most 4,096).
+    fn nearest_iter_with_room(&self, query: Rect, room: usize) -> Result<NearestIter<'_, S>> {
+        let meta = self.store.meta();
+        let room = room.min(4096);
         let mut nodes = BinaryHeap::with_capacity(room);
         let mut guesses = Vec::with_capacity(room);
         if let Some(root) = meta.root {
