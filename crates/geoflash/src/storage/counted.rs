@@ -127,6 +127,9 @@ impl<D: PageDevice> PageDevice for Counted<D> {
         self.count(Dir::Read, pages, len, || self.inner.read_batch(pages, buf))
     }
 
+    /// Counted as one read batch. Its time is the batch's less the time
+    /// spent in `each`: the time the caller waited for the device (below
+    /// the device's busy time when the caller's work overlapped reads).
     fn read_batch_each(
         &self,
         pages: &[PageId],

@@ -597,6 +597,23 @@ impl PageDevice for JournaledDevice {
         }
         Ok(())
     }
+    /// The device's streamed read, each page the overlay holds handed over
+    /// from the overlay instead.
+    fn read_batch_each(
+        &self,
+        pages: &[PageId],
+        each: &mut dyn FnMut(usize, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        if self.overlay.is_empty() {
+            return self.inner.read_batch_each(pages, each);
+        }
+        self.inner.read_batch_each(pages, &mut |i, bytes| {
+            match pages.get(i).and_then(|p| self.overlay.get(p)) {
+                Some(image) => each(i, image),
+                None => each(i, bytes),
+            }
+        })
+    }
     fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         self.change(pages, || self.inner.write_batch(pages, data))
     }

@@ -15,7 +15,7 @@ use crate::index::{RTree, ReadMode};
 use crate::page::Node;
 use crate::page_id::PageId;
 use crate::store::NodeStore;
-use crate::Result;
+use crate::{Error, Result};
 
 /// Most searches [`RTree::nearest_batch_to`] runs together: enough for
 /// batches of hundreds of pages, few enough that their queues (a few
@@ -34,10 +34,9 @@ struct KnnSearch<'a, S: NodeStore> {
 }
 
 impl<'a, S: NodeStore> KnnSearch<'a, S> {
-    /// The search for the `k` records nearest to `query` in `tree`, its
-    /// queues made with room for `room` items.
-    fn new(tree: &'a RTree<S>, query: Rect, k: usize, ties: bool, room: usize) -> Result<Self> {
-        let mut it = tree.nearest_iter_with_room(query, room)?;
+    /// The search for the `k` records of `tree` nearest to the query of
+    /// `it`, a search of that tree that has not started.
+    fn new(tree: &'a RTree<S>, mut it: NearestIter<'a, S>, k: usize, ties: bool) -> Self {
         // Memory follows the answer, never `k` itself (a user's number):
         // there are no more neighbours than records.
         let cap = crate::engine::reserve::answer_capacity(k, tree.store.meta().records);
@@ -46,13 +45,13 @@ impl<'a, S: NodeStore> KnnSearch<'a, S> {
         if k > 0 {
             it.bound = Some(super::Bound::new(k, cap.saturating_add(1)));
         }
-        Ok(KnnSearch {
+        KnnSearch {
             it,
             k,
             ties,
             neighbors: Vec::with_capacity(cap),
             done: k == 0,
-        })
+        }
     }
 
     /// Collects neighbours until the answer is complete (`None`) or, when
@@ -110,8 +109,7 @@ impl<S: NodeStore> RTree<S> {
     /// nearest points, 0 where they intersect), as [`RTree::nearest`] is
     /// for a point.
     pub fn nearest_to(&self, query: Rect, k: usize, ties: bool) -> Result<KnnResult> {
-        let room = self.params.max_entries.saturating_mul(4);
-        let mut search = KnnSearch::new(self, query, k, ties, room)?;
+        let mut search = KnnSearch::new(self, self.nearest_iter_to(query)?, k, ties);
         search.run(true)?;
         Ok(search.finish())
     }
@@ -155,7 +153,7 @@ impl<S: NodeStore> RTree<S> {
         let room = self.params.max_entries;
         let mut searches = queries
             .iter()
-            .map(|q| KnnSearch::new(self, *q, k, ties, room))
+            .map(|q| Ok(KnnSearch::new(self, self.nearest_iter_with_room(*q, room)?, k, ties)))
             .collect::<Result<Vec<_>>>()?;
         loop {
             let mut wanted: Vec<(usize, Vec<PageId>)> = Vec::new();
@@ -169,8 +167,15 @@ impl<S: NodeStore> RTree<S> {
             }
             let read = self.read_for(&wanted)?;
             for (i, ids) in wanted {
+                let nodes = ids
+                    .iter()
+                    .map(|id| {
+                        read.get(id)
+                            .cloned()
+                            .ok_or_else(|| Error::corrupt(Some(*id), "the store returned no node"))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
                 if let Some(search) = searches.get_mut(i) {
-                    let nodes = ids.iter().filter_map(|id| read.get(id).cloned());
                     search.it.hand_over(&ids, nodes);
                 }
             }
@@ -185,6 +190,13 @@ impl<S: NodeStore> RTree<S> {
         pages.sort_unstable();
         pages.dedup();
         let nodes = self.store.get_batch(&pages)?;
+        if nodes.len() != pages.len() {
+            return Err(Error::invalid(format!(
+                "internal: the store returned {} nodes for a batch of {} pages",
+                nodes.len(),
+                pages.len()
+            )));
+        }
         Ok(pages.into_iter().zip(nodes).collect())
     }
 }

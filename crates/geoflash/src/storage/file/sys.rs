@@ -327,17 +327,27 @@ impl Ring {
         let depth = (self.ring.params().sq_entries() as usize).max(1);
         let (mut next, mut in_flight) = (0usize, 0usize);
         let mut failed: Option<E> = None;
-        while in_flight > 0 || (failed.is_none() && next < spans.len()) {
-            while failed.is_none() && next < spans.len() && in_flight < depth {
+        // A panic of `done` stops the batch like an error; it is resumed
+        // once no read is in flight (unwinding at once would free the
+        // buffer under the kernel's writes).
+        let mut panicked: Option<Box<dyn std::any::Any + Send>> = None;
+        loop {
+            let stopped = failed.is_some() || panicked.is_some();
+            if in_flight == 0 && (stopped || next >= spans.len()) {
+                break;
+            }
+            while !stopped && next < spans.len() && in_flight < depth {
                 let Some(s) = spans.get(next) else { break };
                 // SAFETY: `check_spans` put the span inside the buffer, so
                 // the pointer stays in the same allocation; the buffer is
                 // borrowed until this function returns, which it does not
                 // while any read is in flight (the loop waits for all of
-                // them, and a ring failure with reads in flight aborts in
-                // `enter`). The fd belongs to `file`, borrowed as long. At
-                // most `depth` entries are queued, and the queue was
-                // emptied by the last `enter`.
+                // them, a panic of `done` is held until then, and a ring
+                // failure with reads in flight aborts in `enter`). The fd
+                // belongs to `file`, borrowed as long. `in_flight` counts
+                // the entries queued and those in the kernel, at most
+                // `depth` (the submission queue's size), so the push fits;
+                // the completion queue holds twice as many.
                 let entry = opcode::Read::new(fd, unsafe { base.add(s.buf_offset) }, s.len as u32)
                     .offset(s.file_offset)
                     .build()
@@ -349,11 +359,21 @@ impl Ring {
                 next += 1;
                 in_flight += 1;
             }
-            self.enter(1, in_flight)?;
+            if let Err(e) = self.enter(1, in_flight) {
+                // Nothing is in the kernel (`enter`): the batch's own
+                // failure, if any, comes first.
+                if let Some(p) = panicked {
+                    std::panic::resume_unwind(p);
+                }
+                return match failed {
+                    Some(f) => Ok(Err(f)),
+                    None => Err(e),
+                };
+            }
             for (idx, r) in self.completed() {
                 in_flight = in_flight.saturating_sub(1);
                 let Some(s) = spans.get(idx) else { continue };
-                if failed.is_some() {
+                if failed.is_some() || panicked.is_some() {
                     continue;
                 }
                 // SAFETY: span `idx` lies inside the buffer (checked) and no
@@ -364,10 +384,15 @@ impl Ring {
                 if let Some(h) = handed.get_mut(idx) {
                     *h = true;
                 }
-                if let Err(e) = done(idx, r, bytes) {
-                    failed = Some(e);
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| done(idx, r, bytes))) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => failed = Some(e),
+                    Err(p) => panicked = Some(p),
                 }
             }
+        }
+        if let Some(p) = panicked {
+            std::panic::resume_unwind(p);
         }
         Ok(failed.map_or(Ok(()), Err))
     }

@@ -185,6 +185,41 @@ fn batches_larger_than_the_ring() {
     });
 }
 
+/// A panic of the handler mid-batch reaches the caller, no page is handed
+/// over after it, and the device reads correctly afterwards. (That the
+/// reads in flight are waited for before the panic goes on, so the buffer
+/// they write into outlives them, is `Ring::read_each`'s structure; this
+/// test cannot observe it.)
+#[test]
+fn a_panic_of_the_handler_reaches_the_caller_and_the_device_stays_usable() {
+    let ps = 4096;
+    on_each_fresh_device(ps, |d| {
+        let pages: Vec<PageId> = (0..600).map(|i| i * 3).collect();
+        let data: Vec<u8> = pages.iter().flat_map(|&p| pattern(p, 6, ps)).collect();
+        d.write_batch(&pages, &data).unwrap();
+        let mut calls = 0;
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            d.read_batch_each(&pages, &mut |_, _| {
+                calls += 1;
+                assert!(calls < 3, "the handler panics at its third page");
+                Ok(())
+            })
+        }));
+        let message = caught.expect_err("the panic reaches the caller");
+        let text = message
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| message.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        assert!(text.contains("third page"), "{text}");
+        assert_eq!(calls, 3, "no page handed over after the panic");
+        let got = read_each(&d, &pages);
+        for (i, &p) in pages.iter().enumerate() {
+            assert_eq!(got[i], pattern(p, 6, ps), "page {p}");
+        }
+    });
+}
+
 /// A streamed batch larger than a group ([`STREAM_GROUP_BYTES`]) hands
 /// every page over once, at its position, across the groups.
 #[test]

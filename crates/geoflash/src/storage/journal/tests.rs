@@ -121,6 +121,18 @@ fn uncommitted_writes_roll_back_and_readers_see_the_last_commit() {
     for p in 0..10u64 {
         assert_eq!(read(&ro, p), page(p as u8 + 1), "page {p}");
     }
+    // Streamed, each page the overlay holds comes from it, at its position.
+    let pages: Vec<PageId> = (0..10u64).rev().chain([20, 3]).collect();
+    let mut got: Vec<Option<Vec<u8>>> = vec![None; pages.len()];
+    ro.read_batch_each(&pages, &mut |i, bytes| {
+        got[i] = Some(bytes.to_vec());
+        Ok(())
+    })
+    .unwrap();
+    for (i, &p) in pages.iter().enumerate() {
+        let want = if p == 20 { page(0x20) } else { page(p as u8 + 1) };
+        assert_eq!(got[i].as_deref(), Some(&want[..]), "page {p} at {i}");
+    }
     assert!(ro.write(3, &page(1)).is_err());
     drop(ro);
     assert_eq!(
