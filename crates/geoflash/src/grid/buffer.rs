@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::storage::{PageDevice, PageId, Tier};
+use crate::store::overlap::read_decoded;
 use crate::{Error, Result};
 
 /// A decoded page that the buffer can write and read back.
@@ -339,17 +340,14 @@ impl<T: PageValue> HotCold<T> {
             }
         }
         if !missing.is_empty() {
-            let ps = dev.page_size();
-            let mut buf = vec![0u8; missing.len() * ps];
-            dev.read_batch(&missing, &mut buf)?;
+            // One device batch, each page decoded as the device hands it
+            // over (on a file, while the rest is still being read).
+            let values = read_decoded(dev, &missing, |page, id| T::decode(id, page))?;
             self.stats.read_batches += 1;
             self.stats.misses += missing.len() as u64;
             let mut decoded: HashMap<PageId, Arc<T>> = HashMap::with_capacity(missing.len());
-            for (i, &id) in missing.iter().enumerate() {
-                let page = buf
-                    .get(i * ps..(i + 1) * ps)
-                    .ok_or_else(|| Error::invalid("grid buffer: short batch buffer"))?;
-                let val = Arc::new(T::decode(id, page)?);
+            for (&id, val) in missing.iter().zip(values) {
+                let val = Arc::new(val);
                 decoded.insert(id, Arc::clone(&val));
                 self.make_room(dev)?;
                 self.insert_hot_arc(id, val, false);

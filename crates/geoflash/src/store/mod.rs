@@ -44,7 +44,7 @@ pub mod logged;
 pub mod mem;
 pub mod placement;
 pub mod plain;
-mod overlap;
+pub(crate) mod overlap;
 pub(crate) mod stored;
 
 pub use bulk::BulkBuild;
