@@ -602,23 +602,6 @@ impl Core {
         }
     }
 
-    /// [`Core::nearest_of`] of every query, in order: points searched
-    /// together (the nodes they need next read as one device batch, see
-    /// `Index::nearest_batch`), boxes one after the other.
-    fn nearest_all(st: &State, queries: &[Rect], k: usize, ties: bool) -> Result<Vec<KnnResult>> {
-        if !queries.iter().all(Rect::is_point) {
-            return queries
-                .iter()
-                .map(|q| Core::nearest_of(st, *q, k, ties))
-                .collect();
-        }
-        let points = queries
-            .iter()
-            .map(|q| Point::new(q.min_x(), q.min_y()))
-            .collect::<Result<Vec<_>>>()?;
-        st.index.nearest_batch(&points, k, ties)
-    }
-
     fn raw_items(st: &State, hits: &[Hit]) -> Result<Vec<RawItem>> {
         hits.iter()
             .map(|h| {
@@ -1266,7 +1249,12 @@ impl Core {
             let mut ids: Vec<i64> = Vec::new();
             let mut dists: Vec<f64> = Vec::new();
             offsets.push(0);
-            for found in Core::nearest_all(st, &queries, k, ties)? {
+            // One search after the other: searched together (the command
+            // line's `knn --points`), a cold first pass reads 2.5x faster,
+            // but a warm one, the usual case of an open index, costs about
+            // 15 % more CPU (docs/benchmarks.md).
+            for q in queries {
+                let found = Core::nearest_of(st, q, k, ties)?;
                 st.index
                     .records()
                     .extend_ids(found.neighbors.iter().map(|n| n.id), &mut ids)?;

@@ -60,6 +60,49 @@ const MAX_POOLED_BYTES: usize = 16 << 20;
 /// pages, and the batch's memory stays bounded).
 pub const STREAM_GROUP_BYTES: usize = 4 << 20;
 
+/// Buffers of streamed reads kept for the next one, by any device of the
+/// process: a process that opens indexes again and again (a Python
+/// program, a server) reads into memory it already has, where a buffer of
+/// each new device's own would be fresh memory, faulted in page by page at
+/// every cold pass. At most [`STREAM_BUFFERS_KEPT`] buffers of at most
+/// [`STREAM_GROUP_BYTES`] each (16 MiB in all).
+static STREAM_BUFFERS: Mutex<Vec<AlignedBuf>> = Mutex::new(Vec::new());
+
+/// Most buffers [`STREAM_BUFFERS`] keeps.
+const STREAM_BUFFERS_KEPT: usize = 4;
+
+/// A buffer of at least `len` bytes aligned to `align` for a streamed
+/// read: one of [`STREAM_BUFFERS`] that fits, else a new one.
+fn take_stream_buffer(len: usize, align: usize) -> Result<AlignedBuf> {
+    let mut kept = lock(&STREAM_BUFFERS);
+    let fits = kept
+        .iter()
+        .position(|b| b.len() >= len && b.align() >= align && b.align() % align == 0);
+    match fits {
+        Some(i) => Ok(kept.swap_remove(i)),
+        None => {
+            drop(kept);
+            AlignedBuf::new(len.next_power_of_two().min(STREAM_GROUP_BYTES).max(len), align)
+        }
+    }
+}
+
+/// Gives a streamed read's buffer back to [`STREAM_BUFFERS`] (kept if it
+/// is small enough and there is room, replacing a smaller one when full).
+fn give_stream_buffer(b: AlignedBuf) {
+    if b.len() > STREAM_GROUP_BYTES {
+        return;
+    }
+    let mut kept = lock(&STREAM_BUFFERS);
+    if kept.len() < STREAM_BUFFERS_KEPT {
+        kept.push(b);
+    } else if let Some(smallest) = kept.iter_mut().min_by_key(|k| k.len()) {
+        if smallest.len() < b.len() {
+            *smallest = b;
+        }
+    }
+}
+
 /// Options of [`FileDevice::open`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileDeviceOptions {
@@ -455,7 +498,7 @@ impl PageDevice for FileIo {
         }
         let ps = self.page_size;
         let group = (STREAM_GROUP_BYTES / ps).max(1);
-        let mut bounce = self.take_bounce(pages.len().min(group) * ps)?;
+        let mut bounce = take_stream_buffer(pages.len().min(group) * ps, self.buf_align())?;
         let mut result = Ok(());
         for (g, part) in pages.chunks(group).enumerate() {
             let len = part.len() * ps;
@@ -480,7 +523,7 @@ impl PageDevice for FileIo {
                 break;
             }
         }
-        self.give_bounce(bounce);
+        give_stream_buffer(bounce);
         result
     }
 

@@ -87,7 +87,6 @@ impl AlignedBuf {
     }
 
     /// The alignment of the buffer's address in bytes.
-    #[cfg(test)]
     pub fn align(&self) -> usize {
         self.layout.align()
     }
