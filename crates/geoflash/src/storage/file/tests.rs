@@ -195,8 +195,7 @@ fn a_panic_of_the_handler_reaches_the_caller_and_the_device_stays_usable() {
     let ps = 4096;
     on_each_fresh_device(ps, |d| {
         let pages: Vec<PageId> = (0..600).map(|i| i * 3).collect();
-        let data: Vec<u8> = pages.iter().flat_map(|&p| pattern(p, 6, ps)).collect();
-        d.write_batch(&pages, &data).unwrap();
+        write_patterns(&d, &pages, 6);
         let mut calls = 0;
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             d.read_batch_each(&pages, &mut |_, _| {
@@ -213,10 +212,7 @@ fn a_panic_of_the_handler_reaches_the_caller_and_the_device_stays_usable() {
             .unwrap_or_default();
         assert!(text.contains("third page"), "{text}");
         assert_eq!(calls, 3, "no page handed over after the panic");
-        let got = read_each(&d, &pages);
-        for (i, &p) in pages.iter().enumerate() {
-            assert_eq!(got[i], pattern(p, 6, ps), "page {p}");
-        }
+        assert_streams_patterns(&d, &pages, 6);
     });
 }
 
@@ -228,13 +224,24 @@ fn a_streamed_batch_larger_than_a_group_hands_every_page_over_once() {
     let n = (STREAM_GROUP_BYTES / ps) as u64 * 2 + 77;
     on_each_fresh_device(ps, |d| {
         let pages: Vec<PageId> = (0..n).map(|i| (i * 7919) % (n + 13)).collect();
-        let data: Vec<u8> = pages.iter().flat_map(|&p| pattern(p, 2, ps)).collect();
-        d.write_batch(&pages, &data).unwrap();
-        let got = read_each(&d, &pages);
-        for (i, &p) in pages.iter().enumerate() {
-            assert_eq!(got[i], pattern(p, 2, ps), "page {p} at {i}");
-        }
+        write_patterns(&d, &pages, 2);
+        assert_streams_patterns(&d, &pages, 2);
     });
+}
+
+/// Writes page `p` of `pages` as `pattern(p, seed, page size)`.
+fn write_patterns(d: &FileDevice, pages: &[PageId], seed: u8) {
+    let ps = d.page_size();
+    let data: Vec<u8> = pages.iter().flat_map(|&p| pattern(p, seed, ps)).collect();
+    d.write_batch(pages, &data).unwrap();
+}
+
+/// Checks that [`read_each`] of `pages` hands over each one's pattern.
+fn assert_streams_patterns(d: &FileDevice, pages: &[PageId], seed: u8) {
+    let ps = d.page_size();
+    for (i, (got, &p)) in read_each(d, pages).iter().zip(pages).enumerate() {
+        assert_eq!(got, &pattern(p, seed, ps), "page {p} at {i}");
+    }
 }
 
 /// The pages of `pages` as [`PageDevice::read_batch_each`] hands them over,
@@ -262,8 +269,7 @@ fn an_error_of_the_handler_stops_the_batch_and_the_device_stays_usable() {
     let ps = 4096;
     on_each_fresh_device(ps, |d| {
         let pages: Vec<PageId> = (0..600).map(|i| i * 2).collect();
-        let data: Vec<u8> = pages.iter().flat_map(|&p| pattern(p, 4, ps)).collect();
-        d.write_batch(&pages, &data).unwrap();
+        write_patterns(&d, &pages, 4);
         let mut calls = 0;
         let err = d
             .read_batch_each(&pages, &mut |_, _| {
@@ -279,10 +285,7 @@ fn an_error_of_the_handler_stops_the_batch_and_the_device_stays_usable() {
             .unwrap_err();
         assert!(err.to_string().contains("page five"), "{err}");
         assert_eq!(calls, 5);
-        let got = read_each(&d, &pages);
-        for (i, &p) in pages.iter().enumerate() {
-            assert_eq!(got[i], pattern(p, 4, ps), "page {p}");
-        }
+        assert_streams_patterns(&d, &pages, 4);
     });
 }
 
