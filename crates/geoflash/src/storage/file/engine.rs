@@ -151,11 +151,13 @@ impl Engine {
         })
     }
 
-    /// Reads every span of `file` into `buf`, like [`Engine::read`], and
-    /// calls `each(span, bytes)` for each span as soon as its bytes are in
-    /// `buf` (with io_uring in the order the reads complete, the rest still
-    /// in flight; with psync one span after the other). The first error, of
-    /// a read or of `each`, is returned and no span is handed on after it.
+    /// Reads every span of `file` and calls `each(span, bytes)` for each as
+    /// soon as its bytes are read (with io_uring in the order the reads
+    /// complete, the rest still in flight; with psync one span after the
+    /// other), `buf` serving as a circular buffer that each span must fit
+    /// in (see [`Ring::read_each`]: the spans' `buf_offset` is not used).
+    /// The first error, of a read or of `each`, is returned and no span is
+    /// handed on after it.
     pub(super) fn read_each(
         &self,
         file: &File,
@@ -185,8 +187,8 @@ impl Engine {
         // psync, or a ring that failed before its first read: the spans not
         // handed on yet, one after the other.
         for (s, _) in spans.iter().zip(&handed).filter(|(_, &h)| !h) {
-            let Some(bytes) = buf.get_mut(s.buf_offset..s.buf_offset + s.len) else {
-                return Err(Error::invalid("internal: span outside its buffer"));
+            let Some(bytes) = buf.get_mut(..s.len) else {
+                return Err(Error::invalid("internal: span larger than its stream buffer"));
             };
             self.pread_region(file, bytes, s, 0, os_error)?;
             each(s, bytes)?;

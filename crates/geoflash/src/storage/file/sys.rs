@@ -292,19 +292,26 @@ impl Ring {
         Ok(())
     }
 
-    /// Reads every span into `buf` with up to the ring's size in flight,
-    /// and calls `done(i, result, bytes)` for span `i` as soon as its read
-    /// completes (in the order the reads complete), with the span's bytes
-    /// in `buf` (the kernel no longer touches them; what it did not fill is
-    /// as it was). A span is submitted as another completes, so the device
-    /// keeps its queue full to the end of the batch.
+    /// Reads every span with up to the ring's size in flight, and calls
+    /// `done(i, result, bytes)` for span `i` as soon as its read completes
+    /// (in the order the reads complete) with the span's bytes (the kernel
+    /// no longer touches them; what it did not fill is as it was). A span
+    /// is submitted as another completes, so the device keeps its queue
+    /// full to the end of the batch.
+    ///
+    /// `buf` is used as a circular buffer: each span is read into the next
+    /// free region of it (wrapping to its start when the rest is too short)
+    /// and the region is free again once `done` returns, so a batch of any
+    /// size streams through a buffer of a few hundred pages, and a process
+    /// faults in no more of it than that. The spans' own `buf_offset` is
+    /// not used (the caller maps span indexes to its positions); each span
+    /// must fit in `buf`.
     ///
     /// After `done` returns an error nothing more is submitted; the reads
     /// in flight are waited for and not handed on, and the error is
     /// returned inside `Ok`. An outer `Err` means the ring itself failed
     /// (nothing is in flight then; the spans already handed on are marked
-    /// in `handed`) and should no longer be used. The spans must lie in
-    /// `buf` in increasing, non-overlapping order (as a device builds them).
+    /// in `handed`) and should no longer be used.
     pub fn read_each<E>(
         &mut self,
         file: &File,
@@ -313,8 +320,13 @@ impl Ring {
         handed: &mut [bool],
         mut done: impl FnMut(usize, io::Result<usize>, &mut [u8]) -> std::result::Result<(), E>,
     ) -> io::Result<std::result::Result<(), E>> {
-        check_spans(buf.len(), spans)?;
-        check_disjoint(spans)?;
+        let cap = buf.len();
+        if let Some(s) = spans.iter().find(|s| s.len > cap || u32::try_from(s.len).is_err()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("I/O span {s:?} larger than a stream buffer of {cap} bytes"),
+            ));
+        }
         if handed.len() != spans.len() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -324,6 +336,7 @@ impl Ring {
         let base = buf.as_mut_ptr();
         let fd = types::Fd(file.as_raw_fd());
         let depth = (self.ring.params().sq_entries() as usize).max(1);
+        let mut place = Circular::new(cap, spans.len());
         let (mut next, mut in_flight) = (0usize, 0usize);
         let mut failed: Option<E> = None;
         // A panic of `done` stops the batch like an error; it is resumed
@@ -337,17 +350,23 @@ impl Ring {
             }
             while !stopped && next < spans.len() && in_flight < depth {
                 let Some(s) = spans.get(next) else { break };
-                // SAFETY: `check_spans` put the span inside the buffer, so
-                // the pointer stays in the same allocation; the buffer is
-                // borrowed until this function returns, which it does not
-                // while any read is in flight (the loop waits for all of
-                // them, a panic of `done` is held until then, and a ring
-                // failure with reads in flight aborts in `enter`). The fd
-                // belongs to `file`, borrowed as long. `in_flight` counts
+                // No room until older spans are handed over (then some are
+                // in flight: with none, the whole buffer is free).
+                let Some(at) = place.reserve(next, s.len) else { break };
+                // SAFETY: `reserve` gave `s.len` bytes at `at` inside the
+                // buffer (`at + s.len <= cap`), disjoint from every region
+                // still reserved (those of the reads in flight and of the
+                // span being handed over), so the pointer stays in the same
+                // allocation and no two reads in flight share a byte. The
+                // buffer is borrowed until this function returns, which it
+                // does not while any read is in flight (the loop waits for
+                // all of them, a panic of `done` is held until then, and a
+                // ring failure with reads in flight aborts in `enter`). The
+                // fd belongs to `file`, borrowed as long. `in_flight` counts
                 // the entries queued and those in the kernel, at most
                 // `depth` (the submission queue's size), so the push fits;
                 // the completion queue holds twice as many.
-                let entry = opcode::Read::new(fd, unsafe { base.add(s.buf_offset) }, s.len as u32)
+                let entry = opcode::Read::new(fd, unsafe { base.add(at) }, s.len as u32)
                     .offset(s.file_offset)
                     .build()
                     .user_data(next as u64);
@@ -371,23 +390,24 @@ impl Ring {
             }
             for (idx, r) in self.completed() {
                 in_flight = in_flight.saturating_sub(1);
-                let Some(s) = spans.get(idx) else { continue };
-                if failed.is_some() || panicked.is_some() {
-                    continue;
+                let (Some(s), Some(at)) = (spans.get(idx), place.at(idx)) else { continue };
+                if failed.is_none() && panicked.is_none() {
+                    // SAFETY: span `idx`'s region (`at .. at + len`, inside
+                    // the buffer) is reserved until `release` below and no
+                    // other reserved region overlaps it; its read has
+                    // completed, so the kernel no longer writes it, and no
+                    // other slice of it exists (each span completes once).
+                    let bytes = unsafe { std::slice::from_raw_parts_mut(base.add(at), s.len) };
+                    if let Some(h) = handed.get_mut(idx) {
+                        *h = true;
+                    }
+                    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| done(idx, r, bytes))) {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => failed = Some(e),
+                        Err(p) => panicked = Some(p),
+                    }
                 }
-                // SAFETY: span `idx` lies inside the buffer (checked) and no
-                // other span overlaps it (checked); its read has completed,
-                // so the kernel no longer writes it, and no other slice of
-                // it exists (each span completes once).
-                let bytes = unsafe { std::slice::from_raw_parts_mut(base.add(s.buf_offset), s.len) };
-                if let Some(h) = handed.get_mut(idx) {
-                    *h = true;
-                }
-                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| done(idx, r, bytes))) {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => failed = Some(e),
-                    Err(p) => panicked = Some(p),
-                }
+                place.release(idx);
             }
         }
         if let Some(p) = panicked {
@@ -442,18 +462,79 @@ impl Ring {
 
 /// Checks that the spans lie in their buffer in increasing order, none
 /// overlapping the next.
-fn check_disjoint(spans: &[Span]) -> io::Result<()> {
-    for w in spans.windows(2) {
-        if let [a, b] = w {
-            if a.buf_offset + a.len > b.buf_offset {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("I/O spans {a:?} and {b:?} overlap or are out of order"),
-                ));
-            }
+/// The regions of a circular buffer of `cap` bytes given to the spans of
+/// a streamed read ([`Ring::read_each`]), in the order they are submitted:
+/// span `i` holds bytes `start[i] .. start[i] + len` of an ever-growing
+/// counter, at offset `start[i] % cap` of the buffer (a region never
+/// wraps: one that would is moved to the buffer's start). The spans still
+/// reserved lie between the oldest of them and `head`, never more than
+/// `cap` apart, so their bytes are disjoint. A span reserved when none is
+/// goes to the buffer's start.
+struct Circular {
+    cap: u64,
+    /// Counter position of each span submitted so far.
+    start: Vec<u64>,
+    /// Whether each submitted span was released (handed over).
+    released: Vec<bool>,
+    /// The oldest span not released (`start.len()` when none is).
+    oldest: usize,
+    /// The next free counter position.
+    head: u64,
+}
+
+impl Circular {
+    fn new(cap: usize, spans: usize) -> Circular {
+        Circular {
+            cap: cap as u64,
+            start: Vec::with_capacity(spans),
+            released: Vec::with_capacity(spans),
+            oldest: 0,
+            head: 0,
         }
     }
-    Ok(())
+
+    /// Reserves `len` bytes for span `i` (the next span: spans are reserved
+    /// in order) and returns their offset in the buffer, or `None` while the
+    /// spans not released leave no room.
+    fn reserve(&mut self, i: usize, len: usize) -> Option<usize> {
+        debug_assert_eq!(i, self.start.len(), "spans are reserved in order");
+        let (len, cap) = (len as u64, self.cap);
+        let at = self.head % cap;
+        // With nothing reserved the buffer starts over at its beginning:
+        // reads that complete as soon as they are submitted (pages in the
+        // OS page cache) then reuse its first pages instead of walking
+        // through all of it, fresh memory for a new process to fault in.
+        let empty = self.oldest == self.start.len();
+        let begin = if (empty && at > 0) || at + len > cap {
+            self.head + (cap - at)
+        } else {
+            self.head
+        };
+        let first = self.start.get(self.oldest).copied().unwrap_or(begin);
+        if begin + len - first > cap {
+            return None;
+        }
+        self.start.push(begin);
+        self.released.push(false);
+        self.head = begin + len;
+        usize::try_from(begin % cap).ok()
+    }
+
+    /// Where span `i`'s bytes are in the buffer, if it was reserved.
+    fn at(&self, i: usize) -> Option<usize> {
+        self.start.get(i).and_then(|&b| usize::try_from(b % self.cap).ok())
+    }
+
+    /// Frees span `i`'s region (with those of the older spans, once all
+    /// of them are released).
+    fn release(&mut self, i: usize) {
+        if let Some(r) = self.released.get_mut(i) {
+            *r = true;
+        }
+        while self.released.get(self.oldest).copied().unwrap_or(false) {
+            self.oldest += 1;
+        }
+    }
 }
 
 /// Checks that every span lies inside a buffer of `buf_len` bytes and fits
@@ -519,7 +600,50 @@ pub(crate) mod tests_hook {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+
+        /// The circular buffer of a streamed read against the regions it
+        /// gave out: a reserved region lies inside the buffer, overlaps no
+        /// region still reserved, and is refused only while some region is
+        /// reserved (an empty buffer takes any span that fits it, at its start).
+        #[test]
+        fn circular_regions_never_overlap_and_an_empty_buffer_takes_any_span(
+            cap_pages in 1usize..40,
+            spans in prop::collection::vec((1usize..12, any::<bool>(), 0usize..4), 1..200),
+        ) {
+            let cap = cap_pages * 512;
+            let mut place = Circular::new(cap, spans.len());
+            let mut live: Vec<(usize, usize, usize)> = Vec::new(); // (span, at, len)
+            let mut next = 0;
+            for (pages, release_oldest, releases) in spans {
+                let len = pages.min(cap_pages) * 512;
+                // Release some live regions, the oldest or the newest first.
+                for _ in 0..releases.min(live.len()) {
+                    let k = if release_oldest { 0 } else { live.len() - 1 };
+                    let (i, _, _) = live.remove(k);
+                    place.release(i);
+                }
+                match place.reserve(next, len) {
+                    Some(at) => {
+                        prop_assert!(at + len <= cap, "region {at}+{len} outside {cap}");
+                        prop_assert!(!live.is_empty() || at == 0, "an empty buffer did not start over: {at}");
+                        for &(j, b, l) in &live {
+                            prop_assert!(at + len <= b || b + l <= at, "span {next} at {at} overlaps span {j} at {b}");
+                        }
+                        prop_assert_eq!(place.at(next), Some(at));
+                        live.push((next, at, len));
+                        next += 1;
+                    }
+                    None => prop_assert!(!live.is_empty(), "an empty buffer refused {len} bytes"),
+                }
+            }
+        }
+    }
 
     #[test]
     fn aligned_buf_is_aligned_and_zeroed() {

@@ -216,16 +216,44 @@ fn a_panic_of_the_handler_reaches_the_caller_and_the_device_stays_usable() {
     });
 }
 
-/// A streamed batch larger than a group ([`STREAM_GROUP_BYTES`]) hands
-/// every page over once, at its position, across the groups.
+/// A streamed batch larger than its buffer ([`STREAM_BUFFER_BYTES`]) hands
+/// every page over once, at its position, the buffer wrapping around.
 #[test]
-fn a_streamed_batch_larger_than_a_group_hands_every_page_over_once() {
+fn a_streamed_batch_larger_than_its_buffer_hands_every_page_over_once() {
     let ps = 4096;
-    let n = (STREAM_GROUP_BYTES / ps) as u64 * 2 + 77;
+    let n = (STREAM_BUFFER_BYTES / ps) as u64 * 2 + 77;
     on_each_fresh_device(ps, |d| {
         let pages: Vec<PageId> = (0..n).map(|i| (i * 7919) % (n + 13)).collect();
         write_patterns(&d, &pages, 2);
         assert_streams_patterns(&d, &pages, 2);
+    });
+}
+
+/// Runs of adjacent pages (reads of many pages, some longer than a
+/// streamed read takes at once) in a batch several times its buffer: the
+/// regions wrap around the buffer's end and are reused, and every page is
+/// handed over once with its own bytes.
+#[test]
+fn runs_of_adjacent_pages_stream_through_a_wrapping_buffer() {
+    let ps = 4096;
+    let buffer_pages = (STREAM_BUFFER_BYTES / ps) as u64;
+    on_each_fresh_device(ps, |d| {
+        let mut pages = Vec::new();
+        let mut next = 0u64;
+        // Run lengths from 1 page to more than a quarter of the buffer,
+        // gaps between them, until the batch holds 3.5 buffers of pages.
+        for len in (1..).map(|k: u64| (k * 37) % (buffer_pages / 3) + 1) {
+            if pages.len() as u64 >= buffer_pages * 7 / 2 {
+                break;
+            }
+            pages.extend(next..next + len);
+            next += len + 1 + len % 3;
+        }
+        write_patterns(&d, &pages, 4);
+        assert_streams_patterns(&d, &pages, 4);
+        let mut reversed = pages.clone();
+        reversed.reverse();
+        assert_streams_patterns(&d, &reversed, 4);
     });
 }
 
