@@ -1111,3 +1111,45 @@ fn every_file_of_a_newer_format_exits_1_naming_the_file_and_version() {
         &[s(&trace), "trace format version 99"],
     );
 }
+
+/// A bad record deep in a CSV of boxes: the build by insertion as one
+/// batch (read once, the record found when the operations reach it), with
+/// `--ack-every` and of a Hilbert R-tree (both read the file a first time
+/// to check it, the Hilbert R-tree for its extent too) all exit 2 naming
+/// the file and the record, and leave no directory behind.
+#[test]
+fn a_bad_record_deep_in_the_input_fails_every_build_and_leaves_nothing() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let good = dir.path().join("good.csv");
+    write_rects(&good, 3000);
+    let text = std::fs::read_to_string(&good).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.insert(2500, "99999,1.0,abc,2.0,3.0");
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, lines.join("\n") + "\n").unwrap();
+    let idx = dir.path().join("idx");
+    for extra in [&[][..], &["--ack-every", "100"], &["--kind", "hilbert"]] {
+        let mut args = vec!["build", "--input", s(&bad), "--index", s(&idx)];
+        args.extend_from_slice(extra);
+        fails(
+            &args,
+            2,
+            &["bad.csv", "record 2500", "\"abc\" is not a number"],
+        );
+        assert!(
+            !idx.exists(),
+            "{extra:?}: a failed build left {}",
+            idx.display()
+        );
+        assert_eq!(entries(dir.path()), ["bad.csv", "good.csv"], "{extra:?}");
+    }
+    // The same file without its bad record builds in one pass, every record in.
+    ok(geoflash(&[
+        "build",
+        "--input",
+        s(&good),
+        "--index",
+        s(&idx),
+    ]));
+    assert_eq!(common::all_ids(&idx).len(), 3000);
+}
