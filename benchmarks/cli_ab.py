@@ -18,20 +18,10 @@ and ``--json``.
 
 import argparse
 import json
-import os
 import statistics as st
 import subprocess
 
-
-def evict(path):
-    """Drops the file at `path` (every file of it, for a directory) from the page cache."""
-    files = [os.path.join(path, f) for f in os.listdir(path)] if os.path.isdir(path) else [path]
-    for f in files:
-        fd = os.open(f, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+from cold_windows_cli import evict
 
 
 def run(binary, command):
