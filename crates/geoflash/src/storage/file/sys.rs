@@ -154,7 +154,10 @@ impl std::fmt::Debug for AlignedBuf {
 }
 
 /// One contiguous I/O: `len` bytes at `file_offset` in the file and
-/// `buf_offset` in the caller's buffer; `page` is its first page (for errors).
+/// `buf_offset` in the caller's buffer (for a streamed read,
+/// [`Ring::read_each`], only the span's position in its batch: the bytes
+/// go where the circular buffer has room); `page` is its first page (for
+/// errors).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Span {
     pub page: PageId,
@@ -514,10 +517,13 @@ impl Circular {
         if begin + len - first > cap {
             return None;
         }
+        // Below `cap`, itself a buffer length: the conversion cannot fail,
+        // and nothing is reserved if it did.
+        let at = usize::try_from(begin % cap).ok()?;
         self.start.push(begin);
         self.released.push(false);
         self.head = begin + len;
-        usize::try_from(begin % cap).ok()
+        Some(at)
     }
 
     /// Where span `i`'s bytes are in the buffer, if it was reserved.
