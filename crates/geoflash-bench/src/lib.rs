@@ -47,6 +47,7 @@ pub mod pg;
 pub mod pg_cluster;
 pub mod postgis;
 pub mod progress;
+pub mod read_ahead;
 pub mod report;
 pub mod results;
 pub mod runner;

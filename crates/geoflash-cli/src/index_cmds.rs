@@ -372,10 +372,14 @@ impl RectInput {
         }
     }
 
-    /// The records, in the file's order.
+    /// The records, in the file's order (a CSV file's parsed ahead of
+    /// their use on a thread of its own: [`geoflash_bench::read_ahead`]).
     fn records(&self) -> Result<Records<'_>, Failure> {
         Ok(match self {
-            RectInput::Streamed { path, .. } => Box::new(formats::csv_records(path)?),
+            // Parsed on a thread of its own while the caller applies them.
+            RectInput::Streamed { path, .. } => {
+                geoflash_bench::read_ahead::read_ahead(formats::csv_records(path)?)
+            }
             RectInput::Read(v) => Box::new(v.iter().map(|&rec| Ok(rec))),
         })
     }
