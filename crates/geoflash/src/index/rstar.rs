@@ -3,7 +3,7 @@
 //! choice of entries for forced reinsertion. The R* split is in `split`.
 use std::cmp::Ordering;
 
-use super::ops::{area, center, enlargement, union};
+use super::ops::{area, center, union};
 use crate::geom::Rect;
 use crate::page::Entry;
 use crate::page_id::PageId;
@@ -25,41 +25,38 @@ pub(crate) fn choose_by_overlap(entries: &[Entry], rect: &Rect) -> Option<PageId
         return Some(key);
     }
     let n = entries.len();
+    // Each child's area enlargement and area, computed once for the tries,
+    // the candidates and the tie-breakers below. `area(union) - area` is
+    // never negative (rounding is monotone and the union is at least the
+    // child along each axis), so it equals `enlargement`, which clamps it
+    // at 0.0.
+    let sizes: Vec<Size> = entries
+        .iter()
+        .map(|e| {
+            let a = area(&e.rect);
+            Size {
+                enlargement: area(&union(&e.rect, rect)) - a,
+                area: a,
+            }
+        })
+        .collect();
     // The candidates: every child, or the OVERLAP_CANDIDATES of least area
     // enlargement (ties by position) when there are more.
-    let enl: Vec<f64> = if n > OVERLAP_CANDIDATES {
-        entries.iter().map(|e| enlargement(&e.rect, rect)).collect()
-    } else {
-        Vec::new()
-    };
     let is_candidate = |i: usize| {
-        let Some(ei) = enl.get(i) else {
-            return true; // n <= OVERLAP_CANDIDATES: every child is one
+        if n <= OVERLAP_CANDIDATES {
+            return true;
+        }
+        let Some(ei) = sizes.get(i).map(|s| s.enlargement) else {
+            return false;
         };
-        let ahead = enl
+        let ahead = sizes
             .iter()
             .enumerate()
-            .filter(|&(j, ej)| ej.total_cmp(ei).then(j.cmp(&i)) == Ordering::Less)
+            .filter(|&(j, sj)| sj.enlargement.total_cmp(&ei).then(j.cmp(&i)) == Ordering::Less)
             .count();
         ahead < OVERLAP_CANDIDATES
     };
-    // Every term of a candidate's overlap enlargement is >= +0.0 (the grown
-    // rectangle's clamped widths and heights are at least the original's,
-    // and rounding is monotone), so the sum is +0.0 exactly when every term
-    // is. The first candidates in the order of the tie-breakers (area
-    // enlargement, area, position) are tried first: the first of them
-    // whose overlap does not grow beats every candidate after it (none can
-    // have a smaller overlap enlargement) and every one before it (each
-    // grows the overlap), so it is the rule's choice, found without
-    // summing anything.
-    //
-    // The tries run over every child, not the candidates, so that the
-    // candidates need not be selected (the tries answer about 95 % of the
-    // calls): while each child they try is a candidate, the first children
-    // in that order are the first candidates in it. A tried child that is
-    // not a candidate (more than OVERLAP_CANDIDATES children tie on the
-    // least enlargement) sends the tries to the selected candidates.
-    let tried_among_candidates = match first_without_overlap_growth(entries, rect, |_| true, is_candidate) {
+    let tried_among_candidates = match first_without_overlap_growth(entries, &sizes, rect, |_| true, is_candidate) {
         Tries::Found(key) => return Some(key),
         Tries::Grow => true,
         Tries::NotCandidate => false,
@@ -68,8 +65,8 @@ pub(crate) fn choose_by_overlap(entries: &[Entry], rect: &Rect) -> Option<PageId
     if n > OVERLAP_CANDIDATES {
         let by_enlargement = |a: &usize, b: &usize| {
             let (ea, eb) = (
-                enl.get(*a).copied().unwrap_or(0.0),
-                enl.get(*b).copied().unwrap_or(0.0),
+                sizes.get(*a).map_or(0.0, |s| s.enlargement),
+                sizes.get(*b).map_or(0.0, |s| s.enlargement),
             );
             ea.total_cmp(&eb).then(a.cmp(b))
         };
@@ -85,7 +82,7 @@ pub(crate) fn choose_by_overlap(entries: &[Entry], rect: &Rect) -> Option<PageId
             }
         }
         let in_pool = |i: usize| pool.get(i).copied().unwrap_or(false);
-        if let Tries::Found(key) = first_without_overlap_growth(entries, rect, in_pool, |_| true) {
+        if let Tries::Found(key) = first_without_overlap_growth(entries, &sizes, rect, in_pool, |_| true) {
             return Some(key);
         }
     }
@@ -118,25 +115,36 @@ pub(crate) fn choose_by_overlap(entries: &[Entry], rect: &Rect) -> Option<PageId
     let delta = overlap_growths(&grown, &now, entries, reach);
     let mut best: Option<(f64, f64, f64, PageId)> = None;
     for (lane, &i) in candidates.iter().enumerate() {
-        let Some(e) = entries.get(i) else { continue };
+        let (Some(e), Some(size)) = (entries.get(i), sizes.get(i)) else {
+            continue;
+        };
         let delta = delta.get(lane).copied().unwrap_or(f64::INFINITY);
-        keep_best(&mut best, delta, e, rect);
+        keep_best(&mut best, delta, size, e.key);
     }
     best.map(|(_, _, _, k)| k)
 }
 
+/// A child's area enlargement by the new rectangle, and its area.
+#[derive(Clone, Copy)]
+struct Size {
+    /// `area(union(child, new)) - area(child)`.
+    enlargement: f64,
+    /// `area(child)`.
+    area: f64,
+}
+
 /// Keeps in `best` (overlap growth, area enlargement, area, key) the better
-/// of itself and entry `e` with overlap growth `delta`: the least overlap
-/// growth, ties broken by the least area enlargement, then the least area.
-fn keep_best(best: &mut Option<(f64, f64, f64, PageId)>, delta: f64, e: &Entry, rect: &Rect) {
-    let enl = area(&union(&e.rect, rect)) - area(&e.rect);
-    let a = area(&e.rect);
+/// of itself and the child `key` of `size` with overlap growth `delta`: the
+/// least overlap growth, ties broken by the least area enlargement, then
+/// the least area.
+fn keep_best(best: &mut Option<(f64, f64, f64, PageId)>, delta: f64, size: &Size, key: PageId) {
+    let (enl, a) = (size.enlargement, size.area);
     let better = match *best {
         None => true,
         Some((bd, be, ba, _)) => delta < bd || (delta == bd && (enl < be || (enl == be && a < ba))),
     };
     if better {
-        *best = Some((delta, enl, a, e.key));
+        *best = Some((delta, enl, a, key));
     }
 }
 
@@ -163,6 +171,7 @@ enum Tries {
 /// [`Tries::NotCandidate`] at a child that `candidate` refuses.
 fn first_without_overlap_growth(
     entries: &[Entry],
+    sizes: &[Size],
     rect: &Rect,
     pool: impl Fn(usize) -> bool,
     candidate: impl Fn(usize) -> bool,
@@ -178,12 +187,11 @@ fn first_without_overlap_growth(
         // how the crate happened to be split into codegen units, and its
         // cost doubled when it was not).
         let mut next: Option<(f64, f64, usize)> = None;
-        for (i, e) in entries.iter().enumerate() {
+        for (i, size) in sizes.iter().enumerate() {
             if !pool(i) {
                 continue;
             }
-            let r = &e.rect;
-            let k = (area(&union(r, rect)) - area(r), area(r), i);
+            let k = (size.enlargement, size.area, i);
             if tried.is_some_and(|t| !before(&t, &k)) {
                 continue;
             }
@@ -406,7 +414,7 @@ pub(crate) fn pick_reinsert(entries: Vec<Entry>, p: usize) -> (Vec<Entry>, Vec<E
 
 #[cfg(test)]
 mod tests {
-    use super::super::ops::overlap;
+    use super::super::ops::{enlargement, overlap};
     use super::*;
     use proptest::prelude::*;
 
@@ -437,7 +445,11 @@ mod tests {
             for other in entries {
                 delta += overlap(&grown, &other.rect) - overlap(&e.rect, &other.rect);
             }
-            keep_best(&mut best, delta, e, rect);
+            let size = Size {
+                enlargement: enlargement(&e.rect, rect),
+                area: area(&e.rect),
+            };
+            keep_best(&mut best, delta, &size, e.key);
         }
         best.map(|(_, _, _, k)| k)
     }
