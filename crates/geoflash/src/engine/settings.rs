@@ -106,7 +106,7 @@ pub const SETTINGS: &[Setting] = &[
         ..setting(
             "reinsert_percent",
             "PERCENT",
-            "R*-tree forced-reinsertion percentage (default 30).",
+            "R*-tree forced-reinsertion percentage (default 30, the paper's; 0 builds by insertion about twice as fast, and small windows and kNN then read 5-20 % more nodes).",
         )
     },
     setting(
