@@ -27,15 +27,17 @@ pub(crate) fn choose_by_overlap(entries: &[Entry], rect: &Rect) -> Option<PageId
     let n = entries.len();
     // Each child's area enlargement and area, computed once for the tries,
     // the candidates and the tie-breakers below. `area(union) - area` is
-    // never negative (rounding is monotone and the union is at least the
-    // child along each axis), so it equals `enlargement`, which clamps it
-    // at 0.0.
+    // never below zero (rounding is monotone and the union is at least the
+    // child along each axis), but it is -0.0 where a width of -0.0 (a
+    // rectangle from +0.0 to -0.0) makes both areas zeros of opposite
+    // signs; clamped at +0.0, as `enlargement` does, since the candidates
+    // are ranked by `total_cmp`, which orders -0.0 first.
     let sizes: Vec<Size> = entries
         .iter()
         .map(|e| {
             let a = area(&e.rect);
             Size {
-                enlargement: area(&union(&e.rect, rect)) - a,
+                enlargement: max(area(&union(&e.rect, rect)) - a, 0.0),
                 area: a,
             }
         })
@@ -532,6 +534,25 @@ mod tests {
         let chosen = choose_by_overlap(&entries, &new);
         assert_eq!(chosen, choose_by_overlap_per_candidate(&entries, &new));
         assert_ne!(chosen, Some(entries[39].key));
+    }
+
+    /// A rectangle from +0.0 to -0.0 has a width, and so an area, of
+    /// -0.0, and a child's enlargement by it can come out as -0.0: ranked
+    /// by `total_cmp` as such, 32 children of enlargement "-0.0" would push
+    /// the first child (+0.0 after clamping, as `enlargement` gives) out of
+    /// the candidates.
+    #[test]
+    fn signed_zero_enlargements_rank_as_zero() {
+        let r = |a, b, c, d| Rect::new(a, b, c, d).unwrap();
+        let mut rects = vec![r(0.0, 0.0, -0.0, 5.0)];
+        rects.extend((0..32).map(|_| r(0.0, 0.0, 0.0, 5.0)));
+        let entries = keyed(&rects);
+        let new = r(0.0, 0.0, -0.0, 10.0);
+        assert_eq!(
+            choose_by_overlap(&entries, &new),
+            choose_by_overlap_per_candidate(&entries, &new)
+        );
+        assert_eq!(choose_by_overlap(&entries, &new), Some(entries[0].key));
     }
 
     proptest! {
