@@ -9,7 +9,9 @@
 //! it holds is bounded whatever the input's size. Dropping the returned
 //! iterator before the end (an error, an interruption) stops the thread at
 //! its next chunk and waits for it, so nothing reads the input after the
-//! caller is done with it.
+//! caller is done with it. A panic of the reading thread is raised again in
+//! the caller's thread when it reaches the missing items, never taken for
+//! the end of the input.
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::thread::JoinHandle;
 
@@ -79,10 +81,20 @@ impl<T> Iterator for ReadAhead<T> {
             if let Some(item) = self.current.next() {
                 return Some(item);
             }
-            // A closed channel (the thread finished, or stopped) ends the
-            // items.
-            let chunk = self.chunks.as_ref()?.recv().ok()?;
-            self.current = chunk.into_iter();
+            match self.chunks.as_ref()?.recv() {
+                Ok(chunk) => self.current = chunk.into_iter(),
+                Err(_) => {
+                    // The channel closed: the input ended, or the reading
+                    // thread panicked, which must not look like an end of
+                    // the input (a build would then publish part of it):
+                    // its panic goes on here, in the caller's thread.
+                    self.chunks = None;
+                    if let Some(Err(panic)) = self.reader.take().map(JoinHandle::join) {
+                        std::panic::resume_unwind(panic);
+                    }
+                    return None;
+                }
+            }
         }
     }
 }
@@ -93,8 +105,9 @@ impl<T> Drop for ReadAhead<T> {
         // the join below waits for at most one chunk of reading.
         self.chunks = None;
         if let Some(reader) = self.reader.take() {
-            // A reader that panicked has nothing more to say: its items
-            // ended where it stopped, which the caller's count reports.
+            // Dropped before the end: the caller stops anyway, so a panic
+            // of the reader (which could not have been seen yet) has
+            // nothing left to change.
             let _ = reader.join();
         }
     }
@@ -133,6 +146,16 @@ mod tests {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
         assert_eq!(produced.load(Ordering::Relaxed), after);
+    }
+
+    #[test]
+    fn a_reader_that_panics_panics_the_caller_instead_of_ending_the_items() {
+        let items = (0..3000).inspect(|&i| {
+            assert!(i != 2500, "the reader fails at item 2500");
+        });
+        let mut ahead = read_ahead(items);
+        let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ahead.by_ref().count()));
+        assert!(got.is_err(), "the items ended quietly: {got:?}");
     }
 
     #[test]
