@@ -8,7 +8,11 @@
 //! buffer when the group is logged, which holds the newest version of
 //! every change until the page is flushed, and a page is never flushed
 //! before the group that changed it is logged.
-use crate::page_id::{IdMap, IdSet};
+use std::collections::hash_map::Entry as Slot;
+use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
+
+use crate::page_id::{IdHasher, IdMap};
 
 use super::write_buffer::{Body, WbEntry, WriteBuffer};
 use crate::page::Entry;
@@ -20,12 +24,18 @@ use crate::store::EntryChange;
 enum Touched {
     /// Created by the group: logged as NEW with its whole content.
     Created,
-    /// Entries changed by the group (keys, hashed: the records sort them):
-    /// logged as MOD with their newest versions.
-    Modified(IdSet),
+    /// Entries changed by the group (their keys are in
+    /// [`HeldGroup::keys`] under this run number): logged as MOD with their
+    /// newest versions.
+    Modified(u64),
     /// Deleted by the group (page created before it): logged as DEL.
     Deleted(u16),
 }
+
+/// The most pages and keys a cleared group keeps room for (about 1 MiB of
+/// tables): a commit of a few thousand moves reuses its tables, a group of a
+/// build's millions of changes gives its memory back.
+const RETAINED_CAPACITY: usize = 1 << 15;
 
 /// One page's record of a logged group.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,6 +54,16 @@ pub struct HeldGroup {
     /// Hashed (an insertion touches it once per changed page); the records
     /// come out in page order.
     pages: IdMap<Touched>,
+    /// The changed entries of the pages the group modified, as `(run,
+    /// key)`: one set for the whole group rather than one per page, so a
+    /// page with one changed entry (a move in place) allocates nothing.
+    /// Each time a page starts a set of changes (first modified, or
+    /// modified again after it was deleted or created) it takes a new run
+    /// number, so the keys of its earlier changes, left in the set, are
+    /// not its keys any more.
+    keys: HashSet<(u64, u64), BuildHasherDefault<IdHasher>>,
+    /// Run numbers handed out (the next is `runs`).
+    runs: u64,
     /// Entry changes held (bounds the size of the group's records).
     changes: usize,
     /// An operation of the group changed the tree metadata.
@@ -73,25 +93,35 @@ impl HeldGroup {
 
     /// Entries of page `id` changed.
     pub fn modified(&mut self, id: PageId, changes: &[EntryChange]) {
-        let t = self
-            .pages
-            .entry(id)
-            .or_insert_with(|| Touched::Modified(IdSet::default()));
-        if let Touched::Deleted(_) = t {
-            // Deleted pages are not reused before a checkpoint, which logs
-            // nothing of a group; a modification after a deletion is a
-            // fresh set of changes of the stored page.
-            *t = Touched::Modified(IdSet::default());
-        }
-        if let Touched::Modified(keys) = t {
-            for c in changes {
-                let key = match c {
-                    EntryChange::Upsert(e) => e.key,
-                    EntryChange::Remove(k) => *k,
-                };
-                if keys.insert(key) {
-                    self.changes += 1;
+        let next = self.runs;
+        let run = match self.pages.entry(id) {
+            Slot::Occupied(mut held) => match held.get_mut() {
+                // Created by the group: logged whole.
+                Touched::Created => return,
+                Touched::Modified(run) => *run,
+                // Modified after its deletion (deleted pages are not reused
+                // before a checkpoint, which logs nothing of a group): a
+                // fresh set of changes of the stored page.
+                t @ Touched::Deleted(_) => {
+                    *t = Touched::Modified(next);
+                    next
                 }
+            },
+            Slot::Vacant(page) => {
+                page.insert(Touched::Modified(next));
+                next
+            }
+        };
+        if run == next {
+            self.runs += 1;
+        }
+        for c in changes {
+            let key = match c {
+                EntryChange::Upsert(e) => e.key,
+                EntryChange::Remove(k) => *k,
+            };
+            if self.keys.insert((run, key)) {
+                self.changes += 1;
             }
         }
     }
@@ -123,6 +153,15 @@ impl HeldGroup {
         let mut pages: Vec<(PageId, &Touched)> =
             self.pages.iter().map(|(&id, t)| (id, t)).collect();
         pages.sort_unstable_by_key(|&(id, _)| id);
+        // Every changed key, by run then key: a modified page's keys are
+        // the run of its number.
+        let mut keys: Vec<(u64, u64)> = self.keys.iter().copied().collect();
+        keys.sort_unstable();
+        let keys_of = |run: u64| {
+            let from = keys.partition_point(|&(r, _)| r < run);
+            let to = keys.partition_point(|&(r, _)| r <= run);
+            keys.get(from..to).unwrap_or_default()
+        };
         let mut out = Vec::with_capacity(pages.len());
         for (id, touched) in pages {
             let row = wb.get(id);
@@ -131,9 +170,7 @@ impl HeldGroup {
                 (Touched::Created, Some((height, Body::New(node)))) => {
                     PageRecord::New(height, node.entries.clone())
                 }
-                (Touched::Modified(keys), Some((height, body))) if *body != Body::Del => {
-                    let mut keys: Vec<u64> = keys.iter().copied().collect();
-                    keys.sort_unstable();
+                (Touched::Modified(run), Some((height, body))) if *body != Body::Del => {
                     let latest = |k: u64| match body {
                         Body::New(node) => node
                             .entries
@@ -144,9 +181,9 @@ impl HeldGroup {
                         Body::Mod(changes) => changes.get(k).copied().flatten(),
                         Body::Del => None,
                     };
-                    let changes = keys
-                        .into_iter()
-                        .map(|k| match latest(k) {
+                    let changes = keys_of(*run)
+                        .iter()
+                        .map(|&(_, k)| match latest(k) {
                             Some(e) => EntryChange::Upsert(e),
                             None => EntryChange::Remove(k),
                         })
@@ -166,7 +203,133 @@ impl HeldGroup {
     }
 
     /// Forgets the group (its changes are durable otherwise, by a checkpoint).
+    ///
+    /// The page map and key set keep their memory for the next group (a
+    /// stream of commits would otherwise grow them again from empty every
+    /// time), unless a large group left them above [`RETAINED_CAPACITY`].
     pub fn clear(&mut self) {
-        *self = HeldGroup::default();
+        if self.keys.capacity() > RETAINED_CAPACITY || self.pages.capacity() > RETAINED_CAPACITY {
+            *self = HeldGroup::default();
+            return;
+        }
+        self.pages.clear();
+        self.keys.clear();
+        self.runs = 0;
+        self.changes = 0;
+        self.meta = false;
+        self.ops = 0;
+        self.last_op = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// What the group held per page before the keys moved into one set:
+    /// the oracle.
+    #[derive(Debug, Clone, PartialEq)]
+    enum Model {
+        Created,
+        Modified(BTreeSet<u64>),
+        Deleted(u16),
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Created(PageId, usize),
+        Modified(PageId, Vec<(bool, u64)>),
+        Deleted(PageId, u16),
+        Clear,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u64..6, 0usize..4).prop_map(|(p, n)| Op::Created(p, n)),
+            (0u64..6, proptest::collection::vec((any::<bool>(), 0u64..8), 0..4))
+                .prop_map(|(p, c)| Op::Modified(p, c)),
+            (0u64..6, 0u16..3).prop_map(|(p, l)| Op::Deleted(p, l)),
+            Just(Op::Clear),
+        ]
+    }
+
+    impl HeldGroup {
+        /// The page's state as the oracle writes it.
+        fn as_model(&self) -> BTreeMap<PageId, Model> {
+            self.pages
+                .iter()
+                .map(|(&id, t)| {
+                    let m = match t {
+                        Touched::Created => Model::Created,
+                        Touched::Deleted(l) => Model::Deleted(*l),
+                        Touched::Modified(run) => Model::Modified(
+                            self.keys.iter().filter(|(r, _)| r == run).map(|(_, k)| *k).collect(),
+                        ),
+                    };
+                    (id, m)
+                })
+                .collect()
+        }
+    }
+
+    proptest! {
+        /// Random creations, modifications, deletions and clears: the pages,
+        /// their changed keys and the count of changes are those of the
+        /// per-page sets the group kept before.
+        #[test]
+        fn one_key_set_holds_what_per_page_sets_held(ops in proptest::collection::vec(op(), 0..60)) {
+            let mut group = HeldGroup::default();
+            let mut model: BTreeMap<PageId, Model> = BTreeMap::new();
+            let mut changes = 0usize;
+            for op in ops {
+                match op {
+                    Op::Created(id, n) => {
+                        group.created(id, n);
+                        model.insert(id, Model::Created);
+                        changes += n.max(1);
+                    }
+                    Op::Modified(id, keys) => {
+                        let list: Vec<EntryChange> = keys
+                            .iter()
+                            .map(|&(up, k)| if up {
+                                EntryChange::Upsert(Entry { key: k, rect: crate::geom::Rect::world(), payload: 0 })
+                            } else {
+                                EntryChange::Remove(k)
+                            })
+                            .collect();
+                        group.modified(id, &list);
+                        let t = model.entry(id).or_insert_with(|| Model::Modified(BTreeSet::new()));
+                        if let Model::Deleted(_) = t {
+                            *t = Model::Modified(BTreeSet::new());
+                        }
+                        if let Model::Modified(set) = t {
+                            for &(_, k) in &keys {
+                                if set.insert(k) {
+                                    changes += 1;
+                                }
+                            }
+                        }
+                    }
+                    Op::Deleted(id, level) => {
+                        group.deleted(id, level);
+                        if model.get(&id) == Some(&Model::Created) {
+                            model.remove(&id);
+                        } else {
+                            model.insert(id, Model::Deleted(level));
+                            changes += 1;
+                        }
+                    }
+                    Op::Clear => {
+                        group.clear();
+                        model.clear();
+                        changes = 0;
+                    }
+                }
+                prop_assert_eq!(group.as_model(), model.clone());
+                prop_assert_eq!(group.changes(), changes);
+            }
+        }
     }
 }
