@@ -1261,13 +1261,24 @@ pub fn update(a: UpdateArgs) -> Result<(), Failure> {
         Some(_) => BatchDurability::AsConfigured,
         None => batch_durability(index.structure().durability()),
     };
+    // Each WARM_BATCH moves are announced before the first of them
+    // (`Index::warm_for_updates`: their nodes into the processor's caches).
+    let next = std::cell::Cell::new(0usize);
     let applied = apply_all_acked(
         &mut index,
         &moves,
         "update",
         &a.input,
         durability,
-        |ix, id, r| ix.update_by_id(id, *r),
+        |ix, id, r| {
+            let i = next.replace(next.get() + 1);
+            if i.is_multiple_of(geoflash::WARM_BATCH) {
+                let ahead = moves.get(i..).unwrap_or_default().iter();
+                let ids: Vec<u64> = ahead.take(geoflash::WARM_BATCH).map(|m| m.0).collect();
+                ix.warm_for_updates(&ids);
+            }
+            ix.update_by_id(id, *r)
+        },
         acker.as_mut(),
     );
     let done = change_applied(&mut index, applied, "update", &a.input)?;

@@ -204,6 +204,19 @@ impl State {
         self.index.update_by_id(key, r)
     }
 
+    /// [`Index::warm_for_updates`] of the first [`geoflash_engine::WARM_BATCH`]
+    /// of `ids` (user ids; those without exactly one live entry are left
+    /// out, as `update` refuses them).
+    fn warm_for_updates(&mut self, ids: &[i64]) {
+        let records = self.index.records_mut();
+        let keys: Vec<u64> = ids
+            .iter()
+            .take(geoflash_engine::WARM_BATCH)
+            .filter_map(|&id| records.only_live_key(id).ok())
+            .collect();
+        self.index.warm_for_updates(&keys);
+    }
+
     /// The user ids of the records `hits` found.
     fn ids_of(&self, hits: &[Hit]) -> Result<Vec<i64>> {
         let mut ids = Vec::new();
@@ -1015,10 +1028,14 @@ impl Core {
                     )));
                 }
                 let mut applied = 0u64;
+                let ids: Vec<i64> = ids.map(i64_of).collect();
                 let moved = || -> Result<()> {
-                    for (i, (id, row)) in ids.zip(rows).enumerate() {
+                    for (i, (&id, row)) in ids.iter().zip(rows).enumerate() {
+                        if i.is_multiple_of(geoflash_engine::WARM_BATCH) {
+                            st.warm_for_updates(ids.get(i..).unwrap_or_default());
+                        }
                         let r = rect_of_row(i, row, false)?;
-                        st.update(i64_of(id), r).map_err(|e| match e {
+                        st.update(id, r).map_err(|e| match e {
                             Error::InvalidInput(m) => Error::invalid(format!("row {i}: {m}")),
                             e => e,
                         })?;

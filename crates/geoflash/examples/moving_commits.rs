@@ -14,7 +14,8 @@
 //! distribution of the other commits' wall times (and of their moves
 //! alone, before the batch's end syncs the log) and the differences of
 //! [`Index::stats`] per move over them; `--json` prints one JSON record.
-//! `--crash` exits after the last commit without closing (a killed
+//! `--no-warm` applies the moves without [`Index::warm_for_updates`] (for
+//! comparison). `--crash` exits after the last commit without closing (a killed
 //! writer: the commits are in the log, for the next open to replay).
 //!
 //! ```sh no-run
@@ -27,7 +28,7 @@ use std::time::Instant;
 
 use geoflash::engine::{Access, Predicate};
 use geoflash::geom::Rect;
-use geoflash::{BatchDurability, Error, Index, Result};
+use geoflash::{BatchDurability, Error, Index, Result, WARM_BATCH};
 use rand::seq::index::sample;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -61,6 +62,7 @@ struct Args {
     seed: u64,
     json: bool,
     crash: bool,
+    no_warm: bool,
 }
 
 fn parse_args() -> Result<Args> {
@@ -72,6 +74,7 @@ fn parse_args() -> Result<Args> {
         seed: 11,
         json: false,
         crash: false,
+        no_warm: false,
     };
     let mut it = std::env::args().skip(1);
     let bad = |flag: &str, v: &str| Error::invalid(format!("{flag}: cannot read {v:?}"));
@@ -82,6 +85,10 @@ fn parse_args() -> Result<Args> {
         }
         if flag == "--crash" {
             a.crash = true;
+            continue;
+        }
+        if flag == "--no-warm" {
+            a.no_warm = true;
             continue;
         }
         let v = it
@@ -98,7 +105,7 @@ fn parse_args() -> Result<Args> {
     }
     if a.index.as_os_str().is_empty() {
         return Err(Error::invalid(
-            "usage: moving_commits --index DIR [--commits C] [--moves M] [--shift F] [--seed S] [--json] [--crash]",
+            "usage: moving_commits --index DIR [--commits C] [--moves M] [--shift F] [--seed S] [--json] [--crash] [--no-warm]",
         ));
     }
     Ok(a)
@@ -128,12 +135,19 @@ fn quantile(v: &[f64], p: f64) -> f64 {
 
 /// One commit of `ids` moved to `boxes`: its wall time and that of its
 /// moves alone (the rest is the batch's end: the log's sync), in ms.
-fn commit(index: &mut Index, ids: &[u64], boxes: &[Rect]) -> Result<(f64, f64)> {
+/// `warm`: each [`WARM_BATCH`] moves are announced with
+/// [`Index::warm_for_updates`] first, as Python's `update_batch` does.
+fn commit(index: &mut Index, ids: &[u64], boxes: &[Rect], warm: bool) -> Result<(f64, f64)> {
     let t = Instant::now();
     let mut moves_ms = 0.0;
     index.batch(BatchDurability::Commit, |index| {
-        for (&id, &r) in ids.iter().zip(boxes) {
-            index.update_by_id(id, r)?;
+        for (ids, boxes) in ids.chunks(WARM_BATCH).zip(boxes.chunks(WARM_BATCH)) {
+            if warm {
+                index.warm_for_updates(ids);
+            }
+            for (&id, &r) in ids.iter().zip(boxes) {
+                index.update_by_id(id, r)?;
+            }
         }
         moves_ms = t.elapsed().as_secs_f64() * 1e3;
         Ok(())
@@ -191,13 +205,13 @@ fn run() -> Result<()> {
         Ok((ids, boxes))
     };
     let (ids, boxes) = plan(&mut rects)?;
-    let (first_ms, _) = commit(&mut index, &ids, &boxes)?;
+    let (first_ms, _) = commit(&mut index, &ids, &boxes, !a.no_warm)?;
     let before = counters(&index)?;
     let (mut times, mut moves_times) = (Vec::with_capacity(a.commits), Vec::new());
     let t = Instant::now();
     for _ in 0..a.commits {
         let (ids, boxes) = plan(&mut rects)?;
-        let (ms, moves_ms) = commit(&mut index, &ids, &boxes)?;
+        let (ms, moves_ms) = commit(&mut index, &ids, &boxes, !a.no_warm)?;
         times.push(ms);
         moves_times.push(moves_ms);
     }

@@ -149,5 +149,5 @@ layers!(
 
 pub use engine::{IndexSpec, KeyStyle, Setting, SpecError};
 pub use error::{Error, ErrorKind, Result};
-pub use index_dir::{BatchDurability, Index, IndexOptions};
+pub use index_dir::{BatchDurability, Index, IndexOptions, WARM_BATCH};
 pub use spatial::SpatialIndex;

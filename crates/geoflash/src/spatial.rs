@@ -120,6 +120,16 @@ pub trait SpatialIndex: StoreLink + Any + Send + Sync {
         self.update(id, old, new).map(|()| None)
     }
 
+    /// A hint that the pages `pages` (hints this structure gave with
+    /// [`located_records`](Self::located_records) or
+    /// [`update_near`](Self::update_near)) are about to be updated: the
+    /// store loads what it holds of them into the processor's caches
+    /// ([`NodeStore::warm`](crate::store::NodeStore::warm)); nothing else
+    /// changes. By default nothing.
+    fn warm_pages(&self, pages: &[u64]) {
+        let _ = pages;
+    }
+
     /// The objects whose rectangle satisfies `predicate` against `window`.
     fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult>;
 
@@ -468,6 +478,10 @@ macro_rules! forward_to_store {
 
         fn tree_counters(&self) -> $crate::index::TreeCounters {
             self.counters()
+        }
+
+        fn warm_pages(&self, pages: &[u64]) {
+            self.store().warm(pages)
         }
 
         fn pages_in_use(&self) -> u64 {

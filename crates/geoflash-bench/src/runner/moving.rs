@@ -201,8 +201,12 @@ impl Exec<'_> {
             let (s, note) = measure_target(index, label, |t, s| {
                 t.as_index_mut()
                     .batch(BatchDurability::Commit, |ix| {
-                        for (id, _, new) in &plan {
-                            ix.update_by_id(*id, *new)?;
+                        for chunk in plan.chunks(geoflash::WARM_BATCH) {
+                            let ids: Vec<u64> = chunk.iter().map(|m| m.0).collect();
+                            ix.warm_for_updates(&ids);
+                            for (id, _, new) in chunk {
+                                ix.update_by_id(*id, *new)?;
+                            }
                         }
                         Ok(())
                     })

@@ -233,6 +233,20 @@ impl Locator {
         }))
     }
 
+    /// The page hints the map holds for `ids` (none while it is not built;
+    /// ids it does not hold, or holds without a hint, give none), read in
+    /// one pass so that their memory latencies overlap.
+    pub(super) fn hints(&self, ids: &[u64]) -> Vec<u64> {
+        let Some(m) = self.rects.as_ref() else {
+            return Vec::new();
+        };
+        let near: Vec<u64> = ids
+            .iter()
+            .map(|&id| m.get(id).map_or(NOWHERE, |l| l.near))
+            .collect();
+        near.into_iter().filter(|&n| n != NOWHERE).collect()
+    }
+
     /// Keeps the map in step with an operation that ended with `outcome`:
     /// `apply` on success, the map dropped on failure (rebuilt at the next
     /// use). Nothing to do while the map is not built.

@@ -71,6 +71,7 @@ pub use factory::{LOG_FILE, PAGES_FILE};
 #[cfg(test)]
 pub use factory::{make_store_with_log, StoreOpen, DEVICE_IMAGE_FILE};
 pub use index::Index;
+pub use operations::WARM_BATCH;
 pub use inspection::Inspection;
 pub use options::IndexOptions;
 pub use verify::Verified;

@@ -10,6 +10,13 @@ use crate::metrics::Phase;
 use crate::spatial::SpatialIndex;
 use crate::{Error, Result};
 
+/// How many updates by id a batch warms at a time with
+/// [`Index::warm_for_updates`] before applying them: enough for the
+/// processor to overlap their memory latencies, few enough that their nodes
+/// stay in its caches until their turn (16 and 32 measured alike at 10 M
+/// objects, 8 less well).
+pub const WARM_BATCH: usize = 16;
+
 impl Index {
     /// Runs the update `f` on the structure as a timed index phase, its
     /// errors naming the page file; refused on a read-only index. A
@@ -123,6 +130,46 @@ impl Index {
         });
         self.locator.track(&done, |m| m.place(id, new, at));
         done
+    }
+
+    /// A hint that objects `ids` are about to be moved by
+    /// [`update_by_id`](Self::update_by_id): the id locator's entries of
+    /// `ids` and the nodes they point to (those the store holds in memory)
+    /// are loaded into the processor's caches now, in two tight passes, so
+    /// that their memory latencies overlap instead of stalling each update
+    /// in turn. Nothing is read from the device, and no answer, counter or
+    /// buffer order changes; before the locator is built (the first update
+    /// by id builds it) this does nothing. A batch of updates calls it with
+    /// the ids of each [`WARM_BATCH`] updates before applying them (about
+    /// 8 % faster moves at 10 M objects, `docs/benchmarks.md`).
+    ///
+    /// ```
+    /// use geoflash::geom::Rect;
+    /// use geoflash::{Index, IndexOptions, WARM_BATCH};
+    ///
+    /// let opts = IndexOptions { device: "mem:".parse()?, ..IndexOptions::default() };
+    /// let mut index = Index::create_temporary(&opts)?;
+    /// for i in 0..100u64 {
+    ///     index.insert(i, Rect::new(i as f64, 0.0, i as f64 + 0.5, 0.5)?)?;
+    /// }
+    /// let moves: Vec<(u64, Rect)> = (0..100u64)
+    ///     .map(|i| Ok((i, Rect::new(i as f64 + 0.1, 0.1, i as f64 + 0.4, 0.4)?)))
+    ///     .collect::<geoflash::Result<_>>()?;
+    /// for chunk in moves.chunks(WARM_BATCH) {
+    ///     let ids: Vec<u64> = chunk.iter().map(|m| m.0).collect();
+    ///     index.warm_for_updates(&ids);
+    ///     for &(id, r) in chunk {
+    ///         index.update_by_id(id, r)?;
+    ///     }
+    /// }
+    /// assert_eq!(index.len(), 100);
+    /// # Ok::<(), geoflash::Error>(())
+    /// ```
+    pub fn warm_for_updates(&self, ids: &[u64]) {
+        let pages = self.locator.hints(ids);
+        if !pages.is_empty() {
+            self.tree.warm_pages(&pages);
+        }
     }
 
     /// Range query.

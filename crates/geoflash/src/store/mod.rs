@@ -242,6 +242,15 @@ internal! {
         fn get_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
             ids.iter().map(|&id| self.get(id)).collect()
         }
+        /// A hint that nodes `ids` are about to be read and changed (a batch
+        /// of updates): the store may load what it holds of them in memory
+        /// into the processor's caches now, one node after the other, so
+        /// that their memory latencies overlap instead of stalling each
+        /// update in turn. Nothing is read from the device, and no answer,
+        /// counter or buffer order changes. By default nothing.
+        fn warm(&self, ids: &[PageId]) {
+            let _ = ids;
+        }
         /// Starts one user operation.
         fn begin_op(&mut self) -> Result<OpId>;
         /// Creates a node and returns its page id (from the free list, else the end of the device).
@@ -394,6 +403,17 @@ impl OpBracket {
     }
 }
 
+/// Reads one word of every entry of `nodes` (the keys: one per entry, so
+/// every cache line of the entries is loaded), for [`NodeStore::warm`];
+/// returns their xor so that the reads are not optimised away.
+pub(crate) fn touch_entries<'a>(nodes: impl Iterator<Item = &'a Node>) -> u64 {
+    let mut seen = 0u64;
+    for node in nodes {
+        seen ^= node.entries.iter().fold(0u64, |acc, e| acc ^ e.key);
+    }
+    std::hint::black_box(seen)
+}
+
 /// A boxed store is a store: the index front end holds whichever store the
 /// manifest names as `Box<dyn NodeStore>`.
 impl NodeStore for Box<dyn NodeStore> {
@@ -402,6 +422,9 @@ impl NodeStore for Box<dyn NodeStore> {
     }
     fn get_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
         (**self).get_batch(ids)
+    }
+    fn warm(&self, ids: &[PageId]) {
+        (**self).warm(ids)
     }
     fn begin_op(&mut self) -> Result<OpId> {
         (**self).begin_op()

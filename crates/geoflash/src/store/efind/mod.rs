@@ -911,6 +911,20 @@ impl NodeStore for EfindStore {
         self.retrieve(id, true)
     }
 
+    /// The node `get` would answer from memory without a read: a NEW
+    /// page, the write buffer's view of a MOD page, or the read buffer's
+    /// copy (peeked: its order is unchanged).
+    fn warm(&self, ids: &[PageId]) {
+        let inner = self.lock();
+        let held = ids.iter().filter_map(|&id| match self.wb.get(id).map(|row| &row.body) {
+            Some(write_buffer::Body::New(node)) => Some(node),
+            Some(write_buffer::Body::Del) => None,
+            Some(write_buffer::Body::Mod(_)) => self.wb.view(id).or_else(|| inner.rb.peek(id)),
+            None => inner.rb.peek(id),
+        });
+        crate::store::touch_entries(held.map(|n| &**n));
+    }
+
     /// Buffered nodes from memory; the stored versions of the others read
     /// as one device batch, then merged with the write buffer as `get` does.
     fn get_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {

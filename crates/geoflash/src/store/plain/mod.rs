@@ -599,6 +599,13 @@ impl NodeStore for PlainStore {
         Ok(self.adopt(id, node, &t))
     }
 
+    /// The buffered nodes of `ids`, peeked (the buffer's order unchanged).
+    fn warm(&self, ids: &[PageId]) {
+        let inner = self.lock();
+        let held = ids.iter().filter_map(|&id| inner.cache.peek(id));
+        crate::store::touch_entries(held.map(|slot| &*slot.node));
+    }
+
     /// Buffered nodes are served from memory; the others are read as one
     /// device batch (sorted page ids, each page once) and buffered like `get`.
     fn get_batch(&self, ids: &[PageId]) -> Result<Vec<Arc<Node>>> {
