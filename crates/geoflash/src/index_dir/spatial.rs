@@ -57,6 +57,10 @@ impl SpatialIndex for Index {
         self.tree.pages_in_use()
     }
 
+    fn warm_pages(&self, pages: &[u64]) {
+        self.tree.warm_pages(pages)
+    }
+
     fn tree_counters(&self) -> TreeCounters {
         self.tree.tree_counters()
     }

@@ -32,8 +32,9 @@ enum Touched {
     Deleted(u16),
 }
 
-/// The most pages and keys a cleared group keeps room for (about 1 MiB of
-/// tables): a commit of a few thousand moves reuses its tables, a group of a
+/// The most pages and keys a cleared group keeps room for (about 1.4 MiB of
+/// tables, outside the store's memory budget as the group's tables always
+/// were): a commit of a few thousand moves reuses its tables, a group of a
 /// build's millions of changes gives its memory back.
 const RETAINED_CAPACITY: usize = 1 << 15;
 
@@ -58,9 +59,10 @@ pub struct HeldGroup {
     /// key)`: one set for the whole group rather than one per page, so a
     /// page with one changed entry (a move in place) allocates nothing.
     /// Each time a page starts a set of changes (first modified, or
-    /// modified again after it was deleted or created) it takes a new run
-    /// number, so the keys of its earlier changes, left in the set, are
-    /// not its keys any more.
+    /// modified again after it was deleted) it takes a new run number, so
+    /// the keys of its earlier changes, left in the set, are not its keys
+    /// any more. (A page the group created ignores modifications: it is
+    /// logged whole.)
     keys: HashSet<(u64, u64), BuildHasherDefault<IdHasher>>,
     /// Run numbers handed out (the next is `runs`).
     runs: u64,

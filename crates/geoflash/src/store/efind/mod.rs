@@ -911,18 +911,19 @@ impl NodeStore for EfindStore {
         self.retrieve(id, true)
     }
 
-    /// The node `get` would answer from memory without a read: a NEW
-    /// page, the write buffer's view of a MOD page, or the read buffer's
-    /// copy (peeked: its order is unchanged).
+    /// The nodes `get` would use from memory without a read: a NEW page,
+    /// the write buffer's view of a MOD page and the read buffer's copy
+    /// (peeked: its order is unchanged; the paper's read-buffer mode reads
+    /// it under the view).
     fn warm(&self, ids: &[PageId]) {
         let inner = self.lock();
-        let held = ids.iter().filter_map(|&id| match self.wb.get(id).map(|row| &row.body) {
-            Some(write_buffer::Body::New(node)) => Some(node),
-            Some(write_buffer::Body::Del) => None,
-            Some(write_buffer::Body::Mod(_)) => self.wb.view(id).or_else(|| inner.rb.peek(id)),
-            None => inner.rb.peek(id),
+        let held = ids.iter().flat_map(|&id| match self.wb.get(id).map(|row| &row.body) {
+            Some(write_buffer::Body::New(node)) => [Some(node), None],
+            Some(write_buffer::Body::Del) => [None, None],
+            Some(write_buffer::Body::Mod(_)) => [self.wb.view(id), inner.rb.peek(id)],
+            None => [inner.rb.peek(id), None],
         });
-        crate::store::touch_entries(held.map(|n| &**n));
+        crate::store::touch_entries(held.flatten().map(|n| &**n));
     }
 
     /// Buffered nodes from memory; the stored versions of the others read
