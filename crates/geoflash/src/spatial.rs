@@ -124,7 +124,7 @@ pub trait SpatialIndex: StoreLink + Any + Send + Sync {
     /// [`located_records`](Self::located_records) or
     /// [`update_near`](Self::update_near)) are about to be updated: the
     /// store loads what it holds of them into the processor's caches
-    /// ([`NodeStore::warm`](crate::store::NodeStore::warm)); nothing else
+    /// (the node store's `warm`, `docs/architecture.md`); nothing else
     /// changes. By default nothing.
     fn warm_pages(&self, pages: &[u64]) {
         let _ = pages;
