@@ -1272,9 +1272,12 @@ pub fn update(a: UpdateArgs) -> Result<(), Failure> {
         durability,
         |ix, id, r| {
             let i = next.replace(next.get() + 1);
-            if i.is_multiple_of(geoflash::WARM_BATCH) {
+            if i.is_multiple_of(geoflash::engine::WARM_BATCH) {
                 let ahead = moves.get(i..).unwrap_or_default().iter();
-                let ids: Vec<u64> = ahead.take(geoflash::WARM_BATCH).map(|m| m.0).collect();
+                let ids: Vec<u64> = ahead
+                    .take(geoflash::engine::WARM_BATCH)
+                    .map(|m| m.0)
+                    .collect();
                 ix.warm_for_updates(&ids);
             }
             ix.update_by_id(id, *r)

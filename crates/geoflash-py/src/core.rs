@@ -204,14 +204,14 @@ impl State {
         self.index.update_by_id(key, r)
     }
 
-    /// [`Index::warm_for_updates`] of the first [`geoflash_engine::WARM_BATCH`]
+    /// [`Index::warm_for_updates`] of the first [`geoflash_engine::engine::WARM_BATCH`]
     /// of `ids` (user ids; those without exactly one live entry are left
     /// out, as `update` refuses them).
     fn warm_for_updates(&mut self, ids: &[i64]) {
         let records = self.index.records_mut();
         let keys: Vec<u64> = ids
             .iter()
-            .take(geoflash_engine::WARM_BATCH)
+            .take(geoflash_engine::engine::WARM_BATCH)
             .filter_map(|&id| records.only_live_key(id).ok())
             .collect();
         self.index.warm_for_updates(&keys);
@@ -1031,7 +1031,7 @@ impl Core {
                 let ids: Vec<i64> = ids.map(i64_of).collect();
                 let moved = || -> Result<()> {
                     for (i, (&id, row)) in ids.iter().zip(rows).enumerate() {
-                        if i.is_multiple_of(geoflash_engine::WARM_BATCH) {
+                        if i.is_multiple_of(geoflash_engine::engine::WARM_BATCH) {
                             st.warm_for_updates(ids.get(i..).unwrap_or_default());
                         }
                         let r = rect_of_row(i, row, false)?;

@@ -201,7 +201,7 @@ impl Exec<'_> {
             let (s, note) = measure_target(index, label, |t, s| {
                 t.as_index_mut()
                     .batch(BatchDurability::Commit, |ix| {
-                        for chunk in plan.chunks(geoflash::WARM_BATCH) {
+                        for chunk in plan.chunks(geoflash::engine::WARM_BATCH) {
                             let ids: Vec<u64> = chunk.iter().map(|m| m.0).collect();
                             ix.warm_for_updates(&ids);
                             for (id, _, new) in chunk {

@@ -46,7 +46,9 @@ pub use crate::index::{
     BulkMethod, ExternalBulkConfig, ExternalBulkReport, IndexKind, Leaf, ReadMode,
 };
 pub use crate::index::{SplitKind, TreeCounters, TreeParams};
-pub use crate::index_dir::{BatchDurability, Index, IndexOptions, Inspection, OpenBatch, Verified};
+pub use crate::index_dir::{
+    BatchDurability, Index, IndexOptions, Inspection, OpenBatch, Verified, WARM_BATCH,
+};
 pub use crate::manifest::{write_atomic, Access, DirLock, MANIFEST_FILE};
 pub use crate::manifest::{Crs, Manifest};
 pub use crate::objects::geometry::{bounding_rect, from_wkb, to_wkb, window_geometry};
