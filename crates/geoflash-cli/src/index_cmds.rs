@@ -1262,7 +1262,8 @@ pub fn update(a: UpdateArgs) -> Result<(), Failure> {
         None => batch_durability(index.structure().durability()),
     };
     // Each WARM_BATCH moves are announced before the first of them
-    // (`Index::warm_for_updates`: their nodes into the processor's caches).
+    // (`Index::warm_before_update`: their nodes into the processor's caches).
+    let ids: Vec<u64> = moves.iter().map(|m| m.0).collect();
     let next = std::cell::Cell::new(0usize);
     let applied = apply_all_acked(
         &mut index,
@@ -1271,15 +1272,7 @@ pub fn update(a: UpdateArgs) -> Result<(), Failure> {
         &a.input,
         durability,
         |ix, id, r| {
-            let i = next.replace(next.get() + 1);
-            if i.is_multiple_of(geoflash::engine::WARM_BATCH) {
-                let ahead = moves.get(i..).unwrap_or_default().iter();
-                let ids: Vec<u64> = ahead
-                    .take(geoflash::engine::WARM_BATCH)
-                    .map(|m| m.0)
-                    .collect();
-                ix.warm_for_updates(&ids);
-            }
+            ix.warm_before_update(next.replace(next.get() + 1), &ids);
             ix.update_by_id(id, *r)
         },
         acker.as_mut(),

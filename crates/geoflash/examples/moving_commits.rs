@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use geoflash::engine::{Access, Predicate};
 use geoflash::geom::Rect;
-use geoflash::{BatchDurability, Error, Index, Result, WARM_BATCH};
+use geoflash::{BatchDurability, Error, Index, Result};
 use rand::seq::index::sample;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -135,19 +135,17 @@ fn quantile(v: &[f64], p: f64) -> f64 {
 
 /// One commit of `ids` moved to `boxes`: its wall time and that of its
 /// moves alone (the rest is the batch's end: the log's sync), in ms.
-/// `warm`: each [`WARM_BATCH`] moves are announced with
-/// [`Index::warm_for_updates`] first, as Python's `update_batch` does.
+/// `warm`: each `WARM_BATCH` moves are announced with
+/// [`Index::warm_before_update`] first, as Python's `update_batch` does.
 fn commit(index: &mut Index, ids: &[u64], boxes: &[Rect], warm: bool) -> Result<(f64, f64)> {
     let t = Instant::now();
     let mut moves_ms = 0.0;
     index.batch(BatchDurability::Commit, |index| {
-        for (ids, boxes) in ids.chunks(WARM_BATCH).zip(boxes.chunks(WARM_BATCH)) {
+        for (i, (&id, &r)) in ids.iter().zip(boxes).enumerate() {
             if warm {
-                index.warm_for_updates(ids);
+                index.warm_before_update(i, ids);
             }
-            for (&id, &r) in ids.iter().zip(boxes) {
-                index.update_by_id(id, r)?;
-            }
+            index.update_by_id(id, r)?;
         }
         moves_ms = t.elapsed().as_secs_f64() * 1e3;
         Ok(())

@@ -201,12 +201,10 @@ impl Exec<'_> {
             let (s, note) = measure_target(index, label, |t, s| {
                 t.as_index_mut()
                     .batch(BatchDurability::Commit, |ix| {
-                        for chunk in plan.chunks(geoflash::engine::WARM_BATCH) {
-                            let ids: Vec<u64> = chunk.iter().map(|m| m.0).collect();
-                            ix.warm_for_updates(&ids);
-                            for (id, _, new) in chunk {
-                                ix.update_by_id(*id, *new)?;
-                            }
+                        let ids: Vec<u64> = plan.iter().map(|m| m.0).collect();
+                        for (i, (id, _, new)) in plan.iter().enumerate() {
+                            ix.warm_before_update(i, &ids);
+                            ix.update_by_id(*id, *new)?;
                         }
                         Ok(())
                     })

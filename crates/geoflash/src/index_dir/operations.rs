@@ -172,6 +172,17 @@ impl Index {
         }
     }
 
+    /// The warm-up of a batch of updates by id, for the loop that applies
+    /// them: before update `i` of the batch whose ids are `ids`, when `i` is
+    /// a multiple of [`WARM_BATCH`], [`warm_for_updates`](Self::warm_for_updates)
+    /// of the next [`WARM_BATCH`] ids; nothing otherwise.
+    pub fn warm_before_update(&self, i: usize, ids: &[u64]) {
+        if i.is_multiple_of(WARM_BATCH) {
+            let ahead = ids.get(i..).unwrap_or_default();
+            self.warm_for_updates(ahead.get(..WARM_BATCH).unwrap_or(ahead));
+        }
+    }
+
     /// Range query.
     pub fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {
         self.ask(|t| t.query(window, predicate))
