@@ -353,3 +353,40 @@ fn shipped_workloads_pin_their_memory_budgets() {
         "{files} files, {configs} configurations"
     );
 }
+
+/// The shipped seed workloads' R*-trees reinsert the paper's 30 % (the
+/// workbench's default), not the front ends' product default
+/// (`geoflash::engine::defaults::REINSERT_PERCENT`), unless their
+/// `[[index]]` entry names a percentage.
+#[test]
+fn shipped_workloads_pin_the_papers_reinsertion() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../workloads");
+    let mut trees = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let w = Workload::load(&path, Scale::Smoke)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for ix in &w.indexes {
+            let geoflash::engine::StructureSpec::Tree(t) = ix.options.structure else {
+                continue;
+            };
+            let pinned: u8 = ix
+                .spec
+                .get("reinsert_percent")
+                .map_or(30, |v| v.parse().unwrap());
+            assert_eq!(
+                t.reinsert_percent,
+                pinned,
+                "{}: index {}",
+                path.display(),
+                ix.name
+            );
+            trees += 1;
+        }
+    }
+    assert_ne!(geoflash::engine::defaults::REINSERT_PERCENT, 30);
+    assert!(trees >= 30, "{trees} tree configurations");
+}

@@ -873,7 +873,9 @@ impl IndexSpec {
                 split: t.split.unwrap_or(tree.split),
                 max_entries: t.max_entries,
                 min_entries: t.min_entries,
-                reinsert_percent: t.reinsert_percent.unwrap_or(tree.reinsert_percent),
+                // The product's forced reinsertion (`defaults::REINSERT_PERCENT`);
+                // the workbench pins the paper's 30 %.
+                reinsert_percent: t.reinsert_percent.unwrap_or(defaults::REINSERT_PERCENT),
             }),
             StructureSpec::Fortree(mut f) => {
                 f.max_entries = t.max_entries;
