@@ -1807,6 +1807,43 @@ fn interrupt(child: &std::process::Child) {
     assert!(sent.success(), "kill -INT failed");
 }
 
+/// Runs the command line with `args`, sends it SIGINT as soon as its
+/// first progress line (`…: N% (…)`, printed on standard error when that
+/// is not a terminal) shows it at work, and returns its output, standard
+/// error whole. Waiting for the progress line rather than for a fixed time
+/// keeps the interrupt inside the work however fast the machine or the
+/// build is: it comes with about nine tenths of the work still to do.
+fn interrupted_at_first_progress(args: &[&str]) -> std::process::Output {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_geoflash"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (seen, progress) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        for line in std::io::BufReader::new(stderr).lines() {
+            let line = line.unwrap();
+            if line.contains("% (") {
+                let _ = seen.send(());
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    progress
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("no progress line within a minute");
+    interrupt(&child);
+    let mut out = child.wait_with_output().unwrap();
+    out.stderr = reader.join().unwrap().into_bytes();
+    out
+}
+
 /// Waits (up to a minute) until `path` exists.
 fn wait_for(path: &Path) {
     let start = std::time::Instant::now();
@@ -1842,18 +1879,9 @@ fn ctrl_c_during_a_build_exits_130_and_publishes_nothing() {
         "--device",
         "file?direct=false",
     ];
-    let child = Command::new(env!("CARGO_BIN_EXE_geoflash"))
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The staging directory appears once the input is read: the build is
-    // inserting (its Ctrl-C handler installed before the input was read).
-    wait_for(&staging);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    interrupt(&child);
-    let out = child.wait_with_output().unwrap();
+    // The first progress line: the build is inserting (its Ctrl-C handler
+    // installed before the input was read).
+    let out = interrupted_at_first_progress(&args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "stderr: {err}");
     assert!(
@@ -1902,15 +1930,7 @@ fn ctrl_c_during_an_insert_exits_130_and_says_what_is_durable() {
         "--device",
         "file?direct=false",
     ]));
-    let child = Command::new(env!("CARGO_BIN_EXE_geoflash"))
-        .args(["insert", "--index", s(&idx), "--input", s(&rest)])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(800));
-    interrupt(&child);
-    let out = child.wait_with_output().unwrap();
+    let out = interrupted_at_first_progress(&["insert", "--index", s(&idx), "--input", s(&rest)]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "stderr: {err}");
     // "interrupted: K of the N records of FILE were inserted into DIR and are durable ..."
