@@ -34,8 +34,9 @@ shutil.rmtree(out, ignore_errors=True)
 if kind == "sqlite":
     import sqlite3
     os.makedirs(out)
+    db = os.path.join(out, "index.sqlite")
     t, cpu = time.perf_counter(), time.process_time()
-    con = sqlite3.connect(os.path.join(out, "index.sqlite"))
+    con = sqlite3.connect(db)
     con.execute(f"PRAGMA cache_size=-{cache}")
     con.execute("CREATE VIRTUAL TABLE rt USING rtree(id, minx, maxx, miny, maxy,"
                 " +ex0 REAL, +ex1 REAL, +ey0 REAL, +ey1 REAL)")
@@ -44,6 +45,8 @@ if kind == "sqlite":
                         ((i, b[0], b[2], b[1], b[3], b[0], b[2], b[1], b[3])
                          for i, b in zip(ids.tolist(), boxes.tolist())))
     con.close()
+    wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+    held = sqlite3.connect(db).execute("SELECT count(*) FROM rt").fetchone()[0]
 else:
     import geoflash
     t, cpu = time.perf_counter(), time.process_time()
@@ -53,7 +56,11 @@ else:
         for i, b in zip(ids.tolist(), boxes.tolist()):
             ins(i, b)
     idx.close()
-print(json.dumps({"wall": time.perf_counter() - t, "cpu": time.process_time() - cpu}))
+    wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+    held = len(geoflash.Index(out, readonly=True))
+if held != len(ids):
+    raise SystemExit(f"{kind}: the index holds {held} of the {len(ids)} records")
+print(json.dumps({"wall": wall, "cpu": cpu}))
 """
 
 

@@ -663,6 +663,7 @@ def make_systems(
             buffer="512KiB",
             device="file",
             durability="none",
+            reinsert_percent=30,
         ),
         *[parse_variant(v) for v in variants if not v.startswith("mem-")],
         Sqlite("default", **({"cache_kib": kib} if kib else {})),

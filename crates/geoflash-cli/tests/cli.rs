@@ -1835,9 +1835,16 @@ fn interrupted_at_first_progress(args: &[&str]) -> std::process::Output {
         }
         text
     });
-    progress
+    if progress
         .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("no progress line within a minute");
+        .is_err()
+    {
+        // No progress line: the command ended first, or hangs.
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        let err = reader.join().unwrap();
+        panic!("geoflash {args:?} printed no progress line to interrupt at ({status}): {err}");
+    }
     interrupt(&child);
     let mut out = child.wait_with_output().unwrap();
     out.stderr = reader.join().unwrap().into_bytes();

@@ -2,7 +2,7 @@
 //! (superblock version 5, [`super::LogConfig::entry_refs`]).
 //!
 //! An R*-tree build moves most entries after they were inserted: a forced
-//! reinsertion takes 30 % of an overflowing node's entries to other nodes,
+//! reinsertion takes 10 % (the paper: 30 %) of an overflowing node's entries to other nodes,
 //! and a split copies half of a node into a new one. Without references
 //! the log carries every moved entry's 32-byte rectangle again. With them,
 //! a NEW or MOD record names an entry whose content equals the one last
