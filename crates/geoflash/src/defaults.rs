@@ -38,8 +38,8 @@ pub const READ_BUFFER_MODE: crate::store::efind::ReadBufferMode =
 ///
 /// Forced reinsertion sends the removed entries back through ChooseSubtree
 /// from the root, and at 30 % that is most of a build's work: 1,000,000
-/// uniform boxes built by insertion in 3.50 s with 30 %, 2.18 s with 10 %
-/// and 1.41 s with none (buildings: 3.52, 2.62 and 1.98 s). The tree 10 %
+/// uniform boxes built by insertion in 3.67 s with 30 %, 2.30 s with 10 %
+/// and 1.51 s with none (buildings: 3.81, 2.88 and 2.26 s). The tree 10 %
 /// builds answers 1,000 windows of 0.001 %, 0.01 % and 0.1 % reading 1.8–3.1 %
 /// more nodes than 30 %'s on uniform boxes and −1.0 to +3.4 % on
 /// buildings, and 1,000 kNN (k = 10) 4.7 % and 9.8 % more
