@@ -365,6 +365,24 @@ fn page_infos(wb: &WriteBuffer, policy: FlushPolicy, ids: &[PageId]) -> Vec<Page
         .collect()
 }
 
+/// Which of the pages a flush writes the read buffer takes (Alg. 5 and the
+/// adaptive read buffer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum KeepFlushed {
+    /// Alg. 5's pages (those it holds, those read recently) and, in an
+    /// adaptive read buffer, every page the write buffer held decoded.
+    Decoded,
+    /// Alg. 5's pages only: the checkpoint that ends the unlogged mode (a
+    /// build that publishes its index at its end). Moving the whole write
+    /// buffer into the read buffer there grew the resident set of a
+    /// 16,000,000-object build 18 MB past budget + 64 MB (the read buffer's
+    /// tables take fresh memory while the write buffer's entries it frees
+    /// are small blocks the allocator keeps); without it the peak stayed
+    /// 19 MB under (`docs/benchmarks.md`, "Forced reinsertion: the product
+    /// default"). The process reads those pages back if it queries them.
+    Alg5,
+}
+
 impl EfindStore {
     /// One flush (Alg. 3): writes one flushing unit as one device batch.
     /// Returns the number of buffered pages it removed.
@@ -373,7 +391,7 @@ impl EfindStore {
         if chosen.is_empty() {
             return Ok(0);
         }
-        self.write_pages(&chosen, 1)?;
+        self.write_pages(&chosen, 1, KeepFlushed::Decoded)?;
         Ok(chosen.len())
     }
 
@@ -419,7 +437,7 @@ impl EfindStore {
         for (i, part) in order.chunks(chunk).enumerate() {
             // The units spread over the chunks, for the flush counter.
             let n = units / parts + u64::from((i as u64) < units % parts);
-            self.write_pages(part, n)?;
+            self.write_pages(part, n, KeepFlushed::Decoded)?;
         }
         Ok(units)
     }
@@ -457,8 +475,9 @@ impl EfindStore {
     /// flush protocol (page images, see the [module docs](super)), applies
     /// temporal control on reads, and removes them from the write buffer:
     /// as one batch when the log has room for the page images of all of
-    /// them, else in parts that fit ([`Self::pages_that_fit`]).
-    pub(super) fn write_pages(&mut self, ids: &[PageId], units: u64) -> Result<()> {
+    /// them, else in parts that fit ([`Self::pages_that_fit`]). `keep`
+    /// says which written pages the read buffer takes.
+    pub(super) fn write_pages(&mut self, ids: &[PageId], units: u64, keep: KeepFlushed) -> Result<()> {
         let mut ids = ids.to_vec();
         ids.sort_unstable();
         let mut rest = &ids[..];
@@ -467,7 +486,7 @@ impl EfindStore {
             let n = self.pages_that_fit(rest)?;
             let (part, more) = rest.split_at(n);
             // The flushing units are counted with the first part.
-            self.write_part(part, std::mem::take(&mut units))?;
+            self.write_part(part, std::mem::take(&mut units), keep)?;
             rest = more;
         }
         Ok(())
@@ -510,7 +529,7 @@ impl EfindStore {
     /// pages, not a decoded copy of each beside them. A page the read
     /// buffer then takes (Alg. 5) is the write buffer's node or view, else
     /// decoded again from its encoded bytes.
-    fn write_part(&mut self, ids: &[PageId], units: u64) -> Result<()> {
+    fn write_part(&mut self, ids: &[PageId], units: u64, keep: KeepFlushed) -> Result<()> {
         let watch = Stopwatch::start(self.device.sim_clock_ns());
         let ids = ids.to_vec();
         let written: Vec<PageId> = ids
@@ -547,7 +566,8 @@ impl EfindStore {
         // An adaptive read buffer also keeps the flushed pages the write
         // buffer held decoded (new nodes, views): no decode, and they were
         // in use.
-        let adaptive = !self.config.read_buffer_mode.is_fixed();
+        let adaptive =
+            !self.config.read_buffer_mode.is_fixed() && keep == KeepFlushed::Decoded;
         if adaptive {
             inner.rb.set_budget(self.read_room());
         }

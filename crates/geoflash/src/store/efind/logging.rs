@@ -4,7 +4,7 @@
 use crate::metrics::{Phase, Stopwatch};
 use std::sync::Arc;
 
-use super::flush::BatchTarget;
+use super::flush::{BatchTarget, KeepFlushed};
 use super::group::{HeldGroup, PageRecord};
 use super::records::{CheckpointState, MetaState};
 use super::EfindStore;
@@ -595,8 +595,15 @@ impl EfindStore {
         let chunk = self.image_chunk_pages()?;
         let mut ids: Vec<PageId> = self.wb.iter().map(|(id, _)| id).collect();
         ids.sort_unstable();
+        // The checkpoint that ends the unlogged mode leaves the written
+        // pages out of the read buffer (see KeepFlushed::Alg5).
+        let keep = if self.unlogged.is_some() {
+            KeepFlushed::Alg5
+        } else {
+            KeepFlushed::Decoded
+        };
         for part in ids.chunks(chunk) {
-            self.write_pages(part, 1)?;
+            self.write_pages(part, 1, keep)?;
             self.keep_log_room()?;
         }
         self.pages_unsynced = false;
