@@ -375,10 +375,10 @@ pub(super) enum KeepFlushed {
     /// Alg. 5's pages only: the checkpoint that ends the unlogged mode (a
     /// build that publishes its index at its end). Moving the whole write
     /// buffer into the read buffer there grew the resident set of a
-    /// 16,000,000-object build 18 MB past budget + 64 MB (the read buffer's
-    /// tables take fresh memory while the write buffer's entries it frees
-    /// are small blocks the allocator keeps); without it the peak stayed
-    /// 19 MB under (`docs/benchmarks.md`, "Forced reinsertion: the product
+    /// 16,000,000-object build with 10 % reinsertion 18 MB past budget +
+    /// 64 MB (the read buffer's tables take fresh memory while the write
+    /// buffer's entries it frees are small blocks the allocator keeps);
+    /// without it the peak stayed 15.6 MB under (`docs/benchmarks.md`, "Forced reinsertion: the product
     /// default"). The process reads those pages back if it queries them.
     Alg5,
 }
