@@ -387,5 +387,6 @@ fn shipped_workloads_pin_the_papers_reinsertion() {
             trees += 1;
         }
     }
+    assert_ne!(geoflash::engine::defaults::REINSERT_PERCENT, 30);
     assert!(trees >= 30, "{trees} tree configurations");
 }

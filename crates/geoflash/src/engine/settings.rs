@@ -106,7 +106,7 @@ pub const SETTINGS: &[Setting] = &[
         ..setting(
             "reinsert_percent",
             "PERCENT",
-            "R*-tree forced-reinsertion percentage (default 30, the paper's; 10 builds by insertion about 1.3-1.6x faster, and windows then read up to 3 % more nodes and kNN 5-10 % more; 0 builds faster still, and windows and kNN read up to 9 % more nodes than with 10).",
+            "R*-tree forced-reinsertion percentage (default 10; the paper's 30 builds by insertion about 1.3-1.6x slower, and windows then read up to 3 % fewer nodes and kNN 5-9 % fewer; 0 builds about 1.3-1.6x faster still, and windows and kNN then read up to 9 % more nodes than with 10).",
         )
     },
     setting(

@@ -874,7 +874,7 @@ impl IndexSpec {
                 max_entries: t.max_entries,
                 min_entries: t.min_entries,
                 // The product's forced reinsertion (`defaults::REINSERT_PERCENT`);
-                // the workbench pins the paper's 30 % whatever it is.
+                // the workbench pins the paper's 30 %.
                 reinsert_percent: t.reinsert_percent.unwrap_or(defaults::REINSERT_PERCENT),
             }),
             StructureSpec::Fortree(mut f) => {

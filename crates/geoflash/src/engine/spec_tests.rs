@@ -59,8 +59,13 @@ fn an_empty_spec_gives_the_product_defaults() {
         crate::defaults::READ_BUFFER_MODE,
         crate::store::efind::EfindConfig::default().read_buffer_mode
     );
-    // The product's forced reinsertion (the workbench pins the paper's).
+    // The product's forced reinsertion; the paper's stays the tree's own
+    // default (the workbench pins it).
     assert_eq!(tree(&o).reinsert_percent, crate::defaults::REINSERT_PERCENT);
+    assert_ne!(
+        crate::defaults::REINSERT_PERCENT,
+        TreeSpec::new(IndexKind::RStar).reinsert_percent
+    );
     // The FOR-tree runs on the plain store unless told otherwise.
     let f = spec(&[("kind", "fortree")]).options().unwrap();
     assert_eq!(f.store.kind(), StoreKind::Plain);

@@ -169,6 +169,13 @@ impl<D: PageDevice> PageDevice for Counted<D> {
         Ok(())
     }
 
+    fn reserve(&self, pages: std::ops::Range<PageId>) -> Result<()> {
+        if !pages.is_empty() {
+            self.inner.geometry().check_pages(&[pages.start, pages.end - 1])?;
+        }
+        self.inner.reserve(pages)
+    }
+
     fn describe(&self) -> String {
         self.inner.describe()
     }

@@ -258,6 +258,22 @@ impl<D: PageDevice> FaultyDevice<D> {
     pub fn into_inner(self) -> D {
         self.into_uncounted().inner
     }
+
+    /// Consumes the wrapper as the end of its process leaves the device
+    /// when the machine keeps running: every completed write, synced or not,
+    /// is in the kernel's cache and reaches the durable medium (a process
+    /// that failed and exited, then a new one reading the file). A crashed
+    /// device is returned as the crash left it.
+    pub fn into_inner_after_exit(self) -> Result<D> {
+        let io = self.into_uncounted();
+        {
+            let st = io.lock();
+            if st.crashed.is_none() {
+                io.apply_unsynced(&st)?;
+            }
+        }
+        Ok(io.inner)
+    }
 }
 
 impl<D: PageDevice> FaultyIo<D> {
@@ -387,6 +403,64 @@ impl<D: PageDevice> FaultyIo<D> {
         e
     }
 
+    /// Writes the newest unsynced version of each page (or its trim) to
+    /// the inner device, in issue order, without syncing it.
+    fn apply_unsynced(&self, st: &State) -> Result<()> {
+        // Apply the newest version of each page, in issue order.
+        let mut newest: Vec<(usize, PageId)> = st.newest.iter().map(|(&p, &i)| (i, p)).collect();
+        newest.sort_unstable();
+        let mut pages = Vec::new();
+        let mut data = Vec::new();
+        let mut trims = Vec::new();
+        for &(i, p) in &newest {
+            match st.log.get(i) {
+                Some((_, Some(d))) => {
+                    pages.push(p);
+                    data.extend_from_slice(d);
+                }
+                Some((_, None)) => trims.push(p),
+                None => {}
+            }
+        }
+        if !trims.is_empty() {
+            self.inner.trim(&trims)?;
+        }
+        if !pages.is_empty() {
+            self.inner.write_batch(&pages, &data)?;
+        }
+        Ok(())
+    }
+
+    /// The plan's full device: the number of `pages` that fit and the
+    /// error of the first that does not, if any does not.
+    fn first_full(&self, st: &State, pages: &[PageId]) -> Option<(usize, Error)> {
+        if let Some(limit) = self.plan.full_at_page {
+            if let Some(i) = pages.iter().position(|&p| p >= limit) {
+                let p = pages[i];
+                return Some((
+                    i,
+                    Error::DeviceFull(format!(
+                        "injected: page {p} is at or beyond the planned limit of {limit} pages"
+                    )),
+                ));
+            }
+        }
+        let max = self.plan.max_distinct_pages?;
+        let mut new = HashSet::new();
+        for (i, &p) in pages.iter().enumerate() {
+            if !st.distinct.contains(&p) && new.insert(p) && (st.distinct.len() + new.len()) as u64 > max {
+                return Some((
+                    i,
+                    Error::DeviceFull(format!(
+                        "injected: page {p} would exceed the planned {max} distinct pages ({} used)",
+                        st.distinct.len() + new.len() - 1
+                    )),
+                ));
+            }
+        }
+        None
+    }
+
     fn push_write(st: &mut State, page: PageId, data: Option<Box<[u8]>>) {
         st.newest.insert(page, st.log.len());
         st.log.push((page, data));
@@ -443,26 +517,14 @@ impl<D: PageDevice> PageDevice for FaultyIo<D> {
     fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         let mut st = self.lock();
         Self::check_alive(&st)?;
-        if let Some(limit) = self.plan.full_at_page {
-            if let Some(&p) = pages.iter().find(|&&p| p >= limit) {
-                return Err(Error::DeviceFull(format!(
-                    "injected: page {p} is at or beyond the planned limit of {limit} pages"
-                )));
+        if let Some((fit, full)) = self.first_full(&st, pages) {
+            // A short write, as a full file system gives: the pages before
+            // the first one without room are written.
+            for (&p, chunk) in pages[..fit].iter().zip(data.chunks_exact(self.page_size)) {
+                st.distinct.insert(p);
+                Self::push_write(&mut st, p, Some(chunk.into()));
             }
-        }
-        if let Some(max) = self.plan.max_distinct_pages {
-            let new: HashSet<PageId> = pages
-                .iter()
-                .copied()
-                .filter(|p| !st.distinct.contains(p))
-                .collect();
-            if st.distinct.len() as u64 + new.len() as u64 > max {
-                return Err(Error::DeviceFull(format!(
-                    "injected: writing {} new pages would exceed the planned {max} distinct pages ({} used)",
-                    new.len(),
-                    st.distinct.len()
-                )));
-            }
+            return Err(full);
         }
         st.write_calls += 1;
         let failing = self.plan.fail_write == Some(st.write_calls);
@@ -520,31 +582,7 @@ impl<D: PageDevice> PageDevice for FaultyIo<D> {
                 format!("sync call {n} failed as planned; the device fails from now on"),
             ));
         }
-        // Apply the newest version of each page, in issue order.
-        let mut newest: Vec<(usize, PageId)> = st.newest.iter().map(|(&p, &i)| (i, p)).collect();
-        newest.sort_unstable();
-        let mut pages = Vec::new();
-        let mut data = Vec::new();
-        let mut trims = Vec::new();
-        for &(i, p) in &newest {
-            match st.log.get(i) {
-                Some((_, Some(d))) => {
-                    pages.push(p);
-                    data.extend_from_slice(d);
-                }
-                Some((_, None)) => trims.push(p),
-                None => {}
-            }
-        }
-        let applied = (|| {
-            if !trims.is_empty() {
-                self.inner.trim(&trims)?;
-            }
-            if !pages.is_empty() {
-                self.inner.write_batch(&pages, &data)?;
-            }
-            self.inner.sync()
-        })();
+        let applied = self.apply_unsynced(&st).and_then(|()| self.inner.sync());
         if let Err(e) = applied {
             return Err(Self::inner_failed(&mut st, e));
         }
@@ -559,6 +597,19 @@ impl<D: PageDevice> PageDevice for FaultyIo<D> {
         for &p in pages {
             Self::push_write(&mut st, p, None);
         }
+        Ok(())
+    }
+
+    /// Counts the pages as written for the plan's full device (a reserved
+    /// page has its room): [`Error::DeviceFull`] when they do not all fit.
+    fn reserve(&self, pages: std::ops::Range<PageId>) -> Result<()> {
+        let mut st = self.lock();
+        Self::check_alive(&st)?;
+        let pages: Vec<PageId> = pages.collect();
+        if let Some((_, full)) = self.first_full(&st, &pages) {
+            return Err(full);
+        }
+        st.distinct.extend(pages);
         Ok(())
     }
 
@@ -945,11 +996,17 @@ mod tests {
             dev.write_batch(&[2, 4], &two),
             Err(Error::DeviceFull(_))
         ));
-        // The refused batch wrote nothing and the device keeps working.
+        // A short write, as a full file system gives: the page before the
+        // refused one is written, and the device keeps working.
         let mut buf = vec![0u8; PS];
         dev.read(2, &mut buf).unwrap();
+        assert_eq!(buf, page);
+        dev.read(4, &mut buf).unwrap();
         assert!(buf.iter().all(|&x| x == 0));
         dev.write(2, &page).unwrap();
+        // Reserving pages beyond the limit is refused as writing them is.
+        assert!(matches!(dev.reserve(3..5), Err(Error::DeviceFull(_))));
+        dev.reserve(0..4).unwrap();
 
         let dev = FaultyDevice::new(
             MemDevice::new(PS, CAP).unwrap(),
@@ -960,6 +1017,30 @@ mod tests {
         assert!(matches!(dev.write(7, &page), Err(Error::DeviceFull(_))));
         dev.sync().unwrap();
         assert_eq!(dev.durable().pages_in_use(), 2);
+        // A reserved page counts as written: its later write has room.
+        let dev = FaultyDevice::new(
+            MemDevice::new(PS, CAP).unwrap(),
+            FaultPlan::none().max_distinct_pages(3),
+        );
+        dev.reserve(5..7).unwrap();
+        assert!(matches!(dev.reserve(7..9), Err(Error::DeviceFull(_))));
+        dev.write(0, &page).unwrap();
+        assert!(matches!(dev.write(1, &page), Err(Error::DeviceFull(_))));
+        dev.write_batch(&[5, 6], &two).unwrap();
+    }
+
+    #[test]
+    fn a_process_exit_keeps_every_completed_write_and_a_power_loss_none() {
+        let page = vec![7u8; PS];
+        let exit = FaultyDevice::new(MemDevice::new(PS, CAP).unwrap(), FaultPlan::none());
+        exit.write(1, &page).unwrap();
+        let power = FaultyDevice::new(MemDevice::new(PS, CAP).unwrap(), FaultPlan::none());
+        power.write(1, &page).unwrap();
+        let mut buf = vec![0u8; PS];
+        exit.into_inner_after_exit().unwrap().read(1, &mut buf).unwrap();
+        assert_eq!(buf, page);
+        power.into_inner().read(1, &mut buf).unwrap();
+        assert!(buf.iter().all(|&x| x == 0));
     }
 
     #[test]

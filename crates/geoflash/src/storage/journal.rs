@@ -626,6 +626,9 @@ impl PageDevice for JournaledDevice {
     fn trim(&self, pages: &[PageId]) -> Result<()> {
         self.change(pages, || self.inner.trim(pages))
     }
+    fn reserve(&self, pages: std::ops::Range<PageId>) -> Result<()> {
+        self.inner.reserve(pages)
+    }
     fn describe(&self) -> String {
         format!("journaled({})", self.inner.describe())
     }

@@ -192,6 +192,18 @@ pub trait PageDevice: DeviceExt + Send + Sync {
     /// Declares pages unused: they read as zeros afterwards and a flash device may reclaim them.
     fn trim(&self, pages: &[PageId]) -> Result<()>;
 
+    /// Makes sure that later writes to pages `pages` do not fail for lack of
+    /// space on the medium: a file device allocates their blocks now
+    /// (`fallocate`, the file's size unchanged), so that a full file system
+    /// is an error of this call, at a moment the caller chooses, and not of
+    /// a write that must not fail (a log's COMMIT). Contents are unchanged.
+    /// Best effort where the file system cannot allocate ahead; by default
+    /// (devices without a file system beneath) nothing.
+    fn reserve(&self, pages: std::ops::Range<PageId>) -> Result<()> {
+        let _ = pages;
+        Ok(())
+    }
+
     /// One-line description: kind, parameters and, for files, the I/O engine in use.
     fn describe(&self) -> String;
 
@@ -348,6 +360,9 @@ macro_rules! forward_page_device {
             }
             fn trim(&self, pages: &[PageId]) -> Result<()> {
                 (**self).trim(pages)
+            }
+            fn reserve(&self, pages: std::ops::Range<PageId>) -> Result<()> {
+                (**self).reserve(pages)
             }
             fn describe(&self) -> String {
                 (**self).describe()

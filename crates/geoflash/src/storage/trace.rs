@@ -491,6 +491,9 @@ impl<D: PageDevice> PageDevice for TraceDevice<D> {
         self.inner.trim(pages)?;
         self.record(TraceOp::Trim(pages.to_vec()), start)
     }
+    fn reserve(&self, pages: std::ops::Range<PageId>) -> Result<()> {
+        self.inner.reserve(pages)
+    }
     fn describe(&self) -> String {
         format!("trace({})", self.inner.describe())
     }

@@ -173,6 +173,8 @@ internal! {
         engine: Engine,
         bounce: Mutex<Vec<AlignedBuf>>,
         punch_hole_works: AtomicBool,
+        /// Whether `fallocate` can reserve blocks here (`PageDevice::reserve`).
+        allocate_works: AtomicBool,
     }
 }
 
@@ -290,6 +292,7 @@ impl FileIo {
             engine,
             bounce: Mutex::new(Vec::new()),
             punch_hole_works: AtomicBool::new(true),
+            allocate_works: AtomicBool::new(true),
             read_only: opts.read_only,
         })
     }
@@ -598,6 +601,24 @@ impl PageDevice for FileIo {
             self.write_zeros(first, count)?;
         }
         Ok(())
+    }
+
+    fn reserve(&self, pages: std::ops::Range<PageId>) -> Result<()> {
+        self.check_writable()?;
+        if pages.is_empty() || !self.allocate_works.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let ps = self.page_size as u64;
+        match sys::allocate(&self.file, pages.start * ps, (pages.end - pages.start) * ps) {
+            Ok(()) => Ok(()),
+            // A file system that cannot allocate ahead: writes keep their
+            // own allocation, as without this call.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)) => {
+                self.allocate_works.store(false, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => Err(self.io_error(pages.start, e)),
+        }
     }
 
     fn describe(&self) -> String {

@@ -586,6 +586,27 @@ pub(crate) fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
     }
 }
 
+/// Allocates the blocks of the byte range `offset..offset+len` of `file`
+/// without changing its size or contents (`FALLOC_FL_KEEP_SIZE`): writes
+/// there need no new space afterwards.
+pub(crate) fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let off = libc::off_t::try_from(offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
+    let len = libc::off_t::try_from(len)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "length too large"))?;
+    loop {
+        // SAFETY: as in `punch_hole`: plain integers and a valid open fd.
+        let r = unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, off, len) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests_hook {
     use std::cell::Cell;

@@ -456,6 +456,79 @@ fn a_recovered_store_makes_room_in_its_log() {
     crash_case(IndexKind::Hilbert, 4923, &mut Seen::default());
 }
 
+/// A failed operation is never durable and an acknowledged one always is
+/// (durability `sync`), whatever write, sync or page allocation fails: the
+/// flushes and log upkeep a commit leaves owed run when the next operation
+/// begins, so their error fails that operation, which has changed nothing
+/// yet; and the log reserves the room of its next writes then
+/// (`Log::reserve_ahead`), so a full device never cuts a COMMIT's own write
+/// short. `make torture`'s ENOSPC campaign found both: a flush after a
+/// synced COMMIT ran out of space, or the write of the COMMIT's batch did,
+/// the insert said it failed, and `recover` replayed it. Each case fails
+/// the store at a seeded point of a faultless run's writes, syncs or
+/// distinct pages (a full device writes short), then the power fails
+/// (unsynced writes dropped) or, for a full device, the process exits
+/// (every completed write kept), and recovery must give exactly the
+/// operations that returned `Ok`. (A failed write or sync whose data
+/// reached the device is the one case left ambiguous: only a power loss
+/// decides it, see docs/reliability.md.)
+#[test]
+fn a_failed_operation_is_never_durable_and_an_acknowledged_one_always_is() {
+    let mut failed_after_commits = 0;
+    for kind in [IndexKind::RTree, IndexKind::RStar] {
+        for case in 0..crash_cases() {
+            let seed = case.wrapping_mul(0x51_7cc1_b727) ^ (kind as u64) << 40;
+            let cfg = EfindConfig {
+                durability: Durability::Sync,
+                ..config(kind, case)
+            };
+            let ops = script(seed, 80);
+            let states = prefix_states(&ops);
+            let counting = Arc::new(FaultyDevice::new(
+                MemDevice::new(PAGE, DEV_PAGES).unwrap(),
+                FaultPlan::none(),
+            ));
+            assert!(run(counting.clone(), kind, cfg, &ops).err.is_none());
+            let writes = counting.writes_seen();
+            let syncs = counting.stats().io.syncs;
+            let plan = FaultPlan {
+                fail_write: (case % 4 == 0).then(|| 1 + seed % writes),
+                fail_sync: (case % 4 == 1).then(|| 1 + seed % syncs),
+                max_distinct_pages: (case % 4 >= 2).then(|| 1 + seed % writes),
+                ..FaultPlan::none()
+            };
+            let dev = Arc::new(FaultyDevice::new(
+                MemDevice::new(PAGE, DEV_PAGES).unwrap(),
+                plan.clone(),
+            ));
+            let o = run(dev.clone(), kind, cfg, &ops);
+            failed_after_commits += usize::from(o.err.is_some() && o.acked > 0);
+            let dev: Arc<dyn PageDevice> = Arc::new(if case % 4 == 3 {
+                let Ok(dev) = Arc::try_unwrap(dev) else {
+                    panic!("the store still holds the device")
+                };
+                dev.into_inner_after_exit().unwrap()
+            } else {
+                unwrap_faulty(dev)
+            });
+            let Ok(store) = open_on(dev, cfg) else {
+                assert_eq!(o.acked, 0, "{kind:?} case {case} ({plan:?}): {:?}", o.err);
+                continue;
+            };
+            let got = tree_state(&RTree::open(store, params(kind)).unwrap());
+            assert!(
+                got == states[o.acked],
+                "{kind:?} case {case} ({plan:?}): {} objects recovered, {} after the {} operations that returned Ok (error: {:?})",
+                got.len(),
+                states[o.acked].len(),
+                o.acked,
+                o.err
+            );
+        }
+    }
+    assert!(failed_after_commits > 0, "no run failed after a commit");
+}
+
 tests_for!(campaign:
     crashes_recover_a_prefix_with_every_acknowledged_op_rtree => IndexKind::RTree,
     crashes_recover_a_prefix_with_every_acknowledged_op_rstar => IndexKind::RStar,

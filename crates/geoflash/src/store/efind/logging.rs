@@ -352,7 +352,8 @@ impl EfindStore {
             self.meta_dirty = false;
             self.last_op = Some(op);
             self.lock().stats.ops_committed += 1;
-            return self.flush_and_keep_room();
+            self.upkeep_due = true;
+            return Ok(());
         }
         if let Some(c) = self.client.as_mut() {
             c.committed();
@@ -361,7 +362,8 @@ impl EfindStore {
             self.commit_grouped(op)?;
             self.last_op = Some(op);
             self.lock().stats.ops_committed += 1;
-            return self.flush_and_keep_room();
+            self.upkeep_due = true;
+            return Ok(());
         }
         let mut recs = std::mem::take(&mut self.pending);
         recs.extend(self.client.as_mut().and_then(|c| c.take_record(op)));
@@ -391,12 +393,14 @@ impl EfindStore {
         }
         self.last_op = Some(op);
         self.lock().stats.ops_committed += 1;
-        self.flush_and_keep_room()
+        self.upkeep_due = true;
+        Ok(())
     }
 
-    /// Between operations: flushes while the write buffer is over budget
-    /// and keeps the log below its threshold.
-    fn flush_and_keep_room(&mut self) -> Result<()> {
+    /// Between operations (when the next one begins, see `upkeep_due`):
+    /// flushes while the write buffer is over budget and keeps the log below
+    /// its threshold.
+    pub(super) fn flush_and_keep_room(&mut self) -> Result<()> {
         if self.first_image() {
             if self.wb.bytes() > self.write_budget {
                 let low = self.write_budget / 8 * FLUSH_BATCH_LOW_WATER;
@@ -614,6 +618,8 @@ impl EfindStore {
         if self.log_mut()?.fill_ratio() > AFTER_COMPACT_MAX {
             self.compact_log()?;
         }
+        // Every buffered page is written and the log has its room.
+        self.upkeep_due = false;
         Ok(())
     }
 

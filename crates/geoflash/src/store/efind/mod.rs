@@ -442,6 +442,12 @@ pub struct EfindStore {
     last_op: Option<OpId>,
     /// Sticky failure: why the store refuses changes.
     failed: Option<String>,
+    /// The flushes and log upkeep owed by the newest commit
+    /// ([`Self::flush_and_keep_room`]), done when the next operation begins:
+    /// after a commit is in the log its operation has succeeded, so an error
+    /// of that upkeep (a full file system) must fail the next operation,
+    /// which has changed nothing yet, never the acknowledged one.
+    upkeep_due: bool,
     /// What restart did when the store was opened.
     restart: Option<RestartReport>,
     /// First-image format: pages with a complete record (PAGE_IMAGE or NEW)
@@ -673,6 +679,7 @@ impl EfindStore {
             held: group::HeldGroup::default(),
             last_op: None,
             failed: None,
+            upkeep_due: false,
             restart: None,
             imaged: Default::default(),
             imaged_epoch: 0,
@@ -938,6 +945,16 @@ impl NodeStore for EfindStore {
 
     fn begin_op(&mut self) -> Result<OpId> {
         self.check_writable()?;
+        // (Never in the middle of an operation: `begin` refuses that below.)
+        if self.ops.current.is_none() {
+            if std::mem::take(&mut self.upkeep_due) {
+                self.guard(Self::flush_and_keep_room)?;
+            }
+            // Room for the operation's log writes: a full file system fails
+            // the operation here, before it changes anything (the store
+            // stays usable once space is freed).
+            self.log_mut()?.reserve_ahead()?;
+        }
         let op = self.ops.begin()?;
         self.pending.clear();
         self.meta_dirty = false;

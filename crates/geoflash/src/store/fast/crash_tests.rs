@@ -362,6 +362,99 @@ fn campaign(kind: IndexKind) {
     assert!(sum.acknowledged > 0);
 }
 
+/// Runs `ops` (durability `sync`) on a FAST store created on `mem` and
+/// opened through a device failing per `plan`, until the first error.
+/// Returns the faulty device (the store dropped) and the state after each
+/// operation that returned `Ok`.
+fn run_until_error(
+    kind: IndexKind,
+    cfg: FastConfig,
+    ops: &[Op],
+    mem: &Arc<MemDevice>,
+    plan: FaultPlan,
+) -> (FaultyDevice<Arc<MemDevice>>, Vec<State>) {
+    let log_pages = cfg.log_pages(PAGE).unwrap();
+    {
+        let dev: Arc<dyn PageDevice> = mem.clone();
+        let log = LogPlacement::tail_of(&dev, log_pages).unwrap();
+        FastStore::create(dev, log, cfg).unwrap();
+    }
+    let fdev = Arc::new(FaultyDevice::new(mem.clone(), plan));
+    let mut states = vec![State::new()];
+    {
+        let dev: Arc<dyn PageDevice> = fdev.clone();
+        let log = LogPlacement::tail_of(&dev, log_pages).unwrap();
+        // (A failure during the open's restart leaves no operation done.)
+        if let Ok(store) = FastStore::open(dev, log, cfg) {
+            let mut t = RTree::open(store, params(kind, PAGE)).unwrap();
+            let mut o = Oracle::default();
+            for op in ops {
+                match o.apply(&mut t, op) {
+                    Ok(true) => states.push(state_of(&o)),
+                    Ok(false) => {}
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+    let Ok(fdev) = Arc::try_unwrap(fdev) else {
+        panic!("the store still holds the device")
+    };
+    (fdev, states)
+}
+
+/// FAST's side of eFIND's test of the same name (`efind::crash_tests`): a
+/// failed operation is never durable and an acknowledged one always is,
+/// whatever write, sync or page allocation fails (the flushes a commit
+/// leaves owed run when the next operation begins, and the log reserves
+/// its next writes' room then). After the failure the power fails
+/// (unsynced writes dropped) or, for a full device, the process exits
+/// (every completed write kept).
+#[test]
+fn a_failed_operation_is_never_durable_and_an_acknowledged_one_always_is() {
+    let mut failed_after_commits = 0;
+    for kind in [IndexKind::RTree, IndexKind::RStar] {
+        for case in 0..crate::testenv::crash_cases() {
+            let seed = splitmix(&mut (case.wrapping_mul(0x2000_0003) ^ kind as u64));
+            let cfg = FastConfig {
+                durability: Durability::Sync,
+                ..config(kind, case)
+            };
+            let ops = workload(seed, 120);
+            let mem = Arc::new(MemDevice::new(PAGE, DEV_PAGES).unwrap());
+            let (counting, done) = run_until_error(kind, cfg, &ops, &mem, FaultPlan::none());
+            let (writes, syncs) = (counting.writes_seen(), counting.stats().io.syncs);
+            let plan = FaultPlan {
+                fail_write: (case % 4 == 0).then(|| 1 + seed % writes),
+                fail_sync: (case % 4 == 1).then(|| 1 + seed % syncs),
+                max_distinct_pages: (case % 4 >= 2).then(|| 1 + seed % writes),
+                ..FaultPlan::none()
+            };
+            let mem = Arc::new(MemDevice::new(PAGE, DEV_PAGES).unwrap());
+            let (fdev, states) = run_until_error(kind, cfg, &ops, &mem, plan.clone());
+            let acked = states.len() - 1;
+            failed_after_commits += usize::from(acked > 0 && acked + 1 < done.len());
+            if case % 4 == 3 {
+                fdev.into_inner_after_exit().unwrap();
+            } else {
+                drop(fdev.into_inner());
+            }
+            let dev: Arc<dyn PageDevice> = mem;
+            let log = LogPlacement::tail_of(&dev, cfg.log_pages(PAGE).unwrap()).unwrap();
+            let store = FastStore::open(dev, log, cfg)
+                .unwrap_or_else(|e| panic!("{kind:?} case {case} ({plan:?}): restart: {e}"));
+            let got = tree_state(&RTree::open(store, params(kind, PAGE)).unwrap());
+            assert!(
+                got == states[acked],
+                "{kind:?} case {case} ({plan:?}): {} objects recovered, {} after the {acked} operations that returned Ok",
+                got.len(),
+                states[acked].len(),
+            );
+        }
+    }
+    assert!(failed_after_commits > 0, "no run failed after a commit");
+}
+
 tests_for!(campaign:
     crashes_recover_a_prefix_with_every_acknowledged_op_rtree => IndexKind::RTree,
     crashes_recover_a_prefix_with_every_acknowledged_op_rstar => IndexKind::RStar,

@@ -301,7 +301,13 @@ pub struct FastStore {
     held_last: Option<OpId>,
     /// Log bytes of the largest operation so far (headroom kept for the next).
     max_op_bytes: u64,
+    /// Sticky failure: why the store refuses changes.
     failed: Option<String>,
+    /// The flushes and log upkeep owed by the newest commit
+    /// ([`Self::after_commit`]), done when the next operation begins: an
+    /// error there (a full file system) fails that operation, which has
+    /// changed nothing yet, never the one whose COMMIT is logged.
+    upkeep_due: bool,
     /// Opened by [`FastStore::open_read_only`]: every change is refused.
     read_only: bool,
     /// First-image format: pages imaged in the log epoch `imaged_epoch`.
@@ -634,6 +640,7 @@ impl FastStore {
             held_last: None,
             max_op_bytes: 0,
             failed: None,
+            upkeep_due: false,
             read_only: false,
             imaged: Default::default(),
             imaged_epoch: 0,
@@ -917,6 +924,14 @@ impl NodeStore for FastStore {
     fn begin_op(&mut self) -> Result<OpId> {
         self.check_alive()?;
         self.guard(|s| s.log.maybe_sync())?;
+        // (Never in the middle of an operation: `begin` refuses that below.)
+        if self.ops.current.is_none() {
+            if std::mem::take(&mut self.upkeep_due) {
+                self.guard(Self::after_commit)?;
+            }
+            // Room for the operation's log writes (see `Log::reserve_ahead`).
+            self.log.reserve_ahead()?;
+        }
         let op = self.ops.begin()?;
         if !self.groups_operations() {
             self.staged.clear();
@@ -1019,7 +1034,8 @@ impl NodeStore for FastStore {
         self.ops.end(op)?;
         self.last_op = op;
         self.lock().stats.ops_committed += 1;
-        self.guard(|s| s.after_commit())
+        self.upkeep_due = true;
+        Ok(())
     }
 
     fn meta(&self) -> TreeMeta {
@@ -1039,6 +1055,8 @@ impl NodeStore for FastStore {
             s.checkpoint_inner()?;
             s.compact_log()
         })?;
+        // Every buffered page is written and the log compacted.
+        self.upkeep_due = false;
         self.clean_lsn = Some(self.log.last_lsn());
         Ok(())
     }

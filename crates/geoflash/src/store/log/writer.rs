@@ -17,6 +17,10 @@ use super::{Durability, LogConfig, LogLayout, LogStats, Lsn, LsnHorizon, SharedD
 /// sync being asked for (bounds the buffer's memory).
 const WRITE_BATCH_PAGES: usize = 16;
 
+/// The least room [`Log::reserve_ahead`] keeps reserved past the write
+/// position: 1 MiB of pages.
+const RESERVE_AHEAD_BYTES: u64 = 1 << 20;
+
 /// What a compaction did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CompactReport {
@@ -102,6 +106,13 @@ pub struct Log {
     /// Sealed logs: the XOR of the pages written since the last sync, the
     /// next seal page ([`super::seal`]).
     batch: BatchXor,
+    /// Positions of the live region below this one have their space on the
+    /// medium reserved ([`Log::reserve_ahead`]).
+    reserved_pos: u64,
+    /// `next_pos` at the previous [`Log::reserve_ahead`], and the most
+    /// pages written between two of its calls.
+    reserve_mark: u64,
+    reserve_stride: u64,
 }
 
 impl std::fmt::Debug for Log {
@@ -250,7 +261,38 @@ impl Log {
             stats: LogStats::default(),
             failed: None,
             batch: BatchXor::default(),
+            reserved_pos: 0,
+            reserve_mark: 0,
+            reserve_stride: 0,
         }
+    }
+
+    /// Between operations: makes sure the medium has room for the log's
+    /// next writes, so that a full file system is an error here, before an
+    /// operation has changed anything, and not of the write of a COMMIT
+    /// (which would leave a short write holding the COMMIT on the file
+    /// while the operation reports failure). Reserves (`PageDevice::reserve`)
+    /// twice the larger of 1 MiB and the most pages written between two
+    /// calls, whenever less than half of that is left; nothing on devices
+    /// without a file system beneath.
+    pub fn reserve_ahead(&mut self) -> Result<()> {
+        self.check_alive()?;
+        let stride = self.next_pos.saturating_sub(self.reserve_mark);
+        self.reserve_mark = self.next_pos;
+        self.reserve_stride = self.reserve_stride.max(stride);
+        let ahead = (RESERVE_AHEAD_BYTES / self.layout.page_size as u64)
+            .max(self.reserve_stride)
+            .max(1);
+        let region = self.layout.region_pages();
+        if self.reserved_pos >= region || self.next_pos + ahead <= self.reserved_pos {
+            return Ok(());
+        }
+        let from = self.next_pos.max(self.reserved_pos);
+        let to = (self.next_pos + 2 * ahead).min(region);
+        let live = self.sb.live;
+        self.dev.reserve(self.layout.region_page(live, from)..self.layout.region_page(live, to))?;
+        self.reserved_pos = to;
+        Ok(())
     }
 
     fn check_alive(&self) -> Result<()> {
@@ -883,6 +925,10 @@ impl Log {
             log.sb.write_mirror(&log.dev, &log.layout)?;
             log.stats.superblock_writes += 1;
             log.durable_pos = log.next_pos;
+            // The new region's written pages have their room; the rest is
+            // reserved by the next `reserve_ahead`.
+            log.reserved_pos = log.next_pos;
+            log.reserve_mark = log.next_pos;
             log.durable_lsn = log.last_lsn;
             log.written_lsn = log.last_lsn;
             log.record_bytes = stream.len() as u64;
