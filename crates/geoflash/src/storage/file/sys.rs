@@ -561,6 +561,24 @@ fn check_spans(buf_len: usize, spans: &[Span]) -> io::Result<()> {
 /// Deallocates the byte range `offset..offset+len` of `file` (the file size
 /// is kept); it reads as zeros afterwards.
 pub(crate) fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    fallocate(
+        file,
+        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+        offset,
+        len,
+    )
+}
+
+/// Allocates the blocks of the byte range `offset..offset+len` of `file`
+/// without changing its size or contents (`FALLOC_FL_KEEP_SIZE`): writes
+/// there need no new space afterwards.
+pub(crate) fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    fallocate(file, libc::FALLOC_FL_KEEP_SIZE, offset, len)
+}
+
+/// `fallocate(2)` with `mode` on the byte range `offset..offset+len`,
+/// retried when interrupted.
+fn fallocate(file: &File, mode: libc::c_int, offset: u64, len: u64) -> io::Result<()> {
     let off = libc::off_t::try_from(offset)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
     let len = libc::off_t::try_from(len)
@@ -568,35 +586,7 @@ pub(crate) fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
     loop {
         // SAFETY: `fallocate` takes plain integers and a valid open fd owned
         // by `file`; it touches no memory of this process.
-        let r = unsafe {
-            libc::fallocate(
-                file.as_raw_fd(),
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                off,
-                len,
-            )
-        };
-        if r == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINTR) {
-            return Err(e);
-        }
-    }
-}
-
-/// Allocates the blocks of the byte range `offset..offset+len` of `file`
-/// without changing its size or contents (`FALLOC_FL_KEEP_SIZE`): writes
-/// there need no new space afterwards.
-pub(crate) fn allocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
-    let off = libc::off_t::try_from(offset)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
-    let len = libc::off_t::try_from(len)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "length too large"))?;
-    loop {
-        // SAFETY: as in `punch_hole`: plain integers and a valid open fd.
-        let r = unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, off, len) };
+        let r = unsafe { libc::fallocate(file.as_raw_fd(), mode, off, len) };
         if r == 0 {
             return Ok(());
         }

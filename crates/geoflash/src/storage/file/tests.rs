@@ -341,6 +341,37 @@ fn reopen_after_sync_reads_back() {
     }
 }
 
+/// `reserve` allocates the pages' blocks (the file's block count grows)
+/// without changing its size or any page's content, so that their later
+/// writes need no space.
+#[test]
+fn reserve_allocates_blocks_and_keeps_size_and_contents() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = test_dir();
+    let path = dir.path().join("f");
+    let ps = 4096;
+    let d = FileDevice::open(&path, ps, opts(false, IoEngine::Psync, 0)).unwrap();
+    d.write(1, &pattern(1, 3, ps)).unwrap();
+    let before = std::fs::metadata(&path).unwrap();
+    d.reserve(0..64).unwrap();
+    let after = std::fs::metadata(&path).unwrap();
+    assert_eq!(after.len(), before.len(), "reserve changed the file's size");
+    if after.blocks() <= before.blocks() {
+        missing("fallocate on the test directory's file system");
+        return;
+    }
+    // 512-byte blocks: at least the 64 pages are allocated.
+    assert!(after.blocks() * 512 >= 64 * ps as u64, "{} blocks", after.blocks());
+    let mut buf = vec![0u8; 2 * ps];
+    d.read_batch(&[0, 1], &mut buf).unwrap();
+    assert!(buf[..ps].iter().all(|&b| b == 0));
+    assert_eq!(&buf[ps..], pattern(1, 3, ps));
+    // Writes into the reserved range extend the file as before.
+    d.write(40, &pattern(40, 3, ps)).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 41 * ps as u64);
+    assert!(d.reserve(5..5).is_ok());
+}
+
 #[test]
 fn bad_input_is_an_error() {
     let dir = test_dir();
