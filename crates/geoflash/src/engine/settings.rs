@@ -198,8 +198,9 @@ pub const SETTINGS: &[Setting] = &[
         "checkpoint_interval",
         "TIME",
         "eFIND and FAST: a commit or group commit this long after the last checkpoint \
-         checkpoints (bounds what a crash leaves to replay by time): 90s, 5min, 500ms, a \
-         number of seconds, or off (default 5min).",
+         checkpoints (after an operation: when the next one begins; bounds what a crash \
+         leaves to replay by time): 90s, 5min, 500ms, a number of seconds, or off \
+         (default 5min).",
     ),
     setting(
         "log_format",

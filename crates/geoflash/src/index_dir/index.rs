@@ -273,10 +273,10 @@ impl Index {
         self.checkpoints.interval()
     }
 
-    /// After an operation outside a batch that waits for its end: a
-    /// checkpoint when the interval has passed and the store's durability
-    /// mode has just made every committed operation durable (a durability
-    /// point; see `checkpoints.rs`).
+    /// Before an operation (for what the previous one made due), outside a
+    /// batch that waits for its end: a checkpoint when the interval has
+    /// passed and the store's durability mode has made every committed
+    /// operation durable (a durability point; see `checkpoints.rs`).
     pub(super) fn checkpoint_if_due(&mut self) -> Result<()> {
         // A batch waiting for its end runs the store in the unbounded
         // group mode: its end is its durability point.

@@ -19,16 +19,21 @@ pub const WARM_BATCH: usize = 16;
 
 impl Index {
     /// Runs the update `f` on the structure as a timed index phase, its
-    /// errors naming the page file; refused on a read-only index. A
-    /// checkpoint follows when it is due by time and the operation was a
-    /// durability point of the store's mode (`checkpoints.rs`).
+    /// errors naming the page file; refused on a read-only index. First the
+    /// checkpoint the previous operation made due (by time, when it was a
+    /// durability point of the store's mode, or by the record map's
+    /// frames; `checkpoints.rs`): run before this operation changes
+    /// anything, its error is this operation's, and an operation whose
+    /// commit is durable never reports a failure.
     fn change(&mut self, f: impl FnOnce(&mut dyn SpatialIndex) -> Result<()>) -> Result<()> {
         self.writable_by_key()?;
+        if !self.records.staged {
+            self.checkpoint_if_due()?;
+        }
         let watch = self.watch();
         let done = f(&mut *self.tree).map_err(|e| self.locate(e));
         self.note(watch, Phase::Index);
-        done?;
-        self.checkpoint_if_due()
+        done
     }
 
     /// Runs the query `f` on the structure as a timed filter phase, its

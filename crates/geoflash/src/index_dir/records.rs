@@ -50,6 +50,11 @@ pub(crate) struct RecordState {
     /// keys are that map's, not a caller's ids, so writes by key are
     /// refused ([`Index::check_keyed_writes`]).
     unclaimed: bool,
+    /// A frame is staged for the running operation ([`Index::with_frame`]):
+    /// the checkpoint the previous operation made due ran before the map
+    /// changed, and none may run until the operation commits (its
+    /// snapshot would hold the change its frame logs again).
+    pub(super) staged: bool,
 }
 
 impl Default for RecordState {
@@ -60,6 +65,7 @@ impl Default for RecordState {
             snapshot_bytes: 0,
             changed: false,
             unclaimed: false,
+            staged: false,
         }
     }
 }
@@ -124,6 +130,7 @@ impl Index {
             snapshot_bytes: 0,
             changed: true,
             unclaimed: false,
+            staged: false,
         };
         self.checkpoint()?;
         Ok(true)
@@ -135,6 +142,8 @@ impl Index {
     /// logged.
     pub fn insert_logged_record(&mut self, id: i64, rect: Rect, obj: Option<Vec<u8>>) -> Result<u64> {
         self.check_logged()?;
+        // What the previous operation made due, before the map changes.
+        self.checkpoint_if_due()?;
         let key = self.records.map.add(id, obj)?;
         let frame = rlog::add_frame(key, id, self.records.map.obj(key));
         let done = self.with_frame(&frame, |index| index.insert(key, rect));
@@ -151,6 +160,7 @@ impl Index {
     /// store's log).
     pub fn delete_logged_record(&mut self, key: u64, rect: Rect) -> Result<()> {
         self.check_logged()?;
+        self.checkpoint_if_due()?;
         let frame = rlog::remove_frame(key);
         let object = self.objects().is_some_and(|h| h.contains(key));
         self.with_frame(&frame, |index| {
@@ -188,7 +198,9 @@ impl Index {
         // A change through the map's own protocol is the front end's,
         // whether or not it claimed the map.
         let unclaimed = std::mem::replace(&mut self.records.unclaimed, false);
+        self.records.staged = true;
         let done = op(self);
+        self.records.staged = false;
         self.records.unclaimed = unclaimed;
         if let Some(c) = self.tree.client_log() {
             c.discard_staged();
@@ -262,6 +274,7 @@ impl Index {
             snapshot_bytes,
             changed,
             unclaimed: true,
+            staged: false,
         };
         Ok(())
     }

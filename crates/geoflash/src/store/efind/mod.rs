@@ -679,7 +679,8 @@ impl EfindStore {
             held: group::HeldGroup::default(),
             last_op: None,
             failed: None,
-            upkeep_due: false,
+            // A restart's replayed write buffer may be over budget.
+            upkeep_due: true,
             restart: None,
             imaged: Default::default(),
             imaged_epoch: 0,
@@ -947,8 +948,9 @@ impl NodeStore for EfindStore {
         self.check_writable()?;
         // (Never in the middle of an operation: `begin` refuses that below.)
         if self.ops.current.is_none() {
-            if std::mem::take(&mut self.upkeep_due) {
+            if self.upkeep_due {
                 self.guard(Self::flush_and_keep_room)?;
+                self.upkeep_due = false;
             }
             // Room for the operation's log writes: a full file system fails
             // the operation here, before it changes anything (the store

@@ -926,8 +926,9 @@ impl NodeStore for FastStore {
         self.guard(|s| s.log.maybe_sync())?;
         // (Never in the middle of an operation: `begin` refuses that below.)
         if self.ops.current.is_none() {
-            if std::mem::take(&mut self.upkeep_due) {
+            if self.upkeep_due {
                 self.guard(Self::after_commit)?;
+                self.upkeep_due = false;
             }
             // Room for the operation's log writes (see `Log::reserve_ahead`).
             self.log.reserve_ahead()?;

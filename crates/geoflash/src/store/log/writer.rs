@@ -269,28 +269,45 @@ impl Log {
 
     /// Between operations: makes sure the medium has room for the log's
     /// next writes, so that a full file system is an error here, before an
-    /// operation has changed anything, and not of the write of a COMMIT
-    /// (which would leave a short write holding the COMMIT on the file
-    /// while the operation reports failure). Reserves (`PageDevice::reserve`)
-    /// twice the larger of 1 MiB and the most pages written between two
-    /// calls, whenever less than half of that is left; nothing on devices
-    /// without a file system beneath.
+    /// operation has changed anything, rather than during its commit.
+    /// Reserves (`PageDevice::reserve`) twice the larger of 1 MiB and the
+    /// most pages written between two calls whenever less than that is
+    /// left; nothing on devices without a file system beneath. Every batch
+    /// written also reserves its own pages and the seal after them first
+    /// ([`Log::reserve_through`]), so that no page of a COMMIT's batch
+    /// reaches the file unless the whole batch has its room.
     pub fn reserve_ahead(&mut self) -> Result<()> {
         self.check_alive()?;
         let stride = self.next_pos.saturating_sub(self.reserve_mark);
         self.reserve_mark = self.next_pos;
         self.reserve_stride = self.reserve_stride.max(stride);
-        let ahead = (RESERVE_AHEAD_BYTES / self.layout.page_size as u64)
+        self.reserve_through(self.next_pos + self.ahead_pages() + self.seal_room())
+    }
+
+    /// The look-ahead of [`Log::reserve_ahead`], in pages.
+    fn ahead_pages(&self) -> u64 {
+        (RESERVE_AHEAD_BYTES / self.layout.page_size as u64)
             .max(self.reserve_stride)
-            .max(1);
+            .max(1)
+    }
+
+    /// Reserves the live region's positions below `end` that are not yet,
+    /// with the look-ahead (up to twice [`Log::ahead_pages`] past the write
+    /// position), capped at the region's end.
+    fn reserve_through(&mut self, end: u64) -> Result<()> {
         let region = self.layout.region_pages();
-        if self.reserved_pos >= region || self.next_pos + ahead <= self.reserved_pos {
+        if end <= self.reserved_pos || self.reserved_pos >= region {
             return Ok(());
         }
         let from = self.next_pos.max(self.reserved_pos);
-        let to = (self.next_pos + 2 * ahead).min(region);
-        let live = self.sb.live;
-        self.dev.reserve(self.layout.region_page(live, from)..self.layout.region_page(live, to))?;
+        let to = end
+            .max(self.next_pos + 2 * self.ahead_pages())
+            .min(region);
+        if from < to {
+            let live = self.sb.live;
+            self.dev
+                .reserve(self.layout.region_page(live, from)..self.layout.region_page(live, to))?;
+        }
         self.reserved_pos = to;
         Ok(())
     }
@@ -560,6 +577,8 @@ impl Log {
             }
             ids.push(self.layout.region_page(self.sb.live, pos));
         }
+        // The batch's room (and its seal's) before any of it is written.
+        self.reserve_through(self.next_pos + n as u64 + self.seal_room())?;
         self.dev.write_batch(&ids, &out)?;
         self.next_pos += n as u64;
         self.stats.pages_written += n as u64;
