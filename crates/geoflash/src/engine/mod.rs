@@ -53,7 +53,7 @@ pub use crate::manifest::{write_atomic, Access, DirLock, MANIFEST_FILE};
 pub use crate::manifest::{Crs, Manifest};
 pub use crate::objects::geometry::{bounding_rect, from_wkb, to_wkb, window_geometry};
 pub use crate::objects::CompactReport;
-pub use crate::objects::{Geometry, Heap};
+pub use crate::objects::{Committed, Geometry, Heap, Prepared};
 pub use crate::page::max_entries;
 pub use crate::spatial::SpatialIndex;
 pub use crate::staging::{adopt_interrupted, remove_abandoned, request_stop, stop_requested};

@@ -156,7 +156,7 @@ mod tests {
                 (0.0..100.0f64, 0.0..100.0f64, 0.0..60.0f64, 0.0..60.0f64), 1..6),
         ) {
             let dir = tempfile::tempdir().unwrap();
-            let mut heap = Heap::create(&dir.path().join("objects.dat")).unwrap();
+            let mut heap = Heap::create(&dir.path().join("objects.dat"), 0).unwrap();
             let mut t = tree();
             let geoms: Vec<Geometry> = shapes.iter().map(geometry).collect();
             for (i, g) in geoms.iter().enumerate() {
@@ -197,7 +197,7 @@ mod tests {
     #[test]
     fn refinement_drops_mbr_only_matches() {
         let dir = tempfile::tempdir().unwrap();
-        let mut heap = Heap::create(&dir.path().join("objects.dat")).unwrap();
+        let mut heap = Heap::create(&dir.path().join("objects.dat"), 0).unwrap();
         let mut t = tree();
         // a thin diagonal triangle whose MBR covers the window's corner, but not the triangle
         let tri: Geometry =

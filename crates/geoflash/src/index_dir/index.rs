@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use super::devices::SavedSim;
 use super::factory::pages_file;
+use super::objects::HEAP_ONLY_GENERATIONS;
 use crate::index::ReadMode;
 use crate::manifest::{Access, DirLock, Manifest};
 use crate::metrics::{CpuClockOff, Phase, PhaseTimes, Stats, Stopwatch};
@@ -240,19 +241,20 @@ impl Index {
 
     /// Flushes everything and syncs the device; a simulated flash device's
     /// state is saved to `device.img` (atomically) so a later command can
-    /// reopen it. A record map whose changes are in the store's log is
-    /// written first as the snapshot of its next generation, which the
-    /// store's checkpoint names (see `records.rs`).
+    /// reopen it. When the record map (its changes in the store's log)
+    /// changed or the object heap has pending changes, the checkpoint names
+    /// a new generation: the map's snapshot of it and the heap's commit
+    /// (its changes and mark) are written first, then the store's
+    /// checkpoint (or the rollback journal's commit) names it, so a crash
+    /// anywhere reopens the three together (see `records.rs` and
+    /// the `objects` module).
     pub fn checkpoint(&mut self) -> Result<()> {
         if self.access == Access::Read {
             return Ok(());
         }
-        if let Some(heap) = &self.objects {
-            heap.sync()?;
-        }
-        let generation = self.records_before_checkpoint()?;
+        let named = self.before_store_checkpoint()?;
         self.tree.checkpoint().map_err(|e| self.locate(e))?;
-        if let Some(g) = generation {
+        if let Some((g, true)) = named {
             self.records_after_checkpoint(g)?;
         }
         if let Some(journal) = &self.journal {
@@ -265,6 +267,50 @@ impl Index {
         }
         self.checkpoints.restart();
         Ok(())
+    }
+
+    /// The first steps of a checkpoint that names a new generation (see
+    /// [`Index::checkpoint`]): the record map's snapshot of it, the object
+    /// heap's commit, and the generation staged for the store's
+    /// checkpoint. Returns the generation and whether the map's snapshot
+    /// was written (`None`: the checkpoint names no new generation).
+    pub(super) fn before_store_checkpoint(&mut self) -> Result<Option<(u64, bool)>> {
+        let Some(g) = self.next_checkpoint_generation() else {
+            return Ok(None);
+        };
+        let saved = self.records_before_checkpoint(g)?;
+        self.commit_heap(g)?;
+        if let Some(c) = self.tree.client_log() {
+            c.set_next_generation(g);
+        }
+        Ok(Some((g, saved)))
+    }
+
+    /// The generation the next checkpoint names, when it must name a new
+    /// one (the record map in the store's log changed, or the object heap
+    /// has changes pending): one never named before. In a store's log the
+    /// record map's generations count from 1 and the object heap's alone
+    /// (no map in the log) from [`HEAP_ONLY_GENERATIONS`], so an open tells
+    /// which one the store's checkpoint names.
+    fn next_checkpoint_generation(&self) -> Option<u64> {
+        if !self.records_changed() && !self.heap_pending() {
+            return None;
+        }
+        let named = match (self.tree.client_log_ref(), &self.journal) {
+            (Some(c), _) => {
+                let scheme = if self.records_in_log() { 0 } else { HEAP_ONLY_GENERATIONS };
+                let ours = |g: Option<u64>| g.filter(|g| g & HEAP_ONLY_GENERATIONS == scheme);
+                let newest = ours(c.generation()).max(ours(c.next_generation()));
+                newest.unwrap_or(scheme).max(self.records.map_generation())
+            }
+            (None, Some(j)) => j.client_mark(),
+            (None, None) => self
+                .objects
+                .as_ref()
+                .and_then(crate::objects::Heap::mark)
+                .unwrap_or(0),
+        };
+        Some(named + 1)
     }
 
     /// How long after the last checkpoint a durability point checkpoints
@@ -301,7 +347,7 @@ impl Index {
 
     /// Makes every operation committed so far durable at the lowest cost
     /// the store allows: a store with a log (eFIND, FAST) syncs its log
-    /// (the object heap first, when there is one) and keeps its dirty nodes
+    /// (which holds the object heap's changes too) and keeps its dirty nodes
     /// for its flushing policy, so a crash after this returns replays them
     /// from the log; a store without a log, or an index directory on a
     /// simulated device (saved whole to `device.img` at checkpoints), is
@@ -316,9 +362,6 @@ impl Index {
         }
         if self.saved_at_checkpoints() || self.checkpoints.due() || self.record_frames_due() {
             return self.checkpoint();
-        }
-        if let Some(heap) = &self.objects {
-            heap.sync()?;
         }
         if self.tree.sync_committed().map_err(|e| self.locate(e))? {
             return Ok(());

@@ -48,6 +48,8 @@ mod inspection;
 mod journal;
 mod locator;
 mod objects;
+#[cfg(test)]
+mod objects_tests;
 mod open;
 mod operations;
 mod options;

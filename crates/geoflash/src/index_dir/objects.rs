@@ -1,6 +1,9 @@
 //! Exact geometries of an [`Index`]: its object heap (`objects.dat`),
 //! opened with the index or created on first use; objects inserted and
-//! deleted with their MBRs; range queries refined on the geometries.
+//! deleted with their MBRs, each change of the heap made durable with its
+//! operation (see [`crate::objects`], "Commits"): a frame in the store's
+//! log (eFIND, FAST), or the checkpoint (stores under a rollback
+//! journal); range queries refined on the geometries.
 use std::path::Path;
 
 use super::options::IndexOptions;
@@ -10,15 +13,136 @@ use crate::index::query::{Predicate, QueryResult};
 use crate::index::BulkMethod;
 use crate::manifest::Access;
 use crate::metrics::Phase;
+use crate::objects::{frame, Committed, Heap};
 use crate::{Error, Result};
 
-/// The object heap of the index in `dir`, if it has one.
-pub(super) fn open_objects(dir: &Path, access: Access) -> Result<Option<crate::objects::Heap>> {
+/// The object heap of the index in `dir`, if it has one, its committed
+/// records those `committed` says.
+pub(super) fn open_objects(dir: &Path, access: Access, committed: Committed) -> Result<Option<Heap>> {
     let path = dir.join(crate::objects::OBJECTS_FILE);
     if !path.exists() {
         return Ok(None);
     }
-    crate::objects::Heap::open(&path, access == Access::Read).map(Some)
+    Heap::open(&path, access == Access::Read, committed).map(Some)
+}
+
+/// The first generation a store's checkpoint names for the object heap
+/// of an index without a record map in the store's log (the high bit set):
+/// the map's generations count from 1, so an open tells whose generation
+/// the checkpoint names.
+pub(super) const HEAP_ONLY_GENERATIONS: u64 = 1 << 63;
+
+/// How an index makes its object heap's changes durable with its
+/// operations (see [`crate::objects`], "Commits").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HeapProtocol {
+    /// Each change is a frame logged with its operation; checkpoints name
+    /// the heap's generation in the store's CHECKPOINT record.
+    Log,
+    /// The structure is durable at checkpoints only, under a rollback
+    /// journal whose header names the heap's generation.
+    Journal,
+    /// Written in place without a journal (the papers' mode): no crash
+    /// promise, for the heap either.
+    Unprotected,
+}
+
+/// The object heap: its protocol, opening and committing with the index.
+impl Index {
+    /// The heap's protocol; `Err` naming why when the index has none that
+    /// keeps the heap and the tree together (a store with a log written
+    /// before CLIENT frames, or the plain store on a simulated device).
+    fn heap_protocol(&self) -> Result<HeapProtocol> {
+        if self.tree.client_log_ref().is_some() {
+            return Ok(HeapProtocol::Log);
+        }
+        if self.journal.is_some() {
+            return Ok(HeapProtocol::Journal);
+        }
+        if self.manifest.store.in_place() {
+            return Ok(HeapProtocol::Unprotected);
+        }
+        let dir = self.dir.as_deref().map_or(String::new(), |d| format!("{}: ", d.display()));
+        Err(Error::invalid(format!(
+            "{dir}this index cannot commit changes of its object heap ({}) with its operations: its store's \
+             log predates the frames that carry them, or it has neither a log nor a rollback journal \
+             (the plain store on a simulated device); rebuild it (`geoflash build`) to change its objects",
+            crate::objects::OBJECTS_FILE
+        )))
+    }
+
+    /// The generation the index's newest checkpoint names for the heap
+    /// (`None`: its checkpoints name none; see [`Committed`]).
+    pub(super) fn heap_generation(&self) -> Option<u64> {
+        if let Some(c) = self.tree.client_log_ref() {
+            return Some(c.generation().unwrap_or(0));
+        }
+        self.journal.as_ref().map(|j| j.client_mark())
+    }
+
+    /// Which records of the heap file are committed (see [`Committed`]).
+    pub(super) fn heap_committed(&self) -> Committed {
+        self.heap_generation()
+            .map_or(Committed::LastMark, Committed::Through)
+    }
+
+    /// At open: the heap, its committed records, then the changes of the
+    /// operations the store's restart kept (`frames`), pending again.
+    pub(super) fn open_heap(&mut self, frames: Vec<Vec<u8>>) -> Result<()> {
+        let Some(dir) = self.dir.clone() else {
+            return Ok(());
+        };
+        self.objects = open_objects(&dir, self.access, self.heap_committed())?;
+        if frames.is_empty() {
+            return Ok(());
+        }
+        let heap = self.objects.as_mut().ok_or_else(|| {
+            Error::corrupt(
+                None,
+                format!(
+                    "the store's log holds {} change(s) of the object heap, but {} is missing",
+                    frames.len(),
+                    crate::objects::OBJECTS_FILE
+                ),
+            )
+            .in_file(dir.join(crate::objects::OBJECTS_FILE))
+        })?;
+        for f in &frames {
+            heap.apply_frame(f)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the heap has changes the next checkpoint writes.
+    pub(super) fn heap_pending(&self) -> bool {
+        self.objects.as_ref().is_some_and(Heap::has_pending)
+    }
+
+    /// Part of the checkpoint naming `generation`: the heap's pending
+    /// changes and its mark, written and synced before the store's
+    /// checkpoint or the journal's commit names the generation.
+    pub(super) fn commit_heap(&mut self, generation: u64) -> Result<()> {
+        let Some(heap) = self.objects.as_mut() else {
+            return Ok(());
+        };
+        heap.commit(generation)?;
+        if let Some(j) = &self.journal {
+            j.set_client_mark(generation);
+        }
+        Ok(())
+    }
+
+    /// Runs `op` (an operation of the structure) with the heap's `frame`
+    /// staged for the store's log when the heap's protocol logs it; first
+    /// the checkpoint the previous operation made due, unless a frame of
+    /// the record map is staged already (its caller ran it).
+    fn with_heap_frame(&mut self, frame: &[u8], op: impl FnOnce(&mut Index) -> Result<()>) -> Result<()> {
+        let logged = self.heap_protocol()? == HeapProtocol::Log;
+        if !self.records.staged {
+            self.checkpoint_if_due()?;
+        }
+        self.with_staged(logged.then_some(frame), op)
+    }
 }
 
 /// Exact geometries: the object heap and refined queries.
@@ -46,6 +170,10 @@ impl Index {
             let heap = index.objects_mut()?;
             for (id, g) in objects {
                 heap.put(*id, &[], g)?;
+                if heap.pending_bytes() > super::records::RECORD_FRAMES_BUDGET {
+                    // Written now, committed by the load's checkpoint.
+                    heap.spill()?;
+                }
             }
             Ok((index, ()))
         })
@@ -57,12 +185,14 @@ impl Index {
         self.objects.as_ref()
     }
 
-    /// The object heap, created in the index directory when missing. An
-    /// opened index already holds its heap if it has one, so a heap file
-    /// found here is a leftover (none in a new staging directory): it is
-    /// replaced.
+    /// The object heap, created in the index directory when missing (its
+    /// first mark the generation the index's checkpoint names), refusing
+    /// writes when it cannot take them. An opened index already holds its
+    /// heap if it has one, so a heap file found here is a leftover (none in
+    /// a new staging directory): it is replaced.
     fn objects_mut(&mut self) -> Result<&mut crate::objects::Heap> {
         self.writable_by_key()?;
+        let generation = self.heap_generation().unwrap_or(0);
         let heap = match self.objects.take() {
             Some(h) => h,
             None => {
@@ -77,52 +207,45 @@ impl Index {
                         source,
                     })?;
                 }
-                crate::objects::Heap::create(&path)?
+                crate::objects::Heap::create(&path, generation)?
             }
         };
-        Ok(self.objects.insert(heap))
+        let heap = self.objects.insert(heap);
+        heap.check_writable()?;
+        Ok(heap)
     }
 
     /// Inserts object `id` with its exact geometry: the WKB goes to the
-    /// object heap (created on first use), the MBR into the tree. An error
-    /// if `id` is already in the heap; nothing changes on an error.
+    /// object heap (created on first use), the MBR into the tree, in one
+    /// operation (the heap's change is durable exactly when the tree's is).
+    /// An error if `id` is already in the heap; nothing changes on an
+    /// error.
     pub fn insert_object(&mut self, id: u64, geometry: &crate::objects::Geometry) -> Result<()> {
-        let rect = crate::objects::geometry::bounding_rect(geometry)
+        crate::objects::geometry::bounding_rect(geometry)
             .map_err(|e| Error::invalid(format!("object {id}: {e}")))?;
+        let object = Heap::prepare(id, &[], geometry)?;
+        self.heap_protocol()?;
         if self.objects_mut()?.contains(id) {
             return Err(Error::invalid(format!(
                 "object {id} is already in the object heap; delete it first"
             )));
         }
-        let watch = self.watch();
-        let done = self.tree.insert(id, rect);
-        self.note(watch, Phase::Index);
-        self.locator.track(&done, |m| {
-            m.insert(id, rect);
-        });
-        done?;
-        if let Err(e) = self.objects_mut().and_then(|h| h.put(id, &[], geometry)) {
-            let _ = self.tree.delete(id, rect);
-            self.locator.forget();
-            return Err(e);
-        }
-        Ok(())
+        let rect = object.rect();
+        self.with_heap_frame(&object.frame(id), |index| index.insert(id, rect))?;
+        // No I/O: the heap was found writable above.
+        self.objects_mut()?.put_prepared(id, object)
     }
 
-    /// Deletes object `id` from the tree and the object heap.
+    /// Deletes object `id` from the tree and the object heap, in one
+    /// operation (as [`Index::insert_object`]).
     pub fn delete_object(&mut self, id: u64) -> Result<()> {
+        self.heap_protocol()?;
         let heap = self.objects_mut()?;
         let g = heap
             .get(id)?
             .ok_or_else(|| Error::invalid(format!("object {id} is not in the object heap")))?;
         let rect = crate::objects::geometry::bounding_rect(&g)?;
-        let watch = self.watch();
-        let done = self.tree.delete(id, rect);
-        self.note(watch, Phase::Index);
-        self.locator.track(&done, |m| {
-            m.remove(&id);
-        });
-        done?;
+        self.with_heap_frame(&frame::delete(id), |index| index.delete(id, rect))?;
         self.objects_mut()?.delete(id)
     }
 

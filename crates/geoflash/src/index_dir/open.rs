@@ -6,7 +6,6 @@ use std::sync::Mutex;
 
 use super::devices::{missing_file, reopen_device};
 use super::factory::{make, open_log_device, pages_file, Site, StoreOpen, LOG_FILE};
-use super::objects::open_objects;
 use super::Index;
 use crate::config::StructureConfig;
 use crate::index::RTree;
@@ -103,7 +102,7 @@ impl Index {
             journal,
             rolled_back,
             sims,
-            objects: open_objects(dir, access)?,
+            objects: None,
             access,
             _lock: Some(lock),
             times: Mutex::new(times),
@@ -113,9 +112,22 @@ impl Index {
             checkpoints: super::checkpoints::CheckpointTimer::new(store.checkpoint_interval()),
             records: Default::default(),
         };
-        // A record map whose changes are in the store's log: its snapshot
-        // and the frames restart kept.
-        index.open_logged_records()?;
+        // The frames restart kept: the object heap's changes (on top of its
+        // committed records) and a record map's whose changes are in the
+        // store's log (on top of its snapshot).
+        let mut found = index.tree.client_log().and_then(|c| c.take_recovered());
+        let heap_frames = match found.as_mut() {
+            Some(f) => {
+                let (heap, map): (Vec<_>, Vec<_>) = std::mem::take(&mut f.frames)
+                    .into_iter()
+                    .partition(|fr| crate::objects::frame::is_heap_frame(fr));
+                f.frames = map;
+                heap
+            }
+            None => Vec::new(),
+        };
+        index.open_heap(heap_frames)?;
+        index.open_logged_records(found)?;
         index.note_own_log_records();
         Ok(index)
     }

@@ -57,6 +57,14 @@ pub(crate) struct RecordState {
     pub(super) staged: bool,
 }
 
+impl RecordState {
+    /// The generation of the record map's newest snapshot (0 for an
+    /// identity map).
+    pub(super) fn map_generation(&self) -> u64 {
+        self.map.generation()
+    }
+}
+
 impl Default for RecordState {
     fn default() -> Self {
         RecordState {
@@ -189,8 +197,7 @@ impl Index {
     /// operation (the one `op` runs); what `op` did not commit is dropped.
     fn with_frame(&mut self, frame: &[u8], op: impl FnOnce(&mut Index) -> Result<()>) -> Result<()> {
         self.writable()?;
-        let staged = self.tree.client_log().map(|c| c.stage(frame));
-        if staged.is_none() {
+        if self.tree.client_log_ref().is_none() {
             return Err(Error::invalid(
                 "the store's log takes no record-map frames (internal: the map is marked as logged there)",
             ));
@@ -198,42 +205,58 @@ impl Index {
         // A change through the map's own protocol is the front end's,
         // whether or not it claimed the map.
         let unclaimed = std::mem::replace(&mut self.records.unclaimed, false);
-        self.records.staged = true;
-        let done = op(self);
-        self.records.staged = false;
+        let done = self.with_staged(Some(frame), op);
         self.records.unclaimed = unclaimed;
-        if let Some(c) = self.tree.client_log() {
-            c.discard_staged();
+        done
+    }
+
+    /// Runs `op` with `frame` (if any) staged for the store's next
+    /// committed operation, no checkpoint running meanwhile (its snapshot
+    /// or heap commit would hold the change the frame logs again); what
+    /// `op` did not commit is dropped. Nested calls (the record map's frame
+    /// and the object heap's, for one operation) stage both.
+    pub(super) fn with_staged(
+        &mut self,
+        frame: Option<&[u8]>,
+        op: impl FnOnce(&mut Index) -> Result<()>,
+    ) -> Result<()> {
+        self.writable()?;
+        if let (Some(f), Some(c)) = (frame, self.tree.client_log()) {
+            c.stage(f);
+        }
+        let outer = std::mem::replace(&mut self.records.staged, true);
+        let done = op(self);
+        self.records.staged = outer;
+        if !outer {
+            if let Some(c) = self.tree.client_log() {
+                c.discard_staged();
+            }
         }
         done
     }
 
-    /// Before the store's checkpoint of an index whose map is in its log:
-    /// writes the snapshot of the next generation and names it for the
-    /// store's checkpoint; returns that generation (`None`: nothing to do).
-    pub(super) fn records_before_checkpoint(&mut self) -> Result<Option<u64>> {
+    /// Whether the record map must be saved at the next checkpoint: its
+    /// changes are in the store's log and it changed since its snapshot.
+    pub(super) fn records_changed(&self) -> bool {
+        self.records.logged
+            && self.records.changed
+            && self.access == crate::manifest::Access::Write
+            && self.dir.is_some()
+    }
+
+    /// Before the store's checkpoint naming `generation`, of an index whose
+    /// map is in its log: writes the snapshot of that generation; returns
+    /// whether it did (`records_after_checkpoint` then promotes it).
+    pub(super) fn records_before_checkpoint(&mut self, generation: u64) -> Result<bool> {
         if !self.records.logged || self.access == crate::manifest::Access::Read {
-            return Ok(None);
-        }
-        if !self.records.changed {
-            // The newest snapshot holds the map; the store's log holds no
-            // frame of it that a checkpoint would drop.
-            return Ok(None);
+            return Ok(false);
         }
         let Some(dir) = self.dir.clone() else {
-            return Ok(None);
+            return Ok(false);
         };
-        let (generation, bytes) = self.records.map.save_next(&dir)?;
+        let bytes = self.records.map.save_next(&dir, generation)?;
         self.records.snapshot_bytes = bytes;
-        match self.tree.client_log() {
-            Some(c) => c.set_next_generation(generation),
-            None => {
-                return Err(Error::invalid(
-                    "internal: a record map in the store's log on a store without one",
-                ))
-            }
-        }
-        Ok(Some(generation))
+        Ok(true)
     }
 
     /// After the store's checkpoint naming `generation`: the snapshot
@@ -249,16 +272,33 @@ impl Index {
     /// At open: the map of an index whose store's newest checkpoint names a
     /// record-map generation, read from its snapshot and the frames restart
     /// handed back (see [`Records::load_logged`]); nothing for other indexes.
-    pub(super) fn open_logged_records(&mut self) -> Result<()> {
+    pub(super) fn open_logged_records(
+        &mut self,
+        found: Option<crate::store::log::RecoveredClient>,
+    ) -> Result<()> {
         let Some(dir) = self.dir.clone() else {
             return Ok(());
         };
-        let Some(found) = self.tree.client_log().and_then(|c| c.take_recovered()) else {
+        let Some(found) = found else {
             return Ok(());
         };
         let Some(generation) = found.generation else {
             return Ok(());
         };
+        if generation & super::objects::HEAP_ONLY_GENERATIONS != 0 {
+            // The object heap's generation: no record map in the log.
+            if !found.frames.is_empty() {
+                return Err(Error::corrupt(
+                    None,
+                    format!(
+                        "the store's log holds {} record-map change(s), but its newest checkpoint names no record map (generation {generation} is the object heap's)",
+                        found.frames.len()
+                    ),
+                )
+                .in_file(dir.join(crate::records::RECORDS_FILE)));
+            }
+            return Ok(());
+        }
         let writable = self.access == crate::manifest::Access::Write;
         let map = Records::load_logged(&dir, generation, &found.frames, writable)?;
         let snapshot_bytes = std::fs::metadata(dir.join(crate::records::RECORDS_FILE))
@@ -328,10 +368,19 @@ impl Index {
         )))
     }
 
-    /// Whether the frames in the store's log have reached their budget
-    /// (see [`RECORD_FRAMES_BUDGET`]): the next durability point checkpoints.
+    /// Whether the frames in the store's log (the record map's and the
+    /// object heap's), or the object heap's changes pending in memory, have
+    /// reached their budget (see [`RECORD_FRAMES_BUDGET`]): the next
+    /// durability point checkpoints.
     pub(super) fn record_frames_due(&self) -> bool {
-        if !self.records.logged {
+        if self
+            .objects
+            .as_ref()
+            .is_some_and(|h| h.pending_bytes() > RECORD_FRAMES_BUDGET)
+        {
+            return true;
+        }
+        if !self.records.logged && self.objects.is_none() {
             return false;
         }
         let Some(c) = self.tree.client_log_ref() else {

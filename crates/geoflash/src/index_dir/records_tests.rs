@@ -211,7 +211,7 @@ fn a_crash_between_the_steps_of_a_checkpoint_opens_the_snapshot_the_store_names(
         insert(&mut index, &mut oracle, i as i64, rect(i));
     }
     index.commit().unwrap();
-    assert_eq!(index.records_before_checkpoint().unwrap(), Some(g + 1));
+    assert_eq!(index.before_store_checkpoint().unwrap(), Some((g + 1, true)));
     drop(index);
     assert_eq!(generation(dir, NEXT_FILE), g + 1);
     let index = Index::open(dir, Access::Write).unwrap();
@@ -226,7 +226,7 @@ fn a_crash_between_the_steps_of_a_checkpoint_opens_the_snapshot_the_store_names(
     for i in 60..70u64 {
         insert(&mut index, &mut oracle, i as i64, rect(i));
     }
-    let next = index.records_before_checkpoint().unwrap().unwrap();
+    let (next, _) = index.before_store_checkpoint().unwrap().unwrap();
     index.tree.checkpoint().unwrap();
     drop(index);
     assert_eq!((generation(dir, RECORDS_FILE), generation(dir, NEXT_FILE)), (g, next));

@@ -2,7 +2,7 @@
 //! payloads by object id, used by the refinement step of queries
 //! ([`crate::index::refine`]) and written by dataset import.
 //!
-//! # File format
+//! # File format (version 2)
 //!
 //! An append-only file: a 16-byte header (magic `GFOBJHP\0`, format version
 //! as `u16` little-endian, six zero bytes) and then records, each
@@ -10,11 +10,11 @@
 //! | bytes | field |
 //! |---|---|
 //! | 4 | record magic `OBJR` |
-//! | 1 | kind: 1 = object, 2 = tombstone (delete) |
+//! | 1 | kind: 1 = object, 2 = tombstone (delete), 3 = mark (a checkpoint) |
 //! | 3 | zero |
-//! | 8 | object id (`u64` LE) |
-//! | 4 | payload length `p` (`u32` LE; 0 in a tombstone) |
-//! | 4 | WKB length `w` (`u32` LE; 0 in a tombstone) |
+//! | 8 | object id (`u64` LE); in a mark, its generation |
+//! | 4 | payload length `p` (`u32` LE; 0 in a tombstone and a mark) |
+//! | 4 | WKB length `w` (`u32` LE; 0 in a tombstone and a mark) |
 //! | 4 | CRC-32C of the payload and the WKB |
 //! | 4 | CRC-32C of the 28 header bytes above |
 //! | p | payload |
@@ -22,34 +22,62 @@
 //!
 //! A newer record of an id replaces the older one; a tombstone deletes it.
 //!
+//! # Commits: the heap at the index's checkpoints
+//!
+//! The heap changes with the index's operations but is written only at
+//! the index's checkpoints ([`Heap::commit`]): between two, the changes
+//! are *pending* in memory (reads see them), and what makes them survive
+//! a crash is the index's own protocol: the store's log, where each change
+//! is a frame logged with its operation ([`frame`]; eFIND and FAST), or
+//! the checkpoint itself (stores that write in place under a rollback
+//! journal). A commit appends the pending records and a *mark* naming the
+//! checkpoint's generation, in one write, and syncs; the index's
+//! checkpoint then names that generation (the store's CHECKPOINT record,
+//! or the rollback journal's header), so the heap and the tree change
+//! together:
+//!
+//! - opening the heap with the generation the index's newest checkpoint
+//!   names ([`Committed::Through`]) keeps the records up to that mark,
+//!   exactly; what follows it was written by a checkpoint that did not
+//!   finish, and is dropped (truncated by a writable open, ignored by a
+//!   read-only one), whatever a crash left there (torn records, zeros).
+//!   Generations are told apart by equality only: each checkpoint names
+//!   one never named before;
+//! - every heap begins with the mark of the generation it was created
+//!   under, so that mark is always found: a heap without the mark its index
+//!   names, or damaged before it, is an [`Error::Corrupt`] naming the file;
+//! - the changes of the operations after that checkpoint come back from
+//!   the store's log ([`Heap::apply_frame`]) and are pending again.
+//!
+//! A file of version 1 (written before marks) has none: every complete
+//! record in it is committed, as its writer made them; its first commit
+//! writes the mark of the generation the index holds before its records,
+//! then the header's version 2.
+//!
 //! # Index of ids
 //!
 //! The id → offset map is **rebuilt by scanning the file at open** (no
 //! separate index file to keep consistent): every record's framing and
 //! checksums are verified on the way, so an open file is known to be intact.
 //! A record with a bad magic, kind or header checksum, or a complete record
-//! with a bad body checksum, is an [`Error::Corrupt`] naming the file and
-//! the record's offset. The header checksum makes the lengths trustworthy,
-//! so the only damage tolerated is an *incomplete* last record (the file
-//! ends inside it): a torn append from a crash. A writable open truncates it, a
-//! read-only open ignores it; both log a warning. Records are checked again
-//! (checksum and WKB) when [`Heap::get`] reads them.
-//!
-//! Writes go to the end of the file; [`Heap::sync`] makes them durable (the
-//! index's checkpoint calls it). A failed write makes the heap refuse
-//! further writes (sticky error) so it never appends after a partial record.
-//! [`Heap::compact`] rewrites the live records into a new file and renames
-//! it over the old one (write, sync, rename, sync the directory).
+//! with a bad body checksum, before the committed mark is an
+//! [`Error::Corrupt`] naming the file and the record's offset. Records are
+//! checked again (checksum and WKB) when [`Heap::get`] reads them. A
+//! failed write makes the heap refuse further writes (sticky error) so it
+//! never appends after a partial record. [`Heap::compact`] rewrites the
+//! live records into a new file and renames it over the old one (write,
+//! sync, rename, sync the directory).
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{BufReader, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::geom::Rect;
 use crate::{Error, Result};
 
+pub mod frame;
 pub mod geometry;
+mod scan;
 
 /// An exact geometry (`geo` crate, `f64` coordinates).
 pub type Geometry = geo::Geometry<f64>;
@@ -57,8 +85,10 @@ pub type Geometry = geo::Geometry<f64>;
 /// File name of the heap inside an index directory.
 pub const OBJECTS_FILE: &str = "objects.dat";
 
-/// Newest heap format version this code reads and writes.
-pub const HEAP_FORMAT_VERSION: u16 = 1;
+/// Newest heap format version this code reads and writes (2: with marks).
+pub const HEAP_FORMAT_VERSION: u16 = 2;
+/// The first format version with marks.
+const MARKED: u16 = 2;
 
 const FILE_MAGIC: &[u8; 8] = b"GFOBJHP\0";
 const FILE_HEADER: u64 = 16;
@@ -66,8 +96,22 @@ const RECORD_MAGIC: &[u8; 4] = b"OBJR";
 const RECORD_HEADER: usize = 32;
 const KIND_OBJECT: u8 = 1;
 const KIND_TOMBSTONE: u8 = 2;
+const KIND_MARK: u8 = 3;
 /// Largest payload or WKB of one record (1 GiB).
 pub const MAX_PART: u32 = 1 << 30;
+
+/// Which records of the file an open takes as committed (see the module
+/// docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Committed {
+    /// Those up to the mark of this generation: the one the index's newest
+    /// checkpoint names.
+    Through(u64),
+    /// Those up to the last mark found: an index whose checkpoints name no
+    /// generation (a structure written in place without a journal, whose
+    /// crash promise is none, or an index read without its journal).
+    LastMark,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Slot {
@@ -92,14 +136,23 @@ struct Header {
     body_crc: u32,
 }
 
-fn encode_header(kind: u8, id: u64, payload_len: u32, wkb_len: u32) -> [u8; RECORD_HEADER] {
-    let mut h = [0u8; RECORD_HEADER];
-    h[0..4].copy_from_slice(RECORD_MAGIC);
-    h[4] = kind;
-    h[8..16].copy_from_slice(&id.to_le_bytes());
-    h[16..20].copy_from_slice(&payload_len.to_le_bytes());
-    h[20..24].copy_from_slice(&wkb_len.to_le_bytes());
-    h
+/// A whole record: its header (magic, kind, id, lengths, both checksums)
+/// and its body.
+fn encode_record(kind: u8, id: u64, payload: &[u8], wkb: &[u8]) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(RECORD_HEADER + payload.len() + wkb.len());
+    buf.extend_from_slice(RECORD_MAGIC);
+    buf.extend_from_slice(&[kind, 0, 0, 0]);
+    buf.extend_from_slice(&id.to_le_bytes());
+    buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&(wkb.len() as u32).to_le_bytes());
+    let mut crc = crc32c::crc32c(payload);
+    crc = crc32c::crc32c_append(crc, wkb);
+    buf.extend_from_slice(&crc.to_le_bytes());
+    let head_crc = crc32c::crc32c(&buf);
+    buf.extend_from_slice(&head_crc.to_le_bytes());
+    buf.extend_from_slice(payload);
+    buf.extend_from_slice(wkb);
+    buf
 }
 
 fn le_u32(b: &[u8], at: usize) -> u32 {
@@ -124,7 +177,7 @@ fn decode_header(h: &[u8; RECORD_HEADER]) -> std::result::Result<Header, String>
         return Err(format!("bad record magic {:02x?}", &h[0..4]));
     }
     let kind = h[4];
-    if kind != KIND_OBJECT && kind != KIND_TOMBSTONE {
+    if !matches!(kind, KIND_OBJECT | KIND_TOMBSTONE | KIND_MARK) {
         return Err(format!("unknown record kind {kind}"));
     }
     if crc32c::crc32c(&h[..28]) != le_u32(h, 28) {
@@ -146,8 +199,8 @@ fn decode_header(h: &[u8; RECORD_HEADER]) -> std::result::Result<Header, String>
             hd.payload_len, hd.wkb_len
         ));
     }
-    if kind == KIND_TOMBSTONE && (hd.payload_len != 0 || hd.wkb_len != 0) {
-        return Err("tombstone with a body".into());
+    if kind != KIND_OBJECT && (hd.payload_len != 0 || hd.wkb_len != 0) {
+        return Err("tombstone or mark with a body".into());
     }
     if kind == KIND_OBJECT && hd.wkb_len == 0 {
         return Err("object record without geometry".into());
@@ -166,8 +219,50 @@ pub struct CompactReport {
     pub objects: u64,
 }
 
+/// A change made since the last commit, held in memory until the next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pending {
+    /// The object's new version.
+    Put { payload: Vec<u8>, wkb: Vec<u8> },
+    /// The object deleted (it is in the file).
+    Delete,
+}
+
+impl Pending {
+    fn bytes(&self) -> u64 {
+        RECORD_HEADER as u64
+            + match self {
+                Pending::Put { payload, wkb } => (payload.len() + wkb.len()) as u64,
+                Pending::Delete => 0,
+            }
+    }
+}
+
+/// An object checked and encoded for the heap ([`Heap::prepare`]): its
+/// bounding rectangle, payload and WKB.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    rect: Rect,
+    payload: Vec<u8>,
+    wkb: Vec<u8>,
+}
+
+impl Prepared {
+    /// The geometry's bounding rectangle.
+    pub fn rect(&self) -> Rect {
+        self.rect
+    }
+
+    /// The frame of the store's log that puts this object as `id` (see
+    /// the `frame` module).
+    pub fn frame(&self, id: u64) -> Vec<u8> {
+        frame::put(id, &self.payload, &self.wkb)
+    }
+}
+
 /// The geometry heap: an append-only file of `(id, payload, WKB)` records
-/// with an in-memory id → offset map. See the module documentation.
+/// with an in-memory id → offset map and the changes pending until the
+/// next [`Heap::commit`]. See the module documentation.
 ///
 /// Reads take `&self` (positional reads), so many threads may read at once.
 #[derive(Debug)]
@@ -175,10 +270,25 @@ pub struct Heap {
     path: PathBuf,
     file: File,
     read_only: bool,
+    /// The file's format version (1 until its first commit marks it).
+    version: u16,
+    /// End of the committed records.
     end: u64,
     index: BTreeMap<u64, Slot>,
+    pending: BTreeMap<u64, Pending>,
+    /// Bytes the pending changes will take in the file.
+    pending_bytes: u64,
+    /// Live objects, pending changes included.
+    count: u64,
     live_bytes: u64,
+    /// Bytes past the committed records dropped at open.
     torn_tail: u64,
+    /// The generation of the newest committed mark (`None`: a file of
+    /// version 1 without marks).
+    mark: Option<u64>,
+    /// The generation the index held at open (the mark a version-1 file's
+    /// first commit writes before its records).
+    base: u64,
     failed: Option<String>,
 }
 
@@ -195,149 +305,71 @@ impl Heap {
                 path.display()
             ),
         )
+        .in_file(path)
     }
 
-    /// Creates a new, empty heap file at `path` (an error if it exists).
-    pub fn create(path: &Path) -> Result<Heap> {
+    fn blank(path: &Path, file: File, read_only: bool) -> Heap {
+        Heap {
+            path: path.to_path_buf(),
+            file,
+            read_only,
+            version: HEAP_FORMAT_VERSION,
+            end: FILE_HEADER,
+            index: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            pending_bytes: 0,
+            count: 0,
+            live_bytes: 0,
+            torn_tail: 0,
+            mark: None,
+            base: 0,
+            failed: None,
+        }
+    }
+
+    /// Creates a new, empty heap file at `path` (an error if it exists),
+    /// its first record the mark of `generation`: the generation the
+    /// index's newest checkpoint names (0 when it names none).
+    pub fn create(path: &Path, generation: u64) -> Result<Heap> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
             .open(path)
             .map_err(|e| io_err(path, e))?;
-        let mut head = [0u8; FILE_HEADER as usize];
+        let mut head = vec![0u8; FILE_HEADER as usize];
         head[0..8].copy_from_slice(FILE_MAGIC);
         head[8..10].copy_from_slice(&HEAP_FORMAT_VERSION.to_le_bytes());
+        head.extend_from_slice(&encode_record(KIND_MARK, generation, &[], &[]));
         file.write_all_at(&head, 0).map_err(|e| io_err(path, e))?;
         file.sync_all().map_err(|e| io_err(path, e))?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             crate::manifest::sync_dir(dir)?;
         }
-        Ok(Heap {
-            path: path.to_path_buf(),
-            file,
-            read_only: false,
-            end: FILE_HEADER,
-            index: BTreeMap::new(),
-            live_bytes: 0,
-            torn_tail: 0,
-            failed: None,
-        })
+        let mut heap = Heap::blank(path, file, false);
+        heap.end = head.len() as u64;
+        heap.mark = Some(generation);
+        heap.base = generation;
+        Ok(heap)
     }
 
-    /// Opens the heap at `path`, scanning and verifying every record.
-    pub fn open(path: &Path, read_only: bool) -> Result<Heap> {
+    /// Opens the heap at `path`, scanning and verifying every committed
+    /// record (see the module docs for `committed`).
+    pub fn open(path: &Path, read_only: bool, committed: Committed) -> Result<Heap> {
         let file = OpenOptions::new()
             .read(true)
             .write(!read_only)
             .open(path)
             .map_err(|e| io_err(path, e))?;
-        let mut heap = Heap {
-            path: path.to_path_buf(),
-            file,
-            read_only,
-            end: FILE_HEADER,
-            index: BTreeMap::new(),
-            live_bytes: 0,
-            torn_tail: 0,
-            failed: None,
-        };
-        heap.scan()?;
+        let mut heap = Heap::blank(path, file, read_only);
+        heap.scan(committed)?;
         Ok(heap)
     }
 
-    /// Opens the heap at `path` for writing, creating it when missing.
-    pub fn open_or_create(path: &Path) -> Result<Heap> {
-        if path.exists() {
-            Heap::open(path, false)
-        } else {
-            Heap::create(path)
-        }
-    }
-
-    fn scan(&mut self) -> Result<()> {
-        let file_len = self.file.metadata().map_err(|e| self.io(e))?.len();
-        let mut head = [0u8; FILE_HEADER as usize];
-        if file_len < FILE_HEADER {
-            return Err(Error::corrupt(
-                None,
-                format!(
-                    "object heap {}: file of {file_len} bytes is shorter than its {FILE_HEADER}-byte header",
-                    self.path.display()
-                ),
-            ));
-        }
-        self.file
-            .read_exact_at(&mut head, 0)
-            .map_err(|e| self.io(e))?;
-        if &head[0..8] != FILE_MAGIC {
-            return Err(Error::corrupt(
-                None,
-                format!(
-                    "{} is not an object heap (bad magic at offset 0)",
-                    self.path.display()
-                ),
-            ));
-        }
-        let version = u16::from_le_bytes([head[8], head[9]]);
-        Error::check_version("object heap", version, 1, HEAP_FORMAT_VERSION)
-            .map_err(|e| e.in_file(&self.path))?;
-        let mut rdr = BufReader::with_capacity(1 << 16, &self.file);
-        let mut skip = [0u8; FILE_HEADER as usize];
-        rdr.read_exact(&mut skip)
-            .map_err(|e| io_err(&self.path, e))?;
-        let mut off = FILE_HEADER;
-        let mut body = Vec::new();
-        while off < file_len {
-            if file_len - off < RECORD_HEADER as u64 {
-                break;
-            }
-            let mut h = [0u8; RECORD_HEADER];
-            rdr.read_exact(&mut h).map_err(|e| io_err(&self.path, e))?;
-            let hd = decode_header(&h).map_err(|r| Self::corrupt_at(&self.path, off, r))?;
-            let len = u64::from(hd.payload_len) + u64::from(hd.wkb_len);
-            if file_len - off - (RECORD_HEADER as u64) < len {
-                break;
-            }
-            body.clear();
-            body.resize(len as usize, 0);
-            rdr.read_exact(&mut body)
-                .map_err(|e| io_err(&self.path, e))?;
-            if crc32c::crc32c(&body) != hd.body_crc {
-                return Err(Self::corrupt_at(&self.path, off, "checksum mismatch"));
-            }
-            let slot = Slot {
-                offset: off,
-                payload_len: hd.payload_len,
-                wkb_len: hd.wkb_len,
-            };
-            let old = if hd.kind == KIND_OBJECT {
-                self.live_bytes += slot.bytes();
-                self.index.insert(hd.id, slot)
-            } else {
-                self.index.remove(&hd.id)
-            };
-            if let Some(o) = old {
-                self.live_bytes -= o.bytes();
-            }
-            off += slot.bytes();
-        }
-        self.end = off;
-        if off < file_len {
-            self.torn_tail = file_len - off;
-            tracing::warn!(
-                path = %self.path.display(),
-                offset = off,
-                bytes = self.torn_tail,
-                "object heap ends in an incomplete record (torn append); {}",
-                if self.read_only { "ignored" } else { "truncated" }
-            );
-            if !self.read_only {
-                self.file.set_len(off).map_err(|e| self.io(e))?;
-                self.file.sync_all().map_err(|e| self.io(e))?;
-            }
-        }
-        Ok(())
+    /// An error unless the heap takes changes: open for writing, and no
+    /// earlier write failed.
+    pub fn check_writable(&self) -> Result<()> {
+        self.writable()
     }
 
     fn writable(&self) -> Result<()> {
@@ -356,37 +388,11 @@ impl Heap {
         Ok(())
     }
 
-    fn append(&mut self, header: [u8; RECORD_HEADER], body: &[&[u8]]) -> Result<u64> {
-        let mut buf =
-            Vec::with_capacity(RECORD_HEADER + body.iter().map(|b| b.len()).sum::<usize>());
-        buf.extend_from_slice(&header);
-        for b in body {
-            buf.extend_from_slice(b);
-        }
-        let body_crc = buf.get(RECORD_HEADER..).map_or(0, crc32c::crc32c);
-        if let Some(c) = buf.get_mut(24..28) {
-            c.copy_from_slice(&body_crc.to_le_bytes());
-        }
-        let head_crc = buf.get(..28).map_or(0, crc32c::crc32c);
-        if let Some(c) = buf.get_mut(28..32) {
-            c.copy_from_slice(&head_crc.to_le_bytes());
-        }
-        let at = self.end;
-        if let Err(e) = self.file.write_all_at(&buf, at) {
-            self.failed = Some(e.to_string());
-            let _ = self.file.set_len(at);
-            return Err(self.io(e));
-        }
-        self.end += buf.len() as u64;
-        Ok(at)
-    }
-
-    /// Stores object `id` with its geometry and payload, replacing an older
-    /// version of `id`. Returns the geometry's bounding rectangle. Geometries
+    /// Checks and encodes object `id` for [`Heap::put_prepared`]. Geometries
     /// must be non-empty with finite coordinates of magnitude at most
-    /// [`crate::geom::MAX_COORD`].
-    pub fn put(&mut self, id: u64, payload: &[u8], geometry: &Geometry) -> Result<Rect> {
-        self.writable()?;
+    /// [`crate::geom::MAX_COORD`]; payload and WKB at most `MAX_PART`
+    /// bytes each.
+    pub fn prepare(id: u64, payload: &[u8], geometry: &Geometry) -> Result<Prepared> {
         let rect = geometry::bounding_rect(geometry)?;
         let wkb = geometry::to_wkb(geometry)?;
         let too_big = |n: usize| u32::try_from(n).ok().filter(|&n| n <= MAX_PART).is_none();
@@ -397,32 +403,183 @@ impl Heap {
                 wkb.len()
             )));
         }
-        let (p, w) = (payload.len() as u32, wkb.len() as u32);
-        let offset = self.append(encode_header(KIND_OBJECT, id, p, w), &[payload, &wkb])?;
-        let slot = Slot {
-            offset,
-            payload_len: p,
-            wkb_len: w,
-        };
-        self.live_bytes += slot.bytes();
-        if let Some(old) = self.index.insert(id, slot) {
-            self.live_bytes -= old.bytes();
-        }
-        Ok(rect)
+        Ok(Prepared {
+            rect,
+            payload: payload.to_vec(),
+            wkb,
+        })
     }
 
-    /// Deletes object `id` (appends a tombstone); an error if it is absent.
+    /// Stores object `id` with its geometry and payload, replacing an older
+    /// version of `id`, pending until the next [`Heap::commit`]. Returns the
+    /// geometry's bounding rectangle (see [`Heap::prepare`] for what is
+    /// refused).
+    pub fn put(&mut self, id: u64, payload: &[u8], geometry: &Geometry) -> Result<Rect> {
+        self.writable()?;
+        let p = Heap::prepare(id, payload, geometry)?;
+        self.stage(id, Some((p.payload, p.wkb)));
+        Ok(p.rect)
+    }
+
+    /// [`Heap::put`] of an object [`Heap::prepare`] checked.
+    pub fn put_prepared(&mut self, id: u64, object: Prepared) -> Result<()> {
+        self.writable()?;
+        self.stage(id, Some((object.payload, object.wkb)));
+        Ok(())
+    }
+
+    /// Deletes object `id`, pending until the next [`Heap::commit`]; an
+    /// error if it is absent.
     pub fn delete(&mut self, id: u64) -> Result<()> {
         self.writable()?;
-        if !self.index.contains_key(&id) {
+        if !self.contains(id) {
             return Err(Error::invalid(format!(
                 "object {id} is not in the object heap"
             )));
         }
-        self.append(encode_header(KIND_TOMBSTONE, id, 0, 0), &[])?;
-        if let Some(old) = self.index.remove(&id) {
-            self.live_bytes -= old.bytes();
+        self.stage(id, None);
+        Ok(())
+    }
+
+    /// Replays a frame of the store's log (the `frame` module) as a pending change:
+    /// the changes of the operations after the index's newest checkpoint.
+    /// Also on a read-only heap, whose reads then see them.
+    pub fn apply_frame(&mut self, bytes: &[u8]) -> Result<()> {
+        match frame::decode(bytes).map_err(|e| e.in_file(&self.path))? {
+            frame::Change::Put { id, payload, wkb } => {
+                geometry::from_wkb(&wkb, "").map_err(|e| {
+                    Error::corrupt(None, format!("a logged object {id}: {e}")).in_file(&self.path)
+                })?;
+                self.stage(id, Some((payload, wkb)));
+            }
+            frame::Change::Delete { id } => self.stage(id, None),
         }
+        Ok(())
+    }
+
+    /// Records a change of `id` as pending: its new version (payload and
+    /// WKB), or (`None`) its deletion.
+    fn stage(&mut self, id: u64, object: Option<(Vec<u8>, Vec<u8>)>) {
+        let before = self.contains(id);
+        let change = match object {
+            Some((payload, wkb)) => Some(Pending::Put { payload, wkb }),
+            None if self.index.contains_key(&id) => Some(Pending::Delete),
+            None => None,
+        };
+        let old = match change {
+            Some(c) => {
+                self.pending_bytes += c.bytes();
+                self.pending.insert(id, c)
+            }
+            None => self.pending.remove(&id),
+        };
+        if let Some(o) = old {
+            self.pending_bytes -= o.bytes();
+        }
+        match (before, self.contains(id)) {
+            (false, true) => self.count += 1,
+            (true, false) => self.count -= 1,
+            _ => {}
+        }
+    }
+
+    /// Writes the pending changes and the mark of `generation` (one write,
+    /// one sync; see the module docs): the index's checkpoint that follows
+    /// names `generation`. A file of version 1 gets the mark of the
+    /// generation it was opened under first, then version 2 in its header.
+    /// Nothing is written when nothing is pending and the newest mark is
+    /// `generation` already.
+    pub fn commit(&mut self, generation: u64) -> Result<()> {
+        if self.pending.is_empty() && self.mark == Some(generation) {
+            return Ok(());
+        }
+        self.write_pending(Some(generation))?;
+        self.mark = Some(generation);
+        Ok(())
+    }
+
+    /// Writes the pending changes without a mark and without a sync,
+    /// freeing their memory: they stay uncommitted (a crash drops them)
+    /// until the next [`Heap::commit`] marks them. For a load whose index
+    /// is published whole at its end (a bulk load into a staging
+    /// directory).
+    pub fn spill(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.write_pending(None)
+    }
+
+    /// Appends the pending changes (after the mark of the generation the
+    /// file was opened under, in a file of version 1 without marks) and
+    /// the mark of `generation`, if any, which also syncs.
+    fn write_pending(&mut self, generation: Option<u64>) -> Result<()> {
+        self.writable()?;
+        let mut buf = Vec::with_capacity(self.pending_bytes as usize + 2 * RECORD_HEADER);
+        if self.mark.is_none() {
+            buf.extend_from_slice(&encode_record(KIND_MARK, self.base, &[], &[]));
+        }
+        let mut slots = Vec::with_capacity(self.pending.len());
+        for (&id, change) in &self.pending {
+            let offset = self.end + buf.len() as u64;
+            match change {
+                Pending::Put { payload, wkb } => {
+                    buf.extend_from_slice(&encode_record(KIND_OBJECT, id, payload, wkb));
+                    let slot = Slot {
+                        offset,
+                        payload_len: payload.len() as u32,
+                        wkb_len: wkb.len() as u32,
+                    };
+                    slots.push((id, Some(slot)));
+                }
+                Pending::Delete => {
+                    buf.extend_from_slice(&encode_record(KIND_TOMBSTONE, id, &[], &[]));
+                    slots.push((id, None));
+                }
+            }
+        }
+        if let Some(g) = generation {
+            buf.extend_from_slice(&encode_record(KIND_MARK, g, &[], &[]));
+        }
+        let at = self.end;
+        let written = self.file.write_all_at(&buf, at).and_then(|()| match generation {
+            Some(_) => self.file.sync_data(),
+            None => Ok(()),
+        });
+        if let Err(e) = written {
+            self.failed = Some(e.to_string());
+            let _ = self.file.set_len(at);
+            return Err(self.io(e));
+        }
+        if self.mark.is_none() {
+            self.mark = Some(self.base);
+        }
+        if generation.is_some() && self.version < MARKED {
+            let upgraded = self
+                .file
+                .write_all_at(&HEAP_FORMAT_VERSION.to_le_bytes(), 8)
+                .and_then(|()| self.file.sync_data());
+            if let Err(e) = upgraded {
+                self.failed = Some(e.to_string());
+                return Err(self.io(e));
+            }
+            self.version = HEAP_FORMAT_VERSION;
+        }
+        for (id, slot) in slots {
+            let old = match slot {
+                Some(s) => {
+                    self.live_bytes += s.bytes();
+                    self.index.insert(id, s)
+                }
+                None => self.index.remove(&id),
+            };
+            if let Some(o) = old {
+                self.live_bytes -= o.bytes();
+            }
+        }
+        self.pending.clear();
+        self.pending_bytes = 0;
+        self.end = at + buf.len() as u64;
         Ok(())
     }
 
@@ -463,64 +620,107 @@ impl Heap {
         Ok((p.to_vec(), w.to_vec()))
     }
 
+    /// `(payload, wkb)` of object `id` (pending or committed), `None` if
+    /// it is absent.
+    fn record(&self, id: u64) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        match self.pending.get(&id) {
+            Some(Pending::Put { payload, wkb }) => Ok(Some((payload.clone(), wkb.clone()))),
+            Some(Pending::Delete) => Ok(None),
+            None => match self.index.get(&id) {
+                Some(&slot) => self.read_record(id, slot).map(Some),
+                None => Ok(None),
+            },
+        }
+    }
+
     /// The geometry of object `id`, `None` if it is absent.
     pub fn get(&self, id: u64) -> Result<Option<Geometry>> {
-        let Some(&slot) = self.index.get(&id) else {
+        let Some((_, wkb)) = self.record(id)? else {
             return Ok(None);
         };
-        let (_, wkb) = self.read_record(id, slot)?;
-        geometry::from_wkb(&wkb, "")
-            .map(Some)
-            .map_err(|e| Self::corrupt_at(&self.path, slot.offset, e))
+        geometry::from_wkb(&wkb, "").map(Some).map_err(|e| {
+            let at = self.index.get(&id).map_or(0, |s| s.offset);
+            Self::corrupt_at(&self.path, at, e)
+        })
     }
 
     /// The WKB bytes of object `id`, `None` if it is absent.
     pub fn get_wkb(&self, id: u64) -> Result<Option<Vec<u8>>> {
-        let Some(&slot) = self.index.get(&id) else {
-            return Ok(None);
-        };
-        Ok(Some(self.read_record(id, slot)?.1))
+        Ok(self.record(id)?.map(|(_, w)| w))
     }
 
     /// The payload of object `id`, `None` if it is absent.
     pub fn get_payload(&self, id: u64) -> Result<Option<Vec<u8>>> {
-        let Some(&slot) = self.index.get(&id) else {
-            return Ok(None);
-        };
-        Ok(Some(self.read_record(id, slot)?.0))
+        Ok(self.record(id)?.map(|(p, _)| p))
     }
 
-    /// True when object `id` is stored.
+    /// True when object `id` is stored (pending changes included).
     pub fn contains(&self, id: u64) -> bool {
-        self.index.contains_key(&id)
+        match self.pending.get(&id) {
+            Some(Pending::Put { .. }) => true,
+            Some(Pending::Delete) => false,
+            None => self.index.contains_key(&id),
+        }
     }
 
     /// Number of live objects.
     pub fn len(&self) -> u64 {
-        self.index.len() as u64
+        self.count
     }
 
     /// True when no object is stored.
     pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
+        self.count == 0
     }
 
     /// Ids of the live objects, ascending.
-    pub fn ids(&self) -> impl Iterator<Item = u64> + '_ {
-        self.index.keys().copied()
+    pub fn ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self
+            .index
+            .keys()
+            .copied()
+            .filter(|id| !self.pending.contains_key(id))
+            .chain(
+                self.pending
+                    .iter()
+                    .filter(|(_, p)| matches!(p, Pending::Put { .. }))
+                    .map(|(&id, _)| id),
+            )
+            .collect();
+        ids.sort_unstable();
+        ids
     }
 
-    /// Size of the file in bytes (up to the last complete record).
+    /// Size of the committed file in bytes.
     pub fn file_bytes(&self) -> u64 {
         self.end
     }
 
-    /// Bytes of the records of live objects (the rest is reclaimed by [`Heap::compact`]).
+    /// Bytes of the committed records of live objects (the rest is
+    /// reclaimed by [`Heap::compact`]).
     pub fn live_bytes(&self) -> u64 {
         self.live_bytes
     }
 
-    /// Bytes of an incomplete last record found at open (0 for a clean file).
+    /// Bytes the pending changes will take in the file at the next commit.
+    pub fn pending_bytes(&self) -> u64 {
+        self.pending_bytes
+    }
+
+    /// Whether changes are pending (the next commit writes them).
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// The generation of the newest mark (`None` in a file of version 1
+    /// never committed since).
+    pub fn mark(&self) -> Option<u64> {
+        self.mark
+    }
+
+    /// Bytes past the committed records found at open: what a crash left
+    /// of a commit the index's checkpoint did not follow (0 for a clean
+    /// file). A writable open truncated them, a read-only one ignored them.
     pub fn torn_tail_bytes(&self) -> u64 {
         self.torn_tail
     }
@@ -530,41 +730,55 @@ impl Heap {
         &self.path
     }
 
-    /// Makes every write so far durable.
-    pub fn sync(&self) -> Result<()> {
-        if self.read_only {
-            return Ok(());
-        }
-        self.file.sync_data().map_err(|e| self.io(e))
-    }
-
-    /// Rewrites the live records into a new file (verifying each), then
-    /// atomically replaces the heap with it: write, sync, rename, sync the
-    /// directory. Old versions and tombstones are dropped.
+    /// Rewrites the committed live records into a new file (verifying
+    /// each) after the newest mark, then atomically replaces the heap with
+    /// it: write, sync, rename, sync the directory. Old versions and
+    /// tombstones are dropped. An error while changes are pending (commit
+    /// them first).
     pub fn compact(&mut self) -> Result<CompactReport> {
         self.writable()?;
+        if self.has_pending() {
+            return Err(Error::invalid(format!(
+                "object heap {}: changes are pending; commit them before compacting",
+                self.path.display()
+            )));
+        }
         let before = self.end;
         let tmp = self.path.with_extension("dat.compact");
         if tmp.exists() {
             std::fs::remove_file(&tmp).map_err(|e| io_err(&tmp, e))?;
         }
-        let mut fresh = Heap::create(&tmp)?;
-        let slots: Vec<(u64, Slot)> = self.index.iter().map(|(&i, &s)| (i, s)).collect();
-        for (id, slot) in slots {
+        let generation = self.mark.unwrap_or(self.base);
+        let mut buf = Vec::new();
+        let mut index = BTreeMap::new();
+        let start = FILE_HEADER + RECORD_HEADER as u64;
+        for (&id, &slot) in &self.index {
             let (payload, wkb) = self.read_record(id, slot)?;
-            let offset = fresh.append(
-                encode_header(KIND_OBJECT, id, slot.payload_len, slot.wkb_len),
-                &[&payload, &wkb],
-            )?;
-            fresh.index.insert(id, Slot { offset, ..slot });
-            fresh.live_bytes += slot.bytes();
+            index.insert(
+                id,
+                Slot {
+                    offset: start + buf.len() as u64,
+                    ..slot
+                },
+            );
+            buf.extend_from_slice(&encode_record(KIND_OBJECT, id, &payload, &wkb));
         }
-        fresh.file.sync_all().map_err(|e| io_err(&tmp, e))?;
+        buf.extend_from_slice(&encode_record(KIND_MARK, generation, &[], &[]));
+        let mut fresh = Heap::create(&tmp, generation)?;
+        fresh
+            .file
+            .write_all_at(&buf, fresh.end)
+            .and_then(|()| fresh.file.sync_all())
+            .map_err(|e| io_err(&tmp, e))?;
         std::fs::rename(&tmp, &self.path).map_err(|e| io_err(&self.path, e))?;
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
             crate::manifest::sync_dir(dir)?;
         }
+        fresh.end += buf.len() as u64;
         fresh.path = self.path.clone();
+        fresh.live_bytes = self.live_bytes;
+        fresh.count = self.count;
+        fresh.index = index;
         *self = fresh;
         Ok(CompactReport {
             bytes_before: before,

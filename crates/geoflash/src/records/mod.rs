@@ -702,16 +702,16 @@ impl Records {
         Ok(bytes.len() as u64)
     }
 
-    /// Writes the snapshot of the next generation to `NEXT_FILE` in `dir`
-    /// (format `LOGGED_VERSION`, atomically: write, sync, rename, sync
-    /// the directory) and returns that generation and the file's size. The
-    /// map keeps its generation until the store's checkpoint naming the new
-    /// one is durable ([`Records::promote_next`]).
-    pub fn save_next(&self, dir: &Path) -> Result<(u64, u64)> {
-        let generation = self.generation + 1;
+    /// Writes the snapshot of `generation` (the one the store's next
+    /// checkpoint names, above the map's) to `NEXT_FILE` in `dir` (format
+    /// `LOGGED_VERSION`, atomically: write, sync, rename, sync the
+    /// directory) and returns the file's size. The map keeps its generation
+    /// until the store's checkpoint naming the new one is durable
+    /// ([`Records::promote_next`]).
+    pub fn save_next(&self, dir: &Path, generation: u64) -> Result<u64> {
         let bytes = self.encode_as(LOGGED_VERSION, generation);
         write_atomic(dir, NEXT_FILE, &bytes)?;
-        Ok((generation, bytes.len() as u64))
+        Ok(bytes.len() as u64)
     }
 
     /// After the store's checkpoint naming `generation` is durable: renames

@@ -47,7 +47,10 @@
 //! | 2 … | batches: a batch header page, then its images |
 //!
 //! Header slot: magic `GFJRNL01`, CRC-32C (bytes 8..12, taken as zero),
-//! version (1), generation, horizon, page size. The valid slot of the
+//! version (1), generation, horizon, page size, and the *client mark*
+//! (bytes 40..48: the generation of the index's object heap at that
+//! commit, [`JournaledDevice::set_client_mark`]; zero in journals written
+//! before it, which read it as zero). The valid slot of the
 //! higher generation wins; a torn header write leaves the other slot, the
 //! previous commit, whose images are intact (new batches are written only
 //! after the new header is synced). Batch header: magic `GFJ2`, CRC-32C,
@@ -118,6 +121,9 @@ struct State {
     generation: u64,
     /// Pages below it held committed content at the last commit.
     horizon: u64,
+    /// The client mark the next commit writes (that of the last commit
+    /// until [`JournaledDevice::set_client_mark`]).
+    client: u64,
     /// One past the highest page written since (at least the horizon).
     high: u64,
     /// Pages whose before-image this generation holds.
@@ -195,11 +201,11 @@ impl From<&str> for BadHeader {
     }
 }
 
-/// A decoded header slot: (generation, horizon).
+/// A decoded header slot: (generation, horizon, client mark).
 fn decode_header(
     buf: &[u8],
     page_size: usize,
-) -> std::result::Result<Option<(u64, u64)>, BadHeader> {
+) -> std::result::Result<Option<(u64, u64, u64)>, BadHeader> {
     if buf.iter().all(|&b| b == 0) {
         return Ok(None);
     }
@@ -220,16 +226,17 @@ fn decode_header(
         )
         .into());
     }
-    Ok(Some((u64_at(buf, 16), u64_at(buf, 24))))
+    Ok(Some((u64_at(buf, 16), u64_at(buf, 24), u64_at(buf, 40))))
 }
 
-fn encode_header(generation: u64, horizon: u64, page_size: usize) -> Vec<u8> {
+fn encode_header(generation: u64, horizon: u64, client: u64, page_size: usize) -> Vec<u8> {
     let mut buf = vec![0u8; page_size];
     put(&mut buf, 0, &HEADER_MAGIC);
     put(&mut buf, 12, &VERSION.to_le_bytes());
     put(&mut buf, 16, &generation.to_le_bytes());
     put(&mut buf, 24, &horizon.to_le_bytes());
     put(&mut buf, 32, &(page_size as u64).to_le_bytes());
+    put(&mut buf, 40, &client.to_le_bytes());
     let crc = crc_skipping(&buf, 8);
     put(&mut buf, 8, &crc.to_le_bytes());
     buf
@@ -264,7 +271,7 @@ impl JournaledDevice {
         };
         let mut slots = vec![0u8; 2 * ps];
         journal.read_batch(&[0, 1], &mut slots)?;
-        let mut best: Option<(u64, u64)> = None;
+        let mut best: Option<(u64, u64, u64)> = None;
         let mut problems = Vec::new();
         for (slot, buf) in slots.chunks_exact(ps).enumerate() {
             match decode_header(buf, ps) {
@@ -297,6 +304,7 @@ impl JournaledDevice {
             state: Mutex::new(State {
                 generation: 0,
                 horizon: 0,
+                client: 0,
                 high: 0,
                 saved: HashSet::new(),
                 next: FIRST_BATCH_PAGE,
@@ -316,10 +324,10 @@ impl JournaledDevice {
                 ),
             )));
         }
-        let Some((generation, horizon)) = best else {
+        let Some((generation, horizon, client)) = best else {
             // A blank journal: nothing to roll back.
             if let JournalOpen::Write { fresh_horizon } = how {
-                dev.write_header(1, fresh_horizon)?;
+                dev.write_header(1, fresh_horizon, 0)?;
                 let mut st = dev.lock();
                 st.generation = 1;
                 st.horizon = fresh_horizon;
@@ -335,6 +343,7 @@ impl JournaledDevice {
             let mut st = dev.lock();
             st.generation = generation;
             st.horizon = horizon;
+            st.client = client;
             st.high = horizon;
         }
         if read_only {
@@ -356,8 +365,8 @@ impl JournaledDevice {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write_header(&self, generation: u64, horizon: u64) -> Result<()> {
-        let buf = encode_header(generation, horizon, self.page_size);
+    fn write_header(&self, generation: u64, horizon: u64, client: u64) -> Result<()> {
+        let buf = encode_header(generation, horizon, client, self.page_size);
         self.journal.write(generation % 2, &buf)?;
         self.journal.sync()
     }
@@ -551,6 +560,19 @@ impl JournaledDevice {
         crate::error::keep_failure(&mut st.failed, r)
     }
 
+    /// The client mark of the last commit (or the one the next commit
+    /// writes, once set): the generation of the index's object heap that
+    /// the committed pages go with (0: none).
+    pub fn client_mark(&self) -> u64 {
+        self.lock().client
+    }
+
+    /// Sets the client mark the next [`commit`](Self::commit) writes with
+    /// its header, so that it is committed exactly with the pages.
+    pub fn set_client_mark(&self, mark: u64) {
+        self.lock().client = mark;
+    }
+
     /// Makes the device's current content the state a crash returns to:
     /// syncs the device, then voids the journal's images with a new header
     /// (the next generation, the horizon raised to every page written).
@@ -564,7 +586,7 @@ impl JournaledDevice {
             self.inner.sync()?;
             let generation = st.generation + 1;
             let horizon = st.high.max(st.horizon);
-            self.write_header(generation, horizon)?;
+            self.write_header(generation, horizon, st.client)?;
             let used: Vec<PageId> = (FIRST_BATCH_PAGE..st.next).collect();
             st.generation = generation;
             st.horizon = horizon;

@@ -234,7 +234,6 @@ impl ClientLog {
         self.next_generation
     }
 
-    #[cfg(test)]
     /// The generation the newest checkpoint named.
     pub fn generation(&self) -> Option<u64> {
         self.generation

@@ -1,0 +1,216 @@
+//! The object heap kept with the tree across crashes (`objects.rs`): random
+//! `insert_object` and `delete_object` sequences, commits and checkpoints,
+//! then a crash (the index dropped without closing: what its files were
+//! given stays, what it held in memory is lost) at an operation boundary
+//! or inside a checkpoint (after the heap's commit, after the store's
+//! checkpoint too). Reopened (read-only first, then for writing), the tree
+//! and the heap hold the same objects with the geometries of one prefix
+//! of the operations, holding every acknowledged one (the last checkpoint
+//! exactly for the plain store), and refined queries answer as brute force
+//! on that prefix.
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use geo::{polygon, Intersects};
+use rand::{Rng, SeedableRng};
+
+use super::*;
+use crate::engine::Access;
+use crate::geom::Rect;
+use crate::index::query::Predicate;
+use crate::objects::Geometry;
+
+/// The objects of a prefix of the operations: id → geometry.
+type State = BTreeMap<u64, Geometry>;
+
+fn domain() -> Rect {
+    Rect::from_valid(0.0, 0.0, 100.0, 100.0)
+}
+
+/// A thin triangle for object `id` in its `version` (a reinserted id
+/// gets another shape, so a stale geometry is seen).
+fn shape(id: u64, version: u64) -> Geometry {
+    let x = ((id * 7 + version * 3) % 90) as f64;
+    let y = ((id * 13 + version * 5) % 90) as f64;
+    polygon![(x: x, y: y), (x: x + 6.0, y: y + 1.0), (x: x + 1.0, y: y + 5.0), (x: x, y: y)].into()
+}
+
+/// A configuration of the campaign: store settings, and whether every
+/// operation is acknowledged (durability `sync`) or only commits are.
+struct Config {
+    settings: &'static [(&'static str, &'static str)],
+    every_op_acked: bool,
+    /// The store writes in place: a crash returns exactly to the last
+    /// acknowledged state.
+    exact: bool,
+}
+
+const CONFIGS: [Config; 4] = [
+    Config {
+        settings: &[("store", "efind"), ("durability", "sync"), ("checkpoint_interval", "off")],
+        every_op_acked: true,
+        exact: false,
+    },
+    Config {
+        settings: &[("store", "efind"), ("checkpoint_interval", "off")],
+        every_op_acked: false,
+        exact: false,
+    },
+    Config {
+        settings: &[("store", "fast"), ("durability", "sync"), ("checkpoint_interval", "off")],
+        every_op_acked: true,
+        exact: false,
+    },
+    Config {
+        settings: &[("store", "plain")],
+        every_op_acked: false,
+        exact: true,
+    },
+];
+
+/// Where the crash comes.
+#[derive(Debug, Clone, Copy)]
+enum Crash {
+    /// Between two operations.
+    Between,
+    /// In a checkpoint, after the heap's commit (its mark written).
+    AfterHeapCommit,
+    /// In a checkpoint, after the store's checkpoint too (before the
+    /// journal's commit and the map's rename).
+    AfterStoreCheckpoint,
+}
+
+fn create(dir: &Path, config: &Config) -> Index {
+    let base = [("page_size", "1024"), ("buffer", "1MiB")];
+    let opts = super::tests::spec_options(base.iter().chain(config.settings))
+        .with_domain_of([domain()].iter());
+    Index::create(dir, &opts).unwrap()
+}
+
+/// Runs one case: random operations on a new index in `dir`, a crash,
+/// and returns the states after each operation and how many were
+/// acknowledged.
+fn run_case(dir: &Path, config: &Config, seed: u64) -> (Vec<State>, usize) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut index = create(dir, config);
+    let mut state = State::new();
+    let mut states = vec![state.clone()];
+    let mut acked = 0;
+    let mut version = 0u64;
+    let ops = rng.gen_range(10..60);
+    for _ in 0..ops {
+        let id = rng.gen_range(0..30u64);
+        if state.remove(&id).is_some() {
+            index.delete_object(id).unwrap();
+        } else {
+            version += 1;
+            let g = shape(id, version);
+            index.insert_object(id, &g).unwrap();
+            state.insert(id, g);
+        }
+        states.push(state.clone());
+        if config.every_op_acked {
+            acked = states.len() - 1;
+        }
+        match rng.gen_range(0..20) {
+            0 | 1 => {
+                index.commit().unwrap();
+                acked = states.len() - 1;
+            }
+            2 => {
+                index.checkpoint().unwrap();
+                acked = states.len() - 1;
+            }
+            _ => {}
+        }
+    }
+    let crash = [Crash::Between, Crash::AfterHeapCommit, Crash::AfterStoreCheckpoint][rng.gen_range(0..3)];
+    match crash {
+        Crash::Between => {}
+        Crash::AfterHeapCommit => {
+            index.before_store_checkpoint().unwrap();
+        }
+        Crash::AfterStoreCheckpoint => {
+            index.before_store_checkpoint().unwrap();
+            index.tree.checkpoint().unwrap();
+        }
+    }
+    drop(index);
+    (states, acked)
+}
+
+/// The objects `index` holds: the tree's ids, each with the heap's
+/// geometry; the tree and the heap must hold the same ids.
+fn found(index: &Index, what: &str) -> State {
+    let mut tree_ids = index
+        .query(Rect::from_valid(-1.0, -1.0, 101.0, 101.0), Predicate::Intersects)
+        .unwrap()
+        .sorted_ids();
+    tree_ids.dedup();
+    let heap = index.objects();
+    let heap_ids = heap.map(crate::objects::Heap::ids).unwrap_or_default();
+    assert_eq!(tree_ids, heap_ids, "{what}: the tree's ids and the heap's differ");
+    heap_ids
+        .into_iter()
+        .map(|id| (id, heap.unwrap().get(id).unwrap().unwrap()))
+        .collect()
+}
+
+/// Checks a reopened index against the states: one prefix holding every
+/// acknowledged operation (exactly the acknowledged one when `exact`),
+/// refined queries as brute force on it. Returns that prefix's state.
+fn check(index: &Index, states: &[State], acked: usize, exact: bool, what: &str) -> State {
+    let got = found(index, what);
+    let k = (acked..states.len())
+        .find(|&k| states[k] == got)
+        .unwrap_or_else(|| panic!("{what}: the objects are no prefix of the operations from {acked} on: {got:?}"));
+    assert!(!exact || k == acked, "{what}: prefix {k}, acknowledged {acked}");
+    for w in [Rect::from_valid(10.0, 10.0, 40.0, 30.0), Rect::from_valid(50.0, 0.0, 95.0, 95.0)] {
+        let wg = crate::objects::geometry::window_geometry(&w);
+        let want: Vec<u64> = got
+            .iter()
+            .filter(|(_, g)| g.intersects(&wg))
+            .map(|(&id, _)| id)
+            .collect();
+        if got.is_empty() {
+            continue;
+        }
+        let refined = index.query_refined(w, Predicate::Intersects).unwrap().sorted_ids();
+        assert_eq!(refined, want, "{what}: refined window {w:?}");
+    }
+    got
+}
+
+#[test]
+fn crashes_keep_the_object_heap_and_the_tree_together() {
+    let cases = (crate::testenv::crash_cases() / 8).max(8);
+    for (c, config) in CONFIGS.iter().enumerate() {
+        for case in 0..cases {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path();
+            let seed = 1000 * c as u64 + case;
+            let (states, acked) = run_case(dir, config, seed);
+            let what = format!("{:?} seed {seed}", config.settings);
+            let ro = Index::open(dir, Access::Read).unwrap();
+            let seen = check(&ro, &states, acked, config.exact, &format!("{what}, read-only"));
+            drop(ro);
+            let mut index = Index::open(dir, Access::Write).unwrap();
+            let recovered = check(&index, &states, acked, config.exact, &what);
+            assert_eq!(seen, recovered, "{what}: the reader saw another state");
+            // The recovered index takes changes, and keeps them.
+            let id = 1_000 + seed;
+            index.insert_object(id, &shape(id, 0)).unwrap();
+            if let Some(&first) = recovered.keys().next() {
+                index.delete_object(first).unwrap();
+            }
+            index.close().unwrap();
+            let index = Index::open(dir, Access::Read).unwrap();
+            let mut want = recovered.clone();
+            want.insert(id, shape(id, 0));
+            if let Some(&first) = recovered.keys().next() {
+                want.remove(&first);
+            }
+            assert_eq!(found(&index, &what), want, "{what}: after recovery and more changes");
+        }
+    }
+}

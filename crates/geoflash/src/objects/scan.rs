@@ -1,0 +1,210 @@
+//! Opening a heap: the scan of its records up to the committed mark (see
+//! the [module docs](super)), rebuilding the id → offset map.
+use std::io::{BufReader, Read};
+use std::os::unix::fs::FileExt;
+
+use super::{
+    decode_header, io_err, Committed, Heap, Slot, FILE_HEADER, FILE_MAGIC, HEAP_FORMAT_VERSION,
+    KIND_MARK, KIND_OBJECT, MARKED, RECORD_HEADER,
+};
+use crate::{Error, Result};
+
+/// How the scan of the records stopped.
+enum Stop {
+    /// At the end of the file.
+    End,
+    /// In a record the file ends inside of.
+    Incomplete,
+    /// At a record that does not decode or fails its checksum.
+    Bad { offset: u64, reason: String },
+}
+
+/// What the scan found: the newest mark taken as committed (its
+/// generation and where it ends), how many marks it read and the last
+/// one's generation, and the changes to the id map since the kept mark
+/// (each id with the slot it replaced).
+#[derive(Default)]
+struct Found {
+    kept: Option<(u64, u64)>,
+    marks: u64,
+    last_mark: Option<u64>,
+    since_kept: Vec<(u64, Option<Slot>)>,
+}
+
+impl Heap {
+    /// Reads the file's header and records, keeping those `committed`
+    /// says; the rest is dropped (truncated when writable).
+    pub(super) fn scan(&mut self, committed: Committed) -> Result<()> {
+        let file_len = self.file.metadata().map_err(|e| self.io(e))?.len();
+        self.read_file_header(file_len)?;
+        let mut rdr = BufReader::with_capacity(1 << 16, &self.file);
+        let mut skip = [0u8; FILE_HEADER as usize];
+        rdr.read_exact(&mut skip)
+            .map_err(|e| io_err(&self.path, e))?;
+        let mut off = FILE_HEADER;
+        let mut found = Found::default();
+        let mut body = Vec::new();
+        let stop = loop {
+            if off >= file_len {
+                break Stop::End;
+            }
+            if file_len - off < RECORD_HEADER as u64 {
+                break Stop::Incomplete;
+            }
+            let mut h = [0u8; RECORD_HEADER];
+            rdr.read_exact(&mut h).map_err(|e| io_err(&self.path, e))?;
+            let hd = match decode_header(&h) {
+                Ok(hd) => hd,
+                Err(reason) => break Stop::Bad { offset: off, reason },
+            };
+            let len = u64::from(hd.payload_len) + u64::from(hd.wkb_len);
+            if file_len - off - (RECORD_HEADER as u64) < len {
+                break Stop::Incomplete;
+            }
+            body.clear();
+            body.resize(len as usize, 0);
+            rdr.read_exact(&mut body)
+                .map_err(|e| io_err(&self.path, e))?;
+            if crc32c::crc32c(&body) != hd.body_crc {
+                break Stop::Bad {
+                    offset: off,
+                    reason: "checksum mismatch".into(),
+                };
+            }
+            let slot = Slot {
+                offset: off,
+                payload_len: hd.payload_len,
+                wkb_len: hd.wkb_len,
+            };
+            off += slot.bytes();
+            if hd.kind == KIND_MARK {
+                found.marks += 1;
+                found.last_mark = Some(hd.id);
+                // Under `Through(g)` only the mark of `g` ends the committed
+                // records (the last one, if a compaction repeated it).
+                if matches!(committed, Committed::Through(g) if hd.id != g) {
+                    continue;
+                }
+                found.kept = Some((hd.id, off));
+                found.since_kept.clear();
+                continue;
+            }
+            let old = if hd.kind == KIND_OBJECT {
+                self.index.insert(hd.id, slot)
+            } else {
+                self.index.remove(&hd.id)
+            };
+            found.since_kept.push((hd.id, old));
+        };
+        let end = self.committed_end(committed, &found, stop, off)?;
+        if self.version >= MARKED || found.marks > 0 {
+            for (id, old) in found.since_kept.into_iter().rev() {
+                match old {
+                    Some(s) => self.index.insert(id, s),
+                    None => self.index.remove(&id),
+                };
+            }
+            self.mark = found.kept.map(|(g, _)| g);
+        }
+        self.base = match committed {
+            Committed::Through(g) => g,
+            Committed::LastMark => self.mark.unwrap_or(0),
+        };
+        self.live_bytes = self.index.values().map(Slot::bytes).sum();
+        self.count = self.index.len() as u64;
+        self.end = end;
+        self.drop_tail(file_len)
+    }
+
+    /// Checks the file's header and takes its format version.
+    fn read_file_header(&mut self, file_len: u64) -> Result<()> {
+        if file_len < FILE_HEADER {
+            return Err(Error::corrupt(
+                None,
+                format!(
+                    "object heap {}: file of {file_len} bytes is shorter than its {FILE_HEADER}-byte header",
+                    self.path.display()
+                ),
+            )
+            .in_file(&self.path));
+        }
+        let mut head = [0u8; FILE_HEADER as usize];
+        self.file
+            .read_exact_at(&mut head, 0)
+            .map_err(|e| self.io(e))?;
+        if &head[0..8] != FILE_MAGIC {
+            return Err(Error::corrupt(
+                None,
+                format!(
+                    "{} is not an object heap (bad magic at offset 0)",
+                    self.path.display()
+                ),
+            )
+            .in_file(&self.path));
+        }
+        let version = u16::from_le_bytes([head[8], head[9]]);
+        Error::check_version("object heap", version, 1, HEAP_FORMAT_VERSION)
+            .map_err(|e| e.in_file(&self.path))?;
+        self.version = version;
+        Ok(())
+    }
+
+    /// Where the committed records end, given how the scan stopped at
+    /// `off` (see the module docs); an error for damage before the
+    /// committed mark, or a heap without the mark its index names.
+    fn committed_end(&self, committed: Committed, found: &Found, stop: Stop, off: u64) -> Result<u64> {
+        if self.version < MARKED && found.marks == 0 {
+            // Written before marks: every complete record is committed.
+            return match stop {
+                Stop::Bad { offset, reason } => Err(Self::corrupt_at(&self.path, offset, reason)),
+                _ => Ok(off),
+            };
+        }
+        let kept_end = found.kept.map(|(_, end)| end);
+        match committed {
+            Committed::LastMark => Ok(kept_end.unwrap_or(FILE_HEADER)),
+            Committed::Through(g) if found.kept.is_some_and(|(k, _)| k == g) => {
+                Ok(kept_end.unwrap_or(FILE_HEADER))
+            }
+            Committed::Through(g) => match stop {
+                Stop::Bad { offset, reason } => Err(Self::corrupt_at(
+                    &self.path,
+                    offset,
+                    format!("{reason} (before the mark of generation {g}, the index's last checkpoint)"),
+                )),
+                // A creation cut short: no record was ever committed.
+                _ if found.marks == 0 => Ok(FILE_HEADER),
+                _ => Err(Error::corrupt(
+                    None,
+                    format!(
+                        "object heap {} holds no mark of generation {g}, which the index's last checkpoint names (its last mark: {}): the heap and the index disagree",
+                        self.path.display(),
+                        found.last_mark.map_or("none".to_string(), |k| k.to_string())
+                    ),
+                )
+                .in_file(&self.path)),
+            },
+        }
+    }
+
+    /// Drops what follows the committed records: truncated when writable
+    /// (and synced), ignored when read-only.
+    fn drop_tail(&mut self, file_len: u64) -> Result<()> {
+        if file_len <= self.end {
+            return Ok(());
+        }
+        self.torn_tail = file_len - self.end;
+        tracing::warn!(
+            path = %self.path.display(),
+            offset = self.end,
+            bytes = self.torn_tail,
+            "object heap: bytes past the index's last checkpoint (a commit a crash cut short); {}",
+            if self.read_only { "ignored" } else { "truncated" }
+        );
+        if !self.read_only {
+            self.file.set_len(self.end).map_err(|e| self.io(e))?;
+            self.file.sync_all().map_err(|e| self.io(e))?;
+        }
+        Ok(())
+    }
+}
