@@ -19,7 +19,7 @@ use geo::{Contains, Intersects};
 use super::query::{Predicate, QueryResult};
 use crate::geom::Rect;
 use crate::objects::{geometry::window_geometry, Geometry, Heap};
-use crate::{Error, Result};
+use crate::Result;
 
 /// Does `object` satisfy `predicate(window, object)`?
 pub fn satisfies(window: &Geometry, object: &Geometry, predicate: Predicate) -> bool {
@@ -33,8 +33,9 @@ pub fn satisfies(window: &Geometry, object: &Geometry, predicate: Predicate) -> 
 /// Refines the answer of the filter step for `window` and `predicate`: keeps
 /// the hits whose exact geometry in `heap` satisfies the predicate.
 /// `stats.candidates` keeps the filter step's count, `stats.results` becomes
-/// the refined count. A candidate without a geometry in the heap is an error
-/// (the index and the heap disagree).
+/// the refined count. A candidate without a geometry in the heap (an entry
+/// inserted by its rectangle, `Index::insert`) is its box, as in the
+/// Python package's refinement.
 pub fn refine(
     filtered: QueryResult,
     heap: &Heap,
@@ -47,16 +48,10 @@ pub fn refine(
         stats: filtered.stats,
     };
     for hit in filtered.hits {
-        let g = heap.get(hit.id)?.ok_or_else(|| {
-            Error::corrupt(
-                None,
-                format!(
-                    "object {} is in the index but has no geometry in the object heap {}",
-                    hit.id,
-                    heap.path().display()
-                ),
-            )
-        })?;
+        let g = match heap.get(hit.id)? {
+            Some(g) => g,
+            None => window_geometry(&hit.rect),
+        };
         if satisfies(&w, &g, predicate) {
             out.hits.push(hit);
         }
@@ -219,17 +214,14 @@ mod tests {
             &edge,
             Predicate::Intersects
         ));
-        // a candidate without geometry is an error
-        let ghost = QueryResult {
-            hits: vec![Hit {
-                id: 42,
-                rect: bounding_rect(&tri).unwrap(),
-            }],
+        // a candidate without geometry (an entry inserted by its box) is its box
+        let boxed = |rect: Rect| QueryResult {
+            hits: vec![Hit { id: 42, rect }],
             ..QueryResult::default()
         };
-        assert!(refine(ghost, &heap, w, Predicate::Intersects)
-            .unwrap_err()
-            .to_string()
-            .contains("object 42"));
+        let inside = boxed(Rect::new(1.0, 9.0, 1.5, 9.5).unwrap());
+        let apart = boxed(Rect::new(3.0, 3.0, 4.0, 4.0).unwrap());
+        assert_eq!(refine(inside, &heap, w, Predicate::Intersects).unwrap().stats.results, 1);
+        assert_eq!(refine(apart, &heap, w, Predicate::Intersects).unwrap().stats.results, 0);
     }
 }

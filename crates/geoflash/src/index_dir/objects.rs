@@ -231,7 +231,7 @@ impl Index {
             )));
         }
         let rect = object.rect();
-        self.with_heap_frame(&object.frame(id), |index| index.insert(id, rect))?;
+        self.with_heap_frame(&object.frame(id), |index| index.insert_entry(id, rect))?;
         // No I/O: the heap was found writable above.
         self.objects_mut()?.put_prepared(id, object)
     }
@@ -245,7 +245,14 @@ impl Index {
             .get(id)?
             .ok_or_else(|| Error::invalid(format!("object {id} is not in the object heap")))?;
         let rect = crate::objects::geometry::bounding_rect(&g)?;
-        self.with_heap_frame(&frame::delete(id), |index| index.delete(id, rect))?;
+        self.delete_object_at(id, rect)
+    }
+
+    /// [`Index::delete_object`] of `id`, whose MBR in the tree is `rect`.
+    pub(super) fn delete_object_at(&mut self, id: u64, rect: Rect) -> Result<()> {
+        self.heap_protocol()?;
+        self.objects_mut()?;
+        self.with_heap_frame(&frame::delete(id), |index| index.delete_entry(id, rect))?;
         self.objects_mut()?.delete(id)
     }
 

@@ -214,3 +214,52 @@ fn crashes_keep_the_object_heap_and_the_tree_together() {
         }
     }
 }
+
+/// Writes by rectangle on an index with an object heap keep the two
+/// together: an object's box is its geometry's, so moving it by
+/// rectangle is refused (it used to move the box and keep the geometry,
+/// and refined queries missed it), inserting its id again is refused, a
+/// delete by rectangle deletes its geometry too, and an entry inserted by
+/// rectangle is its box in refined queries (it used to be an error).
+#[test]
+fn writes_by_rectangle_keep_the_heap_and_the_tree_together() {
+    for config in &CONFIGS {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut index = create(tmp.path(), config);
+        let what = format!("{:?}", config.settings);
+        let tri = shape(1, 0);
+        index.insert_object(1, &tri).unwrap();
+        let bbox = crate::objects::geometry::bounding_rect(&tri).unwrap();
+        let far = Rect::from_valid(80.0, 80.0, 81.0, 81.0);
+        for e in [
+            index.update(1, bbox, far).unwrap_err(),
+            index.update_by_id(1, far).unwrap_err(),
+        ] {
+            assert!(e.is_user_error() && e.to_string().contains("object 1 has an exact geometry"), "{what}: {e}");
+        }
+        let e = index.insert(1, far).unwrap_err();
+        assert!(e.to_string().contains("already in the index"), "{what}: {e}");
+        // a box entry beside the objects: refined as its box
+        index.insert(2, far).unwrap();
+        index.commit().unwrap();
+        let hits = |index: &Index, w: Rect| index.query_refined(w, Predicate::Intersects).unwrap().sorted_ids();
+        assert_eq!(hits(&index, Rect::from_valid(79.0, 79.0, 80.5, 80.5)), vec![2], "{what}");
+        assert_eq!(hits(&index, bbox), vec![1], "{what}");
+        // a delete by rectangle deletes the object's geometry with it
+        index.delete(1, bbox).unwrap();
+        assert!(!index.objects().unwrap().contains(1), "{what}");
+        index.insert_object(1, &shape(1, 1)).unwrap();
+        index.close().unwrap();
+        let index = Index::open(tmp.path(), Access::Read).unwrap();
+        assert_eq!(found_with_boxes(&index), vec![1, 2], "{what}");
+        assert_eq!(index.objects().unwrap().get(1).unwrap(), Some(shape(1, 1)), "{what}");
+    }
+}
+
+/// Every id of the tree.
+fn found_with_boxes(index: &Index) -> Vec<u64> {
+    index
+        .query(Rect::from_valid(-1.0, -1.0, 101.0, 101.0), Predicate::Intersects)
+        .unwrap()
+        .sorted_ids()
+}

@@ -17,6 +17,10 @@ use crate::{Error, Result};
 /// objects, 8 less well).
 pub const WARM_BATCH: usize = 16;
 
+/// Why an object with an exact geometry is not moved by rectangle.
+const MOVE_AN_OBJECT: &str = "has an exact geometry in the object heap, whose box is its own: delete it and \
+                              insert it again with its new geometry";
+
 impl Index {
     /// Runs the update `f` on the structure as a timed index phase, its
     /// errors naming the page file; refused on a read-only index. First the
@@ -45,8 +49,17 @@ impl Index {
         r
     }
 
-    /// Inserts object `id` with MBR `rect` (one atomic operation).
+    /// Inserts object `id` with MBR `rect` (one atomic operation). In an
+    /// index with an object heap the entry has no stored geometry (its
+    /// box stands for it in refined queries); an error if the heap holds
+    /// `id` already.
     pub fn insert(&mut self, id: u64, rect: Rect) -> Result<()> {
+        self.refuse_stored_geometry(id, "is already in the index with an exact geometry; delete it first")?;
+        self.insert_entry(id, rect)
+    }
+
+    /// The tree's insertion of `id` at `rect` (see [`Index::insert`]).
+    pub(super) fn insert_entry(&mut self, id: u64, rect: Rect) -> Result<()> {
         let done = self.change(|t| t.insert(id, rect));
         self.locator.track(&done, |m| {
             m.insert(id, rect);
@@ -54,8 +67,18 @@ impl Index {
         done
     }
 
-    /// Deletes object `id` with MBR `rect`; an error if it is absent.
+    /// Deletes object `id` with MBR `rect`; an error if it is absent. An
+    /// object the object heap holds is deleted from it too, in the same
+    /// operation (as [`Index::delete_object`]).
     pub fn delete(&mut self, id: u64, rect: Rect) -> Result<()> {
+        if self.objects.as_ref().is_some_and(|h| h.contains(id)) {
+            return self.delete_object_at(id, rect);
+        }
+        self.delete_entry(id, rect)
+    }
+
+    /// The tree's deletion of `id` at `rect` (see [`Index::delete`]).
+    pub(super) fn delete_entry(&mut self, id: u64, rect: Rect) -> Result<()> {
         let done = self.change(|t| t.delete(id, rect));
         self.locator.track(&done, |m| {
             m.remove(&id);
@@ -63,10 +86,21 @@ impl Index {
         done
     }
 
+    /// An error naming `id` when the object heap holds it: its box is its
+    /// geometry's, so it is changed as an object, never by rectangle.
+    fn refuse_stored_geometry(&self, id: u64, why: &str) -> Result<()> {
+        if self.objects.as_ref().is_some_and(|h| h.contains(id)) {
+            return Err(Error::invalid(format!("object {id} {why}")));
+        }
+        Ok(())
+    }
+
     /// Moves object `id` from `old` to `new` (an R-tree or R*-tree rewrites
     /// the record in its leaf when the leaf's rectangle contains `new`: see
-    /// `crate::index::RTree::update`).
+    /// `crate::index::RTree::update`). An error for an object with an exact
+    /// geometry in the object heap (delete it and insert it again).
     pub fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
+        self.refuse_stored_geometry(id, MOVE_AN_OBJECT)?;
         let done = self.change(|t| t.update(id, old, new));
         self.locator.track(&done, |m| {
             m.insert(id, new);
@@ -113,6 +147,7 @@ impl Index {
     /// ```
     pub fn update_by_id(&mut self, id: u64, new: Rect) -> Result<()> {
         self.writable_by_key()?;
+        self.refuse_stored_geometry(id, MOVE_AN_OBJECT)?;
         let records = self.tree.len();
         let tree = &self.tree;
         let scan = || tree.located_records();
