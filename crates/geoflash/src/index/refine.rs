@@ -65,7 +65,6 @@ mod tests {
     use super::*;
     use crate::index::query::Hit;
     use crate::index::{IndexKind, RTree, TreeParams};
-    use crate::objects::geometry::bounding_rect;
     use crate::storage::mem::MemDevice;
     use crate::store::plain::{PlainConfig, PlainStore};
     use geo::{line_string, point, polygon, Relate, Rotate};
