@@ -304,6 +304,9 @@ impl Index {
                 newest.unwrap_or(scheme).max(self.records.map_generation())
             }
             (None, Some(j)) => j.client_mark(),
+            (None, None) if self.saved_at_checkpoints() => {
+                self.sims.first().map_or(0, |s| s.sim.client_mark())
+            }
             (None, None) => self
                 .objects
                 .as_ref()

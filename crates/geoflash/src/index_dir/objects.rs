@@ -42,6 +42,9 @@ enum HeapProtocol {
     /// The structure is durable at checkpoints only, under a rollback
     /// journal whose header names the heap's generation.
     Journal,
+    /// The index directory is on a simulated device saved whole at
+    /// checkpoints (`device.img`), whose image names the heap's generation.
+    Saved,
     /// Written in place without a journal (the papers' mode): no crash
     /// promise, for the heap either.
     Unprotected,
@@ -59,14 +62,16 @@ impl Index {
         if self.journal.is_some() {
             return Ok(HeapProtocol::Journal);
         }
+        if self.saved_at_checkpoints() {
+            return Ok(HeapProtocol::Saved);
+        }
         if self.manifest.store.in_place() {
             return Ok(HeapProtocol::Unprotected);
         }
         let dir = self.dir.as_deref().map_or(String::new(), |d| format!("{}: ", d.display()));
         Err(Error::invalid(format!(
             "{dir}this index cannot commit changes of its object heap ({}) with its operations: its store's \
-             log predates the frames that carry them, or it has neither a log nor a rollback journal \
-             (the plain store on a simulated device); rebuild it (`geoflash build`) to change its objects",
+             log predates the frames that carry them; rebuild it (`geoflash build`) to change its objects",
             crate::objects::OBJECTS_FILE
         )))
     }
@@ -77,7 +82,17 @@ impl Index {
         if let Some(c) = self.tree.client_log_ref() {
             return Some(c.generation().unwrap_or(0));
         }
-        self.journal.as_ref().map(|j| j.client_mark())
+        if let Some(j) = &self.journal {
+            return Some(j.client_mark());
+        }
+        if let (Some(s), true) = (self.sims.first(), self.saved_at_checkpoints()) {
+            return Some(s.sim.client_mark());
+        }
+        // A store with a log but no client log: a reader of a log whose
+        // checkpoints named no generation (it opens none then), or a log
+        // written before CLIENT frames (whose heap, of version 1, has no
+        // marks and is read whole).
+        (!self.manifest.store.is_plain()).then_some(0)
     }
 
     /// Which records of the heap file are committed (see [`Committed`]).
@@ -128,6 +143,9 @@ impl Index {
         heap.commit(generation)?;
         if let Some(j) = &self.journal {
             j.set_client_mark(generation);
+        }
+        for s in &self.sims {
+            s.sim.set_client_mark(generation);
         }
         Ok(())
     }

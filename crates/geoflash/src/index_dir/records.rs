@@ -222,7 +222,12 @@ impl Index {
     ) -> Result<()> {
         self.writable()?;
         if let (Some(f), Some(c)) = (frame, self.tree.client_log()) {
-            c.stage(f);
+            if let Err(e) = c.stage(f) {
+                if !self.records.staged {
+                    c.discard_staged();
+                }
+                return Err(e);
+            }
         }
         let outer = std::mem::replace(&mut self.records.staged, true);
         let done = op(self);

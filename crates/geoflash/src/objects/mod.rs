@@ -731,10 +731,10 @@ impl Heap {
     }
 
     /// Rewrites the committed live records into a new file (verifying
-    /// each) after the newest mark, then atomically replaces the heap with
-    /// it: write, sync, rename, sync the directory. Old versions and
-    /// tombstones are dropped. An error while changes are pending (commit
-    /// them first).
+    /// each) ending with the mark of the newest generation, then
+    /// atomically replaces the heap with it: write, sync, rename, sync the
+    /// directory. Old versions and tombstones are dropped. An error while
+    /// changes are pending (commit them first).
     pub fn compact(&mut self) -> Result<CompactReport> {
         self.writable()?;
         if self.has_pending() {
@@ -744,41 +744,37 @@ impl Heap {
             )));
         }
         let before = self.end;
-        let tmp = self.path.with_extension("dat.compact");
-        if tmp.exists() {
-            std::fs::remove_file(&tmp).map_err(|e| io_err(&tmp, e))?;
-        }
         let generation = self.mark.unwrap_or(self.base);
-        let mut buf = Vec::new();
+        let mut buf = Vec::from(&FILE_MAGIC[..]);
+        buf.extend_from_slice(&HEAP_FORMAT_VERSION.to_le_bytes());
+        buf.resize(FILE_HEADER as usize, 0);
         let mut index = BTreeMap::new();
-        let start = FILE_HEADER + RECORD_HEADER as u64;
         for (&id, &slot) in &self.index {
             let (payload, wkb) = self.read_record(id, slot)?;
-            index.insert(
-                id,
-                Slot {
-                    offset: start + buf.len() as u64,
-                    ..slot
-                },
-            );
+            let offset = buf.len() as u64;
+            index.insert(id, Slot { offset, ..slot });
             buf.extend_from_slice(&encode_record(KIND_OBJECT, id, &payload, &wkb));
         }
+        // No mark before the records: the only one names the generation,
+        // so damage to any record is before it, an error.
         buf.extend_from_slice(&encode_record(KIND_MARK, generation, &[], &[]));
-        let mut fresh = Heap::create(&tmp, generation)?;
-        fresh
-            .file
-            .write_all_at(&buf, fresh.end)
-            .and_then(|()| fresh.file.sync_all())
-            .map_err(|e| io_err(&tmp, e))?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| io_err(&self.path, e))?;
-        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            crate::manifest::sync_dir(dir)?;
-        }
-        fresh.end += buf.len() as u64;
-        fresh.path = self.path.clone();
+        let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty());
+        let name = self.path.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+            Error::invalid(format!("object heap {}: not a file name", self.path.display()))
+        })?;
+        crate::manifest::write_atomic(dir.unwrap_or(Path::new(".")), name, &buf)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .map_err(|e| io_err(&self.path, e))?;
+        let mut fresh = Heap::blank(&self.path, file, false);
+        fresh.end = buf.len() as u64;
         fresh.live_bytes = self.live_bytes;
         fresh.count = self.count;
         fresh.index = index;
+        fresh.mark = Some(generation);
+        fresh.base = generation;
         *self = fresh;
         Ok(CompactReport {
             bytes_before: before,

@@ -162,7 +162,12 @@ impl Heap {
         }
         let kept_end = found.kept.map(|(_, end)| end);
         match committed {
-            Committed::LastMark => Ok(kept_end.unwrap_or(FILE_HEADER)),
+            // No generation to tell a cut commit from damage: damage is an
+            // error, wherever it is.
+            Committed::LastMark => match stop {
+                Stop::Bad { offset, reason } => Err(Self::corrupt_at(&self.path, offset, reason)),
+                _ => Ok(kept_end.unwrap_or(FILE_HEADER)),
+            },
             Committed::Through(g) if found.kept.is_some_and(|(k, _)| k == g) => {
                 Ok(kept_end.unwrap_or(FILE_HEADER))
             }

@@ -76,8 +76,8 @@ fn round_trip_delete_replace_reopen_and_compact() {
     let rep = rw.compact().unwrap();
     assert_eq!(rep.bytes_before, before);
     assert!(rep.bytes_after < rep.bytes_before);
-    // the live records between two marks of the same generation
-    assert_eq!(rep.bytes_after, rw.live_bytes() + FILE_HEADER + 2 * RECORD_HEADER as u64);
+    // the live records, then the mark of the generation
+    assert_eq!(rep.bytes_after, rw.live_bytes() + FILE_HEADER + RECORD_HEADER as u64);
     assert_eq!(rep.objects, 29);
     check(&rw);
     drop(rw);
@@ -89,7 +89,11 @@ fn round_trip_delete_replace_reopen_and_compact() {
     let again = Heap::open(&path, true, through(3)).unwrap();
     assert_eq!(again.len(), 30);
     assert_eq!(again.get(100).unwrap(), Some(sample(100)));
-    assert!(!path.with_extension("dat.compact").exists());
+    assert!(!path.with_extension("dat.tmp").exists());
+    // damage to a compacted record is before the only mark: an error
+    let first = FILE_HEADER + RECORD_HEADER as u64 + 1;
+    flip(&path, first);
+    assert!(Heap::open(&path, true, through(3)).is_err());
 }
 
 #[test]
@@ -481,4 +485,16 @@ fn spilled_changes_stay_uncommitted_until_the_next_commit() {
     h.commit(1).unwrap();
     drop(h);
     assert_eq!(Heap::open(&path, true, through(1)).unwrap().ids(), vec![0, 2, 3, 9]);
+}
+
+#[test]
+fn without_a_named_generation_damage_is_an_error_wherever_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, rec) = three_commits(dir.path());
+    assert_eq!(Heap::open(&path, true, Committed::LastMark).unwrap().len(), 3);
+    flip(&path, rec[2].1 - 3);
+    let msg = Heap::open(&path, false, Committed::LastMark).unwrap_err().to_string();
+    assert!(msg.contains(&format!("offset {}", rec[2].0)), "{msg}");
+    // and nothing was truncated
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), rec[2].1 + 32);
 }

@@ -282,7 +282,8 @@ pub(crate) fn crash_plan<D: PageDevice>(counting: &FaultyDevice<D>, case: u64, s
 /// operations it kept.
 pub(crate) fn stage_op_frame(store: &mut dyn NodeStore, k: usize) {
     if let Some(c) = store.client_log() {
-        c.stage(&(k as u64).to_le_bytes());
+        c.stage(&(k as u64).to_le_bytes())
+            .expect("an eight-byte frame fits any log");
     }
 }
 

@@ -102,6 +102,9 @@ struct Inner {
     base: NandCounters,
     /// Clock at the last reset.
     time_base: u64,
+    /// The client mark saved with the image (see
+    /// [`FlashSimIo::set_client_mark`]).
+    client_mark: u64,
 }
 
 /// Extra simulator counters beyond [`SimCounters`].
@@ -178,8 +181,22 @@ impl FlashSimIo {
                 data: HashMap::new(),
                 base: NandCounters::default(),
                 time_base: 0,
+                client_mark: 0,
             }),
         })
+    }
+
+    /// The client mark of the saved image this device was loaded from (or
+    /// the one the next save writes, once set): the generation of the
+    /// index's object heap that the saved pages go with (0: none).
+    pub fn client_mark(&self) -> u64 {
+        self.lock().client_mark
+    }
+
+    /// Sets the client mark the next save writes with the image, so that it
+    /// is saved exactly with the pages.
+    pub fn set_client_mark(&self, mark: u64) {
+        self.lock().client_mark = mark;
     }
 
     /// The configuration this device was built with.

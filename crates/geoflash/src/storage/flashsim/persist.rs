@@ -3,7 +3,7 @@
 //!
 //! Format (little-endian), version 1:
 //! ```text
-//! magic "GEOFLASHSIM\0" | u32 version | u32 n + n bytes JSON {config, host_page_size}
+//! magic "GEOFLASHSIM\0" | u32 version | u32 n + n bytes JSON {config, host_page_size, client_mark}
 //! u64 next_plane | u64 seq | u64 wl_cursor
 //! u64 blocks, then per block: u8 state | u32 write pointer | u32 erase count | u64 last write
 //! u64 logical pages, then per page: u32 physical page (u32::MAX = unmapped)
@@ -33,6 +33,10 @@ const VERSION: u32 = 1;
 struct Header {
     config: FlashSimConfig,
     host_page_size: usize,
+    /// The index's object-heap generation the image goes with (absent,
+    /// read as 0, in images saved before it; readers before it ignore it).
+    #[serde(default)]
+    client_mark: u64,
 }
 
 fn corrupt(msg: impl Into<String>) -> Error {
@@ -148,6 +152,7 @@ impl FlashSimIo {
         let header = serde_json::to_vec(&Header {
             config: self.config.clone(),
             host_page_size: self.host_page_size,
+            client_mark: inner.client_mark,
         })
         .map_err(|e| Error::invalid(format!("flashsim: cannot encode the configuration: {e}")))?;
         let image = inner.ftl.export();
@@ -243,6 +248,7 @@ impl FlashSimIo {
         {
             let mut inner = sim.lock();
             inner.ftl = ftl;
+            inner.client_mark = header.client_mark;
             for _ in 0..npages {
                 let h = c.u64()?;
                 if h >= sim.capacity {

@@ -156,7 +156,8 @@ impl EfindStore {
         let due = log.commit_due()
             || over_budget
             || log.fill_ratio() > COMPACT_AT
-            || self.held.changes() > held_limit;
+            || self.held.changes() > held_limit
+            || self.client.as_ref().is_some_and(ClientLog::group_due);
         if due {
             self.log_group()?;
         }

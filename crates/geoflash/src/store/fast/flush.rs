@@ -32,7 +32,8 @@ impl FastStore {
             || self.table.bytes() > self.config.buffer_bytes
             || self.log.fill_ratio() >= COMPACT_AT
             || self.log.free_bytes() < self.reserve()
-            || self.staged.changes() > held_limit;
+            || self.staged.changes() > held_limit
+            || self.client.as_ref().is_some_and(ClientLog::group_due);
         if due {
             self.log_group()?;
         }

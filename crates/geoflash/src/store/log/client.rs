@@ -18,9 +18,14 @@
 //! tells, after a crash between the two, which snapshot the frames follow.
 use integer_encoding::VarInt;
 
-use super::record::{Record, RecordKind};
+use super::record::{Record, RecordKind, MAX_PAYLOAD};
 use crate::store::OpId;
 use crate::{Error, Result};
+
+/// Bytes of frames held for a logged group at which the store logs the
+/// group (half a record's largest payload, at most half the room; see
+/// [`ClientLog::group_due`]).
+pub const GROUP_BYTES: usize = MAX_PAYLOAD / 2;
 
 /// Frames staged or held for logging, packed as a CLIENT payload.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -183,9 +188,40 @@ impl ClientLog {
     }
 
     /// Stages `frame` for the next operation that commits: it is logged
-    /// with that operation and kept by restart exactly when it is.
-    pub fn stage(&mut self, frame: &[u8]) {
+    /// with that operation and kept by restart exactly when it is. An
+    /// error, staging nothing, when the operation's frames would pass
+    /// [`max_op_bytes`](Self::max_op_bytes): a CLIENT record must fit in
+    /// one log record.
+    pub fn stage(&mut self, frame: &[u8]) -> Result<()> {
+        let limit = self.max_op_bytes();
+        let after = self.staged.bytes.len() + frame.len() + 10;
+        if after > limit {
+            return Err(Error::invalid(format!(
+                "a change of {} bytes (a stored geometry or object) is more than the store's log carries \
+                 with one operation ({limit} bytes: a quarter of a log record, and of the room the log \
+                 keeps for such changes)",
+                frame.len()
+            )));
+        }
         self.staged.push(frame);
+        Ok(())
+    }
+
+    /// The most bytes of frames one operation may stage: a quarter of a
+    /// record's largest payload and of the [room](Self::room), so that a
+    /// held group logged once it passes [`GROUP_BYTES`] still fits in one
+    /// record.
+    pub fn max_op_bytes(&self) -> usize {
+        let room = usize::try_from(self.room() / 4).unwrap_or(usize::MAX);
+        (MAX_PAYLOAD / 4).min(room)
+    }
+
+    /// Whether the frames held for the next logged group have reached
+    /// [`GROUP_BYTES`]: the store logs the group now (its CLIENT record
+    /// must fit in one log record).
+    pub fn group_due(&self) -> bool {
+        let room = usize::try_from(self.room() / 2).unwrap_or(usize::MAX);
+        self.held.bytes.len() >= GROUP_BYTES.min(room)
     }
 
     /// Forgets the frames staged and not yet committed (the operation
