@@ -296,7 +296,11 @@ impl Index {
         if !self.records_changed() && !self.heap_pending() {
             return None;
         }
+        let saved_mark = self.sims.first().and_then(|s| s.sim.client_mark());
         let named = match (self.tree.client_log_ref(), &self.journal) {
+            (None, None) if self.saved_at_checkpoints() && saved_mark.is_some() => {
+                saved_mark.unwrap_or(0)
+            }
             (Some(c), _) => {
                 let scheme = if self.records_in_log() { 0 } else { HEAP_ONLY_GENERATIONS };
                 let ours = |g: Option<u64>| g.filter(|g| g & HEAP_ONLY_GENERATIONS == scheme);
@@ -304,9 +308,6 @@ impl Index {
                 newest.unwrap_or(scheme).max(self.records.map_generation())
             }
             (None, Some(j)) => j.client_mark(),
-            (None, None) if self.saved_at_checkpoints() => {
-                self.sims.first().map_or(0, |s| s.sim.client_mark())
-            }
             (None, None) => self
                 .objects
                 .as_ref()

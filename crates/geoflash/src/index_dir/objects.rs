@@ -35,7 +35,7 @@ pub(super) const HEAP_ONLY_GENERATIONS: u64 = 1 << 63;
 /// How an index makes its object heap's changes durable with its
 /// operations (see [`crate::objects`], "Commits").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum HeapProtocol {
+pub(super) enum HeapProtocol {
     /// Each change is a frame logged with its operation; checkpoints name
     /// the heap's generation in the store's CHECKPOINT record.
     Log,
@@ -55,7 +55,7 @@ impl Index {
     /// The heap's protocol; `Err` naming why when the index has none that
     /// keeps the heap and the tree together (a store with a log written
     /// before CLIENT frames, or the plain store on a simulated device).
-    fn heap_protocol(&self) -> Result<HeapProtocol> {
+    pub(super) fn heap_protocol(&self) -> Result<HeapProtocol> {
         if self.tree.client_log_ref().is_some() {
             return Ok(HeapProtocol::Log);
         }
@@ -86,7 +86,9 @@ impl Index {
             return Some(j.client_mark());
         }
         if let (Some(s), true) = (self.sims.first(), self.saved_at_checkpoints()) {
-            return Some(s.sim.client_mark());
+            // An image saved before marks names none: the heap up to its
+            // last mark.
+            return s.sim.client_mark();
         }
         // A store with a log but no client log: a reader of a log whose
         // checkpoints named no generation (it opens none then), or a log

@@ -71,7 +71,9 @@ impl Index {
     /// object the object heap holds is deleted from it too, in the same
     /// operation (as [`Index::delete_object`]).
     pub fn delete(&mut self, id: u64, rect: Rect) -> Result<()> {
-        if self.objects.as_ref().is_some_and(|h| h.contains(id)) {
+        // (A store whose log predates the heap's frames deletes the entry
+        // alone, as it always did: its heap cannot change with the tree.)
+        if self.objects.as_ref().is_some_and(|h| h.contains(id)) && self.heap_protocol().is_ok() {
             return self.delete_object_at(id, rect);
         }
         self.delete_entry(id, rect)

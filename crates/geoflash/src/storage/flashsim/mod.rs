@@ -103,8 +103,8 @@ struct Inner {
     /// Clock at the last reset.
     time_base: u64,
     /// The client mark saved with the image (see
-    /// [`FlashSimIo::set_client_mark`]).
-    client_mark: u64,
+    /// [`FlashSimIo::set_client_mark`]; `None`: an image saved before it).
+    client_mark: Option<u64>,
 }
 
 /// Extra simulator counters beyond [`SimCounters`].
@@ -181,22 +181,23 @@ impl FlashSimIo {
                 data: HashMap::new(),
                 base: NandCounters::default(),
                 time_base: 0,
-                client_mark: 0,
+                client_mark: Some(0),
             }),
         })
     }
 
     /// The client mark of the saved image this device was loaded from (or
     /// the one the next save writes, once set): the generation of the
-    /// index's object heap that the saved pages go with (0: none).
-    pub fn client_mark(&self) -> u64 {
+    /// index's object heap that the saved pages go with (0 for a new
+    /// device; `None` for an image saved before marks, which names none).
+    pub fn client_mark(&self) -> Option<u64> {
         self.lock().client_mark
     }
 
     /// Sets the client mark the next save writes with the image, so that it
     /// is saved exactly with the pages.
     pub fn set_client_mark(&self, mark: u64) {
-        self.lock().client_mark = mark;
+        self.lock().client_mark = Some(mark);
     }
 
     /// The configuration this device was built with.

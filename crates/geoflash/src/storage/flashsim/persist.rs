@@ -33,10 +33,11 @@ const VERSION: u32 = 1;
 struct Header {
     config: FlashSimConfig,
     host_page_size: usize,
-    /// The index's object-heap generation the image goes with (absent,
-    /// read as 0, in images saved before it; readers before it ignore it).
-    #[serde(default)]
-    client_mark: u64,
+    /// The index's object-heap generation the image goes with (absent in
+    /// images saved before it, which name none; readers before it ignore
+    /// it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    client_mark: Option<u64>,
 }
 
 fn corrupt(msg: impl Into<String>) -> Error {
