@@ -32,6 +32,12 @@ pub(super) fn open_objects(dir: &Path, access: Access, committed: Committed) -> 
 /// the checkpoint names.
 pub(super) const HEAP_ONLY_GENERATIONS: u64 = 1 << 63;
 
+/// Bytes of pending heap changes past which the next object operation
+/// first writes them to the file, uncommitted until the checkpoint's mark
+/// ([`Heap::spill`]), so that memory holds little of a long load (small in
+/// tests, so that the crash campaigns spill often).
+const HEAP_SPILL_BYTES: u64 = if cfg!(test) { 512 } else { 1 << 20 };
+
 /// How an index makes its object heap's changes durable with its
 /// operations (see [`crate::objects`], "Commits").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +164,11 @@ impl Index {
     /// the record map is staged already (its caller ran it).
     fn with_heap_frame(&mut self, frame: &[u8], op: impl FnOnce(&mut Index) -> Result<()>) -> Result<()> {
         let logged = self.heap_protocol()? == HeapProtocol::Log;
+        if let Some(heap) = self.objects.as_mut().filter(|h| h.pending_bytes() > HEAP_SPILL_BYTES) {
+            // Before the operation, so that an error here is not that of
+            // an operation already durable.
+            heap.spill()?;
+        }
         if !self.records.staged {
             self.checkpoint_if_due()?;
         }

@@ -278,6 +278,9 @@ pub struct Heap {
     pending: BTreeMap<u64, Pending>,
     /// Bytes the pending changes will take in the file.
     pending_bytes: u64,
+    /// Changes were spilled to the file since the newest mark
+    /// ([`Heap::spill`]): the next commit must mark them.
+    spilled: bool,
     /// Live objects, pending changes included.
     count: u64,
     live_bytes: u64,
@@ -318,6 +321,7 @@ impl Heap {
             index: BTreeMap::new(),
             pending: BTreeMap::new(),
             pending_bytes: 0,
+            spilled: false,
             count: 0,
             live_bytes: 0,
             torn_tail: 0,
@@ -490,7 +494,7 @@ impl Heap {
     /// Nothing is written when nothing is pending and the newest mark is
     /// `generation` already.
     pub fn commit(&mut self, generation: u64) -> Result<()> {
-        if self.pending.is_empty() && self.mark == Some(generation) {
+        if !self.has_pending() && self.mark == Some(generation) {
             return Ok(());
         }
         self.write_pending(Some(generation))?;
@@ -499,10 +503,10 @@ impl Heap {
     }
 
     /// Writes the pending changes without a mark and without a sync,
-    /// freeing their memory: they stay uncommitted (a crash drops them)
-    /// until the next [`Heap::commit`] marks them. For a load whose index
-    /// is published whole at its end (a bulk load into a staging
-    /// directory).
+    /// freeing their memory: they stay uncommitted (a crash drops them, and
+    /// the index's protocol brings them back: the store's log replays their
+    /// frames, or the structure returns to its checkpoint as well) until
+    /// the next [`Heap::commit`] marks them.
     pub fn spill(&mut self) -> Result<()> {
         if self.pending.is_empty() {
             return Ok(());
@@ -579,6 +583,7 @@ impl Heap {
         }
         self.pending.clear();
         self.pending_bytes = 0;
+        self.spilled = generation.is_none();
         self.end = at + buf.len() as u64;
         Ok(())
     }
@@ -707,9 +712,10 @@ impl Heap {
         self.pending_bytes
     }
 
-    /// Whether changes are pending (the next commit writes them).
+    /// Whether changes wait for the next commit: in memory, or spilled to
+    /// the file without a mark.
     pub fn has_pending(&self) -> bool {
-        !self.pending.is_empty()
+        !self.pending.is_empty() || self.spilled
     }
 
     /// The generation of the newest mark (`None` in a file of version 1
