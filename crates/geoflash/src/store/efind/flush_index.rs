@@ -8,9 +8,10 @@
 //! the highest degree. The index keeps, updated on every create, modify,
 //! delete and removal of a buffered page:
 //!
-//! - the **age order**: two ordered sets of `(tick, page)`, the candidates
-//!   (the oldest `⌈N·p/100⌉` of the `N` pages) and the rest, rebalanced
-//!   after each change (O(log N) per moved page, at most a few per change);
+//! - the **age order** ([`AgeOrder`]): a queue of `(tick, page)`, the
+//!   candidates (the oldest `⌈N·p/100⌉` of the `N` pages) before a split
+//!   and the rest after it, rebalanced after each change (O(1) per moved
+//!   page, at most a few per change, amortised over the stale keys skipped);
 //! - the **candidates by page id** in blocks of [`BLOCK`] consecutive ids
 //!   (each a vector of its candidates, sorted), under a segment tree whose
 //!   nodes summarise their blocks' id-sorted sequence for every phase
@@ -43,10 +44,11 @@
 //! modified area, and units over [`MAX_INDEXED_UNIT`]) takes the candidates
 //! from the age order (O(c) for `c` candidates, no sort of the buffer) and
 //! ranks them as the scan does, the overlap in O(c²).
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 use crate::page_id::{IdMap, IdSet};
 
+use super::age_order::{AgeOrder, Key};
 use super::flush::{unit_rank, FlushPolicy, PageInfo, TcChoice};
 use super::write_buffer::WbEntry;
 use crate::storage::PageId;
@@ -145,12 +147,14 @@ pub struct FlushIndex {
     config: Option<FlushIndexConfig>,
     /// Every buffered page: (tick, item).
     pages: IdMap<(u64, Item)>,
-    /// The oldest ⌈N·p/100⌉ pages not excluded, by (tick, id).
-    cand: BTreeSet<(u64, PageId)>,
-    /// The other pages not excluded.
-    rest: BTreeSet<(u64, PageId)>,
+    /// The pages by (tick, id): the oldest ⌈N·p/100⌉ not excluded are the
+    /// candidates.
+    age: AgeOrder,
     /// Pages set aside by [`exclude`](Self::exclude).
     excluded: IdSet,
+    /// Pages the last rebalance moved into (`true`) or out of the
+    /// candidates (kept for its room).
+    moved: Vec<(PageId, bool)>,
     /// Buffered pages with a positive modified area.
     positive_area: usize,
     /// The candidates of block `b` (ids `b·BLOCK .. (b+1)·BLOCK`), by id
@@ -238,6 +242,9 @@ impl FlushIndex {
             config: Some(config),
             ..FlushIndex::default()
         };
+        // Oldest first, so that each key joins the age order at its end.
+        let mut rows: Vec<(PageId, &WbEntry)> = rows.collect();
+        rows.sort_unstable_by_key(|&(id, row)| (row.timestamp, id));
         for (id, row) in rows {
             self.touch(id, row);
         }
@@ -246,7 +253,6 @@ impl FlushIndex {
     /// Hook: page `id` was created or changed and its row is now `row`.
     pub fn touch(&mut self, id: PageId, row: &WbEntry) {
         let Some(cfg) = self.config else { return };
-        self.detach(id);
         let area = if cfg.policy.uses_area() {
             row.modified_mbr().map_or(0.0, |m| m.area())
         } else {
@@ -261,10 +267,15 @@ impl FlushIndex {
         if area > 0.0 {
             self.positive_area += 1;
         }
-        self.pages.insert(id, (row.timestamp, item));
-        if !self.excluded.contains(&id) {
-            self.enter((row.timestamp, id));
+        // One lookup of the page: its new key in, the old one out.
+        if let Some(old) = self.pages.insert(id, (row.timestamp, item)) {
+            self.detached(id, old);
         }
+        let key = (row.timestamp, id);
+        if self.age.insert(key, !self.excluded.contains(&id)) {
+            self.block_insert(id);
+        }
+        self.rebalance();
     }
 
     /// Hook: page `id` left the write buffer.
@@ -293,9 +304,12 @@ impl FlushIndex {
     pub fn include_all(&mut self) {
         for id in std::mem::take(&mut self.excluded) {
             if let Some(&(ts, _)) = self.pages.get(&id) {
-                self.enter((ts, id));
+                if self.age.rejoin((ts, id)) {
+                    self.block_insert(id);
+                }
             }
         }
+        self.rebalance();
     }
 
     /// Whether [`best_unit`](Self::best_unit) ranks the current state (the
@@ -313,7 +327,7 @@ impl FlushIndex {
 
     /// Number of buffered pages not set aside.
     pub fn active(&self) -> usize {
-        self.cand.len() + self.rest.len()
+        self.age.active()
     }
 
     /// Whether some buffered page has a positive modified area (the
@@ -324,7 +338,14 @@ impl FlushIndex {
 
     /// The candidates (the oldest p% of the pages not set aside), oldest first.
     pub fn candidates(&self) -> impl Iterator<Item = PageId> + '_ {
-        self.cand.iter().map(|&(_, id)| id)
+        self.age
+            .iter_candidates(|key| self.is_active(key))
+            .map(|(_, id)| id)
+    }
+
+    /// Whether `key` is the current key of a page not set aside.
+    fn is_active(&self, (ts, id): Key) -> bool {
+        self.pages.get(&id).is_some_and(|&(t, _)| t == ts) && !self.excluded.contains(&id)
     }
 
     /// Temporal control's outcome (Alg. 4) over the candidates and the id
@@ -351,7 +372,7 @@ impl FlushIndex {
             .iter()
             .map(|&(lo, hi)| self.count(lo, hi))
             .sum();
-        let t = self.cand.len() - within;
+        let t = self.age.candidates() - within;
         let far = complement(&mid);
         if s >= unit {
             (Some(TcChoice::Seq), near)
@@ -426,37 +447,33 @@ impl FlushIndex {
     }
 
     fn detach(&mut self, id: PageId) {
-        if let Some((ts, item)) = self.pages.remove(&id) {
-            if item.area > 0.0 {
-                self.positive_area -= 1;
-            }
-            if !self.excluded.contains(&id) {
-                self.leave((ts, id));
-            }
+        if let Some(old) = self.pages.remove(&id) {
+            self.detached(id, old);
         }
     }
 
-    /// Puts an active page in the age order (and its block if a candidate).
-    fn enter(&mut self, key: (u64, PageId)) {
-        if self.cand.last().is_some_and(|&last| key < last) {
-            self.cand.insert(key);
-            self.block_insert(key.1);
-        } else {
-            self.rest.insert(key);
+    /// Page `id`'s entry `(ts, item)` was taken out of `pages`: its key
+    /// leaves the candidates or the rest.
+    fn detached(&mut self, id: PageId, (ts, item): (u64, Item)) {
+        if item.area > 0.0 {
+            self.positive_area -= 1;
         }
-        self.rebalance();
+        if !self.excluded.contains(&id) {
+            self.leave((ts, id));
+        }
     }
 
-    /// Takes an active page out of the age order (and its block).
-    fn leave(&mut self, key: (u64, PageId)) {
-        if self.cand.remove(&key) {
+    /// An active page's key stops being active (and its page leaves its
+    /// block if a candidate).
+    fn leave(&mut self, key: Key) {
+        if self.age.leave(key) {
             self.block_remove(key.1);
-        } else {
-            self.rest.remove(&key);
         }
     }
 
-    /// Restores |cand| = ⌈N·p/100⌉ (at least 1 when N > 0).
+    /// Restores the candidates to ⌈N·p/100⌉ of the N active pages (at
+    /// least 1 when N > 0), and drops stale keys from the age order once
+    /// they outnumber the pages.
     fn rebalance(&mut self) {
         let n = self.active();
         let percent = usize::from(self.config.map_or(100, |c| c.percent));
@@ -465,20 +482,23 @@ impl FlushIndex {
         } else {
             (n * percent).div_ceil(100).max(1)
         };
-        while self.cand.len() > want {
-            let Some(key) = self.cand.pop_last() else {
-                break;
-            };
-            self.block_remove(key.1);
-            self.rest.insert(key);
+        let mut moved = std::mem::take(&mut self.moved);
+        let (pages, excluded) = (&self.pages, &self.excluded);
+        let active = |(ts, id): Key| {
+            pages.get(&id).is_some_and(|&(t, _)| t == ts) && !excluded.contains(&id)
+        };
+        self.age.rebalance(want, active, |id, joined| moved.push((id, joined)));
+        self.age.compact(pages.len(), |(ts, id)| {
+            pages.get(&id).is_some_and(|&(t, _)| t == ts)
+        });
+        for (id, joined) in moved.drain(..) {
+            if joined {
+                self.block_insert(id);
+            } else {
+                self.block_remove(id);
+            }
         }
-        while self.cand.len() < want {
-            let Some(key) = self.rest.pop_first() else {
-                break;
-            };
-            self.cand.insert(key);
-            self.block_insert(key.1);
-        }
+        self.moved = moved;
     }
 
     // ---- the candidates by id: blocks under a segment tree ----
@@ -671,9 +691,8 @@ impl FlushIndex {
     fn count(&self, lo: PageId, hi: PageId) -> usize {
         if !self.summarised() {
             return self
-                .cand
-                .iter()
-                .filter(|&&(_, id)| (lo..=hi).contains(&id))
+                .candidates()
+                .filter(|id| (lo..=hi).contains(id))
                 .count();
         }
         if self.leaves == 0 {

@@ -115,6 +115,7 @@ use crate::{Error, Result};
 #[cfg(test)]
 mod crash_tests;
 pub mod flush;
+mod age_order;
 pub mod flush_index;
 mod group;
 mod logging;
@@ -854,10 +855,11 @@ impl EfindStore {
     /// After the write buffer grew: an adaptive read buffer gives back
     /// what the budget no longer leaves it, then the peak is noted.
     fn note_peak(&self) {
-        self.trim_read_buffer();
+        let room = self.read_room();
         let wb = self.wb.bytes() as u64;
         let views = self.wb.view_bytes() as u64;
         let mut inner = self.lock();
+        self.trim_read_buffer(&mut inner, room);
         let total = wb + views + inner.rb.used_bytes() as u64;
         inner.stats.peak_buffer_bytes = inner.stats.peak_buffer_bytes.max(total);
         inner.estats.peak_write_buffer_bytes = inner.estats.peak_write_buffer_bytes.max(wb);

@@ -72,14 +72,13 @@ impl EfindStore {
     }
 
     /// After the write buffer grew: an adaptive read buffer
-    /// gives back what the budget no longer leaves it (a fixed one never
-    /// holds more than its share).
-    pub(super) fn trim_read_buffer(&self) {
+    /// gives back what the budget no longer leaves it, `room` (what
+    /// [`Self::read_room`] says now; a fixed one never holds more than its
+    /// share).
+    pub(super) fn trim_read_buffer(&self, inner: &mut super::Inner, room: usize) {
         if self.config.read_buffer_mode.is_fixed() {
             return;
         }
-        let room = self.read_room();
-        let mut inner = self.lock();
         if inner.rb.used_bytes() > room {
             inner.rb.set_budget(room);
             inner.rb.evict_to_budget();
