@@ -71,7 +71,7 @@ G=$1; MNT=$2; OUT=$3; FIRST=$4; REST=$5; AFTER=$6; shift 6
 mount -t tmpfs -o size=16m tmpfs "$MNT" || exit 90
 run() { name=$1; shift; "$G" "$@" > "$OUT/$name.out" 2> "$OUT/$name.err"; echo $? > "$OUT/$name.rc"; }
 Q="--window -10,-10,2000,2000 --ids --json"
-run build build --input "$FIRST" --index "$MNT/idx" --page-size 1024 --buffer 64KiB --device 'file?direct=false' "$@"
+run build build --input "$FIRST" --index "$MNT/idx" --page-size 1024 --buffer 64KiB "$@"
 dd if=/dev/zero of="$MNT/filler" bs=64k 2>/dev/null
 truncate -s -256K "$MNT/filler"
 run insert insert --index "$MNT/idx" --input "$REST"
@@ -117,13 +117,33 @@ fn a_full_file_system_never_loses_acknowledged_data_and_the_index_recovers() {
     write_range(&after, BUILT + MORE + 1, BUILT + MORE + 500);
     let script = dir.path().join("space.sh");
     std::fs::write(&script, SCRIPT).unwrap();
-    let configs: [&[&str]; 6] = [
-        &["--store", "plain", "--kind", "rtree"],
-        &["--store", "plain", "--kind", "fortree"],
-        &["--store", "efind", "--durability", "sync"],
-        &["--store", "efind"],
-        &["--store", "fast", "--durability", "group"],
-        &["--store", "fast", "--durability", "none"],
+    const FILE: &str = "file?direct=false";
+    // A log inside a hybrid device (no `log.dat`): its space reserved on
+    // the tiers' files.
+    const HYBRID: &str = "hybrid:fast=(file?direct=false)&slow=(file?direct=false)";
+    let configs: [&[&str]; 8] = [
+        &["--store", "plain", "--kind", "rtree", "--device", FILE],
+        &["--store", "plain", "--kind", "fortree", "--device", FILE],
+        &["--store", "efind", "--durability", "sync", "--device", FILE],
+        &["--store", "efind", "--device", FILE],
+        &["--store", "fast", "--durability", "group", "--device", FILE],
+        &["--store", "fast", "--durability", "none", "--device", FILE],
+        &[
+            "--store",
+            "efind",
+            "--durability",
+            "sync",
+            "--device",
+            HYBRID,
+        ],
+        &[
+            "--store",
+            "fast",
+            "--durability",
+            "group",
+            "--device",
+            HYBRID,
+        ],
     ];
     let mut acked_total = 0;
     for (i, config) in configs.iter().enumerate() {

@@ -375,6 +375,34 @@ impl HybridIo {
         }
     }
 
+    /// The fast slots writes of `pages` may use ([`PageDevice::reserve`]):
+    /// those the pages hold, then as many as the pages that may take one
+    /// (hinted fast, or below the fast range) from the free slots in the
+    /// order they are handed out and the tier's next new slots.
+    fn fast_slots_for(&self, pages: &std::ops::Range<PageId>) -> Vec<u64> {
+        let g = self.lock();
+        let held = g.slot.iter().filter(|(p, _)| pages.contains(p));
+        let mut slots: Vec<u64> = held.map(|(_, &s)| s).collect();
+        let in_range = pages.end.min(g.fast_range).saturating_sub(pages.start);
+        let hinted = g
+            .hint
+            .iter()
+            .filter(|&(p, t)| *t == Tier::Fast && pages.contains(p) && *p >= g.fast_range)
+            .count() as u64;
+        let room = g.fast_limit.saturating_sub(g.slot.len() as u64);
+        let mut taking = (in_range + hinted).min(room);
+        for &s in g.free_slots.iter().rev() {
+            if taking == 0 {
+                break;
+            }
+            slots.push(s);
+            taking -= 1;
+        }
+        let end = g.next_slot.saturating_add(taking).min(g.fast_limit);
+        slots.extend(g.next_slot..end);
+        slots
+    }
+
     /// Splits a read batch by where its pages live: `(index in batch, fast
     /// slot)` and `(index, slow page)`.
     fn split_read(&self, pages: &[PageId]) -> (Parts, Parts) {
@@ -510,6 +538,21 @@ impl PageDevice for HybridIo {
         self.slow.trim(pages)
     }
 
+    /// Reserves what writes of `pages` may take: the slow tier's pages of
+    /// the whole range (each page may live there, or fall back to it when
+    /// the fast tier is full) and, on the fast tier, the slots the range's
+    /// pages hold and those they may take at their next write (pages hinted
+    /// fast or below the fast range: the free slots handed out next and the
+    /// tier's next new ones).
+    fn reserve(&self, pages: std::ops::Range<PageId>) -> Result<()> {
+        let slots = self.fast_slots_for(&pages);
+        self.slow.reserve(pages)?;
+        for s in slots {
+            self.fast.reserve(s..s + 1)?;
+        }
+        Ok(())
+    }
+
     fn describe(&self) -> String {
         format!(
             "hybrid(fast={}; slow={}; fast_pages={})",
@@ -586,6 +629,58 @@ mod tests {
 
     fn page(v: u8) -> Vec<u8> {
         vec![v; 512]
+    }
+
+    /// `reserve` reaches both tiers: the slow tier's pages of the range,
+    /// and the fast slots its pages hold or will take (a page hinted fast),
+    /// so that a log on a hybrid of files never finds the file system full
+    /// in the middle of a batch (before: nothing was reserved).
+    #[test]
+    fn reserve_reaches_the_slow_pages_and_the_fast_slots_writes_will_take() {
+        use crate::storage::file::{FileDevice, FileDeviceOptions, IoEngine};
+        use std::os::unix::fs::MetadataExt;
+        let base = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/test-tmp");
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = tempfile::tempdir_in(&base).unwrap();
+        let ps = 4096;
+        let open = |name: &str| -> Arc<dyn PageDevice> {
+            let opts = FileDeviceOptions {
+                direct: false,
+                engine: IoEngine::Psync,
+                capacity_pages: 0,
+                read_only: false,
+            };
+            Arc::new(FileDevice::open(&dir.path().join(name), ps, opts).unwrap())
+        };
+        let h = HybridDevice::new(open("fast"), open("slow"))
+            .unwrap()
+            .with_fast_pages(8);
+        let blocks = |name: &str| std::fs::metadata(dir.path().join(name)).unwrap().blocks() * 512;
+        // Whether this file system allocates ahead at all.
+        open("probe").reserve(0..4).unwrap();
+        if blocks("probe") == 0 {
+            let what = "fallocate on the test directory's file system";
+            if let Err(e) = crate::testenv::prerequisite_missing(what) {
+                panic!("{e}");
+            }
+            return;
+        }
+        h.hint_tier(&[3], Tier::Fast).unwrap();
+        h.write(3, &vec![7u8; ps]).unwrap();
+        assert_eq!(h.tier_of(3), Tier::Fast);
+        h.hint_tier(&[20], Tier::Fast).unwrap();
+        let fast_before = blocks("fast");
+        h.reserve(0..32).unwrap();
+        assert!(blocks("slow") >= 32 * ps as u64, "slow tier: {} bytes", blocks("slow"));
+        assert!(fast_before < 2 * ps as u64);
+        assert!(blocks("fast") >= 2 * ps as u64, "fast tier: {} bytes", blocks("fast"));
+        // The reserved pages read as before and the hinted page goes fast.
+        let mut buf = vec![0u8; ps];
+        h.read(3, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 7));
+        h.write(20, &vec![9u8; ps]).unwrap();
+        assert_eq!(h.tier_of(20), Tier::Fast);
+        assert_eq!(h.fast_slots_for(&(20..21)), vec![1]);
     }
 
     #[test]
