@@ -141,7 +141,7 @@ fn device(
             Ok((sim.clone(), vec![SavedSim { sim, file: image }]))
         }
         (DeviceSpec::FlashSim { .. }, How::Reopen(dir, _)) => {
-            let path = dir.join(image);
+            let path = super::images::image_to_load(dir, image);
             if !path.is_file() {
                 return Err(missing_file(
                     &path,

@@ -57,7 +57,7 @@ pub struct Index {
     pub(super) rolled_back: u64,
     /// The flash simulators behind `device` (the device itself or the
     /// tiers of a hybrid): their state is saved to `device.img` (and
-    /// `device.fast.img`) at each checkpoint so later commands can reopen it.
+    /// `device.fast.img`, together: `images.rs`) at each checkpoint so later commands can reopen it.
     pub(super) sims: Vec<SavedSim>,
     /// The object heap (`objects.dat`), when the index stores geometries.
     pub(super) objects: Option<crate::objects::Heap>,
@@ -261,9 +261,7 @@ impl Index {
             journal.commit().map_err(|e| self.locate(e))?;
         }
         if let Some(dir) = &self.dir {
-            for s in &self.sims {
-                s.sim.save(&dir.join(s.file))?;
-            }
+            super::images::save(dir, &self.sims)?;
         }
         self.checkpoints.restart();
         Ok(())

@@ -29,7 +29,8 @@
 //! The module is divided by concern: `options.rs` holds the options of an
 //! index and their checks, `factory.rs` the file names and the opening of
 //! the log and the node store, `devices.rs` the device created or reopened
-//! from the spec, `index.rs` the [`Index`] type
+//! from the spec, `images.rs` the simulators' images saved together at
+//! checkpoints, `index.rs` the [`Index`] type
 //! with its accessors, counters, checkpoint and close, `create.rs` and
 //! `open.rs` how an index comes into being and is reopened,
 //! `operations.rs` its updates and queries, and `objects.rs` the object
@@ -43,6 +44,7 @@ mod create;
 mod damage_tests;
 mod devices;
 mod factory;
+mod images;
 mod index;
 mod inspection;
 mod journal;

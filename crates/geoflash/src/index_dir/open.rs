@@ -59,6 +59,8 @@ impl Index {
                 return Err(missing_file(&log, "the log of the index"));
             }
         }
+        // A save of two simulators' images that a crash interrupted.
+        super::images::settle(dir, access)?;
         let (device, sims) = reopen_device(&spec, manifest.page_size, dir, access)?;
         // A structure that writes in place: its rollback journal brings the
         // pages back to the last checkpoint (see `journal`).
