@@ -137,13 +137,15 @@ fn matrix() -> Vec<Config> {
 }
 
 /// The devices an index directory takes, for [`device_matrix`]: a file
-/// outside the directory, hybrids of files and of a file and a simulator,
-/// and the flash simulator alone.
-const DEVICES: [&str; 5] = [
+/// outside the directory, hybrids of files, of a file and a simulator and
+/// of two simulators (two images saved at each checkpoint), and the flash
+/// simulator alone.
+const DEVICES: [&str; 6] = [
     "file:{ext}?direct=false",
     "hybrid:fast=(file?direct=false)&slow=(file?direct=false)",
     "hybrid:fast=(flashsim:)&slow=(file?direct=false)",
     "hybrid:fast=(file?direct=false)&slow=(flashsim:)",
+    "hybrid:fast=(flashsim:)&slow=(flashsim:)",
     "flashsim:",
 ];
 

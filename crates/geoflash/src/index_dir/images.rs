@@ -10,19 +10,27 @@
 //! 28 carries LSN 1317, newer than the recovered log's end").
 //!
 //! So two images are saved in two phases: each is first saved whole as
-//! `<image>.next`, in the order of the device's tiers, the slow tier's
-//! `device.img.next` last; then each `.next` replaces its image, in the
-//! same order. A complete `device.img.next` therefore means every new image
-//! was written: an open completes the renames (a writer) or reads the
-//! `.next` images (a reader, which writes nothing). Otherwise the save
-//! never finished its first phase, and its `.next` files are dropped (a
-//! writer) or ignored (a reader): every old image stands.
+//! `<image>.next` (written beside as `<image>.next.tmp`, synced, renamed:
+//! a `.next` is never torn), in the order of the device's tiers, the slow
+//! tier's `device.img.next` last; then each `.next` replaces its image, in
+//! the same order, the directory synced after each rename. A
+//! `device.img.next` therefore means every new image was written: an open
+//! completes the renames (a writer) or reads the `.next` images (a reader,
+//! which writes nothing); an image that then fails to load is an error
+//! naming it, and nothing is dropped. Otherwise the save never finished
+//! its first phase, and its `.next` files are dropped (a writer) or
+//! ignored (a reader): every old image stands. A save that fails after its
+//! first phase (a rename, a sync) is rolled forward by the next open,
+//! like a checkpoint whose outcome the caller could not learn.
+//!
+//! Not covered: the hybrid device's placement map (`tiers.map`) is saved
+//! at every sync, the images only at checkpoints (see `docs/reliability.md`,
+//! "Not promised yet").
 use std::path::{Path, PathBuf};
 
 use super::devices::SavedSim;
 use super::factory::DEVICE_IMAGE_FILE;
 use crate::manifest::Access;
-use crate::storage::flashsim::FlashSim;
 use crate::{Error, Result};
 
 /// Suffix of an image written by the first phase of a save.
@@ -55,8 +63,10 @@ pub(super) fn save(dir: &Path, sims: &[SavedSim]) -> Result<()> {
             for s in many {
                 let (next, path) = (next_path(dir, s.file), dir.join(s.file));
                 std::fs::rename(&next, &path).map_err(|e| io_error(&path, e))?;
+                // In order: the slow tier's rename never lands before the fast one's.
+                sync_dir(dir)?;
             }
-            sync_dir(dir)
+            Ok(())
         }
     }
 }
@@ -67,10 +77,10 @@ fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 /// Whether a save's first phase finished (see the [module docs](self)):
-/// `device.img.next`, the last image it writes, is there and whole.
+/// `device.img.next`, the last image it writes (whole, or not there), is
+/// there.
 fn first_phase_done(dir: &Path) -> bool {
-    let last = next_path(dir, DEVICE_IMAGE_FILE);
-    last.is_file() && FlashSim::load(&last).is_ok()
+    next_path(dir, DEVICE_IMAGE_FILE).is_file()
 }
 
 /// The `.next` images in `dir`.
@@ -103,13 +113,15 @@ pub(super) fn settle(dir: &Path, access: Access) -> Result<()> {
             let name = n.file_name().and_then(|n| n.to_str()).unwrap_or("");
             let path = dir.join(name.trim_end_matches(NEXT));
             std::fs::rename(&n, &path).map_err(|e| io_error(&path, e))?;
+            sync_dir(dir)?;
         }
+        Ok(())
     } else {
         for n in next {
             std::fs::remove_file(&n).map_err(|e| io_error(&n, e))?;
         }
+        sync_dir(dir)
     }
-    sync_dir(dir)
 }
 
 /// The file to load `image` from in `dir`: its `.next` when a save
@@ -128,6 +140,7 @@ pub(super) fn image_to_load(dir: &Path, image: &str) -> PathBuf {
 mod tests {
     use super::*;
     use crate::index_dir::devices::FAST_DEVICE_IMAGE_FILE;
+    use crate::storage::flashsim::FlashSim;
     use std::sync::Arc;
 
     fn sim(mark: u64) -> SavedSim {
@@ -173,8 +186,12 @@ mod tests {
             let next = |s: &SavedSim| next_path(dir, s.file);
             let steps: Vec<Box<dyn Fn()>> = vec![
                 Box::new(|| new[0].sim.save(&next(&new[0])).unwrap()),
-                // The slow tier's image torn by the crash.
-                Box::new(|| std::fs::write(next(&new[1]), b"torn").unwrap()),
+                // The slow tier's image torn by the crash (before its rename).
+                Box::new(|| {
+                    let mut tmp = next(&new[1]).into_os_string();
+                    tmp.push(".tmp");
+                    std::fs::write(tmp, b"torn").unwrap();
+                }),
                 Box::new(|| new[1].sim.save(&next(&new[1])).unwrap()),
                 Box::new(|| std::fs::rename(next(&new[0]), dir.join(new[0].file)).unwrap()),
                 Box::new(|| std::fs::rename(next(&new[1]), dir.join(new[1].file)).unwrap()),
@@ -186,6 +203,33 @@ mod tests {
             let want = if k >= 3 { Some(2) } else { Some(1) };
             assert_eq!(marks(dir), [(want, want); 2], "crash after {k} steps");
         }
+    }
+
+    /// A new image that fails to load once its save's first phase is done
+    /// (damage, a read error) is an error at open, never dropped: dropping
+    /// it would leave the tiers at two checkpoints for good.
+    #[test]
+    fn a_next_image_that_fails_to_load_is_an_error_never_dropped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        save(dir, &saved(1)).unwrap();
+        let two = saved(2);
+        for s in &two {
+            s.sim.save(&next_path(dir, s.file)).unwrap();
+        }
+        std::fs::rename(next_path(dir, FAST_DEVICE_IMAGE_FILE), dir.join(FAST_DEVICE_IMAGE_FILE)).unwrap();
+        let last = next_path(dir, DEVICE_IMAGE_FILE);
+        let mut bytes = std::fs::read(&last).unwrap();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0xff;
+        std::fs::write(&last, &bytes).unwrap();
+        // A reader is pointed at it, and a writer renames it: both then
+        // fail to load it, naming the file.
+        assert_eq!(image_to_load(dir, DEVICE_IMAGE_FILE), last);
+        assert!(FlashSim::load(&last).is_err());
+        settle(dir, Access::Write).unwrap();
+        let e = FlashSim::load(&dir.join(DEVICE_IMAGE_FILE)).unwrap_err();
+        assert!(e.to_string().contains(DEVICE_IMAGE_FILE), "{e}");
     }
 
     /// A save after one that failed part-way completes or drops its

@@ -240,7 +240,8 @@ impl Index {
     }
 
     /// Flushes everything and syncs the device; a simulated flash device's
-    /// state is saved to `device.img` (atomically) so a later command can
+    /// state is saved to `device.img` (atomically; the two images of a
+    /// hybrid of simulators together, `images.rs`) so a later command can
     /// reopen it. When the record map (its changes in the store's log)
     /// changed or the object heap has pending changes, the checkpoint names
     /// a new generation: the map's snapshot of it and the heap's commit

@@ -376,9 +376,10 @@ impl HybridIo {
     }
 
     /// The fast slots writes of `pages` may use ([`PageDevice::reserve`]):
-    /// those the pages hold, then as many as the pages that may take one
-    /// (hinted fast, or below the fast range) from the free slots in the
-    /// order they are handed out and the tier's next new slots.
+    /// those the pages hold, then, for as many pages as may take one
+    /// (hinted fast, or below the fast range), the slots handed out next:
+    /// the last free ones, the last released ones (free once the map is
+    /// saved, and handed out first then) and the tier's next new ones.
     fn fast_slots_for(&self, pages: &std::ops::Range<PageId>) -> Vec<u64> {
         let g = self.lock();
         let held = g.slot.iter().filter(|(p, _)| pages.contains(p));
@@ -390,13 +391,11 @@ impl HybridIo {
             .filter(|&(p, t)| *t == Tier::Fast && pages.contains(p) && *p >= g.fast_range)
             .count() as u64;
         let room = g.fast_limit.saturating_sub(g.slot.len() as u64);
-        let mut taking = (in_range + hinted).min(room);
-        for &s in g.free_slots.iter().rev() {
-            if taking == 0 {
-                break;
-            }
-            slots.push(s);
-            taking -= 1;
+        let taking = (in_range + hinted).min(room);
+        let n = usize::try_from(taking).unwrap_or(usize::MAX);
+        slots.extend(g.free_slots.iter().rev().take(n));
+        if let Some(p) = &g.persist {
+            slots.extend(p.released.iter().rev().take(n));
         }
         let end = g.next_slot.saturating_add(taking).min(g.fast_limit);
         slots.extend(g.next_slot..end);

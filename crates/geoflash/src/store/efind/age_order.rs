@@ -7,8 +7,8 @@
 //! (or has left the buffer) stays in place, *stale*, and is skipped. The
 //! candidates are the active keys before a split position; moving the split
 //! one active key at a time keeps their number what the flush index wants.
-//! Stale keys are dropped once they outnumber the live ones, so the queue
-//! holds at most about twice the buffered pages.
+//! Stale keys are dropped once they outnumber the live ones (plus a
+//! constant), so the queue holds at most about twice the buffered pages.
 //!
 //! Until this queue the order was two ordered sets of `(tick, page)`, the
 //! candidates and the rest: each change of a buffered page removed its key
@@ -68,15 +68,19 @@ impl AgeOrder {
     /// an active key joined the candidates. A key newer than every held
     /// one (every change of a page) is appended; an older one (a buffer
     /// indexed after the fact) is inserted in its place.
+    /// A key already held (a page changed without a new tick) is held
+    /// once.
     pub fn insert(&mut self, key: Key, active: bool) -> bool {
         let at = match self.order.back() {
             Some(&last) if key <= last => self.order.partition_point(|&k| k < key),
             _ => self.order.len(),
         };
-        self.order.insert(at, key);
         let candidate = at < self.split;
-        if candidate {
-            self.split += 1;
+        if self.order.get(at) != Some(&key) {
+            self.order.insert(at, key);
+            if candidate {
+                self.split += 1;
+            }
         }
         if active {
             self.count(candidate, true);
@@ -186,6 +190,8 @@ mod tests {
         Touch(PageId),
         /// Page given a key older than every other (out of order).
         Backdate(PageId),
+        /// Page changed without a new tick (its key again).
+        Again(PageId),
         /// Page left.
         Forget(PageId),
         Exclude(PageId),
@@ -198,6 +204,7 @@ mod tests {
         prop_oneof![
             6 => (0u64..40).prop_map(Op::Touch),
             1 => (0u64..40).prop_map(Op::Backdate),
+            1 => (0u64..40).prop_map(Op::Again),
             2 => (0u64..40).prop_map(Op::Forget),
             1 => (0u64..40).prop_map(Op::Exclude),
             1 => Just(Op::IncludeAll),
@@ -237,6 +244,17 @@ mod tests {
                         pages.insert(id, t);
                         if age.insert((t, id), !excluded.contains(&id)) {
                             joined.insert(id);
+                        }
+                    }
+                    Op::Again(id) => {
+                        if let Some(&t) = pages.get(&id) {
+                            let active = !excluded.contains(&id);
+                            if active && age.leave((t, id)) {
+                                joined.remove(&id);
+                            }
+                            if age.insert((t, id), active) {
+                                joined.insert(id);
+                            }
                         }
                     }
                     Op::Forget(id) => {

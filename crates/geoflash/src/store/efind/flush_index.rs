@@ -473,7 +473,7 @@ impl FlushIndex {
 
     /// Restores the candidates to ⌈N·p/100⌉ of the N active pages (at
     /// least 1 when N > 0), and drops stale keys from the age order once
-    /// they outnumber the pages.
+    /// they outnumber the pages (plus a constant: [`AgeOrder::compact`]).
     fn rebalance(&mut self) {
         let n = self.active();
         let percent = usize::from(self.config.map_or(100, |c| c.percent));
