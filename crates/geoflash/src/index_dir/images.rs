@@ -205,6 +205,17 @@ mod tests {
         }
     }
 
+    /// Images of mark 1 in `dir`, then a save of mark 2 that stopped
+    /// (failed or crashed) after its first phase and the fast image's rename.
+    fn failed_after_the_fast_rename(dir: &Path) {
+        save(dir, &saved(1)).unwrap();
+        for s in &saved(2) {
+            s.sim.save(&next_path(dir, s.file)).unwrap();
+        }
+        let fast = FAST_DEVICE_IMAGE_FILE;
+        std::fs::rename(next_path(dir, fast), dir.join(fast)).unwrap();
+    }
+
     /// A new image that fails to load once its save's first phase is done
     /// (damage, a read error) is an error at open, never dropped: dropping
     /// it would leave the tiers at two checkpoints for good.
@@ -212,12 +223,7 @@ mod tests {
     fn a_next_image_that_fails_to_load_is_an_error_never_dropped() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
-        save(dir, &saved(1)).unwrap();
-        let two = saved(2);
-        for s in &two {
-            s.sim.save(&next_path(dir, s.file)).unwrap();
-        }
-        std::fs::rename(next_path(dir, FAST_DEVICE_IMAGE_FILE), dir.join(FAST_DEVICE_IMAGE_FILE)).unwrap();
+        failed_after_the_fast_rename(dir);
         let last = next_path(dir, DEVICE_IMAGE_FILE);
         let mut bytes = std::fs::read(&last).unwrap();
         let at = bytes.len() / 2;
@@ -239,13 +245,7 @@ mod tests {
     fn a_save_after_a_failed_one_never_mixes_their_images() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
-        save(dir, &saved(1)).unwrap();
-        // A save of mark 2 that failed after renaming the fast image.
-        let two = saved(2);
-        for s in &two {
-            s.sim.save(&next_path(dir, s.file)).unwrap();
-        }
-        std::fs::rename(next_path(dir, FAST_DEVICE_IMAGE_FILE), dir.join(FAST_DEVICE_IMAGE_FILE)).unwrap();
+        failed_after_the_fast_rename(dir);
         // The next save, whose fast image alone is written before a crash.
         let three = saved(3);
         settle(dir, Access::Write).unwrap();
