@@ -375,12 +375,13 @@ impl HybridIo {
         }
     }
 
-    /// The fast slots writes of `pages` may use ([`PageDevice::reserve`]):
-    /// those the pages hold, then, for as many pages as may take one
-    /// (hinted fast, or below the fast range), the slots handed out next:
-    /// the last free ones, the last released ones (free once the map is
-    /// saved, and handed out first then) and the tier's next new ones.
-    fn fast_slots_for(&self, pages: &std::ops::Range<PageId>) -> Vec<u64> {
+    /// The fast slots writes of `pages` may use ([`PageDevice::reserve`]),
+    /// as ranges: those the pages hold, then, for as many pages as may take
+    /// one (hinted fast, or below the fast range), the slots handed out
+    /// next: the last free ones, the last released ones (free once the map
+    /// is saved, and handed out first then) and the tier's next new ones
+    /// (one range).
+    fn fast_slots_for(&self, pages: &std::ops::Range<PageId>) -> Vec<std::ops::Range<u64>> {
         let g = self.lock();
         let held = g.slot.iter().filter(|(p, _)| pages.contains(p));
         let mut slots: Vec<u64> = held.map(|(_, &s)| s).collect();
@@ -398,8 +399,11 @@ impl HybridIo {
             slots.extend(p.released.iter().rev().take(n));
         }
         let end = g.next_slot.saturating_add(taking).min(g.fast_limit);
-        slots.extend(g.next_slot..end);
-        slots
+        let mut ranges: Vec<std::ops::Range<u64>> = slots.into_iter().map(|s| s..s + 1).collect();
+        if g.next_slot < end {
+            ranges.push(g.next_slot..end);
+        }
+        ranges
     }
 
     /// Splits a read batch by where its pages live: `(index in batch, fast
@@ -539,15 +543,13 @@ impl PageDevice for HybridIo {
 
     /// Reserves what writes of `pages` may take: the slow tier's pages of
     /// the whole range (each page may live there, or fall back to it when
-    /// the fast tier is full) and, on the fast tier, the slots the range's
-    /// pages hold and those they may take at their next write (pages hinted
-    /// fast or below the fast range: the free slots handed out next and the
-    /// tier's next new ones).
+    /// the fast tier is full) and the fast slots of
+    /// [`HybridIo::fast_slots_for`].
     fn reserve(&self, pages: std::ops::Range<PageId>) -> Result<()> {
         let slots = self.fast_slots_for(&pages);
         self.slow.reserve(pages)?;
-        for s in slots {
-            self.fast.reserve(s..s + 1)?;
+        for range in slots {
+            self.fast.reserve(range)?;
         }
         Ok(())
     }
@@ -679,7 +681,7 @@ mod tests {
         assert!(buf.iter().all(|&b| b == 7));
         h.write(20, &vec![9u8; ps]).unwrap();
         assert_eq!(h.tier_of(20), Tier::Fast);
-        assert_eq!(h.fast_slots_for(&(20..21)), vec![1]);
+        assert_eq!(h.fast_slots_for(&(20..21)), vec![1..2]);
     }
 
     #[test]
