@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use super::devices::create_device;
+use super::devices::{create_device, Images};
 use super::factory::{make, open_log_device, Site, StoreOpen};
 use super::options::IndexOptions;
 use super::Index;
@@ -276,8 +276,8 @@ impl Index {
             refuse_memory_store(dir, &store)?;
         }
         let spec = opts.device.clone();
-        let (lock, (device, sims), log_device) = match (dir, device) {
-            (None, Some(device)) => (None, (device, Vec::new()), None),
+        let (lock, (device, images), log_device) = match (dir, device) {
+            (None, Some(device)) => (None, (device, Images::default()), None),
             (Some(_), Some(_)) => {
                 return Err(Error::invalid(
                     "an index in a directory makes its own device from the spec",
@@ -338,7 +338,7 @@ impl Index {
             restart: None,
             journal,
             rolled_back: 0,
-            sims,
+            images,
             objects: None,
             access: Access::Write,
             _lock: lock,

@@ -12,7 +12,7 @@ use super::factory::{DEVICE_IMAGE_FILE, PAGES_FILE};
 use crate::manifest::Access;
 use crate::storage::file::{FileDevice, FileDeviceOptions, IoEngine};
 use crate::storage::flashsim::FlashSim;
-use crate::storage::hybrid::{HybridDevice, MapOpen};
+use crate::storage::hybrid::{HybridDevice, MapOpen, MapSaves};
 use crate::storage::spec::{fast_tier_path, DeviceSpec};
 use crate::storage::tier_map::TierMapStore;
 use crate::storage::PageDevice;
@@ -36,8 +36,35 @@ pub(super) struct SavedSim {
     pub file: &'static str,
 }
 
-/// A device and the simulators behind it whose state must be saved.
-pub(super) type OpenedDevice = (Arc<dyn PageDevice>, Vec<SavedSim>);
+/// The state of a device that a checkpoint saves beside the store's own
+/// (`images.rs`): the simulators' images and, for a hybrid with a
+/// simulated tier, its placement map, which must name the slots those
+/// images hold ([`MapSaves::WithOwner`]).
+#[derive(Default)]
+pub(super) struct Images {
+    /// The simulators behind the device.
+    pub sims: Vec<SavedSim>,
+    /// The hybrid device whose map is saved with the images.
+    pub map: Option<Arc<HybridDevice>>,
+}
+
+/// A device and the state of it a checkpoint saves.
+pub(super) type OpenedDevice = (Arc<dyn PageDevice>, Images);
+
+impl Images {
+    /// The state of one simulator.
+    fn of(sim: SavedSim) -> Self {
+        Images {
+            sims: vec![sim],
+            map: None,
+        }
+    }
+
+    /// Whether a checkpoint saves anything beside the store.
+    pub fn is_empty(&self) -> bool {
+        self.sims.is_empty()
+    }
+}
 
 /// Whether a tier keeps its contents across processes in an index directory.
 fn persists(spec: &DeviceSpec) -> bool {
@@ -138,7 +165,7 @@ fn device(
         (DeviceSpec::FlashSim { params }, How::Create(_)) => {
             let joined: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
             let sim = Arc::new(FlashSim::from_params(&joined.join("&"), page_size)?);
-            Ok((sim.clone(), vec![SavedSim { sim, file: image }]))
+            Ok((sim.clone(), Images::of(SavedSim { sim, file: image })))
         }
         (DeviceSpec::FlashSim { .. }, How::Reopen(dir, _)) => {
             let path = super::images::image_to_load(dir, image);
@@ -149,7 +176,7 @@ fn device(
                 ));
             }
             let sim = Arc::new(FlashSim::load(&path)?);
-            Ok((sim.clone(), vec![SavedSim { sim, file: image }]))
+            Ok((sim.clone(), Images::of(SavedSim { sim, file: image })))
         }
         (
             DeviceSpec::File {
@@ -167,7 +194,7 @@ fn device(
             }
             let read_only = access == Access::Read;
             let dev = file_device(&path, *direct, *engine, *capacity, page_size, read_only)?;
-            Ok((dev, Vec::new()))
+            Ok((dev, Images::default()))
         }
         (
             DeviceSpec::Hybrid {
@@ -179,23 +206,38 @@ fn device(
         ) if persists(fast) && persists(slow) => {
             let fast_pages_file = fast_tier_path(Path::new(pages));
             let fast_name = fast_pages_file.to_string_lossy();
-            let (f, mut sims) = device(fast, page_size, how, FAST_DEVICE_IMAGE_FILE, &fast_name)?;
-            let (s, slow_sims) = device(slow, page_size, how, image, pages)?;
-            sims.extend(slow_sims);
+            let (f, mut images) = device(fast, page_size, how, FAST_DEVICE_IMAGE_FILE, &fast_name)?;
+            let (s, slow_images) = device(slow, page_size, how, image, pages)?;
+            images.sims.extend(slow_images.sims);
             let mut h = HybridDevice::new(f, s)?;
             if let Some(n) = fast_pages {
                 h = h.with_fast_pages(*n);
             }
-            let (dir, map_open, read_only) = match how {
-                How::Create(dir) => (dir.unwrap_or(Path::new("")), MapOpen::Create, false),
-                How::Reopen(dir, access) => (dir, MapOpen::Open, access == Access::Read),
+            let (map_path, map_open, read_only) = match how {
+                How::Create(dir) => (
+                    dir.unwrap_or(Path::new("")).join(TIER_MAP_FILE),
+                    MapOpen::Create,
+                    false,
+                ),
+                // The map a save of the images left beside them (`images.rs`).
+                How::Reopen(dir, access) => (
+                    super::images::image_to_load(dir, TIER_MAP_FILE),
+                    MapOpen::Open,
+                    access == Access::Read,
+                ),
             };
-            let map = map_device(&dir.join(TIER_MAP_FILE), h.fast_limit(), map_open, read_only)?;
-            Ok((Arc::new(h.with_map(map, map_open)?), sims))
+            let map = map_device(&map_path, h.fast_limit(), map_open, read_only)?;
+            let h = h.with_map(map, map_open)?;
+            if images.sims.is_empty() {
+                return Ok((Arc::new(h), images));
+            }
+            let h = Arc::new(h.saving_map(MapSaves::WithOwner));
+            images.map = Some(h.clone());
+            Ok((h, images))
         }
         (_, How::Create(dir)) => {
             let default = dir.map(|d| d.join(pages));
-            Ok((spec.open(page_size, default.as_deref())?, Vec::new()))
+            Ok((spec.open(page_size, default.as_deref())?, Images::default()))
         }
         (other, How::Reopen(dir, _)) => Err(Error::invalid(format!(
             "the index in {} was built on device {other}, which lives only in its process in this version; rebuild it",
@@ -205,7 +247,7 @@ fn device(
 }
 
 /// The file holding a hybrid device's placement map (it must exist to reopen).
-fn map_device(
+pub(super) fn map_device(
     path: &Path,
     fast_limit: u64,
     how: MapOpen,

@@ -1,5 +1,5 @@
 //! The simulators' images of an index directory, saved together at each
-//! checkpoint.
+//! checkpoint with the placement map of a hybrid device.
 //!
 //! A simulated device keeps its state in memory and reaches the directory
 //! only when its image is saved: `device.img`, and `device.fast.img` too
@@ -7,38 +7,45 @@
 //! (written beside, synced, renamed). Two must change together: a crash
 //! between their saves used to leave one tier at the new checkpoint and the
 //! other at the old one, and the index could not be read again ("node page
-//! 28 carries LSN 1317, newer than the recovered log's end").
+//! 28 carries LSN 1317, newer than the recovered log's end"). So must a
+//! hybrid's placement map (`tiers.map`) and the images of its simulated
+//! tiers: the map names the fast slots pages live in, and a map saved at a
+//! sync after the last checkpoint named slots whose contents the images
+//! did not hold (a hybrid with a simulated tier therefore saves its map
+//! only here, [`MapSaves::WithOwner`](crate::storage::hybrid::MapSaves)).
 //!
-//! So two images are saved in two phases: each is first saved whole as
-//! `<image>.next` (written beside as `<image>.next.tmp`, synced, renamed:
-//! a `.next` is never torn), in the order of the device's tiers, the slow
-//! tier's `device.img.next` last; then each `.next` replaces its image, in
-//! the same order, the directory synced after each rename. A
-//! `device.img.next` therefore means every new image was written: an open
-//! completes the renames (a writer) or reads the `.next` images (a reader,
-//! which writes nothing); an image that then fails to load is an error
-//! naming it, and nothing is dropped. Otherwise the save never finished
-//! its first phase, and its `.next` files are dropped (a writer) or
-//! ignored (a reader): every old image stands. A save that fails after its
-//! first phase (a rename, a sync) is rolled forward by the next open,
-//! like a checkpoint whose outcome the caller could not learn.
-//!
-//! Not covered: the hybrid device's placement map (`tiers.map`) is saved
-//! at every sync, the images only at checkpoints (see `docs/reliability.md`,
-//! "Not promised yet").
+//! So a save of more than one file goes in two phases: each file is first
+//! saved whole as `<file>.next` (written beside as `<file>.next.tmp`,
+//! synced, renamed: a `.next` is never torn), the images in the order of
+//! the device's tiers and then the last file, the *marker*: the map
+//! `tiers.map.next` when the device has one, else the slow tier's
+//! `device.img.next`. Then each `.next` replaces its file, in the same
+//! order, the directory synced after each rename. A marker therefore means
+//! every new file was written: an open completes the renames (a writer)
+//! or reads the `.next` files (a reader, which writes nothing); a file that
+//! then fails to load is an error naming it, and nothing is dropped.
+//! Otherwise the save never finished its first phase, and its `.next`
+//! files are dropped (a writer) or ignored (a reader): every old file
+//! stands. A save that fails after its first phase (a rename, a sync) is
+//! rolled forward by the next open, like a checkpoint whose outcome the
+//! caller could not learn. (A hybrid directory whose save a build before
+//! the map joined it interrupted holds no map marker: its `.next` images
+//! are dropped, the checkpoint before that save.)
 use std::path::{Path, PathBuf};
 
-use super::devices::SavedSim;
+use super::devices::{map_device, Images, TIER_MAP_FILE};
 use super::factory::DEVICE_IMAGE_FILE;
 use crate::manifest::Access;
+use crate::storage::hybrid::{MapOpen, MapToSave};
+use crate::storage::tier_map::TierMapStore;
 use crate::{Error, Result};
 
-/// Suffix of an image written by the first phase of a save.
+/// Suffix of a file written by the first phase of a save.
 const NEXT: &str = ".next";
 
-/// `dir/<image>.next`.
-fn next_path(dir: &Path, image: &str) -> PathBuf {
-    dir.join(format!("{image}{NEXT}"))
+/// `dir/<file>.next`.
+fn next_path(dir: &Path, file: &str) -> PathBuf {
+    dir.join(format!("{file}{NEXT}"))
 }
 
 fn io_error(path: &Path, e: std::io::Error) -> Error {
@@ -49,26 +56,58 @@ fn io_error(path: &Path, e: std::io::Error) -> Error {
     }
 }
 
-/// Saves the images of `sims` in `dir` (see the [module docs](self)).
-pub(super) fn save(dir: &Path, sims: &[SavedSim]) -> Result<()> {
-    match sims {
-        [] => Ok(()),
-        [one] => one.sim.save(&dir.join(one.file)),
-        many => {
+/// Saves the images of `images` in `dir`, with the map of its hybrid
+/// device (see the [module docs](self)).
+pub(super) fn save(dir: &Path, images: &Images) -> Result<()> {
+    let map = match &images.map {
+        Some(h) => h.map_to_save()?,
+        None => None,
+    };
+    match (images.sims.as_slice(), &map) {
+        ([], None) => Ok(()),
+        ([one], None) => one.sim.save(&dir.join(one.file)),
+        (sims, _) => {
             // What an earlier save that failed part-way left.
             settle(dir, Access::Write)?;
-            for s in many {
+            let mut files = Vec::with_capacity(sims.len() + 1);
+            for s in sims {
                 s.sim.save(&next_path(dir, s.file))?;
+                files.push(s.file);
             }
-            for s in many {
-                let (next, path) = (next_path(dir, s.file), dir.join(s.file));
+            if let Some(m) = &map {
+                save_map(dir, m)?;
+                files.push(TIER_MAP_FILE);
+            }
+            for file in files {
+                let (next, path) = (next_path(dir, file), dir.join(file));
                 std::fs::rename(&next, &path).map_err(|e| io_error(&path, e))?;
-                // In order: the slow tier's rename never lands before the fast one's.
+                // In order: the marker's rename never lands before the others'.
                 sync_dir(dir)?;
             }
-            Ok(())
+            match (&images.map, &map) {
+                (Some(h), Some(m)) => h.map_saved(m),
+                _ => Ok(()),
+            }
         }
     }
+}
+
+/// Writes `map` whole as `dir/tiers.map.next` (beside as `.tmp`, synced,
+/// renamed).
+fn save_map(dir: &Path, map: &MapToSave) -> Result<()> {
+    let next = next_path(dir, TIER_MAP_FILE);
+    let mut tmp = next.clone().into_os_string();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_error(&tmp, e)),
+        _ => {}
+    }
+    let device = map_device(&tmp, map.geometry.fast_limit, MapOpen::Create, false)?;
+    // Both copies written and synced (`TierMapStore::save`).
+    TierMapStore::new(device, map.geometry)?.save(map.generation, &map.slots)?;
+    std::fs::rename(&tmp, &next).map_err(|e| io_error(&next, e))?;
+    sync_dir(dir)
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
@@ -76,20 +115,26 @@ fn sync_dir(dir: &Path) -> Result<()> {
     d.sync_all().map_err(|e| io_error(dir, e))
 }
 
-/// Whether a save's first phase finished (see the [module docs](self)):
-/// `device.img.next`, the last image it writes (whole, or not there), is
-/// there.
-fn first_phase_done(dir: &Path) -> bool {
-    next_path(dir, DEVICE_IMAGE_FILE).is_file()
+/// The marker of a save that finished its first phase in `dir` (see the
+/// [module docs](self)), when there is one: the map's `.next` in a hybrid's
+/// directory, else the slow tier's image's.
+fn marker(dir: &Path) -> Option<PathBuf> {
+    let file = if dir.join(TIER_MAP_FILE).is_file() {
+        TIER_MAP_FILE
+    } else {
+        DEVICE_IMAGE_FILE
+    };
+    Some(next_path(dir, file)).filter(|p| p.is_file())
 }
 
-/// The `.next` images in `dir`.
+/// The `.next` files in `dir`.
 fn pending(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| io_error(dir, e))? {
         let path = entry.map_err(|e| io_error(dir, e))?.path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.starts_with("device.") && name.ends_with(&format!(".img{NEXT}")) {
+        let image = name.starts_with("device.") && name.ends_with(&format!(".img{NEXT}"));
+        if image || name == format!("{TIER_MAP_FILE}{NEXT}") {
             out.push(path);
         }
     }
@@ -105,42 +150,47 @@ pub(super) fn settle(dir: &Path, access: Access) -> Result<()> {
     if next.is_empty() || access == Access::Read {
         return Ok(());
     }
-    if first_phase_done(dir) {
-        // The slow tier's image last, as the save renames them.
-        let mut order = next;
-        order.sort_by_key(|p| p.ends_with(format!("{DEVICE_IMAGE_FILE}{NEXT}")));
-        for n in order {
-            let name = n.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            let path = dir.join(name.trim_end_matches(NEXT));
-            std::fs::rename(&n, &path).map_err(|e| io_error(&path, e))?;
-            sync_dir(dir)?;
+    match marker(dir) {
+        Some(marker) => {
+            // The marker last, as the save renames them.
+            let mut order = next;
+            order.sort_by_key(|p| *p == marker);
+            for n in order {
+                let name = n.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                let path = dir.join(name.trim_end_matches(NEXT));
+                std::fs::rename(&n, &path).map_err(|e| io_error(&path, e))?;
+                sync_dir(dir)?;
+            }
+            Ok(())
         }
-        Ok(())
-    } else {
-        for n in next {
-            std::fs::remove_file(&n).map_err(|e| io_error(&n, e))?;
+        None => {
+            for n in next {
+                std::fs::remove_file(&n).map_err(|e| io_error(&n, e))?;
+            }
+            sync_dir(dir)
         }
-        sync_dir(dir)
     }
 }
 
-/// The file to load `image` from in `dir`: its `.next` when a save
-/// finished its first phase and a crash came before it was renamed (what
-/// a writer's [`settle`] would rename), else the image itself.
-pub(super) fn image_to_load(dir: &Path, image: &str) -> PathBuf {
-    let next = next_path(dir, image);
-    if next.is_file() && first_phase_done(dir) {
+/// The file to load `file` (an image, or a hybrid's map) from in `dir`:
+/// its `.next` when a save finished its first phase and a crash came
+/// before it was renamed (what a writer's [`settle`] would rename), else
+/// the file itself.
+pub(super) fn image_to_load(dir: &Path, file: &str) -> PathBuf {
+    let next = next_path(dir, file);
+    if next.is_file() && marker(dir).is_some() {
         next
     } else {
-        dir.join(image)
+        dir.join(file)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index_dir::devices::FAST_DEVICE_IMAGE_FILE;
+    use crate::index_dir::devices::{SavedSim, FAST_DEVICE_IMAGE_FILE};
     use crate::storage::flashsim::FlashSim;
+    use crate::storage::PageDevice;
     use std::sync::Arc;
 
     fn sim(mark: u64) -> SavedSim {
@@ -155,6 +205,11 @@ mod tests {
         let mut slow = sim(mark);
         slow.file = DEVICE_IMAGE_FILE;
         vec![fast, slow]
+    }
+
+    /// What a checkpoint saves for `sims` (no hybrid's map).
+    fn images(sims: Vec<SavedSim>) -> Images {
+        Images { sims, map: None }
     }
 
     /// The marks of the images a reader loads, and then those a writer
@@ -181,7 +236,7 @@ mod tests {
         for k in 0..=5 {
             let tmp = tempfile::tempdir().unwrap();
             let dir = tmp.path();
-            save(dir, &saved(1)).unwrap();
+            save(dir, &images(saved(1))).unwrap();
             let new = saved(2);
             let next = |s: &SavedSim| next_path(dir, s.file);
             let steps: Vec<Box<dyn Fn()>> = vec![
@@ -208,7 +263,7 @@ mod tests {
     /// Images of mark 1 in `dir`, then a save of mark 2 that stopped
     /// (failed or crashed) after its first phase and the fast image's rename.
     fn failed_after_the_fast_rename(dir: &Path) {
-        save(dir, &saved(1)).unwrap();
+        save(dir, &images(saved(1))).unwrap();
         for s in &saved(2) {
             s.sim.save(&next_path(dir, s.file)).unwrap();
         }
@@ -251,7 +306,84 @@ mod tests {
         settle(dir, Access::Write).unwrap();
         three[0].sim.save(&next_path(dir, three[0].file)).unwrap();
         assert_eq!(marks(dir), [(Some(2), Some(2)); 2]);
-        save(dir, &three).unwrap();
+        save(dir, &images(three)).unwrap();
         assert_eq!(marks(dir), [(Some(3), Some(3)); 2]);
+    }
+
+    /// Pages 0..8 of a hybrid of two simulators, written as version
+    /// `v`: each page filled with `v * 16 + page`.
+    fn write_version(device: &dyn PageDevice, v: u8) {
+        let ps = device.page_size();
+        for p in 0..8u64 {
+            device.write(p, &vec![v * 16 + p as u8; ps]).unwrap();
+        }
+    }
+
+    /// The version each page of 0..8 reads as.
+    fn versions(device: &dyn PageDevice) -> Vec<u8> {
+        let mut buf = vec![0u8; device.page_size()];
+        (0..8u64)
+            .map(|p| {
+                device.read(p, &mut buf).unwrap();
+                buf[0].wrapping_sub(p as u8) / 16
+            })
+            .collect()
+    }
+
+    /// A hybrid of two simulators whose pages move between the tiers after
+    /// a checkpoint, synced, then crashes before the next checkpoint, or
+    /// in its save (after its first phase, or before the map's part of it):
+    /// every page reads as of one checkpoint, for readers and writers.
+    /// Before, the placement map was saved at the sync and named fast
+    /// slots the images did not hold: the moved pages read what those
+    /// slots held at the checkpoint.
+    #[test]
+    fn the_placement_map_of_a_hybrid_of_simulators_is_saved_with_its_images() {
+        use crate::index_dir::devices::{create_device, reopen_device, TIER_MAP_FILE};
+        use crate::storage::spec::DeviceSpec;
+        use crate::storage::Tier;
+        let spec: DeviceSpec = "hybrid:fast=(flashsim:)&slow=(flashsim:)".parse().unwrap();
+        let files = [FAST_DEVICE_IMAGE_FILE, DEVICE_IMAGE_FILE, TIER_MAP_FILE];
+        for crash in ["before the save", "after its first phase", "before the map's part"] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path();
+            let (device, saved) = create_device(&spec, 512, Some(dir)).unwrap();
+            device.hint_tier(&[0, 1, 2, 3], Tier::Fast).unwrap();
+            write_version(device.as_ref(), 1);
+            device.sync().unwrap();
+            save(dir, &saved).unwrap();
+            let old = tmp.path().join("old");
+            std::fs::create_dir(&old).unwrap();
+            for f in files {
+                std::fs::copy(dir.join(f), old.join(f)).unwrap();
+            }
+            // Pages move both ways, each write synced.
+            device.hint_tier(&[0, 1], Tier::Slow).unwrap();
+            device.hint_tier(&[4, 5, 6], Tier::Fast).unwrap();
+            write_version(device.as_ref(), 2);
+            device.sync().unwrap();
+            let want = if crash == "before the save" {
+                1
+            } else {
+                save(dir, &saved).unwrap();
+                for f in files {
+                    std::fs::rename(dir.join(f), next_path(dir, f)).unwrap();
+                    std::fs::copy(old.join(f), dir.join(f)).unwrap();
+                }
+                if crash == "after its first phase" {
+                    2
+                } else {
+                    std::fs::remove_file(next_path(dir, TIER_MAP_FILE)).unwrap();
+                    1
+                }
+            };
+            drop((device, saved));
+            for access in [Access::Read, Access::Write] {
+                settle(dir, access).unwrap();
+                let (device, _) = reopen_device(&spec, 512, dir, access).unwrap();
+                assert_eq!(versions(device.as_ref()), vec![want; 8], "{crash}, {access:?}");
+            }
+            assert!(pending(dir).unwrap().is_empty(), "{crash}");
+        }
     }
 }

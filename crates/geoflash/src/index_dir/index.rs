@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::devices::SavedSim;
+use super::devices::Images;
 use super::factory::pages_file;
 use super::objects::HEAP_ONLY_GENERATIONS;
 use crate::index::ReadMode;
@@ -56,9 +56,11 @@ pub struct Index {
     /// images) when the index was opened.
     pub(super) rolled_back: u64,
     /// The flash simulators behind `device` (the device itself or the
-    /// tiers of a hybrid): their state is saved to `device.img` (and
-    /// `device.fast.img`, together: `images.rs`) at each checkpoint so later commands can reopen it.
-    pub(super) sims: Vec<SavedSim>,
+    /// tiers of a hybrid) and a hybrid's placement map: their state is
+    /// saved to `device.img` (and `device.fast.img` and `tiers.map`,
+    /// together: `images.rs`) at each checkpoint so later commands can
+    /// reopen it.
+    pub(super) images: Images,
     /// The object heap (`objects.dat`), when the index stores geometries.
     pub(super) objects: Option<crate::objects::Heap>,
     pub(super) access: Access,
@@ -262,7 +264,7 @@ impl Index {
             journal.commit().map_err(|e| self.locate(e))?;
         }
         if let Some(dir) = &self.dir {
-            super::images::save(dir, &self.sims)?;
+            super::images::save(dir, &self.images)?;
         }
         self.checkpoints.restart();
         Ok(())
@@ -295,7 +297,7 @@ impl Index {
         if !self.records_changed() && !self.heap_pending() {
             return None;
         }
-        let saved_mark = self.sims.first().and_then(|s| s.sim.client_mark());
+        let saved_mark = self.images.sims.first().and_then(|s| s.sim.client_mark());
         let named = match (self.tree.client_log_ref(), &self.journal) {
             (None, None) if self.saved_at_checkpoints() && saved_mark.is_some() => {
                 saved_mark.unwrap_or(0)
@@ -432,7 +434,7 @@ impl Index {
     /// directory on a simulated device (or a `hybrid:` with a simulated
     /// tier), saved whole at checkpoints.
     pub fn saved_at_checkpoints(&self) -> bool {
-        !self.sims.is_empty() && self.dir.is_some()
+        !self.images.is_empty() && self.dir.is_some()
     }
 
     /// Checkpoints (when writable) and closes the index.

@@ -24,16 +24,25 @@ pub const JOURNAL_FILE: &str = "journal.dat";
 /// in place, that is a file (the directory's own, or `file:PATH`) or a
 /// `hybrid:` device with a file tier (issue 44: `file:PATH` and hybrid
 /// indexes acknowledged checkpoints a kill then broke). Simulated devices
-/// are saved whole, atomically, at checkpoints and need none.
+/// are saved whole, atomically, at checkpoints and need none. A hybrid of
+/// a file and a simulator keeps one whatever its structure: its simulated
+/// tier is durable only at checkpoints (its image), its file tier at every
+/// write, so after a crash the file tier's writes since the last
+/// checkpoint are rolled back to meet the image (a logged store's log
+/// lives on one of the tiers and cannot speak for the other: eFIND's nodes
+/// on a file tier, newer than its log on the simulated one, were refused
+/// as "newer than the recovered log's end").
 pub(super) fn needs_journal(spec: &DeviceSpec, in_place: bool) -> bool {
-    fn has_file(spec: &DeviceSpec) -> bool {
+    fn has(spec: &DeviceSpec, file: bool) -> bool {
         match spec {
-            DeviceSpec::File { .. } => true,
-            DeviceSpec::Hybrid { fast, slow, .. } => has_file(fast) || has_file(slow),
+            DeviceSpec::File { .. } => file,
+            DeviceSpec::FlashSim { .. } => !file,
+            DeviceSpec::Hybrid { fast, slow, .. } => has(fast, file) || has(slow, file),
             _ => false,
         }
     }
-    in_place && has_file(spec)
+    let has_file = has(spec, true);
+    has_file && (in_place || has(spec, false))
 }
 
 /// The device of a journaled index and its journal.

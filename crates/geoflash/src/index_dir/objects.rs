@@ -91,7 +91,7 @@ impl Index {
         if let Some(j) = &self.journal {
             return Some(j.client_mark());
         }
-        if let (Some(s), true) = (self.sims.first(), self.saved_at_checkpoints()) {
+        if let (Some(s), true) = (self.images.sims.first(), self.saved_at_checkpoints()) {
             // An image saved before marks names none: the heap up to its
             // last mark.
             return s.sim.client_mark();
@@ -152,7 +152,7 @@ impl Index {
         if let Some(j) = &self.journal {
             j.set_client_mark(generation);
         }
-        for s in &self.sims {
+        for s in &self.images.sims {
             s.sim.set_client_mark(generation);
         }
         Ok(())

@@ -61,7 +61,7 @@ impl Index {
         }
         // A save of two simulators' images that a crash interrupted.
         super::images::settle(dir, access)?;
-        let (device, sims) = reopen_device(&spec, manifest.page_size, dir, access)?;
+        let (device, images) = reopen_device(&spec, manifest.page_size, dir, access)?;
         // A structure that writes in place: its rollback journal brings the
         // pages back to the last checkpoint (see `journal`).
         let in_place = (matches!(manifest.structure, StructureConfig::Grid(_))
@@ -103,7 +103,7 @@ impl Index {
             restart,
             journal,
             rolled_back,
-            sims,
+            images,
             objects: None,
             access,
             _lock: Some(lock),

@@ -1173,8 +1173,8 @@ fn an_index_with_a_format_1_manifest_opens() {
     }
 }
 
-/// A hybrid of two simulators saves both images at each checkpoint: a
-/// crash before both new images are written leaves readers and writers
+/// A hybrid of two simulators saves both images (and its placement map)
+/// at each checkpoint: a crash before all are written leaves readers and writers
 /// the checkpoint before, exactly; a crash after (before they replace the
 /// old ones) the checkpoint after. Before `images.rs` the images were
 /// saved one after the other, and a crash between the two left an index
@@ -1195,7 +1195,8 @@ fn a_crash_while_a_hybrid_of_simulators_saves_its_images_leaves_one_checkpoint()
                 idx.insert(i, rect(i)).unwrap();
             }
             idx.checkpoint().unwrap();
-            let images = ["device.fast.img", "device.img"];
+            // The images and the placement map saved with them.
+            let images = ["device.fast.img", "device.img", "tiers.map"];
             for f in images {
                 std::fs::copy(path.join(f), tmp.path().join(f)).unwrap();
             }
@@ -1238,5 +1239,70 @@ fn a_crash_while_a_hybrid_of_simulators_saves_its_images_leaves_one_checkpoint()
             let again = Index::open(&path, Access::Read).unwrap();
             assert_eq!(ids_in_all(&again), want, "{what}: after the writer");
         }
+    }
+}
+
+/// A crash between checkpoints of an index on a hybrid with a simulated
+/// tier, after syncs that moved pages between the tiers (nodes flushed
+/// often, freed and reused at other levels, placed by level), reopens a
+/// prefix of the operations holding the last checkpoint (an index whose log
+/// is on a file tier may keep more), the tree whole: the placement map it
+/// reads is the one saved with that checkpoint's images. Before, the map
+/// was saved at every sync, the images only at checkpoints, and a map
+/// newer than the images sent reads of moved pages to the tier holding an
+/// older copy.
+#[test]
+fn a_crash_between_checkpoints_of_a_hybrid_with_a_simulated_tier_reopens_a_prefix() {
+    // The state after the first `deleted` deletes of 0..2500 and, once
+    // they are all done, the first `inserted` inserts of 3000..6000.
+    let state = |deleted: u64, inserted: u64| -> Vec<u64> {
+        (deleted..3000).chain(3000..3000 + inserted).collect()
+    };
+    let a_prefix = |ids: &[u64]| {
+        let deleted = ids.first().copied().unwrap_or(3000).min(2500);
+        let inserted = ids.iter().filter(|&&i| i >= 3000).count() as u64;
+        (inserted == 0 || deleted == 2500) && ids == state(deleted, inserted).as_slice()
+    };
+    for device in [
+        "hybrid:fast=(flashsim:)&slow=(flashsim:)",
+        "hybrid:fast=(file?direct=false)&slow=(flashsim:)",
+        "hybrid:fast=(flashsim:)&slow=(file?direct=false)",
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("h");
+        let mut opts = spec_options(&[
+            ("store", "efind"),
+            ("durability", "sync"),
+            ("buffer", "16KiB"),
+            ("placement", "internal-fast"),
+        ]);
+        opts.page_size = 1024;
+        opts.device = device.parse().unwrap();
+        let mut idx = Index::create(&path, &opts).unwrap();
+        for i in 0..3000 {
+            idx.insert(i, rect(i)).unwrap();
+        }
+        idx.checkpoint().unwrap();
+        for i in 0..2500 {
+            idx.delete(i, rect(i)).unwrap();
+        }
+        for i in 3000..6000 {
+            idx.insert(i, rect(i)).unwrap();
+        }
+        drop(idx);
+        let check = |idx: &Index, who: &str| {
+            let ids = ids_in_all(idx);
+            assert!(a_prefix(&ids), "{device}: {who} read {} ids, not a prefix", ids.len());
+            idx.tree().unwrap().check().unwrap();
+            ids
+        };
+        let ro = Index::open(&path, Access::Read).unwrap();
+        let read = check(&ro, "a reader");
+        drop(ro);
+        let rw = Index::open(&path, Access::Write).unwrap();
+        assert_eq!(check(&rw, "a writer"), read, "{device}: the writer and the reader differ");
+        rw.close().unwrap();
+        let again = Index::open(&path, Access::Read).unwrap();
+        assert_eq!(check(&again, "a reader after the writer"), read, "{device}");
     }
 }

@@ -25,8 +25,13 @@
 //! once both tiers are synced, as one of two alternating checksummed copies,
 //! and loaded at open, so a reopened index finds its pages where they were.
 //! A slot freed since the last save is reused only after the next one, so a
-//! crash leaves the saved map consistent with the tiers. Without a map
-//! device the map lives in its process (memory tiers, tests).
+//! crash leaves the saved map consistent with the tiers. A tier whose
+//! contents become durable only when its owner saves them (a simulator,
+//! whose image an index directory saves at checkpoints) needs the map
+//! saved with them instead ([`MapSaves::WithOwner`]): the owner takes a
+//! snapshot ([`HybridIo::map_to_save`]), saves it with the tiers' state,
+//! and reports the save ([`HybridIo::map_saved`]). Without a map device
+//! the map lives in its process (memory tiers, tests).
 //!
 //! A batch is split into its fast and slow parts, each submitted to its tier
 //! as one batch. Counters: host counters of the hybrid device itself, and
@@ -77,6 +82,38 @@ struct Persist {
     /// so they are neither reused nor (for pages that moved to the slow
     /// tier) trimmed until the next save.
     released: Vec<u64>,
+    /// When the map is saved.
+    saves: MapSaves,
+}
+
+internal! {
+    /// When a [`HybridDevice`] saves its durable map.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum MapSaves {
+        /// At every [`sync`](PageDevice::sync) after a change, once both
+        /// tiers are synced: tiers whose contents a sync makes durable (files).
+        AtSync,
+        /// When the owner of the tiers' state saves it
+        /// ([`HybridIo::map_to_save`], [`HybridIo::map_saved`]): tiers whose
+        /// contents are durable only then (simulators, saved as images at
+        /// checkpoints). A map saved at syncs would name slots whose
+        /// contents the saved state does not hold.
+        WithOwner,
+    }
+}
+
+/// A snapshot of the placement map for its owner to save
+/// ([`HybridIo::map_to_save`]).
+#[derive(Debug, Clone)]
+pub struct MapToSave {
+    /// The geometry the map is written for.
+    pub geometry: TierGeometry,
+    /// Its generation (one past the last saved).
+    pub generation: u64,
+    /// Page → fast slot.
+    pub slots: BTreeMap<PageId, u64>,
+    /// Slots released before the snapshot, freed once it is saved.
+    released: usize,
 }
 
 internal! {
@@ -159,19 +196,13 @@ impl HybridDevice {
     /// the saved map and the tiers consistent: the pages read what they
     /// held at that save, or what was written to them since on the same tier.
     pub fn with_map(self, map: Arc<dyn PageDevice>, how: MapOpen) -> Result<Self> {
-        let geometry = TierGeometry {
-            page_size: u32::try_from(self.page_size())
-                .map_err(|_| Error::invalid("page size too large for a placement map"))?,
-            slow_capacity: self.slow.capacity(),
-            fast_capacity: self.fast.capacity(),
-            fast_limit: self.fast_limit(),
-        };
-        let store = Arc::new(TierMapStore::new(map, geometry)?);
+        let store = Arc::new(TierMapStore::new(map, self.map_geometry()?)?);
         let mut persist = Persist {
             store,
             generation: 0,
             dirty: false,
             released: Vec::new(),
+            saves: MapSaves::AtSync,
         };
         let mut g = self.lock();
         match how {
@@ -208,9 +239,68 @@ impl HybridDevice {
         Ok(self)
     }
 
+    /// Saves the durable map when `saves` says (set after
+    /// [`with_map`](Self::with_map); the default is `MapSaves::AtSync`).
+    pub fn saving_map(self, saves: MapSaves) -> Self {
+        if let Some(p) = self.lock().persist.as_mut() {
+            p.saves = saves;
+        }
+        self
+    }
 }
 
 impl HybridIo {
+    /// The geometry a placement map of these tiers is written for.
+    fn map_geometry(&self) -> Result<TierGeometry> {
+        Ok(TierGeometry {
+            page_size: u32::try_from(self.page_size())
+                .map_err(|_| Error::invalid("page size too large for a placement map"))?,
+            slow_capacity: self.slow.capacity(),
+            fast_capacity: self.fast.capacity(),
+            fast_limit: self.fast_limit(),
+        })
+    }
+
+    /// A snapshot of the map for its owner to save with the tiers' state
+    /// ([`MapSaves::WithOwner`]; `None` without a durable map). The owner
+    /// saves it, then calls [`map_saved`](Self::map_saved), with no write
+    /// to the device in between.
+    pub fn map_to_save(&self) -> Result<Option<MapToSave>> {
+        let geometry = self.map_geometry()?;
+        let g = self.lock();
+        let Some(p) = g.persist.as_ref() else {
+            return Ok(None);
+        };
+        Ok(Some(MapToSave {
+            geometry,
+            generation: p.generation + 1,
+            slots: g.slot.iter().map(|(&p, &s)| (p, s)).collect(),
+            released: p.released.len(),
+        }))
+    }
+
+    /// The snapshot `saved` ([`map_to_save`](Self::map_to_save)) is durable
+    /// with the tiers' state: the slots released before it are free (and
+    /// trimmed on the fast tier).
+    pub fn map_saved(&self, saved: &MapToSave) -> Result<()> {
+        let released: Vec<u64> = {
+            let mut g = self.lock();
+            let Some(p) = g.persist.as_mut() else {
+                return Ok(());
+            };
+            p.generation = p.generation.max(saved.generation);
+            p.dirty = false;
+            let n = saved.released.min(p.released.len());
+            let freed: Vec<u64> = p.released.drain(..n).collect();
+            g.free_slots.extend(freed.iter().copied());
+            freed
+        };
+        if !released.is_empty() {
+            self.fast.trim(&released)?;
+        }
+        Ok(())
+    }
+
     /// The pages on the fast tier, in order.
     #[cfg(test)]
     pub fn fast_page_ids(&self) -> Vec<PageId> {
@@ -230,7 +320,7 @@ impl HybridIo {
             let Some(p) = g.persist.as_mut() else {
                 return Ok(());
             };
-            if !p.dirty {
+            if !p.dirty || p.saves == MapSaves::WithOwner {
                 return Ok(());
             }
             p.dirty = false;
@@ -516,7 +606,8 @@ impl PageDevice for HybridIo {
     fn sync(&self) -> Result<()> {
         self.fast.sync()?;
         self.slow.sync()?;
-        // The map last: it names only pages whose contents are durable.
+        // The map last: it names only pages whose contents are durable
+        // (unless its owner saves it with the tiers' state).
         self.save_map()
     }
 
