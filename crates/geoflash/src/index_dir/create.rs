@@ -301,7 +301,7 @@ impl Index {
         let in_place = (matches!(structure, StructureConfig::Grid(_)) || store.is_plain())
             && !store.in_place();
         let (device, journal) = match dir {
-            Some(dir) if super::journal::needs_journal(&spec, in_place) => {
+            Some(dir) if super::journal::needs_journal(&spec, in_place, store.in_place()) => {
                 match super::journal::open_journal(device.clone(), dir, Access::Write, true)? {
                     Some(j) => (j.device, Some(j.journal)),
                     None => (device, None),

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::factory::{DEVICE_IMAGE_FILE, PAGES_FILE};
+use super::images::Load;
 use crate::manifest::Access;
 use crate::storage::file::{FileDevice, FileDeviceOptions, IoEngine};
 use crate::storage::flashsim::FlashSim;
@@ -116,8 +117,9 @@ fn file_device(
 enum How<'a> {
     /// A new device, in the directory when there is one.
     Create(Option<&'a Path>),
-    /// The device of the index in the directory.
-    Reopen(&'a Path, Access),
+    /// The device of the index in the directory, loading the files
+    /// [`images::settle`](super::images::settle) said.
+    Reopen(&'a Path, Access, Load),
 }
 
 /// The device a spec names for a new index in `dir` (or in this process
@@ -142,11 +144,12 @@ pub(super) fn reopen_device(
     page_size: usize,
     dir: &Path,
     access: Access,
+    load: Load,
 ) -> Result<OpenedDevice> {
     device(
         spec,
         page_size,
-        How::Reopen(dir, access),
+        How::Reopen(dir, access, load),
         DEVICE_IMAGE_FILE,
         PAGES_FILE,
     )
@@ -167,8 +170,8 @@ fn device(
             let sim = Arc::new(FlashSim::from_params(&joined.join("&"), page_size)?);
             Ok((sim.clone(), Images::of(SavedSim { sim, file: image })))
         }
-        (DeviceSpec::FlashSim { .. }, How::Reopen(dir, _)) => {
-            let path = super::images::image_to_load(dir, image);
+        (DeviceSpec::FlashSim { .. }, How::Reopen(dir, _, load)) => {
+            let path = super::images::image_to_load(dir, image, load);
             if !path.is_file() {
                 return Err(missing_file(
                     &path,
@@ -185,7 +188,7 @@ fn device(
                 engine,
                 capacity,
             },
-            How::Reopen(dir, access),
+            How::Reopen(dir, access, _),
         ) => {
             let path = path.clone().unwrap_or_else(|| dir.join(pages));
             // Opening for writing would create an empty file.
@@ -220,8 +223,8 @@ fn device(
                     false,
                 ),
                 // The map a save of the images left beside them (`images.rs`).
-                How::Reopen(dir, access) => (
-                    super::images::image_to_load(dir, TIER_MAP_FILE),
+                How::Reopen(dir, access, load) => (
+                    super::images::image_to_load(dir, TIER_MAP_FILE, load),
                     MapOpen::Open,
                     access == Access::Read,
                 ),
@@ -239,7 +242,7 @@ fn device(
             let default = dir.map(|d| d.join(pages));
             Ok((spec.open(page_size, default.as_deref())?, Images::default()))
         }
-        (other, How::Reopen(dir, _)) => Err(Error::invalid(format!(
+        (other, How::Reopen(dir, ..)) => Err(Error::invalid(format!(
             "the index in {} was built on device {other}, which lives only in its process in this version; rebuild it",
             dir.display()
         ))),

@@ -1,47 +1,69 @@
 //! The simulators' images of an index directory, saved together at each
-//! checkpoint with the placement map of a hybrid device.
+//! checkpoint with the placement map of a hybrid device, and committed with
+//! its rollback journal.
 //!
 //! A simulated device keeps its state in memory and reaches the directory
 //! only when its image is saved: `device.img`, and `device.fast.img` too
 //! for a hybrid of two simulators. One image is saved atomically by itself
-//! (written beside, synced, renamed). Two must change together: a crash
-//! between their saves used to leave one tier at the new checkpoint and the
-//! other at the old one, and the index could not be read again ("node page
-//! 28 carries LSN 1317, newer than the recovered log's end"). So must a
-//! hybrid's placement map (`tiers.map`) and the images of its simulated
-//! tiers: the map names the fast slots pages live in, and a map saved at a
-//! sync after the last checkpoint named slots whose contents the images
-//! did not hold (a hybrid with a simulated tier therefore saves its map
-//! only here, [`MapSaves::WithOwner`](crate::storage::hybrid::MapSaves)).
+//! (written beside, synced, renamed). Several files must change together:
+//! - two images: a crash between their saves used to leave one tier at the
+//!   new checkpoint and the other at the old one, and the index could not
+//!   be read ("node page 28 carries LSN 1317, newer than the recovered
+//!   log's end");
+//! - a hybrid's placement map (`tiers.map`) and the images of its
+//!   simulated tiers: the map names the fast slots pages live in, and a map
+//!   saved at a sync after the last checkpoint named slots whose contents
+//!   the images did not hold (a hybrid with a simulated tier therefore
+//!   saves its map only here, [`MapSaves::WithOwner`](crate::storage::hybrid::MapSaves));
+//! - the images and the rollback journal of a hybrid of a file and a
+//!   simulator (`journal::needs_journal`): after a crash the journal rolls
+//!   the file tier back to its last commit, which must be the images'
+//!   checkpoint.
 //!
-//! So a save of more than one file goes in two phases: each file is first
-//! saved whole as `<file>.next` (written beside as `<file>.next.tmp`,
-//! synced, renamed: a `.next` is never torn), the images in the order of
-//! the device's tiers and then the last file, the *marker*: the map
-//! `tiers.map.next` when the device has one, else the slow tier's
-//! `device.img.next`. Then each `.next` replaces its file, in the same
-//! order, the directory synced after each rename. A marker therefore means
-//! every new file was written: an open completes the renames (a writer)
-//! or reads the `.next` files (a reader, which writes nothing); a file that
-//! then fails to load is an error naming it, and nothing is dropped.
-//! Otherwise the save never finished its first phase, and its `.next`
-//! files are dropped (a writer) or ignored (a reader): every old file
-//! stands. A save that fails after its first phase (a rename, a sync) is
-//! rolled forward by the next open, like a checkpoint whose outcome the
-//! caller could not learn. (A hybrid directory whose save a build before
-//! the map joined it interrupted holds no map marker: its `.next` images
-//! are dropped, the checkpoint before that save.)
+//! So such a save goes in two phases. First each file is saved whole as
+//! `<file>.next` (written beside as `<file>.next.tmp`, synced, renamed: a
+//! `.next` is never torn), the map first, then the images in the order of
+//! the device's tiers; then the **marker** `images.next` (written the same
+//! way) names the journal generation that commits the save (0 without a
+//! journal). The journal commits; then each `.next` replaces its file, the
+//! directory synced after each rename, and the marker is removed last.
+//!
+//! The commit point is the journal's commit, or without a journal the
+//! marker: an open finds the marker and a journal of that generation (or
+//! none needed) and rolls the save forward (a writer renames what is left;
+//! a reader loads the `.next` files and writes nothing; a file that then
+//! fails to load is an error naming it, nothing is dropped). Otherwise the
+//! save never reached its commit point: its `.next` files and marker are
+//! dropped (a writer) or ignored (a reader), the old files stand, and the
+//! journal rolls the file tier back to them. A save that fails after its
+//! commit point is rolled forward by the next open or save, like a
+//! checkpoint whose outcome the caller could not learn.
+//!
+//! Builds before the map and the journal joined the save wrote no marker:
+//! their `.next` images of a hybrid of two simulators are rolled forward
+//! when `device.img.next`, their last, is there (their map, saved at the
+//! checkpoint's sync, is the new images'), and dropped otherwise. A save
+//! of this build always writes `tiers.map.next` before any image, so
+//! without a marker it is never taken for one of theirs.
 use std::path::{Path, PathBuf};
 
 use super::devices::{map_device, Images, TIER_MAP_FILE};
 use super::factory::DEVICE_IMAGE_FILE;
 use crate::manifest::Access;
 use crate::storage::hybrid::{MapOpen, MapToSave};
+use crate::storage::journal::JournaledDevice;
 use crate::storage::tier_map::TierMapStore;
 use crate::{Error, Result};
 
 /// Suffix of a file written by the first phase of a save.
 const NEXT: &str = ".next";
+
+/// The marker of a save's first phase (see the [module docs](self)).
+pub(super) const MARKER_FILE: &str = "images.next";
+
+/// Magic of the marker, followed by the journal generation (`u64`) and a
+/// CRC-32C of both (`u32`), little-endian.
+const MARKER_MAGIC: &[u8; 8] = b"GFIMGNX1";
 
 /// `dir/<file>.next`.
 fn next_path(dir: &Path, file: &str) -> PathBuf {
@@ -56,58 +78,165 @@ fn io_error(path: &Path, e: std::io::Error) -> Error {
     }
 }
 
+/// Which files an open loads after [`settle`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Load {
+    /// The files themselves.
+    Current,
+    /// The `.next` files where there are (a reader, when a save passed its
+    /// commit point and a crash came before its renames).
+    Next,
+}
+
 /// Saves the images of `images` in `dir`, with the map of its hybrid
-/// device (see the [module docs](self)).
-pub(super) fn save(dir: &Path, images: &Images) -> Result<()> {
+/// device, and commits `journal` with them (see the [module docs](self)).
+pub(super) fn save(
+    dir: &Path,
+    images: &Images,
+    journal: Option<&JournaledDevice>,
+) -> Result<()> {
     let map = match &images.map {
         Some(h) => h.map_to_save()?,
         None => None,
     };
-    match (images.sims.as_slice(), &map) {
-        ([], None) => Ok(()),
-        ([one], None) => one.sim.save(&dir.join(one.file)),
-        (sims, _) => {
-            // What an earlier save that failed part-way left.
-            settle(dir, Access::Write)?;
-            let mut files = Vec::with_capacity(sims.len() + 1);
-            for s in sims {
-                s.sim.save(&next_path(dir, s.file))?;
-                files.push(s.file);
-            }
-            if let Some(m) = &map {
-                save_map(dir, m)?;
-                files.push(TIER_MAP_FILE);
-            }
-            for file in files {
-                let (next, path) = (next_path(dir, file), dir.join(file));
-                std::fs::rename(&next, &path).map_err(|e| io_error(&path, e))?;
-                // In order: the marker's rename never lands before the others'.
-                sync_dir(dir)?;
-            }
-            match (&images.map, &map) {
-                (Some(h), Some(m)) => h.map_saved(m),
-                _ => Ok(()),
-            }
+    let sims = images.sims.as_slice();
+    let files = sims.len() + usize::from(map.is_some());
+    if files == 0 || (files == 1 && journal.is_none()) {
+        if let Some(j) = journal {
+            j.commit()?;
         }
+        if let [one] = sims {
+            one.sim.save(&dir.join(one.file))?;
+        }
+        return Ok(());
+    }
+    // What an earlier save that failed part-way left.
+    settle(dir, Access::Write, journal.map(JournaledDevice::generation))?;
+    let mut order = Vec::with_capacity(files);
+    if let Some(m) = &map {
+        save_map(dir, m)?;
+        order.push(TIER_MAP_FILE);
+        test_stop(Step::Map)?;
+    }
+    for s in sims {
+        s.sim.save(&next_path(dir, s.file))?;
+        order.push(s.file);
+    }
+    write_marker(dir, journal.map_or(0, |j| j.generation() + 1))?;
+    test_stop(Step::Marker)?;
+    if let Some(j) = journal {
+        j.commit()?;
+    }
+    test_stop(Step::Commit)?;
+    for file in order {
+        let (next, path) = (next_path(dir, file), dir.join(file));
+        std::fs::rename(&next, &path).map_err(|e| io_error(&path, e))?;
+        sync_dir(dir)?;
+        test_stop(Step::Rename)?;
+    }
+    remove(&dir.join(MARKER_FILE))?;
+    sync_dir(dir)?;
+    match (&images.map, &map) {
+        (Some(h), Some(m)) => h.map_saved(m),
+        _ => Ok(()),
     }
 }
 
-/// Writes `map` whole as `dir/tiers.map.next` (beside as `.tmp`, synced,
-/// renamed).
-fn save_map(dir: &Path, map: &MapToSave) -> Result<()> {
-    let next = next_path(dir, TIER_MAP_FILE);
-    let mut tmp = next.clone().into_os_string();
+/// Steps of a save a test may stop it after (`STOP_AFTER`), as a crash
+/// there would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    /// The map's `.next` written (the first file of the first phase).
+    Map,
+    /// The marker written (the first phase done).
+    Marker,
+    /// The journal committed (or, without one, the step after the marker).
+    Commit,
+    /// The first rename of the second phase.
+    Rename,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The step after which this thread's next save stops with an error.
+    pub(super) static STOP_AFTER: std::cell::Cell<Option<Step>> = const { std::cell::Cell::new(None) };
+}
+
+/// Stops a save after `step` when a test asked for it.
+#[cfg(test)]
+fn test_stop(step: Step) -> Result<()> {
+    if STOP_AFTER.with(|s| s.get()) == Some(step) {
+        STOP_AFTER.with(|s| s.set(None));
+        return Err(Error::invalid(format!("a test stopped the save after {step:?}")));
+    }
+    Ok(())
+}
+
+#[cfg(not(test))]
+#[inline(always)]
+fn test_stop(_: Step) -> Result<()> {
+    Ok(())
+}
+
+/// Writes `bytes` whole as `path` (beside as `.tmp`, synced, renamed, the
+/// directory synced).
+fn write_whole(dir: &Path, path: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    let mut tmp = path.to_path_buf().into_os_string();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
     match std::fs::remove_file(&tmp) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_error(&tmp, e)),
         _ => {}
     }
-    let device = map_device(&tmp, map.geometry.fast_limit, MapOpen::Create, false)?;
-    // Both copies written and synced (`TierMapStore::save`).
-    TierMapStore::new(device, map.geometry)?.save(map.generation, &map.slots)?;
-    std::fs::rename(&tmp, &next).map_err(|e| io_error(&next, e))?;
+    write(&tmp)?;
+    std::fs::rename(&tmp, path).map_err(|e| io_error(path, e))?;
     sync_dir(dir)
+}
+
+/// Writes `map` whole as `dir/tiers.map.next`.
+fn save_map(dir: &Path, map: &MapToSave) -> Result<()> {
+    write_whole(dir, &next_path(dir, TIER_MAP_FILE), |tmp| {
+        let device = map_device(tmp, map.geometry.fast_limit, MapOpen::Create, false)?;
+        // Both copies written and synced (`TierMapStore::save`).
+        TierMapStore::new(device, map.geometry)?.save(map.generation, &map.slots)
+    })
+}
+
+/// Writes the marker naming journal generation `generation` (0: none).
+fn write_marker(dir: &Path, generation: u64) -> Result<()> {
+    let mut bytes = MARKER_MAGIC.to_vec();
+    bytes.extend_from_slice(&generation.to_le_bytes());
+    bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
+    write_whole(dir, &dir.join(MARKER_FILE), |tmp| {
+        let mut f = std::fs::File::create(tmp).map_err(|e| io_error(tmp, e))?;
+        std::io::Write::write_all(&mut f, &bytes).map_err(|e| io_error(tmp, e))?;
+        f.sync_all().map_err(|e| io_error(tmp, e))
+    })
+}
+
+/// The journal generation the marker `path` names; damage is an error
+/// naming it (the save may have passed its commit point).
+fn read_marker(path: &Path) -> Result<u64> {
+    let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
+    let valid = bytes.len() == 20
+        && bytes[..8] == MARKER_MAGIC[..]
+        && bytes[16..20] == crc32c::crc32c(&bytes[..16]).to_le_bytes();
+    if !valid {
+        return Err(Error::corrupt(
+            None,
+            "damaged marker of a checkpoint's save of the simulators' images: whether the save \
+             committed cannot be told; restore the index from a backup",
+        )
+        .in_file(path));
+    }
+    Ok(u64::from_le_bytes(bytes[8..16].try_into().unwrap_or_default()))
+}
+
+fn remove(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_error(path, e)),
+        _ => Ok(()),
+    }
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
@@ -115,19 +244,7 @@ fn sync_dir(dir: &Path) -> Result<()> {
     d.sync_all().map_err(|e| io_error(dir, e))
 }
 
-/// The marker of a save that finished its first phase in `dir` (see the
-/// [module docs](self)), when there is one: the map's `.next` in a hybrid's
-/// directory, else the slow tier's image's.
-fn marker(dir: &Path) -> Option<PathBuf> {
-    let file = if dir.join(TIER_MAP_FILE).is_file() {
-        TIER_MAP_FILE
-    } else {
-        DEVICE_IMAGE_FILE
-    };
-    Some(next_path(dir, file)).filter(|p| p.is_file())
-}
-
-/// The `.next` files in `dir`.
+/// The `.next` files in `dir` (images and map), sorted.
 fn pending(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| io_error(dir, e))? {
@@ -142,43 +259,67 @@ fn pending(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Finishes or undoes what a save interrupted by a crash left in `dir`
-/// (see the [module docs](self)); a reader (`Access::Read`) changes
-/// nothing, and reads what [`image_to_load`] says.
-pub(super) fn settle(dir: &Path, access: Access) -> Result<()> {
-    let next = pending(dir)?;
-    if next.is_empty() || access == Access::Read {
-        return Ok(());
+/// Whether what a save left in `dir` passed its commit point (see the
+/// [module docs](self)), given the generation of the directory's journal's
+/// last commit (`None`: no journal).
+fn committed(dir: &Path, journal: Option<u64>) -> Result<bool> {
+    let marker = dir.join(MARKER_FILE);
+    if marker.is_file() {
+        let needs = read_marker(&marker)?;
+        return Ok(needs == 0 || journal.is_some_and(|g| g >= needs));
     }
-    match marker(dir) {
-        Some(marker) => {
-            // The marker last, as the save renames them.
-            let mut order = next;
-            order.sort_by_key(|p| *p == marker);
-            for n in order {
-                let name = n.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                let path = dir.join(name.trim_end_matches(NEXT));
-                std::fs::rename(&n, &path).map_err(|e| io_error(&path, e))?;
-                sync_dir(dir)?;
-            }
-            Ok(())
-        }
-        None => {
-            for n in next {
-                std::fs::remove_file(&n).map_err(|e| io_error(&n, e))?;
-            }
-            sync_dir(dir)
-        }
-    }
+    // No marker: a save of this build before its commit point, or one of
+    // a build before the marker, committed once its last image was written.
+    Ok(!next_path(dir, TIER_MAP_FILE).is_file() && next_path(dir, DEVICE_IMAGE_FILE).is_file())
 }
 
-/// The file to load `file` (an image, or a hybrid's map) from in `dir`:
-/// its `.next` when a save finished its first phase and a crash came
-/// before it was renamed (what a writer's [`settle`] would rename), else
-/// the file itself.
-pub(super) fn image_to_load(dir: &Path, file: &str) -> PathBuf {
+/// Finishes or undoes what a save interrupted by a crash left in `dir`
+/// (see the [module docs](self)), given the generation of the directory's
+/// journal's last commit (`None`: no journal); a reader (`Access::Read`)
+/// changes nothing, and loads what the answer says ([`image_to_load`]).
+pub(super) fn settle(dir: &Path, access: Access, journal: Option<u64>) -> Result<Load> {
+    let next = pending(dir)?;
+    let marker = dir.join(MARKER_FILE);
+    if next.is_empty() && !marker.is_file() {
+        return Ok(Load::Current);
+    }
+    let forward = committed(dir, journal)?;
+    if access == Access::Read {
+        return Ok(if forward { Load::Next } else { Load::Current });
+    }
+    if forward {
+        // The slow tier's image last (the marker of the builds before one).
+        let mut order = next;
+        order.sort_by_key(|p| p.ends_with(format!("{DEVICE_IMAGE_FILE}{NEXT}")));
+        for n in order {
+            let name = n.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let path = dir.join(name.trim_end_matches(NEXT));
+            std::fs::rename(&n, &path).map_err(|e| io_error(&path, e))?;
+            sync_dir(dir)?;
+        }
+        remove(&marker)?;
+    } else {
+        // The marker first and the map last: what a crash here leaves is
+        // never taken for a committed save.
+        remove(&marker)?;
+        sync_dir(dir)?;
+        let mut order = next;
+        order.sort_by_key(|p| p.ends_with(format!("{TIER_MAP_FILE}{NEXT}")));
+        for n in order {
+            remove(&n)?;
+            sync_dir(dir)?;
+        }
+    }
+    sync_dir(dir)?;
+    Ok(Load::Current)
+}
+
+/// The file to load `file` (an image, or a hybrid's map) from in `dir`,
+/// after [`settle`] said `load`: its `.next` when there is one and the save
+/// that wrote it committed, else the file itself.
+pub(super) fn image_to_load(dir: &Path, file: &str, load: Load) -> PathBuf {
     let next = next_path(dir, file);
-    if next.is_file() && marker(dir).is_some() {
+    if load == Load::Next && next.is_file() {
         next
     } else {
         dir.join(file)
@@ -215,15 +356,18 @@ mod tests {
     /// The marks of the images a reader loads, and then those a writer
     /// loads after settling.
     fn marks(dir: &Path) -> [(Option<u64>, Option<u64>); 2] {
-        let load = |image| {
-            FlashSim::load(&image_to_load(dir, image))
+        let load = |image, how| {
+            FlashSim::load(&image_to_load(dir, image, how))
                 .unwrap()
                 .client_mark()
         };
-        let read = (load(FAST_DEVICE_IMAGE_FILE), load(DEVICE_IMAGE_FILE));
-        settle(dir, Access::Write).unwrap();
+        let how = settle(dir, Access::Read, None).unwrap();
+        let read = (load(FAST_DEVICE_IMAGE_FILE, how), load(DEVICE_IMAGE_FILE, how));
+        let how = settle(dir, Access::Write, None).unwrap();
+        assert_eq!(how, Load::Current);
         assert!(pending(dir).unwrap().is_empty());
-        let written = (load(FAST_DEVICE_IMAGE_FILE), load(DEVICE_IMAGE_FILE));
+        assert!(!dir.join(MARKER_FILE).exists());
+        let written = (load(FAST_DEVICE_IMAGE_FILE, how), load(DEVICE_IMAGE_FILE, how));
         [read, written]
     }
 
@@ -233,10 +377,10 @@ mod tests {
     fn a_crash_anywhere_in_a_save_of_two_images_leaves_both_old_or_both_new() {
         // Steps of a save of the images of mark 2 over those of mark 1:
         // the first `k` done, then a crash.
-        for k in 0..=5 {
+        for k in 0..=7 {
             let tmp = tempfile::tempdir().unwrap();
             let dir = tmp.path();
-            save(dir, &images(saved(1))).unwrap();
+            save(dir, &images(saved(1)), None).unwrap();
             let new = saved(2);
             let next = |s: &SavedSim| next_path(dir, s.file);
             let steps: Vec<Box<dyn Fn()>> = vec![
@@ -248,32 +392,64 @@ mod tests {
                     std::fs::write(tmp, b"torn").unwrap();
                 }),
                 Box::new(|| new[1].sim.save(&next(&new[1])).unwrap()),
+                Box::new(|| write_marker(dir, 0).unwrap()),
                 Box::new(|| std::fs::rename(next(&new[0]), dir.join(new[0].file)).unwrap()),
                 Box::new(|| std::fs::rename(next(&new[1]), dir.join(new[1].file)).unwrap()),
+                Box::new(|| remove(&dir.join(MARKER_FILE)).unwrap()),
                 Box::new(|| {}),
             ];
             for step in steps.iter().take(k) {
                 step();
             }
+            // Without the marker, a save of two images whose slow image is
+            // there reads as one of a build before the marker: committed.
             let want = if k >= 3 { Some(2) } else { Some(1) };
             assert_eq!(marks(dir), [(want, want); 2], "crash after {k} steps");
         }
     }
 
-    /// Images of mark 1 in `dir`, then a save of mark 2 that stopped
-    /// (failed or crashed) after its first phase and the fast image's rename.
-    fn failed_after_the_fast_rename(dir: &Path) {
-        save(dir, &images(saved(1))).unwrap();
-        for s in &saved(2) {
-            s.sim.save(&next_path(dir, s.file)).unwrap();
+    /// What builds before the marker left (two images, `device.img.next`
+    /// their last): rolled forward once `device.img.next` is there, also
+    /// after the fast image's rename, and dropped before.
+    #[test]
+    fn a_save_of_a_build_before_the_marker_is_rolled_forward_once_its_last_image_is_written() {
+        for (fast_next, fast_renamed, slow_next, want) in [
+            (true, false, false, 1),
+            (true, false, true, 2),
+            (false, true, true, 2),
+        ] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path();
+            save(dir, &images(saved(1)), None).unwrap();
+            let new = saved(2);
+            if fast_next {
+                new[0].sim.save(&next_path(dir, new[0].file)).unwrap();
+            }
+            if fast_renamed {
+                new[0].sim.save(&dir.join(new[0].file)).unwrap();
+            }
+            if slow_next {
+                new[1].sim.save(&next_path(dir, new[1].file)).unwrap();
+            }
+            let want = Some(want);
+            assert_eq!(marks(dir), [(want, want); 2]);
         }
-        let fast = FAST_DEVICE_IMAGE_FILE;
-        std::fs::rename(next_path(dir, fast), dir.join(fast)).unwrap();
     }
 
-    /// A new image that fails to load once its save's first phase is done
-    /// (damage, a read error) is an error at open, never dropped: dropping
-    /// it would leave the tiers at two checkpoints for good.
+    /// Images of mark 1 in `dir`, then a save of mark 2 that stopped
+    /// (failed or crashed) after its commit point and the fast image's rename.
+    fn failed_after_the_fast_rename(dir: &Path) {
+        save(dir, &images(saved(1)), None).unwrap();
+        STOP_AFTER.with(|s| s.set(Some(Step::Rename)));
+        assert!(save(dir, &images(saved(2)), None).is_err());
+        assert!(dir.join(MARKER_FILE).is_file());
+        assert!(next_path(dir, DEVICE_IMAGE_FILE).is_file());
+    }
+
+    /// A new image that fails to load once its save passed its commit
+    /// point (damage, a read error) is an error at open, never dropped:
+    /// dropping it would leave the tiers at two checkpoints for good. So
+    /// is a damaged marker.
     #[test]
     fn a_next_image_that_fails_to_load_is_an_error_never_dropped() {
         let tmp = tempfile::tempdir().unwrap();
@@ -286,11 +462,23 @@ mod tests {
         std::fs::write(&last, &bytes).unwrap();
         // A reader is pointed at it, and a writer renames it: both then
         // fail to load it, naming the file.
-        assert_eq!(image_to_load(dir, DEVICE_IMAGE_FILE), last);
+        let how = settle(dir, Access::Read, None).unwrap();
+        assert_eq!(image_to_load(dir, DEVICE_IMAGE_FILE, how), last);
         assert!(FlashSim::load(&last).is_err());
-        settle(dir, Access::Write).unwrap();
+        settle(dir, Access::Write, None).unwrap();
         let e = FlashSim::load(&dir.join(DEVICE_IMAGE_FILE)).unwrap_err();
         assert!(e.to_string().contains(DEVICE_IMAGE_FILE), "{e}");
+        // A damaged marker: whether the save committed cannot be told.
+        let other = tempfile::tempdir().unwrap();
+        failed_after_the_fast_rename(other.path());
+        let marker = other.path().join(MARKER_FILE);
+        let mut bytes = std::fs::read(&marker).unwrap();
+        bytes[9] ^= 1;
+        std::fs::write(&marker, &bytes).unwrap();
+        for access in [Access::Read, Access::Write] {
+            let e = settle(other.path(), access, None).unwrap_err();
+            assert!(e.to_string().contains(MARKER_FILE), "{e}");
+        }
     }
 
     /// A save after one that failed part-way completes or drops its
@@ -303,11 +491,35 @@ mod tests {
         failed_after_the_fast_rename(dir);
         // The next save, whose fast image alone is written before a crash.
         let three = saved(3);
-        settle(dir, Access::Write).unwrap();
+        settle(dir, Access::Write, None).unwrap();
         three[0].sim.save(&next_path(dir, three[0].file)).unwrap();
         assert_eq!(marks(dir), [(Some(2), Some(2)); 2]);
-        save(dir, &images(three)).unwrap();
+        save(dir, &images(three), None).unwrap();
         assert_eq!(marks(dir), [(Some(3), Some(3)); 2]);
+    }
+
+    /// A marker that names a journal generation the journal did not reach
+    /// is a save before its commit point: dropped; once the journal
+    /// reached it, rolled forward.
+    #[test]
+    fn a_save_with_a_journal_commits_with_the_journal() {
+        for (journal, want) in [(Some(4), 1), (Some(5), 2), (Some(6), 2), (None, 1)] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path();
+            save(dir, &images(saved(1)), None).unwrap();
+            STOP_AFTER.with(|s| s.set(Some(Step::Marker)));
+            assert!(save(dir, &images(saved(2)), None).is_err());
+            write_marker(dir, 5).unwrap();
+            let load = |how| {
+                let f = image_to_load(dir, DEVICE_IMAGE_FILE, how);
+                FlashSim::load(&f).unwrap().client_mark()
+            };
+            let how = settle(dir, Access::Read, journal).unwrap();
+            assert_eq!(load(how), Some(want), "{journal:?}: a reader");
+            let how = settle(dir, Access::Write, journal).unwrap();
+            assert_eq!(load(how), Some(want), "{journal:?}: a writer");
+            assert!(pending(dir).unwrap().is_empty() && !dir.join(MARKER_FILE).exists());
+        }
     }
 
     /// Pages 0..8 of a hybrid of two simulators, written as version
@@ -332,58 +544,53 @@ mod tests {
 
     /// A hybrid of two simulators whose pages move between the tiers after
     /// a checkpoint, synced, then crashes before the next checkpoint, or
-    /// in its save (after its first phase, or before the map's part of it):
+    /// in its save (before its marker, after it, after the first rename):
     /// every page reads as of one checkpoint, for readers and writers.
     /// Before, the placement map was saved at the sync and named fast
     /// slots the images did not hold: the moved pages read what those
     /// slots held at the checkpoint.
     #[test]
     fn the_placement_map_of_a_hybrid_of_simulators_is_saved_with_its_images() {
-        use crate::index_dir::devices::{create_device, reopen_device, TIER_MAP_FILE};
+        use crate::index_dir::devices::{create_device, reopen_device};
         use crate::storage::spec::DeviceSpec;
         use crate::storage::Tier;
         let spec: DeviceSpec = "hybrid:fast=(flashsim:)&slow=(flashsim:)".parse().unwrap();
-        let files = [FAST_DEVICE_IMAGE_FILE, DEVICE_IMAGE_FILE, TIER_MAP_FILE];
-        for crash in ["before the save", "after its first phase", "before the map's part"] {
+        // (where the save stops, whether its marker is then lost, the
+        // version every page must read): a marker lost is a crash in the
+        // first phase, every `.next` but the marker written.
+        for (stop, lose_marker, want) in [
+            (None, false, 1),
+            (Some(Step::Marker), true, 1),
+            (Some(Step::Marker), false, 2),
+            (Some(Step::Commit), false, 2),
+            (Some(Step::Rename), false, 2),
+        ] {
             let tmp = tempfile::tempdir().unwrap();
             let dir = tmp.path();
             let (device, saved) = create_device(&spec, 512, Some(dir)).unwrap();
             device.hint_tier(&[0, 1, 2, 3], Tier::Fast).unwrap();
             write_version(device.as_ref(), 1);
             device.sync().unwrap();
-            save(dir, &saved).unwrap();
-            let old = tmp.path().join("old");
-            std::fs::create_dir(&old).unwrap();
-            for f in files {
-                std::fs::copy(dir.join(f), old.join(f)).unwrap();
-            }
+            save(dir, &saved, None).unwrap();
             // Pages move both ways, each write synced.
             device.hint_tier(&[0, 1], Tier::Slow).unwrap();
             device.hint_tier(&[4, 5, 6], Tier::Fast).unwrap();
             write_version(device.as_ref(), 2);
             device.sync().unwrap();
-            let want = if crash == "before the save" {
-                1
-            } else {
-                save(dir, &saved).unwrap();
-                for f in files {
-                    std::fs::rename(dir.join(f), next_path(dir, f)).unwrap();
-                    std::fs::copy(old.join(f), dir.join(f)).unwrap();
-                }
-                if crash == "after its first phase" {
-                    2
-                } else {
-                    std::fs::remove_file(next_path(dir, TIER_MAP_FILE)).unwrap();
-                    1
-                }
-            };
+            if let Some(step) = stop {
+                STOP_AFTER.with(|s| s.set(Some(step)));
+                assert!(save(dir, &saved, None).is_err());
+            }
+            if lose_marker {
+                std::fs::remove_file(dir.join(MARKER_FILE)).unwrap();
+            }
             drop((device, saved));
             for access in [Access::Read, Access::Write] {
-                settle(dir, access).unwrap();
-                let (device, _) = reopen_device(&spec, 512, dir, access).unwrap();
-                assert_eq!(versions(device.as_ref()), vec![want; 8], "{crash}, {access:?}");
+                let load = settle(dir, access, None).unwrap();
+                let (device, _) = reopen_device(&spec, 512, dir, access, load).unwrap();
+                assert_eq!(versions(device.as_ref()), vec![want; 8], "{stop:?}, {access:?}");
             }
-            assert!(pending(dir).unwrap().is_empty(), "{crash}");
+            assert!(pending(dir).unwrap().is_empty(), "{stop:?}");
         }
     }
 }

@@ -260,11 +260,14 @@ impl Index {
         if let Some((g, true)) = named {
             self.records_after_checkpoint(g)?;
         }
-        if let Some(journal) = &self.journal {
-            journal.commit().map_err(|e| self.locate(e))?;
-        }
-        if let Some(dir) = &self.dir {
-            super::images::save(dir, &self.images)?;
+        // The journal commits with the simulators' images (`images.rs`).
+        match &self.dir {
+            Some(dir) => super::images::save(dir, &self.images, self.journal.as_deref())?,
+            None => {
+                if let Some(journal) = &self.journal {
+                    journal.commit().map_err(|e| self.locate(e))?;
+                }
+            }
         }
         self.checkpoints.restart();
         Ok(())

@@ -31,8 +31,11 @@ pub const JOURNAL_FILE: &str = "journal.dat";
 /// checkpoint are rolled back to meet the image (a logged store's log
 /// lives on one of the tiers and cannot speak for the other: eFIND's nodes
 /// on a file tier, newer than its log on the simulated one, were refused
-/// as "newer than the recovered log's end").
-pub(super) fn needs_journal(spec: &DeviceSpec, in_place: bool) -> bool {
+/// as "newer than the recovered log's end"); the journal commits with the
+/// images (`images.rs`). None with `journal_off` (the plain store's
+/// `journal = off`, the papers' in-place mode, which promises nothing
+/// after a crash).
+pub(super) fn needs_journal(spec: &DeviceSpec, in_place: bool, journal_off: bool) -> bool {
     fn has(spec: &DeviceSpec, file: bool) -> bool {
         match spec {
             DeviceSpec::File { .. } => file,
@@ -41,8 +44,26 @@ pub(super) fn needs_journal(spec: &DeviceSpec, in_place: bool) -> bool {
             _ => false,
         }
     }
-    let has_file = has(spec, true);
-    has_file && (in_place || has(spec, false))
+    has(spec, true) && !journal_off && (in_place || has(spec, false))
+}
+
+/// The generation of the last commit of the journal in `dir` (pages of
+/// `page_size` bytes), read without opening it; `None` without a journal.
+pub(super) fn committed_generation(dir: &Path, page_size: usize) -> Result<Option<u64>> {
+    let path = dir.join(JOURNAL_FILE);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let opts = FileDeviceOptions {
+        direct: false,
+        engine: IoEngine::Psync,
+        capacity_pages: 0,
+        read_only: true,
+    };
+    let file = FileDevice::open(&path, page_size, opts)?;
+    Ok(Some(
+        crate::storage::journal::committed_generation(&file)?.unwrap_or(0),
+    ))
 }
 
 /// The device of a journaled index and its journal.

@@ -60,14 +60,15 @@ impl Index {
             }
         }
         // A save of two simulators' images that a crash interrupted.
-        super::images::settle(dir, access)?;
-        let (device, images) = reopen_device(&spec, manifest.page_size, dir, access)?;
+        let journal_generation = super::journal::committed_generation(dir, manifest.page_size)?;
+        let load = super::images::settle(dir, access, journal_generation)?;
+        let (device, images) = reopen_device(&spec, manifest.page_size, dir, access, load)?;
         // A structure that writes in place: its rollback journal brings the
         // pages back to the last checkpoint (see `journal`).
         let in_place = (matches!(manifest.structure, StructureConfig::Grid(_))
             || store.is_plain())
             && !store.in_place();
-        let (device, journal, rolled_back) = match super::journal::needs_journal(&spec, in_place) {
+        let (device, journal, rolled_back) = match super::journal::needs_journal(&spec, in_place, store.in_place()) {
             true => match super::journal::open_journal(device.clone(), dir, access, false)? {
                 Some(j) => (j.device, Some(j.journal), j.rollback.pages_restored),
                 None => (device, None, 0),

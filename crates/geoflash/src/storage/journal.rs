@@ -229,6 +229,61 @@ fn decode_header(
     Ok(Some((u64_at(buf, 16), u64_at(buf, 24), u64_at(buf, 40))))
 }
 
+/// The newest valid header of `journal` (generation, horizon, client
+/// mark); `None` for a blank journal. A damaged slot is an error: a header
+/// slot is written whole within its first sector, so a crash leaves either
+/// slot intact, and the other slot, an older commit, must not stand for the
+/// newer one (issue 44).
+fn newest_header(journal: &dyn PageDevice) -> Result<Option<(u64, u64, u64)>> {
+    let ps = journal.page_size();
+    let mut slots = vec![0u8; 2 * ps];
+    journal.read_batch(&[0, 1], &mut slots)?;
+    let mut best: Option<(u64, u64, u64)> = None;
+    let mut problems = Vec::new();
+    for (slot, buf) in slots.chunks_exact(ps).enumerate() {
+        match decode_header(buf, ps) {
+            Ok(Some(h)) => {
+                if best.is_none_or(|b| h.0 > b.0) {
+                    best = Some(h);
+                }
+            }
+            Ok(None) => {}
+            // Either slot may be the newest: one this build cannot read
+            // refuses the journal rather than roll back by the other.
+            Err(BadHeader::Unsupported(version)) => {
+                return Err(Error::unsupported_version(
+                    "journal header",
+                    version,
+                    VERSION,
+                    VERSION,
+                ))
+            }
+            Err(BadHeader::Damaged(why)) => problems.push(format!("page {slot}: {why}")),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(Error::corrupt(
+            Some(0),
+            format!(
+                "damaged journal header ({}); the other slot is an older commit, which must not stand for \
+                 the newer one: restore the index from a backup",
+                problems.join("; ")
+            ),
+        ));
+    }
+    Ok(best)
+}
+
+/// The generation of the last commit of the journal on `journal`, without
+/// opening it (`None`: a blank journal). Errors as [`JournaledDevice::open`]'s.
+pub fn committed_generation(journal: &dyn PageDevice) -> Result<Option<u64>> {
+    let in_journal = |e: Error| match journal.path() {
+        Some(p) => e.in_file(&p),
+        None => e,
+    };
+    Ok(newest_header(journal).map_err(in_journal)?.map(|h| h.0))
+}
+
 fn encode_header(generation: u64, horizon: u64, client: u64, page_size: usize) -> Vec<u8> {
     let mut buf = vec![0u8; page_size];
     put(&mut buf, 0, &HEADER_MAGIC);
@@ -269,31 +324,7 @@ impl JournaledDevice {
             Some(p) => e.in_file(p),
             None => e,
         };
-        let mut slots = vec![0u8; 2 * ps];
-        journal.read_batch(&[0, 1], &mut slots)?;
-        let mut best: Option<(u64, u64, u64)> = None;
-        let mut problems = Vec::new();
-        for (slot, buf) in slots.chunks_exact(ps).enumerate() {
-            match decode_header(buf, ps) {
-                Ok(Some(h)) => {
-                    if best.is_none_or(|b| h.0 > b.0) {
-                        best = Some(h);
-                    }
-                }
-                Ok(None) => {}
-                // Either slot may be the newest: one this build cannot read
-                // refuses the journal rather than roll back by the other.
-                Err(BadHeader::Unsupported(version)) => {
-                    return Err(in_journal(Error::unsupported_version(
-                        "journal header",
-                        version,
-                        VERSION,
-                        VERSION,
-                    )))
-                }
-                Err(BadHeader::Damaged(why)) => problems.push(format!("page {slot}: {why}")),
-            }
-        }
+        let best = newest_header(journal.as_ref()).map_err(in_journal)?;
         let read_only = how == JournalOpen::Read;
         let mut dev = JournaledDevice {
             inner,
@@ -311,19 +342,6 @@ impl JournaledDevice {
                 failed: None,
             }),
         };
-        if !problems.is_empty() {
-            // A header slot is written whole within its first sector, so a
-            // crash leaves either slot intact: a bad one is damage, and the
-            // other slot, an older commit, must not stand for it (issue 44).
-            return Err(in_journal(Error::corrupt(
-                Some(0),
-                format!(
-                    "damaged journal header ({}); the other slot is an older commit, which must not stand for \
-                     the newer one: restore the index from a backup",
-                    problems.join("; ")
-                ),
-            )));
-        }
         let Some((generation, horizon, client)) = best else {
             // A blank journal: nothing to roll back.
             if let JournalOpen::Write { fresh_horizon } = how {
@@ -565,6 +583,12 @@ impl JournaledDevice {
     /// the committed pages go with (0: none).
     pub fn client_mark(&self) -> u64 {
         self.lock().client
+    }
+
+    /// The generation of the last [`commit`](Self::commit) (the next one
+    /// writes one more).
+    pub fn generation(&self) -> u64 {
+        self.lock().generation
     }
 
     /// Sets the client mark the next [`commit`](Self::commit) writes with
