@@ -39,12 +39,14 @@
 //! commit point is rolled forward by the next open or save, like a
 //! checkpoint whose outcome the caller could not learn.
 //!
-//! Builds before the map and the journal joined the save wrote no marker:
-//! their `.next` images of a hybrid of two simulators are rolled forward
-//! when `device.img.next`, their last, is there (their map, saved at the
-//! checkpoint's sync, is the new images'), and dropped otherwise. A save
-//! of this build always writes `tiers.map.next` before any image, so
-//! without a marker it is never taken for one of theirs.
+//! Released builds before the map and the journal joined the save wrote
+//! no marker: their `.next` images of a hybrid of two simulators are rolled
+//! forward when `device.img.next`, their last, is there (their map, saved
+//! at the checkpoint's sync, is the new images'), and dropped otherwise. A
+//! save of this build always writes `tiers.map.next` before any image, so
+//! without a marker it is never taken for one of theirs. (Commit a9c12f1,
+//! on main for under an hour and in no release, wrote `tiers.map.next`
+//! last as its marker; what a crash in its save left is not recognised.)
 use std::path::{Path, PathBuf};
 
 use super::devices::{map_device, Images, TIER_MAP_FILE};
@@ -109,6 +111,12 @@ pub(super) fn save(
             one.sim.save(&dir.join(one.file))?;
         }
         return Ok(());
+    }
+    // A journal that failed (a commit whose header may have reached the
+    // file) could make what an earlier save left read as uncommitted: only
+    // the next open, reading the journal from the file, decides.
+    if let Some(j) = journal {
+        j.refuse_if_failed()?;
     }
     // What an earlier save that failed part-way left.
     settle(dir, Access::Write, journal.map(JournaledDevice::generation))?;
@@ -371,8 +379,12 @@ mod tests {
         [read, written]
     }
 
-    /// A crash at every step of a save of two images leaves both old ones
-    /// or both new ones, for readers and writers alike.
+    /// A crash at every step of a save of two images without a map leaves
+    /// both old ones or both new ones, for readers and writers alike. (This
+    /// build saves two images only with a hybrid's map, written first:
+    /// `the_placement_map_of_a_hybrid_of_simulators_is_saved_with_its_images`.
+    /// Without it, both images written and no marker read as a save of a
+    /// released build before the marker, committed.)
     #[test]
     fn a_crash_anywhere_in_a_save_of_two_images_leaves_both_old_or_both_new() {
         // Steps of a save of the images of mark 2 over those of mark 1:

@@ -59,16 +59,22 @@ impl Index {
                 return Err(missing_file(&log, "the log of the index"));
             }
         }
-        // A save of two simulators' images that a crash interrupted.
-        let journal_generation = super::journal::committed_generation(dir, manifest.page_size)?;
-        let load = super::images::settle(dir, access, journal_generation)?;
-        let (device, images) = reopen_device(&spec, manifest.page_size, dir, access, load)?;
-        // A structure that writes in place: its rollback journal brings the
-        // pages back to the last checkpoint (see `journal`).
+        // A structure that writes in place, or a hybrid of a file and a
+        // simulator: its rollback journal brings the pages back to the last
+        // checkpoint (see `journal`).
         let in_place = (matches!(manifest.structure, StructureConfig::Grid(_))
             || store.is_plain())
             && !store.in_place();
-        let (device, journal, rolled_back) = match super::journal::needs_journal(&spec, in_place, store.in_place()) {
+        let journaled = super::journal::needs_journal(&spec, in_place, store.in_place());
+        // What a crash left of a checkpoint's save of the simulators'
+        // images and a hybrid's map, committed with the journal (`images`).
+        let journal_generation = match journaled {
+            true => super::journal::committed_generation(dir, manifest.page_size)?,
+            false => None,
+        };
+        let load = super::images::settle(dir, access, journal_generation)?;
+        let (device, images) = reopen_device(&spec, manifest.page_size, dir, access, load)?;
+        let (device, journal, rolled_back) = match journaled {
             true => match super::journal::open_journal(device.clone(), dir, access, false)? {
                 Some(j) => (j.device, Some(j.journal), j.rollback.pages_restored),
                 None => (device, None, 0),

@@ -1269,8 +1269,14 @@ fn a_crash_between_checkpoints_of_a_hybrid_with_a_simulated_tier_reopens_a_prefi
     ];
     // The crash: between checkpoints, or in the next checkpoint's save of
     // the images: in its first phase, after its marker (before the
-    // journal's commit), or after that commit.
-    let stops = [None, Some(Step::Map), Some(Step::Marker), Some(Step::Commit)];
+    // journal's commit), after that commit, after the first rename.
+    let stops = [
+        None,
+        Some(Step::Map),
+        Some(Step::Marker),
+        Some(Step::Commit),
+        Some(Step::Rename),
+    ];
     for (device, stop) in devices.into_iter().flat_map(|d| stops.map(|s| (d, s))) {
         let device = format!("{device}, crash after {stop:?}");
         let device = device.as_str();

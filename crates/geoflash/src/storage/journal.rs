@@ -591,6 +591,13 @@ impl JournaledDevice {
         self.lock().generation
     }
 
+    /// An error when the journal failed earlier (a write, a sync, a commit
+    /// whose header may or may not have reached the file): what it holds on
+    /// disk is then known only to the next open.
+    pub fn refuse_if_failed(&self) -> Result<()> {
+        crate::error::refuse_after_failure(&self.lock().failed, "the rollback journal failed earlier")
+    }
+
     /// Sets the client mark the next [`commit`](Self::commit) writes with
     /// its header, so that it is committed exactly with the pages.
     pub fn set_client_mark(&self, mark: u64) {
