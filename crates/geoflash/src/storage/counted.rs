@@ -194,5 +194,11 @@ impl<D: PageDevice> DeviceExt for Counted<D> {
         Counted::reset_stats(self)
     }
 
-    super::forward_device_ext!(inner: hint_tier, tiers, page_tier, sim_clock_ns);
+    super::forward_device_ext!(
+        inner: hint_tier,
+        tiers,
+        page_tier,
+        overwrites_durable,
+        sim_clock_ns
+    );
 }

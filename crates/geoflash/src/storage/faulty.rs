@@ -634,7 +634,13 @@ impl<D: PageDevice> DeviceExt for FaultyIo<D> {
         }
     }
 
-    super::forward_device_ext!(inner: hint_tier, tiers, page_tier, sim_clock_ns);
+    super::forward_device_ext!(
+        inner: hint_tier,
+        tiers,
+        page_tier,
+        overwrites_durable,
+        sim_clock_ns
+    );
 }
 
 #[cfg(test)]

@@ -527,6 +527,21 @@ impl JournaledDevice {
             .collect();
         need.sort_unstable();
         need.dedup();
+        // Pages whose place a crash returns to by itself (a simulated
+        // tier's, restored whole from its image) need no before-image:
+        // counted as saved, so they are not asked about again.
+        let durable = self.inner.overwrites_durable(&need);
+        if durable.iter().any(|d| !d) {
+            let mut keep = Vec::with_capacity(need.len());
+            for (p, d) in need.into_iter().zip(durable) {
+                if d {
+                    keep.push(p);
+                } else {
+                    st.saved.insert(p);
+                }
+            }
+            need = keep;
+        }
         if need.is_empty() {
             return Ok(());
         }

@@ -262,6 +262,17 @@ pub trait DeviceExt {
         None
     }
 
+    /// Whether a write of each of `pages` now would overwrite, in place,
+    /// contents a [`sync`](PageDevice::sync) has made durable: what a
+    /// rollback journal (`storage::journal`) must save before the write. True by
+    /// default (a file); false on a device whose contents become durable
+    /// only when their owner saves them (a flash simulator, saved as an
+    /// image at checkpoints, which a crash returns to whole); a hybrid
+    /// answers for the tier each page lives on now.
+    fn overwrites_durable(&self, pages: &[PageId]) -> Vec<bool> {
+        vec![true; pages.len()]
+    }
+
     /// The simulated clock of a simulated device, ns since it was created
     /// (never reset, unlike the counters), cheap enough to read around every
     /// phase a store or index measures; `None` on a real device (the default).
@@ -319,6 +330,11 @@ macro_rules! forward_device_ext {
             $crate::storage::forward_device_ext!(@to self [$($to)+]).page_tier(page)
         }
     };
+    (@one [$($to:tt)+] overwrites_durable) => {
+        fn overwrites_durable(&self, pages: &[$crate::storage::PageId]) -> Vec<bool> {
+            $crate::storage::forward_device_ext!(@to self [$($to)+]).overwrites_durable(pages)
+        }
+    };
     (@one [$($to:tt)+] sim_clock_ns) => {
         fn sim_clock_ns(&self) -> Option<u64> {
             $crate::storage::forward_device_ext!(@to self [$($to)+]).sim_clock_ns()
@@ -373,7 +389,15 @@ macro_rules! forward_page_device {
         }
 
         impl<$($generics)*> DeviceExt for $ptr {
-            forward_device_ext!(*: stats, reset_stats, hint_tier, tiers, page_tier, sim_clock_ns);
+            forward_device_ext!(
+                *: stats,
+                reset_stats,
+                hint_tier,
+                tiers,
+                page_tier,
+                overwrites_durable,
+                sim_clock_ns
+            );
         }
     };
 }

@@ -510,6 +510,7 @@ impl<D: PageDevice> DeviceExt for TraceDevice<D> {
         hint_tier,
         tiers,
         page_tier,
+        overwrites_durable,
         sim_clock_ns
     );
 }

@@ -393,6 +393,12 @@ impl PageDevice for FlashSimIo {
 }
 
 impl DeviceExt for FlashSimIo {
+    /// Never: the simulator's state is durable only when its owner saves
+    /// its image, and a crash returns to that image whole.
+    fn overwrites_durable(&self, pages: &[PageId]) -> Vec<bool> {
+        vec![false; pages.len()]
+    }
+
     /// No I/O counters (see [`Counted`]); the NAND counters since the last reset.
     fn stats(&self) -> DeviceStats {
         let inner = self.lock();
