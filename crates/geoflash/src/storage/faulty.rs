@@ -634,13 +634,10 @@ impl<D: PageDevice> DeviceExt for FaultyIo<D> {
         }
     }
 
-    super::forward_device_ext!(
-        inner: hint_tier,
-        tiers,
-        page_tier,
-        overwrites_durable,
-        sim_clock_ns
-    );
+    // Not `overwrites_durable`: the wrapped device is the durable medium
+    // here, whatever it is (a crash never restores an image), so every
+    // page keeps its before-image (the default).
+    super::forward_device_ext!(inner: hint_tier, tiers, page_tier, sim_clock_ns);
 }
 
 #[cfg(test)]

@@ -679,9 +679,13 @@ impl DeviceExt for HybridIo {
         self.slow.reset_stats();
     }
 
-    /// What the tier each page lives on now says of its place there (a
-    /// page that moves tiers at its write leaves its old place as it is,
-    /// and takes a fast slot no saved map names: see the module docs).
+    /// What the tier each page lives on now says of its place there. A
+    /// rollback journal asks before a page's first change since its last
+    /// commit, and (in an index directory) commits only together with a
+    /// saved map (`index_dir/images.rs`), so a page then lives where that
+    /// map places it: pages change tiers only at their own writes and
+    /// trims, and a slot released since the map's save is neither reused
+    /// nor trimmed before the next one.
     fn overwrites_durable(&self, pages: &[PageId]) -> Vec<bool> {
         let (f, s) = self.split_read(pages);
         let mut out = vec![true; pages.len()];

@@ -529,7 +529,11 @@ impl JournaledDevice {
         need.dedup();
         // Pages whose place a crash returns to by itself (a simulated
         // tier's, restored whole from its image) need no before-image:
-        // counted as saved, so they are not asked about again.
+        // counted as saved, so they are not asked about again. This holds
+        // while the device's answer, at a page's first change since a
+        // commit, is about the place the committed state gives it (a
+        // hybrid's map: saved with each commit of the journal, see
+        // `HybridIo::overwrites_durable`).
         let durable = self.inner.overwrites_durable(&need);
         if durable.iter().any(|d| !d) {
             let mut keep = Vec::with_capacity(need.len());
