@@ -51,7 +51,7 @@ use std::path::{Path, PathBuf};
 
 use super::devices::{map_device, Images, TIER_MAP_FILE};
 use super::factory::DEVICE_IMAGE_FILE;
-use crate::manifest::Access;
+use crate::manifest::{sync_dir, write_atomic, Access};
 use crate::storage::hybrid::{MapOpen, MapToSave};
 use crate::storage::journal::JournaledDevice;
 use crate::storage::tier_map::TierMapStore;
@@ -186,28 +186,17 @@ fn test_stop(_: Step) -> Result<()> {
     Ok(())
 }
 
-/// Writes `bytes` whole as `path` (beside as `.tmp`, synced, renamed, the
-/// directory synced).
-fn write_whole(dir: &Path, path: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
-    let mut tmp = path.to_path_buf().into_os_string();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    match std::fs::remove_file(&tmp) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_error(&tmp, e)),
-        _ => {}
-    }
-    write(&tmp)?;
-    std::fs::rename(&tmp, path).map_err(|e| io_error(path, e))?;
-    sync_dir(dir)
-}
-
-/// Writes `map` whole as `dir/tiers.map.next`.
+/// Writes `map` whole as `dir/tiers.map.next`: beside as `.tmp` (a fresh
+/// file: both copies written and synced by `TierMapStore::save`), renamed,
+/// the directory synced.
 fn save_map(dir: &Path, map: &MapToSave) -> Result<()> {
-    write_whole(dir, &next_path(dir, TIER_MAP_FILE), |tmp| {
-        let device = map_device(tmp, map.geometry.fast_limit, MapOpen::Create, false)?;
-        // Both copies written and synced (`TierMapStore::save`).
-        TierMapStore::new(device, map.geometry)?.save(map.generation, &map.slots)
-    })
+    let next = next_path(dir, TIER_MAP_FILE);
+    let tmp = dir.join(format!("{TIER_MAP_FILE}{NEXT}.tmp"));
+    remove(&tmp)?;
+    let device = map_device(&tmp, map.geometry.fast_limit, MapOpen::Create, false)?;
+    TierMapStore::new(device, map.geometry)?.save(map.generation, &map.slots)?;
+    std::fs::rename(&tmp, &next).map_err(|e| io_error(&next, e))?;
+    sync_dir(dir)
 }
 
 /// Writes the marker naming journal generation `generation` (0: none).
@@ -215,11 +204,7 @@ fn write_marker(dir: &Path, generation: u64) -> Result<()> {
     let mut bytes = MARKER_MAGIC.to_vec();
     bytes.extend_from_slice(&generation.to_le_bytes());
     bytes.extend_from_slice(&crc32c::crc32c(&bytes).to_le_bytes());
-    write_whole(dir, &dir.join(MARKER_FILE), |tmp| {
-        let mut f = std::fs::File::create(tmp).map_err(|e| io_error(tmp, e))?;
-        std::io::Write::write_all(&mut f, &bytes).map_err(|e| io_error(tmp, e))?;
-        f.sync_all().map_err(|e| io_error(tmp, e))
-    })
+    write_atomic(dir, MARKER_FILE, &bytes)
 }
 
 /// The journal generation the marker `path` names; damage is an error
@@ -245,11 +230,6 @@ fn remove(path: &Path) -> Result<()> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_error(path, e)),
         _ => Ok(()),
     }
-}
-
-fn sync_dir(dir: &Path) -> Result<()> {
-    let d = std::fs::File::open(dir).map_err(|e| io_error(dir, e))?;
-    d.sync_all().map_err(|e| io_error(dir, e))
 }
 
 /// The `.next` files in `dir` (images and map), sorted.

@@ -527,6 +527,9 @@ impl JournaledDevice {
             .collect();
         need.sort_unstable();
         need.dedup();
+        if need.is_empty() {
+            return Ok(());
+        }
         // Pages whose place a crash returns to by itself (a simulated
         // tier's, restored whole from its image) need no before-image:
         // counted as saved, so they are not asked about again. This holds

@@ -293,8 +293,24 @@ impl std::fmt::Debug for dyn PageDevice {
 /// `impl DeviceExt`: `forward_device_ext!(inner: stats, tiers)` forwards
 /// `stats` and `tiers` to the field `inner`; `forward_device_ext!(*:
 /// ...)` to `**self` (a pointer). The methods not named keep their
-/// defaults or are written beside the macro.
+/// defaults or are written beside the macro. `all` names every method, so
+/// a transparent wrapper forwards a method added later without a change.
 macro_rules! forward_device_ext {
+    (*: all) => {
+        $crate::storage::forward_device_ext!(@all [**]);
+    };
+    ($field:ident: all) => {
+        $crate::storage::forward_device_ext!(@all [$field]);
+    };
+    (@all [$($to:tt)+]) => {
+        $crate::storage::forward_device_ext!(@one [$($to)+] stats);
+        $crate::storage::forward_device_ext!(@one [$($to)+] reset_stats);
+        $crate::storage::forward_device_ext!(@one [$($to)+] hint_tier);
+        $crate::storage::forward_device_ext!(@one [$($to)+] tiers);
+        $crate::storage::forward_device_ext!(@one [$($to)+] page_tier);
+        $crate::storage::forward_device_ext!(@one [$($to)+] overwrites_durable);
+        $crate::storage::forward_device_ext!(@one [$($to)+] sim_clock_ns);
+    };
     (*: $($method:ident),+ $(,)?) => {
         $($crate::storage::forward_device_ext!(@one [**] $method);)+
     };
@@ -389,15 +405,7 @@ macro_rules! forward_page_device {
         }
 
         impl<$($generics)*> DeviceExt for $ptr {
-            forward_device_ext!(
-                *: stats,
-                reset_stats,
-                hint_tier,
-                tiers,
-                page_tier,
-                overwrites_durable,
-                sim_clock_ns
-            );
+            forward_device_ext!(*: all);
         }
     };
 }

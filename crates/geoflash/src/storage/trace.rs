@@ -504,15 +504,7 @@ impl<D: PageDevice> PageDevice for TraceDevice<D> {
 }
 
 impl<D: PageDevice> DeviceExt for TraceDevice<D> {
-    super::forward_device_ext!(
-        inner: stats,
-        reset_stats,
-        hint_tier,
-        tiers,
-        page_tier,
-        overwrites_durable,
-        sim_clock_ns
-    );
+    super::forward_device_ext!(inner: all);
 }
 
 /// What a replay submitted.
