@@ -47,7 +47,7 @@ pub struct BuildArgs {
     /// Fill factor of bulk-loaded nodes, in (0, 1] (with --bulk; default 1).
     #[arg(long)]
     fill: Option<f64>,
-    /// With `--bulk hilbert` on a CSV input: load with bounded memory, about
+    /// With `--bulk str|hilbert` on a CSV input: load with bounded memory, about
     /// SIZE of records in memory and the rest sorted in temporary files in
     /// the build's staging directory (`.NAME.building` beside the index
     /// directory; removed with it), so the input may be larger than memory.
@@ -1105,22 +1105,21 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `geoflash build --bulk hilbert --memory SIZE`: the bounded-memory bulk
+/// `geoflash build --bulk str|hilbert --memory SIZE`: the bounded-memory bulk
 /// load, streaming the CSV input (read twice for a Hilbert R-tree without a
 /// `--hilbert-domain`: once for its extent).
 fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<(), Failure> {
-    match a
+    let Some(method) = a
         .bulk
         .as_deref()
         .map(str::parse::<BulkMethod>)
         .transpose()?
-    {
-        Some(BulkMethod::Hilbert) => {}
-        _ => return Err(Error::invalid(
-            "--memory applies to --bulk hilbert (the bounded-memory load packs in Hilbert order)",
+    else {
+        return Err(Error::invalid(
+            "--memory applies to bulk loads (--bulk str|hilbert): a build by insertion is bounded by --buffer",
         )
-        .into()),
-    }
+        .into());
+    };
     if formats::Format::from_path(&a.input)? != formats::Format::Csv {
         return Err(Error::invalid(
             "--memory needs a CSV input (id,minx,miny,maxx,maxy) in this version",
@@ -1172,6 +1171,7 @@ fn build_external(a: &BuildArgs, opts: &IndexOptions, memory: &str) -> Result<()
         Some(&a.index),
         &opts,
         stream()?,
+        method,
         a.fill.unwrap_or(1.0),
         &config,
     )

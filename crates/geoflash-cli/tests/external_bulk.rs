@@ -1,6 +1,6 @@
-//! `geoflash build --bulk hilbert --memory SIZE`: the bounded-memory bulk
-//! load (external sort) from the command line, on an input several times
-//! larger than its memory budget.
+//! `geoflash build --bulk hilbert|str --memory SIZE`: the bounded-memory
+//! bulk loads (external sorts) from the command line, on an input several
+//! times larger than its memory budget.
 mod common;
 use common::*;
 
@@ -35,8 +35,14 @@ fn bulk_load_with_less_memory_than_the_input_answers_like_brute_force() {
         s(&csv),
     ]));
     let records = geoflash_bench::formats::read_csv(&csv).unwrap();
-    for (kind, store) in [("rstar", "plain"), ("hilbert", "efind"), ("rtree", "fast")] {
-        let idx = dir.path().join(format!("ext-{kind}"));
+    for (kind, store, method) in [
+        ("rstar", "plain", "hilbert"),
+        ("hilbert", "efind", "hilbert"),
+        ("rtree", "fast", "hilbert"),
+        ("rstar", "efind", "str"),
+        ("rtree", "plain", "str"),
+    ] {
+        let idx = dir.path().join(format!("ext-{kind}-{store}-{method}"));
         // 20,000 records cost over 1 MB while sorted: 64 KiB forces many runs.
         let out = ok(geoflash(&[
             "build",
@@ -51,7 +57,7 @@ fn bulk_load_with_less_memory_than_the_input_answers_like_brute_force() {
             "--device",
             "file?direct=false",
             "--bulk",
-            "hilbert",
+            method,
             "--memory",
             "64KiB",
             "--json",
@@ -104,14 +110,15 @@ fn bulk_load_with_less_memory_than_the_input_answers_like_brute_force() {
 }
 
 #[test]
-fn memory_needs_a_hilbert_bulk_load_on_a_csv_input() {
+fn memory_needs_a_bulk_load_on_a_csv_input() {
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("d.csv");
     std::fs::write(&csv, "id,minx,miny,maxx,maxy\n1,0,0,1,1\n").unwrap();
     let idx = dir.path().join("i");
     for extra in [
         vec!["--memory", "1MiB"],
-        vec!["--bulk", "str", "--memory", "1MiB"],
+        vec!["--bulk", "str", "--memory", "1KiB"],
+        vec!["--bulk", "sorted", "--memory", "1MiB"],
         vec!["--bulk", "hilbert", "--memory", "lots"],
         vec!["--bulk", "hilbert", "--memory", "1KiB"],
     ] {

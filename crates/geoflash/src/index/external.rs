@@ -41,7 +41,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
-use super::bulk::{even_sizes_at, node_count};
+use super::bulk::{even_sizes_at, node_count, BulkMethod};
 use super::params::{IndexKind, TreeParams};
 use super::{checked, entry_of, RTree};
 use crate::geom::{HilbertDomain, Rect};
@@ -53,11 +53,11 @@ use crate::{Error, Result};
 pub const MIN_MEMORY_BUDGET: usize = 16 * 1024;
 
 /// Bytes of one merge reader's buffer (the fan-in is the budget divided by this).
-const READ_BUFFER: usize = 8 * 1024;
+pub(super) const READ_BUFFER: usize = 8 * 1024;
 
 /// Bytes one record costs while a run is formed (the keyed record plus its
 /// id and position).
-const RUN_RECORD_COST: usize = KEYED_BYTES + 16;
+pub(super) const RUN_RECORD_COST: usize = KEYED_BYTES + 16;
 
 /// Settings of `RTree::bulk_load_external`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,7 +104,7 @@ pub struct ExternalBulkReport {
 }
 
 /// A fixed-size record of a run file.
-trait Fixed: Copy + Ord {
+pub(super) trait Fixed: Copy + Ord {
     /// Encoded size in bytes.
     const BYTES: usize;
     /// Encodes into `out` (`BYTES` long).
@@ -175,9 +175,11 @@ fn get_entry(b: &[u8], at: usize) -> Result<Entry> {
 
 /// An entry with its sort key; ordered by (sort key, entry key).
 #[derive(Debug, Clone, Copy)]
-struct Keyed {
-    sort: u64,
-    entry: Entry,
+pub(super) struct Keyed {
+    /// The key the records are sorted by first.
+    pub(super) sort: u64,
+    /// The entry.
+    pub(super) entry: Entry,
 }
 
 ordered_by!(Keyed, |a, b| (a.sort, a.entry.key)
@@ -209,16 +211,17 @@ impl Fixed for EntryRec {
 
 /// An entry in a level file (never sorted; `Ord` by key only to be [`Fixed`]).
 #[derive(Debug, Clone, Copy)]
-struct EntryRec(Entry);
+pub(super) struct EntryRec(pub(super) Entry);
 ordered_by!(EntryRec, |a, b| a.0.key.cmp(&b.0.key));
 
 /// Temporary files of one load, removed on drop.
-struct Spill {
+pub(super) struct Spill {
     dir: PathBuf,
     stem: String,
     next: u64,
     live: Vec<PathBuf>,
-    bytes: u64,
+    /// Bytes written to its files so far.
+    pub(super) bytes: u64,
 }
 
 static LOADS: AtomicU64 = AtomicU64::new(0);
@@ -232,7 +235,7 @@ fn io_err(path: &Path, source: std::io::Error) -> Error {
 }
 
 impl Spill {
-    fn new(dir: &Path) -> Result<Self> {
+    pub(super) fn new(dir: &Path) -> Result<Self> {
         if !dir.is_dir() {
             return Err(Error::invalid(format!(
                 "temporary directory {} for the bulk load does not exist",
@@ -250,7 +253,7 @@ impl Spill {
     }
 
     /// A new empty temporary file for writing.
-    fn create(&mut self) -> Result<(PathBuf, Writer)> {
+    pub(super) fn create(&mut self) -> Result<(PathBuf, Writer)> {
         let path = self.dir.join(format!("{}-{}.tmp", self.stem, self.next));
         self.next += 1;
         let f = File::options()
@@ -271,7 +274,7 @@ impl Spill {
     }
 
     /// Writes `items` (in order) to a new file.
-    fn write_all<T: Fixed>(&mut self, items: &[T]) -> Result<PathBuf> {
+    pub(super) fn write_all<T: Fixed>(&mut self, items: &[T]) -> Result<PathBuf> {
         let (path, mut w) = self.create()?;
         for it in items {
             w.push(it)?;
@@ -281,7 +284,7 @@ impl Spill {
     }
 
     /// Removes a file that is no longer needed.
-    fn remove(&mut self, path: &Path) {
+    pub(super) fn remove(&mut self, path: &Path) {
         // A file that cannot be removed now is retried on drop.
         if std::fs::remove_file(path).is_ok() {
             self.live.retain(|p| p != path);
@@ -300,7 +303,7 @@ impl Drop for Spill {
 }
 
 /// Sequential writer of fixed-size records.
-struct Writer {
+pub(super) struct Writer {
     out: BufWriter<File>,
     path: PathBuf,
     buf: Vec<u8>,
@@ -308,7 +311,7 @@ struct Writer {
 }
 
 impl Writer {
-    fn push<T: Fixed>(&mut self, it: &T) -> Result<()> {
+    pub(super) fn push<T: Fixed>(&mut self, it: &T) -> Result<()> {
         self.buf.clear();
         it.put(&mut self.buf);
         self.out
@@ -319,14 +322,14 @@ impl Writer {
     }
 
     /// Flushes; returns the bytes written.
-    fn finish(mut self) -> Result<u64> {
+    pub(super) fn finish(mut self) -> Result<u64> {
         self.out.flush().map_err(|e| io_err(&self.path, e))?;
         Ok(self.bytes)
     }
 }
 
 /// Sequential reader of fixed-size records.
-struct Reader<T: Fixed> {
+pub(super) struct Reader<T: Fixed> {
     input: BufReader<File>,
     path: PathBuf,
     buf: Vec<u8>,
@@ -334,7 +337,7 @@ struct Reader<T: Fixed> {
 }
 
 impl<T: Fixed> Reader<T> {
-    fn open(path: &Path, buffer: usize) -> Result<Self> {
+    pub(super) fn open(path: &Path, buffer: usize) -> Result<Self> {
         let f = File::open(path).map_err(|e| io_err(path, e))?;
         Ok(Reader {
             input: BufReader::with_capacity(buffer.max(T::BYTES), f),
@@ -345,7 +348,7 @@ impl<T: Fixed> Reader<T> {
     }
 
     /// The next record, `None` at the end of the file.
-    fn next_rec(&mut self) -> Result<Option<T>> {
+    pub(super) fn next_rec(&mut self) -> Result<Option<T>> {
         let mut filled = 0;
         while filled < T::BYTES {
             let Some(dst) = self.buf.get_mut(filled..) else {
@@ -377,13 +380,13 @@ impl<T: Fixed> Reader<T> {
 }
 
 /// K-way merge of sorted run files.
-struct Merge<T: Fixed> {
+pub(super) struct Merge<T: Fixed> {
     readers: Vec<Reader<T>>,
     heap: std::collections::BinaryHeap<std::cmp::Reverse<(T, usize)>>,
 }
 
 impl<T: Fixed> Merge<T> {
-    fn open(paths: &[PathBuf], buffer: usize) -> Result<Self> {
+    pub(super) fn open(paths: &[PathBuf], buffer: usize) -> Result<Self> {
         let mut readers = Vec::with_capacity(paths.len());
         let mut heap = std::collections::BinaryHeap::with_capacity(paths.len());
         for (i, p) in paths.iter().enumerate() {
@@ -396,7 +399,7 @@ impl<T: Fixed> Merge<T> {
         Ok(Merge { readers, heap })
     }
 
-    fn next_rec(&mut self) -> Result<Option<T>> {
+    pub(super) fn next_rec(&mut self) -> Result<Option<T>> {
         let Some(std::cmp::Reverse((it, i))) = self.heap.pop() else {
             return Ok(None);
         };
@@ -410,7 +413,7 @@ impl<T: Fixed> Merge<T> {
 }
 
 /// Merges `runs` until at most `fan_in` remain; returns them and the passes made.
-fn reduce_runs<T: Fixed>(
+pub(super) fn reduce_runs<T: Fixed>(
     spill: &mut Spill,
     mut runs: Vec<PathBuf>,
     fan_in: usize,
@@ -441,15 +444,19 @@ fn reduce_runs<T: Fixed>(
 
 impl<S: NodeStore> RTree<S> {
     /// A new tree on the empty `store` holding `items` (object id,
-    /// rectangle), packed bottom-up in Hilbert order at fill factor `fill`
-    /// in (0, 1], using about `config.memory_budget` bytes of memory and
-    /// temporary files in `config.temp_dir` (see the module documentation).
-    /// Object ids must be unique and rectangles valid: a violation is an
-    /// error and the store holds no tree (the bulk load publishes nothing).
+    /// rectangle), packed bottom-up by `method` at fill factor `fill` in
+    /// (0, 1], using about `config.memory_budget` bytes of memory and
+    /// temporary files in `config.temp_dir`: in Hilbert order (see the
+    /// module documentation), or by STR ([`super::external_str`]: the same
+    /// tree as [`RTree::bulk_load`]'s STR). A Hilbert R-tree is always
+    /// packed in Hilbert order, as in memory. Object ids must be unique and
+    /// rectangles valid: a violation is an error and the store holds no
+    /// tree (the bulk load publishes nothing).
     pub fn bulk_load_external<I>(
         store: S,
         params: TreeParams,
         items: I,
+        method: BulkMethod,
         fill: f64,
         config: &ExternalBulkConfig,
     ) -> Result<(Self, ExternalBulkReport)>
@@ -458,6 +465,9 @@ impl<S: NodeStore> RTree<S> {
     {
         let mut tree = RTree::create(store, params)?;
         config.check_fill(fill)?;
+        if method == BulkMethod::Str && params.kind != IndexKind::Hilbert {
+            return super::external_str::load(tree, items, fill, config);
+        }
         let mut spill = Spill::new(&config.temp_dir)?;
         let mut report = ExternalBulkReport::default();
         let hilbert_tree = params.kind == IndexKind::Hilbert;
@@ -623,7 +633,7 @@ fn form_runs_in_extent(
 
 /// Duplicate ids: merges the id runs (`fan_in` at a time) and compares
 /// neighbours; the runs are removed when none is found.
-fn check_unique_ids(spill: &mut Spill, id_runs: Vec<PathBuf>, fan_in: usize) -> Result<()> {
+pub(super) fn check_unique_ids(spill: &mut Spill, id_runs: Vec<PathBuf>, fan_in: usize) -> Result<()> {
     let (id_runs, _) = reduce_runs::<(u64, u64)>(spill, id_runs, fan_in, READ_BUFFER)?;
     let mut ids: Merge<(u64, u64)> = Merge::open(&id_runs, READ_BUFFER)?;
     let mut prev: Option<(u64, u64)> = None;
@@ -770,7 +780,7 @@ mod tests {
                 let (mut t, rep) = RTree::bulk_load_external(
                     MemStore::new(),
                     params,
-                    data.iter().copied(),
+                    data.iter().copied(), BulkMethod::Hilbert,
                     fill,
                     &tiny(dir.path()),
                 )
@@ -826,7 +836,7 @@ mod tests {
         let (t, _) = RTree::bulk_load_external(
             MemStore::new(),
             params,
-            data.clone(),
+            data.clone(), BulkMethod::Hilbert,
             1.0,
             &tiny(dir.path()),
         )
@@ -869,7 +879,7 @@ mod tests {
         // A duplicate far apart (different runs).
         let mut data = items(2000, 3);
         data.push((data[5].0, r));
-        let err = RTree::bulk_load_external(MemStore::new(), p, data, 1.0, &tiny(dir.path()))
+        let err = RTree::bulk_load_external(MemStore::new(), p, data, BulkMethod::Hilbert, 1.0, &tiny(dir.path()))
             .unwrap_err();
         // Both records named (issue 44): the first is record 6, its
         // duplicate the last one.
@@ -884,7 +894,7 @@ mod tests {
         let err = RTree::bulk_load_external(
             MemStore::new(),
             p,
-            vec![(1, r), (2, nan)],
+            vec![(1, r), (2, nan)], BulkMethod::Hilbert,
             1.0,
             &tiny(dir.path()),
         )
@@ -895,11 +905,11 @@ mod tests {
             memory_budget: 100,
             temp_dir: dir.path().to_path_buf(),
         };
-        assert!(RTree::bulk_load_external(MemStore::new(), p, vec![(1, r)], 1.0, &small).is_err());
+        assert!(RTree::bulk_load_external(MemStore::new(), p, vec![(1, r)], BulkMethod::Hilbert, 1.0, &small).is_err());
         assert!(RTree::bulk_load_external(
             MemStore::new(),
             p,
-            vec![(1, r)],
+            vec![(1, r)], BulkMethod::Hilbert,
             0.0,
             &tiny(dir.path())
         )
@@ -909,7 +919,7 @@ mod tests {
             temp_dir: dir.path().join("absent"),
         };
         assert!(
-            RTree::bulk_load_external(MemStore::new(), p, vec![(1, r)], 1.0, &missing)
+            RTree::bulk_load_external(MemStore::new(), p, vec![(1, r)], BulkMethod::Hilbert, 1.0, &missing)
                 .unwrap_err()
                 .to_string()
                 .contains("does not exist")
@@ -918,7 +928,7 @@ mod tests {
         let (t, rep) = RTree::bulk_load_external(
             MemStore::new(),
             p,
-            Vec::<(u64, Rect)>::new(),
+            Vec::<(u64, Rect)>::new(), BulkMethod::Hilbert,
             1.0,
             &tiny(dir.path()),
         )
@@ -943,7 +953,7 @@ mod tests {
             let (t, rep) = RTree::bulk_load_external(
                 MemStore::new(),
                 params,
-                data.clone(),
+                data.clone(), BulkMethod::Hilbert,
                 fill,
                 &tiny(dir.path()),
             )

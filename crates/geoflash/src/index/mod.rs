@@ -91,6 +91,7 @@ pub use check::TreeReport;
 mod counters;
 mod delete;
 pub mod external;
+mod external_str;
 pub mod fortree;
 mod hilbert;
 mod ids;

@@ -138,7 +138,7 @@ impl Index {
     }
 
     /// A new index in `dir` (or in this process only, for `None`) holding
-    /// `items`, Hilbert-packed bottom-up with bounded memory: about
+    /// `items`, packed bottom-up by `method` with bounded memory: about
     /// `config.memory_budget` bytes of records, the rest in temporary files
     /// (`RTree::bulk_load_external`), so the input may be larger than
     /// memory. With a `dir` the temporary files go in the build's staging
@@ -152,6 +152,7 @@ impl Index {
         dir: Option<&Path>,
         opts: &IndexOptions,
         items: I,
+        method: BulkMethod,
         fill: f64,
         config: &ExternalBulkConfig,
     ) -> Result<(Index, ExternalBulkReport)>
@@ -182,7 +183,7 @@ impl Index {
                 None => config,
             };
             Index::create_in(at, opts, |store, params| {
-                let (tree, r) = RTree::bulk_load_external(store, params, records, fill, config)?;
+                let (tree, r) = RTree::bulk_load_external(store, params, records, method, fill, config)?;
                 if let Some(e) = failure.take() {
                     return Err(e);
                 }

@@ -103,10 +103,18 @@ impl Kind {
 enum Loader {
     Str,
     Hilbert,
+    /// The bounded-memory Hilbert load.
     External,
+    /// The bounded-memory STR load.
+    ExternalStr,
 }
 
-const LOADERS: [Loader; 3] = [Loader::Str, Loader::Hilbert, Loader::External];
+const LOADERS: [Loader; 4] = [
+    Loader::Str,
+    Loader::Hilbert,
+    Loader::External,
+    Loader::ExternalStr,
+];
 
 fn params(kind: IndexKind, max: usize) -> TreeParams {
     match kind {
@@ -129,13 +137,18 @@ fn load(
     match loader {
         Loader::Str => RTree::bulk_load(store, p, data.to_vec(), BulkMethod::Str, fill),
         Loader::Hilbert => RTree::bulk_load(store, p, data.to_vec(), BulkMethod::Hilbert, fill),
-        Loader::External => {
+        Loader::External | Loader::ExternalStr => {
             let dir = tempfile::tempdir().map_err(|e| Error::invalid(e.to_string()))?;
             let config = ExternalBulkConfig {
                 memory_budget: crate::index::external::MIN_MEMORY_BUDGET,
                 temp_dir: dir.path().to_path_buf(),
             };
-            RTree::bulk_load_external(store, p, data.iter().copied(), fill, &config).map(|(t, _)| t)
+            let method = match loader {
+                Loader::ExternalStr => BulkMethod::Str,
+                _ => BulkMethod::Hilbert,
+            };
+            RTree::bulk_load_external(store, p, data.iter().copied(), method, fill, &config)
+                .map(|(t, _)| t)
         }
     }
 }
@@ -286,7 +299,7 @@ proptest! {
         max in 4usize..21,
         fill in 0.5f64..=1.0,
         kind in 0usize..3,
-        loader in 0usize..3,
+        loader in 0usize..LOADERS.len(),
         tree in 0usize..3,
     ) {
         let tree = [IndexKind::RStar, IndexKind::RTree, IndexKind::Hilbert][tree];
@@ -495,9 +508,10 @@ fn crash_campaign(kind: Kind) {
     let cases = crash_cases();
     for case in 0..cases {
         let seed = case.wrapping_mul(0x9e37_79b9) ^ ((kind as u64) << 40);
-        let loader = LOADERS[(case % 3) as usize];
-        let tree =
-            [IndexKind::RStar, IndexKind::RTree, IndexKind::Hilbert][(case / 3 % 3) as usize];
+        let loaders = LOADERS.len() as u64;
+        let loader = LOADERS[(case % loaders) as usize];
+        let tree = [IndexKind::RStar, IndexKind::RTree, IndexKind::Hilbert]
+            [(case / loaders % 3) as usize];
         let p = params(tree, 8);
         let wp = tree == IndexKind::Hilbert;
         let data = items(200 + seed % 1300, seed);
