@@ -66,6 +66,12 @@ pub struct Manifest {
     pub crs: Crs,
     /// The node store and its options.
     pub store: StoreSpec,
+    /// Whether the index was created with a rollback journal
+    /// (`journal.dat`, committed before the index was published): its
+    /// absence or a journal without a commit is then damage, never an
+    /// index written before journals. Manifests written before this field
+    /// read `false`, and their journal is optional as before.
+    pub journal: bool,
 }
 
 /// The manifest as its file spells it.
@@ -80,6 +86,8 @@ struct ManifestFile {
     crs: Crs,
     index: serde_json::Value,
     store: StoreSpec,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    journal: bool,
 }
 
 impl From<Manifest> for ManifestFile {
@@ -94,6 +102,7 @@ impl From<Manifest> for ManifestFile {
             // Plain data: serialising it does not fail.
             index: m.structure.to_json().unwrap_or_default(),
             store: m.store,
+            journal: m.journal,
         }
     }
 }
@@ -109,6 +118,7 @@ impl TryFrom<ManifestFile> for Manifest {
             device: f.device,
             crs: f.crs,
             store: f.store,
+            journal: f.journal,
         })
     }
 }
@@ -460,6 +470,7 @@ mod tests {
             device: "mem:".into(),
             crs: Crs::default(),
             store: StoreSpec::plain(4096),
+            journal: false,
         }
     }
 

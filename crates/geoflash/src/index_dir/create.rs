@@ -303,7 +303,12 @@ impl Index {
             && !store.in_place();
         let (device, journal) = match dir {
             Some(dir) if super::journal::needs_journal(&spec, in_place, store.in_place()) => {
-                match super::journal::open_journal(device.clone(), dir, Access::Write, true)? {
+                match super::journal::open_journal(
+                    device.clone(),
+                    dir,
+                    Access::Write,
+                    super::journal::Created::Now,
+                )? {
                     Some(j) => (j.device, Some(j.journal)),
                     None => (device, None),
                 }
@@ -321,6 +326,7 @@ impl Index {
             device: spec.to_string(),
             crs: opts.crs.clone(),
             store,
+            journal: journal.is_some(),
         };
         let mut times = PhaseTimes::default();
         let site = Site {

@@ -76,20 +76,43 @@ pub(super) struct Journaled {
     pub rollback: Rollback,
 }
 
+/// When the journal of an index directory was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Created {
+    /// Now: a new index, whose journal starts blank.
+    Now,
+    /// Before this open. `true`: the manifest says the index was created
+    /// with its journal, which a commit made before the index was
+    /// published, so a missing journal or one without a commit is damage
+    /// (a deleted, truncated or zeroed `journal.dat` would otherwise leave
+    /// the pages a crash left, unrolled, as the index). `false`: a
+    /// manifest written before it said so, whose index may predate
+    /// journals.
+    Before(bool),
+}
+
 /// Wraps `device`, the pages of the index in `dir`, in the journal of
-/// `dir` (created for a new index, `fresh`). A read-only open of an index
+/// `dir` (`created` now for a new index). A read-only open of an index
 /// without a journal (written before journals) is not wrapped (`None`).
 pub(super) fn open_journal(
     device: Arc<dyn PageDevice>,
     dir: &Path,
     access: Access,
-    fresh: bool,
+    created: Created,
 ) -> Result<Option<Journaled>> {
     let path = dir.join(JOURNAL_FILE);
     let exists = path.is_file();
+    let required = created == Created::Before(true);
+    if required && !exists {
+        return Err(super::devices::missing_file(
+            &path,
+            "the rollback journal of the index",
+        ));
+    }
     if access == Access::Read && !exists {
         return Ok(None);
     }
+    let fresh = created == Created::Now;
     let page_size = device.page_size();
     let opts = FileDeviceOptions {
         direct: false,
@@ -98,11 +121,21 @@ pub(super) fn open_journal(
         read_only: access == Access::Read,
     };
     let file: Arc<dyn PageDevice> = Arc::new(FileDevice::open(&path, page_size, opts)?);
+    if required && crate::storage::journal::committed_generation(file.as_ref())?.is_none() {
+        return Err(crate::Error::Corrupt {
+            file: Some(path),
+            page: Some(0),
+            reason: "the rollback journal holds no commit, but the index was created with one \
+                     (the file was replaced, truncated or zeroed): its pages may hold writes \
+                     a crash left; restore the index from a backup"
+                .into(),
+        });
+    }
     let how = match access {
         Access::Read => JournalOpen::Read,
         // An index written before journals: every page it holds is committed.
         Access::Write if !exists && !fresh => JournalOpen::Write {
-            fresh_horizon: pages_in_use(device.as_ref(), dir)?,
+            fresh_horizon: pages_in_use(device.as_ref())?,
         },
         Access::Write => JournalOpen::Write { fresh_horizon: 0 },
     };
@@ -117,14 +150,12 @@ pub(super) fn open_journal(
 
 /// Pages of the device's file (its length rounded up), or its capacity
 /// when it has no file.
-fn pages_in_use(device: &dyn PageDevice, dir: &Path) -> Result<u64> {
+fn pages_in_use(device: &dyn PageDevice) -> Result<u64> {
+    // The path the device was opened by (relative ones to the current
+    // directory, as the device resolved them: joining `dir` again named
+    // `DIR/DIR/pages.dat` for a relative index directory).
     let Some(path) = device.path() else {
         return Ok(device.capacity());
-    };
-    let path = if path.is_absolute() {
-        path
-    } else {
-        dir.join(path)
     };
     let len = std::fs::metadata(&path)
         .map_err(|source| crate::Error::Io {

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use super::devices::{missing_file, reopen_device};
+use super::journal::Created;
 use super::factory::{make, open_log_device, pages_file, Site, StoreOpen, LOG_FILE};
 use super::Index;
 use crate::config::StructureConfig;
@@ -75,7 +76,12 @@ impl Index {
         let load = super::images::settle(dir, access, journal_generation)?;
         let (device, images) = reopen_device(&spec, manifest.page_size, dir, access, load)?;
         let (device, journal, rolled_back) = match journaled {
-            true => match super::journal::open_journal(device.clone(), dir, access, false)? {
+            true => match super::journal::open_journal(
+                device.clone(),
+                dir,
+                access,
+                Created::Before(manifest.journal),
+            )? {
                 Some(j) => (j.device, Some(j.journal), j.rollback.pages_restored),
                 None => (device, None, 0),
             },

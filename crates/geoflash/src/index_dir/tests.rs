@@ -1322,3 +1322,60 @@ fn a_crash_between_checkpoints_of_a_hybrid_with_a_simulated_tier_reopens_a_prefi
         assert_eq!(check(&again, "a reader after the writer"), read, "{device}");
     }
 }
+
+/// A journaled index whose `journal.dat` is deleted, truncated or has its
+/// header zeroed after a crash between checkpoints is refused naming the
+/// journal, for reading and for writing: before, it opened without a
+/// journal (or with a blank one) and answered from the pages the crash
+/// left, unrolled. An index whose manifest predates the `journal` field
+/// (which might predate journals) still opens without one.
+#[test]
+fn a_missing_or_blank_journal_is_damage_not_the_pages_a_crash_left() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("j");
+    let opts = file_opts_with(StoreKind::Plain, 16 * 1024);
+    let mut idx = Index::create(&path, &opts).unwrap();
+    assert!(idx.manifest().journal);
+    for i in 0..2000 {
+        idx.insert(i, rect(i)).unwrap();
+    }
+    idx.checkpoint().unwrap();
+    // Written in place (a 16 KiB buffer), then the crash: no checkpoint.
+    for i in 2000..4000 {
+        idx.insert(i, rect(i)).unwrap();
+    }
+    drop(idx);
+    let want: Vec<u64> = (0..2000).collect();
+    assert_eq!(ids_in_all(&Index::open(&path, Access::Read).unwrap()), want);
+    let journal = path.join(journal::JOURNAL_FILE);
+    let saved = std::fs::read(&journal).unwrap();
+    for damage in ["deleted", "truncated", "zeroed"] {
+        for access in [Access::Read, Access::Write] {
+            match damage {
+                "deleted" => std::fs::remove_file(&journal).unwrap(),
+                "truncated" => std::fs::write(&journal, b"").unwrap(),
+                _ => {
+                    let mut bytes = saved.clone();
+                    bytes[..2 * 1024].fill(0);
+                    std::fs::write(&journal, bytes).unwrap();
+                }
+            }
+            let e = match Index::open(&path, access) {
+                Ok(idx) => panic!("{damage}, {access:?}: opened with {} ids", ids_in_all(&idx).len()),
+                Err(e) => e.to_string(),
+            };
+            assert!(e.contains("journal.dat"), "{damage}, {access:?}: {e}");
+            std::fs::write(&journal, &saved).unwrap();
+        }
+    }
+    // Restored, the journal rolls the crash back for the writer too.
+    let idx = Index::open(&path, Access::Write).unwrap();
+    assert_eq!(ids_in_all(&idx), want);
+    idx.close().unwrap();
+    // A manifest written before the field: the journal stays optional.
+    let mut manifest = crate::manifest::Manifest::load(&path).unwrap();
+    manifest.journal = false;
+    manifest.store(&path).unwrap();
+    std::fs::remove_file(&journal).unwrap();
+    assert_eq!(ids_in_all(&Index::open(&path, Access::Read).unwrap()), want);
+}
