@@ -29,14 +29,31 @@ impl Index {
     /// frames; `checkpoints.rs`): run before this operation changes
     /// anything, its error is this operation's, and an operation whose
     /// commit is durable never reports a failure.
+    ///
+    /// An update that fails for another reason than bad input (damage
+    /// found on the way, a device error) may have written a part of itself
+    /// in place: a journaled index then refuses every later change and
+    /// checkpoint (`JournaledDevice::fail`), so that no checkpoint makes
+    /// that part durable, and the next open rolls back to the last one.
+    /// (The logged stores refuse changes after such an error by themselves.)
     fn change(&mut self, f: impl FnOnce(&mut dyn SpatialIndex) -> Result<()>) -> Result<()> {
         self.writable_by_key()?;
+        if let Some(journal) = &self.journal {
+            journal.refuse_if_failed()?;
+        }
         if !self.records.staged {
             self.checkpoint_if_due()?;
         }
         let watch = self.watch();
         let done = f(&mut *self.tree).map_err(|e| self.locate(e));
         self.note(watch, Phase::Index);
+        if let (Err(e), Some(journal)) = (&done, &self.journal) {
+            if !e.is_user_error() {
+                journal.fail(format!(
+                    "an operation failed part-way ({e}); reopen the index: its pages roll back to the last checkpoint"
+                ));
+            }
+        }
         done
     }
 

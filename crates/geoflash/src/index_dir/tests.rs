@@ -1379,3 +1379,52 @@ fn a_missing_or_blank_journal_is_damage_not_the_pages_a_crash_left() {
     std::fs::remove_file(&journal).unwrap();
     assert_eq!(ids_in_all(&Index::open(&path, Access::Read).unwrap()), want);
 }
+
+/// An operation of a journaled index that fails part-way for another
+/// reason than bad input (here a damaged page met on the way) may have
+/// written a part of itself in place: the index then refuses every later
+/// change and checkpoint, and the next open (the page repaired) finds the
+/// last checkpoint. Before, the command line's checkpoint after a failed
+/// `insert` or `update` made that part durable (found by a review).
+#[test]
+fn after_an_operation_fails_part_way_a_journaled_index_refuses_to_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("p");
+    let opts = file_opts_with(StoreKind::Plain, 4 * 1024);
+    let mut idx = Index::create(&path, &opts).unwrap();
+    for i in 0..3000 {
+        idx.insert(i, rect(i)).unwrap();
+    }
+    idx.close().unwrap();
+    let pages = path.join("pages.dat");
+    let saved = std::fs::read(&pages).unwrap();
+    let mut damaged = saved.clone();
+    // Every node page but the first ones: an insertion soon meets one.
+    for page in (8..saved.len() / 1024).step_by(3) {
+        damaged[page * 1024 + 100] ^= 0x5a;
+    }
+    let mut idx = Index::open(&path, Access::Write).unwrap();
+    std::fs::write(&pages, &damaged).unwrap();
+    let failed = (3000..6000).find_map(|i| idx.insert(i, rect(i)).err());
+    let e = failed.expect("an insertion met a damaged page");
+    assert!(!e.is_user_error(), "{e}");
+    let refused = idx.checkpoint().unwrap_err().to_string();
+    assert!(refused.contains("failed part-way"), "{refused}");
+    let again = idx.insert(9999, rect(9999)).unwrap_err().to_string();
+    assert!(again.contains("failed part-way"), "{again}");
+    drop(idx);
+    // The writer's open rolls back what the failed operation wrote (the
+    // damaged pages' images included), then the damage is repaired.
+    drop(Index::open(&path, Access::Write).unwrap());
+    let mut now = std::fs::read(&pages).unwrap();
+    for page in (8..saved.len() / 1024).step_by(3) {
+        let at = page * 1024 + 100;
+        if now.get(at) == damaged.get(at) {
+            now[at] = saved[at];
+        }
+    }
+    std::fs::write(&pages, &now).unwrap();
+    let idx = Index::open(&path, Access::Write).unwrap();
+    assert_eq!(ids_in_all(&idx), (0..3000).collect::<Vec<u64>>());
+    idx.verify().unwrap();
+}

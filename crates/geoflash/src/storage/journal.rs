@@ -620,6 +620,18 @@ impl JournaledDevice {
         crate::error::refuse_after_failure(&self.lock().failed, "the rollback journal failed earlier")
     }
 
+    /// Refuses every later change and commit with `why`: the structure
+    /// above failed part-way through an operation (damage found, a device
+    /// error), so its pages may hold a part of it, which no commit may make
+    /// the state a crash returns to. The next open rolls the pages back to
+    /// the last commit.
+    pub fn fail(&self, why: String) {
+        let mut st = self.lock();
+        if st.failed.is_none() {
+            st.failed = Some(why);
+        }
+    }
+
     /// Sets the client mark the next [`commit`](Self::commit) writes with
     /// its header, so that it is committed exactly with the pages.
     pub fn set_client_mark(&self, mark: u64) {
