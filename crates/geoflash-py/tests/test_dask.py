@@ -273,7 +273,9 @@ def test_partitions_on_worker_disks(client, tmp_path):
     # a catalogue naming a host where no worker runs
     for p in cat["partitions"]:
         p["host"], p["worker"] = "elsewhere.example", "tcp://elsewhere.example:1"
-    (tmp_path / "cat" / "catalogue.json").write_text(json.dumps(cat))
+    from geoflash.dask import catalogue
+
+    catalogue.write(tmp_path / "cat", cat)  # edited on purpose: with a checksum that matches
     with pytest.raises(gd.CatalogueError, match="elsewhere.example"):
         gd.PartitionedIndex(tmp_path / "cat", client=client)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import operator
 import os
+import shutil
 import sys
 import uuid
 from typing import Any, Dict, List, Optional
@@ -65,6 +66,46 @@ def _array_input(data: Any, ids: Any) -> tuple:
     return i, b
 
 
+def _frame_ids(data: Any, ids: Any) -> np.ndarray:
+    """The ids given for the rows of a GeoDataFrame or GeoSeries: one
+    unique integer per row."""
+    i = np.asarray(ids)
+    if i.ndim != 1 or len(i) != len(data):
+        raise ValueError(f"ids must be a 1-D array of {len(data)} integers (one per row), not of shape {i.shape}")
+    if len(i) and i.dtype != object and not np.issubdtype(i.dtype, np.integer):
+        raise ValueError(f"ids must be integers, not {i.dtype}")
+    i = _int64_ids(i) if len(i) else i.astype(np.int64)
+    if len(np.unique(i)) != len(i):
+        raise ValueError("ids must be unique: every object is found, updated and joined by its id")
+    return i
+
+
+def _is_frame_list(data: Any) -> bool:
+    return isinstance(data, list) and bool(data) and all(_is_frame(d) for d in data)
+
+
+def _check_ids_input(data: Any, ids: Any) -> None:
+    """``ids=`` is used for arrays of boxes and a GeoDataFrame or
+    GeoSeries; refused for the other inputs (their ids are positions in
+    the whole input) and when ``data`` is ``(ids, boxes)`` already."""
+    if ids is None:
+        return
+    if isinstance(data, tuple) and len(data) == 2:
+        raise ValueError("ids given twice: data is (ids, boxes) and ids= is given too")
+    kind = None
+    if isinstance(data, (str, os.PathLike)):
+        kind = "a file pattern"
+    elif _is_dask_collection(data):
+        kind = "a dask-geopandas frame"
+    elif _is_frame_list(data):
+        kind = "a list of GeoDataFrames"
+    if kind is not None:
+        raise ValueError(
+            f"ids= is for arrays of boxes and a GeoDataFrame or GeoSeries, not {kind}, "
+            f"whose ids are the rows' positions in the whole input"
+        )
+
+
 def _chunk_futures(client: Any, data: Any, ids: Any, chunks: int) -> tuple:
     """Futures of the input's chunks, and whether their ids are local
     positions (to be offset) or final.
@@ -82,13 +123,18 @@ def _chunk_futures(client: Any, data: Any, ids: Any, chunks: int) -> tuple:
     if _is_dask_collection(data):
         parts = client.compute(data.to_delayed())
         return [client.submit(worker.frame_chunk, f) for f in parts], True
-    if isinstance(data, list) and data and all(_is_frame(d) for d in data):
+    if _is_frame_list(data):
         return [client.submit(worker.frame_chunk, f) for f in client.scatter(data, hash=False)], True
     if _is_frame(data):
         n = len(data)
         cuts = np.linspace(0, n, max(1, min(chunks, n)) + 1).astype(int)
         pieces = [data.iloc[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
-        return [client.submit(worker.frame_chunk, f) for f in client.scatter(pieces, hash=False)], True
+        scattered = client.scatter(pieces, hash=False)
+        if ids is None:
+            return [client.submit(worker.frame_chunk, f) for f in scattered], True
+        given = _frame_ids(data, ids)
+        id_pieces = client.scatter([given[a:b] for a, b in zip(cuts[:-1], cuts[1:])], hash=False)
+        return [client.submit(worker.frame_chunk, f, i) for f, i in zip(scattered, id_pieces)], False
     i, b = _array_input(data, ids)
     cuts = np.linspace(0, len(b), max(1, min(chunks, len(b))) + 1).astype(int)
     pieces = [worker.array_chunk(i[a:c], b[a:c]) for a, c in zip(cuts[:-1], cuts[1:])]
@@ -127,6 +173,8 @@ def build(
     pattern (``"tiles/*.parquet"``: ids are positions in the sorted files'
     concatenation), a list of GeoDataFrames (likewise), an N×4 array of
     boxes (ids ``0..N-1``), or ``(ids, boxes)`` (unique integer ids).
+    ``ids``: unique integer ids for an N×4 array of boxes or for the rows
+    of a GeoDataFrame or GeoSeries (refused for the other inputs).
     ``partitions``: how many (default: twice the number of workers);
     ``by``: ``"hilbert"`` (ranges of equal counts along the Hilbert curve)
     or ``"kd"`` (k-d median splits). ``local_dir``: build every partition
@@ -135,20 +183,53 @@ def build(
     of ``geoflash.Index`` (``kind``, ``page_size``, ``store``, ``buffer``,
     ``device``, ``bulk``, ``fill``, ...). ``client``: see
     ``geoflash.dask.get_client``. ``progress``: print on standard error
-    how many partitions are built (``geoflash.dask.progress``)."""
+    how many partitions are built (``geoflash.dask.progress``).
+
+    The options are checked for the catalogue (JSON; NumPy scalars become
+    Python numbers) before anything is built. The build holds the
+    directory's writers' lock (``catalogue.lock``) to its end; a build
+    that fails removes the partitions it wrote. A directory holding
+    partitions but no catalogue (a build that was killed) is refused,
+    saying so."""
     from .partitioned import PartitionedIndex
 
     if by not in ("hilbert", "kd"):
         raise ValueError(f"by must be 'hilbert' or 'kd', not {by!r}")
     root = os.path.abspath(os.fsdecode(os.fspath(path)))
+    options = {k: catalogue.jsonable(v, f"index option {k}") for k, v in index_options.items()}
+    _check_ids_input(data, ids)
     if os.path.exists(catalogue.catalogue_path(root)):
         raise ValueError(f"{root} already holds a partitioned index")
+    unfinished = catalogue.unfinished_build_message(root)
+    if unfinished:
+        raise ValueError(unfinished)
     client = get_client(client, timeout)
     if partitions is None:
         partitions = 2 * max(1, len(worker_addresses(client)))
     if not isinstance(partitions, (int, np.integer)) or partitions < 1:
         raise ValueError(f"partitions must be a positive integer, not {partitions!r}")
     os.makedirs(root, exist_ok=True)
+    with catalogue.locked(root):
+        if os.path.exists(catalogue.catalogue_path(root)):  # another build finished meanwhile
+            raise ValueError(f"{root} already holds a partitioned index")
+        _build(client, data, ids, root, int(partitions), by, local_dir, chunks, progress, options)
+    return PartitionedIndex(root, client=client)
+
+
+def _build(
+    client: Any,
+    data: Any,
+    ids: Any,
+    root: str,
+    partitions: int,
+    by: str,
+    local_dir: Any,
+    chunks: Optional[int],
+    progress: bool,
+    options: Dict[str, Any],
+) -> None:
+    """The build, under the directory's lock: writes the partitions, then
+    the catalogue."""
     chunk_futs, local_ids = _chunk_futures(client, data, ids, chunks or int(partitions))
     summaries = client.gather([client.submit(worker.chunk_summary, c) for c in chunk_futs])
     crs = _check_crs(summaries)
@@ -157,11 +238,9 @@ def build(
         chunk_futs = [client.submit(worker.offset_chunk, c, int(o)) for c, o in zip(chunk_futs, offsets)]
     geometries = all(s["geometries"] for s in summaries)
     exts = [s["centre_extent"] for s in summaries if s["centre_extent"] is not None]
-    options = dict(index_options)
     if not exts:
-        cat = catalogue.new({"by": by}, [], crs, geometries, options)
-        catalogue.write(root, cat)
-        return PartitionedIndex(root, client=client)
+        catalogue.write(root, catalogue.new({"by": by}, [], crs, geometries, options))
+        return
     domain = [min(e[0] for e in exts), min(e[1] for e in exts), max(e[2] for e in exts), max(e[3] for e in exts)]
     if by == "hilbert":
         keys = np.concatenate(client.gather([client.submit(worker.hilbert_chunk_keys, c, domain) for c in chunk_futs]))
@@ -177,11 +256,34 @@ def build(
         base = os.path.join(os.path.abspath(os.fspath(local_dir)), f"{os.path.basename(root)}-{uuid.uuid4().hex[:12]}")
         where = [os.path.join(base, f"part-{p:05d}") for p in range(part.count)]
     built = []
-    for p in range(part.count):
-        pieces = [client.submit(operator.getitem, s, p) for s in splits]
-        directory = os.path.join(root, where[p])
-        built.append(client.submit(worker.build_partition, directory, pieces, options, pure=False))
-    results = _progress.gather(client, built, "build: partitions", progress)
-    parts = [dict(id=p, path=where[p], **r) for p, r in enumerate(results) if r["count"]]
-    catalogue.write(root, catalogue.new(described, parts, crs, geometries, options))
-    return PartitionedIndex(root, client=client)
+    try:
+        for p in range(part.count):
+            pieces = [client.submit(operator.getitem, s, p) for s in splits]
+            directory = os.path.join(root, where[p])
+            built.append(client.submit(worker.build_partition, directory, pieces, options, pure=False))
+        results = _progress.gather(client, built, "build: partitions", progress)
+        parts = [dict(id=p, path=where[p], **r) for p, r in enumerate(results) if r["count"]]
+        catalogue.write(root, catalogue.new(described, parts, crs, geometries, options))
+    except Exception:  # (an interrupt leaves them: the next build names them)
+        _remove_partitions(client, built, root, where, local_dir is not None)
+        raise
+
+
+def _remove_partitions(client: Any, built: List[Any], root: str, where: List[str], local: bool) -> None:
+    """After a failed build: waits for its partition tasks to end, then
+    removes what they wrote (best effort: a directory left behind is
+    named by the next build's error)."""
+    try:
+        from distributed import wait
+
+        wait(built)
+        if local:
+            base = os.path.dirname(where[0])
+            client.run(worker.forget_under, base)
+            client.run(worker.remove_tree, base)
+        else:
+            client.run(worker.forget_under, root)
+            for w in where:
+                shutil.rmtree(os.path.join(root, w), ignore_errors=True)
+    except Exception:
+        pass

@@ -38,7 +38,7 @@ from .. import joins as _joins
 from .._exact import PREDICATES as _QUERY_PREDICATES
 from . import progress as _progress
 from . import worker
-from .building import _is_dask_collection, _is_frame, _array_input, build
+from .building import _is_dask_collection, _is_frame, _is_frame_list, _array_input, build
 from .cluster import get_client, worker_addresses
 from .partitioned import PartitionedIndex, meets
 from .partitioning import HilbertPartitioner, hilbert_keys
@@ -60,6 +60,8 @@ def _count(data: Any) -> int:
         return int(len(data))
     if _is_frame(data):
         return len(data)
+    if _is_frame_list(data):
+        return sum(len(f) for f in data)
     if isinstance(data, (str, os.PathLike)):
         return -1  # unknown without reading: never broadcast
     return len(_array_input(data, None)[1])
@@ -68,6 +70,11 @@ def _count(data: Any) -> int:
 def _crs(data: Any) -> Optional[str]:
     if isinstance(data, PartitionedIndex):
         return data.crs
+    if _is_frame_list(data):
+        found = {f.crs.to_string() for f in data if f.crs is not None}
+        if len(found) > 1:
+            raise ValueError("mixed CRS in the input: " + ", ".join(sorted(found)) + " (reproject with to_crs first)")
+        return found.pop() if found else None
     crs = getattr(data, "crs", None)
     return None if crs is None else crs.to_string()
 
@@ -89,6 +96,18 @@ def _small_chunk(client: Any, data: Any) -> dict:
         data = data.compute()
     if _is_frame(data):
         return worker.frame_chunk(data)
+    if _is_frame_list(data):  # ids: positions in the frames' concatenation, as build gives them
+        chunks, offset = [], 0
+        for f in data:
+            c = worker.frame_chunk(f)
+            chunks.append(worker.offset_chunk(c, offset))
+            offset += c["rows"]
+        return {
+            "ids": np.concatenate([c["ids"] for c in chunks]),
+            "boxes": np.concatenate([c["boxes"] for c in chunks]).reshape(-1, 4),
+            "wkb": [w for c in chunks for w in c["wkb"]],
+            "crs": _crs(data),
+        }
     return worker.array_chunk(*_array_input(data, None))
 
 

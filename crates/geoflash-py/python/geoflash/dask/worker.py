@@ -1,7 +1,14 @@
 """What runs on the Dask workers: turning input pieces into chunks of
 (ids, boxes, geometries), splitting chunks by partition, building a
 partition's index, and the per-partition queries. Opened partitions are
-kept open (read-only) per worker process, keyed by directory.
+kept open (read-only) per worker process, by directory, with the key of
+the catalogue they were opened for (its build id and generation:
+``catalogue.cache_key``); a task for another key reopens the partition, so
+a rebuild at the same path or a changed catalogue is never answered from
+an index opened before.
+
+Query tasks take a partition as ``(directory, key)`` (a bare directory:
+key None).
 
 A *chunk* is a dict ``{"ids": int64[N], "boxes": float64[N, 4],
 "wkb": list of N WKB bytes or None, "crs": str or None}`` (a chunk of a
@@ -20,8 +27,42 @@ from .. import Index
 from .._geoflash import Core as _Core
 from ..spatial_index import bulk_chunks
 
-_OPEN: Dict[str, Index] = {}
+_OPEN: Dict[str, Tuple[Optional[str], Index]] = {}
 _LOCK = threading.Lock()
+
+#: A partition as query tasks get it: its directory and the catalogue's key.
+PartRef = Any
+
+
+def _ref(part: PartRef) -> Tuple[str, Optional[str]]:
+    if isinstance(part, (tuple, list)):
+        return str(part[0]), part[1]
+    return str(part), None
+
+
+def _raise_naming(directory: str, e: BaseException) -> None:
+    """Raises ``e`` with the partition's directory in its message."""
+    out = _naming(directory, e)
+    if out is e:
+        raise e
+    raise out from e
+
+
+def _naming(directory: str, e: BaseException) -> BaseException:
+    """``e`` with the partition's directory in front of its message (the
+    same class where it takes a message, else a ``GeoflashError``)."""
+    from ..exceptions import GeoflashError
+
+    if directory in str(e):
+        return e
+    msg = f"partition {directory}: {e}"
+    try:
+        out = type(e)(msg)
+    except Exception:
+        out = GeoflashError(msg)
+    if str(out) != msg:
+        out = GeoflashError(msg)
+    return out
 
 
 def _crs_name(crs: Any) -> Optional[str]:
@@ -174,32 +215,58 @@ def build_partition(directory: str, pieces: List[Dict[str, Any]], options: Dict[
     }
 
 
-def open_partition(directory: str) -> Index:
-    """The partition's index, opened read-only once per worker process."""
+def open_partition(part: PartRef) -> Index:
+    """The partition's index, opened read-only once per worker process and
+    catalogue key (an index opened for another key is closed and the
+    partition opened again)."""
+    directory, key = _ref(part)
+    stale = None
     with _LOCK:
-        idx = _OPEN.get(directory)
-        if idx is None or idx.closed:
-            if not os.path.isfile(os.path.join(directory, "manifest.json")):
-                from .catalogue import CatalogueError
+        found = _OPEN.get(directory)
+        if found is not None and found[0] == key and not found[1].closed:
+            return found[1]
+        if found is not None:
+            stale = found[1]
+            del _OPEN[directory]
+            _ENTRIES.pop(directory, None)
+        if stale is not None and not stale.closed:
+            stale.close()
+        if not os.path.isfile(os.path.join(directory, "manifest.json")):
+            from .catalogue import CatalogueError
 
-                raise CatalogueError(
-                    f"the partition index {directory} does not exist on {_here()}"
-                )
+            raise CatalogueError(
+                f"the partition index {directory} does not exist on {_here()}"
+            )
+        try:
             idx = Index(directory, readonly=True)
-            _OPEN[directory] = idx
+        except Exception as e:
+            _raise_naming(directory, e)
+        _OPEN[directory] = (key, idx)
         return idx
 
 
 def forget_partition(directory: str) -> None:
     """Closes the worker's handle on a partition (before it is written)."""
     with _LOCK:
-        idx = _OPEN.pop(directory, None)
+        found = _OPEN.pop(directory, None)
         _ENTRIES.pop(directory, None)
-    if idx is not None and not idx.closed:
-        idx.close()
+    if found is not None and not found[1].closed:
+        found[1].close()
 
 
-def window_batch(directory: str, qpos: np.ndarray, boxes: np.ndarray, predicate: str) -> Tuple[np.ndarray, np.ndarray]:
+def partition_state(part: PartRef, may_be_missing: bool = False) -> Optional[Dict[str, Any]]:
+    """What a partition's own index holds: its count and extent (None
+    when ``may_be_missing`` and its directory holds no index: a new
+    partition whose first insert did not finish)."""
+    directory, _ = _ref(part)
+    if may_be_missing and not os.path.isfile(os.path.join(directory, "manifest.json")):
+        return None
+    idx = open_partition(part)
+    b = idx._core.bounds()
+    return {"count": len(idx), "extent": None if b is None else [float(v) for v in b]}
+
+
+def window_batch(directory: PartRef, qpos: np.ndarray, boxes: np.ndarray, predicate: str) -> Tuple[np.ndarray, np.ndarray]:
     """The answers of the windows ``boxes`` in one partition, as (query
     position, id) pairs."""
     offsets, ids = open_partition(directory).intersection_batch(boxes, predicate)
@@ -214,7 +281,7 @@ def box_distances(rects: np.ndarray, q: Sequence[float]) -> np.ndarray:
     return np.sqrt(dx * dx + dy * dy)
 
 
-def nearest_batch(directory: str, qpos: np.ndarray, boxes: np.ndarray, k: int) -> List[Tuple[int, np.ndarray, np.ndarray]]:
+def nearest_batch(directory: PartRef, qpos: np.ndarray, boxes: np.ndarray, k: int) -> List[Tuple[int, np.ndarray, np.ndarray]]:
     """The ``k`` nearest entries (with ties) of one partition to each query
     box: ``(query position, ids, distances)``."""
     offsets, ids, dists = open_partition(directory).nearest_batch(boxes, k)
@@ -224,12 +291,12 @@ def nearest_batch(directory: str, qpos: np.ndarray, boxes: np.ndarray, k: int) -
     ]
 
 
-def geometry_query(directory: str, geometry: Any, predicate: Optional[str]) -> np.ndarray:
+def geometry_query(directory: PartRef, geometry: Any, predicate: Optional[str]) -> np.ndarray:
     """Ids of one partition's entries satisfying ``predicate(geometry, entry)``."""
     return open_partition(directory).query(geometry, predicate)
 
 
-def read_partition(directory: str) -> Dict[str, Any]:
+def read_partition(directory: PartRef) -> Dict[str, Any]:
     """Every entry of a partition as a chunk (WKB where stored)."""
     idx = open_partition(directory)
     b = idx._core.bounds()
@@ -266,7 +333,7 @@ class _Entries:
         return self._geoms
 
 
-_ENTRIES: Dict[str, _Entries] = {}
+_ENTRIES: Dict[str, Tuple[Optional[str], _Entries]] = {}
 
 
 def boxes_are_exact(chunk: Dict[str, Any]) -> bool:
@@ -328,19 +395,21 @@ def chunk_geometries(chunk: Dict[str, Any]) -> np.ndarray:
     return np.asarray(geoms, dtype=object)
 
 
-def _partition_entries(directory: str) -> _Entries:
-    """A partition's entries (read once per worker process)."""
+def _partition_entries(part: PartRef) -> _Entries:
+    """A partition's entries (read once per worker process and catalogue key)."""
+    directory, key = _ref(part)
     with _LOCK:
         found = _ENTRIES.get(directory)
-    if found is None:
-        found = _Entries(read_partition(directory))
-        with _LOCK:
-            _ENTRIES[directory] = found
-    return found
+    if found is not None and found[0] == key:
+        return found[1]
+    entries = _Entries(read_partition(part))
+    with _LOCK:
+        _ENTRIES[directory] = (key, entries)
+    return entries
 
 
 def join_with(
-    directory: str,
+    directory: PartRef,
     other: Dict[str, Any],
     predicate: str,
     distance: float,
@@ -400,37 +469,79 @@ def _where_built(idx: Index) -> Dict[str, Any]:
     }
 
 
-def insert_into(directory: str, ids: np.ndarray, boxes: np.ndarray, options: Dict[str, Any]) -> Dict[str, Any]:
-    """Inserts entries into a partition (a new one when ``directory``
-    holds none yet, with the catalogue's index options); returns its new
-    count and extent."""
-    forget_partition(directory)
-    if os.path.isfile(os.path.join(directory, "manifest.json")):
-        idx = Index(directory)
-    else:
-        os.makedirs(os.path.dirname(directory) or ".", exist_ok=True)
-        opts = {k: v for k, v in options.items() if k not in ("bulk", "fill")}
-        idx = Index(directory, **opts)
+def _holds(idx: Index, i: int, box: Sequence[float]) -> bool:
+    """Whether the index holds the entry ``i`` with exactly this box."""
+    _, ids, rects = idx._core.query_keys(*box, "intersects")
+    ids = np.frombuffer(ids, dtype=np.int64)
+    if not (ids == i).any():
+        return False
+    rects = np.frombuffer(rects, dtype=np.float64).reshape(-1, 4)
+    return bool((rects[ids == i] == np.asarray(box, dtype=np.float64)).all(axis=1).any())
+
+
+def insert_into(
+    directory: str,
+    ids: np.ndarray,
+    boxes: np.ndarray,
+    options: Dict[str, Any],
+    create: bool = False,
+    retry: bool = False,
+) -> Dict[str, Any]:
+    """Inserts entries into a partition; returns its new count and
+    extent. ``create``: the partition is new in the catalogue (its first
+    insert), so its directory may hold no index yet: one is made with the
+    catalogue's index options. Otherwise a directory without an index is
+    refused (the catalogue names a partition that is gone: writing a new
+    one there would drop what it held). ``retry``: an earlier insert into
+    it did not finish, so entries (id and exact box) it already holds are
+    skipped rather than stored twice. Errors name the directory."""
     try:
-        for i, b in zip(ids, boxes):
-            idx.insert(int(i), tuple(float(v) for v in b))
-        return _where_built(idx)
-    finally:
-        idx.close()
+        forget_partition(directory)
+        if os.path.isfile(os.path.join(directory, "manifest.json")):
+            idx = Index(directory)
+        elif create:
+            os.makedirs(os.path.dirname(directory) or ".", exist_ok=True)
+            opts = {k: v for k, v in options.items() if k not in ("bulk", "fill")}
+            idx = Index(directory, **opts)
+        else:
+            from .catalogue import CatalogueError
+
+            raise CatalogueError(
+                f"the catalogue names partition {directory}, which holds no geoflash index on {_here()}: "
+                f"it was removed (by a split or by hand) after this catalogue was read; open the index again"
+            )
+        try:
+            for i, b in zip(ids, boxes):
+                box = tuple(float(v) for v in b)
+                if retry and _holds(idx, int(i), box):
+                    continue
+                idx.insert(int(i), box)
+            return _where_built(idx)
+        finally:
+            idx.close()
+    except Exception as e:
+        _raise_naming(directory, e)
 
 
 def delete_from(directory: str, ids: np.ndarray, boxes: np.ndarray) -> Dict[str, Any]:
     """Deletes entries (by id and exact box) from a partition; returns its
-    new count and how many were found."""
-    forget_partition(directory)
-    idx = Index(directory)
+    new count and how many were found. Errors name the directory."""
     try:
-        deleted = sum(bool(idx._core.delete(int(i), *(float(v) for v in b))) for i, b in zip(ids, boxes))
-        out = _where_built(idx)
-        out["deleted"] = int(deleted)
-        return out
-    finally:
-        idx.close()
+        forget_partition(directory)
+        if not os.path.isfile(os.path.join(directory, "manifest.json")):
+            from .catalogue import CatalogueError
+
+            raise CatalogueError(f"the catalogue names partition {directory}, which holds no geoflash index on {_here()}")
+        idx = Index(directory)
+        try:
+            deleted = sum(bool(idx._core.delete(int(i), *(float(v) for v in b))) for i, b in zip(ids, boxes))
+            out = _where_built(idx)
+            out["deleted"] = int(deleted)
+            return out
+        finally:
+            idx.close()
+    except Exception as e:
+        _raise_naming(directory, e)
 
 
 def split_partition(
@@ -443,13 +554,17 @@ def split_partition(
     the new ones."""
     from .partitioning import from_dict
 
-    chunk = read_partition(directory)
-    forget_partition(directory)
-    owner = from_dict(partitioner).assign(chunk["boxes"])
-    out = []
-    for p, new_dir in halves:
-        out.append(build_partition(new_dir, [take(chunk, owner == p)], options))
-    return out
+    try:
+        forget_partition(directory)
+        chunk = read_partition((directory, "split"))
+        forget_partition(directory)
+        owner = from_dict(partitioner).assign(chunk["boxes"])
+        out = []
+        for p, new_dir in halves:
+            out.append(build_partition(new_dir, [take(chunk, owner == p)], options))
+        return out
+    except Exception as e:
+        _raise_naming(directory, e)
 
 
 def remove_directory(directory: str) -> None:
@@ -457,4 +572,12 @@ def remove_directory(directory: str) -> None:
     import shutil
 
     forget_partition(directory)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def remove_tree(directory: str) -> None:
+    """Removes a directory tree of this worker's disk, if there (after a
+    failed build)."""
+    import shutil
+
     shutil.rmtree(directory, ignore_errors=True)
