@@ -46,6 +46,11 @@ struct State {
     writable: bool,
     /// The batch `with index.batch():` opened, until it ends.
     batch: Option<OpenBatch>,
+    /// The thread that opened [`State::batch`]: changes from other threads
+    /// wait for the batch to end (see [`Core::with`]), so that a change
+    /// another thread makes durable by itself (`sync`) is never taken into
+    /// the batch and left undurable until it commits.
+    batch_thread: Option<std::thread::ThreadId>,
     /// The process that created or opened the index. After `os.fork()` the
     /// child holds a copy of this state, the directory's lock included
     /// (the lock belongs to the open file, which both processes share): a
@@ -86,6 +91,7 @@ impl State {
             synced_op,
             writable,
             batch: None,
+            batch_thread: None,
             owner: crate::pid::current(),
         })
     }
@@ -573,12 +579,28 @@ impl Core {
     /// forked child of the process that opened the index for writing
     /// ([`State::check_owner`]). Errors become Python exceptions after the
     /// lock is released ([`to_py`] takes the GIL).
+    ///
+    /// While another thread's batch is open, waits for it to end (the GIL
+    /// released): a batch's changes are durable together at its end, so a
+    /// change of this thread must not be made inside it.
     fn with<R>(&self, f: impl FnOnce(&mut State) -> Result<R>) -> PyResult<R> {
-        let run = || {
+        let me = std::thread::current().id();
+        let mut f = Some(f);
+        let mut run = || loop {
             let mut guard = self.lock()?;
             let st = guard.as_mut().ok_or_else(closed)?;
             st.check_owner()?;
-            f(st)
+            if st.batch_thread.is_some_and(|t| t != me) {
+                drop(guard);
+                Python::with_gil(|py| {
+                    py.allow_threads(|| std::thread::sleep(std::time::Duration::from_micros(200)))
+                });
+                continue;
+            }
+            return match f.take() {
+                Some(f) => f(st),
+                None => Err(Error::invalid("internal: a change ran twice")),
+            };
         };
         run().map_err(to_py)
     }
@@ -1355,7 +1377,13 @@ impl Core {
             if st.batch.is_some() {
                 return Err(Error::invalid("a batch is already open on this index"));
             }
+            if !st.writable {
+                return Err(Error::invalid(
+                    "the index is open read-only: a batch of changes needs it open for writing",
+                ));
+            }
             st.batch = Some(st.index.begin_batch(BatchDurability::Commit)?);
+            st.batch_thread = Some(std::thread::current().id());
             Ok(())
         })
     }
@@ -1364,11 +1392,19 @@ impl Core {
     /// synced, the id map's changes in it; for an id map with its own log,
     /// that log synced first; a checkpoint for stores without a log, or
     /// when the map's changes outgrew their budget); otherwise only
-    /// restores the durability mode. Nothing to do without an open batch.
+    /// restores the durability mode. Nothing to do without an open batch,
+    /// or on an index closed inside the batch.
     fn end_batch(&self, py: Python<'_>, succeeded: bool) -> PyResult<()> {
         py.allow_threads(|| {
+            // Closed inside the batch: its close made everything durable.
+            if self.lock_read().map_err(to_py)?.is_none() {
+                return Ok(());
+            }
             self.with(|st| match st.batch.take() {
-                Some(batch) => st.end_batch(batch, succeeded),
+                Some(batch) => {
+                    st.batch_thread = None;
+                    st.end_batch(batch, succeeded)
+                }
                 None => Ok(()),
             })
         })

@@ -54,7 +54,8 @@ class RtreeContainer(Index):
             count = self._objects[id(obj)][0] - 1
         except KeyError:
             raise IndexError("object is not in the index") from None
-        super().delete(id(obj), coordinates)
+        if not self._delete(id(obj), coordinates):
+            return  # no entry of obj at these coordinates: nothing deleted
         if count == 0:
             del self._objects[id(obj)]
         else:

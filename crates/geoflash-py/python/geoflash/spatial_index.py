@@ -581,8 +581,12 @@ class Index:
     def delete(self, id: int, coordinates: Any) -> None:
         """Deletes one entry with ``id`` and exactly these coordinates
         (nothing happens if there is none, as in ``rtree``)."""
+        self._delete(id, coordinates)
+
+    def _delete(self, id: int, coordinates: Any) -> bool:
+        """:meth:`delete`, saying whether an entry was deleted."""
         self._exact = None
-        self._core.delete(_as_id(id), *self._box(coordinates))
+        return bool(self._core.delete(_as_id(id), *self._box(coordinates)))
 
     def update(self, id: int, coordinates: Any) -> None:
         """(geoflash only) Moves the entry with ``id`` to the box or point,
@@ -1030,7 +1034,10 @@ class Index:
         milliseconds; flushes stay protected against torn writes, and a
         crash inside the block recovers a prefix of it. When the block
         raises, the updates made so far stay in the index but are durable
-        only at the next sync or checkpoint. Batches do not nest."""
+        only at the next sync or checkpoint. Batches do not nest. While a
+        batch is open, changes from other threads wait until it ends (a
+        change another thread makes is never taken into the batch), and a
+        read-only index refuses to open one."""
         self._core.begin_batch()
         ok = False
         try:
