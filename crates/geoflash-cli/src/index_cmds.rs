@@ -454,7 +454,7 @@ fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
                 |ix, id, g| ix.insert_object(id, g),
             )
         })
-        .map_err(|f| build_failure(&a.index, f, false))?,
+        .map_err(|f| build_failure(&a.index, f))?,
     };
     print_stats(&index, "build", ops, start, a.json)?;
     index.close()?;
@@ -569,24 +569,52 @@ impl std::error::Error for FailedAt {}
 /// The failure of a build of `dir` that failed with `f`: when Ctrl-C
 /// stopped it, exit code 130 and what it left (nothing: the staging
 /// directory is removed, no index is published).
-fn build_failure(dir: &Path, f: Failure, acked: bool) -> Failure {
+fn build_failure(dir: &Path, f: Failure) -> Failure {
     match stopped(&f) {
         Some((done, total)) => Failure {
             code: crate::exit_code(ErrorKind::Interrupted),
             error: anyhow::anyhow!(
                 "interrupted: the build of {} stopped after {done} of {total} operations; no index published at {} \
-                 (its staging directory was removed{}); {} is as it was",
+                 (its staging directory was removed); {} is as it was",
                 dir.display(),
                 dir.display(),
-                if acked {
-                    ", and with it the operations `acked` so far"
-                } else {
-                    ""
-                },
                 dir.display()
             ),
         },
         None => f,
+    }
+}
+
+/// The operations applied before a build with `--ack-every` stopped at a
+/// bad record or on Ctrl-C (`None` for other failures): what it publishes,
+/// since every `acked K` it printed promised K of them durable.
+fn applied_before(f: &Failure) -> Option<u64> {
+    match (stopped(f), f.error.downcast_ref::<FailedAt>()) {
+        (Some((done, _)), _) => Some(done),
+        (None, Some(fa)) if f.code == crate::exit_code(ErrorKind::InvalidInput) => Some(fa.done),
+        _ => None,
+    }
+}
+
+/// The failure of a build with `--ack-every` that published the `done`
+/// operations it applied before `f` (see [`applied_before`]).
+fn published_in_part(dir: &Path, f: Failure, done: u64) -> Failure {
+    let dir = dir.display();
+    let error = match (stopped(&f), f.error.downcast_ref::<FailedAt>()) {
+        (Some((_, total)), _) => anyhow::anyhow!(
+            "interrupted: the build of {dir} stopped after {done} of {total} operations; with --ack-every those {done} \
+             were published at {dir} and are durable (checkpointed); add the rest with `geoflash insert --index {dir}`"
+        ),
+        (None, Some(fa)) => anyhow::anyhow!(
+            "{fa}; with --ack-every the {done} records before it were built into {dir} and are durable \
+             (checkpointed); the other {} were not applied",
+            fa.total - done
+        ),
+        _ => return f,
+    };
+    Failure {
+        code: f.code,
+        error,
     }
 }
 
@@ -1065,7 +1093,7 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
             let mut acker = Acker::new(a.ack_every)?;
             // Built in a staging directory and renamed onto --index when
             // done (checkpointed): a failure leaves no directory.
-            let (index, done) = Index::build(&a.index, &opts, |index| {
+            let (index, (done, failed)) = Index::build_acknowledging(&a.index, &opts, |index| {
                 // `--ack-every` acknowledges operations as the store's
                 // durability mode makes them durable; without it the
                 // input is one batch.
@@ -1073,7 +1101,7 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
                     Some(_) => BatchDurability::AsConfigured,
                     None => batch_durability(index.structure().durability()),
                 };
-                apply_stream(
+                let applied = apply_stream(
                     index,
                     input.records()?,
                     input.len(),
@@ -1082,9 +1110,23 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
                     durability,
                     |ix, id, r| ix.insert(id, *r),
                     acker.as_mut(),
-                )
+                );
+                // A build with acknowledgements that stops at a bad record
+                // or on Ctrl-C keeps what it applied, as `insert` does:
+                // published (checkpointed) with the operations it acked.
+                match applied {
+                    Ok(done) => Ok((done, None)),
+                    Err(f) => match (a.ack_every, applied_before(&f)) {
+                        (Some(_), Some(done)) if done > 0 => Ok((done, Some(f))),
+                        _ => Err(f),
+                    },
+                }
             })
-            .map_err(|f| build_failure(&a.index, f, a.ack_every.is_some()))?;
+            .map_err(|f| build_failure(&a.index, f))?;
+            if let Some(f) = failed {
+                index.close()?;
+                return Err(published_in_part(&a.index, f, done));
+            }
             if let Some(a) = acker.as_mut() {
                 a.finish(done);
             }

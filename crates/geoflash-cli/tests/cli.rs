@@ -2399,3 +2399,194 @@ fn progress_off_a_terminal_is_a_line_per_tenth_and_nothing_with_quiet() {
         assert!(err.trim().is_empty(), "{args:?} printed: {err}");
     }
 }
+
+/// The files in `dir` whose names start with `.{name}.` and end in `.tmp`:
+/// the temporary files of an output `name` being written.
+fn temp_files_of(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
+    let prefix = format!(".{name}.");
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.starts_with(&prefix) && n.ends_with(".tmp")
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Starts `generate` of a large CSV to `out` and waits until it has written
+/// some of it (to a temporary file, or to `out` itself until `out` is
+/// written whole or not at all).
+// The child is returned to the caller, which waits for it.
+#[allow(clippy::zombie_processes)]
+fn generate_started(out: &Path) -> std::process::Child {
+    let dir = out.parent().unwrap();
+    let name = out.file_name().unwrap().to_str().unwrap();
+    let size_before = std::fs::metadata(out).map(|m| m.len()).ok();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_geoflash"))
+        .args([
+            "generate",
+            "--distribution",
+            "uniform",
+            "--count",
+            "20000000",
+            "--out",
+            s(out),
+            "-q",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    loop {
+        let in_temp = temp_files_of(dir, name)
+            .iter()
+            .any(|t| std::fs::metadata(t).is_ok_and(|m| m.len() > 100_000));
+        let in_out = std::fs::metadata(out).map(|m| m.len()).ok() != size_before;
+        if in_temp || in_out {
+            return child;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("generate wrote nothing in 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Review finding (outputs): `generate` wrote straight to --out, so a
+/// Ctrl-C or a kill left a truncated last line that `build` then read as an
+/// object. The file is now written whole or not at all: Ctrl-C (exit 130)
+/// leaves the previous --out and no temporary file, a kill leaves the
+/// previous --out (or none) and at most the temporary file.
+#[test]
+fn an_interrupted_generate_leaves_the_previous_out_or_none() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let out = dir.path().join("d.csv");
+    let previous = "id,minx,miny,maxx,maxy\n1,0,0,1,1\n";
+    std::fs::write(&out, previous).unwrap();
+    // Ctrl-C
+    let child = generate_started(&out);
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let done = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    let got = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        got == previous,
+        "the previous d.csv was replaced by {} bytes; {err}",
+        got.len()
+    );
+    assert_eq!(done.status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("interrupted") && err.contains("d.csv"),
+        "{err}"
+    );
+    assert!(temp_files_of(dir.path(), "d.csv").is_empty());
+    // killed outright: the previous file, or none
+    let mut child = generate_started(&out);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let got = std::fs::read_to_string(&out).unwrap();
+    assert!(got == previous, "killed: d.csv holds {} bytes", got.len());
+    let fresh = dir.path().join("e.csv");
+    let mut child = generate_started(&fresh);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!fresh.exists(), "a partial e.csv was left");
+    // the temporary files a kill leaves do not stop the next run
+    ok(geoflash(&[
+        "generate",
+        "--distribution",
+        "uniform",
+        "--count",
+        "50",
+        "--out",
+        s(&out),
+    ]));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap().lines().count(),
+        51,
+        "header and 50 objects"
+    );
+}
+
+/// A build with `--ack-every` that stops at a bad record (a duplicate id)
+/// or on Ctrl-C publishes what it applied, the operations it acknowledged
+/// among them: before, it removed its staging directory and with it every
+/// operation an `acked K` line had promised durable (found by a review).
+#[test]
+fn a_build_with_ack_every_that_stops_keeps_what_it_acknowledged() {
+    // The last `acked K` a build printed.
+    let acked = |out: &std::process::Output| -> u64 {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix("acked ")?.trim().parse().ok())
+            .max()
+            .unwrap_or(0)
+    };
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 3000);
+    let text = std::fs::read_to_string(&data).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // Records 1..=1500, then id 5 again, then the rest.
+    let dup = dir.path().join("dup.csv");
+    let rows: Vec<&str> = [&lines[..=1500], &[lines[5]], &lines[1501..]].concat();
+    std::fs::write(&dup, rows.join("\n")).unwrap();
+    for store in ["plain", "efind"] {
+        let idx = dir.path().join(format!("dup-{store}"));
+        let out = geoflash(&[
+            "build",
+            "--input",
+            s(&dup),
+            "--index",
+            s(&idx),
+            "--store",
+            store,
+            "--ack-every",
+            "500",
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{store}: {err}");
+        assert!(acked(&out) >= 500, "{store}: {out:?}");
+        assert!(
+            err.contains("record 1501")
+                && err.contains("the 1500 records before it were built into"),
+            "{store}: {err}"
+        );
+        assert_eq!(all_ids(&idx), (1..=1500).collect::<Vec<_>>(), "{store}");
+        ok(geoflash(&["verify", "--index", s(&idx)]));
+    }
+    let big = dir.path().join("big.csv");
+    write_rects(&big, 200_000);
+    let idx = dir.path().join("ctrl-c");
+    let out = interrupted_at_first_progress(&[
+        "build",
+        "--input",
+        s(&big),
+        "--index",
+        s(&idx),
+        "--device",
+        "file?direct=false",
+        "--ack-every",
+        "1000",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    let acked = acked(&out);
+    let ids = all_ids(&idx);
+    assert!(
+        ids.len() as u64 >= acked,
+        "{} < acked {acked}: {err}",
+        ids.len()
+    );
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
+    assert!(err.contains("were published at"), "{err}");
+}

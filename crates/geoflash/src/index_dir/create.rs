@@ -22,6 +22,17 @@ use crate::store::log::RecoveryMode;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 
+
+/// What a build does with its index when the process asked its builds to
+/// stop ([`crate::engine::request_stop`], the command line's Ctrl-C).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnStop {
+    /// Abandons its staging directory: nothing is published.
+    Abandon,
+    /// Publishes what its fill returned `Ok` with.
+    Publish,
+}
+
 impl Index {
     /// Creates a new, empty index in `dir` (created if missing; it must not hold an index yet).
     /// Created atomically, as [`Index::build`] creates.
@@ -216,7 +227,28 @@ impl Index {
         opts: &IndexOptions,
         fill: impl FnOnce(&mut Index) -> std::result::Result<T, E>,
     ) -> std::result::Result<(Index, T), E> {
-        Index::staged(dir, opts, |staging| {
+        Index::build_with(dir, opts, OnStop::Abandon, fill)
+    }
+
+    /// [`Index::build`] for a fill that acknowledges operations as it goes
+    /// (the command line's `build --ack-every`): what `fill` returns `Ok`
+    /// with is published also after a stop request (Ctrl-C), since the
+    /// operations it acknowledged were promised durable.
+    pub fn build_acknowledging<T, E: From<Error>>(
+        dir: &Path,
+        opts: &IndexOptions,
+        fill: impl FnOnce(&mut Index) -> std::result::Result<T, E>,
+    ) -> std::result::Result<(Index, T), E> {
+        Index::build_with(dir, opts, OnStop::Publish, fill)
+    }
+
+    fn build_with<T, E: From<Error>>(
+        dir: &Path,
+        opts: &IndexOptions,
+        on_stop: OnStop,
+        fill: impl FnOnce(&mut Index) -> std::result::Result<T, E>,
+    ) -> std::result::Result<(Index, T), E> {
+        Index::staged_on_stop(dir, opts, on_stop, |staging| {
             let mut index = Index::create_in(Some(staging), opts, RTree::create)?;
             let t = fill(&mut index)?;
             Ok((index, t))
@@ -225,22 +257,33 @@ impl Index {
 
     /// Runs `make` on a new staging directory for `dir` and publishes what
     /// it returns (checkpointed, renamed onto `dir`); removes the staging
-    /// directory if anything fails. The one place where index directories
-    /// are created.
+    /// directory if anything fails or the process asked its builds to
+    /// stop. The one place where index directories are created.
     pub(super) fn staged<T, E: From<Error>>(
         dir: &Path,
         opts: &IndexOptions,
         make: impl FnOnce(&Path) -> std::result::Result<(Index, T), E>,
     ) -> std::result::Result<(Index, T), E> {
+        Index::staged_on_stop(dir, opts, OnStop::Abandon, make)
+    }
+
+    /// [`Index::staged`], publishing after a stop request as `on_stop` says.
+    fn staged_on_stop<T, E: From<Error>>(
+        dir: &Path,
+        opts: &IndexOptions,
+        on_stop: OnStop,
+        make: impl FnOnce(&Path) -> std::result::Result<(Index, T), E>,
+    ) -> std::result::Result<(Index, T), E> {
         refuse_memory_store(dir, &opts.store)?;
         let spec = opts.device.clone();
         let staging = Staging::begin(dir, &spec)?;
+        let abandon = || on_stop == OnStop::Abandon && crate::staging::stop_requested();
         let made = make(staging.dir()).and_then(|(mut index, t)| {
-            if crate::staging::stop_requested() {
+            if abandon() {
                 return Err(interrupted(dir).into());
             }
             index.checkpoint()?;
-            if crate::staging::stop_requested() {
+            if abandon() {
                 return Err(interrupted(dir).into());
             }
             staging.publish()?;
