@@ -20,6 +20,11 @@
 //! of objects read from OSM PBF), which [`write_objects_with`] stores in
 //! every writable format and [`read_attributes`] reads back.
 //!
+//! Every writer writes its file whole or not at all ([`OutputFile`]): the
+//! objects go to a temporary file beside the destination, renamed onto it
+//! once complete and synced, so an error, a Ctrl-C or a kill never leaves a
+//! truncated dataset (whose last line a reader would take for an object).
+//!
 //! Every reader returns `(id, geometry)` pairs in file order, with unique
 //! ids and geometries whose coordinates are finite and at most
 //! [`geoflash::geom::MAX_COORD`] in magnitude; anything else is an
@@ -46,9 +51,12 @@ pub mod fgb;
 pub mod geoparquet;
 pub mod gpkg;
 pub mod osm;
+mod output;
 #[cfg(feature = "geoparquet")]
 mod parquet_thrift;
 pub mod shp;
+
+pub use output::{discard_pending_outputs, write_via_temp, Discarded, OutputFile};
 
 /// A file format of datasets. [`Format::from_path`] names the format of a
 /// file to read, [`Format::for_output`] the format of a file to write.
@@ -311,12 +319,25 @@ pub fn rect_geometry(r: &Rect) -> Geometry {
 /// Writes `(id, rect)` records to `path` in the format of its extension
 /// ([`Format::for_output`]): CSV `id,minx,miny,maxx,maxy`, or in the other
 /// formats each rectangle as [`rect_geometry`]. Returns the number written.
+/// The file is written whole or not at all ([`OutputFile`]).
 pub fn write_dataset(path: &Path, records: impl Iterator<Item = (u64, Rect)>) -> Result<u64> {
-    let format = Format::for_output(path)?;
-    if format == Format::Csv {
-        return write_csv(path, records.map(Ok));
+    Format::for_output(path)?;
+    let out = OutputFile::create(path)?;
+    let n = write_dataset_to(&out, records)?;
+    out.commit()?;
+    Ok(n)
+}
+
+/// [`write_dataset`] into `out`, without the commit.
+fn write_dataset_to(out: &OutputFile, records: impl Iterator<Item = (u64, Rect)>) -> Result<u64> {
+    if Format::for_output(out.path())? == Format::Csv {
+        return write_csv_with(out, &[], records.map(|(id, r)| Ok((id, r, &[] as &Row))));
     }
-    write_objects(path, records.map(|(id, r)| (id, rect_geometry(&r))))
+    write_objects_to(
+        out,
+        &[],
+        records.map(|(id, r)| (id, rect_geometry(&r), &[] as &Row)),
+    )
 }
 
 /// The fewest bytes an object takes in any output format (a CSV line
@@ -347,22 +368,24 @@ pub fn check_room(path: &Path, count: u64) -> Result<()> {
 
 /// [`write_dataset`] for records that may fail as they come (a generator
 /// streaming its objects, [`crate::generate::objects`]): the first error
-/// ends the writing and is returned, with no file left at `path`.
+/// ends the writing and is returned, leaving `path` as it was (the
+/// previous file, or none).
 pub fn write_dataset_results(
     path: &Path,
     records: impl Iterator<Item = Result<(u64, Rect)>>,
 ) -> Result<u64> {
+    Format::for_output(path)?;
+    let out = OutputFile::create(path)?;
     let mut failure = None;
     let ok = records.map_while(|r| r.map_err(|e| failure = Some(e)).ok());
-    let written = write_dataset(path, ok);
-    match failure {
-        Some(e) => {
-            // The file was written up to the error: it is not the dataset.
-            let _ = std::fs::remove_file(path);
-            Err(e)
-        }
-        None => written,
+    let written = write_dataset_to(&out, ok)?;
+    if let Some(e) = failure {
+        // The file was written up to the error: it is not the dataset
+        // (dropped uncommitted, it is removed).
+        return Err(e);
     }
+    out.commit()?;
+    Ok(written)
 }
 
 /// Writes `(id, geometry)` objects to `path` in the format of its extension
@@ -383,12 +406,27 @@ pub fn write_objects<G: Borrow<Geometry>>(
 
 /// [`write_objects`] with attribute `columns`: each object comes with its
 /// row (one value per column), written as the format stores attributes
-/// ([`attributes`]). No columns: exactly [`write_objects`]'s files.
+/// ([`attributes`]). No columns: exactly [`write_objects`]'s files. The
+/// file is written whole or not at all ([`OutputFile`]).
 pub fn write_objects_with<'r, G: Borrow<Geometry>>(
     path: &Path,
     columns: &[Column],
     objects: impl IntoIterator<Item = (u64, G, &'r Row)>,
 ) -> Result<u64> {
+    Format::for_output(path)?;
+    let out = OutputFile::create(path)?;
+    let n = write_objects_to(&out, columns, objects)?;
+    out.commit()?;
+    Ok(n)
+}
+
+/// [`write_objects_with`] into `out`, without the commit.
+fn write_objects_to<'r, G: Borrow<Geometry>>(
+    out: &OutputFile,
+    columns: &[Column],
+    objects: impl IntoIterator<Item = (u64, G, &'r Row)>,
+) -> Result<u64> {
+    let path = out.path();
     let mut objects = objects.into_iter().map(|(id, g, row)| {
         if row.len() == columns.len() {
             Ok((id, g, row))
@@ -415,7 +453,7 @@ pub fn write_objects_with<'r, G: Borrow<Geometry>>(
     });
     let n = match Format::for_output(path)? {
         Format::Csv => write_csv_with(
-            path,
+            out,
             columns,
             items.map(|(id, g, row)| {
                 geoflash::engine::bounding_rect(g.borrow())
@@ -423,9 +461,9 @@ pub fn write_objects_with<'r, G: Borrow<Geometry>>(
                     .map_err(|e| bad(path, format!("object {id}: {e}")))
             }),
         ),
-        Format::GeoJson => write_geojson(path, columns, items),
-        Format::FlatGeobuf => fgb::write(path, columns, items),
-        Format::GeoParquet => geoparquet::write(path, columns, items),
+        Format::GeoJson => write_geojson(out, columns, items),
+        Format::FlatGeobuf => fgb::write_to(out, columns, items),
+        Format::GeoParquet => geoparquet::write_to(out, columns, items),
         // for_output refuses the input-only formats
         f @ (Format::Shapefile | Format::GeoPackage | Format::OsmPbf) => {
             Err(bad(path, format!("{} output is not supported", f.name())))
@@ -437,30 +475,27 @@ pub fn write_objects_with<'r, G: Borrow<Geometry>>(
     }
 }
 
-/// Writes the bytes of a file through `body`, mapping I/O errors to `path`.
-fn write_file(path: &Path, body: impl FnOnce(&mut BufWriter<File>) -> Result<u64>) -> Result<u64> {
-    let file = File::create(path).map_err(|e| io_err(path, e))?;
-    let mut w = BufWriter::new(file);
+/// Writes the bytes of `out` through `body`, mapping I/O errors to its
+/// destination.
+fn write_file(
+    out: &OutputFile,
+    body: impl FnOnce(&mut BufWriter<&File>) -> Result<u64>,
+) -> Result<u64> {
+    let path = out.path();
+    let mut w = BufWriter::new(out.file());
     let n = body(&mut w)?;
     w.flush().map_err(|e| io_err(path, e))?;
     Ok(n)
 }
 
-fn write_csv(path: &Path, records: impl Iterator<Item = Result<(u64, Rect)>>) -> Result<u64> {
-    write_csv_with(
-        path,
-        &[],
-        records.map(|r| r.map(|(id, r)| (id, r, &[] as &Row))),
-    )
-}
-
 /// CSV rectangles, then one field per attribute column.
 fn write_csv_with<'r>(
-    path: &Path,
+    out: &OutputFile,
     columns: &[Column],
     records: impl Iterator<Item = Result<(u64, Rect, &'r Row)>>,
 ) -> Result<u64> {
-    write_file(path, |w| {
+    let path = out.path();
+    write_file(out, |w| {
         let io = |e| io_err(path, e);
         write!(w, "id,minx,miny,maxx,maxy").map_err(io)?;
         for c in columns {
@@ -495,11 +530,12 @@ fn write_csv_with<'r>(
 }
 
 fn write_geojson<'r, G: Borrow<Geometry>>(
-    path: &Path,
+    out: &OutputFile,
     columns: &[Column],
     objects: impl IntoIterator<Item = (u64, G, &'r Row)>,
 ) -> Result<u64> {
-    write_file(path, |w| {
+    let path = out.path();
+    write_file(out, |w| {
         let io = |e| io_err(path, e);
         write!(w, "{{\"type\":\"FeatureCollection\",\"features\":[").map_err(io)?;
         let mut n = 0u64;
@@ -933,7 +969,64 @@ mod tests {
                 2,
                 "{name}"
             );
+            // A failure keeps the previous file whole (review finding:
+            // outputs are written whole or not at all).
+            let previous = std::fs::read(&path).unwrap();
+            let records = vec![Ok((5, rect)), Err(Error::invalid("drawn badly"))];
+            assert!(write_dataset_results(&path, records.into_iter()).is_err());
+            assert!(
+                std::fs::read(&path).unwrap() == previous,
+                "{name}: the previous file was not kept"
+            );
+            let names: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert!(
+                names.iter().all(|n| !n.to_string_lossy().ends_with(".tmp")),
+                "{name}: {names:?}"
+            );
         }
+    }
+
+    /// A bad row part-way through (attributes that do not fit the columns)
+    /// leaves the previous file of every writable format whole, and no
+    /// temporary file.
+    #[test]
+    fn a_failing_object_stream_keeps_the_previous_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let rect = Rect::new(0.0, 0.0, 1.0, 1.0).unwrap();
+        let columns = vec![Column {
+            name: "name".into(),
+            kind: attributes::Kind::Text,
+        }];
+        let good: &Row = &[Some(Value::Text("a".into()))];
+        let short: &Row = &[];
+        for name in ["d.csv", "d.geojson", "d.fgb", "d.parquet"] {
+            let path = dir.path().join(name);
+            let objects = (0..5000u64).map(|i| (i, rect_geometry(&rect), good));
+            if write_objects_with(&path, &columns, objects).is_err() {
+                // GeoParquet without its cargo feature
+                continue;
+            }
+            let previous = std::fs::read(&path).unwrap();
+            let objects = (0..5000u64).map(|i| {
+                let row = if i == 4000 { short } else { good };
+                (i, rect_geometry(&rect), row)
+            });
+            let e = write_objects_with(&path, &columns, objects).unwrap_err();
+            assert!(e.to_string().contains("object 4000"), "{name}: {e}");
+            assert!(
+                std::fs::read(&path).unwrap() == previous,
+                "{name}: the previous file was not kept"
+            );
+        }
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect();
+        assert!(names.is_empty(), "{names:?}");
     }
 
     #[test]

@@ -338,15 +338,19 @@ fn by_reason(skipped: &[osm::Skipped]) -> BTreeMap<String, u64> {
 
 /// Writes skipped records to `path` as CSV: the header
 /// `osm_type,osm_id,reason`, then one line per record (`way,22466256,missing-nodes`).
+/// The file is written whole or not at all ([`formats::OutputFile`]).
 pub fn write_skipped(path: &Path, skipped: &[osm::Skipped]) -> Result<()> {
     use std::io::Write;
     let io = |e| formats::io_err(path, e);
-    let mut w = std::io::BufWriter::new(File::create(path).map_err(io)?);
+    let out = formats::OutputFile::create(path)?;
+    let mut w = std::io::BufWriter::new(out.file());
     writeln!(w, "osm_type,osm_id,reason").map_err(io)?;
     for s in skipped {
         writeln!(w, "{},{},{}", s.osm_type.name(), s.osm_id, s.reason.name()).map_err(io)?;
     }
-    w.flush().map_err(io)
+    w.flush().map_err(io)?;
+    drop(w);
+    out.commit()
 }
 
 /// Converts the geometries of a PostGIS table ([`crate::postgis`]) to

@@ -6,7 +6,7 @@
 //! failures, 130 interrupted (Ctrl-C: the message says what the command left).
 //! With `--json` the JSON record is the last line of standard output;
 //! progress bars go to standard error.
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -108,7 +108,7 @@ struct WindowsArgs {
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Output CSV file.
+    /// Output CSV file, written whole or not at all (as generate's --out).
     #[arg(long)]
     out: PathBuf,
 }
@@ -134,6 +134,8 @@ struct GenerateArgs {
     #[arg(long)]
     max_size: Option<f64>,
     /// Output file: .csv (id,minx,miny,maxx,maxy), .geojson, .fgb (FlatGeobuf) or .parquet (GeoParquet).
+    /// Written whole or not at all: a temporary file beside it replaces it
+    /// once complete (an error or Ctrl-C leaves the previous file).
     #[arg(long)]
     out: PathBuf,
     /// Print a JSON summary (last line of standard output).
@@ -142,10 +144,18 @@ struct GenerateArgs {
 }
 
 #[derive(clap::Args)]
+#[command(
+    after_help = "A run that writes (the write and mixed patterns, a read pattern's prefill, a replayed trace with writes or trims) refuses a device file that exists and is not empty, or that lies in an index directory (beside a manifest.json), unless --overwrite is given: it would destroy what the file holds. Plain `file` is ./devbench.dat. A read pattern with --no-prefill only reads, and runs on any file.\n\nExamples:\n  geoflash devbench --device mem: --pattern random-write --count 20000 --json\n  geoflash devbench --device \"file:/scratch/dev.dat?direct=true\" --pattern random-read --batch 64\n  geoflash devbench --device \"file:/scratch/dev.dat?direct=true\" --pattern seq-write --overwrite   (run again on the same file)\n  geoflash devbench --device \"file:/data/big.dat?direct=true\" --pattern random-read --no-prefill   (reads an existing file, writes nothing)"
+)]
 struct DevbenchArgs {
-    /// Device spec: file:PATH?direct=true&engine=uring|psync, mem:, flashsim:preset=NAME&key=value, hddsim:preset=NAME
+    /// Device spec: file:PATH?direct=true&engine=uring|psync, file (./devbench.dat), mem:, flashsim:preset=NAME&key=value, hddsim:preset=NAME
     #[arg(long)]
     device: String,
+    /// Write over a device file that exists and is not empty, or that lies
+    /// in an index directory (its data is destroyed); without it such a
+    /// file is refused (exit 2) by a run that writes.
+    #[arg(long)]
+    overwrite: bool,
     /// seq-read, seq-write, random-read, random-write or mixed.
     #[arg(long, default_value = "random-read")]
     pattern: String,
@@ -240,8 +250,14 @@ fn main() -> ExitCode {
     QUIET.store(cli.quiet, Ordering::Relaxed);
     let result = match cli.command {
         Command::Devbench(args) => cmd_devbench(args),
-        Command::Generate(args) => cmd_generate(args),
-        Command::Windows(args) => cmd_windows(args),
+        Command::Generate(args) => {
+            discard_outputs_on_interrupt();
+            cmd_generate(args)
+        }
+        Command::Windows(args) => {
+            discard_outputs_on_interrupt();
+            cmd_windows(args)
+        }
         Command::Build(a) => index_cmds::build(*a),
         Command::Insert(a) => index_cmds::change(a, false),
         Command::Delete(a) => index_cmds::change(a, true),
@@ -254,7 +270,10 @@ fn main() -> ExitCode {
         Command::Recover(a) => index_cmds::recover(a),
         Command::Bench(a) => bench_cmd::bench(a),
         Command::Report(a) => report_cmd::report(a),
-        Command::Import(a) => import_cmd::import(a),
+        Command::Import(a) => {
+            discard_outputs_on_interrupt();
+            import_cmd::import(a)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -262,6 +281,38 @@ fn main() -> ExitCode {
             eprintln!("geoflash: error: {}", f.error);
             ExitCode::from(f.code)
         }
+    }
+}
+
+/// Ctrl-C in a command that writes output files (`generate`, `windows`,
+/// `import`), which are written whole or not at all
+/// ([`formats::OutputFile`]): the temporary file of an output being written
+/// is removed, the destination stays as it was (the previous file, or
+/// none), and the command exits 130 saying so.
+fn discard_outputs_on_interrupt() {
+    let handler = || {
+        // Held until the process exits: no output is committed after this.
+        let discarded = formats::discard_pending_outputs();
+        let outputs: Vec<String> = discarded
+            .outputs
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        if outputs.is_empty() {
+            eprintln!("geoflash: error: interrupted: no output file was being written");
+        } else {
+            eprintln!(
+                "geoflash: error: interrupted: {} not written (a previous file there is unchanged)",
+                outputs.join(", ")
+            );
+        }
+        std::process::exit(i32::from(exit_code(ErrorKind::Interrupted)));
+    };
+    if let Err(e) = ctrlc::set_handler(handler) {
+        eprintln!(
+            "geoflash: warning: cannot catch Ctrl-C ({e}): an interrupt leaves a temporary file \
+             beside the output (the output itself stays as it was)"
+        );
     }
 }
 
@@ -351,12 +402,23 @@ pub fn status_line(message: std::fmt::Arguments) {
 fn cmd_devbench(a: DevbenchArgs) -> Result<(), Failure> {
     if let Some(trace) = &a.trace {
         input_file(trace)?;
-        return trace_cmd::replay(&a.device, trace, a.json);
+        return trace_cmd::replay(&a.device, trace, a.json, a.overwrite);
     }
     let page_size = usize::try_from(parse_size(&a.page_size)?)
         .map_err(|_| geoflash::Error::invalid("page size too large"))?;
     let spec = DeviceSpec::parse(&a.device)?;
-    let default_path = PathBuf::from("devbench.dat");
+    let pattern = a.pattern.parse::<Pattern>()?;
+    let default_path = PathBuf::from(DEVBENCH_FILE);
+    // What writes pages: the write patterns, the writes of the mixed one,
+    // the prefill of the patterns that read.
+    let writes = match pattern {
+        Pattern::SeqWrite | Pattern::RandomWrite => true,
+        Pattern::Mixed => !a.no_prefill || a.read_fraction < 1.0,
+        Pattern::SeqRead | Pattern::RandomRead => !a.no_prefill,
+    };
+    if writes && !a.overwrite {
+        refuse_overwrite(&spec, &default_path)?;
+    }
     let mut device = spec.open(page_size, Some(&default_path))?;
     let mut recorder = None;
     if let Some(path) = &a.record_trace {
@@ -367,7 +429,7 @@ fn cmd_devbench(a: DevbenchArgs) -> Result<(), Failure> {
         device = traced;
     }
     let cfg = DevbenchConfig {
-        pattern: a.pattern.parse::<Pattern>()?,
+        pattern,
         count: a.count,
         batch: a.batch,
         seed: a.seed,
@@ -385,6 +447,89 @@ fn cmd_devbench(a: DevbenchArgs) -> Result<(), Failure> {
         output::print_json(&report)?;
     } else {
         output::print_devbench_table(&report);
+    }
+    Ok(())
+}
+
+/// The file of `devbench --device file` (and of a hybrid's `file` tiers).
+pub const DEVBENCH_FILE: &str = "devbench.dat";
+
+/// The files `spec` opens, `default` standing for plain `file` (a hybrid's
+/// fast tier: the same name with `.fast` before the extension, as
+/// [`DeviceSpec::open`] names it).
+fn device_files(spec: &DeviceSpec, default: &Path) -> Vec<PathBuf> {
+    match spec {
+        DeviceSpec::File { path, .. } => {
+            vec![path.clone().unwrap_or_else(|| default.to_path_buf())]
+        }
+        DeviceSpec::Hybrid { fast, slow, .. } => {
+            let stem = default
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("pages");
+            let fast_default =
+                default.with_file_name(match default.extension().and_then(|e| e.to_str()) {
+                    Some(ext) => format!("{stem}.fast.{ext}"),
+                    None => format!("{stem}.fast"),
+                });
+            let mut files = device_files(fast, &fast_default);
+            files.extend(device_files(slow, default));
+            files
+        }
+        DeviceSpec::Mem { .. } | DeviceSpec::FlashSim { .. } | DeviceSpec::HddSim { .. } => {
+            Vec::new()
+        }
+    }
+}
+
+/// Refuses (exit 2) a run of `devbench` that would write over data: a
+/// device file of `spec` that exists and is not empty (or is not a regular
+/// file: a block device), or that lies in an index directory (beside its
+/// `manifest.json`), unless `--overwrite` is given.
+pub fn refuse_overwrite(spec: &DeviceSpec, default: &Path) -> Result<(), Failure> {
+    for file in device_files(spec, default) {
+        let refuse = |why: String| -> Failure {
+            geoflash::Error::invalid(format!(
+                "--device: devbench would overwrite {}: {why}; give --overwrite to write over it, \
+                 or name a new file",
+                file.display()
+            ))
+            .into()
+        };
+        // The file's directory and, through a symbolic link, its target's:
+        // an index's files are not written over without --overwrite.
+        let mut dirs = vec![file.parent().map(Path::to_path_buf)];
+        if let Ok(target) = std::fs::canonicalize(&file) {
+            dirs.push(target.parent().map(Path::to_path_buf));
+        }
+        for dir in dirs.into_iter().flatten() {
+            let dir = if dir.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                dir
+            };
+            let manifest = dir.join("manifest.json");
+            if manifest.exists() {
+                return Err(refuse(format!(
+                    "{} is an index directory (it holds {})",
+                    dir.display(),
+                    manifest.display()
+                )));
+            }
+        }
+        match std::fs::metadata(&file) {
+            Ok(m) if m.is_file() && m.len() > 0 => {
+                return Err(refuse(format!(
+                    "the file exists and holds {} bytes",
+                    m.len()
+                )))
+            }
+            // A block device holds data whatever its length reads as.
+            Ok(m) if !m.is_file() && !m.is_dir() => {
+                return Err(refuse("it exists and is not a regular file".into()))
+            }
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -457,7 +602,9 @@ fn cmd_windows(a: WindowsArgs) -> Result<(), Failure> {
         &rects,
         a.seed,
     )?;
-    geoflash_bench::windows::write_windows(&a.out, &ws)?;
+    formats::write_via_temp(&a.out, |tmp| {
+        geoflash_bench::windows::write_windows(tmp, &ws)
+    })?;
     outln!("wrote {} windows to {}", ws.len(), a.out.display());
     Ok(())
 }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use geoflash::engine::device::{
-    DeviceExt, DeviceSpec, DeviceStats, PageDevice, Trace, TraceDevice,
+    DeviceExt, DeviceSpec, DeviceStats, PageDevice, Trace, TraceDevice, TraceOp,
 };
 use geoflash::engine::{BulkMethod, Error, Index, IndexOptions};
 use geoflash::geom::Rect;
@@ -13,11 +13,20 @@ use geoflash_bench::devbench;
 use crate::output::{print_json, row};
 use crate::{progress_bar, Failure};
 
-/// `geoflash devbench --trace FILE --device SPEC`.
-pub fn replay(device: &str, trace_path: &Path, json: bool) -> Result<(), Failure> {
+/// `geoflash devbench --trace FILE --device SPEC [--overwrite]`: a trace
+/// that writes or trims refuses a device file holding data without
+/// `overwrite` ([`crate::refuse_overwrite`]).
+pub fn replay(device: &str, trace_path: &Path, json: bool, overwrite: bool) -> Result<(), Failure> {
     let trace = Trace::read_file(trace_path)?;
     let spec = DeviceSpec::parse(device)?;
-    let default_path = PathBuf::from("devbench.dat");
+    let default_path = PathBuf::from(crate::DEVBENCH_FILE);
+    let writes = trace
+        .ops
+        .iter()
+        .any(|op| matches!(op, TraceOp::Write(_) | TraceOp::Trim(_)));
+    if writes && !overwrite {
+        crate::refuse_overwrite(&spec, &default_path)?;
+    }
     let device = spec.open(trace.page_size, Some(&default_path))?;
     let bar = progress_bar(trace.ops.len() as u64, "replay");
     let report = devbench::replay_trace(

@@ -1153,3 +1153,160 @@ fn a_bad_record_deep_in_the_input_fails_every_build_and_leaves_nothing() {
     ]));
     assert_eq!(common::all_ids(&idx).len(), 3000);
 }
+
+/// Review finding (devbench): a run that writes (the write and mixed
+/// patterns, a read pattern's prefill, a trace with writes) refused a
+/// device file holding data, or lying in an index directory, only with
+/// `--overwrite` (exit 2 naming the file and the flag); before, `devbench
+/// --device "file:idx/pages.dat?direct=false" --pattern random-write`
+/// exited 0 and destroyed the index.
+#[test]
+fn devbench_writes_over_a_file_or_an_index_only_with_overwrite() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 400);
+    let idx = dir.path().join("idx");
+    ok(geoflash(&[
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&idx),
+    ]));
+    let pages = idx.join("pages.dat");
+    let before = std::fs::read(&pages).unwrap();
+    let dev = |p: &Path| format!("file:{}?direct=false", p.display());
+    let run = |device: &str, more: &[&str]| {
+        let mut args = vec!["devbench", "--device", device, "--count", "8", "-q"];
+        args.extend_from_slice(more);
+        geoflash(&args)
+    };
+    let refused = |device: &str, more: &[&str], needles: &[&str]| {
+        let mut more = more.to_vec();
+        more.extend(["--region", "64KiB"]);
+        let out = run(device, &more);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{device} {more:?}: {err}");
+        for n in needles.iter().chain(&["--overwrite", "--device"]) {
+            assert!(err.contains(n), "{device} {more:?}: {n:?} not in {err}");
+        }
+    };
+    for pattern in [
+        "random-write",
+        "seq-write",
+        "mixed",
+        "random-read",
+        "seq-read",
+    ] {
+        refused(
+            &dev(&pages),
+            &["--pattern", pattern],
+            &["pages.dat", "index directory", "manifest.json"],
+        );
+    }
+    // a new file inside the index directory
+    let inside = idx.join("new.dat");
+    refused(&dev(&inside), &["--pattern", "seq-write"], &["new.dat"]);
+    assert!(!inside.exists());
+    // a hybrid's file tier
+    refused(
+        &format!("hybrid:fast=(mem:);slow=({})", dev(&pages)),
+        &["--pattern", "seq-write"],
+        &["pages.dat"],
+    );
+    assert_eq!(
+        std::fs::read(&pages).unwrap(),
+        before,
+        "the index was written"
+    );
+    ok(geoflash(&["verify", "--index", s(&idx)]));
+
+    // a file holding data elsewhere
+    let precious = dir.path().join("precious.dat");
+    std::fs::write(&precious, vec![0x5A; 16384]).unwrap();
+    for pattern in ["random-write", "random-read"] {
+        refused(
+            &dev(&precious),
+            &["--pattern", pattern],
+            &["precious.dat", "16384 bytes"],
+        );
+    }
+    // a trace that writes, replayed
+    let trace = dir.path().join("t.bin");
+    ok(run(
+        "mem:",
+        &[
+            "--pattern",
+            "seq-write",
+            "--region",
+            "16KiB",
+            "--record-trace",
+            s(&trace),
+        ],
+    ));
+    let out = geoflash(&[
+        "devbench",
+        "--trace",
+        s(&trace),
+        "--device",
+        &dev(&precious),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("precious.dat") && stderr(&out).contains("--overwrite"));
+    assert_eq!(std::fs::read(&precious).unwrap(), vec![0x5A; 16384]);
+    // reading without the prefill writes nothing, and runs
+    ok(run(
+        &dev(&precious),
+        &[
+            "--pattern",
+            "random-read",
+            "--no-prefill",
+            "--region",
+            "16KiB",
+        ],
+    ));
+    assert_eq!(std::fs::read(&precious).unwrap(), vec![0x5A; 16384]);
+    // --overwrite writes over it
+    ok(run(
+        &dev(&precious),
+        &["--pattern", "seq-write", "--region", "16KiB", "--overwrite"],
+    ));
+    assert_ne!(std::fs::read(&precious).unwrap(), vec![0x5A; 16384]);
+    ok(geoflash(&[
+        "devbench",
+        "--trace",
+        s(&trace),
+        "--device",
+        &dev(&precious),
+        "--overwrite",
+    ]));
+
+    // plain `file` is ./devbench.dat: a second run would write over the first's
+    let cwd = dir.path().join("cwd");
+    std::fs::create_dir(&cwd).unwrap();
+    let plain = [
+        "devbench",
+        "--device",
+        "file?direct=false",
+        "--count",
+        "8",
+        "--region",
+        "64KiB",
+        "-q",
+    ];
+    ok(common::geoflash_in(&plain, &cwd));
+    let out = common::geoflash_in(&plain, &cwd);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("devbench.dat") && stderr(&out).contains("--overwrite"));
+    let mut again = plain.to_vec();
+    again.push("--overwrite");
+    ok(common::geoflash_in(&again, &cwd));
+
+    // --help documents the flag
+    let help = ok(geoflash(&["devbench", "--help"]));
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("--overwrite") && help.contains("manifest.json"),
+        "{help}"
+    );
+}

@@ -515,11 +515,25 @@ impl GeozeroGeometry for Geom<'_> {
 /// module documentation; each attribute column a nullable `ULong` or
 /// `String` column after `id`, an absent value an unset property);
 /// returns the number written.
+/// The file is written whole or not at all ([`super::OutputFile`]).
 pub fn write<'r, G: Borrow<Geometry>>(
     path: &Path,
     columns: &[Column],
     objects: impl IntoIterator<Item = (u64, G, &'r Row)>,
 ) -> Result<u64> {
+    let out = super::OutputFile::create(path)?;
+    let n = write_to(&out, columns, objects)?;
+    out.commit()?;
+    Ok(n)
+}
+
+/// [`write`] into `out`, without the commit.
+pub(super) fn write_to<'r, G: Borrow<Geometry>>(
+    out: &super::OutputFile,
+    columns: &[Column],
+    objects: impl IntoIterator<Item = (u64, G, &'r Row)>,
+) -> Result<u64> {
+    let path = out.path();
     let fail = |e: &dyn std::fmt::Display| bad(path, format!("cannot write FlatGeobuf: {e}"));
     let name = path
         .file_stem()
@@ -568,8 +582,7 @@ pub fn write<'r, G: Borrow<Geometry>>(
         .map_err(|e| fail(&format_args!("object {id}: {e}")))?;
         n += 1;
     }
-    let file = File::create(path).map_err(|e| io_err(path, e))?;
-    let mut w = BufWriter::new(file);
+    let mut w = BufWriter::new(out.file());
     fgb.write(&mut w).map_err(|e| fail(&e))?;
     std::io::Write::flush(&mut w).map_err(|e| io_err(path, e))?;
     Ok(n)

@@ -72,19 +72,41 @@ fn guarded<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
 }
 
 /// Writes `(id, geometry, attributes)` objects as GeoParquet (see the
-/// module documentation); returns the number written.
+/// module documentation); returns the number written. The file is written
+/// whole or not at all ([`super::OutputFile`]).
 pub fn write<'r, G: Borrow<Geometry>>(
     path: &Path,
     columns: &[Column],
     objects: impl IntoIterator<Item = (u64, G, &'r Row)>,
 ) -> Result<u64> {
     #[cfg(feature = "geoparquet")]
-    return imp::write(path, columns, objects);
+    {
+        let out = super::OutputFile::create(path)?;
+        let n = imp::write(&out, columns, objects)?;
+        out.commit()?;
+        Ok(n)
+    }
     #[cfg(not(feature = "geoparquet"))]
     {
         let _ = columns;
         drop(objects.into_iter());
         Err(disabled(path))
+    }
+}
+
+/// [`write`] into `out`, without the commit.
+pub(super) fn write_to<'r, G: Borrow<Geometry>>(
+    out: &super::OutputFile,
+    columns: &[Column],
+    objects: impl IntoIterator<Item = (u64, G, &'r Row)>,
+) -> Result<u64> {
+    #[cfg(feature = "geoparquet")]
+    return imp::write(out, columns, objects);
+    #[cfg(not(feature = "geoparquet"))]
+    {
+        let _ = columns;
+        drop(objects.into_iter());
+        Err(disabled(out.path()))
     }
 }
 
@@ -245,7 +267,7 @@ mod imp {
         /// Writes the rows as one row group and empties the batch.
         fn flush(
             &mut self,
-            writer: &mut SerializedFileWriter<File>,
+            writer: &mut SerializedFileWriter<&File>,
         ) -> parquet::errors::Result<()> {
             if self.ids.is_empty() {
                 return Ok(());
@@ -286,18 +308,18 @@ mod imp {
     }
 
     pub(super) fn write<'r, G: Borrow<Geometry>>(
-        path: &Path,
+        out: &super::super::OutputFile,
         columns: &[Column],
         objects: impl IntoIterator<Item = (u64, G, &'r Row)>,
     ) -> Result<u64> {
+        let path = out.path();
         let fail = |e: &dyn std::fmt::Display| bad(path, format!("cannot write GeoParquet: {e}"));
         let schema = schema(columns).map_err(|e| fail(&e))?;
         let props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
             .set_created_by(format!("geoflash {}", env!("CARGO_PKG_VERSION")))
             .build();
-        let file = File::create(path).map_err(|e| io_err(path, e))?;
-        let mut writer = SerializedFileWriter::new(file, Arc::new(schema), Arc::new(props))
+        let mut writer = SerializedFileWriter::new(out.file(), Arc::new(schema), Arc::new(props))
             .map_err(|e| fail(&e))?;
         let mut types = BTreeSet::new();
         let mut bbox: Option<Rect> = None;
