@@ -189,4 +189,20 @@ impl GridConfig {
             _ => Box::new(GridIndex::<InPlaceBuckets>::open(kind, dev, opts, batched)?),
         })
     }
+
+    /// [`GridConfig::open`] for a reader (`GridIndex::open_read_only`):
+    /// changes are refused and queries never write, as a device opened
+    /// read-only (a rollback journal's reader) requires.
+    pub fn open_read_only(&self, dev: Arc<dyn PageDevice>) -> Result<Box<dyn SpatialIndex>> {
+        let opts = self.options(dev.page_size())?;
+        let (kind, batched) = (self.settings.kind.name(), self.settings.batched);
+        Ok(match self.settings.kind {
+            GridKind::LbGrid => Box::new(GridIndex::<LogBuckets>::open_read_only(
+                kind, dev, opts, batched,
+            )?),
+            _ => Box::new(GridIndex::<InPlaceBuckets>::open_read_only(
+                kind, dev, opts, batched,
+            )?),
+        })
+    }
 }

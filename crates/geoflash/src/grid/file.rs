@@ -13,8 +13,7 @@ use super::codec::{self, PageKind, Reader, Writer};
 use super::dir::{CellBox, Grid, SubDir};
 use super::hot::HotRegions;
 use super::{
-    BucketIo,
-    next_fit, Alloc, BucketLayer, DeleteOutcome, Dist, GridOptions, GridPoint, GridStats,
+    next_fit, Alloc, BucketIo, BucketLayer, DeleteOutcome, Dist, GridOptions, GridPoint, GridStats,
     InsertOutcome, KBest,
 };
 
@@ -33,6 +32,30 @@ pub struct GridFile<L: BucketLayer> {
     stats: GridStats,
     /// H-Grid's hot-region detector (`None`: a flat grid file).
     hot: Option<HotRegions>,
+    /// Opened by [`GridFile::open_read_only`]: changes are refused and no
+    /// page is ever marked dirty.
+    read_only: bool,
+    /// The object ids held (`None` until built: after an open, and after
+    /// an operation that failed half-way).
+    ids: Option<HashSet<u64>>,
+    /// The set was built from points of which some share an id (a grid
+    /// file written before ids were checked): a deletion cannot tell
+    /// whether the id is still held elsewhere, so it forgets the set.
+    shared_ids: bool,
+    /// Points held (`None` until counted: after an open of GFFM, and after
+    /// an operation that failed half-way).
+    points: Option<u64>,
+}
+
+/// What [`GridFile::update`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoveOutcome {
+    /// The object is at its new point.
+    Moved,
+    /// No point with the object's id at its old point: nothing changed.
+    NotFound,
+    /// Another object (this id) holds the new point: nothing changed.
+    PointHeld(u64),
 }
 
 /// An H-Grid sub-directory access: its weight and whether it is hot.
@@ -163,7 +186,14 @@ impl<L: BucketLayer> GridFile<L> {
         let mut alloc = Alloc::new(1, dev.capacity());
         let mut layer = L::new(&opts, ps)?;
         let b = layer
-            .rewrite(&mut BucketIo { dev: &*dev, alloc: &mut alloc }, &[], vec![Vec::new()])?
+            .rewrite(
+                &mut BucketIo {
+                    dev: &*dev,
+                    alloc: &mut alloc,
+                },
+                &[],
+                vec![Vec::new()],
+            )?
             .first()
             .copied()
             .ok_or_else(|| Error::invalid("bucket layer created no bucket"))?;
@@ -182,6 +212,10 @@ impl<L: BucketLayer> GridFile<L> {
             meta_chain: Vec::new(),
             stats: GridStats::default(),
             hot,
+            read_only: false,
+            ids: Some(HashSet::new()),
+            shared_ids: false,
+            points: Some(0),
         };
         g.checkpoint()?;
         Ok(g)
@@ -204,7 +238,9 @@ impl<L: BucketLayer> GridFile<L> {
             return Ok((0.0, false));
         };
         let (w, hot) = h.touch_dir(sdp);
-        if hot {
+        // A reader never re-tags: that dirties the page, which its
+        // eviction would then write.
+        if hot && !self.read_only {
             self.dirs.set_tier(&*self.dev, sdp, Tier::Fast)?;
         }
         Ok((w, hot))
@@ -221,6 +257,9 @@ impl<L: BucketLayer> GridFile<L> {
             .copied()
             .filter(|&b| h.touch_bucket(b, parent.0, parent.1))
             .collect();
+        if self.read_only {
+            return Ok(());
+        }
         let dev = Arc::clone(&self.dev);
         for b in hot {
             self.layer.set_tier(&*dev, b, Tier::Fast)?;
@@ -232,6 +271,19 @@ impl<L: BucketLayer> GridFile<L> {
     /// `dev`. The domain comes from the device (`opts.domain` is ignored);
     /// the buffer sizes from `opts`. LB-Grid rebuilds its BTT here.
     pub fn open(dev: Arc<dyn PageDevice>, opts: GridOptions) -> Result<Self> {
+        Self::open_as(dev, opts, false)
+    }
+
+    /// [`GridFile::open`] for reading only (a reader of a device opened
+    /// read-only, such as a rollback journal's reader): changes are
+    /// refused, a checkpoint writes nothing, and queries never mark a page
+    /// dirty (H-Grid does not re-tag hot pages), so nothing is ever
+    /// written.
+    pub fn open_read_only(dev: Arc<dyn PageDevice>, opts: GridOptions) -> Result<Self> {
+        Self::open_as(dev, opts, true)
+    }
+
+    fn open_as(dev: Arc<dyn PageDevice>, opts: GridOptions, read_only: bool) -> Result<Self> {
         let ps = dev.page_size();
         let mut page = vec![0u8; ps];
         dev.read(0, &mut page)?;
@@ -279,8 +331,26 @@ impl<L: BucketLayer> GridFile<L> {
         }
         let mut r = Reader::new(&meta, None);
         let v = r.u32()?;
-        Error::check_version("grid metadata", v, u32::from(META_VERSION), u32::from(META_VERSION))?;
+        Error::check_version(
+            "grid metadata",
+            v,
+            u32::from(META_VERSION),
+            u32::from(META_VERSION),
+        )?;
         let alloc_next = r.u64()?;
+        if alloc_next == 0 || alloc_next > dev.capacity() {
+            let e = Error::corrupt(
+                chain.first().copied(),
+                format!(
+                    "grid metadata records {alloc_next} allocated pages, but the device holds {} pages",
+                    dev.capacity()
+                ),
+            );
+            return Err(match dev.path() {
+                Some(p) => e.in_file(p),
+                None => e,
+            });
+        }
         let root = Grid::decode_from(&mut r, None)?;
         let mut opts = opts;
         opts.domain = root.region;
@@ -306,11 +376,15 @@ impl<L: BucketLayer> GridFile<L> {
             }
         }
         let mut alloc = Alloc::new(alloc_next, dev.capacity());
-        for p in 1..alloc_next {
-            if !used.contains(&p) {
-                alloc.free(p);
-            }
+        let mut used: Vec<PageId> = used.into_iter().collect();
+        used.sort_unstable();
+        // The gaps between used pages are free (as ranges, not page by page).
+        let mut from = 1;
+        for p in used.into_iter().chain(std::iter::once(alloc_next)) {
+            alloc.free_range(from, p);
+            from = from.max(p + 1);
         }
+        let points = layer.held_len();
         Ok(GridFile {
             dev,
             opts,
@@ -321,12 +395,20 @@ impl<L: BucketLayer> GridFile<L> {
             meta_chain: chain,
             stats: GridStats::default(),
             hot,
+            read_only,
+            ids: None,
+            shared_ids: false,
+            points,
         })
     }
 
     /// Writes every dirty page in batches, then the metadata chain and page
     /// 0, and syncs: after it returns, [`GridFile::open`] finds this state.
+    /// Opened read-only, it writes nothing (nothing can have changed).
     pub fn checkpoint(&mut self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
         let dev = Arc::clone(&self.dev);
         let ps = dev.page_size();
         self.layer.flush(&*dev)?;
@@ -376,11 +458,6 @@ impl<L: BucketLayer> GridFile<L> {
         self.root.encode_into(&mut w)?;
         self.layer.encode_meta(&mut w)?;
         Ok(w.buf)
-    }
-
-    /// The options in force (the domain as stored).
-    pub fn options(&self) -> &GridOptions {
-        &self.opts
     }
 
     /// Counters.
@@ -441,24 +518,170 @@ impl<L: BucketLayer> GridFile<L> {
         self.dirs.fetch(&*self.dev, p)
     }
 
+    /// An error if the grid file was opened read-only.
+    fn check_writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::invalid(format!(
+                "the {} grid file was opened read-only: it takes no changes",
+                L::NAME
+            )));
+        }
+        Ok(())
+    }
+
+    /// Forgets the id set and the count after an operation that failed
+    /// half-way (the next insertion or count rebuilds them).
+    fn forget_census(&mut self) {
+        self.ids = None;
+        self.points = None;
+    }
+
+    /// Points held: known, or counted now (LB-Grid from its map of points;
+    /// GFFM by one range query over the domain, once after an open).
+    pub fn count(&mut self) -> Result<u64> {
+        if let Some(n) = self.points {
+            return Ok(n);
+        }
+        let n = match self.layer.held_len() {
+            Some(n) => n,
+            None => {
+                let d = self.opts.domain;
+                self.range_batched(&d)?.len() as u64
+            }
+        };
+        self.points = Some(n);
+        Ok(n)
+    }
+
+    /// True if object id `id` is held; builds the id set first when it is
+    /// not known (LB-Grid from its map of points, GFFM by one range query
+    /// over the domain), counting the points on the way.
+    fn holds_id(&mut self, id: u64) -> Result<bool> {
+        if self.ids.is_none() {
+            let all: Vec<u64> = match self.layer.held_ids() {
+                Some(v) => v,
+                None => {
+                    let d = self.opts.domain;
+                    self.range_batched(&d)?.into_iter().map(|p| p.id).collect()
+                }
+            };
+            let mut set = HashSet::with_capacity(all.len());
+            let mut shared = false;
+            for &i in &all {
+                shared |= !set.insert(i);
+            }
+            self.points = Some(all.len() as u64);
+            self.shared_ids = shared;
+            self.ids = Some(set);
+        }
+        Ok(self.ids.as_ref().is_some_and(|s| s.contains(&id)))
+    }
+
     /// Inserts point `(x, y)` with `id`. A point the grid file holds is
-    /// refused, whatever the bucket layer (LB-Grid checks its in-memory set
-    /// of points, see [`lbgrid`](super::lbgrid)).
+    /// refused, whatever the bucket layer (LB-Grid checks its in-memory map
+    /// of points, see [`lbgrid`](super::lbgrid)), and so is an object id it
+    /// holds at another point.
     pub fn insert(&mut self, x: f64, y: f64, id: u64) -> Result<()> {
+        self.check_writable()?;
         let (x, y) = self.check_point(x, y)?;
+        if self.holds_id(id)? {
+            return Err(Error::invalid(format!(
+                "object id {id} is already in the grid file (object ids are unique; \
+                 use an update to move it)"
+            )));
+        }
+        match self.insert_tracked(x, y, id)? {
+            true => Ok(()),
+            false => Err(Self::point_taken(x, y)),
+        }
+    }
+
+    fn point_taken(x: f64, y: f64) -> Error {
+        Error::invalid(format!(
+            "point ({x}, {y}) is already in the grid file (points are unique)"
+        ))
+    }
+
+    /// Inserts the checked point `(x, y)` with `id` (whose id is not
+    /// checked) and keeps the id set and the count: false if the point is
+    /// held (nothing changed).
+    fn insert_tracked(&mut self, x: f64, y: f64, id: u64) -> Result<bool> {
+        match self.insert_point(x, y, id) {
+            Ok(true) => {
+                if let Some(s) = self.ids.as_mut() {
+                    s.insert(id);
+                }
+                if let Some(n) = self.points.as_mut() {
+                    *n += 1;
+                }
+                Ok(true)
+            }
+            Ok(false) => Ok(false),
+            Err(e) => {
+                self.forget_census();
+                Err(e)
+            }
+        }
+    }
+
+    /// Inserts the checked point `(x, y)`: false if the point is held.
+    fn insert_point(&mut self, x: f64, y: f64, id: u64) -> Result<bool> {
         let dev = Arc::clone(&self.dev);
         let sdp = self.root.lookup(x, y)?;
         let b = self.subdir(sdp)?.0.lookup(x, y)?;
         let wd = self.visit_dir(sdp)?;
-        match self
-            .layer
-            .insert(&mut BucketIo { dev: &*dev, alloc: &mut self.alloc }, b, GridPoint { x, y, id })?
-        {
-            InsertOutcome::Done => self.visit_buckets(wd, &[b]),
-            InsertOutcome::Duplicate => Err(Error::invalid(format!(
-                "point ({x}, {y}) is already in the grid file (points are unique)"
+        match self.layer.insert(
+            &mut BucketIo {
+                dev: &*dev,
+                alloc: &mut self.alloc,
+            },
+            b,
+            GridPoint { x, y, id },
+        )? {
+            InsertOutcome::Done => self.visit_buckets(wd, &[b])?,
+            InsertOutcome::Duplicate => return Ok(false),
+            InsertOutcome::Full(pts) => self.split_bucket(sdp, b, pts)?,
+        }
+        Ok(true)
+    }
+
+    /// Moves object `id` from `old` to `new`. Everything the insertion
+    /// could refuse is checked first (the new point inside the domain and
+    /// finite, not held by another object): a refusal changes nothing. If
+    /// the insertion fails all the same, the object is put back at `old`
+    /// and the insertion's error returned; if that fails too, the error
+    /// says the object is lost.
+    pub fn update(&mut self, id: u64, old: (f64, f64), new: (f64, f64)) -> Result<MoveOutcome> {
+        self.check_writable()?;
+        let (ox, oy) = self.check_point(old.0, old.1)?;
+        let (nx, ny) = self.check_point(new.0, new.1)?;
+        if (ox, oy) != (nx, ny) {
+            let holder = match self.layer.held(nx, ny) {
+                Some(h) => h,
+                None => self.get(nx, ny)?,
+            };
+            if let Some(h) = holder {
+                return Ok(MoveOutcome::PointHeld(h));
+            }
+        }
+        if self.delete(ox, oy, id)? == DeleteOutcome::NotFound {
+            return Ok(MoveOutcome::NotFound);
+        }
+        let failure = match self.insert_tracked(nx, ny, id) {
+            Ok(true) => return Ok(MoveOutcome::Moved),
+            Ok(false) => Self::point_taken(nx, ny),
+            Err(e) => e,
+        };
+        match self.insert_tracked(ox, oy, id) {
+            Ok(true) => Err(failure),
+            Ok(false) => Err(Error::StoreFailed(format!(
+                "moving object {id} to ({nx}, {ny}) failed ({failure}), and its old point \
+                 ({ox}, {oy}) was taken meanwhile: the object is no longer in the grid file"
             ))),
-            InsertOutcome::Full(pts) => self.split_bucket(sdp, b, pts),
+            Err(e) => Err(Error::StoreFailed(format!(
+                "moving object {id} to ({nx}, {ny}) failed ({failure}), and putting it back at \
+                 ({ox}, {oy}) failed too ({e}): the object is no longer in the grid file"
+            ))),
         }
     }
 
@@ -507,7 +730,14 @@ impl<L: BucketLayer> GridFile<L> {
         }
         self.stats.bucket_splits += done.len().saturating_sub(1) as u64;
         let (boxes, pieces): (Vec<CellBox>, Vec<Vec<GridPoint>>) = done.into_iter().unzip();
-        let ids = self.layer.rewrite(&mut BucketIo { dev: &*dev, alloc: &mut self.alloc }, &[b], pieces)?;
+        let ids = self.layer.rewrite(
+            &mut BucketIo {
+                dev: &*dev,
+                alloc: &mut self.alloc,
+            },
+            &[b],
+            pieces,
+        )?;
         for (bx, id) in boxes.iter().zip(ids) {
             g.fill(bx, id);
         }
@@ -538,9 +768,14 @@ impl<L: BucketLayer> GridFile<L> {
                     let pts = self.layer.read_one(&*dev, bref)?;
                     let (pl, ph): (Vec<GridPoint>, Vec<GridPoint>) =
                         pts.into_iter().partition(|q| coord(q, axis) < v);
-                    let ids = self
-                        .layer
-                        .rewrite(&mut BucketIo { dev: &*dev, alloc: &mut self.alloc }, &[bref], vec![pl, ph])?;
+                    let ids = self.layer.rewrite(
+                        &mut BucketIo {
+                            dev: &*dev,
+                            alloc: &mut self.alloc,
+                        },
+                        &[bref],
+                        vec![pl, ph],
+                    )?;
                     let (lo, hi) = bx.split(axis, i);
                     if let (Some(&l), Some(&h)) = (ids.first(), ids.get(1)) {
                         g.fill(&lo, l);
@@ -569,15 +804,45 @@ impl<L: BucketLayer> GridFile<L> {
         Ok(())
     }
 
-    /// Deletes the point at `(x, y)`; a bucket left at or below the merge
-    /// threshold merges with a neighbour (see the module docs).
-    pub fn delete(&mut self, x: f64, y: f64) -> Result<DeleteOutcome> {
+    /// Deletes object `id` at `(x, y)`: only a point held under that id
+    /// ([`DeleteOutcome::NotFound`] otherwise, nothing changed). A bucket
+    /// left at or below the merge threshold merges with a neighbour (see
+    /// the module docs).
+    pub fn delete(&mut self, x: f64, y: f64, id: u64) -> Result<DeleteOutcome> {
+        self.check_writable()?;
         let (x, y) = self.check_point(x, y)?;
+        let out = self.delete_point(x, y, id);
+        match out {
+            Ok(DeleteOutcome::NotFound) => {}
+            Ok(_) => {
+                if self.shared_ids {
+                    // Another point may hold the id too.
+                    self.ids = None;
+                } else if let Some(s) = self.ids.as_mut() {
+                    s.remove(&id);
+                }
+                if let Some(n) = self.points.as_mut() {
+                    *n = n.saturating_sub(1);
+                }
+            }
+            Err(_) => self.forget_census(),
+        }
+        out
+    }
+
+    fn delete_point(&mut self, x: f64, y: f64, id: u64) -> Result<DeleteOutcome> {
         let dev = Arc::clone(&self.dev);
         let sdp = self.root.lookup(x, y)?;
         let b = self.subdir(sdp)?.0.lookup(x, y)?;
         let wd = self.visit_dir(sdp)?;
-        let (out, est) = self.layer.delete(&mut BucketIo { dev: &*dev, alloc: &mut self.alloc }, b, x, y)?;
+        let (out, est) = self.layer.delete(
+            &mut BucketIo {
+                dev: &*dev,
+                alloc: &mut self.alloc,
+            },
+            b,
+            GridPoint { x, y, id },
+        )?;
         self.visit_buckets(wd, &[b])?;
         let cap = self.layer.capacity();
         if out != DeleteOutcome::NotFound && (est as f64) <= self.opts.merge_threshold * cap as f64
@@ -598,9 +863,14 @@ impl<L: BucketLayer> GridFile<L> {
                 continue;
             }
             let all: Vec<GridPoint> = both.into_iter().flatten().collect();
-            let ids = self
-                .layer
-                .rewrite(&mut BucketIo { dev: &*dev, alloc: &mut self.alloc }, &[b, m], vec![all])?;
+            let ids = self.layer.rewrite(
+                &mut BucketIo {
+                    dev: &*dev,
+                    alloc: &mut self.alloc,
+                },
+                &[b, m],
+                vec![all],
+            )?;
             let id = ids
                 .first()
                 .copied()

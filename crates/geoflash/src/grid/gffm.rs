@@ -115,12 +115,7 @@ impl BucketLayer for InPlaceBuckets {
         Ok(self.buf.fetch(dev, b)?.0.clone())
     }
 
-    fn insert(
-        &mut self,
-        io: &mut BucketIo<'_>,
-        b: u64,
-        p: GridPoint,
-    ) -> Result<InsertOutcome> {
+    fn insert(&mut self, io: &mut BucketIo<'_>, b: u64, p: GridPoint) -> Result<InsertOutcome> {
         let page = self.buf.fetch(io.dev, b)?;
         if page.0.iter().any(|q| q.at(p.x, p.y)) {
             return Ok(InsertOutcome::Duplicate);
@@ -139,11 +134,10 @@ impl BucketLayer for InPlaceBuckets {
         &mut self,
         io: &mut BucketIo<'_>,
         b: u64,
-        x: f64,
-        y: f64,
+        p: GridPoint,
     ) -> Result<(DeleteOutcome, usize)> {
         let page = self.buf.fetch(io.dev, b)?;
-        let Some(pos) = page.0.iter().position(|q| q.at(x, y)) else {
+        let Some(pos) = page.0.iter().position(|q| q.at(p.x, p.y) && q.id == p.id) else {
             return Ok((DeleteOutcome::NotFound, page.0.len()));
         };
         drop(page);

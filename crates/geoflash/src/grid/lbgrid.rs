@@ -22,13 +22,15 @@
 //! - **Points held.** Appending blindly cannot see a point already there,
 //!   and the replay lets the last record of a point win, so a second object
 //!   at a point would silently replace the first. The layer therefore keeps
-//!   the set of the points it holds (two `u64` per point plus the hash
-//!   table's overhead, about 20–36 bytes per point, outside the buffer
-//!   budget, like the R-tree's id set), filled at open from the same replay
-//!   that rebuilds the BTT, so it costs no read. Nothing on the device
-//!   changes.
-//! - **Delete** (Algorithm 3): a delete record is appended without reading;
-//!   at or below the occupancy threshold the grid file tries a merge.
+//!   a map of the points it holds to their object ids (three `u64` per
+//!   point plus the hash table's overhead, about 28–52 bytes per point,
+//!   outside the buffer budget, like the R-tree's id set), filled at open
+//!   from the same replay that rebuilds the BTT, so it costs no read.
+//!   Nothing on the device changes.
+//! - **Delete** (Algorithm 3): a delete record is appended without reading,
+//!   once the map says the point is held under the object's id (otherwise
+//!   nothing is logged and the delete is [`DeleteOutcome::NotFound`]); at
+//!   or below the occupancy threshold the grid file tries a merge.
 //! - Split and merge give the resulting buckets **fresh** logical ids and
 //!   append their live records anew; the old ids leave the BTT. A
 //!   log-bucket page no BTT entry lists any more is freed.
@@ -154,8 +156,9 @@ pub struct LogBuckets {
     next_bucket: u64,
     ts: u64,
     /// The points the grid file holds, by the bits of their coordinates
-    /// (`-0.0` is normalised by the grid file before it gets here).
-    held: HashSet<(u64, u64)>,
+    /// (`-0.0` is normalised by the grid file before it gets here), with
+    /// their object ids.
+    held: HashMap<(u64, u64), u64>,
 }
 
 /// The key of a point in [`LogBuckets::held`] and in the replay.
@@ -184,7 +187,6 @@ fn replay(mut recs: Vec<LogRecord>) -> Vec<GridPoint> {
 }
 
 impl LogBuckets {
-
     /// Logical buckets in the BTT.
     #[cfg(test)]
     pub fn buckets(&self) -> usize {
@@ -288,12 +290,7 @@ impl LogBuckets {
 
     /// Inserts `p`, a point the layer does not hold, into bucket `b`
     /// (Algorithm 2).
-    fn insert_new(
-        &mut self,
-        io: &mut BucketIo<'_>,
-        b: u64,
-        p: GridPoint,
-    ) -> Result<InsertOutcome> {
+    fn insert_new(&mut self, io: &mut BucketIo<'_>, b: u64, p: GridPoint) -> Result<InsertOutcome> {
         let est = self.entry(b)?.est;
         if est < self.cap {
             self.log(io, b, p, LogOp::Insert)?;
@@ -301,8 +298,9 @@ impl LogBuckets {
             return Ok(InsertOutcome::Done);
         }
         let mut pts = self.read_one(io.dev, b)?;
-        if pts.iter().any(|q| q.at(p.x, p.y)) {
+        if let Some(q) = pts.iter().find(|q| q.at(p.x, p.y)) {
             // The bucket holds it after all: refused, never replaced.
+            self.held.insert(key(q.x, q.y), q.id);
             return Ok(InsertOutcome::Duplicate);
         }
         if pts.len() < self.cap {
@@ -331,7 +329,7 @@ impl BucketLayer for LogBuckets {
             work_page: None,
             next_bucket: 1,
             ts: 0,
-            held: HashSet::new(),
+            held: HashMap::new(),
         })
     }
 
@@ -429,18 +427,14 @@ impl BucketLayer for LogBuckets {
             .unwrap_or_default())
     }
 
-    fn insert(
-        &mut self,
-        io: &mut BucketIo<'_>,
-        b: u64,
-        p: GridPoint,
-    ) -> Result<InsertOutcome> {
-        if self.held.contains(&key(p.x, p.y)) {
+    fn insert(&mut self, io: &mut BucketIo<'_>, b: u64, p: GridPoint) -> Result<InsertOutcome> {
+        if self.held.contains_key(&key(p.x, p.y)) {
             return Ok(InsertOutcome::Duplicate);
         }
         let out = self.insert_new(io, b, p)?;
-        // A point refused by the bucket itself is held too.
-        self.held.insert(key(p.x, p.y));
+        if !matches!(out, InsertOutcome::Duplicate) {
+            self.held.insert(key(p.x, p.y), p.id);
+        }
         Ok(out)
     }
 
@@ -448,14 +442,29 @@ impl BucketLayer for LogBuckets {
         &mut self,
         io: &mut BucketIo<'_>,
         b: u64,
-        x: f64,
-        y: f64,
+        p: GridPoint,
     ) -> Result<(DeleteOutcome, usize)> {
+        let (x, y) = (p.x, p.y);
+        if self.held.get(&key(x, y)) != Some(&p.id) {
+            return Ok((DeleteOutcome::NotFound, self.entry(b)?.est));
+        }
         self.log(io, b, GridPoint { x, y, id: 0 }, LogOp::Delete)?;
         self.held.remove(&key(x, y));
         let e = self.entry(b)?;
         e.est = e.est.saturating_sub(1);
         Ok((DeleteOutcome::Logged, e.est))
+    }
+
+    fn held(&self, x: f64, y: f64) -> Option<Option<u64>> {
+        Some(self.held.get(&key(x, y)).copied())
+    }
+
+    fn held_len(&self) -> Option<u64> {
+        Some(self.held.len() as u64)
+    }
+
+    fn held_ids(&self) -> Option<Vec<u64>> {
+        Some(self.held.values().copied().collect())
     }
 
     fn flush(&mut self, dev: &dyn PageDevice) -> Result<()> {
@@ -545,7 +554,7 @@ impl BucketLayer for LogBuckets {
             if let Some(e) = layer.btt.get_mut(&b) {
                 let pts = replay(rs);
                 e.est = pts.len();
-                layer.held.extend(pts.iter().map(|p| key(p.x, p.y)));
+                layer.held.extend(pts.iter().map(|p| (key(p.x, p.y), p.id)));
             }
         }
         if let Some(rec) = layer.work.iter().find(|r| r.ts > layer.ts) {

@@ -67,9 +67,26 @@
 //! Points outside the domain or with non-finite coordinates are
 //! [`Error::InvalidInput`]; so is inserting a point the grid file already
 //! holds, whatever the layer (LB-Grid appends without reading, the
-//! thesis' design, but checks the point against its in-memory set of
-//! points). GFFM reports the deletion of an absent point
-//! ([`DeleteOutcome::NotFound`]); LB-Grid logs it as a no-op record.
+//! thesis' design, but checks the point against its in-memory map of
+//! points), and inserting an object id the grid file already holds at
+//! another point (the grid file keeps the set of its ids in memory, like
+//! the FOR-tree: created empty, or built at the first insertion after an
+//! open — from LB-Grid's map without reading, by one range query over the
+//! domain for GFFM). A deletion removes only the point held under the
+//! object's id: an absent point, or one held by another object, is
+//! [`DeleteOutcome::NotFound`] and changes nothing (LB-Grid checks its
+//! map, still without reading the bucket).
+//!
+//! An update (a move) checks everything the insertion could refuse — the
+//! new point's domain, its validity, another object holding it — before
+//! the deletion, and puts the object back where it was if the insertion
+//! fails all the same (device full, points no boundary separates).
+//!
+//! # Read-only access
+//! A grid file opened with [`GridFile::open_read_only`] (a reader under a
+//! rollback journal) refuses changes and never marks a page dirty: H-Grid
+//! still counts accesses, but its queries do not re-tag hot pages for the
+//! fast tier (that would make them write at eviction).
 use std::collections::{BinaryHeap, HashSet};
 
 use crate::geom::{Point, Rect};
@@ -83,6 +100,8 @@ pub mod dir;
 mod file;
 pub mod gffm;
 pub mod hot;
+#[cfg(test)]
+mod integrity_tests;
 pub mod lbgrid;
 mod spatial;
 #[cfg(test)]
@@ -90,7 +109,7 @@ mod tests;
 
 pub use buffer::BufferStats;
 pub use config::{GridConfig, GridKind, GridSettings};
-pub use file::GridFile;
+pub use file::{GridFile, MoveOutcome};
 pub use spatial::GridIndex;
 
 /// GFFM: the two-level grid file with in-place buckets.
@@ -220,11 +239,14 @@ pub struct GridStats {
 /// What a delete did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeleteOutcome {
-    /// The point was found and removed (GFFM).
+    /// The point was found with the object's id and removed (GFFM).
     Removed,
-    /// The point was not there (GFFM).
+    /// No point with the object's id was there (a point held under
+    /// another id included): nothing changed.
     NotFound,
-    /// A delete record was appended without reading the bucket (LB-Grid).
+    /// The point is held with the object's id (LB-Grid's in-memory map of
+    /// its points says so) and a delete record was appended without
+    /// reading the bucket.
     Logged,
 }
 
@@ -240,12 +262,20 @@ pub enum InsertOutcome {
     Full(Vec<GridPoint>),
 }
 
-/// Page allocation shared by directories and buckets: a free set (lowest
+/// Page allocation shared by directories and buckets: the free pages (lowest
 /// first) and the end of the used space. Page 0 is the superblock.
+///
+/// The free pages are kept as ranges, so that a grid file reopened with
+/// many free pages below its end (after mass deletions, or a damaged
+/// metadata page recording a huge end) costs memory for the ranges, not
+/// for every page.
 #[derive(Debug, Clone)]
 pub struct Alloc {
     next: PageId,
-    free: std::collections::BTreeSet<PageId>,
+    /// Free pages as `start -> end` (exclusive), disjoint and not adjacent.
+    free: std::collections::BTreeMap<PageId, PageId>,
+    /// Pages in `free`.
+    free_pages: u64,
     capacity: u64,
 }
 
@@ -255,14 +285,19 @@ impl Alloc {
         Alloc {
             next,
             free: Default::default(),
+            free_pages: 0,
             capacity,
         }
     }
 
     /// A page: the lowest free one, else a fresh one; [`Error::DeviceFull`] at capacity.
     pub fn alloc(&mut self) -> Result<PageId> {
-        if let Some(p) = self.free.pop_first() {
-            return Ok(p);
+        if let Some((start, end)) = self.free.pop_first() {
+            if start + 1 < end {
+                self.free.insert(start + 1, end);
+            }
+            self.free_pages -= 1;
+            return Ok(start);
         }
         if self.next >= self.capacity {
             return Err(Error::DeviceFull(format!(
@@ -274,11 +309,37 @@ impl Alloc {
         Ok(self.next - 1)
     }
 
-    /// Returns `p` to the free set.
+    /// Returns `p` to the free pages (a page already free stays free once).
     pub fn free(&mut self, p: PageId) {
-        if p != 0 && p < self.next {
-            self.free.insert(p);
+        self.free_range(p, p.saturating_add(1));
+    }
+
+    /// Returns pages `a..b` to the free pages (page 0 and pages from
+    /// [`Alloc::next`] on are ignored; pages already free stay free once).
+    pub fn free_range(&mut self, a: PageId, b: PageId) {
+        let (mut a, mut b) = (a.max(1), b.min(self.next));
+        if a >= b {
+            return;
         }
+        // Absorb the range starting at or before `a` that reaches it.
+        if let Some((&s, &e)) = self.free.range(..=a).next_back() {
+            if e >= a {
+                if e >= b {
+                    return;
+                }
+                self.free.remove(&s);
+                self.free_pages -= e - s;
+                a = s;
+            }
+        }
+        // Absorb every range starting inside `a..=b`.
+        while let Some((&s, &e)) = self.free.range(a..=b).next() {
+            self.free.remove(&s);
+            self.free_pages -= e - s;
+            b = b.max(e);
+        }
+        self.free.insert(a, b);
+        self.free_pages += b - a;
     }
 
     /// One past the highest page ever allocated.
@@ -288,7 +349,7 @@ impl Alloc {
 
     /// Pages in use (allocated and not free), the superblock included.
     pub fn in_use(&self) -> u64 {
-        self.next - self.free.len() as u64
+        self.next - self.free_pages
     }
 }
 
@@ -309,9 +370,10 @@ pub trait BucketLayer: Sized + Send {
     /// Name for messages and reports.
     const NAME: &'static str;
     /// True if inserts and deletes do not read the bucket (LB-Grid): its
-    /// size is then an estimate, and a bucket may briefly hold more than
-    /// its capacity after deletes of absent points; the next read corrects
-    /// the estimate and the next insert splits it.
+    /// size is then an estimate, and a bucket written before deletes were
+    /// checked against the map of points may hold more than its capacity
+    /// (deletes of absent points were logged as hits); the next read
+    /// corrects the estimate and the next insert splits it.
     const BLIND_UPDATES: bool;
 
     /// A fresh, empty layer.
@@ -337,21 +399,34 @@ pub trait BucketLayer: Sized + Send {
     /// LB-Grid: readBucket, one batch for the bucket's log-buckets).
     fn read_one(&mut self, dev: &dyn PageDevice, b: u64) -> Result<Vec<GridPoint>>;
     /// Inserts `p` into bucket `b`.
-    fn insert(
-        &mut self,
-        io: &mut BucketIo<'_>,
-        b: u64,
-        p: GridPoint,
-    ) -> Result<InsertOutcome>;
-    /// Deletes the point at `(x, y)` from bucket `b`; returns the outcome and
-    /// the bucket's (estimated) number of points afterwards.
+    fn insert(&mut self, io: &mut BucketIo<'_>, b: u64, p: GridPoint) -> Result<InsertOutcome>;
+    /// Deletes object `p.id` at `(p.x, p.y)` from bucket `b`: a point held
+    /// under another id is not it ([`DeleteOutcome::NotFound`], nothing
+    /// changes). Returns the outcome and the bucket's (estimated) number of
+    /// points afterwards.
     fn delete(
         &mut self,
         io: &mut BucketIo<'_>,
         b: u64,
-        x: f64,
-        y: f64,
+        p: GridPoint,
     ) -> Result<(DeleteOutcome, usize)>;
+    /// The id of the object at `(x, y)` (`Some(None)`: none) when the layer
+    /// knows it without reading a page (LB-Grid's in-memory map of its
+    /// points); `None` when only a read can tell (GFFM, the default).
+    fn held(&self, x: f64, y: f64) -> Option<Option<u64>> {
+        let _ = (x, y);
+        None
+    }
+    /// How many points the layer holds, when it knows without reading
+    /// (LB-Grid); `None` by default.
+    fn held_len(&self) -> Option<u64> {
+        None
+    }
+    /// The ids of every point, when the layer keeps them in memory
+    /// (LB-Grid); `None` by default (the grid file then reads its buckets).
+    fn held_ids(&self) -> Option<Vec<u64>> {
+        None
+    }
     /// Writes every dirty page.
     fn flush(&mut self, dev: &dyn PageDevice) -> Result<()>;
     /// Appends the layer's metadata.

@@ -9,10 +9,9 @@
 //! (closed) window; a point matches `within` (contains the window) only
 //! for a window that is that very point.
 use std::any::Any;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{BucketLayer, DeleteOutcome, GridFile, GridOptions};
+use super::{BucketLayer, DeleteOutcome, GridFile, GridOptions, MoveOutcome};
 use crate::geom::{Point, Rect};
 use crate::index::query::{BatchResult, KnnResult, Neighbor, Predicate, QueryResult};
 use crate::spatial::{get, knn_answer, lock, point_answer, point_group_answer, SpatialIndex};
@@ -26,21 +25,13 @@ pub struct GridIndex<L: BucketLayer> {
     grid: Mutex<GridFile<L>>,
     kind: String,
     batched: bool,
-    /// Points held, or [`UNKNOWN`]: after LB-Grid's blind updates (which do
-    /// not say whether a point was there) and after a reopen, until
-    /// [`SpatialIndex::len`] counts them.
-    points: AtomicU64,
 }
-
-/// [`GridIndex::points`] when the count is not known.
-const UNKNOWN: u64 = u64::MAX;
 
 impl<L: BucketLayer> std::fmt::Debug for GridIndex<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GridIndex")
             .field("kind", &self.kind)
             .field("batched", &self.batched)
-            .field("points", &self.points.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
@@ -54,32 +45,49 @@ impl<L: BucketLayer + 'static> GridIndex<L> {
         opts: GridOptions,
         batched: bool,
     ) -> Result<Self> {
-        Ok(Self::wrap(GridFile::create(dev, opts)?, kind, batched, 0))
+        Ok(Self::wrap(GridFile::create(dev, opts)?, kind, batched))
     }
 
     /// Reopens the grid file that the last checkpoint left on `dev` (see
-    /// [`GridFile::open`]); its points are counted when first asked for.
+    /// [`GridFile::open`]); GFFM's points are counted when first asked for.
     pub fn open(
         kind: &str,
         dev: Arc<dyn PageDevice>,
         opts: GridOptions,
         batched: bool,
     ) -> Result<Self> {
+        Ok(Self::wrap(GridFile::open(dev, opts)?, kind, batched))
+    }
+
+    /// [`GridIndex::open`] for reading only (see
+    /// [`GridFile::open_read_only`]): changes are refused and queries
+    /// write nothing, as a reader of a read-only device needs.
+    pub fn open_read_only(
+        kind: &str,
+        dev: Arc<dyn PageDevice>,
+        opts: GridOptions,
+        batched: bool,
+    ) -> Result<Self> {
         Ok(Self::wrap(
-            GridFile::open(dev, opts)?,
+            GridFile::open_read_only(dev, opts)?,
             kind,
             batched,
-            UNKNOWN,
         ))
     }
 
-    fn wrap(grid: GridFile<L>, kind: &str, batched: bool, points: u64) -> Self {
+    fn wrap(grid: GridFile<L>, kind: &str, batched: bool) -> Self {
         GridIndex {
             grid: Mutex::new(grid),
             kind: kind.to_string(),
             batched,
-            points: AtomicU64::new(points),
         }
+    }
+
+    fn not_in(&self, id: u64, x: f64, y: f64) -> Error {
+        Error::invalid(format!(
+            "object {id} at ({x}, {y}) is not in the {} grid file",
+            self.kind
+        ))
     }
 
     /// The grid file, locked.
@@ -111,21 +119,14 @@ impl<L: BucketLayer + 'static> SpatialIndex for GridIndex<L> {
         "a grid file"
     }
 
-    /// Exact: GFFM counts as it goes (it refuses a point it holds and
-    /// reports a deletion of one it does not). After LB-Grid's blind updates
-    /// and after a reopen the points are counted by one range query over the
-    /// whole domain (its reads count in the device's counters), then kept
-    /// until the next blind update. `None` if that query fails.
+    /// Exact: the grid file counts as it goes (it refuses a point it holds
+    /// and tells a deletion of one it does not hold, LB-Grid from its map
+    /// of points). After a reopen LB-Grid knows its count from that map,
+    /// and GFFM counts its points once by one range query over the whole
+    /// domain (its reads count in the device's counters). `None` if that
+    /// query fails.
     fn len(&self) -> Option<u64> {
-        let known = self.points.load(Ordering::Relaxed);
-        if known != UNKNOWN {
-            return Some(known);
-        }
-        let mut grid = self.grid();
-        let domain = grid.options().domain;
-        let n = grid.range_batched(&domain).ok()?.len() as u64;
-        self.points.store(n, Ordering::Relaxed);
-        Some(n)
+        self.grid().count().ok()
     }
 
     /// 2: the sub-directory pages above the bucket pages.
@@ -133,52 +134,37 @@ impl<L: BucketLayer + 'static> SpatialIndex for GridIndex<L> {
         2
     }
 
+    /// An object id the grid file holds (at another point) is refused, as
+    /// is a point it holds.
     fn insert(&mut self, id: u64, rect: Rect) -> Result<()> {
         let (x, y) = self.point_of(id, &rect)?;
-        get(&mut self.grid).insert(x, y, id)?;
-        let n = self.points.get_mut();
-        *n = match L::BLIND_UPDATES {
-            true => UNKNOWN,
-            false => n.saturating_add(1).min(UNKNOWN - 1),
-        };
-        Ok(())
+        get(&mut self.grid).insert(x, y, id)
     }
 
+    /// Only the point held under `id`: a point held by another object is
+    /// not found.
     fn delete(&mut self, id: u64, rect: Rect) -> Result<()> {
         let (x, y) = self.point_of(id, &rect)?;
-        match get(&mut self.grid).delete(x, y)? {
-            DeleteOutcome::NotFound => Err(Error::invalid(format!(
-                "object {id} at ({x}, {y}) is not in the {} grid file",
-                self.kind
-            ))),
-            DeleteOutcome::Removed => {
-                let n = self.points.get_mut();
-                if *n != UNKNOWN {
-                    *n = n.saturating_sub(1);
-                }
-                Ok(())
-            }
-            DeleteOutcome::Logged => {
-                *self.points.get_mut() = UNKNOWN;
-                Ok(())
-            }
+        match get(&mut self.grid).delete(x, y, id)? {
+            DeleteOutcome::NotFound => Err(self.not_in(id, x, y)),
+            DeleteOutcome::Removed | DeleteOutcome::Logged => Ok(()),
         }
     }
 
-    /// A deletion then an insertion, after checking that no other object
-    /// holds the new point (the insertion would refuse it after the
-    /// deletion had removed the moved object).
+    /// A move ([`GridFile::update`]): the new point is checked (inside the
+    /// domain, not held by another object) before the deletion, and the
+    /// object is put back if the insertion fails all the same.
     fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
+        let (ox, oy) = self.point_of(id, &old)?;
         let (x, y) = self.point_of(id, &new)?;
-        let held = self.query(new, Predicate::Intersects)?;
-        if let Some(other) = held.hits.iter().find(|h| h.id != id) {
-            return Err(Error::invalid(format!(
-                "point ({x}, {y}) is already in the {} grid file (object id {}); a grid file holds distinct points",
-                self.kind, other.id
-            )));
+        match get(&mut self.grid).update(id, (ox, oy), (x, y))? {
+            MoveOutcome::Moved => Ok(()),
+            MoveOutcome::NotFound => Err(self.not_in(id, ox, oy)),
+            MoveOutcome::PointHeld(other) => Err(Error::invalid(format!(
+                "point ({x}, {y}) is already in the {} grid file (object id {other}); a grid file holds distinct points",
+                self.kind
+            ))),
         }
-        self.delete(id, old)?;
-        self.insert(id, new)
     }
 
     fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {

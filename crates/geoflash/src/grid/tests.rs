@@ -38,6 +38,9 @@ impl Oracle {
     fn get(&self, x: f64, y: f64) -> Option<u64> {
         self.0.get(&Self::key(x, y)).map(|t| t.2)
     }
+    fn holds_id(&self, id: u64) -> bool {
+        self.0.values().any(|t| t.2 == id)
+    }
     fn range(&self, r: &Rect) -> Vec<(u64, u64, u64)> {
         let mut v: Vec<_> = self
             .0
@@ -108,8 +111,9 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 /// Runs `ops` on a fresh grid file of layer `L`, checking every answer
-/// against the oracle. Every layer refuses a present point; GFFM reports
-/// deletes, LB-Grid logs them.
+/// against the oracle. Every layer refuses a present point and a present
+/// id, and deletes only a point held under the given id (GFFM removes it,
+/// LB-Grid logs it).
 fn run<L: BucketLayer>(
     page: usize,
     opts: GridOptions,
@@ -131,36 +135,38 @@ fn run_on<L: BucketLayer>(
     let gffm = L::KIND == gffm::InPlaceBuckets::KIND;
     let all = prefill
         .iter()
-        .map(|&(x, y)| Op::Insert(x, y, (x * 1000.0 + y) as u64))
+        .map(|&(x, y)| Op::Insert(x, y, prefill_id(x, y)))
         .chain(ops.iter().cloned());
+    let removed = if gffm {
+        DeleteOutcome::Removed
+    } else {
+        DeleteOutcome::Logged
+    };
     for op in all {
         match op {
             Op::Insert(x, y, id) => {
-                let had = o.get(x, y).is_some();
+                let had = o.get(x, y).is_some() || o.holds_id(id);
                 let res = g.insert(x, y, id);
                 if had {
-                    assert!(res.is_err(), "duplicate ({x}, {y}) accepted");
+                    let e = res.unwrap_err();
+                    assert!(e.to_string().contains("already"), "({x}, {y}) id {id}: {e}");
                 } else {
                     res.unwrap();
                     o.0.insert(Oracle::key(x, y), (x + 0.0, y + 0.0, id));
                 }
             }
-            Op::Delete(x, y) => {
-                let had = o.0.remove(&Oracle::key(x, y)).is_some();
-                let out = g.delete(x, y).unwrap();
-                if gffm {
-                    assert_eq!(
-                        out,
-                        if had {
-                            DeleteOutcome::Removed
-                        } else {
-                            DeleteOutcome::NotFound
-                        }
-                    );
-                } else {
-                    assert_eq!(out, DeleteOutcome::Logged);
+            Op::Delete(x, y) => match o.0.remove(&Oracle::key(x, y)) {
+                Some((_, _, id)) => {
+                    // Another id at the point is not it: nothing changes.
+                    let other = id.wrapping_add(1);
+                    assert_eq!(g.delete(x, y, other).unwrap(), DeleteOutcome::NotFound);
+                    assert_eq!(g.get(x, y).unwrap(), Some(id));
+                    assert_eq!(g.delete(x, y, id).unwrap(), removed);
                 }
-            }
+                None => {
+                    assert_eq!(g.delete(x, y, 7).unwrap(), DeleteOutcome::NotFound);
+                }
+            },
             Op::Get(x, y) => assert_eq!(g.get(x, y).unwrap(), o.get(x, y)),
             Op::Range(r) => {
                 let want = o.range(&r);
@@ -194,6 +200,7 @@ fn run_on<L: BucketLayer>(
                 );
             }
         }
+        assert_eq!(g.count().unwrap(), o.0.len() as u64);
     }
     assert_eq!(g.verify().unwrap(), o.0.len() as u64);
     assert_eq!(sorted(g.range(&domain()).unwrap()), o.range(&domain()));
@@ -214,6 +221,11 @@ fn hot_corner(pts: &[(f64, f64)]) -> Vec<(f64, f64)> {
         .copied()
         .filter(|&(x, y)| x < 20.0 && y < 20.0)
         .collect()
+}
+
+/// The id of a prefilled point: distinct for the lattice's points.
+fn prefill_id(x: f64, y: f64) -> u64 {
+    (x * 4.0) as u64 * 1000 + (y * 4.0) as u64
 }
 
 fn prefill(n: usize, seed: u64) -> Vec<(f64, f64)> {
@@ -355,8 +367,8 @@ fn thousands_of_points_split_directories_and_shrink_back() {
                 assert!(s.bucket_splits > 50 && s.dir_splits > 3, "{s:?}");
                 assert!(g.root().cells.len() > 3);
                 assert_eq!(g.verify().unwrap(), 3000);
-                for &(x, y) in pts.iter().skip(100) {
-                    g.delete(x, y).unwrap();
+                for (i, &(x, y)) in pts.iter().enumerate().skip(100) {
+                    g.delete(x, y, i as u64).unwrap();
                 }
                 let s = g.stats();
                 assert!(s.bucket_merges > 20 && s.dir_merges > 0, "{s:?}");
@@ -389,7 +401,7 @@ fn bad_input_is_refused() {
         g.insert(f64::NAN, 3.0, 1),
         Err(Error::InvalidInput(_))
     ));
-    assert!(g.delete(-1.0, 0.0).is_err());
+    assert!(g.delete(-1.0, 0.0, 1).is_err());
     g.insert(1.0, 1.0, 1).unwrap();
     let e = g.insert(1.0, 1.0, 2).unwrap_err();
     assert!(e.to_string().contains("already"), "{e}");
@@ -462,14 +474,15 @@ fn lbgrid_rebuilds_the_btt_at_open() {
     for (i, &(x, y)) in pts.iter().enumerate() {
         g.insert(x, y, i as u64).unwrap();
     }
-    for &(x, y) in pts.iter().step_by(3) {
-        g.delete(x, y).unwrap();
+    for (i, &(x, y)) in pts.iter().enumerate().step_by(3) {
+        g.delete(x, y, i as u64).unwrap();
     }
     // Same point, new id: refused (issue 44); after a delete, accepted.
-    for &(x, y) in pts.iter().skip(1).step_by(3).take(50) {
-        assert!(g.insert(x, y, 99_999).is_err());
-        g.delete(x, y).unwrap();
-        g.insert(x, y, 99_999).unwrap();
+    for (i, &(x, y)) in pts.iter().enumerate().skip(1).step_by(3).take(50) {
+        let id = 99_999 + i as u64;
+        assert!(g.insert(x, y, id).is_err());
+        g.delete(x, y, i as u64).unwrap();
+        g.insert(x, y, id).unwrap();
     }
     let before = sorted(g.range(&domain()).unwrap());
     let lists: Vec<(u64, usize)> = g.root().boxes().iter().map(|t| (t.0, 0)).collect();
@@ -485,7 +498,7 @@ fn lbgrid_rebuilds_the_btt_at_open() {
         let want = if i % 3 == 0 {
             None
         } else if i % 3 == 1 && i / 3 < 50 {
-            Some(99_999)
+            Some(99_999 + i as u64)
         } else {
             Some(i as u64)
         };
@@ -532,7 +545,7 @@ fn lbgrid_refuses_a_point_it_holds_as_gffm_does() {
         assert_eq!(g.get(x, y).unwrap(), Some(100 + i as u64));
     }
     // A deleted point is free again.
-    g.delete(10.1, 20.3).unwrap();
+    g.delete(10.1, 20.3, 1).unwrap();
     g.insert(10.1, 20.3, 6).unwrap();
     assert_eq!(g.get(10.1, 20.3).unwrap(), Some(6));
     assert_eq!(g.verify().unwrap(), 3002);

@@ -68,6 +68,10 @@ pub(super) fn make(
     let create = site.how == StoreOpen::Create;
     let with_payload = match structure {
         StructureConfig::Grid(g) if create => return Ok((g.create(site.device)?, None)),
+        // A reader never writes, also where H-Grid re-tags hot pages.
+        StructureConfig::Grid(g) if site.how == StoreOpen::Read => {
+            return Ok((g.open_read_only(site.device)?, None))
+        }
         StructureConfig::Grid(g) => return Ok((g.open(site.device)?, None)),
         StructureConfig::Tree(p) => p.kind == IndexKind::Hilbert,
         StructureConfig::Fortree(_) => false,

@@ -19,14 +19,16 @@ enum Carry {
 
 impl<S: NodeStore> XbrTree<S> {
     /// Inserts object `id` at `p` as one store operation. A point outside
-    /// the domain, an id the tree holds, or a point it holds is an error
-    /// and changes nothing.
+    /// the domain, an id the tree holds, a point it holds, or a point that
+    /// would overflow a leaf whose points no quadrant separates is an error
+    /// and changes nothing (all are found before the operation starts).
     pub fn insert(&mut self, id: u64, p: Point) -> Result<()> {
         let code = self.domain.code(&p)?;
         if self.holds_id(id)? {
             return Err(duplicate_id(id));
         }
         let path = self.path_for_insert(&p, code)?;
+        self.check_leaf_split(path.as_deref(), id, p)?;
         let done = (|| {
             let op = self.store.begin_op()?;
             self.insert_in_op(id, p, path)?;
@@ -56,6 +58,22 @@ impl<S: NodeStore> XbrTree<S> {
             }
         }
         Ok(Some(path))
+    }
+
+    /// An error if adding `(id, p)` to the leaf of `path` would overflow it
+    /// and no quadrant separates its points: the leaf split's own refusal,
+    /// found before an operation starts (inside one, the failure would
+    /// leave the operation open and the store refusing further changes).
+    fn check_leaf_split(&self, path: Option<&[Step]>, id: u64, p: Point) -> Result<()> {
+        let Some(leaf) = path.and_then(|s| s.last()) else {
+            return Ok(());
+        };
+        if leaf.node.entries.len() < self.config.max_entries {
+            return Ok(());
+        }
+        let mut entries = leaf.node.entries.clone();
+        entries.push(point_entry(id, p));
+        split_leaf(&self.domain, leaf.quad, entries).map(|_| ())
     }
 
     /// The insertion inside a running operation (`path` from

@@ -11,9 +11,9 @@ use proptest::prelude::*;
 use super::*;
 use crate::cache::PolicyKind;
 use crate::geom::Point;
+use crate::index::tests::ids_where;
 use crate::storage::mem::MemDevice;
 use crate::storage::PageDevice;
-use crate::index::tests::ids_where;
 use crate::store::crash_harness::LoggedKind;
 use crate::store::efind::tests::{create_on, open_on};
 use crate::store::efind::EfindConfig;
@@ -608,4 +608,64 @@ fn logged_stores_recover_every_acknowledged_operation_without_checkpoint() {
         let t = XbrTree::open(sync(false), cfg).unwrap();
         agree(&t, &o);
     }
+}
+
+/// Review item 1: an update whose insertion cannot be applied leaves the
+/// object where it was. A new point outside the domain is refused before
+/// the deletion (on every store, after a checkpoint and a reopen too); an
+/// insertion that fails after the deletion (points no quadrant separates)
+/// puts the object back.
+#[test]
+fn an_update_that_cannot_be_applied_leaves_the_object_in_place() {
+    use crate::spatial::SpatialIndex;
+    let r = |x: f64, y: f64| Rect::new(x, y, x, y).unwrap();
+    for kind in [Kind::Mem, Kind::Plain, Kind::Efind, Kind::Fast] {
+        let dev = device();
+        let cfg = XbrConfig::new(domain(), 4);
+        let mut t = XbrTree::create(store_on(kind, &dev, true), cfg).unwrap();
+        for i in 0..40u64 {
+            let p = pt(1.0 + (i % 8) as f64 * 7.0, 1.0 + (i / 8) as f64 * 7.0);
+            t.insert(i, p).unwrap();
+        }
+        let old = pt(1.0 + 5.0 * 7.0, 1.0);
+        let ops = t.store().stats().ops_committed;
+        for new in [r(70.0, 70.0), r(-1.0, 3.0), r(8.0, 1.0)] {
+            let e = SpatialIndex::update(&mut t, 5, r(old.x, old.y), new).unwrap_err();
+            assert!(e.is_user_error(), "{kind:?}: {e}");
+            let now = t.point(&old).unwrap();
+            assert_eq!(now, Some(5), "{kind:?}: moved to {new:?}");
+            assert_eq!(XbrTree::len(&t), 40, "{kind:?}");
+        }
+        // Refused before the deletion: no store operation at all.
+        assert_eq!(t.store().stats().ops_committed, ops, "{kind:?}");
+        t.check().unwrap();
+        if kind != Kind::Mem {
+            t.checkpoint().unwrap();
+            drop(t);
+            let t = XbrTree::open(store_on(kind, &dev, false), cfg).unwrap();
+            assert_eq!(t.point(&old).unwrap(), Some(5), "{kind:?}");
+            assert_eq!(XbrTree::len(&t), 40, "{kind:?}");
+        }
+    }
+    // Three points no quadrant separates fill a leaf of M = 3: a fourth
+    // beside them cannot be inserted, so a move there fails after the
+    // deletion and the object goes back.
+    let big = Rect::new(0.0, 0.0, 1e12, 1e12).unwrap();
+    let mut t = XbrTree::create(MemStore::new(), XbrConfig::new(big, 3)).unwrap();
+    for i in 0..3 {
+        t.insert(i, pt(5.0 + f64::from(i as u32) * 1e-6, 5.0))
+            .unwrap();
+    }
+    t.insert(9, pt(7e11, 7e11)).unwrap();
+    let e = SpatialIndex::update(&mut t, 9, r(7e11, 7e11), r(5.0 + 3e-6, 5.0)).unwrap_err();
+    assert!(e.to_string().contains("finest cell"), "{e}");
+    assert_eq!(t.point(&pt(7e11, 7e11)).unwrap(), Some(9));
+    assert_eq!(t.point(&pt(5.0 + 3e-6, 5.0)).unwrap(), None);
+    assert_eq!(XbrTree::len(&t), 4);
+    t.check().unwrap();
+    // The id set still holds 9 once: a second object 9 is refused; the
+    // refused insertion left no operation open, so the tree takes more.
+    assert!(t.insert(9, pt(1e11, 1e11)).is_err());
+    t.insert(10, pt(1e11, 1e11)).unwrap();
+    assert_eq!(XbrTree::len(&t), 5);
 }
