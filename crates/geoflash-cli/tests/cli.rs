@@ -2383,7 +2383,7 @@ fn progress_off_a_terminal_is_a_line_per_tenth_and_nothing_with_quiet() {
     ]));
     let err = String::from_utf8_lossy(&bulk.stderr);
     assert!(
-        err.contains("build: bulk loading 20,000 records (--bulk str)"),
+        err.contains("build: bounded-memory bulk load of") && err.contains("(--bulk str, within"),
         "{err}"
     );
 

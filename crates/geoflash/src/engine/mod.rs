@@ -44,6 +44,7 @@ pub use crate::index::xbr::{Domain, Quadrant};
 pub use crate::index::xbr::{XbrConfig, XbrReport};
 pub use crate::index::{
     BulkMethod, ExternalBulkConfig, ExternalBulkReport, IndexKind, Leaf, ReadMode,
+    MIN_MEMORY_BUDGET,
 };
 pub use crate::index::{SplitKind, TreeCounters, TreeParams};
 pub use crate::index_dir::{

@@ -119,7 +119,7 @@ pub mod xbr;
 
 pub use bulk::BulkMethod;
 pub use counters::TreeCounters;
-pub use external::{ExternalBulkConfig, ExternalBulkReport};
+pub use external::{ExternalBulkConfig, ExternalBulkReport, MIN_MEMORY_BUDGET};
 pub use params::{IndexKind, SplitKind, TreeParams};
 pub use query::{Leaf, Neighbor};
 #[cfg(test)]
