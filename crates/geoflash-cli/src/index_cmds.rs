@@ -1719,6 +1719,19 @@ pub fn recover(a: RecoverArgs) -> Result<(), Failure> {
             a.index.display()
         );
     }
+    // A build killed before any of its operations was durable left an
+    // empty index: nothing to publish (the target stays free for a build).
+    let records = |dir: &Path| Index::open(dir, Access::Read).map(|ix| ix.len());
+    if let Some(staging) = geoflash::engine::discard_empty_interrupted(&a.index, records)? {
+        eprintln!(
+            "geoflash: removed {}, left by a build of {} killed before any of its operations was durable; \
+             nothing was published: build {} again",
+            staging.display(),
+            a.index.display(),
+            a.index.display()
+        );
+        return Ok(());
+    }
     if let Some(staging) = geoflash::engine::adopt_interrupted(&a.index)? {
         eprintln!(
             "geoflash: finishing the interrupted build left in {}",

@@ -2590,3 +2590,56 @@ fn a_build_with_ack_every_that_stops_keeps_what_it_acknowledged() {
     assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
     assert!(err.contains("were published at"), "{err}");
 }
+
+/// `recover` after a build killed before any of its operations was durable
+/// (its staging directory holds the empty index a one-batch build restarts
+/// at) removes that directory and the device file it named, publishes
+/// nothing and leaves the target free for a new build: before, it
+/// published the empty index with exit 0 and the next build was refused
+/// (found by a review).
+#[test]
+fn recover_after_a_build_killed_before_anything_was_durable_publishes_nothing() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let empty = dir.path().join("empty.csv");
+    std::fs::write(&empty, "id,minx,miny,maxx,maxy\n").unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 100);
+    let external = dir.path().join("ext.dat");
+    let device = format!("file:{}?direct=false", external.display());
+    for device in ["file?direct=false", device.as_str()] {
+        let idx = dir.path().join("idx");
+        // The state a killed one-batch build leaves: an empty index in
+        // the staging directory.
+        let made = dir.path().join("made");
+        ok(geoflash(&[
+            "build",
+            "--input",
+            s(&empty),
+            "--index",
+            s(&made),
+            "--device",
+            device,
+        ]));
+        std::fs::rename(&made, dir.path().join(".idx.building")).unwrap();
+        let out = ok(geoflash(&["recover", "--index", s(&idx)]));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("nothing was published"), "{device}: {err}");
+        assert!(
+            !idx.exists() && !dir.path().join(".idx.building").exists(),
+            "{device}"
+        );
+        assert!(!external.exists(), "{device}: the device file was left");
+        ok(geoflash(&[
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(&idx),
+            "--device",
+            device,
+        ]));
+        assert_eq!(all_ids(&idx), (1..=100).collect::<Vec<_>>(), "{device}");
+        std::fs::remove_dir_all(&idx).unwrap();
+        let _ = std::fs::remove_file(&external);
+    }
+}

@@ -182,7 +182,7 @@ impl Staging {
             })?;
             if holds_index(&dir) {
                 return Err(Error::invalid(format!(
-                    "an interrupted build of {} left its index in {}: `geoflash recover --index {}` finishes it, or remove {}",
+                    "an interrupted build of {} left its index in {}: `geoflash recover --index {}` publishes what it made durable (or removes it, when nothing was), or remove {}",
                     target.display(),
                     dir.display(),
                     target.display(),
@@ -266,6 +266,46 @@ pub fn remove_abandoned(target: &Path) -> Result<Option<PathBuf>> {
     Ok(Some(dir))
 }
 
+/// Removes the index an interrupted build left in `target`'s staging
+/// directory when it holds no record (`records`, the count a reader of
+/// the staging directory's index sees, says so): a build killed before any
+/// of its operations was durable, whose adoption would publish an empty
+/// index under `target` (a one-batch build restarts at its empty first
+/// checkpoint). The staging directory goes with the device files its
+/// manifest names outside it (`file:PATH`). Returns the directory removed,
+/// if any; a running build's is never touched.
+pub fn discard_empty_interrupted(
+    target: &Path,
+    records: impl FnOnce(&Path) -> Result<u64>,
+) -> Result<Option<PathBuf>> {
+    if holds_index(target) {
+        return Ok(None);
+    }
+    let dir = staging_dir(target)?;
+    if !holds_index(&dir) {
+        return Ok(None);
+    }
+    // A live build holds the staging directory's write lock.
+    let Ok(lock) = DirLock::acquire(&dir, Access::Write) else {
+        return Ok(None);
+    };
+    drop(lock);
+    if records(&dir)? > 0 {
+        return Ok(None);
+    }
+    let device = crate::manifest::Manifest::load(&dir)?.device;
+    let files = DeviceSpec::parse(&device).map_or_else(|_| Vec::new(), |d| explicit_files(&d));
+    std::fs::remove_dir_all(&dir).map_err(|e| io(&dir, e))?;
+    for f in files {
+        match std::fs::remove_file(&f) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&f, e)),
+            _ => {}
+        }
+    }
+    sync_dir(&parent_of(target))?;
+    Ok(Some(dir))
+}
+
 /// Renames the index an interrupted build left in `target`'s staging
 /// directory onto `target`, when `target` holds no index and no build is
 /// running; returns the staging directory it adopted, if any. The adopted
@@ -312,7 +352,7 @@ pub fn interrupted_hint(target: &Path) -> Option<String> {
     }
     holds_index(&dir).then(|| {
         format!(
-            "; an interrupted build left an index in {}: `geoflash recover --index {}` finishes it",
+            "; an interrupted build left an index in {}: `geoflash recover --index {}` publishes what it made durable (or removes it, when nothing was)",
             dir.display(),
             target.display()
         )

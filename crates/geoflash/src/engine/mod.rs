@@ -57,7 +57,9 @@ pub use crate::objects::CompactReport;
 pub use crate::objects::{Committed, Geometry, Heap, Prepared};
 pub use crate::page::max_entries;
 pub use crate::spatial::SpatialIndex;
-pub use crate::staging::{adopt_interrupted, remove_abandoned, request_stop, stop_requested};
+pub use crate::staging::{
+    adopt_interrupted, discard_empty_interrupted, remove_abandoned, request_stop, stop_requested,
+};
 pub use crate::store::efind::{
     EfindConfig, FlushPolicy, ReadBufferMode, RestartReport, TemporalControl,
 };
