@@ -1028,6 +1028,9 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
     catch_interrupts();
     a.check_flags()?;
     input_file(&a.input)?;
+    if let Some(trace) = &a.record_trace {
+        trace_file_can_be_written(trace)?;
+    }
     let opts = a.spec()?.options().map_err(Error::from)?;
     if opts.store.in_place() && a.ack_every.is_some() {
         return Err(Error::invalid(
@@ -1144,6 +1147,32 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
     }
     print_stats(&index, "build", ops, start, a.json)?;
     index.close()?;
+    Ok(())
+}
+
+/// Refuses a `--record-trace` file that cannot be written (its directory
+/// missing, or it is a directory) before the build, which would otherwise
+/// publish its index and fail afterwards.
+fn trace_file_can_be_written(path: &Path) -> Result<(), Failure> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !parent.is_dir() {
+        return Err(Error::invalid(format!(
+            "--record-trace {}: no directory {}",
+            path.display(),
+            parent.display()
+        ))
+        .into());
+    }
+    if path.is_dir() {
+        return Err(Error::invalid(format!(
+            "--record-trace {}: is a directory, not a file",
+            path.display()
+        ))
+        .into());
+    }
     Ok(())
 }
 

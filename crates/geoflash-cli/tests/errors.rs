@@ -1310,3 +1310,33 @@ fn devbench_writes_over_a_file_or_an_index_only_with_overwrite() {
         "{help}"
     );
 }
+
+/// `build --record-trace` to a file that cannot be written is refused
+/// before the build, leaving no index: before, the build published its
+/// index and then failed, and the same build again was refused (found by
+/// a review).
+#[test]
+fn a_trace_file_that_cannot_be_written_is_refused_before_the_build() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 100);
+    let idx = dir.path().join("idx");
+    for trace in [
+        dir.path().join("absent").join("t.trace"),
+        dir.path().to_path_buf(),
+    ] {
+        let out = geoflash(&[
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(&idx),
+            "--record-trace",
+            s(&trace),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("--record-trace"), "{err}");
+        assert!(!idx.exists(), "an index was published: {err}");
+    }
+}
