@@ -8,24 +8,12 @@ use std::sync::Arc;
 
 use super::gffm::InPlaceBuckets;
 use super::lbgrid::LogBuckets;
+use super::tests::{domain, small_opts};
 use super::*;
 use crate::index::query::Predicate;
 use crate::spatial::SpatialIndex;
 use crate::storage::mem::MemDevice;
 use crate::storage::{DeviceExt, DeviceGeometry};
-
-fn domain() -> Rect {
-    Rect::new(0.0, 0.0, 100.0, 100.0).unwrap()
-}
-
-fn small_opts() -> GridOptions {
-    GridOptions {
-        dir_hot_pages: 3,
-        bucket_hot_pages: 4,
-        cold_pages: 3,
-        ..GridOptions::new(domain())
-    }
-}
 
 fn mem() -> Arc<dyn PageDevice> {
     Arc::new(MemDevice::new(512, 1 << 20).unwrap())

@@ -9,12 +9,13 @@ use super::*;
 use crate::storage::mem::MemDevice;
 use crate::storage::DeviceExt;
 
-fn domain() -> Rect {
+/// The domain of the test grids.
+pub(super) fn domain() -> Rect {
     Rect::new(0.0, 0.0, 100.0, 100.0).unwrap()
 }
 
 /// Small buffers so that eviction, cold batches and group splitting happen.
-fn small_opts() -> GridOptions {
+pub(super) fn small_opts() -> GridOptions {
     GridOptions {
         dir_hot_pages: 3,
         bucket_hot_pages: 4,
