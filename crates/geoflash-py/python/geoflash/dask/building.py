@@ -52,28 +52,25 @@ def _array_input(data: Any, ids: Any) -> tuple:
     if ((b[:, 0] > b[:, 2]) | (b[:, 1] > b[:, 3])).any():
         raise ValueError("boxes must be (minx, miny, maxx, maxy) with min <= max")
     if ids is None:
-        i = np.arange(len(b), dtype=np.int64)
-    else:
-        i = np.asarray(ids)
-        if i.ndim != 1 or len(i) != len(b):
-            raise ValueError(f"ids must be a 1-D array of {len(b)} integers, not of shape {i.shape}")
-        if len(i) and i.dtype != object and not np.issubdtype(i.dtype, np.integer):
-            raise ValueError(f"ids must be integers, not {i.dtype}")
-        # int64 without wrapping: an id beyond it raises OverflowError naming it.
-        i = _int64_ids(i) if len(i) else i.astype(np.int64)
-        if len(np.unique(i)) != len(i):
-            raise ValueError("ids must be unique: every object is found, updated and joined by its id")
-    return i, b
+        return np.arange(len(b), dtype=np.int64), b
+    return _checked_ids(ids, len(b), ""), b
 
 
 def _frame_ids(data: Any, ids: Any) -> np.ndarray:
     """The ids given for the rows of a GeoDataFrame or GeoSeries: one
     unique integer per row."""
+    return _checked_ids(ids, len(data), " (one per row)")
+
+
+def _checked_ids(ids: Any, n: int, per: str) -> np.ndarray:
+    """``ids`` as ``n`` unique int64 ids, or ``ValueError`` saying why not
+    (``per`` completes the expected shape in the message)."""
     i = np.asarray(ids)
-    if i.ndim != 1 or len(i) != len(data):
-        raise ValueError(f"ids must be a 1-D array of {len(data)} integers (one per row), not of shape {i.shape}")
+    if i.ndim != 1 or len(i) != n:
+        raise ValueError(f"ids must be a 1-D array of {n} integers{per}, not of shape {i.shape}")
     if len(i) and i.dtype != object and not np.issubdtype(i.dtype, np.integer):
         raise ValueError(f"ids must be integers, not {i.dtype}")
+    # int64 without wrapping: an id beyond it raises OverflowError naming it.
     i = _int64_ids(i) if len(i) else i.astype(np.int64)
     if len(np.unique(i)) != len(i):
         raise ValueError("ids must be unique: every object is found, updated and joined by its id")
