@@ -210,6 +210,14 @@ pub(crate) fn bad(path: &Path, msg: impl std::fmt::Display) -> Error {
 /// accepted (names are not case-sensitive).
 pub fn check_csv_header(path: &Path, headers: &csv::StringRecord, expected: &[&str]) -> Result<()> {
     let want = expected.join(",");
+    if headers.is_empty() {
+        // A 0-byte file: not the documented format (an empty input is the
+        // header alone), and more often a file cut short than meant.
+        return Err(bad(
+            path,
+            format!("the file is empty: it must start with the header line {want}"),
+        ));
+    }
     let line = headers.iter().collect::<Vec<_>>().join(",");
     if headers
         .iter()
@@ -883,6 +891,10 @@ mod tests {
         assert!(check_csv_header(&p, &hdr("y,x\n"), &POINT_COLUMNS).is_err());
         assert!(check_csv_header(&p, &hdr("x,y\n"), &POINT_COLUMNS).is_ok());
         assert!(check_csv_header(&p, &hdr("-1e3,5\n"), &POINT_COLUMNS).is_err());
+        let empty = check_csv_header(&p, &hdr(""), &BOX_COLUMNS)
+            .unwrap_err()
+            .to_string();
+        assert!(empty.contains("the file is empty"), "{empty}");
     }
 
     #[test]

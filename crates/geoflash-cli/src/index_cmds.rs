@@ -147,8 +147,8 @@ pub struct KnnArgs {
     /// in one process.
     #[arg(long)]
     points: Option<PathBuf>,
-    /// Number of neighbours.
-    #[arg(long, default_value_t = 1)]
+    /// Number of neighbours (at least 1).
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     k: usize,
     /// Also return every object tied at the k-th distance.
     #[arg(long)]
@@ -1735,8 +1735,9 @@ pub fn checkpoint(a: DirArgs) -> Result<(), Failure> {
 }
 
 /// `geoflash recover`: opens the index for writing, which runs restart
-/// (replays the log's committed operations, repairs torn pages), then
-/// checkpoints it, and prints what restart did. An index an interrupted
+/// (replays the log's committed operations, repairs torn pages), checks
+/// every page (a damaged one is an error, and nothing is checkpointed),
+/// then checkpoints it, and prints what restart did. An index an interrupted
 /// build left in its staging directory is first renamed onto `--index`.
 pub fn recover(a: RecoverArgs) -> Result<(), Failure> {
     // A build killed before it finished left its index in the staging
@@ -1775,11 +1776,34 @@ pub fn recover(a: RecoverArgs) -> Result<(), Failure> {
     let mut index = Index::open_recovering(&a.index, mode)?;
     let report = index.restart_report().cloned();
     let rolled_back = index.rolled_back_pages();
+    // Restart repairs what a crash leaves (a torn tail, torn pages); a
+    // page damaged otherwise is found only by reading it: check every
+    // page before the checkpoint makes the replayed state the index's.
+    index.verify().map_err(|e| {
+        Failure::new(
+            ErrorKind::Damaged,
+            anyhow::anyhow!(
+                "{} is damaged where recover cannot repair it ({}); nothing was checkpointed: \
+                 rebuild it from its input or restore a copy",
+                a.index.display(),
+                index.locate(e)
+            ),
+        )
+    })?;
     index.checkpoint()?;
     let records = index.len();
     index.close()?;
     match report {
         Some(r) => {
+            if r.corrupt_pages_dropped > 0 {
+                // The count of records is a floor: the dropped pages cannot be read.
+                eprintln!(
+                    "geoflash: warning: the log of {} was damaged before its tail: {} log pages were dropped, \
+                     and every operation logged in them is lost; the index now holds {records} records",
+                    a.index.display(),
+                    r.corrupt_pages_dropped,
+                );
+            }
             if a.json {
                 print_json(&json!({"recovered": r.recovered_anything(), "restart": r}))?;
             } else {
@@ -1791,7 +1815,10 @@ pub fn recover(a: RecoverArgs) -> Result<(), Failure> {
                 row("torn tail", r.torn_tail);
                 if a.tolerate_corrupt_tail {
                     row("corrupt log pages dropped", r.corrupt_pages_dropped);
-                    row("corrupt log records dropped", r.corrupt_records_dropped);
+                    row(
+                        "corrupt log records dropped",
+                        format!("at least {}", r.corrupt_records_dropped),
+                    );
                 }
                 row(
                     "last committed operation",

@@ -74,7 +74,8 @@ enum Command {
     Verify(index_cmds::DirArgs),
     /// Flushes an index and syncs its device.
     Checkpoint(index_cmds::DirArgs),
-    /// Runs recovery (restart) on an index and prints what it replayed.
+    /// Runs recovery (restart) on an index, checks every page (exit 1 on a
+    /// damaged one), checkpoints it and prints what it replayed.
     Recover(index_cmds::RecoverArgs),
     /// Generates query windows of a given selectivity over a dataset's extent (CSV minx,miny,maxx,maxy).
     Windows(WindowsArgs),

@@ -936,8 +936,6 @@ fn logged_acks(store: &str) -> [&str; 8] {
 /// SIGKILL at a random moment, then `recover`: the index holds exactly the
 /// first K objects for some K at least the last acknowledged count.
 fn sigkill_during_a_build_loses_no_acknowledged_operation(extra: &[&str]) {
-    use std::io::{BufRead, BufReader};
-    use std::process::Stdio;
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let data = dir.path().join("d.csv");
     let n = 40_000u64;
@@ -958,8 +956,36 @@ fn sigkill_during_a_build_loses_no_acknowledged_operation(extra: &[&str]) {
     ];
     args.extend_from_slice(extra);
     let store = extra.join(" ");
+    let last_acked = killed_build(&args, |acks| {
+        // The first acknowledgement, then a random moment.
+        let first = acks.recv_timeout(std::time::Duration::from_secs(120)).ok();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        std::thread::sleep(std::time::Duration::from_millis(u64::from(nanos % 400)));
+        first
+    });
+    let r = last_json(&ok(geoflash(&["recover", "--index", s(&idx), "--json"])));
+    let ids = all_ids(&idx);
+    let k = ids.len() as u64;
+    assert!(k >= last_acked, "acked {last_acked}, recovered {k}: {r}");
+    assert_eq!(ids, (1..=k).collect::<Vec<_>>(), "not a prefix: {r}");
+    ok(geoflash(&["verify", "--index", s(&idx)]));
+    println!("{store}: killed after acked {last_acked}; recovered the first {k} of {n}: {r}");
+}
+
+/// Runs `geoflash` with `args` (a build printing `acked N` lines), lets
+/// `wait` read the acknowledged counts until it returns, kills the build
+/// with SIGKILL and returns the last count it acknowledged (at least 1).
+fn killed_build(
+    args: &[&str],
+    wait: impl FnOnce(&std::sync::mpsc::Receiver<u64>) -> Option<u64>,
+) -> u64 {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
     let mut child = Command::new(env!("CARGO_BIN_EXE_geoflash"))
-        .args(&args)
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -974,28 +1000,16 @@ fn sigkill_during_a_build_loses_no_acknowledged_operation(extra: &[&str]) {
             }
         }
     });
-    // Wait for the first acknowledgement, then kill at a random moment.
-    let first = rx.recv_timeout(std::time::Duration::from_secs(120)).ok();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    std::thread::sleep(std::time::Duration::from_millis(u64::from(nanos % 400)));
+    let seen = wait(&rx);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     reader.join().unwrap();
-    let last_acked = rx.try_iter().last().or(first).unwrap_or(0);
+    let last_acked = rx.try_iter().last().or(seen).unwrap_or(0);
     assert!(
         last_acked > 0,
         "the build acknowledged nothing before the kill"
     );
-    let r = last_json(&ok(geoflash(&["recover", "--index", s(&idx), "--json"])));
-    let ids = all_ids(&idx);
-    let k = ids.len() as u64;
-    assert!(k >= last_acked, "acked {last_acked}, recovered {k}: {r}");
-    assert_eq!(ids, (1..=k).collect::<Vec<_>>(), "not a prefix: {r}");
-    ok(geoflash(&["verify", "--index", s(&idx)]));
-    println!("{store}: killed after acked {last_acked}; recovered the first {k} of {n}: {r}");
+    last_acked
 }
 
 /// Issue 44, item 8: an `insert` that fails part-way (a duplicate id at
@@ -2657,4 +2671,133 @@ fn recover_after_a_build_killed_before_anything_was_durable_publishes_nothing() 
         std::fs::remove_dir_all(&idx).unwrap();
         let _ = std::fs::remove_file(&external);
     }
+}
+
+/// `recover` checks every page before its checkpoint: a damaged node page
+/// (which restart cannot repair) is an error naming `pages.dat`, and the
+/// index is left as it was. With `--tolerate-corrupt-tail`, a log damaged
+/// before its tail loses operations, and `recover` says so.
+#[test]
+fn recover_refuses_a_damaged_page_and_warns_of_a_dropped_log_tail() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    write_rects(&data, 20_000);
+    for store in ["plain", "efind", "fast"] {
+        let idx = dir.path().join(store);
+        ok(geoflash(&[
+            "build",
+            "--input",
+            s(&data),
+            "--index",
+            s(&idx),
+            "--store",
+            store,
+            "--device",
+            "file?direct=false",
+        ]));
+        let pages = idx.join("pages.dat");
+        let mut bytes = std::fs::read(&pages).unwrap();
+        bytes[20 * 4096 + 100..20 * 4096 + 150].fill(0xff);
+        std::fs::write(&pages, &bytes).unwrap();
+        let out = geoflash(&["recover", "--index", s(&idx)]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{store}: {err}");
+        assert!(
+            err.contains("cannot repair") && err.contains("pages.dat, page 20"),
+            "{store}: {err}"
+        );
+        assert_eq!(
+            std::fs::read(&pages).unwrap(),
+            bytes,
+            "{store}: pages.dat changed"
+        );
+    }
+    // A build killed after 10,000 acknowledged operations leaves a long log.
+    let idx = dir.path().join("logged");
+    let args = vec![
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&idx),
+        "--page-size",
+        "1024",
+        "--buffer",
+        "64KiB",
+        "--device",
+        "file?direct=false",
+        "--store",
+        "efind",
+        "--durability",
+        "sync",
+        "--ack-every",
+        "100",
+        "--log-capacity",
+        "1MiB",
+    ];
+    let acked = killed_build(&args, |acks| acks.iter().find(|&k| k >= 10_000));
+    // Damage each log page in turn until one lies before the tail (recover
+    // refuses it), then tolerate it. The build left its staging directory.
+    let idx = dir.path().join(".logged.building");
+    let log = std::fs::read(idx.join("log.dat")).unwrap();
+    let copy = dir.path().join("copy");
+    let refused = (2..log.len() / 1024).find_map(|page| {
+        let _ = std::fs::remove_dir_all(&copy);
+        std::fs::create_dir(&copy).unwrap();
+        for f in std::fs::read_dir(&idx).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, copy.join(f.file_name().unwrap())).unwrap();
+        }
+        let mut damaged = log.clone();
+        damaged[page * 1024 + 300..page * 1024 + 340].fill(0x55);
+        std::fs::write(copy.join("log.dat"), &damaged).unwrap();
+        let out = geoflash(&["recover", "--index", s(&copy)]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code() == Some(1) && err.contains("damaged before its tail")).then_some(err)
+    });
+    let refused = refused.expect("no damaged log page was refused");
+    assert!(refused.contains("log.dat"), "{refused}");
+    let out = ok(geoflash(&[
+        "recover",
+        "--index",
+        s(&copy),
+        "--tolerate-corrupt-tail",
+    ]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let ids = all_ids(&copy);
+    let k = ids.len() as u64;
+    assert_eq!(ids, (1..=k).collect::<Vec<_>>(), "not a prefix");
+    assert!(k < acked, "acked {acked}, kept {k}: nothing was lost?");
+    assert!(
+        err.contains("log pages were dropped") && err.contains(&format!("now holds {k} records")),
+        "{err}"
+    );
+}
+
+/// A `file:PATH` device given relative to the directory a build ran in is
+/// recorded absolute: the index opens from any directory (it was resolved
+/// against each later command's directory, and refused there naming
+/// another file).
+#[test]
+fn a_relative_device_path_opens_from_any_directory() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    write_rects(&work.join("d.csv"), 500);
+    ok(geoflash_in(
+        &[
+            "build",
+            "--input",
+            "d.csv",
+            "--index",
+            "idx",
+            "--device",
+            "file:dev.dat?direct=false",
+        ],
+        &work,
+    ));
+    let idx = work.join("idx");
+    assert_eq!(all_ids(&idx), (1..=500).collect::<Vec<_>>());
+    let manifest = std::fs::read_to_string(idx.join("manifest.json")).unwrap();
+    assert!(manifest.contains(s(&work.join("dev.dat"))), "{manifest}");
 }

@@ -526,6 +526,36 @@ fn csv_files_without_a_header_are_refused_naming_file_and_line() {
         2,
         &["p.csv", "line 1", "x,y"],
     );
+    // A 0-byte file has no header either (it built an empty index, exit 0).
+    let empty = dir.path().join("empty.csv");
+    std::fs::write(&empty, "").unwrap();
+    for (args, header) in [
+        (
+            vec!["build", "--input", s(&empty), "--index", &new_s],
+            "id,minx,miny,maxx,maxy",
+        ),
+        (
+            vec!["insert", "--index", s(&idx), "--input", s(&empty)],
+            "id,minx,miny,maxx,maxy",
+        ),
+        (
+            vec!["query", "--index", s(&idx), "--windows", s(&empty)],
+            "minx,miny,maxx,maxy",
+        ),
+        (
+            vec!["knn", "--index", s(&idx), "--points", s(&empty)],
+            "x,y",
+        ),
+    ] {
+        fails(&args, 2, &["empty.csv", "the file is empty", header]);
+        assert!(!new.exists(), "{args:?}");
+    }
+    // --k 0 asks for nothing (it printed nothing, exit 0).
+    fails(
+        &["knn", "--index", s(&idx), "--point", "1,1", "--k", "0"],
+        2,
+        &["--k", "0"],
+    );
     // With their headers, the same files are read whole.
     std::fs::write(&windows, "minx,miny,maxx,maxy\n0,0,500,500\n").unwrap();
     ok(geoflash(&[

@@ -275,7 +275,7 @@ impl Index {
         make: impl FnOnce(&Path) -> std::result::Result<(Index, T), E>,
     ) -> std::result::Result<(Index, T), E> {
         refuse_memory_store(dir, &opts.store)?;
-        let spec = opts.device.clone();
+        let spec = opts.device.clone().with_absolute_paths()?;
         let staging = Staging::begin(dir, &spec)?;
         let abandon = || on_stop == OnStop::Abandon && crate::staging::stop_requested();
         let made = make(staging.dir()).and_then(|(mut index, t)| {
@@ -319,7 +319,8 @@ impl Index {
         if let Some(dir) = dir {
             refuse_memory_store(dir, &store)?;
         }
-        let spec = opts.device.clone();
+        // Recorded absolute: the index opens from any directory.
+        let spec = opts.device.clone().with_absolute_paths()?;
         let (lock, (device, images), log_device) = match (dir, device) {
             (None, Some(device)) => (None, (device, Images::default()), None),
             (Some(_), Some(_)) => {

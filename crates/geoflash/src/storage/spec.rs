@@ -262,6 +262,40 @@ impl DeviceSpec {
         }
     }
 
+    /// The spec with every `file:PATH` (its tiers' too) made absolute
+    /// against the current directory: what an index records in its
+    /// manifest, so that it opens from any directory. A relative path was
+    /// resolved against the directory of each later command.
+    pub fn with_absolute_paths(self) -> Result<DeviceSpec> {
+        Ok(match self {
+            DeviceSpec::File {
+                path: Some(p),
+                direct,
+                engine,
+                capacity,
+            } => DeviceSpec::File {
+                path: Some(std::path::absolute(&p).map_err(|source| Error::Io {
+                    path: p.clone(),
+                    page: None,
+                    source,
+                })?),
+                direct,
+                engine,
+                capacity,
+            },
+            DeviceSpec::Hybrid {
+                fast,
+                slow,
+                fast_pages,
+            } => DeviceSpec::Hybrid {
+                fast: Box::new(fast.with_absolute_paths()?),
+                slow: Box::new(slow.with_absolute_paths()?),
+                fast_pages,
+            },
+            other => other,
+        })
+    }
+
     /// Opens the device for pages of `page_size` bytes. `default_path` is the
     /// file used by a plain `file` spec (the index directory's `pages.dat`).
     pub fn open(
@@ -483,6 +517,21 @@ mod tests {
                 ]
             }
         );
+    }
+
+    #[test]
+    fn relative_file_paths_are_made_absolute_in_every_tier() {
+        let cwd = std::env::current_dir().unwrap();
+        let spec: DeviceSpec = "hybrid:fast=(file:a/f.dat?direct=false);slow=(file:/abs/s.dat)"
+            .parse()
+            .unwrap();
+        let DeviceSpec::Hybrid { fast, slow, .. } = spec.with_absolute_paths().unwrap() else {
+            panic!("not a hybrid");
+        };
+        assert!(matches!(*fast, DeviceSpec::File { path: Some(ref p), direct: false, .. } if *p == cwd.join("a/f.dat")));
+        assert!(matches!(*slow, DeviceSpec::File { path: Some(ref p), .. } if p == Path::new("/abs/s.dat")));
+        let plain: DeviceSpec = "file?direct=false".parse().unwrap();
+        assert_eq!(plain.clone().with_absolute_paths().unwrap(), plain);
     }
 
     #[test]
