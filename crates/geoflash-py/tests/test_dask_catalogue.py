@@ -202,6 +202,34 @@ def test_a_client_killed_before_its_insert_is_committed_leaves_the_entries_finda
     assert everything(gd.PartitionedIndex(path, client=client)) == list(range(100)) + [1000, 1001]
 
 
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_split_killed_around_its_catalogue_write_leaves_no_directory_behind(client, tmp_path, monkeypatch, when):
+    """A split killed before its catalogue write leaves its two new
+    halves, one killed after it the old partition: directories no
+    catalogue names, which nothing removed. The next writer removes them;
+    the answers are the catalogue's."""
+    path = tmp_path / when
+    pidx = gd.build(diagonal(), path, partitions=2, client=client, progress=False)
+    real_write = catalogue.write
+
+    def write(root, cat):
+        if when == "after":
+            real_write(root, cat)
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(catalogue, "write", write)
+    with pytest.raises(SystemExit):
+        pidx.split(0)
+    monkeypatch.setattr(catalogue, "write", real_write)
+    named = lambda: sorted(os.path.basename(p["path"]) for p in read_cat(path)["partitions"])
+    assert len(part_dirs(path)) > len(named())  # left behind
+    fresh = gd.PartitionedIndex(path, client=client)
+    assert everything(fresh) == list(range(100))
+    fresh.insert(1000, (1.0, 1.0, 1.2, 1.2))
+    assert part_dirs(path) == named()
+    assert everything(gd.PartitionedIndex(path, client=client)) == list(range(100)) + [1000]
+
+
 def test_opening_counts_each_partition_and_says_where_the_catalogue_differs(client, tmp_path):
     path = tmp_path / "counts"
     gd.build(diagonal(), path, partitions=2, by="kd", client=client, progress=False)

@@ -432,11 +432,27 @@ class PartitionedIndex:
                     f"{catalogue.catalogue_path(self.path)} was {what}: nothing was written; "
                     f"open it again (geoflash.dask.PartitionedIndex(path)) and redo the change"
                 )
+            self._remove_unnamed_partitions()
             self._writer_depth = 1
             try:
                 yield
             finally:
                 self._writer_depth = 0
+
+    def _remove_unnamed_partitions(self) -> None:
+        """Removes the partition directories (``part-…``) in the catalogue's
+        directory that the catalogue does not name: a split killed before
+        its catalogue write leaves its two new halves, one killed after it
+        the old partition. Only a writer holding the lock calls it, so no
+        build, insert or split is running. Directories on workers' own
+        disks (absolute partition paths elsewhere) are not looked at."""
+        import shutil
+
+        named = {catalogue.partition_dir(self.path, p) for p in self.catalogue["partitions"]}
+        for name in catalogue.leftover_partitions(self.path):
+            directory = os.path.normpath(os.path.join(self.path, name))
+            if directory not in named and os.path.isdir(directory):
+                shutil.rmtree(directory, ignore_errors=True)
 
     def _write_task(self, entry: Dict[str, Any], fn: Any, *args: Any) -> Any:
         """Runs a task that writes partition ``entry`` on its worker, after
