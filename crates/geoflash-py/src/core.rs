@@ -12,7 +12,8 @@
 //! the lock is released.
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use geoflash_engine::engine::records::{RecordLog, Records, Replay, RECORDS_FILE};
 use geoflash_engine::engine::{
@@ -57,6 +58,19 @@ struct State {
     /// write or a checkpoint from the child would overwrite what the
     /// parent writes, so only the owner writes ([`State::check_owner`]).
     owner: u32,
+    /// Why the index refuses every call: a change, a commit or a checkpoint
+    /// of this index in a directory failed with an error other than bad
+    /// input ([`State::note_failure`]). What such a failure leaves is
+    /// uncertain: the engine may hold in memory an operation (or a batch)
+    /// that is not durable, the record map may disagree with the tree (a
+    /// key the map gave back that the tree holds), or, for a map with its
+    /// own log, the engine's batch was left open so later batches would
+    /// commit nothing. Only a new open knows what is durable, so until
+    /// then nothing is answered ([`State::check_failed`]).
+    failed: Option<String>,
+    /// This index's entry in the table of the directories open in this
+    /// process ([`OPEN_DIRS`]), removed with the state.
+    _open_here: Option<OpenHere>,
 }
 
 impl State {
@@ -84,6 +98,7 @@ impl State {
             .and_then(|d| std::fs::metadata(d.join(RECORDS_FILE)).ok())
             .map_or(0, |m| m.len());
         let synced_op = index.durable_op();
+        let index_dir = index.dir().map(Path::to_path_buf);
         Ok(State {
             index,
             log,
@@ -93,6 +108,8 @@ impl State {
             batch: None,
             batch_thread: None,
             owner: crate::pid::current(),
+            failed: None,
+            _open_here: index_dir.map(|d| OpenHere::register(&d, writable)),
         })
     }
 
@@ -116,6 +133,37 @@ impl State {
             dir.map_or_else(String::new, |d| d.to_string()),
             self.owner,
             std::process::id()
+        )))
+    }
+
+    /// Keeps `e`, the error of a change, commit or checkpoint, as the
+    /// reason this index refuses every later call ([`State::failed`]) when
+    /// it is not bad input and the index is a writable one in a directory
+    /// (an index in memory has nothing a crash could lose).
+    fn note_failure(&mut self, e: &Error) {
+        if self.failed.is_none()
+            && self.writable
+            && self.index.dir().is_some()
+            && !e.is_user_error()
+        {
+            self.failed = Some(e.to_string());
+        }
+    }
+
+    /// Refuses every call once the index failed ([`State::failed`]).
+    fn check_failed(&self) -> Result<()> {
+        let Some(why) = &self.failed else {
+            return Ok(());
+        };
+        let dir = self
+            .index
+            .dir()
+            .map_or_else(String::new, |d| d.display().to_string());
+        Err(Error::StoreFailed(format!(
+            "geoflash index {dir} failed to make a change durable, or failed part-way through one ({why}); \
+             it may hold changes that a crash would lose, so it answers nothing more, queries included. \
+             close() it and open the directory again: the open recovers what is durable, which may or may \
+             not include the failed operation or batch (look before repeating it)"
         )))
     }
 
@@ -492,6 +540,41 @@ fn two_or_four<'py>(
     Some((c, n))
 }
 
+/// `coordinates` as `(minx, miny, maxx, maxy)` when it is a list or tuple
+/// (exactly) of 2 (a point) or 4 real numbers in the index's order
+/// (`interleaved` or not); None for anything else, which the Python layer
+/// then reads or refuses with a precise error. Real numbers are what
+/// `PyFloat_AsDouble` takes (`float`, `int`, NumPy numbers, anything with
+/// `__float__` or `__index__`), never a `str` or `bytes` that `float()`
+/// would parse.
+fn ordered_box(coordinates: &Bound<'_, PyAny>, interleaved: bool) -> Option<(f64, f64, f64, f64)> {
+    use pyo3::types::{PyList, PyTuple};
+    let numbers = if let Ok(t) = coordinates.downcast_exact::<PyTuple>() {
+        two_or_four(t.iter())
+    } else if let Ok(l) = coordinates.downcast_exact::<PyList>() {
+        two_or_four(l.iter())
+    } else {
+        None
+    };
+    let ([a, b, x, y], n) = numbers?;
+    Some(match (n, interleaved) {
+        (2, _) => (a, b, a, b),
+        (_, true) => (a, b, x, y),
+        (_, false) => (a, x, b, y),
+    })
+}
+
+/// [`ordered_box`] for the Python layer (`Index._box`'s fast path, on the
+/// way of every query and of an insert with an object): one call instead
+/// of a Python loop over the coordinates.
+#[pyfunction]
+pub(crate) fn box_of(
+    coordinates: &Bound<'_, PyAny>,
+    interleaved: bool,
+) -> Option<(f64, f64, f64, f64)> {
+    ordered_box(coordinates, interleaved)
+}
+
 /// A coordinate of a query window in the engine's range: beyond it
 /// (infinities included) it is clamped to ±[`MAX_COORD`], which changes no
 /// answer since every stored box lies inside; NaN stays NaN (and is refused).
@@ -546,6 +629,96 @@ fn closed() -> Error {
     Error::invalid("operation on a closed index")
 }
 
+/// An index directory open in this process through this module.
+struct OpenDir {
+    /// The entry's own number ([`OpenHere`] removes it by it).
+    token: u64,
+    /// The directory, canonical (as given when it cannot be made so).
+    dir: PathBuf,
+    /// Open for writing (else read-only).
+    writable: bool,
+    /// The process that opened it: a child made by `os.fork()` inherits
+    /// this table, and the parent's entries are not its own.
+    pid: u32,
+}
+
+/// The index directories open in this process, so that a refused lock
+/// says when this very process holds it. The engine keeps such a table
+/// too, but misses an index this process created: the build took its lock
+/// on the staging directory, which was then renamed onto the index's
+/// path, so a second `geoflash.Index(path)` was told "another process"
+/// held it.
+static OPEN_DIRS: Mutex<Vec<OpenDir>> = Mutex::new(Vec::new());
+
+/// The number of the next [`OpenDir`].
+static NEXT_OPEN_DIR: AtomicU64 = AtomicU64::new(1);
+
+fn open_dirs() -> std::sync::MutexGuard<'static, Vec<OpenDir>> {
+    OPEN_DIRS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn canonical(dir: &Path) -> PathBuf {
+    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
+}
+
+/// An entry of [`OPEN_DIRS`], held by the [`State`] of an index in a
+/// directory and removed with it.
+struct OpenHere(u64);
+
+impl OpenHere {
+    fn register(dir: &Path, writable: bool) -> OpenHere {
+        let token = NEXT_OPEN_DIR.fetch_add(1, Ordering::Relaxed);
+        open_dirs().push(OpenDir {
+            token,
+            dir: canonical(dir),
+            writable,
+            pid: crate::pid::current(),
+        });
+        OpenHere(token)
+    }
+}
+
+impl Drop for OpenHere {
+    fn drop(&mut self) {
+        open_dirs().retain(|d| d.token != self.0);
+    }
+}
+
+/// `e`, an error of taking the lock of index directory `dir` (for writing
+/// when `write`); when the engine blamed "another process" for a lock this
+/// process holds through an index opened here (see [`OPEN_DIRS`]), the
+/// refusal saying so instead, naming the directory.
+fn lock_error_here(dir: &Path, write: bool, e: Error) -> Error {
+    let Error::InvalidInput(m) = &e else {
+        return e;
+    };
+    if !m.contains("is locked by another process") {
+        return e;
+    }
+    let key = canonical(dir);
+    let pid = crate::pid::current();
+    let here = open_dirs()
+        .iter()
+        .filter(|d| d.pid == pid && d.dir == key)
+        .map(|d| d.writable)
+        .reduce(|a, b| a || b);
+    let dir = dir.display();
+    match here {
+        Some(true) => Error::invalid(format!(
+            "{dir} is locked by this process, which already has it open for writing (a geoflash.Index \
+             created or opened here and not closed yet): use that index, or close() it before opening \
+             the directory again (one writer or many readers at a time)"
+        )),
+        // Readers share the lock: a refused reader was refused by a writer.
+        Some(false) if write => Error::invalid(format!(
+            "{dir} is locked by this process, which has it open read-only (a geoflash.Index opened \
+             here with readonly=True and not closed yet): close() it before opening the directory \
+             for writing (one writer or many readers at a time)"
+        )),
+        _ => e,
+    }
+}
+
 fn to_items(py: Python<'_>, raw: Vec<RawItem>) -> Vec<Item<'_>> {
     raw.into_iter()
         .map(|(id, obj, b)| (id, obj.map(|o| PyBytes::new_bound(py, &o)), b))
@@ -590,6 +763,7 @@ impl Core {
             let mut guard = self.lock()?;
             let st = guard.as_mut().ok_or_else(closed)?;
             st.check_owner()?;
+            st.check_failed()?;
             if st.batch_thread.is_some_and(|t| t != me) {
                 drop(guard);
                 Python::with_gil(|py| {
@@ -598,17 +772,32 @@ impl Core {
                 continue;
             }
             return match f.take() {
-                Some(f) => f(st),
+                Some(f) => f(st).inspect_err(|e| st.note_failure(e)),
                 None => Err(Error::invalid("internal: a change ran twice")),
             };
         };
         run().map_err(to_py)
     }
 
-    /// Runs `f` on the open state, shared with other readers.
+    /// Runs `f` on the open state, shared with other readers; refused once
+    /// the index failed ([`State::check_failed`]).
     fn read_state<R>(&self, f: impl FnOnce(&State) -> Result<R>) -> Result<R> {
         let guard = self.lock_read()?;
-        f(guard.as_ref().ok_or_else(closed)?)
+        let st = guard.as_ref().ok_or_else(closed)?;
+        st.check_failed()?;
+        f(st)
+    }
+
+    /// [`Core::read`] of what describes the index rather than its data
+    /// (manifest, counters, access), served after a failure too.
+    fn read_meta<R>(&self, f: impl FnOnce(&State) -> Result<R>) -> PyResult<R> {
+        let guard = self.lock_read().map_err(to_py)?;
+        let r = match guard.as_ref() {
+            Some(st) => f(st),
+            None => Err(closed()),
+        };
+        drop(guard);
+        r.map_err(to_py)
     }
 
     /// [`Core::read_state`] with its error as a Python exception.
@@ -810,7 +999,8 @@ impl Core {
         };
         let (state, warning) = py
             .allow_threads(|| -> Result<(State, Option<String>)> {
-                let mut index = Index::open(&path, access)?;
+                let mut index = Index::open(&path, access)
+                    .map_err(|e| lock_error_here(&path, !readonly, e))?;
                 // This package is the front end whose map keys the index.
                 index.claim_records();
                 // A map in the store's log comes back with the tree, the
@@ -894,7 +1084,8 @@ impl Core {
                     path.display()
                 )));
             }
-            let lock = DirLock::acquire(&path, Access::Write)?;
+            let lock = DirLock::acquire(&path, Access::Write)
+                .map_err(|e| lock_error_here(&path, true, e))?;
             std::fs::remove_dir_all(&path).map_err(|source| Error::Io {
                 path: path.clone(),
                 page: None,
@@ -961,25 +1152,11 @@ impl Core {
         coordinates: &Bound<'_, PyAny>,
         interleaved: bool,
     ) -> PyResult<bool> {
-        use pyo3::types::{PyList, PyTuple};
         let Ok(id) = id.extract::<i64>() else {
             return Ok(false);
         };
-        let numbers = if let Ok(t) = coordinates.downcast_exact::<PyTuple>() {
-            two_or_four(t.iter())
-        } else if let Ok(l) = coordinates.downcast_exact::<PyList>() {
-            two_or_four(l.iter())
-        } else {
-            None
-        };
-        let Some((c, n)) = numbers else {
+        let Some((minx, miny, maxx, maxy)) = ordered_box(coordinates, interleaved) else {
             return Ok(false);
-        };
-        let [a, b, x, y] = c;
-        let (minx, miny, maxx, maxy) = match (n, interleaved) {
-            (2, _) => (a, b, a, b),
-            (_, true) => (a, b, x, y),
-            (_, false) => (a, x, b, y),
         };
         self.insert(id, minx, miny, maxx, maxy, None)?;
         Ok(true)
@@ -1393,12 +1570,31 @@ impl Core {
     /// that log synced first; a checkpoint for stores without a log, or
     /// when the map's changes outgrew their budget); otherwise only
     /// restores the durability mode. Nothing to do without an open batch,
-    /// or on an index closed inside the batch.
+    /// or on an index closed inside the batch. On an index that failed
+    /// inside the batch ([`State::failed`]) nothing is committed: the
+    /// batch is dropped, and when `succeeded` (the block caught the error
+    /// and went on) the refusal is raised.
     fn end_batch(&self, py: Python<'_>, succeeded: bool) -> PyResult<()> {
         py.allow_threads(|| {
-            // Closed inside the batch: its close made everything durable.
-            if self.lock_read().map_err(to_py)?.is_none() {
-                return Ok(());
+            let refused = {
+                let mut guard = self.lock().map_err(to_py)?;
+                match guard.as_mut() {
+                    // Closed inside the batch: its close made everything durable.
+                    None => return Ok(()),
+                    // The index failed inside the batch: nothing to commit,
+                    // an error if the block went on as if nothing had failed.
+                    Some(st) if st.failed.is_some() => {
+                        st.batch = None;
+                        st.batch_thread = None;
+                        Some(st.check_failed())
+                    }
+                    Some(_) => None,
+                }
+            };
+            match refused {
+                Some(_) if !succeeded => return Ok(()),
+                Some(r) => return r.map_err(to_py),
+                None => {}
             }
             self.with(|st| match st.batch.take() {
                 Some(batch) => {
@@ -1421,7 +1617,10 @@ impl Core {
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let state = self.lock().map_err(to_py)?.take();
         if let Some(mut st) = state {
-            if !st.owned() {
+            // A forked child's copy, or an index that failed (its
+            // checkpoint would fail too, and would make durable what the
+            // failure left): released without writing.
+            if !st.owned() || st.failed.is_some() {
                 drop(st);
                 return Ok(());
             }
@@ -1449,19 +1648,26 @@ impl Core {
     /// True when the index is open read-only.
     #[getter]
     fn readonly(&self) -> PyResult<bool> {
-        self.read(|st| Ok(!st.writable))
+        self.read_meta(|st| Ok(!st.writable))
+    }
+
+    /// Why the index refuses every call after a failure (see
+    /// `State::failed`), or None.
+    #[getter]
+    fn failed(&self) -> PyResult<Option<String>> {
+        self.read_meta(|st| Ok(st.failed.clone()))
     }
 
     /// The manifest (kind, page size, device, tree and store parameters) as JSON.
     fn manifest_json(&self) -> PyResult<String> {
-        self.read(|st| {
+        self.read_meta(|st| {
             serde_json::to_string(st.index.manifest()).map_err(|e| Error::invalid(e.to_string()))
         })
     }
 
     /// The device and store counters so far (`geoflash_engine::metrics::Stats`) as JSON.
     fn stats_json(&self) -> PyResult<String> {
-        self.read(|st| st.index.stats("python").to_json())
+        self.read_meta(|st| st.index.stats("python").to_json())
     }
 }
 
@@ -1472,7 +1678,7 @@ impl Drop for Core {
     fn drop(&mut self) {
         if let Ok(inner) = self.inner.get_mut() {
             if let Some(mut st) = inner.take() {
-                if st.owned() {
+                if st.owned() && st.failed.is_none() {
                     let _ = st.checkpoint();
                 }
             }

@@ -130,6 +130,7 @@ fn _geoflash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(page_capacity, m)?)?;
     m.add_function(wrap_pyfunction!(hilbert_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(core::box_of, m)?)?;
     m.add_function(wrap_pyfunction!(predicates::stable_order_by_key, m)?)?;
     // The predicates of `Index.query` besides None (predicates::PREDICATES).
     m.add(

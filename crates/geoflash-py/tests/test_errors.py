@@ -28,6 +28,125 @@ def test_bad_coordinates(coords):
     assert len(idx) == 0
 
 
+_NOT_COORDINATES = {
+    "str": lambda: "1234", "str-point": lambda: "12", "bytes": lambda: b"ab", "bytes-box": lambda: b"abcd",
+    "bytearray": lambda: bytearray(b"ab"), "memoryview": lambda: memoryview(b"abcd"),
+    "tuple-of-str": lambda: ("1", "2", "3", "4"), "list-with-str": lambda: ["1", 2],
+    "tuple-with-bytes": lambda: (b"1", 2, 3, 4), "list-with-bytearray": lambda: [0, 0, bytearray(b"1"), 1],
+    "numpy-str": lambda: (np.str_("1"), 2, 3, 4), "numpy-str-array": lambda: np.array(["1", "2", "3", "4"]),
+    "iterator-of-str": lambda: iter(["0", "0", "1", "1"]), "none-item": lambda: (None, 1, 2, 3),
+    "object-item": lambda: [object(), 1], "none": lambda: None, "int": lambda: 5,
+}
+
+
+@pytest.mark.parametrize("make", list(_NOT_COORDINATES.values()), ids=list(_NOT_COORDINATES))
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_text_and_bytes_are_not_coordinates(make, interleaved):
+    """Strings are never parsed as numbers and bytes never read as their
+    byte values (``b"ab"`` was the point (97, 98)): coordinates that are
+    not a sequence of real numbers raise InvalidCoordinatesError, a
+    TypeError (as rtree's) and an RTreeError, naming the argument, on
+    every way in."""
+    idx = geoflash.Index(interleaved=interleaved)
+    idx.insert(1, (0, 0, 1, 1))
+    for call in (
+        lambda c: idx.insert(2, c), lambda c: idx.insert(2, c, obj="x"),
+        lambda c: idx.add(2, c), lambda c: list(idx.intersection(c)),
+        lambda c: list(idx.contains(c)), lambda c: idx.count(c),
+        lambda c: list(idx.nearest(c)), lambda c: list(idx.nearest(c, 0)),
+        lambda c: idx.delete(1, c), lambda c: idx.update(1, c),
+        lambda c: geoflash.Index([(2, c, None)], interleaved=interleaved),
+    ):
+        with pytest.raises(TypeError, match="coordinates") as e:
+            call(make())
+        assert isinstance(e.value, geoflash.InvalidCoordinatesError)
+        assert isinstance(e.value, geoflash.RTreeError)
+    assert len(idx) == 1 and list(idx.intersection((0, 0, 1, 1))) == [1]
+
+
+def test_every_kind_of_real_number_is_a_coordinate():
+    """What is a number stays one: ints, bools, NumPy scalars and arrays,
+    Decimal, Fraction, anything with ``__float__`` or ``__index__``, in a
+    list, a tuple or any other sequence or iterable."""
+    from decimal import Decimal
+    from fractions import Fraction
+
+    class Index:  # only __index__, as float() takes since Python 3.8
+        def __init__(self, v):
+            self.v = v
+
+        def __index__(self):
+            return self.v
+
+    forms = [
+        lambda: (0, 0, 1, 1), lambda: [0.0, 0.0, 1.0, 1.0], lambda: (False, False, True, True),
+        lambda: (np.int64(0), np.float32(0), np.uint8(1), np.float64(1)), lambda: np.array([0, 0, 1, 1]),
+        lambda: np.array([0.0, 0.0, 1.0, 1.0], dtype=np.float32),
+        lambda: (Decimal(0), Decimal("0.0"), Fraction(1), 1), lambda: (Index(0), Index(0), Index(1), Index(1)),
+        lambda: iter([0, 0, 1, 1]), lambda: (np.array(0.0), 0, 1, 1), lambda: range(0, 2),
+    ]
+    for form in forms:
+        idx = geoflash.Index()
+        idx.insert(1, form())
+        idx.insert(2, form(), obj="x")
+        assert sorted(idx.intersection(form())) == [1, 2], form()
+        assert idx.count(form()) == 2 and sorted(idx.nearest(form())) == [1, 2]
+        assert idx.bounds in ([0, 0, 1, 1], [0, 1, 0, 1]), form()
+    idx = geoflash.Index()
+    idx.insert(1, (Fraction(1, 2), Decimal("0.25")))  # a point
+    assert idx.bounds == [0.5, 0.25, 0.5, 0.25]
+
+
+def test_a_second_open_in_this_process_names_this_process_and_the_path(tmp_path):
+    """A directory open for writing in this process (created, bulk-loaded
+    or opened) refuses a second geoflash.Index(path), read-only too, and
+    overwrite=True, saying this process holds it and naming the path; it
+    used to blame "another process" for an index this process created (the
+    engine took its lock on the build's staging directory, renamed since).
+    One opened read-only refuses a writer the same way, and takes more
+    readers. Another process's lock is still another process's."""
+    import subprocess
+    import sys
+
+    makers = {
+        "created": lambda p: geoflash.Index(p),
+        "bulk-loaded": lambda p: geoflash.Index.from_arrays(None, np.zeros((3, 4)), p),
+        "stream-loaded": lambda p: geoflash.Index(p, [(1, (0, 0, 1, 1), None)], store="plain"),
+        "opened": lambda p: (geoflash.Index(p).close(), geoflash.Index(p))[1],
+    }
+    for how, make in makers.items():
+        path = str(tmp_path / how)
+        first = make(path)
+        for kw in ({}, {"readonly": True}, {"overwrite": True}):
+            with pytest.raises(geoflash.RTreeError) as e:
+                geoflash.Index(path, **kw)
+            msg = str(e.value)
+            assert path in msg and "this process, which already has it open for writing" in msg, (how, kw, msg)
+            assert "another process" not in msg
+        first.close()
+        geoflash.Index(path).close()  # free once closed
+        reader = geoflash.Index(path, readonly=True)
+        geoflash.Index(path, readonly=True).close()  # readers share it
+        for kw in ({}, {"overwrite": True}):
+            with pytest.raises(geoflash.RTreeError, match="this process, which has it open read-only") as e:
+                geoflash.Index(path, **kw)
+            assert path in str(e.value) and "another process" not in str(e.value)
+        reader.close()
+    # Held by another process: that process is blamed.
+    path = str(tmp_path / "created")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, geoflash; i = geoflash.Index(sys.argv[1]); print('ready', flush=True); sys.stdin.read()", path],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        with pytest.raises(geoflash.RTreeError, match="another process") as e:
+            geoflash.Index(path)
+        assert "this process" not in str(e.value)
+    finally:
+        holder.communicate("", timeout=60)
+
+
 @pytest.mark.parametrize("coords", [(0, 0, float("inf"), 1), (0, 0, 1e300, 1), (-1e151, 0, 0, 0)])
 def test_boxes_beyond_the_range_are_windows_not_entries(coords):
     """Stored boxes stay finite (magnitude at most 1e150); query windows may

@@ -28,7 +28,15 @@ from . import exceptions, index
 from ._geoflash import DEFAULTS as _DEFAULTS
 from ._geoflash import __version__, parse_size
 from .container import RtreeContainer
-from .exceptions import CorruptIndexError, DeviceError, GeoflashError, InvalidIdError, ResultsStoreError, RTreeError
+from .exceptions import (
+    CorruptIndexError,
+    DeviceError,
+    GeoflashError,
+    InvalidCoordinatesError,
+    InvalidIdError,
+    ResultsStoreError,
+    RTreeError,
+)
 from .joins import sjoin, sjoin_nearest
 from .property import Property
 from .spatial_index import GRID_KINDS, KINDS, SETTINGS, Index, Item, Rtree
@@ -42,6 +50,7 @@ __all__ = [
     "GeoflashError",
     "RTreeError",
     "InvalidIdError",
+    "InvalidCoordinatesError",
     "CorruptIndexError",
     "DeviceError",
     "ResultsStoreError",

@@ -13,6 +13,10 @@ class                                 raised for
 ``InvalidIdError`` (an ``RTreeError``, an id that is not an integer (``None``,
 ``TypeError`` and                     a float, a string)
 ``ctypes.ArgumentError``)
+``InvalidCoordinatesError`` (an       coordinates that are not a sequence of
+``RTreeError`` and a ``TypeError``)   real numbers (``None``, a ``str`` or
+                                      ``bytes``, an item that is not a
+                                      number, such as ``"1"`` or ``b"1"``)
 ``CorruptIndexError`` (``OSError``)   damage: checksums, magic numbers or
                                       layouts that do not verify, a newer
                                       format, an index needing recovery
@@ -32,6 +36,9 @@ rtree.exceptions.RTreeError`` does not catch geoflash's errors.
 ``InvalidIdError`` is what rtree raises for an id that is not an integer
 (``idx.insert(None, box)``): ``ctypes.ArgumentError``, whose message says
 ``TypeError``; it is a ``TypeError`` and an ``RTreeError`` too.
+``InvalidCoordinatesError`` is likewise the ``TypeError`` rtree raises for
+coordinates that are not numbers (``"must be real number, not str"``),
+and an ``RTreeError``, which geoflash raised for them before.
 
 A ``DeviceError`` with an OS error number is also of the built-in class
 Python gives that number (``FileNotFoundError``, ``NotADirectoryError``,
@@ -47,6 +54,7 @@ __all__ = [
     "GeoflashError",
     "RTreeError",
     "InvalidIdError",
+    "InvalidCoordinatesError",
     "CorruptIndexError",
     "DeviceError",
     "ResultsStoreError",
@@ -69,6 +77,14 @@ class InvalidIdError(RTreeError, ctypes.ArgumentError, TypeError):
     ``RTreeError`` like other bad input, and the ``TypeError`` and
     ``ctypes.ArgumentError`` that rtree raises for it (``except
     ctypes.ArgumentError`` in code written for rtree catches it)."""
+
+
+class InvalidCoordinatesError(RTreeError, TypeError):
+    """Coordinates that are not a sequence of real numbers: ``None``, a
+    ``str`` or ``bytes`` (``"1234"``, ``b"ab"``: never read as digits or
+    byte values), or an item that is not a number (``("1", 2, 3, 4)``).
+    The ``TypeError`` rtree raises for them, and an ``RTreeError`` like
+    other bad input."""
 
 
 class CorruptIndexError(GeoflashError, OSError):

@@ -25,8 +25,9 @@ from ._geoflash import GRID_KINDS as _GRID_KINDS
 from ._geoflash import KINDS as _KINDS
 from ._geoflash import SETTINGS as _SETTINGS
 from ._geoflash import Core as _Core
+from ._geoflash import box_of as _box_of
 from . import _exact
-from .exceptions import InvalidIdError, RTreeError
+from .exceptions import InvalidCoordinatesError, InvalidIdError, RTreeError
 from .property import RT_Disk, RT_Memory, from_manifest, page_size_for, tree_options
 
 __all__ = ["Index", "Item", "Rtree"]
@@ -168,6 +169,52 @@ def _int64_ids(ids: np.ndarray) -> np.ndarray:
             p = int(over[0])
             raise _out_of_range(int(ids[p]), f" (position {p})")
     return np.ascontiguousarray(ids, dtype=np.int64)
+
+
+#: Containers whose items are characters or bytes, never coordinates:
+#: ``float()`` would parse ``"1"`` and iterating ``b"ab"`` gives 97 and 98.
+_TEXT = (str, bytes, bytearray, memoryview)
+
+
+def _box_of_other(coordinates: Any, interleaved: bool) -> Tuple[float, float, float, float]:
+    """The coordinates that ``_box_of`` (the extension's reading of a list or
+    tuple of 2 or 4 real numbers) does not take: another sequence or
+    iterable of them (a NumPy array, a generator), or else the error.
+    Text and bytes, and items that are not real numbers, raise
+    :class:`InvalidCoordinatesError` (a ``TypeError`` and an ``RTreeError``)
+    naming the argument; a wrong count raises ``RTreeError``, or
+    ``NotImplementedError`` for 3-D and higher."""
+    what = type(coordinates).__name__
+    if isinstance(coordinates, np.ndarray) and coordinates.ndim == 1:
+        # Its numbers as Python's in one call (strings stay strings).
+        items = coordinates.tolist()
+    elif isinstance(coordinates, _TEXT):
+        raise InvalidCoordinatesError(
+            f"coordinates must be a sequence of 2 or 4 real numbers, not {what} {coordinates!r:.60}"
+        )
+    else:
+        try:
+            items = tuple(coordinates)
+        except TypeError:
+            raise InvalidCoordinatesError(
+                f"coordinates must be a sequence of 2 or 4 real numbers, not {what}"
+            ) from None
+    box = _box_of(items, interleaved)
+    if box is not None:
+        return box
+    for i, v in enumerate(items):
+        # A real number is what the extension takes (the same test as above).
+        if _box_of((v, v), True) is None:
+            raise InvalidCoordinatesError(
+                f"coordinates must be real numbers: item {i} of the {what} is "
+                f"{type(v).__name__} {v!r:.60}"
+            )
+    n = len(items)
+    if n % 2 == 0 and n > 4:
+        raise NotImplementedError(
+            f"geoflash indexes 2-D data only: {n} coordinates (3-D and higher) are not implemented"
+        )
+    raise RTreeError(f"coordinates must be 2 numbers (a point) or 4 (a box), not {n}")
 
 
 def _real_array(value: Any, what: str) -> np.ndarray:
@@ -400,25 +447,14 @@ class Index:
     # ----------------------------------------------------------------- helpers
 
     def _box(self, coordinates: Any) -> Tuple[float, float, float, float]:
-        """Coordinates as ``(minx, miny, maxx, maxy)``."""
-        try:
-            c = [float(v) for v in coordinates]
-        except (TypeError, ValueError) as e:
-            raise RTreeError(f"coordinates must be 2 or 4 numbers: {e}") from None
-        if len(c) == 2:
-            return (c[0], c[1], c[0], c[1])
-        if len(c) != 4:
-            if len(c) % 2 == 0 and len(c) > 4:
-                raise NotImplementedError(
-                    f"geoflash indexes 2-D data only: {len(c)} coordinates "
-                    "(3-D and higher) are not implemented"
-                )
-            raise RTreeError(
-                f"coordinates must be 2 numbers (a point) or 4 (a box), not {len(c)}"
-            )
-        if self.interleaved:
-            return (c[0], c[1], c[2], c[3])
-        return (c[0], c[2], c[1], c[3])
+        """Coordinates as ``(minx, miny, maxx, maxy)``: a list or tuple of 2
+        or 4 real numbers in one call to the extension (the way of every
+        query), anything else by :func:`_box_of_other`, which refuses text,
+        bytes and items that are not numbers."""
+        box = _box_of(coordinates, self.interleaved)
+        if box is None:
+            return _box_of_other(coordinates, self.interleaved)
+        return box
 
     def _bounds_out(self, b: Sequence[float]) -> list:
         """A box in the index's coordinate order."""
@@ -847,6 +883,8 @@ class Index:
     def __repr__(self) -> str:
         if self._core.closed:
             return "geoflash.Index(closed)"
+        if self._core.failed is not None:
+            return f"geoflash.Index(path={self._core.path!r}, failed: close it and open it again)"
         return f"geoflash.Index(path={self._core.path!r}, bounds={self.bounds}, size={len(self)})"
 
     # ------------------------------------------------------------- pickling
@@ -1037,7 +1075,15 @@ class Index:
         only at the next sync or checkpoint. Batches do not nest. While a
         batch is open, changes from other threads wait until it ends (a
         change another thread makes is never taken into the batch), and a
-        read-only index refuses to open one."""
+        read-only index refuses to open one.
+
+        When a change or the commit fails with an I/O error (a full disk,
+        an error syncing the log), the index in a directory answers no
+        further call, queries included (``DeviceError``): what it holds in
+        memory may be lost by a crash. ``close()`` it and open the
+        directory again, which recovers every acknowledged batch and the
+        failed one or not. A block that catches such an error and goes on
+        ends by raising instead of committing."""
         self._core.begin_batch()
         ok = False
         try:
@@ -1048,7 +1094,9 @@ class Index:
 
     def close(self) -> None:
         """Checkpoints and closes the index; any later use raises
-        :class:`RTreeError` (closing again does nothing)."""
+        :class:`RTreeError` (closing again does nothing). An index whose
+        change, commit or checkpoint failed (see ``batch``) is released
+        without writing anything."""
         self._core.close()
 
     def __enter__(self) -> "Index":
