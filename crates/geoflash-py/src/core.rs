@@ -12,8 +12,7 @@
 //! the lock is released.
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use geoflash_engine::engine::records::{RecordLog, Records, Replay, RECORDS_FILE};
 use geoflash_engine::engine::{
@@ -68,9 +67,6 @@ struct State {
     /// commit nothing. Only a new open knows what is durable, so until
     /// then nothing is answered ([`State::check_failed`]).
     failed: Option<String>,
-    /// This index's entry in the table of the directories open in this
-    /// process ([`OPEN_DIRS`]), removed with the state.
-    _open_here: Option<OpenHere>,
 }
 
 impl State {
@@ -98,7 +94,6 @@ impl State {
             .and_then(|d| std::fs::metadata(d.join(RECORDS_FILE)).ok())
             .map_or(0, |m| m.len());
         let synced_op = index.durable_op();
-        let index_dir = index.dir().map(Path::to_path_buf);
         Ok(State {
             index,
             log,
@@ -109,7 +104,6 @@ impl State {
             batch_thread: None,
             owner: crate::pid::current(),
             failed: None,
-            _open_here: index_dir.map(|d| OpenHere::register(&d, writable)),
         })
     }
 
@@ -629,96 +623,6 @@ fn closed() -> Error {
     Error::invalid("operation on a closed index")
 }
 
-/// An index directory open in this process through this module.
-struct OpenDir {
-    /// The entry's own number ([`OpenHere`] removes it by it).
-    token: u64,
-    /// The directory, canonical (as given when it cannot be made so).
-    dir: PathBuf,
-    /// Open for writing (else read-only).
-    writable: bool,
-    /// The process that opened it: a child made by `os.fork()` inherits
-    /// this table, and the parent's entries are not its own.
-    pid: u32,
-}
-
-/// The index directories open in this process, so that a refused lock
-/// says when this very process holds it. The engine keeps such a table
-/// too, but misses an index this process created: the build took its lock
-/// on the staging directory, which was then renamed onto the index's
-/// path, so a second `geoflash.Index(path)` was told "another process"
-/// held it.
-static OPEN_DIRS: Mutex<Vec<OpenDir>> = Mutex::new(Vec::new());
-
-/// The number of the next [`OpenDir`].
-static NEXT_OPEN_DIR: AtomicU64 = AtomicU64::new(1);
-
-fn open_dirs() -> std::sync::MutexGuard<'static, Vec<OpenDir>> {
-    OPEN_DIRS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn canonical(dir: &Path) -> PathBuf {
-    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
-}
-
-/// An entry of [`OPEN_DIRS`], held by the [`State`] of an index in a
-/// directory and removed with it.
-struct OpenHere(u64);
-
-impl OpenHere {
-    fn register(dir: &Path, writable: bool) -> OpenHere {
-        let token = NEXT_OPEN_DIR.fetch_add(1, Ordering::Relaxed);
-        open_dirs().push(OpenDir {
-            token,
-            dir: canonical(dir),
-            writable,
-            pid: crate::pid::current(),
-        });
-        OpenHere(token)
-    }
-}
-
-impl Drop for OpenHere {
-    fn drop(&mut self) {
-        open_dirs().retain(|d| d.token != self.0);
-    }
-}
-
-/// `e`, an error of taking the lock of index directory `dir` (for writing
-/// when `write`); when the engine blamed "another process" for a lock this
-/// process holds through an index opened here (see [`OPEN_DIRS`]), the
-/// refusal saying so instead, naming the directory.
-fn lock_error_here(dir: &Path, write: bool, e: Error) -> Error {
-    let Error::InvalidInput(m) = &e else {
-        return e;
-    };
-    if !m.contains("is locked by another process") {
-        return e;
-    }
-    let key = canonical(dir);
-    let pid = crate::pid::current();
-    let here = open_dirs()
-        .iter()
-        .filter(|d| d.pid == pid && d.dir == key)
-        .map(|d| d.writable)
-        .reduce(|a, b| a || b);
-    let dir = dir.display();
-    match here {
-        Some(true) => Error::invalid(format!(
-            "{dir} is locked by this process, which already has it open for writing (a geoflash.Index \
-             created or opened here and not closed yet): use that index, or close() it before opening \
-             the directory again (one writer or many readers at a time)"
-        )),
-        // Readers share the lock: a refused reader was refused by a writer.
-        Some(false) if write => Error::invalid(format!(
-            "{dir} is locked by this process, which has it open read-only (a geoflash.Index opened \
-             here with readonly=True and not closed yet): close() it before opening the directory \
-             for writing (one writer or many readers at a time)"
-        )),
-        _ => e,
-    }
-}
-
 fn to_items(py: Python<'_>, raw: Vec<RawItem>) -> Vec<Item<'_>> {
     raw.into_iter()
         .map(|(id, obj, b)| (id, obj.map(|o| PyBytes::new_bound(py, &o)), b))
@@ -999,8 +903,7 @@ impl Core {
         };
         let (state, warning) = py
             .allow_threads(|| -> Result<(State, Option<String>)> {
-                let mut index = Index::open(&path, access)
-                    .map_err(|e| lock_error_here(&path, !readonly, e))?;
+                let mut index = Index::open(&path, access)?;
                 // This package is the front end whose map keys the index.
                 index.claim_records();
                 // A map in the store's log comes back with the tree, the
@@ -1084,8 +987,7 @@ impl Core {
                     path.display()
                 )));
             }
-            let lock = DirLock::acquire(&path, Access::Write)
-                .map_err(|e| lock_error_here(&path, true, e))?;
+            let lock = DirLock::acquire(&path, Access::Write)?;
             std::fs::remove_dir_all(&path).map_err(|source| Error::Io {
                 path: path.clone(),
                 page: None,

@@ -441,6 +441,24 @@ impl DirLock {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Follows the lock's directory renamed to `dir` (a build's staging
+    /// directory published onto its target): the lock file and this
+    /// process's record of the lock now name `dir`, so that a second open
+    /// of `dir` here is told this process holds it.
+    pub fn moved_to(&mut self, dir: &Path) {
+        let path = dir.join(LOCK_FILE);
+        let key = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        let mut held = held();
+        if let Some(entry) = held
+            .iter_mut()
+            .find(|(k, a)| *k == self.key && *a == self.access)
+        {
+            entry.0 = key.clone();
+        }
+        self.path = path;
+        self.key = key;
+    }
 }
 
 impl Drop for DirLock {

@@ -288,6 +288,9 @@ impl Index {
             }
             staging.publish()?;
             index.dir = Some(dir.to_path_buf());
+            if let Some(lock) = index._lock.as_mut() {
+                lock.moved_to(dir);
+            }
             Ok((index, t))
         });
         if made.is_err() {

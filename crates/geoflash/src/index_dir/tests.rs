@@ -1428,3 +1428,23 @@ fn after_an_operation_fails_part_way_a_journaled_index_refuses_to_checkpoint() {
     assert_eq!(ids_in_all(&idx), (0..3000).collect::<Vec<u64>>());
     idx.verify().unwrap();
 }
+
+/// An index created in this process holds the lock of its directory under
+/// the directory's own name: a second open here is told this process holds
+/// it (the lock was recorded under the build's staging directory, renamed
+/// since, so the refusal blamed "another process").
+#[test]
+fn a_second_open_of_an_index_created_here_says_this_process_holds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idx");
+    let idx = Index::create(&path, &file_opts()).unwrap();
+    for access in [Access::Write, Access::Read] {
+        let e = Index::open(&path, access).unwrap_err().to_string();
+        assert!(
+            e.contains("locked by this process, which already has it open for writing"),
+            "{e}"
+        );
+    }
+    drop(idx);
+    Index::open(&path, Access::Write).unwrap();
+}

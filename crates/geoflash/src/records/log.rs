@@ -526,10 +526,7 @@ impl RecordLog {
     /// Writes one frame of `payload` (one `write`).
     fn write_frame(&mut self, payload: &[u8]) -> Result<()> {
         if self.failed {
-            return Err(Error::StoreFailed(format!(
-                "{}: an earlier write failed; reopen the index",
-                self.path.display()
-            )));
+            return Err(self.failed_error());
         }
         let len = u32::try_from(payload.len())
             .ok()
@@ -557,7 +554,13 @@ impl RecordLog {
     /// writes the seal of the frames since the last one (`seal`; one
     /// more `write`, the same one `fsync`).
     pub fn sync(&mut self) -> Result<()> {
-        if !std::mem::take(&mut self.unsynced) {
+        // After a failed write or sync nothing is known durable (a failed
+        // `fsync` may have dropped the dirty pages it did not write, and a
+        // second one would report success): refused, as appends are.
+        if self.failed {
+            return Err(self.failed_error());
+        }
+        if !self.unsynced {
             return Ok(());
         }
         if self.version >= SEALED {
@@ -576,7 +579,17 @@ impl RecordLog {
         self.file.sync_data().map_err(|e| {
             self.failed = true;
             self.io(e)
-        })
+        })?;
+        self.unsynced = false;
+        Ok(())
+    }
+
+    /// The refusal of every write and sync after one failed.
+    fn failed_error(&self) -> Error {
+        Error::StoreFailed(format!(
+            "{}: an earlier write failed; reopen the index",
+            self.path.display()
+        ))
     }
 }
 

@@ -378,3 +378,24 @@ fn crashes_while_a_batch_is_synced_recover_a_prefix_with_every_acknowledged_chan
          {rebuilt} rebuilt one lost sector from its seal, {cut} ended before it (a prefix, every acknowledged change kept)"
     );
 }
+
+/// A sync that failed leaves nothing known durable: every later sync (and
+/// append) is refused. Before, the failed sync had already cleared the
+/// "unsynced" mark, so the next one returned `Ok` with nothing written.
+#[test]
+fn a_failed_sync_is_never_followed_by_one_that_says_ok() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = RecordLog::create_version(dir.path(), 3, VERSION).unwrap();
+    append(&mut log, &changes()[0]);
+    // The seal's write fails: the file is now open read-only.
+    log.file = File::open(dir.path().join(LOG_FILE)).unwrap();
+    assert!(log.sync().is_err());
+    for _ in 0..2 {
+        let e = log.sync().unwrap_err();
+        assert!(
+            matches!(e, Error::StoreFailed(ref m) if m.contains("an earlier write failed")),
+            "{e}"
+        );
+    }
+    assert!(log.append_remove(0).is_err());
+}
