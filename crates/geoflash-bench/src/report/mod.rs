@@ -670,7 +670,7 @@ pub fn write_report(
             "a headline table needs a baseline (--baseline)",
         ));
     }
-    let mut store = ResultsStore::open_location(results)?;
+    let mut store = ResultsStore::open_existing(results)?;
     let metrics: Vec<String> = if opts.metrics.is_empty() {
         DEFAULT_METRICS.iter().map(|s| s.to_string()).collect()
     } else {

@@ -320,6 +320,31 @@ fn bad_metric_and_missing_store() {
         },
     );
     assert!(e.contains("needs a baseline"), "{e}");
+    // Another program's SQLite file, or an empty file, is refused as not a
+    // results store and left as it was (a report used to create the
+    // results tables and set `user_version` in it).
+    let other = dir.path().join("other.sqlite");
+    rusqlite::Connection::open(&other)
+        .unwrap()
+        .execute_batch("CREATE TABLE mine (x); INSERT INTO mine VALUES (1);")
+        .unwrap();
+    let empty = dir.path().join("empty.sqlite");
+    std::fs::write(&empty, b"").unwrap();
+    for db in [&other, &empty] {
+        let before = std::fs::read(db).unwrap();
+        let e = write_report(
+            &ResultsLocation::Sqlite(db.clone()),
+            &dir.path().join("rep"),
+            &ReportOptions::default(),
+        )
+        .unwrap_err();
+        assert!(e.is_user_error(), "{e}");
+        assert!(
+            e.to_string().contains("not a geoflash results store"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(db).unwrap(), before, "{}", db.display());
+    }
     assert_eq!(without_page_size("a[page_size=1024,store=x]"), "a[store=x]");
     assert_eq!(without_page_size("a[page_size=1024]"), "a");
 }

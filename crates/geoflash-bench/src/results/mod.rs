@@ -356,6 +356,20 @@ fn columns(db: &mut dyn Sql, table: &str) -> Result<Vec<String>> {
         .collect())
 }
 
+/// True when the database behind `db` has a table `results` (in
+/// PostgreSQL, one its search path finds).
+fn holds_results(db: &mut dyn Sql) -> Result<bool> {
+    let q = match db.dialect() {
+        Dialect::Sqlite => {
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'results'"
+        }
+        Dialect::Postgres => {
+            "SELECT CAST(CASE WHEN to_regclass('results') IS NULL THEN 0 ELSE 1 END AS BIGINT)"
+        }
+    };
+    Ok(query_one(db, q, &[])?.and_then(|v| v.as_i64()).unwrap_or(0) > 0)
+}
+
 /// Creates the tables and the view if missing, adds the `Stats` columns
 /// added since the store was created, and records the schema version (one
 /// transaction); changes nothing in a store that is up to date.
@@ -440,6 +454,43 @@ impl ResultsStore {
             other => Error::results_store(other.to_string()).in_results_store(&location),
         })?;
         Ok(store)
+    }
+
+    /// Opens the results store at `location` for reading it (a report): an
+    /// SQLite file that exists, or a PostgreSQL database, either holding
+    /// the table `results` (its schema is brought up to date as
+    /// [`open_location`](Self::open_location) does). Anything else is bad
+    /// input, and is left as it was: opening it as a store would create
+    /// the tables (and set `PRAGMA user_version`) in another program's
+    /// database, or in an empty file.
+    pub fn open_existing(location: &ResultsLocation) -> Result<ResultsStore> {
+        let (mut backend, name) = match location {
+            ResultsLocation::Sqlite(path) => {
+                let name = path.display().to_string();
+                let flags =
+                    rusqlite::OpenFlags::default() - rusqlite::OpenFlags::SQLITE_OPEN_CREATE;
+                let conn = Connection::open_with_flags(path, flags)
+                    .map_err(|e| Error::results_store(e.to_string()).in_results_store(&name))?;
+                (Backend::Sqlite(conn), name)
+            }
+            #[cfg(feature = "postgres")]
+            ResultsLocation::Postgres(url) => (
+                Backend::Postgres(Box::new(crate::pg::connect(url)?)),
+                crate::pg::redact(url),
+            ),
+            #[cfg(not(feature = "postgres"))]
+            ResultsLocation::Postgres(url) => return Err(crate::pg::unsupported(url)),
+        };
+        let holds = backend
+            .with(false, holds_results)
+            .map_err(|e| e.in_results_store(&name))?;
+        if !holds {
+            return Err(Error::invalid(format!(
+                "{name} is not a geoflash results store (it has no table `results`): \
+                 give the store that `geoflash bench --results` wrote"
+            )));
+        }
+        Self::new(backend, name)
     }
 
     /// Opens (creating if needed) the SQLite store at `path` and brings its

@@ -91,8 +91,11 @@ pub(super) fn crash_and_recover(
         .and_then(|r| serde_json::to_string(r).ok())
         .unwrap_or_default();
     s.operations = (recovered - before) as u64;
+    let target = Target::new(index);
+    // The recovered index's size, as every other step records it.
+    s.set_index_bytes(target.index_bytes());
     Ok((
-        Target::new(index),
+        target,
         Row {
             parameter: format!("operations={operations}"),
             status: "ok",

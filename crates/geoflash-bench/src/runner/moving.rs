@@ -2,7 +2,9 @@
 //! (`Index::update_by_id`: the index finds the old rectangle), each
 //! object's rectangle shifted by a seeded random offset (same size), each
 //! batch one commit (`BatchDurability::Commit`: a store with a log syncs
-//! it instead of checkpointing, except on a simulated device), and after
+//! it instead of checkpointing, on `flashsim:` too, where the runner's
+//! indexes live in the process; the plain store, and an index directory
+//! with a simulated tier, checkpoint), and after
 //! each commit a few windows queried and checked against a brute-force
 //! oracle of the current rectangles. The first update by id builds the
 //! index's id locator (one query over the whole index): inside the first
@@ -27,14 +29,21 @@ use crate::target::{Answer, Target};
 use crate::windows::{windows, Placement};
 use crate::workload::Step;
 
-/// The median of `v` (the lower of the two middle values for an even
-/// count), `None` when empty.
+/// The median of `v` (for an even count the mean of the two middle
+/// values, rounded down to a whole nanosecond, as the report's medians and
+/// pandas' `median` take it), `None` when empty.
 fn median(mut v: Vec<u64>) -> Option<u64> {
     if v.is_empty() {
         return None;
     }
     v.sort_unstable();
-    v.get((v.len() - 1) / 2).copied()
+    let n = v.len();
+    let hi = *v.get(n / 2)?;
+    if n % 2 == 1 {
+        return Some(hi);
+    }
+    let lo = *v.get(n / 2 - 1)?;
+    Some(lo + (hi - lo) / 2)
 }
 
 /// `r` shifted by `(dx, dy)`, then pulled back inside `extent` (when it
@@ -277,6 +286,9 @@ mod tests {
         assert_eq!(median(vec![]), None);
         assert_eq!(median(vec![5, 1, 3]), Some(3));
         assert_eq!(median(vec![4, 1, 3, 2]), Some(2));
+        // an even count: the mean of the two middle values, not the lower one
+        assert_eq!(median(vec![10, 1, 4, 2]), Some(3));
+        assert_eq!(median(vec![u64::MAX, u64::MAX - 2]), Some(u64::MAX - 1));
         let extent = Rect::new(0.0, 0.0, 10.0, 10.0).unwrap();
         let r = Rect::new(1.0, 1.0, 2.0, 3.0).unwrap();
         assert_eq!(

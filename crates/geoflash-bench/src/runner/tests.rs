@@ -335,6 +335,8 @@ fn crash_and_recover_on_a_file_device() {
     );
     // recovery read the device
     assert!(get("SELECT min(pages_read) FROM results WHERE step_kind = 'crash_and_recover' AND status = 'ok'") > 0);
+    // the recovered index's size is recorded like every other step's (it was 0)
+    assert!(get("SELECT min(index_bytes) FROM results WHERE step_kind = 'crash_and_recover' AND status = 'ok'") > 0);
     // the plain store says it cannot
     assert_eq!(
         get("SELECT count(*) FROM results WHERE status = 'skipped'"),

@@ -13,11 +13,12 @@
 //! ([`IndexSpec::store_keys`]), `grid = { s = 1.5 }` the grid files' keys
 //! without their `grid_` prefix ([`IndexSpec::GRID_KEYS`]). `reads` is the
 //! workbench's own (how the runner's queries read nodes).
+use geoflash::engine::device::{DeviceSpec, FlashSimConfig, HddSimConfig};
 use geoflash::engine::{ReadMode, StoreKind};
 use geoflash::{IndexSpec, Result};
 use toml::Spanned;
 
-use super::values::{strip_invalid, Ctx};
+use super::values::{duplicate, strip_invalid, Ctx};
 use super::RawIndex;
 use crate::workload::expand::{self, Dim};
 use crate::workload::model::IndexConfig;
@@ -29,6 +30,9 @@ fn dims_of(cx: &Ctx, key: &str, v: &Spanned<toml::Value>) -> Result<Dim> {
         toml::Value::Array(a) => a.clone(),
         other => vec![other.clone()],
     };
+    if let Some(d) = duplicate(&values) {
+        return Err(cx.err(&v.span(), key, d));
+    }
     Ok(Dim {
         key: key.to_string(),
         span: v.span(),
@@ -93,6 +97,12 @@ pub(super) fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexC
                 ),
             }
         })?;
+        check_simulators(&options.device).map_err(|e| {
+            match dims.iter().find(|d| d.key == "device") {
+                Some(d) => cx.err(&d.span, &key("device"), strip_invalid(&e)),
+                None => cx.err(&x.name.span(), &key("device"), strip_invalid(&e)),
+            }
+        })?;
         let c = IndexConfig {
             name: expand::name(x.name.get_ref(), &dims, &combo),
             base_name: x.name.get_ref().to_string(),
@@ -118,6 +128,52 @@ pub(super) fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexC
         out.push(c);
     }
     Ok(out)
+}
+
+/// Checks the parameters of the simulators in `spec` (a `flashsim:` or
+/// `hddsim:` spec, or a tier of a `hybrid:` one) as opening the device
+/// does: the preset (else the simulator's default), then each key in
+/// order, then the configuration they give. [`DeviceSpec::parse`] keeps
+/// them as text, so a misspelt preset or key used to pass `--check` and
+/// fail every configuration at its build.
+fn check_simulators(spec: &DeviceSpec) -> Result<()> {
+    /// `params` applied onto `preset(NAME)` (or `dflt`) with `set`.
+    fn apply<C>(
+        params: &[(String, String)],
+        dflt: C,
+        preset: impl Fn(&str) -> Result<C>,
+        set: impl Fn(&mut C, &str, &str) -> Result<()>,
+    ) -> Result<C> {
+        let mut c = match params.iter().find(|(k, _)| k == "preset") {
+            Some((_, name)) => preset(name)?,
+            None => dflt,
+        };
+        for (k, v) in params.iter().filter(|(k, _)| k != "preset") {
+            set(&mut c, k, v)?;
+        }
+        Ok(c)
+    }
+    match spec {
+        DeviceSpec::FlashSim { params } => apply(
+            params,
+            FlashSimConfig::default(),
+            FlashSimConfig::preset,
+            FlashSimConfig::set,
+        )?
+        .validate(),
+        DeviceSpec::HddSim { params } => apply(
+            params,
+            HddSimConfig::default(),
+            HddSimConfig::preset,
+            HddSimConfig::set,
+        )?
+        .validate(),
+        DeviceSpec::Hybrid { fast, slow, .. } => {
+            check_simulators(fast)?;
+            check_simulators(slow)
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The dimensions of entry `i`'s cross product: its keys, then the keys of
@@ -171,6 +227,9 @@ fn index_dims(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<Dim>> {
                 toml::Value::Array(a) => a.clone(),
                 other => vec![other.clone()],
             };
+            if let Some(d) = duplicate(&values) {
+                return Err(cx.err(&t.span(), &key(&name), d));
+            }
             dims.push(Dim {
                 key: name,
                 span: t.span(),

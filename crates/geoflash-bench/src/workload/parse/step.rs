@@ -403,6 +403,10 @@ impl StepParser<'_> {
                 "mixed needs a number of operations",
             )
         })?;
+        if operations == 0 {
+            let span = s.operations.as_ref().map(|v| v.span()).unwrap_or(0..0);
+            return Err(self.err(&span, "operations", "must be at least 1"));
+        }
         let insert_ratio = match &s.insert_ratio {
             None => 0.5,
             Some(v) => {

@@ -126,11 +126,29 @@ impl Ctx<'_> {
             toml::Value::Array(a) => a.iter().collect(),
             other => vec![other],
         };
+        if let Some(d) = duplicate(items.iter().copied()) {
+            return Err(self.err(&span, key, d));
+        }
         items
             .into_iter()
             .map(|x| f(x).map_err(|e| self.err(&span, key, strip_invalid(&e))))
             .collect()
     }
+}
+
+/// The message refusing a value that a list gives twice, `None` when its
+/// values are distinct. Each value of a list is a configuration (or a
+/// row) of its own: a repeated one would run the same configuration again
+/// under the same key (the first run leaving the copy "already complete",
+/// `--force` replacing it) or record two rows with the same parameter
+/// (the second on a warm buffer) that a report pools as repetitions.
+pub(super) fn duplicate<'a>(values: impl IntoIterator<Item = &'a toml::Value>) -> Option<String> {
+    let values: Vec<&toml::Value> = values.into_iter().collect();
+    values
+        .iter()
+        .enumerate()
+        .find(|(i, v)| values.iter().skip(i + 1).any(|w| w == *v))
+        .map(|(_, v)| format!("{v} is listed twice: give each value once"))
 }
 
 /// The message of an error without its "invalid argument" prefix.
