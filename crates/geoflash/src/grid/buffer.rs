@@ -404,6 +404,61 @@ impl<T: PageValue> HotCold<T> {
         Ok(())
     }
 
+    /// Makes room for `n` more hot pages before they are [staged](Self::stage):
+    /// evicts (Algorithm 5) while the hot list would overflow. Eviction only
+    /// moves pages to the cold list and writes it, so an error here leaves
+    /// every page's value as it was.
+    pub fn reserve(&mut self, dev: &dyn PageDevice, n: usize) -> Result<()> {
+        while !self.hot.is_empty() && self.hot.len() + n > self.hot_cap {
+            self.evict(dev)?;
+        }
+        Ok(())
+    }
+
+    /// [`reserve`](Self::reserve)s room for staging the pages of `ids`
+    /// (distinct) that are not in the hot list: the eviction
+    /// [`put`](Self::put)ting them would do, done first.
+    pub fn reserve_for(&mut self, dev: &dyn PageDevice, ids: &[PageId]) -> Result<()> {
+        let n = ids
+            .iter()
+            .filter(|id| !self.slots.get(id).is_some_and(|s| s.hot))
+            .count();
+        self.reserve(dev, n)
+    }
+
+    /// Stores a new or changed page as dirty at the MRU end of the hot list
+    /// without evicting anything: it cannot fail. Without a
+    /// [`reserve`](Self::reserve) first, the hot list overshoots until the
+    /// next miss or put makes room.
+    pub fn stage(&mut self, id: PageId, val: T) {
+        self.stage_arc(id, Arc::new(val));
+    }
+
+    /// [`stage`](Self::stage) of a shared value.
+    pub fn stage_arc(&mut self, id: PageId, val: Arc<T>) {
+        if self.slots.contains_key(&id) {
+            self.unlink(id);
+            let t = self.tick();
+            if let Some(s) = self.slots.get_mut(&id) {
+                s.val = val;
+                s.dirty = true;
+                s.hot = true;
+                s.stamp = t;
+                self.hot.insert(t, id);
+            }
+        } else {
+            self.insert_hot_arc(id, val, true);
+        }
+    }
+
+    /// Forgets page `id` as [`remove`](Self::remove) does, returning its
+    /// value if it was dirty (the device does not hold it), so that
+    /// [`stage_arc`](Self::stage_arc) can put it back.
+    pub fn take_dirty(&mut self, id: PageId) -> Option<Arc<T>> {
+        self.unlink(id);
+        self.slots.remove(&id).filter(|s| s.dirty).map(|s| s.val)
+    }
+
     /// Fetches page `id`, applies `f` to it (cloning only if a query still
     /// holds the old value) and marks it dirty.
     pub fn update<R>(

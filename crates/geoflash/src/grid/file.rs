@@ -58,6 +58,46 @@ pub enum MoveOutcome {
     PointHeld(u64),
 }
 
+/// A split planned before anything changes: the buckets it replaces and
+/// the points of the buckets it creates. In the planned grids a new bucket
+/// stands in as [`Plan::bucket`]`(k)` and a new sub-directory as
+/// [`Plan::dir`]`(k)`, values no page id or logical bucket id reaches.
+#[derive(Debug, Default)]
+struct Plan {
+    /// Buckets the split replaces.
+    old: Vec<u64>,
+    /// New buckets by placeholder index (`None`: split again meanwhile).
+    pieces: Vec<Option<Vec<GridPoint>>>,
+    /// Bucket splits, for the counters.
+    bucket_splits: u64,
+}
+
+impl Plan {
+    const BUCKET: u64 = 1 << 63;
+    const DIR: u64 = Self::BUCKET | 1 << 62;
+
+    fn bucket(k: usize) -> u64 {
+        Self::BUCKET + k as u64
+    }
+
+    fn dir(k: usize) -> u64 {
+        Self::DIR + k as u64
+    }
+
+    /// A new bucket holding `pts`: its placeholder.
+    fn piece(&mut self, pts: Vec<GridPoint>) -> u64 {
+        self.pieces.push(Some(pts));
+        Self::bucket(self.pieces.len() - 1)
+    }
+
+    /// The points of new bucket `r`, which leaves the plan (`None`: `r` is
+    /// an existing bucket).
+    fn take(&mut self, r: u64) -> Option<Vec<GridPoint>> {
+        let k = usize::try_from(r.checked_sub(Self::BUCKET)?).ok()?;
+        self.pieces.get_mut(k)?.take()
+    }
+}
+
 /// An H-Grid sub-directory access: its weight and whether it is hot.
 type DirVisit = (f64, bool);
 
@@ -685,11 +725,22 @@ impl<L: BucketLayer> GridFile<L> {
         }
     }
 
-    /// Splits bucket `b` of sub-directory `sdp`, which must hold `pts`.
+    /// Splits bucket `b` of sub-directory `sdp`, which must hold `pts`, and
+    /// the sub-directory (and its halves) until each fits a page, every
+    /// sub-directory split propagated to the root directory.
+    ///
+    /// All or nothing: the whole split is first planned on copies of the
+    /// grids, new buckets and sub-directories standing in under
+    /// placeholder references ([`Plan`]); then the pages of the new
+    /// sub-directories are allocated and the bucket layer rewrites every
+    /// bucket involved in one call, which changes nothing if it fails.
+    /// After that nothing can fail. So an error (the device full, a failing
+    /// write) leaves the grid file as it was before the insertion.
     fn split_bucket(&mut self, sdp: PageId, b: u64, pts: Vec<GridPoint>) -> Result<()> {
-        let dev = Arc::clone(&self.dev);
         let cap = self.layer.capacity();
+        let mut plan = Plan::default();
         let mut g = self.subdir(sdp)?.0.clone();
+        plan.old.push(b);
         let bx = g.find_box(b)?;
         let mut stack = vec![(bx, pts)];
         let mut done: Vec<(CellBox, Vec<GridPoint>)> = Vec::new();
@@ -728,31 +779,34 @@ impl<L: BucketLayer> GridFile<L> {
             stack.push((lo, pl));
             stack.push((hi, ph));
         }
-        self.stats.bucket_splits += done.len().saturating_sub(1) as u64;
-        let (boxes, pieces): (Vec<CellBox>, Vec<Vec<GridPoint>>) = done.into_iter().unzip();
-        let ids = self.layer.rewrite(
-            &mut BucketIo {
-                dev: &*dev,
-                alloc: &mut self.alloc,
-            },
-            &[b],
-            pieces,
-        )?;
-        for (bx, id) in boxes.iter().zip(ids) {
-            g.fill(bx, id);
+        plan.bucket_splits += done.len().saturating_sub(1) as u64;
+        for (bx, piece) in done {
+            let r = plan.piece(piece);
+            g.fill(&bx, r);
         }
-        self.dirs.put(&*dev, sdp, SubDir(g))?;
-        self.split_subdirs(sdp)
+        let (root, grids) = self.plan_subdir_splits(&mut plan, sdp, g)?;
+        self.commit(plan, sdp, root, grids)
     }
 
-    /// Splits sub-directory `p` (and its halves) until each fits a page;
-    /// every split is propagated to the root directory.
-    fn split_subdirs(&mut self, p: PageId) -> Result<()> {
+    /// Plans the splits of sub-directory `sdp`, whose grid is now `g`,
+    /// until each part fits a page: buckets straddling a split boundary are
+    /// split at it. Returns the new root directory and the grids, `sdp`'s
+    /// first, then one per new sub-directory (placeholder
+    /// [`Plan::dir`]`(k)` in the root for grid `k`).
+    fn plan_subdir_splits(
+        &mut self,
+        plan: &mut Plan,
+        sdp: PageId,
+        g: Grid,
+    ) -> Result<(Option<Grid>, Vec<Grid>)> {
         let dev = Arc::clone(&self.dev);
         let max = self.max_dir_bytes();
-        let mut work = vec![p];
-        while let Some(p) = work.pop() {
-            let mut g = self.subdir(p)?.0.clone();
+        let mut root: Option<Grid> = None;
+        let mut grids = vec![g];
+        let mut work = vec![0usize];
+        while let Some(k) = work.pop() {
+            let newk = grids.len();
+            let Some(g) = grids.get_mut(k) else { continue };
             if g.encoded_len() <= max {
                 continue;
             }
@@ -765,42 +819,106 @@ impl<L: BucketLayer> GridFile<L> {
             for (bref, bx) in g.boxes() {
                 let (a, b) = bx.span(axis);
                 if a <= i && b > i + 1 {
-                    let pts = self.layer.read_one(&*dev, bref)?;
+                    let pts = match plan.take(bref) {
+                        Some(pts) => pts,
+                        None => {
+                            plan.old.push(bref);
+                            self.layer.read_one(&*dev, bref)?
+                        }
+                    };
                     let (pl, ph): (Vec<GridPoint>, Vec<GridPoint>) =
                         pts.into_iter().partition(|q| coord(q, axis) < v);
-                    let ids = self.layer.rewrite(
-                        &mut BucketIo {
-                            dev: &*dev,
-                            alloc: &mut self.alloc,
-                        },
-                        &[bref],
-                        vec![pl, ph],
-                    )?;
                     let (lo, hi) = bx.split(axis, i);
-                    if let (Some(&l), Some(&h)) = (ids.first(), ids.get(1)) {
-                        g.fill(&lo, l);
-                        g.fill(&hi, h);
-                    }
-                    self.stats.bucket_splits += 1;
+                    g.fill(&lo, plan.piece(pl));
+                    g.fill(&hi, plan.piece(ph));
+                    plan.bucket_splits += 1;
                 }
             }
             let (mut lo, mut hi) = g.split_at(axis, i)?;
             lo.remove_redundant();
             hi.remove_redundant();
-            let j = match self.root.scale(axis).iter().position(|&b| b == v) {
+            let root = root.get_or_insert_with(|| self.root.clone());
+            let j = match root.scale(axis).iter().position(|&b| b == v) {
                 Some(j) => j,
-                None => self.root.insert_boundary(axis, v)?,
+                None => root.insert_boundary(axis, v)?,
             };
-            let rb = self.root.find_box(p)?;
-            let newp = self.alloc.alloc()?;
+            let me = if k == 0 { sdp } else { Plan::dir(k) };
+            let rb = root.find_box(me)?;
             let (_, rhi) = rb.split(axis, j);
-            self.root.fill(&rhi, newp);
-            self.dirs.put(&*dev, p, SubDir(lo))?;
-            self.dirs.put(&*dev, newp, SubDir(hi))?;
-            self.stats.dir_splits += 1;
-            work.push(p);
-            work.push(newp);
+            root.fill(&rhi, Plan::dir(newk));
+            *g = lo;
+            grids.push(hi);
+            work.push(k);
+            work.push(newk);
         }
+        Ok((root, grids))
+    }
+
+    /// Carries out a planned split: see [`GridFile::split_bucket`].
+    fn commit(
+        &mut self,
+        plan: Plan,
+        sdp: PageId,
+        root: Option<Grid>,
+        grids: Vec<Grid>,
+    ) -> Result<()> {
+        let dev = Arc::clone(&self.dev);
+        let mut dirs: Vec<PageId> = vec![sdp];
+        let undo = |alloc: &mut Alloc, dirs: &[PageId], e: Error| {
+            dirs.iter().skip(1).for_each(|&p| alloc.free(p));
+            Err(e)
+        };
+        for _ in 1..grids.len() {
+            match self.alloc.alloc() {
+                Ok(p) => dirs.push(p),
+                Err(e) => return undo(&mut self.alloc, &dirs, e),
+            }
+        }
+        if let Err(e) = self.dirs.reserve_for(&*dev, &dirs) {
+            return undo(&mut self.alloc, &dirs, e);
+        }
+        let (refs, pieces): (Vec<u64>, Vec<Vec<GridPoint>>) = plan
+            .pieces
+            .into_iter()
+            .enumerate()
+            .filter_map(|(k, p)| p.map(|p| (Plan::bucket(k), p)))
+            .unzip();
+        let ids = match self.layer.rewrite(
+            &mut BucketIo {
+                dev: &*dev,
+                alloc: &mut self.alloc,
+            },
+            &plan.old,
+            pieces,
+        ) {
+            Ok(ids) if ids.len() == refs.len() => ids,
+            Ok(_) => return Err(Error::invalid("bucket layer returned too few buckets")),
+            Err(e) => return undo(&mut self.alloc, &dirs, e),
+        };
+        // Nothing below can fail.
+        let mut real: HashMap<u64, u64> = refs.into_iter().zip(ids).collect();
+        real.extend(
+            dirs.iter()
+                .enumerate()
+                .skip(1)
+                .map(|(k, &p)| (Plan::dir(k), p)),
+        );
+        let resolve = |mut g: Grid| {
+            for c in &mut g.cells {
+                if let Some(&r) = real.get(c) {
+                    *c = r;
+                }
+            }
+            g
+        };
+        for (&p, g) in dirs.iter().zip(grids) {
+            self.dirs.stage(p, SubDir(resolve(g)));
+        }
+        if let Some(root) = root {
+            self.root = resolve(root);
+        }
+        self.stats.bucket_splits += plan.bucket_splits;
+        self.stats.dir_splits += dirs.len() as u64 - 1;
         Ok(())
     }
 
@@ -863,6 +981,9 @@ impl<L: BucketLayer> GridFile<L> {
                 continue;
             }
             let all: Vec<GridPoint> = both.into_iter().flatten().collect();
+            // Room for the sub-directory first: after the rewrite nothing
+            // may fail.
+            self.dirs.reserve_for(&*dev, &[sdp])?;
             let ids = self.layer.rewrite(
                 &mut BucketIo {
                     dev: &*dev,
@@ -877,7 +998,7 @@ impl<L: BucketLayer> GridFile<L> {
                 .ok_or_else(|| Error::invalid("merge produced no bucket"))?;
             g.fill(&union, id);
             g.remove_redundant();
-            self.dirs.put(&*dev, sdp, SubDir(g))?;
+            self.dirs.stage(sdp, SubDir(g));
             self.stats.bucket_merges += 1;
             return self.try_merge_subdir(sdp);
         }
@@ -887,7 +1008,6 @@ impl<L: BucketLayer> GridFile<L> {
     /// Merges sub-directory `p` into a neighbour when it has shrunk to a
     /// quarter of a page and the merged grid fits a page.
     fn try_merge_subdir(&mut self, p: PageId) -> Result<()> {
-        let dev = Arc::clone(&self.dev);
         let max = self.max_dir_bytes();
         let g = self.subdir(p)?.0.clone();
         if g.encoded_len() * 4 > max {
@@ -904,7 +1024,8 @@ impl<L: BucketLayer> GridFile<L> {
             if merged.encoded_len() > max {
                 continue;
             }
-            self.dirs.put(&*dev, p, SubDir(merged))?;
+            self.dirs.reserve_for(&*self.dev, &[p])?;
+            self.dirs.stage(p, SubDir(merged));
             self.dirs.remove(q);
             self.alloc.free(q);
             self.root.fill(&union, p);

@@ -85,15 +85,27 @@ impl BucketLayer for InPlaceBuckets {
         old: &[u64],
         pieces: Vec<Vec<GridPoint>>,
     ) -> Result<Vec<u64>> {
-        let mut ids = Vec::with_capacity(pieces.len());
+        // All or nothing: every page the pieces need, and room for them in
+        // the buffer, before any bucket changes. A refusal (the device
+        // full, a failing batch write of the cold list) changes nothing.
         let n = pieces.len();
-        for (i, piece) in pieces.into_iter().enumerate() {
-            let id = match old.get(i) {
-                Some(&p) => p,
-                None => io.alloc.alloc()?,
-            };
-            self.buf.put(io.dev, id, BucketPage(piece))?;
-            ids.push(id);
+        let mut fresh = Vec::with_capacity(n.saturating_sub(old.len()));
+        let undo = |alloc: &mut super::Alloc, fresh: &[u64], e: Error| {
+            fresh.iter().for_each(|&p| alloc.free(p));
+            Err(e)
+        };
+        for _ in old.len()..n {
+            match io.alloc.alloc() {
+                Ok(p) => fresh.push(p),
+                Err(e) => return undo(io.alloc, &fresh, e),
+            }
+        }
+        let ids: Vec<u64> = old.iter().take(n).chain(&fresh).copied().collect();
+        if let Err(e) = self.buf.reserve_for(io.dev, &ids) {
+            return undo(io.alloc, &fresh, e);
+        }
+        for (&id, piece) in ids.iter().zip(pieces) {
+            self.buf.stage(id, BucketPage(piece));
         }
         for &p in old.iter().skip(n) {
             self.buf.remove(p);

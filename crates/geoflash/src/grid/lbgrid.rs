@@ -208,8 +208,9 @@ impl LogBuckets {
             .ok_or_else(|| Error::corrupt(None, format!("logical bucket {b} is not in the BTT")))
     }
 
-    /// Appends a record to the working log-bucket, sealing it first if full.
-    fn append(&mut self, io: &mut BucketIo<'_>, rec: LogRecord) -> Result<()> {
+    /// Appends a record to the working log-bucket, sealing it first if full
+    /// (`room`: see [`LogBuckets::seal`]). An error changes nothing.
+    fn append(&mut self, io: &mut BucketIo<'_>, rec: LogRecord, room: bool) -> Result<()> {
         let wp = match self.work_page {
             Some(p) => p,
             None => {
@@ -219,7 +220,7 @@ impl LogBuckets {
             }
         };
         let wp = if self.work.len() >= self.cap {
-            self.seal(io, wp)?
+            self.seal(io, wp, room)?
         } else {
             wp
         };
@@ -232,17 +233,82 @@ impl LogBuckets {
         Ok(())
     }
 
-    /// Moves the full working log-bucket into the buffer (dirty) and starts a new one.
-    fn seal(&mut self, io: &mut BucketIo<'_>, wp: PageId) -> Result<PageId> {
-        let recs = std::mem::take(&mut self.work);
+    /// Moves the full working log-bucket into the buffer (dirty) and starts
+    /// a new one. The new page and (with `room`) room in the buffer come
+    /// first, so an error changes nothing. Without `room` the caller has
+    /// made room already (see [`BucketLayer::rewrite`]) and only the
+    /// allocation can fail.
+    fn seal(&mut self, io: &mut BucketIo<'_>, wp: PageId, room: bool) -> Result<PageId> {
         if self.refs.get(&wp).copied().unwrap_or(0) == 0 {
             // No live bucket needs it: reuse the page.
+            self.work.clear();
             return Ok(wp);
         }
-        self.buf.put(io.dev, wp, LogPage(recs))?;
         let np = io.alloc.alloc()?;
+        if room {
+            if let Err(e) = self.buf.reserve(io.dev, 1) {
+                io.alloc.free(np);
+                return Err(e);
+            }
+        }
+        self.buf.stage(wp, LogPage(std::mem::take(&mut self.work)));
         self.work_page = Some(np);
         Ok(np)
+    }
+
+    /// Pages that [`BucketLayer::rewrite`] of `old` into `pieces` allocates,
+    /// log-buckets it seals into the buffer, and the pages dropping `old`
+    /// frees: the same walk as [`LogBuckets::drop_bucket`] and
+    /// [`LogBuckets::append`], without changing anything.
+    fn rewrite_pages(&self, old: &[u64], pieces: &[Vec<GridPoint>]) -> (u64, usize, Vec<PageId>) {
+        let mut left: HashMap<PageId, u32> = HashMap::new();
+        let old: HashSet<u64> = old.iter().copied().collect();
+        for e in old.iter().filter_map(|b| self.btt.get(b)) {
+            for &p in &e.pages {
+                let n = left
+                    .entry(p)
+                    .or_insert_with(|| self.refs.get(&p).copied().unwrap_or(0));
+                *n = n.saturating_sub(1);
+            }
+        }
+        let refs = |p: PageId| {
+            left.get(&p)
+                .copied()
+                .unwrap_or_else(|| self.refs.get(&p).copied().unwrap_or(0))
+        };
+        let mut freed: Vec<PageId> = left
+            .iter()
+            .filter(|&(&p, &n)| n == 0 && Some(p) != self.work_page)
+            .map(|(&p, _)| p)
+            .collect();
+        freed.sort_unstable();
+        let mut len = self
+            .work
+            .iter()
+            .filter(|r| !old.contains(&r.bucket))
+            .count();
+        // Whether the working page exists, and whether a live bucket uses it.
+        let (mut page, mut live) = (
+            self.work_page.is_some(),
+            self.work_page.is_some_and(|p| refs(p) > 0),
+        );
+        let (mut allocs, mut seals) = (0u64, 0usize);
+        for _ in pieces.iter().flatten() {
+            if !page {
+                allocs += 1;
+                (page, live) = (true, false);
+            }
+            if len >= self.cap {
+                if live {
+                    allocs += 1;
+                    seals += 1;
+                }
+                len = 0;
+            }
+            len += 1;
+            live = true;
+        }
+        (allocs, seals, freed)
     }
 
     fn drop_bucket(&mut self, alloc: &mut Alloc, b: u64) {
@@ -267,13 +333,14 @@ impl LogBuckets {
     }
 
     /// Appends a record of `op` on `point` for bucket `b`, stamped with the
-    /// next timestamp.
+    /// next timestamp (`room`: see [`LogBuckets::seal`]).
     fn log(
         &mut self,
         io: &mut BucketIo<'_>,
         bucket: u64,
         point: GridPoint,
         op: LogOp,
+        room: bool,
     ) -> Result<()> {
         self.ts += 1;
         let ts = self.ts;
@@ -285,6 +352,7 @@ impl LogBuckets {
                 bucket,
                 ts,
             },
+            room,
         )
     }
 
@@ -293,7 +361,7 @@ impl LogBuckets {
     fn insert_new(&mut self, io: &mut BucketIo<'_>, b: u64, p: GridPoint) -> Result<InsertOutcome> {
         let est = self.entry(b)?.est;
         if est < self.cap {
-            self.log(io, b, p, LogOp::Insert)?;
+            self.log(io, b, p, LogOp::Insert, true)?;
             self.entry(b)?.est = est + 1;
             return Ok(InsertOutcome::Done);
         }
@@ -304,7 +372,7 @@ impl LogBuckets {
             return Ok(InsertOutcome::Duplicate);
         }
         if pts.len() < self.cap {
-            self.log(io, b, p, LogOp::Insert)?;
+            self.log(io, b, p, LogOp::Insert, true)?;
             self.entry(b)?.est = pts.len() + 1;
             return Ok(InsertOutcome::Done);
         }
@@ -356,6 +424,27 @@ impl BucketLayer for LogBuckets {
         old: &[u64],
         pieces: Vec<Vec<GridPoint>>,
     ) -> Result<Vec<u64>> {
+        // All or nothing: the pages the rewrite needs are counted first, and
+        // room for the log-buckets it seals is made in the buffer (after
+        // the pages that dropping `old` frees have left it, as before);
+        // a refusal changes nothing. After that nothing can fail.
+        let (need, seals, freed) = self.rewrite_pages(old, &pieces);
+        let avail = io.alloc.available_after(&freed);
+        if need > avail {
+            return Err(Error::DeviceFull(format!(
+                "grid file needs {need} pages for new log-buckets but the device has {avail} left"
+            )));
+        }
+        let taken: Vec<(PageId, Arc<LogPage>)> = freed
+            .iter()
+            .filter_map(|&p| self.buf.take_dirty(p).map(|v| (p, v)))
+            .collect();
+        if let Err(e) = self.buf.reserve(io.dev, seals) {
+            for (p, v) in taken {
+                self.buf.stage_arc(p, v);
+            }
+            return Err(e);
+        }
         for &b in old {
             self.drop_bucket(io.alloc, b);
         }
@@ -371,7 +460,9 @@ impl BucketLayer for LogBuckets {
                 },
             );
             for point in piece {
-                self.log(io, id, point, LogOp::Insert)?;
+                self.log(io, id, point, LogOp::Insert, false)?;
+                // A split's pieces hold the point being inserted.
+                self.held.insert(key(point.x, point.y), point.id);
             }
             ids.push(id);
         }
@@ -432,7 +523,9 @@ impl BucketLayer for LogBuckets {
             return Ok(InsertOutcome::Duplicate);
         }
         let out = self.insert_new(io, b, p)?;
-        if !matches!(out, InsertOutcome::Duplicate) {
+        // A full bucket holds the point once the split's rewrite stores it
+        // (a failed split leaves it out).
+        if matches!(out, InsertOutcome::Done) {
             self.held.insert(key(p.x, p.y), p.id);
         }
         Ok(out)
@@ -448,7 +541,7 @@ impl BucketLayer for LogBuckets {
         if self.held.get(&key(x, y)) != Some(&p.id) {
             return Ok((DeleteOutcome::NotFound, self.entry(b)?.est));
         }
-        self.log(io, b, GridPoint { x, y, id: 0 }, LogOp::Delete)?;
+        self.log(io, b, GridPoint { x, y, id: 0 }, LogOp::Delete, true)?;
         self.held.remove(&key(x, y));
         let e = self.entry(b)?;
         e.est = e.est.saturating_sub(1);

@@ -351,6 +351,22 @@ impl Alloc {
     pub fn in_use(&self) -> u64 {
         self.next - self.free_pages
     }
+
+    /// Pages [`Alloc::alloc`] would hand out before it refuses, once the
+    /// pages of `freed` (distinct) are freed too.
+    pub fn available_after(&self, freed: &[PageId]) -> u64 {
+        let in_use = |p: PageId| {
+            p >= 1
+                && p < self.next
+                && self
+                    .free
+                    .range(..=p)
+                    .next_back()
+                    .is_none_or(|(_, &e)| e <= p)
+        };
+        let freed = freed.iter().filter(|&&p| in_use(p)).count() as u64;
+        self.capacity.saturating_sub(self.next) + self.free_pages + freed
+    }
 }
 
 /// What a bucket layer writes with: the grid file's device and its page
