@@ -416,6 +416,15 @@ def test_bad_windows_raise_as_one_index_does(client, tmp_path):
     with pytest.raises(geoflash.RTreeError, match="rectangle"):
         pidx.nearest((np.nan, 0), 1)
     assert pidx.intersection((-np.inf, -np.inf, np.inf, np.inf)).tolist() == list(range(100))
+    # Text is not coordinates, as for one index (it was read digit by digit).
+    for text in ["1234", b"ab", ("1", 2, 3, 4)]:
+        with pytest.raises(geoflash.InvalidCoordinatesError):
+            single.intersection(text)
+        with pytest.raises(geoflash.InvalidCoordinatesError):
+            pidx.intersection(text)
+        with pytest.raises(geoflash.InvalidCoordinatesError):
+            pidx.insert(1000, text)
+    assert len(gd.PartitionedIndex(tmp_path / "w", client=client)) == 100
 
 
 def test_a_list_of_geodataframes_joins_and_ids_are_used_or_refused(client, tmp_path):

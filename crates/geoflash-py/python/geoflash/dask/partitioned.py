@@ -29,7 +29,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..exceptions import RTreeError
+from ..exceptions import InvalidCoordinatesError, RTreeError
 from . import catalogue, worker
 from .cluster import get_client, worker_addresses, worker_host
 
@@ -107,7 +107,13 @@ def _reworded(e: BaseException, msg: str) -> BaseException:
 
 
 def as_box(coordinates: Any) -> Tuple[float, float, float, float]:
-    """A point ``(x, y)`` or box ``(minx, miny, maxx, maxy)`` as a box."""
+    """A point ``(x, y)`` or box ``(minx, miny, maxx, maxy)`` as a box.
+    Text is not coordinates: ``"1234"``, ``b"ab"`` and ``("1", 2, 3, 4)``
+    raise ``InvalidCoordinatesError`` (a ``ValueError`` and a ``TypeError``)
+    instead of being read as digits or byte values."""
+    text = (str, bytes, bytearray)
+    if isinstance(coordinates, text) or any(isinstance(v, text) for v in coordinates):
+        raise InvalidCoordinatesError(f"coordinates must be 2 or 4 numbers, not text: {coordinates!r}")
     try:
         c = [float(v) for v in coordinates]
     except (TypeError, ValueError) as e:
