@@ -112,10 +112,14 @@ def as_box(coordinates: Any) -> Tuple[float, float, float, float]:
     raise ``InvalidCoordinatesError`` (a ``ValueError`` and a ``TypeError``)
     instead of being read as digits or byte values."""
     text = (str, bytes, bytearray)
-    if isinstance(coordinates, text) or any(isinstance(v, text) for v in coordinates):
+    try:
+        items = None if isinstance(coordinates, text) else list(coordinates)
+    except TypeError as e:
+        raise ValueError(f"coordinates must be 2 or 4 numbers: {e}") from None
+    if items is None or any(isinstance(v, text) for v in items):
         raise InvalidCoordinatesError(f"coordinates must be 2 or 4 numbers, not text: {coordinates!r}")
     try:
-        c = [float(v) for v in coordinates]
+        c = [float(v) for v in items]
     except (TypeError, ValueError) as e:
         raise ValueError(f"coordinates must be 2 or 4 numbers: {e}") from None
     if len(c) == 2:
