@@ -80,12 +80,15 @@ fn csv_headers(path: &Path) -> Result<csv::StringRecord> {
 pub const MAX_WKT_NESTING: usize = 128;
 
 /// A cheap scan of WKT text before the `wkt` crate parses it: parentheses
-/// nested at most [`MAX_WKT_NESTING`] deep, and no coordinate that reads
-/// as a number but not a finite one (`NaN`, `inf`, `1e999`; the parser
-/// itself would report `NaN` as a missing parenthesis).
+/// nested at most [`MAX_WKT_NESTING`] deep, nothing but blanks after the
+/// parenthesis that closes the geometry (the parser stops there and ignores
+/// the rest, so `MULTIPOLYGON(((…))),((…)))` read as its first polygon
+/// alone; review finding), and no coordinate that reads as a number but not
+/// a finite one (`NaN`, `inf`, `1e999`; the parser itself would report
+/// `NaN` as a missing parenthesis).
 pub fn check_wkt(text: &str) -> std::result::Result<(), String> {
     let mut depth = 0usize;
-    for c in text.chars() {
+    for (i, c) in text.char_indices() {
         match c {
             '(' => {
                 depth += 1;
@@ -96,7 +99,19 @@ pub fn check_wkt(text: &str) -> std::result::Result<(), String> {
                     ));
                 }
             }
-            ')' => depth = depth.saturating_sub(1),
+            ')' => {
+                if depth == 0 {
+                    return Err("a ')' without its '('".into());
+                }
+                depth -= 1;
+                let rest = text[i + 1..].trim();
+                if depth == 0 && !rest.is_empty() {
+                    let shown: String = rest.chars().take(40).collect();
+                    return Err(format!(
+                        "text after the end of the geometry: {shown:?} (a ')' too many, or two geometries in one value?)"
+                    ));
+                }
+            }
             _ => {}
         }
     }
@@ -113,10 +128,77 @@ pub fn check_wkt(text: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// The dimension tag (` Z`, ` ZM`) that WKT text written without one needs:
+/// `POINT (1 2 3)`, as PostGIS's `ST_AsEWKT` and older OGR write 3D
+/// coordinates, which the `wkt` crate refuses with "Missing closing
+/// parenthesis". Decided by the values of the first coordinate (3: Z, 4:
+/// ZM); `None` when the text has a tag or its coordinates have 2 values.
+fn missing_dimension_tag(text: &str) -> Option<&'static str> {
+    let words = || {
+        text.split(|c: char| c.is_whitespace() || matches!(c, '(' | ')' | ','))
+            .filter(|w| !w.is_empty())
+    };
+    if words().any(|w| matches!(w.to_ascii_uppercase().as_str(), "Z" | "M" | "ZM")) {
+        return None;
+    }
+    // the first run of numbers between two delimiters: a coordinate
+    let first = text
+        .split(['(', ')', ','])
+        .map(|part| part.split_whitespace().collect::<Vec<_>>())
+        .find(|nums| !nums.is_empty() && nums.iter().all(|n| n.parse::<f64>().is_ok()))?;
+    match first.len() {
+        3 => Some(" Z"),
+        4 => Some(" ZM"),
+        _ => None,
+    }
+}
+
+/// WKT text as the `wkt` crate parses it ([`check_wkt`] first); text whose
+/// coordinates have 3 or 4 values without a dimension tag is read as if it
+/// had one ([`missing_dimension_tag`]; x and y are the first two values
+/// either way), as GEOS reads it.
+fn parse_wkt(text: &str) -> std::result::Result<wkt::Wkt<f64>, String> {
+    use std::str::FromStr;
+    check_wkt(text)?;
+    let first = match wkt::Wkt::<f64>::from_str(text) {
+        Ok(w) => return Ok(w),
+        Err(e) => e.to_string(),
+    };
+    let Some(tag) = missing_dimension_tag(text) else {
+        return Err(first);
+    };
+    // the tag after every geometry type name
+    let mut tagged = String::with_capacity(text.len() + 16);
+    let mut word = String::new();
+    for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_alphabetic() {
+            word.push(c);
+            continue;
+        }
+        if !word.is_empty() {
+            tagged.push_str(&word);
+            if matches!(
+                word.to_ascii_uppercase().as_str(),
+                "POINT"
+                    | "LINESTRING"
+                    | "POLYGON"
+                    | "MULTIPOINT"
+                    | "MULTILINESTRING"
+                    | "MULTIPOLYGON"
+                    | "GEOMETRYCOLLECTION"
+            ) {
+                tagged.push_str(tag);
+            }
+            word.clear();
+        }
+        tagged.push(c);
+    }
+    wkt::Wkt::<f64>::from_str(&tagged).map_err(|_| first)
+}
+
 /// Reads a CSV file with a WKT geometry column (ids from an `id` column,
 /// else positions).
 pub fn read_wkt_csv(path: &Path) -> Result<Vec<(u64, Geometry)>> {
-    use std::str::FromStr;
     let file = File::open(path).map_err(|e| formats::io_err(path, e))?;
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
@@ -132,8 +214,7 @@ pub fn read_wkt_csv(path: &Path) -> Result<Vec<(u64, Geometry)>> {
         let what = format!("record {}", n + 1);
         let at = |msg: &str| formats::bad(path, format!("{what}: {msg}"));
         let text = rec.get(col).ok_or_else(|| at("missing wkt field"))?;
-        check_wkt(text).map_err(|e| at(&format!("not WKT: {e}")))?;
-        let w = wkt::Wkt::<f64>::from_str(text).map_err(|e| at(&format!("not WKT: {e}")))?;
+        let w = parse_wkt(text).map_err(|e| at(&format!("not WKT: {e}")))?;
         let g: Geometry = w
             .try_into()
             .map_err(|e: wkt::conversion::Error| at(&format!("{e}")))?;

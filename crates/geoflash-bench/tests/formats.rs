@@ -1629,3 +1629,209 @@ fn read_as_pyrosm() -> ReadOptions {
         ..ReadOptions::default()
     }
 }
+
+/// A .shp of one polygon record whose parts are `parts` (each ring's
+/// points in the order given: the orientation is the test's).
+fn shp_polygon(parts: &[Vec<(f64, f64)>]) -> Vec<u8> {
+    let points: Vec<(f64, f64)> = parts.iter().flatten().copied().collect();
+    let (mut lo, mut hi) = ((f64::MAX, f64::MAX), (f64::MIN, f64::MIN));
+    for &(x, y) in &points {
+        lo = (lo.0.min(x), lo.1.min(y));
+        hi = (hi.0.max(x), hi.1.max(y));
+    }
+    let mut content = Vec::new();
+    content.extend(5i32.to_le_bytes()); // polygon
+    for v in [lo.0, lo.1, hi.0, hi.1] {
+        content.extend(v.to_le_bytes());
+    }
+    content.extend((parts.len() as i32).to_le_bytes());
+    content.extend((points.len() as i32).to_le_bytes());
+    let mut start = 0i32;
+    for p in parts {
+        content.extend(start.to_le_bytes());
+        start += p.len() as i32;
+    }
+    for (x, y) in points {
+        content.extend(x.to_le_bytes());
+        content.extend(y.to_le_bytes());
+    }
+    let mut f = Vec::new();
+    f.extend(9994i32.to_be_bytes());
+    f.extend([0u8; 20]);
+    f.extend((((108 + content.len()) / 2) as i32).to_be_bytes());
+    f.extend(1000i32.to_le_bytes());
+    f.extend(5i32.to_le_bytes());
+    for v in [lo.0, lo.1, hi.0, hi.1, 0.0, 0.0, 0.0, 0.0] {
+        f.extend(v.to_le_bytes());
+    }
+    f.extend(1i32.to_be_bytes()); // record number
+    f.extend(((content.len() / 2) as i32).to_be_bytes());
+    f.extend(content);
+    f
+}
+
+/// Review finding: the parts of a shapefile polygon were paired by their
+/// order, as the `shapefile` crate converts them, so a counter-clockwise
+/// second part (a writer that does not orient rings as the format asks)
+/// became a "hole" of the first part, outside it, and the object's MBR
+/// lost it: a window on that part missed the object. A polygon whose rings
+/// are all counter-clockwise, or whose hole comes before its shell, was
+/// refused ("Inner ring without a previous outer ring") where GDAL reads
+/// it. Holes now go to the shell that holds them; a counter-clockwise ring
+/// that no shell holds is a shell.
+#[test]
+fn shapefile_polygon_rings_are_nested_by_containment_not_by_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let shp = dir.path().join("p.shp");
+    // clockwise (the format's shells) and counter-clockwise squares
+    let cw = |x: f64, y: f64, s: f64| vec![(x, y), (x, y + s), (x + s, y + s), (x + s, y), (x, y)];
+    let ccw = |x: f64, y: f64, s: f64| {
+        let mut r = cw(x, y, s);
+        r.reverse();
+        r
+    };
+    let rect = |a: f64, b: f64, c: f64, d: f64| Rect::new(a, b, c, d).unwrap();
+    let polygons = |g: &Geometry| match g {
+        Geometry::MultiPolygon(mp) => mp.0.iter().map(|p| p.interiors().len()).collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    for (what, parts, mbr, holes) in [
+        (
+            "a counter-clockwise second part",
+            vec![cw(0.0, 0.0, 1.0), ccw(50.0, 50.0, 1.0)],
+            rect(0.0, 0.0, 51.0, 51.0),
+            vec![0, 0],
+        ),
+        (
+            "one counter-clockwise ring",
+            vec![ccw(0.0, 0.0, 1.0)],
+            rect(0.0, 0.0, 1.0, 1.0),
+            vec![0],
+        ),
+        (
+            "a hole before its shell",
+            vec![ccw(1.0, 1.0, 1.0), cw(0.0, 0.0, 10.0)],
+            rect(0.0, 0.0, 10.0, 10.0),
+            vec![1],
+        ),
+        (
+            "a shell and its hole",
+            vec![cw(0.0, 0.0, 10.0), ccw(1.0, 1.0, 1.0)],
+            rect(0.0, 0.0, 10.0, 10.0),
+            vec![1],
+        ),
+        (
+            // the hole is in the island (the smaller shell), not the big one
+            "an island in a hole, with a hole of its own",
+            vec![
+                cw(0.0, 0.0, 10.0),
+                ccw(2.0, 2.0, 6.0),
+                cw(3.0, 3.0, 4.0),
+                ccw(4.0, 4.0, 1.0),
+            ],
+            rect(0.0, 0.0, 10.0, 10.0),
+            vec![1, 1],
+        ),
+    ] {
+        std::fs::write(&shp, shp_polygon(&parts)).unwrap();
+        let objs = import::read_objects(&shp).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(objs.len(), 1, "{what}");
+        assert_eq!(objs[0].0, 1, "{what}");
+        assert_eq!(bounding_rect(&objs[0].1).unwrap(), mbr, "{what}");
+        assert_eq!(polygons(&objs[0].1), holes, "{what}");
+    }
+}
+
+/// Review finding: a FlatGeobuf feature that leaves its `id` column unset
+/// (a null id: GDAL writes a null value so) got its position in the file
+/// as its id, silently (an id of another object, or of none); the other
+/// formats refuse a null id.
+#[test]
+fn a_flatgeobuf_feature_without_its_id_is_refused() {
+    use flatgeobuf::geozero::{ColumnValue, PropertyProcessor};
+    use flatgeobuf::{ColumnType, FgbWriter, FgbWriterOptions, GeometryType};
+    let dir = tempfile::tempdir().unwrap();
+    let mut fgb = FgbWriter::create_with_options(
+        "ids",
+        GeometryType::Point,
+        FgbWriterOptions {
+            write_index: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    fgb.add_column("id", ColumnType::Long, |_, c| c.nullable = true);
+    for (x, id) in [(1.0, Some(7i64)), (2.0, None), (3.0, Some(9))] {
+        let p = Geometry::Point(geo_types::Point::new(x, 0.0));
+        fgb.add_feature_geom(p, |f| {
+            if let Some(id) = id {
+                f.property(0, "id", &ColumnValue::Long(id)).unwrap();
+            }
+        })
+        .unwrap();
+    }
+    let p = dir.path().join("null-id.fgb");
+    fgb.write(std::fs::File::create(&p).unwrap()).unwrap();
+    let e = import::read_objects(&p).unwrap_err();
+    let m = e.to_string();
+    assert!(e.is_user_error(), "{m}");
+    assert!(
+        m.contains("null-id.fgb") && m.contains("feature 1") && m.contains("the id is null"),
+        "{m}"
+    );
+}
+
+/// Review finding: the `wkt` crate stops at the parenthesis that closes
+/// the geometry and ignores what follows, so a CSV value with one `)` too
+/// many was read as its first part alone (`MULTIPOLYGON(((…))),((…)))`
+/// lost its second polygon; `POINT(1 2) POINT(3 4)` was the first point).
+/// Such text is now refused. And coordinates of 3 or 4 values without a
+/// dimension tag (`POINT (1 2 3)`, PostGIS's EWKT), which the crate refused
+/// as "Missing closing parenthesis", read as GEOS reads them.
+#[test]
+fn wkt_with_text_after_the_geometry_is_refused_and_untagged_z_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("w.csv");
+    for (text, want) in [
+        (
+            "MULTIPOLYGON(((0 0,1 0,1 1,0 0))),((5 5,6 5,6 6,5 5)))",
+            "text after the end of the geometry",
+        ),
+        (
+            "POINT(1 2) POINT(3 4)",
+            "text after the end of the geometry",
+        ),
+        ("POINT(1 2))", "text after the end of the geometry"),
+        ("POINT(1 2)x", "text after the end of the geometry"),
+    ] {
+        std::fs::write(&p, format!("id,wkt\n1,POINT(0 0)\n2,\"{text}\"\n")).unwrap();
+        let e = import::read_objects(&p).unwrap_err();
+        let m = e.to_string();
+        assert!(e.is_user_error(), "{text}: {m}");
+        assert!(m.contains("record 2") && m.contains(want), "{text}: {m}");
+    }
+    let rect = |a: f64, b: f64, c: f64, d: f64| Rect::new(a, b, c, d).unwrap();
+    for (text, mbr) in [
+        ("POINT (1 2 3)", rect(1.0, 2.0, 1.0, 2.0)),
+        ("LINESTRING(0 0 5, 3 -4 7)", rect(0.0, -4.0, 3.0, 0.0)),
+        (
+            "POLYGON((0 0 1 9,4 0 1 9,4 4 1 9,0 0 1 9))",
+            rect(0.0, 0.0, 4.0, 4.0),
+        ),
+        (
+            "MULTIPOLYGON(((0 0 1,1 0 1,1 1 1,0 0 1)),((5 5 1,6 5 1,6 6 1,5 5 1)))",
+            rect(0.0, 0.0, 6.0, 6.0),
+        ),
+        (
+            "GEOMETRYCOLLECTION(POINT(9 9 9),LINESTRING(0 1 2,3 4 5))",
+            rect(0.0, 1.0, 9.0, 9.0),
+        ),
+        // tagged text and blanks after the geometry, as before
+        ("POINT Z (1 2 3)  ", rect(1.0, 2.0, 1.0, 2.0)),
+        (" POLYGON ((0 0,2 0,2 1,0 0)) ", rect(0.0, 0.0, 2.0, 1.0)),
+    ] {
+        std::fs::write(&p, format!("id,wkt\n4,\"{text}\"\n")).unwrap();
+        let got = import::read_rects(&p).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(got, vec![(4, mbr)], "{text}");
+    }
+}

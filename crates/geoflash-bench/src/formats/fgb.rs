@@ -13,8 +13,9 @@
 //! MultiPoint, MultiLineString, MultiPolygon, GeometryCollection (Z and M
 //! values are ignored); curves, TINs and polyhedral surfaces are an error.
 //! The id is a column named `id` (any case) of an integer type, a double
-//! holding an integer or a string holding one; without that column it is the
-//! feature's position (0, 1, …). A header that announces more features than
+//! holding an integer or a string holding one (a feature without a value,
+//! a null id, is an error); without that column it is the feature's
+//! position (0, 1, …). A header that announces more features than
 //! the file holds is an error (a truncated file), as is a feature without
 //! geometry.
 //!
@@ -236,12 +237,20 @@ fn read_with(path: &Path, attributes: bool) -> Result<(Vec<(u64, Geometry)>, Att
             .map_err(|e| corrupt(format!("{what}: {e}")))?;
         let props = feature.properties().map(|p| p.bytes()).unwrap_or_default();
         let id = match id_col {
-            Some(col) => {
-                property_id(props, &columns, col).map_err(|e| corrupt(format!("{what}: {e}")))?
-            }
-            None => None,
-        }
-        .unwrap_or(n);
+            // A feature that does not set the id column has a null id: an
+            // error, as in the other formats, not its position (which gave
+            // it another object's id, or one that is no object's; review
+            // finding).
+            Some(col) => property_id(props, &columns, col)
+                .map_err(|e| corrupt(format!("{what}: {e}")))?
+                .ok_or_else(|| {
+                    bad(
+                        path,
+                        format!("{what}: the id is null (column {:?})", columns[col].0),
+                    )
+                })?,
+            None => n,
+        };
         if !attrs.is_empty() {
             let set = properties(props, &columns).map_err(|e| corrupt(format!("{what}: {e}")))?;
             let row = attribute_row(&attrs, &attr_cols, &set);

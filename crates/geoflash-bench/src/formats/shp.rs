@@ -3,9 +3,11 @@
 //!
 //! The `.shp` is read in record order (seeking with the `.shx` when it is
 //! there). Points become points, multipoints multipoints, polylines
-//! multi-linestrings and polygons multipolygons (the crate groups the inner
-//! rings under the outer ring before them); Z and M values are ignored. A
-//! null shape (a record without geometry) is an error naming the record.
+//! multi-linestrings and polygons multipolygons (`polygon`: each
+//! clockwise ring a shell, each counter-clockwise ring a hole of the
+//! smallest shell around it, or a shell of its own when no shell holds it,
+//! as GDAL reads them); Z and M values are ignored. A null shape (a record
+//! without geometry) is an error naming the record.
 //!
 //! Ids: when the `.dbf` beside the `.shp` has a field named `id` (any
 //! case), each record's value of it — a numeric field holding a
@@ -15,9 +17,13 @@
 //! the pairing would no longer be certain).
 use std::path::{Path, PathBuf};
 
+use geo_types::{Coord, LineString, MultiPolygon, Polygon};
 use geoflash::engine::Geometry;
 use geoflash::Result;
 use shapefile::dbase;
+use shapefile::PolygonRing;
+
+use super::osm::rings::{ring_inside, signed_area2};
 
 use super::{bad, id_from_f64, io_err, Collector};
 
@@ -132,6 +138,93 @@ fn check_record_sizes(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// An outer ring of a shapefile polygon while its holes are assigned.
+struct Shell {
+    /// The ring, closed.
+    ring: Vec<Coord>,
+    /// Its bounding box (min x, min y, max x, max y).
+    bbox: [f64; 4],
+    /// Its area (absolute): a hole goes to the smallest shell holding it.
+    area: f64,
+    /// The holes assigned to it.
+    holes: Vec<LineString>,
+}
+
+/// The polygons of a shapefile polygon's rings. The format makes a
+/// clockwise ring a shell and a counter-clockwise one a hole, but does not
+/// say which shell a hole belongs to, and writers do not all orient their
+/// rings as it asks: the `shapefile` crate's conversion puts each hole in
+/// the shell before it, and refuses a hole before any shell, so a
+/// counter-clockwise second part became a hole of the first, outside it,
+/// and the object's bounding rectangle lost that part (review finding). Here
+/// a hole goes to the smallest shell that holds it, and a counter-clockwise
+/// ring that no shell holds is a shell itself (GDAL's reading): every
+/// ring's coordinates are inside the result's bounding rectangle.
+fn polygon<P: Copy>(rings: &[PolygonRing<P>]) -> MultiPolygon
+where
+    Coord: From<P>,
+{
+    let closed = |points: &[P]| -> Vec<Coord> {
+        let mut c: Vec<Coord> = points.iter().map(|&p| Coord::from(p)).collect();
+        if c.len() > 1 && c.first() != c.last() {
+            c.push(c[0]);
+        }
+        c
+    };
+    let bbox = |r: &[Coord]| {
+        r.iter().fold(
+            [
+                f64::INFINITY,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+                f64::NEG_INFINITY,
+            ],
+            |b, c| [b[0].min(c.x), b[1].min(c.y), b[2].max(c.x), b[3].max(c.y)],
+        )
+    };
+    let within =
+        |a: &[f64; 4], b: &[f64; 4]| a[0] >= b[0] && a[1] >= b[1] && a[2] <= b[2] && a[3] <= b[3];
+    let mut shells: Vec<Shell> = Vec::new();
+    let mut holes = Vec::new();
+    for ring in rings {
+        match ring {
+            PolygonRing::Outer(p) => {
+                let r = closed(p);
+                shells.push(Shell {
+                    bbox: bbox(&r),
+                    area: signed_area2(&r).abs(),
+                    ring: r,
+                    holes: Vec::new(),
+                });
+            }
+            PolygonRing::Inner(p) => holes.push(closed(p)),
+        }
+    }
+    let mut orphans = Vec::new();
+    for hole in holes {
+        let b = bbox(&hole);
+        let owner = shells
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| within(&b, &s.bbox) && ring_inside(&hole, &s.ring))
+            .min_by(|x, y| x.1.area.total_cmp(&y.1.area))
+            .map(|(i, _)| i);
+        match owner {
+            Some(i) => shells[i].holes.push(LineString::new(hole)),
+            None => orphans.push(hole),
+        }
+    }
+    shells
+        .into_iter()
+        .map(|s| Polygon::new(LineString::new(s.ring), s.holes))
+        .chain(
+            orphans
+                .into_iter()
+                .map(|r| Polygon::new(LineString::new(r), vec![])),
+        )
+        .collect()
+}
+
 /// Reads the shapes of a shapefile with their ids (see the module
 /// documentation).
 pub fn read(path: &Path) -> Result<Vec<(u64, Geometry)>> {
@@ -190,8 +283,13 @@ pub fn read(path: &Path) -> Result<Vec<(u64, Geometry)>> {
                 format!("{what} (id {id}) has no geometry (a null shape)"),
             ));
         }
-        let g =
-            Geometry::try_from(shape).map_err(|e| bad(path, format!("{what} (id {id}): {e}")))?;
+        let g = match shape {
+            shapefile::Shape::Polygon(p) => Geometry::MultiPolygon(polygon(p.rings())),
+            shapefile::Shape::PolygonM(p) => Geometry::MultiPolygon(polygon(p.rings())),
+            shapefile::Shape::PolygonZ(p) => Geometry::MultiPolygon(polygon(p.rings())),
+            shape => Geometry::try_from(shape)
+                .map_err(|e| bad(path, format!("{what} (id {id}): {e}")))?,
+        };
         objects.push(&what, id, g)?;
     }
     if let Some(mut it) = records {

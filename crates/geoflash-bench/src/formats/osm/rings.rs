@@ -100,7 +100,7 @@ pub fn join_rings(ways: &[Vec<i64>]) -> Result<Vec<Vec<i64>>, RingError> {
 }
 
 /// Twice the signed area of a closed ring (positive when counter-clockwise).
-fn signed_area2(ring: &[Coord]) -> f64 {
+pub(crate) fn signed_area2(ring: &[Coord]) -> f64 {
     ring.windows(2)
         .map(|p| p[0].x * p[1].y - p[1].x * p[0].y)
         .sum()
@@ -137,8 +137,10 @@ fn locate(p: Coord, ring: &[Coord]) -> Option<bool> {
 
 /// Whether ring `inner` lies inside ring `outer` (rings that do not cross):
 /// decided at the first vertex of `inner` not on `outer`'s boundary, else
-/// at the midpoint of one of its edges not on it.
-fn ring_inside(inner: &[Coord], outer: &[Coord]) -> bool {
+/// at the midpoint of one of its edges not on it. Both rings closed (first
+/// = last). Also the Shapefile reader's test of which shell holds a hole
+/// ([`crate::formats::shp`]).
+pub(crate) fn ring_inside(inner: &[Coord], outer: &[Coord]) -> bool {
     let midpoints = inner.windows(2).map(|s| Coord {
         x: (s[0].x + s[1].x) / 2.0,
         y: (s[0].y + s[1].y) / 2.0,
