@@ -205,9 +205,10 @@ pub(crate) fn bad(path: &Path, msg: impl std::fmt::Display) -> Error {
 /// "maxy"]`). The csv reader takes the first line as the header whatever
 /// it holds, so a file without a header would silently lose its first
 /// row: a first line with a number among its fields is refused as data,
-/// and so is a header that names an expected column at another position
-/// (its values would be read as the wrong coordinate). Other names are
-/// accepted (names are not case-sensitive).
+/// and so is a header that names an expected column at another position,
+/// by its name or a common synonym (`xmin`, `left`, `west`, `lat`, …: see
+/// `column_meaning`), since its values would be read as the wrong
+/// coordinate. Other names are accepted (names are not case-sensitive).
 pub fn check_csv_header(path: &Path, headers: &csv::StringRecord, expected: &[&str]) -> Result<()> {
     let want = expected.join(",");
     if headers.is_empty() {
@@ -233,11 +234,17 @@ pub fn check_csv_header(path: &Path, headers: &csv::StringRecord, expected: &[&s
     }
     for (i, h) in headers.iter().enumerate().take(expected.len()) {
         let h = h.trim().to_ascii_lowercase();
-        if expected.get(i) != Some(&h.as_str()) && expected.contains(&h.as_str()) {
+        let meant = column_meaning(&h);
+        if expected.get(i) != Some(&meant) && expected.contains(&meant) {
+            let what = if meant == h {
+                String::new()
+            } else {
+                format!(" ({meant})")
+            };
             return Err(bad(
                 path,
                 format!(
-                    "line 1: column {} is named {h:?}, but the columns are read in the \
+                    "line 1: column {} is named {h:?}{what}, but the columns are read in the \
                      order {want}",
                     i + 1
                 ),
@@ -245,6 +252,24 @@ pub fn check_csv_header(path: &Path, headers: &csv::StringRecord, expected: &[&s
         }
     }
     Ok(())
+}
+
+/// The column a header name `h` (lower case) stands for among
+/// [`BOX_COLUMNS`], [`WINDOW_COLUMNS`] and [`POINT_COLUMNS`]: itself, or
+/// the canonical name of a common synonym (`xmin`, `left`, `west` for
+/// `minx`; `lon`, `lat` for `x`, `y`), so that a header naming the
+/// coordinates in another order (`id,xmin,xmax,ymin,ymax`, `lat,lon`) is
+/// refused rather than read by position as the wrong coordinates.
+fn column_meaning(h: &str) -> &str {
+    match h {
+        "xmin" | "min_x" | "x_min" | "left" | "west" => "minx",
+        "ymin" | "min_y" | "y_min" | "bottom" | "south" => "miny",
+        "xmax" | "max_x" | "x_max" | "right" | "east" => "maxx",
+        "ymax" | "max_y" | "y_max" | "top" | "north" => "maxy",
+        "lon" | "lng" | "long" | "longitude" => "x",
+        "lat" | "latitude" => "y",
+        other => other,
+    }
 }
 
 /// The header of a CSV dataset of boxes.
@@ -891,6 +916,25 @@ mod tests {
         assert!(check_csv_header(&p, &hdr("y,x\n"), &POINT_COLUMNS).is_err());
         assert!(check_csv_header(&p, &hdr("x,y\n"), &POINT_COLUMNS).is_ok());
         assert!(check_csv_header(&p, &hdr("-1e3,5\n"), &POINT_COLUMNS).is_err());
+        // Synonyms in another order would be read as the wrong coordinates.
+        for (head, cols) in [
+            ("id,xmin,xmax,ymin,ymax\n", &BOX_COLUMNS[..]),
+            ("id,left,right,bottom,top\n", &BOX_COLUMNS[..]),
+            ("west,east,south,north\n", &WINDOW_COLUMNS[..]),
+            ("lat,lon\n", &POINT_COLUMNS[..]),
+        ] {
+            let m = check_csv_header(&p, &hdr(head), cols)
+                .unwrap_err()
+                .to_string();
+            assert!(m.contains("read in the order"), "{head}: {m}");
+        }
+        for (head, cols) in [
+            ("fid,xmin,ymin,xmax,ymax\n", &BOX_COLUMNS[..]),
+            ("west,south,east,north\n", &WINDOW_COLUMNS[..]),
+            ("lon,lat\n", &POINT_COLUMNS[..]),
+        ] {
+            assert!(check_csv_header(&p, &hdr(head), cols).is_ok(), "{head}");
+        }
         let empty = check_csv_header(&p, &hdr(""), &BOX_COLUMNS)
             .unwrap_err()
             .to_string();
