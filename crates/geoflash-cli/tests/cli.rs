@@ -932,6 +932,24 @@ fn logged_acks(store: &str) -> [&str; 8] {
     ]
 }
 
+/// `build` of `data` into `idx` with small pages and buffer on a buffered
+/// file (more flags to be added by the caller).
+fn small_build<'a>(data: &'a Path, idx: &'a Path) -> Vec<&'a str> {
+    vec![
+        "build",
+        "--input",
+        s(data),
+        "--index",
+        s(idx),
+        "--page-size",
+        "1024",
+        "--buffer",
+        "64KiB",
+        "--device",
+        "file?direct=false",
+    ]
+}
+
 /// `build` with `extra` flags (which ask for `--ack-every`) killed with
 /// SIGKILL at a random moment, then `recover`: the index holds exactly the
 /// first K objects for some K at least the last acknowledged count.
@@ -941,19 +959,7 @@ fn sigkill_during_a_build_loses_no_acknowledged_operation(extra: &[&str]) {
     let n = 40_000u64;
     write_rects(&data, n);
     let idx = dir.path().join("idx");
-    let mut args = vec![
-        "build",
-        "--input",
-        s(&data),
-        "--index",
-        s(&idx),
-        "--page-size",
-        "1024",
-        "--buffer",
-        "64KiB",
-        "--device",
-        "file?direct=false",
-    ];
+    let mut args = small_build(&data, &idx);
     args.extend_from_slice(extra);
     let store = extra.join(" ");
     let last_acked = killed_build(&args, |acks| {
@@ -2714,18 +2720,8 @@ fn recover_refuses_a_damaged_page_and_warns_of_a_dropped_log_tail() {
     }
     // A build killed after 10,000 acknowledged operations leaves a long log.
     let idx = dir.path().join("logged");
-    let args = vec![
-        "build",
-        "--input",
-        s(&data),
-        "--index",
-        s(&idx),
-        "--page-size",
-        "1024",
-        "--buffer",
-        "64KiB",
-        "--device",
-        "file?direct=false",
+    let mut args = small_build(&data, &idx);
+    args.extend_from_slice(&[
         "--store",
         "efind",
         "--durability",
@@ -2734,7 +2730,7 @@ fn recover_refuses_a_damaged_page_and_warns_of_a_dropped_log_tail() {
         "100",
         "--log-capacity",
         "1MiB",
-    ];
+    ]);
     let acked = killed_build(&args, |acks| acks.iter().find(|&k| k >= 10_000));
     // Damage each log page in turn until one lies before the tail (recover
     // refuses it), then tolerate it. The build left its staging directory.
