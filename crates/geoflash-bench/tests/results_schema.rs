@@ -89,6 +89,42 @@ fn check(st: &mut ResultsStore) {
     assert!(ran >= 6);
 }
 
+/// The document states the schema version the code writes, and that the
+/// simulator's columns of a row measured on a device that is not simulated
+/// hold NULL, as the store writes them (it said version 1, and 0).
+#[test]
+fn the_document_states_the_version_and_the_null_simulator_columns() {
+    use geoflash_bench::results::{simulator_only, SCHEMA_VERSION};
+    let doc = doc();
+    let v = SCHEMA_VERSION;
+    for want in [
+        format!("**Schema version**: {v}."),
+        format!("`geoflash results schema {v}`"),
+    ] {
+        assert!(
+            doc.contains(&want),
+            "docs/results-schema.md does not say {want}"
+        );
+    }
+    let columns = geoflash::metrics::Stats::COLUMNS;
+    let simulated: Vec<&str> = columns
+        .iter()
+        .copied()
+        .filter(|c| simulator_only(c))
+        .collect();
+    assert!(simulated.len() > 10, "{simulated:?}");
+    for c in simulated {
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with("| ") && l.contains(&format!("`{c}`")))
+            .unwrap_or_else(|| panic!("no row describes {c}"));
+        assert!(
+            row.contains("NULL") && !row.contains("0 on real devices"),
+            "the row of {c} does not say it is NULL on devices that are not simulated: {row}"
+        );
+    }
+}
+
 #[test]
 fn the_documented_schema_and_queries_in_sqlite() {
     let dir = tempfile::tempdir().unwrap();

@@ -104,11 +104,13 @@ pub fn bench(a: BenchArgs) -> Result<(), Failure> {
     let scale: Scale = a.scale.parse()?;
     crate::input_file(&a.workload)?;
     let w = Workload::load(&a.workload, scale)?;
+    // An `--index` that names no configuration is bad input (exit 2), with
+    // `--check` too, and refused before the results store is created.
+    let configs = w.chosen_configurations(&a.only)?;
     if let Some(scheduler) = a.dask.as_deref().filter(|_| !a.check) {
         return dask_sweep(&a, scheduler);
     }
     if a.check {
-        let configs = w.configurations(&a.only);
         if a.json {
             print_json(&serde_json::json!({
                 "workload": w.name,

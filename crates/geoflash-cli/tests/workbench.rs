@@ -343,6 +343,57 @@ fn bad_workloads_exit_2_with_line_and_key() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// An `--index` that names no configuration is bad input: exit 2 with the
+/// workload's index names, under `--check` too (it listed 0 configurations
+/// and exited 0), and before the results store is created (the run used to
+/// create an empty file first).
+#[test]
+fn an_index_naming_nothing_exits_2_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.sqlite");
+    let smoke = workloads_dir().join("smoke.toml");
+    for check in [true, false] {
+        let mut args = vec![
+            "bench",
+            s(&smoke),
+            "--results",
+            s(&db),
+            "--scale",
+            "smoke",
+            "--index",
+            "typo",
+        ];
+        if check {
+            args.push("--check");
+        }
+        let out = geoflash(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--check {check}: {err}");
+        for want in ["typo", "plain", "efind", "efind[device=file]"] {
+            assert!(err.contains(want), "--check {check}: {err} (wanted {want})");
+        }
+        assert!(
+            !db.exists(),
+            "--check {check}: the results store was created"
+        );
+    }
+    // a name that matches still checks
+    let out = ok(geoflash(&[
+        "bench",
+        s(&smoke),
+        "--results",
+        s(&db),
+        "--scale",
+        "smoke",
+        "--index",
+        "efind",
+        "--check",
+        "--json",
+    ]));
+    assert_eq!(last_json(&out)["configurations"], 4);
+    assert!(!db.exists());
+}
+
 #[test]
 fn import_converts_and_build_reads_wkt_csv() {
     let dir = tempfile::tempdir().unwrap();

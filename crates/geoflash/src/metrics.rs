@@ -450,9 +450,6 @@ pub struct Stats {
     pub flushes: u64,
     /// Nodes written by flushes.
     pub flushed_nodes: u64,
-    /// Nodes written by flushes although unmodified (FAST's and eFIND's
-    /// flushing units may include them).
-    pub unmodified_nodes_flushed: u64,
     /// Nodes created.
     pub nodes_created: u64,
     /// Nodes deleted.
@@ -643,7 +640,6 @@ impl Stats {
         "buffer_misses",
         "flushes",
         "flushed_nodes",
-        "unmodified_nodes_flushed",
         "nodes_created",
         "nodes_deleted",
         "ops_committed",
@@ -768,10 +764,6 @@ impl Stats {
             (&mut self.buffer_misses, other.buffer_misses),
             (&mut self.flushes, other.flushes),
             (&mut self.flushed_nodes, other.flushed_nodes),
-            (
-                &mut self.unmodified_nodes_flushed,
-                other.unmodified_nodes_flushed,
-            ),
             (&mut self.nodes_created, other.nodes_created),
             (&mut self.nodes_deleted, other.nodes_deleted),
             (&mut self.ops_committed, other.ops_committed),

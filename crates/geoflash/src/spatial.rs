@@ -215,6 +215,14 @@ pub trait SpatialIndex: StoreLink + Any + Send + Sync {
     /// The counters of the store (or buffers) under the index.
     fn store_stats(&self) -> StoreStats;
 
+    /// Restarts the buffer peak of [`store_stats`](Self::store_stats)
+    /// (`peak_buffer_bytes`) at the bytes the buffers hold now, so that it
+    /// reports the peak since this call (one measured step's) instead of
+    /// since the index was opened; see
+    /// `crate::store::NodeStore::restart_buffer_peak`. By default nothing
+    /// (structures that report no peak: the grid files).
+    fn restart_buffer_peak(&mut self) {}
+
     /// The pages the index occupies on its device, without reading them:
     /// the pages holding nodes (`crate::store::NodeStore::nodes_in_use`;
     /// by default, and on the memory store, the nodes created and not
@@ -474,6 +482,10 @@ macro_rules! forward_to_store {
     () => {
         fn store_stats(&self) -> $crate::store::StoreStats {
             self.store().stats()
+        }
+
+        fn restart_buffer_peak(&mut self) {
+            self.store_mut().restart_buffer_peak()
         }
 
         fn tree_counters(&self) -> $crate::index::TreeCounters {

@@ -173,6 +173,18 @@ pub const MEASURED_COLUMNS: &[&str] = &[
     "latency_median_ns",
 ];
 
+/// Columns of `results` that older stores hold and this version no longer
+/// writes (a metric the schema documents is measured, or it is not in the
+/// schema): left in the stores that have them (new rows hold NULL there),
+/// never created in new ones, and left out when a configuration is copied
+/// ([`ResultsStore::copy_configuration`]) so that an old store's rows copy
+/// into a new store.
+///
+/// - `unmodified_nodes_flushed`: nodes a flush wrote although unmodified.
+///   FAST and eFIND flush buffered (modified) nodes only, so it was never
+///   measured and always 0.
+pub const RETIRED_COLUMNS: &[&str] = &["unmodified_nodes_flushed"];
+
 /// The columns of `configurations` that `results_full` adds to `results`.
 const VIEW_COLUMNS: &str =
     "c.workload, c.scale, c.dataset, c.insertion_order, c.dataset_count, c.index_name,
@@ -625,9 +637,14 @@ impl ResultsStore {
     }
 
     /// Starts configuration `c` in run `run_id`: a new row, or the existing
-    /// one with its earlier results removed (one transaction). Returns its id.
+    /// one with its earlier results removed (one transaction). The
+    /// configurations `c` supersedes (the same configuration of the
+    /// workload recorded with other steps: a workbench key that differs
+    /// in its `steps` digest only) are deleted with their results. Returns
+    /// its id.
     pub fn begin_configuration(&mut self, run_id: i64, c: &ConfigRow) -> Result<i64> {
         self.backend.with(true, |db| {
+            drop_superseded(db, c.key, &c.workload.into(), &c.scale.into())?;
             let existing = query_one(
                 db,
                 "SELECT config_id FROM configurations WHERE config_key = ?1",
@@ -815,6 +832,12 @@ impl ResultsStore {
                 )?;
                 db.execute("DELETE FROM configurations WHERE config_id = ?1", &[id])?;
             }
+            drop_superseded(
+                db,
+                key,
+                config.get(config_row, "workload")?,
+                config.get(config_row, "scale")?,
+            )?;
             let mut new_run_ids = Vec::with_capacity(runs.len());
             for (old, run) in run_ids.iter().zip(&runs) {
                 for row in &run.rows {
@@ -888,8 +911,9 @@ impl Rows {
     }
 }
 
-/// Inserts `row` (of `from`) into `table` without its key column `key`,
-/// with the values of `replace` instead of theirs; returns the new key.
+/// Inserts `row` (of `from`) into `table` without its key column `key`
+/// and the [`RETIRED_COLUMNS`], with the values of `replace` instead of
+/// theirs; returns the new key.
 fn insert_row(
     db: &mut dyn Sql,
     table: &str,
@@ -901,7 +925,7 @@ fn insert_row(
     let mut names = Vec::new();
     let mut values = Vec::new();
     for (name, v) in from.columns.iter().zip(row) {
-        if name == key {
+        if name == key || RETIRED_COLUMNS.contains(&name.as_str()) {
             continue;
         }
         names.push(name.as_str());
@@ -922,6 +946,54 @@ fn insert_row(
         ),
         &values,
     )?)
+}
+
+/// What configuration key `key` names whatever the steps: the workbench's
+/// key (the JSON of [`Configuration::key`](crate::workload::Configuration::key))
+/// without its `steps` digest; `None` for a key of another form (tests and
+/// synthetic results name configurations as they like).
+fn key_identity(key: &str) -> Option<serde_json::Value> {
+    let mut v: serde_json::Value = serde_json::from_str(key).ok()?;
+    let o = v.as_object_mut()?;
+    if !o.contains_key("configuration") {
+        return None;
+    }
+    o.remove("steps");
+    Some(v)
+}
+
+/// Deletes, with their results, the configurations that `key` (of
+/// `workload` at `scale`) supersedes: those of another key naming the same
+/// configuration ([`key_identity`]), recorded with other steps, or before
+/// keys held the steps. Their rows measured another workload: kept, a
+/// report would pool them with this configuration's as repetitions.
+/// Returns how many were deleted.
+fn drop_superseded(db: &mut dyn Sql, key: &str, workload: &Value, scale: &Value) -> Result<usize> {
+    let Some(identity) = key_identity(key) else {
+        return Ok(0);
+    };
+    let others = db.query(
+        "SELECT config_id, config_key FROM configurations
+         WHERE workload = ?1 AND scale = ?2 AND config_key <> ?3",
+        &[workload.clone(), scale.clone(), key.into()],
+    )?;
+    let mut dropped = 0;
+    for row in others {
+        let (Some(id), Some(other)) = (row.first().cloned(), row.get(1).and_then(Value::as_str))
+        else {
+            continue;
+        };
+        if key_identity(other).as_ref() != Some(&identity) {
+            continue;
+        }
+        db.execute(
+            "DELETE FROM results WHERE config_id = ?1",
+            std::slice::from_ref(&id),
+        )?;
+        db.execute("DELETE FROM configurations WHERE config_id = ?1", &[id])?;
+        dropped += 1;
+    }
+    Ok(dropped)
 }
 
 /// The advisory lock of configuration `key` (FNV-1a of the key).
@@ -1101,6 +1173,105 @@ mod tests {
             runs.get(&runs.rows[1], "command").unwrap(),
             &Value::from("c")
         );
+    }
+
+    /// A metric the schema documents is measured: `unmodified_nodes_flushed`
+    /// never was (always 0), so it is no `Stats` column and new stores have
+    /// no such column; an old store that has it still opens, records, and
+    /// copies its configurations into a new store.
+    #[test]
+    fn a_retired_column_is_left_out_of_new_stores_and_copies() {
+        for retired in RETIRED_COLUMNS {
+            assert!(!Stats::COLUMNS.contains(retired), "{retired}");
+        }
+        let mut new = ResultsStore::in_memory().unwrap();
+        let cols = new.columns("results").unwrap();
+        assert!(
+            !cols.iter().any(|c| c == "unmodified_nodes_flushed"),
+            "{cols:?}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.sqlite");
+        ResultsStore::open(&path)
+            .unwrap()
+            .batch("ALTER TABLE results ADD COLUMN unmodified_nodes_flushed BIGINT")
+            .unwrap();
+        let mut old = ResultsStore::open(&path).unwrap();
+        let run = old.begin_run("w", "p", "t", "smoke", "c").unwrap();
+        let c = old.begin_configuration(run, &config("k")).unwrap();
+        let mut s = Stats::new("build");
+        s.flushed_nodes = 3;
+        old.record(run, c, &StepRow::ok("build", &s)).unwrap();
+        old.complete_configuration(c).unwrap();
+        assert_eq!(new.copy_configuration(&mut old, "k").unwrap(), Some(1));
+        let rows = new.query("SELECT flushed_nodes FROM results", &[]).unwrap();
+        assert_eq!(rows, vec![vec![Value::Int(3)]]);
+    }
+
+    /// A workbench key names its configuration and the digest of its
+    /// steps: beginning or copying a configuration deletes the same one
+    /// recorded with other steps (or with a key from before keys held the
+    /// steps), and nothing else.
+    #[test]
+    fn a_configuration_recorded_with_other_steps_is_replaced() {
+        let key = |x: u32, steps: Option<&str>| {
+            let mut v = serde_json::json!({
+                "workload": "w", "scale": "smoke", "configuration": {"x": x},
+            });
+            if let Some(s) = steps {
+                v["steps"] = s.into();
+            }
+            v.to_string()
+        };
+        let mut st = ResultsStore::in_memory().unwrap();
+        let run = st.begin_run("w", "p", "t", "smoke", "c").unwrap();
+        let s = Stats::new("build");
+        let record = |st: &mut ResultsStore, key: &str| {
+            let c = st.begin_configuration(run, &config(key)).unwrap();
+            st.record(run, c, &StepRow::ok("build", &s)).unwrap();
+            st.complete_configuration(c).unwrap();
+        };
+        for k in [key(1, None), key(2, Some("a")), "1/synthetic".to_string()] {
+            record(&mut st, &k);
+        }
+        record(&mut st, &key(1, Some("b")));
+        let keys = |st: &mut ResultsStore| -> Vec<String> {
+            st.query(
+                "SELECT config_key FROM configurations ORDER BY config_key",
+                &[],
+            )
+            .unwrap()
+            .into_iter()
+            .map(|r| r[0].as_str().unwrap().to_string())
+            .collect()
+        };
+        let mut want = vec![
+            key(1, Some("b")),
+            key(2, Some("a")),
+            "1/synthetic".to_string(),
+        ];
+        want.sort();
+        assert_eq!(keys(&mut st), want);
+        let rows = st.query("SELECT count(*) FROM results", &[]).unwrap();
+        assert_eq!(rows, vec![vec![Value::Int(3)]]);
+        // a copy replaces it too
+        let mut from = ResultsStore::in_memory().unwrap();
+        let run = from.begin_run("w", "p", "t", "smoke", "c").unwrap();
+        let c = from
+            .begin_configuration(run, &config(&key(1, Some("c"))))
+            .unwrap();
+        from.record(run, c, &StepRow::ok("build", &s)).unwrap();
+        from.complete_configuration(c).unwrap();
+        assert_eq!(
+            st.copy_configuration(&mut from, &key(1, Some("c")))
+                .unwrap(),
+            Some(1)
+        );
+        let mut want = vec![key(1, Some("c")), key(2, Some("a")), "1/synthetic".into()];
+        want.sort();
+        assert_eq!(keys(&mut st), want);
+        let rows = st.query("SELECT count(*) FROM results", &[]).unwrap();
+        assert_eq!(rows, vec![vec![Value::Int(3)]]);
     }
 
     #[test]

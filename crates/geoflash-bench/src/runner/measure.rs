@@ -27,6 +27,9 @@ pub(super) fn measure_target(
     work: impl FnOnce(&mut Target, &mut Stats) -> Result<()>,
 ) -> Result<(Stats, String)> {
     target.reset_device_stats();
+    // The buffer peak is the step's own: restarted at what the buffers
+    // hold now (the store counters are differenced, a peak cannot be).
+    target.index_mut().restart_buffer_peak();
     let (before, tree_before) = (target.index().store_stats(), target.index().tree_counters());
     let times_before = target.phase_times();
     let clock = Clock::start();

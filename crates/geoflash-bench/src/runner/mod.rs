@@ -2,8 +2,10 @@
 //! fresh index, and records one [`Stats`](geoflash::metrics::Stats) row per step (per selectivity, per
 //! k) in a [`ResultsStore`](crate::results::ResultsStore).
 //!
-//! Per step the device counters are reset and the store's counters are
-//! differenced, so every row holds that step's work only. Build, mixed and
+//! Per step the device counters are reset, the store's buffer peak is
+//! restarted and its other counters are differenced, so every row holds
+//! that step's work only (its `peak_buffer_bytes`: the peak during the
+//! step). Build, mixed and
 //! delete steps end with a checkpoint (flush and sync), inside the
 //! measurement, as FESTIval's protocol flushed at the end of a workload.
 //! Configurations already complete in the results store are skipped unless

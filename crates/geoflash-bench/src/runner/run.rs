@@ -21,14 +21,7 @@ use crate::workload::{Configuration, DatasetSource, Step, Workload};
 /// The configurations of `w` that `opts` names (`only`, then `pick`), at
 /// least one.
 fn chosen_configurations(w: &Workload, opts: &RunOptions) -> Result<Vec<Configuration>> {
-    let mut configs = w.configurations(&opts.only);
-    if configs.is_empty() {
-        return Err(Error::invalid(format!(
-            "no index configuration of workload {:?} is named {}",
-            w.name,
-            opts.only.join(" or ")
-        )));
-    }
+    let mut configs = w.chosen_configurations(&opts.only)?;
     if let Some(i) = opts.pick {
         if i >= configs.len() {
             return Err(Error::invalid(format!(

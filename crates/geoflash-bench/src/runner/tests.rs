@@ -226,6 +226,44 @@ fn runs_every_configuration_and_step_and_resumes() {
     );
 }
 
+/// Editing a workload's steps makes its configurations incomplete: the
+/// next run executes them again and replaces their rows (it used to find
+/// them complete and keep the old rows, which a report then pooled with
+/// the new ones as repetitions). Unchanged steps are still found complete.
+#[test]
+fn changed_steps_rerun_and_replace_the_configurations() {
+    let w = Workload::parse(W, Path::new("w.toml"), Scale::Smoke).unwrap();
+    let (mut st, s) = run_clean(&w, None);
+    assert_eq!(s.configurations, 4);
+    let again = run(&w, &mut st, &RunOptions::default()).unwrap();
+    assert_eq!((again.skipped_complete, again.executed), (4, 0));
+    assert!(W.contains("k = [1, 5]"));
+    let edited = W.replace("k = [1, 5]", "k = [1, 7]");
+    let w2 = Workload::parse(&edited, Path::new("w.toml"), Scale::Smoke).unwrap();
+    let s2 = run(&w2, &mut st, &RunOptions::default()).unwrap();
+    assert_eq!((s2.skipped_complete, s2.executed), (0, 4));
+    assert!(s2.failures.is_empty(), "{:?}", s2.failures);
+    // the new rows only: one configuration row each, no k=5 row left
+    let mut get = |sql: &str| count(&mut st, sql);
+    assert_eq!(get("SELECT count(*) FROM configurations"), 4);
+    assert_eq!(
+        get("SELECT count(*) FROM configurations WHERE completed_at IS NOT NULL"),
+        4
+    );
+    assert_eq!(
+        get("SELECT count(*) FROM results WHERE parameter = 'k=5'"),
+        0
+    );
+    assert_eq!(
+        get("SELECT count(*) FROM results WHERE parameter = 'k=7'"),
+        4
+    );
+    assert_eq!(get("SELECT count(*) FROM results"), 32);
+    // and the edited workload is now the complete one
+    let s3 = run(&w2, &mut st, &RunOptions::default()).unwrap();
+    assert_eq!((s3.skipped_complete, s3.executed), (4, 0));
+}
+
 #[test]
 fn same_configuration_same_counts() {
     // Deterministic: the same workload twice gives the same device counts.
@@ -349,6 +387,79 @@ fn crash_and_recover_on_a_file_device() {
     );
     // nothing left behind in the work directory
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// `peak_buffer_bytes` is each step's own peak, not the peak since the
+/// index was created or reopened: a query step after a build reports less
+/// than the build (it used to repeat the build's peak), and a query step
+/// after a crash and recovery reports the read buffer its reads filled (it
+/// used to report 0, eFIND noting its peak only when its write buffer grew),
+/// as does a recovery, whose reads fill it too.
+#[test]
+fn the_buffer_peak_is_each_step_s_own() {
+    let text = r#"name = "peak"
+[[dataset]]
+name = "u"
+generator = "uniform"
+geometry = "box"
+count = 2000
+[[index]]
+name = "e"
+store = "efind"
+page_size = 1024
+buffer = "64KiB"
+device = "file"
+efind = { durability = "sync" }
+[[step]]
+kind = "build"
+fraction = 0.9
+[[step]]
+kind = "range_queries"
+selectivity = "1%"
+count = 20
+[[step]]
+kind = "checkpoint"
+[[step]]
+kind = "crash_and_recover"
+[[step]]
+kind = "range_queries"
+selectivity = "10%"
+count = 20
+[[step]]
+kind = "crash_and_recover"
+operations = 50
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let w = Workload::parse(text, Path::new("peak.toml"), Scale::Smoke).unwrap();
+    let (mut st, _) = run_clean(&w, Some(dir.path()));
+    let rows = st
+        .query(
+            "SELECT step_index, peak_buffer_bytes, node_reads FROM results ORDER BY step_index",
+            &[],
+        )
+        .unwrap();
+    let row = |i: i64| -> (i64, i64) {
+        let r = rows
+            .iter()
+            .find(|r| r[0].as_i64() == Some(i))
+            .unwrap_or_else(|| panic!("no row of step {i}: {rows:?}"));
+        (r[1].as_i64().unwrap(), r[2].as_i64().unwrap())
+    };
+    let (build, _) = row(0);
+    let (query, _) = row(1);
+    assert!(build > 0, "{rows:?}");
+    assert!(
+        query < build,
+        "the query step repeats the build's peak: {rows:?}"
+    );
+    let (after_crash, reads) = row(4);
+    assert!(reads > 0, "{rows:?}");
+    assert!(
+        after_crash > 0 && after_crash <= 64 * 1024,
+        "the query after the recovery read {reads} pages: {rows:?}"
+    );
+    let (replayed, _) = row(5);
+    assert!(replayed > 0, "{rows:?}");
 }
 
 const GRID: &str = include_str!("../../tests/data/workloads/runner-grid.toml");

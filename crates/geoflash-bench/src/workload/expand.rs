@@ -4,6 +4,8 @@
 //! `--index` filter may narrow.
 use std::ops::Range;
 
+use geoflash::{Error, Result};
+
 use super::model::{Configuration, IndexConfig, Workload};
 
 /// One dimension of an index's cross product.
@@ -64,6 +66,7 @@ impl Workload {
     /// Every configuration of the cross product datasets × indexes × repetitions,
     /// keeping the indexes whose base name is in `only` (all when empty).
     pub fn configurations(&self, only: &[String]) -> Vec<Configuration> {
+        let steps_digest = self.steps_digest();
         let mut out = Vec::new();
         for d in &self.datasets {
             for x in &self.indexes {
@@ -75,11 +78,67 @@ impl Workload {
                         dataset: d.clone(),
                         index: x.clone(),
                         repetition,
+                        steps_digest: steps_digest.clone(),
                     });
                 }
             }
         }
         out
+    }
+}
+
+impl Workload {
+    /// [`Workload::configurations`] after the `--index` filter `only`,
+    /// refused when they are none (a misspelt name): the error names the
+    /// workload's index configurations. What `geoflash bench` checks before
+    /// anything is written, `--check` included.
+    pub fn chosen_configurations(&self, only: &[String]) -> Result<Vec<Configuration>> {
+        let configs = self.configurations(only);
+        if configs.is_empty() {
+            return Err(Error::invalid(format!(
+                "no index configuration of workload {:?} is named {}; its index configurations: {}",
+                self.name,
+                only.join(" or "),
+                self.index_names()
+            )));
+        }
+        Ok(configs)
+    }
+
+    /// The names an `--index` filter may give, for messages: the
+    /// `[[index]]` names, then the expanded ones (the first 12 of many).
+    fn index_names(&self) -> String {
+        const SHOWN: usize = 12;
+        let mut bases: Vec<&str> = Vec::new();
+        let mut expanded: Vec<&str> = Vec::new();
+        for x in &self.indexes {
+            if !bases.contains(&x.base_name.as_str()) {
+                bases.push(&x.base_name);
+            }
+            if x.name != x.base_name && !expanded.contains(&x.name.as_str()) {
+                expanded.push(&x.name);
+            }
+        }
+        let mut out = bases.join(", ");
+        if !expanded.is_empty() {
+            let more = expanded.len().saturating_sub(SHOWN);
+            expanded.truncate(SHOWN);
+            out.push_str(&format!("; expanded: {}", expanded.join(", ")));
+            if more > 0 {
+                out.push_str(&format!(" and {more} more"));
+            }
+        }
+        out
+    }
+
+    /// A digest of the steps every configuration runs (their parameters at
+    /// the workload's scale): FNV-1a (64 bits) of their JSON, as 16 hex
+    /// digits. Part of each configuration's key, so that editing a step
+    /// (`k = 1` → `k = 7`) makes every configuration incomplete again.
+    pub fn steps_digest(&self) -> String {
+        let json = serde_json::to_string(&self.steps)
+            .unwrap_or_else(|e| format!("steps that do not serialize: {e}"));
+        format!("{:016x}", super::model::fnv1a64(json.as_bytes()))
     }
 }
 

@@ -411,20 +411,42 @@ pub struct Configuration {
     pub index: IndexConfig,
     /// Repetition number, from 0.
     pub repetition: u32,
+    /// The digest of the workload's steps ([`Workload::steps_digest`]):
+    /// part of the [key](Self::key), not of the configuration's JSON.
+    #[serde(skip)]
+    pub steps_digest: String,
 }
 
 impl Configuration {
-    /// A stable key identifying the configuration in a results store (its
-    /// JSON, which holds every parameter).
+    /// A stable key identifying the configuration in a results store: the
+    /// JSON of the workload's name, the scale, the configuration (which
+    /// holds every parameter of the dataset and the index) and, as
+    /// `steps`, the digest of the workload's steps, so that a configuration
+    /// whose steps changed is not found complete. The results store reads
+    /// it back: a key without its `steps` names the configuration whatever
+    /// its steps, and a configuration recorded with other steps (or before
+    /// keys had them) is replaced when this one begins
+    /// ([`ResultsStore::begin_configuration`](crate::results::ResultsStore::begin_configuration)).
     pub fn key(&self, workload: &str, scale: Scale) -> Result<String> {
         let v = serde_json::json!({
             "workload": workload,
             "scale": scale,
             "configuration": self,
+            "steps": self.steps_digest,
         });
         serde_json::to_string(&v)
             .map_err(|e| Error::invalid(format!("cannot serialize configuration: {e}")))
     }
+}
+
+/// FNV-1a (64 bits) of `bytes`.
+pub(super) fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
 }
 
 /// A parsed, checked workload at one scale.

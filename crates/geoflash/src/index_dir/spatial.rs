@@ -53,6 +53,10 @@ impl SpatialIndex for Index {
         self.tree.store_stats()
     }
 
+    fn restart_buffer_peak(&mut self) {
+        self.tree.restart_buffer_peak()
+    }
+
     fn pages_in_use(&self) -> u64 {
         self.tree.pages_in_use()
     }

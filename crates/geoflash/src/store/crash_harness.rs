@@ -435,6 +435,9 @@ mod tests {
         fn stats(&self) -> StoreStats {
             self.0.stats()
         }
+        fn restart_buffer_peak(&mut self) {
+            self.0.restart_buffer_peak()
+        }
         fn last_committed_op(&self) -> Option<OpId> {
             self.0.last_committed_op()
         }

@@ -493,6 +493,11 @@ impl NodeStore for MemStore {
             ..self.stats.clone()
         }
     }
+
+    /// The peak restarts at the decoded nodes held now.
+    fn restart_buffer_peak(&mut self) {
+        self.stats.peak_buffer_bytes = self.bytes as u64;
+    }
 }
 
 #[cfg(test)]

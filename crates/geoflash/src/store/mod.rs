@@ -192,7 +192,9 @@ impl StoreStats {
 
     /// The counters of `self` minus those of `before` (an earlier snapshot
     /// of the same store): every counter and time is differenced, the
-    /// buffer peak stays `self`'s.
+    /// buffer peak stays `self`'s: the peak since the store was opened, or
+    /// since its last `NodeStore::restart_buffer_peak` (which a measured
+    /// step calls at its start, so that the peak is the step's own).
     pub fn since(&self, before: &StoreStats) -> StoreStats {
         let levels = |a: &[u64], b: &[u64]| -> Vec<u64> {
             a.iter()
@@ -278,8 +280,16 @@ internal! {
         fn bulk_load(&mut self, build: BulkBuild<'_>) -> Result<()> {
             bulk::through_operations(self, build)
         }
-        /// Counters since the store was opened.
+        /// Counters since the store was opened (the buffer peak: since
+        /// the last [`restart_buffer_peak`](Self::restart_buffer_peak)).
         fn stats(&self) -> StoreStats;
+        /// Restarts the buffer peak ([`StoreStats::peak_buffer_bytes`]) at
+        /// the bytes the store's buffers hold now, so that
+        /// [`stats`](Self::stats) reports the peak since this call (what one
+        /// measured step used) instead of since the store was opened. No
+        /// other counter changes. By default nothing (a store without
+        /// buffers, or a test double).
+        fn restart_buffer_peak(&mut self) {}
         /// Pages holding nodes now (allocated and not freed, whatever was
         /// done since the store was opened), from the store's page allocator
         /// without reading a node; `None` for a store without pages (the
@@ -455,6 +465,9 @@ impl NodeStore for Box<dyn NodeStore> {
     }
     fn stats(&self) -> StoreStats {
         (**self).stats()
+    }
+    fn restart_buffer_peak(&mut self) {
+        (**self).restart_buffer_peak()
     }
     fn nodes_in_use(&self) -> Option<u64> {
         (**self).nodes_in_use()

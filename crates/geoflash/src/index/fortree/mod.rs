@@ -272,7 +272,9 @@ internal! {
         pub pages_read: u64,
         /// Node pages the store wrote to its device.
         pub pages_written: u64,
-        /// Peak bytes of the FOR-tree's buffer.
+        /// Peak bytes of the FOR-tree's buffer (noted when a node is
+        /// changed or created), since the tree was opened or since
+        /// `Fortree::restart_buffer_peak`.
         pub peak_buffer_bytes: u64,
     }
 }
@@ -413,6 +415,14 @@ impl<S: NodeStore> Fortree<S> {
             pages_written: s.node_writes,
             ..self.stats
         }
+    }
+
+    /// Restarts the buffer peak (`peak_buffer_bytes` of [`Self::stats`])
+    /// at the bytes the buffer holds now, and the store's
+    /// (`NodeStore::restart_buffer_peak`).
+    pub fn restart_buffer_peak(&mut self) {
+        self.stats.peak_buffer_bytes = self.buf.bytes() as u64;
+        self.store.restart_buffer_peak();
     }
 
     /// Node `id`, from the buffer or the store.

@@ -66,6 +66,12 @@ impl<S: NodeStore + 'static> SpatialIndex for Mutex<Fortree<S>> {
         }
     }
 
+    /// The peak of the FOR-tree's own buffer (the one `store_stats`
+    /// reports) restarts, and its store's.
+    fn restart_buffer_peak(&mut self) {
+        get(self).restart_buffer_peak()
+    }
+
     /// Its merge-backs count as merges.
     fn tree_counters(&self) -> TreeCounters {
         TreeCounters {

@@ -857,12 +857,17 @@ impl EfindStore {
     fn note_peak(&self) {
         let room = self.read_room();
         let wb = self.wb.bytes() as u64;
-        let views = self.wb.view_bytes() as u64;
         let mut inner = self.lock();
         self.trim_read_buffer(&mut inner, room);
-        let total = wb + views + inner.rb.used_bytes() as u64;
+        let total = self.held_bytes(&inner);
         inner.stats.peak_buffer_bytes = inner.stats.peak_buffer_bytes.max(total);
         inner.estats.peak_write_buffer_bytes = inner.estats.peak_write_buffer_bytes.max(wb);
+    }
+
+    /// The bytes the buffers hold now (what `peak_buffer_bytes` is the peak
+    /// of): buffered modifications, their decoded views, the read buffer.
+    fn held_bytes(&self, inner: &Inner) -> u64 {
+        (self.wb.bytes() + self.wb.view_bytes() + inner.rb.used_bytes()) as u64
     }
 
     /// Writes the identity page (page 0, never rewritten).
@@ -1115,6 +1120,14 @@ impl NodeStore for EfindStore {
 
     fn nodes_in_use(&self) -> Option<u64> {
         Some(self.alloc.allocated_count())
+    }
+
+    /// The peak restarts at the bytes the buffers hold now
+    /// (`peak_write_buffer_bytes` of [`EfindStats`] stays the peak since
+    /// the store was opened).
+    fn restart_buffer_peak(&mut self) {
+        let mut inner = self.lock();
+        inner.stats.peak_buffer_bytes = self.held_bytes(&inner);
     }
 
     fn stats(&self) -> StoreStats {

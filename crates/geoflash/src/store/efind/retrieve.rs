@@ -86,7 +86,7 @@ impl EfindStore {
     }
 
     /// A page just read from the device: counted, and entered into the read
-    /// buffer and RQ.
+    /// buffer (the buffer peak noted: a query's reads grow it) and RQ.
     fn adopt(&self, inner: &mut super::Inner, id: PageId, node: &Arc<Node>) {
         inner.stats.record_node_read(node.level);
         let room = self.read_room();
@@ -94,6 +94,8 @@ impl EfindStore {
             let m = super::meta_of(node);
             inner.rb.set_budget(room);
             inner.rb.insert(id, Arc::clone(node), m);
+            let held = self.held_bytes(inner);
+            inner.stats.peak_buffer_bytes = inner.stats.peak_buffer_bytes.max(held);
         }
         if let Some(tc) = self.config.temporal_control {
             inner.rq.push_back(id);

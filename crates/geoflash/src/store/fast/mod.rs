@@ -1130,6 +1130,14 @@ impl NodeStore for FastStore {
         Some(self.alloc.allocated_count())
     }
 
+    /// The peak restarts at the bytes the table holds now (FAST keeps no
+    /// node cache; `peak_table_bytes` of [`FastStats`] stays the peak
+    /// since the store was opened).
+    fn restart_buffer_peak(&mut self) {
+        let b = self.table.bytes() as u64;
+        self.lock().stats.peak_buffer_bytes = b;
+    }
+
     fn stats(&self) -> StoreStats {
         let mut s = self.lock().stats.clone();
         let l = self.log.stats();

@@ -796,6 +796,12 @@ impl NodeStore for PlainStore {
     fn stats(&self) -> StoreStats {
         self.lock().stats.clone()
     }
+
+    /// The peak restarts at the bytes the buffer holds now.
+    fn restart_buffer_peak(&mut self) {
+        let mut inner = self.lock();
+        inner.stats.peak_buffer_bytes = inner.cache.used_bytes() as u64;
+    }
 }
 
 #[cfg(test)]
