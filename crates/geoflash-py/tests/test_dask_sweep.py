@@ -128,6 +128,23 @@ def test_a_partial_store_is_completed_without_duplicates(client, tmp_path):
     assert rows(df) == rows(ref)
 
 
+def test_a_sweep_after_the_steps_changed_replaces_the_stale_configurations(client, tmp_path):
+    """The configuration key holds a digest of the steps: a sweep of the
+    workload with edited steps runs every configuration again and leaves
+    only its own rows (before, the old ones were skipped as complete, and
+    a Python-side write would have kept both for a report to pool)."""
+    db = tmp_path / "r.sqlite"
+    gd.run(workload(), client=client, results=db, scale="smoke", progress=False)
+    edited = workload()
+    edited["step"][1]["count"] = 20
+    df = gd.run(edited, client=client, results=db, scale="smoke", progress=False)
+    assert df.attrs["summary"]["executed"] == 6 and df.attrs["summary"]["skipped_complete"] == 0
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT count(*) FROM configurations").fetchone()[0] == 6
+        ops = {r[0] for r in con.execute("SELECT operations FROM results WHERE step_kind = 'range_queries'")}
+    assert ops == {20}
+
+
 def test_sweep_errors(client, tmp_path):
     with pytest.raises(FileNotFoundError):
         gd.run(tmp_path / "missing.toml", client=client, results=tmp_path / "r.sqlite")

@@ -103,6 +103,38 @@ def _insert(con: sqlite3.Connection, table: str, row: Dict[str, Any], drop: str)
     return int(cur.lastrowid)
 
 
+def _key_identity(key: str) -> Optional[Dict[str, Any]]:
+    """The configuration a workbench key names, whatever its steps (the
+    key without its ``steps`` digest); None for a key that is not the
+    workbench's JSON (as the Rust store's ``key_identity``)."""
+    try:
+        v = json.loads(key)
+    except ValueError:
+        return None
+    if not isinstance(v, dict) or "configuration" not in v:
+        return None
+    v.pop("steps", None)
+    return v
+
+
+def _drop_superseded(con: sqlite3.Connection, config: Dict[str, Any]) -> None:
+    """Deletes, with their results, the configurations of the same workload
+    and scale that name the same configuration as ``config`` under another
+    key (recorded with other steps, or before keys held them): their rows
+    measured another workload, and a report would pool them with these."""
+    identity = _key_identity(config["config_key"])
+    if identity is None:
+        return
+    others = con.execute(
+        "SELECT config_id, config_key FROM configurations WHERE workload = ? AND scale = ? AND config_key <> ?",
+        (config["workload"], config["scale"], config["config_key"]),
+    ).fetchall()
+    for config_id, key in others:
+        if _key_identity(key) == identity:
+            con.execute("DELETE FROM results WHERE config_id = ?", (config_id,))
+            con.execute("DELETE FROM configurations WHERE config_id = ?", (config_id,))
+
+
 def store_rows(results: str, rows: Dict[str, Any]) -> bool:
     """Writes one configuration's rows into the SQLite store ``results`` in
     one transaction, unless the store already holds it complete (returns
@@ -121,6 +153,7 @@ def store_rows(results: str, rows: Dict[str, Any]) -> bool:
             if found is not None:
                 con.execute("DELETE FROM results WHERE config_id = ?", (found[0],))
                 con.execute("DELETE FROM configurations WHERE config_id = ?", (found[0],))
+            _drop_superseded(con, config)
             run_ids = {r["run_id"]: _insert(con, "runs", r, "run_id") for r in rows["runs"]}
             config_id = _insert(con, "configurations", dict(config, run_id=run_ids.get(config["run_id"])), "config_id")
             for r in rows["results"]:
