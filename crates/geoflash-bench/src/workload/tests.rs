@@ -172,7 +172,7 @@ fn errors_name_line_and_key() {
         "../../tests/data/workloads/refused-edits.toml"
     ))
     .unwrap();
-    assert_eq!(cases.case.len(), 31);
+    assert_eq!(cases.case.len(), 32);
     for RefusedEdit { from, to, error } in &cases.case {
         assert!(GOOD.contains(from.as_str()), "{from}");
         let text = GOOD.replacen(from.as_str(), to, 1);

@@ -97,7 +97,7 @@ pub(super) fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexC
                 ),
             }
         })?;
-        check_simulators(&options.device).map_err(|e| {
+        check_device(&options.device).map_err(|e| {
             match dims.iter().find(|d| d.key == "device") {
                 Some(d) => cx.err(&d.span, &key("device"), strip_invalid(&e)),
                 None => cx.err(&x.name.span(), &key("device"), strip_invalid(&e)),
@@ -135,8 +135,10 @@ pub(super) fn parse_index(cx: &Ctx, x: &RawIndex, i: usize) -> Result<Vec<IndexC
 /// does: the preset (else the simulator's default), then each key in
 /// order, then the configuration they give. [`DeviceSpec::parse`] keeps
 /// them as text, so a misspelt preset or key used to pass `--check` and
-/// fail every configuration at its build.
-fn check_simulators(spec: &DeviceSpec) -> Result<()> {
+/// fail every configuration at its build. A `file:PATH` device is
+/// refused: every configuration makes its own file in its scratch
+/// directory, and one path would be shared by all of them.
+fn check_device(spec: &DeviceSpec) -> Result<()> {
     /// `params` applied onto `preset(NAME)` (or `dflt`) with `set`.
     fn apply<C>(
         params: &[(String, String)],
@@ -169,9 +171,16 @@ fn check_simulators(spec: &DeviceSpec) -> Result<()> {
         )?
         .validate(),
         DeviceSpec::Hybrid { fast, slow, .. } => {
-            check_simulators(fast)?;
-            check_simulators(slow)
+            check_device(fast)?;
+            check_device(slow)
         }
+        DeviceSpec::File { path: Some(p), .. } => Err(geoflash::Error::invalid(format!(
+            "file:{} names one file for every configuration and repetition (the second build \
+             finds it holding the first's data, and the file outlives the run): give `file` with \
+             its options (e.g. `file?direct=false`), which each configuration makes in its \
+             scratch directory",
+            p.display()
+        ))),
         _ => Ok(()),
     }
 }
