@@ -4,7 +4,7 @@
 //! or restore the index, look at the device or the results database, run
 //! again), from which the command line takes its exit code.
 use std::ops::RangeInclusive;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Result alias used throughout geoflash.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -262,6 +262,60 @@ impl Error {
                 found,
                 supported,
             },
+            other => other,
+        }
+    }
+
+    /// This error with every file in directory `from` named in directory
+    /// `to` instead, in its path fields and in the text of its message (an
+    /// index built in a staging directory and then published by renaming
+    /// it: its devices keep naming the directory they were opened in).
+    pub fn moved_dir(self, from: &Path, to: &Path) -> Self {
+        let path = |p: PathBuf| match p.strip_prefix(from) {
+            Ok(rest) => to.join(rest),
+            Err(_) => p,
+        };
+        let (old, new) = (from.display().to_string(), to.display().to_string());
+        let text = |s: String| {
+            if old.is_empty() {
+                s
+            } else {
+                s.replace(&old, &new)
+            }
+        };
+        match self {
+            Error::Io {
+                path: p,
+                page,
+                source,
+            } => Error::Io {
+                path: path(p),
+                page,
+                source,
+            },
+            Error::Corrupt { file, page, reason } => Error::Corrupt {
+                file: file.map(path),
+                page,
+                reason: text(reason),
+            },
+            Error::UnsupportedVersion {
+                file,
+                what,
+                found,
+                supported,
+            } => Error::UnsupportedVersion {
+                file: file.map(path),
+                what,
+                found,
+                supported,
+            },
+            Error::InvalidInput(s) => Error::InvalidInput(text(s)),
+            Error::DeviceFull(s) => Error::DeviceFull(text(s)),
+            Error::InjectedFault(s) => Error::InjectedFault(text(s)),
+            Error::StoreFailed(s) => Error::StoreFailed(text(s)),
+            Error::Crashed(s) => Error::Crashed(text(s)),
+            Error::NeedsRecovery(s) => Error::NeedsRecovery(text(s)),
+            Error::Interrupted(s) => Error::Interrupted(text(s)),
             other => other,
         }
     }

@@ -287,6 +287,7 @@ impl Index {
                 return Err(interrupted(dir).into());
             }
             staging.publish()?;
+            index.built_in = Some(staging.dir().to_path_buf());
             index.dir = Some(dir.to_path_buf());
             if let Some(lock) = index._lock.as_mut() {
                 lock.moved_to(dir);
@@ -396,6 +397,7 @@ impl Index {
             objects: None,
             access: Access::Write,
             _lock: lock,
+            built_in: None,
             times: Mutex::new(times),
             in_batch: false,
             operation_cpu_time: true,

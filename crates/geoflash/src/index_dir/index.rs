@@ -65,6 +65,10 @@ pub struct Index {
     pub(super) objects: Option<crate::objects::Heap>,
     pub(super) access: Access,
     pub(super) _lock: Option<DirLock>,
+    /// The staging directory a new index was built in before it was
+    /// published as `dir` (`Index::staged`): its devices still name their
+    /// files there, so [`Index::locate`] names them in `dir` instead.
+    pub(super) built_in: Option<PathBuf>,
     /// Time of the front end's phases since the index was created or
     /// opened: index operations, filter and refinement of queries, recovery
     /// at open (the store measures its own phases).
@@ -99,8 +103,15 @@ impl Index {
     /// `e` naming the index's page file (`pages.dat`, the `file:PATH`, or
     /// `device.img` of a simulated device) when it is a corruption error
     /// that names no file yet (the log names `log.dat` itself). For
-    /// errors from [`Index::structure`] or `Index::tree` calls.
+    /// errors from [`Index::structure`] or `Index::tree` calls. Of an
+    /// index created in this process, the files its devices name in their
+    /// errors are named where the index was published, not in its staging
+    /// directory.
     pub fn locate(&self, e: Error) -> Error {
+        let e = match (&self.built_in, &self.dir) {
+            (Some(from), Some(to)) => e.moved_dir(from, to),
+            _ => e,
+        };
         match &self.dir {
             Some(dir) => e.in_file(pages_file(dir, &self.manifest)),
             None => e,
@@ -262,7 +273,8 @@ impl Index {
         }
         // The journal commits with the simulators' images (`images.rs`).
         match &self.dir {
-            Some(dir) => super::images::save(dir, &self.images, self.journal.as_deref())?,
+            Some(dir) => super::images::save(dir, &self.images, self.journal.as_deref())
+                .map_err(|e| self.locate(e))?,
             None => {
                 if let Some(journal) = &self.journal {
                     journal.commit().map_err(|e| self.locate(e))?;

@@ -120,6 +120,7 @@ impl Index {
             objects: None,
             access,
             _lock: Some(lock),
+            built_in: None,
             times: Mutex::new(times),
             in_batch: false,
             operation_cpu_time: true,

@@ -146,8 +146,12 @@ impl Index {
 
     /// Allocates a record key for user `id` with its pickled object and
     /// inserts it with `rect`, the ADD logged with the insertion (a map in
-    /// the store's log). On failure the key is given back and nothing is
-    /// logged.
+    /// the store's log). On failure the key is given back. A failure for
+    /// bad input logged nothing; after any other (a device or log error,
+    /// possibly after the frame reached the log) the store refuses every
+    /// later change, so the key is never handed out again in this process,
+    /// and the next open's restart rebuilds map and tree together from what
+    /// the log holds: reopen the index before trusting its answers.
     pub fn insert_logged_record(&mut self, id: i64, rect: Rect, obj: Option<Vec<u8>>) -> Result<u64> {
         self.check_logged()?;
         // What the previous operation made due, before the map changes.

@@ -1448,3 +1448,42 @@ fn a_second_open_of_an_index_created_here_says_this_process_holds_it() {
     drop(idx);
     Index::open(&path, Access::Write).unwrap();
 }
+
+/// Of an index created in this process, an error names its files where
+/// the index was published, not in the staging directory its devices were
+/// opened in (which no longer exists).
+#[test]
+fn errors_of_a_new_index_name_its_files_where_it_was_published() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("idx");
+    let idx = Index::create(&path, &file_opts()).unwrap();
+    let staged = crate::staging::staging_dir(&path).unwrap();
+    let device_file = idx.device.path().expect("a file device names its file");
+    assert!(
+        device_file.starts_with(&staged),
+        "{}",
+        device_file.display()
+    );
+    let published = path.join("pages.dat").display().to_string();
+    let io = Error::Io {
+        path: device_file.clone(),
+        page: Some(3),
+        source: std::io::Error::other("refused"),
+    };
+    let failed = Error::StoreFailed(format!("I/O error on {}: refused", device_file.display()));
+    for e in [io, failed] {
+        let named = idx.locate(e).to_string();
+        assert!(named.contains(&published), "{named}");
+        assert!(!named.contains(".building"), "{named}");
+    }
+    // A file elsewhere keeps its name.
+    let other = dir.path().join("elsewhere.dat");
+    let named = idx
+        .locate(Error::Io {
+            path: other.clone(),
+            page: None,
+            source: std::io::Error::other("refused"),
+        })
+        .to_string();
+    assert!(named.contains(&other.display().to_string()), "{named}");
+}
