@@ -627,7 +627,8 @@ pub fn read_attributes(path: &Path) -> Result<(Vec<u64>, attributes::Attributes)
 }
 
 /// Reads `(id, rect)` records from a CSV dataset file (`id,minx,miny,maxx,maxy` with a header).
-/// Ids must be unique: a repeated id is an error naming its record.
+/// Ids must be unique: a repeated id is an error naming its record. Empty
+/// lines and lines of blanks are skipped ([`csv_data_record`]).
 pub fn read_csv(path: &Path) -> Result<Vec<(u64, Rect)>> {
     let mut first = HashMap::new();
     csv_records(path)?
@@ -649,30 +650,65 @@ pub fn read_csv(path: &Path) -> Result<Vec<(u64, Rect)>> {
 /// Streams the `(id, rect)` records of a CSV dataset file
 /// (`id,minx,miny,maxx,maxy` with a header) one at a time, for loads that
 /// must not hold the whole input in memory. Each item is a record or the
-/// error of its line.
+/// error of its line. Blank lines are skipped ([`csv_data_record`]).
 pub fn csv_records(path: &Path) -> Result<impl Iterator<Item = Result<(u64, Rect)>>> {
     let file = File::open(path).map_err(|e| io_err(path, e))?;
     // Fields are trimmed as they are parsed (`trim_ascii`, what the csv
     // crate's `Trim::All` removes) rather than by the reader, which would
-    // copy every record into a new one.
+    // copy every record into a new one. Flexible: csv_data_record skips a
+    // line of blanks (one blank field) and checks the number of fields.
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
+        .flexible(true)
         .from_reader(BufReader::new(file));
     let headers = rdr.headers().map_err(|e| bad(path, e))?;
     check_csv_header(path, headers, &BOX_COLUMNS)?;
+    let width = headers.len();
     let path = path.to_path_buf();
     // One record buffer for the whole file (no allocation per line).
     let mut rec = csv::ByteRecord::new();
     let mut line = 0;
     Ok(std::iter::from_fn(move || {
-        let item = match rdr.read_byte_record(&mut rec) {
-            Ok(false) => return None,
-            Ok(true) => csv_record(&path, line, &rec),
-            Err(e) => Err(bad(&path, e)),
+        let item = loop {
+            match rdr.read_byte_record(&mut rec) {
+                Ok(false) => return None,
+                Ok(true) => match csv_data_record(&path, line + 1, &rec, width) {
+                    Ok(false) => continue,
+                    Ok(true) => break csv_record(&path, line, &rec),
+                    Err(e) => break Err(e),
+                },
+                Err(e) => break Err(bad(&path, e)),
+            }
         };
         line += 1;
         Some(item)
     }))
+}
+
+/// Whether `rec`, record `n` (from 1, blank lines not counted) of the CSV
+/// file `path` read with `flexible(true)`, is data: `false` for a line of
+/// blanks (spaces or tabs: one field, blank once trimmed), which is skipped
+/// as the csv crate skips an empty line; `true` for a record of `width`
+/// fields (the header's); an error naming the file, the record and its
+/// line otherwise (the csv crate's own, without `flexible`, is "found
+/// record with 1 fields" for a line of blanks).
+pub fn csv_data_record(path: &Path, n: usize, rec: &csv::ByteRecord, width: usize) -> Result<bool> {
+    if rec.len() == 1 && rec[0].trim_ascii().is_empty() {
+        return Ok(false);
+    }
+    if rec.len() == width {
+        return Ok(true);
+    }
+    let line = rec
+        .position()
+        .map_or(String::new(), |p| format!(" (line {})", p.line()));
+    Err(bad(
+        path,
+        format!(
+            "record {n}{line} has {} fields, but the header has {width}",
+            rec.len()
+        ),
+    ))
 }
 
 /// One record of [`csv_records`].
@@ -715,8 +751,12 @@ fn csv_record(path: &Path, line: usize, rec: &csv::ByteRecord) -> Result<(u64, R
     Ok((id, r))
 }
 
+/// The UTF-8 encoding of U+FEFF, the byte order mark.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// The id of a feature: the feature's `id`, else an `id` property (a
-/// non-negative integer, or a string holding one), else `None`.
+/// non-negative integer, a float holding one exactly, as `3.0`, or a string
+/// holding an integer), else `None`.
 fn feature_id(f: &geojson::Feature, path: &Path, n: usize) -> Result<Option<u64>> {
     let not_id = |v: &dyn std::fmt::Display| {
         bad(
@@ -724,15 +764,32 @@ fn feature_id(f: &geojson::Feature, path: &Path, n: usize) -> Result<Option<u64>
             format!("feature {n}: id {v} is not a non-negative integer"),
         )
     };
+    let number = |x: &serde_json::Number| -> Result<u64> {
+        match (x.as_u64(), x.as_f64()) {
+            (Some(v), _) => Ok(v),
+            (None, Some(v)) if v.is_finite() && v >= 0.0 && v.fract() == 0.0 => {
+                id_from_f64(v).ok_or_else(|| {
+                    bad(
+                        path,
+                        format!(
+                            "feature {n}: id {x} is out of range: an id written as a float must be \
+                             an integer of at most 2^53 (9007199254740992), which a float holds exactly"
+                        ),
+                    )
+                })
+            }
+            _ => Err(not_id(x)),
+        }
+    };
     let from_json = |v: &serde_json::Value| -> Result<u64> {
         match v {
-            serde_json::Value::Number(x) => x.as_u64().ok_or_else(|| not_id(x)),
+            serde_json::Value::Number(x) => number(x),
             serde_json::Value::String(t) => t.trim().parse().map_err(|_| not_id(&format!("{t:?}"))),
             other => Err(not_id(other)),
         }
     };
     match (&f.id, f.properties.as_ref().and_then(|p| p.get("id"))) {
-        (Some(geojson::feature::Id::Number(x)), _) => x.as_u64().map(Some).ok_or_else(|| not_id(x)),
+        (Some(geojson::feature::Id::Number(x)), _) => number(x).map(Some),
         (Some(geojson::feature::Id::String(t)), _) => t
             .trim()
             .parse()
@@ -745,10 +802,20 @@ fn feature_id(f: &geojson::Feature, path: &Path, n: usize) -> Result<Option<u64>
 
 /// The features of a GeoJSON file, in file order: those of a
 /// FeatureCollection, a single Feature, or a bare Geometry as one feature
-/// without properties.
+/// without properties. A UTF-8 byte order mark at the start of the file
+/// (which JSON forbids but Windows tools write, and GDAL skips) is skipped.
 pub(crate) fn geojson_features(path: &Path) -> Result<Vec<geojson::Feature>> {
+    use std::io::BufRead;
     let file = File::open(path).map_err(|e| io_err(path, e))?;
-    let gj = geojson::GeoJson::from_reader(BufReader::new(file))
+    let mut reader = BufReader::new(file);
+    if reader
+        .fill_buf()
+        .map_err(|e| io_err(path, e))?
+        .starts_with(UTF8_BOM)
+    {
+        reader.consume(UTF8_BOM.len());
+    }
+    let gj = geojson::GeoJson::from_reader(reader)
         .map_err(|e| bad(path, format!("not GeoJSON: {e}")))?;
     Ok(match gj {
         geojson::GeoJson::FeatureCollection(fc) => fc.features,
@@ -785,8 +852,10 @@ fn short_position(g: &geojson::Geometry) -> Option<String> {
 }
 
 /// Reads `(id, geometry)` records from a GeoJSON file: a FeatureCollection,
-/// a single Feature or a bare Geometry. Ids come from each feature's `id`,
-/// else its `id` property, else its position in the file (0, 1, …).
+/// a single Feature or a bare Geometry (after a UTF-8 byte order mark, if
+/// the file starts with one). Ids come from each feature's `id`, else its
+/// `id` property, else its position in the file (0, 1, …): an integer, a
+/// float holding one up to 2^53 (`3.0`) or a string holding an integer.
 /// Features without geometry, geometries with non-finite or out-of-range
 /// coordinates, empty geometries and duplicate ids are errors naming the
 /// feature.
@@ -1099,6 +1168,186 @@ mod tests {
         let e = write_dataset(&out, std::iter::empty()).unwrap_err();
         assert!(e.to_string().contains("input format only"), "{e}");
         assert!(!out.exists());
+    }
+
+    /// A GeoJSON feature id written as a float holding an integer (`3.0`)
+    /// is that integer, as FlatGeobuf and GDAL read it; a fraction, a
+    /// negative or a float beyond 2^53 (where a float no longer tells
+    /// neighbouring integers apart) is refused naming the feature. A file
+    /// starting with a UTF-8 byte order mark is read.
+    #[test]
+    fn geojson_float_ids_and_a_byte_order_mark() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.geojson");
+        let feature = |id: &str, props: &str| {
+            format!(
+                r#"{{"type":"Feature"{id},"properties":{{{props}}},"geometry":{{"type":"Point","coordinates":[1,2]}}}}"#
+            )
+        };
+        let collection = |features: &[String]| {
+            format!(
+                r#"{{"type":"FeatureCollection","features":[{}]}}"#,
+                features.join(",")
+            )
+        };
+        let good = collection(&[
+            feature(r#","id":3.0"#, ""),
+            feature("", r#""id":5.0"#),
+            feature(r#","id":0.0"#, ""),
+            feature(r#","id":9007199254740992.0"#, ""),
+            feature(r#","id":12"#, ""),
+            feature(r#","id":7e2"#, ""),
+        ]);
+        std::fs::write(&p, &good).unwrap();
+        let ids: Vec<u64> = read_geojson(&p).unwrap().iter().map(|o| o.0).collect();
+        assert_eq!(ids, [3, 5, 0, 9_007_199_254_740_992, 12, 700]);
+        for (id, props, want) in [
+            (
+                r#","id":3.5"#,
+                "",
+                "feature 1: id 3.5 is not a non-negative integer",
+            ),
+            (
+                "",
+                r#""id":2.25"#,
+                "feature 1: id 2.25 is not a non-negative integer",
+            ),
+            (
+                r#","id":-2.0"#,
+                "",
+                "feature 1: id -2.0 is not a non-negative integer",
+            ),
+            (
+                r#","id":9007199254740994.0"#,
+                "",
+                "feature 1: id 9007199254740994.0 is out of range",
+            ),
+            (r#","id":1e300"#, "", "feature 1: id 1e+300 is out of range"),
+            (r#","id":1e19"#, "", "feature 1: id 1e+19 is out of range"),
+            // beyond u64: serde_json reads it as a float
+            (
+                "",
+                r#""id":18446744073709551616"#,
+                "feature 1: id 1.8446744073709552e+19 is out of range",
+            ),
+            // JSON has no NaN: not GeoJSON at all
+            (r#","id":NaN"#, "", "not GeoJSON"),
+        ] {
+            let text = collection(&[feature(r#","id":1"#, ""), feature(id, props)]);
+            std::fs::write(&p, text).unwrap();
+            let e = read_geojson(&p).unwrap_err();
+            let m = e.to_string();
+            assert!(e.is_user_error() && m.contains("f.geojson"), "{m}");
+            assert!(m.contains(want), "{id}{props}: wanted {want:?}: {m}");
+        }
+        // A byte order mark, before a collection, a feature or a geometry.
+        let bare = r#"{"type":"Point","coordinates":[1,2]}"#;
+        for text in [good.as_str(), &feature(r#","id":4.0"#, ""), bare] {
+            let mut bytes = UTF8_BOM.to_vec();
+            bytes.extend(text.as_bytes());
+            std::fs::write(&p, &bytes).unwrap();
+            let with_bom = read_geojson(&p).unwrap();
+            std::fs::write(&p, text).unwrap();
+            assert_eq!(with_bom, read_geojson(&p).unwrap(), "{text}");
+        }
+        let mut bytes = UTF8_BOM.to_vec();
+        bytes.extend(good.as_bytes());
+        std::fs::write(&p, &bytes).unwrap();
+        let (ids, _) = read_attributes(&p).unwrap();
+        assert_eq!(ids, [3, 5, 0, 9_007_199_254_740_992, 12, 700]);
+        // A BOM alone, or one that is not at the start, is still refused.
+        std::fs::write(&p, UTF8_BOM).unwrap();
+        assert!(read_geojson(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("not GeoJSON"));
+        let mut bytes = b" ".to_vec();
+        bytes.extend(UTF8_BOM);
+        bytes.extend(bare.as_bytes());
+        std::fs::write(&p, &bytes).unwrap();
+        assert!(read_geojson(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("not GeoJSON"));
+    }
+
+    /// A line of blanks (spaces, tabs) in a CSV of boxes is skipped as an
+    /// empty line is (the csv crate skips those), instead of the csv
+    /// crate's "found record with 1 fields"; a record of another number of
+    /// fields than the header is an error naming its line.
+    #[test]
+    fn blank_csv_lines_are_skipped_like_empty_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("blank.csv");
+        let want = vec![
+            (1, Rect::new(0.0, 0.0, 1.0, 1.0).unwrap()),
+            (2, Rect::new(2.0, 2.0, 3.0, 3.0).unwrap()),
+        ];
+        for blank in ["", "   ", "\t", " \t ", "  \r"] {
+            for text in [
+                format!("id,minx,miny,maxx,maxy\n1,0,0,1,1\n{blank}\n2,2,2,3,3\n"),
+                format!("id,minx,miny,maxx,maxy\n1,0,0,1,1\n2,2,2,3,3\n{blank}\n"),
+                format!("id,minx,miny,maxx,maxy\n{blank}\n{blank}\n1,0,0,1,1\n2,2,2,3,3"),
+            ] {
+                std::fs::write(&p, &text).unwrap();
+                assert_eq!(read_csv(&p).unwrap(), want, "{text:?}");
+                let streamed: Vec<_> = csv_records(&p).unwrap().collect::<Result<_>>().unwrap();
+                assert_eq!(streamed, want, "{text:?}");
+                assert_eq!(read_attributes(&p).unwrap().0, [1, 2], "{text:?}");
+            }
+        }
+        // Records are numbered without the blank lines; errors give the line.
+        std::fs::write(&p, "id,minx,miny,maxx,maxy\n1,0,0,1,1\n \n2,2,2,x,3\n").unwrap();
+        let m = read_csv(&p).unwrap_err().to_string();
+        assert!(m.contains("record 2: \"x\" is not a number"), "{m}");
+        for (line, fields) in [("2,2,2", 3), ("2,2,2,3,3,4", 6), ("7", 1)] {
+            std::fs::write(
+                &p,
+                format!("id,minx,miny,maxx,maxy\n1,0,0,1,1\n\t\n{line}\n"),
+            )
+            .unwrap();
+            let e = read_csv(&p).unwrap_err();
+            let m = e.to_string();
+            assert!(e.is_user_error() && m.contains("blank.csv"), "{m}");
+            let want = format!("record 2 (line 4) has {fields} fields, but the header has 5");
+            assert!(m.contains(&want), "{line}: wanted {want:?}: {m}");
+            let m = read_attributes(&p).unwrap_err().to_string();
+            assert!(m.contains(&want), "{line}: wanted {want:?}: {m}");
+        }
+        // Extra columns in the header: their records have as many fields.
+        std::fs::write(
+            &p,
+            "id,minx,miny,maxx,maxy,name\n1,0,0,1,1,a\n \n2,2,2,3,3,b\n",
+        )
+        .unwrap();
+        assert_eq!(read_csv(&p).unwrap(), want);
+    }
+
+    /// A WKT collection with an empty member: the member adds nothing to
+    /// the box (as in WKB, `geoflash::engine::from_wkb`); a collection of empty members only is
+    /// an empty geometry, refused.
+    #[test]
+    fn wkt_collections_with_empty_members() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w.csv");
+        std::fs::write(
+            &p,
+            "id,wkt\n1,\"GEOMETRYCOLLECTION (POINT EMPTY, POINT (1 2))\"\n2,\"GEOMETRYCOLLECTION (POINT (3 4), LINESTRING EMPTY)\"\n",
+        )
+        .unwrap();
+        let got = crate::import::read_rects(&p).unwrap();
+        assert_eq!(
+            got,
+            [
+                (1, Rect::new(1.0, 2.0, 1.0, 2.0).unwrap()),
+                (2, Rect::new(3.0, 4.0, 3.0, 4.0).unwrap())
+            ]
+        );
+        for text in ["GEOMETRYCOLLECTION (POINT EMPTY)", "POINT EMPTY"] {
+            std::fs::write(&p, format!("id,wkt\n1,POINT (0 0)\n2,\"{text}\"\n")).unwrap();
+            let m = crate::import::read_objects(&p).unwrap_err().to_string();
+            assert!(m.contains("record 2") && m.contains("empty"), "{text}: {m}");
+        }
     }
 
     #[test]

@@ -137,6 +137,48 @@ fn altered_gpkg(dir: &Path, sql: &str) -> PathBuf {
     p
 }
 
+/// A WKB GeometryCollection or MultiPoint with an empty member (an empty
+/// point: NaN coordinates) reads as its other members instead of being
+/// refused whole; one of empty members only is an empty geometry, refused
+/// as the header's empty flag is.
+#[test]
+fn geopackage_collections_with_empty_members() {
+    use geoflash::engine::bounding_rect;
+    use geoflash::geom::Rect;
+    let dir = tempfile::tempdir().unwrap();
+    // header: GP, version 0, flags 1 (little-endian, no envelope), SRS id 0
+    let head = "4750000100000000";
+    let empty = "0101000000000000000000F87F000000000000F87F";
+    let point = "0101000000000000000000F03F0000000000000040"; // POINT (1 2)
+    for (kind, count, members) in [
+        ("07", "02", format!("{empty}{point}")),
+        ("07", "02", format!("{point}{empty}")),
+        ("04", "03", format!("{empty}{point}{empty}")),
+    ] {
+        let blob = format!("{head}01{kind}000000{count}000000{members}");
+        let sql = format!("UPDATE buildings SET geom = X'{blob}' WHERE id = 21");
+        let got = read_layer(&altered_gpkg(dir.path(), &sql), None).unwrap();
+        assert_eq!(got[1].0, 21);
+        assert_eq!(
+            bounding_rect(&got[1].1).unwrap(),
+            Rect::new(1.0, 2.0, 1.0, 2.0).unwrap(),
+            "{blob}"
+        );
+    }
+    for blob in [
+        format!("{head}010700000001000000{empty}"),
+        format!("{head}010400000002000000{empty}{empty}"),
+    ] {
+        let sql = format!("UPDATE buildings SET geom = X'{blob}' WHERE id = 21");
+        let e = read_layer(&altered_gpkg(dir.path(), &sql), None).unwrap_err();
+        let m = e.to_string();
+        assert!(
+            e.is_user_error() && m.contains("feature 1 (id 21)") && m.contains("geometry is empty"),
+            "{blob}: {m}"
+        );
+    }
+}
+
 #[test]
 fn damaged_geopackages_are_errors_naming_the_feature() {
     let dir = tempfile::tempdir().unwrap();

@@ -1029,6 +1029,77 @@ fn parquet_from_other_writers() {
     }
 }
 
+/// WKB of a collection (`kind` 4 to 7, little-endian) of 2D points, NaN
+/// coordinates for an empty one.
+#[cfg(feature = "geoparquet")]
+fn wkb_points(kind: u32, points: &[(f64, f64)]) -> Vec<u8> {
+    let mut b = vec![1];
+    b.extend(kind.to_le_bytes());
+    b.extend((points.len() as u32).to_le_bytes());
+    for (x, y) in points {
+        b.push(1);
+        b.extend(1u32.to_le_bytes());
+        b.extend(x.to_le_bytes());
+        b.extend(y.to_le_bytes());
+    }
+    b
+}
+
+/// A WKB GeometryCollection or MultiPoint with an empty member (an empty
+/// point: NaN coordinates) reads as its other members instead of being
+/// refused whole; one of empty members only is an empty geometry, refused
+/// naming the row as a top-level empty geometry is.
+#[cfg(feature = "geoparquet")]
+#[test]
+fn geoparquet_collections_with_empty_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("empty-members.parquet");
+    let nan = f64::NAN;
+    let rows = [
+        (Some(1), Some(wkb_points(7, &[(nan, nan), (1.0, 2.0)]))),
+        (
+            Some(2),
+            Some(wkb_points(4, &[(3.0, 4.0), (nan, nan), (5.0, 6.0)])),
+        ),
+    ];
+    plain_parquet(&p, &rows, None);
+    assert_eq!(
+        import::read_rects(&p).unwrap(),
+        [
+            (1, Rect::new(1.0, 2.0, 1.0, 2.0).unwrap()),
+            (2, Rect::new(3.0, 4.0, 5.0, 6.0).unwrap())
+        ]
+    );
+    for (wkb, want) in [
+        (wkb_points(7, &[(nan, nan)]), "geometry is empty"),
+        (
+            wkb_points(4, &[(nan, nan), (nan, nan)]),
+            "geometry is empty",
+        ),
+        (wkb_points(7, &[]), "geometry is empty"),
+    ] {
+        plain_parquet(
+            &p,
+            &[(Some(1), rows[0].1.clone()), (Some(2), Some(wkb))],
+            None,
+        );
+        let e = import::read_objects(&p).unwrap_err();
+        let m = e.to_string();
+        assert!(
+            e.is_user_error() && m.contains("row 1 (id 2)") && m.contains(want),
+            "wanted {want:?}: {m}"
+        );
+    }
+    // a top-level empty point: refused, as before
+    let mut empty = vec![1];
+    empty.extend(1u32.to_le_bytes());
+    empty.extend(nan.to_le_bytes());
+    empty.extend(nan.to_le_bytes());
+    plain_parquet(&p, &[(Some(2), Some(empty))], None);
+    let m = import::read_objects(&p).unwrap_err().to_string();
+    assert!(m.contains("row 0 (id 2): WKB holds an empty point"), "{m}");
+}
+
 /// A real extract (tests/data/README.md): the indexed two-pass reader gives
 /// the way polygons that a plain sequential scan of the file with `osmpbf`'s
 /// `ElementReader` gives (all nodes in a map, then the closed building

@@ -198,8 +198,11 @@ pub fn osm_columns(keys: &[String]) -> Result<Attributes> {
 
 pub(super) fn read_csv(path: &Path) -> Result<(Vec<u64>, Attributes)> {
     let file = File::open(path).map_err(|e| io_err(path, e))?;
+    // flexible: blank lines are skipped as the geometry readers skip them
+    // (super::csv_data_record)
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
+        .flexible(true)
         .from_reader(BufReader::new(file));
     let headers = rdr.headers().cloned().map_err(|e| bad(path, e))?;
     let extra: Vec<(usize, &str)> = headers
@@ -216,8 +219,12 @@ pub(super) fn read_csv(path: &Path) -> Result<(Vec<u64>, Attributes)> {
     )
     .map_err(|e| bad(path, e))?;
     let mut ids = Vec::new();
-    for (n, rec) in rdr.records().enumerate() {
+    let mut n = 0;
+    for rec in rdr.records() {
         let rec = rec.map_err(|e| bad(path, e))?;
+        if !super::csv_data_record(path, n + 1, rec.as_byte_record(), headers.len())? {
+            continue;
+        }
         let id = match id_col {
             None => n as u64,
             Some(i) => {
@@ -241,6 +248,7 @@ pub(super) fn read_csv(path: &Path) -> Result<(Vec<u64>, Attributes)> {
                 })
                 .collect(),
         )?;
+        n += 1;
     }
     Ok((ids, attrs))
 }

@@ -34,14 +34,77 @@ pub fn to_wkb(g: &Geometry) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Decodes WKB (ISO or extended; only x and y are kept). Malformed or empty
-/// input is an error whose message starts with `what`; never panics.
+/// Decodes WKB (ISO or extended; only x and y are kept). Malformed input,
+/// or an empty point, is an error whose message starts with `what`; never
+/// panics. The empty points of a multi-point or a collection are left out
+/// (they add nothing to the geometry: GEOS and GDAL read them so), where
+/// the `wkb` crate's conversion refuses the whole geometry; one whose every
+/// member is empty is an empty geometry, which [`bounding_rect`] refuses.
 pub fn from_wkb(bytes: &[u8], what: &str) -> Result<Geometry> {
     let parsed = wkb::reader::read_wkb(bytes)
         .map_err(|e| Error::invalid(format!("{what}: bad WKB: {e}")))?;
-    parsed
-        .try_to_geometry()
+    without_empty_points(&parsed, what)?
         .ok_or_else(|| Error::invalid(format!("{what}: WKB holds an empty point")))
+}
+
+/// `g` as a [`Geometry`], the empty points of its multi-points and
+/// collections (at any depth) left out; `None` for an empty point.
+fn without_empty_points(g: &wkb::reader::Wkb<'_>, what: &str) -> Result<Option<Geometry>> {
+    use geo_traits::to_geo::ToGeoPoint;
+    use geo_traits::{GeometryCollectionTrait, GeometryTrait, GeometryType, MultiPointTrait};
+    Ok(match g.as_type() {
+        GeometryType::MultiPoint(m) => {
+            check_multi_point(m, what)?;
+            Some(Geometry::MultiPoint(
+                m.points().filter_map(|p| p.try_to_point()).collect(),
+            ))
+        }
+        GeometryType::GeometryCollection(c) => {
+            let mut members = Vec::with_capacity(c.num_geometries());
+            for m in c.geometries() {
+                members.extend(without_empty_points(m, what)?);
+            }
+            Some(Geometry::GeometryCollection(members.into()))
+        }
+        _ => g.try_to_geometry(),
+    })
+}
+
+/// An error unless every point of the multi-point `m` has the header the
+/// `wkb` crate reads its coordinates after: a point of the multi-point's
+/// byte order and dimensions, without an SRID. (The crate reads each point
+/// in the multi-point's byte order at a fixed stride and panics on a
+/// point whose code carries an SRID; another header would give wrong
+/// coordinates, silently.)
+fn check_multi_point(m: &wkb::reader::MultiPoint<'_>, what: &str) -> Result<()> {
+    use geo_traits::MultiPointTrait;
+    let buf = m.buf();
+    let little = buf.first() == Some(&1);
+    let code_at = |at: usize| -> Option<(u8, u32)> {
+        let bytes: [u8; 4] = buf.get(at + 1..at + 5)?.try_into().ok()?;
+        let code = if little { u32::from_le_bytes(bytes) } else { u32::from_be_bytes(bytes) };
+        Some((*buf.get(at)?, code))
+    };
+    let own = code_at(0).map(|(_, c)| c).unwrap_or(0);
+    // The multi-point's dimension flags (EWKB's Z and M bits, or ISO's
+    // thousands) that each of its points repeats, type 4 made type 1.
+    let (ewkb_dims, iso_dims) = (own & 0xC000_0000, (own & 0x0FFF_FFFF) / 1000);
+    for i in 0..m.num_points() {
+        let at = usize::try_from(m.point_offset(i as u64)).unwrap_or(usize::MAX);
+        let good = code_at(at).is_some_and(|(order, code)| {
+            order == buf[0]
+                && code & 0x2000_0000 == 0
+                && code & 0xC000_0000 == ewkb_dims
+                && (code & 0x0FFF_FFFF) == iso_dims * 1000 + 1
+        });
+        if !good {
+            return Err(Error::invalid(format!(
+                "{what}: bad WKB: point {i} of a multi-point has a header other than a point's of \
+                 the multi-point's byte order and dimensions (or an SRID)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The window of a range query as a geometry: a polygon, or a line or a
@@ -111,5 +174,165 @@ mod tests {
         assert!(matches!(l, Geometry::Line(_)));
         let r = window_geometry(&Rect::new(0.0, 1.0, 2.0, 5.0).unwrap());
         assert!(matches!(r, Geometry::Polygon(_)));
+    }
+
+    /// WKB of a point, little- or big-endian, with an EWKB SRID or not.
+    fn point(x: f64, y: f64, little: bool) -> Vec<u8> {
+        let mut b = vec![u8::from(little)];
+        let put32 = |b: &mut Vec<u8>, v: u32| {
+            b.extend(if little {
+                v.to_le_bytes()
+            } else {
+                v.to_be_bytes()
+            })
+        };
+        put32(&mut b, 1);
+        for v in [x, y] {
+            b.extend(if little {
+                v.to_le_bytes()
+            } else {
+                v.to_be_bytes()
+            });
+        }
+        b
+    }
+
+    /// WKB of a collection of `kind` holding `members`.
+    fn collection(kind: u32, little: bool, members: &[Vec<u8>]) -> Vec<u8> {
+        let mut b = vec![u8::from(little)];
+        for v in [kind, members.len() as u32] {
+            b.extend(if little {
+                v.to_le_bytes()
+            } else {
+                v.to_be_bytes()
+            });
+        }
+        members.iter().for_each(|m| b.extend_from_slice(m));
+        b
+    }
+
+    fn rect_of(g: &Geometry) -> Rect {
+        bounding_rect(g).unwrap()
+    }
+
+    /// A collection or multi-point with an empty member was refused whole
+    /// (the `wkb` crate's conversion fails on an empty point). Its empty
+    /// members now contribute nothing; a collection of empty members only
+    /// is an empty geometry, refused as a top-level empty one is.
+    #[test]
+    fn the_empty_members_of_a_collection_are_left_out() {
+        let nan = f64::NAN;
+        let one = Rect::new(1.0, 2.0, 1.0, 2.0).unwrap();
+        let empty_line = to_wkb(&geo::LineString::<f64>::new(vec![]).into()).unwrap();
+        let empty_poly = collection(3, true, &[]);
+        for little in [true, false] {
+            let empty = point(nan, nan, little);
+            let full = point(1.0, 2.0, little);
+            // GEOMETRYCOLLECTION (POINT EMPTY, POINT (1 2)), either order
+            for members in [[empty.clone(), full.clone()], [full.clone(), empty.clone()]] {
+                let g = from_wkb(&collection(7, little, &members), "t").unwrap();
+                assert_eq!(rect_of(&g), one, "{g:?}");
+                let Geometry::GeometryCollection(c) = &g else {
+                    panic!("{g:?}")
+                };
+                assert_eq!(c.0.len(), 1, "{g:?}");
+            }
+            // MULTIPOINT (EMPTY, (1 2))
+            let g = from_wkb(&collection(4, little, &[empty.clone(), full.clone()]), "t").unwrap();
+            assert_eq!(rect_of(&g), one, "{g:?}");
+            // nested: GEOMETRYCOLLECTION (GEOMETRYCOLLECTION (POINT EMPTY), POINT (1 2))
+            let inner = collection(7, little, std::slice::from_ref(&empty));
+            let g = from_wkb(&collection(7, little, &[inner, full.clone()]), "t").unwrap();
+            assert_eq!(rect_of(&g), one, "{g:?}");
+            // GEOMETRYCOLLECTION (GEOMETRYCOLLECTION (POINT EMPTY, POINT (1 2))), the inner
+            // one in the other byte order
+            let inner = collection(
+                7,
+                !little,
+                &[point(nan, nan, !little), point(1.0, 2.0, !little)],
+            );
+            let g = from_wkb(&collection(7, little, &[inner]), "t").unwrap();
+            assert_eq!(rect_of(&g), one, "{g:?}");
+            // every member empty: an empty geometry, refused as one
+            for members in [
+                vec![empty.clone()],
+                vec![empty.clone(), empty.clone()],
+                vec![],
+            ] {
+                let g = from_wkb(&collection(7, little, &members), "t").unwrap();
+                let e = bounding_rect(&g).unwrap_err().to_string();
+                assert!(e.contains("empty"), "{e}");
+            }
+        }
+        // zero-part members: an empty line string and an empty polygon
+        let full = point(1.0, 2.0, true);
+        let g = from_wkb(
+            &collection(7, true, &[empty_line, empty_poly, full.clone()]),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(rect_of(&g), one, "{g:?}");
+        // A point with one NaN value is not empty: refused, as before.
+        let half = collection(7, true, &[point(nan, 1.0, true), full.clone()]);
+        let g = from_wkb(&half, "t").unwrap();
+        assert!(bounding_rect(&g)
+            .unwrap_err()
+            .to_string()
+            .contains("not finite"));
+        // A top-level empty point is refused, as before.
+        let e = from_wkb(&point(nan, nan, true), "obj 3")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("obj 3") && e.contains("empty point"), "{e}");
+        // Malformed input is passed on: refused as without the walk.
+        let cut = collection(7, true, &[point(nan, nan, true), full.clone()]);
+        for end in 0..cut.len() {
+            assert!(from_wkb(&cut[..end], "cut").is_err(), "prefix {end}");
+        }
+        // Damaged bytes never panic.
+        let multi = collection(4, true, &[point(nan, nan, true), full.clone()]);
+        let nested = collection(7, false, &[cut.clone(), multi.clone(), full]);
+        for wkb in [cut, multi, nested] {
+            for i in 0..wkb.len() {
+                for v in [0u8, 1, 2, 3, 4, 7, 0x20, 0x80, 0xff] {
+                    let mut b = wkb.clone();
+                    b[i] = v;
+                    let _ = from_wkb(&b, "damaged");
+                }
+            }
+        }
+    }
+
+    /// A multi-point of three-dimensional points, ISO or EWKB (with an
+    /// SRID on the multi-point), reads its x and y; a point whose header
+    /// carries an SRID or another byte order is refused, not misread.
+    #[test]
+    fn multi_points_check_their_points_headers() {
+        let le = |v: u32| v.to_le_bytes().to_vec();
+        let xyz = |code: u32, order: u8| {
+            let mut b = vec![order];
+            b.extend(le(code));
+            for v in [1.0f64, 2.0, 9.0] {
+                b.extend(v.to_le_bytes());
+            }
+            b
+        };
+        let multi = |head: Vec<u8>, members: &[Vec<u8>]| {
+            let mut b = head;
+            b.extend(le(members.len() as u32));
+            members.iter().for_each(|m| b.extend_from_slice(m));
+            b
+        };
+        let one = Rect::new(1.0, 2.0, 1.0, 2.0).unwrap();
+        let iso = multi([vec![1], le(1004)].concat(), &[xyz(1001, 1)]);
+        let ewkb = multi([vec![1], le(0xA000_0004), le(4326)].concat(), &[xyz(0x8000_0001, 1)]);
+        for b in [iso, ewkb] {
+            assert_eq!(bounding_rect(&from_wkb(&b, "t").unwrap()).unwrap(), one);
+        }
+        for bad in [xyz(0xA000_0001, 1), xyz(1001, 0), xyz(1002, 1)] {
+            let b = multi([vec![1], le(1004)].concat(), &[xyz(1001, 1), bad]);
+            let e = from_wkb(&b, "m").unwrap_err().to_string();
+            assert!(e.contains("point 1 of a multi-point"), "{e}");
+        }
     }
 }
