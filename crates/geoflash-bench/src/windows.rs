@@ -44,7 +44,9 @@ pub fn parse_selectivity(text: &str) -> Result<f64> {
 }
 
 /// `count` windows of area `selectivity × area(extent)` with width/height
-/// ratio `aspect`, placed by `placement` (`data` is needed for `OnData`).
+/// ratio `aspect`, placed by `placement` (`data` is needed for `OnData`:
+/// the objects to centre windows on; the runner gives those in the index
+/// at the step).
 pub fn windows(
     extent: Rect,
     selectivity: f64,
@@ -66,7 +68,8 @@ pub fn windows(
     }
     if placement == Placement::OnData && data.is_empty() {
         return Err(Error::invalid(
-            "windows centred on data need a non-empty dataset",
+            "windows centred on data need data objects: none given (an empty dataset, \
+             or an index that earlier steps emptied)",
         ));
     }
     let area = extent.area() * selectivity;

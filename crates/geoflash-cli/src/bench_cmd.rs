@@ -25,7 +25,8 @@ pub struct BenchArgs {
     /// smoke, small or full: which of the workload's counts to use.
     #[arg(long, default_value = "small")]
     scale: String,
-    /// Re-run configurations already complete in the results store.
+    /// Re-run configurations already complete in the results store (their
+    /// rows are replaced once the re-run succeeded).
     #[arg(long)]
     force: bool,
     /// Run only the index configurations with this name (repeatable): a full
@@ -176,7 +177,8 @@ pub fn bench(a: BenchArgs) -> Result<(), Failure> {
         return Err(Failure {
             code: crate::FAILURE,
             error: anyhow::anyhow!(
-                "{} of {} configurations failed (recorded with status 'error'; a later run retries them)",
+                "{} of {} configurations failed (recorded with status 'error'; a later run retries them; \
+                 a configuration re-run with --force keeps its earlier complete results)",
                 summary.failures.len(),
                 summary.executed
             ),

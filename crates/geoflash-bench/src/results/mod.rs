@@ -641,52 +641,37 @@ impl ResultsStore {
     /// configurations `c` supersedes (the same configuration of the
     /// workload recorded with other steps: a workbench key that differs
     /// in its `steps` digest only) are deleted with their results. Returns
-    /// its id.
+    /// its id. (A forced re-run of a complete configuration uses
+    /// [`replace_configuration`](Self::replace_configuration) instead, so
+    /// that its earlier results stay until the re-run succeeded.)
     pub fn begin_configuration(&mut self, run_id: i64, c: &ConfigRow) -> Result<i64> {
+        self.backend
+            .with(true, |db| reset_configuration(db, run_id, c))
+    }
+
+    /// Records configuration `c` complete in run `run_id` with `rows`, all
+    /// its results, and its device `description`, in one transaction: its
+    /// earlier results (and the configurations it supersedes, as
+    /// [`begin_configuration`](Self::begin_configuration) deletes them)
+    /// are deleted in the transaction that writes the new ones, so that a
+    /// re-run that fails or is killed before this leaves the complete
+    /// results it would have replaced. Returns the configuration's id.
+    pub fn replace_configuration(
+        &mut self,
+        run_id: i64,
+        c: &ConfigRow,
+        description: &str,
+        rows: &[StepRow],
+    ) -> Result<i64> {
+        let recorded_at = now();
         self.backend.with(true, |db| {
-            drop_superseded(db, c.key, &c.workload.into(), &c.scale.into())?;
-            let existing = query_one(
-                db,
-                "SELECT config_id FROM configurations WHERE config_key = ?1",
-                &[c.key.into()],
-            )?
-            .and_then(|v| v.as_i64());
-            match existing {
-                Some(id) => {
-                    db.execute("DELETE FROM results WHERE config_id = ?1", &[id.into()])?;
-                    db.execute(
-                        "UPDATE configurations SET completed_at = NULL, run_id = ?1, dataset_count = ?2 WHERE config_id = ?3",
-                        &[run_id.into(), int(c.dataset_count), id.into()],
-                    )?;
-                    Ok(id)
-                }
-                None => inserted_id(db.query(
-                    "INSERT INTO configurations (config_key, workload, scale, dataset, insertion_order, dataset_count,
-                       index_name, index_kind, split, page_size, store, buffer_bytes, buffer_policy, device,
-                       repetition, config_json, run_id)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
-                     RETURNING config_id",
-                    &[
-                        c.key.into(),
-                        c.workload.into(),
-                        c.scale.into(),
-                        c.dataset.into(),
-                        c.insertion_order.into(),
-                        int(c.dataset_count),
-                        c.index_name.into(),
-                        c.index_kind.into(),
-                        c.split.into(),
-                        int(c.page_size),
-                        c.store.into(),
-                        int(c.buffer_bytes),
-                        c.buffer_policy.into(),
-                        c.device.into(),
-                        i64::from(c.repetition).into(),
-                        c.config_json.into(),
-                        run_id.into(),
-                    ],
-                )?),
-            }
+            let id = reset_configuration(db, run_id, c)?;
+            insert_step_rows(db, run_id, id, rows, recorded_at)?;
+            db.execute(
+                "UPDATE configurations SET device_description = ?1, completed_at = ?2 WHERE config_id = ?3",
+                &[description.into(), recorded_at.into(), id.into()],
+            )?;
+            Ok(id)
         })
     }
 
@@ -724,43 +709,7 @@ impl ResultsStore {
     ) -> Result<Vec<i64>> {
         let recorded_at = now();
         self.backend.with(true, |db| {
-            let mut ids = Vec::with_capacity(rows.len());
-            for row in rows {
-                let cols = row.stats.to_columns();
-                let mut names: Vec<&str> = STEP_COLUMNS.iter().skip(1).copied().collect();
-                names.extend(cols.iter().map(|(n, _)| *n));
-                names.push("latency_median_ns");
-                let placeholders: Vec<String> =
-                    (1..=names.len()).map(|i| format!("?{i}")).collect();
-                let sql = format!(
-                    "INSERT INTO results ({}) VALUES ({}) RETURNING result_id",
-                    names.join(", "),
-                    placeholders.join(", ")
-                );
-                let mut values: Vec<Value> = vec![
-                    run_id.into(),
-                    config_id.into(),
-                    int(row.step_index as u64),
-                    row.step_kind.into(),
-                    row.parameter.into(),
-                    row.step_json.into(),
-                    row.status.into(),
-                    row.message.into(),
-                    recorded_at.into(),
-                ];
-                // A simulator's metric on a real device does not apply: NULL, not 0.
-                let real = !row.stats.device_simulated;
-                values.extend(cols.into_iter().map(|(name, v)| {
-                    if real && simulator_only(name) {
-                        Value::Null
-                    } else {
-                        Value::from_json(v)
-                    }
-                }));
-                values.push(row.latency_median_ns.map_or(Value::Null, int));
-                ids.push(inserted_id(db.query(&sql, &values)?)?);
-            }
-            Ok(ids)
+            insert_step_rows(db, run_id, config_id, rows, recorded_at)
         })
     }
 
@@ -909,6 +858,101 @@ impl Rows {
             .and_then(|i| row.get(i))
             .ok_or_else(|| Error::results_store(format!("no column {name}")))
     }
+}
+
+/// Deletes the configurations `c` supersedes ([`drop_superseded`]), then
+/// inserts `c` as a new row of run `run_id`, or, when its key is there,
+/// deletes that row's results and marks it incomplete and of run `run_id`.
+/// Returns its id.
+fn reset_configuration(db: &mut dyn Sql, run_id: i64, c: &ConfigRow) -> Result<i64> {
+    drop_superseded(db, c.key, &c.workload.into(), &c.scale.into())?;
+    let existing = query_one(
+        db,
+        "SELECT config_id FROM configurations WHERE config_key = ?1",
+        &[c.key.into()],
+    )?
+    .and_then(|v| v.as_i64());
+    if let Some(id) = existing {
+        db.execute("DELETE FROM results WHERE config_id = ?1", &[id.into()])?;
+        db.execute(
+            "UPDATE configurations SET completed_at = NULL, run_id = ?1, dataset_count = ?2 WHERE config_id = ?3",
+            &[run_id.into(), int(c.dataset_count), id.into()],
+        )?;
+        return Ok(id);
+    }
+    inserted_id(db.query(
+        "INSERT INTO configurations (config_key, workload, scale, dataset, insertion_order, dataset_count,
+           index_name, index_kind, split, page_size, store, buffer_bytes, buffer_policy, device,
+           repetition, config_json, run_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+         RETURNING config_id",
+        &[
+            c.key.into(),
+            c.workload.into(),
+            c.scale.into(),
+            c.dataset.into(),
+            c.insertion_order.into(),
+            int(c.dataset_count),
+            c.index_name.into(),
+            c.index_kind.into(),
+            c.split.into(),
+            int(c.page_size),
+            c.store.into(),
+            int(c.buffer_bytes),
+            c.buffer_policy.into(),
+            c.device.into(),
+            i64::from(c.repetition).into(),
+            c.config_json.into(),
+            run_id.into(),
+        ],
+    )?)
+}
+
+/// Inserts `rows` as results of configuration `config_id` in run `run_id`,
+/// recorded at `recorded_at`; returns their ids.
+fn insert_step_rows(
+    db: &mut dyn Sql,
+    run_id: i64,
+    config_id: i64,
+    rows: &[StepRow],
+    recorded_at: i64,
+) -> Result<Vec<i64>> {
+    let mut ids = Vec::with_capacity(rows.len());
+    for row in rows {
+        let cols = row.stats.to_columns();
+        let mut names: Vec<&str> = STEP_COLUMNS.iter().skip(1).copied().collect();
+        names.extend(cols.iter().map(|(n, _)| *n));
+        names.push("latency_median_ns");
+        let placeholders: Vec<String> = (1..=names.len()).map(|i| format!("?{i}")).collect();
+        let sql = format!(
+            "INSERT INTO results ({}) VALUES ({}) RETURNING result_id",
+            names.join(", "),
+            placeholders.join(", ")
+        );
+        let mut values: Vec<Value> = vec![
+            run_id.into(),
+            config_id.into(),
+            int(row.step_index as u64),
+            row.step_kind.into(),
+            row.parameter.into(),
+            row.step_json.into(),
+            row.status.into(),
+            row.message.into(),
+            recorded_at.into(),
+        ];
+        // A simulator's metric on a real device does not apply: NULL, not 0.
+        let real = !row.stats.device_simulated;
+        values.extend(cols.into_iter().map(|(name, v)| {
+            if real && simulator_only(name) {
+                Value::Null
+            } else {
+                Value::from_json(v)
+            }
+        }));
+        values.push(row.latency_median_ns.map_or(Value::Null, int));
+        ids.push(inserted_id(db.query(&sql, &values)?)?);
+    }
+    Ok(ids)
 }
 
 /// Inserts `row` (of `from`) into `table` without its key column `key`

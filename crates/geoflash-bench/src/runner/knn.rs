@@ -9,10 +9,13 @@ use super::measure::{measure, ok_row, Row};
 use crate::target::{Answer, Target};
 use crate::windows::Placement;
 
-/// `count` query points (seeded): uniform in `extent` or centres of objects of `data`.
+/// `count` query points (seeded): uniform in `extent` or centres of
+/// objects of `live`, the objects in the index at this step (the ones
+/// earlier steps deleted, or that are not inserted yet, are not data to
+/// query around; a moved object at its current rectangle).
 fn knn_points(
     extent: &Rect,
-    data: &[(u64, Rect)],
+    live: &[(u64, Rect)],
     count: usize,
     placement: Placement,
     seed: u64,
@@ -25,11 +28,10 @@ fn knn_points(
                 extent.min_y() + rng.gen::<f64>() * extent.height(),
             ),
             Placement::OnData => {
-                let i = rng.gen_range(0..data.len().max(1));
-                let c = data
-                    .get(i)
-                    .map(|(_, r)| r.center())
-                    .ok_or_else(|| Error::invalid("kNN points on data need a non-empty dataset"))?;
+                let i = rng.gen_range(0..live.len().max(1));
+                let c = live.get(i).map(|(_, r)| r.center()).ok_or_else(|| {
+                    Error::invalid("kNN points on data need objects in the index: it is empty")
+                })?;
                 Ok(c)
             }
         })
@@ -37,6 +39,18 @@ fn knn_points(
 }
 
 impl Exec<'_> {
+    /// The `count` query points of a knn step placed by `placement`
+    /// (seeded): uniform in the dataset's extent, or on the objects in the
+    /// index now.
+    pub(super) fn knn_points(
+        &self,
+        count: usize,
+        placement: Placement,
+        seed: u64,
+    ) -> Result<Vec<Point>> {
+        knn_points(&self.extent, &self.live, count, placement, seed)
+    }
+
     /// A knn step labelled `label`: `count` points placed by `placement`
     /// (seeded), one row per value of `k`.
     pub(super) fn knn(
@@ -49,7 +63,7 @@ impl Exec<'_> {
         seed: &u64,
     ) -> Result<Vec<Row>> {
         let bar = self.bar.clone();
-        let points = knn_points(&self.extent, self.data, *count, *placement, *seed)?;
+        let points = self.knn_points(*count, *placement, *seed)?;
         let mut rows = Vec::new();
         for &kk in k {
             crate::progress::restart(&bar, points.len() as u64);

@@ -9,11 +9,14 @@
 //! delete steps end with a checkpoint (flush and sync), inside the
 //! measurement, as FESTIval's protocol flushed at the end of a workload.
 //! Configurations already complete in the results store are skipped unless
-//! `force`; one that fails is recorded with status `error`, left incomplete
-//! (so a later run retries it) and the run goes on with the next.
+//! `force`, which re-runs them and replaces their rows in the transaction
+//! that records the re-run complete (a re-run that fails or is killed
+//! leaves the old rows). A configuration that fails is recorded with
+//! status `error`, left incomplete (so a later run retries it) and the run
+//! goes on with the next; a forced re-run that fails records nothing.
 //!
 //! The module holds [`run`] and the execution of one configuration
-//! (`run`), dataset loading (`dataset`), the measurement shared by every
+//! (`run`), where its rows go (`record`), dataset loading (`dataset`), the measurement shared by every
 //! step (`measure`), the state of an execution and the dispatch of its
 //! steps (`exec`), and one file per step kind: `build` (creating and
 //! loading the index), `range`, `knn`, `points`, `mixed`, `delete`,
@@ -33,6 +36,7 @@ mod mixed;
 mod moving;
 mod points;
 mod range;
+mod record;
 mod run;
 #[cfg(test)]
 mod tests;
@@ -42,7 +46,8 @@ pub use run::run;
 /// How to run a workload.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
-    /// Re-run configurations already complete in the results store.
+    /// Re-run configurations already complete in the results store; their
+    /// rows are replaced only once the re-run succeeded.
     pub force: bool,
     /// Only the index configurations with these names (base or expanded); all when empty.
     pub only: Vec<String>,

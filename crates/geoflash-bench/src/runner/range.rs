@@ -11,7 +11,7 @@ use indicatif::ProgressBar;
 use super::exec::Exec;
 use super::measure::{measure, ok_row, Row};
 use crate::target::{Answer, Target};
-use crate::windows::windows;
+use crate::windows::{windows, Placement};
 use crate::workload::{predicate_name, WindowSource};
 
 /// The windows of a CSV file with a header and rows `minx,miny,maxx,maxy`
@@ -111,7 +111,12 @@ impl Exec<'_> {
                 aspect,
                 placement,
             } => {
-                let data: Vec<Rect> = self.data.iter().map(|(_, r)| *r).collect();
+                // Windows on data are centred on the objects in the index
+                // at this step (not on deleted or not yet inserted ones).
+                let data: Vec<Rect> = match placement {
+                    Placement::OnData => self.live.iter().map(|(_, r)| *r).collect(),
+                    Placement::Uniform => Vec::new(),
+                };
                 selectivities
                     .iter()
                     .zip(labels)

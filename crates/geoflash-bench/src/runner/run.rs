@@ -1,9 +1,9 @@
 //! Running a workload: [`run`] walks the cross product, skips what the
 //! results store holds complete, and records each configuration; `execute`
 //! runs one configuration's steps on a fresh index, one transaction per
-//! step.
+//! step (a forced re-run of a complete configuration: one transaction for
+//! all, `record.rs`).
 use geoflash::geom::Rect;
-use geoflash::metrics::Stats;
 use geoflash::{Error, Result};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget};
 use std::io::IsTerminal;
@@ -13,9 +13,10 @@ use super::crash::crash_and_recover;
 use super::dataset::{load_dataset, order_name, source_records, DatasetCache};
 use super::exec::Exec;
 use super::measure::Row;
+use super::record::Recorder;
 use super::{RunOptions, RunSummary};
 use crate::progress::style as bar_style;
-use crate::results::{ConfigRow, ResultsStore, StepRow};
+use crate::results::{ConfigRow, ResultsStore};
 use crate::workload::{Configuration, DatasetSource, Step, Workload};
 
 /// The configurations of `w` that `opts` names (`only`, then `pick`), at
@@ -89,7 +90,10 @@ pub fn run(w: &Workload, store: &mut ResultsStore, opts: &RunOptions) -> Result<
     for (i, c) in configs.iter().enumerate() {
         overall.inc(1);
         let key = c.key(&w.name, w.scale)?;
-        if !opts.force && store.is_complete(&key)? {
+        // A forced re-run of a complete configuration replaces its rows
+        // only once it succeeded (`Recorder`).
+        let complete = store.is_complete(&key)?;
+        if complete && !opts.force {
             summary.skipped_complete += 1;
             continue;
         }
@@ -120,46 +124,57 @@ pub fn run(w: &Workload, store: &mut ResultsStore, opts: &RunOptions) -> Result<
         let config_json = serde_json::to_string(c)
             .map_err(|e| Error::invalid(format!("cannot serialize configuration: {e}")))?;
         let order = order_name(&c.dataset);
-        let row = ConfigRow {
-            key: &key,
-            workload: &w.name,
-            scale: w.scale.name(),
-            dataset: &c.dataset.name,
-            insertion_order: &order,
-            dataset_count: data.len() as u64,
-            index_name: &c.index.name,
-            index_kind: c.index.kind(),
-            split: c.index.split(),
-            page_size: c.index.options.page_size as u64,
-            store: c.index.store(),
-            buffer_bytes: c.index.options.store.buffer_bytes() as u64,
-            buffer_policy: c.index.buffer_policy(),
-            device: c.index.device(),
-            repetition: c.repetition,
-            config_json: &config_json,
-        };
-        let config_id = store.begin_configuration(run_id, &row)?;
+        let row = config_row(w, c, &key, &order, data.len(), &config_json);
+        let mut rec = Recorder::begin(store, run_id, &row, complete)?;
         summary.executed += 1;
-        match execute(
-            w,
-            c,
-            &data,
-            store,
-            run_id,
-            config_id,
-            opts,
-            &step_bar,
-            &mut summary,
-        ) {
-            Ok(()) => store.complete_configuration(config_id)?,
+        match execute(w, c, &data, &mut rec, opts, &step_bar, &mut summary) {
+            Ok(()) => summary.rows += rec.finish(&row)?,
             Err(Failed::Store(e)) => return Err(e),
-            Err(Failed::Step(e)) => summary.failures.push(format!("{what}: {e}")),
+            Err(Failed::Step(e)) => {
+                summary.rows += rec.written();
+                let kept = if rec.holds() {
+                    " (a forced re-run: nothing recorded, its earlier complete results are kept)"
+                } else {
+                    ""
+                };
+                summary.failures.push(format!("{what}: {e}{kept}"));
+            }
         }
     }
     step_bar.finish_and_clear();
     overall.finish_and_clear();
     store.finish_run(run_id)?;
     Ok(summary)
+}
+
+/// The configurations row of configuration `c` of workload `w` (key
+/// `key`, insertion order `order`, `count` objects, JSON `config_json`).
+fn config_row<'a>(
+    w: &'a Workload,
+    c: &'a Configuration,
+    key: &'a str,
+    order: &'a str,
+    count: usize,
+    config_json: &'a str,
+) -> ConfigRow<'a> {
+    ConfigRow {
+        key,
+        workload: &w.name,
+        scale: w.scale.name(),
+        dataset: &c.dataset.name,
+        insertion_order: order,
+        dataset_count: count as u64,
+        index_name: &c.index.name,
+        index_kind: c.index.kind(),
+        split: c.index.split(),
+        page_size: c.index.options.page_size as u64,
+        store: c.index.store(),
+        buffer_bytes: c.index.options.store.buffer_bytes() as u64,
+        buffer_policy: c.index.buffer_policy(),
+        device: c.index.device(),
+        repetition: c.repetition,
+        config_json,
+    }
 }
 
 /// How the execution of a configuration failed.
@@ -171,61 +186,19 @@ enum Failed {
 }
 
 /// Runs the steps of configuration `c` of workload `w` on `data`, recording
-/// each step's rows in `store` (configuration `config_id` of run `run_id`).
-#[allow(clippy::too_many_arguments)]
+/// each step's rows with `rec`.
 fn execute(
     w: &Workload,
     c: &Configuration,
     data: &[(u64, Rect)],
-    store: &mut ResultsStore,
-    run_id: i64,
-    config_id: i64,
+    rec: &mut Recorder,
     opts: &RunOptions,
     bar: &ProgressBar,
     summary: &mut RunSummary,
 ) -> std::result::Result<(), Failed> {
-    let step_json = |s: &Step| serde_json::to_string(s).unwrap_or_default();
-    // The rows of one step are recorded in one transaction: all or none.
-    let mut record = |store: &mut ResultsStore, i: usize, s: &Step, rows: &[Row]| {
-        summary.rows += rows.len();
-        let json = step_json(s);
-        let rows: Vec<StepRow> = rows
-            .iter()
-            .map(|r| StepRow {
-                step_index: i,
-                step_kind: s.kind(),
-                parameter: &r.parameter,
-                step_json: &json,
-                status: r.status,
-                message: &r.message,
-                stats: &r.stats,
-                latency_median_ns: r.latency_median_ns,
-            })
-            .collect();
-        store
-            .record_step(run_id, config_id, &rows)
-            .map(|_| ())
-            .map_err(Failed::Store)
-    };
-    let fail = |store: &mut ResultsStore, i: usize, s: &Step, e: Error| {
-        let r = store.record(
-            run_id,
-            config_id,
-            &StepRow {
-                step_index: i,
-                step_kind: s.kind(),
-                parameter: "",
-                step_json: &step_json(s),
-                status: "error",
-                message: &e.to_string(),
-                stats: &Stats::new(s.kind()),
-                latency_median_ns: None,
-            },
-        );
-        match r {
-            Ok(_) => Failed::Step(e),
-            Err(se) => Failed::Store(se),
-        }
+    let fail = |rec: &mut Recorder, i: usize, s: &Step, e: Error| match rec.fail(i, s, &e) {
+        Ok(()) => Failed::Step(e),
+        Err(se) => Failed::Store(se),
     };
     let Some(first) = w.steps.first() else {
         return Ok(());
@@ -233,23 +206,22 @@ fn execute(
     let (mut index, _dir, (s, note), next) =
         match build(c, first, data, opts.workdir.as_deref(), bar) {
             Ok(x) => x,
-            Err(e) => return Err(fail(store, 0, first, e)),
+            Err(e) => return Err(fail(rec, 0, first, e)),
         };
-    store
-        .set_device_description(config_id, &index.device().describe())
+    rec.device(&index.device().describe())
         .map_err(Failed::Store)?;
-    record(
-        store,
+    rec.step(
         0,
         first,
-        &[Row {
+        vec![Row {
             parameter: String::new(),
             status: "ok",
             message: note,
             stats: s,
             latency_median_ns: None,
         }],
-    )?;
+    )
+    .map_err(Failed::Store)?;
     let extent = Rect::union_all(data.iter().map(|(_, r)| r))
         .ok_or_else(|| Failed::Step(Error::invalid("empty dataset")))?;
     let mut exec = Exec {
@@ -268,10 +240,10 @@ fn execute(
                     if r.status == "skipped" {
                         summary.unsupported.push(r.message.clone());
                     }
-                    record(store, i, step, std::slice::from_ref(&r))?;
+                    rec.step(i, step, vec![r]).map_err(Failed::Store)?;
                     continue;
                 }
-                Err(e) => return Err(fail(store, i, step, e)),
+                Err(e) => return Err(fail(rec, i, step, e)),
             }
         }
         match exec.step(&mut index, step) {
@@ -279,9 +251,9 @@ fn execute(
                 for r in rows.iter().filter(|r| r.status == "skipped") {
                     summary.unsupported.push(r.message.clone());
                 }
-                record(store, i, step, &rows)?;
+                rec.step(i, step, rows).map_err(Failed::Store)?;
             }
-            Err(e) => return Err(fail(store, i, step, e)),
+            Err(e) => return Err(fail(rec, i, step, e)),
         }
     }
     Ok(())

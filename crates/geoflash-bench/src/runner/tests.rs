@@ -673,3 +673,163 @@ fn moving_objects_workload_runs_at_smoke_scale() {
         3
     );
 }
+
+/// `--force` replaces a complete configuration's rows in the transaction
+/// that records its re-run complete: a re-run that fails (its build cannot
+/// make its directory) or whose rows the store refuses leaves the old rows
+/// and the configuration complete. (The rows used to be deleted when the
+/// re-run started, so a failed or interrupted re-run lost them.)
+#[test]
+fn a_forced_rerun_replaces_the_rows_only_once_it_succeeded() {
+    let text = r#"name = "force"
+[[dataset]]
+name = "u"
+generator = "uniform"
+geometry = "box"
+count = 300
+[[index]]
+name = "p"
+store = "plain"
+page_size = 1024
+buffer = "16KiB"
+device = "file"
+[[step]]
+kind = "build"
+[[step]]
+kind = "range_queries"
+selectivity = "1%"
+count = 5
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let w = Workload::parse(text, Path::new("force.toml"), Scale::Smoke).unwrap();
+    let (mut st, _) = run_clean(&w, Some(dir.path()));
+    let rows = |st: &mut ResultsStore| {
+        st.query(
+            "SELECT run_id, step_kind, status, query_results FROM results ORDER BY result_id",
+            &[],
+        )
+        .unwrap()
+    };
+    let complete = |st: &mut ResultsStore| {
+        count(
+            st,
+            "SELECT count(*) FROM configurations WHERE completed_at IS NOT NULL",
+        )
+    };
+    let before = rows(&mut st);
+    assert_eq!(before.len(), 2, "{before:?}");
+    let force = |workdir: &Path| RunOptions {
+        force: true,
+        workdir: Some(workdir.to_path_buf()),
+        ..RunOptions::default()
+    };
+    // A work directory that is a file: the re-run's build fails.
+    let not_a_dir = dir.path().join("not-a-directory");
+    std::fs::write(&not_a_dir, b"x").unwrap();
+    let s = run(&w, &mut st, &force(&not_a_dir)).unwrap();
+    assert_eq!((s.executed, s.rows), (1, 0));
+    assert!(
+        s.failures.len() == 1 && s.failures[0].contains("earlier complete results are kept"),
+        "{:?}",
+        s.failures
+    );
+    assert_eq!(rows(&mut st), before);
+    assert_eq!(complete(&mut st), 1);
+    // The store refuses the re-run's rows: the run fails, nothing changed.
+    st.batch(
+        "CREATE TRIGGER fail BEFORE INSERT ON results BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+    )
+    .unwrap();
+    let e = run(&w, &mut st, &force(dir.path()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("injected failure"), "{e}");
+    assert_eq!(rows(&mut st), before);
+    assert_eq!(complete(&mut st), 1);
+    st.batch("DROP TRIGGER fail").unwrap();
+    // A re-run that succeeds replaces them.
+    let s = run(&w, &mut st, &force(dir.path())).unwrap();
+    assert!(s.failures.is_empty(), "{:?}", s.failures);
+    assert_eq!((s.executed, s.rows), (1, 2));
+    let after = rows(&mut st);
+    assert_eq!(after.len(), 2);
+    // Written by the last run (the fourth).
+    assert!(after.iter().all(|r| r[0].as_i64() == Some(4)), "{after:?}");
+    assert_eq!(
+        after[1][3], before[1][3],
+        "the same windows on the same data"
+    );
+    assert_eq!(complete(&mut st), 1);
+    assert_eq!(count(&mut st, "SELECT count(*) FROM configurations"), 1);
+}
+
+/// Windows and kNN points placed `on-data` are centred on objects in the
+/// index when the step runs, not on objects earlier steps deleted or that
+/// are not inserted yet (they were drawn from the whole dataset): every
+/// tiny window on a sparse dataset hits the object it is centred on.
+#[test]
+fn on_data_windows_and_points_are_centred_on_live_objects() {
+    let text = r#"name = "on-data"
+[[dataset]]
+name = "u"
+generator = "uniform"
+geometry = "box"
+count = 2000
+params = { max_size = 0.0001 }
+[[index]]
+name = "p"
+store = "plain"
+page_size = 1024
+buffer = "16KiB"
+device = "mem:"
+[[step]]
+kind = "build"
+fraction = 0.5
+[[step]]
+kind = "delete"
+fraction = 0.8
+[[step]]
+kind = "range_queries"
+selectivity = "0.0001%"
+count = 100
+placement = "on-data"
+"#;
+    let w = Workload::parse(text, Path::new("on-data.toml"), Scale::Smoke).unwrap();
+    let (mut st, _) = run_clean(&w, None);
+    let ops = count(
+        &mut st,
+        "SELECT operations FROM results WHERE step_kind = 'range_queries'",
+    );
+    let hits = count(
+        &mut st,
+        "SELECT query_results FROM results WHERE step_kind = 'range_queries'",
+    );
+    assert!(ops >= 100 && hits >= ops, "{hits} results of {ops} windows");
+
+    // kNN points: the centres of live objects only.
+    let data: Vec<(u64, Rect)> = (0..100u64)
+        .map(|i| {
+            let x = i as f64;
+            (i, Rect::new(x, 0.0, x + 0.5, 0.5).unwrap())
+        })
+        .collect();
+    let live: Vec<(u64, Rect)> = data.iter().skip(10).step_by(7).take(5).copied().collect();
+    let exec = super::exec::Exec {
+        data: &data,
+        extent: Rect::new(0.0, 0.0, 100.0, 0.5).unwrap(),
+        next: 50,
+        live: live.clone(),
+        bar: indicatif::ProgressBar::hidden(),
+        store: "plain".into(),
+    };
+    let points = exec
+        .knn_points(200, crate::windows::Placement::OnData, 7)
+        .unwrap();
+    assert_eq!(points.len(), 200);
+    for p in points {
+        assert!(
+            live.iter().any(|(_, r)| r.center() == p),
+            "{p:?} is no live object's centre"
+        );
+    }
+}

@@ -228,7 +228,9 @@ pub enum WindowSource {
         count: usize,
         /// Width/height ratio.
         aspect: f64,
-        /// uniform or on-data.
+        /// uniform or on-data (centred on objects in the index when the
+        /// step runs: deleted and not yet inserted ones excluded, moved
+        /// ones where they are now).
         #[serde(serialize_with = "ser_placement")]
         placement: Placement,
     },
@@ -278,7 +280,8 @@ pub enum Step {
         k: Vec<usize>,
         /// Query points per k.
         count: usize,
-        /// Points uniform in the extent or on data objects.
+        /// Points uniform in the extent or on data objects (the centres of
+        /// objects in the index when the step runs, as for windows).
         #[serde(serialize_with = "ser_placement")]
         placement: Placement,
         /// Seed of the points.

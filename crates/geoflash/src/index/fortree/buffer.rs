@@ -54,6 +54,9 @@ impl Slot {
 #[derive(Debug, Default)]
 pub(super) struct Buffer {
     slots: HashMap<PageId, Slot>,
+    /// [`Slot::bytes`] of every slot, kept as slots change (so that the
+    /// peak can be noted at every read without a pass over the buffer).
+    bytes: usize,
     /// Pages of deleted nodes, released at the next flush.
     deleted: Vec<PageId>,
     next_virtual: u64,
@@ -63,7 +66,13 @@ pub(super) struct Buffer {
 impl Buffer {
     /// Bytes charged for every buffered node and the changed keys of stored ones.
     pub(super) fn bytes(&self) -> usize {
-        self.slots.values().map(Slot::bytes).sum()
+        #[cfg(test)]
+        assert_eq!(
+            self.bytes,
+            self.slots.values().map(Slot::bytes).sum::<usize>(),
+            "the FOR-tree buffer's byte count drifted"
+        );
+        self.bytes
     }
 
     pub(super) fn contains(&self, id: PageId) -> bool {
@@ -83,24 +92,26 @@ impl Buffer {
     /// Keeps a node just read from the store.
     pub(super) fn insert_clean(&mut self, id: PageId, node: Arc<Node>) {
         self.clock += 1;
-        self.slots.insert(
-            id,
-            Slot {
-                node,
-                stored: true,
-                changed: BTreeSet::new(),
-                dirty: false,
-                updates: 0,
-                last_update: 0,
-                last_use: self.clock,
-            },
-        );
+        let slot = Slot {
+            node,
+            stored: true,
+            changed: BTreeSet::new(),
+            dirty: false,
+            updates: 0,
+            last_update: 0,
+            last_use: self.clock,
+        };
+        self.bytes += slot.bytes();
+        if let Some(old) = self.slots.insert(id, slot) {
+            self.bytes -= old.bytes();
+        }
     }
 
     /// Replaces the node `id` (which must be buffered; else it is added as new).
     pub(super) fn put(&mut self, id: PageId, node: Node, tick: u64) {
         self.clock += 1;
         let clock = self.clock;
+        let before = self.slots.get(&id).map_or(0, Slot::bytes);
         let slot = self.slots.entry(id).or_insert_with(|| Slot {
             node: Arc::new(Node {
                 level: node.level,
@@ -126,6 +137,8 @@ impl Buffer {
         slot.updates += 1;
         slot.last_update = tick;
         slot.last_use = clock;
+        let after = slot.bytes();
+        self.bytes = self.bytes - before + after;
     }
 
     /// A new node under a provisional id.
@@ -139,7 +152,9 @@ impl Buffer {
     /// Deletes node `id`: a provisional node simply disappears, a stored one
     /// is released at the next flush.
     pub(super) fn remove(&mut self, id: PageId) {
-        self.slots.remove(&id);
+        if let Some(old) = self.slots.remove(&id) {
+            self.bytes -= old.bytes();
+        }
         if !is_virtual(id) {
             self.deleted.push(id);
         }
@@ -217,6 +232,9 @@ impl Buffer {
                 slot.updates = 0;
             }
         }
+        // Renaming changed the changed keys of many slots: counted again
+        // (once per flush that created nodes).
+        self.bytes = self.slots.values().map(Slot::bytes).sum();
     }
 
     /// The level of `id` and the entry-level changes from the stored version
@@ -243,7 +261,9 @@ impl Buffer {
     /// After a write: the stored version is the current one.
     pub(super) fn mark_clean(&mut self, id: PageId) {
         if let Some(slot) = self.slots.get_mut(&id) {
+            self.bytes -= slot.bytes();
             slot.changed.clear();
+            self.bytes += slot.bytes();
             slot.dirty = false;
             slot.updates = 0;
         }
@@ -270,6 +290,7 @@ impl Buffer {
                 bytes = bytes.saturating_sub(s.bytes());
             }
         }
+        self.bytes = bytes;
     }
 
     /// The dirty stored nodes a flush writes: flushing units of `unit`

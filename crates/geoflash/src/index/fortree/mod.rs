@@ -272,8 +272,8 @@ internal! {
         pub pages_read: u64,
         /// Node pages the store wrote to its device.
         pub pages_written: u64,
-        /// Peak bytes of the FOR-tree's buffer (noted when a node is
-        /// changed or created), since the tree was opened or since
+        /// Peak bytes of the FOR-tree's buffer (noted when a node is read
+        /// into it, changed or created), since the tree was opened or since
         /// `Fortree::restart_buffer_peak`.
         pub peak_buffer_bytes: u64,
     }
@@ -434,6 +434,8 @@ impl<S: NodeStore> Fortree<S> {
         self.stats.buffer_misses += 1;
         let n = self.store.get(id)?;
         self.buf.insert_clean(id, Arc::clone(&n));
+        // A read grows the buffer (a query's as an insertion's): its peak.
+        self.note_peak();
         Ok(n)
     }
 

@@ -658,7 +658,7 @@ impl EfindStore {
                 current: None,
                 next: 1,
             },
-            wb: WriteBuffer::with_view_budget(write_budget),
+            wb: WriteBuffer::with_view_budget(write_budget, read_budget),
             inner: Mutex::new(Inner {
                 rb: Cache::new(
                     config.read_policy,

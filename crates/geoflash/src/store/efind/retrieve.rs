@@ -55,9 +55,10 @@ impl EfindStore {
     /// ([`ReadBufferMode::Fixed`]), or what the write buffer and its views
     /// leave of the budget, at least that share less the views
     /// ([`ReadBufferMode::Adaptive`]): a full write buffer takes the rest
-    /// of the budget, and the views it keeps whatever the room (the floor
-    /// of [`super::write_buffer::VIEW_FLOOR_BYTES`]) come out of the read
-    /// buffer's share, so that the three stay within the budget.
+    /// of the budget, and the views it keeps whatever the room (their
+    /// floor: [`super::write_buffer::VIEW_FLOOR_BYTES`] or the read
+    /// buffer's share, whichever is less) come out of the read buffer's
+    /// share, so that the three stay within the budget.
     pub(super) fn read_room(&self) -> usize {
         match self.config.read_buffer_mode {
             ReadBufferMode::Fixed => self.read_budget,

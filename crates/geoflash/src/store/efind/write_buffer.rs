@@ -24,10 +24,14 @@
 //! insertions has doubled) and lives in what the write budget leaves: the oldest
 //! views are dropped while views and buffered modifications together
 //! exceed the budget the store gives ([`WriteBuffer::with_view_budget`]),
-//! leaves first, down to [`VIEW_FLOOR_BYTES`] (16 MiB or the budget, the
-//! internal nodes every insertion reads) or [`MIN_VIEWS`] pages (the paths of the running
-//! operations), whichever is more. Before issue 47 the views had a budget of their
-//! own, as large as the write budget, which the accounting left out.
+//! leaves first, down to a floor in bytes (the internal nodes every
+//! insertion reads): [`VIEW_FLOOR_BYTES`] or the store's read-buffer
+//! share, whichever is less. The floor is the only memory views take
+//! beyond the room, so views never exceed `max(room, floor)`. Before issue
+//! 47 the views had a budget of their own, as large as the write budget,
+//! which the accounting left out; until the workbench review the floor was
+//! the whole write budget and at least 64 views were kept whatever their
+//! bytes, which took a 64 KiB budget's peak to about 206 KB (3.2 times it).
 use std::collections::VecDeque;
 
 use crate::page_id::{IdMap, IdSet};
@@ -185,12 +189,13 @@ pub fn view_bytes(node: &Node) -> usize {
     node_bytes_for(node.entries.capacity())
 }
 
-/// Views kept whatever their bytes (see the [module docs](self)): the
-/// paths of the running operations stay decoded.
-pub const MIN_VIEWS: usize = 64;
+/// Stale elements of the views' order tolerated beyond twice the views
+/// before the order is compacted.
+const STALE_ORDER_SLACK: usize = 64;
 
 /// Bytes of views kept even when the buffered modifications leave no room
-/// (see the [module docs](self)), unless the budget is smaller: 16 MiB, enough for the internal nodes of
+/// (see the [module docs](self)), unless the floor the store gives
+/// ([`WriteBuffer::with_view_budget`]) is smaller: 16 MiB, enough for the internal nodes of
 /// a tree of 4 KiB pages up to about 10,000,000 rectangles, which every
 /// insertion reads (leaves' views go first). Without it a build whose write
 /// buffer is full merged the mod tree of every buffered node on its path
@@ -199,8 +204,7 @@ pub const VIEW_FLOOR_BYTES: usize = 16 << 20;
 
 /// Decoded newest versions of recently changed buffered pages, evicted in
 /// first-in first-out order (of their last change), leaves first, while
-/// their bytes exceed both the room they are given and
-/// [`VIEW_FLOOR_BYTES`], down to [`MIN_VIEWS`] pages.
+/// their bytes exceed both the room they are given and their floor.
 #[derive(Debug, Default, Clone)]
 struct Views {
     /// Page -> (view, sequence number of the change that set it).
@@ -211,8 +215,7 @@ struct Views {
     order: [VecDeque<(PageId, u64)>; 2],
     /// Whether views are kept at all.
     enabled: bool,
-    /// Bytes of views kept whatever the room: [`VIEW_FLOOR_BYTES`], or the
-    /// budget when it is smaller.
+    /// Bytes of views kept whatever the room: at most [`VIEW_FLOOR_BYTES`].
     floor: usize,
     /// [`view_bytes`] of the views.
     bytes: usize,
@@ -241,10 +244,10 @@ impl Views {
     }
 
     /// Drops the oldest views, leaves first, while they take more than
-    /// `room` bytes and the floor and more than [`MIN_VIEWS`] pages are kept.
+    /// both `room` bytes and the floor.
     fn shrink(&mut self, room: usize) {
         let limit = room.max(self.floor);
-        while self.bytes > limit && self.map.len() > MIN_VIEWS {
+        while self.bytes > limit {
             let class = usize::from(self.order[0].is_empty());
             let Some((old, seq)) = self.order[class].pop_front() else {
                 break;
@@ -253,7 +256,7 @@ impl Views {
                 self.remove(old);
             }
         }
-        if self.order.iter().map(VecDeque::len).sum::<usize>() > 2 * self.map.len() + MIN_VIEWS {
+        if self.order.iter().map(VecDeque::len).sum::<usize>() > 2 * self.map.len() + STALE_ORDER_SLACK {
             let map = &self.map;
             for order in &mut self.order {
                 order.retain(|(id, seq)| map.get(id).is_some_and(|(_, s)| s == seq));
@@ -276,12 +279,13 @@ impl WriteBuffer {
     }
 
     /// An empty buffer that keeps views in the room its modifications
-    /// leave of `budget` bytes, and at least [`VIEW_FLOOR_BYTES`] (at most
-    /// `budget`) or [`MIN_VIEWS`] pages.
-    pub fn with_view_budget(budget: usize) -> Self {
+    /// leave of `budget` bytes, and `floor` bytes of them whatever the room
+    /// (at most [`VIEW_FLOOR_BYTES`]; the store gives its read-buffer share,
+    /// so that views beyond the room stay within what that share bounds).
+    pub fn with_view_budget(budget: usize, floor: usize) -> Self {
         let mut wb = Self::default();
         wb.views.enabled = true;
-        wb.views.floor = budget.min(VIEW_FLOOR_BYTES);
+        wb.views.floor = floor.min(VIEW_FLOOR_BYTES);
         wb.view_budget = budget;
         wb
     }
@@ -482,6 +486,8 @@ impl WriteBuffer {
             );
             self.flush.touch(id, &self.map[&id]);
         }
+        let room = self.view_room();
+        self.views.shrink(room);
     }
 
     /// Removes the row of page `id` (after it was flushed).
