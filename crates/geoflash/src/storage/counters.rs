@@ -106,9 +106,13 @@ impl SimCounters {
         }
     }
 
-    /// Sums `b` into these counters. Write amplification is recombined
-    /// from the NAND programs and host writes of both; the erase-count
-    /// snapshot is `b`'s (the later batch) when `b` has one.
+    /// Sums `b` into these counters, `b` being a later batch of the same
+    /// device. Write amplification is recombined from the NAND programs
+    /// and host writes of both; the device-state columns (retired blocks
+    /// and the erase-count snapshot, which `reset_stats` does not reset)
+    /// are `b`'s when `b` has them: summing them would count the same
+    /// retired blocks once per batch. (Two devices side by side, the tiers
+    /// of a hybrid device, add their retired blocks instead.)
     pub fn add(&mut self, b: &SimCounters) {
         let a = self;
         let SimCounters {
@@ -130,14 +134,14 @@ impl SimCounters {
         a.nand_erases = a.nand_erases.saturating_add(nand_erases);
         a.gc_copies = a.gc_copies.saturating_add(gc_copies);
         a.gc_runs = a.gc_runs.saturating_add(gc_runs);
-        a.retired_blocks = a.retired_blocks.saturating_add(retired_blocks);
         a.sim_time_ns = a.sim_time_ns.saturating_add(sim_time_ns);
         a.device_write_amplification = if host > 0.0 {
             a.nand_programs as f64 / host
         } else {
             0.0
         };
-        if erase_count_max > 0 || erase_count_mean > 0.0 {
+        if erase_count_max > 0 || erase_count_mean > 0.0 || retired_blocks > 0 {
+            a.retired_blocks = retired_blocks;
             a.erase_count_min = erase_count_min;
             a.erase_count_mean = erase_count_mean;
             a.erase_count_max = erase_count_max;
@@ -229,6 +233,32 @@ impl IoTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two batches measured on one worn device: each reports the device's
+    /// 3 retired blocks (a state, not reset between batches); their sum
+    /// still has 3, not 6.
+    #[test]
+    fn retired_blocks_are_a_snapshot_when_batches_add() {
+        let batch = |programs| SimCounters {
+            nand_programs: programs,
+            nand_erases: 2,
+            retired_blocks: 3,
+            erase_count_min: 1,
+            erase_count_mean: 2.0,
+            erase_count_max: 4,
+            ..SimCounters::default()
+        };
+        let mut sum = batch(10);
+        sum.add(&batch(20));
+        assert_eq!((sum.nand_programs, sum.nand_erases), (30, 4));
+        assert_eq!(sum.retired_blocks, 3);
+        assert_eq!(sum.erase_count_max, 4);
+        // A later batch after more wear: its snapshot.
+        let mut later = batch(5);
+        later.retired_blocks = 5;
+        sum.add(&later);
+        assert_eq!(sum.retired_blocks, 5);
+    }
 
     #[test]
     fn classifies_sequential_and_random() {

@@ -33,8 +33,15 @@
 //! and reports the save ([`HybridIo::map_saved`]). Without a map device
 //! the map lives in its process (memory tiers, tests).
 //!
+//! A page that moves to the fast tier leaves its old copy on the slow one
+//! until nothing names it: trimmed after its write without a durable map,
+//! after the next save of the map with one (a simulated slow tier would
+//! otherwise keep collecting dead pages).
+//!
 //! A batch is split into its fast and slow parts, each submitted to its tier
-//! as one batch. Counters: host counters of the hybrid device itself, and
+//! as one batch, the slow part first; a part that fails undoes the placement
+//! changes it needed, so each page of a failed batch reads its old contents
+//! or its new ones. Counters: host counters of the hybrid device itself, and
 //! per tier in [`HybridDevice::tier_stats`]; the simulator counters (when a
 //! tier is simulated) add both tiers' NAND counts and simulated times (the
 //! tiers are driven one after the other).
@@ -82,6 +89,10 @@ struct Persist {
     /// so they are neither reused nor (for pages that moved to the slow
     /// tier) trimmed until the next save.
     released: Vec<u64>,
+    /// Pages that took a fast slot since the last save, with the slot:
+    /// their slow-tier copies are what the saved map names until the next
+    /// save, and are trimmed once a saved map places them on the fast tier.
+    moved: Vec<(PageId, u64)>,
     /// When the map is saved.
     saves: MapSaves,
 }
@@ -114,6 +125,9 @@ pub struct MapToSave {
     pub slots: BTreeMap<PageId, u64>,
     /// Slots released before the snapshot, freed once it is saved.
     released: usize,
+    /// Pages moved to the fast tier before the snapshot, whose slow copies
+    /// are trimmed once it is saved.
+    moved: usize,
 }
 
 internal! {
@@ -202,6 +216,7 @@ impl HybridDevice {
             generation: 0,
             dirty: false,
             released: Vec::new(),
+            moved: Vec::new(),
             saves: MapSaves::AtSync,
         };
         let mut g = self.lock();
@@ -276,12 +291,14 @@ impl HybridIo {
             generation: p.generation + 1,
             slots: g.slot.iter().map(|(&p, &s)| (p, s)).collect(),
             released: p.released.len(),
+            moved: p.moved.len(),
         }))
     }
 
     /// The snapshot `saved` ([`map_to_save`](Self::map_to_save)) is durable
     /// with the tiers' state: the slots released before it are free (and
-    /// trimmed on the fast tier).
+    /// trimmed on the fast tier), and the slow copies of the pages it
+    /// places on the fast tier are trimmed.
     pub fn map_saved(&self, saved: &MapToSave) -> Result<()> {
         let released: Vec<u64> = {
             let mut g = self.lock();
@@ -292,7 +309,10 @@ impl HybridIo {
             p.dirty = false;
             let n = saved.released.min(p.released.len());
             let freed: Vec<u64> = p.released.drain(..n).collect();
+            let n = saved.moved.min(p.moved.len());
+            let moved: Vec<(PageId, u64)> = p.moved.drain(..n).collect();
             g.free_slots.extend(freed.iter().copied());
+            self.trim_moved(&g, &moved, Some(&saved.slots))?;
             freed
         };
         if !released.is_empty() {
@@ -314,7 +334,7 @@ impl HybridIo {
     fn save_map(&self) -> Result<()> {
         let _saving = self.saving.lock().unwrap_or_else(|e| e.into_inner());
         // Snapshot under the lock; the save's I/O runs outside it.
-        let (store, generation, slots, released) = {
+        let (store, generation, slots, released, moved) = {
             let mut g = self.lock();
             let snapshot: BTreeMap<PageId, u64> = g.slot.iter().map(|(&p, &s)| (p, s)).collect();
             let Some(p) = g.persist.as_mut() else {
@@ -329,6 +349,7 @@ impl HybridIo {
                 p.generation + 1,
                 snapshot,
                 std::mem::take(&mut p.released),
+                std::mem::take(&mut p.moved),
             )
         };
         if let Err(e) = store.save(generation, &slots) {
@@ -336,6 +357,7 @@ impl HybridIo {
             if let Some(p) = g.persist.as_mut() {
                 p.dirty = true;
                 p.released.extend(released);
+                p.moved.splice(0..0, moved);
             }
             return Err(e);
         }
@@ -345,6 +367,7 @@ impl HybridIo {
                 p.generation = generation;
             }
             g.free_slots.extend(released.iter().copied());
+            self.trim_moved(&g, &moved, Some(&slots))?;
         }
         if !released.is_empty() {
             self.fast.trim(&released)?;
@@ -366,6 +389,32 @@ impl HybridIo {
                 true
             }
         }
+    }
+
+    /// Trims the slow-tier copies of `moved` pages that are still in the
+    /// fast slot they took (and, after a save, in that slot in the saved
+    /// map `saved`): the slow copy is then dead. Called with the lock held
+    /// (`g`), so that no write moves such a page back to the slow tier
+    /// between the check and the trim.
+    fn trim_moved(
+        &self,
+        g: &Inner,
+        moved: &[(PageId, u64)],
+        saved: Option<&BTreeMap<PageId, u64>>,
+    ) -> Result<()> {
+        let mut dead: Vec<PageId> = moved
+            .iter()
+            .filter(|&&(p, s)| {
+                g.slot.get(&p) == Some(&s) && saved.is_none_or(|m| m.get(&p) == Some(&s))
+            })
+            .map(|&(p, _)| p)
+            .collect();
+        dead.sort_unstable();
+        dead.dedup();
+        if dead.is_empty() {
+            return Ok(());
+        }
+        self.slow.trim(&dead)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -512,17 +561,19 @@ impl HybridIo {
 
     /// Splits a write batch, applying pending hints and the fast range: a
     /// page hinted slow leaves its fast slot (the write replaces the whole
-    /// page), a page hinted fast takes a slot if one is free.
-    fn split_write(&self, pages: &[PageId]) -> Result<(Parts, Parts)> {
+    /// page), a page hinted fast takes a slot if one is free. No I/O: the
+    /// placement changes are returned with the parts, to be undone if the
+    /// write fails ([`HybridIo::undo`]).
+    fn split_write(&self, pages: &[PageId]) -> WriteSplit {
         let mut g = self.lock();
-        let (mut f, mut s) = (Vec::new(), Vec::new());
-        let mut released = Vec::new();
+        let mut split = WriteSplit::default();
         for (i, &p) in pages.iter().enumerate() {
             let hint = g.hint.remove(&p);
             if hint == Some(Tier::Slow) {
                 if let Some(slot) = g.slot.remove(&p) {
+                    split.changes.push(Change::Left { page: p, slot });
                     if Self::release_slot(&mut g, slot) {
-                        released.push(slot);
+                        split.trim_now.push(slot);
                     }
                 }
             }
@@ -530,17 +581,109 @@ impl HybridIo {
                 Some(t) => t == Tier::Fast,
                 None => p < g.fast_range,
             };
-            match self.fast_slot(&mut g, p, want) {
-                Some(slot) => f.push((i, slot)),
-                None => s.push((i, p)),
+            let held = g.slot.contains_key(&p);
+            let next = g.next_slot;
+            let slot = self.fast_slot(&mut g, p, want);
+            if let (Some(slot), false) = (slot, held) {
+                let reused = g.next_slot == next;
+                split.changes.push(Change::Took { page: p, slot, reused });
+                match g.persist.as_mut() {
+                    Some(m) => m.moved.push((p, slot)),
+                    None => split.moved.push((p, slot)),
+                }
+            }
+            if let Some(tier) = hint {
+                let fast = slot.is_some();
+                split.changes.push(Change::Hint { page: p, tier, fast });
+            }
+            match slot {
+                Some(slot) => split.fast.push((i, slot)),
+                None => split.slow.push((i, p)),
             }
         }
-        drop(g);
-        if !released.is_empty() {
-            self.fast.trim(&released)?;
-        }
-        Ok((f, s))
+        split
     }
+
+    /// Undoes the placement changes of a write that failed, newest first:
+    /// all of them (`all`: nothing of the batch was written), or those of
+    /// its fast part (its slow part was written: the pages that left the
+    /// fast tier stay on the slow one). A page that was to move keeps its
+    /// old place, which still holds its old contents, and its hint.
+    fn undo(&self, changes: &[Change], all: bool) {
+        let mut g = self.lock();
+        for change in changes.iter().rev() {
+            match *change {
+                Change::Took { page, slot, reused } => {
+                    g.slot.remove(&page);
+                    if let Some(m) = g.persist.as_mut() {
+                        if let Some(at) = m.moved.iter().rposition(|&e| e == (page, slot)) {
+                            m.moved.remove(at);
+                        }
+                    }
+                    if !reused && g.next_slot == slot + 1 {
+                        g.next_slot = slot;
+                    } else {
+                        g.free_slots.push(slot);
+                    }
+                }
+                Change::Left { page, slot } if all => {
+                    let list = match g.persist.as_mut() {
+                        Some(p) => &mut p.released,
+                        None => &mut g.free_slots,
+                    };
+                    // (A save since may have freed the slot: the page then
+                    // stays on the slow tier.)
+                    if let Some(at) = list.iter().rposition(|&s| s == slot) {
+                        list.remove(at);
+                        g.slot.insert(page, slot);
+                    }
+                }
+                Change::Hint { page, tier, fast } if all || fast => {
+                    g.hint.entry(page).or_insert(tier);
+                }
+                Change::Left { .. } | Change::Hint { .. } => {}
+            }
+        }
+    }
+
+    /// Writes one part of a batch to `dev`.
+    fn write_part(dev: &dyn PageDevice, part: &Parts, data: &[u8], ps: usize) -> Result<()> {
+        if part.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<PageId> = part.iter().map(|t| t.1).collect();
+        let mut tmp = Vec::with_capacity(ids.len() * ps);
+        for (i, _) in part {
+            tmp.extend_from_slice(data.get(i * ps..(i + 1) * ps).unwrap_or_default());
+        }
+        dev.write_batch(&ids, &tmp)
+    }
+}
+
+/// A write batch split by tier ([`HybridIo::split_write`]).
+#[derive(Debug, Default)]
+struct WriteSplit {
+    fast: Parts,
+    slow: Parts,
+    /// The placement changes, in order.
+    changes: Vec<Change>,
+    /// Fast slots freed at once (no durable map), to trim once the pages
+    /// that left them are on the slow tier.
+    trim_now: Vec<u64>,
+    /// Pages that took a fast slot (no durable map), whose slow copies are
+    /// trimmed once they are on the fast tier.
+    moved: Vec<(PageId, u64)>,
+}
+
+/// One placement change of a write batch, undone if the write fails.
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    /// `page` took fast slot `slot`, a free one (`reused`) or a new one.
+    Took { page: PageId, slot: u64, reused: bool },
+    /// `page` left fast slot `slot` for the slow tier.
+    Left { page: PageId, slot: u64 },
+    /// `page`'s pending hint was applied; `fast`: the page went to the fast part.
+    Hint { page: PageId, tier: Tier, fast: bool },
 }
 
 fn add_sim(a: Option<SimCounters>, b: Option<SimCounters>) -> Option<SimCounters> {
@@ -550,7 +693,10 @@ fn add_sim(a: Option<SimCounters>, b: Option<SimCounters>) -> Option<SimCounters
         (Some(x), Some(y)) => {
             let mut sum = x;
             sum.add(&y);
-            // The erase counts of both tiers' blocks.
+            // Two devices: the retired blocks of both (`add` keeps the
+            // later batch's snapshot of one device), and the erase counts
+            // of both tiers' blocks.
+            sum.retired_blocks = x.retired_blocks.saturating_add(y.retired_blocks);
             sum.erase_count_min = x.erase_count_min.min(y.erase_count_min);
             sum.erase_count_mean = (x.erase_count_mean + y.erase_count_mean) / 2.0;
             sum.erase_count_max = x.erase_count_max.max(y.erase_count_max);
@@ -586,21 +732,35 @@ impl PageDevice for HybridIo {
         Ok(())
     }
 
+    /// The slow part first, then the fast one: a page leaving the fast
+    /// tier is on the slow one before its slot is trimmed or taken by
+    /// another page of the batch. A part that fails undoes the placement
+    /// changes it needed ([`HybridIo::undo`]), so every page reads its old
+    /// contents or (where its part was written) its new ones.
     fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
         let ps = self.page_size();
-        let (f, s) = self.split_write(pages)?;
-        for (dev, part) in [(&self.fast, &f), (&self.slow, &s)] {
-            if part.is_empty() {
-                continue;
-            }
-            let ids: Vec<PageId> = part.iter().map(|t| t.1).collect();
-            let mut tmp = Vec::with_capacity(ids.len() * ps);
-            for (i, _) in part {
-                tmp.extend_from_slice(data.get(i * ps..(i + 1) * ps).unwrap_or_default());
-            }
-            dev.write_batch(&ids, &tmp)?;
+        let split = self.split_write(pages);
+        if let Err(e) = Self::write_part(&*self.slow, &split.slow, data, ps) {
+            self.undo(&split.changes, true);
+            return Err(e);
         }
-        Ok(())
+        let fast = if split.trim_now.is_empty() {
+            Ok(())
+        } else {
+            self.fast.trim(&split.trim_now)
+        };
+        if let Err(e) = fast.and_then(|()| Self::write_part(&*self.fast, &split.fast, data, ps)) {
+            self.undo(&split.changes, false);
+            return Err(e);
+        }
+        // Without a durable map nothing names the old slow copies of the
+        // pages that moved to the fast tier: trimmed now (with a map, once
+        // a saved map places them there).
+        if split.moved.is_empty() {
+            return Ok(());
+        }
+        let g = self.lock();
+        self.trim_moved(&g, &split.moved, None)
     }
 
     fn sync(&self) -> Result<()> {
@@ -742,6 +902,141 @@ mod tests {
 
     fn page(v: u8) -> Vec<u8> {
         vec![v; 512]
+    }
+
+    /// A tier of 16 memory pages of 512 bytes whose writes to pages `>=
+    /// full_at` fail with `DeviceFull`.
+    fn failing_tier(full_at: u64) -> Arc<dyn PageDevice> {
+        use crate::storage::faulty::{FaultPlan, FaultyDevice};
+        let plan = FaultPlan::none().full_at_page(full_at);
+        Arc::new(FaultyDevice::new(MemDevice::new(512, 16).unwrap(), plan))
+    }
+
+    /// A page moving to the fast tier whose fast write fails keeps its old
+    /// contents where they are (before: it was mapped to a slot that never
+    /// received them and read zeros), and its hint stays pending.
+    #[test]
+    fn a_failed_move_to_the_fast_tier_keeps_the_old_contents() {
+        let slow = Arc::new(MemDevice::new(512, 16).unwrap());
+        let h = HybridDevice::new(failing_tier(0), slow).unwrap();
+        h.write(5, &page(1)).unwrap();
+        h.hint_tier(&[5], Tier::Fast).unwrap();
+        assert!(h.write(5, &page(2)).is_err());
+        let mut buf = page(9);
+        h.read(5, &mut buf).unwrap();
+        assert!(buf == page(1) || buf == page(2), "page 5 reads {}", buf[0]);
+        assert_eq!((h.tier_of(5), h.fast_pages()), (Tier::Slow, 0));
+    }
+
+    /// A page moving to the slow tier whose slow write fails keeps its
+    /// fast slot and contents (before: the slot was released and trimmed
+    /// before the slow write, and the page read zeros).
+    #[test]
+    fn a_failed_move_to_the_slow_tier_keeps_the_old_contents() {
+        let fast = Arc::new(MemDevice::new(512, 16).unwrap());
+        let h = HybridDevice::new(fast, failing_tier(5)).unwrap();
+        h.hint_tier(&[5, 6], Tier::Fast).unwrap();
+        h.write_batch(&[5, 6], &[page(1), page(3)].concat()).unwrap();
+        assert_eq!(h.tier_of(5), Tier::Fast);
+        // 5 leaves the fast tier and 7 takes the slot it frees, in one
+        // batch whose slow part fails.
+        h.hint_tier(&[5], Tier::Slow).unwrap();
+        h.hint_tier(&[7], Tier::Fast).unwrap();
+        assert!(h
+            .write_batch(&[5, 7], &[page(2), page(4)].concat())
+            .is_err());
+        let mut buf = vec![9u8; 3 * 512];
+        h.read_batch(&[5, 6, 7], &mut buf).unwrap();
+        let got = |i: usize| buf[i * 512];
+        assert!(got(0) == 1 || got(0) == 2, "page 5 reads {}", got(0));
+        assert_eq!(got(1), 3);
+        assert!(got(2) == 0 || got(2) == 4, "page 7 reads {}", got(2));
+    }
+
+    /// A page that moves from the slow tier to the fast one leaves no copy
+    /// on the slow tier (before: its old copy stayed mapped there, and a
+    /// simulated slow tier's garbage collector kept copying dead data).
+    /// Here half of a nearly full slow tier moves to the fast tier, then
+    /// the other half is overwritten at random: before the fix the slow
+    /// tier mapped all 384 pages for the 192 living there, and GC copied
+    /// 1,950 pages instead of 188.
+    #[test]
+    fn pages_moved_to_the_fast_tier_leave_no_copy_on_a_simulated_slow_tier() {
+        use crate::storage::flashsim::FlashSim;
+        use rand::{Rng, SeedableRng};
+        let run = |trim_moved: bool| {
+            let slow = Arc::new(
+                FlashSim::from_params("page_size=512&ppb=8&blocks=64&op=0.25", 512).unwrap(),
+            );
+            let fast = Arc::new(MemDevice::new(512, 256).unwrap());
+            let h = HybridDevice::new(fast, slow.clone()).unwrap();
+            let cap = h.capacity();
+            let all: Vec<PageId> = (0..cap).collect();
+            h.write_batch(&all, &vec![1u8; all.len() * 512]).unwrap();
+            let moved: Vec<PageId> = (0..cap / 2).collect();
+            h.hint_tier(&moved, Tier::Fast).unwrap();
+            h.write_batch(&moved, &vec![2u8; moved.len() * 512]).unwrap();
+            if trim_moved {
+                slow.trim(&moved).unwrap();
+            }
+            slow.reset_stats();
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+            for _ in 0..5000 {
+                h.write(rng.gen_range(cap / 2..cap), &page(3)).unwrap();
+            }
+            let sim = slow.stats().sim.unwrap();
+            (slow.detail().mapped_flash_pages, sim.gc_copies, cap / 2)
+        };
+        let (mapped, copies, on_slow) = run(false);
+        let (_, copies_trimmed, _) = run(true);
+        assert_eq!(mapped, on_slow);
+        assert_eq!(copies, copies_trimmed);
+    }
+
+    /// With a durable map the old slow copy of a page that moved to the
+    /// fast tier stays until a saved map places the page there (a crash
+    /// before reads it from the slow tier), and is trimmed at that save.
+    #[test]
+    fn a_moved_pages_slow_copy_lives_until_the_map_is_saved() {
+        let (fast, slow) = tiers();
+        let map: Arc<dyn PageDevice> = Arc::new(map_device());
+        let h = persisted(&fast, &slow, map.clone(), MapOpen::Create).unwrap();
+        h.write(7, &tagged(7, 1)).unwrap();
+        h.sync().unwrap();
+        h.hint_tier(&[7], Tier::Fast).unwrap();
+        h.write(7, &tagged(7, 2)).unwrap();
+        let mut buf = vec![0u8; 512];
+        slow.read(7, &mut buf).unwrap();
+        assert_eq!(buf, tagged(7, 1), "the slow copy before the save");
+        drop(h);
+        // A crash before the save: the saved map places 7 on the slow tier.
+        let h = persisted(&fast, &slow, map.clone(), MapOpen::Open).unwrap();
+        h.read(7, &mut buf).unwrap();
+        assert_eq!(buf, tagged(7, 1));
+        h.hint_tier(&[7], Tier::Fast).unwrap();
+        h.write(7, &tagged(7, 3)).unwrap();
+        h.sync().unwrap();
+        slow.read(7, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 0), "the slow copy after the save");
+        drop(h);
+        let h = persisted(&fast, &slow, map, MapOpen::Open).unwrap();
+        h.read(7, &mut buf).unwrap();
+        assert_eq!(buf, tagged(7, 3));
+        assert_eq!(h.tier_of(7), Tier::Fast);
+    }
+
+    /// The simulator columns of a hybrid add both tiers' retired blocks
+    /// (two devices), though `SimCounters::add` keeps one device's later
+    /// snapshot.
+    #[test]
+    fn hybrid_stats_add_both_tiers_retired_blocks() {
+        let tier = |retired| SimCounters {
+            retired_blocks: retired,
+            erase_count_max: 9,
+            ..SimCounters::default()
+        };
+        let sum = add_sim(Some(tier(2)), Some(tier(3))).unwrap();
+        assert_eq!(sum.retired_blocks, 5);
     }
 
     /// `reserve` reaches both tiers: the slow tier's pages of the range,

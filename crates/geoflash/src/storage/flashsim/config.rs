@@ -153,6 +153,10 @@ pub const CONFIG_KEYS: &[(&str, &str)] = &[
 /// Names of the presets.
 pub const PRESETS: &[&str] = &["seed-tc58", "fast-paper", "nvme", "p3700", "xpoint"];
 
+/// The largest latency of one operation, in nanoseconds (10^12 µs, the
+/// bound of the `_us` keys; the `_ns` keys and the transfer time share it).
+pub const MAX_LATENCY_NS: u64 = 1_000_000_000_000_000;
+
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
 const GIB: u64 = 1024 * MIB;
@@ -292,8 +296,9 @@ impl FlashSimConfig {
         }
     }
 
-    /// A preset by name. Every preset uses 7% over-provisioning (the usual
-    /// consumer-SSD spare, also MQSim's default), greedy GC below 2 free blocks
+    /// A preset by name. Every preset but `xpoint` (10 %) uses 7%
+    /// over-provisioning (the usual consumer-SSD spare, also MQSim's
+    /// default), greedy GC below 2 free blocks
     /// per plane and static wear levelling at a spread of 100 erases (MQSim's
     /// default); the seed papers did not report FTL settings.
     ///
@@ -437,8 +442,12 @@ impl FlashSimConfig {
     }
 
     /// Number of parallel units (planes) = channels × dies per channel × planes per die.
+    /// Saturates (a product beyond `u64` is refused by [`validate`](Self::validate)
+    /// as more planes than blocks, never an overflow).
     pub fn planes(&self) -> u64 {
-        u64::from(self.channels) * u64::from(self.dies_per_channel) * u64::from(self.planes_per_die)
+        u64::from(self.channels)
+            .saturating_mul(u64::from(self.dies_per_channel))
+            .saturating_mul(u64::from(self.planes_per_die))
     }
 
     /// Number of physical flash pages.
@@ -529,6 +538,7 @@ impl FlashSimConfig {
                 self.transfer_ns_per_byte
             ));
         }
+        self.validate_latencies()?;
         if self.ftl == FtlMode::FlashDbSim {
             if blocks < 2 {
                 return bad(format!(
@@ -560,6 +570,31 @@ impl FlashSimConfig {
                 self.reserved_blocks(),
                 self.gc_threshold
             ));
+        }
+        Ok(())
+    }
+
+    /// Every latency at most [`MAX_LATENCY_NS`] (the bound of the `_us`
+    /// keys), the transfer of one flash page included: the simulated clock
+    /// then saturates instead of wrapping (see `timing`).
+    fn validate_latencies(&self) -> Result<()> {
+        for (key, ns) in [
+            ("read", self.read_ns),
+            ("program", self.program_ns),
+            ("erase", self.erase_ns),
+        ] {
+            if ns > MAX_LATENCY_NS {
+                return Err(Error::invalid(format!(
+                    "flashsim: {key} latency {ns} ns exceeds the limit of {MAX_LATENCY_NS} ns (10^12 microseconds)"
+                )));
+            }
+        }
+        let transfer = self.transfer_ns_per_byte * self.flash_page_size as f64;
+        if transfer > MAX_LATENCY_NS as f64 {
+            return Err(Error::invalid(format!(
+                "flashsim: transfer_ns_per_byte {} gives {transfer} ns per flash page, beyond the limit of {MAX_LATENCY_NS} ns",
+                self.transfer_ns_per_byte
+            )));
         }
         Ok(())
     }
@@ -599,7 +634,7 @@ fn parse_f64(key: &str, value: &str) -> Result<f64> {
 
 fn micros_to_ns(key: &str, value: &str) -> Result<u64> {
     let us = parse_f64(key, value)?;
-    if !(0.0..=1e12).contains(&us) {
+    if !(0.0..=MAX_LATENCY_NS as f64 / 1000.0).contains(&us) {
         return Err(Error::invalid(format!(
             "flashsim {key}={value}: latency must be between 0 and 10^12 microseconds"
         )));

@@ -168,7 +168,7 @@ impl DbFtl {
     pub(crate) fn read(&mut self, lfp: u64) {
         if self.lookup(lfp).is_some() {
             self.counters.reads += 1;
-            self.clock_ns += self.read_cost;
+            self.clock_ns = self.clock_ns.saturating_add(self.read_cost);
         }
     }
 
@@ -178,7 +178,7 @@ impl DbFtl {
         let ppn = self.alloc()?;
         self.counters.programs += 1;
         self.counters.host_programs += 1;
-        self.clock_ns += self.program_ns;
+        self.clock_ns = self.clock_ns.saturating_add(self.program_ns);
         let old = self.l2p[idx];
         self.remap(idx, ppn);
         if old != NONE {
@@ -292,7 +292,7 @@ impl DbFtl {
         self.valid[b] = 0;
         self.erase_count[b] += 1;
         self.counters.erases += 1;
-        self.clock_ns += self.erase_ns;
+        self.clock_ns = self.clock_ns.saturating_add(self.erase_ns);
     }
 
     /// Copies the live pages of `from` into the free pages of `to`; returns the count.
@@ -309,7 +309,9 @@ impl DbFtl {
             self.counters.reads += 1;
             self.counters.programs += 1;
             self.counters.gc_copies += 1;
-            self.clock_ns += self.read_cost + self.program_ns;
+            self.clock_ns = self
+                .clock_ns
+                .saturating_add(self.read_cost.saturating_add(self.program_ns));
             copies += 1;
         }
         copies

@@ -61,6 +61,8 @@ mod persist;
 mod timing;
 
 #[cfg(test)]
+mod limits_tests;
+#[cfg(test)]
 mod tests;
 
 pub use config::{FlashSimConfig, FtlMode, GcPolicy};

@@ -17,7 +17,8 @@
 //!
 //! The batch completes when its last operation completes and the clock moves
 //! there, so a single operation costs the sum of its steps and a batch costs
-//! the maximum over the parallel units it touches.
+//! the maximum over the parallel units it touches. The clock saturates at
+//! `u64::MAX` nanoseconds (585 years) rather than wrapping.
 
 /// Busy-until times of planes and channels, and the device clock.
 #[derive(Debug, Clone)]
@@ -95,9 +96,9 @@ impl Timeline {
         let read_ns = self.read_ns;
         let transfer_ns = self.transfer_ns;
         let start = ready.max(*self.plane(plane));
-        let array_end = start + read_ns;
+        let array_end = start.saturating_add(read_ns);
         let xfer_start = array_end.max(self.channel_busy[c]);
-        let end = xfer_start + transfer_ns;
+        let end = xfer_start.saturating_add(transfer_ns);
         self.channel_busy[c] = end;
         *self.plane(plane) = end;
         self.done(end)
@@ -109,18 +110,18 @@ impl Timeline {
         let program_ns = self.program_ns;
         let transfer_ns = self.transfer_ns;
         let xfer_start = ready.max(*self.plane(plane)).max(self.channel_busy[c]);
-        let xfer_end = xfer_start + transfer_ns;
+        let xfer_end = xfer_start.saturating_add(transfer_ns);
         self.channel_busy[c] = xfer_end;
-        let end = xfer_end + program_ns;
+        let end = xfer_end.saturating_add(program_ns);
         *self.plane(plane) = end;
         self.done(end)
     }
 
     /// An on-die copy (copyback) of one page: array read then array program on `plane`.
     pub(crate) fn copyback(&mut self, plane: usize, ready: u64) -> u64 {
-        let cost = self.read_ns + self.program_ns;
+        let cost = self.read_ns.saturating_add(self.program_ns);
         let start = ready.max(*self.plane(plane));
-        let end = start + cost;
+        let end = start.saturating_add(cost);
         *self.plane(plane) = end;
         self.done(end)
     }
@@ -129,7 +130,7 @@ impl Timeline {
     pub(crate) fn erase(&mut self, plane: usize, ready: u64) -> u64 {
         let erase_ns = self.erase_ns;
         let start = ready.max(*self.plane(plane));
-        let end = start + erase_ns;
+        let end = start.saturating_add(erase_ns);
         *self.plane(plane) = end;
         self.done(end)
     }
