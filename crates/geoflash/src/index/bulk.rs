@@ -673,6 +673,10 @@ impl std::str::FromStr for BulkMethod {
 }
 
 #[cfg(test)]
+#[path = "bulk_boundary_tests.rs"]
+mod boundary_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::index::{Predicate, SplitKind};

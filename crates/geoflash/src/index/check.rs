@@ -148,7 +148,11 @@ impl<S: NodeStore> RTree<S> {
         } else {
             let mut children: Vec<_> = node.entries.clone();
             children.sort_by(hilbert_order);
-            let mut prev_max: Option<u64> = None;
+            // Children that tie on their LHV (records of equal Hilbert
+            // value: ids equal modulo 2^32 in one cell) have no order among
+            // themselves: each child's smallest value is checked against
+            // the LHV of the group of ties before its own.
+            let (mut group, mut prev_max): (Option<u64>, Option<u64>) = (None, None);
             for e in &children {
                 let (lo, hi) = self.check_node(e.key, level - 1, Some(e.rect), seen, report)?;
                 widen(lo, hi);
@@ -159,10 +163,13 @@ impl<S: NodeStore> RTree<S> {
                             e.key, e.payload
                         ));
                     }
+                    if group != Some(hi) {
+                        prev_max = group;
+                        group = Some(hi);
+                    }
                     if prev_max.is_some_and(|p| p > lo) {
                         return bad(format!("children out of Hilbert order at child {}", e.key));
                     }
-                    prev_max = Some(hi);
                 }
             }
         }

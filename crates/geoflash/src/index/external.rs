@@ -6,8 +6,9 @@
 //! [`ExternalBulkConfig::memory_budget`] bytes of them:
 //!
 //! 1. when the Hilbert domain is not fixed by the tree's parameters, the
-//!    input is first copied to a temporary file while its extent is computed
-//!    (the domain is that extent, as in [`RTree::bulk_load`]);
+//!    input is first copied to temporary files, one per run, while its
+//!    extent is computed (the domain is that extent, as in
+//!    [`RTree::bulk_load`]); each file is removed once its run is formed;
 //! 2. records are read in chunks that fit the budget, each chunk sorted by
 //!    (Hilbert value of the rectangle's centre, object id) and written as a
 //!    sorted run; the object ids of the chunk, each with its position in
@@ -475,13 +476,18 @@ impl<S: NodeStore> RTree<S> {
 
         // The domain: the tree's, else the input's extent (one extra pass).
         let (runs, id_runs, records) = match params.hilbert_domain {
-            Some(d) => form_runs(
-                &mut spill,
-                items.into_iter().map(Ok),
-                d,
-                hilbert_tree,
-                run_len,
-            )?,
+            Some(d) => {
+                let mut out: Runs = (Vec::new(), Vec::new(), 0);
+                form_runs(
+                    &mut spill,
+                    items.into_iter().map(Ok),
+                    d,
+                    hilbert_tree,
+                    run_len,
+                    &mut out,
+                )?;
+                out
+            }
             None => match form_runs_in_extent(&mut spill, items, hilbert_tree, run_len)? {
                 Some(out) => out,
                 None => return Ok((tree, report)),
@@ -597,37 +603,60 @@ fn next_node(
 type Runs = (Vec<PathBuf>, Vec<PathBuf>, u64);
 
 /// Runs of `items` for a tree without a Hilbert domain: the input is
-/// written once to a temporary file while its extent is measured, then
-/// read back into runs in the domain of that extent (see [`form_runs`]).
-/// `None` for an empty input.
+/// written once to temporary files of `run_len` records each while its
+/// extent is measured, then each file is read back into its run in the
+/// domain of that extent (see [`form_runs`]) and removed, so that the
+/// copy and the runs never both hold the whole input (at most one file's
+/// records more than the runs). `None` for an empty input.
 fn form_runs_in_extent(
     spill: &mut Spill,
     items: impl IntoIterator<Item = (u64, Rect)>,
     hilbert_tree: bool,
     run_len: usize,
 ) -> Result<Option<Runs>> {
-    let (path, mut w) = spill.create()?;
+    let mut copies: Vec<PathBuf> = Vec::new();
+    let mut open: Option<Writer> = None;
+    let mut in_open = 0usize;
     let mut extent: Option<Rect> = None;
     for (id, rect) in items {
         let rect = checked(rect)?;
         extent = Some(extent.map_or(rect, |e| e.union(&rect)));
+        let w = match open.as_mut() {
+            Some(w) => w,
+            None => {
+                let (path, w) = spill.create()?;
+                copies.push(path);
+                in_open = 0;
+                open.insert(w)
+            }
+        };
         w.push(&EntryRec(Entry {
             key: id,
             rect,
             payload: 0,
         }))?;
+        in_open += 1;
+        if in_open == run_len {
+            if let Some(w) = open.take() {
+                spill.bytes += w.finish()?;
+            }
+        }
     }
-    spill.bytes += w.finish()?;
+    if let Some(w) = open.take() {
+        spill.bytes += w.finish()?;
+    }
     let Some(extent) = extent else {
-        spill.remove(&path);
         return Ok(None);
     };
     let d = HilbertDomain::new(extent, HilbertDomain::DEFAULT_ORDER)?;
-    let mut r: Reader<EntryRec> = Reader::open(&path, READ_BUFFER)?;
-    let input = std::iter::from_fn(move || r.next_rec().transpose())
-        .map(|e| e.map(|EntryRec(e)| (e.key, e.rect)));
-    let out = form_runs(spill, input, d, hilbert_tree, run_len)?;
-    spill.remove(&path);
+    let mut out: Runs = (Vec::new(), Vec::new(), 0);
+    for path in &copies {
+        let mut r: Reader<EntryRec> = Reader::open(path, READ_BUFFER)?;
+        let input = std::iter::from_fn(move || r.next_rec().transpose())
+            .map(|e| e.map(|EntryRec(e)| (e.key, e.rect)));
+        form_runs(spill, input, d, hilbert_tree, run_len, &mut out)?;
+        spill.remove(path);
+    }
     Ok(Some(out))
 }
 
@@ -664,20 +693,22 @@ pub(crate) fn duplicate_record(id: u64, first: u64, again: u64) -> Error {
 
 /// Reads `input` in chunks of `run_len` records, validates them, and writes
 /// each chunk sorted by (Hilbert value, id) as a record run and its sorted
-/// (id, position) pairs as an id run. Returns the record runs, the id runs
-/// and the count.
+/// (id, position) pairs as an id run. Appends them to the record runs and
+/// the id runs of `out` and counts the records in its count (where the
+/// positions of `input`'s records start).
 fn form_runs(
     spill: &mut Spill,
     input: impl Iterator<Item = Result<(u64, Rect)>>,
     domain: HilbertDomain,
     hilbert_tree: bool,
     run_len: usize,
-) -> Result<Runs> {
-    let mut runs = Vec::new();
-    let mut id_runs = Vec::new();
-    let mut chunk: Vec<Keyed> = Vec::with_capacity(run_len);
-    let mut ids: Vec<(u64, u64)> = Vec::with_capacity(run_len);
-    let mut count = 0u64;
+    out: &mut Runs,
+) -> Result<()> {
+    let (runs, id_runs, count) = out;
+    // Grown as records come (at most `run_len`): the budget bounds the
+    // chunk, it is not allocated up front.
+    let mut chunk: Vec<Keyed> = Vec::new();
+    let mut ids: Vec<(u64, u64)> = Vec::new();
     let mut input = input.peekable();
     while input.peek().is_some() {
         chunk.clear();
@@ -692,6 +723,7 @@ fn form_runs(
             } else {
                 (domain.hilbert_rect(&rect), 0)
             };
+            reserve_within(&mut chunk, run_len);
             chunk.push(Keyed {
                 sort,
                 entry: Entry {
@@ -700,15 +732,27 @@ fn form_runs(
                     payload,
                 },
             });
-            ids.push((id, count + ids.len() as u64));
+            reserve_within(&mut ids, run_len);
+            ids.push((id, *count + ids.len() as u64));
         }
-        count += chunk.len() as u64;
+        *count += chunk.len() as u64;
         chunk.sort_unstable();
         ids.sort_unstable();
         runs.push(spill.write_all(&chunk)?);
         id_runs.push(spill.write_all(&ids)?);
     }
-    Ok((runs, id_runs, count))
+    Ok(())
+}
+
+/// Room in `v` for one more item, its capacity kept at most `limit` (a
+/// run's records): grown by doubling up to `limit`, so that a sort takes
+/// the memory its records need, never more than its budget, and a budget
+/// above the machine's memory is a bound, not an allocation that fails.
+pub(super) fn reserve_within<T>(v: &mut Vec<T>, limit: usize) {
+    if v.len() == v.capacity() {
+        let more = v.capacity().max(1024).min(limit.saturating_sub(v.len()));
+        v.reserve_exact(more.max(1));
+    }
 }
 
 #[cfg(test)]

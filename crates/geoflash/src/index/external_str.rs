@@ -25,7 +25,7 @@ use std::path::PathBuf;
 
 use super::bulk::{even_sizes_at, node_count};
 use super::external::{
-    check_unique_ids, duplicate_record, reduce_runs, EntryRec, ExternalBulkConfig,
+    check_unique_ids, duplicate_record, reduce_runs, reserve_within, EntryRec, ExternalBulkConfig,
     ExternalBulkReport, Keyed, Merge, Reader, Spill, READ_BUFFER, RUN_RECORD_COST,
 };
 use super::ops::{center, ordered_bits};
@@ -178,7 +178,10 @@ fn sort_by(
     let mut input = input.peekable();
     let mut stats = SortStats::default();
     let mut runs = Vec::new();
-    let capacity = expected.map_or(limits.run_len, |n| n.min(limits.run_len));
+    // A known number of entries is allocated at once; an unknown one (the
+    // input's records) as it comes: the budget bounds the chunk, it is not
+    // allocated up front.
+    let capacity = expected.map_or(0, |n| n.min(limits.run_len));
     let mut chunk: Vec<Keyed> = Vec::with_capacity(capacity);
     loop {
         chunk.clear();
@@ -186,8 +189,10 @@ fn sort_by(
             let Some(e) = input.next() else { break };
             let entry = e?;
             if let Some(ids) = ids.as_deref_mut() {
+                reserve_within(&mut ids.held, limits.run_len);
                 ids.held.push((entry.key, stats.count + chunk.len() as u64));
             }
+            reserve_within(&mut chunk, limits.run_len);
             chunk.push(Keyed {
                 sort: axis.key(&entry.rect),
                 entry,
