@@ -203,14 +203,23 @@ pub fn read_wkt_csv(path: &Path) -> Result<Vec<(u64, Geometry)>> {
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .trim(csv::Trim::All)
+        .flexible(true)
         .from_reader(BufReader::new(file));
     let headers = rdr.headers().cloned().map_err(|e| formats::bad(path, e))?;
     let col =
         wkt_column(&headers).ok_or_else(|| formats::bad(path, "no wkt column in the header"))?;
     let id_col = headers.iter().position(|h| h.eq_ignore_ascii_case("id"));
     let mut objects = formats::Collector::new(path);
-    for (n, rec) in rdr.records().enumerate() {
+    // The position of each data record (lines of blanks skipped, as empty
+    // lines are): its default id.
+    let mut n = 0usize;
+    for rec in rdr.records() {
         let rec = rec.map_err(|e| formats::bad(path, e))?;
+        if !formats::csv_data_record(path, n + 1, rec.as_byte_record(), headers.len())? {
+            continue;
+        }
+        n += 1;
+        let n = n - 1;
         let what = format!("record {}", n + 1);
         let at = |msg: &str| formats::bad(path, format!("{what}: {msg}"));
         let text = rec.get(col).ok_or_else(|| at("missing wkt field"))?;
@@ -528,6 +537,21 @@ mod tests {
             e.is_user_error() && e.to_string().contains("object 5"),
             "{e}"
         );
+    }
+
+    /// Lines of blanks in a WKT CSV are skipped as empty lines are (it was
+    /// "found record with 1 fields"), and the default ids count data
+    /// records only.
+    #[test]
+    fn blank_lines_of_a_wkt_csv_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w.csv");
+        std::fs::write(&p, "wkt\n  \nPOINT(1 2)\n\t\n\nPOINT(3 4)\n").unwrap();
+        let ids: Vec<u64> = read_wkt_csv(&p).unwrap().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(ids, [0, 1]);
+        std::fs::write(&p, "id,wkt\n1,POINT(1 2)\n2\n").unwrap();
+        let e = read_wkt_csv(&p).unwrap_err().to_string();
+        assert!(e.contains("record 2 (line 3) has 1 fields"), "{e}");
     }
 
     #[test]

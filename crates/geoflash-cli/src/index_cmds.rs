@@ -230,21 +230,27 @@ fn read_csv_rows<T>(
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .trim(csv::Trim::All)
+        .flexible(true)
         .from_path(path)
         .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
     let headers = rdr
         .headers()
         .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
     formats::check_csv_header(path, headers, columns)?;
+    let width = headers.len();
     let mut out = Vec::new();
-    for (i, rec) in rdr.records().enumerate() {
+    for rec in rdr.records() {
         let rec = rec.map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+        // Lines of blanks are skipped, as empty lines are.
+        if !formats::csv_data_record(path, out.len() + 1, rec.as_byte_record(), width)? {
+            continue;
+        }
         let line: Vec<&str> = rec.iter().collect();
         let v = parse(&line.join(",")).map_err(|f| {
             Error::invalid(format!(
                 "{}: {what} {}: {:#}",
                 path.display(),
-                i + 1,
+                out.len() + 1,
                 f.error
             ))
         })?;

@@ -565,6 +565,24 @@ fn csv_files_without_a_header_are_refused_naming_file_and_line() {
         "--windows",
         s(&windows),
     ]));
+    // A line of blanks is skipped as an empty one is (it was "found record
+    // with 1 fields"); a short record names its line.
+    std::fs::write(&windows, "minx,miny,maxx,maxy\n  \n0,0,500,500\n\t\n").unwrap();
+    let q = common::last_json(&ok(geoflash(&[
+        "query",
+        "--index",
+        s(&idx),
+        "--windows",
+        s(&windows),
+        "--json",
+    ])));
+    assert_eq!(q["windows"].as_array().map(Vec::len), Some(1), "{q}");
+    std::fs::write(&windows, "minx,miny,maxx,maxy\n0,0,500,500\n0,0\n").unwrap();
+    fails(
+        &["query", "--index", s(&idx), "--windows", s(&windows)],
+        2,
+        &["w.csv", "record 2 (line 3) has 2 fields, but the header has 4"],
+    );
 }
 
 /// Issue 44, item 10: a WKT value of 10,000 nested geometry collections is

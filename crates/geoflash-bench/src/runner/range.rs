@@ -25,14 +25,21 @@ fn read_windows_file(path: &Path) -> Result<Vec<Rect>> {
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
         .trim(csv::Trim::All)
+        .flexible(true)
         .from_reader(std::io::BufReader::new(file));
     let headers = rdr
         .headers()
         .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
     crate::formats::check_csv_header(path, headers, &crate::formats::WINDOW_COLUMNS)?;
+    let width = headers.len();
     let mut out = Vec::new();
-    for (n, rec) in rdr.records().enumerate() {
+    for rec in rdr.records() {
         let rec = rec.map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+        let n = out.len();
+        // Lines of blanks are skipped, as empty lines are.
+        if !crate::formats::csv_data_record(path, n + 1, rec.as_byte_record(), width)? {
+            continue;
+        }
         let v: Vec<f64> = rec
             .iter()
             .map(|x| x.parse::<f64>())
@@ -138,5 +145,23 @@ impl Exec<'_> {
             ));
         }
         Ok(rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A windows file's lines of blanks are skipped as empty lines are (it
+    /// was "found record with 1 fields"); a short record names its line.
+    #[test]
+    fn blank_lines_of_a_windows_file_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w.csv");
+        std::fs::write(&p, "minx,miny,maxx,maxy\n \n0,0,1,1\n\t\n2,2,3,3\n").unwrap();
+        assert_eq!(read_windows_file(&p).unwrap().len(), 2);
+        std::fs::write(&p, "minx,miny,maxx,maxy\n0,0,1,1\n0,0\n").unwrap();
+        let e = read_windows_file(&p).unwrap_err().to_string();
+        assert!(e.contains("record 2 (line 3) has 2 fields"), "{e}");
     }
 }
