@@ -547,7 +547,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("w.csv");
         std::fs::write(&p, "wkt\n  \nPOINT(1 2)\n\t\n\nPOINT(3 4)\n").unwrap();
-        let ids: Vec<u64> = read_wkt_csv(&p).unwrap().into_iter().map(|(id, _)| id).collect();
+        let ids: Vec<u64> = read_wkt_csv(&p)
+            .unwrap()
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
         assert_eq!(ids, [0, 1]);
         std::fs::write(&p, "id,wkt\n1,POINT(1 2)\n2\n").unwrap();
         let e = read_wkt_csv(&p).unwrap_err().to_string();

@@ -581,7 +581,10 @@ fn csv_files_without_a_header_are_refused_naming_file_and_line() {
     fails(
         &["query", "--index", s(&idx), "--windows", s(&windows)],
         2,
-        &["w.csv", "record 2 (line 3) has 2 fields, but the header has 4"],
+        &[
+            "w.csv",
+            "record 2 (line 3) has 2 fields, but the header has 4",
+        ],
     );
 }
 
