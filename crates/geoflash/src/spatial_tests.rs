@@ -257,3 +257,134 @@ fn point_families_refuse_a_box() {
         assert!(e.contains("is a box"), "{family}: {e}");
     }
 }
+
+/// A kNN query point with a coordinate that is NaN, infinite or beyond
+/// `MAX_COORD` (as `Point::new` refuses: a user can build such a `Point`,
+/// its fields are public) is refused by every family, alone and in a
+/// batch, not answered with made-up distances.
+#[test]
+fn every_family_refuses_non_finite_and_out_of_range_query_points() {
+    let good = Point::new(3.0, 4.0).unwrap();
+    let bad = [
+        Point {
+            x: f64::NAN,
+            y: 1.0,
+        },
+        Point {
+            x: 1.0,
+            y: f64::INFINITY,
+        },
+        Point {
+            x: -1.0e200,
+            y: 1.0,
+        },
+    ];
+    for family in crate::config::KIND_NAMES {
+        let mut ix = index_of(family);
+        for (i, (x, y)) in [(1.0, 1.0), (5.0, 5.0), (60.0, 2.0)]
+            .into_iter()
+            .enumerate()
+        {
+            ix.insert(i as u64, Rect::from_point(Point::new(x, y).unwrap()))
+                .unwrap();
+        }
+        for p in bad {
+            let one = ix.nearest(p, 2, false);
+            assert!(one.is_err(), "{family}: nearest {p:?}: {one:?}");
+            let all = ix.nearest_batch(&[good, p], 2, false);
+            assert!(all.is_err(), "{family}: nearest_batch {p:?}: {all:?}");
+            // The point as a window (`Rect::from_point` checks nothing).
+            let w = Rect::from_point(p);
+            let fine = Rect::from_point(good);
+            for pred in Predicate::ALL {
+                let one = ix.query(w, pred);
+                assert!(one.is_err(), "{family}: query {p:?} {pred:?}: {one:?}");
+                let n = ix.count(w, pred);
+                assert!(n.is_err(), "{family}: count {p:?} {pred:?}: {n:?}");
+                let all = ix.query_batch(&[fine, w], pred);
+                assert!(
+                    all.is_err(),
+                    "{family}: query_batch {p:?} {pred:?}: {all:?}"
+                );
+                let keys = ix.query_batch_keys(&[fine, w], pred);
+                assert!(
+                    keys.is_err(),
+                    "{family}: query_batch_keys {p:?} {pred:?}: {keys:?}"
+                );
+                let flat = ix.query_batch_flat(&[fine, w], pred);
+                assert!(
+                    flat.is_err(),
+                    "{family}: query_batch_flat {p:?} {pred:?}: {flat:?}"
+                );
+            }
+            let group = ix.point_group(&[good, p]);
+            assert!(group.is_err(), "{family}: point_group {p:?}: {group:?}");
+        }
+    }
+}
+
+/// An index of `family` on memory (H-Grid on a hybrid device of two
+/// memory tiers), over [`domain`].
+fn index_of(family: &str) -> Index {
+    let mut spec = IndexSpec::new(KeyStyle::Key);
+    let device = match family {
+        "hgrid" => "hybrid:fast=(mem:);slow=(mem:)",
+        _ => "mem:",
+    };
+    for (k, v) in [("kind", family), ("device", device), ("page_size", "1024")] {
+        spec.set(k, v).unwrap();
+    }
+    let opts = spec
+        .options()
+        .unwrap()
+        .with_domain_of(std::iter::once(&domain()));
+    Index::create_temporary(&opts).unwrap_or_else(|e| panic!("{family}: {e}"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+
+    /// kNN through the front door of every structure, on points of an
+    /// integer grid (many exact ties): the answer is brute force's first
+    /// `k` by (distance, id), ties off; with ties, every point at the k-th
+    /// distance too; one point or a batch (`nearest_batch`) alike.
+    #[test]
+    fn every_kind_answers_knn_with_ties_as_brute_force(
+        cells in proptest::collection::btree_set((0u8..16, 0u8..16), 0..120),
+        probes in proptest::collection::vec((0u8..34, 0u8..34), 1..5),
+        k in 0usize..10,
+    ) {
+        let pts: Vec<(u64, Point)> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, &(x, y))| ((i as u64 * 7919) % 1000, Point::new(f64::from(x) * 4.0, f64::from(y) * 4.0).unwrap()))
+            .collect();
+        let queries: Vec<Point> = probes
+            .iter()
+            .map(|&(x, y)| Point::new(f64::from(x) * 2.0 - 2.0, f64::from(y) * 2.0 - 2.0).unwrap())
+            .collect();
+        for family in crate::config::KIND_NAMES {
+            let mut ix = index_of(family);
+            for (id, p) in &pts {
+                ix.insert(*id, Rect::from_point(*p)).unwrap();
+            }
+            for ties in [false, true] {
+                let batch = ix.nearest_batch(&queries, k, ties).unwrap();
+                for (q, b) in queries.iter().zip(&batch) {
+                    let mut truth: Vec<(f64, u64)> = pts.iter().map(|(id, p)| (p.distance(q), *id)).collect();
+                    truth.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    let kth = truth.get(k.min(truth.len()).wrapping_sub(1)).map(|x| x.0);
+                    let want: Vec<(f64, u64)> = match (ties, kth) {
+                        (_, None) => Vec::new(),
+                        (false, Some(_)) => truth.iter().take(k).copied().collect(),
+                        (true, Some(d)) => truth.iter().take_while(|x| x.0 <= d).copied().collect(),
+                    };
+                    let one = ix.nearest(*q, k, ties).unwrap();
+                    let got: Vec<(f64, u64)> = one.neighbors.iter().map(|n| (n.distance, n.id)).collect();
+                    prop_assert_eq!(&got, &want, "{} at {:?}, k {}, ties {}", family, q, k, ties);
+                    prop_assert_eq!(&b.neighbors, &one.neighbors, "{} batch at {:?}", family, q);
+                }
+            }
+        }
+    }
+}

@@ -195,24 +195,41 @@ impl<L: BucketLayer + 'static> SpatialIndex for GridIndex<L> {
         ))
     }
 
-    /// Ties are not widened (`ties` is ignored): the grid file's kNN
-    /// returns exactly `k` points.
-    fn nearest(&self, point: Point, k: usize, _ties: bool) -> Result<KnnResult> {
+    /// By ascending distance, ties by id, and with `ties` every point at
+    /// the k-th distance too, as every structure answers. The grid file's
+    /// kNN gives the `m` nearest points with ties at the m-th distance in
+    /// no order, so `m` grows (doubling from `k`) while the m-th point is
+    /// as near as the k-th: then every point tied with the k-th is in hand
+    /// (`ties` used to be ignored, and ties at the k-th came in the grid's
+    /// order).
+    fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
         let mut grid = self.grid();
-        let found = match self.batched {
-            true => grid.knn_prefetch(point.x, point.y, k)?,
-            false => grid.knn(point.x, point.y, k)?,
-        };
-        Ok(knn_answer(
-            found
+        let mut m = k;
+        loop {
+            let found = match self.batched {
+                true => grid.knn_prefetch(point.x, point.y, m)?,
+                false => grid.knn(point.x, point.y, m)?,
+            };
+            let kth = found.get(k.wrapping_sub(1)).map(|f| f.0);
+            if k > 0 && found.len() == m && found.last().map(|f| f.0) == kth {
+                m = m.saturating_mul(2);
+                continue;
+            }
+            let mut neighbors: Vec<Neighbor> = found
                 .into_iter()
                 .map(|(distance, p)| Neighbor {
                     id: p.id,
                     rect: Rect::from_point(p.point()),
                     distance,
                 })
-                .collect(),
-        ))
+                .collect();
+            neighbors.sort_by(|a, b| a.distance.total_cmp(&b.distance).then(a.id.cmp(&b.id)));
+            match kth {
+                Some(d) if ties => neighbors.retain(|n| n.distance <= d),
+                _ => neighbors.truncate(k),
+            }
+            return Ok(knn_answer(neighbors));
+        }
     }
 
     fn point_group(&self, points: &[Point]) -> Result<BatchResult> {

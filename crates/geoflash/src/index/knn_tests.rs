@@ -465,3 +465,191 @@ fn knn_modes_agree_with_many_ties() {
         }
     }
 }
+
+/// The review's cases of kNN at the edges: an empty tree, a tree emptied
+/// by deletions, `k` 0, `k` at and beyond the records, in both read
+/// modes, one search and a batch (identical points included).
+#[test]
+fn knn_on_an_empty_tree_and_with_k_at_or_beyond_the_records() {
+    let items: Vec<(u64, Rect)> = (0..30u64)
+        .map(|i| {
+            let x = (i % 6) as f64 * 2.0;
+            let y = (i / 6) as f64 * 2.0;
+            (i + 100, r(x, y, x + 1.0, y + 0.5))
+        })
+        .collect();
+    let pts = [
+        Point::new(3.0, 3.0).unwrap(),
+        Point::new(3.0, 3.0).unwrap(),
+        Point::new(-50.0, 7.0).unwrap(),
+    ];
+    for p in params(4) {
+        // An empty tree, and one emptied by deleting everything.
+        let (empty, _) = build(p, &[], false, 0);
+        let (emptied, live) = build(p, &items, false, 1);
+        assert!(live.is_empty());
+        for t in [empty, emptied] {
+            let mut t = t;
+            for mode in [ReadMode::Single, ReadMode::Batched] {
+                t.set_read_mode(mode);
+                for (k, ties) in [(0, false), (1, false), (5, true), (usize::MAX, true)] {
+                    let one = t.nearest(pts[0], k, ties).unwrap();
+                    assert!(one.neighbors.is_empty(), "{mode:?} k {k}");
+                    let all = t.nearest_batch(&pts, k, ties).unwrap();
+                    assert_eq!(all.len(), pts.len());
+                    assert!(all.iter().all(|a| a.neighbors.is_empty()));
+                }
+                assert_eq!(t.nearest_iter(pts[0]).unwrap().count(), 0);
+            }
+        }
+        let (mut t, live) = build(p, &items, false, 0);
+        for mode in [ReadMode::Single, ReadMode::Batched] {
+            t.set_read_mode(mode);
+            for k in [0, 1, 29, 30, 31, 1000, usize::MAX] {
+                for ties in [false, true] {
+                    for q in pts {
+                        check_knn(&mut t, &live, q, k, ties);
+                    }
+                    let all = t.nearest_batch(&pts, k, ties).unwrap();
+                    let want = k.min(live.len());
+                    for (q, a) in pts.iter().zip(&all) {
+                        if !ties {
+                            assert_eq!(a.neighbors.len(), want, "{mode:?} {q:?} k {k}");
+                        }
+                        assert_eq!(a.neighbors, t.nearest(*q, k, ties).unwrap().neighbors);
+                    }
+                    assert_eq!(all[0], all[1], "identical points, identical answers");
+                }
+            }
+        }
+    }
+}
+
+/// A query point or rectangle with a coordinate that is NaN, infinite or
+/// beyond `MAX_COORD` (whose squared distances overflow) is refused by
+/// every kNN entry point, as `Point::new` and `Rect::new` refuse them.
+#[test]
+fn knn_refuses_non_finite_and_out_of_range_queries() {
+    let items: Vec<(u64, Rect)> = vec![
+        (1, r(0.0, 0.0, 0.0, 0.0)),
+        (2, r(1.0e150, 0.0, 1.0e150, 0.0)),
+    ];
+    let (mut t, _) = build(TreeParams::new(IndexKind::RStar, 4), &items, false, 0);
+    let bad = [
+        Point { x: f64::NAN, y: 0.0 },
+        Point { x: 0.0, y: f64::INFINITY },
+        Point { x: f64::NEG_INFINITY, y: 0.0 },
+        Point { x: 1.0e160, y: 0.0 },
+    ];
+    let good = Point::new(1.0, 1.0).unwrap();
+    for mode in [ReadMode::Single, ReadMode::Batched] {
+        t.set_read_mode(mode);
+        for p in bad {
+            let what = format!("{p:?} {mode:?}");
+            assert!(t.nearest(p, 1, false).is_err(), "nearest {what}: {:?}", t.nearest(p, 1, false));
+            assert!(t.nearest_batch(&[good, p], 1, false).is_err(), "nearest_batch {what}");
+            assert!(t.nearest_iter(p).is_err(), "nearest_iter {what}");
+            let q = Rect::from_point(p);
+            assert!(t.nearest_to(q, 1, false).is_err(), "nearest_to {what}: {:?}", t.nearest_to(q, 1, false));
+            let qs = [Rect::from_point(good), q];
+            assert!(t.nearest_batch_to(&qs, 1, false).is_err(), "nearest_batch_to {what}");
+            assert!(t.nearest_iter_to(q).is_err(), "nearest_iter_to {what}");
+        }
+    }
+}
+
+/// Two clusters, so two leaves at least: the one near the query holds a
+/// record at distance exactly 7 with a large id (90) and nearer ones, the
+/// other's rectangle is at distance exactly 7 and holds a record at
+/// distance 7 with a small id (1). Neighbours come by ascending distance,
+/// ties by id (as documented, and as the FOR-tree and the xBR+-tree give
+/// them): the fourth nearest is id 1, not id 90 (records left the queue
+/// before nodes at the same distance, so 90 came before the leaf of 1 was
+/// opened).
+#[test]
+fn knn_ties_at_the_kth_distance_come_by_id() {
+    let items: Vec<(u64, Rect)> = vec![
+        (95, r(6.0, -2.5, 6.0, -2.5)),
+        (92, r(5.0, -2.0, 5.0, -2.0)),
+        (91, r(6.0, -1.0, 6.0, -1.0)),
+        (90, r(7.0, 0.0, 7.0, 0.0)),
+        (1, r(0.0, 7.0, 0.0, 7.0)),
+        (2, r(0.0, 12.0, 0.0, 12.0)),
+        (3, r(-1.0, 13.0, -1.0, 13.0)),
+        (4, r(1.0, 13.0, 1.0, 13.0)),
+    ];
+    let q = Point::new(0.0, 0.0).unwrap();
+    for p in params(4) {
+        // Bulk-loaded: one leaf per cluster (insertions split them
+        // otherwise at M = 4).
+        let (mut t, _) = build(p, &items, true, 0);
+        // The layout the case needs: 90 in a leaf nearer than 1, and 1 in
+        // a leaf of the upper cluster alone (at distance exactly 7).
+        // (Hilbert packing groups them otherwise; its answers are checked
+        // all the same.)
+        if p.kind != IndexKind::Hilbert {
+            let leaves = t.leaves().unwrap();
+            let leaf_of = |id: u64| leaves.iter().find(|l| l.1.contains(&id)).unwrap();
+            assert!(leaf_of(90).1.iter().all(|id| *id >= 90), "{:?}: {leaves:?}", p.kind);
+            assert!(leaf_of(1).1.iter().all(|id| *id < 10), "{:?}: {leaves:?}", p.kind);
+        }
+        for mode in [ReadMode::Single, ReadMode::Batched] {
+            t.set_read_mode(mode);
+            let got: Vec<u64> = t.nearest(q, 4, false).unwrap().neighbors.iter().map(|n| n.id).collect();
+            assert_eq!(got, vec![92, 91, 95, 1], "{:?} {mode:?}", p.kind);
+            let five: Vec<u64> = t.nearest(q, 5, false).unwrap().neighbors.iter().map(|n| n.id).collect();
+            assert_eq!(five, vec![92, 91, 95, 1, 90], "{:?} {mode:?}", p.kind);
+            let batch = t.nearest_batch(&[q, q], 4, false).unwrap();
+            for b in &batch {
+                assert_eq!(b.neighbors.iter().map(|n| n.id).collect::<Vec<_>>(), vec![92, 91, 95, 1], "{mode:?}");
+            }
+            let iter: Vec<u64> = t.nearest_iter(q).unwrap().take(5).map(|n| n.unwrap().id).collect();
+            assert_eq!(iter, vec![92, 91, 95, 1, 90], "{:?} {mode:?}", p.kind);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+
+    /// Every answer is the brute force's first records by (distance, id),
+    /// in that order, ties off (the k first) and on (every record at the
+    /// k-th distance too), from one search and from a batch.
+    #[test]
+    fn knn_answers_are_the_first_by_distance_then_id(
+        rects in prop::collection::vec(item_strategy(), 0..300),
+        points in prop::collection::vec((0i32..100, 0i32..100), 1..6),
+        k in 0usize..25,
+        max in 4usize..9,
+        bulk in any::<bool>(),
+        delete_every in 0usize..4,
+    ) {
+        let items: Vec<(u64, Rect)> = rects.iter().enumerate().map(|(i, b)| (i as u64 * 3 + 1, *b)).collect();
+        let pts: Vec<Point> = points
+            .iter()
+            .map(|&(x, y)| Point::new(f64::from(x) / 2.0 - 1.0, f64::from(y) / 2.0 - 1.0).unwrap())
+            .collect();
+        for p in params(max) {
+            let (mut t, live) = build(p, &items, bulk, delete_every);
+            for mode in [ReadMode::Single, ReadMode::Batched] {
+                t.set_read_mode(mode);
+                for ties in [false, true] {
+                    let together = t.nearest_batch(&pts, k, ties).unwrap();
+                    for (q, all) in pts.iter().zip(&together) {
+                        let truth = brute_force(&live, &Rect::from_point(*q));
+                        let kth = truth.get(k.min(truth.len()).wrapping_sub(1)).map(|x| x.0);
+                        let want: Vec<(f64, u64)> = match (ties, kth) {
+                            (_, None) => Vec::new(),
+                            (false, Some(_)) => truth.iter().take(k).copied().collect(),
+                            (true, Some(d)) => truth.iter().take_while(|x| x.0 <= d).copied().collect(),
+                        };
+                        let one = t.nearest(*q, k, ties).unwrap();
+                        let got: Vec<(f64, u64)> = one.neighbors.iter().map(|n| (n.distance, n.id)).collect();
+                        prop_assert_eq!(&got, &want, "{:?} {:?} k {} ties {} {:?}", p.kind, q, k, ties, mode);
+                        prop_assert_eq!(&all.neighbors, &one.neighbors);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -559,16 +559,13 @@ pub struct BatchResult {
     pub nodes_visited: u64,
 }
 
-/// The point, refused when a coordinate is not finite.
+/// The point, refused as [`Point::new`] refuses it: a coordinate that is
+/// not finite or beyond [`crate::geom::MAX_COORD`] in magnitude (a query
+/// point is built with its public fields as often as with `Point::new`;
+/// beyond `MAX_COORD` squared distances overflow to infinity and every
+/// record would tie).
 pub(crate) fn checked_point(p: Point) -> Result<Point> {
-    if p.x.is_finite() && p.y.is_finite() {
-        Ok(p)
-    } else {
-        Err(Error::invalid(format!(
-            "query point ({}, {}) has a non-finite coordinate",
-            p.x, p.y
-        )))
-    }
+    Point::new(p.x, p.y)
 }
 
 /// A node on the stack of [`RTree::walk`]: its page, or the node itself
@@ -1023,6 +1020,9 @@ impl<S: NodeStore> RTree<S> {
     /// [`RTree::nearest_iter_to`] with queues made with room for `room`
     /// items (at most 4,096).
     fn nearest_iter_with_room(&self, query: Rect, room: usize) -> Result<NearestIter<'_, S>> {
+        // A query rectangle built from a point with public fields skipped
+        // `Rect::new`'s checks: NaN would be at distance 0 from everything.
+        let query = checked(query)?;
         let meta = self.store.meta();
         let room = room.min(4096);
         let mut nodes = BinaryHeap::with_capacity(room);
@@ -1105,13 +1105,17 @@ impl Guess {
     }
 }
 
-// By distance, records before nodes at equal distance, then by key (then
+// By distance, nodes before records at equal distance, then by key (then
 // by slot: a total order, so the queue's order never depends on how it is
-// stored).
+// stored). Nodes first: a record at distance d leaves the queue only once
+// every node at most d away was opened, so every record at d is queued by
+// then and they leave by id (ties by id, as documented and as the FOR-tree
+// and the xBR+-tree give them; records first gave a record at d before a
+// smaller id at d in a node at d not opened yet).
 ordered_by!(Item, |a, b| a
     .dist
     .total_cmp(&b.dist)
-    .then(a.is_node().cmp(&b.is_node()))
+    .then(b.is_node().cmp(&a.is_node()))
     .then(a.key.cmp(&b.key))
     .then(a.slot.cmp(&b.slot)));
 

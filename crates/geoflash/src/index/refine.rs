@@ -188,6 +188,106 @@ mod tests {
         }
     }
 
+    /// Shapes on a coarse integer grid, so that they touch windows and one
+    /// another on edges and at corners: axis-parallel boxes, triangles,
+    /// horizontal, vertical and diagonal segments, polylines, points,
+    /// multipoints and boxes with a hole.
+    fn grid_shape() -> impl Strategy<Value = Geometry> {
+        let c = 0i32..10;
+        let f = |v: i32| f64::from(v);
+        prop_oneof![
+            (c.clone(), c.clone(), 1i32..5, 1i32..5).prop_map(move |(x, y, w, h)| {
+                let (x0, y0, x1, y1) = (f(x), f(y), f(x + w), f(y + h));
+                polygon![(x: x0, y: y0), (x: x1, y: y0), (x: x1, y: y1), (x: x0, y: y1), (x: x0, y: y0)].into()
+            }),
+            (c.clone(), c.clone(), c.clone(), c.clone(), c.clone(), c.clone()).prop_filter_map(
+                "a triangle of no area",
+                move |(ax, ay, bx, by, cx, cy)| {
+                    let area2 = (bx - ax) * (cy - ay) - (cx - ax) * (by - ay);
+                    (area2 != 0).then(|| {
+                        polygon![(x: f(ax), y: f(ay)), (x: f(bx), y: f(by)), (x: f(cx), y: f(cy)), (x: f(ax), y: f(ay))]
+                            .into()
+                    })
+                }
+            ),
+            (c.clone(), c.clone(), 1i32..6, 0usize..3).prop_map(move |(x, y, l, dir)| {
+                let (dx, dy) = [(l, 0), (0, l), (l, l)][dir];
+                line_string![(x: f(x), y: f(y)), (x: f(x + dx), y: f(y + dy))].into()
+            }),
+            (c.clone(), c.clone(), c.clone(), c.clone(), c.clone(), c.clone()).prop_filter_map(
+                "a polyline with repeated vertices",
+                move |(ax, ay, bx, by, cx, cy)| {
+                    ((ax, ay) != (bx, by) && (bx, by) != (cx, cy)).then(|| {
+                        line_string![(x: f(ax), y: f(ay)), (x: f(bx), y: f(by)), (x: f(cx), y: f(cy))].into()
+                    })
+                }
+            ),
+            (c.clone(), c.clone()).prop_map(move |(x, y)| point!(x: f(x), y: f(y)).into()),
+            ((c.clone(), c.clone()), (c.clone(), c.clone())).prop_map(move |(a, b)| {
+                geo::MultiPoint::new(vec![point!(x: f(a.0), y: f(a.1)), point!(x: f(b.0), y: f(b.1))]).into()
+            }),
+            (c.clone(), c).prop_map(move |(x, y)| {
+                let (x0, y0, x1, y1) = (f(x), f(y), f(x + 4), f(y + 4));
+                geo::Polygon::new(
+                    line_string![(x: x0, y: y0), (x: x1, y: y0), (x: x1, y: y1), (x: x0, y: y1), (x: x0, y: y0)],
+                    vec![line_string![
+                        (x: x0 + 1.0, y: y0 + 1.0), (x: x0 + 3.0, y: y0 + 1.0), (x: x0 + 3.0, y: y0 + 3.0),
+                        (x: x0 + 1.0, y: y0 + 3.0), (x: x0 + 1.0, y: y0 + 1.0)
+                    ]],
+                )
+                .into()
+            }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+
+        /// Filter and refinement against the DE-9IM matrix of every object
+        /// where boundaries meet: shapes and windows on one coarse grid,
+        /// windows of no width or height (segments and points) among them,
+        /// and entries inserted by their box alone (refined as the box).
+        /// Nothing the predicate holds for is lost by the filter step on
+        /// MBRs, nothing else is returned.
+        #[test]
+        fn filter_and_refine_equal_brute_force_on_touching_shapes(
+            shapes in proptest::collection::vec(grid_shape(), 1..40),
+            boxes in proptest::collection::vec((0i32..10, 0i32..10, 0i32..4, 0i32..4), 0..10),
+            windows in proptest::collection::vec((0i32..12, 0i32..12, 0i32..5, 0i32..5), 1..12),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut heap = Heap::create(&dir.path().join("objects.dat"), 0).unwrap();
+            let mut t = tree();
+            let mut objects: Vec<(u64, Geometry)> = Vec::new();
+            for (i, g) in shapes.iter().enumerate() {
+                let r = heap.put(i as u64, b"", g).unwrap();
+                t.insert(i as u64, r).unwrap();
+                objects.push((i as u64, g.clone()));
+            }
+            for (j, &(x, y, w, h)) in boxes.iter().enumerate() {
+                let id = 1000 + j as u64;
+                let b = Rect::new(f64::from(x), f64::from(y), f64::from(x + w), f64::from(y + h)).unwrap();
+                t.insert(id, b).unwrap();
+                objects.push((id, window_geometry(&b)));
+            }
+            for &(x, y, w, h) in &windows {
+                let w = Rect::new(f64::from(x) - 1.0, f64::from(y) - 1.0, f64::from(x + w) - 1.0, f64::from(y + h) - 1.0)
+                    .unwrap();
+                let wg = window_geometry(&w);
+                for p in Predicate::ALL {
+                    let filtered = t.query(w, p).unwrap();
+                    let refined = refine(filtered, &heap, w, p).unwrap();
+                    let mut got: Vec<u64> = refined.hits.iter().map(|h| h.id).collect();
+                    got.sort_unstable();
+                    let want: Vec<u64> =
+                        objects.iter().filter(|(_, g)| oracle(&wg, g, p)).map(|(i, _)| *i).collect();
+                    prop_assert_eq!(&got, &want, "window {:?} predicate {:?}", w, p);
+                    prop_assert_eq!(refined.stats.results, want.len() as u64);
+                }
+            }
+        }
+    }
+
     #[test]
     fn refinement_drops_mbr_only_matches() {
         let dir = tempfile::tempdir().unwrap();

@@ -911,3 +911,129 @@ fn answers_equal_those_of_the_rstar_crate() {
         }
     }
 }
+
+/// The brute-force answer of `predicate(window, object)` on closed
+/// rectangles, written out coordinate by coordinate (independent of
+/// `Rect::intersects` and `Rect::contains`): `contains` finds the objects
+/// inside the window, `within` the objects that contain it.
+fn brute_force_ids(items: &[(u64, Rect)], w: &Rect, p: Predicate) -> BTreeSet<u64> {
+    let keep = |b: &Rect| match p {
+        Predicate::Intersects => {
+            b.min_x() <= w.max_x() && w.min_x() <= b.max_x() && b.min_y() <= w.max_y() && w.min_y() <= b.max_y()
+        }
+        Predicate::Contains => {
+            w.min_x() <= b.min_x() && b.max_x() <= w.max_x() && w.min_y() <= b.min_y() && b.max_y() <= w.max_y()
+        }
+        Predicate::Within => {
+            b.min_x() <= w.min_x() && w.max_x() <= b.max_x() && b.min_y() <= w.min_y() && w.max_y() <= b.max_y()
+        }
+    };
+    items.iter().filter(|(_, b)| keep(b)).map(|(id, _)| *id).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+
+    /// Range queries against brute force on trees built by insertion (some
+    /// records deleted again) and by bulk loads, in both read modes: one
+    /// window, and batches where windows repeat (identical windows, more
+    /// than the few a node tests one by one), points, segments, windows
+    /// equal to or touching records, and the whole plane. Every window's
+    /// answer is its own, in the order its own query gives, once per
+    /// record; the counters say as much.
+    #[test]
+    fn range_queries_and_batches_with_repeated_windows_answer_as_brute_force(
+        boxes in prop::collection::vec(rect_strategy(), 0..250),
+        wins in prop::collection::vec((rect_strategy(), 0usize..6, 1usize..4), 1..14),
+        build in 0usize..3,
+        max in 4usize..9,
+    ) {
+        let items: Vec<(u64, Rect)> = boxes.iter().enumerate().map(|(i, b)| (i as u64 * 5 + 2, *b)).collect();
+        let mut windows = Vec::new();
+        for (i, &(w, class, copies)) in wins.iter().enumerate() {
+            let w = match class {
+                0 => r(w.min_x(), w.min_y(), w.min_x(), w.min_y()),
+                1 => r(w.min_x(), w.min_y(), w.min_x(), w.max_y() + 1.0),
+                2 => items.get(i % items.len().max(1)).map_or(w, |x| x.1),
+                3 => Rect::world(),
+                _ => w,
+            };
+            windows.extend(std::iter::repeat_n(w, copies));
+        }
+        // Many copies of one window: the batch's search by `min_x`.
+        windows.extend(std::iter::repeat_n(windows[0], 12));
+        for p in configs(max).into_iter().filter(|p| p.kind != IndexKind::RTree || p.split != SplitKind::Exponential) {
+            let (mut t, live) = match build {
+                0 => (RTree::bulk_load(MemStore::new(), p, items.clone(), BulkMethod::Str, 1.0).unwrap(), items.clone()),
+                1 => (RTree::bulk_load(MemStore::new(), p, items.clone(), BulkMethod::Hilbert, 0.7).unwrap(), items.clone()),
+                _ => {
+                    let mut t = RTree::create(MemStore::new(), p).unwrap();
+                    for (id, b) in &items {
+                        t.insert(*id, *b).unwrap();
+                    }
+                    let mut live = Vec::new();
+                    for (i, (id, b)) in items.iter().enumerate() {
+                        if i % 3 == 0 {
+                            t.delete(*id, *b).unwrap();
+                        } else {
+                            live.push((*id, *b));
+                        }
+                    }
+                    (t, live)
+                }
+            };
+            for mode in [ReadMode::Single, ReadMode::Batched] {
+                t.set_read_mode(mode);
+                for pred in Predicate::ALL {
+                    let batch = t.query_batch(&windows, pred).unwrap();
+                    let keys = t.query_batch_keys(&windows, pred).unwrap();
+                    let flat = t.query_batch_flat(&windows, pred).unwrap();
+                    prop_assert_eq!(batch.results.len(), windows.len());
+                    prop_assert_eq!(keys.len(), windows.len());
+                    prop_assert_eq!(flat.offsets.len(), windows.len() + 1);
+                    for (i, w) in windows.iter().enumerate() {
+                        let want = brute_force_ids(&live, w, pred);
+                        let one = t.query(*w, pred).unwrap();
+                        let what = format!("{:?} {:?} {:?} window {} {:?}", p.kind, mode, pred, i, w);
+                        prop_assert_eq!(&ids(&one), &want, "{}", what);
+                        prop_assert_eq!(one.stats.results, want.len() as u64, "{}", what);
+                        prop_assert_eq!(crate::spatial::SpatialIndex::count(&t, *w, pred).unwrap(), want.len() as u64, "{}", what);
+                        prop_assert_eq!(&batch.results[i].hits, &one.hits, "{}", what);
+                        prop_assert_eq!(batch.results[i].stats, one.stats, "{}", what);
+                        prop_assert_eq!(&keys[i], &KeyResult::from(one.clone()), "{}", what);
+                        let run = &flat.keys[flat.offsets[i]..flat.offsets[i + 1]];
+                        prop_assert_eq!(run, &keys[i].keys[..], "{}", what);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A window, a batch of windows or a kNN query given a rectangle that
+/// `Rect::new` refuses (NaN, infinite, beyond `MAX_COORD`, inverted) is
+/// refused, not answered.
+#[test]
+fn range_queries_refuse_invalid_windows() {
+    let mut t = RTree::create(MemStore::new(), TreeParams::new(IndexKind::RStar, 4)).unwrap();
+    for (id, b) in grid_items(40) {
+        t.insert(id, b).unwrap();
+    }
+    let good = r(0.0, 0.0, 3.0, 3.0);
+    for bad in [
+        Rect::invalid_for_tests(f64::NAN, 0.0, 1.0, 1.0),
+        Rect::invalid_for_tests(0.0, 0.0, f64::INFINITY, 1.0),
+        Rect::invalid_for_tests(0.0, -1.0e200, 1.0, 1.0),
+        Rect::invalid_for_tests(2.0, 0.0, 1.0, 1.0),
+    ] {
+        for pred in Predicate::ALL {
+            assert!(t.query(bad, pred).is_err(), "{bad:?} {pred:?}");
+            assert!(crate::spatial::SpatialIndex::count(&t, bad, pred).is_err(), "{bad:?} {pred:?}");
+            assert!(t.query_batch(&[good, bad], pred).is_err(), "{bad:?} {pred:?}");
+            assert!(t.query_batch_keys(&[good, bad], pred).is_err());
+            assert!(t.query_batch_flat(&[good, bad], pred).is_err());
+        }
+        assert!(t.nearest_to(bad, 3, false).is_err(), "{bad:?}");
+        assert!(t.nearest_batch_to(&[good, bad], 3, false).is_err(), "{bad:?}");
+    }
+}

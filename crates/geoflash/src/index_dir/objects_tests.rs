@@ -341,3 +341,52 @@ fn a_crash_ending_an_unlogged_batch_leaves_readers_and_writers_the_empty_index()
     let index = Index::open(tmp.path(), Access::Write).unwrap();
     assert_eq!(found(&index, "writable"), State::new());
 }
+
+/// An object whose insertion fails in the tree (its id is there already,
+/// inserted by rectangle) leaves no geometry behind: not in the heap, not
+/// in the store's log for the next operation to carry, so that neither
+/// the open index nor a reopened one (closed, or after a crash) refines
+/// the entry with a geometry whose box is not its own; a deleted object
+/// is refined as nothing (gone) and an id inserted again by rectangle
+/// after its object was deleted is its box.
+#[test]
+fn a_failed_object_insertion_leaves_no_geometry_and_a_deleted_one_none() {
+    for config in &CONFIGS {
+        for crash in [false, true] {
+            let tmp = tempfile::tempdir().unwrap();
+            let mut index = create(tmp.path(), config);
+            let what = format!("{:?} crash {crash}", config.settings);
+            let boxed = Rect::from_valid(80.0, 80.0, 81.0, 81.0);
+            index.insert(5, boxed).unwrap();
+            // A triangle over the box's corner: a different box.
+            assert!(index.insert_object(5, &shape(5, 0)).is_err(), "{what}");
+            assert!(!index.objects().is_some_and(|h| h.contains(5)), "{what}");
+            index.insert_object(6, &shape(6, 0)).unwrap();
+            index.insert_object(7, &shape(7, 0)).unwrap();
+            index.delete_object(7).unwrap();
+            // 7 again, by rectangle: its box, not its old geometry.
+            let seven = Rect::from_valid(60.0, 60.0, 61.0, 61.0);
+            index.insert(7, seven).unwrap();
+            index.commit().unwrap();
+            let check = |index: &Index, when: &str| {
+                let heap = index.objects().unwrap();
+                assert_eq!(heap.ids(), vec![6], "{what} {when}");
+                let hits = |w: Rect| index.query_refined(w, Predicate::Intersects).unwrap().sorted_ids();
+                assert_eq!(hits(boxed), vec![5], "{what} {when}");
+                assert_eq!(hits(seven), vec![7], "{what} {when}");
+                let six = crate::objects::geometry::bounding_rect(&shape(6, 0)).unwrap();
+                assert_eq!(hits(six), vec![6], "{what} {when}");
+                let contained = index.query_refined(Rect::from_valid(59.0, 59.0, 62.0, 62.0), Predicate::Contains);
+                assert_eq!(contained.unwrap().sorted_ids(), vec![7], "{what} {when}");
+            };
+            check(&index, "open");
+            if crash {
+                drop(index);
+            } else {
+                index.close().unwrap();
+            }
+            let index = Index::open(tmp.path(), Access::Write).unwrap();
+            check(&index, "reopened");
+        }
+    }
+}

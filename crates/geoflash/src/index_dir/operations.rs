@@ -5,7 +5,10 @@
 //! the page file.
 use super::Index;
 use crate::geom::{Point, Rect};
-use crate::index::query::{BatchKeys, BatchResult, KeyResult, KnnResult, Predicate, QueryResult};
+use crate::index::query::{
+    checked_point, BatchKeys, BatchResult, KeyResult, KnnResult, Predicate, QueryResult,
+};
+use crate::index::checked;
 use crate::metrics::Phase;
 use crate::spatial::SpatialIndex;
 use crate::{Error, Result};
@@ -242,14 +245,18 @@ impl Index {
         }
     }
 
-    /// Range query.
+    /// Range query. A window that [`Rect::new`] refuses (one built with
+    /// [`Rect::from_point`] of a point it would refuse) is an error,
+    /// whatever the structure; so in every query below.
     pub fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {
+        let window = checked(window)?;
         self.ask(|t| t.query(window, predicate))
     }
 
     /// How many objects [`query`](Self::query) would return, without
     /// collecting them.
     pub fn count(&self, window: Rect, predicate: Predicate) -> Result<u64> {
+        let window = checked(window)?;
         self.ask(|t| t.count(window, predicate))
     }
 
@@ -262,6 +269,7 @@ impl Index {
 
     /// Batched range queries in one traversal.
     pub fn query_batch(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchResult> {
+        check_all(windows, |w| checked(*w))?;
         self.ask(|t| t.query_batch(windows, predicate))
     }
 
@@ -272,17 +280,22 @@ impl Index {
         windows: &[Rect],
         predicate: Predicate,
     ) -> Result<Vec<KeyResult>> {
+        check_all(windows, |w| checked(*w))?;
         self.ask(|t| t.query_batch_keys(windows, predicate))
     }
 
     /// Batched range queries in one traversal, answering with one flat
     /// list of record keys ([`BatchKeys`]).
     pub fn query_batch_flat(&self, windows: &[Rect], predicate: Predicate) -> Result<BatchKeys> {
+        check_all(windows, |w| checked(*w))?;
         self.ask(|t| t.query_batch_flat(windows, predicate))
     }
 
     /// The `k` nearest objects to `point` (and every object tied with the k-th when `ties`).
+    /// A point with a coordinate that [`Point::new`] refuses (not finite, or
+    /// beyond [`crate::geom::MAX_COORD`]) is an error, whatever the structure.
     pub fn nearest(&self, point: Point, k: usize, ties: bool) -> Result<KnnResult> {
+        let point = checked_point(point)?;
         self.ask(|t| t.nearest(point, k, ties))
     }
 
@@ -294,9 +307,20 @@ impl Index {
     /// (nothing to read: running together only costs it CPU, 15–20 % on
     /// 10,000 points), search one point after the other.
     pub fn nearest_batch(&self, points: &[Point], k: usize, ties: bool) -> Result<Vec<KnnResult>> {
+        check_all(points, |p| checked_point(*p))?;
         if self.dir().is_none() {
             return points.iter().map(|p| self.nearest(*p, k, ties)).collect();
         }
         self.ask(|t| t.nearest_batch(points, k, ties))
     }
+}
+
+/// `Ok` when `check` accepts every item of `items` (the query points and
+/// windows of a batch, refused before the structure sees any), else the
+/// first refusal.
+pub(super) fn check_all<T, U>(items: &[T], check: impl Fn(&T) -> Result<U>) -> Result<()> {
+    for item in items {
+        check(item)?;
+    }
+    Ok(())
 }

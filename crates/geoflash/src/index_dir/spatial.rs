@@ -39,6 +39,7 @@ impl SpatialIndex for Index {
     /// other families one point window per point, each an
     /// [`Index::query`].
     fn point_group(&self, points: &[Point]) -> Result<BatchResult> {
+        super::operations::check_all(points, |p| crate::index::query::checked_point(*p))?;
         if self.tree.xbr().is_none() {
             return point_windows(self, points);
         }
