@@ -260,6 +260,21 @@ fn check_single_reads(
     }
 }
 
+/// The proptests' records: `rects` keyed 1, 4, 7, ….
+fn keyed(rects: &[Rect]) -> Vec<(u64, Rect)> {
+    rects.iter().enumerate().map(|(i, b)| (i as u64 * 3 + 1, *b)).collect()
+}
+
+/// The proptests' records ([`keyed`]) and query points (`points` halved,
+/// from -1).
+fn items_and_points(rects: &[Rect], points: &[(i32, i32)]) -> (Vec<(u64, Rect)>, Vec<Point>) {
+    let pts = points
+        .iter()
+        .map(|&(x, y)| Point::new(f64::from(x) / 2.0 - 1.0, f64::from(y) / 2.0 - 1.0).unwrap())
+        .collect();
+    (keyed(rects), pts)
+}
+
 fn item_strategy() -> impl Strategy<Value = Rect> {
     // Coarse coordinates: equal distances (ties) are common.
     (0i32..50, 0i32..50, 0i32..4, 0i32..4).prop_map(|(x, y, w, h)| {
@@ -279,7 +294,7 @@ proptest! {
         bulk in any::<bool>(),
         delete_every in 0usize..4,
     ) {
-        let items: Vec<(u64, Rect)> = rects.iter().enumerate().map(|(i, b)| (i as u64 * 3 + 1, *b)).collect();
+        let items = keyed(&rects);
         for p in params(max) {
             let (mut t, live) = build(p, &items, bulk, delete_every);
             for &(x, y, k, ties) in &queries {
@@ -297,7 +312,7 @@ proptest! {
         max in 4usize..10,
         bulk in any::<bool>(),
     ) {
-        let items: Vec<(u64, Rect)> = rects.iter().enumerate().map(|(i, b)| (i as u64 * 3 + 1, *b)).collect();
+        let items = keyed(&rects);
         for p in params(max) {
             let (mut t, live) = build(p, &items, bulk, 0);
             for &(x, y, w, h, k, ties) in &queries {
@@ -327,11 +342,7 @@ proptest! {
         bulk in any::<bool>(),
         delete_every in 0usize..4,
     ) {
-        let items: Vec<(u64, Rect)> = rects.iter().enumerate().map(|(i, b)| (i as u64 * 3 + 1, *b)).collect();
-        let pts: Vec<Point> = points
-            .iter()
-            .map(|&(x, y)| Point::new(f64::from(x) / 2.0 - 1.0, f64::from(y) / 2.0 - 1.0).unwrap())
-            .collect();
+        let (items, pts) = items_and_points(&rects, &points);
         for p in params(max) {
             let (mut t, live) = build(p, &items, bulk, delete_every);
             for mode in [ReadMode::Single, ReadMode::Batched] {
@@ -624,11 +635,7 @@ proptest! {
         bulk in any::<bool>(),
         delete_every in 0usize..4,
     ) {
-        let items: Vec<(u64, Rect)> = rects.iter().enumerate().map(|(i, b)| (i as u64 * 3 + 1, *b)).collect();
-        let pts: Vec<Point> = points
-            .iter()
-            .map(|&(x, y)| Point::new(f64::from(x) / 2.0 - 1.0, f64::from(y) / 2.0 - 1.0).unwrap())
-            .collect();
+        let (items, pts) = items_and_points(&rects, &points);
         for p in params(max) {
             let (mut t, live) = build(p, &items, bulk, delete_every);
             for mode in [ReadMode::Single, ReadMode::Batched] {
