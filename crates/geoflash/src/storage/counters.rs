@@ -90,6 +90,11 @@ pub struct SimCounters {
     pub erase_count_mean: f64,
     /// Highest erase count of any block.
     pub erase_count_max: u64,
+    /// Blocks the erase counts are taken over (0 without erase counts):
+    /// the weight of `erase_count_mean` when two devices' counters are
+    /// combined (the tiers of a hybrid device). Not a results column.
+    #[serde(skip)]
+    pub erase_blocks: u64,
     /// Simulated elapsed time in nanoseconds.
     pub sim_time_ns: u64,
 }
@@ -126,6 +131,7 @@ impl SimCounters {
             erase_count_min,
             erase_count_mean,
             erase_count_max,
+            erase_blocks,
             sim_time_ns,
         } = *b;
         let host = a.host_flash_writes() + b.host_flash_writes();
@@ -145,6 +151,7 @@ impl SimCounters {
             a.erase_count_min = erase_count_min;
             a.erase_count_mean = erase_count_mean;
             a.erase_count_max = erase_count_max;
+            a.erase_blocks = erase_blocks;
         }
     }
 }

@@ -698,11 +698,24 @@ fn add_sim(a: Option<SimCounters>, b: Option<SimCounters>) -> Option<SimCounters
             // of both tiers' blocks.
             sum.retired_blocks = x.retired_blocks.saturating_add(y.retired_blocks);
             sum.erase_count_min = x.erase_count_min.min(y.erase_count_min);
-            sum.erase_count_mean = (x.erase_count_mean + y.erase_count_mean) / 2.0;
+            sum.erase_count_mean = weighted_mean(&x, &y);
+            sum.erase_blocks = x.erase_blocks.saturating_add(y.erase_blocks);
             sum.erase_count_max = x.erase_count_max.max(y.erase_count_max);
             Some(sum)
         }
     }
+}
+
+/// The mean erase count over the blocks of two devices: each device's
+/// mean weighted by its blocks (the plain mean of the two when neither
+/// says how many blocks it has).
+fn weighted_mean(x: &SimCounters, y: &SimCounters) -> f64 {
+    let blocks = x.erase_blocks.saturating_add(y.erase_blocks);
+    if blocks == 0 {
+        return (x.erase_count_mean + y.erase_count_mean) / 2.0;
+    }
+    (x.erase_count_mean * x.erase_blocks as f64 + y.erase_count_mean * y.erase_blocks as f64)
+        / blocks as f64
 }
 
 impl PageDevice for HybridIo {
@@ -1037,6 +1050,30 @@ mod tests {
         };
         let sum = add_sim(Some(tier(2)), Some(tier(3))).unwrap();
         assert_eq!(sum.retired_blocks, 5);
+    }
+
+    /// The mean erase count of a hybrid of two simulators is the mean over
+    /// both tiers' blocks, not the mean of the two tiers' means: a fast
+    /// tier of 8 blocks erased 10 times each and a slow tier of 56 blocks
+    /// erased twice average 3 erases a block (the two means' mean is 6).
+    #[test]
+    fn hybrid_erase_count_mean_is_over_both_tiers_blocks() {
+        let tier = |mean, blocks| SimCounters {
+            erase_count_mean: mean,
+            erase_blocks: blocks,
+            erase_count_max: 10,
+            ..SimCounters::default()
+        };
+        let sum = add_sim(Some(tier(10.0, 8)), Some(tier(2.0, 56))).unwrap();
+        assert_eq!(sum.erase_count_mean, 3.0);
+        assert_eq!(sum.erase_blocks, 64);
+        // The simulator reports its blocks.
+        let d = crate::storage::flashsim::FlashSim::from_params(
+            "page_size=512&ppb=8&blocks=64&op=0.2",
+            512,
+        )
+        .unwrap();
+        assert_eq!(d.stats().sim.unwrap().erase_blocks, 64);
     }
 
     /// `reserve` reaches both tiers: the slow tier's pages of the range,

@@ -752,6 +752,14 @@ impl Engine {
         }
     }
 
+    /// Blocks the erase counts of [`Self::erase_spread`] are taken over.
+    pub(crate) fn erase_blocks(&self) -> u64 {
+        match self {
+            Engine::Page(f) => f.block_count(),
+            Engine::Compat(f) => f.erase_count.len() as u64,
+        }
+    }
+
     /// Checks the FTL's invariants.
     pub(crate) fn check_invariants(&self) -> Result<()> {
         match self {

@@ -593,6 +593,11 @@ impl Ftl {
         Ok(())
     }
 
+    /// Number of blocks (retired ones included).
+    pub(crate) fn block_count(&self) -> u64 {
+        self.blocks.len() as u64
+    }
+
     /// Lowest, mean and highest erase count over all blocks.
     pub(crate) fn erase_spread(&self) -> (u64, f64, u64) {
         let n = self.blocks.len();

@@ -424,6 +424,7 @@ impl DeviceExt for FlashSimIo {
             erase_count_min,
             erase_count_mean,
             erase_count_max,
+            erase_blocks: inner.ftl.erase_blocks(),
             sim_time_ns: inner.ftl.now(&inner.timeline) - inner.time_base,
         };
         DeviceStats {
