@@ -6,6 +6,14 @@ The filter step runs in the index (one batched traversal over the
 bounding boxes of all the input geometries), the refinement in Rust
 (``_geoflash.Geometries``: the ``geo`` crate's DE-9IM matrix and
 distances), both in one call each for any number of inputs.
+
+Two kinds of candidates are refined here with shapely instead, each entry
+with its own geometry (``_Tree``): those of an id that several entries
+hold (rtree's duplicate ids; the Rust refinement keeps one geometry per
+id), and those of a GeometryCollection, an input or an entry (the ``geo``
+crate's DE-9IM matrix of a collection panics on overlapping parts, and
+otherwise can differ from shapely's). Coordinates that are NaN or
+infinite are refused (``RTreeError``) before anything is refined.
 """
 
 from __future__ import annotations
@@ -45,11 +53,37 @@ def _grow(boxes: np.ndarray, d: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(boxes + np.outer(pad, [-1.0, -1.0, 1.0, 1.0]))
 
 
-#: shapely's type id of a polygon.
-_POLYGON = 3
+#: shapely's type ids of a point, a polygon and a GeometryCollection.
+_POINT, _POLYGON, _COLLECTION = 0, 3, 7
 
 
-def _encode(geoms: np.ndarray, rings: bool = True) -> Tuple[List[Optional[bytes]], Optional[bytes], Optional[bytes]]:
+def _not_finite(what: str, geometry: Any) -> RTreeError:
+    """The error for a geometry with a NaN or infinite coordinate."""
+    import shapely
+
+    text = shapely.to_wkt(geometry, trim=True, rounding_precision=6)
+    if len(text) > 120:
+        text = text[:117] + "..."
+    return RTreeError(f"{what} has a coordinate that is NaN or infinite: {text}")
+
+
+def _check_finite(geoms: np.ndarray, coords: np.ndarray, index: np.ndarray, name: Callable[[int], str]) -> None:
+    """Raises the error of the first of ``geoms`` with a coordinate of
+    ``coords`` (those of ``shapely.get_coordinates(geoms,
+    return_index=True)``, ``index`` the geometry of each) that is NaN or
+    infinite; ``name(i)`` names geometry ``i`` in the message."""
+    bad = ~np.isfinite(coords).all(axis=1)
+    if bad.any():
+        i = int(index[np.argmax(bad)])
+        raise _not_finite(name(i), geoms[i])
+
+
+def _encode(
+    geoms: np.ndarray,
+    rings: bool = True,
+    name: Optional[Callable[[int], str]] = None,
+    types: Optional[np.ndarray] = None,
+) -> Tuple[List[Optional[bytes]], Optional[bytes], Optional[bytes]]:
     """The geometries as Rust reads them (``_geoflash.Geometries`` and the
     refinement's inputs): with ``rings``, the polygons of one ring as their
     coordinates (``counts``, native int64 per geometry, 0 for the others,
@@ -58,10 +92,16 @@ def _encode(geoms: np.ndarray, rings: bool = True) -> Tuple[List[Optional[bytes]
     takes a point from its box) and every other geometry as WKB.
     ``counts`` and ``coords`` are None when no geometry is such a polygon
     (always without ``rings``: the nearest searches, which pick inputs
-    from the list, take WKB only)."""
+    from the list, take WKB only).
+
+    A geometry with a NaN or infinite coordinate raises ``RTreeError``,
+    ``name(i)`` naming geometry ``i`` (shapely's bounds leave a NaN out,
+    and the Rust refinement would panic on it or answer anything); a
+    point's coordinates are its box's, which the caller checks."""
     import shapely
 
-    types = shapely.get_type_id(geoms)
+    name = name or (lambda i: f"geometry {i}")
+    types = shapely.get_type_id(geoms) if types is None else types
     simple = np.flatnonzero(types == _POLYGON) if rings else np.empty(0, dtype=np.intp)
     counts = np.zeros(len(geoms), dtype=np.int64)
     if len(simple):
@@ -72,48 +112,194 @@ def _encode(geoms: np.ndarray, rings: bool = True) -> Tuple[List[Optional[bytes]
         simple = simple[keep]
         counts[simple] = n[keep]
     out = np.full(len(geoms), None, dtype=object)
-    other = types != 0
+    other = types != _POINT
     other[simple] = False
     if other.any():
+        rows = np.flatnonzero(other & (types >= 0))
+        xy, at = shapely.get_coordinates(geoms[rows], return_index=True)
+        _check_finite(geoms, xy, rows[at], name)
         out[other] = shapely.to_wkb(geoms[other], output_dimension=2)
     if not len(simple):
         return out.tolist(), None, None
-    coords = np.ascontiguousarray(shapely.get_coordinates(geoms[simple]), dtype=np.float64)
+    coords, at = shapely.get_coordinates(geoms[simple], return_index=True)
+    _check_finite(geoms, coords, simple[at], name)
+    coords = np.ascontiguousarray(coords, dtype=np.float64)
     return out.tolist(), counts.tobytes(), coords.tobytes()
 
 
-def tree_geometries(index: Any) -> _Geometries:
+def _box_geometries(rects: np.ndarray) -> np.ndarray:
+    """The geometry of entries stored without one: each box as the Rust
+    refinement reads it (``window_geometry``: a point, a line when one side
+    is 0, else a rectangle)."""
+    import shapely
+
+    out = np.empty(len(rects), dtype=object)
+    wide, high = rects[:, 2] > rects[:, 0], rects[:, 3] > rects[:, 1]
+    area, point = wide & high, ~wide & ~high
+    line = ~area & ~point
+    out[area] = shapely.box(rects[area, 0], rects[area, 1], rects[area, 2], rects[area, 3])
+    out[point] = shapely.points(rects[point, :2])
+    if line.any():
+        out[line] = shapely.linestrings(rects[line].reshape(-1, 2, 2))
+    return out
+
+
+def _wkb_collections(wkbs: List[Optional[bytes]]) -> np.ndarray:
+    """Which of ``wkbs`` (ISO or extended WKB, None for no geometry) is a
+    GeometryCollection, read from its header."""
+    none = b"\x01\x00\x00\x00\x00"  # (type 0: no geometry)
+    heads = b"".join([w[:5] if w is not None and len(w) >= 5 else none for w in wkbs])
+    head = np.frombuffer(heads, dtype=np.uint8).reshape(-1, 5)
+    kind = np.where(
+        head[:, 0] == 1,
+        np.ascontiguousarray(head[:, 1:]).view("<u4").ravel(),
+        np.ascontiguousarray(head[:, 1:]).view(">u4").ravel(),
+    )
+    return (kind & 0x0FFFFFFF) % 1000 == _COLLECTION
+
+
+class _Tree:
+    """The exact geometries of an index's entries.
+
+    ``rust`` (a ``_geoflash.Geometries``, by id) refines the candidates of
+    every id but those of ``special`` (sorted ids): ids that several
+    entries hold (the Rust side keeps one geometry per id, the first), and
+    those of GeometryCollections. Their candidates, and those of
+    collections given as inputs, are refined here with shapely, each entry
+    with its own geometry (:meth:`entries`, :meth:`geometries`)."""
+
+    def __init__(
+        self,
+        rust: _Geometries,
+        core: Any,
+        ids: np.ndarray,
+        keys: np.ndarray,
+        rects: np.ndarray,
+        special: np.ndarray,
+        geoms: Optional[np.ndarray],
+        has_geometry: Optional[np.ndarray],
+    ) -> None:
+        self.rust = rust
+        self.special = special
+        self._core = core
+        self._ids, self._keys, self._rects = ids, keys, rects
+        # in memory: the shapely geometries of from_geoseries, and which
+        # entries have their row's (the others count as their box)
+        self._geoms, self._has_geometry = geoms, has_geometry
+        self._order: Optional[np.ndarray] = None
+        self._regular: Optional[int] = None
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def regular(self) -> int:
+        """How many entries the Rust refinement decides (of ids not special)."""
+        if self._regular is None:
+            self._regular = len(self._ids) - int(self.is_special(self._ids).sum())
+        return self._regular
+
+    def is_special(self, ids: np.ndarray) -> np.ndarray:
+        """Which of ``ids`` are refined here (see the class)."""
+        if not len(self.special):
+            return np.zeros(len(ids), dtype=bool)
+        return np.isin(ids, self.special)
+
+    def entries(self, ids: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Every entry of each of ``ids``: (entry positions, the position
+        in ``ids`` each belongs to), grouped by ``ids`` in their order."""
+        if self._order is None:
+            self._order = np.argsort(self._ids, kind="stable")
+        by_id = self._ids[self._order]
+        lo = np.searchsorted(by_id, ids, "left")
+        counts = np.searchsorted(by_id, ids, "right") - lo
+        owner = np.repeat(np.arange(len(ids)), counts)
+        first = np.cumsum(counts) - counts
+        at = np.repeat(lo - first, counts) + np.arange(int(counts.sum()))
+        return self._order[at], owner
+
+    def geometries(self, entries: np.ndarray) -> np.ndarray:
+        """The shapely geometries of the entries at positions ``entries``:
+        its row's for an entry of ``from_geoseries`` in memory, the object
+        heap's in a directory, else its box."""
+        import shapely
+
+        out = np.empty(len(entries), dtype=object)
+        if self._geoms is not None:
+            has = self._has_geometry[entries]
+            out[has] = self._geoms[self._ids[entries[has]]]
+        elif len(entries):
+            wkbs = self._core.wkb(np.ascontiguousarray(self._keys[entries]).tobytes())
+            out[:] = shapely.from_wkb(np.array(wkbs + [None], dtype=object)[:-1])
+            has = np.array([w is not None for w in wkbs], dtype=bool)
+        else:
+            has = np.zeros(0, dtype=bool)
+        out[~has] = _box_geometries(self._rects[entries[~has]])
+        return out
+
+
+#: How the errors name a geometry by its position: the inputs of a query,
+#: and the entries of an index built by ``from_geoseries`` in memory (the
+#: joins name the rows of their frames).
+Names = Tuple[Callable[[int], str], Callable[[int], str]]
+_NAMES: Names = (
+    lambda i: f"input geometry {i}",
+    lambda i: f"entry {i} (row {i} of the geometries the index was built from)",
+)
+
+
+def tree_geometries(index: Any, names: Names = _NAMES) -> _Tree:
     """The exact geometries of the index's entries (built on first use and
     kept until the index changes): the shapely geometries given to
     ``from_geoseries`` in memory, the object heap's on disk, and the box of
-    an entry inserted without one."""
+    an entry stored without one (in memory also of one that no longer has
+    its row's box: moved by ``update``, or deleted and inserted again, as
+    the object heap has no geometry for those)."""
+    import shapely
+
     cached = getattr(index, "_exact", None)
     if cached is not None:
         return cached
-    keys, ids_b, rects = index._core.query_keys(*_WORLD, "intersects")
+    keys_b, ids_b, rects = index._core.query_keys(*_WORLD, "intersects")
     ids = np.frombuffer(ids_b, dtype=np.int64)
+    keys = np.frombuffer(keys_b, dtype=np.uint64)
+    boxes = np.frombuffer(rects, dtype=np.float64).reshape(-1, 4)
+    unique, count = np.unique(ids, return_counts=True)
+    several = unique[count > 1]
     geoms = getattr(index, "_geoms", None)
     if geoms is None:
-        index._exact = _Geometries(ids_b, index._core.wkb(keys), rects)
+        wkbs = index._core.wkb(keys_b)
+        collections = ids[_wkb_collections(wkbs)]
+        special = np.union1d(several, collections).astype(np.int64)
+        index._exact = _Tree(_Geometries(ids_b, wkbs, rects), index._core, ids, keys, boxes, special, None, None)
         return index._exact
-    # shapely reads geometries about 2.5x faster in their own (memory)
-    # order than in the index's: the known ones go to Rust by row, each
-    # with the box of its first entry; entries without one keep their box.
-    boxes = np.frombuffer(rects, dtype=np.float64).reshape(-1, 4)
+    # An entry has its row's geometry while its box is that geometry's
+    # (from_geoseries made it so); any other counts as its box. shapely
+    # reads geometries about 2.5x faster in their own (memory) order than
+    # in the index's: they are read by row.
     known = (ids >= 0) & (ids < len(geoms))
+    at = np.flatnonzero(known)
+    at = at[np.argsort(ids[at], kind="stable")]
+    with np.errstate(invalid="ignore"):
+        same = np.all(shapely.bounds(geoms[ids[at]]) == boxes[at], axis=1)
+    known[at[~same]] = False
+    # The known ones go to Rust by row, each with the box of its first
+    # entry; entries without one keep their box.
     entry_of = np.full(len(geoms), -1, dtype=np.int64)
     at = np.flatnonzero(known)[::-1]
     entry_of[ids[at]] = at
     rows = np.flatnonzero(entry_of >= 0)
-    wkbs, counts, coords = _encode(geoms[rows])
+    types = shapely.get_type_id(geoms[rows])
+    special = np.union1d(several, rows[types == _COLLECTION]).astype(np.int64)
+    wkbs, counts, coords = _encode(geoms[rows], name=lambda i: names[1](int(rows[i])), types=types)
     unknown = np.flatnonzero(~known)
     if len(unknown):
         wkbs += [None] * len(unknown)
         if counts is not None:
             counts += bytes(8 * len(unknown))
-    ids_b = np.concatenate([rows, ids[unknown]]).astype(np.int64).tobytes()
-    rects = np.concatenate([boxes[entry_of[rows]], boxes[unknown]]).tobytes()
-    index._exact = _Geometries(ids_b, wkbs, rects, counts, coords)
+    rust_ids = np.concatenate([rows, ids[unknown]]).astype(np.int64).tobytes()
+    rust_rects = np.concatenate([boxes[entry_of[rows]], boxes[unknown]]).tobytes()
+    rust = _Geometries(rust_ids, wkbs, rust_rects, counts, coords)
+    index._exact = _Tree(rust, index._core, ids, keys, boxes, special, geoms, known)
     return index._exact
 
 
@@ -121,9 +307,10 @@ class _Inputs:
     """The input geometries of a query: a scalar or a 1-D array, the
     missing and empty ones left out (they match nothing, as in shapely)."""
 
-    def __init__(self, geometry: Any) -> None:
+    def __init__(self, geometry: Any, names: Names = _NAMES) -> None:
         import shapely
 
+        self._names = names
         self.scalar = isinstance(geometry, shapely.Geometry)
         geoms = np.array([geometry], dtype=object) if self.scalar else np.asarray(geometry, dtype=object)
         if geoms.ndim != 1:
@@ -138,6 +325,14 @@ class _Inputs:
         self.positions = np.flatnonzero(ok).astype(np.int64)
         self._kept = geoms[ok]
         self.boxes = np.ascontiguousarray(shapely.bounds(self._kept), dtype=np.float64).reshape(-1, 4)
+        # a NaN or infinite coordinate: refused (a NaN inside a geometry,
+        # which its bounds leave out, when it is encoded for refinement)
+        finite = np.isfinite(self.boxes).all(axis=1)
+        if not finite.all():
+            i = int(np.argmax(~finite))
+            raise _not_finite(self._name(i), self._kept[i])
+        #: the GeometryCollections, refined with shapely (see _Tree)
+        self.special = shapely.get_type_id(self._kept) == _COLLECTION
         self._wkbs: Optional[List[Optional[bytes]]] = None
         self._encoded: Optional[Tuple[List[Optional[bytes]], Optional[bytes], Optional[bytes]]] = None
 
@@ -145,13 +340,22 @@ class _Inputs:
         """How many inputs are kept (neither missing nor empty)."""
         return len(self._kept)
 
+    def _name(self, i: int) -> str:
+        """Kept input ``i`` as an error message names it."""
+        return "the input geometry" if self.scalar else self._names[0](int(self.positions[i]))
+
+    @property
+    def kept(self) -> np.ndarray:
+        """The kept inputs (shapely geometries)."""
+        return self._kept
+
     @property
     def wkbs(self) -> List[Optional[bytes]]:
         """The WKB of each kept input, None for a point (its box is the
         point, see _encode); written on first use: the box test
         alone (``predicate=None``) needs none."""
         if self._wkbs is None:
-            self._wkbs = _encode(self._kept, rings=False)[0]
+            self._wkbs = _encode(self._kept, rings=False, name=self._name)[0]
         return self._wkbs
 
     @property
@@ -159,7 +363,7 @@ class _Inputs:
         """The kept inputs as the refinement reads them (see _encode:
         polygons of one ring as coordinates), written on first use."""
         if self._encoded is None:
-            self._encoded = _encode(self._kept)
+            self._encoded = _encode(self._kept, name=self._name)
         return self._encoded
 
     def pairs(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
@@ -194,13 +398,13 @@ def _distance(predicate: Optional[str], distance: Any) -> Optional[float]:
     return d
 
 
-def query(index: Any, geometry: Any, predicate: Optional[str], distance: Any) -> np.ndarray:
-    """``Index.query``: see its docstring."""
+def query(index: Any, geometry: Any, predicate: Optional[str], distance: Any, names: Names = _NAMES) -> np.ndarray:
+    """``Index.query``: see its docstring (``names``: see ``Names``)."""
     if predicate not in PREDICATES:
-        names = ", ".join(repr(p) for p in PREDICATES)
-        raise RTreeError(f"unknown predicate {predicate!r}: use one of {names}")
+        valid = ", ".join(repr(p) for p in PREDICATES)
+        raise RTreeError(f"unknown predicate {predicate!r}: use one of {valid}")
     d = _distance(predicate, distance)
-    inputs = _Inputs(geometry)
+    inputs = _Inputs(geometry, names)
     empty = np.empty(0, dtype=np.int64)
     if len(inputs) == 0 or len(index) == 0:
         return inputs.pairs(empty, empty)
@@ -215,10 +419,66 @@ def query(index: Any, geometry: Any, predicate: Optional[str], distance: Any) ->
     # while this one writes the WKB of the entries (on first use) and of the
     # inputs, which shapely writes holding the GIL.
     candidates = _overlapped(len(inputs), index._core.query_batch, boxes.tobytes(), _FILTER.get(predicate, "intersects"))
-    tree, (wkbs, counts, coords) = tree_geometries(index), inputs.encoded
+    tree, (wkbs, counts, coords) = tree_geometries(index, names), inputs.encoded
     offsets_b, ids_b = candidates()
-    found = tree.refine(wkbs, bytes(offsets_b), bytes(ids_b), predicate, d, inputs.boxes.tobytes(), counts, coords)
-    return inputs.sorted_pairs(np.frombuffer(found, dtype=np.int64).reshape(2, -1))
+    offsets, ids = np.frombuffer(offsets_b, dtype=np.int64), np.frombuffer(ids_b, dtype=np.int64)
+    here = _here(tree, inputs, offsets, ids)
+    if here is not None:
+        offsets, ids, (left, right) = _without(offsets, ids, here)
+    found = tree.rust.refine(
+        wkbs, offsets.tobytes(), ids.tobytes(), predicate, d, inputs.boxes.tobytes(), counts, coords
+    )
+    found = np.frombuffer(found, dtype=np.int64).reshape(2, -1)
+    if here is not None:
+        more = _refine_here(tree, inputs, left, right, predicate, d)
+        found = np.concatenate([found, more], axis=1)
+        found = found[:, np.lexsort((found[1], found[0]))]
+    return inputs.sorted_pairs(found)
+
+
+def _here(tree: _Tree, inputs: _Inputs, offsets: np.ndarray, ids: np.ndarray) -> Optional[np.ndarray]:
+    """Which candidates (``ids``, the answer of input ``i`` at
+    ``offsets[i]:offsets[i+1]``) are refined here with shapely: those of a
+    special id of the tree, and every one of a collection given as an
+    input; None when there is none."""
+    here = tree.is_special(ids)
+    if inputs.special.any():
+        here |= np.repeat(inputs.special, np.diff(offsets))
+    return here if here.any() else None
+
+
+def _without(
+    offsets: np.ndarray, ids: np.ndarray, drop: np.ndarray
+) -> Tuple[np.ndarray, np.ndarray, Tuple[np.ndarray, np.ndarray]]:
+    """The candidates (``offsets``, ``ids``) without those of ``drop``
+    (a mask of ``ids``), and the dropped ones as (input position, id)."""
+    keep = ~drop
+    kept_before = np.concatenate([[0], np.cumsum(keep)]).astype(np.int64)
+    left = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
+    return kept_before[offsets], np.ascontiguousarray(ids[keep]), (left[drop], ids[drop])
+
+
+def _holds(predicate: str, a: np.ndarray, b: np.ndarray, d: Optional[float]) -> np.ndarray:
+    """``predicate(a[i], b[i])`` for each i, with shapely (dwithin at ``d``)."""
+    import shapely
+
+    if predicate == "dwithin":
+        return np.asarray(shapely.dwithin(a, b, d), dtype=bool)
+    return np.asarray(getattr(shapely, predicate)(a, b), dtype=bool)
+
+
+def _refine_here(
+    tree: _Tree, inputs: _Inputs, left: np.ndarray, right: np.ndarray, predicate: str, d: Optional[float]
+) -> np.ndarray:
+    """The pairs (input position, id) among the candidates ``left``,
+    ``right`` for which ``predicate`` holds, decided with shapely: one per
+    entry of the id that satisfies it (an id is listed once per entry whose
+    box passed the filter, and an entry satisfying the predicate passes
+    it), as a 2×M int64 array sorted by input then id."""
+    pairs = np.unique(np.stack([left, right], axis=1), axis=0).reshape(-1, 2)
+    entries, owner = tree.entries(pairs[:, 1])
+    ok = _holds(predicate, inputs.kept[pairs[owner, 0]], tree.geometries(entries), d)
+    return np.ascontiguousarray(pairs[owner[ok]].T, dtype=np.int64).reshape(2, -1)
 
 
 #: Inputs from which a bulk query runs its box filter on a thread of its own.
@@ -261,6 +521,7 @@ def nearest_pairs(
     all_matches: bool,
     exclusive: bool,
     max_distance: Optional[float],
+    names: Names = _NAMES,
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``k`` entries nearest to each input by exact distance (ties by
     id; with ``all_matches`` every entry tied with the k-th): (positions
@@ -271,18 +532,63 @@ def nearest_pairs(
     than the entry); then every entry whose box lies within the bound is
     a candidate, refined by exact distance. ``exclusive`` leaves out
     entries equal to the input; when that leaves fewer than k, the box
-    search is repeated with 4 times as many."""
-    n = len(inputs)
-    ex = tree_geometries(index)
+    search is repeated with 4 times as many.
+
+    The entries of the tree's special ids, and the collections given as
+    inputs (see ``_Tree``), are measured here with shapely: the Rust
+    search runs without them, and the answers of both are merged (the
+    k-th distance of the merged answers is at most that of the Rust
+    search's, so the entries within the latter are enough)."""
+    tree = tree_geometries(index, names)
+    k = min(k, len(tree))  # k above the number of entries: every entry
+    here = inputs.special
+    if not len(tree.special) and not here.any():
+        everything = np.arange(len(inputs))
+        return _nearest_in_rust(index, tree, inputs, everything, k, all_matches, exclusive, max_distance)[:3]
+    # The Rust search over the others: its k nearest and ties, or all of
+    # them when they are fewer (k nearest of every entry are among those).
+    k_rust = min(k, tree.regular())
+    rows = np.flatnonzero(~here) if k_rust else np.empty(0, dtype=np.int64)
+    left, right, dist, bound = _nearest_in_rust(index, tree, inputs, rows, k_rust, True, exclusive, max_distance)
+    radius = np.full(len(inputs), np.inf)
+    radius[rows] = np.where(k_rust < k, np.inf, bound)
+    radius[here] = _bounds_here(index, tree, inputs, np.flatnonzero(here), k, exclusive)
+    if max_distance is not None:
+        radius = np.minimum(radius, max_distance)
+    more = _nearest_here(index, tree, inputs, radius, exclusive, max_distance)
+    left, right, dist = (np.concatenate(pair) for pair in zip((left, right, dist), more))
+    return _first_k(left, right, dist, k, all_matches)
+
+
+def _nearest_in_rust(
+    index: Any,
+    tree: _Tree,
+    inputs: _Inputs,
+    rows: np.ndarray,
+    k: int,
+    all_matches: bool,
+    exclusive: bool,
+    max_distance: Optional[float],
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`nearest_pairs` of the inputs ``rows`` over the entries the
+    Rust refinement decides (all but the tree's special ids), and the
+    bound of each of ``rows`` (its k-th distance among those entries, or
+    ``max_distance`` when smaller; inf when they are fewer than k)."""
+    ex = tree.rust
     total = len(index)
-    bound = np.full(n, np.inf)
-    todo = np.arange(n)
+    bound = np.full(len(rows), np.inf)
+    todo = np.arange(len(rows))
     kk = k
     while len(todo):
-        offsets, ids, _ = index._core.nearest_batch(inputs.boxes[todo].tobytes(), kk, True)
+        boxes = inputs.boxes[rows[todo]]
+        offsets, ids, _ = index._core.nearest_batch(boxes.tobytes(), kk, True)
+        offsets, ids = np.frombuffer(offsets, dtype=np.int64), np.frombuffer(ids, dtype=np.int64)
+        special = tree.is_special(ids)
+        if special.any():
+            offsets, ids, _ = _without(offsets, ids, special)
         found = np.frombuffer(
             ex.kth_distance(
-                [inputs.wkbs[i] for i in todo], bytes(offsets), bytes(ids), k, exclusive, inputs.boxes[todo].tobytes()
+                [inputs.wkbs[i] for i in rows[todo]], offsets.tobytes(), ids.tobytes(), k, exclusive, boxes.tobytes()
             ),
             dtype=np.float64,
         )
@@ -295,24 +601,120 @@ def nearest_pairs(
     sel = np.flatnonzero(np.isfinite(limit))
     if len(sel) == 0:
         empty = np.empty(0, dtype=np.int64)
-        return empty, empty, np.empty(0, dtype=np.float64)
-    windows = _grow(inputs.boxes[sel], limit[sel])
+        return empty, empty, np.empty(0, dtype=np.float64), limit
+    windows = _grow(inputs.boxes[rows[sel]], limit[sel])
     offsets, ids = index._core.query_batch(windows.tobytes(), "intersects")
+    offsets, ids = np.frombuffer(offsets, dtype=np.int64), np.frombuffer(ids, dtype=np.int64)
+    special = tree.is_special(ids)
+    if special.any():
+        offsets, ids, _ = _without(offsets, ids, special)
     left_b, right_b, dist_b = ex.nearest(
-        [inputs.wkbs[i] for i in sel],
-        bytes(offsets),
-        bytes(ids),
+        [inputs.wkbs[i] for i in rows[sel]],
+        offsets.tobytes(),
+        ids.tobytes(),
         k,
         all_matches,
         exclusive,
         max_distance,
-        inputs.boxes[sel].tobytes(),
+        inputs.boxes[rows[sel]].tobytes(),
     )
     return (
-        sel[np.frombuffer(left_b, dtype=np.int64)],
+        rows[sel[np.frombuffer(left_b, dtype=np.int64)]],
         np.frombuffer(right_b, dtype=np.int64),
         np.frombuffer(dist_b, dtype=np.float64),
+        limit,
     )
+
+
+def _measure_here(
+    tree: _Tree, inputs: _Inputs, left: np.ndarray, right: np.ndarray, exclusive: bool
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distance from input ``left[i]`` to each entry of id
+    ``right[i]`` (each pair once), with shapely: (input positions, ids,
+    distances), one per entry; ``exclusive`` leaves out entries equal to
+    their input."""
+    import shapely
+
+    pairs = np.unique(np.stack([left, right], axis=1), axis=0).reshape(-1, 2)
+    entries, owner = tree.entries(pairs[:, 1])
+    a, b = inputs.kept[pairs[owner, 0]], tree.geometries(entries)
+    dist = np.asarray(shapely.distance(a, b), dtype=np.float64)
+    if exclusive:
+        keep = ~np.asarray(shapely.equals(a, b), dtype=bool)
+        owner, dist = owner[keep], dist[keep]
+    return pairs[owner, 0], pairs[owner, 1], dist
+
+
+def _bounds_here(index: Any, tree: _Tree, inputs: _Inputs, rows: np.ndarray, k: int, exclusive: bool) -> np.ndarray:
+    """For the inputs ``rows`` refined here (collections), the k-th exact
+    distance among the entries of their k nearest boxes (4 times as many
+    when exclusive leaves fewer), an upper bound of their k-th nearest
+    entry's distance; inf when there are fewer than k."""
+    bound = np.full(len(rows), np.inf)
+    todo = np.arange(len(rows))
+    kk = k
+    while len(todo):
+        offsets, ids, _ = index._core.nearest_batch(inputs.boxes[rows[todo]].tobytes(), kk, True)
+        offsets, ids = np.frombuffer(offsets, dtype=np.int64), np.frombuffer(ids, dtype=np.int64)
+        which = np.repeat(np.arange(len(todo)), np.diff(offsets))
+        at, _, dist = _measure_here(tree, inputs, rows[todo][which], ids, exclusive)
+        # the k-th smallest distance of each input (inf when fewer than k)
+        order = np.lexsort((dist, at))
+        at, dist = at[order], dist[order]
+        first = np.searchsorted(at, rows[todo], "left")
+        enough = np.searchsorted(at, rows[todo], "right") - first >= k
+        bound[todo[enough]] = dist[first[enough] + k - 1]
+        if kk >= len(index):
+            break
+        todo = todo[np.isinf(bound[todo])]
+        kk *= 4
+    return bound
+
+
+def _nearest_here(
+    index: Any, tree: _Tree, inputs: _Inputs, radius: np.ndarray, exclusive: bool, max_distance: Optional[float]
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The entries measured here within ``radius`` of each input (inf:
+    any): every entry for a collection given as an input, those of the
+    tree's special ids for the others; (input positions, ids, distances)."""
+    empty = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64))
+    sel = np.arange(len(inputs)) if len(tree.special) else np.flatnonzero(inputs.special)
+    if len(sel) == 0:
+        return empty
+    windows = np.ascontiguousarray(_grow(inputs.boxes[sel], np.where(np.isinf(radius[sel]), 0.0, radius[sel])))
+    windows[np.isinf(radius[sel])] = _WORLD
+    offsets, ids = index._core.query_batch(windows.tobytes(), "intersects")
+    offsets, ids = np.frombuffer(offsets, dtype=np.int64), np.frombuffer(ids, dtype=np.int64)
+    left = sel[np.repeat(np.arange(len(sel)), np.diff(offsets))]
+    take = tree.is_special(ids) | inputs.special[left]
+    if not take.any():
+        return empty
+    left, right, dist = _measure_here(tree, inputs, left[take], ids[take], exclusive)
+    if max_distance is not None:
+        keep = dist <= max_distance
+        left, right, dist = left[keep], right[keep], dist[keep]
+    return left, right, dist
+
+
+def _first_k(
+    left: np.ndarray, right: np.ndarray, dist: np.ndarray, k: int, all_matches: bool
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of the pairs (input, id, distance), the k nearest of each input
+    (ties by id) and, with ``all_matches``, every one as near as the k-th:
+    sorted by input, distance, then id."""
+    order = np.lexsort((right, dist, left))
+    left, right, dist = left[order], right[order], dist[order]
+    if len(left) == 0:
+        return left.astype(np.int64), right.astype(np.int64), dist.astype(np.float64)
+    starts = np.flatnonzero(np.concatenate([[True], left[1:] != left[:-1]]))
+    sizes = np.diff(np.concatenate([starts, [len(left)]]))
+    rank = np.arange(len(left)) - np.repeat(starts, sizes)
+    if all_matches:
+        kth = np.where(sizes >= k, dist[np.minimum(starts + k - 1, len(left) - 1)], np.inf)
+        keep = dist <= np.repeat(kth, sizes)
+    else:
+        keep = rank < k
+    return left[keep].astype(np.int64), right[keep].astype(np.int64), dist[keep]
 
 
 def query_nearest(
@@ -322,20 +724,21 @@ def query_nearest(
     return_distance: bool,
     exclusive: bool,
     all_matches: bool,
+    names: Names = _NAMES,
 ) -> Any:
-    """``Index.query_nearest``: see its docstring."""
+    """``Index.query_nearest``: see its docstring (``names``: see ``Names``)."""
     if max_distance is not None:
         if np.ndim(max_distance) != 0:
             raise RTreeError("max_distance must be one number")
         max_distance = float(max_distance)
         if not max_distance > 0:
             raise RTreeError(f"max_distance must be greater than 0, not {max_distance!r}")
-    inputs = _Inputs(geometry)
+    inputs = _Inputs(geometry, names)
     if len(inputs) == 0 or len(index) == 0:
         left = right = np.empty(0, dtype=np.int64)
         dist = np.empty(0, dtype=np.float64)
     else:
-        left, right, dist = nearest_pairs(index, inputs, 1, bool(all_matches), bool(exclusive), max_distance)
+        left, right, dist = nearest_pairs(index, inputs, 1, bool(all_matches), bool(exclusive), max_distance, names)
     out = inputs.pairs(left, right)
     return (out, dist) if return_distance else out
 

@@ -16,10 +16,11 @@ matches to its tree.
 from __future__ import annotations
 
 import warnings
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import _exact
 from ._exact import PREDICATES
 from ._geoflash import stable_order_by_key as _stable_order_by_key
 from .spatial_index import Index
@@ -86,8 +87,40 @@ def _distances(distance: Any, n: int) -> Tuple[Optional[float], Optional[np.ndar
     return None, per_row
 
 
+def _names(sides: Tuple[str, str]) -> Tuple[Callable[[int], str], Callable[[int], str]]:
+    """How errors name a row of each side (``sides``: the two names)."""
+    return (lambda i: f"{sides[0]} row {i}"), (lambda i: f"{sides[1]} row {i}")
+
+
+def _check_boxes(geoms: np.ndarray, name: Callable[[int], str]) -> None:
+    """Refuses a geometry whose bounds have a NaN or an infinite
+    coordinate (``name(i)`` names row ``i``), before an index is built of
+    them (the engine's message would name a position among the non-empty
+    ones only); a NaN inside one, which the bounds leave out, is refused
+    where the geometries are refined."""
+    import shapely
+
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(shapely.bounds(geoms)).all(axis=1) & ~(shapely.is_missing(geoms) | shapely.is_empty(geoms))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise _exact._not_finite(name(i), geoms[i])
+
+
+def _check_coordinates(geoms: np.ndarray, name: Callable[[int], str]) -> None:
+    """Refuses a geometry with a NaN or infinite coordinate anywhere."""
+    import shapely
+
+    xy, at = shapely.get_coordinates(geoms, return_index=True)
+    _exact._check_finite(geoms, xy, at, name)
+
+
 def predicate_pairs(
-    left_geoms: Any, right_geoms: Any, predicate: Optional[str] = "intersects", distance: Any = None
+    left_geoms: Any,
+    right_geoms: Any,
+    predicate: Optional[str] = "intersects",
+    distance: Any = None,
+    sides: Tuple[str, str] = ("left", "right"),
 ) -> Tuple[np.ndarray, np.ndarray]:
     """The positions ``(l, r)`` of the pairs of ``left_geoms`` and
     ``right_geoms`` (arrays of shapely geometries; missing and empty ones
@@ -97,7 +130,10 @@ def predicate_pairs(
     the left side; over the right side for ``contains_properly`` and
     per-row distances). ``predicate``: one of ``Index.query``'s (None: the
     boxes intersect); ``distance`` (``dwithin``): one number or one per
-    left geometry."""
+    left geometry. A geometry with a NaN or infinite coordinate raises
+    ``RTreeError`` naming its side (``sides``) and position (one inside a
+    geometry whose bounds are finite, only when it is refined: not for the
+    bounding-box test of ``predicate=None``)."""
     if predicate not in PREDICATES:
         names = ", ".join(repr(p) for p in PREDICATES)
         raise ValueError(f"unknown predicate {predicate!r}: use one of {names}")
@@ -109,12 +145,14 @@ def predicate_pairs(
     empty = np.empty(0, dtype=np.int64)
     if len(left_geoms) == 0 or len(right_geoms) == 0:
         return empty, empty
+    names = _names(sides)
     if per_row is None and len(left_geoms) > len(right_geoms) and predicate in _CONVERSE:
         # Index the larger side and query with the smaller: fewer windows
         # to traverse for the same pairs, asked with the converse predicate.
+        _check_boxes(left_geoms, names[0])  # (the query checks the other side)
         index = Index.from_geoseries(left_geoms)
         try:
-            found = index.query(right_geoms, predicate=_CONVERSE[predicate], distance=d)
+            found = _exact.query(index, right_geoms, _CONVERSE[predicate], d, (names[1], names[0]))
         finally:
             index.close()
         # By right then left position: a stable sort by left alone makes it
@@ -122,28 +160,37 @@ def predicate_pairs(
         r, l = found[0], found[1]
         order = np.frombuffer(_stable_order_by_key(l.astype(np.int64).tobytes(), len(left_geoms)), dtype=np.int64)
         return l[order], r[order]
+    _check_boxes(right_geoms, names[1])
     index = Index.from_geoseries(right_geoms)
     try:
         if per_row is None:
-            found = index.query(left_geoms, predicate=predicate, distance=d)
+            found = _exact.query(index, left_geoms, predicate, d, names)
             return found[0], found[1]
-        return _dwithin_per_row(index, left_geoms, right_geoms, per_row)
+        return _dwithin_per_row(index, left_geoms, right_geoms, per_row, names)
     finally:
         index.close()
 
 
 def _dwithin_per_row(
-    index: Index, left_geoms: np.ndarray, right_geoms: np.ndarray, d: np.ndarray
+    index: Index,
+    left_geoms: np.ndarray,
+    right_geoms: np.ndarray,
+    d: np.ndarray,
+    names: Tuple[Callable[[int], str], Callable[[int], str]],
 ) -> Tuple[np.ndarray, np.ndarray]:
     """``dwithin`` with a distance per left geometry: the index's boxes
-    within each left box grown by its distance, refined by shapely."""
+    within each left box grown by its distance (and the margin of
+    ``_exact._grow``: without it a pair at exactly the distance was lost
+    when the box test rounded the other way), refined by shapely."""
     import shapely
 
+    _check_coordinates(left_geoms, names[0])
+    _check_coordinates(right_geoms, names[1])
     ok = np.flatnonzero(~(shapely.is_missing(left_geoms) | shapely.is_empty(left_geoms)))
     empty = np.empty(0, dtype=np.int64)
     if len(ok) == 0 or len(index) == 0:
         return empty, empty
-    boxes = shapely.bounds(left_geoms[ok]) + np.outer(d[ok], [-1.0, -1.0, 1.0, 1.0])
+    boxes = _exact._grow(np.asarray(shapely.bounds(left_geoms[ok]), dtype=np.float64), d[ok])
     offsets, ids = index.intersection_batch(boxes)
     lpos = np.repeat(ok, np.diff(offsets))
     keep = np.asarray(shapely.dwithin(left_geoms[lpos], right_geoms[ids], d[lpos]), dtype=bool)
@@ -153,7 +200,12 @@ def _dwithin_per_row(
 
 
 def nearest_pairs(
-    left_geoms: Any, right_geoms: Any, max_distance: Optional[float] = None, exclusive: bool = False, index_left: bool = False
+    left_geoms: Any,
+    right_geoms: Any,
+    max_distance: Optional[float] = None,
+    exclusive: bool = False,
+    index_left: bool = False,
+    sides: Tuple[str, str] = ("left", "right"),
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The positions ``(l, r)`` and distances of every right geometry
     nearest to each left one (all of those tied at the smallest distance,
@@ -161,17 +213,20 @@ def nearest_pairs(
     as ``geopandas.sjoin_nearest`` finds them; with ``index_left`` the
     other way round (every left geometry nearest to each right one, as
     for ``how="right"``). Sorted by the queried side's position, then
-    distance, then the other's position."""
+    distance, then the other's position. A NaN or infinite coordinate
+    raises ``RTreeError`` naming its side (``sides``) and position."""
     left_geoms = np.asarray(left_geoms, dtype=object)
     right_geoms = np.asarray(right_geoms, dtype=object)
     empty = np.empty(0, dtype=np.int64)
     if len(left_geoms) == 0 or len(right_geoms) == 0:
         return empty, empty, np.empty(0, dtype=np.float64)
+    names = _names(sides)
     tree, inputs = (left_geoms, right_geoms) if index_left else (right_geoms, left_geoms)
+    _check_boxes(tree, names[0] if index_left else names[1])  # (the query checks the other side)
     index = Index.from_geoseries(tree)
     try:
-        found, dist = index.query_nearest(
-            inputs, max_distance=max_distance, return_distance=True, exclusive=exclusive, all_matches=True
+        found, dist = _exact.query_nearest(
+            index, inputs, max_distance, True, exclusive, True, names[::-1] if index_left else names
         )
     finally:
         index.close()
@@ -345,7 +400,8 @@ def sjoin(
     position (right then left for ``how="right"``)."""
     _check_frames(left_df, right_df, how, "sjoin")
     attrs = _attributes(on_attribute, left_df, right_df)
-    l_idx, r_idx = predicate_pairs(_geometries(left_df), _geometries(right_df), predicate, distance)
+    sides = ("left_df", "right_df")
+    l_idx, r_idx = predicate_pairs(_geometries(left_df), _geometries(right_df), predicate, distance, sides)
     if attrs:
         keep = np.ones(len(l_idx), dtype=bool)
         for a in attrs:
@@ -398,7 +454,7 @@ def sjoin_nearest(
                 stacklevel=2,
             )
     l_idx, r_idx, dist = nearest_pairs(
-        _geometries(left_df), _geometries(right_df), max_distance, exclusive, index_left=how == "right"
+        _geometries(left_df), _geometries(right_df), max_distance, exclusive, how == "right", ("left_df", "right_df")
     )
     joined, dist = assemble(left_df, right_df, l_idx, r_idx, how, lsuffix, rsuffix, distances=dist)
     if distance_col is not None:

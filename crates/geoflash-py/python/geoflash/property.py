@@ -69,6 +69,10 @@ def _integer(name: str, value: Any) -> int:
 
 
 def _number(name: str, value: Any) -> float:
+    # rtree hands the value to a C double: a real number, never a string
+    # ("0.5" and b"0.5" are refused there, not parsed).
+    if isinstance(value, (str, bytes, bytearray)) or not hasattr(value, "__float__") or isinstance(value, complex):
+        raise TypeError(f"{name} must be a real number, not {type(value).__name__}")
     return float(value)
 
 
@@ -77,7 +81,12 @@ def _flag(name: str, value: Any) -> bool:
 
 
 def _text(name: str, value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    # rtree takes str or bytes (a C string), and refuses anything else.
+    if isinstance(value, bytes):
+        return value.decode()
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str or bytes, not {type(value).__name__}")
+    return value
 
 
 def _any(name: str, value: Any) -> Any:
@@ -143,7 +152,10 @@ class Property:
     (``get_index_type``/``set_index_type`` for ``type``). Invalid values
     raise :class:`geoflash.RTreeError` when set, or when an index is created
     with them (capacities below 4, a fill factor outside (0, 1) for the R*-tree or
-    (0, 0.5] for the others, a reinsert factor outside (0, 1)), as in rtree."""
+    (0, 0.5] for the others, a reinsert or split distribution factor outside
+    (0, 1), a near-minimum-overlap factor above a capacity), as in rtree; a
+    value of the wrong type (a string for a number, a number for a text)
+    raises ``TypeError``."""
 
     #: The settings ``as_dict`` reports (rtree's list).
     pkeys = tuple(k for k in sorted(_FIELDS) if k != "index_pool_capacity")
@@ -256,9 +268,20 @@ def tree_options(p: Any) -> Tuple[Dict[str, Any], float]:
     # libspatialindex's ranges: (0, 1) for the R*-tree, (0, 0.5] for the others
     if not (0.0 < fill < 1.0 if p.variant == RT_Star else 0.0 < fill <= 0.5):
         raise RTreeError(f"fill_factor {fill} is out of range: (0, 1) for RT_Star, (0, 0.5] otherwise")
+    # libspatialindex checks these whatever the variant, though only the
+    # R*-tree reinserts and geoflash keeps the other two without effect.
     reinsert = float(p.reinsert_factor)
-    if p.variant == RT_Star and not 0.0 < reinsert < 1.0:
+    if not 0.0 < reinsert < 1.0:
         raise RTreeError(f"reinsert_factor must be in (0.0, 1.0), not {reinsert}")
+    split_factor = float(p.split_distribution_factor)
+    if not 0.0 < split_factor < 1.0:
+        raise RTreeError(f"split_distribution_factor must be in (0.0, 1.0), not {split_factor}")
+    overlap = p.near_minimum_overlap_factor
+    if not 1 <= overlap <= min(p.index_capacity, p.leaf_capacity):
+        raise RTreeError(
+            f"near_minimum_overlap_factor must be from 1 to the smaller of index_capacity and "
+            f"leaf_capacity ({min(p.index_capacity, p.leaf_capacity)}), not {overlap}"
+        )
     big_m = int(p.leaf_capacity)
     small_m = min(max(2, math.floor(fill * big_m)), (big_m + 1) // 2)
     opts: Dict[str, Any] = dict(
@@ -295,7 +318,13 @@ def from_manifest(manifest: Dict[str, Any], path: Any) -> Property:
         overwrite=False,
     )
     if tree.get("min_entries"):
-        p.fill_factor = tree["min_entries"] / big_m
+        # rtree's fill of an R-tree with linear or quadratic split is at most
+        # 0.5: a minimum of ⌈M/2⌉ (the engine's default for an odd M) is
+        # described by 0.5, so that this Property creates an index again.
+        fill = tree["min_entries"] / big_m
+        p.fill_factor = fill if variant == RT_Star else min(fill, 0.5)
+    elif variant != RT_Star:
+        p.fill_factor = 0.5
     if tree.get("reinsert_percent") is not None:
         p.reinsert_factor = tree["reinsert_percent"] / 100
     return p
