@@ -200,6 +200,18 @@ pub(crate) fn bad(path: &Path, msg: impl std::fmt::Display) -> Error {
     Error::invalid(format!("{}: {msg}", path.display()))
 }
 
+/// The text of `e` to put in a new error that says where it occurred (a
+/// file, a record): an [`Error::InvalidInput`]'s message without the
+/// `invalid input: ` its display starts with, which the new error's adds
+/// again (the user saw "invalid input: f.csv: record 2: invalid input:
+/// …"); another error as it displays.
+pub fn reason(e: &Error) -> std::borrow::Cow<'_, str> {
+    match e {
+        Error::InvalidInput(m) => m.as_str().into(),
+        e => e.to_string().into(),
+    }
+}
+
 /// The header of a CSV file whose columns are read by position, in the
 /// order `expected` (lower case, e.g. `["id", "minx", "miny", "maxx",
 /// "maxy"]`). The csv reader takes the first line as the header whatever
@@ -314,7 +326,7 @@ impl<'p> Collector<'p> {
         g: Geometry,
     ) -> Result<()> {
         geoflash::engine::bounding_rect(&g)
-            .map_err(|e| bad(self.path, format!("{what} (id {id}): {e}")))?;
+            .map_err(|e| bad(self.path, format!("{what} (id {id}): {}", reason(&e))))?;
         if !self.seen.insert(id) {
             return Err(bad(self.path, format!("{what}: duplicate id {id}")));
         }
@@ -491,7 +503,7 @@ fn write_objects_to<'r, G: Borrow<Geometry>>(
             items.map(|(id, g, row)| {
                 geoflash::engine::bounding_rect(g.borrow())
                     .map(|r| (id, r, row))
-                    .map_err(|e| bad(path, format!("object {id}: {e}")))
+                    .map_err(|e| bad(path, format!("object {id}: {}", reason(&e))))
             }),
         ),
         Format::GeoJson => write_geojson(out, columns, items),
@@ -747,7 +759,7 @@ fn csv_record(path: &Path, line: usize, rec: &csv::ByteRecord) -> Result<(u64, R
         )
     })?;
     let r = Rect::new(num(1)?, num(2)?, num(3)?, num(4)?)
-        .map_err(|e| bad(path, format!("record {}: {e}", line + 1)))?;
+        .map_err(|e| bad(path, format!("record {}: {}", line + 1, reason(&e))))?;
     Ok((id, r))
 }
 
@@ -1357,5 +1369,52 @@ mod tests {
         for v in [-1.0, 0.5, f64::NAN, f64::INFINITY, 1e300] {
             assert_eq!(id_from_f64(v), None, "{v}");
         }
+    }
+
+    /// An error of the library put in a reader's or a writer's error keeps
+    /// one "invalid input:" (it had two: "invalid input: f.csv: object 7:
+    /// invalid input: geometry has a coordinate …"), and names the file
+    /// and the object or record.
+    #[test]
+    fn wrapped_errors_say_invalid_input_once() {
+        let once = |e: &Error, needles: &[&str]| {
+            let m = e.to_string();
+            assert_eq!(m.matches("invalid input:").count(), 1, "{m}");
+            for n in needles {
+                assert!(m.contains(n), "{n:?} not in {m}");
+            }
+        };
+        assert_eq!(reason(&Error::invalid("x: y")), "x: y");
+        let io = std::io::Error::other("boom");
+        assert_eq!(reason(&io_err(Path::new("f"), io)), "I/O error on f: boom");
+        let dir = tempfile::tempdir().unwrap();
+        // writers: the bounding rectangle of each object
+        let nan: Geometry = geo_types::Point::new(f64::NAN, 0.0).into();
+        let mut outs = vec!["o.csv"];
+        if cfg!(feature = "geoparquet") {
+            outs.push("o.parquet");
+        }
+        for name in outs {
+            let p = dir.path().join(name);
+            let e = write_objects(&p, [(7, &nan)]).unwrap_err();
+            once(&e, &[name, "object 7", "not finite"]);
+        }
+        // readers: the rectangles of a CSV file, the geometries of the others
+        let p = dir.path().join("r.csv");
+        std::fs::write(&p, "id,minx,miny,maxx,maxy\n1,0,0,1,1\n2,3,0,1,1\n").unwrap();
+        once(
+            &read_csv(&p).unwrap_err(),
+            &["r.csv", "record 2", "inverted"],
+        );
+        let p = dir.path().join("e.geojson");
+        std::fs::write(
+            &p,
+            r#"{"type":"Feature","id":3,"geometry":{"type":"MultiPoint","coordinates":[]}}"#,
+        )
+        .unwrap();
+        once(
+            &read_geojson(&p).unwrap_err(),
+            &["e.geojson", "feature 0 (id 3)", "empty"],
+        );
     }
 }

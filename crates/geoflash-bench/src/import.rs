@@ -317,7 +317,7 @@ pub fn read_rects_with(path: &Path, opts: &ReadOptions) -> Result<Vec<(u64, Rect
         .map(|(id, g)| {
             geoflash::engine::bounding_rect(&g)
                 .map(|r| (id, r))
-                .map_err(|e| formats::bad(path, format!("object {id}: {e}")))
+                .map_err(|e| formats::bad(path, format!("object {id}: {}", formats::reason(&e))))
         })
         .collect()
 }
@@ -373,7 +373,7 @@ fn write_ordered(
         .iter()
         .map(|(id, g)| {
             geoflash::engine::bounding_rect(g)
-                .map_err(|e| formats::bad(input, format!("object {id}: {e}")))
+                .map_err(|e| formats::bad(input, format!("object {id}: {}", formats::reason(&e))))
         })
         .collect::<Result<Vec<Rect>>>()?;
     let perm = generate::order(&rects, order, seed)?;

@@ -124,9 +124,10 @@ mod read {
         read(src)?
             .into_iter()
             .map(|(id, g)| {
-                bounding_rect(&g)
-                    .map(|r| (id, r))
-                    .map_err(|e| Error::invalid(format!("{}: object {id}: {e}", src.describe())))
+                bounding_rect(&g).map(|r| (id, r)).map_err(|e| {
+                    let e = crate::formats::reason(&e);
+                    Error::invalid(format!("{}: object {id}: {e}", src.describe()))
+                })
             })
             .collect()
     }

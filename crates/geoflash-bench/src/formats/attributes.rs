@@ -26,7 +26,7 @@ use std::path::Path;
 
 use geoflash::{Error, Result};
 
-use super::{bad, io_err};
+use super::{bad, io_err, reason};
 
 /// Column names the formats use themselves (any case): the id, the CSV
 /// rectangle columns and the names the readers take for a geometry column.
@@ -217,7 +217,7 @@ pub(super) fn read_csv(path: &Path) -> Result<(Vec<u64>, Attributes)> {
             .map(|(_, h)| Column::new(*h, Kind::Text))
             .collect(),
     )
-    .map_err(|e| bad(path, e))?;
+    .map_err(|e| bad(path, reason(&e)))?;
     let mut ids = Vec::new();
     let mut n = 0;
     for rec in rdr.records() {
@@ -278,7 +278,7 @@ pub(super) fn read_geojson(path: &Path) -> Result<(Vec<u64>, Attributes)> {
             Column::new(n.clone(), kind)
         })
         .collect();
-    let mut attrs = Attributes::new(columns).map_err(|e| bad(path, e))?;
+    let mut attrs = Attributes::new(columns).map_err(|e| bad(path, reason(&e)))?;
     for f in &features {
         let p = props(f);
         let row = attrs

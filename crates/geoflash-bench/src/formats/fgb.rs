@@ -12,6 +12,12 @@
 //! feature. Supported geometry types: Point, LineString, Polygon,
 //! MultiPoint, MultiLineString, MultiPolygon, GeometryCollection (Z and M
 //! values are ignored); curves, TINs and polyhedral surfaces are an error.
+//! An empty point (one without coordinates, or whose x and y are both NaN,
+//! as WKB writes one) of a multi-point or a collection, at any depth, is
+//! left out, as the WKB reader (`geoflash::engine::from_wkb`) leaves it
+//! out; an empty point as a feature's geometry is an error, and a
+//! multi-point or a collection with nothing left is an empty geometry,
+//! refused as such.
 //! The id is a column named `id` (any case) of an integer type, a double
 //! holding an integer or a string holding one (a feature without a value,
 //! a null id, is an error); without that column it is the feature's
@@ -37,7 +43,7 @@ use geoflash::engine::Geometry;
 use geoflash::Result;
 
 use super::attributes::{Attributes, Column, Kind, Row, Value};
-use super::{bad, id_from_f64, io_err, Collector};
+use super::{bad, id_from_f64, io_err, reason, Collector};
 
 /// Largest header the reader accepts (the `flatgeobuf` crate's limit).
 const MAX_HEADER: u64 = 10 * 1024 * 1024;
@@ -198,7 +204,7 @@ fn read_with(path: &Path, attributes: bool) -> Result<(Vec<(u64, Geometry)>, Att
     let attr_cols: Vec<usize> = (0..columns.len())
         .filter(|&c| attributes && Some(c) != id_col)
         .collect();
-    let mut attrs = attribute_table(&columns, &attr_cols).map_err(|e| bad(path, e))?;
+    let mut attrs = attribute_table(&columns, &attr_cols).map_err(|e| bad(path, reason(&e)))?;
 
     let index = index_bytes(count, header.index_node_size())
         .filter(|&b| b <= len.saturating_sub(pos))
@@ -256,7 +262,7 @@ fn read_with(path: &Path, attributes: bool) -> Result<(Vec<(u64, Geometry)>, Att
             let row = attribute_row(&attrs, &attr_cols, &set);
             attrs
                 .push(row)
-                .map_err(|e| corrupt(format!("{what}: {e}")))?;
+                .map_err(|e| corrupt(format!("{what}: {}", reason(&e))))?;
         }
         let geom = feature
             .geometry()
@@ -266,7 +272,9 @@ fn read_with(path: &Path, attributes: bool) -> Result<(Vec<(u64, Geometry)>, Att
         } else {
             dataset_type
         };
-        let g = decode(&geom, ty, 0).map_err(|e| bad(path, format!("{what} (id {id}): {e}")))?;
+        let g = decode(&geom, ty, 0)
+            .and_then(|g| g.ok_or_else(|| "the geometry is an empty point".to_string()))
+            .map_err(|e| bad(path, format!("{what} (id {id}): {e}")))?;
         objects.push(&what, id, g)?;
         n += 1;
     }
@@ -435,12 +443,21 @@ fn polygon(
     Ok(geo_types::Polygon::new(exterior, rings.collect()))
 }
 
-/// Decodes a verified geometry table of type `ty` into a [`Geometry`].
+/// Whether `c`, the coordinates of a point, are those of an empty point:
+/// x and y both NaN (as WKB, which has no other way, writes one).
+fn is_empty_point(c: &Coord) -> bool {
+    c.x.is_nan() && c.y.is_nan()
+}
+
+/// Decodes a verified geometry table of type `ty` into a [`Geometry`];
+/// `None` for an empty point. The empty points of a multi-point or a
+/// collection (at any depth) are left out, as [`geoflash::engine::from_wkb`]
+/// leaves them out.
 fn decode(
     g: &flatgeobuf::Geometry<'_>,
     ty: GeometryType,
     depth: usize,
-) -> std::result::Result<Geometry, String> {
+) -> std::result::Result<Option<Geometry>, String> {
     if depth > MAX_DEPTH {
         return Err(format!(
             "geometry collections nested deeper than {MAX_DEPTH}"
@@ -450,23 +467,28 @@ fn decode(
     if !xy.len().is_multiple_of(2) {
         return Err(format!("odd number ({}) of xy values", xy.len()));
     }
-    let sub = |f: &dyn Fn(&flatgeobuf::Geometry<'_>) -> std::result::Result<Geometry, String>| {
-        g.parts()
-            .map(|ps| {
-                ps.iter()
-                    .map(|p| f(&p))
-                    .collect::<std::result::Result<Vec<_>, _>>()
-            })
-            .unwrap_or(Ok(vec![]))
-    };
-    Ok(match ty {
+    // the members of a multi-polygon or a collection, empty points left out
+    let sub =
+        |f: &dyn Fn(&flatgeobuf::Geometry<'_>) -> std::result::Result<Option<Geometry>, String>| {
+            let mut members = Vec::new();
+            if let Some(ps) = g.parts() {
+                for p in ps.iter() {
+                    members.extend(f(&p)?);
+                }
+            }
+            Ok::<_, String>(members)
+        };
+    Ok(Some(match ty {
         GeometryType::Point => match coords(&xy, 0, xy.len() / 2)?.as_slice() {
+            [] => return Ok(None),
+            [c] if is_empty_point(c) => return Ok(None),
             [c] => Geometry::Point((*c).into()),
             cs => return Err(format!("a point with {} coordinates", cs.len())),
         },
         GeometryType::MultiPoint => Geometry::MultiPoint(
             coords(&xy, 0, xy.len() / 2)?
                 .into_iter()
+                .filter(|c| !is_empty_point(c))
                 .map(geo_types::Point::from)
                 .collect(),
         ),
@@ -482,7 +504,7 @@ fn decode(
         GeometryType::MultiPolygon => {
             let polys = sub(&|p| {
                 let pxy: Vec<f64> = p.xy().map(|v| v.iter().collect()).unwrap_or_default();
-                polygon(p, &pxy).map(Geometry::Polygon)
+                polygon(p, &pxy).map(|p| Some(Geometry::Polygon(p)))
             })?;
             Geometry::MultiPolygon(geo_types::MultiPolygon::new(
                 polys
@@ -505,7 +527,7 @@ fn decode(
                 other.variant_name().unwrap_or("unknown")
             ))
         }
-    })
+    }))
 }
 
 /// A borrowed geometry that the FlatGeobuf writer can consume.
@@ -639,5 +661,250 @@ mod tests {
             .contains("column 9"));
         // a string length beyond the bytes
         assert!(property_id(&[0, 0, 255, 255, 255, 255, 1], &cols, 1).is_err());
+    }
+
+    /// A geometry of a hand-built feature: its type, its `xy` values (absent
+    /// when `None`) and its parts. Built by hand because the `flatgeobuf`
+    /// crate's writer nests no collection.
+    struct Geom {
+        ty: GeometryType,
+        xy: Option<Vec<f64>>,
+        parts: Vec<Geom>,
+    }
+
+    fn leaf(ty: GeometryType, xy: &[f64]) -> Geom {
+        Geom {
+            ty,
+            xy: Some(xy.to_vec()),
+            parts: vec![],
+        }
+    }
+
+    fn point(xy: &[f64]) -> Geom {
+        leaf(GeometryType::Point, xy)
+    }
+
+    fn collection(parts: Vec<Geom>) -> Geom {
+        Geom {
+            ty: GeometryType::GeometryCollection,
+            xy: None,
+            parts,
+        }
+    }
+
+    /// Pads `b` with zeros to a length of `rem` modulo `align`.
+    fn pad(b: &mut Vec<u8>, align: usize, rem: usize) {
+        while b.len() % align != rem {
+            b.push(0);
+        }
+    }
+
+    /// Sets the offset at `at` to point at `to` (a flatbuffers uoffset,
+    /// relative to its own position).
+    fn point_at(b: &mut [u8], at: usize, to: usize) {
+        b[at..at + 4].copy_from_slice(&((to - at) as u32).to_le_bytes());
+    }
+
+    /// Appends `g` as a flatbuffers Geometry table (its vtable, the table,
+    /// then its vectors and parts, each child after its parent as the
+    /// unsigned offsets require); returns the table's position.
+    fn put_geometry(b: &mut Vec<u8>, g: &Geom) -> usize {
+        pad(b, 4, 0);
+        let vtable = b.len();
+        // the table: soffset to the vtable, xy, parts, type
+        let (xy, parts, ty) = (4u16, 8u16, 12u16);
+        let fields = [
+            0,
+            if g.xy.is_some() { xy } else { 0 },
+            0,
+            0,
+            0,
+            0,
+            ty,
+            if g.parts.is_empty() { 0 } else { parts },
+        ];
+        b.extend(20u16.to_le_bytes());
+        b.extend(16u16.to_le_bytes());
+        fields.iter().for_each(|f| b.extend(f.to_le_bytes()));
+        let table = b.len();
+        b.extend(((table - vtable) as i32).to_le_bytes());
+        b.extend([0; 8]);
+        b.extend([g.ty.0, 0, 0, 0]);
+        if let Some(values) = &g.xy {
+            pad(b, 8, 4);
+            let at = b.len();
+            point_at(b, table + usize::from(xy), at);
+            b.extend((values.len() as u32).to_le_bytes());
+            values.iter().for_each(|v| b.extend(v.to_le_bytes()));
+        }
+        if !g.parts.is_empty() {
+            pad(b, 4, 0);
+            let at = b.len();
+            point_at(b, table + usize::from(parts), at);
+            b.extend((g.parts.len() as u32).to_le_bytes());
+            let slots = b.len();
+            b.resize(slots + 4 * g.parts.len(), 0);
+            for (i, p) in g.parts.iter().enumerate() {
+                let child = put_geometry(b, p);
+                point_at(b, slots + 4 * i, child);
+            }
+        }
+        table
+    }
+
+    /// A size-prefixed Feature of geometry `g`, without properties.
+    fn feature(g: &Geom) -> Vec<u8> {
+        let mut b = vec![0u8; 8];
+        let vtable = b.len();
+        for v in [8u16, 8, 4, 0] {
+            b.extend(v.to_le_bytes());
+        }
+        let table = b.len();
+        b.extend(((table - vtable) as i32).to_le_bytes());
+        b.extend([0; 4]);
+        let geometry = put_geometry(&mut b, g);
+        point_at(&mut b, table + 4, geometry);
+        point_at(&mut b, 4, table);
+        let size = (b.len() - 4) as u32;
+        b[..4].copy_from_slice(&size.to_le_bytes());
+        b
+    }
+
+    /// A FlatGeobuf file (the crate's header, of an unknown geometry type
+    /// and no feature count, then the features) of the geometries `geoms`
+    /// (ids 0, 1, …).
+    fn fgb_file(dir: &Path, geoms: &[Geom]) -> std::path::PathBuf {
+        let options = FgbWriterOptions {
+            write_index: false,
+            ..Default::default()
+        };
+        let w = FgbWriter::create_with_options("t", GeometryType::Unknown, options).unwrap();
+        let mut bytes = Vec::new();
+        w.write(&mut bytes).unwrap();
+        geoms.iter().for_each(|g| bytes.extend(feature(g)));
+        let p = dir.join("t.fgb");
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    /// The hand-built features read as the crate writes them.
+    #[test]
+    fn hand_built_features_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = fgb_file(
+            dir.path(),
+            &[
+                point(&[1.0, 2.0]),
+                collection(vec![
+                    point(&[3.0, 4.0]),
+                    collection(vec![leaf(GeometryType::LineString, &[0.0, 0.0, 5.0, 6.0])]),
+                ]),
+            ],
+        );
+        let got = read(&p).unwrap();
+        assert_eq!(got[0], (0, geo_types::point!(x: 1.0, y: 2.0).into()));
+        let line: Geometry = LineString::from(vec![(0.0, 0.0), (5.0, 6.0)]).into();
+        let inner = Geometry::GeometryCollection(vec![line].into());
+        let outer = vec![geo_types::point!(x: 3.0, y: 4.0).into(), inner];
+        assert_eq!(got[1], (1, Geometry::GeometryCollection(outer.into())));
+    }
+
+    /// An empty point (no coordinates, an absent `xy`, or x and y both NaN)
+    /// of a collection or a multi-point, at any depth, was refused whole
+    /// ("a point with 0 coordinates", or a NaN coordinate). It is now left
+    /// out, as the WKB reader leaves it out; a collection or a multi-point
+    /// with nothing left is an empty geometry, refused as one; a top-level
+    /// empty point is refused, naming the feature; a point with one NaN
+    /// value is not empty, and refused as before.
+    #[test]
+    fn empty_points_of_collections_and_multi_points_are_left_out() {
+        let nan = f64::NAN;
+        let dir = tempfile::tempdir().unwrap();
+        let full = || point(&[1.0, 2.0]);
+        let empties = || {
+            vec![
+                point(&[]),
+                point(&[nan, nan]),
+                Geom {
+                    ty: GeometryType::Point,
+                    xy: None,
+                    parts: vec![],
+                },
+            ]
+        };
+        let one: Geometry = geo_types::point!(x: 1.0, y: 2.0).into();
+        let read_one = |g: Geom| -> Result<Geometry> {
+            let p = fgb_file(dir.path(), &[g]);
+            read(&p).map(|mut v| v.remove(0).1)
+        };
+        for empty in empties() {
+            // GEOMETRYCOLLECTION (POINT EMPTY, POINT (1 2))
+            let g = read_one(collection(vec![empty, full()])).unwrap();
+            assert_eq!(g, Geometry::GeometryCollection(vec![one.clone()].into()));
+        }
+        for empty in empties() {
+            // POINT (1 2) first
+            let g = read_one(collection(vec![full(), empty])).unwrap();
+            assert_eq!(g, Geometry::GeometryCollection(vec![one.clone()].into()));
+        }
+        for empty in empties() {
+            // nested: GEOMETRYCOLLECTION (GEOMETRYCOLLECTION (POINT EMPTY, POINT (1 2)))
+            let g = read_one(collection(vec![collection(vec![empty, full()])])).unwrap();
+            let inner = Geometry::GeometryCollection(vec![one.clone()].into());
+            assert_eq!(g, Geometry::GeometryCollection(vec![inner].into()));
+        }
+        // MULTIPOINT (EMPTY, (1 2), EMPTY, (3 4)), also inside a collection
+        let multi = || {
+            leaf(
+                GeometryType::MultiPoint,
+                &[nan, nan, 1.0, 2.0, nan, nan, 3.0, 4.0],
+            )
+        };
+        let want = Geometry::MultiPoint(
+            vec![
+                geo_types::point!(x: 1.0, y: 2.0),
+                geo_types::point!(x: 3.0, y: 4.0),
+            ]
+            .into(),
+        );
+        assert_eq!(read_one(multi()).unwrap(), want);
+        assert_eq!(
+            read_one(collection(vec![point(&[]), multi()])).unwrap(),
+            Geometry::GeometryCollection(vec![want].into())
+        );
+        // nothing left: an empty geometry, refused naming the feature
+        for g in [
+            collection(vec![point(&[])]),
+            collection(vec![point(&[nan, nan]), collection(vec![point(&[])])]),
+            leaf(GeometryType::MultiPoint, &[nan, nan]),
+        ] {
+            let e = read_one(g).unwrap_err();
+            let m = e.to_string();
+            assert!(
+                e.is_user_error() && m.contains("t.fgb: feature 0 (id 0)") && m.contains("empty"),
+                "{m}"
+            );
+        }
+        // a top-level empty point: refused, naming the feature
+        for empty in empties() {
+            let m = read_one(empty).unwrap_err().to_string();
+            assert!(
+                m.contains("t.fgb: feature 0 (id 0): the geometry is an empty point"),
+                "{m}"
+            );
+        }
+        // a point with one NaN value is not empty: refused, as before
+        for half in [
+            point(&[nan, 1.0]),
+            collection(vec![point(&[1.0, nan]), full()]),
+        ] {
+            let m = read_one(half).unwrap_err().to_string();
+            assert!(m.contains("not finite"), "{m}");
+        }
+        // two coordinates are not a point, in a collection too
+        let m = read_one(collection(vec![point(&[1.0, 2.0, 3.0, 4.0])]))
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("a point with 2 coordinates"), "{m}");
     }
 }

@@ -148,7 +148,7 @@ mod imp {
 
     use crate::formats::attributes::{Attributes, Column, Kind, Row, Value};
 
-    use super::super::{bad, io_err, parquet_thrift, Collector};
+    use super::super::{bad, io_err, parquet_thrift, reason, Collector};
     use super::geoarrow::{self, Coords, Kind as ArrowKind, ListLevels, Nest};
 
     /// Rows per row group written.
@@ -327,10 +327,11 @@ mod imp {
         let mut n = 0u64;
         for (id, g, row) in objects {
             let g = g.borrow();
-            let r = bounding_rect(g).map_err(|e| fail(&format_args!("object {id}: {e}")))?;
+            let r =
+                bounding_rect(g).map_err(|e| fail(&format_args!("object {id}: {}", reason(&e))))?;
             bbox = Some(bbox.map_or(r, |b| b.union(&r)));
             types.insert(type_name(g));
-            let wkb = to_wkb(g).map_err(|e| fail(&format_args!("object {id}: {e}")))?;
+            let wkb = to_wkb(g).map_err(|e| fail(&format_args!("object {id}: {}", reason(&e))))?;
             batch.push(id, wkb, row);
             n += 1;
             if batch.ids.len() == ROW_GROUP {
@@ -1015,7 +1016,7 @@ mod imp {
         } else {
             Vec::new()
         };
-        let mut attrs = attribute_table(schema, &attr_cols).map_err(|e| bad(path, e))?;
+        let mut attrs = attribute_table(schema, &attr_cols).map_err(|e| bad(path, reason(&e)))?;
         let read: Vec<usize> = geometry
             .leaves()
             .iter()

@@ -58,11 +58,10 @@ fn read_windows_file(path: &Path) -> Result<Vec<Rect>> {
                 n + 1
             )));
         };
-        out.push(
-            Rect::new(*a, *b, *c, *d).map_err(|e| {
-                Error::invalid(format!("{}: window {}: {e}", path.display(), n + 1))
-            })?,
-        );
+        out.push(Rect::new(*a, *b, *c, *d).map_err(|e| {
+            let e = crate::formats::reason(&e);
+            Error::invalid(format!("{}: window {}: {e}", path.display(), n + 1))
+        })?);
     }
     if out.is_empty() {
         return Err(Error::invalid(format!("{}: no window", path.display())));
@@ -163,5 +162,17 @@ mod tests {
         std::fs::write(&p, "minx,miny,maxx,maxy\n0,0,1,1\n0,0\n").unwrap();
         let e = read_windows_file(&p).unwrap_err().to_string();
         assert!(e.contains("record 2 (line 3) has 2 fields"), "{e}");
+    }
+
+    /// A bad window says "invalid input:" once (it was "invalid input:
+    /// w.csv: window 2: invalid input: rectangle … is inverted").
+    #[test]
+    fn a_bad_window_says_invalid_input_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w.csv");
+        std::fs::write(&p, "minx,miny,maxx,maxy\n0,0,1,1\n2,0,1,1\n").unwrap();
+        let e = read_windows_file(&p).unwrap_err().to_string();
+        assert_eq!(e.matches("invalid input:").count(), 1, "{e}");
+        assert!(e.contains("w.csv: window 2: rectangle"), "{e}");
     }
 }

@@ -8,7 +8,7 @@ use geoflash::engine::Geometry;
 use geoflash::{Error, Result};
 
 use super::super::attributes::{self, Value};
-use super::super::{bad, io_err, Collector};
+use super::super::{bad, io_err, reason, Collector};
 use super::rings::{self, RingError};
 use super::{object_id, OsmFilter, OsmOptions, OsmRead, OsmType, SkipReason, Skipped};
 
@@ -332,7 +332,7 @@ pub(super) fn read(path: &Path, opts: &OsmOptions) -> Result<OsmRead> {
     std::fs::metadata(path).map_err(|e| io_err(path, e))?;
     let filters = opts.filters.as_slice();
     let keys = opts.keys();
-    let mut attributes = attributes::osm_columns(&keys).map_err(|e| bad(path, e))?;
+    let mut attributes = attributes::osm_columns(&keys).map_err(|e| bad(path, reason(&e)))?;
     let rels = read_relations(path, filters, &keys)?;
     let members: HashSet<i64> = rels.iter().flat_map(|r| r.ways.iter().copied()).collect();
     let (recs, nodes) = read_ways(path, filters, &keys, &members)?;
