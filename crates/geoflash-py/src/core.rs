@@ -163,24 +163,37 @@ impl State {
 
     /// Checkpoints the record map and the engine. A map in the store's log
     /// is checkpointed by the engine (its snapshot, then the store's
-    /// checkpoint naming it). A map with its own log: the map's snapshot of
-    /// the next generation, its log started over, then the engine's
-    /// checkpoint (in this order, so the snapshot is never older than the
-    /// checkpointed tree; see `geoflash_engine::engine::records`).
+    /// checkpoint naming it). A map with its own log: that log synced, the
+    /// engine's checkpoint, then the map's snapshot of the next generation
+    /// and its log started over (see `geoflash_engine::engine::records`).
+    /// In this order a snapshot never holds a change the tree may not
+    /// have: a crash or a failure before the snapshot leaves the log with
+    /// every change since the last one (deletions with their objects),
+    /// which the next open replays and reconciles with the tree; after it,
+    /// snapshot and tree are the same state. (The snapshot used to come
+    /// first: a failed engine checkpoint then reopened deletions the tree
+    /// had not kept without their objects.)
     fn checkpoint(&mut self) -> Result<()> {
         if !self.writable {
             return Ok(());
         }
         self.check_owner()?;
-        if let Some(dir) = self.index.dir().map(Path::to_path_buf) {
-            if !self.index.records().is_identity() && !self.index.records_in_log() {
-                self.log = None;
-                self.snapshot_bytes = self.index.records_mut().save(&dir)?;
-                self.log = Some(RecordLog::create(&dir, self.index.records().generation())?);
+        let own_log = match self.index.dir() {
+            Some(dir) if !self.index.records().is_identity() && !self.index.records_in_log() => {
+                Some(dir.to_path_buf())
             }
+            _ => None,
+        };
+        if let (Some(log), Some(_)) = (&mut self.log, &own_log) {
+            log.sync()?;
         }
         self.index.checkpoint()?;
         self.synced_op = self.index.durable_op();
+        if let Some(dir) = own_log {
+            self.log = None;
+            self.snapshot_bytes = self.index.records_mut().save(&dir)?;
+            self.log = Some(RecordLog::create(&dir, self.index.records().generation())?);
+        }
         Ok(())
     }
 
@@ -393,7 +406,11 @@ fn rect_of_row(i: usize, row: &[u8], windows: bool) -> Result<Rect> {
             *v = clamp(*v);
         }
     }
-    Rect::new(c[0], c[1], c[2], c[3]).map_err(|e| Error::invalid(format!("row {i}: {e}")))
+    Rect::new(c[0], c[1], c[2], c[3]).map_err(|e| match e {
+        // the message once prefixed "invalid input: "
+        Error::InvalidInput(m) => Error::invalid(format!("row {i}: {m}")),
+        e => e,
+    })
 }
 
 /// A native-endian `f64` of 8 bytes.

@@ -263,6 +263,17 @@ impl Index {
         let Some(dir) = self.dir.clone() else {
             return Ok(false);
         };
+        // The store's newest checkpoint names a generation the map has not
+        // taken: that checkpoint's rename failed, and its snapshot may
+        // still be `pyrecords.next.dat`, which this one would replace.
+        let named = self
+            .tree
+            .client_log_ref()
+            .and_then(|c| c.generation())
+            .filter(|&g| g & super::objects::HEAP_ONLY_GENERATIONS == 0);
+        if let Some(named) = named.filter(|&g| g != self.records.map.generation()) {
+            self.records.map.finish_promotion(&dir, named)?;
+        }
         let bytes = self.records.map.save_next(&dir, generation)?;
         self.records.snapshot_bytes = bytes;
         Ok(true)

@@ -352,3 +352,52 @@ fn an_index_keyed_by_a_front_ends_map_refuses_writes_by_key_until_the_front_end_
         index.insert(2, rect(2)).unwrap();
     });
 }
+
+/// A checkpoint whose store's checkpoint is durable but whose rename of
+/// `pyrecords.next.dat` onto `pyrecords.dat` fails (here a directory in
+/// the way; an I/O error alike) leaves the snapshot the store names in
+/// `pyrecords.next.dat`. The next checkpoint finishes that rename before
+/// it writes its own snapshot there: before, it overwrote the named
+/// snapshot, and a crash before its store's checkpoint left an index that
+/// no open could read ("names record-map generation g, but pyrecords.dat
+/// is missing and pyrecords.next.dat holds generation g + 1").
+#[test]
+fn a_checkpoint_whose_rename_failed_keeps_the_named_snapshot_through_the_next_one() {
+    in_fresh_dirs(["efind", "fast"], |store, dir| {
+        let mut index = create(dir, store, &[]);
+        let mut oracle = Oracle::new();
+        for i in 0..20u64 {
+            insert(&mut index, &mut oracle, i as i64 - 5, rect(i));
+        }
+        index.close().unwrap();
+        let mut index = Index::open(dir, Access::Write).unwrap();
+        for i in 20..30u64 {
+            insert(&mut index, &mut oracle, 7, rect(i));
+        }
+        // The rename onto pyrecords.dat fails.
+        let current = dir.join(RECORDS_FILE);
+        std::fs::remove_file(&current).unwrap();
+        std::fs::create_dir(&current).unwrap();
+        std::fs::write(current.join("in-the-way"), b"x").unwrap();
+        assert!(index.checkpoint().is_err(), "{store}: the rename cannot succeed");
+        std::fs::remove_dir_all(&current).unwrap();
+        for i in 30..40u64 {
+            insert(&mut index, &mut oracle, i as i64, rect(i));
+        }
+        index.commit().unwrap();
+        // A crash in the next checkpoint, after its snapshot was written.
+        index.before_store_checkpoint().unwrap();
+        drop(index);
+        for access in [Access::Read, Access::Write] {
+            let index = Index::open(dir, access)
+                .unwrap_or_else(|e| panic!("{store}: a crash after a failed rename: {e}"));
+            check(&index, &oracle, &format!("{store} {access:?}"));
+        }
+        // And a checkpoint after all that reopens the same.
+        let mut index = Index::open(dir, Access::Write).unwrap();
+        index.checkpoint().unwrap();
+        drop(index);
+        let index = Index::open(dir, Access::Write).unwrap();
+        check(&index, &oracle, &format!("{store} after a checkpoint"));
+    });
+}

@@ -20,10 +20,14 @@
 //!   operations durable. Only a power loss between the two syncs can leave
 //!   them apart, and only in operations not yet acknowledged.
 //! - **Checkpoints** (`flush()`, `close()`, or when this log outgrows the
-//!   snapshot): the snapshot of generation `g + 1` is written atomically,
-//!   the engine checkpoints, and this log starts over empty with generation
-//!   `g + 1`. A log whose generation is older than the snapshot's is
-//!   already in it and is ignored.
+//!   snapshot): this log is synced, the engine checkpoints, then the
+//!   snapshot of generation `g + 1` is written atomically and this log
+//!   starts over empty with generation `g + 1`. A log whose generation is
+//!   older than the snapshot's is already in it and is ignored. In this
+//!   order a snapshot never holds a change the tree may not have: a crash
+//!   or a failure before the snapshot leaves this log with every change
+//!   since the previous one (a deletion with its object), which the next
+//!   open replays and reconciles with the tree.
 //! - **After a crash** the tree is the authority on which keys are live
 //!   (see `crate::stale`): the map, replayed from snapshot and log, knows
 //!   the id and object of every key allocated, and the open reconciles the
@@ -251,9 +255,11 @@ pub fn read(path: &Path) -> Result<Option<Replay>> {
         if version < SEALED {
             // Without seals a damaged last frame cannot be told from a
             // torn append: the tail is accepted as torn when it is cut by
-            // the end of the file or zeros to it (format version 1).
+            // the end of the file or zeros to it, from the frame's start or
+            // from a sector boundary inside it (format version 1).
             match failure {
                 Failure::Cut | Failure::Zeros => break,
+                Failure::Payload(end, _) if torn_in_sectors(&bytes, at, end) => break,
                 Failure::Header(why) | Failure::Payload(_, why) => return Err(bad(at, why)),
             }
         }
@@ -325,6 +331,23 @@ fn frame_at(bytes: &[u8], at: usize, version: u16, generation: u64) -> Result<Fr
         Some(change) => Ok(Frame::Change(change, next)),
         None => Err(Failure::Payload(next, "malformed change")),
     }
+}
+
+/// The sectors a torn write loses (an append torn by a crash keeps whole
+/// sectors of it).
+const SECTOR: usize = 512;
+
+/// Whether the frame from file offset `at` to `end`, whose header is
+/// intact and whose payload is not, is an append a crash tore after its
+/// first sectors: zeros from a sector boundary inside it to the end of
+/// the file.
+fn torn_in_sectors(bytes: &[u8], at: usize, end: usize) -> bool {
+    let zeros_from = bytes
+        .iter()
+        .rposition(|&b| b != 0)
+        .map_or(0, |last| last + 1);
+    let boundary = zeros_from.div_ceil(SECTOR) * SECTOR;
+    end <= bytes.len() && at + FRAME_HEADER <= boundary && boundary < end
 }
 
 /// What a sealed log's reader makes of a frame that is not intact.

@@ -284,12 +284,21 @@ impl Records {
     }
 
     /// Allocates a key for `id` (with its pickled object); returns the key.
+    /// An object longer than the snapshot's length field holds (`u32`) is
+    /// refused, the map unchanged.
     pub fn add(&mut self, id: i64, obj: Option<Vec<u8>>) -> Result<u64> {
         if self.identity {
             return Err(Error::invalid(
                 "this index was built outside Python (no pyrecords.dat): it can be queried and \
                  entries deleted, but new entries can only be added by the tool that built it",
             ));
+        }
+        if let Some(len) = obj.as_ref().map(Vec::len).filter(|&l| u32::try_from(l).is_err()) {
+            return Err(Error::invalid(format!(
+                "a stored object of {len} bytes is more than the id map holds ({} bytes at most, \
+                 its length is 32 bits in {RECORDS_FILE})",
+                u32::MAX
+            )));
         }
         let key = self.keys();
         if self.ids.is_empty() && i64::try_from(key).is_ok_and(|k| k == id) {
@@ -719,6 +728,39 @@ impl Records {
     /// directory) and takes `generation` as the map's.
     pub fn promote_next(&mut self, dir: &Path, generation: u64) -> Result<()> {
         finish_next(dir)?;
+        self.generation = generation;
+        self.read_version = LOGGED_VERSION;
+        Ok(())
+    }
+
+    /// Finishes a [`Records::promote_next`] that failed after the store's
+    /// checkpoint naming `generation` was durable (the rename, or the
+    /// directory's sync after it): renames [`NEXT_FILE`] onto
+    /// [`RECORDS_FILE`] when it is the snapshot of `generation`, else
+    /// checks that [`RECORDS_FILE`] is (the rename was done), syncs the
+    /// directory and takes `generation` as the map's. The next checkpoint
+    /// runs it before it writes its own snapshot to [`NEXT_FILE`], which
+    /// would otherwise replace the one the store names.
+    pub fn finish_promotion(&mut self, dir: &Path, generation: u64) -> Result<()> {
+        let gen_of = |name: &str| -> Result<Option<u64>> {
+            Ok(read_snapshot(dir, name)?.map(|m| m.generation))
+        };
+        if gen_of(NEXT_FILE)? == Some(generation) {
+            finish_next(dir)?;
+        } else {
+            let held = gen_of(RECORDS_FILE)?;
+            if held != Some(generation) {
+                return Err(Error::corrupt(
+                    None,
+                    format!(
+                        "the store's newest checkpoint names record-map generation {generation}, but neither \
+                         {RECORDS_FILE} nor {NEXT_FILE} holds it"
+                    ),
+                )
+                .in_file(dir.join(RECORDS_FILE)));
+            }
+            crate::manifest::sync_dir(dir)?;
+        }
         self.generation = generation;
         self.read_version = LOGGED_VERSION;
         Ok(())

@@ -311,3 +311,57 @@ fn every_key_id_and_liveness_comes_back_whatever_the_dense_prefix() {
         }
     }
 }
+
+/// An object whose length does not fit the snapshot's 32-bit length field
+/// is refused when it is added, as bad input, the map unchanged. Before,
+/// it was taken (a bulk load passes its objects straight to the map), and
+/// the snapshot wrote its length modulo 2^32 under a valid checksum: the
+/// file then failed to decode, or decoded as other objects. (The refusal
+/// touches no memory: the object is allocated zeroed, lazily.)
+#[test]
+fn an_object_longer_than_the_snapshot_can_hold_is_refused() {
+    let mut m = Records::new();
+    m.add(7, Some(b"small".to_vec())).unwrap();
+    let len = u32::MAX as usize + 1;
+    match m.add(8, Some(vec![0u8; len])) {
+        Err(e) => {
+            assert!(e.is_user_error(), "{e}");
+            assert!(e.to_string().contains("object"), "{e}");
+            assert_eq!((m.keys(), m.live()), (1, Some(1)), "the map changed");
+            let back = Records::decode(&m.encode()).unwrap();
+            same(&m, &back);
+        }
+        Ok(key) => {
+            let back = Records::decode(&m.encode());
+            let held = back.as_ref().ok().and_then(|b| b.obj(key)).map(<[u8]>::len);
+            assert_eq!(held, Some(len), "the snapshot lost the object: {:?}", back.err());
+        }
+    }
+}
+
+/// [`Records::finish_promotion`]: the snapshot the store names is renamed
+/// from `pyrecords.next.dat` when it is still there, taken as it is when
+/// the rename was done (its directory's sync failed), and anything else
+/// is an error naming the files, which leaves them as they are.
+#[test]
+fn a_failed_promotion_is_finished_from_either_file_or_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = sample();
+    m.save(dir.path()).unwrap(); // generation 1
+    m.save_next(dir.path(), 2).unwrap();
+    // The rename was not done.
+    m.finish_promotion(dir.path(), 2).unwrap();
+    assert_eq!(m.generation(), 2);
+    assert!(!dir.path().join(NEXT_FILE).exists());
+    assert_eq!(Records::decode(&std::fs::read(dir.path().join(RECORDS_FILE)).unwrap()).unwrap().generation(), 2);
+    // The rename was done.
+    let mut m = sample();
+    m.finish_promotion(dir.path(), 2).unwrap();
+    assert_eq!(m.generation(), 2);
+    // Neither file holds the generation: refused, nothing renamed.
+    m.save_next(dir.path(), 4).unwrap();
+    let e = m.finish_promotion(dir.path(), 3).unwrap_err().to_string();
+    assert!(e.contains(RECORDS_FILE) && e.contains(NEXT_FILE) && e.contains("generation 3"), "{e}");
+    assert!(dir.path().join(NEXT_FILE).exists());
+    assert_eq!(m.generation(), 2);
+}

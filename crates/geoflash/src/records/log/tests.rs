@@ -75,6 +75,64 @@ fn a_torn_last_frame_of_a_format_1_log_is_cut_and_appending_resumes_without_seal
     assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, HEADER + frames);
 }
 
+/// A format 1 log (no seals, still appended to by indexes written before
+/// them) whose last append was torn by a crash after its frame's first
+/// sectors: the rest of the frame reads as zeros from a sector boundary
+/// to the end of the file (its size got ahead of the data, as the reader
+/// already allows for a frame torn before its header). That is a torn
+/// append, cut by the next writable open, never an error: before, the
+/// payload's checksum made it "frame checksum mismatch", and the index
+/// could not be opened after the crash. Zeros over a sector followed by
+/// the frame's data are no tear: damage, an error naming the file.
+#[test]
+fn a_format_1_frame_torn_after_its_first_sectors_is_a_torn_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(LOG_FILE);
+    let mut log = RecordLog::create_version(dir.path(), 3, 1).unwrap();
+    let big = Change::Add {
+        key: 1,
+        id: 9,
+        obj: Some((0..1500u32).map(|i| (i % 251 + 1) as u8).collect()),
+    };
+    for c in [&changes()[0], &big] {
+        append(&mut log, c);
+    }
+    log.sync().unwrap();
+    drop(log);
+    let bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - (FRAME_HEADER + 18 + 1500);
+    let mut torn = 0;
+    for sector in (last + FRAME_HEADER).div_ceil(512)..bytes.len().div_ceil(512) {
+        let keep = sector * 512;
+        let mut b = bytes.clone();
+        b[keep..].fill(0);
+        std::fs::write(&path, &b).unwrap();
+        let r = read(&path)
+            .unwrap_or_else(|e| panic!("zeros from byte {keep}: a torn append read as damage: {e}"))
+            .unwrap();
+        assert_eq!(r.changes, changes()[..1].to_vec(), "zeros from byte {keep}");
+        assert_eq!(r.torn as usize, bytes.len() - last, "zeros from byte {keep}");
+        // The writable open cuts it and appends after the intact frame.
+        let mut log = RecordLog::append_to(dir.path(), &r).unwrap();
+        log.append_remove(0).unwrap();
+        log.sync().unwrap();
+        let r = read(&path).unwrap().unwrap();
+        let mut want = changes()[..1].to_vec();
+        want.push(Change::Remove { key: 0 });
+        assert_eq!((r.changes, r.torn), (want, 0), "zeros from byte {keep}");
+        // Zeros over one sector followed by the frame's data: damage.
+        if keep + 512 < bytes.len() {
+            let mut b = bytes.clone();
+            b[keep..keep + 512].fill(0);
+            std::fs::write(&path, &b).unwrap();
+            let e = read(&path).unwrap_err().to_string();
+            assert!(e.contains(LOG_FILE) && e.contains("checksum"), "zeros over sector {sector}: {e}");
+        }
+        torn += 1;
+    }
+    assert!(torn >= 2, "{torn} sector boundaries inside the last frame");
+}
+
 #[test]
 fn damage_inside_the_intact_frames_of_a_format_1_log_is_an_error_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
