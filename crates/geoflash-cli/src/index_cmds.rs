@@ -247,11 +247,16 @@ fn read_csv_rows<T>(
         }
         let line: Vec<&str> = rec.iter().collect();
         let v = parse(&line.join(",")).map_err(|f| {
+            // the parse error's own text, without the "invalid input: "
+            // of an Error::InvalidInput, which the new error adds again
+            let msg = match f.error.downcast_ref::<Error>() {
+                Some(e) => formats::reason(e).into_owned(),
+                None => format!("{:#}", f.error),
+            };
             Error::invalid(format!(
-                "{}: {what} {}: {:#}",
+                "{}: {what} {}: {msg}",
                 path.display(),
-                out.len() + 1,
-                f.error
+                out.len() + 1
             ))
         })?;
         out.push(v);
@@ -1093,8 +1098,19 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
                 geoflash_bench::progress::count(n),
                 a.bulk.as_deref().unwrap_or_default()
             ));
+            // Ctrl-C stops the load at its next node, or before or after
+            // its next sort (nothing is published).
+            let written = NodesWritten::default();
+            let progress = |done, total| written.update(done, total);
             (
-                Index::bulk_load(Some(&a.index), &opts, records, method, a.fill())?,
+                Index::bulk_load_with_progress(
+                    Some(&a.index),
+                    &opts,
+                    records,
+                    method,
+                    a.fill(),
+                    &progress,
+                )?,
                 n,
             )
         }
@@ -1261,16 +1277,13 @@ fn build_external(
     if a.record_trace.is_some() {
         return Err(Error::invalid("--record-trace does not combine with --memory").into());
     }
-    // Ctrl-C stops the load at the next record read (the staging directory
-    // and its temporary files are removed, nothing is published).
+    // Ctrl-C stops the load at the next record read, and once the input is
+    // read at its next sort run, merge or node (the staging directory and
+    // its temporary files are removed, nothing is published).
     let stream = || {
         geoflash_bench::formats::csv_records(&a.input).map(|records| {
             records.map(|r| match geoflash::engine::stop_requested() {
-                true => Err(Error::Interrupted(format!(
-                    "no index published at {}: the bulk load was stopped (its temporary files removed); {} is as it was",
-                    a.index.display(),
-                    a.index.display()
-                ))),
+                true => Err(bulk_load_stopped(&a.index)),
                 false => r,
             })
         })
@@ -1297,15 +1310,20 @@ fn build_external(
         a.input.display()
     ));
     let start = BatchClock::start();
-    let (index, report) = Index::bulk_load_external(
+    let written = NodesWritten::default();
+    let progress = |done, total| written.update(done, total);
+    let (index, report) = Index::bulk_load_external_with_progress(
         Some(&a.index),
         &opts,
         stream()?,
         method,
         a.fill.unwrap_or(1.0),
         &config,
+        &progress,
     )
     .map_err(|e| match e {
+        // Stopped while reading or after: one message.
+        Error::Interrupted(_) => bulk_load_stopped(&a.index),
         // The load's errors about records ("record N: ...", a duplicate id)
         // name the record but not the file: put it in front, as the CSV
         // reader's own errors have it.
@@ -1321,6 +1339,35 @@ fn build_external(
     print_stats(&index, "build", report.records, start, a.json)?;
     index.close()?;
     Ok(())
+}
+
+/// The error of a bounded-memory bulk load of `index` stopped by Ctrl-C.
+fn bulk_load_stopped(index: &Path) -> Error {
+    Error::Interrupted(format!(
+        "no index published at {}: the bulk load was stopped (its temporary files removed); {} is as it was",
+        index.display(),
+        index.display()
+    ))
+}
+
+/// The progress of a bulk load's writing of its tree (the nodes stored,
+/// one a page, of the tree's total), shown as [`progress_bar`] shows
+/// progress: `build: nodes written: 40% (…)` off a terminal. The bar is
+/// made when the load first tells its total (once the records are sorted).
+#[derive(Default)]
+struct NodesWritten(std::cell::OnceCell<crate::Progress>);
+
+impl NodesWritten {
+    /// `done` of the tree's `total` nodes are stored.
+    fn update(&self, done: u64, total: u64) {
+        let bar = self
+            .0
+            .get_or_init(|| progress_bar(total, "build: nodes written"));
+        match done >= total {
+            true => bar.finish(done),
+            false => bar.set_position(done),
+        }
+    }
 }
 
 /// `geoflash insert` and `geoflash delete`.

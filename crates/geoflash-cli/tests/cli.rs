@@ -1980,6 +1980,126 @@ fn ctrl_c_during_an_insert_exits_130_and_says_what_is_durable() {
     ok(geoflash(&["verify", "--index", s(&idx)]));
 }
 
+/// Ctrl-C while a bulk load writes its tree (at its first `build: nodes
+/// written: …%` line: the input is read and sorted) stops it at its next
+/// node, whichever loader: in memory (Hilbert packing of a CSV of boxes,
+/// STR of a CSV of WKT points), with the store's budget (STR of a CSV of
+/// boxes) or with `--memory` (Hilbert, STR). Exit code 130 and the message
+/// of an interrupted build, no index published, no staging directory and
+/// no temporary file left, and the tree not written whole: no `nodes
+/// written: N done` line, and the last line counts fewer nodes than the
+/// tree's (before the fix, the load wrote every node of what it had read
+/// and only then reported the interrupt).
+#[test]
+fn ctrl_c_while_a_bulk_load_writes_its_tree_stops_it_at_once() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let n = 1_000_000u64;
+    let boxes = dir.path().join("d.csv");
+    write_rects(&boxes, n);
+    let points = dir.path().join("p.csv");
+    let mut text = String::from("id,wkt\n");
+    for i in 1..=n {
+        let (x, y) = (
+            (i * 7919 % 10_000) as f64 / 10.0,
+            (i * 104_729 % 9_973) as f64 / 10.0,
+        );
+        text.push_str(&format!("{i},POINT ({x} {y})\n"));
+    }
+    std::fs::write(&points, text).unwrap();
+    let idx = dir.path().join("idx");
+    let staging = dir.path().join(".idx.building");
+    let in_memory = "the build was stopped and its staging directory removed";
+    let bounded = "the bulk load was stopped (its temporary files removed)";
+    for (input, bulk, says) in [
+        (&boxes, &["--bulk", "hilbert"][..], in_memory),
+        (&points, &["--bulk", "str"][..], in_memory),
+        (&boxes, &["--bulk", "str"][..], bounded),
+        (
+            &boxes,
+            &["--bulk", "hilbert", "--memory", "1MiB"][..],
+            bounded,
+        ),
+        (&boxes, &["--bulk", "str", "--memory", "1MiB"][..], bounded),
+    ] {
+        let mut args = vec![
+            "build",
+            "--input",
+            s(input),
+            "--index",
+            s(&idx),
+            "--device",
+            "file?direct=false",
+            // Small pages, nodes of m entries: 200,000 nodes, a write
+            // phase of several tenths of a second after the first tenth.
+            "--page-size",
+            "512",
+            "--fill",
+            "0.01",
+        ];
+        args.extend_from_slice(bulk);
+        let out = interrupted_at_first_progress(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "{bulk:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "error: interrupted: no index published at {}: {says}; {} is as it was",
+                idx.display(),
+                idx.display()
+            )),
+            "{bulk:?}: {err}"
+        );
+        let written: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("build: nodes written: "))
+            .collect();
+        assert!(
+            written.first().is_some_and(|l| l.contains("% (")),
+            "{bulk:?}: interrupted elsewhere than in the write phase: {err}"
+        );
+        assert!(
+            !written.iter().any(|l| l.contains(" done in ")),
+            "{bulk:?}: the whole tree was written before the interrupt was reported: {err}"
+        );
+        // `build: nodes written: 10% (20,032/199,996), …`
+        let last = written.last().unwrap();
+        let counts: Vec<u64> = last
+            .split(['(', ')'])
+            .nth(1)
+            .unwrap()
+            .split('/')
+            .map(|c| c.replace(',', "").parse().unwrap())
+            .collect();
+        assert!(counts[0] < counts[1], "{bulk:?}: {last}");
+        assert!(
+            !idx.exists(),
+            "{bulk:?}: something was published at the target"
+        );
+        assert!(
+            !staging.exists(),
+            "{bulk:?}: the staging directory was left"
+        );
+        assert_eq!(
+            spill_files(dir.path()),
+            Vec::<std::path::PathBuf>::new(),
+            "{bulk:?}"
+        );
+        println!("{bulk:?}: {err}");
+    }
+    // The target is free: a bulk load of it succeeds.
+    let small = dir.path().join("small.csv");
+    write_rects(&small, 1000);
+    ok(geoflash(&[
+        "build",
+        "--input",
+        s(&small),
+        "--index",
+        s(&idx),
+        "--bulk",
+        "hilbert",
+    ]));
+    assert_eq!(all_ids(&idx).len(), 1000);
+}
+
 /// The names of the files under `dir` (one level of subdirectories too)
 /// that are a bounded-memory load's temporary files.
 fn spill_files(dir: &Path) -> Vec<std::path::PathBuf> {

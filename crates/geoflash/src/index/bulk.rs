@@ -9,6 +9,12 @@
 //! operations, unlogged, in large sequential batches, and the tree is
 //! published atomically once complete (see [`crate::store::bulk`]): a crash
 //! in the middle leaves the empty tree, never a part of the new one.
+//!
+//! Every loader (these two, and the bounded-memory ones of
+//! [`super::external`] and `super::external_str`) can be stopped by its
+//! caller ([`BulkWatch`]): it asks between its sorts (and their runs and
+//! merges) and before each node it stores, and a stopped load publishes
+//! nothing, as a failed one.
 use super::ops::{center, ordered_bits};
 use super::params::{IndexKind, TreeParams};
 use super::{checked, entry_of, RTree};
@@ -25,6 +31,144 @@ pub enum BulkMethod {
     Str,
     /// Hilbert packing: entries by the Hilbert value of their centre.
     Hilbert,
+}
+
+/// What the caller of a bulk load has to say while it runs: whether to
+/// stop, and how far the load is. A load asks its `stop` at coarse
+/// points of its sort and write phases (between sort runs and merge passes,
+/// every 65,536 records read or merged, before each node it stores, between
+/// the selections of an STR level's slices); when it answers `true` the load
+/// ends with [`Error::Interrupted`] and publishes nothing (the store holds
+/// no tree, the temporary files are removed). A load tells `stored` the
+/// nodes it has stored so far and the tree's total, every 64 nodes and
+/// after the last one. The index layer does not know who asks: a front
+/// end's Ctrl-C ([`crate::engine::request_stop`]) reaches it as the `stop`
+/// an index directory's build passes.
+#[derive(Clone, Copy)]
+pub struct BulkWatch<'a> {
+    stop: &'a (dyn Fn() -> bool + Sync),
+    stored: &'a dyn Fn(u64, u64),
+}
+
+/// The `stop` of a load nobody stops.
+fn never() -> bool {
+    false
+}
+
+/// The `stored` of a load nobody follows.
+fn unfollowed(_: u64, _: u64) {}
+
+impl<'a> BulkWatch<'a> {
+    /// A load nobody stops or follows.
+    pub const NONE: BulkWatch<'static> = BulkWatch {
+        stop: &never,
+        stored: &unfollowed,
+    };
+
+    /// A load stopped when `stop` answers `true`, telling `stored` the
+    /// nodes stored so far and the tree's total.
+    pub fn new(stop: &'a (dyn Fn() -> bool + Sync), stored: &'a dyn Fn(u64, u64)) -> Self {
+        BulkWatch { stop, stored }
+    }
+
+    /// A load stopped when `stop` answers `true`, followed by nobody.
+    pub fn stopped_by(stop: &'a (dyn Fn() -> bool + Sync)) -> Self {
+        BulkWatch {
+            stop,
+            stored: &unfollowed,
+        }
+    }
+
+    /// The caller's `stop`, for a thread of the load.
+    pub(crate) fn stop(&self) -> &'a (dyn Fn() -> bool + Sync) {
+        self.stop
+    }
+
+    /// [`Error::Interrupted`] when the caller asks the load to stop.
+    pub(crate) fn check(&self) -> Result<()> {
+        match (self.stop)() {
+            true => Err(stopped()),
+            false => Ok(()),
+        }
+    }
+}
+
+impl std::fmt::Debug for BulkWatch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BulkWatch")
+    }
+}
+
+/// The error of a bulk load its caller stopped ([`BulkWatch`]).
+pub(crate) fn stopped() -> Error {
+    Error::Interrupted("the bulk load was stopped before it finished: nothing was published".into())
+}
+
+/// Records read or merged between two questions to a load's `stop`.
+pub(crate) const STOP_EVERY: u64 = 1 << 16;
+
+/// The nodes a tree packed from `records` records holds at `cap` entries
+/// per node and at least `m`: each level's nodes ([`node_count`]) up to
+/// the root.
+pub(crate) fn tree_nodes(records: u64, cap: usize, m: usize) -> u64 {
+    let (mut k, mut total) = (usize::try_from(records).unwrap_or(usize::MAX), 0u64);
+    loop {
+        let g = node_count(k, cap, m);
+        total += g as u64;
+        if g <= 1 {
+            return total;
+        }
+        k = g;
+    }
+}
+
+/// The nodes one bulk load stores: each stored through [`Nodes::store`],
+/// which asks the load's [`BulkWatch`] whether to stop first and tells it
+/// the count afterwards.
+pub(crate) struct Nodes<'a> {
+    watch: BulkWatch<'a>,
+    /// Nodes stored so far.
+    done: u64,
+    /// Nodes of the whole tree.
+    total: u64,
+}
+
+impl<'a> Nodes<'a> {
+    /// No node stored yet of a tree of `total` nodes.
+    pub(crate) fn new(watch: BulkWatch<'a>, total: u64) -> Self {
+        Nodes {
+            watch,
+            done: 0,
+            total,
+        }
+    }
+
+    /// The load's watch.
+    pub(crate) fn watch(&self) -> BulkWatch<'a> {
+        self.watch
+    }
+
+    /// Nodes stored so far.
+    pub(crate) fn done(&self) -> u64 {
+        self.done
+    }
+
+    /// Stores a node of `level` holding `entries` through `sink` (unless
+    /// the load was asked to stop) and returns its page id.
+    pub(crate) fn store(
+        &mut self,
+        sink: &mut dyn BulkSink,
+        level: u16,
+        entries: &[Entry],
+    ) -> Result<crate::page_id::PageId> {
+        self.watch.check()?;
+        let page = sink.node(level, entries)?;
+        self.done += 1;
+        if self.done.is_multiple_of(64) || self.done >= self.total {
+            (self.watch.stored)(self.done, self.total.max(self.done));
+        }
+        Ok(page)
+    }
 }
 
 /// Sizes of `groups` groups spreading `k` entries evenly.
@@ -115,6 +259,8 @@ enum Cut {
 /// What every level of one bulk load shares.
 struct Level<'s> {
     sink: &'s mut dyn BulkSink,
+    /// The nodes stored so far, and the load's watch.
+    nodes: Nodes<'s>,
     kind: IndexKind,
     /// Entries per node (at most M).
     cap: usize,
@@ -129,14 +275,20 @@ impl Level<'_> {
     /// the entries of the level above (one per node, in the order stored).
     fn pack<T: Packed>(&mut self, level: u16, records: &mut [T], cut: Cut) -> Result<Vec<Entry>> {
         let k = records.len();
+        let stop = self.nodes.watch().stop();
         self.emit_level(level, k, |sizes, gathered, emit| match cut {
             _ if sizes.len() < 2 => emit_runs(records, sizes, gathered, emit),
             Cut::InOrder => emit_runs(records, sizes, gathered, emit),
             Cut::Hilbert(d) => {
+                // One sort of the level: the load may stop before it, and
+                // at the first node after it.
+                if stop() {
+                    return Err(stopped());
+                }
                 records.sort_by_cached_key(|e| (d.hilbert_rect(e.rect()), e.key()));
                 emit_runs(records, sizes, gathered, emit)
             }
-            Cut::Str => str_runs(records, sizes, emit, pipelined_for(k)),
+            Cut::Str => str_runs(records, sizes, emit, pipelined_for(k), stop),
         })
     }
 
@@ -148,11 +300,12 @@ impl Level<'_> {
             return self.pack(0, &mut items, cut);
         }
         let k = items.len();
+        let stop = self.nodes.watch().stop();
         self.emit_level(0, k, |sizes, gathered, emit| {
             if sizes.len() < 2 {
                 emit_runs(&items, sizes, gathered, emit)
             } else {
-                str_runs_consuming(items, sizes, emit, pipelined_for(k))
+                str_runs_consuming(items, sizes, emit, pipelined_for(k), stop)
             }
         })
     }
@@ -169,10 +322,10 @@ impl Level<'_> {
     ) -> Result<Vec<Entry>> {
         let groups = node_count(k, self.cap, self.m);
         let mut parents = Vec::with_capacity(groups);
-        let (sink, kind) = (&mut *self.sink, self.kind);
+        let (sink, nodes, kind) = (&mut *self.sink, &mut self.nodes, self.kind);
         let mut emit = |node: &[Entry]| -> Result<()> {
             let mut parent = entry_of(kind, 0, node)?;
-            parent.key = sink.node(level, node)?;
+            parent.key = nodes.store(sink, level, node)?;
             parents.push(parent);
             Ok(())
         };
@@ -196,12 +349,27 @@ impl<S: NodeStore> RTree<S> {
     /// rectangle), built bottom-up by `method` at fill factor `fill` in
     /// (0, 1]. Object ids must be unique; rectangles are validated. A
     /// Hilbert R-tree is always packed in Hilbert order (in its own domain).
+    #[cfg(any(test, feature = "internals"))]
     pub fn bulk_load(
         store: S,
         params: TreeParams,
         items: Vec<(u64, Rect)>,
         method: BulkMethod,
         fill: f64,
+    ) -> Result<Self> {
+        RTree::bulk_load_watched(store, params, items, method, fill, BulkWatch::NONE)
+    }
+
+    /// [`RTree::bulk_load`], stopped and followed by `watch`: when it
+    /// asks to stop, the load ends with [`Error::Interrupted`] and the
+    /// store holds no tree.
+    pub fn bulk_load_watched(
+        store: S,
+        params: TreeParams,
+        items: Vec<(u64, Rect)>,
+        method: BulkMethod,
+        fill: f64,
+        watch: BulkWatch<'_>,
     ) -> Result<Self> {
         let mut tree = RTree::create(store, params)?;
         if !(fill > 0.0 && fill <= 1.0) {
@@ -224,9 +392,11 @@ impl<S: NodeStore> RTree<S> {
             ascending &= prev.is_none_or(|p| p < *id);
             prev = Some(*id);
         }
+        watch.check()?;
         if !ascending {
             let mut ids: Vec<u64> = items.iter().map(|&(id, _)| id).collect();
             ids.sort_unstable();
+            watch.check()?;
             if let Some(w) = ids.windows(2).find(|w| w.first() == w.get(1)) {
                 let id = w.first().copied().unwrap_or_default();
                 return Err(Error::invalid(format!(
@@ -251,9 +421,11 @@ impl<S: NodeStore> RTree<S> {
             }
         };
         let (m, kind) = (p.min_entries, p.kind);
+        let total = tree_nodes(records, cap, m);
         tree.store.bulk_load(Box::new(move |sink| {
             let mut packer = Level {
                 sink,
+                nodes: Nodes::new(watch, total),
                 kind,
                 cap,
                 m,
@@ -271,6 +443,9 @@ impl<S: NodeStore> RTree<S> {
                             payload: super::hilbert::record_value(&d, &rect, key),
                         })
                         .collect();
+                    // One sort of the leaves: the load may stop before it,
+                    // and at the first node after it.
+                    watch.check()?;
                     leaves.sort_by(super::hilbert::hilbert_order);
                     (packer.pack(0, &mut leaves, Cut::InOrder)?, Cut::InOrder)
                 }
@@ -361,6 +536,7 @@ fn str_runs<T: Packed>(
     sizes: &[usize],
     emit: &mut dyn FnMut(&[Entry]) -> Result<()>,
     pipelined: bool,
+    stop: &(dyn Fn() -> bool + Sync),
 ) -> Result<()> {
     // When the records' keys ascend with their positions (ids in order at
     // the leaves, page ids in the order stored above them), a node's
@@ -371,7 +547,7 @@ fn str_runs<T: Packed>(
         [a, b] => a.key() < b.key(),
         _ => true,
     });
-    str_runs_with(records, sizes, emit, pipelined, keys_ascend)
+    str_runs_with(records, sizes, emit, pipelined, keys_ascend, stop)
 }
 
 /// [`str_runs`], told whether the records' keys ascend with their
@@ -382,6 +558,7 @@ fn str_runs_with<T: Packed>(
     emit: &mut dyn FnMut(&[Entry]) -> Result<()>,
     pipelined: bool,
     keys_ascend: bool,
+    stop: &(dyn Fn() -> bool + Sync),
 ) -> Result<()> {
     let (slice_sizes, cuts) = str_slice_sizes(sizes);
     let mut order: Vec<u128> = records
@@ -389,7 +566,10 @@ fn str_runs_with<T: Packed>(
         .enumerate()
         .map(|(i, e)| sort_key(center(e.rect()).0, i))
         .collect();
-    partition_at(&mut order, &cuts, records, pipelined);
+    partition_at(&mut order, &cuts, records, pipelined, stop);
+    if stop() {
+        return Err(stopped());
+    }
     let mut parts: Vec<&mut [u128]> = Vec::with_capacity(slice_sizes.len());
     let mut rest = order.as_mut_slice();
     for c in &slice_sizes {
@@ -423,6 +603,7 @@ fn str_runs_consuming(
     sizes: &[usize],
     emit: &mut dyn FnMut(&[Entry]) -> Result<()>,
     pipelined: bool,
+    stop: &(dyn Fn() -> bool + Sync),
 ) -> Result<()> {
     let (slice_sizes, ends) = str_slice_sizes(sizes);
     let n = records.len();
@@ -433,7 +614,10 @@ fn str_runs_consuming(
         let ((xa, ka), (xb, kb)) = (x_and_key(a), x_and_key(b));
         xb.total_cmp(&xa).then(kb.cmp(&ka))
     };
-    partition_by(&mut records, &cuts, &descending, pipelined);
+    partition_by(&mut records, &cuts, &descending, pipelined, stop);
+    if stop() {
+        return Err(stopped());
+    }
     let (mut keys, mut positions) = (Vec::new(), Vec::new());
     // Takes the next slice off the end of `records`, sorted by centre y,
     // and gathers its nodes into `out`.
@@ -609,7 +793,13 @@ fn sort_by_coordinate_and_key<T: Packed>(order: &mut [u128], entries: &[T]) {
 /// every key before a cut orders before every key after it, so each part
 /// holds the keys a full sort would put there, in no particular order
 /// ([`partition_by`]).
-fn partition_at<T: Packed>(order: &mut [u128], cuts: &[usize], entries: &[T], parallel: bool) {
+fn partition_at<T: Packed>(
+    order: &mut [u128],
+    cuts: &[usize],
+    entries: &[T],
+    parallel: bool,
+    stop: &(dyn Fn() -> bool + Sync),
+) {
     // The entries' keys are looked up only for equal coordinates: the
     // comparison of the packed keys alone touches no entry.
     let key_of = |t: &u128| entries.get(position(*t)).map_or(0, Packed::key);
@@ -618,7 +808,7 @@ fn partition_at<T: Packed>(order: &mut [u128], cuts: &[usize], entries: &[T], pa
             .cmp(&(b >> 64))
             .then_with(|| key_of(a).cmp(&key_of(b)))
     };
-    partition_by(order, cuts, &by_coordinate_and_key, parallel);
+    partition_by(order, cuts, &by_coordinate_and_key, parallel, stop);
 }
 
 /// Partitions `items` at the ascending positions `cuts` by `cmp`, a total
@@ -631,12 +821,19 @@ fn partition_at<T: Packed>(order: &mut [u128], cuts: &[usize], entries: &[T], pa
 ///
 /// `parallel`: after the first selection, the two halves are partitioned
 /// on two threads (the same result).
+///
+/// `stop` is asked before each selection: when it answers `true` the
+/// partition ends unfinished (the caller asks again and gives up).
 fn partition_by<T: Send, F: Fn(&T, &T) -> std::cmp::Ordering + Sync>(
     items: &mut [T],
     cuts: &[usize],
     cmp: &F,
     parallel: bool,
+    stop: &(dyn Fn() -> bool + Sync),
 ) {
+    if cuts.is_empty() || stop() {
+        return;
+    }
     let (before, rest) = cuts.split_at(cuts.len() / 2);
     let Some((&cut, after)) = rest.split_first() else {
         return;
@@ -649,12 +846,12 @@ fn partition_by<T: Send, F: Fn(&T, &T) -> std::cmp::Ordering + Sync>(
     let shifted: Vec<usize> = after.iter().map(|c| c.saturating_sub(cut)).collect();
     if parallel {
         std::thread::scope(|scope| {
-            scope.spawn(|| partition_by(left, before, cmp, false));
-            partition_by(right, &shifted, cmp, false);
+            scope.spawn(|| partition_by(left, before, cmp, false, stop));
+            partition_by(right, &shifted, cmp, false, stop);
         });
     } else {
-        partition_by(left, before, cmp, false);
-        partition_by(right, &shifted, cmp, false);
+        partition_by(left, before, cmp, false, stop);
+        partition_by(right, &shifted, cmp, false, stop);
     }
 }
 
@@ -675,6 +872,10 @@ impl std::str::FromStr for BulkMethod {
 #[cfg(test)]
 #[path = "bulk_boundary_tests.rs"]
 mod boundary_tests;
+
+#[cfg(test)]
+#[path = "bulk_stop_tests.rs"]
+mod stop_tests;
 
 #[cfg(test)]
 mod tests {
@@ -775,7 +976,7 @@ mod tests {
             let mut sorted = keys.clone();
             sort_by_coordinate_and_key(&mut sorted, &entries);
             let mut parted = keys;
-            partition_at(&mut parted, &cuts, &entries, parallel);
+            partition_at(&mut parted, &cuts, &entries, parallel, &never);
             let bounds: Vec<usize> = std::iter::once(0)
                 .chain(cuts.iter().copied())
                 .chain(std::iter::once(entries.len()))
@@ -820,8 +1021,8 @@ mod tests {
             Ok(())
         };
         match keys_ascend {
-            Some(k) => str_runs_with(entries, &sizes, &mut emit, pipelined, k)?,
-            None => str_runs(entries, &sizes, &mut emit, pipelined)?,
+            Some(k) => str_runs_with(entries, &sizes, &mut emit, pipelined, k, &never)?,
+            None => str_runs(entries, &sizes, &mut emit, pipelined, &never)?,
         }
         Ok(out)
     }
@@ -899,7 +1100,8 @@ mod tests {
                         got.push(node.iter().map(|e| e.key).collect());
                         Ok(())
                     };
-                    let done = str_runs_consuming(items.clone(), &sizes, &mut emit, pipelined);
+                    let done =
+                        str_runs_consuming(items.clone(), &sizes, &mut emit, pipelined, &never);
                     match fail_at {
                         None => assert_eq!(got, want, "cap {cap}, pipelined {pipelined}"),
                         Some(_) => assert!(done.unwrap_err().to_string().contains("sink refused")),

@@ -36,13 +36,15 @@
 //! buffers; the store's own buffer comes on top (give the store a bounded
 //! buffer too). Temporary files are created in
 //! [`ExternalBulkConfig::temp_dir`] and removed when the load ends, whether
-//! it succeeds or fails.
+//! it succeeds, fails or is stopped ([`super::bulk::BulkWatch`]).
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
-use super::bulk::{even_sizes_at, node_count, BulkMethod};
+use super::bulk::{
+    even_sizes_at, node_count, tree_nodes, BulkMethod, BulkWatch, Nodes, STOP_EVERY,
+};
 use super::params::{IndexKind, TreeParams};
 use super::{checked, entry_of, RTree};
 use crate::geom::{HilbertDomain, Rect};
@@ -413,12 +415,15 @@ impl<T: Fixed> Merge<T> {
     }
 }
 
-/// Merges `runs` until at most `fan_in` remain; returns them and the passes made.
+/// Merges `runs` until at most `fan_in` remain; returns them and the
+/// passes made. Stops when `watch` asks, before each merge of a group of
+/// runs and every [`STOP_EVERY`] records merged.
 pub(super) fn reduce_runs<T: Fixed>(
     spill: &mut Spill,
     mut runs: Vec<PathBuf>,
     fan_in: usize,
     buffer: usize,
+    watch: BulkWatch<'_>,
 ) -> Result<(Vec<PathBuf>, u64)> {
     let fan_in = fan_in.max(2);
     let mut passes = 0;
@@ -426,10 +431,16 @@ pub(super) fn reduce_runs<T: Fixed>(
         passes += 1;
         let mut next = Vec::with_capacity(runs.len().div_ceil(fan_in));
         for group in runs.chunks(fan_in) {
+            watch.check()?;
             let mut m: Merge<T> = Merge::open(group, buffer)?;
             let (path, mut w) = spill.create()?;
+            let mut merged = 0u64;
             while let Some(it) = m.next_rec()? {
                 w.push(&it)?;
+                merged += 1;
+                if merged.is_multiple_of(STOP_EVERY) {
+                    watch.check()?;
+                }
             }
             spill.bytes += w.finish()?;
             drop(m);
@@ -453,6 +464,7 @@ impl<S: NodeStore> RTree<S> {
     /// packed in Hilbert order, as in memory. Object ids must be unique and
     /// rectangles valid: a violation is an error and the store holds no
     /// tree (the bulk load publishes nothing).
+    #[cfg(any(test, feature = "internals"))]
     pub fn bulk_load_external<I>(
         store: S,
         params: TreeParams,
@@ -464,10 +476,38 @@ impl<S: NodeStore> RTree<S> {
     where
         I: IntoIterator<Item = (u64, Rect)>,
     {
+        RTree::bulk_load_external_watched(
+            store,
+            params,
+            items,
+            method,
+            fill,
+            config,
+            BulkWatch::NONE,
+        )
+    }
+
+    /// [`RTree::bulk_load_external`], stopped and followed by `watch`
+    /// (asked between sort runs and merge passes, every 65,536 records
+    /// read or merged, and before each node stored): when it asks to stop,
+    /// the load ends with [`Error::Interrupted`], the store holds no tree
+    /// and the temporary files are removed.
+    pub fn bulk_load_external_watched<I>(
+        store: S,
+        params: TreeParams,
+        items: I,
+        method: BulkMethod,
+        fill: f64,
+        config: &ExternalBulkConfig,
+        watch: BulkWatch<'_>,
+    ) -> Result<(Self, ExternalBulkReport)>
+    where
+        I: IntoIterator<Item = (u64, Rect)>,
+    {
         let mut tree = RTree::create(store, params)?;
         config.check_fill(fill)?;
         if method == BulkMethod::Str && params.kind != IndexKind::Hilbert {
-            return super::external_str::load(tree, items, fill, config);
+            return super::external_str::load(tree, items, fill, config, watch);
         }
         let mut spill = Spill::new(&config.temp_dir)?;
         let mut report = ExternalBulkReport::default();
@@ -485,10 +525,11 @@ impl<S: NodeStore> RTree<S> {
                     hilbert_tree,
                     run_len,
                     &mut out,
+                    watch,
                 )?;
                 out
             }
-            None => match form_runs_in_extent(&mut spill, items, hilbert_tree, run_len)? {
+            None => match form_runs_in_extent(&mut spill, items, hilbert_tree, run_len, watch)? {
                 Some(out) => out,
                 None => return Ok((tree, report)),
             },
@@ -502,10 +543,11 @@ impl<S: NodeStore> RTree<S> {
             .saturating_sub(1)
             .max(2);
 
-        check_unique_ids(&mut spill, id_runs, fan_in)?;
+        check_unique_ids(&mut spill, id_runs, fan_in, watch)?;
 
-        let (runs, passes) = reduce_runs::<Keyed>(&mut spill, runs, fan_in, READ_BUFFER)?;
+        let (runs, passes) = reduce_runs::<Keyed>(&mut spill, runs, fan_in, READ_BUFFER, watch)?;
         report.merge_passes = passes + u64::from(runs.len() > 1);
+        watch.check()?;
         let mut merged: Merge<Keyed> = Merge::open(&runs, READ_BUFFER)?;
         let leaves = std::iter::from_fn(move || merged.next_rec().transpose())
             .map(|k| k.map(|k: Keyed| k.entry));
@@ -513,6 +555,7 @@ impl<S: NodeStore> RTree<S> {
         let cap =
             ((p.max_entries as f64 * fill).floor() as usize).clamp(p.min_entries, p.max_entries);
         let (spilled, nodes) = (&mut spill, &mut report.nodes);
+        let mut stored = Nodes::new(watch, tree_nodes(records, cap, p.min_entries));
         tree.store.bulk_load(Box::new(move |sink| {
             let mut level: u16 = 0;
             let mut k = records as usize;
@@ -540,9 +583,9 @@ impl<S: NodeStore> RTree<S> {
                     };
                     next_node(&mut input, size, &mut node)?;
                     let mut parent = entry_of(p.kind, 0, &node)?;
-                    parent.key = sink.node(level, &node)?;
+                    parent.key = stored.store(sink, level, &node)?;
                     root = Some(parent.key);
-                    *nodes += 1;
+                    *nodes = stored.done();
                     if let Some((_, w)) = out.as_mut() {
                         w.push(&EntryRec(parent))?;
                     }
@@ -613,12 +656,18 @@ fn form_runs_in_extent(
     items: impl IntoIterator<Item = (u64, Rect)>,
     hilbert_tree: bool,
     run_len: usize,
+    watch: BulkWatch<'_>,
 ) -> Result<Option<Runs>> {
     let mut copies: Vec<PathBuf> = Vec::new();
     let mut open: Option<Writer> = None;
     let mut in_open = 0usize;
     let mut extent: Option<Rect> = None;
+    let mut read = 0u64;
     for (id, rect) in items {
+        read += 1;
+        if read.is_multiple_of(STOP_EVERY) {
+            watch.check()?;
+        }
         let rect = checked(rect)?;
         extent = Some(extent.map_or(rect, |e| e.union(&rect)));
         let w = match open.as_mut() {
@@ -645,6 +694,7 @@ fn form_runs_in_extent(
     if let Some(w) = open.take() {
         spill.bytes += w.finish()?;
     }
+    watch.check()?;
     let Some(extent) = extent else {
         return Ok(None);
     };
@@ -654,19 +704,31 @@ fn form_runs_in_extent(
         let mut r: Reader<EntryRec> = Reader::open(path, READ_BUFFER)?;
         let input = std::iter::from_fn(move || r.next_rec().transpose())
             .map(|e| e.map(|EntryRec(e)| (e.key, e.rect)));
-        form_runs(spill, input, d, hilbert_tree, run_len, &mut out)?;
+        form_runs(spill, input, d, hilbert_tree, run_len, &mut out, watch)?;
         spill.remove(path);
     }
     Ok(Some(out))
 }
 
 /// Duplicate ids: merges the id runs (`fan_in` at a time) and compares
-/// neighbours; the runs are removed when none is found.
-pub(super) fn check_unique_ids(spill: &mut Spill, id_runs: Vec<PathBuf>, fan_in: usize) -> Result<()> {
-    let (id_runs, _) = reduce_runs::<(u64, u64)>(spill, id_runs, fan_in, READ_BUFFER)?;
+/// neighbours; the runs are removed when none is found. Stops when `watch`
+/// asks (see [`reduce_runs`]).
+pub(super) fn check_unique_ids(
+    spill: &mut Spill,
+    id_runs: Vec<PathBuf>,
+    fan_in: usize,
+    watch: BulkWatch<'_>,
+) -> Result<()> {
+    let (id_runs, _) = reduce_runs::<(u64, u64)>(spill, id_runs, fan_in, READ_BUFFER, watch)?;
+    watch.check()?;
     let mut ids: Merge<(u64, u64)> = Merge::open(&id_runs, READ_BUFFER)?;
     let mut prev: Option<(u64, u64)> = None;
+    let mut merged = 0u64;
     while let Some((id, at)) = ids.next_rec()? {
+        merged += 1;
+        if merged.is_multiple_of(STOP_EVERY) {
+            watch.check()?;
+        }
         if let Some((_, first)) = prev.filter(|p| p.0 == id) {
             return Err(duplicate_record(id, first, at));
         }
@@ -703,6 +765,7 @@ fn form_runs(
     hilbert_tree: bool,
     run_len: usize,
     out: &mut Runs,
+    watch: BulkWatch<'_>,
 ) -> Result<()> {
     let (runs, id_runs, count) = out;
     // Grown as records come (at most `run_len`): the budget bounds the
@@ -716,6 +779,9 @@ fn form_runs(
         while chunk.len() < run_len {
             let Some(item) = input.next() else { break };
             let (id, rect) = item?;
+            if (chunk.len() as u64 + 1).is_multiple_of(STOP_EVERY) {
+                watch.check()?;
+            }
             let rect = checked(rect)?;
             let (sort, payload) = if hilbert_tree {
                 let v = super::hilbert::record_value(&domain, &rect, id);
@@ -736,8 +802,12 @@ fn form_runs(
             ids.push((id, *count + ids.len() as u64));
         }
         *count += chunk.len() as u64;
+        // Between sort runs: before a chunk is sorted, and before it is
+        // written.
+        watch.check()?;
         chunk.sort_unstable();
         ids.sort_unstable();
+        watch.check()?;
         runs.push(spill.write_all(&chunk)?);
         id_runs.push(spill.write_all(&ids)?);
     }

@@ -23,7 +23,7 @@
 //! memory unless the budget is far below the input.
 use std::path::PathBuf;
 
-use super::bulk::{even_sizes_at, node_count};
+use super::bulk::{even_sizes_at, node_count, tree_nodes, BulkWatch, Nodes, STOP_EVERY};
 use super::external::{
     check_unique_ids, duplicate_record, reduce_runs, reserve_within, EntryRec, ExternalBulkConfig,
     ExternalBulkReport, Keyed, Merge, Reader, Spill, READ_BUFFER, RUN_RECORD_COST,
@@ -151,7 +151,7 @@ struct Ids {
 
 impl Ids {
     /// An error naming both records of the first duplicate id.
-    fn check(mut self, spill: &mut Spill, fan_in: usize) -> Result<()> {
+    fn check(mut self, spill: &mut Spill, fan_in: usize, watch: BulkWatch<'_>) -> Result<()> {
         if self.runs.is_empty() {
             self.held.sort_unstable();
             return match self.held.windows(2).find(|w| w[0].0 == w[1].0) {
@@ -159,14 +159,16 @@ impl Ids {
                 None => Ok(()),
             };
         }
-        check_unique_ids(spill, self.runs, fan_in)
+        check_unique_ids(spill, self.runs, fan_in, watch)
     }
 }
 
 /// Sorts the entries of `input` by (`axis` of their centre, key) within
 /// `limits`: held in memory when they fit one run, else written in sorted
 /// runs and merged. With `ids`, also collects the (key, position) pairs of
-/// the entries (the leaves' records) the same way.
+/// the entries (the leaves' records) the same way. Stops when `watch`
+/// asks: every [`STOP_EVERY`] entries read, before and after each sort of
+/// a run, and in the merges ([`reduce_runs`]).
 fn sort_by(
     spill: &mut Spill,
     input: impl Iterator<Item = Result<Entry>>,
@@ -174,6 +176,7 @@ fn sort_by(
     limits: Limits,
     expected: Option<usize>,
     mut ids: Option<&mut Ids>,
+    watch: BulkWatch<'_>,
 ) -> Result<(Sorted, SortStats)> {
     let mut input = input.peekable();
     let mut stats = SortStats::default();
@@ -188,6 +191,9 @@ fn sort_by(
         while chunk.len() < limits.run_len {
             let Some(e) = input.next() else { break };
             let entry = e?;
+            if (chunk.len() as u64 + 1).is_multiple_of(STOP_EVERY) {
+                watch.check()?;
+            }
             if let Some(ids) = ids.as_deref_mut() {
                 reserve_within(&mut ids.held, limits.run_len);
                 ids.held.push((entry.key, stats.count + chunk.len() as u64));
@@ -200,7 +206,9 @@ fn sort_by(
         }
         stats.count += chunk.len() as u64;
         stats.runs += u64::from(!chunk.is_empty());
+        watch.check()?;
         chunk.sort_unstable();
+        watch.check()?;
         let last = input.peek().is_none();
         if runs.is_empty() && last {
             return Ok((Sorted::Held(chunk.into_iter()), stats));
@@ -216,7 +224,7 @@ fn sort_by(
         }
     }
     drop(chunk);
-    let (runs, passes) = reduce_runs::<Keyed>(spill, runs, limits.fan_in, READ_BUFFER)?;
+    let (runs, passes) = reduce_runs::<Keyed>(spill, runs, limits.fan_in, READ_BUFFER, watch)?;
     stats.passes = passes + u64::from(runs.len() > 1);
     let merge = Box::new(Merge::open(&runs, READ_BUFFER)?);
     Ok((Sorted::Merged { merge, runs }, stats))
@@ -232,8 +240,8 @@ struct Packer<'a> {
     cap: usize,
     /// Fewest entries per node (m).
     m: usize,
-    /// Nodes stored so far.
-    nodes: u64,
+    /// Nodes stored so far, and the load's watch.
+    nodes: Nodes<'a>,
 }
 
 impl Packer<'_> {
@@ -242,8 +250,7 @@ impl Packer<'_> {
     fn store(&mut self, level: u16, node: &mut [Entry]) -> Result<Entry> {
         node.sort_unstable_by_key(|e| e.key);
         let mut parent = entry_of(self.kind, 0, node)?;
-        parent.key = self.sink.node(level, node)?;
-        self.nodes += 1;
+        parent.key = self.nodes.store(self.sink, level, node)?;
         Ok(parent)
     }
 
@@ -283,7 +290,16 @@ impl Packer<'_> {
                 }
                 false => None,
             });
-            let (mut slice, _) = sort_by(self.spill, input, Axis::Y, self.limits, Some(n), None)?;
+            let watch = self.nodes.watch();
+            let (mut slice, _) = sort_by(
+                self.spill,
+                input,
+                Axis::Y,
+                self.limits,
+                Some(n),
+                None,
+                watch,
+            )?;
             for g in nodes {
                 slice.next_node(even_sizes_at(k, groups, g), &mut node)?;
                 let parent = self.store(level, &mut node)?;
@@ -305,6 +321,7 @@ pub(super) fn load<S: NodeStore>(
     items: impl IntoIterator<Item = (u64, Rect)>,
     fill: f64,
     config: &ExternalBulkConfig,
+    watch: BulkWatch<'_>,
 ) -> Result<(RTree<S>, ExternalBulkReport)> {
     let mut spill = Spill::new(&config.temp_dir)?;
     let mut report = ExternalBulkReport::default();
@@ -317,8 +334,16 @@ pub(super) fn load<S: NodeStore>(
         })
     });
     let mut ids = Ids::default();
-    let (sorted, stats) = sort_by(&mut spill, leaves, Axis::X, limits, None, Some(&mut ids))?;
-    ids.check(&mut spill, limits.fan_in)?;
+    let (sorted, stats) = sort_by(
+        &mut spill,
+        leaves,
+        Axis::X,
+        limits,
+        None,
+        Some(&mut ids),
+        watch,
+    )?;
+    ids.check(&mut spill, limits.fan_in, watch)?;
     (report.records, report.runs, report.merge_passes) = (stats.count, stats.runs, stats.passes);
     let records = stats.count;
     if records == 0 {
@@ -336,13 +361,13 @@ pub(super) fn load<S: NodeStore>(
             kind: p.kind,
             cap,
             m: p.min_entries,
-            nodes: 0,
+            nodes: Nodes::new(watch, tree_nodes(records, cap, p.min_entries)),
         };
         let (mut level, mut k, mut sorted) = (0u16, records as usize, sorted);
         loop {
             match packer.level(level, k, sorted)? {
                 Err(root) => {
-                    *nodes = packer.nodes;
+                    *nodes = packer.nodes.done();
                     return Ok(TreeMeta {
                         root: Some(root.key),
                         height: level + 1,
@@ -353,7 +378,16 @@ pub(super) fn load<S: NodeStore>(
                     let mut r: Reader<EntryRec> = Reader::open(&path, READ_BUFFER)?;
                     let input = std::iter::from_fn(|| r.next_rec().transpose())
                         .map(|e| e.map(|EntryRec(e)| e));
-                    sorted = sort_by(packer.spill, input, Axis::X, limits, Some(groups), None)?.0;
+                    sorted = sort_by(
+                        packer.spill,
+                        input,
+                        Axis::X,
+                        limits,
+                        Some(groups),
+                        None,
+                        watch,
+                    )?
+                    .0;
                     packer.spill.remove(&path);
                     (k, level) = (groups, level + 1);
                 }

@@ -11,6 +11,7 @@ use super::options::IndexOptions;
 use super::Index;
 use crate::config::{StoreSpec, StructureConfig, StructureSpec};
 use crate::geom::Rect;
+use crate::index::bulk::BulkWatch;
 use crate::index::xbr::BulkOptions;
 use crate::index::{BulkMethod, ExternalBulkConfig, ExternalBulkReport, RTree, TreeParams};
 use crate::manifest::{Access, DirLock, Manifest, MANIFEST_VERSION};
@@ -64,7 +65,11 @@ impl Index {
 
     /// A new index in `dir` (or in this process only, for `None`) holding
     /// `items`, built bottom-up by `method` at fill factor `fill` in (0, 1],
-    /// each page written once. Created atomically (see [`Index::build`]).
+    /// each page written once. Created atomically (see [`Index::build`]):
+    /// in a process that asks its builds to stop
+    /// ([`crate::engine::request_stop`], the command line's Ctrl-C) the
+    /// load stops at its next node, or before or after its next sort, and
+    /// publishes nothing ([`Error::Interrupted`]).
     pub fn bulk_load(
         dir: Option<&Path>,
         opts: &IndexOptions,
@@ -72,10 +77,40 @@ impl Index {
         method: BulkMethod,
         fill: f64,
     ) -> Result<Index> {
+        Index::bulk_load_with_progress(dir, opts, items, method, fill, &|_, _| {})
+    }
+
+    /// [`Index::bulk_load`], telling `progress` how far the writing of the
+    /// tree is: the nodes stored so far and the tree's total (each a page),
+    /// every 64 nodes and after the last one (the R-tree family; the
+    /// xBR+-tree's own load tells nothing).
+    pub fn bulk_load_with_progress(
+        dir: Option<&Path>,
+        opts: &IndexOptions,
+        items: Vec<(u64, Rect)>,
+        method: BulkMethod,
+        fill: f64,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<Index> {
+        let watch = BulkWatch::new(stop_of(dir), progress);
+        Index::bulk_load_watched(dir, opts, items, method, fill, watch)
+    }
+
+    /// [`Index::bulk_load`], stopped and followed by `watch` (in a
+    /// directory, [`stop_of`] is the process's stop request).
+    pub(super) fn bulk_load_watched(
+        dir: Option<&Path>,
+        opts: &IndexOptions,
+        items: Vec<(u64, Rect)>,
+        method: BulkMethod,
+        fill: f64,
+        watch: BulkWatch<'_>,
+    ) -> Result<Index> {
         opts.structure.check_bulk_load()?;
         Index::staged_or_temporary(dir, opts, |at| {
-            Index::bulk_load_at(at, None, opts, items, method, fill)
+            Index::bulk_load_at(at, None, opts, items, method, fill, watch)
         })
+        .map_err(|e| stopped_in(dir, e))
     }
 
     /// A new, empty index with no directory on `device`, a device already
@@ -96,7 +131,15 @@ impl Index {
         fill: f64,
     ) -> Result<Index> {
         opts.structure.check_bulk_load()?;
-        Index::bulk_load_at(None, Some(device), opts, items, method, fill)
+        Index::bulk_load_at(
+            None,
+            Some(device),
+            opts,
+            items,
+            method,
+            fill,
+            BulkWatch::NONE,
+        )
     }
 
     /// Runs `make` in a staging directory for `dir` and publishes the index
@@ -115,7 +158,8 @@ impl Index {
     }
 
     /// [`Index::bulk_load`] with its files in `dir` as it is (no staging),
-    /// on `device` when given (see [`Index::create_at`]).
+    /// on `device` when given (see [`Index::create_at`]), stopped and
+    /// followed by `watch` (the R-tree family's loads).
     pub(super) fn bulk_load_at(
         dir: Option<&Path>,
         device: Option<Arc<dyn PageDevice>>,
@@ -123,6 +167,7 @@ impl Index {
         items: Vec<(u64, Rect)>,
         method: BulkMethod,
         fill: f64,
+        watch: BulkWatch<'_>,
     ) -> Result<Index> {
         let opts = opts.with_domain_of(items.iter().map(|(_, r)| r));
         if matches!(opts.structure, StructureSpec::Xbr(_)) {
@@ -144,7 +189,7 @@ impl Index {
             return Ok(index);
         }
         Index::create_at(dir, device, &opts, |store, params| {
-            RTree::bulk_load(store, params, items, method, fill)
+            RTree::bulk_load_watched(store, params, items, method, fill, watch)
         })
     }
 
@@ -156,8 +201,10 @@ impl Index {
     /// directory (`config.temp_dir` is not used), so that a killed load's
     /// files go with it (the next build of `dir` removes it); without one,
     /// in `config.temp_dir`. The first error among `items` stops the load
-    /// and is returned, and no index is left (the directory is created
-    /// atomically, as [`Index::build`] creates). The R-tree family only; a Hilbert R-tree
+    /// (at its next sort run, merge or node) and is returned, and no index
+    /// is left (the directory is created atomically, as [`Index::build`]
+    /// creates); so does a stop request of the process, as in
+    /// [`Index::bulk_load`]. The R-tree family only; a Hilbert R-tree
     /// needs its domain in `opts` (the manifest records it before the load).
     pub fn bulk_load_external<I>(
         dir: Option<&Path>,
@@ -170,6 +217,51 @@ impl Index {
     where
         I: IntoIterator<Item = Result<(u64, Rect)>>,
     {
+        Index::bulk_load_external_with_progress(dir, opts, items, method, fill, config, &|_, _| {})
+    }
+
+    /// [`Index::bulk_load_external`], telling `progress` how far the
+    /// writing of the tree is, as [`Index::bulk_load_with_progress`] does.
+    pub fn bulk_load_external_with_progress<I>(
+        dir: Option<&Path>,
+        opts: &IndexOptions,
+        items: I,
+        method: BulkMethod,
+        fill: f64,
+        config: &ExternalBulkConfig,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<(Index, ExternalBulkReport)>
+    where
+        I: IntoIterator<Item = Result<(u64, Rect)>>,
+    {
+        Index::bulk_load_external_watched(
+            dir,
+            opts,
+            items,
+            method,
+            fill,
+            config,
+            progress,
+            stop_of(dir),
+        )
+    }
+
+    /// [`Index::bulk_load_external_with_progress`], stopped by `stop` (and
+    /// by the first error among `items`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn bulk_load_external_watched<I>(
+        dir: Option<&Path>,
+        opts: &IndexOptions,
+        items: I,
+        method: BulkMethod,
+        fill: f64,
+        config: &ExternalBulkConfig,
+        progress: &dyn Fn(u64, u64),
+        stop: &(dyn Fn() -> bool + Sync),
+    ) -> Result<(Index, ExternalBulkReport)>
+    where
+        I: IntoIterator<Item = Result<(u64, Rect)>>,
+    {
         if !matches!(opts.structure, StructureSpec::Tree(_)) {
             return Err(Error::invalid(
                 "the bounded-memory bulk load builds the R-tree family (rtree, rstar, hilbert); \
@@ -177,13 +269,19 @@ impl Index {
             ));
         }
         let failure: std::cell::Cell<Option<Error>> = std::cell::Cell::new(None);
+        // A failed input stops the load as a stop request does (the input's
+        // error is returned, not the load's).
+        let failed = std::sync::atomic::AtomicBool::new(false);
         let records = items.into_iter().map_while(|r| match r {
             Ok(v) => Some(v),
             Err(e) => {
                 failure.set(Some(e));
+                failed.store(true, std::sync::atomic::Ordering::Relaxed);
                 None
             }
         });
+        let stop_load = || failed.load(std::sync::atomic::Ordering::Relaxed) || stop();
+        let watch = BulkWatch::new(&stop_load, progress);
         let mut report = ExternalBulkReport::default();
         let make = |at: Option<&Path>| {
             let config = match at {
@@ -194,10 +292,13 @@ impl Index {
                 None => config,
             };
             Index::create_in(at, opts, |store, params| {
-                let (tree, r) = RTree::bulk_load_external(store, params, records, method, fill, config)?;
+                let loaded = RTree::bulk_load_external_watched(
+                    store, params, records, method, fill, config, watch,
+                );
                 if let Some(e) = failure.take() {
                     return Err(e);
                 }
+                let (tree, r) = loaded.map_err(|e| stopped_in(dir, e))?;
                 report = r;
                 Ok(tree)
             })
@@ -486,6 +587,29 @@ fn refuse_memory_store(dir: &Path, store: &StoreSpec) -> Result<()> {
     Ok(())
 }
 
+/// What stops a bulk load of an index in `dir`: in a directory, the
+/// process's request to stop its builds (its staging directory would be
+/// abandoned anyway: the load stops early instead); without one, nothing.
+pub(super) fn stop_of(dir: Option<&Path>) -> &'static (dyn Fn() -> bool + Sync) {
+    fn never() -> bool {
+        false
+    }
+    match dir {
+        Some(_) => &crate::staging::stop_requested,
+        None => &never,
+    }
+}
+
+/// The error `e` of a bulk load of `dir`: a load stopped by the process's
+/// stop request ([`stop_of`]) says what it left, as every build stopped
+/// before it published says it.
+pub(super) fn stopped_in(dir: Option<&Path>, e: Error) -> Error {
+    match (dir, e) {
+        (Some(dir), Error::Interrupted(_)) => interrupted(dir),
+        (_, e) => e,
+    }
+}
+
 /// The error of a build of `dir` stopped before it published.
 fn interrupted(dir: &Path) -> Error {
     Error::Interrupted(format!(
@@ -523,3 +647,7 @@ fn floor_file_log(store: &mut StoreSpec) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+#[path = "bulk_stop_tests.rs"]
+mod bulk_stop_tests;

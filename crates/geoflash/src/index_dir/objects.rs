@@ -196,10 +196,17 @@ impl Index {
             })
             .collect::<Result<Vec<_>>>()?;
         opts.structure.check_bulk_load()?;
+        let watch = crate::index::bulk::BulkWatch::stopped_by(super::create::stop_of(Some(dir)));
         Index::staged(dir, opts, |staging| {
-            let mut index = Index::bulk_load_at(Some(staging), None, opts, items, method, fill)?;
+            let mut index =
+                Index::bulk_load_at(Some(staging), None, opts, items, method, fill, watch)?;
             let heap = index.objects_mut()?;
-            for (id, g) in objects {
+            for (i, (id, g)) in objects.iter().enumerate() {
+                // A stop request ends the load here too (nothing is
+                // published: see `Index::bulk_load`).
+                if i.is_multiple_of(1 << 16) {
+                    watch.check()?;
+                }
                 heap.put(*id, &[], g)?;
                 if heap.pending_bytes() > super::records::RECORD_FRAMES_BUDGET {
                     // Written now, committed by the load's checkpoint.
@@ -209,6 +216,7 @@ impl Index {
             Ok((index, ()))
         })
         .map(|(index, ())| index)
+        .map_err(|e| super::create::stopped_in(Some(dir), e))
     }
 
     /// The object heap, if the index has one.

@@ -735,11 +735,11 @@ impl Records {
 
     /// Finishes a [`Records::promote_next`] that failed after the store's
     /// checkpoint naming `generation` was durable (the rename, or the
-    /// directory's sync after it): renames [`NEXT_FILE`] onto
+    /// directory's sync after it): renames `pyrecords.next.dat` onto
     /// [`RECORDS_FILE`] when it is the snapshot of `generation`, else
     /// checks that [`RECORDS_FILE`] is (the rename was done), syncs the
     /// directory and takes `generation` as the map's. The next checkpoint
-    /// runs it before it writes its own snapshot to [`NEXT_FILE`], which
+    /// runs it before it writes its own snapshot to `pyrecords.next.dat`, which
     /// would otherwise replace the one the store names.
     pub fn finish_promotion(&mut self, dir: &Path, generation: u64) -> Result<()> {
         let gen_of = |name: &str| -> Result<Option<u64>> {
