@@ -604,11 +604,11 @@ fn bulk_method(name: &str) -> Result<BulkMethod> {
 }
 
 /// Attaches the id map of a new index and saves it in its directory
-/// (created atomically by `Index::create`/`bulk_load`, which refuse a
-/// directory holding an index or any other file, so the map goes in after
-/// it): in the store's log when the store takes it (the engine's
-/// checkpoint writes the first snapshot), else as a snapshot for the map's
-/// own log.
+/// while the index is still in its staging directory (`Index::build`,
+/// `bulk_load_then`, `bulk_load_objects_then`), so that a directory is
+/// never published without its map: in the store's log when the store
+/// takes it (the engine's checkpoint writes the first snapshot), else as a
+/// snapshot for the map's own log.
 fn save_records(index: &mut Index, mut records: Records) -> Result<()> {
     if index.can_log_records() {
         index.log_records_in_store(records)?;
@@ -794,11 +794,18 @@ impl Core {
         }
         let state = py
             .allow_threads(|| -> Result<State> {
-                let mut index = match &path {
-                    Some(dir) => Index::create(dir, &opts)?,
-                    None => Index::create_temporary(&opts)?,
+                // The map goes in before the index is published (see
+                // `save_records`).
+                let index = match &path {
+                    Some(dir) => {
+                        Index::build(dir, &opts, |index| save_records(index, Records::new()))?.0
+                    }
+                    None => {
+                        let mut index = Index::create_temporary(&opts)?;
+                        save_records(&mut index, Records::new())?;
+                        index
+                    }
                 };
-                save_records(&mut index, Records::new())?;
                 State::new(index, true, None)
             })
             .map_err(to_py)?;
@@ -857,11 +864,16 @@ impl Core {
         }
         let state = py
             .allow_threads(|| -> Result<State> {
-                let mut index = match &path {
-                    Some(dir) => Index::bulk_load(Some(dir), &opts, items, method, fill)?,
-                    None => Index::bulk_load(None, &opts, items, method, fill)?,
+                let index = match &path {
+                    Some(dir) => Index::bulk_load_then(dir, &opts, items, method, fill, |index| {
+                        save_records(index, records)
+                    })?,
+                    None => {
+                        let mut index = Index::bulk_load(None, &opts, items, method, fill)?;
+                        save_records(&mut index, records)?;
+                        index
+                    }
                 };
-                save_records(&mut index, records)?;
                 State::new(index, true, None)
             })
             .map_err(to_py)?;
@@ -901,8 +913,10 @@ impl Core {
                     let g = from_wkb(w, &format!("geometry {i}"))?;
                     objects.push((records.add(id, None)?, g));
                 }
-                let mut index = Index::bulk_load_objects(&path, &opts, &objects, method, fill)?;
-                save_records(&mut index, records)?;
+                let index =
+                    Index::bulk_load_objects_then(&path, &opts, &objects, method, fill, |index| {
+                        save_records(index, records)
+                    })?;
                 State::new(index, true, None)
             })
             .map_err(to_py)?;

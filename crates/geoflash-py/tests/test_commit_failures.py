@@ -235,20 +235,16 @@ def test_a_failed_checkpoint_on_the_plain_store_reopens_the_last_commit_with_its
     assert items in (committed, checkpointed), [item for item in items if item[0] % 10 == 0][:5]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open defect: the engine publishes a bulk-loaded directory before the package writes its id map "
-    "into it (Index::bulk_load has no hook inside its staging directory; see the record-map review)",
-)
 @pytest.mark.parametrize("store", ["plain", "efind"])
 def test_a_bulk_load_whose_id_map_cannot_be_written_leaves_no_index_that_answers_other_ids(tmp_path, store):
     """A bulk load (``Index(path, stream)``) whose id map cannot be written
     (here it is larger than the files may grow; a full disk or a crash at
-    that moment alike) raises, but the engine has already published the
-    directory: opened again, it has no ``pyrecords.dat`` and reads as an
-    index built outside Python, its record keys 0, 1, … standing for the
-    ids and the objects gone. It should be absent, or refused naming the
-    map, never answer other ids."""
+    that moment alike) raises and publishes nothing: the map is written
+    in the build's staging directory, before the publish. (Before, the
+    engine published the directory first: opened again, it had no
+    ``pyrecords.dat`` and read as an index built outside Python, its record
+    keys 0, 1, … standing for the ids, the objects gone.) It must be
+    absent, or refused naming the map, never answer other ids."""
     path, out = _run(tmp_path, f"""
         resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, HARD))
         items = [(1000 + i, (i, i, i + 1, i + 1), b"x" * 10_000) for i in range(10)]

@@ -113,6 +113,33 @@ impl Index {
         .map_err(|e| stopped_in(dir, e))
     }
 
+    /// [`Index::bulk_load`] into `dir`, then `then` on the new index while
+    /// it is still in its staging directory (`Index::dir` names that): what
+    /// a front end keeps beside the tree (the Python package's id map) is
+    /// written before the index is checkpointed and published, so a load
+    /// whose `then` fails, or a process killed in it, publishes nothing
+    /// (before, the index was published first and reopened without its
+    /// map, answering with record keys for ids).
+    pub fn bulk_load_then(
+        dir: &Path,
+        opts: &IndexOptions,
+        items: Vec<(u64, Rect)>,
+        method: BulkMethod,
+        fill: f64,
+        then: impl FnOnce(&mut Index) -> Result<()>,
+    ) -> Result<Index> {
+        opts.structure.check_bulk_load()?;
+        let watch = BulkWatch::stopped_by(stop_of(Some(dir)));
+        Index::staged(dir, opts, |staging| {
+            let mut index =
+                Index::bulk_load_at(Some(staging), None, opts, items, method, fill, watch)?;
+            then(&mut index)?;
+            Ok((index, ()))
+        })
+        .map(|(index, ())| index)
+        .map_err(|e| stopped_in(Some(dir), e))
+    }
+
     /// A new, empty index with no directory on `device`, a device already
     /// open (a traced or wrapped one, say) instead of one made from
     /// `opts.device`; a store's log lives in a region of it. Created as

@@ -187,6 +187,20 @@ impl Index {
         method: BulkMethod,
         fill: f64,
     ) -> Result<Index> {
+        Index::bulk_load_objects_then(dir, opts, objects, method, fill, |_| Ok(()))
+    }
+
+    /// [`Index::bulk_load_objects`], then `then` on the new index in its
+    /// staging directory, before it is checkpointed and published (see
+    /// [`Index::bulk_load_then`]).
+    pub fn bulk_load_objects_then(
+        dir: &Path,
+        opts: &IndexOptions,
+        objects: &[(u64, crate::objects::Geometry)],
+        method: BulkMethod,
+        fill: f64,
+        then: impl FnOnce(&mut Index) -> Result<()>,
+    ) -> Result<Index> {
         let items = objects
             .iter()
             .map(|(id, g)| {
@@ -213,6 +227,7 @@ impl Index {
                     heap.spill()?;
                 }
             }
+            then(&mut index)?;
             Ok((index, ()))
         })
         .map(|(index, ())| index)
