@@ -5,7 +5,8 @@
 //! target `p` for the bytes of `T1` that adapts to the workload:
 //! - hit in `T1` or `T2`: move to the front of `T2`;
 //! - miss remembered in `B1`: `p` grows by `max(|B2| / |B1|, 1)` times the
-//!   page's size (recency pays), the page enters `T2`;
+//!   page's size (recency pays; the ratio exact, not rounded to whole
+//!   pages), the page enters `T2`;
 //! - miss remembered in `B2`: `p` shrinks likewise (frequency pays), the page
 //!   enters `T2`;
 //! - other miss: the page enters `T1`; ghosts are trimmed so that
@@ -13,9 +14,14 @@
 //! - victim (the paper's REPLACE): the back of `T1` (remembered in `B1`)
 //!   when `T1` holds more than `p` bytes, or exactly `p` and the last miss
 //!   was remembered in `B2`; otherwise the back of `T2` (remembered in `B2`).
+//!   As in the paper, where REPLACE runs before the missed page enters `T1`
+//!   or `T2`, the victims chosen right after a miss neither count that page
+//!   in `T1` nor choose it while another page is resident.
 //!
 //! Sizes are bytes instead of the paper's page counts, so that a buffer of
-//! mixed node sizes adapts the same way.
+//! mixed node sizes adapts the same way; a page counts at least one byte,
+//! so that the ghost lists stay bounded whatever the sizes. `c` follows the
+//! cache's budget ([`set_capacity`](ReplacementPolicy::set_capacity)).
 use super::{EntryMeta, IdMap, LinkedSet, ReplacementPolicy};
 use crate::storage::PageId;
 
@@ -42,7 +48,9 @@ pub struct Arc {
     /// The budget `c` in bytes.
     c: usize,
     resident: usize,
-    last_miss_in_b2: bool,
+    /// The page of the last miss and whether it was remembered in `B2`,
+    /// until the next access or removal (the paper's `x` of REPLACE).
+    incoming: Option<(PageId, bool)>,
 }
 
 impl Arc {
@@ -58,7 +66,7 @@ impl Arc {
             p: 0,
             c: budget,
             resident: 0,
-            last_miss_in_b2: false,
+            incoming: None,
         }
     }
 
@@ -124,7 +132,9 @@ impl Arc {
                 break;
             }
         }
-        while self.bytes[3] > 0 && t1 + t2 + self.bytes[2] + self.bytes[3] > 2 * self.c {
+        while self.bytes[3] > 0
+            && t1 + t2 + self.bytes[2] + self.bytes[3] > self.c.saturating_mul(2)
+        {
             if !self.drop_back(List::B2) {
                 break;
             }
@@ -142,6 +152,12 @@ impl Arc {
     }
 }
 
+/// `size · num / den` (`den > 0`), rounded down, at most `usize::MAX`.
+fn scaled(size: usize, num: usize, den: usize) -> usize {
+    let v = size as u128 * num as u128 / den.max(1) as u128;
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
 impl ReplacementPolicy for Arc {
     #[cfg(test)]
     fn name(&self) -> &'static str {
@@ -149,58 +165,105 @@ impl ReplacementPolicy for Arc {
     }
 
     fn insert(&mut self, id: PageId, meta: EntryMeta) {
-        let size = meta.size;
+        let size = meta.size.max(1);
         match self.place.get(&id).map(|&(l, _)| l) {
             Some(List::T1 | List::T2) => self.access(id, meta),
             Some(List::B1) => {
-                let ratio = (self.bytes[3] / self.bytes[2].max(1)).max(1);
-                self.p = self
-                    .c
-                    .min(self.p.saturating_add(ratio.saturating_mul(size.max(1))));
+                // δ1 = |B2| / |B1| pages when B2 is the larger, else 1.
+                let [_, _, b1, b2] = self.bytes;
+                let delta = if b1 >= b2 { size } else { scaled(size, b2, b1) };
+                self.p = self.c.min(self.p.saturating_add(delta));
                 self.unlink(id);
                 self.link_front(id, List::T2, size);
-                self.last_miss_in_b2 = false;
+                self.incoming = Some((id, false));
             }
             Some(List::B2) => {
-                let ratio = (self.bytes[2] / self.bytes[3].max(1)).max(1);
-                self.p = self.p.saturating_sub(ratio.saturating_mul(size.max(1)));
+                // δ2 = |B1| / |B2| pages when B1 is the larger, else 1.
+                let [_, _, b1, b2] = self.bytes;
+                let delta = if b2 >= b1 { size } else { scaled(size, b1, b2) };
+                self.p = self.p.saturating_sub(delta);
                 self.unlink(id);
                 self.link_front(id, List::T2, size);
-                self.last_miss_in_b2 = true;
+                self.incoming = Some((id, true));
             }
             None => {
+                // Case IV makes room in the history before x enters T1:
+                // (A) when x would overflow L1 = T1 + B1 beyond c, B1's LRU
+                // end goes (T1's, when T1 alone fills L1, goes in REPLACE
+                // and is not remembered); (B) otherwise, when everything
+                // would exceed 2c, B2's.
+                let [t1, t2, _, _] = self.bytes;
+                let l1 = |b: &[usize; 4]| t1.saturating_add(b[2]).saturating_add(size);
+                if l1(&self.bytes) > self.c {
+                    while self.bytes[2] > 0 && l1(&self.bytes) > self.c {
+                        if !self.drop_back(List::B1) {
+                            break;
+                        }
+                    }
+                } else {
+                    let all = |b: &[usize; 4]| l1(b).saturating_add(t2).saturating_add(b[3]);
+                    while self.bytes[3] > 0 && all(&self.bytes) > self.c.saturating_mul(2) {
+                        if !self.drop_back(List::B2) {
+                            break;
+                        }
+                    }
+                }
                 self.link_front(id, List::T1, size);
-                self.last_miss_in_b2 = false;
-                self.trim_ghosts();
+                self.incoming = Some((id, false));
             }
         }
     }
 
     fn access(&mut self, id: PageId, meta: EntryMeta) {
+        self.incoming = None;
         if let Some(&(List::T1 | List::T2, _)) = self.place.get(&id) {
             self.unlink(id);
-            self.link_front(id, List::T2, meta.size);
+            self.link_front(id, List::T2, meta.size.max(1));
         }
     }
 
     fn remove(&mut self, id: PageId) -> bool {
+        self.incoming = None;
         matches!(self.unlink(id), Some((List::T1 | List::T2, _)))
     }
 
     fn pop_victim(&mut self) -> Option<PageId> {
-        let t1 = self.bytes[0];
-        let from_t1 = !self.t1.is_empty()
-            && (t1 > self.p || (self.last_miss_in_b2 && t1 == self.p) || self.t2.is_empty());
-        let (from, ghost) = if from_t1 {
-            (List::T1, List::B1)
+        // REPLACE(x, p), x the page of the last miss (at the front of T1
+        // or T2): it does not count in T1, and is the victim only when no
+        // other page is resident.
+        let x = self.incoming.map(|(id, _)| id);
+        let x_in_b2 = self.incoming.is_some_and(|(_, b2)| b2);
+        let mut t1 = self.bytes[0];
+        if let Some(&(List::T1, size)) = x.and_then(|id| self.place.get(&id)) {
+            t1 -= size;
+        }
+        let other = |list: &LinkedSet| list.tail.is_some_and(|t| Some(t) != x);
+        let (in_t1, in_t2) = (other(&self.t1), other(&self.t2));
+        let from = if in_t1 && (t1 > self.p || (x_in_b2 && t1 == self.p) || !in_t2) {
+            List::T1
+        } else if in_t2 {
+            List::T2
         } else {
-            (List::T2, List::B2)
+            match x.and_then(|id| self.place.get(&id)) {
+                Some(&(l @ (List::T1 | List::T2), _)) => l,
+                _ => return None,
+            }
         };
+        let ghost = if from == List::T1 { List::B1 } else { List::B2 };
         let id = self.list_mut(from).back_or(&LinkedSet::new())?;
+        if Some(id) == x {
+            self.incoming = None;
+        }
         let (_, size) = self.unlink(id)?;
         self.link_front(id, ghost, size);
         self.trim_ghosts();
         Some(id)
+    }
+
+    fn set_capacity(&mut self, budget: usize) {
+        self.c = budget;
+        self.p = self.p.min(budget);
+        self.trim_ghosts();
     }
 
     #[cfg(test)]
@@ -211,6 +274,11 @@ impl ReplacementPolicy for Arc {
     #[cfg(test)]
     fn len(&self) -> usize {
         self.resident
+    }
+
+    #[cfg(test)]
+    fn ghosts(&self) -> Vec<PageId> {
+        [&self.b1, &self.b2].iter().flat_map(|l| l.to_vec()).collect()
     }
 }
 

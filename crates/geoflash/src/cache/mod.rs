@@ -27,6 +27,8 @@ use crate::{Error, Result};
 pub mod arc;
 pub mod hlru;
 pub mod lru;
+#[cfg(test)]
+mod model_tests;
 pub mod s2q;
 pub mod two_q;
 
@@ -52,7 +54,9 @@ pub struct EntryMeta {
 /// [`remove`](ReplacementPolicy::remove) when a page leaves for another
 /// reason than eviction (deleted, invalidated), and
 /// [`pop_victim`](ReplacementPolicy::pop_victim) to choose and forget the
-/// next victim.
+/// next victim. The victims chosen right after an `insert` make room for
+/// the inserted page: as the papers' replacement, which runs before the
+/// missed page enters, they are other pages while there are any.
 pub trait ReplacementPolicy: Send + fmt::Debug {
     #[cfg(test)]
     /// Short name of the policy (`lru`, `hlru`, `s2q`, `2q`, `arc`).
@@ -62,14 +66,25 @@ pub trait ReplacementPolicy: Send + fmt::Debug {
     fn insert(&mut self, id: PageId, meta: EntryMeta);
     /// A resident page is used again (its metadata may have changed).
     fn access(&mut self, id: PageId, meta: EntryMeta);
-    /// A resident page leaves without being a victim; returns whether it was resident.
+    /// A page leaves without being a victim (deleted: its id may come back
+    /// as another page): the policy forgets it, ghost entries included;
+    /// returns whether it was resident.
     fn remove(&mut self, id: PageId) -> bool;
     /// Chooses a victim among the resident pages and forgets it.
     fn pop_victim(&mut self) -> Option<PageId>;
+    /// The cache's budget is now `budget` bytes: parameters given as shares
+    /// of the budget (2Q's thresholds, ARC's `c`) follow it.
+    fn set_capacity(&mut self, _budget: usize) {}
     #[cfg(test)]
     /// The resident pages, in no particular order (ghost entries of 2Q's
     /// A1out are not resident).
     fn resident(&self) -> Vec<PageId>;
+    #[cfg(test)]
+    /// The ids the policy remembers without their pages (2Q's `A1out`,
+    /// ARC's `B1` and `B2`), in no particular order.
+    fn ghosts(&self) -> Vec<PageId> {
+        Vec::new()
+    }
     #[cfg(test)]
     /// Whether the page is resident.
     fn contains(&self, id: PageId) -> bool {
@@ -297,8 +312,9 @@ struct Slot<V> {
 /// victims; [`insert_pinned`](Cache::insert_pinned) never evicts (a store
 /// uses it inside an operation, where no-steal forbids writes) and lets the
 /// cache overshoot until the next [`evict_to_budget`](Cache::evict_to_budget).
-/// A value larger than the whole budget is still admitted by `insert` and
-/// immediately returned as a victim.
+/// A value larger than the whole budget is not admitted by `insert`: it is
+/// returned at once as a victim, and evicts nothing else (FESTIval's read
+/// buffers refuse such a node the same way).
 #[derive(Debug)]
 pub struct Cache<V> {
     policy: Box<dyn ReplacementPolicy>,
@@ -392,17 +408,30 @@ impl<V> Cache<V> {
     }
 
     /// Inserts or replaces `id`, then evicts down to the budget; returns the
-    /// victims (possibly `id` itself when it alone exceeds the budget). A
-    /// replaced value is dropped.
+    /// victims. A replaced value is dropped. A value larger than the whole
+    /// budget is returned as the first victim without entering (a value it
+    /// replaces leaves with it), and evicts nothing for itself.
     pub fn insert(&mut self, id: PageId, value: V, meta: EntryMeta) -> Vec<(PageId, V)> {
+        if meta.size > self.budget {
+            if let Some(old) = self.slots.remove(&id) {
+                self.policy.remove(id);
+                self.used -= old.meta.size;
+            }
+            let mut out = vec![(id, value)];
+            out.extend(self.evict_to_budget());
+            return out;
+        }
         self.insert_pinned(id, value, meta);
         self.evict_to_budget()
     }
 
-    /// Removes `id` (not an eviction) and returns its value.
+    /// Removes `id` (not an eviction: a deleted or invalidated page) and
+    /// returns its value. The policy forgets it even when it is not
+    /// resident: a deleted page's ghost (2Q's `A1out`, ARC's `B1`/`B2`)
+    /// would otherwise pass its history on to a new page reusing the id.
     pub fn remove(&mut self, id: PageId) -> Option<V> {
-        let slot = self.slots.remove(&id)?;
         self.policy.remove(id);
+        let slot = self.slots.remove(&id)?;
         self.used -= slot.meta.size;
         Some(slot.value)
     }
@@ -421,9 +450,13 @@ impl<V> Cache<V> {
     }
 
     /// Sets the byte budget (nothing is evicted until the next
-    /// [`insert`](Cache::insert) or [`evict_to_budget`](Cache::evict_to_budget)).
+    /// [`insert`](Cache::insert) or [`evict_to_budget`](Cache::evict_to_budget));
+    /// the policy's parameters given as shares of the budget follow it.
     pub fn set_budget(&mut self, budget: usize) {
-        self.budget = budget;
+        if budget != self.budget {
+            self.budget = budget;
+            self.policy.set_capacity(budget);
+        }
     }
 
     /// Evicts until the values fit the budget; returns the victims in eviction order.
@@ -532,10 +565,15 @@ pub(crate) mod tests {
         let mut c: Cache<u32> = Cache::new(PolicyKind::Lru, 10);
         assert!(c.insert(1, 1, meta(4)).is_empty());
         let v = c.insert(2, 2, meta(20));
-        // LRU evicts 1 first, then 2 itself.
-        assert_eq!(v, vec![(1, 1), (2, 2)]);
-        assert_eq!(c.used_bytes(), 0);
-        assert_eq!(c.peak_bytes(), 24);
+        // 2 never enters, and evicts nothing for itself.
+        assert_eq!(v, vec![(2, 2)]);
+        assert_eq!(c.used_bytes(), 4);
+        assert_eq!(c.peak_bytes(), 4);
+        // Budget 0: everything is oversized but what is charged nothing.
+        c.set_budget(0);
+        assert_eq!(c.insert(3, 3, meta(1)), vec![(3, 3), (1, 1)]);
+        assert!(c.insert(4, 4, meta(0)).is_empty());
+        assert_eq!(c.len(), 1);
     }
 
     #[test]
@@ -561,15 +599,17 @@ pub(crate) mod tests {
         Get(u64),
         Remove(u64),
         Evict,
+        Budget(usize),
     }
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            4 => (0u64..40, 1usize..30).prop_map(|(i, s)| Op::Insert(i, s)),
-            1 => (0u64..40, 1usize..30).prop_map(|(i, s)| Op::Pinned(i, s)),
+            4 => (0u64..40, 0usize..30).prop_map(|(i, s)| Op::Insert(i, s)),
+            1 => (0u64..40, 0usize..30).prop_map(|(i, s)| Op::Pinned(i, s)),
             4 => (0u64..40).prop_map(Op::Get),
             1 => (0u64..40).prop_map(Op::Remove),
             1 => Just(Op::Evict),
+            1 => (0usize..200).prop_map(Op::Budget),
         ]
     }
 
@@ -577,11 +617,15 @@ pub(crate) mod tests {
         #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
 
         /// The cache holds exactly what was inserted minus what was removed or
-        /// evicted, and never exceeds its budget after an evicting call.
+        /// evicted, and never exceeds its budget after an evicting call; the
+        /// policy's resident pages are the cache's, its ghosts are not
+        /// resident and stay within twice the budget (ARC's bound; 2Q's is
+        /// half the budget), values of any size (0 too) and budgets changing.
         #[test]
         fn cache_matches_model(kind in prop::sample::select(PolicyKind::ALL.to_vec()),
                                budget in 0usize..200,
                                ops in prop::collection::vec(op(), 1..300)) {
+            let mut budget = budget;
             let mut c: Cache<(u64, usize)> = Cache::new(kind, budget);
             let mut model: BTreeMap<u64, usize> = BTreeMap::new();
             let mut pinned = false;
@@ -612,6 +656,12 @@ pub(crate) mod tests {
                         pinned = false;
                         c.evict_to_budget()
                     }
+                    Op::Budget(b) => {
+                        budget = b;
+                        c.set_budget(b);
+                        pinned = true;
+                        Vec::new()
+                    }
                 };
                 for (id, (vid, st)) in evicted {
                     prop_assert_eq!(id, vid);
@@ -624,6 +674,12 @@ pub(crate) mod tests {
                 for (&id, &st) in &model {
                     prop_assert_eq!(c.peek(id).map(|v| v.1), Some(st));
                 }
+                let mut resident = c.policy.resident();
+                resident.sort_unstable();
+                prop_assert_eq!(resident, model.keys().copied().collect::<Vec<_>>());
+                let ghosts = c.policy.ghosts();
+                prop_assert!(ghosts.iter().all(|g| !model.contains_key(g)));
+                prop_assert!(ghosts.len() <= 2 * budget, "{} ghosts", ghosts.len());
             }
         }
     }

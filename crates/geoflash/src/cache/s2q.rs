@@ -8,7 +8,10 @@
 //! - miss: the page enters at the front of `A1`;
 //! - victim: the back of `A1` when `A1` holds more than its threshold (by
 //!   default 25% of the budget, in bytes), else the back of `Am` (or `A1`
-//!   when `Am` is empty).
+//!   when `Am` is empty). As the paper's `reclaimfor`, which runs before
+//!   the missed page enters `A1`, the victims chosen right after a miss
+//!   neither count that page in `A1` nor choose it while another page is
+//!   resident.
 //!
 //! A sequential scan only passes through `A1` and cannot flush `Am`.
 use super::{fraction_of, EntryMeta, IdMap, LinkedSet, ReplacementPolicy};
@@ -32,6 +35,9 @@ pub(super) struct Queues {
     am: LinkedSet,
     where_: IdMap<(Queue, usize)>,
     a1_bytes: usize,
+    /// The page the last miss put at the front of its queue, until the
+    /// next access or removal: the victims chosen for it ignore it.
+    incoming: Option<PageId>,
 }
 
 impl Queues {
@@ -40,8 +46,9 @@ impl Queues {
         self.where_.contains_key(&id)
     }
 
-    /// Puts the page of `size` bytes at the front of `queue`.
+    /// Puts the missed page of `size` bytes at the front of `queue`.
     pub(super) fn push(&mut self, id: PageId, queue: Queue, size: usize) {
+        self.incoming = Some(id);
         match queue {
             Queue::A1 => {
                 self.a1.push_front(id);
@@ -56,6 +63,7 @@ impl Queues {
     /// front; a page of `A1` moves to the front of `Am` when `promote`,
     /// else stays where it is. Returns whether `id` was resident.
     pub(super) fn hit(&mut self, id: PageId, size: usize, promote: bool) -> bool {
+        self.incoming = None;
         // One map lookup (a hit is the common case of a read-mostly cache).
         let Some(slot) = self.where_.get_mut(&id) else {
             return false;
@@ -77,6 +85,7 @@ impl Queues {
 
     /// Removes a resident page; returns its queue and size.
     pub(super) fn forget(&mut self, id: PageId) -> Option<(Queue, usize)> {
+        self.incoming = None;
         let (q, size) = self.where_.remove(&id)?;
         match q {
             Queue::A1 => {
@@ -93,13 +102,40 @@ impl Queues {
     /// Chooses and forgets the victim: the back of `A1` when it holds more
     /// than `a1_limit` bytes (or `Am` is empty), else the back of `Am`.
     /// Returns it with the queue it left and its size.
+    ///
+    /// Right after a miss this is the paper's `reclaimfor`, which runs
+    /// before the missed page enters its queue: that page, at the front of
+    /// its queue, neither counts in `A1` nor is chosen while another page
+    /// is resident (counted, a page larger than the threshold was its own
+    /// victim whenever `A1` was otherwise empty).
     pub(super) fn pop_victim(&mut self, a1_limit: usize) -> Option<(PageId, Queue, usize)> {
-        let id = if self.a1_bytes > a1_limit || self.am.is_empty() {
-            self.a1.back_or(&self.am)
-        } else {
-            self.am.back_or(&self.a1)
-        }?;
+        let incoming = self
+            .incoming
+            .and_then(|id| self.where_.get(&id).map(|&(q, size)| (id, q, size)));
+        let a1_bytes = match incoming {
+            Some((_, Queue::A1, size)) => self.a1_bytes - size,
+            _ => self.a1_bytes,
+        };
+        // The back of a queue other than the incoming page (which is at
+        // its front, so the back only when it is alone there).
+        let x = incoming.map(|(id, _, _)| id);
+        let other = |list: &LinkedSet| list.tail.filter(|&t| Some(t) != x);
+        let id = match (other(&self.a1), other(&self.am)) {
+            (Some(a1), Some(am)) => {
+                if a1_bytes > a1_limit {
+                    a1
+                } else {
+                    am
+                }
+            }
+            (Some(a1), None) => a1,
+            (None, Some(am)) => am,
+            (None, None) => x?,
+        };
         let (q, size) = self.forget(id)?;
+        // Unless it left, the incoming page is still the one the next
+        // victims make room for.
+        self.incoming = x.filter(|&x| x != id);
         Some((id, q, size))
     }
 
@@ -120,6 +156,8 @@ impl Queues {
 pub struct S2q {
     queues: Queues,
     threshold: usize,
+    /// The threshold's share of the budget, when given as one.
+    fraction: Option<f64>,
 }
 
 impl S2q {
@@ -128,14 +166,19 @@ impl S2q {
 
     /// Simplified 2Q for a cache of `budget` bytes with the default `A1` threshold (25%).
     pub fn new(budget: usize) -> Self {
-        Self::with_threshold(fraction_of(budget, Self::DEFAULT_A1_FRACTION))
+        S2q {
+            fraction: Some(Self::DEFAULT_A1_FRACTION),
+            ..Self::with_threshold(fraction_of(budget, Self::DEFAULT_A1_FRACTION))
+        }
     }
 
-    /// Simplified 2Q whose `A1` queue may hold `a1_bytes` before it gives up victims first.
+    /// Simplified 2Q whose `A1` queue may hold `a1_bytes` before it gives
+    /// up victims first (whatever the budget).
     pub fn with_threshold(a1_bytes: usize) -> Self {
         S2q {
             queues: Queues::default(),
             threshold: a1_bytes,
+            fraction: None,
         }
     }
 
@@ -167,6 +210,12 @@ impl ReplacementPolicy for S2q {
 
     fn pop_victim(&mut self) -> Option<PageId> {
         self.queues.pop_victim(self.threshold).map(|(id, _, _)| id)
+    }
+
+    fn set_capacity(&mut self, budget: usize) {
+        if let Some(f) = self.fraction {
+            self.threshold = fraction_of(budget, f);
+        }
     }
 
     #[cfg(test)]
@@ -204,13 +253,26 @@ mod tests {
         p.insert(4, meta(1));
         p.access(4, meta(1));
         p.insert(5, meta(1));
-        // A1 = [5, 3, 1] is above the threshold: its oldest page goes (FIFO).
+        // Right after 5's miss, A1 holds 2 pages besides 5 (J&S's
+        // reclaimfor runs before 5 enters): Am gives the victim.
+        assert_eq!(p.queues(), (vec![5, 3, 1], vec![4]));
+        assert_eq!(p.pop_victim(), Some(4));
+        p.insert(6, meta(1));
+        // A1 = [6, 5, 3, 1] holds 3 pages besides 6, above the threshold:
+        // its oldest page goes (FIFO).
         assert_eq!(p.pop_victim(), Some(1));
         // A hit in A1 does not reorder A1 but promotes.
         p.access(3, meta(1));
-        assert_eq!(p.queues(), (vec![5], vec![3, 4]));
-        assert!(p.remove(4));
+        assert_eq!(p.queues(), (vec![6, 5], vec![3]));
+        assert!(p.remove(5));
         assert_eq!(p.len(), 2);
+        // A1 = [6] is not above the threshold: Am's back.
+        assert_eq!(p.pop_victim(), Some(3));
+        p.insert(7, meta(1));
+        // Not the page just missed while another is resident; then it.
+        assert_eq!(p.pop_victim(), Some(6));
+        assert_eq!(p.pop_victim(), Some(7));
+        assert_eq!(p.pop_victim(), None);
     }
 
     /// A sequential scan flushes an LRU cache's hot pages but not 2Q's.

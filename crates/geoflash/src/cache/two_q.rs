@@ -10,10 +10,16 @@
 //! - victim: when `A1in` holds more than `Kin` bytes (or `Am` is empty) the
 //!   back of `A1in`, whose id moves to the front of `A1out` (trimmed to
 //!   `Kout` bytes of the pages it remembers); otherwise the back of `Am`.
+//!   As the paper's `reclaimfor`, which runs before the missed page enters
+//!   `A1in` or `Am`, the victims chosen right after a miss neither count
+//!   that page in `A1in` nor choose it while another page is resident.
 //!
 //! Sizes are in bytes of the budget, the paper's page counts scaled by the
 //! page sizes: defaults `Kin` = 25% and `Kout` = 50% of the budget, as the
-//! paper recommends.
+//! paper recommends (shares of the budget follow
+//! [`set_capacity`](ReplacementPolicy::set_capacity)). A ghost counts at
+//! least one byte, so that `A1out` stays bounded by `Kout` ids whatever
+//! the sizes.
 use super::s2q::{Queue, Queues};
 use super::{fraction_of, EntryMeta, IdMap, LinkedSet, ReplacementPolicy};
 use crate::storage::PageId;
@@ -28,6 +34,8 @@ pub struct TwoQ {
     a1out_bytes: usize,
     kin: usize,
     kout: usize,
+    /// `Kin` and `Kout` as shares of the budget, when given as such.
+    fractions: Option<(f64, f64)>,
 }
 
 impl TwoQ {
@@ -43,10 +51,13 @@ impl TwoQ {
 
     /// Full 2Q with `Kin` and `Kout` as fractions (0 to 1) of `budget`.
     pub fn with_fractions(budget: usize, kin: f64, kout: f64) -> Self {
-        Self::with_sizes(fraction_of(budget, kin), fraction_of(budget, kout))
+        TwoQ {
+            fractions: Some((kin, kout)),
+            ..Self::with_sizes(fraction_of(budget, kin), fraction_of(budget, kout))
+        }
     }
 
-    /// Full 2Q with `Kin` and `Kout` in bytes.
+    /// Full 2Q with `Kin` and `Kout` in bytes (whatever the budget).
     pub fn with_sizes(kin_bytes: usize, kout_bytes: usize) -> Self {
         TwoQ {
             queues: Queues::default(),
@@ -55,6 +66,7 @@ impl TwoQ {
             a1out_bytes: 0,
             kin: kin_bytes,
             kout: kout_bytes,
+            fractions: None,
         }
     }
 
@@ -70,9 +82,15 @@ impl TwoQ {
     }
 
     fn remember_ghost(&mut self, id: PageId, size: usize) {
+        let size = size.max(1);
         self.a1out.push_front(id);
         self.ghost_size.insert(id, size);
         self.a1out_bytes += size;
+        self.trim_ghosts();
+    }
+
+    /// Trims `A1out` to `Kout` bytes.
+    fn trim_ghosts(&mut self) {
         while self.a1out_bytes > self.kout {
             let Some(old) = self.a1out.pop_back() else {
                 break;
@@ -133,9 +151,22 @@ impl ReplacementPolicy for TwoQ {
         Some(id)
     }
 
+    fn set_capacity(&mut self, budget: usize) {
+        if let Some((kin, kout)) = self.fractions {
+            self.kin = fraction_of(budget, kin);
+            self.kout = fraction_of(budget, kout);
+            self.trim_ghosts();
+        }
+    }
+
     #[cfg(test)]
     fn resident(&self) -> Vec<PageId> {
         self.queues.resident()
+    }
+
+    #[cfg(test)]
+    fn ghosts(&self) -> Vec<PageId> {
+        self.a1out.to_vec()
     }
 }
 
@@ -159,19 +190,28 @@ mod tests {
         // A miss on a ghost enters Am.
         p.insert(1, meta(1));
         assert_eq!(p.queues(), (vec![2], vec![], vec![1]));
-        // A1in = [2] is not above Kin = 1: Am's back is the victim, not ghosted.
+        // J&S's reclaimfor ran before 1 entered Am, which was empty: A1in's
+        // back goes, though A1in is not above Kin.
+        assert_eq!(p.pop_victim(), Some(2));
+        assert!(p.is_ghost(2));
+        p.insert(3, meta(1));
+        // A1in holds nothing besides 3, not above Kin = 1: Am's back is the
+        // victim, not ghosted.
         assert_eq!(p.pop_victim(), Some(1));
         assert!(!p.is_ghost(1));
-        for id in 3..=6 {
+        for id in 4..=6 {
             p.insert(id, meta(1));
         }
-        assert_eq!(p.pop_victim(), Some(2));
+        // Besides 6, A1in = [5, 4, 3] is above Kin until it holds one page.
         assert_eq!(p.pop_victim(), Some(3));
         assert_eq!(p.pop_victim(), Some(4));
+        assert_eq!(p.pop_victim(), Some(5));
         // Kout = 2: only the two most recent ghosts are remembered.
-        assert_eq!(p.queues(), (vec![6, 5], vec![4, 3], vec![]));
-        assert!(p.remove(5));
-        assert_eq!(p.len(), 1);
+        assert_eq!(p.queues(), (vec![6], vec![5, 4], vec![]));
+        assert!(p.remove(6));
+        assert!(!p.remove(5), "a ghost is not resident");
+        assert!(!p.is_ghost(5), "a removed ghost is forgotten");
+        assert!(p.is_empty());
     }
 
     #[test]
