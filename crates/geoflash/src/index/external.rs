@@ -514,25 +514,16 @@ impl<S: NodeStore> RTree<S> {
         let hilbert_tree = params.kind == IndexKind::Hilbert;
         let run_len = (config.memory_budget / RUN_RECORD_COST).max(2);
 
-        // The domain: the tree's, else the input's extent (one extra pass).
-        let (runs, id_runs, records) = match params.hilbert_domain {
-            Some(d) => {
-                let mut out: Runs = (Vec::new(), Vec::new(), 0);
-                form_runs(
-                    &mut spill,
-                    items.into_iter().map(Ok),
-                    d,
-                    hilbert_tree,
-                    run_len,
-                    &mut out,
-                    watch,
-                )?;
-                out
-            }
-            None => match form_runs_in_extent(&mut spill, items, hilbert_tree, run_len, watch)? {
-                Some(out) => out,
-                None => return Ok((tree, report)),
-            },
+        let Some((runs, id_runs, records)) = sorted_runs(
+            &mut spill,
+            items,
+            params.hilbert_domain,
+            hilbert_tree,
+            run_len,
+            watch,
+        )?
+        else {
+            return Ok((tree, report));
         };
         report.records = records;
         report.runs = runs.len() as u64;
@@ -651,6 +642,32 @@ type Runs = (Vec<PathBuf>, Vec<PathBuf>, u64);
 /// domain of that extent (see [`form_runs`]) and removed, so that the
 /// copy and the runs never both hold the whole input (at most one file's
 /// records more than the runs). `None` for an empty input.
+/// The sorted runs of `items` on the curve of `domain`, else of the
+/// input's extent (one extra pass; `None` for an input with no record).
+fn sorted_runs(
+    spill: &mut Spill,
+    items: impl IntoIterator<Item = (u64, Rect)>,
+    domain: Option<HilbertDomain>,
+    hilbert_tree: bool,
+    run_len: usize,
+    watch: BulkWatch<'_>,
+) -> Result<Option<Runs>> {
+    let Some(d) = domain else {
+        return form_runs_in_extent(spill, items, hilbert_tree, run_len, watch);
+    };
+    let mut out: Runs = (Vec::new(), Vec::new(), 0);
+    form_runs(
+        spill,
+        items.into_iter().map(Ok),
+        d,
+        hilbert_tree,
+        run_len,
+        &mut out,
+        watch,
+    )?;
+    Ok(Some(out))
+}
+
 fn form_runs_in_extent(
     spill: &mut Spill,
     items: impl IntoIterator<Item = (u64, Rect)>,
