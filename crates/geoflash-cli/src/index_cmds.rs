@@ -1428,7 +1428,8 @@ pub fn update(a: UpdateArgs) -> Result<(), Failure> {
             .trim()
             .parse()
             .map_err(|_| Error::invalid(format!("id {id:?} is not a non-negative integer")))?;
-        Ok((id, parse_window(rest)?))
+        let v = numbers(rest, 4, "rectangle")?;
+        Ok((id, Rect::new(v[0], v[1], v[2], v[3])?))
     })?;
     let mut index = Index::open(&a.index, Access::Write)?;
     index.device().reset_stats();

@@ -256,6 +256,19 @@ fn a_bad_window_or_point_file_says_invalid_input_once() {
         &["update", "--index", s(&idx), "--input", s(&moves)],
         &[s(&moves), "row 2", "is inverted"],
     );
+    // its rows are rectangles, not windows
+    let moves = write(
+        "moves.csv",
+        "id,minx,miny,maxx,maxy\n1,0,0,1,1\n2,a,0,1,1\n",
+    );
+    refused_once(
+        &["update", "--index", s(&idx), "--input", s(&moves)],
+        &[
+            s(&moves),
+            "row 2",
+            "rectangle \"a,0,1,1\" is not 4 comma-separated numbers",
+        ],
+    );
     for (text, want) in [
         ("x,y\n0,0\nnan,1\n", "not finite"),
         ("x,y\n0,0\n1e300,1\n", "not finite"),
