@@ -258,8 +258,12 @@ impl State {
             }
         };
         if self.index.objects().is_some_and(|h| h.contains(key)) {
+            // The same words as the wrapper's for an index in memory
+            // (`_stores_geometry` in spatial_index.py).
             return Err(Error::invalid(format!(
-                "entry {id} stores a geometry, whose box is its own: delete and insert it instead"
+                "id {id}: its entry stores an exact geometry (from_geoseries), whose box is \
+                 that geometry's bounds and cannot move apart from it: delete the entry and \
+                 insert it again instead (an inserted entry has no geometry and counts as its box)"
             )));
         }
         self.index.update_by_id(key, r)
@@ -1133,7 +1137,9 @@ impl Core {
     /// Moves the one live entry with user id `id` to this box, keeping its
     /// object: no old box needed (the engine's id → rectangle locator), and
     /// the entry rewritten in its leaf when the box stays inside it. An
-    /// error for an id with no entry or with several (duplicates).
+    /// error for an id with no entry or with several (duplicates), and for
+    /// an entry with a geometry in the object heap (its box is the
+    /// geometry's own).
     fn update(&self, id: i64, minx: f64, miny: f64, maxx: f64, maxy: f64) -> PyResult<()> {
         let r = rect(minx, miny, maxx, maxy)?;
         self.with(|st| {

@@ -257,8 +257,9 @@ def test_the_minimal_duplicate_id_case():
 
 def test_moved_entries_of_an_index_of_geometries_count_as_their_box(tmp_path):
     """In memory as in a directory: an entry deleted and inserted again
-    under its row's id has no geometry; in memory ``update`` moves an
-    entry away from its geometry too."""
+    under its row's id has no geometry, and ``update`` moves it. (An entry
+    that has its geometry is not moved by ``update``: both modes refuse
+    it, tests/test_property_kinds.py.)"""
     geoms = np.array([shapely.Point(0, 0), shapely.box(0, 0, 1, 1),
                       shapely.LineString([(5, 5), (6, 6)])], dtype=object)
     for path in (None, str(tmp_path / "d")):
@@ -270,6 +271,8 @@ def test_moved_entries_of_an_index_of_geometries_count_as_their_box(tmp_path):
         assert idx.query_nearest(shapely.Point(10.5, 10.5)).tolist() == [1], path
         idx.close()
     idx = geoflash.Index.from_geoseries(geoms)
+    idx.delete(2, (5, 5, 6, 6))
+    idx.insert(2, (5, 5, 6, 6))
     idx.update(2, (20, 20, 21, 22))
     assert idx.query(shapely.box(19, 19, 20.5, 20.5)).tolist() == [2]
     assert idx.query(shapely.Point(20.5, 21.5), predicate="within").tolist() == [2]

@@ -251,9 +251,10 @@ def tree_geometries(index: Any, names: Names = _NAMES) -> _Tree:
     """The exact geometries of the index's entries (built on first use and
     kept until the index changes): the shapely geometries given to
     ``from_geoseries`` in memory, the object heap's on disk, and the box of
-    an entry stored without one (in memory also of one that no longer has
-    its row's box: moved by ``update``, or deleted and inserted again, as
-    the object heap has no geometry for those)."""
+    an entry stored without one (in memory also of an entry inserted
+    under a row's id, even with its geometry's box, once the row's own
+    entry was deleted: the object heap has no geometry for those;
+    ``update`` refuses to move an entry that has one)."""
     import shapely
 
     cached = getattr(index, "_exact", None)
@@ -272,11 +273,16 @@ def tree_geometries(index: Any, names: Names = _NAMES) -> _Tree:
         special = np.union1d(several, collections).astype(np.int64)
         index._exact = _Tree(_Geometries(ids_b, wkbs, rects), index._core, ids, keys, boxes, special, None, None)
         return index._exact
-    # An entry has its row's geometry while its box is that geometry's
-    # (from_geoseries made it so); any other counts as its box. shapely
-    # reads geometries about 2.5x faster in their own (memory) order than
-    # in the index's: they are read by row.
+    # An entry has its row's geometry while the row's entry is there
+    # (``_held``: not deleted; update refuses to move it) and its box is
+    # that geometry's (from_geoseries made it so; an entry inserted under
+    # the row's id with another box is not it); any other counts as its
+    # box. shapely reads geometries about 2.5x faster in their own
+    # (memory) order than in the index's: they are read by row.
     known = (ids >= 0) & (ids < len(geoms))
+    held = getattr(index, "_held", None)
+    if held is not None:
+        known[known] = held[ids[known]]
     at = np.flatnonzero(known)
     at = at[np.argsort(ids[at], kind="stable")]
     with np.errstate(invalid="ignore"):

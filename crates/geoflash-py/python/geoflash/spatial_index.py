@@ -28,7 +28,7 @@ from ._geoflash import Core as _Core
 from ._geoflash import box_of as _box_of
 from . import _exact
 from .exceptions import InvalidCoordinatesError, InvalidIdError, RTreeError
-from .property import RT_Disk, RT_Memory, from_manifest, page_size_for, tree_options
+from .property import RT_Disk, RT_Memory, describe, from_manifest, page_size_for, tree_options
 
 __all__ = ["Index", "Item", "Rtree"]
 
@@ -42,6 +42,8 @@ _EMPTY_BOUNDS = [
 # Every stored box lies inside it (the engine clamps query windows to it).
 _WORLD = (-np.inf, -np.inf, np.inf, np.inf)
 _PREDICATES = ("intersects", "contains", "within")
+#: The keyword arguments that change what a Property says of a tree.
+_TREE_KEYS = frozenset(("max_entries", "min_entries", "min_fill", "reinsert_percent", "reinsert", "split"))
 
 
 #: The grid files (GFFM, LB-Grid, the Grid File, H-Grid): point indexes with
@@ -137,6 +139,18 @@ def _out_of_range(id_: int, where: str = "") -> OverflowError:
     return OverflowError(
         f"id {id_}{where} is outside the range of ids, int64 "
         f"[-2**63, 2**63 - 1]: it would not come back as the same id"
+    )
+
+
+def _stores_geometry(id_: int, row: Optional[int] = None) -> RTreeError:
+    """The refusal of ``update`` for an entry that stores an exact geometry,
+    in the words of the core's for an index in a directory (``row``: the
+    row of ``update_batch``)."""
+    at = "" if row is None else f"row {row}: "
+    return RTreeError(
+        f"invalid input: {at}id {id_}: its entry stores an exact geometry (from_geoseries), "
+        "whose box is that geometry's bounds and cannot move apart from it: delete the "
+        "entry and insert it again instead (an inserted entry has no geometry and counts as its box)"
     )
 
 
@@ -270,12 +284,17 @@ class Index:
     - ``(ids, mins, maxs)``: NumPy arrays (N ids, N×2 minima, N×2 maxima)
       bulk-loaded without a Python loop.
     - ``properties``: a :class:`Property` (or rtree's own): variant,
-      capacity, fill factor, page size; see ``geoflash.property``.
-      ``pagesize`` sets ``properties.pagesize`` (rounded up to a node page).
+      capacity, fill factor, page size, and geoflash's ``kind`` and
+      ``kind_options``; see ``geoflash.property``. ``pagesize`` sets
+      ``properties.pagesize`` (rounded up to a node page). The index's
+      ``properties`` describe it (the Property given, with what keywords
+      or an existing index changed written into it), so that
+      ``Index(properties=idx.properties)`` creates the same kind again.
     - ``kind``: ``"rtree"``, ``"rstar"`` (default) or ``"hilbert"``; ``split``:
       ``"linear"``, ``"quadratic"`` (default) or ``"exponential"``;
       ``page_size``: the node page in bytes (a power of two, 512 to 65536;
-      default 4096). They override ``properties``. A Hilbert R-tree maps
+      default 4096). They override ``properties`` (a ``kind`` naming
+      another kind leaves out its ``kind_options``). A Hilbert R-tree maps
       ``hilbert_domain=(minx, miny, maxx, maxy)`` onto its curve (objects
       outside it are clamped): required for an index built by insertion,
       the data's extent by default for a bulk load. The FOR-tree
@@ -338,7 +357,7 @@ class Index:
         if properties is not None:
             if pagesize:
                 properties.pagesize = int(pagesize)
-            tree, bulk_fill = tree_options(properties)
+            tree, bulk_fill = tree_options(properties, kind)
         elif pagesize is not None:
             size = _as_int(pagesize, "pagesize")
             if size <= 0:
@@ -376,9 +395,14 @@ class Index:
             self._core = self._bulk_core(path, ids, boxes, objs)
         else:
             self._core = _Core.create(path, options)
+        described = from_manifest(self.manifest, path)
         if properties is None:
-            properties = from_manifest(self.manifest, path)
+            properties = described
         else:
+            # keywords that change the tree, or an index already there:
+            # the Property given no longer says what the index is
+            changed = any(v is not None for v in (kind, split, page_size)) or bool(_TREE_KEYS & set(store_params))
+            properties = describe(properties, described, changed or existed and not overwrite)
             properties.storage = RT_Memory if path is None else RT_Disk
             if path is not None:
                 properties.filename = path
@@ -390,6 +414,10 @@ class Index:
         """The Python-side state of a new index object (before its core)."""
         self.interleaved = bool(interleaved)
         self._geoms: Optional[np.ndarray] = None
+        # in memory, from_geoseries: which rows' geometries their entry
+        # still stores (False once that entry is deleted), as the object
+        # heap of a directory holds the geometry of a live entry
+        self._held: Optional[np.ndarray] = None
         self._exact = None  # the entries' geometries in Rust (geoflash._exact)
         self._options = options
         self._bulk = (bulk, fill)
@@ -573,6 +601,7 @@ class Index:
                 None,
             )
             self._geoms = geoms
+            self._held = np.array(ok, dtype=bool)
             return self
         wkbs = list(shapely.to_wkb(kept, output_dimension=2))
         return cls._with_core(
@@ -622,7 +651,22 @@ class Index:
     def _delete(self, id: int, coordinates: Any) -> bool:
         """:meth:`delete`, saying whether an entry was deleted."""
         self._exact = None
-        return bool(self._core.delete(_as_id(id), *self._box(coordinates)))
+        i, box = _as_id(id), self._box(coordinates)
+        deleted = bool(self._core.delete(i, *box))
+        if deleted and self._holds(i):
+            import shapely
+
+            # its row's entry (the one with the geometry's box) is gone with
+            # its geometry, as a directory's delete removes it from the heap
+            if tuple(shapely.bounds(self._geoms[i]).tolist()) == tuple(box):
+                self._held[i] = False
+        return deleted
+
+    def _holds(self, id_: int) -> bool:
+        """In memory, from_geoseries: does the entry of row ``id_`` still
+        store that row's geometry?"""
+        held = self._held
+        return held is not None and 0 <= id_ < len(held) and bool(held[id_])
 
     def update(self, id: int, coordinates: Any) -> None:
         """(geoflash only) Moves the entry with ``id`` to the box or point,
@@ -631,9 +675,15 @@ class Index:
         the leaf's rectangle (otherwise a delete and an insert). As one
         operation, durable like an ``insert``. Raises ``RTreeError`` for an
         id with no entry or with several (use ``delete`` and ``insert`` for
-        duplicate ids)."""
+        duplicate ids), and for an entry that stores an exact geometry
+        (``from_geoseries``, in memory as in a directory): its box is the
+        geometry's bounds, so it cannot move alone; delete it and insert
+        a new entry (which has no geometry and counts as its box)."""
+        i, box = _as_id(id), self._box(coordinates)
+        if self._holds(i):
+            raise _stores_geometry(i)
         self._exact = None
-        self._core.update(_as_id(id), *self._box(coordinates))
+        self._core.update(i, *box)
 
     def intersection(self, coordinates: Any, objects: Any = False) -> Iterator[Any]:
         """Ids (or ``Item``s with ``objects=True``, the objects with
@@ -915,6 +965,12 @@ class Index:
         entries = state.pop("_entries", None)
         reopen = state.pop("_reopen", None)
         self.__dict__.update(state)
+        if "_held" not in state:  # pickled before the index kept it
+            self._held = None
+            if self._geoms is not None:
+                import shapely
+
+                self._held = ~(shapely.is_missing(self._geoms) | shapely.is_empty(self._geoms))
         if reopen is not None:
             self._core = _Core.open(*reopen)
         elif entries is not None and len(entries[0]):
@@ -946,7 +1002,8 @@ class Index:
         ``update``: the index finds each entry by its id and rewrites it in
         its leaf when it stays there. Inside ``with idx.batch():`` they are
         durable together at its end. An error at a row (an unknown or
-        duplicate id, a bad box) raises ``RTreeError`` naming the row, with
+        duplicate id, a bad box, an entry that stores an exact geometry, as
+        ``update`` refuses it) raises ``RTreeError`` naming the row, with
         the rows before it applied and the rest not."""
         i = np.asarray(ids)
         if i.ndim != 1:
@@ -958,6 +1015,17 @@ class Index:
         if len(i) != len(b):
             raise RTreeError(f"{len(i)} ids for {len(b)} boxes")
         b = np.ascontiguousarray(b, dtype=np.float64)
+        held = self._held
+        if held is not None:
+            inside = np.flatnonzero((i >= 0) & (i < len(held)))
+            refused = inside[held[i[inside]]]
+            if len(refused):
+                # the rows before it, then its error (as the core refuses it
+                # for an index in a directory)
+                first = int(refused[0])
+                self._exact = None
+                self._core.update_batch(i[:first].tobytes(), b[:first].tobytes())
+                raise _stores_geometry(int(i[first]), first)
         self._exact = None
         self._core.update_batch(i.tobytes(), b.tobytes())
 
