@@ -641,3 +641,5 @@ impl DeviceExt for FileIo {}
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod review_tests;
