@@ -451,7 +451,17 @@ fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
                 geoflash_bench::progress::count(objects.len() as u64),
                 a.bulk.as_deref().unwrap_or_default()
             ));
-            let index = Index::bulk_load_objects(&a.index, opts, &objects, method, a.fill())?;
+            // `nodes written` lines and Ctrl-C as for a CSV input (see `build`).
+            let written = NodesWritten::default();
+            let progress = |done, total| written.update(done, total);
+            let index = Index::bulk_load_objects_with_progress(
+                &a.index,
+                opts,
+                &objects,
+                method,
+                a.fill(),
+                &progress,
+            )?;
             (index, objects.len() as u64)
         }
         None => Index::build(&a.index, opts, |index| {
@@ -817,7 +827,9 @@ fn apply_all_acked<T>(
 }
 
 /// [`apply_all_acked`] over `total` items read as they are applied (an
-/// item that cannot be read stops the batch as a failed operation does).
+/// item that cannot be read stops the batch as a failed operation does;
+/// its error, which names the file and the record, is the message's
+/// reason).
 #[allow(clippy::too_many_arguments)]
 fn apply_stream<T>(
     index: &mut Index,
@@ -845,11 +857,8 @@ fn apply_stream<T>(
                     done,
                     durable,
                     total,
-                    message: format!(
-                        "{what}: record {} of {} cannot be read after {done} operations: {e}",
-                        done + 1,
-                        input.display()
-                    ),
+                    // The reader's error names the file and the record.
+                    message: format!("{what} stopped after {done} operations: {e}"),
                 }),
             })?;
             let item = &item;

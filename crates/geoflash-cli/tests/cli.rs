@@ -614,7 +614,7 @@ fn geojson_build_and_refined_queries_agree_with_exact_brute_force() {
                     .collect();
                 let mut want: Vec<u64> = objects
                     .iter()
-                    .filter(|(_, g)| satisfies(&wg, g, p))
+                    .filter(|(_, g)| satisfies(&wg, g, p).unwrap())
                     .map(|(id, _)| *id)
                     .collect();
                 want.sort_unstable();

@@ -281,3 +281,83 @@ fn a_bad_window_or_point_file_says_invalid_input_once() {
         );
     }
 }
+
+/// A build by insertion streams its CSV file and finds a bad record as it
+/// reaches it: its error names the file and the record once each (it
+/// said "build: record 3 of F cannot be read after 2 operations: invalid
+/// input: F: record 3: …", the reader's error already naming both), and
+/// says how far the build got; nothing is published.
+#[test]
+fn a_bad_record_of_a_streamed_build_names_file_and_record_once() {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tmp.path();
+    let csv = dir.join("bad.csv");
+    std::fs::write(
+        &csv,
+        "id,minx,miny,maxx,maxy\n1,0,0,1,1\n2,0,0,1,1\n3,x,0,1,1\n4,0,0,1,1\n",
+    )
+    .unwrap();
+    let idx = dir.join("idx");
+    let out = geoflash(&["build", "--input", s(&csv), "--index", s(&idx)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let want = format!(
+        "geoflash: error: build stopped after 2 operations: invalid input: {}: record 3: \"x\" is not a number",
+        csv.display()
+    );
+    assert_eq!(err.trim_end().lines().last(), Some(want.as_str()), "{err}");
+    assert_eq!(err.matches(s(&csv)).count(), 1, "{err}");
+    assert_eq!(err.matches("record 3").count(), 1, "{err}");
+    assert!(!idx.exists(), "a failed build left {}", idx.display());
+}
+
+/// A refined query on a GeometryCollection of two overlapping polygons,
+/// on which the `geo` crate's DE-9IM computation panics ("topology
+/// position conflict"), is refused naming the object and the window (exit
+/// code 2), with no panic message; `intersects`, decided member by member,
+/// answers.
+#[test]
+fn a_refined_query_geo_cannot_decide_is_refused_naming_the_object() {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tmp.path();
+    let gj = dir.join("gc.geojson");
+    std::fs::write(
+        &gj,
+        r#"{"type":"FeatureCollection","features":[
+          {"type":"Feature","id":7,"geometry":{"type":"GeometryCollection","geometries":[
+            {"type":"Polygon","coordinates":[[[0,0],[4,0],[4,4],[0,4],[0,0]]]},
+            {"type":"Polygon","coordinates":[[[2,2],[6,2],[6,6],[2,6],[2,2]]]}]}},
+          {"type":"Feature","id":8,"geometry":{"type":"Point","coordinates":[1,1]}}]}"#,
+    )
+    .unwrap();
+    let idx = dir.join("idx");
+    ok(geoflash(&["build", "--input", s(&gj), "--index", s(&idx)]));
+    let query = |window: &str, predicate: &str| {
+        let args = [
+            "query",
+            "--index",
+            s(&idx),
+            "--window",
+            window,
+            "--predicate",
+            predicate,
+            "--refine",
+        ];
+        geoflash(&args)
+    };
+    for (window, predicate) in [("-1,-1,7,7", "contains"), ("2.5,2.5,3,3", "within")] {
+        let out = query(window, predicate);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{predicate}: {err}");
+        assert!(!err.contains("panicked"), "{predicate}: {err}");
+        assert!(
+            err.contains(&format!("refining object 7 against the window {window}: "))
+                && err.contains(&format!(
+                    "the exact predicate {predicate} is not evaluated on a GeometryCollection"
+                )),
+            "{predicate}: {err}"
+        );
+    }
+    let out = ok(query("1,1,5,5", "intersects"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("window 0: 2"));
+}

@@ -436,3 +436,54 @@ fn geopackage_layers_from_the_command_line() {
         assert!(help.contains(format), "{format} missing from: {help}");
     }
 }
+
+/// `build --bulk str|hilbert` reports the writing of its tree whatever the
+/// input's format: a GeoJSON or FlatGeobuf input said `build: bulk
+/// loading N objects` and then nothing, where a CSV input prints `build:
+/// nodes written: …` lines, the last `build: nodes written: K done in …`
+/// with the tree's K nodes. The same records make trees of the same
+/// number of nodes, so the last lines count the same.
+#[test]
+fn a_bulk_load_reports_the_nodes_it_writes_whatever_the_format() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let csv = dir.path().join("d.csv");
+    write_rects(&csv, 5_000);
+    let mut inputs = vec![csv.clone()];
+    for ext in ["geojson", "fgb"] {
+        let p = dir.path().join(format!("d.{ext}"));
+        ok(geoflash(&["import", "--input", s(&csv), "--out", s(&p)]));
+        inputs.push(p);
+    }
+    for bulk in ["str", "hilbert"] {
+        let mut counts = Vec::new();
+        for (i, input) in inputs.iter().enumerate() {
+            let idx = dir.path().join(format!("idx-{bulk}-{i}"));
+            let out = ok(geoflash(&[
+                "build",
+                "--input",
+                s(input),
+                "--index",
+                s(&idx),
+                "--bulk",
+                bulk,
+                "--page-size",
+                "512",
+            ]));
+            let err = String::from_utf8_lossy(&out.stderr);
+            // `build: nodes written: 1,234 done in 0.0 s (…/s)`
+            let done: Vec<u64> = err
+                .lines()
+                .filter_map(|l| l.strip_prefix("build: nodes written: "))
+                .filter_map(|l| l.split_once(" done in "))
+                .map(|(n, _)| n.replace(',', "").parse().unwrap())
+                .collect();
+            assert_eq!(done.len(), 1, "--bulk {bulk} of {}: {err}", s(input));
+            counts.push(done[0]);
+        }
+        assert!(counts[0] > 64, "--bulk {bulk}: {counts:?}");
+        assert!(
+            counts.iter().all(|&c| c == counts[0]),
+            "--bulk {bulk}: nodes written from CSV, GeoJSON, FlatGeobuf: {counts:?}"
+        );
+    }
+}

@@ -12,9 +12,10 @@
 //!
 //! Every loader (these two, and the bounded-memory ones of
 //! [`super::external`] and `super::external_str`) can be stopped by its
-//! caller ([`BulkWatch`]): it asks between its sorts (and their runs and
-//! merges) and before each node it stores, and a stopped load publishes
-//! nothing, as a failed one.
+//! caller ([`BulkWatch`]): it asks every 65,536 records of its passes over
+//! its input, between its sorts (and their runs and merges) and before
+//! each node it stores, and a stopped load publishes nothing, as a failed
+//! one. A single sort is not interrupted.
 use super::ops::{center, ordered_bits};
 use super::params::{IndexKind, TreeParams};
 use super::{checked, entry_of, RTree};
@@ -36,7 +37,7 @@ pub enum BulkMethod {
 /// What the caller of a bulk load has to say while it runs: whether to
 /// stop, and how far the load is. A load asks its `stop` at coarse
 /// points of its sort and write phases (between sort runs and merge passes,
-/// every 65,536 records read or merged, before each node it stores, between
+/// every 65,536 records read, checked or merged, before each node it stores, between
 /// the selections of an STR level's slices); when it answers `true` the load
 /// ends with [`Error::Interrupted`] and publishes nothing (the store holds
 /// no tree, the temporary files are removed). A load tells `stored` the
@@ -387,7 +388,11 @@ impl<S: NodeStore> RTree<S> {
         // Ids strictly ascending (the common case) are unique without a set.
         let mut ascending = true;
         let mut prev: Option<u64> = None;
-        for (id, rect) in items.iter_mut() {
+        for (i, (id, rect)) in items.iter_mut().enumerate() {
+            // The pass over the input may stop every STOP_EVERY records.
+            if (i as u64).is_multiple_of(STOP_EVERY) {
+                watch.check()?;
+            }
             *rect = checked(*rect)?;
             ascending &= prev.is_none_or(|p| p < *id);
             prev = Some(*id);
@@ -435,14 +440,18 @@ impl<S: NodeStore> RTree<S> {
                 // A Hilbert R-tree is packed in Hilbert order; upper levels
                 // keep the order of the level below.
                 Some(d) => {
-                    let mut leaves: Vec<Entry> = items
-                        .into_iter()
-                        .map(|(key, rect)| Entry {
+                    let mut leaves: Vec<Entry> = Vec::with_capacity(items.len());
+                    for (i, (key, rect)) in items.into_iter().enumerate() {
+                        // The Hilbert values may stop every STOP_EVERY records.
+                        if (i as u64).is_multiple_of(STOP_EVERY) {
+                            watch.check()?;
+                        }
+                        leaves.push(Entry {
                             key,
                             rect,
                             payload: super::hilbert::record_value(&d, &rect, key),
-                        })
-                        .collect();
+                        });
+                    }
                     // One sort of the leaves: the load may stop before it,
                     // and at the first node after it.
                     watch.check()?;

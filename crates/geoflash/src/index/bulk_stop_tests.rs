@@ -281,3 +281,46 @@ fn a_stop_ends_the_pipelined_str_load() {
         }
     }
 }
+
+/// The in-memory loads' pass over their input (each record checked) asks
+/// its caller every [`STOP_EVERY`] records: stopped at its second question
+/// (at record 65,536), a load ends there, before the record at the end of
+/// the input that would fail it (the pass went through the whole input
+/// before its first question). A Hilbert R-tree's load asks as often in
+/// its pass computing the Hilbert values.
+#[test]
+fn the_in_memory_loads_stop_in_their_pass_over_the_input() {
+    let n = 3 * STOP_EVERY + 1;
+    let batches = n.div_ceil(STOP_EVERY);
+    let good = items(n, 11);
+    let mut bad = good.clone();
+    let last = bad.len() - 1;
+    bad[last].1 = Rect::invalid_for_tests(1.0, 0.0, 0.0, 1.0);
+    for loader in [Loader::Str, Loader::Hilbert] {
+        for p in trees(loader) {
+            let what = format!("{loader:?} {:?}", p.kind);
+            let tmp = tempfile::tempdir().unwrap();
+            let device =
+                || -> Arc<dyn PageDevice> { Arc::new(MemDevice::new(PAGE, 1 << 16).unwrap()) };
+            let full = load(loader, &device(), p, &bad, tmp.path(), None);
+            let err = full.result.expect_err(&what);
+            assert_eq!(err.kind(), crate::ErrorKind::InvalidInput, "{what}: {err}");
+            let dev = device();
+            let out = load(loader, &dev, p, &bad, tmp.path(), Some(1));
+            let err = out.result.expect_err(&what);
+            assert_eq!(err.kind(), crate::ErrorKind::Interrupted, "{what}: {err}");
+            assert_eq!(out.asked, 2, "{what}");
+            assert_eq!(records_on(&dev, p), 0, "{what}");
+            // Unstopped on a good input: the questions before the first
+            // node, a batch's each in the pass (and in the Hilbert values).
+            let full = load(loader, &device(), p, &good, tmp.path(), None);
+            full.result.unwrap();
+            let (_, _, first) = full.reports[0];
+            let passes = if p.kind == IndexKind::Hilbert { 2 } else { 1 };
+            assert!(
+                first >= 64 + passes * batches,
+                "{what}: {first} questions up to the 64th node"
+            );
+        }
+    }
+}

@@ -14,20 +14,117 @@
 //!
 //! A degenerate window (zero width or height) is a line or a point, see
 //! [`crate::objects::geometry::window_geometry`].
+//!
+//! The `geo` crate's DE-9IM computation, behind `contains` and `within`,
+//! panics on some valid geometry collections ("topology position
+//! conflict": a collection of two overlapping polygons) and answers others
+//! wrongly (the same square twice is `within` a segment of its edge, where
+//! GEOS says no). So `contains` and `within` of a collection of several
+//! members are refused (an error naming the object; a collection of one
+//! member is that member), `intersects` is decided member by member, and
+//! any other panic of `geo` is contained: an error naming the object,
+//! never a panic of the caller, and the panic hook does not report it
+//! ([`contained`]).
+use std::cell::Cell;
+use std::sync::Once;
+
 use geo::{Contains, Intersects};
 
 use super::query::{Predicate, QueryResult};
 use crate::geom::Rect;
 use crate::objects::{geometry::window_geometry, Geometry, Heap};
-use crate::Result;
+use crate::{Error, Result};
 
-/// Does `object` satisfy `predicate(window, object)`?
-pub fn satisfies(window: &Geometry, object: &Geometry, predicate: Predicate) -> bool {
-    match predicate {
+/// Does `object` satisfy `predicate(window, object)`? An error, not a
+/// panic, where the `geo` crate cannot decide it (see the module's
+/// documentation): the error says which predicate failed and why.
+pub fn satisfies(window: &Geometry, object: &Geometry, predicate: Predicate) -> Result<bool> {
+    decide(window, object, predicate).map_err(Error::invalid)
+}
+
+/// [`satisfies`], its failure the message of the error to build.
+fn decide(
+    window: &Geometry,
+    object: &Geometry,
+    predicate: Predicate,
+) -> std::result::Result<bool, String> {
+    if let (Geometry::GeometryCollection(parts), Predicate::Contains | Predicate::Within) =
+        (object, predicate)
+    {
+        match parts.0.as_slice() {
+            [one] => return decide(window, one, predicate),
+            _ => {
+                return Err(format!(
+                    "the exact predicate {} is not evaluated on a GeometryCollection of {} \
+                     members (the geo crate's DE-9IM answers some collections wrongly and \
+                     panics on others): split it into its members or merge them",
+                    format!("{predicate:?}").to_lowercase(),
+                    parts.0.len()
+                ))
+            }
+        }
+    }
+    contained(|| match predicate {
         Predicate::Intersects => window.intersects(object),
         Predicate::Contains => window.contains(object),
         Predicate::Within => object.contains(window),
+    })
+    .map_err(|panic| {
+        format!(
+            "the exact predicate {} cannot be evaluated on this {} (the geo crate failed: {panic}); \
+             a geometry collection whose members overlap can fail so: split it into its members \
+             or merge them",
+            format!("{predicate:?}").to_lowercase(),
+            kind_name(object)
+        )
+    })
+}
+
+/// The geometry type's name, as in WKT.
+fn kind_name(g: &Geometry) -> &'static str {
+    match g {
+        Geometry::Point(_) => "Point",
+        Geometry::Line(_) | Geometry::LineString(_) => "LineString",
+        Geometry::Polygon(_) | Geometry::Rect(_) | Geometry::Triangle(_) => "Polygon",
+        Geometry::MultiPoint(_) => "MultiPoint",
+        Geometry::MultiLineString(_) => "MultiLineString",
+        Geometry::MultiPolygon(_) => "MultiPolygon",
+        Geometry::GeometryCollection(_) => "GeometryCollection",
     }
+}
+
+thread_local! {
+    /// Whether this thread runs inside [`contained`].
+    static INSIDE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Wraps the panic hook once per process (see [`contained`]).
+static WRAP_HOOK: Once = Once::new();
+
+/// Runs `f`; a panic inside it is returned as `Err` with its message
+/// instead of unwinding further. The panic hook is wrapped once per
+/// process so that it does not report a panic on a thread inside
+/// `contained` (no "thread panicked" message before the error); every
+/// other panic goes to the hook installed before.
+fn contained<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    WRAP_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !INSIDE.with(Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    let outer = INSIDE.with(|i| i.replace(true));
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    INSIDE.with(|i| i.set(outer));
+    run.map_err(|panic| {
+        panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_string())
+    })
 }
 
 /// Refines the answer of the filter step for `window` and `predicate`: keeps
@@ -35,7 +132,8 @@ pub fn satisfies(window: &Geometry, object: &Geometry, predicate: Predicate) -> 
 /// `stats.candidates` keeps the filter step's count, `stats.results` becomes
 /// the refined count. A candidate without a geometry in the heap (an entry
 /// inserted by its rectangle, `Index::insert`) is its box, as in the
-/// Python package's refinement.
+/// Python package's refinement. An error naming the object where the
+/// predicate cannot be evaluated on its geometry ([`satisfies`]).
 pub fn refine(
     filtered: QueryResult,
     heap: &Heap,
@@ -52,7 +150,17 @@ pub fn refine(
             Some(g) => g,
             None => window_geometry(&hit.rect),
         };
-        if satisfies(&w, &g, predicate) {
+        let holds = decide(&w, &g, predicate).map_err(|why| {
+            Error::invalid(format!(
+                "refining object {} against the window {},{},{},{}: {why}",
+                hit.id,
+                window.min_x(),
+                window.min_y(),
+                window.max_x(),
+                window.max_y()
+            ))
+        })?;
+        if holds {
             out.hits.push(hit);
         }
     }
@@ -288,6 +396,115 @@ mod tests {
         }
     }
 
+    /// A collection of two overlapping polygons: the `geo` crate's DE-9IM
+    /// computation panics on it ("topology position conflict") for
+    /// `contains` and `within`. Refinement returns an error naming the
+    /// object instead of panicking; `intersects`, which `geo` decides member
+    /// by member, still answers; the other objects are unaffected.
+    #[test]
+    fn a_collection_geo_cannot_relate_is_an_error_naming_the_object() {
+        let square = |x0: f64, y0: f64, x1: f64, y1: f64| -> Geometry {
+            polygon![(x: x0, y: y0), (x: x1, y: y0), (x: x1, y: y1), (x: x0, y: y1), (x: x0, y: y0)]
+                .into()
+        };
+        let overlapping = Geometry::GeometryCollection(
+            vec![square(0.0, 0.0, 4.0, 4.0), square(2.0, 2.0, 6.0, 6.0)].into(),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let mut heap = Heap::create(&dir.path().join("objects.dat"), 0).unwrap();
+        let mut t = tree();
+        for (id, g) in [(7, overlapping.clone()), (8, square(1.0, 1.0, 2.0, 2.0))] {
+            let r = heap.put(id, b"", &g).unwrap();
+            t.insert(id, r).unwrap();
+        }
+        for (w, p) in [
+            (
+                Rect::new(-1.0, -1.0, 7.0, 7.0).unwrap(),
+                Predicate::Contains,
+            ),
+            (Rect::new(2.5, 2.5, 3.0, 3.0).unwrap(), Predicate::Within),
+        ] {
+            let e = satisfies(&window_geometry(&w), &overlapping, p).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
+            let name = format!("{p:?}").to_lowercase();
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&format!(
+                    "exact predicate {name} is not evaluated on a GeometryCollection of 2 members"
+                )),
+                "{msg}"
+            );
+            let e = refine(t.query(w, p).unwrap(), &heap, w, p)
+                .unwrap_err()
+                .to_string();
+            let at = format!(
+                "refining object 7 against the window {},{},{},{}: ",
+                w.min_x(),
+                w.min_y(),
+                w.max_x(),
+                w.max_y()
+            );
+            assert!(e.contains(&at), "{e}");
+            assert!(e.contains(&name), "{e}");
+        }
+        let w = Rect::new(1.0, 1.0, 5.0, 5.0).unwrap();
+        assert!(satisfies(&window_geometry(&w), &overlapping, Predicate::Intersects).unwrap());
+        let got = refine(
+            t.query(w, Predicate::Intersects).unwrap(),
+            &heap,
+            w,
+            Predicate::Intersects,
+        )
+        .unwrap();
+        let mut ids: Vec<u64> = got.hits.iter().map(|h| h.id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [7, 8]);
+    }
+
+    /// `geo` answers `within` wrongly, without panicking, for a collection
+    /// holding the same square twice and a window that is a segment of its
+    /// edge (GEOS: false): refused, not answered; a collection of one
+    /// member answers as that member.
+    #[test]
+    fn a_collection_geo_would_answer_wrongly_is_refused_and_one_member_is_that_member() {
+        let square: Geometry = polygon![
+            (x: 0.0, y: 0.0),
+            (x: 4.0, y: 0.0),
+            (x: 4.0, y: 4.0),
+            (x: 0.0, y: 4.0),
+            (x: 0.0, y: 0.0)
+        ]
+        .into();
+        let twice = Geometry::GeometryCollection(vec![square.clone(), square.clone()].into());
+        let edge = window_geometry(&Rect::new(0.0, 0.0, 4.0, 0.0).unwrap());
+        let e = satisfies(&edge, &twice, Predicate::Within).unwrap_err();
+        assert!(e.to_string().contains("GeometryCollection of 2 members"), "{e}");
+        assert!(satisfies(&edge, &twice, Predicate::Intersects).unwrap());
+        let one = Geometry::GeometryCollection(vec![square.clone()].into());
+        for w in [
+            Rect::new(-1.0, -1.0, 5.0, 5.0).unwrap(),
+            Rect::new(1.0, 1.0, 2.0, 2.0).unwrap(),
+            Rect::new(0.0, 0.0, 4.0, 0.0).unwrap(),
+        ] {
+            let wg = window_geometry(&w);
+            for p in [Predicate::Intersects, Predicate::Contains, Predicate::Within] {
+                assert_eq!(
+                    satisfies(&wg, &one, p).unwrap(),
+                    satisfies(&wg, &square, p).unwrap(),
+                    "{w:?} {p:?}"
+                );
+            }
+        }
+    }
+
+    /// A panic inside [`contained`] is its `Err`, with its message.
+    #[test]
+    fn a_panic_inside_contained_is_an_error_with_its_message() {
+        let got: std::result::Result<(), String> = contained(|| panic!("geo gave up"));
+        assert_eq!(got.unwrap_err(), "geo gave up");
+        assert_eq!(contained(|| 3), Ok(3));
+    }
+
     #[test]
     fn refinement_drops_mbr_only_matches() {
         let dir = tempfile::tempdir().unwrap();
@@ -307,12 +524,8 @@ mod tests {
         assert!(res.hits.is_empty());
         // contains: a line on the window's edge is not contained (shapely semantics)
         let edge: Geometry = line_string![(x: 0.0, y: 8.0), (x: 2.0, y: 8.0)].into();
-        assert!(!satisfies(&window_geometry(&w), &edge, Predicate::Contains));
-        assert!(satisfies(
-            &window_geometry(&w),
-            &edge,
-            Predicate::Intersects
-        ));
+        assert!(!satisfies(&window_geometry(&w), &edge, Predicate::Contains).unwrap());
+        assert!(satisfies(&window_geometry(&w), &edge, Predicate::Intersects).unwrap());
         // a candidate without geometry (an entry inserted by its box) is its box
         let boxed = |rect: Rect| QueryResult {
             hits: vec![Hit { id: 42, rect }],

@@ -9,6 +9,7 @@ use std::path::Path;
 use super::options::IndexOptions;
 use super::Index;
 use crate::geom::Rect;
+use crate::index::bulk::BulkWatch;
 use crate::index::query::{Predicate, QueryResult};
 use crate::index::BulkMethod;
 use crate::manifest::Access;
@@ -190,6 +191,20 @@ impl Index {
         Index::bulk_load_objects_then(dir, opts, objects, method, fill, |_| Ok(()))
     }
 
+    /// [`Index::bulk_load_objects`], telling `progress` how far the writing
+    /// of the tree is, as [`Index::bulk_load_with_progress`] does.
+    pub fn bulk_load_objects_with_progress(
+        dir: &Path,
+        opts: &IndexOptions,
+        objects: &[(u64, crate::objects::Geometry)],
+        method: BulkMethod,
+        fill: f64,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<Index> {
+        let watch = BulkWatch::new(super::create::stop_of(Some(dir)), progress);
+        Index::bulk_load_objects_watched(dir, opts, objects, method, fill, watch, |_| Ok(()))
+    }
+
     /// [`Index::bulk_load_objects`], then `then` on the new index in its
     /// staging directory, before it is checkpointed and published (see
     /// [`Index::bulk_load_then`]).
@@ -201,16 +216,33 @@ impl Index {
         fill: f64,
         then: impl FnOnce(&mut Index) -> Result<()>,
     ) -> Result<Index> {
-        let items = objects
-            .iter()
-            .map(|(id, g)| {
-                crate::objects::geometry::bounding_rect(g)
-                    .map(|r| (*id, r))
-                    .map_err(|e| Error::invalid(format!("object {id}: {e}")))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let watch = BulkWatch::stopped_by(super::create::stop_of(Some(dir)));
+        Index::bulk_load_objects_watched(dir, opts, objects, method, fill, watch, then)
+    }
+
+    /// [`Index::bulk_load_objects_then`], stopped and followed by `watch`.
+    pub(super) fn bulk_load_objects_watched(
+        dir: &Path,
+        opts: &IndexOptions,
+        objects: &[(u64, crate::objects::Geometry)],
+        method: BulkMethod,
+        fill: f64,
+        watch: BulkWatch<'_>,
+        then: impl FnOnce(&mut Index) -> Result<()>,
+    ) -> Result<Index> {
+        let mut items = Vec::with_capacity(objects.len());
+        for (i, (id, g)) in objects.iter().enumerate() {
+            // A stop request ends the load here too.
+            if i.is_multiple_of(1 << 16) {
+                watch
+                    .check()
+                    .map_err(|e| super::create::stopped_in(Some(dir), e))?;
+            }
+            let r = crate::objects::geometry::bounding_rect(g)
+                .map_err(|e| Error::invalid(format!("object {id}: {e}")))?;
+            items.push((*id, r));
+        }
         opts.structure.check_bulk_load()?;
-        let watch = crate::index::bulk::BulkWatch::stopped_by(super::create::stop_of(Some(dir)));
         Index::staged(dir, opts, |staging| {
             let mut index =
                 Index::bulk_load_at(Some(staging), None, opts, items, method, fill, watch)?;

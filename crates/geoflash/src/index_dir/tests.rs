@@ -675,6 +675,59 @@ fn objects_are_stored_refined_and_reopened() {
     assert_eq!(bulk.objects().unwrap().len(), 300);
 }
 
+/// A bulk load of objects asks its caller whether to stop as it takes
+/// their rectangles, every 65,536 objects: stopped at its second question
+/// (at object 65,536), it ends there, before the object at the end of the
+/// input whose coordinate would fail it, and publishes nothing (it took
+/// every rectangle before its first question).
+#[test]
+fn a_bulk_load_of_objects_stops_while_it_takes_their_rectangles() {
+    use crate::index::bulk::BulkWatch;
+    use crate::objects::Geometry;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let n = 2 * (1u64 << 16) + 1;
+    let mut objs: Vec<(u64, Geometry)> = (0..n)
+        .map(|i| {
+            (
+                i,
+                geo::point!(x: (i % 1000) as f64, y: (i / 1000) as f64).into(),
+            )
+        })
+        .collect();
+    objs[n as usize - 1].1 = geo::point!(x: f64::NAN, y: 0.0).into();
+    let dir = tempfile::tempdir().unwrap();
+    let at = dir.path().join("idx");
+    for stop_at in [None, Some(1)] {
+        let asked = AtomicU64::new(0);
+        let stop = || asked.fetch_add(1, Ordering::SeqCst) >= stop_at.unwrap_or(u64::MAX);
+        let watch = BulkWatch::stopped_by(&stop);
+        let loaded = Index::bulk_load_objects_watched(
+            &at,
+            &file_opts(),
+            &objs,
+            BulkMethod::Str,
+            1.0,
+            watch,
+            |_| Ok(()),
+        );
+        let Err(e) = loaded else {
+            panic!("{stop_at:?}: loaded with an object of no finite coordinate");
+        };
+        match stop_at {
+            None => {
+                assert_eq!(e.kind(), crate::ErrorKind::InvalidInput, "{e}");
+                assert!(e.to_string().contains(&format!("object {}", n - 1)), "{e}");
+            }
+            Some(k) => {
+                assert_eq!(e.kind(), crate::ErrorKind::Interrupted, "{e}");
+                assert!(e.to_string().contains("no index published"), "{e}");
+                assert_eq!(asked.load(Ordering::SeqCst), k + 1);
+            }
+        }
+        assert!(!at.exists(), "{stop_at:?}: {} was published", at.display());
+    }
+}
+
 /// `n` distinct points scattered over [0, 100]², as degenerate rectangles.
 fn scattered_points(n: u64) -> Vec<(u64, Rect)> {
     (0..n)
