@@ -121,7 +121,16 @@ pub(super) fn open_journal(
         read_only: access == Access::Read,
     };
     let file: Arc<dyn PageDevice> = Arc::new(FileDevice::open(&path, page_size, opts)?);
-    if required && crate::storage::journal::committed_generation(file.as_ref())?.is_none() {
+    if !exists {
+        // The new file's directory entry must outlive a power failure as
+        // its first header will (a filesystem may need the directory
+        // synced for it).
+        crate::manifest::sync_dir(dir)?;
+    }
+    // No commit: a journal created now (by this open when it was missing),
+    // or one a crash left before its first header was synced.
+    let blank = crate::storage::journal::committed_generation(file.as_ref())?.is_none();
+    if required && blank {
         return Err(crate::Error::Corrupt {
             file: Some(path),
             page: Some(0),
@@ -133,8 +142,10 @@ pub(super) fn open_journal(
     }
     let how = match access {
         Access::Read => JournalOpen::Read,
-        // An index written before journals: every page it holds is committed.
-        Access::Write if !exists && !fresh => JournalOpen::Write {
+        // An index written before journals (its journal missing, or blank
+        // after a crash of the open that created it): every page it holds
+        // is committed.
+        Access::Write if blank && !fresh => JournalOpen::Write {
             fresh_horizon: pages_in_use(device.as_ref())?,
         },
         Access::Write => JournalOpen::Write { fresh_horizon: 0 },

@@ -53,7 +53,11 @@
 //! before it, which read it as zero). The valid slot of the
 //! higher generation wins; a torn header write leaves the other slot, the
 //! previous commit, whose images are intact (new batches are written only
-//! after the new header is synced). Batch header: magic `GFJ2`, CRC-32C,
+//! after the new header is synced). The slots hold nothing, generation 1
+//! alone (in slot 1), or two consecutive generations, each in its slot; any
+//! other pair is damage, zeros beside a generation of 2 or more too (they
+//! may have been the newer commit: a crash never zeroes a written slot).
+//! Batch header: magic `GFJ2`, CRC-32C,
 //! generation, count, then `count` pairs (page id `u64`, image CRC-32C
 //! `u32`); the next page holds the same header, then come the `count`
 //! images. (Batches of magic `GFJE`, written before the copy existed, have
@@ -233,21 +237,17 @@ fn decode_header(
 /// mark); `None` for a blank journal. A damaged slot is an error: a header
 /// slot is written whole within its first sector, so a crash leaves either
 /// slot intact, and the other slot, an older commit, must not stand for the
-/// newer one (issue 44).
+/// newer one (issue 44). See [`check_slots`] for what the two slots
+/// together must be.
 fn newest_header(journal: &dyn PageDevice) -> Result<Option<(u64, u64, u64)>> {
     let ps = journal.page_size();
     let mut slots = vec![0u8; 2 * ps];
     journal.read_batch(&[0, 1], &mut slots)?;
-    let mut best: Option<(u64, u64, u64)> = None;
+    let mut decoded = [None, None];
     let mut problems = Vec::new();
-    for (slot, buf) in slots.chunks_exact(ps).enumerate() {
+    for ((slot, buf), out) in slots.chunks_exact(ps).enumerate().zip(&mut decoded) {
         match decode_header(buf, ps) {
-            Ok(Some(h)) => {
-                if best.is_none_or(|b| h.0 > b.0) {
-                    best = Some(h);
-                }
-            }
-            Ok(None) => {}
+            Ok(h) => *out = h,
             // Either slot may be the newest: one this build cannot read
             // refuses the journal rather than roll back by the other.
             Err(BadHeader::Unsupported(version)) => {
@@ -261,17 +261,66 @@ fn newest_header(journal: &dyn PageDevice) -> Result<Option<(u64, u64, u64)>> {
             Err(BadHeader::Damaged(why)) => problems.push(format!("page {slot}: {why}")),
         }
     }
+    if problems.is_empty() {
+        if let Err(why) = check_slots(decoded) {
+            problems.push(why);
+        }
+    }
     if !problems.is_empty() {
         return Err(Error::corrupt(
             Some(0),
             format!(
-                "damaged journal header ({}); the other slot is an older commit, which must not stand for \
-                 the newer one: restore the index from a backup",
+                "damaged journal header ({}); an older commit must not stand for the last one: restore \
+                 the index from a backup",
                 problems.join("; ")
             ),
         ));
     }
-    Ok(best)
+    Ok(decoded.into_iter().flatten().max_by_key(|h| h.0))
+}
+
+/// What the two header slots (each decoded, or `None` when all zeros) must
+/// be, or why they are damaged. The writer puts generation `g` in slot
+/// `g % 2`: the first header (generation 1) in slot 1, every commit the
+/// next generation in the other slot, over the one before the last. A
+/// crash while a slot is written leaves its old content or its new one
+/// (the header lies in the slot's first 512-byte sector; the rest of the
+/// page is zeros in both), never zeros over a slot written before. So the
+/// slots hold nothing (a blank journal), generation 1 alone in slot 1 (the
+/// first commit, generation 2, never reached slot 0), or two consecutive
+/// generations, each in the slot of its parity. Anything else is damage:
+/// a header in the other slot's place, two generations apart, and zeros
+/// next to a generation of 2 or more, which may have been the newer
+/// commit, whose horizon and client mark the older slot must not replace
+/// (a blank older slot looks the same, and is refused too).
+fn check_slots(slots: [Option<(u64, u64, u64)>; 2]) -> std::result::Result<(), String> {
+    for (slot, h) in slots.iter().enumerate() {
+        if let Some((g, ..)) = h {
+            if g % 2 != slot as u64 {
+                return Err(format!(
+                    "page {slot}: holds commit {g}, which is written to page {}",
+                    g % 2
+                ));
+            }
+        }
+    }
+    match slots {
+        [None, None] | [None, Some((1, ..))] => Ok(()),
+        [Some((a, ..)), Some((b, ..))] if a.abs_diff(b) == 1 => Ok(()),
+        [Some((a, ..)), Some((b, ..))] => Err(format!(
+            "pages 0 and 1 hold commits {a} and {b}, not two consecutive ones"
+        )),
+        [Some((g, ..)), None] | [None, Some((g, ..))] => {
+            let blank = if slots[0].is_none() { 0 } else { 1 };
+            Err(format!(
+                "page {blank} is zeros, but page {} holds commit {g}, so both were written (only commit 1 \
+                 stands alone); the zeroed slot held commit {} or {}, which cannot be told",
+                1 - blank,
+                g.saturating_sub(1),
+                g.saturating_add(1)
+            ))
+        }
+    }
 }
 
 /// The generation of the last commit of the journal on `journal`, without
@@ -641,6 +690,8 @@ impl JournaledDevice {
     /// Makes the device's current content the state a crash returns to:
     /// syncs the device, then voids the journal's images with a new header
     /// (the next generation, the horizon raised to every page written).
+    /// Once that header is synced the commit stands: trimming the void
+    /// images after it is best effort, and a failure there is only logged.
     pub fn commit(&self) -> Result<()> {
         if self.read_only {
             return Ok(());
@@ -659,14 +710,24 @@ impl JournaledDevice {
             st.saved.clear();
             st.next = FIRST_BATCH_PAGE;
             if !used.is_empty() {
-                // Best effort: the images are void already.
-                self.journal.trim(&used)?;
+                // Best effort: the commit is durable and the images are
+                // void already (batches of an older generation, which
+                // `read_images` and `check_nothing_after` pass over), so a
+                // failed trim fails neither the commit nor later changes.
+                if let Err(e) = self.journal.trim(&used) {
+                    tracing::warn!(
+                        journal = %self.journal.describe(),
+                        error = %e,
+                        "rollback journal: commit {generation} is durable, but trimming the {} journal \
+                         pages of the images it voided failed; they stay, never read again",
+                        used.len()
+                    );
+                }
             }
             Ok(())
         })();
         crate::error::keep_failure(&mut st.failed, r)
     }
-
 }
 
 impl PageDevice for JournaledDevice {
@@ -741,3 +802,5 @@ impl DeviceExt for JournaledDevice {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod review_tests;

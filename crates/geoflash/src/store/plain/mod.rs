@@ -806,3 +806,5 @@ impl NodeStore for PlainStore {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod review_tests;
