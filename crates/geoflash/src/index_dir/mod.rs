@@ -58,6 +58,8 @@ mod options;
 mod records;
 #[cfg(test)]
 mod records_tests;
+#[cfg(test)]
+mod records_review_tests;
 mod spatial;
 #[cfg(test)]
 mod tests;

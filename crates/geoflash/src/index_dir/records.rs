@@ -291,8 +291,40 @@ impl Index {
 
     /// At open: the map of an index whose store's newest checkpoint names a
     /// record-map generation, read from its snapshot and the frames restart
-    /// handed back (see [`Records::load_logged`]); nothing for other indexes.
+    /// handed back (see [`Records::load_logged`]); for a map with its own
+    /// log, the mark of a recovery in that log (`mark_own_log_recovery`).
     pub(super) fn open_logged_records(
+        &mut self,
+        found: Option<crate::store::log::RecoveredClient>,
+    ) -> Result<()> {
+        self.load_logged_records(found)?;
+        self.mark_own_log_recovery()
+    }
+
+    /// At open for writing, when the directory holds a front end's map with
+    /// its own log (`pyrecords.dat`, `pyrecords.log`) and restart replayed
+    /// operations or the rollback journal undid pages: marks that log
+    /// ([`rlog::mark_tree_recovered`]) before anything checkpoints the tree
+    /// (the command line's `recover` does), which would leave the front
+    /// end's next open no sign that the tree moved past what the map logged.
+    fn mark_own_log_recovery(&self) -> Result<()> {
+        let Some(dir) = self.dir.as_deref() else {
+            return Ok(());
+        };
+        let recovered = self
+            .restart
+            .as_ref()
+            .is_some_and(|r| r.recovered_anything())
+            || self.rolled_back > 0;
+        let own_log = !self.records.logged && dir.join(crate::records::RECORDS_FILE).exists();
+        if !recovered || !own_log || self.access != crate::manifest::Access::Write {
+            return Ok(());
+        }
+        rlog::mark_tree_recovered(dir).map(|_| ())
+    }
+
+    /// [`Index::open_logged_records`] of a map in the store's log.
+    fn load_logged_records(
         &mut self,
         found: Option<crate::store::log::RecoveredClient>,
     ) -> Result<()> {

@@ -31,7 +31,11 @@
 //! - **After a crash** the tree is the authority on which keys are live
 //!   (see `crate::stale`): the map, replayed from snapshot and log, knows
 //!   the id and object of every key allocated, and the open reconciles the
-//!   two whenever the log holds changes (a clean close leaves it empty).
+//!   two whenever the log holds changes (a clean close leaves it empty) or
+//!   the store's restart replayed operations. An open for writing by
+//!   another caller (the command line's `recover`, which then checkpoints
+//!   the tree) that replayed operations first appends a mark to this log
+//!   ([`mark_tree_recovered`]), so the front end still reconciles after it.
 //!
 //! # File format
 //!
@@ -195,6 +199,43 @@ pub struct Replay {
     pub sealed: u64,
     /// Damaged bytes rebuilt from seals (the file is left as it is).
     pub rebuilt: u64,
+}
+
+/// The key of the REMOVE that [`mark_tree_recovered`] appends: beyond any
+/// key a map allocates, so that replaying it changes nothing (in every
+/// build that reads this log: a REMOVE of a key the map does not hold live
+/// is ignored), while the log then holds a change.
+pub const RECOVERY_MARK: u64 = u64::MAX;
+
+/// Marks the map's log in `dir` as one the front end must reconcile with
+/// the tree: appends a REMOVE of [`RECOVERY_MARK`] and syncs it. An open
+/// for writing calls it when restart replayed operations (or the rollback
+/// journal undid pages) of an index whose map keeps this log and no front
+/// end has claimed it yet: that open may checkpoint the tree (the command
+/// line's `recover` does), after which the next open's restart replays
+/// nothing, so the front end's open would no longer learn that the tree
+/// moved past what the map logged (a power loss between the store's group
+/// commit and this log's sync loses the frames of operations the tree
+/// kept: after a move, a delete and an insert, even the counts agree). The
+/// mark is a change in the log, which makes the front end's open reconcile
+/// the two (issue 43's repair pass); its next checkpoint starts a new log
+/// without it. The log continues the snapshot (a torn tail cut first, as a
+/// writable open of the front end cuts it); a log older than the snapshot,
+/// or none, is replaced by one of the snapshot's generation holding the
+/// mark. Returns whether it marked: nothing without a snapshot (no front
+/// end's map). An unreadable snapshot or log is an error naming the file.
+pub fn mark_tree_recovered(dir: &Path) -> Result<bool> {
+    let (map, replay) = super::Records::load(dir).map_err(|e| e.in_file(dir.join(LOG_FILE)))?;
+    if map.is_identity() {
+        return Ok(false);
+    }
+    let mut log = match replay {
+        Some(r) => RecordLog::append_to(dir, &r)?,
+        None => RecordLog::create(dir, map.generation())?,
+    };
+    log.append_remove(RECOVERY_MARK)?;
+    log.sync()?;
+    Ok(true)
 }
 
 /// Reads the log at `path`; `None` when there is no such file.

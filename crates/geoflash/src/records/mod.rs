@@ -48,7 +48,10 @@
 //! the store naming that generation, then renames the file to
 //! `pyrecords.dat`; [`Records::load_logged`] uses the generation the
 //! store's newest checkpoint names to pick the snapshot after a crash
-//! between two of these steps.
+//! between two of these steps. A store checkpoint that returned an error
+//! may have become durable all the same, so a `pyrecords.next.dat` left by
+//! a failed checkpoint is never overwritten by a later one
+//! ([`Records::save_next`] refuses until the index is reopened).
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -717,10 +720,38 @@ impl Records {
     /// directory) and returns the file's size. The map keeps its generation
     /// until the store's checkpoint naming the new one is durable
     /// ([`Records::promote_next`]).
+    ///
+    /// Refused ([`Error::StoreFailed`], nothing written) while
+    /// `NEXT_FILE` holds a snapshot of a generation above the map's other
+    /// than `generation`: that of an earlier checkpoint whose store's
+    /// checkpoint returned an error, which may have come after its
+    /// superblock switch was durable (a failed mirror write or sync after
+    /// it), so the store's durable state may name that snapshot although
+    /// the store believes otherwise. It is the only copy of that
+    /// generation; only a new open, which reads the store's durable
+    /// checkpoint, can tell whether it counts ([`Records::load_logged`]).
     pub fn save_next(&self, dir: &Path, generation: u64) -> Result<u64> {
+        self.check_no_pending_next(dir, generation)?;
         let bytes = self.encode_as(LOGGED_VERSION, generation);
         write_atomic(dir, NEXT_FILE, &bytes)?;
         Ok(bytes.len() as u64)
+    }
+
+    /// The refusal of [`Records::save_next`] of `generation` in `dir` when
+    /// `NEXT_FILE` holds the snapshot of a checkpoint whose outcome is
+    /// unknown (a generation above the map's, other than `generation`).
+    fn check_no_pending_next(&self, dir: &Path, generation: u64) -> Result<()> {
+        let pending = read_snapshot(dir, NEXT_FILE)?.map(|m| m.generation);
+        match pending {
+            Some(g) if g > self.generation && g != generation => Err(Error::StoreFailed(format!(
+                "{}: a checkpoint that failed left the record map's snapshot of generation {g} here, and \
+                 the store's checkpoint naming it may have become durable before the failure; it is the \
+                 only copy of that generation, so no checkpoint overwrites it: reopen the index (its open \
+                 takes the snapshot the store's durable checkpoint names)",
+                dir.join(NEXT_FILE).display()
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// After the store's checkpoint naming `generation` is durable: renames

@@ -365,3 +365,96 @@ fn a_failed_promotion_is_finished_from_either_file_or_refused() {
     assert!(dir.path().join(NEXT_FILE).exists());
     assert_eq!(m.generation(), 2);
 }
+
+/// [`Records::save_next`] never overwrites `pyrecords.next.dat` holding a
+/// generation above the map's other than the one it writes: the snapshot
+/// of a checkpoint that failed, which the store's durable checkpoint may
+/// name although the store returned an error (it is then the only copy of
+/// that generation). It is refused naming the file, the file left as it
+/// is; the same generation again (a retry the store never named), or a
+/// generation the map has passed, is written as before.
+#[test]
+fn a_snapshot_of_a_checkpoint_whose_outcome_is_unknown_is_never_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let next = dir.path().join(NEXT_FILE);
+    let generation = |p: &Path| {
+        Records::decode(&std::fs::read(p).unwrap())
+            .unwrap()
+            .generation()
+    };
+    let mut m = sample();
+    m.save(dir.path()).unwrap(); // generation 1
+    m.save_next(dir.path(), 2).unwrap();
+    // The store's checkpoint naming 2 failed: a retry of 2 is written.
+    m.save_next(dir.path(), 2).unwrap();
+    assert_eq!(generation(&next), 2);
+    // The next checkpoint's 3 would replace the only copy of 2.
+    let e = m.save_next(dir.path(), 3).unwrap_err();
+    assert!(matches!(e, Error::StoreFailed(_)), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains(NEXT_FILE) && text.contains("generation 2") && text.contains("reopen"),
+        "{text}"
+    );
+    assert_eq!(generation(&next), 2, "the pending snapshot is kept");
+    // Once the map has taken 2 (an open, or the promotion finished), the
+    // next snapshot goes there as before.
+    m.finish_promotion(dir.path(), 2).unwrap();
+    m.save_next(dir.path(), 3).unwrap();
+    assert_eq!(generation(&next), 3);
+    // A leftover of a generation the map has passed is no obstacle.
+    let mut m = sample();
+    m.save(dir.path()).unwrap();
+    m.save(dir.path()).unwrap();
+    m.save(dir.path()).unwrap(); // generation 3, pyrecords.next.dat 3
+    m.save_next(dir.path(), 4).unwrap();
+    assert_eq!(generation(&next), 4);
+}
+
+/// [`log::mark_tree_recovered`] leaves a change in the map's log that
+/// replays as nothing: after the log's own changes, in a log of the
+/// snapshot's generation (a new one when the log is missing or older than
+/// the snapshot), and nothing at all without a snapshot.
+#[test]
+fn the_recovery_mark_is_a_change_that_replays_as_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        !log::mark_tree_recovered(dir.path()).unwrap(),
+        "no map: nothing marked"
+    );
+    assert!(!dir.path().join(LOG_FILE).exists());
+    let mut m = sample();
+    m.save(dir.path()).unwrap();
+    let mut rlog = RecordLog::create(dir.path(), m.generation()).unwrap();
+    let k = m.add(42, Some(b"x".to_vec())).unwrap();
+    rlog.append_add(k, 42, m.obj(k)).unwrap();
+    rlog.sync().unwrap();
+    drop(rlog);
+    let mark = log::Change::Remove {
+        key: log::RECOVERY_MARK,
+    };
+    for (what, setup) in [
+        ("a log continuing the snapshot", None),
+        ("no log", Some(false)),
+        ("a log older than the snapshot", Some(true)),
+    ] {
+        match setup {
+            None => {}
+            Some(older) => {
+                m.save(dir.path()).unwrap();
+                std::fs::remove_file(dir.path().join(LOG_FILE)).unwrap();
+                if older {
+                    RecordLog::create(dir.path(), m.generation() - 1).unwrap();
+                }
+            }
+        }
+        assert!(log::mark_tree_recovered(dir.path()).unwrap(), "{what}");
+        let (back, replay) = Records::load(dir.path()).unwrap();
+        let replay =
+            replay.unwrap_or_else(|| panic!("{what}: the mark is in no log the map reads"));
+        assert_eq!(replay.changes.last(), Some(&mark), "{what}");
+        let mut back = back;
+        back.prune_objects();
+        same(&m, &back);
+    }
+}
