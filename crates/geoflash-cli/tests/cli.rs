@@ -1703,7 +1703,7 @@ fn buffer_policy_help_names_arc_and_arc_builds() {
         .take(3)
         .collect::<Vec<_>>()
         .join(" ");
-    for policy in ["lru", "hlru", "s2q", "2q", "arc"] {
+    for policy in ["lru", "hlru", "s2q", "2q", "arc", "s2q-festival"] {
         assert!(line.contains(policy), "{policy} missing: {line}");
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();

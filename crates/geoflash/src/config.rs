@@ -704,8 +704,17 @@ impl StoreSpec {
     /// (eFIND's flushing unit against pages of `page_size` bytes).
     pub fn verify(&self, page_size: usize) -> Result<()> {
         match self {
+            StoreSpec::Plain(s) if s.policy.keeps_read_queue() => Err(Error::invalid(format!(
+                "buffer policy {} is FESTIval's read buffer of eFIND (its A1 is eFIND's read \
+                 queue): the plain store cannot take it",
+                s.policy
+            ))),
             StoreSpec::Plain(_) | StoreSpec::Memory(_) => Ok(()),
-            StoreSpec::Efind(s) => s.efind.verify_for_page(page_size),
+            StoreSpec::Efind(s) => EfindConfig {
+                read_policy: s.policy,
+                ..s.efind
+            }
+            .verify_for_page(page_size),
             StoreSpec::Fast(_) => Ok(()),
         }
     }

@@ -14,6 +14,10 @@
 //! - [`hlru::Hlru`]: height-aware LRU (FESTIval's "hierarchical LRU"), see
 //!   its documentation for the exact definition;
 //! - [`s2q::S2q`]: simplified 2Q (Johnson & Shasha, VLDB 1994, §2.1);
+//! - [`s2q_festival::S2qFestival`]: simplified 2Q as FESTIval implements it
+//!   for eFIND's read buffer (an LRU of pages, and a FIFO `A1` of the ids
+//!   of pages read once, which are not cached: the one policy that
+//!   declines a page, [`ReplacementPolicy::admit`]);
 //! - [`two_q::TwoQ`]: full 2Q with A1in, the ghost queue A1out and Am;
 //! - [`arc::Arc`]: the Adaptive Replacement Cache (Megiddo & Modha 2003).
 use std::fmt;
@@ -30,12 +34,14 @@ pub mod lru;
 #[cfg(test)]
 mod model_tests;
 pub mod s2q;
+pub mod s2q_festival;
 pub mod two_q;
 
 pub use arc::Arc;
 pub use hlru::Hlru;
 pub use lru::Lru;
 pub use s2q::S2q;
+pub use s2q_festival::S2qFestival;
 pub use two_q::TwoQ;
 
 /// What a policy may know about a cached page.
@@ -49,8 +55,13 @@ pub struct EntryMeta {
 
 /// A replacement policy: decides which resident page leaves the cache next.
 ///
-/// The cache calls [`insert`](ReplacementPolicy::insert) when a page becomes
+/// The cache asks [`admit`](ReplacementPolicy::admit) whether a page that
+/// is not resident may enter (every policy admits every page but
+/// FESTIval's S2Q, which declines a page on its first read), calls
+/// [`insert`](ReplacementPolicy::insert) when a page becomes
 /// resident, [`access`](ReplacementPolicy::access) on every hit,
+/// [`rewrite`](ReplacementPolicy::rewrite) when a write replaces a
+/// resident page's contents,
 /// [`remove`](ReplacementPolicy::remove) when a page leaves for another
 /// reason than eviction (deleted, invalidated), and
 /// [`pop_victim`](ReplacementPolicy::pop_victim) to choose and forget the
@@ -59,13 +70,32 @@ pub struct EntryMeta {
 /// missed page enters, they are other pages while there are any.
 pub trait ReplacementPolicy: Send + fmt::Debug {
     #[cfg(test)]
-    /// Short name of the policy (`lru`, `hlru`, `s2q`, `2q`, `arc`).
+    /// Short name of the policy (`lru`, `hlru`, `s2q`, `2q`, `arc`, `s2q-festival`).
     fn name(&self) -> &'static str;
+    /// A page that is not resident is offered (a read missed it): whether
+    /// it may enter. A policy that declines it may remember its id
+    /// (FESTIval's S2Q puts it in `A1`, and admits it at its next offer).
+    /// Every policy but FESTIval's S2Q admits every page.
+    fn admit(&mut self, _id: PageId, _meta: EntryMeta) -> bool {
+        true
+    }
+    /// Whether `id`, not resident, is remembered so that its next offer
+    /// will be admitted (FESTIval's S2Q: its id is in `A1`, eFIND's read
+    /// queue). False for every other policy.
+    fn remembered(&self, _id: PageId) -> bool {
+        false
+    }
     /// A page becomes resident (it must not be resident already; if it is,
     /// this counts as an access).
     fn insert(&mut self, id: PageId, meta: EntryMeta);
     /// A resident page is used again (its metadata may have changed).
     fn access(&mut self, id: PageId, meta: EntryMeta);
+    /// A write (a flush) replaced a resident page's contents (its metadata
+    /// may have changed). Every policy counts it as an access but
+    /// FESTIval's S2Q, which leaves the page where it is.
+    fn rewrite(&mut self, id: PageId, meta: EntryMeta) {
+        self.access(id, meta);
+    }
     /// A page leaves without being a victim (deleted: its id may come back
     /// as another page): the policy forgets it, ghost entries included;
     /// returns whether it was resident.
@@ -103,7 +133,8 @@ pub trait ReplacementPolicy: Send + fmt::Debug {
 }
 
 /// The policies geoflash offers, as named on the command line (and in
-/// manifests: serialized as `"lru"`, `"hlru"`, `"s2q"`, `"2q"`, `"arc"`).
+/// manifests: serialized as `"lru"`, `"hlru"`, `"s2q"`, `"2q"`, `"arc"`,
+/// `"s2q-festival"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum PolicyKind {
     /// Least recently used.
@@ -122,19 +153,26 @@ pub enum PolicyKind {
     /// Adaptive Replacement Cache.
     #[serde(rename = "arc")]
     Arc,
+    /// FESTIval's simplified 2Q, the eFIND paper's read-buffer policy: an
+    /// LRU of pages and a FIFO of the ids of pages read once, which is
+    /// eFIND's read queue RQ (eFIND's read buffer only, with temporal
+    /// control on).
+    #[serde(rename = "s2q-festival")]
+    S2qFestival,
 }
 
 impl PolicyKind {
     /// Every policy, in a fixed order (for tests and sweeps).
-    pub const ALL: [PolicyKind; 5] = [
+    pub const ALL: [PolicyKind; 6] = [
         PolicyKind::Lru,
         PolicyKind::Hlru,
         PolicyKind::S2q,
         PolicyKind::TwoQ,
         PolicyKind::Arc,
+        PolicyKind::S2qFestival,
     ];
 
-    /// The command-line name: `lru`, `hlru`, `s2q`, `2q` or `arc`.
+    /// The command-line name: `lru`, `hlru`, `s2q`, `2q`, `arc` or `s2q-festival`.
     pub fn name(self) -> &'static str {
         match self {
             PolicyKind::Lru => "lru",
@@ -142,18 +180,39 @@ impl PolicyKind {
             PolicyKind::S2q => "s2q",
             PolicyKind::TwoQ => "2q",
             PolicyKind::Arc => "arc",
+            PolicyKind::S2qFestival => "s2q-festival",
         }
     }
 
+    /// Whether the policy keeps eFIND's read queue RQ itself (FESTIval's
+    /// S2Q, whose `A1` is RQ): it applies to eFIND's read buffer only, with
+    /// temporal control on, and the store asks the policy whether a page is
+    /// in RQ instead of keeping RQ beside it.
+    pub fn keeps_read_queue(self) -> bool {
+        self == PolicyKind::S2qFestival
+    }
+
     /// A policy of this kind for a cache of `budget` bytes, with the
-    /// default parameters (2Q: Kin = 25%, Kout = 50% of the budget).
+    /// default parameters (2Q: Kin = 25%, Kout = 50% of the budget;
+    /// FESTIval's S2Q: an `A1` of [`S2qFestival::DEFAULT_A1_LEN`] ids).
     pub(crate) fn build(self, budget: usize) -> Box<dyn ReplacementPolicy> {
+        self.build_with_read_queue(budget, S2qFestival::DEFAULT_A1_LEN)
+    }
+
+    /// [`build`](Self::build), the read queue of a policy that
+    /// [keeps one](Self::keeps_read_queue) holding `read_queue` ids.
+    pub(crate) fn build_with_read_queue(
+        self,
+        budget: usize,
+        read_queue: usize,
+    ) -> Box<dyn ReplacementPolicy> {
         match self {
             PolicyKind::Lru => Box::new(Lru::new()),
             PolicyKind::Hlru => Box::new(Hlru::new()),
             PolicyKind::S2q => Box::new(S2q::new(budget)),
             PolicyKind::TwoQ => Box::new(TwoQ::new(budget)),
             PolicyKind::Arc => Box::new(Arc::new(budget)),
+            PolicyKind::S2qFestival => Box::new(S2qFestival::new(read_queue)),
         }
     }
 }
@@ -174,8 +233,9 @@ impl FromStr for PolicyKind {
             "s2q" => Ok(PolicyKind::S2q),
             "2q" | "f2q" | "twoq" => Ok(PolicyKind::TwoQ),
             "arc" => Ok(PolicyKind::Arc),
+            "s2q-festival" | "s2q_festival" => Ok(PolicyKind::S2qFestival),
             _ => Err(Error::invalid(format!(
-                "unknown buffer policy {s:?}: expected one of lru, hlru, s2q, 2q, arc"
+                "unknown buffer policy {s:?}: expected one of lru, hlru, s2q, 2q, arc, s2q-festival"
             ))),
         }
     }
@@ -214,7 +274,6 @@ impl LinkedSet {
         Self::default()
     }
 
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.links.len()
     }
@@ -273,6 +332,11 @@ impl LinkedSet {
         true
     }
 
+    /// The member just before `id` (towards the front), if any.
+    pub(crate) fn before(&self, id: PageId) -> Option<PageId> {
+        self.links.get(&id).and_then(|l| l.prev)
+    }
+
     /// Removes and returns the back (oldest) member.
     pub(crate) fn pop_back(&mut self) -> Option<PageId> {
         let t = self.tail?;
@@ -314,7 +378,9 @@ struct Slot<V> {
 /// cache overshoot until the next [`evict_to_budget`](Cache::evict_to_budget).
 /// A value larger than the whole budget is not admitted by `insert`: it is
 /// returned at once as a victim, and evicts nothing else (FESTIval's read
-/// buffers refuse such a node the same way).
+/// buffers refuse such a node the same way); nor is a page the policy
+/// declines ([`ReplacementPolicy::admit`]: FESTIval's S2Q on a page's
+/// first read), returned the same way.
 #[derive(Debug)]
 pub struct Cache<V> {
     policy: Box<dyn ReplacementPolicy>,
@@ -410,7 +476,10 @@ impl<V> Cache<V> {
     /// Inserts or replaces `id`, then evicts down to the budget; returns the
     /// victims. A replaced value is dropped. A value larger than the whole
     /// budget is returned as the first victim without entering (a value it
-    /// replaces leaves with it), and evicts nothing for itself.
+    /// replaces leaves with it), and evicts nothing for itself. A page not
+    /// resident is offered to the policy first
+    /// ([`ReplacementPolicy::admit`]): declined, it is returned as the
+    /// first victim without entering.
     pub fn insert(&mut self, id: PageId, value: V, meta: EntryMeta) -> Vec<(PageId, V)> {
         if meta.size > self.budget {
             if let Some(old) = self.slots.remove(&id) {
@@ -421,8 +490,40 @@ impl<V> Cache<V> {
             out.extend(self.evict_to_budget());
             return out;
         }
+        if !self.slots.contains_key(&id) && !self.policy.admit(id, meta) {
+            let mut out = vec![(id, value)];
+            out.extend(self.evict_to_budget());
+            return out;
+        }
         self.insert_pinned(id, value, meta);
         self.evict_to_budget()
+    }
+
+    /// Replaces the value of resident page `id` after a write (a flush)
+    /// rewrote it, then evicts down to the budget; returns the victims.
+    /// The policy is told by [`ReplacementPolicy::rewrite`] (an access for
+    /// every policy but FESTIval's S2Q, which leaves the page in its
+    /// place). A page not resident, or a value larger than the whole
+    /// budget, goes through [`insert`](Cache::insert).
+    pub fn rewrite(&mut self, id: PageId, value: V, meta: EntryMeta) -> Vec<(PageId, V)> {
+        if meta.size > self.budget {
+            return self.insert(id, value, meta);
+        }
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return self.insert(id, value, meta);
+        };
+        self.used = self.used - slot.meta.size + meta.size;
+        *slot = Slot { value, meta };
+        self.peak = self.peak.max(self.used);
+        self.policy.rewrite(id, meta);
+        self.evict_to_budget()
+    }
+
+    /// Whether `id`, not resident, would be admitted by its next offer
+    /// ([`ReplacementPolicy::remembered`]: FESTIval's S2Q holds its id in
+    /// `A1`, eFIND's read queue).
+    pub fn remembered(&self, id: PageId) -> bool {
+        self.policy.remembered(id)
     }
 
     /// Removes `id` (not an eviction: a deleted or invalidated page) and
@@ -620,7 +721,9 @@ pub(crate) mod tests {
         /// evicted, and never exceeds its budget after an evicting call; the
         /// policy's resident pages are the cache's, its ghosts are not
         /// resident and stay within twice the budget (ARC's bound; 2Q's is
-        /// half the budget), values of any size (0 too) and budgets changing.
+        /// half the budget; FESTIval's S2Q keeps 64 ids), values of any size
+        /// (0 too) and budgets changing; a page the policy declines is
+        /// handed back as a victim.
         #[test]
         fn cache_matches_model(kind in prop::sample::select(PolicyKind::ALL.to_vec()),
                                budget in 0usize..200,
@@ -679,7 +782,13 @@ pub(crate) mod tests {
                 prop_assert_eq!(resident, model.keys().copied().collect::<Vec<_>>());
                 let ghosts = c.policy.ghosts();
                 prop_assert!(ghosts.iter().all(|g| !model.contains_key(g)));
-                prop_assert!(ghosts.len() <= 2 * budget, "{} ghosts", ghosts.len());
+                // FESTIval's A1 holds ids by count, not by the budget.
+                let bound = if kind.keeps_read_queue() {
+                    S2qFestival::DEFAULT_A1_LEN
+                } else {
+                    2 * budget
+                };
+                prop_assert!(ghosts.len() <= bound, "{} ghosts", ghosts.len());
             }
         }
     }

@@ -14,7 +14,9 @@
 //!   `δ2 = |B1|/|B2|` (real numbers: kept exact in units of 1/840 page,
 //!   840 being divisible by every list length up to 8);
 //! - HLRU as its module defines it (no paper: the victim is the least
-//!   recently used page of the lowest height, the incoming one included).
+//!   recently used page of the lowest height, the incoming one included);
+//! - FESTIval's S2Q (`efind/efind_read_buffer_s2q.c`), with pages of any
+//!   size and flushes rewriting pages, driven as eFIND's store drives it.
 //!
 //! Pages all have one size (so bytes are pages times that size); a
 //! deletion forgets the page everywhere, ghost lists included (a deleted
@@ -332,6 +334,188 @@ impl Model for HlruModel {
     }
 }
 
+/// FESTIval's S2Q, written from `efind/efind_read_buffer_s2q.c` and the
+/// read queue of `efind/efind_temporal_control.c`, over bytes (pages of
+/// any size): `am` from its LRU end (uthash's head, where `HASH_ITER`
+/// starts evicting) to its MRU end; `a1` the read queue's ids, oldest
+/// first. Two deviations, both geoflash's contract: a page rewritten
+/// larger than the whole buffer leaves it (FESTIval overshoots), and a
+/// deleted page leaves `am` and `a1` (FESTIval keeps it).
+struct FestivalModel {
+    budget: usize,
+    a1_len: usize,
+    used: usize,
+    am: Vec<(u64, usize)>,
+    a1: VecDeque<u64>,
+}
+
+impl FestivalModel {
+    fn position(&self, x: u64) -> Option<usize> {
+        self.am.iter().position(|p| p.0 == x)
+    }
+
+    /// `efind_readbuffer_s2q_get`: a hit moves the page to the MRU end (a
+    /// delete and re-add in uthash); a miss reads the page and puts it.
+    fn read(&mut self, x: u64, size: usize) -> bool {
+        if let Some(i) = self.position(x) {
+            let p = self.am.remove(i);
+            self.am.push(p);
+            return true;
+        }
+        self.put(x, size);
+        false
+    }
+
+    /// `efind_readbuffer_s2q_put` of a page not in `am`.
+    fn put(&mut self, x: u64, size: usize) {
+        if self.budget == 0 || self.budget < size {
+            return;
+        }
+        if self.a1.contains(&x) {
+            while self.budget < self.used + size {
+                let (_, s) = self.am.remove(0);
+                self.used -= s;
+            }
+            take_dq(&mut self.a1, x);
+            self.am.push((x, size));
+            self.used += size;
+        } else {
+            // efind_add_read_temporal_control (x is not in it).
+            while self.a1.len() >= self.a1_len {
+                self.a1.pop_front();
+            }
+            self.a1.push_back(x);
+        }
+    }
+
+    /// A flush writes `x`, now of `size` bytes: temporal control for reads
+    /// puts it when it is in RQ (`a1`), else
+    /// `efind_readbuffer_s2q_update_if_needed` updates it in place when
+    /// cached, evicting other pages from the LRU end while it does not fit.
+    fn flush(&mut self, x: u64, size: usize) {
+        if self.a1.contains(&x) {
+            assert!(self.position(x).is_none(), "{x} in A1 and Am");
+            self.put(x, size);
+            return;
+        }
+        let Some(i) = self.position(x) else { return };
+        let old = self.am[i].1;
+        if size > self.budget {
+            self.am.remove(i);
+            self.used -= old;
+            return;
+        }
+        let mut j = 0;
+        while self.budget < self.used - old + size && j < self.am.len() {
+            if self.am[j].0 == x {
+                j += 1;
+            } else {
+                self.used -= self.am.remove(j).1;
+            }
+        }
+        let i = self.position(x).expect("the rewritten page stays");
+        self.am[i].1 = size;
+        self.used = self.used - old + size;
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum FestivalStep {
+    /// A read of the page (a hit, or a miss that offers it).
+    Read(u64),
+    /// A flush rewrites the page, now of this many bytes.
+    Flush(u64, usize),
+    Delete(u64),
+}
+
+fn festival_steps() -> impl Strategy<Value = Vec<FestivalStep>> {
+    prop::collection::vec(
+        prop_oneof![
+            6 => (0u64..4).prop_map(FestivalStep::Read),
+            6 => (0u64..16).prop_map(FestivalStep::Read),
+            3 => (0u64..16, 1usize..6).prop_map(|(x, s)| FestivalStep::Flush(x, s)),
+            1 => (0u64..16).prop_map(FestivalStep::Delete),
+        ],
+        1..300,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+
+    /// FESTIval's S2Q through a [`Cache`] as eFIND's store drives it (a
+    /// read offers a missed page; a flush rewrites a cached page, or
+    /// offers one whose id is in `A1`), compared with the reference at
+    /// every step: hit or miss, resident set, bytes, and `A1`.
+    #[test]
+    fn s2q_festival_matches_reference(budget in 1usize..14, a1_len in 1usize..7,
+                                      s in festival_steps()) {
+        let mut cache: Cache<u64> =
+            Cache::with_policy(Box::new(S2qFestival::new(a1_len)), budget);
+        let mut model = FestivalModel {
+            budget, a1_len, used: 0, am: Vec::new(), a1: VecDeque::new(),
+        };
+        let mut sizes = std::collections::HashMap::new();
+        for (i, &step) in s.iter().enumerate() {
+            match step {
+                FestivalStep::Read(x) => {
+                    let size = *sizes.entry(x).or_insert(1 + (x % 3) as usize);
+                    let hit = cache.get(x).is_some();
+                    if !hit {
+                        cache.insert(x, x, tests::meta(size));
+                    }
+                    prop_assert_eq!(hit, model.read(x, size), "step {}: read {}", i, x);
+                }
+                FestivalStep::Flush(x, size) => {
+                    sizes.insert(x, size);
+                    if cache.peek(x).is_some() {
+                        cache.rewrite(x, x, tests::meta(size));
+                    } else if cache.remembered(x) {
+                        cache.insert(x, x, tests::meta(size));
+                    }
+                    model.flush(x, size);
+                }
+                FestivalStep::Delete(x) => {
+                    cache.remove(x);
+                    model.a1.retain(|&y| y != x);
+                    if let Some(i) = model.position(x) {
+                        model.used -= model.am.remove(i).1;
+                    }
+                }
+            }
+            let resident = sorted(cache.iter().map(|(id, _)| id));
+            let want = sorted(model.am.iter().map(|p| p.0));
+            prop_assert_eq!(&resident, &want, "step {}: {:?}", i, step);
+            prop_assert_eq!(&sorted(cache.policy.resident()), &resident, "step {}", i);
+            prop_assert_eq!(cache.used_bytes(), model.used, "step {}: bytes", i);
+            prop_assert_eq!(sorted(cache.policy.ghosts()), sorted(model.a1.iter().copied()),
+                            "step {}: A1", i);
+        }
+    }
+}
+
+/// FESTIval's S2Q caches a page at its second read, not its first, and
+/// keeps a rewritten page in its LRU place: the LRU page, rewritten, is
+/// still the next victim.
+#[test]
+fn s2q_festival_caches_at_the_second_read_and_a_rewrite_keeps_lru_order() {
+    let mut c: Cache<()> = Cache::new(PolicyKind::S2qFestival, 2);
+    assert!(!touch(&mut c, 1, 1));
+    assert!(!c.contains(1), "a first read is not cached");
+    assert!(!touch(&mut c, 1, 1));
+    assert!(c.contains(1), "a second read is");
+    assert!(touch(&mut c, 1, 1));
+    for _ in 0..2 {
+        touch(&mut c, 2, 1);
+    }
+    // Am = [2, 1] (MRU first): rewriting 1 leaves it the LRU page.
+    assert!(c.rewrite(1, (), tests::meta(1)).is_empty());
+    for _ in 0..2 {
+        touch(&mut c, 3, 1);
+    }
+    assert!(!c.contains(1) && c.contains(2) && c.contains(3));
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Step {
     Access(u64),
@@ -574,6 +758,15 @@ fn removing_a_ghost_forgets_it() {
 fn an_oversized_value_evicts_nothing_else() {
     for kind in PolicyKind::ALL {
         let mut c: Cache<u32> = Cache::new(kind, 10);
+        if kind.keeps_read_queue() {
+            // FESTIval's S2Q caches a page at its second read.
+            for id in [1, 2] {
+                assert_eq!(
+                    c.insert(id, id as u32, tests::meta(4)),
+                    vec![(id, id as u32)]
+                );
+            }
+        }
         assert!(c.insert(1, 1, tests::meta(4)).is_empty());
         assert!(c.insert(2, 2, tests::meta(4)).is_empty());
         assert_eq!(c.insert(3, 3, tests::meta(11)), vec![(3, 3)], "{kind}");

@@ -134,7 +134,9 @@ pub const SETTINGS: &[Setting] = &[
         "buffer_policy",
         "POLICY",
         "Replacement policy of the buffer (plain store) or the read buffer (efind): lru, \
-         hlru, s2q, 2q or arc (default s2q).",
+         hlru, s2q, 2q or arc (default s2q); for efind with temporal control on also \
+         s2q-festival, FESTIval's S2Q (an LRU of pages, cached at their second read while \
+         their id is in temporal control's read queue).",
     ),
     setting(
         "device",

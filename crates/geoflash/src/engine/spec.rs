@@ -909,6 +909,19 @@ impl IndexSpec {
         };
         let policy = t.buffer_policy.unwrap_or(PolicyKind::S2q);
         let durability = self.durability()?;
+        if policy.keeps_read_queue() && store != StoreKind::Efind {
+            return Err(self.fail(
+                "buffer_policy",
+                format!(
+                    "{} {policy} is FESTIval's read buffer of eFIND (its A1 is eFIND's read \
+                     queue): it applies to {} \"efind\" only, not {} {:?}",
+                    self.spell("buffer_policy"),
+                    self.spell("store"),
+                    self.spell("store"),
+                    store.name()
+                ),
+            ));
+        }
         Ok(match store {
             StoreKind::Plain => StoreSpec::Plain(PlainSpec {
                 buffer_bytes,
@@ -1143,6 +1156,18 @@ impl IndexSpec {
             &mut c.durability,
         );
         self.blame_verify(c.verify(), EFIND_KEYS, "flush_percent")?;
+        let policy = t.buffer_policy.unwrap_or(c.read_policy);
+        if policy.keeps_read_queue() && c.temporal_control.is_none() {
+            return Err(self.fail(
+                "buffer_policy",
+                format!(
+                    "{} {policy}: its A1 is eFIND's temporal control's read queue RQ (as in \
+                     FESTIval, which refuses S2Q without it): it needs {} on",
+                    self.spell("buffer_policy"),
+                    self.spell("temporal_control")
+                ),
+            ));
+        }
         Ok(c)
     }
 

@@ -571,18 +571,33 @@ impl EfindStore {
         if adaptive {
             inner.rb.set_budget(self.read_room());
         }
+        // FESTIval's S2Q keeps RQ as its A1, which holds pages read only:
+        // it pre-caches the flushed pages from A1 alone.
+        let own_rq = self.config.read_policy.keeps_read_queue();
+        let keep_decoded = adaptive && !own_rq;
         for (&id, chunk) in written.iter().zip(data.chunks_exact(ps)) {
             // Alg. 5: keep the read buffer in step; pre-cache pages read recently.
             let cached = inner.rb.peek(id).is_some();
-            let recently_read = tc.is_some() && inner.rq.contains(&id);
+            let recently_read = tc.is_some()
+                && if own_rq {
+                    inner.rb.remembered(id)
+                } else {
+                    inner.rq.contains(&id)
+                };
             let decoded = self.wb.node(id).or_else(|| self.wb.view(id));
-            if cached || recently_read || (adaptive && decoded.is_some()) {
+            if cached || recently_read || (keep_decoded && decoded.is_some()) {
                 let node = match decoded {
                     Some(node) => Arc::clone(node),
                     None => Arc::new(page::decode_node(chunk, Some(id))?.1),
                 };
                 let m = super::meta_of(&node);
-                inner.rb.insert(id, node, m);
+                // A cached page is rewritten (FESTIval's S2Q leaves it in
+                // its LRU place), another one offered.
+                if cached {
+                    inner.rb.rewrite(id, node, m);
+                } else {
+                    inner.rb.insert(id, node, m);
+                }
                 if recently_read && !cached {
                     inner.estats.temporal_control.precached += 1;
                 }
@@ -593,6 +608,9 @@ impl EfindStore {
                     inner.wq.pop_front();
                 }
             }
+        }
+        for &id in &ids {
+            inner.declined.forget(id);
         }
         drop(inner);
         for id in ids {

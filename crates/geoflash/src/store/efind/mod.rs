@@ -7,7 +7,10 @@
 //!   (NEW/MOD/DEL), sized in bytes of modifications; its budget is the total
 //!   buffer minus the read-buffer share.
 //! - **Read buffer**: `read_buffer_percent` of the total buffer, pages as
-//!   stored on the device, managed by a [`crate::cache`] policy.
+//!   stored on the device, managed by a [`crate::cache`] policy. With
+//!   FESTIval's S2Q ([`PolicyKind::S2qFestival`]) RQ is the policy's `A1`:
+//!   a page is cached at its second read while its id is in RQ, and a
+//!   flushed page in RQ is pre-cached as Alg. 5 says.
 //! - **RetrievePage** (Alg. 2, `retrieve.rs`) answers every `get`; a page read
 //!   from the device has its checksum verified (a torn page is an error).
 //! - **Flushing** (Alg. 3, [`flush`]): at `commit_op`, while the write buffer
@@ -123,6 +126,8 @@ pub mod records;
 mod restart;
 mod retrieve;
 #[cfg(test)]
+mod s2q_festival_tests;
+#[cfg(test)]
 pub(crate) mod tests;
 mod unlogged;
 #[cfg(test)]
@@ -199,7 +204,9 @@ impl std::str::FromStr for ReadBufferMode {
 /// Temporal control parameters (Algs. 4–5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TemporalControl {
-    /// Capacity of RQ (ids of the last pages read from the device).
+    /// Capacity of RQ (ids of the last pages read from the device; with
+    /// the read buffer policy [`PolicyKind::S2qFestival`], RQ is that
+    /// policy's `A1`: the ids of pages read once and not cached).
     pub rq_capacity: usize,
     /// Capacity of WQ (ids of the last pages written).
     pub wq_capacity: usize,
@@ -308,6 +315,13 @@ impl EfindConfig {
                 "flushing unit size 0: a unit holds at least one page",
             ));
         }
+        if self.read_policy.keeps_read_queue() && self.temporal_control.is_none() {
+            return Err(Error::invalid(format!(
+                "read buffer policy {}: its A1 is temporal control's read queue RQ (as in \
+                 FESTIval, which refuses S2Q without it): it needs temporal control on",
+                self.read_policy
+            )));
+        }
         if let Some(tc) = self.temporal_control {
             if tc.rq_capacity == 0 || tc.wq_capacity == 0 {
                 return Err(Error::invalid(
@@ -412,6 +426,9 @@ struct Inner {
     wq: VecDeque<PageId>,
     stats: StoreStats,
     estats: EfindStats,
+    /// The newest pages the read buffer declined (FESTIval's S2Q), as
+    /// stored: see [`retrieve::Declined`].
+    declined: retrieve::Declined,
 }
 
 /// The eFIND node store. See the module documentation.
@@ -503,6 +520,18 @@ const FORMAT: Format = Format {
 
 /// Bytes of the user blob of page 0.
 const BLOB_LEN: usize = 16 + 8 + 8 + 1;
+
+/// The read buffer of a store of `config` whose share is `read_budget`
+/// bytes: its policy's read queue, when it keeps eFIND's RQ (FESTIval's
+/// S2Q), as long as RQ.
+fn read_buffer(config: &EfindConfig, read_budget: usize) -> Cache<Arc<Node>> {
+    let budget = match config.read_buffer_mode {
+        ReadBufferMode::Fixed => read_budget,
+        ReadBufferMode::Adaptive => config.buffer_bytes,
+    };
+    let rq = config.temporal_control.unwrap_or_default().rq_capacity;
+    Cache::with_policy(config.read_policy.build_with_read_queue(budget, rq), budget)
+}
 
 pub(crate) fn meta_of(node: &Node) -> EntryMeta {
     EntryMeta {
@@ -660,17 +689,12 @@ impl EfindStore {
             },
             wb: WriteBuffer::with_view_budget(write_budget, read_budget),
             inner: Mutex::new(Inner {
-                rb: Cache::new(
-                    config.read_policy,
-                    match config.read_buffer_mode {
-                        ReadBufferMode::Fixed => read_budget,
-                        ReadBufferMode::Adaptive => config.buffer_bytes,
-                    },
-                ),
+                rb: read_buffer(&config, read_budget),
                 rq: VecDeque::new(),
                 wq: VecDeque::new(),
                 stats: StoreStats::default(),
                 estats: EfindStats::default(),
+                declined: Default::default(),
             }),
             index_id,
             log_place,
@@ -1053,6 +1077,7 @@ impl NodeStore for EfindStore {
         self.wb.delete(id, level);
         let mut inner = self.lock();
         inner.rb.remove(id);
+        inner.declined.forget(id);
         inner.stats.nodes_deleted += 1;
         Ok(())
     }
@@ -1109,6 +1134,7 @@ impl NodeStore for EfindStore {
         };
         let written = bulk::write_tree(&*self.device, &mut self.alloc, format, build)
             .map_err(|f| f.record_in(&mut self.failed))?;
+        self.lock().declined.clear();
         written.count_in(&mut self.lock().stats);
         self.meta = written.meta;
         // The checkpoint syncs the device (the new pages) before it switches

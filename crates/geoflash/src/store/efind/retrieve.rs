@@ -2,6 +2,7 @@
 //! content (read buffer or device) with the write buffer. NEW pages are
 //! answered without I/O; the read buffer never holds buffered changes.
 use crate::metrics::{Phase, Stopwatch};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::write_buffer::{merge, Body, Status, WbEntry};
@@ -36,8 +37,18 @@ impl EfindStore {
 
     /// The page from the read buffer, if it is there (`count`: a hit or a
     /// miss is counted).
+    ///
+    /// With FESTIval's S2Q, an operation's own reads of the pages it
+    /// changes (`modify` and `delete`, not counted; flushes run between
+    /// operations) are no accesses, and also take a page the read buffer
+    /// declined lately ([`Declined`]): FESTIval's tree changes the node it
+    /// read without reading it again.
     fn buffered(&self, id: PageId, count: bool) -> Option<Arc<Node>> {
         let mut inner = self.lock();
+        if !count && self.config.read_policy.keeps_read_queue() && self.ops.current.is_some() {
+            let held = inner.rb.peek(id).or_else(|| inner.declined.get(id));
+            return held.map(Arc::clone);
+        }
         if let Some(n) = inner.rb.get(id) {
             let n = Arc::clone(n);
             if count {
@@ -86,8 +97,10 @@ impl EfindStore {
         }
     }
 
-    /// A page just read from the device: counted, and entered into the read
-    /// buffer (the buffer peak noted: a query's reads grow it) and RQ.
+    /// A page just read from the device: counted, and offered to the read
+    /// buffer (the buffer peak noted: a query's reads grow it) and entered
+    /// into RQ (which a policy that keeps RQ, FESTIval's S2Q, keeps itself:
+    /// the offer enters its id, or admits the page and takes its id out).
     fn adopt(&self, inner: &mut super::Inner, id: PageId, node: &Arc<Node>) {
         inner.stats.record_node_read(node.level);
         let room = self.read_room();
@@ -95,10 +108,16 @@ impl EfindStore {
             let m = super::meta_of(node);
             inner.rb.set_budget(room);
             inner.rb.insert(id, Arc::clone(node), m);
+            // Declined (its id is in FESTIval's A1): the tree may change
+            // it without reading it again.
+            if inner.rb.remembered(id) {
+                inner.declined.hold(id, Arc::clone(node));
+            }
             let held = self.held_bytes(inner);
             inner.stats.peak_buffer_bytes = inner.stats.peak_buffer_bytes.max(held);
         }
-        if let Some(tc) = self.config.temporal_control {
+        let rq_apart = !self.config.read_policy.keeps_read_queue();
+        if let Some(tc) = self.config.temporal_control.filter(|_| rq_apart) {
             inner.rq.push_back(id);
             while inner.rq.len() > tc.rq_capacity {
                 inner.rq.pop_front();
@@ -227,6 +246,59 @@ impl EfindStore {
             }
             None => Arc::new(make()),
         }
+    }
+}
+
+/// The newest pages the read buffer declined (FESTIval's S2Q caches a page
+/// at its second read), as stored on the device, at most
+/// [`Declined::PAGES`]. A tree reads the nodes of its path (before its
+/// operation begins: it validates first) and then changes some of them;
+/// FESTIval's tree changes the node it holds, while geoflash's `modify`
+/// and `delete` read the node they change to check it. They take it from
+/// here instead of reading the device a second time (which would also
+/// cache it: a second offer). Only they do: a `get` or a flush's merge
+/// reads the device as FESTIval does. A page leaves when a flush or a
+/// checkpoint writes it, or when it is deleted. Outside the budget: at
+/// most [`Declined::PAGES`] nodes.
+#[derive(Debug, Default)]
+pub(super) struct Declined {
+    /// Oldest first.
+    pages: VecDeque<(PageId, Arc<Node>)>,
+}
+
+impl Declined {
+    /// How many pages are held: more than an insertion's or a deletion's
+    /// path (a tree of height 10 holds 10^10 records at fan-out 10).
+    pub(super) const PAGES: usize = 16;
+
+    /// Holds `node`, the stored version of `id`, as the newest.
+    pub(super) fn hold(&mut self, id: PageId, node: Arc<Node>) {
+        self.forget(id);
+        self.pages.push_back((id, node));
+        while self.pages.len() > Self::PAGES {
+            self.pages.pop_front();
+        }
+    }
+
+    /// The stored version of `id`, if held.
+    pub(super) fn get(&self, id: PageId) -> Option<&Arc<Node>> {
+        self.pages.iter().find(|p| p.0 == id).map(|p| &p.1)
+    }
+
+    /// Forgets `id` (written or deleted).
+    pub(super) fn forget(&mut self, id: PageId) {
+        self.pages.retain(|p| p.0 != id);
+    }
+
+    /// Forgets every page.
+    pub(super) fn clear(&mut self) {
+        self.pages.clear();
+    }
+
+    /// Number of pages held.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.pages.len()
     }
 }
 

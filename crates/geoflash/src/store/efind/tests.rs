@@ -237,7 +237,8 @@ fn contradictory_parameters_are_refused() {
 }
 
 /// Small-buffer configurations: constant flushing, every policy, temporal
-/// control on (tiny queues) and off, units of 1, 2 and 5 pages.
+/// control on (tiny queues) and off, units of 1, 2 and 5 pages, FESTIval's
+/// S2Q with a fixed and an adaptive read buffer.
 fn small_configs() -> Vec<EfindConfig> {
     let tc = TemporalControl {
         rq_capacity: 4,
@@ -295,6 +296,21 @@ fn small_configs() -> Vec<EfindConfig> {
             read_buffer_percent: 0,
             read_buffer_mode: ReadBufferMode::Adaptive,
             temporal_control: Some(tc),
+            ..EfindConfig::default()
+        },
+        // FESTIval's S2Q: pages cached at their second read while in RQ.
+        EfindConfig {
+            buffer_bytes: 4000,
+            read_buffer_percent: 40,
+            read_policy: PolicyKind::S2qFestival,
+            temporal_control: Some(tc),
+            ..EfindConfig::default()
+        },
+        EfindConfig {
+            buffer_bytes: 3000,
+            flush_unit: 1,
+            read_policy: PolicyKind::S2qFestival,
+            read_buffer_mode: ReadBufferMode::Adaptive,
             ..EfindConfig::default()
         },
     ]
