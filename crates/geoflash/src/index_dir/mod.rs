@@ -60,6 +60,8 @@ mod records;
 mod records_tests;
 #[cfg(test)]
 mod records_review_tests;
+#[cfg(test)]
+mod heap_checkpoint_review_tests;
 mod spatial;
 #[cfg(test)]
 mod tests;

@@ -84,7 +84,7 @@ fn created_with_map_in_log(dir: &Path, store: &str, ids: impl Iterator<Item = i6
 /// undone when it fails (a power loss at the failure: the file keeps what
 /// was synced); without, they stay (the process goes on, or exits, and the
 /// kernel writes them).
-struct Tripwire {
+pub(super) struct Tripwire {
     inner: Arc<dyn PageDevice>,
     crash: bool,
     state: Mutex<Trip>,
@@ -113,11 +113,11 @@ impl Tripwire {
     }
 
     /// The `at`-th call (1-based) from now that changes the device fails.
-    fn arm(&self, at: u64) {
+    pub(super) fn arm(&self, at: u64) {
         self.lock().left = Some(at - 1);
     }
 
-    fn tripped(&self) -> bool {
+    pub(super) fn tripped(&self) -> bool {
         self.lock().failed
     }
 
@@ -211,7 +211,7 @@ impl PageDevice for Tripwire {
 
 /// `index` (just opened for writing) with its store opened again over its
 /// log file behind a [`Tripwire`] (`crash` as there), which is returned.
-fn behind_tripwire(index: &mut Index, dir: &Path, crash: bool) -> Arc<Tripwire> {
+pub(super) fn behind_tripwire(index: &mut Index, dir: &Path, crash: bool) -> Arc<Tripwire> {
     let m = &index.manifest;
     let spec = DeviceSpec::parse(&m.device).unwrap();
     let file = open_log_device(&spec, &m.store, dir, m.page_size, Access::Write)
