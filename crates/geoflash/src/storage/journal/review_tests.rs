@@ -8,20 +8,20 @@
 //!   reader and the writer's recovery give exactly a commit.
 //! - Tests whose comment begins "Defect" show defects the review found
 //!   (see each one's comment); each failed on the code before its fix.
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::tests::{config, params, script, state_of, Op, State};
 use super::*;
 use crate::geom::Rect;
-use crate::index::{IndexKind, Predicate, RTree, SplitKind, TreeParams};
+use crate::index::{Predicate, RTree};
 use crate::storage::faulty::{FaultPlan, FaultyDevice};
 use crate::storage::mem::MemDevice;
 use crate::storage::{DeviceExt, DeviceGeometry, PageDevice, PageId};
-use crate::store::plain::{PlainConfig, PlainStore};
+use crate::store::plain::PlainStore;
 use crate::store::NodeStore;
 use crate::testenv::crash_cases;
 
@@ -152,60 +152,6 @@ impl Machine {
         };
         (unwrap(self.nodes), unwrap(self.journal))
     }
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Op {
-    Insert(u64, Rect),
-    Delete(u64, Rect),
-    Commit,
-}
-
-type State = BTreeMap<u64, [u64; 4]>;
-
-fn script(seed: u64, len: usize) -> Vec<Op> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut live: Vec<(u64, Rect)> = Vec::new();
-    let mut ops = Vec::new();
-    let mut next = 1;
-    for _ in 0..len {
-        let roll = rng.gen_range(0..100);
-        if roll < 6 {
-            ops.push(Op::Commit);
-        } else if roll < 30 && !live.is_empty() {
-            let (id, r) = live.swap_remove(rng.gen_range(0..live.len()));
-            ops.push(Op::Delete(id, r));
-        } else {
-            let x = f64::from(rng.gen_range(0..400u32));
-            let y = f64::from(rng.gen_range(0..400u32));
-            let r = Rect::new(x, y, x + 2.0, y + 3.0).unwrap();
-            live.push((next, r));
-            ops.push(Op::Insert(next, r));
-            next += 1;
-        }
-    }
-    ops
-}
-
-fn params() -> TreeParams {
-    TreeParams::new(IndexKind::RStar, 8).with_split(SplitKind::Quadratic)
-}
-
-fn config() -> PlainConfig {
-    PlainConfig {
-        buffer_bytes: 3000,
-        ..PlainConfig::default()
-    }
-}
-
-fn state_of<S: NodeStore>(t: &RTree<S>) -> State {
-    let all = Rect::new(-1e9, -1e9, 1e9, 1e9).unwrap();
-    t.query(all, Predicate::Intersects)
-        .unwrap()
-        .hits
-        .into_iter()
-        .map(|h| (h.id, h.rect.to_bits()))
-        .collect()
 }
 
 /// Runs `ops` on a new journaled plain store over `nodes` and `journal`

@@ -176,19 +176,19 @@ fn a_damaged_journal_header_is_an_error_not_a_fresh_journal() {
 }
 
 #[derive(Debug, Clone, Copy)]
-enum Op {
+pub(super) enum Op {
     Insert(u64, Rect),
     Delete(u64, Rect),
     Commit,
 }
 
-type State = BTreeMap<u64, [u64; 4]>;
+pub(super) type State = BTreeMap<u64, [u64; 4]>;
 
 fn bits(r: &Rect) -> [u64; 4] {
     r.to_bits()
 }
 
-fn script(seed: u64, len: usize) -> Vec<Op> {
+pub(super) fn script(seed: u64, len: usize) -> Vec<Op> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut live: Vec<(u64, Rect)> = Vec::new();
     let mut ops = Vec::new();
@@ -212,18 +212,18 @@ fn script(seed: u64, len: usize) -> Vec<Op> {
     ops
 }
 
-fn params() -> TreeParams {
+pub(super) fn params() -> TreeParams {
     TreeParams::new(IndexKind::RStar, 8).with_split(SplitKind::Quadratic)
 }
 
-fn config() -> PlainConfig {
+pub(super) fn config() -> PlainConfig {
     PlainConfig {
         buffer_bytes: 3000,
         ..PlainConfig::default()
     }
 }
 
-fn state_of<S: NodeStore>(t: &RTree<S>) -> State {
+pub(super) fn state_of<S: NodeStore>(t: &RTree<S>) -> State {
     let all = Rect::new(-1e9, -1e9, 1e9, 1e9).unwrap();
     t.query(all, Predicate::Intersects)
         .unwrap()
