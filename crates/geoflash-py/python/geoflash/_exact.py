@@ -252,9 +252,9 @@ def tree_geometries(index: Any, names: Names = _NAMES) -> _Tree:
     kept until the index changes): the shapely geometries given to
     ``from_geoseries`` in memory, the object heap's on disk, and the box of
     an entry stored without one (in memory also of an entry inserted
-    under a row's id, even with its geometry's box, once the row's own
-    entry was deleted: the object heap has no geometry for those;
-    ``update`` refuses to move an entry that has one)."""
+    under a row's id, even with its geometry's box, beside the row's own
+    entry or once that was deleted: the object heap has no geometry for
+    those; ``update`` refuses to move an entry that has one)."""
     import shapely
 
     cached = getattr(index, "_exact", None)
@@ -288,6 +288,14 @@ def tree_geometries(index: Any, names: Names = _NAMES) -> _Tree:
     with np.errstate(invalid="ignore"):
         same = np.all(shapely.bounds(geoms[ids[at]]) == boxes[at], axis=1)
     known[at[~same]] = False
+    if len(several):
+        # An exact duplicate of a row's entry (its id and box, inserted
+        # later) is not it: of the entries of a row that pass, only the
+        # row's own holds the geometry (see _holder), as in a directory
+        # only the row's entry has one in the object heap.
+        dup = np.flatnonzero(known & np.isin(ids, several))
+        known[dup] = False
+        known[_holder(dup, ids, keys)] = True
     # The known ones go to Rust by row, each with the box of its first
     # entry; entries without one keep their box.
     entry_of = np.full(len(geoms), -1, dtype=np.int64)
@@ -307,6 +315,64 @@ def tree_geometries(index: Any, names: Names = _NAMES) -> _Tree:
     rust = _Geometries(rust_ids, wkbs, rust_rects, counts, coords)
     index._exact = _Tree(rust, index._core, ids, keys, boxes, special, geoms, known)
     return index._exact
+
+
+def _holder(entries: np.ndarray, ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Of the entry positions ``entries`` (``ids`` and record ``keys`` of
+    every entry), the one of the smallest key of each id: of the entries
+    of a row of ``from_geoseries`` in memory with the row's id and its
+    geometry's box, the row's own (the bulk load gave it its key, and
+    every entry added later gets a larger one; a pickled index keeps their
+    order, see :func:`in_key_order`), the one that holds the row's
+    geometry while the row is held (``Index._held``)."""
+    order = entries[np.lexsort((keys[entries], ids[entries]))]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = ids[order[1:]] != ids[order[:-1]]
+    return order[first]
+
+
+def _row_entry_keys(core: Any, id_: int, box: Tuple[float, float, float, float]) -> np.ndarray:
+    """The record keys of the entries with ``id_`` and exactly ``box``."""
+    keys_b, ids_b, rects = core.query_keys(*box, "contains")
+    keys = np.frombuffer(keys_b, dtype=np.uint64)
+    ids = np.frombuffer(ids_b, dtype=np.int64)
+    boxes = np.frombuffer(rects, dtype=np.float64).reshape(-1, 4)
+    return keys[(ids == id_) & np.all(boxes == np.asarray(box, dtype=np.float64), axis=1)]
+
+
+def delete_row_entry(index: Any, id_: int, box: Tuple[float, float, float, float]) -> bool:
+    """``Index.delete(id_, box)`` in memory where ``box`` is the bounds of
+    row ``id_``'s geometry (``from_geoseries``) and the row is held
+    (``index._held``): deletes one entry with ``id_`` and ``box`` (which
+    one, when several have them, is the index's choice, as in rtree), and
+    the row stays held only when its own entry (:func:`_holder`, the one
+    of the smallest key) is not the one deleted, as in a directory the
+    object heap keeps the geometry of the row's entry while it is there.
+    Returns whether an entry was deleted."""
+    before = _row_entry_keys(index._core, id_, box)
+    if not index._core.delete(id_, *box):
+        return False
+    # the only entry with that id and box was the row's own (no second query)
+    kept = len(before) > 1 and bool(np.isin(before.min(), _row_entry_keys(index._core, id_, box)))
+    index._held[id_] = kept
+    return True
+
+
+def in_key_order(core: Any, items: List[Any]) -> List[Any]:
+    """``items``, every entry of the index as ``core.query_items`` of the
+    whole plane lists them, in the order of their record keys (the order
+    in which they were added), for a pickled index in memory: bulk-loaded
+    again in that order, the entries get keys in the same order, so the
+    row's own entry keeps the smallest key of its duplicates
+    (:func:`_holder`). ``items`` as they are if the index's answer of
+    ``query_keys`` does not list the same ids (it lists the same entries,
+    in the same order, for an index that has not changed between them)."""
+    keys_b, ids_b, _ = core.query_keys(*_WORLD, "intersects")
+    ids = np.frombuffer(ids_b, dtype=np.int64)
+    if len(ids) != len(items) or not np.array_equal(ids, [item[0] for item in items]):
+        return items
+    order = np.argsort(np.frombuffer(keys_b, dtype=np.uint64), kind="stable")
+    return [items[j] for j in order]
 
 
 class _Inputs:

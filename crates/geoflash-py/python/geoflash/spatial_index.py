@@ -652,15 +652,15 @@ class Index:
         """:meth:`delete`, saying whether an entry was deleted."""
         self._exact = None
         i, box = _as_id(id), self._box(coordinates)
-        deleted = bool(self._core.delete(i, *box))
-        if deleted and self._holds(i):
+        if self._holds(i):
             import shapely
 
-            # its row's entry (the one with the geometry's box) is gone with
-            # its geometry, as a directory's delete removes it from the heap
+            # the row's entry has the geometry's box: deleted, it is gone
+            # with its geometry (not when an exact duplicate of it is the
+            # one deleted), as a directory's delete removes it from the heap
             if tuple(shapely.bounds(self._geoms[i]).tolist()) == tuple(box):
-                self._held[i] = False
-        return deleted
+                return _exact.delete_row_entry(self, i, box)
+        return bool(self._core.delete(i, *box))
 
     def _holds(self, id_: int) -> bool:
         """In memory, from_geoseries: does the entry of row ``id_`` still
@@ -949,6 +949,9 @@ class Index:
         path = self._core.path
         if path is None:
             raw = self._core.query_items(*_WORLD, "intersects")
+            if self._held is not None:
+                # which entry holds a row's geometry follows the keys' order
+                raw = _exact.in_key_order(self._core, raw)
             state["_entries"] = (
                 np.array([r[0] for r in raw], dtype=np.int64),
                 np.array([r[2] for r in raw], dtype=np.float64).reshape(-1, 4),
