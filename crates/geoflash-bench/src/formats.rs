@@ -29,10 +29,17 @@
 //! ids and geometries whose coordinates are finite and at most
 //! [`geoflash::geom::MAX_COORD`] in magnitude; anything else is an
 //! [`Error::InvalidInput`] naming the file and the record, never a panic.
+//!
+//! Every reader stops when its process is asked to
+//! ([`geoflash::engine::request_stop`], the command line's Ctrl-C), with
+//! [`Error::Interrupted`] ([`read_stopped`]): it asks every [`STOP_EVERY`]
+//! records it reads, and the readers that take their file in one piece
+//! before its records (a GeoJSON document's parse, an OSM PBF file's
+//! passes) at each read from the file.
 use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::path::Path;
 
 use geoflash::engine::Geometry;
@@ -299,8 +306,66 @@ pub(crate) fn id_from_f64(v: f64) -> Option<u64> {
     (v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= EXACT).then_some(v as u64)
 }
 
+/// How many records a reader reads between two questions whether its
+/// process was asked to stop ([`geoflash::engine::stop_requested`]): as
+/// often as the in-memory bulk loads ask in their passes over the records.
+pub const STOP_EVERY: u64 = 1 << 16;
+
+/// The error of a read of `path` that stopped because its process was
+/// asked to ([`geoflash::engine::request_stop`]: the command line's
+/// Ctrl-C): [`Error::Interrupted`].
+pub fn read_stopped(path: &Path) -> Error {
+    Error::Interrupted(format!("the reading of {} was stopped", path.display()))
+}
+
+/// [`read_stopped`] when the process was asked to stop and `read`, the
+/// number of records read from `path` so far, is a multiple of
+/// [`STOP_EVERY`].
+pub(crate) fn stop_check(path: &Path, read: u64) -> Result<()> {
+    match read.is_multiple_of(STOP_EVERY) && geoflash::engine::stop_requested() {
+        true => Err(read_stopped(path)),
+        false => Ok(()),
+    }
+}
+
+/// `e`, an error reading `path`, or [`read_stopped`] when the process was
+/// asked to stop: the failure of a [`Stoppable`] reader, whatever the
+/// decoder over it made of it.
+pub(crate) fn unless_stopped(path: &Path, e: Error) -> Error {
+    match geoflash::engine::stop_requested() {
+        true => read_stopped(path),
+        false => e,
+    }
+}
+
+/// A reader whose reads fail once the process is asked to stop, for the
+/// decoders that take a whole file in one call before its records (a
+/// GeoJSON document's parse, an OSM PBF file's passes): they ask at each
+/// read (a buffer's refill, for the reader under a [`BufReader`]), and
+/// their caller turns the failure into [`read_stopped`]
+/// ([`unless_stopped`]).
+pub(crate) struct Stoppable<R>(pub(crate) R);
+
+impl<R: Read> Read for Stoppable<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if geoflash::engine::stop_requested() {
+            // Not `ErrorKind::Interrupted`, which readers retry.
+            return Err(std::io::Error::other("the reading was stopped"));
+        }
+        self.0.read(buf)
+    }
+}
+
+impl<R: Seek> Seek for Stoppable<R> {
+    fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
+        self.0.seek(pos)
+    }
+}
+
 /// Collects the objects of a file: checks each geometry
-/// ([`geoflash::engine::bounding_rect`]) and that ids are unique.
+/// ([`geoflash::engine::bounding_rect`]) and that ids are unique, and
+/// stops every [`STOP_EVERY`] objects when the process was asked to
+/// ([`read_stopped`]).
 pub(crate) struct Collector<'p> {
     path: &'p Path,
     seen: HashSet<u64>,
@@ -325,6 +390,7 @@ impl<'p> Collector<'p> {
         id: u64,
         g: Geometry,
     ) -> Result<()> {
+        stop_check(self.path, self.out.len() as u64)?;
         geoflash::engine::bounding_rect(&g)
             .map_err(|e| bad(self.path, format!("{what} (id {id}): {}", reason(&e))))?;
         if !self.seen.insert(id) {
@@ -640,12 +706,14 @@ pub fn read_attributes(path: &Path) -> Result<(Vec<u64>, attributes::Attributes)
 
 /// Reads `(id, rect)` records from a CSV dataset file (`id,minx,miny,maxx,maxy` with a header).
 /// Ids must be unique: a repeated id is an error naming its record. Empty
-/// lines and lines of blanks are skipped ([`csv_data_record`]).
+/// lines and lines of blanks are skipped ([`csv_data_record`]). Stops every
+/// [`STOP_EVERY`] records when the process was asked to ([`read_stopped`]).
 pub fn read_csv(path: &Path) -> Result<Vec<(u64, Rect)>> {
     let mut first = HashMap::new();
     csv_records(path)?
         .enumerate()
         .map(|(n, record)| {
+            stop_check(path, n as u64)?;
             let (id, rect) = record?;
             if let Some(earlier) = first.insert(id, n + 1) {
                 return Err(Error::invalid(format!(
@@ -819,16 +887,18 @@ fn feature_id(f: &geojson::Feature, path: &Path, n: usize) -> Result<Option<u64>
 pub(crate) fn geojson_features(path: &Path) -> Result<Vec<geojson::Feature>> {
     use std::io::BufRead;
     let file = File::open(path).map_err(|e| io_err(path, e))?;
-    let mut reader = BufReader::new(file);
+    // The document is parsed whole: it stops at a read once the process
+    // is asked to.
+    let mut reader = BufReader::new(Stoppable(file));
     if reader
         .fill_buf()
-        .map_err(|e| io_err(path, e))?
+        .map_err(|e| unless_stopped(path, io_err(path, e)))?
         .starts_with(UTF8_BOM)
     {
         reader.consume(UTF8_BOM.len());
     }
     let gj = geojson::GeoJson::from_reader(reader)
-        .map_err(|e| bad(path, format!("not GeoJSON: {e}")))?;
+        .map_err(|e| unless_stopped(path, bad(path, format!("not GeoJSON: {e}"))))?;
     Ok(match gj {
         geojson::GeoJson::FeatureCollection(fc) => fc.features,
         geojson::GeoJson::Feature(f) => vec![f],

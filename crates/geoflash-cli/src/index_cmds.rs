@@ -282,9 +282,33 @@ fn parse_predicate(s: &str) -> Result<Predicate, Failure> {
 }
 
 /// The `(id, MBR)` records of a CSV input (the other formats go through
-/// [`build_objects`] and [`change_objects`]).
+/// [`build_objects`] and [`change_objects`]). Ctrl-C stops the reading
+/// ([`reading_stopped`]).
 fn read_input(path: &Path) -> Result<Vec<(u64, Rect)>, Failure> {
-    Ok(geoflash_bench::import::read_rects(path)?)
+    geoflash_bench::import::read_rects(path).map_err(|e| read_failure(path, e))
+}
+
+/// The failure of a command whose reading of its input `path` Ctrl-C
+/// stopped, before it changed anything: exit code 130.
+fn reading_stopped(path: &Path) -> Failure {
+    Failure {
+        code: crate::exit_code(ErrorKind::Interrupted),
+        error: anyhow::anyhow!(
+            "interrupted while reading {}: nothing was changed",
+            path.display()
+        ),
+    }
+}
+
+/// The failure of reading the input `path`: [`reading_stopped`] when
+/// Ctrl-C stopped the reader (which asks every
+/// [`geoflash_bench::formats::STOP_EVERY`] records), else the reader's
+/// error.
+fn read_failure(path: &Path, e: Error) -> Failure {
+    match e {
+        Error::Interrupted(_) => reading_stopped(path),
+        e => e.into(),
+    }
 }
 
 /// The `(id, MBR)` records of a CSV input that builds or changes an index
@@ -321,14 +345,8 @@ impl RectInput {
         }
         let (mut count, mut extent) = (0u64, None::<Rect>);
         for rec in formats::csv_records(path)? {
-            if count.is_multiple_of(1 << 16) && geoflash::engine::stop_requested() {
-                return Err(Failure {
-                    code: crate::exit_code(ErrorKind::Interrupted),
-                    error: anyhow::anyhow!(
-                        "interrupted while reading {}: nothing was changed",
-                        path.display()
-                    ),
-                });
+            if count.is_multiple_of(formats::STOP_EVERY) && geoflash::engine::stop_requested() {
+                return Err(reading_stopped(path));
             }
             let (_, r) = rec?;
             count += 1;
@@ -420,7 +438,7 @@ fn count_lines(path: &Path) -> Result<u64, Failure> {
 }
 
 /// The objects of a dataset file of geometries, from its `layer` when it
-/// is a GeoPackage.
+/// is a GeoPackage. Ctrl-C stops the reading ([`reading_stopped`]).
 fn read_objects(
     path: &Path,
     layer: &Option<String>,
@@ -429,7 +447,9 @@ fn read_objects(
         layer: layer.clone(),
         ..Default::default()
     };
-    Ok(geoflash_bench::import::read_dataset(path, &opts)?.objects)
+    geoflash_bench::import::read_dataset(path, &opts)
+        .map(|d| d.objects)
+        .map_err(|e| read_failure(path, e))
 }
 
 /// `geoflash build` from a file of geometries (every input format but CSV):

@@ -308,3 +308,103 @@ fn a_store_checkpoint_failing_after_its_switch_keeps_the_heap_with_the_tree() {
         }
     }
 }
+
+/// How [`compact_after_checkpoint_failing_at`] ended: as
+/// [`Ending::NoFault`], or failed, with whether the failed checkpoint's
+/// switch was durable.
+fn compact_after_checkpoint_failing_at(store: &str, crash: bool, at: u64) -> Ending {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = &tmp.path().join("idx");
+    let mut oracle = created_with_objects(dir, store, false);
+    let mut index = Index::open(dir, Access::Write).unwrap();
+    let trip = behind_tripwire(&mut index, dir, crash);
+    committed_session(&mut index, &mut oracle);
+    let what = format!(
+        "{store}, {} at call {at} of the checkpoint",
+        if crash { "crash" } else { "failure" }
+    );
+    trip.arm(at);
+    if index.checkpoint().is_ok() {
+        return Ending::NoFault;
+    }
+    let staged = index
+        .tree
+        .client_log_ref()
+        .and_then(|c| c.next_generation());
+    let heap_file = dir.join(crate::objects::OBJECTS_FILE);
+    let before = std::fs::read(&heap_file).unwrap();
+    let heap = index.objects.as_mut().unwrap();
+    let err = heap.compact().expect_err(&format!(
+        "{what}: the heap compacted after the failed checkpoint"
+    ));
+    assert_eq!(err.kind(), crate::ErrorKind::Io, "{what}: {err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&heap_file.display().to_string())
+            && msg.contains(&format!("generation {}", staged.unwrap()))
+            && msg.contains("reopened"),
+        "{what}: {msg}"
+    );
+    // Refused again (until reopen), and nothing written.
+    assert!(heap.compact().is_err(), "{what}: a second compaction");
+    assert_eq!(std::fs::read(&heap_file).unwrap(), before, "{what}");
+    let _ = index.close();
+    // Reopened (its durable checkpoint read), the heap compacts.
+    let mut index = Index::open(dir, Access::Write).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let named = index.objects().and_then(crate::objects::Heap::mark);
+    index.checkpoint().unwrap();
+    let report = index.objects.as_mut().unwrap().compact();
+    let report = report.unwrap_or_else(|e| panic!("{what}: compacting after reopen: {e}"));
+    assert!(
+        report.bytes_after < report.bytes_before,
+        "{what}: {report:?}"
+    );
+    check(&index, &oracle, &format!("{what}, compacted after reopen"));
+    drop(index);
+    for access in [Access::Read, Access::Write] {
+        let index = Index::open(dir, access).unwrap_or_else(|e| panic!("{what}: {e}"));
+        check(
+            &index,
+            &oracle,
+            &format!("{what}, compacted and reopened {access:?}"),
+        );
+    }
+    Ending::Failed(named == staged)
+}
+
+/// [`Heap::compact`](crate::objects::Heap::compact) of an index's heap
+/// after a checkpoint whose store checkpoint failed at any write, sync or
+/// trim of the log: refused (an error naming `objects.dat` and the
+/// generation, the file unchanged) until the index is reopened, after
+/// which it compacts and the index reopens with every committed
+/// operation. The heap had committed the failed checkpoint's generation,
+/// and compacting keeps only that mark: when the store's durable
+/// checkpoint names the generation before (its switch was not durable),
+/// the compacted heap has no mark of it and the index does not reopen
+/// (the heap is corrupt); before the refusal, compact allowed it.
+#[test]
+fn the_heap_does_not_compact_after_a_failed_checkpoint_until_reopened() {
+    for store in ["efind", "fast"] {
+        for crash in [false, true] {
+            let (mut failed, mut switched) = (0, 0);
+            for at in 1.. {
+                match compact_after_checkpoint_failing_at(store, crash, at) {
+                    Ending::Failed(durable) => {
+                        failed += 1;
+                        switched += u32::from(durable);
+                    }
+                    Ending::NoFault => break,
+                }
+            }
+            let what = format!("{store}, crash {crash}");
+            assert!(
+                failed >= 3,
+                "{what}: only {failed} calls of the checkpoint failed"
+            );
+            assert!(
+                switched > 0 && switched < failed,
+                "{what}: {switched} of {failed} failed checkpoints left their switch durable"
+            );
+        }
+    }
+}

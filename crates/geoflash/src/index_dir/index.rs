@@ -261,12 +261,28 @@ impl Index {
     /// (its changes and mark) are written first, then the store's
     /// checkpoint (or the rollback journal's commit) names it, so a crash
     /// anywhere reopens the three together (see `records.rs` and
-    /// the `objects` module).
+    /// the `objects` module). A checkpoint that fails after the heap's
+    /// commit tells the heap so (`Heap::compact` then refuses until the
+    /// index is reopened).
     pub fn checkpoint(&mut self) -> Result<()> {
         if self.access == Access::Read {
             return Ok(());
         }
         let named = self.before_store_checkpoint()?;
+        let finished = self.finish_checkpoint(named);
+        if let (Err(_), Some((g, _)), Some(heap)) = (&finished, named, self.objects.as_mut()) {
+            // The heap's mark of `g` is written, and the store's durable
+            // checkpoint may name `g` or the generation before.
+            heap.checkpoint_failed(g);
+        }
+        finished
+    }
+
+    /// The rest of [`Index::checkpoint`] after
+    /// [`Index::before_store_checkpoint`] (which returned `named`): the
+    /// store's checkpoint, the record map's promotion, the images and the
+    /// rollback journal's commit.
+    fn finish_checkpoint(&mut self, named: Option<(u64, bool)>) -> Result<()> {
         self.tree.checkpoint().map_err(|e| self.locate(e))?;
         if let Some((g, true)) = named {
             self.records_after_checkpoint(g)?;

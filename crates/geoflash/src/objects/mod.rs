@@ -66,7 +66,8 @@
 //! failed write makes the heap refuse further writes (sticky error) so it
 //! never appends after a partial record. [`Heap::compact`] rewrites the
 //! live records into a new file and renames it over the old one (write,
-//! sync, rename, sync the directory).
+//! sync, rename, sync the directory); it refuses after a checkpoint of the
+//! heap's index failed, until the heap is opened again (see there).
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -293,6 +294,10 @@ pub struct Heap {
     /// first commit writes before its records).
     base: u64,
     failed: Option<String>,
+    /// The generation of this heap's commit whose index's checkpoint then
+    /// failed ([`Heap::checkpoint_failed`]): [`Heap::compact`] refuses
+    /// until the heap is opened again.
+    unsettled: Option<u64>,
 }
 
 impl Heap {
@@ -328,6 +333,7 @@ impl Heap {
             mark: None,
             base: 0,
             failed: None,
+            unsettled: None,
         }
     }
 
@@ -736,13 +742,42 @@ impl Heap {
         &self.path
     }
 
+    /// Tells the heap that the checkpoint of its index naming
+    /// `generation` failed after this heap's commit of it (its mark is in
+    /// the file): the store's durable checkpoint may name `generation`
+    /// (a failure after its switch was durable) or the generation before,
+    /// and only a new open, which reads the store's durable checkpoint,
+    /// can tell. [`Heap::compact`] refuses from then on.
+    pub(crate) fn checkpoint_failed(&mut self, generation: u64) {
+        self.unsettled = Some(generation);
+    }
+
     /// Rewrites the committed live records into a new file (verifying
     /// each) ending with the mark of the newest generation, then
     /// atomically replaces the heap with it: write, sync, rename, sync the
     /// directory. Old versions and tombstones are dropped. An error while
     /// changes are pending (commit them first).
+    ///
+    /// Refused ([`Error::StoreFailed`], nothing written) after a checkpoint
+    /// of the heap's index failed once the heap had committed its
+    /// generation (the index tells its heap so), until the heap is opened
+    /// again: the new file keeps the newest mark alone, and the store's
+    /// durable checkpoint may name the generation before it, of which the
+    /// file would then hold no mark (an open would find the heap
+    /// corrupt). The same rule as the record map's
+    /// [`crate::engine::records::Records::save_next`].
     pub fn compact(&mut self) -> Result<CompactReport> {
         self.writable()?;
+        if let Some(g) = self.unsettled {
+            return Err(Error::StoreFailed(format!(
+                "object heap {}: a checkpoint of its index failed after the heap committed generation {g}, \
+                 and the store's durable checkpoint may name that generation or the one before it; \
+                 compacting keeps the mark of generation {g} alone, so the heap is not compacted until \
+                 the index is reopened (its open takes the heap through the mark its durable checkpoint \
+                 names)",
+                self.path.display()
+            )));
+        }
         if self.has_pending() {
             return Err(Error::invalid(format!(
                 "object heap {}: changes are pending; commit them before compacting",

@@ -1,6 +1,10 @@
 //! The PBF side of [`super::read`]: the two passes over the file through
-//! `osmpbf`, the tag tests, and the building of ways and relations.
+//! `osmpbf`, the tag tests, and the building of ways and relations. Both
+//! passes read the file through a [`Stoppable`] reader: they stop at a read
+//! once the process is asked to.
 use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::BufReader;
 use std::path::Path;
 
 use geo::{Coord, LineString, Polygon};
@@ -8,7 +12,7 @@ use geoflash::engine::Geometry;
 use geoflash::{Error, Result};
 
 use super::super::attributes::{self, Value};
-use super::super::{bad, io_err, reason, Collector};
+use super::super::{bad, io_err, reason, unless_stopped, Collector, Stoppable};
 use super::rings::{self, RingError};
 use super::{object_id, OsmFilter, OsmOptions, OsmRead, OsmType, SkipReason, Skipped};
 
@@ -107,14 +111,21 @@ struct RelRec {
     tags: Vec<Option<String>>,
 }
 
-/// The error for a failure of `osmpbf` on `path`.
+/// The error for a failure of `osmpbf` on `path` ([`super::super::read_stopped`]
+/// when the process was asked to stop: its [`Stoppable`] reader failed).
 fn pbf_error(path: &Path, e: osmpbf::Error) -> Error {
-    match e.kind() {
+    let e = match e.kind() {
         osmpbf::ErrorKind::Io(io) if io.kind() != std::io::ErrorKind::UnexpectedEof => {
             io_err(path, std::io::Error::new(io.kind(), io.to_string()))
         }
         _ => bad(path, format!("not a valid OSM PBF file: {e}")),
-    }
+    };
+    unless_stopped(path, e)
+}
+
+/// The file at `path`, read through a [`Stoppable`] reader.
+fn stoppable(path: &Path) -> Result<Stoppable<File>> {
+    File::open(path).map(Stoppable).map_err(|e| io_err(path, e))
 }
 
 /// Runs one pass of `osmpbf` over `path`. `osmpbf` panics on some malformed
@@ -139,7 +150,7 @@ fn wgs84(lon: f64, lat: f64) -> Option<Coord> {
 
 /// The first pass: the multipolygon relations that pass the filter.
 fn read_relations(path: &Path, filters: &[OsmFilter], keys: &[String]) -> Result<Vec<RelRec>> {
-    let reader = osmpbf::ElementReader::from_path(path).map_err(|e| pbf_error(path, e))?;
+    let reader = osmpbf::ElementReader::new(BufReader::new(stoppable(path)?));
     let mut rels = Vec::new();
     decoded(path, || {
         reader.for_each(|e| {
@@ -261,7 +272,8 @@ fn read_ways(
     keys: &[String],
     members: &HashSet<i64>,
 ) -> Result<(Vec<WayRec>, HashMap<i64, Coord>)> {
-    let mut reader = osmpbf::IndexedReader::from_path(path).map_err(|e| pbf_error(path, e))?;
+    let mut reader =
+        osmpbf::IndexedReader::new(stoppable(path)?).map_err(|e| pbf_error(path, e))?;
     let mut recs: Vec<WayRec> = Vec::new();
     let mut overflow: Option<i64> = None;
     let mut nodes: HashMap<i64, Coord> = HashMap::new();
