@@ -9,9 +9,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::manifest::Access;
+use crate::manifest::{Access, Manifest};
 use crate::storage::file::{FileDevice, FileDeviceOptions, IoEngine};
-use crate::storage::journal::{JournalOpen, JournaledDevice, Rollback};
+use crate::storage::journal::{journal_capacity, JournalOpen, JournaledDevice, Rollback};
 use crate::storage::spec::DeviceSpec;
 use crate::storage::PageDevice;
 use crate::Result;
@@ -117,7 +117,9 @@ pub(super) fn open_journal(
     let opts = FileDeviceOptions {
         direct: false,
         engine: IoEngine::Psync,
-        capacity_pages: 0,
+        // Room for the largest generation of this device (not the file
+        // device's default, which a larger `file:PATH?capacity=` outgrew).
+        capacity_pages: journal_capacity(device.capacity(), page_size),
         read_only: access == Access::Read,
     };
     let file: Arc<dyn PageDevice> = Arc::new(FileDevice::open(&path, page_size, opts)?);
@@ -157,6 +159,30 @@ pub(super) fn open_journal(
         journal,
         rollback,
     }))
+}
+
+/// Records in the manifest of the index in `dir` that its journal is
+/// required (`"journal": true`) once a writable open holds the journal
+/// with a commit ([`open_journal`] for writing leaves one, synced, with the
+/// file's directory entry) of an index whose manifest did not say so (one
+/// written before the field, whose index may predate journals). From then
+/// on a missing or blank `journal.dat` is damage naming it, as for an index
+/// created with its journal; before, such an index kept its journal
+/// optional for good, so a deleted or zeroed journal left the pages a
+/// crash left, unrolled, as the index. The manifest is replaced atomically
+/// and synced ([`Manifest::store`]); a read-only open, or a manifest that
+/// says so already, writes nothing.
+pub(super) fn require_journal(dir: &Path, access: Access, manifest: &mut Manifest) -> Result<()> {
+    if access == Access::Read || manifest.journal {
+        return Ok(());
+    }
+    let required = Manifest {
+        journal: true,
+        ..manifest.clone()
+    };
+    required.store(dir)?;
+    *manifest = required;
+    Ok(())
 }
 
 /// Pages of the device's file (its length rounded up), or its capacity

@@ -49,7 +49,7 @@ impl Index {
             )));
         }
         let lock = DirLock::acquire(dir, access)?;
-        let manifest = Manifest::load(dir)?;
+        let mut manifest = Manifest::load(dir)?;
         let store = manifest.store;
         let spec = DeviceSpec::parse(&manifest.device)?;
         if matches!(spec, DeviceSpec::File { .. }) && !store.is_plain() {
@@ -87,6 +87,9 @@ impl Index {
             },
             false => (device, None, 0),
         };
+        if journal.is_some() {
+            super::journal::require_journal(dir, access, &mut manifest)?;
+        }
         let log_device = open_log_device(&spec, &store, dir, manifest.page_size, access)?;
         let how = match access {
             Access::Read => StoreOpen::Read,

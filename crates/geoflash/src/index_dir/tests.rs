@@ -1540,3 +1540,142 @@ fn errors_of_a_new_index_name_its_files_where_it_was_published() {
         .to_string();
     assert!(named.contains(&other.display().to_string()), "{named}");
 }
+
+/// Defect (item 1 of a second review of the journal): `journal.dat` had
+/// the file device's default capacity (16 GiB) whatever the capacity of
+/// the index's device, which `capacity=` can make larger: a generation
+/// rewriting most of such a device ran out of journal pages, and the
+/// journal then refused every later write. Its capacity now follows from
+/// the device's (`journal_capacity`; `storage::journal::second_review_tests`
+/// shows what a smaller journal loses), when the index is created and
+/// when it is opened.
+#[test]
+fn the_journal_of_an_index_is_sized_for_its_device() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, capacity) in ["4M", "64G"].into_iter().enumerate() {
+        let path = tmp.path().join(format!("c{i}"));
+        let opts = IndexOptions {
+            device: format!("file?direct=false&capacity={capacity}")
+                .parse()
+                .unwrap(),
+            ..file_opts_with(StoreKind::Plain, 16 * 1024)
+        };
+        let sized = |idx: &Index| {
+            let want = crate::storage::journal::journal_capacity(idx.device().capacity(), 1024);
+            let journal = idx.journal.as_ref().expect("a journaled index");
+            assert_eq!(journal.journal_pages(), want, "capacity={capacity}");
+        };
+        let mut idx = Index::create(&path, &opts).unwrap();
+        sized(&idx);
+        for id in 0..500 {
+            idx.insert(id, rect(id)).unwrap();
+        }
+        idx.close().unwrap();
+        for access in [Access::Write, Access::Read] {
+            sized(&Index::open(&path, access).unwrap());
+        }
+    }
+}
+
+/// Defect (item 3 of a second review of the journal): an index whose
+/// manifest was written before the `journal` field kept its journal
+/// optional for good, so once it had one, a deleted or zeroed
+/// `journal.dat` opened as "no journal" or "a blank one", and the pages a
+/// crash left were the index. The first writable open that holds its
+/// journal with a commit now records `"journal": true`, and the same damage
+/// is refused naming the file, for reading and writing.
+#[test]
+fn a_pre_journal_index_requires_its_journal_once_a_writer_has_made_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("legacy");
+    let opts = file_opts_with(StoreKind::Plain, 16 * 1024);
+    let mut idx = Index::create(&path, &opts).unwrap();
+    for i in 0..2000 {
+        idx.insert(i, rect(i)).unwrap();
+    }
+    idx.close().unwrap();
+    // An index written before journals: no field, no journal.
+    let mut manifest = crate::manifest::Manifest::load(&path).unwrap();
+    manifest.journal = false;
+    manifest.store(&path).unwrap();
+    let journal = path.join(journal::JOURNAL_FILE);
+    std::fs::remove_file(&journal).unwrap();
+    drop(Index::open(&path, Access::Read).unwrap());
+    assert!(
+        !crate::manifest::Manifest::load(&path).unwrap().journal,
+        "a reader writes nothing"
+    );
+
+    let mut idx = Index::open(&path, Access::Write).unwrap();
+    assert!(idx.manifest().journal);
+    for i in 2000..3000 {
+        idx.insert(i, rect(i)).unwrap();
+    }
+    idx.checkpoint().unwrap();
+    for i in 3000..5000 {
+        idx.insert(i, rect(i)).unwrap(); // written in place, then a crash
+    }
+    drop(idx);
+    assert!(crate::manifest::Manifest::load(&path).unwrap().journal);
+    let saved = std::fs::read(&journal).unwrap();
+    for damage in ["deleted", "zeroed"] {
+        for access in [Access::Read, Access::Write] {
+            match damage {
+                "deleted" => std::fs::remove_file(&journal).unwrap(),
+                _ => std::fs::write(&journal, vec![0u8; saved.len()]).unwrap(),
+            }
+            match Index::open(&path, access) {
+                Ok(idx) => panic!(
+                    "{damage}, {access:?}: opened with {} ids",
+                    ids_in_all(&idx).len()
+                ),
+                Err(e) => assert!(
+                    e.to_string().contains("journal.dat"),
+                    "{damage}, {access:?}: {e}"
+                ),
+            }
+            std::fs::write(&journal, &saved).unwrap();
+        }
+    }
+    let idx = Index::open(&path, Access::Write).unwrap();
+    assert_eq!(ids_in_all(&idx), (0..3000).collect::<Vec<u64>>());
+    idx.verify().unwrap();
+}
+
+/// Defect (item 4 of a second review of the journal): the journaled device
+/// an index hands out (`Index::device`, public) made its journal fail for
+/// good on a request it refused as bad input (a page beyond the device, a
+/// buffer of another length), so every later checkpoint of the index
+/// failed ("the rollback journal failed earlier"). Such a request is
+/// refused before anything is written, and the index goes on.
+#[test]
+fn a_bad_request_to_a_journaled_index_s_device_fails_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("bad");
+    let opts = IndexOptions {
+        device: "file?direct=false&capacity=1M".parse().unwrap(),
+        ..file_opts_with(StoreKind::Plain, 16 * 1024)
+    };
+    let mut idx = Index::create(&path, &opts).unwrap();
+    for i in 0..500 {
+        idx.insert(i, rect(i)).unwrap();
+    }
+    idx.checkpoint().unwrap();
+    let beyond = idx.device().capacity();
+    let refused = [
+        idx.device().write(beyond, &[0u8; 1024]),
+        idx.device().write(1, &[0u8; 1000]),
+        idx.device().trim(&[beyond]),
+    ];
+    for r in refused {
+        let e = r.expect_err("a bad request");
+        assert!(e.is_user_error(), "{e}");
+    }
+    for i in 500..1000 {
+        idx.insert(i, rect(i)).unwrap();
+    }
+    idx.checkpoint().unwrap();
+    idx.close().unwrap();
+    let idx = Index::open(&path, Access::Read).unwrap();
+    assert_eq!(ids_in_all(&idx), (0..1000).collect::<Vec<u64>>());
+}

@@ -169,6 +169,23 @@ impl<D: PageDevice> PageDevice for Counted<D> {
         Ok(())
     }
 
+    fn trim_tail(&self, pages: std::ops::Range<PageId>) -> Result<()> {
+        if pages.start > pages.end {
+            return Err(crate::Error::invalid(format!(
+                "trim of pages {}..{}: the run ends before it starts",
+                pages.start, pages.end
+            )));
+        }
+        if !pages.is_empty() {
+            self.inner.geometry().check_pages(&[pages.end - 1])?;
+        }
+        let trimmed = pages.end - pages.start;
+        self.inner.trim_tail(pages)?;
+        self.tracker()
+            .record_trim(usize::try_from(trimmed).unwrap_or(usize::MAX));
+        Ok(())
+    }
+
     fn reserve(&self, pages: std::ops::Range<PageId>) -> Result<()> {
         if !pages.is_empty() {
             self.inner.geometry().check_pages(&[pages.start, pages.end - 1])?;

@@ -20,7 +20,10 @@
 //! - **A commit** (after the store's checkpoint has written and synced
 //!   everything) syncs the device, then writes a new journal header with
 //!   the next *generation* and the new horizon, and syncs the journal:
-//!   every before-image of the older generation is void from then on.
+//!   every before-image of the older generation is void from then on, and
+//!   the journal is cut back to its header slots
+//!   ([`PageDevice::trim_tail`]: a file shortened), so that opens do not
+//!   read what a large change used.
 //! - **Opening** reads the journal header and the before-images of its
 //!   generation that are whole (each image carries a CRC-32C). For
 //!   writing, they are written back, the device is synced, and a commit
@@ -66,6 +69,9 @@
 //! Cost: a page changed since the last commit and already committed is
 //! read once and written once more to the journal, with one journal sync
 //! per batch of such pages; a commit adds one page write and two syncs.
+//! Size: a generation holds at most one image per page of the device and
+//! one batch per image, so a journal of [`journal_capacity`] pages holds
+//! any generation.
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -84,6 +90,9 @@ const FIRST_BATCH_PAGE: u64 = 2;
 const BATCH_HEAD: usize = 24;
 /// Bytes of one (page, crc) pair.
 const PAIR: usize = 12;
+/// Bytes read at once when the pages after a generation's batches are
+/// checked ([`JournaledDevice::check_nothing_after`]).
+const SCAN_BYTES: usize = 1 << 20;
 
 /// What opening a journal did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -333,6 +342,27 @@ pub fn committed_generation(journal: &dyn PageDevice) -> Result<Option<u64>> {
     Ok(newest_header(journal).map_err(in_journal)?.map(|h| h.0))
 }
 
+/// The capacity, in pages, of the journal of a device of `inner_capacity`
+/// pages of `page_size` bytes: what the largest generation can fill. A
+/// generation holds at most one before-image per page of the device (each
+/// page is saved once, at its first change since the commit), and its
+/// batches hold at least one image each (a batch holds the new pages of
+/// one write, so a page written alone makes a batch of one), each batch
+/// with a header page and its copy; the two header slots come first: `2 +
+/// 3 × inner_capacity` pages when every page of a full device is rewritten
+/// one write at a time. Capped at the largest file offset (beyond it no
+/// device of `page_size`-byte pages has pages anyway). With a smaller
+/// journal (the file device's default of 16 GiB under a larger
+/// `file:PATH?capacity=`), such a generation ran out of journal pages, and
+/// the journal then refused every later write.
+pub fn journal_capacity(inner_capacity: u64, page_size: usize) -> u64 {
+    let most = (i64::MAX as u64) / (page_size.max(1) as u64);
+    inner_capacity
+        .saturating_mul(3)
+        .saturating_add(FIRST_BATCH_PAGE)
+        .min(most)
+}
+
 fn encode_header(generation: u64, horizon: u64, client: u64, page_size: usize) -> Vec<u8> {
     let mut buf = vec![0u8; page_size];
     put(&mut buf, 0, &HEADER_MAGIC);
@@ -544,22 +574,33 @@ impl JournaledDevice {
             Some(Ok(m)) => m.len() / ps as u64,
             _ => self.journal.capacity(),
         };
-        let mut head = vec![0u8; ps];
-        for p in end..pages.min(self.journal.capacity()) {
-            self.journal.read(p, &mut head)?;
-            match Self::batch_generation(&head) {
-                Some(g) if g > generation || (g == generation && p > end) => {
-                    return Err(Error::corrupt(
-                        Some(end),
-                        format!(
-                            "journal page {end} ends the before-images of commit {generation}, but page {p} holds \
-                             a batch of commit {g}: the journal is damaged, and rolling back part of it would \
-                             not give the last commit; restore the index from a backup"
-                        ),
-                    ));
+        let last = pages.min(self.journal.capacity());
+        // Many pages a read: a journal a large change left long (when its
+        // file could not be shortened) is read in a few batches, not one
+        // read a page.
+        let per_read = (SCAN_BYTES / ps).max(1) as u64;
+        let mut buf = Vec::new();
+        let mut first = end;
+        while first < last {
+            let ids: Vec<PageId> = (first..last.min(first.saturating_add(per_read))).collect();
+            buf.resize(ids.len() * ps, 0);
+            self.journal.read_batch(&ids, &mut buf)?;
+            for (&p, head) in ids.iter().zip(buf.chunks_exact(ps)) {
+                match Self::batch_generation(head) {
+                    Some(g) if g > generation || (g == generation && p > end) => {
+                        return Err(Error::corrupt(
+                            Some(end),
+                            format!(
+                                "journal page {end} ends the before-images of commit {generation}, but page {p} \
+                                 holds a batch of commit {g}: the journal is damaged, and rolling back part of \
+                                 it would not give the last commit; restore the index from a backup"
+                            ),
+                        ));
+                    }
+                    _ => {}
                 }
-                _ => {}
             }
+            first += ids.len() as u64;
         }
         Ok(())
     }
@@ -627,9 +668,19 @@ impl JournaledDevice {
         Ok(())
     }
 
-    /// Runs a change of the device: refused after a failure or when
-    /// read-only; any error makes the journal refuse further changes.
-    fn change(&self, pages: &[PageId], f: impl FnOnce() -> Result<()>) -> Result<()> {
+    /// Runs a change of the device of `pages` (a write of `data_len`
+    /// bytes, `None` for a trim): refused after a failure or when
+    /// read-only, and bad input (a page beyond the device, a buffer of
+    /// another length) refused before anything is written, which leaves
+    /// the journal as it was. Any other error (of the journal's images,
+    /// their sync, or the device's write) makes the journal refuse further
+    /// changes: the device and the journal may disagree.
+    fn change(
+        &self,
+        pages: &[PageId],
+        data_len: Option<usize>,
+        f: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
         if self.read_only {
             return Err(Error::invalid(
                 "the device was opened read-only (a rollback journal's reader)",
@@ -640,6 +691,11 @@ impl JournaledDevice {
             &st.failed,
             "the rollback journal failed earlier and accepts no more writes",
         )?;
+        let geometry = self.geometry();
+        match data_len {
+            Some(len) => geometry.check_batch(pages, len)?,
+            None => geometry.check_pages(pages)?,
+        }
         let r = self.save(&mut st, pages).and_then(|()| f());
         if r.is_ok() {
             if let Some(&top) = pages.iter().max() {
@@ -654,6 +710,13 @@ impl JournaledDevice {
     /// the committed pages go with (0: none).
     pub fn client_mark(&self) -> u64 {
         self.lock().client
+    }
+
+    /// Pages the journal holds at most (tests: what an index directory
+    /// sized its journal to).
+    #[cfg(test)]
+    pub(crate) fn journal_pages(&self) -> u64 {
+        self.journal.capacity()
     }
 
     /// The generation of the last [`commit`](Self::commit) (the next one
@@ -703,26 +766,28 @@ impl JournaledDevice {
             let generation = st.generation + 1;
             let horizon = st.high.max(st.horizon);
             self.write_header(generation, horizon, st.client)?;
-            let used: Vec<PageId> = (FIRST_BATCH_PAGE..st.next).collect();
+            let used = FIRST_BATCH_PAGE..st.next;
             st.generation = generation;
             st.horizon = horizon;
             st.high = horizon;
             st.saved.clear();
             st.next = FIRST_BATCH_PAGE;
-            if !used.is_empty() {
-                // Best effort: the commit is durable and the images are
-                // void already (batches of an older generation, which
-                // `read_images` and `check_nothing_after` pass over), so a
-                // failed trim fails neither the commit nor later changes.
-                if let Err(e) = self.journal.trim(&used) {
-                    tracing::warn!(
-                        journal = %self.journal.describe(),
-                        error = %e,
-                        "rollback journal: commit {generation} is durable, but trimming the {} journal \
-                         pages of the images it voided failed; they stay, never read again",
-                        used.len()
-                    );
-                }
+            // Every page after the header slots is void now: the journal's
+            // file is cut back to them (so that opens do not read the pages
+            // a large change used), the images of this generation trimmed
+            // where it cannot be. Best effort: the commit is durable and
+            // the images are void already (batches of an older generation,
+            // which `read_images` and `check_nothing_after` pass over), so
+            // a failure fails neither the commit nor later changes.
+            let pages = used.end - used.start;
+            if let Err(e) = self.journal.trim_tail(used) {
+                tracing::warn!(
+                    journal = %self.journal.describe(),
+                    error = %e,
+                    "rollback journal: commit {generation} is durable, but cutting the journal back to its \
+                     header slots (the {pages} pages of the images it voided among them) failed; what stays \
+                     is passed over by every open"
+                );
             }
             Ok(())
         })();
@@ -763,7 +828,9 @@ impl PageDevice for JournaledDevice {
         })
     }
     fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
-        self.change(pages, || self.inner.write_batch(pages, data))
+        self.change(pages, Some(data.len()), || {
+            self.inner.write_batch(pages, data)
+        })
     }
     fn sync(&self) -> Result<()> {
         if self.read_only {
@@ -772,7 +839,7 @@ impl PageDevice for JournaledDevice {
         self.inner.sync()
     }
     fn trim(&self, pages: &[PageId]) -> Result<()> {
-        self.change(pages, || self.inner.trim(pages))
+        self.change(pages, None, || self.inner.trim(pages))
     }
     fn reserve(&self, pages: std::ops::Range<PageId>) -> Result<()> {
         self.inner.reserve(pages)
@@ -804,3 +871,5 @@ impl DeviceExt for JournaledDevice {
 mod tests;
 #[cfg(test)]
 mod review_tests;
+#[cfg(test)]
+mod second_review_tests;

@@ -192,6 +192,21 @@ pub trait PageDevice: DeviceExt + Send + Sync {
     /// Declares pages unused: they read as zeros afterwards and a flash device may reclaim them.
     fn trim(&self, pages: &[PageId]) -> Result<()>;
 
+    /// Trims the run `pages`, as [`trim`](Self::trim) does, for a caller
+    /// that needs none of the pages after it either: afterwards the pages
+    /// of `pages` read as zeros and each page after them reads as zeros or
+    /// as before. A device with a file shortens it to `pages.start` pages
+    /// when it is longer (giving back the blocks of every later page,
+    /// [`reserve`](Self::reserve)d ones too), so that its length no longer
+    /// counts pages once used (the rollback journal's void images); the
+    /// default trims `pages`.
+    fn trim_tail(&self, pages: std::ops::Range<PageId>) -> Result<()> {
+        if pages.is_empty() {
+            return Ok(());
+        }
+        self.trim(&pages.collect::<Vec<_>>())
+    }
+
     /// Makes sure that later writes to pages `pages` do not fail for lack of
     /// space on the medium: a file device allocates their blocks now
     /// (`fallocate`, the file's size unchanged), so that a full file system
@@ -392,6 +407,9 @@ macro_rules! forward_page_device {
             }
             fn trim(&self, pages: &[PageId]) -> Result<()> {
                 (**self).trim(pages)
+            }
+            fn trim_tail(&self, pages: std::ops::Range<PageId>) -> Result<()> {
+                (**self).trim_tail(pages)
             }
             fn reserve(&self, pages: std::ops::Range<PageId>) -> Result<()> {
                 (**self).reserve(pages)

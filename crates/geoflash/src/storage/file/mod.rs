@@ -603,6 +603,25 @@ impl PageDevice for FileIo {
         Ok(())
     }
 
+    /// Shortens the file to `pages.start` pages when it is longer (every
+    /// page from there on then reads as zeros); a shorter file already
+    /// reads the run as zeros.
+    fn trim_tail(&self, pages: std::ops::Range<PageId>) -> Result<()> {
+        self.check_writable()?;
+        let keep = pages.start.saturating_mul(self.page_size as u64);
+        let len = self
+            .file
+            .metadata()
+            .map_err(|e| self.io_error(pages.start, e))?
+            .len();
+        if len > keep {
+            self.file
+                .set_len(keep)
+                .map_err(|e| self.io_error(pages.start, e))?;
+        }
+        Ok(())
+    }
+
     fn reserve(&self, pages: std::ops::Range<PageId>) -> Result<()> {
         self.check_writable()?;
         if pages.is_empty() || !self.allocate_works.load(Ordering::Relaxed) {
