@@ -36,7 +36,9 @@
 //! bucket; boundaries that no longer separate regions are removed, and a
 //! sub-directory that has shrunk to a quarter of a page merges with a
 //! neighbouring sub-directory when the result fits a page (propagation to
-//! the root, whose redundant boundaries are removed too).
+//! the root, whose redundant boundaries are removed too). A merge that
+//! fails (a neighbour that cannot be read, LB-Grid's device full) changes
+//! nothing and is skipped: the deletion stands and reports success.
 //!
 //! # Persistence
 //! Like the plain store, a grid file is consistent **at checkpoints**
@@ -103,6 +105,8 @@ pub mod hot;
 #[cfg(test)]
 mod integrity_tests;
 pub mod lbgrid;
+#[cfg(test)]
+mod review_tests;
 mod spatial;
 #[cfg(test)]
 mod tests;
