@@ -22,13 +22,13 @@
 //!
 //! Case counts: `GEOFLASH_PROPTEST_CASES` (see [`crate::testenv`]); the
 //! damage campaign's density: `GEOFLASH_DAMAGE_STRIDE`.
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use proptest::prelude::*;
 
 use super::gffm::InPlaceBuckets;
 use super::lbgrid::LogBuckets;
+use super::tests::{sorted, Oracle};
 use super::*;
 use crate::geom::MAX_COORD;
 use crate::index::query::Predicate;
@@ -177,21 +177,8 @@ fn op(c: fn() -> BoxedStrategy<C>) -> impl Strategy<Value = Op> {
     ]
 }
 
-/// The brute-force oracle: each point (by the bits of its coordinates,
-/// `-0.0` as `0.0`) with its object id.
-#[derive(Debug, Default, Clone)]
-struct Oracle(BTreeMap<(u64, u64), (f64, f64, u64)>);
-
+/// The oracle's queries of these tests (`tests.rs` has the oracle).
 impl Oracle {
-    fn key(x: f64, y: f64) -> (u64, u64) {
-        ((x + 0.0).to_bits(), (y + 0.0).to_bits())
-    }
-    fn get(&self, x: f64, y: f64) -> Option<u64> {
-        self.0.get(&Self::key(x, y)).map(|t| t.2)
-    }
-    fn holds_id(&self, id: u64) -> bool {
-        self.0.values().any(|t| t.2 == id)
-    }
     fn nth(&self, sel: usize) -> Option<(f64, f64, u64)> {
         match self.0.len() {
             0 => None,
@@ -200,18 +187,6 @@ impl Oracle {
     }
     fn put(&mut self, x: f64, y: f64, id: u64) {
         self.0.insert(Self::key(x, y), (x + 0.0, y + 0.0, id));
-    }
-    fn range(&self, r: &Rect) -> Vec<(u64, u64, u64)> {
-        let mut v: Vec<_> = self
-            .0
-            .values()
-            .filter(|(x, y, _)| {
-                *x >= r.min_x() && *x <= r.max_x() && *y >= r.min_y() && *y <= r.max_y()
-            })
-            .map(|(x, y, id)| (x.to_bits(), y.to_bits(), *id))
-            .collect();
-        v.sort_unstable();
-        v
     }
     /// Every point's distance to `p`, nearest first.
     fn dists(&self, p: &Point) -> Vec<f64> {
@@ -223,15 +198,6 @@ impl Oracle {
         d.sort_by(f64::total_cmp);
         d
     }
-}
-
-fn sorted(v: Vec<GridPoint>) -> Vec<(u64, u64, u64)> {
-    let mut v: Vec<_> = v
-        .into_iter()
-        .map(|p| (p.x.to_bits(), p.y.to_bits(), p.id))
-        .collect();
-    v.sort_unstable();
-    v
 }
 
 fn inside(d: &Rect, x: f64, y: f64) -> bool {

@@ -28,21 +28,23 @@ fn mem(page: usize) -> Arc<dyn PageDevice> {
     Arc::new(MemDevice::new(page, 1 << 20).unwrap())
 }
 
-/// The brute-force oracle: point (as bits) to id.
+/// The brute-force oracle: each point (by the bits of its coordinates,
+/// `-0.0` as `0.0`) with its object id (also `review_tests`').
 #[derive(Debug, Default, Clone)]
-struct Oracle(BTreeMap<(u64, u64), (f64, f64, u64)>);
+pub(super) struct Oracle(pub(super) BTreeMap<(u64, u64), (f64, f64, u64)>);
 
 impl Oracle {
-    fn key(x: f64, y: f64) -> (u64, u64) {
+    pub(super) fn key(x: f64, y: f64) -> (u64, u64) {
         ((x + 0.0).to_bits(), (y + 0.0).to_bits())
     }
-    fn get(&self, x: f64, y: f64) -> Option<u64> {
+    pub(super) fn get(&self, x: f64, y: f64) -> Option<u64> {
         self.0.get(&Self::key(x, y)).map(|t| t.2)
     }
-    fn holds_id(&self, id: u64) -> bool {
+    pub(super) fn holds_id(&self, id: u64) -> bool {
         self.0.values().any(|t| t.2 == id)
     }
-    fn range(&self, r: &Rect) -> Vec<(u64, u64, u64)> {
+    /// The points in `r` as (x bits, y bits, id), sorted.
+    pub(super) fn range(&self, r: &Rect) -> Vec<(u64, u64, u64)> {
         let mut v: Vec<_> = self
             .0
             .values()
@@ -67,7 +69,8 @@ impl Oracle {
     }
 }
 
-fn sorted(v: Vec<GridPoint>) -> Vec<(u64, u64, u64)> {
+/// `v` as the oracle's [`Oracle::range`] lists points.
+pub(super) fn sorted(v: Vec<GridPoint>) -> Vec<(u64, u64, u64)> {
     let mut v: Vec<_> = v
         .into_iter()
         .map(|p| (p.x.to_bits(), p.y.to_bits(), p.id))
