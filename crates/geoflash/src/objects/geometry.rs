@@ -26,12 +26,68 @@ pub fn bounding_rect(g: &Geometry) -> Result<Rect> {
     Rect::new(r.min().x, r.min().y, r.max().x, r.max().y)
 }
 
-/// The geometry as ISO WKB (little-endian, two dimensions).
+/// The geometry as ISO WKB (little-endian, two dimensions), which
+/// [`from_wkb`] reads back as `g` (a `Line` as a line string, a `Rect` and
+/// a `Triangle` as polygons). A polygon with interior rings and no
+/// exterior ring (at any depth) is refused: WKB has no room for it (its
+/// first ring is the exterior).
 pub fn to_wkb(g: &Geometry) -> Result<Vec<u8>> {
+    check_rings(g)?;
+    // The `wkb` crate's writer (0.9.3) writes a `Rect` without its ring's
+    // point count: WKB that reads back as another geometry (`POLYGON
+    // EMPTY`) or not at all. Its polygon is written instead.
+    let polygons;
+    let g = if holds_rect(g) {
+        polygons = rects_as_polygons(g);
+        &polygons
+    } else {
+        g
+    };
     let mut buf = Vec::with_capacity(wkb::writer::geometry_wkb_size(g));
     wkb::writer::write_geometry(&mut buf, g, &wkb::writer::WriteOptions::default())
         .map_err(|e| Error::invalid(format!("geometry cannot be encoded as WKB: {e}")))?;
     Ok(buf)
+}
+
+/// An error if `g` holds a polygon with interior rings and no exterior
+/// ring: the `wkb` crate writes it as a polygon of no rings followed by
+/// the interior rings' bytes, which read back as `POLYGON EMPTY`, or as
+/// the next members of a multi-polygon or a collection.
+fn check_rings(g: &Geometry) -> Result<()> {
+    let bad = |p: &geo::Polygon<f64>| p.exterior().0.is_empty() && !p.interiors().is_empty();
+    let found = match g {
+        Geometry::Polygon(p) => bad(p),
+        Geometry::MultiPolygon(m) => m.0.iter().any(bad),
+        Geometry::GeometryCollection(c) => return c.0.iter().try_for_each(check_rings),
+        _ => false,
+    };
+    if found {
+        return Err(Error::invalid(
+            "geometry cannot be encoded as WKB: a polygon has interior rings but no exterior ring \
+             (WKB's first ring is the exterior)",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `g` is or holds (in a collection, at any depth) a `Rect`.
+fn holds_rect(g: &Geometry) -> bool {
+    match g {
+        Geometry::Rect(_) => true,
+        Geometry::GeometryCollection(c) => c.0.iter().any(holds_rect),
+        _ => false,
+    }
+}
+
+/// `g` with each `Rect` (at any depth) as its polygon.
+fn rects_as_polygons(g: &Geometry) -> Geometry {
+    match g {
+        Geometry::Rect(r) => Geometry::Polygon(r.to_polygon()),
+        Geometry::GeometryCollection(c) => {
+            Geometry::GeometryCollection(c.0.iter().map(rects_as_polygons).collect())
+        }
+        other => other.clone(),
+    }
 }
 
 /// Decodes WKB (ISO or extended; only x and y are kept). Malformed input,
@@ -40,9 +96,20 @@ pub fn to_wkb(g: &Geometry) -> Result<Vec<u8>> {
 /// (they add nothing to the geometry: GEOS and GDAL read them so), where
 /// the `wkb` crate's conversion refuses the whole geometry; one whose every
 /// member is empty is an empty geometry, which [`bounding_rect`] refuses.
+/// Bytes past the geometry's end are malformed input too, and so are the
+/// members of a multi-point, multi-line string or multi-polygon whose
+/// header is not of the parent's byte order and dimensions (see
+/// [`check_members`]).
 pub fn from_wkb(bytes: &[u8], what: &str) -> Result<Geometry> {
     let parsed = wkb::reader::read_wkb(bytes)
         .map_err(|e| Error::invalid(format!("{what}: bad WKB: {e}")))?;
+    let end = parsed.buf().len();
+    if end != bytes.len() {
+        return Err(Error::invalid(format!(
+            "{what}: bad WKB: {} byte(s) past the geometry's end at byte {end}",
+            bytes.len() - end
+        )));
+    }
     without_empty_points(&parsed, what)?
         .ok_or_else(|| Error::invalid(format!("{what}: WKB holds an empty point")))
 }
@@ -51,13 +118,41 @@ pub fn from_wkb(bytes: &[u8], what: &str) -> Result<Geometry> {
 /// collections (at any depth) left out; `None` for an empty point.
 fn without_empty_points(g: &wkb::reader::Wkb<'_>, what: &str) -> Result<Option<Geometry>> {
     use geo_traits::to_geo::ToGeoPoint;
-    use geo_traits::{GeometryCollectionTrait, GeometryTrait, GeometryType, MultiPointTrait};
+    use geo_traits::{
+        GeometryCollectionTrait, GeometryTrait, GeometryType, MultiLineStringTrait,
+        MultiPointTrait, MultiPolygonTrait,
+    };
     Ok(match g.as_type() {
         GeometryType::MultiPoint(m) => {
-            check_multi_point(m, what)?;
+            let buf = m.buf();
+            let points = (0..m.num_points()).map(|i| {
+                let at = usize::try_from(m.point_offset(i as u64)).unwrap_or(usize::MAX);
+                buf.get(at..).unwrap_or_default()
+            });
+            check_members(buf, points, (1, "point", "multi-point", false), what)?;
             Some(Geometry::MultiPoint(
                 m.points().filter_map(|p| p.try_to_point()).collect(),
             ))
+        }
+        GeometryType::MultiLineString(m) => {
+            let lines = m.line_strings().map(|l| l.buf());
+            check_members(
+                m.buf(),
+                lines,
+                (2, "line string", "multi-line string", true),
+                what,
+            )?;
+            g.try_to_geometry()
+        }
+        GeometryType::MultiPolygon(m) => {
+            let polygons = m.polygons().map(|p| p.buf());
+            check_members(
+                m.buf(),
+                polygons,
+                (3, "polygon", "multi-polygon", true),
+                what,
+            )?;
+            g.try_to_geometry()
         }
         GeometryType::GeometryCollection(c) => {
             let mut members = Vec::with_capacity(c.num_geometries());
@@ -70,37 +165,48 @@ fn without_empty_points(g: &wkb::reader::Wkb<'_>, what: &str) -> Result<Option<G
     })
 }
 
-/// An error unless every point of the multi-point `m` has the header the
-/// `wkb` crate reads its coordinates after: a point of the multi-point's
-/// byte order and dimensions, without an SRID. (The crate reads each point
-/// in the multi-point's byte order at a fixed stride and panics on a
-/// point whose code carries an SRID; another header would give wrong
-/// coordinates, silently.)
-fn check_multi_point(m: &wkb::reader::MultiPoint<'_>, what: &str) -> Result<()> {
-    use geo_traits::MultiPointTrait;
-    let buf = m.buf();
-    let little = buf.first() == Some(&1);
-    let code_at = |at: usize| -> Option<(u8, u32)> {
-        let bytes: [u8; 4] = buf.get(at + 1..at + 5)?.try_into().ok()?;
-        let code = if little { u32::from_le_bytes(bytes) } else { u32::from_be_bytes(bytes) };
-        Some((*buf.get(at)?, code))
+/// An error unless every member of a multi-geometry (whose own bytes are
+/// `parent`; `members`, the bytes from each member's header on) has the
+/// header the `wkb` crate reads it with: the multi-geometry's byte order
+/// and dimensions, and the member's type (`kind`: its WKB type code, its
+/// name and the parent's, and whether the member may carry an SRID). The
+/// crate reads each member in the parent's byte order and dimensions
+/// whatever its own header says (a multi-point's at a fixed stride, where
+/// a point whose code carries an SRID makes it panic): another header
+/// would give other coordinates, silently.
+fn check_members<'a>(
+    parent: &[u8],
+    members: impl Iterator<Item = &'a [u8]>,
+    kind: (u32, &str, &str, bool),
+    what: &str,
+) -> Result<()> {
+    let (code, member, name, srid) = kind;
+    let little = parent.first() == Some(&1);
+    let code_at = |b: &[u8]| -> Option<(u8, u32)> {
+        let bytes: [u8; 4] = b.get(1..5)?.try_into().ok()?;
+        let code = if little {
+            u32::from_le_bytes(bytes)
+        } else {
+            u32::from_be_bytes(bytes)
+        };
+        Some((*b.first()?, code))
     };
-    let own = code_at(0).map(|(_, c)| c).unwrap_or(0);
-    // The multi-point's dimension flags (EWKB's Z and M bits, or ISO's
-    // thousands) that each of its points repeats, type 4 made type 1.
+    let own = code_at(parent).map(|(_, c)| c).unwrap_or(0);
+    // The parent's dimension flags (EWKB's Z and M bits, or ISO's
+    // thousands) that each of its members repeats, with its own type.
     let (ewkb_dims, iso_dims) = (own & 0xC000_0000, (own & 0x0FFF_FFFF) / 1000);
-    for i in 0..m.num_points() {
-        let at = usize::try_from(m.point_offset(i as u64)).unwrap_or(usize::MAX);
-        let good = code_at(at).is_some_and(|(order, code)| {
-            order == buf[0]
-                && code & 0x2000_0000 == 0
-                && code & 0xC000_0000 == ewkb_dims
-                && (code & 0x0FFF_FFFF) == iso_dims * 1000 + 1
+    for (i, m) in members.enumerate() {
+        let good = code_at(m).is_some_and(|(order, c)| {
+            parent.first() == Some(&order)
+                && (srid || c & 0x2000_0000 == 0)
+                && c & 0xC000_0000 == ewkb_dims
+                && (c & 0x0FFF_FFFF) == iso_dims * 1000 + code
         });
         if !good {
             return Err(Error::invalid(format!(
-                "{what}: bad WKB: point {i} of a multi-point has a header other than a point's of \
-                 the multi-point's byte order and dimensions (or an SRID)"
+                "{what}: bad WKB: {member} {i} of a {name} has a header other than a {member}'s of \
+                 the {name}'s byte order and dimensions{}",
+                if srid { "" } else { " (or an SRID)" }
             )));
         }
     }

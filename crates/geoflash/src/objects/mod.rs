@@ -45,7 +45,11 @@
 //!   one never named before;
 //! - every heap begins with the mark of the generation it was created
 //!   under, so that mark is always found: a heap without the mark its index
-//!   names, or damaged before it, is an [`Error::Corrupt`] naming the file;
+//!   names, or damaged before it, is an [`Error::Corrupt`] naming the file,
+//!   and so is one without any mark (cut inside its first record, or a
+//!   compacted heap cut before its only mark), whatever the index names:
+//!   a creation, as a compaction, writes the whole file under a temporary
+//!   name and renames it (a crash leaves no heap, or all of it);
 //! - the changes of the operations after that checkpoint come back from
 //!   the store's log ([`Heap::apply_frame`]) and are pending again.
 //!
@@ -340,22 +344,44 @@ impl Heap {
     /// Creates a new, empty heap file at `path` (an error if it exists),
     /// its first record the mark of `generation`: the generation the
     /// index's newest checkpoint names (0 when it names none).
+    ///
+    /// The file is written and synced under a temporary name
+    /// (`objects.dat.tmp`, replaced if a crash left one), then renamed to
+    /// `path` and the directory synced: a crash leaves no heap or this
+    /// one. (Written in place, a crash could leave it empty or cut, which
+    /// no open takes: the index did not open.)
     pub fn create(path: &Path, generation: u64) -> Result<Heap> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(|e| io_err(path, e))?;
+        if path.symlink_metadata().is_ok() {
+            let exists = std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "the object heap exists already",
+            );
+            return Err(io_err(path, exists));
+        }
         let mut head = vec![0u8; FILE_HEADER as usize];
         head[0..8].copy_from_slice(FILE_MAGIC);
         head[8..10].copy_from_slice(&HEAP_FORMAT_VERSION.to_le_bytes());
         head.extend_from_slice(&encode_record(KIND_MARK, generation, &[], &[]));
-        file.write_all_at(&head, 0).map_err(|e| io_err(path, e))?;
-        file.sync_all().map_err(|e| io_err(path, e))?;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            crate::manifest::sync_dir(dir)?;
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = path.file_name().ok_or_else(|| {
+            Error::invalid(format!("object heap {}: not a file name", path.display()))
+        })?;
+        let tmp = dir.join(format!("{}.tmp", name.to_string_lossy()));
+        {
+            let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+            write_new(&file, &head, &tmp)?;
+            file.sync_all().map_err(|e| io_err(&tmp, e))?;
         }
+        std::fs::rename(&tmp, path).map_err(|e| io_err(path, e))?;
+        crate::manifest::sync_dir(dir)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| io_err(path, e))?;
         let mut heap = Heap::blank(path, file, false);
         heap.end = head.len() as u64;
         heap.mark = Some(generation);
@@ -825,6 +851,29 @@ impl Heap {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: the next [`Heap::create`] on this thread writes only this
+    /// many bytes of its new file, then fails as a crash would end it.
+    static CREATE_CRASH_AFTER: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Writes `bytes` at the start of the new heap file `file` (at `path`).
+fn write_new(file: &File, bytes: &[u8], path: &Path) -> Result<()> {
+    #[cfg(test)]
+    {
+        if let Some(n) = CREATE_CRASH_AFTER.with(std::cell::Cell::take) {
+            let part = &bytes[..n.min(bytes.len())];
+            file.write_all_at(part, 0).map_err(|e| io_err(path, e))?;
+            return Err(Error::Crashed(format!(
+                "object heap {}: the creation crashed after {n} bytes (a test)",
+                path.display()
+            )));
+        }
+    }
+    file.write_all_at(bytes, 0).map_err(|e| io_err(path, e))
+}
+
 fn io_err(path: &Path, source: std::io::Error) -> Error {
     Error::Io {
         path: path.to_path_buf(),
@@ -835,3 +884,5 @@ fn io_err(path: &Path, source: std::io::Error) -> Error {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod review_tests;

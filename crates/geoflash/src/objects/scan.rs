@@ -160,25 +160,33 @@ impl Heap {
                 _ => Ok(off),
             };
         }
-        let kept_end = found.kept.map(|(_, end)| end);
-        match committed {
+        // Every heap of version 2 holds a mark: its creation and a
+        // compaction rename a whole file (header, records, mark) to its
+        // name. One without (cut inside its first record, or a compacted
+        // one cut before its only mark) is damaged, whatever the index
+        // names: it used to open empty, every object of its index lost.
+        match (committed, found.kept) {
             // No generation to tell a cut commit from damage: damage is an
             // error, wherever it is.
-            Committed::LastMark => match stop {
-                Stop::Bad { offset, reason } => Err(Self::corrupt_at(&self.path, offset, reason)),
-                _ => Ok(kept_end.unwrap_or(FILE_HEADER)),
+            (Committed::LastMark, kept) => match (stop, kept) {
+                (Stop::Bad { offset, reason }, _) => Err(Self::corrupt_at(&self.path, offset, reason)),
+                (_, Some((_, end))) => Ok(end),
+                (_, None) => Err(Error::corrupt(
+                    None,
+                    format!(
+                        "object heap {} holds no mark (the file is cut before its first mark's end, at {off} bytes)",
+                        self.path.display()
+                    ),
+                )
+                .in_file(&self.path)),
             },
-            Committed::Through(g) if found.kept.is_some_and(|(k, _)| k == g) => {
-                Ok(kept_end.unwrap_or(FILE_HEADER))
-            }
-            Committed::Through(g) => match stop {
+            (Committed::Through(g), Some((k, end))) if k == g => Ok(end),
+            (Committed::Through(g), _) => match stop {
                 Stop::Bad { offset, reason } => Err(Self::corrupt_at(
                     &self.path,
                     offset,
                     format!("{reason} (before the mark of generation {g}, the index's last checkpoint)"),
                 )),
-                // A creation cut short: no record was ever committed.
-                _ if found.marks == 0 => Ok(FILE_HEADER),
                 _ => Err(Error::corrupt(
                     None,
                     format!(
