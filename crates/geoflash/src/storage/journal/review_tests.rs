@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::tests::{config, params, script, state_of, Op, State};
+use super::tests::{config, page, params, read, script, state_of, write_open, Op, State, PS};
 use super::*;
 use crate::geom::Rect;
 use crate::index::{Predicate, RTree};
@@ -25,23 +25,8 @@ use crate::store::plain::PlainStore;
 use crate::store::NodeStore;
 use crate::testenv::crash_cases;
 
-const PS: usize = 512;
 const NODE_PAGES: u64 = 3000;
 const JOURNAL_PAGES: u64 = 3000;
-
-fn page(fill: u8) -> Vec<u8> {
-    vec![fill; PS]
-}
-
-fn read(dev: &dyn PageDevice, id: PageId) -> Vec<u8> {
-    let mut buf = vec![0u8; PS];
-    dev.read(id, &mut buf).unwrap();
-    buf
-}
-
-fn write_open() -> JournalOpen {
-    JournalOpen::Write { fresh_horizon: 0 }
-}
 
 /// A device that counts its syncs and, when it or its partner crashed,
 /// crashes the other one too: two files of one machine that lose their

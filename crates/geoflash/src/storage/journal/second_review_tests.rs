@@ -3,26 +3,11 @@
 //! failed on the code before its fix.
 use std::sync::Arc;
 
+use super::tests::{page, read, write_open, PS};
 use super::*;
 use crate::storage::file::{FileDevice, FileDeviceOptions, IoEngine};
 use crate::storage::mem::MemDevice;
 use crate::storage::{DeviceExt, PageDevice, PageId};
-
-const PS: usize = 512;
-
-fn page(fill: u8) -> Vec<u8> {
-    vec![fill; PS]
-}
-
-fn read(dev: &dyn PageDevice, id: PageId) -> Vec<u8> {
-    let mut buf = vec![0u8; PS];
-    dev.read(id, &mut buf).unwrap();
-    buf
-}
-
-fn write_open() -> JournalOpen {
-    JournalOpen::Write { fresh_horizon: 0 }
-}
 
 /// A memory device of `pages` pages.
 fn memory(pages: u64) -> Arc<dyn PageDevice> {

@@ -19,7 +19,8 @@ use crate::storage::{DeviceExt, DeviceGeometry, PageDevice, PageId};
 use crate::store::plain::{PlainConfig, PlainStore};
 use crate::store::NodeStore;
 
-const PS: usize = 512;
+/// Page size of the journal tests (also the review tests').
+pub(super) const PS: usize = 512;
 
 /// Pages `first .. first + pages` of another device (the journal and the
 /// node pages of one crashing device).
@@ -84,14 +85,21 @@ fn split(dev: Arc<dyn PageDevice>) -> (Arc<dyn PageDevice>, Arc<dyn PageDevice>)
     (Arc::new(nodes), Arc::new(journal))
 }
 
-fn page(fill: u8) -> Vec<u8> {
+/// A page of `fill` bytes.
+pub(super) fn page(fill: u8) -> Vec<u8> {
     vec![fill; PS]
 }
 
-fn read(dev: &dyn PageDevice, id: PageId) -> Vec<u8> {
+/// Page `id` of `dev`.
+pub(super) fn read(dev: &dyn PageDevice, id: PageId) -> Vec<u8> {
     let mut buf = vec![0u8; PS];
     dev.read(id, &mut buf).unwrap();
     buf
+}
+
+/// How a new journal is opened for writing (a new index: horizon 0).
+pub(super) fn write_open() -> JournalOpen {
+    JournalOpen::Write { fresh_horizon: 0 }
 }
 
 #[test]
