@@ -99,7 +99,7 @@ fn rects_as_polygons(g: &Geometry) -> Geometry {
 /// Bytes past the geometry's end are malformed input too, and so are the
 /// members of a multi-point, multi-line string or multi-polygon whose
 /// header is not of the parent's byte order and dimensions (see
-/// [`check_members`]).
+/// `check_members`).
 pub fn from_wkb(bytes: &[u8], what: &str) -> Result<Geometry> {
     let parsed = wkb::reader::read_wkb(bytes)
         .map_err(|e| Error::invalid(format!("{what}: bad WKB: {e}")))?;
