@@ -219,7 +219,8 @@ fn parse_window(text: &str) -> Result<Rect, Failure> {
 /// The rows of a CSV file with a header naming `columns`, each parsed by
 /// `parse` (which gets the row's fields joined by commas); errors name the
 /// file and the row as `what` N. A first line that is data is refused
-/// ([`formats::check_csv_header`]).
+/// ([`formats::check_csv_header`]). Ctrl-C stops the reading
+/// ([`reading_stopped`]).
 fn read_csv_rows<T>(
     path: &Path,
     what: &str,
@@ -239,7 +240,10 @@ fn read_csv_rows<T>(
     formats::check_csv_header(path, headers, columns)?;
     let width = headers.len();
     let mut out = Vec::new();
-    for rec in rdr.records() {
+    for (read, rec) in rdr.records().enumerate() {
+        if (read as u64).is_multiple_of(formats::STOP_EVERY) && geoflash::engine::stop_requested() {
+            return Err(reading_stopped(path));
+        }
         let rec = rec.map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
         // Lines of blanks are skipped, as empty lines are.
         if !formats::csv_data_record(path, out.len() + 1, rec.as_byte_record(), width)? {

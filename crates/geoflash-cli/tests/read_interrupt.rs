@@ -1,7 +1,8 @@
 //! Ctrl-C while `geoflash build --bulk` reads its input whole (the
 //! in-memory bulk loads read every record before the load starts): the
 //! reading stops, whatever the input's format, with exit code 130 and the
-//! message of a reading stopped, and nothing is published.
+//! message of a reading stopped, and nothing is published. The same for
+//! `update --input`, which reads its moves whole before opening the index.
 mod common;
 use common::*;
 
@@ -199,4 +200,62 @@ fn ctrl_c_while_a_bulk_load_reads_its_input_stops_the_reading() {
         assert!(!staging.exists(), "{what}: the staging directory was left");
         println!("{what}: {err}");
     }
+}
+
+/// The files of the index directory `dir` and their bytes.
+fn contents(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let bytes = std::fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// Ctrl-C while `update --input` reads its CSV of 1,000,000 moves (read
+/// whole before the index is opened): exit code 130, the message of a
+/// reading stopped, and the index unchanged, byte for byte. Before the
+/// fix the whole file was read, then the updates ran until the first
+/// check of the stop inside them.
+#[cfg(target_os = "linux")]
+#[test]
+fn ctrl_c_while_update_reads_its_moves_stops_the_reading() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let rects = dir.path().join("r.csv");
+    write_rects(&rects, 1_000);
+    let idx = dir.path().join("idx");
+    ok(geoflash(&[
+        "build",
+        "--input",
+        s(&rects),
+        "--index",
+        s(&idx),
+    ]));
+    let moves = dir.path().join("moves.csv");
+    let mut text = String::from("id,minx,miny,maxx,maxy\n");
+    for i in 0..1_000_000u64 {
+        let (x, y) = ((i % 997) as f64, (i % 991) as f64);
+        text.push_str(&format!(
+            "{},{x},{y},{},{}\n",
+            i % 1_000 + 1,
+            x + 0.5,
+            y + 0.5
+        ));
+    }
+    std::fs::write(&moves, text).unwrap();
+    let before = contents(&idx);
+    let args = ["update", "--index", s(&idx), "--input", s(&moves)];
+    let out = interrupted_while_reading(&args, &moves);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    let want = format!(
+        "geoflash: error: interrupted while reading {}: nothing was changed",
+        moves.display()
+    );
+    assert_eq!(err.trim_end().lines().last(), Some(want.as_str()), "{err}");
+    assert!(contents(&idx) == before, "the index changed: {err}");
 }
