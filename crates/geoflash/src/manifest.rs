@@ -72,6 +72,21 @@ pub struct Manifest {
     /// index written before journals. Manifests written before this field
     /// read `false`, and their journal is optional as before.
     pub journal: bool,
+    /// Whether the index has an object heap (`objects.dat`): set when the
+    /// heap is created, before any object is put in it (the file first,
+    /// then the manifest: a crash between them leaves a heap the manifest
+    /// does not name, which opens as before), and by the first writable
+    /// open that holds the heap of an index whose manifest predates the
+    /// field. A missing `objects.dat` is then damage naming it, never an
+    /// index without objects (whose objects would answer as their boxes).
+    pub objects: bool,
+    /// The generation of the object heap's newest mark as of the index's
+    /// last checkpoint that committed the heap, for an index whose
+    /// checkpoints name no generation of their own (the plain store's
+    /// `journal = off`; `None` otherwise, and in manifests written before
+    /// the field): a heap whose last mark is older (cut back to an earlier
+    /// mark, or replaced by an older copy) is damage naming `objects.dat`.
+    pub objects_mark: Option<u64>,
 }
 
 /// The manifest as its file spells it.
@@ -88,6 +103,10 @@ struct ManifestFile {
     store: StoreSpec,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     journal: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    objects: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    objects_mark: Option<u64>,
 }
 
 impl From<Manifest> for ManifestFile {
@@ -103,6 +122,8 @@ impl From<Manifest> for ManifestFile {
             index: m.structure.to_json().unwrap_or_default(),
             store: m.store,
             journal: m.journal,
+            objects: m.objects,
+            objects_mark: m.objects_mark,
         }
     }
 }
@@ -119,6 +140,8 @@ impl TryFrom<ManifestFile> for Manifest {
             crs: f.crs,
             store: f.store,
             journal: f.journal,
+            objects: f.objects,
+            objects_mark: f.objects_mark,
         })
     }
 }
@@ -489,6 +512,8 @@ mod tests {
             crs: Crs::default(),
             store: StoreSpec::plain(4096),
             journal: false,
+            objects: false,
+            objects_mark: None,
         }
     }
 
@@ -548,6 +573,35 @@ mod tests {
         }
         let legacy = serde_json::to_vec_pretty(&m).unwrap();
         std::fs::write(&path, legacy).unwrap();
+        assert_eq!(Manifest::load(dir.path()).unwrap(), m);
+    }
+
+    /// The object heap's fields round-trip and are left out when unset (a
+    /// manifest without them reads `false` and `None`, as written before
+    /// them); a field this build does not know is ignored, its checksum
+    /// checked over it: how a build before the heap's fields reads a
+    /// manifest that has them.
+    #[test]
+    fn the_object_heaps_fields_round_trip_and_unknown_fields_are_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = sample();
+        m.store(dir.path()).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(MANIFEST_FILE)).unwrap();
+        assert!(!text.contains("objects"), "{text}");
+        m.objects = true;
+        m.objects_mark = Some(7);
+        m.store(dir.path()).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(MANIFEST_FILE)).unwrap();
+        assert!(
+            text.contains("\"objects\": true") && text.contains("\"objects_mark\": 7"),
+            "{text}"
+        );
+        assert_eq!(Manifest::load(dir.path()).unwrap(), m);
+        let mut newer = serde_json::to_value(&m).unwrap();
+        newer["a_later_field"] = serde_json::json!({"n": 1});
+        let sum = checksum_of(&newer).unwrap();
+        newer[CHECKSUM_KEY] = serde_json::Value::String(sum);
+        std::fs::write(dir.path().join(MANIFEST_FILE), newer.to_string()).unwrap();
         assert_eq!(Manifest::load(dir.path()).unwrap(), m);
     }
 

@@ -503,6 +503,9 @@ impl Index {
             crs: opts.crs.clone(),
             store,
             journal: journal.is_some(),
+            // Set when the heap is created (`objects.rs`).
+            objects: false,
+            objects_mark: None,
         };
         let mut times = PhaseTimes::default();
         let site = Site {

@@ -62,6 +62,8 @@ mod records_tests;
 mod records_review_tests;
 #[cfg(test)]
 mod heap_checkpoint_review_tests;
+#[cfg(test)]
+mod heap_manifest_tests;
 mod spatial;
 #[cfg(test)]
 mod tests;

@@ -12,19 +12,43 @@ use crate::geom::Rect;
 use crate::index::bulk::BulkWatch;
 use crate::index::query::{Predicate, QueryResult};
 use crate::index::BulkMethod;
-use crate::manifest::Access;
+use crate::manifest::{Access, Manifest};
 use crate::metrics::Phase;
 use crate::objects::{frame, Committed, Heap};
 use crate::{Error, Result};
 
 /// The object heap of the index in `dir`, if it has one, its committed
-/// records those `committed` says.
-pub(super) fn open_objects(dir: &Path, access: Access, committed: Committed) -> Result<Option<Heap>> {
+/// records those `committed` says; a missing heap the manifest names is
+/// damage naming it ([`require_heap_file`]).
+pub(super) fn open_objects(
+    dir: &Path,
+    manifest: &Manifest,
+    access: Access,
+    committed: Committed,
+) -> Result<Option<Heap>> {
+    require_heap_file(dir, manifest)?;
     let path = dir.join(crate::objects::OBJECTS_FILE);
     if !path.exists() {
         return Ok(None);
     }
     Heap::open(&path, access == Access::Read, committed).map(Some)
+}
+
+/// An error naming `objects.dat` when the manifest of the index in `dir`
+/// says it has an object heap ([`Manifest::objects`]) and the file is
+/// missing (deleted or renamed away): checked before anything of the
+/// index is opened or recovered, by read-only and writable opens alike.
+/// Before, such an index opened without a heap, its objects answered as
+/// their boxes, and its next object insert created an empty heap.
+pub(super) fn require_heap_file(dir: &Path, manifest: &Manifest) -> Result<()> {
+    let path = dir.join(crate::objects::OBJECTS_FILE);
+    if manifest.objects && !path.exists() {
+        return Err(super::devices::missing_file(
+            &path,
+            "the object heap of the index (its exact geometries)",
+        ));
+    }
+    Ok(())
 }
 
 /// The first generation a store's checkpoint names for the object heap
@@ -104,10 +128,50 @@ impl Index {
         (!self.manifest.store.is_plain()).then_some(0)
     }
 
-    /// Which records of the heap file are committed (see [`Committed`]).
+    /// Which records of the heap file are committed (see [`Committed`]):
+    /// through the generation the index's checkpoint names; without one,
+    /// up to the last mark, of the generation the manifest records or a
+    /// later one when it records one ([`Manifest::objects_mark`]).
     pub(super) fn heap_committed(&self) -> Committed {
-        self.heap_generation()
-            .map_or(Committed::LastMark, Committed::Through)
+        match (self.heap_generation(), self.manifest.objects_mark) {
+            (Some(g), _) => Committed::Through(g),
+            (None, Some(g)) => Committed::NotBefore(g),
+            (None, None) => Committed::LastMark,
+        }
+    }
+
+    /// Records the object heap in the manifest when it says less than the
+    /// index holds: that the index has a heap ([`Manifest::objects`]), and,
+    /// when the index's checkpoints name no generation (journal off), the
+    /// generation of the heap's newest mark ([`Manifest::objects_mark`]).
+    /// Called when the heap is created (after its file, before any object
+    /// is put in it), by a writable open that holds a heap, and after the
+    /// heap's commit at each checkpoint; the manifest is replaced
+    /// atomically and synced. Nothing is written read-only, without a
+    /// heap or a directory, or when the manifest says so already.
+    pub(super) fn record_heap(&mut self) -> Result<()> {
+        let (Some(dir), Some(heap)) = (self.dir.as_deref(), self.objects.as_ref()) else {
+            return Ok(());
+        };
+        if self.access == Access::Read {
+            return Ok(());
+        }
+        let unprotected = matches!(self.heap_protocol(), Ok(HeapProtocol::Unprotected));
+        let mark = match unprotected {
+            true => heap.mark().max(self.manifest.objects_mark),
+            false => self.manifest.objects_mark,
+        };
+        if self.manifest.objects && mark == self.manifest.objects_mark {
+            return Ok(());
+        }
+        let recorded = Manifest {
+            objects: true,
+            objects_mark: mark,
+            ..self.manifest.clone()
+        };
+        recorded.store(dir)?;
+        self.manifest = recorded;
+        Ok(())
     }
 
     /// At open: the heap, its committed records, then the changes of the
@@ -116,7 +180,8 @@ impl Index {
         let Some(dir) = self.dir.clone() else {
             return Ok(());
         };
-        self.objects = open_objects(&dir, self.access, self.heap_committed())?;
+        self.objects = open_objects(&dir, &self.manifest, self.access, self.heap_committed())?;
+        self.record_heap()?;
         if frames.is_empty() {
             return Ok(());
         }
@@ -156,7 +221,8 @@ impl Index {
         for s in &self.images.sims {
             s.sim.set_client_mark(generation);
         }
-        Ok(())
+        // Journal off: the manifest records the generation committed.
+        self.record_heap()
     }
 
     /// Runs `op` (an operation of the structure) with the heap's `frame`
@@ -275,28 +341,35 @@ impl Index {
     /// first mark the generation the index's checkpoint names), refusing
     /// writes when it cannot take them. An opened index already holds its
     /// heap if it has one, so a heap file found here is a leftover (none in
-    /// a new staging directory): it is replaced.
+    /// a new staging directory): it is replaced. The manifest records the
+    /// heap ([`Index::record_heap`]) before any object is put in it: the
+    /// file first, so a crash between the two leaves a heap the manifest
+    /// does not name (it opens, and the next writable open records it),
+    /// never a manifest naming a heap that is not there.
     fn objects_mut(&mut self) -> Result<&mut crate::objects::Heap> {
         self.writable_by_key()?;
-        let generation = self.heap_generation().unwrap_or(0);
-        let heap = match self.objects.take() {
-            Some(h) => h,
-            None => {
-                let dir = self.dir.as_deref().ok_or_else(|| {
-                    Error::invalid("an object heap needs an index directory; this index has none")
+        if self.objects.is_none() {
+            let dir = self.dir.as_deref().ok_or_else(|| {
+                Error::invalid("an object heap needs an index directory; this index has none")
+            })?;
+            let path = dir.join(crate::objects::OBJECTS_FILE);
+            if path.exists() {
+                std::fs::remove_file(&path).map_err(|source| Error::Io {
+                    path: path.clone(),
+                    page: None,
+                    source,
                 })?;
-                let path = dir.join(crate::objects::OBJECTS_FILE);
-                if path.exists() {
-                    std::fs::remove_file(&path).map_err(|source| Error::Io {
-                        path: path.clone(),
-                        page: None,
-                        source,
-                    })?;
-                }
-                crate::objects::Heap::create(&path, generation)?
             }
-        };
-        let heap = self.objects.insert(heap);
+            let generation = self.heap_generation().unwrap_or(0);
+            self.objects = Some(crate::objects::Heap::create(&path, generation)?);
+        }
+        if !self.manifest.objects {
+            self.record_heap()?;
+        }
+        let heap = self
+            .objects
+            .as_mut()
+            .ok_or_else(|| Error::invalid("the object heap was not created (an internal error)"))?;
         heap.check_writable()?;
         Ok(heap)
     }

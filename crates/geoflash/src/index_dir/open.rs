@@ -50,6 +50,8 @@ impl Index {
         }
         let lock = DirLock::acquire(dir, access)?;
         let mut manifest = Manifest::load(dir)?;
+        // Before anything is opened or recovered: a heap the manifest names.
+        super::objects::require_heap_file(dir, &manifest)?;
         let store = manifest.store;
         let spec = DeviceSpec::parse(&manifest.device)?;
         if matches!(spec, DeviceSpec::File { .. }) && !store.is_plain() {

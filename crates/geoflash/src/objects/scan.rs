@@ -96,7 +96,7 @@ impl Heap {
             };
             found.since_kept.push((hd.id, old));
         };
-        let end = self.committed_end(committed, &found, stop, off)?;
+        let end = self.committed_end(committed, &found, stop, off, file_len)?;
         if self.version >= MARKED || found.marks > 0 {
             for (id, old) in found.since_kept.into_iter().rev() {
                 match old {
@@ -108,7 +108,7 @@ impl Heap {
         }
         self.base = match committed {
             Committed::Through(g) => g,
-            Committed::LastMark => self.mark.unwrap_or(0),
+            Committed::LastMark | Committed::NotBefore(_) => self.mark.unwrap_or(0),
         };
         self.live_bytes = self.index.values().map(Slot::bytes).sum();
         self.count = self.index.len() as u64;
@@ -152,13 +152,16 @@ impl Heap {
     /// Where the committed records end, given how the scan stopped at
     /// `off` (see the module docs); an error for damage before the
     /// committed mark, or a heap without the mark its index names.
-    fn committed_end(&self, committed: Committed, found: &Found, stop: Stop, off: u64) -> Result<u64> {
+    fn committed_end(
+        &self,
+        committed: Committed,
+        found: &Found,
+        stop: Stop,
+        off: u64,
+        file_len: u64,
+    ) -> Result<u64> {
         if self.version < MARKED && found.marks == 0 {
-            // Written before marks: every complete record is committed.
-            return match stop {
-                Stop::Bad { offset, reason } => Err(Self::corrupt_at(&self.path, offset, reason)),
-                _ => Ok(off),
-            };
+            return self.unmarked_end(committed, stop, off, file_len);
         }
         // Every heap of version 2 holds a mark: its creation and a
         // compaction rename a whole file (header, records, mark) to its
@@ -168,9 +171,9 @@ impl Heap {
         match (committed, found.kept) {
             // No generation to tell a cut commit from damage: damage is an
             // error, wherever it is.
-            (Committed::LastMark, kept) => match (stop, kept) {
+            (Committed::LastMark | Committed::NotBefore(_), kept) => match (stop, kept) {
                 (Stop::Bad { offset, reason }, _) => Err(Self::corrupt_at(&self.path, offset, reason)),
-                (_, Some((_, end))) => Ok(end),
+                (_, Some((k, end))) => self.not_before(committed, Some(k)).map(|()| end),
                 (_, None) => Err(Error::corrupt(
                     None,
                     format!(
@@ -198,6 +201,86 @@ impl Heap {
                 .in_file(&self.path)),
             },
         }
+    }
+
+    /// Under [`Committed::NotBefore`], an error unless the last mark
+    /// (generation `last`, or `None` in a file of version 1 without marks)
+    /// is of the generation the index's manifest records or a later one.
+    fn not_before(&self, committed: Committed, last: Option<u64>) -> Result<()> {
+        let Committed::NotBefore(g) = committed else {
+            return Ok(());
+        };
+        if last.is_some_and(|k| k >= g) {
+            return Ok(());
+        }
+        Err(Error::corrupt(
+            None,
+            format!(
+                "object heap {} ends at {}, but the index's manifest records that its last checkpoint \
+                 committed the heap's generation {g}: the file was cut back or replaced by an older copy \
+                 (the objects of the later commits are missing); restore the file, or rebuild the index",
+                self.path.display(),
+                last.map_or("no mark (a heap of version 1)".to_string(), |k| format!("the mark of generation {k}")),
+            ),
+        )
+        .in_file(&self.path))
+    }
+
+    /// Where the committed records of a file of version 1 without marks
+    /// end: every complete record is committed, as its writer made them.
+    /// What a crash left of the first commit of this code (an unfinished
+    /// upgrade: [`Heap::mark_version_1`], or a file extended with zeros by
+    /// a crash of its writer) follows them as zeros and at most the bytes
+    /// of the mark it was writing, and is dropped; any other bad record is
+    /// damage, an error naming its offset.
+    fn unmarked_end(
+        &self,
+        committed: Committed,
+        stop: Stop,
+        off: u64,
+        file_len: u64,
+    ) -> Result<u64> {
+        self.not_before(committed, None)?;
+        match stop {
+            Stop::Bad { offset, reason } => {
+                let base = match committed {
+                    Committed::Through(g) => g,
+                    _ => 0,
+                };
+                match self.unfinished_upgrade(offset, file_len, base)? {
+                    true => Ok(offset),
+                    false => Err(Self::corrupt_at(&self.path, offset, reason)),
+                }
+            }
+            _ => Ok(off),
+        }
+    }
+
+    /// Whether the bytes from `offset` to the end of the file are what a
+    /// crash leaves of the upgrade of a file of version 1 opened under
+    /// generation `base`: each of the first 32 either zero or the byte of
+    /// the mark of `base` there (a torn write of the mark alone, synced
+    /// before anything follows it), every later one zero.
+    fn unfinished_upgrade(&self, offset: u64, file_len: u64, base: u64) -> Result<bool> {
+        let mark = super::encode_record(KIND_MARK, base, &[], &[]);
+        let mut buf = vec![0u8; 1 << 16];
+        let mut at = offset;
+        while at < file_len {
+            let n = (file_len - at).min(buf.len() as u64) as usize;
+            self.file
+                .read_exact_at(&mut buf[..n], at)
+                .map_err(|e| self.io(e))?;
+            for (i, &b) in buf[..n].iter().enumerate() {
+                let expected = usize::try_from(at - offset)
+                    .ok()
+                    .and_then(|from| mark.get(from + i).copied());
+                if b != 0 && Some(b) != expected {
+                    return Ok(false);
+                }
+            }
+            at += n as u64;
+        }
+        Ok(true)
     }
 
     /// Drops what follows the committed records: truncated when writable
