@@ -357,7 +357,11 @@ pub fn point_windows<I: SpatialIndex + ?Sized>(index: &I, points: &[Point]) -> R
 pub(crate) fn as_point(id: u64, r: &Rect) -> Result<Point> {
     if !r.is_point() {
         return Err(Error::invalid(format!(
-            "object {id} is a box {r:?}: the xBR+-tree indexes points (give min = max)"
+            "object {id} is a box ({}, {}, {}, {}): the xBR+-tree indexes points (give min = max)",
+            r.min_x(),
+            r.min_y(),
+            r.max_x(),
+            r.max_y()
         )));
     }
     Ok(Point {

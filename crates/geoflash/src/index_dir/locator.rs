@@ -9,11 +9,15 @@
 //! after the index was created or opened; then [`Index::insert`],
 //! [`Index::delete`], [`Index::update`] and `update_by_id` (and the object
 //! operations) keep it in step. It is dropped, to be rebuilt at the next
-//! update by id, when an operation fails, and it is trusted only while its
-//! size equals the index's record count (anything that changes records
-//! another way, such as a FOR-tree changed through its lock, changes the
-//! count, or leaves a stale rectangle which the structure then refuses,
-//! dropping the map). It is kept outside the store's node budget: while
+//! update by id, when an operation fails for another reason than bad input
+//! (a refusal changes nothing, and rebuilding the map after each, say a
+//! move onto another object's point in a grid file, cost a read of the
+//! whole index), and it is trusted only while its size equals the index's
+//! record count (anything that changes records another way, such as a
+//! FOR-tree changed through its lock, changes the count, or leaves a stale
+//! rectangle which the structure then refuses: an update by id refused
+//! while the structure does not hold the rectangle the map gave drops the
+//! map). It is kept outside the store's node budget: while
 //! the ids are dense (ids `0..N`, as bulk loads and Python give them) an
 //! array indexed by id of a four-`f64` rectangle and a `u64` hint, 40
 //! bytes a record and one memory access per lookup; otherwise a hash table
@@ -248,8 +252,11 @@ impl Locator {
     }
 
     /// Keeps the map in step with an operation that ended with `outcome`:
-    /// `apply` on success, the map dropped on failure (rebuilt at the next
-    /// use). Nothing to do while the map is not built.
+    /// `apply` on success; nothing on a refusal of bad input
+    /// ([`Error::is_user_error`](crate::Error::is_user_error)), which
+    /// changes nothing (as the rollback journal relies on: `Index::change`);
+    /// the map dropped on any other failure (rebuilt at the next use).
+    /// Nothing to do while the map is not built.
     pub(super) fn track<T>(
         &mut self,
         outcome: &Result<T>,
@@ -258,6 +265,7 @@ impl Locator {
         match (outcome, self.rects.as_mut()) {
             (Ok(_), Some(m)) => apply(m),
             (Ok(_), None) => {}
+            (Err(e), _) if e.is_user_error() => {}
             (Err(_), _) => self.rects = None,
         }
     }
@@ -271,6 +279,30 @@ impl Locator {
     #[cfg(test)]
     pub(super) fn is_built(&self) -> bool {
         self.rects.is_some()
+    }
+
+    /// Every `(id, rectangle, hint)` the map holds, ascending id; `None`
+    /// while it is not built (for tests).
+    #[cfg(test)]
+    pub(super) fn entries(&self) -> Option<Vec<(u64, Rect, Option<u64>)>> {
+        let hint = |l: &Located| (l.near != NOWHERE).then_some(l.near);
+        let mut all: Vec<(u64, Rect, Option<u64>)> = match self.rects.as_ref()? {
+            Places::Dense { slots, .. } => slots
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.near != ABSENT)
+                .map(|(i, l)| (i as u64, l.rect, hint(l)))
+                .collect(),
+            Places::Sparse(map) => map.iter().map(|(&id, l)| (id, l.rect, hint(l))).collect(),
+        };
+        all.sort_unstable_by_key(|e| e.0);
+        Some(all)
+    }
+
+    /// Whether the built map is the array indexed by id (for tests).
+    #[cfg(test)]
+    pub(super) fn is_dense(&self) -> bool {
+        matches!(self.rects, Some(Places::Dense { .. }))
     }
 }
 

@@ -69,6 +69,8 @@ mod spatial;
 mod tests;
 #[cfg(test)]
 mod update_by_id_tests;
+#[cfg(test)]
+mod update_review_tests;
 mod verify;
 
 pub use batch::{BatchDurability, OpenBatch};

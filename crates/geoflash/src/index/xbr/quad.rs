@@ -140,12 +140,16 @@ impl Domain {
 
     /// The address of `p`; a point outside the domain is an error.
     pub fn code(&self, p: &Point) -> Result<u64> {
-        if !self.rect().contains_point(p) {
+        let d = self.rect();
+        if !d.contains_point(p) {
             return Err(Error::invalid(format!(
-                "point ({}, {}) lies outside the xBR+-tree's domain {:?}",
+                "point ({}, {}) lies outside the xBR+-tree's domain ({}, {}, {}, {})",
                 p.x,
                 p.y,
-                self.rect()
+                d.min_x(),
+                d.min_y(),
+                d.max_x(),
+                d.max_y()
             )));
         }
         Ok(self.grid.z_order(p))
