@@ -254,11 +254,42 @@ fn committed(dir: &Path, journal: Option<u64>) -> Result<bool> {
     let marker = dir.join(MARKER_FILE);
     if marker.is_file() {
         let needs = read_marker(&marker)?;
+        check_journal_reached(dir, needs, journal)?;
         return Ok(needs == 0 || journal.is_some_and(|g| g >= needs));
     }
     // No marker: a save of this build before its commit point, or one of
     // a build before the marker, committed once its last image was written.
     Ok(!next_path(dir, TIER_MAP_FILE).is_file() && next_path(dir, DEVICE_IMAGE_FILE).is_file())
+}
+
+/// Refuses a journal older than the marker of a save: the marker names the
+/// journal generation `needs` that commits the save (0: none), written
+/// when the journal's last commit was the one before, and the journal
+/// only moves forward, so a journal whose last commit (`journal`; `None`:
+/// no `journal.dat`, `Some(0)`: none) is older than `needs - 1` is not the
+/// index's (an older copy of it, restored from a backup or copied from an
+/// earlier generation), and the save, maybe committed, must not be
+/// dropped by it: an error naming `journal.dat`, before anything changes.
+fn check_journal_reached(dir: &Path, needs: u64, journal: Option<u64>) -> Result<()> {
+    let reached = journal.unwrap_or(0);
+    if needs == 0 || reached.saturating_add(1) >= needs {
+        return Ok(());
+    }
+    let held = match journal {
+        None => "is missing".to_string(),
+        Some(0) => "holds no commit".to_string(),
+        Some(g) => format!("holds commit {g}"),
+    };
+    Err(Error::corrupt(
+        None,
+        format!(
+            "{MARKER_FILE} names commit {needs} of the rollback journal, written once the journal had reached \
+             commit {}, but the journal {held}: it is older than the simulators' images (an older copy of \
+             it?), and whether their save committed cannot be told; restore the index from a backup",
+            needs - 1
+        ),
+    )
+    .in_file(dir.join(super::journal::JOURNAL_FILE)))
 }
 
 /// Finishes or undoes what a save interrupted by a crash left in `dir`
@@ -492,10 +523,19 @@ mod tests {
 
     /// A marker that names a journal generation the journal did not reach
     /// is a save before its commit point: dropped; once the journal
-    /// reached it, rolled forward.
+    /// reached it, rolled forward. A journal older than the one before it
+    /// (or none: the marker names a journal) is refused naming
+    /// `journal.dat`, and nothing is dropped.
     #[test]
     fn a_save_with_a_journal_commits_with_the_journal() {
-        for (journal, want) in [(Some(4), 1), (Some(5), 2), (Some(6), 2), (None, 1)] {
+        for (journal, want) in [
+            (Some(4), 1),
+            (Some(5), 2),
+            (Some(6), 2),
+            (Some(3), 0),
+            (Some(0), 0),
+            (None, 0),
+        ] {
             let tmp = tempfile::tempdir().unwrap();
             let dir = tmp.path();
             save(dir, &images(saved(1)), None).unwrap();
@@ -506,6 +546,17 @@ mod tests {
                 let f = image_to_load(dir, DEVICE_IMAGE_FILE, how);
                 FlashSim::load(&f).unwrap().client_mark()
             };
+            if want == 0 {
+                for access in [Access::Read, Access::Write] {
+                    let e = settle(dir, access, journal).unwrap_err().to_string();
+                    assert!(
+                        e.contains("journal.dat") && e.contains("commit 5"),
+                        "{journal:?}: {e}"
+                    );
+                }
+                assert!(dir.join(MARKER_FILE).exists() && pending(dir).unwrap().len() == 2);
+                continue;
+            }
             let how = settle(dir, Access::Read, journal).unwrap();
             assert_eq!(load(how), Some(want), "{journal:?}: a reader");
             let how = settle(dir, Access::Write, journal).unwrap();

@@ -152,13 +152,24 @@ pub(super) fn open_journal(
         },
         Access::Write => JournalOpen::Write { fresh_horizon: 0 },
     };
-    let (journal, rollback) = JournaledDevice::open(device, file, how)?;
+    let (journal, rollback) = JournaledDevice::open_checked(device, file, how, page_intact)?;
     let journal = Arc::new(journal);
     Ok(Some(Journaled {
         device: journal.clone(),
         journal,
         rollback,
     }))
+}
+
+/// Whether `page` is whole in one of the page formats of the structures an
+/// index directory journals (the stores' pages, `crate::page`, and the
+/// grid files' own, `crate::grid::codec`): its checksum holds. A witness
+/// page of the journal's last commit that reads other content is then the
+/// sign of a journal older than the pages, and damage to the page (which
+/// the structure reports, naming `pages.dat`, where it reads it)
+/// otherwise.
+fn page_intact(page: &[u8]) -> bool {
+    crate::page::decode_header(page, None).is_ok() || crate::grid::codec::unframe(0, page).is_ok()
 }
 
 /// Records in the manifest of the index in `dir` that its journal is
@@ -203,3 +214,6 @@ fn pages_in_use(device: &dyn PageDevice) -> Result<u64> {
         .len();
     Ok(len.div_ceil(device.page_size() as u64))
 }
+
+#[cfg(test)]
+mod tests;

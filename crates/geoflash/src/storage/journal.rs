@@ -30,6 +30,26 @@
 //!   voids them: the device reads as at the last commit. A read-only open
 //!   writes nothing and serves those pages from the images instead, so a
 //!   reader never needs a writer's recovery to read the last commit.
+//!   First, before anything is written back, the commit's *witnesses*
+//!   are checked: each header records the last pages written before its
+//!   commit (at most 32, kept across commits that write nothing) with
+//!   the CRC-32C of what they held, and each must read so once rolled
+//!   back (its first image of the generation, else the device's page).
+//!   The journal keeps every page as at its last commit,
+//!   so a whole witness page that reads otherwise was changed under a
+//!   newer commit this journal does not know: it was replaced by an older
+//!   copy of itself (a backup, a copy from an earlier generation), which
+//!   would otherwise open at its older horizon and client mark, or write
+//!   its older images over newer pages. That is an error naming the
+//!   journal; a witness page that is damaged (its format's own check,
+//!   [`JournaledDevice::open_checked`]) is left to the structure, which
+//!   reports it where it reads it. Not told apart: a copy older only by
+//!   commits that left each of its witness pages as it was (the plain
+//!   store ends every checkpoint that follows a change by writing its
+//!   header page, whose LSN changes with every operation, and a grid file
+//!   by writing its metadata and page 0: witnesses of every such commit),
+//!   and a copy taken within a checkpoint after the before-images of its
+//!   witnesses were synced (it restores them).
 //! - **A batch cut by a crash or damaged.** The device writes a batch
 //!   protects wait for the journal's sync, so a batch a crash cut left its
 //!   pages as they were committed: an image that fails its CRC is harmless
@@ -50,13 +70,16 @@
 //! | 2 … | batches: a batch header page, then its images |
 //!
 //! Header slot: magic `GFJRNL01`, CRC-32C (bytes 8..12, taken as zero),
-//! version (1), generation, horizon, page size, and the *client mark*
+//! version (1), generation, horizon, page size, the *client mark*
 //! (bytes 40..48: the generation of the index's object heap at that
 //! commit, [`JournaledDevice::set_client_mark`]; zero in journals written
-//! before it, which read it as zero). The valid slot of the
-//! higher generation wins; a torn header write leaves the other slot, the
-//! previous commit, whose images are intact (new batches are written only
-//! after the new header is synced). The slots hold nothing, generation 1
+//! before it, which read it as zero), and the *witnesses* (bytes 48..52
+//! their count, from byte 56 a page id `u64` and a CRC-32C `u32` each, all
+//! within the slot's first 512 bytes; a count of zero in journals written
+//! before them, which are not checked; builds before them read past
+//! them). The valid slot of the higher generation wins; a torn header
+//! write leaves the other slot, the previous commit, whose images are
+//! intact (new batches are written only after the new header is synced). The slots hold nothing, generation 1
 //! alone (in slot 1), or two consecutive generations, each in its slot; any
 //! other pair is damage, zeros beside a generation of 2 or more too (they
 //! may have been the newer commit: a crash never zeroes a written slot).
@@ -69,9 +92,22 @@
 //! Cost: a page changed since the last commit and already committed is
 //! read once and written once more to the journal, with one journal sync
 //! per batch of such pages; a commit adds one page write and two syncs.
+//! The witnesses cost a CRC-32C of at most 32 pages a write and, at an
+//! open, one read of their pages: no I/O on commits.
 //! Size: a generation holds at most one image per page of the device and
 //! one batch per image, so a journal of [`journal_capacity`] pages holds
 //! any generation.
+//!
+//! Not detected: a journal cut at a batch boundary (or whose last batches
+//! lost both header copies) after a crash. Its only durable record of a
+//! generation's batches is the batches themselves, so a lost suffix reads
+//! as a crash before it, and the pages those batches protected stay as
+//! the crash left them (unless one is a witness). Telling them apart needs
+//! a record of the batches outside them (a header write per batch: one
+//! more page write and journal sync per batch, or, sharing the batch's
+//! sync, a count one batch behind, so the last batch's loss stays silent)
+//! or pages stamped after the commit and read whole at every open (the
+//! loss leaves no other sign of when to look). See `docs/reliability.md`.
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -93,6 +129,16 @@ const PAIR: usize = 12;
 /// Bytes read at once when the pages after a generation's batches are
 /// checked ([`JournaledDevice::check_nothing_after`]).
 const SCAN_BYTES: usize = 1 << 20;
+/// Offset in a header slot of the number of witnesses (`u32`).
+const WITNESSES_AT: usize = 48;
+/// Offset in a header slot of the witnesses: (page id `u64`, CRC-32C `u32`)
+/// each.
+const WITNESS_PAIRS_AT: usize = 56;
+/// Witnesses a commit records at most: the last pages written.
+const MAX_WITNESSES: usize = 32;
+/// Bytes of a header slot a write never tears (its first sector): the
+/// header, witnesses included, lies within them.
+const HEADER_SECTOR: usize = 512;
 
 /// What opening a journal did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -115,6 +161,12 @@ pub enum JournalOpen {
     /// journal's images.
     Read,
 }
+
+/// Whether a page read from the device is whole in the format of the
+/// structure that wrote it (its own checksum holds): a witness page that
+/// reads other content than the last commit recorded is then the sign of
+/// a journal older than the pages, and damage to the page otherwise.
+pub type PageCheck = fn(&[u8]) -> bool;
 
 /// Before-images read from a journal: (page id, its committed content).
 type Images = Vec<(PageId, Vec<u8>)>;
@@ -143,6 +195,10 @@ struct State {
     saved: HashSet<PageId>,
     /// Next journal page of this generation's batches.
     next: u64,
+    /// The last pages written (oldest first, each once, at most
+    /// [`MAX_WITNESSES`]) with the CRC-32C of what they hold: the
+    /// witnesses the next commit records ([`JournaledDevice::check_witnesses`]).
+    witnesses: Vec<(PageId, u32)>,
     /// Sticky failure: after an error the journal and the device may
     /// disagree, so nothing more is written.
     failed: Option<String>,
@@ -214,11 +270,33 @@ impl From<&str> for BadHeader {
     }
 }
 
-/// A decoded header slot: (generation, horizon, client mark).
-fn decode_header(
-    buf: &[u8],
-    page_size: usize,
-) -> std::result::Result<Option<(u64, u64, u64)>, BadHeader> {
+/// A decoded header slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Head {
+    /// The commit's generation.
+    generation: u64,
+    /// One past the highest page written at the commit.
+    horizon: u64,
+    /// The client mark (bytes 40..48).
+    client: u64,
+    /// The commit's witnesses: pages of the device with the CRC-32C of
+    /// their content at the commit (bytes 48.., see [`WITNESSES_AT`];
+    /// none in journals written before them).
+    witnesses: Vec<(PageId, u32)>,
+}
+
+/// The witnesses a header slot of a journal of `page_size`-byte pages
+/// holds at most: [`MAX_WITNESSES`], fewer when the page is smaller than
+/// the sector the header must lie in.
+fn max_witnesses(page_size: usize) -> usize {
+    let room = page_size
+        .min(HEADER_SECTOR)
+        .saturating_sub(WITNESS_PAIRS_AT);
+    (room / PAIR).min(MAX_WITNESSES)
+}
+
+/// A decoded header slot (`None`: zeros).
+fn decode_header(buf: &[u8], page_size: usize) -> std::result::Result<Option<Head>, BadHeader> {
     if buf.iter().all(|&b| b == 0) {
         return Ok(None);
     }
@@ -239,16 +317,35 @@ fn decode_header(
         )
         .into());
     }
-    Ok(Some((u64_at(buf, 16), u64_at(buf, 24), u64_at(buf, 40))))
+    let count = u32_at(buf, WITNESSES_AT) as usize;
+    if count > max_witnesses(page_size) {
+        return Err(format!(
+            "the header lists {count} witness pages, more than its {} places",
+            max_witnesses(page_size)
+        )
+        .into());
+    }
+    let witnesses = (0..count)
+        .map(|i| {
+            let at = WITNESS_PAIRS_AT + i * PAIR;
+            (u64_at(buf, at), u32_at(buf, at + 8))
+        })
+        .collect();
+    Ok(Some(Head {
+        generation: u64_at(buf, 16),
+        horizon: u64_at(buf, 24),
+        client: u64_at(buf, 40),
+        witnesses,
+    }))
 }
 
-/// The newest valid header of `journal` (generation, horizon, client
-/// mark); `None` for a blank journal. A damaged slot is an error: a header
-/// slot is written whole within its first sector, so a crash leaves either
+/// The newest valid header of `journal`; `None` for a blank journal. A
+/// damaged slot is an error: a header slot is written whole within its
+/// first sector, so a crash leaves either
 /// slot intact, and the other slot, an older commit, must not stand for the
 /// newer one (issue 44). See [`check_slots`] for what the two slots
 /// together must be.
-fn newest_header(journal: &dyn PageDevice) -> Result<Option<(u64, u64, u64)>> {
+fn newest_header(journal: &dyn PageDevice) -> Result<Option<Head>> {
     let ps = journal.page_size();
     let mut slots = vec![0u8; 2 * ps];
     journal.read_batch(&[0, 1], &mut slots)?;
@@ -271,7 +368,8 @@ fn newest_header(journal: &dyn PageDevice) -> Result<Option<(u64, u64, u64)>> {
         }
     }
     if problems.is_empty() {
-        if let Err(why) = check_slots(decoded) {
+        let generations = decoded.each_ref().map(|h| h.as_ref().map(|h| h.generation));
+        if let Err(why) = check_slots(generations) {
             problems.push(why);
         }
     }
@@ -285,13 +383,14 @@ fn newest_header(journal: &dyn PageDevice) -> Result<Option<(u64, u64, u64)>> {
             ),
         ));
     }
-    Ok(decoded.into_iter().flatten().max_by_key(|h| h.0))
+    Ok(decoded.into_iter().flatten().max_by_key(|h| h.generation))
 }
 
-/// What the two header slots (each decoded, or `None` when all zeros) must
-/// be, or why they are damaged. The writer puts generation `g` in slot
-/// `g % 2`: the first header (generation 1) in slot 1, every commit the
-/// next generation in the other slot, over the one before the last. A
+/// What the two header slots (the generation of each, or `None` when all
+/// zeros) must be, or why they are damaged. The writer puts generation
+/// `g` in slot `g % 2`: the first header (generation 1) in slot 1, every
+/// commit the next generation in the other slot, over the one before the
+/// last. A
 /// crash while a slot is written leaves its old content or its new one
 /// (the header lies in the slot's first 512-byte sector; the rest of the
 /// page is zeros in both), never zeros over a slot written before. So the
@@ -302,9 +401,9 @@ fn newest_header(journal: &dyn PageDevice) -> Result<Option<(u64, u64, u64)>> {
 /// next to a generation of 2 or more, which may have been the newer
 /// commit, whose horizon and client mark the older slot must not replace
 /// (a blank older slot looks the same, and is refused too).
-fn check_slots(slots: [Option<(u64, u64, u64)>; 2]) -> std::result::Result<(), String> {
+fn check_slots(slots: [Option<u64>; 2]) -> std::result::Result<(), String> {
     for (slot, h) in slots.iter().enumerate() {
-        if let Some((g, ..)) = h {
+        if let Some(g) = h {
             if g % 2 != slot as u64 {
                 return Err(format!(
                     "page {slot}: holds commit {g}, which is written to page {}",
@@ -314,12 +413,12 @@ fn check_slots(slots: [Option<(u64, u64, u64)>; 2]) -> std::result::Result<(), S
         }
     }
     match slots {
-        [None, None] | [None, Some((1, ..))] => Ok(()),
-        [Some((a, ..)), Some((b, ..))] if a.abs_diff(b) == 1 => Ok(()),
-        [Some((a, ..)), Some((b, ..))] => Err(format!(
+        [None, None] | [None, Some(1)] => Ok(()),
+        [Some(a), Some(b)] if a.abs_diff(b) == 1 => Ok(()),
+        [Some(a), Some(b)] => Err(format!(
             "pages 0 and 1 hold commits {a} and {b}, not two consecutive ones"
         )),
-        [Some((g, ..)), None] | [None, Some((g, ..))] => {
+        [Some(g), None] | [None, Some(g)] => {
             let blank = if slots[0].is_none() { 0 } else { 1 };
             Err(format!(
                 "page {blank} is zeros, but page {} holds commit {g}, so both were written (only commit 1 \
@@ -339,7 +438,9 @@ pub fn committed_generation(journal: &dyn PageDevice) -> Result<Option<u64>> {
         Some(p) => e.in_file(&p),
         None => e,
     };
-    Ok(newest_header(journal).map_err(in_journal)?.map(|h| h.0))
+    Ok(newest_header(journal)
+        .map_err(in_journal)?
+        .map(|h| h.generation))
 }
 
 /// The capacity, in pages, of the journal of a device of `inner_capacity`
@@ -363,14 +464,68 @@ pub fn journal_capacity(inner_capacity: u64, page_size: usize) -> u64 {
         .min(most)
 }
 
-fn encode_header(generation: u64, horizon: u64, client: u64, page_size: usize) -> Vec<u8> {
+/// Notes in `witnesses` (the last pages written, oldest first) a change of
+/// `pages`: a write of `data` (pages of `page_size` bytes) makes its last
+/// [`MAX_WITNESSES`] distinct pages the newest witnesses, with the CRC-32C
+/// of what they hold now; a trim (`None`) drops its pages (what a trimmed
+/// page reads is the device's business). A page of the change that is not
+/// among its newest ones leaves no witness of an older content: a change
+/// of more distinct pages than that replaces every witness.
+fn note_witnesses(
+    witnesses: &mut Vec<(PageId, u32)>,
+    pages: &[PageId],
+    data: Option<&[u8]>,
+    page_size: usize,
+) {
+    let Some(data) = data else {
+        let gone: HashSet<PageId> = pages.iter().copied().collect();
+        witnesses.retain(|(p, _)| !gone.contains(p));
+        return;
+    };
+    // Newest first: a page written twice in one batch holds its last write.
+    let mut newest: Vec<(PageId, u32)> = Vec::new();
+    for (i, &page) in pages.iter().enumerate().rev() {
+        if newest.len() == MAX_WITNESSES {
+            break;
+        }
+        if newest.iter().any(|(p, _)| *p == page) {
+            continue;
+        }
+        let bytes = data
+            .get(i * page_size..(i + 1) * page_size)
+            .unwrap_or_default();
+        newest.push((page, crc32c::crc32c(bytes)));
+    }
+    witnesses.retain(|(p, _)| !newest.iter().any(|(q, _)| q == p));
+    witnesses.extend(newest.into_iter().rev());
+    let excess = witnesses.len().saturating_sub(MAX_WITNESSES);
+    witnesses.drain(..excess);
+}
+
+fn encode_header(head: &Head, page_size: usize) -> Vec<u8> {
     let mut buf = vec![0u8; page_size];
     put(&mut buf, 0, &HEADER_MAGIC);
     put(&mut buf, 12, &VERSION.to_le_bytes());
-    put(&mut buf, 16, &generation.to_le_bytes());
-    put(&mut buf, 24, &horizon.to_le_bytes());
+    put(&mut buf, 16, &head.generation.to_le_bytes());
+    put(&mut buf, 24, &head.horizon.to_le_bytes());
     put(&mut buf, 32, &(page_size as u64).to_le_bytes());
-    put(&mut buf, 40, &client.to_le_bytes());
+    put(&mut buf, 40, &head.client.to_le_bytes());
+    // The newest ones when there are more than the slot's places.
+    let skip = head
+        .witnesses
+        .len()
+        .saturating_sub(max_witnesses(page_size));
+    let witnesses = head.witnesses.get(skip..).unwrap_or_default();
+    put(
+        &mut buf,
+        WITNESSES_AT,
+        &(witnesses.len() as u32).to_le_bytes(),
+    );
+    for (i, (page, crc)) in witnesses.iter().enumerate() {
+        let at = WITNESS_PAIRS_AT + i * PAIR;
+        put(&mut buf, at, &page.to_le_bytes());
+        put(&mut buf, at + 8, &crc.to_le_bytes());
+    }
     let crc = crc_skipping(&buf, 8);
     put(&mut buf, 8, &crc.to_le_bytes());
     buf
@@ -386,10 +541,25 @@ impl JournaledDevice {
     /// blank journal is created (for writing) with the horizon of `how`;
     /// otherwise the images of its generation are rolled back (see the
     /// [module docs](self)). Errors name the journal's file when it is one.
+    /// Every page of `inner` counts as whole ([`Self::open_checked`]).
     pub fn open(
         inner: Arc<dyn PageDevice>,
         journal: Arc<dyn PageDevice>,
         how: JournalOpen,
+    ) -> Result<(JournaledDevice, Rollback)> {
+        Self::open_checked(inner, journal, how, |_| true)
+    }
+
+    /// [`Self::open`], telling damaged pages of `inner` by `intact`: a
+    /// witness page of the last commit that reads other content is the
+    /// sign of a journal older than the pages when the page is whole (an
+    /// error naming the journal), and damage the structure reports where
+    /// it reads the page when it is not.
+    pub fn open_checked(
+        inner: Arc<dyn PageDevice>,
+        journal: Arc<dyn PageDevice>,
+        how: JournalOpen,
+        intact: PageCheck,
     ) -> Result<(JournaledDevice, Rollback)> {
         let ps = inner.page_size();
         if journal.page_size() != ps {
@@ -418,13 +588,19 @@ impl JournaledDevice {
                 high: 0,
                 saved: HashSet::new(),
                 next: FIRST_BATCH_PAGE,
+                witnesses: Vec::new(),
                 failed: None,
             }),
         };
-        let Some((generation, horizon, client)) = best else {
+        let Some(head) = best else {
             // A blank journal: nothing to roll back.
             if let JournalOpen::Write { fresh_horizon } = how {
-                dev.write_header(1, fresh_horizon, 0)?;
+                dev.write_header(&Head {
+                    generation: 1,
+                    horizon: fresh_horizon,
+                    client: 0,
+                    witnesses: Vec::new(),
+                })?;
                 let mut st = dev.lock();
                 st.generation = 1;
                 st.horizon = fresh_horizon;
@@ -432,16 +608,21 @@ impl JournaledDevice {
             }
             return Ok((dev, Rollback::default()));
         };
-        let (images, end) = dev.read_images(generation).map_err(in_journal)?;
+        let (images, end) = dev.read_images(head.generation).map_err(in_journal)?;
+        // Before anything is written back: a journal that is not the one
+        // of the pages' last commit must not roll them back.
+        dev.check_witnesses(&head, &images, intact)
+            .map_err(in_journal)?;
         let rollback = Rollback {
             pages_restored: images.len() as u64,
         };
         {
             let mut st = dev.lock();
-            st.generation = generation;
-            st.horizon = horizon;
-            st.client = client;
-            st.high = horizon;
+            st.generation = head.generation;
+            st.horizon = head.horizon;
+            st.client = head.client;
+            st.high = head.horizon;
+            st.witnesses = head.witnesses;
         }
         if read_only {
             dev.overlay = images.into_iter().collect();
@@ -462,9 +643,9 @@ impl JournaledDevice {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write_header(&self, generation: u64, horizon: u64, client: u64) -> Result<()> {
-        let buf = encode_header(generation, horizon, client, self.page_size);
-        self.journal.write(generation % 2, &buf)?;
+    fn write_header(&self, head: &Head) -> Result<()> {
+        let buf = encode_header(head, self.page_size);
+        self.journal.write(head.generation % 2, &buf)?;
         self.journal.sync()
     }
 
@@ -668,8 +849,8 @@ impl JournaledDevice {
         Ok(())
     }
 
-    /// Runs a change of the device of `pages` (a write of `data_len`
-    /// bytes, `None` for a trim): refused after a failure or when
+    /// Runs a change of the device of `pages` (a write of `data`, `None`
+    /// for a trim): refused after a failure or when
     /// read-only, and bad input (a page beyond the device, a buffer of
     /// another length) refused before anything is written, which leaves
     /// the journal as it was. Any other error (of the journal's images,
@@ -678,7 +859,7 @@ impl JournaledDevice {
     fn change(
         &self,
         pages: &[PageId],
-        data_len: Option<usize>,
+        data: Option<&[u8]>,
         f: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
         if self.read_only {
@@ -692,8 +873,8 @@ impl JournaledDevice {
             "the rollback journal failed earlier and accepts no more writes",
         )?;
         let geometry = self.geometry();
-        match data_len {
-            Some(len) => geometry.check_batch(pages, len)?,
+        match data {
+            Some(data) => geometry.check_batch(pages, data.len())?,
             None => geometry.check_pages(pages)?,
         }
         let r = self.save(&mut st, pages).and_then(|()| f());
@@ -701,8 +882,69 @@ impl JournaledDevice {
             if let Some(&top) = pages.iter().max() {
                 st.high = st.high.max(top.saturating_add(1));
             }
+            note_witnesses(&mut st.witnesses, pages, data, self.page_size);
         }
         crate::error::keep_failure(&mut st.failed, r)
+    }
+
+    /// Checks, before a journal opened at `head` rolls anything back, that
+    /// it is the journal of the device's last commit: each witness page
+    /// its commit recorded must read, once rolled back (its first image of
+    /// this generation, else the device's page), what it held then. The
+    /// journal keeps every page as at its last commit, so a page that
+    /// reads otherwise was changed after a newer commit the journal does
+    /// not know: the journal was replaced by an older copy of itself (a
+    /// backup, a copy from an earlier generation), and rolling back by it
+    /// would write older images over newer pages, or keep an older horizon
+    /// and client mark for the newer ones; or the page was damaged since.
+    /// Either is an error, never another state than the last commit.
+    fn check_witnesses(&self, head: &Head, images: &Images, intact: PageCheck) -> Result<()> {
+        let capacity = self.inner.capacity();
+        let wanted: HashSet<PageId> = head.witnesses.iter().map(|&(page, _)| page).collect();
+        // The first image of a page is its committed content.
+        let mut committed: HashMap<PageId, &[u8]> = HashMap::new();
+        for (page, image) in images.iter().filter(|(p, _)| wanted.contains(p)) {
+            committed.entry(*page).or_insert(image);
+        }
+        let mut unread: Vec<PageId> = wanted
+            .iter()
+            .copied()
+            .filter(|p| *p < capacity && !committed.contains_key(p))
+            .collect();
+        unread.sort_unstable();
+        let ps = self.page_size;
+        let mut buf = vec![0u8; unread.len() * ps];
+        self.inner.read_batch(&unread, &mut buf)?;
+        committed.extend(unread.iter().copied().zip(buf.chunks_exact(ps)));
+        for &(page, crc) in &head.witnesses {
+            let now = committed.get(&page).copied();
+            let held = match now {
+                Some(bytes) if crc32c::crc32c(bytes) == crc => continue,
+                // A damaged page: the structure reports it where it reads it.
+                Some(bytes) if !intact(bytes) => continue,
+                Some(bytes) => format!(
+                    "holds other content there (CRC-32C {:#010x})",
+                    crc32c::crc32c(bytes)
+                ),
+                None => format!("has {capacity} pages"),
+            };
+            let pages = match self.inner.path() {
+                Some(p) => p.display().to_string(),
+                None => self.inner.describe(),
+            };
+            return Err(Error::corrupt(
+                Some(head.generation % 2),
+                format!(
+                    "the journal's last commit ({}) recorded page {page} of {pages} with CRC-32C {crc:#010x}, \
+                     but the device {held}, and the journal holds no before-image that restores it: the \
+                     journal is not the one of the pages' last commit (an older copy of it, restored from a \
+                     backup or copied from an earlier generation?), or the pages were replaced; rolling back \
+                     by this journal would not give the last commit: restore the index from a backup",
+                    head.generation
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The client mark of the last commit (or the one the next commit
@@ -765,7 +1007,12 @@ impl JournaledDevice {
             self.inner.sync()?;
             let generation = st.generation + 1;
             let horizon = st.high.max(st.horizon);
-            self.write_header(generation, horizon, st.client)?;
+            self.write_header(&Head {
+                generation,
+                horizon,
+                client: st.client,
+                witnesses: st.witnesses.clone(),
+            })?;
             let used = FIRST_BATCH_PAGE..st.next;
             st.generation = generation;
             st.horizon = horizon;
@@ -828,9 +1075,7 @@ impl PageDevice for JournaledDevice {
         })
     }
     fn write_batch(&self, pages: &[PageId], data: &[u8]) -> Result<()> {
-        self.change(pages, Some(data.len()), || {
-            self.inner.write_batch(pages, data)
-        })
+        self.change(pages, Some(data), || self.inner.write_batch(pages, data))
     }
     fn sync(&self) -> Result<()> {
         if self.read_only {
@@ -873,3 +1118,5 @@ mod tests;
 mod review_tests;
 #[cfg(test)]
 mod second_review_tests;
+#[cfg(test)]
+mod witness_tests;

@@ -395,7 +395,15 @@ fn a_zeroed_newer_header_slot_is_damage_not_the_older_commit() {
 #[test]
 fn header_slots_open_only_as_a_writer_and_its_crashes_leave_them() {
     let zeros = || page(0);
-    let hdr = |g: u64| encode_header(g, 4, g * 10, PS);
+    let hdr = |g: u64| {
+        let head = Head {
+            generation: g,
+            horizon: 4,
+            client: g * 10,
+            witnesses: Vec::new(),
+        };
+        encode_header(&head, PS)
+    };
     let opens: Vec<(&str, Vec<u8>, Vec<u8>, u64)> = vec![
         ("a blank journal", zeros(), zeros(), 0),
         ("commit 1 alone", zeros(), hdr(1), 1),
