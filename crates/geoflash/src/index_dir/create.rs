@@ -420,6 +420,9 @@ impl Index {
             if let Some(lock) = index._lock.as_mut() {
                 lock.moved_to(dir);
             }
+            if let Some(heap) = index.objects.as_mut() {
+                heap.moved_to(dir);
+            }
             Ok((index, t))
         });
         if made.is_err() {

@@ -302,3 +302,47 @@ fn journal_off_a_heap_cut_back_to_an_earlier_mark_is_refused() {
     holds(&index, &ids, "manifest behind");
     assert_eq!(Manifest::load(&dir).unwrap().objects_mark, Some(last_mark));
 }
+
+/// A bulk load of objects builds its heap in the staging directory and
+/// publishes it with the index: the heap the returned index holds is then
+/// `objects.dat` of the published directory, in [`crate::objects::Heap::path`]
+/// and in the errors of its records (it named `.NAME.building/objects.dat`,
+/// a directory that no longer exists).
+#[test]
+fn a_bulk_loaded_heap_is_named_where_the_index_was_published() {
+    let root = tempfile::tempdir().unwrap();
+    for (i, settings) in STORES.iter().enumerate() {
+        let dir = root.path().join(format!("bulk{i}"));
+        let base = [
+            ("page_size", "1024"),
+            ("buffer", "1MiB"),
+            ("device", "file?direct=false"),
+        ];
+        let opts = super::tests::spec_options(base.iter().chain(settings.iter()))
+            .with_domain_of([Rect::from_valid(0.0, 0.0, 100.0, 100.0)].iter());
+        let objects: Vec<(u64, Geometry)> = (0..40).map(|id| (id, shape(id))).collect();
+        let index =
+            Index::bulk_load_objects(&dir, &opts, &objects, crate::index::BulkMethod::Str, 1.0)
+                .unwrap();
+        let heap = dir.join(OBJECTS_FILE);
+        assert_eq!(index.objects().unwrap().path(), heap, "{settings:?}");
+        // Damage every record's bytes past the file's header: a refined
+        // query's error names the published file.
+        let mut bytes = std::fs::read(&heap).unwrap();
+        for b in bytes.iter_mut().skip(64) {
+            *b ^= 0x5a;
+        }
+        std::fs::write(&heap, &bytes).unwrap();
+        let e = index
+            .query_refined(
+                Rect::from_valid(0.0, 0.0, 100.0, 100.0),
+                Predicate::Intersects,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&heap.display().to_string()) && !e.contains(".building"),
+            "{settings:?}: {e}"
+        );
+    }
+}

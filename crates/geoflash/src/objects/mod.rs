@@ -810,6 +810,14 @@ impl Heap {
         &self.path
     }
 
+    /// Tells the heap its directory was renamed to `dir` (a build's
+    /// staging directory published onto its target): the file is
+    /// `dir/objects.dat` from now on, in its errors and [`Heap::path`]
+    /// (the open file is the same).
+    pub fn moved_to(&mut self, dir: &Path) {
+        self.path = dir.join(OBJECTS_FILE);
+    }
+
     /// Tells the heap that the checkpoint of its index naming
     /// `generation` failed after this heap's commit of it (its mark is in
     /// the file): the store's durable checkpoint may name `generation`
