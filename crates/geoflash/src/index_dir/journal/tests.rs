@@ -108,16 +108,7 @@ fn a_journal_replaced_by_an_older_copy_of_itself_is_refused_naming_it() {
     for (what, opts) in journaled() {
         let dir = root.path().join(what);
         let journal = dir.join(JOURNAL_FILE);
-        let mut idx = Index::create(&dir, &opts).unwrap();
-        for i in 0..1000 {
-            idx.insert(i, point(i)).unwrap();
-        }
-        idx.close().unwrap();
-        let after_close = std::fs::read(&journal).unwrap();
-        let mut idx = Index::open(&dir, Access::Write).unwrap();
-        for i in 1000..2500 {
-            idx.insert(i, point(i)).unwrap();
-        }
+        let (after_close, mut idx) = closed_then_reopened(&dir, &opts, 2500);
         for i in 0..300 {
             idx.delete(i, point(i)).unwrap();
         }
@@ -155,6 +146,23 @@ fn a_journal_replaced_by_an_older_copy_of_itself_is_refused_naming_it() {
     }
 }
 
+/// A new index in `dir` holding points `0..1000`, closed; returns the
+/// bytes of its `journal.dat` then, and the index reopened for writing
+/// with points `1000..upto` inserted.
+fn closed_then_reopened(dir: &Path, opts: &IndexOptions, upto: u64) -> (Vec<u8>, Index) {
+    let mut idx = Index::create(dir, opts).unwrap();
+    for i in 0..1000 {
+        idx.insert(i, point(i)).unwrap();
+    }
+    idx.close().unwrap();
+    let journal = std::fs::read(dir.join(JOURNAL_FILE)).unwrap();
+    let mut idx = Index::open(dir, Access::Write).unwrap();
+    for i in 1000..upto {
+        idx.insert(i, point(i)).unwrap();
+    }
+    (journal, idx)
+}
+
 /// Defect: the marker `images.next` of a checkpoint's save names the
 /// journal generation that commits it, written when the journal's last
 /// commit was the one before; a `journal.dat` older than that (here two
@@ -171,16 +179,7 @@ fn a_journal_older_than_the_marker_of_a_save_is_refused_and_the_save_kept() {
     {
         let dir = root.path().join(what);
         let journal = dir.join(JOURNAL_FILE);
-        let mut idx = Index::create(&dir, &opts).unwrap();
-        for i in 0..1000 {
-            idx.insert(i, point(i)).unwrap();
-        }
-        idx.close().unwrap();
-        let older = std::fs::read(&journal).unwrap();
-        let mut idx = Index::open(&dir, Access::Write).unwrap();
-        for i in 1000..2000 {
-            idx.insert(i, point(i)).unwrap();
-        }
+        let (older, mut idx) = closed_then_reopened(&dir, &opts, 2000);
         idx.checkpoint().unwrap();
         for i in 2000..3000 {
             idx.insert(i, point(i)).unwrap();
