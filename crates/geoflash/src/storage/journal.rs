@@ -542,6 +542,9 @@ impl JournaledDevice {
     /// otherwise the images of its generation are rolled back (see the
     /// [module docs](self)). Errors name the journal's file when it is one.
     /// Every page of `inner` counts as whole ([`Self::open_checked`]).
+    /// For tests: an index directory opens its journal with its pages'
+    /// check.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn open(
         inner: Arc<dyn PageDevice>,
         journal: Arc<dyn PageDevice>,
@@ -550,7 +553,7 @@ impl JournaledDevice {
         Self::open_checked(inner, journal, how, |_| true)
     }
 
-    /// [`Self::open`], telling damaged pages of `inner` by `intact`: a
+    /// `open`, telling damaged pages of `inner` by `intact`: a
     /// witness page of the last commit that reads other content is the
     /// sign of a journal older than the pages when the page is whole (an
     /// error naming the journal), and damage the structure reports where
