@@ -538,6 +538,7 @@ impl Index {
             locator: Default::default(),
             checkpoints: super::checkpoints::CheckpointTimer::new(store.checkpoint_interval()),
             records: Default::default(),
+            failure: None,
         };
         index.checkpoint()?;
         // The manifest is written last: a directory without one holds no index.

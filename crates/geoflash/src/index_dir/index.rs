@@ -86,6 +86,9 @@ pub struct Index {
     pub(super) checkpoints: super::checkpoints::CheckpointTimer,
     /// A front end's record map (see `records.rs`).
     pub(super) records: super::records::RecordState,
+    /// Why the index refuses every call after a change, commit or
+    /// checkpoint failed (see `failure.rs`).
+    pub(super) failure: Option<String>,
 }
 
 impl std::fmt::Debug for Index {
@@ -268,8 +271,11 @@ impl Index {
         if self.access == Access::Read {
             return Ok(());
         }
-        let named = self.before_store_checkpoint()?;
+        self.refuse_if_failed()?;
+        let named = self.before_store_checkpoint();
+        let named = self.noting_failure(named)?;
         let finished = self.finish_checkpoint(named);
+        let finished = self.noting_failure(finished);
         if let (Err(_), Some((g, _)), Some(heap)) = (&finished, named, self.objects.as_mut()) {
             // The heap's mark of `g` is written, and the store's durable
             // checkpoint may name `g` or the generation before.
@@ -396,10 +402,12 @@ impl Index {
         if self.access == Access::Read {
             return Ok(());
         }
+        self.refuse_if_failed()?;
         if self.saved_at_checkpoints() || self.checkpoints.due() || self.record_frames_due() {
             return self.checkpoint();
         }
-        if self.tree.sync_committed().map_err(|e| self.locate(e))? {
+        let synced = self.tree.sync_committed().map_err(|e| self.locate(e));
+        if self.noting_failure(synced)? {
             return Ok(());
         }
         self.checkpoint()
@@ -468,8 +476,15 @@ impl Index {
         !self.images.is_empty() && self.dir.is_some()
     }
 
-    /// Checkpoints (when writable) and closes the index.
+    /// Checkpoints (when writable) and closes the index. An index that
+    /// failed ([`failure`](Self::failure)) is released without writing
+    /// anything, as the Python package's `close()` does: its checkpoint
+    /// could make durable a part of the failed change, and the call that
+    /// failed reported it.
     pub fn close(mut self) -> Result<()> {
+        if self.failure.is_some() {
+            return Ok(());
+        }
         self.checkpoint()
     }
 }

@@ -44,6 +44,9 @@ mod create;
 mod damage_tests;
 mod devices;
 mod factory;
+mod failure;
+#[cfg(test)]
+mod failure_tests;
 mod images;
 mod index;
 mod inspection;

@@ -132,6 +132,7 @@ impl Index {
             locator: Default::default(),
             checkpoints: super::checkpoints::CheckpointTimer::new(store.checkpoint_interval()),
             records: Default::default(),
+            failure: None,
         };
         // The frames restart kept: the object heap's changes (on top of its
         // committed records) and a record map's whose changes are in the

@@ -39,8 +39,12 @@ impl Index {
     /// checkpoint (`JournaledDevice::fail`), so that no checkpoint makes
     /// that part durable, and the next open rolls back to the last one.
     /// (The logged stores refuse changes after such an error by themselves.)
+    /// Whatever the store, the index then answers nothing more until it is
+    /// opened again (`failure.rs`): its structure in memory may hold the
+    /// part.
     fn change(&mut self, f: impl FnOnce(&mut dyn SpatialIndex) -> Result<()>) -> Result<()> {
         self.writable_by_key()?;
+        self.refuse_if_failed()?;
         if let Some(journal) = &self.journal {
             journal.refuse_if_failed()?;
         }
@@ -57,12 +61,13 @@ impl Index {
                 ));
             }
         }
-        done
+        self.noting_failure(done)
     }
 
     /// Runs the query `f` on the structure as a timed filter phase, its
     /// errors naming the page file.
     pub(super) fn ask<T>(&self, f: impl FnOnce(&dyn SpatialIndex) -> Result<T>) -> Result<T> {
+        self.refuse_if_failed()?;
         let watch = self.watch();
         let r = f(&*self.tree).map_err(|e| self.locate(e));
         self.note(watch, Phase::Filter);

@@ -356,11 +356,15 @@ fn an_index_keyed_by_a_front_ends_map_refuses_writes_by_key_until_the_front_end_
 /// A checkpoint whose store's checkpoint is durable but whose rename of
 /// `pyrecords.next.dat` onto `pyrecords.dat` fails (here a directory in
 /// the way; an I/O error alike) leaves the snapshot the store names in
-/// `pyrecords.next.dat`. The next checkpoint finishes that rename before
-/// it writes its own snapshot there: before, it overwrote the named
-/// snapshot, and a crash before its store's checkpoint left an index that
-/// no open could read ("names record-map generation g, but pyrecords.dat
-/// is missing and pyrecords.next.dat holds generation g + 1").
+/// `pyrecords.next.dat`. The failed index answers nothing more; the next
+/// open reads that snapshot and finishes the rename, and a crash in a
+/// later checkpoint after its snapshot was written reopens the same. (A
+/// checkpoint in the same process, which the failure now refuses,
+/// finishes the rename before it writes its own snapshot: before, it
+/// overwrote the named snapshot, and a crash before its store's
+/// checkpoint left an index that no open could read: "names record-map
+/// generation g, but pyrecords.dat is missing and pyrecords.next.dat
+/// holds generation g + 1".)
 #[test]
 fn a_checkpoint_whose_rename_failed_keeps_the_named_snapshot_through_the_next_one() {
     in_fresh_dirs(["efind", "fast"], |store, dir| {
@@ -381,6 +385,12 @@ fn a_checkpoint_whose_rename_failed_keeps_the_named_snapshot_through_the_next_on
         std::fs::write(current.join("in-the-way"), b"x").unwrap();
         assert!(index.checkpoint().is_err(), "{store}: the rename cannot succeed");
         std::fs::remove_dir_all(&current).unwrap();
+        // The failed index answers nothing more (`failure.rs`); opened
+        // again, it holds what the failed checkpoint's store named.
+        assert!(index.query(rect(0), Predicate::Intersects).is_err(), "{store}");
+        drop(index);
+        let mut index = Index::open(dir, Access::Write).unwrap();
+        check(&index, &oracle, &format!("{store} reopened after the failed rename"));
         for i in 30..40u64 {
             insert(&mut index, &mut oracle, i as i64, rect(i));
         }

@@ -81,7 +81,9 @@ impl SpatialIndex for Index {
 
     fn sync_committed(&mut self) -> Result<bool> {
         self.writable()?;
-        self.tree.sync_committed()
+        self.refuse_if_failed()?;
+        let synced = self.tree.sync_committed();
+        self.noting_failure(synced)
     }
 
     fn last_committed_op(&self) -> Option<OpId> {
