@@ -436,7 +436,8 @@ fn node_units(i: i64) -> (i64, i64) {
 }
 #[cfg(feature = "osm-pbf")]
 fn degrees(units: i64) -> f64 {
-    1e-9 * (100 * units) as f64
+    // the double nearest to the decimal value, as osmium, GDAL and pyrosm read it
+    (100 * units) as f64 / 1e9
 }
 
 const STRINGS: [&str; 10] = [
@@ -1130,10 +1131,16 @@ fn real_osm_extract_reads_like_a_sequential_scan() {
         .unwrap()
         .for_each(|e| match e {
             osmpbf::Element::Node(n) => {
-                nodes.insert(n.id(), (n.lon(), n.lat()));
+                nodes.insert(
+                    n.id(),
+                    (n.nano_lon() as f64 / 1e9, n.nano_lat() as f64 / 1e9),
+                );
             }
             osmpbf::Element::DenseNode(n) => {
-                nodes.insert(n.id(), (n.lon(), n.lat()));
+                nodes.insert(
+                    n.id(),
+                    (n.nano_lon() as f64 / 1e9, n.nano_lat() as f64 / 1e9),
+                );
             }
             osmpbf::Element::Way(w) => {
                 let refs: Vec<i64> = w.refs().collect();

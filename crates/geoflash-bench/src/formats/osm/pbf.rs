@@ -141,6 +141,17 @@ fn decoded(path: &Path, pass: impl FnOnce() -> osmpbf::Result<()>) -> Result<()>
     )
 }
 
+/// A coordinate of `nano` nanodegrees in degrees: the double nearest to
+/// `nano / 10^9` (the integer is exact as a double, and so is 10^9, so the
+/// division rounds once), the value osmium, GDAL and pyrosm give. The
+/// `osmpbf` crate's `lon()` and `lat()` multiply by `1e-9`, which is not a
+/// double, and round twice: one coordinate in several came out one unit in
+/// the last place away from the references (`10.002000200000001` for
+/// 10.0020002; review finding).
+fn degrees(nano: i64) -> f64 {
+    nano as f64 / 1e9
+}
+
 /// A node's coordinates, or `None` outside the WGS 84 range (longitude in
 /// [-180, 180], latitude in [-90, 90]), which no valid file holds.
 fn wgs84(lon: f64, lat: f64) -> Option<Coord> {
@@ -305,8 +316,12 @@ fn read_ways(
             },
             |element| {
                 let (id, lon, lat) = match element {
-                    osmpbf::Element::Node(n) => (n.id(), n.lon(), n.lat()),
-                    osmpbf::Element::DenseNode(n) => (n.id(), n.lon(), n.lat()),
+                    osmpbf::Element::Node(n) => {
+                        (n.id(), degrees(n.nano_lon()), degrees(n.nano_lat()))
+                    }
+                    osmpbf::Element::DenseNode(n) => {
+                        (n.id(), degrees(n.nano_lon()), degrees(n.nano_lat()))
+                    }
                     _ => return,
                 };
                 match wgs84(lon, lat) {
@@ -443,6 +458,50 @@ mod tests {
         assert!(facts(&h, &[(4, 2), (5, 2)]).closed_is_area());
         assert!(facts(&h, &[(4, 2), (1, 2)]).closed_is_area());
         assert!(!facts(&h, &[(1, 2), (5, 3)]).closed_is_area());
+    }
+
+    /// Review finding: coordinates were the `osmpbf` crate's `1e-9 *
+    /// nanodegrees`, one unit in the last place away from the decimal
+    /// value for many nodes (10.002000200000001 for 10.0020002), where
+    /// osmium, GDAL and pyrosm give the double nearest to it. Every node
+    /// coordinate of the usual granularity (1e-7 degrees) around a few
+    /// places, and the extremes, is now the decimal value read as a double.
+    #[test]
+    fn coordinates_are_the_nearest_doubles_to_their_decimal_values() {
+        let decimal = |d: i64| -> f64 {
+            let sign = if d < 0 { "-" } else { "" };
+            let a = d.unsigned_abs();
+            format!("{sign}{}.{:07}", a / 10_000_000, a % 10_000_000)
+                .parse()
+                .unwrap()
+        };
+        assert_eq!(degrees(10_002_000_200), 10.0020002);
+        let mut checked = 0;
+        for centre in [
+            0i64,
+            100_020_002,
+            500_010_000,
+            -1_799_999_999,
+            899_999_000,
+            246_000_000,
+        ] {
+            for d in centre - 20_000..=centre + 20_000 {
+                assert_eq!(degrees(d * 100), decimal(d), "{d} decimicrodegrees");
+                checked += 1;
+            }
+        }
+        for d in [
+            -1_800_000_000i64,
+            1_800_000_000,
+            -900_000_000,
+            900_000_000,
+            1,
+            -1,
+        ] {
+            assert_eq!(degrees(d * 100), decimal(d), "{d} decimicrodegrees");
+        }
+        assert_eq!(checked, 6 * 40_001);
+        assert_eq!(degrees(1), 1e-9);
     }
 
     #[test]
