@@ -57,16 +57,6 @@ struct State {
     /// write or a checkpoint from the child would overwrite what the
     /// parent writes, so only the owner writes ([`State::check_owner`]).
     owner: u32,
-    /// Why the index refuses every call: a change, a commit or a checkpoint
-    /// of this index in a directory failed with an error other than bad
-    /// input ([`State::note_failure`]). What such a failure leaves is
-    /// uncertain: the engine may hold in memory an operation (or a batch)
-    /// that is not durable, the record map may disagree with the tree (a
-    /// key the map gave back that the tree holds), or, for a map with its
-    /// own log, the engine's batch was left open so later batches would
-    /// commit nothing. Only a new open knows what is durable, so until
-    /// then nothing is answered ([`State::check_failed`]).
-    failed: Option<String>,
 }
 
 impl State {
@@ -103,7 +93,6 @@ impl State {
             batch: None,
             batch_thread: None,
             owner: crate::pid::current(),
-            failed: None,
         })
     }
 
@@ -130,35 +119,24 @@ impl State {
         )))
     }
 
-    /// Keeps `e`, the error of a change, commit or checkpoint, as the
-    /// reason this index refuses every later call ([`State::failed`]) when
-    /// it is not bad input and the index is a writable one in a directory
-    /// (an index in memory has nothing a crash could lose).
+    /// Fails the index with `e`, the error of a change, commit or
+    /// checkpoint, unless it is bad input ([`Index::fail`]). What such a
+    /// failure leaves is uncertain: the engine may hold in memory an
+    /// operation (or a batch) that is not durable, the record map may
+    /// disagree with the tree (a key the map gave back that the tree
+    /// holds), or, for a map with its own log, the engine's batch was left
+    /// open so later batches would commit nothing; an interruption, which
+    /// leaves the engine at an operation boundary, can leave the map
+    /// changed and the tree not. Only a new open knows what is durable, so
+    /// until then nothing is answered ([`State::check_failed`]).
     fn note_failure(&mut self, e: &Error) {
-        if self.failed.is_none()
-            && self.writable
-            && self.index.dir().is_some()
-            && !e.is_user_error()
-        {
-            self.failed = Some(e.to_string());
-        }
+        self.index.fail(e);
     }
 
-    /// Refuses every call once the index failed ([`State::failed`]).
+    /// Refuses every call once the index failed ([`Index::refuse_if_failed`]:
+    /// the engine's error, which names the directory and the failure).
     fn check_failed(&self) -> Result<()> {
-        let Some(why) = &self.failed else {
-            return Ok(());
-        };
-        let dir = self
-            .index
-            .dir()
-            .map_or_else(String::new, |d| d.display().to_string());
-        Err(Error::StoreFailed(format!(
-            "geoflash index {dir} failed to make a change durable, or failed part-way through one ({why}); \
-             it may hold changes that a crash would lose, so it answers nothing more, queries included. \
-             close() it and open the directory again: the open recovers what is durable, which may or may \
-             not include the failed operation or batch (look before repeating it)"
-        )))
+        self.index.refuse_if_failed()
     }
 
     /// Checkpoints the record map and the engine. A map in the store's log
@@ -1522,7 +1500,7 @@ impl Core {
                     None => return Ok(()),
                     // The index failed inside the batch: nothing to commit,
                     // an error if the block went on as if nothing had failed.
-                    Some(st) if st.failed.is_some() => {
+                    Some(st) if st.index.failure().is_some() => {
                         st.batch = None;
                         st.batch_thread = None;
                         Some(st.check_failed())
@@ -1559,7 +1537,7 @@ impl Core {
             // A forked child's copy, or an index that failed (its
             // checkpoint would fail too, and would make durable what the
             // failure left): released without writing.
-            if !st.owned() || st.failed.is_some() {
+            if !st.owned() || st.index.failure().is_some() {
                 drop(st);
                 return Ok(());
             }
@@ -1594,7 +1572,7 @@ impl Core {
     /// `State::failed`), or None.
     #[getter]
     fn failed(&self) -> PyResult<Option<String>> {
-        self.read_meta(|st| Ok(st.failed.clone()))
+        self.read_meta(|st| Ok(st.index.failure().map(str::to_owned)))
     }
 
     /// The manifest (kind, page size, device, tree and store parameters) as JSON.
@@ -1617,7 +1595,7 @@ impl Drop for Core {
     fn drop(&mut self) {
         if let Ok(inner) = self.inner.get_mut() {
             if let Some(mut st) = inner.take() {
-                if st.owned() && st.failed.is_none() {
+                if st.owned() && st.index.failure().is_none() {
                     let _ = st.checkpoint();
                 }
             }

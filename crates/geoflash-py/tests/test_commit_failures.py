@@ -73,7 +73,7 @@ def _durable_ids(path):
 
 def _refused(outcome):
     kind, message = outcome
-    return kind == "DeviceError" and "close() it and open the directory again" in message
+    return kind == "DeviceError" and "close it (which writes nothing) and open the directory again" in message
 
 
 def test_a_failed_batch_commit_on_the_plain_store_answers_nothing_until_reopened(tmp_path):

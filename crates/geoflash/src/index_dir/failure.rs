@@ -26,13 +26,24 @@ impl Index {
 
     /// Keeps `e`, the error of a change, commit or checkpoint, as the
     /// index's failure when it is neither bad input nor an interruption
-    /// (both leave the structure at an operation boundary) and the index
-    /// is a writable one in a directory (an index in memory has nothing a
-    /// crash could lose; a reader writes nothing).
+    /// (both leave the structure at an operation boundary).
     pub(super) fn note_failure(&mut self, e: &Error) {
-        let at_boundary = matches!(e.kind(), ErrorKind::InvalidInput | ErrorKind::Interrupted);
+        if !matches!(e.kind(), ErrorKind::Interrupted) {
+            self.fail(e);
+        }
+    }
+
+    /// Fails this index with `e` (see [`failure`](Self::failure)) when it
+    /// is a writable one in a directory (an index in memory has nothing a
+    /// crash could lose; a reader writes nothing) and `e` is not bad input
+    /// ([`Error::is_user_error`]), which never fails an index. For a front
+    /// end that keeps durable state of its own beside the index (the
+    /// Python package's record-map log) and cannot tell, after `e` (an
+    /// interruption included), whether that state and the index agree;
+    /// the index fails itself on its own errors. The first failure is kept.
+    pub fn fail(&mut self, e: &Error) {
         if self.failure.is_none()
-            && !at_boundary
+            && !e.is_user_error()
             && self.access == Access::Write
             && self.dir.is_some()
         {
@@ -50,8 +61,9 @@ impl Index {
 
     /// An error naming the index and its failure once it failed (see
     /// [`failure`](Self::failure)); checked by every change, commit,
-    /// checkpoint and query.
-    pub(super) fn refuse_if_failed(&self) -> Result<()> {
+    /// checkpoint and query, and by front ends before they touch state of
+    /// their own (see [`fail`](Self::fail)).
+    pub fn refuse_if_failed(&self) -> Result<()> {
         let Some(why) = &self.failure else {
             return Ok(());
         };
@@ -62,8 +74,9 @@ impl Index {
         Err(Error::StoreFailed(format!(
             "the index {dir} failed part-way through a change, or failed to make one durable ({why}); \
              it may hold changes that a reopen would not, so it answers nothing more, queries included: \
-             open it again, which recovers what is durable (that may or may not include the failed \
-             operation: look before repeating it)"
+             close it (which writes nothing) and open the directory again, which recovers what is \
+             durable (that may or may not include the failed operation or batch: look before \
+             repeating it)"
         )))
     }
 }
