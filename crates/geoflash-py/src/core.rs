@@ -227,7 +227,12 @@ impl State {
         }
         let key = match self.index.records_mut().only_live_key(id) {
             Ok(key) => key,
-            Err(0) => return Err(Error::invalid(format!("no entry with id {id} to update"))),
+            Err(0) => {
+                // The engine's words for an identity map (`Index::update_by_id`).
+                return Err(Error::invalid(format!(
+                    "object {id} is not in the index: nothing to update"
+                )));
+            }
             Err(n) => {
                 return Err(Error::invalid(format!(
                     "id {id} has {n} entries: update(id, coordinates) moves one entry; \

@@ -256,7 +256,7 @@ def test_update_moves_an_entry_by_id_and_keeps_its_object(tmp_path):
                 assert _contents(idx) == want
         in_place = idx.stats["updates_in_place"]
         assert 0 < in_place < 3000
-        with pytest.raises(geoflash.RTreeError, match="no entry with id 99999"):
+        with pytest.raises(geoflash.RTreeError, match="object 99999 is not in the index: nothing to update"):
             idx.update(99999, (0, 0, 1, 1))
         idx.insert(7, (5, 5, 6, 6))
         with pytest.raises(geoflash.RTreeError, match="id 7 has 2 entries"):
@@ -274,6 +274,32 @@ def test_update_moves_an_entry_by_id_and_keeps_its_object(tmp_path):
         assert _contents(idx) == want
         with pytest.raises(geoflash.RTreeError, match="read-only"):
             idx.update(3, (0, 0, 1, 1))
+
+
+def test_an_unknown_id_is_refused_in_the_same_words_whatever_the_id_map(tmp_path):
+    """``update`` of an id the index does not hold raises the same error
+    whether the index keeps a full id map (built from Python, with objects)
+    or an identity map (built by the command line): the engine's words."""
+    from test_osm_import import geoflash_bin
+
+    bin_ = geoflash_bin()
+    assert bin_, "the geoflash command is not built (cargo build -p geoflash-cli)"
+    full = tmp_path / "full"
+    _build(full, "efind")
+    csv = tmp_path / "boxes.csv"
+    csv.write_text("id,minx,miny,maxx,maxy\n" + "".join(f"{i},{i},{i},{i + 1},{i + 1}\n" for i in range(20)))
+    identity = tmp_path / "identity"
+    subprocess.run([bin_, "-q", "build", "--input", str(csv), "--index", str(identity)], check=True, timeout=300)
+    messages = []
+    for path in (full, identity):
+        with geoflash.Index(str(path)) as idx:
+            with pytest.raises(geoflash.RTreeError) as raised:
+                idx.update(99999, (0, 0, 1, 1))
+            messages.append(str(raised.value))
+            idx.update(3, (1, 1, 2, 2))  # the index goes on working
+            assert 3 in list(idx.intersection((1.5, 1.5, 1.5, 1.5)))
+    assert messages[0] == messages[1], messages
+    assert "object 99999 is not in the index: nothing to update" in messages[0]
 
 
 def test_update_batch_equals_a_loop_of_update(tmp_path):
@@ -307,7 +333,7 @@ def test_update_batch_equals_a_loop_of_update(tmp_path):
     assert results[0] == results[1]
     assert 0 < results[1][1] < len(ids)
     with geoflash.Index(str(tmp_path / "batch")) as idx:
-        with pytest.raises(geoflash.RTreeError, match="row 2: no entry with id 99999"):
+        with pytest.raises(geoflash.RTreeError, match="row 2: object 99999 is not in the index"):
             idx.update_batch([5, 6, 99999, 7], [(1, 1, 2, 2), (3, 3, 4, 4), (0, 0, 1, 1), (5, 5, 6, 6)])
         got = _contents(idx)
         assert got[5][0] == (1, 1, 2, 2) and got[6][0] == (3, 3, 4, 4)
