@@ -456,8 +456,8 @@ fn read_objects(
         .map_err(|e| read_failure(path, e))
 }
 
-/// `geoflash build` from a file of geometries (every input format but CSV):
-/// geometries in the object heap, MBRs in the tree.
+/// `geoflash build` from a file of geometries (every input format but a
+/// CSV of boxes): geometries in the object heap, MBRs in the tree.
 fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
     let objects = read_objects(&a.input, &a.layer)?;
     let bounds: Vec<Rect> = objects
@@ -488,18 +488,13 @@ fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
             )?;
             (index, objects.len() as u64)
         }
-        None => Index::build(&a.index, opts, |index| {
-            let durability = batch_durability(index.structure().durability());
-            apply_all(
-                index,
-                &objects,
-                "build",
-                &a.input,
-                durability,
-                |ix, id, g| ix.insert_object(id, g),
-            )
-        })
-        .map_err(|f| build_failure(&a.index, f))?,
+        None => build_by_insertion(
+            a,
+            opts,
+            || Ok(objects.iter().map(|(id, g)| Ok((*id, g)))),
+            objects.len() as u64,
+            |ix, id, g| ix.insert_object(id, g),
+        )?,
     };
     print_stats(&index, "build", ops, start, a.json)?;
     index.close()?;
@@ -509,14 +504,24 @@ fn build_objects(a: &BuildArgs, opts: &IndexOptions) -> Result<(), Failure> {
 /// `geoflash insert` and `geoflash delete` from a file of geometries (the object heap and the tree).
 fn change_objects(a: &ChangeArgs, delete: bool) -> Result<(), Failure> {
     let objects = read_objects(&a.input, &a.layer)?;
-    let mut index = Index::open(&a.index, Access::Write)?;
+    let index = Index::open(&a.index, Access::Write)?;
+    apply_objects(index, a, delete, &objects)
+}
+
+/// [`change_objects`] of `objects`, read from `a.input`, on the opened `index`.
+fn apply_objects(
+    mut index: Index,
+    a: &ChangeArgs,
+    delete: bool,
+    objects: &[(u64, geoflash::engine::Geometry)],
+) -> Result<(), Failure> {
     index.device().reset_stats();
     let start = BatchClock::start();
     let durability = batch_durability(index.structure().durability());
     let (label, applied) = if delete {
         let applied = apply_all(
             &mut index,
-            &objects,
+            objects,
             "delete",
             &a.input,
             durability,
@@ -526,7 +531,7 @@ fn change_objects(a: &ChangeArgs, delete: bool) -> Result<(), Failure> {
     } else {
         let applied = apply_all(
             &mut index,
-            &objects,
+            objects,
             "insert",
             &a.input,
             durability,
@@ -1098,9 +1103,14 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
     if let Some((budget, label)) = bounded_memory(&a, &opts)? {
         return build_external(&a, &opts, budget, &label);
     }
-    if formats::Format::from_path(&a.input)? != formats::Format::Csv {
+    // Geometries (every format but a CSV of boxes, a CSV's `wkt` column
+    // included) go to the object heap as well as the tree.
+    if !geoflash_bench::import::is_box_csv(&a.input)? {
         if a.record_trace.is_some() {
-            return Err(Error::invalid("--record-trace needs a CSV input in this version").into());
+            return Err(Error::invalid(
+                "--record-trace needs a CSV input of boxes (id,minx,miny,maxx,maxy) in this version",
+            )
+            .into());
         }
         return build_objects(&a, &opts);
     }
@@ -1147,49 +1157,13 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
                 n,
             )
         }
-        (None, input) => {
-            let mut acker = Acker::new(a.ack_every)?;
-            // Built in a staging directory and renamed onto --index when
-            // done (checkpointed): a failure leaves no directory.
-            let (index, (done, failed)) = Index::build_acknowledging(&a.index, &opts, |index| {
-                // `--ack-every` acknowledges operations as the store's
-                // durability mode makes them durable; without it the
-                // input is one batch.
-                let durability = match a.ack_every {
-                    Some(_) => BatchDurability::AsConfigured,
-                    None => batch_durability(index.structure().durability()),
-                };
-                let applied = apply_stream(
-                    index,
-                    input.records()?,
-                    input.len(),
-                    "build",
-                    &a.input,
-                    durability,
-                    |ix, id, r| ix.insert(id, *r),
-                    acker.as_mut(),
-                );
-                // A build with acknowledgements that stops at a bad record
-                // or on Ctrl-C keeps what it applied, as `insert` does:
-                // published (checkpointed) with the operations it acked.
-                match applied {
-                    Ok(done) => Ok((done, None)),
-                    Err(f) => match (a.ack_every, applied_before(&f)) {
-                        (Some(_), Some(done)) if done > 0 => Ok((done, Some(f))),
-                        _ => Err(f),
-                    },
-                }
-            })
-            .map_err(|f| build_failure(&a.index, f))?;
-            if let Some(f) = failed {
-                index.close()?;
-                return Err(published_in_part(&a.index, f, done));
-            }
-            if let Some(a) = acker.as_mut() {
-                a.finish(done);
-            }
-            (index, done)
-        }
+        (None, input) => build_by_insertion(
+            &a,
+            &opts,
+            || input.records(),
+            input.len(),
+            |ix, id, r| ix.insert(id, *r),
+        )?,
     };
     if let (Some(path), Some(mut input)) = (&a.record_trace, trace_input) {
         input.truncate(ops as usize);
@@ -1203,6 +1177,58 @@ pub fn build(a: BuildArgs) -> Result<(), Failure> {
     print_stats(&index, "build", ops, start, a.json)?;
     index.close()?;
     Ok(())
+}
+
+/// `geoflash build` by insertion of `total` items (`items` read as they
+/// are applied, `op` inserting one), in a staging directory renamed onto
+/// `--index` when done (checkpointed): a failure leaves no directory.
+/// Without `--ack-every` the input is one batch; with it, operations are
+/// acknowledged as the store's durability mode makes them durable, and a
+/// build that stops at a bad record or on Ctrl-C publishes what it
+/// applied, the operations it acknowledged among them, as `insert` does.
+fn build_by_insertion<T, I>(
+    a: &BuildArgs,
+    opts: &IndexOptions,
+    items: impl FnOnce() -> Result<I, Failure>,
+    total: u64,
+    op: impl Fn(&mut Index, u64, &T) -> geoflash::Result<()>,
+) -> Result<(Index, u64), Failure>
+where
+    I: Iterator<Item = geoflash::Result<(u64, T)>>,
+{
+    let mut acker = Acker::new(a.ack_every)?;
+    let (index, (done, failed)) = Index::build_acknowledging(&a.index, opts, |index| {
+        let durability = match a.ack_every {
+            Some(_) => BatchDurability::AsConfigured,
+            None => batch_durability(index.structure().durability()),
+        };
+        let applied = apply_stream(
+            index,
+            items()?,
+            total,
+            "build",
+            &a.input,
+            durability,
+            op,
+            acker.as_mut(),
+        );
+        match applied {
+            Ok(done) => Ok((done, None)),
+            Err(f) => match (a.ack_every, applied_before(&f)) {
+                (Some(_), Some(done)) if done > 0 => Ok((done, Some(f))),
+                _ => Err(f),
+            },
+        }
+    })
+    .map_err(|f| build_failure(&a.index, f))?;
+    if let Some(f) = failed {
+        index.close()?;
+        return Err(published_in_part(&a.index, f, done));
+    }
+    if let Some(a) = acker.as_mut() {
+        a.finish(done);
+    }
+    Ok((index, done))
 }
 
 /// Refuses a `--record-trace` file that cannot be written (its directory
@@ -1412,6 +1438,14 @@ pub fn change(a: ChangeArgs, delete: bool) -> Result<(), Failure> {
     }
     let input = RectInput::open(&a.input)?;
     let mut index = Index::open(&a.index, Access::Write)?;
+    if !delete && matches!(input, RectInput::Read(_)) && index.objects().is_some() {
+        // A CSV of WKT geometries inserted into an index with an object
+        // heap: the geometries go to the heap, as a GeoJSON file's do (by
+        // their MBRs alone, `query --refine` took each object for its box).
+        drop(input);
+        let objects = read_objects(&a.input, &a.layer)?;
+        return apply_objects(index, &a, false, &objects);
+    }
     index.device().reset_stats();
     let start = BatchClock::start();
     let durability = batch_durability(index.structure().durability());

@@ -422,7 +422,7 @@ impl Index {
     pub fn query_refined(&self, window: Rect, predicate: Predicate) -> Result<QueryResult> {
         let heap = self.objects.as_ref().ok_or_else(|| {
             Error::invalid(format!(
-                "the index{} has no object heap ({}): build it from a file with geometries (GeoJSON) to use refinement",
+                "the index{} has no object heap ({}): build it from a file of geometries (GeoJSON, a CSV with a `wkt` column, FlatGeobuf, GeoParquet, Shapefile, GeoPackage or OSM PBF) to use refinement",
                 self.dir.as_deref().map(|d| format!(" in {}", d.display())).unwrap_or_default(),
                 crate::objects::OBJECTS_FILE
             ))
