@@ -94,6 +94,8 @@ pub mod external;
 mod external_str;
 pub mod fortree;
 mod hilbert;
+#[cfg(test)]
+pub(crate) mod hilbert_review_tests;
 mod ids;
 mod insert;
 pub mod inspect;

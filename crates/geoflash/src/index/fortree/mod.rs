@@ -139,6 +139,8 @@ mod delete;
 mod insert;
 mod persist;
 pub(crate) mod query;
+#[cfg(test)]
+mod review_tests;
 mod spatial;
 #[cfg(test)]
 mod tests;
