@@ -19,6 +19,12 @@ use crate::{Error, Result};
 
 /// An open index.
 ///
+/// Dropping an index without [`close`](Self::close) writes nothing more:
+/// for its files a drop is a crash, and the next open recovers what its
+/// store made durable (every acknowledged operation: see
+/// [`durable_op`](Self::durable_op)) and nothing after it. `close`
+/// checkpoints, so the next open has nothing to replay.
+///
 /// ```
 /// use geoflash::geom::{Point, Rect};
 /// use geoflash::engine::Predicate;
