@@ -1487,7 +1487,7 @@ pub fn update(a: UpdateArgs) -> Result<(), Failure> {
         ))
         .into());
     }
-    let moves = read_csv_rows(&a.input, "row", &formats::BOX_COLUMNS, |line| {
+    let moves = read_csv_rows(&a.input, "record", &formats::BOX_COLUMNS, |line| {
         let (id, rest) = line
             .split_once(',')
             .ok_or_else(|| Error::invalid(format!("{line:?} is not id,minx,miny,maxx,maxy")))?;

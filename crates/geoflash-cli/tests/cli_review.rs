@@ -144,7 +144,7 @@ fn bad_inputs_exit_2_naming_the_file_and_record_and_change_nothing() {
             );
             let named = match record {
                 0 => err.contains("line 1") || err.contains("empty"),
-                n => err.contains(&format!("record {n}")) || err.contains(&format!("row {n}")),
+                n => err.contains(&format!("record {n}")),
             };
             assert!(named, "{cmd} of {name}: record {record} not named: {err}");
             unchanged(&idx, &before, &format!("{cmd} of {name}"));

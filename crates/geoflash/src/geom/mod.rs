@@ -72,11 +72,27 @@ impl TryFrom<PointRepr> for Point {
     }
 }
 
+/// A coordinate as an error message shows it: as `{}` does, but in
+/// scientific notation when that would write more than 16 digits before
+/// or 5 zeros after the decimal point (`1e308`, not 309 digits).
+struct Coord(f64);
+
+impl std::fmt::Display for Coord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let a = self.0.abs();
+        match a == 0.0 || !a.is_finite() || (1e-5..1e16).contains(&a) {
+            true => write!(f, "{}", self.0),
+            false => write!(f, "{:e}", self.0),
+        }
+    }
+}
+
 impl Point {
     /// A point; an error for NaN, infinite or out-of-range coordinates
     /// (magnitude above [`MAX_COORD`]).
     pub fn new(x: f64, y: f64) -> Result<Point> {
         if !check_coord(x) || !check_coord(y) {
+            let (x, y) = (Coord(x), Coord(y));
             return Err(Error::invalid(format!(
                 "point ({x}, {y}) has a coordinate that is not finite or exceeds {MAX_COORD:e} in magnitude"
             )));
@@ -158,7 +174,9 @@ impl Rect {
     #[cold]
     #[inline(never)]
     fn refusal(min_x: f64, min_y: f64, max_x: f64, max_y: f64) -> Error {
-        if [min_x, min_y, max_x, max_y].into_iter().all(check_coord) {
+        let valid = [min_x, min_y, max_x, max_y].into_iter().all(check_coord);
+        let [min_x, min_y, max_x, max_y] = [min_x, min_y, max_x, max_y].map(Coord);
+        if valid {
             Error::invalid(format!(
                 "rectangle ({min_x}, {min_y}, {max_x}, {max_y}) is inverted (min greater than max)"
             ))
@@ -510,6 +528,23 @@ mod tests {
 
     fn p(x: f64, y: f64) -> Point {
         Point::new(x, y).unwrap()
+    }
+
+    #[test]
+    fn refused_coordinates_are_shown_short() {
+        let e = Rect::new(0.0, 0.5, 1e308, 1.0).unwrap_err().to_string();
+        assert!(
+            e.contains("rectangle (0, 0.5, 1e308, 1) has a coordinate"),
+            "{e}"
+        );
+        let e = Point::new(-1.5e-300, f64::NAN).unwrap_err().to_string();
+        assert!(e.contains("point (-1.5e-300, NaN)"), "{e}");
+        let e = Rect::new(2.0, 0.0, 1.0, f64::INFINITY)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("(2, 0, 1, inf)"), "{e}");
+        let e = Rect::new(3.0, 0.0, 1.0, 0.0).unwrap_err().to_string();
+        assert!(e.contains("rectangle (3, 0, 1, 0) is inverted"), "{e}");
     }
 
     #[test]
