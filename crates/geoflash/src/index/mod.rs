@@ -84,6 +84,8 @@ macro_rules! store_accessors {
     };
 }
 
+#[cfg(test)]
+mod batch_review_tests;
 pub mod bulk;
 mod check;
 #[cfg(feature = "internals")]

@@ -81,7 +81,10 @@ pub struct TierReport {
     pub fast_pages: u64,
     /// Pages the fast tier may hold.
     pub fast_limit: u64,
-    /// Pages meant for the fast tier that stayed on the slow one (full tier).
+    /// Pages meant for the fast tier that stayed on the slow one (full
+    /// tier), since this device was opened (like the other counters, not
+    /// kept across a reopen: pages placed on the slow tier before it stay
+    /// there, uncounted, until their next write).
     pub fallbacks: u64,
 }
 

@@ -43,6 +43,8 @@ mod log_placement_tests;
 pub mod logged;
 pub mod mem;
 pub mod placement;
+#[cfg(test)]
+mod placement_review_tests;
 pub mod plain;
 pub(crate) mod overlap;
 pub(crate) mod stored;
