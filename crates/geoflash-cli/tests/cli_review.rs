@@ -236,14 +236,7 @@ fn bad_inputs_exit_2_naming_the_file_and_record_and_change_nothing() {
         "id,minx,miny,maxx,maxy\r\n10, 1 , 1 ,2 , 2\r\n11,-0.0,-0.0,0,0\r\n",
     )
     .unwrap();
-    ok(geoflash(&[
-        "-q",
-        "insert",
-        "--index",
-        s(&idx),
-        "--input",
-        s(&crlf),
-    ]));
+    change("insert", &idx, &crlf);
     assert_eq!(window_ids(&idx, "1.5,1.5,1.5,1.5"), vec![10]);
     assert_eq!(window_ids(&idx, "0,0,0,0"), vec![1, 11]);
     assert_eq!(all_ids(&idx), vec![1, 2, 3, 10, 11]);
@@ -597,24 +590,10 @@ fn answers_agree_with_brute_force_after_build_insert_delete_update_on_every_stor
         let mut objects = objects.clone();
         check_answers(d, &idx, &objects, &format!("{store:?} after build"));
         for f in [&f2, &f3] {
-            ok(geoflash(&[
-                "-q",
-                "insert",
-                "--index",
-                s(&idx),
-                "--input",
-                s(f),
-            ]));
+            change("insert", &idx, f);
         }
         objects.extend(second.iter().chain(&dups).copied());
-        ok(geoflash(&[
-            "-q",
-            "delete",
-            "--index",
-            s(&idx),
-            "--input",
-            s(&f4),
-        ]));
+        change("delete", &idx, &f4);
         for (id, _) in &gone {
             objects.remove(id);
         }
@@ -821,52 +800,14 @@ fn read_only_commands_change_no_byte_even_of_an_index_a_killed_writer_left() {
 /// standard error (`…: N% (…)`, about a tenth of the work done), and
 /// returns its exit code, standard output's lines and standard error.
 fn interrupted(args: &[&str]) -> (Option<i32>, Vec<String>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_geoflash"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let out = std::thread::spawn(move || {
-        std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .collect::<Vec<_>>()
-    });
-    let stderr = child.stderr.take().unwrap();
-    let (seen, progress) = std::sync::mpsc::channel();
-    let err = std::thread::spawn(move || {
-        let mut text = String::new();
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if line.contains("% (") {
-                let _ = seen.send(());
-            }
-            text.push_str(&line);
-            text.push('\n');
-        }
-        text
-    });
-    if progress
-        .recv_timeout(std::time::Duration::from_secs(120))
-        .is_err()
-    {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("{args:?}: no progress line: {}", err.join().unwrap());
-    }
-    let sent = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let status = child.wait().unwrap();
-    let err = err.join().unwrap();
+    let out = interrupted_at_first_progress(args);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!err.contains("panicked"), "{err}");
-    (status.code(), out.join().unwrap(), err)
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    (out.status.code(), lines, err)
 }
 
 /// K of "interrupted: K of the N records of FILE were …" in `err`.
@@ -926,14 +867,7 @@ fn ctrl_c_during_long_changes_leaves_exactly_the_prefix_it_reports() {
     // Delete from the plain store.
     let idx = d.join("del");
     build(&seed_f, &idx, &["--store", "plain"]);
-    ok(geoflash(&[
-        "-q",
-        "insert",
-        "--index",
-        s(&idx),
-        "--input",
-        s(&more_f),
-    ]));
+    change("insert", &idx, &more_f);
     let (code, _, err) = interrupted(&["delete", "--index", s(&idx), "--input", s(&more_f)]);
     assert_eq!(code, Some(130), "{err}");
     let k = applied_count(&err, n);
@@ -1033,14 +967,7 @@ fn wkt_rows_inserted_into_an_index_with_an_object_heap_keep_their_geometry() {
         "id,wkt\n5,\"POLYGON ((10 10, 12 10, 10 12, 10 10))\"\n6,\"POINT (20 20)\"\n",
     )
     .unwrap();
-    ok(geoflash(&[
-        "-q",
-        "insert",
-        "--index",
-        s(&idx),
-        "--input",
-        s(&wkt),
-    ]));
+    change("insert", &idx, &wkt);
     let refined = |w: &str| refined_ids(&idx, w);
     // The empty corner of each triangle's box.
     assert_eq!(refined("1.5,1.5,2,2"), Vec::<u64>::new());
@@ -1050,22 +977,25 @@ fn wkt_rows_inserted_into_an_index_with_an_object_heap_keep_their_geometry() {
     let inspect = last_json(&ok(geoflash(&["inspect", "--index", s(&idx), "--json"])));
     assert_eq!(inspect["objects"]["objects"], 4, "{inspect}");
     // A delete by the same WKT rows takes them out of the tree and the heap.
-    ok(geoflash(&[
-        "-q",
-        "delete",
-        "--index",
-        s(&idx),
-        "--input",
-        s(&wkt),
-    ]));
+    change("delete", &idx, &wkt);
     assert_eq!(refined("-1,-1,30,30"), vec![1, 2]);
     let inspect = last_json(&ok(geoflash(&["inspect", "--index", s(&idx), "--json"])));
     assert_eq!(inspect["objects"]["objects"], 2, "{inspect}");
     ok(geoflash(&["verify", "--index", s(&idx)]));
 }
 
-/// Every `--json` record of the index commands is the last line of
-/// standard output, parses, and holds the fields scripts read.
+/// `geoflash -q CMD --index IDX --input INPUT`, which must succeed.
+fn change(cmd: &str, idx: &Path, input: &Path) {
+    ok(geoflash(&[
+        "-q",
+        cmd,
+        "--index",
+        s(idx),
+        "--input",
+        s(input),
+    ]));
+}
+
 /// The ids `query --refine` gives for window `w` (`MINX,MINY,MAXX,MAXY`).
 fn refined_ids(idx: &Path, w: &str) -> Vec<u64> {
     let out = last_json(&ok(geoflash(&[
@@ -1143,6 +1073,8 @@ fn builds_from_geometries_keep_them_and_acknowledge_with_ack_every() {
     }
 }
 
+/// Every `--json` record of the index commands is the last line of
+/// standard output, parses, and holds the fields scripts read.
 #[test]
 fn json_records_parse_and_hold_their_fields() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();

@@ -98,3 +98,56 @@ pub fn windows_ids(record: &serde_json::Value) -> Vec<Vec<u64>> {
         })
         .collect()
 }
+
+/// Sends SIGINT (Ctrl-C) to `child`.
+pub fn interrupt(child: &std::process::Child) {
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success(), "kill -INT failed");
+}
+
+/// Runs the command line with `args`, sends it SIGINT as soon as its
+/// first progress line (`…: N% (…)`, printed on standard error when that
+/// is not a terminal) shows it at work, and returns its output, standard
+/// error whole. Waiting for the progress line rather than for a fixed time
+/// keeps the interrupt inside the work however fast the machine or the
+/// build is: it comes with about nine tenths of the work still to do.
+pub fn interrupted_at_first_progress(args: &[&str]) -> std::process::Output {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_geoflash"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (seen, progress) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        for line in std::io::BufReader::new(stderr).lines() {
+            let line = line.unwrap();
+            if line.contains("% (") {
+                let _ = seen.send(());
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    if progress
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .is_err()
+    {
+        // No progress line: the command ended first, or hangs.
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        let err = reader.join().unwrap();
+        panic!("geoflash {args:?} printed no progress line to interrupt at ({status}): {err}");
+    }
+    interrupt(&child);
+    let mut out = child.wait_with_output().unwrap();
+    out.stderr = reader.join().unwrap().into_bytes();
+    out
+}

@@ -574,7 +574,7 @@ fn file_cases() -> u64 {
 /// Whether file-store case `case` runs on device configuration `d`: every
 /// other one, so that two cases cover every device.
 fn on_device(case: u64, d: usize) -> bool {
-    (case + d as u64) % 2 == 0
+    (case + d as u64).is_multiple_of(2)
 }
 
 #[test]
@@ -584,93 +584,75 @@ fn memory_store_batches_answer_as_single_queries_and_brute_force() {
     }
 }
 
-#[test]
-fn plain_file_store_cold_batches_answer_as_single_queries_and_brute_force() {
+/// Runs `run(case, device, what)` for each file-store case on the
+/// [`DEVICES`] it takes ([`on_device`]): `device` opens the case's file
+/// (again for a reopen), `what` names the store and the device.
+fn for_file_cases(name: &str, mut run: impl FnMut(u64, &dyn Fn() -> Arc<dyn PageDevice>, &str)) {
     let dir = test_dir();
     for (d, (direct, engine)) in DEVICES.into_iter().enumerate() {
         for case in (0..file_cases()).filter(|c| on_device(*c, d)) {
-            let path = dir.path().join(format!("plain-{d}-{case}"));
+            let path = dir.path().join(format!("{name}-{d}-{case}"));
             if file_device(&path, direct, engine).is_none() {
                 break;
             }
-            let buffer = [0, 3 * PS][(case % 2) as usize];
-            let cfg = PlainConfig {
-                buffer_bytes: buffer,
-                ..PlainConfig::default()
-            };
             let dev = || file_device(&path, direct, engine).unwrap();
-            let mut reopen = || PlainStore::open(dev(), cfg).unwrap();
-            let what = format!("plain, direct {direct}, {engine:?}, buffer {buffer}");
-            scenario(
-                1000 + case,
-                &what,
-                300,
-                || PlainStore::create(dev(), cfg).unwrap(),
-                Some(&mut reopen),
-            );
+            run(case, &dev, &format!("{name}, direct {direct}, {engine:?}"));
         }
     }
+}
+
+#[test]
+fn plain_file_store_cold_batches_answer_as_single_queries_and_brute_force() {
+    for_file_cases("plain", |case, dev, what| {
+        let buffer = [0, 3 * PS][(case % 2) as usize];
+        let cfg = PlainConfig {
+            buffer_bytes: buffer,
+            ..PlainConfig::default()
+        };
+        let mut reopen = || PlainStore::open(dev(), cfg).unwrap();
+        let create = || PlainStore::create(dev(), cfg).unwrap();
+        let what = format!("{what}, buffer {buffer}");
+        scenario(1000 + case, &what, 300, create, Some(&mut reopen));
+    });
 }
 
 #[test]
 fn efind_file_store_cold_batches_answer_as_single_queries_and_brute_force() {
     use crate::store::efind::tests::{create_on, open_on};
-    let dir = test_dir();
-    for (d, (direct, engine)) in DEVICES.into_iter().enumerate() {
-        for case in (0..file_cases()).filter(|c| on_device(*c, d)) {
-            let path = dir.path().join(format!("efind-{d}-{case}"));
-            if file_device(&path, direct, engine).is_none() {
-                break;
-            }
-            let read = [0u8, 50][(case % 2) as usize];
-            let cfg = EfindConfig {
-                buffer_bytes: 4 * PS,
-                read_buffer_percent: read,
-                ..EfindConfig::default()
-            };
-            let dev = || file_device(&path, direct, engine).unwrap();
-            let mut reopen = || open_on(dev(), cfg).unwrap();
-            let what = format!("efind, direct {direct}, {engine:?}, read buffer {read} %");
-            scenario(
-                2000 + case,
-                &what,
-                300,
-                || create_on(dev(), cfg).unwrap(),
-                Some(&mut reopen),
-            );
-        }
-    }
+    for_file_cases("efind", |case, dev, what| {
+        let read = [0u8, 50][(case % 2) as usize];
+        let cfg = EfindConfig {
+            buffer_bytes: 4 * PS,
+            read_buffer_percent: read,
+            ..EfindConfig::default()
+        };
+        let mut reopen = || open_on(dev(), cfg).unwrap();
+        let create = || create_on(dev(), cfg).unwrap();
+        let what = format!("{what}, read buffer {read} %");
+        scenario(2000 + case, &what, 300, create, Some(&mut reopen));
+    });
 }
 
 #[test]
 fn fast_file_store_cold_batches_answer_as_single_queries_and_brute_force() {
-    let dir = test_dir();
-    for (d, (direct, engine)) in DEVICES.into_iter().enumerate() {
-        for case in (0..file_cases()).filter(|c| on_device(*c, d)) {
-            let path = dir.path().join(format!("fast-{d}-{case}"));
-            if file_device(&path, direct, engine).is_none() {
-                break;
-            }
-            let cfg = FastConfig {
-                buffer_bytes: 4 * PS,
-                ..FastConfig::default()
-            };
-            let dev = || file_device(&path, direct, engine).unwrap();
-            let log = |dev: &Arc<dyn PageDevice>| {
-                LogPlacement::tail_of(dev, cfg.log_pages(PS).unwrap()).unwrap()
-            };
-            let mut reopen = || {
-                let dev = dev();
-                FastStore::open(dev.clone(), log(&dev), cfg).unwrap()
-            };
-            let create = || {
-                let dev = dev();
-                FastStore::create(dev.clone(), log(&dev), cfg).unwrap()
-            };
-            let what = format!("fast, direct {direct}, {engine:?}");
-            scenario(3000 + case, &what, 300, create, Some(&mut reopen));
-        }
-    }
+    for_file_cases("fast", |case, dev, what| {
+        let cfg = FastConfig {
+            buffer_bytes: 4 * PS,
+            ..FastConfig::default()
+        };
+        let log = |dev: &Arc<dyn PageDevice>| {
+            LogPlacement::tail_of(dev, cfg.log_pages(PS).unwrap()).unwrap()
+        };
+        let mut reopen = || {
+            let dev = dev();
+            FastStore::open(dev.clone(), log(&dev), cfg).unwrap()
+        };
+        let create = || {
+            let dev = dev();
+            FastStore::create(dev.clone(), log(&dev), cfg).unwrap()
+        };
+        scenario(3000 + case, what, 300, create, Some(&mut reopen));
+    });
 }
 
 /// A cold batch of more pages than a file device's stream buffer holds
