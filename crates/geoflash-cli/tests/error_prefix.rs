@@ -254,7 +254,7 @@ fn a_bad_window_or_point_file_says_invalid_input_once() {
     );
     refused_once(
         &["update", "--index", s(&idx), "--input", s(&moves)],
-        &[s(&moves), "row 2", "is inverted"],
+        &[s(&moves), "record 2", "is inverted"],
     );
     // its rows are rectangles, not windows
     let moves = write(
@@ -265,7 +265,7 @@ fn a_bad_window_or_point_file_says_invalid_input_once() {
         &["update", "--index", s(&idx), "--input", s(&moves)],
         &[
             s(&moves),
-            "row 2",
+            "record 2",
             "rectangle \"a,0,1,1\" is not 4 comma-separated numbers",
         ],
     );
