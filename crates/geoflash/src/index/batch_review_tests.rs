@@ -75,6 +75,22 @@ impl Dom {
     fn any(&self, rng: &mut ChaCha8Rng) -> f64 {
         self.at(rng.gen::<f64>())
     }
+
+    /// A point (as a rectangle) on the grid, or anywhere.
+    fn point(&self, rng: &mut ChaCha8Rng, on_grid: bool) -> Rect {
+        let (x, y) = match on_grid {
+            true => (self.grid(rng), self.grid(rng)),
+            false => (self.any(rng), self.any(rng)),
+        };
+        rect(x, y, x, y)
+    }
+
+    /// A box anywhere, of sides up to `side` of the domain's.
+    fn small_box(&self, rng: &mut ChaCha8Rng, side: f64) -> Rect {
+        let (x, y) = (self.any(rng), self.any(rng));
+        let (w, h) = (rng.gen::<f64>() * side, rng.gen::<f64>() * side);
+        rect(x, y, x + w * self.scale, y + h * self.scale)
+    }
 }
 
 /// The rectangle with corners `(a, b)` and `(c, d)`, in any order.
@@ -87,14 +103,8 @@ fn rect(a: f64, b: f64, c: f64, d: f64) -> Rect {
 fn data_rect(rng: &mut ChaCha8Rng, dom: &Dom, pool: &[(u64, Rect)]) -> Rect {
     match rng.gen_range(0..10) {
         0 | 1 if !pool.is_empty() => pool[rng.gen_range(0..pool.len())].1,
-        0..=2 => {
-            let (x, y) = (dom.grid(rng), dom.grid(rng));
-            rect(x, y, x, y)
-        }
-        3 => {
-            let (x, y) = (dom.any(rng), dom.any(rng));
-            rect(x, y, x, y)
-        }
+        0..=2 => dom.point(rng, true),
+        3 => dom.point(rng, false),
         4 => {
             let y = dom.grid(rng);
             rect(dom.grid(rng), y, dom.grid(rng), y)
@@ -107,11 +117,7 @@ fn data_rect(rng: &mut ChaCha8Rng, dom: &Dom, pool: &[(u64, Rect)]) -> Rect {
             let (x, y) = (dom.any(rng) * 0.5, dom.any(rng) * 0.5);
             rect(x, y, dom.any(rng), dom.any(rng))
         }
-        _ => {
-            let (x, y) = (dom.any(rng), dom.any(rng));
-            let (w, h) = (rng.gen::<f64>() * 0.02, rng.gen::<f64>() * 0.02);
-            rect(x, y, x + w * dom.scale, y + h * dom.scale)
-        }
+        _ => dom.small_box(rng, 0.02),
     }
 }
 
@@ -135,20 +141,10 @@ fn windows(rng: &mut ChaCha8Rng, dom: &Dom, live: &[(u64, Rect)], n: usize) -> V
     while out.len() < n {
         let w = match rng.gen_range(0..11) {
             0 if !live.is_empty() => live[rng.gen_range(0..live.len())].1,
-            1 => {
-                let (x, y) = (dom.any(rng), dom.any(rng));
-                let (w, h) = (rng.gen::<f64>() * 0.3, rng.gen::<f64>() * 0.3);
-                rect(x, y, x + w * dom.scale, y + h * dom.scale)
-            }
+            1 => dom.small_box(rng, 0.3),
             2 => rect(dom.grid(rng), dom.grid(rng), dom.grid(rng), dom.grid(rng)),
-            3 => {
-                let (x, y) = (dom.grid(rng), dom.grid(rng));
-                rect(x, y, x, y)
-            }
-            4 => {
-                let (x, y) = (dom.any(rng), dom.any(rng));
-                rect(x, y, x, y)
-            }
+            3 => dom.point(rng, true),
+            4 => dom.point(rng, false),
             5 => {
                 let y = dom.grid(rng);
                 rect(dom.at(-0.5), y, dom.at(1.5), y)
