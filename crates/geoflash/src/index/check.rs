@@ -149,10 +149,13 @@ impl<S: NodeStore> RTree<S> {
             let mut children: Vec<_> = node.entries.clone();
             children.sort_by(hilbert_order);
             // Children that tie on their LHV (records of equal Hilbert
-            // value: ids equal modulo 2^32 in one cell) have no order among
-            // themselves: each child's smallest value is checked against
-            // the LHV of the group of ties before its own.
+            // value: ids equal modulo 2^32 in one cell) form a group whose
+            // first may hold values below the LHV and whose others hold the
+            // LHV alone (`RTree::sort_entries`): each child's smallest value
+            // is checked against the LHV of the group before its own, and at
+            // most one child of a group may hold a smaller value.
             let (mut group, mut prev_max): (Option<u64>, Option<u64>) = (None, None);
+            let mut below = 0usize;
             for e in &children {
                 let (lo, hi) = self.check_node(e.key, level - 1, Some(e.rect), seen, report)?;
                 widen(lo, hi);
@@ -166,8 +169,10 @@ impl<S: NodeStore> RTree<S> {
                     if group != Some(hi) {
                         prev_max = group;
                         group = Some(hi);
+                        below = 0;
                     }
-                    if prev_max.is_some_and(|p| p > lo) {
+                    below += usize::from(lo < hi);
+                    if prev_max.is_some_and(|p| p > lo) || below > 1 {
                         return bad(format!("children out of Hilbert order at child {}", e.key));
                     }
                 }

@@ -7,11 +7,18 @@
 //!   correct, only less well clustered), an internal entry's largest Hilbert
 //!   value (LHV) of its subtree.
 //! - Inside a node the entries are ordered by `(payload, key)` (the store
-//!   keeps them by key; the tree sorts on reading). Between siblings the
-//!   order is a B+-tree's: every value under one child is at most every value
-//!   under the next.
+//!   keeps them by key; the tree sorts on reading), with one exception for
+//!   ties: see [`RTree::sort_entries`]. Between siblings the order is a
+//!   B+-tree's: every value under one child is at most every value under the
+//!   next.
+//! - Ties: records in one cell whose ids agree modulo 2^32 have equal values,
+//!   so a run of them can span siblings that then share their LHV `h`. In
+//!   the tree's order such a group is one child that may hold values below
+//!   `h` (the group's first) and children holding `h` alone; the page ids do
+//!   not tell the first apart, so the tree finds it by reading the group's
+//!   smallest values ([`RTree::subtree_min`]), which only ties pay.
 //! - ChooseLeaf descends into the first child whose LHV is at least the new
-//!   value (else the last child).
+//!   value (else the last child), in that order.
 //! - Overflow uses deferred splitting with s = 2 cooperating siblings
 //!   ("2-to-3"): the overflowing node and its right sibling (the left one for
 //!   the last child) share their entries evenly when they fit in two nodes;
@@ -33,8 +40,8 @@ use crate::{Error, Result};
 
 /// The value a record carries: the Hilbert value of its centre (domain
 /// order ≤ 16, so below 2^32) in the high 32 bits and the low 32 bits of its
-/// object id in the low ones, so values are distinct (unless two ids in the
-/// same cell agree modulo 2^32) and siblings never tie.
+/// object id in the low ones, so values are distinct unless two ids in the
+/// same cell agree modulo 2^32 (those ties: see the module's documentation).
 pub(crate) fn record_value(domain: &HilbertDomain, rect: &crate::geom::Rect, id: u64) -> u64 {
     (domain.hilbert_rect(rect) << 32) | (id & 0xFFFF_FFFF)
 }
@@ -42,22 +49,6 @@ pub(crate) fn record_value(domain: &HilbertDomain, rect: &crate::geom::Rect, id:
 /// Order of entries in a Hilbert R-tree node.
 pub(crate) fn hilbert_order(a: &Entry, b: &Entry) -> Ordering {
     a.payload.cmp(&b.payload).then(a.key.cmp(&b.key))
-}
-
-/// The child to descend into for Hilbert value `h`: the first (in Hilbert
-/// order) whose LHV is at least `h`, else the last.
-pub(crate) fn choose_by_lhv(entries: &[Entry], h: u64) -> Option<PageId> {
-    let mut best: Option<&Entry> = None;
-    let mut last: Option<&Entry> = None;
-    for e in entries {
-        if e.payload >= h && best.is_none_or(|b| hilbert_order(e, b) == Ordering::Less) {
-            best = Some(e);
-        }
-        if last.is_none_or(|l| hilbert_order(e, l) == Ordering::Greater) {
-            last = Some(e);
-        }
-    }
-    best.or(last).map(|e| e.key)
 }
 
 /// Spreads `entries` (sorted) evenly over `n` groups, in order.
@@ -72,6 +63,98 @@ fn spread(entries: Vec<Entry>, n: usize) -> Vec<Vec<Entry>> {
 }
 
 impl<S: NodeStore> RTree<S> {
+    /// The child of a node at `level` (≥ 1) holding `entries` to descend
+    /// into for Hilbert value `h`: the first in the tree's order whose LHV
+    /// is at least `h`, else the last. Among children tying on that LHV, a
+    /// value below it must go to the group's first (the one that may hold
+    /// smaller values) and a value above every LHV to a child holding the
+    /// LHV alone, so only then is the group read; a value equal to the LHV
+    /// may go to any of them (the smallest page id, as without ties).
+    pub(crate) fn choose_by_lhv(
+        &self,
+        level: u16,
+        entries: &[Entry],
+        h: u64,
+    ) -> Result<Option<PageId>> {
+        let mut above: Option<(u64, PageId, usize)> = None;
+        let mut last: Option<(u64, PageId, usize)> = None;
+        for e in entries {
+            if e.payload >= h {
+                above = Some(match above {
+                    Some((v, k, n)) if v == e.payload => (v, k.min(e.key), n + 1),
+                    Some(a) if a.0 < e.payload => a,
+                    _ => (e.payload, e.key, 1),
+                });
+            }
+            last = Some(match last {
+                Some((v, k, n)) if v == e.payload => (v, k.max(e.key), n + 1),
+                Some(l) if l.0 > e.payload => l,
+                _ => (e.payload, e.key, 1),
+            });
+        }
+        let (lhv, key, ties, first) = match (above, last) {
+            (Some((v, k, n)), _) => (v, k, n, true),
+            (None, Some((v, k, n))) => (v, k, n, false),
+            (None, None) => return Ok(None),
+        };
+        if ties == 1 || (first && lhv == h) {
+            return Ok(Some(key));
+        }
+        let mut group: Vec<Entry> = entries
+            .iter()
+            .filter(|e| e.payload == lhv)
+            .copied()
+            .collect();
+        self.sort_entries(level, &mut group)?;
+        let pick = if first { group.first() } else { group.last() };
+        Ok(pick.map(|e| e.key))
+    }
+
+    /// Sorts `entries` of a node at `level` into the tree's order: by
+    /// `(payload, key)`, except that in a group of children tying on their
+    /// LHV the one whose subtree holds a value below it comes first (a
+    /// sound tree has at most one per group; the others hold the LHV
+    /// alone, in any order). Records (level 0) of equal value are alike.
+    pub(crate) fn sort_entries(&self, level: u16, entries: &mut [Entry]) -> Result<()> {
+        entries.sort_by(hilbert_order);
+        if level == 0 {
+            return Ok(());
+        }
+        let mut i = 0;
+        while let Some(h) = entries.get(i).map(|e| e.payload) {
+            let end = i + entries[i..].iter().take_while(|e| e.payload == h).count();
+            if end - i > 1 {
+                for k in i..end {
+                    if self.subtree_min(entries[k].key)? < h {
+                        entries[i..=k].rotate_right(1);
+                        break;
+                    }
+                }
+            }
+            i = end;
+        }
+        Ok(())
+    }
+
+    /// The smallest Hilbert value under node `id` (`u64::MAX` for an empty
+    /// leaf): it lies under the children of the smallest LHV, since every
+    /// value under a later child is at least that LHV.
+    pub(crate) fn subtree_min(&self, id: PageId) -> Result<u64> {
+        let node = self.store.get(id)?;
+        let low = node.entries.iter().map(|e| e.payload).min();
+        let Some(low) = low else {
+            return Ok(u64::MAX);
+        };
+        if node.level == 0 {
+            return Ok(low);
+        }
+        let mut min = u64::MAX;
+        for e in node.entries.iter().filter(|e| e.payload == low) {
+            min = min.min(self.subtree_min(e.key)?);
+        }
+        Ok(min)
+    }
+
     /// The tree's Hilbert domain (verified present for Hilbert trees).
     pub(crate) fn domain(&self) -> Result<HilbertDomain> {
         self.params
@@ -159,7 +242,7 @@ impl<S: NodeStore> RTree<S> {
                 }
                 continue;
             }
-            entries.sort_by(hilbert_order);
+            self.sort_entries(level, &mut entries)?;
             let Some(parent) = i.checked_sub(1).and_then(|p| path.get(p)) else {
                 // The root splits 1-to-2.
                 let (left, right) = self.split_in_two(step, entries)?;
@@ -170,7 +253,7 @@ impl<S: NodeStore> RTree<S> {
             };
             // Cooperating sibling: the next in Hilbert order, else the previous.
             let mut order: Vec<Entry> = parent.node.entries.clone();
-            order.sort_by(hilbert_order);
+            self.sort_entries(parent.node.level, &mut order)?;
             let pos = order.iter().position(|e| e.key == step.id).ok_or_else(|| {
                 Error::corrupt(Some(parent.id), "child entry missing from its parent")
             })?;
@@ -200,7 +283,7 @@ impl<S: NodeStore> RTree<S> {
             };
             let mut all: Vec<Entry> = entries;
             all.extend(sib.entries.iter().copied());
-            all.sort_by(hilbert_order);
+            self.sort_entries(level, &mut all)?;
             if all.len() <= 2 * max {
                 let mut groups = spread(all, 2).into_iter();
                 let (Some(a), Some(b)) = (groups.next(), groups.next()) else {

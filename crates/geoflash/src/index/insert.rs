@@ -39,7 +39,7 @@ impl<S: NodeStore> RTree<S> {
                 return Ok(path);
             }
             let child = match self.params.kind {
-                IndexKind::Hilbert => super::hilbert::choose_by_lhv(&node.entries, entry.payload),
+                IndexKind::Hilbert => self.choose_by_lhv(node.level, &node.entries, entry.payload)?,
                 IndexKind::RStar if node.level == 1 => {
                     rstar::choose_by_overlap(&node.entries, rect)
                 }
