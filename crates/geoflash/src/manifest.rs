@@ -326,7 +326,9 @@ pub enum Access {
 /// An advisory lock on an index directory (`LOCK`), held until dropped.
 #[derive(Debug)]
 pub struct DirLock {
-    _file: File,
+    /// The open lock file that holds the lock; `None` for a reader on a
+    /// read-only file system whose directory has no lock file.
+    _file: Option<File>,
     path: PathBuf,
     access: Access,
     /// The lock file's canonical path, as [`HELD`] records it.
@@ -393,31 +395,34 @@ fn lock_refused(dir: &Path, access: Access, here: Option<Access>) -> Error {
 
 impl DirLock {
     /// Takes the lock without waiting; an error says who holds it when it is taken.
+    ///
+    /// A reader opens `LOCK` read-only, so a directory another user owns
+    /// reads as well. A reader that finds no lock file creates it (a writer
+    /// starting later must see the reader), except on a read-only file
+    /// system, where no writer can run either: there it reads without a
+    /// lock. A directory without a lock file that this user may not write
+    /// is refused, saying how to give it one.
     pub fn acquire(dir: &Path, access: Access) -> Result<DirLock> {
         let path = dir.join(LOCK_FILE);
-        let file = match access {
-            Access::Write => OpenOptions::new()
+        let create = || {
+            OpenOptions::new()
                 .create(true)
                 .truncate(false)
                 .read(true)
                 .write(true)
-                .open(&path),
-            // A reader of a read-only directory may find no lock file and cannot create one:
-            // then no writer can run either, and reading without a lock is safe.
-            Access::Read => OpenOptions::new().read(true).open(&path).or_else(|e| {
-                if e.kind() == std::io::ErrorKind::NotFound {
-                    OpenOptions::new()
-                        .create(true)
-                        .truncate(false)
-                        .read(true)
-                        .write(true)
-                        .open(&path)
-                } else {
-                    Err(e)
-                }
-            }),
-        }
-        .map_err(|e| io(&path, e))?;
+                .open(&path)
+        };
+        let file = match access {
+            Access::Write => create().map_err(|e| io(&path, e))?,
+            Access::Read => match OpenOptions::new().read(true).open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => match create() {
+                    Ok(f) => f,
+                    Err(e) => return DirLock::without_lock_file(dir, path, e),
+                },
+                Err(e) => return Err(io(&path, e)),
+            },
+        };
         let key = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
         let try_lock = || match access {
             Access::Write => file.try_lock(),
@@ -442,7 +447,7 @@ impl DirLock {
             Ok(()) => {
                 held().push((key.clone(), access));
                 Ok(DirLock {
-                    _file: file,
+                    _file: Some(file),
                     path,
                     access,
                     key,
@@ -452,6 +457,28 @@ impl DirLock {
                 Err(lock_refused(dir, access, held_here(&key)))
             }
             Err(std::fs::TryLockError::Error(e)) => Err(io(&path, e)),
+        }
+    }
+
+    /// A reader's lock on `dir` whose lock file `path` is missing and could
+    /// not be created (`err`): none on a read-only file system (no writer
+    /// can run there), else an error saying what to do.
+    fn without_lock_file(dir: &Path, path: PathBuf, err: std::io::Error) -> Result<DirLock> {
+        match err.kind() {
+            std::io::ErrorKind::ReadOnlyFilesystem => Ok(DirLock {
+                _file: None,
+                key: path.clone(),
+                path,
+                access: Access::Read,
+            }),
+            std::io::ErrorKind::PermissionDenied => Err(Error::invalid(format!(
+                "{} has no lock file ({LOCK_FILE}) and this user may not create one, so a writer \
+                 could change the index while it is read: create it once as a user who may write \
+                 the directory (`touch {}`), or read a copy of the index",
+                dir.display(),
+                path.display()
+            ))),
+            _ => Err(io(&path, err)),
         }
     }
 
@@ -646,5 +673,52 @@ mod tests {
         let _r2 = DirLock::acquire(dir.path(), Access::Read).unwrap();
         assert!(DirLock::acquire(dir.path(), Access::Write).is_err());
         assert_eq!(r1.access(), Access::Read);
+    }
+
+    /// A reader whose directory has no lock file and cannot get one: on a
+    /// read-only file system it reads without a lock (no writer can run
+    /// there); where this user may not write, it is refused saying how to
+    /// give the directory its lock file; other errors name the file. (The
+    /// tests run as root, who may write anywhere, so the errors are made
+    /// here rather than by the file system.)
+    #[test]
+    fn a_reader_without_a_lock_file_reads_on_a_read_only_file_system_only() {
+        use std::io::{Error as IoError, ErrorKind};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCK_FILE);
+        let lock = DirLock::without_lock_file(
+            dir.path(),
+            path.clone(),
+            IoError::from(ErrorKind::ReadOnlyFilesystem),
+        )
+        .unwrap();
+        assert_eq!(lock.access(), Access::Read);
+        assert!(!path.exists());
+        // The lock-less reader does not stand in for a lock: a writer can
+        // still be refused or taken by the file system, not by this record.
+        assert!(held_here(&path).is_none());
+        drop(lock);
+        let e = DirLock::without_lock_file(
+            dir.path(),
+            path.clone(),
+            IoError::from(ErrorKind::PermissionDenied),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("has no lock file") && e.contains(&format!("touch {}", path.display())), "{e}");
+        let e = DirLock::without_lock_file(dir.path(), path.clone(), IoError::from(ErrorKind::StorageFull))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&path.display().to_string()), "{e}");
+    }
+
+    /// A reader that finds no lock file creates it, so that a writer
+    /// starting later is kept out while it reads.
+    #[test]
+    fn a_reader_creates_a_missing_lock_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let _r = DirLock::acquire(dir.path(), Access::Read).unwrap();
+        assert!(dir.path().join(LOCK_FILE).is_file());
+        assert!(DirLock::acquire(dir.path(), Access::Write).is_err());
     }
 }
