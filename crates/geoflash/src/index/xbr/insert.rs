@@ -64,7 +64,7 @@ impl<S: NodeStore> XbrTree<S> {
     /// and no quadrant separates its points: the leaf split's own refusal,
     /// found before an operation starts (inside one, the failure would
     /// leave the operation open and the store refusing further changes).
-    fn check_leaf_split(&self, path: Option<&[Step]>, id: u64, p: Point) -> Result<()> {
+    pub(super) fn check_leaf_split(&self, path: Option<&[Step]>, id: u64, p: Point) -> Result<()> {
         let Some(leaf) = path.and_then(|s| s.last()) else {
             return Ok(());
         };

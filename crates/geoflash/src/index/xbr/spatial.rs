@@ -2,8 +2,8 @@
 //! as a rectangle must be degenerate (a point), a box is an error. Its
 //! range queries answer every predicate on points, batched range queries
 //! and group point lookups use its level-by-level batch algorithms, and an
-//! update is a deletion then an insertion (checked first, undone if the
-//! insertion fails: see [`SpatialIndex::update`]'s implementation).
+//! update is one store operation, checked first (see
+//! [`SpatialIndex::update`]'s implementation).
 use super::insert::duplicate_point;
 use super::XbrTree;
 use crate::geom::{Point, Rect};
@@ -12,7 +12,7 @@ use crate::spatial::{
     as_point, forward_to_store, knn_answer, point_answer, point_group_answer, SpatialIndex,
 };
 use crate::store::NodeStore;
-use crate::{Error, Result};
+use crate::Result;
 
 /// Most pages of one batched read of the xBR+-tree's batch queries.
 const XBR_READ_BATCH: usize = 1024;
@@ -40,13 +40,10 @@ impl<S: NodeStore + 'static> SpatialIndex for XbrTree<S> {
         XbrTree::delete(self, id, as_point(id, &rect)?)
     }
 
-    /// A deletion then an insertion, after checking what the insertion
-    /// would refuse once the deletion had removed the moved object: the new
-    /// point outside the domain (or not finite), or held by another
-    /// object. If the insertion fails all the same (points that no quadrant
-    /// separates, a device error), the object is put back at its old point
-    /// and the insertion's error returned; if that fails too, the error
-    /// says the object is lost.
+    /// One store operation (`XbrTree::move_point`), after checking what
+    /// the insertion would refuse: the new point outside the domain (or not
+    /// finite), held by another object, or beside points no quadrant
+    /// separates. A refused update leaves the object where it was.
     fn update(&mut self, id: u64, old: Rect, new: Rect) -> Result<()> {
         let from = as_point(id, &old)?;
         let p = as_point(id, &new)?;
@@ -54,19 +51,7 @@ impl<S: NodeStore + 'static> SpatialIndex for XbrTree<S> {
         if let Some(&(holder, _)) = self.range(&new)?.iter().find(|(other, _)| *other != id) {
             return Err(duplicate_point(&p, holder));
         }
-        XbrTree::delete(self, id, from)?;
-        let failure = match XbrTree::insert(self, id, p) {
-            Ok(()) => return Ok(()),
-            Err(e) => e,
-        };
-        match XbrTree::insert(self, id, from) {
-            Ok(()) => Err(failure),
-            Err(e) => Err(Error::StoreFailed(format!(
-                "moving object {id} to ({}, {}) failed ({failure}), and putting it back at \
-                 ({}, {}) failed too ({e}): the object is no longer in the xBR+-tree",
-                p.x, p.y, from.x, from.y
-            ))),
-        }
+        self.move_point(id, from, p)
     }
 
     /// Nodes visited are not counted here (the store's counters hold its
