@@ -608,6 +608,26 @@ fn save_records(index: &mut Index, mut records: Records) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a new index in directory `dir` on a device that lives only in
+/// this process (`mem:`, `hddsim:`, a `hybrid:` with such a tier): its
+/// directory would hold a manifest and the id map but not the nodes, so
+/// every later open fails ("lives only in its process") after this process
+/// acknowledged its batches and its `close()`. The command line's `build`
+/// refuses the same devices (`Index::device_outlives_process`).
+fn refuse_process_only_device(dir: &Path, opts: &IndexOptions) -> Result<()> {
+    if Index::device_outlives_process(&opts.device) {
+        return Ok(());
+    }
+    Err(Error::invalid(format!(
+        "device \"{}\" lives only in its process: the index directory {} would hold an index \
+         no later open can read; use a device that keeps its state in the index directory \
+         (file, the default with a path; file:PATH; flashsim:…; a hybrid of those), \
+         or no path for an index in this process",
+        opts.device,
+        dir.display()
+    )))
+}
+
 /// An item of a query answer: (user id, pickled object, (minx, miny, maxx, maxy)).
 type Item<'py> = (i64, Option<Bound<'py, PyBytes>>, (f64, f64, f64, f64));
 
@@ -763,6 +783,9 @@ impl Core {
         options: &Bound<'_, PyDict>,
     ) -> PyResult<Core> {
         let opts = parse_options(options, path.is_none())?;
+        if let Some(dir) = &path {
+            refuse_process_only_device(dir, &opts).map_err(to_py)?;
+        }
         let hilbert =
             matches!(opts.structure, StructureSpec::Tree(t) if t.kind == IndexKind::Hilbert);
         if hilbert && opts.hilbert_domain.is_none() {
@@ -822,6 +845,9 @@ impl Core {
         fill: f64,
     ) -> PyResult<Core> {
         let opts = parse_options(options, path.is_none())?;
+        if let Some(dir) = &path {
+            refuse_process_only_device(dir, &opts).map_err(to_py)?;
+        }
         let method = bulk_method(method).map_err(to_py)?;
         let mut records = Records::new();
         let mut objs = objs.map(Vec::into_iter);
@@ -882,6 +908,7 @@ impl Core {
         fill: f64,
     ) -> PyResult<Core> {
         let opts = parse_options(options, false)?;
+        refuse_process_only_device(&path, &opts).map_err(to_py)?;
         let method = bulk_method(method).map_err(to_py)?;
         let wkbs: Vec<Vec<u8>> = wkbs.iter().map(|b| b.as_bytes().to_vec()).collect();
         let state = py

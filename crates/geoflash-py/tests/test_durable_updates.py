@@ -68,36 +68,41 @@ def _build(path, store):
     idx.close()
 
 
-WRITER = """
-import os, signal, sys
-import numpy as np
-import geoflash
-path, store, seed, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-sys.path.insert(0, {tests!r})
-from test_durable_updates import _moves, _initial, MOVES_PER_BATCH, BATCHES
-ids, step = _moves(seed)
-state = _initial()
-idx = geoflash.Index(path)
-m = 0
-for b in range(BATCHES):
-    with idx.batch():
-        for _ in range(MOVES_PER_BATCH):
-            if m == kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
-            i = int(ids[m])
-            box, obj = state[i]
-            dx, dy = step[m]
-            new = (box[0] + dx, box[1] + dy, box[2] + dx, box[3] + dy)
-            if m % 2 == 0:
-                idx.delete(i, box)
-                idx.insert(i, new, obj=f"m{{m}}")
-                state[i] = (new, f"m{{m}}")
-            else:
-                idx.update(i, new)
-                state[i] = (new, obj)
-            m += 1
-    print(m, flush=True)
-"""
+def _write(path, state, seed, kill_at):
+    """The writer (a child process): the moves of `_moves(seed)` from
+    `state` (id -> (box, object)) in batches of MOVES_PER_BATCH, killing
+    itself at move `kill_at`; prints the number of moves after each batch
+    returned (acknowledged). Even moves are a delete and an insert with a
+    new object, odd ones an `update`."""
+    ids, step = _moves(seed)
+    state = dict(state)
+    idx = geoflash.Index(path)
+    m = 0
+    for _ in range(BATCHES):
+        with idx.batch():
+            for _ in range(MOVES_PER_BATCH):
+                if m == kill_at:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                i = int(ids[m])
+                box, obj = state[i]
+                dx, dy = step[m]
+                new = (box[0] + dx, box[1] + dy, box[2] + dx, box[3] + dy)
+                if m % 2 == 0:
+                    idx.delete(i, box)
+                    idx.insert(i, new, obj=f"m{m}")
+                    state[i] = (new, f"m{m}")
+                else:
+                    idx.update(i, new)
+                    state[i] = (new, obj)
+                m += 1
+        print(m, flush=True)
+
+
+WRITER = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from test_durable_updates import _write, _initial; "
+    "_write(sys.argv[2], _initial(), int(sys.argv[3]), int(sys.argv[4]))"
+)
 
 
 @pytest.mark.parametrize("store", ["efind", "fast", "plain"])
@@ -108,7 +113,6 @@ def test_a_killed_writer_keeps_every_acknowledged_batch(tmp_path, store):
     writer acknowledged (printed after `with idx.batch():` returned), with
     each id's object; reopening again changes nothing."""
     tests = os.path.dirname(os.path.abspath(__file__))
-    code = WRITER.format(tests=tests)
     rng = np.random.default_rng(abs(hash(store)) % 1000)
     acked_moves = 0
     for run in range(KILLS):
@@ -117,7 +121,7 @@ def test_a_killed_writer_keeps_every_acknowledged_batch(tmp_path, store):
         seed = int(rng.integers(1 << 30))
         kill_at = int(rng.integers(1, BATCHES * MOVES_PER_BATCH))
         r = subprocess.run(
-            [sys.executable, "-c", code, str(path), store, str(seed), str(kill_at)],
+            [sys.executable, "-c", WRITER, tests, str(path), str(seed), str(kill_at)],
             capture_output=True,
             text=True,
         )
