@@ -6,7 +6,8 @@
 //! dropped without closing, between operations or inside a checkpoint, or
 //! a power loss of the store's log file behind the records tests'
 //! [`Tripwire`]) and reopenings (read-only first, where updates are
-//! refused), on eFIND and FAST (every operation synced, or commits only),
+//! refused), on eFIND and FAST (every operation synced, or commits only;
+//! the R-tree family and the xBR+-tree),
 //! the plain store (with a buffer and without; the other structures too:
 //! FOR-tree, xBR+-tree, grid files), H-Grid on a hybrid of two files and
 //! on one of two simulators (saved at checkpoints) and the store in memory
@@ -84,7 +85,7 @@ const EFIND: [Config; 2] = [
             ("durability", "sync"),
             ("checkpoint_interval", "off"),
         ],
-        kinds: &["rstar", "rtree", "hilbert"],
+        kinds: &["rstar", "rtree", "xbr", "hilbert"],
         every_op_acked: true,
         exact: false,
         in_process: false,
@@ -92,7 +93,7 @@ const EFIND: [Config; 2] = [
     Config {
         store: "efind",
         settings: &[("store", "efind"), ("checkpoint_interval", "off")],
-        kinds: &["rtree", "hilbert", "rstar"],
+        kinds: &["rtree", "hilbert", "xbr", "rstar"],
         every_op_acked: false,
         exact: false,
         in_process: false,
@@ -107,7 +108,7 @@ const FAST: [Config; 2] = [
             ("durability", "sync"),
             ("checkpoint_interval", "off"),
         ],
-        kinds: &["rstar", "hilbert", "rtree"],
+        kinds: &["rstar", "hilbert", "rtree", "xbr"],
         every_op_acked: true,
         exact: false,
         in_process: false,
@@ -115,7 +116,7 @@ const FAST: [Config; 2] = [
     Config {
         store: "fast",
         settings: &[("store", "fast"), ("checkpoint_interval", "off")],
-        kinds: &["rtree", "rstar", "hilbert"],
+        kinds: &["rtree", "xbr", "rstar", "hilbert"],
         every_op_acked: false,
         exact: false,
         in_process: false,
