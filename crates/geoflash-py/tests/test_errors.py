@@ -233,7 +233,7 @@ def test_bad_arrays(ids, boxes, match):
     ({"device": "tape:"}, "unknown device"),
     ({"durability": "sometimes"}, "durability"),
     ({"colour": "red"}, "unknown index option"),
-    ({"store": "plain", "flush_percent": 10}, "apply to store"),
+    ({"store": "plain", "flush_percent": 10}, "applies to store"),
     ({"flush_policy": "lifo"}, "flush policy"),
     ({"read_buffer_percent": 100}, "exceeds 99"),
     ({"buffer_policy": "mru"}, "buffer policy"),

@@ -613,12 +613,13 @@ impl IndexSpec {
             Some(&first) if !applies => Err(self.fail(
                 first,
                 format!(
-                    "{} apply to {owner}, not {actual}",
+                    "{} {} to {owner}, not {actual}",
                     given
                         .iter()
                         .map(|k| self.spell(k))
                         .collect::<Vec<_>>()
-                        .join(", ")
+                        .join(", "),
+                    if given.len() == 1 { "applies" } else { "apply" }
                 ),
             )),
             _ => Ok(()),

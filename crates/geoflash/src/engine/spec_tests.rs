@@ -187,7 +187,19 @@ fn refused_combinations_name_the_key_in_the_front_ends_spelling() {
         (
             &[("store", "plain"), ("flush_percent", "10")],
             "flush_percent",
-            &["apply to store \"efind\"", "store \"plain\""],
+            &[
+                "flush_percent applies to store \"efind\"",
+                "store \"plain\"",
+            ],
+        ),
+        (
+            &[
+                ("store", "plain"),
+                ("flush_percent", "10"),
+                ("flush_policy", "mh"),
+            ],
+            "flush_percent",
+            &["flush_percent, flush_policy apply to store \"efind\""],
         ),
         (
             &[("store", "plain"), ("durability", "sync")],
