@@ -86,7 +86,7 @@ torture: setup
 	bash -o pipefail -c '$(CARGO) test --release -p geoflash-cli --test cli -- sigkill the_journal a_failed_insert a_file_size_limit --nocapture 2>&1 | tee -a target/torture.log'
 	bash -o pipefail -c '$(CARGO) test --release -p geoflash-cli --test torture --test torture_damage --test torture_space -- --include-ignored --nocapture 2>&1 | tee -a target/torture.log'
 	bash -o pipefail -c 'GEOFLASH_PY_KILLS=30 GEOFLASH_PY_DAMAGE_STRIDE=1 bash scripts/python-test.sh -s test_durable_updates.py test_torture_damage.py -k "killed_writer or damage" 2>&1 | tee -a target/torture.log'
-	bash -o pipefail -c 'GEOFLASH_PY_KILLS=10 bash scripts/python-test.sh -s test_durable_kinds.py -k "killed_writer" 2>&1 | tee -a target/torture.log'
+	bash -o pipefail -c 'GEOFLASH_PY_KILLS=10 GEOFLASH_PY_KIND_MATRIX=full bash scripts/python-test.sh -s test_durable_kinds.py -k "killed_writer" 2>&1 | tee -a target/torture.log'
 	@echo "torture: at commit $$(git rev-parse --short HEAD)$$(git diff --quiet HEAD -- crates || echo ' (with uncommitted changes)')" | tee -a target/torture.log
 	@grep -E '^(crash campaign|journal crash campaign|metadata damage|torture:|python torture:|test result:)|[0-9]+ (passed|failed)' target/torture.log
 

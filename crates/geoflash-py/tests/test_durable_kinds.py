@@ -40,6 +40,10 @@ from test_durable_updates import (
 
 # Killed-writer runs per case (GEOFLASH_PY_KILLS; `make torture` raises it).
 KILLS = int(os.environ.get("GEOFLASH_PY_KILLS", "1"))
+# Every device for every kind and store (GEOFLASH_PY_KIND_MATRIX=full, as
+# `make torture` runs it); otherwise one device per kind and store, turning
+# through the devices so that each is killed under some kind.
+FULL = os.environ.get("GEOFLASH_PY_KIND_MATRIX") == "full"
 # The random kills of a run again (each failure names its seed).
 SEED = int(os.environ["GEOFLASH_PY_SEED"]) if os.environ.get("GEOFLASH_PY_SEED") else None
 #: The Hilbert curve's and the grid files' domain: every object stays inside.
@@ -65,7 +69,8 @@ HYBRIDS = ["hybrid-files", "hybrid-sim"]
 
 def _cases():
     """(kind, store, device, durability): every kind on every store and
-    device it takes for a directory, but the default R*-tree on the default
+    device it takes for a directory (one device per kind and store unless
+    FULL), but the default R*-tree on the default
     device (test_durable_updates.py) and direct I/O beyond one tree of
     each store, the FOR-tree and a grid file (the same files as the
     default device, written around the page cache); ``sync`` and ``none``
@@ -80,12 +85,15 @@ def _cases():
             stores = ["efind", "fast", "plain"]
         devices = HYBRIDS if kind in ("shrtree", "hgrid") else list(DEVICES)
         for store in stores:
-            for device in devices:
-                if kind == "rstar" and device == "default":
-                    continue
-                if device == "direct" and kind not in ("rstar", "fortree", "gffm"):
-                    continue
-                out.append((kind, store, device, None))
+            taken = [
+                d for d in devices
+                if not (kind == "rstar" and d == "default")
+                and not (d == "direct" and kind not in ("rstar", "fortree", "gffm"))
+            ]
+            if not FULL:
+                # One device per kind and store, turning through them.
+                taken = [taken[len(out) % len(taken)]]
+            out.extend((kind, store, device, None) for device in taken)
     for kind in ["rstar", "hilbert", "xbr"]:
         for store in ["efind", "fast"]:
             out.append((kind, store, "default", "sync"))
