@@ -163,25 +163,9 @@ fn windows(rng: &mut ChaCha8Rng, dom: &Dom, live: &[(u64, Rect)], n: usize) -> V
     out
 }
 
-/// Does `predicate(window, object)` hold? (Closed rectangles.)
-fn holds(p: Predicate, w: &Rect, b: &Rect) -> bool {
-    let inside = |a: &Rect, c: &Rect| {
-        a.min_x() <= c.min_x()
-            && a.min_y() <= c.min_y()
-            && c.max_x() <= a.max_x()
-            && c.max_y() <= a.max_y()
-    };
-    match p {
-        Predicate::Intersects => {
-            w.min_x() <= b.max_x()
-                && b.min_x() <= w.max_x()
-                && w.min_y() <= b.max_y()
-                && b.min_y() <= w.max_y()
-        }
-        Predicate::Contains => inside(w, b),
-        Predicate::Within => inside(b, w),
-    }
-}
+// Does `predicate(window, object)` hold? (Closed rectangles; the
+// Hilbert review's oracle.)
+use super::hilbert_review_tests::selected as holds;
 
 /// Checks every batch entry point, in both read modes, on `ws` against the
 /// single queries and brute force (batched mode first: on a store just

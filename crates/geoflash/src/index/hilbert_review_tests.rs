@@ -202,7 +202,7 @@ pub(crate) struct Oracle {
 }
 
 /// `predicate(window, rect)`, written from the predicates' definitions.
-fn selected(p: Predicate, w: &Rect, x: &Rect) -> bool {
+pub(crate) fn selected(p: Predicate, w: &Rect, x: &Rect) -> bool {
     let inside = |a: &Rect, b: &Rect| {
         // a inside b
         b.min_x() <= a.min_x()

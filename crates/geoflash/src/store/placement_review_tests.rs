@@ -403,23 +403,8 @@ fn shr_on_simulated_tiers_agrees_with_the_oracle_and_places_by_level() {
 
 /// The brute-force answer of `pred` for window `w`, by id.
 fn oracle_query(o: &BTreeMap<u64, Rect>, w: &Rect, pred: Predicate) -> Vec<u64> {
-    let inside = |a: &Rect, b: &Rect| {
-        b.min_x() <= a.min_x()
-            && a.max_x() <= b.max_x()
-            && b.min_y() <= a.min_y()
-            && a.max_y() <= b.max_y()
-    };
     o.iter()
-        .filter(|(_, x)| match pred {
-            Predicate::Intersects => {
-                x.min_x() <= w.max_x()
-                    && w.min_x() <= x.max_x()
-                    && x.min_y() <= w.max_y()
-                    && w.min_y() <= x.max_y()
-            }
-            Predicate::Contains => inside(x, w),
-            Predicate::Within => inside(w, x),
-        })
+        .filter(|(_, x)| crate::index::hilbert_review_tests::selected(pred, w, x))
         .map(|(id, _)| *id)
         .collect()
 }
