@@ -36,7 +36,10 @@ demo: build
 ## compiles (a warning fails it: scripts/lint-build-env.sh), every unit,
 ## property and crash test at moderate counts, the Python package's
 ## pytest suite on a wheel that reuses that build, and the API
-## documentation with rustdoc's warnings denied (about 40 s).
+## documentation with rustdoc's warnings denied (about 40 s). The tests run
+## without waiting for the disk's syncs (GEOFLASH_NO_FSYNC=1:
+## scripts/no-fsync.sh says why that tests as much; set it to 0 to wait).
+test: export GEOFLASH_NO_FSYNC ?= 1
 test: setup fmt unit python doc
 
 fmt:

@@ -20,6 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lint-build-env.sh
+. scripts/no-fsync.sh
 
 VENV=${GEOFLASH_VENV:-.venv}
 PROFILE=${GEOFLASH_PY_PROFILE:-dev}
@@ -51,4 +52,4 @@ echo "python-test: wheel built and installed (profile $PROFILE) in $(( $(date +%
 # the CI machine), a test file per worker at a time (its module fixtures stay
 # in one process); the 15 slowest tests are listed at the end.
 cd crates/geoflash-py/tests
-exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "${GEOFLASH_PY_JOBS:-2}" --dist loadfile --durations=15 "$@"
+without_fsync "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "${GEOFLASH_PY_JOBS:-2}" --dist loadfile --durations=15 "$@"

@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lint-build-env.sh
+. scripts/no-fsync.sh
 CARGO=${CARGO:-cargo}
 "$CARGO" test --workspace --exclude geoflash-py --all-targets --no-run
-"$CARGO" test --workspace --exclude geoflash-py "$@"
+without_fsync "$CARGO" test --workspace --exclude geoflash-py "$@"

@@ -8,7 +8,10 @@
 # else provides them. Without the PostgreSQL server and PostGIS and without
 # root to install them, setup fails under CI (CI=true, as .ci/run sets: the
 # tests would fail there, see geoflash::testenv) and prints a note otherwise
-# (the tests that need a server then skip, saying why).
+# (the tests that need a server then skip, saying why). And eatmydata, through
+# which `make test` runs its tests without waiting for the disk's syncs
+# (scripts/no-fsync.sh); without it and without root to install it, the
+# tests run with real syncs, only slower.
 set -euo pipefail
 
 need_apt=()
@@ -38,6 +41,12 @@ have_postgis() { ls /usr/share/postgresql/*/extension/postgis.control >/dev/null
 need_pg=()
 if [ -z "$(pg_bindir)" ] && ! command -v initdb >/dev/null 2>&1; then need_pg+=(postgresql); fi
 have_postgis || need_pg+=(postgis)
+need_opt=()
+command -v eatmydata >/dev/null 2>&1 || need_opt+=(eatmydata)
+if ((${#need_opt[@]})) && [ "$(id -u)" -ne 0 ]; then
+    echo "setup: note: missing ${need_opt[*]} (Debian package; apt-get needs root): make test runs its tests with real syncs, which only makes them slower" >&2
+    need_opt=()
+fi
 if ((${#need_apt[@]})) && [ "$(id -u)" -ne 0 ]; then
     echo "setup: missing ${need_apt[*]}; install them (apt-get needs root)" >&2
     exit 1
@@ -51,10 +60,10 @@ if ((${#need_pg[@]})) && [ "$(id -u)" -ne 0 ]; then
     echo "setup: note: missing ${need_pg[*]} (Debian packages); the PostgreSQL tests need them (apt-get needs root) and will be skipped" >&2
     need_pg=()
 fi
-if ((${#need_apt[@]} + ${#need_pg[@]})); then
+if ((${#need_apt[@]} + ${#need_pg[@]} + ${#need_opt[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq "${need_apt[@]}" "${need_pg[@]}"
+    apt-get install -y -qq "${need_apt[@]}" "${need_pg[@]}" "${need_opt[@]}"
     # `postgis` only recommends the server extension; install it for the server's version
     if ((${#need_pg[@]})) && ! have_postgis && [ -n "$(pg_bindir)" ]; then
         v=$(basename "$(dirname "$(pg_bindir)")")
