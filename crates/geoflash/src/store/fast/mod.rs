@@ -826,8 +826,8 @@ impl FastStore {
                     let mut n = stored.get(&id).cloned().ok_or_else(|| {
                         Error::corrupt(Some(id), "node missing from a batch read")
                     })?;
-                    if let Some(Row::Mod { mods, .. }) = row {
-                        table::apply(&mut n, mods.iter().map(|m| m.change));
+                    if let Some(Row::Mod { mods, sorted, .. }) = row {
+                        table::apply_mods(&mut n, mods, *sorted);
                     }
                     n
                 }
@@ -850,12 +850,12 @@ impl FastStore {
             Some(Row::Del { .. }) => Err(Error::invalid(format!(
                 "no node at page {id}: the node was deleted"
             ))),
-            Some(Row::Mod { mods, .. }) => {
+            Some(Row::Mod { mods, sorted, .. }) => {
                 if count {
                     self.lock().stats.buffer_misses += 1;
                 }
                 let mut n = self.stored(id)?;
-                table::apply(&mut n, mods.iter().map(|m| m.change));
+                table::apply_mods(&mut n, mods, *sorted);
                 Ok(n)
             }
             None => {
