@@ -361,6 +361,21 @@ mod tests {
         assert_eq!(n.entries, vec![e(1, 0.0), e(5, 3.0)]);
     }
 
+    /// The changes `(key, upsert, x)` describe: an upsert of the entry at
+    /// `x`, or the removal of the key.
+    fn changes_of(batch: &[(u64, bool, u8)]) -> Vec<EntryChange> {
+        batch
+            .iter()
+            .map(|&(k, upsert, x)| {
+                if upsert {
+                    EntryChange::Upsert(e(k, f64::from(x)))
+                } else {
+                    EntryChange::Remove(k)
+                }
+            })
+            .collect()
+    }
+
     /// A MOD row modified many times retrieves the node the paper's whole
     /// list gives, keeps at most about twice its distinct keys in memory
     /// (before the compaction: every modification since the row was made)
@@ -370,17 +385,8 @@ mod tests {
         let mut all: Vec<EntryChange> = Vec::new();
         let mut keys = std::collections::BTreeSet::new();
         for (i, batch) in batches.iter().enumerate() {
-            let changes: Vec<EntryChange> = batch
-                .iter()
-                .map(|&(k, upsert, x)| {
-                    keys.insert(k);
-                    if upsert {
-                        EntryChange::Upsert(e(k, f64::from(x)))
-                    } else {
-                        EntryChange::Remove(k)
-                    }
-                })
-                .collect();
+            keys.extend(batch.iter().map(|c| c.0));
+            let changes = changes_of(batch);
             t.modify(7, 0, &changes, i as u64).unwrap();
             all.extend(&changes);
             let Row::Mod {
@@ -445,17 +451,7 @@ mod tests {
         check_compaction(&[1, 2, 3], &batches[..300]);
         let mut t = ModTable::new();
         for (i, b) in batches.iter().enumerate() {
-            let changes: Vec<EntryChange> = b
-                .iter()
-                .map(|&(k, up, x)| {
-                    if up {
-                        EntryChange::Upsert(e(k, f64::from(x)))
-                    } else {
-                        EntryChange::Remove(k)
-                    }
-                })
-                .collect();
-            t.modify(1, 0, &changes, i as u64).unwrap();
+            t.modify(1, 0, &changes_of(b), i as u64).unwrap();
         }
         let Row::Mod { mods, listed, .. } = &t.get(1).unwrap().row else {
             panic!("not MOD")
