@@ -67,7 +67,8 @@ def _as_written_before_the_map_went_to_the_store_log(path):
         slots = bytearray(f.read(2 * PAGE))
         for at in (0, PAGE):
             page = memoryview(slots)[at:at + PAGE]
-            assert bytes(page[:4]) == b"GFLS" and int.from_bytes(page[4:6], "little") == 9
+            # Version 11: version 9 with interleaved regions (byte 14).
+            assert bytes(page[:4]) == b"GFLS" and int.from_bytes(page[4:6], "little") == 11
             assert page[12] & 1, "a clean checkpoint keeps its CHECKPOINT in the superblock"
             length = int.from_bytes(page[104:108], "little")
             end = 108 + length
@@ -77,7 +78,10 @@ def _as_written_before_the_map_went_to_the_store_log(path):
                         if bytes(page[end - len(t):end]) == t)
             page[104:108] = (length - len(tail)).to_bytes(4, "little")
             page[end - len(tail):end] = bytes(len(tail))
+            # Version 7 lays its regions out one after the other; the
+            # closed log's live region is empty, so no page has to move.
             page[4:6] = (7).to_bytes(2, "little")
+            page[14] = 0
             buf = bytearray(page)
             _set_crc(buf)
             page[:] = buf

@@ -136,9 +136,8 @@ def test_damage_to_every_file_of_a_python_index_answers_exactly_or_names_it(tmp_
         size = f.stat().st_size
         blocks = (size + block - 1) // block
         # Every block holding data; of a sparse file's zero blocks, 64
-        # spread over them. The store's log is a sparse file of gigabytes
-        # (its capacity follows the memory budget): only its data extents
-        # are read.
+        # spread over them. The store's log may be a sparse file (its
+        # released pages are holes): only its data extents are read.
         data = _data_blocks(f, block)
         zero = np.ones(blocks, dtype=bool)
         zero[data] = False

@@ -23,7 +23,6 @@ use crate::store::log::RecoveryMode;
 use crate::store::NodeStore;
 use crate::{Error, Result};
 
-
 /// What a build does with its index when the process asked its builds to
 /// stop ([`crate::engine::request_stop`], the command line's Ctrl-C).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -654,8 +653,8 @@ fn interrupted(dir: &Path) -> Error {
 }
 
 /// The least capacity of an automatic log of the first-image and compact
-/// formats when the log has its own file (`log.dat`, sparse: capacity not
-/// written costs no disk): 64 MiB. A compaction starts an epoch in which
+/// formats when the log has its own file (`log.dat`, which grows with what
+/// the log holds: capacity not written costs no disk): 64 MiB. A compaction starts an epoch in which
 /// every page is imaged again at its first flush, so a log smaller than the
 /// pages a small buffer keeps flushing fills with images and compacts over
 /// and over. At 512 KiB of memory, 200,000 rectangles (an 11 MB index)

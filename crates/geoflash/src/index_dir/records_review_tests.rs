@@ -339,18 +339,22 @@ fn a_store_checkpoint_failing_after_its_switch_keeps_the_snapshot_it_names() {
 }
 
 /// Rewrites both superblocks of the store's log in `dir` (`log.dat`) from
-/// version 9 to 7, as the builds before the map's frames in the store's log
-/// wrote them (`store::log::superblock`: the same layout; a log without
-/// CLIENT records whose checkpoint names no generation is the same log).
+/// version 11 to 7, as the builds before the map's frames in the store's
+/// log wrote them (`store::log::superblock`: a log without CLIENT records
+/// whose checkpoint names no generation is the same log; version 7 lays
+/// its regions out one after the other, which changes nothing for a log
+/// just checkpointed, whose live region is empty).
 fn as_log_version_7(dir: &Path, page_size: usize) {
     let path = dir.join(super::factory::LOG_FILE);
     let mut bytes = std::fs::read(&path).unwrap();
     for page in bytes.chunks_exact_mut(page_size).take(2) {
         assert_eq!(
             (&page[..4], u16::from_le_bytes([page[4], page[5]])),
-            (&b"GFLS"[..], 9)
+            (&b"GFLS"[..], 11)
         );
         page[4..6].copy_from_slice(&7u16.to_le_bytes());
+        // The chunk of the interleaved regions (versions 10 and 11 only).
+        page[14] = 0;
         page[8..12].fill(0);
         let crc = crc32c::crc32c(page);
         page[8..12].copy_from_slice(&crc.to_le_bytes());

@@ -1,7 +1,7 @@
 //! The log of the record map (`pyrecords.log`): the changes made to the map
 //! since its last snapshot (`pyrecords.dat`), so that a commit writes what
 //! changed instead of the whole map. Indexes whose store has a log of its
-//! own that takes them (eFIND and FAST, superblock versions 8 and 9) keep
+//! own that takes them (eFIND and FAST, superblock versions 8 to 11) keep
 //! these changes there instead, as frames ([`add_frame`], [`remove_frame`])
 //! committed with their operations (`index_dir/records.rs`); this file's
 //! log serves the other stores and the indexes written before.

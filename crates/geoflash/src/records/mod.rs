@@ -35,7 +35,7 @@
 //! directory) at checkpoints only. The changes between two snapshots go
 //! either to the store's own log, as CLIENT frames committed with the
 //! operation they belong to (an eFIND or FAST index whose log is of
-//! superblock version 8 or 9: snapshot version 5, see
+//! superblock versions 8 to 11: snapshot version 5, see
 //! [`crate::store::log::client`] and the `Index` methods of
 //! `index_dir/records.rs`), or, for the other stores, to the map's own log
 //! ([`log`], `pyrecords.log`), which a commit syncs (snapshot version 2;

@@ -795,8 +795,9 @@ fn a_corrupt_log_page_before_the_tail_is_refused_or_dropped_when_tolerated() {
     let pages = LogLayout::pages_for_capacity(cfg.log_capacity, 512).unwrap();
     let reader = LogReader::open(log_dev.clone(), 0, pages, index_id).unwrap();
     assert!(reader.pages() > 4, "{} log pages", reader.pages());
-    let layout = LogLayout::new(0, pages, 512).unwrap();
-    let bad = layout.region_page(reader.live_region(), reader.pages() / 2);
+    let bad = reader
+        .layout()
+        .region_page(reader.live_region(), reader.pages() / 2);
     let mut buf = vec![0u8; 512];
     log_dev.read(bad, &mut buf).unwrap();
     buf[300] ^= 0x08;

@@ -887,7 +887,7 @@ fn a_log_written_before_the_shared_codec_opens_or_is_refused_clearly() {
 
 #[test]
 fn a_corrupt_log_page_before_the_tail_is_refused_or_dropped_as_configured() {
-    use crate::store::log::{LogLayout, LogReader, RecoveryMode};
+    use crate::store::log::{LogReader, RecoveryMode};
     let cfg = FastConfig {
         durability: Durability::Sync,
         log_capacity: 256 << 10,
@@ -914,8 +914,7 @@ fn a_corrupt_log_page_before_the_tail_is_refused_or_dropped_as_configured() {
     let reader = LogReader::open(dev.clone(), log.first_page, log.pages, index_id).unwrap();
     let (region, pages) = (reader.live_region(), reader.pages());
     assert!(pages > 4, "{pages} log pages");
-    let layout = LogLayout::new(log.first_page, log.pages, PAGE).unwrap();
-    let bad = layout.region_page(region, pages / 2);
+    let bad = reader.layout().region_page(region, pages / 2);
     let mut buf = vec![0u8; PAGE];
     dev.read(bad, &mut buf).unwrap();
     buf[PAGE / 2] ^= 0x10;

@@ -132,7 +132,7 @@ impl RecoveredClient {
 
 internal! {
     /// A store's side of a front end's frames (eFIND and FAST, on logs of
-    /// superblock versions 8 and 9): what is staged for the running operation,
+    /// superblock versions 8 to 11): what is staged for the running operation,
     /// held for the next logged group, the generation checkpoints name, and
     /// what restart found. Front ends reach it through
     /// [`crate::store::NodeStore::client_log`].

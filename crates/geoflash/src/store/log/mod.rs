@@ -38,6 +38,21 @@
 //! with `R = (pages − 2) / 2` ([`LogLayout::region_pages`]). One region is
 //! *live*; the other receives the next compaction.
 //!
+//! **Interleaved regions** (superblock versions 10 and 11). The table above
+//! is the layout of logs created before them. A compact log created now
+//! lays its two regions out in alternating *chunks* of `C` pages (a power
+//! of two, at most 1 MiB and at most an eighth of a region, recorded in the
+//! superblock): positions `kC .. (k+1)C` of region 0, then the same
+//! positions of region 1, then the next chunk of each; the last, partial
+//! chunks of the two regions follow each other at the end
+//! ([`LogLayout::region_page`]). Both regions' positions 0, 1, 2, … stay
+//! near the start of the range, so a log's file (`log.dat`, which grows as
+//! pages are written) is about twice the largest position either region
+//! reached rather than the whole of both regions: with the contiguous
+//! layout, the first restart into region 1 made `log.dat` of a 300-object
+//! index 4.3 GB long (sparse, but copied whole by tools that do not keep
+//! holes).
+//!
 //! **Superblock.** Written with a CRC-32C, in slot `seq % 2`, so a write
 //! never overwrites the newest valid copy; at open the valid slot with the
 //! higher sequence number wins and a torn slot is ignored. It names the index
@@ -477,8 +492,9 @@ impl std::fmt::Display for LogFormat {
 /// [`PAPERS_LOG_CAPACITY`] for the per-change format, and for the
 /// first-image format the larger of that and [`LOG_CAPACITY_PER_BUFFER`]
 /// times the memory budget, so that a large buffer is not held back by
-/// compactions of a small log (the log's file is sparse: unused capacity
-/// costs no disk).
+/// compactions of a small log (a log's file grows with what it holds:
+/// unused capacity costs no disk, see the module docs, "Interleaved
+/// regions").
 pub fn auto_log_capacity(format: LogFormat, buffer_bytes: usize) -> u64 {
     match format {
         LogFormat::PerChange => PAPERS_LOG_CAPACITY,
@@ -532,11 +548,18 @@ pub struct LogConfig {
     pub sealed: bool,
     /// A sealed compact log created with this configuration may hold a
     /// front end's CLIENT frames and name its generation at checkpoints
-    /// (superblock versions 8 and 9, see [`client`]); on by default,
+    /// (superblock versions 8 to 11, see [`client`]); on by default,
     /// ignored by the other formats and without seals. An opened log keeps
     /// what its superblock says.
     #[serde(default = "sealed_by_default")]
     pub client: bool,
+    /// A log with CLIENT frames created with this configuration interleaves
+    /// its two regions in chunks (superblock versions 10 and 11, see the
+    /// module docs, "Interleaved regions"), so its file grows with what it
+    /// holds; on by default, ignored by logs without CLIENT frames. An
+    /// opened log keeps what its superblock says.
+    #[serde(default = "sealed_by_default")]
+    pub interleaved: bool,
 }
 
 fn sealed_by_default() -> bool {
@@ -554,7 +577,18 @@ impl LogConfig {
             entry_refs: false,
             sealed: true,
             client: true,
+            interleaved: true,
         }
+    }
+
+    /// The same configuration with interleaved regions or not (for creation
+    /// of a log with CLIENT frames, see [`LogConfig::interleaved`]; off
+    /// writes the log of the builds before them, superblock versions 8 and
+    /// 9).
+    #[cfg(any(test, feature = "internals"))]
+    pub fn with_interleaved_regions(mut self, on: bool) -> Self {
+        self.interleaved = on;
+        self
     }
 
     /// The same configuration with CLIENT frames allowed or not (for
@@ -629,10 +663,18 @@ pub struct LogLayout {
     pub pages: u64,
     /// Page size of the device.
     pub page_size: usize,
+    /// Pages of one chunk of interleaved regions (a power of two), or 0 for
+    /// contiguous regions (the layout of superblock versions 1 to 9). Set
+    /// from the superblock, see the module docs, "Interleaved regions".
+    pub(crate) chunk_pages: u64,
 }
 
 /// Pages of the range before the regions (the two superblock slots).
 pub(crate) const SUPERBLOCK_PAGES: u64 = 2;
+
+/// Bytes of one chunk of a new log's interleaved regions, at most (see
+/// [`LogLayout::chunk_pages_for`]).
+pub(crate) const CHUNK_BYTES: u64 = 1 << 20;
 
 impl LogLayout {
     /// A layout of `pages` pages from `first_page` on a device of `page_size`-byte pages.
@@ -651,7 +693,24 @@ impl LogLayout {
             first_page,
             pages,
             page_size,
+            chunk_pages: 0,
         })
+    }
+
+    /// This layout with chunks of `chunk_pages` pages (0: contiguous regions).
+    pub(crate) fn with_chunk(mut self, chunk_pages: u64) -> Self {
+        self.chunk_pages = chunk_pages;
+        self
+    }
+
+    /// The chunk a new log in this range interleaves its regions by: the
+    /// largest power of two of pages within [`CHUNK_BYTES`] and within an
+    /// eighth of a region (at least one page).
+    pub(crate) fn chunk_pages_for(&self) -> u64 {
+        let cap = (CHUNK_BYTES / self.page_size as u64)
+            .min(self.region_pages() / 8)
+            .max(1);
+        1 << cap.ilog2()
     }
 
     /// The layout of a log on `dev` from `first_page` for `pages` pages, checked against the device.
@@ -699,9 +758,46 @@ impl LogLayout {
         self.first_page + (slot & 1)
     }
 
-    /// Device page of position `pos` of region `region` (0 or 1).
+    /// Device page of position `pos` of region `region` (0 or 1): region 0,
+    /// then region 1, or with chunks their chunks in turn and then the two
+    /// last, partial chunks (module docs, "Interleaved regions").
     pub(crate) fn region_page(&self, region: u8, pos: u64) -> PageId {
-        self.first_page + SUPERBLOCK_PAGES + u64::from(region & 1) * self.region_pages() + pos
+        let r = u64::from(region & 1);
+        let base = self.first_page + SUPERBLOCK_PAGES;
+        let c = self.chunk_pages;
+        if c == 0 {
+            return base + r * self.region_pages() + pos;
+        }
+        let whole = self.region_pages() / c * c;
+        if pos < whole {
+            return base + (2 * (pos / c) + r) * c + pos % c;
+        }
+        base + 2 * whole + r * (self.region_pages() - whole) + (pos - whole)
+    }
+
+    /// The device pages of positions `range` of region `region`, as runs of
+    /// adjacent pages (one run for contiguous regions).
+    pub(crate) fn region_runs(
+        &self,
+        region: u8,
+        range: std::ops::Range<u64>,
+    ) -> Vec<std::ops::Range<PageId>> {
+        let mut runs: Vec<std::ops::Range<PageId>> = Vec::new();
+        let mut pos = range.start;
+        while pos < range.end {
+            let c = self.chunk_pages;
+            let whole = self.region_pages().checked_div(c).map_or(0, |n| n * c);
+            // Positions up to the end of pos's chunk (or of the region) are adjacent.
+            let stop = if c == 0 || pos >= whole {
+                range.end
+            } else {
+                range.end.min((pos / c + 1) * c)
+            };
+            let first = self.region_page(region, pos);
+            runs.push(first..first + (stop - pos));
+            pos = stop;
+        }
+        runs
     }
 }
 

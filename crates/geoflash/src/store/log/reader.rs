@@ -213,6 +213,8 @@ pub(crate) fn scan_mode(
     mode: RecoveryMode,
 ) -> Result<(Scan, Option<Damage>)> {
     let tolerate = mode == RecoveryMode::TolerateCorruptTail;
+    // The superblock decides where the regions' pages are.
+    let layout = &layout.with_chunk(sb.chunk_pages);
     let region = sb.live;
     let st = read_stream(dev, layout, sb)?;
     let (stream, end, mut pages_read) = (&st.data, st.end, st.pages_read);
@@ -493,6 +495,7 @@ pub fn repair_corrupt_tail(
     let layout = LogLayout::on_device(dev.as_ref(), first_page, pages)?;
     let mut read = 0;
     let (sb, _, damaged_slot) = Superblock::read_slots(&dev, &layout, index_id, &mut read, true)?;
+    let layout = layout.with_chunk(sb.chunk_pages);
     let mut slot_repair = TailRepair::default();
     if let Some(page) = damaged_slot.filter(|_| !sb.mirrored) {
         // The older state is accepted: both slots get it (mirrored), so a
@@ -533,6 +536,8 @@ pub struct LogReader {
     live_region: u8,
     #[cfg(test)]
     pages: u64,
+    #[cfg(test)]
+    layout: LogLayout,
     lsn_floor: Lsn,
     format: super::LogFormat,
     region_bytes: u64,
@@ -555,6 +560,7 @@ impl LogReader {
         let mut pages_read = 0;
         let sb = Superblock::read(&dev, &layout, index_id, &mut pages_read)
             .map_err(|e| in_device_file(&dev, e))?;
+        let layout = layout.with_chunk(sb.chunk_pages);
         let s = scan(&dev, &layout, &sb).map_err(|e| in_device_file(&dev, e))?;
         Ok(LogReader {
             records: s.records,
@@ -563,10 +569,19 @@ impl LogReader {
             live_region: sb.live,
             #[cfg(test)]
             pages: s.pages,
+            #[cfg(test)]
+            layout,
             lsn_floor: sb.lsn_floor,
             format: sb.format,
             region_bytes: layout.capacity_bytes(),
         })
+    }
+
+    /// Where the log's pages are, as its superblock lays them out (tests
+    /// that damage a given position).
+    #[cfg(test)]
+    pub(crate) fn layout(&self) -> LogLayout {
+        self.layout
     }
 
     /// Records oldest first.

@@ -127,7 +127,7 @@ internal! {
         /// objects), opaque to the log and to the stores, logged with the
         /// operation they belong to (`Record::op`): restart keeps them exactly
         /// when it keeps that operation, and only a CHECKPOINT makes them
-        /// obsolete (logs of superblock versions 8 and 9).
+        /// obsolete (logs of superblock versions 8 to 11).
         Client,
     }
 }

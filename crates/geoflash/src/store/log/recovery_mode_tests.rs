@@ -27,8 +27,10 @@ fn six_ops() -> Arc<MemDevice> {
     dev
 }
 
-fn damage(dev: &MemDevice, pos: u64) -> PageId {
-    let layout = LogLayout::new(0, LOG_PAGES, PS).unwrap();
+fn damage(dev: &Arc<MemDevice>, pos: u64) -> PageId {
+    let layout = LogReader::open(dev.clone(), 0, LOG_PAGES, INDEX)
+        .unwrap()
+        .layout();
     let page = layout.region_page(0, pos);
     let mut buf = vec![0u8; PS];
     dev.read(page, &mut buf).unwrap();
@@ -81,8 +83,8 @@ fn a_record_damaged_inside_valid_pages_is_dropped_with_its_page_when_tolerated()
     let dev = six_ops();
     // The last page holding records: damage inside its data, then fix its
     // page checksum so that only the record's own checksum fails.
-    let layout = LogLayout::new(0, LOG_PAGES, PS).unwrap();
     let reader = LogReader::open(dev.clone(), 0, LOG_PAGES, INDEX).unwrap();
+    let layout = reader.layout();
     let last = reader.pages() - 1;
     let page = layout.region_page(0, last);
     let mut buf = vec![0u8; PS];
@@ -108,8 +110,8 @@ fn a_page_whose_magic_is_damaged_does_not_hide_the_durable_pages_after_it() {
     // The log_replay fuzz finding: one page fails its checksum and the next
     // has lost its magic; a later page proves both durable.
     let dev = six_ops();
-    let layout = LogLayout::new(0, LOG_PAGES, PS).unwrap();
     let reader = LogReader::open(dev.clone(), 0, LOG_PAGES, INDEX).unwrap();
+    let layout = reader.layout();
     assert!(reader.pages() >= 5, "{} pages", reader.pages());
     let page = damage(&dev, 1);
     let next = layout.region_page(0, 2);

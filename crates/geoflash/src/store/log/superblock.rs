@@ -9,7 +9,8 @@
 //! | 8 | 4 | CRC-32C of the page with these 4 bytes taken as zero |
 //! | 12 | 1 | flags (version 2) |
 //! | 13 | 1 | payload codec version (0: written before it existed) |
-//! | 14 | 2 | reserved, 0 |
+//! | 14 | 1 | versions 10 and 11: 1 + log2 of the pages of a chunk of the interleaved regions; else 0 |
+//! | 15 | 1 | reserved, 0 |
 //! | 16 | 8 | sequence number (slot = seq % 2) |
 //! | 24 | 16 | index id |
 //! | 40 | 8 | log id |
@@ -75,7 +76,11 @@
 //! 6 and 7 whose records may be a front end's CLIENT frames and whose
 //! CHECKPOINT payloads may end with its generation ([`super::client`]); a
 //! build before them refuses them by name rather than calling the new
-//! record kind damage.
+//! record kind damage. Versions 10 and 11 are versions 8 and 9 whose two
+//! regions are interleaved in chunks (byte 14; [`super::LogLayout::region_page`],
+//! the module docs of [`super`], "Interleaved regions"); a build before them
+//! refuses them by name, as it would read region pages where the other
+//! region's are.
 use crate::storage::PageId;
 use crate::{Error, Result};
 
@@ -105,10 +110,14 @@ const VERSION_COMPACT_REFS_SEALED: u16 = 7;
 const VERSION_COMPACT_SEALED_CLIENT: u16 = 8;
 /// Version 7 with CLIENT frames (as version 8).
 const VERSION_COMPACT_REFS_SEALED_CLIENT: u16 = 9;
+/// Version 8 with interleaved regions.
+const VERSION_COMPACT_SEALED_CLIENT_CHUNKED: u16 = 10;
+/// Version 9 with interleaved regions.
+const VERSION_COMPACT_REFS_SEALED_CLIENT_CHUNKED: u16 = 11;
 /// The oldest superblock version this build reads (every one up to [`NEWEST`]).
 const OLDEST: u16 = VERSION_NO_BASE;
 /// The newest superblock version this build reads and writes.
-const NEWEST: u16 = VERSION_COMPACT_REFS_SEALED_CLIENT;
+const NEWEST: u16 = VERSION_COMPACT_REFS_SEALED_CLIENT_CHUNKED;
 const LEN: usize = 80;
 /// Bytes before the base payload.
 const BASE_HEADER: usize = 108;
@@ -163,9 +172,49 @@ pub(crate) struct Superblock {
     /// (versions 6 to 9, compact format only; see [`super::seal`]).
     pub sealed: bool,
     /// The log may hold CLIENT records and its checkpoints a front end's
-    /// generation (versions 8 and 9, sealed compact logs only; see
+    /// generation (versions 8 to 11, sealed compact logs only; see
     /// [`super::client`]).
     pub client: bool,
+    /// Pages of a chunk of the interleaved regions (versions 10 and 11, a
+    /// power of two), or 0 for contiguous regions (every other version).
+    pub chunk_pages: u64,
+}
+
+/// What a superblock version says about its log.
+struct Traits {
+    format: LogFormat,
+    entry_refs: bool,
+    sealed: bool,
+    client: bool,
+    /// Interleaved regions (the chunk is byte 14).
+    chunked: bool,
+}
+
+impl Traits {
+    /// The traits of a version this build reads (see the module docs).
+    fn of(version: u16) -> Traits {
+        let (format, entry_refs, sealed, client, chunked) = match version {
+            VERSION_FIRST_IMAGE => (LogFormat::FirstImage, false, false, false, false),
+            VERSION_COMPACT => (LogFormat::Compact, false, false, false, false),
+            VERSION_COMPACT_REFS => (LogFormat::Compact, true, false, false, false),
+            VERSION_COMPACT_SEALED => (LogFormat::Compact, false, true, false, false),
+            VERSION_COMPACT_REFS_SEALED => (LogFormat::Compact, true, true, false, false),
+            VERSION_COMPACT_SEALED_CLIENT => (LogFormat::Compact, false, true, true, false),
+            VERSION_COMPACT_REFS_SEALED_CLIENT => (LogFormat::Compact, true, true, true, false),
+            VERSION_COMPACT_SEALED_CLIENT_CHUNKED => (LogFormat::Compact, false, true, true, true),
+            VERSION_COMPACT_REFS_SEALED_CLIENT_CHUNKED => {
+                (LogFormat::Compact, true, true, true, true)
+            }
+            _ => (LogFormat::PerChange, false, false, false, false),
+        };
+        Traits {
+            format,
+            entry_refs,
+            sealed,
+            client,
+            chunked,
+        }
+    }
 }
 
 enum Slot {
@@ -186,6 +235,12 @@ impl Superblock {
             LogFormat::PerChange => VERSION,
             LogFormat::FirstImage => VERSION_FIRST_IMAGE,
             LogFormat::Compact => match (self.entry_refs, self.sealed, self.client) {
+                (true, true, true) if self.chunk_pages > 0 => {
+                    VERSION_COMPACT_REFS_SEALED_CLIENT_CHUNKED
+                }
+                (false, true, true) if self.chunk_pages > 0 => {
+                    VERSION_COMPACT_SEALED_CLIENT_CHUNKED
+                }
                 (true, true, true) => VERSION_COMPACT_REFS_SEALED_CLIENT,
                 (false, true, true) => VERSION_COMPACT_SEALED_CLIENT,
                 (true, true, false) => VERSION_COMPACT_REFS_SEALED,
@@ -199,6 +254,9 @@ impl Superblock {
         h[7] = self.live & 1;
         h[12] = FLAG_MIRRORED;
         h[13] = super::PAYLOAD_CODEC_VERSION;
+        if self.chunk_pages > 0 && self.client && self.sealed {
+            h[14] = self.chunk_pages.trailing_zeros() as u8 + 1;
+        }
         h[16..24].copy_from_slice(&self.seq.to_le_bytes());
         h[24..40].copy_from_slice(&self.index_id.to_le_bytes());
         h[40..48].copy_from_slice(&self.log_id.to_le_bytes());
@@ -283,6 +341,12 @@ impl Superblock {
         if live > 1 || epoch > epoch_high {
             return Slot::Damaged("superblock fields out of range".into());
         }
+        let traits = Traits::of(version);
+        let chunk_pages = match (traits.chunked, buf.get(14).copied().unwrap_or(0)) {
+            (false, 0) => 0,
+            (true, b @ 1..=40) if (1u64 << (b - 1)) <= region_pages.max(1) => 1u64 << (b - 1),
+            _ => return Slot::Damaged("superblock chunk of interleaved regions out of range".into()),
+        };
         let flags = buf.get(12).copied().unwrap_or(0);
         let base = if version != VERSION_NO_BASE && flags & FLAG_BASE != 0 {
             let len = get_u32(buf, 104).map(|l| l as usize);
@@ -315,34 +379,12 @@ impl Superblock {
                 epoch_high,
                 lsn_floor,
                 base,
-                format: match version {
-                    VERSION_FIRST_IMAGE => LogFormat::FirstImage,
-                    VERSION_COMPACT
-                    | VERSION_COMPACT_REFS
-                    | VERSION_COMPACT_SEALED
-                    | VERSION_COMPACT_REFS_SEALED
-                    | VERSION_COMPACT_SEALED_CLIENT
-                    | VERSION_COMPACT_REFS_SEALED_CLIENT => LogFormat::Compact,
-                    _ => LogFormat::PerChange,
-                },
-                entry_refs: matches!(
-                    version,
-                    VERSION_COMPACT_REFS
-                        | VERSION_COMPACT_REFS_SEALED
-                        | VERSION_COMPACT_REFS_SEALED_CLIENT
-                ),
+                format: traits.format,
+                entry_refs: traits.entry_refs,
                 mirrored: flags & FLAG_MIRRORED != 0,
-                sealed: matches!(
-                    version,
-                    VERSION_COMPACT_SEALED
-                        | VERSION_COMPACT_REFS_SEALED
-                        | VERSION_COMPACT_SEALED_CLIENT
-                        | VERSION_COMPACT_REFS_SEALED_CLIENT
-                ),
-                client: matches!(
-                    version,
-                    VERSION_COMPACT_SEALED_CLIENT | VERSION_COMPACT_REFS_SEALED_CLIENT
-                ),
+                sealed: traits.sealed,
+                client: traits.client,
+                chunk_pages,
             },
             codec,
         )

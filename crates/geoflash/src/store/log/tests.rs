@@ -19,6 +19,13 @@ const PS: usize = 1024;
 const LOG_PAGES: u64 = 2 + 2 * 96;
 const INDEX: u128 = 0x1234_5678_9abc_def0_0fed_cba9_8765_4321;
 
+/// The layout of the log on `dev` (pages `0..LOG_PAGES`), as its superblock says.
+fn layout_of(dev: &Arc<MemDevice>) -> LogLayout {
+    LogReader::open(dev.clone(), 0, LOG_PAGES, INDEX)
+        .unwrap()
+        .layout()
+}
+
 fn mem() -> Arc<MemDevice> {
     Arc::new(MemDevice::new(PS, 4096).unwrap())
 }
@@ -374,8 +381,9 @@ fn the_superblock_carries_the_log_format() {
             match format {
                 LogFormat::PerChange => 2,
                 LogFormat::FirstImage => 3,
-                // Sealed, with CLIENT frames (no entry references here).
-                LogFormat::Compact => 8,
+                // Sealed, with CLIENT frames and interleaved regions (no
+                // entry references here).
+                LogFormat::Compact => 10,
             }
         );
         drop(log);
@@ -401,11 +409,11 @@ fn the_superblock_carries_the_log_format() {
 fn a_superblock_of_an_unknown_version_is_refused_by_name() {
     let dev = mem();
     drop(Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap());
-    // Rewrite both slots as version 10 with a valid checksum.
+    // Rewrite both slots as version 12 with a valid checksum.
     let mut buf = vec![0u8; PS];
     for p in 0..2 {
         dev.read(p, &mut buf).unwrap();
-        buf[4..6].copy_from_slice(&10u16.to_le_bytes());
+        buf[4..6].copy_from_slice(&12u16.to_le_bytes());
         buf[8..12].fill(0);
         let c = crc32c::crc32c(&buf[..8]);
         let c = crc32c::crc32c_append(c, &[0u8; 4]);
@@ -416,7 +424,7 @@ fn a_superblock_of_an_unknown_version_is_refused_by_name() {
     let e = Log::open(dev, 0, LOG_PAGES, config(Durability::Sync)).unwrap_err();
     let m = e.to_string();
     assert!(
-        m.contains("version 10") && m.contains("versions 1 to 9"),
+        m.contains("version 12") && m.contains("versions 1 to 11"),
         "{m}"
     );
 }
@@ -742,7 +750,7 @@ fn torn_last_record_is_ignored() {
     log.flush().unwrap();
     drop(log);
     // Its second page is lost (the first and third landed).
-    let layout = LogLayout::new(0, LOG_PAGES, PS).unwrap();
+    let layout = layout_of(&dev);
     dev.write(layout.region_page(0, 2), &vec![0u8; PS]).unwrap();
     let reader = LogReader::open(dev.clone(), 0, LOG_PAGES, INDEX).unwrap();
     assert!(reader.torn_tail());
@@ -774,7 +782,7 @@ fn corruption_before_the_tail_names_the_position() {
         log.commit(op).unwrap();
     }
     drop(log);
-    let layout = LogLayout::new(0, LOG_PAGES, PS).unwrap();
+    let layout = layout_of(&dev);
     let page = layout.region_page(0, 2);
     let mut buf = vec![0u8; PS];
     dev.read(page, &mut buf).unwrap();
@@ -806,7 +814,6 @@ fn corruption_before_the_tail_names_the_position() {
 /// unsealed log of the builds before seals (still read) shows the gap.
 #[test]
 fn one_damaged_page_of_a_sealed_log_is_rebuilt_never_read_as_a_torn_tail() {
-    let layout = LogLayout::new(0, LOG_PAGES, PS).unwrap();
     for sealed in [true, false] {
         let dev = mem();
         let cfg = config(Durability::Sync)
@@ -832,6 +839,7 @@ fn one_damaged_page_of_a_sealed_log_is_rebuilt_never_read_as_a_torn_tail() {
         drop(log);
         let want = LogReader::open(dev.clone(), 0, LOG_PAGES, INDEX).unwrap();
         assert_eq!(want.len(), 14, "sealed {sealed}");
+        let layout = want.layout();
         // The region's written positions: batches 0, 1, 2, 3, 4..=6 and
         // 7..=8, then the last batch's seal (9; each earlier seal was
         // overwritten by the next batch).
@@ -890,7 +898,7 @@ fn a_bad_record_inside_valid_pages_is_corruption() {
     let mut log = Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
     commit_op_1(&mut log, 1, 100);
     drop(log);
-    let layout = LogLayout::new(0, LOG_PAGES, PS).unwrap();
+    let layout = layout_of(&dev);
     let p = layout.region_page(0, 0);
     let mut buf = vec![0u8; PS];
     dev.read(p, &mut buf).unwrap();
@@ -1532,4 +1540,110 @@ fn an_unmirrored_older_slot_is_refused_unless_tolerated() {
     assert_eq!(repair.pages_dropped, 1);
     let r = LogReader::open(dev.clone(), 0, LOG_PAGES, INDEX).unwrap();
     assert!(!r.oldest_first().any(|r| r.kind == RecordKind::Checkpoint));
+}
+
+/// Interleaved regions: every position of either region has a page of its
+/// own inside the range, positions of one chunk are adjacent pages,
+/// [`LogLayout::region_runs`] gives the same pages as runs, and the first
+/// `n` positions of both regions lie within the first chunks that hold them
+/// (a log's file grows with its positions, not with its regions' size).
+#[test]
+fn interleaved_regions_give_each_position_its_own_page_near_the_start() {
+    for (first, region, chunk) in [(0, 96, 8), (7, 96, 16), (3, 100, 8), (0, 5, 1), (0, 13, 4), (2, 64, 0)] {
+        let layout = LogLayout::new(first, 2 + 2 * region, PS).unwrap().with_chunk(chunk);
+        let what = format!("first {first}, regions of {region}, chunks of {chunk}");
+        let mut seen = HashSet::new();
+        for r in 0..2u8 {
+            for pos in 0..region {
+                let page = layout.region_page(r, pos);
+                assert!((first + 2..first + 2 + 2 * region).contains(&page), "{what}: {page}");
+                assert!(seen.insert(page), "{what}: page {page} given twice");
+                if chunk == 0 {
+                    assert_eq!(page, first + 2 + u64::from(r) * region + pos, "{what}");
+                } else if pos + 1 < region && (pos + 1) % chunk != 0 {
+                    assert_eq!(layout.region_page(r, pos + 1), page + 1, "{what}: {pos}");
+                }
+                if let Some(k) = pos.checked_div(chunk) {
+                    let held = (k + 1) * chunk;
+                    assert!(page < first + 2 + 2 * held, "{what}: position {pos} at page {page}");
+                }
+            }
+            for (a, b) in [(0, region), (1, region / 2), (chunk.max(1) - 1, region), (region, region)] {
+                let runs = layout.region_runs(r, a..b);
+                let pages: Vec<PageId> = runs.iter().flat_map(|run| run.clone()).collect();
+                let want: Vec<PageId> = (a..b).map(|p| layout.region_page(r, p)).collect();
+                assert_eq!(pages, want, "{what}: runs of {a}..{b}");
+            }
+        }
+        assert_eq!(seen.len() as u64, 2 * region, "{what}");
+    }
+    // A new log's chunk: a power of two within 1 MiB and an eighth of a region.
+    for (pages, ps, want) in [(2 + 2 * 96, 1024, 8), (2 + 2 * 100_000, 4096, 256), (4, 512, 1), (2 + 2 * 20, 512, 2)] {
+        assert_eq!(LogLayout::new(0, pages, ps).unwrap().chunk_pages_for(), want, "{pages} pages of {ps}");
+    }
+}
+
+/// The highest page of `dev` that holds anything.
+fn highest_written_page(dev: &MemDevice) -> PageId {
+    let mut buf = vec![0u8; dev.page_size()];
+    (0..dev.capacity())
+        .rev()
+        .find(|&p| {
+            dev.read(p, &mut buf).unwrap();
+            buf.iter().any(|&b| b != 0)
+        })
+        .unwrap_or(0)
+}
+
+/// A new log (superblock version 10) keeps both regions' pages near the
+/// start of its range through restarts, compactions and checkpoints; the
+/// contiguous log of the builds before it (version 8, still created with
+/// `with_interleaved_regions(false)` and still read and written) puts its
+/// second region's pages past the whole first region.
+#[test]
+fn a_new_log_keeps_both_regions_near_the_start_and_an_old_one_still_works() {
+    const PAGES: u64 = 2 + 2 * 4096;
+    for interleaved in [true, false] {
+        let dev = Arc::new(MemDevice::new(PS, PAGES).unwrap());
+        let cfg = config(Durability::Sync)
+            .with_format(LogFormat::Compact)
+            .with_interleaved_regions(interleaved);
+        let mut log = Log::create(dev.clone(), 0, PAGES, cfg).unwrap();
+        let more = |log: &mut Log, op: &mut OpId| {
+            for _ in 0..20 {
+                *op += 1;
+                log.append(rec(RecordKind::Mod, *op, *op, 300)).unwrap();
+                log.commit(*op).unwrap();
+            }
+        };
+        let mut op = 0;
+        more(&mut log, &mut op);
+        drop(log);
+        // Restarts, a compaction and a checkpoint, each a switch of
+        // regions: the second region is live at the end (the first one's
+        // pages are trimmed, as after every switch).
+        for step in 0..3 {
+            let (mut l, r) = Log::open(dev.clone(), 0, PAGES, cfg).unwrap();
+            assert_eq!(r.last_committed_op, Some(op), "step {step}");
+            more(&mut l, &mut op);
+            match step {
+                0 => drop(l.compact().unwrap()),
+                1 => drop(l.checkpoint(vec![1; 40]).unwrap()),
+                _ => {}
+            }
+        }
+        let reader = LogReader::open(dev.clone(), 0, PAGES, INDEX).unwrap();
+        assert_eq!(reader.live_region(), 1);
+        assert_eq!(reader.layout().chunk_pages, if interleaved { 512 } else { 0 });
+        let mut buf = vec![0u8; PS];
+        dev.read(0, &mut buf).unwrap();
+        let version = u16::from_le_bytes([buf[4], buf[5]]);
+        assert_eq!(version, if interleaved { 10 } else { 8 });
+        let top = highest_written_page(&dev);
+        if interleaved {
+            assert!(top < 2 + 2 * 512, "highest page written {top}");
+        } else {
+            assert!(top >= 2 + 4096, "highest page written {top}");
+        }
+    }
 }

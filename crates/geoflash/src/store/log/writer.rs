@@ -138,13 +138,17 @@ impl Log {
         config: LogConfig,
     ) -> Result<Log> {
         config.durability.validate()?;
-        let layout = LogLayout::on_device(dev.as_ref(), first_page, pages)?;
+        let mut layout = LogLayout::on_device(dev.as_ref(), first_page, pages)?;
         let log_id = loop {
             let id: u64 = rand::random();
             if id != 0 {
                 break id;
             }
         };
+        let client = config.client && config.sealed && config.format == super::LogFormat::Compact;
+        if client && config.interleaved {
+            layout = layout.with_chunk(layout.chunk_pages_for());
+        }
         let sb = Superblock {
             seq: 1,
             index_id: config.index_id,
@@ -159,7 +163,8 @@ impl Log {
             entry_refs: config.entry_refs && config.format == super::LogFormat::Compact,
             mirrored: true,
             sealed: config.sealed && config.format == super::LogFormat::Compact,
-            client: config.client && config.sealed && config.format == super::LogFormat::Compact,
+            client,
+            chunk_pages: layout.chunk_pages,
         };
         let mut log = Log::new_state(dev, layout, config, sb);
         // Both slots: no older superblock on these pages can win.
@@ -207,6 +212,7 @@ impl Log {
         let mut pages_read = 0;
         let sb = Superblock::read(&dev, &layout, config.index_id, &mut pages_read)
             .map_err(|e| in_device_file(&dev, e))?;
+        let layout = layout.with_chunk(sb.chunk_pages);
         let mut log = Log::new_state(dev, layout, config, sb);
         log.stats.pages_read += pages_read;
         let s = scan(&log.dev, &log.layout, &log.sb).map_err(|e| in_device_file(&log.dev, e))?;
@@ -303,10 +309,8 @@ impl Log {
         let to = end
             .max(self.next_pos + 2 * self.ahead_pages())
             .min(region);
-        if from < to {
-            let live = self.sb.live;
-            self.dev
-                .reserve(self.layout.region_page(live, from)..self.layout.region_page(live, to))?;
+        for run in self.layout.region_runs(self.sb.live, from..to) {
+            self.dev.reserve(run)?;
         }
         self.reserved_pos = to;
         Ok(())
