@@ -494,7 +494,7 @@ pub struct EfindStore {
     /// The unlogged mode, until the next checkpoint (`unlogged.rs`).
     unlogged: Option<unlogged::Unlogged>,
     /// A front end's frames, on a log that holds them (superblock
-    /// versions 8 and 9; see [`crate::store::log::client`]).
+    /// versions 8 to 11; see [`crate::store::log::client`]).
     client: Option<ClientLog>,
 }
 

@@ -324,7 +324,7 @@ pub struct FastStore {
     /// is empty, a checkpoint has nothing to do.
     clean_lsn: Option<super::log::Lsn>,
     /// A front end's frames, on a log that holds them (superblock
-    /// versions 8 and 9; see [`crate::store::log::client`]).
+    /// versions 8 to 11; see [`crate::store::log::client`]).
     client: Option<ClientLog>,
     inner: Mutex<Inner>,
 }

@@ -169,7 +169,7 @@ pub(crate) struct Superblock {
     /// every superblock this build writes sets it).
     pub mirrored: bool,
     /// Every synced batch of the live region ends with a seal page
-    /// (versions 6 to 9, compact format only; see [`super::seal`]).
+    /// (versions 6 to 11, compact format only; see [`super::seal`]).
     pub sealed: bool,
     /// The log may hold CLIENT records and its checkpoints a front end's
     /// generation (versions 8 to 11, sealed compact logs only; see

@@ -580,10 +580,25 @@ fn group_and_none_modes() {
     assert_eq!(log.stats().syncs, 2, "create's sync and one explicit sync");
 }
 
-/// A device that counts writes per page.
+/// A device that counts writes per page, and notes the region pages
+/// (above the superblocks) written without their room reserved first
+/// (`PageDevice::reserve`; a trim gives the room back).
 struct Recording {
     inner: MemDevice,
     writes: Mutex<HashMap<PageId, u32>>,
+    reserved: Mutex<HashSet<PageId>>,
+    unreserved: Mutex<Vec<PageId>>,
+}
+
+impl Recording {
+    fn new(pages: u64) -> Recording {
+        Recording {
+            inner: MemDevice::new(PS, pages).unwrap(),
+            writes: Mutex::new(HashMap::new()),
+            reserved: Mutex::new(HashSet::new()),
+            unreserved: Mutex::new(Vec::new()),
+        }
+    }
 }
 
 impl PageDevice for Recording {
@@ -595,8 +610,12 @@ impl PageDevice for Recording {
     }
     fn write_batch(&self, pages: &[PageId], data: &[u8]) -> crate::Result<()> {
         let mut w = self.writes.lock().unwrap();
+        let reserved = self.reserved.lock().unwrap();
         for p in pages {
             *w.entry(*p).or_default() += 1;
+            if *p >= 2 && !reserved.contains(p) {
+                self.unreserved.lock().unwrap().push(*p);
+            }
         }
         self.inner.write_batch(pages, data)
     }
@@ -604,7 +623,15 @@ impl PageDevice for Recording {
         self.inner.sync()
     }
     fn trim(&self, pages: &[PageId]) -> crate::Result<()> {
+        let mut reserved = self.reserved.lock().unwrap();
+        for p in pages {
+            reserved.remove(p);
+        }
         self.inner.trim(pages)
+    }
+    fn reserve(&self, pages: std::ops::Range<PageId>) -> crate::Result<()> {
+        self.reserved.lock().unwrap().extend(pages);
+        Ok(())
     }
     fn describe(&self) -> String {
         "recording".into()
@@ -619,10 +646,7 @@ impl DeviceExt for Recording {
 
 #[test]
 fn log_pages_are_never_rewritten_in_place() {
-    let dev = Arc::new(Recording {
-        inner: MemDevice::new(PS, 1024).unwrap(),
-        writes: Mutex::new(HashMap::new()),
-    });
+    let dev = Arc::new(Recording::new(1024));
     let mut log = Log::create(dev.clone(), 0, LOG_PAGES, config(Durability::Sync)).unwrap();
     let mut op = 0;
     while log.fill_ratio() < 0.9 {
@@ -1646,4 +1670,98 @@ fn a_new_log_keeps_both_regions_near_the_start_and_an_old_one_still_works() {
             assert!(top >= 2 + 4096, "highest page written {top}");
         }
     }
+}
+
+/// A log in a file of its own (`log.dat`) cuts the file after its live
+/// region's last page at every switch: after a stream of records, a
+/// checkpoint (an empty epoch) leaves the file at its superblocks, and a
+/// restart keeps it about twice what the log still holds. Interleaved or
+/// not (an old log shrinks whenever its first region is live), the records
+/// survive each cut.
+#[test]
+fn a_log_in_its_own_file_gives_back_what_it_no_longer_holds() {
+    use crate::storage::file::{FileDevice, FileDeviceOptions};
+    const PAGES: u64 = 2 + 2 * 4096;
+    for interleaved in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.dat");
+        let opts = FileDeviceOptions {
+            direct: false,
+            capacity_pages: PAGES,
+            ..FileDeviceOptions::default()
+        };
+        let open = || -> SharedDevice { Arc::new(FileDevice::open(&path, PS, opts).unwrap()) };
+        let len = || std::fs::metadata(&path).unwrap().len() / PS as u64;
+        let cfg = config(Durability::Sync)
+            .with_format(LogFormat::Compact)
+            .with_interleaved_regions(interleaved);
+        let what = format!("interleaved {interleaved}");
+        let mut log = Log::create(open(), 0, PAGES, cfg).unwrap();
+        // 2,000 pages of records in region 0, then a checkpoint: its empty
+        // epoch in region 1 needs nothing past the superblocks.
+        for op in 1..=2000 {
+            log.append(rec(RecordKind::Mod, op, op, 900)).unwrap();
+            log.commit(op).unwrap();
+        }
+        assert!(len() >= 2000, "{what}: {} pages", len());
+        log.checkpoint(vec![3; 40]).unwrap();
+        let after_checkpoint = len();
+        // Records again, then a restart that keeps them: the new region
+        // holds them and the file follows (about twice them interleaved;
+        // contiguous, the region 0 a restart moves to is the file's start).
+        for op in 2001..=2100 {
+            log.append(rec(RecordKind::Mod, op, op, 900)).unwrap();
+            log.commit(op).unwrap();
+        }
+        drop(log);
+        let (log, r) = Log::open(open(), 0, PAGES, cfg).unwrap();
+        assert_eq!(r.committed_ops.len(), 100, "{what}");
+        assert_eq!(log.live_region(), 0, "{what}");
+        let after_restart = len();
+        drop(log);
+        if interleaved {
+            assert_eq!(after_checkpoint, 2, "{what}");
+            assert!(after_restart <= 2 + 2 * 512, "{what}: {after_restart} pages");
+        } else {
+            // The checkpoint's region 1 starts past all of region 0.
+            assert!(after_checkpoint >= 2, "{what}");
+            assert!(after_restart <= 2 + 200, "{what}: {after_restart} pages");
+        }
+        let reader = LogReader::open(open(), 0, PAGES, INDEX).unwrap();
+        assert_eq!(reader.recover().committed_ops, (2001..=2100).collect::<Vec<_>>(), "{what}");
+    }
+}
+
+/// Every region page a log writes has its room reserved first (so that a
+/// full file system fails `reserve`, before a batch, never the write of a
+/// COMMIT's batch): through appends, the survivors a compaction or a
+/// restart writes to the other region, and a checkpoint's switch (found by
+/// a review: a switch kept the old region's reservation mark, so the
+/// survivors' pages, trimmed at an earlier switch, were written without
+/// room).
+#[test]
+fn every_region_page_is_reserved_before_it_is_written() {
+    let dev = Arc::new(Recording::new(1024));
+    let cfg = config(Durability::Sync);
+    let mut log = Log::create(dev.clone(), 0, LOG_PAGES, cfg).unwrap();
+    let mut op = 0;
+    for round in 0..6 {
+        for _ in 0..30 {
+            op += 1;
+            log.reserve_ahead().unwrap();
+            log.append(rec(RecordKind::Mod, op, op, 300)).unwrap();
+            log.commit(op).unwrap();
+        }
+        match round % 3 {
+            0 => drop(log.compact().unwrap()),
+            1 => drop(log.checkpoint(vec![5; 3000]).unwrap()),
+            _ => {
+                drop(log);
+                log = Log::open(dev.clone(), 0, LOG_PAGES, cfg).unwrap().0;
+            }
+        }
+    }
+    assert!(dev.writes.lock().unwrap().len() > 60);
+    let unreserved = dev.unreserved.lock().unwrap();
+    assert!(unreserved.is_empty(), "pages written without room: {unreserved:?}");
 }

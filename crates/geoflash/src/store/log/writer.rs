@@ -11,7 +11,10 @@ use super::seal::BatchXor;
 use super::record::{data_per_page, encode_page, HeaderDeltas, PageHeader, Record, RecordKind};
 use super::recovery::{recover, recover_log, Recovered};
 use super::superblock::{Base, Superblock};
-use super::{Durability, LogConfig, LogLayout, LogStats, Lsn, LsnHorizon, SharedDevice, NO_OP};
+use super::{
+    Durability, LogConfig, LogLayout, LogStats, Lsn, LsnHorizon, SharedDevice, NO_OP,
+    SUPERBLOCK_PAGES,
+};
 
 /// Full pages gathered in the tail buffer before they are written without a
 /// sync being asked for (bounds the buffer's memory).
@@ -717,7 +720,7 @@ impl Log {
     }
 
     /// Whether the log may hold a front end's CLIENT frames and name its
-    /// generation at checkpoints (from the superblock: versions 8 and 9,
+    /// generation at checkpoints (from the superblock: versions 8 to 11,
     /// see [`super::client`]).
     pub fn client_frames(&self) -> bool {
         self.sb.client
@@ -928,6 +931,9 @@ impl Log {
             //    their seal).
             log.sb.live = 1 - old_region;
             log.next_pos = 0;
+            // The new region's pages have no room yet: the survivors'
+            // batches reserve theirs before they are written.
+            log.reserved_pos = 0;
             log.durable_pos = 0;
             log.batch.clear();
             for chunk in stream.chunks(WRITE_BATCH_PAGES * log.data_per_page()) {
@@ -970,8 +976,37 @@ impl Log {
                 log.dev.trim(&ids)?;
                 log.stats.pages_trimmed += old_pages;
             }
+            // 5. A log with a file of its own: the file after the live
+            //    region's last page goes too.
+            log.cut_file_after_live();
             Ok(())
         })
+    }
+
+    /// A log whose range starts at page 0 of a device with a file (its own
+    /// file, `log.dat`: a log sharing the node device lies in its last
+    /// pages, above page 1) cuts the file after the last page the live
+    /// region holds, its seal included (`PageDevice::trim_tail`), right
+    /// after a switch: the other region's pages were trimmed, so what
+    /// goes is holes and space reserved ahead, and the file's length
+    /// follows what the log holds since the switch (with interleaved
+    /// regions, about twice it) instead of the most it ever held. The
+    /// switch is durable before, and a cut that does not reach the disk
+    /// leaves holes; a failure is logged, not returned, so that a durable
+    /// switch never reports an error.
+    fn cut_file_after_live(&self) {
+        if self.layout.first_page != 0 || self.dev.path().is_none() {
+            return;
+        }
+        let used = self.next_pos + u64::from(self.sb.sealed && self.next_pos > 0);
+        let keep = match used.checked_sub(1) {
+            Some(last) => self.layout.region_page(self.sb.live, last) + 1,
+            None => self.layout.first_page + SUPERBLOCK_PAGES,
+        };
+        let end = self.layout.first_page + self.layout.pages;
+        if let Err(e) = self.dev.trim_tail(keep..end) {
+            tracing::warn!("the log's file could not be cut after its page {keep}: {e}");
+        }
     }
 }
 
