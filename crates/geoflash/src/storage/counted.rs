@@ -169,6 +169,10 @@ impl<D: PageDevice> PageDevice for Counted<D> {
         Ok(())
     }
 
+    fn shorten(&self, pages: PageId) -> Result<()> {
+        self.inner.shorten(pages)
+    }
+
     fn trim_tail(&self, pages: std::ops::Range<PageId>) -> Result<()> {
         if pages.start > pages.end {
             return Err(crate::Error::invalid(format!(

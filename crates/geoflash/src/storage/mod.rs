@@ -210,6 +210,18 @@ pub trait PageDevice: DeviceExt + Send + Sync {
         self.trim(&pages.collect::<Vec<_>>())
     }
 
+    /// Shortens the device's file to `pages` pages when it is longer, for a
+    /// caller whose pages from `pages` on all read as zeros already
+    /// (trimmed, or never written): nothing reads differently, and the
+    /// file's length no longer counts them (blocks
+    /// [`reserve`](Self::reserve)d there are given back). Not a trim: no
+    /// counter changes. By default (devices without a file of their own)
+    /// nothing.
+    fn shorten(&self, pages: PageId) -> Result<()> {
+        let _ = pages;
+        Ok(())
+    }
+
     /// Makes sure that later writes to pages `pages` do not fail for lack of
     /// space on the medium: a file device allocates their blocks now
     /// (`fallocate`, the file's size unchanged), so that a full file system
@@ -413,6 +425,9 @@ macro_rules! forward_page_device {
             }
             fn trim_tail(&self, pages: std::ops::Range<PageId>) -> Result<()> {
                 (**self).trim_tail(pages)
+            }
+            fn shorten(&self, pages: PageId) -> Result<()> {
+                (**self).shorten(pages)
             }
             fn reserve(&self, pages: std::ops::Range<PageId>) -> Result<()> {
                 (**self).reserve(pages)

@@ -603,6 +603,10 @@ impl PageDevice for FileIo {
         Ok(())
     }
 
+    fn shorten(&self, pages: PageId) -> Result<()> {
+        self.trim_tail(pages..pages)
+    }
+
     /// Shortens the file to `pages.start` pages when it is longer (every
     /// page from there on then reads as zeros); a shorter file already
     /// reads the run as zeros.

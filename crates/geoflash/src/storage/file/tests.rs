@@ -673,6 +673,37 @@ fn trim_without_hole_punching_writes_zeros() {
     });
 }
 
+/// `shorten` cuts the file after its pages (a longer file only), changes
+/// what no page reads, and counts nothing (the log's cut after a switch,
+/// whose later pages were trimmed already).
+#[test]
+fn shorten_cuts_a_longer_file_and_counts_nothing() {
+    let ps = 512;
+    on_each_fresh_device(ps, |d| {
+        let pages: Vec<PageId> = (0..40).collect();
+        let data: Vec<u8> = pages.iter().flat_map(|&p| pattern(p, 2, ps)).collect();
+        d.write_batch(&pages, &data).unwrap();
+        d.trim(&(10..40).collect::<Vec<_>>()).unwrap();
+        let path = d.path().unwrap();
+        let before = d.stats().io;
+        d.shorten(10).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 10 * ps as u64);
+        d.shorten(30).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 10 * ps as u64);
+        assert_eq!(d.stats().io, before, "shorten counts nothing");
+        let mut buf = vec![1u8; pages.len() * ps];
+        d.read_batch(&pages, &mut buf).unwrap();
+        for &p in &pages {
+            let got = &buf[p as usize * ps..(p as usize + 1) * ps];
+            if p < 10 {
+                assert_eq!(got, pattern(p, 2, ps), "page {p}");
+            } else {
+                assert!(got.iter().all(|&b| b == 0), "page {p}");
+            }
+        }
+    });
+}
+
 #[test]
 fn os_errors_name_the_path_and_the_page() {
     // A page far beyond the largest file ext4 (or most filesystems) allows:

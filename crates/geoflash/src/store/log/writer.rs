@@ -983,19 +983,20 @@ impl Log {
         })
     }
 
-    /// A log whose range starts at page 0 of a device with a file (its own
-    /// file, `log.dat`: a log sharing the node device lies in its last
-    /// pages, above page 1) cuts the file after the last page the live
-    /// region holds, its seal included (`PageDevice::trim_tail`), right
-    /// after a switch: the other region's pages were trimmed, so what
-    /// goes is holes and space reserved ahead, and the file's length
-    /// follows what the log holds since the switch (with interleaved
-    /// regions, about twice it) instead of the most it ever held. The
-    /// switch is durable before, and a cut that does not reach the disk
-    /// leaves holes; a failure is logged, not returned, so that a durable
-    /// switch never reports an error.
+    /// A log whose range starts at page 0 of its device (a device of its
+    /// own, `log.dat`: a log sharing the node device lies in its last
+    /// pages, above page 1) shortens the device's file after the last
+    /// page the live region holds, its seal included
+    /// (`PageDevice::shorten`), right after a switch: every page of
+    /// either region past it was trimmed when its region was left, or
+    /// never written, so what goes is holes and space reserved ahead, and
+    /// the file's length follows what the log holds since the switch
+    /// (with interleaved regions, about twice it) instead of the most it
+    /// ever held. The switch is durable before, and a cut that does not
+    /// reach the disk leaves holes; a failure is logged, not returned, so
+    /// that a durable switch never reports an error.
     fn cut_file_after_live(&self) {
-        if self.layout.first_page != 0 || self.dev.path().is_none() {
+        if self.layout.first_page != 0 {
             return;
         }
         let used = self.next_pos + u64::from(self.sb.sealed && self.next_pos > 0);
@@ -1003,8 +1004,7 @@ impl Log {
             Some(last) => self.layout.region_page(self.sb.live, last) + 1,
             None => self.layout.first_page + SUPERBLOCK_PAGES,
         };
-        let end = self.layout.first_page + self.layout.pages;
-        if let Err(e) = self.dev.trim_tail(keep..end) {
+        if let Err(e) = self.dev.shorten(keep) {
             tracing::warn!("the log's file could not be cut after its page {keep}: {e}");
         }
     }
