@@ -1,26 +1,34 @@
 //! ENOSPC in the torture tier (issue 44, `docs/reliability.md`): an
 //! `insert` into an index on a file system that fills up (a tmpfs of
-//! 16 MiB mounted in a private mount namespace, `unshare -m`, filled to
-//! 256 KiB of free space) must fail with an error naming the file and
-//! "No space left on device", and never lose acknowledged data: readers
-//! (before any space is freed, without recovery) and, once space is freed,
-//! `recover`, `verify` and a further `insert` all see the objects `1..=k`
-//! with `k` at least the objects built (`insert` prints no
-//! acknowledgements). The oracle is the input's id order, independent of
-//! the store.
+//! 16 MiB mounted in a private mount namespace, `unshare -m`, filled up to
+//! a free size) must fail with an error naming the file and "No space left
+//! on device", and never lose acknowledged data: readers (before any space
+//! is freed, without recovery) and, once space is freed, `recover`,
+//! `verify` and a further `insert` all see the objects `1..=k`, with `k`
+//! between the objects the insert called durable and those it applied. The
+//! oracle is the input's id order, independent of the store.
+//!
+//! Each store runs with [`FREE_SIZES`] left free, smallest first, until an
+//! insert succeeds (then every object must be there), and must fail at
+//! least once part-way through the insert, after applying some of its
+//! objects: stores reserve different amounts ahead (the logs twice 1 MiB),
+//! so no one free size fills every store part-way.
 //!
 //! Only in `make torture` (ignored otherwise): it needs root for the mount;
 //! without root it says so and passes (outside CI; in CI it fails).
 mod common;
 use common::*;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Objects built before the file system is filled.
 const BUILT: u64 = 5_000;
 /// Objects the failing insert tries to add (ids after `BUILT`).
 const MORE: u64 = 25_000;
+/// The free space left on the file system before the insert, in the
+/// order tried (`truncate -s -SIZE` of a file filling it).
+const FREE_SIZES: [&str; 5] = ["256K", "1M", "2M", "4M", "8M"];
 
 /// Whether this process runs as root (`id -u`).
 fn is_root() -> bool {
@@ -67,13 +75,13 @@ fn ids_in(file: &Path) -> Vec<u64> {
 /// command's output, error and exit code in `out`.
 const SCRIPT: &str = r#"
 set -u
-G=$1; MNT=$2; OUT=$3; FIRST=$4; REST=$5; AFTER=$6; shift 6
+G=$1; MNT=$2; OUT=$3; FIRST=$4; REST=$5; AFTER=$6; FREE=$7; shift 7
 mount -t tmpfs -o size=16m tmpfs "$MNT" || exit 90
 run() { name=$1; shift; "$G" "$@" > "$OUT/$name.out" 2> "$OUT/$name.err"; echo $? > "$OUT/$name.rc"; }
 Q="--window -10,-10,2000,2000 --ids --json"
 run build build --input "$FIRST" --index "$MNT/idx" --page-size 1024 --buffer 64KiB "$@"
 dd if=/dev/zero of="$MNT/filler" bs=64k 2>/dev/null
-truncate -s -256K "$MNT/filler"
+truncate -s "-$FREE" "$MNT/filler"
 run insert insert --index "$MNT/idx" --input "$REST"
 run read query --index "$MNT/idx" $Q
 rm "$MNT/filler"
@@ -97,6 +105,135 @@ fn text(out: &Path, name: &str, ext: &str) -> String {
     std::fs::read_to_string(out.join(format!("{name}.{ext}"))).unwrap()
 }
 
+/// The input files of every case.
+struct Inputs {
+    script: PathBuf,
+    first: PathBuf,
+    rest: PathBuf,
+    after: PathBuf,
+}
+
+/// How one case's insert ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// It ran out of space after applying `applied` objects, `durable` of
+    /// them durable by its own account.
+    Filled { applied: u64, durable: u64 },
+    /// It inserted every object: the free space was enough.
+    Inserted,
+}
+
+/// Runs the script for `config` with `free` left free in `dir` and checks
+/// every command's outcome against the oracle.
+fn run_case(dir: &Path, inputs: &Inputs, config: &[&str], free: &str) -> Outcome {
+    let what = format!("{config:?}, {free} free");
+    let mnt = dir.join("mnt");
+    let out = dir.join("out");
+    std::fs::create_dir_all(&mnt).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let status = Command::new("unshare")
+        .args(["-m", "bash"])
+        .arg(&inputs.script)
+        .args([
+            env!("CARGO_BIN_EXE_geoflash"),
+            s(&mnt),
+            s(&out),
+            s(&inputs.first),
+            s(&inputs.rest),
+            s(&inputs.after),
+            free,
+        ])
+        .args(config)
+        .status()
+        .unwrap();
+    assert!(status.success(), "{what}: the script: {status}");
+    let ok = |name: &str| {
+        assert_eq!(
+            rc(&out, name),
+            0,
+            "{what}: {name}: {}",
+            text(&out, name, "err")
+        );
+    };
+    ok("build");
+    let err = text(&out, "insert", "err");
+    let outcome = if rc(&out, "insert") == 0 {
+        Outcome::Inserted
+    } else {
+        // The insert ran out of space, and says so naming the file.
+        assert!(
+            matches!(rc(&out, "insert"), 1 | 2),
+            "{what}: insert exit {}: {err}",
+            rc(&out, "insert")
+        );
+        assert!(
+            err.contains("No space left on device") && err.contains("idx/"),
+            "{what}: {err}"
+        );
+        filled(&what, &err)
+    };
+    let (least, most) = match outcome {
+        Outcome::Inserted => (MORE, MORE),
+        Outcome::Filled { applied, durable } => (durable, applied),
+    };
+    let prefix = |name: &str| {
+        ok(name);
+        let ids = ids_in(&out.join(format!("{name}.out")));
+        let k = ids.len() as u64;
+        assert_eq!(
+            ids,
+            (1..=k).collect::<Vec<_>>(),
+            "{what}: {name}: not a prefix"
+        );
+        k
+    };
+    // A reader, on the full file system, without recovery, sees at least
+    // what the insert called durable.
+    let read = prefix("read");
+    assert!(read >= BUILT + least, "{what}: a reader saw {read}: {err}");
+    ok("recover");
+    let after_recover = prefix("after");
+    assert!(
+        (BUILT + least..=BUILT + most).contains(&after_recover),
+        "{what}: {after_recover} objects after recover; the insert said it applied {most}, {least} durable: {err}"
+    );
+    assert!(
+        after_recover >= read,
+        "{what}: recover lost what readers saw"
+    );
+    ok("verify");
+    ok("again");
+    let mut want: Vec<u64> = (1..=after_recover).collect();
+    want.extend(BUILT + MORE + 1..=BUILT + MORE + 500);
+    assert_eq!(
+        ids_in(&out.join("last.out")),
+        want,
+        "{what}: after the next insert"
+    );
+    outcome
+}
+
+/// What a failed insert's error says it applied (item 3: it said N, and
+/// `recover` applied N + 1) and, when the checkpoint after the failure
+/// failed too, how many of them are durable (`recover` keeps those, and
+/// maybe more of them: their operations in the log).
+fn filled(what: &str, err: &str) -> Outcome {
+    let applied: u64 = err
+        .split(" operations")
+        .next()
+        .and_then(|head| head.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{what}: no count of operations applied: {err}"));
+    let durable: u64 = err
+        .split(" of them are durable")
+        .next()
+        .filter(|head| head.len() < err.len())
+        .and_then(|head| head.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(applied);
+    Outcome::Filled { applied, durable }
+}
+
 #[test]
 #[ignore = "the torture tier: make torture (needs root for a tmpfs)"]
 fn a_full_file_system_never_loses_acknowledged_data_and_the_index_recovers() {
@@ -109,14 +246,16 @@ fn a_full_file_system_never_loses_acknowledged_data_and_the_index_recovers() {
         return;
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let first = dir.path().join("first.csv");
-    let rest = dir.path().join("rest.csv");
-    let after = dir.path().join("after.csv");
-    write_rects(&first, BUILT);
-    write_range(&rest, BUILT + 1, BUILT + MORE);
-    write_range(&after, BUILT + MORE + 1, BUILT + MORE + 500);
-    let script = dir.path().join("space.sh");
-    std::fs::write(&script, SCRIPT).unwrap();
+    let inputs = Inputs {
+        script: dir.path().join("space.sh"),
+        first: dir.path().join("first.csv"),
+        rest: dir.path().join("rest.csv"),
+        after: dir.path().join("after.csv"),
+    };
+    write_rects(&inputs.first, BUILT);
+    write_range(&inputs.rest, BUILT + 1, BUILT + MORE);
+    write_range(&inputs.after, BUILT + MORE + 1, BUILT + MORE + 500);
+    std::fs::write(&inputs.script, SCRIPT).unwrap();
     const FILE: &str = "file?direct=false";
     // A log inside a hybrid device (no `log.dat`): its space reserved on
     // the tiers' files.
@@ -145,129 +284,32 @@ fn a_full_file_system_never_loses_acknowledged_data_and_the_index_recovers() {
             HYBRID,
         ],
     ];
-    let mut durable_total = 0;
+    let (mut cases, mut part_way, mut durable_total) = (0, 0, 0);
     for (i, config) in configs.iter().enumerate() {
-        let mnt = dir.path().join(format!("mnt{i}"));
-        let out = dir.path().join(format!("out{i}"));
-        std::fs::create_dir_all(&mnt).unwrap();
-        std::fs::create_dir_all(&out).unwrap();
-        let status = Command::new("unshare")
-            .args(["-m", "bash"])
-            .arg(&script)
-            .args([
-                env!("CARGO_BIN_EXE_geoflash"),
-                s(&mnt),
-                s(&out),
-                s(&first),
-                s(&rest),
-                s(&after),
-            ])
-            .args(*config)
-            .status()
-            .unwrap();
-        let what = format!("{config:?}");
-        assert!(status.success(), "{what}: the script: {status}");
-        assert_eq!(
-            rc(&out, "build"),
-            0,
-            "{what}: {}",
-            text(&out, "build", "err")
-        );
-        // The insert ran out of space, and says so naming the file.
-        let err = text(&out, "insert", "err");
+        let mut applied_here = Vec::new();
+        for free in FREE_SIZES {
+            let case = dir.path().join(format!("case{i}-{free}"));
+            let outcome = run_case(&case, &inputs, config, free);
+            cases += 1;
+            let Outcome::Filled { applied, durable } = outcome else {
+                break;
+            };
+            applied_here.push(format!("{applied} applied with {free} free"));
+            if applied > 0 {
+                part_way += 1;
+                durable_total += durable;
+            }
+        }
+        println!("torture: space: {config:?}: {applied_here:?}");
+        // A store filled only before its first object never shows that a
+        // failure part-way keeps what came before it.
         assert!(
-            matches!(rc(&out, "insert"), 1 | 2),
-            "{what}: insert exit {} (the file system did not fill?): {err}",
-            rc(&out, "insert")
-        );
-        assert!(
-            err.contains("No space left on device") && err.contains("idx/"),
-            "{what}: {err}"
-        );
-        let acked: u64 = text(&out, "insert", "out")
-            .lines()
-            .filter_map(|l| l.strip_prefix("acked "))
-            .map(|k| k.trim().parse().unwrap())
-            .next_back()
-            .unwrap_or(0);
-        let prefix = |name: &str| {
-            assert_eq!(
-                rc(&out, name),
-                0,
-                "{what}: {name}: {}",
-                text(&out, name, "err")
-            );
-            let ids = ids_in(&out.join(format!("{name}.out")));
-            let k = ids.len() as u64;
-            assert_eq!(
-                ids,
-                (1..=k).collect::<Vec<_>>(),
-                "{what}: {name}: not a prefix"
-            );
-            assert!(
-                k >= BUILT + acked,
-                "{what}: {name}: {k} objects, {acked} acknowledged after {BUILT}"
-            );
-            k
-        };
-        // A reader, on the full file system, without recovery.
-        let read = prefix("read");
-        assert_eq!(
-            rc(&out, "recover"),
-            0,
-            "{what}: recover: {}",
-            text(&out, "recover", "err")
-        );
-        let after_recover = prefix("after");
-        // What the insert said it applied is what survives (item 3: it
-        // said N, and `recover` applied N + 1).
-        let applied: u64 = err
-            .split(" operations")
-            .next()
-            .and_then(|head| head.rsplit(' ').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("{what}: no count of operations applied: {err}"));
-        // When the checkpoint after the failure failed too, the insert
-        // says how many of them are durable: recover keeps those, and
-        // maybe more of them (their operations in the log).
-        let durable: u64 = err
-            .split(" of them are durable")
-            .next()
-            .filter(|head| head.len() < err.len())
-            .and_then(|head| head.rsplit(' ').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(applied);
-        durable_total += durable;
-        assert!(
-            (BUILT + durable..=BUILT + applied).contains(&after_recover),
-            "{what}: {after_recover} objects after recover; the insert said it applied {applied}, {durable} durable: {err}"
-        );
-        assert!(
-            after_recover >= read,
-            "{what}: recover lost what readers saw"
-        );
-        assert_eq!(
-            rc(&out, "verify"),
-            0,
-            "{what}: verify: {}",
-            text(&out, "verify", "err")
-        );
-        assert_eq!(
-            rc(&out, "again"),
-            0,
-            "{what}: the next insert: {}",
-            text(&out, "again", "err")
-        );
-        let mut want: Vec<u64> = (1..=after_recover).collect();
-        want.extend(BUILT + MORE + 1..=BUILT + MORE + 500);
-        assert_eq!(
-            ids_in(&out.join("last.out")),
-            want,
-            "{what}: after the next insert"
+            applied_here.iter().any(|a| !a.starts_with("0 ")),
+            "{config:?}: no free size of {FREE_SIZES:?} filled the file system part-way through the insert: {applied_here:?}"
         );
     }
     println!(
-        "torture: space: {} stores filled a 16 MiB tmpfs during an insert (ENOSPC named, the {durable_total} objects the failed inserts called durable kept, readers without recovery, recover, verify and a next insert after freeing space)",
+        "torture: space: {} stores, {cases} inserts into a 16 MiB tmpfs with {FREE_SIZES:?} free: {part_way} ran out of space part-way (ENOSPC named, the {durable_total} objects they called durable kept, readers without recovery, recover, verify and a next insert after freeing space)",
         configs.len()
     );
 }

@@ -544,7 +544,7 @@ impl JournaledDevice {
     /// Every page of `inner` counts as whole ([`Self::open_checked`]).
     /// For tests: an index directory opens its journal with its pages'
     /// check.
-    #[cfg(any(test, feature = "test-support"))]
+    #[cfg(test)]
     pub fn open(
         inner: Arc<dyn PageDevice>,
         journal: Arc<dyn PageDevice>,
