@@ -463,8 +463,7 @@ fn batch_ids(
         }
         Ok((offsets, ids))
     };
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
+    let threads = geoflash_engine::defaults::cores()
         .min(windows.len() / PARALLEL_WINDOWS)
         .max(1);
     if threads == 1 {

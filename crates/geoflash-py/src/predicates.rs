@@ -55,7 +55,7 @@ fn on_every_core<T: Send>(
     work: impl Fn(std::ops::Range<usize>) -> Result<T> + Sync,
 ) -> Result<Vec<T>> {
     let threads = if parallel {
-        std::thread::available_parallelism().map_or(1, |c| c.get())
+        geoflash_engine::defaults::cores()
     } else {
         1
     };

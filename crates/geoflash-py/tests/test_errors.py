@@ -425,6 +425,25 @@ def test_a_batch_syncs_once_and_survives_a_reopen(tmp_path):
             [i for i, b in enumerate(boxes) if b[0] <= 1 and b[1] <= 1] + [5000, 5001])
 
 
+def test_a_batch_split_among_the_cores_answers_as_brute_force(tmp_path):
+    """Enough windows for `intersection_batch` to share them among the
+    process's cores (2,048 windows a thread): the answer of each window in
+    its place, as brute force gives it, in memory and on disk."""
+    rng = np.random.default_rng(21)
+    boxes = random_boxes(rng, 3000, integer=False)
+    windows = random_boxes(np.random.default_rng(22), 5000, max_size=20)
+    for path in (None, str(tmp_path / "t")):
+        idx = geoflash.Index.from_arrays(None, boxes, path, page_size=1024)
+        offsets, ids = idx.intersection_batch(windows)
+        assert len(offsets) == len(windows) + 1
+        for j in range(0, len(windows), 7):
+            w = windows[j]
+            want = np.flatnonzero((boxes[:, 0] <= w[2]) & (boxes[:, 2] >= w[0])
+                                  & (boxes[:, 1] <= w[3]) & (boxes[:, 3] >= w[1]))
+            assert sorted(ids[offsets[j]:offsets[j + 1]].tolist()) == want.tolist(), j
+        idx.close()
+
+
 def test_queries_from_many_threads_agree_with_one(tmp_path):
     rng = np.random.default_rng(3)
     boxes = random_boxes(rng, 3000, integer=False)

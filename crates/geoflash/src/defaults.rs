@@ -148,6 +148,18 @@ pub fn buffer_bytes() -> u64 {
     *BYTES.get_or_init(|| buffer_for_ram(machine_memory()))
 }
 
+/// The threads a front end shares a divisible batch among (windows, kNN
+/// points, geometry decodes, a bulk load's pipeline): the processors this
+/// process may use (`std::thread::available_parallelism`, which follows
+/// the affinity mask and the control group's CPU quota), read once per
+/// process, since the standard library reads the control group's files
+/// at every call (about 20 system calls, 30 µs on Linux: more than a
+/// small batch of windows costs); 1 where unknown.
+pub fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 /// Device of an index directory: its `pages.dat` read and written through
 /// the OS page cache (`--device`, Python `device=`).
 pub const DEVICE: &str = "file?direct=false";

@@ -342,7 +342,7 @@ impl Level<'_> {
 
 /// Whether a level of `k` records sorts its STR slices on a second thread.
 fn pipelined_for(k: usize) -> bool {
-    k >= PIPELINE_MIN_RECORDS && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+    k >= PIPELINE_MIN_RECORDS && crate::defaults::cores() > 1
 }
 
 impl<S: NodeStore> RTree<S> {
