@@ -124,8 +124,12 @@ impl Active {
 
 /// Up to this many windows entering a node, each is tested against the
 /// node's children in a loop of its own; more, and each child looks up the
-/// windows that can reach it (see [`BatchWindows::entering`]).
-const FEW_WINDOWS: usize = 8;
+/// windows that can reach it (see [`BatchWindows::entering`]). Below a
+/// few dozen windows the loops cost less than a child's two binary
+/// searches: 16 took 12–20 % off 100 windows of 0.001 % and 0.01 % at
+/// 200,000 boxes against 8, and left 1,000,000 unchanged
+/// (`docs/benchmarks.md`, "A batch call's fixed cost").
+const FEW_WINDOWS: usize = 16;
 
 /// Calls `hit` with the position and the entry of every entry of `entries`
 /// whose subtree `sel` enters, in order, with the predicate chosen once.
