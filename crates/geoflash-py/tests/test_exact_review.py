@@ -351,6 +351,13 @@ def test_non_finite_coordinates_are_refused_with_a_clear_error(tmp_path):
                 idx.query(arr, predicate=predicate, **kw)
         with pytest.raises(geoflash.RTreeError, match=r"input geometry 2 .*(NaN|infinite)"):
             idx.query_nearest(arr)
+        # one geometry, not in an array: the scalar path checks the same
+        for predicate in [p for p in PREDICATES if p is not None]:
+            kw = {"distance": 1.0} if predicate == "dwithin" else {}
+            with pytest.raises(geoflash.RTreeError, match=r"the input geometry .*(NaN|infinite)"):
+                idx.query(bad, predicate=predicate, **kw)
+        with pytest.raises(geoflash.RTreeError, match=r"the input geometry .*(NaN|infinite)"):
+            idx.query_nearest(bad)
         with pytest.raises(geoflash.RTreeError, match=r"(NaN|infinite)"):
             list(idx.nearest(bad, 1))
     # a geometry of an index in memory with a NaN inside (its bounds are
