@@ -365,7 +365,7 @@ fn parse_options(opts: &Bound<'_, PyDict>, in_memory: bool) -> PyResult<IndexOpt
 
 /// Native-endian `f64` boxes (`minx, miny, maxx, maxy` per row) as
 /// rectangles; query windows (`windows`) are clamped as [`window`] does.
-fn boxes(bytes: &[u8], windows: bool) -> Result<Vec<Rect>> {
+pub(crate) fn boxes(bytes: &[u8], windows: bool) -> Result<Vec<Rect>> {
     box_rows(bytes)?
         .enumerate()
         .map(|(i, row)| rect_of_row(i, row, windows))
@@ -431,6 +431,18 @@ fn int64_rows(bytes: &[u8]) -> Result<std::slice::ChunksExact<'_, u8>> {
     Ok(rows)
 }
 
+/// The `k` entries nearest to `q` (and with `ties` those at the k-th
+/// distance): the engine's best-first search (batched reads) with
+/// rtree's distances; a point goes through the index front end, which
+/// serves every index kind.
+pub(crate) fn nearest_of(index: &Index, q: Rect, k: usize, ties: bool) -> Result<KnnResult> {
+    if q.is_point() {
+        index.nearest(Point::new(q.min_x(), q.min_y())?, k, ties)
+    } else {
+        index.nearest_to(q, k, ties)
+    }
+}
+
 /// Windows of a batched query from which it runs in shares, one thread
 /// each: below this a thread costs more than the share saves.
 const PARALLEL_WINDOWS: usize = 2_048;
@@ -441,16 +453,16 @@ const PARALLEL_WINDOWS: usize = 2_048;
 /// (else in traversal order). One batched traversal of the tree
 /// ([`Index::query_batch_flat`]) per share of consecutive windows, the
 /// shares on every core.
-fn batch_ids(
-    st: &State,
+pub(crate) fn batch_ids(
+    index: &Index,
     windows: &[Rect],
     p: Predicate,
     sorted: bool,
 ) -> Result<(Vec<i64>, Vec<i64>)> {
     let share = |ws: &[Rect]| -> Result<(Vec<i64>, Vec<i64>)> {
-        let found = st.index.query_batch_flat(ws, p)?;
+        let found = index.query_batch_flat(ws, p)?;
         let mut ids: Vec<i64> = Vec::with_capacity(found.keys.len());
-        st.index
+        index
             .records()
             .extend_ids(found.keys.iter().copied(), &mut ids)?;
         let offsets: Vec<i64> = found.offsets.iter().map(|&o| o as i64).collect();
@@ -575,7 +587,7 @@ pub(crate) fn box_of(
 /// A coordinate of a query window in the engine's range: beyond it
 /// (infinities included) it is clamped to ±[`MAX_COORD`], which changes no
 /// answer since every stored box lies inside; NaN stays NaN (and is refused).
-fn clamp(v: f64) -> f64 {
+pub(crate) fn clamp(v: f64) -> f64 {
     v.clamp(-MAX_COORD, MAX_COORD)
 }
 
@@ -741,16 +753,14 @@ impl Core {
         py.allow_threads(|| self.read_state(f)).map_err(to_py)
     }
 
-    /// The `k` entries nearest to `q` (and with `ties` those at the k-th
-    /// distance): the engine's best-first search (batched reads) with
-    /// rtree's distances; a point goes through the index front end, which
-    /// serves every index kind.
-    fn nearest_of(st: &State, q: Rect, k: usize, ties: bool) -> Result<KnnResult> {
-        if q.is_point() {
-            st.index.nearest(Point::new(q.min_x(), q.min_y())?, k, ties)
-        } else {
-            st.index.nearest_to(q, k, ties)
-        }
+    /// [`Core::read_nogil`] of the index alone: for the searches of other
+    /// modules (`nearest.rs`), which need no more of the state.
+    pub(crate) fn read_index_nogil<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Index) -> Result<R> + Send,
+    ) -> PyResult<R> {
+        self.read_nogil(py, |st| f(&st.index))
     }
 
     fn raw_items(st: &State, hits: &[Hit]) -> Result<Vec<RawItem>> {
@@ -1308,7 +1318,7 @@ impl Core {
         let p = self::predicate(predicate).map_err(to_py)?;
         let (offsets, ids) = self.read_nogil(py, |st| {
             let windows = self::boxes(boxes, true)?;
-            batch_ids(st, &windows, p, false)
+            batch_ids(&st.index, &windows, p, false)
         })?;
         Ok((
             ne_bytearray(py, &offsets, i64::to_ne_bytes)?,
@@ -1332,7 +1342,7 @@ impl Core {
         let p = self::predicate(predicate).map_err(to_py)?;
         let (offsets, ids) = self.read_nogil(py, |st| {
             let windows = self::boxes(boxes, true)?;
-            batch_ids(st, &windows, p, true)
+            batch_ids(&st.index, &windows, p, true)
         })?;
         let n = ids.len();
         PyByteArray::new_bound_with(py, 2 * n * 8, |buf| {
@@ -1369,7 +1379,7 @@ impl Core {
     ) -> PyResult<PyObject> {
         let q = window(minx, miny, maxx, maxy)?;
         let found = self.read_nogil(py, |st| {
-            let found = Core::nearest_of(st, q, k, ties)?;
+            let found = nearest_of(&st.index, q, k, ties)?;
             let hits: Vec<Hit> = found
                 .neighbors
                 .iter()
@@ -1418,7 +1428,7 @@ impl Core {
             // but a warm one, the usual case of an open index, costs about
             // 15 % more CPU (docs/benchmarks.md).
             for q in queries {
-                let found = Core::nearest_of(st, q, k, ties)?;
+                let found = nearest_of(&st.index, q, k, ties)?;
                 st.index
                     .records()
                     .extend_ids(found.neighbors.iter().map(|n| n.id), &mut ids)?;

@@ -11,6 +11,7 @@ use pyo3::types::{PyByteArray, PyTuple, PyType};
 
 mod bench;
 mod core;
+mod nearest;
 mod pid;
 mod predicates;
 mod stale;

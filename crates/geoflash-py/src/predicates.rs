@@ -23,6 +23,8 @@ use geoflash_engine::geom::Rect;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes};
 
+use crate::core::Core;
+use crate::nearest::{self, Wanted};
 use crate::to_py;
 
 /// The predicates of shapely 2's `STRtree.query` (besides None), the one
@@ -725,26 +727,25 @@ impl Geometries {
         Ok((left, right))
     }
 
-    /// Per input, its candidates' exact distances (`f64::NAN` for a
-    /// candidate `exclusive` leaves out: one equal to the input).
-    fn candidate_distances(
+    /// The exact distances from `input` to the entries of `ids`
+    /// (`f64::NAN` for one `exclusive` leaves out: one equal to the input).
+    pub(crate) fn distances(
         &self,
-        inputs: &[Geometry],
-        ranges: &[std::ops::Range<usize>],
+        input: &Geometry,
         ids: &[i64],
         exclusive: bool,
     ) -> Result<Vec<f64>> {
-        let mut out = vec![f64::NAN; ids.len()];
-        for (g, r) in inputs.iter().zip(ranges) {
-            for i in r.clone() {
-                let t = self.get(ids[i])?;
-                let d = Euclidean.distance(g, t);
-                if !(exclusive && d == 0.0 && equal(g, t)) {
-                    out[i] = d;
-                }
-            }
-        }
-        Ok(out)
+        ids.iter()
+            .map(|&id| {
+                let t = self.get(id)?;
+                let d = Euclidean.distance(input, t);
+                Ok(if exclusive && d == 0.0 && equal(input, t) {
+                    f64::NAN
+                } else {
+                    d
+                })
+            })
+            .collect()
     }
 }
 
@@ -856,116 +857,55 @@ impl Geometries {
         Ok(out_bytes(py, &left, i64::to_ne_bytes))
     }
 
-    /// The first step of an exact k-nearest search: per input, the `k`-th
-    /// smallest exact distance to its candidates (`offsets`, `ids` as in
-    /// [`Geometries::refine`], the k entries nearest by box), leaving out
-    /// with `exclusive` candidates equal to the input; infinity when fewer
-    /// than `k` candidates are left. Every entry among the true k nearest
-    /// lies within that distance of the input's box. Native float64.
-    /// `inputs` and `boxes` as in [`Geometries::refine`].
-    #[pyo3(signature = (inputs, offsets, ids, k, exclusive, boxes=None))]
+    /// The exact k-nearest search of `inputs` (WKB, or None for one that
+    /// is its box in `boxes`, native float64 rows: a point) in the index
+    /// of `core`, over these geometries but those of the `special` ids
+    /// (native int64, sorted): per input the `k` entries nearest by exact
+    /// distance (ties by id), and with `all_matches` every other one at
+    /// the k-th distance; none farther than `max_distance`; with
+    /// `exclusive` none equal to the input (see `nearest.rs`). Returns
+    /// (input positions, entry ids, distances, each input's bound: its
+    /// k-th distance among its k nearest boxes or `max_distance` when
+    /// smaller, infinity when fewer than k), native int64, int64,
+    /// float64, float64.
+    #[pyo3(signature = (core, inputs, boxes, special, k, all_matches, exclusive, max_distance=None))]
     #[allow(clippy::too_many_arguments)] // the Python call's arguments
-    fn kth_distance<'py>(
+    #[allow(clippy::type_complexity)]
+    fn nearest_in<'py>(
         &self,
         py: Python<'py>,
+        core: PyRef<'py, Core>,
         inputs: Vec<Option<Bound<'py, PyBytes>>>,
-        offsets: &[u8],
-        ids: &[u8],
-        k: usize,
-        exclusive: bool,
-        boxes: Option<&[u8]>,
-    ) -> PyResult<Bound<'py, PyByteArray>> {
-        let inputs = Inputs::new(&inputs, boxes).map_err(to_py)?;
-        let out = py
-            .allow_threads(|| -> Result<Vec<f64>> {
-                let geoms = inputs.geometries()?;
-                let ids = int64s(ids, "id")?;
-                let ranges = ranges(&int64s(offsets, "offset")?, geoms.len(), ids.len())?;
-                let d = self.candidate_distances(&geoms, &ranges, &ids, exclusive)?;
-                Ok(ranges
-                    .iter()
-                    .map(|r| {
-                        let mut v: Vec<f64> = d[r.clone()]
-                            .iter()
-                            .copied()
-                            .filter(|x| !x.is_nan())
-                            .collect();
-                        if k == 0 || v.len() < k {
-                            return f64::INFINITY;
-                        }
-                        v.sort_unstable_by(f64::total_cmp);
-                        v[k - 1]
-                    })
-                    .collect())
-            })
-            .map_err(to_py)?;
-        Ok(out_bytes(py, &out, f64::to_ne_bytes))
-    }
-
-    /// The second step of an exact k-nearest search: per input, of its
-    /// candidates (`offsets`, `ids` as in [`Geometries::refine`]: every
-    /// entry whose box is within the first step's bound), the `k` nearest
-    /// by exact distance (ties by id), and with `all_matches` every other
-    /// one at the k-th distance; none farther than `max_distance`; with
-    /// `exclusive` none equal to the input. Returns (input positions,
-    /// entry ids, distances), native int64, int64, float64. `inputs` and
-    /// `boxes` as in [`Geometries::refine`].
-    #[pyo3(signature = (inputs, offsets, ids, k, all_matches, exclusive, max_distance=None, boxes=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn nearest<'py>(
-        &self,
-        py: Python<'py>,
-        inputs: Vec<Option<Bound<'py, PyBytes>>>,
-        offsets: &[u8],
-        ids: &[u8],
+        boxes: &[u8],
+        special: &[u8],
         k: usize,
         all_matches: bool,
         exclusive: bool,
         max_distance: Option<f64>,
-        boxes: Option<&[u8]>,
     ) -> PyResult<(
         Bound<'py, PyByteArray>,
         Bound<'py, PyByteArray>,
         Bound<'py, PyByteArray>,
+        Bound<'py, PyByteArray>,
     )> {
-        let limit = max_distance.unwrap_or(f64::INFINITY);
-        let inputs = Inputs::new(&inputs, boxes).map_err(to_py)?;
-        let (left, right, dist) = py
-            .allow_threads(|| -> Result<(Vec<i64>, Vec<i64>, Vec<f64>)> {
-                let geoms = inputs.geometries()?;
-                let ids = int64s(ids, "id")?;
-                let ranges = ranges(&int64s(offsets, "offset")?, geoms.len(), ids.len())?;
-                let d = self.candidate_distances(&geoms, &ranges, &ids, exclusive)?;
-                let (mut left, mut right, mut dist) = (Vec::new(), Vec::new(), Vec::new());
-                for (i, r) in ranges.into_iter().enumerate() {
-                    let mut found: Vec<(f64, i64)> = r
-                        .map(|j| (d[j], ids[j]))
-                        .filter(|(x, _)| !x.is_nan() && *x <= limit)
-                        .collect();
-                    found.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-                    found.dedup_by_key(|f| f.1);
-                    if k == 0 || found.is_empty() {
-                        continue;
-                    }
-                    let last = found[found.len().min(k) - 1].0;
-                    let n = if all_matches {
-                        found.iter().take_while(|f| f.0 <= last).count()
-                    } else {
-                        found.len().min(k)
-                    };
-                    for (x, id) in &found[..n] {
-                        left.push(i as i64);
-                        right.push(*id);
-                        dist.push(*x);
-                    }
-                }
-                Ok((left, right, dist))
-            })
-            .map_err(to_py)?;
+        let want = Wanted {
+            k,
+            all_matches,
+            exclusive,
+            max_distance: max_distance.unwrap_or(f64::INFINITY),
+        };
+        let inputs = Inputs::new(&inputs, Some(boxes)).map_err(to_py)?;
+        let found = core.read_index_nogil(py, |index| {
+            let geoms = inputs.geometries()?;
+            let windows = crate::core::boxes(boxes, true)?;
+            let special = int64s(special, "special id")?;
+            nearest::search(index, self, &geoms, &windows, &special, want)
+        })?;
         Ok((
-            out_bytes(py, &left, i64::to_ne_bytes),
-            out_bytes(py, &right, i64::to_ne_bytes),
-            out_bytes(py, &dist, f64::to_ne_bytes),
+            out_bytes(py, &found.inputs, i64::to_ne_bytes),
+            out_bytes(py, &found.ids, i64::to_ne_bytes),
+            out_bytes(py, &found.distances, f64::to_ne_bytes),
+            out_bytes(py, &found.bounds, f64::to_ne_bytes),
         ))
     }
 }

@@ -703,56 +703,20 @@ def _nearest_in_rust(
     """:func:`nearest_pairs` of the inputs ``rows`` over the entries the
     Rust refinement decides (all but the tree's special ids), and the
     bound of each of ``rows`` (its k-th distance among those entries, or
-    ``max_distance`` when smaller; inf when they are fewer than k)."""
-    ex = tree.rust
-    total = len(index)
-    bound = np.full(len(rows), np.inf)
-    todo = np.arange(len(rows))
-    kk = k
-    while len(todo):
-        boxes = inputs.boxes[rows[todo]]
-        offsets, ids, _ = index._core.nearest_batch(boxes.tobytes(), kk, True)
-        offsets, ids = np.frombuffer(offsets, dtype=np.int64), np.frombuffer(ids, dtype=np.int64)
-        special = tree.is_special(ids)
-        if special.any():
-            offsets, ids, _ = _without(offsets, ids, special)
-        found = np.frombuffer(
-            ex.kth_distance(
-                [inputs.wkbs[i] for i in rows[todo]], offsets.tobytes(), ids.tobytes(), k, exclusive, boxes.tobytes()
-            ),
-            dtype=np.float64,
-        )
-        bound[todo] = found
-        if kk >= total:
-            break
-        todo = todo[np.isinf(found)]
-        kk *= 4
-    limit = bound if max_distance is None else np.minimum(bound, max_distance)
-    sel = np.flatnonzero(np.isfinite(limit))
-    if len(sel) == 0:
-        empty = np.empty(0, dtype=np.int64)
-        return empty, empty, np.empty(0, dtype=np.float64), limit
-    windows = _grow(inputs.boxes[rows[sel]], limit[sel])
-    offsets, ids = index._core.query_batch(windows.tobytes(), "intersects")
-    offsets, ids = np.frombuffer(offsets, dtype=np.int64), np.frombuffer(ids, dtype=np.int64)
-    special = tree.is_special(ids)
-    if special.any():
-        offsets, ids, _ = _without(offsets, ids, special)
-    left_b, right_b, dist_b = ex.nearest(
-        [inputs.wkbs[i] for i in rows[sel]],
-        offsets.tobytes(),
-        ids.tobytes(),
-        k,
-        all_matches,
-        exclusive,
-        max_distance,
-        inputs.boxes[rows[sel]].tobytes(),
+    ``max_distance`` when smaller; inf when they are fewer than k): both
+    steps in one Rust call (``Geometries.nearest_in``, ``nearest.rs``)."""
+    everything = len(rows) == len(inputs)
+    wkbs = inputs.wkbs if everything else [inputs.wkbs[i] for i in rows]
+    boxes = inputs.boxes if everything else inputs.boxes[rows]
+    left_b, right_b, dist_b, bound_b = tree.rust.nearest_in(
+        index._core, wkbs, boxes.tobytes(), tree.special.tobytes(), k, all_matches, exclusive, max_distance
     )
+    left = np.frombuffer(left_b, dtype=np.int64)
     return (
-        rows[sel[np.frombuffer(left_b, dtype=np.int64)]],
+        left if everything else rows[left],
         np.frombuffer(right_b, dtype=np.int64),
         np.frombuffer(dist_b, dtype=np.float64),
-        limit,
+        np.frombuffer(bound_b, dtype=np.float64),
     )
 
 
