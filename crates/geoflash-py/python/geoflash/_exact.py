@@ -19,6 +19,7 @@ infinite are refused (``RTreeError``) before anything is refined.
 from __future__ import annotations
 
 import math
+import struct
 import threading
 from typing import Any, Callable, List, Optional, Tuple
 
@@ -154,8 +155,8 @@ def _encode_one(
     if not _finite(coords):
         raise _not_finite(name(0), geometry)
     if rings and kind == "Polygon" and shapely.get_num_interior_rings(geometry) == 0:
-        count = np.array([len(coords)], dtype=np.int64).tobytes()
-        return [None], count, np.ascontiguousarray(coords, dtype=np.float64).tobytes()
+        # shapely's coordinates are a fresh C-contiguous float64 array
+        return [None], struct.pack("=q", len(coords)), coords.tobytes()
     return [shapely.to_wkb(geometry, output_dimension=2)], None, None
 
 
@@ -442,6 +443,8 @@ class _Inputs:
             raise _not_finite(self._name(i), self._kept[i])
         #: the GeometryCollections, refined with shapely (see _Tree)
         self.special = shapely.get_type_id(self._kept) == _COLLECTION
+        #: whether any input is one
+        self.collections = bool(self.special.any())
 
     def _one(self, geometry: Any) -> None:
         """The inputs of one shapely geometry, in scalar calls (the array
@@ -454,6 +457,7 @@ class _Inputs:
         self.positions = np.zeros(int(kept), dtype=np.int64)
         self._kept = np.empty(int(kept), dtype=object)
         self.special = np.zeros(int(kept), dtype=bool)
+        self.collections = False
         if not kept:
             self.boxes = np.empty((0, 4), dtype=np.float64)
             return
@@ -461,7 +465,8 @@ class _Inputs:
         self.boxes = shapely.bounds(geometry).reshape(1, 4)
         if not _finite(self.boxes):
             raise _not_finite(self._name(0), geometry)
-        self.special[0] = geometry.geom_type == "GeometryCollection"
+        self.collections = geometry.geom_type == "GeometryCollection"
+        self.special[0] = self.collections
 
     def __len__(self) -> int:
         """How many inputs are kept (neither missing nor empty)."""
@@ -568,11 +573,10 @@ def _here(tree: _Tree, inputs: _Inputs, offsets: np.ndarray, ids: np.ndarray) ->
     ``offsets[i]:offsets[i+1]``) are refined here with shapely: those of a
     special id of the tree, and every one of a collection given as an
     input; None when there is none."""
-    collections = inputs.special.any()
-    if not len(tree.special) and not collections:
+    if not len(tree.special) and not inputs.collections:
         return None
     here = tree.is_special(ids)
-    if collections:
+    if inputs.collections:
         here |= np.repeat(inputs.special, np.diff(offsets))
     return here if here.any() else None
 
@@ -672,7 +676,7 @@ def nearest_pairs(
     tree = tree_geometries(index, names)
     k = min(k, len(tree))  # k above the number of entries: every entry
     here = inputs.special
-    if not len(tree.special) and not here.any():
+    if not len(tree.special) and not inputs.collections:
         everything = np.arange(len(inputs))
         return _nearest_in_rust(index, tree, inputs, everything, k, all_matches, exclusive, max_distance)[:3]
     # The Rust search over the others: its k nearest and ties, or all of
