@@ -17,7 +17,11 @@ use geoflash_engine::engine::{Error, Geometry, Index, Predicate, Result};
 use geoflash_engine::geom::Rect;
 
 use crate::core::{batch_ids, clamp, nearest_of};
-use crate::predicates::Geometries;
+use crate::predicates::{on_every_core, Geometries};
+
+/// Inputs from which both steps run in shares, one thread per core: a
+/// search of one input costs a few µs, a thread about 30.
+const PARALLEL_INPUTS: usize = 256;
 
 /// What the search looks for, the same for every input.
 #[derive(Clone, Copy, Debug)]
@@ -63,11 +67,15 @@ pub(crate) fn search(
         )));
     }
     let total = index.len() as usize;
-    let bounds = inputs
-        .iter()
-        .zip(boxes)
-        .map(|(g, b)| bound(index, geoms, g, *b, special, want, total))
-        .collect::<Result<Vec<f64>>>()?;
+    let parallel = inputs.len() >= PARALLEL_INPUTS;
+    let bounds: Vec<f64> = on_every_core(inputs.len(), parallel, |share| {
+        share
+            .map(|i| bound(index, geoms, &inputs[i], boxes[i], special, want, total))
+            .collect::<Result<Vec<f64>>>()
+    })?
+    .into_iter()
+    .flatten()
+    .collect();
     let limits: Vec<f64> = bounds.iter().map(|b| b.min(want.max_distance)).collect();
     let within: Vec<usize> = (0..inputs.len())
         .filter(|&i| limits[i].is_finite())
@@ -77,18 +85,28 @@ pub(crate) fn search(
         .map(|&i| grown(&boxes[i], limits[i]))
         .collect::<Result<Vec<Rect>>>()?;
     let (offsets, ids) = batch_ids(index, &windows, Predicate::Intersects, false)?;
+    let parts = on_every_core(within.len(), parallel, |share| {
+        let mut found = Found::default();
+        for w in share {
+            let i = within[w];
+            let candidates = without(special, &ids[offsets[w] as usize..offsets[w + 1] as usize]);
+            let d = geoms.distances(&inputs[i], &candidates, want.exclusive)?;
+            for (id, dist) in nearest_k(&candidates, &d, want) {
+                found.inputs.push(i as i64);
+                found.ids.push(id);
+                found.distances.push(dist);
+            }
+        }
+        Ok(found)
+    })?;
     let mut found = Found {
         bounds: limits,
         ..Found::default()
     };
-    for (w, &i) in within.iter().enumerate() {
-        let candidates = without(special, &ids[offsets[w] as usize..offsets[w + 1] as usize]);
-        let d = geoms.distances(&inputs[i], &candidates, want.exclusive)?;
-        for (id, dist) in nearest_k(&candidates, &d, want) {
-            found.inputs.push(i as i64);
-            found.ids.push(id);
-            found.distances.push(dist);
-        }
+    for part in parts {
+        found.inputs.extend(part.inputs);
+        found.ids.extend(part.ids);
+        found.distances.extend(part.distances);
     }
     Ok(found)
 }

@@ -51,7 +51,7 @@ const PARALLEL_DECODES: usize = 20_000;
 /// `work` of the positions `0..n` in contiguous shares, one thread per
 /// core when `parallel` (else one share), the answers in the order of the
 /// shares; the first error is returned.
-fn on_every_core<T: Send>(
+pub(crate) fn on_every_core<T: Send>(
     n: usize,
     parallel: bool,
     work: impl Fn(std::ops::Range<usize>) -> Result<T> + Sync,

@@ -118,6 +118,25 @@ def test_one_geometry_answers_as_the_same_geometry_in_an_array(data, index):
         assert sorted(got.tolist()) == sorted(tree.query_nearest(g).tolist()), g.wkt
 
 
+def test_nearest_of_inputs_shared_among_the_cores_matches_strtree(data, index):
+    """Enough inputs (256 or more) for the nearest search to run both its
+    steps in shares, one thread per core (nearest.rs): the same pairs and
+    distances as STRtree, by input in the inputs' order."""
+    _, _, tree = data
+    inputs = generated_geometries(np.random.default_rng(4848), 1500)
+    for kw in (dict(), dict(exclusive=True, max_distance=2.0)):
+        got, got_d = index.query_nearest(inputs, return_distance=True, **kw)
+        want, want_d = tree.query_nearest(inputs, return_distance=True, **kw)
+        assert np.all(np.diff(got[0]) >= 0), kw  # by input, in order
+        assert pairs(got) == pairs(want), kw
+        assert sorted(zip(got[0].tolist(), got_d.tolist())) == sorted(zip(want[0].tolist(), want_d.tolist())), kw
+        assert len(set(got[0].tolist())) > 1000, kw
+    # one of the tied nearest of each input
+    one = index.query_nearest(inputs, all_matches=False)
+    assert one[0].tolist() == list(range(len(inputs)))
+    assert set(pairs(one)) <= set(pairs(tree.query_nearest(inputs)))
+
+
 def test_nearest_of_a_geometry_uses_exact_distances(data, index):
     tree_geoms, inputs, tree = data
     for g in inputs[:30]:
