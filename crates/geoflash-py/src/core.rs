@@ -12,6 +12,7 @@
 //! the lock is released.
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use geoflash_engine::engine::records::{RecordLog, Records, Replay, RECORDS_FILE};
@@ -51,6 +52,9 @@ struct State {
     /// another thread makes durable by itself (`sync`) is never taken into
     /// the batch and left undurable until it commits.
     batch_thread: Option<std::thread::ThreadId>,
+    /// Threads holding changes back ([`Core::hold_changes`]): changes from
+    /// other threads wait until they let go, as for a batch.
+    holders: Vec<std::thread::ThreadId>,
     /// The process that created or opened the index. After `os.fork()` the
     /// child holds a copy of this state, the directory's lock included
     /// (the lock belongs to the open file, which both processes share): a
@@ -92,6 +96,7 @@ impl State {
             writable,
             batch: None,
             batch_thread: None,
+            holders: Vec::new(),
             owner: crate::pid::current(),
         })
     }
@@ -669,6 +674,12 @@ fn to_items(py: Python<'_>, raw: Vec<RawItem>) -> Vec<Item<'_>> {
 pub struct Core {
     inner: RwLock<Option<State>>,
     path: Option<PathBuf>,
+    /// How many changes ([`Core::with`]) ran, and [`Core::note_change`]
+    /// calls: Python's caches of the index's contents (the exact
+    /// geometries) are valid while it stays what it was when they were
+    /// made. Changed only under the write lock, so under a read lock it is
+    /// the count of the state read.
+    changes: AtomicU64,
 }
 
 impl Core {
@@ -676,7 +687,13 @@ impl Core {
         Core {
             path: state.index.dir().map(Path::to_path_buf),
             inner: RwLock::new(Some(state)),
+            changes: AtomicU64::new(0),
         }
+    }
+
+    /// [`Core::changes`] now (under a read lock: the count of the state read).
+    pub(crate) fn changes_now(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
     }
 
     fn lock(&self) -> Result<RwLockWriteGuard<'_, Option<State>>> {
@@ -703,17 +720,20 @@ impl Core {
             let st = guard.as_mut().ok_or_else(closed)?;
             st.check_owner()?;
             st.check_failed()?;
-            if st.batch_thread.is_some_and(|t| t != me) {
+            if st.batch_thread.is_some_and(|t| t != me) || st.holders.iter().any(|&t| t != me) {
                 drop(guard);
                 Python::with_gil(|py| {
                     py.allow_threads(|| std::thread::sleep(std::time::Duration::from_micros(200)))
                 });
                 continue;
             }
-            return match f.take() {
-                Some(f) => f(st).inspect_err(|e| st.note_failure(e)),
-                None => Err(Error::invalid("internal: a change ran twice")),
+            let Some(f) = f.take() else {
+                return Err(Error::invalid("internal: a change ran twice"));
             };
+            let out = f(st).inspect_err(|e| st.note_failure(e));
+            // still under the write lock: readers see the count of their state
+            self.changes.fetch_add(1, Ordering::AcqRel);
+            return out;
         };
         run().map_err(to_py)
     }
@@ -1499,6 +1519,91 @@ impl Core {
                 })
                 .collect()
         })
+    }
+
+    /// How many changes the index has had in this process (and
+    /// [`Core::note_change`] calls): a cache of its contents made when it
+    /// was `n` is valid while it is still `n`.
+    #[getter]
+    fn changes(&self) -> u64 {
+        self.changes_now()
+    }
+
+    /// Counts a change that Python made beside the engine's (the rows of
+    /// `from_geoseries` that hold their geometry), so that caches made
+    /// before it are not taken as current.
+    fn note_change(&self) {
+        self.changes.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Every entry, as (the [`Core::changes`] of that state, record keys as
+    /// native uint64, user ids as native int64, boxes as native float64
+    /// rows), read under one lock.
+    #[allow(clippy::type_complexity)]
+    fn snapshot<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(
+        u64,
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
+    )> {
+        let (changes, keys, ids, rects) = self.read_nogil(py, |st| {
+            let found = st.index.query(Rect::world(), Predicate::Intersects)?;
+            let keys: Vec<u64> = found.hits.iter().map(|h| h.id).collect();
+            let rects: Vec<f64> = found
+                .hits
+                .iter()
+                .flat_map(|h| {
+                    [
+                        h.rect.min_x(),
+                        h.rect.min_y(),
+                        h.rect.max_x(),
+                        h.rect.max_y(),
+                    ]
+                })
+                .collect();
+            Ok((self.changes_now(), keys, st.ids_of(&found.hits)?, rects))
+        })?;
+        Ok((
+            changes,
+            PyBytes::new_bound(py, &ne_bytes(&keys, u64::to_ne_bytes)),
+            PyBytes::new_bound(py, &ne_bytes(&ids, i64::to_ne_bytes)),
+            PyBytes::new_bound(py, &ne_bytes(&rects, f64::to_ne_bytes)),
+        ))
+    }
+
+    /// Holds changes back: until [`Core::release_changes`], a change from
+    /// another thread waits (as for another thread's batch), so that the
+    /// calling thread reads one state across several calls (Python's
+    /// exact queries, when a change came between their calls). Waits for
+    /// a change under way to end; the GIL is released meanwhile.
+    fn hold_changes(&self, py: Python<'_>) -> PyResult<()> {
+        let me = std::thread::current().id();
+        py.allow_threads(|| {
+            let mut guard = self.lock()?;
+            let st = guard.as_mut().ok_or_else(closed)?;
+            st.holders.push(me);
+            Ok(())
+        })
+        .map_err(to_py)
+    }
+
+    /// Ends one [`Core::hold_changes`] of the calling thread (nothing on a
+    /// closed index).
+    fn release_changes(&self, py: Python<'_>) -> PyResult<()> {
+        let me = std::thread::current().id();
+        py.allow_threads(|| {
+            let mut guard = self.lock()?;
+            if let Some(st) = guard.as_mut() {
+                if let Some(at) = st.holders.iter().position(|&t| t == me) {
+                    st.holders.swap_remove(at);
+                }
+            }
+            Ok(())
+        })
+        .map_err(to_py)
     }
 
     fn __len__(&self) -> PyResult<usize> {

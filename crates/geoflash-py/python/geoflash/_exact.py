@@ -205,6 +205,7 @@ class _Tree:
         self,
         rust: _Geometries,
         core: Any,
+        changes: int,
         ids: np.ndarray,
         keys: np.ndarray,
         rects: np.ndarray,
@@ -215,6 +216,9 @@ class _Tree:
         self.rust = rust
         self.special = special
         self._core = core
+        #: the index's ``Core.changes`` when these were read: they are its
+        #: geometries while it has not changed since
+        self.changes = changes
         self._ids, self._keys, self._rects = ids, keys, rects
         # in memory: the shapely geometries of from_geoseries, and which
         # entries have their row's (the others count as their box)
@@ -290,10 +294,11 @@ def tree_geometries(index: Any, names: Names = _NAMES) -> _Tree:
     those; ``update`` refuses to move an entry that has one)."""
     import shapely
 
+    core = index._core
     cached = getattr(index, "_exact", None)
-    if cached is not None:
+    if cached is not None and cached._core is core and cached.changes == core.changes:
         return cached
-    keys_b, ids_b, rects = index._core.query_keys(*_WORLD, "intersects")
+    changes, keys_b, ids_b, rects = core.snapshot()
     ids = np.frombuffer(ids_b, dtype=np.int64)
     keys = np.frombuffer(keys_b, dtype=np.uint64)
     boxes = np.frombuffer(rects, dtype=np.float64).reshape(-1, 4)
@@ -304,7 +309,7 @@ def tree_geometries(index: Any, names: Names = _NAMES) -> _Tree:
         wkbs = index._core.wkb(keys_b)
         collections = ids[_wkb_collections(wkbs)]
         special = np.union1d(several, collections).astype(np.int64)
-        index._exact = _Tree(_Geometries(ids_b, wkbs, rects), index._core, ids, keys, boxes, special, None, None)
+        index._exact = _Tree(_Geometries(ids_b, wkbs, rects), core, changes, ids, keys, boxes, special, None, None)
         return index._exact
     # An entry has its row's geometry while the row's entry is there
     # (``_held``: not deleted; update refuses to move it) and its box is
@@ -346,7 +351,7 @@ def tree_geometries(index: Any, names: Names = _NAMES) -> _Tree:
     rust_ids = np.concatenate([rows, ids[unknown]]).astype(np.int64).tobytes()
     rust_rects = np.concatenate([boxes[entry_of[rows]], boxes[unknown]]).tobytes()
     rust = _Geometries(rust_ids, wkbs, rust_rects, counts, coords)
-    index._exact = _Tree(rust, index._core, ids, keys, boxes, special, geoms, known)
+    index._exact = _Tree(rust, core, changes, ids, keys, boxes, special, geoms, known)
     return index._exact
 
 
@@ -388,6 +393,9 @@ def delete_row_entry(index: Any, id_: int, box: Tuple[float, float, float, float
     # the only entry with that id and box was the row's own (no second query)
     kept = len(before) > 1 and bool(np.isin(before.min(), _row_entry_keys(index._core, id_, box)))
     index._held[id_] = kept
+    # the geometries read before this line (another thread's exact query
+    # since the delete) took the row as held
+    index._core.note_change()
     return True
 
 
@@ -516,6 +524,32 @@ class _Inputs:
         return found
 
 
+def _consistently(index: Any, run: Callable[[], Any]) -> Any:
+    """``run()``, which reads the index in several calls (its exact
+    geometries, cached between changes, then the box filter and the
+    refinement): its answer when no change came between its first call
+    and its last; else ``run()`` again with changes from other threads
+    held back (``Core.hold_changes``), so that every call reads one state
+    of the index. A change between the calls could otherwise give the
+    filter entries the geometries do not know (an error) or knew with
+    another box (a wrong answer)."""
+    core = index._core
+    start = core.changes
+    try:
+        out = run()
+    except RTreeError:
+        if core.changes == start:
+            raise
+    else:
+        if core.changes == start:
+            return out
+    core.hold_changes()
+    try:
+        return run()
+    finally:
+        core.release_changes()
+
+
 def _distance(predicate: Optional[str], distance: Any) -> Optional[float]:
     """The checked ``distance`` of ``dwithin`` (None for the others)."""
     if predicate != "dwithin":
@@ -547,6 +581,14 @@ def query(index: Any, geometry: Any, predicate: Optional[str], distance: Any, na
         # The pairs come from Rust sorted and in shapely's layout.
         found = np.frombuffer(index._core.query_pairs(boxes.tobytes(), "intersects"), dtype=np.int64)
         return inputs.sorted_pairs(found.reshape(2, -1))
+    return _consistently(index, lambda: _refined(index, inputs, boxes, predicate, d, names))
+
+
+def _refined(
+    index: Any, inputs: _Inputs, boxes: np.ndarray, predicate: str, d: Optional[float], names: Names
+) -> np.ndarray:
+    """:func:`query` with an exact predicate: the box filter of ``boxes``
+    (the inputs' boxes, grown by ``d`` for dwithin), then the refinement."""
     # The box filter runs in Rust without the GIL: on a thread of its own
     # while this one writes the WKB of the entries (on first use) and of the
     # inputs, which shapely writes holding the GIL.
@@ -836,7 +878,9 @@ def query_nearest(
         left = right = np.empty(0, dtype=np.int64)
         dist = np.empty(0, dtype=np.float64)
     else:
-        left, right, dist = nearest_pairs(index, inputs, 1, bool(all_matches), bool(exclusive), max_distance, names)
+        left, right, dist = _consistently(
+            index, lambda: nearest_pairs(index, inputs, 1, bool(all_matches), bool(exclusive), max_distance, names)
+        )
     out = inputs.pairs(left, right)
     return (out, dist) if return_distance else out
 
@@ -848,4 +892,4 @@ def nearest_ids(index: Any, geometry: Any, k: int) -> np.ndarray:
     inputs = _Inputs(geometry)
     if len(inputs) == 0 or len(index) == 0 or k == 0:
         return np.empty(0, dtype=np.int64)
-    return nearest_pairs(index, inputs, k, True, False, None)[1]
+    return _consistently(index, lambda: nearest_pairs(index, inputs, k, True, False, None))[1]
