@@ -553,7 +553,11 @@ fn decode(
     let b = boxes
         .get(4 * i..4 * i + 4)
         .ok_or_else(|| Error::invalid(format!("{} has neither WKB nor a box", what())))?;
-    Ok(window_geometry(&Rect::new(b[0], b[1], b[2], b[3])?))
+    let r = Rect::new(b[0], b[1], b[2], b[3]).map_err(|e| match e {
+        Error::InvalidInput(m) => Error::invalid(format!("{}: {m}", what())),
+        e => e,
+    })?;
+    Ok(window_geometry(&r))
 }
 
 /// The input geometries of a bulk query: the WKB of each, borrowed from

@@ -342,6 +342,9 @@ def test_non_finite_coordinates_are_refused_with_a_clear_error(tmp_path):
             shapely.Point(nan, nan),
             shapely.Point(inf, 0),
             shapely.LineString([(0, 0), (-inf, 1)]),
+            # a collection, measured with shapely (found by a review: a
+            # nearest search of it alone took the NaN)
+            shapely.GeometryCollection([shapely.Point(0, 0), shapely.Point(nan, 2)]),
         ]
     for bad in bad_inputs:
         arr = np.array([shapely.Point(1, 1), None, bad], dtype=object)
@@ -372,6 +375,17 @@ def test_non_finite_coordinates_are_refused_with_a_clear_error(tmp_path):
         mem.query(shapely.box(0, 0, 3, 3), predicate="intersects")
     with pytest.raises(geoflash.RTreeError, match=r"1 .*(NaN|infinite)"):
         mem.query_nearest(shapely.Point(5, 5))
+
+
+def test_a_point_beyond_the_coordinate_range_is_refused_naming_the_input():
+    """A point input of a nearest search beyond ±1e150 (the engine's
+    coordinate range): an error naming the input (found by a review: the
+    message named a rectangle only)."""
+    idx = geoflash.Index.from_geoseries(np.array([shapely.box(0, 0, 3, 3), shapely.Point(1, 1)], dtype=object))
+    with pytest.raises(geoflash.RTreeError, match=r"input geometry 1: .*1e150"):
+        idx.query_nearest(np.array([shapely.Point(0, 0), shapely.Point(1e200, 0)], dtype=object))
+    with pytest.raises(geoflash.RTreeError, match=r"input geometry 0: .*1e150"):
+        idx.query_nearest(shapely.Point(1e200, 0))
 
 
 def test_nearest_of_a_geometry_asking_for_more_than_there_are(tmp_path):

@@ -715,6 +715,9 @@ def nearest_pairs(
     search runs without them, and the answers of both are merged (the
     k-th distance of the merged answers is at most that of the Rust
     search's, so the entries within the latter are enough)."""
+    # Every input's coordinates checked (the WKB written, once per inputs),
+    # the collections' too, which shapely measures here without a check.
+    inputs.wkbs
     tree = tree_geometries(index, names)
     k = min(k, len(tree))  # k above the number of entries: every entry
     here = inputs.special
