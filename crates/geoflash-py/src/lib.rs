@@ -138,6 +138,10 @@ fn _geoflash(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "PREDICATES",
         PyTuple::new_bound(m.py(), predicates::PREDICATES),
     )?;
+    // The largest coordinate magnitude of a stored box (geom::MAX_COORD):
+    // the exact queries refuse inputs beyond it (their distances and
+    // orientation tests would overflow).
+    m.add("MAX_COORD", geoflash_engine::geom::MAX_COORD)?;
     m.add_function(wrap_pyfunction!(bench::bench_run, m)?)?;
     m.add_function(wrap_pyfunction!(bench::bench_plan, m)?)?;
     m.add_function(wrap_pyfunction!(bench::bench_is_complete, m)?)?;

@@ -386,6 +386,18 @@ def test_a_point_beyond_the_coordinate_range_is_refused_naming_the_input():
         idx.query_nearest(np.array([shapely.Point(0, 0), shapely.Point(1e200, 0)], dtype=object))
     with pytest.raises(geoflash.RTreeError, match=r"input geometry 0: .*1e150"):
         idx.query_nearest(shapely.Point(1e200, 0))
+    # a line beyond the range, refined (found by the same review: the geo
+    # crate's distance overflowed, and the line was at distance 0 from
+    # entries 5 and 95 away)
+    pts = geoflash.Index.from_geoseries(np.array([shapely.Point(0, 0), shapely.Point(0, 100)], dtype=object))
+    line = shapely.LineString([(-1e200, 5), (1e200, 5)])
+    for g, name in ((line, "the input geometry"), (np.array([shapely.Point(0, 0), line], dtype=object), "input geometry 1")):
+        with pytest.raises(geoflash.RTreeError, match=f"{name} has a coordinate .*beyond"):
+            pts.query(g, predicate="dwithin", distance=6)
+        with pytest.raises(geoflash.RTreeError, match=f"{name} has a coordinate .*beyond"):
+            pts.query_nearest(g)
+    # the box test alone takes any window
+    assert pts.query(line, predicate=None).tolist() == []
 
 
 def test_nearest_of_a_geometry_asking_for_more_than_there_are(tmp_path):

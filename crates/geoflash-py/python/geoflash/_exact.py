@@ -12,8 +12,9 @@ with its own geometry (``_Tree``): those of an id that several entries
 hold (rtree's duplicate ids; the Rust refinement keeps one geometry per
 id), and those of a GeometryCollection, an input or an entry (the ``geo``
 crate's DE-9IM matrix of a collection panics on overlapping parts, and
-otherwise can differ from shapely's). Coordinates that are NaN or
-infinite are refused (``RTreeError``) before anything is refined.
+otherwise can differ from shapely's). Coordinates that are NaN,
+infinite or beyond ±1e150 (the index's range, ``MAX_COORD``) are refused
+(``RTreeError``) before anything is refined.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any, Callable, List, Optional, Tuple
 import numpy as np
 
 from ._geoflash import PREDICATES as _NATIVE_PREDICATES
+from ._geoflash import MAX_COORD as _MAX_COORD
 from ._geoflash import Geometries as _Geometries
 from .exceptions import RTreeError
 
@@ -60,21 +62,28 @@ _POINT, _POLYGON, _COLLECTION = 0, 3, 7
 
 
 def _not_finite(what: str, geometry: Any) -> RTreeError:
-    """The error for a geometry with a NaN or infinite coordinate."""
+    """The error for a geometry with a NaN or infinite coordinate, or one
+    beyond the index's range where it is refined."""
     import shapely
 
     text = shapely.to_wkt(geometry, trim=True, rounding_precision=6)
     if len(text) > 120:
         text = text[:117] + "..."
-    return RTreeError(f"{what} has a coordinate that is NaN or infinite: {text}")
+    return RTreeError(
+        f"{what} has a coordinate that is NaN, infinite or beyond ±{_MAX_COORD:g} (the index's range): {text}"
+    )
 
 
 def _check_finite(geoms: np.ndarray, coords: np.ndarray, index: np.ndarray, name: Callable[[int], str]) -> None:
     """Raises the error of the first of ``geoms`` with a coordinate of
     ``coords`` (those of ``shapely.get_coordinates(geoms,
-    return_index=True)``, ``index`` the geometry of each) that is NaN or
-    infinite; ``name(i)`` names geometry ``i`` in the message."""
-    bad = ~np.isfinite(coords).all(axis=1)
+    return_index=True)``, ``index`` the geometry of each) that is NaN,
+    infinite or beyond ±``MAX_COORD`` (where the refinement's distances
+    and orientation tests would overflow: a review found a line at 1e200
+    at distance 0 from a point 5 away); ``name(i)`` names geometry ``i``
+    in the message."""
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.abs(coords) <= _MAX_COORD).all(axis=1)
     if bad.any():
         i = int(index[np.argmax(bad)])
         raise _not_finite(name(i), geoms[i])
@@ -96,8 +105,8 @@ def _encode(
     (always without ``rings``: the nearest searches, which pick inputs
     from the list, take WKB only).
 
-    A geometry with a NaN or infinite coordinate raises ``RTreeError``,
-    ``name(i)`` naming geometry ``i`` (shapely's bounds leave a NaN out,
+    A geometry with a coordinate that is NaN, infinite or beyond
+    ±``MAX_COORD`` raises ``RTreeError``, ``name(i)`` naming geometry ``i`` (shapely's bounds leave a NaN out,
     and the Rust refinement would panic on it or answer anything); a
     point's coordinates are its box's, which the caller checks."""
     import shapely
@@ -139,6 +148,15 @@ def _finite(values: np.ndarray) -> bool:
     return bool(np.isfinite(values).all())
 
 
+def _in_range(values: np.ndarray) -> bool:
+    """Whether every one of ``values`` is a number of magnitude at most
+    ``MAX_COORD`` (see :func:`_check_finite`), as :func:`_finite` reads them."""
+    if values.size <= 64:
+        return all(abs(v) <= _MAX_COORD for v in values.ravel().tolist())
+    with np.errstate(invalid="ignore"):
+        return bool((np.abs(values) <= _MAX_COORD).all())
+
+
 def _encode_one(
     geometry: Any, rings: bool, name: Callable[[int], str]
 ) -> Tuple[List[Optional[bytes]], Optional[bytes], Optional[bytes]]:
@@ -152,7 +170,7 @@ def _encode_one(
     if kind == "Point":
         return [None], None, None
     coords = shapely.get_coordinates(geometry)
-    if not _finite(coords):
+    if not _in_range(coords):
         raise _not_finite(name(0), geometry)
     if rings and kind == "Polygon" and shapely.get_num_interior_rings(geometry) == 0:
         # shapely's coordinates are a fresh C-contiguous float64 array

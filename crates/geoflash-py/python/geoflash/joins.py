@@ -108,7 +108,8 @@ def _check_boxes(geoms: np.ndarray, name: Callable[[int], str]) -> None:
 
 
 def _check_coordinates(geoms: np.ndarray, name: Callable[[int], str]) -> None:
-    """Refuses a geometry with a NaN or infinite coordinate anywhere."""
+    """Refuses a geometry with a NaN or infinite coordinate anywhere, or
+    one beyond the index's range (``_exact._check_finite``)."""
     import shapely
 
     xy, at = shapely.get_coordinates(geoms, return_index=True)
@@ -130,7 +131,8 @@ def predicate_pairs(
     the left side; over the right side for ``contains_properly`` and
     per-row distances). ``predicate``: one of ``Index.query``'s (None: the
     boxes intersect); ``distance`` (``dwithin``): one number or one per
-    left geometry. A geometry with a NaN or infinite coordinate raises
+    left geometry. A geometry with a NaN or infinite coordinate (or, where
+    refined, one beyond ±1e150) raises
     ``RTreeError`` naming its side (``sides``) and position (one inside a
     geometry whose bounds are finite, only when it is refined: not for the
     bounding-box test of ``predicate=None``)."""
@@ -214,7 +216,7 @@ def nearest_pairs(
     other way round (every left geometry nearest to each right one, as
     for ``how="right"``). Sorted by the queried side's position, then
     distance, then the other's position. A NaN or infinite coordinate
-    raises ``RTreeError`` naming its side (``sides``) and position."""
+    (or one beyond ±1e150) raises ``RTreeError`` naming its side (``sides``) and position."""
     left_geoms = np.asarray(left_geoms, dtype=object)
     right_geoms = np.asarray(right_geoms, dtype=object)
     empty = np.empty(0, dtype=np.int64)
