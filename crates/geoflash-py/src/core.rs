@@ -669,6 +669,50 @@ fn to_items(py: Python<'_>, raw: Vec<RawItem>) -> Vec<Item<'_>> {
         .collect()
 }
 
+/// The entries a query found, as [`Core::query_keys`] gives them: record
+/// keys, user ids and boxes (`minx, miny, maxx, maxy` each).
+struct KeyedHits {
+    keys: Vec<u64>,
+    ids: Vec<i64>,
+    rects: Vec<f64>,
+}
+
+impl KeyedHits {
+    /// The entries related to `r` by `p`.
+    fn of(st: &State, r: Rect, p: Predicate) -> Result<KeyedHits> {
+        let found = st.index.query(r, p)?;
+        Ok(KeyedHits {
+            keys: found.hits.iter().map(|h| h.id).collect(),
+            ids: st.ids_of(&found.hits)?,
+            rects: found
+                .hits
+                .iter()
+                .flat_map(|h| {
+                    [
+                        h.rect.min_x(),
+                        h.rect.min_y(),
+                        h.rect.max_x(),
+                        h.rect.max_y(),
+                    ]
+                })
+                .collect(),
+        })
+    }
+
+    /// (keys as native uint64, ids as native int64, boxes as native float64 rows).
+    #[allow(clippy::type_complexity)]
+    fn into_py(
+        self,
+        py: Python<'_>,
+    ) -> (Bound<'_, PyBytes>, Bound<'_, PyBytes>, Bound<'_, PyBytes>) {
+        (
+            PyBytes::new_bound(py, &ne_bytes(&self.keys, u64::to_ne_bytes)),
+            PyBytes::new_bound(py, &ne_bytes(&self.ids, i64::to_ne_bytes)),
+            PyBytes::new_bound(py, &ne_bytes(&self.rects, f64::to_ne_bytes)),
+        )
+    }
+}
+
 /// The engine side of `geoflash.Index` (internal: use `geoflash.Index`).
 #[pyclass(module = "geoflash._geoflash")]
 pub struct Core {
@@ -1284,28 +1328,8 @@ impl Core {
             window(minx, miny, maxx, maxy)?,
             self::predicate(predicate).map_err(to_py)?,
         );
-        let (keys, ids, rects) = self.read_nogil(py, |st| {
-            let found = st.index.query(r, p)?;
-            let keys: Vec<u64> = found.hits.iter().map(|h| h.id).collect();
-            let rects: Vec<f64> = found
-                .hits
-                .iter()
-                .flat_map(|h| {
-                    [
-                        h.rect.min_x(),
-                        h.rect.min_y(),
-                        h.rect.max_x(),
-                        h.rect.max_y(),
-                    ]
-                })
-                .collect();
-            Ok((keys, st.ids_of(&found.hits)?, rects))
-        })?;
-        Ok((
-            PyBytes::new_bound(py, &ne_bytes(&keys, u64::to_ne_bytes)),
-            PyBytes::new_bound(py, &ne_bytes(&ids, i64::to_ne_bytes)),
-            PyBytes::new_bound(py, &ne_bytes(&rects, f64::to_ne_bytes)),
-        ))
+        let hits = self.read_nogil(py, |st| KeyedHits::of(st, r, p))?;
+        Ok(hits.into_py(py))
     }
 
     /// (user id, pickled object or None, box) of the entries related to the box.
@@ -1549,29 +1573,14 @@ impl Core {
         Bound<'py, PyBytes>,
         Bound<'py, PyBytes>,
     )> {
-        let (changes, keys, ids, rects) = self.read_nogil(py, |st| {
-            let found = st.index.query(Rect::world(), Predicate::Intersects)?;
-            let keys: Vec<u64> = found.hits.iter().map(|h| h.id).collect();
-            let rects: Vec<f64> = found
-                .hits
-                .iter()
-                .flat_map(|h| {
-                    [
-                        h.rect.min_x(),
-                        h.rect.min_y(),
-                        h.rect.max_x(),
-                        h.rect.max_y(),
-                    ]
-                })
-                .collect();
-            Ok((self.changes_now(), keys, st.ids_of(&found.hits)?, rects))
+        let (changes, hits) = self.read_nogil(py, |st| {
+            Ok((
+                self.changes_now(),
+                KeyedHits::of(st, Rect::world(), Predicate::Intersects)?,
+            ))
         })?;
-        Ok((
-            changes,
-            PyBytes::new_bound(py, &ne_bytes(&keys, u64::to_ne_bytes)),
-            PyBytes::new_bound(py, &ne_bytes(&ids, i64::to_ne_bytes)),
-            PyBytes::new_bound(py, &ne_bytes(&rects, f64::to_ne_bytes)),
-        ))
+        let (keys, ids, rects) = hits.into_py(py);
+        Ok((changes, keys, ids, rects))
     }
 
     /// Holds changes back: until [`Core::release_changes`], a change from
