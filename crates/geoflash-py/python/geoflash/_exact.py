@@ -46,6 +46,8 @@ _FILTER = {
     "covered_by": "within",
 }
 _WORLD = (-np.inf, -np.inf, np.inf, np.inf)
+#: ``MAX_COORD`` as the errors write it: ±1e150
+_RANGE = "±" + f"{_MAX_COORD:.0e}".replace("e+", "e")
 
 
 def _grow(boxes: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -70,7 +72,7 @@ def _not_finite(what: str, geometry: Any) -> RTreeError:
     if len(text) > 120:
         text = text[:117] + "..."
     return RTreeError(
-        f"{what} has a coordinate that is NaN, infinite or beyond ±{_MAX_COORD:g} (the index's range): {text}"
+        f"{what} has a coordinate that is NaN, infinite or beyond {_RANGE} (the index's range): {text}"
     )
 
 
@@ -507,6 +509,17 @@ class _Inputs:
         """The kept inputs (shapely geometries)."""
         return self._kept
 
+    def check_measurable(self) -> None:
+        """Raises the error of the first input whose distances the
+        refinement cannot measure: a coordinate NaN, infinite or beyond
+        ±``MAX_COORD`` (points included, whose box is their WKB; and
+        collections, which shapely measures without a check)."""
+        if not _in_range(self.boxes):
+            with np.errstate(invalid="ignore"):
+                i = int(np.argmax(~(np.abs(self.boxes) <= _MAX_COORD).all(axis=1)))
+            raise _not_finite(self._name(i), self._kept[i])
+        self.wkbs  # written once per inputs; raises for a NaN inside one
+
     @property
     def wkbs(self) -> List[Optional[bytes]]:
         """The WKB of each kept input, None for a point (its box is the
@@ -733,9 +746,7 @@ def nearest_pairs(
     search runs without them, and the answers of both are merged (the
     k-th distance of the merged answers is at most that of the Rust
     search's, so the entries within the latter are enough)."""
-    # Every input's coordinates checked (the WKB written, once per inputs),
-    # the collections' too, which shapely measures here without a check.
-    inputs.wkbs
+    inputs.check_measurable()
     tree = tree_geometries(index, names)
     k = min(k, len(tree))  # k above the number of entries: every entry
     here = inputs.special
