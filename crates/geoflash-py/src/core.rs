@@ -718,7 +718,7 @@ impl KeyedHits {
 pub struct Core {
     inner: RwLock<Option<State>>,
     path: Option<PathBuf>,
-    /// How many changes ([`Core::with`]) ran, and [`Core::note_change`]
+    /// How many changes ([`Core::change`]) ran, and [`Core::note_change`]
     /// calls: Python's caches of the index's contents (the exact
     /// geometries) are valid while it stays what it was when they were
     /// made. Changed only under the write lock, so under a read lock it is
@@ -757,6 +757,20 @@ impl Core {
     /// released): a batch's changes are durable together at its end, so a
     /// change of this thread must not be made inside it.
     fn with<R>(&self, f: impl FnOnce(&mut State) -> Result<R>) -> PyResult<R> {
+        self.exclusive(false, f)
+    }
+
+    /// [`Core::with`] of a change to the entries (an insert, a delete, an
+    /// update), counted in [`Core::changes`] whether it succeeds or not (a
+    /// failed one may have applied part of its work). Batches and
+    /// checkpoints change no entry and are not counted: Python's cache of
+    /// the exact geometries stays valid across them.
+    fn change<R>(&self, f: impl FnOnce(&mut State) -> Result<R>) -> PyResult<R> {
+        self.exclusive(true, f)
+    }
+
+    /// [`Core::with`], counting the change when `counts`.
+    fn exclusive<R>(&self, counts: bool, f: impl FnOnce(&mut State) -> Result<R>) -> PyResult<R> {
         let me = std::thread::current().id();
         let mut f = Some(f);
         let mut run = || loop {
@@ -775,8 +789,10 @@ impl Core {
                 return Err(Error::invalid("internal: a change ran twice"));
             };
             let out = f(st).inspect_err(|e| st.note_failure(e));
-            // still under the write lock: readers see the count of their state
-            self.changes.fetch_add(1, Ordering::AcqRel);
+            if counts {
+                // still under the write lock: readers see the count of their state
+                self.changes.fetch_add(1, Ordering::AcqRel);
+            }
             return out;
         };
         run().map_err(to_py)
@@ -1129,7 +1145,7 @@ impl Core {
         obj: Option<Vec<u8>>,
     ) -> PyResult<()> {
         let r = rect(minx, miny, maxx, maxy)?;
-        self.with(|st| {
+        self.change(|st| {
             if !st.writable {
                 return Err(Error::invalid("the index is open read-only"));
             }
@@ -1188,7 +1204,7 @@ impl Core {
     fn delete(&self, id: i64, minx: f64, miny: f64, maxx: f64, maxy: f64) -> PyResult<bool> {
         window(minx, miny, maxx, maxy)?;
         let exact = Rect::new(minx, miny, maxx, maxy);
-        self.with(|st| {
+        self.change(|st| {
             if !st.writable {
                 return Err(Error::invalid("the index is open read-only"));
             }
@@ -1225,7 +1241,7 @@ impl Core {
     /// geometry's own).
     fn update(&self, id: i64, minx: f64, miny: f64, maxx: f64, maxy: f64) -> PyResult<()> {
         let r = rect(minx, miny, maxx, maxy)?;
-        self.with(|st| {
+        self.change(|st| {
             st.update(id, r)?;
             st.after_change()
         })
@@ -1239,7 +1255,7 @@ impl Core {
     /// and names the row. Returns the number of rows applied.
     fn update_batch(&self, py: Python<'_>, ids: &[u8], boxes: &[u8]) -> PyResult<u64> {
         py.allow_threads(|| {
-            self.with(|st| {
+            self.change(|st| {
                 let (ids, rows) = (int64_rows(ids)?, box_rows(boxes)?);
                 if ids.len() != rows.len() {
                     return Err(Error::invalid(format!(

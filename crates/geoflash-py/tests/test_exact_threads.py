@@ -96,3 +96,28 @@ def test_changes_held_back_wait_and_resume():
     writer.join()
     assert done.is_set() and len(idx) == 11
     idx.close()
+
+
+def test_the_geometries_are_kept_across_batches_and_checkpoints_not_changes(tmp_path):
+    """Batches and checkpoints change no entry: the exact geometries read
+    for one query serve the next (reading them is O(n)); an insert, a
+    delete or an update makes the next query read them again."""
+    geoms = shapely.points(np.arange(50.0), np.zeros(50))
+    idx = geoflash.Index.from_geoseries(geoms, str(tmp_path / "t"))
+    idx.query_nearest(shapely.Point(3, 1))
+    kept = idx._exact
+    with idx.batch():
+        pass
+    idx.checkpoint()
+    assert idx.query_nearest(shapely.Point(3, 1)).tolist() == [3] and idx._exact is kept
+    for change in (
+        lambda: idx.insert(100, (3.0, 0.5, 3.0, 0.5)),
+        lambda: idx.update(100, (60.0, 0.0, 60.0, 0.0)),
+        lambda: idx.delete(100, (60.0, 0.0, 60.0, 0.0)),
+    ):
+        change()
+        idx.query_nearest(shapely.Point(3, 1))
+        assert idx._exact is not kept
+        kept = idx._exact
+    assert idx.query_nearest(shapely.Point(3, 1)).tolist() == [3]
+    idx.close()
