@@ -55,6 +55,10 @@ struct State {
     /// Threads holding changes back ([`Core::hold_changes`]): changes from
     /// other threads wait until they let go, as for a batch.
     holders: Vec<std::thread::ThreadId>,
+    /// Rows of `from_geoseries` in memory whose own entry was deleted
+    /// ([`Core::delete_row`]): their geometry went with it, and an entry
+    /// with their id is a box.
+    dropped_rows: std::collections::BTreeSet<i64>,
     /// The process that created or opened the index. After `os.fork()` the
     /// child holds a copy of this state, the directory's lock included
     /// (the lock belongs to the open file, which both processes share): a
@@ -97,6 +101,7 @@ impl State {
             batch: None,
             batch_thread: None,
             holders: Vec::new(),
+            dropped_rows: std::collections::BTreeSet::new(),
             owner: crate::pid::current(),
         })
     }
@@ -280,6 +285,25 @@ impl State {
     }
 
     /// The key of the live entry with user id `id` and MBR exactly `rect`.
+    /// Deletes the entry of record `key` with box `r` (its object too,
+    /// and its record, in the store's log or the map's own).
+    fn delete_key(&mut self, key: u64, r: Rect) -> Result<()> {
+        if self.index.records_in_log() {
+            // The REMOVE goes to the store's log with the deletion.
+            return self.index.delete_logged_record(key, r);
+        }
+        if self.index.objects().is_some_and(|h| h.contains(key)) {
+            self.index.delete_object(key)?;
+        } else {
+            self.index.delete(key, r)?;
+        }
+        self.index.records_mut().remove(key);
+        if let Some(log) = self.log.as_mut() {
+            log.append_remove(key)?;
+        }
+        self.after_change()
+    }
+
     fn find(&self, id: i64, rect: Rect) -> Result<Option<u64>> {
         if let Some(key) = self.index.records().identity_key(id) {
             let found = self.index.query(rect, Predicate::Contains)?;
@@ -1214,21 +1238,42 @@ impl Core {
             let Some(key) = st.find(id, r)? else {
                 return Ok(false);
             };
-            if st.index.records_in_log() {
-                // The REMOVE goes to the store's log with the deletion.
-                st.index.delete_logged_record(key, r)?;
-                return Ok(true);
+            st.delete_key(key, r)?;
+            Ok(true)
+        })
+    }
+
+    /// [`Core::delete`] of an entry of row `id` of `from_geoseries` in
+    /// memory, whose box is the row's geometry's: when the entry deleted
+    /// is the row's own (of the entries with that id and box, the one of
+    /// the smallest key: the others are duplicates inserted later), the
+    /// row is marked as no longer holding its geometry
+    /// ([`State::dropped_rows`]), in the same change, so that no reader
+    /// sees one without the other.
+    fn delete_row(&self, id: i64, minx: f64, miny: f64, maxx: f64, maxy: f64) -> PyResult<bool> {
+        window(minx, miny, maxx, maxy)?;
+        let exact = Rect::new(minx, miny, maxx, maxy);
+        self.change(|st| {
+            if !st.writable {
+                return Err(Error::invalid("the index is open read-only"));
             }
-            if st.index.objects().is_some_and(|h| h.contains(key)) {
-                st.index.delete_object(key)?;
-            } else {
-                st.index.delete(key, r)?;
+            let Ok(r) = exact else {
+                return Ok(false);
+            };
+            let Some(key) = st.find(id, r)? else {
+                return Ok(false);
+            };
+            let found = st.index.query(r, Predicate::Contains)?;
+            let mut own = key;
+            for h in found.hits.iter().filter(|h| h.rect == r) {
+                if h.id < own && st.index.records().id(h.id)? == id {
+                    own = h.id;
+                }
             }
-            st.index.records_mut().remove(key);
-            if let Some(log) = st.log.as_mut() {
-                log.append_remove(key)?;
+            st.delete_key(key, r)?;
+            if own == key {
+                st.dropped_rows.insert(id);
             }
-            st.after_change()?;
             Ok(true)
         })
     }
@@ -1578,7 +1623,8 @@ impl Core {
 
     /// Every entry, as (the [`Core::changes`] of that state, record keys as
     /// native uint64, user ids as native int64, boxes as native float64
-    /// rows), read under one lock.
+    /// rows, the rows dropped by [`Core::delete_row`] as sorted native
+    /// int64), read under one lock.
     #[allow(clippy::type_complexity)]
     fn snapshot<'py>(
         &self,
@@ -1588,15 +1634,32 @@ impl Core {
         Bound<'py, PyBytes>,
         Bound<'py, PyBytes>,
         Bound<'py, PyBytes>,
+        Bound<'py, PyBytes>,
     )> {
-        let (changes, hits) = self.read_nogil(py, |st| {
+        let (changes, hits, dropped) = self.read_nogil(py, |st| {
             Ok((
                 self.changes_now(),
                 KeyedHits::of(st, Rect::world(), Predicate::Intersects)?,
+                st.dropped_rows.iter().copied().collect::<Vec<i64>>(),
             ))
         })?;
         let (keys, ids, rects) = hits.into_py(py);
-        Ok((changes, keys, ids, rects))
+        let dropped = PyBytes::new_bound(py, &ne_bytes(&dropped, i64::to_ne_bytes));
+        Ok((changes, keys, ids, rects, dropped))
+    }
+
+    /// The rows dropped by [`Core::delete_row`], sorted (native int64).
+    fn dropped_rows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let dropped = self.read(|st| Ok(st.dropped_rows.iter().copied().collect::<Vec<i64>>()))?;
+        Ok(PyBytes::new_bound(
+            py,
+            &ne_bytes(&dropped, i64::to_ne_bytes),
+        ))
+    }
+
+    /// Whether [`Core::delete_row`] dropped row `id`.
+    fn row_dropped(&self, id: i64) -> PyResult<bool> {
+        self.read(|st| Ok(st.dropped_rows.contains(&id)))
     }
 
     /// Holds changes back: until [`Core::release_changes`], a change from

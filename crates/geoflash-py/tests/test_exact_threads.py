@@ -10,6 +10,8 @@ entry moved by ``update`` would have been refined at its old box); while
 the writer ran, about a third of the readers' calls failed the same way.
 """
 
+import pickle
+import sys
 import threading
 import time
 
@@ -121,3 +123,123 @@ def test_the_geometries_are_kept_across_batches_and_checkpoints_not_changes(tmp_
         kept = idx._exact
     assert idx.query_nearest(shapely.Point(3, 1)).tolist() == [3]
     idx.close()
+
+
+def _triangles(n, seed=0):
+    """n right triangles of side 2 in [0, 1000]² and, for each, a point in
+    its box but outside it (its box's upper-left corner, nudged in)."""
+    xy = np.random.default_rng(seed).uniform(0, 1000, (n, 2))
+    tris = np.array([shapely.Polygon([(x, y), (x + 2, y), (x + 2, y + 2)]) for x, y in xy], dtype=object)
+    return tris, shapely.points(xy + [0.01, 1.99])
+
+
+def _answers_as_boxes(idx, corners, rows):
+    """Of ``rows``, those whose corner (in the box, outside the triangle)
+    the index finds for their own id: entries counted as their box."""
+    found = idx.query(corners[rows])
+    return set(rows[found[0][rows[found[0]] == found[1]]].tolist())
+
+
+def test_a_pickle_taken_while_another_thread_deletes_rows_keeps_each_row_its_geometry():
+    """Found by a review: the pickle took the entries, then (later, by
+    reference) which rows hold their geometry, after more deletes: rows
+    whose entry it kept counted as their box in the copy, for good."""
+    tris, corners = _triangles(4000)
+    idx = geoflash.Index.from_geoseries(tris)
+    blobs, done = [], threading.Event()
+
+    def deleter():
+        for r in range(0, len(tris), 2):
+            idx.delete(r, tris[r].bounds)
+        done.set()
+
+    def pickler():
+        while not done.is_set():
+            blobs.append(pickle.dumps(idx))
+
+    threads = [threading.Thread(target=pickler), threading.Thread(target=deleter)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(blobs) > 1
+    for blob in blobs:
+        copy = pickle.loads(blob)
+        present = np.array(sorted(copy.intersection((-1e9, -1e9, 1e9, 1e9))), dtype=np.int64)
+        assert _answers_as_boxes(copy, corners, present) == set()
+
+
+def test_a_query_while_another_thread_deletes_row_entries_answers_as_some_state():
+    """Found by a review: a row's entry deleted and the row marked as no
+    longer holding its geometry were two steps, and a query between them
+    refined the row's duplicate (a box) as the row's triangle. Each row
+    here has its own entry and a duplicate with its box: in every state
+    an entry of the row counts as a box holding the corner, unless the
+    index deleted the duplicate and the row's own entry stays."""
+    tris, corners = _triangles(300)
+    missed, wrong, rounds = [], [], 8
+    for _ in range(rounds):
+        idx = geoflash.Index.from_geoseries(tris)
+        for r in range(len(tris)):
+            idx.insert(r, tris[r].bounds)
+        current, done = [0], threading.Event()
+
+        def writer():
+            for r in range(len(tris)):
+                current[0] = r
+                idx.delete(r, tris[r].bounds)
+            done.set()
+
+        def reader():
+            while not done.is_set():
+                r = current[0]
+                if r not in idx.query(corners[r]).tolist():
+                    missed.append(r)
+
+        threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        # the rows whose entry left counts as its box: a miss is wrong there
+        boxes = _answers_as_boxes(idx, corners, np.arange(len(tris), dtype=np.int64))
+        wrong += [r for r in missed if r in boxes]
+        missed.clear()
+    assert wrong == []
+
+
+def test_two_threads_deleting_a_rows_two_entries_leave_it_without_its_geometry():
+    """Found by a review: each delete wrote whether the row kept its
+    geometry after a query of its own, so a thread that had deleted the
+    duplicate could write True after the other deleted the row's entry;
+    the row then held its geometry with no entry, and a plain entry
+    inserted later under its id counted as the triangle."""
+    tris, corners = _triangles(1500, seed=1)
+    fill = np.random.default_rng(2).uniform(0, 1000, (8000, 2))
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # more thread switches: the race shows
+    try:
+        for _ in range(4):
+            idx = geoflash.Index.from_geoseries(tris, kind="rtree")
+            for r in range(len(tris)):
+                idx.insert(r, tris[r].bounds)
+            for j, (x, y) in enumerate(fill):
+                idx.insert(10**6 + j, (x, y, x + 1, y + 1))
+            rows = np.arange(len(tris), dtype=np.int64)
+            barrier = threading.Barrier(2)
+
+            def deleter():
+                for r in rows:
+                    barrier.wait()
+                    idx.delete(int(r), tris[r].bounds)
+
+            threads = [threading.Thread(target=deleter) for _ in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            for r in rows:
+                idx.insert(int(r), tris[r].bounds)  # a plain entry: its box
+            assert _answers_as_boxes(idx, corners, rows) == set(rows.tolist())
+    finally:
+        sys.setswitchinterval(switch)

@@ -318,7 +318,7 @@ def tree_geometries(index: Any, names: Names = _NAMES) -> _Tree:
     cached = getattr(index, "_exact", None)
     if cached is not None and cached._core is core and cached.changes == core.changes:
         return cached
-    changes, keys_b, ids_b, rects = core.snapshot()
+    changes, keys_b, ids_b, rects, dropped = core.snapshot()
     ids = np.frombuffer(ids_b, dtype=np.int64)
     keys = np.frombuffer(keys_b, dtype=np.uint64)
     boxes = np.frombuffer(rects, dtype=np.float64).reshape(-1, 4)
@@ -332,7 +332,7 @@ def tree_geometries(index: Any, names: Names = _NAMES) -> _Tree:
         index._exact = _Tree(_Geometries(ids_b, wkbs, rects), core, changes, ids, keys, boxes, special, None, None)
         return index._exact
     # An entry has its row's geometry while the row's entry is there
-    # (``_held``: not deleted; update refuses to move it) and its box is
+    # (``_held`` less the dropped rows: not deleted; update refuses to move it) and its box is
     # that geometry's (from_geoseries made it so; an entry inserted under
     # the row's id with another box is not it); any other counts as its
     # box. shapely reads geometries about 2.5x faster in their own
@@ -340,7 +340,7 @@ def tree_geometries(index: Any, names: Names = _NAMES) -> _Tree:
     known = (ids >= 0) & (ids < len(geoms))
     held = getattr(index, "_held", None)
     if held is not None:
-        known[known] = held[ids[known]]
+        known[known] = held_rows(held, dropped)[ids[known]]
     at = np.flatnonzero(known)
     at = at[np.argsort(ids[at], kind="stable")]
     with np.errstate(invalid="ignore"):
@@ -389,34 +389,33 @@ def _holder(entries: np.ndarray, ids: np.ndarray, keys: np.ndarray) -> np.ndarra
     return order[first]
 
 
-def _row_entry_keys(core: Any, id_: int, box: Tuple[float, float, float, float]) -> np.ndarray:
-    """The record keys of the entries with ``id_`` and exactly ``box``."""
-    keys_b, ids_b, rects = core.query_keys(*box, "contains")
-    keys = np.frombuffer(keys_b, dtype=np.uint64)
-    ids = np.frombuffer(ids_b, dtype=np.int64)
-    boxes = np.frombuffer(rects, dtype=np.float64).reshape(-1, 4)
-    return keys[(ids == id_) & np.all(boxes == np.asarray(box, dtype=np.float64), axis=1)]
-
-
 def delete_row_entry(index: Any, id_: int, box: Tuple[float, float, float, float]) -> bool:
     """``Index.delete(id_, box)`` in memory where ``box`` is the bounds of
-    row ``id_``'s geometry (``from_geoseries``) and the row is held
-    (``index._held``): deletes one entry with ``id_`` and ``box`` (which
-    one, when several have them, is the index's choice, as in rtree), and
-    the row stays held only when its own entry (:func:`_holder`, the one
-    of the smallest key) is not the one deleted, as in a directory the
-    object heap keeps the geometry of the row's entry while it is there.
+    row ``id_``'s geometry (``from_geoseries``) and the row holds it:
+    deletes one entry with ``id_`` and ``box`` (which one, when several
+    have them, is the index's choice, as in rtree), and when that is the
+    row's own entry (:func:`_holder`: the one of the smallest key) the row
+    no longer holds its geometry, as in a directory the object heap keeps
+    the geometry of the row's entry while it is there. Both in one change
+    of the core (``Core.delete_row``, ``Core.dropped_rows``): a review
+    found that readers between the two (another thread's exact query, a
+    pickle) saw a state that never was, and that two threads deleting a
+    row's two entries could leave it holding its geometry with no entry.
     Returns whether an entry was deleted."""
-    before = _row_entry_keys(index._core, id_, box)
-    if not index._core.delete(id_, *box):
-        return False
-    # the only entry with that id and box was the row's own (no second query)
-    kept = len(before) > 1 and bool(np.isin(before.min(), _row_entry_keys(index._core, id_, box)))
-    index._held[id_] = kept
-    # the geometries read before this line (another thread's exact query
-    # since the delete) took the row as held
-    index._core.note_change()
-    return True
+    return bool(index._core.delete_row(id_, *box))
+
+
+def held_rows(held: np.ndarray, dropped: bytes) -> np.ndarray:
+    """Which rows of ``from_geoseries`` hold their geometry: of ``held``
+    (those that had one), all but the ``dropped`` ones (native int64,
+    from ``Core.snapshot`` or ``Core.dropped_rows``)."""
+    rows = np.frombuffer(dropped, dtype=np.int64)
+    rows = rows[(rows >= 0) & (rows < len(held))]
+    if not len(rows):
+        return held
+    out = held.copy()
+    out[rows] = False
+    return out
 
 
 def in_key_order(core: Any, items: List[Any]) -> List[Any]:
@@ -555,7 +554,7 @@ class _Inputs:
         return found
 
 
-def _consistently(index: Any, run: Callable[[], Any]) -> Any:
+def consistently(index: Any, run: Callable[[], Any]) -> Any:
     """``run()``, which reads the index in several calls (its exact
     geometries, cached between changes, then the box filter and the
     refinement): its answer when no change came between its first call
@@ -612,7 +611,7 @@ def query(index: Any, geometry: Any, predicate: Optional[str], distance: Any, na
         # The pairs come from Rust sorted and in shapely's layout.
         found = np.frombuffer(index._core.query_pairs(boxes.tobytes(), "intersects"), dtype=np.int64)
         return inputs.sorted_pairs(found.reshape(2, -1))
-    return _consistently(index, lambda: _refined(index, inputs, boxes, predicate, d, names))
+    return consistently(index, lambda: _refined(index, inputs, boxes, predicate, d, names))
 
 
 def _refined(
@@ -910,7 +909,7 @@ def query_nearest(
         left = right = np.empty(0, dtype=np.int64)
         dist = np.empty(0, dtype=np.float64)
     else:
-        left, right, dist = _consistently(
+        left, right, dist = consistently(
             index, lambda: nearest_pairs(index, inputs, 1, bool(all_matches), bool(exclusive), max_distance, names)
         )
     out = inputs.pairs(left, right)
@@ -924,4 +923,4 @@ def nearest_ids(index: Any, geometry: Any, k: int) -> np.ndarray:
     inputs = _Inputs(geometry)
     if len(inputs) == 0 or len(index) == 0 or k == 0:
         return np.empty(0, dtype=np.int64)
-    return _consistently(index, lambda: nearest_pairs(index, inputs, k, True, False, None))[1]
+    return consistently(index, lambda: nearest_pairs(index, inputs, k, True, False, None))[1]

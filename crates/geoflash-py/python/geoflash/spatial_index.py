@@ -414,9 +414,11 @@ class Index:
         """The Python-side state of a new index object (before its core)."""
         self.interleaved = bool(interleaved)
         self._geoms: Optional[np.ndarray] = None
-        # in memory, from_geoseries: which rows' geometries their entry
-        # still stores (False once that entry is deleted), as the object
-        # heap of a directory holds the geometry of a live entry
+        # in memory, from_geoseries: which rows had a geometry for their
+        # entry to store; less the rows whose own entry was deleted (the
+        # core's dropped rows, see _exact.delete_row_entry), those that
+        # still store it, as the object heap of a directory holds the
+        # geometry of a live entry
         self._held: Optional[np.ndarray] = None
         self._exact = None  # the entries' geometries in Rust (geoflash._exact)
         self._options = options
@@ -666,7 +668,13 @@ class Index:
         """In memory, from_geoseries: does the entry of row ``id_`` still
         store that row's geometry?"""
         held = self._held
-        return held is not None and 0 <= id_ < len(held) and bool(held[id_])
+        return held is not None and 0 <= id_ < len(held) and bool(held[id_]) and not self._core.row_dropped(id_)
+
+    def _held_now(self) -> Optional[np.ndarray]:
+        """In memory, from_geoseries: which rows store their geometry now."""
+        if self._held is None:
+            return None
+        return _exact.held_rows(self._held, self._core.dropped_rows())
 
     def update(self, id: int, coordinates: Any) -> None:
         """(geoflash only) Moves the entry with ``id`` to the box or point,
@@ -948,7 +956,12 @@ class Index:
         state = {k: v for k, v in self.__dict__.items() if k not in ("_core", "_exact")}
         path = self._core.path
         if path is None:
-            raw = self._core.query_items(*_WORLD, "intersects")
+            # the entries and the rows that hold their geometry, of one state
+            # (a review found a pickle taken while another thread deleted
+            # rows that marked rows whose entry it kept as deleted)
+            raw, state["_held"] = _exact.consistently(
+                self, lambda: (self._core.query_items(*_WORLD, "intersects"), self._held_now())
+            )
             if self._held is not None:
                 # which entry holds a row's geometry follows the keys' order
                 raw = _exact.in_key_order(self._core, raw)
@@ -1018,7 +1031,7 @@ class Index:
         if len(i) != len(b):
             raise RTreeError(f"{len(i)} ids for {len(b)} boxes")
         b = np.ascontiguousarray(b, dtype=np.float64)
-        held = self._held
+        held = self._held_now()
         if held is not None:
             inside = np.flatnonzero((i >= 0) & (i < len(held)))
             refused = inside[held[i[inside]]]
