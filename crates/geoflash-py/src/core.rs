@@ -304,6 +304,19 @@ impl State {
         self.after_change()
     }
 
+    /// The smallest record key among `key` and the entries with user id
+    /// `id` and exactly `rect`.
+    fn first_key(&self, id: i64, rect: Rect, key: u64) -> Result<u64> {
+        let found = self.index.query(rect, Predicate::Contains)?;
+        let mut first = key;
+        for h in found.hits.iter().filter(|h| h.rect == rect) {
+            if h.id < first && self.index.records().id(h.id)? == id {
+                first = h.id;
+            }
+        }
+        Ok(first)
+    }
+
     fn find(&self, id: i64, rect: Rect) -> Result<Option<u64>> {
         if let Some(key) = self.index.records().identity_key(id) {
             let found = self.index.query(rect, Predicate::Contains)?;
@@ -757,6 +770,29 @@ impl Core {
             inner: RwLock::new(Some(state)),
             changes: AtomicU64::new(0),
         }
+    }
+
+    /// [`Core::delete`], and with `row` [`Core::delete_row`].
+    fn delete_entry(&self, id: i64, b: [f64; 4], row: bool) -> PyResult<bool> {
+        window(b[0], b[1], b[2], b[3])?;
+        let exact = Rect::new(b[0], b[1], b[2], b[3]);
+        self.change(|st| {
+            if !st.writable {
+                return Err(Error::invalid("the index is open read-only"));
+            }
+            let Ok(r) = exact else {
+                return Ok(false);
+            };
+            let Some(key) = st.find(id, r)? else {
+                return Ok(false);
+            };
+            let own = if row { st.first_key(id, r, key)? } else { key };
+            st.delete_key(key, r)?;
+            if row && own == key {
+                st.dropped_rows.insert(id);
+            }
+            Ok(true)
+        })
     }
 
     /// [`Core::changes`] now (under a read lock: the count of the state read).
@@ -1226,21 +1262,7 @@ impl Core {
     /// there is none (as for a box no entry can have: infinite or beyond the
     /// engine's range; NaN and inverted boxes are refused).
     fn delete(&self, id: i64, minx: f64, miny: f64, maxx: f64, maxy: f64) -> PyResult<bool> {
-        window(minx, miny, maxx, maxy)?;
-        let exact = Rect::new(minx, miny, maxx, maxy);
-        self.change(|st| {
-            if !st.writable {
-                return Err(Error::invalid("the index is open read-only"));
-            }
-            let Ok(r) = exact else {
-                return Ok(false);
-            };
-            let Some(key) = st.find(id, r)? else {
-                return Ok(false);
-            };
-            st.delete_key(key, r)?;
-            Ok(true)
-        })
+        self.delete_entry(id, [minx, miny, maxx, maxy], false)
     }
 
     /// [`Core::delete`] of an entry of row `id` of `from_geoseries` in
@@ -1251,31 +1273,7 @@ impl Core {
     /// ([`State::dropped_rows`]), in the same change, so that no reader
     /// sees one without the other.
     fn delete_row(&self, id: i64, minx: f64, miny: f64, maxx: f64, maxy: f64) -> PyResult<bool> {
-        window(minx, miny, maxx, maxy)?;
-        let exact = Rect::new(minx, miny, maxx, maxy);
-        self.change(|st| {
-            if !st.writable {
-                return Err(Error::invalid("the index is open read-only"));
-            }
-            let Ok(r) = exact else {
-                return Ok(false);
-            };
-            let Some(key) = st.find(id, r)? else {
-                return Ok(false);
-            };
-            let found = st.index.query(r, Predicate::Contains)?;
-            let mut own = key;
-            for h in found.hits.iter().filter(|h| h.rect == r) {
-                if h.id < own && st.index.records().id(h.id)? == id {
-                    own = h.id;
-                }
-            }
-            st.delete_key(key, r)?;
-            if own == key {
-                st.dropped_rows.insert(id);
-            }
-            Ok(true)
-        })
+        self.delete_entry(id, [minx, miny, maxx, maxy], true)
     }
 
     /// Moves the one live entry with user id `id` to this box, keeping its
