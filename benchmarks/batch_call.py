@@ -31,15 +31,28 @@ def windows(boxes, count, percent):
     return np.hstack([corner, corner + side])
 
 
-def main():
+def read_dataset(doc):
+    """The ids and boxes (N×4, C-contiguous) of the dataset CSV named by
+    the first argument (``id,minx,miny,maxx,maxy``); without one, exits
+    printing ``doc``."""
     if len(sys.argv) < 2:
-        raise SystemExit(__doc__)
+        raise SystemExit(doc)
     data = np.loadtxt(sys.argv[1], delimiter=",", skiprows=1, ndmin=2)
+    return data[:, 0].astype(np.int64), np.ascontiguousarray(data[:, 1:5])
+
+
+def exact_indexes(boxes):
+    """``Index.from_geoseries`` of the boxes as polygons (in memory) and
+    shapely's ``STRtree`` of the same polygons."""
+    polygons = shapely.box(*boxes.T)
+    return geoflash.Index.from_geoseries(polygons), shapely.STRtree(polygons)
+
+
+def main():
+    ids, boxes = read_dataset(__doc__)
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 100
     percent = float(sys.argv[3]) if len(sys.argv) > 3 else 0.001
     repeats = int(sys.argv[4]) if len(sys.argv) > 4 else 301
-    ids = data[:, 0].astype(np.int64)
-    boxes = np.ascontiguousarray(data[:, 1:5])
     idx = geoflash.Index.from_arrays(ids, boxes)
     tree = shapely.STRtree(shapely.box(*boxes.T))
     print(f"{len(ids):,} boxes of {sys.argv[1]}, windows of {percent} %, medians of {repeats} calls (µs)")

@@ -18,20 +18,15 @@ import sys
 import numpy as np
 import shapely
 
-import geoflash
+from batch_call import exact_indexes, read_dataset
 from timing import median_time
 
 
 def main():
-    if len(sys.argv) < 2:
-        raise SystemExit(__doc__)
-    data = np.loadtxt(sys.argv[1], delimiter=",", skiprows=1, ndmin=2)
+    _, boxes = read_dataset(__doc__)
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 7
     sizes = [int(s) for s in sys.argv[3].split(",")] if len(sys.argv) > 3 else [100, 1000, 10000]
-    boxes = np.ascontiguousarray(data[:, 1:5])
-    polygons = shapely.box(*boxes.T)
-    idx = geoflash.Index.from_geoseries(polygons)
-    tree = shapely.STRtree(polygons)
+    idx, tree = exact_indexes(boxes)
     rng = np.random.default_rng(3)
     lo, hi = boxes[:, :2].min(axis=0), boxes[:, 2:].max(axis=0)
     print(f"{len(boxes):,} boxes of {sys.argv[1]}, medians of {repeats} calls")

@@ -21,22 +21,16 @@ import sys
 import numpy as np
 import shapely
 
-import geoflash
-from batch_call import windows
+from batch_call import exact_indexes, read_dataset, windows
 from timing import median_time
 
 
 def main():
-    if len(sys.argv) < 2:
-        raise SystemExit(__doc__)
-    data = np.loadtxt(sys.argv[1], delimiter=",", skiprows=1, ndmin=2)
+    _, boxes = read_dataset(__doc__)
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
     percent = float(sys.argv[3]) if len(sys.argv) > 3 else 0.001
     repeats = int(sys.argv[4]) if len(sys.argv) > 4 else 21
-    boxes = np.ascontiguousarray(data[:, 1:5])
-    polygons = shapely.box(*boxes.T)
-    idx = geoflash.Index.from_geoseries(polygons)
-    tree = shapely.STRtree(polygons)
+    idx, tree = exact_indexes(boxes)
     qs = windows(boxes, count, percent)
     geoms = list(shapely.box(*qs.T))
     points = list(shapely.points(qs[:, :2]))
