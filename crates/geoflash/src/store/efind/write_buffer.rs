@@ -56,46 +56,62 @@ pub enum Status {
 }
 
 /// The entry-level changes of a MOD page, sorted by key: `key -> Some(latest
-/// entry)` or `None` (removed). A sorted vector, grown by half its length
-/// at a time: a page with a few changes (most of them, once a build's
-/// buffer is full) takes 64 bytes per change, where an ordered map took a
-/// node of eleven (about 730 bytes) for the first.
+/// entry)` or `None` (removed). Two vectors in key order, the keys apart
+/// from their changes, each grown by half its length at a time: a page
+/// with a few changes (most of them, once a build's buffer is full) takes
+/// 64 bytes per change, where an ordered map took a node of eleven (about
+/// 730 bytes) for the first. The search for a key reads the keys alone, 8
+/// bytes each: 13 cache lines for 100 changes, where the pairs of key and
+/// change it searched before took 100 (a restart replaying a log, which
+/// changes its pages in random order, spent a third of its time in the
+/// misses of that search: `docs/benchmarks.md`, "Replaying the log").
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Changes(Vec<(u64, Option<Entry>)>);
+pub struct Changes {
+    /// The changed keys, ascending.
+    keys: Vec<u64>,
+    /// The change of each key of `keys`, at the same position.
+    versions: Vec<Option<Entry>>,
+}
 
 impl Changes {
     /// Number of changed keys.
     pub fn keys(&self) -> usize {
-        self.0.len()
+        self.keys.len()
     }
 
     /// The change of `key`: `Some(Some(entry))` (newest version),
     /// `Some(None)` (removed) or `None` (unchanged).
     pub fn get(&self, key: u64) -> Option<&Option<Entry>> {
-        let i = self.0.binary_search_by_key(&key, |(k, _)| *k).ok()?;
-        self.0.get(i).map(|(_, v)| v)
+        let i = self.keys.binary_search(&key).ok()?;
+        self.versions.get(i)
     }
 
     /// Records `change` for `key`, replacing an earlier one.
     pub fn set(&mut self, key: u64, change: Option<Entry>) {
-        match self.0.binary_search_by_key(&key, |(k, _)| *k) {
+        match self.keys.binary_search(&key) {
             Ok(i) => {
-                if let Some(slot) = self.0.get_mut(i) {
-                    slot.1 = change;
+                if let Some(slot) = self.versions.get_mut(i) {
+                    *slot = change;
                 }
             }
             Err(i) => {
-                if self.0.len() == self.0.capacity() {
-                    self.0.reserve_exact((self.0.len() / 2).max(1));
+                if self.keys.len() == self.keys.capacity() {
+                    let more = (self.keys.len() / 2).max(1);
+                    self.keys.reserve_exact(more);
+                    self.versions.reserve_exact(more);
                 }
-                self.0.insert(i, (key, change));
+                self.keys.insert(i, key);
+                self.versions.insert(i, change);
             }
         }
     }
 
     /// The changes in ascending key order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, Option<&Entry>)> {
-        self.0.iter().map(|(k, v)| (*k, v.as_ref()))
+        self.keys
+            .iter()
+            .copied()
+            .zip(self.versions.iter().map(Option::as_ref))
     }
 }
 
@@ -256,7 +272,9 @@ impl Views {
                 self.remove(old);
             }
         }
-        if self.order.iter().map(VecDeque::len).sum::<usize>() > 2 * self.map.len() + STALE_ORDER_SLACK {
+        if self.order.iter().map(VecDeque::len).sum::<usize>()
+            > 2 * self.map.len() + STALE_ORDER_SLACK
+        {
             let map = &self.map;
             for order in &mut self.order {
                 order.retain(|(id, seq)| map.get(id).is_some_and(|(_, s)| s == seq));
@@ -395,7 +413,10 @@ impl WriteBuffer {
         self.remove(id);
         let mut sorted = Vec::with_capacity(entries.len());
         sorted.extend_from_slice(entries);
-        if !sorted.windows(2).all(|w| matches!(w, [a, b] if a.key < b.key)) {
+        if !sorted
+            .windows(2)
+            .all(|w| matches!(w, [a, b] if a.key < b.key))
+        {
             // Stable: the later of two equal keys stays last, and is kept.
             sorted.sort_by_key(|e| e.key);
             sorted.reverse();
@@ -469,10 +490,7 @@ impl WriteBuffer {
     /// other becomes DEL.
     pub fn delete(&mut self, id: PageId, level: u16) {
         let ts = self.tick();
-        let was_new = self
-            .map
-            .get(&id)
-            .is_some_and(|r| r.status() == Status::New);
+        let was_new = self.map.get(&id).is_some_and(|r| r.status() == Status::New);
         self.remove(id);
         if !was_new {
             self.map.insert(
