@@ -218,6 +218,7 @@ impl EfindStore {
         store.horizon = horizon;
         let mut meta: Option<MetaState> = None;
         let mut next_page: PageId = 1;
+        store.wb.begin_replay();
         for r in &rec.records {
             match r.kind {
                 RecordKind::Checkpoint => ck = rec.payload_codec().decode_checkpoint(r)?,
@@ -244,6 +245,7 @@ impl EfindStore {
                 report.changes_replayed += 1;
             }
         }
+        store.wb.finish_replay();
         let replayed = rec.records.iter().any(needs_replay);
         let state = meta.unwrap_or_else(|| ck.meta.clone());
         next_page = next_page.max(state.next_page).max(ck.meta.next_page).max(1);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 
 use super::flush::{choose_unit, degree, temporal_control_writes, PageInfo, TcChoice};
-use super::write_buffer::{merge, Changes};
+use super::write_buffer::{merge, Changes, WbEntry};
 use super::*;
 use crate::geom::{HilbertDomain, Rect};
 use crate::index::tests::{hits_by_id, rect_strategy};
@@ -167,6 +167,125 @@ proptest! {
         crate::store::mem::apply_changes(&mut entries, &changes);
         prop_assert_eq!(predicted, entries.len());
     }
+}
+
+/// One call on the write buffer, for the replay test below.
+#[derive(Debug, Clone)]
+enum WbCall {
+    Create(PageId, u16, Vec<u64>),
+    Modify(PageId, u16, Vec<(u64, bool)>),
+    Delete(PageId, u16),
+    Remove(PageId),
+}
+
+fn wb_call() -> impl Strategy<Value = WbCall> {
+    let page = 1u64..6;
+    let level = 0u16..3;
+    let keys = proptest::collection::vec(0u64..50, 0..8);
+    let changes = proptest::collection::vec((0u64..50, any::<bool>()), 1..6);
+    prop_oneof![
+        (page.clone(), level.clone(), keys).prop_map(|(p, l, k)| WbCall::Create(p, l, k)),
+        (page.clone(), level.clone(), changes.clone())
+            .prop_map(|(p, l, c)| WbCall::Modify(p, l, c)),
+        (page.clone(), level.clone(), changes).prop_map(|(p, l, c)| WbCall::Modify(p, l, c)),
+        (page.clone(), level).prop_map(|(p, l)| WbCall::Delete(p, l)),
+        page.prop_map(WbCall::Remove),
+    ]
+}
+
+fn apply_wb_call(wb: &mut write_buffer::WriteBuffer, call: &WbCall) {
+    // Each version of a key has its own rectangle, so that keeping the
+    // wrong one of two versions shows.
+    let e = |k: u64, n: usize| Entry {
+        key: k,
+        rect: r(k as f64, n as f64, k as f64 + 1.0, n as f64 + 1.0),
+        payload: n as u64,
+    };
+    match call {
+        WbCall::Create(p, l, keys) => {
+            let entries: Vec<Entry> = keys.iter().enumerate().map(|(n, &k)| e(k, n)).collect();
+            wb.create(*p, *l, &entries);
+        }
+        WbCall::Modify(p, l, changes) => {
+            let changes: Vec<EntryChange> = changes
+                .iter()
+                .enumerate()
+                .map(|(n, &(k, up))| {
+                    if up {
+                        EntryChange::Upsert(e(k, n))
+                    } else {
+                        EntryChange::Remove(k)
+                    }
+                })
+                .collect();
+            wb.modify(*p, *l, &changes);
+        }
+        WbCall::Delete(p, l) => wb.delete(*p, *l),
+        WbCall::Remove(p) => {
+            wb.remove(*p);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+
+    /// A restart's replay, which appends a MOD page's changes out of key
+    /// order and puts them in order at its end, leaves the buffer the same
+    /// calls leave one after the other: every row (its changes, counts,
+    /// timestamp, level), the accounting and the rows' order of age.
+    #[test]
+    fn a_replay_leaves_the_buffer_the_same_calls_leave(
+        calls in proptest::collection::vec(wb_call(), 0..120),
+    ) {
+        let mut one_by_one = write_buffer::WriteBuffer::new();
+        let mut replayed = write_buffer::WriteBuffer::new();
+        replayed.begin_replay();
+        for call in &calls {
+            apply_wb_call(&mut one_by_one, call);
+            apply_wb_call(&mut replayed, call);
+        }
+        replayed.finish_replay();
+        let rows = |wb: &write_buffer::WriteBuffer| {
+            let mut rows: Vec<(PageId, WbEntry)> = wb.iter().map(|(p, row)| (p, row.clone())).collect();
+            rows.sort_by_key(|(p, _)| *p);
+            rows
+        };
+        prop_assert_eq!(rows(&replayed), rows(&one_by_one));
+        prop_assert_eq!(replayed.bytes(), one_by_one.bytes());
+        prop_assert_eq!(replayed.len(), one_by_one.len());
+        // And both go on alike.
+        for call in &calls {
+            apply_wb_call(&mut one_by_one, call);
+            apply_wb_call(&mut replayed, call);
+        }
+        prop_assert_eq!(rows(&replayed), rows(&one_by_one));
+        prop_assert_eq!(replayed.bytes(), one_by_one.bytes());
+    }
+}
+
+/// Changes pushed out of order many times over hold about twice the room
+/// their distinct keys need, not one slot per push.
+#[test]
+fn unsettled_changes_stay_within_twice_their_keys() {
+    let mut c = Changes::default();
+    for round in 0..1000u64 {
+        for k in 0..40u64 {
+            let e = Entry {
+                key: k,
+                rect: r(0.0, 0.0, 1.0, 1.0),
+                payload: round,
+            };
+            c.push_unsettled(k, Some(e));
+        }
+    }
+    assert!(c.room() <= 2 * 40, "room for {} changes", c.room());
+    c.settle();
+    assert_eq!(c.keys(), 40);
+    assert!(
+        c.iter().all(|(_, e)| e.is_some_and(|e| e.payload == 999)),
+        "the last version of each key is kept"
+    );
 }
 
 /// A NEW page is kept once, as its node: a read returns the row's node

@@ -106,6 +106,55 @@ impl Changes {
         }
     }
 
+    /// Records `change` for `key` at the end, out of key order, for a
+    /// restart's replay (see [`WriteBuffer::begin_replay`]): no search, and
+    /// no move of the later changes. Until [`Self::settle`], the keys may be
+    /// out of order and repeated, and only `push_unsettled` may be called.
+    /// Before the vectors would grow, the changes are settled, and they
+    /// grow only when that leaves less than a third of their room: they hold
+    /// at most about twice what the page's changed keys need, however many
+    /// times the log changed each.
+    pub fn push_unsettled(&mut self, key: u64, change: Option<Entry>) {
+        if self.keys.len() == self.keys.capacity() {
+            self.settle();
+            if 3 * self.keys.len() >= 2 * self.keys.capacity() {
+                let more = (self.keys.len() / 2).max(1);
+                self.keys.reserve_exact(more);
+                self.versions.reserve_exact(more);
+            }
+        }
+        self.keys.push(key);
+        self.versions.push(change);
+    }
+
+    /// Puts changes recorded by [`Self::push_unsettled`] in key order,
+    /// keeping the last change of each key (what [`Self::set`] would have
+    /// kept, one after the other).
+    pub fn settle(&mut self) {
+        if self.keys.windows(2).all(|w| matches!(w, [a, b] if a < b)) {
+            return;
+        }
+        let room = self.keys.capacity();
+        let mut pairs: Vec<(u64, Option<Entry>)> =
+            self.keys.drain(..).zip(self.versions.drain(..)).collect();
+        // Stable: of two equal keys the later stays last, and is kept.
+        pairs.sort_by_key(|p| p.0);
+        pairs.reverse();
+        pairs.dedup_by_key(|p| p.0);
+        pairs.reverse();
+        for (k, v) in pairs {
+            self.keys.push(k);
+            self.versions.push(v);
+        }
+        debug_assert!(self.keys.capacity() == room);
+    }
+
+    /// Changes the vectors have room for (tests of the replay's memory).
+    #[cfg(test)]
+    pub fn room(&self) -> usize {
+        self.keys.capacity().max(self.versions.capacity())
+    }
+
     /// The changes in ascending key order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, Option<&Entry>)> {
         self.keys
@@ -198,6 +247,8 @@ pub struct WriteBuffer {
     view_budget: usize,
     /// The incremental choice of flushing units (idle until configured).
     flush: FlushIndex,
+    /// A restart's replay is running ([`Self::begin_replay`]).
+    replaying: bool,
 }
 
 /// Bytes of a view: [`node_bytes_for`] the entries its vector has room for.
@@ -401,6 +452,30 @@ impl WriteBuffer {
         &mut self.flush
     }
 
+    /// Starts a restart's replay of the log: until [`Self::finish_replay`],
+    /// [`Self::modify`] appends a MOD page's changes out of key order
+    /// ([`Changes::push_unsettled`]), and nothing but `create`, `modify`,
+    /// `delete` and `remove` may be called. A log replays its pages'
+    /// changes in random order, and the search for each key among its
+    /// page's earlier changes was most of a replay's time (a cache miss per
+    /// step): see `docs/benchmarks.md`, "Replaying the log".
+    pub fn begin_replay(&mut self) {
+        self.replaying = true;
+    }
+
+    /// Ends the replay: every MOD page's changes are put in key order, the
+    /// last change of each key kept, and the buffer is what the same calls
+    /// without the replay would have left.
+    pub fn finish_replay(&mut self) {
+        self.replaying = false;
+        for row in self.map.values_mut() {
+            if let Body::Mod(changes) = &mut row.body {
+                changes.settle();
+            }
+        }
+        self.elements = self.map.values().map(WbEntry::elements).sum();
+    }
+
     fn tick(&mut self) -> u64 {
         self.clock += 1;
         self.clock
@@ -447,6 +522,7 @@ impl WriteBuffer {
     /// (see [`Self::set_view`]).
     pub fn modify(&mut self, id: PageId, level: u16, changes: &[EntryChange]) {
         let ts = self.tick();
+        let replaying = self.replaying;
         self.views.remove(id);
         let row = self.map.entry(id).or_insert_with(|| WbEntry {
             height: level,
@@ -468,9 +544,14 @@ impl WriteBuffer {
             }
             Body::Mod(mods) => {
                 for c in changes {
-                    match c {
-                        EntryChange::Upsert(e) => mods.set(e.key, Some(*e)),
-                        EntryChange::Remove(k) => mods.set(*k, None),
+                    let (key, change) = match c {
+                        EntryChange::Upsert(e) => (e.key, Some(*e)),
+                        EntryChange::Remove(k) => (*k, None),
+                    };
+                    if replaying {
+                        mods.push_unsettled(key, change);
+                    } else {
+                        mods.set(key, change);
                     }
                 }
             }
