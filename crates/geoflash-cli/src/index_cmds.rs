@@ -227,6 +227,27 @@ fn read_csv_rows<T>(
     columns: &[&str],
     parse: impl Fn(&str) -> Result<T, Failure>,
 ) -> Result<Vec<T>, Failure> {
+    let mut out = Vec::new();
+    for row in csv_rows(path, what, columns, parse)? {
+        if (out.len() as u64).is_multiple_of(formats::STOP_EVERY)
+            && geoflash::engine::stop_requested()
+        {
+            return Err(reading_stopped(path));
+        }
+        out.push(row?);
+    }
+    Ok(out)
+}
+
+/// The rows of [`read_csv_rows`] as they are read, never held whole (the
+/// file's header is checked before this returns); the first error ends
+/// them. Nothing here asks whether Ctrl-C was pressed: the caller does.
+fn csv_rows<T>(
+    path: &Path,
+    what: &str,
+    columns: &[&str],
+    parse: impl Fn(&str) -> Result<T, Failure>,
+) -> Result<impl Iterator<Item = Result<T, Failure>>, Failure> {
     crate::input_file(path)?;
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(true)
@@ -239,33 +260,40 @@ fn read_csv_rows<T>(
         .map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
     formats::check_csv_header(path, headers, columns)?;
     let width = headers.len();
-    let mut out = Vec::new();
-    for (read, rec) in rdr.records().enumerate() {
-        if (read as u64).is_multiple_of(formats::STOP_EVERY) && geoflash::engine::stop_requested() {
-            return Err(reading_stopped(path));
+    let (path, what) = (path.to_path_buf(), what.to_string());
+    let mut records = rdr.into_records();
+    // Rows read so far (blank lines are not rows), and whether an error ended them.
+    let (mut rows, mut ended) = (0usize, false);
+    let mut next_row = move || -> Result<Option<T>, Failure> {
+        for rec in records.by_ref() {
+            let rec = rec.map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
+            // Lines of blanks are skipped, as empty lines are.
+            if !formats::csv_data_record(&path, rows + 1, rec.as_byte_record(), width)? {
+                continue;
+            }
+            let line: Vec<&str> = rec.iter().collect();
+            let v = parse(&line.join(",")).map_err(|f| {
+                // the parse error's own text, without the "invalid input: "
+                // of an Error::InvalidInput, which the new error adds again
+                let msg = match f.error.downcast_ref::<Error>() {
+                    Some(e) => formats::reason(e).into_owned(),
+                    None => format!("{:#}", f.error),
+                };
+                Error::invalid(format!("{}: {what} {}: {msg}", path.display(), rows + 1))
+            })?;
+            rows += 1;
+            return Ok(Some(v));
         }
-        let rec = rec.map_err(|e| Error::invalid(format!("{}: {e}", path.display())))?;
-        // Lines of blanks are skipped, as empty lines are.
-        if !formats::csv_data_record(path, out.len() + 1, rec.as_byte_record(), width)? {
-            continue;
+        Ok(None)
+    };
+    Ok(std::iter::from_fn(move || {
+        if ended {
+            return None;
         }
-        let line: Vec<&str> = rec.iter().collect();
-        let v = parse(&line.join(",")).map_err(|f| {
-            // the parse error's own text, without the "invalid input: "
-            // of an Error::InvalidInput, which the new error adds again
-            let msg = match f.error.downcast_ref::<Error>() {
-                Some(e) => formats::reason(e).into_owned(),
-                None => format!("{:#}", f.error),
-            };
-            Error::invalid(format!(
-                "{}: {what} {}: {msg}",
-                path.display(),
-                out.len() + 1
-            ))
-        })?;
-        out.push(v);
-    }
-    Ok(out)
+        let row = next_row().transpose();
+        ended = !matches!(row, Some(Ok(_)));
+        row
+    }))
 }
 
 /// The windows of a CSV file `minx,miny,maxx,maxy` with a header.
@@ -1476,7 +1504,11 @@ pub fn change(a: ChangeArgs, delete: bool) -> Result<(), Failure> {
 /// is one batch like `insert`'s unless `--ack-every` acknowledges updates
 /// as the store's durability mode makes them durable. An id the index does
 /// not hold stops the command (exit code 2) with the updates before it
-/// applied and checkpointed.
+/// applied and checkpointed. The moves are streamed as `insert` streams a
+/// CSV of boxes, never held whole (issue 47, item 5: they took 48 bytes a
+/// row beside the memory budget): a first pass checks every row and counts
+/// them, so that a bad row still changes nothing, and the updates read the
+/// file a second time, parsed ahead on a thread of their own.
 pub fn update(a: UpdateArgs) -> Result<(), Failure> {
     catch_interrupts();
     input_file(&a.input)?;
@@ -1487,17 +1519,14 @@ pub fn update(a: UpdateArgs) -> Result<(), Failure> {
         ))
         .into());
     }
-    let moves = read_csv_rows(&a.input, "record", &formats::BOX_COLUMNS, |line| {
-        let (id, rest) = line
-            .split_once(',')
-            .ok_or_else(|| Error::invalid(format!("{line:?} is not id,minx,miny,maxx,maxy")))?;
-        let id: u64 = id
-            .trim()
-            .parse()
-            .map_err(|_| Error::invalid(format!("id {id:?} is not a non-negative integer")))?;
-        let v = numbers(rest, 4, "rectangle")?;
-        Ok((id, Rect::new(v[0], v[1], v[2], v[3])?))
-    })?;
+    let mut total = 0u64;
+    for row in moves(&a.input)? {
+        if total.is_multiple_of(formats::STOP_EVERY) && geoflash::engine::stop_requested() {
+            return Err(reading_stopped(&a.input));
+        }
+        row?;
+        total += 1;
+    }
     let mut index = Index::open(&a.index, Access::Write)?;
     index.device().reset_stats();
     let start = BatchClock::start();
@@ -1506,18 +1535,25 @@ pub fn update(a: UpdateArgs) -> Result<(), Failure> {
         Some(_) => BatchDurability::AsConfigured,
         None => batch_durability(index.structure().durability()),
     };
-    // Each WARM_BATCH moves are announced before the first of them
-    // (`Index::warm_before_update`: their nodes into the processor's caches).
-    let ids: Vec<u64> = moves.iter().map(|m| m.0).collect();
-    let next = std::cell::Cell::new(0usize);
-    let applied = apply_all_acked(
+    // Read again as they are applied (a row that no longer parses, the
+    // file changed since the first pass, stops the batch as a failed
+    // update does).
+    let rows = moves(&a.input)?.map(|row| row.map_err(failure_error));
+    let warmed = Warmed {
+        moves: geoflash_bench::read_ahead::read_ahead(rows),
+        ahead: std::collections::VecDeque::new(),
+    };
+    let applied = apply_stream(
         &mut index,
-        &moves,
+        warmed,
+        total,
         "update",
         &a.input,
         durability,
-        |ix, id, r| {
-            ix.warm_before_update(next.replace(next.get() + 1), &ids);
+        |ix, id, (r, warm)| {
+            if !warm.is_empty() {
+                ix.warm_for_updates(warm);
+            }
             ix.update_by_id(id, *r)
         },
         acker.as_mut(),
@@ -1530,6 +1566,70 @@ pub fn update(a: UpdateArgs) -> Result<(), Failure> {
     print_stats(&index, "update", done, start, a.json)?;
     index.close()?;
     Ok(())
+}
+
+/// The moves of `geoflash update` in the file `path`, `(id, new
+/// rectangle)`, as they are read ([`csv_rows`]).
+fn moves(
+    path: &Path,
+) -> Result<impl Iterator<Item = Result<(u64, Rect), Failure>> + Send + 'static, Failure> {
+    csv_rows(path, "record", &formats::BOX_COLUMNS, parse_move)
+}
+
+/// One row `id,minx,miny,maxx,maxy` of [`moves`].
+fn parse_move(line: &str) -> Result<(u64, Rect), Failure> {
+    let (id, rest) = line
+        .split_once(',')
+        .ok_or_else(|| Error::invalid(format!("{line:?} is not id,minx,miny,maxx,maxy")))?;
+    let id: u64 = id
+        .trim()
+        .parse()
+        .map_err(|_| Error::invalid(format!("id {id:?} is not a non-negative integer")))?;
+    let v = numbers(rest, 4, "rectangle")?;
+    Ok((id, Rect::new(v[0], v[1], v[2], v[3])?))
+}
+
+/// The error a [`Failure`] of reading holds, for a stream of operations
+/// ([`apply_stream`] names the file and the record with it).
+fn failure_error(f: Failure) -> Error {
+    match f.error.downcast::<Error>() {
+        Ok(e) => e,
+        Err(other) => Error::invalid(format!("{other:#}")),
+    }
+}
+
+/// The moves of `geoflash update` as they are applied, each with the ids
+/// to warm before it ([`Index::warm_for_updates`]): the first of every
+/// [`geoflash::WARM_BATCH`] moves carries the ids of those moves, as
+/// [`Index::warm_before_update`] takes them from a slice; the others none.
+struct Warmed<I> {
+    /// The moves not read yet.
+    moves: I,
+    /// The moves read and not handed out yet (at most a `WARM_BATCH`).
+    ahead: std::collections::VecDeque<geoflash::Result<(u64, Rect)>>,
+}
+
+impl<I: Iterator<Item = geoflash::Result<(u64, Rect)>>> Iterator for Warmed<I> {
+    type Item = geoflash::Result<(u64, (Rect, Vec<u64>))>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut warm = Vec::new();
+        if self.ahead.is_empty() {
+            for m in self.moves.by_ref() {
+                let failed = m.is_err();
+                self.ahead.push_back(m);
+                if failed || self.ahead.len() == geoflash::WARM_BATCH {
+                    break;
+                }
+            }
+            warm = self
+                .ahead
+                .iter()
+                .filter_map(|m| m.as_ref().ok().map(|(id, _)| *id))
+                .collect();
+        }
+        Some(self.ahead.pop_front()?.map(|(id, r)| (id, (r, warm))))
+    }
 }
 
 /// `geoflash query`.
