@@ -1600,7 +1600,7 @@ fn failure_error(f: Failure) -> Error {
 
 /// The moves of `geoflash update` as they are applied, each with the ids
 /// to warm before it ([`Index::warm_for_updates`]): the first of every
-/// [`geoflash::WARM_BATCH`] moves carries the ids of those moves, as
+/// [`geoflash::engine::WARM_BATCH`] moves carries the ids of those moves, as
 /// [`Index::warm_before_update`] takes them from a slice; the others none.
 struct Warmed<I> {
     /// The moves not read yet.
@@ -1618,7 +1618,7 @@ impl<I: Iterator<Item = geoflash::Result<(u64, Rect)>>> Iterator for Warmed<I> {
             for m in self.moves.by_ref() {
                 let failed = m.is_err();
                 self.ahead.push_back(m);
-                if failed || self.ahead.len() == geoflash::WARM_BATCH {
+                if failed || self.ahead.len() == geoflash::engine::WARM_BATCH {
                     break;
                 }
             }
