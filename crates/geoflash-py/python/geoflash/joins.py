@@ -25,17 +25,27 @@ from ._exact import PREDICATES
 from ._geoflash import stable_order_by_key as _stable_order_by_key
 from .spatial_index import Index
 
+# How GeoPandas' sjoin decides predicate(left, right): with STRtree over
+# the right geometries queried with the left ones (the left geometry
+# prepared), but for "within", which it asks as "contains" of the right
+# geometry prepared over the left ones. GEOS's prepared predicates of
+# invalid geometries are not each other's converse (a collapsed polygon
+# within a spiked one, whose prepared converse finds it is not): where GEOS
+# decides a pair, it is asked the way GeoPandas asks it (_exact.query's
+# ``converse``).
+
 #: The values of ``how``.
 HOWS = ("inner", "left", "right")
 #: ``q`` of each predicate ``p`` for which ``p(a, b) == q(b, a)``
-#: (``contains_properly`` has none among the predicates).
+#: (``contains_properly`` has none among the predicates; ``dwithin`` is its
+#: own, but GeoPandas' candidates of it are not symmetric: see
+#: ``predicate_pairs``).
 _CONVERSE = {
     None: None,
     "intersects": "intersects",
     "overlaps": "overlaps",
     "crosses": "crosses",
     "touches": "touches",
-    "dwithin": "dwithin",
     "within": "contains",
     "contains": "within",
     "covers": "covered_by",
@@ -129,7 +139,7 @@ def predicate_pairs(
     then right position: an index over the larger side queried with all
     the geometries of the other (with the converse predicate when that is
     the left side; over the right side for ``contains_properly`` and
-    per-row distances). ``predicate``: one of ``Index.query``'s (None: the
+    ``dwithin``). ``predicate``: one of ``Index.query``'s (None: the
     boxes intersect); ``distance`` (``dwithin``): one number or one per
     left geometry. A geometry with a NaN or infinite coordinate (or, where
     refined, one beyond ±1e150) raises
@@ -150,11 +160,16 @@ def predicate_pairs(
     names = _names(sides)
     if per_row is None and len(left_geoms) > len(right_geoms) and predicate in _CONVERSE:
         # Index the larger side and query with the smaller: fewer windows
-        # to traverse for the same pairs, asked with the converse predicate.
+        # to traverse for the same pairs, asked with the converse predicate
+        # (GEOS deciding a pair as GeoPandas does: see above ``HOWS``). Not
+        # dwithin: GeoPandas' candidates are the right boxes meeting each
+        # left box grown by the distance, rounded (3.7 - 2.5 is
+        # 1.2000000000000002), which the other way round differs.
         _check_boxes(left_geoms, names[0])  # (the query checks the other side)
         index = Index.from_geoseries(left_geoms)
+        as_geopandas = None if predicate == "within" else predicate
         try:
-            found = _exact.query(index, right_geoms, _CONVERSE[predicate], d, (names[1], names[0]))
+            found = _exact.query(index, right_geoms, _CONVERSE[predicate], d, (names[1], names[0]), as_geopandas)
         finally:
             index.close()
         # By right then left position: a stable sort by left alone makes it
@@ -166,7 +181,8 @@ def predicate_pairs(
     index = Index.from_geoseries(right_geoms)
     try:
         if per_row is None:
-            found = _exact.query(index, left_geoms, predicate, d, names)
+            as_geopandas = "contains" if predicate == "within" else None
+            found = _exact.query(index, left_geoms, predicate, d, names, as_geopandas)
             return found[0], found[1]
         return _dwithin_per_row(index, left_geoms, right_geoms, per_row, names)
     finally:
@@ -183,7 +199,8 @@ def _dwithin_per_row(
     """``dwithin`` with a distance per left geometry: the index's boxes
     within each left box grown by its distance (and the margin of
     ``_exact._grow``: without it a pair at exactly the distance was lost
-    when the box test rounded the other way), refined by shapely."""
+    when the box test rounded the other way), refined by shapely as
+    ``STRtree.query`` refines them (``_exact._holds``)."""
     import shapely
 
     _check_coordinates(left_geoms, names[0])
@@ -195,7 +212,11 @@ def _dwithin_per_row(
     boxes = _exact._grow(np.asarray(shapely.bounds(left_geoms[ok]), dtype=np.float64), d[ok])
     offsets, ids = index.intersection_batch(boxes)
     lpos = np.repeat(ok, np.diff(offsets))
-    keep = np.asarray(shapely.dwithin(left_geoms[lpos], right_geoms[ids], d[lpos]), dtype=bool)
+    # as STRtree.query decides dwithin (geopandas' sjoin): the left
+    # geometry prepared (see _exact._holds)
+    prepared = np.empty(len(left_geoms), dtype=object)
+    prepared[ok] = _exact._prepared(left_geoms[ok])
+    keep = _exact._holds("dwithin", prepared[lpos], right_geoms[ids], d[lpos])
     lpos, rpos = lpos[keep], ids[keep]
     order = np.lexsort((rpos, lpos))
     return lpos[order].astype(np.int64), rpos[order].astype(np.int64)
