@@ -137,23 +137,14 @@ class Geometries:
     ) -> Tuple[bytearray, bytearray]: ...
     def geos_ids(self) -> bytearray: ...
     def untested_ids(self) -> bytearray: ...
-    def kth_distance(
+    def nearest_in(
         self,
+        core: Core,
         inputs: List[Optional[bytes]],
-        offsets: bytes,
-        ids: bytes,
-        k: int,
-        exclusive: bool,
-        boxes: Optional[bytes] = None,
-    ) -> bytearray: ...
-    def nearest(
-        self,
-        inputs: List[Optional[bytes]],
-        offsets: bytes,
-        ids: bytes,
+        boxes: bytes,
+        special: bytes,
         k: int,
         all_matches: bool,
         exclusive: bool,
         max_distance: Optional[float] = None,
-        boxes: Optional[bytes] = None,
-    ) -> Tuple[bytearray, bytearray, bytearray]: ...
+    ) -> Tuple[bytearray, bytearray, bytearray, bytearray]: ...
