@@ -106,6 +106,7 @@ pub(crate) fn logged_image_levels(
     LogReader::open(dev, first, pages, index_id)
         .unwrap()
         .recover()
+        .unwrap()
         .records
         .iter()
         .filter(|r| r.kind == RecordKind::PageImage)

@@ -180,7 +180,7 @@ impl EfindStore {
         let (log, rec, horizon) = if read_only {
             let reader = LogReader::open(place.device.clone(), first_page, pages, index_id)?;
             let horizon = reader.horizon();
-            let rec = reader.recover();
+            let rec = reader.recover()?;
             if rec.records.iter().any(needs_replay) {
                 // Replayed as a writer would, through a view that keeps the
                 // page images in memory: the files stay as they are.

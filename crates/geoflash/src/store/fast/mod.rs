@@ -518,7 +518,7 @@ impl FastStore {
             Self::check_existing(&device, &log, &config)?;
         let reader = LogReader::open(Arc::clone(&log.device), log.first_page, log.pages, index_id)?;
         let horizon = reader.horizon();
-        let rec = reader.recover();
+        let rec = reader.recover()?;
         // Changes to replay are replayed as a writer would, through a view
         // that keeps the page images in memory: the files stay as they are.
         let device: Arc<dyn PageDevice> = if rec.records.iter().any(needs_replay) {

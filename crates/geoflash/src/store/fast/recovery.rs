@@ -32,7 +32,7 @@ impl FastStore {
         if payload_codec_version(Arc::clone(&dev), log.first_page, log.pages, index_id)? != 0 {
             return Ok(());
         }
-        let rec = LogReader::open(dev, log.first_page, log.pages, index_id)?.recover();
+        let rec = LogReader::open(dev, log.first_page, log.pages, index_id)?.recover()?;
         let mods = rec
             .records
             .iter()

@@ -32,8 +32,10 @@
 //! created without them (version 4).
 use crate::page::Entry;
 use crate::page_id::IdMap;
+#[cfg(test)]
 use crate::Result;
 
+#[cfg(test)]
 use super::{PayloadCodec, Record, RecordKind};
 
 /// Bytes one memo entry takes, counted against [`EntryMemo::with_capacity_bytes`].
@@ -163,6 +165,7 @@ impl Resolver {
 /// region's records in stream order, base records first) by the same
 /// payload without references. A reference whose target is not among the
 /// earlier records is damage, reported naming the record.
+#[cfg(test)]
 pub(crate) fn resolve(records: &mut [Record], codec: PayloadCodec) -> Result<()> {
     let mut resolver = Resolver::default();
     for rec in records.iter_mut() {
@@ -171,35 +174,6 @@ pub(crate) fn resolve(records: &mut [Record], codec: PayloadCodec) -> Result<()>
         }
     }
     Ok(())
-}
-
-/// The records of `records` (plain payloads, as [`resolve`] leaves them)
-/// as a region of a log with entry references holds them: every NEW and MOD
-/// payload in the layout with references, naming the entries earlier
-/// records of `records` logged the same (compaction and restart write the
-/// survivors to a fresh region this way).
-pub(crate) fn encode_region(records: &[Record], codec: PayloadCodec) -> Result<Vec<Record>> {
-    let mut memo = EntryMemo::with_capacity_bytes(usize::MAX);
-    records
-        .iter()
-        .map(|rec| {
-            let payload = match rec.kind {
-                RecordKind::New => {
-                    let (level, entries) = codec.decode_new(rec)?;
-                    codec.encode_new_refs(level, &entries, Some(&mut memo))
-                }
-                RecordKind::Mod => {
-                    let (level, changes) = codec.decode_mod(rec)?;
-                    codec.encode_mod_refs(level, &changes, Some(&mut memo))
-                }
-                _ => return Ok(rec.clone()),
-            };
-            Ok(Record {
-                payload,
-                ..rec.clone()
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]

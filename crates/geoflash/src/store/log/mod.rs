@@ -16,7 +16,9 @@
 //!   tail is normal and ignored, damage before the tail is an error naming the
 //!   position;
 //! - [`recovery`]: the restart/compaction algorithm shared by eFIND
-//!   (Algorithm 7) and FAST (Algorithm 5), [`recover`];
+//!   (Algorithm 7) and FAST (Algorithm 5): the rules; `survival` and
+//!   `passes` apply them in forward passes whose memory does not grow with
+//!   the log (a live region above 16 MiB is read again by each pass);
 //! - [`horizon`]: [`LsnHorizon`], the node-page LSNs that prove a
 //!   recovered log lost durable records (damage taken for a torn tail);
 //! - [`placement`]: [`LogPlacement`], where a store's log lives (the one
@@ -83,7 +85,7 @@
 //!
 //! **Compaction and restart switch atomically.** [`Log::compact`] (and
 //! [`Log::open`], which runs restart) syncs the live log, scans it, keeps the
-//! records [`recover`] says survive, writes them to the other region, syncs,
+//! records that survive ([`recovery`]), writes them to the other region, syncs,
 //! and then writes the superblock naming the other region: the switch is one
 //! superblock write. A crash before that write is durable leaves the old log
 //! live and whole; after it, the new one. This replaces the design's "write
@@ -170,9 +172,11 @@ use crate::units::check_page_size;
 use crate::{Error, Result};
 
 pub mod client;
+mod cursor;
 pub mod entry_refs;
 pub mod horizon;
 pub mod payload;
+mod passes;
 pub mod placement;
 pub mod reader;
 pub mod record;
@@ -180,6 +184,7 @@ pub mod recovery;
 pub mod report;
 mod seal;
 mod superblock;
+mod survival;
 pub mod writer;
 
 #[cfg(test)]
@@ -201,7 +206,9 @@ pub use reader::{repair_corrupt_tail, LogReader, TailRepair};
 internal! {
     pub use record::{Record, RecordKind};
 }
-pub use recovery::{recover_log, FlushRule, Recovered};
+pub use recovery::{FlushRule, Recovered};
+#[cfg(test)]
+pub use recovery::recover_log;
 #[cfg(test)]
 pub use recovery::{recover, recover_with};
 pub use report::{needs_replay, RestartReport};

@@ -14,6 +14,8 @@
 use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
 
+use super::cursor::RecordCursor;
+use super::passes::{first_pass, recover_region, FirstPass, held_bytes};
 use super::record::{
     check_page, decode_framed, header_ids, Decoded, Framing, HeaderDeltas, PageCheck, Record,
 };
@@ -22,26 +24,10 @@ use super::superblock::Superblock;
 use super::{LogLayout, Lsn, RecoveryMode, SharedDevice, LOOKAHEAD_PAGES};
 use serde::{Deserialize, Serialize};
 
-/// Pages read per device batch while scanning.
-const SCAN_BATCH: u64 = 64;
-
-/// What a scan of the live region found.
-#[derive(Debug, Clone)]
-pub(crate) struct Scan {
-    /// Whole records, oldest first: the superblock's base (see
-    /// [`Superblock::base_records`]), then the live region's.
-    pub records: Vec<Record>,
-    /// Valid pages (the next free position of the region).
-    pub pages: u64,
-    /// A record was cut short at the end of the stream (ignored).
-    pub torn_tail: bool,
-    /// Pages read by the scan.
-    pub pages_read: u64,
-}
-
 /// Scans region `sb.live` of the log; damage before the tail is an error
 /// ([`RecoveryMode::AbsoluteConsistency`]).
-pub(crate) fn scan(dev: &SharedDevice, layout: &LogLayout, sb: &Superblock) -> Result<Scan> {
+#[cfg(test)]
+pub(crate) fn scan(dev: &SharedDevice, layout: &LogLayout, sb: &Superblock) -> Result<Vec<Record>> {
     scan_mode(dev, layout, sb, RecoveryMode::AbsoluteConsistency).map(|(s, _)| s)
 }
 
@@ -58,134 +44,10 @@ pub(crate) struct Damage {
     pub records: u64,
 }
 
-/// The pages of the live region read in order, up to the first page that
-/// is not of the live epoch at its position (rebuilt from its batch's
-/// seal when the log is sealed and it can be).
-struct Stream {
-    /// The pages' data (after their headers), concatenated.
-    data: Vec<u8>,
-    /// (offset in `data` where a page's data starts, its region position).
-    starts: Vec<(usize, u64)>,
-    /// Pages read from the device (seals and the pages they needed too).
-    pages_read: u64,
-    /// Region position of the first page that ended the stream, if any.
-    end: Option<u64>,
-    /// Pages rebuilt from seals.
-    rebuilt: u64,
-}
-
-impl Stream {
-    /// (data offset, region position) of the page holding data offset
-    /// `off` ((0, 0) for an empty stream).
-    fn page_holding(&self, off: usize) -> (usize, u64) {
-        let idx = self
-            .starts
-            .partition_point(|&(s, _)| s <= off)
-            .saturating_sub(1);
-        self.starts.get(idx).copied().unwrap_or((0, 0))
-    }
-
-    /// Data offset where the page at region position `p` starts (the end
-    /// of the data when no page of the stream is there).
-    fn page_start(&self, p: u64) -> usize {
-        self.starts
-            .iter()
-            .find(|&&(_, q)| q == p)
-            .map_or(self.data.len(), |&(s, _)| s)
-    }
-}
-
-/// Reads the live region of `sb` into a [`Stream`], in batches that grow
-/// from one page so that a short log (an empty epoch after a clean
-/// checkpoint) costs few reads.
-fn read_stream(dev: &SharedDevice, layout: &LogLayout, sb: &Superblock) -> Result<Stream> {
-    let ps = layout.page_size;
-    let region_pages = layout.region_pages();
-    let region = sb.live;
-    let mut stream: Vec<u8> = Vec::new();
-    // (stream offset where the page's data starts, position) for error messages.
-    let mut starts: Vec<(usize, u64)> = Vec::new();
-    let mut pages_read = 0u64;
-    let mut buf = vec![0u8; SCAN_BATCH as usize * ps];
-    let mut pos = 0u64;
-    let mut end: Option<u64> = None;
-    // Sealed logs: the batch being read (its first position and the XOR
-    // of its pages so far) and the pages rebuilt from seals.
-    let mut batch_first = 0u64;
-    let mut batch = BatchXor::default();
-    let mut rebuilt = 0u64;
-    // Batches grow from 1 page so that a short log (an empty epoch after a
-    // clean checkpoint) costs few reads.
-    let mut read_batch = 1u64;
-    'outer: while pos < region_pages {
-        let n = read_batch.min(region_pages - pos);
-        read_batch = (read_batch * 2).min(SCAN_BATCH);
-        let ids: Vec<PageId> = (pos..pos + n)
-            .map(|p| layout.region_page(region, p))
-            .collect();
-        let chunk = buf
-            .get_mut(..n as usize * ps)
-            .ok_or_else(|| Error::invalid("scan buffer too small"))?;
-        dev.read_batch(&ids, chunk)?;
-        pages_read += n;
-        for (i, page) in chunk.chunks_exact(ps).enumerate() {
-            let here = pos + i as u64;
-            match check_page(page) {
-                PageCheck::Valid(h, data)
-                    if h.log_id == sb.log_id && h.epoch == sb.epoch && h.position == here =>
-                {
-                    starts.push((stream.len(), here));
-                    stream.extend_from_slice(data);
-                    if sb.sealed {
-                        // A batch's pages all carry its first position.
-                        if u64::from(h.durable_pos) != batch_first {
-                            batch_first = u64::from(h.durable_pos);
-                            batch.clear();
-                        }
-                        batch.add(page);
-                    }
-                }
-                _ if sb.sealed => match sealed_page(dev, layout, sb, here, page, batch_first, &batch)? {
-                    Sealed::Rebuilt(page, first, read) => {
-                        pages_read += read;
-                        rebuilt += 1;
-                        if let PageCheck::Valid(_, data) = check_page(&page) {
-                            starts.push((stream.len(), here));
-                            stream.extend_from_slice(data);
-                        }
-                        if first != batch_first {
-                            batch_first = first;
-                            batch.clear();
-                        }
-                        batch.add(&page);
-                    }
-                    Sealed::End(read) => {
-                        pages_read += read;
-                        end = Some(here);
-                        break 'outer;
-                    }
-                },
-                _ => {
-                    end = Some(here);
-                    break 'outer;
-                }
-            }
-        }
-        pos += n;
-    }
-    Ok(Stream {
-        data: stream,
-        starts,
-        pages_read,
-        end,
-        rebuilt,
-    })
-}
-
 /// What [`lookahead`] finds after `end`, the first page the stream could
 /// not read (`None`: the stream read to the region's end): the pages it
 /// read, and the damage when a later page of the live epoch proves it.
-fn damage_after(
+pub(super) fn damage_after(
     dev: &SharedDevice,
     layout: &LogLayout,
     sb: &Superblock,
@@ -205,90 +67,34 @@ fn damage_after(
 }
 
 /// [`scan`] under `mode`: with [`RecoveryMode::TolerateCorruptTail`] the
-/// first damaged page ends the stream and the damage is returned.
+/// first damaged page ends the stream and the damage is returned (the
+/// records are then only counted: entry references are not resolved).
 pub(crate) fn scan_mode(
     dev: &SharedDevice,
     layout: &LogLayout,
     sb: &Superblock,
     mode: RecoveryMode,
-) -> Result<(Scan, Option<Damage>)> {
+) -> Result<(Vec<Record>, Option<Damage>)> {
     let tolerate = mode == RecoveryMode::TolerateCorruptTail;
     // The superblock decides where the regions' pages are.
     let layout = &layout.with_chunk(sb.chunk_pages);
-    let region = sb.live;
-    let st = read_stream(dev, layout, sb)?;
-    let (stream, end, mut pages_read) = (&st.data, st.end, st.pages_read);
-    let mut valid_pages = end.unwrap_or(layout.region_pages());
-    let (read, mut damage) = damage_after(dev, layout, sb, end, tolerate)?;
-    pages_read += read;
-
-    let locate = |off: usize| -> String {
-        let (s, p) = st.page_holding(off);
-        format!(
-            "log region {region} page {p} (device page {}) offset {}",
-            layout.region_page(region, p),
-            off - s + super::record::PAGE_HEADER
-        )
-    };
-    let device_page = |off: usize| layout.region_page(region, st.page_holding(off).1);
-
-    // The base a clean checkpoint left in the superblock comes first.
-    let mut records = sb.base_records();
-    let mut off = 0usize;
-    let mut torn_tail = false;
-    let mut last_lsn: Lsn = records.iter().map(|r| r.lsn).max().unwrap_or(0);
-    let base = records.len();
-    // Record (start, end) offsets of the region's records.
-    let mut spans: Vec<(usize, usize)> = Vec::new();
-    let framing = sb.format.framing();
-    let mut cut: Option<u64> = None;
-    // Version 5 writes header fields as differences to the previous record's.
-    let mut deltas = sb.entry_refs.then(HeaderDeltas::default);
-    while off < stream.len() {
-        let rest = stream.get(off..).unwrap_or(&[]);
-        match decode_framed(rest, framing) {
-            Decoded::Record(_, _) | Decoded::Corrupt(_)
-                if tolerate && damaged(rest, framing, last_lsn, deltas) =>
-            {
-                cut = Some(st.page_holding(off).1);
-                break;
-            }
-            Decoded::Record(mut rec, len) => {
-                if let Some(d) = deltas.as_mut() {
-                    d.decode_next(&mut rec);
-                }
-                if rec.lsn <= last_lsn {
-                    return Err(Error::corrupt(
-                        Some(device_page(off)),
-                        format!(
-                            "{}: LSN {} follows LSN {last_lsn}; the log is damaged before its tail",
-                            locate(off),
-                            rec.lsn
-                        ),
-                    ));
-                }
-                last_lsn = rec.lsn;
-                records.push(rec);
-                spans.push((off, off + len));
-                off += len;
-            }
-            Decoded::Incomplete => {
-                torn_tail = true;
-                break;
-            }
-            Decoded::Corrupt(why) => {
-                return Err(Error::corrupt(
-                    Some(device_page(off)),
-                    format!("{}: {why}; the log is damaged before its tail", locate(off)),
-                ));
-            }
+    let mut cursor = RecordCursor::new(dev, layout, sb, tolerate);
+    let base = sb.base_records().len();
+    let mut records = Vec::new();
+    // The region position of the page holding each region record's last byte.
+    let mut ends: Vec<u64> = Vec::new();
+    while let Some(rec) = cursor.next_record()? {
+        if records.len() >= base {
+            ends.push(cursor.end_page());
         }
+        records.push(rec);
     }
-    if let Some(first) = cut {
+    let valid_pages = cursor.valid_pages();
+    let mut damage = cursor.damage;
+    if let Some(first) = cursor.cut {
         // The first damaged page ends the log: it and every later page go,
         // with the records that end in them.
-        let from = st.page_start(first);
-        let keep = base + spans.iter().take_while(|&&(_, e)| e <= from).count();
+        let keep = base + ends.iter().take_while(|&&e| e < first).count();
         let seen_end = damage.map_or(valid_pages, |d| d.end);
         damage = Some(Damage {
             first,
@@ -296,33 +102,19 @@ pub(crate) fn scan_mode(
             records: (records.len() - keep) as u64,
         });
         records.truncate(keep);
-        valid_pages = first;
-        torn_tail = true;
     }
-    if st.rebuilt > 0 {
-        let rebuilt = st.rebuilt;
+    if cursor.rebuilt() > 0 {
+        let (region, rebuilt) = (sb.live, cursor.rebuilt());
         tracing::warn!(
             "log region {region}: {rebuilt} damaged page(s) rebuilt from their batch's seal page"
         );
     }
-    if sb.entry_refs {
-        // Every later reader sees the records without references.
-        super::entry_refs::resolve(&mut records, sb.format.payload_codec())?;
-    }
-    Ok((
-        Scan {
-            records,
-            pages: valid_pages,
-            torn_tail,
-            pages_read,
-        },
-        damage,
-    ))
+    Ok((records, damage))
 }
 
 /// What a page of a sealed log that is not a valid log page of its
 /// position is.
-enum Sealed {
+pub(super) enum Sealed {
     /// A damaged page rebuilt from its batch's seal: the page, its batch's
     /// first position, and the pages read to rebuild it.
     Rebuilt(Vec<u8>, u64, u64),
@@ -338,7 +130,7 @@ enum Sealed {
 /// is the next page of that batch or the first of the next one (its first
 /// position is then `here`); the pages after it up to the batch's seal
 /// must all be intact and the rebuilt page must pass its own checksum.
-fn sealed_page(
+pub(super) fn sealed_page(
     dev: &SharedDevice,
     layout: &LogLayout,
     sb: &Superblock,
@@ -397,7 +189,7 @@ fn sealed_page(
 
 /// Whether the record at the start of `rest` is damage before the tail: a
 /// checksum failure inside valid pages, or an LSN not above `last_lsn`.
-fn damaged(rest: &[u8], framing: Framing, last_lsn: Lsn, deltas: Option<HeaderDeltas>) -> bool {
+pub(super) fn damaged(rest: &[u8], framing: Framing, last_lsn: Lsn, deltas: Option<HeaderDeltas>) -> bool {
     match decode_framed(rest, framing) {
         Decoded::Record(mut r, _) => {
             if let Some(mut d) = deltas {
@@ -527,20 +319,28 @@ pub fn repair_corrupt_tail(
 }
 
 /// A read-only view of a log's records, for recovery, inspection and tools.
-/// Opening it writes nothing.
-#[derive(Debug, Clone)]
+/// Opening it writes nothing. It holds what decides which records survive
+/// and, when they fit [`HELD_BYTES`](super::passes::HELD_BYTES), the
+/// records themselves ([`super::passes`]): a longer log is read again by
+/// [`LogReader::recover`].
 pub struct LogReader {
-    records: Vec<Record>,
-    torn_tail: bool,
-    #[cfg(test)]
-    live_region: u8,
-    #[cfg(test)]
-    pages: u64,
-    #[cfg(test)]
+    first: FirstPass,
+    dev: SharedDevice,
     layout: LogLayout,
-    lsn_floor: Lsn,
-    format: super::LogFormat,
+    sb: Superblock,
+    #[cfg(test)]
+    records: Vec<Record>,
     region_bytes: u64,
+}
+
+impl std::fmt::Debug for LogReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogReader")
+            .field("live_region", &self.sb.live)
+            .field("pages", &self.first.pages)
+            .field("torn_tail", &self.first.torn_tail)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `e` naming the file of `dev` when it is one (`log.dat`): the log's
@@ -561,18 +361,21 @@ impl LogReader {
         let sb = Superblock::read(&dev, &layout, index_id, &mut pages_read)
             .map_err(|e| in_device_file(&dev, e))?;
         let layout = layout.with_chunk(sb.chunk_pages);
-        let s = scan(&dev, &layout, &sb).map_err(|e| in_device_file(&dev, e))?;
+        let first = first_pass(&dev, &layout, &sb, sb.format.restart_rule(), held_bytes())
+            .map_err(|e| in_device_file(&dev, e))?;
+        // Tests look at the records: those held, or the region read again.
+        #[cfg(test)]
+        let records = match &first.region {
+            super::passes::Region::Held(records) => records.clone(),
+            super::passes::Region::Streamed => scan(&dev, &layout, &sb)?,
+        };
         Ok(LogReader {
-            records: s.records,
-            torn_tail: s.torn_tail,
-            #[cfg(test)]
-            live_region: sb.live,
-            #[cfg(test)]
-            pages: s.pages,
-            #[cfg(test)]
+            first,
+            dev,
             layout,
-            lsn_floor: sb.lsn_floor,
-            format: sb.format,
+            sb,
+            #[cfg(test)]
+            records,
             region_bytes: layout.capacity_bytes(),
         })
     }
@@ -603,12 +406,13 @@ impl LogReader {
     }
 
     /// What restart would recover from this log (nothing is written).
-    /// An index opened read-only refuses a log whose recovery has records to replay.
-    pub fn recover(self) -> super::Recovered {
-        let torn = self.torn_tail;
-        let mut r = super::recover_log(self.records, self.format);
-        r.torn_tail = torn;
-        r
+    pub fn recover(self) -> Result<super::Recovered> {
+        let read = std::cell::Cell::new(0);
+        let (dev, layout, sb) = (&self.dev, &self.layout, &self.sb);
+        let mut r = recover_region(self.first, dev, layout, sb, &read)
+            .map_err(|e| in_device_file(dev, e))?;
+        r.format = sb.format;
+        Ok(r)
     }
 
     /// Number of whole records.
@@ -620,37 +424,36 @@ impl LogReader {
     /// True when a record cut short by a crash was found (and ignored) at the end.
     #[cfg(test)]
     pub fn torn_tail(&self) -> bool {
-        self.torn_tail
+        self.first.torn_tail
     }
 
     /// The live region (0 or 1).
     #[cfg(test)]
     pub fn live_region(&self) -> u8 {
-        self.live_region
+        self.sb.live
     }
 
     /// Valid pages in the live region.
     #[cfg(test)]
     pub fn pages(&self) -> u64 {
-        self.pages
+        self.first.pages
     }
 
     /// The horizon of the live epoch, as [`Log::open`](super::Log::open)
     /// would compute it: node pages must not carry LSNs in it.
     pub fn horizon(&self) -> super::LsnHorizon {
-        let last = self.records.iter().map(|r| r.lsn).max().unwrap_or(0);
         super::LsnHorizon::of_epoch(
-            self.lsn_floor,
-            last,
+            self.sb.lsn_floor,
+            self.first.survival.last_lsn(),
             self.region_bytes,
-            self.format.framing(),
+            self.sb.format.framing(),
         )
     }
 
     /// The log's format.
     #[cfg(test)]
     pub fn format(&self) -> super::LogFormat {
-        self.format
+        self.sb.format
     }
 
 }

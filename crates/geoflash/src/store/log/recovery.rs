@@ -4,7 +4,7 @@
 //! Both papers scan the log newest-first, collect the pages of FLUSH records,
 //! push every other record whose page is not among them on a stack, and pop
 //! the stack into the buffer and a new log, which restores the original order.
-//! [`recover`] does the same and adds what crash safety needs:
+//! Recovery applies the same rules and adds what crash safety needs:
 //!
 //! - **Incomplete operations.** A record of an operation (`op != NO_OP`) whose
 //!   COMMIT is not in the log (the newest-first scan meets the COMMIT before
@@ -42,18 +42,22 @@
 //! before it, which makes every FLUSH true, and images the pages again
 //! after it (the new epoch holds no image of them).
 //!
+//! The rules are stated here as the papers scan, newest first (the test
+//! oracle keeps that scan); compaction, restart and the read-only reader
+//! apply them in two forward passes that hold no record (`survival`), and
+//! read a long region again for each pass (`passes`).
+//!
 //! Compaction writes exactly the survivors; therefore recovering a compacted
 //! log followed by more records gives the same survivors as recovering the
 //! uncompacted log followed by the same records, provided compaction runs
 //! between operations (the store contract: flushes and compactions happen
 //! only there).
-use std::collections::HashSet;
-
-use crate::storage::PageId;
 use crate::store::OpId;
 
-use super::record::{Record, RecordKind};
-use super::{LogFormat, Lsn, PayloadCodec, NO_OP};
+use super::record::Record;
+#[cfg(test)]
+use super::survival::Survival;
+use super::{LogFormat, Lsn, PayloadCodec};
 
 /// What restart recovered from a log.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -79,7 +83,7 @@ pub struct Recovered {
     /// The scan ended in a torn record (set by the log; `recover` itself leaves it false).
     pub torn_tail: bool,
     /// The log's format, which tells how its payloads are encoded (set by
-    /// [`recover_log`]; [`recover`] and [`recover_with`] leave the default).
+    /// restart and the read-only reader; the test helpers leave the default).
     pub format: LogFormat,
 }
 
@@ -104,148 +108,37 @@ pub enum FlushRule {
 
 /// Computes the survivors of `records` (oldest first) with
 /// [`FlushRule::Obsolete`]. See the [module docs](self).
+#[cfg(test)]
 pub fn recover(records: Vec<Record>) -> Recovered {
     recover_with(records, FlushRule::Obsolete)
 }
 
 /// Restart of a log of `format`: the survivors of `records` (oldest first)
 /// under the format's [`FlushRule`], with the format noted.
+#[cfg(test)]
 pub fn recover_log(records: Vec<Record>, format: LogFormat) -> Recovered {
     let mut r = recover_with(records, format.restart_rule());
     r.format = format;
     r
 }
 
-/// Pages with a complete record (NEW or PAGE_IMAGE) that restart keeps:
-/// after the newest CHECKPOINT, of no operation or of a committed one.
-fn imaged_pages(records: &[Record]) -> HashSet<PageId> {
-    let tail = records
-        .iter()
-        .rposition(|r| r.kind == RecordKind::Checkpoint)
-        .map_or(records, |i| records.get(i..).unwrap_or(&[]));
-    let committed: HashSet<OpId> = tail
-        .iter()
-        .filter(|r| r.kind == RecordKind::Commit)
-        .map(|r| r.op)
-        .collect();
-    tail.iter()
-        .filter(|r| matches!(r.kind, RecordKind::New | RecordKind::PageImage))
-        .filter(|r| r.op == NO_OP || committed.contains(&r.op))
-        .map(|r| r.page)
-        .collect()
-}
-
-/// Computes the survivors of `records` (oldest first) under `rule`. See the [module docs](self).
+/// Computes the survivors of `records` (oldest first) under `rule`, in
+/// the two forward passes of [`Survival`]. See the [module docs](self).
+#[cfg(test)]
 pub fn recover_with(records: Vec<Record>, rule: FlushRule) -> Recovered {
-    let mut out = Recovered {
-        scanned: records.len() as u64,
-        ..Recovered::default()
-    };
-    out.last_lsn = records.iter().map(|r| r.lsn).max().unwrap_or(0);
-    out.max_op = records.iter().map(|r| r.op).max().unwrap_or(NO_OP);
-
-    let mut flushed: HashSet<PageId> = HashSet::new();
-    let mut complete: HashSet<PageId> = HashSet::new();
-    let mut committed: HashSet<OpId> = HashSet::new();
-    let mut ops_kept: HashSet<OpId> = HashSet::new();
-    let mut incomplete: Vec<OpId> = Vec::new();
-    let mut meta_kept = false;
-    // Newest-first stack of survivors (COMMITs tentatively).
-    let mut stack: Vec<Record> = Vec::new();
-    let mut newest_commit: Option<Lsn> = None;
-    let imaged = match rule {
-        FlushRule::Obsolete => HashSet::new(),
-        FlushRule::KeepFromImage => imaged_pages(&records),
-    };
-
-    let mut iter = records.into_iter().rev();
-    for rec in iter.by_ref() {
-        match rec.kind {
-            RecordKind::Checkpoint => {
-                stack.push(rec);
-                break;
-            }
-            RecordKind::Flush => {
-                match rec.flushed_pages() {
-                    Ok(pages) => flushed.extend(pages.into_iter().filter(|p| !imaged.contains(p))),
-                    Err(_) => {
-                        // A FLUSH whose page list does not parse cannot make anything
-                        // obsolete; keeping older records is the safe side.
-                        tracing::warn!(
-                            lsn = rec.lsn,
-                            "FLUSH record with a malformed page list ignored"
-                        );
-                    }
-                }
-                out.obsolete += 1;
-            }
-            RecordKind::Commit => {
-                committed.insert(rec.op);
-                if newest_commit.is_none() {
-                    newest_commit = Some(rec.lsn);
-                    out.last_committed_op = Some(rec.op);
-                }
-                stack.push(rec);
-            }
-            RecordKind::Client => {
-                // A front end's frames: kept with their operation, never
-                // made obsolete by a FLUSH (they concern no page).
-                if rec.op != NO_OP && !committed.contains(&rec.op) {
-                    if !incomplete.contains(&rec.op) {
-                        incomplete.push(rec.op);
-                    }
-                    out.incomplete += 1;
-                    continue;
-                }
-                ops_kept.insert(rec.op);
-                stack.push(rec);
-            }
-            RecordKind::Meta
-            | RecordKind::New
-            | RecordKind::Mod
-            | RecordKind::Del
-            | RecordKind::PageImage => {
-                if rec.op != NO_OP && !committed.contains(&rec.op) {
-                    if !incomplete.contains(&rec.op) {
-                        incomplete.push(rec.op);
-                    }
-                    out.incomplete += 1;
-                    continue;
-                }
-                let keep = if rec.kind == RecordKind::Meta {
-                    !std::mem::replace(&mut meta_kept, true)
-                } else {
-                    !flushed.contains(&rec.page) && !complete.contains(&rec.page)
-                };
-                if !keep {
-                    out.obsolete += 1;
-                    continue;
-                }
-                if matches!(rec.kind, RecordKind::New | RecordKind::PageImage) {
-                    complete.insert(rec.page);
-                }
-                ops_kept.insert(rec.op);
-                stack.push(rec);
-            }
-        }
+    let mut pass = Survival::new(rule);
+    for rec in &records {
+        pass.learn(rec);
     }
-    out.obsolete += iter.count() as u64;
-
-    // Pop the stack: original order. Decide COMMITs now that all survivors are known.
-    let mut kept = Vec::with_capacity(stack.len());
-    while let Some(rec) = stack.pop() {
-        if rec.kind == RecordKind::Commit {
-            if ops_kept.contains(&rec.op) && rec.op != NO_OP {
-                out.committed_ops.push(rec.op);
-            } else if newest_commit != Some(rec.lsn) {
-                out.obsolete += 1;
-                continue;
-            }
-        }
-        kept.push(rec);
-    }
-    incomplete.reverse();
-    out.incomplete_ops = incomplete;
+    let mut survivors = pass.survivors();
+    let kept: Vec<Record> = records
+        .into_iter()
+        .filter(|rec| survivors.keep(rec))
+        .collect();
+    let mut out = survivors.finish();
     out.records = kept;
     out
 }
+
+#[cfg(test)]
+mod oracle;

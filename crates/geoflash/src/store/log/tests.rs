@@ -1395,7 +1395,7 @@ fn log_in_its_own_file() {
         "op 9 was never synced"
     );
     let reader = LogReader::open(open(), 0, LOG_PAGES, INDEX).unwrap();
-    let again = reader.recover();
+    let again = reader.recover().unwrap();
     assert_eq!(again.records, r.records);
 }
 
@@ -1728,7 +1728,7 @@ fn a_log_in_its_own_file_gives_back_what_it_no_longer_holds() {
             assert!(after_restart <= 2 + 200, "{what}: {after_restart} pages");
         }
         let reader = LogReader::open(open(), 0, PAGES, INDEX).unwrap();
-        assert_eq!(reader.recover().committed_ops, (2001..=2100).collect::<Vec<_>>(), "{what}");
+        assert_eq!(reader.recover().unwrap().committed_ops, (2001..=2100).collect::<Vec<_>>(), "{what}");
     }
 }
 
@@ -1764,4 +1764,37 @@ fn every_region_page_is_reserved_before_it_is_written() {
     assert!(dev.writes.lock().unwrap().len() > 60);
     let unreserved = dev.unreserved.lock().unwrap();
     assert!(unreserved.is_empty(), "pages written without room: {unreserved:?}");
+}
+
+/// Opens the log on `dev` and what its reader would recover.
+fn reopen(dev: Arc<MemDevice>, cfg: LogConfig) -> (Recovered, Recovered, u64, u64) {
+    let read_only = LogReader::open(dev.clone(), 0, LOG_PAGES, INDEX)
+        .unwrap()
+        .recover()
+        .unwrap();
+    let (log, r) = Log::open(dev, 0, LOG_PAGES, cfg).unwrap();
+    (read_only, r, log.records(), log.used_bytes())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+
+    // A region too long to hold is read again by each pass of compaction
+    // and restart (`passes`): what they keep and write is the same.
+    #[test]
+    fn streamed_passes_keep_and_write_what_held_passes_do(seed in any::<u64>(), len in 1usize..40) {
+        for format in [LogFormat::PerChange, LogFormat::Compact] {
+            let (durability, actions) = script(seed, len);
+            let cfg = config(durability).with_format(format);
+            let held = mem();
+            let (a, _, e1) = run_as(held.clone(), cfg, &actions);
+            let streamed = mem();
+            let (b, _, e2) = passes::hold_at_most(0, || run_as(streamed.clone(), cfg, &actions));
+            prop_assert_eq!(e1.map(|e| e.to_string()), e2.map(|e| e.to_string()));
+            prop_assert_eq!(a, b);
+            let want = reopen(held, cfg);
+            let got = passes::hold_at_most(0, || reopen(streamed, cfg));
+            prop_assert_eq!(got, want, "{:?}", format);
+        }
+    }
 }

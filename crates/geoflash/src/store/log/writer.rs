@@ -1,16 +1,19 @@
 //! [`Log`]: appending records, group commit, flush and sync, capacity,
 //! compaction and restart. See the [module docs](super) for the layout.
+use std::borrow::Cow;
+use std::cell::Cell;
 use std::time::Instant;
 
 use crate::storage::PageId;
 use crate::store::OpId;
 use crate::{Error, Result};
 
-use super::reader::{in_device_file, scan};
+use super::passes::{first_pass, recover_region, RegionEncoder, RegionFormat, held_bytes};
+use super::reader::in_device_file;
 use super::seal::BatchXor;
 use super::record::{data_per_page, encode_page, HeaderDeltas, PageHeader, Record, RecordKind};
-use super::recovery::{recover, recover_log, Recovered};
-use super::superblock::{Base, Superblock};
+use super::recovery::{FlushRule, Recovered};
+use super::superblock::Superblock;
 use super::{
     Durability, LogConfig, LogLayout, LogStats, Lsn, LsnHorizon, SharedDevice, NO_OP,
     SUPERBLOCK_PAGES,
@@ -23,6 +26,15 @@ const WRITE_BATCH_PAGES: usize = 16;
 /// The least room [`Log::reserve_ahead`] keeps reserved past the write
 /// position: 1 MiB of pages.
 const RESERVE_AHEAD_BYTES: u64 = 1 << 20;
+
+/// The survivors a rewrite writes, oldest first (an iterator it may ask
+/// for twice).
+type Survivors<'a> = Box<dyn Iterator<Item = Result<Cow<'a, Record>>> + 'a>;
+
+/// Records held in memory as a rewrite's survivors.
+fn held(records: &[Record]) -> Survivors<'_> {
+    Box::new(records.iter().map(|r| Ok(Cow::Borrowed(r))))
+}
 
 /// What a compaction did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -179,7 +191,7 @@ impl Log {
     }
 
     /// Opens the log in pages `first_page .. first_page + pages` of `dev` and
-    /// runs restart: scans it, computes the survivors ([`recover`]), writes them
+    /// runs restart: scans it, computes the survivors ([`super::recovery`]), writes them
     /// to the other region and switches to it. Returns the log, ready to append,
     /// and what was recovered (to replay into the store's buffer).
     ///
@@ -218,10 +230,17 @@ impl Log {
         let layout = layout.with_chunk(sb.chunk_pages);
         let mut log = Log::new_state(dev, layout, config, sb);
         log.stats.pages_read += pages_read;
-        let s = scan(&log.dev, &log.layout, &log.sb).map_err(|e| in_device_file(&log.dev, e))?;
-        log.stats.pages_read += s.pages_read;
-        let mut rec = recover_log(s.records, log.sb.format);
-        rec.torn_tail = s.torn_tail;
+        let rule = log.sb.format.restart_rule();
+        let (dev, layout, sb) = (log.dev.clone(), log.layout, log.sb.clone());
+        let read = Cell::new(0);
+        let first = first_pass(&dev, &layout, &sb, rule, held_bytes())
+            .map_err(|e| in_device_file(&dev, e))?;
+        let valid_pages = first.pages;
+        log.stats.pages_read += first.pages_read;
+        let mut rec =
+            recover_region(first, &dev, &layout, &sb, &read).map_err(|e| in_device_file(&dev, e))?;
+        log.stats.pages_read += read.get();
+        rec.format = log.sb.format;
         let horizon = LsnHorizon::of_epoch(
             log.sb.lsn_floor,
             rec.last_lsn,
@@ -236,8 +255,8 @@ impl Log {
         log.last_commit = rec.last_committed_op.map(|op| (0, op));
         log.durable_op = rec.last_committed_op;
         // The old region's valid pages are trimmed after the switch.
-        log.next_pos = s.pages;
-        log.rewrite(&rec.records)?;
+        log.next_pos = valid_pages;
+        log.rewrite(|| held(&rec.records))?;
         Ok((log, rec))
     }
 
@@ -833,7 +852,7 @@ impl Log {
         }
         self.next_lsn = lsn + records.len() as u64;
         self.last_lsn = self.next_lsn - 1;
-        self.rewrite(&records)?;
+        self.rewrite(|| held(&records))?;
         if let (Some(op), true) = (newest, newest != committed) {
             // The unlogged operations are durable with the new epoch.
             self.last_commit = Some((lsn + 1, op));
@@ -843,7 +862,7 @@ impl Log {
     }
 
     /// Compaction (Algorithm 7 without reinsertion, FAST's log compaction):
-    /// syncs, scans the live region, keeps the survivors ([`recover`]), writes
+    /// syncs, scans the live region, keeps the survivors ([`super::recovery`]), writes
     /// them to the other region and switches with one superblock write. Runs
     /// between operations only: an [`Error::InvalidInput`] while an operation
     /// is open. [`Error::DeviceFull`] (the log unchanged) when the survivors do
@@ -856,13 +875,23 @@ impl Log {
         }
         self.sync()?;
         let (records_before, bytes_before) = (self.records_live, self.record_bytes);
-        let s = self.guard(|log| {
-            let s = scan(&log.dev, &log.layout, &log.sb)?;
-            log.stats.pages_read += s.pages_read;
-            Ok(s)
+        let (dev, layout, sb) = (self.dev.clone(), self.layout, self.sb.clone());
+        let first = self.guard(|log| {
+            let first = first_pass(&dev, &layout, &sb, FlushRule::Obsolete, held_bytes())?;
+            log.stats.pages_read += first.pages_read;
+            Ok(first)
         })?;
-        let rec = recover(s.records);
-        self.rewrite(&rec.records)?;
+        let read = Cell::new(0);
+        let result = self.rewrite(|| {
+            let mut keep = first.survival.survivors();
+            Box::new(
+                first
+                    .records(&dev, &layout, &sb, &read)
+                    .filter(move |r| r.as_ref().map_or(true, |r| keep.keep(r))),
+            )
+        });
+        self.stats.pages_read += read.get();
+        result?;
         Ok(CompactReport {
             records_before,
             records_after: self.records_live,
@@ -878,43 +907,39 @@ impl Log {
         Ok(())
     }
 
-    /// Writes `records` (with their LSNs) as the content of the other region
-    /// and switches to it. Everything appended before must be durable. A
-    /// leading CHECKPOINT that fits the superblock (and a lone COMMIT after
-    /// it) becomes the new superblock's base ([`split_base`]); when nothing
-    /// else is left, the switch is a single superblock write of a fresh epoch.
-    fn rewrite(&mut self, records: &[Record]) -> Result<()> {
-        let encoded;
-        let records = if self.sb.entry_refs {
-            // Scans resolved the references; the new region holds its own.
-            encoded = super::entry_refs::encode_region(records, self.sb.format.payload_codec())?;
-            &encoded[..]
-        } else {
-            records
+    /// Writes the records `survivors` gives (with their LSNs, oldest first)
+    /// as the content of the other region and switches to it; `survivors`
+    /// is called twice, to count the region's bytes before anything is
+    /// written and to write them ([`RegionEncoder`]). Everything appended
+    /// before must be durable. A leading CHECKPOINT that fits the
+    /// superblock (and a lone COMMIT after it) becomes the new superblock's
+    /// base; when nothing else is left, the switch is a single superblock
+    /// write of a fresh epoch.
+    fn rewrite<'a>(&mut self, mut survivors: impl FnMut() -> Survivors<'a>) -> Result<()> {
+        let format = RegionFormat {
+            framing: self.sb.format.framing(),
+            entry_refs: self.sb.entry_refs.then(|| self.sb.format.payload_codec()),
+            page_size: self.layout.page_size,
         };
-        let (base, rest) = split_base(records, self.layout.page_size);
-        let mut stream = Vec::new();
-        let framing = self.sb.format.framing();
-        let mut deltas = HeaderDeltas::default();
-        for r in rest {
-            if self.sb.entry_refs {
-                r.encode_compact_as(deltas.encode_next(r), &mut stream)?;
-            } else {
-                r.encode_framed(framing, &mut stream)?;
-            }
+        let mut count = RegionEncoder::new(format);
+        let mut sink = Vec::new();
+        for rec in survivors() {
+            count.push(&*rec?, &mut sink)?;
+            sink.clear();
         }
-        let pages = stream.len().div_ceil(self.data_per_page()) as u64;
+        count.finish(&mut sink)?;
+        let bytes = count.bytes;
+        let pages = bytes.div_ceil(self.data_per_page() as u64);
         if pages + self.seal_room() > self.layout.region_pages() {
             return Err(Error::DeviceFull(format!(
-                "log compaction cannot free enough: {} bytes of surviving records exceed the region's {} bytes; flush pages first",
-                stream.len(),
+                "log compaction cannot free enough: {bytes} bytes of surviving records exceed the region's {} bytes; flush pages first",
                 self.capacity_bytes()
             )));
         }
         self.guard(|log| {
             let old_region = log.sb.live;
             let old_pages = log.next_pos;
-            if stream.is_empty() {
+            if bytes == 0 {
                 // 1'. An empty epoch: nothing is written to it before the switch,
                 //     so reserving and switching are one superblock write.
                 log.sb.epoch_high += 1;
@@ -936,10 +961,27 @@ impl Log {
             log.reserved_pos = 0;
             log.durable_pos = 0;
             log.batch.clear();
-            for chunk in stream.chunks(WRITE_BATCH_PAGES * log.data_per_page()) {
+            let batch = WRITE_BATCH_PAGES * log.data_per_page();
+            let mut enc = RegionEncoder::new(format);
+            let mut stream = Vec::new();
+            for rec in survivors() {
+                enc.push(&*rec?, &mut stream)?;
+                while stream.len() >= batch {
+                    log.write_pages(stream.get(..batch).unwrap_or(&[]))?;
+                    stream.drain(..batch);
+                }
+            }
+            let base = enc.finish(&mut stream)?;
+            for chunk in stream.chunks(batch) {
                 log.write_pages(chunk)?;
             }
-            if !stream.is_empty() {
+            if enc.bytes != bytes {
+                return Err(Error::invalid(format!(
+                    "log compaction: the survivors took {bytes} bytes when counted and {} when written",
+                    enc.bytes
+                )));
+            }
+            if bytes > 0 {
                 log.write_seal()?;
                 log.device_sync()?;
             }
@@ -960,11 +1002,11 @@ impl Log {
             log.reserve_mark = log.next_pos;
             log.durable_lsn = log.last_lsn;
             log.written_lsn = log.last_lsn;
-            log.record_bytes = stream.len() as u64;
-            log.deltas = deltas;
-            log.records_live = rest.len() as u64;
+            log.record_bytes = bytes;
+            log.deltas = enc.deltas();
+            log.records_live = enc.records;
             log.stats.compactions += 1;
-            log.stats.records_rewritten += records.len() as u64;
+            log.stats.records_rewritten += enc.given;
             // 4. Release the old region's pages (best effort: not needed
             //    for correctness), its last seal included.
             let old_pages = (old_pages + u64::from(log.sb.sealed && old_pages > 0))
@@ -1007,30 +1049,5 @@ impl Log {
         if let Err(e) = self.dev.shorten(keep) {
             tracing::warn!("the log's file could not be cut after its page {keep}: {e}");
         }
-    }
-}
-
-/// Splits survivors into the superblock's base and the records for the
-/// region: a leading CHECKPOINT whose payload fits the superblock goes to the
-/// base, with the COMMIT after it when that COMMIT is the only other record
-/// (the newest operation, kept so that its id survives).
-fn split_base(records: &[Record], page_size: usize) -> (Option<Base>, &[Record]) {
-    let Some((first, rest)) = records.split_first() else {
-        return (None, records);
-    };
-    if first.kind != RecordKind::Checkpoint || !Base::fits(first.payload.len(), page_size) {
-        return (None, records);
-    }
-    let mut base = Base {
-        checkpoint_lsn: first.lsn,
-        payload: first.payload.clone(),
-        commit: None,
-    };
-    match rest {
-        [c] if c.kind == RecordKind::Commit => {
-            base.commit = Some((c.op, c.lsn));
-            (Some(base), &[])
-        }
-        _ => (Some(base), rest),
     }
 }
