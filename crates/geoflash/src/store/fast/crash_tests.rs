@@ -461,6 +461,14 @@ tests_for!(campaign:
     crashes_recover_a_prefix_with_every_acknowledged_op_hilbert => IndexKind::Hilbert,
 );
 
+/// The R*-tree's campaign with every region of the log too long to hold:
+/// compaction and restart read it again for each pass
+/// (`store::log::passes`), and recover the same.
+#[test]
+fn crashes_recover_a_prefix_with_every_acknowledged_op_from_a_streamed_log() {
+    crate::store::log::passes::hold_at_most(0, || campaign(IndexKind::RStar));
+}
+
 #[test]
 fn torn_flushes_are_restored_from_their_page_images() {
     // Crash at every page write of a stretch of a run with a flush per few

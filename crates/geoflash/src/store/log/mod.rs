@@ -176,7 +176,7 @@ mod cursor;
 pub mod entry_refs;
 pub mod horizon;
 pub mod payload;
-mod passes;
+pub(crate) mod passes;
 pub mod placement;
 pub mod reader;
 pub mod record;
