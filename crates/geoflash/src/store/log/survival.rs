@@ -24,6 +24,12 @@
 //! - CLIENT survives with its operation; FLUSH never;
 //! - a COMMIT survives when a record of its operation survived, or when it
 //!   is the newest COMMIT.
+//!
+//! A store never reuses an operation id, and the rules agree with the
+//! newest-first scan on every such log (the oracle test). On a log with
+//! records of an operation after its COMMIT, which only damage could
+//! produce, the two may keep different COMMITs and, under
+//! [`FlushRule::KeepFromImage`], count such records' images differently.
 use std::collections::{HashMap, HashSet};
 
 use crate::storage::PageId;
@@ -40,6 +46,8 @@ struct Open {
     complete: Vec<(PageId, Lsn)>,
     /// Its newest META.
     meta: Option<Lsn>,
+    /// The LSN of its first record since its last COMMIT.
+    first: Lsn,
     /// The LSN of its newest record.
     last: Lsn,
 }
@@ -58,8 +66,6 @@ pub(crate) struct Survival {
     meta: Option<Lsn>,
     /// Operations with records after their newest COMMIT.
     open: HashMap<OpId, Open>,
-    /// Per operation: its newest COMMIT.
-    commits: HashMap<OpId, Lsn>,
     /// The newest COMMIT: its LSN and operation.
     newest_commit: Option<(Lsn, OpId)>,
     scanned: u64,
@@ -77,7 +83,6 @@ impl Survival {
             complete: HashMap::new(),
             meta: None,
             open: HashMap::new(),
-            commits: HashMap::new(),
             newest_commit: None,
             scanned: 0,
             last_lsn: 0,
@@ -98,7 +103,6 @@ impl Survival {
                 self.complete.clear();
                 self.meta = None;
                 self.open.clear();
-                self.commits.clear();
                 self.newest_commit = None;
             }
             RecordKind::Flush => match rec.flushed_pages() {
@@ -116,7 +120,6 @@ impl Survival {
             },
             RecordKind::Commit => {
                 self.newest_commit = Some((rec.lsn, rec.op));
-                self.commits.insert(rec.op, rec.lsn);
                 if let Some(open) = self.open.remove(&rec.op) {
                     for (page, lsn) in open.complete {
                         self.note_complete(page, lsn);
@@ -141,7 +144,10 @@ impl Survival {
                     }
                     return;
                 }
-                let open = self.open.entry(rec.op).or_default();
+                let open = self.open.entry(rec.op).or_insert_with(|| Open {
+                    first: rec.lsn,
+                    ..Open::default()
+                });
                 open.last = rec.lsn;
                 if is_complete {
                     open.complete.push((rec.page, rec.lsn));
@@ -165,9 +171,7 @@ impl Survival {
     /// Whether `rec` (not a COMMIT, CHECKPOINT or FLUSH) belongs to an
     /// operation no COMMIT follows.
     fn incomplete(&self, rec: &Record) -> bool {
-        rec.op != NO_OP
-            && self.open.contains_key(&rec.op)
-            && self.commits.get(&rec.op).is_none_or(|&c| c < rec.lsn)
+        rec.op != NO_OP && self.open.get(&rec.op).is_some_and(|o| rec.lsn >= o.first)
     }
 
     /// Whether page record `rec` of a committed operation survives.
