@@ -18,7 +18,8 @@
 //! - [`recovery`]: the restart/compaction algorithm shared by eFIND
 //!   (Algorithm 7) and FAST (Algorithm 5): the rules; `survival` and
 //!   `passes` apply them in forward passes whose memory does not grow with
-//!   the log (a live region above 16 MiB is read again by each pass);
+//!   the log (a live region above 16 MiB of decoded records is read again
+//!   by each pass, except in the papers' per-change format);
 //! - [`horizon`]: [`LsnHorizon`], the node-page LSNs that prove a
 //!   recovered log lost durable records (damage taken for a torn tail);
 //! - [`placement`]: [`LogPlacement`], where a store's log lives (the one

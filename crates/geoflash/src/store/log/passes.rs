@@ -5,8 +5,9 @@
 //! ([`super::survival`]) and write them to the other region. The first
 //! pass ([`first_pass`]) reads the region once through a
 //! [`RecordCursor`] and learns what decides survival; it keeps the
-//! decoded records too while they take at most [`HELD_BYTES`], so that a
-//! log of that size is read once, as before. A longer log is read again by
+//! decoded records too while they take at most [`HELD_BYTES`] (all of
+//! them for the papers' per-change format: [`held_bytes`]), so that a log
+//! of that size is read once, as before. A longer log is read again by
 //! each later pass, one record at a time: the survivors are then counted
 //! (their encoded bytes must fit a region before anything is written) and
 //! written by a [`RegionEncoder`] that encodes them one at a time, so that
@@ -23,17 +24,20 @@ use super::record::{Framing, HeaderDeltas, Record, RecordKind};
 use super::recovery::{FlushRule, Recovered};
 use super::superblock::{Base, Superblock};
 use super::survival::Survival;
-use super::{LogLayout, PayloadCodec, SharedDevice};
+use super::{LogFormat, LogLayout, PayloadCodec, SharedDevice};
 
 /// Decoded bytes of a live region (payloads and about [`RECORD_OVERHEAD`]
 /// a record) that compaction and restart hold in memory; a longer region
 /// is read again for each pass instead.
 pub(crate) const HELD_BYTES: usize = 16 << 20;
 
-/// [`HELD_BYTES`]; tests may lower it, for one thread
+/// What the first pass of a log of `format` holds: [`HELD_BYTES`], or
+/// for the papers' per-change format the whole region, as the papers'
+/// scan does (the seed workloads that reproduce them pin that format, and
+/// their log I/O stays the papers'). Tests may lower it, for one thread
 /// ([`hold_at_most`]) or for the process (`GEOFLASH_LOG_HELD_BYTES`, so
 /// that the crash campaigns can run with every region streamed).
-pub(crate) fn held_bytes() -> usize {
+pub(crate) fn held_bytes(format: LogFormat) -> usize {
     #[cfg(test)]
     {
         if let Some(n) = HELD_OVERRIDE.with(std::cell::Cell::get) {
@@ -46,7 +50,10 @@ pub(crate) fn held_bytes() -> usize {
             return n;
         }
     }
-    HELD_BYTES
+    match format {
+        LogFormat::PerChange => usize::MAX,
+        LogFormat::FirstImage | LogFormat::Compact => HELD_BYTES,
+    }
 }
 
 #[cfg(test)]

@@ -361,7 +361,7 @@ impl LogReader {
         let sb = Superblock::read(&dev, &layout, index_id, &mut pages_read)
             .map_err(|e| in_device_file(&dev, e))?;
         let layout = layout.with_chunk(sb.chunk_pages);
-        let first = first_pass(&dev, &layout, &sb, sb.format.restart_rule(), held_bytes())
+        let first = first_pass(&dev, &layout, &sb, sb.format.restart_rule(), held_bytes(sb.format))
             .map_err(|e| in_device_file(&dev, e))?;
         // Tests look at the records: those held, or the region read again.
         #[cfg(test)]

@@ -233,7 +233,7 @@ impl Log {
         let rule = log.sb.format.restart_rule();
         let (dev, layout, sb) = (log.dev.clone(), log.layout, log.sb.clone());
         let read = Cell::new(0);
-        let first = first_pass(&dev, &layout, &sb, rule, held_bytes())
+        let first = first_pass(&dev, &layout, &sb, rule, held_bytes(sb.format))
             .map_err(|e| in_device_file(&dev, e))?;
         let valid_pages = first.pages;
         log.stats.pages_read += first.pages_read;
@@ -877,7 +877,7 @@ impl Log {
         let (records_before, bytes_before) = (self.records_live, self.record_bytes);
         let (dev, layout, sb) = (self.dev.clone(), self.layout, self.sb.clone());
         let first = self.guard(|log| {
-            let first = first_pass(&dev, &layout, &sb, FlushRule::Obsolete, held_bytes())?;
+            let first = first_pass(&dev, &layout, &sb, FlushRule::Obsolete, held_bytes(sb.format))?;
             log.stats.pages_read += first.pages_read;
             Ok(first)
         })?;
