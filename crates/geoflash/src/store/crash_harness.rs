@@ -108,7 +108,8 @@ pub(crate) fn logged_image_levels(
         .recover()
         .unwrap()
         .records
-        .iter()
+        .all()
+        .into_iter()
         .filter(|r| r.kind == RecordKind::PageImage)
         .map(|r| {
             let header = crate::page::decode_header(&r.payload, Some(r.page)).unwrap();

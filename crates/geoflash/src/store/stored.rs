@@ -8,9 +8,10 @@ use std::sync::Arc;
 use crate::page::{self, Node};
 use crate::storage::{PageDevice, PageId};
 use crate::store::log::{
-    repair_corrupt_tail, Log, LogConfig, LogPlacement, LsnHorizon, RecordKind, Recovered,
+    repair_corrupt_tail, Log, LogConfig, LogPlacement, LsnHorizon, Record, RecordKind, Recovered,
     RecoveryMode, TailRepair,
 };
+use crate::store::placement::Placement;
 use crate::{Error, Result};
 
 /// Pages read per device batch by [`check_named_pages`].
@@ -46,18 +47,18 @@ fn check_named_pages(
     if *horizon == LsnHorizon::none() {
         return Ok(());
     }
-    let named: BTreeSet<PageId> = rec
-        .records
-        .iter()
-        .filter(|r| {
-            matches!(
-                r.kind,
-                RecordKind::New | RecordKind::Mod | RecordKind::Del | RecordKind::PageImage
-            )
-        })
-        .map(|r| r.page)
-        .filter(|&p| p > 0 && p < capacity)
-        .collect();
+    let mut named = BTreeSet::new();
+    for r in rec.records.iter() {
+        let r = r?;
+        if matches!(
+            r.kind,
+            RecordKind::New | RecordKind::Mod | RecordKind::Del | RecordKind::PageImage
+        ) && r.page > 0
+            && r.page < capacity
+        {
+            named.insert(r.page);
+        }
+    }
     let named: Vec<PageId> = named.into_iter().collect();
     let ps = device.page_size();
     let mut buf = vec![0u8; CHECK_BATCH.min(named.len()) * ps];
@@ -71,6 +72,88 @@ fn check_named_pages(
         }
     }
     Ok(())
+}
+
+/// Page images written back per device batch by [`ImageRestore`].
+const RESTORE_BATCH: usize = 256;
+
+/// Restart's first step in both logged stores: writes the page images
+/// among the surviving records back to the device (pages a crash may
+/// have torn), each to the tier of its level as a flush puts it, in
+/// device batches as the survivors come, and syncs at the end. An image
+/// that is not a page of the store is corruption.
+pub(crate) struct ImageRestore<'a> {
+    device: &'a dyn PageDevice,
+    placement: Placement,
+    capacity: u64,
+    ids: Vec<PageId>,
+    data: Vec<u8>,
+    restored: u64,
+}
+
+impl<'a> ImageRestore<'a> {
+    /// Restores to the node pages below `capacity` of `device`, placed by
+    /// `placement`.
+    pub fn new(device: &'a dyn PageDevice, placement: Placement, capacity: u64) -> Self {
+        ImageRestore {
+            device,
+            placement,
+            capacity,
+            ids: Vec::new(),
+            data: Vec::new(),
+            restored: 0,
+        }
+    }
+
+    /// Writes `rec` back when it is a PAGE_IMAGE record (true), or leaves it
+    /// (false).
+    pub fn offer(&mut self, rec: &Record) -> Result<bool> {
+        if rec.kind != RecordKind::PageImage {
+            return Ok(false);
+        }
+        let ps = self.device.page_size();
+        if rec.payload.len() != ps || rec.page == 0 || rec.page >= self.capacity {
+            return Err(Error::corrupt(
+                Some(rec.page),
+                format!(
+                    "log record {}: a page image of {} bytes for page {} does not fit this store of {} pages",
+                    rec.lsn,
+                    rec.payload.len(),
+                    rec.page,
+                    self.capacity
+                ),
+            ));
+        }
+        self.ids.push(rec.page);
+        self.data.extend_from_slice(&rec.payload);
+        if self.ids.len() >= RESTORE_BATCH {
+            self.write()?;
+        }
+        Ok(true)
+    }
+
+    fn write(&mut self) -> Result<()> {
+        let ps = self.device.page_size();
+        let images = self.ids.iter().copied().zip(self.data.chunks_exact(ps));
+        self.placement.hint_images(self.device, images)?;
+        self.device.write_batch(&self.ids, &self.data)?;
+        self.restored += self.ids.len() as u64;
+        self.ids.clear();
+        self.data.clear();
+        Ok(())
+    }
+
+    /// Writes the last batch and syncs (when anything was restored): the
+    /// number of pages restored.
+    pub fn finish(mut self) -> Result<u64> {
+        if !self.ids.is_empty() {
+            self.write()?;
+        }
+        if self.restored > 0 {
+            self.device.sync()?;
+        }
+        Ok(self.restored)
+    }
 }
 
 /// What restart opened for a logged store ([`open_log`]).

@@ -754,6 +754,7 @@ fn a_torn_page_imaged_at_an_earlier_flush_of_the_epoch_is_rebuilt() {
         assert!(
             !old_rule
                 .records
+                .all()
                 .iter()
                 .any(|r| r.kind == RecordKind::PageImage && r.page == *v),
             "page {v}"

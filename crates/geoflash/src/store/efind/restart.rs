@@ -7,14 +7,15 @@ use super::records::{CheckpointState, MetaState};
 use super::{parse_identity, EfindConfig, EfindStore, FORMAT};
 use crate::storage::overlay::ImageOverlay;
 use crate::storage::{PageDevice, PageId};
+use crate::store::log::Recovered;
 use crate::store::alloc::PageAllocator;
 use crate::store::header::Header;
 use crate::store::log::{
-    needs_replay, ClientLog, Log, LogConfig, LogPlacement, LogReader, Record, RecordKind, RecoveredClient,
+    needs_replay, ClientLog, Log, LogConfig, LogPlacement, LogReader, RecordKind, RecoveredClient,
     TailRepair,
 };
 use crate::store::placement::Placement;
-use crate::store::stored::open_log;
+use crate::store::stored::{open_log, ImageRestore};
 use crate::store::TreeMeta;
 use crate::{Error, Result};
 
@@ -71,69 +72,104 @@ fn resolves_automatically(
             .is_ok_and(|p| (p.first_page, p.pages) == (log.first_page, log.pages))
 }
 
-/// Writes the page images among `records` back to `device` (each to the
-/// tier of its level, as a flush puts it) and syncs: the number of pages
-/// restored. An image that does not fit a store of `cap` pages is
-/// corruption.
-fn restore_images(
-    device: &dyn PageDevice,
-    records: &[Record],
-    cap: u64,
-    placement: &Placement,
-) -> Result<u64> {
-    let ps = device.page_size();
-    let images: Vec<&Record> = records
-        .iter()
-        .filter(|r| r.kind == RecordKind::PageImage)
-        .collect();
-    if images.is_empty() {
-        return Ok(0);
-    }
-    let mut ids = Vec::with_capacity(images.len());
-    let mut data = Vec::with_capacity(images.len() * ps);
-    for r in &images {
-        if r.payload.len() != ps || r.page == 0 || r.page >= cap {
-            return Err(Error::corrupt(
-                Some(r.page),
-                format!(
-                    "log record {}: a page image of {} bytes for page {} does not fit this store",
-                    r.lsn,
-                    r.payload.len(),
-                    r.page
-                ),
-            ));
-        }
-        ids.push(r.page);
-        data.extend_from_slice(&r.payload);
-    }
-    placement.hint_images(device, ids.iter().copied().zip(data.chunks_exact(ps)))?;
-    device.write_batch(&ids, &data)?;
-    device.sync()?;
-    Ok(ids.len() as u64)
-}
-
-/// A front end's frames since the checkpoint (of client generation
-/// `generation`) among `records`, on a log that holds them (read-only,
-/// `log` is `None`: one whose checkpoint names a generation or that holds
-/// CLIENT records).
+/// A front end's client log after a restart that found `found` (the
+/// frames since the checkpoint of client generation `found.generation`;
+/// `saw_client`: CLIENT records among the survivors), on a log that
+/// holds them (read-only, `log` is `None`: one whose checkpoint names a
+/// generation or that holds CLIENT records).
 fn restored_client(
     log: Option<&Log>,
-    generation: Option<u64>,
-    records: &[Record],
-) -> Result<Option<ClientLog>> {
+    found: RecoveredClient,
+    saw_client: bool,
+) -> Option<ClientLog> {
     let client = match log {
         Some(l) => l.client_frames(),
-        None => generation.is_some() || records.iter().any(|r| r.kind == RecordKind::Client),
+        None => found.generation.is_some() || saw_client,
     };
-    if !client {
-        return Ok(None);
-    }
-    let found = RecoveredClient::collect(generation, records)?;
     let room = log.map_or(0, |l| l.capacity_bytes() / 4);
-    Ok(Some(ClientLog::restarted(found).with_room(room)))
+    client.then(|| ClientLog::restarted(found).with_room(room))
+}
+
+/// What restart's walk of the survivors found ([`EfindStore::replay`]).
+struct Walk {
+    /// The newest checkpoint's state (the header's when none survived).
+    checkpoint: CheckpointState,
+    /// The newest META record's state.
+    meta: Option<MetaState>,
+    /// Above every page a NEW record created.
+    next_page: PageId,
+    /// Some record needed replay.
+    replayed: bool,
+    /// Changes replayed into the write buffer.
+    changes: u64,
+    /// Page images written back.
+    pages_restored: u64,
+    /// A front end's frames, and whether any CLIENT record survived.
+    client: RecoveredClient,
+    saw_client: bool,
 }
 
 impl EfindStore {
+    /// Restart's one walk of the survivors of `rec`, oldest first: the
+    /// newest checkpoint's state (from `checkpoint`, the header's, on),
+    /// the changes since replayed into the write buffer, the page images
+    /// written back to `device` (torn-write repair; a store of `cap`
+    /// pages) and a front end's frames collected.
+    fn replay(
+        &mut self,
+        rec: &Recovered,
+        checkpoint: CheckpointState,
+        device: &dyn PageDevice,
+        cap: u64,
+    ) -> Result<Walk> {
+        let mut walk = Walk {
+            checkpoint,
+            meta: None,
+            next_page: 1,
+            replayed: false,
+            changes: 0,
+            pages_restored: 0,
+            client: RecoveredClient::default(),
+            saw_client: false,
+        };
+        let mut images = ImageRestore::new(device, self.placement, cap);
+        let codec = rec.payload_codec();
+        self.wb.begin_replay();
+        for r in rec.records.iter() {
+            let r = r?;
+            walk.replayed |= needs_replay(&r);
+            match r.kind {
+                RecordKind::Checkpoint => walk.checkpoint = codec.decode_checkpoint(&r)?,
+                RecordKind::New => {
+                    let (level, entries) = codec.decode_new(&r)?;
+                    self.wb.create(r.page, level, &entries);
+                    walk.next_page = walk.next_page.max(r.page.saturating_add(1));
+                }
+                RecordKind::Mod => {
+                    let (level, changes) = codec.decode_mod(&r)?;
+                    self.wb.modify(r.page, level, &changes);
+                }
+                RecordKind::Del => {
+                    let level = codec.decode_del(&r)?;
+                    self.wb.delete(r.page, level);
+                }
+                RecordKind::Meta => walk.meta = Some(codec.decode_meta(&r)?),
+                RecordKind::PageImage => {
+                    images.offer(&r)?;
+                    self.wb.remove(r.page);
+                }
+                RecordKind::Client => walk.saw_client |= walk.client.add(&r)?,
+                RecordKind::Commit | RecordKind::Flush => {}
+            }
+            if needs_replay(&r) && r.kind != RecordKind::PageImage {
+                walk.changes += 1;
+            }
+        }
+        self.wb.finish_replay();
+        walk.pages_restored = images.finish()?;
+        Ok(walk)
+    }
+
     /// The allocator after a restart, pages `1 .. next_page` in use or
     /// free: from the checkpoint's free list `free` when nothing was
     /// `replayed`, else from the pages reachable from the root (buffered
@@ -177,11 +213,11 @@ impl EfindStore {
         let log_config = LogConfig::new(index_id).with_durability(config.durability);
         let mut repair = TailRepair::default();
         let mut device = device;
-        let (log, rec, horizon) = if read_only {
+        let (mut log, rec, horizon) = if read_only {
             let reader = LogReader::open(place.device.clone(), first_page, pages, index_id)?;
             let horizon = reader.horizon();
             let rec = reader.recover()?;
-            if rec.records.iter().any(needs_replay) {
+            if rec.records.any(needs_replay)? {
                 // Replayed as a writer would, through a view that keeps the
                 // page images in memory: the files stay as they are.
                 device = Arc::new(ImageOverlay::new(device));
@@ -194,10 +230,11 @@ impl EfindStore {
         };
         let mut report = RestartReport::from_recovered(&rec);
         report.add_tail_repair(&repair);
-        // 1. Torn-write repair: write the surviving page images back.
-        report.pages_restored = restore_images(device.as_ref(), &rec.records, cap, &placement)?;
-        // 2. The state of the newest checkpoint, then the later records.
-        let mut ck = CheckpointState {
+        // 1. The state of the newest checkpoint, then the later records,
+        //    in one walk of the survivors that also writes their page
+        //    images back (torn-write repair) and collects a front end's
+        //    frames.
+        let ck = CheckpointState {
             last_op: hdr.lsn,
             meta: MetaState {
                 meta: hdr.meta.clone(),
@@ -207,7 +244,7 @@ impl EfindStore {
             client_generation: None,
         };
         let mut store = Self::assemble(
-            device,
+            Arc::clone(&device),
             config,
             PageAllocator::new(1, cap)?,
             TreeMeta::default(),
@@ -216,37 +253,11 @@ impl EfindStore {
         )?;
         store.placement = placement;
         store.horizon = horizon;
-        let mut meta: Option<MetaState> = None;
-        let mut next_page: PageId = 1;
-        store.wb.begin_replay();
-        for r in &rec.records {
-            match r.kind {
-                RecordKind::Checkpoint => ck = rec.payload_codec().decode_checkpoint(r)?,
-                RecordKind::New => {
-                    let (level, entries) = rec.payload_codec().decode_new(r)?;
-                    store.wb.create(r.page, level, &entries);
-                    next_page = next_page.max(r.page.saturating_add(1));
-                }
-                RecordKind::Mod => {
-                    let (level, changes) = rec.payload_codec().decode_mod(r)?;
-                    store.wb.modify(r.page, level, &changes);
-                }
-                RecordKind::Del => {
-                    let level = rec.payload_codec().decode_del(r)?;
-                    store.wb.delete(r.page, level);
-                }
-                RecordKind::Meta => meta = Some(rec.payload_codec().decode_meta(r)?),
-                RecordKind::PageImage => {
-                    store.wb.remove(r.page);
-                }
-                RecordKind::Commit | RecordKind::Flush | RecordKind::Client => {}
-            }
-            if needs_replay(r) && r.kind != RecordKind::PageImage {
-                report.changes_replayed += 1;
-            }
-        }
-        store.wb.finish_replay();
-        let replayed = rec.records.iter().any(needs_replay);
+        let walk = store.replay(&rec, ck, device.as_ref(), cap)?;
+        let (ck, meta, replayed, mut client) = (walk.checkpoint, walk.meta, walk.replayed, walk.client);
+        let mut next_page = walk.next_page;
+        report.changes_replayed = walk.changes;
+        report.pages_restored = walk.pages_restored;
         let state = meta.unwrap_or_else(|| ck.meta.clone());
         next_page = next_page.max(state.next_page).max(ck.meta.next_page).max(1);
         if next_page > cap {
@@ -265,7 +276,11 @@ impl EfindStore {
         report.free_pages = store.alloc.free_pages().count() as u64;
         report.buffered_pages = store.wb.len() as u64;
         report.records_in_tree = store.meta.records;
-        store.client = restored_client(log.as_ref(), ck.client_generation, &rec.records)?;
+        client.generation = ck.client_generation;
+        store.client = restored_client(log.as_ref(), client, walk.saw_client);
+        if let Some(log) = log.as_mut() {
+            log.note_pages_read(rec.records.pages_read());
+        }
         let writable = log.is_some();
         store.log = log;
         store.restart = Some(report);

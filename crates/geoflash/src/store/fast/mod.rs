@@ -489,7 +489,8 @@ impl FastStore {
         let mut report = RestartReport::from_recovered(&rec);
         report.add_tail_repair(&repair);
         store.legacy_payloads = created_codec == 0;
-        store.restart(rec)?;
+        store.restart(&rec)?;
+        store.log.note_pages_read(rec.records.pages_read());
         if store.log.client_frames() {
             let room = store.log.capacity_bytes() / 4;
             let client = store.client.take().unwrap_or_default();
@@ -521,7 +522,7 @@ impl FastStore {
         let rec = reader.recover()?;
         // Changes to replay are replayed as a writer would, through a view
         // that keeps the page images in memory: the files stay as they are.
-        let device: Arc<dyn PageDevice> = if rec.records.iter().any(needs_replay) {
+        let device: Arc<dyn PageDevice> = if rec.records.any(needs_replay)? {
             Arc::new(crate::storage::overlay::ImageOverlay::new(device))
         } else {
             device
@@ -537,7 +538,7 @@ impl FastStore {
         store.horizon = horizon;
         let report = RestartReport::from_recovered(&rec);
         store.legacy_payloads = created_codec == 0;
-        store.restart(rec)?;
+        store.restart(&rec)?;
         store.restart = Some(store.complete_report(report));
         store.read_only = true;
         Ok(store)

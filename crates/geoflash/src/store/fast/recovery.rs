@@ -4,7 +4,6 @@
 //! CHECKPOINT and META is restored and the NEW/MOD/DEL records are replayed
 //! into the modifications table in their original order.
 use std::collections::{BTreeMap, BTreeSet};
-
 use std::sync::Arc;
 
 use super::FastStore;
@@ -17,6 +16,7 @@ use crate::store::log::{
     PAYLOAD_CODEC_VERSION,
 };
 use crate::store::OpId;
+use crate::store::stored::ImageRestore;
 use crate::{Error, Result};
 
 impl FastStore {
@@ -33,11 +33,10 @@ impl FastStore {
             return Ok(());
         }
         let rec = LogReader::open(dev, log.first_page, log.pages, index_id)?.recover()?;
-        let mods = rec
-            .records
-            .iter()
-            .filter(|r| r.kind == RecordKind::Mod)
-            .count();
+        let mut mods = 0u64;
+        for r in rec.records.iter() {
+            mods += u64::from(r?.kind == RecordKind::Mod);
+        }
         if mods > 0 {
             return Err(Error::invalid(format!(
                 "the index was written by a geoflash before log payload codec version {PAYLOAD_CODEC_VERSION} and not closed cleanly: its log holds {mods} MOD records to replay in the old FAST record format; recover it with the geoflash that wrote it (`geoflash recover`), then open it with this one"
@@ -46,53 +45,17 @@ impl FastStore {
         Ok(())
     }
 
-    /// Restart's first step: writes back the page images the log holds
-    /// (pages a crash may have torn), to the tier of their level, and syncs.
-    fn restore_page_images(&mut self, rec: &Recovered) -> Result<()> {
-        let mut images: BTreeMap<PageId, &[u8]> = BTreeMap::new();
-        for r in rec
-            .records
-            .iter()
-            .filter(|r| r.kind == RecordKind::PageImage)
-        {
-            if r.payload.len() != self.page_size || r.page == 0 || r.page >= self.alloc.capacity() {
-                return Err(Error::corrupt(
-                    None,
-                    format!(
-                        "PAGE_IMAGE record {} for page {} holds {} bytes: not a node page image",
-                        r.lsn,
-                        r.page,
-                        r.payload.len()
-                    ),
-                ));
-            }
-            images.insert(r.page, &r.payload);
-        }
-        if !images.is_empty() {
-            let ids: Vec<PageId> = images.keys().copied().collect();
-            let data: Vec<u8> = images.values().flat_map(|b| b.iter().copied()).collect();
-            // the images go back to the tier of their level, as a flush puts them
-            self.node_placement
-                .hint_images(self.device.as_ref(), images.iter().map(|(p, b)| (*p, *b)))?;
-            self.device.write_batch(&ids, &data)?;
-            self.device.sync()?;
-            self.fstats.restored_pages = ids.len() as u64;
-        }
-        Ok(())
-    }
-
     /// Restart from the log's surviving records: page images written
     /// back, the allocator and meta of the newest CHECKPOINT and META, the
     /// records since replayed into the table, the front end's frames
     /// collected.
-    pub(super) fn restart(&mut self, rec: Recovered) -> Result<()> {
-        // 1. Write back the surviving page images (pages a crash may have torn).
-        self.restore_page_images(&rec)?;
-
-        // 2. The state: newest CHECKPOINT, then newest META.
+    pub(super) fn restart(&mut self, rec: &Recovered) -> Result<()> {
         let codec = rec
             .payload_codec()
             .reading_legacy_fast(self.legacy_payloads);
+        // 1. A first walk of the survivors: their page images written back
+        //    (pages a crash may have torn), the newest CHECKPOINT and META,
+        //    the pages created, a front end's frames.
         let mut state = CheckpointState {
             meta: MetaState {
                 next_page: 1,
@@ -102,19 +65,32 @@ impl FastStore {
         };
         let mut newest_meta: Option<(MetaState, Vec<PageId>)> = None;
         let mut created: BTreeSet<PageId> = BTreeSet::new();
-        for r in &rec.records {
+        let mut images = ImageRestore::new(
+            self.device.as_ref(),
+            self.node_placement,
+            self.alloc.capacity(),
+        );
+        let mut client = RecoveredClient::default();
+        let mut saw_client = false;
+        for r in rec.records.iter() {
+            let r = r?;
             match r.kind {
                 RecordKind::Checkpoint => {
-                    state = codec.decode_checkpoint(r)?;
+                    state = codec.decode_checkpoint(&r)?;
                     newest_meta = None;
                 }
-                RecordKind::Meta => newest_meta = Some(codec.decode_meta_reused(r)?),
+                RecordKind::Meta => newest_meta = Some(codec.decode_meta_reused(&r)?),
                 RecordKind::New => {
                     created.insert(r.page);
                 }
+                RecordKind::PageImage => {
+                    images.offer(&r)?;
+                }
+                RecordKind::Client => saw_client |= client.add(&r)?,
                 _ => {}
             }
         }
+        self.fstats.restored_pages = images.finish()?;
         let last_op = state.last_op;
         let (meta, mut next, reused) = match newest_meta {
             Some((m, reused)) => (m.meta, state.meta.next_page.max(m.next_page), reused),
@@ -137,24 +113,25 @@ impl FastStore {
         //    surviving operation sets the log room kept for the next one.
         let mut op_bytes: BTreeMap<OpId, u64> = BTreeMap::new();
         let mut replayed = 0u64;
-        for r in &rec.records {
+        for r in rec.records.iter() {
+            let r = r?;
             if r.op != NO_OP {
                 *op_bytes.entry(r.op).or_default() += r.encoded_len() as u64;
             }
             let ts = self.tick();
             let t = match r.kind {
                 RecordKind::New => {
-                    let (level, entries) = codec.decode_new(r)?;
+                    let (level, entries) = codec.decode_new(&r)?;
                     self.table.create(r.page, Node { level, entries }, ts)
                 }
                 RecordKind::Mod => {
-                    let (level, changes) = codec.decode_mod(r)?;
+                    let (level, changes) = codec.decode_mod(&r)?;
                     self.table
                         .modify(r.page, level, &changes, ts)
                         .map_err(|e| Error::corrupt(None, format!("log record {}: {e}", r.lsn)))?
                 }
                 RecordKind::Del => {
-                    let level = codec.decode_del(r)?;
+                    let level = codec.decode_del(&r)?;
                     if self.alloc.is_allocated(r.page) {
                         self.alloc.release(r.page)?;
                     }
@@ -169,11 +146,9 @@ impl FastStore {
         // A front end's frames since the checkpoint, when the log holds
         // them or the checkpoint names its generation (a writable open of
         // a log of version 8 or 9 gets a client log even without them).
-        if state.client_generation.is_some()
-            || rec.records.iter().any(|r| r.kind == RecordKind::Client)
-        {
-            let found = RecoveredClient::collect(state.client_generation, &rec.records)?;
-            self.client = Some(ClientLog::restarted(found));
+        if state.client_generation.is_some() || saw_client {
+            client.generation = state.client_generation;
+            self.client = Some(ClientLog::restarted(client));
         }
         // Counted as `commit_records` counts an operation.
         self.max_op_bytes = op_bytes.values().max().map_or(0, |&b| self.op_room(b));

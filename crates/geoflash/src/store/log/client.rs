@@ -115,16 +115,27 @@ internal! {
 }
 
 impl RecoveredClient {
+    /// Adds the frames of `rec`, the next of restart's survivors (oldest
+    /// first), when it is a CLIENT record: true when it was.
+    pub fn add(&mut self, rec: &Record) -> Result<bool> {
+        if rec.kind != RecordKind::Client {
+            return Ok(false);
+        }
+        self.bytes += rec.payload.len() as u64;
+        self.frames.extend(ClientFrames::unpack(rec)?);
+        Ok(true)
+    }
+
     /// Collects the frames of the CLIENT records among `records` (restart's
-    /// survivors, oldest first) after the checkpoint naming `generation`.
-    pub fn collect(generation: Option<u64>, records: &[Record]) -> Result<RecoveredClient> {
+    /// survivors) after the checkpoint naming `generation`.
+    #[cfg(test)]
+    pub fn collect(generation: Option<u64>, records: &super::KeptRecords) -> Result<RecoveredClient> {
         let mut out = RecoveredClient {
             generation,
             ..RecoveredClient::default()
         };
-        for rec in records.iter().filter(|r| r.kind == RecordKind::Client) {
-            out.bytes += rec.payload.len() as u64;
-            out.frames.extend(ClientFrames::unpack(rec)?);
+        for rec in records.iter() {
+            out.add(&*rec?)?;
         }
         Ok(out)
     }
@@ -344,7 +355,7 @@ mod tests {
         assert_eq!(got.incomplete_ops, vec![3]);
         // The survivors are what compaction writes: recovering them again
         // keeps the same frames.
-        let again = recover(got.records.clone());
+        let again = recover(got.records.all());
         assert_eq!(
             RecoveredClient::collect(None, &again.records).unwrap().frames,
             vec![vec![1], vec![2]]

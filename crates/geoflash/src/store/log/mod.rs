@@ -176,6 +176,7 @@ pub mod client;
 mod cursor;
 pub mod entry_refs;
 pub mod horizon;
+pub mod kept;
 pub mod payload;
 pub(crate) mod passes;
 pub mod placement;
@@ -206,6 +207,9 @@ pub use placement::{LogPlacement, LogSize};
 pub use reader::{repair_corrupt_tail, LogReader, TailRepair};
 internal! {
     pub use record::{Record, RecordKind};
+}
+internal! {
+    pub use kept::KeptRecords;
 }
 pub use recovery::{FlushRule, Recovered};
 #[cfg(test)]

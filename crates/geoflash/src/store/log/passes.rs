@@ -20,6 +20,7 @@ use crate::Result;
 
 use super::cursor::RecordCursor;
 use super::entry_refs::EntryMemo;
+use super::kept::{self, KeptRecords};
 use super::record::{Framing, HeaderDeltas, Record, RecordKind};
 use super::recovery::{FlushRule, Recovered};
 use super::superblock::{Base, Superblock};
@@ -69,6 +70,10 @@ pub(crate) fn hold_at_most<T>(n: usize, f: impl FnOnce() -> T) -> T {
     HELD_OVERRIDE.with(|c| c.set(before));
     out
 }
+
+/// Bytes of the memo of entries a [`RegionEncoder`] remembers: a bound on
+/// a rewrite's memory whatever the number of entries its region names.
+const MEMO_BYTES: usize = HELD_BYTES;
 
 /// Bytes a decoded record takes beyond its payload, counted against
 /// [`HELD_BYTES`].
@@ -160,35 +165,64 @@ impl FirstPass {
 
 /// The survivors of the region of `first` (read again from `dev`,
 /// `layout` and `sb` when it was not held) and what was recovered; the
-/// pages read are added to `pages_read`.
+/// pages read are added to `pages_read`. With `count`, each survivor is
+/// also given to it as it is judged (a restart counts the bytes of the
+/// region it will write in the same pass).
 pub(crate) fn recover_region(
     first: FirstPass,
     dev: &SharedDevice,
     layout: &LogLayout,
     sb: &Superblock,
     pages_read: &Cell<u64>,
+    mut count: Option<&mut RegionEncoder>,
 ) -> Result<Recovered> {
     let mut keep = first.survival.survivors();
-    let records = match first.region {
-        Region::Held(records) => records.into_iter().filter(|r| keep.keep(r)).collect(),
+    let mut sink = Vec::new();
+    let mut kept = |rec: &Record| -> Result<bool> {
+        if !keep.keep(rec) {
+            return Ok(false);
+        }
+        if let Some(count) = count.as_deref_mut() {
+            count.push(rec, &mut sink)?;
+            sink.clear();
+        }
+        Ok(true)
+    };
+    match first.region {
+        Region::Held(records) => {
+            let mut survivors = Vec::new();
+            for rec in records {
+                if kept(&rec)? {
+                    survivors.push(rec);
+                }
+            }
+            let records = survivors;
+            let mut out = keep.finish();
+            out.records = KeptRecords::held(records);
+            out.torn_tail = first.torn_tail;
+            Ok(out)
+        }
         Region::Streamed => {
-            let mut kept = Vec::new();
+            // The judging pass counts the survivors and the operations;
+            // the records are read again when they are walked.
+            let mut n = 0u64;
             for rec in (Reread {
                 cursor: RecordCursor::new(dev, layout, sb, false),
                 pages_read,
             }) {
-                let rec = rec?;
-                if keep.keep(&rec) {
-                    kept.push(rec.into_owned());
-                }
+                n += u64::from(kept(&*rec?)?);
             }
-            kept
+            let mut out = keep.finish();
+            let region = kept::Region {
+                dev: dev.clone(),
+                layout: *layout,
+                sb: sb.clone(),
+            };
+            out.records = KeptRecords::judged(region, first.survival, n);
+            out.torn_tail = first.torn_tail;
+            Ok(out)
         }
-    };
-    let mut out = keep.finish();
-    out.records = records;
-    out.torn_tail = first.torn_tail;
-    Ok(out)
+    }
 }
 
 /// A later pass's reading of a region too long to hold.
@@ -226,7 +260,9 @@ pub(crate) struct RegionFormat {
 /// superblock (and a lone COMMIT after it, when it is the only other
 /// record: the newest operation, kept so that its id survives) becomes the
 /// superblock's base; NEW and MOD payloads of logs with entry references
-/// name the entries earlier survivors logged the same.
+/// name the entries earlier survivors logged the same, as far as a memo of
+/// [`MEMO_BYTES`] remembers them (a region with more entries writes some
+/// in full again, as the log's own writer does past its memo).
 pub(crate) struct RegionEncoder {
     format: RegionFormat,
     memo: EntryMemo,
@@ -249,7 +285,7 @@ impl RegionEncoder {
     pub fn new(format: RegionFormat) -> Self {
         RegionEncoder {
             format,
-            memo: EntryMemo::with_capacity_bytes(usize::MAX),
+            memo: EntryMemo::with_capacity_bytes(MEMO_BYTES),
             deltas: HeaderDeltas::default(),
             head: Vec::new(),
             streaming: false,

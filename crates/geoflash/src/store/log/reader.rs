@@ -409,7 +409,7 @@ impl LogReader {
     pub fn recover(self) -> Result<super::Recovered> {
         let read = std::cell::Cell::new(0);
         let (dev, layout, sb) = (&self.dev, &self.layout, &self.sb);
-        let mut r = recover_region(self.first, dev, layout, sb, &read)
+        let mut r = recover_region(self.first, dev, layout, sb, &read, None)
             .map_err(|e| in_device_file(dev, e))?;
         r.format = sb.format;
         Ok(r)

@@ -54,16 +54,21 @@
 //! only there).
 use crate::store::OpId;
 
+use super::KeptRecords;
+#[cfg(test)]
 use super::record::Record;
 #[cfg(test)]
 use super::survival::Survival;
 use super::{LogFormat, Lsn, PayloadCodec};
 
 /// What restart recovered from a log.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
+#[cfg_attr(test, derive(PartialEq))]
 pub struct Recovered {
-    /// Surviving records in their original order (original LSNs): replay them into the buffer.
-    pub records: Vec<Record>,
+    /// Surviving records in their original order (original LSNs): replay
+    /// them into the buffer. Held, or read again from the log at each walk
+    /// when the log was too long to hold ([`KeptRecords`]).
+    pub records: KeptRecords,
     /// Operations with surviving records, in commit order (every one has its COMMIT among `records`).
     pub committed_ops: Vec<OpId>,
     /// Operations dropped because their COMMIT is missing.
@@ -136,7 +141,7 @@ pub fn recover_with(records: Vec<Record>, rule: FlushRule) -> Recovered {
         .filter(|rec| survivors.keep(rec))
         .collect();
     let mut out = survivors.finish();
-    out.records = kept;
+    out.records = KeptRecords::held(kept);
     out
 }
 

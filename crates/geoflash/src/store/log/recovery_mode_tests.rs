@@ -72,6 +72,7 @@ fn a_damaged_page_before_the_tail_is_refused_by_default_and_dropped_when_tolerat
     assert_eq!(kept, (1..=kept.len() as u64).collect::<Vec<_>>());
     let mods = rec
         .records
+        .all()
         .iter()
         .filter(|r| r.kind == RecordKind::Mod)
         .count();

@@ -50,7 +50,7 @@ impl RestartReport {
     pub(crate) fn from_recovered(rec: &Recovered) -> Self {
         RestartReport {
             records_scanned: rec.scanned,
-            records_kept: rec.records.len() as u64,
+            records_kept: rec.records.count(),
             ops_replayed: rec.committed_ops.len() as u64,
             incomplete_ops: rec.incomplete_ops.len() as u64,
             obsolete_records: rec.obsolete,

@@ -8,6 +8,7 @@ use crate::storage::PageId;
 use crate::store::OpId;
 use crate::{Error, Result};
 
+use super::kept;
 use super::passes::{first_pass, recover_region, RegionEncoder, RegionFormat, held_bytes};
 use super::reader::in_device_file;
 use super::seal::BatchXor;
@@ -237,8 +238,10 @@ impl Log {
             .map_err(|e| in_device_file(&dev, e))?;
         let valid_pages = first.pages;
         log.stats.pages_read += first.pages_read;
-        let mut rec =
-            recover_region(first, &dev, &layout, &sb, &read).map_err(|e| in_device_file(&dev, e))?;
+        // Restart counts the bytes of the region it writes as it judges.
+        let mut count = RegionEncoder::new(log.region_format());
+        let mut rec = recover_region(first, &dev, &layout, &sb, &read, Some(&mut count))
+            .map_err(|e| in_device_file(&dev, e))?;
         log.stats.pages_read += read.get();
         rec.format = log.sb.format;
         let horizon = LsnHorizon::of_epoch(
@@ -256,7 +259,14 @@ impl Log {
         log.durable_op = rec.last_committed_op;
         // The old region's valid pages are trimmed after the switch.
         log.next_pos = valid_pages;
-        log.rewrite(|| held(&rec.records))?;
+        log.rewrite_counted(count, rec.records.iter())?;
+        // Streamed survivors are read from where they now are.
+        let region = kept::Region {
+            dev: log.dev.clone(),
+            layout: log.layout,
+            sb: log.sb.clone(),
+        };
+        rec.records = std::mem::take(&mut rec.records).rewritten_to(region, rec.last_lsn);
         Ok((log, rec))
     }
 
@@ -800,6 +810,12 @@ impl Log {
         self.sb.live
     }
 
+    /// Counts `pages` of the log read outside it: the walks of restart's
+    /// streamed survivors ([`super::KeptRecords`]).
+    pub(crate) fn note_pages_read(&mut self, pages: u64) {
+        self.stats.pages_read += pages;
+    }
+
     /// Counters since the log was opened.
     pub fn stats(&self) -> LogStats {
         self.stats
@@ -916,17 +932,29 @@ impl Log {
     /// base; when nothing else is left, the switch is a single superblock
     /// write of a fresh epoch.
     fn rewrite<'a>(&mut self, mut survivors: impl FnMut() -> Survivors<'a>) -> Result<()> {
-        let format = RegionFormat {
-            framing: self.sb.format.framing(),
-            entry_refs: self.sb.entry_refs.then(|| self.sb.format.payload_codec()),
-            page_size: self.layout.page_size,
-        };
-        let mut count = RegionEncoder::new(format);
+        let mut count = RegionEncoder::new(self.region_format());
         let mut sink = Vec::new();
         for rec in survivors() {
             count.push(&*rec?, &mut sink)?;
             sink.clear();
         }
+        self.rewrite_counted(count, survivors())
+    }
+
+    /// How a new region of this log encodes its records.
+    fn region_format(&self) -> RegionFormat {
+        RegionFormat {
+            framing: self.sb.format.framing(),
+            entry_refs: self.sb.entry_refs.then(|| self.sb.format.payload_codec()),
+            page_size: self.layout.page_size,
+        }
+    }
+
+    /// [`Log::rewrite`] once `count` has been given every survivor
+    /// `survivors` gives, in the same order.
+    fn rewrite_counted(&mut self, mut count: RegionEncoder, survivors: Survivors<'_>) -> Result<()> {
+        let format = self.region_format();
+        let mut sink = Vec::new();
         count.finish(&mut sink)?;
         let bytes = count.bytes;
         let pages = bytes.div_ceil(self.data_per_page() as u64);
@@ -964,7 +992,7 @@ impl Log {
             let batch = WRITE_BATCH_PAGES * log.data_per_page();
             let mut enc = RegionEncoder::new(format);
             let mut stream = Vec::new();
-            for rec in survivors() {
+            for rec in survivors {
                 enc.push(&*rec?, &mut stream)?;
                 while stream.len() >= batch {
                     log.write_pages(stream.get(..batch).unwrap_or(&[]))?;

@@ -249,7 +249,7 @@ fn references_survive_restart_and_compaction_and_only_logs_asking_for_them_hold_
     for _ in 0..2 {
         let (mut log, rec) = Log::open(dev.clone(), 0, 2 + 2 * 96, config).unwrap();
         assert!(log.entry_refs());
-        assert_eq!(payloads(&rec.records), want);
+        assert_eq!(payloads(&rec.records.all()), want);
         log.compact().unwrap();
     }
     // A log created without them (FAST's) is of version 4 and stays so.

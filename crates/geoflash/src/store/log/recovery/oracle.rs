@@ -142,7 +142,7 @@ fn newest_first(records: Vec<Record>, rule: FlushRule) -> Recovered {
     }
     incomplete.reverse();
     out.incomplete_ops = incomplete;
-    out.records = kept;
+    out.records = crate::store::log::KeptRecords::held(kept);
     out
 }
 
