@@ -145,6 +145,10 @@ pub const DEFAULT_LOG_CAPACITY: u64 = crate::store::log::PAPERS_LOG_CAPACITY;
 
 /// The memory the dictionary of logged entries may take at least (see
 /// [`crate::store::log::entry_refs`]); above it, a quarter of the buffer.
+/// Beside the buffer's budget: a constant of the memory a store takes
+/// beyond it (a smaller dictionary would log more bytes per update at
+/// small budgets: 19 % more for 1,000,000 moves of 200,000 boxes at
+/// 16 MiB with a quarter of the buffer).
 const MEMO_MIN_BYTES: usize = 16 << 20;
 
 fn default_log_capacity() -> u64 {

@@ -6,6 +6,15 @@ use super::{FastStore, COMPACT_AT, EMERGENCY_AT};
 /// Log bytes counted per staged entry change when bounding a held group
 /// (an eighth of the log), as the eFIND store bounds its groups.
 const HELD_BYTES_PER_CHANGE: u64 = 64;
+
+/// Bytes of encoded pages a flush holds at a time (formats with first
+/// images; the papers' per-change format writes a flush in one batch).
+/// Tests write chunks of a few pages, so that their crash campaigns crash
+/// between the chunks of one flush.
+#[cfg(not(test))]
+const FLUSH_CHUNK_BYTES: usize = 4 << 20;
+#[cfg(test)]
+const FLUSH_CHUNK_BYTES: usize = 4 * 4096;
 use crate::metrics::{Phase, Stopwatch};
 use crate::page;
 use crate::storage::PageId;
@@ -263,7 +272,11 @@ impl FastStore {
 
     /// Writes the buffered nodes `ids` (protected), `units` flushing units,
     /// and removes their rows. Write-ahead: a held group that touched one
-    /// of them is logged first.
+    /// of them is logged first. Pages are encoded and written
+    /// [`FLUSH_CHUNK_BYTES`] at a time (a checkpoint of a table of small
+    /// MOD rows names many more pages than the budget holds), each chunk a
+    /// protected write of its own; the papers' per-change format writes
+    /// them all in one.
     pub(super) fn flush_pages(&mut self, ids: &[PageId], units: u64) -> Result<()> {
         if ids.iter().any(|&id| self.staged.touches(id)) {
             self.log_group()?;
@@ -272,41 +285,50 @@ impl FastStore {
         let mut ids = ids.to_vec();
         ids.sort_unstable();
         ids.dedup();
-        let mut pages: Vec<(PageId, Vec<u8>, u16)> = Vec::new();
+        let chunk_pages = if self.first_image() {
+            (FLUSH_CHUNK_BYTES / self.page_size).max(1)
+        } else {
+            ids.len().max(1)
+        };
         let lsn = self.log.page_lsn();
+        let (mut written, mut flushed, mut levels) = (0u64, 0u64, Vec::new());
+        for chunk in ids.chunks(chunk_pages) {
+            let mut pages: Vec<(PageId, Vec<u8>)> = Vec::with_capacity(chunk.len());
+            let first_level = levels.len();
+            for &id in chunk {
+                let Some(row) = self.table.get(id) else {
+                    continue;
+                };
+                if matches!(row.row, Row::Del { .. }) {
+                    continue;
+                }
+                let node = self.retrieve(id, false)?;
+                let mut buf = vec![0u8; self.page_size];
+                page::encode_node(&node, lsn, self.config.with_payload, &mut buf)?;
+                pages.push((id, buf));
+                levels.push(node.level);
+            }
+            // Tier hints for the nodes (the log's pages are never hinted).
+            let chunk_levels = levels.get(first_level..).unwrap_or(&[]);
+            self.node_placement.hint(
+                &*self.device,
+                pages.iter().map(|(id, _)| *id).zip(chunk_levels.iter().copied()),
+            )?;
+            written += self.write_protected(&pages)?;
+            flushed += pages.len() as u64;
+        }
         let mut updates = 0u64;
         for &id in &ids {
-            let Some(row) = self.table.get(id) else {
-                continue;
-            };
-            updates += row.updates;
-            if matches!(row.row, Row::Del { .. }) {
-                continue;
-            }
-            let node = self.retrieve(id, false)?;
-            let mut buf = vec![0u8; self.page_size];
-            page::encode_node(&node, lsn, self.config.with_payload, &mut buf)?;
-            pages.push((id, buf, node.level));
-        }
-        let levels: Vec<u16> = pages.iter().map(|p| p.2).collect();
-        // Tier hints for the nodes (the log's pages are never hinted).
-        self.node_placement.hint(
-            &*self.device,
-            pages.iter().map(|(id, _, level)| (*id, *level)),
-        )?;
-        let pages: Vec<(PageId, Vec<u8>)> = pages.into_iter().map(|(id, b, _)| (id, b)).collect();
-        let written = self.write_protected(&pages)?;
-        for &id in &ids {
             if let Some(row) = self.table.remove(id) {
+                updates += row.updates;
                 self.heap.touch(id, row.updates, 0, None);
             }
         }
         self.fstats.flushed_updates += updates;
         let mut inner = self.lock();
-        // A flush written in chunks (a log too small for its images) counts
-        // each chunk.
+        // A flush written in chunks counts each chunk.
         inner.stats.flushes += written.max(units).max(1);
-        inner.stats.flushed_nodes += pages.len() as u64;
+        inner.stats.flushed_nodes += flushed;
         inner.stats.record_node_writes(levels);
         watch.stop(
             Phase::Flush,

@@ -38,8 +38,22 @@ use crate::Result;
 #[cfg(test)]
 use super::{PayloadCodec, Record, RecordKind};
 
-/// Bytes one memo entry takes, counted against [`EntryMemo::with_capacity_bytes`].
-const BYTES_PER_ENTRY: usize = 56;
+/// Bytes one slot of a memo's hash map takes: the key, the content and
+/// the map's control byte.
+const SLOT_BYTES: usize = 8 + std::mem::size_of::<Content>() + 1;
+
+/// The most entries a memo of `bytes` holds: as many as a hash map whose
+/// slots take at most `bytes` holds (its slot count is a power of two,
+/// filled to 7/8), so that the memory is what was given whatever the
+/// count (and half as much again while the map grows into its last size).
+fn entries_within(bytes: usize) -> usize {
+    let slots = bytes / SLOT_BYTES;
+    if slots < 8 {
+        return 1;
+    }
+    let slots = 1usize << (usize::BITS - 1 - slots.leading_zeros());
+    slots / 8 * 7
+}
 
 /// An entry's content compared bit for bit: the rectangle's four
 /// coordinates and the payload.
@@ -67,10 +81,20 @@ pub struct EntryMemo {
 }
 
 impl EntryMemo {
-    /// An empty memo of at most `bytes` of memory (at least one entry).
+    /// An empty memo of at most `bytes` of memory (at least one entry;
+    /// see [`entries_within`]).
     pub fn with_capacity_bytes(bytes: usize) -> Self {
         EntryMemo {
-            max_entries: (bytes / BYTES_PER_ENTRY).max(1),
+            max_entries: entries_within(bytes),
+            ..EntryMemo::default()
+        }
+    }
+
+    /// An empty memo of at most `n` entries (tests).
+    #[cfg(test)]
+    pub fn with_max_entries(n: usize) -> Self {
+        EntryMemo {
+            max_entries: n.max(1),
             ..EntryMemo::default()
         }
     }

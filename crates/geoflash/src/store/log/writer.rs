@@ -957,6 +957,8 @@ impl Log {
         let mut sink = Vec::new();
         count.finish(&mut sink)?;
         let bytes = count.bytes;
+        // Only the count is needed: its entry memo goes before the write's.
+        drop(count);
         let pages = bytes.div_ceil(self.data_per_page() as u64);
         if pages + self.seal_room() > self.layout.region_pages() {
             return Err(Error::DeviceFull(format!(

@@ -27,7 +27,7 @@ enum Logged {
 /// Encodes `logged` with a memo of `memo_entries` entries, as the store
 /// does; returns the records with references and the plain ones.
 fn encode(logged: &[Logged], memo_entries: usize) -> (Vec<Record>, Vec<Record>) {
-    let mut memo = EntryMemo::with_capacity_bytes(memo_entries * BYTES_PER_ENTRY);
+    let mut memo = EntryMemo::with_max_entries(memo_entries);
     memo.for_epoch(1);
     let mut refs = Vec::new();
     let mut plain = Vec::new();
@@ -339,5 +339,26 @@ proptest! {
             }
         }
         prop_assert_eq!(off, stream.len());
+    }
+}
+
+/// A memo of `bytes` stops at as many entries as a hash map of slots
+/// taking at most `bytes` holds: the map a full memo grows into is that
+/// one, never the next size up.
+#[test]
+fn a_memo_holds_the_entries_a_map_within_its_bytes_holds() {
+    for bytes in [0, 100, 4 << 10, 1 << 20, 4 << 20, 16 << 20, 256 << 20] {
+        let n = super::entries_within(bytes);
+        assert!(n >= 1);
+        if n == 1 {
+            continue;
+        }
+        let map: crate::page_id::IdMap<super::Content> =
+            crate::page_id::IdMap::with_capacity_and_hasher(n, Default::default());
+        // hashbrown fills its power-of-two slots to 7/8.
+        let slots = map.capacity() / 7 * 8;
+        assert_eq!(map.capacity(), n, "{bytes} bytes");
+        assert!(slots * super::SLOT_BYTES <= bytes, "{bytes} bytes: {slots} slots");
+        assert!(2 * slots * super::SLOT_BYTES > bytes, "{bytes} bytes: the next size would not fit");
     }
 }
