@@ -66,7 +66,7 @@ pub struct CompactReport {
 /// log.commit(1)?; // durable when it returns (Durability::Sync)
 /// drop(log);
 /// let (_log, recovered) = Log::open(dev, 0, 64, config)?;
-/// assert_eq!(recovered.records.len(), 2); // the MOD and its COMMIT
+/// assert_eq!(recovered.records.count(), 2); // the MOD and its COMMIT
 /// assert_eq!(recovered.committed_ops, vec![1]);
 /// # Ok::<(), geoflash::Error>(())
 /// ```
