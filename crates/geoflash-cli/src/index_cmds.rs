@@ -4,17 +4,17 @@ use std::path::{Path, PathBuf};
 
 use geoflash::engine::parse_size;
 use geoflash::engine::Access;
-use geoflash::engine::Predicate;
 use geoflash::engine::{BulkMethod, FortreeConfig, FortreeReport, Inspection, ReadMode};
 use geoflash::engine::{Durability, RecoveryMode};
+use geoflash::engine::{KeyResult, Predicate};
 use geoflash::geom::{Point, Rect};
 use geoflash::{BatchDurability, Error, ErrorKind, Index, IndexOptions, IndexSpec};
 use geoflash_bench::formats;
 use serde_json::json;
 
-use crate::ids::{Ids, PrintedId};
+use crate::ids::{Ids, PrintedId, SortedIds};
 use crate::index_flags::IndexFlags;
-use crate::output::{print_json, row};
+use crate::output::{print_json, row, Answers};
 use crate::{input_file, progress_bar, Failure};
 
 /// Options of `build`.
@@ -991,12 +991,25 @@ fn apply_stream<T>(
 /// The process's peak resident set so far (`VmHWM` of `/proc/self/status`),
 /// where the system tells it: what the memory budget promises to bound
 /// (`docs/architecture.md`, "Memory budget"), printed by the commands that
-/// change an index (`peak_rss_bytes` with `--json`).
+/// change an index, `query` and `knn --points` (`peak_rss_bytes` with
+/// `--json`).
 fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let kb = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
     let kb: u64 = kb.trim().trim_end_matches("kB").trim().parse().ok()?;
     Some(kb * 1024)
+}
+
+/// The JSON record of `s`, with the process's `peak_rss_bytes` when known.
+fn stats_record(
+    s: &geoflash::metrics::Stats,
+    peak_rss: Option<u64>,
+) -> anyhow::Result<serde_json::Value> {
+    let mut record = serde_json::to_value(s)?;
+    if let (Some(fields), Some(rss)) = (record.as_object_mut(), peak_rss) {
+        fields.insert("peak_rss_bytes".into(), rss.into());
+    }
+    Ok(record)
 }
 
 fn print_stats(
@@ -1016,11 +1029,7 @@ fn print_stats(
     s.set_index_bytes(nodes * index.manifest().page_size as u64);
     let peak_rss = peak_rss_bytes();
     if json {
-        let mut record = serde_json::to_value(&s).map_err(anyhow::Error::from)?;
-        if let (Some(fields), Some(rss)) = (record.as_object_mut(), peak_rss) {
-            fields.insert("peak_rss_bytes".into(), rss.into());
-        }
-        print_json(&record)?;
+        print_json(&stats_record(&s, peak_rss)?)?;
     } else {
         row("operations", ops);
         if label == "update" {
@@ -1648,49 +1657,63 @@ pub fn query(a: QueryArgs) -> Result<(), Failure> {
     let mut index = Index::open(&a.index, Access::Read)?;
     index.set_read_mode(reads);
     let printed = Ids::of(&index)?;
-    let start = BatchClock::start();
-    let mut answers = Vec::with_capacity(windows.len());
+    let mut clock = BatchClock::start();
+    let mut out = Answers::new(a.json, "windows");
     let (mut candidates, mut results) = (0u64, 0u64);
-    // Without refinement the windows go through one traversal (the
-    // children a node's windows enter read as one device batch: more reads
-    // in flight on a cold index); with it, one refined query each.
-    let found = if a.refine {
-        windows
-            .iter()
-            .map(|w| index.query_refined(*w, predicate))
-            .collect::<Result<Vec<_>, Error>>()?
-    } else {
-        index.query_batch(&windows, predicate)?.results
-    };
-    for r in &found {
-        candidates += r.stats.candidates;
-        results += r.stats.results;
-        answers.push(printed.sorted(&index, r.hits.iter().map(|h| h.id))?);
-    }
-    let stats = batch_stats(&index, "query", &start, windows.len(), candidates, results);
-    if a.json {
-        let per: Vec<serde_json::Value> = answers
-            .iter()
-            .map(|ids| {
-                if a.ids {
-                    json!({"count": ids.len(), "ids": ids})
-                } else {
-                    json!({"count": ids.len()})
-                }
-            })
-            .collect();
-        print_json(&json!({"windows": per, "stats": stats}))?;
-    } else {
-        for (i, ids) in answers.iter().enumerate() {
-            if a.ids {
-                let list: Vec<String> = ids.iter().map(PrintedId::to_string).collect();
-                outln!("window {i}: {} [{}]", ids.len(), list.join(" "));
-            } else {
-                outln!("window {i}: {}", ids.len());
-            }
+    for (pass, group) in windows.chunks(WINDOWS_PER_PASS).enumerate() {
+        // Without refinement a pass's windows go through one traversal (the
+        // children a node's windows enter read as one device batch: more
+        // reads in flight on a cold index); with it, one refined query each.
+        let found = if a.refine {
+            group
+                .iter()
+                .map(|w| index.query_refined(*w, predicate).map(KeyResult::from))
+                .collect::<Result<Vec<_>, Error>>()?
+        } else {
+            index.query_batch_keys(group, predicate)?
+        };
+        for (j, r) in found.into_iter().enumerate() {
+            candidates += r.stats.candidates;
+            results += r.stats.results;
+            let ids = printed.sorted(&index, r.keys)?;
+            let i = pass * WINDOWS_PER_PASS + j;
+            clock.excluding(|| print_window(&mut out, i, &ids, a.ids))?;
         }
     }
+    let stats = batch_stats(&index, "query", &clock, windows.len(), candidates, results);
+    out.finish(&json!({ "stats": stats_record(&stats, peak_rss_bytes())? }))?;
     Ok(())
+}
+
+/// Windows (or points) whose answers `query` and `knn --points` hold at
+/// a time: a pass of windows is one traversal, its answers (8 bytes a
+/// record found) printed as it ends and dropped.
+const WINDOWS_PER_PASS: usize = 1024;
+
+/// Prints the answer of window `i`: its count, and its ids (sorted) when
+/// `with_ids`.
+fn print_window(
+    out: &mut Answers,
+    i: usize,
+    ids: &SortedIds,
+    with_ids: bool,
+) -> anyhow::Result<()> {
+    /// A window's answer in the JSON record.
+    #[derive(serde::Serialize)]
+    struct Window<'a> {
+        count: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ids: Option<&'a SortedIds>,
+    }
+    if with_ids {
+        out.line(format_args!("window {i}: {} [{ids}]", ids.len()));
+    } else {
+        out.line(format_args!("window {i}: {}", ids.len()));
+    }
+    out.item(&Window {
+        count: ids.len(),
+        ids: with_ids.then_some(ids),
+    })
 }
 
 fn parse_point(text: &str) -> Result<Point, Failure> {
@@ -1765,40 +1788,65 @@ fn knn_points(a: &KnnArgs, points: &[Point], reads: ReadMode) -> Result<(), Fail
     let mut index = Index::open(&a.index, Access::Read)?;
     index.set_read_mode(reads);
     let printed = Ids::of(&index)?;
-    let start = BatchClock::start();
-    let mut answers = Vec::with_capacity(points.len());
+    let mut clock = BatchClock::start();
+    let mut out = Answers::new(a.json, "points");
     let (mut candidates, mut results) = (0u64, 0u64);
-    // One batched search for all points: the nodes the searches need next
-    // are read as one device batch (more reads in flight on a cold index).
-    for r in index.nearest_batch(points, a.k, a.ties)? {
-        candidates += r.stats.candidates;
-        results += r.stats.results;
-        let found = neighbors(&index, &printed, &r)?;
-        answers.push((found, r.stats));
-    }
-    let stats = batch_stats(&index, "knn", &start, points.len(), candidates, results);
-    if a.json {
-        let per: Vec<serde_json::Value> = answers
-            .iter()
-            .map(|(found, stats)| {
-                json!({
-                    "neighbors": found.iter().map(|(id, d)| json!({"id": id, "distance": d})).collect::<Vec<_>>(),
-                    "stats": stats,
-                })
-            })
-            .collect();
-        print_json(&json!({
-            "points": per,
-            "units": index.manifest().crs.units,
-            "stats": stats,
-        }))?;
-    } else {
-        for (i, (found, _)) in answers.iter().enumerate() {
-            let list: Vec<String> = found.iter().map(|(id, d)| format!("{id}:{d}")).collect();
-            outln!("point {i}: {}", list.join(" "));
+    for (pass, group) in points.chunks(WINDOWS_PER_PASS).enumerate() {
+        // One batched search for a pass's points: the nodes the searches
+        // need next are read as one device batch (more reads in flight on
+        // a cold index).
+        for (j, r) in index
+            .nearest_batch(group, a.k, a.ties)?
+            .into_iter()
+            .enumerate()
+        {
+            candidates += r.stats.candidates;
+            results += r.stats.results;
+            let found = neighbors(&index, &printed, &r)?;
+            let i = pass * WINDOWS_PER_PASS + j;
+            clock.excluding(|| print_neighbors(&mut out, i, &found, &r.stats))?;
         }
     }
+    let stats = batch_stats(&index, "knn", &clock, points.len(), candidates, results);
+    out.finish(&json!({
+        "units": index.manifest().crs.units,
+        "stats": stats_record(&stats, peak_rss_bytes())?,
+    }))?;
     Ok(())
+}
+
+/// Prints the neighbours of point `i` (in `knn --points`), found with
+/// `stats`.
+fn print_neighbors(
+    out: &mut Answers,
+    i: usize,
+    found: &[(PrintedId, f64)],
+    stats: &geoflash::engine::QueryStats,
+) -> anyhow::Result<()> {
+    /// A neighbour in the JSON record.
+    #[derive(serde::Serialize)]
+    struct Neighbor {
+        id: PrintedId,
+        distance: f64,
+    }
+    /// A point's answer in the JSON record.
+    #[derive(serde::Serialize)]
+    struct PointAnswer<'a> {
+        neighbors: Vec<Neighbor>,
+        stats: &'a geoflash::engine::QueryStats,
+    }
+    if !out.is_json() {
+        let list: Vec<String> = found.iter().map(|(id, d)| format!("{id}:{d}")).collect();
+        out.line(format_args!("point {i}: {}", list.join(" ")));
+        return Ok(());
+    }
+    out.item(&PointAnswer {
+        neighbors: found
+            .iter()
+            .map(|&(id, distance)| Neighbor { id, distance })
+            .collect(),
+        stats,
+    })
 }
 
 /// `geoflash inspect`.

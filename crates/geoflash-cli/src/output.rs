@@ -9,12 +9,18 @@ use std::io::Write;
 pub fn write_line(args: std::fmt::Arguments<'_>) {
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
-        eprintln!("geoflash: error: cannot write to standard output: {e}");
-        std::process::exit(1);
+        output_failed(&e);
     }
+}
+
+/// Ends the process after a failed write to standard output: quietly with
+/// success on a closed pipe, with exit code 1 otherwise.
+fn output_failed(e: &std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("geoflash: error: cannot write to standard output: {e}");
+    std::process::exit(1);
 }
 
 /// `println!` through [`write_line`].
@@ -29,6 +35,103 @@ macro_rules! outln {
 pub fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
     outln!("{}", serde_json::to_string(value)?);
     Ok(())
+}
+
+/// Standard output for answers printed as they are found, so that a
+/// command holds one answer at a time however many it prints: readable
+/// lines, or with `--json` one record whose list `list` is written item by
+/// item and whose other fields ([`finish`](Self::finish)) come after it.
+pub struct Answers {
+    out: std::io::BufWriter<std::io::Stdout>,
+    /// The JSON record's list (`None`: readable lines).
+    json: Option<&'static str>,
+    /// Whether the record's opening is written.
+    opened: bool,
+    /// Items of the list written so far.
+    items: usize,
+}
+
+impl Answers {
+    /// Answers printed as lines, or (`json`) as the list `list` of one
+    /// JSON record.
+    pub fn new(json: bool, list: &'static str) -> Answers {
+        Answers {
+            out: std::io::BufWriter::new(std::io::stdout()),
+            json: json.then_some(list),
+            opened: false,
+            items: 0,
+        }
+    }
+
+    /// Whether the answers are printed as JSON.
+    pub fn is_json(&self) -> bool {
+        self.json.is_some()
+    }
+
+    /// One readable line (nothing is printed with `--json`).
+    pub fn line(&mut self, args: std::fmt::Arguments<'_>) {
+        if self.json.is_some() {
+            return;
+        }
+        let out = &mut self.out;
+        if let Err(e) = out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
+            output_failed(&e);
+        }
+    }
+
+    /// One item of the JSON record's list (nothing is printed without
+    /// `--json`).
+    pub fn item<T: Serialize>(&mut self, value: &T) -> anyhow::Result<()> {
+        if self.json.is_none() {
+            return Ok(());
+        }
+        self.open();
+        if self.items > 0 {
+            self.write(b",");
+        }
+        self.items += 1;
+        serde_json::to_writer(&mut self.out, value).map_err(|e| match e.io_error_kind() {
+            Some(_) => output_failed(&std::io::Error::other(e)),
+            None => anyhow::Error::from(e),
+        })
+    }
+
+    /// Ends the output: with `--json`, closes the list and writes the
+    /// fields of `rest` (a JSON object) after it; flushes.
+    pub fn finish(mut self, rest: &serde_json::Value) -> anyhow::Result<()> {
+        if self.json.is_some() {
+            self.open();
+            self.write(b"]");
+            let fields = serde_json::to_string(rest)?;
+            match fields.strip_prefix('{').filter(|f| *f != "}") {
+                Some(f) => {
+                    self.write(b",");
+                    self.write(f.as_bytes());
+                }
+                None => self.write(b"}"),
+            }
+            self.write(b"\n");
+        }
+        if let Err(e) = self.out.flush() {
+            output_failed(&e);
+        }
+        Ok(())
+    }
+
+    /// Writes the record's opening, once.
+    fn open(&mut self) {
+        if let (Some(list), false) = (self.json, self.opened) {
+            self.opened = true;
+            let head = format!("{{{}:[", serde_json::Value::from(list));
+            self.write(head.as_bytes());
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        if let Err(e) = self.out.write_all(bytes) {
+            output_failed(&e);
+        }
+    }
 }
 
 /// Prints one `name value` line of a table.

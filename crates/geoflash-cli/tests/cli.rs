@@ -2405,6 +2405,72 @@ fn a_build_by_insertion_stays_within_its_memory_budget() {
     );
 }
 
+/// Issue 47, item 5: `query` holds one answer at a time, its ids at 8
+/// bytes each while it sorts and prints them (it held every window's hits,
+/// 40 bytes each, then their printed ids and their JSON: 386 MB for a
+/// window over 3 M objects). The whole extent's 300,000 ids cost at most
+/// 24 bytes each above a window that finds nothing (node reads one at a
+/// time: the batched traversal's read-ahead is bounded apart).
+#[test]
+fn a_query_holds_its_answer_at_a_few_bytes_a_record() {
+    if !Path::new("/proc/self/status").exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI: no /proc/self/status to read the peak RSS from"
+        );
+        eprintln!("skipped: no /proc/self/status to read the peak RSS from");
+        return;
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let data = dir.path().join("d.csv");
+    let n = 300_000u64;
+    write_rects(&data, n);
+    let idx = dir.path().join("ix");
+    ok(geoflash(&[
+        "-q",
+        "build",
+        "--input",
+        s(&data),
+        "--index",
+        s(&idx),
+        "--bulk",
+        "str",
+        "--buffer",
+        "2MiB",
+    ]));
+    let query = |window: &str| {
+        last_json(&ok(geoflash(&[
+            "query",
+            "--index",
+            s(&idx),
+            "--window",
+            window,
+            "--reads",
+            "single",
+            "--ids",
+            "--json",
+        ])))
+    };
+    let everything = query("-1e9,-1e9,1e9,1e9");
+    let nothing = query("-1e9,-1e9,-1e8,-1e8");
+    assert_eq!(
+        everything["windows"][0]["ids"].as_array().map(Vec::len),
+        Some(n as usize)
+    );
+    assert_eq!(nothing["windows"][0]["count"], 0);
+    let peak = |q: &serde_json::Value| {
+        q["stats"]["peak_rss_bytes"]
+            .as_u64()
+            .expect("peak_rss_bytes")
+    };
+    let (all, none) = (peak(&everything), peak(&nothing));
+    assert!(
+        all <= none + 24 * n,
+        "the answer of {n} ids took {} bytes above an empty one ({all} against {none})",
+        all.saturating_sub(none)
+    );
+}
+
 /// The tenths (1 for `10%` … 9 for `90%`) that the status lines of `what`
 /// on standard error announce (`build: 40% (8,192/20,000), …`).
 fn progress_tenths(stderr: &str, what: &str) -> std::collections::BTreeSet<u64> {

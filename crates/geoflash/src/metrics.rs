@@ -268,6 +268,10 @@ pub fn process_cpu_ns() -> Option<u64> {
 pub struct BatchClock {
     wall: std::time::Instant,
     cpu: Option<u64>,
+    /// Wall time spent in [`excluding`](Self::excluding) scopes.
+    excluded_wall: std::time::Duration,
+    /// Process CPU time spent in [`excluding`](Self::excluding) scopes, ns.
+    excluded_cpu: u64,
 }
 
 impl BatchClock {
@@ -276,19 +280,35 @@ impl BatchClock {
         BatchClock {
             wall: std::time::Instant::now(),
             cpu: process_cpu_ns(),
+            excluded_wall: std::time::Duration::ZERO,
+            excluded_cpu: 0,
         }
     }
 
-    /// Wall-clock time since the start.
-    pub fn elapsed(&self) -> std::time::Duration {
-        self.wall.elapsed()
+    /// Runs `f` off the clocks: what it takes (printing the answers of a
+    /// batch as they are found, say) is left out of what
+    /// [`finish`](Self::finish) reports.
+    pub fn excluding<T>(&mut self, f: impl FnOnce() -> T) -> T {
+        let (wall, cpu) = (std::time::Instant::now(), process_cpu_ns());
+        let out = f();
+        self.excluded_wall += wall.elapsed();
+        if let (Some(a), Some(b)) = (cpu, process_cpu_ns()) {
+            self.excluded_cpu += b.saturating_sub(a);
+        }
+        out
     }
 
-    /// Sets `s.wall_time_ns` and `s.cpu_time_ns` to the time since the start.
+    /// Wall-clock time since the start, the excluded scopes left out.
+    pub fn elapsed(&self) -> std::time::Duration {
+        self.wall.elapsed().saturating_sub(self.excluded_wall)
+    }
+
+    /// Sets `s.wall_time_ns` and `s.cpu_time_ns` to the time since the
+    /// start, the [`excluding`](Self::excluding) scopes left out.
     pub fn finish(&self, s: &mut Stats) {
-        s.wall_time_ns = u64::try_from(self.wall.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        s.wall_time_ns = u64::try_from(self.elapsed().as_nanos()).unwrap_or(u64::MAX);
         if let (Some(a), Some(b)) = (self.cpu, process_cpu_ns()) {
-            s.cpu_time_ns = b.saturating_sub(a);
+            s.cpu_time_ns = b.saturating_sub(a).saturating_sub(self.excluded_cpu);
         }
     }
 }
