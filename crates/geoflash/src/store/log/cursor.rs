@@ -167,6 +167,24 @@ impl<'a> PageSource<'a> {
     }
 }
 
+/// The records of the live region of `sb` read again, oldest first, as a
+/// later pass of a restart reads a region too long to hold: the log pages
+/// each record took are given to `note` as it is read.
+pub(super) fn reread<'a>(
+    dev: &'a SharedDevice,
+    layout: &'a LogLayout,
+    sb: &'a Superblock,
+    mut note: impl FnMut(u64) + 'a,
+) -> impl Iterator<Item = Result<Record>> + 'a {
+    let mut cursor = RecordCursor::new(dev, layout, sb, false);
+    std::iter::from_fn(move || {
+        let before = cursor.pages_read();
+        let next = cursor.next_record().transpose();
+        note(cursor.pages_read() - before);
+        next
+    })
+}
+
 /// The records of the live region in stream order, decoded as their pages
 /// are read: first the superblock's base (see
 /// [`Superblock::base_records`]), then the region's. Entry references are

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use crate::{Error, Result};
 
-use super::cursor::RecordCursor;
+use super::cursor::reread;
 use super::reader::in_device_file;
 use super::record::Record;
 use super::superblock::Superblock;
@@ -59,13 +59,10 @@ impl Region {
     /// Its records, oldest first, read from the device; the pages read are
     /// added to `pages_read`, errors name the log's file.
     fn records<'a>(&'a self, pages_read: &'a AtomicU64) -> impl Iterator<Item = Result<Record>> + 'a {
-        let mut cursor = RecordCursor::new(&self.dev, &self.layout, &self.sb, false);
-        std::iter::from_fn(move || {
-            let before = cursor.pages_read();
-            let next = cursor.next_record().transpose();
-            pages_read.fetch_add(cursor.pages_read() - before, Ordering::Relaxed);
-            next.map(|r| r.map_err(|e| in_device_file(&self.dev, e)))
+        reread(&self.dev, &self.layout, &self.sb, |n| {
+            pages_read.fetch_add(n, Ordering::Relaxed);
         })
+        .map(|r| r.map_err(|e| in_device_file(&self.dev, e)))
     }
 }
 

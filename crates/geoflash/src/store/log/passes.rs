@@ -18,7 +18,7 @@ use std::cell::Cell;
 
 use crate::Result;
 
-use super::cursor::RecordCursor;
+use super::cursor::{reread, RecordCursor};
 use super::entry_refs::EntryMemo;
 use super::kept::{self, KeptRecords};
 use super::record::{Framing, HeaderDeltas, Record, RecordKind};
@@ -155,10 +155,10 @@ impl FirstPass {
     ) -> Box<dyn Iterator<Item = Result<Cow<'a, Record>>> + 'a> {
         match &self.region {
             Region::Held(records) => Box::new(records.iter().map(|r| Ok(Cow::Borrowed(r)))),
-            Region::Streamed => Box::new(Reread {
-                cursor: RecordCursor::new(dev, layout, sb, false),
-                pages_read,
-            }),
+            Region::Streamed => Box::new(
+                reread(dev, layout, sb, |n| pages_read.set(pages_read.get() + n))
+                    .map(|r| r.map(Cow::Owned)),
+            ),
         }
     }
 }
@@ -206,11 +206,8 @@ pub(crate) fn recover_region(
             // The judging pass counts the survivors and the operations;
             // the records are read again when they are walked.
             let mut n = 0u64;
-            for rec in (Reread {
-                cursor: RecordCursor::new(dev, layout, sb, false),
-                pages_read,
-            }) {
-                n += u64::from(kept(&*rec?)?);
+            for rec in reread(dev, layout, sb, |n| pages_read.set(pages_read.get() + n)) {
+                n += u64::from(kept(&rec?)?);
             }
             let mut out = keep.finish();
             let region = kept::Region {
@@ -222,24 +219,6 @@ pub(crate) fn recover_region(
             out.torn_tail = first.torn_tail;
             Ok(out)
         }
-    }
-}
-
-/// A later pass's reading of a region too long to hold.
-struct Reread<'a> {
-    cursor: RecordCursor<'a>,
-    pages_read: &'a Cell<u64>,
-}
-
-impl<'a> Iterator for Reread<'a> {
-    type Item = Result<Cow<'a, Record>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let before = self.cursor.pages_read();
-        let next = self.cursor.next_record().transpose();
-        self.pages_read
-            .set(self.pages_read.get() + self.cursor.pages_read() - before);
-        next.map(|r| r.map(Cow::Owned))
     }
 }
 
