@@ -5,6 +5,7 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::geom::{Point, Rect};
+use crate::index::object_ids::ObjectIds;
 use crate::storage::{PageDevice, PageId, Tier};
 use crate::{Error, Result};
 
@@ -36,8 +37,9 @@ pub struct GridFile<L: BucketLayer> {
     /// page is ever marked dirty.
     read_only: bool,
     /// The object ids held (`None` until built: after an open, and after
-    /// an operation that failed half-way).
-    ids: Option<HashSet<u64>>,
+    /// an operation that failed half-way). Chunked ([`ObjectIds`]): dense
+    /// ids take 1 bit to 2 bytes each, not a hash set's 9 to 18.
+    ids: Option<ObjectIds>,
     /// The set was built from points of which some share an id (a grid
     /// file written before ids were checked): a deletion cannot tell
     /// whether the id is still held elsewhere, so it forgets the set.
@@ -253,7 +255,7 @@ impl<L: BucketLayer> GridFile<L> {
             stats: GridStats::default(),
             hot,
             read_only: false,
-            ids: Some(HashSet::new()),
+            ids: Some(ObjectIds::new()),
             shared_ids: false,
             points: Some(0),
         };
@@ -586,7 +588,9 @@ impl<L: BucketLayer> GridFile<L> {
             Some(n) => n,
             None => {
                 let d = self.opts.domain;
-                self.range_batched(&d)?.len() as u64
+                let mut n = 0u64;
+                self.range_each(&d, |_| n += 1)?;
+                n
             }
         };
         self.points = Some(n);
@@ -595,26 +599,32 @@ impl<L: BucketLayer> GridFile<L> {
 
     /// True if object id `id` is held; builds the id set first when it is
     /// not known (LB-Grid from its map of points, GFFM by one range query
-    /// over the domain), counting the points on the way.
+    /// over the domain whose points are taken as they are read, not
+    /// gathered), counting the points on the way.
     fn holds_id(&mut self, id: u64) -> Result<bool> {
         if self.ids.is_none() {
-            let all: Vec<u64> = match self.layer.held_ids() {
-                Some(v) => v,
-                None => {
-                    let d = self.opts.domain;
-                    self.range_batched(&d)?.into_iter().map(|p| p.id).collect()
-                }
-            };
-            let mut set = HashSet::with_capacity(all.len());
-            let mut shared = false;
-            for &i in &all {
+            let mut set = ObjectIds::new();
+            let (mut n, mut shared) = (0u64, false);
+            let mut add = |i: u64| {
+                n += 1;
                 shared |= !set.insert(i);
+            };
+            let held = self.layer.held_ids().map(|ids| ids.for_each(&mut add));
+            if held.is_none() {
+                let d = self.opts.domain;
+                self.range_each(&d, |p| add(p.id))?;
             }
-            self.points = Some(all.len() as u64);
+            self.points = Some(n);
             self.shared_ids = shared;
             self.ids = Some(set);
         }
         Ok(self.ids.as_ref().is_some_and(|s| s.contains(&id)))
+    }
+
+    /// Heap bytes of the id set, about (`None` while it is not built).
+    #[cfg(test)]
+    pub(crate) fn id_set_heap_bytes(&self) -> Option<usize> {
+        self.ids.as_ref().map(ObjectIds::heap_bytes)
     }
 
     /// Inserts point `(x, y)` with `id`. A point the grid file holds is
@@ -1099,10 +1109,18 @@ impl<L: BucketLayer> GridFile<L> {
     /// intersecting buckets grouped next-fit into batches that fit the
     /// bucket buffer (LBB), each batch one device read.
     pub fn range_batched(&mut self, r: &Rect) -> Result<Vec<GridPoint>> {
-        let dev = Arc::clone(&self.dev);
         let mut out = Vec::new();
+        self.range_each(r, |p| out.push(p))?;
+        Ok(out)
+    }
+
+    /// [`GridFile::range_batched`] handing each point to `f` as its batch
+    /// is read: a pass over the whole domain holds one batch of buckets,
+    /// not every point.
+    fn range_each(&mut self, r: &Rect, mut f: impl FnMut(GridPoint)) -> Result<()> {
+        let dev = Arc::clone(&self.dev);
         let Some(rb) = self.root.cells_of(r) else {
-            return Ok(out);
+            return Ok(());
         };
         let sds = self.root.refs_in(&rb);
         let lbb = self.opts.bucket_hot_pages;
@@ -1116,13 +1134,13 @@ impl<L: BucketLayer> GridFile<L> {
                 let groups = next_fit(&buckets, |b| layer.pages_of(b), lbb);
                 for bg in groups {
                     for pts in self.layer.read_many(&*dev, &bg)? {
-                        out.extend(pts.into_iter().filter(|p| in_rect(r, p)));
+                        pts.into_iter().filter(|p| in_rect(r, p)).for_each(&mut f);
                     }
                     self.visit_buckets(wd, &bg)?;
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The `k` nearest points to `(x, y)` with their distances, nearest

@@ -556,8 +556,8 @@ impl BucketLayer for LogBuckets {
         Some(self.held.len() as u64)
     }
 
-    fn held_ids(&self) -> Option<Vec<u64>> {
-        Some(self.held.values().copied().collect())
+    fn held_ids(&self) -> Option<Box<dyn Iterator<Item = u64> + '_>> {
+        Some(Box::new(self.held.values().copied()))
     }
 
     fn flush(&mut self, dev: &dyn PageDevice) -> Result<()> {

@@ -443,8 +443,9 @@ pub trait BucketLayer: Sized + Send {
         None
     }
     /// The ids of every point, when the layer keeps them in memory
-    /// (LB-Grid); `None` by default (the grid file then reads its buckets).
-    fn held_ids(&self) -> Option<Vec<u64>> {
+    /// (LB-Grid), one at a time; `None` by default (the grid file then
+    /// reads its buckets).
+    fn held_ids(&self) -> Option<Box<dyn Iterator<Item = u64> + '_>> {
         None
     }
     /// Writes every dirty page.

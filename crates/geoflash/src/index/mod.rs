@@ -103,7 +103,7 @@ mod insert;
 pub mod inspect;
 #[cfg(test)]
 mod knn_tests;
-mod object_ids;
+pub(crate) mod object_ids;
 mod ops;
 pub mod params;
 pub mod query;

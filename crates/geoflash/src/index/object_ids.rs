@@ -205,6 +205,28 @@ impl ObjectIds {
         removed
     }
 
+    /// Heap bytes the set holds, about: the tables' buckets (a key, a
+    /// value and a control byte each, at their capacity) and the chunks'
+    /// arrays and bitmaps. For tests that check a set stays small.
+    #[cfg(test)]
+    pub(crate) fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let table = |cap: usize, entry: usize| cap * (entry + 1);
+        let chunks: usize = self
+            .chunks
+            .values()
+            .map(|c| match c {
+                Chunk::Array(v) => v.capacity() * size_of::<u16>(),
+                Chunk::Bits(..) => size_of::<[u64; WORDS]>(),
+            })
+            .sum();
+        let sparse = self
+            .sparse
+            .as_ref()
+            .map_or(0, |s| table(s.capacity(), size_of::<u64>()));
+        table(self.chunks.capacity(), size_of::<(u64, Chunk)>()) + chunks + sparse
+    }
+
     /// Whether the ids are kept in a hash set (too sparse for chunks).
     #[cfg(test)]
     fn is_sparse(&self) -> bool {
@@ -263,6 +285,20 @@ mod tests {
         assert!(!s.remove(&5));
         assert!(!s.chunks.contains_key(&0));
         assert_eq!(s.len(), 200_000 - 65_536);
+    }
+
+    #[test]
+    fn heap_bytes_counts_chunks_and_the_hash_set() {
+        assert_eq!(ObjectIds::new().heap_bytes(), 0);
+        // 200,000 dense ids: three full bitmaps and a small array, about
+        // 0.1 byte an id (a HashSet<u64> takes 9 to 18).
+        let dense: ObjectIds = (0..200_000u64).collect();
+        let b = dense.heap_bytes();
+        assert!((3 * 8192..40_000).contains(&b), "{b}");
+        // Sparse ids: at least the hash set's 9 bytes an id.
+        let spread: ObjectIds = (0..5_000u64).map(|i| i << 32).collect();
+        assert!(spread.is_sparse());
+        assert!(spread.heap_bytes() >= 9 * 5_000, "{}", spread.heap_bytes());
     }
 
     #[test]
