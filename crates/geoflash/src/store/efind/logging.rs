@@ -330,6 +330,10 @@ impl EfindStore {
 
     fn compact_log(&mut self) -> Result<()> {
         let watch = Stopwatch::start(self.device.sim_clock_ns());
+        // The compaction starts a new epoch, which the memo would forget
+        // at its next use (`EntryMemo::for_epoch`): forgotten now, its
+        // memory is not held beside the compaction's own.
+        self.memo.clear();
         self.sync_pages()?;
         self.log_mut()?.compact()?;
         watch.stop(
