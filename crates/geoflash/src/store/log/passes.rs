@@ -27,9 +27,9 @@ use super::superblock::{Base, Superblock};
 use super::survival::Survival;
 use super::{LogFormat, LogLayout, PayloadCodec, SharedDevice};
 
-/// Decoded bytes of a live region (payloads and about [`RECORD_OVERHEAD`]
-/// a record) that compaction and restart hold in memory; a longer region
-/// is read again for each pass instead.
+/// Decoded bytes of a live region that compaction and restart hold in
+/// memory (the records' vector and their payloads, as allocated: see
+/// [`Held`]); a longer region is read again for each pass instead.
 pub(crate) const HELD_BYTES: usize = 16 << 20;
 
 /// What the first pass of a log of `format` holds: [`HELD_BYTES`], or
@@ -72,12 +72,47 @@ pub(crate) fn hold_at_most<T>(n: usize, f: impl FnOnce() -> T) -> T {
 }
 
 /// Bytes of the memo of entries a [`RegionEncoder`] remembers: a bound on
-/// a rewrite's memory whatever the number of entries its region names.
-const MEMO_BYTES: usize = HELD_BYTES;
+/// a rewrite's memory whatever the number of entries its region names
+/// (and half as much again while its map grows into its last size). 8 MiB:
+/// at 16 MiB the compaction of a 16 MiB update stream peaked 6–9 MB higher
+/// (its map growing beside the reader's), for the same bytes written
+/// (`docs/benchmarks.md`, "Compaction and restart in bounded memory").
+const MEMO_BYTES: usize = 8 << 20;
 
-/// Bytes a decoded record takes beyond its payload, counted against
-/// [`HELD_BYTES`].
-const RECORD_OVERHEAD: usize = 64;
+/// The records the first pass holds, and the memory they take as
+/// allocated: the vector's capacity and each payload's (a resolved
+/// payload reserves room for whole entries). Counting lengths instead, a
+/// held region of "16 MiB" took 30 MB: a vector grown to twice its records
+/// and records of 56 bytes counted as 64 beside payloads counted short.
+struct Held {
+    records: Vec<Record>,
+    payload_bytes: usize,
+    /// At most this many bytes.
+    limit: usize,
+}
+
+impl Held {
+    /// Keeps `rec` if the records, its payload and the vector as a push
+    /// would grow it fit the limit; false (and nothing kept) otherwise.
+    fn keep(&mut self, rec: Record) -> bool {
+        let payload_bytes = self.payload_bytes.saturating_add(rec.payload.capacity());
+        let slots = match self.records.len() == self.records.capacity() {
+            // `Vec::push` grows a full vector to twice its capacity (at
+            // least 4): counted before it does.
+            true => (self.records.capacity() * 2).max(4),
+            false => self.records.capacity(),
+        };
+        let bytes = slots
+            .saturating_mul(std::mem::size_of::<Record>())
+            .saturating_add(payload_bytes);
+        if bytes > self.limit {
+            return false;
+        }
+        self.payload_bytes = payload_bytes;
+        self.records.push(rec);
+        true
+    }
+}
 
 /// The live region as the first pass left it.
 pub(crate) enum Region {
@@ -114,17 +149,15 @@ pub(crate) fn first_pass(
 ) -> Result<FirstPass> {
     let mut cursor = RecordCursor::new(dev, layout, sb, false);
     let mut survival = Survival::new(rule);
-    let mut held = Some(Vec::new());
-    let mut bytes = 0usize;
+    let mut held = Some(Held {
+        records: Vec::new(),
+        payload_bytes: 0,
+        limit: held_bytes,
+    });
     while let Some(rec) = cursor.next_record()? {
         survival.learn(&rec);
-        if let Some(records) = held.as_mut() {
-            bytes = bytes.saturating_add(rec.payload.len() + RECORD_OVERHEAD);
-            if bytes > held_bytes {
-                held = None;
-            } else {
-                records.push(rec);
-            }
+        if held.as_mut().is_some_and(|h| !h.keep(rec)) {
+            held = None;
         }
     }
     if cursor.rebuilt() > 0 {
@@ -135,7 +168,7 @@ pub(crate) fn first_pass(
     }
     Ok(FirstPass {
         survival,
-        region: held.map_or(Region::Streamed, Region::Held),
+        region: held.map_or(Region::Streamed, |h| Region::Held(h.records)),
         pages: cursor.valid_pages(),
         torn_tail: cursor.torn_tail,
         pages_read: cursor.pages_read(),
@@ -368,5 +401,44 @@ impl RegionEncoder {
         self.records += 1;
         self.bytes += (out.len() - before) as u64;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod held_tests {
+    use super::*;
+
+    /// The records the first pass holds take at most its limit as
+    /// allocated (the vector's capacity, the payloads' capacities), and it
+    /// holds as many as that allows: it counted lengths before, and a
+    /// region of "16 MiB" took 30 MB.
+    #[test]
+    fn held_records_take_at_most_their_limit_as_allocated() {
+        let limit = 256 << 10;
+        let mut held = Held {
+            records: Vec::new(),
+            payload_bytes: 0,
+            limit,
+        };
+        let allocated = |h: &Held| {
+            h.records.capacity() * std::mem::size_of::<Record>()
+                + h.records.iter().map(|r| r.payload.capacity()).sum::<usize>()
+        };
+        let mut kept = 0usize;
+        loop {
+            // A payload of 40 bytes in room reserved for 100, as resolved
+            // payloads reserve room for whole entries.
+            let mut payload = Vec::with_capacity(100);
+            payload.resize(40, 7);
+            if !held.keep(Record::new(RecordKind::Mod, 1, 1, payload)) {
+                break;
+            }
+            kept += 1;
+            assert!(allocated(&held) <= limit, "{} > {limit}", allocated(&held));
+        }
+        assert_eq!(held.records.len(), kept);
+        // Within a vector's doubling of what fits.
+        let per_record = std::mem::size_of::<Record>() + 100;
+        assert!(kept * per_record * 2 >= limit / 2, "only {kept} records held");
     }
 }
