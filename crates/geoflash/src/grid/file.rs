@@ -406,7 +406,7 @@ impl<L: BucketLayer> GridFile<L> {
                 live.extend(sd.0.cells.iter().copied());
             }
         }
-        let (layer, layer_pages) = L::open(&opts, &*dev, &mut r, &live)?;
+        let (mut layer, layer_pages) = L::open(&opts, &*dev, &mut r, &live)?;
         let mut used: HashSet<PageId> = HashSet::new();
         used.insert(0);
         for p in chain.iter().chain(&sds).chain(&layer_pages) {
@@ -427,6 +427,7 @@ impl<L: BucketLayer> GridFile<L> {
             from = from.max(p + 1);
         }
         let points = layer.held_len();
+        let ids = layer.take_ids().map(|o| o.0);
         Ok(GridFile {
             dev,
             opts,
@@ -438,7 +439,7 @@ impl<L: BucketLayer> GridFile<L> {
             stats: GridStats::default(),
             hot,
             read_only,
-            ids: None,
+            ids,
             shared_ids: false,
             points,
         })
@@ -578,8 +579,9 @@ impl<L: BucketLayer> GridFile<L> {
         self.points = None;
     }
 
-    /// Points held: known, or counted now (LB-Grid from its map of points;
-    /// GFFM by one range query over the domain, once after an open).
+    /// Points held: known, or counted now (LB-Grid from its buckets'
+    /// fingerprints when all are known; else by one range query over the
+    /// domain, once after an open).
     pub fn count(&mut self) -> Result<u64> {
         if let Some(n) = self.points {
             return Ok(n);
@@ -598,9 +600,9 @@ impl<L: BucketLayer> GridFile<L> {
     }
 
     /// True if object id `id` is held; builds the id set first when it is
-    /// not known (LB-Grid from its map of points, GFFM by one range query
-    /// over the domain whose points are taken as they are read, not
-    /// gathered), counting the points on the way.
+    /// not known (by one range query over the domain whose points are
+    /// taken as they are read, not gathered), counting the points on the
+    /// way.
     fn holds_id(&mut self, id: u64) -> Result<bool> {
         if self.ids.is_none() {
             let mut set = ObjectIds::new();
@@ -609,11 +611,8 @@ impl<L: BucketLayer> GridFile<L> {
                 n += 1;
                 shared |= !set.insert(i);
             };
-            let held = self.layer.held_ids().map(|ids| ids.for_each(&mut add));
-            if held.is_none() {
-                let d = self.opts.domain;
-                self.range_each(&d, |p| add(p.id))?;
-            }
+            let d = self.opts.domain;
+            self.range_each(&d, |p| add(p.id))?;
             self.points = Some(n);
             self.shared_ids = shared;
             self.ids = Some(set);
@@ -628,9 +627,9 @@ impl<L: BucketLayer> GridFile<L> {
     }
 
     /// Inserts point `(x, y)` with `id`. A point the grid file holds is
-    /// refused, whatever the bucket layer (LB-Grid checks its in-memory map
-    /// of points, see [`lbgrid`](super::lbgrid)), and so is an object id it
-    /// holds at another point.
+    /// refused, whatever the bucket layer (LB-Grid checks the fingerprints
+    /// of its bucket's points, see [`lbgrid`](super::lbgrid)), and so is an
+    /// object id it holds at another point.
     pub fn insert(&mut self, x: f64, y: f64, id: u64) -> Result<()> {
         self.check_writable()?;
         let (x, y) = self.check_point(x, y)?;
@@ -695,6 +694,18 @@ impl<L: BucketLayer> GridFile<L> {
         Ok(true)
     }
 
+    /// True if the bucket layer knows without reading a bucket that no
+    /// point is at the checked point `(x, y)` (LB-Grid's fingerprints;
+    /// GFFM locates nothing here and reads in [`GridFile::get`]).
+    fn surely_free(&mut self, x: f64, y: f64) -> Result<bool> {
+        if !L::BLIND_UPDATES {
+            return Ok(false);
+        }
+        let sdp = self.root.lookup(x, y)?;
+        let b = self.subdir(sdp)?.0.lookup(x, y)?;
+        Ok(self.layer.surely_absent(b, x, y))
+    }
+
     /// Moves object `id` from `old` to `new`. Everything the insertion
     /// could refuse is checked first (the new point inside the domain and
     /// finite, not held by another object): a refusal changes nothing. If
@@ -706,9 +717,9 @@ impl<L: BucketLayer> GridFile<L> {
         let (ox, oy) = self.check_point(old.0, old.1)?;
         let (nx, ny) = self.check_point(new.0, new.1)?;
         if (ox, oy) != (nx, ny) {
-            let holder = match self.layer.held(nx, ny) {
-                Some(h) => h,
-                None => self.get(nx, ny)?,
+            let holder = match self.surely_free(nx, ny)? {
+                true => None,
+                false => self.get(nx, ny)?,
             };
             if let Some(h) = holder {
                 return Ok(MoveOutcome::PointHeld(h));

@@ -16,21 +16,30 @@
 //! - **Insert** (Algorithm 2): while the bucket's estimated size is below
 //!   its capacity (the records of one log-bucket), the record is appended
 //!   without reading anything; otherwise the bucket is read, and split if it
-//!   really is full. A point the grid file holds is refused, as GFFM does,
-//!   without reading either: the layer keeps the set of its points in
-//!   memory (see below).
-//! - **Points held.** Appending blindly cannot see a point already there,
-//!   and the replay lets the last record of a point win, so a second object
-//!   at a point would silently replace the first. The layer therefore keeps
-//!   a map of the points it holds to their object ids (three `u64` per
-//!   point plus the hash table's overhead, about 28–52 bytes per point,
-//!   outside the buffer budget, like the R-tree's id set), filled at open
-//!   from the same replay that rebuilds the BTT, so it costs no read.
-//!   Nothing on the device changes.
-//! - **Delete** (Algorithm 3): a delete record is appended without reading,
-//!   once the map says the point is held under the object's id (otherwise
-//!   nothing is logged and the delete is [`DeleteOutcome::NotFound`]); at
-//!   or below the occupancy threshold the grid file tries a merge.
+//!   really is full. A point the grid file holds is refused, as GFFM does;
+//!   a new point is still appended without reading (see below).
+//! - **Points held: fingerprints.** Appending blindly cannot see a point
+//!   already there, and the replay lets the last record of a point win, so
+//!   a second object at a point would silently replace the first. Each
+//!   BTT entry therefore keeps a 32-bit fingerprint of every point its
+//!   bucket holds ([`BttEntry::fps`], 4 bytes a point, outside the buffer
+//!   budget like the grid file's id set; it was a map of every point to
+//!   its id, about 100 bytes a point with the replay at open). A point
+//!   whose fingerprint the bucket lacks is surely not there: it is
+//!   appended without reading, as Algorithm 2 does. A fingerprint that
+//!   matches (the point is there, or another point shares it, about one
+//!   in 2^32 per point of the bucket) costs one readBucket, which
+//!   decides exactly. Fingerprints are not known after an open for a
+//!   bucket whose records include deletes or repeat a fingerprint (see
+//!   below): its first update reads it, and any read of a bucket fills
+//!   them. Nothing on the device changes.
+//! - **Delete** (Algorithm 3): a point whose fingerprint the bucket lacks
+//!   is [`DeleteOutcome::NotFound`] without reading; otherwise the bucket
+//!   is read (one readBucket, as GFFM reads its bucket page) and a delete
+//!   record is appended only if it holds the point under the object's id.
+//!   The thesis appends the record without reading and without a check;
+//!   its workloads delete nothing. At or below the occupancy threshold the
+//!   grid file tries a merge.
 //! - Split and merge give the resulting buckets **fresh** logical ids and
 //!   append their live records anew; the old ids leave the BTT. A
 //!   log-bucket page no BTT entry lists any more is freed.
@@ -41,17 +50,28 @@
 //! next bucket id and the clock. [`BucketLayer::open`] reads every listed
 //! page (in batches), keeps the records of buckets that a sub-directory
 //! still references (ids are never reused, so records of split or merged
-//! buckets are recognised as dead), and rebuilds each BTT list and exact
-//! size by replay. Its cost is one read of every live log-bucket page.
+//! buckets are recognised as dead), and rebuilds each BTT list. Records
+//! are not kept: each bucket counts its inserts and deletes (its size,
+//! deletes assumed to hit, exact for a file whose deletes were checked)
+//! and keeps the fingerprints of its inserts, which are its points when
+//! it has no delete record and no fingerprint twice (else they are left
+//! unknown). Its cost is one read of every live log-bucket page. When
+//! every bucket is known, the ids of the insert records read are the ids
+//! held: the grid file takes them as its id set (an `ObjectIds`);
+//! otherwise it rebuilds the set by reading the buckets (as GFFM's), at
+//! the first insertion after the open.
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use crate::index::object_ids::ObjectIds;
 use crate::storage::{PageDevice, PageId};
 use crate::{Error, Result};
 
 use super::buffer::{BufferStats, HotCold, PageValue};
 use super::codec::{self, PageKind, Reader, Writer};
-use super::{Alloc, BucketIo, BucketLayer, DeleteOutcome, GridOptions, GridPoint, InsertOutcome};
+use super::{
+    Alloc, BucketIo, BucketLayer, DeleteOutcome, GridOptions, GridPoint, InsertOutcome, OpenedIds,
+};
 
 /// Bytes of one encoded log record.
 const RECORD_BYTES: usize = 41;
@@ -142,6 +162,10 @@ pub struct BttEntry {
     /// Points in the bucket: exact after a read, else counted from the
     /// records appended since (deletes assumed to hit).
     pub est: usize,
+    /// The [`fingerprint`]s of the points the bucket holds, in no order
+    /// (equal ones for points that share one); `None` while not known
+    /// (after an open, see the module docs): a read fills them.
+    pub fps: Option<Vec<u32>>,
 }
 
 /// LB-Grid's bucket layer (see the module docs).
@@ -155,15 +179,37 @@ pub struct LogBuckets {
     work_page: Option<PageId>,
     next_bucket: u64,
     ts: u64,
-    /// The points the grid file holds, by the bits of their coordinates
-    /// (`-0.0` is normalised by the grid file before it gets here), with
-    /// their object ids.
-    held: HashMap<(u64, u64), u64>,
+    /// The object ids of the insert records read at open, while every
+    /// bucket is known and no id came twice (then they are the ids held);
+    /// `None` otherwise, and once the grid file took them.
+    opened_ids: Option<ObjectIds>,
 }
 
-/// The key of a point in [`LogBuckets::held`] and in the replay.
+/// The key of a point in the replay: the bits of its coordinates (`-0.0`
+/// is normalised by the grid file before it gets here).
 fn key(x: f64, y: f64) -> (u64, u64) {
     (x.to_bits(), y.to_bits())
+}
+
+/// splitmix64's finaliser: every bit of `z` reaches every bit of the result.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The 32-bit fingerprint of point `(x, y)` kept in [`BttEntry::fps`]: a
+/// fixed function of its coordinates' bits (the same in every run, so
+/// the I/O of a workload is reproducible). Equal points have equal
+/// fingerprints; two points of a bucket share one by chance only.
+pub fn fingerprint(x: f64, y: f64) -> u32 {
+    let (kx, ky) = key(x, y);
+    (mix(mix(kx) ^ ky) >> 32) as u32
+}
+
+/// The fingerprints of `pts`.
+fn fingerprints(pts: &[GridPoint]) -> Vec<u32> {
+    pts.iter().map(|p| fingerprint(p.x, p.y)).collect()
 }
 
 /// Replays records (any order) into the live points.
@@ -200,6 +246,23 @@ impl LogBuckets {
             return 0.0;
         }
         self.btt.values().map(|e| e.pages.len()).sum::<usize>() as f64 / self.btt.len() as f64
+    }
+
+    /// Heap bytes of the fingerprints of every bucket: what the layer
+    /// keeps per point beside the BTT's page lists.
+    #[cfg(test)]
+    pub fn held_bytes(&self) -> usize {
+        self.btt
+            .values()
+            .filter_map(|e| e.fps.as_ref())
+            .map(|v| v.capacity() * std::mem::size_of::<u32>())
+            .sum()
+    }
+
+    /// Buckets whose fingerprints are not known.
+    #[cfg(test)]
+    pub fn unknown_buckets(&self) -> usize {
+        self.btt.values().filter(|e| e.fps.is_none()).count()
     }
 
     fn entry(&mut self, b: u64) -> Result<&mut BttEntry> {
@@ -356,28 +419,113 @@ impl LogBuckets {
         )
     }
 
+    /// Appends the insert record of `p`, a point bucket `b` does not hold,
+    /// and counts it in the entry: `est` points before it.
+    fn log_insert(
+        &mut self,
+        io: &mut BucketIo<'_>,
+        b: u64,
+        p: GridPoint,
+        est: usize,
+    ) -> Result<InsertOutcome> {
+        self.log(io, b, p, LogOp::Insert, true)?;
+        let e = self.entry(b)?;
+        e.est = est + 1;
+        if let Some(v) = e.fps.as_mut() {
+            v.push(fingerprint(p.x, p.y));
+        }
+        Ok(InsertOutcome::Done)
+    }
+
     /// Inserts `p`, a point the layer does not hold, into bucket `b`
-    /// (Algorithm 2).
-    fn insert_new(&mut self, io: &mut BucketIo<'_>, b: u64, p: GridPoint) -> Result<InsertOutcome> {
+    /// (Algorithm 2); `read`: the bucket's points if it was just read.
+    fn insert_new(
+        &mut self,
+        io: &mut BucketIo<'_>,
+        b: u64,
+        p: GridPoint,
+        read: Option<Vec<GridPoint>>,
+    ) -> Result<InsertOutcome> {
         let est = self.entry(b)?.est;
         if est < self.cap {
-            self.log(io, b, p, LogOp::Insert, true)?;
-            self.entry(b)?.est = est + 1;
-            return Ok(InsertOutcome::Done);
+            return self.log_insert(io, b, p, est);
         }
-        let mut pts = self.read_one(io.dev, b)?;
-        if let Some(q) = pts.iter().find(|q| q.at(p.x, p.y)) {
+        let mut pts = match read {
+            Some(pts) => pts,
+            None => self.read_one(io.dev, b)?,
+        };
+        if pts.iter().any(|q| q.at(p.x, p.y)) {
             // The bucket holds it after all: refused, never replaced.
-            self.held.insert(key(q.x, q.y), q.id);
             return Ok(InsertOutcome::Duplicate);
         }
         if pts.len() < self.cap {
-            self.log(io, b, p, LogOp::Insert, true)?;
-            self.entry(b)?.est = pts.len() + 1;
-            return Ok(InsertOutcome::Done);
+            let n = pts.len();
+            return self.log_insert(io, b, p, n);
         }
         pts.push(p);
         Ok(InsertOutcome::Full(pts))
+    }
+
+    /// False if bucket `b` surely holds no point at `(x, y)`: its
+    /// fingerprints are known and none matches. True means a read must
+    /// tell.
+    fn may_hold(&self, b: u64, x: f64, y: f64) -> bool {
+        self.btt
+            .get(&b)
+            .and_then(|e| e.fps.as_ref())
+            .is_none_or(|v| v.contains(&fingerprint(x, y)))
+    }
+
+    /// Takes the records of live buckets in page `p` into the BTT at open:
+    /// the page joins their lists; an insert's fingerprint joins its
+    /// bucket's, a delete is counted in `dels`.
+    fn take_page(&mut self, p: PageId, lp: &LogPage, dels: &mut HashMap<u64, usize>) {
+        for rec in &lp.0 {
+            let Some(e) = self.btt.get_mut(&rec.bucket) else {
+                continue;
+            };
+            if e.pages.last() != Some(&p) {
+                e.pages.push(p);
+                *self.refs.entry(p).or_insert(0) += 1;
+            }
+            match rec.op {
+                LogOp::Insert => {
+                    if let Some(v) = e.fps.as_mut() {
+                        v.push(fingerprint(rec.point.x, rec.point.y));
+                    }
+                    if let Some(ids) = self.opened_ids.as_mut() {
+                        if !ids.insert(rec.point.id) {
+                            self.opened_ids = None;
+                        }
+                    }
+                }
+                LogOp::Delete => *dels.entry(rec.bucket).or_insert(0) += 1,
+            }
+        }
+    }
+
+    /// After the pages are taken at open: each bucket's size is its
+    /// inserts less its deletes, and its fingerprints are its points'
+    /// when it has no delete and no fingerprint twice (its inserts are
+    /// then its points), else unknown; the ids read are kept only if
+    /// every bucket is known.
+    fn settle_open(&mut self, dels: &HashMap<u64, usize>) {
+        let mut all_known = true;
+        for (b, e) in self.btt.iter_mut() {
+            let d = dels.get(b).copied().unwrap_or(0);
+            let Some(mut v) = e.fps.take() else { continue };
+            e.est = v.len().saturating_sub(d);
+            v.sort_unstable();
+            if d == 0 && v.windows(2).all(|w| w.first() != w.get(1)) {
+                v.shrink_to_fit();
+                e.fps = Some(v);
+            } else {
+                all_known = false;
+            }
+        }
+        if !all_known {
+            self.opened_ids = None;
+        }
     }
 }
 
@@ -397,7 +545,7 @@ impl BucketLayer for LogBuckets {
             work_page: None,
             next_bucket: 1,
             ts: 0,
-            held: HashMap::new(),
+            opened_ids: None,
         })
     }
 
@@ -457,12 +605,12 @@ impl BucketLayer for LogBuckets {
                 BttEntry {
                     pages: Vec::new(),
                     est: piece.len(),
+                    // A split's pieces hold the point being inserted.
+                    fps: Some(fingerprints(&piece)),
                 },
             );
             for point in piece {
                 self.log(io, id, point, LogOp::Insert, false)?;
-                // A split's pieces hold the point being inserted.
-                self.held.insert(key(point.x, point.y), point.id);
             }
             ids.push(id);
         }
@@ -504,6 +652,9 @@ impl BucketLayer for LogBuckets {
             let pts = replay(recs);
             if let Some(e) = self.btt.get_mut(b) {
                 e.est = pts.len();
+                if e.fps.is_none() {
+                    e.fps = Some(fingerprints(&pts));
+                }
             }
             out.push(pts);
         }
@@ -519,16 +670,15 @@ impl BucketLayer for LogBuckets {
     }
 
     fn insert(&mut self, io: &mut BucketIo<'_>, b: u64, p: GridPoint) -> Result<InsertOutcome> {
-        if self.held.contains_key(&key(p.x, p.y)) {
+        // Fingerprints that rule the point out: appended blindly.
+        if !self.may_hold(b, p.x, p.y) {
+            return self.insert_new(io, b, p, None);
+        }
+        let pts = self.read_one(io.dev, b)?;
+        if pts.iter().any(|q| q.at(p.x, p.y)) {
             return Ok(InsertOutcome::Duplicate);
         }
-        let out = self.insert_new(io, b, p)?;
-        // A full bucket holds the point once the split's rewrite stores it
-        // (a failed split leaves it out).
-        if matches!(out, InsertOutcome::Done) {
-            self.held.insert(key(p.x, p.y), p.id);
-        }
-        Ok(out)
+        self.insert_new(io, b, p, Some(pts))
     }
 
     fn delete(
@@ -538,26 +688,39 @@ impl BucketLayer for LogBuckets {
         p: GridPoint,
     ) -> Result<(DeleteOutcome, usize)> {
         let (x, y) = (p.x, p.y);
-        if self.held.get(&key(x, y)) != Some(&p.id) {
+        if !self.may_hold(b, x, y)
+            || !self
+                .read_one(io.dev, b)?
+                .iter()
+                .any(|q| q.at(x, y) && q.id == p.id)
+        {
             return Ok((DeleteOutcome::NotFound, self.entry(b)?.est));
         }
         self.log(io, b, GridPoint { x, y, id: 0 }, LogOp::Delete, true)?;
-        self.held.remove(&key(x, y));
         let e = self.entry(b)?;
         e.est = e.est.saturating_sub(1);
+        let f = fingerprint(x, y);
+        if let Some(v) = e.fps.as_mut() {
+            if let Some(i) = v.iter().position(|&g| g == f) {
+                v.swap_remove(i);
+            }
+        }
         Ok((DeleteOutcome::Logged, e.est))
     }
 
-    fn held(&self, x: f64, y: f64) -> Option<Option<u64>> {
-        Some(self.held.get(&key(x, y)).copied())
+    fn surely_absent(&self, b: u64, x: f64, y: f64) -> bool {
+        !self.may_hold(b, x, y)
+    }
+
+    fn take_ids(&mut self) -> Option<OpenedIds> {
+        self.opened_ids.take().map(OpenedIds)
     }
 
     fn held_len(&self) -> Option<u64> {
-        Some(self.held.len() as u64)
-    }
-
-    fn held_ids(&self) -> Option<Box<dyn Iterator<Item = u64> + '_>> {
-        Some(Box::new(self.held.values().copied()))
+        self.btt
+            .values()
+            .map(|e| e.fps.as_ref().map(|v| v.len() as u64))
+            .sum()
     }
 
     fn flush(&mut self, dev: &dyn PageDevice) -> Result<()> {
@@ -606,28 +769,25 @@ impl BucketLayer for LogBuckets {
             ));
         }
         for &b in live {
-            layer.btt.insert(b, BttEntry::default());
+            let fps = Some(Vec::new());
+            layer.btt.insert(
+                b,
+                BttEntry {
+                    fps,
+                    ..BttEntry::default()
+                },
+            );
         }
-        let mut recs: HashMap<u64, Vec<LogRecord>> = HashMap::new();
+        let mut dels: HashMap<u64, usize> = HashMap::new();
+        layer.opened_ids = Some(ObjectIds::new());
         let ps = dev.page_size();
-        let mut take = |layer: &mut LogBuckets, p: PageId, lp: &LogPage| {
-            for rec in &lp.0 {
-                if let Some(e) = layer.btt.get_mut(&rec.bucket) {
-                    if e.pages.last() != Some(&p) {
-                        e.pages.push(p);
-                        *layer.refs.entry(p).or_insert(0) += 1;
-                    }
-                    recs.entry(rec.bucket).or_default().push(*rec);
-                }
-            }
-        };
         for chunk in pages.chunks(opts.bucket_hot_pages.max(1)) {
             let mut buf = vec![0u8; chunk.len() * ps];
             dev.read_batch(chunk, &mut buf)?;
             for (i, &p) in chunk.iter().enumerate() {
                 let page = buf.get(i * ps..(i + 1) * ps).unwrap_or_default();
                 let lp = LogPage::decode(p, page)?;
-                take(&mut layer, p, &lp);
+                layer.take_page(p, &lp, &mut dels);
             }
         }
         let mut used: Vec<PageId> = layer.refs.keys().copied().collect();
@@ -635,7 +795,7 @@ impl BucketLayer for LogBuckets {
             let mut page = vec![0u8; ps];
             dev.read(wp, &mut page)?;
             let lp = LogPage::decode(wp, &page)?;
-            take(&mut layer, wp, &lp);
+            layer.take_page(wp, &lp, &mut dels);
             layer.work =
                 lp.0.into_iter()
                     .filter(|r| live.contains(&r.bucket))
@@ -643,13 +803,7 @@ impl BucketLayer for LogBuckets {
             layer.work_page = Some(wp);
             used.push(wp);
         }
-        for (b, rs) in recs {
-            if let Some(e) = layer.btt.get_mut(&b) {
-                let pts = replay(rs);
-                e.est = pts.len();
-                layer.held.extend(pts.iter().map(|p| (key(p.x, p.y), p.id)));
-            }
-        }
+        layer.settle_open(&dels);
         if let Some(rec) = layer.work.iter().find(|r| r.ts > layer.ts) {
             return Err(Error::corrupt(
                 Some(wp),

@@ -69,15 +69,16 @@
 //! Points outside the domain or with non-finite coordinates are
 //! [`Error::InvalidInput`]; so is inserting a point the grid file already
 //! holds, whatever the layer (LB-Grid appends without reading, the
-//! thesis' design, but checks the point against its in-memory map of
-//! points), and inserting an object id the grid file already holds at
-//! another point (the grid file keeps the set of its ids in memory, like
-//! the FOR-tree: created empty, or built at the first insertion after an
-//! open — from LB-Grid's map without reading, by one range query over the
-//! domain for GFFM). A deletion removes only the point held under the
+//! thesis' design, when the fingerprints of its bucket's points rule the
+//! point out, and reads the bucket when one matches), and inserting an
+//! object id the grid file already holds at another point (the grid file
+//! keeps the set of its ids in memory, like the FOR-tree: created empty,
+//! or built at the first insertion after an open by one range query over
+//! the domain, unless LB-Grid learnt them from the scan of its
+//! log-buckets at the open). A deletion removes only the point held under the
 //! object's id: an absent point, or one held by another object, is
-//! [`DeleteOutcome::NotFound`] and changes nothing (LB-Grid checks its
-//! map, still without reading the bucket).
+//! [`DeleteOutcome::NotFound`] and changes nothing (LB-Grid reads the
+//! bucket unless its fingerprints rule the point out).
 //!
 //! An update (a move) checks everything the insertion could refuse — the
 //! new point's domain, its validity, another object holding it — before
@@ -248,11 +249,15 @@ pub enum DeleteOutcome {
     /// No point with the object's id was there (a point held under
     /// another id included): nothing changed.
     NotFound,
-    /// The point is held with the object's id (LB-Grid's in-memory map of
-    /// its points says so) and a delete record was appended without
-    /// reading the bucket.
+    /// The point is held with the object's id (LB-Grid read its bucket
+    /// to be sure) and a delete record was appended to the log.
     Logged,
 }
+
+/// The object ids a bucket layer learnt at open, for the grid file's id
+/// set ([`BucketLayer::take_ids`]).
+#[derive(Debug, Default)]
+pub struct OpenedIds(pub(crate) crate::index::object_ids::ObjectIds);
 
 /// Result of [`BucketLayer::insert`].
 #[derive(Debug)]
@@ -391,7 +396,7 @@ pub trait BucketLayer: Sized + Send {
     const NAME: &'static str;
     /// True if inserts and deletes do not read the bucket (LB-Grid): its
     /// size is then an estimate, and a bucket written before deletes were
-    /// checked against the map of points may hold more than its capacity
+    /// checked against its points may hold more than its capacity
     /// (deletes of absent points were logged as hits); the next read
     /// corrects the estimate and the next insert splits it.
     const BLIND_UPDATES: bool;
@@ -430,22 +435,24 @@ pub trait BucketLayer: Sized + Send {
         b: u64,
         p: GridPoint,
     ) -> Result<(DeleteOutcome, usize)>;
-    /// The id of the object at `(x, y)` (`Some(None)`: none) when the layer
-    /// knows it without reading a page (LB-Grid's in-memory map of its
-    /// points); `None` when only a read can tell (GFFM, the default).
-    fn held(&self, x: f64, y: f64) -> Option<Option<u64>> {
-        let _ = (x, y);
-        None
+    /// True if the layer knows without reading a page that bucket `b`
+    /// holds no point at `(x, y)` (LB-Grid's fingerprints); false when
+    /// only a read can tell (GFFM, the default).
+    fn surely_absent(&self, b: u64, x: f64, y: f64) -> bool {
+        let _ = (b, x, y);
+        false
     }
     /// How many points the layer holds, when it knows without reading
-    /// (LB-Grid); `None` by default.
+    /// (LB-Grid, once the fingerprints of every bucket are known); `None`
+    /// by default.
     fn held_len(&self) -> Option<u64> {
         None
     }
-    /// The ids of every point, when the layer keeps them in memory
-    /// (LB-Grid), one at a time; `None` by default (the grid file then
-    /// reads its buckets).
-    fn held_ids(&self) -> Option<Box<dyn Iterator<Item = u64> + '_>> {
+    /// The object ids held, once, when the layer learnt them at open
+    /// without a read of its own (LB-Grid, when every bucket's points are
+    /// known from the scan of its log-buckets); `None` by default (the
+    /// grid file then reads its buckets at the first insertion).
+    fn take_ids(&mut self) -> Option<OpenedIds> {
         None
     }
     /// Writes every dirty page.

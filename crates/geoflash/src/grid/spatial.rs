@@ -120,11 +120,13 @@ impl<L: BucketLayer + 'static> SpatialIndex for GridIndex<L> {
     }
 
     /// Exact: the grid file counts as it goes (it refuses a point it holds
-    /// and tells a deletion of one it does not hold, LB-Grid from its map
-    /// of points). After a reopen LB-Grid knows its count from that map,
-    /// and GFFM counts its points once by one range query over the whole
-    /// domain (its reads count in the device's counters). `None` if that
-    /// query fails.
+    /// and tells a deletion of one it does not hold, LB-Grid from the
+    /// fingerprints of its buckets' points or a read of the bucket). After
+    /// a reopen LB-Grid knows its count from its scan of the log-buckets
+    /// when no bucket holds a delete record; otherwise, and for GFFM, the
+    /// points are counted once by one range query over the whole domain
+    /// (its reads count in the device's counters). `None` if that query
+    /// fails.
     fn len(&self) -> Option<u64> {
         self.grid().count().ok()
     }
