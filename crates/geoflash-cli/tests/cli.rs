@@ -2377,8 +2377,7 @@ fn a_build_without_acknowledgements_writes_its_index_once() {
 /// once; the counter is the command's own `peak_rss_bytes` (`VmHWM`).
 #[test]
 fn a_build_by_insertion_stays_within_its_memory_budget() {
-    if !Path::new("/proc/self/status").exists() {
-        eprintln!("skipped: no /proc/self/status to read the peak RSS from");
+    if !peak_rss_is_known() {
         return;
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -2413,31 +2412,12 @@ fn a_build_by_insertion_stays_within_its_memory_budget() {
 /// time: the batched traversal's read-ahead is bounded apart).
 #[test]
 fn a_query_holds_its_answer_at_a_few_bytes_a_record() {
-    if !Path::new("/proc/self/status").exists() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI: no /proc/self/status to read the peak RSS from"
-        );
-        eprintln!("skipped: no /proc/self/status to read the peak RSS from");
+    if !peak_rss_is_known() {
         return;
     }
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let data = dir.path().join("d.csv");
     let n = 300_000u64;
-    write_rects(&data, n);
-    let idx = dir.path().join("ix");
-    ok(geoflash(&[
-        "-q",
-        "build",
-        "--input",
-        s(&data),
-        "--index",
-        s(&idx),
-        "--bulk",
-        "str",
-        "--buffer",
-        "2MiB",
-    ]));
+    let idx = build_rects(dir.path(), n, &["--bulk", "str", "--buffer", "2MiB"]);
     let query = |window: &str| {
         last_json(&ok(geoflash(&[
             "query",

@@ -151,3 +151,29 @@ pub fn interrupted_at_first_progress(args: &[&str]) -> std::process::Output {
     out.stderr = reader.join().unwrap().into_bytes();
     out
 }
+
+/// Whether the system tells a process's peak RSS (`/proc/self/status`,
+/// which the commands' `peak_rss_bytes` reads); a test of memory skips
+/// when it does not, except under CI, where that fails the run.
+pub fn peak_rss_is_known() -> bool {
+    if Path::new("/proc/self/status").exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI: no /proc/self/status to read the peak RSS from"
+    );
+    eprintln!("skipped: no /proc/self/status to read the peak RSS from");
+    false
+}
+
+/// An index `ix` in `dir` built quietly from `n` rectangles of
+/// [`write_rects`] (in `d.csv`) with the build flags `flags`.
+pub fn build_rects(dir: &Path, n: u64, flags: &[&str]) -> std::path::PathBuf {
+    let (data, idx) = (dir.join("d.csv"), dir.join("ix"));
+    write_rects(&data, n);
+    let mut args = vec!["-q", "build", "--input", s(&data), "--index", s(&idx)];
+    args.extend_from_slice(flags);
+    ok(geoflash(&args));
+    idx
+}
