@@ -103,6 +103,16 @@ pub trait SpatialIndex: StoreLink + Any + Send + Sync {
         Ok(all.hits.into_iter().map(|h| (h.id, h.rect, None)).collect())
     }
 
+    /// [`located_records`](Self::located_records) given to `visit` one
+    /// record at a time (by default from that list; the R-tree family
+    /// walks its leaves without collecting them).
+    fn visit_located(&self, visit: &mut dyn FnMut(u64, Rect, Option<u64>)) -> Result<()> {
+        for (id, rect, near) in self.located_records()? {
+            visit(id, rect, near);
+        }
+        Ok(())
+    }
+
     /// [`update`](Self::update) with a hint of where the record is: `near`,
     /// a page this structure returned from an earlier `update_near` of the
     /// same record (the R-tree family: the leaf it was rewritten in; a

@@ -891,6 +891,13 @@ impl<S: NodeStore> RTree<S> {
     /// [`ReadMode`]): what an id → leaf locator is built from.
     pub fn records_by_leaf(&self) -> Result<Vec<(u64, Rect, PageId)>> {
         let mut out = Vec::with_capacity(usize::try_from(self.len()).unwrap_or(0));
+        self.visit_records_by_leaf(|id, rect, leaf| out.push((id, rect, leaf)))?;
+        Ok(out)
+    }
+
+    /// [`records_by_leaf`](Self::records_by_leaf) given to `visit` one
+    /// record at a time, in the same order, without collecting them.
+    pub fn visit_records_by_leaf(&self, mut visit: impl FnMut(u64, Rect, PageId)) -> Result<()> {
         self.walk(
             (),
             |_, entries, out| {
@@ -900,11 +907,13 @@ impl<S: NodeStore> RTree<S> {
             },
             |id, node, _| {
                 if node.level == 0 {
-                    out.extend(node.entries.iter().map(|e| (e.key, e.rect, id)));
+                    for e in &node.entries {
+                        visit(e.key, e.rect, id);
+                    }
                 }
             },
         )?;
-        Ok(out)
+        Ok(())
     }
 
     /// The MBR of every record (the union of the root's entries; one node

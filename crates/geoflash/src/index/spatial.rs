@@ -33,6 +33,10 @@ impl<S: NodeStore + 'static> SpatialIndex for RTree<S> {
             .collect())
     }
 
+    fn visit_located(&self, visit: &mut dyn FnMut(u64, Rect, Option<u64>)) -> Result<()> {
+        RTree::visit_records_by_leaf(self, |id, rect, leaf| visit(id, rect, Some(leaf)))
+    }
+
     fn update_near(&mut self, id: u64, old: Rect, new: Rect, near: Option<u64>) -> Result<Option<u64>> {
         RTree::update_near(self, id, old, new, near)
     }

@@ -95,25 +95,22 @@ impl Default for Places {
 }
 
 impl Places {
-    /// The map of `records` (`(id, rectangle, hint)`, ids unique), dense
-    /// when the ids are.
-    fn of(records: Vec<(u64, Rect, Option<u64>)>) -> Places {
-        let top = records.iter().map(|r| r.0).max();
-        let mut places = match top {
-            // Every slot up front: the places below never grow the array.
-            Some(top) if dense_enough(top, records.len()) => Places::Dense {
-                slots: vec![Located::free(); top as usize + 1],
-                len: 0,
-            },
-            _ => Places::Sparse(IdMap::with_capacity_and_hasher(
-                records.len(),
-                Default::default(),
-            )),
+    /// The map of the records `scan` gives to its visitor one at a time
+    /// (`(id, rectangle, hint)`, ids unique), `records` of them expected:
+    /// built as they come, never held first (a list of them took 56 bytes a
+    /// record beside the map's 40), dense while the ids are dense for that
+    /// many records (ids `0..records`, in any order).
+    fn scanned(
+        records: Option<u64>,
+        scan: impl FnOnce(&mut dyn FnMut(u64, Rect, Option<u64>)) -> Result<()>,
+    ) -> Result<Places> {
+        let expected = records.and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
+        let mut places = Places::Dense {
+            slots: Vec::with_capacity(expected),
+            len: 0,
         };
-        for (id, rect, near) in records {
-            places.place(id, rect, near);
-        }
-        places
+        scan(&mut |id, rect, near| places.place_among(id, rect, near, expected))?;
+        Ok(places)
     }
 
     /// How many records the map holds.
@@ -142,6 +139,13 @@ impl Places {
 
     /// Record `id` is at `rect` now, stored near page `near` (the hint).
     pub(super) fn place(&mut self, id: u64, rect: Rect, near: Option<u64>) {
+        self.place_among(id, rect, near, 0);
+    }
+
+    /// [`place`](Self::place) in a map that will hold at least `records`
+    /// records (a dense map stays dense for ids that many records make
+    /// dense, though it holds fewer yet).
+    fn place_among(&mut self, id: u64, rect: Rect, near: Option<u64>, records: usize) {
         let l = Located {
             rect,
             near: near.unwrap_or(NOWHERE),
@@ -150,7 +154,7 @@ impl Places {
             Places::Dense { slots, len } => {
                 let i = id as usize;
                 if i >= slots.len() {
-                    if !dense_enough(id, *len + 1) {
+                    if !dense_enough(id, (*len + 1).max(records)) {
                         self.make_sparse();
                         return self.place(id, rect, near);
                     }
@@ -220,7 +224,7 @@ impl Locator {
         &mut self,
         id: u64,
         records: Option<u64>,
-        scan: impl FnOnce() -> Result<Vec<(u64, Rect, Option<u64>)>>,
+        scan: impl FnOnce(&mut dyn FnMut(u64, Rect, Option<u64>)) -> Result<()>,
     ) -> Result<Option<(Rect, Option<u64>)>> {
         let stale = match (&self.rects, records) {
             (Some(m), Some(n)) => m.len() as u64 != n,
@@ -229,7 +233,7 @@ impl Locator {
         };
         if stale {
             self.rects = None;
-            self.rects = Some(Places::of(scan()?));
+            self.rects = Some(Places::scanned(records, scan)?);
         }
         Ok(self.rects.as_ref().and_then(|m| {
             m.get(id)
@@ -318,6 +322,18 @@ mod places_tests {
             .collect()
     }
 
+    /// The map of `records`, given one at a time.
+    fn of(records: Vec<(u64, Rect, Option<u64>)>) -> Places {
+        let n = records.len() as u64;
+        let scanned = Places::scanned(Some(n), |visit| {
+            for (id, r, near) in records {
+                visit(id, r, near);
+            }
+            Ok(())
+        });
+        scanned.unwrap_or_else(|e| panic!("{e}"))
+    }
+
     fn rect(v: u16) -> Rect {
         let x = f64::from(v);
         Rect::new(x, x, x + 1.0, x + 2.0).unwrap_or_else(|_| Rect::world())
@@ -354,7 +370,7 @@ mod places_tests {
                 .iter()
                 .map(|&id| (id, rect(id as u16), (id % 3 == 0).then_some(id * 7)))
                 .collect();
-            let mut dense = Places::of(records.clone());
+            let mut dense = of(records.clone());
             let mut sparse = Places::Sparse(IdMap::default());
             for (id, r, near) in &records {
                 sparse.place(*id, *r, *near);
@@ -380,13 +396,13 @@ mod places_tests {
 
     #[test]
     fn far_ids_make_a_dense_map_sparse_and_keep_every_record() {
-        let mut p = Places::of((0..10).map(|i| (i, rect(i as u16), None)).collect());
+        let mut p = of((0..10).map(|i| (i, rect(i as u16), None)).collect());
         assert!(matches!(p, Places::Dense { .. }));
         p.place(1 << 40, rect(7), Some(3));
         assert!(matches!(p, Places::Sparse(_)));
         assert_eq!(p.len(), 11);
         assert_eq!(p.get(1 << 40).map(|l| l.near), Some(3));
         assert_eq!(p.get(4).map(|l| l.rect), Some(rect(4)));
-        assert!(matches!(Places::of(vec![(1 << 40, rect(1), None)]), Places::Sparse(_)));
+        assert!(matches!(of(vec![(1 << 40, rect(1), None)]), Places::Sparse(_)));
     }
 }

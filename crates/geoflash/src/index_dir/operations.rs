@@ -180,7 +180,7 @@ impl Index {
         self.refuse_stored_geometry(id, MOVE_AN_OBJECT)?;
         let records = self.tree.len();
         let tree = &self.tree;
-        let scan = || tree.located_records();
+        let scan = |visit: &mut dyn FnMut(u64, Rect, Option<u64>)| tree.visit_located(visit);
         let watch = self.watch();
         let found = self.locator.find(id, records, scan);
         self.note(watch, Phase::Index);
