@@ -8,7 +8,7 @@ use crate::page::{Entry, Node};
 use crate::page_id::PageId;
 use crate::store::NodeStore;
 use crate::{Error, Result};
-use std::collections::HashSet;
+use crate::index::object_ids::ObjectIds;
 
 /// The error for an id the tree already holds (the R-tree family's words).
 fn duplicate_id(id: u64) -> Error {
@@ -77,8 +77,8 @@ impl<S: NodeStore> Fortree<S> {
     }
 
     /// Every object id in the leaf units; an id found twice is a corrupt tree.
-    fn collect_ids(&mut self) -> Result<HashSet<u64>> {
-        let mut ids = HashSet::new();
+    fn collect_ids(&mut self) -> Result<ObjectIds> {
+        let mut ids = ObjectIds::new();
         let mut stack: Vec<PageId> = self.root.into_iter().collect();
         while let Some(primary) = stack.pop() {
             for (page, node) in self.unit(primary)? {
@@ -259,8 +259,7 @@ impl<S: NodeStore> Fortree<S> {
                 ));
             }
             if node.entries.len() < max {
-                let mut new = Node::clone(node);
-                let pos = match new.entries.binary_search_by_key(&entry.key, |e| e.key) {
+                let pos = match node.entries.binary_search_by_key(&entry.key, |e| e.key) {
                     Ok(_) => {
                         return Err(Error::corrupt(
                             Some(*id),
@@ -269,8 +268,14 @@ impl<S: NodeStore> Fortree<S> {
                     }
                     Err(p) => p,
                 };
-                new.entries.insert(pos, entry);
-                self.put(*id, new)?;
+                // Sized for the result: a clone and an insert would double
+                // the vector (the buffer charges entries, not capacity).
+                let (before, after) = node.entries.split_at(pos);
+                let mut entries = Vec::with_capacity(node.entries.len() + 1);
+                entries.extend_from_slice(before);
+                entries.push(entry);
+                entries.extend_from_slice(after);
+                self.put(*id, Node { level, entries })?;
                 placed = true;
                 break;
             }

@@ -108,7 +108,14 @@
 //! get their page from the store at the next flush (they are written then,
 //! whatever their score), and pages of deleted nodes are released then. One
 //! flush is one store operation, so a store without buffer writes it as one
-//! device batch.
+//! device batch; a flush of more than [`FLUSH_PART_BYTES`] (a checkpoint's
+//! of a large buffer) is written as several operations in a row, the same
+//! pages in the same order, so that the store's copies and write batch stay
+//! within that bound.
+//!
+//! What the buffer charges is what it allocates for its nodes: each node's
+//! entries in a vector of their length (`Buffer::put`), so a budget bounds
+//! the memory of the nodes, not only their count.
 //!
 //! # Durability
 //! The index is consistent on the store after [`Fortree::checkpoint`]
@@ -121,15 +128,17 @@
 //! moves; `height` and `records` are the FOR-tree's. The head page and its
 //! continuation pages hold the tree root and the ONT as entries whose
 //! rectangles are points `(a, b)` carrying two integers (see `persist.rs`).
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::geom::Rect;
 use crate::index::checked;
+use crate::index::object_ids::ObjectIds;
 use crate::page::{Entry, Node};
 use crate::page_id::PageId;
+use crate::store::accounting::{node_bytes, node_bytes_for};
 use crate::store::{NodeStore, TreeMeta};
 use crate::{Error, Result};
 
@@ -137,6 +146,8 @@ mod buffer;
 mod check;
 mod delete;
 mod insert;
+#[cfg(test)]
+mod memory_tests;
 mod persist;
 pub(crate) mod query;
 #[cfg(test)]
@@ -304,9 +315,30 @@ internal! {
         tick: u64,
         /// The object ids of the records, for the duplicate check of insertions
         /// (`None` until built by one walk over the tree, and after a failed
-        /// operation), as the R-tree family keeps them (`index::ids`).
-        ids: Option<HashSet<u64>>,
+        /// operation), as the R-tree family keeps them (`index::ids`): an
+        /// [`ObjectIds`], about 2 bytes an id or less while the ids are dense
+        /// (a `HashSet` took 9 to 18 bytes an id, and both tables while it
+        /// grew: 28 MB at 1 M objects).
+        ids: Option<ObjectIds>,
     }
+}
+
+/// The most a flush sends the store in one store operation, in bytes: per
+/// node its decoded bytes ([`node_bytes`], the copy a store keeps until the
+/// operation ends) and those of a full node (at least its page, which a
+/// store without buffer encodes into the operation's write batch). A flush
+/// of more (a checkpoint's, of every dirty node of a large buffer) is
+/// written in several operations of at most this much: as one, it held a
+/// copy of the whole buffer and its pages besides the buffer (at a 16 MiB
+/// budget, 15 MB of copies and an 18 MB write batch).
+pub(crate) const FLUSH_PART_BYTES: usize = 8 << 20;
+
+/// The store operation a flush is writing and what it was sent so far.
+#[derive(Debug)]
+struct FlushPart {
+    op: crate::store::OpId,
+    /// The bytes charged to the operation ([`Fortree::next_part`]).
+    bytes: usize,
 }
 
 /// One unit on a root-to-unit path: its P-node and its level.
@@ -342,7 +374,7 @@ impl<S: NodeStore> Fortree<S> {
         })?;
         store.commit_op(op)?;
         let mut t = Self::assemble(store, config, head);
-        t.ids = Some(HashSet::new());
+        t.ids = Some(ObjectIds::new());
         Ok(t)
     }
 
@@ -553,24 +585,31 @@ impl<S: NodeStore> Fortree<S> {
         Ok(())
     }
 
-    /// Writes buffered changes to the store in one store operation: the
-    /// given dirty nodes (all of them for `None`), every node created since
-    /// the last flush, and the deletions.
+    /// Writes buffered changes to the store: the given dirty nodes (all of
+    /// them for `None`), every node created since the last flush, and the
+    /// deletions. One store operation, or several in a row when the flush
+    /// writes more than [`FLUSH_PART_BYTES`] (see [`FlushPart`]): the same
+    /// nodes in the same order, each page written once.
     fn flush(&mut self, chosen: Option<Vec<PageId>>) -> Result<()> {
         let chosen = chosen.unwrap_or_else(|| self.buf.dirty_real());
         if chosen.is_empty() && !self.buf.has_pending() {
             return Ok(());
         }
-        let op = self.store.begin_op()?;
+        let mut part = FlushPart {
+            op: self.store.begin_op()?,
+            bytes: 0,
+        };
         for id in self.buf.take_deleted() {
             self.store.delete(id)?;
         }
-        let map = self.materialise()?;
+        let map = self.materialise(&mut part)?;
         let mut written = map.len() as u64;
         for id in chosen {
             let id = map.get(&id).copied().unwrap_or(id);
             if let Some((level, changes)) = self.buf.changes_of(id) {
                 if !changes.is_empty() {
+                    let bytes = self.buf.node_bytes_of(id);
+                    self.next_part(&mut part, bytes)?;
                     self.store.modify(id, level, &changes)?;
                     written += 1;
                 }
@@ -578,21 +617,37 @@ impl<S: NodeStore> Fortree<S> {
             }
         }
         self.store.set_meta(self.tree_meta())?;
-        self.store.commit_op(op)?;
+        self.store.commit_op(part.op)?;
         self.stats.flushes += 1;
         self.stats.flushed_nodes += written;
         Ok(())
     }
 
+    /// Before a flush sends the store a node of `node_bytes` decoded bytes:
+    /// commits the flush's current store operation and begins the next one
+    /// when the node would take the operation past [`FLUSH_PART_BYTES`].
+    fn next_part(&mut self, part: &mut FlushPart, node_bytes: usize) -> Result<()> {
+        let cost = node_bytes + node_bytes_for(self.config.max_entries);
+        if part.bytes > 0 && part.bytes + cost > FLUSH_PART_BYTES {
+            self.store.commit_op(part.op)?;
+            part.op = self.store.begin_op()?;
+            part.bytes = 0;
+        }
+        part.bytes += cost;
+        Ok(())
+    }
+
     /// Gives every node created since the last flush its page in the store
-    /// (children before parents), and renames it everywhere: in the buffer,
-    /// in parent entries, in the ONT and as the root. Returns the renaming.
-    fn materialise(&mut self) -> Result<HashMap<PageId, PageId>> {
+    /// (children before parents, in the parts of `part`), and renames it
+    /// everywhere: in the buffer, in parent entries, in the ONT and as the
+    /// root. Returns the renaming.
+    fn materialise(&mut self, part: &mut FlushPart) -> Result<HashMap<PageId, PageId>> {
         let mut map: HashMap<PageId, PageId> = HashMap::new();
         for v in self.buf.virtual_ids_by_level() {
             let Some(node) = self.buf.get(v) else {
                 continue;
             };
+            self.next_part(part, node_bytes(&node))?;
             let entries: Vec<Entry> = node
                 .entries
                 .iter()
