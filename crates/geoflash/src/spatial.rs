@@ -143,6 +143,13 @@ pub trait SpatialIndex: StoreLink + Any + Send + Sync {
     /// The objects whose rectangle satisfies `predicate` against `window`.
     fn query(&self, window: Rect, predicate: Predicate) -> Result<QueryResult>;
 
+    /// [`SpatialIndex::query`] answering with record keys alone (8 bytes
+    /// a record found, not a hit's 40): by default the query's answer with
+    /// the rectangles dropped; the R-tree family collects the keys alone.
+    fn query_keys(&self, window: Rect, predicate: Predicate) -> Result<KeyResult> {
+        self.query(window, predicate).map(KeyResult::from)
+    }
+
     /// How many objects `query` would return, without collecting them (by
     /// default the query's answer counted; the R-tree family counts as it
     /// walks).

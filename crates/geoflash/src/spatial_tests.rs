@@ -157,6 +157,9 @@ fn check(family: &str, ops: &[Op], windows: &[(u8, u8, u8, u8)], probes: &[(u8, 
             let mut got: Vec<u64> = ix.query(*w, p).unwrap().hits.iter().map(|h| h.id).collect();
             got.sort_unstable();
             assert_eq!(got, want, "{family}: {p:?} {w:?}");
+            let mut keys = ix.query_keys(*w, p).unwrap().keys;
+            keys.sort_unstable();
+            assert_eq!(keys, want, "{family}: query_keys {p:?} {w:?}");
             assert_eq!(
                 ix.count(*w, p).unwrap(),
                 want.len() as u64,

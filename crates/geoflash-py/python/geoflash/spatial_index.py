@@ -708,7 +708,12 @@ class Index:
         box = self._box(coordinates)
         if objects:
             return iter(self._page(self._items(self._core.query_items(*box, predicate), objects)))
-        return iter(self._page(self._core.query(*box, predicate)))
+        found = self._core.query(*box, predicate)
+        if isinstance(found, bytearray):
+            # a large answer: native int64 ids, 8 bytes each, an int made
+            # as each is yielded
+            found = memoryview(found).cast("q")
+        return iter(self._page(found))
 
     def count(self, coordinates: Any) -> int:
         """Number of entries intersecting the box (paging does not apply)."""

@@ -48,6 +48,13 @@ impl<S: NodeStore + 'static> SpatialIndex for RTree<S> {
         Ok(n)
     }
 
+    fn query_keys(&self, window: Rect, predicate: Predicate) -> Result<KeyResult> {
+        let mut keys = Vec::new();
+        let rect = super::checked(window)?;
+        let stats = self.select(&super::query::Window { rect, predicate }, |e| keys.push(e.key))?;
+        Ok(KeyResult { keys, stats })
+    }
+
     fn checkpoint(&mut self) -> Result<()> {
         self.store_mut().checkpoint()
     }

@@ -274,6 +274,13 @@ impl Index {
         self.ask(|t| t.query(window, predicate))
     }
 
+    /// [`query`](Self::query) answering with record keys alone (8 bytes a
+    /// record found: the R-tree family collects no rectangle).
+    pub fn query_keys(&self, window: Rect, predicate: Predicate) -> Result<KeyResult> {
+        let window = checked(window)?;
+        self.ask(|t| t.query_keys(window, predicate))
+    }
+
     /// How many objects [`query`](Self::query) would return, without
     /// collecting them.
     pub fn count(&self, window: Rect, predicate: Predicate) -> Result<u64> {

@@ -35,6 +35,10 @@ impl SpatialIndex for Index {
         Index::count(self, window, predicate)
     }
 
+    fn query_keys(&self, window: Rect, predicate: Predicate) -> Result<KeyResult> {
+        Index::query_keys(self, window, predicate)
+    }
+
     /// The xBR+-tree's group algorithm (timed as one filter step); for the
     /// other families one point window per point, each an
     /// [`Index::query`].

@@ -535,6 +535,25 @@ impl Records {
         Ok(())
     }
 
+    /// The user ids of the records with `keys`, as [`Records::extend_ids`]
+    /// gives them, in the memory of `keys` (8 bytes an id: a query's
+    /// answer is not held twice while it becomes ids).
+    pub fn into_ids(&self, mut keys: Vec<u64>) -> Result<Vec<i64>> {
+        let direct = self.identity || (self.live == self.keys() && keys.iter().all(|&k| k < self.dense));
+        if !direct {
+            for k in &mut keys {
+                *k = u64::from_ne_bytes(self.id(*k)?.to_ne_bytes());
+            }
+        } else if let Some(&k) = keys.iter().find(|&&k| i64::try_from(k).is_err()) {
+            return self.id(k).map(|_| Vec::new());
+        }
+        // Same size and alignment: collected in place.
+        Ok(keys
+            .into_iter()
+            .map(|k| i64::from_ne_bytes(k.to_ne_bytes()))
+            .collect())
+    }
+
     /// The user id of live `key`; [`Error::Corrupt`] if the map does not know it.
     pub fn id(&self, key: u64) -> Result<i64> {
         if self.identity {
