@@ -1,43 +1,10 @@
 //! The FOR-tree's memory: its buffered nodes take what the buffer charges
 //! for them, a large flush reaches the store in parts of at most
 //! [`FLUSH_PART_BYTES`], and its id set is compact for dense ids.
-use std::sync::Arc;
-
+use super::tests::{plain, plain_open, rects};
 use super::*;
 use crate::index::query::Predicate;
-use crate::storage::mem::MemDevice;
-use crate::storage::PageDevice;
 use crate::store::accounting::node_bytes_for;
-use crate::store::{PlainConfig, PlainStore};
-
-fn plain(page: usize) -> (Arc<dyn PageDevice>, PlainStore) {
-    let dev: Arc<dyn PageDevice> = Arc::new(MemDevice::new(page, 1 << 20).unwrap());
-    let cfg = PlainConfig {
-        buffer_bytes: 0,
-        ..PlainConfig::default()
-    };
-    let s = PlainStore::create(Arc::clone(&dev), cfg).unwrap();
-    (dev, s)
-}
-
-/// `n` small boxes with ids `0..n` spread over a 1000 × 1000 square.
-fn boxes(n: u64, seed: u64) -> Vec<(u64, Rect)> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s >> 11) as f64 / (1u64 << 53) as f64
-    };
-    (0..n)
-        .map(|i| {
-            let (x, y) = (next() * 1000.0, next() * 1000.0);
-            (i, Rect::new(x, y, x + next() * 3.0, y + next() * 3.0).unwrap())
-        })
-        .collect()
-}
 
 /// Every buffered node's entries are in a vector of their length, so that
 /// the memory of the buffer's nodes (charged for their vectors'
@@ -53,7 +20,7 @@ fn buffered_nodes_take_what_the_buffer_charges() {
         ..FortreeConfig::for_page_size(4096).unwrap()
     };
     let mut t = Fortree::create(store, cfg).unwrap();
-    for (i, (id, rect)) in boxes(30_000, 5).into_iter().enumerate() {
+    for (i, (id, rect)) in rects(30_000, 5).into_iter().enumerate() {
         t.insert(id, rect).unwrap();
         if i % 97 == 0 {
             let allocated = t.buf.allocated_bytes();
@@ -70,7 +37,7 @@ fn buffered_nodes_take_what_the_buffer_charges() {
     assert_eq!(t.buf.allocated_bytes(), t.buf.bytes());
     assert!(t.stats().flushes > 1, "the budget was reached");
     // Deletions and their merges keep the vectors as tight.
-    for (id, rect) in boxes(30_000, 5).into_iter().step_by(3) {
+    for (id, rect) in rects(30_000, 5).into_iter().step_by(3) {
         t.delete(id, rect).unwrap();
     }
     let (allocated, charged) = (t.buf.allocated_bytes(), t.buf.bytes());
@@ -93,7 +60,7 @@ fn a_large_flush_is_written_in_parts() {
         buffer_bytes: 1 << 30,
         ..FortreeConfig::for_page_size(4096).unwrap()
     };
-    let data = boxes(100_000, 9);
+    let data = rects(100_000, 9);
     let mut t = Fortree::create(store, cfg).unwrap();
     for (id, rect) in &data {
         t.insert(*id, *rect).unwrap();
@@ -121,14 +88,7 @@ fn a_large_flush_is_written_in_parts() {
     );
     t.checkpoint().unwrap();
     drop(t);
-    let store = PlainStore::open(
-        Arc::clone(&dev),
-        PlainConfig {
-            buffer_bytes: 0,
-            ..PlainConfig::default()
-        },
-    )
-    .unwrap();
+    let store = plain_open(&dev);
     let mut t = Fortree::open(store, cfg).unwrap();
     t.check().unwrap();
     assert_eq!(t.len(), data.len() as u64);
@@ -148,7 +108,7 @@ fn the_id_set_is_compact_for_dense_ids() {
     };
     let mut t = Fortree::create(store, cfg).unwrap();
     let n = 50_000u64;
-    for (id, rect) in boxes(n, 13) {
+    for (id, rect) in rects(n, 13) {
         t.insert(id, rect).unwrap();
     }
     let ids = t.ids.as_ref().expect("the id set is kept");

@@ -20,7 +20,8 @@ fn r(x0: f64, y0: f64, x1: f64, y1: f64) -> Rect {
     Rect::new(x0, y0, x1, y1).unwrap()
 }
 
-fn plain(page: usize) -> (Arc<dyn PageDevice>, PlainStore) {
+/// A plain store without buffer on a new memory device of `page`-byte pages.
+pub(super) fn plain(page: usize) -> (Arc<dyn PageDevice>, PlainStore) {
     let dev: Arc<dyn PageDevice> = Arc::new(MemDevice::new(page, 1 << 20).unwrap());
     let cfg = PlainConfig {
         buffer_bytes: 0,
@@ -30,7 +31,8 @@ fn plain(page: usize) -> (Arc<dyn PageDevice>, PlainStore) {
     (dev, s)
 }
 
-fn plain_open(dev: &Arc<dyn PageDevice>) -> PlainStore {
+/// The plain store of [`plain`] reopened on `dev`.
+pub(super) fn plain_open(dev: &Arc<dyn PageDevice>) -> PlainStore {
     let cfg = PlainConfig {
         buffer_bytes: 0,
         ..PlainConfig::default()
@@ -203,7 +205,7 @@ proptest! {
 }
 
 /// `n` pseudo-random rectangles in [0, 1000)², small and of varied shape.
-fn rects(n: u64, seed: u64) -> Vec<(u64, Rect)> {
+pub(super) fn rects(n: u64, seed: u64) -> Vec<(u64, Rect)> {
     let mut s = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
