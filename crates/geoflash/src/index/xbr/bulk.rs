@@ -12,13 +12,31 @@
 //! in-memory slice (the caller's memory bound): it is sorted by Z-order
 //! (the points' addresses), the tree is built in memory by inserting the
 //! points in that order into an xBR+-tree on a [`MemStore`] (the same
-//! algorithms as on disk), and the nodes are then written bottom-up to the
-//! target store, [`BulkOptions::write_batch`] nodes per store operation —
-//! the write buffer: a store without a node buffer writes each operation as
-//! one device batch. **Not done:** phases 1–2 (external partitioning of an
-//! input larger than memory) and the merge with an existing tree (phase 4);
-//! the target store must be empty. Until the last operation sets the tree
-//! metadata the new nodes are unreachable, so a crash in the middle leaves
+//! algorithms as on disk), and its nodes are written to the target store,
+//! children before parents, [`BulkOptions::write_batch`] nodes per store
+//! operation — the write buffer: a store without a node buffer writes each
+//! operation as one device batch.
+//!
+//! **Memory.** The tree in memory holds at most about
+//! [`BulkOptions::held_nodes`] nodes (issue 47: the tree beside the input
+//! grew with it, 177 MB at 3 M points). Insertion in Z-order never comes
+//! back to a quadrant that lies wholly before the next point's address, so
+//! when the tree in memory holds more nodes than that, the subtrees of such
+//! quadrants are written to the target store and each of their nodes in
+//! memory gives way to an empty placeholder on the same page (about 60
+//! bytes; the tree's next nodes get the pages they would have had, so its
+//! entries keep their order and its splits their choices). The tree built
+//! is the one a load held whole would build, node for node; only its pages
+//! differ (written in the order they are left behind, not in one post-order
+//! walk at the end). A load of at most `held_nodes` nodes writes the very
+//! pages of one held whole. Before anything is written, the input is
+//! checked: ids, the domain, distinct points, and at most M points in one
+//! finest cell (the leaf split's refusal).
+//!
+//! **Not done:** phases 1–2 (external partitioning of an input larger than
+//! memory) and the merge with an existing tree (phase 4); the target store
+//! must be empty. Until the last operation sets the tree metadata the new
+//! nodes are unreachable, so a crash in the middle (or an I/O error) leaves
 //! an empty tree (and pages the allocator still counts as used).
 //!
 //! # Bulk insertion
@@ -33,9 +51,7 @@
 //! store together at the operation's end — one batch write on a store
 //! without a node buffer. Each chunk is atomic; an error in a chunk leaves
 //! the earlier chunks inserted and says how many points that is.
-use std::collections::HashSet;
-#[cfg(any(test, feature = "internals"))]
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -59,22 +75,35 @@ pub struct BulkOptions {
     pub chunk_points: usize,
     /// Most pages of one batched read.
     pub read_batch: usize,
+    /// Bulk loading: nodes of the tree being built held in memory at once
+    /// (a few KiB each: 177 MB held the 63,362 nodes of 3 M points at 4 KiB
+    /// pages). Past it, the nodes that the
+    /// remaining points can no longer reach are written to the target
+    /// store, so the memory of the build does not grow with the input; a
+    /// tree of fewer nodes is held whole and written at the end.
+    pub held_nodes: usize,
 }
 
 impl Default for BulkOptions {
-    /// 128 nodes per write batch, chunks of 2,048 points, reads of at most 1,024 pages.
+    /// 128 nodes per write batch, chunks of 2,048 points, reads of at most
+    /// 1,024 pages, 2,048 nodes held by a bulk load (about 6 MiB at 4 KiB pages).
     fn default() -> Self {
         BulkOptions {
             write_batch: 128,
             chunk_points: 2048,
             read_batch: 1024,
+            held_nodes: 2048,
         }
     }
 }
 
 impl BulkOptions {
     fn verify(&self) -> Result<()> {
-        if self.write_batch == 0 || self.chunk_points == 0 || self.read_batch == 0 {
+        if self.write_batch == 0
+            || self.chunk_points == 0
+            || self.read_batch == 0
+            || self.held_nodes == 0
+        {
             return Err(Error::invalid(format!(
                 "bulk batch sizes must be positive: {self:?}"
             )));
@@ -131,6 +160,17 @@ impl<S: NodeStore> XbrTree<S> {
     /// Bulk loads `items` into this tree, which must be empty (see
     /// [`bulk_load`](Self::bulk_load)).
     pub fn load(&mut self, items: &[(u64, Point)], opts: BulkOptions) -> Result<()> {
+        self.load_counted(items, opts).map(|_| ())
+    }
+
+    /// [`load`](Self::load), returning the most nodes of the tree being
+    /// built that memory held at once (placeholders of written nodes not
+    /// counted).
+    pub(crate) fn load_counted(
+        &mut self,
+        items: &[(u64, Point)],
+        opts: BulkOptions,
+    ) -> Result<usize> {
         opts.verify()?;
         let meta = self.store.meta();
         if meta.root.is_some() || meta.records > 0 {
@@ -139,31 +179,51 @@ impl<S: NodeStore> XbrTree<S> {
             ));
         }
         let batch = sorted_batch(&self.domain, items, |_| Ok(false))?;
-        let mut mem = XbrTree::create(MemStore::new(), self.config)?;
-        for &(id, _, p) in &batch {
-            mem.insert(id, p)?;
-        }
-        let meta = mem.store.meta();
-        let Some(root) = meta.root else {
-            return Ok(());
+        self.separable(&batch)?;
+        let mut b = Builder {
+            mem: XbrTree::create(MemStore::new(), self.config)?,
+            writer: Writer {
+                op: None,
+                in_op: 0,
+                limit: opts.write_batch,
+            },
+            written: HashMap::new(),
+            released: 0,
+            peak: 0,
         };
-        let mut writer = Writer {
-            op: Some(self.store.begin_op()?),
-            in_op: 0,
-            limit: opts.write_batch,
-        };
-        let new_root = copy_subtree(&mem, root, self, &mut writer)?;
-        if writer.op.is_none() {
-            writer.op = Some(self.store.begin_op()?);
-        }
-        self.store.set_meta(TreeMeta {
-            root: Some(new_root),
-            ..meta
-        })?;
-        if let Some(op) = writer.op.take() {
-            self.store.commit_op(op)?;
+        let outcome = b.build(&batch, opts.held_nodes, self);
+        if outcome.is_err() {
+            // Nodes written so far stay unreachable (no metadata names
+            // them), as after a crash; the store's operation is closed.
+            if let Some(op) = b.writer.op.take() {
+                let _ = self.store.commit_op(op);
+            }
+            return outcome;
         }
         self.ids = Some(batch.iter().map(|&(id, _, _)| id).collect());
+        outcome
+    }
+
+    /// An error, before anything is written, when more than M points of
+    /// `batch` (sorted by address) share one finest cell: the leaf split
+    /// would refuse them midway through the load.
+    fn separable(&self, batch: &[(u64, u64, Point)]) -> Result<()> {
+        let max = self.config.max_entries;
+        let mut run = 0;
+        for (i, &(_, code, _)) in batch.iter().enumerate() {
+            run = if i > 0 && batch[i - 1].1 == code {
+                run + 1
+            } else {
+                1
+            };
+            if run > max {
+                let entries = batch[i + 1 - run..=i]
+                    .iter()
+                    .map(|&(id, _, p)| super::quad::point_entry(id, p))
+                    .collect();
+                super::split::split_leaf(&self.domain, super::quad::Quadrant::ROOT, entries)?;
+            }
+        }
         Ok(())
     }
 
@@ -229,35 +289,196 @@ struct Writer {
     limit: usize,
 }
 
-/// Writes the subtree of `page` of the in-memory tree `mem` into `tree`'s
-/// store, children before parents; returns the new page of its root.
-fn copy_subtree<S: NodeStore>(
-    mem: &XbrTree<MemStore>,
-    page: PageId,
-    tree: &mut XbrTree<S>,
-    w: &mut Writer,
-) -> Result<PageId> {
-    let node = mem.node(page)?;
-    let entries: Vec<Entry> = if node.level == 0 {
-        node.entries.clone()
-    } else {
-        let mut v = Vec::with_capacity(node.entries.len());
-        for e in &node.entries {
-            let key = copy_subtree(mem, e.key, tree, w)?;
-            v.push(Entry { key, ..*e });
+impl Writer {
+    /// Creates a node of `level` holding `entries` in `tree`'s store, in
+    /// the running operation (begun when none runs, committed when full).
+    fn create<S: NodeStore>(
+        &mut self,
+        tree: &mut XbrTree<S>,
+        level: u16,
+        entries: Vec<Entry>,
+    ) -> Result<PageId> {
+        if self.op.is_none() {
+            self.op = Some(tree.store.begin_op()?);
         }
-        v
-    };
-    if w.op.is_none() {
-        w.op = Some(tree.store.begin_op()?);
+        let id = tree.create_node(level, entries)?;
+        self.in_op += 1;
+        if self.in_op >= self.limit {
+            if let Some(op) = self.op.take() {
+                tree.store.commit_op(op)?;
+            }
+            self.in_op = 0;
+        }
+        Ok(id)
     }
-    let id = tree.create_node(node.level, entries)?;
-    w.in_op += 1;
-    if w.in_op >= w.limit {
-        if let Some(op) = w.op.take() {
+}
+
+/// A bulk load under way: the tree built in memory by Z-ordered insertion,
+/// the write batches to the target, and the nodes already written.
+///
+/// A node of `mem` whose quadrant lies wholly before the next point's
+/// address never changes again: insertion in Z-order reaches only the
+/// quadrants holding the points to come (a split rewrites the node it
+/// splits and its parent, both on that path, and only moves entries, the
+/// written nodes' among them, between such nodes). When `mem` holds too many
+/// nodes, such subtrees are written to the target (children before
+/// parents, as at the end), and each written node of `mem` gives way to an
+/// empty placeholder on the same page, so that the pages `mem` hands out,
+/// hence the order of the entries of its nodes and its splits, stay those
+/// of a build held whole: the same tree, its nodes written in another order.
+struct Builder {
+    mem: XbrTree<MemStore>,
+    writer: Writer,
+    /// Written nodes whose parent is still in `mem`: their page in `mem`
+    /// (a placeholder now), their page in the target.
+    written: HashMap<PageId, PageId>,
+    /// Placeholders in `mem`.
+    released: u64,
+    /// The most nodes `mem` held at once, placeholders not counted.
+    peak: usize,
+}
+
+impl Builder {
+    /// Nodes of `mem` holding entries. Insertion removes no node, and
+    /// creates one at each split and one more at each growth of the tree:
+    /// a tree of height h holds `splits + h` nodes.
+    fn held(&self) -> usize {
+        let nodes = self.mem.counters().splits + u64::from(self.mem.height());
+        nodes.saturating_sub(self.released) as usize
+    }
+
+    /// Inserts `batch` (sorted by address) into `mem`, writing the finished
+    /// nodes to `tree` whenever `mem` holds more than `held_nodes` nodes
+    /// (or twice what the last release left), then the rest and the
+    /// metadata. Returns the peak of [`held`](Self::held).
+    fn build<S: NodeStore>(
+        &mut self,
+        batch: &[(u64, u64, Point)],
+        held_nodes: usize,
+        tree: &mut XbrTree<S>,
+    ) -> Result<usize> {
+        let mut release_at = held_nodes;
+        for (i, &(id, _, p)) in batch.iter().enumerate() {
+            self.mem.insert(id, p)?;
+            let held = self.held();
+            self.peak = self.peak.max(held);
+            if held > release_at {
+                if let Some(&(_, next, _)) = batch.get(i + 1) {
+                    self.release_finished(next, tree)?;
+                    release_at = held_nodes.max(2 * self.held());
+                }
+            }
+        }
+        let meta = self.mem.store.meta();
+        let Some(root) = meta.root else {
+            return Ok(self.peak);
+        };
+        let new_root = self.copy_subtree(root, tree, &mut Vec::new())?;
+        if self.writer.op.is_none() {
+            self.writer.op = Some(tree.store.begin_op()?);
+        }
+        tree.store.set_meta(TreeMeta {
+            root: Some(new_root),
+            ..meta
+        })?;
+        if let Some(op) = self.writer.op.take() {
             tree.store.commit_op(op)?;
         }
-        w.in_op = 0;
+        Ok(self.peak)
     }
-    Ok(id)
+
+    /// Writes to `tree` every subtree of `mem` that the points from address
+    /// `next` on can no longer reach, and puts placeholders in its pages.
+    fn release_finished<S: NodeStore>(&mut self, next: u64, tree: &mut XbrTree<S>) -> Result<()> {
+        let Some(root) = self.mem.store.meta().root else {
+            return Ok(());
+        };
+        let mut done = Vec::new();
+        self.release_below(root, next, tree, &mut done)?;
+        if done.is_empty() {
+            return Ok(());
+        }
+        let op = self.mem.store.begin_op()?;
+        for &page in &done {
+            self.mem.delete_node(page)?;
+        }
+        self.mem.store.commit_op(op)?;
+        // The freed pages are the smallest free ones: the placeholders take
+        // exactly them, and the tree's next nodes the pages they would have had.
+        let op = self.mem.store.begin_op()?;
+        let mut taken = Vec::with_capacity(done.len());
+        for _ in &done {
+            taken.push(self.mem.store.create(0, Vec::new())?);
+        }
+        self.mem.store.commit_op(op)?;
+        done.sort_unstable();
+        taken.sort_unstable();
+        if taken != done {
+            return Err(Error::corrupt(
+                None,
+                "xBR+-tree bulk load: placeholders on other pages than the nodes written",
+            ));
+        }
+        self.released += done.len() as u64;
+        Ok(())
+    }
+
+    /// [`release_finished`](Self::release_finished) below node `page` of
+    /// `mem`, which the points to come still reach; `done` collects the
+    /// pages written.
+    fn release_below<S: NodeStore>(
+        &mut self,
+        page: PageId,
+        next: u64,
+        tree: &mut XbrTree<S>,
+        done: &mut Vec<PageId>,
+    ) -> Result<()> {
+        let node = self.mem.node(page)?;
+        if node.level == 0 {
+            return Ok(());
+        }
+        for e in &node.entries {
+            if self.written.contains_key(&e.key) {
+                continue;
+            }
+            let child = super::quad::child_ref(e, page)?;
+            let q = child.quad;
+            if super::quad::Quadrant::of_code(next, q.level()).path() > q.path() {
+                let id = self.copy_subtree(child.page, tree, done)?;
+                self.written.insert(child.page, id);
+            } else {
+                self.release_below(child.page, next, tree, done)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the subtree of `page` of `mem` into `tree`'s store, children
+    /// before parents (a child written earlier is not written again);
+    /// returns the new page of its root. `done` collects the pages of `mem`
+    /// written.
+    fn copy_subtree<S: NodeStore>(
+        &mut self,
+        page: PageId,
+        tree: &mut XbrTree<S>,
+        done: &mut Vec<PageId>,
+    ) -> Result<PageId> {
+        let node = self.mem.node(page)?;
+        let entries: Vec<Entry> = if node.level == 0 {
+            node.entries.clone()
+        } else {
+            let mut v = Vec::with_capacity(node.entries.len());
+            for e in &node.entries {
+                let key = match self.written.remove(&e.key) {
+                    Some(key) => key,
+                    None => self.copy_subtree(e.key, tree, done)?,
+                };
+                v.push(Entry { key, ..*e });
+            }
+            v
+        };
+        let id = self.writer.create(tree, node.level, entries)?;
+        done.push(page);
+        Ok(id)
+    }
 }

@@ -323,10 +323,11 @@ proptest! {
         write_batch in 1usize..40,
         chunk in 1usize..300,
         kind in prop_oneof![Just(Kind::Mem), Just(Kind::Plain), Just(Kind::PlainNoBuffer), Just(Kind::Efind), Just(Kind::Fast)],
+        held_nodes in prop_oneof![Just(1usize), Just(12), Just(usize::MAX)],
     ) {
         let at = points.len() * split / 100;
         let (first, rest) = points.split_at(at);
-        let opts = BulkOptions { write_batch, chunk_points: chunk, read_batch: 7 };
+        let opts = BulkOptions { write_batch, chunk_points: chunk, read_batch: 7, held_nodes };
         let dev = device();
         let cfg = XbrConfig::new(domain(), max);
         let mut t = XbrTree::bulk_load(store_on(kind, &dev, true), cfg, first, opts).unwrap();
@@ -479,6 +480,7 @@ fn batch_queries_and_bulk_insertion_submit_fewer_device_batches() {
         write_batch: 64,
         chunk_points: 500,
         read_batch: 256,
+        ..BulkOptions::default()
     };
     let mk = || {
         let dev = device();
@@ -746,4 +748,153 @@ fn an_update_on_a_logged_store_survives_a_crash_at_any_of_its_syncs() {
         }
     }
     assert!(crashes > 0, "no crash fell inside an update");
+}
+
+/// `n` distinct points spread over the domain (a scrambled grid).
+fn spread_points(n: u64) -> Vec<(u64, Point)> {
+    (0..n)
+        .map(|i| {
+            let c = i * 7919 % n;
+            let side = (n as f64).sqrt().ceil() as u64;
+            let (x, y) = (c % side, c / side);
+            (i + 1, pt(x as f64 * 63.0 / side as f64, y as f64 * 63.0 / side as f64))
+        })
+        .collect()
+}
+
+/// A node as its level and entries (key, rectangle bits, payload).
+type NodeContent = (u16, Vec<(u64, [u64; 4], u64)>);
+
+/// Every node of `t` as level and content, the keys of internal entries
+/// (pages) left out, sorted: two trees with the same list have the same
+/// nodes whatever their pages.
+fn nodes_of<S: NodeStore>(t: &XbrTree<S>) -> Vec<NodeContent> {
+    let mut out = Vec::new();
+    let mut stack: Vec<u64> = t.store().meta().root.into_iter().collect();
+    while let Some(page) = stack.pop() {
+        let node = t.node(page).unwrap();
+        let mut entries: Vec<(u64, [u64; 4], u64)> = node
+            .entries
+            .iter()
+            .map(|e| {
+                let r = [e.rect.min_x(), e.rect.min_y(), e.rect.max_x(), e.rect.max_y()];
+                let key = if node.level == 0 { e.key } else { 0 };
+                (key, r.map(f64::to_bits), e.payload)
+            })
+            .collect();
+        if node.level > 0 {
+            stack.extend(node.entries.iter().map(|e| e.key));
+        }
+        entries.sort_unstable();
+        out.push((node.level, entries));
+    }
+    out.sort_unstable();
+    out
+}
+
+/// Issue 47: a bulk load held the whole tree it builds in memory (every
+/// node until the end). Bounded by `held_nodes`, it writes the nodes the
+/// Z-ordered insertion leaves behind as it goes, holds a number of nodes
+/// that does not grow with the input, and builds the same nodes, which
+/// answer as the oracle; a load under the bound writes the very pages of
+/// one held whole.
+#[test]
+fn a_bulk_load_holds_a_bounded_number_of_nodes() {
+    let cfg = XbrConfig::new(domain(), 8);
+    let load = |points: &[(u64, Point)], held_nodes: usize| {
+        let opts = BulkOptions {
+            held_nodes,
+            write_batch: 16,
+            ..BulkOptions::default()
+        };
+        let mut t = XbrTree::create(MemStore::new(), cfg).unwrap();
+        let peak = t.load_counted(points, opts).unwrap();
+        (t, peak)
+    };
+    let mut peaks = Vec::new();
+    for n in [5_000u64, 20_000] {
+        let points = spread_points(n);
+        let (whole, whole_peak) = load(&points, usize::MAX);
+        let (bounded, peak) = load(&points, 64);
+        let total = whole.store().node_count();
+        assert_eq!(whole_peak, total, "held whole, every node is in memory");
+        assert!(total > 1_000, "{n} points: {total} nodes");
+        assert!(peak <= 160, "{n} points: {peak} nodes held at once of {total}");
+        assert_eq!(bounded.store().node_count(), total);
+        assert_eq!(nodes_of(&bounded), nodes_of(&whole), "{n} points");
+        let o = Oracle {
+            items: points.clone(),
+        };
+        agree(&bounded, &o);
+        batches_agree(&bounded, &o);
+        peaks.push(peak);
+        // Under the bound: the same pages, in the same order.
+        let few = &points[..300];
+        let (a, _) = load(few, usize::MAX);
+        let (b, _) = load(few, 64_000);
+        assert_eq!(a.store().page_ids(), b.store().page_ids());
+        for page in a.store().page_ids() {
+            assert_eq!(a.node(page).unwrap(), b.node(page).unwrap());
+        }
+    }
+    assert!(peaks[1] <= peaks[0] + 16, "held: {peaks:?}");
+}
+
+/// A bounded bulk load writes nodes long before its end; killed at any
+/// sync of a logged store, it leaves an empty tree (its nodes unreachable
+/// until the last operation sets the metadata), or the whole tree.
+#[test]
+fn a_bulk_load_killed_midway_leaves_an_empty_tree() {
+    use crate::storage::faulty::{FaultPlan, FaultyDevice};
+    use crate::store::crash_harness::unwrap_faulty;
+    let points = spread_points(1_500);
+    let cfg = XbrConfig::new(domain(), 8);
+    let opts = BulkOptions {
+        held_nodes: 32,
+        write_batch: 8,
+        ..BulkOptions::default()
+    };
+    let run = |dev: &Arc<FaultyDevice<MemDevice>>| {
+        let d: Arc<dyn PageDevice> = dev.clone();
+        let mut t = XbrTree::create(synced_store(Kind::Efind, &d, true), cfg).unwrap();
+        let before = dev.stats().io.syncs;
+        (before, t.load(&points, opts))
+    };
+    let dry = Arc::new(FaultyDevice::new(
+        MemDevice::new(PAGE, 1 << 12).unwrap(),
+        FaultPlan::none(),
+    ));
+    let (s0, loaded) = run(&dry);
+    loaded.unwrap();
+    let s1 = dry.stats().io.syncs;
+    assert!(s1 > s0 + 4, "syncs {s0}..={s1}");
+    let (mut empty, mut whole) = (0, 0);
+    for s in s0 + 1..=s1 {
+        let plan = FaultPlan::none().crash_at_sync(s).with_seed(s);
+        let dev = Arc::new(FaultyDevice::new(MemDevice::new(PAGE, 1 << 12).unwrap(), plan));
+        match run(&dev).1 {
+            Err(Error::Crashed(_)) => {}
+            Ok(()) => dev.crash_now().unwrap(),
+            Err(e) => panic!("crash at sync {s}: {e}"),
+        }
+        let durable: Arc<dyn PageDevice> = Arc::new(unwrap_faulty(dev));
+        let t = XbrTree::open(synced_store(Kind::Efind, &durable, false), cfg).unwrap();
+        match XbrTree::len(&t) {
+            0 => {
+                assert!(t.store().meta().root.is_none(), "sync {s}");
+                empty += 1;
+            }
+            n => {
+                assert_eq!(n, points.len() as u64, "sync {s}");
+                agree(
+                    &t,
+                    &Oracle {
+                        items: points.clone(),
+                    },
+                );
+                whole += 1;
+            }
+        }
+    }
+    assert!(empty > 2 && whole > 0, "empty {empty}, whole {whole}");
 }
