@@ -69,3 +69,22 @@ def test_an_intersection_holds_its_answer_at_a_few_bytes_a_record(tmp_path):
     # the allocator's slack): 17 B measured; the list of ints beside the
     # engine's hits took about 48.
     assert held <= 24 * n, f"the answer took {held / n:.1f} bytes a record"
+
+
+def test_a_large_answer_pages_as_a_small_one():
+    """An answer over 4,096 ids (a buffer of int64) is paged by the
+    result offset and limit as a list is (rtree 1.x's swapped names:
+    ``set_result_offset`` sets the limit, ``set_result_limit`` the offset)."""
+    import geoflash
+
+    idx = geoflash.Index()
+    for i in range(6000):
+        idx.insert(i, (i % 97, i // 97, i % 97 + 0.5, i // 97 + 0.5))
+    world = (-1e9, -1e9, 1e9, 1e9)
+    full = list(idx.intersection(world))
+    assert sorted(full) == list(range(6000))
+    assert all(type(i) is int for i in full[:10])
+    idx.set_result_offset(100)
+    idx.set_result_limit(4500)
+    assert list(idx.intersection(world)) == full[4500:4600]
+    assert list(idx.contains(world)) == full[4500:4600]
