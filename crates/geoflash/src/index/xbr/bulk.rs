@@ -117,14 +117,16 @@ impl BulkOptions {
 /// addresses, sorted by address (Z-order), then id.
 fn sorted_batch(
     domain: &super::Domain,
-    items: &[(u64, Point)],
+    items: impl IntoIterator<Item = Result<(u64, Point)>>,
     mut held: impl FnMut(u64) -> Result<bool>,
 ) -> Result<Vec<(u64, u64, Point)>> {
+    let items = items.into_iter();
     // About 2 bytes an id or less while the ids are dense (a `HashSet`
     // took 16 to 36 bytes an id, twice while it grew).
     let mut ids = crate::index::object_ids::ObjectIds::new();
-    let mut out = Vec::with_capacity(items.len());
-    for &(id, p) in items {
+    let mut out = Vec::with_capacity(items.size_hint().0);
+    for item in items {
+        let (id, p) = item?;
         let code = domain.code(&p)?;
         if !ids.insert(id) || held(id)? {
             return Err(duplicate_id(id));
@@ -161,7 +163,20 @@ impl<S: NodeStore> XbrTree<S> {
 
     /// Bulk loads `items` into this tree, which must be empty (see
     /// [`bulk_load`](Self::bulk_load)).
+    #[cfg(any(test, feature = "internals"))]
     pub fn load(&mut self, items: &[(u64, Point)], opts: BulkOptions) -> Result<()> {
+        self.load_each(items.iter().map(|&item| Ok(item)), opts)
+    }
+
+    /// [`load`](Self::load) of the points `items` yields, as they come (a
+    /// caller that makes them from other records holds no copy of them
+    /// beside the load's own, Z-ordered): the first error `items` yields
+    /// is returned before anything is written.
+    pub fn load_each(
+        &mut self,
+        items: impl IntoIterator<Item = Result<(u64, Point)>>,
+        opts: BulkOptions,
+    ) -> Result<()> {
         self.load_counted(items, opts).map(|_| ())
     }
 
@@ -170,7 +185,7 @@ impl<S: NodeStore> XbrTree<S> {
     /// counted).
     pub(crate) fn load_counted(
         &mut self,
-        items: &[(u64, Point)],
+        items: impl IntoIterator<Item = Result<(u64, Point)>>,
         opts: BulkOptions,
     ) -> Result<usize> {
         opts.verify()?;
@@ -237,7 +252,7 @@ impl<S: NodeStore> XbrTree<S> {
         let domain = self.domain;
         // Ids and domain for the whole input first; points against the tree per chunk.
         let mut held = |id| self.holds_id(id);
-        let batch = sorted_batch(&domain, items, &mut held)?;
+        let batch = sorted_batch(&domain, items.iter().map(|&item| Ok(item)), &mut held)?;
         let mut done = 0usize;
         let mut chunks = 0;
         for chunk in batch.chunks(opts.chunk_points) {

@@ -808,7 +808,7 @@ fn a_bulk_load_holds_a_bounded_number_of_nodes() {
             ..BulkOptions::default()
         };
         let mut t = XbrTree::create(MemStore::new(), cfg).unwrap();
-        let peak = t.load_counted(points, opts).unwrap();
+        let peak = t.load_counted(points.iter().map(|&p| Ok(p)), opts).unwrap();
         (t, peak)
     };
     let mut peaks = Vec::new();
