@@ -516,16 +516,7 @@ impl Records {
     {
         let keys = keys.into_iter();
         out.reserve(keys.len());
-        if self.identity {
-            if let Some(k) = keys.clone().find(|&k| i64::try_from(k).is_err()) {
-                return self.id(k).map(|_| ());
-            }
-            out.extend(keys.map(|k| k as i64));
-            return Ok(());
-        }
-        // Every key live and below the dense prefix (`from_arrays` with
-        // `arange`, nothing deleted): the ids are the keys, no lookup each.
-        if self.live == self.keys() && keys.clone().all(|k| k < self.dense) {
+        if self.keys_are_ids(keys.clone())? {
             out.extend(keys.map(|k| k as i64));
             return Ok(());
         }
@@ -535,17 +526,29 @@ impl Records {
         Ok(())
     }
 
+    /// Whether `keys` are their records' user ids, so that none needs a
+    /// lookup: in an identity map (a key that does not fit an `i64` is
+    /// the error [`Records::id`] gives), or when every key is live and
+    /// below the dense prefix (`from_arrays` with `arange`, nothing
+    /// deleted).
+    fn keys_are_ids(&self, mut keys: impl Iterator<Item = u64> + Clone) -> Result<bool> {
+        if self.identity {
+            return match keys.find(|&k| i64::try_from(k).is_err()) {
+                Some(k) => self.id(k).map(|_| true),
+                None => Ok(true),
+            };
+        }
+        Ok(self.live == self.keys() && keys.all(|k| k < self.dense))
+    }
+
     /// The user ids of the records with `keys`, as [`Records::extend_ids`]
     /// gives them, in the memory of `keys` (8 bytes an id: a query's
     /// answer is not held twice while it becomes ids).
     pub fn into_ids(&self, mut keys: Vec<u64>) -> Result<Vec<i64>> {
-        let direct = self.identity || (self.live == self.keys() && keys.iter().all(|&k| k < self.dense));
-        if !direct {
+        if !self.keys_are_ids(keys.iter().copied())? {
             for k in &mut keys {
                 *k = u64::from_ne_bytes(self.id(*k)?.to_ne_bytes());
             }
-        } else if let Some(&k) = keys.iter().find(|&&k| i64::try_from(k).is_err()) {
-            return self.id(k).map(|_| Vec::new());
         }
         // Same size and alignment: collected in place.
         Ok(keys
