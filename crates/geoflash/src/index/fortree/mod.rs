@@ -144,6 +144,8 @@ use crate::{Error, Result};
 
 mod buffer;
 mod check;
+#[cfg(test)]
+mod crash_tests;
 mod delete;
 mod insert;
 #[cfg(test)]
@@ -320,6 +322,12 @@ internal! {
         /// (a `HashSet` took 9 to 18 bytes an id, and both tables while it
         /// grew: 28 MB at 1 M objects).
         ids: Option<ObjectIds>,
+        /// The most a flush sends the store in one store operation, in
+        /// bytes: [`FLUSH_PART_BYTES`]. Only tests lower it
+        /// (`Fortree::set_flush_part_bytes`), so that the flush of a small
+        /// tree is written in many parts; the pages written and their
+        /// order do not depend on it, only the number of store operations.
+        part_bytes: usize,
     }
 }
 
@@ -392,7 +400,17 @@ impl<S: NodeStore> Fortree<S> {
             stats: FortreeStats::default(),
             tick: 0,
             ids: None,
+            part_bytes: FLUSH_PART_BYTES,
         }
+    }
+
+    /// For tests: writes every later flush in store operations of at most
+    /// `bytes` (instead of [`FLUSH_PART_BYTES`]; a node is never split, so
+    /// a part holds at least one), to crash a checkpoint of a small tree
+    /// between its parts.
+    #[cfg(test)]
+    pub(crate) fn set_flush_part_bytes(&mut self, bytes: usize) {
+        self.part_bytes = bytes;
     }
 
     /// The parameters.
@@ -625,10 +643,11 @@ impl<S: NodeStore> Fortree<S> {
 
     /// Before a flush sends the store a node of `node_bytes` decoded bytes:
     /// commits the flush's current store operation and begins the next one
-    /// when the node would take the operation past [`FLUSH_PART_BYTES`].
+    /// when the node would take the operation past [`FLUSH_PART_BYTES`]
+    /// (the tree's `part_bytes`, lower in some tests).
     fn next_part(&mut self, part: &mut FlushPart, node_bytes: usize) -> Result<()> {
         let cost = node_bytes + node_bytes_for(self.config.max_entries);
-        if part.bytes > 0 && part.bytes + cost > FLUSH_PART_BYTES {
+        if part.bytes > 0 && part.bytes + cost > self.part_bytes {
             self.store.commit_op(part.op)?;
             part.op = self.store.begin_op()?;
             part.bytes = 0;
