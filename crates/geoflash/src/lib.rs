@@ -150,4 +150,4 @@ layers!(
 pub use engine::{IndexSpec, KeyStyle, Setting, SpecError};
 pub use error::{Error, ErrorKind, Result};
 pub use index_dir::{BatchDurability, Index, IndexOptions, WARM_BATCH};
-pub use spatial::SpatialIndex;
+pub use spatial::{Sought, SpatialIndex};

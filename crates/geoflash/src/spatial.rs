@@ -57,6 +57,17 @@ pub(crate) trait StoreLink {
     }
 }
 
+/// What [`SpatialIndex::update_within`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sought {
+    /// No record of the id intersects the rectangle given: nothing
+    /// changed.
+    Absent,
+    /// The record was moved; the hint for its next update, if the
+    /// structure keeps one.
+    Moved(Option<u64>),
+}
+
 /// A spatial index of objects (an id and a rectangle each); see the module
 /// documentation. Implemented by the crate's structures only (its
 /// supertrait `StoreLink` is the crate's own).
@@ -128,6 +139,30 @@ pub trait SpatialIndex: StoreLink + Any + Send + Sync {
     ) -> Result<Option<u64>> {
         let _ = near;
         self.update(id, old, new).map(|()| None)
+    }
+
+    /// [`update_near`](Self::update_near) of a record whose rectangle is
+    /// not known exactly: record `id`, which intersects `within` (a
+    /// rectangle known to contain it, such as the id locator's, rounded
+    /// outward; keys are unique in a structure, so the record found there
+    /// is the one), moved to `new`. [`Sought::Absent`], nothing changed,
+    /// when the structure finds no record `id` (in the page `near` names,
+    /// where it keeps hints, nor intersecting `within`); else the hint for
+    /// the record's next update. By default a query of `within` finds the
+    /// exact rectangle, then `update_near`; the R-tree family reads the
+    /// hinted leaf once for both.
+    fn update_within(
+        &mut self,
+        id: u64,
+        within: Rect,
+        new: Rect,
+        near: Option<u64>,
+    ) -> Result<Sought> {
+        let found = self.query(within, Predicate::Intersects)?;
+        match found.hits.iter().find(|h| h.id == id) {
+            Some(h) => self.update_near(id, h.rect, new, near).map(Sought::Moved),
+            None => Ok(Sought::Absent),
+        }
     }
 
     /// A hint that the pages `pages` (hints this structure gave with

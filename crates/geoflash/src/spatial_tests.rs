@@ -13,7 +13,7 @@ use crate::grid::gffm::InPlaceBuckets;
 use crate::grid::lbgrid::LogBuckets;
 use crate::grid::{GridIndex, GridOptions};
 use crate::index::query::Predicate;
-use crate::spatial::SpatialIndex;
+use crate::spatial::{Sought, SpatialIndex};
 use crate::storage::mem::MemDevice;
 use crate::storage::PageDevice;
 use crate::Index;
@@ -170,6 +170,7 @@ fn check(family: &str, ops: &[Op], windows: &[(u8, u8, u8, u8)], probes: &[(u8, 
             assert_eq!(got, want, "{family}: batched {p:?} {w:?}");
         }
     }
+    check_update_within(&mut *ix, &mut live, family);
     let points: Vec<Point> = probes
         .iter()
         .map(|&(x, y)| Point::new(f64::from(x), f64::from(y)).unwrap())
@@ -199,6 +200,49 @@ fn check(family: &str, ops: &[Op], windows: &[(u8, u8, u8, u8)], probes: &[(u8, 
                 "{family}: {k} nearest to {p:?}: {got:?} vs {want:?}"
             );
         }
+    }
+}
+
+/// [`SpatialIndex::update_within`] moves each live record, found within a
+/// rectangle around it, half a cell up and right: with the hint the
+/// structure gave for it ([`SpatialIndex::visit_located`]), without one,
+/// with a wrong one; it changes nothing for an id the structure does not
+/// hold, or for a rectangle away from the record without a hint. `live`
+/// follows the moves.
+fn check_update_within(ix: &mut dyn SpatialIndex, live: &mut Oracle, family: &str) {
+    let mut hints = BTreeMap::new();
+    ix.visit_located(&mut |id, rect, near| {
+        hints.insert(id, (rect, near));
+    })
+    .unwrap();
+    assert_eq!(hints.len(), live.len(), "{family}: visit_located");
+    let wrong = hints.values().filter_map(|h| h.1).max().map(|n| n + 1);
+    for (i, (id, p)) in live.values_mut().enumerate() {
+        let (id, exact) = (*id, Rect::from_point(*p));
+        assert_eq!(hints.get(&id).map(|h| h.0), Some(exact), "{family}: {id}");
+        let around = Rect::new(p.x - 0.25, p.y - 0.25, p.x + 0.25, p.y + 0.25).unwrap();
+        let away = Rect::new(p.x + 0.5, p.y + 0.5, p.x + 0.75, p.y + 0.75).unwrap();
+        let near = [hints[&id].1, None, wrong, Some(0)][i % 4];
+        let to = Point::new(p.x + 0.5, p.y + 0.5).unwrap();
+        // A hint that names the record's leaf finds it there, wherever
+        // `within` is: away from the record, no hint.
+        let gone = [(u64::MAX - id, around, near), (id, away, None)];
+        for (absent, within, near) in gone {
+            let sought = ix.update_within(absent, within, Rect::from_point(to), near);
+            assert_eq!(
+                sought.unwrap(),
+                Sought::Absent,
+                "{family}: {absent} in {within:?}"
+            );
+        }
+        let sought = ix
+            .update_within(id, around, Rect::from_point(to), near)
+            .unwrap();
+        assert!(
+            matches!(sought, Sought::Moved(_)),
+            "{family}: {id} near {near:?}"
+        );
+        *p = to;
     }
 }
 

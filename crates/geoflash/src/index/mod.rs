@@ -38,6 +38,7 @@ use std::sync::Arc;
 use crate::geom::Rect;
 use crate::page::{holds_key, Entry, Node};
 use crate::page_id::PageId;
+use crate::spatial::Sought;
 use crate::store::{EntryChange, NodeStore, TreeMeta};
 use crate::{Error, Result};
 use ops::mbr;
@@ -376,10 +377,69 @@ impl<S: NodeStore> RTree<S> {
         let old = checked(old)?;
         let new = checked(new)?;
         if let Some(leaf) = leaf {
-            if self.update_inside_leaf(leaf, id, &old, new)? {
+            if self.update_inside_leaf(leaf, id, Some(&old), new)? == InLeaf::Updated {
                 return Ok(Some(leaf));
             }
         }
+        self.update_searched(id, old, new, leaf)
+    }
+
+    /// [`update_near`](Self::update_near) of a record whose rectangle is
+    /// not known exactly: the record `id` that intersects `within` (the id
+    /// locator's rectangle, rounded outward; keys are unique in the tree).
+    /// With a hint, its leaf gives the exact rectangle, and the update in
+    /// that leaf alone is tried first, as `update_near` tries it (one read
+    /// of the leaf for both); without one, or when the leaf does not hold
+    /// the record, a query of `within` finds it. [`Sought::Absent`],
+    /// nothing changed, when neither finds record `id`.
+    pub fn update_within(
+        &mut self,
+        id: u64,
+        within: Rect,
+        new: Rect,
+        leaf: Option<PageId>,
+    ) -> Result<Sought> {
+        let within = checked(within)?;
+        let new = checked(new)?;
+        let in_leaf = match leaf {
+            Some(page) => self.update_inside_leaf(page, id, None, new)?,
+            None => InLeaf::Unknown,
+        };
+        let old = match in_leaf {
+            InLeaf::Updated => return Ok(Sought::Moved(leaf)),
+            InLeaf::Holds(old) => old,
+            InLeaf::Unknown => {
+                let mut found = None;
+                let window = query::Window {
+                    rect: within,
+                    predicate: query::Predicate::Intersects,
+                };
+                self.select(&window, |e| {
+                    if e.key == id {
+                        found = Some(e.rect);
+                    }
+                })?;
+                match found {
+                    Some(old) => old,
+                    None => return Ok(Sought::Absent),
+                }
+            }
+        };
+        self.update_searched(id, old, new, leaf).map(Sought::Moved)
+    }
+
+    /// The update of record `(id, old)` to `new` after the search from the
+    /// root (the hinted leaf, if any, read first): in place when
+    /// [`fits_in_place`](Self::fits_in_place), else a deletion and an
+    /// insertion in one operation. Returns the record's leaf when it was
+    /// rewritten in place.
+    fn update_searched(
+        &mut self,
+        id: u64,
+        old: Rect,
+        new: Rect,
+        leaf: Option<PageId>,
+    ) -> Result<Option<PageId>> {
         let path = self.find_record_near(id, &old, leaf)?;
         if self.fits_in_place(&path, &new)? {
             let at = path.last().map(|s| s.id);
@@ -402,36 +462,51 @@ impl<S: NodeStore> RTree<S> {
         done.map(|()| None)
     }
 
-    /// The update of record `id` from `old` to `new` in `leaf` (the
-    /// locator's hint) alone, without a path from the root, when that node
-    /// is a live leaf holding the record and the rectangle of its entries
-    /// stays the same: `old` lies strictly inside it on every side (other
-    /// entries make its edges) and `new` inside it. No ancestor's entry then
-    /// changes, whatever its own rectangle. Returns whether it updated;
-    /// `false` (nothing done, the caller takes the path from the root) for
-    /// any other case, for a hint that is stale or names no live node, and
-    /// for the Hilbert R-tree, whose order follows the rectangles.
-    fn update_inside_leaf(&mut self, leaf: PageId, id: u64, old: &Rect, new: Rect) -> Result<bool> {
-        if self.params.kind == IndexKind::Hilbert {
-            return Ok(false);
+    /// The update of record `id` to `new` in `leaf` (the locator's hint)
+    /// alone, without a path from the root, when that node is a live leaf
+    /// holding the record (at `old`, when given) and the rectangle of its
+    /// entries stays the same: the record's rectangle lies strictly inside
+    /// it on every side (other entries make its edges) and `new` inside it.
+    /// No ancestor's entry then changes, whatever its own rectangle.
+    /// Returns [`InLeaf::Updated`] when it updated; else nothing is done
+    /// and the caller takes the path from the root, told the record's
+    /// rectangle when the leaf holds the record ([`InLeaf::Holds`]; also in
+    /// a Hilbert R-tree, whose order follows the rectangles, so that it is
+    /// never updated here), [`InLeaf::Unknown`] for a hint that is stale or
+    /// names no live node.
+    fn update_inside_leaf(
+        &mut self,
+        leaf: PageId,
+        id: u64,
+        old: Option<&Rect>,
+        new: Rect,
+    ) -> Result<InLeaf> {
+        if self.params.kind == IndexKind::Hilbert && old.is_some() {
+            // Never updated here, and the rectangle is known: no read.
+            return Ok(InLeaf::Unknown);
         }
         // A page that holds no live node is an error of the store's `get`;
         // the search from the root settles what the hint could not.
         let Ok(node) = self.store.get(leaf) else {
-            return Ok(false);
+            return Ok(InLeaf::Unknown);
         };
         if node.level != 0 {
-            return Ok(false);
+            return Ok(InLeaf::Unknown);
         }
         // The record (keys are unique in the tree) and the rectangle of
         // the leaf's entries.
         let found = node.entries.iter().find(|e| e.key == id).map(|e| e.rect);
-        let Some(bounds) = Rect::union_all(node.entries.iter().map(|e| &e.rect)) else {
-            return Ok(false);
+        let Some(rect) = found.filter(|f| old.is_none_or(|o| o == f)) else {
+            return Ok(InLeaf::Unknown);
         };
-        let stays = found == Some(*old) && strictly_inside(old, &bounds) && ops::contains(&bounds, &new);
-        if !stays {
-            return Ok(false);
+        if self.params.kind == IndexKind::Hilbert {
+            return Ok(InLeaf::Holds(rect));
+        }
+        let Some(bounds) = Rect::union_all(node.entries.iter().map(|e| &e.rect)) else {
+            return Ok(InLeaf::Holds(rect));
+        };
+        if !(strictly_inside(&rect, &bounds) && ops::contains(&bounds, &new)) {
+            return Ok(InLeaf::Holds(rect));
         }
         // The tree's copy goes before the change, so the store can change
         // its node in place.
@@ -446,7 +521,7 @@ impl<S: NodeStore> RTree<S> {
             self.counters.updates_in_place += 1;
         }
         self.track_ids(&done, |_| {});
-        done.map(|()| true)
+        done.map(|()| InLeaf::Updated)
     }
 
     /// True when the record at the end of `path` can take rectangle `new`
@@ -663,6 +738,19 @@ fn keeps_node_rect(path: &[Step], i: usize, u: &Entry) -> bool {
         return false;
     };
     u.payload == old.payload && ops::contains(&node.rect, &u.rect) && strictly_inside(&old.rect, &node.rect)
+}
+
+/// What [`RTree::update_inside_leaf`] found in the hinted leaf.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum InLeaf {
+    /// The record was rewritten there.
+    Updated,
+    /// The leaf holds the record, at this rectangle, but it was not
+    /// rewritten there.
+    Holds(Rect),
+    /// The page is not a live leaf holding the record (at the rectangle
+    /// given).
+    Unknown,
 }
 
 /// Whether `inner` lies inside `outer` touching none of its sides: the

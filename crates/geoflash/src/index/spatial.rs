@@ -3,7 +3,7 @@
 use super::query::{BatchKeys, BatchResult, KeyResult, KnnResult, Predicate, QueryResult};
 use super::{RTree, ReadMode};
 use crate::geom::{Point, Rect};
-use crate::spatial::{forward_to_inherent, forward_to_store, SpatialIndex};
+use crate::spatial::{forward_to_inherent, forward_to_store, SpatialIndex, Sought};
 use crate::store::NodeStore;
 use crate::Result;
 
@@ -35,6 +35,10 @@ impl<S: NodeStore + 'static> SpatialIndex for RTree<S> {
 
     fn visit_located(&self, visit: &mut dyn FnMut(u64, Rect, Option<u64>)) -> Result<()> {
         RTree::visit_records_by_leaf(self, |id, rect, leaf| visit(id, rect, Some(leaf)))
+    }
+
+    fn update_within(&mut self, id: u64, within: Rect, new: Rect, near: Option<u64>) -> Result<Sought> {
+        RTree::update_within(self, id, within, new, near)
     }
 
     fn update_near(&mut self, id: u64, old: Rect, new: Rect, near: Option<u64>) -> Result<Option<u64>> {

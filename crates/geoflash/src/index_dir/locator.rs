@@ -2,7 +2,10 @@
 //! [`Index::update_by_id`](super::Index::update_by_id) uses to find the
 //! rectangle an object has now: the structures find a record by its
 //! rectangle (the R-tree family descends only where the rectangle fits), not
-//! by its id.
+//! by its id. The map keeps each rectangle in single precision, rounded
+//! outward (it contains the record's); the structure then finds the record
+//! within it and gives its exact rectangle
+//! ([`SpatialIndex::find_record`](crate::SpatialIndex::find_record)).
 //!
 //! The map is built lazily, by one query over the whole plane (every page of
 //! the index read once, counted like any query), at the first update by id
@@ -15,13 +18,14 @@
 //! whole index), and it is trusted only while its size equals the index's
 //! record count (anything that changes records another way, such as a
 //! FOR-tree changed through its lock, changes the count, or leaves a stale
-//! rectangle which the structure then refuses: an update by id refused
-//! while the structure does not hold the rectangle the map gave drops the
-//! map). It is kept outside the store's node budget: while
+//! rectangle: an update by id whose record the structure does not find
+//! within the map's rectangle rebuilds the map and looks again). It is kept
+//! outside the store's node budget: while
 //! the ids are dense (ids `0..N`, as bulk loads and Python give them) an
-//! array indexed by id of a four-`f64` rectangle and a `u64` hint, 40
-//! bytes a record and one memory access per lookup; otherwise a hash table
-//! of the same with the `u64` key, about 60–70 bytes a record ([`Places`]).
+//! array indexed by id of a four-`f32` rectangle and a `u32` hint, 20
+//! bytes a record and one memory access per lookup (it took 40 with exact
+//! rectangles and `u64` hints); otherwise a hash table of the same with the
+//! `u64` key, 32-byte buckets, about 40–70 bytes a record ([`Places`]).
 //! The table hashes keys with the page ids' multiplicative hasher
 //! ([`IdMap`]): record keys are the index's own, and SipHash was a visible
 //! share of an update by id.
@@ -42,31 +46,92 @@
 //! [`Index::insert`]: super::Index::insert
 //! [`Index::delete`]: super::Index::delete
 //! [`Index::update`]: super::Index::update
-use crate::geom::Rect;
+use crate::geom::{Rect, MAX_COORD};
 use crate::page_id::IdMap;
 use crate::Result;
 
-/// No hint of where a record is.
-const NOWHERE: u64 = u64::MAX;
+/// No hint of where a record is (also kept for a page past the hints'
+/// range).
+const NOWHERE: u32 = u32::MAX;
 
 /// The hint of a free slot of a dense map: no record has this id.
-const ABSENT: u64 = u64::MAX - 1;
+const ABSENT: u32 = u32::MAX - 1;
 
-/// A record's rectangle and the hint of where it is (`NOWHERE`: none;
-/// `ABSENT`: a free slot of a dense map).
+/// A rectangle in single precision rounded outward, so that it contains
+/// the rectangle it was made from: 16 bytes where the exact one takes 32.
+/// The structure gives the exact rectangle of the record it finds there
+/// ([`SpatialIndex::find_record`](crate::SpatialIndex::find_record)).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Approx([f32; 4]);
+
+impl Approx {
+    /// The smallest rectangle of `f32` corners that contains `r` (a
+    /// coordinate past `f32`'s range becomes an infinity, widened back to
+    /// [`MAX_COORD`]).
+    fn of(r: &Rect) -> Approx {
+        Approx([down(r.min_x()), down(r.min_y()), up(r.max_x()), up(r.max_y())])
+    }
+
+    /// The rectangle, in double precision; it contains the one it was
+    /// made from.
+    fn rect(&self) -> Rect {
+        let [a, b, c, d] = self.0.map(widen);
+        Rect::from_valid(a, b, c, d)
+    }
+}
+
+/// The largest `f32` at most `v`.
+fn down(v: f64) -> f32 {
+    let f = v as f32;
+    if f64::from(f) > v {
+        f.next_down()
+    } else {
+        f
+    }
+}
+
+/// The smallest `f32` at least `v`.
+fn up(v: f64) -> f32 {
+    let f = v as f32;
+    if f64::from(f) < v {
+        f.next_up()
+    } else {
+        f
+    }
+}
+
+/// `v` in double precision, an infinity taken as the largest coordinate
+/// a rectangle may have (every coordinate lies within it).
+fn widen(v: f32) -> f64 {
+    f64::from(v).clamp(-MAX_COORD, MAX_COORD)
+}
+
+/// The rectangle the map keeps for `r` (it contains `r`; for tests).
+#[cfg(test)]
+pub(super) fn kept_rect(r: &Rect) -> Rect {
+    Approx::of(r).rect()
+}
+
+/// A record's rectangle, approximately, and the hint of where it is
+/// (`NOWHERE`: none; `ABSENT`: a free slot of a dense map): 20 bytes.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Located {
-    rect: Rect,
-    near: u64,
+    rect: Approx,
+    near: u32,
 }
 
 impl Located {
     /// A free slot of a dense map.
     fn free() -> Located {
         Located {
-            rect: Rect::world(),
+            rect: Approx([0.0; 4]),
             near: ABSENT,
         }
+    }
+
+    /// The hint, if the map keeps one.
+    fn hint(&self) -> Option<u64> {
+        (self.near != NOWHERE).then_some(u64::from(self.near))
     }
 }
 
@@ -77,8 +142,9 @@ const DENSE_SLACK: u64 = 1024;
 /// The map of a built locator, as the operations keep it in step: an array
 /// indexed by id while the ids are dense (below twice the records, plus
 /// [`DENSE_SLACK`]: ids `0..N`, as bulk loads and the Python package give
-/// them), 40 bytes a record and one memory access per lookup; else a hash
-/// map (about 60 bytes a record, two accesses). Both answer alike
+/// them), 20 bytes a record and one memory access per lookup; else a hash
+/// map (32-byte buckets, about 40–70 bytes a record, two accesses). Both
+/// answer alike
 /// (`places_tests` checks them against each other).
 #[derive(Debug)]
 pub(super) enum Places {
@@ -98,7 +164,7 @@ impl Places {
     /// The map of the records `scan` gives to its visitor one at a time
     /// (`(id, rectangle, hint)`, ids unique), `records` of them expected:
     /// built as they come, never held first (a list of them took 56 bytes a
-    /// record beside the map's 40), dense while the ids are dense for that
+    /// record beside the map), dense while the ids are dense for that
     /// many records (ids `0..records`, in any order).
     fn scanned(
         records: Option<u64>,
@@ -147,8 +213,11 @@ impl Places {
     /// dense, though it holds fewer yet).
     fn place_among(&mut self, id: u64, rect: Rect, near: Option<u64>, records: usize) {
         let l = Located {
-            rect,
-            near: near.unwrap_or(NOWHERE),
+            rect: Approx::of(&rect),
+            near: near
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|&n| n < ABSENT)
+                .unwrap_or(NOWHERE),
         };
         match self {
             Places::Dense { slots, len } => {
@@ -216,7 +285,8 @@ pub(super) struct Locator {
 }
 
 impl Locator {
-    /// The rectangle of `id` and the hint of where it is stored, building
+    /// A rectangle that contains `id`'s (its own, rounded outward to
+    /// single precision) and the hint of where it is stored, building
     /// the map with `scan` (every `(id, rectangle, hint)` of the index) first
     /// when it is not built or does not hold `records` entries; `None` when
     /// the index does not hold `id`.
@@ -237,7 +307,7 @@ impl Locator {
         }
         Ok(self.rects.as_ref().and_then(|m| {
             m.get(id)
-                .map(|l| (l.rect, (l.near != NOWHERE).then_some(l.near)))
+                .map(|l| (l.rect.rect(), l.hint()))
         }))
     }
 
@@ -248,11 +318,14 @@ impl Locator {
         let Some(m) = self.rects.as_ref() else {
             return Vec::new();
         };
-        let near: Vec<u64> = ids
+        let near: Vec<u32> = ids
             .iter()
             .map(|&id| m.get(id).map_or(NOWHERE, |l| l.near))
             .collect();
-        near.into_iter().filter(|&n| n != NOWHERE).collect()
+        near.into_iter()
+            .filter(|&n| n != NOWHERE)
+            .map(u64::from)
+            .collect()
     }
 
     /// Keeps the map in step with an operation that ended with `outcome`:
@@ -289,15 +362,17 @@ impl Locator {
     /// while it is not built (for tests).
     #[cfg(test)]
     pub(super) fn entries(&self) -> Option<Vec<(u64, Rect, Option<u64>)>> {
-        let hint = |l: &Located| (l.near != NOWHERE).then_some(l.near);
         let mut all: Vec<(u64, Rect, Option<u64>)> = match self.rects.as_ref()? {
             Places::Dense { slots, .. } => slots
                 .iter()
                 .enumerate()
                 .filter(|(_, l)| l.near != ABSENT)
-                .map(|(i, l)| (i as u64, l.rect, hint(l)))
+                .map(|(i, l)| (i as u64, l.rect.rect(), l.hint()))
                 .collect(),
-            Places::Sparse(map) => map.iter().map(|(&id, l)| (id, l.rect, hint(l))).collect(),
+            Places::Sparse(map) => map
+                .iter()
+                .map(|(&id, l)| (id, l.rect.rect(), l.hint()))
+                .collect(),
         };
         all.sort_unstable_by_key(|e| e.0);
         Some(all)
@@ -316,9 +391,9 @@ mod places_tests {
     use proptest::prelude::*;
 
     /// What a map answers for every id up to `top`.
-    fn answers(p: &Places, top: u64) -> Vec<Option<(u64, [u64; 4])>> {
+    fn answers(p: &Places, top: u64) -> Vec<Option<(u32, [u32; 4])>> {
         (0..=top)
-            .map(|id| p.get(id).map(|l| (l.near, l.rect.to_bits())))
+            .map(|id| p.get(id).map(|l| (l.near, l.rect.0.map(f32::to_bits))))
             .collect()
     }
 
@@ -394,6 +469,33 @@ mod places_tests {
         }
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(crate::testenv::proptest_cases()))]
+
+        /// The kept rectangle contains the record's, and each corner is the
+        /// nearest `f32` outward (the next one inward would cut the
+        /// record's), also past `f32`'s range.
+        #[test]
+        fn a_kept_rectangle_is_the_tightest_f32_one_around_the_record(
+            xs in prop::array::uniform4(prop_oneof![
+                4 => -1e7f64..1e7,
+                1 => -1e150f64..1e150,
+                1 => prop::sample::select(vec![0.0, -0.0, 1e-300, f64::from(f32::MAX), 1e39]),
+            ]),
+        ) {
+            let r = Rect::new(xs[0].min(xs[2]), xs[1].min(xs[3]), xs[0].max(xs[2]), xs[1].max(xs[3]))
+                .unwrap();
+            let kept = kept_rect(&r);
+            prop_assert!(kept.contains(&r), "{kept:?} does not contain {r:?}");
+            let a = Approx::of(&r).0;
+            let (lo, hi) = ([r.min_x(), r.min_y()], [r.max_x(), r.max_y()]);
+            for i in 0..2 {
+                prop_assert!(a[i] == f32::NEG_INFINITY || f64::from(a[i].next_up()) > lo[i]);
+                prop_assert!(a[i + 2] == f32::INFINITY || f64::from(a[i + 2].next_down()) < hi[i]);
+            }
+        }
+    }
+
     #[test]
     fn far_ids_make_a_dense_map_sparse_and_keep_every_record() {
         let mut p = of((0..10).map(|i| (i, rect(i as u16), None)).collect());
@@ -402,7 +504,7 @@ mod places_tests {
         assert!(matches!(p, Places::Sparse(_)));
         assert_eq!(p.len(), 11);
         assert_eq!(p.get(1 << 40).map(|l| l.near), Some(3));
-        assert_eq!(p.get(4).map(|l| l.rect), Some(rect(4)));
+        assert_eq!(p.get(4).map(|l| l.rect.rect()), Some(rect(4)));
         assert!(matches!(of(vec![(1 << 40, rect(1), None)]), Places::Sparse(_)));
     }
 }

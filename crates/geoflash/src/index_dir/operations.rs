@@ -10,7 +10,7 @@ use crate::index::query::{
 };
 use crate::index::checked;
 use crate::metrics::Phase;
-use crate::spatial::SpatialIndex;
+use crate::spatial::{SpatialIndex, Sought};
 use crate::{Error, Result};
 
 /// How many updates by id a batch warms at a time with
@@ -146,11 +146,12 @@ impl Index {
     /// The locator is a map from id to rectangle built by one query over
     /// the whole index at the first update by id after the index was
     /// created or opened (every page read once), then kept in step by the
-    /// index's insertions, deletions and updates: 40 bytes of memory per
-    /// record while the ids are dense, about 60–70 otherwise, with a hint
-    /// of the leaf each record was last rewritten in (so that the update
-    /// reads that leaf, not every leaf whose rectangle contains the
-    /// record's). An id the index does not hold is an error naming it, and
+    /// index's insertions, deletions and updates: 20 bytes of memory per
+    /// record while the ids are dense, about 40–70 otherwise (the
+    /// rectangle in single precision, rounded outward, within which the
+    /// structure finds the exact one), with a hint of the leaf each record
+    /// was last rewritten in (so that the update reads that leaf, not every
+    /// leaf whose rectangle contains the record's). An id the index does not hold is an error naming it, and
     /// the index is unchanged; so is a new rectangle the structure refuses
     /// (a structure of points: a box, a point outside its domain or held by
     /// another object), and the locator is kept.
@@ -178,41 +179,70 @@ impl Index {
     pub fn update_by_id(&mut self, id: u64, new: Rect) -> Result<()> {
         self.writable_by_key()?;
         self.refuse_stored_geometry(id, MOVE_AN_OBJECT)?;
+        let mut rebuilt = false;
+        loop {
+            let (within, near) = self.in_locator(id)?.ok_or_else(|| {
+                Error::invalid(format!(
+                    "object {id} is not in the index: nothing to update"
+                ))
+            })?;
+            match self.update_within(id, within, new, near)? {
+                Sought::Moved(_) => return Ok(()),
+                Sought::Absent if !rebuilt => {
+                    // Not where the map says: a stale map (changed another
+                    // way than by this index's operations), rebuilt.
+                    self.locator.forget();
+                    rebuilt = true;
+                }
+                Sought::Absent => {
+                    return Err(Error::corrupt(
+                        None,
+                        format!(
+                            "object {id} is in the id locator just rebuilt from the index, \
+                             but the index finds no such object within {within:?}"
+                        ),
+                    ))
+                }
+            }
+        }
+    }
+
+    /// The structure's [`SpatialIndex::update_within`] as one operation
+    /// of this index ([`change`](Self::change)), the locator kept in step.
+    pub(super) fn update_within(
+        &mut self,
+        id: u64,
+        within: Rect,
+        new: Rect,
+        near: Option<u64>,
+    ) -> Result<Sought> {
+        let mut sought = Sought::Absent;
+        let done = self.change(|t| {
+            sought = t.update_within(id, within, new, near)?;
+            Ok(())
+        });
+        match sought {
+            Sought::Moved(at) => self.locator.track(&done, |m| m.place(id, new, at)),
+            Sought::Absent => self.locator.track(&done, |_| {}),
+        }
+        done.map(|()| sought)
+    }
+
+    /// The locator's rectangle of object `id` (its own, rounded outward)
+    /// and the hint of where it is stored, the map built first if it is
+    /// not (timed as an index phase); `None` when the index does not hold
+    /// `id`. An error drops the map.
+    fn in_locator(&mut self, id: u64) -> Result<Option<(Rect, Option<u64>)>> {
         let records = self.tree.len();
         let tree = &self.tree;
         let scan = |visit: &mut dyn FnMut(u64, Rect, Option<u64>)| tree.visit_located(visit);
         let watch = self.watch();
         let found = self.locator.find(id, records, scan);
         self.note(watch, Phase::Index);
-        let found = found.map_err(|e| {
+        found.map_err(|e| {
             self.locator.forget();
             self.locate(e)
-        })?;
-        let (old, near) = found.ok_or_else(|| {
-            Error::invalid(format!(
-                "object {id} is not in the index: nothing to update"
-            ))
-        })?;
-        let mut at = None;
-        let done = self.change(|t| {
-            at = t.update_near(id, old, new, near)?;
-            Ok(())
-        });
-        self.locator.track(&done, |m| m.place(id, new, at));
-        if done.as_ref().is_err_and(Error::is_user_error) && !self.holds(id, old) {
-            // Refused because the map's rectangle is not the record's: a
-            // stale map, rebuilt at the next update by id.
-            self.locator.forget();
-        }
-        done
-    }
-
-    /// Whether the structure holds object `id` at `rect` exactly (false
-    /// when the query fails).
-    fn holds(&self, id: u64, rect: Rect) -> bool {
-        self.tree
-            .query(rect, Predicate::Intersects)
-            .is_ok_and(|found| found.hits.iter().any(|h| h.id == id && h.rect == rect))
+        })
     }
 
     /// A hint that objects `ids` are about to be moved by

@@ -8,7 +8,7 @@ use super::Index;
 use crate::geom::{Point, Rect};
 use crate::index::query::{BatchKeys, BatchResult, KeyResult, KnnResult, Predicate, QueryResult};
 use crate::index::{ReadMode, TreeCounters};
-use crate::spatial::{forward_to_inherent, point_windows, SpatialIndex};
+use crate::spatial::{forward_to_inherent, point_windows, SpatialIndex, Sought};
 use crate::store::log::Durability;
 use crate::store::{OpId, StoreStats};
 use crate::Result;
@@ -29,6 +29,14 @@ impl SpatialIndex for Index {
 
     fn height(&self) -> u16 {
         self.tree.height()
+    }
+
+    fn visit_located(&self, visit: &mut dyn FnMut(u64, Rect, Option<u64>)) -> Result<()> {
+        self.ask(|t| t.visit_located(visit))
+    }
+
+    fn update_within(&mut self, id: u64, within: Rect, new: Rect, near: Option<u64>) -> Result<Sought> {
+        Index::update_within(self, id, within, new, near)
     }
 
     fn count(&self, window: Rect, predicate: Predicate) -> Result<u64> {
