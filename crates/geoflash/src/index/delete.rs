@@ -1,6 +1,6 @@
 //! Deletion: FindLeaf, CondenseTree (underfull nodes are removed and their
 //! entries reinserted at their own level) and shortening of the tree.
-use super::ops::contains;
+use super::ops::{contains, intersects};
 use super::params::IndexKind;
 use super::{diff, RTree, Step};
 use crate::geom::Rect;
@@ -26,11 +26,24 @@ impl<S: NodeStore> RTree<S> {
             return Err(absent());
         };
         let mut path = Vec::new();
-        if self.find_in(root, id, rect, None, &mut path)? {
+        if self.find_in(root, id, Probe::Exact(rect), None, &mut path)? {
             Ok(path)
         } else {
             Err(absent())
         }
+    }
+
+    /// The path from the root to the leaf holding record `id`, whose
+    /// rectangle intersects `within` (a rectangle known to contain it, such
+    /// as the id locator's; keys are unique in the tree); `None` when no
+    /// record `id` intersects `within`.
+    pub(crate) fn find_record_within(&self, id: u64, within: &Rect) -> Result<Option<Vec<Step>>> {
+        let Some(root) = self.store.meta().root else {
+            return Ok(None);
+        };
+        let mut path = Vec::new();
+        let found = self.find_in(root, id, Probe::Within(within), None, &mut path)?;
+        Ok(found.then_some(path))
     }
 
     /// [`find_record`](Self::find_record) told that the record was last
@@ -47,20 +60,21 @@ impl<S: NodeStore> RTree<S> {
     ) -> Result<Vec<Step>> {
         if let (Some(leaf), Some(root)) = (leaf, self.store.meta().root) {
             let mut path = Vec::new();
-            if self.find_in(root, id, rect, Some(leaf), &mut path)? {
+            if self.find_in(root, id, Probe::Exact(rect), Some(leaf), &mut path)? {
                 return Ok(path);
             }
         }
         self.find_record(id, rect)
     }
 
-    /// Depth-first search below `page` for record `(id, rect)`, pushing the
-    /// nodes on the way onto `path`; with `leaf`, the only leaf read.
+    /// Depth-first search below `page` for record `id` as `probe` gives it,
+    /// pushing the nodes on the way onto `path`; with `leaf`, the only leaf
+    /// read.
     fn find_in(
         &self,
         page: PageId,
         id: u64,
-        rect: &Rect,
+        probe: Probe<'_>,
         leaf: Option<PageId>,
         path: &mut Vec<Step>,
     ) -> Result<bool> {
@@ -73,16 +87,18 @@ impl<S: NodeStore> RTree<S> {
         // which the prefetcher streams, where the dependent probes of a
         // binary search each wait for a cache miss in a cold node.
         if node.level == 0 {
-            if node.entries.iter().any(|e| e.key == id && e.rect == *rect) {
+            if node.entries.iter().any(|e| e.key == id && probe.is(&e.rect)) {
                 return Ok(true);
             }
         } else {
-            let wanted = |e: &&Entry| {
-                contains(&e.rect, rect) && (node.level > 1 || leaf.is_none_or(|l| e.key == l))
-            };
-            for e in node.entries.iter().filter(wanted) {
-                if self.find_in(e.key, id, rect, leaf, path)? {
-                    return Ok(true);
+            for &first in probe.passes() {
+                let wanted = |e: &&Entry| {
+                    probe.below(&e.rect, first) && (node.level > 1 || leaf.is_none_or(|l| e.key == l))
+                };
+                for e in node.entries.iter().filter(wanted) {
+                    if self.find_in(e.key, id, probe, leaf, path)? {
+                        return Ok(true);
+                    }
                 }
             }
         }
@@ -172,5 +188,52 @@ impl<S: NodeStore> RTree<S> {
             }
         }
         Ok(())
+    }
+}
+
+/// How a search knows the record it looks for, beside its key.
+#[derive(Clone, Copy)]
+enum Probe<'a> {
+    /// Its exact rectangle: the search descends where an entry's rectangle
+    /// contains it.
+    Exact(&'a Rect),
+    /// A rectangle that contains it: the search descends where an entry's
+    /// rectangle intersects it, and takes the leaf entry of the key that
+    /// intersects it.
+    Within(&'a Rect),
+}
+
+impl Probe<'_> {
+    /// The passes over a node's children: `true` for the first, `false`
+    /// for the second, which a [`Probe::Within`] takes when the first did
+    /// not find the record.
+    fn passes(&self) -> &'static [bool] {
+        match self {
+            Probe::Exact(_) => &[true],
+            Probe::Within(_) => &[true, false],
+        }
+    }
+
+    /// Whether a subtree whose rectangle is `r` may hold the record, in
+    /// the first pass or the second: a [`Probe::Within`] tries first the
+    /// subtrees whose rectangle contains `within` (the record's subtree,
+    /// but where the record lies on its edge: `within` is barely larger),
+    /// then those that only intersect it, so that it reads the nodes a
+    /// search with the exact rectangle reads, unless the record lies on
+    /// its subtree's edge.
+    fn below(&self, r: &Rect, first: bool) -> bool {
+        match (self, first) {
+            (Probe::Exact(rect), _) => contains(r, rect),
+            (Probe::Within(within), true) => contains(r, within),
+            (Probe::Within(within), false) => intersects(r, within) && !contains(r, within),
+        }
+    }
+
+    /// Whether a leaf entry of the record's key with rectangle `r` is it.
+    fn is(&self, r: &Rect) -> bool {
+        match self {
+            Probe::Exact(rect) => r == *rect,
+            Probe::Within(within) => intersects(r, within),
+        }
     }
 }

@@ -381,7 +381,8 @@ impl<S: NodeStore> RTree<S> {
                 return Ok(Some(leaf));
             }
         }
-        self.update_searched(id, old, new, leaf)
+        let path = self.find_record_near(id, &old, leaf)?;
+        self.update_on_path(id, path, new)
     }
 
     /// [`update_near`](Self::update_near) of a record whose rectangle is
@@ -390,8 +391,10 @@ impl<S: NodeStore> RTree<S> {
     /// With a hint, its leaf gives the exact rectangle, and the update in
     /// that leaf alone is tried first, as `update_near` tries it (one read
     /// of the leaf for both); without one, or when the leaf does not hold
-    /// the record, a query of `within` finds it. [`Sought::Absent`],
-    /// nothing changed, when neither finds record `id`.
+    /// the record, the search from the root finds it within `within` (it
+    /// descends where an entry's rectangle intersects `within`, and takes
+    /// the leaf entry with key `id`). [`Sought::Absent`], nothing changed,
+    /// when neither finds record `id`.
     pub fn update_within(
         &mut self,
         id: u64,
@@ -405,42 +408,22 @@ impl<S: NodeStore> RTree<S> {
             Some(page) => self.update_inside_leaf(page, id, None, new)?,
             None => InLeaf::Unknown,
         };
-        let old = match in_leaf {
+        let path = match in_leaf {
             InLeaf::Updated => return Ok(Sought::Moved(leaf)),
-            InLeaf::Holds(old) => old,
-            InLeaf::Unknown => {
-                let mut found = None;
-                let window = query::Window {
-                    rect: within,
-                    predicate: query::Predicate::Intersects,
-                };
-                self.select(&window, |e| {
-                    if e.key == id {
-                        found = Some(e.rect);
-                    }
-                })?;
-                match found {
-                    Some(old) => old,
-                    None => return Ok(Sought::Absent),
-                }
-            }
+            InLeaf::Holds(old) => self.find_record_near(id, &old, leaf)?,
+            InLeaf::Unknown => match self.find_record_within(id, &within)? {
+                Some(path) => path,
+                None => return Ok(Sought::Absent),
+            },
         };
-        self.update_searched(id, old, new, leaf).map(Sought::Moved)
+        self.update_on_path(id, path, new).map(Sought::Moved)
     }
 
-    /// The update of record `(id, old)` to `new` after the search from the
-    /// root (the hinted leaf, if any, read first): in place when
-    /// [`fits_in_place`](Self::fits_in_place), else a deletion and an
-    /// insertion in one operation. Returns the record's leaf when it was
-    /// rewritten in place.
-    fn update_searched(
-        &mut self,
-        id: u64,
-        old: Rect,
-        new: Rect,
-        leaf: Option<PageId>,
-    ) -> Result<Option<PageId>> {
-        let path = self.find_record_near(id, &old, leaf)?;
+    /// The update of record `id` to `new`, `path` the nodes from the root
+    /// to its leaf: in place when [`fits_in_place`](Self::fits_in_place),
+    /// else a deletion and an insertion in one operation. Returns the
+    /// record's leaf when it was rewritten in place.
+    fn update_on_path(&mut self, id: u64, path: Vec<Step>, new: Rect) -> Result<Option<PageId>> {
         if self.fits_in_place(&path, &new)? {
             let at = path.last().map(|s| s.id);
             return self.update_in_place(path, id, new).map(|()| at);
