@@ -43,6 +43,21 @@ impl MemDevice {
     }
 }
 
+impl MemDevice {
+    /// A new device holding a copy of this one's pages, its counters at
+    /// zero (for tests: a crash case runs on a copy of the state before
+    /// it).
+    #[cfg(test)]
+    pub(crate) fn copied(&self) -> MemDevice {
+        let pages = self.lock().pages.clone();
+        Counted::wrap(MemIo {
+            page_size: self.page_size,
+            capacity: self.capacity,
+            inner: Mutex::new(MemInner { pages }),
+        })
+    }
+}
+
 impl MemIo {
     fn lock(&self) -> std::sync::MutexGuard<'_, MemInner> {
         // A poisoned lock only means another thread panicked; the map is still consistent.

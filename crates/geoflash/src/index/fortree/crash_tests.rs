@@ -168,16 +168,6 @@ fn first_checkpoint() -> (MemDevice, Answers) {
     }
 }
 
-/// A memory device holding a copy of `dev`'s pages.
-fn copy(dev: &MemDevice) -> MemDevice {
-    let out = MemDevice::new(PS, dev.capacity()).unwrap();
-    let pages: Vec<PageId> = (0..dev.capacity()).collect();
-    let mut buf = vec![0u8; pages.len() * PS];
-    dev.read_batch(&pages, &mut buf).unwrap();
-    out.write_batch(&pages, &buf).unwrap();
-    out
-}
-
 /// How far a run of the second session got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reached {
@@ -274,7 +264,7 @@ fn recovered(dev: Arc<FaultyDevice<MemDevice>>) -> Result<Answers> {
 #[test]
 fn a_fortree_checkpoint_in_parts_crashed_between_them_recovers_the_last_one() {
     let (base, first) = first_checkpoint();
-    let dry = Arc::new(FaultyDevice::new(copy(&base), FaultPlan::none()));
+    let dry = Arc::new(FaultyDevice::new(base.copied(), FaultPlan::none()));
     let (reached, w, _) = second_session(&dry);
     assert_eq!(reached, Reached::Done);
     let second = recovered(dry).unwrap();
@@ -293,7 +283,7 @@ fn a_fortree_checkpoint_in_parts_crashed_between_them_recovers_the_last_one() {
         FaultPlan::crash_after_writes(n).with_seed(seed)
     });
     for plan in sync_cases.chain(write_cases) {
-        let dev = Arc::new(FaultyDevice::new(copy(&base), plan.clone()));
+        let dev = Arc::new(FaultyDevice::new(base.copied(), plan.clone()));
         let (reached, _, sent) = second_session(&dev);
         assert!(dev.is_crashed(), "{plan:?}: no crash in the checkpoint");
         let at_sync = plan.crash_at_sync.is_some();

@@ -202,16 +202,6 @@ fn recovered(
     Ok(Some(state_of(&t)))
 }
 
-/// A memory device holding a copy of `dev`'s pages.
-fn copy(dev: &MemDevice) -> MemDevice {
-    let out = MemDevice::new(PS, dev.capacity()).unwrap();
-    let pages: Vec<PageId> = (0..dev.capacity()).collect();
-    let mut buf = vec![0u8; pages.len() * PS];
-    dev.read_batch(&pages, &mut buf).unwrap();
-    out.write_batch(&pages, &buf).unwrap();
-    out
-}
-
 /// One crash plan for a campaign's case: a crash at a write or a sync of
 /// the node device or of the journal (`writes` and `syncs` of each, from
 /// a run without faults).
@@ -273,10 +263,10 @@ fn two_files_crashing_together_and_an_interrupted_recovery_give_exactly_a_commit
             Some(s) => *s == acked || in_flight.as_ref() == Some(s),
         };
         // A reader first: it writes nothing and sees a commit.
-        let before = (copy(&nodes), copy(&journal));
+        let before = (nodes.copied(), journal.copied());
         let read = recovered(
-            Arc::new(copy(&nodes)),
-            Arc::new(copy(&journal)),
+            Arc::new(nodes.copied()),
+            Arc::new(journal.copied()),
             JournalOpen::Read,
         )
         .unwrap_or_else(|e| panic!("{what}: reader: {e}"));
@@ -312,8 +302,8 @@ fn two_files_crashing_together_and_an_interrupted_recovery_give_exactly_a_commit
         }
         let (nodes, journal) = again.power_off();
         let cut_read = recovered(
-            Arc::new(copy(&nodes)),
-            Arc::new(copy(&journal)),
+            Arc::new(nodes.copied()),
+            Arc::new(journal.copied()),
             JournalOpen::Read,
         )
         .unwrap_or_else(|e| panic!("{what}: reader after a cut recovery: {e}"));
@@ -731,8 +721,8 @@ fn full_devices_and_failed_writes_or_syncs_of_either_file_recover_exactly_a_comm
                     Some(s) => *s == acked || in_flight.as_ref() == Some(s),
                 };
                 let read = recovered(
-                    Arc::new(copy(&nodes)),
-                    Arc::new(copy(&journal)),
+                    Arc::new(nodes.copied()),
+                    Arc::new(journal.copied()),
                     JournalOpen::Read,
                 )
                 .unwrap_or_else(|e| panic!("{what}: reader: {e}"));

@@ -43,15 +43,6 @@ fn built() -> MemDevice {
     }
 }
 
-fn copy(dev: &MemDevice) -> MemDevice {
-    let out = MemDevice::new(PS, dev.capacity()).unwrap();
-    let pages: Vec<PageId> = (0..dev.capacity()).collect();
-    let mut buf = vec![0u8; pages.len() * PS];
-    dev.read_batch(&pages, &mut buf).unwrap();
-    out.write_batch(&pages, &buf).unwrap();
-    out
-}
-
 /// Opens the store on `dev` and uses it: check, a query, an insert, a
 /// checkpoint. Any error is fine.
 fn exercise(dev: MemDevice) -> crate::Result<()> {
@@ -93,7 +84,7 @@ fn header_and_chain_fields_of_any_value_under_a_valid_checksum_never_panic() {
                 if bytes == original || page::update_checksum(&mut bytes).is_err() {
                     continue;
                 }
-                let dev = copy(&base);
+                let dev = base.copied();
                 dev.write(target, &bytes).unwrap();
                 cases += 1;
                 let outcome =
