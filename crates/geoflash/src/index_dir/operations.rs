@@ -151,10 +151,11 @@ impl Index {
     /// rectangle in single precision, rounded outward, within which the
     /// structure finds the exact one), with a hint of the leaf each record
     /// was last rewritten in (so that the update reads that leaf, not every
-    /// leaf whose rectangle contains the record's). An id the index does not hold is an error naming it, and
-    /// the index is unchanged; so is a new rectangle the structure refuses
-    /// (a structure of points: a box, a point outside its domain or held by
-    /// another object), and the locator is kept.
+    /// leaf whose rectangle contains the record's). An id the index does
+    /// not hold is an error naming it, and the index is unchanged; so is a
+    /// new rectangle the structure refuses (a structure of points: a box, a
+    /// point outside its domain or held by another object), and the
+    /// locator is kept.
     ///
     /// ```
     /// use geoflash::engine::Predicate;
