@@ -25,6 +25,7 @@ use geoflash_engine::geom::{Point, Rect, MAX_COORD};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict};
 
+use crate::items::FoundItems;
 use crate::to_py;
 
 /// The log of the record map grows to at most this many bytes, or the
@@ -688,12 +689,6 @@ fn refuse_process_only_device(dir: &Path, opts: &IndexOptions) -> Result<()> {
     )))
 }
 
-/// An item of a query answer: (user id, pickled object, (minx, miny, maxx, maxy)).
-type Item<'py> = (i64, Option<Bound<'py, PyBytes>>, (f64, f64, f64, f64));
-
-/// An item before it becomes Python objects (built under the lock).
-type RawItem = (i64, Option<Vec<u8>>, (f64, f64, f64, f64));
-
 /// A bad-input error (`geoflash.RTreeError`) with message `msg`.
 fn user_error(msg: impl Into<String>) -> PyErr {
     to_py(Error::invalid(msg))
@@ -705,12 +700,6 @@ fn poisoned() -> Error {
 
 fn closed() -> Error {
     Error::invalid("operation on a closed index")
-}
-
-fn to_items(py: Python<'_>, raw: Vec<RawItem>) -> Vec<Item<'_>> {
-    raw.into_iter()
-        .map(|(id, obj, b)| (id, obj.map(|o| PyBytes::new_bound(py, &o)), b))
-        .collect()
 }
 
 /// The entries a query found, as [`Core::query_keys`] gives them: record
@@ -908,23 +897,6 @@ impl Core {
         f: impl FnOnce(&Index) -> Result<R> + Send,
     ) -> PyResult<R> {
         self.read_nogil(py, |st| f(&st.index))
-    }
-
-    fn raw_items(st: &State, hits: &[Hit]) -> Result<Vec<RawItem>> {
-        hits.iter()
-            .map(|h| {
-                Ok((
-                    st.index.records().id(h.id)?,
-                    st.index.records().obj(h.id).map(<[u8]>::to_vec),
-                    (
-                        h.rect.min_x(),
-                        h.rect.min_y(),
-                        h.rect.max_x(),
-                        h.rect.max_y(),
-                    ),
-                ))
-            })
-            .collect()
     }
 }
 
@@ -1409,22 +1381,24 @@ impl Core {
         Ok(hits.into_py(py))
     }
 
-    /// (user id, pickled object or None, box) of the entries related to the box.
-    fn query_items<'py>(
+    /// (user id, pickled object or None, box) of the entries related to
+    /// the box, as an iterator that makes each as it is yielded.
+    fn query_items(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         minx: f64,
         miny: f64,
         maxx: f64,
         maxy: f64,
         predicate: &str,
-    ) -> PyResult<Vec<Item<'py>>> {
+    ) -> PyResult<FoundItems> {
         let (r, p) = (
             window(minx, miny, maxx, maxy)?,
             self::predicate(predicate).map_err(to_py)?,
         );
-        let raw = self.read_nogil(py, |st| Core::raw_items(st, &st.index.query(r, p)?.hits))?;
-        Ok(to_items(py, raw))
+        self.read_nogil(py, |st| {
+            FoundItems::of(st.index.records(), &st.index.query(r, p)?.hits)
+        })
     }
 
     /// Batched range queries: `boxes` as native float64 rows; returns
@@ -1510,14 +1484,14 @@ impl Core {
                 })
                 .collect();
             if items {
-                Ok(Err(Core::raw_items(st, &hits)?))
+                Ok(Err(FoundItems::of(st.index.records(), &hits)?))
             } else {
                 Ok(Ok(st.ids_of(&hits)?))
             }
         })?;
         Ok(match found {
             Ok(ids) => ids.into_py(py),
-            Err(raw) => to_items(py, raw).into_py(py),
+            Err(items) => items.into_py(py),
         })
     }
 

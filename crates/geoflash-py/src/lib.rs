@@ -12,6 +12,7 @@ use pyo3::types::{PyByteArray, PyTuple, PyType};
 mod bench;
 mod core;
 mod distance;
+mod items;
 mod nearest;
 mod pid;
 mod predicates;
@@ -152,6 +153,7 @@ fn _geoflash(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench::bench_location, m)?)?;
     m.add_class::<core::Core>()?;
     m.add_class::<predicates::Geometries>()?;
+    m.add_class::<items::FoundItems>()?;
     // The product defaults (geoflash::defaults), the one source of the
     // Python layer's default store, buffer and device.
     let defaults = pyo3::types::PyDict::new_bound(m.py());

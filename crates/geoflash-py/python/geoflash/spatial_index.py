@@ -12,6 +12,7 @@ arrays (``from_arrays``, ``intersection_batch``) and shapely geometries
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import operator
 import os
@@ -523,20 +524,24 @@ class Index:
     def _load(self, data: Optional[bytes]) -> Any:
         return None if data is None else self.loads(data)
 
-    def _items(self, raw: list, objects: Any) -> list:
+    def _items(self, raw: Iterable[Any], objects: Any) -> Iterator[Any]:
+        """The ``Item``s (objects with ``objects="raw"``) of the entries of
+        ``raw``, each made as it is yielded: ``raw`` is the core's answer,
+        held compactly (49 bytes an entry and the pickles) until then."""
+        load = self._load
         if objects == "raw":
-            return [self._load(o) for _, o, _ in raw]
-        return [Item(i, self._load(o), [b[0], b[2], b[1], b[3]]) for i, o, b in raw]
+            return (load(o) for _, o, _ in raw)
+        return (Item(i, load(o), [b[0], b[2], b[1], b[3]]) for i, o, b in raw)
 
-    def _page(self, found: list) -> list:
+    def _page(self, found: Iterable[Any]) -> Iterator[Any]:
         """The answer after the result-set offset and limit (libspatialindex's
         paging: the offset counts only with a limit)."""
         if not self._page_limit:
-            return found
-        return found[self._page_offset : self._page_offset + self._page_limit]
+            return iter(found)
+        return itertools.islice(found, self._page_offset, self._page_offset + self._page_limit)
 
-    def _all_items(self) -> List[Item]:
-        """Every entry as an Item (no paging)."""
+    def _all_items(self) -> Iterator[Item]:
+        """Every entry as an Item (no paging), each made as it is yielded."""
         return self._items(self._core.query_items(*_WORLD, "intersects"), True)
 
     # ------------------------------------------------------------ construction
@@ -707,13 +712,13 @@ class Index:
     def _range(self, coordinates: Any, predicate: str, objects: Any) -> Iterator[Any]:
         box = self._box(coordinates)
         if objects:
-            return iter(self._page(self._items(self._core.query_items(*box, predicate), objects)))
+            return self._page(self._items(self._core.query_items(*box, predicate), objects))
         found = self._core.query(*box, predicate)
         if isinstance(found, bytearray):
             # a large answer: native int64 ids, 8 bytes each, an int made
             # as each is yielded
             found = memoryview(found).cast("q")
-        return iter(self._page(found))
+        return self._page(found)
 
     def count(self, coordinates: Any) -> int:
         """Number of entries intersecting the box (paging does not apply)."""
@@ -731,7 +736,7 @@ class Index:
             if objects:
                 raise RTreeError("nearest of a shapely geometry returns ids: objects=True takes a box or point")
             k = len(self) if k < 0 else k
-            return iter(self._page(_exact.nearest_ids(self, coordinates, k).tolist()))
+            return self._page(_exact.nearest_ids(self, coordinates, k).tolist())
         box = self._box(coordinates)
         if k == 0:
             return self._range(coordinates, "intersects", objects)
@@ -741,7 +746,7 @@ class Index:
             found = self._items(self._core.nearest(*box, k, True, True), objects)
         else:
             found = self._core.nearest(*box, k, True, False)
-        return iter(self._page(found))
+        return self._page(found)
 
     def intersection_v(self, mins: Any, maxs: Any) -> Tuple[np.ndarray, np.ndarray]:
         """Range queries of N windows given as ``mins`` and ``maxs`` (N×2
@@ -761,7 +766,7 @@ class Index:
         # entries spanning the gap from window.max to window.min.
         parts = np.split(ids, offsets[1:-1])
         for i in inverted:
-            raw = self._core.query_items(lo[i, 0], lo[i, 1], hi[i, 0], hi[i, 1], "intersects")
+            raw = list(self._core.query_items(lo[i, 0], lo[i, 1], hi[i, 0], hi[i, 1], "intersects"))
             b = np.array([r[2] for r in raw], dtype=np.float64).reshape(-1, 4)
             keep = np.all((b[:, :2] <= maxs[i]) & (b[:, 2:] >= mins[i]), axis=1)
             parts[i] = np.array([r[0] for r in raw], dtype=np.int64)[keep]
@@ -965,7 +970,7 @@ class Index:
             # (a review found a pickle taken while another thread deleted
             # rows that marked rows whose entry it kept as deleted)
             raw, state["_held"] = _exact.consistently(
-                self, lambda: (self._core.query_items(*_WORLD, "intersects"), self._held_now())
+                self, lambda: (list(self._core.query_items(*_WORLD, "intersects")), self._held_now())
             )
             if self._held is not None:
                 # which entry holds a row's geometry follows the keys' order
