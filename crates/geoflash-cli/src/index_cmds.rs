@@ -51,6 +51,8 @@ pub struct BuildArgs {
     /// SIZE of records in memory and the rest sorted in temporary files in
     /// the build's staging directory (`.NAME.building` beside the index
     /// directory; removed with it), so the input may be larger than memory.
+    /// The R-tree family and the xBR+-tree (`--kind xbr`, sorted by Z-order
+    /// whatever `--bulk` says).
     #[arg(long)]
     memory: Option<String>,
     /// Record the I/O trace of the index device in this file (replay it with
@@ -1401,6 +1403,10 @@ fn build_external(
         memory_budget,
         temp_dir: PathBuf::from("."),
     };
+    config.check(a.fill.unwrap_or(1.0))?;
+    // The xBR+-tree's load refuses records (a box, a repeated id or point,
+    // a point outside the domain) by the object's id and point.
+    let xbr = matches!(opts.structure, geoflash::engine::StructureSpec::Xbr(_));
     crate::status_line(format_args!(
         "build: bounded-memory bulk load of {} ({memory})",
         a.input.display()
@@ -1420,10 +1426,11 @@ fn build_external(
     .map_err(|e| match e {
         // Stopped while reading or after: one message.
         Error::Interrupted(_) => bulk_load_stopped(&a.index),
-        // The load's errors about records ("record N: ...", a duplicate id)
-        // name the record but not the file: put it in front, as the CSV
-        // reader's own errors have it.
-        Error::InvalidInput(m) if m.starts_with("record ") => {
+        // The load's errors about records ("record N: ...", a duplicate id;
+        // every bad-input error of the xBR+-tree's load once the budget and
+        // fill are checked) name the record but not the file: put it in
+        // front, as the CSV reader's own errors have it.
+        Error::InvalidInput(m) if m.starts_with("record ") || xbr => {
             Error::invalid(format!("{}: {m}", a.input.display()))
         }
         e => e,

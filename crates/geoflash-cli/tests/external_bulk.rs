@@ -74,39 +74,129 @@ fn bulk_load_with_less_memory_than_the_input_answers_like_brute_force() {
             runs > 1,
             "{kind}: {runs} runs: the input must exceed the budget"
         );
-        ok(geoflash(&["verify", "--index", s(&idx)]));
-        // No temporary run file is left next to the index.
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path() != csv && !e.file_name().to_string_lossy().starts_with("ext-"))
-            .collect();
-        assert!(leftovers.is_empty(), "{leftovers:?}");
-        for w in [
-            [0.1, 0.1, 0.2, 0.25],
-            [0.0, 0.0, 1.0, 1.0],
-            [0.5, 0.5, 0.5001, 0.5001],
-        ] {
-            let wtext = format!("{},{},{},{}", w[0], w[1], w[2], w[3]);
-            let out = last_json(&ok(geoflash(&[
-                "query",
-                "--index",
-                s(&idx),
-                "--window",
-                &wtext,
-                "--ids",
-                "--json",
-            ])));
-            let mut got: Vec<u64> = out["windows"][0]["ids"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_u64().unwrap())
-                .collect();
-            got.sort_unstable();
-            assert_eq!(got, oracle(&records, w), "{kind} window {wtext}");
-        }
+        verified_like_brute_force(&idx, &csv, &records, kind);
     }
+}
+
+/// `idx` passes `verify`, answers three windows as brute force over
+/// `records` does, and no temporary run file is left beside it (in the
+/// directory of the input `csv`, whose other entries are indexes `ext-*`).
+fn verified_like_brute_force(
+    idx: &std::path::Path,
+    csv: &std::path::Path,
+    records: &[(u64, geoflash::geom::Rect)],
+    kind: &str,
+) {
+    ok(geoflash(&["verify", "--index", s(idx)]));
+    let dir = csv.parent().unwrap();
+    let leftovers: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path() != csv && !e.file_name().to_string_lossy().starts_with("ext-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    for w in [
+        [0.1, 0.1, 0.2, 0.25],
+        [0.0, 0.0, 1.0, 1.0],
+        [0.5, 0.5, 0.5001, 0.5001],
+    ] {
+        let wtext = format!("{},{},{},{}", w[0], w[1], w[2], w[3]);
+        let out = last_json(&ok(geoflash(&[
+            "query",
+            "--index",
+            s(idx),
+            "--window",
+            &wtext,
+            "--ids",
+            "--json",
+        ])));
+        let mut got: Vec<u64> = out["windows"][0]["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        got.sort_unstable();
+        assert_eq!(got, oracle(records, w), "{kind} window {wtext}");
+    }
+}
+
+/// The xBR+-tree's bounded-memory load (`--kind xbr --memory`): points
+/// sorted by Z-order through temporary files, on every store; a box in
+/// the input is an error naming the file and the record, and publishes
+/// nothing.
+#[test]
+fn an_xbr_bulk_load_with_less_memory_than_the_input_answers_like_brute_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("p.csv");
+    ok(geoflash(&[
+        "generate",
+        "--distribution",
+        "uniform",
+        "--geometry",
+        "point",
+        "--count",
+        "20000",
+        "--seed",
+        "6",
+        "--out",
+        s(&csv),
+    ]));
+    let records = geoflash_bench::formats::read_csv(&csv).unwrap();
+    for store in ["plain", "efind", "fast"] {
+        let idx = dir.path().join(format!("ext-xbr-{store}"));
+        let out = ok(geoflash(&[
+            "build",
+            "--input",
+            s(&csv),
+            "--index",
+            s(&idx),
+            "--kind",
+            "xbr",
+            "--store",
+            store,
+            "--device",
+            "file?direct=false",
+            "--bulk",
+            "str",
+            "--memory",
+            "64KiB",
+            "--json",
+        ]));
+        assert_eq!(last_json(&out)["operations"], 20000, "{store}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("20000 records, 10 sorted runs, 1 merge passes"),
+            "{stderr}"
+        );
+        verified_like_brute_force(&idx, &csv, &records, store);
+    }
+    let boxes = dir.path().join("b.csv");
+    std::fs::write(
+        &boxes,
+        "id,minx,miny,maxx,maxy\n1,0.1,0.1,0.1,0.1\n2,0.2,0.2,0.3,0.3\n",
+    )
+    .unwrap();
+    let idx = dir.path().join("ext-boxes");
+    let out = geoflash(&[
+        "build",
+        "--input",
+        s(&boxes),
+        "--index",
+        s(&idx),
+        "--kind",
+        "xbr",
+        "--bulk",
+        "str",
+        "--memory",
+        "64KiB",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("b.csv: ") && stderr.contains("object 2 is a box"),
+        "{stderr}"
+    );
+    assert!(!idx.exists() || std::fs::read_dir(&idx).unwrap().next().is_none());
 }
 
 #[test]
@@ -121,10 +211,15 @@ fn memory_needs_a_bulk_load_on_a_csv_input() {
         vec!["--bulk", "sorted", "--memory", "1MiB"],
         vec!["--bulk", "hilbert", "--memory", "lots"],
         vec!["--bulk", "hilbert", "--memory", "1KiB"],
+        vec!["--kind", "xbr", "--bulk", "str", "--memory", "1KiB"],
     ] {
-        let mut args = vec!["build", "--input", s(&csv), "--index", s(&idx)];
+        let mut args = vec!["build", "-q", "--input", s(&csv), "--index", s(&idx)];
         args.extend(extra.iter().copied());
         let out = geoflash(&args);
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains("d.csv: "),
+            "{extra:?}: not the input's fault"
+        );
         assert_eq!(
             out.status.code(),
             Some(2),

@@ -74,8 +74,9 @@ pub struct ExternalBulkConfig {
 
 impl ExternalBulkConfig {
     /// Checks a bulk load's fill factor (in (0, 1]) and this memory budget
-    /// (at least [`MIN_MEMORY_BUDGET`]).
-    fn check_fill(&self, fill: f64) -> Result<()> {
+    /// (at least [`MIN_MEMORY_BUDGET`]): the loads check them before they
+    /// read their input, and a front end can check them first.
+    pub fn check(&self, fill: f64) -> Result<()> {
         if !(fill > 0.0 && fill <= 1.0) {
             return Err(Error::invalid(format!(
                 "bulk-load fill factor {fill} must be in (0, 1]"
@@ -117,7 +118,7 @@ pub(super) trait Fixed: Copy + Ord {
     fn get(b: &[u8]) -> Result<Self>;
 }
 
-fn le_u64(b: &[u8], at: usize) -> u64 {
+pub(super) fn le_u64(b: &[u8], at: usize) -> u64 {
     let mut a = [0u8; 8];
     if let Some(s) = b.get(at..at + 8) {
         a.copy_from_slice(s);
@@ -125,7 +126,7 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-fn le_f64(b: &[u8], at: usize) -> f64 {
+pub(super) fn le_f64(b: &[u8], at: usize) -> f64 {
     f64::from_bits(le_u64(b, at))
 }
 
@@ -505,7 +506,7 @@ impl<S: NodeStore> RTree<S> {
         I: IntoIterator<Item = (u64, Rect)>,
     {
         let mut tree = RTree::create(store, params)?;
-        config.check_fill(fill)?;
+        config.check(fill)?;
         if method == BulkMethod::Str && params.kind != IndexKind::Hilbert {
             return super::external_str::load(tree, items, fill, config, watch);
         }

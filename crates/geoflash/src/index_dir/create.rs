@@ -293,10 +293,11 @@ impl Index {
     where
         I: IntoIterator<Item = Result<(u64, Rect)>>,
     {
-        if !matches!(opts.structure, StructureSpec::Tree(_)) {
+        let xbr = matches!(opts.structure, StructureSpec::Xbr(_));
+        if !matches!(opts.structure, StructureSpec::Tree(_)) && !xbr {
             return Err(Error::invalid(
-                "the bounded-memory bulk load builds the R-tree family (rtree, rstar, hilbert); \
-                 build the FOR-tree and the grid files by insertion and the xBR+-tree with its own bulk load",
+                "the bounded-memory bulk load builds the R-tree family (rtree, rstar, hilbert) \
+                 and the xBR+-tree; build the FOR-tree and the grid files by insertion",
             ));
         }
         let failure: std::cell::Cell<Option<Error>> = std::cell::Cell::new(None);
@@ -322,6 +323,16 @@ impl Index {
                 },
                 None => config,
             };
+            if xbr {
+                let mut index = Index::create_in(at, opts, RTree::create)?;
+                let loaded = Index::load_xbr_external(&mut index, records, config, watch);
+                if let Some(e) = failure.take() {
+                    return Err(e);
+                }
+                report = loaded.map_err(|e| stopped_in(dir, e))?;
+                index.checkpoint()?;
+                return Ok(index);
+            }
             Index::create_in(at, opts, |store, params| {
                 let loaded = RTree::bulk_load_external_watched(
                     store, params, records, method, fill, config, watch,
@@ -336,6 +347,27 @@ impl Index {
         };
         let index = Index::staged_or_temporary(dir, opts, make)?;
         Ok((index, report))
+    }
+
+    /// The bounded-memory bulk load of the xBR+-tree into the new, empty
+    /// `index`: the records as points (a box is an error naming its id),
+    /// sorted by address through temporary files
+    /// ([`XbrTree::load_external`](crate::index::xbr::XbrTree::load_external)).
+    fn load_xbr_external(
+        index: &mut Index,
+        records: impl Iterator<Item = (u64, Rect)>,
+        config: &ExternalBulkConfig,
+        watch: BulkWatch<'_>,
+    ) -> Result<ExternalBulkReport> {
+        let points = records.map(|(id, r)| crate::spatial::as_point(id, &r).map(|p| (id, p)));
+        let phase = index.watch();
+        let tree = index
+            .tree
+            .xbr_mut()
+            .ok_or_else(|| Error::invalid("only an xBR+-tree takes points this way"))?;
+        let report = tree.load_external(points, BulkOptions::default(), config, watch)?;
+        index.note(phase, Phase::Index);
+        Ok(report)
     }
 
     /// A new index in `dir`, filled by `fill` (insertions, say), created

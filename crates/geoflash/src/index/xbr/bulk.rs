@@ -8,10 +8,9 @@
 //! each fits memory, sort each by Z-order, build an xBR+-tree of each in
 //! memory and merge it into the tree on disk, with large batched reads and
 //! writes and "newly created nodes accumulated into a write buffer, which is
-//! persisted at once whenever it gets full". Here the input is one
-//! in-memory slice (the caller's memory bound): it is sorted by Z-order
-//! (the points' addresses), the tree is built in memory by inserting the
-//! points in that order into an xBR+-tree on a [`MemStore`] (the same
+//! persisted at once whenever it gets full". Here the input is sorted by
+//! Z-order (the points' addresses; in memory, or by an external sort), the
+//! tree is built in memory by inserting the points in that order into an xBR+-tree on a [`MemStore`] (the same
 //! algorithms as on disk), and its nodes are written to the target store,
 //! children before parents, [`BulkOptions::write_batch`] nodes per store
 //! operation — the write buffer: a store without a node buffer writes each
@@ -33,9 +32,13 @@
 //! checked: ids, the domain, distinct points, and at most M points in one
 //! finest cell (the leaf split's refusal).
 //!
-//! **Not done:** phases 1–2 (external partitioning of an input larger than
-//! memory) and the merge with an existing tree (phase 4); the target store
-//! must be empty. Until the last operation sets the tree metadata the new
+//! An input larger than memory (the thesis' phases 1–2, which partition it
+//! into quadrant sub-files) is sorted by address through temporary files
+//! instead, in one stream that the same build takes
+//! ([`XbrTree::load_external`], `super::external`).
+//!
+//! **Not done:** the merge with an existing tree (phase 4); the target
+//! store must be empty. Until the last operation sets the tree metadata the new
 //! nodes are unreachable, so a crash in the middle (or an I/O error) leaves
 //! an empty tree (and pages the allocator still counts as used).
 //!
@@ -146,6 +149,40 @@ fn sorted_batch(
     Ok(out.into_iter().map(|(c, id, p)| (id, c, p)).collect())
 }
 
+/// The check of a load's points, sorted by address, that the leaf split
+/// relies on: more than M points sharing one finest cell is an error before
+/// anything is written (the split would refuse them midway through the
+/// load). It holds the points of the current address only.
+pub(super) struct CellRuns {
+    max: usize,
+    code: Option<u64>,
+    run: Vec<Entry>,
+}
+
+impl CellRuns {
+    /// A check for nodes of at most `max` entries.
+    pub(super) fn new(max: usize) -> Self {
+        CellRuns {
+            max,
+            code: None,
+            run: Vec::new(),
+        }
+    }
+
+    /// Takes the next point (`id` at `p`, address `code`) of the sorted stream.
+    pub(super) fn push(&mut self, domain: &super::Domain, id: u64, code: u64, p: Point) -> Result<()> {
+        if self.code != Some(code) {
+            self.code = Some(code);
+            self.run.clear();
+        }
+        self.run.push(super::quad::point_entry(id, p));
+        if self.run.len() > self.max {
+            super::split::split_leaf(domain, super::quad::Quadrant::ROOT, self.run.clone())?;
+        }
+        Ok(())
+    }
+}
+
 impl<S: NodeStore> XbrTree<S> {
 #[cfg(any(test, feature = "internals"))]
     /// Builds a tree of `items` on the empty `store` (see the module
@@ -196,7 +233,23 @@ impl<S: NodeStore> XbrTree<S> {
             ));
         }
         let batch = sorted_batch(&self.domain, items, |_| Ok(false))?;
-        self.separable(&batch)?;
+        let mut cells = CellRuns::new(self.config.max_entries);
+        for &(id, code, p) in &batch {
+            cells.push(&self.domain, id, code, p)?;
+        }
+        let (peak, _) = self.build_sorted(batch.iter().map(|&point| Ok(point)), opts)?;
+        self.ids = Some(batch.iter().map(|&(id, _, _)| id).collect());
+        Ok(peak)
+    }
+
+    /// Builds this empty tree of the points of `sorted` (id, address,
+    /// point), checked and sorted by address (see [`Builder`]); returns
+    /// the most nodes memory held at once and the nodes of the tree.
+    pub(super) fn build_sorted(
+        &mut self,
+        sorted: impl Iterator<Item = Result<(u64, u64, Point)>>,
+        opts: BulkOptions,
+    ) -> Result<(usize, u64)> {
         let mut b = Builder {
             mem: XbrTree::create(MemStore::new(), self.config)?,
             writer: Writer {
@@ -208,40 +261,17 @@ impl<S: NodeStore> XbrTree<S> {
             released: 0,
             peak: 0,
         };
-        let outcome = b.build(&batch, opts.held_nodes, self);
+        let outcome = b.build(sorted, opts.held_nodes, self);
         if outcome.is_err() {
             // Nodes written so far stay unreachable (no metadata names
             // them), as after a crash; the store's operation is closed.
             if let Some(op) = b.writer.op.take() {
                 let _ = self.store.commit_op(op);
             }
-            return outcome;
         }
-        self.ids = Some(batch.iter().map(|&(id, _, _)| id).collect());
-        outcome
-    }
-
-    /// An error, before anything is written, when more than M points of
-    /// `batch` (sorted by address) share one finest cell: the leaf split
-    /// would refuse them midway through the load.
-    fn separable(&self, batch: &[(u64, u64, Point)]) -> Result<()> {
-        let max = self.config.max_entries;
-        let mut run = 0;
-        for (i, &(_, code, _)) in batch.iter().enumerate() {
-            run = if i > 0 && batch[i - 1].1 == code {
-                run + 1
-            } else {
-                1
-            };
-            if run > max {
-                let entries = batch[i + 1 - run..=i]
-                    .iter()
-                    .map(|&(id, _, p)| super::quad::point_entry(id, p))
-                    .collect();
-                super::split::split_leaf(&self.domain, super::quad::Quadrant::ROOT, entries)?;
-            }
-        }
-        Ok(())
+        // a tree of height h built by insertion holds `splits + h` nodes
+        let nodes = b.mem.counters().splits + u64::from(b.mem.height());
+        outcome.map(|peak| (peak, nodes))
     }
 
 #[cfg(any(test, feature = "internals"))]
@@ -364,23 +394,27 @@ impl Builder {
         nodes.saturating_sub(self.released) as usize
     }
 
-    /// Inserts `batch` (sorted by address) into `mem`, writing the finished
+    /// Inserts the points of `sorted` (id, address, point; sorted by
+    /// address) into `mem`, writing the finished
     /// nodes to `tree` whenever `mem` holds more than `held_nodes` nodes
     /// (or twice what the last release left), then the rest and the
     /// metadata. Returns the peak of [`held`](Self::held).
     fn build<S: NodeStore>(
         &mut self,
-        batch: &[(u64, u64, Point)],
+        sorted: impl Iterator<Item = Result<(u64, u64, Point)>>,
         held_nodes: usize,
         tree: &mut XbrTree<S>,
     ) -> Result<usize> {
         let mut release_at = held_nodes;
-        for (i, &(id, _, p)) in batch.iter().enumerate() {
+        let mut sorted = sorted.peekable();
+        while let Some(point) = sorted.next() {
+            let (id, _, p) = point?;
             self.mem.insert(id, p)?;
             let held = self.held();
             self.peak = self.peak.max(held);
             if held > release_at {
-                if let Some(&(_, next, _)) = batch.get(i + 1) {
+                if let Some(Ok((_, next, _))) = sorted.peek() {
+                    let next = *next;
                     self.release_finished(next, tree)?;
                     release_at = held_nodes.max(2 * self.held());
                 }

@@ -75,6 +75,7 @@ use crate::{Error, Result};
 pub mod bulk;
 mod check;
 mod delete;
+mod external;
 mod insert;
 pub mod quad;
 pub mod query;

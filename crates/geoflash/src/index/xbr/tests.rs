@@ -898,3 +898,111 @@ fn a_bulk_load_killed_midway_leaves_an_empty_tree() {
     }
     assert!(empty > 2 && whole > 0, "empty {empty}, whole {whole}");
 }
+
+/// Issue 47: the bounded-memory bulk load sorts the points through
+/// temporary files (many runs, several merge passes at the smallest
+/// budget) and builds the tree the load in memory builds, node for node;
+/// it keeps the id set (a second object with a loaded id is refused) and
+/// removes its files.
+#[test]
+fn an_external_bulk_load_builds_the_tree_of_a_load_in_memory() {
+    use crate::index::bulk::BulkWatch;
+    use crate::index::external::{ExternalBulkConfig, MIN_MEMORY_BUDGET};
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let cfg = XbrConfig::new(domain(), 8);
+    let opts = BulkOptions {
+        held_nodes: 64,
+        write_batch: 16,
+        ..BulkOptions::default()
+    };
+    let mut points = spread_points(6_000);
+    points.shuffle(&mut rand::rngs::StdRng::seed_from_u64(5));
+    let tmp = tempfile::tempdir().unwrap();
+    let config = ExternalBulkConfig {
+        memory_budget: MIN_MEMORY_BUDGET,
+        temp_dir: tmp.path().to_path_buf(),
+    };
+    let mut ext = XbrTree::create(MemStore::new(), cfg).unwrap();
+    let report = ext
+        .load_external(points.iter().map(|&p| Ok(p)), opts, &config, BulkWatch::NONE)
+        .unwrap();
+    let mut mem = XbrTree::create(MemStore::new(), cfg).unwrap();
+    mem.load(&points, opts).unwrap();
+    assert_eq!(report.records, 6_000);
+    assert!(report.runs >= 10 && report.merge_passes >= 2, "{report:?}");
+    assert_eq!(report.nodes, mem.store().node_count() as u64);
+    assert_eq!(nodes_of(&ext), nodes_of(&mem));
+    ext.check().unwrap();
+    agree(&ext, &Oracle { items: points });
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "temporary files left");
+    assert!(ext.insert(17, pt(63.5, 0.25)).is_err(), "id 17 is loaded");
+}
+
+/// The bounded-memory bulk load refuses what the load in memory refuses,
+/// with the same error, and writes nothing: a repeated id, a repeated
+/// point (`-0.0` is `0.0`), a point outside the domain, more than M points
+/// in one finest cell, an error of the input.
+#[test]
+fn an_external_bulk_load_refuses_what_a_load_in_memory_refuses() {
+    use crate::index::bulk::BulkWatch;
+    use crate::index::external::{ExternalBulkConfig, MIN_MEMORY_BUDGET};
+    let tmp = tempfile::tempdir().unwrap();
+    let config = ExternalBulkConfig {
+        memory_budget: MIN_MEMORY_BUDGET,
+        temp_dir: tmp.path().to_path_buf(),
+    };
+    let spread = spread_points(2_000);
+    let with = |extra: Vec<(u64, Point)>| -> Vec<(u64, Point)> {
+        let mut v = spread.clone();
+        for (i, p) in extra.into_iter().enumerate() {
+            v.insert(300 * i + 150, p);
+        }
+        v
+    };
+    let big = Rect::new(0.0, 0.0, 1e12, 1e12).unwrap();
+    let crowded: Vec<(u64, Point)> = (0..4)
+        .map(|i| (i, pt(5.0 + f64::from(i as u32) * 1e-6, 5.0)))
+        .chain((10..600).map(|i| (i, pt(1e9 * i as f64, 7e11))))
+        .collect();
+    let cases: Vec<(Rect, usize, Vec<(u64, Point)>)> = vec![
+        (domain(), 8, with(vec![(7, pt(0.5, 0.5))])),
+        // the last point in Z-order again: written nodes would come first
+        (domain(), 8, with(vec![(5_000, spread[spread.len() - 1].1)])),
+        // in one address, between -0.0 and 0.0 by their bits
+        (domain(), 8, vec![(1, pt(0.0, 1.0)), (2, pt(-0.0, 1.0)), (3, pt(0.0, 0.999_999_9))]),
+        (domain(), 8, with(vec![(5_001, pt(65.0, 1.0))])),
+        (big, 3, crowded),
+    ];
+    // a few nodes held: a load that checked as it built would have
+    // written some before the error
+    let opts = BulkOptions {
+        held_nodes: 16,
+        write_batch: 4,
+        ..BulkOptions::default()
+    };
+    for (d, m, points) in cases {
+        let cfg = XbrConfig::new(d, m);
+        let mut mem = XbrTree::create(MemStore::new(), cfg).unwrap();
+        let expected = mem.load(&points, opts).unwrap_err();
+        let mut ext = XbrTree::create(MemStore::new(), cfg).unwrap();
+        let got = ext
+            .load_external(points.iter().map(|&p| Ok(p)), opts, &config, BulkWatch::NONE)
+            .unwrap_err();
+        assert!(got.is_user_error(), "{got}");
+        assert_eq!(got.to_string(), expected.to_string());
+        assert_eq!(ext.store().node_count(), 0, "{got}: nothing written");
+        assert_eq!(ext.store().meta().root, None);
+    }
+    let mut ext = XbrTree::create(MemStore::new(), XbrConfig::new(domain(), 8)).unwrap();
+    let input = spread
+        .iter()
+        .map(|&p| Ok(p))
+        .chain(std::iter::once(Err(Error::invalid("line 2001: not a number"))));
+    let e = ext
+        .load_external(input, BulkOptions::default(), &config, BulkWatch::NONE)
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid input: line 2001: not a number");
+    assert_eq!(ext.store().node_count(), 0);
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "temporary files left");
+}
