@@ -1298,7 +1298,8 @@ fn trace_file_can_be_written(path: &Path) -> Result<(), Failure> {
 
 /// The memory budget of a bounded-memory bulk load and how to name it:
 /// `--memory`, or the store's budget for `build --bulk str` on a CSV of
-/// boxes (see [`str_within_budget`]); `None` for the other builds.
+/// boxes and the xBR+-tree's bulk load of a CSV (see
+/// [`within_store_budget`]); `None` for the other builds.
 fn bounded_memory(a: &BuildArgs, opts: &IndexOptions) -> Result<Option<(usize, String)>, Failure> {
     if let Some(memory) = &a.memory {
         let budget = usize::try_from(parse_size(memory)?)
@@ -1306,38 +1307,44 @@ fn bounded_memory(a: &BuildArgs, opts: &IndexOptions) -> Result<Option<(usize, S
         let method = a.bulk.as_deref().unwrap_or_default();
         return Ok(Some((budget, format!("--bulk {method} --memory {memory}"))));
     }
-    if !str_within_budget(a, opts)? {
+    if !within_store_budget(a, opts)? {
         return Ok(None);
     }
-    // The same tree as the in-memory STR load, node for node, within the
-    // store's memory budget (issue 47, item 5: the in-memory load held
-    // every record, 1.4 GB for 16 M boxes; this one is faster).
+    // The same tree as the in-memory load, node for node, within the
+    // store's memory budget (issue 47, item 5: the in-memory STR load held
+    // every record, 1.4 GB for 16 M boxes, the xBR+-tree's 72 bytes a
+    // point; these are faster).
     let budget = opts
         .store
         .buffer_bytes()
         .max(geoflash::engine::MIN_MEMORY_BUDGET);
+    let method = a.bulk.as_deref().unwrap_or_default();
     Ok(Some((
         budget,
-        "--bulk str, within the store's memory budget (--buffer)".to_string(),
+        format!("--bulk {method}, within the store's memory budget (--buffer)"),
     )))
 }
 
-/// Whether `build --bulk str` (no `--memory`) loads through the
-/// bounded-memory STR load with the store's budget: on a CSV of boxes, for
-/// the R-tree family but the Hilbert R-tree (always packed in Hilbert
-/// order), without `--record-trace`. It packs the same tree as the
-/// in-memory load, node for node (`index::external_str`), in less time and
-/// within the budget (`docs/benchmarks.md`, "STR with bounded memory").
-fn str_within_budget(a: &BuildArgs, opts: &IndexOptions) -> Result<bool, Failure> {
+/// Whether `build --bulk` (no `--memory`) loads through a bounded-memory
+/// load with the store's budget, without `--record-trace`, on a CSV of
+/// boxes: STR for the R-tree family but the Hilbert R-tree (always packed
+/// in Hilbert order), which packs the same tree as the in-memory load, node
+/// for node (`index::external_str`), and any `--bulk` of the xBR+-tree,
+/// whose Z-ordered load builds the same tree as in memory, node for node,
+/// writing it once through the store's bulk load (`index::xbr::external`);
+/// both in less time and within the budget (`docs/benchmarks.md`, "STR
+/// with bounded memory", "The xBR+-tree's bulk load with bounded memory").
+fn within_store_budget(a: &BuildArgs, opts: &IndexOptions) -> Result<bool, Failure> {
     use geoflash::engine::{IndexKind, StructureSpec};
-    let str_bulk = a
+    let bulk = a
         .bulk
         .as_deref()
         .map(str::parse::<BulkMethod>)
-        .transpose()?
-        == Some(BulkMethod::Str);
+        .transpose()?;
     let tree = matches!(&opts.structure, StructureSpec::Tree(t) if t.kind != IndexKind::Hilbert);
-    if !(str_bulk && tree && a.memory.is_none() && a.record_trace.is_none()) {
+    let xbr = matches!(&opts.structure, StructureSpec::Xbr(_));
+    let bounded = (bulk == Some(BulkMethod::Str) && tree) || (bulk.is_some() && xbr);
+    if !(bounded && a.memory.is_none() && a.record_trace.is_none()) {
         return Ok(false);
     }
     Ok(

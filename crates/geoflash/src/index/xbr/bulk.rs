@@ -65,6 +65,7 @@ use crate::geom::Point;
 use crate::page::Entry;
 use crate::page_id::PageId;
 use crate::store::mem::MemStore;
+use crate::store::bulk::BulkSink;
 use crate::store::{NodeStore, TreeMeta};
 use crate::{Error, Result};
 
@@ -250,28 +251,42 @@ impl<S: NodeStore> XbrTree<S> {
         sorted: impl Iterator<Item = Result<(u64, u64, Point)>>,
         opts: BulkOptions,
     ) -> Result<(usize, u64)> {
-        let mut b = Builder {
-            mem: XbrTree::create(MemStore::new(), self.config)?,
-            writer: Writer {
-                op: None,
-                in_op: 0,
-                limit: opts.write_batch,
-            },
-            written: HashMap::new(),
-            released: 0,
-            peak: 0,
+        let mut b = Builder::new(self.config)?;
+        let mut w = Writer {
+            tree: self,
+            op: None,
+            in_op: 0,
+            limit: opts.write_batch,
         };
-        let outcome = b.build(sorted, opts.held_nodes, self);
-        if outcome.is_err() {
-            // Nodes written so far stay unreachable (no metadata names
-            // them), as after a crash; the store's operation is closed.
-            if let Some(op) = b.writer.op.take() {
-                let _ = self.store.commit_op(op);
+        match b.build(sorted, opts.held_nodes, &mut w) {
+            Ok(meta) => w.publish(meta)?,
+            Err(e) => {
+                // Nodes written so far stay unreachable (no metadata names
+                // them), as after a crash; the store's operation is closed.
+                if let Some(op) = w.op.take() {
+                    let _ = w.tree.store.commit_op(op);
+                }
+                return Err(e);
             }
         }
-        // a tree of height h built by insertion holds `splits + h` nodes
-        let nodes = b.mem.counters().splits + u64::from(b.mem.height());
-        outcome.map(|peak| (peak, nodes))
+        Ok((b.peak, b.nodes()))
+    }
+
+    /// [`build_sorted`](Self::build_sorted) through the store's bulk load
+    /// ([`NodeStore::bulk_load`]): the nodes go to fresh pages, unlogged, and
+    /// the tree is published once complete (an error publishes nothing).
+    pub(super) fn build_sorted_unlogged(
+        &mut self,
+        sorted: impl Iterator<Item = Result<(u64, u64, Point)>>,
+        held_nodes: usize,
+    ) -> Result<(usize, u64)> {
+        let mut b = Builder::new(self.config)?;
+        let empty = self.store.meta();
+        self.store.bulk_load(Box::new(|sink| {
+            let meta = b.build(sorted, held_nodes, &mut Sunk(sink))?;
+            Ok(meta.unwrap_or(empty))
+        }))?;
+        Ok((b.peak, b.nodes()))
     }
 
 #[cfg(any(test, feature = "internals"))]
@@ -330,33 +345,64 @@ impl<S: NodeStore> XbrTree<S> {
 }
 
 /// Groups node creations into store operations of at most `limit` nodes.
-struct Writer {
+/// Where a load's finished nodes go, children before parents.
+trait NodeOut {
+    /// Stores a node of `level` holding `entries` and returns its page.
+    fn node(&mut self, level: u16, entries: Vec<Entry>) -> Result<PageId>;
+}
+
+/// The nodes through `tree`'s store operations, `limit` nodes an operation
+/// (the thesis' write buffer; the load the workbench measures).
+struct Writer<'t, S: NodeStore> {
+    tree: &'t mut XbrTree<S>,
     op: Option<crate::store::OpId>,
     in_op: usize,
     limit: usize,
 }
 
-impl Writer {
-    /// Creates a node of `level` holding `entries` in `tree`'s store, in
-    /// the running operation (begun when none runs, committed when full).
-    fn create<S: NodeStore>(
-        &mut self,
-        tree: &mut XbrTree<S>,
-        level: u16,
-        entries: Vec<Entry>,
-    ) -> Result<PageId> {
+impl<S: NodeStore> NodeOut for Writer<'_, S> {
+    /// Creates the node in the running operation (begun when none runs,
+    /// committed when full).
+    fn node(&mut self, level: u16, entries: Vec<Entry>) -> Result<PageId> {
         if self.op.is_none() {
-            self.op = Some(tree.store.begin_op()?);
+            self.op = Some(self.tree.store.begin_op()?);
         }
-        let id = tree.create_node(level, entries)?;
+        let id = self.tree.create_node(level, entries)?;
         self.in_op += 1;
         if self.in_op >= self.limit {
             if let Some(op) = self.op.take() {
-                tree.store.commit_op(op)?;
+                self.tree.store.commit_op(op)?;
             }
             self.in_op = 0;
         }
         Ok(id)
+    }
+}
+
+impl<S: NodeStore> Writer<'_, S> {
+    /// Sets the tree's metadata to `meta` (nothing for an empty load) in
+    /// the last operation.
+    fn publish(&mut self, meta: Option<TreeMeta>) -> Result<()> {
+        let Some(meta) = meta else {
+            return Ok(());
+        };
+        if self.op.is_none() {
+            self.op = Some(self.tree.store.begin_op()?);
+        }
+        self.tree.store.set_meta(meta)?;
+        if let Some(op) = self.op.take() {
+            self.tree.store.commit_op(op)?;
+        }
+        Ok(())
+    }
+}
+
+/// The nodes through a store's bulk load ([`BulkSink`]).
+struct Sunk<'s>(&'s mut dyn BulkSink);
+
+impl NodeOut for Sunk<'_> {
+    fn node(&mut self, level: u16, entries: Vec<Entry>) -> Result<PageId> {
+        self.0.node(level, &entries)
     }
 }
 
@@ -375,7 +421,6 @@ impl Writer {
 /// of a build held whole: the same tree, its nodes written in another order.
 struct Builder {
     mem: XbrTree<MemStore>,
-    writer: Writer,
     /// Written nodes whose parent is still in `mem`: their page in `mem`
     /// (a placeholder now), their page in the target.
     written: HashMap<PageId, PageId>,
@@ -386,25 +431,40 @@ struct Builder {
 }
 
 impl Builder {
+    /// A load of nothing yet into a tree of `config`.
+    fn new(config: super::XbrConfig) -> Result<Self> {
+        Ok(Builder {
+            mem: XbrTree::create(MemStore::new(), config)?,
+            written: HashMap::new(),
+            released: 0,
+            peak: 0,
+        })
+    }
+
+    /// Nodes of the tree built so far: a tree of height h built by
+    /// insertion holds `splits + h` nodes.
+    fn nodes(&self) -> u64 {
+        self.mem.counters().splits + u64::from(self.mem.height())
+    }
+
     /// Nodes of `mem` holding entries. Insertion removes no node, and
     /// creates one at each split and one more at each growth of the tree:
     /// a tree of height h holds `splits + h` nodes.
     fn held(&self) -> usize {
-        let nodes = self.mem.counters().splits + u64::from(self.mem.height());
-        nodes.saturating_sub(self.released) as usize
+        self.nodes().saturating_sub(self.released) as usize
     }
 
     /// Inserts the points of `sorted` (id, address, point; sorted by
-    /// address) into `mem`, writing the finished
-    /// nodes to `tree` whenever `mem` holds more than `held_nodes` nodes
-    /// (or twice what the last release left), then the rest and the
-    /// metadata. Returns the peak of [`held`](Self::held).
-    fn build<S: NodeStore>(
+    /// address) into `mem`, writing the finished nodes to `out` whenever
+    /// `mem` holds more than `held_nodes` nodes (or twice what the last
+    /// release left), then the rest. Returns the metadata of the tree
+    /// written (`None` when `sorted` is empty).
+    fn build(
         &mut self,
         sorted: impl Iterator<Item = Result<(u64, u64, Point)>>,
         held_nodes: usize,
-        tree: &mut XbrTree<S>,
-    ) -> Result<usize> {
+        out: &mut dyn NodeOut,
+    ) -> Result<Option<TreeMeta>> {
         let mut release_at = held_nodes;
         let mut sorted = sorted.peekable();
         while let Some(point) = sorted.next() {
@@ -415,37 +475,30 @@ impl Builder {
             if held > release_at {
                 if let Some(Ok((_, next, _))) = sorted.peek() {
                     let next = *next;
-                    self.release_finished(next, tree)?;
+                    self.release_finished(next, out)?;
                     release_at = held_nodes.max(2 * self.held());
                 }
             }
         }
         let meta = self.mem.store.meta();
         let Some(root) = meta.root else {
-            return Ok(self.peak);
+            return Ok(None);
         };
-        let new_root = self.copy_subtree(root, tree, &mut Vec::new())?;
-        if self.writer.op.is_none() {
-            self.writer.op = Some(tree.store.begin_op()?);
-        }
-        tree.store.set_meta(TreeMeta {
+        let new_root = self.copy_subtree(root, out, &mut Vec::new())?;
+        Ok(Some(TreeMeta {
             root: Some(new_root),
             ..meta
-        })?;
-        if let Some(op) = self.writer.op.take() {
-            tree.store.commit_op(op)?;
-        }
-        Ok(self.peak)
+        }))
     }
 
-    /// Writes to `tree` every subtree of `mem` that the points from address
+    /// Writes to `out` every subtree of `mem` that the points from address
     /// `next` on can no longer reach, and puts placeholders in its pages.
-    fn release_finished<S: NodeStore>(&mut self, next: u64, tree: &mut XbrTree<S>) -> Result<()> {
+    fn release_finished(&mut self, next: u64, out: &mut dyn NodeOut) -> Result<()> {
         let Some(root) = self.mem.store.meta().root else {
             return Ok(());
         };
         let mut done = Vec::new();
-        self.release_below(root, next, tree, &mut done)?;
+        self.release_below(root, next, out, &mut done)?;
         if done.is_empty() {
             return Ok(());
         }
@@ -477,11 +530,11 @@ impl Builder {
     /// [`release_finished`](Self::release_finished) below node `page` of
     /// `mem`, which the points to come still reach; `done` collects the
     /// pages written.
-    fn release_below<S: NodeStore>(
+    fn release_below(
         &mut self,
         page: PageId,
         next: u64,
-        tree: &mut XbrTree<S>,
+        out: &mut dyn NodeOut,
         done: &mut Vec<PageId>,
     ) -> Result<()> {
         let node = self.mem.node(page)?;
@@ -495,23 +548,23 @@ impl Builder {
             let child = super::quad::child_ref(e, page)?;
             let q = child.quad;
             if super::quad::Quadrant::of_code(next, q.level()).path() > q.path() {
-                let id = self.copy_subtree(child.page, tree, done)?;
+                let id = self.copy_subtree(child.page, out, done)?;
                 self.written.insert(child.page, id);
             } else {
-                self.release_below(child.page, next, tree, done)?;
+                self.release_below(child.page, next, out, done)?;
             }
         }
         Ok(())
     }
 
-    /// Writes the subtree of `page` of `mem` into `tree`'s store, children
+    /// Writes the subtree of `page` of `mem` to `out`, children
     /// before parents (a child written earlier is not written again);
     /// returns the new page of its root. `done` collects the pages of `mem`
     /// written.
-    fn copy_subtree<S: NodeStore>(
+    fn copy_subtree(
         &mut self,
         page: PageId,
-        tree: &mut XbrTree<S>,
+        out: &mut dyn NodeOut,
         done: &mut Vec<PageId>,
     ) -> Result<PageId> {
         let node = self.mem.node(page)?;
@@ -522,13 +575,13 @@ impl Builder {
             for e in &node.entries {
                 let key = match self.written.remove(&e.key) {
                     Some(key) => key,
-                    None => self.copy_subtree(e.key, tree, done)?,
+                    None => self.copy_subtree(e.key, out, done)?,
                 };
                 v.push(Entry { key, ..*e });
             }
             v
         };
-        let id = self.writer.create(tree, node.level, entries)?;
+        let id = out.node(node.level, entries)?;
         done.push(page);
         Ok(id)
     }

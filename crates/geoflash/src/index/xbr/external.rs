@@ -122,7 +122,7 @@ impl<S: NodeStore> XbrTree<S> {
             merged.next_rec().transpose()
         })
         .map(|a| a.map(|a| (a.id, a.code, a.p)));
-        let (_, nodes) = self.build_sorted(sorted, opts)?;
+        let (_, nodes) = self.build_sorted_unlogged(sorted, opts.held_nodes)?;
         self.ids = Some(ids);
         report.bytes_spilled = spill.bytes;
         report.nodes = nodes;
