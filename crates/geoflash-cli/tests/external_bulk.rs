@@ -17,23 +17,60 @@ fn oracle(records: &[(u64, geoflash::geom::Rect)], w: [f64; 4]) -> Vec<u64> {
     ids
 }
 
-#[test]
-fn bulk_load_with_less_memory_than_the_input_answers_like_brute_force() {
-    let dir = tempfile::tempdir().unwrap();
-    let csv = dir.path().join("d.csv");
+/// `csv`, written with 20,000 uniform objects of `geometry` (`box` or
+/// `point`) by `geoflash generate --seed SEED`.
+fn generated(csv: &std::path::Path, geometry: &str, seed: &str) -> std::path::PathBuf {
     ok(geoflash(&[
         "generate",
         "--distribution",
         "uniform",
         "--geometry",
-        "box",
+        geometry,
         "--count",
         "20000",
         "--seed",
-        "5",
+        seed,
         "--out",
-        s(&csv),
+        s(csv),
     ]));
+    csv.to_path_buf()
+}
+
+/// `geoflash build --memory 64KiB` of the 20,000 objects of `csv` into
+/// `idx` (they cost over 1 MB while sorted: many runs); its standard error.
+fn bounded_build(
+    csv: &std::path::Path,
+    idx: &std::path::Path,
+    kind: &str,
+    store: &str,
+    method: &str,
+) -> String {
+    let out = ok(geoflash(&[
+        "build",
+        "--input",
+        s(csv),
+        "--index",
+        s(idx),
+        "--kind",
+        kind,
+        "--store",
+        store,
+        "--device",
+        "file?direct=false",
+        "--bulk",
+        method,
+        "--memory",
+        "64KiB",
+        "--json",
+    ]));
+    assert_eq!(last_json(&out)["operations"], 20000, "{kind} {store}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn bulk_load_with_less_memory_than_the_input_answers_like_brute_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = generated(&dir.path().join("d.csv"), "box", "5");
     let records = geoflash_bench::formats::read_csv(&csv).unwrap();
     for (kind, store, method) in [
         ("rstar", "plain", "hilbert"),
@@ -43,27 +80,7 @@ fn bulk_load_with_less_memory_than_the_input_answers_like_brute_force() {
         ("rtree", "plain", "str"),
     ] {
         let idx = dir.path().join(format!("ext-{kind}-{store}-{method}"));
-        // 20,000 records cost over 1 MB while sorted: 64 KiB forces many runs.
-        let out = ok(geoflash(&[
-            "build",
-            "--input",
-            s(&csv),
-            "--index",
-            s(&idx),
-            "--kind",
-            kind,
-            "--store",
-            store,
-            "--device",
-            "file?direct=false",
-            "--bulk",
-            method,
-            "--memory",
-            "64KiB",
-            "--json",
-        ]));
-        assert_eq!(last_json(&out)["operations"], 20000, "{kind}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = bounded_build(&csv, &idx, kind, store, method);
         let runs: u64 = stderr
             .split("records, ")
             .nth(1)
@@ -128,43 +145,11 @@ fn verified_like_brute_force(
 #[test]
 fn an_xbr_bulk_load_with_less_memory_than_the_input_answers_like_brute_force() {
     let dir = tempfile::tempdir().unwrap();
-    let csv = dir.path().join("p.csv");
-    ok(geoflash(&[
-        "generate",
-        "--distribution",
-        "uniform",
-        "--geometry",
-        "point",
-        "--count",
-        "20000",
-        "--seed",
-        "6",
-        "--out",
-        s(&csv),
-    ]));
+    let csv = generated(&dir.path().join("p.csv"), "point", "6");
     let records = geoflash_bench::formats::read_csv(&csv).unwrap();
     for store in ["plain", "efind", "fast"] {
         let idx = dir.path().join(format!("ext-xbr-{store}"));
-        let out = ok(geoflash(&[
-            "build",
-            "--input",
-            s(&csv),
-            "--index",
-            s(&idx),
-            "--kind",
-            "xbr",
-            "--store",
-            store,
-            "--device",
-            "file?direct=false",
-            "--bulk",
-            "str",
-            "--memory",
-            "64KiB",
-            "--json",
-        ]));
-        assert_eq!(last_json(&out)["operations"], 20000, "{store}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = bounded_build(&csv, &idx, "xbr", store, "str");
         assert!(
             stderr.contains("20000 records, 10 sorted runs, 1 merge passes"),
             "{stderr}"
