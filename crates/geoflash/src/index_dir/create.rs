@@ -235,8 +235,12 @@ impl Index {
     /// (at its next sort run, merge or node) and is returned, and no index
     /// is left (the directory is created atomically, as [`Index::build`]
     /// creates); so does a stop request of the process, as in
-    /// [`Index::bulk_load`]. The R-tree family only; a Hilbert R-tree
-    /// needs its domain in `opts` (the manifest records it before the load).
+    /// [`Index::bulk_load`]. The R-tree family and the xBR+-tree (whose
+    /// records are points, sorted by address and written through the
+    /// store's bulk load: the tree of its load in memory, node for node);
+    /// a Hilbert R-tree and the xBR+-tree need their domain in `opts` (the
+    /// manifest records it before the load). `method` and `fill` do not
+    /// apply to the xBR+-tree.
     pub fn bulk_load_external<I>(
         dir: Option<&Path>,
         opts: &IndexOptions,
