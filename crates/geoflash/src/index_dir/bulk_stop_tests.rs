@@ -165,3 +165,58 @@ fn a_failed_input_stops_a_bounded_memory_load_before_any_node() {
         assert_eq!(left_in(dir.path()), Vec::<String>::new(), "{load:?}");
     }
 }
+
+/// The xBR+-tree's bounded-memory load, stopped at any of its questions
+/// (while its runs are formed, checked, merged or built), publishes
+/// nothing and leaves nothing; unstopped, it publishes every point.
+#[test]
+fn a_stopped_xbr_bulk_load_publishes_nothing_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("idx");
+    let mut opts = opts();
+    opts.set_kind("xbr").unwrap();
+    opts.hilbert_domain = Some(Rect::new(0.0, 0.0, 1000.0, 1000.0).unwrap());
+    // distinct points: (i, 7i mod 1000) for 1 ≤ i ≤ 999, and more rows
+    let points: Vec<(u64, Rect)> = (1..=150_000u64)
+        .map(|i| {
+            let (x, y) = ((i % 999) as f64 + 0.5, (i / 999) as f64 * 6.5 % 999.0 + 0.25);
+            (i, Rect::from_point(crate::geom::Point::new(x, y).unwrap()))
+        })
+        .collect();
+    let config = ExternalBulkConfig {
+        memory_budget: MIN_MEMORY_BUDGET,
+        temp_dir: std::env::temp_dir(),
+    };
+    let load = |stop: &(dyn Fn() -> bool + Sync)| {
+        let input = points.iter().map(|&p| Ok(p));
+        Index::bulk_load_external_watched(
+            Some(&target),
+            &opts,
+            input,
+            BulkMethod::Str,
+            1.0,
+            &config,
+            &|_, _| {},
+            stop,
+        )
+    };
+    let asked = AtomicU64::new(0);
+    let (index, report) = load(&|| {
+        asked.fetch_add(1, Ordering::SeqCst);
+        false
+    })
+    .unwrap();
+    assert_eq!(report.records, 150_000);
+    assert_eq!(index.len(), 150_000);
+    drop(index);
+    std::fs::remove_dir_all(&target).unwrap();
+    let all = asked.load(Ordering::SeqCst);
+    assert!(all > 10, "{all} questions");
+    for k in [0, all / 3, all / 2, all - 1] {
+        let asked = AtomicU64::new(0);
+        let stop = || asked.fetch_add(1, Ordering::SeqCst) >= k;
+        let err = load(&stop).expect_err("stopped");
+        assert_eq!(err.kind(), crate::ErrorKind::Interrupted, "at {k}: {err}");
+        assert_eq!(left_in(dir.path()), Vec::<String>::new(), "at {k}");
+    }
+}

@@ -103,7 +103,12 @@ impl<S: NodeStore> XbrTree<S> {
         let mut merged = Merge::<Addressed>::open(&runs, READ_BUFFER)?;
         let mut cells = CellRuns::new(self.config.max_entries);
         let mut last: Option<Addressed> = None;
+        let mut checked = 0u64;
         while let Some(a) = merged.next_rec()? {
+            checked += 1;
+            if checked.is_multiple_of(STOP_EVERY) {
+                watch.check()?;
+            }
             if let Some(l) = last.filter(|l| l.p == a.p) {
                 return Err(duplicate_point(&a.p, l.id));
             }
